@@ -1,0 +1,53 @@
+# nib: two commands a newcomer needs. Both do their own set-up first and are idempotent.
+#   make run    set up, then a demo research task on the embedded local devnet
+#   make test   set up, then lint, type-check and the whole suite
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+ANVIL  := tools/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil
+SOLC   := tools/node_modules/solc/package.json
+STAMP  := $(VENV)/.installed
+export NIB_HOME ?= $(CURDIR)/.nib
+export NIB_WALLET_PASSWORD ?= nib-devnet
+
+.PHONY: setup run test lint typecheck pytest bench clean demo-down
+
+setup: $(STAMP) $(ANVIL) $(SOLC)
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml $(VENV)/bin/python
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+$(ANVIL) $(SOLC): tools/package.json
+	cd tools && npm install --no-audit --no-fund --loglevel=error
+	@test -x $(ANVIL) || { echo "Anvil binary missing after npm install; expected $(ANVIL). Fix: check npm can reach the registry and rerun make setup."; exit 1; }
+	touch $(ANVIL) $(SOLC)
+
+run: setup
+	$(VENV)/bin/nib run --demo
+
+test: setup lint typecheck pytest
+
+lint: setup
+	$(VENV)/bin/ruff check agent wallet judge chain tests bench
+
+typecheck: setup
+	$(VENV)/bin/mypy
+
+pytest: setup
+	$(VENV)/bin/pytest -q -p no:cacheprovider
+
+bench: setup
+	$(PY) -m bench
+
+demo-down: setup
+	$(VENV)/bin/nib devnet down
+
+clean:
+	rm -rf $(VENV) tools/node_modules .nib

@@ -1,0 +1,87 @@
+"""Errors raised by the agent package.
+
+Three kinds, never mixed: the user's mistake (configuration, unknown run), a
+dependency that stops a run, and loop signals the loop turns into feedback or a
+failed step. Every message says what was found, what was expected, and the fix.
+
+    AgentError
+    ├── AgentConfigError        the user's mistake: bad config file, unknown profile, bad flag
+    │   └── RunStateError       resume asked for a run that is unknown or not paused
+    ├── ModelUnavailable        the model provider is silent or refuses (stop: llm-unreachable)
+    └── LoopSignal              handled inside the loop; never escapes a run
+        ├── ToolError           a tool failed; the message is shown to the model
+        │   └── ToolArgsError   a tool's arguments were missing or invalid
+        └── ProposalInvalid     the model's reply is not a valid proposal
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+ModelFailureKind = Literal["auth", "rate-limit", "server", "timeout", "bad-response"]
+
+__all__ = [
+    "AgentConfigError",
+    "AgentError",
+    "LoopSignal",
+    "ModelFailureKind",
+    "ModelUnavailable",
+    "ProposalInvalid",
+    "RunStateError",
+    "ToolArgsError",
+    "ToolError",
+]
+
+
+class AgentError(Exception):
+    """Root of every error the agent package raises."""
+
+
+class AgentConfigError(AgentError):
+    """The user's configuration (file, environment, flags) is invalid.
+
+    ``source`` names where the bad value came from (a file path, ``NIB_*`` variable
+    or flag) so the message can point at it.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None) -> None:
+        super().__init__(message)
+        self.source = source
+
+
+class RunStateError(AgentConfigError):
+    """A run id given by the user is unknown, or the run is not in the state asked for."""
+
+
+class ModelUnavailable(AgentError):
+    """The model provider is unreachable or refused; the run stops with ``llm-unreachable``.
+
+    ``kind`` classifies the failure; ``fix`` is the human fix ("set OPENAI_API_KEY",
+    "wait and retry: rate limited", ...). Providers raise it from the original
+    exception at their boundary.
+    """
+
+    def __init__(self, kind: ModelFailureKind, fix: str, message: str | None = None) -> None:
+        self.kind: ModelFailureKind = kind
+        self.fix = fix
+        super().__init__(message or f"model unavailable ({kind}): {fix}")
+
+
+class LoopSignal(AgentError):
+    """Raised inside a turn and handled by the loop (feedback or a failed step)."""
+
+
+class ToolError(LoopSignal):
+    """A tool could not produce an observation; ``str(err)`` is shown to the model.
+
+    Tools raise it with a message that names what went wrong and what to try
+    instead. Any other exception a tool raises is also turned into a failed step.
+    """
+
+
+class ToolArgsError(ToolError):
+    """A proposal named a tool with missing or invalid arguments."""
+
+
+class ProposalInvalid(LoopSignal):
+    """The model's reply is not a valid proposal (bad JSON, unknown action, bad shape)."""

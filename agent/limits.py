@@ -1,0 +1,165 @@
+"""Every loop threshold in one place: its default, and where the default comes from.
+
+Budgets bound a run (steps, wall clock, spend, tokens); guards stop a run that is
+alive but going nowhere. Profiles are named sets of both; the default profile
+follows where the model runs (ADR 0058: local endpoint -> ``local-guarded``, hosted
+-> ``cost-optimized``) and an explicit profile or flag always wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Literal, get_args
+
+from agent.errors import AgentConfigError
+
+__all__ = [
+    "PROFILES",
+    "PROVENANCE",
+    "Limits",
+    "Profile",
+    "default_profile",
+    "limits_for",
+]
+
+Profile = Literal["cost-optimized", "quality-first", "local-guarded"]
+"""``cost-optimized``: hosted models, where tokens are the scarce resource: the Dr. Nib
+envelope. ``quality-first``: more steps, time and tokens for hard tasks on a strong model.
+``local-guarded``: local models, where tokens are free but weak models churn: a larger
+envelope paired with tight progress guards (ADR 0058's "verify plus a tight guard")."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Budgets and guard thresholds for one run. Money is atomic USDC; time is seconds."""
+
+    # Budgets: hard envelopes.
+    max_steps: int = 6
+    wall_clock_s: float = 600.0
+    spend_cap_usdc: int = 1_000_000
+    max_tokens: int = 120_000
+    eth_price_usdc: int = 3_000
+    # Guards: progress detectors.
+    max_consecutive_failures: int = 3
+    duplicate_nudges: int = 1
+    novelty_window: int = 3
+    novelty_similarity: float = 0.9
+    streak_length: int = 4
+    oscillation_window: int = 6
+    max_consecutive_skips: int = 3
+    max_failed_proposals: int = 2
+    malformed_retries: int = 1
+    replan_every: int = 3
+    # Shape of a turn.
+    checklist_max_items: int = 5
+    batch_max_calls: int = 3
+    # Inputs to the judge (it owns the decision; these are the run's envelope).
+    per_call_cap_usdc: int = 250_000
+    approval_threshold_usdc: int = 500_000
+    # Output reserved per model call when projecting the token budget.
+    reply_reserve_tokens: int = 512
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise AgentConfigError(f"limit {f.name}={value!r}: expected a number.")
+            if value < 0 or (value == 0 and f.name not in _ZERO_OK):
+                raise AgentConfigError(
+                    f"limit {f.name}={value!r} is not allowed; expected a positive number. "
+                    f"Fix: set {f.name} to a value > 0 (default {getattr(Limits, f.name)})."
+                )
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def gas_wei_per_atomic_usdc(self) -> int:
+        """Wei of gas that cost one atomic USDC at ``eth_price_usdc`` (for the spend cap)."""
+        return 10**18 // (self.eth_price_usdc * 10**6)
+
+    def gas_as_usdc(self, gas_wei: int) -> int:
+        """Gas in wei expressed as atomic USDC, rounded up (spend cap counts gas too)."""
+        per = self.gas_wei_per_atomic_usdc
+        return -(-gas_wei // per) if gas_wei else 0
+
+
+_ZERO_OK = {"duplicate_nudges", "malformed_retries", "approval_threshold_usdc"}
+
+#: Where each default comes from. "Dr. Nib" is the reference agent loop (seeds), "ADR 0058"
+#: the loop-policy decision record, "lesson" the agent-loop lesson; "heuristic" marks values
+#: tuned by hand and to be re-tuned from recorded stop reasons.
+PROVENANCE: dict[str, str] = {
+    "max_steps": "Dr. Nib harness default: research loops run deeper than support bots",
+    "wall_clock_s": "Dr. Nib operational ceiling (10 min)",
+    "spend_cap_usdc": "Dr. Nib: $1 per task, sandbox + chain spend (USDC and gas)",
+    "max_tokens": "Dr. Nib production envelope: 120k tokens in+out",
+    "eth_price_usdc": "heuristic: conservative ETH price to count gas against the USDC cap",
+    "max_consecutive_failures": "Dr. Nib: 3 consecutive failures, escalate, don't spiral",
+    "duplicate_nudges": "lesson: nudge once on a repeated call, stop if it happens again",
+    "novelty_window": "heuristic: 3 near-identical observations in a row add nothing",
+    "novelty_similarity": "heuristic: token-set Jaccard >= 0.9 counts as near-identical",
+    "streak_length": "heuristic: the same tool succeeding 4 times in a row is churn",
+    "oscillation_window": "lesson: keep the last handful of fingerprints; flag a cycle",
+    "max_consecutive_skips": "heuristic: 3 skipped proposals in a row means the model is stuck",
+    "max_failed_proposals": "Dr. Nib: two failed proposals in a row stop the run",
+    "malformed_retries": "Dr. Nib: one minimal-context retry on malformed JSON",
+    "replan_every": "Dr. Nib: re-plan from the trajectory every 3rd step",
+    "checklist_max_items": "Dr. Nib: up to 5 bare measurable facts",
+    "batch_max_calls": "Dr. Nib: up to 3 independent free calls in one batch",
+    "per_call_cap_usdc": "heuristic: no single call may take more than a quarter of the cap",
+    "approval_threshold_usdc": "heuristic: calls above half the task cap need a human",
+    "reply_reserve_tokens": "heuristic: room for one proposal reply when projecting tokens",
+}
+
+_LOCAL_GUARDED = Limits(
+    # ADR 0058: local generation is free, so time and correctness are the constraints;
+    # a weak model churns, so the progress guards are tighter than the hosted default.
+    max_steps=10,
+    wall_clock_s=1200.0,
+    max_tokens=400_000,
+    max_consecutive_failures=2,
+    novelty_window=2,
+    streak_length=3,
+    max_consecutive_skips=2,
+)
+
+PROFILES: dict[Profile, Limits] = {
+    "cost-optimized": Limits(),
+    "quality-first": Limits(
+        max_steps=12, wall_clock_s=1200.0, max_tokens=300_000, streak_length=5
+    ),
+    "local-guarded": _LOCAL_GUARDED,
+}
+
+
+def default_profile(model_local: bool) -> Profile:
+    """The profile for a model by where it runs (ADR 0058's execution-context proxy)."""
+    return "local-guarded" if model_local else "cost-optimized"
+
+
+def limits_for(
+    profile: str | None = None, *, model_local: bool = False, **overrides: Any
+) -> tuple[Profile, Limits]:
+    """Resolve a profile name (or the default for the model) plus explicit overrides.
+
+    ``overrides`` with value None are ignored, so unset flags fall through to the profile.
+    """
+    if profile is None:
+        name: Profile = default_profile(model_local)
+    elif profile in get_args(Profile):
+        name = profile  # type: ignore[assignment]
+    else:
+        raise AgentConfigError(
+            f"profile {profile!r} is unknown; expected one of: {', '.join(get_args(Profile))}. "
+            "Fix: pick one of those or leave the profile unset to choose by model location.",
+            source="profile",
+        )
+    known = {f.name for f in fields(Limits)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise AgentConfigError(
+            f"unknown limit(s) {', '.join(unknown)}; expected some of: {', '.join(sorted(known))}."
+        )
+    chosen = {k: v for k, v in overrides.items() if v is not None}
+    return name, replace(PROFILES[name], **chosen)

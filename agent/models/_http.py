@@ -1,0 +1,221 @@
+"""Plumbing both HTTP model providers share: one POST with typed failures, token estimates
+and JSON extraction from a reply's text.
+
+Third-party errors are translated here, once, into :class:`agent.errors.ModelUnavailable`
+with the human fix; no message built here ever contains the API key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from agent.errors import ModelUnavailable
+from agent.models.base import ModelRequest, Usage
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "bad_shape",
+    "decode",
+    "error_detail",
+    "estimate_tokens",
+    "estimated_usage",
+    "extract_json_text",
+    "post",
+    "redact",
+    "status_error",
+    "usage_int",
+]
+
+DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+"""Generous read timeout: a local model on a laptop may take a minute for one proposal."""
+
+_BODY_EXCERPT = 200
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens in ``text``: agent/tokens.py's counter when present, else ~4 chars/token."""
+    try:
+        from agent import tokens as _tokens  # written by agent-core; optional here
+    except ImportError:
+        _tokens = None  # type: ignore[assignment]
+    if _tokens is not None:
+        for name in ("count_text", "estimate_text", "count_tokens", "estimate_tokens"):
+            fn = getattr(_tokens, name, None)
+            if callable(fn):
+                try:
+                    return int(fn(text))
+                except TypeError:
+                    continue
+    return max(1, (len(text) + 3) // 4) if text else 0
+
+
+_KEYLIKE = re.compile(r"\b(?:sk|pk|key)-[A-Za-z0-9_\-*.]{6,}")
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with the API key (and anything shaped like a key) replaced by ``[redacted]``."""
+    if secret:
+        text = text.replace(secret, "[redacted]")
+    return _KEYLIKE.sub("[redacted]", text)
+
+
+def _excerpt(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _BODY_EXCERPT else text[:_BODY_EXCERPT] + "..."
+
+
+def error_detail(response: httpx.Response) -> str:
+    """The provider's own error message when the body has one, else a body excerpt."""
+    try:
+        body = response.json()
+    except ValueError:
+        return _excerpt(response.text)
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return _excerpt(err["message"])
+        if isinstance(err, str):
+            return _excerpt(err)
+        if isinstance(body.get("message"), str):
+            return _excerpt(body["message"])
+    return _excerpt(response.text)
+
+
+def status_error(
+    response: httpx.Response, *, provider: str, key_env: str, secret: str | None = None
+) -> ModelUnavailable:
+    """The typed error for a non-2xx ``response``; ``key_env`` names the key's variable."""
+    status = response.status_code
+    detail = redact(error_detail(response), secret)
+    where = provider
+    try:
+        where = f"{provider} at {response.request.url.copy_with(query=None)}"
+    except RuntimeError:  # a response built without a request (tests, adapters)
+        pass
+    if status in (401, 403):
+        what = "rejected the API key" if status == 401 else "refused access with this API key"
+        fix = (
+            f"check the API key in {key_env} (and that it may use this model); "
+            f"set {key_env} to a valid key"
+        )
+        return ModelUnavailable("auth", fix, f"{where} {what} (HTTP {status}: {detail}); {fix}.")
+    if status == 429:
+        retry_after = response.headers.get("retry-after")
+        fix = "rate limited: wait or lower concurrency"
+        if retry_after:
+            fix += f" (provider asks to retry after {retry_after}s)"
+        return ModelUnavailable("rate-limit", fix, f"{where} answered HTTP 429 ({detail}); {fix}.")
+    if status >= 500:
+        fix = "provider down: retry later or point NIB_MODEL_BASE_URL at another endpoint"
+        return ModelUnavailable("server", fix, f"{where} answered HTTP {status} ({detail}); {fix}.")
+    fix = "check NIB_MODEL (the model name) and NIB_MODEL_BASE_URL"
+    return ModelUnavailable(
+        "bad-response",
+        fix,
+        f"{where} answered HTTP {status} ({detail}); expected 200 with a completion; {fix}.",
+    )
+
+
+async def post(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    payload: dict[str, Any],
+    provider: str,
+) -> httpx.Response:
+    """POST ``payload``; transport failures become ModelUnavailable, statuses are kept.
+
+    Timeouts -> ``timeout``; connection failures -> ``server`` (provider down).
+    """
+    try:
+        return await client.post(url, headers=dict(headers), json=payload)
+    except httpx.TimeoutException as exc:
+        fix = "provider down or too slow: retry later, or use a smaller/faster model"
+        raise ModelUnavailable(
+            "timeout", fix, f"{provider} did not answer in time ({type(exc).__name__}); {fix}."
+        ) from exc
+    except httpx.TransportError as exc:
+        fix = "provider down or unreachable: check NIB_MODEL_BASE_URL and that the server runs"
+        raise ModelUnavailable(
+            "server", fix, f"{provider} could not be reached ({type(exc).__name__}); {fix}."
+        ) from exc
+
+
+def decode(
+    response: httpx.Response, *, provider: str, key_env: str, secret: str | None = None
+) -> dict[str, Any]:
+    """The JSON object of a 2xx ``response``, or raise ModelUnavailable.
+
+    401/403 -> ``auth``; 429 -> ``rate-limit``; 5xx -> ``server``; other statuses and
+    bodies that are not a JSON object -> ``bad-response``. ``secret`` (the API key) is
+    redacted from anything the provider echoed back.
+    """
+    if response.status_code >= 300:
+        raise status_error(response, provider=provider, key_env=key_env, secret=secret)
+    try:
+        body = response.json()
+    except ValueError as exc:
+        fix = "the endpoint is not speaking the expected API: check NIB_MODEL_BASE_URL"
+        raise ModelUnavailable(
+            "bad-response",
+            fix,
+            f"{provider} answered HTTP {response.status_code} with a body that is not JSON "
+            f"({redact(_excerpt(response.text), secret)!r}); {fix}.",
+        ) from exc
+    if not isinstance(body, dict):
+        raise bad_shape(provider, f"the body is a JSON {type(body).__name__}, not an object")
+    return body
+
+
+def bad_shape(provider: str, what: str) -> ModelUnavailable:
+    """A 200 response whose JSON lacks what the protocol promises (``what`` names it)."""
+    fix = "the endpoint is not speaking the expected API: check NIB_MODEL_BASE_URL"
+    return ModelUnavailable("bad-response", fix, f"{provider} answered 200 but {what}; {fix}.")
+
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+
+
+def extract_json_text(text: str) -> str:
+    """The JSON object inside ``text`` (code fences or prose stripped), else ``text``.
+
+    Models asked for JSON sometimes wrap it in ```json fences or a sentence; the loop
+    parses proposals strictly, so providers hand it the bare object when one is there.
+    """
+    stripped = text.strip()
+    candidates = [stripped]
+    candidates += [m.group(1).strip() for m in _FENCE.finditer(text)]
+    start, end = stripped.find("{"), stripped.rfind("}")
+    if 0 <= start < end:
+        candidates.append(stripped[start : end + 1])
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return candidate
+    return text
+
+
+def usage_int(value: Any) -> int | None:
+    """A token count from a usage field: non-negative int, or None when absent/invalid."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+def estimated_usage(request: ModelRequest, text: str) -> Usage:
+    """Usage counted offline (``estimated=True``) for a provider that reported none."""
+    prompt_text = "\n".join(str(m.get("content", "")) for m in request.messages)
+    return Usage(
+        input_tokens=estimate_tokens(prompt_text),
+        output_tokens=estimate_tokens(text),
+        estimated=True,
+    )

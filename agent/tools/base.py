@@ -1,0 +1,209 @@
+"""The tool interface: what a tool is, what it returns, and the registry the loop uses.
+
+Free tools read (``run``); paid tools ``quote`` a payload for free and ``execute``
+it only with an approving judge verdict. Tools never decide whether to spend:
+the loop asks the judge and the wallet re-checks the verdict before signing.
+"""
+
+from __future__ import annotations
+
+from abc import ABC
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from agent.errors import ToolArgsError, ToolError
+
+if TYPE_CHECKING:
+    import httpx
+    from chain.client import ChainClient
+    from chain.networks import Network
+    from judge.verdict import Verdict
+
+    from wallet import Wallet
+
+__all__ = [
+    "Emit",
+    "Observation",
+    "Quote",
+    "QuoteKind",
+    "Tool",
+    "ToolContext",
+    "ToolKind",
+    "ToolRegistry",
+    "format_validation_error",
+]
+
+ToolKind = Literal["free", "paid"]
+"""``free``: reads, decided by a deterministic policy row. ``paid``: moves money, judged."""
+
+QuoteKind = Literal["x402", "transfer", "contract"]
+"""``x402``: EIP-3009 typed data for an HTTP 402 seller. ``transfer``: an EIP-1559 USDC
+transfer transaction. ``contract``: any other EIP-1559 contract call."""
+
+Emit = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one tool call produced. ``summary`` is one line for the shaped history.
+
+    ``facts`` maps fact kinds (``base_fee_gwei``, ...) to their values as strings; the
+    checklist is covered from them. ``cost_usdc`` is atomic USDC, ``gas_wei`` is wei.
+    """
+
+    tool: str
+    ok: bool
+    summary: str
+    data: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, str] = field(default_factory=dict)
+    cost_usdc: int = 0
+    gas_wei: int = 0
+    error: str | None = None
+
+    @classmethod
+    def failure(cls, tool: str, error: str) -> Observation:
+        """A failed observation carrying ``error`` (shown to the model)."""
+        return cls(tool=tool, ok=False, summary=f"error: {error}", error=error)
+
+
+@dataclass(frozen=True)
+class Quote:
+    """An exact, unsigned payment payload a paid tool proposes; free to produce.
+
+    ``payload`` is the dict the wallet will sign (EIP-712 typed data or an EIP-1559
+    transaction) and ``payload_fingerprint`` its canonical fingerprint. The judge's
+    verdict binds to that fingerprint; if the bytes change, the verdict is void.
+    """
+
+    tool: str
+    args: dict[str, Any]
+    kind: QuoteKind
+    payload: dict[str, Any]
+    payload_fingerprint: str
+    amount: int
+    asset: str
+    recipient: str
+    chain_id: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _no_emit(_type: str, _data: dict[str, Any]) -> None:
+    return None
+
+
+@dataclass
+class ToolContext:
+    """What a tool may use during one call. Built by the loop for each run.
+
+    ``allowlist`` names the recipients/hosts paid tools may pay; ``extras`` carries
+    tool-specific settings (paywall URL, ledger, ...).
+    """
+
+    run_id: str
+    chain: ChainClient
+    network: Network
+    wallet: Wallet | None = None
+    emit: Emit = _no_emit
+    allowlist: tuple[str, ...] = ()
+    http: httpx.AsyncClient | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class Tool(ABC):
+    """A capability the model may propose. Subclasses set the class attributes.
+
+    Free tools implement ``run``; paid tools implement ``quote`` and ``execute``.
+    Raise :class:`agent.errors.ToolError` with a message for the model on failure.
+    """
+
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    kind: ToolKind
+    facts: tuple[str, ...] = ()
+
+    def facts_for(self, args: BaseModel) -> tuple[str, ...]:
+        """Fact kinds this call can provide (defaults to everything the tool can)."""
+        return self.facts
+
+    def parse_args(self, args: dict[str, Any]) -> BaseModel:
+        """Validate raw proposal arguments; raises ToolArgsError with actionable text."""
+        if not isinstance(args, dict):
+            raise ToolArgsError(
+                f"{self.name}: arguments must be a JSON object, got {type(args).__name__}; "
+                f"expected fields: {', '.join(self.args_model.model_fields) or 'none'}."
+            )
+        try:
+            return self.args_model.model_validate(args)
+        except ValidationError as exc:
+            raise ToolArgsError(format_validation_error(self.name, exc)) from exc
+
+    async def run(self, args: Any, ctx: ToolContext) -> Observation:
+        """Free tools: perform the read and return an observation."""
+        raise ToolError(f"{self.name} is a {self.kind} tool and has no free run(); use quote.")
+
+    async def quote(self, args: Any, ctx: ToolContext) -> Quote:
+        """Paid tools: build the exact payload to sign (no signing, no spending)."""
+        raise ToolError(f"{self.name} is a {self.kind} tool and cannot be quoted.")
+
+    async def execute(self, quote: Quote, verdict: Verdict, ctx: ToolContext) -> Observation:
+        """Paid tools: have ``ctx.wallet`` sign ``quote.payload`` under ``verdict`` and send.
+
+        Moves money. The wallet refuses unless the verdict approves exactly this payload.
+        """
+        raise ToolError(f"{self.name} is a {self.kind} tool and cannot be executed with a quote.")
+
+    def describe(self) -> dict[str, Any]:
+        """The prompt-facing description: name, kind, facts, description, args schema."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "facts": list(self.facts),
+            "description": self.description,
+            "args": self.args_model.model_json_schema(),
+        }
+
+
+def format_validation_error(tool: str, exc: ValidationError) -> str:
+    """One readable line per problem: field, what was wrong, the fix."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "(arguments)"
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+    return f"{tool}: invalid arguments ({'; '.join(parts)}); fix them and propose again."
+
+
+class ToolRegistry:
+    """Maps tool name -> Tool; the single source of which tools are wired for a run."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> None:
+        """Add ``tool``; a second tool with the same name is a programming error."""
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} is already registered; names must be unique.")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, or None when it is not wired."""
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        """Sorted names of the wired tools."""
+        return sorted(self._tools)
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Prompt-facing descriptions of every wired tool, sorted by name."""
+        return [self._tools[n].describe() for n in self.names()]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)

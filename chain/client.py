@@ -1,0 +1,206 @@
+"""A small chain client over web3.py with typed errors.
+
+It answers the questions a research agent asks of a chain (fees, blocks, balances,
+receipts, token transfers) and is the one place where web3/requests errors are
+translated into ``chain.errors`` types that name the URL and the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, TypeVar
+
+import requests
+from eth_utils import to_checksum_address
+from web3 import Web3
+from web3.exceptions import TransactionNotFound, Web3RPCError
+
+from chain.errors import RpcError, RpcUnreachable, WrongChain
+
+T = TypeVar("T")
+
+_ERC20_ABI: list[dict[str, Any]] = [
+    {"name": "balanceOf", "type": "function", "stateMutability": "view",
+     "inputs": [{"name": "a", "type": "address"}], "outputs": [{"name": "", "type": "uint256"}]},
+    {"name": "decimals", "type": "function", "stateMutability": "view",
+     "inputs": [], "outputs": [{"name": "", "type": "uint8"}]},
+    {"name": "symbol", "type": "function", "stateMutability": "view",
+     "inputs": [], "outputs": [{"name": "", "type": "string"}]},
+    {"name": "name", "type": "function", "stateMutability": "view",
+     "inputs": [], "outputs": [{"name": "", "type": "string"}]},
+    {"name": "totalSupply", "type": "function", "stateMutability": "view",
+     "inputs": [], "outputs": [{"name": "", "type": "uint256"}]},
+]
+TRANSFER_TOPIC = "0x" + Web3.keccak(text="Transfer(address,address,uint256)").hex().removeprefix("0x")
+GWEI = Decimal(10) ** 9
+
+
+@dataclass(frozen=True)
+class TransferLog:
+    """One ERC-20 Transfer event."""
+
+    tx_hash: str
+    block_number: int
+    log_index: int
+    sender: str
+    recipient: str
+    value: int
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """The parts of a transaction receipt the agent reports."""
+
+    tx_hash: str
+    status: int
+    block_number: int
+    gas_used: int
+    effective_gas_price: int
+    sender: str
+    to: str | None
+
+
+class ChainClient:
+    """Read-only access to one chain; checks the chain id on connect when one is expected."""
+
+    def __init__(self, rpc_url: str, expected_chain_id: int | None = None, *, timeout_s: float = 10.0) -> None:
+        self.rpc_url = rpc_url
+        self.w3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": timeout_s}))
+        self._chain_id: int | None = None
+        if expected_chain_id is not None:
+            found = self.chain_id()
+            if found != expected_chain_id:
+                raise WrongChain(rpc_url, expected_chain_id, found)
+
+    def __repr__(self) -> str:
+        return f"ChainClient({self.rpc_url!r})"
+
+    def call(self, method: str, fn: Callable[[], T]) -> T:
+        """Run one RPC-backed function, translating transport and node errors."""
+        try:
+            return fn()
+        except (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError) as exc:
+            raise RpcUnreachable(self.rpc_url, type(exc).__name__) from exc
+        except Web3RPCError as exc:
+            resp = exc.rpc_response or {}
+            err = resp.get("error") if isinstance(resp, dict) else None
+            code = err.get("code") if isinstance(err, dict) else None
+            msg = err.get("message") if isinstance(err, dict) else str(exc)
+            raise RpcError(self.rpc_url, method, code, str(msg)) from exc
+
+    def chain_id(self) -> int:
+        if self._chain_id is None:
+            self._chain_id = int(self.call("eth_chainId", lambda: self.w3.eth.chain_id))
+        return self._chain_id
+
+    def block_number(self) -> int:
+        return int(self.call("eth_blockNumber", lambda: self.w3.eth.block_number))
+
+    def block(self, block: int | str = "latest") -> dict[str, Any]:
+        data = self.call("eth_getBlockByNumber", lambda: self.w3.eth.get_block(block))
+        return dict(data)
+
+    def block_timestamp(self, block: int | str = "latest") -> int:
+        return int(self.block(block)["timestamp"])
+
+    def base_fee_wei(self) -> int:
+        return int(self.block("latest").get("baseFeePerGas", 0))
+
+    def base_fee_gwei(self) -> Decimal:
+        return Decimal(self.base_fee_wei()) / GWEI
+
+    def gas_price(self) -> int:
+        return int(self.call("eth_gasPrice", lambda: self.w3.eth.gas_price))
+
+    def eth_balance(self, address: str) -> int:
+        addr = to_checksum_address(address)
+        return int(self.call("eth_getBalance", lambda: self.w3.eth.get_balance(addr)))
+
+    def _erc20(self, token: str) -> Any:
+        return self.w3.eth.contract(address=to_checksum_address(token), abi=_ERC20_ABI)
+
+    def token_balance(self, token: str, address: str) -> int:
+        fn = self._erc20(token).functions.balanceOf(to_checksum_address(address))
+        return int(self.call("balanceOf", fn.call))
+
+    def token_decimals(self, token: str) -> int:
+        return int(self.call("decimals", self._erc20(token).functions.decimals().call))
+
+    def token_symbol(self, token: str) -> str:
+        return str(self.call("symbol", self._erc20(token).functions.symbol().call))
+
+    def token_supply(self, token: str) -> int:
+        return int(self.call("totalSupply", self._erc20(token).functions.totalSupply().call))
+
+    def receipt(self, tx_hash: str) -> Receipt | None:
+        """The receipt of ``tx_hash``, or None while it is not mined."""
+
+        def fetch() -> Any:
+            try:
+                return self.w3.eth.get_transaction_receipt(tx_hash)  # type: ignore[arg-type]
+            except TransactionNotFound:
+                return None
+
+        r = self.call("eth_getTransactionReceipt", fetch)
+        if r is None:
+            return None
+        return Receipt(
+            tx_hash=_hex(r["transactionHash"]),
+            status=int(r["status"]),
+            block_number=int(r["blockNumber"]),
+            gas_used=int(r["gasUsed"]),
+            effective_gas_price=int(r.get("effectiveGasPrice", 0)),
+            sender=str(r["from"]),
+            to=str(r["to"]) if r.get("to") else None,
+        )
+
+    def transfer_logs(
+        self,
+        token: str,
+        from_block: int = 0,
+        to_block: int | str = "latest",
+        address: str | None = None,
+        *,
+        direction: str = "any",
+    ) -> list[TransferLog]:
+        """Transfer events of ``token`` in a block range, optionally touching ``address``.
+
+        ``direction`` is ``"out"`` (address is the sender), ``"in"`` or ``"any"``.
+        """
+        topic_addr = None if address is None else "0x" + address.lower().removeprefix("0x").rjust(64, "0")
+        queries: list[list[Any]] = []
+        if topic_addr is None:
+            queries.append([TRANSFER_TOPIC])
+        else:
+            if direction in ("out", "any"):
+                queries.append([TRANSFER_TOPIC, topic_addr])
+            if direction in ("in", "any"):
+                queries.append([TRANSFER_TOPIC, None, topic_addr])
+        seen: dict[tuple[str, int], TransferLog] = {}
+        for topics in queries:
+            params = {
+                "address": to_checksum_address(token),
+                "fromBlock": from_block,
+                "toBlock": to_block,
+                "topics": topics,
+            }
+            for log in self.call("eth_getLogs", lambda p=params: self.w3.eth.get_logs(p)):  # type: ignore[misc]
+                entry = TransferLog(
+                    tx_hash=_hex(log["transactionHash"]),
+                    block_number=int(log["blockNumber"]),
+                    log_index=int(log["logIndex"]),
+                    sender=to_checksum_address("0x" + _hex(log["topics"][1])[-40:]),
+                    recipient=to_checksum_address("0x" + _hex(log["topics"][2])[-40:]),
+                    value=int(_hex(log["data"]), 16) if _hex(log["data"]) != "0x" else 0,
+                )
+                seen[(entry.tx_hash, entry.log_index)] = entry
+        return sorted(seen.values(), key=lambda t: (t.block_number, t.log_index))
+
+
+def _hex(value: Any) -> str:
+    if isinstance(value, bytes | bytearray):
+        return "0x" + bytes(value).hex()
+    text = str(value.hex()) if hasattr(value, "hex") and not isinstance(value, str) else str(value)
+    return text if text.startswith("0x") else "0x" + text

@@ -1,0 +1,44 @@
+"""Anvil's published development accounts, derived from its well-known mnemonic.
+
+These keys are public knowledge and hold value only on a local devnet (chain id
+31337). They are derived here instead of being written out, so no key literal
+lives in the source tree; the wallet refuses them on any other chain.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+
+DEVNET_CHAIN_ID = 31337
+DEV_MNEMONIC = "test test test test test test test test test test test junk"
+
+#: Roles on the devnet, by Anvil account index.
+DEPLOYER = 0  # deploys TestUSDC, owns the faucet, and is the x402 facilitator
+AGENT = 1  # the agent's wallet
+SELLER = 2  # the local paywall's payTo address
+JUDGE = 3  # the judge's signing key in tests and on the devnet
+OUTSIDER = 4  # an unrelated account, for transfers the task never involved
+
+Account.enable_unaudited_hdwallet_features()
+
+
+@cache
+def dev_account(index: int) -> LocalAccount:
+    """Return Anvil dev account ``index`` (0-9), derived from the standard mnemonic."""
+    if not 0 <= index < 10:
+        raise ValueError(f"Anvil has dev accounts 0-9; got index {index}.")
+    return Account.from_mnemonic(DEV_MNEMONIC, account_path=f"m/44'/60'/0'/0/{index}")
+
+
+@cache
+def dev_addresses() -> frozenset[str]:
+    """Lower-case addresses of all ten dev accounts."""
+    return frozenset(dev_account(i).address.lower() for i in range(10))
+
+
+def is_dev_address(address: str) -> bool:
+    """True when ``address`` belongs to one of Anvil's published dev keys."""
+    return address.lower() in dev_addresses()

@@ -1,0 +1,70 @@
+"""Errors raised by the chain package.
+
+Every message names what was found, what was expected, and the fix.
+
+    ChainError                  root of everything this package raises
+    ├── RpcUnreachable          the RPC URL does not answer
+    ├── WrongChain              the RPC answers for another chain id than configured
+    ├── RpcError                the node answered with a JSON-RPC error (carries its code)
+    ├── UnknownNetwork          a network name that is not in the registry
+    ├── AnvilMissing            no Anvil binary found where we look
+    └── DevnetError             the local devnet could not be started, found or stopped
+"""
+
+from __future__ import annotations
+
+
+class ChainError(Exception):
+    """Root of every error raised by ``chain``."""
+
+
+class RpcUnreachable(ChainError):
+    """The RPC endpoint did not answer."""
+
+    def __init__(self, url: str, detail: str = "") -> None:
+        self.url = url
+        hint = (
+            "start the local devnet with `nib devnet up`"
+            if _is_loopback(url)
+            else "check the URL and your network, or set NIB_RPC_URL to a working endpoint"
+        )
+        extra = f" ({detail})" if detail else ""
+        super().__init__(f"RPC {url} is unreachable{extra}; expected a JSON-RPC node there. Fix: {hint}.")
+
+
+class WrongChain(ChainError):
+    """The node reports a different chain id than the configured network."""
+
+    def __init__(self, url: str, expected: int, found: int) -> None:
+        self.url, self.expected, self.found = url, expected, found
+        super().__init__(
+            f"RPC {url} is on chain id {found}, expected {expected}. Fix: point the RPC URL at a "
+            f"node for chain {expected}, or select the network whose chain id is {found}."
+        )
+
+
+class RpcError(ChainError):
+    """The node returned a JSON-RPC error."""
+
+    def __init__(self, url: str, method: str, code: int | None, message: str) -> None:
+        self.url, self.method, self.code = url, method, code
+        super().__init__(
+            f"RPC {url} refused {method}: error {code}: {message}. Fix: check the call's "
+            "arguments and that the node supports this method."
+        )
+
+
+class UnknownNetwork(ChainError):
+    """A network name that is not registered."""
+
+
+class AnvilMissing(ChainError):
+    """No Anvil binary could be found."""
+
+
+class DevnetError(ChainError):
+    """The local devnet could not be started, inspected or stopped."""
+
+
+def _is_loopback(url: str) -> bool:
+    return "127.0.0.1" in url or "localhost" in url

@@ -1,0 +1,364 @@
+"""TestUSDC on the devnet, and the EIP-712 payloads USDC holders sign.
+
+Deploys and drives the committed TestUSDC artifact (a FiatToken-v2-compatible stand-in
+for Circle's USDC), and builds full EIP-712 typed-data dicts for EIP-3009 transfer/receive/
+cancel authorizations and EIP-2612 permits, in the exact shape
+``eth_account.Account.sign_typed_data(full_message=...)`` accepts.
+
+Typed-data values are JSON-serialisable so they can be fingerprinted and stored as-is:
+addresses are checksum strings, integers are Python ``int``, and ``bytes32`` nonces are
+``0x``-prefixed lower-case 64-digit hex strings.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from eth_account.signers.local import LocalAccount
+from web3 import Web3
+from web3.contract import Contract
+from web3.exceptions import ContractLogicError
+
+#: The committed build output of contracts/src/TestUSDC.sol (see contracts/build.mjs).
+ARTIFACT_PATH = Path(__file__).resolve().parent.parent / "contracts" / "out" / "TestUSDC.json"
+
+#: EIP-712 domain of Circle's USDC (FiatToken v2) and of TestUSDC.
+USDC_NAME = "USDC"
+USDC_VERSION = "2"
+
+_RECEIPT_TIMEOUT_S = 60.0
+
+_DOMAIN_FIELDS = [
+    {"name": "name", "type": "string"},
+    {"name": "version", "type": "string"},
+    {"name": "chainId", "type": "uint256"},
+    {"name": "verifyingContract", "type": "address"},
+]
+
+_AUTHORIZATION_FIELDS = [
+    {"name": "from", "type": "address"},
+    {"name": "to", "type": "address"},
+    {"name": "value", "type": "uint256"},
+    {"name": "validAfter", "type": "uint256"},
+    {"name": "validBefore", "type": "uint256"},
+    {"name": "nonce", "type": "bytes32"},
+]
+
+_CANCEL_FIELDS = [
+    {"name": "authorizer", "type": "address"},
+    {"name": "nonce", "type": "bytes32"},
+]
+
+_PERMIT_FIELDS = [
+    {"name": "owner", "type": "address"},
+    {"name": "spender", "type": "address"},
+    {"name": "value", "type": "uint256"},
+    {"name": "nonce", "type": "uint256"},
+    {"name": "deadline", "type": "uint256"},
+]
+
+_ARTIFACT_KEYS = ("abi", "bytecode", "contractName", "deployedBytecode", "sourceHash")
+
+
+# --------------------------------------------------------------------------- artifact
+
+
+def load_artifact(path: Path | None = None) -> dict[str, Any]:
+    """Return the TestUSDC build artifact (abi, bytecode, compiler, sourceHash, ...).
+
+    ``path`` defaults to :data:`ARTIFACT_PATH`. Raises when the file is missing or malformed.
+    The result is a fresh copy: callers may mutate it.
+    """
+    return copy.deepcopy(_load_artifact(ARTIFACT_PATH if path is None else Path(path)))
+
+
+@cache
+def _load_artifact(path: Path) -> dict[str, Any]:
+    fix = "rebuild it with `node contracts/build.mjs` from the repository root"
+    try:
+        artifact = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RuntimeError(f"TestUSDC artifact not found at {path}; {fix}.") from None
+    except json.JSONDecodeError as exc:
+        raise RuntimeError(
+            f"TestUSDC artifact at {path} is not valid JSON ({exc}); {fix}."
+        ) from exc
+    missing = [key for key in _ARTIFACT_KEYS if not artifact.get(key)]
+    if missing:
+        raise RuntimeError(
+            f"TestUSDC artifact at {path} lacks {', '.join(missing)}; "
+            f"expected keys {', '.join(_ARTIFACT_KEYS)}; {fix}."
+        )
+    return artifact
+
+
+# --------------------------------------------------------------------- transactions
+
+
+def usdc_contract(w3: Web3, address: str) -> Contract:
+    """Return a web3 contract for the USDC-compatible token at ``address`` (TestUSDC ABI)."""
+    return w3.eth.contract(
+        address=Web3.to_checksum_address(address), abi=_load_artifact(ARTIFACT_PATH)["abi"]
+    )
+
+
+def deploy_test_usdc(w3: Web3, owner: LocalAccount) -> str:
+    """Deploy TestUSDC from ``owner`` (who becomes the faucet owner); return its checksum address.
+
+    The transaction is signed locally and the call waits for the receipt; a reverted deploy
+    raises instead of returning an address with no code.
+    """
+    artifact = _load_artifact(ARTIFACT_PATH)
+    factory = w3.eth.contract(abi=artifact["abi"], bytecode=artifact["bytecode"])
+    tx = factory.constructor().build_transaction(_tx_defaults(w3, owner))
+    receipt = _send(w3, owner, tx, what="TestUSDC deploy")
+    address = receipt["contractAddress"]
+    if not address or w3.eth.get_code(address) in (b"", None):
+        raise RuntimeError(
+            f"TestUSDC deploy tx {receipt['transactionHash'].to_0x_hex()} left no code at "
+            f"{address}; expected deployed bytecode. Check the node's hardfork supports "
+            "evmVersion 'cancun' (Anvil does by default)."
+        )
+    return Web3.to_checksum_address(address)
+
+
+def mint(w3: Web3, usdc: str, owner: LocalAccount, to: str, amount: int) -> str:
+    """Mint ``amount`` atomic units of TestUSDC to ``to`` (devnet faucet); return the tx hash.
+
+    Only the deployer (``owner``) may mint. Waits for the receipt; raises on revert.
+    """
+    _require_amount(amount)
+    fn = usdc_contract(w3, usdc).functions.mint(Web3.to_checksum_address(to), amount)
+    return _transact(w3, owner, fn, what=f"mint of {amount} to {to}")
+
+
+def transfer(w3: Web3, usdc: str, account: LocalAccount, to: str, amount: int) -> str:
+    """MOVES MONEY: send ``amount`` atomic USDC from ``account`` to ``to``; return the tx hash.
+
+    Signs with ``account``'s key directly, with no verdict check: this is devnet plumbing
+    (faucets, fixtures). Agent spends must go through the wallet's verdict-gated signer.
+    Waits for the receipt; raises on revert (e.g. insufficient balance).
+    """
+    _require_amount(amount)
+    fn = usdc_contract(w3, usdc).functions.transfer(Web3.to_checksum_address(to), amount)
+    return _transact(w3, account, fn, what=f"transfer of {amount} to {to}")
+
+
+def _require_amount(amount: int) -> None:
+    if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
+        raise ValueError(
+            f"amount must be a positive int of atomic units (1 USDC = 1_000_000); got {amount!r}."
+        )
+
+
+def _tx_defaults(w3: Web3, account: LocalAccount) -> dict[str, Any]:
+    return {
+        "from": account.address,
+        "nonce": w3.eth.get_transaction_count(account.address, "pending"),
+        "chainId": w3.eth.chain_id,
+    }
+
+
+def _transact(w3: Web3, account: LocalAccount, fn: Any, *, what: str) -> str:
+    try:
+        tx = fn.build_transaction(_tx_defaults(w3, account))
+    except ContractLogicError as exc:
+        # Gas estimation runs the call first, so a would-be revert surfaces here.
+        raise RuntimeError(
+            f"{what} from {account.address} would revert: {exc.message}; "
+            "fix the sender, balance or arguments and retry."
+        ) from exc
+    receipt = _send(w3, account, tx, what=what)
+    return receipt["transactionHash"].to_0x_hex()
+
+
+def _send(w3: Web3, account: LocalAccount, tx: dict[str, Any], *, what: str) -> Any:
+    signed = account.sign_transaction(tx)
+    tx_hash = w3.eth.send_raw_transaction(signed.raw_transaction)
+    receipt = w3.eth.wait_for_transaction_receipt(tx_hash, timeout=_RECEIPT_TIMEOUT_S)
+    if receipt["status"] != 1:
+        raise RuntimeError(
+            f"{what} tx {tx_hash.to_0x_hex()} reverted in block {receipt['blockNumber']} "
+            f"(status {receipt['status']}, expected 1); replay it with `cast run` to see why."
+        )
+    return receipt
+
+
+# ------------------------------------------------------------------------ typed data
+
+
+def eip3009_typed_data(
+    *,
+    name: str,
+    version: str,
+    chain_id: int,
+    verifying_contract: str,
+    sender: str,
+    recipient: str,
+    value: int,
+    valid_after: int,
+    valid_before: int,
+    nonce: bytes,
+) -> dict[str, Any]:
+    """Full EIP-712 ``TransferWithAuthorization`` message (EIP-3009), ready to sign.
+
+    Warning: a signature over this lets *anyone* who holds it move ``value`` from ``sender``
+    to ``recipient`` between ``valid_after`` and ``valid_before`` (unix seconds, exclusive),
+    once per ``nonce``. ``nonce`` is 32 random bytes; it appears in the message as 0x-hex.
+    """
+    return _authorization_typed_data(
+        "TransferWithAuthorization",
+        name=name,
+        version=version,
+        chain_id=chain_id,
+        verifying_contract=verifying_contract,
+        sender=sender,
+        recipient=recipient,
+        value=value,
+        valid_after=valid_after,
+        valid_before=valid_before,
+        nonce=nonce,
+    )
+
+
+def receive_authorization_typed_data(
+    *,
+    name: str,
+    version: str,
+    chain_id: int,
+    verifying_contract: str,
+    sender: str,
+    recipient: str,
+    value: int,
+    valid_after: int,
+    valid_before: int,
+    nonce: bytes,
+) -> dict[str, Any]:
+    """Full EIP-712 ``ReceiveWithAuthorization`` message: like :func:`eip3009_typed_data`,
+    but only ``recipient`` itself may submit it (``receiveWithAuthorization``)."""
+    return _authorization_typed_data(
+        "ReceiveWithAuthorization",
+        name=name,
+        version=version,
+        chain_id=chain_id,
+        verifying_contract=verifying_contract,
+        sender=sender,
+        recipient=recipient,
+        value=value,
+        valid_after=valid_after,
+        valid_before=valid_before,
+        nonce=nonce,
+    )
+
+
+def cancel_authorization_typed_data(
+    *,
+    name: str,
+    version: str,
+    chain_id: int,
+    verifying_contract: str,
+    authorizer: str,
+    nonce: bytes,
+) -> dict[str, Any]:
+    """Full EIP-712 ``CancelAuthorization`` message: voids ``authorizer``'s unused ``nonce``."""
+    return {
+        "types": {
+            "EIP712Domain": list(_DOMAIN_FIELDS),
+            "CancelAuthorization": list(_CANCEL_FIELDS),
+        },
+        "primaryType": "CancelAuthorization",
+        "domain": _domain(name, version, chain_id, verifying_contract),
+        "message": {
+            "authorizer": Web3.to_checksum_address(authorizer),
+            "nonce": _bytes32_hex(nonce),
+        },
+    }
+
+
+def permit_typed_data(
+    *,
+    name: str,
+    version: str,
+    chain_id: int,
+    verifying_contract: str,
+    owner: str,
+    spender: str,
+    value: int,
+    nonce: int,
+    deadline: int,
+) -> dict[str, Any]:
+    """Full EIP-712 ``Permit`` message (EIP-2612).
+
+    Warning: a signature over this lets anyone set ``spender``'s allowance over ``owner``'s
+    tokens to ``value`` until ``deadline``. ``nonce`` is the token's ``nonces(owner)`` (an int).
+    """
+    return {
+        "types": {"EIP712Domain": list(_DOMAIN_FIELDS), "Permit": list(_PERMIT_FIELDS)},
+        "primaryType": "Permit",
+        "domain": _domain(name, version, chain_id, verifying_contract),
+        "message": {
+            "owner": Web3.to_checksum_address(owner),
+            "spender": Web3.to_checksum_address(spender),
+            "value": _uint256(value, "value"),
+            "nonce": _uint256(nonce, "nonce"),
+            "deadline": _uint256(deadline, "deadline"),
+        },
+    }
+
+
+def _authorization_typed_data(
+    primary_type: str,
+    *,
+    name: str,
+    version: str,
+    chain_id: int,
+    verifying_contract: str,
+    sender: str,
+    recipient: str,
+    value: int,
+    valid_after: int,
+    valid_before: int,
+    nonce: bytes,
+) -> dict[str, Any]:
+    return {
+        "types": {"EIP712Domain": list(_DOMAIN_FIELDS), primary_type: list(_AUTHORIZATION_FIELDS)},
+        "primaryType": primary_type,
+        "domain": _domain(name, version, chain_id, verifying_contract),
+        "message": {
+            "from": Web3.to_checksum_address(sender),
+            "to": Web3.to_checksum_address(recipient),
+            "value": _uint256(value, "value"),
+            "validAfter": _uint256(valid_after, "valid_after"),
+            "validBefore": _uint256(valid_before, "valid_before"),
+            "nonce": _bytes32_hex(nonce),
+        },
+    }
+
+
+def _domain(name: str, version: str, chain_id: int, verifying_contract: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "version": version,
+        "chainId": _uint256(chain_id, "chain_id"),
+        "verifyingContract": Web3.to_checksum_address(verifying_contract),
+    }
+
+
+def _uint256(value: int, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**256:
+        raise ValueError(f"{field} must be an int in [0, 2**256); got {value!r}.")
+    return value
+
+
+def _bytes32_hex(nonce: bytes) -> str:
+    if not isinstance(nonce, bytes | bytearray) or len(nonce) != 32:
+        length = len(nonce) if isinstance(nonce, bytes | bytearray | str) else "n/a"
+        raise ValueError(
+            f"nonce must be exactly 32 bytes (e.g. os.urandom(32)); got {type(nonce).__name__} "
+            f"of length {length}."
+        )
+    return "0x" + bytes(nonce).hex()

@@ -1,0 +1,69 @@
+"""Errors raised by the judge package.
+
+One root, three kinds that are never mixed (configuration mistakes, run stops,
+loop signals)::
+
+    JudgeError                      root of everything the judge raises
+    ├── JudgeConfigError            configuration / caller mistake: fix the input
+    │   ├── FingerprintError        a value that has no canonical form (NaN, set, ...)
+    │   └── JudgeRequestInvalid     a malformed paid-call request (negative price, ...)
+    ├── VerdictInvalid              loop signal: a verdict that must not be acted on
+    │   ├── VerdictMalformed        fields do not parse (bad signature hex, bad fingerprint)
+    │   ├── VerdictSignatureInvalid the signature does not recover to any key
+    │   ├── VerdictWrongSigner      signed by a key other than the trusted judge
+    │   ├── VerdictExpired          past its expires_at
+    │   └── VerdictRevoked          revoked by the judge, or its key is no longer trusted
+    └── JudgeUnreachable            run stop: the judge service did not answer in time
+
+Every message says what was found, what was expected, and the fix.
+"""
+
+from __future__ import annotations
+
+
+class JudgeError(Exception):
+    """Root of every error the judge package raises."""
+
+
+class JudgeConfigError(JudgeError):
+    """The caller or the configuration is wrong; nothing was decided."""
+
+
+class FingerprintError(JudgeConfigError):
+    """A value cannot be canonicalised, so it has no fingerprint."""
+
+
+class JudgeRequestInvalid(JudgeConfigError):
+    """A paid-call request is malformed (negative amounts, mismatched fingerprint, ...)."""
+
+
+class VerdictInvalid(JudgeError):
+    """A verdict that must not be acted on. Signers refuse when they see this."""
+
+
+class VerdictMalformed(VerdictInvalid):
+    """A verdict whose fields do not parse."""
+
+
+class VerdictSignatureInvalid(VerdictInvalid):
+    """The verdict's signature does not recover to a key."""
+
+
+class VerdictWrongSigner(VerdictInvalid):
+    """The verdict was signed by a key other than the trusted judge."""
+
+
+class VerdictExpired(VerdictInvalid):
+    """The verdict's expires_at has passed."""
+
+
+class VerdictRevoked(VerdictInvalid):
+    """The judge revoked the verdict, or the key that signed it is no longer trusted."""
+
+
+class JudgeUnreachable(JudgeError):
+    """The judge service did not answer in time (the loop stops with judge-unreachable)."""
+
+    def __init__(self, message: str, *, url: str) -> None:
+        super().__init__(message)
+        self.url = url

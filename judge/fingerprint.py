@@ -1,0 +1,258 @@
+"""Canonical JSON (RFC 8785, JCS) and keccak-256 fingerprints of calls and payloads.
+
+A fingerprint names the *meaning* of a value: values with several spellings are
+normalised first, so the same call or payload always has the same fingerprint and
+any change of meaning changes it. The judge puts fingerprints in verdicts; the
+wallet recomputes them from the exact bytes it is about to sign.
+
+Normalisation (applied recursively, to mapping keys as well as values):
+
+- ``int`` (not ``bool``) -> its decimal string (``5`` and ``"5"`` are one value);
+- ``str`` of the form ``0x`` + hex digits (addresses, hashes, calldata) -> lower case
+  with a lower-case ``0x`` prefix, so checksum and lower-case addresses agree;
+- ``bytes`` / ``bytearray`` / ``memoryview`` -> ``0x`` + lower-case hex;
+- ``Decimal`` -> its canonical plain string (``Decimal("1.50")`` -> ``"1.5"``);
+- ``tuple`` -> list; ``None``, ``bool``, finite ``float`` stay JSON literals/numbers.
+
+Anything else (sets, NaN, objects, non-string keys other than ints) raises
+:class:`~judge.errors.FingerprintError` naming the path: fail closed, never guess.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+import rfc8785
+from eth_utils import keccak
+
+from judge.errors import FingerprintError
+
+_HEX = re.compile(r"^0[xX][0-9a-fA-F]*$")
+_FINGERPRINT = re.compile(r"^0x[0-9a-f]{64}$")
+
+#: Fields of an EIP-712 payload; all four are covered by its fingerprint.
+TYPED_DATA_KEYS = frozenset({"domain", "types", "primaryType", "message"})
+
+# The EIP712Domain struct is derived from the domain's keys in this fixed order
+# (EIP-712 "domainSeparator"); a payload that spells it differently is refused.
+_DOMAIN_FIELDS = (
+    ("name", "string"),
+    ("version", "string"),
+    ("chainId", "uint256"),
+    ("verifyingContract", "address"),
+    ("salt", "bytes32"),
+)
+
+# Transaction fields that are quantities: "0x2" and 2 mean the same thing there.
+_TX_QUANTITIES = frozenset(
+    {
+        "chainId",
+        "nonce",
+        "gas",
+        "value",
+        "gasPrice",
+        "maxFeePerGas",
+        "maxPriorityFeePerGas",
+        "maxFeePerBlobGas",
+        "type",
+    }
+)
+
+
+def decimal_str(value: Decimal) -> str:
+    """Canonical plain string of a finite Decimal: no exponent, no trailing zeros, no -0."""
+    if not value.is_finite():
+        raise FingerprintError(
+            f"found the non-finite Decimal {value}; expected a finite number; "
+            "fix: replace NaN/Infinity before fingerprinting."
+        )
+    if value == 0:
+        return "0"
+    text = format(value.normalize(), "f")
+    return text
+
+
+def _norm_str(value: str) -> str:
+    plain = str.__str__(value)  # strips str subclasses (enums) to their value
+    if _HEX.match(plain):
+        return "0x" + plain[2:].lower()
+    return plain
+
+
+def _norm_key(key: object, path: str) -> str:
+    if isinstance(key, str):
+        return _norm_str(key)
+    if isinstance(key, int) and not isinstance(key, bool):
+        return str(int(key))
+    raise FingerprintError(
+        f"found a mapping key of type {type(key).__name__} ({key!r}) at {path}; "
+        "expected str or int keys; fix: convert keys to strings first."
+    )
+
+
+def normalize(obj: Any, path: str = "$") -> Any:
+    """Return the normalised, JSON-ready form of ``obj`` (see the module docstring)."""
+    if obj is None or isinstance(obj, bool):
+        return obj
+    if isinstance(obj, int):
+        return str(int(obj))
+    if isinstance(obj, str):
+        return _norm_str(obj)
+    if isinstance(obj, Decimal):
+        return decimal_str(obj)
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise FingerprintError(
+                f"found the float {obj} at {path}; expected a finite number; "
+                "fix: money is an int in atomic units, never NaN/Infinity."
+            )
+        return obj
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return "0x" + bytes(obj).hex()
+    if isinstance(obj, Mapping):
+        out: dict[str, Any] = {}
+        for key, value in obj.items():
+            nkey = _norm_key(key, path)
+            if nkey in out:
+                raise FingerprintError(
+                    f"found two keys that normalise to {nkey!r} at {path}; expected "
+                    "distinct keys; fix: remove the duplicate spelling (case of hex keys)."
+                )
+            out[nkey] = normalize(value, f"{path}.{nkey}")
+        return out
+    if isinstance(obj, list | tuple):
+        return [normalize(item, f"{path}[{i}]") for i, item in enumerate(obj)]
+    raise FingerprintError(
+        f"found a value of type {type(obj).__name__} at {path}; expected JSON-like data "
+        "(dict, list, tuple, str, int, bool, None, Decimal, bytes, finite float); "
+        "fix: convert it first (e.g. model.model_dump(mode='json'); sets to sorted lists)."
+    )
+
+
+def canonical_json(obj: Any) -> bytes:
+    """RFC 8785 canonical JSON (UTF-8 bytes) of ``obj`` after normalisation."""
+    try:
+        return rfc8785.dumps(normalize(obj))
+    except rfc8785.CanonicalizationError as exc:  # pragma: no cover - normalize pre-empts
+        raise FingerprintError(
+            f"found a value RFC 8785 cannot encode ({exc}); expected JSON-like data; "
+            "fix: normalise it before fingerprinting."
+        ) from exc
+
+
+def fingerprint(obj: Any) -> str:
+    """``"0x"`` + keccak-256 hex of :func:`canonical_json` of ``obj``."""
+    return "0x" + keccak(canonical_json(obj)).hex()
+
+
+def is_fingerprint(value: object) -> bool:
+    """True when ``value`` is a well-formed fingerprint (``0x`` + 64 lower-case hex)."""
+    return isinstance(value, str) and bool(_FINGERPRINT.match(value))
+
+
+def call_fingerprint(tool: str, args: Mapping[str, Any]) -> str:
+    """Fingerprint of a tool call, over ``{"tool": tool, "args": args}``."""
+    if not isinstance(tool, str) or not tool:
+        raise FingerprintError(
+            f"found tool name {tool!r}; expected a non-empty string; fix: pass the tool's name."
+        )
+    if not isinstance(args, Mapping):
+        raise FingerprintError(
+            f"found args of type {type(args).__name__}; expected a mapping of argument "
+            "names to values; fix: pass the validated arguments as a dict."
+        )
+    return fingerprint({"tool": tool, "args": args})
+
+
+def _domain_type(domain: Mapping[str, Any]) -> list[dict[str, str]]:
+    unknown = sorted(set(domain) - {name for name, _ in _DOMAIN_FIELDS})
+    if unknown:
+        raise FingerprintError(
+            f"found EIP-712 domain fields {unknown}; expected only "
+            f"{[name for name, _ in _DOMAIN_FIELDS]}; fix: remove the extra domain fields."
+        )
+    return [{"name": n, "type": t} for n, t in _DOMAIN_FIELDS if n in domain]
+
+
+def typed_data_fingerprint(td: Mapping[str, Any]) -> str:
+    """Fingerprint of an EIP-712 payload over its domain, types, primaryType and message.
+
+    ``types["EIP712Domain"]`` is derived from the domain, so it may be present or
+    absent; when present it must match the domain's fields in EIP-712 order, or the
+    payload is refused (a different domain struct would sign a different hash).
+
+    Warning: this is what the wallet compares before signing. Any top-level key other
+    than the four is refused rather than dropped, so nothing signed escapes the hash.
+    """
+    if not isinstance(td, Mapping):
+        raise FingerprintError(
+            f"found typed data of type {type(td).__name__}; expected an EIP-712 dict; "
+            "fix: pass {domain, types, primaryType, message}."
+        )
+    keys = set(td)
+    if keys != TYPED_DATA_KEYS:
+        missing = sorted(TYPED_DATA_KEYS - keys)
+        extra = sorted(keys - TYPED_DATA_KEYS)
+        raise FingerprintError(
+            f"found typed-data keys {sorted(keys)} (missing {missing}, unexpected {extra}); "
+            f"expected exactly {sorted(TYPED_DATA_KEYS)}; fix: pass the full EIP-712 "
+            "payload and nothing else."
+        )
+    domain, types = td["domain"], td["types"]
+    if not isinstance(domain, Mapping) or not isinstance(types, Mapping):
+        raise FingerprintError(
+            "found a typed-data domain or types that is not a mapping; expected dicts; "
+            "fix: pass the EIP-712 payload as produced by eip3009_typed_data()."
+        )
+    derived = _domain_type(domain)
+    if "EIP712Domain" in types:
+        given = normalize(types["EIP712Domain"])
+        if given != normalize(derived):
+            raise FingerprintError(
+                f"found types.EIP712Domain {given}; expected {derived} (derived from the "
+                "domain's fields in EIP-712 order); fix: drop EIP712Domain or make it match."
+            )
+    body = {
+        "domain": domain,
+        "types": {k: v for k, v in types.items() if k != "EIP712Domain"},
+        "primaryType": td["primaryType"],
+        "message": td["message"],
+    }
+    return fingerprint(body)
+
+
+def transaction_fingerprint(tx: Mapping[str, Any]) -> str:
+    """Fingerprint of a transaction dict over every field present.
+
+    Quantities (chainId, nonce, gas, value, fee fields, type) given as ``0x`` hex are
+    read as numbers, and ``input`` is read as ``data``, so JSON-RPC and Python
+    spellings agree. ``chainId`` is required: a transaction without one could be
+    replayed on another chain. Nothing is dropped: compute it on the exact dict you
+    sign (nonce and gas included if you fill them before signing).
+    """
+    if not isinstance(tx, Mapping):
+        raise FingerprintError(
+            f"found a transaction of type {type(tx).__name__}; expected a dict; "
+            "fix: pass the EIP-1559 transaction dict."
+        )
+    if tx.get("chainId") is None:
+        raise FingerprintError(
+            f"found a transaction without chainId (fields {sorted(tx)}); expected chainId; "
+            "fix: set chainId so the transaction cannot be replayed on another chain."
+        )
+    body: dict[str, Any] = {}
+    for key, value in tx.items():
+        name = "data" if key == "input" else key
+        if name in _TX_QUANTITIES and isinstance(value, str) and _HEX.match(value):
+            value = int(value, 16) if len(value) > 2 else 0
+        if name in body and normalize(body[name]) != normalize(value):
+            raise FingerprintError(
+                "found both 'input' and 'data' with different values; expected one "
+                "calldata field; fix: keep only 'data'."
+            )
+        body[name] = value
+    return fingerprint(body)

@@ -1,0 +1,75 @@
+"""ChainClient against a real Anvil: reads, Transfer logs, and typed errors."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from chain.client import ChainClient
+from chain.devkeys import AGENT, DEPLOYER, OUTSIDER, dev_account
+from chain.devnet import free_port
+from chain.errors import RpcError, RpcUnreachable, WrongChain
+from chain.networks import get_network
+from chain.usdc import transfer
+
+
+def test_reads_match_the_node(chain):
+    c = ChainClient(chain.rpc_url, 31337)
+    assert c.chain_id() == 31337
+    assert c.block_number() == chain.w3.eth.block_number
+    assert c.block_timestamp() == chain.w3.eth.get_block("latest")["timestamp"]
+    assert isinstance(c.base_fee_gwei(), Decimal)
+    assert c.base_fee_wei() == chain.w3.eth.get_block("latest")["baseFeePerGas"]
+    assert c.gas_price() > 0
+    agent = dev_account(AGENT).address
+    assert c.eth_balance(agent) == chain.w3.eth.get_balance(agent)
+    assert c.token_balance(chain.usdc, agent) == 100_000_000
+    assert c.token_decimals(chain.usdc) == 6
+    assert c.token_symbol(chain.usdc) == "USDC"
+
+
+def test_transfer_logs_and_receipt(chain):
+    c = ChainClient(chain.rpc_url, 31337)
+    start = c.block_number()
+    outsider = dev_account(OUTSIDER).address
+    tx = transfer(chain.w3, chain.usdc, dev_account(AGENT), outsider, 1_234_567)
+    receipt = c.receipt(tx)
+    assert receipt is not None and receipt.status == 1 and receipt.gas_used > 0
+    out = c.transfer_logs(chain.usdc, start, "latest", dev_account(AGENT).address, direction="out")
+    assert [(t.recipient, t.value) for t in out] == [(outsider, 1_234_567)]
+    incoming = c.transfer_logs(chain.usdc, start, "latest", outsider, direction="in")
+    assert incoming == out
+    assert c.transfer_logs(chain.usdc, start, "latest", dev_account(DEPLOYER).address) == []
+    assert c.receipt("0x" + "ab" * 32) is None
+
+
+def test_wrong_chain_names_both_ids(anvil):
+    with pytest.raises(WrongChain) as err:
+        ChainClient(anvil.rpc_url, 84532)
+    assert "on chain id 31337, expected 84532" in str(err.value)
+    assert anvil.rpc_url in str(err.value)
+
+
+def test_unreachable_names_url_and_fix():
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(RpcUnreachable) as err:
+        ChainClient(url, 31337, timeout_s=1)
+    assert url in str(err.value) and "nib devnet up" in str(err.value)
+
+
+def test_rpc_error_carries_code(anvil):
+    c = ChainClient(anvil.rpc_url)
+    with pytest.raises(RpcError) as err:
+        c.call("eth_call", lambda: c.w3.eth.call({"to": "0x" + "00" * 20, "data": "0x", "gas": 1}))  # type: ignore[typeddict-item]
+    assert "eth_call" in str(err.value)
+
+
+def test_network_registry():
+    net = get_network("base-sepolia")
+    assert net.chain_id == 84532 and net.caip2 == "eip155:84532"
+    assert net.usdc_name == "USDC" and net.usdc_version == "2"
+    assert get_network("eip155:31337").name == "anvil"
+    assert get_network("anvil", rpc_url="http://x").rpc_url == "http://x"
+    with pytest.raises(Exception, match="not registered"):
+        get_network("mainnet-of-nowhere")

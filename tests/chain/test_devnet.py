@@ -1,0 +1,78 @@
+"""The devnet lifecycle on a real Anvil: up, reuse, status, down, and bad states."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from chain import devnet
+from chain.client import ChainClient
+from chain.errors import AnvilMissing, DevnetError
+
+
+def test_up_reuse_down(tmp_path):
+    info = devnet.up(tmp_path, paywall=False)
+    try:
+        assert info.running and info.chain_id == 31337
+        c = ChainClient(info.rpc_url, 31337)
+        assert c.token_balance(info.usdc, info.wallet) == 100_000_000
+        again = devnet.up(tmp_path, paywall=False)
+        assert again.pid == info.pid and again.rpc_url == info.rpc_url
+        st = devnet.status(tmp_path)
+        assert st is not None and st.running
+    finally:
+        devnet.down(tmp_path)
+    assert not devnet.pid_alive(info.pid)
+    st = devnet.status(tmp_path)
+    assert st is not None and not st.running
+
+
+def test_state_survives_restart(tmp_path):
+    first = devnet.up(tmp_path, paywall=False)
+    devnet.down(tmp_path)
+    second = devnet.up(tmp_path, paywall=False)
+    try:
+        assert second.usdc == first.usdc
+        assert ChainClient(second.rpc_url, 31337).token_balance(second.usdc, second.wallet) == 100_000_000
+    finally:
+        devnet.down(tmp_path)
+
+
+def test_stale_pid_is_replaced(tmp_path):
+    facts = tmp_path / "devnet" / "devnet.json"
+    facts.parent.mkdir(parents=True)
+    facts.write_text(json.dumps({"rpc_url": "http://127.0.0.1:1", "chain_id": 31337, "usdc": "",
+                                 "wallet": "", "seller": "", "paywall_url": None,
+                                 "pid": 999_999, "paywall_pid": None}))
+    info = devnet.up(tmp_path, paywall=False)
+    try:
+        assert info.running and info.pid != 999_999
+    finally:
+        devnet.down(tmp_path)
+
+
+def test_unreadable_facts_are_moved_aside(tmp_path):
+    facts = tmp_path / "devnet" / "devnet.json"
+    facts.parent.mkdir(parents=True)
+    facts.write_text("{not json")
+    with pytest.raises(DevnetError, match="unreadable"):
+        devnet.status(tmp_path)
+    assert facts.with_suffix(".json.broken").exists()
+    assert devnet.status(tmp_path) is None
+
+
+def test_port_taken_is_a_clear_error():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(DevnetError, match=f"port {port} on 127.0.0.1 is already in use"):
+            devnet.AnvilProcess(port=port)
+
+
+def test_anvil_missing_names_the_install_command(monkeypatch, tmp_path):
+    monkeypatch.setenv("NIB_ANVIL", str(tmp_path / "nope"))
+    with pytest.raises(AnvilMissing, match="npm install --prefix tools @foundry-rs/anvil@1.7.1"):
+        devnet.find_anvil()

@@ -1,0 +1,166 @@
+"""Errors raised by the wallet: keystore mistakes, signing refusals, ledger and send faults.
+
+Every error carries a stable ``code`` (tests, events and the agent branch on it) and a
+message that says what was found, what was expected and the fix. None of them ever
+contains key material.
+
+    WalletError                      root; ``.code``
+    ├── KeystoreError                the user's mistake: configuration of the keystore
+    │   ├── KeystoreMissing          "keystore-missing"   no wallet.json where expected
+    │   ├── KeystoreExists           "keystore-exists"    refusing to overwrite a keystore
+    │   ├── KeystoreCorrupt          "keystore-corrupt"   the file is not a v3 keystore
+    │   ├── PassphraseMissing        "passphrase-missing" no argument, env var or terminal
+    │   ├── WrongPassphrase          "wrong-passphrase"   decryption failed
+    │   └── InvalidKey               "invalid-key"        import of something that is no key
+    ├── SpendRefused                 a loop signal: the wallet refused to sign; nothing signed
+    │   ├── NoVerdict                "no-verdict"
+    │   ├── VerdictBadSignature      "bad-signature"      not signed by the trusted judge
+    │   ├── VerdictNotApproved       "not-approved"       decision is not "approve"
+    │   ├── VerdictVoid              "verdict-void"       payload fingerprint differs
+    │   ├── VerdictExpired           "expired"
+    │   ├── PayloadMismatch          "mismatch"           chain/asset/recipient/amount/sender
+    │   ├── DevKeyRefused            "dev-key"            Anvil dev key off chain 31337
+    │   ├── VerdictRevoked           "revoked"            the judge's re-check failed
+    │   ├── VerdictReplayed          "replayed"           verdict already consumed
+    │   ├── CapExceeded              "cap-exceeded"       ``.limit`` / ``.observed``
+    │   └── InsufficientBalance      "insufficient-balance"  ``.limit`` / ``.observed``
+    ├── LedgerError                  "ledger-state"       unknown row or illegal transition
+    └── SendFailed                   "send-failed"        broadcast failed or tx reverted
+"""
+
+from __future__ import annotations
+
+
+class WalletError(Exception):
+    """Root of every wallet error; ``code`` is a stable machine-readable name."""
+
+    code: str = "wallet-error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+# ------------------------------------------------------------------------------ keystore
+
+
+class KeystoreError(WalletError):
+    """The keystore is missing, unreadable, or the passphrase does not open it."""
+
+    code = "keystore-error"
+
+
+class KeystoreMissing(KeystoreError):
+    code = "keystore-missing"
+
+
+class KeystoreExists(KeystoreError):
+    code = "keystore-exists"
+
+
+class KeystoreCorrupt(KeystoreError):
+    code = "keystore-corrupt"
+
+
+class PassphraseMissing(KeystoreError):
+    code = "passphrase-missing"
+
+
+class WrongPassphrase(KeystoreError):
+    code = "wrong-passphrase"
+
+
+class InvalidKey(KeystoreError):
+    code = "invalid-key"
+
+
+# ------------------------------------------------------------------------------ refusals
+
+
+class SpendRefused(WalletError):
+    """The wallet refused to sign. Nothing was signed and no money can move.
+
+    ``reason`` repeats the message for audit events; ``verdict_id`` names the verdict
+    when there was one.
+    """
+
+    code = "refused"
+
+    def __init__(self, message: str, *, verdict_id: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = message
+        self.verdict_id = verdict_id
+
+
+class NoVerdict(SpendRefused):
+    code = "no-verdict"
+
+
+class VerdictBadSignature(SpendRefused):
+    code = "bad-signature"
+
+
+class VerdictNotApproved(SpendRefused):
+    code = "not-approved"
+
+
+class VerdictVoid(SpendRefused):
+    code = "verdict-void"
+
+
+class VerdictExpired(SpendRefused):
+    code = "expired"
+
+
+class PayloadMismatch(SpendRefused):
+    code = "mismatch"
+
+
+class DevKeyRefused(SpendRefused):
+    code = "dev-key"
+
+
+class VerdictRevoked(SpendRefused):
+    code = "revoked"
+
+
+class VerdictReplayed(SpendRefused):
+    code = "replayed"
+
+
+class _LimitRefusal(SpendRefused):
+    """A refusal against a numeric limit; ``limit`` and ``observed`` are atomic units."""
+
+    def __init__(
+        self, message: str, *, limit: int, observed: int, verdict_id: str | None = None
+    ) -> None:
+        super().__init__(message, verdict_id=verdict_id)
+        self.limit = limit
+        self.observed = observed
+
+
+class CapExceeded(_LimitRefusal):
+    """``observed`` is what the run would have committed with this call; ``limit`` the cap."""
+
+    code = "cap-exceeded"
+
+
+class InsufficientBalance(_LimitRefusal):
+    """``observed`` is the amount asked; ``limit`` what the balance can still cover."""
+
+    code = "insufficient-balance"
+
+
+# ------------------------------------------------------------------------------ faults
+
+
+class LedgerError(WalletError):
+    """A ledger row is unknown or asked to make a transition its status forbids."""
+
+    code = "ledger-state"
+
+
+class SendFailed(WalletError):
+    """A signed transaction could not be broadcast, or it was mined and reverted."""
+
+    code = "send-failed"

@@ -1,0 +1,220 @@
+"""The spend ledger: one row per audited spend, from reservation to settlement.
+
+Tables (owned by the wallet, created idempotently):
+
+``wallet_spends``: id, run_id, verdict_id, payload_fingerprint, kind, asset, amount
+(atomic units), recipient, chain_id, status, tx_hash, auth_nonce, created_at,
+updated_at (unix seconds), note.
+``wallet_used_verdicts``: verdict_id (primary key), used_at, run_id.
+``wallet_gas``: id, run_id, spend_id, tx_hash, wei, usdc (atomic, rounded up), created_at.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from wallet._store import GAS, SPENDS, USED_VERDICTS, Store
+from wallet.errors import LedgerError
+
+SpendKind = Literal["x402", "transfer", "contract"]
+"""x402: an EIP-3009 authorization paid to a seller; transfer: a USDC transfer tx;
+contract: any other contract call."""
+
+SpendStatus = Literal["reserved", "signed", "settled", "failed", "released"]
+"""reserved: cap and balance held, nothing signed yet.
+signed: a signature exists; money can move (holds the cap until settled or failed).
+settled: the money moved on chain (tx hash known).
+failed: signed or sent but provably did not move money (reverted, refused, expired).
+released: reserved and never signed; frees the cap, the verdict stays used."""
+
+SPEND_STATUSES: tuple[str, ...] = get_args(SpendStatus)
+#: Statuses that count against a run's cap.
+COMMITTED: tuple[str, ...] = ("reserved", "signed", "settled")
+#: Statuses whose money may still leave the wallet (they hold balance).
+OUTSTANDING: tuple[str, ...] = ("reserved", "signed")
+
+_TRANSITIONS: dict[str, frozenset[str]] = {
+    "reserved": frozenset({"signed", "released", "failed"}),
+    "signed": frozenset({"settled", "failed"}),
+    # A row marked failed whose money turns up on chain is corrected by reconciliation.
+    "failed": frozenset({"settled"}),
+    "settled": frozenset(),
+    "released": frozenset(),
+}
+
+
+@dataclass(frozen=True)
+class SpendRow:
+    """One ledger row, as stored."""
+
+    id: str
+    run_id: str
+    verdict_id: str | None
+    payload_fingerprint: str | None
+    kind: str
+    asset: str
+    amount: int
+    recipient: str
+    chain_id: int
+    status: str
+    tx_hash: str | None
+    auth_nonce: str | None
+    created_at: float
+    updated_at: float
+    note: str
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> SpendRow:
+        return cls(**row)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (for ``nib audit --json`` and events)."""
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class GasRow:
+    """Gas paid by the wallet, in wei and converted to atomic USDC (rounded up)."""
+
+    id: str
+    run_id: str
+    spend_id: str | None
+    tx_hash: str | None
+    wei: int
+    usdc: int
+    created_at: float
+
+
+class Ledger:
+    """Read access to the wallet's tables, plus the status transitions the meter makes."""
+
+    def __init__(self, db: str | Path | Store, *, clock: Callable[[], float] = time.time) -> None:
+        self.store = db if isinstance(db, Store) else Store(db)
+        self.clock = clock
+
+    # ------------------------------------------------------------------ queries
+
+    def rows(self, run_id: str | None = None) -> list[SpendRow]:
+        """All spend rows (of one run when ``run_id`` is given), oldest first."""
+        if run_id is None:
+            found = self.store.query(f"SELECT * FROM {SPENDS} ORDER BY created_at, rowid")
+        else:
+            found = self.store.query(
+                f"SELECT * FROM {SPENDS} WHERE run_id = ? ORDER BY created_at, rowid", (run_id,)
+            )
+        return [SpendRow.from_row(r) for r in found]
+
+    def by_status(self, *statuses: str, run_id: str | None = None) -> list[SpendRow]:
+        """Rows whose status is one of ``statuses``."""
+        for status in statuses:
+            _check_status(status)
+        return [r for r in self.rows(run_id) if r.status in statuses]
+
+    def get(self, spend_id: str) -> SpendRow:
+        """The row ``spend_id``; raises LedgerError if there is none."""
+        found = self.store.query(f"SELECT * FROM {SPENDS} WHERE id = ?", (spend_id,))
+        if not found:
+            raise LedgerError(
+                f"No ledger row with id {spend_id!r}; expected an id returned by "
+                "SpendMeter.reserve. Fix: pass the Reservation (or its id) you were given."
+            )
+        return SpendRow.from_row(found[0])
+
+    def find_tx(self, tx_hash: str) -> list[SpendRow]:
+        """Rows recorded with ``tx_hash`` (case-insensitive)."""
+        found = self.store.query(
+            f"SELECT * FROM {SPENDS} WHERE lower(tx_hash) = ?", (tx_hash.lower(),)
+        )
+        return [SpendRow.from_row(r) for r in found]
+
+    def used_verdicts(self) -> list[dict[str, Any]]:
+        """Rows of ``wallet_used_verdicts`` (verdict_id, used_at, run_id)."""
+        return self.store.query(f"SELECT * FROM {USED_VERDICTS} ORDER BY used_at")
+
+    def is_used(self, verdict_id: str) -> bool:
+        found = self.store.query(
+            f"SELECT 1 FROM {USED_VERDICTS} WHERE verdict_id = ?", (verdict_id,)
+        )
+        return bool(found)
+
+    def gas_rows(self, run_id: str | None = None) -> list[GasRow]:
+        if run_id is None:
+            found = self.store.query(f"SELECT * FROM {GAS} ORDER BY created_at, rowid")
+        else:
+            found = self.store.query(
+                f"SELECT * FROM {GAS} WHERE run_id = ? ORDER BY created_at, rowid", (run_id,)
+            )
+        return [GasRow(**r) for r in found]
+
+    # ------------------------------------------------------------------ transitions
+
+    def transition(
+        self,
+        spend_id: str,
+        to: SpendStatus,
+        *,
+        tx_hash: str | None = None,
+        auth_nonce: str | None = None,
+        note: str | None = None,
+    ) -> SpendRow:
+        """Move row ``spend_id`` to status ``to`` atomically; refuse illegal transitions."""
+        with self.store.transaction() as conn:
+            transition_in(
+                conn, spend_id, to, now=self.clock(), tx_hash=tx_hash,
+                auth_nonce=auth_nonce, note=note,
+            )
+        return self.get(spend_id)
+
+
+def transition_in(
+    conn: sqlite3.Connection,
+    spend_id: str,
+    to: str,
+    *,
+    now: float,
+    tx_hash: str | None = None,
+    auth_nonce: str | None = None,
+    note: str | None = None,
+) -> None:
+    """Apply one status transition inside the caller's open transaction."""
+    _check_status(to)
+    cur = conn.execute(f"SELECT status FROM {SPENDS} WHERE id = ?", (spend_id,))
+    found = cur.fetchone()
+    if found is None:
+        raise LedgerError(
+            f"No ledger row with id {spend_id!r}; expected an id returned by "
+            "SpendMeter.reserve. Fix: pass the Reservation (or its id) you were given."
+        )
+    current = found[0]
+    if to != current and to not in _TRANSITIONS[current]:
+        allowed = ", ".join(sorted(_TRANSITIONS[current])) or "none (final)"
+        raise LedgerError(
+            f"Ledger row {spend_id} is {current!r}; cannot move it to {to!r}. "
+            f"Allowed from {current!r}: {allowed}. Fix: check the spend's state before "
+            "settling, failing or releasing it."
+        )
+    sets = ["status = ?", "updated_at = ?"]
+    params: list[object] = [to, now]
+    if tx_hash is not None:
+        sets.append("tx_hash = ?")
+        params.append(tx_hash.lower())
+    if auth_nonce is not None:
+        sets.append("auth_nonce = ?")
+        params.append(auth_nonce.lower())
+    if note is not None:
+        sets.append("note = CASE WHEN note = '' THEN ? ELSE note || '; ' || ? END")
+        params.extend([note, note])
+    params.append(spend_id)
+    conn.execute(f"UPDATE {SPENDS} SET {', '.join(sets)} WHERE id = ?", params)
+
+
+def _check_status(status: str) -> None:
+    if status not in SPEND_STATUSES:
+        raise LedgerError(
+            f"Unknown spend status {status!r}; expected one of {', '.join(SPEND_STATUSES)}."
+        )
