@@ -126,9 +126,7 @@ _LOCAL_GUARDED = Limits(
 
 PROFILES: dict[Profile, Limits] = {
     "cost-optimized": Limits(),
-    "quality-first": Limits(
-        max_steps=12, wall_clock_s=1200.0, max_tokens=300_000, streak_length=5
-    ),
+    "quality-first": Limits(max_steps=12, wall_clock_s=1200.0, max_tokens=300_000, streak_length=5),
     "local-guarded": _LOCAL_GUARDED,
 }
 

@@ -99,7 +99,7 @@ class ChainClient:
         return int(self.call("eth_blockNumber", lambda: self.w3.eth.block_number))
 
     def block(self, block: int | str = "latest") -> dict[str, Any]:
-        data = self.call("eth_getBlockByNumber", lambda: self.w3.eth.get_block(block))
+        data = self.call("eth_getBlockByNumber", lambda: self.w3.eth.get_block(block))  # type: ignore[arg-type]
         return dict(data)
 
     def block_timestamp(self, block: int | str = "latest") -> int:

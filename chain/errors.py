@@ -6,6 +6,7 @@ Every message names what was found, what was expected, and the fix.
     ├── RpcUnreachable          the RPC URL does not answer
     ├── WrongChain              the RPC answers for another chain id than configured
     ├── RpcError                the node answered with a JSON-RPC error (carries its code)
+    ├── TransactionReverted     a transaction was mined but reverted
     ├── UnknownNetwork          a network name that is not in the registry
     ├── AnvilMissing            no Anvil binary found where we look
     └── DevnetError             the local devnet could not be started, found or stopped
@@ -51,6 +52,18 @@ class RpcError(ChainError):
         super().__init__(
             f"RPC {url} refused {method}: error {code}: {message}. Fix: check the call's "
             "arguments and that the node supports this method."
+        )
+
+
+class TransactionReverted(ChainError):
+    """A transaction was mined with status 0."""
+
+    def __init__(self, tx_hash: str, what: str, reason: str = "") -> None:
+        self.tx_hash = tx_hash
+        why = f": {reason}" if reason else ""
+        super().__init__(
+            f"{what} reverted in transaction {tx_hash}{why}; expected status 1. Fix: check the "
+            "sender's balance and the call's arguments, then send it again."
         )
 
 

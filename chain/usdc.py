@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import requests
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.contract import Contract
-from web3.exceptions import ContractLogicError
+from web3.exceptions import ContractLogicError, TimeExhausted, Web3RPCError
+
+from chain.errors import ChainError, DevnetError, RpcError, RpcUnreachable
 
 #: The committed build output of contracts/src/TestUSDC.sol (see contracts/build.mjs).
 ARTIFACT_PATH = Path(__file__).resolve().parent.parent / "contracts" / "out" / "TestUSDC.json"
@@ -31,6 +35,7 @@ USDC_NAME = "USDC"
 USDC_VERSION = "2"
 
 _RECEIPT_TIMEOUT_S = 60.0
+_T = TypeVar("_T")
 
 _DOMAIN_FIELDS = [
     {"name": "name", "type": "string"},
@@ -78,20 +83,18 @@ def load_artifact(path: Path | None = None) -> dict[str, Any]:
 
 @cache
 def _load_artifact(path: Path) -> dict[str, Any]:
-    fix = "rebuild it with `node contracts/build.mjs` from the repository root"
+    fix = "Fix: rebuild it with `node contracts/build.mjs` from the repository root"
     try:
         artifact = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise RuntimeError(f"TestUSDC artifact not found at {path}; {fix}.") from None
+        raise DevnetError(f"TestUSDC artifact not found at {path}. {fix}.") from None
     except json.JSONDecodeError as exc:
-        raise RuntimeError(
-            f"TestUSDC artifact at {path} is not valid JSON ({exc}); {fix}."
-        ) from exc
+        raise DevnetError(f"TestUSDC artifact at {path} is not valid JSON ({exc}). {fix}.") from exc
     missing = [key for key in _ARTIFACT_KEYS if not artifact.get(key)]
     if missing:
-        raise RuntimeError(
+        raise DevnetError(
             f"TestUSDC artifact at {path} lacks {', '.join(missing)}; "
-            f"expected keys {', '.join(_ARTIFACT_KEYS)}; {fix}."
+            f"expected keys {', '.join(_ARTIFACT_KEYS)}. {fix}."
         )
     return artifact
 
@@ -109,19 +112,22 @@ def usdc_contract(w3: Web3, address: str) -> Contract:
 def deploy_test_usdc(w3: Web3, owner: LocalAccount) -> str:
     """Deploy TestUSDC from ``owner`` (who becomes the faucet owner); return its checksum address.
 
-    The transaction is signed locally and the call waits for the receipt; a reverted deploy
-    raises instead of returning an address with no code.
+    The transaction is signed locally and the call waits for the receipt. Raises
+    :class:`~chain.errors.DevnetError` when the deploy reverts or leaves no code.
     """
     artifact = _load_artifact(ARTIFACT_PATH)
     factory = w3.eth.contract(abi=artifact["abi"], bytecode=artifact["bytecode"])
-    tx = factory.constructor().build_transaction(_tx_defaults(w3, owner))
-    receipt = _send(w3, owner, tx, what="TestUSDC deploy")
+    what = f"TestUSDC deploy from {owner.address}"
+    try:
+        receipt = _transact(w3, owner, factory.constructor(), what=what)
+    except ChainError as exc:
+        raise DevnetError(f"{exc} Is {_url(w3)} an Anvil devnet with the owner funded?") from exc
     address = receipt["contractAddress"]
-    if not address or w3.eth.get_code(address) in (b"", None):
-        raise RuntimeError(
+    if not address or not _rpc(w3, "eth_getCode", lambda: w3.eth.get_code(address)):
+        raise DevnetError(
             f"TestUSDC deploy tx {receipt['transactionHash'].to_0x_hex()} left no code at "
-            f"{address}; expected deployed bytecode. Check the node's hardfork supports "
-            "evmVersion 'cancun' (Anvil does by default)."
+            f"{address}; expected deployed bytecode. Fix: run a node whose hardfork supports "
+            "evmVersion 'cancun' (Anvil's default does)."
         )
     return Web3.to_checksum_address(address)
 
@@ -129,11 +135,13 @@ def deploy_test_usdc(w3: Web3, owner: LocalAccount) -> str:
 def mint(w3: Web3, usdc: str, owner: LocalAccount, to: str, amount: int) -> str:
     """Mint ``amount`` atomic units of TestUSDC to ``to`` (devnet faucet); return the tx hash.
 
-    Only the deployer (``owner``) may mint. Waits for the receipt; raises on revert.
+    Only the deployer (``owner``) may mint. Waits for the receipt; a revert raises
+    :class:`~chain.errors.RpcError` (would revert) or :class:`~chain.errors.ChainError`.
     """
     _require_amount(amount)
     fn = usdc_contract(w3, usdc).functions.mint(Web3.to_checksum_address(to), amount)
-    return _transact(w3, owner, fn, what=f"mint of {amount} to {to}")
+    receipt = _transact(w3, owner, fn, what=f"mint of {amount} atomic USDC to {to}")
+    return str(receipt["transactionHash"].to_0x_hex())
 
 
 def transfer(w3: Web3, usdc: str, account: LocalAccount, to: str, amount: int) -> str:
@@ -141,11 +149,13 @@ def transfer(w3: Web3, usdc: str, account: LocalAccount, to: str, amount: int) -
 
     Signs with ``account``'s key directly, with no verdict check: this is devnet plumbing
     (faucets, fixtures). Agent spends must go through the wallet's verdict-gated signer.
-    Waits for the receipt; raises on revert (e.g. insufficient balance).
+    Waits for the receipt; a revert (e.g. insufficient balance) raises
+    :class:`~chain.errors.RpcError` (would revert) or :class:`~chain.errors.ChainError`.
     """
     _require_amount(amount)
     fn = usdc_contract(w3, usdc).functions.transfer(Web3.to_checksum_address(to), amount)
-    return _transact(w3, account, fn, what=f"transfer of {amount} to {to}")
+    receipt = _transact(w3, account, fn, what=f"transfer of {amount} atomic USDC to {to}")
+    return str(receipt["transactionHash"].to_0x_hex())
 
 
 def _require_amount(amount: int) -> None:
@@ -155,37 +165,65 @@ def _require_amount(amount: int) -> None:
         )
 
 
-def _tx_defaults(w3: Web3, account: LocalAccount) -> dict[str, Any]:
-    return {
-        "from": account.address,
-        "nonce": w3.eth.get_transaction_count(account.address, "pending"),
-        "chainId": w3.eth.chain_id,
-    }
+def _transact(w3: Web3, account: LocalAccount, fn: Any, *, what: str) -> Any:
+    """Build (gas estimated by the node), sign locally, send, and wait for a successful receipt."""
 
+    def build() -> dict[str, Any]:
+        params = {
+            "from": account.address,
+            "nonce": w3.eth.get_transaction_count(account.address, "pending"),
+            "chainId": w3.eth.chain_id,
+        }
+        try:
+            return dict(fn.build_transaction(params))
+        except ContractLogicError as exc:
+            # Gas estimation executes the call first, so a would-be revert surfaces here.
+            raise RpcError(
+                _url(w3),
+                "eth_estimateGas",
+                3,
+                f"{what} from {account.address} would revert ({exc.message})",
+            ) from exc
 
-def _transact(w3: Web3, account: LocalAccount, fn: Any, *, what: str) -> str:
-    try:
-        tx = fn.build_transaction(_tx_defaults(w3, account))
-    except ContractLogicError as exc:
-        # Gas estimation runs the call first, so a would-be revert surfaces here.
-        raise RuntimeError(
-            f"{what} from {account.address} would revert: {exc.message}; "
-            "fix the sender, balance or arguments and retry."
-        ) from exc
-    receipt = _send(w3, account, tx, what=what)
-    return receipt["transactionHash"].to_0x_hex()
-
-
-def _send(w3: Web3, account: LocalAccount, tx: dict[str, Any], *, what: str) -> Any:
+    tx = _rpc(w3, "eth_estimateGas", build)
     signed = account.sign_transaction(tx)
-    tx_hash = w3.eth.send_raw_transaction(signed.raw_transaction)
-    receipt = w3.eth.wait_for_transaction_receipt(tx_hash, timeout=_RECEIPT_TIMEOUT_S)
+    tx_hash = _rpc(
+        w3, "eth_sendRawTransaction", lambda: w3.eth.send_raw_transaction(signed.raw_transaction)
+    )
+    receipt = _rpc(
+        w3,
+        "eth_getTransactionReceipt",
+        lambda: w3.eth.wait_for_transaction_receipt(tx_hash, timeout=_RECEIPT_TIMEOUT_S),
+    )
     if receipt["status"] != 1:
-        raise RuntimeError(
+        raise ChainError(
             f"{what} tx {tx_hash.to_0x_hex()} reverted in block {receipt['blockNumber']} "
-            f"(status {receipt['status']}, expected 1); replay it with `cast run` to see why."
+            f"(status {receipt['status']}, expected 1). Fix: replay it with "
+            f"`cast run {tx_hash.to_0x_hex()} --rpc-url {_url(w3)}` to see the revert."
         )
     return receipt
+
+
+def _rpc(w3: Web3, method: str, fn: Callable[[], _T]) -> _T:
+    """Run one RPC-backed step, translating transport and node errors (as ChainClient.call)."""
+    try:
+        return fn()
+    except (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError) as exc:
+        raise RpcUnreachable(_url(w3), type(exc).__name__) from exc
+    except TimeExhausted as exc:
+        raise RpcError(
+            _url(w3), method, None, f"no receipt within {_RECEIPT_TIMEOUT_S:.0f} s ({exc})"
+        ) from exc
+    except Web3RPCError as exc:
+        resp = exc.rpc_response or {}
+        err = resp.get("error") if isinstance(resp, dict) else None
+        code = err.get("code") if isinstance(err, dict) else None
+        msg = err.get("message") if isinstance(err, dict) else str(exc)
+        raise RpcError(_url(w3), method, code, str(msg)) from exc
+
+
+def _url(w3: Web3) -> str:
+    return str(getattr(w3.provider, "endpoint_uri", None) or type(w3.provider).__name__)
 
 
 # ------------------------------------------------------------------------ typed data

@@ -20,7 +20,8 @@ contains key material.
     │   ├── VerdictExpired           "expired"
     │   ├── PayloadMismatch          "mismatch"           chain/asset/recipient/amount/sender
     │   ├── DevKeyRefused            "dev-key"            Anvil dev key off chain 31337
-    │   ├── VerdictRevoked           "revoked"            the judge's re-check failed
+    │   ├── VerdictRevoked           "revoked"            the judge's re-check refused it
+    │   ├── RecheckFailed            "recheck-failed"     the re-check itself failed (cause)
     │   ├── VerdictReplayed          "replayed"           verdict already consumed
     │   ├── CapExceeded              "cap-exceeded"       ``.limit`` / ``.observed``
     │   └── InsufficientBalance      "insufficient-balance"  ``.limit`` / ``.observed``
@@ -122,6 +123,12 @@ class DevKeyRefused(SpendRefused):
 
 class VerdictRevoked(SpendRefused):
     code = "revoked"
+
+
+class RecheckFailed(SpendRefused):
+    """The judge's re-check could not run (e.g. the judge is unreachable); see __cause__."""
+
+    code = "recheck-failed"
 
 
 class VerdictReplayed(SpendRefused):

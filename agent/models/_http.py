@@ -16,6 +16,7 @@ import httpx
 
 from agent.errors import ModelUnavailable
 from agent.models.base import ModelRequest, Usage
+from agent.tokens import count_messages, count_text
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -38,20 +39,8 @@ _BODY_EXCERPT = 200
 
 
 def estimate_tokens(text: str) -> int:
-    """Tokens in ``text``: agent/tokens.py's counter when present, else ~4 chars/token."""
-    try:
-        from agent import tokens as _tokens  # written by agent-core; optional here
-    except ImportError:
-        _tokens = None  # type: ignore[assignment]
-    if _tokens is not None:
-        for name in ("count_text", "estimate_text", "count_tokens", "estimate_tokens"):
-            fn = getattr(_tokens, name, None)
-            if callable(fn):
-                try:
-                    return int(fn(text))
-                except TypeError:
-                    continue
-    return max(1, (len(text) + 3) // 4) if text else 0
+    """Estimated tokens in ``text`` (agent/tokens.py's offline counter)."""
+    return count_text(text)
 
 
 _KEYLIKE = re.compile(r"\b(?:sk|pk|key)-[A-Za-z0-9_\-*.]{6,}")
@@ -213,9 +202,8 @@ def usage_int(value: Any) -> int | None:
 
 def estimated_usage(request: ModelRequest, text: str) -> Usage:
     """Usage counted offline (``estimated=True``) for a provider that reported none."""
-    prompt_text = "\n".join(str(m.get("content", "")) for m in request.messages)
     return Usage(
-        input_tokens=estimate_tokens(prompt_text),
+        input_tokens=count_messages(request.messages),
         output_tokens=estimate_tokens(text),
         estimated=True,
     )

@@ -18,11 +18,11 @@ from agent.errors import ToolArgsError, ToolError
 
 if TYPE_CHECKING:
     import httpx
+
     from chain.client import ChainClient
     from chain.networks import Network
     from judge.verdict import Verdict
-
-    from wallet import Wallet
+    from wallet.signer import Wallet
 
 __all__ = [
     "Emit",
@@ -99,7 +99,8 @@ class ToolContext:
     """What a tool may use during one call. Built by the loop for each run.
 
     ``allowlist`` names the recipients/hosts paid tools may pay; ``extras`` carries
-    tool-specific settings (paywall URL, ledger, ...).
+    tool-specific settings (paywall URL, ledger, ...). ``spend_cap_usdc`` is the run's
+    cap in atomic USDC, passed to the wallet's ``sign_*(..., cap=)`` by paid tools.
     """
 
     run_id: str
@@ -110,6 +111,7 @@ class ToolContext:
     allowlist: tuple[str, ...] = ()
     http: httpx.AsyncClient | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    spend_cap_usdc: int = 0
 
 
 class Tool(ABC):

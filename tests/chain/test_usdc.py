@@ -16,6 +16,7 @@ from web3.exceptions import ContractLogicError
 from web3.logs import DISCARD
 
 from chain.devkeys import AGENT, DEPLOYER, OUTSIDER, SELLER, dev_account
+from chain.errors import RpcError
 from chain.usdc import (
     USDC_NAME,
     USDC_VERSION,
@@ -29,7 +30,6 @@ from chain.usdc import (
 )
 
 ONE_USDC = 1_000_000
-AGENT_FUNDING = 100 * ONE_USDC  # what the shared `anvil` fixture mints to AGENT
 SECP256K1_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 
 agent = dev_account(AGENT)
@@ -184,8 +184,13 @@ def test_transfer_moves_balance(chain: Any) -> None:
 
 def test_transfer_beyond_balance_is_refused_with_the_revert_reason(chain: Any) -> None:
     too_much = _balance(chain, agent.address) + 1
-    with pytest.raises(RuntimeError, match="transfer amount exceeds balance"):
+    with pytest.raises(RpcError) as info:
         transfer(chain.w3, chain.usdc, agent, seller.address, too_much)
+    assert info.value.method == "eth_estimateGas"
+    assert (
+        f"transfer of {too_much} atomic USDC to {seller.address} from {agent.address} would "
+        "revert (execution reverted: ERC20: transfer amount exceeds balance)"
+    ) in str(info.value)
 
 
 def test_mint_is_owner_only(chain: Any) -> None:
@@ -193,7 +198,9 @@ def test_mint_is_owner_only(chain: Any) -> None:
     mint(chain.w3, chain.usdc, relayer, outsider.address, 5 * ONE_USDC)
     assert _balance(chain, outsider.address) == before + 5 * ONE_USDC
 
-    with pytest.raises(RuntimeError, match="caller is not the owner"):
+    with pytest.raises(
+        RpcError, match=r"would revert \(execution reverted: TestUSDC: caller is not the owner\)"
+    ):
         mint(chain.w3, chain.usdc, outsider, outsider.address, ONE_USDC)
     assert _balance(chain, outsider.address) == before + 5 * ONE_USDC
 
@@ -532,44 +539,3 @@ def test_x402_exact_facilitator_verifies_and_settles_our_authorization(chain: An
     assert _balance(chain, agent.address) == agent_before - ONE_USDC
     assert _balance(chain, seller.address) == seller_before + ONE_USDC
     assert _used(chain, agent.address, bytes.fromhex(m["nonce"][2:]))
-
-
-# --------------------------------------------- TEMPORARY until tests/conftest.py exists
-
-
-@pytest.fixture(scope="module")
-def _tmp_anvil():  # pragma: no cover - replaced by the shared fixture
-    import socket
-    import subprocess
-    import time
-    from types import SimpleNamespace
-
-    from chain.usdc import deploy_test_usdc
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    binary = "tools/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil"
-    proc = subprocess.Popen([binary, "--port", str(port), "--silent"])
-    w3 = Web3(Web3.HTTPProvider(f"http://127.0.0.1:{port}"))
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            w3.eth.chain_id
-            break
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-    usdc = deploy_test_usdc(w3, relayer)
-    mint(w3, usdc, relayer, agent.address, AGENT_FUNDING)
-    yield SimpleNamespace(rpc_url=f"http://127.0.0.1:{port}", chain_id=31337, usdc=usdc, w3=w3)
-    proc.terminate()
-    proc.wait(10)
-
-
-@pytest.fixture
-def chain(_tmp_anvil):
-    snap = _tmp_anvil.w3.provider.make_request("evm_snapshot", [])["result"]
-    yield _tmp_anvil
-    _tmp_anvil.w3.provider.make_request("evm_revert", [snap])

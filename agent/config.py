@@ -1,0 +1,151 @@
+"""User configuration: a TOML file plus ``NIB_*`` environment variables, validated.
+
+Precedence, highest first: explicit arguments (CLI flags), ``NIB_*`` variables, the
+TOML file (``NIB_CONFIG`` or ``NIB_HOME/config.toml``), defaults. A malformed file
+raises AgentConfigError naming the file, what was wrong, and the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from agent.errors import AgentConfigError
+from agent.limits import Limits, Profile, limits_for
+
+__all__ = ["LimitOverrides", "NibSettings", "config_path", "load_settings"]
+
+DB_FILE = "nib.db"
+CONFIG_FILE = "config.toml"
+
+
+class LimitOverrides(BaseModel):
+    """Per-limit overrides (``[limits]`` in TOML, ``NIB_LIMITS__MAX_STEPS`` in the env)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_steps: int | None = Field(default=None, gt=0)
+    wall_clock_s: float | None = Field(default=None, gt=0)
+    spend_cap_usdc: int | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    max_consecutive_failures: int | None = Field(default=None, gt=0)
+    duplicate_nudges: int | None = Field(default=None, ge=0)
+    novelty_window: int | None = Field(default=None, gt=0)
+    streak_length: int | None = Field(default=None, gt=0)
+    max_consecutive_skips: int | None = Field(default=None, gt=0)
+    replan_every: int | None = Field(default=None, gt=0)
+    malformed_retries: int | None = Field(default=None, ge=0)
+    per_call_cap_usdc: int | None = Field(default=None, gt=0)
+    approval_threshold_usdc: int | None = Field(default=None, ge=0)
+
+
+def config_path(env: dict[str, str] | None = None) -> Path:
+    """Where the TOML file is read from: ``NIB_CONFIG``, else ``NIB_HOME/config.toml``."""
+    env = dict(os.environ) if env is None else env
+    if env.get("NIB_CONFIG"):
+        return Path(env["NIB_CONFIG"]).expanduser()
+    home = Path(env.get("NIB_HOME") or Path.home() / ".nib").expanduser()
+    return home / CONFIG_FILE
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise AgentConfigError(
+            f"config file {path} is not valid TOML ({exc}); expected TOML such as "
+            f'`profile = "cost-optimized"` and a [limits] table. Fix: correct that line '
+            "or remove the file to use the defaults.",
+            source=str(path),
+        ) from exc
+    except OSError as exc:
+        raise AgentConfigError(
+            f"config file {path} cannot be read ({exc.strerror}); expected a readable file. "
+            "Fix: check its permissions, or point NIB_CONFIG elsewhere.",
+            source=str(path),
+        ) from exc
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    def __init__(self, settings_cls: type[BaseSettings], data: dict[str, Any]) -> None:
+        super().__init__(settings_cls)
+        self._data = data
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+class NibSettings(BaseSettings):
+    """Validated settings for one invocation. ``limits`` holds explicit overrides only."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="NIB_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    home: Path = Field(default_factory=lambda: Path.home() / ".nib")
+    db_path: Path | None = None
+    profile: Profile | None = None
+    network: str = "anvil"
+    rpc_url: str | None = None
+    usdc_address: str | None = None
+    judge_url: str | None = None
+    model_provider: str | None = None
+    model: str | None = None
+    model_base_url: str | None = None
+    limits: LimitOverrides = Field(default_factory=LimitOverrides)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        data = _read_toml(config_path())
+        return (init_settings, env_settings, _TomlSource(settings_cls, data))
+
+    @property
+    def database(self) -> Path:
+        """The shared SQLite file (``db_path`` or ``home/nib.db``)."""
+        return self.db_path or self.home / DB_FILE
+
+    def resolve_limits(
+        self, *, model_local: bool, profile: str | None = None, **flags: Any
+    ) -> tuple[Profile, Limits]:
+        """Profile (explicit > configured > by model location) plus overrides (flags win)."""
+        overrides = {k: v for k, v in self.limits.model_dump().items() if v is not None}
+        overrides.update({k: v for k, v in flags.items() if v is not None})
+        return limits_for(profile or self.profile, model_local=model_local, **overrides)
+
+
+def load_settings(**explicit: Any) -> NibSettings:
+    """Load and validate settings; raises AgentConfigError with source and fix on a bad value."""
+    path = config_path()
+    try:
+        return NibSettings(**{k: v for k, v in explicit.items() if v is not None})
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"])
+            env_name = "NIB_" + "__".join(str(p) for p in err["loc"]).upper()
+            problems.append(f"{loc}={err.get('input')!r}: {err['msg']}")
+        where = f"{path}" if path.exists() else "the environment"
+        raise AgentConfigError(
+            f"invalid configuration in {where} or NIB_* variables: {'; '.join(problems)}. "
+            f"Fix: correct {', '.join(p.split('=')[0] for p in problems)} in {path} or "
+            f"the matching NIB_* variable (e.g. {env_name}).",
+            source=str(path),
+        ) from exc

@@ -1,0 +1,89 @@
+"""Shaped history: each step is one line (tool, literal input, outcome summary).
+
+Raw tool results are never replayed to the model; a step costs a bounded number
+of tokens, so the context grows about linearly with steps instead of carrying
+every earlier payload. ``full_transcript_tokens`` and ``shaped_tokens`` measure
+the difference for the benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from agent.tokens import count_text
+
+__all__ = [
+    "SUMMARY_CHARS",
+    "HistoryEntry",
+    "Outcome",
+    "full_transcript_tokens",
+    "one_line",
+    "render",
+    "shaped_tokens",
+]
+
+#: Longest summary kept per step (characters); longer ones are cut with an ellipsis.
+SUMMARY_CHARS = 200
+
+Outcome = Literal["ok", "failed", "skipped", "refused", "note"]
+"""``ok``: executed and succeeded. ``failed``: executed (or proposed) and failed; retryable.
+``skipped``: not executed (duplicate, invalid, policy). ``refused``: the judge refused a paid
+call. ``note``: loop feedback without a call (nudge, re-plan)."""
+
+
+def one_line(text: str, limit: int = SUMMARY_CHARS) -> str:
+    """Collapse whitespace and cut to ``limit`` characters."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One step as the model sees it again: what was called with what, and what came of it."""
+
+    step: int
+    tool: str
+    args: dict[str, Any]
+    outcome: Outcome
+    summary: str
+    evidence_id: str | None = None
+
+    def line(self) -> str:
+        args = json.dumps(self.args, sort_keys=True, separators=(",", ":"), default=str)
+        ref = f" [{self.evidence_id}]" if self.evidence_id else ""
+        call = f"{self.tool} {args}" if self.tool else "(no call)"
+        return f"step {self.step}: {call} -> {self.outcome}{ref}: {one_line(self.summary)}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def render(entries: Iterable[HistoryEntry]) -> str:
+    """The history block of a prompt, one line per entry."""
+    lines = [e.line() for e in entries]
+    return "\n".join(lines) if lines else "(no steps yet)"
+
+
+def _raw_step(tool: str, args: dict[str, Any], data: Any) -> str:
+    return json.dumps({"tool": tool, "args": args, "result": data}, default=str)
+
+
+def full_transcript_tokens(steps: Sequence[tuple[str, dict[str, Any], Any]]) -> int:
+    """Input tokens a naive loop sends over a run that re-reads every raw result each step.
+
+    ``steps`` are ``(tool, args, raw_result)``; step k's request carries steps 1..k-1.
+    """
+    sizes = [count_text(_raw_step(t, a, d)) for t, a, d in steps]
+    return sum(sum(sizes[:k]) for k in range(len(sizes) + 1))
+
+
+def shaped_tokens(steps: Sequence[tuple[str, dict[str, Any], Any]]) -> int:
+    """Input tokens the same run costs with shaped history (one bounded line per step)."""
+    sizes = []
+    for n, (tool, args, data) in enumerate(steps, start=1):
+        summary = data.get("summary", "") if isinstance(data, dict) else str(data)
+        sizes.append(count_text(HistoryEntry(n, tool, args, "ok", str(summary)).line()))
+    return sum(sum(sizes[:k]) for k in range(len(sizes) + 1))

@@ -1,0 +1,148 @@
+"""The one result every run returns, whatever stopped it, and the named stop reasons.
+
+A caller can always tell a finish from a budget stop from a dependency outage, gets
+the work done so far (never an empty answer), and sees what was attempted and spent.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "DEPENDENCY_STOPS",
+    "FINISHED_STOPS",
+    "STOP_REASONS",
+    "AgentResult",
+    "EvidenceItem",
+    "SpendSummary",
+    "StopReason",
+    "TokenSummary",
+    "usdc_display",
+]
+
+StopReason = Literal[
+    "done-signal",
+    "finish-tool",
+    "judge-answered",
+    "evidence-covered",
+    "no-novelty",
+    "streak-exhausted",
+    "executed-duplicate",
+    "oscillation",
+    "skip-loop",
+    "failure-budget",
+    "proposal-lost",
+    "model-stopped",
+    "llm-unreachable",
+    "judge-unreachable",
+    "chain-unreachable",
+    "max-steps",
+    "deadline",
+    "cost-budget",
+    "token-budget",
+    "verdict-void",
+    "awaiting-approval",
+    "approval-denied",
+]
+
+#: One line per stop reason: when it fires. The run returns the first that fires.
+STOP_REASONS: dict[str, str] = {
+    "done-signal": "the model said done (a finish; the answer is its text or a synthesis)",
+    "finish-tool": "a submit_answer whose evidence ids all exist was accepted (a finish)",
+    "judge-answered": "the judge ruled the history sufficient to answer: nothing is missing",
+    "evidence-covered": "every checklist item was matched by a fact in the observations",
+    "no-novelty": "consecutive near-identical observations: nothing new is coming in",
+    "streak-exhausted": "the same tool succeeded over and over without finishing",
+    "executed-duplicate": "an already-executed call was proposed again after one nudge",
+    "oscillation": "the recent proposals form a cycle (A,B,A,B): going round in circles",
+    "skip-loop": "proposals were skipped (refused, invalid, duplicate) repeatedly in a row",
+    "failure-budget": "consecutive tool failures reached the failure budget",
+    "proposal-lost": "no valid proposal twice in a row (malformed even after the retry)",
+    "model-stopped": "the model replied with neither a tool call nor a finish: stopped, not done",
+    "llm-unreachable": "the model provider is silent or refuses; the fix is named in message",
+    "judge-unreachable": "the judge did not answer; no money moves without it",
+    "chain-unreachable": "the RPC node did not answer; nothing is signed blind",
+    "max-steps": "the step budget is used up",
+    "deadline": "the wall-clock budget is used up",
+    "cost-budget": "the next paid call would cross the spend cap (USDC + gas); not made",
+    "token-budget": "the next model request would cross the token budget; not sent",
+    "verdict-void": "the payload changed after approval; the wallet refused to sign",
+    "awaiting-approval": "paused for a human decision on a paid call; state saved, resumable",
+    "approval-denied": "a human denied the paused paid call; the run ends with what it has",
+}
+
+#: Stops that count as a finish (exit 0, answer not partial).
+FINISHED_STOPS: frozenset[str] = frozenset(
+    {"done-signal", "finish-tool", "judge-answered", "evidence-covered"}
+)
+#: Stops caused by a dependency; the result's ``message`` names the human fix.
+DEPENDENCY_STOPS: frozenset[str] = frozenset(
+    {"llm-unreachable", "judge-unreachable", "chain-unreachable"}
+)
+
+assert set(STOP_REASONS) == set(get_args(StopReason)), "every stop reason needs a description"
+
+
+def usdc_display(atomic: int, decimals: int = 6) -> str:
+    """``1500000`` -> ``"1.50 USDC"``; keeps every significant digit (Decimal, never float)."""
+    value = Decimal(atomic).scaleb(-decimals)
+    text = format(value.quantize(Decimal(1).scaleb(-decimals)).normalize(), "f")
+    whole, _, frac = text.partition(".")
+    return f"{whole}.{frac.ljust(2, '0')} USDC"
+
+
+class EvidenceItem(BaseModel):
+    """One successful observation the answer may cite, by id (``e1``, ``e2``, ...)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    step: int
+    tool: str
+    args: dict[str, Any]
+    summary: str
+    facts: dict[str, str] = Field(default_factory=dict)
+    cost_usdc: int = 0
+
+
+class SpendSummary(BaseModel):
+    """Money the run moved: USDC in atomic units, gas in wei, and a display string."""
+
+    usdc_atomic: int = 0
+    gas_wei: int = 0
+    usdc_display: str = "0.00 USDC"
+
+
+class TokenSummary(BaseModel):
+    """Model tokens the run used; ``estimated`` when any count came from agent.tokens."""
+
+    input: int = 0
+    output: int = 0
+    estimated: bool = False
+
+
+class AgentResult(BaseModel):
+    """What every exit returns. ``answer`` is never empty; ``partial`` when not finished."""
+
+    run_id: str
+    task: str
+    stop_reason: StopReason
+    finished: bool
+    partial: bool
+    answer: str = Field(min_length=1)
+    evidence: list[EvidenceItem] = Field(default_factory=list)
+    steps: int
+    attempted: list[str] = Field(default_factory=list)
+    spend: SpendSummary = Field(default_factory=SpendSummary)
+    tokens: TokenSummary = Field(default_factory=TokenSummary)
+    elapsed_s: float = 0.0
+    message: str = ""
+    profile: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        """0 finished, 1 stopped without finishing (the CLI's contract)."""
+        return 0 if self.finished else 1

@@ -1,0 +1,82 @@
+"""The self-model: a fresh snapshot of who and where the agent is, taken every turn.
+
+Identity and version, network, RPC, USDC address, wallet address and its live
+balance read from the chain, what is left of every budget, and exactly which tools
+are wired now. Reasoning from a stale snapshot is how agents promise spends they
+cannot make, so it is never reused across turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from typing import Any
+
+from agent.result import usdc_display
+
+__all__ = ["AGENT_NAME", "SelfModel", "agent_version", "read_balance"]
+
+AGENT_NAME = "nib"
+
+
+def agent_version() -> str:
+    """The installed package version (``0.0.0+unknown`` when run from a bare checkout)."""
+    try:
+        return metadata.version("nib")
+    except metadata.PackageNotFoundError:
+        return "0.0.0+unknown"
+
+
+@dataclass(frozen=True)
+class SelfModel:
+    """One turn's snapshot. Money in atomic USDC; ``wallet_balance_usdc`` None = no wallet."""
+
+    agent: str
+    version: str
+    network: str
+    chain_id: int
+    rpc_url: str
+    usdc: str | None
+    wallet: str | None
+    wallet_balance_usdc: int | None
+    spend_left_usdc: int
+    tokens_left: int
+    steps_left: int
+    deadline_left_s: float
+    tools: tuple[tuple[str, str], ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["tools"] = [{"name": n, "kind": k} for n, k in self.tools]
+        return data
+
+    def render(self) -> str:
+        """The prompt block: short lines, facts only."""
+        balance = (
+            "no wallet wired (paid tools cannot pay)"
+            if self.wallet_balance_usdc is None
+            else usdc_display(self.wallet_balance_usdc)
+        )
+        tools = ", ".join(f"{n} ({k})" for n, k in self.tools) or "none"
+        return "\n".join(
+            [
+                f"agent: {self.agent} {self.version}",
+                f"network: {self.network} (chain id {self.chain_id}), rpc {self.rpc_url}",
+                f"usdc: {self.usdc or 'not configured'}",
+                f"wallet: {self.wallet or 'none'}, balance {balance}",
+                f"left: {usdc_display(self.spend_left_usdc)} spend, {self.tokens_left} tokens, "
+                f"{self.steps_left} steps, {self.deadline_left_s:.0f} s",
+                f"tools wired now: {tools}",
+            ]
+        )
+
+
+async def read_balance(chain: Any, usdc: str | None, wallet: str | None) -> int | None:
+    """The wallet's live USDC balance from the chain (None without a wallet or token).
+
+    Raises chain.errors.RpcUnreachable when the node does not answer.
+    """
+    if chain is None or not usdc or not wallet:
+        return None
+    return int(await asyncio.to_thread(chain.token_balance, usdc, wallet))

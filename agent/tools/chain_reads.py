@@ -1,0 +1,453 @@
+"""Free chain reads: fees, blocks, balances, token facts, receipts and recent transfers.
+
+Each tool validates its arguments with a small pydantic model, reads through the
+run's :class:`chain.client.ChainClient` in a worker thread (web3 is blocking), and
+returns an observation whose ``facts`` hold exact values as strings. Chain errors
+propagate as ``chain.errors`` types (the loop maps ``RpcUnreachable`` to
+``chain-unreachable``); anything else a tool cannot answer raises ``ToolError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Annotated, Any, TypeVar
+
+from eth_utils import is_checksum_address, to_checksum_address
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from web3.exceptions import Web3Exception
+
+from agent.errors import ToolError
+from agent.tools.base import Observation, Tool, ToolContext
+from chain.errors import RpcError
+
+__all__ = [
+    "AddressStr",
+    "BaseFeeTool",
+    "BlockInfoTool",
+    "EthBalanceTool",
+    "GasPriceTool",
+    "TokenBalanceTool",
+    "TokenInfoTool",
+    "TokenTransfersTool",
+    "TxHashStr",
+    "TxReceiptTool",
+    "chain_read_tools",
+    "format_eth",
+    "format_gwei",
+    "format_token",
+    "format_usdc",
+    "usdc_address",
+]
+
+T = TypeVar("T")
+
+_HEX40 = re.compile(r"^0x[0-9a-fA-F]{40}$")
+_HEX64 = re.compile(r"^0x[0-9a-fA-F]{64}$")
+GWEI = Decimal(10) ** 9
+WEI_PER_ETH = Decimal(10) ** 18
+#: Upper bound of the transfer lookback: a bigger window makes eth_getLogs slow and large.
+MAX_LOOKBACK_BLOCKS = 10_000
+
+
+# ---------------------------------------------------------------------- argument types
+
+
+def _address(value: str) -> str:
+    if not _HEX40.match(value):
+        raise ValueError(
+            f"found {value!r}; expected a 0x-prefixed 20-byte hex address (0x + 40 hex digits), "
+            "e.g. 0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+        )
+    body = value[2:]
+    mixed = body != body.lower() and body != body.upper()
+    if mixed and not is_checksum_address(value):
+        raise ValueError(
+            f"found {value!r} whose mixed case is not a valid EIP-55 checksum (a typo?); "
+            f"expected the checksum form or all lower case; fix: copy the address again"
+        )
+    return to_checksum_address(value)
+
+
+def _tx_hash(value: str) -> str:
+    if not _HEX64.match(value):
+        raise ValueError(
+            f"found {value!r} ({len(value)} chars); expected a 32-byte transaction hash: "
+            "0x followed by 64 hex digits"
+        )
+    return value.lower()
+
+
+def _strip(value: Any) -> Any:
+    return value.strip() if isinstance(value, str) else value
+
+
+AddressStr = Annotated[str, BeforeValidator(_strip), AfterValidator(_address)]
+"""A 0x address, returned in checksum form; a mixed-case typo is refused."""
+
+TxHashStr = Annotated[str, BeforeValidator(_strip), AfterValidator(_tx_hash)]
+"""A 0x 32-byte transaction hash, returned lower case."""
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NoArgs(_Args):
+    """No arguments."""
+
+
+class BlockArgs(_Args):
+    block: int | None = Field(
+        default=None, ge=0, description="Block number; omit for the latest block."
+    )
+
+
+class AddressArgs(_Args):
+    address: AddressStr = Field(description="0x account address.")
+
+
+class TokenBalanceArgs(_Args):
+    address: AddressStr = Field(description="0x account address.")
+    token: AddressStr | None = Field(
+        default=None, description="ERC-20 token address; omit for the configured USDC."
+    )
+
+
+class TokenArgs(_Args):
+    token: AddressStr | None = Field(
+        default=None, description="ERC-20 token address; omit for the configured USDC."
+    )
+
+
+class TxArgs(_Args):
+    tx_hash: TxHashStr = Field(description="0x transaction hash (64 hex digits).")
+
+
+class TransfersArgs(_Args):
+    address: AddressStr | None = Field(
+        default=None, description="Count only transfers from or to this address; omit for all."
+    )
+    blocks: int = Field(
+        default=1000,
+        ge=1,
+        le=MAX_LOOKBACK_BLOCKS,
+        description=f"How many recent blocks to scan (1..{MAX_LOOKBACK_BLOCKS}).",
+    )
+
+
+# ---------------------------------------------------------------------- formatting
+
+
+def _plain(value: Decimal) -> str:
+    """Exact plain decimal string: no exponent, no trailing zeros."""
+    if value == 0:
+        return "0"
+    text = format(value.normalize(), "f")
+    return text
+
+
+def format_gwei(wei: int) -> str:
+    """``wei`` in gwei, exact (``875000000`` -> ``"0.875"``)."""
+    return _plain(Decimal(wei) / GWEI)
+
+
+def format_eth(wei: int) -> str:
+    """``wei`` in ETH, exact, with the unit (``"1.5 ETH"``)."""
+    return f"{_plain(Decimal(wei) / WEI_PER_ETH)} ETH"
+
+
+def format_token(atomic: int, decimals: int, symbol: str) -> str:
+    """Atomic units as an exact display amount with at least two decimals (``"1.50 USDC"``)."""
+    value = Decimal(atomic).scaleb(-decimals)
+    text = _plain(value)
+    whole, _, frac = text.partition(".")
+    if len(frac) < 2 and decimals >= 2:
+        frac = frac.ljust(2, "0")
+    return f"{whole}.{frac} {symbol}" if frac else f"{whole} {symbol}"
+
+
+def format_usdc(atomic: int, decimals: int = 6) -> str:
+    """Atomic USDC as ``"1.50 USDC"`` (exact; never rounded)."""
+    return format_token(atomic, decimals, "USDC")
+
+
+def usdc_address(ctx: ToolContext) -> str:
+    """The configured USDC address of the run's network, or a ToolError naming the fix."""
+    usdc = ctx.network.usdc
+    if not usdc:
+        raise ToolError(
+            f"no USDC address is configured for network {ctx.network.name!r}; expected one. "
+            "Fix: start the devnet (`nib devnet up`) or set the USDC address in the config "
+            "(NIB_USDC)."
+        )
+    return to_checksum_address(usdc)
+
+
+async def _read(fn: Callable[[], T]) -> T:
+    """Run a blocking chain read off the event loop; chain errors pass through unchanged."""
+    return await asyncio.to_thread(fn)
+
+
+# ---------------------------------------------------------------------- tools
+
+
+class _FreeRead(Tool):
+    kind = "free"
+
+    def _obs(self, summary: str, data: dict[str, Any], facts: dict[str, str]) -> Observation:
+        return Observation(tool=self.name, ok=True, summary=summary, data=data, facts=facts)
+
+
+class BaseFeeTool(_FreeRead):
+    name = "base_fee"
+    description = "Current base fee per gas of the latest block, in gwei."
+    args_model = NoArgs
+    facts = ("base_fee_gwei",)
+
+    async def run(self, args: Any, ctx: ToolContext) -> Observation:
+        block = await _read(lambda: ctx.chain.block("latest"))
+        wei = int(block.get("baseFeePerGas", 0))
+        number = int(block["number"])
+        gwei = format_gwei(wei)
+        return self._obs(
+            f"base fee {gwei} gwei at block {number}",
+            {"base_fee_wei": wei, "base_fee_gwei": gwei, "block_number": number},
+            {"base_fee_gwei": gwei},
+        )
+
+
+class GasPriceTool(_FreeRead):
+    name = "gas_price"
+    description = "The node's suggested gas price (eth_gasPrice), in gwei."
+    args_model = NoArgs
+    facts = ("gas_price_gwei",)
+
+    async def run(self, args: Any, ctx: ToolContext) -> Observation:
+        wei = await _read(ctx.chain.gas_price)
+        gwei = format_gwei(wei)
+        return self._obs(
+            f"gas price {gwei} gwei",
+            {"gas_price_wei": wei, "gas_price_gwei": gwei},
+            {"gas_price_gwei": gwei},
+        )
+
+
+class BlockInfoTool(_FreeRead):
+    name = "block_info"
+    description = "Number and timestamp of a block (the latest when no block is given)."
+    args_model = BlockArgs
+    facts = ("block_number", "block_timestamp")
+
+    async def run(self, args: BlockArgs, ctx: ToolContext) -> Observation:
+        if args.block is not None:
+            head = await _read(ctx.chain.block_number)
+            if args.block > head:
+                raise ToolError(
+                    f"block_info: block {args.block} does not exist yet; the chain head is "
+                    f"{head}. Fix: ask for a block <= {head}, or omit block for the latest."
+                )
+        ref: int | str = "latest" if args.block is None else args.block
+        block = await _read(lambda: ctx.chain.block(ref))
+        number, ts = int(block["number"]), int(block["timestamp"])
+        iso = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return self._obs(
+            f"block {number} at {ts} ({iso})",
+            {
+                "block_number": number,
+                "block_timestamp": ts,
+                "time_utc": iso,
+                "tx_count": len(block.get("transactions", [])),
+            },
+            {"block_number": str(number), "block_timestamp": str(ts)},
+        )
+
+
+class EthBalanceTool(_FreeRead):
+    name = "eth_balance"
+    description = "Native ETH balance of an address (exact, in ETH and wei)."
+    args_model = AddressArgs
+    facts = ("eth_balance",)
+
+    async def run(self, args: AddressArgs, ctx: ToolContext) -> Observation:
+        wei = await _read(lambda: ctx.chain.eth_balance(args.address))
+        display = format_eth(wei)
+        return self._obs(
+            f"{args.address} holds {display}",
+            {"address": args.address, "wei": wei, "display": display},
+            {"eth_balance": display},
+        )
+
+
+async def _token_meta(ctx: ToolContext, token: str) -> tuple[str, int]:
+    """(symbol, decimals) of ``token``; a ToolError when it is not an ERC-20 contract."""
+    chain = ctx.chain
+    code = await _read(lambda: chain.call("eth_getCode", lambda: chain.w3.eth.get_code(token)))  # type: ignore[arg-type]
+    if not code:
+        raise ToolError(
+            f"no contract at token address {token} on {ctx.network.name} "
+            f"(chain {ctx.network.chain_id}); expected an ERC-20 token. Fix: check the "
+            "address, or omit token to use the configured USDC."
+        )
+    try:
+        symbol = await _read(lambda: chain.token_symbol(token))
+        decimals = await _read(lambda: chain.token_decimals(token))
+    except (RpcError, Web3Exception) as exc:
+        # A revert or undecodable output: the contract exists but is no ERC-20.
+        raise ToolError(
+            f"the contract at {token} does not answer symbol()/decimals() like an ERC-20 "
+            f"token ({type(exc).__name__}); expected an ERC-20. Fix: pass a token address."
+        ) from exc
+    return symbol, decimals
+
+
+class TokenBalanceTool(_FreeRead):
+    name = "token_balance"
+    description = (
+        "ERC-20 balance of an address; the token defaults to the configured USDC. "
+        "Returns the atomic amount and a display amount such as '1.50 USDC'."
+    )
+    args_model = TokenBalanceArgs
+    facts = ("usdc_balance",)
+
+    def facts_for(self, args: Any) -> tuple[str, ...]:
+        # Without a token the read is USDC's; with one we cannot know before the call.
+        return self.facts if getattr(args, "token", None) is None else ()
+
+    async def run(self, args: TokenBalanceArgs, ctx: ToolContext) -> Observation:
+        usdc = usdc_address(ctx)
+        token = args.token or usdc
+        is_usdc = token.lower() == usdc.lower()
+        if is_usdc:
+            symbol, decimals = "USDC", ctx.network.decimals
+        else:
+            symbol, decimals = await _token_meta(ctx, token)
+        atomic = await _read(lambda: ctx.chain.token_balance(token, args.address))
+        display = format_token(atomic, decimals, symbol)
+        facts = {"usdc_balance": display} if is_usdc else {}
+        return self._obs(
+            f"{args.address} holds {display} ({atomic} atomic)",
+            {
+                "address": args.address,
+                "token": token,
+                "symbol": symbol,
+                "decimals": decimals,
+                "atomic": atomic,
+                "display": display,
+            },
+            facts,
+        )
+
+
+class TokenInfoTool(_FreeRead):
+    name = "token_info"
+    description = "Symbol, decimals and total supply of an ERC-20 token (default: USDC)."
+    args_model = TokenArgs
+    facts = ("token_symbol", "token_decimals", "token_supply")
+
+    async def run(self, args: TokenArgs, ctx: ToolContext) -> Observation:
+        token = args.token or usdc_address(ctx)
+        symbol, decimals = await _token_meta(ctx, token)
+        supply = await _read(lambda: ctx.chain.token_supply(token))
+        display = format_token(supply, decimals, symbol)
+        return self._obs(
+            f"{symbol} at {token}: {decimals} decimals, supply {display}",
+            {
+                "token": token,
+                "symbol": symbol,
+                "decimals": decimals,
+                "supply_atomic": supply,
+                "supply": display,
+            },
+            {"token_symbol": symbol, "token_decimals": str(decimals), "token_supply": display},
+        )
+
+
+class TxReceiptTool(_FreeRead):
+    name = "tx_receipt"
+    description = "Status (success/reverted) and gas used of a mined transaction."
+    args_model = TxArgs
+    facts = ("tx_status", "tx_gas_used")
+
+    async def run(self, args: TxArgs, ctx: ToolContext) -> Observation:
+        receipt = await _read(lambda: ctx.chain.receipt(args.tx_hash))
+        if receipt is None:
+            raise ToolError(
+                f"tx_receipt: no receipt for {args.tx_hash} on {ctx.network.name} "
+                f"(chain {ctx.network.chain_id}); it is unknown or not mined yet. Fix: check "
+                "the hash and the network, or try again after the next block."
+            )
+        status = "success" if receipt.status == 1 else "reverted"
+        return self._obs(
+            f"tx {receipt.tx_hash[:10]}… {status} in block {receipt.block_number}, "
+            f"gas used {receipt.gas_used}",
+            {
+                "tx_hash": receipt.tx_hash,
+                "status": status,
+                "block_number": receipt.block_number,
+                "gas_used": receipt.gas_used,
+                "effective_gas_price_wei": receipt.effective_gas_price,
+                "from": receipt.sender,
+                "to": receipt.to,
+            },
+            {"tx_status": status, "tx_gas_used": str(receipt.gas_used)},
+        )
+
+
+class TokenTransfersTool(_FreeRead):
+    name = "token_transfers"
+    description = (
+        "Count of USDC Transfer events in the most recent blocks (default 1000), "
+        "optionally only those from or to one address; lists up to 5 of the latest."
+    )
+    args_model = TransfersArgs
+    facts = ("transfer_count",)
+
+    async def run(self, args: TransfersArgs, ctx: ToolContext) -> Observation:
+        token = usdc_address(ctx)
+        head = await _read(ctx.chain.block_number)
+        first = max(0, head - args.blocks + 1)
+        logs = await _read(lambda: ctx.chain.transfer_logs(token, first, head, args.address))
+        volume = sum(log.value for log in logs)
+        who = f" touching {args.address}" if args.address else ""
+        latest = [
+            {
+                "tx_hash": log.tx_hash,
+                "block": log.block_number,
+                "from": log.sender,
+                "to": log.recipient,
+                "value_atomic": log.value,
+            }
+            for log in logs[-5:]
+        ]
+        return self._obs(
+            f"{len(logs)} USDC transfers{who} in blocks {first}..{head}",
+            {
+                "token": token,
+                "address": args.address,
+                "from_block": first,
+                "to_block": head,
+                "transfer_count": len(logs),
+                "volume_atomic": volume,
+                "volume": format_usdc(volume, ctx.network.decimals),
+                "latest": latest,
+            },
+            {"transfer_count": str(len(logs))},
+        )
+
+
+def chain_read_tools() -> list[Tool]:
+    """One instance of every free chain-read tool."""
+    return [
+        BaseFeeTool(),
+        GasPriceTool(),
+        BlockInfoTool(),
+        EthBalanceTool(),
+        TokenBalanceTool(),
+        TokenInfoTool(),
+        TxReceiptTool(),
+        TokenTransfersTool(),
+    ]

@@ -1,0 +1,264 @@
+"""usdc_transfer: a direct USDC transfer as an EIP-1559 transaction, judged like any spend.
+
+The quote pins every field of the transaction (nonce, gas, fees included), so the
+verdict's fingerprint covers the exact bytes the wallet signs: nothing is filled in
+after approval. The nonce is the chain's pending count at quote time, read but not
+allocated, so a quote the judge refuses leaves no gap; if another transaction takes
+that nonce before execution, the quote is stale and is refused before signing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Any
+
+from eth_utils import to_checksum_address
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from web3 import Web3
+
+from agent.errors import ToolError
+from agent.tools.base import Observation, Quote, Tool, ToolContext
+from agent.tools.chain_reads import AddressStr, format_usdc, usdc_address
+from judge.fingerprint import transaction_fingerprint
+
+__all__ = [
+    "GAS_HEADROOM",
+    "TransferArgs",
+    "UsdcAmount",
+    "UsdcTransferTool",
+    "parse_usdc_amount",
+    "transfer_calldata",
+]
+
+USDC_DECIMALS = 6
+#: Gas limit = estimate x 1.2: a transfer's cost barely varies, a stuck tx costs more.
+GAS_HEADROOM = Decimal("1.2")
+TRANSFER_SELECTOR = bytes.fromhex("a9059cbb")  # transfer(address,uint256)
+_UNIT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(usdc)\s*$", re.IGNORECASE)
+_ATOMIC = re.compile(r"^\s*[0-9]+\s*$")
+
+
+def parse_usdc_amount(value: Any, decimals: int = USDC_DECIMALS) -> int:
+    """An amount as atomic USDC: an int (atomic), a digit string (atomic) or ``"1.5 USDC"``.
+
+    Exact: ``"1.5 USDC"`` -> 1500000; more than ``decimals`` fractional digits, floats,
+    negatives, zero and unit-less decimals (``"1.5"``: atomic or USDC?) are refused.
+    """
+    if isinstance(value, bool) or isinstance(value, float):
+        raise ValueError(
+            f"found {value!r} ({type(value).__name__}); expected an int of atomic units "
+            "(1 USDC = 1000000) or a string like '1.5 USDC'; money is never a float"
+        )
+    if isinstance(value, int):
+        atomic = value
+    elif isinstance(value, str) and _ATOMIC.match(value):
+        atomic = int(value)
+    elif isinstance(value, str) and (m := _UNIT.match(value)):
+        try:
+            whole = Decimal(m.group(1))
+        except InvalidOperation as exc:  # pragma: no cover - the regex admits only digits
+            raise ValueError(f"found {value!r}; expected a decimal amount") from exc
+        scaled = whole.scaleb(decimals)
+        if scaled != scaled.to_integral_value():
+            raise ValueError(
+                f"found {value!r} with more than {decimals} decimal places; USDC has "
+                f"{decimals}; fix: round the amount to {decimals} places"
+            )
+        atomic = int(scaled)
+    else:
+        raise ValueError(
+            f"found {value!r}; expected an int of atomic units (1 USDC = 1000000) or a "
+            "string with the unit, like '1.5 USDC'"
+        )
+    if atomic <= 0:
+        raise ValueError(f"found {value!r}; expected a positive amount")
+    return atomic
+
+
+UsdcAmount = Annotated[int, BeforeValidator(parse_usdc_amount)]
+"""Atomic USDC parsed from an int, a digit string or ``"1.5 USDC"``."""
+
+
+class TransferArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    to: AddressStr = Field(description="Recipient 0x address.")
+    amount: UsdcAmount = Field(
+        description="Atomic USDC (int, 1 USDC = 1000000) or a string like '1.5 USDC'."
+    )
+
+
+def transfer_calldata(to: str, amount: int) -> str:
+    """ABI calldata of ``transfer(to, amount)`` as 0x-hex."""
+    addr = bytes.fromhex(to_checksum_address(to)[2:])
+    return "0x" + (TRANSFER_SELECTOR + addr.rjust(32, b"\0") + amount.to_bytes(32, "big")).hex()
+
+
+def _require_wallet(ctx: ToolContext, tool: str) -> Any:
+    if ctx.wallet is None:
+        raise ToolError(
+            f"{tool}: no wallet is configured for this run; expected an unlocked wallet. "
+            "Fix: create one with `nib wallet new` (or `nib devnet up` on the devnet)."
+        )
+    return ctx.wallet
+
+
+def spend_cap(ctx: ToolContext, tool: str) -> int:
+    """The run's spend cap (atomic USDC) the wallet reserves against; fail closed without it."""
+    cap = ctx.extras.get("spend_cap_usdc")
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+        raise ToolError(
+            f"{tool}: the run's spend cap is missing from the tool context (found {cap!r}); "
+            "expected ctx.extras['spend_cap_usdc'] as atomic USDC. Fix: build the ToolContext "
+            "with the run's limits."
+        )
+    return cap
+
+
+def _recipient_allowed(ctx: ToolContext, to: str) -> None:
+    # Address entries in the allowlist restrict transfer recipients; URL entries are sellers.
+    addresses = [a.lower() for a in ctx.allowlist if Web3.is_address(a)]
+    if addresses and to.lower() not in addresses:
+        raise ToolError(
+            f"usdc_transfer: recipient {to} is not on the allowlist ({len(addresses)} "
+            "addresses); refused before quoting. Fix: add it to seller_allowlist "
+            "(NIB_SELLER_ALLOWLIST) if the transfer is intended."
+        )
+
+
+class UsdcTransferTool(Tool):
+    """Quote and execute a USDC ``transfer(to, amount)`` from the agent's wallet."""
+
+    name = "usdc_transfer"
+    description = (
+        "Send USDC from the agent's wallet to an address (an EIP-1559 transaction). "
+        "Moves money: judged first. amount: atomic int or '1.5 USDC'."
+    )
+    args_model = TransferArgs
+    kind = "paid"
+    facts = ("transfer_receipt",)
+
+    async def quote(self, args: TransferArgs, ctx: ToolContext) -> Quote:
+        """Build the exact, fully pinned transaction (free: reads only, nothing signed)."""
+        wallet = _require_wallet(ctx, self.name)
+        _recipient_allowed(ctx, args.to)
+        usdc = usdc_address(ctx)
+        sender = to_checksum_address(wallet.address)
+        if args.to.lower() == sender.lower():
+            raise ToolError(
+                f"usdc_transfer: the recipient {args.to} is the wallet itself; a self-transfer "
+                "pays gas and moves nothing. Fix: pick another recipient."
+            )
+        chain = ctx.chain
+        balance = await asyncio.to_thread(chain.token_balance, usdc, sender)
+        if balance < args.amount:
+            raise ToolError(
+                f"usdc_transfer: the wallet holds {format_usdc(balance)} ({balance} atomic), "
+                f"less than the {format_usdc(args.amount)} ({args.amount} atomic) asked; "
+                "refused before quoting. Fix: fund the wallet or send less."
+            )
+        data = transfer_calldata(args.to, args.amount)
+        w3 = chain.w3
+
+        def pin() -> tuple[int, int, int, int]:
+            nonce = int(w3.eth.get_transaction_count(sender, "pending"))  # type: ignore[arg-type]
+            estimate = int(
+                w3.eth.estimate_gas({"from": sender, "to": usdc, "data": data, "value": 0})  # type: ignore[typeddict-item]
+            )
+            priority = int(w3.eth.max_priority_fee)
+            base = int(w3.eth.get_block("latest").get("baseFeePerGas", 0))
+            return nonce, estimate, priority, base
+
+        nonce, estimate, priority, base = await asyncio.to_thread(
+            chain.call, "eth_estimateGas", pin
+        )
+        gas = int((Decimal(estimate) * GAS_HEADROOM).to_integral_value(rounding="ROUND_CEILING"))
+        tx: dict[str, Any] = {
+            "type": 2,
+            "chainId": ctx.network.chain_id,
+            "from": sender,
+            "to": usdc,
+            "value": 0,
+            "data": data,
+            "nonce": nonce,
+            "gas": gas,
+            # 2 x base fee survives six full blocks of base-fee increases (12.5% each).
+            "maxFeePerGas": 2 * base + priority,
+            "maxPriorityFeePerGas": priority,
+        }
+        return Quote(
+            tool=self.name,
+            args=args.model_dump(mode="json"),
+            kind="transfer",
+            payload=tx,
+            payload_fingerprint=transaction_fingerprint(tx),
+            amount=args.amount,
+            asset=usdc,
+            recipient=args.to,
+            chain_id=ctx.network.chain_id,
+            meta={
+                "max_gas_wei": gas * tx["maxFeePerGas"],
+                "gas_estimate": estimate,
+                "display": f"{format_usdc(args.amount)} to {args.to}",
+            },
+        )
+
+    async def execute(self, quote: Quote, verdict: Any, ctx: ToolContext) -> Observation:
+        """MOVES MONEY: sign the quoted transaction under ``verdict``, send it, await receipt.
+
+        Refused before signing (verdict untouched) when the quoted nonce was taken in the
+        meantime. The wallet re-checks the verdict against the exact transaction.
+        """
+        wallet = _require_wallet(ctx, self.name)
+        cap = spend_cap(ctx, self.name)
+        tx = quote.payload
+        sender = str(tx.get("from", wallet.address))
+        pending = await asyncio.to_thread(
+            ctx.chain.call,
+            "eth_getTransactionCount",
+            lambda: int(ctx.chain.w3.eth.get_transaction_count(sender, "pending")),  # type: ignore[arg-type]
+        )
+        if int(tx["nonce"]) != pending:
+            raise ToolError(
+                f"usdc_transfer: the quote is stale: it pins nonce {tx['nonce']} but the "
+                f"wallet's next nonce is now {pending} (another transaction was sent). Nothing "
+                "was signed. Fix: propose the transfer again for a fresh quote."
+            )
+        signed = await asyncio.to_thread(
+            wallet.sign_transaction, tx, verdict, run_id=ctx.run_id, cap=cap
+        )
+        sent = await asyncio.to_thread(wallet.send_transaction, signed)
+        # The nonce was pinned outside the wallet's NonceManager: let it re-read the chain.
+        if wallet.nonces.snapshot()["next"] is not None:
+            await asyncio.to_thread(wallet.nonces.resync)
+        display = format_usdc(quote.amount)
+        receipt = (
+            f"{sent.tx_hash} success: {display} ({quote.amount} atomic) to {quote.recipient} "
+            f"in block {sent.block_number}"
+        )
+        ctx.emit(
+            "tool.transfer",
+            {"tx_hash": sent.tx_hash, "amount": quote.amount, "recipient": quote.recipient},
+        )
+        return Observation(
+            tool=self.name,
+            ok=True,
+            summary=f"sent {display} to {quote.recipient} in {sent.tx_hash[:10]}… "
+            f"(block {sent.block_number}, gas {sent.gas_used})",
+            data={
+                "tx_hash": sent.tx_hash,
+                "block_number": sent.block_number,
+                "status": "success",
+                "amount_atomic": quote.amount,
+                "amount": display,
+                "recipient": quote.recipient,
+                "gas_used": sent.gas_used,
+                "gas_wei": sent.gas_wei,
+                "ledger_id": sent.ledger_id,
+            },
+            facts={"transfer_receipt": receipt},
+            cost_usdc=quote.amount,
+            gas_wei=sent.gas_wei,
+        )

@@ -1,0 +1,451 @@
+"""The buyer's side of x402, as pure functions: no wallet, no network, no clock.
+
+``pay_http`` uses them in order: parse the 402, choose the requirement we can pay, build the
+exact EIP-3009 authorization (our nonce, our validity window, from the chain's time), and,
+once the wallet has signed it under a verdict, encode the payment header and read the
+seller's settlement receipt. Wire types and encoders are the official ``x402`` package's.
+"""
+
+from __future__ import annotations
+
+import binascii
+import json
+import os
+from typing import Any, Literal
+
+import httpx
+from eth_utils import is_address, to_checksum_address
+from pydantic import ValidationError
+from x402.http import (
+    PAYMENT_REQUIRED_HEADER,
+    PAYMENT_RESPONSE_HEADER,
+    PAYMENT_SIGNATURE_HEADER,
+    X_PAYMENT_HEADER,
+    X_PAYMENT_RESPONSE_HEADER,
+    decode_payment_response_header,
+    encode_payment_signature_header,
+    safe_base64_decode,
+)
+from x402.mechanisms.evm.types import ExactEIP3009Authorization, ExactEIP3009Payload
+from x402.mechanisms.evm.v1.constants import V1_NETWORK_CHAIN_IDS
+from x402.schemas import (
+    PaymentPayload,
+    PaymentPayloadV1,
+    PaymentRequired,
+    PaymentRequiredV1,
+    PaymentRequirements,
+    PaymentRequirementsV1,
+)
+from x402.schemas import parse_payment_required as _x402_parse_payment_required
+
+from agent.errors import ToolError
+from chain.usdc import eip3009_typed_data
+
+__all__ = [
+    "MAX_VALIDITY_S",
+    "VALID_AFTER_SLACK_S",
+    "AnyPaymentRequired",
+    "AnyRequirement",
+    "RefusalCode",
+    "RequirementRefused",
+    "X402Error",
+    "X402ProtocolError",
+    "build_authorization",
+    "choose_requirement",
+    "encode_payment_header",
+    "parse_payment_required",
+    "parse_payment_response",
+    "requirement_amount",
+    "requirement_chain_id",
+    "requirement_network",
+]
+
+AnyPaymentRequired = PaymentRequired | PaymentRequiredV1
+AnyRequirement = PaymentRequirements | PaymentRequirementsV1
+RefusalCode = Literal["no-matching-requirement", "price-above-limit"]
+
+#: Upper bound on how long a signed authorization stays usable, whatever the seller allows.
+MAX_VALIDITY_S = 300
+#: validAfter is set this far before the chain's time, so clock skew cannot void it.
+VALID_AFTER_SLACK_S = 600
+
+_SCHEME = "exact"
+
+
+class X402Error(ToolError):
+    """Root of the x402 client errors (shown to the model as a failed tool call).
+
+    X402Error
+    ├── X402ProtocolError   the seller's 402 or settlement receipt is malformed
+    └── RequirementRefused  nothing offered that we may pay (network, asset, price)
+    """
+
+
+class X402ProtocolError(X402Error):
+    """The seller spoke x402 wrongly: the message names exactly which part was malformed."""
+
+
+class RequirementRefused(X402Error):
+    """No offered requirement fits our network, asset or price limit: refused before quoting.
+
+    ``code`` says which; ``offered`` lists the requirements as one-line descriptions.
+    """
+
+    def __init__(self, code: RefusalCode, message: str, offered: list[str]) -> None:
+        super().__init__(message)
+        self.code: RefusalCode = code
+        self.offered = offered
+
+
+# ------------------------------------------------------------------------------ parse
+
+
+def parse_payment_required(response: httpx.Response) -> AnyPaymentRequired:
+    """Decode a 402: the v2 ``PAYMENT-REQUIRED`` header, else a v1 JSON body.
+
+    Raises :class:`X402ProtocolError` naming what is malformed (status, base64, JSON,
+    version, schema field, empty ``accepts``).
+    """
+    where = f"402 from {_url(response)}"
+    if response.status_code != 402:
+        raise X402ProtocolError(
+            f"expected HTTP 402 Payment Required from {_url(response)}, got "
+            f"{response.status_code}; only a 402 carries payment requirements."
+        )
+    header = response.headers.get(PAYMENT_REQUIRED_HEADER)
+    if header is not None:
+        source = f"{PAYMENT_REQUIRED_HEADER} header of the {where}"
+        try:
+            text = safe_base64_decode(header.strip())
+        except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+            raise X402ProtocolError(
+                f"{source} is not base64-encoded UTF-8 ({exc}); expected base64 of the "
+                "x402 PaymentRequired JSON. The seller is misconfigured."
+            ) from exc
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise X402ProtocolError(
+                f"{source} decodes to text that is not JSON ({exc.msg} at char {exc.pos}); "
+                "expected the x402 PaymentRequired JSON object."
+            ) from exc
+    else:
+        source = f"JSON body of the {where}"
+        try:
+            data = response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise X402ProtocolError(
+                f"the {where} has no {PAYMENT_REQUIRED_HEADER} header and its body is not "
+                f"JSON; expected an x402 v2 {PAYMENT_REQUIRED_HEADER} header or a v1 JSON body "
+                "with x402Version 1. The seller may not speak x402."
+            ) from exc
+    if not isinstance(data, dict):
+        raise X402ProtocolError(
+            f"{source} is a JSON {type(data).__name__}; expected a PaymentRequired object."
+        )
+    version = data.get("x402Version")
+    if version is None:
+        raise X402ProtocolError(
+            f"{source} lacks x402Version; expected 1 or 2. The seller may not speak x402."
+        )
+    if isinstance(version, bool) or version not in (1, 2):
+        raise X402ProtocolError(f"{source} has x402Version {version!r}; expected 1 or 2.")
+    try:
+        parsed = _x402_parse_payment_required(data)
+    except ValidationError as exc:
+        raise X402ProtocolError(
+            f"{source} does not match the x402 v{version} PaymentRequired schema: "
+            f"{_validation_summary(exc)}."
+        ) from exc
+    if not parsed.accepts:
+        raise X402ProtocolError(
+            f"{source} offers no payment requirements (accepts is empty); expected at least one."
+        )
+    return parsed
+
+
+def parse_payment_response(response: httpx.Response) -> dict[str, Any]:
+    """The seller's settlement receipt from ``PAYMENT-RESPONSE`` (v1: ``X-PAYMENT-RESPONSE``).
+
+    Returns ``{success, transaction, network, payer, amount, error_reason}``; ``transaction``
+    is the settlement tx hash. Raises :class:`X402ProtocolError` when the header is missing
+    or malformed.
+    """
+    name = PAYMENT_RESPONSE_HEADER
+    header = response.headers.get(name)
+    if header is None:
+        name = X_PAYMENT_RESPONSE_HEADER
+        header = response.headers.get(name)
+    if header is None:
+        raise X402ProtocolError(
+            f"HTTP {response.status_code} from {_url(response)} carries no "
+            f"{PAYMENT_RESPONSE_HEADER} (or {X_PAYMENT_RESPONSE_HEADER}) header; expected the "
+            "seller's settlement receipt after a payment."
+        )
+    try:
+        settled = decode_payment_response_header(header.strip())
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        detail = _validation_summary(exc) if isinstance(exc, ValidationError) else str(exc)
+        raise X402ProtocolError(
+            f"{name} header from {_url(response)} is not a base64 x402 SettleResponse ({detail})."
+        ) from exc
+    return {
+        "success": settled.success,
+        "transaction": settled.transaction,
+        "network": settled.network,
+        "payer": settled.payer,
+        "amount": settled.amount,
+        "error_reason": settled.error_reason,
+    }
+
+
+# ----------------------------------------------------------------------------- choose
+
+
+def requirement_network(requirement: AnyRequirement) -> str:
+    """The requirement's network as CAIP-2 (v1 legacy names such as ``base-sepolia`` mapped)."""
+    network = str(requirement.network)
+    if isinstance(requirement, PaymentRequirementsV1) and network in V1_NETWORK_CHAIN_IDS:
+        return f"eip155:{V1_NETWORK_CHAIN_IDS[network]}"
+    return network
+
+
+def requirement_chain_id(requirement: AnyRequirement) -> int:
+    """The EVM chain id the requirement pays on; X402ProtocolError when it is not EVM."""
+    network = requirement_network(requirement)
+    prefix, _, reference = network.partition(":")
+    if prefix != "eip155" or not reference.isdigit():
+        raise X402ProtocolError(
+            f"requirement network {requirement.network!r} is not an EVM chain; expected "
+            "CAIP-2 'eip155:<chain id>' (or a known v1 EVM network name)."
+        )
+    return int(reference)
+
+
+def requirement_amount(requirement: AnyRequirement) -> int:
+    """The exact price in atomic units (v2 ``amount``, v1 ``maxAmountRequired``)."""
+    raw = requirement.get_amount()
+    field = "amount" if isinstance(requirement, PaymentRequirements) else "maxAmountRequired"
+    if not isinstance(raw, str) or not raw.isdigit() or int(raw) <= 0:
+        raise X402ProtocolError(
+            f"requirement {field} {raw!r} is not a positive integer string of atomic units; "
+            "expected e.g. '50000' for 0.05 USDC."
+        )
+    return int(raw)
+
+
+def choose_requirement(
+    pr: AnyPaymentRequired,
+    *,
+    network_caip2: str,
+    asset: str,
+    max_amount: int | None = None,
+) -> AnyRequirement:
+    """The cheapest offered ``exact`` EIP-3009 requirement on our network, in our asset.
+
+    Refuses with :class:`RequirementRefused` (``no-matching-requirement``) when nothing
+    offered is on ``network_caip2`` in ``asset``, and (``price-above-limit``) when every match
+    costs more than ``max_amount``. Both messages list what was offered.
+    """
+    offered = [_describe(req) for req in pr.accepts]
+    matches = [
+        req
+        for req in pr.accepts
+        if req.scheme == _SCHEME
+        and requirement_network(req) == network_caip2
+        and str(req.asset).lower() == asset.lower()
+        and (req.extra or {}).get("assetTransferMethod", "eip3009") == "eip3009"
+    ]
+    if not matches:
+        raise RequirementRefused(
+            "no-matching-requirement",
+            f"the seller offers nothing we can pay: we pay scheme '{_SCHEME}' (EIP-3009) on "
+            f"{network_caip2} in {asset}; offered: {'; '.join(offered)}. Fix: use a seller that "
+            "accepts this network and asset, or configure the network the seller accepts.",
+            offered,
+        )
+    priced = sorted(matches, key=requirement_amount)
+    if max_amount is not None and requirement_amount(priced[0]) > max_amount:
+        raise RequirementRefused(
+            "price-above-limit",
+            f"the cheapest matching requirement costs {requirement_amount(priced[0])} atomic "
+            f"units, above the limit of {max_amount}; offered: {'; '.join(offered)}.",
+            offered,
+        )
+    return priced[0]
+
+
+# ------------------------------------------------------------------------------ build
+
+
+def build_authorization(
+    requirement: AnyRequirement,
+    *,
+    payer: str,
+    chain_time: int,
+    nonce: bytes | None = None,
+    validity_s: int | None = None,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The EIP-3009 ``TransferWithAuthorization`` for ``requirement``, unsigned.
+
+    Returns ``(typed_data, authorization)``: the full EIP-712 dict the wallet signs, and the
+    same authorization in x402 wire form (decimal strings). The nonce is ours (32 random
+    bytes unless given); validAfter = chain_time - 600 (floored at 0) and validBefore =
+    chain_time + min(maxTimeoutSeconds, validity_s or 300), both from the CHAIN's block time,
+    which may differ from the wall clock on a devnet.
+
+    Warning: once signed, anyone holding the signature can move ``amount`` from ``payer`` to
+    the seller until validBefore, once. Build it only for the requirement the judge prices.
+    """
+    chain_id = requirement_chain_id(requirement)
+    amount = requirement_amount(requirement)
+    extra = requirement.extra or {}
+    name, version = extra.get("name"), extra.get("version")
+    if not isinstance(name, str) or not name or not isinstance(version, str) or not version:
+        raise X402ProtocolError(
+            f"requirement extra lacks the token's EIP-712 domain (name={name!r}, "
+            f"version={version!r}); expected extra.name and extra.version, e.g. 'USDC' and '2'."
+        )
+    asset = _address("asset", requirement.asset)
+    pay_to = _address("payTo", requirement.pay_to)
+    if requirement.max_timeout_seconds <= 0:
+        raise X402ProtocolError(
+            f"requirement maxTimeoutSeconds is {requirement.max_timeout_seconds}; expected a "
+            "positive number of seconds."
+        )
+    if validity_s is not None and validity_s <= 0:
+        raise ValueError(f"validity_s must be a positive number of seconds; got {validity_s}.")
+    if isinstance(chain_time, bool) or not isinstance(chain_time, int) or chain_time <= 0:
+        raise ValueError(
+            f"chain_time must be the chain's block timestamp (int); got {chain_time!r}."
+        )
+    nonce = os.urandom(32) if nonce is None else nonce
+    if not isinstance(nonce, bytes | bytearray) or len(nonce) != 32:
+        raise ValueError("nonce must be exactly 32 bytes (default: os.urandom(32)).")
+    valid_after = max(0, chain_time - VALID_AFTER_SLACK_S)
+    cap = MAX_VALIDITY_S if validity_s is None else validity_s
+    valid_before = chain_time + min(requirement.max_timeout_seconds, cap)
+    typed_data = eip3009_typed_data(
+        name=name,
+        version=version,
+        chain_id=chain_id,
+        verifying_contract=asset,
+        sender=_address("payer", payer),
+        recipient=pay_to,
+        value=amount,
+        valid_after=valid_after,
+        valid_before=valid_before,
+        nonce=bytes(nonce),
+    )
+    message = typed_data["message"]
+    wire = ExactEIP3009Payload(
+        authorization=ExactEIP3009Authorization(
+            from_address=message["from"],
+            to=message["to"],
+            value=str(message["value"]),
+            valid_after=str(message["validAfter"]),
+            valid_before=str(message["validBefore"]),
+            nonce=message["nonce"],
+        )
+    ).to_dict()["authorization"]
+    return typed_data, wire
+
+
+# ----------------------------------------------------------------------------- encode
+
+
+def encode_payment_header(
+    requirement: AnyRequirement,
+    pr: AnyPaymentRequired,
+    authorization: dict[str, str],
+    signature: bytes | str,
+    version: int | None = None,
+) -> tuple[str, str]:
+    """``(header_name, header_value)`` carrying the signed authorization to the seller.
+
+    v2: ``PAYMENT-SIGNATURE`` with a PaymentPayload echoing ``requirement`` as ``accepted``;
+    v1: ``X-PAYMENT``. ``version`` defaults to the 402's. Raises ValueError when the
+    authorization does not pay exactly ``requirement`` (amount and recipient), so a payload
+    changed after approval cannot be sent under it.
+    """
+    version = pr.x402_version if version is None else version
+    if version != pr.x402_version:
+        raise ValueError(
+            f"version {version} does not match the 402's x402Version {pr.x402_version}."
+        )
+    if requirement not in pr.accepts:
+        raise ValueError("requirement is not one of this 402's accepts; choose it from pr.")
+    if str(authorization.get("value")) != str(requirement_amount(requirement)):
+        raise ValueError(
+            f"authorization value {authorization.get('value')!r} differs from the requirement's "
+            f"price {requirement_amount(requirement)}; rebuild the authorization."
+        )
+    if str(authorization.get("to", "")).lower() != str(requirement.pay_to).lower():
+        raise ValueError(
+            f"authorization recipient {authorization.get('to')!r} differs from the requirement's "
+            f"payTo {requirement.pay_to!r}; rebuild the authorization."
+        )
+    inner = ExactEIP3009Payload(
+        authorization=ExactEIP3009Authorization(
+            from_address=authorization["from"],
+            to=authorization["to"],
+            value=str(authorization["value"]),
+            valid_after=str(authorization["validAfter"]),
+            valid_before=str(authorization["validBefore"]),
+            nonce=authorization["nonce"],
+        ),
+        signature=_signature_hex(signature),
+    ).to_dict()
+    if isinstance(pr, PaymentRequired) and isinstance(requirement, PaymentRequirements):
+        payload = PaymentPayload(
+            x402_version=2,
+            payload=inner,
+            accepted=requirement,
+            resource=pr.resource,
+            extensions=pr.extensions or None,
+        )
+        return PAYMENT_SIGNATURE_HEADER, encode_payment_signature_header(payload)
+    payload_v1 = PaymentPayloadV1(
+        x402_version=1, scheme=requirement.scheme, network=requirement.network, payload=inner
+    )
+    return X_PAYMENT_HEADER, encode_payment_signature_header(payload_v1)
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _url(response: httpx.Response) -> str:
+    try:
+        return str(response.request.url)
+    except RuntimeError:  # a Response built without a request
+        return "the seller"
+
+
+def _validation_summary(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        parts.append(f"{loc}: {err['msg']}")
+    more = len(exc.errors()) - 5
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def _describe(req: AnyRequirement) -> str:
+    amount = req.get_amount()
+    return f"{req.scheme} on {req.network} in {req.asset} for {amount} to {req.pay_to}"
+
+
+def _address(field: str, value: object) -> str:
+    if not isinstance(value, str) or not is_address(value):
+        raise X402ProtocolError(
+            f"{field} {value!r} is not an EVM address; expected 0x followed by 40 hex digits."
+        )
+    return to_checksum_address(value)
+
+
+def _signature_hex(signature: bytes | str) -> str:
+    if isinstance(signature, bytes | bytearray):
+        return "0x" + bytes(signature).hex()
+    if isinstance(signature, str) and signature:
+        return signature if signature.startswith("0x") else "0x" + signature
+    raise ValueError("signature must be the wallet's signature bytes or 0x-hex string.")

@@ -1,0 +1,709 @@
+"""The local x402 paywall: a paid research-data service for the devnet.
+
+Built with the official ``x402`` package: its FastAPI middleware gates the paid routes and its
+EVM "exact" facilitator, run in-process with the devnet deployer's key (never the agent's),
+settles every payment on the chain with ``transferWithAuthorization``. Analytics are computed
+live from the chain; fact sheets come from the datasets shipped in ``chain/data/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import uvicorn
+from eth_account.signers.local import LocalAccount
+from eth_utils import to_checksum_address
+from fastapi import FastAPI, HTTPException, Query
+from fastapi.responses import JSONResponse
+from x402 import x402FacilitatorSync, x402ResourceServer
+from x402.http import (
+    HTTPRequestContext,
+    PaymentOption,
+    RouteConfig,
+    RouteConfigurationError,
+    x402HTTPResourceServer,
+)
+from x402.http.middleware.fastapi import payment_middleware
+from x402.mechanisms.evm.exact import ExactEvmFacilitatorScheme, ExactEvmServerScheme
+from x402.mechanisms.evm.signers import FacilitatorWeb3Signer
+from x402.schemas import (
+    AssetAmount,
+    PaymentPayload,
+    PaymentRequirements,
+    SettleResponse,
+    SupportedResponse,
+    VerifyResponse,
+)
+
+from chain.client import GWEI, ChainClient
+from chain.devkeys import DEPLOYER, DEVNET_CHAIN_ID, SELLER, dev_account
+from chain.errors import ChainError, DevnetError
+
+__all__ = [
+    "DEFAULT_PRICES",
+    "ENDPOINTS",
+    "Endpoint",
+    "PaywallServer",
+    "PaywallState",
+    "create_app",
+    "main",
+    "run_paywall",
+]
+
+#: EIP-712 domain of TestUSDC (and of Circle's FiatToken v2 on testnets).
+TOKEN_NAME = "USDC"
+TOKEN_VERSION = "2"
+#: How long a buyer's authorization may stay valid, advertised as ``maxTimeoutSeconds``.
+MAX_TIMEOUT_S = 300
+#: Settlement receipts on Anvil arrive at once; a stuck one means a broken devnet.
+_CONFIRMATION_TIMEOUT_S = 30.0
+_READY_TIMEOUT_S = 15.0
+_USDC_DECIMALS = 6
+_DATA_DIR = Path(__file__).resolve().parent / "data"
+
+FactKind = Literal[
+    "gas_stats", "transfer_stats", "token_factsheet", "protocol_factsheet", "premium_report"
+]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One paid route: what it sells, at what default price, under which x402 route pattern."""
+
+    name: str
+    path: str
+    route: str
+    price: int
+    kind: FactKind
+    description: str
+    provides: tuple[str, ...]
+
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint(
+        "gas",
+        "/analytics/gas",
+        "GET /analytics/gas",
+        50_000,
+        "gas_stats",
+        "Base fee and gas-used statistics over recent devnet blocks (?blocks=1..256, default 20).",
+        (
+            "latest_block",
+            "blocks_sampled",
+            "base_fee_gwei",
+            "base_fee_gwei_mean",
+            "base_fee_gwei_min",
+            "base_fee_gwei_max",
+            "gas_used_mean",
+            "gas_used_ratio_mean",
+            "tx_count",
+            "block_time_s_mean",
+        ),
+    ),
+    Endpoint(
+        "transfers",
+        "/analytics/transfers",
+        "GET /analytics/transfers",
+        100_000,
+        "transfer_stats",
+        "TestUSDC Transfer statistics over recent devnet blocks (?blocks=1..100000, default 1000).",
+        (
+            "token",
+            "from_block",
+            "to_block",
+            "transfer_count",
+            "volume_atomic",
+            "volume_usdc",
+            "unique_senders",
+            "unique_recipients",
+            "largest_transfer_atomic",
+            "mint_count",
+        ),
+    ),
+    Endpoint(
+        "token",
+        "/datasets/token/{symbol}",
+        "GET /datasets/token/[symbol]",
+        20_000,
+        "token_factsheet",
+        "Static fact sheet of a well-known token (see /catalog for the symbols).",
+        (
+            "name",
+            "symbol",
+            "kind",
+            "issuer",
+            "launched",
+            "decimals",
+            "standard",
+            "eip3009",
+            "mainnet_address",
+        ),
+    ),
+    Endpoint(
+        "protocol",
+        "/datasets/protocol/{name}",
+        "GET /datasets/protocol/[name]",
+        250_000,
+        "protocol_factsheet",
+        "Static fact sheet of a DeFi protocol (see /catalog for the names).",
+        ("name", "category", "launched", "mechanism", "governance_token", "chains"),
+    ),
+    Endpoint(
+        "premium",
+        "/premium/report",
+        "GET /premium/report",
+        2_500_000,
+        "premium_report",
+        "Combined devnet report: gas and transfer statistics, the USDC fact sheet and a "
+        "congestion verdict. Priced above the default 1 USDC task budget.",
+        ("congestion", "base_fee_gwei", "transfer_count", "volume_usdc", "issuer"),
+    ),
+)
+
+#: Default prices in atomic USDC (6 decimals), by endpoint name.
+DEFAULT_PRICES: dict[str, int] = {ep.name: ep.price for ep in ENDPOINTS}
+
+
+class PaywallState:
+    """The seller's live terms: price per endpoint and the payTo address.
+
+    Mutable on purpose: tests and demos change a price or the recipient between a buyer's
+    quote and its payment, which the x402 server then refuses to settle (the buyer's
+    ``accepted`` requirement no longer matches).
+    """
+
+    def __init__(self, *, network: str, asset: str, pay_to: str, prices: Mapping[str, int]) -> None:
+        unknown = sorted(set(prices) - set(DEFAULT_PRICES))
+        if unknown:
+            raise DevnetError(
+                f"paywall prices name unknown endpoints {unknown}; expected names from "
+                f"{sorted(DEFAULT_PRICES)}. Fix: key prices by endpoint name."
+            )
+        merged = {**DEFAULT_PRICES, **prices}
+        for name, amount in merged.items():
+            _require_price(name, amount)
+        self.network = network
+        self.asset = asset
+        self._pay_to = to_checksum_address(pay_to)
+        self._prices = merged
+        self._lock = threading.Lock()
+
+    @property
+    def pay_to(self) -> str:
+        return self._pay_to
+
+    def price(self, name: str) -> int:
+        with self._lock:
+            return self._prices[name]
+
+    def prices(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._prices)
+
+    def set_price(self, name: str, amount: int) -> None:
+        """Change one endpoint's price (atomic USDC); takes effect on the next request."""
+        if name not in self._prices:
+            raise DevnetError(
+                f"no paywall endpoint named {name!r}; expected one of {sorted(self._prices)}."
+            )
+        _require_price(name, amount)
+        with self._lock:
+            self._prices[name] = amount
+
+    def set_pay_to(self, address: str) -> None:
+        """Change the seller's payTo address; takes effect on the next request."""
+        self._pay_to = to_checksum_address(address)
+
+    def _price_option(self, name: str) -> AssetAmount:
+        return AssetAmount(
+            amount=str(self.price(name)),
+            asset=self.asset,
+            extra={"name": TOKEN_NAME, "version": TOKEN_VERSION},
+        )
+
+
+def _require_price(name: str, amount: object) -> None:
+    if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
+        raise DevnetError(
+            f"price of {name!r} must be a positive int of atomic USDC (1 USDC = 1_000_000); "
+            f"got {amount!r}."
+        )
+
+
+# ----------------------------------------------------------------------------- facilitator
+
+
+class _DevnetFacilitatorSigner(FacilitatorWeb3Signer):
+    """x402's web3 facilitator signer, with nonces read fresh from the node.
+
+    The stock signer caches its next nonce and only ever moves it up. After an
+    ``evm_revert`` (every chain test) or a deployer transaction sent by someone else, the
+    cache is ahead of the chain and the settlement sits in Anvil's queue until it times
+    out. Settlements are serialised by :class:`_InProcessFacilitator`, so the pending count
+    is always the right nonce.
+    """
+
+    def _reserve_nonce(self) -> int:
+        with self._nonce_lock:
+            return int(self._w3.eth.get_transaction_count(self._account.address, "pending"))
+
+
+class _InProcessFacilitator:
+    """x402's ``FacilitatorClient`` protocol over an in-process ``x402FacilitatorSync``.
+
+    There is no public facilitator for a devnet. The package's facilitator does blocking
+    RPC (simulate, send, wait for the receipt), so each call runs in a worker thread to keep
+    the event loop serving; settlements run one at a time so facilitator nonces never race.
+    """
+
+    def __init__(self, facilitator: x402FacilitatorSync) -> None:
+        self._facilitator = facilitator
+        self._settle_lock = threading.Lock()
+
+    async def verify(
+        self, payload: PaymentPayload, requirements: PaymentRequirements
+    ) -> VerifyResponse:
+        return await asyncio.to_thread(self._facilitator.verify, payload, requirements)
+
+    async def settle(
+        self, payload: PaymentPayload, requirements: PaymentRequirements
+    ) -> SettleResponse:
+        return await asyncio.to_thread(self._settle, payload, requirements)
+
+    def _settle(self, payload: PaymentPayload, requirements: PaymentRequirements) -> SettleResponse:
+        with self._settle_lock:
+            return self._facilitator.settle(payload, requirements)
+
+    def get_supported(self) -> SupportedResponse:
+        return self._facilitator.get_supported()
+
+
+# ------------------------------------------------------------------------------- data
+
+
+@cache
+def _dataset(name: str) -> dict[str, Any]:
+    text = (_DATA_DIR / f"{name}.json").read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def _tokens() -> dict[str, dict[str, str]]:
+    tokens: dict[str, dict[str, str]] = _dataset("tokens")["tokens"]
+    return tokens
+
+
+def _protocols() -> dict[str, dict[str, str]]:
+    protocols: dict[str, dict[str, str]] = _dataset("protocols")["protocols"]
+    return protocols
+
+
+def _dec(value: Decimal, places: int) -> str:
+    """Exact decimal string, rounded to ``places`` and without trailing zeros."""
+    text = f"{value.quantize(Decimal(10) ** -places):f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def gas_stats(client: ChainClient, blocks: int = 20) -> dict[str, str]:
+    """Base fee and gas-used statistics over the last ``blocks`` blocks, as fact strings."""
+    latest = client.block("latest")
+    head = int(latest["number"])
+    first = max(0, head - blocks + 1)
+    rows = [latest if n == head else client.block(n) for n in range(first, head + 1)]
+    fees = [int(b.get("baseFeePerGas", 0)) for b in rows]
+    used = [int(b["gasUsed"]) for b in rows]
+    ratios = [Decimal(int(b["gasUsed"])) / Decimal(int(b["gasLimit"])) for b in rows]
+    span = int(rows[-1]["timestamp"]) - int(rows[0]["timestamp"])
+    n = len(rows)
+    return {
+        "latest_block": str(head),
+        "blocks_sampled": str(n),
+        "base_fee_gwei": _dec(Decimal(fees[-1]) / GWEI, 9),
+        "base_fee_gwei_mean": _dec(Decimal(sum(fees)) / n / GWEI, 9),
+        "base_fee_gwei_min": _dec(Decimal(min(fees)) / GWEI, 9),
+        "base_fee_gwei_max": _dec(Decimal(max(fees)) / GWEI, 9),
+        "gas_used_mean": _dec(Decimal(sum(used)) / n, 2),
+        "gas_used_ratio_mean": _dec(sum(ratios, Decimal(0)) / n, 6),
+        "tx_count": str(sum(len(b.get("transactions", [])) for b in rows)),
+        "block_time_s_mean": _dec(Decimal(span) / (n - 1), 3) if n > 1 else "0",
+    }
+
+
+def transfer_stats(client: ChainClient, token: str, blocks: int = 1000) -> dict[str, str]:
+    """Transfer statistics of ``token`` over the last ``blocks`` blocks, as fact strings."""
+    head = client.block_number()
+    first = max(0, head - blocks + 1)
+    logs = client.transfer_logs(token, first, head)
+    zero = "0x" + "0" * 40
+    volume = sum(log.value for log in logs)
+    return {
+        "token": to_checksum_address(token),
+        "from_block": str(first),
+        "to_block": str(head),
+        "transfer_count": str(len(logs)),
+        "volume_atomic": str(volume),
+        "volume_usdc": _dec(Decimal(volume) / Decimal(10**_USDC_DECIMALS), _USDC_DECIMALS),
+        "unique_senders": str(len({log.sender for log in logs if log.sender != zero})),
+        "unique_recipients": str(len({log.recipient for log in logs})),
+        "largest_transfer_atomic": str(max((log.value for log in logs), default=0)),
+        "mint_count": str(sum(1 for log in logs if log.sender.lower() == zero)),
+    }
+
+
+def _congestion(gas_used_ratio_mean: str) -> str:
+    ratio = Decimal(gas_used_ratio_mean)
+    if ratio < Decimal("0.05"):
+        return "idle"
+    if ratio < Decimal("0.5"):
+        return "light"
+    return "busy"
+
+
+# -------------------------------------------------------------------------------- app
+
+
+def create_app(
+    rpc_url: str,
+    usdc: str,
+    *,
+    chain_id: int = DEVNET_CHAIN_ID,
+    seller: str | None = None,
+    facilitator_account: LocalAccount | None = None,
+    prices: Mapping[str, int] | None = None,
+) -> FastAPI:
+    """Build the paywall ASGI app for the chain at ``rpc_url`` selling for ``usdc``.
+
+    ``seller`` (payTo) defaults to dev account SELLER; ``facilitator_account`` (who sends
+    ``transferWithAuthorization`` and pays its gas) defaults to dev account DEPLOYER and is
+    only defaulted on the devnet. ``prices`` overrides :data:`DEFAULT_PRICES` by name. The
+    live terms are ``app.state.paywall`` (a :class:`PaywallState`).
+
+    Raises ``WrongChain``/``RpcUnreachable`` when the RPC is not the expected chain, and
+    ``DevnetError`` when ``usdc`` has no code or the configuration is invalid.
+    """
+    client = ChainClient(rpc_url, expected_chain_id=chain_id)
+    token = to_checksum_address(usdc)
+    if not client.call("eth_getCode", lambda: client.w3.eth.get_code(token)):
+        raise DevnetError(
+            f"no contract at USDC address {token} on {rpc_url} (chain {chain_id}); expected the "
+            "deployed TestUSDC. Fix: deploy it (`nib devnet up`) and pass its address."
+        )
+    if facilitator_account is None:
+        if chain_id != DEVNET_CHAIN_ID:
+            raise DevnetError(
+                f"the paywall's default facilitator is Anvil's published dev key, usable only on "
+                f"chain {DEVNET_CHAIN_ID}; got chain {chain_id}. Fix: pass facilitator_account."
+            )
+        facilitator_account = dev_account(DEPLOYER)
+    network = f"eip155:{chain_id}"
+    state = PaywallState(
+        network=network,
+        asset=token,
+        pay_to=seller or dev_account(SELLER).address,
+        prices=prices or {},
+    )
+
+    signer = _DevnetFacilitatorSigner(
+        private_key=facilitator_account.key.hex(),
+        rpc_url=rpc_url,
+        confirmation_timeout_seconds=_CONFIRMATION_TIMEOUT_S,
+    )
+    facilitator = x402FacilitatorSync()
+    facilitator.register([network], ExactEvmFacilitatorScheme(signer))
+    server = x402ResourceServer(_InProcessFacilitator(facilitator))
+    # x402 2.25's own annotations disagree on payment_flows' type; the scheme is its own.
+    server.register(network, ExactEvmServerScheme())  # type: ignore[arg-type]
+    routes = {ep.route: _route_config(ep, state) for ep in ENDPOINTS}
+    # Validate here: the middleware's own startup check calls os._exit on a bad route.
+    try:
+        x402HTTPResourceServer(server, routes).initialize()
+    except RouteConfigurationError as exc:
+        raise DevnetError(f"x402 rejected the paywall routes: {exc}") from exc
+    x402_middleware = payment_middleware(routes, server)
+
+    app = FastAPI(title="nib paywall", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.paywall = state
+    app.state.facilitator = facilitator_account.address
+
+    @app.middleware("http")
+    async def _x402(request: Any, call_next: Any) -> Any:
+        return await x402_middleware(request, call_next)
+
+    @app.get("/health")
+    def health() -> JSONResponse:
+        try:
+            block = client.block_number()
+        except ChainError as exc:
+            return JSONResponse({"status": "degraded", "error": str(exc)}, status_code=503)
+        return JSONResponse(
+            {
+                "status": "ok",
+                "network": network,
+                "chain_id": chain_id,
+                "usdc": token,
+                "pay_to": state.pay_to,
+                "facilitator": facilitator_account.address,
+                "x402_version": 2,
+                "block": block,
+            }
+        )
+
+    @app.get("/catalog")
+    def catalog() -> dict[str, Any]:
+        prices_now = state.prices()
+        return {
+            "network": network,
+            "asset": token,
+            "asset_decimals": _USDC_DECIMALS,
+            "pay_to": state.pay_to,
+            "x402_version": 2,
+            "scheme": "exact",
+            "endpoints": [
+                {
+                    "name": ep.name,
+                    "method": "GET",
+                    "path": ep.path,
+                    "price_atomic": prices_now[ep.name],
+                    "price_usdc": _dec(Decimal(prices_now[ep.name]) / 10**_USDC_DECIMALS, 6),
+                    "kind": ep.kind,
+                    "facts": [ep.kind],
+                    "provides": list(ep.provides),
+                    "description": ep.description,
+                }
+                for ep in ENDPOINTS
+            ]
+            + [
+                {
+                    "name": "health",
+                    "method": "GET",
+                    "path": "/health",
+                    "price_atomic": 0,
+                    "price_usdc": "0",
+                    "kind": "free",
+                    "facts": [],
+                    "provides": [],
+                    "description": "Liveness and chain reachability.",
+                },
+                {
+                    "name": "catalog",
+                    "method": "GET",
+                    "path": "/catalog",
+                    "price_atomic": 0,
+                    "price_usdc": "0",
+                    "kind": "free",
+                    "facts": [],
+                    "provides": [],
+                    "description": "This listing.",
+                },
+            ],
+            "token_symbols": sorted(_tokens()),
+            "protocol_names": sorted(_protocols()),
+        }
+
+    @app.get("/analytics/gas")
+    def analytics_gas(blocks: int = Query(20, ge=1, le=256)) -> dict[str, Any]:
+        facts = gas_stats(client, blocks)
+        return _payload("gas_stats", network, facts, "live devnet blocks")
+
+    @app.get("/analytics/transfers")
+    def analytics_transfers(blocks: int = Query(1000, ge=1, le=100_000)) -> dict[str, Any]:
+        facts = transfer_stats(client, token, blocks)
+        return _payload("transfer_stats", network, facts, "live devnet Transfer logs")
+
+    @app.get("/datasets/token/{symbol}")
+    def token_sheet(symbol: str) -> dict[str, Any]:
+        sheet = _tokens().get(symbol.upper())
+        if sheet is None:
+            raise HTTPException(
+                404, f"no fact sheet for token {symbol!r}; available: {sorted(_tokens())}"
+            )
+        return _payload("token_factsheet", network, dict(sheet), _dataset_source("tokens"))
+
+    @app.get("/datasets/protocol/{name}")
+    def protocol_sheet(name: str) -> dict[str, Any]:
+        sheet = _protocols().get(name.lower())
+        if sheet is None:
+            raise HTTPException(
+                404, f"no fact sheet for protocol {name!r}; available: {sorted(_protocols())}"
+            )
+        return _payload("protocol_factsheet", network, dict(sheet), _dataset_source("protocols"))
+
+    @app.get("/premium/report")
+    def premium_report() -> dict[str, Any]:
+        gas = gas_stats(client, 20)
+        transfers = transfer_stats(client, token, 1000)
+        usdc_sheet = _tokens()["USDC"]
+        facts = {
+            **gas,
+            **transfers,
+            "issuer": usdc_sheet["issuer"],
+            "eip3009": usdc_sheet["eip3009"],
+            "congestion": _congestion(gas["gas_used_ratio_mean"]),
+        }
+        return _payload("premium_report", network, facts, "live devnet + shipped datasets")
+
+    return app
+
+
+def _route_config(ep: Endpoint, state: PaywallState) -> RouteConfig:
+    # Price and payTo are resolved per request, so changed terms apply to the next 402.
+    def price(_ctx: HTTPRequestContext) -> AssetAmount:
+        return state._price_option(ep.name)
+
+    def pay_to(_ctx: HTTPRequestContext) -> str:
+        return state.pay_to
+
+    return RouteConfig(
+        accepts=PaymentOption(
+            scheme="exact",
+            pay_to=pay_to,
+            price=price,
+            network=state.network,
+            max_timeout_seconds=MAX_TIMEOUT_S,
+        ),
+        description=ep.description,
+        mime_type="application/json",
+    )
+
+
+def _payload(kind: FactKind, network: str, facts: dict[str, str], source: str) -> dict[str, Any]:
+    return {"kind": kind, "network": network, "facts": facts, "source": source}
+
+
+def _dataset_source(name: str) -> str:
+    return f"shipped dataset chain/data/{name}.json (as of {_dataset(name)['as_of']})"
+
+
+# ----------------------------------------------------------------------------- server
+
+
+class PaywallServer:
+    """The paywall served by uvicorn in a background thread (tests, ``nib devnet``).
+
+    Use as a context manager; ``url`` is ``http://host:port`` once started. ``state`` holds
+    the live prices and payTo.
+    """
+
+    def __init__(
+        self,
+        rpc_url: str,
+        usdc: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        **app_options: Any,
+    ) -> None:
+        self.app = create_app(rpc_url, usdc, **app_options)
+        self.state: PaywallState = self.app.state.paywall
+        self._host = host
+        self._port = port
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.url = ""
+
+    def __repr__(self) -> str:
+        return f"PaywallServer(url={self.url!r})"
+
+    def start(self) -> PaywallServer:
+        """Start serving; return once the socket is bound, or raise DevnetError."""
+        config = uvicorn.Config(
+            self.app, host=self._host, port=self._port, log_level="warning", lifespan="off"
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, name="nib-paywall", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + _READY_TIMEOUT_S
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                server.should_exit = True
+                raise DevnetError(
+                    f"the paywall did not start on {self._host}:{self._port} within "
+                    f"{_READY_TIMEOUT_S:.0f}s; expected a bound socket. Fix: pick a free port."
+                )
+            time.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        self._server, self._thread = server, thread
+        self.url = f"http://{self._host}:{port}"
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and join the thread (idempotent)."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = self._thread = None
+
+    def __enter__(self) -> PaywallServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def run_paywall(
+    rpc_url: str,
+    usdc: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    url_file: str | Path | None = None,
+    chain_id: int = DEVNET_CHAIN_ID,
+) -> None:
+    """Serve the paywall in the foreground until SIGTERM/SIGINT (``nib devnet up``).
+
+    Prints the bound URL as one line on stdout and, when ``url_file`` is given, writes it
+    there atomically; readiness is then pollable with ``GET /health``.
+    """
+    stop = threading.Event()
+    with PaywallServer(rpc_url, usdc, host=host, port=port, chain_id=chain_id) as paywall:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        if url_file is not None:
+            path = Path(url_file)
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(paywall.url + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+        print(paywall.url, flush=True)
+        stop.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m chain.paywall --rpc-url URL --usdc ADDR [--port N] [--url-file F]``."""
+    parser = argparse.ArgumentParser(prog="python -m chain.paywall", description=__doc__)
+    parser.add_argument("--rpc-url", required=True)
+    parser.add_argument("--usdc", required=True, help="TestUSDC address on that chain")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--url-file", help="write the bound URL here once serving")
+    parser.add_argument("--chain-id", type=int, default=DEVNET_CHAIN_ID)
+    args = parser.parse_args(argv)
+    try:
+        run_paywall(
+            args.rpc_url,
+            args.usdc,
+            host=args.host,
+            port=args.port,
+            url_file=args.url_file,
+            chain_id=args.chain_id,
+        )
+    except ChainError as exc:
+        print(f"paywall: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,73 @@
+"""Replay recorded provider responses through httpx.MockTransport; nothing leaves the box.
+
+A recording is a JSON file under ``recordings/`` with ``status``, ``headers`` and either
+``body`` (JSON) or ``body_text`` (raw, for malformed bodies).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+
+# tests/conftest.py puts tests/ on sys.path, where tests/agent/ (no __init__.py) would shadow
+# the real ``agent`` package as a namespace package; the repo root must come first.
+_ROOT = str(Path(__file__).resolve().parents[3])
+if sys.path[:1] != [_ROOT]:
+    sys.path.insert(0, _ROOT)
+for _name in [n for n in sys.modules if n == "agent" or n.startswith("agent.")]:
+    if getattr(sys.modules[_name], "__file__", None) is None:  # a namespace stand-in
+        del sys.modules[_name]
+
+RECORDINGS = Path(__file__).parent / "recordings"
+T = TypeVar("T")
+
+
+def recorded_response(name: str) -> httpx.Response:
+    rec = json.loads((RECORDINGS / f"{name}.json").read_text())
+    if "body_text" in rec:
+        return httpx.Response(rec["status"], headers=rec["headers"], text=rec["body_text"])
+    return httpx.Response(
+        rec["status"], headers=rec["headers"], content=json.dumps(rec["body"]).encode()
+    )
+
+
+class Replay:
+    """A MockTransport serving recordings in order and keeping every request it saw."""
+
+    def __init__(self, *names: str | type[Exception]) -> None:
+        self.queue = list(names)
+        self.requests: list[httpx.Request] = []
+        self.transport = httpx.MockTransport(self._handle)
+
+    def _handle(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        if not self.queue:
+            raise AssertionError(f"unexpected extra request to {request.url}")
+        item = self.queue.pop(0)
+        if isinstance(item, type):
+            raise item("simulated", request=request)  # type: ignore[call-arg]
+        return recorded_response(item)
+
+    def json(self, n: int = -1) -> dict[str, Any]:
+        return json.loads(self.requests[n].content)
+
+
+@pytest.fixture
+def replay() -> Callable[..., Replay]:
+    return Replay
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+@pytest.fixture
+def arun() -> Callable[[Coroutine[Any, Any, Any]], Any]:
+    return run

@@ -1,0 +1,165 @@
+"""The spend meter and ledger on SQLite alone: atomic reservations, caps, gas, transitions."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from wallet._store import connect, ensure_tables
+from wallet.errors import CapExceeded, InsufficientBalance, LedgerError, VerdictReplayed
+from wallet.ledger import Ledger
+from wallet.meter import SpendMeter, gas_to_usdc
+
+USDC = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
+SELLER = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
+DIME = 100_000
+ONE = 1_000_000
+
+
+@dataclass(frozen=True)
+class FakeVerdict:
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    payload_fingerprint: str = "0x" + "ab" * 32
+    asset: str = USDC
+    recipient: str = SELLER
+    chain_id: int = 31337
+
+
+@pytest.fixture
+def meter(tmp_path: Path) -> SpendMeter:
+    return SpendMeter(tmp_path / "nib.db")
+
+
+def test_reserve_writes_a_reserved_row_and_uses_the_verdict(meter: SpendMeter) -> None:
+    v = FakeVerdict()
+    res = meter.reserve("run-1", v, DIME, ONE, 10 * ONE)
+    row = meter.ledger.get(res.id)
+    assert (row.status, row.amount, row.run_id, row.verdict_id) == ("reserved", DIME, "run-1", v.id)
+    assert row.asset == USDC.lower() and row.recipient == SELLER.lower() and row.kind == "x402"
+    assert meter.ledger.is_used(v.id)
+    assert meter.reserved("run-1") == DIME and meter.spent("run-1") == 0
+
+
+def test_a_verdict_reserves_once(meter: SpendMeter) -> None:
+    v = FakeVerdict()
+    meter.reserve("run-1", v, DIME, ONE, 10 * ONE)
+    with pytest.raises(VerdictReplayed) as info:
+        meter.reserve("run-2", v, DIME, ONE, 10 * ONE)
+    assert info.value.code == "replayed"
+    assert f"Verdict {v.id} was already used" in str(info.value)
+    assert len(meter.ledger.rows()) == 1
+
+
+def test_cap_refusal_names_limit_and_observed_and_rolls_back(meter: SpendMeter) -> None:
+    for _ in range(9):
+        meter.reserve("run-1", FakeVerdict(), DIME, ONE, 10 * ONE)
+    v = FakeVerdict()
+    with pytest.raises(CapExceeded) as info:
+        meter.reserve("run-1", v, 2 * DIME, ONE, 10 * ONE)
+    err = info.value
+    assert (err.code, err.limit, err.observed) == ("cap-exceeded", ONE, 1_100_000)
+    assert "cap 1000000 atomic USDC, already committed 900000" in str(err)
+    assert not meter.ledger.is_used(v.id)  # the refusal rolled the verdict back
+    assert meter.reserve("run-2", FakeVerdict(), 2 * DIME, ONE, 10 * ONE)  # caps are per run
+
+
+def test_balance_check_counts_other_outstanding_reservations(meter: SpendMeter) -> None:
+    meter.reserve("run-1", FakeVerdict(), 3 * DIME, ONE, 5 * DIME)
+    with pytest.raises(InsufficientBalance) as info:
+        meter.reserve("run-2", FakeVerdict(), 3 * DIME, ONE, 5 * DIME)
+    assert (info.value.limit, info.value.observed) == (2 * DIME, 3 * DIME)
+    assert "holds 500000 and 300000 is held by outstanding reservations" in str(info.value)
+
+
+def test_release_and_fail_free_the_cap_but_the_verdict_stays_used(meter: SpendMeter) -> None:
+    v1, v2 = FakeVerdict(), FakeVerdict()
+    r1 = meter.reserve("run-1", v1, 6 * DIME, ONE, 10 * ONE)
+    meter.release(r1, note="not needed")
+    r2 = meter.reserve("run-1", v2, 6 * DIME, ONE, 10 * ONE)
+    meter.mark_signed(r2, auth_nonce="0x" + "11" * 32)
+    meter.fail(r2, "seller refused")
+    assert meter.reserved("run-1") == 0
+    assert meter.ledger.is_used(v1.id) and meter.ledger.is_used(v2.id)
+    with pytest.raises(VerdictReplayed):
+        meter.reserve("run-1", v1, DIME, ONE, 10 * ONE)
+    assert meter.ledger.get(r1.id).note == "not needed"
+
+
+def test_settle_moves_reserved_to_spent(meter: SpendMeter) -> None:
+    res = meter.reserve("run-1", FakeVerdict(), DIME, ONE, 10 * ONE)
+    meter.mark_signed(res, auth_nonce="0x" + "22" * 32)
+    row = meter.settle(res, "0x" + "AB" * 32)
+    assert row.status == "settled" and row.tx_hash == "0x" + "ab" * 32
+    assert (meter.spent("run-1"), meter.reserved("run-1")) == (DIME, 0)
+
+
+def test_illegal_transitions_are_refused(meter: SpendMeter) -> None:
+    res = meter.reserve("run-1", FakeVerdict(), DIME, ONE, 10 * ONE)
+    with pytest.raises(LedgerError, match="is 'reserved'; cannot move it to 'settled'"):
+        meter.settle(res, "0x" + "ab" * 32)
+    meter.release(res)
+    with pytest.raises(LedgerError, match="Allowed from 'released': none"):
+        meter.mark_signed(res)
+    with pytest.raises(LedgerError, match="No ledger row with id 'nope'"):
+        meter.release("nope")
+
+
+def test_amounts_must_be_positive_ints(meter: SpendMeter) -> None:
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(LedgerError, match="amount must be an int >= 1"):
+            meter.reserve("run-1", FakeVerdict(), bad, ONE, ONE)  # type: ignore[arg-type]
+
+
+def test_gas_converts_rounding_up_and_counts_against_the_cap(meter: SpendMeter) -> None:
+    assert gas_to_usdc(1, 3_000_000_000) == 1
+    assert gas_to_usdc(10**18, 3_000_000_000) == 3_000_000_000
+    assert gas_to_usdc(0, 3_000_000_000) == 0
+    usdc = meter.record_gas("run-1", 21_000 * 10**9 * 100)  # 0.0021 ETH -> 6.3 USDC
+    assert usdc == 6_300_000
+    usage = meter.usage("run-1")
+    assert (usage.gas_wei, usage.gas_usdc, usage.spent) == (2_100_000_000_000_000, usdc, usdc)
+    with pytest.raises(CapExceeded) as info:
+        meter.reserve("run-1", FakeVerdict(), DIME, 6_350_000, 10 * ONE)
+    assert info.value.observed == 6_400_000
+
+
+def test_twenty_parallel_reservations_against_a_dollar_cap(tmp_path: Path) -> None:
+    # Two meters = two connections: the BEGIN IMMEDIATE lock, not the Python lock, decides.
+    meters = [SpendMeter(tmp_path / "nib.db"), SpendMeter(tmp_path / "nib.db")]
+    barrier = threading.Barrier(20)
+    outcomes: list[str] = []
+
+    def attempt(i: int) -> None:
+        barrier.wait()
+        try:
+            meters[i % 2].reserve("run-1", FakeVerdict(), DIME, ONE, 100 * ONE)
+            outcomes.append("ok")
+        except CapExceeded:
+            outcomes.append("cap")
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["cap"] * 10 + ["ok"] * 10
+    assert meters[0].reserved("run-1") == ONE
+    assert len(Ledger(tmp_path / "nib.db").rows("run-1")) == 10
+
+
+def test_tables_are_created_idempotently_with_the_documented_columns(tmp_path: Path) -> None:
+    db = connect(tmp_path / "nib.db")
+    ensure_tables(db)
+    ensure_tables(db)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert set(db["wallet_spends"].columns_dict) == {
+        "id", "run_id", "verdict_id", "payload_fingerprint", "kind", "asset", "amount",
+        "recipient", "chain_id", "status", "tx_hash", "auth_nonce", "created_at",
+        "updated_at", "note",
+    }
+    assert set(db["wallet_used_verdicts"].columns_dict) == {"verdict_id", "used_at", "run_id"}
+    assert db["wallet_used_verdicts"].pks == ["verdict_id"]

@@ -1,0 +1,352 @@
+"""Per-task spend meter: atomic reservations against a cap and the live balance.
+
+A reservation consumes the verdict and holds part of the run's cap in one SQLite
+transaction, so parallel calls (threads, tasks, processes) can never overspend. Gas
+paid in wei is converted to atomic USDC at a configured rate and counts against the
+same cap. Settled spend can be measured from the chain's Transfer logs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from wallet._store import GAS, SPENDS, USED_VERDICTS, Store
+from wallet.errors import CapExceeded, InsufficientBalance, LedgerError, VerdictReplayed
+from wallet.ledger import COMMITTED, OUTSTANDING, Ledger, SpendKind, SpendRow
+
+if TYPE_CHECKING:
+    from chain.client import ChainClient
+
+WEI_PER_ETH = 10**18
+#: Default gas conversion: 3000 USDC per ETH, in atomic USDC (6 decimals) per 1 ETH.
+#: A deliberately high price so the dollar cap errs on the side of stopping early.
+DEFAULT_GAS_USDC_PER_ETH = 3_000 * 10**6
+
+
+class VerdictLike(Protocol):
+    """What the meter reads from a verdict (judge.verdict.Verdict satisfies it)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def payload_fingerprint(self) -> str | None: ...
+    @property
+    def asset(self) -> str: ...
+    @property
+    def recipient(self) -> str: ...
+    @property
+    def chain_id(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A held slice of a run's cap; ``id`` is also the ledger row id."""
+
+    id: str
+    run_id: str
+    verdict_id: str
+    kind: str
+    asset: str
+    amount: int
+    recipient: str
+    chain_id: int
+    created_at: float
+
+
+@dataclass(frozen=True)
+class RunSpend:
+    """A run's money, atomic units: settled USDC, held USDC, and gas (wei and USDC)."""
+
+    run_id: str
+    settled: int
+    reserved: int
+    gas_wei: int
+    gas_usdc: int
+
+    @property
+    def spent(self) -> int:
+        """Settled USDC plus gas converted to USDC."""
+        return self.settled + self.gas_usdc
+
+    @property
+    def committed(self) -> int:
+        """What counts against the cap: spent plus still-held reservations."""
+        return self.spent + self.reserved
+
+
+@dataclass(frozen=True)
+class MeasuredSpend:
+    """A run's settled spend per the ledger vs. per the chain's Transfer logs."""
+
+    run_id: str
+    ledger: int
+    onchain: int
+    missing_tx: tuple[str, ...]
+
+    @property
+    def agrees(self) -> bool:
+        return self.ledger == self.onchain and not self.missing_tx
+
+
+def gas_to_usdc(wei: int, usdc_per_eth: int) -> int:
+    """Convert ``wei`` to atomic USDC at ``usdc_per_eth``, rounding up (never under-count)."""
+    return -(-wei * usdc_per_eth // WEI_PER_ETH)
+
+
+class SpendMeter:
+    """Caps, reservations and settlement for spends, backed by the wallet's tables."""
+
+    def __init__(
+        self,
+        db_path: str | Path | Store,
+        chain: ChainClient | None = None,
+        *,
+        gas_usdc_per_eth: int = DEFAULT_GAS_USDC_PER_ETH,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        _require_int("gas_usdc_per_eth", gas_usdc_per_eth, minimum=0)
+        self.store = db_path if isinstance(db_path, Store) else Store(db_path)
+        self.ledger = Ledger(self.store, clock=clock)
+        self.chain = chain
+        self.gas_usdc_per_eth = gas_usdc_per_eth
+        self.clock = clock
+
+    # ------------------------------------------------------------------ reserve
+
+    def reserve(
+        self,
+        run_id: str,
+        verdict: VerdictLike,
+        amount: int,
+        cap: int,
+        balance: int,
+        *,
+        kind: SpendKind = "x402",
+        note: str = "",
+    ) -> Reservation:
+        """Consume ``verdict`` and hold ``amount`` of ``run_id``'s ``cap``, atomically.
+
+        In one ``BEGIN IMMEDIATE`` transaction: mark the verdict used (VerdictReplayed if it
+        was), refuse if the run's committed spend plus ``amount`` exceeds ``cap``
+        (CapExceeded), refuse if ``amount`` exceeds ``balance`` minus every other
+        outstanding reservation in the same asset (InsufficientBalance), then insert the
+        ledger row as ``reserved``. A refusal rolls everything back, the verdict included.
+
+        Warning: ``balance`` must be the live chain balance read just before the call; a
+        stale, higher balance lets reservations exceed what the wallet holds.
+        """
+        _require_int("amount", amount, minimum=1)
+        _require_int("cap", cap, minimum=0)
+        _require_int("balance", balance, minimum=0)
+        asset = verdict.asset.lower()
+        now = self.clock()
+        spend_id = uuid.uuid4().hex
+        with self.store.transaction() as conn:
+            try:
+                conn.execute(
+                    f"INSERT INTO {USED_VERDICTS} (verdict_id, used_at, run_id) VALUES (?, ?, ?)",
+                    (verdict.id, now, run_id),
+                )
+            except sqlite3.IntegrityError:
+                raise VerdictReplayed(
+                    f"Verdict {verdict.id} was already used; a verdict authorises one "
+                    "signature only. Fix: ask the judge for a new verdict.",
+                    verdict_id=verdict.id,
+                ) from None
+            committed = _committed(conn, run_id)
+            if committed + amount > cap:
+                raise CapExceeded(
+                    f"Spend cap exceeded for run {run_id}: cap {cap} atomic USDC, already "
+                    f"committed {committed}, this call {amount} would make "
+                    f"{committed + amount}. Fix: raise the task's spend cap or choose a "
+                    "cheaper call.",
+                    limit=cap,
+                    observed=committed + amount,
+                    verdict_id=verdict.id,
+                )
+            held = _outstanding(conn, asset)
+            available = balance - held
+            if amount > available:
+                raise InsufficientBalance(
+                    f"Insufficient balance for {amount} atomic units of {asset}: the wallet "
+                    f"holds {balance} and {held} is held by outstanding reservations, leaving "
+                    f"{max(available, 0)}. Fix: fund the wallet or wait for pending spends "
+                    "to settle.",
+                    limit=max(available, 0),
+                    observed=amount,
+                    verdict_id=verdict.id,
+                )
+            conn.execute(
+                f"""INSERT INTO {SPENDS} (id, run_id, verdict_id, payload_fingerprint, kind,
+                    asset, amount, recipient, chain_id, status, tx_hash, auth_nonce,
+                    created_at, updated_at, note)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'reserved', NULL, NULL, ?, ?, ?)""",
+                (
+                    spend_id, run_id, verdict.id, (verdict.payload_fingerprint or "").lower() or None, kind,
+                    asset, amount, verdict.recipient.lower(), int(verdict.chain_id), now, now,
+                    note,
+                ),
+            )
+        return Reservation(
+            id=spend_id,
+            run_id=run_id,
+            verdict_id=verdict.id,
+            kind=kind,
+            asset=asset,
+            amount=amount,
+            recipient=verdict.recipient.lower(),
+            chain_id=int(verdict.chain_id),
+            created_at=now,
+        )
+
+    # ------------------------------------------------------------------ transitions
+
+    def mark_signed(
+        self,
+        res: Reservation | str,
+        *,
+        tx_hash: str | None = None,
+        auth_nonce: str | None = None,
+    ) -> SpendRow:
+        """Record that a signature exists for ``res``: from now on money can move."""
+        return self.ledger.transition(
+            _rid(res), "signed", tx_hash=tx_hash, auth_nonce=auth_nonce
+        )
+
+    def settle(self, res: Reservation | str, tx_hash: str) -> SpendRow:
+        """Record that ``res``'s money moved on chain in ``tx_hash`` (final)."""
+        if not isinstance(tx_hash, str) or not tx_hash.startswith("0x"):
+            raise LedgerError(
+                f"settle needs a 0x-prefixed transaction hash; got {tx_hash!r}. Fix: pass "
+                "the hash from the receipt or the seller's PAYMENT-RESPONSE."
+            )
+        return self.ledger.transition(_rid(res), "settled", tx_hash=tx_hash)
+
+    def fail(self, res: Reservation | str, note: str = "") -> SpendRow:
+        """Record that ``res`` did not move money (frees its share of the cap).
+
+        Warning: call it only when the money provably cannot move any more (the tx
+        reverted or was never broadcast, the authorization expired or was cancelled);
+        a signed EIP-3009 authorization can be submitted by anyone until validBefore.
+        """
+        return self.ledger.transition(_rid(res), "failed", note=note or None)
+
+    def release(self, res: Reservation | str, note: str = "") -> SpendRow:
+        """Give back an unsigned reservation's share of the cap; the verdict stays used."""
+        return self.ledger.transition(_rid(res), "released", note=note or None)
+
+    def record_gas(
+        self,
+        run_id: str,
+        wei: int,
+        *,
+        spend_id: str | None = None,
+        tx_hash: str | None = None,
+    ) -> int:
+        """Meter ``wei`` of gas for ``run_id``; returns the atomic USDC it counts as."""
+        _require_int("wei", wei, minimum=0)
+        usdc = gas_to_usdc(wei, self.gas_usdc_per_eth)
+        with self.store.transaction() as conn:
+            conn.execute(
+                f"""INSERT INTO {GAS} (id, run_id, spend_id, tx_hash, wei, usdc, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                (
+                    uuid.uuid4().hex, run_id, spend_id,
+                    tx_hash.lower() if tx_hash else None, wei, usdc, self.clock(),
+                ),
+            )
+        return usdc
+
+    # ------------------------------------------------------------------ reading
+
+    def usage(self, run_id: str) -> RunSpend:
+        """The run's settled, reserved and gas totals, read in one consistent snapshot."""
+        with self.store.transaction() as conn:
+            settled = _sum(conn, run_id, ("settled",))
+            reserved = _sum(conn, run_id, OUTSTANDING)
+            gas_wei, gas_usdc = conn.execute(
+                f"SELECT COALESCE(SUM(wei), 0), COALESCE(SUM(usdc), 0) FROM {GAS} "
+                "WHERE run_id = ?",
+                (run_id,),
+            ).fetchone()
+        return RunSpend(run_id, settled, reserved, int(gas_wei), int(gas_usdc))
+
+    def spent(self, run_id: str) -> int:
+        """Settled USDC plus metered gas (in atomic USDC) for ``run_id``."""
+        return self.usage(run_id).spent
+
+    def reserved(self, run_id: str) -> int:
+        """USDC held by reserved or signed (not yet settled) spends of ``run_id``."""
+        return self.usage(run_id).reserved
+
+    def measured_spend(
+        self,
+        run_id: str,
+        chain: ChainClient | None,
+        usdc: str,
+        wallet: str,
+        from_block: int = 0,
+        to_block: int | str = "latest",
+    ) -> MeasuredSpend:
+        """Compare the run's settled ledger total with the Transfer logs of its tx hashes."""
+        client = chain or self.chain
+        if client is None:
+            raise LedgerError(
+                "measured_spend needs a chain client; got none. Fix: pass chain= here or "
+                "to SpendMeter(...)."
+            )
+        settled = [r for r in self.ledger.rows(run_id) if r.status == "settled"]
+        ledger_total = sum(r.amount for r in settled)
+        logs = client.transfer_logs(usdc, from_block, to_block, address=wallet)
+        by_tx: dict[str, int] = {}
+        for log in logs:
+            if log.sender.lower() == wallet.lower():
+                key = log.tx_hash.lower()
+                by_tx[key] = by_tx.get(key, 0) + int(log.value)
+        hashes = sorted({(r.tx_hash or "").lower() for r in settled})
+        missing = tuple(h or "(no tx hash)" for h in hashes if h not in by_tx)
+        onchain = sum(by_tx[h] for h in hashes if h in by_tx)
+        return MeasuredSpend(run_id, ledger_total, onchain, missing)
+
+
+def _rid(res: Reservation | str) -> str:
+    return res if isinstance(res, str) else res.id
+
+
+def _committed(conn: sqlite3.Connection, run_id: str) -> int:
+    gas = conn.execute(
+        f"SELECT COALESCE(SUM(usdc), 0) FROM {GAS} WHERE run_id = ?", (run_id,)
+    ).fetchone()[0]
+    return _sum(conn, run_id, COMMITTED) + int(gas)
+
+
+def _sum(conn: sqlite3.Connection, run_id: str, statuses: tuple[str, ...]) -> int:
+    marks = ", ".join("?" for _ in statuses)
+    row = conn.execute(
+        f"SELECT COALESCE(SUM(amount), 0) FROM {SPENDS} WHERE run_id = ? AND status IN ({marks})",
+        (run_id, *statuses),
+    ).fetchone()
+    return int(row[0])
+
+
+def _outstanding(conn: sqlite3.Connection, asset: str) -> int:
+    marks = ", ".join("?" for _ in OUTSTANDING)
+    row = conn.execute(
+        f"SELECT COALESCE(SUM(amount), 0) FROM {SPENDS} WHERE asset = ? AND status IN ({marks})",
+        (asset, *OUTSTANDING),
+    ).fetchone()
+    return int(row[0])
+
+
+def _require_int(name: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise LedgerError(
+            f"{name} must be an int >= {minimum} in atomic units; got {value!r}. "
+            "Fix: convert amounts to atomic units (USDC has 6 decimals; gas is in wei)."
+        )

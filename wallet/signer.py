@@ -1,0 +1,724 @@
+"""The verdict-gated signer: no approving, matching, fresh, unused verdict, no signature.
+
+``Wallet`` signs EIP-3009 authorizations (x402) and USDC transfer transactions. Right
+before each signature it checks, in order: the judge's signature on the verdict, the
+decision, the payload fingerprint recomputed from a private copy of the exact payload,
+expiry, chain / asset / recipient / amount / sender, the judge's re-check, the live
+balance, and finally consumes the verdict and reserves the spend atomically.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eth_utils import to_checksum_address
+from web3 import Web3
+
+from chain.errors import ChainError
+from judge.errors import FingerprintError, VerdictInvalid
+from judge.fingerprint import transaction_fingerprint, typed_data_fingerprint
+from judge.verdict import Verdict, verify_verdict
+from wallet.errors import (
+    NoVerdict,
+    PayloadMismatch,
+    RecheckFailed,
+    SendFailed,
+    SpendRefused,
+    VerdictBadSignature,
+    VerdictExpired,
+    VerdictNotApproved,
+    VerdictRevoked,
+    VerdictVoid,
+    WalletError,
+)
+from wallet.keystore import KeyHandle
+from wallet.ledger import SpendKind
+from wallet.meter import Reservation, SpendMeter
+from wallet.nonces import NonceManager
+
+if TYPE_CHECKING:
+    from chain.client import ChainClient
+
+Emit = Callable[[str, dict[str, Any]], None]
+
+TRANSFER_SELECTOR = "a9059cbb"  # transfer(address,uint256)
+_EIP3009_PRIMARY = "TransferWithAuthorization"
+_DOMAIN_ORDER = (
+    ("name", "string"),
+    ("version", "string"),
+    ("chainId", "uint256"),
+    ("verifyingContract", "address"),
+    ("salt", "bytes32"),
+)
+#: Transaction fields the wallet fills after the checks when the payload leaves them out.
+#: None of them moves USDC; gas is metered against the cap after the receipt.
+FILLED_TX_FIELDS = ("nonce", "gas", "maxFeePerGas", "maxPriorityFeePerGas", "type")
+
+
+@dataclass(frozen=True)
+class SignedTypedData:
+    """An EIP-3009 authorization the wallet signed (immutable).
+
+    Warning: whoever holds ``signature`` can move ``value`` to ``recipient`` once,
+    until ``valid_before``. Hand it only to the seller the judge approved.
+    """
+
+    signature: str
+    signer: str
+    payload_fingerprint: str
+    verdict_id: str
+    run_id: str
+    reservation: Reservation
+    recipient: str
+    value: int
+    valid_after: int
+    valid_before: int
+    auth_nonce: str
+
+    @property
+    def reservation_id(self) -> str:
+        return self.reservation.id
+
+    @property
+    def ledger_id(self) -> str:
+        """The ``wallet_spends`` row id (the reservation's id)."""
+        return self.reservation.id
+
+    def signature_bytes(self) -> bytes:
+        return bytes.fromhex(self.signature[2:])
+
+    def to_x402_payload(self) -> dict[str, Any]:
+        """The x402 "exact" EVM inner payload: ``{authorization: {...}, signature}``."""
+        return {
+            "authorization": {
+                "from": self.signer,
+                "to": to_checksum_address(self.recipient),
+                "value": str(self.value),
+                "validAfter": str(self.valid_after),
+                "validBefore": str(self.valid_before),
+                "nonce": self.auth_nonce,
+            },
+            "signature": self.signature,
+        }
+
+
+@dataclass(frozen=True)
+class SignedTx:
+    """A signed transaction, not yet broadcast (immutable). Send it with ``send_transaction``."""
+
+    raw_transaction: str
+    tx_hash: str
+    nonce: int
+    signer: str
+    payload_fingerprint: str
+    verdict_id: str
+    run_id: str
+    reservation: Reservation
+    recipient: str
+    amount: int
+
+    @property
+    def reservation_id(self) -> str:
+        return self.reservation.id
+
+    @property
+    def ledger_id(self) -> str:
+        return self.reservation.id
+
+
+@dataclass(frozen=True)
+class SentTx:
+    """A mined transaction the wallet sent, with the gas it paid."""
+
+    tx_hash: str
+    block_number: int
+    status: int
+    gas_used: int
+    gas_wei: int
+    gas_usdc: int
+    ledger_id: str
+
+
+@dataclass(frozen=True)
+class _Terms:
+    """The money-relevant terms read from a payload."""
+
+    chain_id: int
+    asset: str
+    recipient: str
+    amount: int
+    sender: str | None
+
+
+class Wallet:
+    """Signs only what an approving, verified, matching, unused verdict covers.
+
+    Every refusal raises a ``wallet.errors.SpendRefused`` subclass (``.code``), emits
+    ``wallet.refused`` and signs nothing.
+    """
+
+    def __init__(
+        self,
+        key: KeyHandle,
+        *,
+        db_path: str | Path,
+        chain: ChainClient,
+        usdc: str,
+        trusted_judge: str,
+        recheck: Callable[[Verdict], None] | None = None,
+        meter: SpendMeter | None = None,
+        emit: Emit | None = None,
+        clock: Callable[[], float] = time.time,
+        receipt_timeout_s: float = 60.0,
+    ) -> None:
+        if not isinstance(key, KeyHandle):
+            raise WalletError(
+                f"Wallet needs a KeyHandle from Keystore.unlock(); got {type(key).__name__}. "
+                "Fix: unlock the keystore and pass the handle."
+            )
+        if not Web3.is_address(trusted_judge):
+            raise WalletError(
+                f"trusted_judge must be the judge's 0x address; got {trusted_judge!r}. "
+                "Fix: configure the judge's address (nib judge serve prints it)."
+            )
+        self._key = key
+        self.chain = chain
+        self.usdc = to_checksum_address(usdc)
+        self.trusted_judge = to_checksum_address(trusted_judge)
+        self.recheck = recheck
+        self.meter = meter if meter is not None else SpendMeter(db_path, chain, clock=clock)
+        self.emit = emit
+        self.clock = clock
+        self.receipt_timeout_s = receipt_timeout_s
+        self.nonces = NonceManager(chain.w3, key.address)
+
+    @property
+    def address(self) -> str:
+        return self._key.address
+
+    def __repr__(self) -> str:
+        return f"Wallet(address={self.address!r}, usdc={self.usdc!r})"
+
+    def balance(self) -> int:
+        """The wallet's live USDC balance, atomic units."""
+        return self.chain.token_balance(self.usdc, self.address)
+
+    # ------------------------------------------------------------------ typed data
+
+    def sign_typed_data(
+        self, payload: Mapping[str, Any], verdict: Verdict | None, *, run_id: str, cap: int
+    ) -> SignedTypedData:
+        """MOVES MONEY: sign an EIP-3009 ``TransferWithAuthorization`` the verdict approved.
+
+        Warning: the signature is a bearer instrument (anyone holding it can settle it).
+        The checks run on a private deep copy of ``payload``, and that copy is signed.
+        """
+        exact = _private_copy(payload)
+        res = self._authorize(
+            exact, verdict, run_id=run_id, cap=cap, kind="x402",
+            fingerprint_of=typed_data_fingerprint, terms_of=_typed_data_terms,
+        )
+        assert verdict is not None  # _authorize refuses None
+        try:
+            signed = self._key._unsafe_sign_typed_data(exact)
+        except Exception as exc:
+            self.meter.release(res, note=f"signing failed ({type(exc).__name__})")
+            raise self._refuse(
+                PayloadMismatch(
+                    f"The approved payload is not signable EIP-712 ({type(exc).__name__}); "
+                    "expected a TransferWithAuthorization message. Fix: build it with "
+                    "chain.usdc.eip3009_typed_data.",
+                    verdict_id=verdict.id,
+                ),
+                run_id, verdict, "x402",
+            ) from None
+        message = exact["message"]
+        auth_nonce = _hex32(message["nonce"])
+        self.meter.mark_signed(res, auth_nonce=auth_nonce)
+        result = SignedTypedData(
+            signature="0x" + bytes(signed.signature).hex(),
+            signer=self.address,
+            payload_fingerprint=verdict.payload_fingerprint or "",
+            verdict_id=verdict.id,
+            run_id=run_id,
+            reservation=res,
+            recipient=res.recipient,
+            value=res.amount,
+            valid_after=int(message["validAfter"]),
+            valid_before=int(message["validBefore"]),
+            auth_nonce=auth_nonce,
+        )
+        self._emit("wallet.signed", {**_res_event(res), "auth_nonce": auth_nonce,
+                                     "payload_fingerprint": result.payload_fingerprint})
+        return result
+
+    def settle(self, signed: SignedTypedData | SignedTx, tx_hash: str) -> None:
+        """Record that a signed spend settled on chain in ``tx_hash`` (x402: from the
+        seller's PAYMENT-RESPONSE)."""
+        self.meter.settle(signed.reservation, tx_hash)
+        self._emit("wallet.settled", {**_res_event(signed.reservation), "tx_hash": tx_hash})
+
+    def fail(self, signed: SignedTypedData | SignedTx, note: str) -> None:
+        """Record that a signed spend did not move money (see SpendMeter.fail's warning)."""
+        self.meter.fail(signed.reservation, note)
+        if isinstance(signed, SignedTx):
+            self.nonces.release(signed.nonce)
+        self._emit("wallet.failed", {**_res_event(signed.reservation), "note": note})
+
+    def x402_signer(self, verdict: Verdict | None, *, run_id: str, cap: int) -> VerdictBoundSigner:
+        """A ClientEvmSigner for the x402 client that can sign only ``verdict``'s payload."""
+        return VerdictBoundSigner(self, verdict, run_id=run_id, cap=cap)
+
+    # ------------------------------------------------------------------ transactions
+
+    def sign_transaction(
+        self, tx: Mapping[str, Any], verdict: Verdict | None, *, run_id: str, cap: int
+    ) -> SignedTx:
+        """MOVES MONEY: sign a USDC ``transfer(to, amount)`` transaction the verdict approved.
+
+        The fingerprint covers ``tx`` exactly as given. Fields in ``FILLED_TX_FIELDS`` that
+        ``tx`` leaves out (nonce from the NonceManager, gas, EIP-1559 fees) are filled
+        after the checks; none of them moves USDC. Broadcast with ``send_transaction`` or
+        give it back with ``fail``.
+        """
+        exact = _private_copy(tx)
+        res = self._authorize(
+            exact, verdict, run_id=run_id, cap=cap, kind="transfer",
+            fingerprint_of=transaction_fingerprint, terms_of=_transfer_terms,
+        )
+        assert verdict is not None
+        allocated: int | None = None
+        try:
+            full = {k: v for k, v in exact.items() if k != "from"}
+            full["data"] = full.pop("input", full.get("data"))
+            if full.get("nonce") is None:
+                allocated = self.nonces.allocate()
+                full["nonce"] = allocated
+            self._fill_fees(full)
+            signed = self._key._unsafe_sign_transaction(full)
+        except Exception as exc:
+            if allocated is not None:
+                self.nonces.release(allocated)
+            self.meter.release(res, note=f"signing failed ({type(exc).__name__})")
+            raise self._refuse(
+                PayloadMismatch(
+                    f"The approved transaction could not be completed and signed "
+                    f"({type(exc).__name__}); expected an EIP-1559 USDC transfer. Fix: build "
+                    "it with chainId, to, data and value 0 (gas may be left to the wallet).",
+                    verdict_id=verdict.id,
+                ),
+                run_id, verdict, "transfer",
+            ) from None
+        tx_hash = "0x" + bytes(signed.hash).hex()
+        self.meter.mark_signed(res, tx_hash=tx_hash)
+        result = SignedTx(
+            raw_transaction="0x" + bytes(signed.raw_transaction).hex(),
+            tx_hash=tx_hash,
+            nonce=int(full["nonce"]),
+            signer=self.address,
+            payload_fingerprint=verdict.payload_fingerprint or "",
+            verdict_id=verdict.id,
+            run_id=run_id,
+            reservation=res,
+            recipient=res.recipient,
+            amount=res.amount,
+        )
+        self._emit("wallet.signed", {**_res_event(res), "tx_hash": tx_hash,
+                                     "payload_fingerprint": result.payload_fingerprint})
+        return result
+
+    def send_transaction(self, signed: SignedTx, reservation: Reservation | None = None) -> SentTx:
+        """MOVES MONEY: broadcast ``signed``, wait for its receipt, meter gas, settle.
+
+        A broadcast error releases the nonce and fails the spend; a revert fails the spend.
+        Both raise SendFailed. Gas is recorded whenever the tx was mined.
+        """
+        res = reservation or signed.reservation
+        w3 = self.chain.w3
+        try:
+            w3.eth.send_raw_transaction(bytes.fromhex(signed.raw_transaction[2:]))
+        except Exception as exc:
+            text = str(exc)
+            if "nonce too low" in text.lower():
+                self.nonces.resync()
+            else:
+                self.nonces.release(signed.nonce)
+            self.meter.fail(res, note=f"broadcast failed ({type(exc).__name__})")
+            self._emit("wallet.failed", {**_res_event(res), "tx_hash": signed.tx_hash,
+                                         "note": "broadcast failed"})
+            raise SendFailed(
+                f"Broadcasting {signed.tx_hash} (nonce {signed.nonce}) failed: {text[:300]}. "
+                "Expected the node to accept it. Fix: check the RPC and the wallet's ETH for "
+                "gas; the spend is marked failed and its cap share freed."
+            ) from exc
+        self.nonces.confirm(signed.nonce)
+        try:
+            receipt = w3.eth.wait_for_transaction_receipt(
+                signed.tx_hash,  # type: ignore[arg-type]
+                timeout=self.receipt_timeout_s, poll_latency=0.05,
+            )
+        except Exception as exc:
+            raise SendFailed(
+                f"No receipt for {signed.tx_hash} within {self.receipt_timeout_s:.0f} s "
+                f"({type(exc).__name__}); the spend stays 'signed'. Fix: run `nib audit "
+                "reconcile` later; it settles the row once the tx is mined."
+            ) from exc
+        gas_wei = int(receipt["gasUsed"]) * int(receipt.get("effectiveGasPrice", 0))
+        gas_usdc = self.meter.record_gas(
+            res.run_id, gas_wei, spend_id=res.id, tx_hash=signed.tx_hash
+        )
+        status = int(receipt["status"])
+        block = int(receipt["blockNumber"])
+        if status != 1:
+            self.meter.fail(res, note=f"reverted in block {block}")
+            self._emit("wallet.failed", {**_res_event(res), "tx_hash": signed.tx_hash,
+                                         "note": "reverted", "gas_wei": gas_wei})
+            raise SendFailed(
+                f"Transaction {signed.tx_hash} reverted in block {block} (status {status}, "
+                f"expected 1). Fix: replay it with `cast run {signed.tx_hash}` to see why; the "
+                "spend is marked failed and its cap share freed (gas stays metered)."
+            )
+        self.meter.settle(res, signed.tx_hash)
+        self._emit("wallet.settled", {**_res_event(res), "tx_hash": signed.tx_hash,
+                                      "gas_wei": gas_wei, "block_number": block})
+        return SentTx(signed.tx_hash, block, status, int(receipt["gasUsed"]), gas_wei,
+                      gas_usdc, res.id)
+
+    # ------------------------------------------------------------------ the checks
+
+    def _authorize(
+        self,
+        payload: dict[str, Any],
+        verdict: Verdict | None,
+        *,
+        run_id: str,
+        cap: int,
+        kind: SpendKind,
+        fingerprint_of: Callable[[Any], str],
+        terms_of: Callable[[dict[str, Any]], _Terms],
+    ) -> Reservation:
+        """Run every check in order; return the reservation or raise (and emit) a refusal."""
+        try:
+            checked = self._check_verdict(verdict)
+            self._check_fingerprint(checked, payload, fingerprint_of)
+            self._check_fresh(checked)
+            self._check_terms(checked, payload, terms_of)
+            self._recheck(checked)
+            balance = self.balance()
+            return self.meter.reserve(run_id, checked, checked.amount, cap, balance, kind=kind)
+        except SpendRefused as exc:
+            self._refuse(exc, run_id, verdict, kind)
+            raise
+        except ChainError as exc:
+            self._emit("wallet.refused", {**_refusal_base(run_id, verdict, kind),
+                                          "code": "chain-error", "reason": str(exc)})
+            raise
+
+    def _check_verdict(self, verdict: Verdict | None) -> Verdict:
+        if verdict is None:
+            raise NoVerdict(
+                "No verdict was given; the wallet signs only with an approving verdict from "
+                "the judge. Fix: send the quote to the judge first."
+            )
+        if not isinstance(verdict, Verdict):
+            raise NoVerdict(
+                f"Expected a judge.verdict.Verdict; got {type(verdict).__name__}. Fix: parse "
+                "it with judge.verdict.parse_verdict first."
+            )
+        try:
+            verify_verdict(verdict, self.trusted_judge)
+        except VerdictInvalid as exc:
+            raise VerdictBadSignature(
+                f"Verdict {verdict.id} is not signed by the trusted judge "
+                f"{self.trusted_judge}: {exc}", verdict_id=verdict.id,
+            ) from None
+        except Exception as exc:  # fail closed on anything verify cannot decide
+            raise VerdictBadSignature(
+                f"Verdict {verdict.id} could not be verified ({type(exc).__name__}); expected "
+                f"a signature by {self.trusted_judge}. Fix: request a fresh verdict.",
+                verdict_id=verdict.id,
+            ) from None
+        if verdict.decision != "approve":
+            raise VerdictNotApproved(
+                f"Verdict {verdict.id} decided {verdict.decision!r}, expected 'approve' "
+                f"(judge's reason: {verdict.reason}). Fix: do not pay; follow the decision.",
+                verdict_id=verdict.id,
+            )
+        return verdict
+
+    def _check_fingerprint(
+        self, verdict: Verdict, payload: dict[str, Any], fingerprint_of: Callable[[Any], str]
+    ) -> None:
+        try:
+            found = fingerprint_of(payload)
+        except FingerprintError as exc:
+            raise VerdictVoid(
+                f"Verdict {verdict.id} is void: the payload has no canonical fingerprint "
+                f"({exc}).", verdict_id=verdict.id,
+            ) from None
+        if found != (verdict.payload_fingerprint or "").lower():
+            raise VerdictVoid(
+                f"Verdict {verdict.id} is void: the payload's fingerprint is {found}, the "
+                f"verdict approved {verdict.payload_fingerprint}; the payload changed after "
+                "approval. Fix: re-quote and ask the judge again.",
+                verdict_id=verdict.id,
+            )
+
+    def _check_fresh(self, verdict: Verdict) -> None:
+        now = self.clock()
+        if now >= verdict.expires_at:
+            raise VerdictExpired(
+                f"Verdict {verdict.id} expired at {verdict.expires_at}; now is {int(now)} "
+                f"({int(now) - verdict.expires_at} s late). Fix: ask the judge for a fresh "
+                "verdict.", verdict_id=verdict.id,
+            )
+
+    def _check_terms(
+        self,
+        verdict: Verdict,
+        payload: dict[str, Any],
+        terms_of: Callable[[dict[str, Any]], _Terms],
+    ) -> None:
+        try:
+            terms = terms_of(payload)
+        except PayloadMismatch as exc:
+            raise PayloadMismatch(exc.message, verdict_id=verdict.id) from None
+        live_chain = self.chain.chain_id()
+        checks: list[tuple[str, object, object]] = [
+            ("chain id (payload vs verdict)", terms.chain_id, verdict.chain_id),
+            ("chain id (payload vs connected chain)", terms.chain_id, live_chain),
+            ("asset (payload vs verdict)", terms.asset.lower(), verdict.asset.lower()),
+            ("asset (payload vs wallet's USDC)", terms.asset.lower(), self.usdc.lower()),
+            ("recipient", terms.recipient.lower(), verdict.recipient.lower()),
+            ("amount", terms.amount, verdict.amount),
+        ]
+        if terms.sender is not None:
+            checks.append(("sender", terms.sender.lower(), self.address.lower()))
+        for name, found, expected in checks:
+            if found != expected:
+                raise PayloadMismatch(
+                    f"Verdict {verdict.id}: {name} is {found}, expected {expected}. Fix: "
+                    "re-quote against the connected chain and ask the judge again.",
+                    verdict_id=verdict.id,
+                )
+        self._key.check_chain(live_chain)
+
+    def _recheck(self, verdict: Verdict) -> None:
+        if self.recheck is None:
+            return
+        try:
+            self.recheck(verdict)
+        except VerdictInvalid as exc:
+            raise VerdictRevoked(
+                f"Verdict {verdict.id} failed the judge's re-check: {exc}",
+                verdict_id=verdict.id,
+            ) from exc
+        except Exception as exc:
+            raise RecheckFailed(
+                f"The judge's re-check of verdict {verdict.id} did not complete "
+                f"({type(exc).__name__}: {exc}); expected a confirmation. Fix: make the judge "
+                "reachable and try again.", verdict_id=verdict.id,
+            ) from exc
+
+    def _refuse(
+        self, exc: SpendRefused, run_id: str, verdict: Verdict | None, kind: str
+    ) -> SpendRefused:
+        self._emit("wallet.refused", {**_refusal_base(run_id, verdict, kind),
+                                      "code": exc.code, "reason": exc.reason})
+        return exc
+
+    def _fill_fees(self, tx: dict[str, Any]) -> None:
+        w3 = self.chain.w3
+        if tx.get("gasPrice") is None:
+            tx.setdefault("type", 2)
+            if tx.get("maxPriorityFeePerGas") is None:
+                tx["maxPriorityFeePerGas"] = int(w3.eth.max_priority_fee)
+            if tx.get("maxFeePerGas") is None:
+                base = int(w3.eth.get_block("latest").get("baseFeePerGas", 0))
+                tx["maxFeePerGas"] = 2 * base + int(tx["maxPriorityFeePerGas"])
+        if tx.get("gas") is None:
+            probe = {k: tx[k] for k in ("to", "data", "value") if k in tx}
+            tx["gas"] = int(w3.eth.estimate_gas({"from": self.address, **probe}))  # type: ignore[typeddict-item]
+
+    def _emit(self, name: str, data: dict[str, Any]) -> None:
+        if self.emit is not None:
+            self.emit(name, data)
+
+
+class VerdictBoundSigner:
+    """The x402 ``ClientEvmSigner`` shape, bound to one verdict.
+
+    x402's client calls ``sign_typed_data(domain, types, primary_type, message)``; this
+    rebuilds the full EIP-712 dict and routes it through ``Wallet.sign_typed_data``, so
+    only the payload the judge saw can be signed, and only once. ``signed`` holds the
+    result (reservation and ledger ids) after a successful call.
+    """
+
+    def __init__(self, wallet: Wallet, verdict: Verdict | None, *, run_id: str, cap: int):
+        self._wallet = wallet
+        self._verdict = verdict
+        self._run_id = run_id
+        self._cap = cap
+        self.signed: SignedTypedData | None = None
+
+    @property
+    def address(self) -> str:
+        return self._wallet.address
+
+    def __repr__(self) -> str:
+        vid = self._verdict.id if self._verdict is not None else None
+        return f"VerdictBoundSigner(address={self.address!r}, verdict={vid!r})"
+
+    def sign_typed_data(
+        self, domain: Any, types: Mapping[str, Any], primary_type: str, message: Mapping[str, Any]
+    ) -> bytes:
+        """MOVES MONEY: sign if and only if this is the approved payload."""
+        payload = typed_data_from_parts(domain, types, primary_type, message)
+        signed = self._wallet.sign_typed_data(
+            payload, self._verdict, run_id=self._run_id, cap=self._cap
+        )
+        self.signed = signed
+        return signed.signature_bytes()
+
+
+def typed_data_from_parts(
+    domain: Any, types: Mapping[str, Any], primary_type: str, message: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The full EIP-712 dict from x402's parts (TypedDataDomain/TypedDataField or dicts)."""
+    if isinstance(domain, Mapping):
+        dom = dict(domain)
+    else:
+        dom = {
+            "name": domain.name,
+            "version": domain.version,
+            "chainId": domain.chain_id,
+            "verifyingContract": domain.verifying_contract,
+        }
+    full_types: dict[str, list[dict[str, str]]] = {}
+    for name, fields in types.items():
+        full_types[name] = [
+            dict(f) if isinstance(f, Mapping) else {"name": f.name, "type": f.type}
+            for f in fields
+        ]
+    if "EIP712Domain" not in full_types:
+        full_types["EIP712Domain"] = [
+            {"name": n, "type": t} for n, t in _DOMAIN_ORDER if n in dom
+        ]
+    return {"types": full_types, "primaryType": primary_type, "domain": dom,
+            "message": dict(message)}
+
+
+# ---------------------------------------------------------------------- payload terms
+
+
+def _typed_data_terms(payload: dict[str, Any]) -> _Terms:
+    if payload.get("primaryType") != _EIP3009_PRIMARY:
+        raise PayloadMismatch(
+            f"The payload's primaryType is {payload.get('primaryType')!r}, expected "
+            f"{_EIP3009_PRIMARY!r}; the wallet signs no other typed data. Fix: pay with an "
+            "EIP-3009 authorization."
+        )
+    domain, message = payload.get("domain"), payload.get("message")
+    if not isinstance(domain, Mapping) or not isinstance(message, Mapping):
+        raise PayloadMismatch("The payload lacks a domain or message mapping.")
+    try:
+        return _Terms(
+            chain_id=_as_int(domain["chainId"]),
+            asset=str(domain["verifyingContract"]),
+            recipient=str(message["to"]),
+            amount=_as_int(message["value"]),
+            sender=str(message["from"]),
+        )
+    except (KeyError, ValueError, TypeError) as exc:
+        raise PayloadMismatch(
+            f"The authorization lacks a readable field ({type(exc).__name__}: {exc}); "
+            "expected domain.chainId, domain.verifyingContract, message.from/to/value."
+        ) from None
+
+
+def _transfer_terms(tx: dict[str, Any]) -> _Terms:
+    data = tx.get("data", tx.get("input"))
+    raw = _hex_body(data)
+    if raw[:8] != TRANSFER_SELECTOR or len(raw) != 8 + 128:
+        raise PayloadMismatch(
+            f"The transaction's calldata starts {('0x' + raw[:8])!r} with {len(raw) // 2} "
+            "bytes; expected transfer(address,uint256) (0xa9059cbb, 68 bytes). Fix: the "
+            "wallet signs only USDC transfers."
+        )
+    value = _as_int(tx.get("value", 0) or 0)
+    if value != 0:
+        raise PayloadMismatch(
+            f"The transaction sends {value} wei of ETH; expected 0. Fix: remove the value."
+        )
+    if tx.get("chainId") is None or tx.get("to") is None:
+        raise PayloadMismatch("The transaction lacks chainId or to; expected both.")
+    recipient = "0x" + raw[8 + 24 : 8 + 64]
+    return _Terms(
+        chain_id=_as_int(tx["chainId"]),
+        asset=str(tx["to"]),
+        recipient=recipient,
+        amount=int(raw[8 + 64 :], 16),
+        sender=str(tx["from"]) if tx.get("from") is not None else None,
+    )
+
+
+def _private_copy(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy, so nobody can change the payload between the checks and the signature."""
+    if not isinstance(payload, Mapping):
+        raise PayloadMismatch(
+            f"Expected the payload as a dict; got {type(payload).__name__}."
+        )
+    return copy.deepcopy(dict(payload))
+
+
+def _as_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError("a bool is not an amount")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        return int(value, 16) if value.lower().startswith("0x") else int(value)
+    raise ValueError(f"not an integer: {type(value).__name__}")
+
+
+def _hex_body(data: Any) -> str:
+    if isinstance(data, bytes | bytearray):
+        return bytes(data).hex()
+    if isinstance(data, str):
+        return data.lower().removeprefix("0x")
+    return ""
+
+
+def _hex32(value: Any) -> str:
+    if isinstance(value, bytes | bytearray):
+        return "0x" + bytes(value).hex()
+    return "0x" + str(value).lower().removeprefix("0x")
+
+
+def _refusal_base(run_id: str, verdict: Verdict | None, kind: str) -> dict[str, Any]:
+    is_verdict = isinstance(verdict, Verdict)
+    return {
+        "run_id": run_id,
+        "kind": kind,
+        "verdict_id": verdict.id if is_verdict else None,  # type: ignore[union-attr]
+        "payload_fingerprint": verdict.payload_fingerprint if is_verdict else None,  # type: ignore[union-attr]
+        "amount": verdict.amount if is_verdict else None,  # type: ignore[union-attr]
+    }
+
+
+def _res_event(res: Reservation) -> dict[str, Any]:
+    return {
+        "run_id": res.run_id,
+        "spend_id": res.id,
+        "verdict_id": res.verdict_id,
+        "kind": res.kind,
+        "asset": res.asset,
+        "amount": res.amount,
+        "recipient": res.recipient,
+        "chain_id": res.chain_id,
+    }
