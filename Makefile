@@ -14,7 +14,15 @@ export NIB_WALLET_PASSWORD ?= nib-devnet
 
 .PHONY: setup run test lint typecheck pytest bench clean demo-down
 
-setup: $(STAMP) $(ANVIL) $(SOLC)
+CHROMIUM := /usr/bin/chromium
+
+setup: $(STAMP) $(ANVIL) $(SOLC) $(CHROMIUM)
+
+# The report test renders in headless Chromium (Debian's package); installed when missing.
+$(CHROMIUM):
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

@@ -452,7 +452,7 @@ class _Run:
     def gate(
         self, call: Call, *, in_batch: bool = False
     ) -> tuple[Tool, Any, dict[str, Any], str] | None:
-        """Unknown tool / invalid args / duplicate: refused free. Returns the admitted call."""
+        """Unknown tool / invalid args: refused free. Returns (tool, args, normalised, fp)."""
         from judge.fingerprint import call_fingerprint
 
         tool = self.deps.registry.get(call.tool)
@@ -477,7 +477,10 @@ class _Run:
             self._skip("invalid-args", str(exc), tool=tool.name, args=call.args)
             return None
         norm = args.model_dump(mode="json")
-        fp = call_fingerprint(tool.name, norm)
+        return tool, args, norm, call_fingerprint(tool.name, norm)
+
+    def fresh(self, tool: Tool, norm: dict[str, Any], fp: str) -> bool:
+        """The duplicate gate: an executed call is skipped with one nudge, then stops the run."""
         if fp in self.state.executed:
             earlier = self.state.executed[fp]
             if self.state.nudged.get(fp, 0) >= self.limits.duplicate_nudges:
@@ -498,8 +501,8 @@ class _Run:
                 "nudge", {"step": self.state.step, "fingerprint": fp, "earlier_step": earlier}
             )
             self._add_history(tool.name, norm, "skipped", f"duplicate of step {earlier}")
-            return None
-        return tool, args, norm, fp
+            return False
+        return True
 
     def free_allowed(self, tool: Tool, norm: dict[str, Any], fp: str) -> Any | None:
         decision = self.deps.free_policy.decide_free(
@@ -860,11 +863,10 @@ class _Run:
                 ],
             },
         )
-        if not admitted:
-            return
-        st.consecutive_skips = 0
+        admitted = [a for a in admitted if self.fresh(a[0], a[2], a[3])]
         paid = [a for a in admitted if a[0].kind == "paid"]
         if paid:
+            st.consecutive_skips = 0
             await self.paid(*paid[0])
             return
         allowed = []
@@ -872,6 +874,9 @@ class _Run:
             decision = self.free_allowed(tool, norm, fp)
             if decision is not None:
                 allowed.append((tool, args, norm, fp, decision))
+        if not allowed:
+            return
+        st.consecutive_skips = 0
         results = await asyncio.gather(
             *(self.run_free(*a) for a in allowed), return_exceptions=True
         )

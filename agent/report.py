@@ -31,6 +31,7 @@ __all__ = [
     "ReportData",
     "StopFamily",
     "render_report",
+    "run_from_store",
     "stop_family",
     "write_report",
 ]
@@ -38,10 +39,10 @@ __all__ = [
 StopFamily = Literal["finished", "guard", "budget", "dependency", "paused"]
 """How a run ended, coarsely: ``finished`` (a finish stop), ``guard`` (a progress or
 safety detector stopped it), ``budget`` (a hard envelope), ``dependency`` (model, judge
-or chain silent), ``paused`` (waiting for, or denied by, a human)."""
+or chain silent), ``paused`` (waiting for, or denied by, a human; or still running)."""
 
 _BUDGET_STOPS = frozenset({"max-steps", "deadline", "cost-budget", "token-budget"})
-_HUMAN_STOPS = frozenset({"awaiting-approval", "approval-denied"})
+_HUMAN_STOPS = frozenset({"awaiting-approval", "approval-denied", "running"})
 
 FAMILY_COLOURS: dict[str, str] = {
     "finished": "#1f9d6b",
@@ -83,7 +84,7 @@ class ReportData:
     an optional ``spend_cap_atomic`` overrides the report-wide cap for that run. Charts
     order runs by ``started_at`` (input order when missing). ``calibration`` is what
     ``nib judge calibration --json`` prints: ``{n, brier, ece, bins: [{lo, hi, n, mean_p,
-    rate}]}``, or None when the judge has no outcomes yet.
+    rate}]}`` (``freq`` is read as ``rate``), or None when the judge has no outcomes yet.
     """
 
     runs: Sequence[Mapping[str, Any]]
@@ -119,6 +120,34 @@ class _Run:
     elapsed_s: float
     started: str
     events: tuple[Mapping[str, Any], ...]
+
+
+def run_from_store(
+    row: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    """One report run from a ``RunStore.runs()`` row (its ``result`` column holds the
+    AgentResult JSON) and that run's ``RunStore.events()``; an unfinished run shows as
+    ``running`` (or ``awaiting-approval`` when paused)."""
+    result = json.loads(row["result"]) if row.get("result") else {}
+    spend = result.get("spend") or {}
+    status = str(row.get("status") or "")
+    reason = row.get("stop_reason") or result.get("stop_reason")
+    if not reason:
+        reason = "awaiting-approval" if status == "paused" else "running"
+    return {
+        "run_id": row.get("run_id", result.get("run_id", "")),
+        "task": row.get("task") or result.get("task", ""),
+        "stop_reason": reason,
+        "finished": bool(row.get("finished") or result.get("finished")),
+        "partial": bool(result.get("partial", reason not in FINISHED_STOPS)),
+        "steps": int(result.get("steps", 0)),
+        "spend_usdc_atomic": int(spend.get("usdc_atomic", 0)),
+        "gas_wei": int(spend.get("gas_wei", 0)),
+        "tokens": result.get("tokens") or 0,
+        "elapsed_s": float(result.get("elapsed_s", 0.0)),
+        "started_at": row.get("started_at"),
+        "events": [{"seq": e["seq"], "type": e["type"], "data": e["data"]} for e in events],
+    }
 
 
 def _money(value: Any, name: str) -> int:
@@ -276,6 +305,7 @@ def _run_bars(
     limit: tuple[int, str] | None,
     legend: Sequence[tuple[str, str]],
     unit: str,
+    own_limit: Callable[[_Run], int | None] | None = None,
 ) -> str:
     """Vertical bars, one per run (oldest left), with integer ticks and an optional limit line."""
     shown = runs[-_MAX_CHART_RUNS:]
@@ -314,6 +344,13 @@ def _run_bars(
             f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{bar_w:.1f}" height="{h:.1f}" '
             f'rx="2" fill="{colour(run)}"/></g></a>'
         )
+        own = own_limit(run) if own_limit else None
+        if own is not None:
+            oy = y_of(own)
+            body.append(
+                f'<line x1="{x - 3:.1f}" x2="{x + bar_w + 3:.1f}" y1="{oy:.1f}" y2="{oy:.1f}" '
+                'class="limit own-limit"/>'
+            )
         if i % every == 0 or i == len(shown) - 1:
             body.append(
                 f'<text x="{x + bar_w / 2:.1f}" y="{top + plot_h + 15}" class="tick" '
@@ -353,17 +390,21 @@ def _chart_spend(runs: Sequence[_Run], cap: int) -> str:
             f"({share:.0f}%), gas {_gwei(run.gas_wei)}"
         )
 
-    top_value = max([cap, *(r.spend for r in runs[-_MAX_CHART_RUNS:])])
+    shown = runs[-_MAX_CHART_RUNS:]
+    top_value = max([cap, *(r.spend for r in shown), *(r.cap for r in shown)])
     legend = [
         (_SPEND_COLOURS["under"], "under 80% of cap"),
         (_SPEND_COLOURS["near"], "80% or more"),
         (_SPEND_COLOURS["at"], "at cap"),
     ]
+    if any(r.cap != cap for r in shown):
+        legend.append(("#b3261e", "short dash: the run's own cap"))
     return _run_bars(
         runs, "chart-spend", "USDC spend per run against the cap",
         value=lambda r: r.spend, colour=colour, tip=tip, top_value=top_value,
         tick_text=lambda t: _usdc(t).removesuffix(" USDC"),
         limit=(cap, f"cap {_usdc(cap)}") if cap else None, legend=legend, unit="USDC",
+        own_limit=lambda r: r.cap if r.cap != cap else None,
     )  # fmt: skip
 
 
@@ -430,7 +471,7 @@ def _chart_reliability(calibration: Mapping[str, Any] | None) -> str:
     most = max(int(b["n"]) for b in bins)
     points = []
     for b in bins:
-        n, p, rate = int(b["n"]), float(b["mean_p"]), float(b["rate"])
+        n, p, rate = int(b["n"]), float(b["mean_p"]), float(b.get("rate", b.get("freq")))
         lo, hi = float(b.get("lo", p)), float(b.get("hi", p))
         points.append(f"{px(p):.1f},{py(rate):.1f}")
         bar_h = max(1.5, hist_h * n / most)
@@ -597,7 +638,8 @@ svg text{font-family:inherit;fill:var(--ink)}
 .axis{font-size:11px;fill:#667085}.legend{font-size:11px}
 .grid{stroke:#eef0f3;stroke-width:1}.plot{fill:#fbfbfc;stroke:#d0d5dd}
 .limit{stroke:#b3261e;stroke-width:2;stroke-dasharray:6 4}
-svg text.limit-label{font-size:11px;font-weight:600;fill:#b3261e}
+svg text.limit-label{font-size:11px;font-weight:600;fill:#b3261e;
+ paint-order:stroke;stroke:#fff;stroke-width:3px}
 .diagonal{stroke:#98a2b3;stroke-width:1.5;stroke-dasharray:5 4}
 .curve{fill:none;stroke:#3a86c8;stroke-width:2}.dot{fill:#3a86c8;stroke:#fff;stroke-width:1.5}
 .gap{stroke:#d64545;stroke-width:1.5}.hist{fill:#b9d3ea}

@@ -127,8 +127,7 @@ class Calibrator(Protocol):
 
 def ensure_tables(db: sqlite_utils.Database) -> None:
     """Create the judge's outcomes table and index if missing (idempotent)."""
-    table = db[OUTCOMES_TABLE]
-    if not table.exists():
+    if not db.table(OUTCOMES_TABLE).exists():
         db.create_table(
             OUTCOMES_TABLE,
             {
@@ -221,7 +220,7 @@ class BetaCalibrator:
             "covered": int(covered),
         }
         with self._lock:
-            self.db[OUTCOMES_TABLE].insert(row)
+            self.db.table(OUTCOMES_TABLE).insert(row)
 
     def report(self, tool: str | None = None) -> CalibrationReport:
         sql = f"SELECT p_used, covered FROM {OUTCOMES_TABLE}"

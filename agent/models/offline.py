@@ -13,6 +13,7 @@ is ``local-guarded`` (more steps and time, tighter progress guards), as for a lo
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -145,7 +146,7 @@ _VALUE_CHARS = 300
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}(?![0-9a-fA-F])")
 _TX_HASH = re.compile(r"0x[0-9a-fA-F]{64}(?![0-9a-fA-F])")
 _URL = re.compile(r"https?://[^\s'\"<>)]+")
-_HISTORY_LINE = re.compile(r"^step \d+: (\S+) (\{.*\}) -> (\w+)")
+_HISTORY_LINE = re.compile(r"^step \d+: (\S+) (\{.*?\}) -> (\w+)(?: \[([^\]]+)\])?:? ?(.*)$")
 
 
 @lru_cache(maxsize=1)
@@ -300,12 +301,7 @@ class _Plan:
 
     @classmethod
     def read(cls, context: Mapping[str, Any], messages: list[dict[str, str]]) -> _Plan:
-        task = str(context.get("task") or "")
-        if not task:  # a context-free request (minimal retry): the task is the last user turn
-            task = next(
-                (m.get("content", "") for m in reversed(messages) if m.get("role") == "user"),
-                "",
-            )
+        task = str(context.get("task") or "") or _task_from_messages(messages)
         checklist = context.get("checklist")
         if isinstance(checklist, Mapping):  # {"items": [...]} shape
             checklist = checklist.get("items")
@@ -319,6 +315,9 @@ class _Plan:
         for item in items:
             if not item.get("kind"):
                 item["kind"] = _infer_kind(str(item.get("text", "")))
+        history = context.get("history")
+        if history is None:  # the lesson request carries the trajectory only in its prompt
+            history = [line for m in messages for line in str(m.get("content", "")).splitlines()]
         focus = context.get("focus")
         if isinstance(focus, Mapping):
             focus = focus.get("id") or focus.get("text")
@@ -332,38 +331,85 @@ class _Plan:
             evidence=tuple(
                 dict(e) for e in context.get("evidence") or () if isinstance(e, Mapping)
             ),
-            history=tuple(_history_rows(context.get("history") or ())),
+            history=tuple(_history_rows(history)),
             wallet=_find_address(self_model, ("wallet_address", "wallet", "agent_address")),
             usdc=_find_address(self_model, ("usdc_address", "usdc", "asset")),
             paywall_url=(
                 _find_str(self_model, ("paywall_url",))
                 or _find_str(context, ("paywall_url",))
                 or _url_in_tools(tools)
+                or os.environ.get("NIB_PAYWALL_URL")
             ),
         )
 
+    def key(self, tool: str, args: Mapping[str, Any]) -> str:
+        """A call's identity as the loop sees it: arguments with schema defaults filled in
+        (the loop records ``model_dump`` of the validated arguments), case-insensitive."""
+        schema: Mapping[str, Any] = next(
+            (_schema(t) for t in self.tools if t.get("name") == tool), {}
+        )
+        full = {
+            name: prop["default"]
+            for name, prop in (schema.get("properties") or {}).items()
+            if isinstance(prop, Mapping) and "default" in prop
+        }
+        full.update(args)
+        return _canon(tool, full)
 
-def _history_rows(history: Iterable[Any]) -> Iterable[dict[str, Any]]:
-    """History entries as dicts ``{tool, args, outcome, summary}`` (dicts or rendered lines)."""
+
+def _schema(tool: Mapping[str, Any]) -> Mapping[str, Any]:
+    schema = tool.get("args") or tool.get("args_schema") or tool.get("parameters") or {}
+    return schema if isinstance(schema, Mapping) else {}
+
+
+_TASK_LINE = re.compile(r"^Task:\s*(.+)$", re.MULTILINE)
+
+
+def _task_from_messages(messages: list[dict[str, str]]) -> str:
+    """The task when the request carries no context (minimal retry, lesson)."""
+    for m in messages:
+        found = _TASK_LINE.search(str(m.get("content", "")))
+        if found:
+            return found.group(1).strip()
+    return next(
+        (str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), ""
+    )
+
+
+def _history_rows(history: Any) -> Iterable[dict[str, Any]]:
+    """History entries as dicts ``{tool, args, outcome, summary}``.
+
+    The loop sends the rendered block (``agent.history.render``: one ``step N: tool {args}
+    -> outcome [eid]: summary`` line per step); lists of entry dicts are accepted too.
+    """
+    if isinstance(history, str):
+        history = history.splitlines()
     for entry in history:
         if isinstance(entry, Mapping):
             yield dict(entry)
         elif isinstance(entry, str):
-            m = _HISTORY_LINE.match(entry)
+            m = _HISTORY_LINE.match(entry.strip())
             if m:
                 try:
                     args = json.loads(m.group(2))
                 except ValueError:
                     args = {}
-                yield {"tool": m.group(1), "args": args, "outcome": m.group(3), "summary": entry}
+                yield {
+                    "tool": m.group(1),
+                    "args": args if isinstance(args, dict) else {},
+                    "outcome": m.group(3),
+                    "evidence_id": m.group(4),
+                    "summary": m.group(5),
+                }
 
 
 def _url_in_tools(tools: Iterable[Mapping[str, Any]]) -> str | None:
     for tool in tools:
         if tool.get("kind") == "paid":
-            m = _URL.search(str(tool.get("description", "")))
+            text = f"{tool.get('description', '')} {json.dumps(_schema(tool), default=str)}"
+            m = _URL.search(text)
             if m:
-                return m.group(0)
+                return m.group(0).rstrip(".,;:")
     return None
 
 
@@ -408,7 +454,7 @@ def _blocked_calls(plan: _Plan) -> tuple[set[str], dict[str, int]]:
         tool = str(row.get("tool") or "")
         if not tool:
             continue
-        key = _canon(tool, row.get("args") or {})
+        key = plan.key(tool, row.get("args") or {})
         outcome = str(row.get("outcome") or row.get("status") or "").lower()
         if outcome in ("refused", "skipped", "ok") or "refus" in outcome:
             # Refused by the judge, skipped by a gate, or already executed: proposing it
@@ -417,7 +463,7 @@ def _blocked_calls(plan: _Plan) -> tuple[set[str], dict[str, int]]:
         elif outcome == "failed":
             failures[key] = failures.get(key, 0) + 1
     for ev in plan.evidence:
-        blocked.add(_canon(str(ev.get("tool", "")), ev.get("args") or {}))
+        blocked.add(plan.key(str(ev.get("tool", "")), ev.get("args") or {}))
     return blocked, failures
 
 
@@ -474,24 +520,37 @@ def _arg_value(
 
 
 def _paywall_url(plan: _Plan, item: Mapping[str, Any], kind: str) -> str | None:
-    path = PAYWALL_PATHS.get(kind)
-    if path is None or not plan.paywall_url:
-        return None
+    """The seller URL for a paid ``kind``: a paid tool's advertised endpoint for it, else
+    the local paywall's path (PAYWALL_PATHS) under the known paywall URL."""
+    url = next(
+        (
+            str(ep["url"])
+            for tool in plan.tools
+            for ep in tool.get("endpoints") or ()
+            if isinstance(ep, Mapping) and kind in (ep.get("facts") or ()) and ep.get("url")
+        ),
+        None,
+    )
+    if url is None:
+        path = PAYWALL_PATHS.get(kind)
+        if path is None or not plan.paywall_url:
+            return None
+        url = _origin(plan.paywall_url) + path
     symbols, protocols = _datasets()
-    if "{symbol}" in path:
-        path = path.format(symbol=_name_subject(plan, item, symbols) or "USDC")
-    elif "{name}" in path:
+    if "{symbol}" in url:
+        url = url.replace("{symbol}", _name_subject(plan, item, symbols) or "USDC")
+    if "{name}" in url:
         name = _name_subject(plan, item, protocols)
         if name is None:
             return None
-        path = path.format(name=name.lower())
-    return _origin(plan.paywall_url) + path
+        url = url.replace("{name}", name.lower())
+    return url
 
 
 def _build_args(
     plan: _Plan, item: Mapping[str, Any], kind: str, tool: Mapping[str, Any]
 ) -> tuple[dict[str, Any] | None, str]:
-    schema = tool.get("args") or tool.get("args_schema") or tool.get("parameters") or {}
+    schema = _schema(tool)
     props: Mapping[str, Any] = schema.get("properties") or {}
     required = set(schema.get("required") or ())
     args: dict[str, Any] = {}
@@ -521,7 +580,7 @@ def _call_for(
         if args is None:
             reasons.append(why)
             continue
-        key = _canon(str(tool["name"]), args)
+        key = plan.key(str(tool["name"]), args)
         if key in blocked:
             reasons.append(f"{tool['name']} was already tried (refused, skipped or no result)")
         elif failures.get(key, 0) >= 2:
@@ -547,7 +606,7 @@ def _propose(plan: _Plan) -> dict[str, Any]:
         if call is not None:
             calls.append(call)
     # A call that failed once is retried only after everything fresh has had its turn.
-    calls.sort(key=lambda c: failures.get(_canon(c["tool"], c["args"]), 0) > 0)
+    calls.sort(key=lambda c: failures.get(plan.key(c["tool"], c["args"]), 0) > 0)
     if not calls:
         answer, evidence = _answer(plan)
         if evidence:
@@ -559,7 +618,7 @@ def _propose(plan: _Plan) -> dict[str, Any]:
     batch: list[dict[str, Any]] = []
     keys: set[str] = set()
     for call in calls:
-        key = _canon(call["tool"], call["args"])
+        key = plan.key(call["tool"], call["args"])
         if call["kind"] == "free" and key not in keys and len(batch) < MAX_BATCH:
             keys.add(key)
             batch.append({"tool": call["tool"], "args": call["args"]})

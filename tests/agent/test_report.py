@@ -23,10 +23,13 @@ from agent.report import (
     FAMILY_COLOURS,
     ReportData,
     render_report,
+    run_from_store,
     stop_family,
     write_report,
 )
 from agent.result import DEPENDENCY_STOPS, FINISHED_STOPS, StopReason
+from agent.store import RunStore
+from judge.calibration import calibration_report
 
 CHROMIUM = Path("/usr/bin/chromium")
 CAP = 1_000_000  # 1 USDC
@@ -162,6 +165,31 @@ def test_report_is_self_contained() -> None:
     for needle in ("http://", "https://", "src=", "<link", "@import", "url("):
         assert needle not in page, needle
     assert "Content-Security-Policy" in page and "default-src 'none'" in page
+
+
+def test_runs_from_the_real_store_and_judge_calibration(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "nib.sqlite")
+    store.start_run("r-done", "base fee now?", "cost-optimized")
+    store.event("r-done", "tool.call", {"tool": "base_fee", "summary": "1.2 gwei"})
+    result = {
+        "run_id": "r-done", "task": "base fee now?", "stop_reason": "finish-tool",
+        "finished": True, "partial": False, "steps": 3, "elapsed_s": 4.5,
+        "spend": {"usdc_atomic": 10_000, "gas_wei": 0, "usdc_display": "0.01 USDC"},
+        "tokens": {"input": 900, "output": 100, "estimated": False},
+    }  # fmt: skip
+    store.finish_run("r-done", result)
+    store.start_run("r-live", "still going", "cost-optimized")
+    runs = [run_from_store(row, store.events(row["run_id"])) for row in store.runs()]
+    by_id = {run["run_id"]: run for run in runs}
+    assert by_id["r-done"]["spend_usdc_atomic"] == 10_000
+    assert by_id["r-done"]["events"][0]["data"]["tool"] == "base_fee"
+    assert by_id["r-live"]["stop_reason"] == "running"
+    calibration = calibration_report([(0.2, False), (0.25, True), (0.8, True), (0.85, True)])
+    page = render_report(_data(runs=runs, calibration=calibration))
+    assert 'id="chart-reliability"' in page  # judge bins carry ``freq``; read as the rate
+    assert page.count('class="run-row"') == 2
+    assert "1,000" in page and "0.01 USDC" in page and "base_fee" in page
+    store.close()
 
 
 def test_write_report_into_a_missing_folder_names_the_fix(tmp_path: Path) -> None:

@@ -8,10 +8,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from chain.devkeys import AGENT, SELLER, dev_account
-from chain.usdc import USDC_NAME, USDC_VERSION, eip3009_typed_data
+from web3 import Web3
+
+from chain.devkeys import AGENT, DEPLOYER, SELLER, dev_account
+from chain.usdc import USDC_NAME, USDC_VERSION, eip3009_typed_data, usdc_contract
 from judge.fingerprint import call_fingerprint, transaction_fingerprint, typed_data_fingerprint
 from judge.verdict import Verdict, VerdictSigner
+from wallet.signer import SignedTypedData
 
 ONE_USDC = 1_000_000
 DIME = 100_000  # 0.10 USDC
@@ -100,3 +103,28 @@ def approve(
         ttl_s=ttl_s,
         now=time.time() if now is None else now,
     )
+
+
+def submit_authorization(chain: Any, signed: SignedTypedData) -> str:
+    """Settle an authorization the way the x402 facilitator does (DEPLOYER relays it)."""
+    relayer = dev_account(DEPLOYER)
+    fn = usdc_contract(chain.w3, chain.usdc).get_function_by_signature(
+        "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"
+    )(
+        signed.signer, Web3.to_checksum_address(signed.recipient), signed.value,
+        signed.valid_after, signed.valid_before, signed.auth_nonce, signed.signature_bytes(),
+    )
+    tx = fn.build_transaction({
+        "from": relayer.address,
+        "nonce": chain.w3.eth.get_transaction_count(relayer.address, "pending"),
+        "chainId": chain.chain_id,
+    })
+    tx_hash = chain.w3.eth.send_raw_transaction(relayer.sign_transaction(tx).raw_transaction)
+    receipt = chain.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=30)
+    assert receipt["status"] == 1
+    return "0x" + bytes(receipt["transactionHash"]).hex()
+
+
+def transfer_tx(chain: Any, to: str = SELLER_ADDRESS, amount: int = DIME) -> dict[str, Any]:
+    data = usdc_contract(chain.w3, chain.usdc).encode_abi("transfer", [to, amount])
+    return {"chainId": chain.chain_id, "to": chain.usdc, "data": data, "value": 0}

@@ -1,0 +1,192 @@
+"""The composition root: build everything a run needs from settings and the devnet.
+
+One place wires the chain client, the wallet (keystore, meter, ledger), the judge
+(in-process with its own key, or the HTTP judge service), the tool registry and the
+model, so the CLI, the eval suite, the benchmarks and the tests all run the same
+agent. The judge's key never reaches the wallet; the wallet's key never leaves it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eth_account import Account
+
+from agent.config import NibSettings, load_settings
+from agent.errors import AgentConfigError
+from agent.loop import Deps
+from agent.models.base import Model
+from agent.store import RunStore
+from chain import devnet as _devnet
+from chain.client import ChainClient
+from chain.devkeys import JUDGE, dev_account
+from chain.networks import Network, custom_network, get_network
+
+JUDGE_KEY_FILE = "judge-key.json"
+
+
+@dataclass
+class Runtime:
+    """Everything one process needs to run, resume and audit tasks."""
+
+    settings: NibSettings
+    network: Network
+    chain: ChainClient
+    store: RunStore
+    wallet: Any
+    judge: Any
+    registry: Any
+    model: Model
+    paywall_url: str | None
+    devnet: _devnet.DevnetInfo | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def db_path(self) -> Path:
+        return self.settings.database
+
+    def deps(self, *, profile: str | None = None, limits: Any = None, on_event: Any = None) -> Deps:
+        """Dependencies for one run (or a resume)."""
+        allow = (self.paywall_url,) if self.paywall_url else ()
+        extra_allow = tuple(
+            o.strip() for o in os.environ.get("NIB_SELLER_ALLOWLIST", "").split(",") if o.strip()
+        )
+        extras = {"paywall_url": self.paywall_url, **self.extras}
+        return Deps(
+            model=self.model,
+            registry=self.registry,
+            store=self.store,
+            network=self.network,
+            chain=self.chain,
+            judge=self.judge,
+            wallet=self.wallet,
+            wallet_address=self.wallet.address if self.wallet is not None else None,
+            meter=getattr(self.wallet, "meter", None),
+            limits=limits,
+            profile=profile,
+            allowlist=allow + extra_allow,
+            extras=extras,
+            on_event=on_event,
+        )
+
+
+def ensure_devnet_wallet(info: _devnet.DevnetInfo, home: Path | None = None) -> str:
+    """Import the devnet's agent key into the keystore if there is none yet."""
+    from wallet.keystore import ensure_devnet_wallet as _ensure
+
+    return _ensure(home or _devnet.nib_home())
+
+
+def _judge_account(settings: NibSettings, network: Network) -> Any:
+    """The judge's signing key: Anvil's judge dev key on the devnet, else a key file of its own."""
+    if network.is_devnet:
+        return dev_account(JUDGE)
+    path = settings.home / JUDGE_KEY_FILE
+    secret = os.environ.get("NIB_JUDGE_PASSWORD") or os.environ.get("NIB_WALLET_PASSWORD")
+    if not secret:
+        raise AgentConfigError(
+            "the judge's key file needs a passphrase and none is set; expected NIB_JUDGE_PASSWORD "
+            "(or NIB_WALLET_PASSWORD). Fix: export one, or run the judge as a service with "
+            "`nib judge serve` and set NIB_JUDGE_URL."
+        )
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        acct = Account.create()
+        path.write_text(json.dumps(Account.encrypt(acct.key, secret)))
+        path.chmod(stat.S_IRUSR | stat.S_IWUSR)
+        return acct
+    return Account.from_key(Account.decrypt(json.loads(path.read_text()), secret))
+
+
+def build_judge(settings: NibSettings, network: Network, *, spend_cap: int | None = None) -> Any:
+    """The in-process judge, or a client of the judge service when NIB_JUDGE_URL is set."""
+    if settings.judge_url:
+        from judge.service import JudgeClient
+
+        return JudgeClient(settings.judge_url)
+    from judge.calibration import Calibrator
+    from judge.jev import Judge
+    from judge.verdict import VerdictSigner
+
+    signer = VerdictSigner(_judge_account(settings, network))
+    calibrator = Calibrator(settings.database)
+    return Judge(signer, calibrator, allowed_assets={network.chain_id: {network.usdc or ""}})
+
+
+def resolve_network(settings: NibSettings, devnet_info: _devnet.DevnetInfo | None) -> Network:
+    if settings.network == "anvil":
+        if devnet_info is None:
+            raise AgentConfigError(
+                "network 'anvil' needs the local devnet and none is running; expected "
+                "`nib devnet up` first. Fix: run `nib devnet up`, or set NIB_NETWORK."
+            )
+        return get_network("anvil", rpc_url=devnet_info.rpc_url, usdc=devnet_info.usdc)
+    if settings.network.startswith("custom") or settings.network.isdigit():
+        if not (settings.rpc_url and settings.usdc_address):
+            raise AgentConfigError(
+                f"network {settings.network!r} needs NIB_RPC_URL and NIB_USDC_ADDRESS; "
+                "expected both for a custom network. Fix: set them."
+            )
+        chain_id = int(settings.network) if settings.network.isdigit() else ChainClient(settings.rpc_url).chain_id()
+        return custom_network(settings.network, chain_id, settings.rpc_url, settings.usdc_address)
+    return get_network(settings.network, rpc_url=settings.rpc_url, usdc=settings.usdc_address)
+
+
+def build_runtime(
+    settings: NibSettings | None = None,
+    *,
+    model: Model | None = None,
+    start_devnet: bool = True,
+    devnet_info: _devnet.DevnetInfo | None = None,
+    paywall_url: str | None = None,
+) -> Runtime:
+    """Wire a runtime. On the devnet, bring it up first unless one is given or running."""
+    from agent.models.factory import model_from_config
+    from agent.tools.registry_default import default_registry
+    from wallet.keystore import Keystore, default_keystore_path, resolve_passphrase
+    from wallet.signer import Wallet
+
+    settings = settings or load_settings()
+    home = settings.home
+    if settings.network == "anvil" and devnet_info is None:
+        devnet_info = _devnet.status(home)
+        if (devnet_info is None or not devnet_info.running) and start_devnet:
+            devnet_info = _devnet.up(home)
+        if devnet_info is not None and devnet_info.running and not devnet_info.paywall_url and start_devnet:
+            devnet_info = _devnet.up(home)
+    network = resolve_network(settings, devnet_info)
+    chain = ChainClient(network.rpc_url, network.chain_id)
+    if network.usdc is None:
+        raise AgentConfigError(
+            f"network {network.name} has no USDC address; expected one. Fix: set NIB_USDC_ADDRESS."
+        )
+    if network.is_devnet and devnet_info is not None:
+        ensure_devnet_wallet(devnet_info, home)
+    ks = Keystore(default_keystore_path(home))
+    key = ks.unlock(resolve_passphrase(None, confirm=False), chain_id=network.chain_id) if _unlock_takes_chain(ks) else ks.unlock(resolve_passphrase(None, confirm=False))
+    store = RunStore(settings.database)
+    judge = build_judge(settings, network)
+    trusted = judge.address if hasattr(judge, "address") else judge.signer.address
+    wallet = Wallet(
+        key,
+        db_path=settings.database,
+        chain=chain,
+        usdc=network.usdc,
+        trusted_judge=trusted,
+        recheck=judge.recheck,
+    )
+    paywall = paywall_url or (devnet_info.paywall_url if devnet_info else None)
+    registry = default_registry()
+    chosen = model or model_from_config(settings)
+    return Runtime(settings, network, chain, store, wallet, judge, registry, chosen, paywall, devnet_info)
+
+
+def _unlock_takes_chain(ks: Any) -> bool:
+    import inspect
+
+    return "chain_id" in inspect.signature(ks.unlock).parameters

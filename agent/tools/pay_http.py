@@ -1,0 +1,620 @@
+"""pay_http: buy data from an x402 seller: quote (free) -> judge -> sign -> pay -> settle.
+
+``quote`` fetches the URL: a 200 is free data (see :func:`free_observation`); a 402 is
+parsed (v2 ``PAYMENT-REQUIRED`` or a v1 body), the requirement on our network and USDC
+is chosen, and the exact EIP-3009 authorization is built with our own nonce and a
+validity window taken from the chain's block time. ``execute`` fetches the 402 again
+and rebuilds the authorization from the seller's *current* terms with the quoted nonce
+and window: if the seller changed price, recipient or asset since the quote, that
+payload differs from the approved one and the wallet voids the verdict before signing.
+It never pays twice: one signature per call, and no retry after a paid request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from x402.schemas import PaymentRequirements, PaymentRequirementsV1
+from x402.schemas import parse_payment_required as _x402_parse
+
+from agent.errors import ToolError
+from agent.tools.base import Observation, Quote, Tool, ToolContext
+from agent.tools.chain_reads import format_usdc, usdc_address
+from agent.tools.transfer import UsdcAmount, spend_cap
+from agent.x402proto import (
+    AnyPaymentRequired,
+    AnyRequirement,
+    RequirementRefused,
+    X402ProtocolError,
+    build_authorization,
+    choose_requirement,
+    encode_payment_header,
+    parse_payment_required,
+    parse_payment_response,
+    requirement_amount,
+    requirement_chain_id,
+)
+from judge.fingerprint import typed_data_fingerprint
+
+__all__ = [
+    "ALLOWLIST_SETTING",
+    "LOCAL_PAYWALL_FACTS",
+    "MAX_BODY_BYTES",
+    "PAID_FACT_KINDS",
+    "PayHttpArgs",
+    "PayHttpTool",
+    "free_observation",
+    "origin_of",
+]
+
+#: Fact kinds the local paywall sells (agent vocabulary).
+PAID_FACT_KINDS = (
+    "gas_stats",
+    "transfer_stats",
+    "token_factsheet",
+    "protocol_factsheet",
+    "premium_report",
+)
+#: Path -> fact kinds of the local paywall (chain/paywall.py), used until /catalog is read.
+LOCAL_PAYWALL_FACTS: dict[str, tuple[str, ...]] = {
+    "/analytics/gas": ("gas_stats",),
+    "/analytics/transfers": ("transfer_stats",),
+    "/datasets/token/{symbol}": ("token_factsheet",),
+    "/datasets/protocol/{name}": ("protocol_factsheet",),
+    "/premium/report": ("premium_report",),
+}
+#: A seller's response larger than this is refused: results must stay small.
+MAX_BODY_BYTES = 256 * 1024
+DEFAULT_TIMEOUT_S = 30.0
+CATALOG_TIMEOUT_S = 5.0
+#: Where the allowlist of seller origins is configured (named in refusals).
+ALLOWLIST_SETTING = "seller_allowlist in config.toml (or NIB_SELLER_ALLOWLIST)"
+_MAX_FACTS = 64
+_MAX_FACT_CHARS = 500
+_MAX_DATA_CHARS = 16_000
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+# ------------------------------------------------------------------------------- args
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host:port`` of ``url``, lower case, with the default port made explicit."""
+    u = httpx.URL(url)
+    scheme = u.scheme.lower()
+    port = u.port or _DEFAULT_PORTS.get(scheme)
+    return f"{scheme}://{u.host.lower()}:{port}"
+
+
+class PayHttpArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = Field(description="http(s) URL of the x402 seller's resource (GET).")
+    max_price: UsdcAmount | None = Field(
+        default=None,
+        description="Highest acceptable price: atomic USDC or e.g. '0.10 USDC'. Optional.",
+    )
+
+    @field_validator("url", mode="before")
+    @classmethod
+    def _url(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        try:
+            u = httpx.URL(text)
+        except httpx.InvalidURL as exc:
+            raise ValueError(f"found {text!r}, which is not a URL ({exc})") from exc
+        if u.scheme not in ("http", "https") or not u.host:
+            raise ValueError(
+                f"found {text!r}; expected an absolute http:// or https:// URL with a host, "
+                "e.g. http://127.0.0.1:8402/analytics/gas"
+            )
+        if u.userinfo:
+            raise ValueError(f"found credentials in {text!r}; expected a URL without user:pass@")
+        return str(u.copy_with(fragment=None))
+
+
+# ------------------------------------------------------------------------------ catalog
+
+
+@dataclass(frozen=True)
+class _Route:
+    path: str
+    pattern: re.Pattern[str]
+    facts: tuple[str, ...]
+    price: int | None
+
+
+def _route(path: str, facts: tuple[str, ...], price: int | None = None) -> _Route:
+    parts = re.split(r"(\{[^}/]+\})", path)
+    regex = "".join("[^/]+" if p.startswith("{") else re.escape(p) for p in parts if p)
+    return _Route(path, re.compile(f"^{regex}/?$"), facts, price)
+
+
+_STATIC_ROUTES = tuple(_route(p, f) for p, f in LOCAL_PAYWALL_FACTS.items())
+
+
+def _parse_catalog(data: Any) -> tuple[_Route, ...]:
+    if not isinstance(data, dict) or not isinstance(data.get("endpoints"), list):
+        return ()
+    routes = []
+    for ep in data["endpoints"]:
+        if not isinstance(ep, dict) or not isinstance(ep.get("path"), str):
+            continue
+        facts = ep.get("facts") or ([ep["kind"]] if isinstance(ep.get("kind"), str) else [])
+        kinds = tuple(str(f) for f in facts if isinstance(f, str) and f != "free")
+        price = ep.get("price_atomic")
+        routes.append(_route(ep["path"], kinds, price if isinstance(price, int) else None))
+    return tuple(routes)
+
+
+# ------------------------------------------------------------------------------ tool
+
+
+def free_observation(quote: Quote) -> Observation | None:
+    """The observation of a quote whose seller answered 200 without payment, else None.
+
+    Contract with the loop: such a quote has ``amount == 0`` and ``meta["free"] is True``;
+    there is nothing to judge or sign, so the loop may record this observation directly.
+    ``execute`` on it returns the same observation without touching the wallet.
+    """
+    if quote.amount != 0 or not quote.meta.get("free"):
+        return None
+    obs = quote.meta["observation"]
+    return Observation(
+        tool=quote.tool,
+        ok=True,
+        summary=obs["summary"],
+        data=obs["data"],
+        facts=obs["facts"],
+    )
+
+
+class PayHttpTool(Tool):
+    """GET a URL from an allowlisted x402 seller, paying in USDC when it answers 402."""
+
+    name = "pay_http"
+    args_model = PayHttpArgs
+    kind = "paid"
+    facts = PAID_FACT_KINDS
+
+    def __init__(self, paywall_url: str | None = None) -> None:
+        self.paywall_url = paywall_url.rstrip("/") if paywall_url else None
+        self._catalogs: dict[str, tuple[_Route, ...]] = {}
+        where = f" The local paywall is {self.paywall_url}." if self.paywall_url else ""
+        self.description = (
+            "GET a URL from an allowlisted x402 seller; pays the quoted USDC price after "
+            f"the judge approves. Moves money.{where}"
+        )
+
+    # -- facts -------------------------------------------------------------------
+
+    def _routes(self, url: str) -> tuple[_Route, ...]:
+        return self._catalogs.get(origin_of(url)) or _STATIC_ROUTES
+
+    def facts_for(self, args: Any) -> tuple[str, ...]:
+        """Fact kinds the URL sells: from the seller's /catalog once read, else the static
+        map of the local paywall's paths; () for an unknown path."""
+        url = getattr(args, "url", None)
+        if not isinstance(url, str):
+            return ()
+        path = httpx.URL(url).path
+        for route in self._routes(url):
+            if route.pattern.match(path):
+                return route.facts
+        return ()
+
+    def endpoints(self) -> list[dict[str, Any]]:
+        """Known paid endpoints of the local paywall (for prompts and the offline planner)."""
+        if self.paywall_url is None:
+            return []
+        routes = self._catalogs.get(origin_of(self.paywall_url)) or _STATIC_ROUTES
+        return [
+            {"url": self.paywall_url + r.path, "facts": list(r.facts), "price_atomic": r.price}
+            for r in routes
+            if r.facts
+        ]
+
+    def describe(self) -> dict[str, Any]:
+        described = super().describe()
+        if self.paywall_url:
+            described["endpoints"] = self.endpoints()
+        return described
+
+    async def load_catalog(self, origin_url: str, ctx: ToolContext) -> bool:
+        """Read ``{origin}/catalog`` (free) into the fact map; False when unavailable."""
+        origin = origin_of(origin_url)
+        if origin in self._catalogs:
+            return True
+        try:
+            resp = await _get(ctx, origin + "/catalog", timeout=CATALOG_TIMEOUT_S)
+        except ToolError:
+            return False
+        if resp.status_code != 200:
+            return False
+        try:
+            routes = _parse_catalog(resp.json())
+        except ValueError:
+            return False
+        if routes:
+            self._catalogs[origin] = routes
+        return bool(routes)
+
+    # -- quote -------------------------------------------------------------------
+
+    async def quote(self, args: PayHttpArgs, ctx: ToolContext) -> Quote:
+        """Fetch the URL; on 402 build the exact authorization to approve. Signs nothing."""
+        origin = _check_allowlist(args.url, ctx)
+        if ctx.wallet is None:
+            raise ToolError(
+                "pay_http: no wallet is configured for this run; expected an unlocked wallet "
+                "to pay from. Fix: `nib wallet new` (or `nib devnet up` on the devnet)."
+            )
+        usdc = usdc_address(ctx)
+        await self.load_catalog(origin, ctx)
+        resp = await _get(ctx, args.url)
+        if resp.status_code == 200:
+            obs = self._observation(args, resp, cost=0, settlement=None)
+            return Quote(
+                tool=self.name,
+                args=args.model_dump(mode="json"),
+                kind="x402",
+                payload={},
+                payload_fingerprint=_FREE_FINGERPRINT,
+                amount=0,
+                asset=usdc,
+                recipient="0x" + "0" * 40,
+                chain_id=ctx.network.chain_id,
+                meta={
+                    "free": True,
+                    "url": args.url,
+                    "observation": {"summary": obs.summary, "data": obs.data, "facts": obs.facts},
+                },
+            )
+        if resp.status_code != 402:
+            raise ToolError(_unexpected_status(args.url, resp, paid=False))
+        pr = parse_payment_required(resp)
+        requirement = choose_requirement(
+            pr, network_caip2=ctx.network.caip2, asset=usdc, max_amount=args.max_price
+        )
+        chain_time = await asyncio.to_thread(ctx.chain.block_timestamp, "latest")
+        typed_data, authorization = build_authorization(
+            requirement, payer=ctx.wallet.address, chain_time=chain_time
+        )
+        amount = requirement_amount(requirement)
+        return Quote(
+            tool=self.name,
+            args=args.model_dump(mode="json"),
+            kind="x402",
+            payload=typed_data,
+            payload_fingerprint=typed_data_fingerprint(typed_data),
+            amount=amount,
+            asset=str(typed_data["domain"]["verifyingContract"]),
+            recipient=str(typed_data["message"]["to"]),
+            chain_id=requirement_chain_id(requirement),
+            meta={
+                "url": args.url,
+                "x402_version": pr.x402_version,
+                "payment_required": _dump(pr),
+                "requirement": _dump(requirement),
+                "authorization": authorization,
+                "chain_time": chain_time,
+                "facts": list(self.facts_for(args)),
+                "display": f"{format_usdc(amount)} to {requirement.pay_to} for {args.url}",
+            },
+        )
+
+    # -- execute -----------------------------------------------------------------
+
+    async def execute(self, quote: Quote, verdict: Any, ctx: ToolContext) -> Observation:
+        """MOVES MONEY: re-read the seller's terms, sign under ``verdict``, pay once, settle.
+
+        Changed terms produce a different payload and the wallet refuses it as
+        ``verdict-void`` (nothing signed). After the paid request, any answer but a
+        settled 2xx fails the call; it is never retried under the same verdict.
+        """
+        free = free_observation(quote)
+        if free is not None:
+            return free
+        url = str(quote.meta["url"])
+        args = PayHttpArgs.model_validate(quote.args)
+        _check_allowlist(url, ctx)
+        wallet = ctx.wallet
+        if wallet is None:
+            raise ToolError("pay_http: no wallet is configured for this run; nothing was paid.")
+        cap = spend_cap(ctx, self.name)
+        pr, requirement, payload, authorization = await self._current_terms(quote, ctx)
+        # The wallet recomputes the fingerprint of exactly this payload: if the seller's
+        # terms changed since the quote, it raises VerdictVoid and signs nothing.
+        signed = await asyncio.to_thread(
+            wallet.sign_typed_data, payload, verdict, run_id=ctx.run_id, cap=cap
+        )
+        name, value = encode_payment_header(requirement, pr, authorization, signed.signature)
+        ctx.emit(
+            "tool.x402.paying",
+            {"url": url, "amount": quote.amount, "ledger_id": signed.ledger_id},
+        )
+        try:
+            resp = await _get(ctx, url, headers={name: value})
+        except ToolError as exc:
+            # The seller may still settle what it received: keep the row 'signed' for
+            # reconciliation instead of claiming the money did not move.
+            raise ToolError(
+                f"pay_http: the paid request to {url} failed after signing ({exc}); the "
+                f"authorization (ledger row {signed.ledger_id}) may still be settled by the "
+                "seller until it expires. Nothing more will be paid under this verdict. "
+                "Fix: run `nib audit reconcile` later."
+            ) from exc
+        if not 200 <= resp.status_code < 300:
+            await self._paid_but_refused(resp, url, signed, wallet, ctx)
+        try:
+            settlement = parse_payment_response(resp)
+        except X402ProtocolError as exc:
+            used = await _authorization_used(ctx, signed)
+            raise ToolError(
+                f"pay_http: {url} returned data but no valid settlement receipt ({exc}); the "
+                f"authorization is {'used on chain' if used else 'not used on chain yet'}; "
+                f"ledger row {signed.ledger_id} stays 'signed' until `nib audit reconcile`."
+            ) from exc
+        tx_hash = settlement.get("transaction")
+        if not settlement.get("success") or not isinstance(tx_hash, str) or not tx_hash:
+            raise ToolError(
+                f"pay_http: {url} answered {resp.status_code} but its settlement receipt says "
+                f"success={settlement.get('success')} ({settlement.get('error_reason')}); "
+                f"ledger row {signed.ledger_id} stays 'signed' until `nib audit reconcile`."
+            )
+        await asyncio.to_thread(wallet.settle, signed, tx_hash)
+        return self._observation(args, resp, cost=quote.amount, settlement=settlement)
+
+    async def _current_terms(
+        self, quote: Quote, ctx: ToolContext
+    ) -> tuple[AnyPaymentRequired, AnyRequirement, dict[str, Any], dict[str, str]]:
+        """The seller's terms now, as the payload to sign (same nonce and window as quoted)."""
+        url = str(quote.meta["url"])
+        resp = await _get(ctx, url)
+        if resp.status_code == 200:
+            raise _terms_changed(
+                quote,
+                f"{url} now answers 200 without payment; nothing to pay. Fix: call it again "
+                "for the free data.",
+            )
+        if resp.status_code != 402:
+            raise ToolError(_unexpected_status(url, resp, paid=False))
+        pr = parse_payment_required(resp)
+        quoted = _x402_parse(quote.meta["payment_required"])
+        quoted_req = _requirement_in(quoted, quote.meta["requirement"])
+        # Prefer the very requirement we quoted; otherwise whatever fits now (the wallet
+        # then compares its payload with the approved one).
+        requirement = next((r for r in pr.accepts if r == quoted_req), None)
+        if requirement is None:
+            try:
+                requirement = choose_requirement(
+                    pr, network_caip2=ctx.network.caip2, asset=usdc_address(ctx)
+                )
+            except RequirementRefused as exc:
+                detail = f"{url} no longer offers a payable requirement: {exc}"
+                raise _terms_changed(quote, detail) from exc
+        message = quote.payload["message"]
+        payload, authorization = build_authorization(
+            requirement,
+            payer=str(message["from"]),
+            chain_time=int(quote.meta["chain_time"]),
+            nonce=bytes.fromhex(str(message["nonce"])[2:]),
+        )
+        return pr, requirement, payload, authorization
+
+    async def _paid_but_refused(
+        self, resp: httpx.Response, url: str, signed: Any, wallet: Any, ctx: ToolContext
+    ) -> None:
+        """The seller did not deliver after payment: no retry; record what the chain says."""
+        used = await _authorization_used(ctx, signed)
+        if used:
+            note = (
+                f"seller answered {resp.status_code} after payment but the authorization is "
+                "used on chain; reconcile to find the settlement tx"
+            )
+            where = f"ledger row {signed.ledger_id} stays 'signed' until `nib audit reconcile`"
+        else:
+            note = (
+                f"seller answered {resp.status_code} after payment; authorization "
+                f"{signed.auth_nonce} unused on chain (valid until {signed.valid_before}; "
+                "reconciliation settles the row if the seller submits it later)"
+            )
+            await asyncio.to_thread(wallet.fail, signed, note)
+            where = f"ledger row {signed.ledger_id} marked failed"
+        ctx.emit(
+            "tool.x402.refused_after_payment",
+            {"url": url, "status": resp.status_code, "ledger_id": signed.ledger_id},
+        )
+        detail = ""
+        if resp.status_code == 402:
+            try:
+                again = parse_payment_required(resp)
+                detail = f" ({again.error})" if getattr(again, "error", None) else ""
+            except X402ProtocolError:
+                detail = ""
+        raise ToolError(
+            f"pay_http: {url} answered {resp.status_code}{detail} to the paid request; "
+            f"no second payment is made under the same verdict ({where}). Fix: do not retry "
+            "this seller in this run; if the data is still needed, propose a new call for "
+            "a fresh quote and verdict."
+        )
+
+    # -- observation -------------------------------------------------------------
+
+    def _observation(
+        self,
+        args: PayHttpArgs,
+        resp: httpx.Response,
+        *,
+        cost: int,
+        settlement: dict[str, Any] | None,
+    ) -> Observation:
+        path = httpx.URL(args.url).path
+        body: Any
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        data: dict[str, Any] = {"url": args.url, "status": resp.status_code}
+        facts: dict[str, str] = {}
+        kind = None
+        if isinstance(body, dict):
+            kind = body.get("kind") if isinstance(body.get("kind"), str) else None
+            raw = body.get("facts")
+            if isinstance(raw, dict):
+                for key, val in list(raw.items())[:_MAX_FACTS]:
+                    if isinstance(val, str | int | float | bool) and not isinstance(val, bool):
+                        facts[str(key)] = str(val)[:_MAX_FACT_CHARS]
+            text = json.dumps(body, separators=(",", ":"), default=str)
+            if len(text) <= _MAX_DATA_CHARS:
+                data["body"] = body
+            else:
+                data["body_excerpt"] = text[:_MAX_DATA_CHARS]
+        else:
+            data["body_excerpt"] = resp.text[:_MAX_DATA_CHARS]
+        kinds = set(self.facts_for(args))
+        if kind in PAID_FACT_KINDS:
+            kinds.add(kind)
+        if kinds:
+            digest = "; ".join(f"{k}={v}" for k, v in facts.items())[: _MAX_FACT_CHARS * 2]
+            for k in sorted(kinds):
+                facts.setdefault(k, digest or f"{resp.status_code} from {path}")
+        if settlement is not None:
+            data["settlement"] = settlement
+            data["paid_atomic"] = cost
+            data["paid"] = format_usdc(cost)
+        label = kind or path
+        if cost:
+            tx = str((settlement or {}).get("transaction", ""))
+            summary = (
+                f"paid {format_usdc(cost)} for {label} from {origin_of(args.url)}: "
+                f"{len(facts)} facts, settled in {tx[:10]}…"
+            )
+        else:
+            summary = f"free {label} from {origin_of(args.url)}: {len(facts)} facts"
+        return Observation(
+            tool=self.name, ok=True, summary=summary, data=data, facts=facts, cost_usdc=cost
+        )
+
+
+# ------------------------------------------------------------------------------ helpers
+
+#: Placeholder fingerprint of a free quote: there is no payload to sign.
+_FREE_FINGERPRINT = "0x" + "0" * 64
+
+
+def _check_allowlist(url: str, ctx: ToolContext) -> str:
+    """The URL's origin when it is allowlisted; else a ToolError before any request."""
+    origin = origin_of(url)
+    allowed = []
+    for entry in ctx.allowlist:
+        if "://" in entry:
+            try:
+                allowed.append(origin_of(entry))
+            except httpx.InvalidURL:
+                continue
+    if origin not in allowed:
+        listed = ", ".join(allowed) or "none"
+        raise ToolError(
+            f"pay_http: seller {origin} is not on the allowlist of seller origins "
+            f"(allowed: {listed}); refused before any request. Fix: add {origin} to "
+            f"{ALLOWLIST_SETTING} if you trust this seller."
+        )
+    return origin
+
+
+async def _get(
+    ctx: ToolContext,
+    url: str,
+    *,
+    headers: dict[str, str] | None = None,
+    timeout: float | None = None,
+) -> httpx.Response:
+    """GET without redirects, reading at most MAX_BODY_BYTES; transport errors -> ToolError."""
+    limit = float(timeout or ctx.extras.get("http_timeout_s") or DEFAULT_TIMEOUT_S)
+    client = ctx.http
+    own = client is None
+    if client is None:
+        client = httpx.AsyncClient(timeout=limit)
+    try:
+        async with client.stream(
+            "GET", url, headers=headers, timeout=limit, follow_redirects=False
+        ) as resp:
+            body = bytearray()
+            async for chunk in resp.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_BODY_BYTES:
+                    raise ToolError(
+                        f"pay_http: the response from {url} exceeds {MAX_BODY_BYTES} bytes "
+                        f"(read {len(body)} so far); expected a small result. Fix: ask for "
+                        "a narrower resource."
+                    )
+            kept = [
+                (k, v)
+                for k, v in resp.headers.multi_items()
+                if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+            ]
+            return httpx.Response(
+                resp.status_code, headers=kept, content=bytes(body), request=resp.request
+            )
+    except httpx.TimeoutException as exc:
+        raise ToolError(
+            f"pay_http: {url} did not answer within {limit:.0f}s ({type(exc).__name__}); "
+            "expected a response. Fix: check the seller is up, or raise http_timeout_s."
+        ) from exc
+    except httpx.TransportError as exc:
+        raise ToolError(
+            f"pay_http: could not reach {origin_of(url)} ({type(exc).__name__}: {exc}); "
+            "expected a running seller. Fix: start it (`nib devnet up` for the local paywall)."
+        ) from exc
+    finally:
+        if own:
+            await client.aclose()
+
+
+def _unexpected_status(url: str, resp: httpx.Response, *, paid: bool) -> str:
+    when = "the paid request" if paid else "an unpaid request"
+    snippet = resp.text[:200].replace("\n", " ")
+    return (
+        f"pay_http: {url} answered HTTP {resp.status_code} to {when}; expected 200 (data) or "
+        f"402 (payment required). Body: {snippet!r}. Fix: check the URL against the seller's "
+        "/catalog."
+    )
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
+
+
+def _requirement_in(pr: AnyPaymentRequired, raw: dict[str, Any]) -> AnyRequirement:
+    cls = PaymentRequirements if pr.x402_version == 2 else PaymentRequirementsV1
+    return cls.model_validate(raw)
+
+
+def _terms_changed(quote: Quote, detail: str) -> Exception:
+    """The seller's terms changed so that no payload can match the verdict: verdict-void."""
+    from wallet.errors import VerdictVoid
+
+    return VerdictVoid(
+        f"pay_http: the seller's terms changed after the quote ({detail}); the approved "
+        f"payload {quote.payload_fingerprint[:12]}… can no longer be paid, so the verdict is "
+        "void and nothing was signed. Fix: re-quote and ask the judge again."
+    )
+
+
+async def _authorization_used(ctx: ToolContext, signed: Any) -> bool:
+    """Whether the token has consumed our EIP-3009 nonce (i.e. the money moved)."""
+    from chain.usdc import usdc_contract
+
+    token = usdc_contract(ctx.chain.w3, usdc_address(ctx))
+    fn = token.functions.authorizationState(signed.signer, bytes.fromhex(signed.auth_nonce[2:]))
+    return bool(await asyncio.to_thread(ctx.chain.call, "authorizationState", fn.call))

@@ -1,0 +1,36 @@
+"""The default tool set: every free chain read, ``pay_http`` and ``usdc_transfer``."""
+
+from __future__ import annotations
+
+from agent.tools.base import ToolRegistry
+from agent.tools.chain_reads import chain_read_tools
+from agent.tools.pay_http import PayHttpTool
+from agent.tools.transfer import UsdcTransferTool
+
+__all__ = ["FREE_TOOL_NAMES", "PAID_TOOL_NAMES", "default_registry"]
+
+#: Names the judge's free-read policy rows use.
+FREE_TOOL_NAMES = (
+    "base_fee",
+    "gas_price",
+    "block_info",
+    "eth_balance",
+    "token_balance",
+    "token_info",
+    "tx_receipt",
+    "token_transfers",
+)
+PAID_TOOL_NAMES = ("pay_http", "usdc_transfer")
+
+
+def default_registry(*, paywall_url: str | None = None, paid: bool = True) -> ToolRegistry:
+    """A registry with all free chain reads and, unless ``paid`` is False, the paid tools.
+
+    ``paywall_url`` (the local paywall, ``nib devnet up`` reports it) is named in
+    ``pay_http``'s description and endpoint list, so planners know what it sells.
+    """
+    registry = ToolRegistry(chain_read_tools())
+    if paid:
+        registry.register(PayHttpTool(paywall_url))
+        registry.register(UsdcTransferTool())
+    return registry

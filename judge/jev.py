@@ -1,0 +1,440 @@
+"""The JEV judge: an expected-value decision for every money-moving call.
+
+p = calibrated probability that the call yields at least one still-missing checklist
+item; value = value per missing item x the missing items the tool can cover;
+EV = p x value - price, exact Decimal arithmetic on atomic units. The judge signs
+its ruling as a :class:`~judge.verdict.Verdict` with its own key.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal, localcontext
+from typing import Any, NamedTuple, Protocol
+
+from judge.calibration import BetaCalibrator, CalibrationReport, Calibrator, fact_key
+from judge.errors import (
+    JudgeConfigError,
+    JudgeRequestInvalid,
+    VerdictExpired,
+    VerdictRevoked,
+)
+from judge.fingerprint import call_fingerprint, is_fingerprint
+from judge.policy import FreeDecision, FreeReadPolicy
+from judge.verdict import (
+    DEFAULT_TTL_S,
+    Decision,
+    Verdict,
+    VerdictSigner,
+    verify_verdict,
+)
+
+Emit = Callable[[str, dict[str, Any]], None]
+USDC_DECIMALS = 6
+
+
+class CallRecord(NamedTuple):
+    """One earlier call of the run: which tool, whether it worked, what it covered, cost."""
+
+    tool: str
+    ok: bool
+    covered: tuple[str, ...] = ()
+    cost: int = 0
+
+
+def _nonneg_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise JudgeRequestInvalid(
+            f"found {name}={value!r}; expected an int >= 0 in atomic units; "
+            f"fix: pass {name} as an int (USDC has 6 decimals: 1 USDC = 1_000_000)."
+        )
+
+
+@dataclass(frozen=True)
+class PaidCallRequest:
+    """Everything the judge weighs for one money-moving call (amounts in atomic units).
+
+    ``missing`` / ``covered`` are the checklist items still open / already matched;
+    ``tool_facts`` the fact kinds the tool declares it can provide. Items and facts
+    match by :func:`~judge.calibration.fact_key` ("base fee gwei" == "base_fee_gwei").
+    ``checklist_size`` defaults to ``len(missing) + len(covered)``.
+    """
+
+    tool: str
+    args: Mapping[str, Any] = field(hash=False)
+    call_fingerprint: str
+    payload_fingerprint: str
+    price: int
+    asset: str
+    recipient: str
+    chain_id: int
+    remaining_budget: int
+    balance: int
+    per_call_cap: int
+    spend_cap: int
+    approval_threshold: int | None = None
+    missing: tuple[str, ...] = ()
+    covered: tuple[str, ...] = ()
+    tool_facts: tuple[str, ...] = ()
+    declared_coverage: Decimal | None = None
+    history: tuple[CallRecord, ...] = ()
+    checklist_size: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("missing", "covered", "tool_facts"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(
+            self, "history", tuple(CallRecord(*h) if not isinstance(h, CallRecord) else h
+                                   for h in self.history)
+        )
+        if self.declared_coverage is not None:
+            object.__setattr__(self, "declared_coverage", Decimal(self.declared_coverage))
+        for name in ("price", "remaining_budget", "balance", "per_call_cap", "spend_cap"):
+            _nonneg_int(name, getattr(self, name))
+        if self.approval_threshold is not None:
+            _nonneg_int("approval_threshold", self.approval_threshold)
+        if isinstance(self.chain_id, bool) or not isinstance(self.chain_id, int):
+            raise JudgeRequestInvalid(
+                f"found chain_id={self.chain_id!r}; expected an int; fix: pass e.g. 31337."
+            )
+        if self.checklist_size is not None:
+            _nonneg_int("checklist_size", self.checklist_size)
+        for name in ("call_fingerprint", "payload_fingerprint"):
+            if not is_fingerprint(getattr(self, name)):
+                raise JudgeRequestInvalid(
+                    f"found {name}={getattr(self, name)!r}; expected 0x + 64 lower-case hex; "
+                    "fix: compute it with judge.fingerprint."
+                )
+        cov = self.declared_coverage
+        if cov is not None and not (cov.is_finite() and 0 <= cov <= 1):
+            raise JudgeRequestInvalid(
+                f"found declared_coverage={cov}; expected a probability in [0, 1]; "
+                "fix: fix the tool's declared coverage."
+            )
+
+    def to_wire(self) -> dict[str, Any]:
+        """JSON-ready dict (the service's request body)."""
+        return {
+            "tool": self.tool,
+            "args": dict(self.args),
+            "call_fingerprint": self.call_fingerprint,
+            "payload_fingerprint": self.payload_fingerprint,
+            "price": self.price,
+            "asset": self.asset,
+            "recipient": self.recipient,
+            "chain_id": self.chain_id,
+            "remaining_budget": self.remaining_budget,
+            "balance": self.balance,
+            "per_call_cap": self.per_call_cap,
+            "spend_cap": self.spend_cap,
+            "approval_threshold": self.approval_threshold,
+            "missing": list(self.missing),
+            "covered": list(self.covered),
+            "tool_facts": list(self.tool_facts),
+            "declared_coverage": (
+                None if self.declared_coverage is None else str(self.declared_coverage)
+            ),
+            "history": [list(h[:2]) + [list(h.covered), h.cost] for h in self.history],
+            "checklist_size": self.checklist_size,
+        }
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> PaidCallRequest:
+        """Parse :meth:`to_wire` output; raises JudgeRequestInvalid on bad fields."""
+        try:
+            fields = dict(data)
+            if fields.get("declared_coverage") is not None:
+                fields["declared_coverage"] = Decimal(str(fields["declared_coverage"]))
+            fields["history"] = tuple(
+                CallRecord(str(t), bool(ok), tuple(cov), int(cost))
+                for t, ok, cov, cost in fields.get("history", ())
+            )
+            return cls(**fields)
+        except JudgeRequestInvalid:
+            raise
+        except (TypeError, ValueError, ArithmeticError) as exc:
+            raise JudgeRequestInvalid(
+                f"found a malformed paid-call request ({exc}); expected the fields of "
+                "judge.jev.PaidCallRequest; fix: send PaidCallRequest.to_wire()."
+            ) from exc
+
+
+def format_usdc(amount: int | Decimal, decimals: int = USDC_DECIMALS) -> str:
+    """Atomic units as a human amount with at least 2 decimals: 400000 -> '0.40'."""
+    value = (Decimal(amount).scaleb(-decimals)).quantize(
+        Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_EVEN
+    )
+    text = format(value, "f")
+    whole, _, frac = text.partition(".")
+    frac = frac.rstrip("0").ljust(2, "0")
+    return f"{whole}.{frac}"
+
+
+def _fmt_p(p: Decimal) -> str:
+    text = format(p, "f")
+    whole, _, frac = text.partition(".")
+    return f"{whole}.{frac.rstrip('0').ljust(2, '0')}"
+
+
+class JudgeProtocol(Protocol):
+    """What the agent and the wallet need from a judge (in-process or the service)."""
+
+    @property
+    def address(self) -> str: ...
+
+    def decide(self, request: PaidCallRequest) -> Verdict: ...
+
+    def decide_free(self, tool: str, calls_so_far: int) -> FreeDecision: ...
+
+    def recheck(self, verdict: Verdict) -> None: ...
+
+    def record_outcome(
+        self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool
+    ) -> None: ...
+
+
+class Judge:
+    """The in-process JEV judge. Holds the judge key (through its VerdictSigner).
+
+    ``allowed_assets`` maps chain id -> token addresses the judge will pay in; any
+    other chain or asset is refused. ``value_per_item`` (atomic units) overrides the
+    default value of a missing item, ``spend_cap // checklist_size``.
+    """
+
+    def __init__(
+        self,
+        signer: VerdictSigner,
+        calibrator: Calibrator | None = None,
+        *,
+        allowed_assets: Mapping[int, Iterable[str]],
+        value_per_item: int | None = None,
+        ttl_s: int = DEFAULT_TTL_S,
+        clock: Callable[[], float] = time.time,
+        free_policy: FreeReadPolicy | None = None,
+        emit: Emit | None = None,
+    ) -> None:
+        if value_per_item is not None and (
+            isinstance(value_per_item, bool) or not isinstance(value_per_item, int)
+            or value_per_item <= 0
+        ):
+            raise JudgeConfigError(
+                f"found value_per_item={value_per_item!r}; expected a positive int in atomic "
+                "units or None; fix: leave it unset to use spend cap / checklist size."
+            )
+        self._signer = signer
+        self.calibrator: Calibrator = calibrator if calibrator is not None else BetaCalibrator()
+        self._allowed = {
+            int(chain): frozenset(a.lower() for a in assets)
+            for chain, assets in allowed_assets.items()
+        }
+        self._value_per_item = value_per_item
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self.free_policy = free_policy if free_policy is not None else FreeReadPolicy()
+        self._emit = emit
+        self._revoked: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Judge(address={self.address}, chains={sorted(self._allowed)})"
+
+    @property
+    def address(self) -> str:
+        """The address verdicts must be signed by to be trusted now."""
+        return self._signer.address
+
+    # -- free reads -------------------------------------------------------------------
+
+    def decide_free(self, tool: str, calls_so_far: int) -> FreeDecision:
+        return self.free_policy.decide_free(tool, calls_so_far)
+
+    # -- paid calls ------------------------------------------------------------------
+
+    def decide(self, request: PaidCallRequest) -> Verdict:
+        """Rule on one money-moving call; every ruling is a signed verdict."""
+        req = request
+        expected = call_fingerprint(req.tool, req.args)
+        if expected != req.call_fingerprint:
+            raise JudgeRequestInvalid(
+                f"found call_fingerprint {req.call_fingerprint}; expected {expected} for "
+                f"{req.tool} with these args; fix: compute it with judge.call_fingerprint."
+            )
+        decision, p, ev, reason = self._rule(req)
+        verdict = self._signer.issue(
+            decision=decision,
+            call_fingerprint=req.call_fingerprint,
+            payload_fingerprint=req.payload_fingerprint,
+            amount=req.price,
+            asset=req.asset,
+            recipient=req.recipient,
+            chain_id=req.chain_id,
+            p=p,
+            ev=ev,
+            reason=reason,
+            ttl_s=self._ttl_s,
+            now=self._clock(),
+        )
+        if self._emit is not None:
+            self._emit(
+                "judge.verdict",
+                {
+                    "verdict_id": verdict.id,
+                    "decision": verdict.decision,
+                    "tool": req.tool,
+                    "call_fingerprint": verdict.call_fingerprint,
+                    "payload_fingerprint": verdict.payload_fingerprint,
+                    "amount": verdict.amount,
+                    "p": verdict.p,
+                    "ev": verdict.ev,
+                    "reason": verdict.reason,
+                },
+            )
+        return verdict
+
+    def _rule(self, req: PaidCallRequest) -> tuple[Decision, Decimal, Decimal, str]:
+        zero = Decimal(0)
+        if not req.missing:
+            size = req.checklist_size if req.checklist_size is not None else len(req.covered)
+            return (
+                "answer",
+                zero,
+                zero,
+                f"nothing on the checklist is missing ({len(req.covered)} of {size} items "
+                "covered): the history suffices to answer; no payment needed",
+            )
+        allowed_chains = ", ".join(str(c) for c in sorted(self._allowed)) or "none"
+        if req.chain_id not in self._allowed:
+            return (
+                "refuse",
+                zero,
+                -Decimal(req.price),
+                f"unknown chain {req.chain_id}: the judge pays only on chains "
+                f"{allowed_chains}; fix: quote on an allowed chain or configure allowed_assets",
+            )
+        assets = self._allowed[req.chain_id]
+        if req.asset.lower() not in assets:
+            return (
+                "refuse",
+                zero,
+                -Decimal(req.price),
+                f"unknown asset {req.asset} on chain {req.chain_id}: allowed assets are "
+                f"{', '.join(sorted(assets)) or 'none'}; fix: pay in the configured USDC",
+            )
+        tool_keys = {fact_key(f) for f in req.tool_facts}
+        coverable = [m for m in req.missing if fact_key(m) in tool_keys]
+        if not coverable:
+            return (
+                "refuse",
+                zero,
+                -Decimal(req.price),
+                f"{req.tool} covers none of the missing items ({', '.join(req.missing)}); it "
+                f"provides {', '.join(req.tool_facts) or 'nothing declared'}: a payment that "
+                "covers nothing still missing is refused",
+            )
+        p = max(
+            self.calibrator.p(req.tool, fact_key(m), req.declared_coverage) for m in coverable
+        )
+        size = req.checklist_size or (len(req.missing) + len(req.covered))
+        per_item = self._value_per_item or req.spend_cap // max(size, 1)
+        value = per_item * len(coverable)
+        with localcontext() as ctx:
+            ctx.prec = 80  # p has 6 decimals and amounts are ints: this is exact
+            ev = p * value - req.price
+        price = format_usdc(req.price)
+        for limit_name, limit in (
+            ("the per-call cap", req.per_call_cap),
+            ("remaining budget", req.remaining_budget),
+            ("wallet balance", req.balance),
+        ):
+            if req.price > limit:
+                return (
+                    "refuse",
+                    p,
+                    ev,
+                    f"price {price} USDC exceeds {limit_name} {format_usdc(limit)} USDC",
+                )
+        sums = (
+            f"p {_fmt_p(p)} x value {format_usdc(value)} USDC ({len(coverable)} missing "
+            f"item{'s' if len(coverable) != 1 else ''} x {format_usdc(per_item)} USDC) "
+            f"- price {price} USDC"
+        )
+        if ev <= 0:
+            return (
+                "refuse",
+                p,
+                ev,
+                f"expected value {format_usdc(ev)} USDC is not positive: {sums}",
+            )
+        if req.approval_threshold is not None and req.price >= req.approval_threshold:
+            return (
+                "escalate",
+                p,
+                ev,
+                f"price {price} USDC is at or above the approval threshold "
+                f"{format_usdc(req.approval_threshold)} USDC: a human must approve "
+                f"(EV {format_usdc(ev)} USDC = {sums})",
+            )
+        return ("approve", p, ev, f"EV {format_usdc(ev)} USDC > 0: {sums}")
+
+    # -- verdict lifecycle -------------------------------------------------------------
+
+    def revoke(self, verdict_id: str) -> None:
+        """Revoke a verdict: :meth:`recheck` refuses it from now on."""
+        with self._lock:
+            self._revoked.add(verdict_id)
+        if self._emit is not None:
+            self._emit("judge.revoked", {"verdict_id": verdict_id})
+
+    def rotate(self, signer: VerdictSigner) -> None:
+        """Trust a new judge key from now on; verdicts signed by the old key stop standing."""
+        with self._lock:
+            old, self._signer = self._signer.address, signer
+        if self._emit is not None:
+            self._emit("judge.rotated", {"old": old, "new": signer.address})
+
+    def recheck(self, verdict: Verdict) -> None:
+        """Raise unless ``verdict`` still stands: intact, not revoked, current key, unexpired.
+
+        The wallet calls this immediately before signing.
+        """
+        verify_verdict(verdict, verdict.judge)  # intact: the signature recovers to its judge
+        signer = verdict.judge
+        with self._lock:
+            revoked = verdict.id in self._revoked
+            current = self._signer.address
+        if revoked:
+            raise VerdictRevoked(
+                f"verdict {verdict.id} was revoked by the judge; expected a standing "
+                "verdict. Fix: request a fresh verdict."
+            )
+        if signer.lower() != current.lower():
+            raise VerdictRevoked(
+                f"verdict {verdict.id} is signed by {signer}, but the judge's current key is "
+                f"{current}; expected a verdict from the current key. Fix: request a fresh "
+                "verdict."
+            )
+        now = self._clock()
+        if verdict.is_expired(now):
+            raise VerdictExpired(
+                f"verdict {verdict.id}: expired at {verdict.expires_at}, now {int(now)}; "
+                "expected now < expires_at. Fix: request a fresh verdict."
+            )
+
+    # -- calibration --------------------------------------------------------------------
+
+    def record_outcome(
+        self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool
+    ) -> None:
+        """Record whether an executed paid call covered a missing item (with the p used)."""
+        self.calibrator.record(tool, fact_kind, p_used, covered)
+        if self._emit is not None:
+            self._emit(
+                "judge.outcome",
+                {"tool": tool, "fact_kind": fact_kind, "p_used": str(p_used), "covered": covered},
+            )
+
+    def calibration(self) -> CalibrationReport:
+        return self.calibrator.report()

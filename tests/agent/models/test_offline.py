@@ -1,0 +1,361 @@
+"""The offline planner on hand-built contexts shaped exactly like the loop's.
+
+Contexts use the real tool descriptions (default registry), the real checklist and
+history types, and arguments normalised the way the loop records them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from agent.checklist import FACT_KINDS, Checklist, parse_checklist
+from agent.history import HistoryEntry, Outcome, render
+from agent.lessons import lesson_prompt
+from agent.models.base import Model, ModelRequest
+from agent.models.offline import (
+    CONFIGURE_MODEL,
+    FACT_PATTERNS,
+    PAYWALL_PATHS,
+    OfflinePlanner,
+    extract_checklist,
+)
+from agent.proposal import Batch, Call, Done, SubmitAnswer, parse_proposal
+from agent.tools.registry_default import default_registry
+
+PAYWALL = "http://127.0.0.1:8402"
+WALLET = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+USDC = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
+OTHER = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
+TX = "0x" + "ab" * 32
+
+
+# ----------------------------------------------------------------- checklist table
+
+
+@pytest.mark.parametrize(
+    ("task", "kinds"),
+    [
+        ("What is the current base fee?", ["base_fee_gwei"]),
+        ("gas price right now, in gwei", ["gas_price_gwei"]),
+        ("What's the latest block and its timestamp?", ["block_number", "block_timestamp"]),
+        ("block number please", ["block_number"]),
+        (f"USDC balance of {OTHER}", ["usdc_balance"]),
+        (f"what is the balance of {OTHER}", ["usdc_balance"]),
+        (f"ETH balance of {OTHER}", ["eth_balance"]),
+        (f"symbol and decimals of {USDC}", ["token_symbol", "token_decimals"]),
+        ("What is the total supply of USDC?", ["token_supply"]),
+        (f"Did transaction {TX} succeed? What is its status?", ["tx_status"]),
+        (f"receipt of {TX}, and gas used", ["tx_status", "tx_gas_used"]),
+        ("How many transfers happened recently?", ["transfer_count"]),
+        ("Give me gas statistics for recent blocks", ["gas_stats"]),
+        ("gas stats", ["gas_stats"]),
+        ("average gas price over the last blocks", ["gas_stats"]),
+        ("USDC transfer statistics", ["transfer_stats"]),
+        ("transfer volume today", ["transfer_stats"]),
+        ("the USDC fact sheet", ["token_factsheet"]),
+        ("Uniswap fact sheet", ["protocol_factsheet"]),
+        ("protocol fact sheet for aave", ["protocol_factsheet"]),
+        ("buy the premium report", ["premium_report"]),
+        (
+            "base fee, gas price and gas statistics",
+            ["base_fee_gwei", "gas_price_gwei", "gas_stats"],
+        ),
+        ("Write a poem about the sea", []),
+        ("tell me about transactions in general", []),  # "transaction" needs a hash
+    ],
+)
+def test_checklist_pattern_table(task: str, kinds: list[str]) -> None:
+    assert [i["kind"] for i in extract_checklist(task)] == kinds
+
+
+def test_checklist_caps_at_five_items_in_task_order() -> None:
+    task = "block number, base fee, gas price, timestamp, ETH balance, USDC balance, symbol"
+    kinds = [i["kind"] for i in extract_checklist(task)]
+    assert kinds == [
+        "block_number",
+        "base_fee_gwei",
+        "gas_price_gwei",
+        "block_timestamp",
+        "eth_balance",
+    ]
+
+
+def test_item_text_names_its_subject() -> None:
+    items = extract_checklist(f"USDC balance of {OTHER} and the symbol of token {USDC}")
+    assert items == [
+        {"text": f"USDC balance of {OTHER}", "kind": "usdc_balance"},
+        {"text": f"token symbol of {USDC}", "kind": "token_symbol"},
+    ]
+
+
+def test_every_pattern_kind_is_in_the_shared_vocabulary() -> None:
+    assert {fp.kind for fp in FACT_PATTERNS} <= FACT_KINDS
+
+
+def test_paywall_paths_match_the_paywall_catalog() -> None:
+    from agent.tools.pay_http import LOCAL_PAYWALL_FACTS
+
+    assert {path: (kind,) for kind, path in PAYWALL_PATHS.items()} == LOCAL_PAYWALL_FACTS
+
+
+def test_checklist_reply_parses_with_the_loops_parser() -> None:
+    reply = OfflinePlanner().reply_text(
+        ModelRequest("checklist", [], {"task": "base fee and the premium report"})
+    )
+    checklist = parse_checklist(reply)
+    assert [(i.id, i.kind) for i in checklist.items] == [
+        ("c1", "base_fee_gwei"),
+        ("c2", "premium_report"),
+    ]
+
+
+# ----------------------------------------------------------------- a loop stand-in
+
+
+class Sim:
+    """The state the loop keeps, built with the loop's own types and normalisation."""
+
+    def __init__(self, task: str, *, paywall: str | None = PAYWALL) -> None:
+        self.task = task
+        self.registry = default_registry(paywall_url=paywall)
+        self.checklist = parse_checklist(json.dumps({"items": extract_checklist(task)}))
+        self.evidence: list[dict[str, Any]] = []
+        self.history: list[HistoryEntry] = []
+        self.planner = OfflinePlanner()
+
+    def context(self) -> dict[str, Any]:
+        focus = self.checklist.focus()
+        return {
+            "task": self.task,
+            "tools": self.registry.describe(),
+            "checklist": self.checklist.as_dicts(),
+            "evidence": list(self.evidence),
+            "lessons": [],
+            "history": render(self.history),
+            "self_model": {
+                "agent": "nib",
+                "network": "anvil",
+                "chain_id": 31337,
+                "usdc": USDC,
+                "wallet": WALLET,
+                "wallet_balance_usdc": 100_000_000,
+                "tools": [{"name": n, "kind": "free"} for n in self.registry.names()],
+            },
+            "focus": focus.as_dict() if focus else None,
+            "plan": "",
+            "feedback": [],
+        }
+
+    def ask(self, purpose: str = "propose") -> str:
+        request = ModelRequest(purpose, [], self.context())  # type: ignore[arg-type]
+        return asyncio.run(self.planner.complete(request)).text
+
+    def propose(self) -> Any:
+        return parse_proposal(self.ask("propose"))
+
+    def norm(self, call: Call) -> dict[str, Any]:
+        tool = self.registry.get(call.tool)
+        assert tool is not None, call.tool
+        return tool.parse_args(call.args).model_dump(mode="json")
+
+    def record(
+        self, call: Call, outcome: Outcome, facts: dict[str, str] | None = None, summary: str = ""
+    ) -> None:
+        norm = self.norm(call)
+        step = len(self.history) + 1
+        if outcome != "ok":
+            self.history.append(HistoryEntry(step, call.tool, norm, outcome, summary))
+            return
+        eid = f"e{len(self.evidence) + 1}"
+        facts = facts or {}
+        self.evidence.append(
+            {"id": eid, "step": step, "tool": call.tool, "args": norm, "summary": summary,
+             "facts": facts, "cost_usdc": 0}
+        )
+        self.history.append(HistoryEntry(step, call.tool, norm, "ok", summary, eid))
+        self.checklist = self.checklist.cover(facts, summary, eid)
+
+
+def test_offline_planner_is_a_local_model_using_no_tokens() -> None:
+    planner = OfflinePlanner()
+    assert isinstance(planner, Model)
+    assert planner.name == "offline" and planner.local is True
+    reply = asyncio.run(planner.complete(ModelRequest("propose", [], {"task": "base fee"})))
+    assert reply.usage.total == 0 and reply.usage.estimated is False
+
+
+def test_free_facts_are_batched_then_the_paid_fact_goes_alone() -> None:
+    sim = Sim("What are the base fee, the gas price and the gas statistics?")
+    first = sim.propose()
+    assert first == Batch((Call("base_fee", {}), Call("gas_price", {})))
+    sim.record(first.calls[0], "ok", {"base_fee_gwei": "0.875"}, "base fee 0.875 gwei")
+    sim.record(first.calls[1], "ok", {"gas_price_gwei": "1.75"}, "gas price 1.75 gwei")
+
+    second = sim.propose()
+    assert second == Call("pay_http", {"url": f"{PAYWALL}/analytics/gas"})
+    sim.record(second, "ok", {"gas_stats": "mean base fee 0.8 gwei"}, "gas stats bought")
+
+    final = sim.propose()
+    assert isinstance(final, SubmitAnswer)
+    assert final.evidence == ("e1", "e2", "e3")
+    assert final.answer.splitlines() == [
+        "base fee (gwei): 0.875 (evidence e1)",
+        "gas price (gwei): 1.75 (evidence e2)",
+        "gas statistics: mean base fee 0.8 gwei (evidence e3)",
+    ]
+
+
+def test_paid_focus_is_proposed_alone_even_with_free_items_behind_it() -> None:
+    sim = Sim("the USDC fact sheet, then the base fee")
+    assert sim.propose() == Call("pay_http", {"url": f"{PAYWALL}/datasets/token/USDC"})
+
+
+def test_protocol_sheet_url_names_the_protocol() -> None:
+    sim = Sim("Get me the Uniswap fact sheet")
+    assert sim.propose() == Call("pay_http", {"url": f"{PAYWALL}/datasets/protocol/uniswap"})
+
+
+def test_paywall_url_from_self_model_when_no_tool_advertises_it() -> None:
+    sim = Sim("gas statistics please", paywall=None)
+    ctx = sim.context()
+    ctx["self_model"]["paywall_url"] = "http://127.0.0.1:9999/"
+    reply = OfflinePlanner().reply_text(ModelRequest("propose", [], ctx))
+    assert json.loads(reply) == {
+        "action": "call",
+        "tool": "pay_http",
+        "args": {"url": "http://127.0.0.1:9999/analytics/gas"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("task", "expected"),
+    [
+        (f"USDC balance of {OTHER}", Call("token_balance", {"address": OTHER})),
+        ("what is my ETH balance?", Call("eth_balance", {"address": WALLET})),
+        ("my USDC balance", Call("token_balance", {"address": WALLET})),
+        (f"symbol of token {OTHER}", Call("token_info", {"token": OTHER})),
+        ("decimals of USDC", Call("token_info", {})),
+        (f"status of {TX}", Call("tx_receipt", {"tx_hash": TX})),
+        (f"how many transfers touched {OTHER}?", Call("token_transfers", {"address": OTHER})),
+        ("how many transfers happened?", Call("token_transfers", {})),
+        ("latest block number", Call("block_info", {})),
+    ],
+)
+def test_arguments_come_from_the_task_or_the_self_model(task: str, expected: Call) -> None:
+    proposal = Sim(task).propose()
+    assert proposal == expected
+    Sim(task).norm(proposal)  # the real tool accepts them
+
+
+def test_one_call_covering_two_items_is_proposed_once() -> None:
+    sim = Sim("latest block number and timestamp")
+    assert sim.propose() == Call("block_info", {})
+
+
+def test_refused_paid_call_is_not_proposed_again_and_the_answer_is_partial() -> None:
+    sim = Sim("base fee and the premium report")
+    first = sim.propose()
+    assert first == Call("base_fee", {})
+    sim.record(first, "ok", {"base_fee_gwei": "0.875"}, "base fee 0.875 gwei")
+    second = sim.propose()
+    assert second == Call("pay_http", {"url": f"{PAYWALL}/premium/report"})
+    sim.record(second, "refused", summary="price 2.5 USDC exceeds the per-call cap")
+
+    final = sim.propose()
+    assert isinstance(final, SubmitAnswer)
+    assert final.evidence == ("e1",)
+    lines = final.answer.splitlines()
+    assert lines[0] == "base fee (gwei): 0.875 (evidence e1)"
+    assert lines[1].startswith("premium report: not obtained (pay_http was already tried")
+    assert lines[2] == "Partial answer: 1 of 2 facts not obtained."
+
+
+def test_everything_refused_and_no_evidence_is_done_with_the_reason() -> None:
+    sim = Sim("the premium report")
+    call = sim.propose()
+    sim.record(call, "refused", summary="over budget")
+    final = sim.propose()
+    assert isinstance(final, Done)
+    assert final.answer is not None and "premium report: not obtained" in final.answer
+
+
+def test_executed_call_that_did_not_cover_its_item_is_not_repeated() -> None:
+    # The loop records normalised args (defaults filled in): blocks=1000, address=None.
+    sim = Sim("how many transfers happened, and the base fee?")
+    first = sim.propose()
+    assert first == Batch((Call("token_transfers", {}), Call("base_fee", {})))
+    sim.record(first.calls[0], "ok", {}, "no facts")  # ran, but no transfer_count
+    sim.record(first.calls[1], "ok", {"base_fee_gwei": "1"}, "base fee 1 gwei")
+    final = sim.propose()
+    assert isinstance(final, SubmitAnswer)  # not token_transfers again
+
+
+def test_a_failed_call_is_retried_once_then_given_up() -> None:
+    sim = Sim("the base fee")
+    call = sim.propose()
+    sim.record(call, "failed", summary="RpcError: boom")
+    assert sim.propose() == call
+    sim.record(call, "failed", summary="RpcError: boom")
+    assert isinstance(sim.propose(), Done)
+
+
+def test_missing_tx_hash_is_reported_not_guessed() -> None:
+    sim = Sim("what is the status of my transaction receipt?")
+    final = sim.propose()
+    assert isinstance(final, Done)
+    assert final.answer is not None and "needs 'tx_hash'" in final.answer
+
+
+def test_task_it_cannot_plan_says_so_and_names_the_configuration() -> None:
+    sim = Sim("Write a poem about the sea")
+    assert sim.checklist.items == ()
+    final = sim.propose()
+    assert isinstance(final, Done)
+    assert final.answer is not None
+    assert final.answer.startswith("The offline planner cannot plan this task")
+    assert CONFIGURE_MODEL in final.answer
+    assert "NIB_MODEL_PROVIDER=openai" in final.answer
+
+
+def test_items_without_a_kind_are_classified_from_their_text() -> None:
+    sim = Sim("anything")
+    sim.checklist = Checklist.from_dicts(
+        [{"id": "c1", "text": "base fee gwei", "kind": None, "covered": False, "value": None,
+          "evidence_id": None}]
+    )
+    assert sim.propose() == Call("base_fee", {})
+
+
+def test_replan_replies_like_propose() -> None:
+    sim = Sim("base fee")
+    assert sim.ask("replan") == sim.ask("propose")
+
+
+def test_synthesize_writes_one_line_per_item() -> None:
+    sim = Sim("base fee and gas price")
+    sim.record(Call("base_fee", {}), "ok", {"base_fee_gwei": "0.875"}, "base fee")
+    assert sim.ask("synthesize").splitlines() == [
+        "base fee (gwei): 0.875 (evidence e1)",
+        "gas price (gwei): not obtained",
+        "Partial answer: 1 of 2 facts not obtained.",
+    ]
+
+
+def test_lesson_is_one_sentence_from_the_trajectory_in_the_prompt() -> None:
+    history = render(
+        [HistoryEntry(1, "pay_http", {"url": f"{PAYWALL}/premium/report"}, "refused",
+                      "price 2.5 USDC over the per-call cap")]
+    )
+    request = ModelRequest("lesson", lesson_prompt("premium report", "max-steps", history))
+    text = OfflinePlanner().reply_text(request)
+    assert text.startswith("The judge refused pay_http (price 2.5 USDC over the per-call cap)")
+    assert text.count(". ") == 0 and text.endswith(".")
+
+
+def test_same_request_same_reply() -> None:
+    sim = Sim("base fee, gas price and gas statistics")
+    assert sim.ask() == sim.ask()

@@ -1,0 +1,221 @@
+"""One test per stop reason that needs no money: each drives the real loop with the
+scripted model and asserts the reason, a non-empty answer, partial, steps and the
+attempted fingerprints. Money-moving stops live in test_loop_paid.py (real Anvil)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from _loop_support import BlockArgs, FactTool, FlakyTool, call, checklist, make_deps
+
+from agent.errors import ModelUnavailable
+from agent.limits import Limits
+from agent.loop import run_task
+from agent.models.scripted import ScriptedModel
+from agent.result import STOP_REASONS, AgentResult
+from judge.fingerprint import call_fingerprint
+
+BASE_FEE = FactTool("base_fee", {"base_fee_gwei": "1.5"})
+GAS = FactTool("gas_price", {"gas_price_gwei": "2.0"})
+
+
+def fp(tool: str, **args: Any) -> str:
+    return call_fingerprint(tool, args)
+
+
+def run(tmp_path: Path, replies: dict[str, list[Any]], tools: list[Any], **kw: Any) -> AgentResult:
+    model = ScriptedModel(replies)
+    deps = make_deps(tmp_path, model, tools, **kw)
+    result = asyncio.run(run_task("What are the base fee and gas price on the devnet?", deps))
+    assert result.answer.strip(), "the answer is never empty"
+    return result
+
+
+def block_tool(name: str = "block_info", summary: Any = None) -> FactTool:
+    return FactTool(
+        name,
+        lambda a: {"block_number": str(a.block)},
+        args_model=BlockArgs,
+        summary=summary or (lambda a: f"block {a.block} has {a.block % 7} txs"),
+    )
+
+
+def test_every_stop_reason_has_a_description() -> None:
+    assert len(STOP_REASONS) == 22 and all(STOP_REASONS.values())
+
+
+def test_done_signal(tmp_path: Path) -> None:
+    r = run(tmp_path, {"propose": [call("base_fee"), {"action": "done", "answer": "1.5 gwei"}]},
+            [BASE_FEE])
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("done-signal", True, False, 2)
+    assert r.answer == "1.5 gwei"
+    assert r.attempted == [fp("base_fee")]
+
+
+def test_done_without_text_synthesises_from_evidence(tmp_path: Path) -> None:
+    r = run(tmp_path, {"propose": [call("base_fee"), {"action": "done"}]}, [BASE_FEE])
+    assert r.stop_reason == "done-signal" and "base_fee_gwei 1.5 [e1]" in r.answer
+
+
+def test_finish_tool_validates_evidence_ids(tmp_path: Path) -> None:
+    r = run(
+        tmp_path,
+        {"propose": [
+            call("base_fee"),
+            {"action": "submit_answer", "answer": "1.5 gwei", "evidence": ["e9"]},
+            {"action": "submit_answer", "answer": "Base fee is 1.5 gwei", "evidence": ["e1"]},
+        ]},
+        [BASE_FEE],
+    )
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("finish-tool", True, False, 3)
+    assert r.answer == "Base fee is 1.5 gwei"
+    assert r.attempted == [fp("base_fee")]
+    assert r.evidence[0].facts == {"base_fee_gwei": "1.5"}
+
+
+def test_evidence_covered(tmp_path: Path) -> None:
+    r = run(
+        tmp_path,
+        {
+            "checklist": [checklist(("base fee gwei", "base_fee_gwei"),
+                                    ("gas price gwei", "gas_price_gwei"))],
+            "propose": [{"action": "batch", "calls": [{"tool": "base_fee", "args": {}},
+                                                      {"tool": "gas_price", "args": {}}]}],
+            "synthesize": ["Base fee 1.5 gwei [e1], gas price 2.0 gwei [e2]."],
+        },
+        [BASE_FEE, GAS],
+    )
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("evidence-covered", True, False, 1)
+    assert r.answer == "Base fee 1.5 gwei [e1], gas price 2.0 gwei [e2]."
+    assert r.attempted == [fp("base_fee"), fp("gas_price")]
+
+
+def test_no_novelty(tmp_path: Path) -> None:
+    same = FactTool("block_info", {"tx_count": "0"}, args_model=BlockArgs,
+                    summary="chain idle: no new transactions")
+    r = run(tmp_path, {"propose": [call("block_info", block=n) for n in (1, 2, 3)]}, [same],
+            limits=Limits(streak_length=6))
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("no-novelty", False, True, 3)
+    assert r.attempted == [fp("block_info", block=n, detail="short") for n in (1, 2, 3)]
+
+
+def test_streak_exhausted(tmp_path: Path) -> None:
+    r = run(tmp_path, {"propose": [call("block_info", block=n) for n in (10, 21, 32, 43)]},
+            [block_tool()])
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("streak-exhausted", False, True, 4)
+    assert len(r.attempted) == 4 and "block 43" in r.answer
+
+
+def test_executed_duplicate_nudges_once_then_stops(tmp_path: Path) -> None:
+    model = ScriptedModel({"propose": [call("base_fee"), call("base_fee"), call("base_fee")]})
+    deps = make_deps(tmp_path, model, [BASE_FEE])
+    r = asyncio.run(run_task("base fee?", deps))
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("executed-duplicate", False, True, 3)
+    assert r.attempted == [fp("base_fee")] and r.answer
+    nudges = deps.store.events(r.run_id, "nudge")
+    assert len(nudges) == 1 and nudges[0]["data"]["earlier_step"] == 1
+    # the third proposal saw the nudge naming the earlier step
+    assert "already ran at step 1" in model.calls_for("propose")[2].messages[1]["content"]
+
+
+def test_oscillation(tmp_path: Path) -> None:
+    r = run(tmp_path, {"propose": [call("base_fee"), call("gas_price"), call("base_fee"),
+                                   call("gas_price")]}, [BASE_FEE, GAS])
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("oscillation", False, True, 4)
+    assert r.attempted == [fp("base_fee"), fp("gas_price")]
+
+
+def test_skip_loop(tmp_path: Path) -> None:
+    r = run(tmp_path, {"propose": [call("web_search", q="fees"), call("base_fee", extra=1),
+                                   call("nonexistent")]}, [BASE_FEE])
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("skip-loop", False, True, 3)
+    assert r.attempted == []
+
+
+def test_failure_budget(tmp_path: Path) -> None:
+    flaky = FlakyTool(failures=5)
+    r = run(tmp_path, {"propose": [call("flaky")] * 3}, [flaky])
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("failure-budget", False, True, 3)
+    assert r.attempted == [fp("flaky")] * 3 and flaky.calls == 3
+
+
+def test_failed_call_is_retryable(tmp_path: Path) -> None:
+    flaky = FlakyTool(failures=1)
+    r = run(tmp_path, {"propose": [call("flaky"), call("flaky"),
+                                   {"action": "submit_answer", "answer": "42", "evidence": ["e1"]}]},
+            [flaky])
+    assert (r.stop_reason, r.steps) == ("finish-tool", 3)
+    assert r.attempted == [fp("flaky"), fp("flaky")] and flaky.calls == 2
+
+
+def test_proposal_lost(tmp_path: Path) -> None:
+    model = ScriptedModel({"propose": ['{"action": "call", "tool": ', "{not json",
+                                       '{"action": "fly"}', '{"tool": "x"}']})
+    deps = make_deps(tmp_path, model, [BASE_FEE])
+    r = asyncio.run(run_task("fees?", deps))
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("proposal-lost", False, True, 2)
+    assert r.attempted == [] and r.answer
+    retries = model.calls_for("propose")[1]
+    assert len(retries.messages) == 2 and "rejected" in retries.messages[1]["content"]
+    assert len(deps.store.events(r.run_id, "proposal.invalid")) == 4
+
+
+def test_model_stopped(tmp_path: Path) -> None:
+    r = run(tmp_path, {"propose": [call("base_fee"), "I think I will look at fees later."]},
+            [BASE_FEE])
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("model-stopped", False, True, 2)
+    assert r.attempted == [fp("base_fee")] and "base_fee_gwei 1.5" in r.answer
+
+
+def test_llm_unreachable(tmp_path: Path) -> None:
+    err = ModelUnavailable("auth", "set NIB_OPENAI_API_KEY to a valid key")
+    r = run(tmp_path, {"propose": [call("base_fee"), err]}, [BASE_FEE])
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("llm-unreachable", False, True, 1)
+    assert "NIB_OPENAI_API_KEY" in r.message and "1.5" in r.answer
+    assert r.attempted == [fp("base_fee")]
+
+
+def test_max_steps(tmp_path: Path) -> None:
+    r = run(tmp_path, {"propose": [call("block_info", block=n, detail=str(n)) for n in range(6)]},
+            [block_tool(summary=lambda a: f"block {a.block} hash 0x{a.block:064x}")],
+            limits=Limits(streak_length=10, novelty_window=10))
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("max-steps", False, True, 6)
+    assert len(r.attempted) == 6 and "max_steps=6" in r.message
+
+
+def test_deadline(tmp_path: Path) -> None:
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 100.0  # every look at the clock costs 100 s
+        return now[0]
+
+    r = run(tmp_path, {"propose": [call("base_fee"), call("gas_price")]}, [BASE_FEE, GAS],
+            clock=clock)
+    assert (r.stop_reason, r.finished, r.partial) == ("deadline", False, True)
+    assert r.steps < 6 and "600 s" in r.message and r.elapsed_s >= 600
+
+
+def test_token_budget_stops_before_sending(tmp_path: Path) -> None:
+    model = ScriptedModel({"propose": [call("block_info", block=n) for n in range(6)]})
+    deps = make_deps(tmp_path, model, [block_tool()], limits=Limits(max_tokens=2_000))
+    r = asyncio.run(run_task("fees?", deps))
+    assert (r.stop_reason, r.finished, r.partial) == ("token-budget", False, True)
+    sent = model.input_tokens + model.output_tokens
+    assert r.tokens.input + r.tokens.output == sent <= 2_000
+    assert "not sent" in r.message and r.answer
+
+
+def test_chain_unreachable(tmp_path: Path) -> None:
+    from chain.client import ChainClient
+    from chain.networks import get_network
+
+    dead = ChainClient("http://127.0.0.1:9", timeout_s=0.5)  # discard port: nothing listens
+    net = get_network("anvil", rpc_url=dead.rpc_url,
+                      usdc="0x5FbDB2315678afecb367f032d93F642f64180aa3")
+    r = run(tmp_path, {"propose": [call("base_fee")]}, [BASE_FEE], chain=dead, network=net,
+            wallet_address="0x70997970C51812dc3A010C7d01b50e0d17dc79C8")
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("chain-unreachable", False, True, 0)
+    assert "nib devnet up" in r.message and r.attempted == []

@@ -1,0 +1,229 @@
+"""Free chain reads against the real Anvil: values equal what web3 reads directly."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from agent.errors import ToolArgsError, ToolError
+from agent.tools.base import Observation, Tool, ToolContext
+from agent.tools.chain_reads import (
+    BaseFeeTool,
+    BlockInfoTool,
+    EthBalanceTool,
+    GasPriceTool,
+    TokenBalanceTool,
+    TokenInfoTool,
+    TokenTransfersTool,
+    TxReceiptTool,
+    format_gwei,
+    format_token,
+    format_usdc,
+)
+from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account
+from chain.errors import RpcUnreachable
+from chain.usdc import transfer
+
+AGENT_ADDR = dev_account(AGENT).address
+
+
+def run(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Observation:
+    return asyncio.run(tool.run(tool.parse_args(args), ctx))
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+@pytest.mark.parametrize(
+    ("atomic", "text"),
+    [
+        (1_500_000, "1.50 USDC"),
+        (1_234_567, "1.234567 USDC"),
+        (100_000_000, "100.00 USDC"),
+        (1, "0.000001 USDC"),
+        (0, "0.00 USDC"),
+    ],
+)
+def test_usdc_display_is_exact(atomic: int, text: str) -> None:
+    assert format_usdc(atomic) == text
+
+
+def test_gwei_and_token_formatting_is_exact() -> None:
+    assert format_gwei(875_000_000) == "0.875"
+    assert format_gwei(1_000_000_007) == "1.000000007"
+    assert format_gwei(0) == "0"
+    assert format_token(10**18, 18, "WETH") == "1.00 WETH"
+    assert format_token(7, 0, "X") == "7 X"
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def test_address_args_accept_lower_and_checksum_and_return_checksum() -> None:
+    tool = EthBalanceTool()
+    assert tool.parse_args({"address": AGENT_ADDR.lower()}).address == AGENT_ADDR  # type: ignore[attr-defined]
+    assert tool.parse_args({"address": f"  {AGENT_ADDR} "}).address == AGENT_ADDR  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("address", "needle"),
+    [
+        ("0x1234", "0x + 40 hex digits"),
+        ("70997970C51812dc3A010C7d01b50e0d17dc79C8", "0x-prefixed"),
+        ("0x70997970C51812DC3A010C7D01B50E0D17DC79c8", "EIP-55 checksum"),
+    ],
+)
+def test_bad_addresses_are_refused_with_the_fix(address: str, needle: str) -> None:
+    with pytest.raises(ToolArgsError) as err:
+        EthBalanceTool().parse_args({"address": address})
+    assert needle in str(err.value)
+    assert "eth_balance: invalid arguments (address:" in str(err.value)
+
+
+def test_tx_hash_and_lookback_are_validated() -> None:
+    with pytest.raises(ToolArgsError, match="32-byte transaction hash"):
+        TxReceiptTool().parse_args({"tx_hash": "0xabc"})
+    with pytest.raises(ToolArgsError, match="blocks"):
+        TokenTransfersTool().parse_args({"blocks": 0})
+    with pytest.raises(ToolArgsError, match="blocks"):
+        TokenTransfersTool().parse_args({"blocks": 10_001})
+    with pytest.raises(ToolArgsError, match="unexpected: Extra inputs are not permitted"):
+        BaseFeeTool().parse_args({"unexpected": 1})
+    with pytest.raises(ToolArgsError, match="block"):
+        BlockInfoTool().parse_args({"block": -1})
+
+
+# --------------------------------------------------------------------------- reads
+
+
+def test_base_fee_and_gas_price_match_web3(anvil: Any, make_ctx: Callable[..., ToolContext]) -> None:
+    ctx = make_ctx()
+    obs = run(BaseFeeTool(), {}, ctx)
+    block = anvil.w3.eth.get_block("latest")
+    assert obs.ok and obs.facts == {"base_fee_gwei": format_gwei(block["baseFeePerGas"])}
+    assert Decimal(obs.facts["base_fee_gwei"]) * 10**9 == block["baseFeePerGas"]
+    assert obs.summary.startswith("base fee ") and "\n" not in obs.summary
+
+    obs = run(GasPriceTool(), {}, ctx)
+    assert obs.data["gas_price_wei"] == anvil.w3.eth.gas_price
+    assert obs.facts["gas_price_gwei"] == format_gwei(anvil.w3.eth.gas_price)
+
+
+def test_block_info_latest_and_explicit(anvil: Any, make_ctx: Callable[..., ToolContext]) -> None:
+    ctx = make_ctx()
+    obs = run(BlockInfoTool(), {}, ctx)
+    head = anvil.w3.eth.get_block("latest")
+    assert obs.facts == {
+        "block_number": str(head["number"]),
+        "block_timestamp": str(head["timestamp"]),
+    }
+    obs = run(BlockInfoTool(), {"block": 0}, ctx)
+    genesis = anvil.w3.eth.get_block(0)
+    assert obs.facts["block_number"] == "0"
+    assert obs.facts["block_timestamp"] == str(genesis["timestamp"])
+
+
+def test_block_info_beyond_head_is_a_tool_error(
+    anvil: Any, make_ctx: Callable[..., ToolContext]
+) -> None:
+    head = anvil.w3.eth.block_number
+    with pytest.raises(ToolError, match=f"the chain head is {head}"):
+        run(BlockInfoTool(), {"block": head + 1000}, make_ctx())
+
+
+def test_eth_and_usdc_balances_match_web3(anvil: Any, make_ctx: Callable[..., ToolContext]) -> None:
+    ctx = make_ctx()
+    obs = run(EthBalanceTool(), {"address": AGENT_ADDR}, ctx)
+    wei = anvil.w3.eth.get_balance(AGENT_ADDR)
+    assert obs.data["wei"] == wei
+    assert Decimal(obs.facts["eth_balance"].removesuffix(" ETH")) * 10**18 == wei
+
+    obs = run(TokenBalanceTool(), {"address": AGENT_ADDR.lower()}, ctx)
+    atomic = obs.data["atomic"]
+    from _tools_support import usdc_balance
+
+    assert atomic == usdc_balance(anvil, AGENT_ADDR)
+    assert obs.facts == {"usdc_balance": format_usdc(atomic)}
+    assert obs.data["display"] == format_usdc(atomic)
+    assert TokenBalanceTool().facts_for(TokenBalanceTool().parse_args({"address": AGENT_ADDR})) == (
+        "usdc_balance",
+    )
+
+
+def test_token_info_matches_the_contract(anvil: Any, make_ctx: Callable[..., ToolContext]) -> None:
+    obs = run(TokenInfoTool(), {}, make_ctx())
+    from chain.usdc import usdc_contract
+
+    token = usdc_contract(anvil.w3, anvil.usdc)
+    supply = token.functions.totalSupply().call()
+    assert obs.facts == {
+        "token_symbol": token.functions.symbol().call(),
+        "token_decimals": str(token.functions.decimals().call()),
+        "token_supply": format_usdc(supply),
+    }
+    assert obs.data["supply_atomic"] == supply
+
+
+def test_token_info_of_a_non_contract_names_the_fix(make_ctx: Callable[..., ToolContext]) -> None:
+    with pytest.raises(ToolError, match="no contract at token address"):
+        run(TokenInfoTool(), {"token": dev_account(OUTSIDER).address}, make_ctx())
+
+
+def test_receipt_and_transfers_after_a_real_transfer(
+    chain: Any, make_ctx: Callable[..., ToolContext]
+) -> None:
+    tx_hash = transfer(chain.w3, chain.usdc, dev_account(AGENT), dev_account(SELLER).address, 250_000)
+    ctx = make_ctx()
+    obs = run(TxReceiptTool(), {"tx_hash": tx_hash.upper().replace("0X", "0x")}, ctx)
+    receipt = chain.w3.eth.get_transaction_receipt(tx_hash)
+    assert obs.facts == {"tx_status": "success", "tx_gas_used": str(receipt["gasUsed"])}
+    assert obs.data["block_number"] == receipt["blockNumber"]
+
+    seller = dev_account(SELLER).address
+    obs = run(TokenTransfersTool(), {"address": seller, "blocks": 5}, ctx)
+    logs = chain.w3.eth.get_logs(
+        {
+            "address": chain.usdc,
+            "fromBlock": max(0, chain.w3.eth.block_number - 4),
+            "toBlock": "latest",
+        }
+    )
+    touching = [
+        log for log in logs if seller.lower()[2:] in (log["topics"][1].hex() + log["topics"][2].hex())
+    ]
+    assert obs.facts == {"transfer_count": str(len(touching))}
+    assert int(obs.facts["transfer_count"]) >= 1
+    assert obs.data["latest"][-1]["tx_hash"] == tx_hash
+    everyone = run(TokenTransfersTool(), {}, ctx)
+    assert int(everyone.facts["transfer_count"]) >= 2  # the fixture's mint and this transfer
+
+
+def test_unknown_receipt_is_a_tool_error(make_ctx: Callable[..., ToolContext]) -> None:
+    with pytest.raises(ToolError, match="no receipt for 0x" + "ab" * 32):
+        run(TxReceiptTool(), {"tx_hash": "0x" + "ab" * 32}, make_ctx())
+
+
+def test_unreachable_rpc_propagates_as_chain_error(
+    anvil: Any, make_ctx: Callable[..., ToolContext]
+) -> None:
+    from chain.client import ChainClient
+    from chain.devnet import free_port
+
+    dead = ChainClient(f"http://127.0.0.1:{free_port()}", timeout_s=1)
+    with pytest.raises(RpcUnreachable, match="is unreachable"):
+        run(BaseFeeTool(), {}, make_ctx(chain=dead))
+
+
+def test_missing_usdc_configuration_names_the_fix(
+    anvil: Any, make_ctx: Callable[..., ToolContext]
+) -> None:
+    from chain.networks import get_network
+
+    ctx = make_ctx(network=get_network("anvil", rpc_url=anvil.rpc_url))
+    with pytest.raises(ToolError, match="no USDC address is configured"):
+        run(TokenBalanceTool(), {"address": AGENT_ADDR}, ctx)
+

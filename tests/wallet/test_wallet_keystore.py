@@ -1,0 +1,152 @@
+"""The encrypted keystore: file mode, passphrase sources, dev-key policy, opaque handles."""
+
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+import stat
+from pathlib import Path
+
+import pytest
+from _wallet_support import FAST_SCRYPT_N
+
+from chain.devkeys import AGENT, OUTSIDER, dev_account
+from wallet.errors import (
+    DevKeyRefused,
+    InvalidKey,
+    KeystoreExists,
+    KeystoreMissing,
+    PassphraseMissing,
+    WrongPassphrase,
+)
+from wallet.keystore import (
+    DEVNET_PASSPHRASE,
+    Keystore,
+    check_dev_key,
+    default_keystore_path,
+    ensure_devnet_wallet,
+)
+
+OUTSIDER_KEY = dev_account(OUTSIDER).key
+
+
+def _store(tmp_path: Path) -> Keystore:
+    return Keystore(tmp_path / "home" / "wallet.json", scrypt_n=FAST_SCRYPT_N)
+
+
+def test_new_writes_an_encrypted_0600_keystore(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    address = store.new("pw")
+    assert stat.S_IMODE(store.path.stat().st_mode) == 0o600
+    blob = json.loads(store.path.read_text())
+    assert blob["crypto"]["kdf"] == "scrypt"
+    assert store.address() == address
+    assert store.unlock("pw").address == address
+
+
+@pytest.mark.parametrize("form", ["0x-hex", "bare-hex", "upper-hex", "bytes"])
+def test_import_accepts_every_key_spelling(tmp_path: Path, form: str) -> None:
+    raw = bytes(OUTSIDER_KEY)
+    key: str | bytes = {
+        "0x-hex": "0x" + raw.hex(),
+        "bare-hex": raw.hex(),
+        "upper-hex": "0x" + raw.hex().upper(),
+        "bytes": raw,
+    }[form]
+    store = _store(tmp_path)
+    assert store.import_key(key, "pw") == dev_account(OUTSIDER).address
+
+
+def test_import_refuses_junk_without_echoing_it(tmp_path: Path) -> None:
+    with pytest.raises(InvalidKey) as info:
+        _store(tmp_path).import_key("0xdeadbeefcafe", "pw")
+    assert "deadbeefcafe" not in str(info.value)
+    assert "expected 32 bytes as 64 hex characters" in str(info.value)
+
+
+def test_existing_keystore_is_not_overwritten(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    address = store.new("pw")
+    with pytest.raises(KeystoreExists, match=f"address {address}"):
+        store.new("pw")
+    assert store.new("pw", overwrite=True) != address
+
+
+def test_wrong_passphrase_and_missing_file(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    with pytest.raises(KeystoreMissing, match="nib wallet new"):
+        store.unlock("pw")
+    store.new("pw")
+    with pytest.raises(WrongPassphrase, match="does not open"):
+        store.unlock("nope")
+
+
+def test_passphrase_from_env_else_refused_without_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path)
+    monkeypatch.delenv("NIB_WALLET_PASSWORD", raising=False)
+    with pytest.raises(PassphraseMissing, match="export NIB_WALLET_PASSWORD"):
+        store.new()
+    monkeypatch.setenv("NIB_WALLET_PASSWORD", "from-env")
+    address = store.new()
+    assert store.unlock("from-env").address == address
+
+
+def test_default_path_follows_nib_home(nib_home: Path) -> None:
+    assert default_keystore_path() == nib_home / "wallet.json"
+    assert Keystore().path == nib_home / "wallet.json"
+
+
+def test_dev_keys_only_on_chain_31337(tmp_path: Path) -> None:
+    dev = dev_account(AGENT).address
+    check_dev_key(dev, 31337)
+    with pytest.raises(DevKeyRefused) as info:
+        check_dev_key(dev, 84532)
+    assert info.value.code == "dev-key"
+    assert "accepted only on chain 31337, got chain 84532" in str(info.value)
+    store = _store(tmp_path)
+    with pytest.raises(DevKeyRefused):
+        store.import_key(dev_account(AGENT).key, "pw", chain_id=84532)
+    store.import_key(dev_account(AGENT).key, "pw", chain_id=31337)
+    with pytest.raises(DevKeyRefused):
+        store.unlock("pw", chain_id=8453)
+    handle = store.unlock("pw")
+    with pytest.raises(DevKeyRefused):
+        handle.check_chain(1)
+
+
+def test_key_handle_shows_only_the_address_and_cannot_be_copied(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.import_key(OUTSIDER_KEY, "pw")
+    handle = store.unlock("pw")
+    secret = bytes(OUTSIDER_KEY).hex()
+    assert repr(handle) == f"KeyHandle(address={dev_account(OUTSIDER).address!r})"
+    assert secret not in repr(handle) + str(handle) + repr(store)
+    assert not hasattr(handle, "__bytes__") and not hasattr(handle, "key")
+    assert not hasattr(handle, "__dict__")
+    for clone in (pickle.dumps, copy.copy, copy.deepcopy):
+        with pytest.raises(TypeError, match="cannot be pickled or copied"):
+            clone(handle)
+
+
+def test_ensure_devnet_wallet_imports_the_agent_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NIB_WALLET_PASSWORD", raising=False)
+    home = tmp_path / "home"
+    assert ensure_devnet_wallet(home) == dev_account(AGENT).address
+    assert stat.S_IMODE((home / "wallet.json").stat().st_mode) == 0o600
+    assert Keystore(home / "wallet.json").unlock(DEVNET_PASSPHRASE).address == (
+        dev_account(AGENT).address
+    )
+    before = (home / "wallet.json").read_bytes()
+    assert ensure_devnet_wallet(home, "other") == dev_account(AGENT).address
+    assert (home / "wallet.json").read_bytes() == before  # never overwritten
+
+
+def test_ensure_devnet_wallet_keeps_an_existing_own_key(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    mine = Keystore(home / "wallet.json", scrypt_n=FAST_SCRYPT_N).new("pw")
+    assert ensure_devnet_wallet(home, "pw") == mine

@@ -1,0 +1,445 @@
+"""The verdict-gated signer on a real Anvil: refusals sign nothing, and what it signs settles."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from _wallet_support import (
+    AGENT_ADDRESS,
+    DIME,
+    ONE_USDC,
+    SELLER_ADDRESS,
+    Events,
+    approve,
+    chain_time,
+    quote,
+    submit_authorization,
+    transfer_tx,
+)
+
+from chain.client import ChainClient
+from chain.devkeys import OUTSIDER, dev_account
+from chain.usdc import usdc_contract
+from judge.errors import JudgeUnreachable
+from judge.errors import VerdictRevoked as JudgeVerdictRevoked
+from judge.verdict import VerdictSigner
+from wallet.errors import (
+    CapExceeded,
+    DevKeyRefused,
+    InsufficientBalance,
+    NoVerdict,
+    PayloadMismatch,
+    RecheckFailed,
+    SpendRefused,
+    VerdictBadSignature,
+    VerdictExpired,
+    VerdictNotApproved,
+    VerdictReplayed,
+    VerdictRevoked,
+    VerdictVoid,
+)
+from wallet.signer import SignedTypedData, Wallet
+
+RUN = "run-test"
+OUTSIDER_ADDRESS = dev_account(OUTSIDER).address
+
+
+def balance(chain: Any, address: str) -> int:
+    return int(usdc_contract(chain.w3, chain.usdc).functions.balanceOf(address).call())
+
+
+def assert_nothing_signed(wallet: Wallet, events: Events, chain: Any, before: int) -> None:
+    assert wallet.meter.ledger.rows() == []
+    assert events.named("wallet.signed") == []
+    assert balance(chain, AGENT_ADDRESS) == before
+
+
+# ------------------------------------------------------------------------ refusals
+
+
+def test_no_verdict_refused(chain: Any, wallet: Wallet, events: Events) -> None:
+    before = balance(chain, AGENT_ADDRESS)
+    with pytest.raises(NoVerdict) as info:
+        wallet.sign_typed_data(quote(chain), None, run_id=RUN, cap=ONE_USDC)
+    assert info.value.code == "no-verdict"
+    assert "signs only with an approving verdict" in str(info.value)
+    assert events.named("wallet.refused")[0]["code"] == "no-verdict"
+    assert_nothing_signed(wallet, events, chain, before)
+
+
+@pytest.mark.parametrize("decision", ["refuse", "escalate", "answer"])
+def test_verdict_that_does_not_approve_is_refused(
+    chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner, decision: str
+) -> None:
+    before = balance(chain, AGENT_ADDRESS)
+    payload = quote(chain)
+    verdict = approve(judge_signer, payload, decision=decision)
+    with pytest.raises(VerdictNotApproved, match=f"decided '{decision}', expected 'approve'"):
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+    assert not wallet.meter.ledger.is_used(verdict.id)
+    assert_nothing_signed(wallet, events, chain, before)
+
+
+def test_verdict_signed_by_another_key_is_refused(
+    chain: Any, wallet: Wallet, events: Events
+) -> None:
+    before = balance(chain, AGENT_ADDRESS)
+    payload = quote(chain)
+    verdict = approve(VerdictSigner(dev_account(OUTSIDER)), payload)
+    with pytest.raises(VerdictBadSignature) as info:
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+    assert info.value.code == "bad-signature"
+    assert f"signed by {OUTSIDER_ADDRESS}" in str(info.value)
+    assert_nothing_signed(wallet, events, chain, before)
+
+
+def test_verdict_edited_after_signing_is_refused(
+    chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner
+) -> None:
+    before = balance(chain, AGENT_ADDRESS)
+    payload = quote(chain, value=5 * ONE_USDC)
+    verdict = approve(judge_signer, payload, amount=DIME)
+    forged = verdict.model_copy(update={"amount": 5 * ONE_USDC})
+    with pytest.raises(VerdictBadSignature, match="altered after signing"):
+        wallet.sign_typed_data(payload, forged, run_id=RUN, cap=10 * ONE_USDC)
+    assert_nothing_signed(wallet, events, chain, before)
+
+
+def test_expired_verdict_is_refused(
+    chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner
+) -> None:
+    before = balance(chain, AGENT_ADDRESS)
+    payload = quote(chain)
+    verdict = approve(judge_signer, payload, now=time.time() - 600, ttl_s=120)
+    with pytest.raises(VerdictExpired) as info:
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+    assert info.value.code == "expired"
+    assert f"expired at {verdict.expires_at}" in str(info.value)
+    assert_nothing_signed(wallet, events, chain, before)
+
+
+def test_expiry_uses_the_wallets_clock(
+    chain: Any, make_wallet: Callable[..., Wallet], events: Events, judge_signer: VerdictSigner
+) -> None:
+    payload = quote(chain)
+    verdict = approve(judge_signer, payload, ttl_s=60)
+    late = make_wallet(clock=lambda: verdict.expires_at)
+    with pytest.raises(VerdictExpired):
+        late.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+
+
+MUTATIONS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "amount+1": lambda p: p["message"].update(value=p["message"]["value"] + 1),
+    "recipient": lambda p: p["message"].update(to=OUTSIDER_ADDRESS),
+    "validBefore": lambda p: p["message"].update(validBefore=p["message"]["validBefore"] + 1),
+    "chainId": lambda p: p["domain"].update(chainId=1),
+    "asset": lambda p: p["domain"].update(verifyingContract=OUTSIDER_ADDRESS),
+    "nonce": lambda p: p["message"].update(nonce="0x" + "00" * 32),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_payload_changed_after_approval_voids_the_verdict(
+    chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner, mutation: str
+) -> None:
+    before = balance(chain, AGENT_ADDRESS)
+    payload = quote(chain)
+    verdict = approve(judge_signer, payload)
+    MUTATIONS[mutation](payload)
+    with pytest.raises(VerdictVoid) as info:
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+    assert info.value.code == "verdict-void"
+    assert "the payload changed after approval" in str(info.value)
+    refused = events.named("wallet.refused")[0]
+    assert (refused["code"], refused["verdict_id"]) == ("verdict-void", verdict.id)
+    assert_nothing_signed(wallet, events, chain, before)
+
+
+def test_key_order_does_not_void_a_verdict(
+    chain: Any, wallet: Wallet, judge_signer: VerdictSigner
+) -> None:
+    payload = quote(chain)
+    verdict = approve(judge_signer, payload)
+    reordered = {k: payload[k] for k in reversed(list(payload))}
+    reordered["message"] = dict(reversed(list(payload["message"].items())))
+    signed = wallet.sign_typed_data(reordered, verdict, run_id=RUN, cap=ONE_USDC)
+    assert signed.value == DIME
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("amount", DIME + 1), ("recipient", OUTSIDER_ADDRESS), ("chain_id", 1)],
+)
+def test_verdict_terms_must_match_the_payload(
+    chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner,
+    field: str, value: Any,
+) -> None:
+    before = balance(chain, AGENT_ADDRESS)
+    payload = quote(chain)
+    verdict = approve(judge_signer, payload, **{field: value})
+    with pytest.raises(PayloadMismatch) as info:
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+    assert info.value.code == "mismatch"
+    assert_nothing_signed(wallet, events, chain, before)
+
+
+def test_payload_for_another_sender_is_refused(
+    chain: Any, wallet: Wallet, judge_signer: VerdictSigner
+) -> None:
+    payload = quote(chain)
+    payload["message"]["from"] = OUTSIDER_ADDRESS
+    verdict = approve(judge_signer, payload)
+    with pytest.raises(PayloadMismatch, match="sender is"):
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+
+
+class _OtherChain(ChainClient):
+    """The real Anvil, reporting Base Sepolia's chain id (to exercise the dev-key rule)."""
+
+    def chain_id(self) -> int:
+        return 84532
+
+
+def test_dev_key_refused_off_the_devnet(
+    chain: Any, make_wallet: Callable[..., Wallet], events: Events, judge_signer: VerdictSigner
+) -> None:
+    wallet = make_wallet(chain=_OtherChain(chain.rpc_url))
+    payload = quote(chain, chain_id=84532)
+    verdict = approve(judge_signer, payload)
+    with pytest.raises(DevKeyRefused, match="accepted only on chain 31337, got chain 84532"):
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+    assert events.named("wallet.refused")[0]["code"] == "dev-key"
+    assert wallet.meter.ledger.rows() == []
+
+
+def test_judge_recheck_runs_before_signing(
+    chain: Any, make_wallet: Callable[..., Wallet], judge_signer: VerdictSigner
+) -> None:
+    def revoked(_: Any) -> None:
+        raise JudgeVerdictRevoked("verdict revoked by the judge")
+
+    def silent(_: Any) -> None:
+        raise JudgeUnreachable("judge did not answer in 2 s", url="http://127.0.0.1:1")
+
+    payload = quote(chain)
+    with pytest.raises(VerdictRevoked, match="failed the judge's re-check"):
+        make_wallet(recheck=revoked).sign_typed_data(
+            payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC
+        )
+    with pytest.raises(RecheckFailed) as info:
+        make_wallet(recheck=silent).sign_typed_data(
+            payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC
+        )
+    assert isinstance(info.value.__cause__, JudgeUnreachable)
+    seen: list[str] = []
+    ok = make_wallet(recheck=lambda v: seen.append(v.id))
+    verdict = approve(judge_signer, payload)
+    ok.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+    assert seen == [verdict.id]
+
+
+def test_insufficient_live_balance_is_refused(
+    chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner
+) -> None:
+    payload = quote(chain, value=200 * ONE_USDC)
+    verdict = approve(judge_signer, payload)
+    with pytest.raises(InsufficientBalance) as info:
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=1000 * ONE_USDC)
+    assert (info.value.limit, info.value.observed) == (100 * ONE_USDC, 200 * ONE_USDC)
+    assert events.named("wallet.refused")[0]["code"] == "insufficient-balance"
+
+
+# ------------------------------------------------------------------------ single use
+
+
+def test_a_verdict_signs_once(
+    chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner
+) -> None:
+    payload = quote(chain)
+    verdict = approve(judge_signer, payload)
+    first = wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+    with pytest.raises(VerdictReplayed) as info:
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+    assert info.value.code == "replayed"
+    assert [r.id for r in wallet.meter.ledger.rows()] == [first.ledger_id]
+    assert len(events.named("wallet.signed")) == 1
+
+
+def test_a_verdict_signs_once_when_two_threads_race(
+    chain: Any, make_wallet: Callable[..., Wallet], judge_signer: VerdictSigner
+) -> None:
+    # Two Wallet objects on one DB file: separate connections, as in two processes.
+    wallets = [make_wallet(), make_wallet()]
+    payload = quote(chain)
+    verdict = approve(judge_signer, payload)
+    barrier = threading.Barrier(2)
+    results: list[object] = []
+
+    def attempt(w: Wallet) -> None:
+        barrier.wait()
+        try:
+            results.append(w.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC))
+        except SpendRefused as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=attempt, args=(w,)) for w in wallets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    signed = [r for r in results if isinstance(r, SignedTypedData)]
+    refused = [r for r in results if isinstance(r, VerdictReplayed)]
+    assert (len(signed), len(refused)) == (1, 1)
+    assert len(wallets[0].meter.ledger.rows()) == 1
+
+
+# ------------------------------------------------------------------------ the cap, on chain
+
+
+def test_twenty_parallel_dimes_against_a_dollar_cap_settle_exactly_ten(
+    chain: Any, wallet: Wallet, client: ChainClient, judge_signer: VerdictSigner
+) -> None:
+    agent_before = balance(chain, AGENT_ADDRESS)
+    seller_before = balance(chain, SELLER_ADDRESS)
+    start_block = chain.w3.eth.block_number + 1
+    jobs = []
+    for _ in range(20):
+        payload = quote(chain)
+        jobs.append((payload, approve(judge_signer, payload)))
+    barrier = threading.Barrier(20)
+    signed: list[SignedTypedData] = []
+    capped: list[CapExceeded] = []
+
+    def attempt(payload: dict[str, Any], verdict: Any) -> None:
+        barrier.wait()
+        try:
+            signed.append(wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC))
+        except CapExceeded as exc:
+            capped.append(exc)
+
+    threads = [threading.Thread(target=attempt, args=job) for job in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (len(signed), len(capped)) == (10, 10)
+    assert all(c.limit == ONE_USDC and c.observed == ONE_USDC + DIME for c in capped)
+
+    for s in signed:  # the facilitator settles each authorization on chain
+        wallet.settle(s, submit_authorization(chain, s))
+
+    # The chain, the ledger and the meter agree.
+    assert balance(chain, AGENT_ADDRESS) == agent_before - ONE_USDC
+    assert balance(chain, SELLER_ADDRESS) == seller_before + ONE_USDC
+    rows = wallet.meter.ledger.rows(RUN)
+    assert len(rows) == 10 and {r.status for r in rows} == {"settled"}
+    assert sum(r.amount for r in rows) == ONE_USDC
+    assert (wallet.meter.spent(RUN), wallet.meter.reserved(RUN)) == (ONE_USDC, 0)
+    measured = wallet.meter.measured_spend(RUN, client, chain.usdc, AGENT_ADDRESS, start_block)
+    assert measured.agrees and measured.onchain == ONE_USDC
+
+
+# ------------------------------------------------------------------------ transactions
+
+
+def test_transfer_transaction_is_signed_sent_settled_and_gas_metered(
+    chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner
+) -> None:
+    agent_before = balance(chain, AGENT_ADDRESS)
+    tx = transfer_tx(chain, amount=3 * DIME)
+    verdict = approve(judge_signer, tx)
+    signed = wallet.sign_transaction(tx, verdict, run_id=RUN, cap=ONE_USDC)
+    assert wallet.meter.ledger.get(signed.ledger_id).status == "signed"
+    sent = wallet.send_transaction(signed)
+    assert sent.status == 1 and sent.gas_wei > 0 and sent.gas_usdc > 0
+    assert balance(chain, AGENT_ADDRESS) == agent_before - 3 * DIME
+    row = wallet.meter.ledger.get(signed.ledger_id)
+    assert (row.status, row.tx_hash, row.kind) == ("settled", signed.tx_hash, "transfer")
+    assert wallet.meter.spent(RUN) == 3 * DIME + sent.gas_usdc
+    assert [n for n, _ in events.items] == ["wallet.signed", "wallet.settled"]
+
+
+def test_transfer_transaction_changed_after_approval_is_void(
+    chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner
+) -> None:
+    tx = transfer_tx(chain)
+    verdict = approve(judge_signer, tx)
+    changed = transfer_tx(chain, amount=DIME + 1)
+    with pytest.raises(VerdictVoid):
+        wallet.sign_transaction(changed, verdict, run_id=RUN, cap=ONE_USDC)
+    other = dict(tx, to=OUTSIDER_ADDRESS)
+    with pytest.raises(PayloadMismatch, match="asset"):
+        wallet.sign_transaction(other, approve(judge_signer, other, asset=OUTSIDER_ADDRESS),
+                                run_id=RUN, cap=ONE_USDC)
+    eth = dict(tx, value=1)
+    with pytest.raises(PayloadMismatch, match="wei of ETH"):
+        wallet.sign_transaction(eth, approve(judge_signer, eth), run_id=RUN, cap=ONE_USDC)
+    assert wallet.meter.ledger.rows() == []
+
+
+# ------------------------------------------------------------------------ x402 signer
+
+
+def test_x402_signer_signs_only_the_approved_payload(
+    chain: Any, wallet: Wallet, judge_signer: VerdictSigner
+) -> None:
+    from x402.mechanisms.evm.types import AUTHORIZATION_TYPES, TypedDataDomain, TypedDataField
+
+    payload = quote(chain)
+    verdict = approve(judge_signer, payload)
+    signer = wallet.x402_signer(verdict, run_id=RUN, cap=ONE_USDC)
+    assert signer.address == AGENT_ADDRESS
+    d, m = payload["domain"], payload["message"]
+    domain = TypedDataDomain(name=d["name"], version=d["version"], chain_id=d["chainId"],
+                             verifying_contract=d["verifyingContract"])
+    types = {k: [TypedDataField(**f) for f in v] for k, v in AUTHORIZATION_TYPES.items()}
+    message = dict(m, nonce=bytes.fromhex(m["nonce"][2:]))  # x402 passes the nonce as bytes
+
+    tampered = dict(message, value=m["value"] + 1)
+    with pytest.raises(VerdictVoid):
+        signer.sign_typed_data(domain, types, "TransferWithAuthorization", tampered)
+    sig = signer.sign_typed_data(domain, types, "TransferWithAuthorization", message)
+    assert len(sig) == 65 and signer.signed is not None
+    with pytest.raises(VerdictReplayed):  # bound to one verdict: one signature
+        signer.sign_typed_data(domain, types, "TransferWithAuthorization", message)
+
+    seller_before = balance(chain, SELLER_ADDRESS)
+    submit_authorization(chain, signer.signed)
+    assert balance(chain, SELLER_ADDRESS) == seller_before + DIME
+
+
+def test_x402_client_with_its_own_nonce_cannot_spend_the_verdict(
+    chain: Any, wallet: Wallet, judge_signer: VerdictSigner
+) -> None:
+    from x402.mechanisms.evm.exact import ExactEvmScheme
+    from x402.schemas import PaymentRequirements
+
+    payload = quote(chain)
+    verdict = approve(judge_signer, payload)
+    scheme = ExactEvmScheme(wallet.x402_signer(verdict, run_id=RUN, cap=ONE_USDC))
+    requirements = PaymentRequirements(
+        scheme="exact", network=f"eip155:{chain.chain_id}", asset=chain.usdc,
+        amount=str(DIME), pay_to=SELLER_ADDRESS, max_timeout_seconds=600,
+        extra={"name": "USDC", "version": "2"},
+    )
+    with pytest.raises(VerdictVoid):  # x402 picks a fresh random nonce: not what was judged
+        scheme.create_payment_payload(requirements)
+    assert wallet.meter.ledger.rows() == []
+
+
+def test_signed_results_are_immutable(
+    chain: Any, wallet: Wallet, judge_signer: VerdictSigner
+) -> None:
+    payload = quote(chain)
+    signed = wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN,
+                                    cap=ONE_USDC)
+    with pytest.raises(AttributeError):
+        signed.value = 5 * ONE_USDC  # type: ignore[misc]
+    x = signed.to_x402_payload()
+    assert x["authorization"]["value"] == str(DIME)
+    assert x["authorization"]["nonce"] == payload["message"]["nonce"]
+    assert chain_time(chain) < signed.valid_before
