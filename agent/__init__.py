@@ -1,0 +1,78 @@
+"""nib's agent: the loop, its limits and profiles, stop reasons, run store and result.
+
+The model proposes, the judge disposes, tools execute. ``run_task`` runs one research
+task to its first stop; ``resume`` continues a run paused for a human decision.
+"""
+
+from __future__ import annotations
+
+from agent.config import NibSettings, load_settings
+from agent.errors import (
+    AgentConfigError,
+    AgentError,
+    LoopSignal,
+    ModelUnavailable,
+    ProposalInvalid,
+    RunStateError,
+    ToolArgsError,
+    ToolError,
+)
+from agent.limits import PROFILES, PROVENANCE, Limits, Profile, default_profile, limits_for
+from agent.loop import Decision, Deps, PendingCall, RunState, resume, run_task
+from agent.models.base import Model, ModelReply, ModelRequest, Purpose, Usage
+from agent.result import (
+    FINISHED_STOPS,
+    STOP_REASONS,
+    AgentResult,
+    EvidenceItem,
+    SpendSummary,
+    StopReason,
+    TokenSummary,
+)
+from agent.store import EVENT_TYPES, RunStore
+from agent.tools.base import Observation, Quote, Tool, ToolContext, ToolKind, ToolRegistry
+
+__all__ = [
+    "EVENT_TYPES",
+    "FINISHED_STOPS",
+    "PROFILES",
+    "PROVENANCE",
+    "STOP_REASONS",
+    "AgentConfigError",
+    "AgentError",
+    "AgentResult",
+    "Decision",
+    "Deps",
+    "EvidenceItem",
+    "Limits",
+    "LoopSignal",
+    "Model",
+    "ModelReply",
+    "ModelRequest",
+    "ModelUnavailable",
+    "NibSettings",
+    "Observation",
+    "PendingCall",
+    "Profile",
+    "ProposalInvalid",
+    "Purpose",
+    "Quote",
+    "RunState",
+    "RunStateError",
+    "RunStore",
+    "SpendSummary",
+    "StopReason",
+    "TokenSummary",
+    "Tool",
+    "ToolArgsError",
+    "ToolContext",
+    "ToolError",
+    "ToolKind",
+    "ToolRegistry",
+    "Usage",
+    "default_profile",
+    "limits_for",
+    "load_settings",
+    "resume",
+    "run_task",
+]

@@ -201,6 +201,7 @@ class _Run:
         self.deps = deps
         self.limits = limits
         self.segment_start = deps.clock()
+        self.balance: int | None = None
         self.ctx = ToolContext(
             run_id=state.run_id,
             chain=deps.chain,
@@ -338,6 +339,7 @@ class _Run:
         except Exception as exc:
             self._raise_if_dependency(exc)
             raise
+        self.balance = balance
         spend_left = max(0, self.limits.spend_cap_usdc - self.spend_committed())
         return SelfModel(
             agent=AGENT_NAME,
@@ -629,7 +631,7 @@ class _Run:
             },
         )
         self.check_spend(quote)
-        verdict = await self.judge_decide(tool, norm, fp, quote)
+        verdict = await self.judge_decide(tool, norm, fp, quote, human_approved=False)
         self.emit(
             "verdict",
             {
@@ -690,35 +692,52 @@ class _Run:
                 "nothing was signed. Raise the cap to allow it.",
             )
 
-    def judge_request(self, tool: Tool, norm: dict[str, Any], fp: str, quote: Quote) -> Any:
-        from judge.jev import PaidCallRequest
+    def judge_request(
+        self, tool: Tool, norm: dict[str, Any], fp: str, quote: Quote, *, human_approved: bool
+    ) -> Any:
+        """The judge's view of one paid call: price, budgets, balance, checklist, history.
+
+        A human-approved call is asked without an approval threshold: the human has ruled
+        on the escalation, and the judge still checks EV, caps, budget and balance.
+        """
+        from judge.jev import CallRecord, PaidCallRequest
 
         cl = self.checklist
-        fields: dict[str, Any] = {
-            "run_id": self.state.run_id,
-            "task": self.state.task,
-            "tool": tool.name,
-            "args": norm,
-            "call_fingerprint": fp,
-            "payload_fingerprint": quote.payload_fingerprint,
-            "price": quote.amount,
-            "amount": quote.amount,
-            "asset": quote.asset,
-            "recipient": quote.recipient,
-            "chain_id": quote.chain_id,
-            "kind": quote.kind,
-            "tool_facts": list(tool.facts_for(tool.args_model.model_validate(norm))),
-            "missing": [i.kind or i.text for i in cl.missing],
-            "covered": [i.kind or i.text for i in cl.covered],
-            "history": [HistoryEntry(**h).line() for h in self.state.history[-8:]],
-            "budget_left": max(0, self.limits.spend_cap_usdc - self.spend_committed()),
-            "per_call_cap": self.limits.per_call_cap_usdc,
-            "approval_threshold": self.limits.approval_threshold_usdc,
-        }
-        names = getattr(PaidCallRequest, "model_fields", None) or getattr(
-            PaidCallRequest, "__dataclass_fields__", {}
+        by_evidence: dict[str, list[str]] = {}
+        for item in cl.covered:
+            by_evidence.setdefault(item.evidence_id or "", []).append(item.kind or item.text)
+        costs = {e.id: e.cost_usdc for e in self.state.evidence}
+        history = tuple(
+            CallRecord(
+                h["tool"],
+                h["outcome"] == "ok",
+                tuple(by_evidence.get(h.get("evidence_id") or "", ())),
+                costs.get(h.get("evidence_id") or "", 0),
+            )
+            for h in self.state.history
+            if h["tool"] and h["outcome"] in ("ok", "failed")
         )
-        return PaidCallRequest(**{k: v for k, v in fields.items() if k in names})
+        committed = self.spend_committed()
+        return PaidCallRequest(
+            tool=tool.name,
+            args=norm,
+            call_fingerprint=fp,
+            payload_fingerprint=quote.payload_fingerprint,
+            price=quote.amount,
+            asset=quote.asset,
+            recipient=quote.recipient,
+            chain_id=quote.chain_id,
+            remaining_budget=max(0, self.limits.spend_cap_usdc - committed),
+            balance=self.balance or 0,
+            per_call_cap=self.limits.per_call_cap_usdc,
+            spend_cap=self.limits.spend_cap_usdc,
+            approval_threshold=None if human_approved else self.limits.approval_threshold_usdc,
+            missing=tuple(i.kind or i.text for i in cl.missing),
+            covered=tuple(i.kind or i.text for i in cl.covered),
+            tool_facts=tuple(tool.facts_for(tool.args_model.model_validate(norm))),
+            history=history,
+            checklist_size=len(cl.items),
+        )
 
     async def _call_judge(self, method: str, *args: Any, **kwargs: Any) -> Any:
         fn = getattr(self.deps.judge, method)
@@ -730,14 +749,17 @@ class _Run:
             self._raise_if_dependency(exc)
             raise
 
-    async def judge_decide(self, tool: Tool, norm: dict[str, Any], fp: str, quote: Quote) -> Any:
+    async def judge_decide(
+        self, tool: Tool, norm: dict[str, Any], fp: str, quote: Quote, *, human_approved: bool
+    ) -> Any:
         if self.deps.judge is None:
             raise _Stop(
                 "judge-unreachable",
                 "no judge is wired, so no money can move. Fix: "
                 "configure the judge (in-process key or NIB_JUDGE_URL).",
             )
-        return await self._call_judge("decide", self.judge_request(tool, norm, fp, quote))
+        request = self.judge_request(tool, norm, fp, quote, human_approved=human_approved)
+        return await self._call_judge("decide", request)
 
     async def execute_paid(
         self, tool: Tool, norm: dict[str, Any], fp: str, quote: Quote, verdict: Any
@@ -753,34 +775,51 @@ class _Run:
                 raise _Stop("cost-budget", f"{exc}") from exc
             self._raise_if_dependency(exc)
             obs = Observation.failure(tool.name, f"{type(exc).__name__}: {exc}")
+        missing_before = tuple(i.kind or i.text for i in self.checklist.missing)
         self.learn(tool, norm, fp, obs)
-        await self.record_outcome(verdict, obs)
+        await self.record_outcome(tool, verdict, missing_before)
 
-    async def record_outcome(self, verdict: Any, obs: Observation) -> None:
-        """Tell the judge whether the paid call covered a missing item (calibration)."""
+    async def record_outcome(
+        self, tool: Tool, verdict: Any, missing_before: tuple[str, ...]
+    ) -> None:
+        """Tell the judge, per missing item the tool could cover, whether the call covered
+        it (its calibration data). Advisory: a failure here is logged, not fatal."""
+        from judge.calibration import fact_key
+
         judge = self.deps.judge
         if judge is None or not hasattr(judge, "record_outcome"):
             return
-        covered = bool(obs.ok and obs.facts)
-        try:
-            await self._call_judge("record_outcome", verdict, covered=covered)
-        except _Stop:
-            raise
-        except Exception as exc:  # calibration data is advisory
-            self.emit("judge.outcome.error", {"error": f"{type(exc).__name__}: {exc}"})
+        keys = {fact_key(f) for f in tool.facts}
+        still = {i.kind or i.text for i in self.checklist.missing}
+        for item in missing_before:
+            if fact_key(item) not in keys:
+                continue
+            try:
+                await self._call_judge(
+                    "record_outcome", tool.name, fact_key(item), verdict.p, item not in still
+                )
+            except _Stop:
+                raise
+            except Exception as exc:  # calibration data is advisory
+                self.emit("judge.outcome.error", {"error": f"{type(exc).__name__}: {exc}"})
 
     async def approved(self, pending: PendingCall) -> None:
-        """Execute a human-approved pending call under a fresh judge-signed approve verdict."""
-        from judge.verdict import parse_verdict
+        """Execute a human-approved held call under a fresh judge-signed approve verdict.
 
+        The human's approval lifts only the approval threshold: the judge re-decides the
+        exact held payload (EV, caps, budget, live balance) and signs a new verdict, and
+        the wallet still checks that verdict against the payload before signing.
+        """
         tool = self.deps.registry.get(pending.tool)
         if tool is None:
             raise _Stop("approval-denied", f"{pending.tool} is no longer wired; cannot execute.")
         quote = Quote(**_unjsonable(pending.quote))
         self.check_deadline()
+        await self.self_model()  # fresh balance for the judge; chain outage stops here
         self.check_spend(quote)
-        escalated = parse_verdict(pending.verdict)
-        verdict = await self._call_judge("approve_escalated", escalated, approver="human")
+        verdict = await self.judge_decide(
+            tool, pending.args, pending.fingerprint, quote, human_approved=True
+        )
         self.emit(
             "verdict",
             {
@@ -794,10 +833,17 @@ class _Run:
                 "human_approved": True,
             },
         )
+        if verdict.decision == "answer":
+            raise _Stop("judge-answered", f"judge: {verdict.reason}")
         if verdict.decision != "approve":
-            raise _Stop(
-                "approval-denied", f"the judge did not re-issue an approval: {verdict.reason}"
+            self._skip(
+                "judge-refused",
+                f"a human approved {tool.name} but the judge refused it: {verdict.reason}",
+                tool=tool.name,
+                fingerprint=pending.fingerprint,
             )
+            self._add_history(tool.name, pending.args, "refused", verdict.reason)
+            return
         await self.execute_paid(tool, pending.args, pending.fingerprint, quote, verdict)
 
     # ---------------------------------------------------------------- one turn

@@ -109,13 +109,13 @@ def build_judge(settings: NibSettings, network: Network, *, spend_cap: int | Non
         from judge.service import JudgeClient
 
         return JudgeClient(settings.judge_url)
-    from judge.calibration import Calibrator
+    from judge.calibration import BetaCalibrator
     from judge.jev import Judge
     from judge.verdict import VerdictSigner
 
     signer = VerdictSigner(_judge_account(settings, network))
-    calibrator = Calibrator(settings.database)
-    return Judge(signer, calibrator, allowed_assets={network.chain_id: {network.usdc or ""}})
+    calibrator = BetaCalibrator(settings.database)
+    return Judge(signer, calibrator, allowed_assets={network.chain_id: [network.usdc or ""]})
 
 
 def resolve_network(settings: NibSettings, devnet_info: _devnet.DevnetInfo | None) -> Network:
@@ -148,7 +148,7 @@ def build_runtime(
     """Wire a runtime. On the devnet, bring it up first unless one is given or running."""
     from agent.models.factory import model_from_config
     from agent.tools.registry_default import default_registry
-    from wallet.keystore import Keystore, default_keystore_path, resolve_passphrase
+    from wallet.keystore import Keystore, default_keystore_path
     from wallet.signer import Wallet
 
     settings = settings or load_settings()
@@ -168,10 +168,15 @@ def build_runtime(
     if network.is_devnet and devnet_info is not None:
         ensure_devnet_wallet(devnet_info, home)
     ks = Keystore(default_keystore_path(home))
-    key = ks.unlock(resolve_passphrase(None, confirm=False), chain_id=network.chain_id) if _unlock_takes_chain(ks) else ks.unlock(resolve_passphrase(None, confirm=False))
+    if not ks.exists():
+        raise AgentConfigError(
+            f"no wallet keystore at {ks.path}; expected one for network {network.name}. Fix: "
+            "`nib wallet new` (then fund it) or `nib wallet import`."
+        )
+    key = ks.unlock(chain_id=network.chain_id)
     store = RunStore(settings.database)
     judge = build_judge(settings, network)
-    trusted = judge.address if hasattr(judge, "address") else judge.signer.address
+    trusted = judge.address
     wallet = Wallet(
         key,
         db_path=settings.database,
@@ -181,12 +186,6 @@ def build_runtime(
         recheck=judge.recheck,
     )
     paywall = paywall_url or (devnet_info.paywall_url if devnet_info else None)
-    registry = default_registry()
+    registry = default_registry(paywall_url=paywall)
     chosen = model or model_from_config(settings)
     return Runtime(settings, network, chain, store, wallet, judge, registry, chosen, paywall, devnet_info)
-
-
-def _unlock_takes_chain(ks: Any) -> bool:
-    import inspect
-
-    return "chain_id" in inspect.signature(ks.unlock).parameters

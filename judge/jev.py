@@ -167,6 +167,8 @@ def format_usdc(amount: int | Decimal, decimals: int = USDC_DECIMALS) -> str:
     value = (Decimal(amount).scaleb(-decimals)).quantize(
         Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_EVEN
     )
+    if value == 0:
+        value = abs(value)  # no "-0.00"
     text = format(value, "f")
     whole, _, frac = text.partition(".")
     frac = frac.rstrip("0").ljust(2, "0")

@@ -110,4 +110,3 @@ class Store:
     def close(self) -> None:
         with self.lock:
             self.conn.close()
-

@@ -50,8 +50,10 @@ def nib_home() -> Path:
 
 def default_keystore_path(home: str | Path | None = None) -> Path:
     """Where the keystore lives: ``<home>/wallet.json``."""
-    return Path(home).expanduser() / KEYSTORE_FILE if home is not None else (
-        nib_home() / KEYSTORE_FILE
+    return (
+        Path(home).expanduser() / KEYSTORE_FILE
+        if home is not None
+        else (nib_home() / KEYSTORE_FILE)
     )
 
 

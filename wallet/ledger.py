@@ -165,8 +165,13 @@ class Ledger:
         """Move row ``spend_id`` to status ``to`` atomically; refuse illegal transitions."""
         with self.store.transaction() as conn:
             transition_in(
-                conn, spend_id, to, now=self.clock(), tx_hash=tx_hash,
-                auth_nonce=auth_nonce, note=note,
+                conn,
+                spend_id,
+                to,
+                now=self.clock(),
+                tx_hash=tx_hash,
+                auth_nonce=auth_nonce,
+                note=note,
             )
         return self.get(spend_id)
 

@@ -188,8 +188,17 @@ class SpendMeter:
                     created_at, updated_at, note)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'reserved', NULL, NULL, ?, ?, ?)""",
                 (
-                    spend_id, run_id, verdict.id, (verdict.payload_fingerprint or "").lower() or None, kind,
-                    asset, amount, verdict.recipient.lower(), int(verdict.chain_id), now, now,
+                    spend_id,
+                    run_id,
+                    verdict.id,
+                    (verdict.payload_fingerprint or "").lower() or None,
+                    kind,
+                    asset,
+                    amount,
+                    verdict.recipient.lower(),
+                    int(verdict.chain_id),
+                    now,
+                    now,
                     note,
                 ),
             )
@@ -215,9 +224,7 @@ class SpendMeter:
         auth_nonce: str | None = None,
     ) -> SpendRow:
         """Record that a signature exists for ``res``: from now on money can move."""
-        return self.ledger.transition(
-            _rid(res), "signed", tx_hash=tx_hash, auth_nonce=auth_nonce
-        )
+        return self.ledger.transition(_rid(res), "signed", tx_hash=tx_hash, auth_nonce=auth_nonce)
 
     def settle(self, res: Reservation | str, tx_hash: str) -> SpendRow:
         """Record that ``res``'s money moved on chain in ``tx_hash`` (final)."""
@@ -257,8 +264,13 @@ class SpendMeter:
                 f"""INSERT INTO {GAS} (id, run_id, spend_id, tx_hash, wei, usdc, created_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?)""",
                 (
-                    uuid.uuid4().hex, run_id, spend_id,
-                    tx_hash.lower() if tx_hash else None, wei, usdc, self.clock(),
+                    uuid.uuid4().hex,
+                    run_id,
+                    spend_id,
+                    tx_hash.lower() if tx_hash else None,
+                    wei,
+                    usdc,
+                    self.clock(),
                 ),
             )
         return usdc
@@ -271,8 +283,7 @@ class SpendMeter:
             settled = _sum(conn, run_id, ("settled",))
             reserved = _sum(conn, run_id, OUTSTANDING)
             gas_wei, gas_usdc = conn.execute(
-                f"SELECT COALESCE(SUM(wei), 0), COALESCE(SUM(usdc), 0) FROM {GAS} "
-                "WHERE run_id = ?",
+                f"SELECT COALESCE(SUM(wei), 0), COALESCE(SUM(usdc), 0) FROM {GAS} WHERE run_id = ?",
                 (run_id,),
             ).fetchone()
         return RunSpend(run_id, settled, reserved, int(gas_wei), int(gas_usdc))

@@ -57,8 +57,14 @@ class NonceManager:
             self._in_flight.discard(n)
 
     def release(self, n: int) -> None:
-        """``n``'s send failed before the node accepted it: hand it out again."""
+        """``n``'s send failed before the node accepted it: hand it out again.
+
+        Only a number allocated here and not yet confirmed can be released; anything
+        else is ignored, so a caller's own nonce is never handed out twice.
+        """
         with self._lock:
+            if n not in self._in_flight:
+                return
             self._in_flight.discard(n)
             if self._next is None or n >= self._next:
                 return

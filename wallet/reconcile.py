@@ -21,8 +21,9 @@ from wallet.ledger import Ledger, SpendRow
 if TYPE_CHECKING:
     from chain.client import ChainClient, TransferLog
 
-AUTHORIZATION_USED_TOPIC = "0x" + Web3.keccak(text="AuthorizationUsed(address,bytes32)").hex(
-).removeprefix("0x")
+AUTHORIZATION_USED_TOPIC = "0x" + Web3.keccak(
+    text="AuthorizationUsed(address,bytes32)"
+).hex().removeprefix("0x")
 #: Ledger statuses whose money may be on chain.
 _RECONCILED = ("signed", "settled", "failed")
 
@@ -123,7 +124,8 @@ def _reconcile(
     asset = usdc.lower()
     last = chain.block_number() if to_block == "latest" else int(to_block)
     logs = [
-        t for t in chain.transfer_logs(usdc, from_block, last, wallet_address, direction="out")
+        t
+        for t in chain.transfer_logs(usdc, from_block, last, wallet_address, direction="out")
         if t.sender.lower() == wallet
     ]
     rows = [r for r in ledger.by_status(*_RECONCILED) if r.asset.lower() == asset]
@@ -143,24 +145,41 @@ def _reconcile(
         tx = (row.tx_hash or by_nonce.get((row.auth_nonce or "").lower(), "")).lower()
         candidates = pool.get(tx, [])
         hit = next(
-            (c for c in candidates
-             if c.recipient.lower() == row.recipient.lower() and int(c.value) == row.amount),
+            (
+                c
+                for c in candidates
+                if c.recipient.lower() == row.recipient.lower() and int(c.value) == row.amount
+            ),
             None,
         )
         if hit is None:
             unmatched_ledger.append(row)
             continue
         candidates.remove(hit)
-        matched.append(Match(row.id, row.run_id, tx, hit.block_number, hit.log_index,
-                             hit.recipient, int(hit.value)))
+        matched.append(
+            Match(
+                row.id,
+                row.run_id,
+                tx,
+                hit.block_number,
+                hit.log_index,
+                hit.recipient,
+                int(hit.value),
+            )
+        )
         if row.status != "settled" or row.tx_hash is None:
-            ledger.transition(row.id, "settled", tx_hash=tx,
-                              note="settled by reconcile" if row.status != "settled" else None)
+            ledger.transition(
+                row.id,
+                "settled",
+                tx_hash=tx,
+                note="settled by reconcile" if row.status != "settled" else None,
+            )
             resolved.append(row.id)
 
     unmatched_onchain = tuple(
         OnchainTransfer(t.tx_hash.lower(), t.block_number, t.log_index, t.recipient, int(t.value))
-        for group in pool.values() for t in group
+        for group in pool.values()
+        for t in group
     )
     report = ReconcileReport(
         wallet=Web3.to_checksum_address(wallet_address),
@@ -168,19 +187,25 @@ def _reconcile(
         from_block=from_block,
         to_block=last,
         matched=tuple(matched),
-        unmatched_onchain=tuple(sorted(unmatched_onchain,
-                                       key=lambda t: (t.block_number, t.log_index))),
+        unmatched_onchain=tuple(
+            sorted(unmatched_onchain, key=lambda t: (t.block_number, t.log_index))
+        ),
         unmatched_ledger=tuple(unmatched_ledger),
         resolved=tuple(resolved),
     )
     if emit is not None:
-        emit("wallet.reconciled", {
-            "wallet": report.wallet, "from_block": from_block, "to_block": last,
-            "matched": len(report.matched),
-            "unmatched_onchain": [asdict(t) for t in report.unmatched_onchain],
-            "unmatched_ledger": [r.id for r in report.unmatched_ledger],
-            "resolved": list(report.resolved),
-        })
+        emit(
+            "wallet.reconciled",
+            {
+                "wallet": report.wallet,
+                "from_block": from_block,
+                "to_block": last,
+                "matched": len(report.matched),
+                "unmatched_onchain": [asdict(t) for t in report.unmatched_onchain],
+                "unmatched_ledger": [r.id for r in report.unmatched_ledger],
+                "resolved": list(report.resolved),
+            },
+        )
     return report
 
 

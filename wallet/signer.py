@@ -220,8 +220,13 @@ class Wallet:
         """
         exact = _private_copy(payload)
         res = self._authorize(
-            exact, verdict, run_id=run_id, cap=cap, kind="x402",
-            fingerprint_of=typed_data_fingerprint, terms_of=_typed_data_terms,
+            exact,
+            verdict,
+            run_id=run_id,
+            cap=cap,
+            kind="x402",
+            fingerprint_of=typed_data_fingerprint,
+            terms_of=_typed_data_terms,
         )
         assert verdict is not None  # _authorize refuses None
         try:
@@ -235,7 +240,9 @@ class Wallet:
                     "chain.usdc.eip3009_typed_data.",
                     verdict_id=verdict.id,
                 ),
-                run_id, verdict, "x402",
+                run_id,
+                verdict,
+                "x402",
             ) from None
         message = exact["message"]
         auth_nonce = _hex32(message["nonce"])
@@ -253,8 +260,14 @@ class Wallet:
             valid_before=int(message["validBefore"]),
             auth_nonce=auth_nonce,
         )
-        self._emit("wallet.signed", {**_res_event(res), "auth_nonce": auth_nonce,
-                                     "payload_fingerprint": result.payload_fingerprint})
+        self._emit(
+            "wallet.signed",
+            {
+                **_res_event(res),
+                "auth_nonce": auth_nonce,
+                "payload_fingerprint": result.payload_fingerprint,
+            },
+        )
         return result
 
     def settle(self, signed: SignedTypedData | SignedTx, tx_hash: str) -> None:
@@ -266,9 +279,14 @@ class Wallet:
     def fail(self, signed: SignedTypedData | SignedTx, note: str) -> None:
         """Record that a signed spend did not move money (see SpendMeter.fail's warning)."""
         self.meter.fail(signed.reservation, note)
-        if isinstance(signed, SignedTx):
-            self.nonces.release(signed.nonce)
         self._emit("wallet.failed", {**_res_event(signed.reservation), "note": note})
+
+    def discard(self, signed: SignedTx, note: str = "never sent") -> None:
+        """Give back a signed transaction that will not be broadcast: its nonce is reused
+        and its spend marked failed. Warning: broadcasting it afterwards would move money
+        the ledger records as failed (reconcile would show it as resolved)."""
+        self.nonces.release(signed.nonce)
+        self.fail(signed, note)
 
     def x402_signer(self, verdict: Verdict | None, *, run_id: str, cap: int) -> VerdictBoundSigner:
         """A ClientEvmSigner for the x402 client that can sign only ``verdict``'s payload."""
@@ -283,23 +301,40 @@ class Wallet:
 
         The fingerprint covers ``tx`` exactly as given. Fields in ``FILLED_TX_FIELDS`` that
         ``tx`` leaves out (nonce from the NonceManager, gas, EIP-1559 fees) are filled
-        after the checks; none of them moves USDC. Broadcast with ``send_transaction`` or
-        give it back with ``fail``.
+        after the checks; none of them moves USDC. Broadcast with ``send_transaction``, or
+        give it back unsent with ``discard``.
         """
         exact = _private_copy(tx)
         res = self._authorize(
-            exact, verdict, run_id=run_id, cap=cap, kind="transfer",
-            fingerprint_of=transaction_fingerprint, terms_of=_transfer_terms,
+            exact,
+            verdict,
+            run_id=run_id,
+            cap=cap,
+            kind="transfer",
+            fingerprint_of=transaction_fingerprint,
+            terms_of=_transfer_terms,
         )
         assert verdict is not None
+        full = {k: v for k, v in exact.items() if k != "from"}
+        full["data"] = full.pop("input", full.get("data"))
         allocated: int | None = None
         try:
-            full = {k: v for k, v in exact.items() if k != "from"}
-            full["data"] = full.pop("input", full.get("data"))
             if full.get("nonce") is None:
                 allocated = self.nonces.allocate()
                 full["nonce"] = allocated
             self._fill_fees(full)
+        except Exception as exc:
+            if allocated is not None:
+                self.nonces.release(allocated)
+            self.meter.release(res, note=f"preparing the tx failed ({type(exc).__name__})")
+            self._emit("wallet.failed", {**_res_event(res), "note": "preparing the tx failed"})
+            raise SendFailed(
+                f"Could not fill nonce, gas and fees for verdict {verdict.id} "
+                f"({type(exc).__name__}: {str(exc)[:200]}); expected the node to estimate "
+                "them. Fix: check the RPC, or give gas and fee fields in the quoted payload; "
+                "the reservation is released (the verdict stays used)."
+            ) from exc
+        try:
             signed = self._key._unsafe_sign_transaction(full)
         except Exception as exc:
             if allocated is not None:
@@ -307,12 +342,14 @@ class Wallet:
             self.meter.release(res, note=f"signing failed ({type(exc).__name__})")
             raise self._refuse(
                 PayloadMismatch(
-                    f"The approved transaction could not be completed and signed "
-                    f"({type(exc).__name__}); expected an EIP-1559 USDC transfer. Fix: build "
-                    "it with chainId, to, data and value 0 (gas may be left to the wallet).",
+                    f"The approved transaction could not be signed ({type(exc).__name__}); "
+                    "expected an EIP-1559 USDC transfer. Fix: build it with chainId, to, data "
+                    "and value 0 (nonce, gas and fees may be left to the wallet).",
                     verdict_id=verdict.id,
                 ),
-                run_id, verdict, "transfer",
+                run_id,
+                verdict,
+                "transfer",
             ) from None
         tx_hash = "0x" + bytes(signed.hash).hex()
         self.meter.mark_signed(res, tx_hash=tx_hash)
@@ -328,8 +365,14 @@ class Wallet:
             recipient=res.recipient,
             amount=res.amount,
         )
-        self._emit("wallet.signed", {**_res_event(res), "tx_hash": tx_hash,
-                                     "payload_fingerprint": result.payload_fingerprint})
+        self._emit(
+            "wallet.signed",
+            {
+                **_res_event(res),
+                "tx_hash": tx_hash,
+                "payload_fingerprint": result.payload_fingerprint,
+            },
+        )
         return result
 
     def send_transaction(self, signed: SignedTx, reservation: Reservation | None = None) -> SentTx:
@@ -345,12 +388,15 @@ class Wallet:
         except Exception as exc:
             text = str(exc)
             if "nonce too low" in text.lower():
+                self.nonces.confirm(signed.nonce)  # the chain has used it: never reuse
                 self.nonces.resync()
             else:
                 self.nonces.release(signed.nonce)
             self.meter.fail(res, note=f"broadcast failed ({type(exc).__name__})")
-            self._emit("wallet.failed", {**_res_event(res), "tx_hash": signed.tx_hash,
-                                         "note": "broadcast failed"})
+            self._emit(
+                "wallet.failed",
+                {**_res_event(res), "tx_hash": signed.tx_hash, "note": "broadcast failed"},
+            )
             raise SendFailed(
                 f"Broadcasting {signed.tx_hash} (nonce {signed.nonce}) failed: {text[:300]}. "
                 "Expected the node to accept it. Fix: check the RPC and the wallet's ETH for "
@@ -360,7 +406,8 @@ class Wallet:
         try:
             receipt = w3.eth.wait_for_transaction_receipt(
                 signed.tx_hash,  # type: ignore[arg-type]
-                timeout=self.receipt_timeout_s, poll_latency=0.05,
+                timeout=self.receipt_timeout_s,
+                poll_latency=0.05,
             )
         except Exception as exc:
             raise SendFailed(
@@ -376,18 +423,33 @@ class Wallet:
         block = int(receipt["blockNumber"])
         if status != 1:
             self.meter.fail(res, note=f"reverted in block {block}")
-            self._emit("wallet.failed", {**_res_event(res), "tx_hash": signed.tx_hash,
-                                         "note": "reverted", "gas_wei": gas_wei})
+            self._emit(
+                "wallet.failed",
+                {
+                    **_res_event(res),
+                    "tx_hash": signed.tx_hash,
+                    "note": "reverted",
+                    "gas_wei": gas_wei,
+                },
+            )
             raise SendFailed(
                 f"Transaction {signed.tx_hash} reverted in block {block} (status {status}, "
                 f"expected 1). Fix: replay it with `cast run {signed.tx_hash}` to see why; the "
                 "spend is marked failed and its cap share freed (gas stays metered)."
             )
         self.meter.settle(res, signed.tx_hash)
-        self._emit("wallet.settled", {**_res_event(res), "tx_hash": signed.tx_hash,
-                                      "gas_wei": gas_wei, "block_number": block})
-        return SentTx(signed.tx_hash, block, status, int(receipt["gasUsed"]), gas_wei,
-                      gas_usdc, res.id)
+        self._emit(
+            "wallet.settled",
+            {
+                **_res_event(res),
+                "tx_hash": signed.tx_hash,
+                "gas_wei": gas_wei,
+                "block_number": block,
+            },
+        )
+        return SentTx(
+            signed.tx_hash, block, status, int(receipt["gasUsed"]), gas_wei, gas_usdc, res.id
+        )
 
     # ------------------------------------------------------------------ the checks
 
@@ -415,8 +477,10 @@ class Wallet:
             self._refuse(exc, run_id, verdict, kind)
             raise
         except ChainError as exc:
-            self._emit("wallet.refused", {**_refusal_base(run_id, verdict, kind),
-                                          "code": "chain-error", "reason": str(exc)})
+            self._emit(
+                "wallet.refused",
+                {**_refusal_base(run_id, verdict, kind), "code": "chain-error", "reason": str(exc)},
+            )
             raise
 
     def _check_verdict(self, verdict: Verdict | None) -> Verdict:
@@ -435,7 +499,8 @@ class Wallet:
         except VerdictInvalid as exc:
             raise VerdictBadSignature(
                 f"Verdict {verdict.id} is not signed by the trusted judge "
-                f"{self.trusted_judge}: {exc}", verdict_id=verdict.id,
+                f"{self.trusted_judge}: {exc}",
+                verdict_id=verdict.id,
             ) from None
         except Exception as exc:  # fail closed on anything verify cannot decide
             raise VerdictBadSignature(
@@ -458,8 +523,8 @@ class Wallet:
             found = fingerprint_of(payload)
         except FingerprintError as exc:
             raise VerdictVoid(
-                f"Verdict {verdict.id} is void: the payload has no canonical fingerprint "
-                f"({exc}).", verdict_id=verdict.id,
+                f"Verdict {verdict.id} is void: the payload has no canonical fingerprint ({exc}).",
+                verdict_id=verdict.id,
             ) from None
         if found != (verdict.payload_fingerprint or "").lower():
             raise VerdictVoid(
@@ -475,7 +540,8 @@ class Wallet:
             raise VerdictExpired(
                 f"Verdict {verdict.id} expired at {verdict.expires_at}; now is {int(now)} "
                 f"({int(now) - verdict.expires_at} s late). Fix: ask the judge for a fresh "
-                "verdict.", verdict_id=verdict.id,
+                "verdict.",
+                verdict_id=verdict.id,
             )
 
     def _check_terms(
@@ -522,14 +588,17 @@ class Wallet:
             raise RecheckFailed(
                 f"The judge's re-check of verdict {verdict.id} did not complete "
                 f"({type(exc).__name__}: {exc}); expected a confirmation. Fix: make the judge "
-                "reachable and try again.", verdict_id=verdict.id,
+                "reachable and try again.",
+                verdict_id=verdict.id,
             ) from exc
 
     def _refuse(
         self, exc: SpendRefused, run_id: str, verdict: Verdict | None, kind: str
     ) -> SpendRefused:
-        self._emit("wallet.refused", {**_refusal_base(run_id, verdict, kind),
-                                      "code": exc.code, "reason": exc.reason})
+        self._emit(
+            "wallet.refused",
+            {**_refusal_base(run_id, verdict, kind), "code": exc.code, "reason": exc.reason},
+        )
         return exc
 
     def _fill_fees(self, tx: dict[str, Any]) -> None:
@@ -602,15 +671,16 @@ def typed_data_from_parts(
     full_types: dict[str, list[dict[str, str]]] = {}
     for name, fields in types.items():
         full_types[name] = [
-            dict(f) if isinstance(f, Mapping) else {"name": f.name, "type": f.type}
-            for f in fields
+            dict(f) if isinstance(f, Mapping) else {"name": f.name, "type": f.type} for f in fields
         ]
     if "EIP712Domain" not in full_types:
-        full_types["EIP712Domain"] = [
-            {"name": n, "type": t} for n, t in _DOMAIN_ORDER if n in dom
-        ]
-    return {"types": full_types, "primaryType": primary_type, "domain": dom,
-            "message": dict(message)}
+        full_types["EIP712Domain"] = [{"name": n, "type": t} for n, t in _DOMAIN_ORDER if n in dom]
+    return {
+        "types": full_types,
+        "primaryType": primary_type,
+        "domain": dom,
+        "message": dict(message),
+    }
 
 
 # ---------------------------------------------------------------------- payload terms
@@ -670,9 +740,7 @@ def _transfer_terms(tx: dict[str, Any]) -> _Terms:
 def _private_copy(payload: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy, so nobody can change the payload between the checks and the signature."""
     if not isinstance(payload, Mapping):
-        raise PayloadMismatch(
-            f"Expected the payload as a dict; got {type(payload).__name__}."
-        )
+        raise PayloadMismatch(f"Expected the payload as a dict; got {type(payload).__name__}.")
     return copy.deepcopy(dict(payload))
 
 

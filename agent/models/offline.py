@@ -298,6 +298,7 @@ class _Plan:
     wallet: str | None
     usdc: str | None
     paywall_url: str | None
+    spend_left: int | None = None
 
     @classmethod
     def read(cls, context: Mapping[str, Any], messages: list[dict[str, str]]) -> _Plan:
@@ -340,6 +341,9 @@ class _Plan:
                 or _url_in_tools(tools)
                 or os.environ.get("NIB_PAYWALL_URL")
             ),
+            spend_left=_int_or_none(self_model.get("spend_left_usdc"))
+            if isinstance(self_model, Mapping)
+            else None,
         )
 
     def key(self, tool: str, args: Mapping[str, Any]) -> str:
@@ -355,6 +359,23 @@ class _Plan:
         }
         full.update(args)
         return _canon(tool, full)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _endpoint_price(plan: _Plan, url: str) -> int | None:
+    """The advertised price (atomic USDC) of ``url`` when a paid tool lists it."""
+    for tool in plan.tools:
+        for ep in tool.get("endpoints") or ():
+            if not isinstance(ep, Mapping) or not isinstance(ep.get("url"), str):
+                continue
+            pattern = re.escape(ep["url"]).replace(r"\{symbol\}", "[^/]+")
+            pattern = pattern.replace(r"\{name\}", "[^/]+")
+            if re.fullmatch(pattern, url, re.IGNORECASE):
+                return _int_or_none(ep.get("price_atomic"))
+    return None
 
 
 def _schema(tool: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -581,7 +602,14 @@ def _call_for(
             reasons.append(why)
             continue
         key = plan.key(str(tool["name"]), args)
-        if key in blocked:
+        price = _endpoint_price(plan, str(args.get("url", "")))
+        if price is not None and plan.spend_left is not None and price > plan.spend_left:
+            # The loop would stop the run on the spend cap before the judge saw it.
+            reasons.append(
+                f"{tool['name']} costs {price} atomic USDC, more than the {plan.spend_left} "
+                "left to spend"
+            )
+        elif key in blocked:
             reasons.append(f"{tool['name']} was already tried (refused, skipped or no result)")
         elif failures.get(key, 0) >= 2:
             reasons.append(f"{tool['name']} failed twice")

@@ -420,7 +420,10 @@ class PayHttpTool(Tool):
                 f"seller answered {resp.status_code} after payment but the authorization is "
                 "used on chain; reconcile to find the settlement tx"
             )
-            where = f"ledger row {signed.ledger_id} stays 'signed' until `nib audit reconcile`"
+            where = (
+                "the authorization IS used on chain, so the money moved; ledger row "
+                f"{signed.ledger_id} stays 'signed' until `nib audit reconcile` settles it"
+            )
         else:
             note = (
                 f"seller answered {resp.status_code} after payment; authorization "
@@ -428,7 +431,10 @@ class PayHttpTool(Tool):
                 "reconciliation settles the row if the seller submits it later)"
             )
             await asyncio.to_thread(wallet.fail, signed, note)
-            where = f"ledger row {signed.ledger_id} marked failed"
+            where = (
+                "the authorization is unused on chain, so no money moved; ledger row "
+                f"{signed.ledger_id} marked failed"
+            )
         ctx.emit(
             "tool.x402.refused_after_payment",
             {"url": url, "status": resp.status_code, "ledger_id": signed.ledger_id},

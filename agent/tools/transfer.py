@@ -107,12 +107,13 @@ def _require_wallet(ctx: ToolContext, tool: str) -> Any:
 
 def spend_cap(ctx: ToolContext, tool: str) -> int:
     """The run's spend cap (atomic USDC) the wallet reserves against; fail closed without it."""
-    cap = ctx.extras.get("spend_cap_usdc")
-    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+    cap = ctx.spend_cap_usdc or ctx.extras.get("spend_cap_usdc")
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0:
         raise ToolError(
-            f"{tool}: the run's spend cap is missing from the tool context (found {cap!r}); "
-            "expected ctx.extras['spend_cap_usdc'] as atomic USDC. Fix: build the ToolContext "
-            "with the run's limits."
+            f"{tool}: the run's spend cap in the tool context is {ctx.spend_cap_usdc!r}; "
+            "expected a positive "
+            "int of atomic USDC (ToolContext.spend_cap_usdc). Nothing was signed. Fix: build "
+            "the ToolContext with the run's limits."
         )
     return cap
 

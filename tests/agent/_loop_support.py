@@ -146,3 +146,71 @@ def events(deps: Deps, run_id: str, type_: str | None = None) -> list[dict[str, 
 
 def dumps(obj: Any) -> str:
     return json.dumps(obj)
+
+
+# ------------------------------------------------------------------ money on Anvil
+
+FAST_SCRYPT_N = 2**10  # tests only: the default work factor costs ~1 s per unlock
+ONE_USDC = 1_000_000
+DIME = 100_000
+
+
+def paid_deps(
+    tmp_path: Path,
+    dev: Any,
+    model: ScriptedModel,
+    *,
+    limits: Any = None,
+    extra_tools: tuple[Tool, ...] = (),
+    transfer_tool: Tool | None = None,
+    judge: Any = None,
+) -> Deps:
+    """Real wallet (AGENT key), real in-process judge (JUDGE key), real usdc_transfer."""
+    from agent.tools.transfer import UsdcTransferTool
+    from chain.client import ChainClient
+    from chain.devkeys import AGENT, JUDGE, dev_account
+    from judge.calibration import BetaCalibrator
+    from judge.jev import Judge
+    from judge.verdict import VerdictSigner
+    from wallet.keystore import Keystore
+    from wallet.signer import Wallet
+
+    db = tmp_path / "nib.db"
+    client = ChainClient(dev.rpc_url, dev.chain_id)
+    network = get_network("anvil", rpc_url=dev.rpc_url, usdc=dev.usdc)
+    keystore_path = tmp_path / "wallet.json"
+    keystore = Keystore(keystore_path, scrypt_n=FAST_SCRYPT_N)
+    if not keystore_path.exists():
+        keystore.import_key(dev_account(AGENT).key.hex(), "pw")
+    key = keystore.unlock("pw")
+    if judge is None:
+        judge = Judge(
+            VerdictSigner(dev_account(JUDGE)),
+            BetaCalibrator(str(db)),
+            allowed_assets={dev.chain_id: [dev.usdc]},
+        )
+    store = RunStore(db)
+    wallet = Wallet(
+        key, db_path=db, chain=client, usdc=dev.usdc,
+        trusted_judge=dev_account(JUDGE).address,
+        recheck=getattr(judge, "recheck", None),
+        emit=None,
+    )
+    tools = [transfer_tool or UsdcTransferTool(), *extra_tools]
+    return Deps(
+        model=model,
+        registry=ToolRegistry(tools),
+        store=store,
+        network=network,
+        chain=client,
+        judge=judge,
+        wallet=wallet,
+        limits=limits,
+        free_policy=policy_for(*tools),
+    )
+
+
+def usdc_balance(dev: Any, address: str) -> int:
+    from chain.usdc import usdc_contract
+
+    return int(usdc_contract(dev.w3, dev.usdc).functions.balanceOf(address).call())

@@ -94,7 +94,8 @@ def test_format_usdc_has_two_or_more_decimals() -> None:
     assert format_usdc(400_000) == "0.40"
     assert format_usdc(1) == "0.000001"
     assert format_usdc(12_345_678) == "12.345678"
-    assert format_usdc(Decimal("-0.5")) == "-0.000000" or format_usdc(Decimal("-0.5")) == "0.00"
+    assert format_usdc(Decimal("-0.5")) == "0.00"
+    assert format_usdc(Decimal("122220.777778")) == "0.122221"
     assert format_usdc(-250_000) == "-0.25"
 
 

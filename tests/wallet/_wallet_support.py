@@ -83,8 +83,12 @@ def approve(
     if "primaryType" in payload:
         fp = typed_data_fingerprint(payload)
         msg = payload["message"]
-        terms = (int(msg["value"]), msg["to"], payload["domain"]["verifyingContract"],
-                 int(payload["domain"]["chainId"]))
+        terms = (
+            int(msg["value"]),
+            msg["to"],
+            payload["domain"]["verifyingContract"],
+            int(payload["domain"]["chainId"]),
+        )
     else:
         fp = transaction_fingerprint(payload)
         data = payload["data"].removeprefix("0x")
@@ -111,14 +115,21 @@ def submit_authorization(chain: Any, signed: SignedTypedData) -> str:
     fn = usdc_contract(chain.w3, chain.usdc).get_function_by_signature(
         "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"
     )(
-        signed.signer, Web3.to_checksum_address(signed.recipient), signed.value,
-        signed.valid_after, signed.valid_before, signed.auth_nonce, signed.signature_bytes(),
+        signed.signer,
+        Web3.to_checksum_address(signed.recipient),
+        signed.value,
+        signed.valid_after,
+        signed.valid_before,
+        signed.auth_nonce,
+        signed.signature_bytes(),
     )
-    tx = fn.build_transaction({
-        "from": relayer.address,
-        "nonce": chain.w3.eth.get_transaction_count(relayer.address, "pending"),
-        "chainId": chain.chain_id,
-    })
+    tx = fn.build_transaction(
+        {
+            "from": relayer.address,
+            "nonce": chain.w3.eth.get_transaction_count(relayer.address, "pending"),
+            "chainId": chain.chain_id,
+        }
+    )
     tx_hash = chain.w3.eth.send_raw_transaction(relayer.sign_transaction(tx).raw_transaction)
     receipt = chain.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=30)
     assert receipt["status"] == 1

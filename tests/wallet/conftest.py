@@ -51,8 +51,12 @@ def client(chain: Any) -> ChainClient:
 
 @pytest.fixture
 def make_wallet(
-    chain: Any, agent_key: KeyHandle, judge_signer: VerdictSigner, db_path: Path,
-    events: Events, client: ChainClient,
+    chain: Any,
+    agent_key: KeyHandle,
+    judge_signer: VerdictSigner,
+    db_path: Path,
+    events: Events,
+    client: ChainClient,
 ) -> Callable[..., Wallet]:
     def build(**overrides: Any) -> Wallet:
         kwargs: dict[str, Any] = {

@@ -157,9 +157,21 @@ def test_tables_are_created_idempotently_with_the_documented_columns(tmp_path: P
     ensure_tables(db)
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert set(db["wallet_spends"].columns_dict) == {
-        "id", "run_id", "verdict_id", "payload_fingerprint", "kind", "asset", "amount",
-        "recipient", "chain_id", "status", "tx_hash", "auth_nonce", "created_at",
-        "updated_at", "note",
+        "id",
+        "run_id",
+        "verdict_id",
+        "payload_fingerprint",
+        "kind",
+        "asset",
+        "amount",
+        "recipient",
+        "chain_id",
+        "status",
+        "tx_hash",
+        "auth_nonce",
+        "created_at",
+        "updated_at",
+        "note",
     }
     assert set(db["wallet_used_verdicts"].columns_dict) == {"verdict_id", "used_at", "run_id"}
     assert db["wallet_used_verdicts"].pks == ["verdict_id"]

@@ -27,8 +27,12 @@ def _exc_text(exc: BaseException) -> str:
 
 
 def test_exercising_the_wallet_leaks_no_key(
-    chain: Any, tmp_path: Path, judge_signer: VerdictSigner, client: ChainClient,
-    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str],
+    chain: Any,
+    tmp_path: Path,
+    judge_signer: VerdictSigner,
+    client: ChainClient,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     caplog.set_level(logging.DEBUG)
     texts: list[str] = []
@@ -46,8 +50,14 @@ def test_exercising_the_wallet_leaks_no_key(
         texts.append(_exc_text(info.value))
     handle = store.unlock("pw")
     db = tmp_path / "nib.db"
-    wallet = Wallet(handle, db_path=db, chain=client, usdc=chain.usdc,
-                    trusted_judge=judge_signer.address, emit=events)
+    wallet = Wallet(
+        handle,
+        db_path=db,
+        chain=client,
+        usdc=chain.usdc,
+        trusted_judge=judge_signer.address,
+        emit=events,
+    )
 
     payload = quote(chain)
     verdict = approve(judge_signer, payload)
@@ -62,8 +72,9 @@ def test_exercising_the_wallet_leaks_no_key(
         lambda: wallet.sign_typed_data(payload, None, run_id="r", cap=10**6),
         lambda: wallet.sign_typed_data(payload, verdict, run_id="r", cap=10**6),
         lambda: wallet.sign_typed_data(quote(chain), verdict, run_id="r", cap=10**6),
-        lambda: wallet.sign_transaction(dict(tx, value=5), approve(judge_signer, dict(tx, value=5)),
-                                        run_id="r", cap=10**6),
+        lambda: wallet.sign_transaction(
+            dict(tx, value=5), approve(judge_signer, dict(tx, value=5)), run_id="r", cap=10**6
+        ),
     ]
     for refuse in refusals:
         with pytest.raises(WalletError) as info:
@@ -71,8 +82,21 @@ def test_exercising_the_wallet_leaks_no_key(
         texts.append(_exc_text(info.value))
     report = reconcile(db, client, chain.usdc, handle.address, 0)
 
-    texts += [repr(o) + str(o) for o in (handle, store, wallet, wallet.meter, wallet.nonces,
-                                          signed, sent, bound, signed.reservation, report)]
+    texts += [
+        repr(o) + str(o)
+        for o in (
+            handle,
+            store,
+            wallet,
+            wallet.meter,
+            wallet.nonces,
+            signed,
+            sent,
+            bound,
+            signed.reservation,
+            report,
+        )
+    ]
     texts += [json.dumps(report.to_dict()), json.dumps(events.items), caplog.text]
     captured = capsys.readouterr()
     texts += [captured.out, captured.err, store.path.read_text()]

@@ -24,8 +24,13 @@ def test_ten_threads_send_wallet_transfers_without_nonce_errors(
     seller_before = token.functions.balanceOf(SELLER_ADDRESS).call()
     jobs = []
     for _ in range(10):
-        tx = {"chainId": chain.chain_id, "to": chain.usdc, "value": 0, "gas": 80_000,
-              "data": token.encode_abi("transfer", [SELLER_ADDRESS, DIME])}
+        tx = {
+            "chainId": chain.chain_id,
+            "to": chain.usdc,
+            "value": 0,
+            "gas": 80_000,
+            "data": token.encode_abi("transfer", [SELLER_ADDRESS, DIME]),
+        }
         jobs.append((tx, approve(judge_signer, tx)))
     barrier = threading.Barrier(10)
     sent: list[SentTx] = []
@@ -47,7 +52,8 @@ def test_ten_threads_send_wallet_transfers_without_nonce_errors(
     assert errors == []
     assert len(sent) == 10 and all(s.status == 1 for s in sent)
     nonces = sorted(
-        chain.w3.eth.get_transaction(s.tx_hash)["nonce"] for s in sent  # type: ignore[arg-type]
+        chain.w3.eth.get_transaction(s.tx_hash)["nonce"]
+        for s in sent  # type: ignore[arg-type]
     )
     assert nonces == list(range(start_nonce, start_nonce + 10))
     assert chain.w3.eth.get_transaction_count(AGENT_ADDRESS, "latest") == start_nonce + 10
@@ -78,20 +84,33 @@ def test_raw_sends_from_ten_threads_and_resync_after_an_outside_send(chain: Any)
     def send(_: int) -> None:
         barrier.wait()
         with nonces.use() as n:
-            tx = {"to": to, "value": 1, "gas": 21_000, "gasPrice": gas_price, "nonce": n,
-                  "chainId": chain.chain_id}
-            hashes.append(chain.w3.eth.send_raw_transaction(
-                sender.sign_transaction(tx).raw_transaction))
+            tx = {
+                "to": to,
+                "value": 1,
+                "gas": 21_000,
+                "gasPrice": gas_price,
+                "nonce": n,
+                "chainId": chain.chain_id,
+            }
+            hashes.append(
+                chain.w3.eth.send_raw_transaction(sender.sign_transaction(tx).raw_transaction)
+            )
 
     run_threads(send, 10)
     receipts = [chain.w3.eth.wait_for_transaction_receipt(h, timeout=30) for h in hashes]
     assert all(r["status"] == 1 for r in receipts)
     # A send outside the manager: resync picks up the chain's count.
-    outside = {"to": to, "value": 1, "gas": 21_000, "gasPrice": gas_price,
-               "nonce": chain.w3.eth.get_transaction_count(sender.address, "pending"),
-               "chainId": chain.chain_id}
+    outside = {
+        "to": to,
+        "value": 1,
+        "gas": 21_000,
+        "gasPrice": gas_price,
+        "nonce": chain.w3.eth.get_transaction_count(sender.address, "pending"),
+        "chainId": chain.chain_id,
+    }
     chain.w3.eth.wait_for_transaction_receipt(
-        chain.w3.eth.send_raw_transaction(sender.sign_transaction(outside).raw_transaction))
+        chain.w3.eth.send_raw_transaction(sender.sign_transaction(outside).raw_transaction)
+    )
     assert nonces.resync() == outside["nonce"] + 1
     assert nonces.allocate() == outside["nonce"] + 1
 

@@ -27,8 +27,12 @@ RUN = "run-rec"
 
 
 def test_transfer_outside_the_wallet_is_an_unmatched_onchain_alarm(
-    chain: Any, wallet: Wallet, client: ChainClient, judge_signer: VerdictSigner,
-    db_path: Any, events: Events,
+    chain: Any,
+    wallet: Wallet,
+    client: ChainClient,
+    judge_signer: VerdictSigner,
+    db_path: Any,
+    events: Events,
 ) -> None:
     start = chain.w3.eth.block_number + 1
     tx = transfer_tx(chain)
@@ -36,8 +40,9 @@ def test_transfer_outside_the_wallet_is_an_unmatched_onchain_alarm(
         wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
     )
     # Same key, but not through the wallet: no verdict, no ledger row.
-    rogue = transfer(chain.w3, chain.usdc, dev_account(AGENT), dev_account(OUTSIDER).address,
-                     ONE_USDC)
+    rogue = transfer(
+        chain.w3, chain.usdc, dev_account(AGENT), dev_account(OUTSIDER).address, ONE_USDC
+    )
 
     report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start, emit=events)
     assert [m.tx_hash for m in report.matched] == [sent.tx_hash]
@@ -50,13 +55,18 @@ def test_transfer_outside_the_wallet_is_an_unmatched_onchain_alarm(
 
 
 def test_x402_spend_without_tx_hash_is_found_by_its_authorization_nonce(
-    chain: Any, wallet: Wallet, client: ChainClient, judge_signer: VerdictSigner, db_path: Any,
+    chain: Any,
+    wallet: Wallet,
+    client: ChainClient,
+    judge_signer: VerdictSigner,
+    db_path: Any,
 ) -> None:
     start = chain.w3.eth.block_number + 1
     paid, pending = quote(chain), quote(chain, value=2 * DIME)
     signed = wallet.sign_typed_data(paid, approve(judge_signer, paid), run_id=RUN, cap=ONE_USDC)
-    unsent = wallet.sign_typed_data(pending, approve(judge_signer, pending), run_id=RUN,
-                                    cap=ONE_USDC)
+    unsent = wallet.sign_typed_data(
+        pending, approve(judge_signer, pending), run_id=RUN, cap=ONE_USDC
+    )
     tx_hash = submit_authorization(chain, signed)  # the seller settled; we never heard back
 
     report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)

@@ -23,7 +23,7 @@ from _wallet_support import (
 
 from chain.client import ChainClient
 from chain.devkeys import OUTSIDER, dev_account
-from chain.usdc import usdc_contract
+from chain.usdc import transfer, usdc_contract
 from judge.errors import JudgeUnreachable
 from judge.errors import VerdictRevoked as JudgeVerdictRevoked
 from judge.verdict import VerdictSigner
@@ -34,6 +34,7 @@ from wallet.errors import (
     NoVerdict,
     PayloadMismatch,
     RecheckFailed,
+    SendFailed,
     SpendRefused,
     VerdictBadSignature,
     VerdictExpired,
@@ -175,8 +176,12 @@ def test_key_order_does_not_void_a_verdict(
     [("amount", DIME + 1), ("recipient", OUTSIDER_ADDRESS), ("chain_id", 1)],
 )
 def test_verdict_terms_must_match_the_payload(
-    chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner,
-    field: str, value: Any,
+    chain: Any,
+    wallet: Wallet,
+    events: Events,
+    judge_signer: VerdictSigner,
+    field: str,
+    value: Any,
 ) -> None:
     before = balance(chain, AGENT_ADDRESS)
     payload = quote(chain)
@@ -373,8 +378,9 @@ def test_transfer_transaction_changed_after_approval_is_void(
         wallet.sign_transaction(changed, verdict, run_id=RUN, cap=ONE_USDC)
     other = dict(tx, to=OUTSIDER_ADDRESS)
     with pytest.raises(PayloadMismatch, match="asset"):
-        wallet.sign_transaction(other, approve(judge_signer, other, asset=OUTSIDER_ADDRESS),
-                                run_id=RUN, cap=ONE_USDC)
+        wallet.sign_transaction(
+            other, approve(judge_signer, other, asset=OUTSIDER_ADDRESS), run_id=RUN, cap=ONE_USDC
+        )
     eth = dict(tx, value=1)
     with pytest.raises(PayloadMismatch, match="wei of ETH"):
         wallet.sign_transaction(eth, approve(judge_signer, eth), run_id=RUN, cap=ONE_USDC)
@@ -394,8 +400,12 @@ def test_x402_signer_signs_only_the_approved_payload(
     signer = wallet.x402_signer(verdict, run_id=RUN, cap=ONE_USDC)
     assert signer.address == AGENT_ADDRESS
     d, m = payload["domain"], payload["message"]
-    domain = TypedDataDomain(name=d["name"], version=d["version"], chain_id=d["chainId"],
-                             verifying_contract=d["verifyingContract"])
+    domain = TypedDataDomain(
+        name=d["name"],
+        version=d["version"],
+        chain_id=d["chainId"],
+        verifying_contract=d["verifyingContract"],
+    )
     types = {k: [TypedDataField(**f) for f in v] for k, v in AUTHORIZATION_TYPES.items()}
     message = dict(m, nonce=bytes.fromhex(m["nonce"][2:]))  # x402 passes the nonce as bytes
 
@@ -422,8 +432,12 @@ def test_x402_client_with_its_own_nonce_cannot_spend_the_verdict(
     verdict = approve(judge_signer, payload)
     scheme = ExactEvmScheme(wallet.x402_signer(verdict, run_id=RUN, cap=ONE_USDC))
     requirements = PaymentRequirements(
-        scheme="exact", network=f"eip155:{chain.chain_id}", asset=chain.usdc,
-        amount=str(DIME), pay_to=SELLER_ADDRESS, max_timeout_seconds=600,
+        scheme="exact",
+        network=f"eip155:{chain.chain_id}",
+        asset=chain.usdc,
+        amount=str(DIME),
+        pay_to=SELLER_ADDRESS,
+        max_timeout_seconds=600,
         extra={"name": "USDC", "version": "2"},
     )
     with pytest.raises(VerdictVoid):  # x402 picks a fresh random nonce: not what was judged
@@ -435,11 +449,53 @@ def test_signed_results_are_immutable(
     chain: Any, wallet: Wallet, judge_signer: VerdictSigner
 ) -> None:
     payload = quote(chain)
-    signed = wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN,
-                                    cap=ONE_USDC)
+    signed = wallet.sign_typed_data(
+        payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC
+    )
     with pytest.raises(AttributeError):
         signed.value = 5 * ONE_USDC  # type: ignore[misc]
     x = signed.to_x402_payload()
     assert x["authorization"]["value"] == str(DIME)
     assert x["authorization"]["nonce"] == payload["message"]["nonce"]
     assert chain_time(chain) < signed.valid_before
+
+
+def test_broadcast_failure_fails_the_spend_and_frees_the_nonce(
+    chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner
+) -> None:
+    tx = dict(transfer_tx(chain), gas=21_000)  # below the intrinsic gas of a call with data
+    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    with pytest.raises(SendFailed) as info:
+        wallet.send_transaction(signed)
+    assert info.value.code == "send-failed" and "failed:" in str(info.value)
+    assert wallet.meter.ledger.get(signed.ledger_id).status == "failed"
+    assert wallet.meter.reserved(RUN) == 0
+    assert wallet.nonces.allocate() == signed.nonce  # handed out again: no gap
+    assert events.named("wallet.failed")[0]["note"] == "broadcast failed"
+
+
+def test_discarded_transaction_gives_back_its_nonce(
+    chain: Any, wallet: Wallet, judge_signer: VerdictSigner
+) -> None:
+    tx = transfer_tx(chain)
+    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    wallet.discard(signed)
+    assert wallet.meter.ledger.get(signed.ledger_id).status == "failed"
+    again = transfer_tx(chain, amount=DIME + 1)
+    second = wallet.sign_transaction(again, approve(judge_signer, again), run_id=RUN, cap=ONE_USDC)
+    assert second.nonce == signed.nonce
+    assert wallet.send_transaction(second).status == 1
+
+
+def test_reverted_transfer_fails_the_spend_and_keeps_the_gas(
+    chain: Any, wallet: Wallet, judge_signer: VerdictSigner
+) -> None:
+    tx = dict(transfer_tx(chain, amount=60 * ONE_USDC), gas=100_000)
+    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=100 * ONE_USDC)
+    # The balance moves away between signing and sending.
+    transfer(chain.w3, chain.usdc, dev_account(AGENT), OUTSIDER_ADDRESS, 50 * ONE_USDC)
+    with pytest.raises(SendFailed, match="reverted in block"):
+        wallet.send_transaction(signed)
+    usage = wallet.meter.usage(RUN)
+    assert wallet.meter.ledger.get(signed.ledger_id).status == "failed"
+    assert (usage.settled, usage.reserved) == (0, 0) and usage.gas_wei > 0

@@ -8,22 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 import pytest
-
-# tests/conftest.py puts tests/ on sys.path, where tests/agent/ (no __init__.py) would shadow
-# the real ``agent`` package as a namespace package; the repo root must come first.
-_ROOT = str(Path(__file__).resolve().parents[3])
-if sys.path[:1] != [_ROOT]:
-    sys.path.insert(0, _ROOT)
-for _name in [n for n in sys.modules if n == "agent" or n.startswith("agent.")]:
-    if getattr(sys.modules[_name], "__file__", None) is None:  # a namespace stand-in
-        del sys.modules[_name]
 
 RECORDINGS = Path(__file__).parent / "recordings"
 T = TypeVar("T")

@@ -18,9 +18,7 @@ MESSAGES = [
 
 
 def model(replay, **kw) -> AnthropicModel:
-    return AnthropicModel(
-        model="claude-sonnet-4-5", api_key=KEY, transport=replay.transport, **kw
-    )
+    return AnthropicModel(model="claude-sonnet-4-5", api_key=KEY, transport=replay.transport, **kw)
 
 
 def propose() -> ModelRequest:

@@ -63,7 +63,9 @@ def test_local_server_needs_no_key_and_is_local() -> None:
 
 def test_model_or_base_url_without_provider_infers_it() -> None:
     assert isinstance(
-        model_from_config(env={"NIB_MODEL": "llama3", "NIB_MODEL_BASE_URL": "http://10.0.0.5:8000/v1"}),
+        model_from_config(
+            env={"NIB_MODEL": "llama3", "NIB_MODEL_BASE_URL": "http://10.0.0.5:8000/v1"}
+        ),
         OpenAICompatModel,
     )
     assert isinstance(
@@ -113,8 +115,9 @@ def test_hosted_model_without_key_names_both_variables() -> None:
 
 def test_config_object_wins_over_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.setenv("NIB_HOME", str(tmp_path))
-    settings = NibSettings(model_provider="openai", model="from-config",
-                           model_base_url="http://127.0.0.1:1234/v1")
+    settings = NibSettings(
+        model_provider="openai", model="from-config", model_base_url="http://127.0.0.1:1234/v1"
+    )
     m = model_from_config(settings, env={"NIB_MODEL": "from-env"})
     assert isinstance(m, OpenAICompatModel)
     assert m.model == "from-config" and m.local is True

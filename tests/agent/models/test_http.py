@@ -32,8 +32,14 @@ def test_redact_removes_the_key_and_key_shaped_strings() -> None:
 
 @pytest.mark.parametrize(
     ("status", "kind"),
-    [(401, "auth"), (403, "auth"), (429, "rate-limit"), (500, "server"), (503, "server"),
-     (404, "bad-response")],
+    [
+        (401, "auth"),
+        (403, "auth"),
+        (429, "rate-limit"),
+        (500, "server"),
+        (503, "server"),
+        (404, "bad-response"),
+    ],
 )
 def test_status_error_kinds(status: int, kind: str) -> None:
     request = httpx.Request("POST", "https://api.example/v1/chat/completions?key=zzz")

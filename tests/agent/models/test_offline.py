@@ -173,8 +173,15 @@ class Sim:
         eid = f"e{len(self.evidence) + 1}"
         facts = facts or {}
         self.evidence.append(
-            {"id": eid, "step": step, "tool": call.tool, "args": norm, "summary": summary,
-             "facts": facts, "cost_usdc": 0}
+            {
+                "id": eid,
+                "step": step,
+                "tool": call.tool,
+                "args": norm,
+                "summary": summary,
+                "facts": facts,
+                "cost_usdc": 0,
+            }
         )
         self.history.append(HistoryEntry(step, call.tool, norm, "ok", summary, eid))
         self.checklist = self.checklist.cover(facts, summary, eid)
@@ -324,8 +331,16 @@ def test_task_it_cannot_plan_says_so_and_names_the_configuration() -> None:
 def test_items_without_a_kind_are_classified_from_their_text() -> None:
     sim = Sim("anything")
     sim.checklist = Checklist.from_dicts(
-        [{"id": "c1", "text": "base fee gwei", "kind": None, "covered": False, "value": None,
-          "evidence_id": None}]
+        [
+            {
+                "id": "c1",
+                "text": "base fee gwei",
+                "kind": None,
+                "covered": False,
+                "value": None,
+                "evidence_id": None,
+            }
+        ]
     )
     assert sim.propose() == Call("base_fee", {})
 
@@ -347,8 +362,15 @@ def test_synthesize_writes_one_line_per_item() -> None:
 
 def test_lesson_is_one_sentence_from_the_trajectory_in_the_prompt() -> None:
     history = render(
-        [HistoryEntry(1, "pay_http", {"url": f"{PAYWALL}/premium/report"}, "refused",
-                      "price 2.5 USDC over the per-call cap")]
+        [
+            HistoryEntry(
+                1,
+                "pay_http",
+                {"url": f"{PAYWALL}/premium/report"},
+                "refused",
+                "price 2.5 USDC over the per-call cap",
+            )
+        ]
     )
     request = ModelRequest("lesson", lesson_prompt("premium report", "max-steps", history))
     text = OfflinePlanner().reply_text(request)
@@ -359,3 +381,27 @@ def test_lesson_is_one_sentence_from_the_trajectory_in_the_prompt() -> None:
 def test_same_request_same_reply() -> None:
     sim = Sim("base fee, gas price and gas statistics")
     assert sim.ask() == sim.ask()
+
+
+def test_paid_endpoint_priced_above_the_spend_left_is_not_proposed() -> None:
+    sim = Sim("base fee and the premium report")
+    ctx = sim.context()
+    ctx["self_model"]["spend_left_usdc"] = 1_000_000
+    for tool in ctx["tools"]:
+        for ep in tool.get("endpoints", ()):
+            ep["price_atomic"] = 2_500_000 if ep["url"].endswith("/premium/report") else 50_000
+    ctx["checklist"][0]["covered"] = True  # base fee already known
+    reply = json.loads(OfflinePlanner().reply_text(ModelRequest("propose", [], ctx)))
+    assert reply["action"] == "done"
+    assert "costs 2500000 atomic USDC, more than the 1000000 left to spend" in reply["answer"]
+
+
+def test_templated_endpoint_prices_match_the_filled_url() -> None:
+    sim = Sim("the DAI fact sheet")
+    ctx = sim.context()
+    ctx["self_model"]["spend_left_usdc"] = 10_000
+    for tool in ctx["tools"]:
+        for ep in tool.get("endpoints", ()):
+            ep["price_atomic"] = 20_000
+    reply = json.loads(OfflinePlanner().reply_text(ModelRequest("propose", [], ctx)))
+    assert reply["action"] == "done" and "more than the 10000 left" in reply["answer"]

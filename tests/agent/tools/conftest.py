@@ -83,7 +83,7 @@ def make_ctx(
             "wallet": None,
             "emit": events,
             "allowlist": (),
-            "extras": {"spend_cap_usdc": CAP},
+            "spend_cap_usdc": CAP,
         }
         fields.update(overrides)
         return ToolContext(**fields)

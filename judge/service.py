@@ -1,0 +1,284 @@
+"""The judge as its own HTTP service on loopback, and the client the agent uses.
+
+Running the judge in a separate process means the process that runs the model never
+holds the approving key. The wire format is JSON: requests are
+``PaidCallRequest.to_wire()``, answers are verdicts as the judge signed them; typed
+judge errors travel as ``{"error": {"type", "message"}}`` and are raised again by the
+client. A judge that does not answer within the client's timeout is
+:class:`~judge.errors.JudgeUnreachable`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+import time
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi import Body, FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from judge import errors
+from judge.calibration import CalibrationReport
+from judge.errors import JudgeConfigError, JudgeError, JudgeUnreachable, VerdictInvalid
+from judge.jev import Judge, PaidCallRequest
+from judge.policy import FreeDecision, FreePolicyRow
+from judge.verdict import SCHEME, Verdict, parse_verdict, verify_verdict
+
+DEFAULT_TIMEOUT_S = 2.0
+_API = "/v1"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _free_to_wire(d: FreeDecision) -> dict[str, Any]:
+    row = None
+    if d.row is not None:
+        row = {
+            "tool": d.row.tool,
+            "allowed": d.row.allowed,
+            "max_calls_per_run": d.row.max_calls_per_run,
+            "max_result_bytes": d.row.max_result_bytes,
+            "timeout_s": d.row.timeout_s,
+        }
+    return {"outcome": d.outcome, "tool": d.tool, "reason": d.reason, "row": row}
+
+
+def _free_from_wire(data: dict[str, Any]) -> FreeDecision:
+    row = FreePolicyRow(**data["row"]) if data.get("row") else None
+    return FreeDecision(data["outcome"], data["tool"], data["reason"], row)
+
+
+def create_app(judge: Judge) -> FastAPI:
+    """A FastAPI app exposing ``judge`` (bind it to loopback only)."""
+    app = FastAPI(title="nib judge", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(JudgeError)
+    async def _judge_error(_: Request, exc: JudgeError) -> JSONResponse:
+        status = 409 if isinstance(exc, VerdictInvalid) else 422
+        return JSONResponse(
+            {"error": {"type": type(exc).__name__, "message": str(exc)}}, status_code=status
+        )
+
+    @app.get(f"{_API}/health")
+    def health() -> dict[str, Any]:
+        return {"judge": judge.address, "scheme": SCHEME}
+
+    @app.post(f"{_API}/decide")
+    def decide(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        return judge.decide(PaidCallRequest.from_wire(body)).model_dump()
+
+    @app.post(f"{_API}/free")
+    def free(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        return _free_to_wire(judge.decide_free(str(body["tool"]), int(body["calls_so_far"])))
+
+    @app.post(f"{_API}/recheck")
+    def recheck(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        judge.recheck(parse_verdict(body))
+        return {"ok": True}
+
+    @app.post(f"{_API}/revoke")
+    def revoke(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        judge.revoke(str(body["verdict_id"]))
+        return {"ok": True}
+
+    @app.post(f"{_API}/outcomes")
+    def outcomes(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        covered = body.get("covered")
+        if not isinstance(covered, bool):
+            raise JudgeConfigError(
+                f"found covered={covered!r}; expected true or false; fix: send a JSON boolean."
+            )
+        judge.record_outcome(
+            str(body["tool"]), str(body["fact_kind"]), str(body["p_used"]), covered
+        )
+        return {"ok": True}
+
+    @app.get(f"{_API}/calibration")
+    def calibration() -> dict[str, Any]:
+        return dict(judge.calibration())
+
+    return app
+
+
+def _server(judge: Judge, host: str, port: int) -> uvicorn.Server:
+    if not _is_loopback(host):
+        raise JudgeConfigError(
+            f"found judge host {host!r}; expected a loopback address (127.0.0.1, ::1, "
+            "localhost) because the judge holds an approving key; fix: bind to 127.0.0.1."
+        )
+    config = uvicorn.Config(
+        create_app(judge), host=host, port=port, log_level="warning", access_log=False,
+        lifespan="off",
+    )
+    return uvicorn.Server(config)
+
+
+def serve(host: str, port: int, judge: Judge) -> None:
+    """Run the judge service in the foreground until interrupted (``nib judge serve``)."""
+    _server(judge, host, port).run()
+
+
+class JudgeServer:
+    """The judge service in a background thread, for tests and embedding.
+
+    ``with JudgeServer(judge) as server: JudgeClient(server.url)``; port 0 picks a
+    free port. Start-up waits with a deadline and raises if the server never starts.
+    """
+
+    def __init__(self, judge: Judge, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._server = _server(judge, host, port)
+        self._host = host
+        self._port = port
+        self._thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None
+        self.url = ""
+
+    def start(self, timeout_s: float = 10.0) -> JudgeServer:
+        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self._host, self._port))
+        self._sock = sock
+        port = sock.getsockname()[1]
+        host = f"[{self._host}]" if family == socket.AF_INET6 else self._host
+        self.url = f"http://{host}:{port}"
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name="nib-judge", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise JudgeUnreachable(
+                    f"the judge service at {self.url} did not start within {timeout_s} s; "
+                    "expected it to listen on loopback; fix: check that the port is free.",
+                    url=self.url,
+                )
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._sock is not None:
+            self._sock.close()
+
+    def __enter__(self) -> JudgeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class JudgeClient:
+    """Talks to a judge service; the same methods as :class:`~judge.jev.Judge`.
+
+    Every call finishes within about ``timeout_s`` seconds or raises JudgeUnreachable.
+    With ``trusted_judge``, verdicts are verified against that address on arrival.
+    """
+
+    def __init__(
+        self, url: str, timeout_s: float = DEFAULT_TIMEOUT_S, *, trusted_judge: str | None = None
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.trusted_judge = trusted_judge
+        # Phases run one after another, so split the budget to bound the total.
+        timeout = httpx.Timeout(
+            connect=timeout_s / 4, write=timeout_s / 4, read=timeout_s / 2, pool=timeout_s / 4
+        )
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, trust_env=False)
+        self._address: str | None = None
+
+    def __repr__(self) -> str:
+        return f"JudgeClient(url={self.url!r}, timeout_s={self.timeout_s})"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> JudgeClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _unreachable(self, detail: str) -> JudgeUnreachable:
+        return JudgeUnreachable(
+            f"the judge at {self.url} did not answer within {self.timeout_s:g} s ({detail}); "
+            "expected a running judge service. Fix: start it with `nib judge serve`, or "
+            "unset NIB_JUDGE_URL to use the in-process judge.",
+            url=self.url,
+        )
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        try:
+            response = self._http.request(method, _API + path, json=body)
+        except httpx.TransportError as exc:
+            raise self._unreachable(f"{type(exc).__name__}: {exc}") from exc
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise self._unreachable(f"HTTP {response.status_code}, not JSON") from exc
+        if response.is_success:
+            return data
+        error = data.get("error") if isinstance(data, dict) else None
+        if isinstance(error, dict):
+            cls = getattr(errors, str(error.get("type")), None)
+            if (
+                isinstance(cls, type)
+                and issubclass(cls, JudgeError)
+                and cls is not JudgeUnreachable
+            ):
+                raise cls(str(error.get("message")))
+        raise self._unreachable(f"HTTP {response.status_code}: {str(data)[:200]}")
+
+    @property
+    def address(self) -> str:
+        """The judge's address, as the service reports it."""
+        if self._address is None:
+            self._address = str(self._call("GET", "/health")["judge"])
+        return self._address
+
+    def decide(self, request: PaidCallRequest) -> Verdict:
+        verdict = parse_verdict(self._call("POST", "/decide", request.to_wire()))
+        if self.trusted_judge is not None:
+            verify_verdict(verdict, self.trusted_judge)
+        return verdict
+
+    def decide_free(self, tool: str, calls_so_far: int) -> FreeDecision:
+        return _free_from_wire(
+            self._call("POST", "/free", {"tool": tool, "calls_so_far": calls_so_far})
+        )
+
+    def recheck(self, verdict: Verdict) -> None:
+        self._call("POST", "/recheck", verdict.model_dump())
+
+    def revoke(self, verdict_id: str) -> None:
+        self._call("POST", "/revoke", {"verdict_id": verdict_id})
+
+    def record_outcome(
+        self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool
+    ) -> None:
+        self._call(
+            "POST",
+            "/outcomes",
+            {"tool": tool, "fact_kind": fact_kind, "p_used": str(p_used), "covered": covered},
+        )
+
+    def calibration(self) -> CalibrationReport:
+        report: CalibrationReport = self._call("GET", "/calibration")
+        return report

@@ -1,0 +1,125 @@
+"""End to end: the offline planner drives the real loop on Anvil and buys from the paywall.
+
+Real parts: Anvil (session fixture), the x402 paywall (chain/paywall.py), the free chain
+reads and pay_http, the in-process JEV judge and the verdict-gated wallet. The planner is
+the only thinking part, and it needs no model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.loop import Deps, run_task
+from agent.models.offline import OfflinePlanner
+from agent.store import RunStore
+from agent.tools.registry_default import default_registry
+from chain.client import ChainClient
+from chain.devkeys import AGENT, JUDGE, SELLER, dev_account
+from chain.networks import get_network
+from chain.paywall import DEFAULT_PRICES, PaywallServer
+from chain.usdc import usdc_contract
+from judge.jev import Judge
+from judge.verdict import VerdictSigner
+from wallet.keystore import KeyHandle
+from wallet.signer import Wallet
+
+GAS_STATS_PRICE = DEFAULT_PRICES["gas"]
+
+
+@pytest.fixture(scope="module")
+def paywall(anvil: Any) -> Iterator[PaywallServer]:
+    with PaywallServer(anvil.rpc_url, anvil.usdc) as server:
+        yield server
+
+
+def usdc_of(chain: Any, who: str) -> int:
+    return int(usdc_contract(chain.w3, chain.usdc).functions.balanceOf(who).call())
+
+
+def offline_deps(chain: Any, paywall: PaywallServer, tmp_path: Path) -> Deps:
+    db = tmp_path / "nib.db"
+    client = ChainClient(chain.rpc_url, chain.chain_id)
+    signer = VerdictSigner(dev_account(JUDGE))
+    judge = Judge(signer, allowed_assets={chain.chain_id: {chain.usdc}})
+    wallet = Wallet(
+        KeyHandle(dev_account(AGENT)),
+        db_path=db,
+        chain=client,
+        usdc=chain.usdc,
+        trusted_judge=signer.address,
+        recheck=judge.recheck,
+    )
+    return Deps(
+        model=OfflinePlanner(),
+        registry=default_registry(paywall_url=paywall.url),
+        store=RunStore(db),
+        network=get_network("anvil", rpc_url=chain.rpc_url, usdc=chain.usdc),
+        chain=client,
+        judge=judge,
+        wallet=wallet,
+        wallet_address=wallet.address,
+        meter=wallet.meter,
+        allowlist=(paywall.url,),
+        extras={"paywall_url": paywall.url},
+    )
+
+
+def test_offline_planner_answers_two_free_facts_and_one_paid_fact_paying_once(
+    chain: Any, paywall: PaywallServer, tmp_path: Path
+) -> None:
+    agent, seller = dev_account(AGENT).address, dev_account(SELLER).address
+    before_agent, before_seller = usdc_of(chain, agent), usdc_of(chain, seller)
+    deps = offline_deps(chain, paywall, tmp_path)
+
+    result = asyncio.run(
+        run_task("What are the base fee, the gas price and the gas statistics?", deps)
+    )
+
+    assert result.finished, (result.stop_reason, result.message)
+    assert result.stop_reason == "evidence-covered"
+    assert result.profile == "local-guarded"
+    paid = [e for e in result.evidence if e.tool == "pay_http"]
+    assert len(paid) == 1 and paid[0].cost_usdc == GAS_STATS_PRICE
+    assert [e.tool for e in result.evidence] == ["base_fee", "gas_price", "pay_http"]
+    assert result.spend.usdc_atomic == GAS_STATS_PRICE
+    assert usdc_of(chain, agent) == before_agent - GAS_STATS_PRICE
+    assert usdc_of(chain, seller) == before_seller + GAS_STATS_PRICE
+    assert result.tokens.input == 0 and result.tokens.output == 0
+    lines = result.answer.splitlines()
+    assert lines[0].startswith("base fee (gwei): ") and lines[0].endswith("(evidence e1)")
+    assert lines[1].startswith("gas price (gwei): ") and lines[1].endswith("(evidence e2)")
+    assert lines[2].startswith("gas statistics: ") and lines[2].endswith("(evidence e3)")
+    calls = deps.store.events(result.run_id, "tool.call")
+    assert [c["data"]["tool"] for c in calls].count("pay_http") == 1
+    verdicts = [v["data"] for v in deps.store.events(result.run_id, "verdict")]
+    assert [v["decision"] for v in verdicts if v["kind"] == "paid"] == ["approve"]
+
+
+def test_offline_planner_cannot_plan_a_poem_and_says_how_to_configure_a_model(
+    chain: Any, paywall: PaywallServer, tmp_path: Path
+) -> None:
+    deps = offline_deps(chain, paywall, tmp_path)
+    result = asyncio.run(run_task("Write a poem about the sea", deps))
+    assert result.stop_reason == "done-signal"
+    assert result.spend.usdc_atomic == 0
+    assert result.answer.startswith("The offline planner cannot plan this task")
+    assert "NIB_MODEL_PROVIDER=openai" in result.answer
+
+
+def test_a_paid_fact_over_the_task_budget_moves_no_money(
+    chain: Any, paywall: PaywallServer, tmp_path: Path
+) -> None:
+    agent = dev_account(AGENT).address
+    before = usdc_of(chain, agent)
+    deps = offline_deps(chain, paywall, tmp_path)
+    result = asyncio.run(run_task("What is the base fee, and the premium report?", deps))
+    # The premium report costs 2.5 USDC, over the $1 task cap: the loop stops before signing.
+    assert result.stop_reason == "cost-budget" and result.partial
+    assert result.spend.usdc_atomic == 0 and usdc_of(chain, agent) == before
+    assert [e.tool for e in result.evidence] == ["base_fee"]
+    assert result.answer.splitlines()[0].startswith("base fee (gwei): ")

@@ -1,0 +1,95 @@
+"""Pause on escalation, then approve or deny in a FRESH process; money on the real Anvil."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _loop_support import DIME, FactTool, call, checklist, paid_deps, usdc_balance
+
+from agent.errors import RunStateError
+from agent.limits import Limits
+from agent.loop import RunState, resume, run_task
+from agent.models.scripted import ScriptedModel
+from agent.result import AgentResult
+from chain.devkeys import AGENT, SELLER, dev_account
+from judge.fingerprint import call_fingerprint
+
+AGENT_ADDR = dev_account(AGENT).address
+SELLER_ADDR = dev_account(SELLER).address
+PAY = call("usdc_transfer", to=SELLER_ADDR, amount=DIME)
+PAY_FP = call_fingerprint("usdc_transfer", {"to": SELLER_ADDR, "amount": DIME})
+BASE_FP = call_fingerprint("base_fee", {})
+SCRIPT = Path(__file__).with_name("_resume_script.py")
+# Approval threshold 0.05 USDC: the judge approves the EV of a 0.10 transfer but escalates it.
+LIMITS = Limits(approval_threshold_usdc=50_000)
+
+
+def pause(tmp_path: Path, chain: Any) -> tuple[AgentResult, Any]:
+    model = ScriptedModel({
+        "checklist": [checklist(("transfer receipt", "transfer_receipt"),
+                                ("base fee gwei", "base_fee_gwei"))],
+        "propose": [PAY],
+    })
+    base_fee = FactTool("base_fee", {"base_fee_gwei": "1.0"})
+    deps = paid_deps(tmp_path, chain, model, limits=LIMITS, extra_tools=(base_fee,))
+    result = asyncio.run(run_task("Pay the seller 0.10 USDC, then report the base fee.", deps))
+    return result, deps
+
+
+def resume_in_fresh_process(tmp_path: Path, chain: Any, run_id: str, decision: str,
+                            replies: dict[str, Any]) -> AgentResult:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path), chain.rpc_url, str(chain.chain_id),
+         chain.usdc, run_id, decision, json.dumps(replies)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return AgentResult.model_validate_json(proc.stdout.strip().splitlines()[-1])
+
+
+def test_escalation_pauses_with_state_saved(tmp_path: Path, chain: Any) -> None:
+    before = usdc_balance(chain, AGENT_ADDR)
+    r, deps = pause(tmp_path, chain)
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("awaiting-approval", False, True, 1)
+    assert r.attempted == [] and r.answer and f"nib approve {r.run_id}" in r.message
+    assert usdc_balance(chain, AGENT_ADDR) == before
+    assert deps.store.run(r.run_id)["status"] == "paused"
+    state = RunState.model_validate_json(deps.store.take_paused(r.run_id) or "")
+    assert state.pending is not None and state.pending.fingerprint == PAY_FP
+    assert state.pending.verdict["decision"] == "escalate" and state.step == 1
+
+
+def test_approve_resumes_in_a_fresh_process_and_finishes(tmp_path: Path, chain: Any) -> None:
+    seller_before = usdc_balance(chain, SELLER_ADDR)
+    paused, deps = pause(tmp_path, chain)
+    r = resume_in_fresh_process(tmp_path, chain, paused.run_id, "approve",
+                                {"propose": [call("base_fee")]})
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("evidence-covered", True, False, 2)
+    assert r.attempted == [PAY_FP, BASE_FP] and r.answer
+    assert r.spend.usdc_atomic == DIME and r.elapsed_s >= paused.elapsed_s
+    assert usdc_balance(chain, SELLER_ADDR) == seller_before + DIME
+    types = [e["type"] for e in deps.store.events(r.run_id)]
+    assert types.count("run.start") == 1 and "pause" in types and "run.resume" in types
+    approval = deps.store.events(r.run_id, "approval")[0]["data"]
+    assert approval["decision"] == "approve" and approval["fingerprint"] == PAY_FP
+    verdicts = [e["data"] for e in deps.store.events(r.run_id, "verdict")]
+    assert [v["decision"] for v in verdicts] == ["escalate", "approve", "allowed"]
+    assert verdicts[1]["human_approved"] is True
+    assert deps.store.run(r.run_id)["status"] == "stopped"
+
+
+def test_deny_stops_with_reason_and_partial_answer(tmp_path: Path, chain: Any) -> None:
+    before = usdc_balance(chain, AGENT_ADDR)
+    paused, deps = pause(tmp_path, chain)
+    r = resume_in_fresh_process(tmp_path, chain, paused.run_id, "deny", {"propose": []})
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("approval-denied", False, True, 1)
+    assert "denied usdc_transfer" in r.message and r.answer and r.attempted == []
+    assert usdc_balance(chain, AGENT_ADDR) == before
+    with pytest.raises(RunStateError, match="not paused"):
+        asyncio.run(resume(paused.run_id, "approve", deps))

@@ -1,0 +1,395 @@
+"""pay_http on a real Anvil: buys from the local paywall and from a plain x402 server,
+and never pays when the seller's terms change, the 402 is bad, or the seller cheats."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from _tools_support import Events, approve, serve, usdc_balance
+
+from agent.errors import ToolError
+from agent.tools.base import Quote, ToolContext
+from agent.tools.pay_http import (
+    LOCAL_PAYWALL_FACTS,
+    MAX_BODY_BYTES,
+    PayHttpTool,
+    free_observation,
+    origin_of,
+)
+from agent.x402proto import RequirementRefused, X402ProtocolError
+from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account
+from chain.paywall import DEFAULT_PRICES, ENDPOINTS, PaywallServer
+from judge.verdict import VerdictSigner
+from wallet.errors import VerdictReplayed, VerdictVoid
+from wallet.ledger import Ledger
+from wallet.reconcile import reconcile
+from wallet.signer import Wallet
+
+AGENT_ADDR = dev_account(AGENT).address
+SELLER_ADDR = dev_account(SELLER).address
+GAS_PRICE = DEFAULT_PRICES["gas"]
+
+Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
+
+
+def run(coro: Awaitable[Any]) -> Any:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def quote_of(tool: PayHttpTool, url: str, ctx: ToolContext, **extra: Any) -> Quote:
+    return run(tool.quote(tool.parse_args({"url": url, **extra}), ctx))
+
+
+def mock_client(handler: Handler) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.MockTransport(handler))
+
+
+async def forward(request: httpx.Request) -> httpx.Response:
+    """Send ``request`` to the real server and hand back its response."""
+    async with httpx.AsyncClient(timeout=30) as client:
+        real = await client.send(
+            httpx.Request(request.method, request.url, headers=request.headers)
+        )
+    headers = [
+        (k, v) for k, v in real.headers.multi_items()
+        if k.lower() not in ("content-encoding", "content-length")
+    ]
+    return httpx.Response(real.status_code, headers=headers, content=real.content)
+
+
+@pytest.fixture
+def paid_ctx(
+    make_ctx: Callable[..., ToolContext], wallet: Wallet, paywall: PaywallServer
+) -> ToolContext:
+    return make_ctx(wallet=wallet, allowlist=(paywall.url,))
+
+
+# --------------------------------------------------------------------------- facts
+
+
+def test_facts_for_uses_the_static_map_then_the_catalog(
+    paywall: PaywallServer, make_ctx: Callable[..., ToolContext]
+) -> None:
+    tool = PayHttpTool(paywall.url)
+    args = tool.parse_args({"url": paywall.url + "/datasets/token/usdc"})
+    assert tool.facts_for(args) == ("token_factsheet",)
+    assert tool.facts_for(tool.parse_args({"url": paywall.url + "/nope"})) == ()
+    assert run(tool.load_catalog(paywall.url, make_ctx()))
+    assert tool.facts_for(tool.parse_args({"url": paywall.url + "/premium/report"})) == (
+        "premium_report",
+    )
+    listed = {e["url"]: e for e in tool.endpoints()}
+    assert listed[paywall.url + "/analytics/gas"]["price_atomic"] == GAS_PRICE
+    assert tool.describe()["endpoints"] == tool.endpoints()
+
+
+def test_static_map_matches_the_paywall_endpoints() -> None:
+    assert LOCAL_PAYWALL_FACTS == {ep.path: (ep.kind,) for ep in ENDPOINTS}
+
+
+def test_args_refuse_non_http_urls_and_float_prices() -> None:
+    tool = PayHttpTool()
+    with pytest.raises(ToolError, match="expected an absolute http:// or https:// URL"):
+        tool.parse_args({"url": "ftp://example.com/x"})
+    with pytest.raises(ToolError, match="money is never a float"):
+        tool.parse_args({"url": "http://a.example/x", "max_price": 0.1})
+    assert tool.parse_args({"url": "http://a.example/x", "max_price": "0.10 USDC"}).max_price == 100_000  # type: ignore[attr-defined]
+    assert origin_of("HTTP://LocalHost/x?y=1") == "http://localhost:80"
+
+
+# --------------------------------------------------------------------------- happy paths
+
+
+def test_buys_from_the_local_paywall_and_settles_the_ledger(
+    chain: Any, paid_ctx: ToolContext, paywall: PaywallServer, judge_signer: VerdictSigner,
+    wallet: Wallet, events: Events,
+) -> None:
+    tool = PayHttpTool(paywall.url)
+    url = paywall.url + "/analytics/gas?blocks=5"
+    before_agent, before_seller = usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)
+    head = chain.w3.eth.block_number
+
+    quote = quote_of(tool, url, paid_ctx)
+    assert (quote.kind, quote.amount, quote.recipient) == ("x402", GAS_PRICE, SELLER_ADDR)
+    assert quote.asset == chain.usdc and quote.chain_id == 31337
+    chain_now = chain.w3.eth.get_block("latest")["timestamp"]
+    assert chain_now < quote.payload["message"]["validBefore"] <= chain_now + 300
+    assert quote.meta["facts"] == ["gas_stats"]
+    json.dumps(quote.meta)  # a paused run stores its pending quote
+
+    obs = run(tool.execute(quote, approve(judge_signer, quote), paid_ctx))
+
+    assert usdc_balance(chain, AGENT_ADDR) == before_agent - GAS_PRICE
+    assert usdc_balance(chain, SELLER_ADDR) == before_seller + GAS_PRICE
+    assert obs.ok and obs.cost_usdc == GAS_PRICE
+    assert obs.facts["blocks_sampled"] == str(min(5, head + 1))
+    assert "gas_stats" in obs.facts and "base_fee_gwei" in obs.facts
+    tx_hash = obs.data["settlement"]["transaction"]
+    rows = Ledger(paid_ctx.wallet.meter.store).rows("run-test")  # type: ignore[union-attr]
+    assert [(r.status, r.tx_hash, r.amount) for r in rows] == [
+        ("settled", tx_hash.lower(), GAS_PRICE)
+    ]
+    report = reconcile(wallet.meter.store, wallet.chain, chain.usdc, AGENT_ADDR, head + 1)
+    assert report.clean and [m.ledger_id for m in report.matched] == [rows[0].id]
+    assert obs.summary.startswith("paid 0.05 USDC for gas_stats")
+
+
+def test_interoperates_with_a_plain_x402_fastapi_seller(
+    chain: Any, make_ctx: Callable[..., ToolContext], wallet: Wallet, judge_signer: VerdictSigner
+) -> None:
+    from fastapi import FastAPI
+    from x402 import x402Facilitator, x402ResourceServer
+    from x402.http import PaymentOption, RouteConfig
+    from x402.http.middleware.fastapi import payment_middleware
+    from x402.mechanisms.evm.exact import ExactEvmFacilitatorScheme, ExactEvmServerScheme
+    from x402.mechanisms.evm.signers import FacilitatorWeb3Signer
+    from x402.schemas import AssetAmount
+
+    network = "eip155:31337"
+    outsider = dev_account(OUTSIDER).address
+    signer = FacilitatorWeb3Signer(
+        private_key=dev_account(5).key.hex(), rpc_url=chain.rpc_url,
+        confirmation_timeout_seconds=30,
+    )
+    facilitator = x402Facilitator()
+    facilitator.register([network], ExactEvmFacilitatorScheme(signer))
+    server = x402ResourceServer(facilitator)
+    server.register(network, ExactEvmServerScheme())
+    price = AssetAmount(amount="30000", asset=chain.usdc, extra={"name": "USDC", "version": "2"})
+    routes = {
+        "GET /weather": RouteConfig(
+            accepts=PaymentOption(
+                scheme="exact", pay_to=outsider, price=price, network=network,
+                max_timeout_seconds=120,
+            ),
+            description="weather",
+        )
+    }
+    app = FastAPI()
+    middleware = payment_middleware(routes, server)
+
+    @app.middleware("http")
+    async def x402_gate(request: Any, call_next: Any) -> Any:
+        return await middleware(request, call_next)
+
+    @app.get("/weather")
+    def weather() -> dict[str, Any]:
+        return {"facts": {"temperature_c": "21", "sky": "clear"}}
+
+    before = usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, outsider)
+    with serve(app) as base:
+        ctx = make_ctx(wallet=wallet, allowlist=(base,))
+        tool = PayHttpTool()
+        quote = quote_of(tool, base + "/weather", ctx)
+        assert quote.amount == 30_000 and quote.recipient == outsider
+        assert tool.facts_for(tool.parse_args({"url": base + "/weather"})) == ()
+        obs = run(tool.execute(quote, approve(judge_signer, quote), ctx))
+    assert obs.facts == {"temperature_c": "21", "sky": "clear"}
+    assert usdc_balance(chain, AGENT_ADDR) == before[0] - 30_000
+    assert usdc_balance(chain, outsider) == before[1] + 30_000
+    row = wallet.meter.ledger.rows("run-test")[0]
+    assert row.status == "settled" and row.tx_hash == obs.data["settlement"]["transaction"].lower()
+
+
+def test_free_resource_is_a_zero_quote_with_the_observation(
+    paywall: PaywallServer, make_ctx: Callable[..., ToolContext], wallet: Wallet
+) -> None:
+    ctx = make_ctx(wallet=wallet, allowlist=(paywall.url,))
+    tool = PayHttpTool(paywall.url)
+    quote = quote_of(tool, paywall.url + "/health", ctx)
+    assert quote.amount == 0 and quote.meta["free"] is True
+    obs = free_observation(quote)
+    assert obs is not None and obs.ok and obs.cost_usdc == 0
+    assert obs.data["body"]["status"] == "ok"
+    assert run(tool.execute(quote, None, ctx)) == obs
+    assert wallet.meter.ledger.rows() == []
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_seller_outside_the_allowlist_is_refused_before_any_request(
+    make_ctx: Callable[..., ToolContext], wallet: Wallet
+) -> None:
+    seen: list[httpx.Request] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200)
+
+    ctx = make_ctx(wallet=wallet, allowlist=("http://127.0.0.1:8402",), http=mock_client(handler))
+    with pytest.raises(ToolError) as err:
+        quote_of(PayHttpTool(), "https://evil.example/data", ctx)
+    assert "seller https://evil.example:443 is not on the allowlist" in str(err.value)
+    assert "allowed: http://127.0.0.1:8402" in str(err.value)
+    assert "NIB_SELLER_ALLOWLIST" in str(err.value)
+    assert seen == []
+
+
+@pytest.mark.parametrize("change", ["price", "recipient"])
+def test_terms_changed_between_quote_and_payment_void_the_verdict(
+    chain: Any, change: str, paid_ctx: ToolContext, paywall: PaywallServer,
+    judge_signer: VerdictSigner, wallet: Wallet, events: Events,
+) -> None:
+    tool = PayHttpTool(paywall.url)
+    url = paywall.url + "/analytics/gas"
+    quote = quote_of(tool, url, paid_ctx)
+    verdict = approve(judge_signer, quote)
+    if change == "price":
+        paywall.state.set_price("gas", GAS_PRICE * 10)
+    else:
+        paywall.state.set_pay_to(dev_account(OUTSIDER).address)
+    before = [usdc_balance(chain, a) for a in (AGENT_ADDR, SELLER_ADDR, dev_account(OUTSIDER).address)]
+
+    with pytest.raises(VerdictVoid, match="the payload changed after approval"):
+        run(tool.execute(quote, verdict, paid_ctx))
+
+    after = [usdc_balance(chain, a) for a in (AGENT_ADDR, SELLER_ADDR, dev_account(OUTSIDER).address)]
+    assert after == before
+    assert wallet.meter.ledger.rows() == [] and not wallet.meter.ledger.is_used(verdict.id)
+    assert [e["code"] for e in events.named("wallet.refused")] == ["verdict-void"]
+    assert events.named("wallet.signed") == []
+
+
+def test_requirement_for_another_chain_or_asset_is_refused_before_quoting(
+    chain: Any, make_ctx: Callable[..., ToolContext], wallet: Wallet
+) -> None:
+    from x402.http import encode_payment_required_header
+    from x402.schemas import PaymentRequired, PaymentRequirements
+
+    offers = [
+        PaymentRequirements(
+            scheme="exact", network="eip155:84532", asset=chain.usdc, amount="1000",
+            pay_to=SELLER_ADDR, max_timeout_seconds=60, extra={"name": "USDC", "version": "2"},
+        ),
+        PaymentRequirements(
+            scheme="exact", network="eip155:31337", asset=dev_account(OUTSIDER).address,
+            amount="1000", pay_to=SELLER_ADDR, max_timeout_seconds=60,
+            extra={"name": "USDC", "version": "2"},
+        ),
+    ]
+    header = encode_payment_required_header(PaymentRequired(accepts=offers))
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(402, headers={"PAYMENT-REQUIRED": header})
+
+    ctx = make_ctx(wallet=wallet, allowlist=("http://seller.test",), http=mock_client(handler))
+    with pytest.raises(RequirementRefused) as err:
+        quote_of(PayHttpTool(), "http://seller.test/data", ctx)
+    assert err.value.code == "no-matching-requirement"
+    assert "eip155:84532" in str(err.value) and "on eip155:31337 in" in str(err.value)
+    assert wallet.meter.ledger.rows() == []
+
+
+def test_price_above_max_price_is_refused_before_quoting(
+    paid_ctx: ToolContext, paywall: PaywallServer
+) -> None:
+    with pytest.raises(RequirementRefused) as err:
+        quote_of(PayHttpTool(), paywall.url + "/premium/report", paid_ctx, max_price="1 USDC")
+    assert err.value.code == "price-above-limit"
+    assert "2500000" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "needle"),
+    [
+        ({"PAYMENT-REQUIRED": "%%%not-base64"}, b"", "not base64-encoded"),
+        (
+            {"PAYMENT-REQUIRED": base64.b64encode(b'{"x402Version": 2, "accepts": []}').decode()},
+            b"",
+            "offers no payment requirements",
+        ),
+        ({}, b"<html>pay me</html>", "body is not JSON"),
+        ({}, b'{"x402Version": 1, "accepts": [{"scheme": "exact"}]}', "does not match the x402 v1"),
+    ],
+)
+def test_malformed_402_is_a_clear_protocol_error(
+    make_ctx: Callable[..., ToolContext], wallet: Wallet, headers: dict[str, str], body: bytes,
+    needle: str,
+) -> None:
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(402, headers=headers, content=body)
+
+    ctx = make_ctx(wallet=wallet, allowlist=("http://seller.test",), http=mock_client(handler))
+    with pytest.raises(X402ProtocolError, match=needle):
+        quote_of(PayHttpTool(), "http://seller.test/data", ctx)
+
+
+def test_oversized_response_is_refused(
+    make_ctx: Callable[..., ToolContext], wallet: Wallet
+) -> None:
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=b"x" * (MAX_BODY_BYTES + 10))
+
+    ctx = make_ctx(wallet=wallet, allowlist=("http://seller.test",), http=mock_client(handler))
+    with pytest.raises(ToolError, match=f"exceeds {MAX_BODY_BYTES} bytes"):
+        quote_of(PayHttpTool(), "http://seller.test/big", ctx)
+
+
+def test_seller_answering_402_after_payment_gets_no_second_payment(
+    chain: Any, make_ctx: Callable[..., ToolContext], paywall: PaywallServer, wallet: Wallet,
+    judge_signer: VerdictSigner, events: Events,
+) -> None:
+    paid_requests: list[httpx.Request] = []
+
+    async def cheat(request: httpx.Request) -> httpx.Response:
+        # Takes the signed authorization, settles nothing, asks to be paid again.
+        if "payment-signature" in request.headers:
+            paid_requests.append(request)
+            unpaid = httpx.Request("GET", request.url)
+            return await forward(unpaid)
+        return await forward(request)
+
+    ctx = make_ctx(wallet=wallet, allowlist=(paywall.url,), http=mock_client(cheat))
+    tool = PayHttpTool(paywall.url)
+    quote = quote_of(tool, paywall.url + "/analytics/gas", ctx)
+    verdict = approve(judge_signer, quote)
+    before = usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)
+
+    with pytest.raises(ToolError) as err:
+        run(tool.execute(quote, verdict, ctx))
+    assert "answered 402" in str(err.value)
+    assert "no second payment is made under the same verdict" in str(err.value)
+    assert len(paid_requests) == 1
+    [row] = wallet.meter.ledger.rows()
+    assert row.status == "failed" and "unused on chain" in row.note
+
+    # The same verdict cannot buy a second attempt: the wallet has consumed it.
+    with pytest.raises(VerdictReplayed):
+        run(tool.execute(quote, verdict, ctx))
+    assert len(paid_requests) == 1
+    assert (usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)) == before
+
+
+def test_seller_that_settles_but_answers_402_leaves_the_row_for_reconciliation(
+    chain: Any, make_ctx: Callable[..., ToolContext], paywall: PaywallServer, wallet: Wallet,
+    judge_signer: VerdictSigner,
+) -> None:
+    async def settle_then_lie(request: httpx.Request) -> httpx.Response:
+        real = await forward(request)
+        if "payment-signature" in request.headers and real.status_code == 200:
+            return httpx.Response(402, content=b'{"x402Version": 2, "accepts": []}')
+        return real
+
+    ctx = make_ctx(wallet=wallet, allowlist=(paywall.url,), http=mock_client(settle_then_lie))
+    tool = PayHttpTool(paywall.url)
+    head = chain.w3.eth.block_number
+    quote = quote_of(tool, paywall.url + "/analytics/gas", ctx)
+    with pytest.raises(ToolError, match="used on chain"):
+        run(tool.execute(quote, approve(judge_signer, quote), ctx))
+    [row] = wallet.meter.ledger.rows()
+    assert row.status == "signed"
+    report = reconcile(wallet.meter.store, wallet.chain, chain.usdc, AGENT_ADDR, head + 1)
+    assert report.clean and report.resolved == (row.id,)
+    assert wallet.meter.ledger.get(row.id).status == "settled"
+
+
+@pytest.fixture
+def _unused() -> Iterator[None]:  # keeps Iterator imported for fixtures added later
+    yield
