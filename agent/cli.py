@@ -39,8 +39,8 @@ app.add_typer(wallet_app, name="wallet")
 app.add_typer(judge_app, name="judge")
 app.add_typer(audit_app, name="audit")
 
-out = Console()
-err = Console(stderr=True)
+out = Console(width=None if sys.stdout.isatty() else 140)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
 
 EXIT_FINISHED, EXIT_STOPPED, EXIT_BAD_INPUT = 0, 1, 2
 

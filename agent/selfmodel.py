@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from importlib import metadata
 from typing import Any
 
@@ -20,8 +21,11 @@ __all__ = ["AGENT_NAME", "SelfModel", "agent_version", "read_balance"]
 AGENT_NAME = "nib"
 
 
+@lru_cache(maxsize=1)
 def agent_version() -> str:
-    """The installed package version (``0.0.0+unknown`` when run from a bare checkout)."""
+    """The installed package version (``0.0.0+unknown`` when run from a bare checkout).
+
+    Cached: the code running in this process cannot change version under it."""
     try:
         return metadata.version("nib")
     except metadata.PackageNotFoundError:

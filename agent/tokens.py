@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 __all__ = ["MESSAGE_OVERHEAD", "REQUEST_OVERHEAD", "count_messages", "count_text"]
 
@@ -51,11 +52,24 @@ def _piece_tokens(piece: str) -> int:
     return -(-len(piece) // 2)
 
 
+_PIECE_COST: dict[str, int] = {}
+
+
+@lru_cache(maxsize=512)
 def count_text(text: str) -> int:
     """Estimated tokens in ``text`` (0 for the empty string)."""
     if not text:
         return 0
-    return sum(_piece_tokens(m.group(0)) for m in _PIECE.finditer(text))
+    # Pieces repeat heavily (words, punctuation, indentation): memoise their cost.
+    cost, total = _PIECE_COST, 0
+    for piece in _PIECE.findall(text):
+        n = cost.get(piece)
+        if n is None:
+            n = _piece_tokens(piece)
+            if len(cost) < 50_000:
+                cost[piece] = n
+        total += n
+    return total
 
 
 def count_messages(messages: Iterable[Mapping[str, str]]) -> int:

@@ -1,9 +1,19 @@
-"""The JEV judge: canonical fingerprints, signed verdicts, free-read policy, the
+"""The JEV judge: canonical fingerprints, signed verdicts, the free-read policy, the
 expected-value decision model for money-moving calls, its calibration, and an
-optional HTTP service. Imports nothing else of nib's."""
+optional loopback HTTP service. Imports nothing else of nib's."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from judge.calibration import (
+    BetaCalibrator,
+    CalibrationReport,
+    Calibrator,
+    FixedCalibrator,
+    calibration_report,
+    fact_key,
+)
 from judge.errors import (
     FingerprintError,
     JudgeConfigError,
@@ -24,6 +34,8 @@ from judge.fingerprint import (
     transaction_fingerprint,
     typed_data_fingerprint,
 )
+from judge.jev import CallRecord, Judge, JudgeProtocol, PaidCallRequest, format_usdc
+from judge.policy import FreeDecision, FreePolicyRow, FreeReadPolicy
 from judge.verdict import (
     DEFAULT_TTL_S,
     Decision,
@@ -34,14 +46,43 @@ from judge.verdict import (
     verify_verdict,
 )
 
+if TYPE_CHECKING:
+    from judge.service import JudgeClient, JudgeServer, serve
+
+# The HTTP service pulls in FastAPI, uvicorn and httpx (~1 s of imports); the wallet
+# only needs verdicts and fingerprints, so the service loads on first use.
+_LAZY = frozenset({"JudgeClient", "JudgeServer", "serve"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from judge import service
+
+        return getattr(service, name)
+    raise AttributeError(f"module 'judge' has no attribute {name!r}")
+
+
 __all__ = [
+    "BetaCalibrator",
+    "CalibrationReport",
+    "Calibrator",
+    "CallRecord",
     "DEFAULT_TTL_S",
     "Decision",
     "FingerprintError",
+    "FixedCalibrator",
+    "FreeDecision",
+    "FreePolicyRow",
+    "FreeReadPolicy",
+    "Judge",
+    "JudgeClient",
     "JudgeConfigError",
     "JudgeError",
+    "JudgeProtocol",
     "JudgeRequestInvalid",
+    "JudgeServer",
     "JudgeUnreachable",
+    "PaidCallRequest",
     "Verdict",
     "VerdictExpired",
     "VerdictInvalid",
@@ -50,11 +91,15 @@ __all__ = [
     "VerdictSignatureInvalid",
     "VerdictSigner",
     "VerdictWrongSigner",
+    "calibration_report",
     "call_fingerprint",
     "canonical_json",
+    "fact_key",
     "fingerprint",
+    "format_usdc",
     "parse_verdict",
     "recover_signer",
+    "serve",
     "transaction_fingerprint",
     "typed_data_fingerprint",
     "verify_verdict",

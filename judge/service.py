@@ -71,6 +71,18 @@ def create_app(judge: Judge) -> FastAPI:
             {"error": {"type": type(exc).__name__, "message": str(exc)}}, status_code=status
         )
 
+    @app.exception_handler(KeyError)
+    @app.exception_handler(TypeError)
+    @app.exception_handler(ValueError)
+    async def _bad_body(_: Request, exc: Exception) -> JSONResponse:
+        message = (
+            f"found a malformed request body ({type(exc).__name__}: {exc}); expected the "
+            "fields JudgeClient sends; fix: use judge.service.JudgeClient."
+        )
+        return JSONResponse(
+            {"error": {"type": "JudgeRequestInvalid", "message": message}}, status_code=422
+        )
+
     @app.get(f"{_API}/health")
     def health() -> dict[str, Any]:
         return {"judge": judge.address, "scheme": SCHEME}

@@ -13,14 +13,20 @@ is ``local-guarded`` (more steps and time, tighter progress guards), as for a lo
 from __future__ import annotations
 
 import json
-import os
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any
 
+from agent.models._factpatterns import (
+    ADDRESS,
+    FACT_PATTERNS,
+    TX_HASH,
+    FactPattern,
+    datasets,
+    extract_checklist,
+    word_positions,
+)
+from agent.models._offline_context import PlanContext, endpoint_price, origin, schema_of
 from agent.models.base import ModelReply, ModelRequest, Usage
 
 __all__ = [
@@ -42,94 +48,6 @@ CANNOT_PLAN = (
     "fetch ({known}) in the task text. " + CONFIGURE_MODEL
 )
 
-Subject = Literal["none", "account", "token", "tx", "symbol", "protocol"]
-"""What a fact is about. ``none``: the chain itself. ``account``: a 0x address holding
-funds. ``token``: a 0x token contract. ``tx``: a 0x transaction hash. ``symbol``: a token
-symbol (USDC). ``protocol``: a protocol name (uniswap)."""
-
-
-@dataclass(frozen=True)
-class FactPattern:
-    """Task phrases that ask for one fact kind, the item text, and what the fact is about."""
-
-    kind: str
-    pattern: re.Pattern[str]
-    label: str
-    subject: Subject
-    needs_hash: bool = False
-
-
-def _p(regex: str) -> re.Pattern[str]:
-    return re.compile(regex, re.IGNORECASE)
-
-
-FACT_PATTERNS: tuple[FactPattern, ...] = (
-    # Priority order: an earlier pattern claims its span, so "average gas price" is
-    # gas_stats, not gas_price_gwei, and "ETH balance of" is not a USDC "balance of".
-    FactPattern("premium_report", _p(r"premium\s+report"), "premium report", "none"),
-    FactPattern(
-        "protocol_factsheet",
-        _p(r"protocol\s+fact[\s-]*sheets?|\bprotocols?\b"),
-        "protocol fact sheet",
-        "protocol",
-    ),
-    FactPattern(
-        "token_factsheet",
-        _p(r"(?:token\s+)?fact[\s-]*sheets?"),
-        "token fact sheet",
-        "symbol",
-    ),
-    FactPattern(
-        "gas_stats",
-        _p(r"gas\s+(?:usage\s+)?(?:statistics|stats)|average\s+gas(?:\s+(?:price|used|usage))?"),
-        "gas statistics",
-        "none",
-    ),
-    FactPattern(
-        "transfer_stats",
-        _p(r"transfers?\s+(?:statistics|stats|volume)|\bvolume\b"),
-        "USDC transfer statistics",
-        "none",
-    ),
-    FactPattern("tx_gas_used", _p(r"gas\s+used"), "transaction gas used", "tx"),
-    FactPattern("base_fee_gwei", _p(r"base[\s-]*fee"), "base fee (gwei)", "none"),
-    FactPattern("gas_price_gwei", _p(r"gas\s+price|price\s+of\s+gas"), "gas price (gwei)", "none"),
-    FactPattern(
-        "block_timestamp",
-        _p(r"(?:(?:latest|current)\s+)?(?:block\s+)?timestamp|block\s+time\b"),
-        "latest block timestamp",
-        "none",
-    ),
-    FactPattern(
-        "block_number",
-        _p(r"block\s+number|block\s+height|(?:latest|current)\s+block"),
-        "latest block number",
-        "none",
-    ),
-    FactPattern("eth_balance", _p(r"\b(?:eth|ether)\s+balance"), "ETH balance", "account"),
-    FactPattern(
-        "usdc_balance",
-        _p(r"usdc\s+balance|token\s+balance|balance\s+of|\bbalance\b"),
-        "USDC balance",
-        "account",
-    ),
-    FactPattern("token_symbol", _p(r"\bsymbols?\b"), "token symbol", "token"),
-    FactPattern("token_decimals", _p(r"\bdecimals\b"), "token decimals", "token"),
-    FactPattern("token_supply", _p(r"(?:total\s+)?supply"), "token total supply", "token"),
-    FactPattern(
-        "transfer_count",
-        _p(r"(?:number\s+of\s+)?(?:usdc\s+)?transfers\b|transfer\s+count"),
-        "USDC transfer count",
-        "account",
-    ),
-    FactPattern("tx_status", _p(r"\breceipt\b|\bstatus\b"), "transaction status", "tx"),
-    FactPattern(
-        "tx_status", _p(r"\b(?:transaction|tx)\b"), "transaction status", "tx", needs_hash=True
-    ),
-)
-"""The checklist pattern table (see the module docstring); the kinds are the shared
-fact-kind vocabulary of agent/checklist.py."""
-
 PAYWALL_PATHS: dict[str, str] = {
     "gas_stats": "/analytics/gas",
     "transfer_stats": "/analytics/transfers",
@@ -139,304 +57,13 @@ PAYWALL_PATHS: dict[str, str] = {
 }
 """Where the local paywall (chain/paywall.py) sells each paid fact kind."""
 
-MAX_ITEMS = 5
 MAX_BATCH = 3
 _VALUE_CHARS = 300
-
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}(?![0-9a-fA-F])")
-_TX_HASH = re.compile(r"0x[0-9a-fA-F]{64}(?![0-9a-fA-F])")
-_URL = re.compile(r"https?://[^\s'\"<>)]+")
-_HISTORY_LINE = re.compile(r"^step \d+: (\S+) (\{.*?\}) -> (\w+)(?: \[([^\]]+)\])?:? ?(.*)$")
-
-
-@lru_cache(maxsize=1)
-def _datasets() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(token symbols, protocol names) the paywall has fact sheets for."""
-
-    def keys(name: str, field: str, fallback: tuple[str, ...]) -> tuple[str, ...]:
-        try:
-            text = resources.files("chain").joinpath("data", f"{name}.json").read_text("utf-8")
-            return tuple(json.loads(text)[field])
-        except (OSError, ValueError, KeyError, ModuleNotFoundError):
-            return fallback
-
-    return keys("tokens", "tokens", ("USDC",)), keys("protocols", "protocols", ())
-
-
-def _word_positions(text: str, names: Iterable[str]) -> list[tuple[int, str]]:
-    found = []
-    for name in names:
-        for m in re.finditer(rf"(?<![\w]){re.escape(name)}(?![\w])", text, re.IGNORECASE):
-            found.append((m.start(), name))
-    return sorted(found)
-
-
-def _nearest(found: list[tuple[int, str]], start: int, end: int) -> str | None:
-    """The first subject after the phrase, else the last one before it."""
-    after = [v for pos, v in found if pos >= end]
-    if after:
-        return after[0]
-    before = [v for pos, v in found if pos < start]
-    return before[-1] if before else None
-
-
-def extract_checklist(task: str, *, max_items: int = MAX_ITEMS) -> list[dict[str, Any]]:
-    """Checklist items ``{"text", "kind"}`` for ``task``, in the order the task asks.
-
-    One item per fact kind; the item text names its subject (address, tx hash, token
-    symbol or protocol) when the task gives one, so the proposal can find it again.
-    """
-    symbols, protocols = _datasets()
-    subjects: dict[Subject, list[tuple[int, str]]] = {
-        "account": [(m.start(), m.group(0)) for m in _ADDRESS.finditer(task)],
-        "token": [(m.start(), m.group(0)) for m in _ADDRESS.finditer(task)],
-        "tx": [(m.start(), m.group(0)) for m in _TX_HASH.finditer(task)],
-        "symbol": _word_positions(task, symbols),
-        "protocol": _word_positions(task, protocols),
-    }
-    claimed: list[tuple[int, int]] = []
-    hits: list[tuple[int, str, str]] = []
-    for fp in FACT_PATTERNS:
-        if fp.needs_hash and not subjects["tx"]:
-            continue
-        for m in fp.pattern.finditer(task):
-            start, end = m.span()
-            if any(start < e and s < end for s, e in claimed):
-                continue
-            claimed.append((start, end))
-            kind, label, subject = fp.kind, fp.label, fp.subject
-            if kind == "token_factsheet":
-                # "fact sheet of Uniswap" is a protocol's sheet: the nearest name decides.
-                sym = _nearest(subjects["symbol"], start, end)
-                proto = _nearest(subjects["protocol"], start, end)
-                if proto and (not sym or _closer(task, proto, sym, end)):
-                    kind, label, subject = "protocol_factsheet", "protocol fact sheet", "protocol"
-            value = None if subject == "none" else _nearest(subjects[subject], start, end)
-            text = f"{label} of {value}" if value else label
-            hits.append((start, kind, text))
-    items: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for _, kind, text in sorted(hits):
-        if kind in seen:
-            continue
-        seen.add(kind)
-        items.append({"text": text, "kind": kind})
-    return items[:max_items]
-
-
-def _closer(task: str, a: str, b: str, end: int) -> bool:
-    """True when ``a`` occurs at or after ``end`` before ``b`` does (or ``b`` never does)."""
-    lower = task.lower()
-    pa, pb = lower.find(a.lower(), end), lower.find(b.lower(), end)
-    if pa < 0:
-        return pb < 0 and lower.rfind(a.lower(), 0, end) > lower.rfind(b.lower(), 0, end)
-    return pb < 0 or pa < pb
-
-
-def _infer_kind(text: str) -> str | None:
-    items = extract_checklist(text, max_items=1)
-    return items[0]["kind"] if items else None
-
-
-def _canon(tool: str, args: Mapping[str, Any]) -> str:
-    return json.dumps([tool, args], sort_keys=True, separators=(",", ":"), default=str).lower()
 
 
 def _clip(text: str, limit: int = _VALUE_CHARS) -> str:
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-def _is_address(value: Any) -> bool:
-    return isinstance(value, str) and bool(_ADDRESS.fullmatch(value))
-
-
-def _find_address(obj: Any, names: tuple[str, ...], depth: int = 0) -> str | None:
-    """The first 0x address under one of ``names`` in a nested dict (self-model shapes vary)."""
-    if not isinstance(obj, Mapping) or depth > 3:
-        return None
-    for name in names:
-        value = obj.get(name)
-        if _is_address(value):
-            return str(value)
-        if isinstance(value, Mapping):
-            inner = _find_address(value, ("address", *names), depth + 1)
-            if inner:
-                return inner
-    for value in obj.values():
-        if isinstance(value, Mapping):
-            inner = _find_address(value, names, depth + 1)
-            if inner:
-                return inner
-    return None
-
-
-def _find_str(obj: Any, names: tuple[str, ...], depth: int = 0) -> str | None:
-    if not isinstance(obj, Mapping) or depth > 3:
-        return None
-    for name in names:
-        value = obj.get(name)
-        if isinstance(value, str) and value:
-            return value
-    for value in obj.values():
-        inner = _find_str(value, names, depth + 1)
-        if inner:
-            return inner
-    return None
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What the planner can read from one request's context."""
-
-    task: str
-    tools: tuple[dict[str, Any], ...]
-    items: tuple[dict[str, Any], ...]
-    focus: str | None
-    evidence: tuple[dict[str, Any], ...]
-    history: tuple[dict[str, Any], ...]
-    wallet: str | None
-    usdc: str | None
-    paywall_url: str | None
-    spend_left: int | None = None
-
-    @classmethod
-    def read(cls, context: Mapping[str, Any], messages: list[dict[str, str]]) -> _Plan:
-        task = str(context.get("task") or "") or _task_from_messages(messages)
-        checklist = context.get("checklist")
-        if isinstance(checklist, Mapping):  # {"items": [...]} shape
-            checklist = checklist.get("items")
-        if checklist is None:
-            items: list[dict[str, Any]] = [
-                {"id": f"c{n}", **item, "covered": False}
-                for n, item in enumerate(extract_checklist(task), start=1)
-            ]
-        else:
-            items = [dict(i) for i in checklist if isinstance(i, Mapping)]
-        for item in items:
-            if not item.get("kind"):
-                item["kind"] = _infer_kind(str(item.get("text", "")))
-        history = context.get("history")
-        if history is None:  # the lesson request carries the trajectory only in its prompt
-            history = [line for m in messages for line in str(m.get("content", "")).splitlines()]
-        focus = context.get("focus")
-        if isinstance(focus, Mapping):
-            focus = focus.get("id") or focus.get("text")
-        self_model = context.get("self_model") or {}
-        tools = tuple(t for t in context.get("tools") or () if isinstance(t, Mapping))
-        return cls(
-            task=task,
-            tools=tuple(dict(t) for t in tools),
-            items=tuple(items),
-            focus=str(focus) if focus else None,
-            evidence=tuple(
-                dict(e) for e in context.get("evidence") or () if isinstance(e, Mapping)
-            ),
-            history=tuple(_history_rows(history)),
-            wallet=_find_address(self_model, ("wallet_address", "wallet", "agent_address")),
-            usdc=_find_address(self_model, ("usdc_address", "usdc", "asset")),
-            paywall_url=(
-                _find_str(self_model, ("paywall_url",))
-                or _find_str(context, ("paywall_url",))
-                or _url_in_tools(tools)
-                or os.environ.get("NIB_PAYWALL_URL")
-            ),
-            spend_left=_int_or_none(self_model.get("spend_left_usdc"))
-            if isinstance(self_model, Mapping)
-            else None,
-        )
-
-    def key(self, tool: str, args: Mapping[str, Any]) -> str:
-        """A call's identity as the loop sees it: arguments with schema defaults filled in
-        (the loop records ``model_dump`` of the validated arguments), case-insensitive."""
-        schema: Mapping[str, Any] = next(
-            (_schema(t) for t in self.tools if t.get("name") == tool), {}
-        )
-        full = {
-            name: prop["default"]
-            for name, prop in (schema.get("properties") or {}).items()
-            if isinstance(prop, Mapping) and "default" in prop
-        }
-        full.update(args)
-        return _canon(tool, full)
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _endpoint_price(plan: _Plan, url: str) -> int | None:
-    """The advertised price (atomic USDC) of ``url`` when a paid tool lists it."""
-    for tool in plan.tools:
-        for ep in tool.get("endpoints") or ():
-            if not isinstance(ep, Mapping) or not isinstance(ep.get("url"), str):
-                continue
-            pattern = re.escape(ep["url"]).replace(r"\{symbol\}", "[^/]+")
-            pattern = pattern.replace(r"\{name\}", "[^/]+")
-            if re.fullmatch(pattern, url, re.IGNORECASE):
-                return _int_or_none(ep.get("price_atomic"))
-    return None
-
-
-def _schema(tool: Mapping[str, Any]) -> Mapping[str, Any]:
-    schema = tool.get("args") or tool.get("args_schema") or tool.get("parameters") or {}
-    return schema if isinstance(schema, Mapping) else {}
-
-
-_TASK_LINE = re.compile(r"^Task:\s*(.+)$", re.MULTILINE)
-
-
-def _task_from_messages(messages: list[dict[str, str]]) -> str:
-    """The task when the request carries no context (minimal retry, lesson)."""
-    for m in messages:
-        found = _TASK_LINE.search(str(m.get("content", "")))
-        if found:
-            return found.group(1).strip()
-    return next(
-        (str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), ""
-    )
-
-
-def _history_rows(history: Any) -> Iterable[dict[str, Any]]:
-    """History entries as dicts ``{tool, args, outcome, summary}``.
-
-    The loop sends the rendered block (``agent.history.render``: one ``step N: tool {args}
-    -> outcome [eid]: summary`` line per step); lists of entry dicts are accepted too.
-    """
-    if isinstance(history, str):
-        history = history.splitlines()
-    for entry in history:
-        if isinstance(entry, Mapping):
-            yield dict(entry)
-        elif isinstance(entry, str):
-            m = _HISTORY_LINE.match(entry.strip())
-            if m:
-                try:
-                    args = json.loads(m.group(2))
-                except ValueError:
-                    args = {}
-                yield {
-                    "tool": m.group(1),
-                    "args": args if isinstance(args, dict) else {},
-                    "outcome": m.group(3),
-                    "evidence_id": m.group(4),
-                    "summary": m.group(5),
-                }
-
-
-def _url_in_tools(tools: Iterable[Mapping[str, Any]]) -> str | None:
-    for tool in tools:
-        if tool.get("kind") == "paid":
-            text = f"{tool.get('description', '')} {json.dumps(_schema(tool), default=str)}"
-            m = _URL.search(text)
-            if m:
-                return m.group(0).rstrip(".,;:")
-    return None
-
-
-def _origin(url: str) -> str:
-    m = re.match(r"(https?://[^/]+)", url)
-    return m.group(1) if m else url.rstrip("/")
 
 
 class OfflinePlanner:
@@ -454,7 +81,7 @@ class OfflinePlanner:
 
     def reply_text(self, request: ModelRequest) -> str:
         """The reply text (synchronous core of :meth:`complete`)."""
-        plan = _Plan.read(request.context, request.messages)
+        plan = PlanContext.read(request.context, request.messages)
         if request.purpose == "checklist":
             return json.dumps({"items": extract_checklist(plan.task)})
         if request.purpose in ("propose", "replan"):
@@ -467,7 +94,7 @@ class OfflinePlanner:
 # --------------------------------------------------------------------------- proposing
 
 
-def _blocked_calls(plan: _Plan) -> tuple[set[str], dict[str, int]]:
+def _blocked_calls(plan: PlanContext) -> tuple[set[str], dict[str, int]]:
     """(calls not to propose again, failure counts per call) from history and evidence."""
     blocked: set[str] = set()
     failures: dict[str, int] = {}
@@ -488,15 +115,15 @@ def _blocked_calls(plan: _Plan) -> tuple[set[str], dict[str, int]]:
     return blocked, failures
 
 
-def _subject(plan: _Plan, item: Mapping[str, Any], pattern: re.Pattern[str]) -> str | None:
+def _subject(plan: PlanContext, item: Mapping[str, Any], pattern: re.Pattern[str]) -> str | None:
     text = str(item.get("text", ""))
     m = pattern.search(text) or pattern.search(plan.task)
     return m.group(0) if m else None
 
 
-def _name_subject(plan: _Plan, item: Mapping[str, Any], names: tuple[str, ...]) -> str | None:
+def _name_subject(plan: PlanContext, item: Mapping[str, Any], names: tuple[str, ...]) -> str | None:
     for text in (str(item.get("text", "")), plan.task):
-        found = _word_positions(text, names)
+        found = word_positions(text, names)
         if found:
             return found[0][1]
     return None
@@ -508,7 +135,7 @@ _TOKEN_NAMES = frozenset({"token", "token_address", "contract", "asset", "erc20"
 
 
 def _arg_value(
-    plan: _Plan,
+    plan: PlanContext,
     item: Mapping[str, Any],
     kind: str,
     name: str,
@@ -518,12 +145,12 @@ def _arg_value(
     """A value for argument ``name``, or None. Optional arguments are filled only from the
     task (an explicit subject); required ones fall back to the wallet and USDC."""
     n = name.lower()
-    symbols, protocols = _datasets()
+    symbols, protocols = datasets()
     if "url" in n or n in ("endpoint", "resource"):
         return _paywall_url(plan, item, kind)
     if "hash" in n or n in ("tx", "transaction"):
-        return _subject(plan, item, _TX_HASH)
-    address = _subject(plan, item, _ADDRESS)
+        return _subject(plan, item, TX_HASH)
+    address = _subject(plan, item, ADDRESS)
     token_target = n in _TOKEN_NAMES or (
         n in _ACCOUNT_NAMES and kind in _TOKEN_KINDS and not (_TOKEN_NAMES & set(props))
     )
@@ -540,7 +167,7 @@ def _arg_value(
     return None
 
 
-def _paywall_url(plan: _Plan, item: Mapping[str, Any], kind: str) -> str | None:
+def _paywall_url(plan: PlanContext, item: Mapping[str, Any], kind: str) -> str | None:
     """The seller URL for a paid ``kind``: a paid tool's advertised endpoint for it, else
     the local paywall's path (PAYWALL_PATHS) under the known paywall URL."""
     url = next(
@@ -556,8 +183,8 @@ def _paywall_url(plan: _Plan, item: Mapping[str, Any], kind: str) -> str | None:
         path = PAYWALL_PATHS.get(kind)
         if path is None or not plan.paywall_url:
             return None
-        url = _origin(plan.paywall_url) + path
-    symbols, protocols = _datasets()
+        url = origin(plan.paywall_url) + path
+    symbols, protocols = datasets()
     if "{symbol}" in url:
         url = url.replace("{symbol}", _name_subject(plan, item, symbols) or "USDC")
     if "{name}" in url:
@@ -569,9 +196,9 @@ def _paywall_url(plan: _Plan, item: Mapping[str, Any], kind: str) -> str | None:
 
 
 def _build_args(
-    plan: _Plan, item: Mapping[str, Any], kind: str, tool: Mapping[str, Any]
+    plan: PlanContext, item: Mapping[str, Any], kind: str, tool: Mapping[str, Any]
 ) -> tuple[dict[str, Any] | None, str]:
-    schema = _schema(tool)
+    schema = schema_of(tool)
     props: Mapping[str, Any] = schema.get("properties") or {}
     required = set(schema.get("required") or ())
     args: dict[str, Any] = {}
@@ -579,13 +206,18 @@ def _build_args(
         value = _arg_value(plan, item, kind, name, props, name in required)
         if value is not None:
             args[name] = value
+        elif name in required and "url" in name.lower():
+            where = "no seller URL is known for it"
+            if kind in PAYWALL_PATHS and not plan.paywall_url:
+                where = "the paywall URL is unknown (run `nib devnet up` or set NIB_PAYWALL_URL)"
+            return None, f"{tool.get('name')} needs {name!r}: {where}"
         elif name in required:
             return None, f"{tool.get('name')} needs {name!r} and the task does not give one"
     return args, ""
 
 
 def _call_for(
-    plan: _Plan, item: Mapping[str, Any], blocked: set[str], failures: dict[str, int]
+    plan: PlanContext, item: Mapping[str, Any], blocked: set[str], failures: dict[str, int]
 ) -> tuple[dict[str, Any] | None, str]:
     """The call to propose for ``item``, or None and the reason it cannot be fetched."""
     kind = item.get("kind")
@@ -602,7 +234,7 @@ def _call_for(
             reasons.append(why)
             continue
         key = plan.key(str(tool["name"]), args)
-        price = _endpoint_price(plan, str(args.get("url", "")))
+        price = endpoint_price(plan, str(args.get("url", "")))
         if price is not None and plan.spend_left is not None and price > plan.spend_left:
             # The loop would stop the run on the spend cap before the judge saw it.
             reasons.append(
@@ -618,7 +250,7 @@ def _call_for(
     return None, "; ".join(reasons)
 
 
-def _propose(plan: _Plan) -> dict[str, Any]:
+def _propose(plan: PlanContext) -> dict[str, Any]:
     if not plan.items:
         return {"action": "done", "answer": _cannot_plan()}
     uncovered = [i for i in plan.items if not i.get("covered")]
@@ -663,7 +295,7 @@ def _cannot_plan() -> str:
 # --------------------------------------------------------------------------- answering
 
 
-def _evidence_for(plan: _Plan, item: Mapping[str, Any]) -> tuple[str | None, str | None]:
+def _evidence_for(plan: PlanContext, item: Mapping[str, Any]) -> tuple[str | None, str | None]:
     """(value, evidence id) for ``item``: the checklist's own, else the latest evidence."""
     if item.get("covered") and item.get("value") is not None:
         return str(item["value"]), (str(item["evidence_id"]) if item.get("evidence_id") else None)
@@ -675,7 +307,7 @@ def _evidence_for(plan: _Plan, item: Mapping[str, Any]) -> tuple[str | None, str
     return None, None
 
 
-def _answer(plan: _Plan) -> tuple[str, list[str]]:
+def _answer(plan: PlanContext) -> tuple[str, list[str]]:
     """The answer text (one line per checklist item) and the evidence ids it cites."""
     if not plan.items:
         if not plan.evidence:
@@ -707,7 +339,7 @@ def _answer(plan: _Plan) -> tuple[str, list[str]]:
     return "\n".join(lines), ids
 
 
-def _lesson(plan: _Plan) -> str:
+def _lesson(plan: PlanContext) -> str:
     for row in reversed(plan.history):
         outcome = str(row.get("outcome", "")).lower()
         summary = _clip(str(row.get("summary", "")), 160).rstrip(".")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -165,8 +166,14 @@ class Tool(ABC):
             "kind": self.kind,
             "facts": list(self.facts),
             "description": self.description,
-            "args": self.args_model.model_json_schema(),
+            "args": _args_schema(self.args_model),
         }
+
+
+@lru_cache(maxsize=256)
+def _args_schema(model: type[BaseModel]) -> dict[str, Any]:
+    # JSON-schema generation is slow and a model class never changes: build it once.
+    return model.model_json_schema()
 
 
 def format_validation_error(tool: str, exc: ValidationError) -> str:
@@ -183,6 +190,7 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._described: list[dict[str, Any]] | None = None
         for tool in tools:
             self.register(tool)
 
@@ -191,6 +199,7 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} is already registered; names must be unique.")
         self._tools[tool.name] = tool
+        self._described = None
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or None when it is not wired."""
@@ -201,8 +210,11 @@ class ToolRegistry:
         return sorted(self._tools)
 
     def describe(self) -> list[dict[str, Any]]:
-        """Prompt-facing descriptions of every wired tool, sorted by name."""
-        return [self._tools[n].describe() for n in self.names()]
+        """Prompt-facing descriptions of every wired tool, sorted by name (cached: JSON
+        schema generation is the costliest part of building a prompt)."""
+        if self._described is None:
+            self._described = [self._tools[n].describe() for n in self.names()]
+        return self._described
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools

@@ -330,7 +330,12 @@ class PayHttpTool(Tool):
         if wallet is None:
             raise ToolError("pay_http: no wallet is configured for this run; nothing was paid.")
         cap = spend_cap(ctx, self.name)
-        pr, requirement, payload, authorization = await self._current_terms(quote, ctx)
+        await _check_not_expired(quote, ctx)
+        resp = await _get(ctx, url)
+        if resp.status_code == 200:
+            # The seller stopped charging: nothing to sign, the verdict stays unused.
+            return self._observation(args, resp, cost=0, settlement=None)
+        pr, requirement, payload, authorization = self._current_terms(quote, resp, ctx)
         # The wallet recomputes the fingerprint of exactly this payload: if the seller's
         # terms changed since the quote, it raises VerdictVoid and signs nothing.
         signed = await asyncio.to_thread(
@@ -370,21 +375,23 @@ class PayHttpTool(Tool):
                 f"success={settlement.get('success')} ({settlement.get('error_reason')}); "
                 f"ledger row {signed.ledger_id} stays 'signed' until `nib audit reconcile`."
             )
+        receipt = await asyncio.to_thread(ctx.chain.receipt, tx_hash)
+        if receipt is None or receipt.status != 1:
+            found = "no receipt" if receipt is None else f"status {receipt.status}"
+            raise ToolError(
+                f"pay_http: {url} reports settlement in {tx_hash} but the chain shows {found}; "
+                f"expected a successful transaction. Ledger row {signed.ledger_id} stays "
+                "'signed' until `nib audit reconcile` finds where the money went."
+            )
         await asyncio.to_thread(wallet.settle, signed, tx_hash)
         return self._observation(args, resp, cost=quote.amount, settlement=settlement)
 
-    async def _current_terms(
-        self, quote: Quote, ctx: ToolContext
+    def _current_terms(
+        self, quote: Quote, resp: httpx.Response, ctx: ToolContext
     ) -> tuple[AnyPaymentRequired, AnyRequirement, dict[str, Any], dict[str, str]]:
-        """The seller's terms now, as the payload to sign (same nonce and window as quoted)."""
+        """The seller's terms in ``resp`` (a fresh unpaid answer), as the payload to sign
+        with the quoted nonce and validity window."""
         url = str(quote.meta["url"])
-        resp = await _get(ctx, url)
-        if resp.status_code == 200:
-            raise _terms_changed(
-                quote,
-                f"{url} now answers 200 without payment; nothing to pay. Fix: call it again "
-                "for the free data.",
-            )
         if resp.status_code != 402:
             raise ToolError(_unexpected_status(url, resp, paid=False))
         pr = parse_payment_required(resp)
@@ -615,6 +622,23 @@ def _terms_changed(quote: Quote, detail: str) -> Exception:
         f"payload {quote.payload_fingerprint[:12]}… can no longer be paid, so the verdict is "
         "void and nothing was signed. Fix: re-quote and ask the judge again."
     )
+
+
+#: An authorization this close to its validBefore is not sent: settlement takes time.
+EXPIRY_MARGIN_S = 15
+
+
+async def _check_not_expired(quote: Quote, ctx: ToolContext) -> None:
+    """Refuse (before signing) a quote whose authorization window has passed on chain."""
+    valid_before = int(quote.payload["message"]["validBefore"])
+    now = await asyncio.to_thread(ctx.chain.block_timestamp, "latest")
+    if now + EXPIRY_MARGIN_S >= valid_before:
+        raise ToolError(
+            f"pay_http: the quote for {quote.meta.get('url')} is stale: its authorization is "
+            f"valid until {valid_before} and the chain's time is {now} (margin "
+            f"{EXPIRY_MARGIN_S} s). Nothing was signed and the verdict is unused. Fix: propose "
+            "the call again for a fresh quote."
+        )
 
 
 async def _authorization_used(ctx: ToolContext, signed: Any) -> bool:

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
-import pytest
-from eth_account.signers.local import LocalAccount
+import sys
+from pathlib import Path
 
-from chain.devkeys import JUDGE, OUTSIDER, dev_account
-from judge.verdict import VerdictSigner
+import pytest
+
+# With tests/ on sys.path (pytest puts it there for tests/conftest.py), the folder
+# tests/judge/ (no __init__.py) is found as a namespace package named "judge" before
+# the editable install's finder runs, so `import judge` would skip judge/__init__.py.
+# Put the repository first and drop a namespace stand-in. The durable fix is
+# `pythonpath = ["."]` in [tool.pytest.ini_options].
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+if getattr(sys.modules.get("judge"), "__file__", "") is None:
+    del sys.modules["judge"]
+from eth_account.signers.local import LocalAccount  # noqa: E402
+
+from chain.devkeys import JUDGE, OUTSIDER, dev_account  # noqa: E402
+from judge.verdict import VerdictSigner  # noqa: E402
 
 
 @pytest.fixture(scope="session")

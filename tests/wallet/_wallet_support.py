@@ -111,10 +111,8 @@ def approve(
 
 def submit_authorization(chain: Any, signed: SignedTypedData) -> str:
     """Settle an authorization the way the x402 facilitator does (DEPLOYER relays it)."""
-    relayer = dev_account(DEPLOYER)
-    fn = usdc_contract(chain.w3, chain.usdc).get_function_by_signature(
-        "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"
-    )(
+    return relay(
+        chain,
         signed.signer,
         Web3.to_checksum_address(signed.recipient),
         signed.value,
@@ -123,6 +121,14 @@ def submit_authorization(chain: Any, signed: SignedTypedData) -> str:
         signed.auth_nonce,
         signed.signature_bytes(),
     )
+
+
+def relay(chain: Any, *args: Any) -> str:
+    """DEPLOYER submits transferWithAuthorization(from, to, value, after, before, nonce, sig)."""
+    relayer = dev_account(DEPLOYER)
+    fn = usdc_contract(chain.w3, chain.usdc).get_function_by_signature(
+        "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"
+    )(*args)
     tx = fn.build_transaction(
         {
             "from": relayer.address,

@@ -17,12 +17,14 @@ from _wallet_support import (
     approve,
     chain_time,
     quote,
+    relay,
     submit_authorization,
     transfer_tx,
 )
+from eth_account import Account
 
 from chain.client import ChainClient
-from chain.devkeys import OUTSIDER, dev_account
+from chain.devkeys import AGENT, OUTSIDER, dev_account
 from chain.usdc import transfer, usdc_contract
 from judge.errors import JudgeUnreachable
 from judge.errors import VerdictRevoked as JudgeVerdictRevoked
@@ -463,7 +465,8 @@ def test_signed_results_are_immutable(
 def test_broadcast_failure_fails_the_spend_and_frees_the_nonce(
     chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner
 ) -> None:
-    tx = dict(transfer_tx(chain), gas=21_000)  # below the intrinsic gas of a call with data
+    # The node refuses it on arrival: gas * maxFeePerGas exceeds the wallet's ETH.
+    tx = dict(transfer_tx(chain), gas=100_000, maxFeePerGas=10**20, maxPriorityFeePerGas=1)
     signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
     with pytest.raises(SendFailed) as info:
         wallet.send_transaction(signed)
@@ -487,13 +490,41 @@ def test_discarded_transaction_gives_back_its_nonce(
     assert wallet.send_transaction(second).status == 1
 
 
+def test_outside_send_that_takes_the_nonce_is_survived_by_a_resync(
+    chain: Any, wallet: Wallet, judge_signer: VerdictSigner
+) -> None:
+    tx = transfer_tx(chain)
+    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    transfer(chain.w3, chain.usdc, dev_account(AGENT), OUTSIDER_ADDRESS, ONE_USDC)  # same nonce
+    with pytest.raises(SendFailed, match="nonce too low"):
+        wallet.send_transaction(signed)
+    assert wallet.meter.ledger.get(signed.ledger_id).status == "failed"
+    again = transfer_tx(chain, amount=DIME + 1)
+    second = wallet.sign_transaction(again, approve(judge_signer, again), run_id=RUN, cap=ONE_USDC)
+    assert second.nonce == signed.nonce + 1
+    assert wallet.send_transaction(second).status == 1
+
+
 def test_reverted_transfer_fails_the_spend_and_keeps_the_gas(
     chain: Any, wallet: Wallet, judge_signer: VerdictSigner
 ) -> None:
     tx = dict(transfer_tx(chain, amount=60 * ONE_USDC), gas=100_000)
     signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=100 * ONE_USDC)
-    # The balance moves away between signing and sending.
-    transfer(chain.w3, chain.usdc, dev_account(AGENT), OUTSIDER_ADDRESS, 50 * ONE_USDC)
+    # The balance moves away between signing and sending (an authorization signed with
+    # the same key outside the wallet, relayed by someone else).
+    drain = quote(chain, value=50 * ONE_USDC)
+    sig = Account.sign_typed_data(dev_account(AGENT).key, full_message=drain).signature
+    m = drain["message"]
+    relay(
+        chain,
+        m["from"],
+        m["to"],
+        m["value"],
+        m["validAfter"],
+        m["validBefore"],
+        m["nonce"],
+        bytes(sig),
+    )
     with pytest.raises(SendFailed, match="reverted in block"):
         wallet.send_transaction(signed)
     usage = wallet.meter.usage(RUN)

@@ -405,3 +405,17 @@ def test_templated_endpoint_prices_match_the_filled_url() -> None:
             ep["price_atomic"] = 20_000
     reply = json.loads(OfflinePlanner().reply_text(ModelRequest("propose", [], ctx)))
     assert reply["action"] == "done" and "more than the 10000 left" in reply["answer"]
+
+
+def test_unknown_paywall_url_is_reported_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NIB_PAYWALL_URL", raising=False)
+    sim = Sim("gas statistics", paywall=None)
+    final = sim.propose()
+    assert isinstance(final, Done) and final.answer is not None
+    assert "the paywall URL is unknown (run `nib devnet up` or set NIB_PAYWALL_URL)" in final.answer
+
+
+def test_paywall_url_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NIB_PAYWALL_URL", "http://127.0.0.1:7777")
+    sim = Sim("gas statistics", paywall=None)
+    assert sim.propose() == Call("pay_http", {"url": "http://127.0.0.1:7777/analytics/gas"})

@@ -123,3 +123,16 @@ def test_a_paid_fact_over_the_task_budget_moves_no_money(
     assert result.spend.usdc_atomic == 0 and usdc_of(chain, agent) == before
     assert [e.tool for e in result.evidence] == ["base_fee"]
     assert result.answer.splitlines()[0].startswith("base fee (gwei): ")
+
+
+def test_the_demo_task_runs_offline_and_names_the_issuer(
+    chain: Any, paywall: PaywallServer, tmp_path: Path
+) -> None:
+    from agent.cli import DEMO_TASK
+
+    deps = offline_deps(chain, paywall, tmp_path)
+    result = asyncio.run(run_task(DEMO_TASK, deps))
+    assert result.stop_reason == "evidence-covered", result.message
+    assert [e.tool for e in result.evidence] == ["base_fee", "block_info", "pay_http"]
+    assert result.spend.usdc_atomic == DEFAULT_PRICES["token"]
+    assert "Circle" in result.answer.splitlines()[2]

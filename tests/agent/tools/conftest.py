@@ -72,9 +72,7 @@ def paywall(paywall_server: PaywallServer) -> Iterator[PaywallServer]:
 
 
 @pytest.fixture
-def make_ctx(
-    anvil: Any, client: ChainClient, events: Events
-) -> Callable[..., ToolContext]:
+def make_ctx(anvil: Any, client: ChainClient, events: Events) -> Callable[..., ToolContext]:
     def build(**overrides: Any) -> ToolContext:
         fields: dict[str, Any] = {
             "run_id": "run-test",

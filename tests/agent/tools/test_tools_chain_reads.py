@@ -100,7 +100,9 @@ def test_tx_hash_and_lookback_are_validated() -> None:
 # --------------------------------------------------------------------------- reads
 
 
-def test_base_fee_and_gas_price_match_web3(anvil: Any, make_ctx: Callable[..., ToolContext]) -> None:
+def test_base_fee_and_gas_price_match_web3(
+    anvil: Any, make_ctx: Callable[..., ToolContext]
+) -> None:
     ctx = make_ctx()
     obs = run(BaseFeeTool(), {}, ctx)
     block = anvil.w3.eth.get_block("latest")
@@ -176,7 +178,9 @@ def test_token_info_of_a_non_contract_names_the_fix(make_ctx: Callable[..., Tool
 def test_receipt_and_transfers_after_a_real_transfer(
     chain: Any, make_ctx: Callable[..., ToolContext]
 ) -> None:
-    tx_hash = transfer(chain.w3, chain.usdc, dev_account(AGENT), dev_account(SELLER).address, 250_000)
+    tx_hash = transfer(
+        chain.w3, chain.usdc, dev_account(AGENT), dev_account(SELLER).address, 250_000
+    )
     ctx = make_ctx()
     obs = run(TxReceiptTool(), {"tx_hash": tx_hash.upper().replace("0X", "0x")}, ctx)
     receipt = chain.w3.eth.get_transaction_receipt(tx_hash)
@@ -193,7 +197,9 @@ def test_receipt_and_transfers_after_a_real_transfer(
         }
     )
     touching = [
-        log for log in logs if seller.lower()[2:] in (log["topics"][1].hex() + log["topics"][2].hex())
+        log
+        for log in logs
+        if seller.lower()[2:] in (log["topics"][1].hex() + log["topics"][2].hex())
     ]
     assert obs.facts == {"transfer_count": str(len(touching))}
     assert int(obs.facts["transfer_count"]) >= 1
@@ -226,4 +232,3 @@ def test_missing_usdc_configuration_names_the_fix(
     ctx = make_ctx(network=get_network("anvil", rpc_url=anvil.rpc_url))
     with pytest.raises(ToolError, match="no USDC address is configured"):
         run(TokenBalanceTool(), {"address": AGENT_ADDR}, ctx)
-

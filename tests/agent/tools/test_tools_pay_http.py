@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import httpx
@@ -18,6 +18,7 @@ from agent.tools.base import Quote, ToolContext
 from agent.tools.pay_http import (
     LOCAL_PAYWALL_FACTS,
     MAX_BODY_BYTES,
+    PayHttpArgs,
     PayHttpTool,
     free_observation,
     origin_of,
@@ -35,7 +36,7 @@ AGENT_ADDR = dev_account(AGENT).address
 SELLER_ADDR = dev_account(SELLER).address
 GAS_PRICE = DEFAULT_PRICES["gas"]
 
-Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
+Handler = Callable[[httpx.Request], Coroutine[None, None, httpx.Response]]
 
 
 def run(coro: Awaitable[Any]) -> Any:
@@ -43,7 +44,8 @@ def run(coro: Awaitable[Any]) -> Any:
 
 
 def quote_of(tool: PayHttpTool, url: str, ctx: ToolContext, **extra: Any) -> Quote:
-    return run(tool.quote(tool.parse_args({"url": url, **extra}), ctx))
+    args = PayHttpArgs.model_validate({"url": url, **extra})
+    return run(tool.quote(args, ctx))
 
 
 def mock_client(handler: Handler) -> httpx.AsyncClient:
@@ -57,7 +59,8 @@ async def forward(request: httpx.Request) -> httpx.Response:
             httpx.Request(request.method, request.url, headers=request.headers)
         )
     headers = [
-        (k, v) for k, v in real.headers.multi_items()
+        (k, v)
+        for k, v in real.headers.multi_items()
         if k.lower() not in ("content-encoding", "content-length")
     ]
     return httpx.Response(real.status_code, headers=headers, content=real.content)
@@ -99,7 +102,8 @@ def test_args_refuse_non_http_urls_and_float_prices() -> None:
         tool.parse_args({"url": "ftp://example.com/x"})
     with pytest.raises(ToolError, match="money is never a float"):
         tool.parse_args({"url": "http://a.example/x", "max_price": 0.1})
-    assert tool.parse_args({"url": "http://a.example/x", "max_price": "0.10 USDC"}).max_price == 100_000  # type: ignore[attr-defined]
+    priced = PayHttpArgs.model_validate({"url": "http://a.example/x", "max_price": "0.10 USDC"})
+    assert priced.max_price == 100_000
     assert origin_of("HTTP://LocalHost/x?y=1") == "http://localhost:80"
 
 
@@ -107,8 +111,12 @@ def test_args_refuse_non_http_urls_and_float_prices() -> None:
 
 
 def test_buys_from_the_local_paywall_and_settles_the_ledger(
-    chain: Any, paid_ctx: ToolContext, paywall: PaywallServer, judge_signer: VerdictSigner,
-    wallet: Wallet, events: Events,
+    chain: Any,
+    paid_ctx: ToolContext,
+    paywall: PaywallServer,
+    judge_signer: VerdictSigner,
+    wallet: Wallet,
+    events: Events,
 ) -> None:
     tool = PayHttpTool(paywall.url)
     url = paywall.url + "/analytics/gas?blocks=5"
@@ -154,18 +162,22 @@ def test_interoperates_with_a_plain_x402_fastapi_seller(
     network = "eip155:31337"
     outsider = dev_account(OUTSIDER).address
     signer = FacilitatorWeb3Signer(
-        private_key=dev_account(5).key.hex(), rpc_url=chain.rpc_url,
+        private_key=dev_account(5).key.hex(),
+        rpc_url=chain.rpc_url,
         confirmation_timeout_seconds=30,
     )
     facilitator = x402Facilitator()
     facilitator.register([network], ExactEvmFacilitatorScheme(signer))
     server = x402ResourceServer(facilitator)
-    server.register(network, ExactEvmServerScheme())
+    server.register(network, ExactEvmServerScheme())  # type: ignore[arg-type]
     price = AssetAmount(amount="30000", asset=chain.usdc, extra={"name": "USDC", "version": "2"})
     routes = {
         "GET /weather": RouteConfig(
             accepts=PaymentOption(
-                scheme="exact", pay_to=outsider, price=price, network=network,
+                scheme="exact",
+                pay_to=outsider,
+                price=price,
+                network=network,
                 max_timeout_seconds=120,
             ),
             description="weather",
@@ -234,8 +246,13 @@ def test_seller_outside_the_allowlist_is_refused_before_any_request(
 
 @pytest.mark.parametrize("change", ["price", "recipient"])
 def test_terms_changed_between_quote_and_payment_void_the_verdict(
-    chain: Any, change: str, paid_ctx: ToolContext, paywall: PaywallServer,
-    judge_signer: VerdictSigner, wallet: Wallet, events: Events,
+    chain: Any,
+    change: str,
+    paid_ctx: ToolContext,
+    paywall: PaywallServer,
+    judge_signer: VerdictSigner,
+    wallet: Wallet,
+    events: Events,
 ) -> None:
     tool = PayHttpTool(paywall.url)
     url = paywall.url + "/analytics/gas"
@@ -245,12 +262,16 @@ def test_terms_changed_between_quote_and_payment_void_the_verdict(
         paywall.state.set_price("gas", GAS_PRICE * 10)
     else:
         paywall.state.set_pay_to(dev_account(OUTSIDER).address)
-    before = [usdc_balance(chain, a) for a in (AGENT_ADDR, SELLER_ADDR, dev_account(OUTSIDER).address)]
+    before = [
+        usdc_balance(chain, a) for a in (AGENT_ADDR, SELLER_ADDR, dev_account(OUTSIDER).address)
+    ]
 
     with pytest.raises(VerdictVoid, match="the payload changed after approval"):
         run(tool.execute(quote, verdict, paid_ctx))
 
-    after = [usdc_balance(chain, a) for a in (AGENT_ADDR, SELLER_ADDR, dev_account(OUTSIDER).address)]
+    after = [
+        usdc_balance(chain, a) for a in (AGENT_ADDR, SELLER_ADDR, dev_account(OUTSIDER).address)
+    ]
     assert after == before
     assert wallet.meter.ledger.rows() == [] and not wallet.meter.ledger.is_used(verdict.id)
     assert [e["code"] for e in events.named("wallet.refused")] == ["verdict-void"]
@@ -265,12 +286,21 @@ def test_requirement_for_another_chain_or_asset_is_refused_before_quoting(
 
     offers = [
         PaymentRequirements(
-            scheme="exact", network="eip155:84532", asset=chain.usdc, amount="1000",
-            pay_to=SELLER_ADDR, max_timeout_seconds=60, extra={"name": "USDC", "version": "2"},
+            scheme="exact",
+            network="eip155:84532",
+            asset=chain.usdc,
+            amount="1000",
+            pay_to=SELLER_ADDR,
+            max_timeout_seconds=60,
+            extra={"name": "USDC", "version": "2"},
         ),
         PaymentRequirements(
-            scheme="exact", network="eip155:31337", asset=dev_account(OUTSIDER).address,
-            amount="1000", pay_to=SELLER_ADDR, max_timeout_seconds=60,
+            scheme="exact",
+            network="eip155:31337",
+            asset=dev_account(OUTSIDER).address,
+            amount="1000",
+            pay_to=SELLER_ADDR,
+            max_timeout_seconds=60,
             extra={"name": "USDC", "version": "2"},
         ),
     ]
@@ -310,7 +340,10 @@ def test_price_above_max_price_is_refused_before_quoting(
     ],
 )
 def test_malformed_402_is_a_clear_protocol_error(
-    make_ctx: Callable[..., ToolContext], wallet: Wallet, headers: dict[str, str], body: bytes,
+    make_ctx: Callable[..., ToolContext],
+    wallet: Wallet,
+    headers: dict[str, str],
+    body: bytes,
     needle: str,
 ) -> None:
     async def handler(request: httpx.Request) -> httpx.Response:
@@ -333,8 +366,12 @@ def test_oversized_response_is_refused(
 
 
 def test_seller_answering_402_after_payment_gets_no_second_payment(
-    chain: Any, make_ctx: Callable[..., ToolContext], paywall: PaywallServer, wallet: Wallet,
-    judge_signer: VerdictSigner, events: Events,
+    chain: Any,
+    make_ctx: Callable[..., ToolContext],
+    paywall: PaywallServer,
+    wallet: Wallet,
+    judge_signer: VerdictSigner,
+    events: Events,
 ) -> None:
     paid_requests: list[httpx.Request] = []
 
@@ -368,7 +405,10 @@ def test_seller_answering_402_after_payment_gets_no_second_payment(
 
 
 def test_seller_that_settles_but_answers_402_leaves_the_row_for_reconciliation(
-    chain: Any, make_ctx: Callable[..., ToolContext], paywall: PaywallServer, wallet: Wallet,
+    chain: Any,
+    make_ctx: Callable[..., ToolContext],
+    paywall: PaywallServer,
+    wallet: Wallet,
     judge_signer: VerdictSigner,
 ) -> None:
     async def settle_then_lie(request: httpx.Request) -> httpx.Response:
@@ -390,6 +430,158 @@ def test_seller_that_settles_but_answers_402_leaves_the_row_for_reconciliation(
     assert wallet.meter.ledger.get(row.id).status == "settled"
 
 
-@pytest.fixture
-def _unused() -> Iterator[None]:  # keeps Iterator imported for fixtures added later
-    yield
+def test_expired_quote_is_refused_before_signing(
+    chain: Any,
+    paid_ctx: ToolContext,
+    paywall: PaywallServer,
+    judge_signer: VerdictSigner,
+    wallet: Wallet,
+) -> None:
+    tool = PayHttpTool(paywall.url)
+    quote = quote_of(tool, paywall.url + "/analytics/gas", paid_ctx)
+    verdict = approve(judge_signer, quote)
+    chain.rpc("evm_increaseTime", [400])
+    chain.rpc("evm_mine")
+    with pytest.raises(ToolError, match="the quote for .* is stale: its authorization is valid"):
+        run(tool.execute(quote, verdict, paid_ctx))
+    assert wallet.meter.ledger.rows() == [] and not wallet.meter.ledger.is_used(verdict.id)
+
+
+def test_seller_turning_free_after_the_quote_costs_nothing(
+    chain: Any,
+    make_ctx: Callable[..., ToolContext],
+    paywall: PaywallServer,
+    wallet: Wallet,
+    judge_signer: VerdictSigner,
+) -> None:
+    calls = 0
+
+    async def then_free(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        if request.url.path == "/catalog":
+            return await forward(request)
+        calls += 1
+        if calls == 1:
+            return await forward(request)
+        return httpx.Response(200, json={"kind": "gas_stats", "facts": {"tx_count": "0"}})
+
+    ctx = make_ctx(wallet=wallet, allowlist=(paywall.url,), http=mock_client(then_free))
+    tool = PayHttpTool(paywall.url)
+    quote = quote_of(tool, paywall.url + "/analytics/gas", ctx)
+    assert quote.amount == GAS_PRICE
+    obs = run(tool.execute(quote, approve(judge_signer, quote), ctx))
+    assert obs.cost_usdc == 0 and obs.facts["tx_count"] == "0"
+    assert wallet.meter.ledger.rows() == []
+
+
+def test_settlement_claim_without_a_chain_receipt_is_not_recorded_as_settled(
+    chain: Any,
+    make_ctx: Callable[..., ToolContext],
+    paywall: PaywallServer,
+    wallet: Wallet,
+    judge_signer: VerdictSigner,
+) -> None:
+    from x402.http import encode_payment_response_header
+    from x402.schemas import SettleResponse
+
+    fake = "0x" + "12" * 32
+
+    async def liar(request: httpx.Request) -> httpx.Response:
+        if "payment-signature" not in request.headers:
+            return await forward(request)
+        receipt = SettleResponse(
+            success=True, transaction=fake, network="eip155:31337", payer=AGENT_ADDR
+        )
+        return httpx.Response(
+            200,
+            headers={"PAYMENT-RESPONSE": encode_payment_response_header(receipt)},
+            json={"facts": {"x": "1"}},
+        )
+
+    ctx = make_ctx(wallet=wallet, allowlist=(paywall.url,), http=mock_client(liar))
+    tool = PayHttpTool(paywall.url)
+    quote = quote_of(tool, paywall.url + "/analytics/gas", ctx)
+    before = usdc_balance(chain, AGENT_ADDR)
+    with pytest.raises(ToolError, match=f"reports settlement in {fake} but the chain shows no"):
+        run(tool.execute(quote, approve(judge_signer, quote), ctx))
+    [row] = wallet.meter.ledger.rows()
+    assert row.status == "signed" and row.tx_hash is None
+    assert usdc_balance(chain, AGENT_ADDR) == before
+
+
+def test_pays_a_v1_seller_with_x_payment(
+    chain: Any, make_ctx: Callable[..., ToolContext], wallet: Wallet, judge_signer: VerdictSigner
+) -> None:
+    """A legacy x402 v1 seller: JSON-body 402, X-PAYMENT header, X-PAYMENT-RESPONSE receipt.
+
+    The x402 package ships no v1 server, so this one settles the authorization itself.
+    """
+    from x402.http import decode_payment_signature_header, encode_payment_response_header
+    from x402.schemas import PaymentPayloadV1, SettleResponse
+
+    from chain.devkeys import DEPLOYER
+    from chain.usdc import usdc_contract
+
+    url = "http://legacy.test/report"
+    offer = {
+        "x402Version": 1,
+        "error": "X-PAYMENT header is required",
+        "accepts": [
+            {
+                "scheme": "exact",
+                "network": "eip155:31337",
+                "maxAmountRequired": "70000",
+                "resource": url,
+                "payTo": SELLER_ADDR,
+                "maxTimeoutSeconds": 60,
+                "asset": chain.usdc,
+                "extra": {"name": "USDC", "version": "2"},
+            }
+        ],
+    }
+    token = usdc_contract(chain.w3, chain.usdc)
+    settle_fn = token.get_function_by_signature(
+        "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"
+    )
+
+    def settle(header: str) -> str:
+        payment = decode_payment_signature_header(header)
+        assert isinstance(payment, PaymentPayloadV1)
+        auth, sig = payment.payload["authorization"], payment.payload["signature"]
+        call = settle_fn(
+            auth["from"],
+            auth["to"],
+            int(auth["value"]),
+            int(auth["validAfter"]),
+            int(auth["validBefore"]),
+            bytes.fromhex(auth["nonce"][2:]),
+            bytes.fromhex(sig[2:]),
+        )
+        tx = call.transact({"from": dev_account(DEPLOYER).address})
+        assert chain.w3.eth.wait_for_transaction_receipt(tx)["status"] == 1
+        return "0x" + bytes(tx).hex()
+
+    async def legacy(request: httpx.Request) -> httpx.Response:
+        header = request.headers.get("x-payment")
+        if header is None:
+            return httpx.Response(402, json=offer)
+        tx_hash = await asyncio.to_thread(settle, header)
+        receipt = SettleResponse(
+            success=True, transaction=tx_hash, network="eip155:31337", payer=AGENT_ADDR
+        )
+        return httpx.Response(
+            200,
+            headers={"X-PAYMENT-RESPONSE": encode_payment_response_header(receipt)},
+            json={"facts": {"report": "ok"}},
+        )
+
+    ctx = make_ctx(wallet=wallet, allowlist=("http://legacy.test",), http=mock_client(legacy))
+    tool = PayHttpTool()
+    quote = quote_of(tool, url, ctx)
+    assert quote.meta["x402_version"] == 1 and quote.amount == 70_000
+    before = usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)
+    obs = run(tool.execute(quote, approve(judge_signer, quote), ctx))
+    assert obs.facts == {"report": "ok"} and obs.cost_usdc == 70_000
+    assert usdc_balance(chain, AGENT_ADDR) == before[0] - 70_000
+    assert usdc_balance(chain, SELLER_ADDR) == before[1] + 70_000
+    assert wallet.meter.ledger.rows()[0].status == "settled"

@@ -11,7 +11,12 @@ from _tools_support import Events, approve, usdc_balance
 
 from agent.errors import ToolArgsError, ToolError
 from agent.tools.base import Quote, ToolContext
-from agent.tools.transfer import UsdcTransferTool, parse_usdc_amount, transfer_calldata
+from agent.tools.transfer import (
+    TransferArgs,
+    UsdcTransferTool,
+    parse_usdc_amount,
+    transfer_calldata,
+)
 from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account
 from chain.usdc import transfer as raw_transfer
 from judge.fingerprint import call_fingerprint, transaction_fingerprint
@@ -26,7 +31,8 @@ TO = dev_account(OUTSIDER).address
 
 def quote_of(ctx: ToolContext, **args: Any) -> Quote:
     tool = UsdcTransferTool()
-    return asyncio.run(tool.quote(tool.parse_args(args), ctx))
+    parsed = TransferArgs.model_validate(tool.parse_args(args).model_dump())
+    return asyncio.run(tool.quote(parsed, ctx))
 
 
 @pytest.fixture
@@ -39,8 +45,13 @@ def ctx(make_ctx: Callable[..., ToolContext], wallet: Wallet) -> ToolContext:
 
 @pytest.mark.parametrize(
     ("given", "atomic"),
-    [(1_500_000, 1_500_000), ("1500000", 1_500_000), ("1.5 USDC", 1_500_000),
-     ("0.000001 usdc", 1), (" 2 USDC ", 2_000_000)],
+    [
+        (1_500_000, 1_500_000),
+        ("1500000", 1_500_000),
+        ("1.5 USDC", 1_500_000),
+        ("0.000001 usdc", 1),
+        (" 2 USDC ", 2_000_000),
+    ],
 )
 def test_amounts_parse_exactly(given: Any, atomic: int) -> None:
     assert parse_usdc_amount(given) == atomic
@@ -48,8 +59,15 @@ def test_amounts_parse_exactly(given: Any, atomic: int) -> None:
 
 @pytest.mark.parametrize(
     ("given", "needle"),
-    [(1.5, "never a float"), ("1.5", "with the unit"), ("1.0000001 USDC", "more than 6 decimal"),
-     (0, "positive"), (-5, "positive"), ("5 ETH", "with the unit"), (True, "never a float")],
+    [
+        (1.5, "never a float"),
+        ("1.5", "with the unit"),
+        ("1.0000001 USDC", "more than 6 decimal"),
+        (0, "positive"),
+        (-5, "positive"),
+        ("5 ETH", "with the unit"),
+        (True, "never a float"),
+    ],
 )
 def test_bad_amounts_are_refused(given: Any, needle: str) -> None:
     with pytest.raises(ToolArgsError, match=needle):
@@ -84,12 +102,20 @@ def test_transfer_end_to_end_with_the_jev_judge(
     balance = usdc_balance(chain, AGENT_ADDR)
     verdict = judge.decide(
         PaidCallRequest(
-            tool=quote.tool, args=quote.args,
+            tool=quote.tool,
+            args=quote.args,
             call_fingerprint=call_fingerprint(quote.tool, quote.args),
-            payload_fingerprint=quote.payload_fingerprint, price=quote.amount,
-            asset=quote.asset, recipient=quote.recipient, chain_id=quote.chain_id,
-            remaining_budget=1_000_000, balance=balance, per_call_cap=1_000_000,
-            spend_cap=1_000_000, missing=("transfer_receipt",), tool_facts=tool.facts,
+            payload_fingerprint=quote.payload_fingerprint,
+            price=quote.amount,
+            asset=quote.asset,
+            recipient=quote.recipient,
+            chain_id=quote.chain_id,
+            remaining_budget=1_000_000,
+            balance=balance,
+            per_call_cap=1_000_000,
+            spend_cap=1_000_000,
+            missing=("transfer_receipt",),
+            tool_facts=tool.facts,
         )
     )
     assert verdict.decision == "approve", verdict.reason
@@ -121,8 +147,7 @@ def test_payload_changed_after_approval_voids_the_verdict(
     quote = quote_of(ctx, to=TO, amount=100_000)
     verdict = approve(judge_signer, quote)
     tampered = Quote(
-        **{**quote.__dict__, "payload": {**quote.payload,
-                                         "data": transfer_calldata(TO, 900_000)}}
+        **{**quote.__dict__, "payload": {**quote.payload, "data": transfer_calldata(TO, 900_000)}}
     )
     before = usdc_balance(chain, AGENT_ADDR)
     with pytest.raises(VerdictVoid, match="the payload changed after approval"):

@@ -1,0 +1,224 @@
+"""What the offline planner reads from a request: the loop's context, made uniform.
+
+The loop's context dict (task, tools, checklist, focus, evidence, rendered history,
+self-model) becomes one frozen value; calls are keyed the way the loop keys them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agent.models._factpatterns import ADDRESS, extract_checklist, infer_kind
+
+__all__ = [
+    "PlanContext",
+    "canon",
+    "endpoint_price",
+    "origin",
+    "schema_of",
+]
+
+_URL = re.compile(r"https?://[^\s'\"<>)]+")
+_HISTORY_LINE = re.compile(r"^step \d+: (\S+) (\{.*?\}) -> (\w+)(?: \[([^\]]+)\])?:? ?(.*)$")
+
+
+def canon(tool: str, args: Mapping[str, Any]) -> str:
+    """A case-insensitive canonical string of one call, for set membership."""
+    return json.dumps([tool, args], sort_keys=True, separators=(",", ":"), default=str).lower()
+
+
+def is_address(value: Any) -> bool:
+    return isinstance(value, str) and bool(ADDRESS.fullmatch(value))
+
+
+def find_address(obj: Any, names: tuple[str, ...], depth: int = 0) -> str | None:
+    """The first 0x address under one of ``names`` in a nested dict (self-model shapes vary)."""
+    if not isinstance(obj, Mapping) or depth > 3:
+        return None
+    for name in names:
+        value = obj.get(name)
+        if is_address(value):
+            return str(value)
+        if isinstance(value, Mapping):
+            inner = find_address(value, ("address", *names), depth + 1)
+            if inner:
+                return inner
+    for value in obj.values():
+        if isinstance(value, Mapping):
+            inner = find_address(value, names, depth + 1)
+            if inner:
+                return inner
+    return None
+
+
+def find_str(obj: Any, names: tuple[str, ...], depth: int = 0) -> str | None:
+    if not isinstance(obj, Mapping) or depth > 3:
+        return None
+    for name in names:
+        value = obj.get(name)
+        if isinstance(value, str) and value:
+            return value
+    for value in obj.values():
+        inner = find_str(value, names, depth + 1)
+        if inner:
+            return inner
+    return None
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What the offline planner reads from one request's context (and messages)."""
+
+    task: str
+    tools: tuple[dict[str, Any], ...]
+    items: tuple[dict[str, Any], ...]
+    focus: str | None
+    evidence: tuple[dict[str, Any], ...]
+    history: tuple[dict[str, Any], ...]
+    wallet: str | None
+    usdc: str | None
+    paywall_url: str | None
+    spend_left: int | None = None
+
+    @classmethod
+    def read(cls, context: Mapping[str, Any], messages: list[dict[str, str]]) -> PlanContext:
+        task = str(context.get("task") or "") or task_from_messages(messages)
+        checklist = context.get("checklist")
+        if isinstance(checklist, Mapping):  # {"items": [...]} shape
+            checklist = checklist.get("items")
+        if checklist is None:
+            items: list[dict[str, Any]] = [
+                {"id": f"c{n}", **item, "covered": False}
+                for n, item in enumerate(extract_checklist(task), start=1)
+            ]
+        else:
+            items = [dict(i) for i in checklist if isinstance(i, Mapping)]
+        for item in items:
+            if not item.get("kind"):
+                item["kind"] = infer_kind(str(item.get("text", "")))
+        history = context.get("history")
+        if history is None:  # the lesson request carries the trajectory only in its prompt
+            history = [line for m in messages for line in str(m.get("content", "")).splitlines()]
+        focus = context.get("focus")
+        if isinstance(focus, Mapping):
+            focus = focus.get("id") or focus.get("text")
+        self_model = context.get("self_model") or {}
+        tools = tuple(t for t in context.get("tools") or () if isinstance(t, Mapping))
+        return cls(
+            task=task,
+            tools=tuple(dict(t) for t in tools),
+            items=tuple(items),
+            focus=str(focus) if focus else None,
+            evidence=tuple(
+                dict(e) for e in context.get("evidence") or () if isinstance(e, Mapping)
+            ),
+            history=tuple(history_rows(history)),
+            wallet=find_address(self_model, ("wallet_address", "wallet", "agent_address")),
+            usdc=find_address(self_model, ("usdc_address", "usdc", "asset")),
+            paywall_url=(
+                find_str(self_model, ("paywall_url",))
+                or find_str(context, ("paywall_url",))
+                or url_in_tools(tools)
+                or os.environ.get("NIB_PAYWALL_URL")
+            ),
+            spend_left=int_or_none(self_model.get("spend_left_usdc"))
+            if isinstance(self_model, Mapping)
+            else None,
+        )
+
+    def key(self, tool: str, args: Mapping[str, Any]) -> str:
+        """A call's identity as the loop sees it: arguments with schema defaults filled in
+        (the loop records ``model_dump`` of the validated arguments), case-insensitive."""
+        schema: Mapping[str, Any] = next(
+            (schema_of(t) for t in self.tools if t.get("name") == tool), {}
+        )
+        full = {
+            name: prop["default"]
+            for name, prop in (schema.get("properties") or {}).items()
+            if isinstance(prop, Mapping) and "default" in prop
+        }
+        full.update(args)
+        return canon(tool, full)
+
+
+def int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def endpoint_price(plan: PlanContext, url: str) -> int | None:
+    """The advertised price (atomic USDC) of ``url`` when a paid tool lists it."""
+    for tool in plan.tools:
+        for ep in tool.get("endpoints") or ():
+            if not isinstance(ep, Mapping) or not isinstance(ep.get("url"), str):
+                continue
+            pattern = re.escape(ep["url"]).replace(r"\{symbol\}", "[^/]+")
+            pattern = pattern.replace(r"\{name\}", "[^/]+")
+            if re.fullmatch(pattern, url, re.IGNORECASE):
+                return int_or_none(ep.get("price_atomic"))
+    return None
+
+
+def schema_of(tool: Mapping[str, Any]) -> Mapping[str, Any]:
+    schema = tool.get("args") or tool.get("args_schema") or tool.get("parameters") or {}
+    return schema if isinstance(schema, Mapping) else {}
+
+
+_TASK_LINE = re.compile(r"^Task:\s*(.+)$", re.MULTILINE)
+
+
+def task_from_messages(messages: list[dict[str, str]]) -> str:
+    """The task when the request carries no context (minimal retry, lesson)."""
+    for m in messages:
+        found = _TASK_LINE.search(str(m.get("content", "")))
+        if found:
+            return found.group(1).strip()
+    return next(
+        (str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), ""
+    )
+
+
+def history_rows(history: Any) -> Iterable[dict[str, Any]]:
+    """History entries as dicts ``{tool, args, outcome, summary}``.
+
+    The loop sends the rendered block (``agent.history.render``: one ``step N: tool {args}
+    -> outcome [eid]: summary`` line per step); lists of entry dicts are accepted too.
+    """
+    if isinstance(history, str):
+        history = history.splitlines()
+    for entry in history:
+        if isinstance(entry, Mapping):
+            yield dict(entry)
+        elif isinstance(entry, str):
+            m = _HISTORY_LINE.match(entry.strip())
+            if m:
+                try:
+                    args = json.loads(m.group(2))
+                except ValueError:
+                    args = {}
+                yield {
+                    "tool": m.group(1),
+                    "args": args if isinstance(args, dict) else {},
+                    "outcome": m.group(3),
+                    "evidence_id": m.group(4),
+                    "summary": m.group(5),
+                }
+
+
+def url_in_tools(tools: Iterable[Mapping[str, Any]]) -> str | None:
+    for tool in tools:
+        if tool.get("kind") == "paid":
+            text = f"{tool.get('description', '')} {json.dumps(schema_of(tool), default=str)}"
+            m = _URL.search(text)
+            if m:
+                return m.group(0).rstrip(".,;:")
+    return None
+
+
+def origin(url: str) -> str:
+    m = re.match(r"(https?://[^/]+)", url)
+    return m.group(1) if m else url.rstrip("/")

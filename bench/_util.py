@@ -1,0 +1,305 @@
+"""Shared benchmark helpers: timing, percentiles, ratios, the machine, and a devnet to pay.
+
+:class:`BenchEnv` is one private Anvil with TestUSDC, the agent funded, the local x402
+paywall and an in-process JEV judge; benchmarks that move money share it, so every
+figure and its peer are measured on the same chain in the same run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "BenchEnv",
+    "Figure",
+    "machine",
+    "median",
+    "percentile",
+    "ratio",
+    "stopwatch",
+]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) by linear interpolation between closest ranks."""
+    if not values:
+        raise ValueError("percentile of no values; expected at least one measurement.")
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile q={q}; expected 0 <= q <= 100.")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    low, high = math.floor(pos), math.ceil(pos)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def median(values: Sequence[float]) -> float:
+    return percentile(values, 50)
+
+
+def ratio(ours: float, peer: float) -> float:
+    """``ours / peer``; NaN when the peer measured zero (a broken peer, reported as such)."""
+    return ours / peer if peer else math.nan
+
+
+@contextmanager
+def stopwatch() -> Iterator[list[float]]:
+    """``with stopwatch() as t: ...`` then ``t[0]`` is the elapsed wall time in seconds."""
+    out: list[float] = []
+    start = time.perf_counter()
+    try:
+        yield out
+    finally:
+        out.append(time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One row of bench/RESULTS.md: our figure, the peer's, and ours / peer."""
+
+    benchmark: str
+    ours: str
+    peer: str
+    ratio: float
+    notes: str
+    details: tuple[str, ...] = ()
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "benchmark": self.benchmark,
+            "ours": self.ours,
+            "peer": self.peer,
+            "ratio": self.ratio,
+            "notes": self.notes,
+            "details": list(self.details),
+            **self.raw,
+        }
+
+
+# ---------------------------------------------------------------------------- machine
+
+
+def _cpu_model() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or "unknown"
+    match = re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
+    return match.group(1).strip() if match else platform.processor() or "unknown"
+
+
+def _ram_gib() -> str:
+    try:
+        text = Path("/proc/meminfo").read_text()
+    except OSError:
+        return "unknown"
+    match = re.search(r"^MemTotal:\s*(\d+)\s*kB", text, re.MULTILINE)
+    return f"{int(match.group(1)) / 1024 / 1024:.1f} GiB" if match else "unknown"
+
+
+def _anvil_version() -> str:
+    from chain.devnet import find_anvil
+
+    try:
+        out = subprocess.run(
+            [find_anvil(), "--version"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
+    except Exception as exc:  # noqa: BLE001 - the machine note must not fail the run
+        return f"unknown ({type(exc).__name__})"
+    first = out.strip().splitlines()[0] if out.strip() else "unknown"
+    return first.replace("anvil Version:", "").strip()
+
+
+def machine() -> dict[str, str]:
+    """CPU model, cores, RAM, OS, Python and Anvil versions of this machine."""
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {
+        "cpu": _cpu_model(),
+        "cores": f"{os.cpu_count()} logical ({affinity} usable)",
+        "ram": _ram_gib(),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": f"{platform.python_implementation()} {sys.version.split()[0]}",
+        "anvil": _anvil_version(),
+    }
+
+
+# ---------------------------------------------------------------------------- devnet
+
+#: Price of the endpoint the payment benchmarks buy: a static dataset, so the seller's
+#: own work is tiny and the round trip is the payment path itself.
+BENCH_PATH = "/datasets/token/USDC"
+#: Dev accounts that send raw USDC transfers in the throughput peer (not agent/seller/judge).
+RAW_SENDERS = (5, 6, 7, 8)
+_RAW_FUND = 1_000_000_000  # 1000 test USDC each, atomic units
+
+
+class BenchEnv:
+    """A private devnet for the benchmarks: Anvil, TestUSDC, the paywall, judge and wallet.
+
+    Use as a context manager. ``wallet()`` builds the real verdict-gated wallet of the
+    agent (dev account AGENT) on a SQLite file in a temporary folder; ``judge`` is the
+    real in-process JEV judge with the devnet judge key; ``paid_call`` runs our whole
+    paid path once (quote, verdict, sign, pay, settle).
+    """
+
+    def __init__(self) -> None:
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._anvil: Any = None
+        self._paywall: Any = None
+        self.rpc_url = ""
+        self.usdc = ""
+        self.paywall_url = ""
+        self.judge: Any = None
+        self.network: Any = None
+        self.chain: Any = None
+
+    def __enter__(self) -> BenchEnv:
+        from chain.client import ChainClient
+        from chain.devkeys import AGENT, DEPLOYER, JUDGE, dev_account
+        from chain.devnet import FUND_USDC, AnvilProcess
+        from chain.networks import get_network
+        from chain.paywall import PaywallServer
+        from chain.usdc import deploy_test_usdc, mint
+        from judge.jev import Judge
+        from judge.verdict import VerdictSigner
+
+        self._tmp = tempfile.TemporaryDirectory(prefix="nib-bench-")
+        tmp = Path(self._tmp.name)
+        try:
+            self._anvil = AnvilProcess(port=0, log=tmp / "anvil.log")
+            self.rpc_url = self._anvil.rpc_url
+            self.chain = ChainClient(self.rpc_url, self._anvil.chain_id)
+            deployer = dev_account(DEPLOYER)
+            self.usdc = deploy_test_usdc(self.chain.w3, deployer)
+            mint(self.chain.w3, self.usdc, deployer, dev_account(AGENT).address, FUND_USDC)
+            for i in RAW_SENDERS:
+                mint(self.chain.w3, self.usdc, deployer, dev_account(i).address, _RAW_FUND)
+            self._paywall = PaywallServer(self.rpc_url, self.usdc).start()
+            self.paywall_url = self._paywall.url
+            self.network = get_network("anvil", rpc_url=self.rpc_url, usdc=self.usdc)
+            self.judge = Judge(
+                VerdictSigner(dev_account(JUDGE)),
+                allowed_assets={self.network.chain_id: {self.usdc}},
+            )
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._paywall is not None:
+            self._paywall.stop()
+            self._paywall = None
+        if self._anvil is not None:
+            self._anvil.stop()
+            self._anvil = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    @property
+    def tmp(self) -> Path:
+        assert self._tmp is not None, "BenchEnv used outside its with-block"
+        return Path(self._tmp.name)
+
+    @property
+    def anvil_pid(self) -> int:
+        return int(self._anvil.pid)
+
+    def wallet(self, name: str = "bench") -> Any:
+        """The agent's real wallet (verdict-gated signer, spend meter, ledger) on a fresh DB."""
+        from chain.client import ChainClient
+        from chain.devkeys import AGENT, dev_account
+        from wallet.keystore import KeyHandle
+        from wallet.signer import Wallet
+
+        return Wallet(
+            KeyHandle(dev_account(AGENT)),
+            db_path=self.tmp / f"{name}.db",
+            chain=ChainClient(self.rpc_url, self.network.chain_id),
+            usdc=self.usdc,
+            trusted_judge=self.judge.address,
+            recheck=self.judge.recheck,
+        )
+
+    def context(self, wallet: Any, http: Any, run_id: str, cap: int = 1_000_000) -> Any:
+        """A tool context for one run paying from ``wallet`` with a spend cap of ``cap``."""
+        from agent.tools.base import ToolContext
+
+        return ToolContext(
+            run_id=run_id,
+            chain=wallet.chain,
+            network=self.network,
+            wallet=wallet,
+            allowlist=(self.paywall_url,),
+            http=http,
+            extras={"spend_cap_usdc": cap},
+            spend_cap_usdc=cap,
+        )
+
+    async def paid_call(self, tool: Any, ctx: Any, url: str) -> Any:
+        """Our paid path, once: quote (402) -> JEV verdict -> wallet signs -> pay -> settle.
+
+        The judge is asked the way the loop asks it (one missing checklist item the
+        endpoint sells); anything but an approval is a broken benchmark, raised.
+        """
+        from judge.fingerprint import call_fingerprint
+        from judge.jev import PaidCallRequest
+
+        args = tool.parse_args({"url": url})
+        quote = await tool.quote(args, ctx)
+        cap = int(ctx.extras["spend_cap_usdc"])
+        facts = tuple(tool.facts_for(args))
+        request = PaidCallRequest(
+            tool=tool.name,
+            args=quote.args,
+            call_fingerprint=call_fingerprint(tool.name, quote.args),
+            payload_fingerprint=quote.payload_fingerprint,
+            price=quote.amount,
+            asset=quote.asset,
+            recipient=quote.recipient,
+            chain_id=quote.chain_id,
+            remaining_budget=cap,
+            balance=await asyncio.to_thread(ctx.wallet.balance),
+            per_call_cap=cap,
+            spend_cap=cap,
+            missing=facts,
+            tool_facts=facts,
+        )
+        verdict = await asyncio.to_thread(self.judge.decide, request)
+        if verdict.decision != "approve":
+            raise RuntimeError(
+                f"benchmark: the judge ruled {verdict.decision!r} on {url} ({verdict.reason}); "
+                "expected approve. Fix: lower the endpoint price or raise the bench cap."
+            )
+        obs = await tool.execute(quote, verdict, ctx)
+        if not obs.ok or not obs.cost_usdc:
+            raise RuntimeError(f"benchmark: paid call to {url} did not settle: {obs.summary}")
+        return obs
+
+
+def run_async(fn: Callable[[], Any]) -> Any:
+    """Run a coroutine function on a fresh event loop."""
+    return asyncio.run(fn())
+
+
+def fmt_ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def fmt_ratio(value: float) -> str:
+    """Three significant digits, so a small share of a limit stays readable (0.00431x)."""
+    return "n/a" if math.isnan(value) else f"{value:.3g}x"

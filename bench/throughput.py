@@ -1,0 +1,206 @@
+"""Paid requests per second from concurrent runs vs Anvil's raw USDC transfer throughput.
+
+Ours: N concurrent buyers (separate runs, one shared wallet, one process) each pay the
+local paywall k times through nib's whole paid path (quote, JEV verdict, wallet sign,
+paid request, x402 settlement on chain, ledger). Peer: the limit on this machine, signed
+USDC ``transfer`` transactions sent back-to-back with web3 from several dev accounts
+(one thread each, signed before the clock starts) to the same Anvil, until every one is
+mined. Rounds alternate ours/peer; each side's figure is the median over its rounds.
+
+``python -m bench.throughput [--quick]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from bench._util import (
+    BENCH_PATH,
+    RAW_SENDERS,
+    BenchEnv,
+    Figure,
+    fmt_ratio,
+    median,
+    ratio,
+    run_async,
+)
+
+__all__ = ["main", "run"]
+
+NAME = "paid requests/s (concurrent runs)"
+_RECEIPT_TIMEOUT_S = 60.0
+
+
+# -------------------------------------------------------------------------------- ours
+
+
+async def _ours_round(env: BenchEnv, wallet: Any, round_no: int, buyers: int, each: int) -> float:
+    from agent.tools.pay_http import PayHttpTool
+
+    tool = PayHttpTool(env.paywall_url)
+    url = env.paywall_url + BENCH_PATH
+    limits = httpx.Limits(max_connections=buyers * 2, max_keepalive_connections=buyers * 2)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as http:
+        # One free catalog read first, so no buyer's timing includes the tool's cache fill.
+        await tool.load_catalog(env.paywall_url, env.context(wallet, http, "warm"))
+
+        async def buyer(b: int) -> None:
+            for j in range(each):
+                ctx = env.context(wallet, http, f"bench-rps-{round_no}-{b}-{j}")
+                await env.paid_call(tool, ctx, url)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(buyer(b) for b in range(buyers)))
+        elapsed = time.perf_counter() - start
+    return buyers * each / elapsed
+
+
+# -------------------------------------------------------------------------------- peer
+
+
+def _signed_transfers(env: BenchEnv, per_sender: int) -> list[list[bytes]]:
+    """Raw signed USDC transfers, ``per_sender`` from each raw sender, nonces in order."""
+    from web3 import Web3
+
+    from chain.devkeys import OUTSIDER, dev_account
+    from chain.usdc import usdc_contract
+
+    w3 = env.chain.w3
+    token = usdc_contract(w3, env.usdc)
+    data = token.encode_abi("transfer", args=[dev_account(OUTSIDER).address, 1])
+    tip = Web3.to_wei(1, "gwei")
+    max_fee = int(w3.eth.get_block("latest")["baseFeePerGas"]) * 4 + tip
+    batches = []
+    for index in RAW_SENDERS:
+        account = dev_account(index)
+        nonce = w3.eth.get_transaction_count(account.address, "pending")
+        batch = []
+        for n in range(per_sender):
+            tx = {
+                "type": 2,
+                "chainId": env.network.chain_id,
+                "to": env.usdc,
+                "data": data,
+                "value": 0,
+                "gas": 80_000,
+                "maxFeePerGas": max_fee,
+                "maxPriorityFeePerGas": tip,
+                "nonce": nonce + n,
+            }
+            batch.append(bytes(account.sign_transaction(tx).raw_transaction))
+        batches.append(batch)
+    return batches
+
+
+def _peer_round(env: BenchEnv, per_sender: int) -> float:
+    from web3 import Web3
+
+    batches = _signed_transfers(env, per_sender)
+    last_hashes: list[Any] = [None] * len(batches)
+    errors: list[BaseException] = []
+    ready = threading.Barrier(len(batches) + 1)
+
+    def sender(i: int, batch: list[bytes]) -> None:
+        w3 = Web3(Web3.HTTPProvider(env.rpc_url, request_kwargs={"timeout": 30}))
+        try:
+            w3.eth.chain_id  # connect before the clock starts  # noqa: B018
+            ready.wait()
+            for raw in batch:
+                last_hashes[i] = w3.eth.send_raw_transaction(raw)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
+            errors.append(exc)
+            ready.abort()
+
+    threads = [threading.Thread(target=sender, args=(i, b)) for i, b in enumerate(batches)]
+    for t in threads:
+        t.start()
+    ready.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError(f"benchmark: raw transfer sending failed: {errors[0]!r}") from errors[0]
+    # Nonces are sequential per sender: once each sender's last transfer is mined, all are.
+    w3 = env.chain.w3
+    for tx_hash in last_hashes:
+        receipt = w3.eth.wait_for_transaction_receipt(tx_hash, timeout=_RECEIPT_TIMEOUT_S,
+                                                      poll_latency=0.005)
+        if receipt["status"] != 1:
+            raise RuntimeError(f"benchmark: raw transfer {tx_hash.hex()} reverted")
+    elapsed = time.perf_counter() - start
+    return len(batches) * per_sender / elapsed
+
+
+# -------------------------------------------------------------------------------- run
+
+
+def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
+    """Alternate rounds of ours and the raw peer; return the medians (requests/s) and ratio."""
+    rounds, buyers, each, per_sender = (1, 2, 1, 10) if quick else (3, 8, 5, 100)
+    if env is None:
+        with BenchEnv() as own:
+            return run(quick, own)
+    wallet = env.wallet("throughput")
+    ours_rps: list[float] = []
+    peer_rps: list[float] = []
+    for r in range(rounds):
+        ours_rps.append(run_async(lambda r=r: _ours_round(env, wallet, r, buyers, each)))
+        peer_rps.append(_peer_round(env, per_sender))
+    ours, peer = median(ours_rps), median(peer_rps)
+    senders = len(RAW_SENDERS)
+    figure = Figure(
+        benchmark=NAME,
+        ours=f"{ours:.1f} paid req/s",
+        peer=f"{peer:.1f} transfers/s",
+        ratio=ratio(ours, peer),
+        notes=(
+            f"ours/peer (share of the chain's limit reached). Ours: {buyers} concurrent runs x "
+            f"{each} paid GETs of {BENCH_PATH}, one shared wallet, settled on chain by the "
+            f"paywall's facilitator (one key, settlements serialised). Peer: {senders} dev "
+            f"accounts x {per_sender} pre-signed USDC transfers sent back-to-back with web3 "
+            f"(a thread each) until mined. Median of {rounds} alternating rounds."
+        ),
+        raw={
+            "ours_rps": ours,
+            "peer_rps": peer,
+            "rounds_ours_rps": ours_rps,
+            "rounds_peer_rps": peer_rps,
+            "buyers": buyers,
+            "payments_per_buyer": each,
+            "raw_senders": senders,
+            "raw_per_sender": per_sender,
+        },
+    )
+    return figure.as_dict()
+
+
+def report(result: dict[str, Any]) -> str:
+    rounds_o = ", ".join(f"{x:.1f}" for x in result["rounds_ours_rps"])
+    rounds_p = ", ".join(f"{x:.1f}" for x in result["rounds_peer_rps"])
+    return "\n".join(
+        [
+            f"paid throughput: {result['buyers']} concurrent runs x "
+            f"{result['payments_per_buyer']} payments per round",
+            f"  nib paid requests/s:        median {result['ours_rps']:.1f} (rounds: {rounds_o})",
+            f"  Anvil raw USDC transfers/s: median {result['peer_rps']:.1f} (rounds: {rounds_p})",
+            f"  ratio nib/raw: {fmt_ratio(result['ratio'])}",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.throughput", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny iteration counts")
+    args = parser.parse_args(argv)
+    print(report(run(quick=args.quick)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,161 @@
+"""x402 round trip: one paid request through nib vs the x402 package's own httpx client.
+
+Both buyers pay the same local paywall (chain.paywall on a private Anvil) from the same
+agent account for the same resource, interleaved (alternating who goes first) so drift
+in the chain or the machine hits both. Ours is the whole money-moving path: 402 ->
+quote -> JEV verdict (in-process judge, signed) -> wallet checks and signs -> paid
+request -> settlement recorded in the ledger -> 200. The peer is x402HttpxClient with an
+eth-account signer: 402 -> sign -> paid request -> 200, no judge and no ledger.
+
+``python -m bench.x402_latency [--quick]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import httpx
+
+from bench._util import (
+    BENCH_PATH,
+    BenchEnv,
+    Figure,
+    fmt_ms,
+    fmt_ratio,
+    median,
+    percentile,
+    ratio,
+    run_async,
+)
+
+__all__ = ["main", "run"]
+
+NAME = "x402 round trip (median)"
+
+
+def _peer_client(env: BenchEnv, price: int) -> Any:
+    from x402 import x402Client
+    from x402.http.clients import x402HttpxClient
+    from x402.mechanisms.evm.exact import register_exact_evm_client
+    from x402.mechanisms.evm.signers import EthAccountSigner
+
+    from chain.devkeys import AGENT, dev_account
+
+    network = env.network.caip2
+    client = register_exact_evm_client(
+        x402Client(), EthAccountSigner(dev_account(AGENT)), networks=network
+    )
+    # x402 refuses tokens outside its default list; TestUSDC must be opted in, with a cap.
+    client.set_spend_controls(
+        {
+            "allowed_assets": [
+                {"network": network, "asset": env.usdc, "max_amount_per_payment": str(price)}
+            ]
+        }
+    )
+    return x402HttpxClient(client, timeout=30)
+
+
+async def _measure(env: BenchEnv, iterations: int, warmup: int) -> dict[str, Any]:
+    from agent.tools.pay_http import PayHttpTool
+    from chain.paywall import DEFAULT_PRICES
+
+    price = DEFAULT_PRICES["token"]
+    url = env.paywall_url + BENCH_PATH
+    tool = PayHttpTool(env.paywall_url)
+    wallet = env.wallet("x402-latency")
+    ours: list[float] = []
+    peer: list[float] = []
+    async with httpx.AsyncClient(timeout=30) as http, _peer_client(env, price) as x402_http:
+
+        async def one_ours(i: int) -> float:
+            ctx = env.context(wallet, http, f"bench-x402-{i}")
+            start = time.perf_counter()
+            await env.paid_call(tool, ctx, url)
+            return time.perf_counter() - start
+
+        async def one_peer() -> float:
+            start = time.perf_counter()
+            resp = await x402_http.get(url)
+            elapsed = time.perf_counter() - start
+            if resp.status_code != 200 or "PAYMENT-RESPONSE" not in resp.headers:
+                raise RuntimeError(
+                    f"benchmark: the x402 client got {resp.status_code} from {url} "
+                    f"({resp.text[:200]!r}); expected a settled 200."
+                )
+            return elapsed
+
+        for i in range(warmup + iterations):
+            first_ours = i % 2 == 0
+            a = await one_ours(i) if first_ours else await one_peer()
+            b = await one_peer() if first_ours else await one_ours(i)
+            if i < warmup:
+                continue
+            ours.append(a if first_ours else b)
+            peer.append(b if first_ours else a)
+    return {"ours": ours, "peer": peer, "price_atomic": price, "url_path": BENCH_PATH}
+
+
+def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
+    """Measure both buyers; return medians, p95s (seconds) and ours / peer."""
+    iterations, warmup = (3, 1) if quick else (30, 3)
+    if env is None:
+        with BenchEnv() as own:
+            return run(quick, own)
+    data = run_async(lambda: _measure(env, iterations, warmup))
+    ours, peer = data["ours"], data["peer"]
+    med_o, med_p = median(ours), median(peer)
+    p95_o, p95_p = percentile(ours, 95), percentile(peer, 95)
+    r = ratio(med_o, med_p)
+    figure = Figure(
+        benchmark=NAME,
+        ours=f"{fmt_ms(med_o)} (p95 {fmt_ms(p95_o)})",
+        peer=f"{fmt_ms(med_p)} (p95 {fmt_ms(p95_p)})",
+        ratio=r,
+        notes=(
+            f"ours/peer median; p95 ratio {fmt_ratio(ratio(p95_o, p95_p))}; {iterations} paid "
+            f"GETs each of {BENCH_PATH} ({data['price_atomic']} atomic USDC), interleaved, "
+            f"{warmup} warm-up dropped. Peer: x402HttpxClient + EthAccountSigner (no judge, "
+            "no ledger). Ours adds the quote re-check GET, the signed JEV verdict, the "
+            "wallet's checks and the SQLite spend meter/ledger."
+        ),
+        raw={
+            "median_ours_s": med_o,
+            "median_peer_s": med_p,
+            "p95_ours_s": p95_o,
+            "p95_peer_s": p95_p,
+            "p95_ratio": ratio(p95_o, p95_p),
+            "iterations": iterations,
+            "samples_ours_s": ours,
+            "samples_peer_s": peer,
+        },
+    )
+    return figure.as_dict()
+
+
+def report(result: dict[str, Any]) -> str:
+    return "\n".join(
+        [
+            f"x402 paid round trip, {result['iterations']} interleaved requests each",
+            f"  nib (quote+verdict+sign+settle): median {fmt_ms(result['median_ours_s'])}, "
+            f"p95 {fmt_ms(result['p95_ours_s'])}",
+            f"  x402 httpx client:               median {fmt_ms(result['median_peer_s'])}, "
+            f"p95 {fmt_ms(result['p95_peer_s'])}",
+            f"  ratio nib/x402: median {fmt_ratio(result['ratio'])}, "
+            f"p95 {fmt_ratio(result['p95_ratio'])}",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.x402_latency", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny iteration counts")
+    args = parser.parse_args(argv)
+    print(report(run(quick=args.quick)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,289 @@
+"""Adversarial x402 sellers on loopback, settling on Anvil through the x402 package.
+
+``AdversarialSeller`` is a FastAPI app gated by x402's own payment middleware and EVM
+"exact" facilitator (in-process, a spare dev key pays the gas). An outer middleware lets
+a test cheat at every phase: mutate the terms before the nth unpaid request (price raised
+between quote and pay, recipient switched), rewrite the ``PAYMENT-REQUIRED`` header
+(asset or chain swapped, odd ``maxTimeoutSeconds``), and misbehave after payment (402
+again, 402 but settle anyway, a huge body, a slow answer, the chain's clock pushed past
+the authorization's ``validBefore`` before settling). Every request and every payment
+header it received is logged, so tests can prove what the buyer sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import uvicorn
+from eth_utils import to_checksum_address
+from fastapi import FastAPI
+from fastapi.responses import Response
+from web3 import Web3
+from x402 import x402FacilitatorSync, x402ResourceServer
+from x402.http import (
+    PAYMENT_REQUIRED_HEADER,
+    HTTPRequestContext,
+    PaymentOption,
+    RouteConfig,
+    decode_payment_signature_header,
+    encode_payment_required_header,
+)
+from x402.http.middleware.fastapi import payment_middleware
+from x402.mechanisms.evm.exact import ExactEvmFacilitatorScheme, ExactEvmServerScheme
+from x402.schemas import AssetAmount, parse_payment_required
+
+# The paywall's facilitator adapters: fresh nonces after evm_revert, blocking settlement
+# in a worker thread. Reused rather than copied so both sellers settle the same way.
+from chain.paywall import _DevnetFacilitatorSigner, _InProcessFacilitator
+from chain.devkeys import DEPLOYER, dev_account
+from chain.usdc import usdc_contract
+
+PaidMode = Literal["honest", "402-again", "402-but-settle", "huge-body", "slow", "expire-first"]
+"""What the seller does with a paid request.
+
+- ``honest``: verify, serve, settle (x402 middleware).
+- ``402-again``: keep the signed authorization, settle nothing, answer 402 again.
+- ``402-but-settle``: submit the authorization on chain itself, then answer 402.
+- ``huge-body``: settle, then answer with a body far above the buyer's size limit.
+- ``slow``: settle, then hold the answer for ``slow_s`` seconds.
+- ``expire-first``: push the chain's clock past any 300 s authorization, then verify.
+"""
+
+NETWORK = "eip155:31337"
+GAS_PATH = "/analytics/gas"
+#: Facilitator key for adversarial sellers: a dev account no other test uses to send txs.
+FACILITATOR_INDEX = 5
+HUGE_BODY_BYTES = 400 * 1024
+
+
+def default_body() -> dict[str, Any]:
+    return {
+        "kind": "gas_stats",
+        "network": NETWORK,
+        "facts": {"base_fee_gwei": "1.0", "blocks_sampled": "5"},
+        "source": "adversarial seller",
+    }
+
+
+@dataclass
+class SellerLog:
+    """What the seller saw: every request, every payment header it was handed."""
+
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    payments: list[dict[str, Any]] = field(default_factory=list)
+    unpaid: int = 0
+
+    @property
+    def paid_requests(self) -> int:
+        return sum(1 for r in self.requests if r["paid"])
+
+
+class AdversarialSeller:
+    """An x402 seller of ``GET /analytics/gas`` (and ``/data/{name}``) that can cheat."""
+
+    def __init__(
+        self,
+        rpc_url: str,
+        usdc: str,
+        *,
+        pay_to: str,
+        price: int = 50_000,
+        body: dict[str, Any] | Callable[[], dict[str, Any]] = default_body,
+        max_timeout_s: int = 300,
+        paid_mode: PaidMode = "honest",
+        slow_s: float = 0.0,
+        rewrite_402: Callable[[dict[str, Any], int], dict[str, Any]] | None = None,
+        on_unpaid: Callable[[AdversarialSeller, int], None] | None = None,
+        on_paid: Callable[[AdversarialSeller], None] | None = None,
+    ) -> None:
+        self.rpc_url = rpc_url
+        self.usdc = to_checksum_address(usdc)
+        self.pay_to = to_checksum_address(pay_to)
+        self.price = price
+        self.body = body
+        self.max_timeout_s = max_timeout_s
+        self.paid_mode: PaidMode = paid_mode
+        self.slow_s = slow_s
+        self.rewrite_402 = rewrite_402
+        self.on_unpaid = on_unpaid
+        self.on_paid = on_paid
+        self.log = SellerLog()
+        self.w3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": 30}))
+        self._last_402: str | None = None
+        self._lock = threading.Lock()
+        self.app = self._build()
+
+    # ------------------------------------------------------------------ app
+
+    def _price(self, _ctx: HTTPRequestContext) -> AssetAmount:
+        return AssetAmount(
+            amount=str(self.price), asset=self.usdc, extra={"name": "USDC", "version": "2"}
+        )
+
+    def _pay_to(self, _ctx: HTTPRequestContext) -> str:
+        return self.pay_to
+
+    def _build(self) -> FastAPI:
+        account = dev_account(FACILITATOR_INDEX)
+        signer = _DevnetFacilitatorSigner(
+            private_key=account.key.hex(), rpc_url=self.rpc_url, confirmation_timeout_seconds=30
+        )
+        facilitator = x402FacilitatorSync()
+        facilitator.register([NETWORK], ExactEvmFacilitatorScheme(signer))
+        server = x402ResourceServer(_InProcessFacilitator(facilitator))
+        server.register(NETWORK, ExactEvmServerScheme())  # type: ignore[arg-type]
+        option = PaymentOption(
+            scheme="exact",
+            pay_to=self._pay_to,
+            price=self._price,
+            network=NETWORK,
+            max_timeout_seconds=self.max_timeout_s,
+        )
+        routes = {
+            f"GET {GAS_PATH}": RouteConfig(accepts=option, description="gas", mime_type="application/json"),
+            "GET /data/[name]": RouteConfig(accepts=option, description="data", mime_type="application/json"),
+        }
+        gate = payment_middleware(routes, server)
+        app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+
+        @app.middleware("http")
+        async def x402_gate(request: Any, call_next: Any) -> Any:
+            return await gate(request, call_next)
+
+        @app.middleware("http")
+        async def cheat(request: Any, call_next: Any) -> Any:  # outermost
+            return await self._cheat(request, call_next)
+
+        @app.get(GAS_PATH)
+        def gas() -> Response:
+            return self._content()
+
+        @app.get("/data/{name}")
+        def data(name: str) -> Response:
+            return self._content()
+
+        return app
+
+    def _content(self) -> Response:
+        if self.paid_mode == "huge-body":
+            blob = {"kind": "gas_stats", "facts": {"pad": "x" * HUGE_BODY_BYTES}}
+            return Response(json.dumps(blob), media_type="application/json")
+        body = self.body() if callable(self.body) else self.body
+        return Response(json.dumps(body), media_type="application/json")
+
+    async def _cheat(self, request: Any, call_next: Any) -> Any:
+        header = request.headers.get("payment-signature") or request.headers.get("x-payment")
+        paid = header is not None
+        entry: dict[str, Any] = {"path": request.url.path, "paid": paid}
+        with self._lock:
+            self.log.requests.append(entry)
+            n = self.log.unpaid
+            if not paid:
+                self.log.unpaid += 1
+        if not paid and self.on_unpaid is not None:
+            self.on_unpaid(self, n)
+        if paid:
+            payload = decode_payment_signature_header(header)
+            self.log.payments.append(payload.model_dump(mode="json", by_alias=True))
+            if self.on_paid is not None:
+                self.on_paid(self)
+            if self.paid_mode in ("402-again", "402-but-settle"):
+                if self.paid_mode == "402-but-settle":
+                    inner = self.log.payments[-1]["payload"]
+                    await asyncio.to_thread(self.submit_authorization, inner)
+                entry["status"] = 402
+                headers = {PAYMENT_REQUIRED_HEADER: self._last_402 or ""}
+                return Response(b"{}", status_code=402, headers=headers, media_type="application/json")
+            if self.paid_mode == "expire-first":
+                await asyncio.to_thread(self.advance_chain_time, 3_600)
+        response = await call_next(request)
+        if not paid and response.status_code == 402:
+            response = await self._tamper_402(response, n)
+        if paid and self.paid_mode == "slow":
+            await asyncio.sleep(self.slow_s)
+        entry["status"] = response.status_code
+        return response
+
+    async def _tamper_402(self, response: Any, n: int) -> Any:
+        body = b"".join([chunk async for chunk in response.body_iterator])
+        raw = response.headers.get(PAYMENT_REQUIRED_HEADER)
+        headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+        if raw is not None and self.rewrite_402 is not None:
+            from x402.http import decode_payment_required_header
+
+            decoded = decode_payment_required_header(raw).model_dump(
+                mode="json", by_alias=True, exclude_none=True
+            )
+            changed = self.rewrite_402(decoded, n)
+            raw = encode_payment_required_header(parse_payment_required(changed))
+            headers[PAYMENT_REQUIRED_HEADER] = raw
+        self._last_402 = raw
+        return Response(body, status_code=402, headers=headers)
+
+    # ------------------------------------------------------------------ chain helpers
+
+    def submit_authorization(self, inner: dict[str, Any]) -> str:
+        """Settle an x402 "exact" payload on chain the way a facilitator would (DEPLOYER)."""
+        return submit_authorization(self.w3, self.usdc, inner)
+
+    def advance_chain_time(self, seconds: int) -> None:
+        self.w3.provider.make_request("evm_increaseTime", [seconds])  # type: ignore[arg-type]
+        self.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+
+
+def submit_authorization(w3: Web3, usdc: str, inner: dict[str, Any]) -> str:
+    """Relay an EIP-3009 ``transferWithAuthorization`` (x402 inner payload) from DEPLOYER."""
+    auth, signature = inner["authorization"], inner["signature"]
+    relayer = dev_account(DEPLOYER)
+    fn = usdc_contract(w3, usdc).get_function_by_signature(
+        "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"
+    )(
+        to_checksum_address(auth["from"]),
+        to_checksum_address(auth["to"]),
+        int(auth["value"]),
+        int(auth["validAfter"]),
+        int(auth["validBefore"]),
+        bytes.fromhex(str(auth["nonce"])[2:]),
+        bytes.fromhex(str(signature)[2:]),
+    )
+    tx = fn.build_transaction(
+        {
+            "from": relayer.address,
+            "nonce": w3.eth.get_transaction_count(relayer.address, "pending"),
+            "chainId": w3.eth.chain_id,
+        }
+    )
+    tx_hash = w3.eth.send_raw_transaction(relayer.sign_transaction(tx).raw_transaction)
+    receipt = w3.eth.wait_for_transaction_receipt(tx_hash, timeout=30)
+    if receipt["status"] != 1:
+        raise RuntimeError(f"transferWithAuthorization reverted in {tx_hash.hex()}")
+    return "0x" + bytes(receipt["transactionHash"]).hex()
+
+
+@contextmanager
+def serve(app: Any) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn on a free loopback port; yield its base URL."""
+    import time
+
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="adversarial-seller", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError("the adversarial seller did not start within 15 s")
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -1,0 +1,127 @@
+"""The nib command as a user drives it: the real entry point in a subprocess, on a real devnet."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chain import devnet
+from chain.client import ChainClient
+
+NIB = [sys.executable, "-m", "agent.cli"]
+
+
+def nib(home: Path, *args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet"}
+    env.pop("NIB_CONFIG", None)
+    return subprocess.run(NIB + list(args), env=env, capture_output=True, text=True, timeout=timeout, input=stdin)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory):
+    h = tmp_path_factory.mktemp("cli-home")
+    yield h
+    nib(h, "devnet", "down")
+
+
+def test_devnet_up_json_funds_the_wallet(home):
+    r = nib(home, "devnet", "up", "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert set(info) >= {"rpc_url", "chain_id", "usdc", "wallet", "paywall_url", "pid"}
+    assert info["chain_id"] == 31337
+    assert ChainClient(info["rpc_url"], 31337).token_balance(info["usdc"], info["wallet"]) == 100_000_000
+    again = json.loads(nib(home, "devnet", "up", "--json").stdout)
+    assert again["pid"] == info["pid"], "a second `up` must report the running devnet"
+    status = json.loads(nib(home, "devnet", "status", "--json").stdout)
+    assert status["running"] is True
+
+
+def test_run_demo_pays_once_and_reconciles(home):
+    r = nib(home, "run", "--demo", "--json")
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["finished"] and not result["partial"]
+    assert result["stop_reason"] in {"evidence-covered", "finish-tool", "done-signal"}
+    assert 0 < result["spend"]["usdc_atomic"] <= 1_000_000
+    audit = json.loads(nib(home, "audit", "--run", result["run_id"], "--json").stdout)
+    assert len(audit) == 1 and audit[0]["status"] == "settled" and audit[0]["tx_hash"].startswith("0x")
+    rec = nib(home, "audit", "reconcile", "--json")
+    assert rec.returncode == 0, rec.stderr
+    data = json.loads(rec.stdout)
+    assert audit[0]["tx_hash"] in {m["tx_hash"] for m in data["matched"]}
+    assert data["unmatched_onchain"] == [] and data["unmatched_ledger"] == []
+    runs = json.loads(nib(home, "runs", "--json").stdout)
+    assert result["run_id"] in {row["run_id"] for row in runs}
+    shown = json.loads(nib(home, "show", result["run_id"], "--json").stdout)
+    types = {e["type"] for e in shown["events"]}
+    assert {"proposal", "verdict", "tool.call", "stop"} <= types
+    human = nib(home, "run", "--demo")
+    assert human.returncode == 0
+    assert "paid 0.02 USDC" in human.stdout and "tx 0x" in human.stdout
+    assert "step 1" in human.stderr and "judge approve" in human.stderr
+
+
+def test_wallet_commands(home):
+    addr = json.loads(nib(home, "wallet", "address", "--json").stdout)["address"]
+    bal = json.loads(nib(home, "wallet", "balance", "--json").stdout)
+    assert bal["address"] == addr and bal["usdc_atomic"] > 0
+    cal = json.loads(nib(home, "judge", "calibration", "--json").stdout)
+    assert set(cal) >= {"n", "brier", "ece", "bins"}
+
+
+def test_report_writes_html(home, tmp_path):
+    out = tmp_path / "report.html"
+    r = nib(home, "report", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    html = out.read_text()
+    assert "chart-stop-reasons" in html
+    for fetch in ('src="http', "href='http", 'href="http', "<link", "url(http"):
+        assert fetch not in html, f"the report must not fetch anything: found {fetch}"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("run", ""), "the task is empty"),
+        (("show", "no-such-run"), "no run 'no-such-run'"),
+        (("approve", "no-such-run"), "not paused"),
+        (("deny", "no-such-run"), "not paused"),
+        (("run", "x", "--max-spend", "lots"), "is not an amount"),
+        (("eval", "--suite", "nope"), "unknown suite"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(home, args, needle):
+    r = nib(home, *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr
+    assert "Traceback" not in r.stderr and "Fix" in r.stderr or "expected" in r.stderr
+
+
+def test_malformed_config_is_exit_2(home, tmp_path):
+    bad = tmp_path / "config.toml"
+    bad.write_text("profile = [unclosed\n")
+    env = {**os.environ, "NIB_HOME": str(home), "NIB_CONFIG": str(bad)}
+    r = subprocess.run(NIB + ["runs"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "not valid TOML" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_missing_passphrase_is_exit_2(home):
+    env = {k: v for k, v in os.environ.items() if k != "NIB_WALLET_PASSWORD"}
+    env["NIB_HOME"] = str(home)
+    r = subprocess.run(NIB + ["wallet", "balance"], env=env, capture_output=True, text=True,
+                       timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and "NIB_WALLET_PASSWORD" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_devnet_down_leaves_no_anvil(tmp_path):
+    r = nib(tmp_path, "devnet", "up", "--json")
+    info = json.loads(r.stdout)
+    assert devnet.pid_alive(info["pid"]) and devnet.pid_alive(info["paywall_pid"])
+    assert nib(tmp_path, "devnet", "down").returncode == 0
+    assert not devnet.pid_alive(info["pid"]) and not devnet.pid_alive(info["paywall_pid"])

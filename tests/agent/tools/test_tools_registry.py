@@ -1,0 +1,90 @@
+"""The default registry: exact tool names, kinds and facts the rest of the system relies on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+import pytest
+
+from agent.tools.base import ToolContext, ToolRegistry
+from agent.tools.registry_default import FREE_TOOL_NAMES, PAID_TOOL_NAMES, default_registry
+from chain.devkeys import AGENT, dev_account
+from judge.policy import DEFAULT_ROWS
+
+FREE_FACTS = {
+    "base_fee_gwei",
+    "gas_price_gwei",
+    "block_number",
+    "block_timestamp",
+    "eth_balance",
+    "usdc_balance",
+    "token_symbol",
+    "token_decimals",
+    "token_supply",
+    "tx_status",
+    "tx_gas_used",
+    "transfer_count",
+}
+PAID_FACTS = {
+    "gas_stats",
+    "transfer_stats",
+    "token_factsheet",
+    "protocol_factsheet",
+    "premium_report",
+    "transfer_receipt",
+}
+
+
+def test_default_registry_wires_every_tool_by_its_contract_name() -> None:
+    registry = default_registry(paywall_url="http://127.0.0.1:8402")
+    assert isinstance(registry, ToolRegistry)
+    assert registry.names() == sorted(FREE_TOOL_NAMES + PAID_TOOL_NAMES)
+    for name in FREE_TOOL_NAMES:
+        assert registry.get(name).kind == "free"  # type: ignore[union-attr]
+    for name in PAID_TOOL_NAMES:
+        assert registry.get(name).kind == "paid"  # type: ignore[union-attr]
+    declared = {f for n in registry.names() for f in registry.get(n).facts}  # type: ignore[union-attr]
+    assert declared == FREE_FACTS | PAID_FACTS
+    described = registry.describe()
+    json.dumps(described)
+    pay = next(d for d in described if d["name"] == "pay_http")
+    assert "http://127.0.0.1:8402" in pay["description"]
+    assert {tuple(e["facts"]) for e in pay["endpoints"]} == {
+        ("gas_stats",),
+        ("transfer_stats",),
+        ("token_factsheet",),
+        ("protocol_factsheet",),
+        ("premium_report",),
+    }
+
+
+def test_free_only_registry_and_policy_rows_agree() -> None:
+    registry = default_registry(paid=False)
+    assert registry.names() == sorted(FREE_TOOL_NAMES)
+    assert {row.tool for row in DEFAULT_ROWS} == set(FREE_TOOL_NAMES)
+
+
+@pytest.mark.parametrize("row", DEFAULT_ROWS, ids=lambda r: r.tool)
+def test_free_observations_fit_the_policy_result_size(
+    row: Any, anvil: Any, make_ctx: Callable[..., ToolContext]
+) -> None:
+    args: dict[str, Any] | None = {
+        "eth_balance": {"address": dev_account(AGENT).address},
+        "token_balance": {"address": dev_account(AGENT).address},
+        "tx_receipt": None,
+    }.get(row.tool, {})
+    if args is None:
+        block = anvil.w3.eth.get_block(anvil.w3.eth.block_number, full_transactions=False)
+        if not block["transactions"]:
+            pytest.skip("no transaction in the head block to read a receipt of")
+        args = {"tx_hash": "0x" + bytes(block["transactions"][0]).hex()}
+    tool = default_registry(paid=False).get(row.tool)
+    assert tool is not None
+    obs = asyncio.run(tool.run(tool.parse_args(args), make_ctx()))
+    assert obs.ok and "\n" not in obs.summary
+    assert len(json.dumps(asdict(obs)).encode()) <= row.max_result_bytes
+    assert set(obs.facts) <= set(tool.facts)

@@ -1,0 +1,154 @@
+"""The judge as a loopback HTTP service: same answers, typed errors, bounded waits."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import pytest
+
+from chain.devkeys import JUDGE, dev_account
+from judge.calibration import BetaCalibrator
+from judge.errors import (
+    JudgeConfigError,
+    JudgeRequestInvalid,
+    JudgeUnreachable,
+    VerdictRevoked,
+    VerdictSignatureInvalid,
+)
+from judge.fingerprint import call_fingerprint, fingerprint
+from judge.jev import Judge, PaidCallRequest
+from judge.service import JudgeClient, JudgeServer, serve
+from judge.verdict import VerdictSigner, verify_verdict
+
+USDC = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
+SELLER = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
+
+
+def _request(**over: Any) -> PaidCallRequest:
+    args = {"symbol": "ETH"}
+    fields: dict[str, Any] = {
+        "tool": "price_feed",
+        "args": args,
+        "call_fingerprint": call_fingerprint("price_feed", args),
+        "payload_fingerprint": fingerprint({"x402": "quote"}),
+        "price": 100_000,
+        "asset": USDC,
+        "recipient": SELLER,
+        "chain_id": 31337,
+        "remaining_budget": 900_000,
+        "balance": 10_000_000,
+        "per_call_cap": 500_000,
+        "spend_cap": 1_000_000,
+        "missing": ("eth price usd",),
+        "covered": ("gas price", "block number", "base fee"),
+        "tool_facts": ("eth_price_usd",),
+        "declared_coverage": Decimal("0.8"),
+    }
+    fields.update(over)
+    return PaidCallRequest(**fields)
+
+
+@pytest.fixture(scope="module")
+def judge() -> Judge:
+    return Judge(VerdictSigner(dev_account(JUDGE)), BetaCalibrator(), allowed_assets={31337: [USDC]})
+
+
+@pytest.fixture(scope="module")
+def server(judge: Judge) -> Iterator[JudgeServer]:
+    with JudgeServer(judge) as srv:
+        yield srv
+
+
+@pytest.fixture
+def client(server: JudgeServer, judge: Judge) -> Iterator[JudgeClient]:
+    with JudgeClient(server.url, trusted_judge=judge.address) as c:
+        yield c
+
+
+def test_service_answers_on_loopback(server: JudgeServer, client: JudgeClient, judge: Judge) -> None:
+    assert server.url.startswith("http://127.0.0.1:")
+    assert client.address == judge.address
+    verdict = client.decide(_request())
+    verify_verdict(verdict, judge.address)
+    assert verdict.decision == "approve"
+    assert verdict.reason.startswith("EV 0.10 USDC > 0")
+    client.recheck(verdict)
+
+
+def test_service_rulings_match_in_process(client: JudgeClient, judge: Judge) -> None:
+    for over in ({"balance": 1}, {"missing": ()}, {"approval_threshold": 1}, {"chain_id": 1}):
+        remote = client.decide(_request(**over))
+        local = judge.decide(_request(**over))
+        assert (remote.decision, remote.reason, remote.p, remote.ev) == (
+            local.decision, local.reason, local.p, local.ev,
+        )
+
+
+def test_free_policy_over_the_wire(client: JudgeClient, judge: Judge) -> None:
+    assert client.decide_free("base_fee", 0) == judge.decide_free("base_fee", 0)
+    assert client.decide_free("nope", 0).outcome == "refused"
+
+
+def test_typed_errors_cross_the_wire(client: JudgeClient) -> None:
+    verdict = client.decide(_request())
+    with pytest.raises(VerdictSignatureInvalid, match="altered after signing"):
+        client.recheck(verdict.model_copy(update={"amount": 1}))
+    client.revoke(verdict.id)
+    with pytest.raises(VerdictRevoked, match=f"verdict {verdict.id} was revoked"):
+        client.recheck(verdict)
+    bad = _request()
+    object.__setattr__(bad, "args", {"symbol": "BTC"})
+    with pytest.raises(JudgeRequestInvalid, match="for price_feed with these args"):
+        client.decide(bad)
+
+
+def test_malformed_bodies_are_request_errors(server: JudgeServer) -> None:
+    response = httpx.post(f"{server.url}/v1/free", json={"tool": "x"}, trust_env=False)
+    assert response.status_code == 422
+    assert response.json()["error"]["type"] == "JudgeRequestInvalid"
+
+
+def test_outcomes_and_calibration_over_the_wire(client: JudgeClient) -> None:
+    before = client.calibration()["n"]
+    client.record_outcome("price_feed", "eth_price_usd", "0.8", True)
+    assert client.calibration()["n"] == before + 1
+
+
+def test_stopped_service_is_a_typed_error_within_two_seconds(judge: Judge) -> None:
+    with JudgeServer(judge) as srv:
+        url = srv.url
+        JudgeClient(url).decide(_request())
+    client = JudgeClient(url)  # default timeout: 2 s
+    started = time.monotonic()
+    with pytest.raises(JudgeUnreachable) as err:
+        client.decide(_request())
+    elapsed = time.monotonic() - started
+    assert elapsed < 2.0, f"took {elapsed:.3f} s"
+    assert err.value.url == url
+    assert str(err.value).startswith(f"the judge at {url} did not answer within 2 s")
+    assert "Fix: start it with `nib judge serve`, or unset NIB_JUDGE_URL" in str(err.value)
+
+
+def test_silent_service_is_a_typed_error_within_two_seconds() -> None:
+    # A socket that listens but never answers: connect succeeds, the read times out.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(JudgeUnreachable, match="ReadTimeout"):
+            JudgeClient(url).decide(_request())
+        elapsed = time.monotonic() - started
+    assert elapsed < 2.0, f"took {elapsed:.3f} s"
+
+
+def test_the_service_binds_only_to_loopback(judge: Judge) -> None:
+    with pytest.raises(JudgeConfigError, match="expected a loopback address"):
+        serve("0.0.0.0", 0, judge)
+    with pytest.raises(JudgeConfigError, match="expected a loopback address"):
+        JudgeServer(judge, host="192.168.1.10")
