@@ -148,7 +148,7 @@ def build_runtime(
     """Wire a runtime. On the devnet, bring it up first unless one is given or running."""
     from agent.models.factory import model_from_config
     from agent.tools.registry_default import default_registry
-    from wallet.keystore import Keystore, default_keystore_path
+    from wallet.keystore import DEVNET_PASSPHRASE, Keystore, default_keystore_path
     from wallet.signer import Wallet
 
     settings = settings or load_settings()
@@ -173,7 +173,10 @@ def build_runtime(
             f"no wallet keystore at {ks.path}; expected one for network {network.name}. Fix: "
             "`nib wallet new` (then fund it) or `nib wallet import`."
         )
-    key = ks.unlock(chain_id=network.chain_id)
+    # The devnet keystore holds Anvil's published key; its documented default passphrase
+    # lets `make run` work on a fresh machine. Real networks always need the variable.
+    secret = os.environ.get("NIB_WALLET_PASSWORD") or (DEVNET_PASSPHRASE if network.is_devnet else None)
+    key = ks.unlock(secret, chain_id=network.chain_id)
     store = RunStore(settings.database)
     judge = build_judge(settings, network)
     trusted = judge.address

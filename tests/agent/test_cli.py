@@ -111,10 +111,10 @@ def test_malformed_config_is_exit_2(home, tmp_path):
     assert r.returncode == 2 and "not valid TOML" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_missing_passphrase_is_exit_2(home):
+def test_missing_passphrase_is_exit_2(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NIB_WALLET_PASSWORD"}
-    env["NIB_HOME"] = str(home)
-    r = subprocess.run(NIB + ["wallet", "balance"], env=env, capture_output=True, text=True,
+    env["NIB_HOME"] = str(tmp_path)
+    r = subprocess.run(NIB + ["wallet", "new"], env=env, capture_output=True, text=True,
                        timeout=60, stdin=subprocess.DEVNULL)
     assert r.returncode == 2 and "NIB_WALLET_PASSWORD" in r.stderr and "Traceback" not in r.stderr
 

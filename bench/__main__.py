@@ -1,0 +1,290 @@
+"""``python -m bench``: run every benchmark and write bench/RESULTS.md.
+
+Runs the loop-overhead and judge benchmarks (their own modules), then starts one private
+devnet (Anvil + TestUSDC + the x402 paywall + the JEV judge) for the x402 round trip,
+context-token and throughput benchmarks. Every row is ours / peer measured side by side
+in this run, on this machine (noted in the file). A benchmark that fails is written as a
+failed row with its error, and the command exits 1.
+
+``python -m bench [--quick] [--only NAME,...] [--out PATH]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import importlib
+import inspect
+import io
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench._util import BenchEnv, fmt_ratio, machine
+
+__all__ = ["BENCHMARKS", "collect", "main", "render"]
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = Path(__file__).resolve().parent / "RESULTS.md"
+
+#: Run order: the devnet-free benchmarks first, then the ones sharing the devnet.
+BENCHMARKS = ("loop_overhead", "judge", "x402_latency", "context_tokens", "throughput")
+_NEEDS_DEVNET = frozenset({"x402_latency", "context_tokens", "throughput"})
+#: Command-line flags for modules that are run as scripts (no ``run()`` to import).
+_SCRIPT_ARGS: dict[str, dict[bool, list[str]]] = {
+    "loop_overhead": {True: ["--runs", "3"], False: []},
+}
+_SCRIPT_TIMEOUT_S = 1800
+
+
+# ------------------------------------------------------------------------- adapters
+
+
+def _call_run(fn: Callable[..., Any], quick: bool, env: BenchEnv | None) -> Any:
+    params = inspect.signature(fn).parameters
+    kwargs: dict[str, Any] = {}
+    if "quick" in params:
+        kwargs["quick"] = quick
+    if "env" in params and env is not None:
+        kwargs["env"] = env
+    result = fn(**kwargs)
+    if inspect.isawaitable(result):
+        import asyncio
+
+        result = asyncio.run(result)  # type: ignore[arg-type]
+    return result
+
+
+def _first(data: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if key in data and data[key] is not None:
+            return data[key]
+    return None
+
+
+def _normalise(name: str, data: dict[str, Any], printed: str) -> dict[str, Any]:
+    """A row from whatever dict a benchmark's ``run()`` returned (others' modules too)."""
+    ratio = _first(data, "ratio", "ratio_median", "median_ratio")
+    try:
+        ratio = float(ratio) if ratio is not None else _ratio_from_text(printed)
+    except (TypeError, ValueError):
+        ratio = _ratio_from_text(printed)
+    details = data.get("details")
+    if not details:
+        details = tuple(line for line in printed.splitlines() if line.strip())
+    return {
+        "benchmark": str(_first(data, "benchmark", "name", "title") or name),
+        "ours": _cell(_first(data, "ours", "nib", "ours_label", "ours_value")),
+        "peer": _cell(_first(data, "peer", "peer_label", "peer_value", "baseline")),
+        "ratio": ratio,
+        "notes": _cell(_first(data, "notes", "note", "description") or ""),
+        "details": [str(d) for d in details],
+        "module": name,
+    }
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "?"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_cell(v)}" for k, v in value.items())
+    return str(value)
+
+
+def _ratio_from_text(text: str) -> float:
+    match = re.search(r"ratio[^\n]*?([0-9]+(?:\.[0-9]+)?)\s*x", text, re.IGNORECASE)
+    return float(match.group(1)) if match else math.nan
+
+
+def _from_script(name: str, quick: bool) -> dict[str, Any]:
+    """Run ``python -m bench.NAME`` and read its printed figures."""
+    args = _SCRIPT_ARGS.get(name, {}).get(quick, ["--quick"] if quick else [])
+    cmd = [sys.executable, "-m", f"bench.{name}", *args]
+    proc = subprocess.run(
+        cmd, cwd=REPO, capture_output=True, text=True, timeout=_SCRIPT_TIMEOUT_S, check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"`{' '.join(cmd[1:])}` exited {proc.returncode}: "
+            f"{(proc.stderr or proc.stdout).strip()[-600:]}"
+        )
+    out = proc.stdout
+    row = _normalise(name, {}, out)
+    if name == "loop_overhead":
+        nib = re.search(r"nib loop\s+([0-9.]+)\s+([0-9.]+)", out)
+        pai = re.search(r"pydantic-ai\s+([0-9.]+)\s+([0-9.]+)", out)
+        row["benchmark"] = "loop overhead per step (median)"
+        row["ours"] = f"{nib.group(1)} ms/step" if nib else "?"
+        row["peer"] = f"{pai.group(1)} ms/step (PydanticAI)" if pai else "?"
+        row["notes"] = (
+            "nib loop / PydanticAI Agent loop on the same scripted 6-step task, zero-latency "
+            "model and tool doubles; see details."
+        )
+    return row
+
+
+def _run_one(name: str, quick: bool, env: BenchEnv | None) -> dict[str, Any]:
+    try:
+        module = importlib.import_module(f"bench.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"bench.{name}":
+            raise RuntimeError(f"bench/{name}.py does not exist yet") from exc
+        raise
+    run = getattr(module, "run", None)
+    if not callable(run):
+        return _from_script(name, quick)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        data = _call_run(run, quick, env)
+    text = printed.getvalue()
+    if not isinstance(data, dict):
+        return _normalise(name, {}, text)
+    row = _normalise(name, data, text)
+    report = getattr(module, "report", None)
+    if callable(report) and not data.get("details"):
+        with contextlib.suppress(Exception):
+            row["details"] = str(report(data)).splitlines()
+    return row
+
+
+def collect(
+    names: tuple[str, ...], quick: bool, log: Callable[[str], None] = print
+) -> list[dict[str, Any]]:
+    """Run ``names`` in order; a failure becomes a row with the error, never a crash."""
+    rows: list[dict[str, Any]] = []
+    env: BenchEnv | None = None
+    with contextlib.ExitStack() as stack:
+        for name in names:
+            log(f"bench: {name} ...")
+            start = time.perf_counter()
+            try:
+                if name in _NEEDS_DEVNET and env is None:
+                    env = stack.enter_context(BenchEnv())
+                row = _run_one(name, quick, env if name in _NEEDS_DEVNET else None)
+            except Exception as exc:  # noqa: BLE001 - reported in RESULTS.md, exit 1
+                row = {
+                    "benchmark": name,
+                    "ours": "failed",
+                    "peer": "-",
+                    "ratio": math.nan,
+                    "notes": f"{type(exc).__name__}: {exc}",
+                    "details": traceback.format_exc().splitlines()[-8:],
+                    "module": name,
+                    "failed": True,
+                }
+            row["seconds"] = time.perf_counter() - start
+            log(
+                f"bench: {name}: ours {row['ours']} | peer {row['peer']} | "
+                f"ratio {fmt_ratio(row['ratio'])} ({row['seconds']:.1f} s)"
+            )
+            rows.append(row)
+    return rows
+
+
+# ------------------------------------------------------------------------- output
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
+def render(
+    rows: list[dict[str, Any]],
+    mach: dict[str, str],
+    *,
+    quick: bool,
+    started: dt.datetime,
+    load: tuple[str, str],
+    command: str,
+) -> str:
+    lines = [
+        "# nib benchmarks",
+        "",
+        f"Generated by `{command}` on {started:%Y-%m-%d %H:%M UTC}"
+        + (" (quick mode: tiny iteration counts, not for quoting)." if quick else "."),
+        "Every ratio is **ours / peer**, both measured side by side in this run on this "
+        "machine: below 1 means fewer ms or tokens than the peer (better) for latency and "
+        "tokens, and the share of the peer's rate reached for throughput.",
+        "",
+        "## Machine",
+        "",
+        "| | |",
+        "|---|---|",
+        *(f"| {k} | {_md(v)} |" for k, v in mach.items()),
+        f"| load average (1/5/15 min) | {load[0]} at start, {load[1]} at end |",
+        "",
+        "## Results",
+        "",
+        "| benchmark | ours | peer | ratio (ours/peer) | notes |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {_md(r['benchmark'])} | {_md(r['ours'])} | {_md(r['peer'])} | "
+            f"{fmt_ratio(r['ratio'])} | {_md(r['notes'])} |"
+        )
+    lines += ["", "## Details", ""]
+    for r in rows:
+        lines += [
+            f"### {r['benchmark']} (`bench/{r['module']}.py`, {r.get('seconds', 0):.1f} s)",
+            "",
+            "```",
+            *(str(d) for d in r.get("details") or ["(no details printed)"]),
+            "```",
+            "",
+        ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny iteration counts")
+    parser.add_argument(
+        "--only", default="", help=f"comma-separated subset of: {', '.join(BENCHMARKS)}"
+    )
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write")
+    args = parser.parse_args(argv)
+    names = tuple(n.strip() for n in args.only.split(",") if n.strip()) or BENCHMARKS
+    unknown = sorted(set(names) - set(BENCHMARKS))
+    if unknown:
+        parser.error(f"unknown benchmarks {unknown}; expected names from {list(BENCHMARKS)}")
+    started = dt.datetime.now(dt.UTC)
+    load_start = _loadavg()
+    mach = machine()
+    rows = collect(names, args.quick)
+    command = "python -m bench" + (" --quick" if args.quick else "")
+    if args.only:
+        command += f" --only {args.only}"
+    text = render(
+        rows, mach, quick=args.quick, started=started, load=(load_start, _loadavg()),
+        command=command,
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_name(args.out.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, args.out)
+    print(f"bench: wrote {args.out}")
+    for r in rows:
+        print(f"  {r['benchmark']}: {fmt_ratio(r['ratio'])} ({r['ours']} vs {r['peer']})")
+    return 1 if any(r.get("failed") for r in rows) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

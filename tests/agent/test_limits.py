@@ -1,0 +1,98 @@
+"""Limits, profiles and configuration (TOML + NIB_* variables)."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from agent.config import config_path, load_settings
+from agent.errors import AgentConfigError
+from agent.limits import PROFILES, PROVENANCE, Limits, default_profile, limits_for
+
+
+def test_defaults_match_the_design() -> None:
+    lim = Limits()
+    assert (lim.max_steps, lim.wall_clock_s, lim.spend_cap_usdc, lim.max_tokens) == (
+        6, 600.0, 1_000_000, 120_000)
+    assert (lim.max_consecutive_failures, lim.duplicate_nudges, lim.replan_every,
+            lim.malformed_retries, lim.batch_max_calls, lim.checklist_max_items) == (3, 1, 3, 1, 3, 5)
+
+
+def test_every_limit_has_provenance() -> None:
+    assert {f.name for f in fields(Limits)} == set(PROVENANCE)
+    assert all(len(v) > 10 for v in PROVENANCE.values())
+
+
+def test_gas_counts_against_the_cap_in_usdc() -> None:
+    lim = Limits(eth_price_usdc=3_000)
+    assert lim.gas_as_usdc(10**18) == 3_000_000_000  # 1 ETH of gas = 3000 USDC
+    assert lim.gas_as_usdc(1) == 1 and lim.gas_as_usdc(0) == 0  # rounds up
+
+
+def test_profiles_and_default_by_model_location() -> None:
+    assert set(PROFILES) == {"cost-optimized", "quality-first", "local-guarded"}
+    assert default_profile(True) == "local-guarded" and default_profile(False) == "cost-optimized"
+    local = PROFILES["local-guarded"]
+    assert local.max_tokens > Limits().max_tokens and local.streak_length < Limits().streak_length
+    assert limits_for(None, model_local=True)[0] == "local-guarded"
+    name, lim = limits_for("quality-first", model_local=True, max_steps=9, wall_clock_s=None)
+    assert name == "quality-first" and lim.max_steps == 9 and lim.wall_clock_s == 1200.0
+
+
+def test_bad_profile_and_limits_say_the_fix() -> None:
+    with pytest.raises(AgentConfigError, match="profile 'fast' is unknown; expected one of"):
+        limits_for("fast")
+    with pytest.raises(AgentConfigError, match="max_steps=0 is not allowed.*Fix: set max_steps"):
+        Limits(max_steps=0)
+    with pytest.raises(AgentConfigError, match="unknown limit"):
+        limits_for(None, max_stepz=3)
+
+
+def test_config_from_toml_and_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "nib.toml"
+    cfg.write_text('profile = "quality-first"\nnetwork = "anvil"\n[limits]\nmax_steps = 8\n')
+    monkeypatch.setenv("NIB_CONFIG", str(cfg))
+    monkeypatch.setenv("NIB_HOME", str(tmp_path))
+    monkeypatch.setenv("NIB_LIMITS__MAX_TOKENS", "50000")
+    s = load_settings()
+    assert s.profile == "quality-first" and s.database == tmp_path / "nib.db"
+    name, lim = s.resolve_limits(model_local=False)
+    assert (name, lim.max_steps, lim.max_tokens) == ("quality-first", 8, 50_000)
+    monkeypatch.setenv("NIB_LIMITS__MAX_STEPS", "4")  # env beats the file
+    assert load_settings().resolve_limits(model_local=False)[1].max_steps == 4
+    # an explicit flag beats both
+    assert load_settings().resolve_limits(model_local=False, max_steps=2)[1].max_steps == 2
+    assert load_settings().resolve_limits(model_local=False, profile="local-guarded")[0] == (
+        "local-guarded")
+
+
+def test_config_path_defaults_to_home(tmp_path: Path) -> None:
+    assert config_path({"NIB_HOME": str(tmp_path)}) == tmp_path / "config.toml"
+
+
+def test_malformed_toml_names_file_and_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("profile = quality-first\n")
+    monkeypatch.setenv("NIB_HOME", str(tmp_path))
+    monkeypatch.delenv("NIB_CONFIG", raising=False)
+    with pytest.raises(AgentConfigError) as info:
+        load_settings()
+    msg = str(info.value)
+    assert str(cfg) in msg and "not valid TOML" in msg and "Fix:" in msg
+    assert info.value.source == str(cfg)
+
+
+def test_invalid_values_name_the_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('profile = "turbo"\n[limits]\nmax_steps = -1\n')
+    monkeypatch.setenv("NIB_HOME", str(tmp_path))
+    monkeypatch.delenv("NIB_CONFIG", raising=False)
+    with pytest.raises(AgentConfigError) as info:
+        load_settings()
+    msg = str(info.value)
+    assert "profile='turbo'" in msg and "limits.max_steps=-1" in msg and "Fix:" in msg
+    cfg.write_text("[limits]\nmax_stepz = 3\n")
+    with pytest.raises(AgentConfigError, match="max_stepz"):
+        load_settings()
