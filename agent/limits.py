@@ -73,15 +73,10 @@ class Limits:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @property
-    def gas_wei_per_atomic_usdc(self) -> int:
-        """Wei of gas that cost one atomic USDC at ``eth_price_usdc`` (for the spend cap)."""
-        return 10**18 // (self.eth_price_usdc * 10**6)
-
     def gas_as_usdc(self, gas_wei: int) -> int:
-        """Gas in wei expressed as atomic USDC, rounded up (spend cap counts gas too)."""
-        per = self.gas_wei_per_atomic_usdc
-        return -(-gas_wei // per) if gas_wei else 0
+        """Gas in wei as atomic USDC at ``eth_price_usdc``, rounded up (as the wallet's meter
+        does): the spend cap counts gas too."""
+        return -(-gas_wei * self.eth_price_usdc * 10**6 // 10**18)
 
 
 _ZERO_OK = {"duplicate_nudges", "malformed_retries", "approval_threshold_usdc"}

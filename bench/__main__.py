@@ -41,6 +41,7 @@ _NEEDS_DEVNET = frozenset({"x402_latency", "context_tokens", "throughput"})
 #: Command-line flags for modules that are run as scripts (no ``run()`` to import).
 _SCRIPT_ARGS: dict[str, dict[bool, list[str]]] = {
     "loop_overhead": {True: ["--runs", "3"], False: []},
+    "judge": {True: ["--seconds", "0.3"], False: []},
 }
 _SCRIPT_TIMEOUT_S = 1800
 
@@ -129,6 +130,22 @@ def _from_script(name: str, quick: bool) -> dict[str, Any]:
         row["notes"] = (
             "nib loop / PydanticAI Agent loop on the same scripted 6-step task, zero-latency "
             "model and tool doubles; see details."
+        )
+    if name == "judge":
+        rates = {
+            label: float(num.replace(",", ""))
+            for label, num in re.findall(r"^(\S.*?)\s{2,}([0-9][0-9,.]*) /s", out, re.MULTILINE)
+        }
+        bare = next((v for k, v in rates.items() if k.startswith("bare call fingerprint")), None)
+        decide = next((v for k, v in rates.items() if k.startswith("decide + sign (Beta")), None)
+        row["benchmark"] = "judge decisions/s (decide + sign)"
+        row["ours"] = f"{decide:,.0f} decisions/s" if decide else "?"
+        row["peer"] = f"{bare:,.0f} bare call fingerprints/s" if bare else "?"
+        row["ratio"] = decide / bare if decide and bare else math.nan
+        row["notes"] = (
+            "in-process JEV judge: decide + sign a verdict (Beta calibrator) / one bare "
+            "call fingerprint, the cheapest step it does on every call (a rate ratio: "
+            "higher is better)."
         )
     return row
 

@@ -7,16 +7,24 @@ Run: .venv/bin/python bench/judge.py [--seconds 2]
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 
-from eth_account import Account
+# Run as a script, this file's folder is sys.path[0] and this file would shadow the
+# judge package it measures; import from the repository instead.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
 
-from judge.calibration import BetaCalibrator, FixedCalibrator
-from judge.fingerprint import call_fingerprint, fingerprint
-from judge.jev import Judge, PaidCallRequest
-from judge.verdict import VerdictSigner, verify_verdict
+from eth_account import Account  # noqa: E402
+
+from judge.calibration import BetaCalibrator, FixedCalibrator  # noqa: E402
+from judge.fingerprint import call_fingerprint, fingerprint  # noqa: E402
+from judge.jev import Judge, PaidCallRequest  # noqa: E402
+from judge.verdict import VerdictSigner, verify_verdict  # noqa: E402
 
 USDC = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
 SELLER = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"

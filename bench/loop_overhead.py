@@ -50,16 +50,26 @@ class _InstantTool(Tool):
         self.facts = (f"{name}_fact",)
 
     async def run(self, args: Any, ctx: ToolContext) -> Observation:
-        return Observation(self.name, True, f"{self.name} = {args.x}", {"x": args.x},
-                           {f"{self.name}_fact": str(args.x)})
+        return Observation(
+            self.name,
+            True,
+            f"{self.name} = {args.x}",
+            {"x": args.x},
+            {f"{self.name}_fact": str(args.x)},
+        )
 
 
 def _nib_script() -> dict[str, list[Any]]:
     calls: list[Any] = [
         {"action": "call", "tool": name, "args": {"x": i}} for i, name in enumerate(TOOLS)
     ]
-    calls.append({"action": "submit_answer", "answer": "all five facts read",
-                  "evidence": ["e1", "e2", "e3", "e4", "e5"]})
+    calls.append(
+        {
+            "action": "submit_answer",
+            "answer": "all five facts read",
+            "evidence": ["e1", "e2", "e3", "e4", "e5"],
+        }
+    )
     return {"propose": calls}
 
 
@@ -131,6 +141,7 @@ async def main(runs: int) -> None:
     med = statistics.median(nib) / statistics.median(pai)
     best = min(nib) / min(pai)
     print(f"  ratio nib / pydantic-ai = {med:.2f}x (median), {best:.2f}x (best)")
+
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -102,7 +102,9 @@ class SlowTool(Tool):
     async def run(self, args: Any, ctx: ToolContext) -> Observation:
         await asyncio.sleep(self.delay)
         return Observation(
-            tool=self.name, ok=True, summary=f"block {args.block} at t={1000 + args.block}",
+            tool=self.name,
+            ok=True,
+            summary=f"block {args.block} at t={1000 + args.block}",
             facts={"block_timestamp": str(1000 + args.block)},
         )
 
@@ -191,7 +193,10 @@ def paid_deps(
         )
     store = RunStore(db)
     wallet = Wallet(
-        key, db_path=db, chain=client, usdc=dev.usdc,
+        key,
+        db_path=db,
+        chain=client,
+        usdc=dev.usdc,
         trusted_judge=dev_account(JUDGE).address,
         recheck=getattr(judge, "recheck", None),
         emit=None,

@@ -17,10 +17,14 @@ def test_long_summary_is_cut() -> None:
 
 
 def test_shaped_history_is_far_cheaper_than_the_full_transcript() -> None:
-    big = {"summary": "block 1: 150 transfers", "rows": [{"from": f"0x{i:040x}"} for i in range(50)]}
+    big = {
+        "summary": "block 1: 150 transfers",
+        "rows": [{"from": f"0x{i:040x}"} for i in range(50)],
+    }
     steps = [("token_transfers", {"block": n}, big) for n in range(6)]
     full, shaped = full_transcript_tokens(steps), shaped_tokens(steps)
     assert shaped * 20 < full
+
     # the request at step k carries k-1 earlier steps: its growth per step is one line
     def context_at(fn, k):  # type: ignore[no-untyped-def]
         return fn(steps[:k]) - fn(steps[: k - 1])

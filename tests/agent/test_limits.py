@@ -15,9 +15,19 @@ from agent.limits import PROFILES, PROVENANCE, Limits, default_profile, limits_f
 def test_defaults_match_the_design() -> None:
     lim = Limits()
     assert (lim.max_steps, lim.wall_clock_s, lim.spend_cap_usdc, lim.max_tokens) == (
-        6, 600.0, 1_000_000, 120_000)
-    assert (lim.max_consecutive_failures, lim.duplicate_nudges, lim.replan_every,
-            lim.malformed_retries, lim.batch_max_calls, lim.checklist_max_items) == (3, 1, 3, 1, 3, 5)
+        6,
+        600.0,
+        1_000_000,
+        120_000,
+    )
+    assert (
+        lim.max_consecutive_failures,
+        lim.duplicate_nudges,
+        lim.replan_every,
+        lim.malformed_retries,
+        lim.batch_max_calls,
+        lim.checklist_max_items,
+    ) == (3, 1, 3, 1, 3, 5)
 
 
 def test_every_limit_has_provenance() -> None:
@@ -65,7 +75,8 @@ def test_config_from_toml_and_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     # an explicit flag beats both
     assert load_settings().resolve_limits(model_local=False, max_steps=2)[1].max_steps == 2
     assert load_settings().resolve_limits(model_local=False, profile="local-guarded")[0] == (
-        "local-guarded")
+        "local-guarded"
+    )
 
 
 def test_config_path_defaults_to_home(tmp_path: Path) -> None:

@@ -44,8 +44,14 @@ def test_self_model_is_fresh_every_turn(tmp_path: Path) -> None:
 
     net = get_network("anvil", usdc="0x5FbDB2315678afecb367f032d93F642f64180aa3")
     model = ScriptedModel({"propose": [call("base_fee"), SUBMIT]})
-    deps = make_deps(tmp_path, model, [BASE_FEE], chain=chain, network=net,
-                     wallet_address="0x70997970C51812dc3A010C7d01b50e0d17dc79C8")
+    deps = make_deps(
+        tmp_path,
+        model,
+        [BASE_FEE],
+        chain=chain,
+        network=net,
+        wallet_address="0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+    )
     r = asyncio.run(run_task("base fee?", deps))
     assert r.stop_reason == "finish-tool" and chain.reads == 2
     prompts = [c.messages[0]["content"] for c in model.calls_for("propose")]
@@ -58,11 +64,15 @@ def test_self_model_is_fresh_every_turn(tmp_path: Path) -> None:
 
 def test_reordered_arguments_are_the_same_call(tmp_path: Path) -> None:
     tool = FactTool("block_info", lambda a: {"block_number": str(a.block)}, args_model=BlockArgs)
-    model = ScriptedModel({"propose": [
-        {"action": "call", "tool": "block_info", "args": {"block": 7, "detail": "full"}},
-        {"action": "call", "tool": "block_info", "args": {"detail": "full", "block": 7}},
-        SUBMIT,
-    ]})
+    model = ScriptedModel(
+        {
+            "propose": [
+                {"action": "call", "tool": "block_info", "args": {"block": 7, "detail": "full"}},
+                {"action": "call", "tool": "block_info", "args": {"detail": "full", "block": 7}},
+                SUBMIT,
+            ]
+        }
+    )
     deps = make_deps(tmp_path, model, [tool])
     r = asyncio.run(run_task("block 7?", deps))
     assert r.stop_reason == "finish-tool" and len(tool.calls) == 1
@@ -71,8 +81,9 @@ def test_reordered_arguments_are_the_same_call(tmp_path: Path) -> None:
 
 
 def test_unknown_tool_and_bad_args_are_refused_free_with_feedback(tmp_path: Path) -> None:
-    model = ScriptedModel({"propose": [call("nope"), call("base_fee", bogus=1),
-                                       call("base_fee"), SUBMIT]})
+    model = ScriptedModel(
+        {"propose": [call("nope"), call("base_fee", bogus=1), call("base_fee"), SUBMIT]}
+    )
     deps = make_deps(tmp_path, model, [BASE_FEE])
     r = asyncio.run(run_task("fees?", deps))
     assert r.stop_reason == "finish-tool" and r.steps == 4
@@ -80,7 +91,9 @@ def test_unknown_tool_and_bad_args_are_refused_free_with_feedback(tmp_path: Path
     assert "tool 'nope' is not wired; wired tools: base_fee" in feedback[1]
     assert "base_fee: invalid arguments (bogus: Extra inputs are not permitted)" in feedback[2]
     assert [e["data"]["why"] for e in deps.store.events(r.run_id, "gate.skip")] == [
-        "unknown-tool", "invalid-args"]
+        "unknown-tool",
+        "invalid-args",
+    ]
 
 
 class BarrierTool(Tool):
@@ -131,8 +144,9 @@ def test_free_policy_row_limits_calls(tmp_path: Path) -> None:
     from judge.policy import FreePolicyRow, FreeReadPolicy
 
     tool = FactTool("block_info", lambda a: {"block_number": str(a.block)}, args_model=BlockArgs)
-    model = ScriptedModel({"propose": [call("block_info", block=1), call("block_info", block=2),
-                                       SUBMIT]})
+    model = ScriptedModel(
+        {"propose": [call("block_info", block=1), call("block_info", block=2), SUBMIT]}
+    )
     policy = FreeReadPolicy([FreePolicyRow("block_info", max_calls_per_run=1)])
     deps = make_deps(tmp_path, model, [tool], free_policy=policy)
     r = asyncio.run(run_task("blocks", deps))
@@ -142,12 +156,18 @@ def test_free_policy_row_limits_calls(tmp_path: Path) -> None:
 
 
 def test_replan_every_third_step(tmp_path: Path) -> None:
-    tool = FactTool("block_info", lambda a: {"block_number": str(a.block)}, args_model=BlockArgs,
-                    summary=lambda a: f"block {a.block} mined by 0x{a.block:040x}")
-    model = ScriptedModel({
-        "propose": [call("block_info", block=n) for n in (1, 2, 3)] + [SUBMIT],
-        "replan": ["Read block 4 next, then answer."],
-    })
+    tool = FactTool(
+        "block_info",
+        lambda a: {"block_number": str(a.block)},
+        args_model=BlockArgs,
+        summary=lambda a: f"block {a.block} mined by 0x{a.block:040x}",
+    )
+    model = ScriptedModel(
+        {
+            "propose": [call("block_info", block=n) for n in (1, 2, 3)] + [SUBMIT],
+            "replan": ["Read block 4 next, then answer."],
+        }
+    )
     deps = make_deps(tmp_path, model, [tool], limits=Limits(streak_length=6))
     r = asyncio.run(run_task("blocks", deps))
     assert r.stop_reason == "finish-tool" and len(model.calls_for("replan")) == 1
@@ -157,11 +177,14 @@ def test_replan_every_third_step(tmp_path: Path) -> None:
 
 def test_checklist_focus_names_first_uncovered_item(tmp_path: Path) -> None:
     gas = FactTool("gas_price", {"gas_price_gwei": "2"})
-    model = ScriptedModel({
-        "checklist": [checklist(("base fee gwei", "base_fee_gwei"),
-                                ("gas price gwei", "gas_price_gwei"))],
-        "propose": [call("base_fee"), call("gas_price")],
-    })
+    model = ScriptedModel(
+        {
+            "checklist": [
+                checklist(("base fee gwei", "base_fee_gwei"), ("gas price gwei", "gas_price_gwei"))
+            ],
+            "propose": [call("base_fee"), call("gas_price")],
+        }
+    )
     deps = make_deps(tmp_path, model, [BASE_FEE, gas])
     r = asyncio.run(run_task("fees", deps))
     assert r.stop_reason == "evidence-covered" and len(model.calls_for("checklist")) == 1
@@ -173,18 +196,28 @@ def test_checklist_focus_names_first_uncovered_item(tmp_path: Path) -> None:
 def test_lessons_are_distilled_and_shown_to_similar_tasks(tmp_path: Path) -> None:
     store = RunStore(tmp_path / "nib.db")
     first = ScriptedModel({"propose": ["hmm"], "lesson": ["Call base_fee first, then finish."]})
-    r1 = asyncio.run(run_task("What is the base fee on the devnet?",
-                              make_deps(tmp_path, first, [BASE_FEE], store=store)))
+    r1 = asyncio.run(
+        run_task(
+            "What is the base fee on the devnet?",
+            make_deps(tmp_path, first, [BASE_FEE], store=store),
+        )
+    )
     assert r1.stop_reason == "model-stopped"
     assert store.lessons()[0]["lesson"] == "Call base_fee first, then finish."
     second = ScriptedModel({"propose": [call("base_fee"), SUBMIT]})
-    r2 = asyncio.run(run_task("What is the devnet base fee now?",
-                              make_deps(tmp_path, second, [BASE_FEE], store=store)))
+    r2 = asyncio.run(
+        run_task(
+            "What is the devnet base fee now?", make_deps(tmp_path, second, [BASE_FEE], store=store)
+        )
+    )
     assert r2.finished
     assert "Call base_fee first" in second.calls_for("propose")[0].messages[1]["content"]
     unrelated = ScriptedModel({"propose": [call("base_fee"), SUBMIT]})
-    asyncio.run(run_task("Transfer 5 USDC to the seller",
-                         make_deps(tmp_path, unrelated, [BASE_FEE], store=store)))
+    asyncio.run(
+        run_task(
+            "Transfer 5 USDC to the seller", make_deps(tmp_path, unrelated, [BASE_FEE], store=store)
+        )
+    )
     assert "Lessons" not in unrelated.calls_for("propose")[0].messages[1]["content"]
 
 
@@ -212,8 +245,16 @@ def test_events_are_typed_json_and_cover_the_turn(tmp_path: Path) -> None:
     evs = deps.store.events(r.run_id)
     types = [e["type"] for e in evs]
     assert [e["seq"] for e in evs] == list(range(1, len(evs) + 1))
-    for needed in ("run.start", "checklist", "selfmodel", "model.call", "proposal", "verdict",
-                   "tool.call", "stop"):
+    for needed in (
+        "run.start",
+        "checklist",
+        "selfmodel",
+        "model.call",
+        "proposal",
+        "verdict",
+        "tool.call",
+        "stop",
+    ):
         assert needed in types
     assert set(types) <= set(EVENT_TYPES)
     call_ev = next(e["data"] for e in evs if e["type"] == "tool.call")
@@ -223,8 +264,9 @@ def test_events_are_typed_json_and_cover_the_turn(tmp_path: Path) -> None:
 
 
 def test_result_is_json_and_answer_backstop_never_empty(tmp_path: Path) -> None:
-    model = ScriptedModel({"propose": [call("base_fee"), "stop"],
-                           "synthesize": [""]})  # synthesis returns nothing: backstop
+    model = ScriptedModel(
+        {"propose": [call("base_fee"), "stop"], "synthesize": [""]}
+    )  # synthesis returns nothing: backstop
     r = asyncio.run(run_task("base fee?", make_deps(tmp_path, model, [BASE_FEE])))
     assert r.stop_reason == "model-stopped" and r.partial
     assert r.answer.startswith("Stopped (model-stopped) before a final answer")
@@ -235,9 +277,15 @@ def test_result_is_json_and_answer_backstop_never_empty(tmp_path: Path) -> None:
 
 def test_run_state_round_trips_bytes_in_a_pending_quote() -> None:
     quote = {"payload": {"message": {"nonce": b"\x01" * 32}}, "amount": 5}
-    state = RunState(run_id="r", task="t", profile="cost-optimized", limits=Limits().as_dict(),
-                     pending=PendingCall(step=1, tool="pay_http", args={}, fingerprint="0x",
-                                         quote=_jsonable(quote), verdict={}))
+    state = RunState(
+        run_id="r",
+        task="t",
+        profile="cost-optimized",
+        limits=Limits().as_dict(),
+        pending=PendingCall(
+            step=1, tool="pay_http", args={}, fingerprint="0x", quote=_jsonable(quote), verdict={}
+        ),
+    )
     again = RunState.model_validate_json(state.model_dump_json())
     assert again == state and _unjsonable(again.pending.quote) == quote  # type: ignore[union-attr]
 
@@ -250,8 +298,9 @@ def test_default_profile_follows_model_location(tmp_path: Path) -> None:
     r = asyncio.run(run_task("x", make_deps(tmp_path, hosted, [BASE_FEE])))
     assert r.profile == "cost-optimized"
     explicit = ScriptedModel({"propose": ["stop"]}, local=True)
-    r = asyncio.run(run_task("x", make_deps(tmp_path, explicit, [BASE_FEE],
-                                            profile="quality-first")))
+    r = asyncio.run(
+        run_task("x", make_deps(tmp_path, explicit, [BASE_FEE], profile="quality-first"))
+    )
     assert r.profile == "quality-first"
 
 

@@ -63,11 +63,13 @@ def test_cost_budget_stops_before_judging_and_signs_nothing(tmp_path: Path, chai
 
 def test_judge_answered(tmp_path: Path, chain: Any) -> None:
     base_fee = FactTool("base_fee", {"base_fee_gwei": "1.0"})
-    model = ScriptedModel({
-        "checklist": [{"items": []}],
-        "propose": [call("base_fee"), PAY],
-        "synthesize": ["The base fee is 1.0 gwei [e1]."],
-    })
+    model = ScriptedModel(
+        {
+            "checklist": [{"items": []}],
+            "propose": [call("base_fee"), PAY],
+            "synthesize": ["The base fee is 1.0 gwei [e1]."],
+        }
+    )
     deps = paid_deps(tmp_path, chain, model, extra_tools=(base_fee,))
     before = usdc_balance(chain, AGENT_ADDR)
     r = asyncio.run(run_task("What is the base fee?", deps))
@@ -103,8 +105,9 @@ class DeadJudge:
     address = dev_account(3).address
 
     def decide(self, request: Any) -> Any:
-        raise JudgeUnreachable("judge at http://127.0.0.1:9 did not answer within 5 s",
-                               url="http://127.0.0.1:9")
+        raise JudgeUnreachable(
+            "judge at http://127.0.0.1:9 did not answer within 5 s", url="http://127.0.0.1:9"
+        )
 
     def recheck(self, verdict: Any) -> None:
         raise AssertionError("never reached: nothing is signed without a verdict")
@@ -127,6 +130,8 @@ def test_judge_refusal_is_feedback_and_a_skip(tmp_path: Path, chain: Any) -> Non
     r = asyncio.run(run_task("Pay the seller 0.10 USDC.", deps))
     assert (r.stop_reason, r.steps) == ("done-signal", 2)
     skips = deps.store.events(r.run_id, "gate.skip")
-    assert skips[0]["data"]["why"] == "judge-refused" and "per-call cap" in skips[0]["data"][
-        "feedback"]
+    assert (
+        skips[0]["data"]["why"] == "judge-refused"
+        and "per-call cap" in skips[0]["data"]["feedback"]
+    )
     assert "judge refused" in model.calls_for("propose")[1].messages[1]["content"]

@@ -69,8 +69,15 @@ def test_propose_prompt_has_self_model_focus_feedback() -> None:
         "task": "fees?",
         "self_model": {"agent": "nib", "version": "0.1"},
         "self_model_text": "wallet: 0xabc",
-        "tools": [{"name": "base_fee", "kind": "free", "facts": ["base_fee_gwei"],
-                   "description": "d", "args": {"properties": {}}}],
+        "tools": [
+            {
+                "name": "base_fee",
+                "kind": "free",
+                "facts": ["base_fee_gwei"],
+                "description": "d",
+                "args": {"properties": {}},
+            }
+        ],
         "checklist": [{"id": "c1", "text": "base fee gwei", "covered": False, "value": None}],
         "focus": {"id": "c1", "text": "base fee gwei"},
         "evidence": [],

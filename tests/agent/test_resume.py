@@ -31,23 +31,41 @@ LIMITS = Limits(approval_threshold_usdc=50_000)
 
 
 def pause(tmp_path: Path, chain: Any) -> tuple[AgentResult, Any]:
-    model = ScriptedModel({
-        "checklist": [checklist(("transfer receipt", "transfer_receipt"),
-                                ("base fee gwei", "base_fee_gwei"))],
-        "propose": [PAY],
-    })
+    model = ScriptedModel(
+        {
+            "checklist": [
+                checklist(
+                    ("transfer receipt", "transfer_receipt"), ("base fee gwei", "base_fee_gwei")
+                )
+            ],
+            "propose": [PAY],
+        }
+    )
     base_fee = FactTool("base_fee", {"base_fee_gwei": "1.0"})
     deps = paid_deps(tmp_path, chain, model, limits=LIMITS, extra_tools=(base_fee,))
     result = asyncio.run(run_task("Pay the seller 0.10 USDC, then report the base fee.", deps))
     return result, deps
 
 
-def resume_in_fresh_process(tmp_path: Path, chain: Any, run_id: str, decision: str,
-                            replies: dict[str, Any]) -> AgentResult:
+def resume_in_fresh_process(
+    tmp_path: Path, chain: Any, run_id: str, decision: str, replies: dict[str, Any]
+) -> AgentResult:
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), str(tmp_path), chain.rpc_url, str(chain.chain_id),
-         chain.usdc, run_id, decision, json.dumps(replies)],
-        capture_output=True, text=True, timeout=120, check=False,
+        [
+            sys.executable,
+            str(SCRIPT),
+            str(tmp_path),
+            chain.rpc_url,
+            str(chain.chain_id),
+            chain.usdc,
+            run_id,
+            decision,
+            json.dumps(replies),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return AgentResult.model_validate_json(proc.stdout.strip().splitlines()[-1])
@@ -68,8 +86,9 @@ def test_escalation_pauses_with_state_saved(tmp_path: Path, chain: Any) -> None:
 def test_approve_resumes_in_a_fresh_process_and_finishes(tmp_path: Path, chain: Any) -> None:
     seller_before = usdc_balance(chain, SELLER_ADDR)
     paused, deps = pause(tmp_path, chain)
-    r = resume_in_fresh_process(tmp_path, chain, paused.run_id, "approve",
-                                {"propose": [call("base_fee")]})
+    r = resume_in_fresh_process(
+        tmp_path, chain, paused.run_id, "approve", {"propose": [call("base_fee")]}
+    )
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("evidence-covered", True, False, 2)
     assert r.attempted == [PAY_FP, BASE_FP] and r.answer
     assert r.spend.usdc_atomic == DIME and r.elapsed_s >= paused.elapsed_s

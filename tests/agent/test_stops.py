@@ -47,8 +47,11 @@ def test_every_stop_reason_has_a_description() -> None:
 
 
 def test_done_signal(tmp_path: Path) -> None:
-    r = run(tmp_path, {"propose": [call("base_fee"), {"action": "done", "answer": "1.5 gwei"}]},
-            [BASE_FEE])
+    r = run(
+        tmp_path,
+        {"propose": [call("base_fee"), {"action": "done", "answer": "1.5 gwei"}]},
+        [BASE_FEE],
+    )
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("done-signal", True, False, 2)
     assert r.answer == "1.5 gwei"
     assert r.attempted == [fp("base_fee")]
@@ -62,11 +65,13 @@ def test_done_without_text_synthesises_from_evidence(tmp_path: Path) -> None:
 def test_finish_tool_validates_evidence_ids(tmp_path: Path) -> None:
     r = run(
         tmp_path,
-        {"propose": [
-            call("base_fee"),
-            {"action": "submit_answer", "answer": "1.5 gwei", "evidence": ["e9"]},
-            {"action": "submit_answer", "answer": "Base fee is 1.5 gwei", "evidence": ["e1"]},
-        ]},
+        {
+            "propose": [
+                call("base_fee"),
+                {"action": "submit_answer", "answer": "1.5 gwei", "evidence": ["e9"]},
+                {"action": "submit_answer", "answer": "Base fee is 1.5 gwei", "evidence": ["e1"]},
+            ]
+        },
         [BASE_FEE],
     )
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("finish-tool", True, False, 3)
@@ -79,10 +84,15 @@ def test_evidence_covered(tmp_path: Path) -> None:
     r = run(
         tmp_path,
         {
-            "checklist": [checklist(("base fee gwei", "base_fee_gwei"),
-                                    ("gas price gwei", "gas_price_gwei"))],
-            "propose": [{"action": "batch", "calls": [{"tool": "base_fee", "args": {}},
-                                                      {"tool": "gas_price", "args": {}}]}],
+            "checklist": [
+                checklist(("base fee gwei", "base_fee_gwei"), ("gas price gwei", "gas_price_gwei"))
+            ],
+            "propose": [
+                {
+                    "action": "batch",
+                    "calls": [{"tool": "base_fee", "args": {}}, {"tool": "gas_price", "args": {}}],
+                }
+            ],
             "synthesize": ["Base fee 1.5 gwei [e1], gas price 2.0 gwei [e2]."],
         },
         [BASE_FEE, GAS],
@@ -93,17 +103,28 @@ def test_evidence_covered(tmp_path: Path) -> None:
 
 
 def test_no_novelty(tmp_path: Path) -> None:
-    same = FactTool("block_info", {"tx_count": "0"}, args_model=BlockArgs,
-                    summary="chain idle: no new transactions")
-    r = run(tmp_path, {"propose": [call("block_info", block=n) for n in (1, 2, 3)]}, [same],
-            limits=Limits(streak_length=6))
+    same = FactTool(
+        "block_info",
+        {"tx_count": "0"},
+        args_model=BlockArgs,
+        summary="chain idle: no new transactions",
+    )
+    r = run(
+        tmp_path,
+        {"propose": [call("block_info", block=n) for n in (1, 2, 3)]},
+        [same],
+        limits=Limits(streak_length=6),
+    )
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("no-novelty", False, True, 3)
     assert r.attempted == [fp("block_info", block=n, detail="short") for n in (1, 2, 3)]
 
 
 def test_streak_exhausted(tmp_path: Path) -> None:
-    r = run(tmp_path, {"propose": [call("block_info", block=n) for n in (10, 21, 32, 43)]},
-            [block_tool()])
+    r = run(
+        tmp_path,
+        {"propose": [call("block_info", block=n) for n in (10, 21, 32, 43)]},
+        [block_tool()],
+    )
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("streak-exhausted", False, True, 4)
     assert len(r.attempted) == 4 and "block 43" in r.answer
 
@@ -121,15 +142,21 @@ def test_executed_duplicate_nudges_once_then_stops(tmp_path: Path) -> None:
 
 
 def test_oscillation(tmp_path: Path) -> None:
-    r = run(tmp_path, {"propose": [call("base_fee"), call("gas_price"), call("base_fee"),
-                                   call("gas_price")]}, [BASE_FEE, GAS])
+    r = run(
+        tmp_path,
+        {"propose": [call("base_fee"), call("gas_price"), call("base_fee"), call("gas_price")]},
+        [BASE_FEE, GAS],
+    )
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("oscillation", False, True, 4)
     assert r.attempted == [fp("base_fee"), fp("gas_price")]
 
 
 def test_skip_loop(tmp_path: Path) -> None:
-    r = run(tmp_path, {"propose": [call("web_search", q="fees"), call("base_fee", extra=1),
-                                   call("nonexistent")]}, [BASE_FEE])
+    r = run(
+        tmp_path,
+        {"propose": [call("web_search", q="fees"), call("base_fee", extra=1), call("nonexistent")]},
+        [BASE_FEE],
+    )
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("skip-loop", False, True, 3)
     assert r.attempted == []
 
@@ -143,16 +170,32 @@ def test_failure_budget(tmp_path: Path) -> None:
 
 def test_failed_call_is_retryable(tmp_path: Path) -> None:
     flaky = FlakyTool(failures=1)
-    r = run(tmp_path, {"propose": [call("flaky"), call("flaky"),
-                                   {"action": "submit_answer", "answer": "42", "evidence": ["e1"]}]},
-            [flaky])
+    r = run(
+        tmp_path,
+        {
+            "propose": [
+                call("flaky"),
+                call("flaky"),
+                {"action": "submit_answer", "answer": "42", "evidence": ["e1"]},
+            ]
+        },
+        [flaky],
+    )
     assert (r.stop_reason, r.steps) == ("finish-tool", 3)
     assert r.attempted == [fp("flaky"), fp("flaky")] and flaky.calls == 2
 
 
 def test_proposal_lost(tmp_path: Path) -> None:
-    model = ScriptedModel({"propose": ['{"action": "call", "tool": ', "{not json",
-                                       '{"action": "fly"}', '{"tool": "x"}']})
+    model = ScriptedModel(
+        {
+            "propose": [
+                '{"action": "call", "tool": ',
+                "{not json",
+                '{"action": "fly"}',
+                '{"tool": "x"}',
+            ]
+        }
+    )
     deps = make_deps(tmp_path, model, [BASE_FEE])
     r = asyncio.run(run_task("fees?", deps))
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("proposal-lost", False, True, 2)
@@ -163,8 +206,9 @@ def test_proposal_lost(tmp_path: Path) -> None:
 
 
 def test_model_stopped(tmp_path: Path) -> None:
-    r = run(tmp_path, {"propose": [call("base_fee"), "I think I will look at fees later."]},
-            [BASE_FEE])
+    r = run(
+        tmp_path, {"propose": [call("base_fee"), "I think I will look at fees later."]}, [BASE_FEE]
+    )
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("model-stopped", False, True, 2)
     assert r.attempted == [fp("base_fee")] and "base_fee_gwei 1.5" in r.answer
 
@@ -178,9 +222,12 @@ def test_llm_unreachable(tmp_path: Path) -> None:
 
 
 def test_max_steps(tmp_path: Path) -> None:
-    r = run(tmp_path, {"propose": [call("block_info", block=n, detail=str(n)) for n in range(6)]},
-            [block_tool(summary=lambda a: f"block {a.block} hash 0x{a.block:064x}")],
-            limits=Limits(streak_length=10, novelty_window=10))
+    r = run(
+        tmp_path,
+        {"propose": [call("block_info", block=n, detail=str(n)) for n in range(6)]},
+        [block_tool(summary=lambda a: f"block {a.block} hash 0x{a.block:064x}")],
+        limits=Limits(streak_length=10, novelty_window=10),
+    )
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("max-steps", False, True, 6)
     assert len(r.attempted) == 6 and "max_steps=6" in r.message
 
@@ -192,8 +239,9 @@ def test_deadline(tmp_path: Path) -> None:
         now[0] += 100.0  # every look at the clock costs 100 s
         return now[0]
 
-    r = run(tmp_path, {"propose": [call("base_fee"), call("gas_price")]}, [BASE_FEE, GAS],
-            clock=clock)
+    r = run(
+        tmp_path, {"propose": [call("base_fee"), call("gas_price")]}, [BASE_FEE, GAS], clock=clock
+    )
     assert (r.stop_reason, r.finished, r.partial) == ("deadline", False, True)
     assert r.steps < 6 and "600 s" in r.message and r.elapsed_s >= 600
 
@@ -213,9 +261,23 @@ def test_chain_unreachable(tmp_path: Path) -> None:
     from chain.networks import get_network
 
     dead = ChainClient("http://127.0.0.1:9", timeout_s=0.5)  # discard port: nothing listens
-    net = get_network("anvil", rpc_url=dead.rpc_url,
-                      usdc="0x5FbDB2315678afecb367f032d93F642f64180aa3")
-    r = run(tmp_path, {"propose": [call("base_fee")]}, [BASE_FEE], chain=dead, network=net,
-            wallet_address="0x70997970C51812dc3A010C7d01b50e0d17dc79C8")
+    net = get_network(
+        "anvil", rpc_url=dead.rpc_url, usdc="0x5FbDB2315678afecb367f032d93F642f64180aa3"
+    )
+    r = run(
+        tmp_path,
+        {"propose": [call("base_fee")]},
+        [BASE_FEE],
+        chain=dead,
+        network=net,
+        wallet_address="0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+    )
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("chain-unreachable", False, True, 0)
     assert "nib devnet up" in r.message and r.attempted == []
+
+
+def test_every_stop_reason_is_proven_by_a_loop_test() -> None:
+    here = Path(__file__).parent
+    sources = "".join(p.read_text() for p in here.glob("test_*.py") if p.name != "test_limits.py")
+    missing = [r for r in STOP_REASONS if f'("{r}", ' not in sources]
+    assert missing == [], f"stop reasons without a test asserting them: {missing}"
