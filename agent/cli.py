@@ -461,8 +461,11 @@ def judge_calibration(as_json: bool = typer.Option(False, "--json")) -> None:
         emit_json(report)
         return
     out.print(f"n {report['n']} · Brier {report['brier']} · ECE {report['ece']}")
-    for b in report.get("bins", []):
-        out.print(f"  p {b}", highlight=False)
+    bins: list[dict[str, Any]] = list(report.get("bins") or [])  # type: ignore[call-overload]
+    for b in bins:
+        if b.get("n"):
+            out.print(f"  p {b['lo']:.1f}-{b['hi']:.1f}: n {b['n']}, mean p {b['mean_p']}, observed {b['freq']}",
+                      highlight=False)
 
 
 @judge_app.command("serve")

@@ -290,7 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         command += f" --only {args.only}"
     text = render(
-        rows, mach, quick=args.quick, started=started, load=(load_start, _loadavg()),
+        rows,
+        mach,
+        quick=args.quick,
+        started=started,
+        load=(load_start, _loadavg()),
         command=command,
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)

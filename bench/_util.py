@@ -23,12 +23,17 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "BENCH_PATH",
+    "RAW_SENDERS",
     "BenchEnv",
     "Figure",
+    "fmt_ms",
+    "fmt_ratio",
     "machine",
     "median",
     "percentile",
     "ratio",
+    "run_async",
     "stopwatch",
 ]
 

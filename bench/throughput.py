@@ -28,7 +28,6 @@ from bench._util import (
     fmt_ratio,
     median,
     ratio,
-    run_async,
 )
 
 __all__ = ["main", "run"]
@@ -129,8 +128,9 @@ def _peer_round(env: BenchEnv, per_sender: int) -> float:
     # Nonces are sequential per sender: once each sender's last transfer is mined, all are.
     w3 = env.chain.w3
     for tx_hash in last_hashes:
-        receipt = w3.eth.wait_for_transaction_receipt(tx_hash, timeout=_RECEIPT_TIMEOUT_S,
-                                                      poll_latency=0.005)
+        receipt = w3.eth.wait_for_transaction_receipt(
+            tx_hash, timeout=_RECEIPT_TIMEOUT_S, poll_latency=0.005
+        )
         if receipt["status"] != 1:
             raise RuntimeError(f"benchmark: raw transfer {tx_hash.hex()} reverted")
     elapsed = time.perf_counter() - start
@@ -150,7 +150,7 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
     ours_rps: list[float] = []
     peer_rps: list[float] = []
     for r in range(rounds):
-        ours_rps.append(run_async(lambda r=r: _ours_round(env, wallet, r, buyers, each)))
+        ours_rps.append(asyncio.run(_ours_round(env, wallet, r, buyers, each)))
         peer_rps.append(_peer_round(env, per_sender))
     ours, peer = median(ours_rps), median(peer_rps)
     senders = len(RAW_SENDERS)

@@ -195,3 +195,29 @@ def test_signer_never_exposes_its_key(signer: VerdictSigner, judge_account: Loca
 def test_signer_refuses_non_accounts() -> None:
     with pytest.raises(JudgeConfigError, match="expected an eth-account LocalAccount"):
         VerdictSigner(object())  # type: ignore[arg-type]
+
+
+def test_fast_path_signature_equals_eth_account(
+    signer: VerdictSigner, judge_account: LocalAccount
+) -> None:
+    v = _issue(signer)
+    expected = judge_account.sign_message(v.signing_message()).signature
+    assert v.signature == "0x" + bytes(expected).hex()
+
+
+class _ExternalSigner:
+    """An account without a raw key (think hardware or KMS): only address + sign_message."""
+
+    def __init__(self, account: LocalAccount) -> None:
+        self._account = account
+        self.address = account.address
+
+    def sign_message(self, signable_message: Any) -> Any:
+        return self._account.sign_message(signable_message)
+
+
+def test_signers_without_a_raw_key_work(judge_account: LocalAccount) -> None:
+    external = VerdictSigner(_ExternalSigner(judge_account))
+    v = _issue(external)
+    verify_verdict(v, judge_account.address)
+    assert v.signature == _issue(VerdictSigner(judge_account), verdict_id=v.id).signature

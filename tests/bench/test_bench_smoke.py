@@ -1,0 +1,87 @@
+"""Smoke test of the benchmarks: each runs with tiny iteration counts and yields a ratio.
+
+No timing is asserted (timings belong in bench/RESULTS.md, not in pass/fail); only that
+every benchmark runs end to end on a real Anvil, returns ours, peer and a finite
+ratio, and that ``python -m bench`` writes the results file with the machine noted.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# bench/ is a top-level folder, not an installed package: import it from the checkout.
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench import context_tokens, throughput, x402_latency  # noqa: E402
+from bench._util import BenchEnv, machine, median, percentile, ratio  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[BenchEnv]:
+    with BenchEnv() as bench_env:
+        yield bench_env
+
+
+def test_percentiles_interpolate_between_ranks() -> None:
+    values = [4.0, 1.0, 3.0, 2.0]
+    assert median(values) == 2.5
+    assert percentile(values, 0) == 1.0 and percentile(values, 100) == 4.0
+    assert percentile(list(range(1, 101)), 95) == pytest.approx(95.05)
+    assert math.isnan(ratio(1.0, 0.0))
+    with pytest.raises(ValueError, match="expected at least one measurement"):
+        percentile([], 50)
+
+
+def test_machine_notes_cpu_cores_ram_python_and_anvil() -> None:
+    info = machine()
+    assert set(info) >= {"cpu", "cores", "ram", "python", "anvil"}
+    assert info["anvil"] and not info["anvil"].startswith("unknown")
+
+
+@pytest.mark.parametrize(
+    "module",
+    [x402_latency, context_tokens, throughput],
+    ids=lambda m: m.__name__.rsplit(".", 1)[-1],
+)
+def test_benchmark_runs_quick_and_prints_a_ratio(
+    module: Any, env: BenchEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = module.run(quick=True, env=env)
+    assert result["ours"] and result["peer"]
+    assert math.isfinite(result["ratio"]) and result["ratio"] > 0
+    print(module.report(result))
+    assert "ratio" in capsys.readouterr().out
+
+
+def test_context_tokens_series_has_ten_steps(env: BenchEnv) -> None:
+    result = context_tokens.run(quick=True, env=env)
+    series = result["series"]
+    assert [r["step"] for r in series] == list(range(1, 11))
+    assert all(r["shaped"] < r["full"] for r in series)
+    assert result["tools"].count("pay_http") == 2
+
+
+def test_python_m_bench_writes_results_with_the_machine(tmp_path: Path) -> None:
+    out = tmp_path / "RESULTS.md"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only",
+         "loop_overhead,judge,context_tokens", "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = out.read_text()
+    assert "| benchmark | ours | peer | ratio (ours/peer) | notes |" in text
+    for needle in ("| cpu |", "| cores |", "| ram |", "| python |", "| anvil |"):
+        assert needle in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "x |" in line]
+    assert len(rows) == 3, text
+    assert "failed" not in "\n".join(rows)
