@@ -14,6 +14,7 @@ from agent.limits import Limits
 from agent.result import StopReason
 
 __all__ = [
+    "describe",
     "failure_budget",
     "find_cycle",
     "no_novelty",
@@ -87,3 +88,28 @@ def failure_budget(consecutive_failures: int, limits: Limits) -> StopReason | No
 def proposal_lost(consecutive_failed_proposals: int, limits: Limits) -> StopReason | None:
     """No valid proposal this many times in a row (each already had its retry)."""
     return "proposal-lost" if consecutive_failed_proposals >= limits.max_failed_proposals else None
+
+
+def describe(
+    reason: str,
+    limits: Limits,
+    *,
+    failures: int = 0,
+    failed_proposals: int = 0,
+    skips: int = 0,
+    last_tool: str = "?",
+) -> str:
+    """The human line for a detector stop: the limit and the observed value."""
+    lim = limits
+    return {
+        "failure-budget": f"{failures} consecutive tool failures "
+        f"(max_consecutive_failures={lim.max_consecutive_failures})",
+        "proposal-lost": f"{failed_proposals} invalid proposals in a row "
+        f"(max_failed_proposals={lim.max_failed_proposals})",
+        "skip-loop": f"{skips} skipped proposals in a row "
+        f"(max_consecutive_skips={lim.max_consecutive_skips})",
+        "no-novelty": f"the last {lim.novelty_window} observations were near-identical "
+        f"(novelty_similarity>={lim.novelty_similarity})",
+        "streak-exhausted": f"{last_tool} succeeded {lim.streak_length} times in a row "
+        f"(streak_length={lim.streak_length})",
+    }.get(reason, reason)

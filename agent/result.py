@@ -20,6 +20,7 @@ __all__ = [
     "SpendSummary",
     "StopReason",
     "TokenSummary",
+    "backstop_answer",
     "usdc_display",
 ]
 
@@ -146,3 +147,24 @@ class AgentResult(BaseModel):
     def exit_code(self) -> int:
         """0 finished, 1 stopped without finishing (the CLI's contract)."""
         return 0 if self.finished else 1
+
+
+def backstop_answer(
+    task: str,
+    checklist: list[dict[str, Any]],
+    evidence: list[EvidenceItem],
+    reason: str,
+    message: str,
+) -> str:
+    """The deterministic answer when no synthesis is available: the evidence, extracted."""
+    lines = [f"Stopped ({reason}) before a final answer to: {task}"]
+    covered = [i for i in checklist if i.get("covered")]
+    for item in covered:
+        lines.append(f"- {item['text']}: {item['value']} [{item['evidence_id']}]")
+    for ev in evidence:
+        lines.append(f"- {ev.tool}: {ev.summary} [{ev.id}]")
+    if not covered and not evidence:
+        lines.append("No evidence was gathered.")
+    if message:
+        lines.append(message)
+    return "\n".join(lines)

@@ -16,8 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,6 @@ __all__ = [
     "percentile",
     "ratio",
     "run_async",
-    "stopwatch",
 ]
 
 
@@ -57,17 +55,6 @@ def median(values: Sequence[float]) -> float:
 def ratio(ours: float, peer: float) -> float:
     """``ours / peer``; NaN when the peer measured zero (a broken peer, reported as such)."""
     return ours / peer if peer else math.nan
-
-
-@contextmanager
-def stopwatch() -> Iterator[list[float]]:
-    """``with stopwatch() as t: ...`` then ``t[0]`` is the elapsed wall time in seconds."""
-    out: list[float] = []
-    start = time.perf_counter()
-    try:
-        yield out
-    finally:
-        out.append(time.perf_counter() - start)
 
 
 @dataclass(frozen=True)
@@ -143,8 +130,8 @@ def machine() -> dict[str, str]:
 
 # ---------------------------------------------------------------------------- devnet
 
-#: Price of the endpoint the payment benchmarks buy: a static dataset, so the seller's
-#: own work is tiny and the round trip is the payment path itself.
+#: What the payment benchmarks buy (0.02 USDC): a static dataset, so the seller's own
+#: work is tiny and the round trip is the payment path itself.
 BENCH_PATH = "/datasets/token/USDC"
 #: Dev accounts that send raw USDC transfers in the throughput peer (not agent/seller/judge).
 RAW_SENDERS = (5, 6, 7, 8)
@@ -220,10 +207,6 @@ class BenchEnv:
         assert self._tmp is not None, "BenchEnv used outside its with-block"
         return Path(self._tmp.name)
 
-    @property
-    def anvil_pid(self) -> int:
-        return int(self._anvil.pid)
-
     def wallet(self, name: str = "bench") -> Any:
         """The agent's real wallet (verdict-gated signer, spend meter, ledger) on a fresh DB."""
         from chain.client import ChainClient
@@ -255,17 +238,22 @@ class BenchEnv:
             spend_cap_usdc=cap,
         )
 
-    async def paid_call(self, tool: Any, ctx: Any, url: str) -> Any:
+    async def paid_call(
+        self, tool: Any, ctx: Any, url: str, phases: dict[str, list[float]] | None = None
+    ) -> Any:
         """Our paid path, once: quote (402) -> JEV verdict -> wallet signs -> pay -> settle.
 
         The judge is asked the way the loop asks it (one missing checklist item the
         endpoint sells); anything but an approval is a broken benchmark, raised.
+        ``phases`` (optional) collects seconds spent in quote, judge and execute.
         """
         from judge.fingerprint import call_fingerprint
         from judge.jev import PaidCallRequest
 
+        t0 = time.perf_counter()
         args = tool.parse_args({"url": url})
         quote = await tool.quote(args, ctx)
+        t1 = time.perf_counter()
         cap = int(ctx.extras["spend_cap_usdc"])
         facts = tuple(tool.facts_for(args))
         request = PaidCallRequest(
@@ -285,12 +273,20 @@ class BenchEnv:
             tool_facts=facts,
         )
         verdict = await asyncio.to_thread(self.judge.decide, request)
+        t2 = time.perf_counter()
         if verdict.decision != "approve":
             raise RuntimeError(
                 f"benchmark: the judge ruled {verdict.decision!r} on {url} ({verdict.reason}); "
                 "expected approve. Fix: lower the endpoint price or raise the bench cap."
             )
         obs = await tool.execute(quote, verdict, ctx)
+        if phases is not None:
+            for name, took in (
+                ("quote", t1 - t0),
+                ("judge", t2 - t1),
+                ("execute", time.perf_counter() - t2),
+            ):
+                phases.setdefault(name, []).append(took)
         if not obs.ok or not obs.cost_usdc:
             raise RuntimeError(f"benchmark: paid call to {url} did not settle: {obs.summary}")
         return obs

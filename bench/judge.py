@@ -84,9 +84,15 @@ def main() -> None:
     verify = rate(lambda: verify_verdict(verdict, signer.address), seconds)
 
     print(f"bare call fingerprint            {fp:>10,.0f} /s")
-    print(f"decide + sign (Beta, SQLite mem) {d_beta:>10,.0f} /s   ratio {fp / d_beta:,.1f}x slower")
-    print(f"decide + sign (fixed p double)   {d_fixed:>10,.0f} /s   ratio {fp / d_fixed:,.1f}x slower")
-    print(f"verify_verdict (recover signer)  {verify:>10,.0f} /s   ratio {fp / verify:,.1f}x slower")
+    print(
+        f"decide + sign (Beta, SQLite mem) {d_beta:>10,.0f} /s   ratio {fp / d_beta:,.1f}x slower"
+    )
+    print(
+        f"decide + sign (fixed p double)   {d_fixed:>10,.0f} /s   ratio {fp / d_fixed:,.1f}x slower"
+    )
+    print(
+        f"verify_verdict (recover signer)  {verify:>10,.0f} /s   ratio {fp / verify:,.1f}x slower"
+    )
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ local paywall k times through nib's whole paid path (quote, JEV verdict, wallet 
 paid request, x402 settlement on chain, ledger). Peer: the limit on this machine, signed
 USDC ``transfer`` transactions sent back-to-back with web3 from several dev accounts
 (one thread each, signed before the clock starts) to the same Anvil, until every one is
-mined. Rounds alternate ours/peer; each side's figure is the median over its rounds.
+mined. Each round runs every side once, rotating which goes first; each side's figure
+is the median over its rounds. The x402 package's client at the same concurrency is
+measured too, as a reference for the seller's own ceiling.
 
 ``python -m bench.throughput [--quick]``
 """
@@ -16,6 +18,7 @@ import argparse
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -56,6 +59,26 @@ async def _ours_round(env: BenchEnv, wallet: Any, round_no: int, buyers: int, ea
 
         start = time.perf_counter()
         await asyncio.gather(*(buyer(b) for b in range(buyers)))
+        elapsed = time.perf_counter() - start
+    return buyers * each / elapsed
+
+
+async def _x402_client_round(env: BenchEnv, buyers: int, each: int) -> float:
+    """The x402 package's client at the same concurrency: the seller-side ceiling."""
+    from bench.x402_latency import peer_client
+    from chain.paywall import DEFAULT_PRICES
+
+    url = env.paywall_url + BENCH_PATH
+    async with peer_client(env, DEFAULT_PRICES["token"]) as http:
+
+        async def buyer() -> None:
+            for _ in range(each):
+                resp = await http.get(url)
+                if resp.status_code != 200:
+                    raise RuntimeError(f"benchmark: x402 client got {resp.status_code} from {url}")
+
+        start = time.perf_counter()
+        await asyncio.gather(*(buyer() for _ in range(buyers)))
         elapsed = time.perf_counter() - start
     return buyers * each / elapsed
 
@@ -149,10 +172,17 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
     wallet = env.wallet("throughput")
     ours_rps: list[float] = []
     peer_rps: list[float] = []
+    client_rps: list[float] = []
+    sides: list[tuple[list[float], Callable[[int], float]]] = [
+        (ours_rps, lambda r: asyncio.run(_ours_round(env, wallet, r, buyers, each))),
+        (peer_rps, lambda r: _peer_round(env, per_sender)),
+        (client_rps, lambda r: asyncio.run(_x402_client_round(env, buyers, each))),
+    ]
     for r in range(rounds):
-        ours_rps.append(asyncio.run(_ours_round(env, wallet, r, buyers, each)))
-        peer_rps.append(_peer_round(env, per_sender))
-    ours, peer = median(ours_rps), median(peer_rps)
+        # Rotate who goes first, so warm-up and drift do not favour one side.
+        for out, measure in sides[r % 3 :] + sides[: r % 3]:
+            out.append(measure(r))
+    ours, peer, client = median(ours_rps), median(peer_rps), median(client_rps)
     senders = len(RAW_SENDERS)
     figure = Figure(
         benchmark=NAME,
@@ -164,13 +194,17 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
             f"{each} paid GETs of {BENCH_PATH}, one shared wallet, settled on chain by the "
             f"paywall's facilitator (one key, settlements serialised). Peer: {senders} dev "
             f"accounts x {per_sender} pre-signed USDC transfers sent back-to-back with web3 "
-            f"(a thread each) until mined. Median of {rounds} alternating rounds."
+            f"(a thread each) until mined. Median of {rounds} rounds, order rotated. For "
+            f"reference, the x402 httpx client at the same concurrency: {client:.1f} req/s "
+            f"(nib/x402 client {fmt_ratio(ratio(ours, client))})."
         ),
         raw={
             "ours_rps": ours,
             "peer_rps": peer,
             "rounds_ours_rps": ours_rps,
             "rounds_peer_rps": peer_rps,
+            "x402_client_rps": client,
+            "rounds_x402_client_rps": client_rps,
             "buyers": buyers,
             "payments_per_buyer": each,
             "raw_senders": senders,
@@ -183,13 +217,17 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
 def report(result: dict[str, Any]) -> str:
     rounds_o = ", ".join(f"{x:.1f}" for x in result["rounds_ours_rps"])
     rounds_p = ", ".join(f"{x:.1f}" for x in result["rounds_peer_rps"])
+    rounds_c = ", ".join(f"{x:.1f}" for x in result["rounds_x402_client_rps"])
     return "\n".join(
         [
             f"paid throughput: {result['buyers']} concurrent runs x "
             f"{result['payments_per_buyer']} payments per round",
             f"  nib paid requests/s:        median {result['ours_rps']:.1f} (rounds: {rounds_o})",
             f"  Anvil raw USDC transfers/s: median {result['peer_rps']:.1f} (rounds: {rounds_p})",
-            f"  ratio nib/raw: {fmt_ratio(result['ratio'])}",
+            f"  x402 httpx client (same concurrency, reference): median "
+            f"{result['x402_client_rps']:.1f} req/s (rounds: {rounds_c})",
+            f"  ratio nib/raw: {fmt_ratio(result['ratio'])}; nib/x402 client: "
+            f"{fmt_ratio(ratio(result['ours_rps'], result['x402_client_rps']))}",
         ]
     )
 

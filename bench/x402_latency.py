@@ -30,12 +30,13 @@ from bench._util import (
     run_async,
 )
 
-__all__ = ["main", "run"]
+__all__ = ["main", "peer_client", "run"]
 
 NAME = "x402 round trip (median)"
 
 
-def _peer_client(env: BenchEnv, price: int) -> Any:
+def peer_client(env: BenchEnv, price: int) -> Any:
+    """The x402 package's own buyer: x402HttpxClient, eth-account signer, TestUSDC opted in."""
     from x402 import x402Client
     from x402.http.clients import x402HttpxClient
     from x402.mechanisms.evm.exact import register_exact_evm_client
@@ -68,12 +69,13 @@ async def _measure(env: BenchEnv, iterations: int, warmup: int) -> dict[str, Any
     wallet = env.wallet("x402-latency")
     ours: list[float] = []
     peer: list[float] = []
-    async with httpx.AsyncClient(timeout=30) as http, _peer_client(env, price) as x402_http:
+    phases: dict[str, list[float]] = {}
+    async with httpx.AsyncClient(timeout=30) as http, peer_client(env, price) as x402_http:
 
         async def one_ours(i: int) -> float:
             ctx = env.context(wallet, http, f"bench-x402-{i}")
             start = time.perf_counter()
-            await env.paid_call(tool, ctx, url)
+            await env.paid_call(tool, ctx, url, phases if i >= warmup else None)
             return time.perf_counter() - start
 
         async def one_peer() -> float:
@@ -95,7 +97,12 @@ async def _measure(env: BenchEnv, iterations: int, warmup: int) -> dict[str, Any
                 continue
             ours.append(a if first_ours else b)
             peer.append(b if first_ours else a)
-    return {"ours": ours, "peer": peer, "price_atomic": price, "url_path": BENCH_PATH}
+    return {
+        "ours": ours,
+        "peer": peer,
+        "phases": {k: median(v) for k, v in phases.items()},
+        "price_atomic": price,
+    }
 
 
 def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
@@ -128,6 +135,7 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
             "p95_peer_s": p95_p,
             "p95_ratio": ratio(p95_o, p95_p),
             "iterations": iterations,
+            "phases_median_s": data["phases"],
             "samples_ours_s": ours,
             "samples_peer_s": peer,
         },
@@ -143,6 +151,8 @@ def report(result: dict[str, Any]) -> str:
             f"p95 {fmt_ms(result['p95_ours_s'])}",
             f"  x402 httpx client:               median {fmt_ms(result['median_peer_s'])}, "
             f"p95 {fmt_ms(result['p95_peer_s'])}",
+            "  nib phases (median): "
+            + ", ".join(f"{k} {fmt_ms(v)}" for k, v in result["phases_median_s"].items()),
             f"  ratio nib/x402: median {fmt_ratio(result['ratio'])}, "
             f"p95 {fmt_ratio(result['p95_ratio'])}",
         ]

@@ -33,6 +33,7 @@ from judge.fingerprint import (
     fingerprint,
     transaction_fingerprint,
     typed_data_fingerprint,
+    typed_data_payload,
 )
 from judge.jev import CallRecord, Judge, JudgeProtocol, PaidCallRequest, format_usdc
 from judge.policy import FreeDecision, FreePolicyRow, FreeReadPolicy
@@ -102,5 +103,6 @@ __all__ = [
     "serve",
     "transaction_fingerprint",
     "typed_data_fingerprint",
+    "typed_data_payload",
     "verify_verdict",
 ]

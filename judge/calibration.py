@@ -114,9 +114,7 @@ class Calibrator(Protocol):
         """Calibrated probability that ``tool`` yields ``fact_kind``."""
         ...
 
-    def record(
-        self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool
-    ) -> None:
+    def record(self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool) -> None:
         """Store one outcome with the p the judge used for it."""
         ...
 
@@ -203,9 +201,7 @@ class BetaCalibrator:
         posterior = alpha / (self._strength + total)
         return posterior.quantize(P_QUANTUM, rounding=ROUND_HALF_EVEN)
 
-    def record(
-        self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool
-    ) -> None:
+    def record(self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool) -> None:
         p = _probability("p_used", p_used)
         if not isinstance(covered, bool):
             raise JudgeConfigError(
@@ -245,9 +241,7 @@ class FixedCalibrator:
             return self._p
         return DEFAULT_PRIOR if prior is None else _probability("prior", prior)
 
-    def record(
-        self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool
-    ) -> None:
+    def record(self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool) -> None:
         self.outcomes.append((tool, fact_key(fact_kind), _probability("p_used", p_used), covered))
 
     def report(self, tool: str | None = None) -> CalibrationReport:

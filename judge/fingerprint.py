@@ -178,6 +178,44 @@ def _domain_type(domain: Mapping[str, Any]) -> list[dict[str, str]]:
     return [{"name": n, "type": t} for n, t in _DOMAIN_FIELDS if n in domain]
 
 
+def typed_data_payload(
+    domain: Any, types: Mapping[str, Any], primary_type: str, message: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Assemble an EIP-712 dict from the four parts an x402 signer receives.
+
+    Accepts x402's ``TypedDataDomain`` (attributes ``name``, ``version``, ``chain_id``,
+    ``verifying_contract``) or a domain dict, and ``TypedDataField`` objects or dicts,
+    so the quote side and the signing side fingerprint the same thing.
+    """
+    if isinstance(domain, Mapping):
+        domain_dict = dict(domain)
+    else:
+        attrs = (
+            ("name", "name"),
+            ("version", "version"),
+            ("chainId", "chain_id"),
+            ("verifyingContract", "verifying_contract"),
+            ("salt", "salt"),
+        )
+        domain_dict = {
+            key: getattr(domain, attr)
+            for key, attr in attrs
+            if getattr(domain, attr, None) is not None
+        }
+    types_dict = {
+        name: [
+            dict(f) if isinstance(f, Mapping) else {"name": f.name, "type": f.type} for f in fields
+        ]
+        for name, fields in types.items()
+    }
+    return {
+        "domain": domain_dict,
+        "types": types_dict,
+        "primaryType": primary_type,
+        "message": dict(message),
+    }
+
+
 def typed_data_fingerprint(td: Mapping[str, Any]) -> str:
     """Fingerprint of an EIP-712 payload over its domain, types, primaryType and message.
 

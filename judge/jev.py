@@ -87,9 +87,15 @@ class PaidCallRequest:
         for name in ("missing", "covered", "tool_facts"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         object.__setattr__(
-            self, "history", tuple(CallRecord(*h) if not isinstance(h, CallRecord) else h
-                                   for h in self.history)
+            self,
+            "history",
+            tuple(CallRecord(*h) if not isinstance(h, CallRecord) else h for h in self.history),
         )
+        if isinstance(self.declared_coverage, float):
+            raise JudgeRequestInvalid(
+                f"found declared_coverage={self.declared_coverage!r} (float); expected a "
+                "Decimal or decimal string; fix: declare coverage as Decimal('0.8')."
+            )
         if self.declared_coverage is not None:
             object.__setattr__(self, "declared_coverage", Decimal(self.declared_coverage))
         for name in ("price", "remaining_budget", "balance", "per_call_cap", "spend_cap"):
@@ -219,7 +225,8 @@ class Judge:
         emit: Emit | None = None,
     ) -> None:
         if value_per_item is not None and (
-            isinstance(value_per_item, bool) or not isinstance(value_per_item, int)
+            isinstance(value_per_item, bool)
+            or not isinstance(value_per_item, int)
             or value_per_item <= 0
         ):
             raise JudgeConfigError(
@@ -336,9 +343,7 @@ class Judge:
                 f"provides {', '.join(req.tool_facts) or 'nothing declared'}: a payment that "
                 "covers nothing still missing is refused",
             )
-        p = max(
-            self.calibrator.p(req.tool, fact_key(m), req.declared_coverage) for m in coverable
-        )
+        p = max(self.calibrator.p(req.tool, fact_key(m), req.declared_coverage) for m in coverable)
         size = req.checklist_size or (len(req.missing) + len(req.covered))
         per_item = self._value_per_item or req.spend_cap // max(size, 1)
         value = per_item * len(coverable)

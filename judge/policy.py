@@ -76,9 +76,7 @@ DEFAULT_ROWS: tuple[FreePolicyRow, ...] = (
     FreePolicyRow("token_balance", max_calls_per_run=4, max_result_bytes=2_048, timeout_s=10.0),
     FreePolicyRow("token_info", max_calls_per_run=4, max_result_bytes=4_096, timeout_s=10.0),
     FreePolicyRow("tx_receipt", max_calls_per_run=4, max_result_bytes=16_384, timeout_s=10.0),
-    FreePolicyRow(
-        "token_transfers", max_calls_per_run=3, max_result_bytes=65_536, timeout_s=20.0
-    ),
+    FreePolicyRow("token_transfers", max_calls_per_run=3, max_result_bytes=65_536, timeout_s=20.0),
 )
 
 

@@ -131,7 +131,11 @@ def _server(judge: Judge, host: str, port: int) -> uvicorn.Server:
             "localhost) because the judge holds an approving key; fix: bind to 127.0.0.1."
         )
     config = uvicorn.Config(
-        create_app(judge), host=host, port=port, log_level="warning", access_log=False,
+        create_app(judge),
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
         lifespan="off",
     )
     return uvicorn.Server(config)
@@ -230,9 +234,9 @@ class JudgeClient:
 
     def _unreachable(self, detail: str) -> JudgeUnreachable:
         return JudgeUnreachable(
-            f"the judge at {self.url} did not answer within {self.timeout_s:g} s ({detail}); "
-            "expected a running judge service. Fix: start it with `nib judge serve`, or "
-            "unset NIB_JUDGE_URL to use the in-process judge.",
+            f"the judge at {self.url} is unreachable ({detail}); expected a judge service "
+            f"answering within {self.timeout_s:g} s. Fix: start it with `nib judge serve`, "
+            "or unset NIB_JUDGE_URL to use the in-process judge.",
             url=self.url,
         )
 

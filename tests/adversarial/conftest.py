@@ -160,9 +160,13 @@ class Harness:
 
     def transfers_from_agent(self) -> list[Any]:
         logs = self.client.transfer_logs(
-            self.usdc, self.start_block + 1, "latest", AGENT_ADDR, direction="out"
+            self.usdc, self.start_block, "latest", AGENT_ADDR, direction="out"
         )
-        return [t for t in logs if t.sender.lower() == AGENT_ADDR.lower()]
+        return [
+            t
+            for t in logs
+            if t.sender.lower() == AGENT_ADDR.lower() and t.block_number > self.start_block
+        ]
 
     def approved_verdicts(self, run_id: str) -> set[str]:
         return {

@@ -12,8 +12,10 @@ from pydantic import BaseModel, ConfigDict
 
 import agent
 from agent.limits import Limits
-from agent.loop import PendingCall, RunState, _jsonable, _unjsonable, run_task
+from agent.loop import PendingCall, RunState, run_task
 from agent.models.scripted import ScriptedModel
+from agent.state import jsonable as _jsonable
+from agent.state import unjsonable as _unjsonable
 from agent.store import EVENT_TYPES, RunStore
 from agent.tools.base import Observation, Tool, ToolContext
 from judge.fingerprint import call_fingerprint

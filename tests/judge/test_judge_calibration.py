@@ -49,8 +49,14 @@ def test_outcomes_persist_in_the_judge_table(tmp_path: Path) -> None:
     assert again.counts("paid", "k") == (1, 1)
     rows = list(again.db[OUTCOMES_TABLE].rows)
     assert rows == [
-        {"id": 1, "ts": 1_800_000_000, "tool": "paid", "fact_kind": "k", "p_used": "0.25",
-         "covered": 1}
+        {
+            "id": 1,
+            "ts": 1_800_000_000,
+            "tool": "paid",
+            "fact_kind": "k",
+            "p_used": "0.25",
+            "covered": 1,
+        }
     ]
     assert again.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -68,7 +74,10 @@ def test_report_metrics_by_hand() -> None:
     assert report["bins"][2] == {"lo": 0.2, "hi": 0.3, "n": 2, "mean_p": 0.25, "freq": 0.5}
     assert report["bins"][0] == {"lo": 0.0, "hi": 0.1, "n": 0, "mean_p": None, "freq": None}
     assert calibration_report([]) == {
-        "n": 0, "brier": None, "ece": None, "bins": calibration_report([])["bins"],
+        "n": 0,
+        "brier": None,
+        "ece": None,
+        "bins": calibration_report([])["bins"],
     }
 
 

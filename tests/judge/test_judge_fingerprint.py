@@ -21,6 +21,7 @@ from judge.fingerprint import (
     normalize,
     transaction_fingerprint,
     typed_data_fingerprint,
+    typed_data_payload,
 )
 
 # --- RFC 8785 examples --------------------------------------------------------------
@@ -252,8 +253,14 @@ def test_typed_data_refuses_extra_keys_and_mismatched_domain_type() -> None:
 
 def test_transaction_spellings_agree_and_chain_id_is_required() -> None:
     tx = {"chainId": 31337, "to": ADDR, "value": 0, "data": "0xA9059CBB", "type": 2, "nonce": 7}
-    rpc = {"chainId": "0x7a69", "to": to_checksum_address(ADDR), "value": "0x0",
-           "input": "0xa9059cbb", "type": "0x2", "nonce": "0x7"}
+    rpc = {
+        "chainId": "0x7a69",
+        "to": to_checksum_address(ADDR),
+        "value": "0x0",
+        "input": "0xa9059cbb",
+        "type": "0x2",
+        "nonce": "0x7",
+    }
     assert transaction_fingerprint(tx) == transaction_fingerprint(rpc)
     assert transaction_fingerprint({**tx, "nonce": 8}) != transaction_fingerprint(tx)
     with pytest.raises(FingerprintError, match="without chainId"):
@@ -357,3 +364,34 @@ def test_renaming_adding_or_removing_a_key_changes_the_fingerprint(
     assert fingerprint(renamed) != fingerprint(obj)
     removed = {k: v for k, v in obj.items() if k != key}
     assert fingerprint(removed) != fingerprint(obj)
+
+
+def test_typed_data_payload_accepts_x402_shapes() -> None:
+    from x402.mechanisms.evm.types import TypedDataDomain, TypedDataField
+
+    td = _typed_data()
+    d = td["domain"]
+    domain = TypedDataDomain(
+        name=d["name"],
+        version=d["version"],
+        chain_id=d["chainId"],
+        verifying_contract=d["verifyingContract"],
+    )
+    types = {
+        name: [TypedDataField(name=f["name"], type=f["type"]) for f in fields]
+        for name, fields in td["types"].items()
+    }
+    payload = typed_data_payload(domain, types, td["primaryType"], td["message"])
+    assert typed_data_fingerprint(payload) == typed_data_fingerprint(td)
+    assert typed_data_payload(d, td["types"], td["primaryType"], td["message"]) == td
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    field=st.sampled_from(["value", "validAfter", "validBefore"]),
+    delta=st.integers(min_value=1, max_value=2**64),
+)
+def test_typed_data_any_amount_or_time_change_is_seen(field: str, delta: int) -> None:
+    base = _typed_data()
+    changed = _typed_data(**{field: base["message"][field] + delta})
+    assert typed_data_fingerprint(changed) != typed_data_fingerprint(base)

@@ -103,8 +103,7 @@ def test_approve(judge: Judge) -> None:
     v = _decide(judge)
     assert v.decision == "approve"
     assert v.reason == (
-        "EV 0.10 USDC > 0: p 0.80 x value 0.25 USDC (1 missing item x 0.25 USDC) "
-        "- price 0.10 USDC"
+        "EV 0.10 USDC > 0: p 0.80 x value 0.25 USDC (1 missing item x 0.25 USDC) - price 0.10 USDC"
     )
     assert (v.p, v.ev) == ("0.8", "100000")
     req = _request()
@@ -136,7 +135,9 @@ def test_refuse_when_nothing_missing_is_covered_whatever_the_model_says(
     signer: VerdictSigner, clock: Clock
 ) -> None:
     sure = Judge(signer, FixedCalibrator(Decimal(1)), allowed_assets={31337: [USDC]}, clock=clock)
-    v = sure.decide(_request(tool_facts=("block_number", "gas_price"), declared_coverage=Decimal(1)))
+    v = sure.decide(
+        _request(tool_facts=("block_number", "gas_price"), declared_coverage=Decimal(1))
+    )
     assert v.decision == "refuse"
     assert v.reason == (
         "price_feed covers none of the missing items (eth price usd, base fee gwei); it "
@@ -215,7 +216,10 @@ def test_ev_is_exact_and_value_counts_coverable_items(judge: Judge) -> None:
 
 def test_value_per_item_override(signer: VerdictSigner, clock: Clock) -> None:
     j = Judge(
-        signer, FixedCalibrator(), allowed_assets={31337: [USDC]}, value_per_item=50_000,
+        signer,
+        FixedCalibrator(),
+        allowed_assets={31337: [USDC]},
+        value_per_item=50_000,
         clock=clock,
     )
     v = j.decide(_request())
@@ -245,6 +249,7 @@ def test_request_must_match_its_call_fingerprint(judge: Judge) -> None:
         ({"balance": True}, r"found balance=True"),
         ({"payload_fingerprint": "0xABC"}, r"found payload_fingerprint='0xABC'"),
         ({"declared_coverage": Decimal("1.5")}, r"declared_coverage=1.5"),
+        ({"declared_coverage": 0.8}, r"declared_coverage=0.8 \(float\)"),
     ],
 )
 def test_malformed_requests_are_refused(over: dict[str, Any], message: str) -> None:

@@ -8,8 +8,14 @@ from judge.errors import JudgeConfigError
 from judge.policy import DEFAULT_ROWS, FreePolicyRow, FreeReadPolicy
 
 TOOLS = (
-    "base_fee", "block_info", "eth_balance", "gas_price", "token_balance", "token_info",
-    "token_transfers", "tx_receipt",
+    "base_fee",
+    "block_info",
+    "eth_balance",
+    "gas_price",
+    "token_balance",
+    "token_info",
+    "token_transfers",
+    "tx_receipt",
 )
 
 
@@ -36,7 +42,8 @@ def test_unknown_tool_is_refused_with_the_known_ones() -> None:
     d = FreeReadPolicy().decide_free("web_search", 0)
     assert d.outcome == "refused" and d.row is None
     assert d.reason == (
-        "unknown free tool 'web_search'; known free tools: " + ", ".join(TOOLS)
+        "unknown free tool 'web_search'; known free tools: "
+        + ", ".join(TOOLS)
         + ". Fix: propose one of the known tools."
     )
 

@@ -134,7 +134,9 @@ def test_relabelled_judge_field_is_refused(
 ) -> None:
     forged = _issue(VerdictSigner(outsider_account))
     relabelled = forged.model_copy(update={"judge": signer.address})
-    with pytest.raises(VerdictSignatureInvalid, match=f"expected the verdict's judge {signer.address}"):
+    with pytest.raises(
+        VerdictSignatureInvalid, match=f"expected the verdict's judge {signer.address}"
+    ):
         verify_verdict(relabelled, signer.address)
 
 

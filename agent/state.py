@@ -1,0 +1,130 @@
+"""A run's state as a value, and the dependencies a run is given.
+
+``RunState`` is everything a run knows (messages, counters, clock accounting,
+checklist, pending verdict and quote, executed fingerprints, evidence, spend,
+tokens) and round-trips through JSON, so a paused run resumes in another process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agent.limits import Limits
+from agent.models.base import Model
+from agent.result import EvidenceItem, StopReason
+from agent.store import RunStore
+from agent.tools.base import ToolRegistry
+
+__all__ = ["Decision", "Deps", "PendingCall", "RunState", "RunStatus", "jsonable", "unjsonable"]
+
+Decision = Literal["approve", "deny"]
+"""A human's ruling on a paused paid call: ``approve`` it (the judge re-issues an approving
+verdict for the same payload and the run goes on) or ``deny`` it (the run stops)."""
+
+RunStatus = Literal["running", "paused", "stopped"]
+"""``running``: a process is driving it. ``paused``: awaiting approval, state in the store.
+``stopped``: it returned its result."""
+
+
+class PendingCall(BaseModel):
+    """A paid call held for a human: the exact quote and the judge's escalate verdict."""
+
+    step: int
+    tool: str
+    args: dict[str, Any]
+    fingerprint: str
+    quote: dict[str, Any]
+    verdict: dict[str, Any]
+
+
+class RunState(BaseModel):
+    """Everything a run knows; JSON round-trips, so another process can resume it."""
+
+    run_id: str
+    task: str
+    profile: str
+    limits: dict[str, Any]
+    status: RunStatus = "running"
+    started_at: float = Field(default_factory=time.time)
+    elapsed_s: float = 0.0
+    step: int = 0
+    checklist: list[dict[str, Any]] = Field(default_factory=list)
+    checklist_done: bool = False
+    plan: str = ""
+    replanned_at: int = 0
+    lessons: list[str] = Field(default_factory=list)
+    messages: list[dict[str, str]] = Field(default_factory=list)
+    history: list[dict[str, Any]] = Field(default_factory=list)
+    feedback: list[str] = Field(default_factory=list)
+    evidence: list[EvidenceItem] = Field(default_factory=list)
+    executed: dict[str, int] = Field(default_factory=dict)
+    attempted: list[str] = Field(default_factory=list)
+    proposed: list[str] = Field(default_factory=list)
+    nudged: dict[str, int] = Field(default_factory=dict)
+    free_calls: dict[str, int] = Field(default_factory=dict)
+    successful_tools: list[str] = Field(default_factory=list)
+    signatures: list[str] = Field(default_factory=list)
+    consecutive_failures: int = 0
+    consecutive_skips: int = 0
+    consecutive_failed_proposals: int = 0
+    spend_usdc: int = 0
+    gas_wei: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    tokens_estimated: bool = False
+    pending: PendingCall | None = None
+    stop_reason: StopReason | None = None
+    message: str = ""
+
+
+@dataclass
+class Deps:
+    """What a run uses, injected. ``judge`` is an in-process Judge or a JudgeClient.
+
+    ``chain`` is a ChainClient (live balance, free reads); ``wallet`` signs paid calls;
+    ``meter`` (default ``wallet.meter``) reports spent + reserved for the spend cap.
+    """
+
+    model: Model
+    registry: ToolRegistry
+    store: RunStore
+    network: Any
+    chain: Any = None
+    judge: Any = None
+    wallet: Any = None
+    wallet_address: str | None = None
+    meter: Any = None
+    free_policy: Any = None
+    limits: Limits | None = None
+    profile: str | None = None
+    http: Any = None
+    allowlist: tuple[str, ...] = ()
+    extras: dict[str, Any] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
+    on_event: Callable[[str, str, dict[str, Any]], None] | None = None
+
+
+def jsonable(value: Any) -> Any:
+    """JSON-safe copy of a payload; bytes become ``{"__bytes__": hex}`` (reversible)."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"__bytes__": bytes(value).hex()}
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def unjsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"__bytes__"}:
+            return bytes.fromhex(value["__bytes__"])
+        return {k: unjsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unjsonable(v) for v in value]
+    return value
