@@ -190,10 +190,10 @@ class PaidSteps(RunCore):
             obs = Observation.failure(tool.name, f"{type(exc).__name__}: {exc}")
         missing_before = tuple(i.kind or i.text for i in self.checklist.missing)
         self.learn(tool, norm, fp, obs)
-        await self.record_outcome(tool, verdict, missing_before)
+        await self.record_outcome(tool, norm, verdict, missing_before)
 
     async def record_outcome(
-        self, tool: Tool, verdict: Any, missing_before: tuple[str, ...]
+        self, tool: Tool, norm: dict[str, Any], verdict: Any, missing_before: tuple[str, ...]
     ) -> None:
         """Tell the judge, per missing item the tool could cover, whether the call covered
         it (its calibration data). Advisory: a failure here is logged, not fatal."""
@@ -202,7 +202,7 @@ class PaidSteps(RunCore):
         judge = self.deps.judge
         if judge is None or not hasattr(judge, "record_outcome"):
             return
-        keys = {fact_key(f) for f in tool.facts}
+        keys = {fact_key(f) for f in tool.facts_for(tool.args_model.model_validate(norm))}
         still = {i.kind or i.text for i in self.checklist.missing}
         for item in missing_before:
             if fact_key(item) not in keys:

@@ -209,11 +209,15 @@ class RunCore:
         if isinstance(exc, RpcUnreachable):
             raise Stop("chain-unreachable", str(exc)) from exc
         if isinstance(exc, JudgeUnreachable):
-            raise Stop(
-                "judge-unreachable",
-                f"{exc} Fix: start the judge (`nib judge serve`) "
-                "or unset NIB_JUDGE_URL to use the in-process judge.",
-            ) from exc
+            fix = (
+                ""
+                if "Fix" in str(exc)
+                else (
+                    " Fix: start the judge (`nib judge serve`) or unset NIB_JUDGE_URL to use the "
+                    "in-process judge."
+                )
+            )
+            raise Stop("judge-unreachable", f"{exc}{fix}") from exc
         if isinstance(exc, ModelUnavailable):
             raise Stop("llm-unreachable", f"{exc.kind}: {exc.fix}") from exc
 

@@ -74,7 +74,7 @@ MAX_BODY_BYTES = 256 * 1024
 DEFAULT_TIMEOUT_S = 30.0
 CATALOG_TIMEOUT_S = 5.0
 #: Where the allowlist of seller origins is configured (named in refusals).
-ALLOWLIST_SETTING = "seller_allowlist in config.toml (or NIB_SELLER_ALLOWLIST)"
+ALLOWLIST_SETTING = "NIB_SELLER_ALLOWLIST (comma-separated origins, e.g. http://127.0.0.1:8402)"
 _MAX_FACTS = 64
 _MAX_FACT_CHARS = 500
 _MAX_DATA_CHARS = 16_000
@@ -336,12 +336,25 @@ class PayHttpTool(Tool):
             # The seller stopped charging: nothing to sign, the verdict stays unused.
             return self._observation(args, resp, cost=0, settlement=None)
         pr, requirement, payload, authorization = self._current_terms(quote, resp, ctx)
+        try:  # a header we could not encode must fail before anything is signed
+            encode_payment_header(requirement, pr, authorization, _PLACEHOLDER_SIGNATURE)
+        except ValueError as exc:
+            raise X402ProtocolError(
+                f"pay_http: cannot encode the payment for {url}: {exc}"
+            ) from exc
         # The wallet recomputes the fingerprint of exactly this payload: if the seller's
         # terms changed since the quote, it raises VerdictVoid and signs nothing.
         signed = await asyncio.to_thread(
             wallet.sign_typed_data, payload, verdict, run_id=ctx.run_id, cap=cap
         )
-        name, value = encode_payment_header(requirement, pr, authorization, signed.signature)
+        try:
+            name, value = encode_payment_header(requirement, pr, authorization, signed.signature)
+        except ValueError as exc:
+            # The signature never left this process: the money provably cannot move.
+            await asyncio.to_thread(wallet.fail, signed, f"payment header failed: {exc}")
+            raise X402ProtocolError(
+                f"pay_http: cannot encode the payment for {url}: {exc}"
+            ) from exc
         ctx.emit(
             "tool.x402.paying",
             {"url": url, "amount": quote.amount, "ledger_id": signed.ledger_id},
@@ -520,6 +533,8 @@ class PayHttpTool(Tool):
 
 # ------------------------------------------------------------------------------ helpers
 
+#: Stands in for the signature when checking that a payment header can be encoded.
+_PLACEHOLDER_SIGNATURE = "0x" + "00" * 65
 #: Placeholder fingerprint of a free quote: there is no payload to sign.
 _FREE_FINGERPRINT = "0x" + "0" * 64
 

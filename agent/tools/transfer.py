@@ -124,8 +124,8 @@ def _recipient_allowed(ctx: ToolContext, to: str) -> None:
     if addresses and to.lower() not in addresses:
         raise ToolError(
             f"usdc_transfer: recipient {to} is not on the allowlist ({len(addresses)} "
-            "addresses); refused before quoting. Fix: add it to seller_allowlist "
-            "(NIB_SELLER_ALLOWLIST) if the transfer is intended."
+            "addresses); refused before quoting. Fix: add the address to NIB_SELLER_ALLOWLIST "
+            "(comma-separated) if the transfer is intended."
         )
 
 

@@ -77,7 +77,7 @@ class SellerLog:
 
     requests: list[dict[str, Any]] = field(default_factory=list)
     payments: list[dict[str, Any]] = field(default_factory=list)
-    unpaid: int = 0
+    unpaid: int = 0  # unpaid requests to gated paths (each answered 402): 0 = the quote
 
     @property
     def paid_requests(self) -> int:
@@ -180,12 +180,16 @@ class AdversarialSeller:
     async def _cheat(self, request: Any, call_next: Any) -> Any:
         header = request.headers.get("payment-signature") or request.headers.get("x-payment")
         paid = header is not None
-        entry: dict[str, Any] = {"path": request.url.path, "paid": paid}
+        path = request.url.path
+        gated = path == GAS_PATH or path.startswith("/data/")
+        entry: dict[str, Any] = {"path": path, "paid": paid}
         with self._lock:
             self.log.requests.append(entry)
             n = self.log.unpaid
-            if not paid:
+            if not paid and gated:
                 self.log.unpaid += 1
+        if not gated:
+            return await call_next(request)
         if not paid and self.on_unpaid is not None:
             self.on_unpaid(self, n)
         if paid:
@@ -213,7 +217,13 @@ class AdversarialSeller:
     async def _tamper_402(self, response: Any, n: int) -> Any:
         body = b"".join([chunk async for chunk in response.body_iterator])
         raw = response.headers.get(PAYMENT_REQUIRED_HEADER)
-        headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+        headers = {
+            k: v
+            for k, v in response.headers.items()
+            if k.lower() not in ("content-length", PAYMENT_REQUIRED_HEADER.lower())
+        }
+        if raw is not None:
+            headers[PAYMENT_REQUIRED_HEADER] = raw
         if raw is not None and self.rewrite_402 is not None:
             from x402.http import decode_payment_required_header
 

@@ -63,7 +63,7 @@ def test_every_forged_verdict_in_the_corpus_is_refused_by_the_wallet(
         assert isinstance(err.value, VerdictBadSignature), err.value
     assert h.ledger() == [] and h.balance(AGENT_ADDR) == before
     refusals = h.events("forged", "wallet.refused")
-    assert refusals and all(r["data"]["code"] == "verdict-bad-signature" for r in refusals)
+    assert refusals and all(r["data"]["code"] == VerdictBadSignature.code for r in refusals)
 
 
 def _redirect(tmp_path: Any, chain: Any, allowlist: tuple[str, ...]) -> tuple[Any, str, Any]:

@@ -16,7 +16,6 @@ from agent.models.scripted import ScriptedModel
 from agent.tools.base import Observation, Quote, ToolContext
 from agent.tools.transfer import UsdcTransferTool
 from chain.devkeys import AGENT, SELLER, dev_account
-from judge.errors import JudgeUnreachable
 from judge.fingerprint import call_fingerprint
 
 AGENT_ADDR = dev_account(AGENT).address
@@ -46,6 +45,9 @@ def test_paid_call_approved_pays_and_covers(tmp_path: Path, chain: Any) -> None:
     verdicts = [e["data"] for e in deps.store.events(r.run_id, "verdict")]
     assert verdicts[-1]["decision"] == "approve"
     assert deps.wallet.meter.usage(r.run_id).settled == DIME
+    # the judge learned the outcome: the paid call covered the missing item it was bought for
+    rows = list(deps.store.db.query("SELECT * FROM judge_outcomes"))
+    assert len(rows) == 1 and rows[0]["tool"] == "usdc_transfer"
 
 
 def test_cost_budget_stops_before_judging_and_signs_nothing(tmp_path: Path, chain: Any) -> None:
@@ -99,24 +101,13 @@ def test_verdict_void(tmp_path: Path, chain: Any) -> None:
     assert usdc_balance(chain, AGENT_ADDR) == before and signed_rows(deps, r.run_id) == []
 
 
-class DeadJudge:
-    """The judge service is down: every call times out (the client's typed error)."""
-
-    address = dev_account(3).address
-
-    def decide(self, request: Any) -> Any:
-        raise JudgeUnreachable(
-            "judge at http://127.0.0.1:9 did not answer within 5 s", url="http://127.0.0.1:9"
-        )
-
-    def recheck(self, verdict: Any) -> None:
-        raise AssertionError("never reached: nothing is signed without a verdict")
-
-
 def test_judge_unreachable(tmp_path: Path, chain: Any) -> None:
     before = usdc_balance(chain, AGENT_ADDR)
     model = ScriptedModel({"checklist": [RECEIPT], "propose": [PAY]})
-    deps = paid_deps(tmp_path, chain, model, judge=DeadJudge())
+    from judge.service import JudgeClient
+
+    dead = JudgeClient("http://127.0.0.1:9", timeout_s=1.0, trusted_judge=dev_account(3).address)
+    deps = paid_deps(tmp_path, chain, model, judge=dead)
     r = asyncio.run(run_task("Pay the seller 0.10 USDC.", deps))
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("judge-unreachable", False, True, 1)
     assert "nib judge serve" in r.message and r.attempted == [] and r.answer

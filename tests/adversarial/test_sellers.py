@@ -1,0 +1,291 @@
+"""Adversarial x402 sellers against the real loop, wallet and judge on Anvil.
+
+Every seller here is allowlisted (the buyer trusts its origin), so what stops it is the
+payment path itself: the quote-time checks, the wallet's fingerprint check, single-use
+verdicts, the size and time limits, and the ledger that records what really happened.
+Each case counts the Transfer logs from the agent and reads balances from the chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from conftest import (
+    AGENT_ADDR,
+    OUTSIDER_ADDR,
+    PRICE,
+    SELLER_ADDR,
+    Harness,
+    build_harness,
+)
+from sellers import AdversarialSeller
+
+from agent.models.scripted import ScriptedModel
+from agent.result import AgentResult
+from wallet.reconcile import reconcile
+
+GAS = {"items": [{"text": "gas stats", "kind": "gas_stats"}]}
+DONE = {"action": "done"}
+OTHER_TOKEN = "0x" + "5a" * 20
+
+
+def buy(
+    tmp_path: Any, chain: Any, url: str, *, extras: dict[str, Any] | None = None
+) -> tuple[Harness, AgentResult]:
+    """One run that buys ``url``'s gas stats, then says done."""
+    from agent.loop import run_task
+
+    pay = {"action": "call", "tool": "pay_http", "args": {"url": url + "/analytics/gas"}}
+    model = ScriptedModel({"checklist": [GAS], "propose": [pay, DONE]})
+    h = build_harness(tmp_path, chain, model, allowlist=(url,), extras=extras, paywall_url=url)
+    h.extra["before"] = {w: h.balance(w) for w in (AGENT_ADDR, SELLER_ADDR, OUTSIDER_ADDR)}
+    result = asyncio.run(run_task("Buy the gas stats.", h.deps))
+    return h, result
+
+
+def assert_paid(h: Harness, payments: int, to: str = SELLER_ADDR) -> None:
+    """Exactly ``payments`` transfers of PRICE to ``to`` left the wallet; balances agree;
+    no verdict paid twice (one ledger row per used verdict, at most one payment each)."""
+    before = h.extra["before"]
+    logs = h.transfers_from_agent()
+    assert [(t.recipient, t.value) for t in logs] == [(to, PRICE)] * payments
+    assert h.balance(AGENT_ADDR) == before[AGENT_ADDR] - payments * PRICE
+    assert h.balance(to) == before[to] + payments * PRICE
+    others = {SELLER_ADDR, OUTSIDER_ADDR} - {to}
+    assert all(h.balance(w) == before[w] for w in others)
+    rows = h.ledger()
+    assert len({r.verdict_id for r in rows}) == len(rows)
+    assert len(logs) <= len(rows)
+
+
+def stop_message(result: AgentResult) -> str:
+    return f"{result.stop_reason}: {result.message}"
+
+
+def failed_calls(h: Harness, run_id: str) -> list[str]:
+    return [e["data"]["summary"] for e in h.events(run_id, "tool.call") if not e["data"]["ok"]]
+
+
+def settle_by_reconcile(h: Harness) -> None:
+    report = reconcile(h.db, h.client, h.usdc, AGENT_ADDR, h.start_block + 1)
+    assert report.clean, report.to_dict()
+    assert [r.status for r in h.ledger()] == ["settled"]
+    assert "settled by reconcile" in h.ledger()[0].note
+
+
+# ----------------------------------------------------------- terms changed before paying
+
+
+def _on_nth(n: int, change: Callable[[AdversarialSeller], None]) -> Callable[..., None]:
+    def hook(seller: AdversarialSeller, index: int) -> None:
+        if index == n:
+            change(seller)
+
+    return hook
+
+
+def _raise_price(s: AdversarialSeller) -> None:
+    s.price = PRICE * 3
+
+
+def _switch_recipient(s: AdversarialSeller) -> None:
+    s.pay_to = OUTSIDER_ADDR
+
+
+@pytest.mark.parametrize(
+    "change", [_raise_price, _switch_recipient], ids=["price-raised", "recipient-switched"]
+)
+def test_terms_changed_between_quote_and_pay_void_the_verdict(
+    change: Callable[[AdversarialSeller], None], tmp_path: Any, chain: Any, seller_factory: Any
+) -> None:
+    # Unpaid request 0 is the quote; 1 is pay_http re-reading the terms right before paying.
+    seller, url = seller_factory(price=PRICE, on_unpaid=_on_nth(1, change))
+    h, result = buy(tmp_path, chain, url)
+    assert result.stop_reason == "verdict-void", stop_message(result)
+    assert "can no longer be paid" in result.message or "fingerprint" in result.message
+    assert result.partial and result.answer
+    assert seller.log.paid_requests == 0 and h.ledger() == []
+    assert h.events(result.run_id, "wallet.signed") == []
+    assert_paid(h, 0)
+
+
+@pytest.mark.parametrize(
+    "change", [_raise_price, _switch_recipient], ids=["price-raised", "recipient-switched"]
+)
+def test_terms_changed_at_payment_time_fail_the_spend_without_paying(
+    change: Callable[[AdversarialSeller], None], tmp_path: Any, chain: Any, seller_factory: Any
+) -> None:
+    # The seller changes its terms while the signed request is in flight: x402 answers
+    # 402 again, the authorization is unused on chain, the ledger row says so.
+    seller, url = seller_factory(price=PRICE, on_paid=change)
+    h, result = buy(tmp_path, chain, url)
+    assert result.stop_reason == "done-signal", stop_message(result)
+    assert seller.log.paid_requests == 1
+    [row] = h.ledger()
+    assert row.status == "failed" and "after payment" in row.note and "unused on chain" in row.note
+    assert any("answered 402" in s for s in failed_calls(h, result.run_id))
+    assert_paid(h, 0)
+
+
+# ----------------------------------------------------------- terms the buyer cannot pay
+
+
+def _asset(pr: dict[str, Any], _n: int) -> dict[str, Any]:
+    pr["accepts"][0]["asset"] = OTHER_TOKEN
+    return pr
+
+
+def _chain(pr: dict[str, Any], _n: int) -> dict[str, Any]:
+    pr["accepts"][0]["network"] = "eip155:84532"
+    return pr
+
+
+def _zero_timeout(pr: dict[str, Any], _n: int) -> dict[str, Any]:
+    pr["accepts"][0]["maxTimeoutSeconds"] = 0
+    return pr
+
+
+@pytest.mark.parametrize(
+    ("rewrite", "expected"),
+    [
+        (_asset, "offers nothing we can pay"),
+        (_chain, "offers nothing we can pay"),
+        (_zero_timeout, "maxTimeoutSeconds"),
+    ],
+    ids=["asset-swapped", "chain-swapped", "zero-validity"],
+)
+def test_unpayable_terms_are_refused_before_signing(
+    rewrite: Callable[[dict[str, Any], int], dict[str, Any]],
+    expected: str,
+    tmp_path: Any,
+    chain: Any,
+    seller_factory: Any,
+) -> None:
+    seller, url = seller_factory(price=PRICE, rewrite_402=rewrite)
+    h, result = buy(tmp_path, chain, url)
+    assert result.stop_reason == "done-signal", stop_message(result)
+    failures = failed_calls(h, result.run_id)
+    assert len(failures) == 1 and expected in failures[0], failures
+    assert h.events(result.run_id, "verdict") == [] or all(
+        e["data"]["kind"] == "free" for e in h.events(result.run_id, "verdict")
+    )
+    assert seller.log.paid_requests == 0 and h.ledger() == []
+    assert_paid(h, 0)
+
+
+@pytest.mark.parametrize("rewrite", [_asset, _chain], ids=["asset-swapped", "chain-swapped"])
+def test_asset_or_chain_swapped_after_the_quote_voids_the_verdict(
+    rewrite: Callable[[dict[str, Any], int], dict[str, Any]],
+    tmp_path: Any,
+    chain: Any,
+    seller_factory: Any,
+) -> None:
+    def later(pr: dict[str, Any], n: int) -> dict[str, Any]:
+        return rewrite(pr, n) if n >= 1 else pr
+
+    seller, url = seller_factory(price=PRICE, rewrite_402=later)
+    h, result = buy(tmp_path, chain, url)
+    assert result.stop_reason == "verdict-void", stop_message(result)
+    assert "no longer offers a payable requirement" in result.message
+    assert seller.log.paid_requests == 0 and h.ledger() == []
+    assert_paid(h, 0)
+
+
+# ----------------------------------------------------------- validity windows
+
+
+def test_huge_max_timeout_is_capped_to_a_short_authorization(
+    tmp_path: Any, chain: Any, seller_factory: Any
+) -> None:
+    seller, url = seller_factory(price=PRICE, max_timeout_s=10**9)
+    h, result = buy(tmp_path, chain, url)
+    assert result.stop_reason == "evidence-covered", stop_message(result)
+    [payment] = seller.log.payments
+    auth = payment["payload"]["authorization"]
+    quote_time = h.client.block_timestamp(h.start_block)
+    assert int(auth["validBefore"]) - quote_time <= 300 + 5  # x402proto.MAX_VALIDITY_S
+    [row] = h.ledger()
+    assert row.status == "settled"
+    assert_paid(h, 1)
+
+
+def test_authorization_already_expired_at_settlement_moves_nothing(
+    tmp_path: Any, chain: Any, seller_factory: Any
+) -> None:
+    # The chain's clock passes validBefore before the seller verifies: the facilitator
+    # refuses it, the seller answers 402, and the spend is failed (it can never land).
+    seller, url = seller_factory(price=PRICE, paid_mode="expire-first")
+    h, result = buy(tmp_path, chain, url)
+    assert result.stop_reason == "done-signal", stop_message(result)
+    [row] = h.ledger()
+    assert row.status == "failed" and "unused on chain" in row.note
+    [payment] = seller.log.payments
+    valid_before = int(payment["payload"]["authorization"]["validBefore"])
+    assert h.client.block_timestamp("latest") > valid_before
+    assert_paid(h, 0)
+
+
+# ----------------------------------------------------------- after payment
+
+
+def test_402_again_after_payment_gets_no_second_payment(
+    tmp_path: Any, chain: Any, seller_factory: Any
+) -> None:
+    seller, url = seller_factory(price=PRICE, paid_mode="402-again")
+    h, result = buy(tmp_path, chain, url)
+    assert result.stop_reason == "done-signal", stop_message(result)
+    assert seller.log.paid_requests == 1
+    [row] = h.ledger()
+    assert row.status == "failed" and "answered 402 after payment" in row.note
+    assert any("no second payment" in s for s in failed_calls(h, result.run_id))
+    assert_paid(h, 0)
+
+    # The seller kept the signature: it can still settle it (validBefore not reached).
+    # The money moves once, and reconciliation corrects the row the buyer gave up on.
+    seller.submit_authorization(seller.log.payments[0]["payload"])
+    assert_paid(h, 1)
+    settle_by_reconcile(h)
+
+
+def test_402_after_settling_leaves_the_row_signed_until_reconciled(
+    tmp_path: Any, chain: Any, seller_factory: Any
+) -> None:
+    seller, url = seller_factory(price=PRICE, paid_mode="402-but-settle")
+    h, result = buy(tmp_path, chain, url)
+    assert result.stop_reason == "done-signal", stop_message(result)
+    [row] = h.ledger()
+    assert row.status == "signed"
+    assert any("answered 402" in s for s in failed_calls(h, result.run_id))
+    assert_paid(h, 1)
+    settle_by_reconcile(h)
+
+
+def test_huge_response_body_is_refused_and_the_payment_reconciled(
+    tmp_path: Any, chain: Any, seller_factory: Any
+) -> None:
+    seller, url = seller_factory(price=PRICE, paid_mode="huge-body")
+    h, result = buy(tmp_path, chain, url)
+    assert result.stop_reason == "done-signal", stop_message(result)
+    assert any("exceeds" in s and "bytes" in s for s in failed_calls(h, result.run_id))
+    assert result.evidence == []  # nothing from the oversized body entered the run
+    [row] = h.ledger()
+    assert row.status == "signed"
+    assert_paid(h, 1)  # the x402 middleware settled before streaming the body
+    settle_by_reconcile(h)
+
+
+@pytest.mark.slow
+def test_slow_response_times_out_and_the_payment_is_reconciled(
+    tmp_path: Any, chain: Any, seller_factory: Any
+) -> None:
+    seller, url = seller_factory(price=PRICE, paid_mode="slow", slow_s=3.0)
+    h, result = buy(tmp_path, chain, url, extras={"http_timeout_s": 1.0})
+    assert result.stop_reason == "done-signal", stop_message(result)
+    assert any("did not answer within" in s for s in failed_calls(h, result.run_id))
+    [row] = h.ledger()
+    assert row.status == "signed" and "reconcile" not in row.note
+    assert_paid(h, 1)  # settled before the seller stalled
+    settle_by_reconcile(h)
