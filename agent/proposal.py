@@ -24,8 +24,13 @@ __all__ = [
     "NoAction",
     "Proposal",
     "SubmitAnswer",
+    "checklist_messages",
     "parse_proposal",
+    "propose_messages",
+    "replan_messages",
     "retry_messages",
+    "synthesis_messages",
+    "tool_lines",
 ]
 
 PROTOCOL = (

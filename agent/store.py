@@ -18,7 +18,8 @@ import sqlite_utils
 
 __all__ = ["EVENT_TYPES", "RunStore", "connect", "ensure_tables"]
 
-#: Event types the loop writes (``data`` is JSON; never key material).
+#: Event types the loop writes (``data`` is JSON; never key material). Tools and packages
+#: add their own namespaced types through ``ToolContext.emit`` (``tool.transfer``, ...).
 EVENT_TYPES: dict[str, str] = {
     "run.start": "a run began: task, profile, limits",
     "run.resume": "a paused run was picked up again (decision, process)",
@@ -39,6 +40,8 @@ EVENT_TYPES: dict[str, str] = {
     "pause": "the run paused awaiting approval; state saved",
     "lesson": "a lesson distilled from a failed run, or lessons shown to this run",
     "lesson.error": "reading or writing lessons failed (advisory; the run goes on)",
+    "synthesis.skipped": "no model synthesis (budget or outage): the evidence backstop answers",
+    "judge.outcome.error": "recording a paid call's outcome for calibration failed (advisory)",
     "stop": "the run stopped: reason, finished, steps, spend, tokens",
 }
 

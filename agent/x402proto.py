@@ -283,6 +283,7 @@ def build_authorization(
     *,
     payer: str,
     chain_time: int,
+    wall_time: int | None = None,
     nonce: bytes | None = None,
     validity_s: int | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
@@ -292,7 +293,10 @@ def build_authorization(
     same authorization in x402 wire form (decimal strings). The nonce is ours (32 random
     bytes unless given); validAfter = chain_time - 600 (floored at 0) and validBefore =
     chain_time + min(maxTimeoutSeconds, validity_s or 300), both from the CHAIN's block time,
-    which may differ from the wall clock on a devnet.
+    which may differ from the wall clock on a devnet. With ``wall_time`` given the window
+    covers both clocks (after = the earlier minus 600 s, before = the later plus the
+    validity): the token checks the next block's time, while x402 facilitators check their
+    own wall clock, and an idle chain's latest block can lag the wall clock by minutes.
 
     Warning: once signed, anyone holding the signature can move ``amount`` from ``payer`` to
     the seller until validBefore, once. Build it only for the requirement the judge prices.
@@ -322,9 +326,11 @@ def build_authorization(
     nonce = os.urandom(32) if nonce is None else nonce
     if not isinstance(nonce, bytes | bytearray) or len(nonce) != 32:
         raise ValueError("nonce must be exactly 32 bytes (default: os.urandom(32)).")
-    valid_after = max(0, chain_time - VALID_AFTER_SLACK_S)
+    early = chain_time if wall_time is None else min(chain_time, wall_time)
+    late = chain_time if wall_time is None else max(chain_time, wall_time)
+    valid_after = max(0, early - VALID_AFTER_SLACK_S)
     cap = MAX_VALIDITY_S if validity_s is None else validity_s
-    valid_before = chain_time + min(requirement.max_timeout_seconds, cap)
+    valid_before = late + min(requirement.max_timeout_seconds, cap)
     typed_data = eip3009_typed_data(
         name=name,
         version=version,

@@ -125,7 +125,31 @@ def machine() -> dict[str, str]:
         "os": f"{platform.system()} {platform.release()}",
         "python": f"{platform.python_implementation()} {sys.version.split()[0]}",
         "anvil": _anvil_version(),
+        "libraries": _versions("x402", "web3", "eth-account", "eth-keys", "pydantic-ai-slim"),
+        "secp256k1 backend": _ecc_backend(),
     }
+
+
+def _versions(*names: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name} (not installed)")
+    return ", ".join(found)
+
+
+def _ecc_backend() -> str:
+    """eth-keys' signing backend: coincurve (libsecp256k1) or the much slower pure Python."""
+    try:
+        from eth_keys.backends import get_backend
+
+        return type(get_backend()).__name__
+    except Exception as exc:  # noqa: BLE001 - the machine note must not fail the run
+        return f"unknown ({type(exc).__name__})"
 
 
 # ---------------------------------------------------------------------------- devnet
@@ -157,6 +181,7 @@ class BenchEnv:
         self.judge: Any = None
         self.network: Any = None
         self.chain: Any = None
+        self._snapshot: str | None = None
 
     def __enter__(self) -> BenchEnv:
         from chain.client import ChainClient
@@ -186,6 +211,7 @@ class BenchEnv:
                 VerdictSigner(dev_account(JUDGE)),
                 allowed_assets={self.network.chain_id: {self.usdc}},
             )
+            self._snapshot = self._rpc("evm_snapshot")
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -201,6 +227,23 @@ class BenchEnv:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+
+    def _rpc(self, method: str, params: list[Any] | None = None) -> Any:
+        resp = self.chain.w3.provider.make_request(method, params or [])
+        if "error" in resp:
+            raise RuntimeError(f"benchmark: {method} failed on {self.rpc_url}: {resp['error']}")
+        return resp["result"]
+
+    def reset_chain(self) -> None:
+        """Revert Anvil to the state right after set-up (funded, paywall up, few blocks).
+
+        Anvil's automine slows down as the chain grows (a few thousand one-transaction
+        blocks halve its transfer rate here), so every measured side starts from the same
+        chain length. Spend-meter rows of reverted payments stay in the bench's own DBs.
+        """
+        if self._snapshot is None or not self._rpc("evm_revert", [self._snapshot]):
+            raise RuntimeError(f"benchmark: could not revert {self.rpc_url} to the baseline")
+        self._snapshot = self._rpc("evm_snapshot")
 
     @property
     def tmp(self) -> Path:
@@ -302,5 +345,7 @@ def fmt_ms(seconds: float) -> str:
 
 
 def fmt_ratio(value: float) -> str:
-    """Three significant digits, so a small share of a limit stays readable (0.00431x)."""
-    return "n/a" if math.isnan(value) else f"{value:.3g}x"
+    """Two decimals, or three significant digits below 0.1 so a small share stays readable."""
+    if math.isnan(value):
+        return "n/a"
+    return f"{value:.2f}x" if abs(value) >= 0.095 else f"{value:.3g}x"

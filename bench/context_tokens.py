@@ -88,6 +88,7 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
     if env is None:
         with BenchEnv() as own:
             return run(quick, own)
+    env.reset_chain()
     steps = run_async(lambda: _real_steps(env))
     rows = series(steps)
     last = rows[-1]

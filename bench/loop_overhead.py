@@ -15,20 +15,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+# Run as a script, this folder is sys.path[0], and bench/judge.py would shadow the package.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
 
-from agent.limits import Limits
-from agent.loop import Deps, run_task
-from agent.models.scripted import ScriptedModel
-from agent.store import RunStore
-from agent.tools.base import Observation, Tool, ToolContext, ToolRegistry
-from chain.networks import get_network
-from judge.policy import FreePolicyRow, FreeReadPolicy
+from pydantic import BaseModel, ConfigDict  # noqa: E402
+
+from agent.limits import Limits  # noqa: E402
+from agent.loop import Deps, run_task  # noqa: E402
+from agent.models.scripted import ScriptedModel  # noqa: E402
+from agent.store import RunStore  # noqa: E402
+from agent.tools.base import Observation, Tool, ToolContext, ToolRegistry  # noqa: E402
+from chain.networks import get_network  # noqa: E402
+from judge.policy import FreePolicyRow, FreeReadPolicy  # noqa: E402
 
 STEPS = 6
 TOOLS = ("base_fee", "gas_price", "block_info", "token_info", "eth_balance")

@@ -6,7 +6,8 @@ paid request, x402 settlement on chain, ledger). Peer: the limit on this machine
 USDC ``transfer`` transactions sent back-to-back with web3 from several dev accounts
 (one thread each, signed before the clock starts) to the same Anvil, until every one is
 mined. Each round runs every side once, rotating which goes first; each side's figure
-is the median over its rounds. The x402 package's client at the same concurrency is
+is the median over its rounds; the chain is reverted to the same baseline before each
+side runs (Anvil slows as blocks pile up). The x402 package's client at the same concurrency is
 measured too, as a reference for the seller's own ceiling.
 
 ``python -m bench.throughput [--quick]``
@@ -181,6 +182,7 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
     for r in range(rounds):
         # Rotate who goes first, so warm-up and drift do not favour one side.
         for out, measure in sides[r % 3 :] + sides[: r % 3]:
+            env.reset_chain()
             out.append(measure(r))
     ours, peer, client = median(ours_rps), median(peer_rps), median(client_rps)
     senders = len(RAW_SENDERS)
@@ -194,7 +196,8 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
             f"{each} paid GETs of {BENCH_PATH}, one shared wallet, settled on chain by the "
             f"paywall's facilitator (one key, settlements serialised). Peer: {senders} dev "
             f"accounts x {per_sender} pre-signed USDC transfers sent back-to-back with web3 "
-            f"(a thread each) until mined. Median of {rounds} rounds, order rotated. For "
+            f"(a thread each) until mined. Median of {rounds} rounds, order rotated, chain "
+            "reverted to the same baseline before each side. For "
             f"reference, the x402 httpx client at the same concurrency: {client:.1f} req/s "
             f"(nib/x402 client {fmt_ratio(ratio(ours, client))})."
         ),

@@ -111,6 +111,7 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
     if env is None:
         with BenchEnv() as own:
             return run(quick, own)
+    env.reset_chain()
     data = run_async(lambda: _measure(env, iterations, warmup))
     ours, peer = data["ours"], data["peer"]
     med_o, med_p = median(ours), median(peer)

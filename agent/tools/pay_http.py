@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -285,8 +286,9 @@ class PayHttpTool(Tool):
             pr, network_caip2=ctx.network.caip2, asset=usdc, max_amount=args.max_price
         )
         chain_time = await asyncio.to_thread(ctx.chain.block_timestamp, "latest")
+        wall_time = int(time.time())
         typed_data, authorization = build_authorization(
-            requirement, payer=ctx.wallet.address, chain_time=chain_time
+            requirement, payer=ctx.wallet.address, chain_time=chain_time, wall_time=wall_time
         )
         amount = requirement_amount(requirement)
         return Quote(
@@ -306,6 +308,7 @@ class PayHttpTool(Tool):
                 "requirement": _dump(requirement),
                 "authorization": authorization,
                 "chain_time": chain_time,
+                "wall_time": wall_time,
                 "facts": list(self.facts_for(args)),
                 "display": f"{format_usdc(amount)} to {requirement.pay_to} for {args.url}",
             },
@@ -426,6 +429,7 @@ class PayHttpTool(Tool):
             requirement,
             payer=str(message["from"]),
             chain_time=int(quote.meta["chain_time"]),
+            wall_time=int(quote.meta["wall_time"]) if "wall_time" in quote.meta else None,
             nonce=bytes.fromhex(str(message["nonce"])[2:]),
         )
         return pr, requirement, payload, authorization

@@ -38,10 +38,11 @@ from x402.http.middleware.fastapi import payment_middleware
 from x402.mechanisms.evm.exact import ExactEvmFacilitatorScheme, ExactEvmServerScheme
 from x402.schemas import AssetAmount, parse_payment_required
 
-# The paywall's facilitator adapters: fresh nonces after evm_revert, blocking settlement
-# in a worker thread. Reused rather than copied so both sellers settle the same way.
-from chain.paywall import _DevnetFacilitatorSigner, _InProcessFacilitator
 from chain.devkeys import DEPLOYER, dev_account
+
+# The paywall's facilitator adapters (fresh nonces after evm_revert, blocking settlement
+# in a worker thread), reused so both sellers settle exactly the same way.
+from chain.paywall import _DevnetFacilitatorSigner, _InProcessFacilitator
 from chain.usdc import usdc_contract
 
 PaidMode = Literal["honest", "402-again", "402-but-settle", "huge-body", "slow", "expire-first"]

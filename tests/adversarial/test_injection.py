@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import (
+from adv_harness import (
     ADVERSARIAL_LIMITS,
     AGENT_ADDR,
     OUTSIDER_ADDR,

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from conftest import (
+from adv_harness import (
     ADVERSARIAL_LIMITS,
     AGENT_ADDR,
     SELLER_ADDR,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import (
+from adv_harness import (
     AGENT_ADDR,
     OUTSIDER_ADDR,
     PRICE,

@@ -319,3 +319,29 @@ def test_many_runs_share_one_process(tmp_path: Path) -> None:
     results = asyncio.run(many())
     assert {r.stop_reason for r in results} == {"finish-tool"}
     assert len({r.run_id for r in results}) == 5
+
+
+def test_scripted_model_callable_faults_and_usage() -> None:
+    from agent.errors import ModelUnavailable
+    from agent.models.base import ModelRequest
+
+    seen: list[str] = []
+
+    def reply(req: ModelRequest) -> str:
+        seen.append(req.purpose)
+        return '{"action":"done"}'
+
+    m = ScriptedModel(reply)
+    out = asyncio.run(m.complete(ModelRequest("propose", [{"role": "user", "content": "hi"}])))
+    assert out.text == '{"action":"done"}' and out.usage.estimated and seen == ["propose"]
+    assert m.input_tokens == out.usage.input_tokens > 0
+
+    faulty = ScriptedModel({"propose": ["{}", ModelUnavailable("rate-limit", "wait 60 s")]})
+    req = ModelRequest("propose", [{"role": "user", "content": "x"}])
+    asyncio.run(faulty.complete(req))
+    try:
+        asyncio.run(faulty.complete(req))
+    except ModelUnavailable as exc:
+        assert exc.kind == "rate-limit" and "wait 60 s" in str(exc)
+    else:
+        raise AssertionError("the scripted fault was not raised")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -465,8 +466,10 @@ def test_pays_a_v1_seller(chain: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         assert isinstance(pr, PaymentRequiredV1)
         req = choose_requirement(pr, network_caip2=NETWORK, asset=chain.usdc)
         now = int(chain.w3.eth.get_block("latest")["timestamp"])
-        typed, auth = build_authorization(req, payer=agent.address, chain_time=now)
-        assert typed["message"]["validBefore"] == now + 60  # the seller's maxTimeoutSeconds
+        wall = int(time.time())
+        typed, auth = build_authorization(req, payer=agent.address, chain_time=now, wall_time=wall)
+        # the seller's maxTimeoutSeconds, from the later of the two clocks
+        assert typed["message"]["validBefore"] == max(now, wall) + 60
         signature = Account.sign_typed_data(agent.key, full_message=typed).signature
         name, value = encode_payment_header(req, pr, auth, signature)
         assert name == "X-PAYMENT"
@@ -477,3 +480,11 @@ def test_pays_a_v1_seller(chain: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     assert settlement["success"] is True
     assert usdc_balance(chain, agent.address) == before - 30_000
     assert chain.w3.eth.get_transaction_receipt(settlement["transaction"])["status"] == 1
+
+
+def test_window_covers_both_clocks_when_the_chain_lags():
+    """An idle chain's latest block can be minutes behind the wall clock that x402
+    facilitators check; the window must be valid on both clocks."""
+    typed, _ = build_authorization(requirement(), payer=PAYER, chain_time=1_000, wall_time=5_000)
+    assert typed["message"]["validAfter"] == 1_000 - 600
+    assert typed["message"]["validBefore"] == 5_000 + 300

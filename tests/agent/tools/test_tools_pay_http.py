@@ -127,7 +127,8 @@ def test_buys_from_the_local_paywall_and_settles_the_ledger(
     assert (quote.kind, quote.amount, quote.recipient) == ("x402", GAS_PRICE, SELLER_ADDR)
     assert quote.asset == chain.usdc and quote.chain_id == 31337
     chain_now = chain.w3.eth.get_block("latest")["timestamp"]
-    assert chain_now < quote.payload["message"]["validBefore"] <= chain_now + 300
+    later = max(chain_now, quote.meta["wall_time"])  # the window is valid on both clocks
+    assert chain_now < quote.payload["message"]["validBefore"] <= later + 300
     assert quote.meta["facts"] == ["gas_stats"]
     json.dumps(quote.meta)  # a paused run stores its pending quote
 

@@ -1,0 +1,26 @@
+"""Fixtures for the fault suite: the local x402 paywall on the session's Anvil."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from chain.devkeys import SELLER, dev_account
+from chain.paywall import DEFAULT_PRICES, PaywallServer
+
+
+@pytest.fixture(scope="module")
+def paywall_server(anvil: Any) -> Iterator[PaywallServer]:
+    with PaywallServer(anvil.rpc_url, anvil.usdc) as server:
+        yield server
+
+
+@pytest.fixture
+def paywall(chain: Any, paywall_server: PaywallServer) -> Iterator[PaywallServer]:
+    """The module's paywall inside this test's chain snapshot; default terms restored."""
+    yield paywall_server
+    for name, price in DEFAULT_PRICES.items():
+        paywall_server.state.set_price(name, price)
+    paywall_server.state.set_pay_to(dev_account(SELLER).address)

@@ -1,0 +1,216 @@
+"""Helpers for the fault suite: a real agent (loop, wallet, judge, tools) on a given chain,
+ledger and chain readings, and an EIP-3009 relay that settles like a facilitator.
+
+Deps are wired like ``agent.runtime.Runtime.deps``; the wallet's audit events are routed
+into the run store so signatures and refusals sit in ``agent_events`` with the loop's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from web3 import Web3
+
+from agent.limits import Limits
+from agent.loop import Deps
+from agent.models.base import Model
+from agent.store import RunStore
+from agent.tools.base import Tool, ToolRegistry
+from agent.tools.registry_default import default_registry
+from chain.client import ChainClient
+from chain.devkeys import AGENT, DEPLOYER, JUDGE, SELLER, dev_account
+from chain.networks import get_network
+from chain.usdc import usdc_contract
+from judge.calibration import BetaCalibrator
+from judge.jev import Judge
+from judge.verdict import VerdictSigner
+from wallet.keystore import KeyHandle
+from wallet.ledger import Ledger, SpendRow
+from wallet.signer import Wallet
+
+AGENT_ADDR = dev_account(AGENT).address
+SELLER_ADDR = dev_account(SELLER).address
+JUDGE_ADDR = dev_account(JUDGE).address
+GAS_PRICE = 50_000  # chain.paywall DEFAULT_PRICES["gas"]
+
+GAS = {"text": "gas stats", "kind": "gas_stats"}
+TRANSFERS = {"text": "transfer stats", "kind": "transfer_stats"}
+
+
+def pay(url: str) -> dict[str, Any]:
+    return {"action": "call", "tool": "pay_http", "args": {"url": url}}
+
+
+def checklist(*items: dict[str, Any]) -> dict[str, Any]:
+    return {"items": list(items)}
+
+
+def make_judge(db: Path, usdc: str) -> Judge:
+    return Judge(
+        VerdictSigner(dev_account(JUDGE)), BetaCalibrator(str(db)), allowed_assets={31337: [usdc]}
+    )
+
+
+@dataclass
+class Agent:
+    deps: Deps
+    wallet: Wallet
+    store: RunStore
+    client: ChainClient
+    db: Path
+    usdc: str
+    start_block: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def ledger(self, run_id: str | None = None) -> list[SpendRow]:
+        return Ledger(self.db).rows(run_id)
+
+    def balance(self, who: str) -> int:
+        return int(usdc_contract(self.client.w3, self.usdc).functions.balanceOf(who).call())
+
+    def transfers_from_agent(self) -> list[Any]:
+        logs = self.client.transfer_logs(
+            self.usdc, self.start_block, "latest", AGENT_ADDR, direction="out"
+        )
+        return [
+            t
+            for t in logs
+            if t.sender.lower() == AGENT_ADDR.lower() and t.block_number > self.start_block
+        ]
+
+
+def build_agent(
+    db: Path,
+    rpc_url: str,
+    usdc: str,
+    model: Model,
+    *,
+    judge: Any = None,
+    tools: list[Tool] | None = None,
+    allowlist: tuple[str, ...] = (),
+    limits: Limits | None = None,
+    paywall_url: str | None = None,
+    extras: dict[str, Any] | None = None,
+) -> Agent:
+    client = ChainClient(rpc_url, 31337)
+    store = RunStore(db)
+    judge = judge if judge is not None else make_judge(db, usdc)
+
+    def wallet_emit(name: str, data: dict[str, Any]) -> None:
+        store.event(str(data.get("run_id") or "wallet"), name, data)
+
+    wallet = Wallet(
+        KeyHandle(dev_account(AGENT)),
+        db_path=db,
+        chain=client,
+        usdc=usdc,
+        trusted_judge=JUDGE_ADDR,
+        recheck=judge.recheck,
+        emit=wallet_emit,
+    )
+    registry = ToolRegistry(tools) if tools is not None else default_registry(paywall_url=paywall_url)
+    deps = Deps(
+        model=model,
+        registry=registry,
+        store=store,
+        network=get_network("anvil", rpc_url=rpc_url, usdc=usdc),
+        chain=client,
+        judge=judge,
+        wallet=wallet,
+        wallet_address=wallet.address,
+        meter=wallet.meter,
+        limits=limits,
+        allowlist=allowlist,
+        extras={"paywall_url": paywall_url, **(extras or {})},
+    )
+    return Agent(deps, wallet, store, client, db, usdc, client.block_number())
+
+
+# ------------------------------------------------------------------ model provider doubles
+
+
+def completion(text: str) -> httpx.Response:
+    """An OpenAI chat-completions 200 carrying ``text``."""
+    body = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
+    }
+    return httpx.Response(200, json=body)
+
+
+Step = str | dict[str, Any] | httpx.Response | type[Exception] | Callable[[], Any]
+
+
+class Provider:
+    """An OpenAI-compatible endpoint behind httpx.MockTransport that plays ``steps`` in
+    order (reply text/JSON, a raw response, a transport exception, or a callable returning
+    one of those, run when its turn comes), then ``fallback``."""
+
+    def __init__(self, steps: list[Step], fallback: str = "Partial answer from evidence.") -> None:
+        self.steps = list(steps)
+        self.fallback = fallback
+        self.requests: list[dict[str, Any]] = []
+        self.transport = httpx.MockTransport(self._handle)
+
+    def _handle(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(json.loads(request.content))
+        step: Step = self.steps.pop(0) if self.steps else self.fallback
+        if callable(step) and not isinstance(step, type):
+            step = step()
+        if isinstance(step, type) and issubclass(step, Exception):
+            raise step("simulated", request=request)  # type: ignore[call-arg]
+        if isinstance(step, httpx.Response):
+            return step
+        return completion(step if isinstance(step, str) else json.dumps(step))
+
+
+# ------------------------------------------------------------------ relaying authorizations
+
+
+def relay_authorization(w3: Web3, usdc: str, auth: dict[str, Any], signature: str) -> str:
+    """Submit an EIP-3009 authorization from DEPLOYER (what a facilitator does)."""
+    relayer = dev_account(DEPLOYER)
+    fn = usdc_contract(w3, usdc).get_function_by_signature(
+        "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"
+    )(
+        Web3.to_checksum_address(auth["from"]),
+        Web3.to_checksum_address(auth["to"]),
+        int(auth["value"]),
+        int(auth["validAfter"]),
+        int(auth["validBefore"]),
+        bytes.fromhex(str(auth["nonce"])[2:]),
+        bytes.fromhex(signature[2:]),
+    )
+    tx = fn.build_transaction(
+        {
+            "from": relayer.address,
+            "nonce": w3.eth.get_transaction_count(relayer.address, "pending"),
+            "chainId": w3.eth.chain_id,
+            "gas": 200_000,
+        }
+    )
+    tx_hash = w3.eth.send_raw_transaction(relayer.sign_transaction(tx).raw_transaction)
+    receipt = w3.eth.wait_for_transaction_receipt(tx_hash, timeout=30)
+    return ("ok:" if receipt["status"] == 1 else "reverted:") + "0x" + bytes(tx_hash).hex()
+
+
+def poll(check: Callable[[], Any], *, timeout_s: float = 20.0, what: str = "condition") -> Any:
+    """Poll ``check`` until it returns something truthy; raise after ``timeout_s``."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not reached within {timeout_s:g} s")
+        time.sleep(0.05)

@@ -1,0 +1,167 @@
+"""Ten runs at once on one wallet: no nonce errors, every run inside its own cap, and the
+totals exact against the chain (Transfer logs == settled ledger rows == balance deltas)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from fault_support import (
+    AGENT_ADDR,
+    GAS,
+    GAS_PRICE,
+    SELLER_ADDR,
+    TRANSFERS,
+    Agent,
+    build_agent,
+    checklist,
+    pay,
+)
+
+from agent.limits import Limits
+from agent.loop import run_task
+from agent.models.scripted import ScriptedModel
+from agent.result import AgentResult
+from chain.paywall import DEFAULT_PRICES, PaywallServer
+from wallet.reconcile import reconcile
+
+RUNS = 10
+TIP = 10_000  # 0.01 USDC per direct transfer
+RECEIPT = {"text": "transfer receipt", "kind": "transfer_receipt"}
+#: Each run's cap. The judge values each of 2 checklist items at CAP / 2, so every buy
+#: here has EV > 0 (p 0.5 x 0.5 USDC > 0.10 USDC).
+CAP = 1_000_000
+SEND = {"action": "call", "tool": "usdc_transfer", "args": {"to": SELLER_ADDR, "amount": TIP}}
+
+
+def _next(req: Any, url: str) -> dict[str, Any]:
+    """Buy whatever is still missing (a failed buy is retried), then finish."""
+    missing = [i["kind"] for i in req.context.get("checklist", []) if not i["covered"]]
+    if "gas_stats" in missing:
+        return pay(url + "/analytics/gas")
+    if "transfer_stats" in missing:
+        return pay(url + "/analytics/transfers")
+    if "transfer_receipt" in missing:
+        return SEND
+    return {"action": "done"}
+
+
+def run_concurrently(
+    tmp_path: Any, chain: Any, paywall: PaywallServer, items: tuple[dict[str, Any], ...]
+) -> tuple[Agent, list[AgentResult], tuple[int, int]]:
+    replies = {"checklist": checklist(*items), "replan": "go on", "synthesize": "done",
+               "lesson": "none"}
+    model = ScriptedModel(lambda req: replies.get(req.purpose) or _next(req, paywall.url))
+    agent = build_agent(
+        tmp_path / "nib.db", chain.rpc_url, chain.usdc, model,
+        allowlist=(paywall.url,), paywall_url=paywall.url,
+        limits=Limits(spend_cap_usdc=CAP, max_steps=8, max_consecutive_failures=8),
+    )
+    before = agent.balance(AGENT_ADDR), agent.balance(SELLER_ADDR)
+
+    async def all_runs() -> list[AgentResult]:
+        return await asyncio.gather(
+            *(run_task(f"Research task {i}", agent.deps) for i in range(RUNS))
+        )
+
+    return agent, asyncio.run(all_runs()), before
+
+
+def failures(agent: Agent, run_id: str) -> list[str]:
+    return [e["data"]["summary"] for e in agent.store.events(run_id, "tool.call")
+            if not e["data"]["ok"]]
+
+
+def assert_totals_exact(
+    agent: Agent, chain: Any, before: tuple[int, int], *, strict_reconcile: bool = True
+) -> int:
+    logs = agent.transfers_from_agent()
+    rows = agent.ledger()
+    settled = [r for r in rows if r.status == "settled"]
+    assert len(logs) == len(settled)
+    assert {r.status for r in rows} <= {"settled", "released", "failed"}
+    mined = {t.tx_hash.lower() for t in logs}
+    for r in rows:
+        if r.status == "failed":  # a signed transfer the node refused
+            assert "broadcast failed" in r.note
+            if r.tx_hash in mined:
+                # Two runs quoted and signed byte-identical transactions (same nonce, fees,
+                # recipient, amount): one hash, mined once, settled by exactly one row.
+                twins = [x for x in settled if x.tx_hash == r.tx_hash]
+                assert len(twins) == 1, (r, twins)
+    onchain = sum(t.value for t in logs)
+    assert onchain == sum(r.amount for r in settled)
+    assert agent.balance(AGENT_ADDR) == before[0] - onchain
+    assert agent.balance(SELLER_ADDR) == before[1] + onchain
+    assert all(t.recipient == SELLER_ADDR for t in logs)
+    report = reconcile(agent.db, agent.client, chain.usdc, AGENT_ADDR, agent.start_block + 1)
+    assert report.unmatched_onchain == ()  # no money left the wallet unaudited
+    if strict_reconcile:
+        assert report.clean and len(report.matched) == len(logs) and report.resolved == ()
+    # Whatever reconcile changed, the ledger's settled total still equals the chain's.
+    after = [r for r in agent.ledger() if r.status == "settled"]
+    assert sum(r.amount for r in after) == onchain, report.to_dict()
+    return onchain
+
+
+def assert_within_caps(agent: Agent, results: list[AgentResult]) -> None:
+    for r in results:
+        usage = agent.wallet.meter.usage(r.run_id)
+        assert usage.committed <= CAP and usage.reserved == 0, (r.run_id, usage)
+        assert r.spend.usdc_atomic == usage.settled
+
+
+@pytest.mark.slow
+def test_ten_concurrent_runs_paying_the_paywall(
+    tmp_path: Any, chain: Any, paywall: PaywallServer
+) -> None:
+    agent, results, before = run_concurrently(tmp_path, chain, paywall, (GAS, TRANSFERS))
+    each = GAS_PRICE + DEFAULT_PRICES["transfers"]
+    for r in results:
+        assert not [f for f in failures(agent, r.run_id) if "nonce" in f.lower()]
+        assert r.stop_reason == "evidence-covered", (r.stop_reason, r.message)
+        assert r.spend.usdc_atomic == each
+    assert_within_caps(agent, results)
+    assert assert_totals_exact(agent, chain, before) == RUNS * each
+    assert len(agent.ledger()) == 2 * RUNS
+
+
+@pytest.mark.slow
+def test_ten_concurrent_runs_with_direct_transfers_stay_exact(
+    tmp_path: Any, chain: Any, paywall: PaywallServer
+) -> None:
+    """Money stays exact even when transfers race for the wallet's nonce: a stale quote
+    is refused before signing, a signed transfer whose nonce was taken is refused by the
+    node and failed in the ledger, and whatever did settle is accounted to the unit."""
+    agent, results, before = run_concurrently(tmp_path, chain, paywall, (GAS, RECEIPT))
+    for r in results:
+        for f in failures(agent, r.run_id):
+            races = ("the quote is stale", "nonce too low", "already imported")
+            assert any(x in f for x in races), f
+    assert_within_caps(agent, results)
+    onchain = assert_totals_exact(agent, chain, before, strict_reconcile=False)
+    tips = sum(1 for r in agent.ledger() if r.status == "settled" and r.amount == TIP)
+    done = [r for r in results if r.stop_reason == "evidence-covered"]
+    assert tips == len(done) and onchain == RUNS * GAS_PRICE + tips * TIP
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "BUG: agent/tools/transfer.py UsdcTransferTool.quote pins the nonce to the chain's "
+        "pending count and execute re-checks it before signing; concurrent runs sharing one "
+        "wallet quote the same nonce: most fail 'the quote is stale', and two that pass "
+        "the check together both sign nonce N, one broadcast then fails 'nonce too low' "
+        "(SendFailed, row failed). The wallet's NonceManager (wallet/nonces.py) is "
+        "bypassed for quoted transfers."
+    ),
+)
+def test_ten_concurrent_transfers_have_no_nonce_errors(
+    tmp_path: Any, chain: Any, paywall: PaywallServer
+) -> None:
+    agent, results, _before = run_concurrently(tmp_path, chain, paywall, (GAS, RECEIPT))
+    errors = [f for r in results for f in failures(agent, r.run_id) if "nonce" in f.lower()]
+    assert errors == []
+    assert all(r.stop_reason == "evidence-covered" for r in results)
