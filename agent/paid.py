@@ -43,6 +43,10 @@ class PaidSteps(RunCore):
                 "payload_fingerprint": quote.payload_fingerprint,
             },
         )
+        if quote.amount == 0 and quote.meta.get("free"):
+            # The seller answered without asking for payment: nothing to judge or sign.
+            self.learn(tool, norm, fp, await tool.execute(quote, None, self.ctx))
+            return
         self.check_spend(quote)
         verdict = await self.judge_decide(tool, norm, fp, quote, human_approved=False)
         self.emit(

@@ -187,6 +187,8 @@ def build_runtime(
         usdc=network.usdc,
         trusted_judge=trusted,
         recheck=judge.recheck,
+        # Wallet refusals and settlements join the run's own audit trail.
+        emit=lambda type_, data: store.event(str(data.get("run_id") or "-"), type_, data),
     )
     paywall = paywall_url or (devnet_info.paywall_url if devnet_info else None)
     registry = default_registry(paywall_url=paywall)
