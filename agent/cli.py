@@ -546,7 +546,10 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:  # pragma: no cover - packages always present in an install
         pass
     try:
-        app(args=argv, standalone_mode=False)
+        # Without standalone mode click hands back a command's typer.Exit code as the return value.
+        rc = app(args=argv, standalone_mode=False)
+        if isinstance(rc, int):
+            return rc
     except known as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         return EXIT_BAD_INPUT

@@ -100,6 +100,8 @@ class NibSettings(BaseSettings):
     rpc_url: str | None = None
     usdc_address: str | None = None
     judge_url: str | None = None
+    judge_address: str | None = None
+    seller_allowlist: str = ""
     model_provider: str | None = None
     model: str | None = None
     model_base_url: str | None = None

@@ -53,9 +53,7 @@ class Runtime:
     def deps(self, *, profile: str | None = None, limits: Any = None, on_event: Any = None) -> Deps:
         """Dependencies for one run (or a resume)."""
         allow = (self.paywall_url,) if self.paywall_url else ()
-        extra_allow = tuple(
-            o.strip() for o in os.environ.get("NIB_SELLER_ALLOWLIST", "").split(",") if o.strip()
-        )
+        extra_allow = tuple(o.strip() for o in self.settings.seller_allowlist.split(",") if o.strip())
         extras = {"paywall_url": self.paywall_url, **self.extras}
         return Deps(
             model=self.model,
@@ -108,7 +106,15 @@ def build_judge(settings: NibSettings, network: Network, *, spend_cap: int | Non
     if settings.judge_url:
         from judge.service import JudgeClient
 
-        return JudgeClient(settings.judge_url)
+        # The wallet trusts a configured address, never whatever the service claims to be.
+        trusted = settings.judge_address or (dev_account(JUDGE).address if network.is_devnet else None)
+        if not trusted:
+            raise AgentConfigError(
+                f"NIB_JUDGE_URL is set ({settings.judge_url}) but NIB_JUDGE_ADDRESS is not; expected "
+                "the judge's address so the wallet can verify its verdicts. Fix: set "
+                "NIB_JUDGE_ADDRESS to the address `nib judge serve` printed."
+            )
+        return JudgeClient(settings.judge_url, trusted_judge=trusted)
     from judge.calibration import BetaCalibrator
     from judge.jev import Judge
     from judge.verdict import VerdictSigner

@@ -266,7 +266,8 @@ class JudgeClient:
     def address(self) -> str:
         """The judge's address, as the service reports it."""
         if self._address is None:
-            self._address = str(self._call("GET", "/health")["judge"])
+            # A configured trusted address wins: trust is not taken from the service's claim.
+            self._address = self.trusted_judge or str(self._call("GET", "/health")["judge"])
         return self._address
 
     def decide(self, request: PaidCallRequest) -> Verdict:

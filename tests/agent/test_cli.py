@@ -125,3 +125,49 @@ def test_devnet_down_leaves_no_anvil(tmp_path):
     assert devnet.pid_alive(info["pid"]) and devnet.pid_alive(info["paywall_pid"])
     assert nib(tmp_path, "devnet", "down").returncode == 0
     assert not devnet.pid_alive(info["pid"]) and not devnet.pid_alive(info["paywall_pid"])
+
+
+def test_judge_as_its_own_service(home):
+    """The judge runs in its own process; the agent asks it over loopback and the wallet
+    verifies its verdicts against the configured address. With it gone: judge-unreachable."""
+    from chain.devkeys import JUDGE, dev_account
+    from chain.devnet import free_port, stop_pid
+
+    assert nib(home, "devnet", "up").returncode == 0
+    port = free_port()
+    env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet"}
+    serve = subprocess.Popen(NIB + ["judge", "serve", "--port", str(port)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        import httpx
+
+        url = f"http://127.0.0.1:{port}"
+        deadline = __import__("time").monotonic() + 30
+        while True:
+            try:
+                if httpx.get(url + "/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert __import__("time").monotonic() < deadline, "judge service did not start"
+            assert serve.poll() is None, serve.stderr.read() if serve.stderr else ""
+            __import__("time").sleep(0.1)
+        judged = {**env, "NIB_JUDGE_URL": url, "NIB_JUDGE_ADDRESS": dev_account(JUDGE).address}
+        r = subprocess.run(NIB + ["run", "--demo", "--json"], env=judged, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        result = json.loads(r.stdout)
+        assert result["finished"] and result["spend"]["usdc_atomic"] > 0
+    finally:
+        stop_pid(serve.pid)
+    r = subprocess.run(NIB + ["run", "--demo", "--json"], env=judged, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout[-3000:]
+    result = json.loads(r.stdout)
+    assert result["stop_reason"] == "judge-unreachable" and result["spend"]["usdc_atomic"] == 0
+    assert "nib judge serve" in result["message"] or "NIB_JUDGE_URL" in result["message"]
+
+
+def test_stopped_run_exits_1(home):
+    r = nib(home, "run", "What is the premium report?", "--json")
+    result = json.loads(r.stdout)
+    assert not result["finished"] and result["partial"]
+    assert r.returncode == 1

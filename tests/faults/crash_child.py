@@ -1,0 +1,60 @@
+"""Child process for the crash test: get a judge verdict, sign an x402 payment through the
+real wallet, hand the signed authorization over (a file stands in for the seller), then
+hang before anything submits or settles it, waiting to be SIGKILLed.
+
+Usage: python crash_child.py RPC_URL USDC DB_PATH OUT_DIR
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+
+def main(rpc_url: str, usdc: str, db: str, out_dir: str) -> None:
+    from chain.client import ChainClient
+    from chain.devkeys import AGENT, JUDGE, SELLER, dev_account
+    from chain.usdc import eip3009_typed_data
+    from judge.calibration import BetaCalibrator
+    from judge.fingerprint import call_fingerprint, typed_data_fingerprint
+    from judge.jev import Judge, PaidCallRequest
+    from judge.verdict import VerdictSigner
+    from wallet.keystore import KeyHandle
+    from wallet.signer import Wallet
+
+    out = Path(out_dir)
+    client = ChainClient(rpc_url, 31337)
+    judge = Judge(VerdictSigner(dev_account(JUDGE)), BetaCalibrator(db),
+                  allowed_assets={31337: [usdc]})
+    wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=db, chain=client, usdc=usdc,
+                    trusted_judge=judge.address, recheck=judge.recheck)
+    now = client.block_timestamp("latest")
+    nonce = os.urandom(32)
+    typed = eip3009_typed_data(
+        name="USDC", version="2", chain_id=31337, verifying_contract=usdc,
+        sender=wallet.address, recipient=dev_account(SELLER).address, value=100_000,
+        valid_after=now - 600, valid_before=now + 300, nonce=nonce,
+    )
+    args = {"url": "http://127.0.0.1:8402/analytics/gas"}
+    verdict = judge.decide(PaidCallRequest(
+        tool="pay_http", args=args, call_fingerprint=call_fingerprint("pay_http", args),
+        payload_fingerprint=typed_data_fingerprint(typed), price=100_000, asset=usdc,
+        recipient=dev_account(SELLER).address, chain_id=31337, remaining_budget=1_000_000,
+        balance=wallet.balance(), per_call_cap=250_000, spend_cap=1_000_000,
+        missing=("gas_stats",), tool_facts=("gas_stats",),
+    ))
+    assert verdict.decision == "approve", verdict.reason
+    # The purchase intent survives the crash (a real agent keeps it in its run state).
+    intent = {"verdict": verdict.model_dump(mode="json"), "nonce": "0x" + nonce.hex(),
+              "valid_after": now - 600, "valid_before": now + 300}
+    (out / "intent.json").write_text(json.dumps(intent))
+    signed = wallet.sign_typed_data(typed, verdict, run_id="crash-run", cap=1_000_000)
+    (out / "signed.json").write_text(json.dumps(signed.to_x402_payload()))
+    threading.Event().wait()  # hang "before settlement" until the parent kills us
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:5])
