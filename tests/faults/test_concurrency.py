@@ -141,10 +141,12 @@ def test_ten_concurrent_runs_with_direct_transfers_stay_exact(
                      "replacement transaction underpriced")
             assert any(x in f for x in races), f
     assert_within_caps(agent, results)
-    onchain = assert_totals_exact(agent, chain, before, strict_reconcile=False)
     tips = sum(1 for r in agent.ledger() if r.status == "settled" and r.amount == TIP)
     done = [r for r in results if r.stop_reason == "evidence-covered"]
-    assert tips == len(done) and onchain == RUNS * GAS_PRICE + tips * TIP
+    assert tips == len(done)
+    # strict_reconcile=False: see test_reconcile_twins.py (identical signed txs).
+    onchain = assert_totals_exact(agent, chain, before, strict_reconcile=False)
+    assert onchain == RUNS * GAS_PRICE + tips * TIP
 
 
 @pytest.mark.slow

@@ -441,8 +441,8 @@ def test_expired_quote_is_refused_before_signing(
     tool = PayHttpTool(paywall.url)
     quote = quote_of(tool, paywall.url + "/analytics/gas", paid_ctx)
     verdict = approve(judge_signer, quote)
-    chain.rpc("evm_increaseTime", [400])
-    chain.rpc("evm_mine")
+    # Move the chain past the authorization's window (which spans chain and wall clocks).
+    chain.rpc("evm_mine", [int(quote.payload["message"]["validBefore"]) + 1])
     with pytest.raises(ToolError, match="the quote for .* is stale: its authorization is valid"):
         run(tool.execute(quote, verdict, paid_ctx))
     assert wallet.meter.ledger.rows() == [] and not wallet.meter.ledger.is_used(verdict.id)
