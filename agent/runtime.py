@@ -73,6 +73,15 @@ class Runtime:
         )
 
 
+def _audit_into(store: RunStore) -> Any:
+    """Wallet refusals and settlements join the run's own audit trail."""
+
+    def emit(type_: str, data: dict[str, Any]) -> None:
+        store.event(str(data.get("run_id") or "-"), type_, data)
+
+    return emit
+
+
 def ensure_devnet_wallet(info: _devnet.DevnetInfo, home: Path | None = None) -> str:
     """Import the devnet's agent key into the keystore if there is none yet."""
     from wallet.keystore import ensure_devnet_wallet as _ensure
@@ -193,8 +202,7 @@ def build_runtime(
         usdc=network.usdc,
         trusted_judge=trusted,
         recheck=judge.recheck,
-        # Wallet refusals and settlements join the run's own audit trail.
-        emit=lambda type_, data: store.event(str(data.get("run_id") or "-"), type_, data),
+        emit=_audit_into(store),
     )
     paywall = paywall_url or (devnet_info.paywall_url if devnet_info else None)
     registry = default_registry(paywall_url=paywall)

@@ -126,8 +126,10 @@ class AnvilProcess:
         self.rpc_url = f"http://127.0.0.1:{self.port}"
         self.chain_id = DEVNET_CHAIN_ID
         self.log_path = log or Path(os.devnull)
+        # --quiet: Anvil's banner prints its dev accounts' private keys, and no key may
+        # reach a log; errors are still printed.
         cmd = [self.binary, "--host", "127.0.0.1", "--port", str(self.port),
-               "--chain-id", str(DEVNET_CHAIN_ID)]
+               "--chain-id", str(DEVNET_CHAIN_ID), "--quiet"]
         if state is not None:
             cmd += ["--state", str(state)]
         logf = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child

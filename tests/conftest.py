@@ -7,6 +7,7 @@ that writes to the chain runs between ``evm_snapshot`` and ``evm_revert``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from chain.devkeys import AGENT, DEPLOYER, dev_account
+from tests._keyscan import scan_files, scan_secrets
 
 
 @dataclass
@@ -65,3 +67,41 @@ def nib_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("NIB_HOME", str(home))
     monkeypatch.setenv("NIB_WALLET_PASSWORD", "test-passphrase")
     return home
+
+
+# ---------------------------------------------------------------- key-material scan
+#
+# Every test's captured output and failure text, and every file the suite leaves in
+# its temporary folders (SQLite databases, WAL files, logs, reports, keystores), is
+# scanned for the private keys the suite uses. Keystores hold keys encrypted, so a hit
+# anywhere means a key leaked into an output, an event, an exception or the database.
+
+_SCANNED_TEXT: list[tuple[str, str]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    parts = [report.capstdout, report.capstderr, report.caplog]
+    if report.failed:
+        parts.append(report.longreprtext)
+    text = "\n".join(p for p in parts if p)
+    if text:
+        _SCANNED_TEXT.append((report.nodeid, text.lower()))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if exitstatus not in (0, 1) or getattr(session.config, "workerinput", None) is not None:
+        return
+    secrets = scan_secrets()
+    hits = [f"{name} in output of {node}" for node, text in _SCANNED_TEXT
+            for name, hexkey in secrets.items() if hexkey in text]
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is not None:
+        with contextlib.suppress(OSError):
+            hits += scan_files(factory.getbasetemp(), secrets)
+    if hits:
+        session.exitstatus = 1
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("KEY MATERIAL FOUND (the suite fails):", red=True)
+            for hit in hits[:20]:
+                reporter.write_line(f"  {hit}", red=True)

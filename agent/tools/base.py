@@ -152,10 +152,14 @@ class Tool(ABC):
         """Paid tools: build the exact payload to sign (no signing, no spending)."""
         raise ToolError(f"{self.name} is a {self.kind} tool and cannot be quoted.")
 
-    async def execute(self, quote: Quote, verdict: Verdict, ctx: ToolContext) -> Observation:
+    async def execute(
+        self, quote: Quote, verdict: Verdict | None, ctx: ToolContext
+    ) -> Observation:
         """Paid tools: have ``ctx.wallet`` sign ``quote.payload`` under ``verdict`` and send.
 
-        Moves money. The wallet refuses unless the verdict approves exactly this payload.
+        Moves money. The wallet refuses unless the verdict approves exactly this payload;
+        ``None`` is only for a free quote (amount 0, nothing to sign), and the wallet
+        refuses to sign anything without a verdict.
         """
         raise ToolError(f"{self.name} is a {self.kind} tool and cannot be executed with a quote.")
 

@@ -6,8 +6,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from chain import devnet
@@ -139,19 +141,12 @@ def test_judge_as_its_own_service(home):
     serve = subprocess.Popen(NIB + ["judge", "serve", "--port", str(port)], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        import httpx
-
         url = f"http://127.0.0.1:{port}"
-        deadline = __import__("time").monotonic() + 30
-        while True:
-            try:
-                if httpx.get(url + "/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert __import__("time").monotonic() < deadline, "judge service did not start"
+        deadline = time.monotonic() + 30
+        while not _answers(url + "/v1/health"):
+            assert time.monotonic() < deadline, "judge service did not start"
             assert serve.poll() is None, serve.stderr.read() if serve.stderr else ""
-            __import__("time").sleep(0.1)
+            time.sleep(0.1)
         judged = {**env, "NIB_JUDGE_URL": url, "NIB_JUDGE_ADDRESS": dev_account(JUDGE).address}
         r = subprocess.run(NIB + ["run", "--demo", "--json"], env=judged, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
@@ -171,3 +166,10 @@ def test_stopped_run_exits_1(home):
     result = json.loads(r.stdout)
     assert not result["finished"] and result["partial"]
     assert r.returncode == 1
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
