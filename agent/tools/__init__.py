@@ -13,15 +13,21 @@ from agent.tools.base import (
     ToolRegistry,
     format_validation_error,
 )
+from agent.tools.pay_http import PayHttpTool
+from agent.tools.registry_default import default_registry
+from agent.tools.transfer import UsdcTransferTool
 
 __all__ = [
     "Emit",
     "Observation",
+    "PayHttpTool",
     "Quote",
     "QuoteKind",
     "Tool",
     "ToolContext",
     "ToolKind",
     "ToolRegistry",
+    "UsdcTransferTool",
+    "default_registry",
     "format_validation_error",
 ]
