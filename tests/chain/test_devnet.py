@@ -76,3 +76,17 @@ def test_anvil_missing_names_the_install_command(monkeypatch, tmp_path):
     monkeypatch.setenv("NIB_ANVIL", str(tmp_path / "nope"))
     with pytest.raises(AnvilMissing, match="npm install --prefix tools @foundry-rs/anvil@1.7.1"):
         devnet.find_anvil()
+
+
+def test_corrupt_state_file_is_moved_aside_and_the_devnet_starts_fresh(tmp_path, capfd):
+    state = tmp_path / "devnet" / "anvil-state.json"
+    state.parent.mkdir(parents=True)
+    state.write_text("{this is not anvil state")
+    info = devnet.up(tmp_path, paywall=False)
+    try:
+        assert info.running
+        assert ChainClient(info.rpc_url, 31337).token_balance(info.usdc, info.wallet) == 100_000_000
+        assert list(state.parent.glob("anvil-state.broken-*.json")), "the bad state file was kept aside"
+        assert "moved it to" in capfd.readouterr().err
+    finally:
+        devnet.down(tmp_path)
