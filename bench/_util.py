@@ -7,6 +7,7 @@ figure and its peer are measured on the same chain in the same run.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import math
 import os
@@ -349,3 +350,19 @@ def fmt_ratio(value: float) -> str:
     if math.isnan(value):
         return "n/a"
     return f"{value:.2f}x" if abs(value) >= 0.095 else f"{value:.3g}x"
+
+
+def bench_main(
+    prog: str,
+    doc: str | None,
+    run: Callable[..., dict[str, Any]],
+    report: Callable[[dict[str, Any]], str],
+    argv: list[str] | None = None,
+) -> int:
+    """The command line every benchmark module shares: ``--quick``, run, print the report."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc)
+    parser.add_argument("--quick", action="store_true", help="tiny iteration counts")
+    args = parser.parse_args(argv)
+    print(report(run(quick=args.quick)))
+    return 0
+

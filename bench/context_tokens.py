@@ -12,13 +12,12 @@ figure is the history carried into the request after step k; the ratio is at ste
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import asdict
 from typing import Any
 
 import httpx
 
-from bench._util import BenchEnv, Figure, fmt_ratio, ratio, run_async
+from bench._util import BenchEnv, Figure, bench_main, fmt_ratio, ratio, run_async
 
 __all__ = ["STEPS", "main", "run"]
 
@@ -132,11 +131,7 @@ def report(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.context_tokens", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="accepted for symmetry")
-    args = parser.parse_args(argv)
-    print(report(run(quick=args.quick)))
-    return 0
+    return bench_main("python -m bench.context_tokens", __doc__, run, report, argv)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ measured too, as a reference for the seller's own ceiling.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import threading
 import time
@@ -29,6 +28,7 @@ from bench._util import (
     RAW_SENDERS,
     BenchEnv,
     Figure,
+    bench_main,
     fmt_ratio,
     median,
     ratio,
@@ -288,11 +288,7 @@ def report(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.throughput", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="tiny iteration counts")
-    args = parser.parse_args(argv)
-    print(report(run(quick=args.quick)))
-    return 0
+    return bench_main("python -m bench.throughput", __doc__, run, report, argv)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ eth-account signer: 402 -> sign -> paid request -> 200, no judge and no ledger.
 
 from __future__ import annotations
 
-import argparse
 import time
 from typing import Any
 
@@ -22,6 +21,7 @@ from bench._util import (
     BENCH_PATH,
     BenchEnv,
     Figure,
+    bench_main,
     fmt_ms,
     fmt_ratio,
     median,
@@ -161,11 +161,7 @@ def report(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.x402_latency", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="tiny iteration counts")
-    args = parser.parse_args(argv)
-    print(report(run(quick=args.quick)))
-    return 0
+    return bench_main("python -m bench.x402_latency", __doc__, run, report, argv)
 
 
 if __name__ == "__main__":
