@@ -9,8 +9,6 @@ live from the chain; fact sheets come from the datasets shipped in ``chain/data/
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import os
 import signal
 import sys
@@ -19,7 +17,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,19 +35,23 @@ from x402.http import (
 )
 from x402.http.middleware.fastapi import payment_middleware
 from x402.mechanisms.evm.exact import ExactEvmFacilitatorScheme, ExactEvmServerScheme
-from x402.mechanisms.evm.signers import FacilitatorWeb3Signer
 from x402.schemas import (
     AssetAmount,
-    PaymentPayload,
-    PaymentRequirements,
-    SettleResponse,
-    SupportedResponse,
-    VerifyResponse,
 )
 
-from chain.client import GWEI, ChainClient
+from chain.client import ChainClient
 from chain.devkeys import DEPLOYER, DEVNET_CHAIN_ID, SELLER, dev_account
 from chain.errors import ChainError, DevnetError
+from chain.facilitator import DevnetFacilitatorSigner, InProcessFacilitator
+from chain.research import (
+    congestion,
+    dataset,
+    decimal_str,
+    gas_stats,
+    protocols,
+    tokens,
+    transfer_stats,
+)
 
 __all__ = [
     "DEFAULT_PRICES",
@@ -72,7 +73,6 @@ MAX_TIMEOUT_S = 300
 _CONFIRMATION_TIMEOUT_S = 30.0
 _READY_TIMEOUT_S = 15.0
 _USDC_DECIMALS = 6
-_DATA_DIR = Path(__file__).resolve().parent / "data"
 
 FactKind = Literal[
     "gas_stats", "transfer_stats", "token_factsheet", "protocol_factsheet", "premium_report"
@@ -243,135 +243,6 @@ def _require_price(name: str, amount: object) -> None:
         )
 
 
-# ----------------------------------------------------------------------------- facilitator
-
-
-class _DevnetFacilitatorSigner(FacilitatorWeb3Signer):
-    """x402's web3 facilitator signer, with nonces read fresh from the node.
-
-    The stock signer caches its next nonce and only ever moves it up. After an
-    ``evm_revert`` (every chain test) or a deployer transaction sent by someone else, the
-    cache is ahead of the chain and the settlement sits in Anvil's queue until it times
-    out. Settlements are serialised by :class:`_InProcessFacilitator`, so the pending count
-    is always the right nonce.
-    """
-
-    def _reserve_nonce(self) -> int:
-        with self._nonce_lock:
-            return int(self._w3.eth.get_transaction_count(self._account.address, "pending"))
-
-
-class _InProcessFacilitator:
-    """x402's ``FacilitatorClient`` protocol over an in-process ``x402FacilitatorSync``.
-
-    There is no public facilitator for a devnet. The package's facilitator does blocking
-    RPC (simulate, send, wait for the receipt), so each call runs in a worker thread to keep
-    the event loop serving; settlements run one at a time so facilitator nonces never race.
-    """
-
-    def __init__(self, facilitator: x402FacilitatorSync) -> None:
-        self._facilitator = facilitator
-        self._settle_lock = threading.Lock()
-
-    async def verify(
-        self, payload: PaymentPayload, requirements: PaymentRequirements
-    ) -> VerifyResponse:
-        return await asyncio.to_thread(self._facilitator.verify, payload, requirements)
-
-    async def settle(
-        self, payload: PaymentPayload, requirements: PaymentRequirements
-    ) -> SettleResponse:
-        return await asyncio.to_thread(self._settle, payload, requirements)
-
-    def _settle(self, payload: PaymentPayload, requirements: PaymentRequirements) -> SettleResponse:
-        with self._settle_lock:
-            return self._facilitator.settle(payload, requirements)
-
-    def get_supported(self) -> SupportedResponse:
-        return self._facilitator.get_supported()
-
-
-# ------------------------------------------------------------------------------- data
-
-
-@cache
-def _dataset(name: str) -> dict[str, Any]:
-    text = (_DATA_DIR / f"{name}.json").read_text(encoding="utf-8")
-    data: dict[str, Any] = json.loads(text)
-    return data
-
-
-def _tokens() -> dict[str, dict[str, str]]:
-    tokens: dict[str, dict[str, str]] = _dataset("tokens")["tokens"]
-    return tokens
-
-
-def _protocols() -> dict[str, dict[str, str]]:
-    protocols: dict[str, dict[str, str]] = _dataset("protocols")["protocols"]
-    return protocols
-
-
-def _dec(value: Decimal, places: int) -> str:
-    """Exact decimal string, rounded to ``places`` and without trailing zeros."""
-    text = f"{value.quantize(Decimal(10) ** -places):f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def gas_stats(client: ChainClient, blocks: int = 20) -> dict[str, str]:
-    """Base fee and gas-used statistics over the last ``blocks`` blocks, as fact strings."""
-    latest = client.block("latest")
-    head = int(latest["number"])
-    first = max(0, head - blocks + 1)
-    rows = [latest if n == head else client.block(n) for n in range(first, head + 1)]
-    fees = [int(b.get("baseFeePerGas", 0)) for b in rows]
-    used = [int(b["gasUsed"]) for b in rows]
-    ratios = [Decimal(int(b["gasUsed"])) / Decimal(int(b["gasLimit"])) for b in rows]
-    span = int(rows[-1]["timestamp"]) - int(rows[0]["timestamp"])
-    n = len(rows)
-    return {
-        "latest_block": str(head),
-        "blocks_sampled": str(n),
-        "base_fee_gwei": _dec(Decimal(fees[-1]) / GWEI, 9),
-        "base_fee_gwei_mean": _dec(Decimal(sum(fees)) / n / GWEI, 9),
-        "base_fee_gwei_min": _dec(Decimal(min(fees)) / GWEI, 9),
-        "base_fee_gwei_max": _dec(Decimal(max(fees)) / GWEI, 9),
-        "gas_used_mean": _dec(Decimal(sum(used)) / n, 2),
-        "gas_used_ratio_mean": _dec(sum(ratios, Decimal(0)) / n, 6),
-        "tx_count": str(sum(len(b.get("transactions", [])) for b in rows)),
-        "block_time_s_mean": _dec(Decimal(span) / (n - 1), 3) if n > 1 else "0",
-    }
-
-
-def transfer_stats(client: ChainClient, token: str, blocks: int = 1000) -> dict[str, str]:
-    """Transfer statistics of ``token`` over the last ``blocks`` blocks, as fact strings."""
-    head = client.block_number()
-    first = max(0, head - blocks + 1)
-    logs = client.transfer_logs(token, first, head)
-    zero = "0x" + "0" * 40
-    volume = sum(log.value for log in logs)
-    return {
-        "token": to_checksum_address(token),
-        "from_block": str(first),
-        "to_block": str(head),
-        "transfer_count": str(len(logs)),
-        "volume_atomic": str(volume),
-        "volume_usdc": _dec(Decimal(volume) / Decimal(10**_USDC_DECIMALS), _USDC_DECIMALS),
-        "unique_senders": str(len({log.sender for log in logs if log.sender != zero})),
-        "unique_recipients": str(len({log.recipient for log in logs})),
-        "largest_transfer_atomic": str(max((log.value for log in logs), default=0)),
-        "mint_count": str(sum(1 for log in logs if log.sender.lower() == zero)),
-    }
-
-
-def _congestion(gas_used_ratio_mean: str) -> str:
-    ratio = Decimal(gas_used_ratio_mean)
-    if ratio < Decimal("0.05"):
-        return "idle"
-    if ratio < Decimal("0.5"):
-        return "light"
-    return "busy"
-
-
 # -------------------------------------------------------------------------------- app
 
 
@@ -416,14 +287,14 @@ def create_app(
         prices=prices or {},
     )
 
-    signer = _DevnetFacilitatorSigner(
+    signer = DevnetFacilitatorSigner(
         private_key=facilitator_account.key.hex(),
         rpc_url=rpc_url,
         confirmation_timeout_seconds=_CONFIRMATION_TIMEOUT_S,
     )
     facilitator = x402FacilitatorSync()
     facilitator.register([network], ExactEvmFacilitatorScheme(signer))
-    server = x402ResourceServer(_InProcessFacilitator(facilitator))
+    server = x402ResourceServer(InProcessFacilitator(facilitator))
     # x402 2.25's own annotations disagree on payment_flows' type; the scheme is its own.
     server.register(network, ExactEvmServerScheme())  # type: ignore[arg-type]
     routes = {ep.route: _route_config(ep, state) for ep in ENDPOINTS}
@@ -477,7 +348,7 @@ def create_app(
                     "method": "GET",
                     "path": ep.path,
                     "price_atomic": prices_now[ep.name],
-                    "price_usdc": _dec(Decimal(prices_now[ep.name]) / 10**_USDC_DECIMALS, 6),
+                    "price_usdc": decimal_str(Decimal(prices_now[ep.name]) / 10**_USDC_DECIMALS, 6),
                     "kind": ep.kind,
                     "facts": [ep.kind],
                     "provides": list(ep.provides),
@@ -509,8 +380,8 @@ def create_app(
                     "description": "This listing.",
                 },
             ],
-            "token_symbols": sorted(_tokens()),
-            "protocol_names": sorted(_protocols()),
+            "token_symbols": sorted(tokens()),
+            "protocol_names": sorted(protocols()),
         }
 
     @app.get("/analytics/gas")
@@ -525,19 +396,19 @@ def create_app(
 
     @app.get("/datasets/token/{symbol}")
     def token_sheet(symbol: str) -> dict[str, Any]:
-        sheet = _tokens().get(symbol.upper())
+        sheet = tokens().get(symbol.upper())
         if sheet is None:
             raise HTTPException(
-                404, f"no fact sheet for token {symbol!r}; available: {sorted(_tokens())}"
+                404, f"no fact sheet for token {symbol!r}; available: {sorted(tokens())}"
             )
         return _payload("token_factsheet", network, dict(sheet), _dataset_source("tokens"))
 
     @app.get("/datasets/protocol/{name}")
     def protocol_sheet(name: str) -> dict[str, Any]:
-        sheet = _protocols().get(name.lower())
+        sheet = protocols().get(name.lower())
         if sheet is None:
             raise HTTPException(
-                404, f"no fact sheet for protocol {name!r}; available: {sorted(_protocols())}"
+                404, f"no fact sheet for protocol {name!r}; available: {sorted(protocols())}"
             )
         return _payload("protocol_factsheet", network, dict(sheet), _dataset_source("protocols"))
 
@@ -545,13 +416,13 @@ def create_app(
     def premium_report() -> dict[str, Any]:
         gas = gas_stats(client, 20)
         transfers = transfer_stats(client, token, 1000)
-        usdc_sheet = _tokens()["USDC"]
+        usdc_sheet = tokens()["USDC"]
         facts = {
             **gas,
             **transfers,
             "issuer": usdc_sheet["issuer"],
             "eip3009": usdc_sheet["eip3009"],
-            "congestion": _congestion(gas["gas_used_ratio_mean"]),
+            "congestion": congestion(gas["gas_used_ratio_mean"]),
         }
         return _payload("premium_report", network, facts, "live devnet + shipped datasets")
 
@@ -584,7 +455,7 @@ def _payload(kind: FactKind, network: str, facts: dict[str, str], source: str) -
 
 
 def _dataset_source(name: str) -> str:
-    return f"shipped dataset chain/data/{name}.json (as of {_dataset(name)['as_of']})"
+    return f"shipped dataset chain/data/{name}.json (as of {dataset(name)['as_of']})"
 
 
 # ----------------------------------------------------------------------------- server

@@ -42,7 +42,7 @@ from chain.devkeys import DEPLOYER, dev_account
 
 # The paywall's facilitator adapters (fresh nonces after evm_revert, blocking settlement
 # in a worker thread), reused so both sellers settle exactly the same way.
-from chain.paywall import _DevnetFacilitatorSigner, _InProcessFacilitator
+from chain.facilitator import DevnetFacilitatorSigner, InProcessFacilitator
 from chain.usdc import usdc_contract
 
 PaidMode = Literal["honest", "402-again", "402-but-settle", "huge-body", "slow", "expire-first"]
@@ -132,12 +132,12 @@ class AdversarialSeller:
 
     def _build(self) -> FastAPI:
         account = dev_account(FACILITATOR_INDEX)
-        signer = _DevnetFacilitatorSigner(
+        signer = DevnetFacilitatorSigner(
             private_key=account.key.hex(), rpc_url=self.rpc_url, confirmation_timeout_seconds=30
         )
         facilitator = x402FacilitatorSync()
         facilitator.register([NETWORK], ExactEvmFacilitatorScheme(signer))
-        server = x402ResourceServer(_InProcessFacilitator(facilitator))
+        server = x402ResourceServer(InProcessFacilitator(facilitator))
         server.register(NETWORK, ExactEvmServerScheme())  # type: ignore[arg-type]
         option = PaymentOption(
             scheme="exact",
