@@ -151,9 +151,10 @@ def _progress(run_id: str, type_: str, data: dict[str, Any]) -> None:
         cost = data.get("cost_usdc") or 0
         err.print(f"  {data.get('tool')} {ok}{' cost ' + _usdc(cost) if cost else ''}  {_short(data.get('summary'), 90)}")
     elif type_ == "spend":
-        left = data.get("budget_left") or data.get("spend_left")
-        err.print(f"  [bold]spent[/] {_usdc(data.get('amount') or data.get('usdc') or 0)}"
-                  f"{'  left ' + _usdc(left) if left is not None else ''}  tx {data.get('tx_hash', '')}")
+        gas = f" + gas {data['gas_wei']} wei" if data.get("gas_wei") else ""
+        total = f"  (run total {_usdc(data['total_usdc'])})" if "total_usdc" in data else ""
+        tx = f"  tx {data['tx_hash']}" if data.get("tx_hash") else ""
+        err.print(f"  [bold]spent[/] {_usdc(data.get('usdc') or 0)}{gas}{total}{tx}")
     elif type_ == "stop":
         err.print(f"[bold]stop[/] {data.get('reason')}")
 
