@@ -19,6 +19,9 @@ import sqlite_utils
 SPENDS = "wallet_spends"
 USED_VERDICTS = "wallet_used_verdicts"
 GAS = "wallet_gas"
+#: Columns added to ``wallet_spends`` after its first release, with their SQL types.
+#: Files written by an older nib gain them on open; old rows read them as NULL.
+ADDED_SPEND_COLUMNS: tuple[tuple[str, str], ...] = (("valid_before", "INTEGER"),)
 
 
 def connect(path: str | Path) -> sqlite_utils.Database:
@@ -48,9 +51,11 @@ def ensure_tables(db: sqlite_utils.Database) -> None:
             auth_nonce TEXT,
             created_at REAL NOT NULL,
             updated_at REAL NOT NULL,
-            note TEXT NOT NULL DEFAULT ''
+            note TEXT NOT NULL DEFAULT '',
+            valid_before INTEGER
         )"""
     )
+    _add_missing_columns(db, SPENDS, ADDED_SPEND_COLUMNS)
     db.execute(f"CREATE INDEX IF NOT EXISTS idx_{SPENDS}_run ON {SPENDS}(run_id, status)")
     db.execute(f"CREATE INDEX IF NOT EXISTS idx_{SPENDS}_tx ON {SPENDS}(tx_hash)")
     db.execute(
@@ -72,6 +77,32 @@ def ensure_tables(db: sqlite_utils.Database) -> None:
         )"""
     )
     db.execute(f"CREATE INDEX IF NOT EXISTS idx_{GAS}_run ON {GAS}(run_id)")
+
+
+def _add_missing_columns(
+    db: sqlite_utils.Database, table: str, columns: tuple[tuple[str, str], ...]
+) -> None:
+    """``ALTER TABLE ... ADD COLUMN`` for each of ``columns`` the table lacks.
+
+    The check is repeated inside ``BEGIN IMMEDIATE`` so two processes opening an old file
+    at once cannot both add the same column.
+    """
+
+    def missing() -> list[tuple[str, str]]:
+        have = {row[1] for row in db.execute(f"PRAGMA table_info({table})").fetchall()}
+        return [(name, kind) for name, kind in columns if name not in have]
+
+    if not missing():
+        return
+    conn = db.conn
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for name, kind in missing():
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 class Store:

@@ -4,7 +4,8 @@ Tables (owned by the wallet, created idempotently):
 
 ``wallet_spends``: id, run_id, verdict_id, payload_fingerprint, kind, asset, amount
 (atomic units), recipient, chain_id, status, tx_hash, auth_nonce, created_at,
-updated_at (unix seconds), note.
+updated_at (unix seconds), note, valid_before (an x402 authorization's validBefore, unix
+seconds; NULL for other kinds and for rows written before the column existed).
 ``wallet_used_verdicts``: verdict_id (primary key), used_at, run_id.
 ``wallet_gas``: id, run_id, spend_id, tx_hash, wei, usdc (atomic, rounded up), created_at.
 """
@@ -29,7 +30,8 @@ SpendStatus = Literal["reserved", "signed", "settled", "failed", "released"]
 """reserved: cap and balance held, nothing signed yet.
 signed: a signature exists; money can move (holds the cap until settled or failed).
 settled: the money moved on chain (tx hash known).
-failed: signed or sent but provably did not move money (reverted, refused, expired).
+failed: signed or sent but provably did not move money, and never will (reverted, never
+broadcast, authorization expired unused).
 released: reserved and never signed; frees the cap, the verdict stays used."""
 
 SPEND_STATUSES: tuple[str, ...] = get_args(SpendStatus)
@@ -67,6 +69,7 @@ class SpendRow:
     created_at: float
     updated_at: float
     note: str
+    valid_before: int | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> SpendRow:
@@ -160,9 +163,14 @@ class Ledger:
         *,
         tx_hash: str | None = None,
         auth_nonce: str | None = None,
+        valid_before: int | None = None,
         note: str | None = None,
     ) -> SpendRow:
-        """Move row ``spend_id`` to status ``to`` atomically; refuse illegal transitions."""
+        """Move row ``spend_id`` to status ``to`` atomically; refuse illegal transitions.
+
+        ``to`` equal to the current status is allowed: it only records the other fields
+        (a note on a row that stays pending, for instance).
+        """
         with self.store.transaction() as conn:
             transition_in(
                 conn,
@@ -171,6 +179,7 @@ class Ledger:
                 now=self.clock(),
                 tx_hash=tx_hash,
                 auth_nonce=auth_nonce,
+                valid_before=valid_before,
                 note=note,
             )
         return self.get(spend_id)
@@ -184,6 +193,7 @@ def transition_in(
     now: float,
     tx_hash: str | None = None,
     auth_nonce: str | None = None,
+    valid_before: int | None = None,
     note: str | None = None,
 ) -> None:
     """Apply one status transition inside the caller's open transaction."""
@@ -211,6 +221,9 @@ def transition_in(
     if auth_nonce is not None:
         sets.append("auth_nonce = ?")
         params.append(auth_nonce.lower())
+    if valid_before is not None:
+        sets.append("valid_before = ?")
+        params.append(int(valid_before))
     if note is not None:
         sets.append("note = CASE WHEN note = '' THEN ? ELSE note || '; ' || ? END")
         params.extend([note, note])

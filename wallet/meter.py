@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from wallet._store import GAS, SPENDS, USED_VERDICTS, Store
 from wallet.errors import CapExceeded, InsufficientBalance, LedgerError, VerdictReplayed
-from wallet.ledger import COMMITTED, OUTSTANDING, Ledger, SpendKind, SpendRow
+from wallet.ledger import COMMITTED, OUTSTANDING, Ledger, SpendKind, SpendRow, transition_in
 
 if TYPE_CHECKING:
     from chain.client import ChainClient
@@ -222,9 +222,38 @@ class SpendMeter:
         *,
         tx_hash: str | None = None,
         auth_nonce: str | None = None,
+        valid_before: int | None = None,
     ) -> SpendRow:
-        """Record that a signature exists for ``res``: from now on money can move."""
-        return self.ledger.transition(_rid(res), "signed", tx_hash=tx_hash, auth_nonce=auth_nonce)
+        """Record that a signature exists for ``res``: from now on money can move.
+
+        For an EIP-3009 authorization pass its ``auth_nonce`` and ``valid_before``: they
+        let reconciliation find it on chain, or fail it once it can no longer land.
+        """
+        return self.ledger.transition(
+            _rid(res), "signed", tx_hash=tx_hash, auth_nonce=auth_nonce, valid_before=valid_before
+        )
+
+    def keep_signed(self, res: Reservation | str, note: str) -> SpendRow:
+        """Annotate a signed spend that stays pending because its money may still move.
+
+        The row keeps holding its share of the cap and the balance until reconciliation
+        settles it (the money moved) or fails it (the authorization expired unused). A
+        row already settled or failed meanwhile is returned unchanged (that is the newer
+        truth); one that was never signed raises LedgerError.
+        """
+        spend_id = _rid(res)
+        with self.store.transaction() as conn:
+            found = conn.execute(
+                f"SELECT status FROM {SPENDS} WHERE id = ?", (spend_id,)
+            ).fetchone()
+            if found is not None and found[0] in ("reserved", "released"):
+                raise LedgerError(
+                    f"Ledger row {spend_id} is {found[0]!r}; keep_signed expects 'signed'. "
+                    "Fix: annotate only a spend whose signature exists."
+                )
+            if found is None or found[0] == "signed":
+                transition_in(conn, spend_id, "signed", now=self.clock(), note=note)
+        return self.ledger.get(spend_id)
 
     def settle(self, res: Reservation | str, tx_hash: str) -> SpendRow:
         """Record that ``res``'s money moved on chain in ``tx_hash`` (final)."""

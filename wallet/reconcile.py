@@ -1,13 +1,16 @@
 """Reconcile the spend ledger with the wallet's outgoing USDC Transfer logs.
 
 ``unmatched_onchain`` is money that left the wallet without an audited spend (an alarm);
-``unmatched_ledger`` is an audited spend not (yet) on chain in the range. Signed rows
-whose money is found on chain are settled here; x402 rows without a tx hash are found
-through the token's ``AuthorizationUsed(authorizer, nonce)`` event.
+``unmatched_ledger`` is an audited spend not on chain in the range, either still pending
+(reserved, signed) or failed. Each Transfer log accounts for one ledger row at most.
+Signed rows whose money is found on chain are settled here (x402 rows without a tx hash
+are found through the token's ``AuthorizationUsed(authorizer, nonce)`` event); a signed
+x402 row whose authorization expired unused is failed here, since it can never land.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -15,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from web3 import Web3
 
-from wallet._store import Store
-from wallet.ledger import Ledger, SpendRow
+from chain.usdc import usdc_contract
+from wallet._store import SPENDS, Store
+from wallet.ledger import OUTSTANDING, Ledger, SpendRow, transition_in
 
 if TYPE_CHECKING:
     from chain.client import ChainClient, TransferLog
@@ -24,8 +28,23 @@ if TYPE_CHECKING:
 AUTHORIZATION_USED_TOPIC = "0x" + Web3.keccak(
     text="AuthorizationUsed(address,bytes32)"
 ).hex().removeprefix("0x")
-#: Ledger statuses whose money may be on chain.
-_RECONCILED = ("signed", "settled", "failed")
+#: Ledger statuses a reconciliation looks at, in the order they may claim a Transfer log:
+#: a row already settled with the tx keeps it; then a signed row; a failed row (corrected
+#: if its money did move) only takes a log nobody else accounts for. Reserved rows never
+#: match (nothing was signed) but are reported as pending.
+_CLAIM_ORDER: tuple[str, ...] = ("settled", "signed", "failed", "reserved")
+
+
+def authorization_expired(valid_before: int, *, chain_time: int, wall_time: float) -> bool:
+    """Whether an EIP-3009 authorization valid before ``valid_before`` can never land.
+
+    The token accepts it only in a block with ``timestamp < validBefore``, and block
+    timestamps never go back, so the chain's latest timestamp having reached it is enough
+    on an honest chain. The wall clock must agree too: a devnet's clock can be pushed
+    ahead (and a snapshot revert can bring it back), and failing a spend that could still
+    land would understate what the run may have spent.
+    """
+    return chain_time >= valid_before and wall_time >= valid_before
 
 
 @dataclass(frozen=True)
@@ -54,7 +73,12 @@ class OnchainTransfer:
 
 @dataclass(frozen=True)
 class ReconcileReport:
-    """The result of one reconciliation over ``[from_block, to_block]``."""
+    """The result of one reconciliation over ``[from_block, to_block]``.
+
+    ``unmatched_ledger`` rows carry their status after this pass: ``reserved``/``signed``
+    are still pending (money may yet move), ``failed`` are accounted for (no money moved),
+    ``settled`` means the row's tx is not in the range.
+    """
 
     wallet: str
     asset: str
@@ -63,12 +87,20 @@ class ReconcileReport:
     matched: tuple[Match, ...]
     unmatched_onchain: tuple[OnchainTransfer, ...]
     unmatched_ledger: tuple[SpendRow, ...]
-    resolved: tuple[str, ...]  # ledger ids this pass moved to "settled"
+    resolved: tuple[str, ...]  # ledger ids this pass moved to "settled" or "failed"
+
+    @property
+    def pending(self) -> tuple[SpendRow, ...]:
+        """Unmatched rows whose money may still move (reserved or signed): they hold cap."""
+        return tuple(r for r in self.unmatched_ledger if r.status in OUTSTANDING)
 
     @property
     def clean(self) -> bool:
-        """No money moved unaudited and every audited spend was found."""
-        return not self.unmatched_onchain and not self.unmatched_ledger
+        """No money left the wallet unaudited and no audited spend is still pending.
+
+        Failed rows are accounted for: their money provably did not move.
+        """
+        return not self.unmatched_onchain and not self.pending
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``nib audit reconcile --json``)."""
@@ -77,6 +109,7 @@ class ReconcileReport:
             "asset": self.asset,
             "from_block": self.from_block,
             "to_block": self.to_block,
+            "clean": self.clean,
             "matched": [asdict(m) for m in self.matched],
             "unmatched_onchain": [asdict(t) for t in self.unmatched_onchain],
             "unmatched_ledger": [r.to_dict() for r in self.unmatched_ledger],
@@ -93,18 +126,24 @@ def reconcile(
     to_block: int | str = "latest",
     *,
     emit: Callable[[str, dict[str, Any]], None] | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> ReconcileReport:
-    """Compare the ledger's signed/settled/failed rows with on-chain Transfer logs.
+    """Compare the ledger's spend rows with on-chain Transfer logs; settle or fail what
+    the chain has decided.
 
     Rows match by tx hash, or (x402 rows without one) by their authorization nonce via
-    ``AuthorizationUsed``; a match also needs the same recipient and amount. Matched
-    rows that were not settled are settled (listed in ``resolved``). Ledger rows carry
-    no block number, so a row whose tx lies outside the range shows as unmatched.
+    ``AuthorizationUsed``; a match also needs the same recipient and amount, and each log
+    matches one row at most (a settled row keeps its log over a signed or failed row
+    with the same hash). Matched rows that were not settled are settled. A signed x402
+    row left unmatched whose authorization is unused on chain and expired on both the
+    chain's clock and ``clock`` (the wall clock) is failed. Both kinds of change are
+    listed in ``resolved``. Ledger rows carry no block number, so a row whose tx lies
+    outside the range shows as unmatched.
     """
     own = not isinstance(db_path, Store)
     store = Store(db_path) if not isinstance(db_path, Store) else db_path
     try:
-        return _reconcile(store, chain, usdc, wallet_address, from_block, to_block, emit)
+        return _reconcile(store, chain, usdc, wallet_address, from_block, to_block, emit, clock)
     finally:
         if own:
             store.close()
@@ -118,6 +157,7 @@ def _reconcile(
     from_block: int,
     to_block: int | str,
     emit: Callable[[str, dict[str, Any]], None] | None,
+    clock: Callable[[], float],
 ) -> ReconcileReport:
     ledger = Ledger(store)
     wallet = wallet_address.lower()
@@ -128,34 +168,28 @@ def _reconcile(
         for t in chain.transfer_logs(usdc, from_block, last, wallet_address, direction="out")
         if t.sender.lower() == wallet
     ]
-    rows = [r for r in ledger.by_status(*_RECONCILED) if r.asset.lower() == asset]
+    rows = [r for r in ledger.by_status(*_CLAIM_ORDER) if r.asset.lower() == asset]
+    position = {r.id: i for i, r in enumerate(rows)}
 
     by_nonce: dict[str, str] = {}
     if any(r.tx_hash is None and r.auth_nonce for r in rows):
         by_nonce = _authorizations_used(chain, usdc, wallet, from_block, last)
 
+    # Unclaimed logs by tx hash; a claimed log is removed, so it cannot match twice.
     pool: dict[str, list[TransferLog]] = {}
     for log in logs:
         pool.setdefault(log.tx_hash.lower(), []).append(log)
 
     matched: list[Match] = []
-    unmatched_ledger: list[SpendRow] = []
+    unmatched: list[SpendRow] = []
     resolved: list[str] = []
-    for row in rows:
+    # sorted() is stable: within one status, rows keep their created_at order.
+    for row in sorted(rows, key=lambda r: _CLAIM_ORDER.index(r.status)):
         tx = (row.tx_hash or by_nonce.get((row.auth_nonce or "").lower(), "")).lower()
-        candidates = pool.get(tx, [])
-        hit = next(
-            (
-                c
-                for c in candidates
-                if c.recipient.lower() == row.recipient.lower() and int(c.value) == row.amount
-            ),
-            None,
-        )
+        hit = _claim(pool.get(tx, []), row) if tx and row.status != "reserved" else None
         if hit is None:
-            unmatched_ledger.append(row)
+            unmatched.append(row)
             continue
-        candidates.remove(hit)
         matched.append(
             Match(
                 row.id,
@@ -176,6 +210,10 @@ def _reconcile(
             )
             resolved.append(row.id)
 
+    expired = _fail_expired_authorizations(ledger, chain, usdc, wallet, unmatched, clock)
+    resolved.extend(expired)
+    unmatched = [ledger.get(r.id) if r.id in expired else r for r in unmatched]
+
     unmatched_onchain = tuple(
         OnchainTransfer(t.tx_hash.lower(), t.block_number, t.log_index, t.recipient, int(t.value))
         for group in pool.values()
@@ -186,11 +224,11 @@ def _reconcile(
         asset=Web3.to_checksum_address(usdc),
         from_block=from_block,
         to_block=last,
-        matched=tuple(matched),
+        matched=tuple(sorted(matched, key=lambda m: (m.block_number, m.log_index))),
         unmatched_onchain=tuple(
             sorted(unmatched_onchain, key=lambda t: (t.block_number, t.log_index))
         ),
-        unmatched_ledger=tuple(unmatched_ledger),
+        unmatched_ledger=tuple(sorted(unmatched, key=lambda r: position[r.id])),
         resolved=tuple(resolved),
     )
     if emit is not None:
@@ -200,13 +238,74 @@ def _reconcile(
                 "wallet": report.wallet,
                 "from_block": from_block,
                 "to_block": last,
+                "clean": report.clean,
                 "matched": len(report.matched),
                 "unmatched_onchain": [asdict(t) for t in report.unmatched_onchain],
-                "unmatched_ledger": [r.id for r in report.unmatched_ledger],
+                "unmatched_ledger": [
+                    {"id": r.id, "status": r.status} for r in report.unmatched_ledger
+                ],
                 "resolved": list(report.resolved),
             },
         )
     return report
+
+
+def _claim(candidates: list[TransferLog], row: SpendRow) -> TransferLog | None:
+    """Take (remove) the first unclaimed log that pays ``row``'s recipient its amount."""
+    for log in candidates:
+        if log.recipient.lower() == row.recipient.lower() and int(log.value) == row.amount:
+            candidates.remove(log)
+            return log
+    return None
+
+
+def _fail_expired_authorizations(
+    ledger: Ledger,
+    chain: ChainClient,
+    usdc: str,
+    wallet: str,
+    unmatched: list[SpendRow],
+    clock: Callable[[], float],
+) -> list[str]:
+    """Fail signed x402 rows whose authorization expired unused; return their ids.
+
+    The chain's timestamp is read before ``authorizationState``: unused at a block that is
+    already past validBefore means unused forever. A used authorization stays ``signed``
+    (its money moved outside the range; reconcile from an earlier block to settle it).
+    """
+    candidates = [
+        r
+        for r in unmatched
+        if r.status == "signed" and r.kind == "x402" and r.auth_nonce and r.valid_before is not None
+    ]
+    if not candidates:
+        return []
+    chain_time = chain.block_timestamp("latest")
+    wall_time = clock()
+    token = usdc_contract(chain.w3, usdc)
+    authorizer = Web3.to_checksum_address(wallet)
+    failed: list[str] = []
+    for row in candidates:
+        valid_before, nonce = int(row.valid_before or 0), str(row.auth_nonce)
+        if not authorization_expired(valid_before, chain_time=chain_time, wall_time=wall_time):
+            continue
+        state = token.functions.authorizationState(authorizer, bytes.fromhex(nonce[2:]))
+        if chain.call("authorizationState", state.call):
+            continue
+        note = (
+            f"authorization expired unused at {valid_before} (chain time {chain_time}, "
+            f"wall clock {int(wall_time)}); released"
+        )
+        with ledger.store.transaction() as conn:
+            # Whoever changed the row since we read it (a settlement) knows better.
+            current = conn.execute(
+                f"SELECT status FROM {SPENDS} WHERE id = ?", (row.id,)
+            ).fetchone()
+            if current is None or current[0] != "signed":
+                continue
+            transition_in(conn, row.id, "failed", now=ledger.clock(), note=note)
+        failed.append(row.id)
+    return failed
 
 
 def _authorizations_used(

@@ -246,7 +246,8 @@ class Wallet:
             ) from None
         message = exact["message"]
         auth_nonce = _hex32(message["nonce"])
-        self.meter.mark_signed(res, auth_nonce=auth_nonce)
+        valid_before = _as_int(message["validBefore"])
+        self.meter.mark_signed(res, auth_nonce=auth_nonce, valid_before=valid_before)
         result = SignedTypedData(
             signature="0x" + bytes(signed.signature).hex(),
             signer=self.address,
@@ -257,7 +258,7 @@ class Wallet:
             recipient=res.recipient,
             value=res.amount,
             valid_after=int(message["validAfter"]),
-            valid_before=int(message["validBefore"]),
+            valid_before=valid_before,
             auth_nonce=auth_nonce,
         )
         self._emit(

@@ -42,6 +42,7 @@ from agent.x402proto import (
     requirement_chain_id,
 )
 from judge.fingerprint import typed_data_fingerprint
+from wallet.reconcile import authorization_expired
 
 __all__ = [
     "ALLOWLIST_SETTING",
@@ -437,31 +438,63 @@ class PayHttpTool(Tool):
     async def _paid_but_refused(
         self, resp: httpx.Response, url: str, signed: Any, wallet: Any, ctx: ToolContext
     ) -> None:
-        """The seller did not deliver after payment: no retry; record what the chain says."""
+        """The seller did not deliver after payment: no retry; record what the chain says.
+
+        A refusal does not void the signature: the seller (or anyone it handed the
+        signature to) can still submit it until validBefore. So an unused authorization
+        stays ``signed``, holding the run's cap, until it can no longer land; only then
+        is the spend failed (reconciliation fails it later otherwise).
+        """
+        # The chain's time is read before the authorization's state: unused at a block
+        # already past validBefore means unused for good.
+        chain_time = await asyncio.to_thread(ctx.chain.block_timestamp, "latest")
         used = await _authorization_used(ctx, signed)
+        status = "signed"
         if used:
             note = (
                 f"seller answered {resp.status_code} after payment but the authorization is "
                 "used on chain; reconcile to find the settlement tx"
             )
+            await asyncio.to_thread(wallet.meter.keep_signed, signed.reservation, note)
             where = (
                 "the authorization IS used on chain, so the money moved; ledger row "
                 f"{signed.ledger_id} stays 'signed' until `nib audit reconcile` settles it"
             )
-        else:
+        elif authorization_expired(
+            signed.valid_before, chain_time=chain_time, wall_time=wallet.clock()
+        ):
             note = (
                 f"seller answered {resp.status_code} after payment; authorization "
-                f"{signed.auth_nonce} unused on chain (valid until {signed.valid_before}; "
-                "reconciliation settles the row if the seller submits it later)"
+                f"{signed.auth_nonce} unused on chain and expired at {signed.valid_before} "
+                f"(chain time {chain_time}); it can never land"
             )
             await asyncio.to_thread(wallet.fail, signed, note)
+            status = "failed"
             where = (
-                "the authorization is unused on chain, so no money moved; ledger row "
-                f"{signed.ledger_id} marked failed"
+                "the authorization is unused on chain and expired, so no money moved; "
+                f"ledger row {signed.ledger_id} marked failed"
+            )
+        else:
+            note = (
+                f"seller answered {resp.status_code} after payment (refused); authorization "
+                f"{signed.auth_nonce} unused on chain but still valid until "
+                f"{signed.valid_before}; reconcile will settle or release it"
+            )
+            await asyncio.to_thread(wallet.meter.keep_signed, signed.reservation, note)
+            where = (
+                "no money has moved yet, but the seller holds a signature it can still submit "
+                f"until {signed.valid_before}; ledger row {signed.ledger_id} stays 'signed' "
+                "and keeps counting against the spend cap until `nib audit reconcile` "
+                "settles or releases it"
             )
         ctx.emit(
             "tool.x402.refused_after_payment",
-            {"url": url, "status": resp.status_code, "ledger_id": signed.ledger_id},
+            {
+                "url": url,
+                "status": resp.status_code,
+                "ledger_id": signed.ledger_id,
+                "ledger_status": status,
+            },
         )
         detail = ""
         if resp.status_code == 402:

@@ -116,17 +116,18 @@ def test_terms_changed_between_quote_and_pay_void_the_verdict(
 @pytest.mark.parametrize(
     "change", [_raise_price, _switch_recipient], ids=["price-raised", "recipient-switched"]
 )
-def test_terms_changed_at_payment_time_fail_the_spend_without_paying(
+def test_terms_changed_at_payment_time_pay_nothing_and_hold_the_spend_pending(
     change: Callable[[AdversarialSeller], None], tmp_path: Any, chain: Any, seller_factory: Any
 ) -> None:
     # The seller changes its terms while the signed request is in flight: x402 answers
-    # 402 again, the authorization is unused on chain, the ledger row says so.
+    # 402 again, the authorization is unused on chain, the ledger row says so and stays
+    # 'signed' (the seller could still submit it until validBefore).
     seller, url = seller_factory(price=PRICE, on_paid=change)
     h, result = buy(tmp_path, chain, url)
     assert result.stop_reason == "done-signal", stop_message(result)
     assert seller.log.paid_requests == 1
     [row] = h.ledger()
-    assert row.status == "failed" and "after payment" in row.note and "unused on chain" in row.note
+    assert row.status == "signed" and "after payment" in row.note and "unused on chain" in row.note
     assert any("answered 402" in s for s in failed_calls(h, result.run_id))
     assert_paid(h, 0)
 
@@ -220,15 +221,22 @@ def test_authorization_already_expired_at_settlement_moves_nothing(
     tmp_path: Any, chain: Any, seller_factory: Any
 ) -> None:
     # The chain's clock passes validBefore before the seller verifies: the facilitator
-    # refuses it, the seller answers 402, and the spend is failed (it can never land).
+    # refuses it and the seller answers 402. The wall clock has not passed validBefore, so
+    # the buyer keeps the spend pending; reconciliation fails it once both clocks agree.
     seller, url = seller_factory(price=PRICE, paid_mode="expire-first")
     h, result = buy(tmp_path, chain, url)
     assert result.stop_reason == "done-signal", stop_message(result)
     [row] = h.ledger()
-    assert row.status == "failed" and "unused on chain" in row.note
+    assert row.status == "signed" and "unused on chain" in row.note
     [payment] = seller.log.payments
     valid_before = int(payment["payload"]["authorization"]["validBefore"])
     assert h.client.block_timestamp("latest") > valid_before
+    assert_paid(h, 0)
+    later = max(time.time(), valid_before) + 1
+    report = reconcile(h.db, h.client, h.usdc, AGENT_ADDR, h.start_block + 1, clock=lambda: later)
+    assert report.clean and report.resolved == (row.id,)
+    [row] = h.ledger()
+    assert row.status == "failed" and "expired unused" in row.note
     assert_paid(h, 0)
 
 
@@ -243,12 +251,12 @@ def test_402_again_after_payment_gets_no_second_payment(
     assert result.stop_reason == "done-signal", stop_message(result)
     assert seller.log.paid_requests == 1
     [row] = h.ledger()
-    assert row.status == "failed" and "answered 402 after payment" in row.note
+    assert row.status == "signed" and "answered 402 after payment" in row.note
     assert any("no second payment" in s for s in failed_calls(h, result.run_id))
     assert_paid(h, 0)
 
     # The seller kept the signature: it can still settle it (validBefore not reached).
-    # The money moves once, and reconciliation corrects the row the buyer gave up on.
+    # The money moves once, and reconciliation settles the row the buyer kept pending.
     seller.submit_authorization(seller.log.payments[0]["payload"])
     assert_paid(h, 1)
     settle_by_reconcile(h)

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -130,22 +131,30 @@ def test_crash_and_the_authorization_never_lands_nothing_moves_and_no_retry_pays
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "GAP: wallet/reconcile.py never resolves a 'signed' x402 row whose authorization "
-        "expired unused (it stays 'signed', holding the run's cap, and is reported as "
-        "unmatched_ledger forever); wallet_spends (wallet/ledger.py) does not even store "
-        "validBefore, so reconcile cannot tell an expired authorization from a pending one."
-    ),
-)
 def test_reconcile_fails_an_expired_unused_authorization(tmp_path: Path, chain: Any) -> None:
-    db, intent, _signed = crash_after_signing(tmp_path, chain)
+    db, intent, signed = crash_after_signing(tmp_path, chain)
     agent = restart(db, chain)
+    [row] = agent.ledger()
+    assert (row.status, row.valid_before) == ("signed", intent["valid_before"])
+
+    # An hour passes on both clocks (the chain's and the wall clock reconcile reads).
     chain.rpc("evm_increaseTime", [3_600])
     chain.rpc("evm_mine")
-    report = reconcile(db, agent.client, chain.usdc, AGENT_ADDR, agent.start_block)
+    later = time.time() + 3_600
+    assert not authorization_used(chain, intent["nonce"])
+    report = reconcile(db, agent.client, chain.usdc, AGENT_ADDR, agent.start_block,
+                       clock=lambda: later)
     [row] = agent.ledger()
-    assert row.status in ("failed", "released"), row
-    assert report.clean
+    assert row.status == "failed", row
+    assert f"authorization expired unused at {intent['valid_before']}" in row.note
+    assert report.resolved == (row.id,) and report.clean
+    assert [(r.id, r.status) for r in report.unmatched_ledger] == [(row.id, "failed")]
     assert agent.wallet.meter.usage("crash-run").reserved == 0
+
+    # Failing it was safe: the chain refuses the authorization, and nothing moved.
+    assert relay_authorization(chain.w3, chain.usdc, signed["authorization"],
+                               signed["signature"]).startswith("reverted:")
+    assert agent.transfers_from_agent() == []
+    again = reconcile(db, agent.client, chain.usdc, AGENT_ADDR, agent.start_block,
+                      clock=lambda: later)
+    assert again.resolved == () and again.clean

@@ -21,16 +21,6 @@ from wallet.reconcile import reconcile
 TIP = 10_000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: wallet/reconcile.py matches rows to logs by tx hash in created_at order and "
-        "moves a matched 'failed' row to 'settled'; when a failed row shares its hash with "
-        "a settled twin (identical signed tx, broadcast refused as already known), the "
-        "failed row takes the log, both end 'settled' and the ledger counts the money "
-        "twice (the twin is left unmatched). Seen under 10 concurrent transfer runs."
-    ),
-)
 def test_identical_transactions_are_counted_once_after_reconcile(
     tmp_path: Any, chain: Any
 ) -> None:

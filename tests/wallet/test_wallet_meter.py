@@ -172,6 +172,68 @@ def test_tables_are_created_idempotently_with_the_documented_columns(tmp_path: P
         "created_at",
         "updated_at",
         "note",
+        "valid_before",
     }
     assert set(db["wallet_used_verdicts"].columns_dict) == {"verdict_id", "used_at", "run_id"}
     assert db["wallet_used_verdicts"].pks == ["verdict_id"]
+
+
+def test_signed_rows_hold_the_cap_and_the_balance_until_settled_or_failed(
+    meter: SpendMeter,
+) -> None:
+    res = meter.reserve("run-1", FakeVerdict(), 6 * DIME, ONE, ONE)
+    meter.mark_signed(res, auth_nonce="0x" + "33" * 32, valid_before=1_700_000_000)
+    assert meter.ledger.get(res.id).valid_before == 1_700_000_000
+    assert meter.usage("run-1").committed == 6 * DIME
+    with pytest.raises(CapExceeded, match="already committed 600000"):
+        meter.reserve("run-1", FakeVerdict(), 5 * DIME, ONE, 10 * ONE)
+    with pytest.raises(InsufficientBalance, match="600000 is held by outstanding"):
+        meter.reserve("run-2", FakeVerdict(), 5 * DIME, ONE, ONE)
+    meter.fail(res, "authorization expired unused")
+    assert meter.reserve("run-1", FakeVerdict(), 5 * DIME, ONE, ONE)
+
+
+def test_keep_signed_notes_a_pending_spend_without_freeing_its_cap(meter: SpendMeter) -> None:
+    res = meter.reserve("run-1", FakeVerdict(), DIME, ONE, 10 * ONE)
+    with pytest.raises(LedgerError, match="is 'reserved'; keep_signed expects 'signed'"):
+        meter.keep_signed(res, "too early")
+    meter.mark_signed(res, auth_nonce="0x" + "44" * 32)
+    row = meter.keep_signed(res, "seller refused; still valid")
+    assert (row.status, row.note) == ("signed", "seller refused; still valid")
+    assert meter.reserved("run-1") == DIME
+    meter.settle(res, "0x" + "cd" * 32)  # the seller submitted it after all
+    row = meter.keep_signed(res, "late note")  # the newer truth wins: unchanged
+    assert (row.status, row.note) == ("settled", "seller refused; still valid")
+    with pytest.raises(LedgerError, match="No ledger row with id 'nope'"):
+        meter.keep_signed("nope", "x")
+
+
+def test_a_ledger_written_before_valid_before_existed_opens_and_gains_the_column(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    old = connect(path)
+    old.execute(
+        """CREATE TABLE wallet_spends (
+            id TEXT PRIMARY KEY, run_id TEXT NOT NULL, verdict_id TEXT,
+            payload_fingerprint TEXT, kind TEXT NOT NULL, asset TEXT NOT NULL,
+            amount INTEGER NOT NULL, recipient TEXT NOT NULL, chain_id INTEGER NOT NULL,
+            status TEXT NOT NULL, tx_hash TEXT, auth_nonce TEXT, created_at REAL NOT NULL,
+            updated_at REAL NOT NULL, note TEXT NOT NULL DEFAULT ''
+        )"""
+    )
+    old.execute(
+        "INSERT INTO wallet_spends VALUES ('old-1', 'run-0', 'v0', NULL, 'x402', ?, ?, ?, "
+        "31337, 'signed', NULL, ?, 1.0, 1.0, '')",
+        (USDC.lower(), DIME, SELLER.lower(), "0x" + "55" * 32),
+    )
+    old.conn.close()
+
+    meter = SpendMeter(path)
+    Ledger(path)  # a second open is a no-op
+    assert "valid_before" in connect(path)["wallet_spends"].columns_dict
+    [row] = meter.ledger.rows()
+    assert (row.id, row.status, row.valid_before) == ("old-1", "signed", None)
+    assert meter.reserved("run-0") == DIME  # an old pending row still holds its cap
+    res = meter.reserve("run-1", FakeVerdict(), DIME, ONE, 10 * ONE)
+    assert meter.mark_signed(res, valid_before=42).valid_before == 42

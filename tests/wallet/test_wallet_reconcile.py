@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
+import pytest
 from _wallet_support import (
     AGENT_ADDRESS,
     DIME,
     ONE_USDC,
     Events,
     approve,
+    chain_time,
     quote,
     submit_authorization,
     transfer_tx,
@@ -18,10 +21,11 @@ from _wallet_support import (
 
 from chain.client import ChainClient
 from chain.devkeys import AGENT, OUTSIDER, dev_account
-from chain.usdc import transfer
+from chain.usdc import transfer, usdc_contract
 from judge.verdict import VerdictSigner
-from wallet.reconcile import reconcile
-from wallet.signer import Wallet
+from wallet.errors import SendFailed
+from wallet.reconcile import authorization_expired, reconcile
+from wallet.signer import SignedTypedData, Wallet
 
 RUN = "run-rec"
 
@@ -80,3 +84,259 @@ def test_x402_spend_without_tx_hash_is_found_by_its_authorization_nonce(
 
     again = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
     assert again.resolved == () and len(again.matched) == 1
+
+
+# ----------------------------------------------------------------- helpers
+
+
+def authorization_used(chain: Any, signed: SignedTypedData) -> bool:
+    """The token's own record of whether the authorization's nonce was consumed."""
+    token = usdc_contract(chain.w3, chain.usdc)
+    nonce = bytes.fromhex(signed.auth_nonce[2:])
+    return bool(token.functions.authorizationState(AGENT_ADDRESS, nonce).call())
+
+
+def outgoing(client: ChainClient, chain: Any, start: int) -> list[Any]:
+    return client.transfer_logs(chain.usdc, start, "latest", AGENT_ADDRESS, direction="out")
+
+
+def advance_chain(chain: Any, seconds: int) -> None:
+    chain.rpc("evm_increaseTime", [seconds])
+    chain.rpc("evm_mine")
+
+
+def sign_unused(
+    chain: Any, wallet: Wallet, judge_signer: VerdictSigner, *, valid_s: int = 60
+) -> SignedTypedData:
+    """An x402 authorization the seller never submits, valid for ``valid_s`` on chain."""
+    payload = quote(chain, valid_before=chain_time(chain) + valid_s)
+    return wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC)
+
+
+# ----------------------------------------------------------------- expired authorizations
+
+
+def test_the_ledger_stores_the_authorizations_valid_before(
+    chain: Any, wallet: Wallet, judge_signer: VerdictSigner
+) -> None:
+    signed = sign_unused(chain, wallet, judge_signer, valid_s=90)
+    row = wallet.meter.ledger.get(signed.ledger_id)
+    assert (row.status, row.auth_nonce) == ("signed", signed.auth_nonce)
+    assert row.valid_before == signed.valid_before == chain_time(chain) + 90
+
+
+def test_an_expired_unused_authorization_is_failed_and_frees_the_cap(
+    chain: Any,
+    wallet: Wallet,
+    client: ChainClient,
+    judge_signer: VerdictSigner,
+    db_path: Any,
+    events: Events,
+) -> None:
+    start = chain.w3.eth.block_number + 1
+    before = client.token_balance(chain.usdc, AGENT_ADDRESS)
+    signed = sign_unused(chain, wallet, judge_signer)
+    assert wallet.meter.usage(RUN).committed == DIME
+    advance_chain(chain, 3_600)
+    later = time.time() + 3_600
+
+    report = reconcile(
+        db_path, client, chain.usdc, AGENT_ADDRESS, start, emit=events, clock=lambda: later
+    )
+    row = wallet.meter.ledger.get(signed.ledger_id)
+    assert row.status == "failed"
+    assert row.note.startswith(f"authorization expired unused at {signed.valid_before}")
+    assert row.note.endswith("; released")
+    assert report.resolved == (signed.ledger_id,) and report.clean and report.pending == ()
+    assert [(r.id, r.status) for r in report.unmatched_ledger] == [(signed.ledger_id, "failed")]
+    assert wallet.meter.usage(RUN).committed == 0
+    [event] = events.named("wallet.reconciled")
+    assert event["unmatched_ledger"] == [{"id": signed.ledger_id, "status": "failed"}]
+    assert event["clean"] is True and event["resolved"] == [signed.ledger_id]
+    # What the chain says: the authorization was never used, no money left the wallet.
+    assert not authorization_used(chain, signed)
+    assert outgoing(client, chain, start) == []
+    assert client.token_balance(chain.usdc, AGENT_ADDRESS) == before
+
+    again = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start, clock=lambda: later)
+    assert again.resolved == () and again.clean
+
+
+@pytest.mark.parametrize("expired_on", ["chain-only", "wall-clock-only"])
+def test_an_authorization_expired_on_one_clock_only_stays_pending(
+    expired_on: str,
+    chain: Any,
+    wallet: Wallet,
+    client: ChainClient,
+    judge_signer: VerdictSigner,
+    db_path: Any,
+) -> None:
+    start = chain.w3.eth.block_number
+    signed = sign_unused(chain, wallet, judge_signer)
+    if expired_on == "chain-only":
+        advance_chain(chain, 3_600)
+        wall = time.time()
+    else:
+        wall = time.time() + 3_600
+    now = chain_time(chain)
+    assert authorization_expired(signed.valid_before, chain_time=now, wall_time=wall) is False
+
+    report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start, clock=lambda: wall)
+    assert wallet.meter.ledger.get(signed.ledger_id).status == "signed"
+    assert report.resolved == () and not report.clean
+    assert [r.id for r in report.pending] == [signed.ledger_id]
+    assert wallet.meter.usage(RUN).committed == DIME
+
+
+def test_an_authorization_used_before_the_range_is_never_failed(
+    chain: Any,
+    wallet: Wallet,
+    client: ChainClient,
+    judge_signer: VerdictSigner,
+    db_path: Any,
+) -> None:
+    start = chain.w3.eth.block_number + 1
+    signed = sign_unused(chain, wallet, judge_signer)
+    tx_hash = submit_authorization(chain, signed)  # the seller settled; we never heard back
+    advance_chain(chain, 3_600)
+    later = time.time() + 3_600
+    after_it = chain.w3.eth.block_number
+
+    # Reconciling from after the payment cannot see its log, but the token says the
+    # authorization was used: the money moved, so the row must not be failed.
+    report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, after_it, clock=lambda: later)
+    assert authorization_used(chain, signed)
+    assert wallet.meter.ledger.get(signed.ledger_id).status == "signed"
+    assert report.resolved == () and [r.id for r in report.pending] == [signed.ledger_id]
+
+    full = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start, clock=lambda: later)
+    assert full.resolved == (signed.ledger_id,) and full.clean
+    row = wallet.meter.ledger.get(signed.ledger_id)
+    assert (row.status, row.tx_hash) == ("settled", tx_hash)
+    assert [(t.tx_hash.lower(), t.value) for t in outgoing(client, chain, start)] == [
+        (tx_hash, DIME)
+    ]
+
+
+def test_a_row_without_valid_before_is_never_failed(
+    chain: Any,
+    wallet: Wallet,
+    client: ChainClient,
+    judge_signer: VerdictSigner,
+    db_path: Any,
+) -> None:
+    # Rows written before the column existed: reconcile cannot tell expired from pending.
+    start = chain.w3.eth.block_number + 1
+    signed = sign_unused(chain, wallet, judge_signer)
+    with wallet.meter.store.transaction() as conn:
+        conn.execute("UPDATE wallet_spends SET valid_before = NULL")
+    advance_chain(chain, 3_600)
+    later = time.time() + 3_600
+    report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start, clock=lambda: later)
+    assert wallet.meter.ledger.get(signed.ledger_id).status == "signed"
+    assert not report.clean and not authorization_used(chain, signed)
+
+
+# ----------------------------------------------------------------- one log, one row
+
+
+def twin_transfer(chain: Any) -> dict[str, Any]:
+    """A fully pinned transfer: signing it twice yields one byte-identical transaction."""
+    base = int(chain.w3.eth.get_block("latest")["baseFeePerGas"])
+    return {
+        **transfer_tx(chain),
+        "type": 2,
+        "from": AGENT_ADDRESS,
+        "nonce": chain.w3.eth.get_transaction_count(AGENT_ADDRESS, "pending"),
+        "gas": 100_000,
+        "maxFeePerGas": 2 * base + 10**9,
+        "maxPriorityFeePerGas": 10**9,
+    }
+
+
+def test_a_failed_twin_never_takes_the_settled_rows_log(
+    chain: Any,
+    wallet: Wallet,
+    client: ChainClient,
+    judge_signer: VerdictSigner,
+    db_path: Any,
+) -> None:
+    start = chain.w3.eth.block_number + 1
+    before = client.token_balance(chain.usdc, AGENT_ADDRESS)
+    tx = twin_transfer(chain)
+    first = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id="run-b", cap=ONE_USDC)
+    second = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id="run-a", cap=ONE_USDC)
+    assert first.tx_hash == second.tx_hash
+    wallet.send_transaction(second)
+    with pytest.raises(SendFailed):
+        wallet.send_transaction(first)  # the node already has it
+
+    report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
+    assert [m.ledger_id for m in report.matched] == [second.ledger_id]
+    assert report.resolved == () and report.clean
+    assert [(r.id, r.status) for r in report.unmatched_ledger] == [(first.ledger_id, "failed")]
+    rows = {r.id: r.status for r in wallet.meter.ledger.rows()}
+    assert rows == {first.ledger_id: "failed", second.ledger_id: "settled"}
+    # The chain moved the money once; the ledger says so too.
+    assert [t.value for t in outgoing(client, chain, start)] == [DIME]
+    assert client.token_balance(chain.usdc, AGENT_ADDRESS) == before - DIME
+    assert wallet.meter.spent("run-a") - wallet.meter.usage("run-a").gas_usdc == DIME
+    assert wallet.meter.usage("run-b").settled == 0
+
+
+def test_two_signed_twins_share_one_log_and_only_one_settles(
+    chain: Any,
+    wallet: Wallet,
+    client: ChainClient,
+    judge_signer: VerdictSigner,
+    db_path: Any,
+) -> None:
+    # Both rows signed, then the process died; the raw tx went out once from elsewhere.
+    start = chain.w3.eth.block_number + 1
+    tx = twin_transfer(chain)
+    first = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id="run-b", cap=ONE_USDC)
+    second = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id="run-a", cap=ONE_USDC)
+    chain.w3.eth.send_raw_transaction(second.raw_transaction)
+    chain.w3.eth.wait_for_transaction_receipt(second.tx_hash, timeout=30)
+
+    report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
+    assert len(report.matched) == 1 and report.unmatched_onchain == ()
+    assert report.resolved == (first.ledger_id,)  # the oldest signed row claims the log
+    assert [r.id for r in report.pending] == [second.ledger_id]
+    settled = [r for r in wallet.meter.ledger.rows() if r.status == "settled"]
+    assert sum(r.amount for r in settled) == sum(t.value for t in outgoing(client, chain, start))
+
+
+# ----------------------------------------------------------------- what "clean" means
+
+
+def test_failed_spends_that_never_reached_the_chain_leave_the_report_clean(
+    chain: Any,
+    wallet: Wallet,
+    client: ChainClient,
+    judge_signer: VerdictSigner,
+    db_path: Any,
+) -> None:
+    start = chain.w3.eth.block_number + 1
+    tx = transfer_tx(chain)
+    sent = wallet.send_transaction(
+        wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    )
+    other = transfer_tx(chain, amount=2 * DIME)
+    unsent = wallet.sign_transaction(other, approve(judge_signer, other), run_id=RUN, cap=ONE_USDC)
+    wallet.discard(unsent, "never sent")
+
+    report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
+    assert [m.tx_hash for m in report.matched] == [sent.tx_hash]
+    assert [(r.id, r.status) for r in report.unmatched_ledger] == [(unsent.ledger_id, "failed")]
+    assert report.pending == () and report.clean
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["clean"] is True and data["unmatched_ledger"][0]["status"] == "failed"
+    assert [t.value for t in outgoing(client, chain, start)] == [DIME]
+
+    # A spend that may still move money keeps the report from being clean.
+    pending = sign_unused(chain, wallet, judge_signer)
+    report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
+    assert [(r.id, r.status) for r in report.pending] == [(pending.ledger_id, "signed")]
+    assert not report.clean and report.unmatched_onchain == ()
+    assert report.to_dict()["clean"] is False

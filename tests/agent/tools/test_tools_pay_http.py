@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -24,10 +25,12 @@ from agent.tools.pay_http import (
     origin_of,
 )
 from agent.x402proto import RequirementRefused, X402ProtocolError
+from chain.client import ChainClient
 from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account
 from chain.paywall import DEFAULT_PRICES, ENDPOINTS, PaywallServer
 from judge.verdict import VerdictSigner
 from wallet.errors import VerdictReplayed, VerdictVoid
+from wallet.keystore import KeyHandle
 from wallet.ledger import Ledger
 from wallet.reconcile import reconcile
 from wallet.signer import Wallet
@@ -394,14 +397,78 @@ def test_seller_answering_402_after_payment_gets_no_second_payment(
         run(tool.execute(quote, verdict, ctx))
     assert "answered 402" in str(err.value)
     assert "no second payment is made under the same verdict" in str(err.value)
+    assert "stays 'signed' and keeps counting against the spend cap" in str(err.value)
     assert len(paid_requests) == 1
+    # The seller still holds a valid signature: the spend stays pending and holds the cap.
     [row] = wallet.meter.ledger.rows()
-    assert row.status == "failed" and "unused on chain" in row.note
+    assert row.status == "signed" and "unused on chain but still valid until" in row.note
+    assert "reconcile will settle or release it" in row.note
+    assert wallet.meter.usage("run-test").committed == GAS_PRICE
+    [refused] = events.named("tool.x402.refused_after_payment")
+    assert refused["ledger_status"] == "signed"
 
     # The same verdict cannot buy a second attempt: the wallet has consumed it.
     with pytest.raises(VerdictReplayed):
         run(tool.execute(quote, verdict, ctx))
     assert len(paid_requests) == 1
+    assert (usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)) == before
+
+    # Once validBefore has passed on both clocks, reconciliation releases the cap.
+    chain.rpc("evm_increaseTime", [3_600])
+    chain.rpc("evm_mine")
+    head = chain.w3.eth.block_number
+    an_hour_later = time.time() + 3_600
+    report = reconcile(
+        wallet.meter.store, wallet.chain, chain.usdc, AGENT_ADDR, head, clock=lambda: an_hour_later
+    )
+    assert report.resolved == (row.id,) and report.clean
+    assert wallet.meter.ledger.get(row.id).status == "failed"
+    assert wallet.meter.usage("run-test").committed == 0
+    assert (usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)) == before
+
+
+def test_seller_refusing_after_payment_once_the_authorization_expired_fails_the_spend(
+    chain: Any,
+    make_ctx: Callable[..., ToolContext],
+    paywall: PaywallServer,
+    client: ChainClient,
+    judge_signer: VerdictSigner,
+    db_path: Any,
+    events: Events,
+) -> None:
+    # The seller sits on the paid request until validBefore has passed on the chain's
+    # clock and the wall clock, then refuses: the authorization can never land.
+    skew = [0.0]
+    wallet = Wallet(
+        KeyHandle(dev_account(AGENT)),
+        db_path=db_path,
+        chain=client,
+        usdc=chain.usdc,
+        trusted_judge=judge_signer.address,
+        emit=events,
+        clock=lambda: time.time() + skew[0],
+    )
+
+    async def stall_then_refuse(request: httpx.Request) -> httpx.Response:
+        if "payment-signature" in request.headers:
+            chain.rpc("evm_increaseTime", [3_600])
+            chain.rpc("evm_mine")
+            skew[0] = 3_600.0
+            return await forward(httpx.Request("GET", request.url))
+        return await forward(request)
+
+    ctx = make_ctx(wallet=wallet, allowlist=(paywall.url,), http=mock_client(stall_then_refuse))
+    tool = PayHttpTool(paywall.url)
+    quote = quote_of(tool, paywall.url + "/analytics/gas", ctx)
+    before = usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)
+
+    with pytest.raises(ToolError, match="unused on chain and expired, so no money moved"):
+        run(tool.execute(quote, approve(judge_signer, quote), ctx))
+    [row] = wallet.meter.ledger.rows()
+    assert row.status == "failed" and f"expired at {row.valid_before}" in row.note
+    assert chain.w3.eth.get_block("latest")["timestamp"] >= row.valid_before
+    assert wallet.meter.usage("run-test").committed == 0
+    assert events.named("tool.x402.refused_after_payment")[0]["ledger_status"] == "failed"
     assert (usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)) == before
 
 
