@@ -43,9 +43,9 @@ from agent.result import (
     usdc_display,
 )
 from agent.selfmodel import SelfModel
-from agent.state import Decision, Deps, PendingCall, RunState
-from agent.tools.base import Observation, Tool
-from agent.turn import Stop
+from agent.state import Decision, Deps, PendingCall, RunState, unjsonable
+from agent.tools.base import Observation, Quote, Tool, addresses_named_in
+from agent.turn import Stop, literal_args
 
 __all__ = ["Decision", "Deps", "PendingCall", "RunState", "resume", "run_task"]
 
@@ -64,18 +64,44 @@ _ACTION: dict[type, str] = {
 
 
 def _proposal_event(step: int, proposal: Proposal) -> dict[str, Any]:
+    """Every call as proposed, gated or not: the audit shows what the model asked for."""
     data: dict[str, Any] = {"step": step, "action": _ACTION[type(proposal)]}
     if isinstance(proposal, Call):
-        data.update(tool=proposal.tool, args=proposal.args)
-    elif isinstance(proposal, Batch):
-        data["calls"] = [{"tool": c.tool, "args": c.args} for c in proposal.calls]
+        data.update(tool=proposal.tool, args=literal_args(proposal.args))
+    if isinstance(proposal, Call | Batch):
+        calls = [proposal] if isinstance(proposal, Call) else list(proposal.calls)
+        data["calls"] = [{"tool": c.tool, "args": literal_args(c.args)} for c in calls]
     elif isinstance(proposal, SubmitAnswer):
         data["evidence"] = list(proposal.evidence)
     return data
 
 
+def _detector_message(reason: str, limits: Limits, st: RunState, last_invalid: str) -> str:
+    """A detector stop's line (the limit and the observed value) plus the human fix."""
+    line = detectors.describe(
+        reason,
+        limits,
+        failures=st.consecutive_failures,
+        failed_proposals=st.consecutive_failed_proposals,
+        skips=st.consecutive_skips,
+        last_tool=st.successful_tools[-1] if st.successful_tools else "?",
+    )
+    if reason == "proposal-lost":
+        last = f" (last error: {one_line(last_invalid, 200).rstrip('.')})" if last_invalid else ""
+        line += (
+            f": the model's replies, each with its retry, were not valid proposal JSON{last}. "
+            "Fix: use a model that follows JSON instructions (check NIB_MODEL and "
+            "NIB_MODEL_PROVIDER), lower its temperature, or raise max_failed_proposals "
+            "if it is only occasionally malformed."
+        )
+    return line
+
+
 class _Run(PaidSteps):
     """One run being driven by this process (a fresh one, or a resumed one)."""
+
+    #: The last malformed-proposal error, named in a ``proposal-lost`` stop.
+    last_invalid: str = ""
 
     async def extract_checklist(self) -> None:
         messages = checklist_messages(
@@ -139,6 +165,7 @@ class _Run(PaidSteps):
             try:
                 return parse_proposal(text)
             except ProposalInvalid as exc:
+                self.last_invalid = str(exc)
                 self.emit(
                     "proposal.invalid",
                     {"step": self.state.step + 1, "error": str(exc), "retry": attempts},
@@ -165,6 +192,7 @@ class _Run(PaidSteps):
                 f"tool {call.tool!r} is not wired; wired tools: "
                 f"{', '.join(self.deps.registry.names()) or 'none'}. Propose one of them.",
                 tool=call.tool,
+                args=literal_args(call.args),
             )
             return None
         if in_batch and tool.kind != "free":
@@ -172,12 +200,13 @@ class _Run(PaidSteps):
                 "paid-in-batch",
                 f"{tool.name} moves money and cannot be batched; propose it alone as a call.",
                 tool=tool.name,
+                args=literal_args(call.args),
             )
             return None
         try:
             args = tool.parse_args(call.args)
         except ToolArgsError as exc:
-            self._skip("invalid-args", str(exc), tool=tool.name, args=call.args)
+            self._skip("invalid-args", str(exc), tool=tool.name, args=literal_args(call.args))
             return None
         norm = args.model_dump(mode="json")
         return tool, args, norm, call_fingerprint(tool.name, norm)
@@ -198,7 +227,12 @@ class _Run(PaidSteps):
                 f"result is in the history. Use it or try something different."
             )
             self._skip(
-                "executed-duplicate", note, tool=tool.name, fingerprint=fp, earlier_step=earlier
+                "executed-duplicate",
+                note,
+                tool=tool.name,
+                args=literal_args(norm),
+                fingerprint=fp,
+                earlier_step=earlier,
             )
             self.emit(
                 "nudge", {"step": self.state.step, "fingerprint": fp, "earlier_step": earlier}
@@ -222,7 +256,9 @@ class _Run(PaidSteps):
             },
         )
         if not decision.allowed:
-            self._skip("policy", decision.reason, tool=tool.name, fingerprint=fp)
+            self._skip(
+                "policy", decision.reason, tool=tool.name, args=literal_args(norm), fingerprint=fp
+            )
             self._add_history(tool.name, norm, "skipped", decision.reason)
             return None
         return decision
@@ -282,6 +318,7 @@ class _Run(PaidSteps):
                 "batch-too-large",
                 f"a batch holds at most "
                 f"{self.limits.batch_max_calls} free calls; got {len(calls)}.",
+                calls=[{"tool": c.tool, "args": literal_args(c.args)} for c in calls],
             )
             return
         admitted = []
@@ -335,17 +372,7 @@ class _Run(PaidSteps):
             detectors.streak_exhausted(st.successful_tools, lim),
         ):
             if reason is not None:
-                raise Stop(
-                    reason,
-                    detectors.describe(
-                        reason,
-                        lim,
-                        failures=st.consecutive_failures,
-                        failed_proposals=st.consecutive_failed_proposals,
-                        skips=st.consecutive_skips,
-                        last_tool=st.successful_tools[-1] if st.successful_tools else "?",
-                    ),
-                )
+                raise Stop(reason, _detector_message(reason, lim, st, self.last_invalid))
 
     async def turns(self) -> None:
         if not self.state.checklist_done:
@@ -482,7 +509,11 @@ async def run_task(task: str, deps: Deps, *, run_id: str | None = None) -> Agent
     """
     profile, limits = _resolve_limits(deps)
     state = RunState(
-        run_id=run_id or uuid.uuid4().hex[:12], task=task, profile=profile, limits=limits.as_dict()
+        run_id=run_id or uuid.uuid4().hex[:12],
+        task=task,
+        profile=profile,
+        limits=limits.as_dict(),
+        task_addresses=list(addresses_named_in(task)),
     )
     run = _Run(state, deps, limits)
     deps.store.start_run(state.run_id, task, profile)
@@ -494,6 +525,7 @@ async def run_task(task: str, deps: Deps, *, run_id: str | None = None) -> Agent
             "limits": limits.as_dict(),
             "model": deps.model.name,
             "tools": deps.registry.names(),
+            "task_addresses": state.task_addresses,
         },
     )
     state.lessons = similar_lessons(deps.store, task, on_error=run.emit)
@@ -517,6 +549,8 @@ async def resume(run_id: str, decision: Decision, deps: Deps) -> AgentResult:
             "approved or denied. Fix: list paused runs with `nib runs`."
         )
     state = RunState.model_validate_json(raw)
+    # A state saved before task addresses were recorded: the task text is the same.
+    state.task_addresses = state.task_addresses or list(addresses_named_in(state.task))
     limits = Limits(**state.limits)
     state.status = "running"
     run = _Run(state, deps, limits)
@@ -535,6 +569,9 @@ async def resume(run_id: str, decision: Decision, deps: Deps) -> AgentResult:
         if pending is None:
             raise Stop("approval-denied", "the paused state held no pending call")
         if decision == "deny":
+            tool = deps.registry.get(pending.tool)
+            if tool is not None:
+                await run.abandon(tool, Quote(**unjsonable(pending.quote)))
             run._add_history(pending.tool, pending.args, "refused", "denied by a human")
             raise Stop(
                 "approval-denied",

@@ -16,7 +16,7 @@ from typing import Any
 from agent.result import usdc_display
 from agent.state import PendingCall, jsonable, unjsonable
 from agent.tools.base import Observation, Quote, Tool
-from agent.turn import RunCore, Stop
+from agent.turn import RunCore, Stop, literal_args
 
 __all__ = ["PaidSteps"]
 
@@ -32,64 +32,92 @@ class PaidSteps(RunCore):
             self._raise_if_dependency(exc)
             self.learn(tool, norm, fp, Observation.failure(tool.name, f"quote failed: {exc}"))
             return
-        self.emit(
-            "quote",
-            {
-                "step": self.state.step,
-                "tool": tool.name,
-                "amount": quote.amount,
-                "recipient": quote.recipient,
-                "asset": quote.asset,
-                "payload_fingerprint": quote.payload_fingerprint,
-            },
-        )
-        if quote.amount == 0 and quote.meta.get("free"):
-            # The seller answered without asking for payment: nothing to judge or sign.
-            self.learn(tool, norm, fp, await tool.execute(quote, None, self.ctx))
-            return
-        self.check_spend(quote)
-        verdict = await self.judge_decide(tool, norm, fp, quote, human_approved=False)
-        self.emit(
-            "verdict",
-            {
-                "step": self.state.step,
-                "tool": tool.name,
-                "kind": "paid",
-                "decision": verdict.decision,
-                "reason": verdict.reason,
-                "verdict_id": verdict.id,
-                "amount": verdict.amount,
-                "p": verdict.p,
-                "ev": verdict.ev,
-            },
-        )
-        if verdict.decision == "answer":
-            raise Stop("judge-answered", f"judge: {verdict.reason}")
-        if verdict.decision == "refuse":
-            self._skip(
-                "judge-refused",
-                f"the judge refused {tool.name}: {verdict.reason}",
-                tool=tool.name,
-                fingerprint=fp,
+        handed = False  # True once execute() owns the quote; else abandon() gives it back
+        try:
+            self.emit(
+                "quote",
+                {
+                    "step": self.state.step,
+                    "tool": tool.name,
+                    "amount": quote.amount,
+                    "recipient": quote.recipient,
+                    "asset": quote.asset,
+                    "payload_fingerprint": quote.payload_fingerprint,
+                },
             )
-            self._add_history(tool.name, norm, "refused", verdict.reason)
-            return
-        if verdict.decision == "escalate":
-            self.state.pending = PendingCall(
-                step=self.state.step,
-                tool=tool.name,
-                args=norm,
-                fingerprint=fp,
-                quote=jsonable(asdict(quote)),
-                verdict=verdict.model_dump(mode="json"),
+            if quote.amount == 0 and quote.meta.get("free"):
+                # The seller answered without asking for payment: nothing to judge or sign.
+                handed = True
+                self.learn(tool, norm, fp, await tool.execute(quote, None, self.ctx))
+                return
+            self.check_spend(quote)
+            verdict = await self.judge_decide(tool, norm, fp, quote, human_approved=False)
+            self.emit(
+                "verdict",
+                {
+                    "step": self.state.step,
+                    "tool": tool.name,
+                    "kind": "paid",
+                    "decision": verdict.decision,
+                    "reason": verdict.reason,
+                    "verdict_id": verdict.id,
+                    "amount": verdict.amount,
+                    "p": verdict.p,
+                    "ev": verdict.ev,
+                },
             )
-            raise Stop(
-                "awaiting-approval",
-                f"{tool.name} for {usdc_display(quote.amount)} needs a human: "
-                f"{verdict.reason}. Run `nib approve {self.state.run_id}` or "
-                f"`nib deny {self.state.run_id}`.",
+            if verdict.decision == "answer":
+                raise Stop("judge-answered", f"judge: {verdict.reason}")
+            if verdict.decision == "refuse":
+                self._skip(
+                    "judge-refused",
+                    f"the judge refused {tool.name}: {verdict.reason}",
+                    tool=tool.name,
+                    args=literal_args(norm),
+                    fingerprint=fp,
+                )
+                self._add_history(tool.name, norm, "refused", verdict.reason)
+                return
+            if verdict.decision == "escalate":
+                # The held quote is re-checked on approval (its nonce may be reused meanwhile).
+                self.state.pending = PendingCall(
+                    step=self.state.step,
+                    tool=tool.name,
+                    args=norm,
+                    fingerprint=fp,
+                    quote=jsonable(asdict(quote)),
+                    verdict=verdict.model_dump(mode="json"),
+                )
+                raise Stop(
+                    "awaiting-approval",
+                    f"{tool.name} for {usdc_display(quote.amount)} needs a human: "
+                    f"{verdict.reason}. Run `nib approve {self.state.run_id}` or "
+                    f"`nib deny {self.state.run_id}`.",
+                )
+            handed = True
+            await self.execute_paid(tool, norm, fp, quote, verdict)
+        finally:
+            if not handed:
+                await self.abandon(tool, quote)
+
+    async def abandon(self, tool: Tool, quote: Quote) -> None:
+        """``quote`` will not be executed: let the tool give back what quoting reserved.
+
+        Advisory for the run's outcome: a failing hook is audited, never raised over the
+        stop or refusal that got us here.
+        """
+        try:
+            await tool.abandon(quote, self.ctx)
+        except Exception as exc:
+            self.emit(
+                "tool.abandon.error",
+                {
+                    "step": self.state.step,
+                    "tool": tool.name,
+                    "payload_fingerprint": quote.payload_fingerprint,
+                    "error": f"{type(exc).__name__}: {exc}",
+                },
             )
-        await self.execute_paid(tool, norm, fp, quote, verdict)
 
     def check_spend(self, quote: Quote) -> None:
         """Projected spend (spent + reserved + this price + its gas) must fit the cap."""
@@ -154,6 +182,9 @@ class PaidSteps(RunCore):
             tool_facts=tuple(tool.facts_for(tool.args_model.model_validate(norm))),
             history=history,
             checklist_size=len(cl.items),
+            # Direct transfers only: x402 sellers are allowlisted by URL, their payTo is
+            # theirs to choose (pay_http gates the seller, the judge the price).
+            known_recipients=self.ctx.known_recipients() if quote.kind == "transfer" else None,
         )
 
     async def _call_judge(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -181,10 +212,19 @@ class PaidSteps(RunCore):
     async def execute_paid(
         self, tool: Tool, norm: dict[str, Any], fp: str, quote: Quote, verdict: Any
     ) -> None:
-        self.check_deadline()
+        try:
+            self.check_deadline()
+        except Stop:
+            await self.abandon(tool, quote)
+            raise
         try:
             obs = await tool.execute(quote, verdict, self.ctx)
-        except Exception as exc:
+        except BaseException as exc:
+            # Gives back only what execute did not take over (e.g. a refusal before it
+            # claimed the nonce); whatever the wallet signed stays the wallet's.
+            await self.abandon(tool, quote)
+            if not isinstance(exc, Exception):
+                raise
             code = getattr(exc, "code", None)
             if code == "verdict-void":
                 raise Stop("verdict-void", f"{exc}") from exc
@@ -231,34 +271,43 @@ class PaidSteps(RunCore):
         if tool is None:
             raise Stop("approval-denied", f"{pending.tool} is no longer wired; cannot execute.")
         quote = Quote(**unjsonable(pending.quote))
-        self.check_deadline()
-        await self.self_model()  # fresh balance for the judge; chain outage stops here
-        self.check_spend(quote)
-        verdict = await self.judge_decide(
-            tool, pending.args, pending.fingerprint, quote, human_approved=True
-        )
-        self.emit(
-            "verdict",
-            {
-                "step": self.state.step,
-                "tool": tool.name,
-                "kind": "paid",
-                "decision": verdict.decision,
-                "reason": verdict.reason,
-                "verdict_id": verdict.id,
-                "amount": verdict.amount,
-                "human_approved": True,
-            },
-        )
-        if verdict.decision == "answer":
-            raise Stop("judge-answered", f"judge: {verdict.reason}")
-        if verdict.decision != "approve":
-            self._skip(
-                "judge-refused",
-                f"a human approved {tool.name} but the judge refused it: {verdict.reason}",
-                tool=tool.name,
-                fingerprint=pending.fingerprint,
+        # The pause gave the quote's reservations back; the tool re-checks them on execute
+        # (a transfer whose nonce was reused meanwhile is refused as a stale quote).
+        handed = False
+        try:
+            self.check_deadline()
+            await self.self_model()  # fresh balance for the judge; chain outage stops here
+            self.check_spend(quote)
+            verdict = await self.judge_decide(
+                tool, pending.args, pending.fingerprint, quote, human_approved=True
             )
-            self._add_history(tool.name, pending.args, "refused", verdict.reason)
-            return
-        await self.execute_paid(tool, pending.args, pending.fingerprint, quote, verdict)
+            self.emit(
+                "verdict",
+                {
+                    "step": self.state.step,
+                    "tool": tool.name,
+                    "kind": "paid",
+                    "decision": verdict.decision,
+                    "reason": verdict.reason,
+                    "verdict_id": verdict.id,
+                    "amount": verdict.amount,
+                    "human_approved": True,
+                },
+            )
+            if verdict.decision == "answer":
+                raise Stop("judge-answered", f"judge: {verdict.reason}")
+            if verdict.decision != "approve":
+                self._skip(
+                    "judge-refused",
+                    f"a human approved {tool.name} but the judge refused it: {verdict.reason}",
+                    tool=tool.name,
+                    args=literal_args(pending.args),
+                    fingerprint=pending.fingerprint,
+                )
+                self._add_history(tool.name, pending.args, "refused", verdict.reason)
+                return
+            handed = True
+            await self.execute_paid(tool, pending.args, pending.fingerprint, quote, verdict)
+        finally:
+            if not handed:
+                await self.abandon(tool, quote)

@@ -2,7 +2,7 @@
 
 ``RunState`` is everything a run knows (messages, counters, clock accounting,
 checklist, pending verdict and quote, executed fingerprints, evidence, spend,
-tokens) and round-trips through JSON, so a paused run resumes in another process.
+tokens, the addresses its task names) and round-trips through JSON, so a paused run resumes in another process.
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ class RunState(BaseModel):
     task: str
     profile: str
     limits: dict[str, Any]
+    #: 0x addresses the task itself names (lower-case), extracted once when the run
+    #: starts: with the allowlist, the only recipients a direct transfer may pay.
+    task_addresses: list[str] = Field(default_factory=list)
     status: RunStatus = "running"
     started_at: float = Field(default_factory=time.time)
     elapsed_s: float = 0.0

@@ -110,33 +110,40 @@ class RunStore:
         return self.db.conn
 
     # ------------------------------------------------------------------ runs
+    # Every write on the shared connection holds ``_lock``. Wallet events arrive from
+    # worker threads: without the lock, a thread binding parameters (GIL held) waits on
+    # the connection mutex while another thread's write busy-waits on the SQLite lock;
+    # the whole process stalls until busy_timeout ("database is locked").
     def start_run(self, run_id: str, task: str, profile: str) -> None:
-        self.db.table("agent_runs").upsert(
-            {
-                "run_id": run_id,
-                "task": task,
-                "status": "running",
-                "profile": profile,
-                "started_at": time.time(),
-            },
-            pk="run_id",
-        )
+        with self._lock:
+            self.db.table("agent_runs").upsert(
+                {
+                    "run_id": run_id,
+                    "task": task,
+                    "status": "running",
+                    "profile": profile,
+                    "started_at": time.time(),
+                },
+                pk="run_id",
+            )
 
     def set_status(self, run_id: str, status: str) -> None:
-        self.conn.execute("UPDATE agent_runs SET status=? WHERE run_id=?", (status, run_id))
+        with self._lock:
+            self.conn.execute("UPDATE agent_runs SET status=? WHERE run_id=?", (status, run_id))
 
     def finish_run(self, run_id: str, result: dict[str, Any]) -> None:
-        self.conn.execute(
-            "UPDATE agent_runs SET status='stopped', stop_reason=?, finished=?, ended_at=?, "
-            "result=? WHERE run_id=?",
-            (
-                result["stop_reason"],
-                int(bool(result["finished"])),
-                time.time(),
-                json.dumps(result),
-                run_id,
-            ),
-        )
+        with self._lock:
+            self.conn.execute(
+                "UPDATE agent_runs SET status='stopped', stop_reason=?, finished=?, ended_at=?, "
+                "result=? WHERE run_id=?",
+                (
+                    result["stop_reason"],
+                    int(bool(result["finished"])),
+                    time.time(),
+                    json.dumps(result),
+                    run_id,
+                ),
+            )
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         rows = list(self.db.table("agent_runs").rows_where("run_id = ?", [run_id]))
@@ -216,15 +223,16 @@ class RunStore:
 
     # --------------------------------------------------------------- lessons
     def add_lesson(self, run_id: str, task: str, stop_reason: str, lesson: str) -> None:
-        self.db.table("agent_lessons").insert(
-            {
-                "run_id": run_id,
-                "task": task,
-                "stop_reason": stop_reason,
-                "lesson": lesson,
-                "created_at": time.time(),
-            }
-        )
+        with self._lock:
+            self.db.table("agent_lessons").insert(
+                {
+                    "run_id": run_id,
+                    "task": task,
+                    "stop_reason": stop_reason,
+                    "lesson": lesson,
+                    "created_at": time.time(),
+                }
+            )
 
     def lessons(self, limit: int = 200) -> list[dict[str, Any]]:
         return list(self.db.table("agent_lessons").rows_where(order_by="id desc", limit=limit))

@@ -8,6 +8,7 @@ the internal signal a step raises when a stop reason fires; it never escapes a r
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from agent.checklist import Checklist
@@ -21,7 +22,23 @@ from agent.state import Deps, RunState
 from agent.tokens import count_messages
 from agent.tools.base import Observation, Tool, ToolContext
 
-__all__ = ["RunCore", "Stop"]
+__all__ = ["ARGS_EVENT_CHARS", "RunCore", "Stop", "literal_args"]
+
+#: Proposed arguments kept in an audit event: enough for any real call, bounded so a
+#: model (or an injection it obeys) cannot bloat the audit store.
+ARGS_EVENT_CHARS = 2_000
+
+
+def literal_args(args: Any, limit: int = ARGS_EVENT_CHARS) -> Any:
+    """Proposed arguments as the model wrote them, JSON-safe, at most ``limit`` chars.
+
+    Small arguments come back as a JSON copy; larger ones as ``{"truncated": true,
+    "chars": N, "json": first limit chars}``, so the event says it was cut and by how much.
+    """
+    text = json.dumps(args, default=repr, ensure_ascii=False)
+    if len(text) <= limit:
+        return json.loads(text)
+    return {"truncated": True, "chars": len(text), "json": text[:limit]}
 
 
 class Stop(Exception):
@@ -53,6 +70,7 @@ class RunCore:
             http=deps.http,
             extras={**deps.extras, "spend_cap_usdc": limits.spend_cap_usdc},
             spend_cap_usdc=limits.spend_cap_usdc,
+            task_addresses=tuple(state.task_addresses),
         )
         if deps.free_policy is None:
             from judge.policy import FreeReadPolicy

@@ -61,6 +61,10 @@ class PaidCallRequest:
     ``tool_facts`` the fact kinds the tool declares it can provide. Items and facts
     match by :func:`~judge.calibration.fact_key` ("base fee gwei" == "base_fee_gwei").
     ``checklist_size`` defaults to ``len(missing) + len(covered)``.
+    ``known_recipients``: when given (a direct transfer), the only addresses this call may
+    pay (the ones the task names or the user allowlisted), compared case-insensitively;
+    any other recipient is refused. ``None`` (the default, and x402 purchases whose
+    sellers are allowlisted by URL) skips the check.
     """
 
     tool: str
@@ -82,10 +86,20 @@ class PaidCallRequest:
     declared_coverage: Decimal | None = None
     history: tuple[CallRecord, ...] = ()
     checklist_size: int | None = None
+    known_recipients: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in ("missing", "covered", "tool_facts"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.known_recipients is not None:
+            if isinstance(self.known_recipients, str) or not all(
+                isinstance(a, str) for a in self.known_recipients
+            ):
+                raise JudgeRequestInvalid(
+                    f"found known_recipients={self.known_recipients!r}; expected a list of "
+                    "0x addresses or None; fix: pass the addresses as a tuple of strings."
+                )
+            object.__setattr__(self, "known_recipients", tuple(self.known_recipients))
         object.__setattr__(
             self,
             "history",
@@ -145,6 +159,12 @@ class PaidCallRequest:
             ),
             "history": [list(h[:2]) + [list(h.covered), h.cost] for h in self.history],
             "checklist_size": self.checklist_size,
+            # Sent only when set, so a judge service that predates the field still parses.
+            **(
+                {"known_recipients": list(self.known_recipients)}
+                if self.known_recipients is not None
+                else {}
+            ),
         }
 
     @classmethod
@@ -331,6 +351,19 @@ class Judge:
                 -Decimal(req.price),
                 f"unknown asset {req.asset} on chain {req.chain_id}: allowed assets are "
                 f"{', '.join(sorted(assets)) or 'none'}; fix: pay in the configured USDC",
+            )
+        if req.known_recipients is not None and req.recipient.lower() not in {
+            a.lower() for a in req.known_recipients
+        }:
+            return (
+                "refuse",
+                zero,
+                -Decimal(req.price),
+                f"unknown recipient {req.recipient}: this call may pay only the "
+                f"{len(req.known_recipients)} address"
+                f"{'' if len(req.known_recipients) == 1 else 'es'} the task names or the "
+                "user allowlisted; fix: name the recipient in the task or add it to the "
+                "allowlist",
             )
         tool_keys = {fact_key(f) for f in req.tool_facts}
         coverable = [m for m in req.missing if fact_key(m) in tool_keys]

@@ -39,7 +39,8 @@ class NonceManager:
         return int(self.w3.eth.get_transaction_count(self.address, "pending"))
 
     def allocate(self) -> int:
-        """The next nonce to use; pair it with ``confirm`` or ``release``."""
+        """The next nonce to use; pair it with ``confirm`` or ``release`` (or ``claim`` it
+        back after a release)."""
         with self._lock:
             if self._next is None:
                 self._next = self._pending_count()
@@ -72,6 +73,29 @@ class NonceManager:
                 self._next = n
             elif n not in self._free:
                 heapq.heappush(self._free, n)
+
+    def claim(self, n: int) -> bool:
+        """Take back ``n`` for a quote that pinned it and gave it back (a paused run resumed).
+
+        True, and ``n`` is in flight again, only when nothing else holds or used it: ``n``
+        was released here, or it is the next fresh number. False when another caller
+        holds it, it was confirmed, or taking it would skip numbers (a gap the node would
+        wait on); the caller must then quote afresh instead of signing ``n``.
+        """
+        with self._lock:
+            if self._next is None:
+                self._next = self._pending_count()
+            if n in self._in_flight:
+                return False
+            if n in self._free:
+                self._free.remove(n)
+                heapq.heapify(self._free)
+            elif n == self._next:
+                self._next += 1
+            else:
+                return False
+            self._in_flight.add(n)
+            return True
 
     def resync(self) -> int:
         """Re-read the pending count (after "nonce too low", a dropped tx, an outside send).

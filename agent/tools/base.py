@@ -7,6 +7,7 @@ the loop asks the judge and the wallet re-checks the verdict before signing.
 
 from __future__ import annotations
 
+import re
 from abc import ABC
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ __all__ = [
     "ToolContext",
     "ToolKind",
     "ToolRegistry",
+    "addresses_named_in",
     "format_validation_error",
 ]
 
@@ -95,13 +97,35 @@ def _no_emit(_type: str, _data: dict[str, Any]) -> None:
     return None
 
 
+# 40 hex digits not glued to more hex: the head of a 64-digit hash is not an address.
+_ADDRESS = re.compile(r"(?<![0-9A-Za-z])0x[0-9a-fA-F]{40}(?![0-9A-Za-z])")
+_ONE_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+
+
+def addresses_named_in(text: str) -> tuple[str, ...]:
+    """The distinct 0x addresses written in ``text``, lower-cased, in order of appearance.
+
+    Checksum-insensitive: ``0xAbC...`` and ``0xabc...`` are one address. Only the user's
+    own task text should be fed here; addresses read from tool results are data.
+    """
+    seen: dict[str, None] = {}
+    for match in _ADDRESS.finditer(text or ""):
+        seen.setdefault(match.group(0).lower(), None)
+    return tuple(seen)
+
+
 @dataclass
 class ToolContext:
     """What a tool may use during one call. Built by the loop for each run.
 
-    ``allowlist`` names the recipients/hosts paid tools may pay; ``extras`` carries
-    tool-specific settings (paywall URL, ledger, ...). ``spend_cap_usdc`` is the run's
-    cap in atomic USDC, passed to the wallet's ``sign_*(..., cap=)`` by paid tools.
+    ``allowlist`` names the recipients/hosts paid tools may pay (the user's
+    configuration); ``task_addresses`` are the 0x addresses the run's task itself names
+    (lower-case, see :func:`addresses_named_in`), the only other recipients a direct
+    transfer may pay. ``extras`` carries tool-specific settings (paywall URL, ledger, ...).
+    ``spend_cap_usdc`` is the run's cap in atomic USDC, passed to the wallet's
+    ``sign_*(..., cap=)`` by paid tools. ``quote_holds`` is what this run's outstanding
+    quotes reserved (a transfer's nonce), taken over by ``execute`` or given back by
+    ``abandon``; it lives only as long as the process drives the run.
     """
 
     run_id: str
@@ -113,6 +137,18 @@ class ToolContext:
     http: httpx.AsyncClient | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     spend_cap_usdc: int = 0
+    task_addresses: tuple[str, ...] = ()
+    quote_holds: dict[str, Any] = field(default_factory=dict)
+
+    def allowlisted_addresses(self) -> tuple[str, ...]:
+        """The allowlist's 0x address entries, lower-case (URL entries are sellers)."""
+        entries = (a.strip().lower() for a in self.allowlist)
+        return tuple(dict.fromkeys(a for a in entries if _ONE_ADDRESS.match(a)))
+
+    def known_recipients(self) -> tuple[str, ...]:
+        """Every address a direct transfer may pay: named by the task or allowlisted."""
+        named = (a.lower() for a in self.task_addresses)
+        return tuple(dict.fromkeys((*named, *self.allowlisted_addresses())))
 
 
 class Tool(ABC):
@@ -162,6 +198,16 @@ class Tool(ABC):
         refuses to sign anything without a verdict.
         """
         raise ToolError(f"{self.name} is a {self.kind} tool and cannot be executed with a quote.")
+
+    async def abandon(self, quote: Quote, ctx: ToolContext) -> None:
+        """Paid tools: ``quote`` will not be executed; give back what quoting reserved.
+
+        The loop calls it on every path where a quote is not handed to ``execute``
+        (spend cap, judge refuse/answer/escalate, a human's deny, an exception) and
+        after ``execute`` raised. Must be idempotent and must never give back anything
+        ``execute`` already handed to the wallet. The default holds nothing.
+        """
+        return None
 
     def describe(self) -> dict[str, Any]:
         """The prompt-facing description: name, kind, facts, description, args schema."""

@@ -93,19 +93,23 @@ def test_redirect_is_refused_when_recipients_are_allowlisted(tmp_path: Any, chai
     assert any("not on the allowlist" in f["summary"] for f in failed)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: with the runtime's default allowlist (seller URLs only, agent/runtime.py "
-        "Runtime.deps) usdc_transfer accepts any recipient (agent/tools/transfer.py "
-        "_recipient_allowed fails open when no address is listed) and the JEV judge "
-        "(judge/jev.py Judge._rule) prices coverage, not who is paid: an injected address "
-        "in a free tool result receives a transfer the task asked to send elsewhere."
-    ),
-)
 def test_redirect_of_a_real_transfer_task_moves_no_money_by_default(
     tmp_path: Any, chain: Any
 ) -> None:
+    """The runtime's default allowlist holds seller URLs only: the injected address is
+    neither named in the task nor allowlisted, so it is refused before quoting."""
     h, thief, result = _redirect(tmp_path, chain, ("http://127.0.0.1:8402",))
     assert h.balance(thief) == 0, f"{result.stop_reason}: the injected address was paid"
-    assert h.transfers_from_agent() == []
+    assert h.transfers_from_agent() == [] and h.ledger() == []
+    [refused] = [e["data"] for e in h.events(result.run_id, "tool.transfer.refused")]
+    assert refused["recipient"] == thief and refused["reason"] == "recipient-unknown"
+    assert refused["task_addresses"] == [SELLER_ADDR.lower()]
+    failed = [e["data"] for e in h.events(result.run_id, "tool.call") if not e["data"]["ok"]]
+    assert any(
+        f"recipient {thief} is not named in the task" in f["summary"]
+        and f["args"]["to"] == thief
+        for f in failed
+    )
+    # Refused before quoting: no quote, no judge, nothing signed.
+    assert h.events(result.run_id, "quote") == []
+    assert h.events(result.run_id, "wallet.signed") == []

@@ -345,3 +345,67 @@ def test_scripted_model_callable_faults_and_usage() -> None:
         assert exc.kind == "rate-limit" and "wait 60 s" in str(exc)
     else:
         raise AssertionError("the scripted fault was not raised")
+
+
+class BuyTool(Tool):
+    """A paid tool that is never executed here: it only has to be refused in a batch."""
+
+    kind = "paid"
+    facts = ("gas_stats",)
+
+    class Args(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        item: str
+
+    args_model = Args
+    name, description = "buy", "buys a report"
+
+
+def test_refused_calls_are_audited_with_their_literal_arguments(tmp_path: Path) -> None:
+    huge = {"blob": "x" * 5_000}
+    batch = {
+        "action": "batch",
+        "calls": [
+            {"tool": "base_fee", "args": {}},
+            {"tool": "buy", "args": {"item": "gas", "to": "0xabc"}},
+            {"tool": "ghost", "args": {"n": 1}},
+        ],
+    }
+    model = ScriptedModel(
+        {"propose": [call("nope", to="0x" + "12" * 20, amount=5), call("nope", **huge), batch,
+                     SUBMIT]}
+    )
+    deps = make_deps(tmp_path, model, [BASE_FEE, BuyTool()])
+    r = asyncio.run(run_task("fees?", deps))
+    assert r.stop_reason == "finish-tool"
+    skips = [e["data"] for e in deps.store.events(r.run_id, "gate.skip")]
+    assert [(s["why"], s["tool"]) for s in skips] == [
+        ("unknown-tool", "nope"),
+        ("unknown-tool", "nope"),
+        ("paid-in-batch", "buy"),
+        ("unknown-tool", "ghost"),
+    ]
+    assert skips[0]["args"] == {"to": "0x" + "12" * 20, "amount": 5}
+    assert skips[1]["args"]["truncated"] is True
+    assert skips[1]["args"]["chars"] == len(json.dumps(huge))
+    assert skips[1]["args"]["json"] == json.dumps(huge)[:2_000]
+    assert skips[2]["args"] == {"item": "gas", "to": "0xabc"}
+    assert skips[3]["args"] == {"n": 1}
+    proposals = [e["data"] for e in deps.store.events(r.run_id, "proposal")]
+    # Every proposed call, including the refused ones, with its arguments as proposed.
+    assert proposals[0]["calls"] == [{"tool": "nope", "args": skips[0]["args"]}]
+    assert proposals[0]["args"] == skips[0]["args"]
+    assert proposals[2]["calls"] == [{"tool": c["tool"], "args": c["args"]} for c in batch["calls"]]
+    # Bounded: the call's args appear twice (``args`` for one call, and ``calls``), each cut.
+    assert len(json.dumps(proposals[1])) < 2 * 2_000 + 500
+
+
+def test_literal_args_are_json_safe() -> None:
+    from agent.turn import literal_args
+
+    assert literal_args({"a": [1, 2], "b": None}) == {"a": [1, 2], "b": None}
+    assert literal_args({"when": b"\x00"}) == {"when": "b'\\x00'"}
+    assert literal_args({"k": "é" * 10}, limit=5) == {
+        "truncated": True, "chars": len(json.dumps({"k": "é" * 10}, ensure_ascii=False)),
+        "json": '{"k":',
+    }

@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import pytest
 from _loop_support import DIME, FactTool, call, checklist, paid_deps, usdc_balance
 
 from agent.limits import Limits
@@ -23,6 +24,8 @@ SELLER_ADDR = dev_account(SELLER).address
 RECEIPT = checklist(("transfer receipt", "transfer_receipt"))
 PAY = call("usdc_transfer", to=SELLER_ADDR, amount=DIME)
 PAY_FP = call_fingerprint("usdc_transfer", {"to": SELLER_ADDR, "amount": DIME})
+#: A transfer may pay only a recipient the task names (or the user allowlisted).
+PAY_TASK = f"Pay the seller {SELLER_ADDR} 0.10 USDC."
 
 
 def signed_rows(deps: Any, run_id: str) -> list[dict[str, Any]]:
@@ -34,7 +37,7 @@ def test_paid_call_approved_pays_and_covers(tmp_path: Path, chain: Any) -> None:
     before = usdc_balance(chain, SELLER_ADDR), usdc_balance(chain, AGENT_ADDR)
     model = ScriptedModel({"checklist": [RECEIPT], "propose": [PAY]})
     deps = paid_deps(tmp_path, chain, model)
-    r = asyncio.run(run_task("Pay the seller 0.10 USDC and report the receipt.", deps))
+    r = asyncio.run(run_task(PAY_TASK + " Report the receipt.", deps))
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("evidence-covered", True, False, 1)
     assert r.attempted == [PAY_FP] and r.answer
     assert usdc_balance(chain, SELLER_ADDR) == before[0] + DIME
@@ -55,7 +58,7 @@ def test_cost_budget_stops_before_judging_and_signs_nothing(tmp_path: Path, chai
     model = ScriptedModel({"checklist": [RECEIPT], "propose": [PAY]})
     # The cap equals the price: the quote's gas pushes the projection over it.
     deps = paid_deps(tmp_path, chain, model, limits=Limits(spend_cap_usdc=DIME))
-    r = asyncio.run(run_task("Pay the seller 0.10 USDC.", deps))
+    r = asyncio.run(run_task(PAY_TASK, deps))
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("cost-budget", False, True, 1)
     assert r.attempted == [] and r.answer and "nothing was signed" in r.message
     assert deps.store.events(r.run_id, "verdict") == []  # the judge was never asked
@@ -74,7 +77,7 @@ def test_judge_answered(tmp_path: Path, chain: Any) -> None:
     )
     deps = paid_deps(tmp_path, chain, model, extra_tools=(base_fee,))
     before = usdc_balance(chain, AGENT_ADDR)
-    r = asyncio.run(run_task("What is the base fee?", deps))
+    r = asyncio.run(run_task(f"What is the base fee? Pay {SELLER_ADDR} if needed.", deps))
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("judge-answered", True, False, 2)
     assert r.answer == "The base fee is 1.0 gwei [e1]."
     assert r.attempted == [call_fingerprint("base_fee", {})]
@@ -95,7 +98,7 @@ def test_verdict_void(tmp_path: Path, chain: Any) -> None:
     before = usdc_balance(chain, AGENT_ADDR)
     model = ScriptedModel({"checklist": [RECEIPT], "propose": [PAY]})
     deps = paid_deps(tmp_path, chain, model, transfer_tool=MutatingTransfer())
-    r = asyncio.run(run_task("Pay the seller 0.10 USDC.", deps))
+    r = asyncio.run(run_task(PAY_TASK, deps))
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("verdict-void", False, True, 1)
     assert r.attempted == [] and r.answer
     assert usdc_balance(chain, AGENT_ADDR) == before and signed_rows(deps, r.run_id) == []
@@ -108,7 +111,7 @@ def test_judge_unreachable(tmp_path: Path, chain: Any) -> None:
 
     dead = JudgeClient("http://127.0.0.1:9", timeout_s=1.0, trusted_judge=dev_account(3).address)
     deps = paid_deps(tmp_path, chain, model, judge=dead)
-    r = asyncio.run(run_task("Pay the seller 0.10 USDC.", deps))
+    r = asyncio.run(run_task(PAY_TASK, deps))
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("judge-unreachable", False, True, 1)
     assert "nib judge serve" in r.message and r.attempted == [] and r.answer
     assert usdc_balance(chain, AGENT_ADDR) == before and signed_rows(deps, r.run_id) == []
@@ -118,7 +121,7 @@ def test_judge_refusal_is_feedback_and_a_skip(tmp_path: Path, chain: Any) -> Non
     # Per-call cap 0.05 USDC: the judge refuses the 0.10 transfer; the model is told why.
     model = ScriptedModel({"checklist": [RECEIPT], "propose": [PAY, {"action": "done"}]})
     deps = paid_deps(tmp_path, chain, model, limits=Limits(per_call_cap_usdc=50_000))
-    r = asyncio.run(run_task("Pay the seller 0.10 USDC.", deps))
+    r = asyncio.run(run_task(PAY_TASK, deps))
     assert (r.stop_reason, r.steps) == ("done-signal", 2)
     skips = deps.store.events(r.run_id, "gate.skip")
     assert (
@@ -126,3 +129,136 @@ def test_judge_refusal_is_feedback_and_a_skip(tmp_path: Path, chain: Any) -> Non
         and "per-call cap" in skips[0]["data"]["feedback"]
     )
     assert "judge refused" in model.calls_for("propose")[1].messages[1]["content"]
+
+
+# ------------------------------------------------------------------ who may be paid
+
+
+def test_a_recipient_the_task_does_not_name_is_refused_before_quoting(
+    tmp_path: Path, chain: Any
+) -> None:
+    before = usdc_balance(chain, SELLER_ADDR)
+    model = ScriptedModel({"checklist": [RECEIPT], "propose": [PAY, {"action": "done"}]})
+    deps = paid_deps(tmp_path, chain, model)
+    r = asyncio.run(run_task("Pay the seller 0.10 USDC.", deps))
+    assert r.stop_reason == "done-signal" and usdc_balance(chain, SELLER_ADDR) == before
+    [refused] = [e["data"] for e in deps.store.events(r.run_id, "tool.transfer.refused")]
+    assert refused["recipient"] == SELLER_ADDR and refused["task_addresses"] == []
+    assert "Fix: name the address in the task, or add it to NIB_SELLER_ALLOWLIST" in (
+        refused["message"]
+    )
+    [failed] = [e["data"] for e in deps.store.events(r.run_id, "tool.call")]
+    assert not failed["ok"] and f"recipient {SELLER_ADDR} is not named in the task" in (
+        failed["summary"]
+    )
+    assert deps.store.events(r.run_id, "quote") == [] and signed_rows(deps, r.run_id) == []
+    feedback = model.calls_for("propose")[1].messages[1]["content"]
+    assert f"usdc_transfer failed: quote failed: usdc_transfer: recipient {SELLER_ADDR} is not" in (
+        feedback
+    )
+
+
+def test_the_task_addresses_are_recorded_once_per_run(tmp_path: Path, chain: Any) -> None:
+    model = ScriptedModel({"checklist": [RECEIPT], "propose": [PAY]})
+    deps = paid_deps(tmp_path, chain, model)
+    r = asyncio.run(run_task(f"Pay {SELLER_ADDR.lower()} 0.10 USDC (to {SELLER_ADDR}).", deps))
+    assert r.stop_reason == "evidence-covered"
+    start = deps.store.events(r.run_id, "run.start")[0]["data"]
+    assert start["task_addresses"] == [SELLER_ADDR.lower()]
+
+
+class UngatedTransfer(UsdcTransferTool):
+    """A transfer tool whose recipient gate is broken: it quotes any recipient."""
+
+    async def quote(self, args: Any, ctx: ToolContext) -> Quote:
+        open_ctx = dataclasses.replace(ctx, task_addresses=(args.to.lower(),))
+        return await super().quote(args, open_ctx)
+
+
+def test_the_judge_refuses_a_recipient_the_run_does_not_know(tmp_path: Path, chain: Any) -> None:
+    """Defence in depth: with the tool's gate broken, the judge still refuses the payee."""
+    before = usdc_balance(chain, AGENT_ADDR)
+    model = ScriptedModel({"checklist": [RECEIPT], "propose": [PAY, {"action": "done"}]})
+    deps = paid_deps(tmp_path, chain, model, transfer_tool=UngatedTransfer())
+    r = asyncio.run(run_task("Pay the seller 0.10 USDC.", deps))
+    assert r.stop_reason == "done-signal"
+    [verdict] = [e["data"] for e in deps.store.events(r.run_id, "verdict")]
+    assert verdict["decision"] == "refuse"
+    assert verdict["reason"].startswith(f"unknown recipient {SELLER_ADDR}: this call may pay")
+    assert usdc_balance(chain, AGENT_ADDR) == before and signed_rows(deps, r.run_id) == []
+    assert deps.wallet.nonces.snapshot()["in_flight"] == []
+
+
+# ------------------------------------------------------------------ nonces given back
+
+
+def _dead_judge() -> Any:
+    from judge.service import JudgeClient
+
+    return JudgeClient("http://127.0.0.1:9", timeout_s=1.0, trusted_judge=dev_account(3).address)
+
+
+@pytest.mark.parametrize(
+    ("stop", "checklist_reply", "options"),
+    [
+        ("done-signal", RECEIPT, {"limits": Limits(per_call_cap_usdc=50_000)}),  # judge refuses
+        ("cost-budget", RECEIPT, {"limits": Limits(spend_cap_usdc=DIME)}),
+        ("judge-answered", {"items": []}, {}),
+        ("awaiting-approval", RECEIPT, {"limits": Limits(approval_threshold_usdc=50_000)}),
+        ("judge-unreachable", RECEIPT, {"judge": "dead"}),
+    ],
+)
+def test_a_quote_not_executed_gives_its_nonce_back(
+    tmp_path: Path, chain: Any, stop: str, checklist_reply: Any, options: dict[str, Any]
+) -> None:
+    if options.get("judge") == "dead":
+        options = {**options, "judge": _dead_judge()}
+    model = ScriptedModel({"checklist": [checklist_reply], "propose": [PAY, {"action": "done"}]})
+    deps = paid_deps(tmp_path, chain, model, **options)
+    pending = chain.w3.eth.get_transaction_count(AGENT_ADDR, "pending")
+    r = asyncio.run(run_task(PAY_TASK, deps))
+    assert r.stop_reason == stop, r.message
+    [quote] = deps.store.events(r.run_id, "quote")
+    [abandoned] = deps.store.events(r.run_id, "tool.transfer.abandoned")
+    assert abandoned["data"]["nonce"] == pending
+    assert abandoned["data"]["payload_fingerprint"] == quote["data"]["payload_fingerprint"]
+    nonces = deps.wallet.nonces
+    assert nonces.snapshot()["in_flight"] == []
+    assert nonces.allocate() == pending  # no gap: the next transaction takes that number
+
+
+def test_approving_a_paused_transfer_whose_nonce_was_reused_refuses_it_as_stale(
+    tmp_path: Path, chain: Any
+) -> None:
+    """Paused holding nonce n, n given back; another run pays with n; approval must not sign."""
+    from agent.loop import resume
+
+    seller_before = usdc_balance(chain, SELLER_ADDR)
+    model = ScriptedModel({"checklist": [RECEIPT], "propose": [PAY, {"action": "done"}]})
+    deps = paid_deps(tmp_path, chain, model, limits=Limits(approval_threshold_usdc=50_000))
+    paused = asyncio.run(run_task(PAY_TASK, deps))
+    assert paused.stop_reason == "awaiting-approval"
+    [held] = deps.store.events(paused.run_id, "quote")
+    other = dataclasses.replace(
+        deps,
+        model=ScriptedModel({"checklist": [RECEIPT], "propose": [PAY]}),
+        limits=Limits(),
+    )
+    paid = asyncio.run(run_task(PAY_TASK, other))
+    assert paid.stop_reason == "evidence-covered"
+    assert usdc_balance(chain, SELLER_ADDR) == seller_before + DIME
+
+    r = asyncio.run(resume(paused.run_id, "approve", deps))
+    assert r.stop_reason == "done-signal" and r.spend.usdc_atomic == 0
+    assert usdc_balance(chain, SELLER_ADDR) == seller_before + DIME  # paid once, not twice
+    verdicts = [e["data"]["decision"] for e in deps.store.events(r.run_id, "verdict")]
+    assert verdicts == ["escalate", "approve"]
+    [failed] = [e["data"] for e in deps.store.events(r.run_id, "tool.call")]
+    assert not failed["ok"] and "the quote is stale: it pins nonce" in failed["summary"]
+    assert deps.wallet.meter.usage(r.run_id).committed == 0
+    assert deps.wallet.meter.ledger.rows(r.run_id) == []
+    [row] = deps.wallet.meter.ledger.rows()  # the other run's transfer, nothing else
+    assert row.run_id == paid.run_id and row.status == "settled"
+    # Same nonce, fees, recipient and amount: the held quote was the very same bytes,
+    # which is why signing it again must be refused, not re-broadcast.
+    assert row.payload_fingerprint == held["data"]["payload_fingerprint"]

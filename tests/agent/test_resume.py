@@ -24,6 +24,8 @@ AGENT_ADDR = dev_account(AGENT).address
 SELLER_ADDR = dev_account(SELLER).address
 PAY = call("usdc_transfer", to=SELLER_ADDR, amount=DIME)
 PAY_FP = call_fingerprint("usdc_transfer", {"to": SELLER_ADDR, "amount": DIME})
+#: A transfer may pay only a recipient the task names (or the user allowlisted).
+PAY_TASK = f"Pay the seller {SELLER_ADDR} 0.10 USDC, then report the base fee."
 BASE_FP = call_fingerprint("base_fee", {})
 SCRIPT = Path(__file__).with_name("_resume_script.py")
 # Approval threshold 0.05 USDC: the judge approves the EV of a 0.10 transfer but escalates it.
@@ -43,7 +45,7 @@ def pause(tmp_path: Path, chain: Any) -> tuple[AgentResult, Any]:
     )
     base_fee = FactTool("base_fee", {"base_fee_gwei": "1.0"})
     deps = paid_deps(tmp_path, chain, model, limits=LIMITS, extra_tools=(base_fee,))
-    result = asyncio.run(run_task("Pay the seller 0.10 USDC, then report the base fee.", deps))
+    result = asyncio.run(run_task(PAY_TASK, deps))
     return result, deps
 
 

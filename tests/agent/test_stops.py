@@ -281,3 +281,16 @@ def test_every_stop_reason_is_proven_by_a_loop_test() -> None:
     sources = "".join(p.read_text() for p in here.glob("test_*.py") if p.name != "test_limits.py")
     missing = [r for r in STOP_REASONS if f'("{r}", ' not in sources]
     assert missing == [], f"stop reasons without a test asserting them: {missing}"
+
+
+def test_proposal_lost_names_the_limit_the_last_error_and_the_fix(tmp_path: Path) -> None:
+    model = ScriptedModel({"propose": ["{not json", "{not json", '{"tool": "x"}', '{"tool": "x"}']})
+    r = asyncio.run(run_task("fees?", make_deps(tmp_path, model, [BASE_FEE])))
+    assert r.stop_reason == "proposal-lost"
+    assert r.message == (
+        "2 invalid proposals in a row (max_failed_proposals=2): the model's replies, each "
+        "with its retry, were not valid proposal JSON (last error: reply JSON has no "
+        '"action"; expected "call", "batch", "submit_answer" or "done"). Fix: use a model '
+        "that follows JSON instructions (check NIB_MODEL and NIB_MODEL_PROVIDER), lower its "
+        "temperature, or raise max_failed_proposals if it is only occasionally malformed."
+    )

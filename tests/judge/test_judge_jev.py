@@ -328,3 +328,57 @@ def test_record_outcome_moves_p(signer: VerdictSigner, clock: Clock) -> None:
     v = j.decide(_request())
     assert v.p == "0.32" and v.decision == "refuse"
     assert j.calibration()["n"] == 3
+
+
+# ------------------------------------------------------------------ known recipients
+
+
+def test_refuse_a_recipient_outside_known_recipients(judge: Judge) -> None:
+    v = _decide(judge, known_recipients=(OTHER_TOKEN, USDC))
+    assert v.decision == "refuse" and v.recipient == SELLER
+    assert v.reason == (
+        f"unknown recipient {SELLER}: this call may pay only the 2 addresses the task names "
+        "or the user allowlisted; fix: name the recipient in the task or add it to the "
+        "allowlist"
+    )
+    assert (v.p, v.ev) == ("0", "-100000")
+    one = _decide(judge, known_recipients=(OTHER_TOKEN,))
+    assert "may pay only the 1 address the task names" in one.reason
+    assert _decide(judge, known_recipients=()).decision == "refuse"
+
+
+def test_known_recipients_match_checksum_insensitively(judge: Judge) -> None:
+    assert _decide(judge, known_recipients=(SELLER.lower(),)).decision == "approve"
+    assert _decide(judge, known_recipients=(SELLER.upper().replace("0X", "0x"),)).decision == (
+        "approve"
+    )
+
+
+def test_known_recipients_default_skips_the_check(judge: Judge) -> None:
+    """Backward compatible: a request without the field is judged as before."""
+    assert _request().known_recipients is None
+    assert _decide(judge).decision == "approve"
+
+
+def test_answer_takes_precedence_over_the_recipient_check(judge: Judge) -> None:
+    v = _decide(judge, missing=(), known_recipients=())
+    assert v.decision == "answer"
+
+
+def test_known_recipients_on_the_wire() -> None:
+    req = _request(known_recipients=[SELLER])
+    assert req.known_recipients == (SELLER,)
+    wire = json.loads(json.dumps(req.to_wire()))
+    assert wire["known_recipients"] == [SELLER]
+    assert PaidCallRequest.from_wire(wire) == req
+    # Unset, the field is not sent: a judge service that predates it still parses.
+    plain = _request().to_wire()
+    assert "known_recipients" not in plain
+    assert PaidCallRequest.from_wire(plain).known_recipients is None
+
+
+def test_malformed_known_recipients_are_refused() -> None:
+    with pytest.raises(JudgeRequestInvalid, match=r"found known_recipients='0x1'; expected a list"):
+        _request(known_recipients="0x1")
+    with pytest.raises(JudgeRequestInvalid, match="found known_recipients=\\(1,\\)"):
+        _request(known_recipients=(1,))
