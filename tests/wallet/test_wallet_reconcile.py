@@ -172,7 +172,10 @@ def test_an_authorization_expired_on_one_clock_only_stays_pending(
     db_path: Any,
 ) -> None:
     start = chain.w3.eth.block_number
-    signed = sign_unused(chain, wallet, judge_signer)
+    # Valid for a minute on BOTH clocks (an idle chain's latest block can lag the wall
+    # clock), so that moving one clock alone is what expires it.
+    payload = quote(chain, valid_before=max(chain_time(chain), int(time.time())) + 60)
+    signed = wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC)
     if expired_on == "chain-only":
         advance_chain(chain, 3_600)
         wall = time.time()
