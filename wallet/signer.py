@@ -9,10 +9,8 @@ balance, and finally consumes the verdict and reserves the spend atomically.
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,119 +38,37 @@ from wallet.keystore import KeyHandle
 from wallet.ledger import SpendKind
 from wallet.meter import Reservation, SpendMeter
 from wallet.nonces import NonceManager
+from wallet.signed import SentTx, SignedTx, SignedTypedData
+from wallet.terms import (
+    TRANSFER_SELECTOR,
+    Terms,
+    as_int,
+    hex32,
+    private_copy,
+    transfer_terms,
+    typed_data_terms,
+)
+from wallet.x402signer import VerdictBoundSigner, typed_data_from_parts
 
 if TYPE_CHECKING:
     from chain.client import ChainClient
 
 Emit = Callable[[str, dict[str, Any]], None]
 
-TRANSFER_SELECTOR = "a9059cbb"  # transfer(address,uint256)
-_EIP3009_PRIMARY = "TransferWithAuthorization"
-_DOMAIN_ORDER = (
-    ("name", "string"),
-    ("version", "string"),
-    ("chainId", "uint256"),
-    ("verifyingContract", "address"),
-    ("salt", "bytes32"),
-)
 #: Transaction fields the wallet fills after the checks when the payload leaves them out.
 #: None of them moves USDC; gas is metered against the cap after the receipt.
 FILLED_TX_FIELDS = ("nonce", "gas", "maxFeePerGas", "maxPriorityFeePerGas", "type")
 
-
-@dataclass(frozen=True)
-class SignedTypedData:
-    """An EIP-3009 authorization the wallet signed (immutable).
-
-    Warning: whoever holds ``signature`` can move ``value`` to ``recipient`` once,
-    until ``valid_before``. Hand it only to the seller the judge approved.
-    """
-
-    signature: str
-    signer: str
-    payload_fingerprint: str
-    verdict_id: str
-    run_id: str
-    reservation: Reservation
-    recipient: str
-    value: int
-    valid_after: int
-    valid_before: int
-    auth_nonce: str
-
-    @property
-    def reservation_id(self) -> str:
-        return self.reservation.id
-
-    @property
-    def ledger_id(self) -> str:
-        """The ``wallet_spends`` row id (the reservation's id)."""
-        return self.reservation.id
-
-    def signature_bytes(self) -> bytes:
-        return bytes.fromhex(self.signature[2:])
-
-    def to_x402_payload(self) -> dict[str, Any]:
-        """The x402 "exact" EVM inner payload: ``{authorization: {...}, signature}``."""
-        return {
-            "authorization": {
-                "from": self.signer,
-                "to": to_checksum_address(self.recipient),
-                "value": str(self.value),
-                "validAfter": str(self.valid_after),
-                "validBefore": str(self.valid_before),
-                "nonce": self.auth_nonce,
-            },
-            "signature": self.signature,
-        }
-
-
-@dataclass(frozen=True)
-class SignedTx:
-    """A signed transaction, not yet broadcast (immutable). Send it with ``send_transaction``."""
-
-    raw_transaction: str
-    tx_hash: str
-    nonce: int
-    signer: str
-    payload_fingerprint: str
-    verdict_id: str
-    run_id: str
-    reservation: Reservation
-    recipient: str
-    amount: int
-
-    @property
-    def reservation_id(self) -> str:
-        return self.reservation.id
-
-    @property
-    def ledger_id(self) -> str:
-        return self.reservation.id
-
-
-@dataclass(frozen=True)
-class SentTx:
-    """A mined transaction the wallet sent, with the gas it paid."""
-
-    tx_hash: str
-    block_number: int
-    status: int
-    gas_used: int
-    gas_wei: int
-    gas_usdc: int
-    ledger_id: str
-
-
-@dataclass(frozen=True)
-class _Terms:
-    """The money-relevant terms read from a payload."""
-
-    chain_id: int
-    asset: str
-    recipient: str
-    amount: int
-    sender: str | None
+__all__ = [
+    "FILLED_TX_FIELDS",
+    "TRANSFER_SELECTOR",
+    "SentTx",
+    "SignedTx",
+    "SignedTypedData",
+    "VerdictBoundSigner",
+    "Wallet",
+    "typed_data_from_parts",
+]
 
 
 class Wallet:
@@ -218,7 +134,7 @@ class Wallet:
         Warning: the signature is a bearer instrument (anyone holding it can settle it).
         The checks run on a private deep copy of ``payload``, and that copy is signed.
         """
-        exact = _private_copy(payload)
+        exact = private_copy(payload)
         res = self._authorize(
             exact,
             verdict,
@@ -226,7 +142,7 @@ class Wallet:
             cap=cap,
             kind="x402",
             fingerprint_of=typed_data_fingerprint,
-            terms_of=_typed_data_terms,
+            terms_of=typed_data_terms,
         )
         assert verdict is not None  # _authorize refuses None
         try:
@@ -245,8 +161,8 @@ class Wallet:
                 "x402",
             ) from None
         message = exact["message"]
-        auth_nonce = _hex32(message["nonce"])
-        valid_before = _as_int(message["validBefore"])
+        auth_nonce = hex32(message["nonce"])
+        valid_before = as_int(message["validBefore"])
         self.meter.mark_signed(res, auth_nonce=auth_nonce, valid_before=valid_before)
         result = SignedTypedData(
             signature="0x" + bytes(signed.signature).hex(),
@@ -305,7 +221,7 @@ class Wallet:
         after the checks; none of them moves USDC. Broadcast with ``send_transaction``, or
         give it back unsent with ``discard``.
         """
-        exact = _private_copy(tx)
+        exact = private_copy(tx)
         res = self._authorize(
             exact,
             verdict,
@@ -313,7 +229,7 @@ class Wallet:
             cap=cap,
             kind="transfer",
             fingerprint_of=transaction_fingerprint,
-            terms_of=_transfer_terms,
+            terms_of=transfer_terms,
         )
         assert verdict is not None
         full = {k: v for k, v in exact.items() if k != "from"}
@@ -463,7 +379,7 @@ class Wallet:
         cap: int,
         kind: SpendKind,
         fingerprint_of: Callable[[Any], str],
-        terms_of: Callable[[dict[str, Any]], _Terms],
+        terms_of: Callable[[dict[str, Any]], Terms],
     ) -> Reservation:
         """Run every check in order; return the reservation or raise (and emit) a refusal."""
         try:
@@ -549,7 +465,7 @@ class Wallet:
         self,
         verdict: Verdict,
         payload: dict[str, Any],
-        terms_of: Callable[[dict[str, Any]], _Terms],
+        terms_of: Callable[[dict[str, Any]], Terms],
     ) -> None:
         try:
             terms = terms_of(payload)
@@ -618,155 +534,6 @@ class Wallet:
     def _emit(self, name: str, data: dict[str, Any]) -> None:
         if self.emit is not None:
             self.emit(name, data)
-
-
-class VerdictBoundSigner:
-    """The x402 ``ClientEvmSigner`` shape, bound to one verdict.
-
-    x402's client calls ``sign_typed_data(domain, types, primary_type, message)``; this
-    rebuilds the full EIP-712 dict and routes it through ``Wallet.sign_typed_data``, so
-    only the payload the judge saw can be signed, and only once. ``signed`` holds the
-    result (reservation and ledger ids) after a successful call.
-    """
-
-    def __init__(self, wallet: Wallet, verdict: Verdict | None, *, run_id: str, cap: int):
-        self._wallet = wallet
-        self._verdict = verdict
-        self._run_id = run_id
-        self._cap = cap
-        self.signed: SignedTypedData | None = None
-
-    @property
-    def address(self) -> str:
-        return self._wallet.address
-
-    def __repr__(self) -> str:
-        vid = self._verdict.id if self._verdict is not None else None
-        return f"VerdictBoundSigner(address={self.address!r}, verdict={vid!r})"
-
-    def sign_typed_data(
-        self, domain: Any, types: Mapping[str, Any], primary_type: str, message: Mapping[str, Any]
-    ) -> bytes:
-        """MOVES MONEY: sign if and only if this is the approved payload."""
-        payload = typed_data_from_parts(domain, types, primary_type, message)
-        signed = self._wallet.sign_typed_data(
-            payload, self._verdict, run_id=self._run_id, cap=self._cap
-        )
-        self.signed = signed
-        return signed.signature_bytes()
-
-
-def typed_data_from_parts(
-    domain: Any, types: Mapping[str, Any], primary_type: str, message: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The full EIP-712 dict from x402's parts (TypedDataDomain/TypedDataField or dicts)."""
-    if isinstance(domain, Mapping):
-        dom = dict(domain)
-    else:
-        dom = {
-            "name": domain.name,
-            "version": domain.version,
-            "chainId": domain.chain_id,
-            "verifyingContract": domain.verifying_contract,
-        }
-    full_types: dict[str, list[dict[str, str]]] = {}
-    for name, fields in types.items():
-        full_types[name] = [
-            dict(f) if isinstance(f, Mapping) else {"name": f.name, "type": f.type} for f in fields
-        ]
-    if "EIP712Domain" not in full_types:
-        full_types["EIP712Domain"] = [{"name": n, "type": t} for n, t in _DOMAIN_ORDER if n in dom]
-    return {
-        "types": full_types,
-        "primaryType": primary_type,
-        "domain": dom,
-        "message": dict(message),
-    }
-
-
-# ---------------------------------------------------------------------- payload terms
-
-
-def _typed_data_terms(payload: dict[str, Any]) -> _Terms:
-    if payload.get("primaryType") != _EIP3009_PRIMARY:
-        raise PayloadMismatch(
-            f"The payload's primaryType is {payload.get('primaryType')!r}, expected "
-            f"{_EIP3009_PRIMARY!r}; the wallet signs no other typed data. Fix: pay with an "
-            "EIP-3009 authorization."
-        )
-    domain, message = payload.get("domain"), payload.get("message")
-    if not isinstance(domain, Mapping) or not isinstance(message, Mapping):
-        raise PayloadMismatch("The payload lacks a domain or message mapping.")
-    try:
-        return _Terms(
-            chain_id=_as_int(domain["chainId"]),
-            asset=str(domain["verifyingContract"]),
-            recipient=str(message["to"]),
-            amount=_as_int(message["value"]),
-            sender=str(message["from"]),
-        )
-    except (KeyError, ValueError, TypeError) as exc:
-        raise PayloadMismatch(
-            f"The authorization lacks a readable field ({type(exc).__name__}: {exc}); "
-            "expected domain.chainId, domain.verifyingContract, message.from/to/value."
-        ) from None
-
-
-def _transfer_terms(tx: dict[str, Any]) -> _Terms:
-    data = tx.get("data", tx.get("input"))
-    raw = _hex_body(data)
-    if raw[:8] != TRANSFER_SELECTOR or len(raw) != 8 + 128:
-        raise PayloadMismatch(
-            f"The transaction's calldata starts {('0x' + raw[:8])!r} with {len(raw) // 2} "
-            "bytes; expected transfer(address,uint256) (0xa9059cbb, 68 bytes). Fix: the "
-            "wallet signs only USDC transfers."
-        )
-    value = _as_int(tx.get("value", 0) or 0)
-    if value != 0:
-        raise PayloadMismatch(
-            f"The transaction sends {value} wei of ETH; expected 0. Fix: remove the value."
-        )
-    if tx.get("chainId") is None or tx.get("to") is None:
-        raise PayloadMismatch("The transaction lacks chainId or to; expected both.")
-    recipient = "0x" + raw[8 + 24 : 8 + 64]
-    return _Terms(
-        chain_id=_as_int(tx["chainId"]),
-        asset=str(tx["to"]),
-        recipient=recipient,
-        amount=int(raw[8 + 64 :], 16),
-        sender=str(tx["from"]) if tx.get("from") is not None else None,
-    )
-
-
-def _private_copy(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy, so nobody can change the payload between the checks and the signature."""
-    if not isinstance(payload, Mapping):
-        raise PayloadMismatch(f"Expected the payload as a dict; got {type(payload).__name__}.")
-    return copy.deepcopy(dict(payload))
-
-
-def _as_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError("a bool is not an amount")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        return int(value, 16) if value.lower().startswith("0x") else int(value)
-    raise ValueError(f"not an integer: {type(value).__name__}")
-
-
-def _hex_body(data: Any) -> str:
-    if isinstance(data, bytes | bytearray):
-        return bytes(data).hex()
-    if isinstance(data, str):
-        return data.lower().removeprefix("0x")
-    return ""
-
-
-def _hex32(value: Any) -> str:
-    if isinstance(value, bytes | bytearray):
-        return "0x" + bytes(value).hex()
-    return "0x" + str(value).lower().removeprefix("0x")
 
 
 def _refusal_base(run_id: str, verdict: Verdict | None, kind: str) -> dict[str, Any]:
