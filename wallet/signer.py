@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from eth_utils import to_checksum_address
 from web3 import Web3
+from web3.exceptions import Web3RPCError
 
 from chain.errors import ChainError
 from judge.errors import FingerprintError, VerdictInvalid
@@ -295,30 +296,37 @@ class Wallet:
     def send_transaction(self, signed: SignedTx, reservation: Reservation | None = None) -> SentTx:
         """MOVES MONEY: broadcast ``signed``, wait for its receipt, meter gas, settle.
 
-        A broadcast error releases the nonce and fails the spend; a revert fails the spend.
-        Both raise SendFailed. Gas is recorded whenever the tx was mined.
+        A broadcast the node refuses releases the nonce and fails the spend; one that gets no
+        answer keeps the nonce used and the spend pending (it may have landed), unless the node
+        already knows the transaction, in which case it is awaited. A revert fails the spend.
+        Failures raise SendFailed. Gas is recorded whenever the tx was mined.
         """
         res = reservation or signed.reservation
         w3 = self.chain.w3
         try:
             w3.eth.send_raw_transaction(bytes.fromhex(signed.raw_transaction[2:]))
+        except Web3RPCError as exc:
+            # The node answered and refused it: the transaction is not in its pool.
+            self._broadcast_refused(signed, res, exc)
         except Exception as exc:
-            text = str(exc)
-            if "nonce too low" in text.lower():
-                self.nonces.confirm(signed.nonce)  # the chain has used it: never reuse
-                self.nonces.resync()
-            else:
-                self.nonces.release(signed.nonce)
-            self.meter.fail(res, note=f"broadcast failed ({type(exc).__name__})")
-            self._emit(
-                "wallet.failed",
-                {**_res_event(res), "tx_hash": signed.tx_hash, "note": "broadcast failed"},
-            )
-            raise SendFailed(
-                f"Broadcasting {signed.tx_hash} (nonce {signed.nonce}) failed: {text[:300]}. "
-                "Expected the node to accept it. Fix: check the RPC and the wallet's ETH for "
-                "gas; the spend is marked failed and its cap share freed."
-            ) from exc
+            # No answer (timeout, dropped connection): the node may have taken it anyway.
+            # Freeing the nonce or the cap here would let a retry spend past the cap.
+            if not self._known_to_node(signed.tx_hash):
+                self.nonces.confirm(signed.nonce)
+                self.meter.keep_signed(
+                    res, note=f"broadcast outcome unknown ({type(exc).__name__}); "
+                    "reconcile will settle or release it"
+                )
+                self._emit(
+                    "wallet.failed",
+                    {**_res_event(res), "tx_hash": signed.tx_hash, "note": "broadcast outcome unknown"},
+                )
+                raise SendFailed(
+                    f"Broadcasting {signed.tx_hash} (nonce {signed.nonce}) got no answer "
+                    f"({type(exc).__name__}); expected the node to accept or refuse it. The spend "
+                    "stays pending and keeps its cap share. Fix: check the RPC, then run "
+                    "`nib audit reconcile`."
+                ) from exc
         self.nonces.confirm(signed.nonce)
         try:
             receipt = w3.eth.wait_for_transaction_receipt(
@@ -530,6 +538,32 @@ class Wallet:
         if tx.get("gas") is None:
             probe = {k: tx[k] for k in ("to", "data", "value") if k in tx}
             tx["gas"] = int(w3.eth.estimate_gas({"from": self.address, **probe}))  # type: ignore[typeddict-item]
+
+    def _broadcast_refused(self, signed: SignedTx, res: Reservation, exc: Exception) -> None:
+        text = str(exc)
+        if "nonce too low" in text.lower():
+            self.nonces.confirm(signed.nonce)  # the chain has used it: never reuse
+            self.nonces.resync()
+        else:
+            self.nonces.release(signed.nonce)
+        self.meter.fail(res, note=f"broadcast refused ({type(exc).__name__})")
+        self._emit(
+            "wallet.failed",
+            {**_res_event(res), "tx_hash": signed.tx_hash, "note": "broadcast refused"},
+        )
+        raise SendFailed(
+            f"Broadcasting {signed.tx_hash} (nonce {signed.nonce}) was refused: {text[:300]}. "
+            "Expected the node to accept it. Fix: check the RPC and the wallet's ETH for "
+            "gas; the spend is marked failed and its cap share freed."
+        ) from exc
+
+    def _known_to_node(self, tx_hash: str) -> bool:
+        """Whether the node has ``tx_hash`` (pooled or mined); False when it cannot say."""
+        try:
+            self.chain.w3.eth.get_transaction(tx_hash)  # type: ignore[arg-type]
+            return True
+        except Exception:  # not found, or still no answer: treat the outcome as unknown
+            return False
 
     def _emit(self, name: str, data: dict[str, Any]) -> None:
         if self.emit is not None:

@@ -470,11 +470,52 @@ def test_broadcast_failure_fails_the_spend_and_frees_the_nonce(
     signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
     with pytest.raises(SendFailed) as info:
         wallet.send_transaction(signed)
-    assert info.value.code == "send-failed" and "failed:" in str(info.value)
+    assert info.value.code == "send-failed" and "was refused:" in str(info.value)
     assert wallet.meter.ledger.get(signed.ledger_id).status == "failed"
     assert wallet.meter.reserved(RUN) == 0
     assert wallet.nonces.allocate() == signed.nonce  # handed out again: no gap
-    assert events.named("wallet.failed")[0]["note"] == "broadcast failed"
+    assert events.named("wallet.failed")[0]["note"] == "broadcast refused"
+
+
+def test_broadcast_without_an_answer_that_landed_is_awaited_and_settled(
+    chain: Any, wallet: Wallet, judge_signer: VerdictSigner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node took the transaction but the answer was lost: the wallet must not free the
+    cap or the nonce (a retry would overspend); it finds the tx and settles it."""
+    real_send = wallet.chain.w3.eth.send_raw_transaction
+
+    def send_then_time_out(raw: bytes) -> Any:
+        real_send(raw)
+        raise TimeoutError("read timed out")
+
+    monkeypatch.setattr(wallet.chain.w3.eth, "send_raw_transaction", send_then_time_out)
+    before = balance(chain, AGENT_ADDRESS)
+    tx = transfer_tx(chain)
+    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    sent = wallet.send_transaction(signed)
+    assert sent.status == 1
+    assert wallet.meter.ledger.get(signed.ledger_id).status == "settled"
+    assert wallet.nonces.allocate() == signed.nonce + 1
+    assert balance(chain, AGENT_ADDRESS) == before - DIME
+
+
+def test_broadcast_without_an_answer_keeps_the_spend_pending_and_the_nonce_used(
+    chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def time_out(raw: bytes) -> Any:
+        raise TimeoutError("read timed out")
+
+    monkeypatch.setattr(wallet.chain.w3.eth, "send_raw_transaction", time_out)
+    tx = transfer_tx(chain)
+    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    with pytest.raises(SendFailed, match="got no answer .* stays pending"):
+        wallet.send_transaction(signed)
+    row = wallet.meter.ledger.get(signed.ledger_id)
+    assert row.status == "signed" and "outcome unknown" in (row.note or "")
+    assert wallet.meter.usage(RUN).committed >= DIME  # the cap share is held
+    assert wallet.nonces.allocate() != signed.nonce  # never handed out again
+    assert events.named("wallet.failed")[-1]["note"] == "broadcast outcome unknown"
 
 
 def test_discarded_transaction_gives_back_its_nonce(
