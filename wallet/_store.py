@@ -21,7 +21,10 @@ USED_VERDICTS = "wallet_used_verdicts"
 GAS = "wallet_gas"
 #: Columns added to ``wallet_spends`` after its first release, with their SQL types.
 #: Files written by an older nib gain them on open; old rows read them as NULL.
-ADDED_SPEND_COLUMNS: tuple[tuple[str, str], ...] = (("valid_before", "INTEGER"),)
+ADDED_SPEND_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("valid_before", "INTEGER"),
+    ("gas_hold", "INTEGER NOT NULL DEFAULT 0"),
+)
 
 
 def connect(path: str | Path) -> sqlite_utils.Database:
@@ -52,7 +55,8 @@ def ensure_tables(db: sqlite_utils.Database) -> None:
             created_at REAL NOT NULL,
             updated_at REAL NOT NULL,
             note TEXT NOT NULL DEFAULT '',
-            valid_before INTEGER
+            valid_before INTEGER,
+            gas_hold INTEGER NOT NULL DEFAULT 0
         )"""
     )
     _add_missing_columns(db, SPENDS, ADDED_SPEND_COLUMNS)

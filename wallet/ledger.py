@@ -70,6 +70,8 @@ class SpendRow:
     updated_at: float
     note: str
     valid_before: int | None = None
+    #: Most the transaction's gas can cost (atomic USDC), held against the cap while pending.
+    gas_hold: int = 0
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> SpendRow:

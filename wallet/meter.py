@@ -68,6 +68,8 @@ class RunSpend:
     reserved: int
     gas_wei: int
     gas_usdc: int
+    #: The most pending transactions' gas can still cost (atomic USDC), held against the cap.
+    gas_held: int = 0
 
     @property
     def spent(self) -> int:
@@ -76,8 +78,8 @@ class RunSpend:
 
     @property
     def committed(self) -> int:
-        """What counts against the cap: spent plus still-held reservations."""
-        return self.spent + self.reserved
+        """What counts against the cap: spent plus still-held reservations and gas holds."""
+        return self.spent + self.reserved + self.gas_held
 
 
 @dataclass(frozen=True)
@@ -129,8 +131,13 @@ class SpendMeter:
         *,
         kind: SpendKind = "x402",
         note: str = "",
+        gas_hold: int = 0,
     ) -> Reservation:
         """Consume ``verdict`` and hold ``amount`` of ``run_id``'s ``cap``, atomically.
+
+        ``gas_hold`` (atomic USDC) is the most the transaction's gas can cost (gas limit x
+        max fee, converted); it counts against the cap while the spend is pending and is
+        replaced by the gas actually paid once the receipt is in.
 
         In one ``BEGIN IMMEDIATE`` transaction: mark the verdict used (VerdictReplayed if it
         was), refuse if the run's committed spend plus ``amount`` exceeds ``cap``
@@ -144,6 +151,7 @@ class SpendMeter:
         _require_int("amount", amount, minimum=1)
         _require_int("cap", cap, minimum=0)
         _require_int("balance", balance, minimum=0)
+        _require_int("gas_hold", gas_hold, minimum=0)
         asset = verdict.asset.lower()
         now = self.clock()
         spend_id = uuid.uuid4().hex
@@ -160,14 +168,15 @@ class SpendMeter:
                     verdict_id=verdict.id,
                 ) from None
             committed = _committed(conn, run_id)
-            if committed + amount > cap:
+            if committed + amount + gas_hold > cap:
+                gas_part = f" plus up to {gas_hold} for gas" if gas_hold else ""
                 raise CapExceeded(
                     f"Spend cap exceeded for run {run_id}: cap {cap} atomic USDC, already "
-                    f"committed {committed}, this call {amount} would make "
-                    f"{committed + amount}. Fix: raise the task's spend cap or choose a "
-                    "cheaper call.",
+                    f"committed {committed}, this call {amount}{gas_part} would make "
+                    f"{committed + amount + gas_hold}. Fix: raise the task's spend cap or "
+                    "choose a cheaper call.",
                     limit=cap,
-                    observed=committed + amount,
+                    observed=committed + amount + gas_hold,
                     verdict_id=verdict.id,
                 )
             held = _outstanding(conn, asset)
@@ -185,8 +194,8 @@ class SpendMeter:
             conn.execute(
                 f"""INSERT INTO {SPENDS} (id, run_id, verdict_id, payload_fingerprint, kind,
                     asset, amount, recipient, chain_id, status, tx_hash, auth_nonce,
-                    created_at, updated_at, note)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'reserved', NULL, NULL, ?, ?, ?)""",
+                    created_at, updated_at, note, gas_hold)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'reserved', NULL, NULL, ?, ?, ?, ?)""",
                 (
                     spend_id,
                     run_id,
@@ -200,6 +209,7 @@ class SpendMeter:
                     now,
                     now,
                     note,
+                    gas_hold,
                 ),
             )
         return Reservation(
@@ -315,7 +325,8 @@ class SpendMeter:
                 f"SELECT COALESCE(SUM(wei), 0), COALESCE(SUM(usdc), 0) FROM {GAS} WHERE run_id = ?",
                 (run_id,),
             ).fetchone()
-        return RunSpend(run_id, settled, reserved, int(gas_wei), int(gas_usdc))
+            held = _gas_held(conn, run_id)
+        return RunSpend(run_id, settled, reserved, int(gas_wei), int(gas_usdc), held)
 
     def spent(self, run_id: str) -> int:
         """Settled USDC plus metered gas (in atomic USDC) for ``run_id``."""
@@ -360,10 +371,21 @@ def _rid(res: Reservation | str) -> str:
 
 
 def _committed(conn: sqlite3.Connection, run_id: str) -> int:
+    """Spends reserved, signed or settled, gas paid, and gas still held by pending spends."""
     gas = conn.execute(
         f"SELECT COALESCE(SUM(usdc), 0) FROM {GAS} WHERE run_id = ?", (run_id,)
     ).fetchone()[0]
-    return _sum(conn, run_id, COMMITTED) + int(gas)
+    return _sum(conn, run_id, COMMITTED) + int(gas) + _gas_held(conn, run_id)
+
+
+def _gas_held(conn: sqlite3.Connection, run_id: str) -> int:
+    marks = ", ".join("?" for _ in OUTSTANDING)
+    held = conn.execute(
+        f"SELECT COALESCE(SUM(gas_hold), 0) FROM {SPENDS} "
+        f"WHERE run_id = ? AND status IN ({marks})",
+        (run_id, *OUTSTANDING),
+    ).fetchone()[0]
+    return int(held)
 
 
 def _sum(conn: sqlite3.Connection, run_id: str, statuses: tuple[str, ...]) -> int:

@@ -37,7 +37,7 @@ from wallet.errors import (
 )
 from wallet.keystore import KeyHandle
 from wallet.ledger import SpendKind
-from wallet.meter import Reservation, SpendMeter
+from wallet.meter import Reservation, SpendMeter, gas_to_usdc
 from wallet.nonces import NonceManager
 from wallet.signed import SentTx, SignedTx, SignedTypedData
 from wallet.terms import (
@@ -219,10 +219,29 @@ class Wallet:
 
         The fingerprint covers ``tx`` exactly as given. Fields in ``FILLED_TX_FIELDS`` that
         ``tx`` leaves out (nonce from the NonceManager, gas, EIP-1559 fees) are filled
-        after the checks; none of them moves USDC. Broadcast with ``send_transaction``, or
-        give it back unsent with ``discard``.
+        after the checks; none of them moves USDC, but gas limit x max fee is held against
+        the run's cap until the receipt says what the gas cost. Broadcast with
+        ``send_transaction``, or give it back unsent with ``discard``.
         """
         exact = private_copy(tx)
+        full = {k: v for k, v in exact.items() if k != "from"}
+        full["data"] = full.pop("input", full.get("data"))
+        allocated: int | None = None
+
+        def hold_for_gas() -> int:
+            # Fees are settled (after the checks, before the reservation) so the most the
+            # gas can cost is held against the cap too; none of these fields moves USDC.
+            try:
+                self._fill_fees(full)
+                price = full.get("maxFeePerGas", full.get("gasPrice"))
+                return gas_to_usdc(as_int(full["gas"]) * as_int(price), self.meter.gas_usdc_per_eth)
+            except Exception as exc:
+                raise SendFailed(
+                    f"Could not fill gas and fees ({type(exc).__name__}: {str(exc)[:200]}); "
+                    "expected the node to estimate them. Fix: check the RPC, or give gas and "
+                    "fee fields in the quoted payload. Nothing was reserved or signed."
+                ) from exc
+
         res = self._authorize(
             exact,
             verdict,
@@ -231,26 +250,20 @@ class Wallet:
             kind="transfer",
             fingerprint_of=transaction_fingerprint,
             terms_of=transfer_terms,
+            gas_hold_of=hold_for_gas,
         )
         assert verdict is not None
-        full = {k: v for k, v in exact.items() if k != "from"}
-        full["data"] = full.pop("input", full.get("data"))
-        allocated: int | None = None
         try:
             if full.get("nonce") is None:
                 allocated = self.nonces.allocate()
                 full["nonce"] = allocated
-            self._fill_fees(full)
         except Exception as exc:
-            if allocated is not None:
-                self.nonces.release(allocated)
             self.meter.release(res, note=f"preparing the tx failed ({type(exc).__name__})")
             self._emit("wallet.failed", {**_res_event(res), "note": "preparing the tx failed"})
             raise SendFailed(
-                f"Could not fill nonce, gas and fees for verdict {verdict.id} "
-                f"({type(exc).__name__}: {str(exc)[:200]}); expected the node to estimate "
-                "them. Fix: check the RPC, or give gas and fee fields in the quoted payload; "
-                "the reservation is released (the verdict stays used)."
+                f"Could not allocate a nonce for verdict {verdict.id} "
+                f"({type(exc).__name__}: {str(exc)[:200]}); expected the node to answer. "
+                "Fix: check the RPC; the reservation is released (the verdict stays used)."
             ) from exc
         try:
             signed = self._key._unsafe_sign_transaction(full)
@@ -388,6 +401,7 @@ class Wallet:
         kind: SpendKind,
         fingerprint_of: Callable[[Any], str],
         terms_of: Callable[[dict[str, Any]], Terms],
+        gas_hold_of: Callable[[], int] | None = None,
     ) -> Reservation:
         """Run every check in order; return the reservation or raise (and emit) a refusal."""
         try:
@@ -397,7 +411,10 @@ class Wallet:
             self._check_terms(checked, payload, terms_of)
             self._recheck(checked)
             balance = self.balance()
-            return self.meter.reserve(run_id, checked, checked.amount, cap, balance, kind=kind)
+            gas_hold = gas_hold_of() if gas_hold_of is not None else 0
+            return self.meter.reserve(
+                run_id, checked, checked.amount, cap, balance, kind=kind, gas_hold=gas_hold
+            )
         except SpendRefused as exc:
             self._refuse(exc, run_id, verdict, kind)
             raise

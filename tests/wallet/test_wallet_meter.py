@@ -173,6 +173,7 @@ def test_tables_are_created_idempotently_with_the_documented_columns(tmp_path: P
         "updated_at",
         "note",
         "valid_before",
+        "gas_hold",
     }
     assert set(db["wallet_used_verdicts"].columns_dict) == {"verdict_id", "used_at", "run_id"}
     assert db["wallet_used_verdicts"].pks == ["verdict_id"]

@@ -22,6 +22,7 @@ from _wallet_support import (
     transfer_tx,
 )
 from eth_account import Account
+from web3.exceptions import Web3RPCError
 
 from chain.client import ChainClient
 from chain.devkeys import AGENT, OUTSIDER, dev_account
@@ -463,10 +464,15 @@ def test_signed_results_are_immutable(
 
 
 def test_broadcast_failure_fails_the_spend_and_frees_the_nonce(
-    chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner
+    chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The node refuses it on arrival: gas * maxFeePerGas exceeds the wallet's ETH.
-    tx = dict(transfer_tx(chain), gas=100_000, maxFeePerGas=10**20, maxPriorityFeePerGas=1)
+    # The node answers and refuses it (as it does for a fee the wallet's ETH cannot cover).
+    def refuse(raw: bytes) -> Any:
+        raise Web3RPCError("insufficient funds for gas * price + value")
+
+    monkeypatch.setattr(wallet.chain.w3.eth, "send_raw_transaction", refuse)
+    tx = transfer_tx(chain)
     signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
     with pytest.raises(SendFailed) as info:
         wallet.send_transaction(signed)
@@ -571,3 +577,23 @@ def test_reverted_transfer_fails_the_spend_and_keeps_the_gas(
     usage = wallet.meter.usage(RUN)
     assert wallet.meter.ledger.get(signed.ledger_id).status == "failed"
     assert (usage.settled, usage.reserved) == (0, 0) and usage.gas_wei > 0
+
+
+def test_the_most_gas_can_cost_is_held_against_the_cap(
+    chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner
+) -> None:
+    """Gas is paid in ETH but counts against the task's dollar cap: a transfer whose gas
+    limit x max fee could push the run over its cap is refused before signing."""
+    before = balance(chain, AGENT_ADDRESS)
+    # 100k gas at 5,000 gwei is 0.5 ETH, 1,500 USDC at the default rate: far over the cap.
+    tx = dict(transfer_tx(chain), gas=100_000, maxFeePerGas=5 * 10**12, maxPriorityFeePerGas=1)
+    with pytest.raises(CapExceeded, match="plus up to .* for gas"):
+        wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    assert_nothing_signed(wallet, events, chain, before)
+    # A normal fee fits: the hold shows in the committed total until the receipt replaces it.
+    ok = transfer_tx(chain)
+    signed = wallet.sign_transaction(ok, approve(judge_signer, ok), run_id=RUN, cap=ONE_USDC)
+    pending = wallet.meter.usage(RUN).committed
+    assert pending > DIME
+    sent = wallet.send_transaction(signed)
+    assert wallet.meter.usage(RUN).committed == DIME + sent.gas_usdc < pending
