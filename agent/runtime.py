@@ -104,8 +104,10 @@ def _judge_account(settings: NibSettings, network: Network) -> Any:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         acct = Account.create()
-        path.write_text(json.dumps(Account.encrypt(acct.key, secret)))
-        path.chmod(stat.S_IRUSR | stat.S_IWUSR)
+        # Created 0600 from the start: the file is never readable by others, even briefly.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(Account.encrypt(acct.key, secret)))
         return acct
     return Account.from_key(Account.decrypt(json.loads(path.read_text()), secret))
 

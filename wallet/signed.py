@@ -3,7 +3,7 @@ the spend reservation and the ledger row, never the key."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from eth_utils import to_checksum_address
@@ -21,7 +21,7 @@ class SignedTypedData:
     until ``valid_before``. Hand it only to the seller the judge approved.
     """
 
-    signature: str
+    signature: str = field(repr=False)  # a bearer authorization until validBefore
     signer: str
     payload_fingerprint: str
     verdict_id: str
@@ -64,7 +64,7 @@ class SignedTypedData:
 class SignedTx:
     """A signed transaction, not yet broadcast (immutable). Send it with ``send_transaction``."""
 
-    raw_transaction: str
+    raw_transaction: str = field(repr=False)
     tx_hash: str
     nonce: int
     signer: str

@@ -59,9 +59,12 @@ Emit = Callable[[str, dict[str, Any]], None]
 #: Transaction fields the wallet fills after the checks when the payload leaves them out.
 #: None of them moves USDC; gas is metered against the cap after the receipt.
 FILLED_TX_FIELDS = ("nonce", "gas", "maxFeePerGas", "maxPriorityFeePerGas", "type")
+#: The longest an EIP-3009 authorization may stay valid from now (x402 asks for minutes).
+MAX_AUTHORIZATION_S = 3600
 
 __all__ = [
     "FILLED_TX_FIELDS",
+    "MAX_AUTHORIZATION_S",
     "TRANSFER_SELECTOR",
     "SentTx",
     "SignedTx",
@@ -514,7 +517,25 @@ class Wallet:
                     "re-quote against the connected chain and ask the judge again.",
                     verdict_id=verdict.id,
                 )
+        self._check_window(verdict, payload)
         self._key.check_chain(live_chain)
+
+    def _check_window(self, verdict: Verdict, payload: dict[str, Any]) -> None:
+        """An EIP-3009 authorization is a bearer instrument until validBefore: refuse long ones."""
+        message = payload.get("message")
+        if not isinstance(message, Mapping) or "validBefore" not in message:
+            return
+        valid_before = as_int(message["validBefore"])
+        # From the later of the two clocks: a devnet's chain may run ahead of the wall clock.
+        now = max(int(self.clock()), self.chain.block_timestamp("latest"))
+        limit = now + MAX_AUTHORIZATION_S
+        if valid_before > limit:
+            raise PayloadMismatch(
+                f"Verdict {verdict.id}: the authorization is valid until {valid_before}, more "
+                f"than {MAX_AUTHORIZATION_S} s from now ({limit}); a signed authorization can be "
+                "relayed by anyone until then. Fix: quote with a shorter validity window.",
+                verdict_id=verdict.id,
+            )
 
     def _recheck(self, verdict: Verdict) -> None:
         if self.recheck is None:

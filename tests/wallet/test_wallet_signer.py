@@ -597,3 +597,27 @@ def test_the_most_gas_can_cost_is_held_against_the_cap(
     assert pending > DIME
     sent = wallet.send_transaction(signed)
     assert wallet.meter.usage(RUN).committed == DIME + sent.gas_usdc < pending
+
+
+def test_a_long_lived_authorization_is_refused(
+    chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner
+) -> None:
+    """A signed EIP-3009 authorization can be relayed by anyone until validBefore, so the
+    wallet refuses windows longer than an hour even when the judge approved them."""
+    before = balance(chain, AGENT_ADDRESS)
+    payload = quote(chain, valid_before=int(time.time()) + 2 * 3600)
+    with pytest.raises(PayloadMismatch, match="more than 3600 s from now"):
+        wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC)
+    assert_nothing_signed(wallet, events, chain, before)
+
+
+def test_signed_records_do_not_print_their_signatures(
+    chain: Any, wallet: Wallet, judge_signer: VerdictSigner
+) -> None:
+    payload = quote(chain)
+    signed = wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC)
+    assert signed.signature not in repr(signed) and signed.signature[2:] not in repr(signed)
+    tx = transfer_tx(chain)
+    stx = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    assert stx.raw_transaction[2:40] not in repr(stx)
+    wallet.discard(stx)
