@@ -481,7 +481,10 @@ def judge_serve(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(
     network = resolve_network(settings, _devnet.status(settings.home))
     judge = build_judge(settings.model_copy(update={"judge_url": None}), network)
     err.print(f"judge {judge.address} serving on http://{host}:{port}")
-    serve(host, port, judge)
+    if not settings.judge_token:
+        err.print("warning: NIB_JUDGE_TOKEN is not set, so any local process can ask this judge "
+                  "for verdicts; set it here and for the agent.")
+    serve(host, port, judge, token=settings.judge_token)
 
 
 # ---------------------------------------------------------------- report, eval

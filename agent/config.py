@@ -101,6 +101,7 @@ class NibSettings(BaseSettings):
     usdc_address: str | None = None
     judge_url: str | None = None
     judge_address: str | None = None
+    judge_token: str | None = Field(default=None, repr=False)
     seller_allowlist: str = ""
     model_provider: str | None = None
     model: str | None = None

@@ -125,7 +125,7 @@ def build_judge(settings: NibSettings, network: Network, *, spend_cap: int | Non
                 "the judge's address so the wallet can verify its verdicts. Fix: set "
                 "NIB_JUDGE_ADDRESS to the address `nib judge serve` printed."
             )
-        return JudgeClient(settings.judge_url, trusted_judge=trusted)
+        return JudgeClient(settings.judge_url, trusted_judge=trusted, token=settings.judge_token)
     from judge.calibration import BetaCalibrator
     from judge.jev import Judge
     from judge.verdict import VerdictSigner

@@ -10,6 +10,7 @@ client. A judge that does not answer within the client's timeout is
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import socket
 import threading
@@ -60,9 +61,32 @@ def _free_from_wire(data: dict[str, Any]) -> FreeDecision:
     return FreeDecision(data["outcome"], data["tool"], data["reason"], row)
 
 
-def create_app(judge: Judge) -> FastAPI:
-    """A FastAPI app exposing ``judge`` (bind it to loopback only)."""
+def create_app(judge: Judge, *, token: str | None = None) -> FastAPI:
+    """A FastAPI app exposing ``judge`` (bind it to loopback only).
+
+    With ``token`` every route but ``/health`` requires ``Authorization: Bearer <token>``,
+    so other local processes cannot ask for verdicts, revoke them or skew calibration.
+    """
     app = FastAPI(title="nib judge", docs_url=None, redoc_url=None, openapi_url=None)
+
+    if token:
+        expected = f"Bearer {token}".encode()
+
+        @app.middleware("http")
+        async def _require_token(request: Request, call_next: Any) -> Any:
+            if request.url.path != f"{_API}/health":
+                given = request.headers.get("authorization", "").encode()
+                if not hmac.compare_digest(given, expected):
+                    message = (
+                        "found a request without the judge service's token; expected "
+                        "'Authorization: Bearer <NIB_JUDGE_TOKEN>'; fix: set NIB_JUDGE_TOKEN "
+                        "to the value the service was started with."
+                    )
+                    return JSONResponse(
+                        {"error": {"type": "JudgeConfigError", "message": message}},
+                        status_code=401,
+                    )
+            return await call_next(request)
 
     @app.exception_handler(JudgeError)
     async def _judge_error(_: Request, exc: JudgeError) -> JSONResponse:
@@ -124,14 +148,14 @@ def create_app(judge: Judge) -> FastAPI:
     return app
 
 
-def _server(judge: Judge, host: str, port: int) -> uvicorn.Server:
+def _server(judge: Judge, host: str, port: int, token: str | None = None) -> uvicorn.Server:
     if not _is_loopback(host):
         raise JudgeConfigError(
             f"found judge host {host!r}; expected a loopback address (127.0.0.1, ::1, "
             "localhost) because the judge holds an approving key; fix: bind to 127.0.0.1."
         )
     config = uvicorn.Config(
-        create_app(judge),
+        create_app(judge, token=token),
         host=host,
         port=port,
         log_level="warning",
@@ -141,9 +165,9 @@ def _server(judge: Judge, host: str, port: int) -> uvicorn.Server:
     return uvicorn.Server(config)
 
 
-def serve(host: str, port: int, judge: Judge) -> None:
+def serve(host: str, port: int, judge: Judge, token: str | None = None) -> None:
     """Run the judge service in the foreground until interrupted (``nib judge serve``)."""
-    _server(judge, host, port).run()
+    _server(judge, host, port, token).run()
 
 
 class JudgeServer:
@@ -153,8 +177,10 @@ class JudgeServer:
     free port. Start-up waits with a deadline and raises if the server never starts.
     """
 
-    def __init__(self, judge: Judge, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._server = _server(judge, host, port)
+    def __init__(
+        self, judge: Judge, host: str = "127.0.0.1", port: int = 0, *, token: str | None = None
+    ) -> None:
+        self._server = _server(judge, host, port, token)
         self._host = host
         self._port = port
         self._thread: threading.Thread | None = None
@@ -208,7 +234,12 @@ class JudgeClient:
     """
 
     def __init__(
-        self, url: str, timeout_s: float = DEFAULT_TIMEOUT_S, *, trusted_judge: str | None = None
+        self,
+        url: str,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        *,
+        trusted_judge: str | None = None,
+        token: str | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
@@ -217,7 +248,10 @@ class JudgeClient:
         timeout = httpx.Timeout(
             connect=timeout_s / 4, write=timeout_s / 4, read=timeout_s / 2, pool=timeout_s / 4
         )
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, trust_env=False)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(
+            base_url=self.url, timeout=timeout, trust_env=False, headers=headers
+        )
         self._address: str | None = None
 
     def __repr__(self) -> str:
@@ -252,6 +286,12 @@ class JudgeClient:
         if response.is_success:
             return data
         error = data.get("error") if isinstance(data, dict) else None
+        if response.status_code == 401:
+            # The judge is up but refuses to rule for us: a dependency that refuses.
+            detail = error.get("message") if isinstance(error, dict) else "unauthorised"
+            raise JudgeUnreachable(
+                f"the judge at {self.url} refused the request ({detail})", url=self.url
+            )
         if isinstance(error, dict):
             cls = getattr(errors, str(error.get("type")), None)
             if (

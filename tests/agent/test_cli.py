@@ -137,7 +137,8 @@ def test_judge_as_its_own_service(home):
 
     assert nib(home, "devnet", "up").returncode == 0
     port = free_port()
-    env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet"}
+    env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet",
+           "NIB_JUDGE_TOKEN": "judge-secret"}
     serve = subprocess.Popen(NIB + ["judge", "serve", "--port", str(port)], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -148,6 +149,11 @@ def test_judge_as_its_own_service(home):
             assert serve.poll() is None, serve.stderr.read() if serve.stderr else ""
             time.sleep(0.1)
         judged = {**env, "NIB_JUDGE_URL": url, "NIB_JUDGE_ADDRESS": dev_account(JUDGE).address}
+        # Without the service's token the judge refuses to rule; nothing is spent.
+        no_token = {k: v for k, v in judged.items() if k != "NIB_JUDGE_TOKEN"}
+        r = subprocess.run(NIB + ["run", "--demo", "--json"], env=no_token, capture_output=True, text=True, timeout=120)
+        refused = json.loads(r.stdout)
+        assert r.returncode == 1 and refused["spend"]["usdc_atomic"] == 0, r.stdout[-2000:]
         r = subprocess.run(NIB + ["run", "--demo", "--json"], env=judged, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         result = json.loads(r.stdout)

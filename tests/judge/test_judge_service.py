@@ -162,3 +162,18 @@ def test_the_service_binds_only_to_loopback(judge: Judge) -> None:
         serve("0.0.0.0", 0, judge)
     with pytest.raises(JudgeConfigError, match="expected a loopback address"):
         JudgeServer(judge, host="192.168.1.10")
+
+
+def test_a_service_with_a_token_answers_only_clients_that_send_it(judge: Judge) -> None:
+    with JudgeServer(judge, token="s3cret-token") as server:
+        # /health stays public so readiness checks need no secret.
+        assert JudgeClient(server.url).address == judge.address
+        outsider = JudgeClient(server.url)
+        with pytest.raises(JudgeUnreachable, match="without the judge service's token"):
+            outsider.decide(_request())
+        with pytest.raises(JudgeUnreachable, match="NIB_JUDGE_TOKEN"):
+            outsider.revoke("some-verdict")
+        insider = JudgeClient(server.url, token="s3cret-token", trusted_judge=judge.address)
+        verdict = insider.decide(_request())
+        assert verdict.decision == "approve"
+        assert "s3cret-token" not in repr(insider)
