@@ -29,12 +29,11 @@ from agent.tools.transfer import UsdcTransferTool
 from chain.client import ChainClient
 from chain.devkeys import AGENT, JUDGE, OUTSIDER, SELLER, dev_account
 from chain.networks import get_network
-from chain.usdc import usdc_contract
 from judge.calibration import BetaCalibrator
 from judge.jev import Judge
 from judge.verdict import VerdictSigner
+from tests._support import ChainReadings
 from wallet.keystore import KeyHandle
-from wallet.ledger import Ledger, SpendRow
 from wallet.signer import Wallet
 
 AGENT_ADDR = dev_account(AGENT).address
@@ -132,7 +131,7 @@ def injecting_body(text: str) -> Callable[[], dict[str, Any]]:
 
 
 @dataclass
-class Harness:
+class Harness(ChainReadings):
     """One wired agent: deps for ``run_task`` plus the parts tests inspect."""
 
     deps: Deps
@@ -149,21 +148,6 @@ class Harness:
     def events(self, run_id: str, type_: str | None = None) -> list[dict[str, Any]]:
         return self.store.events(run_id, type_)
 
-    def ledger(self, run_id: str | None = None) -> list[SpendRow]:
-        return Ledger(self.db).rows(run_id)
-
-    def balance(self, who: str) -> int:
-        return int(usdc_contract(self.client.w3, self.usdc).functions.balanceOf(who).call())
-
-    def transfers_from_agent(self) -> list[Any]:
-        logs = self.client.transfer_logs(
-            self.usdc, self.start_block, "latest", AGENT_ADDR, direction="out"
-        )
-        return [
-            t
-            for t in logs
-            if t.sender.lower() == AGENT_ADDR.lower() and t.block_number > self.start_block
-        ]
 
     def approved_verdicts(self, run_id: str) -> set[str]:
         return {

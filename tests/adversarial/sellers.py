@@ -15,12 +15,10 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import uvicorn
 from eth_utils import to_checksum_address
 from fastapi import FastAPI
 from fastapi.responses import Response
@@ -44,6 +42,7 @@ from chain.devkeys import DEPLOYER, dev_account
 # in a worker thread), reused so both sellers settle exactly the same way.
 from chain.facilitator import DevnetFacilitatorSigner, InProcessFacilitator
 from chain.usdc import usdc_contract
+from tests._support import serve  # noqa: F401 - re-exported for the adversarial tests
 
 PaidMode = Literal["honest", "402-again", "402-but-settle", "huge-body", "slow", "expire-first"]
 """What the seller does with a paid request.
@@ -275,26 +274,3 @@ def submit_authorization(w3: Web3, usdc: str, inner: dict[str, Any]) -> str:
     if receipt["status"] != 1:
         raise RuntimeError(f"transferWithAuthorization reverted in {tx_hash.hex()}")
     return "0x" + bytes(receipt["transactionHash"]).hex()
-
-
-@contextmanager
-def serve(app: Any) -> Iterator[str]:
-    """Serve an ASGI app with uvicorn on a free loopback port; yield its base URL."""
-    import time
-
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="adversarial-seller", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError("the adversarial seller did not start within 15 s")
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)

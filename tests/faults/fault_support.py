@@ -29,8 +29,8 @@ from chain.usdc import usdc_contract
 from judge.calibration import BetaCalibrator
 from judge.jev import Judge
 from judge.verdict import VerdictSigner
+from tests._support import ChainReadings
 from wallet.keystore import KeyHandle
-from wallet.ledger import Ledger, SpendRow
 from wallet.signer import Wallet
 
 AGENT_ADDR = dev_account(AGENT).address
@@ -57,7 +57,7 @@ def make_judge(db: Path, usdc: str) -> Judge:
 
 
 @dataclass
-class Agent:
+class Agent(ChainReadings):
     deps: Deps
     wallet: Wallet
     store: RunStore
@@ -67,21 +67,6 @@ class Agent:
     start_block: int
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def ledger(self, run_id: str | None = None) -> list[SpendRow]:
-        return Ledger(self.db).rows(run_id)
-
-    def balance(self, who: str) -> int:
-        return int(usdc_contract(self.client.w3, self.usdc).functions.balanceOf(who).call())
-
-    def transfers_from_agent(self) -> list[Any]:
-        logs = self.client.transfer_logs(
-            self.usdc, self.start_block, "latest", AGENT_ADDR, direction="out"
-        )
-        return [
-            t
-            for t in logs
-            if t.sender.lower() == AGENT_ADDR.lower() and t.block_number > self.start_block
-        ]
 
 
 def build_agent(

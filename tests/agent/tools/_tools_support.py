@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
-
-import uvicorn
 
 from agent.tools.base import Quote
 from chain.usdc import usdc_contract
 from judge.fingerprint import call_fingerprint
 from judge.verdict import Verdict, VerdictSigner
+from tests._support import serve  # noqa: F401 - re-exported for the tool tests
 
 
 @dataclass
@@ -52,22 +47,3 @@ def usdc_balance(chain: Any, who: str) -> int:
     return int(usdc_contract(chain.w3, chain.usdc).functions.balanceOf(who).call())
 
 
-@contextmanager
-def serve(app: Any) -> Iterator[str]:
-    """Serve an ASGI ``app`` with uvicorn on a free loopback port; yield its base URL."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="test-seller", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError("the test seller did not start within 15 s")
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)

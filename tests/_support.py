@@ -1,0 +1,69 @@
+"""Helpers several test packages share: a loopback ASGI server and chain readings of a run."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from chain.client import ChainClient
+from chain.devkeys import AGENT, dev_account
+from chain.usdc import usdc_contract
+from wallet.ledger import Ledger, SpendRow
+
+AGENT_ADDR = dev_account(AGENT).address
+
+
+@contextmanager
+def serve(app: Any) -> Iterator[str]:
+    """Serve an ASGI ``app`` with uvicorn on a free loopback port; yield its base URL."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="test-seller", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError("the test seller did not start within 15 s")
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+class ChainReadings:
+    """What a test reads back about a run: its ledger, balances and the agent's transfers.
+
+    Mixed into the harness dataclasses, which provide ``db``, ``client``, ``usdc`` and
+    ``start_block``.
+    """
+
+    db: Path
+    client: ChainClient
+    usdc: str
+    start_block: int
+
+    def ledger(self, run_id: str | None = None) -> list[SpendRow]:
+        return Ledger(self.db).rows(run_id)
+
+    def balance(self, who: str) -> int:
+        return int(usdc_contract(self.client.w3, self.usdc).functions.balanceOf(who).call())
+
+    def transfers_from_agent(self) -> list[Any]:
+        logs = self.client.transfer_logs(
+            self.usdc, self.start_block, "latest", AGENT_ADDR, direction="out"
+        )
+        return [
+            t
+            for t in logs
+            if t.sender.lower() == AGENT_ADDR.lower() and t.block_number > self.start_block
+        ]
