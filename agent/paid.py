@@ -52,20 +52,7 @@ class PaidSteps(RunCore):
                 return
             self.check_spend(quote)
             verdict = await self.judge_decide(tool, norm, fp, quote, human_approved=False)
-            self.emit(
-                "verdict",
-                {
-                    "step": self.state.step,
-                    "tool": tool.name,
-                    "kind": "paid",
-                    "decision": verdict.decision,
-                    "reason": verdict.reason,
-                    "verdict_id": verdict.id,
-                    "amount": verdict.amount,
-                    "p": verdict.p,
-                    "ev": verdict.ev,
-                },
-            )
+            self._emit_verdict(tool, verdict, p=verdict.p, ev=verdict.ev)
             if verdict.decision == "answer":
                 raise Stop("judge-answered", f"judge: {verdict.reason}")
             if verdict.decision == "refuse":
@@ -118,6 +105,22 @@ class PaidSteps(RunCore):
                     "error": f"{type(exc).__name__}: {exc}",
                 },
             )
+
+    def _emit_verdict(self, tool: Tool, verdict: Any, **extra: Any) -> None:
+        """Audit one paid-call verdict (the judge's ruling, its id and the amount)."""
+        self.emit(
+            "verdict",
+            {
+                "step": self.state.step,
+                "tool": tool.name,
+                "kind": "paid",
+                "decision": verdict.decision,
+                "reason": verdict.reason,
+                "verdict_id": verdict.id,
+                "amount": verdict.amount,
+                **extra,
+            },
+        )
 
     def check_spend(self, quote: Quote) -> None:
         """Projected spend (spent + reserved + this price + its gas) must fit the cap."""
@@ -281,19 +284,7 @@ class PaidSteps(RunCore):
             verdict = await self.judge_decide(
                 tool, pending.args, pending.fingerprint, quote, human_approved=True
             )
-            self.emit(
-                "verdict",
-                {
-                    "step": self.state.step,
-                    "tool": tool.name,
-                    "kind": "paid",
-                    "decision": verdict.decision,
-                    "reason": verdict.reason,
-                    "verdict_id": verdict.id,
-                    "amount": verdict.amount,
-                    "human_approved": True,
-                },
-            )
+            self._emit_verdict(tool, verdict, human_approved=True)
             if verdict.decision == "answer":
                 raise Stop("judge-answered", f"judge: {verdict.reason}")
             if verdict.decision != "approve":

@@ -13,8 +13,23 @@ from wallet.meter import Reservation
 __all__ = ["SentTx", "SignedTx", "SignedTypedData"]
 
 
+class _Reserved:
+    """A signed record's reservation, which is also its ledger row."""
+
+    reservation: Reservation
+
+    @property
+    def reservation_id(self) -> str:
+        return self.reservation.id
+
+    @property
+    def ledger_id(self) -> str:
+        """The ``wallet_spends`` row id (the reservation's id)."""
+        return self.reservation.id
+
+
 @dataclass(frozen=True)
-class SignedTypedData:
+class SignedTypedData(_Reserved):
     """An EIP-3009 authorization the wallet signed (immutable).
 
     Warning: whoever holds ``signature`` can move ``value`` to ``recipient`` once,
@@ -33,14 +48,6 @@ class SignedTypedData:
     valid_before: int
     auth_nonce: str
 
-    @property
-    def reservation_id(self) -> str:
-        return self.reservation.id
-
-    @property
-    def ledger_id(self) -> str:
-        """The ``wallet_spends`` row id (the reservation's id)."""
-        return self.reservation.id
 
     def signature_bytes(self) -> bytes:
         return bytes.fromhex(self.signature[2:])
@@ -61,7 +68,7 @@ class SignedTypedData:
 
 
 @dataclass(frozen=True)
-class SignedTx:
+class SignedTx(_Reserved):
     """A signed transaction, not yet broadcast (immutable). Send it with ``send_transaction``."""
 
     raw_transaction: str = field(repr=False)
@@ -75,13 +82,6 @@ class SignedTx:
     recipient: str
     amount: int
 
-    @property
-    def reservation_id(self) -> str:
-        return self.reservation.id
-
-    @property
-    def ledger_id(self) -> str:
-        return self.reservation.id
 
 
 @dataclass(frozen=True)
