@@ -17,10 +17,8 @@ from agent.errors import (
     ToolArgsError,
     ToolError,
 )
-from agent.limits import PROFILES, PROVENANCE, Limits, Profile, default_profile, limits_for
-from agent.loop import Decision, Deps, PendingCall, RunState, resume, run_task
-from agent.models.base import Model, ModelReply, ModelRequest, Purpose, Usage
-from agent.result import (
+from agent.loop.limits import PROFILES, PROVENANCE, Limits, Profile, default_profile, limits_for
+from agent.loop.result import (
     FINISHED_STOPS,
     STOP_REASONS,
     AgentResult,
@@ -29,6 +27,8 @@ from agent.result import (
     StopReason,
     TokenSummary,
 )
+from agent.loop.run import Decision, Deps, PendingCall, RunState, resume, run_task
+from agent.models.base import Model, ModelReply, ModelRequest, Purpose, Usage
 from agent.store import EVENT_TYPES, RunStore
 from agent.tools.base import Observation, Quote, Tool, ToolContext, ToolKind, ToolRegistry
 

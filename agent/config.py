@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from agent.errors import AgentConfigError
-from agent.limits import Limits, Profile, limits_for
+from agent.loop.limits import Limits, Profile, limits_for
 
 __all__ = ["LimitOverrides", "NibSettings", "config_path", "load_settings"]
 

@@ -189,7 +189,7 @@ class BenchEnv:
         from chain.devkeys import AGENT, DEPLOYER, JUDGE, dev_account
         from chain.devnet import FUND_USDC, AnvilProcess
         from chain.networks import get_network
-        from chain.paywall import PaywallServer
+        from chain.paywall.app import PaywallServer
         from chain.usdc import deploy_test_usdc, mint
         from judge.jev import Judge
         from judge.verdict import VerdictSigner

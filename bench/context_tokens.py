@@ -28,7 +28,7 @@ STEPS = 10
 async def _real_steps(env: BenchEnv) -> list[tuple[str, dict[str, Any], Any]]:
     """Ten (tool, args, raw result) triples from real tool calls on the bench devnet."""
     from agent.tools.chain_reads import chain_read_tools
-    from agent.tools.pay_http import PayHttpTool
+    from agent.tools.x402.pay_http import PayHttpTool
     from chain.devkeys import AGENT, dev_account
 
     tools = {t.name: t for t in chain_read_tools()}
@@ -67,10 +67,10 @@ async def _real_steps(env: BenchEnv) -> list[tuple[str, dict[str, Any], Any]]:
 def series(steps: list[tuple[str, dict[str, Any], Any]]) -> list[dict[str, int | float]]:
     """Per step k: history tokens carried after k steps, shaped and full, and their ratio.
 
-    agent.history's helpers count the whole run (the sum over every request); the
+    agent.loop.history's helpers count the whole run (the sum over every request); the
     history a single request carries after step k is the difference of two prefixes.
     """
-    from agent.history import full_transcript_tokens, shaped_tokens
+    from agent.loop.history import full_transcript_tokens, shaped_tokens
 
     rows: list[dict[str, int | float]] = []
     for k in range(1, len(steps) + 1):
@@ -82,7 +82,7 @@ def series(steps: list[tuple[str, dict[str, Any], Any]]) -> list[dict[str, int |
 
 def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
     """Count both histories over the ten real steps (``quick`` changes nothing: 10 steps)."""
-    from agent.history import full_transcript_tokens, shaped_tokens
+    from agent.loop.history import full_transcript_tokens, shaped_tokens
 
     if env is None:
         with BenchEnv() as own:

@@ -26,8 +26,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 from pydantic import BaseModel, ConfigDict  # noqa: E402
 
-from agent.limits import Limits  # noqa: E402
-from agent.loop import Deps, run_task  # noqa: E402
+from agent.loop.limits import Limits  # noqa: E402
+from agent.loop.run import Deps, run_task  # noqa: E402
 from agent.models.scripted import ScriptedModel  # noqa: E402
 from agent.store import RunStore  # noqa: E402
 from agent.tools.base import Observation, Tool, ToolContext, ToolRegistry  # noqa: E402

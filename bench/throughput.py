@@ -46,7 +46,7 @@ _STUCK_S = 2.0
 
 
 async def _ours_round(env: BenchEnv, wallet: Any, round_no: int, buyers: int, each: int) -> float:
-    from agent.tools.pay_http import PayHttpTool
+    from agent.tools.x402.pay_http import PayHttpTool
 
     tool = PayHttpTool(env.paywall_url)
     url = env.paywall_url + BENCH_PATH
@@ -69,7 +69,7 @@ async def _ours_round(env: BenchEnv, wallet: Any, round_no: int, buyers: int, ea
 async def _x402_client_round(env: BenchEnv, buyers: int, each: int) -> float:
     """The x402 package's client at the same concurrency: the seller-side ceiling."""
     from bench.x402_latency import peer_client
-    from chain.paywall import DEFAULT_PRICES
+    from chain.paywall.app import DEFAULT_PRICES
 
     url = env.paywall_url + BENCH_PATH
     async with peer_client(env, DEFAULT_PRICES["token"]) as http:

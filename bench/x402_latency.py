@@ -1,6 +1,6 @@
 """x402 round trip: one paid request through nib vs the x402 package's own httpx client.
 
-Both buyers pay the same local paywall (chain.paywall on a private Anvil) from the same
+Both buyers pay the same local paywall (chain.paywall.app on a private Anvil) from the same
 agent account for the same resource, interleaved (alternating who goes first) so drift
 in the chain or the machine hits both. Ours is the whole money-moving path: 402 ->
 quote -> JEV verdict (in-process judge, signed) -> wallet checks and signs -> paid
@@ -60,8 +60,8 @@ def peer_client(env: BenchEnv, price: int) -> Any:
 
 
 async def _measure(env: BenchEnv, iterations: int, warmup: int) -> dict[str, Any]:
-    from agent.tools.pay_http import PayHttpTool
-    from chain.paywall import DEFAULT_PRICES
+    from agent.tools.x402.pay_http import PayHttpTool
+    from chain.paywall.app import DEFAULT_PRICES
 
     price = DEFAULT_PRICES["token"]
     url = env.paywall_url + BENCH_PATH

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 
 from agent.errors import ModelUnavailable
+from agent.loop.tokens import count_messages, count_text
 from agent.models.base import ModelRequest, Usage
-from agent.tokens import count_messages, count_text
 
 __all__ = [
     "DEFAULT_TIMEOUT",

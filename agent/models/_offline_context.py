@@ -185,7 +185,7 @@ def task_from_messages(messages: list[dict[str, str]]) -> str:
 def history_rows(history: Any) -> Iterable[dict[str, Any]]:
     """History entries as dicts ``{tool, args, outcome, summary}``.
 
-    The loop sends the rendered block (``agent.history.render``: one ``step N: tool {args}
+    The loop sends the rendered block (``agent.loop.history.render``: one ``step N: tool {args}
     -> outcome [eid]: summary`` line per step); lists of entry dicts are accepted too.
     """
     if isinstance(history, str):

@@ -2,7 +2,7 @@
 
 Tests and benchmarks drive the real loop with it. Replies may be strings, dicts
 (sent as JSON), exceptions (raised, e.g. ModelUnavailable for fault tests) or
-callables of the request. Token usage is counted with agent.tokens (estimated).
+callables of the request. Token usage is counted with agent.loop.tokens (estimated).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from agent.loop.tokens import count_messages, count_text
 from agent.models.base import ModelReply, ModelRequest, Purpose, Usage
-from agent.tokens import count_messages, count_text
 
 __all__ = ["DEFAULT_REPLIES", "Reply", "ScriptedModel"]
 

@@ -13,9 +13,9 @@ from agent.tools.base import (
     ToolRegistry,
     format_validation_error,
 )
-from agent.tools.pay_http import PayHttpTool
 from agent.tools.registry_default import default_registry
 from agent.tools.transfer import UsdcTransferTool
+from agent.tools.x402.pay_http import PayHttpTool
 
 __all__ = [
     "Emit",

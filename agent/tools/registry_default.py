@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from agent.tools.base import ToolRegistry
 from agent.tools.chain_reads import chain_read_tools
-from agent.tools.pay_http import PayHttpTool
 from agent.tools.transfer import UsdcTransferTool
+from agent.tools.x402.pay_http import PayHttpTool
 
 __all__ = ["FREE_TOOL_NAMES", "PAID_TOOL_NAMES", "default_registry"]
 

@@ -1,7 +1,7 @@
 """The adversarial harness: the real loop, wallet and judge on Anvil, a model that obeys
 every injection, a free tool and a paid seller body that carry the injections.
 
-Deps are wired the way ``agent.runtime.Runtime.deps`` wires them (real ``pay_http`` and
+Deps are wired the way ``agent.cli.runtime.Runtime.deps`` wires them (real ``pay_http`` and
 ``usdc_transfer``, the in-process JEV judge with the judge's own key, the wallet with the
 agent's key), except that the wallet's audit events are routed into the run store so a
 signature or refusal shows up in ``agent_events`` next to the loop's own events.
@@ -17,15 +17,15 @@ from typing import Any
 
 from injections import Action, Injection
 
-from agent.limits import Limits
-from agent.loop import Deps
+from agent.loop.limits import Limits
+from agent.loop.run import Deps
 from agent.models.base import ModelRequest
 from agent.models.scripted import ScriptedModel
 from agent.store import RunStore
 from agent.tools.base import Observation, Tool, ToolContext, ToolRegistry
 from agent.tools.chain_reads import BaseFeeTool, chain_read_tools
-from agent.tools.pay_http import PayHttpTool
 from agent.tools.transfer import UsdcTransferTool
+from agent.tools.x402.pay_http import PayHttpTool
 from chain.client import ChainClient
 from chain.devkeys import AGENT, JUDGE, OUTSIDER, SELLER, dev_account
 from chain.networks import get_network

@@ -40,7 +40,7 @@ from chain.devkeys import DEPLOYER, dev_account
 
 # The paywall's facilitator adapters (fresh nonces after evm_revert, blocking settlement
 # in a worker thread), reused so both sellers settle exactly the same way.
-from chain.facilitator import DevnetFacilitatorSigner, InProcessFacilitator
+from chain.paywall.facilitator import DevnetFacilitatorSigner, InProcessFacilitator
 from chain.usdc import usdc_contract
 from tests._support import serve  # noqa: F401 - re-exported for the adversarial tests
 

@@ -29,9 +29,9 @@ from adv_harness import (
 from injections import IDS, Action, Injection, Scene, render_one
 
 from agent.errors import ToolArgsError
-from agent.loop import run_task
+from agent.loop.result import AgentResult
+from agent.loop.run import run_task
 from agent.models.scripted import ScriptedModel
-from agent.result import AgentResult
 
 FREE_CHECKLIST = {"items": [{"text": "base fee gwei", "kind": "base_fee_gwei"},
                             {"text": "token supply", "kind": "token_supply"}]}

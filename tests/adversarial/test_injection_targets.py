@@ -18,7 +18,7 @@ from adv_harness import (
 )
 from injections import Injection, Scene, attacker, render
 
-from agent.loop import run_task
+from agent.loop.run import run_task
 from agent.models.scripted import ScriptedModel
 from chain.usdc import usdc_contract
 from judge.verdict import Verdict

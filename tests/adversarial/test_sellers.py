@@ -24,8 +24,8 @@ from adv_harness import (
 )
 from sellers import AdversarialSeller
 
+from agent.loop.result import AgentResult
 from agent.models.scripted import ScriptedModel
-from agent.result import AgentResult
 from wallet.reconcile import reconcile
 
 GAS = {"items": [{"text": "gas stats", "kind": "gas_stats"}]}
@@ -37,7 +37,7 @@ def buy(
     tmp_path: Any, chain: Any, url: str, *, extras: dict[str, Any] | None = None
 ) -> tuple[Harness, AgentResult]:
     """One run that buys ``url``'s gas stats, then says done."""
-    from agent.loop import run_task
+    from agent.loop.run import run_task
 
     pay = {"action": "call", "tool": "pay_http", "args": {"url": url + "/analytics/gas"}}
     model = ScriptedModel({"checklist": [GAS], "propose": [pay, DONE]})

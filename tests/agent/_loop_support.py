@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from agent.errors import ToolError
-from agent.loop import Deps
+from agent.loop.run import Deps
 from agent.models.scripted import ScriptedModel
 from agent.store import RunStore
 from agent.tools.base import Observation, Tool, ToolContext, ToolRegistry

@@ -17,7 +17,7 @@ sys.path[:0] = [str(HERE.parents[1]), str(HERE)]
 
 from _loop_support import FactTool, paid_deps  # noqa: E402
 
-from agent.loop import resume  # noqa: E402
+from agent.loop.run import resume  # noqa: E402
 from agent.models.scripted import ScriptedModel  # noqa: E402
 
 

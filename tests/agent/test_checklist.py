@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agent.checklist import Checklist, ChecklistItem, parse_checklist
+from agent.loop.checklist import Checklist, ChecklistItem, parse_checklist
 
 
 def test_parse_caps_items_and_drops_unknown_kinds() -> None:

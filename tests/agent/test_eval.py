@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agent.eval import BUILTIN, Truth, answer_has, numbers_in, run_suite
-from agent.result import STOP_REASONS
+from agent.eval.suite import BUILTIN, Truth, answer_has, numbers_in, run_suite
+from agent.loop.result import STOP_REASONS
 
 
 def test_suite_shape():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.history import HistoryEntry, full_transcript_tokens, render, shaped_tokens
+from agent.loop.history import HistoryEntry, full_transcript_tokens, render, shaped_tokens
 
 
 def test_line_has_tool_literal_input_outcome() -> None:

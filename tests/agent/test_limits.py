@@ -9,7 +9,7 @@ import pytest
 
 from agent.config import config_path, load_settings
 from agent.errors import AgentConfigError
-from agent.limits import PROFILES, PROVENANCE, Limits, default_profile, limits_for
+from agent.loop.limits import PROFILES, PROVENANCE, Limits, default_profile, limits_for
 
 
 def test_defaults_match_the_design() -> None:

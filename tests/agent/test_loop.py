@@ -11,11 +11,11 @@ from _loop_support import BlockArgs, FactTool, call, checklist, make_deps
 from pydantic import BaseModel, ConfigDict
 
 import agent
-from agent.limits import Limits
-from agent.loop import PendingCall, RunState, run_task
+from agent.loop.limits import Limits
+from agent.loop.run import PendingCall, RunState, run_task
+from agent.loop.state import jsonable as _jsonable
+from agent.loop.state import unjsonable as _unjsonable
 from agent.models.scripted import ScriptedModel
-from agent.state import jsonable as _jsonable
-from agent.state import unjsonable as _unjsonable
 from agent.store import EVENT_TYPES, RunStore
 from agent.tools.base import Observation, Tool, ToolContext
 from judge.fingerprint import call_fingerprint
@@ -401,7 +401,7 @@ def test_refused_calls_are_audited_with_their_literal_arguments(tmp_path: Path) 
 
 
 def test_literal_args_are_json_safe() -> None:
-    from agent.turn import literal_args
+    from agent.loop.core import literal_args
 
     assert literal_args({"a": [1, 2], "b": None}) == {"a": [1, 2], "b": None}
     assert literal_args({"when": b"\x00"}) == {"when": "b'\\x00'"}

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from _loop_support import DIME, FactTool, call, checklist, paid_deps, usdc_balance
 
-from agent.limits import Limits
-from agent.loop import run_task
+from agent.loop.limits import Limits
+from agent.loop.run import run_task
 from agent.models.scripted import ScriptedModel
 from agent.tools.base import Observation, Quote, ToolContext
 from agent.tools.transfer import UsdcTransferTool
@@ -231,7 +231,7 @@ def test_approving_a_paused_transfer_whose_nonce_was_reused_refuses_it_as_stale(
     tmp_path: Path, chain: Any
 ) -> None:
     """Paused holding nonce n, n given back; another run pays with n; approval must not sign."""
-    from agent.loop import resume
+    from agent.loop.run import resume
 
     seller_before = usdc_balance(chain, SELLER_ADDR)
     model = ScriptedModel({"checklist": [RECEIPT], "propose": [PAY, {"action": "done"}]})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.errors import ProposalInvalid
-from agent.proposal import (
+from agent.loop.proposal import (
     Batch,
     Call,
     Done,

@@ -18,7 +18,8 @@ from typing import Any, get_args
 import pytest
 
 from agent.errors import AgentConfigError
-from agent.report import (
+from agent.loop.result import DEPENDENCY_STOPS, FINISHED_STOPS, StopReason
+from agent.report.page import (
     CHART_IDS,
     FAMILY_COLOURS,
     ReportData,
@@ -27,7 +28,6 @@ from agent.report import (
     stop_family,
     write_report,
 )
-from agent.result import DEPENDENCY_STOPS, FINISHED_STOPS, StopReason
 from agent.store import RunStore
 from judge.calibration import calibration_report
 

@@ -13,10 +13,10 @@ import pytest
 from _loop_support import DIME, FactTool, call, checklist, paid_deps, usdc_balance
 
 from agent.errors import RunStateError
-from agent.limits import Limits
-from agent.loop import RunState, resume, run_task
+from agent.loop.limits import Limits
+from agent.loop.result import AgentResult
+from agent.loop.run import RunState, resume, run_task
 from agent.models.scripted import ScriptedModel
-from agent.result import AgentResult
 from chain.devkeys import AGENT, SELLER, dev_account
 from judge.fingerprint import call_fingerprint
 

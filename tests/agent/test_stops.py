@@ -11,10 +11,10 @@ from typing import Any
 from _loop_support import BlockArgs, FactTool, FlakyTool, call, checklist, make_deps
 
 from agent.errors import ModelUnavailable
-from agent.limits import Limits
-from agent.loop import run_task
+from agent.loop.limits import Limits
+from agent.loop.result import STOP_REASONS, AgentResult
+from agent.loop.run import run_task
 from agent.models.scripted import ScriptedModel
-from agent.result import STOP_REASONS, AgentResult
 from judge.fingerprint import call_fingerprint
 
 BASE_FEE = FactTool("base_fee", {"base_fee_gwei": "1.5"})

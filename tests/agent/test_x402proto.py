@@ -29,7 +29,7 @@ from x402.schemas import (
     SettleResponse,
 )
 
-from agent.x402proto import (
+from agent.tools.x402.protocol import (
     RequirementRefused,
     X402ProtocolError,
     build_authorization,
@@ -391,7 +391,7 @@ def test_refuses_to_encode_an_authorization_for_other_terms() -> None:
 
 @pytest.fixture(scope="module")
 def paywall_url(anvil: Any) -> Iterator[str]:
-    from chain.paywall import PaywallServer
+    from chain.paywall.app import PaywallServer
 
     with PaywallServer(anvil.rpc_url, anvil.usdc) as server:
         yield server.url

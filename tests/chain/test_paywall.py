@@ -17,7 +17,7 @@ import pytest
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
-from agent.x402proto import (
+from agent.tools.x402.protocol import (
     RequirementRefused,
     build_authorization,
     choose_requirement,
@@ -27,7 +27,7 @@ from agent.x402proto import (
 )
 from chain.devkeys import AGENT, DEPLOYER, OUTSIDER, SELLER, dev_account
 from chain.errors import DevnetError, WrongChain
-from chain.paywall import DEFAULT_PRICES, ENDPOINTS, PaywallServer, create_app
+from chain.paywall.app import DEFAULT_PRICES, ENDPOINTS, PaywallServer, create_app
 from chain.usdc import usdc_contract
 
 NETWORK = "eip155:31337"

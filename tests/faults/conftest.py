@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from chain.devkeys import SELLER, dev_account
-from chain.paywall import DEFAULT_PRICES, PaywallServer
+from chain.paywall.app import DEFAULT_PRICES, PaywallServer
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Helpers for the fault suite: a real agent (loop, wallet, judge, tools) on a given chain,
 ledger and chain readings, and an EIP-3009 relay that settles like a facilitator.
 
-Deps are wired like ``agent.runtime.Runtime.deps``; the wallet's audit events are routed
+Deps are wired like ``agent.cli.runtime.Runtime.deps``; the wallet's audit events are routed
 into the run store so signatures and refusals sit in ``agent_events`` with the loop's.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 from web3 import Web3
 
-from agent.limits import Limits
-from agent.loop import Deps
+from agent.loop.limits import Limits
+from agent.loop.run import Deps
 from agent.models.base import Model
 from agent.store import RunStore
 from agent.tools.base import Tool, ToolRegistry
@@ -36,7 +36,7 @@ from wallet.signer import Wallet
 AGENT_ADDR = dev_account(AGENT).address
 SELLER_ADDR = dev_account(SELLER).address
 JUDGE_ADDR = dev_account(JUDGE).address
-GAS_PRICE = 50_000  # chain.paywall DEFAULT_PRICES["gas"]
+GAS_PRICE = 50_000  # chain.paywall.app DEFAULT_PRICES["gas"]
 
 GAS = {"text": "gas stats", "kind": "gas_stats"}
 TRANSFERS = {"text": "transfer stats", "kind": "transfer_stats"}

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from fault_support import AGENT_ADDR, GAS, GAS_PRICE, SELLER_ADDR, checklist, pay
 
+from agent.cli.runtime import build_runtime
 from agent.config import load_settings
-from agent.loop import run_task
+from agent.loop.run import run_task
 from agent.models.scripted import ScriptedModel
-from agent.runtime import build_runtime
 from chain import devnet
 from chain.client import ChainClient
 from chain.usdc import usdc_contract

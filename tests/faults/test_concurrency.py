@@ -19,11 +19,11 @@ from fault_support import (
     pay,
 )
 
-from agent.limits import Limits
-from agent.loop import run_task
+from agent.loop.limits import Limits
+from agent.loop.result import AgentResult
+from agent.loop.run import run_task
 from agent.models.scripted import ScriptedModel
-from agent.result import AgentResult
-from chain.paywall import DEFAULT_PRICES, PaywallServer
+from chain.paywall.app import DEFAULT_PRICES, PaywallServer
 from wallet.reconcile import reconcile
 
 RUNS = 10

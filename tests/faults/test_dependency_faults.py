@@ -29,11 +29,11 @@ from fault_support import (
     pay,
 )
 
-from agent.loop import run_task
+from agent.loop.run import run_task
 from agent.models.openai_compat import OpenAICompatModel
-from agent.tools.pay_http import PayHttpTool
 from agent.tools.registry_default import default_registry
-from chain.paywall import PaywallServer
+from agent.tools.x402.pay_http import PayHttpTool
+from chain.paywall.app import PaywallServer
 
 
 def _model(provider: Provider) -> OpenAICompatModel:

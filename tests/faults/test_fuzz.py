@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from agent.errors import ProposalInvalid, ToolArgsError
-from agent.proposal import Batch, Call, Done, NoAction, SubmitAnswer, parse_proposal
+from agent.loop.proposal import Batch, Call, Done, NoAction, SubmitAnswer, parse_proposal
 from agent.tools.registry_default import default_registry
-from agent.x402proto import X402ProtocolError, parse_payment_required
+from agent.tools.x402.protocol import X402ProtocolError, parse_payment_required
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

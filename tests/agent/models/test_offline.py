@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from agent.checklist import FACT_KINDS, Checklist, parse_checklist
-from agent.history import HistoryEntry, Outcome, render
-from agent.lessons import lesson_prompt
+from agent.loop.checklist import FACT_KINDS, Checklist, parse_checklist
+from agent.loop.history import HistoryEntry, Outcome, render
+from agent.loop.lessons import lesson_prompt
+from agent.loop.proposal import Batch, Call, Done, SubmitAnswer, parse_proposal
 from agent.models.base import Model, ModelRequest
 from agent.models.offline import (
     CONFIGURE_MODEL,
@@ -23,7 +24,6 @@ from agent.models.offline import (
     OfflinePlanner,
     extract_checklist,
 )
-from agent.proposal import Batch, Call, Done, SubmitAnswer, parse_proposal
 from agent.tools.registry_default import default_registry
 
 PAYWALL = "http://127.0.0.1:8402"
@@ -97,7 +97,7 @@ def test_every_pattern_kind_is_in_the_shared_vocabulary() -> None:
 
 
 def test_paywall_paths_match_the_paywall_catalog() -> None:
-    from agent.tools.pay_http import LOCAL_PAYWALL_FACTS
+    from agent.tools.x402.pay_http import LOCAL_PAYWALL_FACTS
 
     assert {path: (kind,) for kind, path in PAYWALL_PATHS.items()} == LOCAL_PAYWALL_FACTS
 

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from agent.loop import Deps, run_task
+from agent.loop.run import Deps, run_task
 from agent.models.offline import OfflinePlanner
 from agent.store import RunStore
 from agent.tools.registry_default import default_registry
 from chain.client import ChainClient
 from chain.devkeys import AGENT, JUDGE, SELLER, dev_account
 from chain.networks import get_network
-from chain.paywall import DEFAULT_PRICES, PaywallServer
+from chain.paywall.app import DEFAULT_PRICES, PaywallServer
 from chain.usdc import usdc_contract
 from judge.jev import Judge
 from judge.verdict import VerdictSigner
@@ -128,7 +128,7 @@ def test_a_paid_fact_over_the_task_budget_moves_no_money(
 def test_the_demo_task_runs_offline_and_names_the_issuer(
     chain: Any, paywall: PaywallServer, tmp_path: Path
 ) -> None:
-    from agent.cli import DEMO_TASK
+    from agent.cli.app import DEMO_TASK
 
     deps = offline_deps(chain, paywall, tmp_path)
     result = asyncio.run(run_task(DEMO_TASK, deps))

@@ -13,7 +13,7 @@ from agent.tools.base import ToolContext
 from chain.client import ChainClient
 from chain.devkeys import AGENT, JUDGE, SELLER, dev_account
 from chain.networks import get_network
-from chain.paywall import DEFAULT_PRICES, PaywallServer
+from chain.paywall.app import DEFAULT_PRICES, PaywallServer
 from judge.verdict import VerdictSigner
 from wallet.keystore import KeyHandle
 from wallet.signer import Wallet

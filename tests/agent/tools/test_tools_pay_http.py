@@ -16,7 +16,7 @@ from _tools_support import Events, approve, serve, usdc_balance
 
 from agent.errors import ToolError
 from agent.tools.base import Quote, ToolContext
-from agent.tools.pay_http import (
+from agent.tools.x402.pay_http import (
     LOCAL_PAYWALL_FACTS,
     MAX_BODY_BYTES,
     PayHttpArgs,
@@ -24,10 +24,10 @@ from agent.tools.pay_http import (
     free_observation,
     origin_of,
 )
-from agent.x402proto import RequirementRefused, X402ProtocolError
+from agent.tools.x402.protocol import RequirementRefused, X402ProtocolError
 from chain.client import ChainClient
 from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account
-from chain.paywall import DEFAULT_PRICES, ENDPOINTS, PaywallServer
+from chain.paywall.app import DEFAULT_PRICES, ENDPOINTS, PaywallServer
 from judge.verdict import VerdictSigner
 from wallet.errors import VerdictReplayed, VerdictVoid
 from wallet.keystore import KeyHandle

@@ -19,7 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent.charts import (
+from agent.errors import AgentConfigError
+from agent.loop.result import FINISHED_STOPS
+from agent.report.charts import (
     CHART_IDS,
     FAMILY_COLOURS,
     ChartRun,
@@ -33,8 +35,6 @@ from agent.charts import (
     stop_family,
     usdc_label,
 )
-from agent.errors import AgentConfigError
-from agent.result import FINISHED_STOPS
 
 __all__ = [
     "CHART_IDS",

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from agent.tokens import count_text
+from agent.loop.tokens import count_text
 
 __all__ = [
     "SUMMARY_CHARS",

@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent.limits import Limits
+from agent.loop.limits import Limits
+from agent.loop.result import EvidenceItem, StopReason
 from agent.models.base import Model
-from agent.result import EvidenceItem, StopReason
 from agent.store import RunStore
 from agent.tools.base import ToolRegistry
 

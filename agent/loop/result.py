@@ -118,7 +118,7 @@ class SpendSummary(BaseModel):
 
 
 class TokenSummary(BaseModel):
-    """Model tokens the run used; ``estimated`` when any count came from agent.tokens."""
+    """Model tokens the run used; ``estimated`` when any count came from agent.loop.tokens."""
 
     input: int = 0
     output: int = 0

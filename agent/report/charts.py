@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
-from agent.result import DEPENDENCY_STOPS, FINISHED_STOPS, usdc_display
+from agent.loop.result import DEPENDENCY_STOPS, FINISHED_STOPS, usdc_display
 
 __all__ = [
     "CHART_IDS",

@@ -14,7 +14,7 @@ from functools import lru_cache
 from importlib import metadata
 from typing import Any
 
-from agent.result import usdc_display
+from agent.loop.result import usdc_display
 
 __all__ = ["AGENT_NAME", "SelfModel", "agent_version", "read_balance"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent.checklist import words
-from agent.limits import Limits
-from agent.result import StopReason
+from agent.loop.checklist import words
+from agent.loop.limits import Limits
+from agent.loop.result import StopReason
 
 __all__ = [
     "describe",

@@ -28,7 +28,7 @@ from agent.errors import ToolError
 from agent.tools.base import Observation, Quote, Tool, ToolContext
 from agent.tools.chain_reads import format_usdc, usdc_address
 from agent.tools.transfer import UsdcAmount, spend_cap
-from agent.x402proto import (
+from agent.tools.x402.protocol import (
     AnyPaymentRequired,
     AnyRequirement,
     RequirementRefused,

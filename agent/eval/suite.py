@@ -27,7 +27,7 @@ budget, so nothing may be spent (free truth values, if any, must still be there)
 ``cannot``: unanswerable here; nothing spent, no invented answer. ``loop``: the task invites
 a loop; the run must stop on a guard within its step budget."""
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "chain" / "data"
+DATA_DIR = Path(__file__).resolve().parents[2] / "chain" / "data"
 _ERC20 = [
     {"name": n, "type": "function", "stateMutability": "view", "inputs": ins, "outputs": [{"name": "", "type": t}]}
     for n, ins, t in (
@@ -221,12 +221,12 @@ def run_suite(
     on_task: Callable[[TaskOutcome], None] | None = None,
 ) -> EvalReport:
     """Run the suite on a private devnet and paywall; returns per-task outcomes."""
+    from agent.cli.runtime import build_runtime
     from agent.config import NibSettings
-    from agent.runtime import build_runtime
     from chain.client import ChainClient
     from chain.devkeys import AGENT, DEPLOYER, SELLER, dev_account
     from chain.devnet import FUND_USDC, AnvilProcess, DevnetInfo
-    from chain.paywall import PaywallServer
+    from chain.paywall.app import PaywallServer
     from chain.usdc import deploy_test_usdc, mint
 
     if suite != "builtin":
@@ -272,6 +272,6 @@ def run_suite(
 
 
 async def _run_one(rt: Any, text: str) -> Any:
-    from agent.loop import run_task
+    from agent.loop.run import run_task
 
     return await run_task(text, rt.deps())

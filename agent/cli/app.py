@@ -66,7 +66,7 @@ def devnet_up(
     port: int = typer.Option(0, help="Anvil port; 0 picks a free one."),
 ) -> None:
     """Start the local devnet (Anvil + TestUSDC + x402 paywall), or report the running one."""
-    from agent.runtime import ensure_devnet_wallet
+    from agent.cli.runtime import ensure_devnet_wallet
 
     info = _devnet.up(port=port)
     ensure_devnet_wallet(info)
@@ -128,7 +128,7 @@ def _settings(**explicit: Any) -> Any:
 
 
 def _runtime(settings: Any) -> Any:
-    from agent.runtime import build_runtime
+    from agent.cli.runtime import build_runtime
 
     return build_runtime(settings)
 
@@ -165,7 +165,7 @@ def _short(value: Any, n: int = 70) -> str:
 
 
 def _usdc(atomic: Any) -> str:
-    from agent.result import usdc_display
+    from agent.loop.result import usdc_display
 
     try:
         return usdc_display(int(atomic))
@@ -216,7 +216,7 @@ def run_cmd(
     """Run one research task with live progress; exit 0 when it finished, 1 when stopped."""
     import asyncio
 
-    from agent.loop import run_task
+    from agent.loop.run import run_task
 
     if demo and not task:
         task = DEMO_TASK
@@ -254,7 +254,7 @@ def _parse_usdc(text: str) -> int:
 def _decide(run_id: str, decision: str, as_json: bool) -> None:
     import asyncio
 
-    from agent.loop import resume
+    from agent.loop.run import resume
 
     settings = _settings()
     rt = _runtime(settings)
@@ -472,7 +472,7 @@ def judge_calibration(as_json: bool = typer.Option(False, "--json")) -> None:
 @judge_app.command("serve")
 def judge_serve(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8402)) -> None:
     """Run the judge as its own HTTP service on loopback, holding its key."""
-    from agent.runtime import build_judge, resolve_network
+    from agent.cli.runtime import build_judge, resolve_network
     from judge.service import serve
 
     settings = _settings()
@@ -496,7 +496,7 @@ def report_cmd(out_path: str = typer.Option(..., "--out", help="Where to write t
     """Write a self-contained HTML report: how runs ended, spend, steps, judge reliability."""
     from pathlib import Path
 
-    from agent.report import ReportData, run_from_store, write_report
+    from agent.report.page import ReportData, run_from_store, write_report
     from judge.calibration import BetaCalibrator
 
     settings = _settings()
@@ -514,7 +514,7 @@ def report_cmd(out_path: str = typer.Option(..., "--out", help="Where to write t
 def eval_cmd(suite: str = typer.Option("builtin", "--suite"), as_json: bool = typer.Option(False, "--json"),
              only: list[str] = typer.Option([], "--only", help="Run only these task ids.")) -> None:
     """Run the built-in task suite on a private devnet and count how runs end."""
-    from agent.eval import run_suite
+    from agent.eval.suite import run_suite
 
     if suite != "builtin":
         fail(f"unknown suite {suite!r}; expected 'builtin'. Fix: --suite builtin")

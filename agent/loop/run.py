@@ -13,14 +13,15 @@ import json
 import uuid
 from typing import Any
 
-from agent import detectors
-from agent.checklist import FACT_KINDS, Checklist, parse_checklist
 from agent.errors import ProposalInvalid, RunStateError, ToolArgsError
-from agent.history import one_line, render
-from agent.lessons import lesson_prompt, record_lesson, similar_lessons
-from agent.limits import Limits, limits_for
-from agent.paid import PaidSteps
-from agent.proposal import (
+from agent.loop import detectors
+from agent.loop.checklist import FACT_KINDS, Checklist, parse_checklist
+from agent.loop.core import Stop, literal_args
+from agent.loop.history import one_line, render
+from agent.loop.lessons import lesson_prompt, record_lesson, similar_lessons
+from agent.loop.limits import Limits, limits_for
+from agent.loop.paid import PaidSteps
+from agent.loop.proposal import (
     Batch,
     Call,
     Done,
@@ -34,7 +35,7 @@ from agent.proposal import (
     retry_messages,
     synthesis_messages,
 )
-from agent.result import (
+from agent.loop.result import (
     FINISHED_STOPS,
     AgentResult,
     SpendSummary,
@@ -42,10 +43,9 @@ from agent.result import (
     backstop_answer,
     usdc_display,
 )
-from agent.selfmodel import SelfModel
-from agent.state import Decision, Deps, PendingCall, RunState, unjsonable
+from agent.loop.selfmodel import SelfModel
+from agent.loop.state import Decision, Deps, PendingCall, RunState, unjsonable
 from agent.tools.base import Observation, Quote, Tool, addresses_named_in
-from agent.turn import Stop, literal_args
 
 __all__ = ["Decision", "Deps", "PendingCall", "RunState", "resume", "run_task"]
 

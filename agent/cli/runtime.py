@@ -19,7 +19,7 @@ from eth_account import Account
 
 from agent.config import NibSettings, load_settings
 from agent.errors import AgentConfigError
-from agent.loop import Deps
+from agent.loop.run import Deps
 from agent.models.base import Model
 from agent.store import RunStore
 from chain import devnet as _devnet

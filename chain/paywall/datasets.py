@@ -16,7 +16,7 @@ from chain.client import GWEI, ChainClient
 __all__ = ["congestion", "dataset", "decimal_str", "gas_stats", "protocols", "tokens", "transfer_stats"]
 
 _USDC_DECIMALS = 6
-_DATA_DIR = Path(__file__).resolve().parent / "data"
+_DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
 

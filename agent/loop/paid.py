@@ -13,10 +13,10 @@ import inspect
 from dataclasses import asdict
 from typing import Any
 
-from agent.result import usdc_display
-from agent.state import PendingCall, jsonable, unjsonable
+from agent.loop.core import RunCore, Stop, literal_args
+from agent.loop.result import usdc_display
+from agent.loop.state import PendingCall, jsonable, unjsonable
 from agent.tools.base import Observation, Quote, Tool
-from agent.turn import RunCore, Stop, literal_args
 
 __all__ = ["PaidSteps"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agent.checklist import words
-from agent.history import one_line
+from agent.loop.checklist import words
+from agent.loop.history import one_line
 from agent.store import RunStore
 
 __all__ = ["lesson_prompt", "record_lesson", "similar_lessons", "task_similarity"]

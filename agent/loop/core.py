@@ -11,15 +11,15 @@ import asyncio
 import json
 from typing import Any
 
-from agent.checklist import Checklist
 from agent.errors import ModelUnavailable
-from agent.history import HistoryEntry, Outcome, one_line
-from agent.limits import Limits
+from agent.loop.checklist import Checklist
+from agent.loop.history import HistoryEntry, Outcome, one_line
+from agent.loop.limits import Limits
+from agent.loop.result import EvidenceItem, StopReason
+from agent.loop.selfmodel import AGENT_NAME, SelfModel, agent_version, read_balance
+from agent.loop.state import Deps, RunState
+from agent.loop.tokens import count_messages
 from agent.models.base import ModelRequest, Purpose
-from agent.result import EvidenceItem, StopReason
-from agent.selfmodel import AGENT_NAME, SelfModel, agent_version, read_balance
-from agent.state import Deps, RunState
-from agent.tokens import count_messages
 from agent.tools.base import Observation, Tool, ToolContext
 
 __all__ = ["ARGS_EVENT_CHARS", "RunCore", "Stop", "literal_args"]

@@ -42,8 +42,7 @@ from x402.schemas import (
 from chain.client import ChainClient
 from chain.devkeys import DEPLOYER, DEVNET_CHAIN_ID, SELLER, dev_account
 from chain.errors import ChainError, DevnetError
-from chain.facilitator import DevnetFacilitatorSigner, InProcessFacilitator
-from chain.research import (
+from chain.paywall.datasets import (
     congestion,
     dataset,
     decimal_str,
@@ -52,6 +51,7 @@ from chain.research import (
     tokens,
     transfer_stats,
 )
+from chain.paywall.facilitator import DevnetFacilitatorSigner, InProcessFacilitator
 
 __all__ = [
     "DEFAULT_PRICES",
@@ -552,8 +552,8 @@ def run_paywall(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m chain.paywall --rpc-url URL --usdc ADDR [--port N] [--url-file F]``."""
-    parser = argparse.ArgumentParser(prog="python -m chain.paywall", description=__doc__)
+    """``python -m chain.paywall.app --rpc-url URL --usdc ADDR [--port N] [--url-file F]``."""
+    parser = argparse.ArgumentParser(prog="python -m chain.paywall.app", description=__doc__)
     parser.add_argument("--rpc-url", required=True)
     parser.add_argument("--usdc", required=True, help="TestUSDC address on that chain")
     parser.add_argument("--host", default="127.0.0.1")

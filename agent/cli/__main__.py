@@ -1,0 +1,3 @@
+from agent.cli.app import entry
+
+entry()

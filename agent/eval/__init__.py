@@ -1,0 +1,1 @@
+"""The task suites and their grader (``suite``)."""

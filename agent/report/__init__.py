@@ -1,0 +1,1 @@
+"""The self-contained HTML report (``page``) and its inline SVG charts (``charts``)."""

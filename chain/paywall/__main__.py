@@ -1,0 +1,3 @@
+from chain.paywall.app import main
+
+raise SystemExit(main())

@@ -1,0 +1,163 @@
+"""The house's shape, as tests: no import cycle between product modules, and imports
+only in the permitted direction (agent → judge, wallet, chain; wallet → judge, chain;
+judge and chain import nothing of nib's). Every import counts, lazy ones included:
+a function-level import is still a dependency, only deferred."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("agent", "wallet", "judge", "chain")
+ALLOWED: dict[str, set[str]] = {
+    "agent": {"agent", "judge", "wallet", "chain"},
+    "wallet": {"wallet", "judge", "chain"},
+    "judge": {"judge"},
+    "chain": {"chain"},
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            found[_module_name(path)] = path
+    return found
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Product modules that ``name`` imports (resolved to the deepest existing module)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    is_pkg = path.name == "__init__.py"
+    targets: set[str] = set()
+
+    def resolve(dotted: str) -> str | None:
+        while dotted and dotted not in modules:
+            dotted = dotted.rpartition(".")[0]
+        return dotted or None
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                continue  # annotations only: no run-time edge
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    if (hit := resolve(alias.name)) is not None:
+                        targets.add(hit)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    anchor = name.split(".") if is_pkg else name.split(".")[:-1]
+                    anchor = anchor[: len(anchor) - (child.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                for alias in child.names:
+                    hit = resolve(f"{base}.{alias.name}") or resolve(base)
+                    if hit is not None:
+                        targets.add(hit)
+            visit(child)
+
+    visit(tree)
+    targets.discard(name)
+    return targets
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp: list[str] = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    import sys
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        for v in sorted(graph):
+            if v not in index:
+                strong(v)
+    finally:
+        sys.setrecursionlimit(limit)
+    return found
+
+
+def _is_reexport(importer: str, target: str) -> bool:
+    # A package's __init__ re-exporting its own children is its public API, not a cycle of
+    # design; a child importing its package's __init__ is (and stays) an edge.
+    return target.startswith(importer + ".")
+
+
+def test_no_import_cycle_between_product_modules() -> None:
+    graph = _graph()
+    pruned = {
+        name: {t for t in targets if not _is_reexport(name, t)}
+        for name, targets in graph.items()
+    }
+    cycles = _cycles(pruned)
+    assert cycles == [], (
+        f"found {len(cycles)} import cycle(s) between product modules: {cycles}; expected none. "
+        "Fix: move the shared piece into the module both import, or invert the dependency."
+    )
+
+
+def test_imports_follow_the_dependency_direction() -> None:
+    bad = sorted(
+        f"{name} imports {target}"
+        for name, targets in _graph().items()
+        for target in targets
+        if target.split(".")[0] not in ALLOWED[name.split(".")[0]]
+    )
+    assert bad == [], (
+        f"found imports against the direction agent → judge, wallet, chain; wallet → judge, "
+        f"chain; judge and chain → nothing of ours: {bad}. Fix: move the shared piece down "
+        "or inject it as a callable."
+    )
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
