@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from chain.client import ChainClient
@@ -98,6 +98,16 @@ def stop_pid(pid: int, *, grace_s: float = 5.0) -> None:
             time.sleep(0.05)
 
 
+def stop_pids(pids: list[int]) -> None:
+    """Stop several processes at once: SIGINT to all first, so their shutdowns overlap."""
+    for pid in pids:
+        if pid_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGINT)
+    for pid in pids:
+        stop_pid(pid)
+
+
 def _log_tail(path: Path, lines: int = 15) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -171,7 +181,11 @@ class AnvilProcess:
 
 @dataclass
 class DevnetInfo:
-    """The facts of a running (or last-run) devnet, as ``nib devnet up --json`` prints them."""
+    """The facts of a running (or last-run) devnet, as ``nib devnet up --json`` prints them.
+
+    ``facilitator_url`` serves the x402 facilitator and discovery APIs; ``market`` lists the
+    market's sellers (``{name, url, pid}``, with ``mcp`` the paid MCP server's SSE base URL).
+    """
 
     rpc_url: str
     chain_id: int
@@ -182,15 +196,24 @@ class DevnetInfo:
     pid: int | None
     paywall_pid: int | None
     running: bool = False
+    facilitator_url: str | None = None
+    facilitator_pid: int | None = None
+    market: list[dict[str, object]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
+
+    def service_pids(self) -> list[int]:
+        """PIDs of every process beside Anvil (paywall, facilitator, market)."""
+        pids = [self.paywall_pid, self.facilitator_pid]
+        pids += [s.get("pid") for s in self.market]  # type: ignore[misc]
+        return [int(p) for p in pids if isinstance(p, int) and p]
 
 
 def _paths(home: Path) -> dict[str, Path]:
     d = home / "devnet"
     return {"dir": d, "facts": d / "devnet.json", "state": d / "anvil-state.json",
-            "anvil_log": d / "anvil.log", "paywall_log": d / "paywall.log", "paywall_url": d / "paywall.url"}
+            "anvil_log": d / "anvil.log"}
 
 
 def _read_facts(home: Path) -> DevnetInfo | None:
@@ -199,7 +222,8 @@ def _read_facts(home: Path) -> DevnetInfo | None:
         return None
     try:
         data = json.loads(path.read_text())
-        return DevnetInfo(**{k: data.get(k) for k in DevnetInfo.__dataclass_fields__})
+        known = {k: data[k] for k in DevnetInfo.__dataclass_fields__ if k in data}
+        return DevnetInfo(**known)
     except (ValueError, TypeError) as exc:
         broken = path.with_suffix(".json.broken")
         path.replace(broken)
@@ -233,6 +257,9 @@ def status(home: Path | None = None) -> DevnetInfo | None:
     info.running = pid_alive(info.pid) and _answers(info)
     if info.paywall_pid and not pid_alive(info.paywall_pid):
         info.paywall_pid = None
+    if info.facilitator_pid and not pid_alive(info.facilitator_pid):
+        info.facilitator_pid = None
+    info.market = [s for s in info.market if pid_alive(s.get("pid"))]  # type: ignore[arg-type]
     return info
 
 
@@ -251,58 +278,122 @@ def _has_code(rpc_url: str, address: str) -> bool:
     return len(client.call("eth_getCode", lambda: client.w3.eth.get_code(address))) > 0  # type: ignore[arg-type]
 
 
-def _start_paywall(home: Path, rpc_url: str, usdc: str) -> tuple[int, str]:
-    p = _paths(home)
-    p["paywall_url"].unlink(missing_ok=True)
-    logf = open(p["paywall_log"], "ab")  # noqa: SIM115 - handed to the child
+@dataclass
+class _Starting:
+    """A service process started by ``up``, until its URL file shows it is serving."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    url_file: Path
+    log: Path
+    health: str = "/health"
+
+
+def _spawn(home: Path, name: str, module: str, *args: str, health: str = "/health") -> _Starting:
+    """Start ``python -m module args`` detached, logging to ``devnet/<name>.log``."""
+    d = _paths(home)["dir"]
+    url_file, log = d / f"{name}.url", d / f"{name}.log"
+    url_file.unlink(missing_ok=True)
+    logf = open(log, "ab")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
-        [sys.executable, "-m", "chain.paywall", "--rpc-url", rpc_url, "--usdc", usdc,
-         "--port", "0", "--url-file", str(p["paywall_url"])],
+        [sys.executable, "-m", module, *args, "--port", "0", "--url-file", str(url_file)],
         stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         start_new_session=True, cwd=str(REPO_ROOT),
     )
     logf.close()
+    return _Starting(name, proc, url_file, log, health)
+
+
+def _await_ready(starting: list[_Starting]) -> dict[str, tuple[int, str]]:
+    """Wait (concurrently) until every process writes its URL and answers its health path;
+    ``{name: (pid, url)}``. On failure every one of them is stopped and DevnetError names
+    the one that failed, with its log tail."""
+    ready: dict[str, tuple[int, str]] = {}
     deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise DevnetError(
-                f"the x402 paywall exited with code {proc.returncode} before it was ready. "
-                f"Log tail:\n{_log_tail(p['paywall_log'])}"
-            )
-        if p["paywall_url"].exists() and p["paywall_url"].read_text().strip():
-            url = p["paywall_url"].read_text().strip()
-            if _health(url):
-                return proc.pid, url
-        time.sleep(0.1)
-    stop_pid(proc.pid)
-    raise DevnetError(f"the x402 paywall did not become ready in {READY_TIMEOUT_S:.0f} s. "
-                      f"Log tail:\n{_log_tail(p['paywall_log'])}")
+    try:
+        while len(ready) < len(starting):
+            for s in starting:
+                if s.name in ready:
+                    continue
+                if s.proc.poll() is not None:
+                    raise DevnetError(
+                        f"the devnet's {s.name} exited with code {s.proc.returncode} before it "
+                        f"was ready. Log tail:\n{_log_tail(s.log)}"
+                    )
+                url = s.url_file.read_text().strip() if s.url_file.exists() else ""
+                if url and (not s.health or _health(url, s.health)):
+                    ready[s.name] = (s.proc.pid, url)
+            if len(ready) < len(starting):
+                if time.monotonic() > deadline:
+                    late = [s for s in starting if s.name not in ready][0]
+                    raise DevnetError(
+                        f"the devnet's {late.name} did not become ready in "
+                        f"{READY_TIMEOUT_S:.0f} s. Log tail:\n{_log_tail(late.log)}"
+                    )
+                time.sleep(0.05)
+    except BaseException:
+        stop_pids([s.proc.pid for s in starting])
+        raise
+    return ready
 
 
-def _health(url: str) -> bool:
+def _start_services(home: Path, info: DevnetInfo, *, paywall: bool, market: bool) -> None:
+    """Start whatever of the paywall and the market is not running, in two concurrent waves:
+    the paywall with the facilitator service, then every market seller and the paid MCP
+    server (they read the facilitator's /supported at start)."""
+    from chain.paywall.market import MARKET
+
+    chain_args = ("--rpc-url", info.rpc_url)
+    first = []
+    if paywall and not info.paywall_pid:
+        first.append(_spawn(home, "paywall", "chain.paywall", *chain_args, "--usdc", info.usdc))
+    want_market = market and not info.market
+    if want_market and not info.facilitator_pid:
+        first.append(_spawn(home, "facilitator", "chain.paywall.facilitator_service", *chain_args))
+    ready = _await_ready(first)
+    if "paywall" in ready:
+        info.paywall_pid, info.paywall_url = ready["paywall"]
+    if "facilitator" in ready:
+        info.facilitator_pid, info.facilitator_url = ready["facilitator"]
+    if not want_market or not info.facilitator_url:
+        return
+    common = ("--facilitator-url", info.facilitator_url, "--usdc", info.usdc)
+    second = [
+        _spawn(home, s.name, "chain.paywall.market", "--seller", s.name, *common) for s in MARKET
+    ]
+    # An SSE endpoint never ends, so the MCP server's readiness is its URL file alone.
+    second.append(_spawn(home, "mcp", "chain.paywall.mcp_seller", *common, health=""))
+    ready = _await_ready(second)
+    info.market = [{"name": n, "url": url, "pid": pid} for n, (pid, url) in ready.items()]
+
+
+def _health(url: str, path: str = "/health") -> bool:
     import httpx
 
     try:
-        return httpx.get(url.rstrip("/") + "/health", timeout=1.0).status_code == 200
+        return httpx.get(url.rstrip("/") + path, timeout=1.0).status_code == 200
     except httpx.HTTPError:
         return False
 
 
-def up(home: Path | None = None, *, port: int = 0, paywall: bool = True) -> DevnetInfo:
-    """Start the devnet, or report the one already running under ``home``."""
+def up(
+    home: Path | None = None, *, port: int = 0, paywall: bool = True, market: bool | None = None
+) -> DevnetInfo:
+    """Start the devnet (Anvil, TestUSDC, the paywall, and the x402 market: facilitator
+    service, sellers, paid MCP server), or report the one already running under ``home``
+    after starting whatever of it is missing. ``market`` defaults to ``paywall``."""
     home = home or nib_home()
+    market = paywall if market is None else market
     p = _paths(home)
     p["dir"].mkdir(parents=True, exist_ok=True)
     existing = status(home)
     if existing and existing.running:
-        if paywall and not existing.paywall_pid:
-            existing.paywall_pid, existing.paywall_url = _start_paywall(home, existing.rpc_url, existing.usdc)
-            _write_facts(home, existing)
+        _start_services(home, existing, paywall=paywall, market=market)
+        _write_facts(home, existing)
         return existing
     if existing and existing.pid and pid_alive(existing.pid):
         stop_pid(existing.pid)  # alive but not answering: a wedged node
-    if existing and existing.paywall_pid:
-        stop_pid(existing.paywall_pid)
+    stop_pids(existing.service_pids() if existing else [])
 
     state = p["state"]
     anvil = _start_with_state(state, p["anvil_log"], port)
@@ -317,9 +408,8 @@ def up(home: Path | None = None, *, port: int = 0, paywall: bool = True) -> Devn
             paywall_pid=None, running=True,
         )
         _write_facts(home, info)
-        if paywall:
-            info.paywall_pid, info.paywall_url = _start_paywall(home, anvil.rpc_url, usdc)
-            _write_facts(home, info)
+        _start_services(home, info, paywall=paywall, market=market)
+        _write_facts(home, info)
     except Exception:
         anvil.stop()
         raise
@@ -341,16 +431,17 @@ def _start_with_state(state: Path, log: Path, port: int) -> AnvilProcess:
 
 
 def down(home: Path | None = None) -> DevnetInfo | None:
-    """Stop the paywall and Anvil (Anvil dumps its state on SIGINT); keep the facts file."""
+    """Stop the paywall, the market and Anvil (Anvil dumps its state on SIGINT); keep the facts file."""
     home = home or nib_home()
     info = _read_facts(home)
     if info is None:
         return None
-    for pid in (info.paywall_pid, info.pid):
-        if pid:
-            stop_pid(pid)
-    info.pid = info.paywall_pid = None
-    info.paywall_url = None
+    stop_pids(info.service_pids())  # before Anvil: settlements in flight finish first
+    if info.pid:
+        stop_pid(info.pid)
+    info.pid = info.paywall_pid = info.facilitator_pid = None
+    info.paywall_url = info.facilitator_url = None
+    info.market = []
     info.running = False
     _write_facts(home, info)
     return info

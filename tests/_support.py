@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -67,3 +68,33 @@ class ChainReadings:
             for t in logs
             if t.sender.lower() == AGENT_ADDR.lower() and t.block_number > self.start_block
         ]
+
+
+@contextmanager
+def running_market(rpc_url: str, usdc: str) -> Iterator[dict[str, str]]:
+    """The devnet market in this process: the facilitator service, every market seller
+    (listed in its discovery catalogue) and the paid MCP server; yields name -> base URL
+    (``facilitator`` and ``mcp`` included)."""
+    import socket
+
+    from chain.paywall.facilitator_service import create_facilitator_app
+    from chain.paywall.market import MARKET, create_seller_app, register_with
+    from chain.paywall.mcp_seller import create_mcp_app
+    from chain.paywall.serve import AppServer
+
+    with contextlib.ExitStack() as stack:
+        fac = stack.enter_context(AppServer(create_facilitator_app(rpc_url), name="facilitator"))
+        urls = {"facilitator": fac.url}
+        for seller in MARKET:
+            app = create_seller_app(seller, fac.url, usdc)
+            srv = stack.enter_context(AppServer(app, name=seller.name))
+            register_with(fac.url, seller, srv.url)
+            urls[seller.name] = srv.url
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        base = f"http://127.0.0.1:{port}"
+        mcp_app = create_mcp_app(base, fac.url, usdc)
+        stack.enter_context(AppServer(mcp_app, port=port, name="mcp"))
+        urls["mcp"] = base
+        yield urls

@@ -25,7 +25,7 @@ app = typer.Typer(
     help="nib: a research agent that spends testnet USDC safely.",
 )
 devnet_app = typer.Typer(
-    no_args_is_help=True, help="Start, inspect and stop the local chain + x402 paywall."
+    no_args_is_help=True, help="Start, inspect and stop the local chain, x402 paywall and x402 market."
 )
 wallet_app = typer.Typer(no_args_is_help=True, help="The agent's keystore and balances.")
 judge_app = typer.Typer(
@@ -109,8 +109,11 @@ def _print_devnet(info: _devnet.DevnetInfo, as_json: bool) -> None:
         "paywall_url",
         "pid",
         "paywall_pid",
+        "facilitator_url",
     ):
         out.print(f"  {key:12} {getattr(info, key)}")
+    for seller in info.market:
+        out.print(f"  market       {seller['name']:9} {seller['url']}  (pid {seller['pid']})")
 
 
 # ---------------------------------------------------------------- run / resume

@@ -9,18 +9,14 @@ live from the chain; fact sheets come from the datasets shipped in ``chain/data/
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import sys
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-import uvicorn
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
 from fastapi import FastAPI, HTTPException, Query
@@ -52,6 +48,7 @@ from chain.paywall.datasets import (
     transfer_stats,
 )
 from chain.paywall.facilitator import DevnetFacilitatorSigner, InProcessFacilitator
+from chain.paywall.serve import AppServer, serve_forever
 
 __all__ = [
     "DEFAULT_PRICES",
@@ -71,7 +68,6 @@ TOKEN_VERSION = "2"
 MAX_TIMEOUT_S = 300
 #: Settlement receipts on Anvil arrive at once; a stuck one means a broken devnet.
 _CONFIRMATION_TIMEOUT_S = 30.0
-_READY_TIMEOUT_S = 15.0
 _USDC_DECIMALS = 6
 
 FactKind = Literal[
@@ -461,7 +457,7 @@ def _dataset_source(name: str) -> str:
 # ----------------------------------------------------------------------------- server
 
 
-class PaywallServer:
+class PaywallServer(AppServer):
     """The paywall served by uvicorn in a background thread (tests, ``nib devnet``).
 
     Use as a context manager; ``url`` is ``http://host:port`` once started. ``state`` holds
@@ -476,52 +472,11 @@ class PaywallServer:
         port: int = 0,
         **app_options: Any,
     ) -> None:
-        self.app = create_app(rpc_url, usdc, **app_options)
+        super().__init__(create_app(rpc_url, usdc, **app_options), host, port, name="paywall")
         self.state: PaywallState = self.app.state.paywall
-        self._host = host
-        self._port = port
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self.url = ""
 
     def __repr__(self) -> str:
         return f"PaywallServer(url={self.url!r})"
-
-    def start(self) -> PaywallServer:
-        """Start serving; return once the socket is bound, or raise DevnetError."""
-        config = uvicorn.Config(
-            self.app, host=self._host, port=self._port, log_level="warning", lifespan="off"
-        )
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, name="nib-paywall", daemon=True)
-        thread.start()
-        deadline = time.monotonic() + _READY_TIMEOUT_S
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                server.should_exit = True
-                raise DevnetError(
-                    f"the paywall did not start on {self._host}:{self._port} within "
-                    f"{_READY_TIMEOUT_S:.0f}s; expected a bound socket. Fix: pick a free port."
-                )
-            time.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        self._server, self._thread = server, thread
-        self.url = f"http://{self._host}:{port}"
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and join the thread (idempotent)."""
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = self._thread = None
-
-    def __enter__(self) -> PaywallServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def run_paywall(
@@ -538,17 +493,9 @@ def run_paywall(
     Prints the bound URL as one line on stdout and, when ``url_file`` is given, writes it
     there atomically; readiness is then pollable with ``GET /health``.
     """
-    stop = threading.Event()
-    with PaywallServer(rpc_url, usdc, host=host, port=port, chain_id=chain_id) as paywall:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-        if url_file is not None:
-            path = Path(url_file)
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(paywall.url + "\n", encoding="utf-8")
-            os.replace(tmp, path)
-        print(paywall.url, flush=True)
-        stop.wait()
+    serve_forever(
+        PaywallServer(rpc_url, usdc, host=host, port=port, chain_id=chain_id), url_file=url_file
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

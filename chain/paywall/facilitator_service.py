@@ -1,0 +1,224 @@
+"""The devnet's x402 facilitator as its own HTTP service, with the discovery API.
+
+x402 ships the facilitator engine and its HTTP clients but no server, so this wraps
+``x402FacilitatorSync`` in FastAPI: ``GET /supported``, ``POST /verify``, ``POST /settle``
+(always HTTP 200: x402's client raises on anything else), plus ``GET /discovery/resources``
+and ``GET /discovery/search`` over a :class:`~chain.paywall.discovery.Catalogue` filled
+from sellers' ``bazaar`` declarations. ``POST /discovery/register`` asks the facilitator
+to fetch a seller's unpaid 402s and list what they declare. Settlement is idempotent on
+the x402 ``payment-identifier`` extension: a retried payment gets the first receipt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import threading
+from typing import Any
+
+from eth_account.signers.local import LocalAccount
+from fastapi import FastAPI, Query
+from pydantic import BaseModel, Field
+from x402 import x402FacilitatorSync
+from x402.extensions.bazaar import BAZAAR
+from x402.extensions.payment_identifier import extract_payment_identifier
+from x402.interfaces import FacilitatorExtension
+from x402.mechanisms.evm.exact import ExactEvmFacilitatorScheme
+from x402.schemas import parse_payment_payload, parse_payment_requirements
+
+from chain.client import ChainClient
+from chain.devkeys import DEPLOYER, DEVNET_CHAIN_ID, dev_account
+from chain.errors import ChainError, DevnetError
+from chain.paywall.discovery import MAX_RESOURCES_PER_SELLER, Catalogue, probe_declaration
+from chain.paywall.facilitator import DevnetFacilitatorSigner
+from chain.paywall.serve import AppServer, serve_forever
+
+__all__ = ["create_facilitator_app", "main"]
+
+_CONFIRMATION_TIMEOUT_S = 30.0
+
+
+class _PaymentBody(BaseModel):
+    x402Version: int | None = None
+    paymentPayload: dict[str, Any]
+    paymentRequirements: dict[str, Any]
+
+
+class _Listed(BaseModel):
+    url: str
+    method: str = Field(default="GET", pattern="^(GET|POST|get|post)$")
+
+
+class _Register(BaseModel):
+    resources: list[_Listed] = Field(max_length=MAX_RESOURCES_PER_SELLER)
+
+
+def create_facilitator_app(
+    rpc_url: str,
+    *,
+    chain_id: int = DEVNET_CHAIN_ID,
+    account: LocalAccount | None = None,
+) -> FastAPI:
+    """The facilitator service for the chain at ``rpc_url``; ``account`` sends settlements
+    (defaults to the devnet deployer, only on the devnet). ``app.state.catalogue`` is the
+    discovery catalogue."""
+    ChainClient(rpc_url, expected_chain_id=chain_id).block_number()  # fail fast, typed
+    if account is None:
+        if chain_id != DEVNET_CHAIN_ID:
+            raise DevnetError(
+                f"the facilitator's default key is Anvil's published dev key, usable only on "
+                f"chain {DEVNET_CHAIN_ID}; got chain {chain_id}. Fix: pass account."
+            )
+        account = dev_account(DEPLOYER)
+    network = f"eip155:{chain_id}"
+    catalogue = Catalogue()
+    facilitator = x402FacilitatorSync()
+    signer = DevnetFacilitatorSigner(
+        private_key=account.key.hex(),
+        rpc_url=rpc_url,
+        confirmation_timeout_seconds=_CONFIRMATION_TIMEOUT_S,
+    )
+    facilitator.register([network], ExactEvmFacilitatorScheme(signer))
+    facilitator.register_extension(FacilitatorExtension(key=BAZAAR.key))
+
+    def catalogue_payment(ctx: Any) -> None:
+        catalogue.add_from_payment(ctx.payment_payload, ctx.requirements)
+
+    facilitator.on_after_verify(catalogue_payment)
+    settle_lock = threading.Lock()  # facilitator nonces never race
+    settled: dict[str, tuple[str, dict[str, Any]]] = {}  # payment id -> (payload, receipt)
+
+    def parse(body: _PaymentBody) -> tuple[Any, Any]:
+        payload = parse_payment_payload(body.paymentPayload)
+        return payload, parse_payment_requirements(payload.x402_version, body.paymentRequirements)
+
+    def settle_once(body: _PaymentBody) -> dict[str, Any]:
+        payload, requirements = parse(body)
+        pid = extract_payment_identifier(payload) if payload.x402_version == 2 else None
+        signed = repr(sorted(payload.payload.items()))
+        with settle_lock:
+            if pid is not None and pid in settled:
+                first_payload, receipt = settled[pid]
+                if first_payload == signed:
+                    return receipt
+                return {
+                    "success": False,
+                    "errorReason": "payment_identifier_conflict",
+                    "errorMessage": f"payment id {pid} was already settled for another payment",
+                    "transaction": "",
+                    "network": network,
+                }
+            receipt = facilitator.settle(payload, requirements).model_dump(
+                by_alias=True, exclude_none=True
+            )
+            if pid is not None and receipt.get("success"):
+                settled[pid] = (signed, receipt)
+            return receipt
+
+    app = FastAPI(title="nib devnet facilitator", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.catalogue = catalogue
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "network": network, "facilitator": account.address}
+
+    @app.get("/supported")
+    def supported() -> dict[str, Any]:
+        out: dict[str, Any] = facilitator.get_supported().model_dump(
+            by_alias=True, exclude_none=True
+        )
+        return out
+
+    @app.post("/verify")
+    async def verify(body: _PaymentBody) -> dict[str, Any]:
+        payload, requirements = parse(body)
+        result = await asyncio.to_thread(facilitator.verify, payload, requirements)
+        out: dict[str, Any] = result.model_dump(by_alias=True, exclude_none=True)
+        return out
+
+    @app.post("/settle")
+    async def settle(body: _PaymentBody) -> dict[str, Any]:
+        return await asyncio.to_thread(settle_once, body)
+
+    @app.post("/discovery/register")
+    async def register(body: _Register) -> dict[str, Any]:
+        listed = []
+        for entry in body.resources:
+            probed = await asyncio.to_thread(probe_declaration, entry.url, entry.method)
+            if probed is not None and catalogue.add_from_payment(*probed) is not None:
+                listed.append(entry.url)
+        return {"listed": listed}
+
+    @app.get("/discovery/resources")
+    def resources(
+        type: str | None = None,
+        payTo: str | None = None,
+        scheme: str | None = None,
+        network_: str | None = Query(None, alias="network"),
+        extensions: str | None = None,
+        limit: int = Query(100, ge=1, le=1000),
+        offset: int = Query(0, ge=0),
+    ) -> dict[str, Any]:
+        items = catalogue.items(
+            type=type, pay_to=payTo, scheme=scheme, network=network_, extensions=extensions
+        )
+        return {
+            "x402Version": 2,
+            "items": [i.to_dict() for i in items[offset : offset + limit]],
+            "pagination": {"limit": limit, "offset": offset, "total": len(items)},
+        }
+
+    @app.get("/discovery/search")
+    def search(
+        query: str,
+        type: str | None = None,
+        payTo: str | None = None,
+        scheme: str | None = None,
+        network_: str | None = Query(None, alias="network"),
+        extensions: str | None = None,
+        limit: int = Query(20, ge=1, le=1000),
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        start = int(cursor) if cursor and cursor.isdigit() else 0
+        items = catalogue.items(
+            type=type,
+            pay_to=payTo,
+            scheme=scheme,
+            network=network_,
+            extensions=extensions,
+            query=query,
+        )
+        page = items[start : start + limit]
+        more = start + limit < len(items)
+        return {
+            "x402Version": 2,
+            "resources": [i.to_dict() for i in page],
+            "partialResults": False,
+            "pagination": {"limit": limit, "cursor": str(start + limit) if more else None},
+        }
+
+    return app
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m chain.paywall.facilitator_service --rpc-url URL [--port N] [--url-file F]``."""
+    parser = argparse.ArgumentParser(prog="python -m chain.paywall.facilitator_service")
+    parser.add_argument("--rpc-url", required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--url-file", help="write the bound URL here once serving")
+    parser.add_argument("--chain-id", type=int, default=DEVNET_CHAIN_ID)
+    args = parser.parse_args(argv)
+    try:
+        app = create_facilitator_app(args.rpc_url, chain_id=args.chain_id)
+        server = AppServer(app, args.host, args.port, name="facilitator")
+        serve_forever(server, url_file=args.url_file)
+    except ChainError as exc:
+        print(f"facilitator: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

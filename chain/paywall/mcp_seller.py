@@ -1,0 +1,131 @@
+"""A paid MCP server on the devnet: one tool protected by x402 (``x402.mcp``), over SSE.
+
+``token_fact`` sells a token fact sheet for 0.01 test USDC. An unpaid call returns an
+error result carrying the x402 PaymentRequired (with a ``bazaar`` MCP declaration); a call
+whose ``_meta["x402/payment"]`` holds a valid payment runs the tool and settles through the
+devnet facilitator service, the receipt in ``_meta["x402/payment-response"]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from typing import Any
+
+import httpx
+from mcp.server.fastmcp import FastMCP
+from x402 import x402ResourceServer
+from x402.extensions.bazaar import (
+    DeclareMcpDiscoveryConfig,
+    OutputConfig,
+    declare_mcp_discovery_extension,
+)
+from x402.http import FacilitatorConfig, HTTPFacilitatorClient
+from x402.mcp import ResourceInfo, create_payment_wrapper
+from x402.mechanisms.evm.exact import ExactEvmServerScheme
+from x402.schemas import AssetAmount, ResourceConfig
+
+from chain.devkeys import DEVNET_CHAIN_ID, dev_account
+from chain.errors import DevnetError
+from chain.paywall.datasets import tokens
+from chain.paywall.serve import AppServer, serve_forever
+
+__all__ = ["MCP_PAY_TO_INDEX", "MCP_TOOL", "MCP_TOOL_PRICE", "create_mcp_app", "main"]
+
+MCP_TOOL = "token_fact"
+MCP_TOOL_PRICE = 10_000
+#: Dev account the MCP seller is paid to.
+MCP_PAY_TO_INDEX = 8
+_DESCRIPTION = "Token fact sheet (issuer, launch year, decimals) for a symbol, e.g. USDC"
+_INPUT_SCHEMA = {
+    "type": "object",
+    "properties": {"symbol": {"type": "string", "description": "Token symbol, e.g. USDC"}},
+    "required": ["symbol"],
+}
+
+
+def create_mcp_app(
+    base_url: str, facilitator_url: str, usdc: str, *, chain_id: int = DEVNET_CHAIN_ID
+) -> Any:
+    """The SSE ASGI app of the paid MCP server reachable at ``base_url``."""
+    network = f"eip155:{chain_id}"
+    rs = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=facilitator_url)))
+    rs.register(network, ExactEvmServerScheme())  # type: ignore[arg-type]
+    rs.initialize()  # reads the facilitator's /supported; needed before building requirements
+    accepts = rs.build_payment_requirements(
+        ResourceConfig(
+            scheme="exact",
+            network=network,
+            pay_to=dev_account(MCP_PAY_TO_INDEX).address,
+            price=AssetAmount(
+                amount=str(MCP_TOOL_PRICE), asset=usdc, extra={"name": "USDC", "version": "2"}
+            ),
+            max_timeout_seconds=300,
+        )
+    )
+    paid = create_payment_wrapper(
+        rs,
+        accepts=accepts,
+        resource=ResourceInfo(
+            url=f"{base_url}/sse#{MCP_TOOL}",
+            description=_DESCRIPTION,
+            mime_type="application/json",
+        ),
+        extensions=declare_mcp_discovery_extension(
+            DeclareMcpDiscoveryConfig(
+                tool_name=MCP_TOOL,
+                description=_DESCRIPTION,
+                input_schema=_INPUT_SCHEMA,
+                example={"symbol": "USDC"},
+                transport="sse",
+                output=OutputConfig(example={"symbol": "USDC", "issuer": "Circle"}),
+            )
+        ),
+    )
+    host, port = base_url.removeprefix("http://").rsplit(":", 1)
+    server = FastMCP("nib devnet paid MCP", host=host, port=int(port))
+
+    @server.tool(name=MCP_TOOL, description=f"{_DESCRIPTION}. Paid: 0.01 test USDC over x402.")
+    @paid
+    async def token_fact(symbol: str) -> dict[str, Any]:
+        sheet = tokens().get(symbol.upper())
+        if sheet is None:
+            return {"error": f"no fact sheet for {symbol!r}", "have": sorted(tokens())}
+        keep = ("symbol", "name", "issuer", "launched", "decimals", "standard")
+        return {k: sheet[k] for k in keep if k in sheet}
+
+    return server.sse_app()
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m chain.paywall.mcp_seller --facilitator-url URL --usdc ADDR``."""
+    parser = argparse.ArgumentParser(prog="python -m chain.paywall.mcp_seller")
+    parser.add_argument("--facilitator-url", required=True)
+    parser.add_argument("--usdc", required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--url-file")
+    parser.add_argument("--chain-id", type=int, default=DEVNET_CHAIN_ID)
+    args = parser.parse_args(argv)
+    # The tool's resource URL names the server, so the port is fixed before serving.
+    port = args.port or _free_port(args.host)
+    base = f"http://{args.host}:{port}"
+    try:
+        app = create_mcp_app(base, args.facilitator_url, args.usdc, chain_id=args.chain_id)
+        serve_forever(AppServer(app, args.host, port, name="paid MCP server"), url_file=args.url_file)
+    except (DevnetError, httpx.HTTPError, ValueError) as exc:
+        print(f"paid MCP server: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

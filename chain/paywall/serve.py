@@ -1,0 +1,99 @@
+"""Serving the devnet's x402 processes: an ASGI app on a loopback port, in a thread or in
+the foreground of its own process (``nib devnet up`` starts one process per service).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from chain.errors import DevnetError
+
+__all__ = ["AppServer", "serve_forever"]
+
+_READY_TIMEOUT_S = 15.0
+
+
+class AppServer:
+    """An ASGI app served by uvicorn in a background thread; a context manager.
+
+    ``url`` is ``http://host:port`` once started (port 0 picks a free one).
+    """
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, *, name: str) -> None:
+        self.app = app
+        self.name = name
+        self._host = host
+        self._port = port
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.url = ""
+
+    def __repr__(self) -> str:
+        return f"AppServer(name={self.name!r}, url={self.url!r})"
+
+    def start(self) -> AppServer:
+        """Start serving; return once the socket is bound, or raise DevnetError."""
+        config = uvicorn.Config(
+            self.app, host=self._host, port=self._port, log_level="warning", lifespan="off"
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, name=f"nib-{self.name}", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + _READY_TIMEOUT_S
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                server.should_exit = True
+                raise DevnetError(
+                    f"the {self.name} did not start on {self._host}:{self._port} within "
+                    f"{_READY_TIMEOUT_S:.0f}s; expected a bound socket. Fix: pick a free port."
+                )
+            time.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        self._server, self._thread = server, thread
+        self.url = f"http://{self._host}:{port}"
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and join the thread (idempotent)."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = self._thread = None
+
+    def __enter__(self) -> AppServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve_forever(
+    server: AppServer,
+    *,
+    url_file: str | Path | None = None,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Run ``server`` until SIGTERM/SIGINT: print its URL, write it to ``url_file``
+    atomically (readiness for ``nib devnet up``), then call ``on_ready(url)``."""
+    stop = threading.Event()
+    with server:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        if on_ready is not None:
+            on_ready(server.url)
+        if url_file is not None:
+            path = Path(url_file)
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(server.url + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+        print(server.url, flush=True)
+        stop.wait()

@@ -1,0 +1,85 @@
+"""The devnet market: sellers built only with x402's middleware, catalogued by the
+facilitator service from their ``bazaar`` declarations, found with x402's bazaar client."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from x402.extensions.bazaar import (
+    ListDiscoveryResourcesParams,
+    SearchDiscoveryResourcesParams,
+    with_bazaar,
+)
+from x402.http import FacilitatorConfig, HTTPFacilitatorClientSync
+
+from chain import devnet
+from chain.paywall.market import MARKET
+from tests._support import running_market
+
+
+@pytest.fixture(scope="module")
+def market(anvil: Any) -> Iterator[dict[str, str]]:
+    with running_market(anvil.rpc_url, anvil.usdc) as urls:
+        yield urls
+
+
+def _bazaar(url: str) -> Any:
+    return with_bazaar(HTTPFacilitatorClientSync(FacilitatorConfig(url=url))).extensions.bazaar
+
+
+def test_discovery_lists_every_offer_as_its_seller_declared_it(market: dict[str, str]) -> None:
+    listed = _bazaar(market["facilitator"]).list_resources(ListDiscoveryResourcesParams())
+    by_url = {item.resource: item for item in listed.items}
+    expected = {market[s.name] + o.path: (s, o) for s in MARKET for o in s.offers}
+    assert set(by_url) == set(expected)
+    for url, (seller, offer) in expected.items():
+        item = by_url[url]
+        info = item.extensions["bazaar"]["info"]["input"]
+        assert info["method"] == offer.method
+        assert item.service_name == seller.name
+        assert item.accepts[0]["amount"] == str(offer.price)
+        assert item.accepts[0]["payTo"] == seller.pay_to
+        if offer.method == "POST":  # a JSON body described by the seller's input schema
+            assert info["bodyType"] == "json" and info["body"] == {"symbol": "USDC"}
+            schema = item.extensions["bazaar"]["schema"]["properties"]["input"]
+            assert schema["properties"]["body"]["required"] == ["symbol"]
+        else:
+            assert info["queryParams"] == {"symbol": "USDC"}
+
+
+def test_search_and_filters_follow_the_discovery_api(market: dict[str, str]) -> None:
+    bazaar = _bazaar(market["facilitator"])
+    found = bazaar.search(SearchDiscoveryResourcesParams(query="issuer"))
+    assert len(found.resources) == sum(len(s.offers) for s in MARKET)
+    assert bazaar.search(SearchDiscoveryResourcesParams(query="weather")).resources == []
+    other = bazaar.list_resources(ListDiscoveryResourcesParams(network="eip155:1"))
+    assert other.items == [] and other.pagination.total == 0
+    resp = httpx.get(market["facilitator"] + "/supported", timeout=5)
+    assert resp.json()["extensions"] == ["bazaar"]
+    assert {k["network"] for k in resp.json()["kinds"]} == {"eip155:31337"}
+
+
+def test_a_seller_answers_402_with_its_declaration_and_no_catalog(market: dict[str, str]) -> None:
+    resp = httpx.get(market["atlas"] + "/tokens", params={"symbol": "USDC"}, timeout=5)
+    assert resp.status_code == 402 and "payment-required" in resp.headers
+    assert httpx.get(market["atlas"] + "/catalog", timeout=5).status_code == 404
+
+
+def test_devnet_up_starts_the_market_and_down_stops_it(tmp_path: Any) -> None:
+    info = devnet.up(tmp_path)
+    try:
+        names = {s["name"] for s in info.market}
+        assert names == {s.name for s in MARKET} | {"mcp"}
+        assert info.facilitator_url and all(devnet.pid_alive(p) for p in info.service_pids())
+        listed = _bazaar(info.facilitator_url).list_resources(ListDiscoveryResourcesParams())
+        assert listed.pagination.total == sum(len(s.offers) for s in MARKET)
+        again = devnet.up(tmp_path)
+        assert again.market == info.market and again.facilitator_pid == info.facilitator_pid
+    finally:
+        devnet.down(tmp_path)
+    assert not any(devnet.pid_alive(p) for p in info.service_pids())
+    after = devnet.status(tmp_path)
+    assert after is not None and after.market == [] and after.facilitator_url is None
