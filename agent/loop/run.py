@@ -8,51 +8,33 @@ resumes later in another process with the same budgets and clock accounting.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import uuid
 from typing import Any
 
-from agent.errors import ProposalInvalid, RunStateError, ToolArgsError
+from agent.errors import RunStateError
 from agent.loop import detectors
-from agent.loop.checklist import FACT_KINDS, Checklist, parse_checklist
-from agent.loop.core import Stop, literal_args
-from agent.loop.history import one_line, render
-from agent.loop.lessons import lesson_prompt, record_lesson, similar_lessons
+from agent.loop.budget import BudgetGate
+from agent.loop.context import RunContext, literal_args
+from agent.loop.finish import Finisher
+from agent.loop.free import FreeBatch
+from agent.loop.gates import Admitted, Gates
+from agent.loop.history import one_line
+from agent.loop.learning import Learning
+from agent.loop.lessons import similar_lessons
 from agent.loop.limits import Limits, limits_for
-from agent.loop.paid import PaidSteps
-from agent.loop.proposal import (
-    Batch,
-    Call,
-    Done,
-    NoAction,
-    Proposal,
-    SubmitAnswer,
-    checklist_messages,
-    parse_proposal,
-    propose_messages,
-    replan_messages,
-    retry_messages,
-    synthesis_messages,
-)
-from agent.loop.result import (
-    FINISHED_STOPS,
-    AgentResult,
-    SpendSummary,
-    TokenSummary,
-    backstop_answer,
-    usdc_display,
-)
-from agent.loop.selfmodel import SelfModel
+from agent.loop.modelcall import ModelCaller
+from agent.loop.paid import PaidStep
+from agent.loop.planning import Planner
+from agent.loop.proposal import Batch, Call, Done, NoAction, Proposal, SubmitAnswer
+from agent.loop.result import AgentResult, usdc_display
+from agent.loop.selfmodel import SelfModelReader
 from agent.loop.state import Decision, Deps, PendingCall, RunState, unjsonable
-from agent.tools.base import Observation, Quote, Tool, addresses_named_in
+from agent.loop.stop import Stop
+from agent.tools.base import Quote, addresses_named_in
+from judge.fingerprint import fingerprint
+from judge.policy import FreeReadPolicy
 
 __all__ = ["Decision", "Deps", "PendingCall", "RunState", "resume", "run_task"]
-
-_NO_MODEL_AFTER: frozenset[str] = frozenset(
-    {"llm-unreachable", "token-budget", "deadline", "awaiting-approval"}
-)
-
 
 _ACTION: dict[type, str] = {
     Call: "call",
@@ -97,197 +79,32 @@ def _detector_message(reason: str, limits: Limits, st: RunState, last_invalid: s
     return line
 
 
-class _Run(PaidSteps):
-    """One run being driven by this process (a fresh one, or a resumed one)."""
+class _Run:
+    """One run being driven by this process, composed of one object per job.
 
-    #: The last malformed-proposal error, named in a ``proposal-lost`` stop.
-    last_invalid: str = ""
+    The turn itself (order of steps, dispatch of a proposal, the detectors) lives here;
+    everything else is delegated: budgets, model calls, the self-model, planning, the
+    gates, the free batch, the paid step, learning and finishing.
+    """
 
-    async def extract_checklist(self) -> None:
-        messages = checklist_messages(
-            self.state.task, sorted(FACT_KINDS), self.limits.checklist_max_items
-        )
-        text = await self.ask("checklist", messages, self.context_base())
-        try:
-            checklist = parse_checklist(text, max_items=self.limits.checklist_max_items)
-        except ValueError as exc:
-            checklist = Checklist()
-            self.emit("checklist", {"items": [], "error": str(exc)})
-        else:
-            self.emit("checklist", {"items": checklist.as_dicts()})
-        self.state.checklist = checklist.as_dicts()
-        self.state.checklist_done = True
+    def __init__(self, state: RunState, deps: Deps, limits: Limits) -> None:
+        self.ctx = run = RunContext(state, deps, limits)
+        self.budget = BudgetGate(run)
+        model = ModelCaller(run, self.budget)
+        self.self_model = SelfModelReader(run, self.budget)
+        self.planner = Planner(run, model)
+        self.gates = Gates(run)
+        learning = Learning(run)
+        policy = deps.free_policy if deps.free_policy is not None else FreeReadPolicy.default()
+        self.free = FreeBatch(run, policy, learning)
+        self.paid = PaidStep(run, self.budget, learning, self.self_model)
+        self.finisher = Finisher(run, model, self.budget)
 
-    def context_base(self) -> dict[str, Any]:
-        return {
-            "task": self.state.task,
-            "tools": self.deps.registry.describe(),
-            "checklist": self.state.checklist,
-            "evidence": [e.model_dump() for e in self.state.evidence],
-            "lessons": self.state.lessons,
-            "history": render(self._history()),
-        }
-
-    async def replan_if_due(self) -> None:
-        every = self.limits.replan_every
-        step = self.state.step
-        if step == 0 or step % every or self.state.replanned_at == step:
-            return
-        checklist = "\n".join(
-            f"- {i['text']}: {'covered' if i['covered'] else 'missing'}"
-            for i in self.state.checklist
-        )
-        text = await self.ask(
-            "replan",
-            replan_messages(self.state.task, checklist, render(self._history())),
-            self.context_base(),
-        )
-        self.state.plan = one_line(text, 400)
-        self.state.replanned_at = step
-        self.emit("replan", {"step": step, "plan": self.state.plan})
-
-    async def propose(self, sm: SelfModel) -> Proposal | None:
-        focus = self.checklist.focus()
-        context = {
-            **self.context_base(),
-            "self_model": sm.as_dict(),
-            "self_model_text": sm.render(),
-            "focus": focus.as_dict() if focus else None,
-            "plan": self.state.plan,
-            "feedback": list(self.state.feedback),
-        }
-        messages = propose_messages(context)
-        self.state.feedback.clear()
-        text = await self.ask("propose", messages, context)
-        self.state.messages.append({"role": "assistant", "content": one_line(text, 400)})
-        attempts = 0
-        while True:
-            try:
-                return parse_proposal(text)
-            except ProposalInvalid as exc:
-                self.last_invalid = str(exc)
-                self.emit(
-                    "proposal.invalid",
-                    {"step": self.state.step + 1, "error": str(exc), "retry": attempts},
-                )
-                if attempts >= self.limits.malformed_retries:
-                    self.state.feedback.append(f"Your reply was rejected: {exc}")
-                    return None
-                attempts += 1
-                text = await self.ask(
-                    "propose", retry_messages(str(exc), self.deps.registry.names()), context
-                )
-
-    # ---------------------------------------------------------------- gates
-    def gate(
-        self, call: Call, *, in_batch: bool = False
-    ) -> tuple[Tool, Any, dict[str, Any], str] | None:
-        """Unknown tool / invalid args: refused free. Returns (tool, args, normalised, fp)."""
-        from judge.fingerprint import call_fingerprint
-
-        tool = self.deps.registry.get(call.tool)
-        if tool is None:
-            self._skip(
-                "unknown-tool",
-                f"tool {call.tool!r} is not wired; wired tools: "
-                f"{', '.join(self.deps.registry.names()) or 'none'}. Propose one of them.",
-                tool=call.tool,
-                args=literal_args(call.args),
-            )
-            return None
-        if in_batch and tool.kind != "free":
-            self._skip(
-                "paid-in-batch",
-                f"{tool.name} moves money and cannot be batched; propose it alone as a call.",
-                tool=tool.name,
-                args=literal_args(call.args),
-            )
-            return None
-        try:
-            args = tool.parse_args(call.args)
-        except ToolArgsError as exc:
-            self._skip("invalid-args", str(exc), tool=tool.name, args=literal_args(call.args))
-            return None
-        norm = args.model_dump(mode="json")
-        return tool, args, norm, call_fingerprint(tool.name, norm)
-
-    def fresh(self, tool: Tool, norm: dict[str, Any], fp: str) -> bool:
-        """The duplicate gate: an executed call is skipped with one nudge, then stops the run."""
-        if fp in self.state.executed:
-            earlier = self.state.executed[fp]
-            if self.state.nudged.get(fp, 0) >= self.limits.duplicate_nudges:
-                raise Stop(
-                    "executed-duplicate",
-                    f"{tool.name} {json.dumps(norm, sort_keys=True)} was executed at "
-                    f"step {earlier} and proposed again after a nudge.",
-                )
-            self.state.nudged[fp] = self.state.nudged.get(fp, 0) + 1
-            note = (
-                f"{tool.name} with these exact arguments already ran at step {earlier}; its "
-                f"result is in the history. Use it or try something different."
-            )
-            self._skip(
-                "executed-duplicate",
-                note,
-                tool=tool.name,
-                args=literal_args(norm),
-                fingerprint=fp,
-                earlier_step=earlier,
-            )
-            self.emit(
-                "nudge", {"step": self.state.step, "fingerprint": fp, "earlier_step": earlier}
-            )
-            self._add_history(tool.name, norm, "skipped", f"duplicate of step {earlier}")
-            return False
-        return True
-
-    def free_allowed(self, tool: Tool, norm: dict[str, Any], fp: str) -> Any | None:
-        decision = self.deps.free_policy.decide_free(
-            tool.name, self.state.free_calls.get(tool.name, 0)
-        )
-        self.emit(
-            "verdict",
-            {
-                "step": self.state.step,
-                "tool": tool.name,
-                "kind": "free",
-                "decision": decision.outcome,
-                "reason": decision.reason,
-            },
-        )
-        if not decision.allowed:
-            self._skip(
-                "policy", decision.reason, tool=tool.name, args=literal_args(norm), fingerprint=fp
-            )
-            self._add_history(tool.name, norm, "skipped", decision.reason)
-            return None
-        return decision
-
-    # ---------------------------------------------------------------- execute + learn
-    async def run_free(
-        self, tool: Tool, args: Any, norm: dict[str, Any], fp: str, decision: Any
-    ) -> Observation:
-        self.state.free_calls[tool.name] = self.state.free_calls.get(tool.name, 0) + 1
-        row = decision.row
-        timeout = row.timeout_s if row is not None else 10.0
-        try:
-            obs = await asyncio.wait_for(tool.run(args, self.ctx), timeout)
-        except TimeoutError:
-            obs = Observation.failure(tool.name, f"timed out after {timeout:g} s")
-        except Exception as exc:
-            self._raise_if_dependency(exc)
-            obs = Observation.failure(tool.name, f"{type(exc).__name__}: {exc}")
-        if obs.ok and row is not None:
-            size = len(json.dumps(obs.data, default=str))
-            check = self.deps.free_policy.check_result(tool.name, size)
-            if not check.allowed:
-                obs = Observation.failure(tool.name, check.reason)
-        return obs
-
-    # ---------------------------------------------------------------- one turn
     async def handle(self, proposal: Proposal) -> None:
-        st = self.state
-        self.emit("proposal", _proposal_event(st.step, proposal))
+        """Dispatch one proposal: stop on a finish, skip what the gates refuse, else run
+        the paid call (alone) or the free batch."""
+        run, st = self.ctx, self.ctx.state
+        run.emit("proposal", _proposal_event(st.step, proposal))
         if isinstance(proposal, NoAction):
             raise Stop(
                 "model-stopped",
@@ -297,72 +114,57 @@ class _Run(PaidSteps):
         if isinstance(proposal, Done):
             raise Stop("done-signal", "the model said done", answer=proposal.answer)
         if isinstance(proposal, SubmitAnswer):
-            known = {e.id for e in st.evidence}
-            unknown = [i for i in proposal.evidence if i not in known]
-            if not proposal.evidence or unknown:
-                why = (
-                    f"unknown evidence ids {', '.join(unknown)}"
-                    if unknown
-                    else "no evidence ids cited"
-                )
-                self._skip(
-                    "invalid-submit",
-                    f"submit_answer refused: {why}; known ids: "
-                    f"{', '.join(sorted(known)) or 'none yet, gather evidence first'}.",
-                )
-                return
-            raise Stop("finish-tool", "submit_answer accepted", answer=proposal.answer)
+            self._submit(proposal)
+            return
         calls = [proposal] if isinstance(proposal, Call) else list(proposal.calls)
-        if isinstance(proposal, Batch) and len(calls) > self.limits.batch_max_calls:
-            self._skip(
+        if isinstance(proposal, Batch) and len(calls) > run.limits.batch_max_calls:
+            run.skip(
                 "batch-too-large",
-                f"a batch holds at most "
-                f"{self.limits.batch_max_calls} free calls; got {len(calls)}.",
+                f"a batch holds at most {run.limits.batch_max_calls} free calls; got {len(calls)}.",
                 calls=[{"tool": c.tool, "args": literal_args(c.args)} for c in calls],
             )
             return
-        admitted = []
-        for call in calls:
-            gated = self.gate(call, in_batch=isinstance(proposal, Batch))
-            if gated is not None:
-                admitted.append(gated)
-        from judge.fingerprint import fingerprint as fp_of
-
+        in_batch = isinstance(proposal, Batch)
+        admitted = [a for c in calls if (a := self.gates.admit(c, in_batch=in_batch)) is not None]
         if admitted:
-            key = admitted[0][3] if len(admitted) == 1 else fp_of(sorted(a[3] for a in admitted))
-            st.proposed.append(key)
-            if (reason := detectors.oscillation(st.proposed, self.limits)) is not None:
-                raise Stop(
-                    reason,
-                    "the recent proposals repeat a cycle: "
-                    f"{' -> '.join(p[:10] for p in st.proposed[-4:])}",
-                )
-        admitted = [a for a in admitted if self.fresh(a[0], a[2], a[3])]
-        paid = [a for a in admitted if a[0].kind == "paid"]
+            self._check_oscillation(admitted)
+        admitted = [a for a in admitted if self.gates.fresh(a)]
+        paid = [a for a in admitted if a.tool.kind == "paid"]
         if paid:
             st.consecutive_skips = 0
-            await self.paid(*paid[0])
+            await self.paid.run_call(paid[0])
             return
-        allowed = []
-        for tool, args, norm, fp in admitted:
-            decision = self.free_allowed(tool, norm, fp)
-            if decision is not None:
-                allowed.append((tool, args, norm, fp, decision))
-        if not allowed:
-            return
-        st.consecutive_skips = 0
-        results = await asyncio.gather(
-            *(self.run_free(*a) for a in allowed), return_exceptions=True
+        await self.free.run_batch(admitted)
+
+    def _submit(self, proposal: SubmitAnswer) -> None:
+        """A finish citing evidence: accepted (the run stops) or skipped with the reason."""
+        known = {e.id for e in self.ctx.state.evidence}
+        unknown = [i for i in proposal.evidence if i not in known]
+        if proposal.evidence and not unknown:
+            raise Stop("finish-tool", "submit_answer accepted", answer=proposal.answer)
+        why = f"unknown evidence ids {', '.join(unknown)}" if unknown else "no evidence ids cited"
+        self.ctx.skip(
+            "invalid-submit",
+            f"submit_answer refused: {why}; known ids: "
+            f"{', '.join(sorted(known)) or 'none yet, gather evidence first'}.",
         )
-        for (tool, _args, norm, fp, _d), obs in zip(allowed, results, strict=True):
-            if isinstance(obs, BaseException):
-                raise obs
-            self.learn(tool, norm, fp, obs)
+
+    def _check_oscillation(self, admitted: list[Admitted]) -> None:
+        st = self.ctx.state
+        prints = [a.fingerprint for a in admitted]
+        st.proposed.append(prints[0] if len(prints) == 1 else fingerprint(sorted(prints)))
+        if (reason := detectors.oscillation(st.proposed, self.ctx.limits)) is not None:
+            raise Stop(
+                reason,
+                "the recent proposals repeat a cycle: "
+                f"{' -> '.join(p[:10] for p in st.proposed[-4:])}",
+            )
 
     def detect(self) -> None:
         """After a step: the first detector to fire stops the run."""
-        st, lim = self.state, self.limits
-        if self.checklist.complete:
+        run = self.ctx
+        st, lim = run.state, run.limits
+        if run.checklist.complete:
             raise Stop("evidence-covered", "every checklist item is covered by evidence")
         for reason in (
             detectors.failure_budget(st.consecutive_failures, lim),
@@ -372,124 +174,33 @@ class _Run(PaidSteps):
             detectors.streak_exhausted(st.successful_tools, lim),
         ):
             if reason is not None:
-                raise Stop(reason, _detector_message(reason, lim, st, self.last_invalid))
+                raise Stop(reason, _detector_message(reason, lim, st, run.last_invalid))
 
     async def turns(self) -> None:
-        if not self.state.checklist_done:
-            self.check_deadline()
-            await self.extract_checklist()
+        run = self.ctx
+        if not run.state.checklist_done:
+            self.budget.check_deadline()
+            await self.planner.extract_checklist()
         while True:
-            self.check_clock_and_steps()
-            sm = await self.self_model()
-            self.emit("selfmodel", {"step": self.state.step + 1, **sm.as_dict()})
-            await self.replan_if_due()
-            proposal = await self.propose(sm)
-            self.state.step += 1
+            self.budget.check_before_turn()
+            sm = await self.self_model.read()
+            run.emit("selfmodel", {"step": run.state.step + 1, **sm.as_dict()})
+            await self.planner.replan_if_due()
+            proposal = await self.planner.propose(sm)
+            run.state.step += 1
             if proposal is None:
-                self.state.consecutive_failed_proposals += 1
-                self._add_history("", {}, "failed", "no valid proposal")
+                run.state.consecutive_failed_proposals += 1
+                run.add_history("", {}, "failed", "no valid proposal")
             else:
-                self.state.consecutive_failed_proposals = 0
+                run.state.consecutive_failed_proposals = 0
                 await self.handle(proposal)
             self.detect()
-
-    # ---------------------------------------------------------------- the end
-    async def finish(self, stop: Stop) -> AgentResult:
-        st = self.state
-        st.stop_reason = stop.reason
-        st.message = stop.message
-        finished = stop.reason in FINISHED_STOPS
-        answer = (stop.answer or "").strip()
-        if not answer and stop.reason not in _NO_MODEL_AFTER:
-            try:
-                answer = (
-                    await self.ask(
-                        "synthesize",
-                        synthesis_messages(
-                            st.task, [e.model_dump() for e in st.evidence], stop.reason
-                        ),
-                        self.context_base(),
-                    )
-                ).strip()
-            except (Stop, TimeoutError) as exc:
-                self.emit("synthesis.skipped", {"why": str(exc)})
-        if not answer:
-            answer = backstop_answer(st.task, st.checklist, st.evidence, stop.reason, stop.message)
-        elapsed = self.elapsed()
-        if stop.reason == "awaiting-approval":
-            st.status = "paused"
-            st.elapsed_s = elapsed
-            self.emit(
-                "pause",
-                {
-                    "step": st.step,
-                    "message": stop.message,
-                    "tool": st.pending.tool if st.pending else None,
-                },
-            )
-            self.deps.store.save_paused(st.run_id, st.model_dump_json())
-        else:
-            st.status = "stopped"
-        result = AgentResult(
-            run_id=st.run_id,
-            task=st.task,
-            stop_reason=stop.reason,
-            finished=finished,
-            partial=not finished,
-            answer=answer,
-            evidence=list(st.evidence),
-            steps=st.step,
-            attempted=list(st.attempted),
-            spend=SpendSummary(
-                usdc_atomic=st.spend_usdc,
-                gas_wei=st.gas_wei,
-                usdc_display=usdc_display(st.spend_usdc),
-            ),
-            tokens=TokenSummary(
-                input=st.tokens_in, output=st.tokens_out, estimated=st.tokens_estimated
-            ),
-            elapsed_s=round(elapsed, 3),
-            message=stop.message,
-            profile=st.profile,
-        )
-        if st.status == "stopped":
-            if not finished and stop.reason not in _NO_MODEL_AFTER:
-                await self.distil_lesson(stop.reason)
-            self.emit(
-                "stop",
-                {
-                    "reason": stop.reason,
-                    "finished": finished,
-                    "steps": st.step,
-                    "spend_usdc": st.spend_usdc,
-                    "gas_wei": st.gas_wei,
-                    "tokens": self.tokens_used(),
-                    "message": stop.message,
-                },
-            )
-            self.deps.store.finish_run(st.run_id, result.model_dump(mode="json"))
-        return result
-
-    async def distil_lesson(self, reason: str) -> None:
-        """Advisory: one model call; every failure is swallowed and logged."""
-        try:
-            text = await self.ask(
-                "lesson", lesson_prompt(self.state.task, reason, render(self._history()))
-            )
-        except (Stop, TimeoutError, Exception) as exc:
-            self.emit("lesson.error", {"op": "distil", "error": str(exc)})
-            return
-        lesson = record_lesson(
-            self.deps.store, self.state.run_id, self.state.task, reason, text, on_error=self.emit
-        )
-        if lesson:
-            self.emit("lesson", {"recorded": lesson})
 
     async def drive(self) -> AgentResult:
         try:
             await self.turns()
         except Stop as stop:
-            return await self.finish(stop)
+            return await self.finisher.finish(stop)
         raise AssertionError("unreachable: turns() only exits by Stop")
 
 
@@ -517,7 +228,7 @@ async def run_task(task: str, deps: Deps, *, run_id: str | None = None) -> Agent
     )
     run = _Run(state, deps, limits)
     deps.store.start_run(state.run_id, task, profile)
-    run.emit(
+    run.ctx.emit(
         "run.start",
         {
             "task": task,
@@ -528,9 +239,9 @@ async def run_task(task: str, deps: Deps, *, run_id: str | None = None) -> Agent
             "task_addresses": state.task_addresses,
         },
     )
-    state.lessons = similar_lessons(deps.store, task, on_error=run.emit)
+    state.lessons = similar_lessons(deps.store, task, on_error=run.ctx.emit)
     if state.lessons:
-        run.emit("lesson", {"shown": state.lessons})
+        run.ctx.emit("lesson", {"shown": state.lessons})
     return await run.drive()
 
 
@@ -555,8 +266,8 @@ async def resume(run_id: str, decision: Decision, deps: Deps) -> AgentResult:
     state.status = "running"
     run = _Run(state, deps, limits)
     pending = state.pending
-    run.emit("run.resume", {"decision": decision, "elapsed_s": state.elapsed_s})
-    run.emit(
+    run.ctx.emit("run.resume", {"decision": decision, "elapsed_s": state.elapsed_s})
+    run.ctx.emit(
         "approval",
         {
             "decision": decision,
@@ -571,17 +282,17 @@ async def resume(run_id: str, decision: Decision, deps: Deps) -> AgentResult:
         if decision == "deny":
             tool = deps.registry.get(pending.tool)
             if tool is not None:
-                await run.abandon(tool, Quote(**unjsonable(pending.quote)))
-            run._add_history(pending.tool, pending.args, "refused", "denied by a human")
+                await run.paid.abandon(tool, Quote(**unjsonable(pending.quote)))
+            run.ctx.add_history(pending.tool, pending.args, "refused", "denied by a human")
             raise Stop(
                 "approval-denied",
                 f"a human denied {pending.tool} "
                 f"({usdc_display(int(pending.quote['amount']))}); the run ends with the "
                 "evidence it has.",
             )
-        await run.approved(pending)
+        await run.paid.approved(pending)
         run.detect()
         await run.turns()
     except Stop as stop:
-        return await run.finish(stop)
+        return await run.finisher.finish(stop)
     raise AssertionError("unreachable: turns() only exits by Stop")

@@ -14,9 +14,12 @@ from functools import lru_cache
 from importlib import metadata
 from typing import Any
 
+from agent.loop.budget import BudgetGate
+from agent.loop.context import RunContext
 from agent.loop.result import usdc_display
+from agent.loop.stop import raise_if_dependency
 
-__all__ = ["AGENT_NAME", "SelfModel", "agent_version", "read_balance"]
+__all__ = ["AGENT_NAME", "SelfModel", "SelfModelReader", "agent_version", "read_balance"]
 
 AGENT_NAME = "nib"
 
@@ -84,3 +87,43 @@ async def read_balance(chain: Any, usdc: str | None, wallet: str | None) -> int 
     if chain is None or not usdc or not wallet:
         return None
     return int(await asyncio.to_thread(chain.token_balance, usdc, wallet))
+
+
+class SelfModelReader:
+    """Takes one run's self-model each turn (and before an approved paid call), keeping
+    the live balance on the run context for the judge's request."""
+
+    def __init__(self, run: RunContext, budget: BudgetGate) -> None:
+        self.run = run
+        self.budget = budget
+
+    async def read(self) -> SelfModel:
+        """A fresh snapshot; a chain outage while reading the balance stops the run."""
+        run, deps = self.run, self.run.deps
+        net = deps.network
+        wallet_addr = deps.wallet_address or getattr(deps.wallet, "address", None)
+        try:
+            balance = await read_balance(deps.chain, net.usdc, wallet_addr)
+        except Exception as exc:
+            raise_if_dependency(exc)
+            raise
+        run.balance = balance
+        return SelfModel(
+            agent=AGENT_NAME,
+            version=agent_version(),
+            network=net.name,
+            chain_id=net.chain_id,
+            rpc_url=net.rpc_url,
+            usdc=net.usdc,
+            wallet=wallet_addr,
+            wallet_balance_usdc=balance,
+            spend_left_usdc=self.budget.spend_left(),
+            tokens_left=self.budget.tokens_left(),
+            steps_left=max(0, run.limits.max_steps - run.state.step),
+            deadline_left_s=max(0.0, run.limits.wall_clock_s - run.elapsed()),
+            tools=tuple(
+                (n, t.kind)
+                for n in deps.registry.names()
+                if (t := deps.registry.get(n)) is not None
+            ),
+        )

@@ -1,6 +1,6 @@
 """A run's state as a value, and the dependencies a run is given.
 
-``RunState`` is everything a run knows (messages, counters, clock accounting,
+``RunState`` is everything a run knows (counters, clock accounting,
 checklist, pending verdict and quote, executed fingerprints, evidence, spend,
 tokens, the addresses its task names) and round-trips through JSON, so a paused run resumes in another process.
 """
@@ -61,7 +61,6 @@ class RunState(BaseModel):
     plan: str = ""
     replanned_at: int = 0
     lessons: list[str] = Field(default_factory=list)
-    messages: list[dict[str, str]] = Field(default_factory=list)
     history: list[dict[str, Any]] = Field(default_factory=list)
     feedback: list[str] = Field(default_factory=list)
     evidence: list[EvidenceItem] = Field(default_factory=list)

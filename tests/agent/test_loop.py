@@ -401,7 +401,7 @@ def test_refused_calls_are_audited_with_their_literal_arguments(tmp_path: Path) 
 
 
 def test_literal_args_are_json_safe() -> None:
-    from agent.loop.core import literal_args
+    from agent.loop.context import literal_args
 
     assert literal_args({"a": [1, 2], "b": None}) == {"a": [1, 2], "b": None}
     assert literal_args({"when": b"\x00"}) == {"when": "b'\\x00'"}

@@ -1,0 +1,95 @@
+"""The budget gate: steps, wall clock, tokens and the spend cap, checked before acting.
+
+Checks are named for when they run (before a turn, before a model request, before a
+paid call is put to the judge); each raises the stop its budget names, with the limit
+and the observed value.
+"""
+
+from __future__ import annotations
+
+from agent.loop.context import RunContext
+from agent.loop.result import usdc_display
+from agent.loop.stop import Stop
+from agent.models.base import Purpose
+from agent.tools.base import Quote
+
+__all__ = ["BudgetGate"]
+
+
+class BudgetGate:
+    """One run's budgets: what is used, what is left, and the checks that stop it."""
+
+    def __init__(self, run: RunContext) -> None:
+        self.run = run
+
+    def check_before_turn(self) -> None:
+        """Steps left and the deadline, before a turn starts."""
+        limits = self.run.limits
+        if self.run.state.step >= limits.max_steps:
+            raise Stop(
+                "max-steps",
+                f"used all {limits.max_steps} steps (max_steps={limits.max_steps}); "
+                "raise max_steps or choose the quality-first profile for deeper tasks.",
+            )
+        self.check_deadline()
+
+    def check_deadline(self) -> None:
+        elapsed = self.run.elapsed()
+        if elapsed >= self.run.limits.wall_clock_s:
+            raise Stop(
+                "deadline",
+                f"exceeded the wall clock of {self.run.limits.wall_clock_s:g} s "
+                f"(elapsed={elapsed:.1f} s); raise wall_clock_s if the task needs longer.",
+            )
+
+    def check_before_request(self, purpose: Purpose, needed: int) -> None:
+        """The deadline, and the tokens a request of ``needed`` tokens plus its reply
+        would bring the run to."""
+        self.check_deadline()
+        limits = self.run.limits
+        projected = self.tokens_used() + needed + limits.reply_reserve_tokens
+        if projected > limits.max_tokens:
+            raise Stop(
+                "token-budget",
+                f"the next {purpose} request would cross max_tokens={limits.max_tokens} "
+                f"(used={self.tokens_used()}, request~{needed}, reply reserve "
+                f"{limits.reply_reserve_tokens}); not sent. Raise max_tokens to go on.",
+            )
+
+    def check_before_paid(self, quote: Quote) -> None:
+        """Projected spend (spent + reserved + this price + its gas) must fit the cap."""
+        gas = 0
+        payload = quote.payload
+        if "gas" in payload and "maxFeePerGas" in payload:
+            gas = int(payload["gas"]) * int(payload["maxFeePerGas"])
+        gas = int(quote.meta.get("max_gas_wei", gas))
+        committed = self.spend_committed()
+        limits = self.run.limits
+        projected = committed + quote.amount + limits.gas_as_usdc(gas)
+        if projected > limits.spend_cap_usdc:
+            raise Stop(
+                "cost-budget",
+                f"{quote.tool} would bring spend to {usdc_display(projected)} "
+                f"(committed {usdc_display(committed)} + price {usdc_display(quote.amount)} "
+                f"+ gas), over spend_cap_usdc={usdc_display(limits.spend_cap_usdc)}; "
+                "nothing was signed. Raise the cap to allow it.",
+            )
+
+    def tokens_used(self) -> int:
+        return self.run.state.tokens_in + self.run.state.tokens_out
+
+    def tokens_left(self) -> int:
+        return max(0, self.run.limits.max_tokens - self.tokens_used())
+
+    def spend_committed(self) -> int:
+        """USDC spent + gas (as USDC) + still-reserved, per our counters and the meter."""
+        state, deps = self.run.state, self.run.deps
+        ours = state.spend_usdc + self.run.limits.gas_as_usdc(state.gas_wei)
+        meter = deps.meter or getattr(deps.wallet, "meter", None)
+        if meter is None:
+            return ours
+        usage = meter.usage(state.run_id)
+        return max(ours, int(usage.committed))
+
+    def spend_left(self) -> int:
+        return max(0, self.run.limits.spend_cap_usdc - self.spend_committed())

@@ -1,0 +1,139 @@
+"""Finishing a run: the answer (the model's, a synthesis, or the backstop), the
+result, and either the paused state saved for a human or the stop recorded with its
+lesson."""
+
+from __future__ import annotations
+
+from agent.loop.budget import BudgetGate
+from agent.loop.context import RunContext
+from agent.loop.lessons import lesson_prompt, record_lesson
+from agent.loop.modelcall import ModelCaller
+from agent.loop.proposal import synthesis_messages
+from agent.loop.result import (
+    FINISHED_STOPS,
+    AgentResult,
+    SpendSummary,
+    TokenSummary,
+    backstop_answer,
+    usdc_display,
+)
+from agent.loop.stop import Stop
+
+__all__ = ["Finisher"]
+
+#: Stops after which no model call is made (the model, the tokens or the clock is gone,
+#: or a human is about to rule).
+_NO_MODEL_AFTER: frozenset[str] = frozenset(
+    {"llm-unreachable", "token-budget", "deadline", "awaiting-approval"}
+)
+
+
+class Finisher:
+    """Turns one run's stop into its result, and pauses or closes the run."""
+
+    def __init__(self, run: RunContext, model: ModelCaller, budget: BudgetGate) -> None:
+        self.run = run
+        self.model = model
+        self.budget = budget
+
+    async def finish(self, stop: Stop) -> AgentResult:
+        run, st = self.run, self.run.state
+        st.stop_reason = stop.reason
+        st.message = stop.message
+        finished = stop.reason in FINISHED_STOPS
+        answer = await self._answer(stop)
+        elapsed = run.elapsed()
+        if stop.reason == "awaiting-approval":
+            st.status = "paused"
+            st.elapsed_s = elapsed
+            run.emit(
+                "pause",
+                {
+                    "step": st.step,
+                    "message": stop.message,
+                    "tool": st.pending.tool if st.pending else None,
+                },
+            )
+            run.deps.store.save_paused(st.run_id, st.model_dump_json())
+        else:
+            st.status = "stopped"
+        result = AgentResult(
+            run_id=st.run_id,
+            task=st.task,
+            stop_reason=stop.reason,
+            finished=finished,
+            partial=not finished,
+            answer=answer,
+            evidence=list(st.evidence),
+            steps=st.step,
+            attempted=list(st.attempted),
+            spend=SpendSummary(
+                usdc_atomic=st.spend_usdc,
+                gas_wei=st.gas_wei,
+                usdc_display=usdc_display(st.spend_usdc),
+            ),
+            tokens=TokenSummary(
+                input=st.tokens_in, output=st.tokens_out, estimated=st.tokens_estimated
+            ),
+            elapsed_s=round(elapsed, 3),
+            message=stop.message,
+            profile=st.profile,
+        )
+        if st.status == "stopped":
+            await self._close(stop, result)
+        return result
+
+    async def _answer(self, stop: Stop) -> str:
+        """The model's answer; else a synthesis from the evidence; else the backstop."""
+        st = self.run.state
+        answer = (stop.answer or "").strip()
+        if not answer and stop.reason not in _NO_MODEL_AFTER:
+            try:
+                answer = (
+                    await self.model.ask(
+                        "synthesize",
+                        synthesis_messages(
+                            st.task, [e.model_dump() for e in st.evidence], stop.reason
+                        ),
+                        self.run.model_context(),
+                    )
+                ).strip()
+            except (Stop, TimeoutError) as exc:
+                self.run.emit("synthesis.skipped", {"why": str(exc)})
+        if not answer:
+            answer = backstop_answer(st.task, st.checklist, st.evidence, stop.reason, stop.message)
+        return answer
+
+    async def _close(self, stop: Stop, result: AgentResult) -> None:
+        """A stopped run: its lesson (when it failed), the stop event, the stored result."""
+        run, st = self.run, self.run.state
+        if not result.finished and stop.reason not in _NO_MODEL_AFTER:
+            await self._distil_lesson(stop.reason)
+        run.emit(
+            "stop",
+            {
+                "reason": stop.reason,
+                "finished": result.finished,
+                "steps": st.step,
+                "spend_usdc": st.spend_usdc,
+                "gas_wei": st.gas_wei,
+                "tokens": self.budget.tokens_used(),
+                "message": stop.message,
+            },
+        )
+        run.deps.store.finish_run(st.run_id, result.model_dump(mode="json"))
+
+    async def _distil_lesson(self, reason: str) -> None:
+        """Advisory: one model call; every failure is swallowed and logged."""
+        run = self.run
+        try:
+            text = await self.model.ask(
+                "lesson", lesson_prompt(run.state.task, reason, run.history_text())
+            )
+        except (Stop, TimeoutError, Exception) as exc:
+            run.emit("lesson.error", {"op": "distil", "error": str(exc)})
+            return
+        st = run.state
+        lesson = record_lesson(run.deps.store, st.run_id, st.task, reason, text, on_error=run.emit)
+        if lesson:
+            run.emit("lesson", {"recorded": lesson})

@@ -1,0 +1,93 @@
+"""Learning from one executed call: the audit, the executed set, evidence, checklist
+coverage, spend and the counters the progress detectors read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.loop.context import RunContext
+from agent.loop.history import one_line
+from agent.loop.result import EvidenceItem
+from agent.tools.base import Observation, Tool
+
+__all__ = ["Learning"]
+
+
+class Learning:
+    """Records what each executed call taught the run."""
+
+    def __init__(self, run: RunContext) -> None:
+        self.run = run
+
+    def record(self, tool: Tool, norm: dict[str, Any], fp: str, obs: Observation) -> None:
+        """Record one executed call: audit, executed set, evidence, coverage, counters."""
+        run, st = self.run, self.run.state
+        st.attempted.append(fp)
+        run.emit(
+            "tool.call",
+            {
+                "step": st.step,
+                "tool": tool.name,
+                "args": norm,
+                "fingerprint": fp,
+                "ok": obs.ok,
+                "cost_usdc": obs.cost_usdc,
+                "gas_wei": obs.gas_wei,
+                "summary": one_line(obs.summary),
+            },
+        )
+        if obs.cost_usdc or obs.gas_wei:
+            self._spent(tool, obs)
+        if not obs.ok:
+            st.consecutive_failures += 1
+            run.add_history(tool.name, norm, "failed", obs.error or obs.summary)
+            st.feedback.append(
+                f"{tool.name} failed: {one_line(obs.error or obs.summary)} "
+                "(failures are retryable; fix the cause first)"
+            )
+            return
+        st.consecutive_failures = 0
+        st.executed[fp] = st.step
+        eid = f"e{len(st.evidence) + 1}"
+        st.evidence.append(
+            EvidenceItem(
+                id=eid,
+                step=st.step,
+                tool=tool.name,
+                args=norm,
+                summary=one_line(obs.summary),
+                facts=dict(obs.facts),
+                cost_usdc=obs.cost_usdc,
+            )
+        )
+        run.add_history(tool.name, norm, "ok", obs.summary, eid)
+        self._cover(obs, eid)
+        st.successful_tools.append(tool.name)
+        facts = " ".join(f"{k}={v}" for k, v in sorted(obs.facts.items()))
+        st.signatures.append(f"{obs.summary} {facts}")
+
+    def _spent(self, tool: Tool, obs: Observation) -> None:
+        st = self.run.state
+        st.spend_usdc += obs.cost_usdc
+        st.gas_wei += obs.gas_wei
+        self.run.emit(
+            "spend",
+            {
+                "step": st.step,
+                "tool": tool.name,
+                "usdc": obs.cost_usdc,
+                "gas_wei": obs.gas_wei,
+                "total_usdc": st.spend_usdc,
+                "total_gas_wei": st.gas_wei,
+            },
+        )
+
+    def _cover(self, obs: Observation, eid: str) -> None:
+        """Mark the checklist items this evidence covers; audit the newly covered ones."""
+        run = self.run
+        before = {i.id for i in run.checklist.covered}
+        after = run.checklist.cover(obs.facts, obs.summary, eid)
+        run.state.checklist = after.as_dicts()
+        newly = [i.id for i in after.covered if i.id not in before]
+        if newly:
+            run.emit("coverage", {"step": run.state.step, "covered": newly, "evidence": eid})

@@ -1,0 +1,41 @@
+"""The run's internal stop signal, and the dependency failures that become stops.
+
+A step raises ``Stop`` when a stop reason fires; the run's finisher turns it into the
+result, so it never escapes ``run_task`` or ``resume``.
+"""
+
+from __future__ import annotations
+
+from agent.errors import ModelUnavailable
+from agent.loop.result import StopReason
+from chain.errors import RpcUnreachable
+from judge.errors import JudgeUnreachable
+
+__all__ = ["Stop", "raise_if_dependency"]
+
+_JUDGE_FIX = (
+    " Fix: start the judge (`nib judge serve`) or unset NIB_JUDGE_URL to use the in-process judge."
+)
+
+
+class Stop(Exception):
+    """Internal: a stop reason fired somewhere inside a turn."""
+
+    def __init__(self, reason: StopReason, message: str = "", answer: str | None = None):
+        super().__init__(reason)
+        self.reason: StopReason = reason
+        self.message = message
+        self.answer = answer
+
+
+def raise_if_dependency(exc: BaseException) -> None:
+    """Raise the stop for a dependency outage (chain, judge, model); else return.
+
+    Anything else is the caller's to handle (usually a failed observation)."""
+    if isinstance(exc, RpcUnreachable):
+        raise Stop("chain-unreachable", str(exc)) from exc
+    if isinstance(exc, JudgeUnreachable):
+        fix = "" if "Fix" in str(exc) else _JUDGE_FIX
+        raise Stop("judge-unreachable", f"{exc}{fix}") from exc
+    if isinstance(exc, ModelUnavailable):
+        raise Stop("llm-unreachable", f"{exc.kind}: {exc.fix}") from exc
