@@ -103,6 +103,7 @@ class NibSettings(BaseSettings):
     judge_address: str | None = None
     judge_token: str | None = Field(default=None, repr=False)
     seller_allowlist: str = ""
+    discovery_url: str = ""
     model_provider: str | None = None
     model: str | None = None
     model_base_url: str | None = None

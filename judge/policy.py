@@ -77,6 +77,8 @@ DEFAULT_ROWS: tuple[FreePolicyRow, ...] = (
     FreePolicyRow("token_info", max_calls_per_run=4, max_result_bytes=4_096, timeout_s=10.0),
     FreePolicyRow("tx_receipt", max_calls_per_run=4, max_result_bytes=16_384, timeout_s=10.0),
     FreePolicyRow("token_transfers", max_calls_per_run=3, max_result_bytes=65_536, timeout_s=20.0),
+    # Discovery asks every configured discovery API; twice a run is a search, not a loop.
+    FreePolicyRow("discover", max_calls_per_run=2, max_result_bytes=32_768, timeout_s=20.0),
 )
 
 

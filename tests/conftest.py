@@ -60,6 +60,16 @@ def chain(anvil: DevChain) -> Iterator[DevChain]:
         anvil.rpc("evm_revert", [snap])
 
 
+@pytest.fixture(scope="session")
+def market(anvil: DevChain) -> Iterator[dict[str, str]]:
+    """The devnet market on the session's Anvil, in this process: name -> base URL of the
+    facilitator service, each market seller and the paid MCP server (``mcp``)."""
+    from tests._support import running_market
+
+    with running_market(anvil.rpc_url, anvil.usdc) as urls:
+        yield urls
+
+
 @pytest.fixture
 def nib_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "nib-home"

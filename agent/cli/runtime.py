@@ -54,7 +54,12 @@ class Runtime:
         """Dependencies for one run (or a resume)."""
         allow = (self.paywall_url,) if self.paywall_url else ()
         extra_allow = tuple(o.strip() for o in self.settings.seller_allowlist.split(",") if o.strip())
-        extras = {"paywall_url": self.paywall_url, **self.extras}
+        # The devnet's own market is as trusted as its paywall; discovery elsewhere is
+        # NIB_DISCOVERY_URL, and a discovered seller still needs the allowlist.
+        devnet = self.devnet if self.network.is_devnet else None
+        market = tuple(str(s["url"]) for s in devnet.market) if devnet else ()
+        discovery = self.settings.discovery_url or (devnet.facilitator_url if devnet else "") or ""
+        extras = {"paywall_url": self.paywall_url, "discovery_urls": discovery, **self.extras}
         return Deps(
             model=self.model,
             registry=self.registry,
@@ -67,7 +72,7 @@ class Runtime:
             meter=getattr(self.wallet, "meter", None),
             limits=limits,
             profile=profile,
-            allowlist=allow + extra_allow,
+            allowlist=allow + market + extra_allow,
             extras=extras,
             on_event=on_event,
         )
@@ -174,7 +179,7 @@ def build_runtime(
         devnet_info = _devnet.status(home)
         if (devnet_info is None or not devnet_info.running) and start_devnet:
             devnet_info = _devnet.up(home)
-        if devnet_info is not None and devnet_info.running and not devnet_info.paywall_url and start_devnet:
+        if devnet_info is not None and devnet_info.running and not (devnet_info.paywall_url and devnet_info.market) and start_devnet:
             devnet_info = _devnet.up(home)
     network = resolve_network(settings, devnet_info)
     chain = ChainClient(network.rpc_url, network.chain_id)

@@ -1,10 +1,12 @@
-"""The default tool set: every free chain read, ``pay_http`` and ``usdc_transfer``."""
+"""The default tool set: every free chain read, ``discover``, ``pay_http`` and ``usdc_transfer``."""
 
 from __future__ import annotations
 
 from agent.tools.base import ToolRegistry
 from agent.tools.chain_reads import chain_read_tools
+from agent.tools.discover import DiscoverTool
 from agent.tools.transfer import UsdcTransferTool
+from agent.tools.x402.offers import OfferBook
 from agent.tools.x402.pay_http import PayHttpTool
 
 __all__ = ["FREE_TOOL_NAMES", "PAID_TOOL_NAMES", "default_registry"]
@@ -19,6 +21,7 @@ FREE_TOOL_NAMES = (
     "token_info",
     "tx_receipt",
     "token_transfers",
+    "discover",
 )
 PAID_TOOL_NAMES = ("pay_http", "usdc_transfer")
 
@@ -29,7 +32,8 @@ def default_registry(*, paywall_url: str | None = None, paid: bool = True) -> To
     ``paywall_url`` (the local paywall, ``nib devnet up`` reports it) is named in
     ``pay_http``'s description and endpoint list, so planners know what it sells.
     """
-    registry = ToolRegistry(chain_read_tools())
+    offers = OfferBook()  # what discover finds, shared with the paying tools
+    registry = ToolRegistry((*chain_read_tools(), DiscoverTool(offers)))
     if paid:
         registry.register(PayHttpTool(paywall_url))
         registry.register(UsdcTransferTool())

@@ -3,11 +3,9 @@ facilitator service from their ``bazaar`` declarations, found with x402's bazaar
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 from x402.extensions.bazaar import (
     ListDiscoveryResourcesParams,
     SearchDiscoveryResourcesParams,
@@ -17,13 +15,6 @@ from x402.http import FacilitatorConfig, HTTPFacilitatorClientSync
 
 from chain import devnet
 from chain.paywall.market import MARKET
-from tests._support import running_market
-
-
-@pytest.fixture(scope="module")
-def market(anvil: Any) -> Iterator[dict[str, str]]:
-    with running_market(anvil.rpc_url, anvil.usdc) as urls:
-        yield urls
 
 
 def _bazaar(url: str) -> Any:

@@ -10,6 +10,7 @@ from judge.policy import DEFAULT_ROWS, FreePolicyRow, FreeReadPolicy
 TOOLS = (
     "base_fee",
     "block_info",
+    "discover",
     "eth_balance",
     "gas_price",
     "token_balance",

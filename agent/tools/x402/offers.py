@@ -1,0 +1,204 @@
+"""The buyer's view of the x402 market: offers found through discovery, what each may cover
+(decided on our side, never on the seller's word), and bounded excerpts of what was bought.
+
+A seller's description is untrusted text. It is only ever matched against the fact kinds
+nib knows (:data:`KIND_TERMS`), and a purchase counts as covering a fact kind only when the
+response itself carries fields that back it (:data:`KIND_FIELDS`), so a seller that
+declares a full fact sheet and returns nothing covers nothing and loses the judge's p.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "KIND_FIELDS",
+    "KIND_TERMS",
+    "MAX_EXCERPT_FIELDS",
+    "Offer",
+    "OfferBook",
+    "backed_kinds",
+    "declared_kinds",
+    "excerpt",
+    "offer_from_discovery",
+    "seller_of",
+]
+
+#: Words in a seller's declaration that mean it offers a fact kind (lower case).
+KIND_TERMS: dict[str, tuple[str, ...]] = {
+    "token_factsheet": ("token fact sheet", "token factsheet", "issuer"),
+    "protocol_factsheet": ("protocol fact sheet", "protocol factsheet"),
+    "gas_stats": ("gas statistics", "base fee", "base-fee"),
+    "transfer_stats": ("transfer statistics",),
+}
+#: Response fields that back a fact kind, and how many must be present and non-empty.
+KIND_FIELDS: dict[str, tuple[int, tuple[str, ...]]] = {
+    "token_factsheet": (2, ("issuer", "name", "launched", "decimals", "standard", "mainnet_address")),
+    "protocol_factsheet": (2, ("category", "launched", "mechanism", "governance_token", "chains")),
+    "gas_stats": (1, ("base_fee_gwei", "base_fee_gwei_mean", "gas_used_mean")),
+    "transfer_stats": (1, ("transfer_count", "volume_usdc", "volume_atomic")),
+}
+MAX_EXCERPT_FIELDS = 32
+_MAX_VALUE_CHARS = 200
+_MAX_TEXT_CHARS = 600
+_MAX_DESCRIPTION_CHARS = 300
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+
+OfferType = Literal["http", "mcp"]
+"""``http``: a GET or POST resource. ``mcp``: a tool on an MCP server (SSE)."""
+
+
+def _clean(text: Any, limit: int) -> str:
+    return _CONTROL.sub(" ", str(text or ""))[:limit].strip()
+
+
+def declared_kinds(*texts: str) -> tuple[str, ...]:
+    """Fact kinds whose terms appear in a seller's declaration (description, tags...)."""
+    blob = " ".join(t.lower() for t in texts if t)
+    return tuple(k for k, terms in KIND_TERMS.items() if any(t in blob for t in terms))
+
+
+def seller_of(resource: str) -> str:
+    """The seller a resource belongs to: ``scheme://host:port`` of its URL, lower case."""
+    import httpx
+
+    u = httpx.URL(resource.split("#", 1)[0])
+    port = u.port or {"http": 80, "https": 443}.get(u.scheme, 0)
+    return f"{u.scheme.lower()}://{u.host.lower()}:{port}"
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One purchasable resource as discovery described it (atomic USDC; text bounded)."""
+
+    resource: str
+    type: OfferType
+    method: str
+    seller: str
+    description: str
+    price: int | None
+    asset: str | None
+    network: str | None
+    pay_to: str | None
+    kinds: tuple[str, ...]
+    example: dict[str, Any] = field(default_factory=dict)
+    tool: str | None = None
+    service_name: str | None = None
+    source: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["kinds"] = list(self.kinds)
+        return out
+
+
+def offer_from_discovery(item: Any, source: str) -> Offer | None:
+    """An :class:`Offer` from x402's ``DiscoveryResource`` (bazaar client); None when it
+    names no http(s) resource or no exact-scheme requirement."""
+    resource = str(getattr(item, "resource", "") or "")
+    if not resource.startswith(("http://", "https://")):
+        return None
+    accepts = [a for a in getattr(item, "accepts", None) or () if isinstance(a, Mapping)]
+    req = next((a for a in accepts if a.get("scheme") == "exact"), None)
+    if req is None:
+        return None
+    bazaar = (getattr(item, "extensions", None) or {}).get("bazaar") or {}
+    info = bazaar.get("info") if isinstance(bazaar, Mapping) else None
+    info_input = (info or {}).get("input") if isinstance(info, Mapping) else None
+    info_input = info_input if isinstance(info_input, Mapping) else {}
+    kind: OfferType = "mcp" if getattr(item, "type", "") == "mcp" else "http"
+    tool = info_input.get("toolName") if kind == "mcp" else None
+    example = info_input.get("example" if kind == "mcp" else "body") or info_input.get(
+        "queryParams"
+    )
+    amount = req.get("amount", req.get("maxAmountRequired"))
+    description = _clean(getattr(item, "description", ""), _MAX_DESCRIPTION_CHARS)
+    tags = [str(t) for t in getattr(item, "tags", None) or ()]
+    return Offer(
+        resource=resource,
+        type=kind,
+        method="MCP" if kind == "mcp" else str(info_input.get("method") or "GET").upper(),
+        seller=seller_of(resource),
+        description=description,
+        price=int(amount) if isinstance(amount, str | int) and str(amount).isdigit() else None,
+        asset=str(req.get("asset")) if req.get("asset") else None,
+        network=str(req.get("network")) if req.get("network") else None,
+        pay_to=str(req.get("payTo")) if req.get("payTo") else None,
+        kinds=declared_kinds(description, " ".join(tags)),
+        example=dict(example) if isinstance(example, Mapping) else {},
+        tool=str(tool) if isinstance(tool, str) else None,
+        service_name=_clean(getattr(item, "service_name", ""), 60) or None,
+        source=source,
+    )
+
+
+class OfferBook:
+    """The offers a process has seen in discovery, keyed by resource (and tool name)."""
+
+    def __init__(self) -> None:
+        self._offers: dict[str, Offer] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(resource: str, tool: str | None = None) -> str:
+        return f"{resource.split('?', 1)[0]}#{tool or ''}"
+
+    def add(self, offers: Iterable[Offer]) -> None:
+        with self._lock:
+            for offer in offers:
+                self._offers[self.key(offer.resource, offer.tool)] = offer
+
+    def get(self, resource: str, tool: str | None = None) -> Offer | None:
+        with self._lock:
+            return self._offers.get(self.key(resource, tool))
+
+    def for_kind(self, kind: str) -> list[Offer]:
+        """Offers whose declaration matches ``kind``, cheapest first."""
+        with self._lock:
+            offers = [o for o in self._offers.values() if kind in o.kinds]
+        return sorted(offers, key=lambda o: (o.price is None, o.price or 0, o.resource))
+
+
+# ------------------------------------------------------------------------------ excerpt
+
+
+def _flatten(value: Any, prefix: str, out: dict[str, str], depth: int) -> None:
+    if len(out) >= MAX_EXCERPT_FIELDS:
+        return
+    if isinstance(value, Mapping) and depth < 3:
+        for k, v in list(value.items())[:MAX_EXCERPT_FIELDS]:
+            _flatten(v, f"{prefix}.{k}" if prefix else str(k), out, depth + 1)
+    elif isinstance(value, list) and depth < 3:
+        for i, v in enumerate(value[:8]):
+            _flatten(v, f"{prefix}[{i}]", out, depth + 1)
+    elif value is None or isinstance(value, str | int | float | bool):
+        out[_clean(prefix, 80) or "value"] = _clean(
+            json.dumps(value) if not isinstance(value, str) else value, _MAX_VALUE_CHARS
+        )
+
+
+def excerpt(body: Any, text: str = "") -> dict[str, Any]:
+    """A bounded, typed excerpt of a purchased response: ``{"type": "json", "fields":
+    {dotted.key: value}}`` (at most :data:`MAX_EXCERPT_FIELDS`, values cut to 200 chars)
+    or ``{"type": "text", "text": ...}`` (600 chars). Control characters are removed."""
+    if isinstance(body, Mapping | list):
+        fields: dict[str, str] = {}
+        _flatten(body, "", fields, 0)
+        return {"type": "json", "fields": fields}
+    return {"type": "text", "text": _clean(text, _MAX_TEXT_CHARS)}
+
+
+def backed_kinds(kinds: Iterable[str], fields: Mapping[str, str]) -> tuple[str, ...]:
+    """The fact kinds among ``kinds`` that the excerpt's fields actually back."""
+    present = {k.rsplit(".", 1)[-1].lower() for k, v in fields.items() if v not in ("", "null")}
+    out = []
+    for kind in kinds:
+        need, names = KIND_FIELDS.get(kind, (1, ()))
+        if sum(1 for n in names if n in present) >= need:
+            out.append(kind)
+    return tuple(out)

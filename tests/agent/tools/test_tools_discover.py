@@ -1,0 +1,64 @@
+"""discover: offers from the devnet market's discovery API, through x402's bazaar client."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from agent.errors import ToolError
+from agent.tools.base import ToolContext
+from agent.tools.discover import DiscoverArgs, DiscoverTool
+from agent.tools.x402.offers import OfferBook
+from chain.paywall.market import MARKET
+
+
+def discover(ctx: ToolContext, **args: Any) -> tuple[Any, OfferBook]:
+    book = OfferBook()
+    obs = asyncio.run(DiscoverTool(book).run(DiscoverArgs.model_validate(args), ctx))
+    return obs, book
+
+
+def test_lists_every_offer_with_what_it_may_cover(
+    make_ctx: Callable[..., ToolContext], market: dict[str, str]
+) -> None:
+    ctx = make_ctx(extras={"discovery_urls": market["facilitator"]}, allowlist=(market["atlas"],))
+    obs, book = discover(ctx, query="token issuer")
+    offers = obs.data["offers"]
+    assert len(offers) == sum(len(s.offers) for s in MARKET)
+    assert [o["price"] for o in offers] == sorted(o["price"] for o in offers)
+    assert all(o["kinds"] == ["token_factsheet"] for o in offers)
+    post = next(o for o in offers if o["method"] == "POST")
+    assert post["resource"] == market["meridian"] + "/lookup"
+    assert post["example"] == {"symbol": "USDC"}
+    allowed = {o["seller"] for o in offers if o["allowlisted"]}
+    assert allowed == {market["atlas"]}  # listing a seller never allowlists it
+    assert book.for_kind("token_factsheet")[0].resource == market["bargain"] + "/tokens"
+    assert obs.facts == {} and "discovered 4 offers from 3 sellers" in obs.summary
+
+
+def test_filters_apply_on_our_side(
+    make_ctx: Callable[..., ToolContext], market: dict[str, str]
+) -> None:
+    ctx = make_ctx(extras={"discovery_urls": market["facilitator"]})
+    cheap, _ = discover(ctx, max_price="0.01 USDC")
+    assert {o["price"] for o in cheap.data["offers"]} == {5_000, 10_000}
+    other, _ = discover(ctx, network="eip155:8453")
+    assert other.data["offers"] == []
+    foreign, _ = discover(ctx, asset="0x" + "11" * 20)
+    assert foreign.data["offers"] == []
+
+
+def test_several_discovery_urls_and_one_down(
+    make_ctx: Callable[..., ToolContext], market: dict[str, str]
+) -> None:
+    dead = "http://127.0.0.1:9"
+    ctx = make_ctx(extras={"discovery_urls": f"{dead}, {market['facilitator']}"})
+    obs, _ = discover(ctx)
+    assert len(obs.data["offers"]) == 4 and obs.data["failed"][0].startswith(dead)
+    with pytest.raises(ToolError, match="no discovery API answered"):
+        discover(make_ctx(extras={"discovery_urls": dead}))
+    with pytest.raises(ToolError, match="NIB_DISCOVERY_URL"):
+        discover(make_ctx())
