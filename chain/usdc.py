@@ -14,16 +14,23 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import requests
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.contract import Contract
-from web3.exceptions import ContractLogicError, TimeExhausted, Web3RPCError
+from web3.exceptions import (
+    ContractLogicError,
+    TimeExhausted,
+    TransactionNotFound,
+    Web3RPCError,
+)
 
 from chain.errors import ChainError, DevnetError, RpcError, RpcUnreachable
 
@@ -400,3 +407,112 @@ def _bytes32_hex(nonce: bytes) -> str:
             f"of length {length}."
         )
     return "0x" + bytes(nonce).hex()
+
+
+# ------------------------------------------------------------------ settlement proofs
+
+#: ``AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)`` (EIP-3009).
+AUTHORIZATION_USED_TOPIC = "0x" + Web3.keccak(
+    text="AuthorizationUsed(address,bytes32)"
+).hex().removeprefix("0x")
+_TRANSFER_TOPIC = "0x" + Web3.keccak(text="Transfer(address,address,uint256)").hex().removeprefix(
+    "0x"
+)
+
+_TX_HASH = re.compile(r"^0x[0-9a-fA-F]{64}$")
+
+SettlementFinding = Literal[
+    "proven", "not-mined", "reverted", "no-authorization-used", "no-matching-transfer"
+]
+"""What a transaction says about one EIP-3009 authorization.
+
+- ``proven``: it succeeded and the token emitted ``AuthorizationUsed(authorizer, nonce)``
+  and ``Transfer(authorizer -> recipient, value)``.
+- ``not-mined``: no receipt (unknown or pending transaction).
+- ``reverted``: mined with status 0.
+- ``no-authorization-used``: it succeeded but did not consume this authorization.
+- ``no-matching-transfer``: it consumed the authorization without the expected Transfer.
+"""
+
+
+@dataclass(frozen=True)
+class SettlementProof:
+    """The verdict of :func:`prove_authorization_settled` on one transaction."""
+
+    tx_hash: str
+    finding: SettlementFinding
+    detail: str
+    block_number: int | None = None
+
+    @property
+    def proven(self) -> bool:
+        return self.finding == "proven"
+
+
+def prove_authorization_settled(
+    w3: Web3,
+    tx_hash: str,
+    *,
+    token: str,
+    authorizer: str,
+    nonce: str,
+    recipient: str,
+    value: int,
+) -> SettlementProof:
+    """Whether ``tx_hash`` settled exactly this EIP-3009 authorization of ``token``.
+
+    Warning: a seller's receipt is only a claim. Any successful transaction hash (someone
+    else's payment, an unrelated call) would pass a status check; only the token's own
+    ``AuthorizationUsed(authorizer, nonce)`` and ``Transfer(authorizer, recipient, value)``
+    logs, emitted by ``token`` in that transaction, prove that *our* signature moved the
+    money. Transport failures raise :class:`~chain.errors.ChainError`.
+    """
+
+    def fetch() -> Any:
+        try:
+            return w3.eth.get_transaction_receipt(tx_hash)  # type: ignore[arg-type]
+        except TransactionNotFound:
+            return None
+
+    if not isinstance(tx_hash, str) or not _TX_HASH.match(tx_hash):
+        return SettlementProof(str(tx_hash), "not-mined", "not a 0x + 64 hex transaction hash")
+    receipt = _rpc(w3, "eth_getTransactionReceipt", fetch)
+    if receipt is None:
+        return SettlementProof(tx_hash, "not-mined", "no receipt: the chain has no such mined tx")
+    block = int(receipt["blockNumber"])
+    if int(receipt["status"]) != 1:
+        return SettlementProof(tx_hash, "reverted", f"reverted in block {block}", block)
+    token_addr = token.lower()
+    who = _topic_address(authorizer)
+    used = transfer = False
+    for log in receipt.get("logs", []):
+        if str(log["address"]).lower() != token_addr or not log["topics"]:
+            continue
+        topics = ["0x" + bytes(t).hex() for t in log["topics"]]
+        if topics[0] == AUTHORIZATION_USED_TOPIC and len(topics) == 3:
+            used = used or (topics[1] == who and topics[2] == nonce.lower())
+        elif topics[0] == _TRANSFER_TOPIC and len(topics) == 3:
+            data = bytes(log["data"])
+            amount = int.from_bytes(data, "big") if data else 0
+            transfer = transfer or (
+                topics[1] == who and topics[2] == _topic_address(recipient) and amount == value
+            )
+    if not used:
+        return SettlementProof(
+            tx_hash,
+            "no-authorization-used",
+            f"the tx carries no AuthorizationUsed({authorizer}, {nonce}) from {token}",
+            block,
+        )
+    if not transfer:
+        return SettlementProof(
+            tx_hash,
+            "no-matching-transfer",
+            f"the tx carries no Transfer({authorizer} -> {recipient}, {value}) from {token}",
+            block,
+        )
+    return SettlementProof(tx_hash, "proven", f"settled in block {block}", block)
+
+
+def _topic_address(address: str) -> str:
+    return "0x" + address.lower().removeprefix("0x").rjust(64, "0")

@@ -7,6 +7,7 @@ exception, event or database row.
 from __future__ import annotations
 
 from wallet.errors import (
+    AuthorizationOutstanding,
     CapExceeded,
     DevKeyRefused,
     InsufficientBalance,
@@ -21,6 +22,7 @@ from wallet.errors import (
     PayloadMismatch,
     RecheckFailed,
     SendFailed,
+    SettlementUnproven,
     SpendRefused,
     VerdictBadSignature,
     VerdictExpired,
@@ -46,6 +48,7 @@ from wallet.reconcile import Match, OnchainTransfer, ReconcileReport, reconcile
 from wallet.signer import SentTx, SignedTx, SignedTypedData, VerdictBoundSigner, Wallet
 
 __all__ = [
+    "AuthorizationOutstanding",
     "CapExceeded",
     "DevKeyRefused",
     "GasRow",
@@ -72,6 +75,7 @@ __all__ = [
     "RunSpend",
     "SendFailed",
     "SentTx",
+    "SettlementUnproven",
     "SignedTx",
     "SignedTypedData",
     "SpendKind",

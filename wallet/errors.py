@@ -25,7 +25,9 @@ contains key material.
     │   ├── VerdictReplayed          "replayed"           verdict already consumed
     │   ├── CapExceeded              "cap-exceeded"       ``.limit`` / ``.observed``
     │   └── InsufficientBalance      "insufficient-balance"  ``.limit`` / ``.observed``
+    │   └── AuthorizationOutstanding "authorization-outstanding"  one live per resource
     ├── LedgerError                  "ledger-state"       unknown row or illegal transition
+    ├── SettlementUnproven           "settlement-unproven" receipt does not carry our auth
     └── SendFailed                   "send-failed"        broadcast failed or tx reverted
 """
 
@@ -158,6 +160,20 @@ class InsufficientBalance(_LimitRefusal):
     code = "insufficient-balance"
 
 
+class AuthorizationOutstanding(SpendRefused):
+    """An authorization for the same (seller, resource) is still live: signing another
+    could let the seller settle both. ``ledger_id`` names the live row."""
+
+    code = "authorization-outstanding"
+
+    def __init__(
+        self, message: str, *, ledger_id: str, valid_before: int | None, verdict_id: str | None
+    ) -> None:
+        super().__init__(message, verdict_id=verdict_id)
+        self.ledger_id = ledger_id
+        self.valid_before = valid_before
+
+
 # ------------------------------------------------------------------------------ faults
 
 
@@ -165,6 +181,18 @@ class LedgerError(WalletError):
     """A ledger row is unknown or asked to make a transition its status forbids."""
 
     code = "ledger-state"
+
+
+class SettlementUnproven(WalletError):
+    """A claimed settlement transaction does not carry our authorization: the spend stays
+    pending. ``finding`` is chain.usdc's SettlementFinding for it."""
+
+    code = "settlement-unproven"
+
+    def __init__(self, message: str, *, finding: str, tx_hash: str) -> None:
+        super().__init__(message)
+        self.finding = finding
+        self.tx_hash = tx_hash
 
 
 class SendFailed(WalletError):

@@ -18,16 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from web3 import Web3
 
-from chain.usdc import usdc_contract
+from chain.usdc import AUTHORIZATION_USED_TOPIC, usdc_contract
 from wallet._store import SPENDS, Store
 from wallet.ledger import OUTSTANDING, Ledger, SpendRow, transition_in
 
 if TYPE_CHECKING:
     from chain.client import ChainClient, TransferLog
 
-AUTHORIZATION_USED_TOPIC = "0x" + Web3.keccak(
-    text="AuthorizationUsed(address,bytes32)"
-).hex().removeprefix("0x")
 #: Ledger statuses a reconciliation looks at, in the order they may claim a Transfer log:
 #: a row already settled with the tx keeps it; then a signed row; a failed row (corrected
 #: if its money did move) only takes a log nobody else accounts for. Reserved rows never
@@ -88,6 +85,9 @@ class ReconcileReport:
     unmatched_onchain: tuple[OnchainTransfer, ...]
     unmatched_ledger: tuple[SpendRow, ...]
     resolved: tuple[str, ...]  # ledger ids this pass moved to "settled" or "failed"
+    #: x402 rows recorded as settled whose authorization the chain has not used: the
+    #: receipt they were settled under did not carry it, and the signature is still live.
+    unproven: tuple[SpendRow, ...] = ()
 
     @property
     def pending(self) -> tuple[SpendRow, ...]:
@@ -100,7 +100,7 @@ class ReconcileReport:
 
         Failed rows are accounted for: their money provably did not move.
         """
-        return not self.unmatched_onchain and not self.pending
+        return not self.unmatched_onchain and not self.pending and not self.unproven
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``nib audit reconcile --json``)."""
@@ -114,6 +114,7 @@ class ReconcileReport:
             "unmatched_onchain": [asdict(t) for t in self.unmatched_onchain],
             "unmatched_ledger": [r.to_dict() for r in self.unmatched_ledger],
             "resolved": list(self.resolved),
+            "unproven": [r.to_dict() for r in self.unproven],
         }
 
 
@@ -171,8 +172,10 @@ def _reconcile(
     rows = [r for r in ledger.by_status(*_CLAIM_ORDER) if r.asset.lower() == asset]
     position = {r.id: i for i, r in enumerate(rows)}
 
+    # An x402 row is tied to its authorization, not to whatever tx a seller named: the
+    # token's AuthorizationUsed(wallet, nonce) says which tx (if any) carried it.
     by_nonce: dict[str, str] = {}
-    if any(r.tx_hash is None and r.auth_nonce for r in rows):
+    if any(r.kind == "x402" and r.auth_nonce for r in rows):
         by_nonce = _authorizations_used(chain, usdc, wallet, from_block, last)
 
     # Unclaimed logs by tx hash; a claimed log is removed, so it cannot match twice.
@@ -184,8 +187,18 @@ def _reconcile(
     unmatched: list[SpendRow] = []
     resolved: list[str] = []
     # sorted() is stable: within one status, rows keep their created_at order.
+    unproven: list[SpendRow] = []
     for row in sorted(rows, key=lambda r: _CLAIM_ORDER.index(r.status)):
-        tx = (row.tx_hash or by_nonce.get((row.auth_nonce or "").lower(), "")).lower()
+        used_in = by_nonce.get((row.auth_nonce or "").lower(), "").lower()
+        tied = row.kind == "x402" and bool(row.auth_nonce)
+        tx = used_in if tied else (row.tx_hash or "").lower()
+        misattributed = tied and bool(row.tx_hash) and row.tx_hash != used_in
+        if tied and row.status == "settled" and not used_in:
+            if _authorization_state(chain, usdc, wallet, str(row.auth_nonce)):
+                unmatched.append(row)  # used, but outside the range: like any settled row
+            else:
+                unproven.append(row)  # settled under a tx that never carried it
+            continue
         hit = _claim(pool.get(tx, []), row) if tx and row.status != "reserved" else None
         if hit is None:
             unmatched.append(row)
@@ -201,13 +214,14 @@ def _reconcile(
                 int(hit.value),
             )
         )
-        if row.status != "settled" or row.tx_hash is None:
-            ledger.transition(
-                row.id,
-                "settled",
-                tx_hash=tx,
-                note="settled by reconcile" if row.status != "settled" else None,
-            )
+        if row.status != "settled" or row.tx_hash is None or misattributed:
+            note = "settled by reconcile" if row.status != "settled" else None
+            if misattributed:
+                note = (
+                    f"re-tied by reconcile to {tx}, which used the authorization "
+                    f"(recorded tx {row.tx_hash} did not)"
+                )
+            ledger.transition(row.id, "settled", tx_hash=tx, note=note)
             resolved.append(row.id)
 
     expired = _fail_expired_authorizations(ledger, chain, usdc, wallet, unmatched, clock)
@@ -230,6 +244,7 @@ def _reconcile(
         ),
         unmatched_ledger=tuple(sorted(unmatched, key=lambda r: position[r.id])),
         resolved=tuple(resolved),
+        unproven=tuple(sorted(unproven, key=lambda r: position[r.id])),
     )
     if emit is not None:
         emit(
@@ -245,6 +260,7 @@ def _reconcile(
                     {"id": r.id, "status": r.status} for r in report.unmatched_ledger
                 ],
                 "resolved": list(report.resolved),
+                "unproven": [r.id for r in report.unproven],
             },
         )
     return report
@@ -282,15 +298,12 @@ def _fail_expired_authorizations(
         return []
     chain_time = chain.block_timestamp("latest")
     wall_time = clock()
-    token = usdc_contract(chain.w3, usdc)
-    authorizer = Web3.to_checksum_address(wallet)
     failed: list[str] = []
     for row in candidates:
         valid_before, nonce = int(row.valid_before or 0), str(row.auth_nonce)
         if not authorization_expired(valid_before, chain_time=chain_time, wall_time=wall_time):
             continue
-        state = token.functions.authorizationState(authorizer, bytes.fromhex(nonce[2:]))
-        if chain.call("authorizationState", state.call):
+        if _authorization_state(chain, usdc, wallet, nonce):
             continue
         note = (
             f"authorization expired unused at {valid_before} (chain time {chain_time}, "
@@ -306,6 +319,15 @@ def _fail_expired_authorizations(
             transition_in(conn, row.id, "failed", now=ledger.clock(), note=note)
         failed.append(row.id)
     return failed
+
+
+def _authorization_state(chain: ChainClient, usdc: str, wallet: str, nonce: str) -> bool:
+    """Whether the token has consumed ``wallet``'s authorization ``nonce`` (at latest)."""
+    token = usdc_contract(chain.w3, usdc)
+    fn = token.functions.authorizationState(
+        Web3.to_checksum_address(wallet), bytes.fromhex(nonce.removeprefix("0x"))
+    )
+    return bool(chain.call("authorizationState", fn.call))
 
 
 def _authorizations_used(

@@ -19,6 +19,7 @@ from web3 import Web3
 from web3.exceptions import Web3RPCError
 
 from chain.errors import ChainError
+from chain.usdc import prove_authorization_settled
 from judge.errors import FingerprintError, VerdictInvalid
 from judge.fingerprint import transaction_fingerprint, typed_data_fingerprint
 from judge.verdict import Verdict, verify_verdict
@@ -27,6 +28,7 @@ from wallet.errors import (
     PayloadMismatch,
     RecheckFailed,
     SendFailed,
+    SettlementUnproven,
     SpendRefused,
     VerdictBadSignature,
     VerdictExpired,
@@ -193,7 +195,47 @@ class Wallet:
 
     def settle(self, signed: SignedTypedData | SignedTx, tx_hash: str) -> None:
         """Record that a signed spend settled on chain in ``tx_hash`` (x402: from the
-        seller's PAYMENT-RESPONSE)."""
+        seller's PAYMENT-RESPONSE).
+
+        An authorization is settled only when ``tx_hash`` is proven on chain to carry its
+        ``AuthorizationUsed(wallet, nonce)`` and the matching ``Transfer`` from the
+        configured USDC; otherwise the row stays ``signed`` (annotated) and
+        SettlementUnproven is raised: a seller's receipt is a claim, not a proof.
+        """
+        if isinstance(signed, SignedTypedData):
+            proof = prove_authorization_settled(
+                self.chain.w3,
+                tx_hash,
+                token=self.usdc,
+                authorizer=self.address,
+                nonce=signed.auth_nonce,
+                recipient=signed.recipient,
+                value=signed.value,
+            )
+            if not proof.proven:
+                note = (
+                    f"claimed settlement {str(tx_hash)[:80]} unproven ({proof.finding}: "
+                    f"{proof.detail}); authorization {signed.auth_nonce} still pending"
+                )
+                self.meter.keep_signed(signed.reservation, note)
+                self._emit(
+                    "wallet.settlement_unproven",
+                    {
+                        **_res_event(signed.reservation),
+                        "tx_hash": str(tx_hash)[:80],
+                        "finding": proof.finding,
+                    },
+                )
+                raise SettlementUnproven(
+                    f"Transaction {str(tx_hash)[:80]} does not settle authorization "
+                    f"{signed.auth_nonce} ({proof.finding}: {proof.detail}); expected "
+                    f"AuthorizationUsed({self.address}, nonce) and Transfer({self.address} -> "
+                    f"{signed.recipient}, {signed.value}) from {self.usdc}. Ledger row "
+                    f"{signed.ledger_id} stays 'signed'. Fix: run `nib audit reconcile`; it "
+                    "settles the row when the authorization is used on chain.",
+                    finding=proof.finding,
+                    tx_hash=str(tx_hash)[:80],
+                )
         self.meter.settle(signed.reservation, tx_hash)
         self._emit("wallet.settled", {**_res_event(signed.reservation), "tx_hash": tx_hash})
 

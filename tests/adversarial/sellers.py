@@ -26,30 +26,46 @@ from web3 import Web3
 from x402 import x402FacilitatorSync, x402ResourceServer
 from x402.http import (
     PAYMENT_REQUIRED_HEADER,
+    PAYMENT_RESPONSE_HEADER,
     HTTPRequestContext,
     PaymentOption,
     RouteConfig,
     decode_payment_signature_header,
     encode_payment_required_header,
+    encode_payment_response_header,
 )
 from x402.http.middleware.fastapi import payment_middleware
 from x402.mechanisms.evm.exact import ExactEvmFacilitatorScheme, ExactEvmServerScheme
-from x402.schemas import AssetAmount, parse_payment_required
+from x402.schemas import AssetAmount, SettleResponse, parse_payment_required
 
 from chain.devkeys import DEPLOYER, dev_account
 
 # The paywall's facilitator adapters (fresh nonces after evm_revert, blocking settlement
 # in a worker thread), reused so both sellers settle exactly the same way.
 from chain.paywall.facilitator import DevnetFacilitatorSigner, InProcessFacilitator
-from chain.usdc import usdc_contract
+from chain.usdc import mint, usdc_contract
 from tests._support import serve  # noqa: F401 - re-exported for the adversarial tests
 
-PaidMode = Literal["honest", "402-again", "402-but-settle", "huge-body", "slow", "expire-first"]
+PaidMode = Literal[
+    "honest",
+    "402-again",
+    "500-again",
+    "402-but-settle",
+    "500-but-settle",
+    "fake-receipt",
+    "huge-body",
+    "slow",
+    "expire-first",
+]
 """What the seller does with a paid request.
 
 - ``honest``: verify, serve, settle (x402 middleware).
-- ``402-again``: keep the signed authorization, settle nothing, answer 402 again.
-- ``402-but-settle``: submit the authorization on chain itself, then answer 402.
+- ``402-again`` / ``500-again``: keep the signed authorization, settle nothing, answer
+  402 (or 500).
+- ``402-but-settle`` / ``500-but-settle``: submit the authorization on chain itself,
+  then answer 402 (or 500).
+- ``fake-receipt``: keep the authorization, serve the data with a PAYMENT-RESPONSE
+  naming someone else's successful transaction (a mint to the deployer).
 - ``huge-body``: settle, then answer with a body far above the buyer's size limit.
 - ``slow``: settle, then hold the answer for ``slow_s`` seconds.
 - ``expire-first``: push the chain's clock past any 300 s authorization, then verify.
@@ -197,13 +213,27 @@ class AdversarialSeller:
             self.log.payments.append(payload.model_dump(mode="json", by_alias=True))
             if self.on_paid is not None:
                 self.on_paid(self)
-            if self.paid_mode in ("402-again", "402-but-settle"):
-                if self.paid_mode == "402-but-settle":
+            if self.paid_mode in ("402-again", "402-but-settle", "500-again", "500-but-settle"):
+                if self.paid_mode.endswith("-but-settle"):
                     inner = self.log.payments[-1]["payload"]
                     await asyncio.to_thread(self.submit_authorization, inner)
+                if self.paid_mode.startswith("500"):
+                    entry["status"] = 500
+                    return Response(b'{"error":"internal"}', status_code=500)
                 entry["status"] = 402
                 headers = {PAYMENT_REQUIRED_HEADER: self._last_402 or ""}
                 return Response(b"{}", status_code=402, headers=headers, media_type="application/json")
+            if self.paid_mode == "fake-receipt":
+                decoy = await asyncio.to_thread(self.decoy_transaction)
+                receipt = SettleResponse(
+                    success=True, transaction=decoy, network=NETWORK, payer=None
+                )
+                entry["status"] = 200
+                return Response(
+                    self._content().body,
+                    media_type="application/json",
+                    headers={PAYMENT_RESPONSE_HEADER: encode_payment_response_header(receipt)},
+                )
             if self.paid_mode == "expire-first":
                 await asyncio.to_thread(self.advance_chain_time, 3_600)
         response = await call_next(request)
@@ -241,6 +271,11 @@ class AdversarialSeller:
     def submit_authorization(self, inner: dict[str, Any]) -> str:
         """Settle an x402 "exact" payload on chain the way a facilitator would (DEPLOYER)."""
         return submit_authorization(self.w3, self.usdc, inner)
+
+    def decoy_transaction(self) -> str:
+        """A real, successful USDC transaction that is not ours: a mint to the deployer."""
+        deployer = dev_account(DEPLOYER)
+        return mint(self.w3, self.usdc, deployer, deployer.address, 1)
 
     def advance_chain_time(self, seconds: int) -> None:
         self.w3.provider.make_request("evm_increaseTime", [seconds])  # type: ignore[arg-type]

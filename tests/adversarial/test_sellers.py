@@ -301,3 +301,26 @@ def test_slow_response_times_out_and_the_payment_is_reconciled(
     assert row.status == "signed" and "reconcile" not in row.note
     assert_paid(h, 1)  # settled before the seller stalled
     settle_by_reconcile(h)
+
+
+# ----------------------------------------------------------- receipts are proven on chain
+
+
+def test_fake_receipt_leaves_the_spend_pending_and_reconcile_ties_the_real_one(
+    tmp_path: Any, chain: Any, seller_factory: Any
+) -> None:
+    # The seller serves the data with a receipt naming someone else's successful tx and
+    # keeps our signature. The row must stay pending (never 'settled' on its word), and
+    # when the seller settles the signature later, reconcile matches it: no lasting alarm.
+    seller, url = seller_factory(price=PRICE, paid_mode="fake-receipt")
+    h, result = buy(tmp_path, chain, url)
+    [row] = h.ledger()
+    assert row.status == "signed" and "unproven" in row.note, row
+    assert any("does not settle our authorization" in s for s in failed_calls(h, result.run_id))
+    assert_paid(h, 0)
+    pending = reconcile(h.db, h.client, h.usdc, AGENT_ADDR, h.start_block + 1)
+    assert not pending.clean and [r.id for r in pending.pending] == [row.id]
+
+    seller.submit_authorization(seller.log.payments[0]["payload"])
+    assert_paid(h, 1)
+    settle_by_reconcile(h)

@@ -10,6 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED = [
+    "AuthorizationOutstanding",
     "CapExceeded",
     "DevKeyRefused",
     "GasRow",
@@ -36,6 +37,7 @@ EXPECTED = [
     "RunSpend",
     "SendFailed",
     "SentTx",
+    "SettlementUnproven",
     "SignedTx",
     "SignedTypedData",
     "SpendKind",
@@ -108,4 +110,6 @@ def test_error_codes_are_stable() -> None:
         "InsufficientBalance": "insufficient-balance",
         "LedgerError": "ledger-state",
         "SendFailed": "send-failed",
+        "SettlementUnproven": "settlement-unproven",
+        "AuthorizationOutstanding": "authorization-outstanding",
     }

@@ -20,10 +20,10 @@ from _wallet_support import (
 )
 
 from chain.client import ChainClient
-from chain.devkeys import AGENT, OUTSIDER, dev_account
-from chain.usdc import transfer, usdc_contract
+from chain.devkeys import AGENT, DEPLOYER, OUTSIDER, dev_account
+from chain.usdc import mint, transfer, usdc_contract
 from judge.verdict import VerdictSigner
-from wallet.errors import SendFailed
+from wallet.errors import SendFailed, SettlementUnproven
 from wallet.reconcile import authorization_expired, reconcile
 from wallet.signer import SignedTypedData, Wallet
 
@@ -343,3 +343,52 @@ def test_failed_spends_that_never_reached_the_chain_leave_the_report_clean(
     assert [(r.id, r.status) for r in report.pending] == [(pending.ledger_id, "signed")]
     assert not report.clean and report.unmatched_onchain == ()
     assert report.to_dict()["clean"] is False
+
+
+# ------------------------------------------------------ settlement proven on chain
+
+
+def test_settle_refuses_a_receipt_that_does_not_carry_our_authorization(
+    chain: Any, wallet: Wallet, client: ChainClient, judge_signer: VerdictSigner, db_path: Any
+) -> None:
+    # A seller names someone else's successful transaction as its settlement receipt.
+    start = chain.w3.eth.block_number + 1
+    payload = quote(chain)
+    signed = wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC)
+    decoy = transfer(chain.w3, chain.usdc, dev_account(AGENT), dev_account(OUTSIDER).address, 1)
+    with pytest.raises(SettlementUnproven, match="no-authorization-used") as caught:
+        wallet.settle(signed, decoy)
+    assert caught.value.finding == "no-authorization-used"
+    with pytest.raises(SettlementUnproven, match="not-mined"):
+        wallet.settle(signed, "0x" + "ab" * 32)
+    [row] = [r for r in wallet.meter.ledger.rows(RUN) if r.id == signed.ledger_id]
+    assert row.status == "signed" and "unproven" in row.note
+
+    # The seller settles our signature later: reconcile ties the row to that tx.
+    settled_in = submit_authorization(chain, signed)
+    report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
+    assert [(m.ledger_id, m.tx_hash) for m in report.matched] == [(signed.ledger_id, settled_in)]
+    assert [t.tx_hash for t in report.unmatched_onchain] == [decoy.lower()]  # the decoy is ours
+    wallet.settle(signed, settled_in)  # proven now; already settled, the same tx
+
+
+def test_reconcile_does_not_call_a_row_settled_under_a_foreign_tx_clean(
+    chain: Any, wallet: Wallet, client: ChainClient, judge_signer: VerdictSigner, db_path: Any
+) -> None:
+    # A row recorded settled under a tx that never used its authorization (as an older
+    # nib did on a seller's word) is unproven, not clean: the signature is still live.
+    start = chain.w3.eth.block_number + 1
+    payload = quote(chain)
+    signed = wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC)
+    foreign = mint(chain.w3, chain.usdc, dev_account(DEPLOYER), dev_account(OUTSIDER).address, 1)
+    wallet.meter.settle(signed.reservation, foreign)  # the unchecked low-level record
+
+    report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
+    assert [r.id for r in report.unproven] == [signed.ledger_id] and not report.clean
+
+    settled_in = submit_authorization(chain, signed)
+    report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
+    assert report.clean, report.to_dict()
+    assert report.resolved == (signed.ledger_id,)
+    row = wallet.meter.ledger.get(signed.ledger_id)
+    assert row.tx_hash == settled_in.lower() and "re-tied by reconcile" in row.note

@@ -42,6 +42,7 @@ from agent.tools.x402.protocol import (
     requirement_chain_id,
 )
 from judge.fingerprint import typed_data_fingerprint
+from wallet.errors import SettlementUnproven
 from wallet.reconcile import authorization_expired
 
 __all__ = [
@@ -380,28 +381,44 @@ class PayHttpTool(Tool):
             settlement = parse_payment_response(resp)
         except X402ProtocolError as exc:
             used = await _authorization_used(ctx, signed)
-            raise ToolError(
+            return self._unproven(
+                args,
+                resp,
                 f"pay_http: {url} returned data but no valid settlement receipt ({exc}); the "
                 f"authorization is {'used on chain' if used else 'not used on chain yet'}; "
-                f"ledger row {signed.ledger_id} stays 'signed' until `nib audit reconcile`."
-            ) from exc
+                f"ledger row {signed.ledger_id} stays 'signed' until `nib audit reconcile`.",
+            )
         tx_hash = settlement.get("transaction")
         if not settlement.get("success") or not isinstance(tx_hash, str) or not tx_hash:
-            raise ToolError(
+            return self._unproven(
+                args,
+                resp,
                 f"pay_http: {url} answered {resp.status_code} but its settlement receipt says "
                 f"success={settlement.get('success')} ({settlement.get('error_reason')}); "
-                f"ledger row {signed.ledger_id} stays 'signed' until `nib audit reconcile`."
+                f"ledger row {signed.ledger_id} stays 'signed' until `nib audit reconcile`.",
             )
-        receipt = await asyncio.to_thread(ctx.chain.receipt, tx_hash)
-        if receipt is None or receipt.status != 1:
-            found = "no receipt" if receipt is None else f"status {receipt.status}"
-            raise ToolError(
-                f"pay_http: {url} reports settlement in {tx_hash} but the chain shows {found}; "
-                f"expected a successful transaction. Ledger row {signed.ledger_id} stays "
-                "'signed' until `nib audit reconcile` finds where the money went."
+        try:
+            # The receipt is the seller's claim: the wallet settles the row only when the
+            # named transaction carries our AuthorizationUsed and the matching Transfer.
+            await asyncio.to_thread(wallet.settle, signed, tx_hash)
+        except SettlementUnproven as exc:
+            return self._unproven(
+                args,
+                resp,
+                f"pay_http: the receipt does not settle our authorization ({exc.finding}): "
+                f"{url} names {exc.tx_hash}; ledger row {signed.ledger_id} stays 'signed' "
+                "(pending) until `nib audit reconcile` finds where the authorization was used.",
             )
-        await asyncio.to_thread(wallet.settle, signed, tx_hash)
         return self._observation(args, resp, cost=quote.amount, settlement=settlement)
+
+    def _unproven(self, args: PayHttpArgs, resp: httpx.Response, error: str) -> Observation:
+        """A paid answer whose settlement is not proven: a failed call that keeps a bounded
+        excerpt of the data that arrived (it was paid for), covering nothing."""
+        data = {"url": args.url, "status": resp.status_code, "settlement": "unproven"}
+        data["body_excerpt"] = resp.text[:_MAX_DATA_CHARS]
+        return Observation(
+            tool=self.name, ok=False, summary=f"error: {error}", data=data, error=error
+        )
 
     def _current_terms(
         self, quote: Quote, resp: httpx.Response, ctx: ToolContext

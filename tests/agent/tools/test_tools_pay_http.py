@@ -570,10 +570,11 @@ def test_settlement_claim_without_a_chain_receipt_is_not_recorded_as_settled(
     tool = PayHttpTool(paywall.url)
     quote = quote_of(tool, paywall.url + "/analytics/gas", ctx)
     before = usdc_balance(chain, AGENT_ADDR)
-    with pytest.raises(ToolError, match=f"reports settlement in {fake} but the chain shows no"):
-        run(tool.execute(quote, approve(judge_signer, quote), ctx))
+    obs = run(tool.execute(quote, approve(judge_signer, quote), ctx))
+    assert not obs.ok and "does not settle our authorization (not-mined)" in (obs.error or "")
+    assert obs.facts == {} and obs.data["body_excerpt"] == '{"facts":{"x":"1"}}'
     [row] = wallet.meter.ledger.rows()
-    assert row.status == "signed" and row.tx_hash is None
+    assert row.status == "signed" and row.tx_hash is None and "unproven" in row.note
     assert usdc_balance(chain, AGENT_ADDR) == before
 
 
