@@ -69,7 +69,9 @@ def quote(http: httpx.Client, url: str, chain: Any, payer: LocalAccount) -> dict
     assert first.status_code == 402, first.text
     pr = parse_payment_required(first)
     req = choose_requirement(pr, network_caip2=NETWORK, asset=chain.usdc)
-    typed, auth = build_authorization(req, payer=payer.address, chain_time=chain_time(chain))
+    typed, auth = build_authorization(
+        req, payer=payer.address, chain_time=chain_time(chain), wall_time=int(time.time())
+    )
     return {"pr": pr, "req": req, "typed": typed, "auth": auth}
 
 

@@ -4,6 +4,7 @@ Circle's FiatToken v2, and the official x402 exact-EVM facilitator settles again
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import pytest
@@ -510,7 +511,10 @@ def test_x402_exact_facilitator_verifies_and_settles_our_authorization(chain: An
         max_timeout_seconds=300,
         extra={"name": USDC_NAME, "version": USDC_VERSION},
     )
-    typed, signed = _authorization(chain, valid_before=_latest_timestamp(chain.w3) + 300)
+    # The facilitator checks its wall clock and the token the chain's: an idle session chain
+    # lags the wall clock, so the window covers both, as the agent's authorizations do.
+    later = max(_latest_timestamp(chain.w3), int(time.time()))
+    typed, signed = _authorization(chain, valid_before=later + 300)
     m = typed["message"]
     payload = PaymentPayload(
         payload={
