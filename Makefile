@@ -43,7 +43,7 @@ run: setup
 test: setup lint typecheck pytest
 
 lint: setup
-	$(VENV)/bin/ruff check agent wallet judge chain tests bench
+	$(VENV)/bin/ruff check agent wallet judge chain storage tests bench
 
 typecheck: setup
 	$(VENV)/bin/mypy

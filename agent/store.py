@@ -1,22 +1,21 @@
-"""The run store: runs, their audit events, episodic lessons and paused state, in SQLite.
+"""The run store: runs, their audit events, episodic lessons and paused state.
 
-Lives in the shared SQLite file (WAL). The agent owns four tables: ``agent_runs``,
-``agent_events`` (run_id, seq, type, data JSON, ts), ``agent_lessons`` and
-``agent_paused`` (a paused run's whole state as JSON, so another process resumes it).
+Lives in nib's database (the shared SQLite file, or PostgreSQL when ``NIB_DATABASE_URL``
+is set). The agent owns ``agent_runs``, ``agent_events`` (run_id, seq, type, data JSON,
+ts), ``agent_lessons`` and ``agent_paused`` (a paused run's whole state as JSON, so
+another process resumes it); versioned by the ``agent`` migrations below.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-import sqlite_utils
+from storage import Database, Location, Migration, migrate, open_database
 
-__all__ = ["EVENT_TYPES", "RunStore", "connect", "ensure_tables"]
+__all__ = ["EVENT_TYPES", "MIGRATIONS", "RunStore", "ensure_tables"]
 
 #: Event types the loop writes (``data`` is JSON; never key material). Tools and packages
 #: add their own namespaced types through ``ToolContext.emit`` (``tool.transfer``, ...).
@@ -46,119 +45,97 @@ EVENT_TYPES: dict[str, str] = {
 }
 
 
-def connect(path: str | Path) -> sqlite_utils.Database:
-    """Open the shared SQLite file the way every package does (WAL, autocommit)."""
-    conn = sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    # WAL + NORMAL survives process crashes (not power loss) and keeps audit writes cheap.
-    conn.execute("PRAGMA synchronous=NORMAL")
-    return sqlite_utils.Database(conn)
+#: The agent's schema versions (version 1 is what sqlite-utils created before versioning).
+MIGRATIONS: list[Migration] = [
+    Migration(
+        1,
+        "runs, events, lessons, paused state",
+        (
+            """CREATE TABLE IF NOT EXISTS agent_runs (
+                run_id TEXT PRIMARY KEY, task TEXT, status TEXT, profile TEXT,
+                stop_reason TEXT, finished {int}, started_at {real}, ended_at {real},
+                result TEXT)""",
+            """CREATE TABLE IF NOT EXISTS agent_events (
+                run_id TEXT, seq {int}, type TEXT, data TEXT, ts {real},
+                PRIMARY KEY (run_id, seq))""",
+            """CREATE TABLE IF NOT EXISTS agent_lessons (
+                id {id}, run_id TEXT, task TEXT, stop_reason TEXT, lesson TEXT,
+                created_at {real})""",
+            """CREATE TABLE IF NOT EXISTS agent_paused (
+                run_id TEXT PRIMARY KEY, state TEXT, paused_at {real})""",
+            "CREATE INDEX IF NOT EXISTS idx_agent_events_type ON agent_events (type)",
+        ),
+    ),
+]
 
 
-def ensure_tables(db: sqlite_utils.Database) -> None:
-    """Create the agent's tables and indexes if missing (idempotent)."""
-    db.table("agent_runs").create(
-        {
-            "run_id": str,
-            "task": str,
-            "status": str,
-            "profile": str,
-            "stop_reason": str,
-            "finished": int,
-            "started_at": float,
-            "ended_at": float,
-            "result": str,
-        },
-        pk="run_id",
-        if_not_exists=True,
-    )
-    db.table("agent_events").create(
-        {"run_id": str, "seq": int, "type": str, "data": str, "ts": float},
-        pk=("run_id", "seq"),
-        if_not_exists=True,
-    )
-    db.table("agent_lessons").create(
-        {
-            "id": int,
-            "run_id": str,
-            "task": str,
-            "stop_reason": str,
-            "lesson": str,
-            "created_at": float,
-        },
-        pk="id",
-        if_not_exists=True,
-    )
-    db.table("agent_paused").create(
-        {"run_id": str, "state": str, "paused_at": float}, pk="run_id", if_not_exists=True
-    )
-    db.table("agent_events").create_index(["type"], if_not_exists=True)
+def ensure_tables(db: Database) -> None:
+    """Bring the agent's tables to the newest schema version (idempotent)."""
+    migrate(db, "agent", MIGRATIONS)
 
 
 class RunStore:
-    """Reads and writes the agent's tables. Safe to share between runs in one process."""
+    """Reads and writes the agent's tables. Safe to share between runs in one process.
 
-    def __init__(self, path: str | Path | sqlite_utils.Database) -> None:
-        self.db = path if isinstance(path, sqlite_utils.Database) else connect(path)
-        self.path = str(path) if not isinstance(path, sqlite_utils.Database) else ""
+    One connection shared by threads under the Database's lock: wallet events arrive
+    from worker threads, and on SQLite a thread binding parameters while another's write
+    busy-waits on the file lock would stall the whole process ("database is locked").
+    """
+
+    def __init__(self, path: Location | Database) -> None:
+        # Audit writes skip SQLite's per-commit fsync (survives process crashes).
+        self.db = open_database(path, durable=False)
+        self.path = "" if isinstance(path, Database) else str(path)
         ensure_tables(self.db)
         self._lock = threading.Lock()
         self._seq: dict[str, int] = {}
 
     @property
-    def conn(self) -> sqlite3.Connection:
+    def conn(self) -> Any:
         return self.db.conn
 
     # ------------------------------------------------------------------ runs
-    # Every write on the shared connection holds ``_lock``. Wallet events arrive from
-    # worker threads: without the lock, a thread binding parameters (GIL held) waits on
-    # the connection mutex while another thread's write busy-waits on the SQLite lock;
-    # the whole process stalls until busy_timeout ("database is locked").
     def start_run(self, run_id: str, task: str, profile: str) -> None:
-        with self._lock:
-            self.db.table("agent_runs").upsert(
-                {
-                    "run_id": run_id,
-                    "task": task,
-                    "status": "running",
-                    "profile": profile,
-                    "started_at": time.time(),
-                },
-                pk="run_id",
-            )
+        self.db.execute(
+            "INSERT INTO agent_runs (run_id, task, status, profile, started_at) "
+            "VALUES (?, ?, 'running', ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+            "task = excluded.task, status = excluded.status, profile = excluded.profile, "
+            "started_at = excluded.started_at",
+            (run_id, task, profile, time.time()),
+        )
 
     def set_status(self, run_id: str, status: str) -> None:
-        with self._lock:
-            self.conn.execute("UPDATE agent_runs SET status=? WHERE run_id=?", (status, run_id))
+        self.db.execute("UPDATE agent_runs SET status=? WHERE run_id=?", (status, run_id))
 
     def finish_run(self, run_id: str, result: dict[str, Any]) -> None:
-        with self._lock:
-            self.conn.execute(
-                "UPDATE agent_runs SET status='stopped', stop_reason=?, finished=?, ended_at=?, "
-                "result=? WHERE run_id=?",
-                (
-                    result["stop_reason"],
-                    int(bool(result["finished"])),
-                    time.time(),
-                    json.dumps(result),
-                    run_id,
-                ),
-            )
+        self.db.execute(
+            "UPDATE agent_runs SET status='stopped', stop_reason=?, finished=?, ended_at=?, "
+            "result=? WHERE run_id=?",
+            (
+                result["stop_reason"],
+                int(bool(result["finished"])),
+                time.time(),
+                json.dumps(result),
+                run_id,
+            ),
+        )
 
     def run(self, run_id: str) -> dict[str, Any] | None:
-        rows = list(self.db.table("agent_runs").rows_where("run_id = ?", [run_id]))
+        rows = self.db.query("SELECT * FROM agent_runs WHERE run_id = ?", (run_id,))
         return rows[0] if rows else None
 
     def runs(self, limit: int = 50) -> list[dict[str, Any]]:
-        return list(self.db.table("agent_runs").rows_where(order_by="started_at desc", limit=limit))
+        return self.db.query(
+            "SELECT * FROM agent_runs ORDER BY started_at DESC LIMIT ?", (int(limit),)
+        )
 
     # ---------------------------------------------------------------- events
     def _next_seq(self, run_id: str) -> int:
         if run_id not in self._seq:
-            row = self.conn.execute(
+            found = self.db.scalar(
                 "SELECT COALESCE(MAX(seq), 0) FROM agent_events WHERE run_id=?", (run_id,)
-            ).fetchone()
-            self._seq[run_id] = int(row[0])
+            )
+            self._seq[run_id] = int(found)
         self._seq[run_id] += 1
         return self._seq[run_id]
 
@@ -167,7 +144,7 @@ class RunStore:
         payload = json.dumps(data, default=str, separators=(",", ":"))
         with self._lock:
             seq = self._next_seq(run_id)
-            self.conn.execute(
+            self.db.execute(
                 "INSERT INTO agent_events (run_id, seq, type, data, ts) VALUES (?,?,?,?,?)",
                 (run_id, seq, type_, payload, time.time()),
             )
@@ -177,41 +154,27 @@ class RunStore:
         where, params = "run_id = ?", [run_id]
         if type_:
             where, params = where + " AND type = ?", [run_id, type_]
-        rows = self.db.table("agent_events").rows_where(where, params, order_by="seq")
+        rows = self.db.query(f"SELECT * FROM agent_events WHERE {where} ORDER BY seq", params)
         return [{**r, "data": json.loads(r["data"])} for r in rows]
 
     # ---------------------------------------------------------------- paused
     def save_paused(self, run_id: str, state_json: str) -> None:
-        with self._lock:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                self.conn.execute(
-                    "INSERT OR REPLACE INTO agent_paused (run_id, state, paused_at) VALUES (?,?,?)",
-                    (run_id, state_json, time.time()),
-                )
-                self.conn.execute("UPDATE agent_runs SET status='paused' WHERE run_id=?", (run_id,))
-                self.conn.execute("COMMIT")
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
+        with self.db.transaction(lock="agent") as tx:
+            tx.execute(
+                "INSERT INTO agent_paused (run_id, state, paused_at) VALUES (?,?,?) "
+                "ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, "
+                "paused_at = excluded.paused_at",
+                (run_id, state_json, time.time()),
+            )
+            tx.execute("UPDATE agent_runs SET status='paused' WHERE run_id=?", (run_id,))
 
     def take_paused(self, run_id: str) -> str | None:
         """Remove and return a paused run's state (atomically: one resumer wins)."""
-        with self._lock:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                row = self.conn.execute(
-                    "SELECT state FROM agent_paused WHERE run_id=?", (run_id,)
-                ).fetchone()
-                if row is not None:
-                    self.conn.execute("DELETE FROM agent_paused WHERE run_id=?", (run_id,))
-                    self.conn.execute(
-                        "UPDATE agent_runs SET status='running' WHERE run_id=?", (run_id,)
-                    )
-                self.conn.execute("COMMIT")
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
+        with self.db.transaction(lock="agent") as tx:
+            row = tx.one("SELECT state FROM agent_paused WHERE run_id=?", (run_id,))
+            if row is not None:
+                tx.execute("DELETE FROM agent_paused WHERE run_id=?", (run_id,))
+                tx.execute("UPDATE agent_runs SET status='running' WHERE run_id=?", (run_id,))
         return None if row is None else str(row[0])
 
     def restore_paused(self, run_id: str, state_json: str) -> None:
@@ -219,23 +182,18 @@ class RunStore:
         self.save_paused(run_id, state_json)
 
     def paused(self) -> list[str]:
-        return [r[0] for r in self.conn.execute("SELECT run_id FROM agent_paused")]
+        return [r["run_id"] for r in self.db.query("SELECT run_id FROM agent_paused")]
 
     # --------------------------------------------------------------- lessons
     def add_lesson(self, run_id: str, task: str, stop_reason: str, lesson: str) -> None:
-        with self._lock:
-            self.db.table("agent_lessons").insert(
-                {
-                    "run_id": run_id,
-                    "task": task,
-                    "stop_reason": stop_reason,
-                    "lesson": lesson,
-                    "created_at": time.time(),
-                }
-            )
+        self.db.execute(
+            "INSERT INTO agent_lessons (run_id, task, stop_reason, lesson, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (run_id, task, stop_reason, lesson, time.time()),
+        )
 
     def lessons(self, limit: int = 200) -> list[dict[str, Any]]:
-        return list(self.db.table("agent_lessons").rows_where(order_by="id desc", limit=limit))
+        return self.db.query("SELECT * FROM agent_lessons ORDER BY id DESC LIMIT ?", (int(limit),))
 
     def close(self) -> None:
-        self.conn.close()
+        self.db.close()

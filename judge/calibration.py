@@ -9,17 +9,14 @@ bins) measures the predictions that were actually acted on.
 from __future__ import annotations
 
 import re
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
-from pathlib import Path
 from typing import Protocol, TypedDict
 
-import sqlite_utils
-
 from judge.errors import JudgeConfigError
+from storage import Database, Location, Migration, migrate, open_database
 
 OUTCOMES_TABLE = "judge_outcomes"
 #: p is quantised to this many decimals so EV arithmetic on it stays exact.
@@ -123,47 +120,37 @@ class Calibrator(Protocol):
         ...
 
 
-def ensure_tables(db: sqlite_utils.Database) -> None:
-    """Create the judge's outcomes table and index if missing (idempotent)."""
-    if not db.table(OUTCOMES_TABLE).exists():
-        db.create_table(
-            OUTCOMES_TABLE,
-            {
-                "id": int,
-                "ts": int,
-                "tool": str,
-                "fact_kind": str,
-                "p_used": str,
-                "covered": int,
-            },
-            pk="id",
-            not_null={"ts", "tool", "fact_kind", "p_used", "covered"},
-            if_not_exists=True,
-        )
-    db.execute(
-        f"CREATE INDEX IF NOT EXISTS idx_{OUTCOMES_TABLE}_tool_kind "
-        f"ON {OUTCOMES_TABLE}(tool, fact_kind)"
-    )
+#: The judge's outcomes schema (version 1 is what sqlite-utils created before versioning).
+MIGRATIONS: list[Migration] = [
+    Migration(
+        1,
+        "calibration outcomes",
+        (
+            f"""CREATE TABLE IF NOT EXISTS {OUTCOMES_TABLE} (
+                id {{id}}, ts {{int}} NOT NULL, tool TEXT NOT NULL, fact_kind TEXT NOT NULL,
+                p_used TEXT NOT NULL, covered {{int}} NOT NULL)""",
+            f"CREATE INDEX IF NOT EXISTS idx_{OUTCOMES_TABLE}_tool_kind "
+            f"ON {OUTCOMES_TABLE}(tool, fact_kind)",
+        ),
+    ),
+]
 
 
-def open_db(path: str | Path) -> sqlite_utils.Database:
-    """Open the nib SQLite file the way every package does (WAL, autocommit, 30 s busy)."""
-    conn = sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False)
-    if str(path) != ":memory:":
-        conn.execute("PRAGMA journal_mode=WAL")
-    return sqlite_utils.Database(conn)
+def ensure_tables(db: Database) -> None:
+    """Bring the judge's outcomes table to the newest schema version (idempotent)."""
+    migrate(db, "judge.calibration", MIGRATIONS)
 
 
 class BetaCalibrator:
     """Beta-binomial calibration per (tool, fact kind), outcomes in ``judge_outcomes``.
 
-    ``db`` is a path to the nib SQLite file, an open ``sqlite_utils.Database``, or
-    ``None`` / ``":memory:"`` for an in-memory store (tests, benches).
+    ``db`` is a path to the nib SQLite file, a ``postgresql://`` URL, an open
+    ``storage.Database``, or ``None`` / ``":memory:"`` for an in-memory store (tests, benches).
     """
 
     def __init__(
         self,
-        db: str | Path | sqlite_utils.Database | None = None,
+        db: Location | Database | None = None,
         *,
         prior_strength: Decimal | int = DEFAULT_PRIOR_STRENGTH,
         default_prior: Decimal = DEFAULT_PRIOR,
@@ -179,19 +166,19 @@ class BetaCalibrator:
         self._default_prior = _probability("default_prior", default_prior)
         self._clock = clock
         self._lock = threading.Lock()
-        self.db = db if isinstance(db, sqlite_utils.Database) else open_db(db or ":memory:")
+        self.db = open_database(db or ":memory:")
         with self._lock:
             ensure_tables(self.db)
 
     def counts(self, tool: str, fact_kind: str) -> tuple[int, int]:
         """(covered, total) outcomes recorded for (tool, fact kind)."""
         with self._lock:
-            row = self.db.execute(
-                f"SELECT COALESCE(SUM(covered), 0), COUNT(*) FROM {OUTCOMES_TABLE} "
+            [row] = self.db.query(
+                f"SELECT COALESCE(SUM(covered), 0) AS hits, COUNT(*) AS n FROM {OUTCOMES_TABLE} "
                 "WHERE tool = ? AND fact_kind = ?",
                 [tool, fact_key(fact_kind)],
-            ).fetchone()
-        return int(row[0]), int(row[1])
+            )
+        return int(row["hits"]), int(row["n"])
 
     def p(self, tool: str, fact_kind: str, prior: Decimal | None = None) -> Decimal:
         """Posterior mean, quantised to 6 decimals: (a + hits) / (a + b + n)."""
@@ -208,15 +195,12 @@ class BetaCalibrator:
                 f"found covered={covered!r}; expected True or False; fix: pass whether the "
                 "call covered a missing checklist item."
             )
-        row = {
-            "ts": int(self._clock()),
-            "tool": tool,
-            "fact_kind": fact_key(fact_kind),
-            "p_used": format(p, "f"),
-            "covered": int(covered),
-        }
         with self._lock:
-            self.db.table(OUTCOMES_TABLE).insert(row)
+            self.db.execute(
+                f"INSERT INTO {OUTCOMES_TABLE} (ts, tool, fact_kind, p_used, covered) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (int(self._clock()), tool, fact_key(fact_kind), format(p, "f"), int(covered)),
+            )
 
     def report(self, tool: str | None = None) -> CalibrationReport:
         sql = f"SELECT p_used, covered FROM {OUTCOMES_TABLE}"
@@ -225,8 +209,8 @@ class BetaCalibrator:
             sql += " WHERE tool = ?"
             params.append(tool)
         with self._lock:
-            rows = self.db.execute(sql + " ORDER BY id", params).fetchall()
-        return calibration_report((Decimal(p), bool(c)) for p, c in rows)
+            rows = self.db.query(sql + " ORDER BY id", params)
+        return calibration_report((Decimal(r["p_used"]), bool(r["covered"])) for r in rows)
 
 
 class FixedCalibrator:

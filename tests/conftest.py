@@ -70,6 +70,32 @@ def market(anvil: DevChain) -> Iterator[dict[str, str]]:
         yield urls
 
 
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Any]:
+    """One throwaway PostgreSQL server per session (started only when a test asks)."""
+    from storage.cluster import TempCluster
+
+    cluster = TempCluster().start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster: Any) -> str:
+    """A PostgreSQL URL whose search path is a new empty schema (isolated per test)."""
+    return str(pg_cluster.fresh_schema_url())
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
+    """Where a money store lives: a SQLite file, then a PostgreSQL schema (each test twice)."""
+    if request.param == "sqlite":
+        return tmp_path / "nib.db"
+    return str(request.getfixturevalue("pg_url"))
+
+
 @pytest.fixture
 def nib_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "nib-home"

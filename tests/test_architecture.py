@@ -1,6 +1,7 @@
 """The house's shape, as tests: no import cycle between product modules, and imports
 only in the permitted direction (agent → judge, wallet, chain; wallet → judge, chain;
-judge and chain import nothing of nib's). Every import counts, lazy ones included:
+judge and chain import nothing of nib's; storage, the database seam, imports nothing of
+nib's and every package may use it). Every import counts, lazy ones included:
 a function-level import is still a dependency, only deferred."""
 
 from __future__ import annotations
@@ -9,12 +10,13 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("agent", "wallet", "judge", "chain")
+PACKAGES = ("agent", "wallet", "judge", "chain", "storage")
 ALLOWED: dict[str, set[str]] = {
-    "agent": {"agent", "judge", "wallet", "chain"},
-    "wallet": {"wallet", "judge", "chain"},
-    "judge": {"judge"},
+    "agent": {"agent", "judge", "wallet", "chain", "storage"},
+    "wallet": {"wallet", "judge", "chain", "storage"},
+    "judge": {"judge", "storage"},
     "chain": {"chain"},
+    "storage": {"storage"},
 }
 
 

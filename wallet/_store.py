@@ -1,147 +1,125 @@
-"""The wallet's handle on the shared SQLite file: one connection, WAL, atomic sections.
+"""The wallet's handle on nib's database (SQLite or PostgreSQL) and its versioned tables.
 
-Atomic sections are ``BEGIN IMMEDIATE`` transactions (safe across processes) taken under
-a process-local lock (one connection is shared by threads, and SQLite transactions are
-per connection, so threads must not interleave inside one).
+Atomic sections are write sections of the storage seam holding the ``wallet`` lock:
+``BEGIN IMMEDIATE`` on SQLite (safe across processes on one host), a row lock on
+PostgreSQL (safe across connections and machines); see ``storage.db`` for why.
 """
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-import sqlite_utils
+from storage import Database, Location, Migration, Tx, add_missing_columns, migrate, open_database
 
 SPENDS = "wallet_spends"
 USED_VERDICTS = "wallet_used_verdicts"
 GAS = "wallet_gas"
+#: The lock every wallet write section holds (one wallet's money state, one queue).
+LOCK = "wallet"
 #: Columns added to ``wallet_spends`` after its first release, with their SQL types.
 #: Files written by an older nib gain them on open; old rows read them as NULL.
 ADDED_SPEND_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("valid_before", "INTEGER"),
-    ("gas_hold", "INTEGER NOT NULL DEFAULT 0"),
+    ("valid_before", "{int}"),
+    ("gas_hold", "{int} NOT NULL DEFAULT 0"),
 )
 
 
-def connect(path: str | Path) -> sqlite_utils.Database:
-    """Open ``path`` the way every nib package does (see the team contract)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA busy_timeout=30000")
-    return sqlite_utils.Database(conn)
+def _insertion_order(tx: Tx) -> None:
+    """PostgreSQL has no implicit rowid: give the wallet's tables one, for ``ORDER BY rowid``."""
+    if tx.dialect == "postgres":
+        for table in (SPENDS, GAS):
+            tx.execute(
+                f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS rowid BIGINT "
+                "GENERATED ALWAYS AS IDENTITY"
+            )
 
 
-def ensure_tables(db: sqlite_utils.Database) -> None:
-    """Create the wallet's tables and indexes if they are missing (idempotent)."""
-    db.execute(
-        f"""CREATE TABLE IF NOT EXISTS {SPENDS} (
-            id TEXT PRIMARY KEY,
-            run_id TEXT NOT NULL,
-            verdict_id TEXT,
-            payload_fingerprint TEXT,
-            kind TEXT NOT NULL,
-            asset TEXT NOT NULL,
-            amount INTEGER NOT NULL,
-            recipient TEXT NOT NULL,
-            chain_id INTEGER NOT NULL,
-            status TEXT NOT NULL,
-            tx_hash TEXT,
-            auth_nonce TEXT,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            note TEXT NOT NULL DEFAULT '',
-            valid_before INTEGER,
-            gas_hold INTEGER NOT NULL DEFAULT 0
-        )"""
-    )
-    _add_missing_columns(db, SPENDS, ADDED_SPEND_COLUMNS)
-    db.execute(f"CREATE INDEX IF NOT EXISTS idx_{SPENDS}_run ON {SPENDS}(run_id, status)")
-    db.execute(f"CREATE INDEX IF NOT EXISTS idx_{SPENDS}_tx ON {SPENDS}(tx_hash)")
-    db.execute(
-        f"""CREATE TABLE IF NOT EXISTS {USED_VERDICTS} (
-            verdict_id TEXT PRIMARY KEY,
-            used_at REAL NOT NULL,
-            run_id TEXT NOT NULL
-        )"""
-    )
-    db.execute(
-        f"""CREATE TABLE IF NOT EXISTS {GAS} (
-            id TEXT PRIMARY KEY,
-            run_id TEXT NOT NULL,
-            spend_id TEXT,
-            tx_hash TEXT,
-            wei INTEGER NOT NULL,
-            usdc INTEGER NOT NULL,
-            created_at REAL NOT NULL
-        )"""
-    )
-    db.execute(f"CREATE INDEX IF NOT EXISTS idx_{GAS}_run ON {GAS}(run_id)")
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "spends, used verdicts and gas; columns added since the first release",
+        (
+            f"""CREATE TABLE IF NOT EXISTS {SPENDS} (
+                id TEXT PRIMARY KEY,
+                run_id TEXT NOT NULL,
+                verdict_id TEXT,
+                payload_fingerprint TEXT,
+                kind TEXT NOT NULL,
+                asset TEXT NOT NULL,
+                amount {{int}} NOT NULL,
+                recipient TEXT NOT NULL,
+                chain_id {{int}} NOT NULL,
+                status TEXT NOT NULL,
+                tx_hash TEXT,
+                auth_nonce TEXT,
+                created_at {{real}} NOT NULL,
+                updated_at {{real}} NOT NULL,
+                note TEXT NOT NULL DEFAULT '',
+                valid_before {{int}},
+                gas_hold {{int}} NOT NULL DEFAULT 0
+            )""",
+            add_missing_columns(SPENDS, ADDED_SPEND_COLUMNS),
+            f"CREATE INDEX IF NOT EXISTS idx_{SPENDS}_run ON {SPENDS}(run_id, status)",
+            f"CREATE INDEX IF NOT EXISTS idx_{SPENDS}_tx ON {SPENDS}(tx_hash)",
+            f"""CREATE TABLE IF NOT EXISTS {USED_VERDICTS} (
+                verdict_id TEXT PRIMARY KEY,
+                used_at {{real}} NOT NULL,
+                run_id TEXT NOT NULL
+            )""",
+            f"""CREATE TABLE IF NOT EXISTS {GAS} (
+                id TEXT PRIMARY KEY,
+                run_id TEXT NOT NULL,
+                spend_id TEXT,
+                tx_hash TEXT,
+                wei {{int}} NOT NULL,
+                usdc {{int}} NOT NULL,
+                created_at {{real}} NOT NULL
+            )""",
+            f"CREATE INDEX IF NOT EXISTS idx_{GAS}_run ON {GAS}(run_id)",
+            _insertion_order,
+        ),
+    ),
+)
 
 
-def _add_missing_columns(
-    db: sqlite_utils.Database, table: str, columns: tuple[tuple[str, str], ...]
-) -> None:
-    """``ALTER TABLE ... ADD COLUMN`` for each of ``columns`` the table lacks.
-
-    The check is repeated inside ``BEGIN IMMEDIATE`` so two processes opening an old file
-    at once cannot both add the same column.
-    """
-
-    def missing() -> list[tuple[str, str]]:
-        have = {row[1] for row in db.execute(f"PRAGMA table_info({table})").fetchall()}
-        return [(name, kind) for name, kind in columns if name not in have]
-
-    if not missing():
-        return
-    conn = db.conn
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for name, kind in missing():
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+def ensure_tables(db: Database) -> None:
+    """Bring the wallet's tables to the newest schema version (idempotent)."""
+    migrate(db, "wallet", MIGRATIONS)
 
 
 class Store:
-    """One connection to the SQLite file plus the lock that makes sections atomic."""
+    """The wallet's database handle: atomic sections and plain reads."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.db = connect(self.path)
-        self.lock = threading.RLock()
-        with self.lock:
-            ensure_tables(self.db)
+    def __init__(self, location: Location | Database) -> None:
+        self.db = open_database(location)
+        self.path = self.db.location
+        ensure_tables(self.db)
 
     @property
-    def conn(self) -> sqlite3.Connection:
+    def dialect(self) -> str:
+        return self.db.dialect
+
+    @property
+    def conn(self) -> Any:
+        """The driver connection underneath (tests close it to simulate a lost handle)."""
         return self.db.conn
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """An exclusive write section: ``BEGIN IMMEDIATE`` ... ``COMMIT`` (rollback on error)."""
-        with self.lock:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.conn
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
-            self.conn.execute("COMMIT")
+    def transaction(self) -> Iterator[Tx]:
+        """An atomic write section holding the wallet lock (rollback on error)."""
+        with self.db.transaction(lock=LOCK) as tx:
+            yield tx
 
     def query(self, sql: str, params: tuple[object, ...] = ()) -> list[dict[str, Any]]:
         """Rows of ``sql`` as plain dicts (column -> value)."""
-        with self.lock:
-            cur = self.conn.execute(sql, params)
-            cols = [c[0] for c in cur.description]
-            return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+        return self.db.query(sql, params)
 
     def close(self) -> None:
-        with self.lock:
-            self.conn.close()
+        self.db.close()
+
+
+def as_store(location: Location | Database | Store) -> Store:
+    """``location`` as a Store (an open one is passed through)."""
+    return location if isinstance(location, Store) else Store(location)

@@ -12,14 +12,14 @@ seconds; NULL for other kinds and for rows written before the column existed).
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from wallet._store import GAS, SPENDS, USED_VERDICTS, Store
+from storage import Database, Tx
+from wallet._store import GAS, SPENDS, USED_VERDICTS, Store, as_store
 from wallet.errors import LedgerError
 
 SpendKind = Literal["x402", "transfer", "contract"]
@@ -75,7 +75,7 @@ class SpendRow:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> SpendRow:
-        return cls(**row)
+        return cls(**_known(cls, row))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (for ``nib audit --json`` and events)."""
@@ -98,8 +98,10 @@ class GasRow:
 class Ledger:
     """Read access to the wallet's tables, plus the status transitions the meter makes."""
 
-    def __init__(self, db: str | Path | Store, *, clock: Callable[[], float] = time.time) -> None:
-        self.store = db if isinstance(db, Store) else Store(db)
+    def __init__(
+        self, db: str | Path | Store | Database, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.store = as_store(db)
         self.clock = clock
 
     # ------------------------------------------------------------------ queries
@@ -154,7 +156,7 @@ class Ledger:
             found = self.store.query(
                 f"SELECT * FROM {GAS} WHERE run_id = ? ORDER BY created_at, rowid", (run_id,)
             )
-        return [GasRow(**r) for r in found]
+        return [GasRow(**_known(GasRow, r)) for r in found]
 
     # ------------------------------------------------------------------ transitions
 
@@ -188,7 +190,7 @@ class Ledger:
 
 
 def transition_in(
-    conn: sqlite3.Connection,
+    conn: Tx,
     spend_id: str,
     to: str,
     *,
@@ -231,6 +233,12 @@ def transition_in(
         params.extend([note, note])
     params.append(spend_id)
     conn.execute(f"UPDATE {SPENDS} SET {', '.join(sets)} WHERE id = ?", params)
+
+
+def _known(cls: type, row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` without columns ``cls`` does not declare (PostgreSQL's explicit rowid)."""
+    names = cls.__dataclass_fields__  # type: ignore[attr-defined]
+    return {k: v for k, v in row.items() if k in names}
 
 
 def _check_status(status: str) -> None:

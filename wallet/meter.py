@@ -1,6 +1,6 @@
 """Per-task spend meter: atomic reservations against a cap and the live balance.
 
-A reservation consumes the verdict and holds part of the run's cap in one SQLite
+A reservation consumes the verdict and holds part of the run's cap in one database
 transaction, so parallel calls (threads, tasks, processes) can never overspend. Gas
 paid in wei is converted to atomic USDC at a configured rate and counts against the
 same cap. Settled spend can be measured from the chain's Transfer logs.
@@ -8,7 +8,6 @@ same cap. Settled spend can be measured from the chain's Transfer logs.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 import uuid
 from collections.abc import Callable
@@ -16,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from wallet._store import GAS, SPENDS, USED_VERDICTS, Store
+from storage import Database, Tx
+from wallet._store import GAS, SPENDS, USED_VERDICTS, Store, as_store
 from wallet.errors import CapExceeded, InsufficientBalance, LedgerError, VerdictReplayed
 from wallet.ledger import COMMITTED, OUTSTANDING, Ledger, SpendKind, SpendRow, transition_in
 
@@ -106,14 +106,14 @@ class SpendMeter:
 
     def __init__(
         self,
-        db_path: str | Path | Store,
+        db_path: str | Path | Store | Database,
         chain: ChainClient | None = None,
         *,
         gas_usdc_per_eth: int = DEFAULT_GAS_USDC_PER_ETH,
         clock: Callable[[], float] = time.time,
     ) -> None:
         _require_int("gas_usdc_per_eth", gas_usdc_per_eth, minimum=0)
-        self.store = db_path if isinstance(db_path, Store) else Store(db_path)
+        self.store = as_store(db_path)
         self.ledger = Ledger(self.store, clock=clock)
         self.chain = chain
         self.gas_usdc_per_eth = gas_usdc_per_eth
@@ -139,7 +139,7 @@ class SpendMeter:
         max fee, converted); it counts against the cap while the spend is pending and is
         replaced by the gas actually paid once the receipt is in.
 
-        In one ``BEGIN IMMEDIATE`` transaction: mark the verdict used (VerdictReplayed if it
+        In one write section holding the wallet lock: mark the verdict used (VerdictReplayed if it
         was), refuse if the run's committed spend plus ``amount`` exceeds ``cap``
         (CapExceeded), refuse if ``amount`` exceeds ``balance`` minus every other
         outstanding reservation in the same asset (InsufficientBalance), then insert the
@@ -156,17 +156,17 @@ class SpendMeter:
         now = self.clock()
         spend_id = uuid.uuid4().hex
         with self.store.transaction() as conn:
-            try:
-                conn.execute(
-                    f"INSERT INTO {USED_VERDICTS} (verdict_id, used_at, run_id) VALUES (?, ?, ?)",
-                    (verdict.id, now, run_id),
-                )
-            except sqlite3.IntegrityError:
+            fresh = conn.execute(
+                f"INSERT INTO {USED_VERDICTS} (verdict_id, used_at, run_id) VALUES (?, ?, ?) "
+                "ON CONFLICT (verdict_id) DO NOTHING",
+                (verdict.id, now, run_id),
+            ).rowcount
+            if fresh != 1:
                 raise VerdictReplayed(
                     f"Verdict {verdict.id} was already used; a verdict authorises one "
                     "signature only. Fix: ask the judge for a new verdict.",
                     verdict_id=verdict.id,
-                ) from None
+                )
             committed = _committed(conn, run_id)
             if committed + amount + gas_hold > cap:
                 gas_part = f" plus up to {gas_hold} for gas" if gas_hold else ""
@@ -370,7 +370,7 @@ def _rid(res: Reservation | str) -> str:
     return res if isinstance(res, str) else res.id
 
 
-def _committed(conn: sqlite3.Connection, run_id: str) -> int:
+def _committed(conn: Tx, run_id: str) -> int:
     """Spends reserved, signed or settled, gas paid, and gas still held by pending spends."""
     gas = conn.execute(
         f"SELECT COALESCE(SUM(usdc), 0) FROM {GAS} WHERE run_id = ?", (run_id,)
@@ -378,7 +378,7 @@ def _committed(conn: sqlite3.Connection, run_id: str) -> int:
     return _sum(conn, run_id, COMMITTED) + int(gas) + _gas_held(conn, run_id)
 
 
-def _gas_held(conn: sqlite3.Connection, run_id: str) -> int:
+def _gas_held(conn: Tx, run_id: str) -> int:
     marks = ", ".join("?" for _ in OUTSTANDING)
     held = conn.execute(
         f"SELECT COALESCE(SUM(gas_hold), 0) FROM {SPENDS} "
@@ -388,7 +388,7 @@ def _gas_held(conn: sqlite3.Connection, run_id: str) -> int:
     return int(held)
 
 
-def _sum(conn: sqlite3.Connection, run_id: str, statuses: tuple[str, ...]) -> int:
+def _sum(conn: Tx, run_id: str, statuses: tuple[str, ...]) -> int:
     marks = ", ".join("?" for _ in statuses)
     row = conn.execute(
         f"SELECT COALESCE(SUM(amount), 0) FROM {SPENDS} WHERE run_id = ? AND status IN ({marks})",
@@ -397,7 +397,7 @@ def _sum(conn: sqlite3.Connection, run_id: str, statuses: tuple[str, ...]) -> in
     return int(row[0])
 
 
-def _outstanding(conn: sqlite3.Connection, asset: str) -> int:
+def _outstanding(conn: Tx, asset: str) -> int:
     marks = ", ".join("?" for _ in OUTSTANDING)
     row = conn.execute(
         f"SELECT COALESCE(SUM(amount), 0) FROM {SPENDS} WHERE asset = ? AND status IN ({marks})",

@@ -10,7 +10,7 @@ from agent.store import RunStore
 def test_tables_idempotent_and_wal(tmp_path: Path) -> None:
     a = RunStore(tmp_path / "nib.db")
     RunStore(tmp_path / "nib.db")
-    names = set(a.db.table_names())
+    names = {r["name"] for r in a.db.query("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"agent_runs", "agent_events", "agent_lessons", "agent_paused"} <= names
     assert a.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 

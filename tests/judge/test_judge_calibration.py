@@ -47,7 +47,7 @@ def test_outcomes_persist_in_the_judge_table(tmp_path: Path) -> None:
     cal.record("paid", "k", Decimal("0.25"), True)
     again = BetaCalibrator(str(path))
     assert again.counts("paid", "k") == (1, 1)
-    rows = list(again.db[OUTCOMES_TABLE].rows)
+    rows = again.db.query(f"SELECT * FROM {OUTCOMES_TABLE}")
     assert rows == [
         {
             "id": 1,
@@ -58,7 +58,7 @@ def test_outcomes_persist_in_the_judge_table(tmp_path: Path) -> None:
             "covered": 1,
         }
     ]
-    assert again.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert again.db.scalar("PRAGMA journal_mode") == "wal"
 
 
 def test_report_metrics_by_hand() -> None:

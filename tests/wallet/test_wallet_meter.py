@@ -1,4 +1,5 @@
-"""The spend meter and ledger on SQLite alone: atomic reservations, caps, gas, transitions."""
+"""The spend meter and ledger on SQLite and on PostgreSQL: atomic reservations, caps, gas,
+transitions (each test runs once per backend through ``store_location``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from wallet._store import connect, ensure_tables
+from storage import Database
+from wallet._store import ensure_tables
 from wallet.errors import CapExceeded, InsufficientBalance, LedgerError, VerdictReplayed
 from wallet.ledger import Ledger
 from wallet.meter import SpendMeter, gas_to_usdc
@@ -30,8 +32,8 @@ class FakeVerdict:
 
 
 @pytest.fixture
-def meter(tmp_path: Path) -> SpendMeter:
-    return SpendMeter(tmp_path / "nib.db")
+def meter(store_location: str | Path) -> SpendMeter:
+    return SpendMeter(store_location)
 
 
 def test_reserve_writes_a_reserved_row_and_uses_the_verdict(meter: SpendMeter) -> None:
@@ -127,9 +129,9 @@ def test_gas_converts_rounding_up_and_counts_against_the_cap(meter: SpendMeter) 
     assert info.value.observed == 6_400_000
 
 
-def test_twenty_parallel_reservations_against_a_dollar_cap(tmp_path: Path) -> None:
-    # Two meters = two connections: the BEGIN IMMEDIATE lock, not the Python lock, decides.
-    meters = [SpendMeter(tmp_path / "nib.db"), SpendMeter(tmp_path / "nib.db")]
+def test_twenty_parallel_reservations_against_a_dollar_cap(store_location: str | Path) -> None:
+    # Two meters = two connections: the database's lock, not the Python lock, decides.
+    meters = [SpendMeter(store_location), SpendMeter(store_location)]
     barrier = threading.Barrier(20)
     outcomes: list[str] = []
 
@@ -148,15 +150,17 @@ def test_twenty_parallel_reservations_against_a_dollar_cap(tmp_path: Path) -> No
         t.join()
     assert sorted(outcomes) == ["cap"] * 10 + ["ok"] * 10
     assert meters[0].reserved("run-1") == ONE
-    assert len(Ledger(tmp_path / "nib.db").rows("run-1")) == 10
+    assert len(Ledger(store_location).rows("run-1")) == 10
 
 
 def test_tables_are_created_idempotently_with_the_documented_columns(tmp_path: Path) -> None:
-    db = connect(tmp_path / "nib.db")
+    db = Database(tmp_path / "nib.db")
     ensure_tables(db)
     ensure_tables(db)
-    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert set(db["wallet_spends"].columns_dict) == {
+    assert db.scalar("PRAGMA journal_mode") == "wal"
+    with db.transaction() as tx:
+        spends, used = tx.columns("wallet_spends"), tx.columns("wallet_used_verdicts")
+    assert spends == {
         "id",
         "run_id",
         "verdict_id",
@@ -175,8 +179,9 @@ def test_tables_are_created_idempotently_with_the_documented_columns(tmp_path: P
         "valid_before",
         "gas_hold",
     }
-    assert set(db["wallet_used_verdicts"].columns_dict) == {"verdict_id", "used_at", "run_id"}
-    assert db["wallet_used_verdicts"].pks == ["verdict_id"]
+    assert used == {"verdict_id", "used_at", "run_id"}
+    assert db.scalar("SELECT pk FROM pragma_table_info('wallet_used_verdicts') "
+                     "WHERE name = 'verdict_id'") == 1
 
 
 def test_signed_rows_hold_the_cap_and_the_balance_until_settled_or_failed(
@@ -213,7 +218,7 @@ def test_a_ledger_written_before_valid_before_existed_opens_and_gains_the_column
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "old.db"
-    old = connect(path)
+    old = Database(path)
     old.execute(
         """CREATE TABLE wallet_spends (
             id TEXT PRIMARY KEY, run_id TEXT NOT NULL, verdict_id TEXT,
@@ -228,11 +233,12 @@ def test_a_ledger_written_before_valid_before_existed_opens_and_gains_the_column
         "31337, 'signed', NULL, ?, 1.0, 1.0, '')",
         (USDC.lower(), DIME, SELLER.lower(), "0x" + "55" * 32),
     )
-    old.conn.close()
+    old.close()
 
     meter = SpendMeter(path)
     Ledger(path)  # a second open is a no-op
-    assert "valid_before" in connect(path)["wallet_spends"].columns_dict
+    with Database(path).transaction() as tx:
+        assert "valid_before" in tx.columns("wallet_spends")
     [row] = meter.ledger.rows()
     assert (row.id, row.status, row.valid_before) == ("old-1", "signed", None)
     assert meter.reserved("run-0") == DIME  # an old pending row still holds its cap

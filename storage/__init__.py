@@ -1,0 +1,34 @@
+"""nib's storage seam: SQLite (the embedded default) or PostgreSQL (``NIB_DATABASE_URL``).
+
+Imports nothing of nib's; every package may import it. See ``storage.db`` for how write
+sections lock on each engine and ``storage.migrate`` for versioned schemas.
+"""
+
+from storage.db import (
+    Database,
+    Dialect,
+    IntegrityError,
+    Location,
+    StorageError,
+    Tx,
+    describe,
+    is_url,
+    open_database,
+)
+from storage.migrate import Migration, add_missing_columns, migrate, schema_version
+
+__all__ = [
+    "Database",
+    "Dialect",
+    "IntegrityError",
+    "Location",
+    "Migration",
+    "StorageError",
+    "Tx",
+    "add_missing_columns",
+    "describe",
+    "is_url",
+    "migrate",
+    "open_database",
+    "schema_version",
+]
