@@ -22,6 +22,13 @@ OUTCOMES_TABLE = "judge_outcomes"
 #: p is quantised to this many decimals so EV arithmetic on it stays exact.
 P_QUANTUM = Decimal("0.000001")
 DEFAULT_PRIOR = Decimal("0.5")
+#: p for a seller nib has never bought from (no declared coverage of ours backs it):
+#: conservative, so a few failed purchases take it below :data:`MIN_P_TO_PAY`.
+NEW_SELLER_PRIOR = Decimal("0.4")
+#: Below this calibrated p the judge pays no seller, however cheap: with the default
+#: strength 2, a new seller that covers nothing is refused after its third failure
+#: (0.4 -> 0.267 -> 0.2 -> 0.16).
+MIN_P_TO_PAY = Decimal("0.2")
 DEFAULT_PRIOR_STRENGTH = Decimal(2)
 N_BINS = 10
 
@@ -44,6 +51,12 @@ class CalibrationReport(TypedDict):
 def fact_key(fact: str) -> str:
     """Match key for fact kinds and checklist items: 'Base fee (gwei)' -> 'base_fee_gwei'."""
     return re.sub(r"[^0-9a-z]+", "_", fact.lower()).strip("_")
+
+
+def calibration_subject(tool: str, seller: str | None = None) -> str:
+    """What p is calibrated for: the tool, or the tool at one seller, e.g.
+    ``pay_http@http://127.0.0.1:8402`` (outcomes are stored under this name)."""
+    return f"{tool}@{seller}" if seller else tool
 
 
 def _probability(name: str, value: Decimal | str | int) -> Decimal:

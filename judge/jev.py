@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from typing import Any, NamedTuple, Protocol
 
-from judge.calibration import BetaCalibrator, CalibrationReport, Calibrator, fact_key
+from judge.calibration import (
+    MIN_P_TO_PAY,
+    NEW_SELLER_PRIOR,
+    BetaCalibrator,
+    CalibrationReport,
+    Calibrator,
+    calibration_subject,
+    fact_key,
+)
 from judge.errors import (
     JudgeConfigError,
     JudgeRequestInvalid,
@@ -65,6 +73,10 @@ class PaidCallRequest:
     pay (the ones the task names or the user allowlisted), compared case-insensitively;
     any other recipient is refused. ``None`` (the default, and x402 purchases whose
     sellers are allowlisted by URL) skips the check.
+    ``seller`` names who is paid for the data (an x402 seller's origin): p is then kept
+    per (tool at seller, fact kind) and starts at ``NEW_SELLER_PRIOR`` unless coverage
+    is declared. ``alternatives`` are other quoted offers for the same missing items:
+    the judge rules on the one with the highest EV and names the others in its reason.
     """
 
     tool: str
@@ -87,10 +99,20 @@ class PaidCallRequest:
     history: tuple[CallRecord, ...] = ()
     checklist_size: int | None = None
     known_recipients: tuple[str, ...] | None = None
+    seller: str | None = None
+    alternatives: tuple[PaidCallRequest, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("missing", "covered", "tool_facts"):
+        for name in ("missing", "covered", "tool_facts", "alternatives"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        for alt in self.alternatives:
+            if not isinstance(alt, PaidCallRequest) or alt.alternatives:
+                raise JudgeRequestInvalid(
+                    f"found an alternative {type(alt).__name__} "
+                    f"{'with alternatives of its own' if isinstance(alt, PaidCallRequest) else ''}; "
+                    "expected PaidCallRequest offers without nested alternatives; fix: list "
+                    "every offer once, on the proposed call."
+                )
         if self.known_recipients is not None:
             if isinstance(self.known_recipients, str) or not all(
                 isinstance(a, str) for a in self.known_recipients
@@ -165,6 +187,12 @@ class PaidCallRequest:
                 if self.known_recipients is not None
                 else {}
             ),
+            **({"seller": self.seller} if self.seller is not None else {}),
+            **(
+                {"alternatives": [a.to_wire() for a in self.alternatives]}
+                if self.alternatives
+                else {}
+            ),
         }
 
     @classmethod
@@ -177,6 +205,9 @@ class PaidCallRequest:
             fields["history"] = tuple(
                 CallRecord(str(t), bool(ok), tuple(cov), int(cost))
                 for t, ok, cov, cost in fields.get("history", ())
+            )
+            fields["alternatives"] = tuple(
+                cls.from_wire(a) for a in fields.get("alternatives", ())
             )
             return cls(**fields)
         except JudgeRequestInvalid:
@@ -284,14 +315,14 @@ class Judge:
 
     def decide(self, request: PaidCallRequest) -> Verdict:
         """Rule on one money-moving call; every ruling is a signed verdict."""
-        req = request
-        expected = call_fingerprint(req.tool, req.args)
-        if expected != req.call_fingerprint:
-            raise JudgeRequestInvalid(
-                f"found call_fingerprint {req.call_fingerprint}; expected {expected} for "
-                f"{req.tool} with these args; fix: compute it with judge.call_fingerprint."
-            )
-        decision, p, ev, reason = self._rule(req)
+        for offer in (request, *request.alternatives):
+            expected = call_fingerprint(offer.tool, offer.args)
+            if expected != offer.call_fingerprint:
+                raise JudgeRequestInvalid(
+                    f"found call_fingerprint {offer.call_fingerprint}; expected {expected} for "
+                    f"{offer.tool} with these args; fix: compute it with judge.call_fingerprint."
+                )
+        req, (decision, p, ev, reason) = self._best(request)
         verdict = self._signer.issue(
             decision=decision,
             call_fingerprint=req.call_fingerprint,
@@ -322,6 +353,38 @@ class Judge:
                 },
             )
         return verdict
+
+    def _best(
+        self, request: PaidCallRequest
+    ) -> tuple[PaidCallRequest, tuple[Decision, Decimal, Decimal, str]]:
+        """The offer to rule on: the proposed call, or among it and its alternatives the
+        payable one (approve or escalate) with the highest EV, ties to the proposed call
+        then the lower price. The reason names every other offer and why it lost."""
+        if not request.alternatives:
+            return request, self._rule(request)
+        offers = (request, *request.alternatives)
+        rulings = [(offer, self._rule(offer)) for offer in offers]
+        payable = [r for r in rulings if r[1][0] in ("approve", "escalate")]
+        pool = payable or [rulings[0]]
+        best = max(pool, key=lambda r: (r[1][2], r[0] is request, -r[0].price))
+        lost = []
+        for offer, (decision, _p, ev, why) in rulings:
+            if offer is best[0]:
+                continue
+            name = offer.seller or offer.tool
+            if decision in ("approve", "escalate"):
+                lost.append(f"{name} at {format_usdc(offer.price)} USDC lost on EV {format_usdc(ev)}")
+            else:
+                lost.append(f"{name} at {format_usdc(offer.price)} USDC {decision}d: {why}")
+        winner, (decision, p, ev, why) = best
+        name = winner.seller or winner.tool
+        return winner, (
+            decision,
+            p,
+            ev,
+            f"best of {len(offers)} offers is {name} at {format_usdc(winner.price)} USDC: {why}; "
+            f"alternatives: {'; '.join(lost)}",
+        )
 
     def _rule(self, req: PaidCallRequest) -> tuple[Decision, Decimal, Decimal, str]:
         zero = Decimal(0)
@@ -376,7 +439,11 @@ class Judge:
                 f"provides {', '.join(req.tool_facts) or 'nothing declared'}: a payment that "
                 "covers nothing still missing is refused",
             )
-        p = max(self.calibrator.p(req.tool, fact_key(m), req.declared_coverage) for m in coverable)
+        subject = calibration_subject(req.tool, req.seller)
+        prior = req.declared_coverage
+        if prior is None and req.seller is not None:
+            prior = NEW_SELLER_PRIOR
+        p = max(self.calibrator.p(subject, fact_key(m), prior) for m in coverable)
         size = req.checklist_size or (len(req.missing) + len(req.covered))
         per_item = self._value_per_item or req.spend_cap // max(size, 1)
         value = per_item * len(coverable)
@@ -401,6 +468,15 @@ class Judge:
             f"item{'s' if len(coverable) != 1 else ''} x {format_usdc(per_item)} USDC) "
             f"- price {price} USDC"
         )
+        if req.seller is not None and p < MIN_P_TO_PAY:
+            return (
+                "refuse",
+                p,
+                ev,
+                f"p {_fmt_p(p)} for {req.seller or req.tool} is below the {_fmt_p(MIN_P_TO_PAY)} "
+                "a seller must keep to be paid (its purchases have not covered what it "
+                f"offered): {sums}",
+            )
         if ev <= 0:
             return (
                 "refuse",

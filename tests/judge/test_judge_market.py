@@ -1,0 +1,112 @@
+"""The judge in a market: p per (seller, fact kind) from a conservative prior, a floor
+under which no seller is paid, and the best of several quoted offers."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from judge.calibration import (
+    MIN_P_TO_PAY,
+    NEW_SELLER_PRIOR,
+    BetaCalibrator,
+    calibration_subject,
+)
+from judge.errors import JudgeRequestInvalid
+from judge.fingerprint import call_fingerprint, fingerprint
+from judge.jev import Judge, PaidCallRequest
+from judge.verdict import VerdictSigner, verify_verdict
+
+USDC = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
+CHEAP, HONEST, DEAR = "http://127.0.0.1:7001", "http://127.0.0.1:7002", "http://127.0.0.1:7003"
+
+
+def offer(seller: str, price: int, **over: Any) -> PaidCallRequest:
+    args = {"url": f"{seller}/tokens?symbol=USDC"}
+    fields: dict[str, Any] = {
+        "tool": "pay_http",
+        "args": args,
+        "call_fingerprint": call_fingerprint("pay_http", args),
+        "payload_fingerprint": fingerprint({"quote": seller}),
+        "price": price,
+        "asset": USDC,
+        "recipient": "0x" + seller[-4:].rjust(40, "0"),
+        "chain_id": 31337,
+        "remaining_budget": 1_000_000,
+        "balance": 100_000_000,
+        "per_call_cap": 500_000,
+        "spend_cap": 1_000_000,
+        "missing": ("token_factsheet",),
+        "covered": ("block_number",),
+        "tool_facts": ("token_factsheet",),
+        "seller": seller,
+    }
+    fields.update(over)
+    return PaidCallRequest(**fields)
+
+
+@pytest.fixture
+def judge(signer: VerdictSigner) -> Judge:
+    return Judge(signer, BetaCalibrator(), allowed_assets={31337: {USDC}})
+
+
+def test_a_new_seller_starts_conservative_and_each_keeps_its_own_p(judge: Judge) -> None:
+    verdict = judge.decide(offer(CHEAP, 5_000))
+    assert Decimal(verdict.p) == NEW_SELLER_PRIOR and verdict.decision == "approve"
+    judge.record_outcome(calibration_subject("pay_http", CHEAP), "token_factsheet", verdict.p, False)
+    assert Decimal(judge.decide(offer(CHEAP, 5_000)).p) < NEW_SELLER_PRIOR
+    assert Decimal(judge.decide(offer(HONEST, 10_000)).p) == NEW_SELLER_PRIOR
+
+
+def test_an_over_claiming_seller_loses_approval_and_an_honest_one_keeps_it(judge: Judge) -> None:
+    bought = {CHEAP: 0, HONEST: 0}
+    for _ in range(20):
+        for seller, delivers in ((CHEAP, False), (HONEST, True)):
+            verdict = judge.decide(offer(seller, 5_000))
+            if verdict.decision != "approve":
+                continue
+            bought[seller] += 1
+            subject = calibration_subject("pay_http", seller)
+            judge.record_outcome(subject, "token_factsheet", verdict.p, delivers)
+    assert bought == {CHEAP: 3, HONEST: 20}
+    last = judge.decide(offer(CHEAP, 5_000))
+    assert last.decision == "refuse" and Decimal(last.p) < MIN_P_TO_PAY
+    assert f"below the {MIN_P_TO_PAY}" in last.reason and CHEAP in last.reason
+
+
+def test_the_best_offer_wins_and_the_reason_names_the_others(judge: Judge) -> None:
+    judge.record_outcome(calibration_subject("pay_http", CHEAP), "token_factsheet", "0.4", False)
+    request = offer(CHEAP, 5_000, alternatives=(offer(HONEST, 10_000), offer(DEAR, 2_000_000)))
+    verdict = judge.decide(request)
+    verify_verdict(verdict, judge.address)
+    winner = request.alternatives[0]
+    assert verdict.decision == "approve"
+    assert verdict.payload_fingerprint == winner.payload_fingerprint
+    assert verdict.call_fingerprint == winner.call_fingerprint
+    assert verdict.amount == 10_000 and verdict.recipient == winner.recipient
+    assert verdict.reason.startswith(f"best of 3 offers is {HONEST} at 0.01 USDC: EV ")
+    assert f"{CHEAP} at 0.005 USDC lost on EV" in verdict.reason
+    assert f"{DEAR} at 2.00 USDC refused: price 2.00 USDC exceeds the per-call cap" in (
+        verdict.reason
+    )
+
+
+def test_when_no_offer_is_payable_the_proposed_one_is_refused(judge: Judge) -> None:
+    request = offer(CHEAP, 900_000, alternatives=(offer(HONEST, 950_000),))
+    verdict = judge.decide(request)
+    assert verdict.decision == "refuse"
+    assert verdict.payload_fingerprint == request.payload_fingerprint
+    assert f"{HONEST} at 0.95 USDC refused" in verdict.reason
+
+
+def test_alternatives_cross_the_wire_and_are_checked(judge: Judge) -> None:
+    request = offer(CHEAP, 5_000, alternatives=(offer(HONEST, 10_000),))
+    again = PaidCallRequest.from_wire(request.to_wire())
+    assert again == request and again.alternatives[0].seller == HONEST
+    forged = offer(CHEAP, 5_000, alternatives=(offer(HONEST, 10_000, call_fingerprint="0x" + "1" * 64),))
+    with pytest.raises(JudgeRequestInvalid, match="call_fingerprint"):
+        judge.decide(forged)
+    with pytest.raises(JudgeRequestInvalid, match="nested alternatives"):
+        offer(CHEAP, 5_000, alternatives=(request,))
