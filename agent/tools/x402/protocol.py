@@ -9,13 +9,19 @@ seller's settlement receipt. Wire types and encoders are the official ``x402`` p
 from __future__ import annotations
 
 import binascii
+import copy
 import json
 import os
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import httpx
 from eth_utils import is_address, to_checksum_address
 from pydantic import ValidationError
+from x402.extensions.payment_identifier import (
+    PAYMENT_IDENTIFIER,
+    append_payment_identifier_to_extensions,
+)
 from x402.http import (
     PAYMENT_REQUIRED_HEADER,
     PAYMENT_RESPONSE_HEADER,
@@ -55,6 +61,8 @@ __all__ = [
     "encode_payment_header",
     "parse_payment_required",
     "parse_payment_response",
+    "payment_id_for",
+    "payment_payload",
     "requirement_amount",
     "requirement_chain_id",
     "requirement_network",
@@ -360,25 +368,25 @@ def build_authorization(
 # ----------------------------------------------------------------------------- encode
 
 
-def encode_payment_header(
+def payment_id_for(authorization: Mapping[str, str]) -> str:
+    """The x402 ``payment-identifier`` of one purchase: derived from the authorization's
+    nonce, so a re-sent authorization carries the same id and a seller can recognise it."""
+    return "pay_" + str(authorization["nonce"]).removeprefix("0x")
+
+
+def payment_payload(
     requirement: AnyRequirement,
     pr: AnyPaymentRequired,
     authorization: dict[str, str],
     signature: bytes | str,
-    version: int | None = None,
-) -> tuple[str, str]:
-    """``(header_name, header_value)`` carrying the signed authorization to the seller.
+) -> PaymentPayload | PaymentPayloadV1:
+    """The x402 PaymentPayload carrying the signed authorization (HTTP header or MCP
+    ``_meta``). v2 echoes ``requirement`` as ``accepted`` and the 402's extensions, with
+    our payment id added when the seller declared ``payment-identifier``.
 
-    v2: ``PAYMENT-SIGNATURE`` with a PaymentPayload echoing ``requirement`` as ``accepted``;
-    v1: ``X-PAYMENT``. ``version`` defaults to the 402's. Raises ValueError when the
-    authorization does not pay exactly ``requirement`` (amount and recipient), so a payload
-    changed after approval cannot be sent under it.
+    Raises ValueError when the authorization does not pay exactly ``requirement`` (amount
+    and recipient), so a payload changed after approval cannot be sent under it.
     """
-    version = pr.x402_version if version is None else version
-    if version != pr.x402_version:
-        raise ValueError(
-            f"version {version} does not match the 402's x402Version {pr.x402_version}."
-        )
     if requirement not in pr.accepts:
         raise ValueError("requirement is not one of this 402's accepts; choose it from pr.")
     if str(authorization.get("value")) != str(requirement_amount(requirement)):
@@ -403,18 +411,41 @@ def encode_payment_header(
         signature=_signature_hex(signature),
     ).to_dict()
     if isinstance(pr, PaymentRequired) and isinstance(requirement, PaymentRequirements):
-        payload = PaymentPayload(
+        extensions = copy.deepcopy(pr.extensions) if pr.extensions else None
+        if extensions and PAYMENT_IDENTIFIER in extensions:
+            append_payment_identifier_to_extensions(extensions, payment_id_for(authorization))
+        return PaymentPayload(
             x402_version=2,
             payload=inner,
             accepted=requirement,
             resource=pr.resource,
-            extensions=pr.extensions or None,
+            extensions=extensions,
         )
-        return PAYMENT_SIGNATURE_HEADER, encode_payment_signature_header(payload)
-    payload_v1 = PaymentPayloadV1(
+    return PaymentPayloadV1(
         x402_version=1, scheme=requirement.scheme, network=requirement.network, payload=inner
     )
-    return X_PAYMENT_HEADER, encode_payment_signature_header(payload_v1)
+
+
+def encode_payment_header(
+    requirement: AnyRequirement,
+    pr: AnyPaymentRequired,
+    authorization: dict[str, str],
+    signature: bytes | str,
+    version: int | None = None,
+) -> tuple[str, str]:
+    """``(header_name, header_value)`` carrying the signed authorization to the seller.
+
+    v2: ``PAYMENT-SIGNATURE`` with the :func:`payment_payload`; v1: ``X-PAYMENT``.
+    ``version`` defaults to the 402's. Raises ValueError as :func:`payment_payload` does.
+    """
+    version = pr.x402_version if version is None else version
+    if version != pr.x402_version:
+        raise ValueError(
+            f"version {version} does not match the 402's x402Version {pr.x402_version}."
+        )
+    payload = payment_payload(requirement, pr, authorization, signature)
+    name = PAYMENT_SIGNATURE_HEADER if payload.x402_version == 2 else X_PAYMENT_HEADER
+    return name, encode_payment_signature_header(payload)
 
 
 # ---------------------------------------------------------------------------- helpers
