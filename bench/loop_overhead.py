@@ -31,6 +31,7 @@ from agent.loop.run import Deps, run_task  # noqa: E402
 from agent.models.scripted import ScriptedModel  # noqa: E402
 from agent.store import RunStore  # noqa: E402
 from agent.tools.base import Observation, Tool, ToolContext, ToolRegistry  # noqa: E402
+from chain.client import ChainClient  # noqa: E402
 from chain.networks import get_network  # noqa: E402
 from judge.policy import FreePolicyRow, FreeReadPolicy  # noqa: E402
 
@@ -80,11 +81,13 @@ def _nib_script() -> dict[str, list[Any]]:
 async def nib_run(store: RunStore) -> float:
     tools = [_InstantTool(n) for n in TOOLS]
     policy = FreeReadPolicy([FreePolicyRow(n, max_calls_per_run=10) for n in TOOLS])
+    network = get_network("anvil")
     deps = Deps(
         model=ScriptedModel(_nib_script()),
         registry=ToolRegistry(tools),
         store=store,
-        network=get_network("anvil"),
+        network=network,
+        chain=ChainClient(network.rpc_url),  # never read: the tools are instant doubles
         free_policy=policy,
         limits=Limits(streak_length=10),
     )

@@ -35,7 +35,7 @@ from judge.fingerprint import (
     typed_data_fingerprint,
     typed_data_payload,
 )
-from judge.jev import CallRecord, Judge, JudgeProtocol, PaidCallRequest, format_usdc
+from judge.jev import CallRecord, Judge, PaidCallRequest, format_usdc
 from judge.policy import FreeDecision, FreePolicyRow, FreeReadPolicy
 from judge.verdict import (
     DEFAULT_TTL_S,
@@ -79,7 +79,6 @@ __all__ = [
     "JudgeClient",
     "JudgeConfigError",
     "JudgeError",
-    "JudgeProtocol",
     "JudgeRequestInvalid",
     "JudgeServer",
     "JudgeUnreachable",

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from judge.calibration import (
     MIN_P_TO_PAY,
@@ -236,23 +236,6 @@ def _fmt_p(p: Decimal) -> str:
     text = format(p, "f")
     whole, _, frac = text.partition(".")
     return f"{whole}.{frac.rstrip('0').ljust(2, '0')}"
-
-
-class JudgeProtocol(Protocol):
-    """What the agent and the wallet need from a judge (in-process or the service)."""
-
-    @property
-    def address(self) -> str: ...
-
-    def decide(self, request: PaidCallRequest) -> Verdict: ...
-
-    def decide_free(self, tool: str, calls_so_far: int) -> FreeDecision: ...
-
-    def recheck(self, verdict: Verdict) -> None: ...
-
-    def record_outcome(
-        self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool
-    ) -> None: ...
 
 
 class Judge:

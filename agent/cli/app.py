@@ -475,14 +475,14 @@ def judge_calibration(as_json: bool = typer.Option(False, "--json")) -> None:
 @judge_app.command("serve")
 def judge_serve(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8402)) -> None:
     """Run the judge as its own HTTP service on loopback, holding its key."""
-    from agent.cli.runtime import build_judge, resolve_network
+    from agent.cli.runtime import build_local_judge, resolve_network
     from judge.service import serve
 
     settings = _settings()
     if host not in ("127.0.0.1", "localhost", "::1"):
         fail(f"--host {host} is not loopback; the judge service binds to loopback only. Fix: --host 127.0.0.1")
     network = resolve_network(settings, _devnet.status(settings.home))
-    judge = build_judge(settings.model_copy(update={"judge_url": None}), network)
+    judge = build_local_judge(settings, network)
     err.print(f"judge {judge.address} serving on http://{host}:{port}")
     if not settings.judge_token:
         err.print("warning: NIB_JUDGE_TOKEN is not set, so any local process can ask this judge "

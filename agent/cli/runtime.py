@@ -11,21 +11,30 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eth_account import Account
+from eth_account.signers.local import LocalAccount
 
 from agent.config import NibSettings, load_settings
 from agent.errors import AgentConfigError
+from agent.loop.limits import Limits
 from agent.loop.run import Deps
 from agent.models.base import Model
+from agent.seams import AgentJudge
 from agent.store import RunStore
+from agent.tools.base import ToolRegistry
 from chain import devnet as _devnet
 from chain.client import ChainClient
 from chain.devkeys import JUDGE, dev_account
 from chain.networks import Network, custom_network, get_network
+
+if TYPE_CHECKING:
+    from judge.jev import Judge
+    from wallet.signer import Wallet
 
 JUDGE_KEY_FILE = "judge-key.json"
 
@@ -38,9 +47,9 @@ class Runtime:
     network: Network
     chain: ChainClient
     store: RunStore
-    wallet: Any
-    judge: Any
-    registry: Any
+    wallet: Wallet
+    judge: AgentJudge
+    registry: ToolRegistry
     model: Model
     paywall_url: str | None
     devnet: _devnet.DevnetInfo | None = None
@@ -50,7 +59,13 @@ class Runtime:
     def db_path(self) -> Path:
         return self.settings.database
 
-    def deps(self, *, profile: str | None = None, limits: Any = None, on_event: Any = None) -> Deps:
+    def deps(
+        self,
+        *,
+        profile: str | None = None,
+        limits: Limits | None = None,
+        on_event: Callable[[str, str, dict[str, Any]], None] | None = None,
+    ) -> Deps:
         """Dependencies for one run (or a resume)."""
         allow = (self.paywall_url,) if self.paywall_url else ()
         extra_allow = tuple(o.strip() for o in self.settings.seller_allowlist.split(",") if o.strip())
@@ -68,8 +83,8 @@ class Runtime:
             chain=self.chain,
             judge=self.judge,
             wallet=self.wallet,
-            wallet_address=self.wallet.address if self.wallet is not None else None,
-            meter=getattr(self.wallet, "meter", None),
+            wallet_address=self.wallet.address,
+            meter=self.wallet.meter,
             limits=limits,
             profile=profile,
             allowlist=allow + market + extra_allow,
@@ -78,7 +93,7 @@ class Runtime:
         )
 
 
-def _audit_into(store: RunStore) -> Any:
+def _audit_into(store: RunStore) -> Callable[[str, dict[str, Any]], None]:
     """Wallet refusals and settlements join the run's own audit trail."""
 
     def emit(type_: str, data: dict[str, Any]) -> None:
@@ -94,7 +109,7 @@ def ensure_devnet_wallet(info: _devnet.DevnetInfo, home: Path | None = None) -> 
     return _ensure(home or _devnet.nib_home())
 
 
-def _judge_account(settings: NibSettings, network: Network) -> Any:
+def _judge_account(settings: NibSettings, network: Network) -> LocalAccount:
     """The judge's signing key: Anvil's judge dev key on the devnet, else a key file of its own."""
     if network.is_devnet:
         return dev_account(JUDGE)
@@ -117,7 +132,7 @@ def _judge_account(settings: NibSettings, network: Network) -> Any:
     return Account.from_key(Account.decrypt(json.loads(path.read_text()), secret))
 
 
-def build_judge(settings: NibSettings, network: Network, *, spend_cap: int | None = None) -> Any:
+def build_judge(settings: NibSettings, network: Network, *, spend_cap: int | None = None) -> AgentJudge:
     """The in-process judge, or a client of the judge service when NIB_JUDGE_URL is set."""
     if settings.judge_url:
         from judge.service import JudgeClient
@@ -131,6 +146,11 @@ def build_judge(settings: NibSettings, network: Network, *, spend_cap: int | Non
                 "NIB_JUDGE_ADDRESS to the address `nib judge serve` printed."
             )
         return JudgeClient(settings.judge_url, trusted_judge=trusted, token=settings.judge_token)
+    return build_local_judge(settings, network)
+
+
+def build_local_judge(settings: NibSettings, network: Network) -> Judge:
+    """The in-process judge, with its own key and calibration store."""
     from judge.calibration import BetaCalibrator
     from judge.jev import Judge
     from judge.verdict import VerdictSigner

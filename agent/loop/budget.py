@@ -85,7 +85,7 @@ class BudgetGate:
         """USDC spent + gas (as USDC) + still-reserved, per our counters and the meter."""
         state, deps = self.run.state, self.run.deps
         ours = state.spend_usdc + self.run.limits.gas_as_usdc(state.gas_wei)
-        meter = deps.meter or getattr(deps.wallet, "meter", None)
+        meter = deps.meter or (deps.wallet.meter if deps.wallet else None)
         if meter is None:
             return ours
         usage = meter.usage(state.run_id)

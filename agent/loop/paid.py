@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import asdict
-from typing import Any
+from typing import Any, NoReturn
 
 from agent.loop.budget import BudgetGate
 from agent.loop.context import RunContext, literal_args
@@ -20,9 +20,11 @@ from agent.loop.result import usdc_display
 from agent.loop.selfmodel import SelfModelReader
 from agent.loop.state import PendingCall, jsonable, unjsonable
 from agent.loop.stop import Stop, raise_if_dependency
+from agent.seams import AgentJudge
 from agent.tools.base import Observation, Quote, Tool
 from judge.calibration import fact_key
 from judge.jev import CallRecord, PaidCallRequest
+from judge.verdict import Verdict
 from wallet.errors import CapExceeded, InsufficientBalance, VerdictVoid
 
 __all__ = ["PaidStep"]
@@ -144,7 +146,7 @@ class PaidStep:
             },
         )
 
-    def _emit_verdict(self, tool: Tool, verdict: Any, **extra: Any) -> None:
+    def _emit_verdict(self, tool: Tool, verdict: Verdict, **extra: Any) -> None:
         """Audit one paid-call verdict (the judge's ruling, its id and the amount)."""
         self.run.emit(
             "verdict",
@@ -170,7 +172,9 @@ class PaidStep:
         )
         self.run.add_history(tool.name, norm, "refused", reason)
 
-    def _hold(self, tool: Tool, norm: dict[str, Any], fp: str, quote: Quote, verdict: Any) -> None:
+    def _hold(
+        self, tool: Tool, norm: dict[str, Any], fp: str, quote: Quote, verdict: Verdict
+    ) -> NoReturn:
         """Escalated: keep the exact quote and verdict in the state and pause for a human.
         The held quote is re-checked on approval (its nonce may be reused meanwhile)."""
         st = self.run.state
@@ -237,32 +241,31 @@ class PaidStep:
             known_recipients=run.tools.known_recipients() if quote.kind == "transfer" else None,
         )
 
-    async def _call_judge(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        import inspect
-
-        fn = getattr(self.run.deps.judge, method)
-        try:
-            if inspect.iscoroutinefunction(fn):
-                return await fn(*args, **kwargs)
-            return await asyncio.to_thread(fn, *args, **kwargs)
-        except Exception as exc:
-            raise_if_dependency(exc)
-            raise
-
-    async def _decide(
-        self, tool: Tool, norm: dict[str, Any], fp: str, quote: Quote, *, human_approved: bool
-    ) -> Any:
-        if self.run.deps.judge is None:
+    def _judge(self) -> AgentJudge:
+        judge = self.run.deps.judge
+        if judge is None:
             raise Stop(
                 "judge-unreachable",
                 "no judge is wired, so no money can move. Fix: "
                 "configure the judge (in-process key or NIB_JUDGE_URL).",
             )
+        return judge
+
+    async def _decide(
+        self, tool: Tool, norm: dict[str, Any], fp: str, quote: Quote, *, human_approved: bool
+    ) -> Verdict:
+        """The judge's verdict on one paid call (asked off the event loop: the judge may be
+        a service across HTTP); an unreachable judge stops the run."""
+        judge = self._judge()
         request = self._request(tool, norm, fp, quote, human_approved=human_approved)
-        return await self._call_judge("decide", request)
+        try:
+            return await asyncio.to_thread(judge.decide, request)
+        except Exception as exc:
+            raise_if_dependency(exc)
+            raise
 
     async def _execute(
-        self, tool: Tool, norm: dict[str, Any], fp: str, quote: Quote, verdict: Any
+        self, tool: Tool, norm: dict[str, Any], fp: str, quote: Quote, verdict: Verdict
     ) -> None:
         try:
             self.budget.check_deadline()
@@ -288,23 +291,24 @@ class PaidStep:
         await self._record_outcome(tool, norm, verdict, missing_before)
 
     async def _record_outcome(
-        self, tool: Tool, norm: dict[str, Any], verdict: Any, missing_before: tuple[str, ...]
+        self, tool: Tool, norm: dict[str, Any], verdict: Verdict, missing_before: tuple[str, ...]
     ) -> None:
         """Tell the judge, per missing item the tool could cover, whether the call covered
         it (its calibration data). Advisory: a failure here is logged, not fatal."""
         judge = self.run.deps.judge
-        if judge is None or not hasattr(judge, "record_outcome"):
+        if judge is None:
             return
         keys = {fact_key(f) for f in tool.facts_for(tool.args_model.model_validate(norm))}
         still = {i.kind or i.text for i in self.run.checklist.missing}
         for item in missing_before:
             if fact_key(item) not in keys:
                 continue
+            covered = item not in still
             try:
-                await self._call_judge(
-                    "record_outcome", tool.name, fact_key(item), verdict.p, item not in still
+                await asyncio.to_thread(
+                    judge.record_outcome, tool.name, fact_key(item), verdict.p, covered
                 )
-            except Stop:
-                raise
-            except Exception as exc:  # calibration data is advisory
+            except Exception as exc:
+                raise_if_dependency(exc)
+                # Calibration data is advisory: anything else is audited, not fatal.
                 self.run.emit("judge.outcome.error", {"error": f"{type(exc).__name__}: {exc}"})

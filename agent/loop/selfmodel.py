@@ -18,6 +18,7 @@ from agent.loop.budget import BudgetGate
 from agent.loop.context import RunContext
 from agent.loop.result import usdc_display
 from agent.loop.stop import raise_if_dependency
+from agent.seams import ChainReader
 
 __all__ = ["AGENT_NAME", "SelfModel", "SelfModelReader", "agent_version", "read_balance"]
 
@@ -79,12 +80,12 @@ class SelfModel:
         )
 
 
-async def read_balance(chain: Any, usdc: str | None, wallet: str | None) -> int | None:
+async def read_balance(chain: ChainReader, usdc: str | None, wallet: str | None) -> int | None:
     """The wallet's live USDC balance from the chain (None without a wallet or token).
 
     Raises chain.errors.RpcUnreachable when the node does not answer.
     """
-    if chain is None or not usdc or not wallet:
+    if not usdc or not wallet:
         return None
     return int(await asyncio.to_thread(chain.token_balance, usdc, wallet))
 
@@ -101,7 +102,7 @@ class SelfModelReader:
         """A fresh snapshot; a chain outage while reading the balance stops the run."""
         run, deps = self.run, self.run.deps
         net = deps.network
-        wallet_addr = deps.wallet_address or getattr(deps.wallet, "address", None)
+        wallet_addr = deps.wallet_address or (deps.wallet.address if deps.wallet else None)
         try:
             balance = await read_balance(deps.chain, net.usdc, wallet_addr)
         except Exception as exc:

@@ -10,15 +10,22 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from agent.loop.limits import Limits
 from agent.loop.result import EvidenceItem, StopReason
 from agent.models.base import Model
+from agent.seams import AgentJudge, AgentWallet, SpendView
 from agent.store import RunStore
 from agent.tools.base import ToolRegistry
+from chain.client import ChainClient
+from chain.networks import Network
+from judge.policy import FreeReadPolicy
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["Decision", "Deps", "PendingCall", "RunState", "RunStatus", "jsonable", "unjsonable"]
 
@@ -88,23 +95,24 @@ class RunState(BaseModel):
 class Deps:
     """What a run uses, injected. ``judge`` is an in-process Judge or a JudgeClient.
 
-    ``chain`` is a ChainClient (live balance, free reads); ``wallet`` signs paid calls;
-    ``meter`` (default ``wallet.meter``) reports spent + reserved for the spend cap.
+    ``chain`` is the network's client (live balance, free reads; it connects only when
+    read); ``wallet`` signs paid calls; ``meter`` (default ``wallet.meter``) reports
+    spent + reserved for the spend cap.
     """
 
     model: Model
     registry: ToolRegistry
     store: RunStore
-    network: Any
-    chain: Any = None
-    judge: Any = None
-    wallet: Any = None
+    network: Network
+    chain: ChainClient
+    judge: AgentJudge | None = None
+    wallet: AgentWallet | None = None
     wallet_address: str | None = None
-    meter: Any = None
-    free_policy: Any = None
+    meter: SpendView | None = None
+    free_policy: FreeReadPolicy | None = None
     limits: Limits | None = None
     profile: str | None = None
-    http: Any = None
+    http: httpx.AsyncClient | None = None
     allowlist: tuple[str, ...] = ()
     extras: dict[str, Any] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic

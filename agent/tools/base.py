@@ -21,10 +21,10 @@ from agent.errors import ToolArgsError, ToolError
 if TYPE_CHECKING:
     import httpx
 
+    from agent.seams import AgentWallet
     from chain.client import ChainClient
     from chain.networks import Network
     from judge.verdict import Verdict
-    from wallet.signer import Wallet
 
 __all__ = [
     "Emit",
@@ -131,7 +131,7 @@ class ToolContext:
     run_id: str
     chain: ChainClient
     network: Network
-    wallet: Wallet | None = None
+    wallet: AgentWallet | None = None
     emit: Emit = _no_emit
     allowlist: tuple[str, ...] = ()
     http: httpx.AsyncClient | None = None

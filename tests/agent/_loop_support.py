@@ -19,6 +19,7 @@ from agent.loop.run import Deps
 from agent.models.scripted import ScriptedModel
 from agent.store import RunStore
 from agent.tools.base import Observation, Tool, ToolContext, ToolRegistry
+from chain.client import ChainClient
 from chain.networks import get_network
 from judge.policy import FreePolicyRow, FreeReadPolicy
 
@@ -132,11 +133,15 @@ def make_deps(
 ) -> Deps:
     store = kwargs.pop("store", None) or RunStore(tmp_path / "nib.db")
     policy = kwargs.pop("free_policy", None) or policy_for(*tools)
+    network = network or get_network("anvil")
+    # Free doubles never read it: a client that would connect only when asked.
+    chain = kwargs.pop("chain", None) or ChainClient(network.rpc_url)
     return Deps(
         model=model,
         registry=ToolRegistry(tools),
         store=store,
-        network=network or get_network("anvil"),
+        network=network,
+        chain=chain,
         free_policy=policy,
         **kwargs,
     )

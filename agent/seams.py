@@ -1,0 +1,86 @@
+"""The seams between the agent and what it does not own: the chain it reads, the
+judge that rules on money, and the wallet that signs.
+
+Each is a Protocol that the real part satisfies, in-process or as a service client
+(``judge.Judge`` and ``judge.JudgeClient``; ``wallet.Wallet``). The run and the paid
+tools are typed against these, never ``Any``, so mypy checks the money path end to end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from typing import Protocol
+
+from judge.jev import PaidCallRequest
+from judge.verdict import Verdict
+from wallet.ledger import SpendRow
+from wallet.meter import Reservation, RunSpend
+from wallet.nonces import NonceManager
+from wallet.signed import SentTx, SignedTx, SignedTypedData
+
+__all__ = ["AgentJudge", "AgentWallet", "ChainReader", "SpendView"]
+
+
+class ChainReader(Protocol):
+    """What the run itself reads from the chain (free tools get the full client)."""
+
+    def token_balance(self, token: str, owner: str) -> int: ...
+
+
+class AgentJudge(Protocol):
+    """The judge as the agent sees it: rule on a paid call, re-check a verdict before
+    the wallet signs it, and learn whether a paid call covered what it was bought for."""
+
+    @property
+    def address(self) -> str: ...
+
+    def decide(self, request: PaidCallRequest) -> Verdict: ...
+
+    def recheck(self, verdict: Verdict) -> None: ...
+
+    def record_outcome(
+        self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool
+    ) -> None: ...
+
+
+class SpendView(Protocol):
+    """The wallet's spend meter as the agent sees it: a run's money, and keeping a
+    signed spend pending when a seller refused after payment."""
+
+    def usage(self, run_id: str) -> RunSpend: ...
+
+    def keep_signed(self, res: Reservation | str, note: str) -> SpendRow: ...
+
+
+class AgentWallet(Protocol):
+    """The wallet as the paid tools see it. Every ``sign_*`` MOVES MONEY and refuses
+    (``wallet.errors.SpendRefused``) unless the verdict approves exactly the payload."""
+
+    @property
+    def address(self) -> str: ...
+
+    @property
+    def meter(self) -> SpendView: ...
+
+    @property
+    def nonces(self) -> NonceManager: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    def sign_typed_data(
+        self, payload: Mapping[str, object], verdict: Verdict | None, *, run_id: str, cap: int
+    ) -> SignedTypedData: ...
+
+    def sign_transaction(
+        self, tx: Mapping[str, object], verdict: Verdict | None, *, run_id: str, cap: int
+    ) -> SignedTx: ...
+
+    def send_transaction(
+        self, signed: SignedTx, reservation: Reservation | None = None
+    ) -> SentTx: ...
+
+    def settle(self, signed: SignedTypedData | SignedTx, tx_hash: str) -> None: ...
+
+    def fail(self, signed: SignedTypedData | SignedTx, note: str) -> None: ...
