@@ -14,6 +14,7 @@ from storage.db import (
     describe,
     is_url,
     open_database,
+    process_identity,
 )
 from storage.migrate import Migration, add_missing_columns, migrate, schema_version
 
@@ -30,5 +31,6 @@ __all__ = [
     "is_url",
     "migrate",
     "open_database",
+    "process_identity",
     "schema_version",
 ]

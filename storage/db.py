@@ -24,7 +24,9 @@ Write sections (``Database.transaction(lock=...)``):
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -42,6 +44,7 @@ __all__ = [
     "describe",
     "is_url",
     "open_database",
+    "process_identity",
 ]
 
 Dialect = Literal["sqlite", "postgres"]
@@ -70,6 +73,11 @@ class StorageError(Exception):
 
 class IntegrityError(StorageError):
     """A constraint refused a write (a duplicate primary key, say), on either engine."""
+
+
+def process_identity() -> str:
+    """``host:pid``: who holds a queued task or a nonce in flight (a worker process)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def is_url(location: object) -> bool:

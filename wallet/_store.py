@@ -81,6 +81,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             _insertion_order,
         ),
     ),
+    Migration(
+        2,
+        "the nonce allocator's shared state (one row per chain and address)",
+        (
+            """CREATE TABLE IF NOT EXISTS wallet_nonces (
+                scope TEXT PRIMARY KEY, state TEXT NOT NULL, updated_at {real} NOT NULL)""",
+        ),
+    ),
 )
 
 

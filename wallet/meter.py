@@ -111,8 +111,13 @@ class SpendMeter:
         *,
         gas_usdc_per_eth: int = DEFAULT_GAS_USDC_PER_ETH,
         clock: Callable[[], float] = time.time,
+        treasury_cap: int | None = None,
     ) -> None:
         _require_int("gas_usdc_per_eth", gas_usdc_per_eth, minimum=0)
+        if treasury_cap is not None:
+            _require_int("treasury_cap", treasury_cap, minimum=0)
+        #: One cap over every run this wallet pays for (all workers), atomic USDC; None: none.
+        self.treasury_cap = treasury_cap
         self.store = as_store(db_path)
         self.ledger = Ledger(self.store, clock=clock)
         self.chain = chain
@@ -141,7 +146,8 @@ class SpendMeter:
 
         In one write section holding the wallet lock: mark the verdict used (VerdictReplayed if it
         was), refuse if the run's committed spend plus ``amount`` exceeds ``cap``
-        (CapExceeded), refuse if ``amount`` exceeds ``balance`` minus every other
+        (CapExceeded), refuse if every run's committed spend plus ``amount`` exceeds the
+        treasury cap when one is set (CapExceeded), refuse if ``amount`` exceeds ``balance`` minus every other
         outstanding reservation in the same asset (InsufficientBalance), then insert the
         ledger row as ``reserved``. A refusal rolls everything back, the verdict included.
 
@@ -179,6 +185,8 @@ class SpendMeter:
                     observed=committed + amount + gas_hold,
                     verdict_id=verdict.id,
                 )
+            if self.treasury_cap is not None:
+                _check_treasury(conn, self.treasury_cap, amount + gas_hold, verdict.id)
             held = _outstanding(conn, asset)
             available = balance - held
             if amount > available:
@@ -370,31 +378,49 @@ def _rid(res: Reservation | str) -> str:
     return res if isinstance(res, str) else res.id
 
 
-def _committed(conn: Tx, run_id: str) -> int:
-    """Spends reserved, signed or settled, gas paid, and gas still held by pending spends."""
-    gas = conn.execute(
-        f"SELECT COALESCE(SUM(usdc), 0) FROM {GAS} WHERE run_id = ?", (run_id,)
-    ).fetchone()[0]
+def _committed(conn: Tx, run_id: str | None) -> int:
+    """Spends reserved, signed or settled, gas paid, and gas still held by pending spends
+    (of ``run_id``, or of every run when it is None)."""
+    where, params = _of_run(run_id)
+    gas = conn.scalar(f"SELECT COALESCE(SUM(usdc), 0) FROM {GAS} WHERE {where}", params)
     return _sum(conn, run_id, COMMITTED) + int(gas) + _gas_held(conn, run_id)
 
 
-def _gas_held(conn: Tx, run_id: str) -> int:
+def _of_run(run_id: str | None) -> tuple[str, tuple[str, ...]]:
+    return ("run_id = ?", (run_id,)) if run_id is not None else ("1 = 1", ())
+
+
+def _gas_held(conn: Tx, run_id: str | None) -> int:
+    where, params = _of_run(run_id)
     marks = ", ".join("?" for _ in OUTSTANDING)
-    held = conn.execute(
-        f"SELECT COALESCE(SUM(gas_hold), 0) FROM {SPENDS} "
-        f"WHERE run_id = ? AND status IN ({marks})",
-        (run_id, *OUTSTANDING),
-    ).fetchone()[0]
+    held = conn.scalar(
+        f"SELECT COALESCE(SUM(gas_hold), 0) FROM {SPENDS} WHERE {where} AND status IN ({marks})",
+        (*params, *OUTSTANDING),
+    )
     return int(held)
 
 
-def _sum(conn: Tx, run_id: str, statuses: tuple[str, ...]) -> int:
+def _sum(conn: Tx, run_id: str | None, statuses: tuple[str, ...]) -> int:
+    where, params = _of_run(run_id)
     marks = ", ".join("?" for _ in statuses)
-    row = conn.execute(
-        f"SELECT COALESCE(SUM(amount), 0) FROM {SPENDS} WHERE run_id = ? AND status IN ({marks})",
-        (run_id, *statuses),
-    ).fetchone()
-    return int(row[0])
+    total = conn.scalar(
+        f"SELECT COALESCE(SUM(amount), 0) FROM {SPENDS} WHERE {where} AND status IN ({marks})",
+        (*params, *statuses),
+    )
+    return int(total)
+
+
+def _check_treasury(conn: Tx, cap: int, this_call: int, verdict_id: str) -> None:
+    total = _committed(conn, None)
+    if total + this_call > cap:
+        raise CapExceeded(
+            f"Treasury cap exceeded: cap {cap} atomic USDC over every run, already committed "
+            f"{total}, this call {this_call} would make {total + this_call}. Fix: raise the "
+            "treasury cap (NIB_TREASURY_CAP_USDC) or wait for queued work to finish.",
+            limit=cap,
+            observed=total + this_call,
+            verdict_id=verdict_id,
+        )
 
 
 def _outstanding(conn: Tx, asset: str) -> int:

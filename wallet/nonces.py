@@ -1,78 +1,163 @@
 """Transaction nonces for concurrent sends from one key: no gaps, no collisions.
 
-Seeded once from ``eth_getTransactionCount(address, "pending")``; after that numbers are
-handed out locally under a lock. A number whose send failed is released and handed out
-again before any new one, so a failure never leaves a gap the node would wait on.
+Seeded from ``eth_getTransactionCount(address, "pending")``; after that numbers are
+handed out from the manager's state. A number whose send failed is released and handed
+out again before any new one, so a failure never leaves a gap the node would wait on.
+
+The state lives in memory (one process), or, given the wallet's ``Store``, in the
+``wallet_nonces`` table: every operation is then a read-modify-write inside a wallet
+write section, so worker processes on different connections and machines share one
+sequence. Each number in flight records its holder (``storage.process_identity()``), so
+a dead worker's numbers can be given back (``recover``). Each process re-reads the
+chain's pending count on its first use (the chain may have moved: outside sends, a
+devnet reset) without dropping numbers other live processes hold.
 """
 
 from __future__ import annotations
 
 import heapq
+import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from web3 import Web3
 
+from storage import process_identity
+
+if TYPE_CHECKING:
+    from wallet._store import Store
+
+NONCES = "wallet_nonces"
+
+
+@dataclass
+class _State:
+    next: int | None = None
+    free: list[int] = field(default_factory=list)  # released numbers below next, a heap
+    in_flight: dict[int, str] = field(default_factory=dict)  # number -> holder
+
+    def dumps(self) -> str:
+        return json.dumps(
+            {"next": self.next, "free": sorted(self.free),
+             "in_flight": {str(n): h for n, h in self.in_flight.items()}}
+        )
+
+    @classmethod
+    def loads(cls, text: str) -> _State:
+        raw = json.loads(text)
+        free = [int(n) for n in raw["free"]]
+        heapq.heapify(free)
+        return cls(raw["next"], free, {int(n): str(h) for n, h in raw["in_flight"].items()})
+
 
 class NonceManager:
-    """Allocates nonces for ``address``; safe across threads and asyncio tasks.
+    """Allocates nonces for ``address``; safe across threads, asyncio tasks and, with a
+    ``store``, across processes.
 
-    The lock is a plain ``threading.Lock`` held only for the (synchronous) allocation,
-    so coroutines on one loop and threads in one process see one sequence. Use one
-    manager per address per process.
+    The thread lock is held only for the (synchronous) operation, so coroutines on one
+    loop and threads in one process see one sequence.
     """
 
-    def __init__(self, w3: Web3, address: str) -> None:
+    def __init__(
+        self,
+        w3: Web3,
+        address: str,
+        *,
+        store: Store | None = None,
+        scope: str | None = None,
+        holder: str | None = None,
+    ) -> None:
         self.w3 = w3
         self.address = Web3.to_checksum_address(address)
         self._lock = threading.Lock()
-        self._next: int | None = None
-        self._free: list[int] = []  # released numbers below _next, smallest first
-        self._in_flight: set[int] = set()
+        self._store = store
+        self._scope = scope or self.address.lower()
+        self.holder = holder or process_identity()
+        self._mem = _State()
+        self._synced = False
 
     def __repr__(self) -> str:
-        return f"NonceManager(address={self.address!r}, next={self._next})"
+        return f"NonceManager(address={self.address!r}, next={self.snapshot()['next']})"
 
     def _pending_count(self) -> int:
         return int(self.w3.eth.get_transaction_count(self.address, "pending"))
 
+    @contextmanager
+    def _state(self) -> Iterator[_State]:
+        """The state, locked for one operation (and written back when shared)."""
+        if self._store is None:
+            with self._lock:
+                yield self._mem
+            return
+        with self._lock, self._store.transaction() as tx:
+            row = tx.one(f"SELECT state FROM {NONCES} WHERE scope = ?", (self._scope,))
+            st = _State.loads(row[0]) if row else _State()
+            if not self._synced:
+                # Read under the lock: a number another process confirmed is already in
+                # the node's pending count; one it has not confirmed is still in flight.
+                self._sync(st)
+            yield st
+            tx.execute(
+                f"INSERT INTO {NONCES} (scope, state, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (scope) DO UPDATE SET state = excluded.state, "
+                "updated_at = excluded.updated_at",
+                (self._scope, st.dumps(), time.time()),
+            )
+        self._synced = True
+
+    def _seed(self, st: _State) -> None:
+        if st.next is None:
+            self._sync(st)
+
+    def _sync(self, st: _State) -> int:
+        """Every number from the chain's pending count up is free except those in flight."""
+        pending = self._pending_count()
+        top = max([pending, *(n + 1 for n in st.in_flight)])
+        st.free = [n for n in range(pending, top) if n not in st.in_flight]
+        heapq.heapify(st.free)
+        st.next = top
+        return pending
+
     def allocate(self) -> int:
         """The next nonce to use; pair it with ``confirm`` or ``release`` (or ``claim`` it
         back after a release)."""
-        with self._lock:
-            if self._next is None:
-                self._next = self._pending_count()
-            if self._free:
-                n = heapq.heappop(self._free)
+        with self._state() as st:
+            self._seed(st)
+            assert st.next is not None
+            if st.free:
+                n = heapq.heappop(st.free)
             else:
-                n = self._next
-                self._next += 1
-            self._in_flight.add(n)
+                n = st.next
+                st.next += 1
+            st.in_flight[n] = self.holder
             return n
 
     def confirm(self, n: int) -> None:
         """``n`` was accepted by the node; it is used for good."""
-        with self._lock:
-            self._in_flight.discard(n)
+        with self._state() as st:
+            st.in_flight.pop(n, None)
 
     def release(self, n: int) -> None:
         """``n``'s send failed before the node accepted it: hand it out again.
 
-        Only a number allocated here and not yet confirmed can be released; anything
-        else is ignored, so a caller's own nonce is never handed out twice.
+        Only a number this holder allocated and has not confirmed can be released;
+        anything else is ignored, so a caller's own nonce (or another worker's) is never
+        handed out twice.
         """
-        with self._lock:
-            if n not in self._in_flight:
+        with self._state() as st:
+            if st.in_flight.get(n) != self.holder:
                 return
-            self._in_flight.discard(n)
-            if self._next is None or n >= self._next:
+            del st.in_flight[n]
+            if st.next is None or n >= st.next:
                 return
-            if n == self._next - 1 and not self._free:
-                self._next = n
-            elif n not in self._free:
-                heapq.heappush(self._free, n)
+            if n == st.next - 1 and not st.free:
+                st.next = n
+            elif n not in st.free:
+                heapq.heappush(st.free, n)
 
     def claim(self, n: int) -> bool:
         """Take back ``n`` for a quote that pinned it and gave it back (a paused run resumed).
@@ -82,19 +167,19 @@ class NonceManager:
         holds it, it was confirmed, or taking it would skip numbers (a gap the node would
         wait on); the caller must then quote afresh instead of signing ``n``.
         """
-        with self._lock:
-            if self._next is None:
-                self._next = self._pending_count()
-            if n in self._in_flight:
+        with self._state() as st:
+            self._seed(st)
+            assert st.next is not None
+            if n in st.in_flight:
                 return False
-            if n in self._free:
-                self._free.remove(n)
-                heapq.heapify(self._free)
-            elif n == self._next:
-                self._next += 1
+            if n in st.free:
+                st.free.remove(n)
+                heapq.heapify(st.free)
+            elif n == st.next:
+                st.next += 1
             else:
                 return False
-            self._in_flight.add(n)
+            st.in_flight[n] = self.holder
             return True
 
     def resync(self) -> int:
@@ -103,13 +188,23 @@ class NonceManager:
         Every number from the chain's pending count up is free again except those still
         in flight, so nothing the chain has not seen is skipped. Returns the pending count.
         """
-        with self._lock:
-            pending = self._pending_count()
-            top = max([pending, *(n + 1 for n in self._in_flight)])
-            self._free = [n for n in range(pending, top) if n not in self._in_flight]
-            heapq.heapify(self._free)
-            self._next = top
-            return pending
+        with self._state() as st:
+            return self._sync(st)
+
+    def recover(self, holder: str) -> list[int]:
+        """Give back the numbers a dead ``holder`` (a killed worker) left in flight.
+
+        A number the chain has used stays used; the rest become free for the next
+        allocation, so the dead worker leaves no gap. Returns the numbers taken back.
+        Warning: call it only for a holder that can no longer send (its lease expired).
+        """
+        with self._state() as st:
+            taken = sorted(n for n, h in st.in_flight.items() if h == holder)
+            for n in taken:
+                del st.in_flight[n]
+            if taken:
+                self._sync(st)
+            return taken
 
     @contextmanager
     def use(self) -> Iterator[int]:
@@ -124,9 +219,10 @@ class NonceManager:
 
     def snapshot(self) -> dict[str, Any]:
         """Debug view: next fresh number, released numbers, numbers in flight."""
-        with self._lock:
-            return {
-                "next": self._next,
-                "free": sorted(self._free),
-                "in_flight": sorted(self._in_flight),
-            }
+        if self._store is None:
+            with self._lock:
+                st = self._mem
+        else:
+            rows = self._store.query(f"SELECT state FROM {NONCES} WHERE scope = ?", (self._scope,))
+            st = _State.loads(rows[0]["state"]) if rows else _State()
+        return {"next": st.next, "free": sorted(st.free), "in_flight": sorted(st.in_flight)}

@@ -117,7 +117,12 @@ class Wallet:
         self.emit = emit
         self.clock = clock
         self.receipt_timeout_s = receipt_timeout_s
-        self.nonces = NonceManager(chain.w3, key.address)
+        # Shared through the wallet's tables: workers in other processes draw from the
+        # same sequence (see wallet.nonces).
+        self.nonces = NonceManager(
+            chain.w3, key.address, store=self.meter.store,
+            scope=f"{chain.chain_id()}:{key.address.lower()}",
+        )
 
     @property
     def address(self) -> str:

@@ -244,3 +244,30 @@ def test_a_ledger_written_before_valid_before_existed_opens_and_gains_the_column
     assert meter.reserved("run-0") == DIME  # an old pending row still holds its cap
     res = meter.reserve("run-1", FakeVerdict(), DIME, ONE, 10 * ONE)
     assert meter.mark_signed(res, valid_before=42).valid_before == 42
+
+
+def test_the_treasury_cap_holds_over_every_run_on_two_connections(
+    store_location: str | Path,
+) -> None:
+    # Twenty runs, each well inside its own cap, race for one treasury of ten dimes.
+    meters = [SpendMeter(store_location, treasury_cap=ONE) for _ in range(2)]
+    barrier = threading.Barrier(20)
+    outcomes: list[str] = []
+
+    def attempt(i: int) -> None:
+        barrier.wait()
+        try:
+            meters[i % 2].reserve(f"run-{i}", FakeVerdict(), DIME, ONE, 100 * ONE)
+            outcomes.append("ok")
+        except CapExceeded as exc:
+            assert "Treasury cap exceeded: cap 1000000" in str(exc)
+            outcomes.append("cap")
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["cap"] * 10 + ["ok"] * 10
+    rows = Ledger(store_location).rows()
+    assert len(rows) == 10 and sum(r.amount for r in rows) == ONE

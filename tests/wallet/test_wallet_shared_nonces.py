@@ -1,0 +1,57 @@
+"""The nonce allocator shared through the database: managers on different connections
+(standing in for worker processes) draw one sequence, and a dead holder's numbers come back.
+Runs on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from _wallet_support import AGENT_ADDRESS
+
+from wallet._store import Store
+from wallet.nonces import NonceManager
+
+
+def managers(chain: Any, location: str | Path, *holders: str) -> list[NonceManager]:
+    return [
+        NonceManager(chain.w3, AGENT_ADDRESS, store=Store(location), scope="31337:agent", holder=h)
+        for h in holders
+    ]
+
+
+def test_four_connections_draw_one_gapless_sequence(chain: Any, store_location: str | Path) -> None:
+    pending = chain.w3.eth.get_transaction_count(AGENT_ADDRESS, "pending")
+    workers = managers(chain, store_location, "w1", "w2", "w3", "w4")
+    got: list[int] = []
+    barrier = threading.Barrier(4)
+
+    def draw(m: NonceManager) -> None:
+        barrier.wait()
+        for _ in range(10):
+            got.append(m.allocate())
+
+    threads = [threading.Thread(target=draw, args=(m,)) for m in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(got) == list(range(pending, pending + 40))
+    workers[0].release(got[-1])  # a number held by another worker is not ours to release
+    assert len(workers[0].snapshot()["in_flight"]) == 40
+
+
+def test_a_dead_holders_numbers_are_handed_out_again(chain: Any, store_location: str | Path) -> None:
+    pending = chain.w3.eth.get_transaction_count(AGENT_ADDRESS, "pending")
+    alive, dead = managers(chain, store_location, "alive", "dead")
+    mine = alive.allocate()
+    lost = [dead.allocate(), dead.allocate()]
+    assert (mine, lost) == (pending, [pending + 1, pending + 2])
+    assert alive.recover("dead") == lost
+    assert alive.snapshot() == {"next": pending + 1, "free": [], "in_flight": [pending]}
+    assert alive.allocate() == pending + 1  # no gap left for the node to wait on
+    # A fresh process (a restarted worker) keeps what live holders have in flight.
+    [restarted] = managers(chain, store_location, "restarted")
+    assert restarted.allocate() == pending + 2
+    assert restarted.snapshot()["in_flight"] == [pending, pending + 1, pending + 2]
