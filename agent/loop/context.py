@@ -15,6 +15,7 @@ from agent.loop.history import HistoryEntry, Outcome, one_line, render
 from agent.loop.limits import Limits
 from agent.loop.state import Deps, RunState
 from agent.tools.base import ToolContext
+from agent.tools.x402.offers import sellers_named_in
 
 __all__ = ["ARGS_EVENT_CHARS", "RunContext", "literal_args"]
 
@@ -58,6 +59,7 @@ class RunContext:
             extras={**deps.extras, "spend_cap_usdc": limits.spend_cap_usdc},
             spend_cap_usdc=limits.spend_cap_usdc,
             task_addresses=tuple(state.task_addresses),
+            task_sellers=sellers_named_in(state.task),
         )
 
     def emit(self, type_: str, data: dict[str, Any]) -> None:

@@ -22,7 +22,7 @@ from agent.loop.state import PendingCall, jsonable, unjsonable
 from agent.loop.stop import Stop, raise_if_dependency
 from agent.seams import AgentJudge
 from agent.tools.base import Observation, Quote, Tool
-from judge.calibration import fact_key
+from judge.calibration import calibration_subject, fact_key
 from judge.jev import CallRecord, PaidCallRequest
 from judge.verdict import Verdict
 from wallet.errors import CapExceeded, InsufficientBalance, VerdictVoid
@@ -239,6 +239,8 @@ class PaidStep:
             # Direct transfers only: x402 sellers are allowlisted by URL, their payTo is
             # theirs to choose (pay_http gates the seller, the judge the price).
             known_recipients=run.tools.known_recipients() if quote.kind == "transfer" else None,
+            # Who is paid for the data: the judge keeps p per (seller, fact kind).
+            seller=quote.meta.get("seller"),
         )
 
     def _judge(self) -> AgentJudge:
@@ -288,13 +290,20 @@ class PaidStep:
             obs = Observation.failure(tool.name, f"{type(exc).__name__}: {exc}")
         missing_before = tuple(i.kind or i.text for i in self.run.checklist.missing)
         self.learning.record(tool, norm, fp, obs)
-        await self._record_outcome(tool, norm, verdict, missing_before)
+        subject = calibration_subject(tool.name, quote.meta.get("seller"))
+        await self._record_outcome(tool, subject, norm, verdict, missing_before)
 
     async def _record_outcome(
-        self, tool: Tool, norm: dict[str, Any], verdict: Verdict, missing_before: tuple[str, ...]
+        self,
+        tool: Tool,
+        subject: str,
+        norm: dict[str, Any],
+        verdict: Verdict,
+        missing_before: tuple[str, ...],
     ) -> None:
         """Tell the judge, per missing item the tool could cover, whether the call covered
-        it (its calibration data). Advisory: a failure here is logged, not fatal."""
+        it (its calibration data, under ``subject``: the tool, at its seller when it has
+        one). Advisory: a failure here is logged, not fatal."""
         judge = self.run.deps.judge
         if judge is None:
             return
@@ -306,7 +315,7 @@ class PaidStep:
             covered = item not in still
             try:
                 await asyncio.to_thread(
-                    judge.record_outcome, tool.name, fact_key(item), verdict.p, covered
+                    judge.record_outcome, subject, fact_key(item), verdict.p, covered
                 )
             except Exception as exc:
                 raise_if_dependency(exc)

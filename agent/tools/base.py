@@ -139,6 +139,9 @@ class ToolContext:
     spend_cap_usdc: int = 0
     task_addresses: tuple[str, ...] = ()
     quote_holds: dict[str, Any] = field(default_factory=dict)
+    #: Seller origins the task's own text names: when any, the only sellers paid tools
+    #: may pay (a named seller is never swapped for another).
+    task_sellers: tuple[str, ...] = ()
 
     def allowlisted_addresses(self) -> tuple[str, ...]:
         """The allowlist's 0x address entries, lower-case (URL entries are sellers)."""

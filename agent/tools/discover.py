@@ -23,7 +23,7 @@ from agent.errors import ToolError
 from agent.tools.base import Observation, Tool, ToolContext
 from agent.tools.chain_reads import format_usdc
 from agent.tools.transfer import UsdcAmount
-from agent.tools.x402.offers import Offer, OfferBook, offer_from_discovery, seller_of
+from agent.tools.x402.offers import Offer, OfferBook, allowlisted_sellers, offer_from_discovery
 
 __all__ = ["DISCOVERY_SETTING", "DiscoverArgs", "DiscoverTool", "discovery_urls"]
 
@@ -99,7 +99,7 @@ class DiscoverTool(Tool):
             )
         offers = sorted(offers, key=lambda o: (o.price is None, o.price or 0))[:MAX_OFFERS]
         self.offers.add(offers)
-        allowed = _allowlisted(ctx)
+        allowed = allowlisted_sellers(ctx.allowlist)
         rows = [{**o.as_dict(), "allowlisted": o.seller in allowed} for o in offers]
         for offer in offers:
             ctx.emit("discover.offer", {"resource": offer.resource, "price": offer.price})
@@ -152,15 +152,4 @@ def _fits(offer: Offer, args: DiscoverArgs) -> bool:
     if args.asset and (offer.asset or "").lower() != args.asset.lower():
         return False
     return args.max_price is None or (offer.price is not None and offer.price <= args.max_price)
-
-
-def _allowlisted(ctx: ToolContext) -> set[str]:
-    out = set()
-    for entry in ctx.allowlist:
-        if "://" in entry:
-            try:
-                out.add(seller_of(entry.strip()))
-            except Exception:  # a malformed entry allowlists nothing
-                continue
-    return out
 

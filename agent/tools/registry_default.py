@@ -1,4 +1,5 @@
-"""The default tool set: every free chain read, ``discover``, ``pay_http`` and ``usdc_transfer``."""
+"""The default tool set: every free chain read, ``discover``, ``pay_http``, ``pay_mcp`` and
+``usdc_transfer``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from agent.tools.discover import DiscoverTool
 from agent.tools.transfer import UsdcTransferTool
 from agent.tools.x402.offers import OfferBook
 from agent.tools.x402.pay_http import PayHttpTool
+from agent.tools.x402.pay_mcp import PayMcpTool
 
 __all__ = ["FREE_TOOL_NAMES", "PAID_TOOL_NAMES", "default_registry"]
 
@@ -23,7 +25,7 @@ FREE_TOOL_NAMES = (
     "token_transfers",
     "discover",
 )
-PAID_TOOL_NAMES = ("pay_http", "usdc_transfer")
+PAID_TOOL_NAMES = ("pay_http", "pay_mcp", "usdc_transfer")
 
 
 def default_registry(*, paywall_url: str | None = None, paid: bool = True) -> ToolRegistry:
@@ -36,5 +38,6 @@ def default_registry(*, paywall_url: str | None = None, paid: bool = True) -> To
     registry = ToolRegistry((*chain_read_tools(), DiscoverTool(offers)))
     if paid:
         registry.register(PayHttpTool(paywall_url))
+        registry.register(PayMcpTool(offers))
         registry.register(UsdcTransferTool())
     return registry

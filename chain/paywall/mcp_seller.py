@@ -22,9 +22,9 @@ from x402.extensions.bazaar import (
     declare_mcp_discovery_extension,
 )
 from x402.http import FacilitatorConfig, HTTPFacilitatorClient
-from x402.mcp import ResourceInfo, create_payment_wrapper
+from x402.mcp import create_payment_wrapper
 from x402.mechanisms.evm.exact import ExactEvmServerScheme
-from x402.schemas import AssetAmount, ResourceConfig
+from x402.schemas import AssetAmount, ResourceConfig, ResourceInfo
 
 from chain.devkeys import DEVNET_CHAIN_ID, dev_account
 from chain.errors import DevnetError

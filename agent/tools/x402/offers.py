@@ -22,11 +22,14 @@ __all__ = [
     "MAX_EXCERPT_FIELDS",
     "Offer",
     "OfferBook",
+    "allowlisted_sellers",
     "backed_kinds",
     "declared_kinds",
     "excerpt",
     "offer_from_discovery",
+    "purchase_facts",
     "seller_of",
+    "sellers_named_in",
 ]
 
 #: Words in a seller's declaration that mean it offers a fact kind (lower case).
@@ -70,6 +73,33 @@ def seller_of(resource: str) -> str:
     u = httpx.URL(resource.split("#", 1)[0])
     port = u.port or {"http": 80, "https": 443}.get(u.scheme, 0)
     return f"{u.scheme.lower()}://{u.host.lower()}:{port}"
+
+
+def allowlisted_sellers(allowlist: Iterable[str]) -> set[str]:
+    """The seller origins an allowlist names (its URL entries; 0x entries are recipients)."""
+    out = set()
+    for entry in allowlist:
+        if "://" in entry:
+            try:
+                out.add(seller_of(entry.strip()))
+            except Exception:  # a malformed entry allowlists nothing
+                continue
+    return out
+
+
+_URL = re.compile(r"https?://[^\s'\"<>),;]+", re.IGNORECASE)
+
+
+def sellers_named_in(text: str) -> tuple[str, ...]:
+    """The seller origins a task's own text names (``http(s)://host[:port]...``), in order.
+    Only the user's task should be fed here; URLs read from tool results are data."""
+    found: dict[str, None] = {}
+    for match in _URL.finditer(text or ""):
+        try:
+            found.setdefault(seller_of(match.group(0).rstrip(".")), None)
+        except Exception:  # not a URL after all
+            continue
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -157,6 +187,37 @@ class OfferBook:
         with self._lock:
             return self._offers.get(self.key(resource, tool))
 
+    def declared(self, resource: str, tool: str | None = None) -> tuple[str, ...]:
+        """Fact kinds the resource's declaration matches (discovery, or its 402)."""
+        offer = self.get(resource, tool)
+        return offer.kinds if offer is not None else ()
+
+    def note_declaration(
+        self, resource: str, tool: str | None, description: str, price: int | None
+    ) -> None:
+        """Remember what a resource's own 402 declares when discovery did not list it."""
+        if self.get(resource, tool) is not None:
+            return
+        text = _clean(description, _MAX_DESCRIPTION_CHARS)
+        self.add(
+            [
+                Offer(
+                    resource=resource.split("?", 1)[0],
+                    type="mcp" if tool else "http",
+                    method="MCP" if tool else "GET",
+                    seller=seller_of(resource),
+                    description=text,
+                    price=price,
+                    asset=None,
+                    network=None,
+                    pay_to=None,
+                    kinds=declared_kinds(text),
+                    tool=tool,
+                    source="402",
+                )
+            ]
+        )
+
     def for_kind(self, kind: str) -> list[Offer]:
         """Offers whose declaration matches ``kind``, cheapest first."""
         with self._lock:
@@ -191,6 +252,21 @@ def excerpt(body: Any, text: str = "") -> dict[str, Any]:
         _flatten(body, "", fields, 0)
         return {"type": "json", "fields": fields}
     return {"type": "text", "text": _clean(text, _MAX_TEXT_CHARS)}
+
+
+def purchase_facts(
+    kinds: Iterable[str], body: Any, text: str = ""
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """(excerpt, facts) of a purchased response: the facts are the ``kinds`` its fields
+    back, each valued by the backing fields ("issuer=Circle; launched=2018")."""
+    cut = excerpt(body, text)
+    fields = cut.get("fields") or {}
+    facts: dict[str, str] = {}
+    for kind in backed_kinds(kinds, fields):
+        names = set(KIND_FIELDS.get(kind, (1, ()))[1])
+        parts = [f"{k}={v}" for k, v in fields.items() if k.rsplit(".", 1)[-1] in names]
+        facts[kind] = "; ".join(parts)[:_MAX_TEXT_CHARS]
+    return cut, facts
 
 
 def backed_kinds(kinds: Iterable[str], fields: Mapping[str, str]) -> tuple[str, ...]:

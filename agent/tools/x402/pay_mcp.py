@@ -1,0 +1,330 @@
+"""pay_mcp: call an MCP tool protected by x402: quote (free) -> judge -> sign -> call -> settle.
+
+``quote`` calls the tool unpaid over SSE: an ordinary result is free data; an error result
+carrying an x402 PaymentRequired (``x402.mcp``'s 402) is parsed, the requirement on our
+network and USDC chosen, and the exact EIP-3009 authorization built with our nonce and
+window, as ``pay_http`` does. ``execute`` reads the terms again, has the wallet sign the
+very payload the verdict approved, calls the tool once with the payment in
+``_meta["x402/payment"]``, and settles the ledger row only when the chain proves the
+receipt in ``_meta["x402/payment-response"]``. No automatic payment: x402's MCP client
+would pay on its own, so nib attaches the payment itself under the judge's verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from mcp import ClientSession
+from mcp.client.sse import sse_client
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from x402.mcp import MCP_PAYMENT_META_KEY, MCP_PAYMENT_RESPONSE_META_KEY
+from x402.schemas import parse_payment_required as _x402_parse
+
+from agent.errors import ToolError
+from agent.tools.base import Observation, Quote, Tool, ToolContext
+from agent.tools.chain_reads import format_usdc, usdc_address
+from agent.tools.transfer import UsdcAmount, spend_cap
+from agent.tools.x402.offers import (
+    OfferBook,
+    allowlisted_sellers,
+    purchase_facts,
+    seller_of,
+)
+from agent.tools.x402.protocol import (
+    X402ProtocolError,
+    build_authorization,
+    choose_requirement,
+    payment_payload,
+    requirement_amount,
+    requirement_chain_id,
+)
+from judge.fingerprint import typed_data_fingerprint
+from wallet.errors import SettlementUnproven
+
+__all__ = ["PayMcpArgs", "PayMcpTool"]
+
+_TIMEOUT_S = 30.0
+_FREE_FINGERPRINT = "0x" + "0" * 64
+_PLACEHOLDER_SIGNATURE = "0x" + "00" * 65
+
+
+class PayMcpArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    server: str = Field(description="Base http(s) URL of the MCP server (SSE at /sse).")
+    tool: str = Field(min_length=1, max_length=100, description="Name of the paid MCP tool.")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments.")
+    covers: list[str] = Field(
+        default_factory=list,
+        max_length=5,
+        description="Checklist fact kinds this purchase is for, e.g. ['token_factsheet'].",
+    )
+    max_price: UsdcAmount | None = Field(
+        default=None, description="Highest acceptable price: atomic USDC or e.g. '0.05 USDC'."
+    )
+
+    @field_validator("server", mode="before")
+    @classmethod
+    def _server(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        text = value.strip().rstrip("/").removesuffix("/sse")
+        if not text.startswith(("http://", "https://")) or "@" in text:
+            raise ValueError(
+                f"found {text!r}; expected the MCP server's http(s) base URL without "
+                "credentials, e.g. http://127.0.0.1:8403"
+            )
+        return text
+
+
+class PayMcpTool(Tool):
+    """Call a paid MCP tool of an allowlisted seller, paying in USDC over x402."""
+
+    name = "pay_mcp"
+    args_model = PayMcpArgs
+    kind = "paid"
+    description = (
+        "Call an x402-protected MCP tool (server URL, tool name, arguments) of an "
+        "allowlisted seller; pays the quoted USDC price after the judge approves. Moves money."
+    )
+
+    def __init__(self, offers: OfferBook) -> None:
+        self.offers = offers
+
+    def facts_for(self, args: Any) -> tuple[str, ...]:
+        """What this purchase may cover, decided on our side: the fact kinds the tool's
+        declaration (discovery or its 402) matches, narrowed to ``covers`` when given."""
+        if not isinstance(args, PayMcpArgs):
+            return ()
+        declared = self.offers.declared(_resource(args), args.tool)
+        return tuple(k for k in declared if not args.covers or k in args.covers)
+
+    # -- quote -------------------------------------------------------------------
+
+    async def quote(self, args: PayMcpArgs, ctx: ToolContext) -> Quote:
+        """Call the tool unpaid; on x402's 402 build the authorization to approve."""
+        _check_seller(args, ctx)
+        if ctx.wallet is None:
+            raise ToolError(
+                "pay_mcp: no wallet is configured for this run; expected an unlocked wallet "
+                "to pay from. Fix: `nib wallet new` (or `nib devnet up` on the devnet)."
+            )
+        result = await _call(args)
+        required = _payment_required(result)
+        if required is None:
+            obs = self._observation(args, result, cost=0, settlement=None)
+            return Quote(
+                tool=self.name,
+                args=args.model_dump(mode="json"),
+                kind="x402",
+                payload={},
+                payload_fingerprint=_FREE_FINGERPRINT,
+                amount=0,
+                asset=usdc_address(ctx),
+                recipient="0x" + "0" * 40,
+                chain_id=ctx.network.chain_id,
+                meta={
+                    "free": True,
+                    "seller": seller_of(args.server),
+                    "observation": {"summary": obs.summary, "data": obs.data, "facts": obs.facts},
+                },
+            )
+        pr = _x402_parse(required)
+        description = getattr(getattr(pr, "resource", None), "description", "") or ""
+        requirement = choose_requirement(
+            pr, network_caip2=ctx.network.caip2, asset=usdc_address(ctx), max_amount=args.max_price
+        )
+        amount = requirement_amount(requirement)
+        self.offers.note_declaration(_resource(args), args.tool, description, amount)
+        chain_time = await asyncio.to_thread(ctx.chain.block_timestamp, "latest")
+        wall_time = int(time.time())
+        typed_data, authorization = build_authorization(
+            requirement, payer=ctx.wallet.address, chain_time=chain_time, wall_time=wall_time
+        )
+        return Quote(
+            tool=self.name,
+            args=args.model_dump(mode="json"),
+            kind="x402",
+            payload=typed_data,
+            payload_fingerprint=typed_data_fingerprint(typed_data),
+            amount=amount,
+            asset=str(typed_data["domain"]["verifyingContract"]),
+            recipient=str(typed_data["message"]["to"]),
+            chain_id=requirement_chain_id(requirement),
+            meta={
+                "seller": seller_of(args.server),
+                "payment_required": required,
+                "chain_time": chain_time,
+                "wall_time": wall_time,
+                "facts": list(self.facts_for(args)),
+                "display": f"{format_usdc(amount)} to {requirement.pay_to} for MCP {args.tool}",
+            },
+        )
+
+    # -- execute -----------------------------------------------------------------
+
+    async def execute(self, quote: Quote, verdict: Any, ctx: ToolContext) -> Observation:
+        """MOVES MONEY: re-read the terms, sign under ``verdict``, call once, settle.
+
+        Terms changed since the quote give a different payload, which the wallet refuses
+        as ``verdict-void`` before signing. The paid call is never retried.
+        """
+        if quote.meta.get("free"):
+            obs = quote.meta["observation"]
+            return Observation(self.name, True, obs["summary"], obs["data"], obs["facts"])
+        args = PayMcpArgs.model_validate(quote.args)
+        _check_seller(args, ctx)
+        wallet = ctx.wallet
+        if wallet is None:
+            raise ToolError("pay_mcp: no wallet is configured for this run; nothing was paid.")
+        cap = spend_cap(ctx, self.name)
+        required = _payment_required(await _call(args))
+        if required is None:
+            raise ToolError(
+                f"pay_mcp: {args.tool} at {args.server} no longer asks for payment; nothing "
+                "was signed. Fix: propose the call again for a fresh quote."
+            )
+        pr = _x402_parse(required)
+        requirement = choose_requirement(pr, network_caip2=ctx.network.caip2, asset=usdc_address(ctx))
+        message = quote.payload["message"]
+        payload, authorization = build_authorization(
+            requirement,
+            payer=str(message["from"]),
+            chain_time=int(quote.meta["chain_time"]),
+            wall_time=int(quote.meta["wall_time"]),
+            nonce=bytes.fromhex(str(message["nonce"])[2:]),
+        )
+        try:  # a payload we cannot build must fail before anything is signed
+            payment_payload(requirement, pr, authorization, _PLACEHOLDER_SIGNATURE)
+        except ValueError as exc:
+            raise X402ProtocolError(f"pay_mcp: cannot build the payment: {exc}") from exc
+        # The wallet recomputes the fingerprint of exactly this payload (verdict-void if
+        # the seller's terms changed since the quote).
+        signed = await asyncio.to_thread(
+            wallet.sign_typed_data, payload, verdict, run_id=ctx.run_id, cap=cap
+        )
+        paid = payment_payload(requirement, pr, authorization, signed.signature)
+        meta = {MCP_PAYMENT_META_KEY: paid.model_dump(by_alias=True, exclude_none=True)}
+        ctx.emit(
+            "tool.x402.paying",
+            {"url": _resource(args), "amount": quote.amount, "ledger_id": signed.ledger_id},
+        )
+        try:
+            result = await _call(args, meta=meta)
+        except ToolError as exc:
+            raise ToolError(
+                f"pay_mcp: the paid call to {args.tool} failed after signing ({exc}); the "
+                f"authorization (ledger row {signed.ledger_id}) may still be settled by the "
+                "seller until it expires. Nothing more is paid under this verdict. Fix: run "
+                "`nib audit reconcile` later."
+            ) from exc
+        receipt = (result.meta or {}).get(MCP_PAYMENT_RESPONSE_META_KEY) or {}
+        tx_hash = receipt.get("transaction") if isinstance(receipt, dict) else None
+        if result.isError or not isinstance(tx_hash, str) or not tx_hash:
+            raise ToolError(
+                f"pay_mcp: {args.tool} answered {'an error' if result.isError else 'without a receipt'} "
+                f"to the paid call; ledger row {signed.ledger_id} stays 'signed' until `nib "
+                "audit reconcile` finds whether the authorization was used. Fix: continue "
+                "without this data, or use another seller."
+            )
+        try:
+            await asyncio.to_thread(wallet.settle, signed, tx_hash)
+        except SettlementUnproven as exc:
+            raise ToolError(
+                f"pay_mcp: the receipt does not settle our authorization ({exc.finding}); "
+                f"ledger row {signed.ledger_id} stays 'signed' until `nib audit reconcile`."
+            ) from exc
+        return self._observation(args, result, cost=quote.amount, settlement=receipt)
+
+    # -- observation -------------------------------------------------------------
+
+    def _observation(
+        self, args: PayMcpArgs, result: Any, *, cost: int, settlement: dict[str, Any] | None
+    ) -> Observation:
+        text = "".join(getattr(c, "text", "") for c in result.content or ())
+        body: Any = result.structuredContent
+        if body is None:
+            try:
+                body = json.loads(text)
+            except ValueError:
+                body = None
+        cut, facts = purchase_facts(self.facts_for(args), body, text)
+        data: dict[str, Any] = {
+            "server": args.server,
+            "tool": args.tool,
+            "seller": seller_of(args.server),
+            "excerpt": cut,
+        }
+        if settlement is not None:
+            data["settlement"] = settlement
+            data["paid_atomic"] = cost
+        what = f"MCP {args.tool} from {seller_of(args.server)}"
+        summary = (
+            f"paid {format_usdc(cost)} for {what}: {len(facts)} facts, settled in "
+            f"{str((settlement or {}).get('transaction', ''))[:10]}…"
+            if cost
+            else f"free {what}: {len(facts)} facts"
+        )
+        return Observation(
+            tool=self.name, ok=True, summary=summary, data=data, facts=facts, cost_usdc=cost
+        )
+
+
+def _resource(args: PayMcpArgs) -> str:
+    return f"{args.server}/sse"
+
+
+def _check_seller(args: PayMcpArgs, ctx: ToolContext) -> None:
+    """Allowlisted, and the seller the task names when it names any: before any request."""
+    seller = seller_of(args.server)
+    allowed = allowlisted_sellers(ctx.allowlist)
+    if seller not in allowed:
+        raise ToolError(
+            f"pay_mcp: seller {seller} is not on the allowlist of seller origins (allowed: "
+            f"{', '.join(sorted(allowed)) or 'none'}); refused before any request. Fix: add "
+            f"{seller} to NIB_SELLER_ALLOWLIST if you trust this seller."
+        )
+    named = ctx.task_sellers
+    if named and seller not in named:
+        raise ToolError(
+            f"pay_mcp: the task names the seller{'s' if len(named) > 1 else ''} "
+            f"{', '.join(named)}, not {seller}; nib pays only the seller a task names. "
+            "Fix: call the named seller, or drop the seller from the task."
+        )
+
+
+async def _call(args: PayMcpArgs, meta: dict[str, Any] | None = None) -> Any:
+    """One MCP tools/call over SSE; transport failures become a ToolError."""
+    try:
+        async with (
+            sse_client(args.server + "/sse", timeout=_TIMEOUT_S) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await session.call_tool(args.tool, args.arguments, meta=meta)
+    except Exception as exc:
+        raise ToolError(
+            f"pay_mcp: could not call {args.tool} at {args.server} ({type(exc).__name__}: "
+            f"{str(exc)[:200]}); expected a running MCP server (SSE at /sse). Fix: start it "
+            "(`nib devnet up` on the devnet) or check the URL."
+        ) from exc
+
+
+def _payment_required(result: Any) -> dict[str, Any] | None:
+    """x402's PaymentRequired in an MCP error result (structured or as JSON text)."""
+    if not result.isError:
+        return None
+    candidates: list[Any] = [result.structuredContent]
+    for item in result.content or ():
+        try:
+            candidates.append(json.loads(getattr(item, "text", "") or "null"))
+        except ValueError:
+            continue
+    for found in candidates:
+        if isinstance(found, dict) and "x402Version" in found and "accepts" in found:
+            return found
+    text = "".join(getattr(c, "text", "") for c in result.content or ())[:200]
+    raise ToolError(f"pay_mcp: the tool answered an error, not a payment requirement: {text!r}")

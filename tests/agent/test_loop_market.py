@@ -1,0 +1,59 @@
+"""The x402 market through the whole run: real wallet, real judge, real Anvil, sellers
+built only with the official x402 package; balances and reconcile read back from the chain."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from _loop_support import checklist, paid_deps, usdc_balance
+
+from agent.loop.run import run_task
+from agent.models.scripted import ScriptedModel
+from agent.tools.x402.offers import OfferBook
+from agent.tools.x402.pay_mcp import PayMcpTool
+from chain.devkeys import AGENT, dev_account
+from chain.paywall.mcp_seller import MCP_PAY_TO_INDEX, MCP_TOOL, MCP_TOOL_PRICE
+from wallet.ledger import Ledger
+from wallet.reconcile import reconcile
+
+AGENT_ADDR = dev_account(AGENT).address
+ISSUER = checklist(("USDC issuer", "token_factsheet"))
+
+
+def test_pays_an_x402_mcp_tool_through_the_judge_and_the_wallet(
+    tmp_path: Path, chain: Any, market: dict[str, str]
+) -> None:
+    mcp_seller = dev_account(MCP_PAY_TO_INDEX).address
+    before = usdc_balance(chain, mcp_seller), usdc_balance(chain, AGENT_ADDR)
+    head = chain.w3.eth.block_number
+    buy = {
+        "action": "call",
+        "tool": "pay_mcp",
+        "args": {
+            "server": market["mcp"],
+            "tool": MCP_TOOL,
+            "arguments": {"symbol": "USDC"},
+            "covers": ["token_factsheet"],
+        },
+    }
+    model = ScriptedModel({"checklist": [ISSUER], "propose": [buy]})
+    deps = paid_deps(tmp_path, chain, model, extra_tools=(PayMcpTool(OfferBook()),))
+    deps = dataclasses.replace(deps, allowlist=(market["mcp"],))
+    r = asyncio.run(run_task("Who issues USDC? Use the paid MCP fact tool.", deps))
+
+    assert (r.stop_reason, r.finished) == ("evidence-covered", True)
+    assert usdc_balance(chain, mcp_seller) == before[0] + MCP_TOOL_PRICE
+    assert usdc_balance(chain, AGENT_ADDR) == before[1] - MCP_TOOL_PRICE
+    verdict = deps.store.events(r.run_id, "verdict")[-1]["data"]
+    assert verdict["decision"] == "approve" and verdict["p"] == "0.4"  # a new seller
+    rows = Ledger(deps.wallet.meter.store).rows(r.run_id)
+    assert [(row.status, row.amount) for row in rows] == [("settled", MCP_TOOL_PRICE)]
+    report = reconcile(deps.wallet.meter.store, deps.wallet.chain, chain.usdc, AGENT_ADDR, head + 1)
+    assert report.clean and [m.ledger_id for m in report.matched] == [rows[0].id]
+    obs = deps.store.events(r.run_id, "tool.call")[-1]["data"]
+    assert obs["ok"] and obs["cost_usdc"] == MCP_TOOL_PRICE
+    outcomes = list(deps.store.db.query("SELECT tool, covered FROM judge_outcomes"))
+    assert outcomes == [{"tool": f"pay_mcp@{market['mcp']}", "covered": 1}]
