@@ -9,7 +9,6 @@ tools are typed against these, never ``Any``, so mypy checks the money path end 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from decimal import Decimal
 from typing import Protocol
 
 from judge.jev import PaidCallRequest
@@ -39,9 +38,7 @@ class AgentJudge(Protocol):
 
     def recheck(self, verdict: Verdict) -> None: ...
 
-    def record_outcome(
-        self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool
-    ) -> None: ...
+    def record_outcome(self, verdict_id: str, fact_kind: str, covered: bool) -> None: ...
 
 
 class SpendView(Protocol):

@@ -145,7 +145,7 @@ class AnvilProcess:
         logf = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(
             cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=detach,
+            start_new_session=detach, env=child_env(),
         )
         logf.close()
         self.pid = self.proc.pid
@@ -278,6 +278,20 @@ def _has_code(rpc_url: str, address: str) -> bool:
     return len(client.call("eth_getCode", lambda: client.w3.eth.get_code(address))) > 0  # type: ignore[arg-type]
 
 
+#: The only variables a child process (Anvil, the paywall) inherits: what finding
+#: programs, libraries and temporary files needs. Secrets (the wallet passphrase, the
+#: judge's token and passphrase, API keys) stay in the process that owns them.
+CHILD_ENV_KEYS = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ",
+                  "PYTHONPATH", "VIRTUAL_ENV", "SYSTEMROOT")
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A minimal environment for a child process: ``CHILD_ENV_KEYS`` plus ``extra``."""
+    env = {k: os.environ[k] for k in CHILD_ENV_KEYS if k in os.environ}
+    env.update(extra or {})
+    return env
+
+
 @dataclass
 class _Starting:
     """A service process started by ``up``, until its URL file shows it is serving."""
@@ -298,7 +312,7 @@ def _spawn(home: Path, name: str, module: str, *args: str, health: str = "/healt
     proc = subprocess.Popen(
         [sys.executable, "-m", module, *args, "--port", "0", "--url-file", str(url_file)],
         stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        start_new_session=True, cwd=str(REPO_ROOT),
+        start_new_session=True, cwd=str(REPO_ROOT), env=child_env(),
     )
     logf.close()
     return _Starting(name, proc, url_file, log, health)

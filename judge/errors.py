@@ -7,12 +7,15 @@ loop signals)::
     ├── JudgeConfigError            configuration / caller mistake: fix the input
     │   ├── FingerprintError        a value that has no canonical form (NaN, set, ...)
     │   └── JudgeRequestInvalid     a malformed paid-call request (negative price, ...)
+    │       └── OutcomeRefused      an outcome for a verdict not issued/executed here, or twice
     ├── VerdictInvalid              loop signal: a verdict that must not be acted on
     │   ├── VerdictMalformed        fields do not parse (bad signature hex, bad fingerprint)
     │   ├── VerdictSignatureInvalid the signature does not recover to any key
     │   ├── VerdictWrongSigner      signed by a key other than the trusted judge
     │   ├── VerdictExpired          past its expires_at
-    │   └── VerdictRevoked          revoked by the judge, or its key is no longer trusted
+    │   ├── VerdictRevoked          revoked by the judge, or its key is no longer trusted
+    │   ├── VerdictUnknown          not in this judge's record of issued verdicts
+    │   └── VerdictConsumed         already used once (by any wallet)
     └── JudgeUnreachable            run stop: the judge service did not answer in time
 
 Every message says what was found, what was expected, and the fix.
@@ -37,6 +40,10 @@ class JudgeRequestInvalid(JudgeConfigError):
     """A paid-call request is malformed (negative amounts, mismatched fingerprint, ...)."""
 
 
+class OutcomeRefused(JudgeRequestInvalid):
+    """An outcome for a verdict this judge did not issue, no wallet consumed, or twice."""
+
+
 class VerdictInvalid(JudgeError):
     """A verdict that must not be acted on. Signers refuse when they see this."""
 
@@ -59,6 +66,14 @@ class VerdictExpired(VerdictInvalid):
 
 class VerdictRevoked(VerdictInvalid):
     """The judge revoked the verdict, or the key that signed it is no longer trusted."""
+
+
+class VerdictUnknown(VerdictInvalid):
+    """This judge has no record of issuing the verdict (or issued it with other terms)."""
+
+
+class VerdictConsumed(VerdictInvalid):
+    """The verdict was already consumed: each verdict pays once, whichever wallet asks."""
 
 
 class JudgeUnreachable(JudgeError):

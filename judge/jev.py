@@ -32,6 +32,7 @@ from judge.errors import (
 )
 from judge.fingerprint import call_fingerprint, is_fingerprint
 from judge.policy import FreeDecision, FreeReadPolicy
+from judge.records import Standing, VerdictRecords
 from judge.verdict import (
     DEFAULT_TTL_S,
     Decision,
@@ -219,6 +220,12 @@ class PaidCallRequest:
             ) from exc
 
 
+def _coverable(req: PaidCallRequest) -> list[str]:
+    """Fact keys of the missing items the tool declares it can provide."""
+    tool_keys = {fact_key(f) for f in req.tool_facts}
+    return [fact_key(m) for m in req.missing if fact_key(m) in tool_keys]
+
+
 def format_usdc(amount: int | Decimal, decimals: int = USDC_DECIMALS) -> str:
     """Atomic units as a human amount with at least 2 decimals: 400000 -> '0.40'."""
     value = (Decimal(amount).scaleb(-decimals)).quantize(
@@ -243,7 +250,9 @@ class Judge:
 
     ``allowed_assets`` maps chain id -> token addresses the judge will pay in; any
     other chain or asset is refused. ``value_per_item`` (atomic units) overrides the
-    default value of a missing item, ``spend_cap // checklist_size``.
+    default value of a missing item, ``spend_cap // checklist_size``. ``records`` is the
+    judge's record of issued verdicts (in memory unless given): single use and outcomes
+    are enforced there, where the verdicts were issued.
     """
 
     def __init__(
@@ -257,6 +266,7 @@ class Judge:
         clock: Callable[[], float] = time.time,
         free_policy: FreeReadPolicy | None = None,
         emit: Emit | None = None,
+        records: VerdictRecords | None = None,
     ) -> None:
         if value_per_item is not None and (
             isinstance(value_per_item, bool)
@@ -278,7 +288,7 @@ class Judge:
         self._clock = clock
         self.free_policy = free_policy if free_policy is not None else FreeReadPolicy()
         self._emit = emit
-        self._revoked: set[str] = set()
+        self.records = records if records is not None else VerdictRecords(clock=clock)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -319,6 +329,11 @@ class Judge:
             reason=reason,
             ttl_s=self._ttl_s,
             now=self._clock(),
+        )
+        self.records.issued(
+            verdict,
+            subject=calibration_subject(req.tool, req.seller),
+            facts=tuple(_coverable(req)),
         )
         if self._emit is not None:
             self._emit(
@@ -411,8 +426,7 @@ class Judge:
                 "user allowlisted; fix: name the recipient in the task or add it to the "
                 "allowlist",
             )
-        tool_keys = {fact_key(f) for f in req.tool_facts}
-        coverable = [m for m in req.missing if fact_key(m) in tool_keys]
+        coverable = _coverable(req)
         if not coverable:
             return (
                 "refuse",
@@ -481,9 +495,8 @@ class Judge:
     # -- verdict lifecycle -------------------------------------------------------------
 
     def revoke(self, verdict_id: str) -> None:
-        """Revoke a verdict: :meth:`recheck` refuses it from now on."""
-        with self._lock:
-            self._revoked.add(verdict_id)
+        """Revoke a verdict: :meth:`recheck` refuses it from now on (unless already used)."""
+        self.records.revoke(verdict_id)
         if self._emit is not None:
             self._emit("judge.revoked", {"verdict_id": verdict_id})
 
@@ -495,20 +508,17 @@ class Judge:
             self._emit("judge.rotated", {"old": old, "new": signer.address})
 
     def recheck(self, verdict: Verdict) -> None:
-        """Raise unless ``verdict`` still stands: intact, not revoked, current key, unexpired.
+        """MOVES MONEY (gate): the wallet's pre-signing re-check; consumes the verdict.
 
-        The wallet calls this immediately before signing.
+        Raises unless ``verdict`` still stands (intact, signed by the current key,
+        unexpired, issued here with exactly these terms, not revoked) and was never
+        consumed; then records its single consumption. A second re-check of the same
+        verdict, from this wallet or any other, raises VerdictConsumed.
         """
         verify_verdict(verdict, verdict.judge)  # intact: the signature recovers to its judge
         signer = verdict.judge
         with self._lock:
-            revoked = verdict.id in self._revoked
             current = self._signer.address
-        if revoked:
-            raise VerdictRevoked(
-                f"verdict {verdict.id} was revoked by the judge; expected a standing "
-                "verdict. Fix: request a fresh verdict."
-            )
         if signer.lower() != current.lower():
             raise VerdictRevoked(
                 f"verdict {verdict.id} is signed by {signer}, but the judge's current key is "
@@ -521,18 +531,39 @@ class Judge:
                 f"verdict {verdict.id}: expired at {verdict.expires_at}, now {int(now)}; "
                 "expected now < expires_at. Fix: request a fresh verdict."
             )
+        self.records.consume(verdict)
+        if self._emit is not None:
+            self._emit("judge.consumed", {"verdict_id": verdict.id})
+
+    def verdict_standing(self, verdict_id: str, payload_fingerprint: str | None) -> Standing:
+        """Was ``verdict_id`` issued here for ``payload_fingerprint``, and consumed once?"""
+        return self.records.standing(verdict_id, payload_fingerprint)
 
     # -- calibration --------------------------------------------------------------------
 
-    def record_outcome(
-        self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool
-    ) -> None:
-        """Record whether an executed paid call covered a missing item (with the p used)."""
-        self.calibrator.record(tool, fact_kind, p_used, covered)
+    def record_outcome(self, verdict_id: str, fact_kind: str, covered: bool) -> None:
+        """Record whether an executed approved call covered a missing item (calibration).
+
+        The subject (tool, at its seller) and the p used come from the judge's own record of the verdict, never
+        from the caller; outcomes for verdicts not issued and consumed here, for fact
+        kinds the call could not cover, or a second time, raise OutcomeRefused.
+        """
+        if not isinstance(covered, bool):
+            raise JudgeConfigError(
+                f"found covered={covered!r}; expected True or False; fix: pass a bool."
+            )
+        rec = self.records.take_outcome(verdict_id, fact_key(fact_kind))
+        self.calibrator.record(rec.subject, fact_key(fact_kind), rec.p, covered)
         if self._emit is not None:
             self._emit(
                 "judge.outcome",
-                {"tool": tool, "fact_kind": fact_kind, "p_used": str(p_used), "covered": covered},
+                {
+                    "verdict_id": verdict_id,
+                    "subject": rec.subject,
+                    "fact_kind": fact_key(fact_kind),
+                    "p_used": rec.p,
+                    "covered": covered,
+                },
             )
 
     def calibration(self) -> CalibrationReport:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import json
 import socket
 import threading
 import time
-from decimal import Decimal
-from typing import Any
+from typing import Any, cast, get_args
 
 import httpx
 import uvicorn
@@ -28,10 +28,91 @@ from judge.calibration import CalibrationReport
 from judge.errors import JudgeConfigError, JudgeError, JudgeUnreachable, VerdictInvalid
 from judge.jev import Judge, PaidCallRequest
 from judge.policy import FreeDecision, FreePolicyRow
+from judge.records import Standing
 from judge.verdict import SCHEME, Verdict, parse_verdict, verify_verdict
 
 DEFAULT_TIMEOUT_S = 2.0
+#: The largest request body the service reads; real requests are a few KiB.
+MAX_BODY_BYTES = 64 * 1024
 _API = "/v1"
+
+
+class _BodyLimit:
+    """ASGI middleware: refuse bodies over ``limit`` bytes before the app reads them.
+
+    A declared Content-Length over the limit is answered 413 without reading a byte; a
+    body without one (chunked) is read here and cut off as soon as it passes the limit.
+    """
+
+    def __init__(self, app: Any, limit: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        try:
+            too_big = declared is not None and int(declared) > self.limit
+        except ValueError:
+            too_big = True
+        if too_big:
+            await self._refuse(send, declared)
+            return
+        # No trustworthy length: take the body here, at most ``limit`` bytes, then hand
+        # the app what was read (the app never reads from the socket itself).
+        chunks: list[bytes] = []
+        seen = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, _replay([message]), send)
+                return
+            chunks.append(message.get("body", b""))
+            seen += len(chunks[-1])
+            if seen > self.limit:
+                await self._refuse(send, str(seen).encode())
+                return
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        await self.app(
+            scope, _replay([{"type": "http.request", "body": body, "more_body": False}]), send
+        )
+
+    async def _refuse(self, send: Any, size: bytes | None) -> None:
+        found = size.decode(errors="replace") if size else "more"
+        message = (
+            f"found a request body of {found} bytes; expected at most {self.limit} bytes; "
+            "fix: send the fields JudgeClient sends, nothing more."
+        )
+        body = json.dumps(
+            {"error": {"type": "JudgeRequestInvalid", "message": message}}
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def _replay(messages: list[dict[str, Any]]) -> Any:
+    queue = list(messages)
+
+    async def receive() -> dict[str, Any]:
+        if queue:
+            return queue.pop(0)
+        return {"type": "http.disconnect"}
+
+    return receive
 
 
 def _is_loopback(host: str) -> bool:
@@ -136,10 +217,17 @@ def create_app(judge: Judge, *, token: str | None = None) -> FastAPI:
             raise JudgeConfigError(
                 f"found covered={covered!r}; expected true or false; fix: send a JSON boolean."
             )
-        judge.record_outcome(
-            str(body["tool"]), str(body["fact_kind"]), str(body["p_used"]), covered
-        )
+        judge.record_outcome(str(body["verdict_id"]), str(body["fact_kind"]), covered)
         return {"ok": True}
+
+    @app.post(f"{_API}/standing")
+    def standing(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        fp = body.get("payload_fingerprint")
+        return {
+            "standing": judge.verdict_standing(
+                str(body["verdict_id"]), None if fp is None else str(fp)
+            )
+        }
 
     @app.get(f"{_API}/calibration")
     def calibration() -> dict[str, Any]:
@@ -148,14 +236,22 @@ def create_app(judge: Judge, *, token: str | None = None) -> FastAPI:
     return app
 
 
-def _server(judge: Judge, host: str, port: int, token: str | None = None) -> uvicorn.Server:
+def _server(
+    judge: Judge, host: str, port: int, token: str | None = None, *, insecure: bool = False
+) -> uvicorn.Server:
+    if not token and not insecure:
+        raise JudgeConfigError(
+            "found no token for the judge service; expected NIB_JUDGE_TOKEN so only the "
+            "agent and the wallet can ask for verdicts; fix: set NIB_JUDGE_TOKEN (e.g. "
+            "`export NIB_JUDGE_TOKEN=$(openssl rand -hex 32)`), or pass --insecure on the devnet."
+        )
     if not _is_loopback(host):
         raise JudgeConfigError(
             f"found judge host {host!r}; expected a loopback address (127.0.0.1, ::1, "
             "localhost) because the judge holds an approving key; fix: bind to 127.0.0.1."
         )
     config = uvicorn.Config(
-        create_app(judge, token=token),
+        _BodyLimit(create_app(judge, token=token)),
         host=host,
         port=port,
         log_level="warning",
@@ -165,9 +261,15 @@ def _server(judge: Judge, host: str, port: int, token: str | None = None) -> uvi
     return uvicorn.Server(config)
 
 
-def serve(host: str, port: int, judge: Judge, token: str | None = None) -> None:
-    """Run the judge service in the foreground until interrupted (``nib judge serve``)."""
-    _server(judge, host, port, token).run()
+def serve(
+    host: str, port: int, judge: Judge, token: str | None = None, *, insecure: bool = False
+) -> None:
+    """Run the judge service in the foreground until interrupted (``nib judge serve``).
+
+    Refuses to start without ``token`` unless ``insecure`` (the caller allows that on the
+    devnet only).
+    """
+    _server(judge, host, port, token, insecure=insecure).run()
 
 
 class JudgeServer:
@@ -178,9 +280,15 @@ class JudgeServer:
     """
 
     def __init__(
-        self, judge: Judge, host: str = "127.0.0.1", port: int = 0, *, token: str | None = None
+        self,
+        judge: Judge,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        token: str | None = None,
+        insecure: bool = False,
     ) -> None:
-        self._server = _server(judge, host, port, token)
+        self._server = _server(judge, host, port, token, insecure=insecure)
         self._host = host
         self._port = port
         self._thread: threading.Thread | None = None
@@ -327,14 +435,22 @@ class JudgeClient:
     def revoke(self, verdict_id: str) -> None:
         self._call("POST", "/revoke", {"verdict_id": verdict_id})
 
-    def record_outcome(
-        self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool
-    ) -> None:
+    def record_outcome(self, verdict_id: str, fact_kind: str, covered: bool) -> None:
         self._call(
             "POST",
             "/outcomes",
-            {"tool": tool, "fact_kind": fact_kind, "p_used": str(p_used), "covered": covered},
+            {"verdict_id": verdict_id, "fact_kind": fact_kind, "covered": covered},
         )
+
+    def verdict_standing(self, verdict_id: str, payload_fingerprint: str | None) -> Standing:
+        answer = self._call(
+            "POST",
+            "/standing",
+            {"verdict_id": verdict_id, "payload_fingerprint": payload_fingerprint},
+        )["standing"]
+        if answer not in get_args(Standing):
+            raise self._unreachable(f"an unknown standing {answer!r}")
+        return cast(Standing, answer)
 
     def calibration(self) -> CalibrationReport:
         report: CalibrationReport = self._call("GET", "/calibration")

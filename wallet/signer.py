@@ -20,7 +20,7 @@ from web3.exceptions import Web3RPCError
 
 from chain.errors import ChainError
 from chain.usdc import prove_authorization_settled
-from judge.errors import FingerprintError, VerdictInvalid
+from judge.errors import FingerprintError, VerdictConsumed, VerdictInvalid
 from judge.fingerprint import transaction_fingerprint, typed_data_fingerprint
 from judge.verdict import Verdict, verify_verdict
 from wallet.errors import (
@@ -33,6 +33,7 @@ from wallet.errors import (
     VerdictBadSignature,
     VerdictExpired,
     VerdictNotApproved,
+    VerdictReplayed,
     VerdictRevoked,
     VerdictVoid,
     WalletError,
@@ -43,6 +44,7 @@ from wallet.meter import Reservation, SpendMeter, gas_to_usdc
 from wallet.nonces import NonceManager
 from wallet.signed import SentTx, SignedTx, SignedTypedData
 from wallet.terms import (
+    PINNED_TX_FIELDS,
     TRANSFER_SELECTOR,
     Terms,
     as_int,
@@ -58,15 +60,12 @@ if TYPE_CHECKING:
 
 Emit = Callable[[str, dict[str, Any]], None]
 
-#: Transaction fields the wallet fills after the checks when the payload leaves them out.
-#: None of them moves USDC; gas is metered against the cap after the receipt.
-FILLED_TX_FIELDS = ("nonce", "gas", "maxFeePerGas", "maxPriorityFeePerGas", "type")
 #: The longest an EIP-3009 authorization may stay valid from now (x402 asks for minutes).
 MAX_AUTHORIZATION_S = 3600
 
 __all__ = [
-    "FILLED_TX_FIELDS",
     "MAX_AUTHORIZATION_S",
+    "PINNED_TX_FIELDS",
     "TRANSFER_SELECTOR",
     "SentTx",
     "SignedTx",
@@ -267,30 +266,21 @@ class Wallet:
     ) -> SignedTx:
         """MOVES MONEY: sign a USDC ``transfer(to, amount)`` transaction the verdict approved.
 
-        The fingerprint covers ``tx`` exactly as given. Fields in ``FILLED_TX_FIELDS`` that
-        ``tx`` leaves out (nonce from the NonceManager, gas, EIP-1559 fees) are filled
-        after the checks; none of them moves USDC, but gas limit x max fee is held against
-        the run's cap until the receipt says what the gas cost. Broadcast with
-        ``send_transaction``, or give it back unsent with ``discard``.
+        The fingerprint covers ``tx`` exactly as given, and ``tx`` must pin every field
+        in ``PINNED_TX_FIELDS`` (nonce, gas, EIP-1559 fees) before the verdict: the wallet
+        fills nothing after the checks, so one verdict names one signable transaction.
+        Gas limit x max fee is held against the run's cap until the receipt says what
+        the gas cost. Broadcast with ``send_transaction``, or give it back unsent with
+        ``discard``.
         """
         exact = private_copy(tx)
         full = {k: v for k, v in exact.items() if k != "from"}
         full["data"] = full.pop("input", full.get("data"))
-        allocated: int | None = None
 
         def hold_for_gas() -> int:
-            # Fees are settled (after the checks, before the reservation) so the most the
-            # gas can cost is held against the cap too; none of these fields moves USDC.
-            try:
-                self._fill_fees(full)
-                price = full.get("maxFeePerGas", full.get("gasPrice"))
-                return gas_to_usdc(as_int(full["gas"]) * as_int(price), self.meter.gas_usdc_per_eth)
-            except Exception as exc:
-                raise SendFailed(
-                    f"Could not fill gas and fees ({type(exc).__name__}: {str(exc)[:200]}); "
-                    "expected the node to estimate them. Fix: check the RPC, or give gas and "
-                    "fee fields in the quoted payload. Nothing was reserved or signed."
-                ) from exc
+            return gas_to_usdc(
+                as_int(full["gas"]) * as_int(full["maxFeePerGas"]), self.meter.gas_usdc_per_eth
+            )
 
         res = self._authorize(
             exact,
@@ -304,28 +294,14 @@ class Wallet:
         )
         assert verdict is not None
         try:
-            if full.get("nonce") is None:
-                allocated = self.nonces.allocate()
-                full["nonce"] = allocated
-        except Exception as exc:
-            self.meter.release(res, note=f"preparing the tx failed ({type(exc).__name__})")
-            self._emit("wallet.failed", {**_res_event(res), "note": "preparing the tx failed"})
-            raise SendFailed(
-                f"Could not allocate a nonce for verdict {verdict.id} "
-                f"({type(exc).__name__}: {str(exc)[:200]}); expected the node to answer. "
-                "Fix: check the RPC; the reservation is released (the verdict stays used)."
-            ) from exc
-        try:
             signed = self._key._unsafe_sign_transaction(full)
         except Exception as exc:
-            if allocated is not None:
-                self.nonces.release(allocated)
             self.meter.release(res, note=f"signing failed ({type(exc).__name__})")
             raise self._refuse(
                 PayloadMismatch(
                     f"The approved transaction could not be signed ({type(exc).__name__}); "
-                    "expected an EIP-1559 USDC transfer. Fix: build it with chainId, to, data "
-                    "and value 0 (nonce, gas and fees may be left to the wallet).",
+                    "expected an EIP-1559 USDC transfer. Fix: build it with chainId, to, data, "
+                    "value 0 and the pinned fields " + ", ".join(PINNED_TX_FIELDS) + ".",
                     verdict_id=verdict.id,
                 ),
                 run_id,
@@ -589,6 +565,11 @@ class Wallet:
             return
         try:
             self.recheck(verdict)
+        except VerdictConsumed as exc:
+            raise VerdictReplayed(
+                f"Verdict {verdict.id} was already used, as the judge's record shows: {exc}",
+                verdict_id=verdict.id,
+            ) from exc
         except VerdictInvalid as exc:
             raise VerdictRevoked(
                 f"Verdict {verdict.id} failed the judge's re-check: {exc}",
@@ -610,19 +591,6 @@ class Wallet:
             {**_refusal_base(run_id, verdict, kind), "code": exc.code, "reason": exc.reason},
         )
         return exc
-
-    def _fill_fees(self, tx: dict[str, Any]) -> None:
-        w3 = self.chain.w3
-        if tx.get("gasPrice") is None:
-            tx.setdefault("type", 2)
-            if tx.get("maxPriorityFeePerGas") is None:
-                tx["maxPriorityFeePerGas"] = int(w3.eth.max_priority_fee)
-            if tx.get("maxFeePerGas") is None:
-                base = int(w3.eth.get_block("latest").get("baseFeePerGas", 0))
-                tx["maxFeePerGas"] = 2 * base + int(tx["maxPriorityFeePerGas"])
-        if tx.get("gas") is None:
-            probe = {k: tx[k] for k in ("to", "data", "value") if k in tx}
-            tx["gas"] = int(w3.eth.estimate_gas({"from": self.address, **probe}))  # type: ignore[typeddict-item]
 
     def _broadcast_refused(self, signed: SignedTx, res: Reservation, exc: Exception) -> None:
         text = str(exc)

@@ -15,6 +15,7 @@ from wallet.errors import PayloadMismatch
 
 __all__ = [
     "EIP3009_PRIMARY",
+    "PINNED_TX_FIELDS",
     "TRANSFER_SELECTOR",
     "Terms",
     "as_int",
@@ -26,6 +27,9 @@ __all__ = [
 ]
 
 TRANSFER_SELECTOR = "a9059cbb"  # transfer(address,uint256)
+#: Transaction fields a payload must fix before the judge rules on it (item 4 of issue 12:
+#: a wallet that filled them after the checks could sign two transactions under one verdict).
+PINNED_TX_FIELDS = ("nonce", "gas", "maxFeePerGas", "maxPriorityFeePerGas")
 EIP3009_PRIMARY = "TransferWithAuthorization"
 
 
@@ -66,6 +70,14 @@ def typed_data_terms(payload: dict[str, Any]) -> Terms:
 
 
 def transfer_terms(tx: dict[str, Any]) -> Terms:
+    unpinned = [name for name in PINNED_TX_FIELDS if tx.get(name) is None]
+    if unpinned or tx.get("gasPrice") is not None:
+        found = f"leaves {', '.join(unpinned)} unpinned" if unpinned else "sets gasPrice"
+        raise PayloadMismatch(
+            f"The transaction {found}; expected {', '.join(PINNED_TX_FIELDS)} fixed before "
+            "the verdict (EIP-1559, no gasPrice), so the approved fingerprint names exactly "
+            "one signable transaction. Fix: quote the transfer with its nonce, gas and fees."
+        )
     data = tx.get("data", tx.get("input"))
     raw = hex_body(data)
     if raw[:8] != TRANSFER_SELECTOR or len(raw) != 8 + 128:

@@ -473,7 +473,9 @@ def judge_calibration(as_json: bool = typer.Option(False, "--json")) -> None:
 
 
 @judge_app.command("serve")
-def judge_serve(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8402)) -> None:
+def judge_serve(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8402),
+                insecure: bool = typer.Option(False, "--insecure",
+                                              help="Devnet only: serve without NIB_JUDGE_TOKEN.")) -> None:
     """Run the judge as its own HTTP service on loopback, holding its key."""
     from agent.cli.runtime import build_local_judge, resolve_network
     from judge.service import serve
@@ -482,12 +484,14 @@ def judge_serve(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(
     if host not in ("127.0.0.1", "localhost", "::1"):
         fail(f"--host {host} is not loopback; the judge service binds to loopback only. Fix: --host 127.0.0.1")
     network = resolve_network(settings, _devnet.status(settings.home))
+    if insecure and not network.is_devnet:
+        fail(f"--insecure is for the devnet only; found network {network.name}. "
+             "Fix: set NIB_JUDGE_TOKEN and drop --insecure.")
     judge = build_local_judge(settings, network)
     err.print(f"judge {judge.address} serving on http://{host}:{port}")
-    if not settings.judge_token:
-        err.print("warning: NIB_JUDGE_TOKEN is not set, so any local process can ask this judge "
-                  "for verdicts; set it here and for the agent.")
-    serve(host, port, judge, token=settings.judge_token)
+    if not settings.judge_token and insecure:
+        err.print("warning: --insecure: any local process can ask this judge for verdicts.")
+    serve(host, port, judge, token=settings.judge_token, insecure=insecure)
 
 
 # ---------------------------------------------------------------- report, eval

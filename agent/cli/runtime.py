@@ -114,11 +114,14 @@ def _judge_account(settings: NibSettings, network: Network) -> LocalAccount:
     if network.is_devnet:
         return dev_account(JUDGE)
     path = settings.home / JUDGE_KEY_FILE
-    secret = os.environ.get("NIB_JUDGE_PASSWORD") or os.environ.get("NIB_WALLET_PASSWORD")
+    # Its own passphrase, never the wallet's: whoever can unlock the wallet must not
+    # also be able to approve its spending.
+    secret = os.environ.get("NIB_JUDGE_PASSWORD")
     if not secret:
         raise AgentConfigError(
-            "the judge's key file needs a passphrase and none is set; expected NIB_JUDGE_PASSWORD "
-            "(or NIB_WALLET_PASSWORD). Fix: export one, or run the judge as a service with "
+            "the judge's key file needs a passphrase and NIB_JUDGE_PASSWORD is not set; "
+            "expected a passphrase of the judge's own (the wallet's is never used for it). "
+            "Fix: export NIB_JUDGE_PASSWORD, or run the judge as a service with "
             "`nib judge serve` and set NIB_JUDGE_URL."
         )
     if not path.exists():
@@ -153,11 +156,17 @@ def build_local_judge(settings: NibSettings, network: Network) -> Judge:
     """The in-process judge, with its own key and calibration store."""
     from judge.calibration import BetaCalibrator
     from judge.jev import Judge
+    from judge.records import VerdictRecords
     from judge.verdict import VerdictSigner
 
     signer = VerdictSigner(_judge_account(settings, network))
     calibrator = BetaCalibrator(settings.database)
-    return Judge(signer, calibrator, allowed_assets={network.chain_id: [network.usdc or ""]})
+    return Judge(
+        signer,
+        calibrator,
+        allowed_assets={network.chain_id: [network.usdc or ""]},
+        records=VerdictRecords(settings.database),
+    )
 
 
 def resolve_network(settings: NibSettings, devnet_info: _devnet.DevnetInfo | None) -> Network:

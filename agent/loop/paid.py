@@ -22,7 +22,7 @@ from agent.loop.state import PendingCall, jsonable, unjsonable
 from agent.loop.stop import Stop, raise_if_dependency
 from agent.seams import AgentJudge
 from agent.tools.base import Observation, Quote, Tool
-from judge.calibration import calibration_subject, fact_key
+from judge.calibration import fact_key
 from judge.jev import CallRecord, PaidCallRequest
 from judge.verdict import Verdict
 from wallet.errors import CapExceeded, InsufficientBalance, VerdictVoid
@@ -290,20 +290,18 @@ class PaidStep:
             obs = Observation.failure(tool.name, f"{type(exc).__name__}: {exc}")
         missing_before = tuple(i.kind or i.text for i in self.run.checklist.missing)
         self.learning.record(tool, norm, fp, obs)
-        subject = calibration_subject(tool.name, quote.meta.get("seller"))
-        await self._record_outcome(tool, subject, norm, verdict, missing_before)
+        await self._record_outcome(tool, norm, verdict, missing_before)
 
     async def _record_outcome(
         self,
         tool: Tool,
-        subject: str,
         norm: dict[str, Any],
         verdict: Verdict,
         missing_before: tuple[str, ...],
     ) -> None:
         """Tell the judge, per missing item the tool could cover, whether the call covered
-        it (its calibration data, under ``subject``: the tool, at its seller when it has
-        one). Advisory: a failure here is logged, not fatal."""
+        it (its calibration data; the judge files it under the tool, at its seller, from
+        its own record of the verdict). Advisory: a failure here is logged, not fatal."""
         judge = self.run.deps.judge
         if judge is None:
             return
@@ -314,9 +312,7 @@ class PaidStep:
                 continue
             covered = item not in still
             try:
-                await asyncio.to_thread(
-                    judge.record_outcome, subject, fact_key(item), verdict.p, covered
-                )
+                await asyncio.to_thread(judge.record_outcome, verdict.id, fact_key(item), covered)
             except Exception as exc:
                 raise_if_dependency(exc)
                 # Calibration data is advisory: anything else is audited, not fatal.

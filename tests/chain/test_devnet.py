@@ -90,3 +90,21 @@ def test_corrupt_state_file_is_moved_aside_and_the_devnet_starts_fresh(tmp_path,
         assert "moved it to" in capfd.readouterr().err
     finally:
         devnet.down(tmp_path)
+
+
+def test_anvil_and_the_paywall_start_without_our_secrets(tmp_path, monkeypatch):
+    secrets = {"NIB_WALLET_PASSWORD": "wallet-pass-x1", "NIB_JUDGE_TOKEN": "judge-token-x2",
+               "NIB_JUDGE_PASSWORD": "judge-pass-x3", "ANTHROPIC_API_KEY": "model-key-x4"}
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    info = devnet.up(tmp_path)
+    try:
+        assert info.pid and info.paywall_pid
+        for pid in (info.pid, info.paywall_pid):
+            environ = open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace")
+            names = {entry.split("=", 1)[0] for entry in environ.split("\0") if entry}
+            assert names <= set(devnet.CHILD_ENV_KEYS), names - set(devnet.CHILD_ENV_KEYS)
+            for value in secrets.values():
+                assert value not in environ
+    finally:
+        devnet.down(tmp_path)

@@ -21,6 +21,7 @@ def main(rpc_url: str, usdc: str, db: str, out_dir: str) -> None:
     from judge.calibration import BetaCalibrator
     from judge.fingerprint import call_fingerprint, typed_data_fingerprint
     from judge.jev import Judge, PaidCallRequest
+    from judge.records import VerdictRecords
     from judge.verdict import VerdictSigner
     from wallet.keystore import KeyHandle
     from wallet.signer import Wallet
@@ -28,7 +29,7 @@ def main(rpc_url: str, usdc: str, db: str, out_dir: str) -> None:
     out = Path(out_dir)
     client = ChainClient(rpc_url, 31337)
     judge = Judge(VerdictSigner(dev_account(JUDGE)), BetaCalibrator(db),
-                  allowed_assets={31337: [usdc]})
+                  allowed_assets={31337: [usdc]}, records=VerdictRecords(db))
     wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=db, chain=client, usdc=usdc,
                     trusted_judge=judge.address, recheck=judge.recheck)
     now = client.block_timestamp("latest")

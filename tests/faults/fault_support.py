@@ -28,6 +28,7 @@ from chain.networks import get_network
 from chain.usdc import usdc_contract
 from judge.calibration import BetaCalibrator
 from judge.jev import Judge
+from judge.records import VerdictRecords
 from judge.verdict import VerdictSigner
 from tests._support import ChainReadings
 from wallet.keystore import KeyHandle
@@ -52,7 +53,8 @@ def checklist(*items: dict[str, Any]) -> dict[str, Any]:
 
 def make_judge(db: Path, usdc: str) -> Judge:
     return Judge(
-        VerdictSigner(dev_account(JUDGE)), BetaCalibrator(str(db)), allowed_assets={31337: [usdc]}
+        VerdictSigner(dev_account(JUDGE)), BetaCalibrator(str(db)), allowed_assets={31337: [usdc]},
+        records=VerdictRecords(db),
     )
 
 

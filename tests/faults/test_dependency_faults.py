@@ -35,6 +35,7 @@ from agent.tools.registry_default import default_registry
 from agent.tools.x402.pay_http import PayHttpTool
 from chain.paywall.app import PaywallServer
 
+JUDGE_TOKEN = "fault-suite-judge-token"
 
 def _model(provider: Provider) -> OpenAICompatModel:
     return OpenAICompatModel(
@@ -133,9 +134,10 @@ def test_judge_service_dying_mid_run_signs_nothing_after(
     from judge.service import JudgeClient, JudgeServer
 
     db = tmp_path / "nib.db"
-    server = JudgeServer(make_judge(db, chain.usdc)).start()
+    server = JudgeServer(make_judge(db, chain.usdc), token=JUDGE_TOKEN).start()
     try:
-        client = JudgeClient(server.url, timeout_s=1.0, trusted_judge=JUDGE_ADDR)
+        client = JudgeClient(server.url, timeout_s=1.0, trusted_judge=JUDGE_ADDR,
+                             token=JUDGE_TOKEN)
 
         def kill_then_propose() -> dict[str, Any]:
             server.stop()  # the judge service dies after the first purchase
@@ -173,9 +175,10 @@ def test_judge_dying_between_verdict_and_recheck_signs_nothing(
     from judge.service import JudgeClient, JudgeServer
 
     db = tmp_path / "nib.db"
-    server = JudgeServer(make_judge(db, chain.usdc)).start()
+    server = JudgeServer(make_judge(db, chain.usdc), token=JUDGE_TOKEN).start()
     try:
-        client = JudgeClient(server.url, timeout_s=1.0, trusted_judge=JUDGE_ADDR)
+        client = JudgeClient(server.url, timeout_s=1.0, trusted_judge=JUDGE_ADDR,
+                             token=JUDGE_TOKEN)
         registry = default_registry(paid=False)
         from agent.tools.transfer import UsdcTransferTool
 

@@ -33,11 +33,13 @@ def test_identical_transactions_are_counted_once_after_reconcile(
           "gas": 100_000, "maxFeePerGas": 2 * base + 10**9, "maxPriorityFeePerGas": 10**9}
     signer = VerdictSigner(dev_account(JUDGE))
 
-    def verdict() -> Any:
-        return signer.issue(decision="approve", call_fingerprint="0x" + "11" * 32,
+    def verdict() -> Any:  # two runs, two verdicts the judge issued for the same bytes
+        issued = signer.issue(decision="approve", call_fingerprint="0x" + "11" * 32,
                             payload_fingerprint=transaction_fingerprint(tx), amount=TIP,
                             asset=chain.usdc, recipient=SELLER_ADDR, chain_id=chain.chain_id,
                             p="0.5", ev="0.1", reason="test", now=time.time())
+        agent.deps.judge.records.issued(issued, subject="transfer_usdc")
+        return issued
 
     first = agent.wallet.sign_transaction(tx, verdict(), run_id="run-b", cap=10**6)
     second = agent.wallet.sign_transaction(tx, verdict(), run_id="run-a", cap=10**6)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,12 +15,16 @@ from judge.calibration import BetaCalibrator, FixedCalibrator
 from judge.errors import (
     JudgeConfigError,
     JudgeRequestInvalid,
+    OutcomeRefused,
+    VerdictConsumed,
     VerdictExpired,
     VerdictRevoked,
     VerdictSignatureInvalid,
+    VerdictUnknown,
 )
 from judge.fingerprint import call_fingerprint, fingerprint
 from judge.jev import CallRecord, Judge, PaidCallRequest, format_usdc
+from judge.records import VerdictRecords
 from judge.verdict import Verdict, VerdictSigner, verify_verdict
 
 USDC = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
@@ -269,9 +274,10 @@ def test_events_are_json_and_keyless(
     judge: Judge, events: list[Any], judge_account: LocalAccount
 ) -> None:
     v = _decide(judge)
-    judge.record_outcome("price_feed", "eth_price_usd", v.p, True)
+    judge.recheck(v)
+    judge.record_outcome(v.id, "eth_price_usd", True)
     dumped = json.dumps(events)
-    assert [name for name, _ in events] == ["judge.verdict", "judge.outcome"]
+    assert [name for name, _ in events] == ["judge.verdict", "judge.consumed", "judge.outcome"]
     assert events[0][1]["verdict_id"] == v.id
     assert judge_account.key.hex().removeprefix("0x") not in dumped
 
@@ -321,9 +327,11 @@ def test_recheck_refuses_expired_and_tampered(judge: Judge, clock: Clock) -> Non
 
 def test_record_outcome_moves_p(signer: VerdictSigner, clock: Clock) -> None:
     j = Judge(signer, BetaCalibrator(), allowed_assets={31337: [USDC]}, clock=clock)
-    assert j.decide(_request()).p == "0.8"
-    for _ in range(3):
-        j.record_outcome("price_feed", "eth price usd", "0.8", False)
+    executed = [j.decide(_request()) for _ in range(3)]
+    assert {v.p for v in executed} == {"0.8"}
+    for v in executed:
+        j.recheck(v)
+        j.record_outcome(v.id, "eth price usd", False)
     # (0.8 * 2 + 0) / (2 + 3) = 0.32
     v = j.decide(_request())
     assert v.p == "0.32" and v.decision == "refuse"
@@ -382,3 +390,70 @@ def test_malformed_known_recipients_are_refused() -> None:
         _request(known_recipients="0x1")
     with pytest.raises(JudgeRequestInvalid, match="found known_recipients=\\(1,\\)"):
         _request(known_recipients=(1,))
+
+
+# --- the judge's record: single use where issued, outcomes only for its own verdicts ---
+
+
+def test_a_verdict_is_consumed_once_whichever_wallet_presents_it(judge: Judge) -> None:
+    v = _decide(judge)
+    assert judge.verdict_standing(v.id, v.payload_fingerprint) == "unconsumed"
+    judge.recheck(v)  # the first wallet's pre-signing re-check
+    with pytest.raises(VerdictConsumed, match=f"verdict {v.id} was already used"):
+        judge.recheck(v)  # a second wallet (its own database) presents the same verdict
+    assert judge.verdict_standing(v.id, v.payload_fingerprint) == "consumed"
+    assert judge.verdict_standing(v.id, "0x" + "ab" * 32) == "fingerprint-mismatch"
+    assert judge.verdict_standing("f" * 32, v.payload_fingerprint) == "not-issued"
+
+
+def test_a_verdict_signed_by_the_judge_key_but_never_issued_is_refused(
+    judge: Judge, signer: VerdictSigner
+) -> None:
+    forged = signer.issue(
+        decision="approve",
+        call_fingerprint=_request().call_fingerprint,
+        payload_fingerprint=_request().payload_fingerprint,
+        amount=1,
+        asset=USDC,
+        recipient=SELLER,
+        chain_id=31337,
+        p="0.9",
+        ev="1",
+        reason="minted outside the judge's decide",
+        now=NOW,
+    )
+    with pytest.raises(VerdictUnknown, match="never issued by this judge"):
+        judge.recheck(forged)
+
+
+def test_consumption_survives_a_judge_restart(
+    signer: VerdictSigner, clock: Clock, tmp_path: Path
+) -> None:
+    db = tmp_path / "nib.db"
+    first = Judge(signer, allowed_assets={31337: [USDC]}, clock=clock, records=VerdictRecords(db))
+    v = first.decide(_request())
+    first.recheck(v)
+    again = Judge(signer, allowed_assets={31337: [USDC]}, clock=clock, records=VerdictRecords(db))
+    with pytest.raises(VerdictConsumed):
+        again.recheck(v)
+    assert again.verdict_standing(v.id, v.payload_fingerprint) == "consumed"
+
+
+def test_outcomes_are_taken_only_for_executed_verdicts_of_this_judge(
+    signer: VerdictSigner, clock: Clock
+) -> None:
+    j = Judge(signer, BetaCalibrator(), allowed_assets={31337: [USDC]}, clock=clock)
+    v = j.decide(_request())
+    with pytest.raises(OutcomeRefused, match="no wallet consumed"):
+        j.record_outcome(v.id, "eth_price_usd", True)  # approved, never executed
+    with pytest.raises(OutcomeRefused, match="never issued it"):
+        j.record_outcome("0" * 32, "eth_price_usd", True)
+    j.recheck(v)
+    with pytest.raises(OutcomeRefused, match="not one the call could cover"):
+        j.record_outcome(v.id, "btc_price_usd", True)
+    j.record_outcome(v.id, "eth_price_usd", True)
+    for _ in range(200):  # an attacker replaying the outcome to push p up
+        with pytest.raises(OutcomeRefused, match="already recorded"):
+            j.record_outcome(v.id, "eth_price_usd", True)
+    assert j.calibration()["n"] == 1
+    assert j.decide(_request()).p == "0.866667"  # (0.8*2 + 1) / 3, not ~0.99

@@ -55,7 +55,8 @@ def judge(signer: VerdictSigner) -> Judge:
 def test_a_new_seller_starts_conservative_and_each_keeps_its_own_p(judge: Judge) -> None:
     verdict = judge.decide(offer(CHEAP, 5_000))
     assert Decimal(verdict.p) == NEW_SELLER_PRIOR and verdict.decision == "approve"
-    judge.record_outcome(calibration_subject("pay_http", CHEAP), "token_factsheet", verdict.p, False)
+    judge.recheck(verdict)  # the wallet's pre-signing re-check: the call was made
+    judge.record_outcome(verdict.id, "token_factsheet", False)
     assert Decimal(judge.decide(offer(CHEAP, 5_000)).p) < NEW_SELLER_PRIOR
     assert Decimal(judge.decide(offer(HONEST, 10_000)).p) == NEW_SELLER_PRIOR
 
@@ -68,8 +69,8 @@ def test_an_over_claiming_seller_loses_approval_and_an_honest_one_keeps_it(judge
             if verdict.decision != "approve":
                 continue
             bought[seller] += 1
-            subject = calibration_subject("pay_http", seller)
-            judge.record_outcome(subject, "token_factsheet", verdict.p, delivers)
+            judge.recheck(verdict)
+            judge.record_outcome(verdict.id, "token_factsheet", delivers)
     assert bought == {CHEAP: 3, HONEST: 20}
     last = judge.decide(offer(CHEAP, 5_000))
     assert last.decision == "refuse" and Decimal(last.p) < MIN_P_TO_PAY
@@ -77,7 +78,9 @@ def test_an_over_claiming_seller_loses_approval_and_an_honest_one_keeps_it(judge
 
 
 def test_the_best_offer_wins_and_the_reason_names_the_others(judge: Judge) -> None:
-    judge.record_outcome(calibration_subject("pay_http", CHEAP), "token_factsheet", "0.4", False)
+    bought = judge.decide(offer(CHEAP, 5_000))
+    judge.recheck(bought)
+    judge.record_outcome(bought.id, "token_factsheet", False)
     request = offer(CHEAP, 5_000, alternatives=(offer(HONEST, 10_000), offer(DEAR, 2_000_000)))
     verdict = judge.decide(request)
     verify_verdict(verdict, judge.address)
@@ -110,3 +113,12 @@ def test_alternatives_cross_the_wire_and_are_checked(judge: Judge) -> None:
         judge.decide(forged)
     with pytest.raises(JudgeRequestInvalid, match="nested alternatives"):
         offer(CHEAP, 5_000, alternatives=(request,))
+
+
+def test_outcomes_are_filed_under_the_seller_the_verdict_was_issued_for(judge: Judge) -> None:
+    # The caller cannot move another seller's p: the subject comes from the judge's record.
+    verdict = judge.decide(offer(HONEST, 5_000))
+    judge.recheck(verdict)
+    judge.record_outcome(verdict.id, "token_factsheet", False)
+    assert judge.calibrator.counts(calibration_subject("pay_http", HONEST), "token_factsheet") == (0, 1)
+    assert judge.calibrator.counts(calibration_subject("pay_http", CHEAP), "token_factsheet") == (0, 0)

@@ -17,6 +17,8 @@ from judge.errors import (
     JudgeConfigError,
     JudgeRequestInvalid,
     JudgeUnreachable,
+    OutcomeRefused,
+    VerdictConsumed,
     VerdictRevoked,
     VerdictSignatureInvalid,
 )
@@ -27,6 +29,7 @@ from judge.verdict import VerdictSigner, verify_verdict
 
 USDC = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
 SELLER = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
+TOKEN = "judge-test-token"
 
 
 def _request(**over: Any) -> PaidCallRequest:
@@ -62,13 +65,13 @@ def judge() -> Judge:
 
 @pytest.fixture(scope="module")
 def server(judge: Judge) -> Iterator[JudgeServer]:
-    with JudgeServer(judge) as srv:
+    with JudgeServer(judge, token=TOKEN) as srv:
         yield srv
 
 
 @pytest.fixture
 def client(server: JudgeServer, judge: Judge) -> Iterator[JudgeClient]:
-    with JudgeClient(server.url, trusted_judge=judge.address) as c:
+    with JudgeClient(server.url, trusted_judge=judge.address, token=TOKEN) as c:
         yield c
 
 
@@ -115,21 +118,60 @@ def test_typed_errors_cross_the_wire(client: JudgeClient) -> None:
 
 
 def test_malformed_bodies_are_request_errors(server: JudgeServer) -> None:
-    response = httpx.post(f"{server.url}/v1/free", json={"tool": "x"}, trust_env=False)
+    response = httpx.post(f"{server.url}/v1/free", json={"tool": "x"}, trust_env=False, headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 422
     assert response.json()["error"]["type"] == "JudgeRequestInvalid"
 
 
 def test_outcomes_and_calibration_over_the_wire(client: JudgeClient) -> None:
     before = client.calibration()["n"]
-    client.record_outcome("price_feed", "eth_price_usd", "0.8", True)
+    verdict = client.decide(_request())
+    with pytest.raises(OutcomeRefused, match="no wallet consumed"):
+        client.record_outcome(verdict.id, "eth_price_usd", True)
+    client.recheck(verdict)
+    client.record_outcome(verdict.id, "eth_price_usd", True)
+    with pytest.raises(OutcomeRefused, match="already recorded"):
+        client.record_outcome(verdict.id, "eth_price_usd", True)
+    with pytest.raises(OutcomeRefused, match="never issued it"):
+        client.record_outcome("0" * 32, "eth_price_usd", True)
     assert client.calibration()["n"] == before + 1
+    assert client.verdict_standing(verdict.id, verdict.payload_fingerprint) == "consumed"
+    with pytest.raises(VerdictConsumed):
+        client.recheck(verdict)
+
+
+def test_bodies_over_64_kib_are_refused_before_they_are_read(server: JudgeServer) -> None:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    big = b'{"tool": "' + b"x" * (64 * 1024) + b'"}'
+    response = httpx.post(
+        f"{server.url}/v1/free", content=big, headers=headers, trust_env=False
+    )
+    assert response.status_code == 413
+    assert response.json()["error"]["message"].startswith(
+        f"found a request body of {len(big)} bytes; expected at most 65536 bytes"
+    )
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        for _ in range(100):
+            yield b"x" * 4096
+
+    response = httpx.post(
+        f"{server.url}/v1/free", content=chunks(), headers=headers, trust_env=False
+    )
+    assert response.status_code == 413
+
+
+def test_the_service_refuses_to_start_without_a_token(judge: Judge) -> None:
+    with pytest.raises(JudgeConfigError, match="found no token for the judge service"):
+        JudgeServer(judge)
+    with JudgeServer(judge, insecure=True) as server:  # the devnet's explicit opt-out
+        assert JudgeClient(server.url).address == judge.address
 
 
 def test_stopped_service_is_a_typed_error_within_two_seconds(judge: Judge) -> None:
-    with JudgeServer(judge) as srv:
+    with JudgeServer(judge, token=TOKEN) as srv:
         url = srv.url
-        JudgeClient(url).decide(_request())
+        JudgeClient(url, token=TOKEN).decide(_request())
     client = JudgeClient(url)  # default timeout: 2 s
     started = time.monotonic()
     with pytest.raises(JudgeUnreachable) as err:
@@ -159,9 +201,9 @@ def test_silent_service_is_a_typed_error_within_two_seconds() -> None:
 
 def test_the_service_binds_only_to_loopback(judge: Judge) -> None:
     with pytest.raises(JudgeConfigError, match="expected a loopback address"):
-        serve("0.0.0.0", 0, judge)
+        serve("0.0.0.0", 0, judge, TOKEN)
     with pytest.raises(JudgeConfigError, match="expected a loopback address"):
-        JudgeServer(judge, host="192.168.1.10")
+        JudgeServer(judge, host="192.168.1.10", token=TOKEN)
 
 
 def test_a_service_with_a_token_answers_only_clients_that_send_it(judge: Judge) -> None:

@@ -143,5 +143,16 @@ def relay(chain: Any, *args: Any) -> str:
 
 
 def transfer_tx(chain: Any, to: str = SELLER_ADDRESS, amount: int = DIME) -> dict[str, Any]:
+    """A USDC transfer with nonce, gas and fees pinned, as the transfer tool quotes it."""
     data = usdc_contract(chain.w3, chain.usdc).encode_abi("transfer", [to, amount])
-    return {"chainId": chain.chain_id, "to": chain.usdc, "data": data, "value": 0}
+    base = int(chain.w3.eth.get_block("latest")["baseFeePerGas"])
+    return {
+        "chainId": chain.chain_id,
+        "to": chain.usdc,
+        "data": data,
+        "value": 0,
+        "nonce": chain.w3.eth.get_transaction_count(AGENT_ADDRESS, "pending"),
+        "gas": 60_000,
+        "maxFeePerGas": base + 10**8,
+        "maxPriorityFeePerGas": 10**8,
+    }

@@ -22,13 +22,17 @@ def test_ten_threads_send_wallet_transfers_without_nonce_errors(
     token = usdc_contract(chain.w3, chain.usdc)
     start_nonce = chain.w3.eth.get_transaction_count(AGENT_ADDRESS, "pending")
     seller_before = token.functions.balanceOf(SELLER_ADDRESS).call()
+    base = int(chain.w3.eth.get_block("latest")["baseFeePerGas"])
     jobs = []
     for _ in range(10):
-        tx = {
+        tx = {  # pinned at quote time, the nonce from the wallet's nonce manager
             "chainId": chain.chain_id,
             "to": chain.usdc,
             "value": 0,
             "gas": 80_000,
+            "maxFeePerGas": 2 * base + 10**9,
+            "maxPriorityFeePerGas": 10**9,
+            "nonce": wallet.nonces.allocate(),
             "data": token.encode_abi("transfer", [SELLER_ADDRESS, DIME]),
         }
         jobs.append((tx, approve(judge_signer, tx)))

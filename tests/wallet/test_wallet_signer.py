@@ -513,7 +513,7 @@ def test_broadcast_without_an_answer_keeps_the_spend_pending_and_the_nonce_used(
         raise TimeoutError("read timed out")
 
     monkeypatch.setattr(wallet.chain.w3.eth, "send_raw_transaction", time_out)
-    tx = transfer_tx(chain)
+    tx = {**transfer_tx(chain), "nonce": wallet.nonces.allocate()}  # as the quote pins it
     signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
     with pytest.raises(SendFailed, match="got no answer .* stays pending"):
         wallet.send_transaction(signed)
@@ -621,3 +621,50 @@ def test_signed_records_do_not_print_their_signatures(
     stx = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
     assert stx.raw_transaction[2:40] not in repr(stx)
     wallet.discard(stx)
+
+
+def test_a_transaction_that_leaves_nonce_gas_or_fees_open_is_refused(
+    chain: Any, wallet: Wallet, judge_signer: VerdictSigner
+) -> None:
+    # One verdict, two payments: a wallet that filled these after the checks could sign
+    # two different transactions (two nonces) under one verdict.
+    full = transfer_tx(chain)
+    for field in ("nonce", "gas", "maxFeePerGas", "maxPriorityFeePerGas"):
+        tx = {k: v for k, v in full.items() if k != field}
+        with pytest.raises(PayloadMismatch, match=f"leaves {field} unpinned"):
+            wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    legacy = {**full, "gasPrice": 10**9}
+    with pytest.raises(PayloadMismatch, match="sets gasPrice"):
+        wallet.sign_transaction(legacy, approve(judge_signer, legacy), run_id=RUN, cap=ONE_USDC)
+    assert wallet.meter.ledger.rows() == []
+
+
+def test_one_verdict_moves_money_once_across_two_wallet_databases(
+    chain: Any, make_wallet: Callable[..., Wallet], judge_signer: VerdictSigner, tmp_path: Any
+) -> None:
+    # Two NIB_HOMEs, each with its own used-verdicts table, share the judge that issued the
+    # verdict; the pre-signing re-check consumes it there, so the second wallet refuses.
+    from judge.fingerprint import call_fingerprint, transaction_fingerprint
+    from judge.jev import Judge, PaidCallRequest
+
+    judge = Judge(judge_signer, allowed_assets={chain.chain_id: [chain.usdc]})
+    first = make_wallet(db_path=tmp_path / "a" / "nib.db", recheck=judge.recheck)
+    second = make_wallet(db_path=tmp_path / "b" / "nib.db", recheck=judge.recheck)
+    tx = {**transfer_tx(chain), "nonce": first.nonces.allocate()}
+    args = {"to": SELLER_ADDRESS, "amount": "0.1"}
+    verdict = judge.decide(
+        PaidCallRequest(
+            tool="transfer_usdc", args=args, call_fingerprint=call_fingerprint("transfer_usdc", args),
+            payload_fingerprint=transaction_fingerprint(tx), price=DIME, asset=chain.usdc,
+            recipient=SELLER_ADDRESS, chain_id=chain.chain_id, remaining_budget=ONE_USDC,
+            balance=10 * ONE_USDC, per_call_cap=ONE_USDC, spend_cap=ONE_USDC,
+            missing=("receipt",), tool_facts=("receipt",),
+        )
+    )
+    assert verdict.decision == "approve"
+    seller_before = balance(chain, SELLER_ADDRESS)
+    first.send_transaction(first.sign_transaction(tx, verdict, run_id=RUN, cap=ONE_USDC))
+    with pytest.raises(VerdictReplayed, match="already used, as the judge's record shows"):
+        second.sign_transaction(tx, verdict, run_id=RUN, cap=ONE_USDC)
+    assert second.meter.ledger.rows() == []
+    assert balance(chain, SELLER_ADDRESS) == seller_before + DIME

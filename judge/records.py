@@ -1,0 +1,269 @@
+"""The judge's record of every verdict it issued, its single consumption and its outcomes.
+
+Single use is enforced where the verdict was issued: the wallet's pre-signing re-check
+consumes the verdict here (one ``UPDATE ... WHERE consumed_at IS NULL``), so a second
+wallet with its own database cannot present the same verdict again. Reconcile asks
+:meth:`VerdictRecords.standing` whether a settled spend's verdict was issued here,
+consumed, and approved the payload the spend names. Outcomes (calibration data) are
+taken only for consumed approvals, once per (verdict, fact kind) the call could cover.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import sqlite_utils
+
+from judge._store import Store
+from judge.errors import OutcomeRefused, VerdictConsumed, VerdictRevoked, VerdictUnknown
+from judge.verdict import Verdict
+
+VERDICTS = "judge_verdicts"
+OUTCOMES_TAKEN = "judge_verdict_outcomes"
+
+Standing = Literal["consumed", "unconsumed", "revoked", "not-issued", "fingerprint-mismatch"]
+"""What the judge's record says about a verdict id and a payload fingerprint.
+
+- ``consumed``: issued here as an approval of exactly that payload, and consumed once.
+- ``unconsumed``: issued here for that payload, never consumed (no wallet signed under it).
+- ``revoked``: issued here, revoked before any wallet consumed it.
+- ``not-issued``: this judge never issued a verdict with that id.
+- ``fingerprint-mismatch``: issued here, but for a different payload.
+"""
+
+
+@dataclass(frozen=True)
+class VerdictRecord:
+    """One issued verdict as the judge recorded it (amounts in atomic units)."""
+
+    id: str
+    decision: str
+    subject: str
+    task_id: str
+    payload_fingerprint: str | None
+    amount: int
+    asset: str
+    recipient: str
+    chain_id: int
+    p: str
+    facts: tuple[str, ...]
+    issued_at: int
+    expires_at: int
+    consumed_at: float | None
+    revoked_at: float | None
+
+
+def ensure_tables(db: sqlite_utils.Database) -> None:
+    """Create the judge's verdict tables if missing (idempotent)."""
+    db.execute(
+        f"""CREATE TABLE IF NOT EXISTS {VERDICTS} (
+            id TEXT PRIMARY KEY,
+            decision TEXT NOT NULL,
+            subject TEXT NOT NULL,
+            task_id TEXT NOT NULL DEFAULT '',
+            payload_fingerprint TEXT,
+            amount INTEGER NOT NULL,
+            asset TEXT NOT NULL,
+            recipient TEXT NOT NULL,
+            chain_id INTEGER NOT NULL,
+            p TEXT NOT NULL,
+            facts TEXT NOT NULL DEFAULT '',
+            issued_at INTEGER NOT NULL,
+            expires_at INTEGER NOT NULL,
+            consumed_at REAL,
+            revoked_at REAL
+        )"""
+    )
+    db.execute(
+        f"""CREATE TABLE IF NOT EXISTS {OUTCOMES_TAKEN} (
+            verdict_id TEXT NOT NULL,
+            fact_kind TEXT NOT NULL,
+            taken_at REAL NOT NULL,
+            PRIMARY KEY (verdict_id, fact_kind)
+        )"""
+    )
+
+
+def _record(row: dict[str, object]) -> VerdictRecord:
+    facts = str(row["facts"] or "")
+    return VerdictRecord(
+        id=str(row["id"]),
+        decision=str(row["decision"]),
+        subject=str(row["subject"]),
+        task_id=str(row["task_id"]),
+        payload_fingerprint=None if row["payload_fingerprint"] is None else str(row["payload_fingerprint"]),
+        amount=int(row["amount"]),  # type: ignore[call-overload]
+        asset=str(row["asset"]),
+        recipient=str(row["recipient"]),
+        chain_id=int(row["chain_id"]),  # type: ignore[call-overload]
+        p=str(row["p"]),
+        facts=tuple(f for f in facts.split(",") if f),
+        issued_at=int(row["issued_at"]),  # type: ignore[call-overload]
+        expires_at=int(row["expires_at"]),  # type: ignore[call-overload]
+        consumed_at=None if row["consumed_at"] is None else float(row["consumed_at"]),  # type: ignore[arg-type]
+        revoked_at=None if row["revoked_at"] is None else float(row["revoked_at"]),  # type: ignore[arg-type]
+    )
+
+
+class VerdictRecords:
+    """The judge's table of issued verdicts, in the nib SQLite file or in memory.
+
+    ``db`` is a path, an open ``sqlite_utils.Database``, or ``None`` for memory (tests;
+    single use then holds only within this process).
+    """
+
+    def __init__(
+        self,
+        db: str | Path | sqlite_utils.Database | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = Store(db)
+        self._clock = clock
+        with self._store.lock:
+            ensure_tables(self._store.db)
+
+    def issued(
+        self, verdict: Verdict, *, subject: str, facts: tuple[str, ...] = (), task_id: str = ""
+    ) -> None:
+        """Record a verdict the judge just signed (every decision, not only approvals).
+
+        ``subject`` is what its outcomes calibrate (the tool, at its seller when it has
+        one); ``facts`` the fact keys the call could cover.
+        """
+        with self._store.transaction() as conn:
+            conn.execute(
+                f"INSERT INTO {VERDICTS} (id, decision, subject, task_id, payload_fingerprint, "
+                "amount, asset, recipient, chain_id, p, facts, issued_at, expires_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    verdict.id,
+                    verdict.decision,
+                    subject,
+                    task_id,
+                    verdict.payload_fingerprint,
+                    verdict.amount,
+                    verdict.asset.lower(),
+                    verdict.recipient.lower(),
+                    verdict.chain_id,
+                    verdict.p,
+                    ",".join(facts),
+                    verdict.issued_at,
+                    verdict.expires_at,
+                ),
+            )
+
+    def get(self, verdict_id: str) -> VerdictRecord | None:
+        rows = self._store.query(f"SELECT * FROM {VERDICTS} WHERE id = ?", (verdict_id,))
+        return _record(rows[0]) if rows else None
+
+    def consume(self, verdict: Verdict) -> VerdictRecord:
+        """MOVES MONEY (gate): mark ``verdict`` used, once, or raise.
+
+        Raises VerdictUnknown (never issued here, or issued for other terms),
+        VerdictRevoked, or VerdictConsumed (a second use, from any wallet).
+        """
+        with self._store.transaction() as conn:
+            cur = conn.execute(f"SELECT * FROM {VERDICTS} WHERE id = ?", (verdict.id,))
+            cols = [c[0] for c in cur.description]
+            row = cur.fetchone()
+            if row is None:
+                raise VerdictUnknown(
+                    f"verdict {verdict.id} was never issued by this judge; expected a verdict "
+                    "from its record of issued verdicts. Fix: ask this judge for a verdict; "
+                    "verdicts are not portable between judges."
+                )
+            rec = _record(dict(zip(cols, row, strict=True)))
+            issued_terms = (rec.decision, rec.payload_fingerprint, rec.amount, rec.recipient)
+            given_terms = (
+                verdict.decision,
+                verdict.payload_fingerprint,
+                verdict.amount,
+                verdict.recipient.lower(),
+            )
+            if issued_terms != given_terms:
+                raise VerdictUnknown(
+                    f"verdict {verdict.id} presents {given_terms}, but this judge issued it "
+                    f"with {issued_terms}; expected the verdict exactly as issued. Fix: "
+                    "request a fresh verdict, do not edit verdicts."
+                )
+            if rec.revoked_at is not None:
+                raise VerdictRevoked(
+                    f"verdict {verdict.id} was revoked by the judge; expected a standing "
+                    "verdict. Fix: request a fresh verdict."
+                )
+            now = self._clock()
+            done = conn.execute(
+                f"UPDATE {VERDICTS} SET consumed_at = ? WHERE id = ? AND consumed_at IS NULL",
+                (now, verdict.id),
+            ).rowcount
+            if done != 1:
+                raise VerdictConsumed(
+                    f"verdict {verdict.id} was already used at {rec.consumed_at}; expected an "
+                    "unused verdict (each verdict pays once, in any wallet). Fix: request a "
+                    "fresh verdict for a new payment."
+                )
+        return VerdictRecord(**{**rec.__dict__, "consumed_at": now})
+
+    def revoke(self, verdict_id: str) -> None:
+        """Revoke an unconsumed verdict; a consumed one stays consumed (it already paid)."""
+        with self._store.transaction() as conn:
+            conn.execute(
+                f"UPDATE {VERDICTS} SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                (self._clock(), verdict_id),
+            )
+
+    def standing(self, verdict_id: str, payload_fingerprint: str | None) -> Standing:
+        """What the record says about ``verdict_id`` approving ``payload_fingerprint``."""
+        rec = self.get(verdict_id)
+        if rec is None:
+            return "not-issued"
+        if (rec.payload_fingerprint or "").lower() != (payload_fingerprint or "").lower():
+            return "fingerprint-mismatch"
+        if rec.consumed_at is not None:
+            return "consumed"
+        if rec.revoked_at is not None:
+            return "revoked"
+        return "unconsumed"
+
+    def take_outcome(self, verdict_id: str, fact_kind: str) -> VerdictRecord:
+        """Accept one outcome for (verdict, fact kind), or raise OutcomeRefused.
+
+        Only approvals this judge issued and a wallet consumed (a call that was made)
+        carry outcomes, only for a fact kind the call could cover, and only once.
+        """
+        with self._store.transaction() as conn:
+            cur = conn.execute(f"SELECT * FROM {VERDICTS} WHERE id = ?", (verdict_id,))
+            cols = [c[0] for c in cur.description]
+            row = cur.fetchone()
+            rec = _record(dict(zip(cols, row, strict=True))) if row else None
+            problem = None
+            if rec is None:
+                problem = "this judge never issued it"
+            elif rec.decision != "approve" or rec.consumed_at is None:
+                problem = f"it is a {rec.decision} verdict no wallet consumed (no call was made)"
+            elif fact_kind not in rec.facts:
+                problem = (
+                    f"the fact kind {fact_kind!r} is not one the call could cover "
+                    f"({', '.join(rec.facts) or 'none'})"
+                )
+            else:
+                taken = conn.execute(
+                    f"INSERT OR IGNORE INTO {OUTCOMES_TAKEN} (verdict_id, fact_kind, taken_at) "
+                    "VALUES (?, ?, ?)",
+                    (verdict_id, fact_kind, self._clock()),
+                ).rowcount
+                if taken != 1:
+                    problem = f"its outcome for {fact_kind!r} was already recorded"
+            if problem is not None:
+                raise OutcomeRefused(
+                    f"found an outcome for verdict {verdict_id}, but {problem}; expected one "
+                    "outcome per fact kind of an approved, executed call. Fix: report outcomes "
+                    "only for calls this judge approved and the wallet signed."
+                )
+        assert rec is not None
+        return rec
