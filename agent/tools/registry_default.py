@@ -37,7 +37,7 @@ def default_registry(*, paywall_url: str | None = None, paid: bool = True) -> To
     offers = OfferBook()  # what discover finds, shared with the paying tools
     registry = ToolRegistry((*chain_read_tools(), DiscoverTool(offers)))
     if paid:
-        registry.register(PayHttpTool(paywall_url))
+        registry.register(PayHttpTool(paywall_url, offers))
         registry.register(PayMcpTool(offers))
         registry.register(UsdcTransferTool())
     return registry

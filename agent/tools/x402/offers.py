@@ -14,7 +14,12 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+from agent.errors import ToolError
+
+if TYPE_CHECKING:
+    from agent.tools.base import ToolContext
 
 __all__ = [
     "KIND_FIELDS",
@@ -22,7 +27,9 @@ __all__ = [
     "MAX_EXCERPT_FIELDS",
     "Offer",
     "OfferBook",
+    "ALLOWLIST_SETTING",
     "allowlisted_sellers",
+    "check_seller",
     "backed_kinds",
     "declared_kinds",
     "excerpt",
@@ -85,6 +92,33 @@ def allowlisted_sellers(allowlist: Iterable[str]) -> set[str]:
             except Exception:  # a malformed entry allowlists nothing
                 continue
     return out
+
+
+#: Where the allowlist of seller origins is configured (named in refusals).
+ALLOWLIST_SETTING = "NIB_SELLER_ALLOWLIST (comma-separated origins, e.g. http://127.0.0.1:8402)"
+
+
+def check_seller(tool: str, url: str, ctx: ToolContext) -> str:
+    """The seller of ``url`` when a paid tool may pay it, else a ToolError before any
+    request: it must be allowlisted, and be one the task names when the task names any
+    (a named seller is never swapped for another)."""
+    seller = seller_of(url)
+    allowed = allowlisted_sellers(ctx.allowlist)
+    if seller not in allowed:
+        raise ToolError(
+            f"{tool}: seller {seller} is not on the allowlist of seller origins (allowed: "
+            f"{', '.join(sorted(allowed)) or 'none'}); refused before any request. Fix: add "
+            f"{seller} to {ALLOWLIST_SETTING} if you trust this seller."
+        )
+    named = ctx.task_sellers
+    if named and seller not in named:
+        raise ToolError(
+            f"{tool}: the task names the seller{'s' if len(named) > 1 else ''} "
+            f"{', '.join(named)}, not {seller}; nib pays only a seller the task names and "
+            "never swaps it for another. Fix: buy from the named seller, or drop it from "
+            "the task to let nib choose."
+        )
+    return seller
 
 
 _URL = re.compile(r"https?://[^\s'\"<>),;]+", re.IGNORECASE)

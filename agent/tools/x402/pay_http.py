@@ -17,10 +17,10 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from x402.schemas import PaymentRequirements, PaymentRequirementsV1
 from x402.schemas import parse_payment_required as _x402_parse
 
@@ -28,6 +28,14 @@ from agent.errors import ToolError
 from agent.tools.base import Observation, Quote, Tool, ToolContext
 from agent.tools.chain_reads import format_usdc, usdc_address
 from agent.tools.transfer import UsdcAmount, spend_cap
+from agent.tools.x402.offers import (
+    ALLOWLIST_SETTING,
+    OfferBook,
+    check_seller,
+    excerpt,
+    purchase_facts,
+    seller_of,
+)
 from agent.tools.x402.protocol import (
     AnyPaymentRequired,
     AnyRequirement,
@@ -76,8 +84,6 @@ LOCAL_PAYWALL_FACTS: dict[str, tuple[str, ...]] = {
 MAX_BODY_BYTES = 256 * 1024
 DEFAULT_TIMEOUT_S = 30.0
 CATALOG_TIMEOUT_S = 5.0
-#: Where the allowlist of seller origins is configured (named in refusals).
-ALLOWLIST_SETTING = "NIB_SELLER_ALLOWLIST (comma-separated origins, e.g. http://127.0.0.1:8402)"
 _MAX_FACTS = 64
 _MAX_FACT_CHARS = 500
 _MAX_DATA_CHARS = 16_000
@@ -87,22 +93,45 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 # ------------------------------------------------------------------------------- args
 
 
-def origin_of(url: str) -> str:
-    """``scheme://host:port`` of ``url``, lower case, with the default port made explicit."""
-    u = httpx.URL(url)
-    scheme = u.scheme.lower()
-    port = u.port or _DEFAULT_PORTS.get(scheme)
-    return f"{scheme}://{u.host.lower()}:{port}"
+#: ``scheme://host:port`` of a URL, lower case, default port explicit (the seller).
+origin_of = seller_of
+
+#: A POST body larger than this (as JSON) is refused: a purchase asks a small question.
+MAX_REQUEST_BODY_BYTES = 8 * 1024
 
 
 class PayHttpArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    url: str = Field(description="http(s) URL of the x402 seller's resource (GET).")
+    url: str = Field(description="http(s) URL of the x402 seller's resource.")
+    method: Literal["GET", "POST"] = Field(
+        default="GET", description="GET (query in the URL) or POST (a JSON body)."
+    )
+    body: dict[str, Any] | None = Field(
+        default=None,
+        description="POST only: the JSON body the seller's input schema describes.",
+    )
+    covers: list[str] = Field(
+        default_factory=list,
+        max_length=5,
+        description="Checklist fact kinds this purchase is for, e.g. ['token_factsheet'].",
+    )
     max_price: UsdcAmount | None = Field(
         default=None,
         description="Highest acceptable price: atomic USDC or e.g. '0.10 USDC'. Optional.",
     )
+
+    @model_validator(mode="after")
+    def _body_fits_method(self) -> PayHttpArgs:
+        if self.method == "GET" and self.body is not None:
+            raise ValueError("found a body on a GET; expected method POST for a JSON body")
+        if self.body is not None:
+            size = len(json.dumps(self.body, separators=(",", ":")))
+            if size > MAX_REQUEST_BODY_BYTES:
+                raise ValueError(
+                    f"found a {size}-byte body; expected at most {MAX_REQUEST_BODY_BYTES}"
+                )
+        return self
 
     @field_validator("url", mode="before")
     @classmethod
@@ -181,20 +210,27 @@ def free_observation(quote: Quote) -> Observation | None:
 
 
 class PayHttpTool(Tool):
-    """GET a URL from an allowlisted x402 seller, paying in USDC when it answers 402."""
+    """GET or POST a URL of an allowlisted x402 seller, paying in USDC when it answers 402.
+
+    What a purchase may cover is decided on our side: the nib paywall's ``/catalog``, or
+    for any other seller the fact kinds its declaration (discovery or its 402) matches,
+    narrowed to the checklist kinds the call says it ``covers``; such a purchase covers
+    a kind only when the response's fields back it.
+    """
 
     name = "pay_http"
     args_model = PayHttpArgs
     kind = "paid"
     facts = PAID_FACT_KINDS
 
-    def __init__(self, paywall_url: str | None = None) -> None:
+    def __init__(self, paywall_url: str | None = None, offers: OfferBook | None = None) -> None:
         self.paywall_url = paywall_url.rstrip("/") if paywall_url else None
+        self.offers = offers if offers is not None else OfferBook()
         self._catalogs: dict[str, tuple[_Route, ...]] = {}
         where = f" The local paywall is {self.paywall_url}." if self.paywall_url else ""
         self.description = (
-            "GET a URL from an allowlisted x402 seller; pays the quoted USDC price after "
-            f"the judge approves. Moves money.{where}"
+            "GET (or POST with a JSON body) a URL of an allowlisted x402 seller; pays the "
+            f"quoted USDC price after the judge approves. Moves money.{where}"
         )
 
     # -- facts -------------------------------------------------------------------
@@ -202,17 +238,26 @@ class PayHttpTool(Tool):
     def _routes(self, url: str) -> tuple[_Route, ...]:
         return self._catalogs.get(origin_of(url)) or _STATIC_ROUTES
 
-    def facts_for(self, args: Any) -> tuple[str, ...]:
-        """Fact kinds the URL sells: from the seller's /catalog once read, else the static
-        map of the local paywall's paths; () for an unknown path."""
-        url = getattr(args, "url", None)
-        if not isinstance(url, str):
-            return ()
+    def _catalog_facts(self, url: str) -> tuple[str, ...] | None:
+        """Fact kinds of ``url`` from the seller's /catalog once read, else the static map
+        of the local paywall's paths; None when no route matches."""
         path = httpx.URL(url).path
         for route in self._routes(url):
             if route.pattern.match(path):
                 return route.facts
-        return ()
+        return None
+
+    def facts_for(self, args: Any) -> tuple[str, ...]:
+        """Fact kinds the call may cover: the catalog's, else what the resource's
+        declaration matches (narrowed to ``covers`` when given); () when unknown."""
+        url = getattr(args, "url", None)
+        if not isinstance(url, str):
+            return ()
+        listed = self._catalog_facts(url)
+        if listed is not None:
+            return listed
+        covers = getattr(args, "covers", None) or ()
+        return tuple(k for k in self.offers.declared(url) if not covers or k in covers)
 
     def endpoints(self) -> list[dict[str, Any]]:
         """Known paid endpoints of the local paywall (for prompts and the offline planner)."""
@@ -262,7 +307,7 @@ class PayHttpTool(Tool):
             )
         usdc = usdc_address(ctx)
         await self.load_catalog(origin, ctx)
-        resp = await _get(ctx, args.url)
+        resp = await _get(ctx, args.url, method=args.method, body=args.body)
         if resp.status_code == 200:
             obs = self._observation(args, resp, cost=0, settlement=None)
             return Quote(
@@ -287,6 +332,9 @@ class PayHttpTool(Tool):
         requirement = choose_requirement(
             pr, network_caip2=ctx.network.caip2, asset=usdc, max_amount=args.max_price
         )
+        declared = getattr(getattr(pr, "resource", None), "description", None)
+        declared = declared or getattr(requirement, "description", "") or ""
+        self.offers.note_declaration(args.url, None, declared, requirement_amount(requirement))
         chain_time = await asyncio.to_thread(ctx.chain.block_timestamp, "latest")
         wall_time = int(time.time())
         typed_data, authorization = build_authorization(
@@ -305,6 +353,7 @@ class PayHttpTool(Tool):
             chain_id=requirement_chain_id(requirement),
             meta={
                 "url": args.url,
+                "seller": origin,
                 "x402_version": pr.x402_version,
                 "payment_required": _dump(pr),
                 "requirement": _dump(requirement),
@@ -336,7 +385,7 @@ class PayHttpTool(Tool):
             raise ToolError("pay_http: no wallet is configured for this run; nothing was paid.")
         cap = spend_cap(ctx, self.name)
         await _check_not_expired(quote, ctx)
-        resp = await _get(ctx, url)
+        resp = await _get(ctx, url, method=args.method, body=args.body)
         if resp.status_code == 200:
             # The seller stopped charging: nothing to sign, the verdict stays unused.
             return self._observation(args, resp, cost=0, settlement=None)
@@ -365,7 +414,7 @@ class PayHttpTool(Tool):
             {"url": url, "amount": quote.amount, "ledger_id": signed.ledger_id},
         )
         try:
-            resp = await _get(ctx, url, headers={name: value})
+            resp = await _get(ctx, url, method=args.method, body=args.body, headers={name: value})
         except ToolError as exc:
             # The seller may still settle what it received: keep the row 'signed' for
             # reconciliation instead of claiming the money did not move.
@@ -544,15 +593,31 @@ class PayHttpTool(Tool):
         except ValueError:
             body = None
         data: dict[str, Any] = {"url": args.url, "status": resp.status_code}
+        if args.method == "POST":
+            data["method"], data["request_body"] = "POST", args.body
         facts: dict[str, str] = {}
         kind = None
-        if isinstance(body, dict):
-            kind = body.get("kind") if isinstance(body.get("kind"), str) else None
-            raw = body.get("facts")
-            if isinstance(raw, dict):
-                for key, val in list(raw.items())[:_MAX_FACTS]:
-                    if isinstance(val, str | int | float | bool) and not isinstance(val, bool):
-                        facts[str(key)] = str(val)[:_MAX_FACT_CHARS]
+        listed = self._catalog_facts(args.url)
+        if listed is None:
+            # Not a nib catalog: a kind counts only when the response's fields back it.
+            data["excerpt"], facts = purchase_facts(self.facts_for(args), body, resp.text)
+        else:
+            data["excerpt"] = excerpt(body, resp.text)
+            if isinstance(body, dict):
+                kind = body.get("kind") if isinstance(body.get("kind"), str) else None
+                raw = body.get("facts")
+                if isinstance(raw, dict):
+                    for key, val in list(raw.items())[:_MAX_FACTS]:
+                        if isinstance(val, str | int | float) and not isinstance(val, bool):
+                            facts[str(key)] = str(val)[:_MAX_FACT_CHARS]
+            kinds = set(listed)
+            if kind in PAID_FACT_KINDS:
+                kinds.add(kind)
+            if kinds:
+                digest = "; ".join(f"{k}={v}" for k, v in facts.items())[: _MAX_FACT_CHARS * 2]
+                for k in sorted(kinds):
+                    facts.setdefault(k, digest or f"{resp.status_code} from {path}")
+        if isinstance(body, dict | list):
             text = json.dumps(body, separators=(",", ":"), default=str)
             if len(text) <= _MAX_DATA_CHARS:
                 data["body"] = body
@@ -560,13 +625,6 @@ class PayHttpTool(Tool):
                 data["body_excerpt"] = text[:_MAX_DATA_CHARS]
         else:
             data["body_excerpt"] = resp.text[:_MAX_DATA_CHARS]
-        kinds = set(self.facts_for(args))
-        if kind in PAID_FACT_KINDS:
-            kinds.add(kind)
-        if kinds:
-            digest = "; ".join(f"{k}={v}" for k, v in facts.items())[: _MAX_FACT_CHARS * 2]
-            for k in sorted(kinds):
-                facts.setdefault(k, digest or f"{resp.status_code} from {path}")
         if settlement is not None:
             data["settlement"] = settlement
             data["paid_atomic"] = cost
@@ -594,33 +652,21 @@ _FREE_FINGERPRINT = "0x" + "0" * 64
 
 
 def _check_allowlist(url: str, ctx: ToolContext) -> str:
-    """The URL's origin when it is allowlisted; else a ToolError before any request."""
-    origin = origin_of(url)
-    allowed = []
-    for entry in ctx.allowlist:
-        if "://" in entry:
-            try:
-                allowed.append(origin_of(entry))
-            except httpx.InvalidURL:
-                continue
-    if origin not in allowed:
-        listed = ", ".join(allowed) or "none"
-        raise ToolError(
-            f"pay_http: seller {origin} is not on the allowlist of seller origins "
-            f"(allowed: {listed}); refused before any request. Fix: add {origin} to "
-            f"{ALLOWLIST_SETTING} if you trust this seller."
-        )
-    return origin
+    """The URL's seller when pay_http may pay it; else a ToolError before any request."""
+    return check_seller("pay_http", url, ctx)
 
 
 async def _get(
     ctx: ToolContext,
     url: str,
     *,
+    method: str = "GET",
+    body: dict[str, Any] | None = None,
     headers: dict[str, str] | None = None,
     timeout: float | None = None,
 ) -> httpx.Response:
-    """GET without redirects, reading at most MAX_BODY_BYTES; transport errors -> ToolError."""
+    """GET (or POST ``body`` as JSON) without redirects, reading at most MAX_BODY_BYTES;
+    transport errors -> ToolError."""
     limit = float(timeout or ctx.extras.get("http_timeout_s") or DEFAULT_TIMEOUT_S)
     client = ctx.http
     own = client is None
@@ -628,15 +674,20 @@ async def _get(
         client = httpx.AsyncClient(timeout=limit)
     try:
         async with client.stream(
-            "GET", url, headers=headers, timeout=limit, follow_redirects=False
+            method,
+            url,
+            json=body if method == "POST" else None,
+            headers=headers,
+            timeout=limit,
+            follow_redirects=False,
         ) as resp:
-            body = bytearray()
+            read = bytearray()
             async for chunk in resp.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_BODY_BYTES:
+                read += chunk
+                if len(read) > MAX_BODY_BYTES:
                     raise ToolError(
                         f"pay_http: the response from {url} exceeds {MAX_BODY_BYTES} bytes "
-                        f"(read {len(body)} so far); expected a small result. Fix: ask for "
+                        f"(read {len(read)} so far); expected a small result. Fix: ask for "
                         "a narrower resource."
                     )
             kept = [
@@ -645,7 +696,7 @@ async def _get(
                 if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
             ]
             return httpx.Response(
-                resp.status_code, headers=kept, content=bytes(body), request=resp.request
+                resp.status_code, headers=kept, content=bytes(read), request=resp.request
             )
     except httpx.TimeoutException as exc:
         raise ToolError(

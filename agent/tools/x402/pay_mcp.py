@@ -29,7 +29,7 @@ from agent.tools.chain_reads import format_usdc, usdc_address
 from agent.tools.transfer import UsdcAmount, spend_cap
 from agent.tools.x402.offers import (
     OfferBook,
-    allowlisted_sellers,
+    check_seller,
     purchase_facts,
     seller_of,
 )
@@ -106,7 +106,7 @@ class PayMcpTool(Tool):
 
     async def quote(self, args: PayMcpArgs, ctx: ToolContext) -> Quote:
         """Call the tool unpaid; on x402's 402 build the authorization to approve."""
-        _check_seller(args, ctx)
+        check_seller(self.name, args.server, ctx)
         if ctx.wallet is None:
             raise ToolError(
                 "pay_mcp: no wallet is configured for this run; expected an unlocked wallet "
@@ -176,7 +176,7 @@ class PayMcpTool(Tool):
             obs = quote.meta["observation"]
             return Observation(self.name, True, obs["summary"], obs["data"], obs["facts"])
         args = PayMcpArgs.model_validate(quote.args)
-        _check_seller(args, ctx)
+        check_seller(self.name, args.server, ctx)
         wallet = ctx.wallet
         if wallet is None:
             raise ToolError("pay_mcp: no wallet is configured for this run; nothing was paid.")
@@ -275,25 +275,6 @@ class PayMcpTool(Tool):
 
 def _resource(args: PayMcpArgs) -> str:
     return f"{args.server}/sse"
-
-
-def _check_seller(args: PayMcpArgs, ctx: ToolContext) -> None:
-    """Allowlisted, and the seller the task names when it names any: before any request."""
-    seller = seller_of(args.server)
-    allowed = allowlisted_sellers(ctx.allowlist)
-    if seller not in allowed:
-        raise ToolError(
-            f"pay_mcp: seller {seller} is not on the allowlist of seller origins (allowed: "
-            f"{', '.join(sorted(allowed)) or 'none'}); refused before any request. Fix: add "
-            f"{seller} to NIB_SELLER_ALLOWLIST if you trust this seller."
-        )
-    named = ctx.task_sellers
-    if named and seller not in named:
-        raise ToolError(
-            f"pay_mcp: the task names the seller{'s' if len(named) > 1 else ''} "
-            f"{', '.join(named)}, not {seller}; nib pays only the seller a task names. "
-            "Fix: call the named seller, or drop the seller from the task."
-        )
 
 
 async def _call(args: PayMcpArgs, meta: dict[str, Any] | None = None) -> Any:

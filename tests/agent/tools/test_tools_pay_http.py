@@ -206,7 +206,13 @@ def test_interoperates_with_a_plain_x402_fastapi_seller(
         assert quote.amount == 30_000 and quote.recipient == outsider
         assert tool.facts_for(tool.parse_args({"url": base + "/weather"})) == ()
         obs = run(tool.execute(quote, approve(judge_signer, quote), ctx))
-    assert obs.facts == {"temperature_c": "21", "sky": "clear"}
+    # No nib catalog and no declared fact kind: the data is kept as a typed excerpt, and
+    # nothing the seller says about itself becomes a fact.
+    assert obs.facts == {}
+    assert obs.data["excerpt"] == {
+        "type": "json",
+        "fields": {"facts.temperature_c": "21", "facts.sky": "clear"},
+    }
     assert usdc_balance(chain, AGENT_ADDR) == before[0] - 30_000
     assert usdc_balance(chain, outsider) == before[1] + 30_000
     row = wallet.meter.ledger.rows("run-test")[0]
@@ -650,7 +656,8 @@ def test_pays_a_v1_seller_with_x_payment(
     assert quote.meta["x402_version"] == 1 and quote.amount == 70_000
     before = usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)
     obs = run(tool.execute(quote, approve(judge_signer, quote), ctx))
-    assert obs.facts == {"report": "ok"} and obs.cost_usdc == 70_000
+    assert obs.facts == {} and obs.cost_usdc == 70_000
+    assert obs.data["excerpt"]["fields"]["facts.report"] == "ok"
     assert usdc_balance(chain, AGENT_ADDR) == before[0] - 70_000
     assert usdc_balance(chain, SELLER_ADDR) == before[1] + 70_000
     assert wallet.meter.ledger.rows()[0].status == "settled"
