@@ -112,7 +112,7 @@ class PayHttpArgs(BaseModel):
         description="POST only: the JSON body the seller's input schema describes.",
     )
     covers: list[str] = Field(
-        default_factory=list,
+        default=[],
         max_length=5,
         description="Checklist fact kinds this purchase is for, e.g. ['token_factsheet'].",
     )

@@ -56,9 +56,9 @@ class PayMcpArgs(BaseModel):
 
     server: str = Field(description="Base http(s) URL of the MCP server (SSE at /sse).")
     tool: str = Field(min_length=1, max_length=100, description="Name of the paid MCP tool.")
-    arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments.")
+    arguments: dict[str, Any] = Field(default={}, description="The tool's arguments.")
     covers: list[str] = Field(
-        default_factory=list,
+        default=[],
         max_length=5,
         description="Checklist fact kinds this purchase is for, e.g. ['token_factsheet'].",
     )
