@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-ModelFailureKind = Literal["auth", "rate-limit", "server", "timeout", "bad-response"]
+ModelFailureKind = Literal[
+    "auth", "rate-limit", "server", "timeout", "bad-response", "context-overflow"
+]
 
 __all__ = [
     "AgentConfigError",

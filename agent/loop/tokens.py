@@ -17,11 +17,19 @@ provider reports replace the estimate once a reply arrives (``Usage.estimated``)
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
+from typing import Any
 
-__all__ = ["MESSAGE_OVERHEAD", "REQUEST_OVERHEAD", "count_messages", "count_text"]
+__all__ = [
+    "MESSAGE_OVERHEAD",
+    "REQUEST_OVERHEAD",
+    "count_json",
+    "count_messages",
+    "count_text",
+]
 
 #: Framing tokens per chat message (role markers), per OpenAI's published accounting.
 MESSAGE_OVERHEAD = 4
@@ -72,10 +80,21 @@ def count_text(text: str) -> int:
     return total
 
 
-def count_messages(messages: Iterable[Mapping[str, str]]) -> int:
-    """Estimated input tokens of a chat request made of ``messages``."""
-    total = REQUEST_OVERHEAD
+def count_json(value: Any) -> int:
+    """Estimated tokens of ``value`` written as compact JSON (tool schemas, tool calls)."""
+    return count_text(json.dumps(value, sort_keys=True, default=str, separators=(",", ":")))
+
+
+def count_messages(messages: Iterable[Mapping[str, Any]], tools: Any = ()) -> int:
+    """Estimated input tokens of a chat request made of ``messages`` (and tool schemas).
+
+    ``tools`` is any JSON-able description of the tools offered (they travel in the
+    prompt too); an assistant message's ``tool_calls`` are counted as their JSON.
+    """
+    total = REQUEST_OVERHEAD + (count_json(tools) if tools else 0)
     for message in messages:
-        total += MESSAGE_OVERHEAD + count_text(message.get("role", ""))
-        total += count_text(message.get("content", ""))
+        total += MESSAGE_OVERHEAD + count_text(str(message.get("role", "")))
+        total += count_text(str(message.get("content") or ""))
+        if message.get("tool_calls"):
+            total += count_json(message["tool_calls"])
     return total

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import httpx
 
 from agent.errors import ModelUnavailable
-from agent.loop.tokens import count_messages, count_text
-from agent.models.base import ModelRequest, Usage
+from agent.loop.tokens import count_json, count_messages, count_text
+from agent.models.base import ModelRequest, ToolCall, Usage
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -26,9 +26,11 @@ __all__ = [
     "estimate_tokens",
     "estimated_usage",
     "extract_json_text",
+    "is_context_overflow",
     "post",
     "redact",
     "status_error",
+    "text_messages",
     "usage_int",
 ]
 
@@ -99,6 +101,14 @@ def status_error(
         if retry_after:
             fix += f" (provider asks to retry after {retry_after}s)"
         return ModelUnavailable("rate-limit", fix, f"{where} answered HTTP 429 ({detail}); {fix}.")
+    if status in (400, 413, 422) and is_context_overflow(detail):
+        fix = (
+            "the request does not fit the model's context window: give the server a larger "
+            "context (llama.cpp: --n_ctx), use a model with a longer one, or lower max_tokens"
+        )
+        return ModelUnavailable(
+            "context-overflow", fix, f"{where} answered HTTP {status} ({detail}); {fix}."
+        )
     if status >= 500:
         fix = "provider down: retry later or point NIB_MODEL_BASE_URL at another endpoint"
         return ModelUnavailable("server", fix, f"{where} answered HTTP {status} ({detail}); {fix}.")
@@ -193,6 +203,51 @@ def extract_json_text(text: str) -> str:
     return text
 
 
+_OVERFLOW = re.compile(
+    r"context[ _](?:length|window)|maximum context|prompt is too long|too many tokens"
+    r"|exceeds? (?:the )?(?:model'?s? )?(?:context|maximum)",
+    re.IGNORECASE,
+)
+
+
+def is_context_overflow(detail: str) -> bool:
+    """True when a provider's error text says the prompt does not fit the context window.
+
+    OpenAI: ``context_length_exceeded`` / "maximum context length"; Anthropic: "prompt is
+    too long"; llama.cpp: "Requested tokens (N) exceed context window of M"; vLLM:
+    "maximum context length".
+    """
+    return bool(_OVERFLOW.search(detail))
+
+
+def text_messages(messages: list[dict[str, Any]], text_protocol: str = "") -> list[dict[str, str]]:
+    """Messages for a server without native tool calling: plain ``role``/``content`` text.
+
+    ``text_protocol`` joins the system prompt; an assistant's tool calls become the JSON
+    it would have written, and tool results become a user turn naming the call.
+    """
+    out: list[dict[str, str]] = []
+    for message in messages:
+        role = str(message.get("role", "user"))
+        content = str(message.get("content") or "")
+        if role == "assistant" and message.get("tool_calls"):
+            calls = [
+                json.dumps({"tool": c["name"], "args": c.get("args", {})}, sort_keys=True)
+                for c in message["tool_calls"]
+            ]
+            content = "\n".join(filter(None, [content, *calls]))
+        elif role == "tool":
+            role = "user"
+            content = f"Result of {message.get('name', 'the call')}: {content}"
+        out.append({"role": role, "content": content})
+    if text_protocol:
+        if out and out[0]["role"] == "system":
+            out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{text_protocol}"}
+        else:
+            out.insert(0, {"role": "system", "content": text_protocol})
+    return out
+
+
 def usage_int(value: Any) -> int | None:
     """A token count from a usage field: non-negative int, or None when absent/invalid."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -200,10 +255,13 @@ def usage_int(value: Any) -> int | None:
     return value
 
 
-def estimated_usage(request: ModelRequest, text: str) -> Usage:
+def estimated_usage(request: ModelRequest, text: str, calls: Iterable[ToolCall] = ()) -> Usage:
     """Usage counted offline (``estimated=True``) for a provider that reported none."""
+    written = [c.as_message() for c in calls]
     return Usage(
-        input_tokens=count_messages(request.messages),
-        output_tokens=estimate_tokens(text),
+        input_tokens=count_messages(
+            request.messages, [(t.name, t.description, t.parameters) for t in request.tools]
+        ),
+        output_tokens=estimate_tokens(text) + (count_json(written) if written else 0),
         estimated=True,
     )

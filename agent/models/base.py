@@ -1,8 +1,15 @@
-"""The model interface: one request in, one text reply out, with token usage.
+"""The model interface: one request in, one reply out (text and/or tool calls), with usage.
 
 Providers translate their errors into :class:`agent.errors.ModelUnavailable` at this
 boundary. ``context`` gives non-LLM planners (the offline planner, scripted doubles)
 the same information the messages carry, already structured.
+
+Tool calling is native where the provider offers it (OpenAI ``tools``/``tool_calls``,
+Anthropic ``tool_use``/``tool_result``): a request carries :class:`ToolSpec` schemas and a
+reply carries :class:`ToolCall` values. A provider that rejects ``tools`` is asked again
+with ``text_protocol`` appended to the system prompt (the JSON text protocol) and the
+reply comes back as text; the adapter remembers that for the rest of the session and
+says so in ``ModelReply.protocol``.
 """
 
 from __future__ import annotations
@@ -10,11 +17,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["Model", "ModelReply", "ModelRequest", "Purpose", "Usage"]
+__all__ = [
+    "Message",
+    "Model",
+    "ModelReply",
+    "ModelRequest",
+    "OutputSchema",
+    "Purpose",
+    "ToolCall",
+    "ToolProtocol",
+    "ToolSpec",
+    "Usage",
+]
 
 Purpose = Literal["checklist", "propose", "replan", "synthesize", "lesson"]
 """Why the loop is asking. ``checklist``: extract <=5 measurable facts (once per run).
-``propose``: the next action as JSON. ``replan``: rethink from the trajectory (every 3rd
+``propose``: the next action (tool calls, or JSON in the text protocol). ``replan``: rethink from the trajectory (every 3rd
 step). ``synthesize``: the final answer as plain text. ``lesson``: one sentence distilled
 from a failed run."""
 
@@ -32,28 +50,81 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
+ToolProtocol = Literal["native", "json-text"]
+"""How proposals travel: the provider's native tool calling, or the JSON text protocol."""
+
+Message = dict[str, Any]
+"""A chat message: ``{"role": "system"|"user"|"assistant", "content": str}``; an assistant
+message may add ``"tool_calls": [{"id", "name", "args"}]``, and a tool result is
+``{"role": "tool", "tool_call_id": ID, "name": TOOL, "content": str}``."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the provider sees it: name, description, JSON Schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call the model made. ``error`` is set when its arguments were not a JSON
+    object (the loop treats that as a malformed proposal); ``args`` is then empty."""
+
+    id: str
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def as_message(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "args": self.args}
+
+
+@dataclass(frozen=True)
+class OutputSchema:
+    """A JSON Schema the reply's text must follow (grammar- or tool-enforced where offered)."""
+
+    name: str
+    schema: dict[str, Any]
+
+
 @dataclass(frozen=True)
 class ModelRequest:
     """One call to the model.
 
-    ``messages`` are ``{"role": "system"|"user"|"assistant", "content": str}`` dicts.
+    ``messages`` are :data:`Message` dicts. ``tools`` are offered for native tool calling;
+    ``text_protocol`` is what to append to the system prompt instead when the provider
+    has no native tool calling. ``output`` asks for text that follows a JSON Schema.
     ``context`` keys: task, tools (name, kind, facts, args schema), checklist
     ([{id, text, kind, covered, value}]), focus, evidence ([{id, tool, args, summary,
     facts}]), history, self_model, lessons.
     """
 
     purpose: Purpose
-    messages: list[dict[str, str]]
+    messages: list[Message]
     context: dict[str, Any] = field(default_factory=dict)
     max_output_tokens: int = 1024
+    tools: tuple[ToolSpec, ...] = ()
+    text_protocol: str = ""
+    output: OutputSchema | None = None
 
 
 @dataclass(frozen=True)
 class ModelReply:
-    """The model's text and what it cost in tokens."""
+    """The model's text and tool calls, what it cost in tokens, and why it stopped.
+
+    ``stop_reason`` is the provider's own word (``stop``, ``tool_calls``, ``length``,
+    ``end_turn``, ``refusal``...). ``protocol`` says how tools travelled when tools were
+    offered (None otherwise).
+    """
 
     text: str
     usage: Usage
+    tool_calls: tuple[ToolCall, ...] = ()
+    stop_reason: str | None = None
+    protocol: ToolProtocol | None = None
 
 
 @runtime_checkable

@@ -1,31 +1,55 @@
 """The OpenAI chat-completions protocol over httpx, for any server that speaks it.
 
 OpenAI, OpenRouter, Ollama, vLLM, llama.cpp and LM Studio all accept the same request;
-only the base URL, key and model differ. Proposals and checklists ask for JSON output,
-and fall back to plain text on servers that reject ``response_format``.
+only the base URL, key and model differ. Tools travel natively (``tools`` in the request,
+``tool_calls`` in the reply, ``role: tool`` messages for results). Output that must be
+JSON asks for it with ``response_format``: a JSON Schema where the server enforces one
+(OpenAI, vLLM, Ollama, LM Studio: ``json_schema``; llama-cpp-python: ``json_object`` with
+a ``schema``, enforced by grammar), else plain JSON mode.
+
+Servers differ in what they accept, so each known rejection (HTTP 400/422 naming the
+field) is retried once with that field stepped down, and the step is remembered for the
+rest of the session: ``response_format`` json_schema -> json_object+schema -> json_object
+-> none; ``tool_choice`` required -> auto; ``tools`` -> the JSON text protocol
+(``tool_protocol`` becomes ``json-text``, and every reply says so).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import httpx
 
 from agent.models import _http
-from agent.models.base import ModelReply, ModelRequest, Usage
+from agent.models.base import (
+    Message,
+    ModelReply,
+    ModelRequest,
+    ToolCall,
+    ToolProtocol,
+    Usage,
+)
 
-__all__ = ["OPENAI_BASE_URL", "OpenAICompatModel"]
+__all__ = ["JSON_PURPOSES", "OPENAI_BASE_URL", "OpenAICompatModel"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
-JSON_PURPOSES = frozenset({"checklist", "propose", "replan"})
-"""Purposes whose reply the loop parses as JSON; asked for with ``response_format``."""
+JSON_PURPOSES = frozenset({"checklist", "propose"})
+"""Purposes whose text reply the loop parses as JSON. ``replan`` asks for plain text."""
+
+_TOOLS_WORD = re.compile(r"\btools\b|function")
+
+_FORMATS = ("json_schema", "json_object_schema", "json_object", None)
+"""``response_format`` tiers, strongest first; a server's rejection steps one down."""
 
 
 class OpenAICompatModel:
     """A chat-completions model. ``local`` picks the default profile (local-guarded).
 
-    The API key lives in a private attribute and never appears in ``repr`` or in an
-    error message (``key_env`` names the variable it came from, for the fix).
+    ``tool_protocol`` is ``native`` until the server rejects ``tools`` (or when forced
+    with ``tool_protocol="json-text"``). The API key lives in a private attribute and
+    never appears in ``repr`` or in an error message (``key_env`` names its variable).
     """
 
     def __init__(
@@ -40,23 +64,27 @@ class OpenAICompatModel:
         transport: httpx.AsyncBaseTransport | None = None,
         temperature: float | None = None,
         json_mode: bool = True,
+        tool_protocol: ToolProtocol = "native",
     ) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.name = f"openai:{model}"
         self.local = local
         self.key_env = key_env
+        self.tool_protocol: ToolProtocol = tool_protocol
         self._api_key = api_key or None
         self._timeout = timeout
         self._transport = transport
         self._temperature = temperature
-        self._json_mode = json_mode
+        self._format = 0 if json_mode else len(_FORMATS) - 1
+        self._tool_choice = "required"
         self._tokens_field = "max_tokens"
 
     def __repr__(self) -> str:
         return (
             f"OpenAICompatModel(model={self.model!r}, base_url={self.base_url!r}, "
-            f"local={self.local}, key={'set' if self._api_key else 'unset'})"
+            f"local={self.local}, tools={self.tool_protocol}, "
+            f"key={'set' if self._api_key else 'unset'})"
         )
 
     @property
@@ -69,75 +97,180 @@ class OpenAICompatModel:
             headers["authorization"] = f"Bearer {self._api_key}"
         return headers
 
-    def _payload(self, request: ModelRequest, *, json_mode: bool) -> dict[str, Any]:
+    def _native(self, request: ModelRequest) -> bool:
+        return bool(request.tools) and self.tool_protocol == "native"
+
+    def _payload(self, request: ModelRequest) -> dict[str, Any]:
+        native = self._native(request)
+        if native:
+            messages = [_wire_message(m) for m in request.messages]
+        else:
+            protocol = request.text_protocol if request.tools else ""
+            messages = list(_http.text_messages(request.messages, protocol))
         payload: dict[str, Any] = {
             "model": self.model,
-            "messages": [
-                {"role": m.get("role", "user"), "content": m.get("content", "")}
-                for m in request.messages
-            ],
+            "messages": messages,
             self._tokens_field: request.max_output_tokens,
         }
         if self._temperature is not None:
             payload["temperature"] = self._temperature
-        if json_mode:
-            payload["response_format"] = {"type": "json_object"}
+        if native:
+            payload["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in request.tools
+            ]
+            payload["tool_choice"] = self._tool_choice
+        elif request.output is not None or request.purpose in JSON_PURPOSES:
+            response_format = self._response_format(request)
+            if response_format is not None:
+                payload["response_format"] = response_format
         return payload
+
+    def _response_format(self, request: ModelRequest) -> dict[str, Any] | None:
+        tier = _FORMATS[self._format]
+        if tier is None:
+            return None
+        if request.output is None or tier == "json_object":
+            return {"type": "json_object"}
+        if tier == "json_schema":
+            return {
+                "type": "json_schema",
+                "json_schema": {"name": request.output.name, "schema": request.output.schema},
+            }
+        return {"type": "json_object", "schema": request.output.schema}
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         """One chat completion; raises ModelUnavailable with the fix on any failure."""
         async with httpx.AsyncClient(timeout=self._timeout, transport=self._transport) as client:
             body = await self._post(client, request)
-        text = _reply_text(body, self.name)
-        if request.purpose in JSON_PURPOSES:
+        choice = _first_choice(body, self.name)
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise _http.bad_shape(self.name, "choices[0] has no message")
+        stop_reason = choice.get("finish_reason")
+        calls = _tool_calls(message.get("tool_calls"))
+        content = message.get("content")
+        text = content if isinstance(content, str) else ""
+        refusal = message.get("refusal")
+        if not text and not calls and isinstance(refusal, str) and refusal:
+            text, stop_reason = refusal, "refusal"
+        if not calls and request.purpose in JSON_PURPOSES:
             text = _http.extract_json_text(text)
-        return ModelReply(text=text, usage=_usage(body, request, text))
+        return ModelReply(
+            text=text,
+            usage=_usage(body, request, text, calls),
+            tool_calls=calls,
+            stop_reason=stop_reason if isinstance(stop_reason, str) else None,
+            protocol=self.tool_protocol if request.tools else None,
+        )
 
     async def _post(self, client: httpx.AsyncClient, request: ModelRequest) -> dict[str, Any]:
-        # Servers differ in what they accept; each known rejection is retried once with
-        # the one field it names adjusted, and remembered for later calls.
-        json_mode = self._json_mode and request.purpose in JSON_PURPOSES
-        for _ in range(3):
+        for _ in range(6):
+            payload = self._payload(request)
             response = await _http.post(
-                client,
-                self.url,
-                headers=self._headers(),
-                payload=self._payload(request, json_mode=json_mode),
-                provider=self.name,
+                client, self.url, headers=self._headers(), payload=payload, provider=self.name
             )
-            if response.status_code not in (400, 422):
-                break
-            detail = response.text.lower()
-            if json_mode and "response_format" in detail:
-                json_mode = self._json_mode = False
-            elif self._tokens_field == "max_tokens" and "max_completion_tokens" in detail:
-                self._tokens_field = "max_completion_tokens"
-            else:
+            if response.status_code not in (400, 422) or not self._step_down(
+                request, payload, _http.error_detail(response).lower()
+            ):
                 break
         return _http.decode(
             response, provider=self.name, key_env=self.key_env, secret=self._api_key
         )
 
+    def _step_down(self, request: ModelRequest, payload: dict[str, Any], detail: str) -> bool:
+        """Adjust the one field a rejection names; False when it names none we can adjust."""
+        if _http.is_context_overflow(detail):
+            return False
+        if "response_format" in payload and "response_format" in detail:
+            while self._response_format(request) == payload["response_format"]:
+                self._format += 1
+            return True
+        if "tools" in payload:
+            if "tool_choice" in detail and not _TOOLS_WORD.search(detail):
+                if self._tool_choice == "auto":
+                    return False
+                self._tool_choice = "auto"
+                return True
+            if "tool" in detail or "function" in detail:
+                self.tool_protocol = "json-text"
+                return True
+        if self._tokens_field == "max_tokens" and "max_completion_tokens" in detail:
+            self._tokens_field = "max_completion_tokens"
+            return True
+        return False
 
-def _reply_text(body: dict[str, Any], provider: str) -> str:
+
+def _wire_message(message: Message) -> dict[str, Any]:
+    """A loop message in chat-completions form (tool calls and tool results included)."""
+    role = message.get("role", "user")
+    if role == "tool":
+        return {
+            "role": "tool",
+            "tool_call_id": message.get("tool_call_id", ""),
+            "content": str(message.get("content") or ""),
+        }
+    out: dict[str, Any] = {"role": role, "content": message.get("content") or ""}
+    if role == "assistant" and message.get("tool_calls"):
+        out["content"] = message.get("content") or None
+        out["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c.get("args", {}))},
+            }
+            for c in message["tool_calls"]
+        ]
+    return out
+
+
+def _first_choice(body: dict[str, Any], provider: str) -> dict[str, Any]:
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise _http.bad_shape(provider, "the body has no choices[0]")
-    message = choices[0].get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, str):
-        reason = choices[0].get("finish_reason")
-        raise _http.bad_shape(
-            provider, f"choices[0].message.content is not text (finish_reason={reason!r})"
-        )
-    return content
+    return choices[0]
 
 
-def _usage(body: dict[str, Any], request: ModelRequest, text: str) -> Usage:
+def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
+    """``message.tool_calls`` as ToolCalls; arguments that are not a JSON object -> error."""
+    if not isinstance(raw, list):
+        return ()
+    calls = []
+    for n, item in enumerate(raw):
+        function = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(function, dict):
+            continue
+        call_id = str(item.get("id") or f"call_{n}")
+        name = str(function.get("name") or "")
+        arguments = function.get("arguments")
+        try:
+            args = json.loads(arguments) if isinstance(arguments, str) and arguments else {}
+        except ValueError as exc:
+            calls.append(ToolCall(call_id, name, error=f"arguments of {name} are not JSON ({exc})"))
+            continue
+        if isinstance(arguments, dict):
+            args = arguments
+        if not isinstance(args, dict):
+            calls.append(ToolCall(call_id, name, error=f"arguments of {name} are not an object"))
+            continue
+        calls.append(ToolCall(call_id, name, args))
+    return tuple(calls)
+
+
+def _usage(
+    body: dict[str, Any], request: ModelRequest, text: str, calls: tuple[ToolCall, ...]
+) -> Usage:
     usage = body.get("usage")
     if isinstance(usage, dict):
         prompt = _http.usage_int(usage.get("prompt_tokens"))
         completion = _http.usage_int(usage.get("completion_tokens"))
         if prompt is not None and completion is not None:
             return Usage(input_tokens=prompt, output_tokens=completion, estimated=False)
-    return _http.estimated_usage(request, text)
+    return _http.estimated_usage(request, text, calls)
