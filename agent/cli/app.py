@@ -339,16 +339,25 @@ def show_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None
     res = _result_of(row)
     out.print(f"[bold]{run_id}[/] {row.get('task')}", highlight=False)
     for ev in events:
-        data = ev.get("data")
-        data = json.loads(data) if isinstance(data, str) else data or {}
+        data = _event_data(ev)
         out.print(f"  {ev.get('seq'):>3} [cyan]{ev.get('type'):<16}[/] {_short(_event_line(data), 110)}",
                   highlight=False)
+    protocols = [_event_data(ev).get("protocol") for ev in events if ev.get("type") == "model.protocol"]
+    if protocols:
+        fallback = " (fallback: the server rejected native tools)" if protocols[-1] == "json-text" else ""
+        out.print(f"tools: [bold]{protocols[-1]}[/]{fallback}", highlight=False)
     if res:
         out.print(f"stop [bold]{res.get('stop_reason')}[/] · answer: {_short(res.get('answer'), 200)}", highlight=False)
 
 
+def _event_data(ev: dict[str, Any]) -> dict[str, Any]:
+    data = ev.get("data")
+    return json.loads(data) if isinstance(data, str) else data or {}
+
+
 def _event_line(data: dict[str, Any]) -> str:
-    keys = ("step", "tool", "action", "decision", "reason", "ok", "summary", "cost_usdc", "amount", "tx_hash", "why")
+    keys = ("step", "tool", "action", "decision", "reason", "ok", "summary", "cost_usdc", "amount", "tx_hash",
+            "protocol", "why")
     parts = [f"{k}={data[k]}" for k in keys if k in data and data[k] not in (None, "")]
     return " ".join(parts) if parts else json.dumps(data, default=str)
 

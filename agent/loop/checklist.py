@@ -14,11 +14,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from agent.models.base import OutputSchema
+
 __all__ = [
     "FACT_KINDS",
     "Checklist",
     "ChecklistItem",
+    "checklist_schema",
     "parse_checklist",
+    "task_checklist",
 ]
 
 #: Fact kinds shared by checklists, tools, the judge and the offline planner.
@@ -130,6 +134,51 @@ class _ItemModel(BaseModel):
 
 class _ChecklistModel(BaseModel):
     items: list[_ItemModel]
+
+
+def checklist_schema(max_items: int = 5) -> OutputSchema:
+    """The checklist reply as a JSON Schema: at most ``max_items`` items, kinds enumerated
+    (a server that enforces schemas by grammar cannot produce anything else)."""
+    kinds = sorted(FACT_KINDS)
+    return OutputSchema(
+        "checklist",
+        {
+            "type": "object",
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": max_items,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "text": {
+                                "type": "string",
+                                "description": 'A bare measurable fact, e.g. "base fee gwei".',
+                            },
+                            "kind": {"anyOf": [{"enum": kinds}, {"type": "null"}]},
+                        },
+                        "required": ["text", "kind"],
+                    },
+                }
+            },
+            "required": ["items"],
+        },
+    )
+
+
+#: Longest task text kept as the fallback checklist item (the item's own limit).
+TASK_ITEM_CHARS = 200
+
+
+def task_checklist(task: str) -> Checklist:
+    """The checklist when extraction failed twice: the task itself is the one item.
+
+    It has no fact kind, so only an observation that mentions all of its words covers
+    it; a run cannot look finished because it had nothing to find.
+    """
+    text = " ".join(task.split())[:TASK_ITEM_CHARS] or "(empty task)"
+    return Checklist((ChecklistItem(id="c1", text=text),))
 
 
 def parse_checklist(text: str, *, max_items: int = 5) -> Checklist:

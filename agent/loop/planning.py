@@ -1,22 +1,45 @@
 """The model's side of a turn: the task's checklist, the periodic re-plan, and the
-proposal (with its malformed-reply retries). Nothing here executes a call."""
+proposal (with its malformed-reply retries). Nothing here executes a call.
+
+The checklist is asked for as schema-enforced JSON with one minimal retry; when both
+replies fail, the task itself becomes the one item, so the run never goes on as if there
+were nothing to find. Proposals are native tool calls (the tools' schemas, plus
+``submit_answer`` and ``done``), or JSON text where the server has no tools; after a step,
+its calls and their results become the provider's tool-result messages of the next
+request (:meth:`Planner.answer_calls`).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from agent.errors import ProposalInvalid
-from agent.loop.checklist import FACT_KINDS, Checklist, parse_checklist
+from agent.loop.checklist import (
+    FACT_KINDS,
+    Checklist,
+    checklist_schema,
+    parse_checklist,
+    task_checklist,
+)
 from agent.loop.context import RunContext
 from agent.loop.history import one_line
 from agent.loop.modelcall import ModelCaller
 from agent.loop.proposal import (
+    PROPOSAL_SCHEMA,
+    PROTOCOL,
     Proposal,
     checklist_messages,
+    checklist_retry_messages,
     parse_proposal,
+    proposal_from_calls,
     propose_messages,
     replan_messages,
     retry_messages,
+    text_protocol,
+    tool_specs,
 )
 from agent.loop.selfmodel import SelfModel
+from agent.models.base import ModelReply, ToolCall
 
 __all__ = ["Planner"]
 
@@ -29,14 +52,29 @@ class Planner:
         self.model = model
 
     async def extract_checklist(self) -> None:
+        """The run's checklist: schema-enforced JSON, one minimal retry, else the task."""
         run, max_items = self.run, self.run.limits.checklist_max_items
+        schema = checklist_schema(max_items)
         messages = checklist_messages(run.state.task, sorted(FACT_KINDS), max_items)
-        text = await self.model.ask("checklist", messages, run.model_context())
-        try:
-            checklist = parse_checklist(text, max_items=max_items)
-        except ValueError as exc:
-            checklist = Checklist()
-            run.emit("checklist", {"items": [], "error": str(exc)})
+        text = await self.model.ask("checklist", messages, run.model_context(), output=schema)
+        checklist: Checklist | None = None
+        errors: list[str] = []
+        for attempt in range(2):
+            try:
+                checklist = parse_checklist(text, max_items=max_items)
+                break
+            except ValueError as exc:
+                errors.append(str(exc))
+                run.emit("checklist.invalid", {"error": str(exc), "retry": attempt})
+            if attempt == 0:
+                retry = checklist_retry_messages(run.state.task, errors[-1], max_items)
+                text = await self.model.ask("checklist", retry, run.model_context(), output=schema)
+        if checklist is None:
+            checklist = task_checklist(run.state.task)
+            run.emit(
+                "checklist",
+                {"items": checklist.as_dicts(), "error": errors[-1], "fallback": "task"},
+            )
         else:
             run.emit("checklist", {"items": checklist.as_dicts()})
         run.state.checklist = checklist.as_dicts()
@@ -70,14 +108,24 @@ class Planner:
             "focus": focus.as_dict() if focus else None,
             "plan": run.state.plan,
             "feedback": list(run.state.feedback),
+            "exchange": list(run.state.exchange),
         }
-        messages = propose_messages(context)
+        described = context["tools"]
+        specs = tool_specs(described)
         run.state.feedback.clear()
-        text = await self.model.ask("propose", messages, context)
+        run.state.exchange = []
+        reply = await self.model.request(
+            "propose",
+            propose_messages(context),
+            context,
+            tools=specs,
+            text_protocol=text_protocol(described),
+            output=PROPOSAL_SCHEMA,
+        )
         attempts = 0
         while True:
             try:
-                return parse_proposal(text)
+                return self._read(reply)
             except ProposalInvalid as exc:
                 run.last_invalid = str(exc)
                 run.emit(
@@ -86,8 +134,56 @@ class Planner:
                 )
                 if attempts >= run.limits.malformed_retries:
                     run.state.feedback.append(f"Your reply was rejected: {exc}")
+                    self.calls = ()
                     return None
                 attempts += 1
-                text = await self.model.ask(
-                    "propose", retry_messages(str(exc), run.deps.registry.names()), context
+                reply = await self.model.request(
+                    "propose",
+                    retry_messages(str(exc), run.deps.registry.names()),
+                    context,
+                    tools=specs,
+                    text_protocol=PROTOCOL,
+                    output=PROPOSAL_SCHEMA,
                 )
+
+    #: The tool calls of the proposal being handled (answered by :meth:`answer_calls`).
+    calls: tuple[ToolCall, ...] = ()
+
+    def _read(self, reply: ModelReply) -> Proposal:
+        if reply.tool_calls:
+            self.calls = reply.tool_calls
+            return proposal_from_calls(reply.tool_calls)
+        self.calls = ()
+        return parse_proposal(reply.text)
+
+    def answer_calls(self, history_from: int, feedback_from: int) -> None:
+        """After a step: the proposal's tool calls and what became of each, as the
+        messages the next proposal request ends with (tool results are data)."""
+        run, calls = self.run, self.calls
+        self.calls = ()
+        if not calls:
+            return
+        entries = list(run.state.history[history_from:])
+        feedback = " ".join(run.state.feedback[feedback_from:])
+        results: list[dict[str, Any]] = []
+        for call in calls:
+            entry = next((e for e in entries if e.get("tool") == call.name), None)
+            if entry is not None:
+                entries.remove(entry)
+                content = f"{entry['outcome']}: {entry['summary']}"
+                if entry.get("evidence_id"):
+                    content += f" [evidence {entry['evidence_id']}]"
+            else:
+                content = f"not run: {feedback or 'another call in this reply ended the turn'}"
+            results.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call.id,
+                    "name": call.name,
+                    "content": one_line(content, 600),
+                }
+            )
+        run.state.exchange = [
+            {"role": "assistant", "content": "", "tool_calls": [c.as_message() for c in calls]},
+            *results,
+        ]

@@ -193,7 +193,9 @@ class _Run:
                 run.add_history("", {}, "failed", "no valid proposal")
             else:
                 run.state.consecutive_failed_proposals = 0
+                marks = (len(run.state.history), len(run.state.feedback))
                 await self.handle(proposal)
+                self.planner.answer_calls(*marks)
             self.detect()
 
     async def drive(self) -> AgentResult:

@@ -86,6 +86,12 @@ class RunState(BaseModel):
     tokens_in: int = 0
     tokens_out: int = 0
     tokens_estimated: bool = False
+    #: How proposals travel to this run's model: ``native`` tool calling or the
+    #: ``json-text`` fallback (None until the first proposal).
+    tool_protocol: str | None = None
+    #: The last step's tool calls and their results, as the messages the next proposal
+    #: request ends with (the providers' tool-result messages).
+    exchange: list[dict[str, Any]] = Field(default_factory=list)
     pending: PendingCall | None = None
     stop_reason: StopReason | None = None
     message: str = ""

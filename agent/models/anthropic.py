@@ -88,7 +88,7 @@ class AnthropicModel:
                 {"name": t.name, "description": t.description, "input_schema": t.parameters}
                 for t in request.tools
             ]
-            payload["tool_choice"] = {"type": "any"}
+            payload["tool_choice"] = {"type": "auto"}
         elif request.output is not None:
             payload["tools"] = [
                 {

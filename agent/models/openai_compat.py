@@ -10,14 +10,15 @@ a ``schema``, enforced by grammar), else plain JSON mode.
 Servers differ in what they accept, so each known rejection (HTTP 400/422 naming the
 field) is retried once with that field stepped down, and the step is remembered for the
 rest of the session: ``response_format`` json_schema -> json_object+schema -> json_object
--> none; ``tool_choice`` required -> auto; ``tools`` -> the JSON text protocol
-(``tool_protocol`` becomes ``json-text``, and every reply says so).
+-> none; ``tools`` -> the JSON text protocol (``tool_protocol`` becomes ``json-text``, and
+every reply says so). ``tool_choice`` is ``auto``, the one value every server accepts
+(llama-cpp-python fails on ``required``); ``submit_answer`` and ``done`` are tools, so a
+reply without a call is the model stopping.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import httpx
@@ -38,7 +39,9 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 JSON_PURPOSES = frozenset({"checklist", "propose"})
 """Purposes whose text reply the loop parses as JSON. ``replan`` asks for plain text."""
 
-_TOOLS_WORD = re.compile(r"\btools\b|function")
+_REJECTIONS = (400, 422, 500)
+"""Statuses a server rejects a field with (llama-cpp-python answers validation errors with
+500); a step-down is tried only when the error text names the field."""
 
 _FORMATS = ("json_schema", "json_object_schema", "json_object", None)
 """``response_format`` tiers, strongest first; a server's rejection steps one down."""
@@ -77,7 +80,6 @@ class OpenAICompatModel:
         self._transport = transport
         self._temperature = temperature
         self._format = 0 if json_mode else len(_FORMATS) - 1
-        self._tool_choice = "required"
         self._tokens_field = "max_tokens"
 
     def __repr__(self) -> str:
@@ -126,7 +128,7 @@ class OpenAICompatModel:
                 }
                 for t in request.tools
             ]
-            payload["tool_choice"] = self._tool_choice
+            payload["tool_choice"] = "auto"
         elif request.output is not None or request.purpose in JSON_PURPOSES:
             response_format = self._response_format(request)
             if response_format is not None:
@@ -177,7 +179,7 @@ class OpenAICompatModel:
             response = await _http.post(
                 client, self.url, headers=self._headers(), payload=payload, provider=self.name
             )
-            if response.status_code not in (400, 422) or not self._step_down(
+            if response.status_code not in _REJECTIONS or not self._step_down(
                 request, payload, _http.error_detail(response).lower()
             ):
                 break
@@ -193,15 +195,9 @@ class OpenAICompatModel:
             while self._response_format(request) == payload["response_format"]:
                 self._format += 1
             return True
-        if "tools" in payload:
-            if "tool_choice" in detail and not _TOOLS_WORD.search(detail):
-                if self._tool_choice == "auto":
-                    return False
-                self._tool_choice = "auto"
-                return True
-            if "tool" in detail or "function" in detail:
-                self.tool_protocol = "json-text"
-                return True
+        if "tools" in payload and ("tool" in detail or "function" in detail):
+            self.tool_protocol = "json-text"
+            return True
         if self._tokens_field == "max_tokens" and "max_completion_tokens" in detail:
             self._tokens_field = "max_completion_tokens"
             return True
