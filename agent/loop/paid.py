@@ -9,9 +9,12 @@ payload before signing. ``approve``/``deny`` of an escalated call resume here.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any, NoReturn
 
+from agent.loop.bestoffer import BestOffer, Quoted
 from agent.loop.budget import BudgetGate
 from agent.loop.context import RunContext, literal_args
 from agent.loop.gates import Admitted
@@ -44,6 +47,7 @@ class PaidStep:
         self.budget = budget
         self.learning = learning
         self.self_model = self_model
+        self.best_offer = BestOffer(run)
 
     async def run_call(self, call: Admitted) -> None:
         """Quote -> spend-cap projection -> judge -> (pause | refuse | execute)."""
@@ -56,29 +60,46 @@ class PaidStep:
                 tool, norm, fp, Observation.failure(tool.name, f"quote failed: {exc}")
             )
             return
-        handed = False  # True once execute() owns the quote; else abandon() gives it back
+        held = [Quoted(call, quote)]  # every quote not handed to execute() is abandoned
         try:
             self._emit_quote(tool, quote)
             if quote.amount == 0 and quote.meta.get("free"):
                 # The seller answered without asking for payment: nothing to judge or sign.
-                handed = True
+                held = []
                 self.learning.record(tool, norm, fp, await tool.execute(quote, None, run.tools))
                 return
             self.budget.check_before_paid(quote)
-            verdict = await self._decide(tool, norm, fp, quote, human_approved=False)
-            self._emit_verdict(tool, verdict, p=verdict.p, ev=verdict.ev)
+            held += await self.best_offer.alternatives(call, quote)
+            for alt in held[1:]:
+                self._emit_quote(alt.call.tool, alt.quote)
+            verdict = await self._decide(
+                tool, norm, fp, quote, human_approved=False, alternatives=held[1:]
+            )
+            chosen = next(
+                (q for q in held if q.quote.payload_fingerprint == verdict.payload_fingerprint),
+                held[0],
+            )
+            tool, norm, fp, quote = (
+                chosen.call.tool,
+                chosen.call.norm,
+                chosen.call.fingerprint,
+                chosen.quote,
+            )
+            self._emit_verdict(tool, verdict, p=verdict.p, ev=verdict.ev, offers=len(held))
             if verdict.decision == "answer":
                 raise Stop("judge-answered", f"judge: {verdict.reason}")
             if verdict.decision == "refuse":
                 self._refused(tool, norm, fp, f"the judge refused {tool.name}", verdict.reason)
                 return
+            if chosen.quote.amount and len(held) > 1:
+                self.budget.check_before_paid(quote)  # the winner's price against the cap
             if verdict.decision == "escalate":
                 self._hold(tool, norm, fp, quote, verdict)
-            handed = True
+            held.remove(chosen)
             await self._execute(tool, norm, fp, quote, verdict)
         finally:
-            if not handed:
-                await self.abandon(tool, quote)
+            for left in held:
+                await self.abandon(left.call.tool, left.quote)
 
     async def approved(self, pending: PendingCall) -> None:
         """Execute a human-approved held call under a fresh judge-signed approve verdict.
@@ -254,12 +275,28 @@ class PaidStep:
         return judge
 
     async def _decide(
-        self, tool: Tool, norm: dict[str, Any], fp: str, quote: Quote, *, human_approved: bool
+        self,
+        tool: Tool,
+        norm: dict[str, Any],
+        fp: str,
+        quote: Quote,
+        *,
+        human_approved: bool,
+        alternatives: Sequence[Quoted] = (),
     ) -> Verdict:
-        """The judge's verdict on one paid call (asked off the event loop: the judge may be
-        a service across HTTP); an unreachable judge stops the run."""
+        """The judge's verdict on one paid call, or on the best of it and its quoted
+        ``alternatives`` (asked off the event loop: the judge may be a service across
+        HTTP); an unreachable judge stops the run."""
         judge = self._judge()
         request = self._request(tool, norm, fp, quote, human_approved=human_approved)
+        if alternatives:
+            others = tuple(
+                self._request(
+                    a.call.tool, a.call.norm, a.call.fingerprint, a.quote, human_approved=False
+                )
+                for a in alternatives
+            )
+            request = dataclasses.replace(request, alternatives=others)
         try:
             return await asyncio.to_thread(judge.decide, request)
         except Exception as exc:

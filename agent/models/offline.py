@@ -216,6 +216,50 @@ def _build_args(
     return args, ""
 
 
+_TASK_URL = re.compile(r"https?://[^\s'\"<>),;]+", re.IGNORECASE)
+#: How discover's observation lists an offer: "GET http://h:p/path 0.01 [token_factsheet]".
+_OFFER = re.compile(r"\b(GET|POST) (https?://\S+) \S+(?: USDC)? \[([^\]]*)\]")
+_MARKET_WORDS = ("market", "discover", "seller", "x402")
+
+
+def _market_call(
+    plan: PlanContext, item: Mapping[str, Any], kind: str, blocked: set[str]
+) -> dict[str, Any] | None:
+    """For a paid kind: the seller URL the task names, else the first offer discovery
+    listed (cheapest first) not tried yet, else discovery itself when the task asks for
+    the market; None to use the local paywall."""
+    names = {str(t.get("name")) for t in plan.tools}
+    if "pay_http" not in names:
+        return None
+    symbols, _ = datasets()
+    symbol = _name_subject(plan, item, symbols) or "USDC"
+    named = _TASK_URL.search(plan.task)
+    if named:  # a seller the task names is the one used, never swapped
+        url = named.group(0).rstrip(".")
+        return {"tool": "pay_http", "args": {"url": url, "covers": [kind]}, "kind": "paid"}
+    if "discover" not in names:
+        return None
+    for ev in plan.evidence:
+        if ev.get("tool") != "discover":
+            continue
+        for method, url, kinds in _OFFER.findall(str(ev.get("summary", ""))):
+            if kind not in [k.strip() for k in kinds.split(",")]:
+                continue
+            args: dict[str, Any] = {"url": url, "covers": [kind]}
+            if method == "POST":
+                args.update(method="POST", body={"symbol": symbol})
+            else:
+                args["url"] = f"{url}?symbol={symbol}"
+            if plan.key("pay_http", args) not in blocked:
+                return {"tool": "pay_http", "args": args, "kind": "paid"}
+    asked = any(w in plan.task.lower() for w in _MARKET_WORDS)
+    tried = any(h.get("tool") == "discover" for h in plan.history)
+    if asked and not tried:
+        query = kind.replace("_", " ").replace("factsheet", "fact sheet")
+        return {"tool": "discover", "args": {"query": query}, "kind": "free"}
+    return None
+
+
 def _call_for(
     plan: PlanContext, item: Mapping[str, Any], blocked: set[str], failures: dict[str, int]
 ) -> tuple[dict[str, Any] | None, str]:
@@ -223,6 +267,11 @@ def _call_for(
     kind = item.get("kind")
     if not kind:
         return None, "no known fact kind"
+    if kind in PAYWALL_PATHS:
+        market = _market_call(plan, item, kind, blocked)
+        key = plan.key(market["tool"], market["args"]) if market else ""
+        if market is not None and key not in blocked and failures.get(key, 0) < 2:
+            return market, ""
     tools = [t for t in plan.tools if kind in (t.get("facts") or ())]
     if not tools:
         return None, f"no wired tool provides {kind}"

@@ -33,6 +33,7 @@ __all__ = [
     "backed_kinds",
     "declared_kinds",
     "excerpt",
+    "offer_call",
     "offer_from_discovery",
     "purchase_facts",
     "seller_of",
@@ -257,6 +258,39 @@ class OfferBook:
         with self._lock:
             offers = [o for o in self._offers.values() if kind in o.kinds]
         return sorted(offers, key=lambda o: (o.price is None, o.price or 0, o.resource))
+
+
+def call_inputs(tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    """The question a paying call asks (query, JSON body or MCP arguments), so the same
+    question can be put to another seller's offer."""
+    import httpx
+
+    if tool == "pay_mcp":
+        return dict(args.get("arguments") or {})
+    if args.get("method") == "POST":
+        return dict(args.get("body") or {})
+    return dict(httpx.URL(str(args.get("url", ""))).params)
+
+
+def offer_call(
+    offer: Offer, inputs: Mapping[str, Any], kinds: Iterable[str]
+) -> tuple[str, dict[str, Any]] | None:
+    """(tool name, arguments) that put the same question, ``inputs``, to ``offer`` for the
+    fact kinds ``kinds``; None when the offer needs an input the question does not give
+    (its example would ask something else)."""
+    import httpx
+
+    ask = dict(inputs)
+    if offer.example and not set(offer.example) <= set(ask):
+        return None
+    covers = [k for k in kinds if k in offer.kinds]
+    if offer.type == "mcp":
+        server = offer.resource.split("#", 1)[0].removesuffix("/sse")
+        return "pay_mcp", {"server": server, "tool": offer.tool, "arguments": ask, "covers": covers}
+    if offer.method == "POST":
+        return "pay_http", {"url": offer.resource, "method": "POST", "body": ask, "covers": covers}
+    url = str(httpx.URL(offer.resource).copy_merge_params({k: str(v) for k, v in ask.items()}))
+    return "pay_http", {"url": url, "covers": covers}
 
 
 # ------------------------------------------------------------------------------ excerpt

@@ -1,0 +1,77 @@
+"""Best offer: before the judge rules on a purchase, the same question is quoted (free)
+at the other allowlisted sellers whose offers cover the same missing items, and the judge
+rules on the one with the highest EV. A seller the task names is never swapped: then only
+the proposed call is judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.loop.context import RunContext
+from agent.loop.gates import Admitted
+from agent.tools.base import Quote
+from agent.tools.x402.offers import OfferBook, allowlisted_sellers, call_inputs, offer_call
+from judge.fingerprint import call_fingerprint
+
+__all__ = ["MAX_ALTERNATIVES", "BestOffer", "Quoted"]
+
+#: At most this many other offers are quoted for one purchase.
+MAX_ALTERNATIVES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Quoted:
+    """One offer put to the judge: the admitted call and its free quote."""
+
+    call: Admitted
+    quote: Quote
+
+
+class BestOffer:
+    """Finds and quotes one run's alternative offers for a proposed purchase."""
+
+    def __init__(self, run: RunContext) -> None:
+        self.run = run
+
+    async def alternatives(self, call: Admitted, quote: Quote) -> list[Quoted]:
+        """Quotes of other sellers' offers for the missing items ``call`` would cover."""
+        run = self.run
+        book = getattr(call.tool, "offers", None)
+        seller = quote.meta.get("seller")
+        if not isinstance(book, OfferBook) or not seller or quote.amount == 0:
+            return []
+        if run.tools.task_sellers:  # the task chose its seller
+            return []
+        missing = {i.kind for i in run.checklist.missing if i.kind}
+        kinds = [k for k in call.tool.facts_for(call.args) if k in missing]
+        inputs = call_inputs(call.tool.name, call.norm)
+        allowed = allowlisted_sellers(run.tools.allowlist)
+        seen: set[str] = {seller}
+        out: list[Quoted] = []
+        for offer in (o for k in kinds for o in book.for_kind(k)):
+            if len(out) >= MAX_ALTERNATIVES:
+                break
+            if offer.seller in seen or offer.seller not in allowed:
+                continue
+            found = offer_call(offer, inputs, kinds)
+            if found is None:
+                continue
+            name, raw = found
+            tool = run.deps.registry.get(name)
+            if tool is None or tool.kind != "paid":
+                continue
+            seen.add(offer.seller)
+            try:
+                args = tool.parse_args(raw)
+                norm = args.model_dump(mode="json")
+                alt = Admitted(tool, args, norm, call_fingerprint(tool.name, norm))
+                if alt.fingerprint in run.state.executed:
+                    continue
+                out.append(Quoted(alt, await tool.quote(args, run.tools)))
+            except Exception as exc:  # an offer we cannot quote is no alternative
+                run.emit(
+                    "offer.unquoted",
+                    {"step": run.state.step, "resource": offer.resource, "error": str(exc)[:300]},
+                )
+        return out
