@@ -7,7 +7,9 @@ loop signals)::
     ├── JudgeConfigError            configuration / caller mistake: fix the input
     │   ├── FingerprintError        a value that has no canonical form (NaN, set, ...)
     │   └── JudgeRequestInvalid     a malformed paid-call request (negative price, ...)
-    │       └── OutcomeRefused      an outcome for a verdict not issued/executed here, or twice
+    │       ├── OutcomeRefused      an outcome for a verdict not issued/executed here, or twice
+    │       ├── PayloadTermsInvalid a payload that is not a payable shape (see judge.terms)
+    │       └── TaskRegistrationConflict  a task id registered again with other limits
     ├── VerdictInvalid              loop signal: a verdict that must not be acted on
     │   ├── VerdictMalformed        fields do not parse (bad signature hex, bad fingerprint)
     │   ├── VerdictSignatureInvalid the signature does not recover to any key
@@ -42,6 +44,14 @@ class JudgeRequestInvalid(JudgeConfigError):
 
 class OutcomeRefused(JudgeRequestInvalid):
     """An outcome for a verdict this judge did not issue, no wallet consumed, or twice."""
+
+
+class PayloadTermsInvalid(JudgeRequestInvalid):
+    """A payload that is neither a TransferWithAuthorization nor a pinned USDC transfer."""
+
+
+class TaskRegistrationConflict(JudgeRequestInvalid):
+    """A task id is registered once; a second registration with other limits is refused."""
 
 
 class VerdictInvalid(JudgeError):

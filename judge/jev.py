@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from typing import Any, NamedTuple
 
@@ -33,6 +33,7 @@ from judge.errors import (
 from judge.fingerprint import call_fingerprint, is_fingerprint
 from judge.policy import FreeDecision, FreeReadPolicy
 from judge.records import Standing, VerdictRecords
+from judge.tasks import TaskLimits, TaskRegistry, bind
 from judge.verdict import (
     DEFAULT_TTL_S,
     Decision,
@@ -102,6 +103,8 @@ class PaidCallRequest:
     known_recipients: tuple[str, ...] | None = None
     seller: str | None = None
     alternatives: tuple[PaidCallRequest, ...] = ()
+    task_id: str | None = None
+    payload: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("missing", "covered", "tool_facts", "alternatives"):
@@ -189,6 +192,8 @@ class PaidCallRequest:
                 else {}
             ),
             **({"seller": self.seller} if self.seller is not None else {}),
+            **({"task_id": self.task_id} if self.task_id is not None else {}),
+            **({"payload": dict(self.payload)} if self.payload is not None else {}),
             **(
                 {"alternatives": [a.to_wire() for a in self.alternatives]}
                 if self.alternatives
@@ -267,6 +272,9 @@ class Judge:
         free_policy: FreeReadPolicy | None = None,
         emit: Emit | None = None,
         records: VerdictRecords | None = None,
+        tasks: TaskRegistry | None = None,
+        balance_of: Callable[[str], int] | None = None,
+        require_task: bool = False,
     ) -> None:
         if value_per_item is not None and (
             isinstance(value_per_item, bool)
@@ -289,7 +297,11 @@ class Judge:
         self.free_policy = free_policy if free_policy is not None else FreeReadPolicy()
         self._emit = emit
         self.records = records if records is not None else VerdictRecords(clock=clock)
+        self.tasks = tasks if tasks is not None else TaskRegistry(clock=clock)
+        self._balance_of = balance_of
+        self._require_task = require_task
         self._lock = threading.Lock()
+        self._deciding = threading.Lock()  # a task's budget is read and spent atomically
 
     def __repr__(self) -> str:
         return f"Judge(address={self.address}, chains={sorted(self._allowed)})"
@@ -306,8 +318,19 @@ class Judge:
 
     # -- paid calls ------------------------------------------------------------------
 
+    def register_task(self, limits: TaskLimits) -> TaskLimits:
+        """Register a task's limits, once (see :mod:`judge.tasks`)."""
+        registered = self.tasks.register(limits)
+        if self._emit is not None:
+            self._emit("judge.task", limits.to_wire())
+        return registered
+
     def decide(self, request: PaidCallRequest) -> Verdict:
-        """Rule on one money-moving call; every ruling is a signed verdict."""
+        """Rule on one money-moving call; every ruling is a signed verdict.
+
+        For a registered task the limits, the remaining budget and the balance are the
+        judge's own, and the payload itself is checked (see :func:`judge.tasks.bind`).
+        """
         for offer in (request, *request.alternatives):
             expected = call_fingerprint(offer.tool, offer.args)
             if expected != offer.call_fingerprint:
@@ -315,7 +338,38 @@ class Judge:
                     f"found call_fingerprint {offer.call_fingerprint}; expected {expected} for "
                     f"{offer.tool} with these args; fix: compute it with judge.call_fingerprint."
                 )
-        req, (decision, p, ev, reason) = self._best(request)
+        with self._deciding:
+            return self._decide(request)
+
+    def _bound(self, offer: PaidCallRequest) -> PaidCallRequest | str:
+        limits = self.tasks.get(offer.task_id) if offer.task_id is not None else None
+        if limits is None:
+            if self._require_task:
+                return (
+                    f"task {offer.task_id!r} is not registered with this judge; it rules only "
+                    "on registered tasks; fix: register the task (nib run does it from your "
+                    "configuration) and send its id"
+                )
+            return offer  # the in-process composition for tests: the request's limits
+        balance = None
+        if self._balance_of is not None:
+            balance = self._balance_of(offer.asset)
+        committed = self.records.committed(limits.task_id, self._clock())
+        return bind(offer, limits, committed=committed, balance=balance)
+
+    def _decide(self, request: PaidCallRequest) -> Verdict:
+        head = self._bound(request)
+        decision: Decision
+        if isinstance(head, str):
+            req = request
+            decision, p, ev, reason = "refuse", Decimal(0), -Decimal(request.price), head
+        else:
+            alternatives = tuple(
+                b for b in (self._bound(a) for a in request.alternatives) if not isinstance(b, str)
+            )
+            if alternatives or request.alternatives:
+                head = replace(head, alternatives=alternatives)
+            req, (decision, p, ev, reason) = self._best(head)
         verdict = self._signer.issue(
             decision=decision,
             call_fingerprint=req.call_fingerprint,
@@ -334,6 +388,7 @@ class Judge:
             verdict,
             subject=calibration_subject(req.tool, req.seller),
             facts=tuple(_coverable(req)),
+            task_id=req.task_id or "",
         )
         if self._emit is not None:
             self._emit(

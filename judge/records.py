@@ -209,6 +209,17 @@ class VerdictRecords:
                 )
         return VerdictRecord(**{**rec.__dict__, "consumed_at": now})
 
+    def committed(self, task_id: str, now: float) -> int:
+        """What the judge approved for ``task_id`` that may still move money: consumed
+        approvals, and live ones (unexpired, unrevoked) a wallet may yet consume."""
+        row = self._store.query(
+            f"SELECT COALESCE(SUM(amount), 0) AS total FROM {VERDICTS} WHERE task_id = ? AND "
+            "decision = 'approve' AND (consumed_at IS NOT NULL OR "
+            "(revoked_at IS NULL AND expires_at > ?))",
+            (task_id, now),
+        )
+        return int(row[0]["total"])
+
     def revoke(self, verdict_id: str) -> None:
         """Revoke an unconsumed verdict; a consumed one stays consumed (it already paid)."""
         with self._store.transaction() as conn:

@@ -29,6 +29,7 @@ from judge.errors import JudgeConfigError, JudgeError, JudgeUnreachable, Verdict
 from judge.jev import Judge, PaidCallRequest
 from judge.policy import FreeDecision, FreePolicyRow
 from judge.records import Standing
+from judge.tasks import TaskLimits
 from judge.verdict import SCHEME, Verdict, parse_verdict, verify_verdict
 
 DEFAULT_TIMEOUT_S = 2.0
@@ -115,6 +116,10 @@ def _replay(messages: list[dict[str, Any]]) -> Any:
     return receive
 
 
+def _refused(message: str, status: int) -> JSONResponse:
+    return JSONResponse({"error": {"type": "JudgeConfigError", "message": message}}, status)
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -142,32 +147,45 @@ def _free_from_wire(data: dict[str, Any]) -> FreeDecision:
     return FreeDecision(data["outcome"], data["tool"], data["reason"], row)
 
 
-def create_app(judge: Judge, *, token: str | None = None) -> FastAPI:
+def create_app(
+    judge: Judge, *, token: str | None = None, admin_token: str | None = None
+) -> FastAPI:
     """A FastAPI app exposing ``judge`` (bind it to loopback only).
 
     With ``token`` every route but ``/health`` requires ``Authorization: Bearer <token>``,
     so other local processes cannot ask for verdicts, revoke them or skew calibration.
+    Registering a task (``POST /v1/tasks``) takes ``admin_token`` (the user's, never the
+    agent's); without one, tasks cannot be registered over the wire at all.
     """
     app = FastAPI(title="nib judge", docs_url=None, redoc_url=None, openapi_url=None)
+    agent_auth = f"Bearer {token}".encode() if token else None
+    admin_auth = f"Bearer {admin_token}".encode() if admin_token else None
 
-    if token:
-        expected = f"Bearer {token}".encode()
-
-        @app.middleware("http")
-        async def _require_token(request: Request, call_next: Any) -> Any:
-            if request.url.path != f"{_API}/health":
-                given = request.headers.get("authorization", "").encode()
-                if not hmac.compare_digest(given, expected):
-                    message = (
-                        "found a request without the judge service's token; expected "
-                        "'Authorization: Bearer <NIB_JUDGE_TOKEN>'; fix: set NIB_JUDGE_TOKEN "
-                        "to the value the service was started with."
-                    )
-                    return JSONResponse(
-                        {"error": {"type": "JudgeConfigError", "message": message}},
-                        status_code=401,
-                    )
-            return await call_next(request)
+    @app.middleware("http")
+    async def _require_token(request: Request, call_next: Any) -> Any:
+        path = request.url.path
+        given = request.headers.get("authorization", "").encode()
+        if path == f"{_API}/tasks" and request.method == "POST":
+            if admin_auth is None or not hmac.compare_digest(given, admin_auth):
+                return _refused(
+                    "found a task registration without the judge's admin token; expected "
+                    "'Authorization: Bearer <NIB_JUDGE_ADMIN_TOKEN>' (the user's, not the "
+                    "agent's); fix: register tasks with `nib run` or `nib services`, which "
+                    "hold it.",
+                    403,
+                )
+        elif path != f"{_API}/health" and agent_auth is not None:
+            ok = hmac.compare_digest(given, agent_auth) or (
+                admin_auth is not None and hmac.compare_digest(given, admin_auth)
+            )
+            if not ok:
+                return _refused(
+                    "found a request without the judge service's token; expected "
+                    "'Authorization: Bearer <NIB_JUDGE_TOKEN>'; fix: set NIB_JUDGE_TOKEN "
+                    "to the value the service was started with.",
+                    401,
+                )
+        return await call_next(request)
 
     @app.exception_handler(JudgeError)
     async def _judge_error(_: Request, exc: JudgeError) -> JSONResponse:
@@ -229,6 +247,10 @@ def create_app(judge: Judge, *, token: str | None = None) -> FastAPI:
             )
         }
 
+    @app.post(f"{_API}/tasks")
+    def register_task(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        return judge.register_task(TaskLimits.from_wire(body)).to_wire()
+
     @app.get(f"{_API}/calibration")
     def calibration() -> dict[str, Any]:
         return dict(judge.calibration())
@@ -237,7 +259,13 @@ def create_app(judge: Judge, *, token: str | None = None) -> FastAPI:
 
 
 def _server(
-    judge: Judge, host: str, port: int, token: str | None = None, *, insecure: bool = False
+    judge: Judge,
+    host: str,
+    port: int,
+    token: str | None = None,
+    *,
+    insecure: bool = False,
+    admin_token: str | None = None,
 ) -> uvicorn.Server:
     if not token and not insecure:
         raise JudgeConfigError(
@@ -251,7 +279,7 @@ def _server(
             "localhost) because the judge holds an approving key; fix: bind to 127.0.0.1."
         )
     config = uvicorn.Config(
-        _BodyLimit(create_app(judge, token=token)),
+        _BodyLimit(create_app(judge, token=token, admin_token=admin_token)),
         host=host,
         port=port,
         log_level="warning",
@@ -262,14 +290,20 @@ def _server(
 
 
 def serve(
-    host: str, port: int, judge: Judge, token: str | None = None, *, insecure: bool = False
+    host: str,
+    port: int,
+    judge: Judge,
+    token: str | None = None,
+    *,
+    insecure: bool = False,
+    admin_token: str | None = None,
 ) -> None:
     """Run the judge service in the foreground until interrupted (``nib judge serve``).
 
     Refuses to start without ``token`` unless ``insecure`` (the caller allows that on the
     devnet only).
     """
-    _server(judge, host, port, token, insecure=insecure).run()
+    _server(judge, host, port, token, insecure=insecure, admin_token=admin_token).run()
 
 
 class JudgeServer:
@@ -287,8 +321,11 @@ class JudgeServer:
         *,
         token: str | None = None,
         insecure: bool = False,
+        admin_token: str | None = None,
     ) -> None:
-        self._server = _server(judge, host, port, token, insecure=insecure)
+        self._server = _server(
+            judge, host, port, token, insecure=insecure, admin_token=admin_token
+        )
         self._host = host
         self._port = port
         self._thread: threading.Thread | None = None
@@ -441,6 +478,10 @@ class JudgeClient:
             "/outcomes",
             {"verdict_id": verdict_id, "fact_kind": fact_kind, "covered": covered},
         )
+
+    def register_task(self, limits: TaskLimits) -> TaskLimits:
+        """Register a task (needs a client built with the admin token)."""
+        return TaskLimits.from_wire(self._call("POST", "/tasks", limits.to_wire()))
 
     def verdict_standing(self, verdict_id: str, payload_fingerprint: str | None) -> Standing:
         answer = self._call(

@@ -1,16 +1,26 @@
-"""The money-relevant terms the wallet reads from a payload before signing it.
+"""The wallet's view of payload terms: the judge's parser, refusals as PayloadMismatch.
 
-Only two shapes are signable: an EIP-3009 ``TransferWithAuthorization`` and a USDC
-``transfer(to, amount)`` transaction. Everything else is refused as a mismatch.
+The terms themselves have one home, :mod:`judge.terms` (the judge reads the same terms
+from the payload it rules on); this module adds what only the signer needs: a private
+copy of the payload and the EIP-3009 nonce spelling.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from judge import terms as _terms
+from judge.errors import PayloadTermsInvalid
+from judge.terms import (
+    EIP3009_PRIMARY,
+    PINNED_TX_FIELDS,
+    TRANSFER_SELECTOR,
+    Terms,
+    as_int,
+    hex_body,
+)
 from wallet.errors import PayloadMismatch
 
 __all__ = [
@@ -26,81 +36,19 @@ __all__ = [
     "typed_data_terms",
 ]
 
-TRANSFER_SELECTOR = "a9059cbb"  # transfer(address,uint256)
-#: Transaction fields a payload must fix before the judge rules on it (item 4 of issue 12:
-#: a wallet that filled them after the checks could sign two transactions under one verdict).
-PINNED_TX_FIELDS = ("nonce", "gas", "maxFeePerGas", "maxPriorityFeePerGas")
-EIP3009_PRIMARY = "TransferWithAuthorization"
-
-
-@dataclass(frozen=True)
-class Terms:
-    """The money-relevant terms read from a payload."""
-
-    chain_id: int
-    asset: str
-    recipient: str
-    amount: int
-    sender: str | None
-
 
 def typed_data_terms(payload: dict[str, Any]) -> Terms:
-    if payload.get("primaryType") != EIP3009_PRIMARY:
-        raise PayloadMismatch(
-            f"The payload's primaryType is {payload.get('primaryType')!r}, expected "
-            f"{EIP3009_PRIMARY!r}; the wallet signs no other typed data. Fix: pay with an "
-            "EIP-3009 authorization."
-        )
-    domain, message = payload.get("domain"), payload.get("message")
-    if not isinstance(domain, Mapping) or not isinstance(message, Mapping):
-        raise PayloadMismatch("The payload lacks a domain or message mapping.")
     try:
-        return Terms(
-            chain_id=as_int(domain["chainId"]),
-            asset=str(domain["verifyingContract"]),
-            recipient=str(message["to"]),
-            amount=as_int(message["value"]),
-            sender=str(message["from"]),
-        )
-    except (KeyError, ValueError, TypeError) as exc:
-        raise PayloadMismatch(
-            f"The authorization lacks a readable field ({type(exc).__name__}: {exc}); "
-            "expected domain.chainId, domain.verifyingContract, message.from/to/value."
-        ) from None
+        return _terms.typed_data_terms(payload)
+    except PayloadTermsInvalid as exc:
+        raise PayloadMismatch(str(exc)) from None
 
 
 def transfer_terms(tx: dict[str, Any]) -> Terms:
-    unpinned = [name for name in PINNED_TX_FIELDS if tx.get(name) is None]
-    if unpinned or tx.get("gasPrice") is not None:
-        found = f"leaves {', '.join(unpinned)} unpinned" if unpinned else "sets gasPrice"
-        raise PayloadMismatch(
-            f"The transaction {found}; expected {', '.join(PINNED_TX_FIELDS)} fixed before "
-            "the verdict (EIP-1559, no gasPrice), so the approved fingerprint names exactly "
-            "one signable transaction. Fix: quote the transfer with its nonce, gas and fees."
-        )
-    data = tx.get("data", tx.get("input"))
-    raw = hex_body(data)
-    if raw[:8] != TRANSFER_SELECTOR or len(raw) != 8 + 128:
-        raise PayloadMismatch(
-            f"The transaction's calldata starts {('0x' + raw[:8])!r} with {len(raw) // 2} "
-            "bytes; expected transfer(address,uint256) (0xa9059cbb, 68 bytes). Fix: the "
-            "wallet signs only USDC transfers."
-        )
-    value = as_int(tx.get("value", 0) or 0)
-    if value != 0:
-        raise PayloadMismatch(
-            f"The transaction sends {value} wei of ETH; expected 0. Fix: remove the value."
-        )
-    if tx.get("chainId") is None or tx.get("to") is None:
-        raise PayloadMismatch("The transaction lacks chainId or to; expected both.")
-    recipient = "0x" + raw[8 + 24 : 8 + 64]
-    return Terms(
-        chain_id=as_int(tx["chainId"]),
-        asset=str(tx["to"]),
-        recipient=recipient,
-        amount=int(raw[8 + 64 :], 16),
-        sender=str(tx["from"]) if tx.get("from") is not None else None,
-    )
+    try:
+        return _terms.transfer_terms(tx)
+    except PayloadTermsInvalid as exc:
+        raise PayloadMismatch(str(exc)) from None
 
 
 def private_copy(payload: Mapping[str, Any]) -> dict[str, Any]:
@@ -108,24 +56,6 @@ def private_copy(payload: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(payload, Mapping):
         raise PayloadMismatch(f"Expected the payload as a dict; got {type(payload).__name__}.")
     return copy.deepcopy(dict(payload))
-
-
-def as_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError("a bool is not an amount")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        return int(value, 16) if value.lower().startswith("0x") else int(value)
-    raise ValueError(f"not an integer: {type(value).__name__}")
-
-
-def hex_body(data: Any) -> str:
-    if isinstance(data, bytes | bytearray):
-        return bytes(data).hex()
-    if isinstance(data, str):
-        return data.lower().removeprefix("0x")
-    return ""
 
 
 def hex32(value: Any) -> str:

@@ -1,0 +1,246 @@
+"""Task registrations: the limits the judge applies to a task, set once by the user.
+
+A task is registered with the judge once (from the user's configuration or command
+line, with the judge's admin token), never per request by the agent: its spend cap,
+per-call cap, approval threshold, the addresses it may pay and the seller origins it
+may buy from. Every ruling for the task takes its limits from here, whatever the
+request says; a second registration of the same id with other limits is refused.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import sqlite_utils
+
+from judge._store import Store
+from judge.errors import JudgeRequestInvalid, TaskRegistrationConflict
+
+if TYPE_CHECKING:
+    from judge.jev import PaidCallRequest
+
+TASKS = "judge_tasks"
+
+
+def _origin(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url.strip())
+    return f"{parts.scheme}://{parts.netloc}".lower() if parts.scheme and parts.netloc else ""
+
+
+@dataclass(frozen=True)
+class TaskLimits:
+    """One task's registered limits (atomic USDC units; addresses lower-cased).
+
+    ``recipients``: every address a payment of this task may go to (direct transfers
+    and sellers' payTo). ``sellers``: the origins x402 purchases may be made from.
+    ``approval_threshold``: at or above it a human must approve; ``None`` never escalates.
+    """
+
+    task_id: str
+    spend_cap: int
+    per_call_cap: int
+    approval_threshold: int | None
+    recipients: tuple[str, ...]
+    sellers: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.task_id or len(self.task_id) > 200:
+            raise JudgeRequestInvalid(
+                f"found task_id={self.task_id!r}; expected 1-200 characters; fix: use the run id."
+            )
+        for name in ("spend_cap", "per_call_cap"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise JudgeRequestInvalid(
+                    f"found {name}={value!r}; expected an int >= 0 in atomic USDC units; "
+                    "fix: 1 USDC = 1_000_000."
+                )
+        threshold = self.approval_threshold
+        if threshold is not None and (
+            isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0
+        ):
+            raise JudgeRequestInvalid(
+                f"found approval_threshold={threshold!r}; expected an int >= 0 or None."
+            )
+        object.__setattr__(
+            self, "recipients", tuple(sorted({str(a).lower() for a in self.recipients}))
+        )
+        sellers = tuple(sorted({_origin(str(s)) for s in self.sellers}))
+        if "" in sellers:
+            raise JudgeRequestInvalid(
+                f"found sellers={self.sellers!r}; expected URLs with a scheme and host; "
+                "fix: list sellers as http(s)://host:port."
+            )
+        object.__setattr__(self, "sellers", sellers)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {**asdict(self), "recipients": list(self.recipients), "sellers": list(self.sellers)}
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> TaskLimits:
+        try:
+            return cls(
+                task_id=str(data["task_id"]),
+                spend_cap=data["spend_cap"],
+                per_call_cap=data["per_call_cap"],
+                approval_threshold=data.get("approval_threshold"),
+                recipients=tuple(data.get("recipients") or ()),
+                sellers=tuple(data.get("sellers") or ()),
+            )
+        except (KeyError, TypeError) as exc:
+            raise JudgeRequestInvalid(
+                f"found a malformed task registration ({type(exc).__name__}: {exc}); expected "
+                "the fields of judge.tasks.TaskLimits; fix: send TaskLimits.to_wire()."
+            ) from exc
+
+    def seller_allowed(self, url: str | None) -> bool:
+        return url is not None and _origin(url) in self.sellers
+
+
+def ensure_tables(db: sqlite_utils.Database) -> None:
+    db.execute(
+        f"""CREATE TABLE IF NOT EXISTS {TASKS} (
+            task_id TEXT PRIMARY KEY,
+            spend_cap INTEGER NOT NULL,
+            per_call_cap INTEGER NOT NULL,
+            approval_threshold INTEGER,
+            recipients TEXT NOT NULL,
+            sellers TEXT NOT NULL,
+            registered_at REAL NOT NULL
+        )"""
+    )
+
+
+class TaskRegistry:
+    """The judge's table of registered tasks (the nib SQLite file, or memory)."""
+
+    def __init__(
+        self,
+        db: str | Path | sqlite_utils.Database | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = Store(db)
+        self._clock = clock
+        with self._store.lock:
+            ensure_tables(self._store.db)
+
+    def register(self, limits: TaskLimits) -> TaskLimits:
+        """Register ``limits`` once; the same limits again are a no-op, others are refused."""
+        with self._store.transaction() as conn:
+            existing = self._get(conn, limits.task_id)
+            if existing is not None:
+                if existing != limits:
+                    raise TaskRegistrationConflict(
+                        f"task {limits.task_id} is already registered with {existing}; found a "
+                        f"second registration with {limits}; expected limits set once. Fix: "
+                        "register a new task id for new limits."
+                    )
+                return existing
+            conn.execute(
+                f"INSERT INTO {TASKS} (task_id, spend_cap, per_call_cap, approval_threshold, "
+                "recipients, sellers, registered_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    limits.task_id,
+                    limits.spend_cap,
+                    limits.per_call_cap,
+                    limits.approval_threshold,
+                    ",".join(limits.recipients),
+                    ",".join(limits.sellers),
+                    self._clock(),
+                ),
+            )
+        return limits
+
+    def get(self, task_id: str) -> TaskLimits | None:
+        with self._store.lock:
+            return self._get(self._store.conn, task_id)
+
+    @staticmethod
+    def _get(conn: Any, task_id: str) -> TaskLimits | None:
+        row = conn.execute(
+            f"SELECT task_id, spend_cap, per_call_cap, approval_threshold, recipients, sellers "
+            f"FROM {TASKS} WHERE task_id = ?",
+            (task_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        return TaskLimits(
+            task_id=row[0],
+            spend_cap=int(row[1]),
+            per_call_cap=int(row[2]),
+            approval_threshold=None if row[3] is None else int(row[3]),
+            recipients=tuple(a for a in str(row[4]).split(",") if a),
+            sellers=tuple(s for s in str(row[5]).split(",") if s),
+        )
+
+
+def bind(
+    offer: PaidCallRequest, limits: TaskLimits, *, committed: int, balance: int | None
+) -> PaidCallRequest | str:
+    """``offer`` with the task's registered limits in place of the request's, or the
+    reason it cannot be paid at all.
+
+    The judge rules on the payload itself: its fingerprint is recomputed, and its amount,
+    recipient, asset and chain must be the offer's. The recipient must be registered; an
+    x402 purchase must come from a registered seller origin. The remaining budget is the
+    cap less what the judge itself approved for the task (consumed, or still live);
+    ``balance`` is what the judge read from the chain (``None``: keep the request's).
+    """
+    from judge.fingerprint import transaction_fingerprint, typed_data_fingerprint
+    from judge.terms import payload_terms
+
+    if offer.payload is None:
+        return (
+            "the request carries no payload: with a registered task the judge rules only on "
+            "the payload itself; fix: send the quoted payload with the request"
+        )
+    payload = dict(offer.payload)
+    try:
+        is_typed = "primaryType" in payload
+        found = typed_data_fingerprint(payload) if is_typed else transaction_fingerprint(payload)
+        terms = payload_terms(payload)
+    except JudgeRequestInvalid as exc:
+        return f"the payload is not payable: {exc}"
+    if found != offer.payload_fingerprint:
+        return (
+            f"the payload's fingerprint is {found}, the request names "
+            f"{offer.payload_fingerprint}; fix: send the payload the fingerprint was taken from"
+        )
+    named = (offer.price, offer.recipient.lower(), offer.asset.lower(), offer.chain_id)
+    actual = (terms.amount, terms.recipient.lower(), terms.asset.lower(), terms.chain_id)
+    if named != actual:
+        return (
+            f"the request names (amount, recipient, asset, chain) {named}, the payload pays "
+            f"{actual}; fix: describe the payload as it is"
+        )
+    if terms.recipient.lower() not in limits.recipients:
+        return (
+            f"recipient {terms.recipient} is not registered for task {limits.task_id} (it may "
+            f"pay {len(limits.recipients)} address{'' if len(limits.recipients) == 1 else 'es'}"
+            "); fix: register the task with that recipient in your configuration"
+        )
+    if is_typed:
+        seller = offer.seller or str(offer.args.get("url") or "")
+        if not limits.seller_allowed(seller):
+            return (
+                f"seller {_origin(seller) or seller!r} is not registered for task "
+                f"{limits.task_id} (registered: {', '.join(limits.sellers) or 'none'}); fix: add "
+                "the seller to the task's registration"
+            )
+    return replace(
+        offer,
+        per_call_cap=limits.per_call_cap,
+        spend_cap=limits.spend_cap,
+        approval_threshold=limits.approval_threshold,
+        remaining_budget=max(0, limits.spend_cap - committed),
+        balance=offer.balance if balance is None else balance,
+        known_recipients=limits.recipients,
+        alternatives=(),
+    )

@@ -1,0 +1,158 @@
+"""The judge owns a task's limits: registered once, applied whatever the request says,
+on the payload itself, with its own spend count and its own balance reading."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from judge.errors import JudgeConfigError, TaskRegistrationConflict
+from judge.fingerprint import call_fingerprint, transaction_fingerprint, typed_data_fingerprint
+from judge.jev import Judge, PaidCallRequest
+from judge.service import JudgeClient, JudgeServer
+from judge.tasks import TaskLimits
+from judge.verdict import VerdictSigner
+
+USDC = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
+WALLET = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+SELLER = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
+ATTACKER = "0x000000000000000000000000000000000000dEaD"
+PAYWALL = "http://127.0.0.1:8402"
+TASK = TaskLimits(
+    task_id="task-1",
+    spend_cap=1_000_000,
+    per_call_cap=500_000,
+    approval_threshold=400_000,
+    recipients=(SELLER,),
+    sellers=(PAYWALL,),
+)
+
+
+def transfer(to: str, amount: int, nonce: int = 0) -> dict[str, Any]:
+    data = "0xa9059cbb" + to.lower()[2:].rjust(64, "0") + hex(amount)[2:].rjust(64, "0")
+    return {"chainId": 31337, "to": USDC, "data": data, "value": 0, "nonce": nonce,
+            "gas": 60_000, "maxFeePerGas": 2 * 10**9, "maxPriorityFeePerGas": 10**8}
+
+
+def authorization(to: str, amount: int, nonce: int = 1) -> dict[str, Any]:
+    return {
+        "types": {
+            "EIP712Domain": [{"name": "name", "type": "string"},
+                             {"name": "version", "type": "string"},
+                             {"name": "chainId", "type": "uint256"},
+                             {"name": "verifyingContract", "type": "address"}],
+            "TransferWithAuthorization": [{"name": "from", "type": "address"},
+                                          {"name": "to", "type": "address"},
+                                          {"name": "value", "type": "uint256"},
+                                          {"name": "validAfter", "type": "uint256"},
+                                          {"name": "validBefore", "type": "uint256"},
+                                          {"name": "nonce", "type": "bytes32"}],
+        },
+        "primaryType": "TransferWithAuthorization",
+        "domain": {"name": "USDC", "version": "2", "chainId": 31337, "verifyingContract": USDC},
+        "message": {"from": WALLET, "to": to, "value": amount, "validAfter": 0,
+                    "validBefore": 2_000_000_000, "nonce": "0x" + f"{nonce:064x}"},
+    }
+
+
+def request(payload: dict[str, Any] | None, **over: Any) -> PaidCallRequest:
+    typed = payload is not None and "primaryType" in payload
+    tool, args = ("pay_http", {"url": PAYWALL + "/analytics/gas"}) if typed else (
+        "transfer_usdc", {"to": SELLER, "amount": "0.1"})
+    amount = 0
+    recipient = SELLER
+    if payload is not None:
+        if typed:
+            amount, recipient = payload["message"]["value"], payload["message"]["to"]
+        else:
+            amount, recipient = int(payload["data"][-64:], 16), "0x" + payload["data"][34:74]
+    fields: dict[str, Any] = {
+        "tool": tool, "args": args, "call_fingerprint": call_fingerprint(tool, args),
+        "payload_fingerprint": (typed_data_fingerprint(payload) if typed else
+                                transaction_fingerprint(payload or transfer(SELLER, 0))),
+        "price": amount, "asset": USDC, "recipient": recipient, "chain_id": 31337,
+        # What a compromised agent claims: huge budgets, no threshold, no recipient list.
+        "remaining_budget": 10**12, "balance": 10**12, "per_call_cap": 10**12,
+        "spend_cap": 10**12, "approval_threshold": None,
+        "missing": ("gas_stats",), "tool_facts": ("gas_stats",), "task_id": TASK.task_id,
+        "payload": payload,
+    }
+    fields.update(over)
+    return PaidCallRequest(**fields)
+
+
+@pytest.fixture
+def judge(signer: VerdictSigner) -> Judge:
+    j = Judge(signer, allowed_assets={31337: [USDC]}, balance_of=lambda asset: 5_000_000,
+              require_task=True)
+    j.register_task(TASK)
+    return j
+
+
+def test_the_registered_cap_threshold_and_recipients_win_over_the_request(judge: Judge) -> None:
+    above = judge.decide(request(transfer(SELLER, 600_000)))
+    assert above.decision == "refuse" and "exceeds the per-call cap 0.50 USDC" in above.reason
+    stranger = judge.decide(request(transfer(ATTACKER, 100_000)))
+    assert stranger.decision == "refuse"
+    assert f"recipient {ATTACKER.lower()} is not registered for task task-1" in stranger.reason
+    escalated = judge.decide(request(transfer(SELLER, 450_000)))
+    assert escalated.decision == "escalate"  # the request's approval_threshold=None is ignored
+    assert judge.decide(request(transfer(SELLER, 100_000))).decision == "approve"
+
+
+def test_the_judge_rules_on_the_payload_itself(judge: Judge) -> None:
+    missing = judge.decide(request(None))
+    assert missing.decision == "refuse" and "carries no payload" in missing.reason
+    lying = judge.decide(request(transfer(ATTACKER, 100_000), recipient=SELLER))
+    assert lying.decision == "refuse" and "the payload pays" in lying.reason
+    swapped = request(transfer(SELLER, 100_000))
+    object.__setattr__(swapped, "payload", transfer(SELLER, 100_000, nonce=9))
+    refused = judge.decide(swapped)
+    assert refused.decision == "refuse" and "payload's fingerprint is" in refused.reason
+    other_seller = judge.decide(request(authorization(SELLER, 100_000),
+                                        seller="http://127.0.0.1:9999"))
+    assert other_seller.decision == "refuse" and "is not registered for task" in other_seller.reason
+    assert judge.decide(request(authorization(SELLER, 100_000))).decision == "approve"
+
+
+def test_the_judge_counts_the_task_budget_itself(judge: Judge) -> None:
+    approvals = []
+    for nonce in range(4):
+        v = judge.decide(request(transfer(SELLER, 300_000, nonce=nonce)))
+        approvals.append(v.decision)
+        if v.decision == "approve":
+            judge.recheck(v)  # a wallet consumed it: the money may have moved
+    assert approvals == ["approve", "approve", "approve", "refuse"]  # 0.9 of 1.0; 1.2 > 1.0
+
+
+def test_the_judge_reads_the_balance_itself(signer: VerdictSigner) -> None:
+    poor = Judge(signer, allowed_assets={31337: [USDC]}, balance_of=lambda asset: 50_000,
+                 require_task=True)
+    poor.register_task(TASK)
+    v = poor.decide(request(transfer(SELLER, 100_000)))  # the request claims 10**12
+    assert v.decision == "refuse" and "exceeds wallet balance 0.05 USDC" in v.reason
+
+
+def test_unregistered_tasks_are_refused_and_registration_is_once(judge: Judge) -> None:
+    v = judge.decide(request(transfer(SELLER, 100_000), task_id="made-up"))
+    assert v.decision == "refuse" and "task 'made-up' is not registered" in v.reason
+    assert judge.register_task(TASK) == TASK  # the same limits again: a no-op
+    wider = TaskLimits(**{**TASK.to_wire(), "spend_cap": 10**12})  # type: ignore[arg-type]
+    with pytest.raises(TaskRegistrationConflict, match="already registered"):
+        judge.register_task(wider)
+
+
+def test_only_the_admin_token_registers_tasks_over_the_wire(judge: Judge) -> None:
+    with JudgeServer(judge, token="agent-token", admin_token="admin-token") as server:
+        agent = JudgeClient(server.url, token="agent-token")
+        other = TaskLimits(**{**TASK.to_wire(), "task_id": "task-2"})  # type: ignore[arg-type]
+        with pytest.raises(JudgeConfigError, match="without the judge's admin token"):
+            agent.register_task(other)
+        assert agent.decide(request(transfer(SELLER, 100_000))).decision == "approve"
+        assert agent.decide(request(transfer(SELLER, 100_000), task_id="task-2")).decision == (
+            "refuse")
+        admin = JudgeClient(server.url, token="admin-token")
+        assert admin.register_task(other) == other
+        assert agent.decide(request(transfer(SELLER, 100_000, nonce=5), task_id="task-2")
+                            ).decision == "approve"
