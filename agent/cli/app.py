@@ -342,12 +342,39 @@ def show_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None
         data = _event_data(ev)
         out.print(f"  {ev.get('seq'):>3} [cyan]{ev.get('type'):<16}[/] {_short(_event_line(data), 110)}",
                   highlight=False)
+        for line in _market_lines(ev.get("type"), data):
+            out.print(f"        {line}", highlight=False, markup=False, soft_wrap=True)
     protocols = [_event_data(ev).get("protocol") for ev in events if ev.get("type") == "model.protocol"]
     if protocols:
         fallback = " (fallback: the server rejected native tools)" if protocols[-1] == "json-text" else ""
         out.print(f"tools: [bold]{protocols[-1]}[/]{fallback}", highlight=False)
     if res:
         out.print(f"stop [bold]{res.get('stop_reason')}[/] · answer: {_short(res.get('answer'), 200)}", highlight=False)
+
+
+def _market_lines(type_: Any, data: dict[str, Any]) -> list[str]:
+    """The market details under a timeline line: offers discovered, the seller quoted, the
+    full verdict reason when offers were compared, and the excerpt of what was bought."""
+    lines = []
+    offers = data.get("offers")
+    for offer in offers if isinstance(offers, list) else ():
+        price = _usdc(offer.get("price")) if offer.get("price") is not None else "?"
+        tool = f"#{offer['tool']}" if offer.get("tool") else ""
+        allowed = "" if offer.get("allowlisted") else " (not allowlisted)"
+        lines.append(f"offer {offer.get('method')} {offer.get('resource')}{tool} {price} "
+                     f"[{', '.join(offer.get('kinds') or ()) or '-'}]{allowed}")
+    if type_ == "quote" and data.get("seller"):
+        lines.append(f"quoted {_usdc(data.get('amount'))} from {data['seller']}")
+    if type_ == "verdict" and str(data.get("reason", "")).startswith("best of"):
+        lines.append(f"reason: {data['reason']}")
+    cut = data.get("excerpt")
+    if isinstance(cut, dict):
+        if cut.get("type") == "json":
+            fields = "; ".join(f"{k}={v}" for k, v in (cut.get("fields") or {}).items())
+            lines.append(f"excerpt: {_short(fields, 400)}")
+        else:
+            lines.append(f"excerpt: {_short(cut.get('text'), 400)}")
+    return lines
 
 
 def _event_data(ev: dict[str, Any]) -> dict[str, Any]:

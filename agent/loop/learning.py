@@ -34,6 +34,9 @@ class Learning:
                 "cost_usdc": obs.cost_usdc,
                 "gas_wei": obs.gas_wei,
                 "summary": one_line(obs.summary),
+                # What was bought (a bounded typed excerpt) and what discovery listed.
+                **({"excerpt": obs.data["excerpt"]} if obs.data.get("excerpt") else {}),
+                **({"offers": _offer_rows(obs.data["offers"])} if obs.data.get("offers") else {}),
             },
         )
         if obs.cost_usdc or obs.gas_wei:
@@ -58,6 +61,7 @@ class Learning:
                 summary=one_line(obs.summary),
                 facts=dict(obs.facts),
                 cost_usdc=obs.cost_usdc,
+                excerpt=obs.data.get("excerpt"),
             )
         )
         run.add_history(tool.name, norm, "ok", obs.summary, eid)
@@ -91,3 +95,9 @@ class Learning:
         newly = [i.id for i in after.covered if i.id not in before]
         if newly:
             run.emit("coverage", {"step": run.state.step, "covered": newly, "evidence": eid})
+
+
+def _offer_rows(offers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Discovery results as the audit keeps them: what, where, how much, for which kinds."""
+    keep = ("resource", "method", "tool", "price", "kinds", "allowlisted")
+    return [{k: o.get(k) for k in keep} for o in offers if isinstance(o, dict)]

@@ -85,7 +85,7 @@ class PaidStep:
                 chosen.call.fingerprint,
                 chosen.quote,
             )
-            self._emit_verdict(tool, verdict, p=verdict.p, ev=verdict.ev, offers=len(held))
+            self._emit_verdict(tool, verdict, p=verdict.p, ev=verdict.ev, offers_compared=len(held))
             if verdict.decision == "answer":
                 raise Stop("judge-answered", f"judge: {verdict.reason}")
             if verdict.decision == "refuse":
@@ -164,6 +164,7 @@ class PaidStep:
                 "recipient": quote.recipient,
                 "asset": quote.asset,
                 "payload_fingerprint": quote.payload_fingerprint,
+                **({"seller": quote.meta["seller"]} if quote.meta.get("seller") else {}),
             },
         )
 

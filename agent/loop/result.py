@@ -107,6 +107,9 @@ class EvidenceItem(BaseModel):
     summary: str
     facts: dict[str, str] = Field(default_factory=dict)
     cost_usdc: int = 0
+    #: A bounded typed excerpt of what a purchase returned (``{"type": "json", "fields":
+    #: {...}}`` or ``{"type": "text", "text": ...}``), the data this evidence cites.
+    excerpt: dict[str, Any] | None = None
 
 
 class SpendSummary(BaseModel):

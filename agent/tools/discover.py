@@ -101,8 +101,6 @@ class DiscoverTool(Tool):
         self.offers.add(offers)
         allowed = allowlisted_sellers(ctx.allowlist)
         rows = [{**o.as_dict(), "allowlisted": o.seller in allowed} for o in offers]
-        for offer in offers:
-            ctx.emit("discover.offer", {"resource": offer.resource, "price": offer.price})
         sellers = sorted({o.seller for o in offers})
         listed = "; ".join(
             f"{o.method} {o.resource}{'#' + o.tool if o.tool else ''} "

@@ -57,3 +57,36 @@ def test_pays_an_x402_mcp_tool_through_the_judge_and_the_wallet(
     assert obs["ok"] and obs["cost_usdc"] == MCP_TOOL_PRICE
     outcomes = list(deps.store.db.query("SELECT tool, covered FROM judge_outcomes"))
     assert outcomes == [{"tool": f"pay_mcp@{market['mcp']}", "covered": 1}]
+
+
+def test_over_twenty_runs_the_over_claiming_seller_loses_approval(
+    tmp_path: Path, chain: Any, market: dict[str, str]
+) -> None:
+    """The figure in the closing note: 20 runs that each need the same fact, the offline
+    planner discovering the market and proposing the cheapest offer each time."""
+    from agent.models.offline import OfflinePlanner
+    from agent.tools.discover import DiscoverTool
+    from agent.tools.x402.pay_http import PayHttpTool
+    from chain.paywall.market import seller_named
+
+    book = OfferBook()
+    tools = (DiscoverTool(book), PayHttpTool(offers=book))
+    deps = paid_deps(tmp_path, chain, OfflinePlanner(), extra_tools=tools)
+    sellers = ("atlas", "meridian", "bargain")
+    deps = dataclasses.replace(
+        deps,
+        allowlist=tuple(market[s] for s in sellers),
+        extras={"discovery_urls": market["facilitator"]},
+    )
+    task = "Who issues USDC? Buy its token fact sheet from a seller in the market."
+    finished = 0
+    for _ in range(20):
+        r = asyncio.run(run_task(task, deps))
+        finished += r.finished
+    pay_to = {seller_named(s).pay_to.lower(): s for s in sellers}
+    bought = {s: 0 for s in sellers}
+    for row in Ledger(deps.wallet.meter.store).rows():
+        bought[pay_to[row.recipient.lower()]] += row.status == "settled"
+    assert finished == 20
+    assert bought["bargain"] <= 3 and bought["atlas"] >= 17, bought
+    print(f"purchases over 20 runs: {bought}")
