@@ -31,6 +31,7 @@ from wallet.errors import (
     VerdictRevoked,
     VerdictVoid,
     WalletError,
+    WalletUnreachable,
     WrongPassphrase,
 )
 from wallet.keystore import (
@@ -92,6 +93,7 @@ __all__ = [
     "VerdictVoid",
     "Wallet",
     "WalletError",
+    "WalletUnreachable",
     "WrongPassphrase",
     "check_dev_key",
     "default_keystore_path",

@@ -28,7 +28,8 @@ contains key material.
     │   └── AuthorizationOutstanding "authorization-outstanding"  one live per resource
     ├── LedgerError                  "ledger-state"       unknown row or illegal transition
     ├── SettlementUnproven           "settlement-unproven" receipt does not carry our auth
-    └── SendFailed                   "send-failed"        broadcast failed or tx reverted
+    ├── SendFailed                   "send-failed"        broadcast failed or tx reverted
+    └── WalletUnreachable            "wallet-unreachable" the wallet service did not answer
 """
 
 from __future__ import annotations
@@ -199,3 +200,9 @@ class SendFailed(WalletError):
     """A signed transaction could not be broadcast, or it was mined and reverted."""
 
     code = "send-failed"
+
+
+class WalletUnreachable(WalletError):
+    """The wallet service did not answer in time, or is not running (a run stop)."""
+
+    code = "wallet-unreachable"

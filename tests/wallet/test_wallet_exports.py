@@ -54,6 +54,7 @@ EXPECTED = [
     "VerdictVoid",
     "Wallet",
     "WalletError",
+    "WalletUnreachable",
     "WrongPassphrase",
     "check_dev_key",
     "default_keystore_path",
@@ -112,4 +113,5 @@ def test_error_codes_are_stable() -> None:
         "SendFailed": "send-failed",
         "SettlementUnproven": "settlement-unproven",
         "AuthorizationOutstanding": "authorization-outstanding",
+        "WalletUnreachable": "wallet-unreachable",
     }

@@ -1,0 +1,140 @@
+"""The agent process as an attacker: arbitrary code with the agent's full environment,
+against the wallet and the judge running outside it, on a real Anvil.
+
+The wallet service (the only holder of the key) and the judge service (the only holder
+of the task's limits and of the record of verdicts) run here, in the test process; the
+agent is a separate process that gets what ``nib run`` gets with services running:
+NIB_HOME, the judge's URL and agent token, the wallet's socket. Balances are read back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from eth_account import Account
+
+from chain.client import ChainClient
+from chain.devkeys import DEPLOYER, OUTSIDER, SELLER, dev_account
+from chain.usdc import mint, usdc_contract
+from judge.calibration import BetaCalibrator
+from judge.jev import Judge
+from judge.records import VerdictRecords
+from judge.service import JudgeClient, JudgeServer
+from judge.tasks import TaskLimits, TaskRegistry
+from judge.verdict import VerdictSigner
+from wallet.keystore import Keystore
+from wallet.service import WalletServer
+from wallet.signer import Wallet
+
+HERE = Path(__file__).resolve().parent
+PASSPHRASE = "wallet-passphrase-only-the-signer-has"
+AGENT_TOKEN, ADMIN_TOKEN = "agent-token-7f3a", "admin-token-only-the-user-has"
+SELLER_ADDR = dev_account(SELLER).address
+ATTACKER = dev_account(OUTSIDER).address
+PRICE = 100_000
+TASK = TaskLimits(task_id="task-untrusted", spend_cap=350_000, per_call_cap=200_000,
+                  approval_threshold=150_000, recipients=(SELLER_ADDR,), sellers=())
+
+
+def _memory_holds(pid: int, needles: list[bytes]) -> list[bytes]:
+    found = []
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            lo, hi = (int(x, 16) for x in span.split("-"))
+            if "r" not in perms or hi - lo > 256 * 1024 * 1024:
+                continue
+            try:
+                mem.seek(lo)
+                chunk = mem.read(hi - lo)
+            except (OSError, ValueError, OverflowError):
+                continue
+            found += [n for n in needles if n in chunk and n not in found]
+    return found
+
+
+def test_a_compromised_agent_process_wastes_at_most_its_task_budget(
+    chain: Any, tmp_path: Path
+) -> None:
+    client = ChainClient(chain.rpc_url, chain.chain_id)
+    owner = Account.create()  # a key that exists nowhere but the keystore and the signer
+    judge_key = Account.create()
+    mint(chain.w3, chain.usdc, dev_account(DEPLOYER), owner.address, 10_000_000)
+    chain.rpc("anvil_setBalance", [owner.address, hex(10**18)])
+    token = usdc_contract(chain.w3, chain.usdc)
+
+    def balance(address: str) -> int:
+        return int(token.functions.balanceOf(address).call())
+
+    home, judge_home, wallet_home = tmp_path / "home", tmp_path / "judge", tmp_path / "wallet"
+    keystore = Keystore(wallet_home / "wallet.json", scrypt_n=2**10)
+    keystore.import_key(owner.key.hex(), PASSPHRASE)
+    judge_db = judge_home / "judge.db"
+    judge = Judge(
+        VerdictSigner(judge_key), BetaCalibrator(judge_db), allowed_assets={31337: [chain.usdc]},
+        records=VerdictRecords(judge_db), tasks=TaskRegistry(judge_db),
+        balance_of=lambda asset: client.token_balance(asset, owner.address), require_task=True,
+    )
+    before = {a: balance(a) for a in (owner.address, SELLER_ADDR, ATTACKER)}
+    with JudgeServer(judge, token=AGENT_TOKEN, admin_token=ADMIN_TOKEN) as judge_server:
+        JudgeClient(judge_server.url, token=ADMIN_TOKEN).register_task(TASK)  # the user, once
+        wallet = Wallet(
+            keystore.unlock(PASSPHRASE), db_path=wallet_home / "nib.db", chain=client,
+            usdc=chain.usdc, trusted_judge=judge.address,
+            recheck=JudgeClient(judge_server.url, token=AGENT_TOKEN, timeout_s=10).recheck,
+        )
+        with WalletServer(wallet, home) as wallet_server:
+            assert oct(wallet_server.socket_path.stat().st_mode & 0o777) == "0o600"
+            env = {k: v for k, v in os.environ.items() if "PASSWORD" not in k}
+            env.update(NIB_HOME=str(home), NIB_JUDGE_URL=judge_server.url,
+                       NIB_JUDGE_TOKEN=AGENT_TOKEN,
+                       NIB_WALLET_SOCKET=str(wallet_server.socket_path),
+                       PYTHONPATH=os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")]))
+            config = {"rpc_url": chain.rpc_url, "chain_id": chain.chain_id, "usdc": chain.usdc,
+                      "seller": SELLER_ADDR, "attacker": ATTACKER, "task_id": TASK.task_id,
+                      "per_call_cap": TASK.per_call_cap, "threshold": TASK.approval_threshold,
+                      "price": PRICE, "spree": 5, "keystore": str(keystore.path)}
+            agent = subprocess.Popen(
+                [sys.executable, str(HERE / "agent_attacker.py"), json.dumps(config)],
+                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                line = agent.stdout.readline() if agent.stdout else ""
+                assert line, agent.stderr.read() if agent.stderr else "no report"
+                report = json.loads(line)
+                key = bytes(owner.key)
+                in_memory = _memory_holds(agent.pid, [key, key.hex().encode()])
+            finally:
+                agent.communicate("\n", timeout=30)
+
+    assert report["address"] == owner.address
+    # It cannot read the key: no passphrase, the keystore does not open, no key in memory.
+    assert report["env_has_passphrase"] is False
+    assert report["decrypt_without_passphrase"].startswith("refused EthKeyfileValueError: MAC mismatch")
+    assert report["decrypt_with_judge_token"].startswith("refused EthKeyfileValueError: MAC mismatch")
+    assert in_memory == []
+    # It cannot get a verdict above the registered cap, for an unregistered recipient, or
+    # skip escalation, whatever its requests claim.
+    assert report["above_cap"].startswith("judge refuse: price 0.200001 USDC exceeds the per-call cap")
+    assert "is not registered for task task-untrusted" in report["unregistered_recipient"]
+    assert report["escalation"] == "escalate"
+    assert report["sign_escalated"].startswith("refused VerdictNotApproved")
+    # Forged and replayed verdicts, inflated outcomes and a self-made task change nothing.
+    assert report["forged"].startswith("refused VerdictBadSignature")
+    assert report["first_payment"] == 1
+    assert report["replay"].startswith("refused VerdictReplayed")
+    assert (report["outcomes_accepted"], report["outcomes_counted"]) == (1, 1)
+    assert report["register_task"].startswith("refused JudgeConfigError")
+    # Its spend stays within the registered cap: 0.35 allows three payments of 0.10.
+    assert report["spree"][:2] == ["paid status 1", "paid status 1"]
+    assert all(r.startswith("judge refuse: price 0.10 USDC exceeds remaining budget 0.05")
+               for r in report["spree"][2:]), report["spree"]
+    assert balance(SELLER_ADDR) == before[SELLER_ADDR] + 3 * PRICE
+    assert balance(ATTACKER) == before[ATTACKER]
+    assert balance(owner.address) == before[owner.address] - 3 * PRICE

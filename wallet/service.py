@@ -1,0 +1,380 @@
+"""The wallet as its own process (``nib wallet serve``), and the client the agent uses.
+
+The signer process is the only one that unlocks the keystore; the agent process holds a
+:class:`WalletClient` and never key material. The channel is HTTP over a Unix domain
+socket in ``NIB_HOME`` (created 0600 in a 0700 directory), not loopback HTTP with a
+token: the kernel checks the socket file's owner on every connect, so there is no
+token that could leak through an environment, a child process or a log, and no port
+another local user could reach. Every check of :class:`~wallet.signer.Wallet` runs in
+the service (with the judge's re-check, which consumes the verdict where it was
+issued); refusals travel as ``{"error": {"type", "code", "message"}}`` and are raised
+again as the same :mod:`wallet.errors` class. A service that does not answer in time is
+:class:`~wallet.errors.WalletUnreachable`.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi import Body, FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from judge.verdict import Verdict, parse_verdict
+from wallet import errors
+from wallet.errors import LedgerError, SpendRefused, WalletError, WalletUnreachable
+from wallet.meter import Reservation, RunSpend
+from wallet.signed import SentTx, SignedTx, SignedTypedData
+from wallet.signer import Wallet
+
+__all__ = ["SOCKET_NAME", "WalletClient", "WalletServer", "create_app", "serve"]
+
+SOCKET_NAME = "wallet.sock"
+DEFAULT_TIMEOUT_S = 75.0  # a send waits for its receipt (the wallet waits up to 60 s)
+_API = "/v1"
+
+
+def _signed_to_wire(signed: SignedTypedData | SignedTx) -> dict[str, Any]:
+    return {"kind": type(signed).__name__, **asdict(signed)}
+
+
+def _signed_from_wire(data: Mapping[str, Any]) -> SignedTypedData | SignedTx:
+    fields = {k: v for k, v in data.items() if k != "kind"}
+    fields["reservation"] = Reservation(**fields["reservation"])
+    if data.get("kind") == "SignedTx":
+        return SignedTx(**fields)
+    return SignedTypedData(**fields)
+
+
+def create_app(wallet: Wallet) -> FastAPI:
+    """A FastAPI app exposing ``wallet``'s signing and money-state calls."""
+    app = FastAPI(title="nib wallet", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(WalletError)
+    async def _wallet_error(_: Request, exc: WalletError) -> JSONResponse:
+        body = {"type": type(exc).__name__, "code": exc.code, "message": str(exc)}
+        for name in ("verdict_id", "limit", "observed"):
+            if getattr(exc, name, None) is not None:
+                body[name] = getattr(exc, name)
+        return JSONResponse({"error": body}, status_code=409 if isinstance(exc, SpendRefused) else 422)
+
+    @app.exception_handler(KeyError)
+    @app.exception_handler(TypeError)
+    @app.exception_handler(ValueError)
+    async def _bad_body(_: Request, exc: Exception) -> JSONResponse:
+        message = (
+            f"found a malformed request ({type(exc).__name__}: {exc}); expected the fields "
+            "WalletClient sends; fix: use wallet.service.WalletClient."
+        )
+        body = {"type": "WalletError", "code": "wallet-error", "message": message}
+        return JSONResponse({"error": body}, status_code=422)
+
+    def verdict_of(body: Mapping[str, Any]) -> Verdict | None:
+        raw = body.get("verdict")
+        return None if raw is None else parse_verdict(raw)
+
+    @app.get(f"{_API}/health")
+    def health() -> dict[str, Any]:
+        return {"address": wallet.address, "usdc": wallet.usdc}
+
+    @app.post(f"{_API}/sign-typed-data")
+    def sign_typed_data(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        signed = wallet.sign_typed_data(
+            body["payload"], verdict_of(body), run_id=str(body["run_id"]), cap=int(body["cap"])
+        )
+        return _signed_to_wire(signed)
+
+    @app.post(f"{_API}/sign-transaction")
+    def sign_transaction(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        signed = wallet.sign_transaction(
+            body["payload"], verdict_of(body), run_id=str(body["run_id"]), cap=int(body["cap"])
+        )
+        return _signed_to_wire(signed)
+
+    def stored(body: Mapping[str, Any]) -> SignedTypedData | SignedTx:
+        # The agent names a signed record; the service trusts only its own ledger row.
+        signed = _signed_from_wire(body["signed"])
+        row = wallet.meter.ledger.get(signed.reservation.id)
+        if row.verdict_id != signed.verdict_id or row.run_id != signed.run_id:
+            raise LedgerError(
+                f"found a signed record for ledger row {row.id} that does not match it "
+                f"(verdict {signed.verdict_id} vs {row.verdict_id}); expected the record the "
+                "wallet handed out; fix: send the record exactly as it was returned."
+            )
+        return signed
+
+    @app.post(f"{_API}/send-transaction")
+    def send_transaction(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        signed = stored(body)
+        if not isinstance(signed, SignedTx):
+            raise LedgerError("found a typed-data record; expected a signed transaction.")
+        return asdict(wallet.send_transaction(signed))
+
+    @app.post(f"{_API}/settle")
+    def settle(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        wallet.settle(stored(body), str(body["tx_hash"]))
+        return {"ok": True}
+
+    @app.post(f"{_API}/fail")
+    def fail(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        wallet.fail(stored(body), str(body["note"]))
+        return {"ok": True}
+
+    @app.post(f"{_API}/usage")
+    def usage(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        return asdict(wallet.meter.usage(str(body["run_id"])))
+
+    @app.post(f"{_API}/keep-signed")
+    def keep_signed(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        wallet.meter.keep_signed(str(body["reservation_id"]), str(body["note"]))
+        return {"ok": True}
+
+    @app.post(f"{_API}/nonces/{{op}}")
+    def nonces(op: str, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        manager = wallet.nonces
+        if op == "allocate":
+            return {"value": manager.allocate()}
+        if op == "resync":
+            return {"value": manager.resync()}
+        if op == "claim":
+            return {"value": manager.claim(int(body["n"]))}
+        if op in ("confirm", "release"):
+            getattr(manager, op)(int(body["n"]))
+            return {"value": None}
+        raise KeyError(f"unknown nonce operation {op!r}")
+
+    return app
+
+
+def prepare_socket_dir(home: Path) -> Path:
+    """``home`` as a 0700 directory, and the socket path inside it (stale file removed)."""
+    home.mkdir(parents=True, exist_ok=True)
+    os.chmod(home, stat.S_IRWXU)
+    path = home / SOCKET_NAME
+    path.unlink(missing_ok=True)
+    return path
+
+
+def _server(wallet: Wallet, socket_path: Path) -> uvicorn.Server:
+    config = uvicorn.Config(
+        create_app(wallet),
+        uds=str(socket_path),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+    )
+    return uvicorn.Server(config)
+
+
+def serve(wallet: Wallet, home: Path, on_ready: Callable[[Path], None] | None = None) -> None:
+    """Run the wallet service in the foreground on ``home/wallet.sock`` (``nib wallet serve``)."""
+    path = prepare_socket_dir(home)
+    server = _server(wallet, path)
+    thread = threading.Thread(target=_chmod_when_bound, args=(server, path, on_ready), daemon=True)
+    thread.start()
+    server.run()
+
+
+def _chmod_when_bound(
+    server: uvicorn.Server, path: Path, on_ready: Callable[[Path], None] | None
+) -> None:
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # uvicorn sets 0666 on the socket; narrow it to the owner. The 0700 directory already
+    # keeps everyone else from reaching it in between.
+    if path.exists():
+        os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+        if on_ready is not None:
+            on_ready(path)
+
+
+class WalletServer:
+    """The wallet service in a background thread (tests, benchmarks)."""
+
+    def __init__(self, wallet: Wallet, home: Path) -> None:
+        self.socket_path = prepare_socket_dir(home)
+        self._server = _server(wallet, self.socket_path)
+        self._thread: threading.Thread | None = None
+
+    def start(self, timeout_s: float = 10.0) -> WalletServer:
+        self._thread = threading.Thread(target=self._server.run, name="nib-wallet", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise WalletUnreachable(
+                    f"the wallet service on {self.socket_path} did not start within "
+                    f"{timeout_s} s; fix: check that NIB_HOME is writable."
+                )
+            time.sleep(0.01)
+        os.chmod(self.socket_path, stat.S_IRUSR | stat.S_IWUSR)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> WalletServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class _RemoteMeter:
+    def __init__(self, client: WalletClient) -> None:
+        self._client = client
+
+    def usage(self, run_id: str) -> RunSpend:
+        return RunSpend(**self._client._call("/usage", {"run_id": run_id}))
+
+    def keep_signed(self, res: Reservation | str, note: str) -> None:
+        rid = res if isinstance(res, str) else res.id
+        self._client._call("/keep-signed", {"reservation_id": rid, "note": note})
+
+
+class _RemoteNonces:
+    """The wallet's nonce manager, behind the service (the transfer tool pins nonces)."""
+
+    def __init__(self, client: WalletClient) -> None:
+        self._client = client
+
+    def _op(self, op: str, n: int | None = None) -> Any:
+        return self._client._call(f"/nonces/{op}", {"n": n})["value"]
+
+    def allocate(self) -> int:
+        return int(self._op("allocate"))
+
+    def resync(self) -> int:
+        return int(self._op("resync"))
+
+    def claim(self, n: int) -> bool:
+        return bool(self._op("claim", n))
+
+    def confirm(self, n: int) -> None:
+        self._op("confirm", n)
+
+    def release(self, n: int) -> None:
+        self._op("release", n)
+
+
+class WalletClient:
+    """The agent's handle on the wallet service: the same calls as the paid tools make on
+    :class:`~wallet.signer.Wallet`, and no key. Every call finishes within ``timeout_s``
+    or raises WalletUnreachable."""
+
+    def __init__(self, socket_path: str | Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.socket_path = Path(socket_path)
+        self.timeout_s = timeout_s
+        transport = httpx.HTTPTransport(uds=str(self.socket_path))
+        self._http = httpx.Client(
+            transport=transport, base_url="http://wallet", timeout=timeout_s, trust_env=False
+        )
+        self._address: str | None = None
+        self.meter = _RemoteMeter(self)
+        self.nonces = _RemoteNonces(self)
+        self.clock: Callable[[], float] = time.time
+
+    def __repr__(self) -> str:
+        return f"WalletClient(socket={str(self.socket_path)!r})"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        try:
+            if body is None:
+                response = self._http.get(_API + path)
+            else:
+                response = self._http.post(_API + path, json=body)
+        except httpx.TransportError as exc:
+            raise WalletUnreachable(
+                f"the wallet service on {self.socket_path} is unreachable "
+                f"({type(exc).__name__}: {exc}); expected it to answer within "
+                f"{self.timeout_s:g} s. Fix: start it with `nib services up` (or "
+                "`nib wallet serve`); nothing was signed."
+            ) from exc
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise WalletUnreachable(
+                f"the wallet service answered HTTP {response.status_code}, not JSON; "
+                "fix: restart it with `nib services up`."
+            ) from exc
+        if response.is_success:
+            return data
+        error = data.get("error") if isinstance(data, dict) else None
+        if not isinstance(error, dict):
+            raise WalletUnreachable(f"the wallet service answered HTTP {response.status_code}.")
+        cls = getattr(errors, str(error.get("type")), None)
+        if not (isinstance(cls, type) and issubclass(cls, WalletError)):
+            cls = WalletError
+        raise _rebuilt(cls, error)
+
+    @property
+    def address(self) -> str:
+        if self._address is None:
+            self._address = str(self._call("/health")["address"])
+        return self._address
+
+    def sign_typed_data(
+        self, payload: Mapping[str, object], verdict: Verdict | None, *, run_id: str, cap: int
+    ) -> SignedTypedData:
+        """MOVES MONEY: the service signs an EIP-3009 authorization the verdict approved."""
+        data = self._call("/sign-typed-data", _sign_body(payload, verdict, run_id, cap))
+        signed = _signed_from_wire(data)
+        assert isinstance(signed, SignedTypedData)
+        return signed
+
+    def sign_transaction(
+        self, tx: Mapping[str, object], verdict: Verdict | None, *, run_id: str, cap: int
+    ) -> SignedTx:
+        """MOVES MONEY: the service signs a pinned USDC transfer the verdict approved."""
+        signed = _signed_from_wire(self._call("/sign-transaction", _sign_body(tx, verdict, run_id, cap)))
+        assert isinstance(signed, SignedTx)
+        return signed
+
+    def send_transaction(self, signed: SignedTx, reservation: Reservation | None = None) -> SentTx:
+        """MOVES MONEY: the service broadcasts ``signed`` and waits for its receipt."""
+        return SentTx(**self._call("/send-transaction", {"signed": _signed_to_wire(signed)}))
+
+    def settle(self, signed: SignedTypedData | SignedTx, tx_hash: str) -> None:
+        self._call("/settle", {"signed": _signed_to_wire(signed), "tx_hash": tx_hash})
+
+    def fail(self, signed: SignedTypedData | SignedTx, note: str) -> None:
+        self._call("/fail", {"signed": _signed_to_wire(signed), "note": note})
+
+
+def _rebuilt(cls: type[WalletError], error: Mapping[str, Any]) -> WalletError:
+    """The service's refusal as the same class, without calling its constructor (some
+    take fields only the service knows); message, code and the named fields survive."""
+    exc = cls.__new__(cls)
+    WalletError.__init__(exc, str(error.get("message")))
+    if isinstance(exc, SpendRefused):
+        exc.reason = exc.message
+    for name in ("verdict_id", "limit", "observed"):
+        if name in error or isinstance(exc, SpendRefused) and name == "verdict_id":
+            setattr(exc, name, error.get(name))
+    return exc
+
+
+def _sign_body(
+    payload: Mapping[str, object], verdict: Verdict | None, run_id: str, cap: int
+) -> dict[str, Any]:
+    return {
+        "payload": dict(payload),
+        "verdict": None if verdict is None else verdict.model_dump(),
+        "run_id": run_id,
+        "cap": cap,
+    }
