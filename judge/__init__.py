@@ -4,7 +4,7 @@ optional loopback HTTP service. Imports nothing else of nib's."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from judge.calibration import (
     BetaCalibrator,
@@ -33,7 +33,6 @@ from judge.fingerprint import (
     fingerprint,
     transaction_fingerprint,
     typed_data_fingerprint,
-    typed_data_payload,
 )
 from judge.jev import CallRecord, Judge, PaidCallRequest, format_usdc
 from judge.policy import FreeDecision, FreePolicyRow, FreeReadPolicy
@@ -55,7 +54,7 @@ if TYPE_CHECKING:
 _LAZY = frozenset({"JudgeClient", "JudgeServer", "serve"})
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         from judge import service
 
@@ -102,6 +101,5 @@ __all__ = [
     "serve",
     "transaction_fingerprint",
     "typed_data_fingerprint",
-    "typed_data_payload",
     "verify_verdict",
 ]

@@ -24,7 +24,7 @@ import math
 import re
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import TypeAlias
 
 import rfc8785
 from eth_utils import keccak
@@ -32,6 +32,9 @@ from eth_utils import keccak
 from judge.errors import FingerprintError
 
 _HEX = re.compile(r"^0[xX][0-9a-fA-F]*$")
+JSON: TypeAlias = "str | bool | float | None | list[JSON] | dict[str, JSON]"
+"""A normalised JSON value: what :func:`normalize` returns and RFC 8785 encodes."""
+
 _FINGERPRINT = re.compile(r"^0x[0-9a-f]{64}$")
 
 #: Fields of an EIP-712 payload; all four are covered by its fingerprint.
@@ -94,7 +97,7 @@ def _norm_key(key: object, path: str) -> str:
     )
 
 
-def normalize(obj: Any, path: str = "$") -> Any:
+def normalize(obj: object, path: str = "$") -> JSON:
     """Return the normalised, JSON-ready form of ``obj`` (see the module docstring)."""
     if obj is None or isinstance(obj, bool):
         return obj
@@ -114,7 +117,7 @@ def normalize(obj: Any, path: str = "$") -> Any:
     if isinstance(obj, bytes | bytearray | memoryview):
         return "0x" + bytes(obj).hex()
     if isinstance(obj, Mapping):
-        out: dict[str, Any] = {}
+        out: dict[str, JSON] = {}
         for key, value in obj.items():
             nkey = _norm_key(key, path)
             if nkey in out:
@@ -133,7 +136,7 @@ def normalize(obj: Any, path: str = "$") -> Any:
     )
 
 
-def canonical_json(obj: Any) -> bytes:
+def canonical_json(obj: object) -> bytes:
     """RFC 8785 canonical JSON (UTF-8 bytes) of ``obj`` after normalisation."""
     try:
         return rfc8785.dumps(normalize(obj))
@@ -144,7 +147,7 @@ def canonical_json(obj: Any) -> bytes:
         ) from exc
 
 
-def fingerprint(obj: Any) -> str:
+def fingerprint(obj: object) -> str:
     """``"0x"`` + keccak-256 hex of :func:`canonical_json` of ``obj``."""
     return "0x" + keccak(canonical_json(obj)).hex()
 
@@ -154,7 +157,7 @@ def is_fingerprint(value: object) -> bool:
     return isinstance(value, str) and bool(_FINGERPRINT.match(value))
 
 
-def call_fingerprint(tool: str, args: Mapping[str, Any]) -> str:
+def call_fingerprint(tool: str, args: Mapping[str, object]) -> str:
     """Fingerprint of a tool call, over ``{"tool": tool, "args": args}``."""
     if not isinstance(tool, str) or not tool:
         raise FingerprintError(
@@ -168,7 +171,7 @@ def call_fingerprint(tool: str, args: Mapping[str, Any]) -> str:
     return fingerprint({"tool": tool, "args": args})
 
 
-def _domain_type(domain: Mapping[str, Any]) -> list[dict[str, str]]:
+def _domain_type(domain: Mapping[str, object]) -> list[dict[str, str]]:
     unknown = sorted(set(domain) - {name for name, _ in _DOMAIN_FIELDS})
     if unknown:
         raise FingerprintError(
@@ -178,45 +181,7 @@ def _domain_type(domain: Mapping[str, Any]) -> list[dict[str, str]]:
     return [{"name": n, "type": t} for n, t in _DOMAIN_FIELDS if n in domain]
 
 
-def typed_data_payload(
-    domain: Any, types: Mapping[str, Any], primary_type: str, message: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Assemble an EIP-712 dict from the four parts an x402 signer receives.
-
-    Accepts x402's ``TypedDataDomain`` (attributes ``name``, ``version``, ``chain_id``,
-    ``verifying_contract``) or a domain dict, and ``TypedDataField`` objects or dicts,
-    so the quote side and the signing side fingerprint the same thing.
-    """
-    if isinstance(domain, Mapping):
-        domain_dict = dict(domain)
-    else:
-        attrs = (
-            ("name", "name"),
-            ("version", "version"),
-            ("chainId", "chain_id"),
-            ("verifyingContract", "verifying_contract"),
-            ("salt", "salt"),
-        )
-        domain_dict = {
-            key: getattr(domain, attr)
-            for key, attr in attrs
-            if getattr(domain, attr, None) is not None
-        }
-    types_dict = {
-        name: [
-            dict(f) if isinstance(f, Mapping) else {"name": f.name, "type": f.type} for f in fields
-        ]
-        for name, fields in types.items()
-    }
-    return {
-        "domain": domain_dict,
-        "types": types_dict,
-        "primaryType": primary_type,
-        "message": dict(message),
-    }
-
-
-def typed_data_fingerprint(td: Mapping[str, Any]) -> str:
+def typed_data_fingerprint(td: Mapping[str, object]) -> str:
     """Fingerprint of an EIP-712 payload over its domain, types, primaryType and message.
 
     ``types["EIP712Domain"]`` is derived from the domain, so it may be present or
@@ -263,7 +228,7 @@ def typed_data_fingerprint(td: Mapping[str, Any]) -> str:
     return fingerprint(body)
 
 
-def transaction_fingerprint(tx: Mapping[str, Any]) -> str:
+def transaction_fingerprint(tx: Mapping[str, object]) -> str:
     """Fingerprint of a transaction dict over every field present.
 
     Quantities (chainId, nonce, gas, value, fee fields, type) given as ``0x`` hex are
@@ -282,7 +247,7 @@ def transaction_fingerprint(tx: Mapping[str, Any]) -> str:
             f"found a transaction without chainId (fields {sorted(tx)}); expected chainId; "
             "fix: set chainId so the transaction cannot be replayed on another chain."
         )
-    body: dict[str, Any] = {}
+    body: dict[str, object] = {}
     for key, value in tx.items():
         name = "data" if key == "input" else key
         if name in _TX_QUANTITIES and isinstance(value, str) and _HEX.match(value):

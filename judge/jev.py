@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from judge.calibration import (
     MIN_P_TO_PAY,
@@ -42,7 +42,7 @@ from judge.verdict import (
     verify_verdict,
 )
 
-Emit = Callable[[str, dict[str, Any]], None]
+Emit = Callable[[str, dict[str, object]], None]
 USDC_DECIMALS = 6
 
 
@@ -82,7 +82,7 @@ class PaidCallRequest:
     """
 
     tool: str
-    args: Mapping[str, Any] = field(hash=False)
+    args: Mapping[str, object] = field(hash=False)
     call_fingerprint: str
     payload_fingerprint: str
     price: int
@@ -104,7 +104,7 @@ class PaidCallRequest:
     seller: str | None = None
     alternatives: tuple[PaidCallRequest, ...] = ()
     task_id: str | None = None
-    payload: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)
+    payload: Mapping[str, object] | None = field(default=None, hash=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("missing", "covered", "tool_facts", "alternatives"):
@@ -161,7 +161,7 @@ class PaidCallRequest:
                 "fix: fix the tool's declared coverage."
             )
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, object]:
         """JSON-ready dict (the service's request body)."""
         return {
             "tool": self.tool,
@@ -202,20 +202,21 @@ class PaidCallRequest:
         }
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, Any]) -> PaidCallRequest:
+    def from_wire(cls, data: Mapping[str, object]) -> PaidCallRequest:
         """Parse :meth:`to_wire` output; raises JudgeRequestInvalid on bad fields."""
         try:
             fields = dict(data)
             if fields.get("declared_coverage") is not None:
                 fields["declared_coverage"] = Decimal(str(fields["declared_coverage"]))
             fields["history"] = tuple(
-                CallRecord(str(t), bool(ok), tuple(cov), int(cost))
-                for t, ok, cov, cost in fields.get("history", ())
+                _call_record(h) for h in _wire_list("history", fields.get("history", ()))
             )
             fields["alternatives"] = tuple(
-                cls.from_wire(a) for a in fields.get("alternatives", ())
+                cls.from_wire(_wire_object("alternative", a))
+                for a in _wire_list("alternatives", fields.get("alternatives", ()))
             )
-            return cls(**fields)
+            # Wire values: __post_init__ checks every money, fingerprint and list field.
+            return cls(**fields)  # type: ignore[arg-type]
         except JudgeRequestInvalid:
             raise
         except (TypeError, ValueError, ArithmeticError) as exc:
@@ -229,6 +230,27 @@ def _coverable(req: PaidCallRequest) -> list[str]:
     """Fact keys of the missing items the tool declares it can provide."""
     tool_keys = {fact_key(f) for f in req.tool_facts}
     return [fact_key(m) for m in req.missing if fact_key(m) in tool_keys]
+
+
+def _wire_list(name: str, value: object) -> tuple[object, ...]:
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"{name} must be a list, found {type(value).__name__}")
+    return tuple(value)
+
+
+def _wire_object(name: str, value: object) -> Mapping[str, object]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be an object, found {type(value).__name__}")
+    return value
+
+
+def _call_record(entry: object) -> CallRecord:
+    """One history entry from the wire: ``[tool, ok, covered, cost]``."""
+    tool, ok, covered, cost = _wire_list("history entry", entry)
+    if isinstance(cost, bool) or not isinstance(cost, int | str):
+        raise TypeError(f"history cost must be an int, found {cost!r}")
+    kinds = tuple(str(k) for k in _wire_list("history covered", covered))
+    return CallRecord(str(tool), bool(ok), kinds, int(cost))
 
 
 def format_usdc(amount: int | Decimal, decimals: int = USDC_DECIMALS) -> str:

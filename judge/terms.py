@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from judge.errors import PayloadTermsInvalid
 
@@ -44,7 +43,7 @@ class Terms:
     sender: str | None
 
 
-def typed_data_terms(payload: dict[str, Any]) -> Terms:
+def typed_data_terms(payload: Mapping[str, object]) -> Terms:
     if payload.get("primaryType") != EIP3009_PRIMARY:
         raise PayloadTermsInvalid(
             f"The payload's primaryType is {payload.get('primaryType')!r}, expected "
@@ -69,7 +68,7 @@ def typed_data_terms(payload: dict[str, Any]) -> Terms:
         ) from None
 
 
-def transfer_terms(tx: dict[str, Any]) -> Terms:
+def transfer_terms(tx: Mapping[str, object]) -> Terms:
     unpinned = [name for name in PINNED_TX_FIELDS if tx.get(name) is None]
     if unpinned or tx.get("gasPrice") is not None:
         found = f"leaves {', '.join(unpinned)} unpinned" if unpinned else "sets gasPrice"
@@ -103,7 +102,7 @@ def transfer_terms(tx: dict[str, Any]) -> Terms:
     )
 
 
-def as_int(value: Any) -> int:
+def as_int(value: object) -> int:
     if isinstance(value, bool):
         raise ValueError("a bool is not an amount")
     if isinstance(value, int):
@@ -113,7 +112,7 @@ def as_int(value: Any) -> int:
     raise ValueError(f"not an integer: {type(value).__name__}")
 
 
-def hex_body(data: Any) -> str:
+def hex_body(data: object) -> str:
     if isinstance(data, bytes | bytearray):
         return bytes(data).hex()
     if isinstance(data, str):
@@ -121,7 +120,7 @@ def hex_body(data: Any) -> str:
     return ""
 
 
-def payload_terms(payload: Mapping[str, Any]) -> Terms:
+def payload_terms(payload: Mapping[str, object]) -> Terms:
     """The terms of either shape: typed data when it names a ``primaryType``, else a tx."""
     if not isinstance(payload, Mapping):
         raise PayloadTermsInvalid(

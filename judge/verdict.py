@@ -13,10 +13,12 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any, Literal, Protocol
+from typing import Literal, NoReturn, Protocol
 
 from eth_account import Account
+from eth_account.datastructures import SignedMessage
 from eth_account.messages import SignableMessage, defunct_hash_message, encode_defunct
 from eth_keys import keys
 from pydantic import (
@@ -117,7 +119,7 @@ class Verdict(BaseModel):
 
     # -- signing helpers -------------------------------------------------------------
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> dict[str, object]:
         """Every field except the signature: what the judge signs."""
         return self.model_dump(exclude={"signature"})
 
@@ -148,11 +150,11 @@ class Verdict(BaseModel):
         return Decimal(self.ev)
 
 
-def _text_for(body: dict[str, Any]) -> str:
+def _text_for(body: dict[str, object]) -> str:
     return _MESSAGE_PREFIX + fingerprint(body)
 
 
-def _message_for(body: dict[str, Any]) -> SignableMessage:
+def _message_for(body: dict[str, object]) -> SignableMessage:
     return encode_defunct(text=_text_for(body))
 
 
@@ -162,7 +164,7 @@ class _MessageSigner(Protocol):
     @property
     def address(self) -> str: ...
 
-    def sign_message(self, signable_message: SignableMessage) -> Any: ...
+    def sign_message(self, signable_message: SignableMessage) -> SignedMessage: ...
 
 
 def _as_decimal_str(name: str, value: Decimal | str | int) -> str:
@@ -218,7 +220,7 @@ class VerdictSigner:
     def __repr__(self) -> str:
         return f"VerdictSigner(address={self.address})"
 
-    def __reduce__(self) -> Any:
+    def __reduce__(self) -> NoReturn:
         raise TypeError("VerdictSigner holds a private key; it cannot be pickled or copied.")
 
     def issue(
@@ -323,7 +325,7 @@ def verify_verdict(verdict: Verdict, trusted_judge: str, *, now: float | None = 
         )
 
 
-def parse_verdict(data: str | bytes | dict[str, Any]) -> Verdict:
+def parse_verdict(data: str | bytes | Mapping[str, object]) -> Verdict:
     """Parse a verdict from JSON text or a dict, raising VerdictMalformed on bad fields."""
     try:
         if isinstance(data, str | bytes):

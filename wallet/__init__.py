@@ -46,7 +46,7 @@ from wallet.ledger import GasRow, Ledger, SpendKind, SpendRow, SpendStatus
 from wallet.meter import MeasuredSpend, Reservation, RunSpend, SpendMeter, gas_to_usdc
 from wallet.nonces import NonceManager
 from wallet.reconcile import Match, OnchainTransfer, ReconcileReport, reconcile
-from wallet.signer import SentTx, SignedTx, SignedTypedData, VerdictBoundSigner, Wallet
+from wallet.signer import SentTx, SignedTx, SignedTypedData, Wallet
 
 __all__ = [
     "AuthorizationOutstanding",
@@ -85,7 +85,6 @@ __all__ = [
     "SpendRow",
     "SpendStatus",
     "VerdictBadSignature",
-    "VerdictBoundSigner",
     "VerdictExpired",
     "VerdictNotApproved",
     "VerdictReplayed",

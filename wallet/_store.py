@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from storage import Database, Location, Migration, Tx, add_missing_columns, migrate, open_database
 
@@ -110,7 +109,7 @@ class Store:
         return self.db.dialect
 
     @property
-    def conn(self) -> Any:
+    def conn(self) -> object:
         """The driver connection underneath (tests close it to simulate a lost handle)."""
         return self.db.conn
 
@@ -120,7 +119,7 @@ class Store:
         with self.db.transaction(lock=LOCK) as tx:
             yield tx
 
-    def query(self, sql: str, params: tuple[object, ...] = ()) -> list[dict[str, Any]]:
+    def query(self, sql: str, params: tuple[object, ...] = ()) -> list[dict[str, object]]:
         """Rows of ``sql`` as plain dicts (column -> value)."""
         return self.db.query(sql, params)
 

@@ -13,11 +13,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn, cast
 
 from eth_account import Account
 from eth_account.datastructures import SignedMessage, SignedTransaction
 from eth_account.signers.local import LocalAccount
+from eth_account.types import TransactionDictType
 from web3 import Web3
 
 from chain.devkeys import AGENT, DEVNET_CHAIN_ID, dev_account, is_dev_address
@@ -94,7 +95,7 @@ class KeyHandle:
     def __reduce__(self) -> NoReturn:
         raise TypeError("KeyHandle cannot be pickled or copied; unlock the keystore instead.")
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> NoReturn:
+    def __deepcopy__(self, memo: dict[int, object]) -> NoReturn:
         self.__reduce__()
 
     def __copy__(self) -> NoReturn:
@@ -105,11 +106,12 @@ class KeyHandle:
         check_dev_key(self._address, chain_id)
 
     # Called only by wallet.signer, after every verdict check has passed.
-    def _unsafe_sign_typed_data(self, full_message: dict[str, Any]) -> SignedMessage:
+    def _unsafe_sign_typed_data(self, full_message: dict[str, object]) -> SignedMessage:
         return self.__account.sign_typed_data(full_message=full_message)
 
-    def _unsafe_sign_transaction(self, tx: dict[str, Any]) -> SignedTransaction:
-        return self.__account.sign_transaction(tx)
+    def _unsafe_sign_transaction(self, tx: dict[str, object]) -> SignedTransaction:
+        # The signer's checks (terms, fingerprint, verdict) have read every field of tx.
+        return self.__account.sign_transaction(cast(TransactionDictType, tx))
 
 
 class Keystore:
@@ -191,7 +193,7 @@ class Keystore:
 
     # ------------------------------------------------------------------ private
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> dict[str, object]:
         if not self.path.is_file():
             raise KeystoreMissing(
                 f"No keystore at {self.path}. Fix: run `nib wallet new` or `nib wallet "

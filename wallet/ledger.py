@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from storage import Database, Tx
 from wallet._store import GAS, SPENDS, USED_VERDICTS, Store, as_store
@@ -74,10 +74,11 @@ class SpendRow:
     gas_hold: int = 0
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> SpendRow:
-        return cls(**_known(cls, row))
+    def from_row(cls, row: dict[str, object]) -> SpendRow:
+        # Our own table's columns: the schema types every field.
+        return cls(**_known(cls, row))  # type: ignore[arg-type]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """A JSON-serialisable dict (for ``nib audit --json`` and events)."""
         return dict(self.__dict__)
 
@@ -139,7 +140,7 @@ class Ledger:
         )
         return [SpendRow.from_row(r) for r in found]
 
-    def used_verdicts(self) -> list[dict[str, Any]]:
+    def used_verdicts(self) -> list[dict[str, object]]:
         """Rows of ``wallet_used_verdicts`` (verdict_id, used_at, run_id)."""
         return self.store.query(f"SELECT * FROM {USED_VERDICTS} ORDER BY used_at")
 
@@ -156,7 +157,8 @@ class Ledger:
             found = self.store.query(
                 f"SELECT * FROM {GAS} WHERE run_id = ? ORDER BY created_at, rowid", (run_id,)
             )
-        return [GasRow(**_known(GasRow, r)) for r in found]
+        # Our own table's columns: the schema types every field.
+        return [GasRow(**_known(GasRow, r)) for r in found]  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ transitions
 
@@ -235,7 +237,7 @@ def transition_in(
     conn.execute(f"UPDATE {SPENDS} SET {', '.join(sets)} WHERE id = ?", params)
 
 
-def _known(cls: type, row: dict[str, Any]) -> dict[str, Any]:
+def _known(cls: type, row: dict[str, object]) -> dict[str, object]:
     """``row`` without columns ``cls`` does not declare (PostgreSQL's explicit rowid)."""
     names = cls.__dataclass_fields__  # type: ignore[attr-defined]
     return {k: v for k, v in row.items() if k in names}

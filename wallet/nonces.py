@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from web3 import Web3
 
@@ -217,12 +217,12 @@ class NonceManager:
             raise
         self.confirm(n)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         """Debug view: next fresh number, released numbers, numbers in flight."""
         if self._store is None:
             with self._lock:
                 st = self._mem
         else:
             rows = self._store.query(f"SELECT state FROM {NONCES} WHERE scope = ?", (self._scope,))
-            st = _State.loads(rows[0]["state"]) if rows else _State()
+            st = _State.loads(str(rows[0]["state"])) if rows else _State()
         return {"next": st.next, "free": sorted(st.free), "in_flight": sorted(st.in_flight)}

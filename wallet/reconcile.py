@@ -14,9 +14,10 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from web3 import Web3
+from web3.types import FilterParams
 
 from chain.usdc import AUTHORIZATION_USED_TOPIC, usdc_contract
 from wallet._store import SPENDS, Store
@@ -102,7 +103,7 @@ class ReconcileReport:
         """
         return not self.unmatched_onchain and not self.pending and not self.unproven
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready form (``nib audit reconcile --json``)."""
         return {
             "wallet": self.wallet,
@@ -126,7 +127,7 @@ def reconcile(
     from_block: int = 0,
     to_block: int | str = "latest",
     *,
-    emit: Callable[[str, dict[str, Any]], None] | None = None,
+    emit: Callable[[str, dict[str, object]], None] | None = None,
     clock: Callable[[], float] = time.time,
 ) -> ReconcileReport:
     """Compare the ledger's spend rows with on-chain Transfer logs; settle or fail what
@@ -157,7 +158,7 @@ def _reconcile(
     wallet_address: str,
     from_block: int,
     to_block: int | str,
-    emit: Callable[[str, dict[str, Any]], None] | None,
+    emit: Callable[[str, dict[str, object]], None] | None,
     clock: Callable[[], float],
 ) -> ReconcileReport:
     ledger = Ledger(store)
@@ -335,7 +336,7 @@ def _authorizations_used(
 ) -> dict[str, str]:
     """Map authorization nonce (0x hex) -> tx hash for the wallet's used authorizations."""
     topic_wallet = "0x" + wallet.removeprefix("0x").rjust(64, "0")
-    params: Any = {
+    params: FilterParams = {
         "address": Web3.to_checksum_address(usdc),
         "fromBlock": from_block,
         "toBlock": to_block,

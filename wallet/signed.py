@@ -4,7 +4,6 @@ the spend reservation and the ledger row, never the key."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from eth_utils import to_checksum_address
 
@@ -52,7 +51,7 @@ class SignedTypedData(_Reserved):
     def signature_bytes(self) -> bytes:
         return bytes.fromhex(self.signature[2:])
 
-    def to_x402_payload(self) -> dict[str, Any]:
+    def to_x402_payload(self) -> dict[str, object]:
         """The x402 "exact" EVM inner payload: ``{authorization: {...}, signature}``."""
         return {
             "authorization": {

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from eth_utils import to_checksum_address
 from web3 import Web3
@@ -49,16 +49,16 @@ from wallet.terms import (
     Terms,
     as_int,
     hex32,
+    payload_part,
     private_copy,
     transfer_terms,
     typed_data_terms,
 )
-from wallet.x402signer import VerdictBoundSigner, typed_data_from_parts
 
 if TYPE_CHECKING:
     from chain.client import ChainClient
 
-Emit = Callable[[str, dict[str, Any]], None]
+Emit = Callable[[str, dict[str, object]], None]
 
 #: The longest an EIP-3009 authorization may stay valid from now (x402 asks for minutes).
 MAX_AUTHORIZATION_S = 3600
@@ -70,9 +70,7 @@ __all__ = [
     "SentTx",
     "SignedTx",
     "SignedTypedData",
-    "VerdictBoundSigner",
     "Wallet",
-    "typed_data_from_parts",
 ]
 
 
@@ -137,7 +135,7 @@ class Wallet:
     # ------------------------------------------------------------------ typed data
 
     def sign_typed_data(
-        self, payload: Mapping[str, Any], verdict: Verdict | None, *, run_id: str, cap: int
+        self, payload: Mapping[str, object], verdict: Verdict | None, *, run_id: str, cap: int
     ) -> SignedTypedData:
         """MOVES MONEY: sign an EIP-3009 ``TransferWithAuthorization`` the verdict approved.
 
@@ -170,7 +168,7 @@ class Wallet:
                 verdict,
                 "x402",
             ) from None
-        message = exact["message"]
+        message = payload_part(exact, "message")
         auth_nonce = hex32(message["nonce"])
         valid_before = as_int(message["validBefore"])
         self.meter.mark_signed(res, auth_nonce=auth_nonce, valid_before=valid_before)
@@ -183,7 +181,7 @@ class Wallet:
             reservation=res,
             recipient=res.recipient,
             value=res.amount,
-            valid_after=int(message["validAfter"]),
+            valid_after=as_int(message["validAfter"]),
             valid_before=valid_before,
             auth_nonce=auth_nonce,
         )
@@ -255,14 +253,10 @@ class Wallet:
         self.nonces.release(signed.nonce)
         self.fail(signed, note)
 
-    def x402_signer(self, verdict: Verdict | None, *, run_id: str, cap: int) -> VerdictBoundSigner:
-        """A ClientEvmSigner for the x402 client that can sign only ``verdict``'s payload."""
-        return VerdictBoundSigner(self, verdict, run_id=run_id, cap=cap)
-
     # ------------------------------------------------------------------ transactions
 
     def sign_transaction(
-        self, tx: Mapping[str, Any], verdict: Verdict | None, *, run_id: str, cap: int
+        self, tx: Mapping[str, object], verdict: Verdict | None, *, run_id: str, cap: int
     ) -> SignedTx:
         """MOVES MONEY: sign a USDC ``transfer(to, amount)`` transaction the verdict approved.
 
@@ -313,7 +307,7 @@ class Wallet:
         result = SignedTx(
             raw_transaction="0x" + bytes(signed.raw_transaction).hex(),
             tx_hash=tx_hash,
-            nonce=int(full["nonce"]),
+            nonce=as_int(full["nonce"]),
             signer=self.address,
             payload_fingerprint=verdict.payload_fingerprint or "",
             verdict_id=verdict.id,
@@ -419,14 +413,14 @@ class Wallet:
 
     def _authorize(
         self,
-        payload: dict[str, Any],
+        payload: dict[str, object],
         verdict: Verdict | None,
         *,
         run_id: str,
         cap: int,
         kind: SpendKind,
-        fingerprint_of: Callable[[Any], str],
-        terms_of: Callable[[dict[str, Any]], Terms],
+        fingerprint_of: Callable[[Mapping[str, object]], str],
+        terms_of: Callable[[dict[str, object]], Terms],
         gas_hold_of: Callable[[], int] | None = None,
     ) -> Reservation:
         """Run every check in order; return the reservation or raise (and emit) a refusal."""
@@ -485,7 +479,7 @@ class Wallet:
         return verdict
 
     def _check_fingerprint(
-        self, verdict: Verdict, payload: dict[str, Any], fingerprint_of: Callable[[Any], str]
+        self, verdict: Verdict, payload: dict[str, object], fingerprint_of: Callable[[Mapping[str, object]], str]
     ) -> None:
         try:
             found = fingerprint_of(payload)
@@ -515,8 +509,8 @@ class Wallet:
     def _check_terms(
         self,
         verdict: Verdict,
-        payload: dict[str, Any],
-        terms_of: Callable[[dict[str, Any]], Terms],
+        payload: dict[str, object],
+        terms_of: Callable[[dict[str, object]], Terms],
     ) -> None:
         try:
             terms = terms_of(payload)
@@ -543,7 +537,7 @@ class Wallet:
         self._check_window(verdict, payload)
         self._key.check_chain(live_chain)
 
-    def _check_window(self, verdict: Verdict, payload: dict[str, Any]) -> None:
+    def _check_window(self, verdict: Verdict, payload: dict[str, object]) -> None:
         """An EIP-3009 authorization is a bearer instrument until validBefore: refuse long ones."""
         message = payload.get("message")
         if not isinstance(message, Mapping) or "validBefore" not in message:
@@ -618,12 +612,12 @@ class Wallet:
         except Exception:  # not found, or still no answer: treat the outcome as unknown
             return False
 
-    def _emit(self, name: str, data: dict[str, Any]) -> None:
+    def _emit(self, name: str, data: dict[str, object]) -> None:
         if self.emit is not None:
             self.emit(name, data)
 
 
-def _refusal_base(run_id: str, verdict: Verdict | None, kind: str) -> dict[str, Any]:
+def _refusal_base(run_id: str, verdict: Verdict | None, kind: str) -> dict[str, object]:
     is_verdict = isinstance(verdict, Verdict)
     return {
         "run_id": run_id,
@@ -634,7 +628,7 @@ def _refusal_base(run_id: str, verdict: Verdict | None, kind: str) -> dict[str, 
     }
 
 
-def _res_event(res: Reservation) -> dict[str, Any]:
+def _res_event(res: Reservation) -> dict[str, object]:
     return {
         "run_id": res.run_id,
         "spend_id": res.id,

@@ -414,19 +414,20 @@ def audit_cmd(ctx: typer.Context, run: str | None = typer.Option(None, "--run", 
 def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
                   from_block: int = typer.Option(0, "--from-block")) -> None:
     """Compare the spend ledger with the wallet's on-chain USDC Transfer logs."""
+    from dataclasses import asdict
+
     from wallet.reconcile import reconcile
 
     rt = _runtime(_settings())
     report = reconcile(rt.db_path, rt.chain, rt.network.usdc, rt.wallet.address, from_block)
-    data = report.to_dict()
     if as_json:
-        emit_json(data)
+        emit_json(report.to_dict())
     else:
-        out.print(f"matched {len(data['matched'])} · unmatched on chain {len(data['unmatched_onchain'])} · "
-                  f"unmatched in ledger {len(data['unmatched_ledger'])}")
-        for item in data["unmatched_onchain"]:
-            out.print(f"[red]ALARM[/] money left the wallet without an audited spend: {item}")
-    raise typer.Exit(EXIT_FINISHED if not data["unmatched_onchain"] else EXIT_STOPPED)
+        out.print(f"matched {len(report.matched)} · unmatched on chain {len(report.unmatched_onchain)} · "
+                  f"unmatched in ledger {len(report.unmatched_ledger)}")
+        for item in report.unmatched_onchain:
+            out.print(f"[red]ALARM[/] money left the wallet without an audited spend: {asdict(item)}")
+    raise typer.Exit(EXIT_FINISHED if not report.unmatched_onchain else EXIT_STOPPED)
 
 
 # ---------------------------------------------------------------- wallet

@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from agent.loop.bestoffer import BestOffer, Quoted
 from agent.loop.budget import BudgetGate
@@ -168,7 +168,7 @@ class PaidStep:
             },
         )
 
-    def _emit_verdict(self, tool: Tool, verdict: Verdict, **extra: Any) -> None:
+    def _emit_verdict(self, tool: Tool, verdict: Verdict, **extra: object) -> None:
         """Audit one paid-call verdict (the judge's ruling, its id and the amount)."""
         self.run.emit(
             "verdict",
@@ -184,7 +184,7 @@ class PaidStep:
             },
         )
 
-    def _refused(self, tool: Tool, norm: dict[str, Any], fp: str, what: str, reason: str) -> None:
+    def _refused(self, tool: Tool, norm: dict[str, object], fp: str, what: str, reason: str) -> None:
         self.run.skip(
             "judge-refused",
             f"{what}: {reason}",
@@ -195,7 +195,7 @@ class PaidStep:
         self.run.add_history(tool.name, norm, "refused", reason)
 
     def _hold(
-        self, tool: Tool, norm: dict[str, Any], fp: str, quote: Quote, verdict: Verdict
+        self, tool: Tool, norm: dict[str, object], fp: str, quote: Quote, verdict: Verdict
     ) -> NoReturn:
         """Escalated: keep the exact quote and verdict in the state and pause for a human.
         The held quote is re-checked on approval (its nonce may be reused meanwhile)."""
@@ -215,7 +215,7 @@ class PaidStep:
         )
 
     def _request(
-        self, tool: Tool, norm: dict[str, Any], fp: str, quote: Quote, *, human_approved: bool
+        self, tool: Tool, norm: dict[str, object], fp: str, quote: Quote, *, human_approved: bool
     ) -> PaidCallRequest:
         """The judge's view of one paid call: price, budgets, balance, checklist, history.
 
@@ -278,7 +278,7 @@ class PaidStep:
     async def _decide(
         self,
         tool: Tool,
-        norm: dict[str, Any],
+        norm: dict[str, object],
         fp: str,
         quote: Quote,
         *,
@@ -305,7 +305,7 @@ class PaidStep:
             raise
 
     async def _execute(
-        self, tool: Tool, norm: dict[str, Any], fp: str, quote: Quote, verdict: Verdict
+        self, tool: Tool, norm: dict[str, object], fp: str, quote: Quote, verdict: Verdict
     ) -> None:
         try:
             self.budget.check_deadline()
@@ -333,7 +333,7 @@ class PaidStep:
     async def _record_outcome(
         self,
         tool: Tool,
-        norm: dict[str, Any],
+        norm: dict[str, object],
         verdict: Verdict,
         missing_before: tuple[str, ...],
     ) -> None:

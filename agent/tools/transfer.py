@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import re
 from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from eth_utils import to_checksum_address
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -23,6 +23,10 @@ from agent.errors import ToolError
 from agent.tools.base import Observation, Quote, Tool, ToolContext
 from agent.tools.chain_reads import AddressStr, format_usdc, usdc_address
 from judge.fingerprint import transaction_fingerprint
+
+if TYPE_CHECKING:
+    from agent.seams import AgentWallet
+    from judge.verdict import Verdict
 
 __all__ = [
     "GAS_HEADROOM",
@@ -41,7 +45,7 @@ _UNIT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(usdc)\s*$", re.IGNORECASE)
 _ATOMIC = re.compile(r"^\s*[0-9]+\s*$")
 
 
-def parse_usdc_amount(value: Any, decimals: int = USDC_DECIMALS) -> int:
+def parse_usdc_amount(value: object, decimals: int = USDC_DECIMALS) -> int:
     """An amount as atomic USDC: an int (atomic), a digit string (atomic) or ``"1.5 USDC"``.
 
     Exact: ``"1.5 USDC"`` -> 1500000; more than ``decimals`` fractional digits, floats,
@@ -97,7 +101,7 @@ def transfer_calldata(to: str, amount: int) -> str:
     return "0x" + (TRANSFER_SELECTOR + addr.rjust(32, b"\0") + amount.to_bytes(32, "big")).hex()
 
 
-def _require_wallet(ctx: ToolContext, tool: str) -> Any:
+def _require_wallet(ctx: ToolContext, tool: str) -> AgentWallet:
     if ctx.wallet is None:
         raise ToolError(
             f"{tool}: no wallet is configured for this run; expected an unlocked wallet. "
@@ -240,7 +244,8 @@ class UsdcTransferTool(Tool):
             gas = int(
                 (Decimal(estimate) * GAS_HEADROOM).to_integral_value(rounding="ROUND_CEILING")
             )
-            tx: dict[str, Any] = {
+            max_fee = 2 * base + priority
+            tx: dict[str, object] = {
                 "type": 2,
                 "chainId": ctx.network.chain_id,
                 "from": sender,
@@ -250,7 +255,7 @@ class UsdcTransferTool(Tool):
                 "nonce": nonce,
                 "gas": gas,
                 # 2 x base fee survives six full blocks of base-fee increases (12.5% each).
-                "maxFeePerGas": 2 * base + priority,
+                "maxFeePerGas": max_fee,
                 "maxPriorityFeePerGas": priority,
             }
             quote = Quote(
@@ -264,7 +269,7 @@ class UsdcTransferTool(Tool):
                 recipient=args.to,
                 chain_id=ctx.network.chain_id,
                 meta={
-                    "max_gas_wei": gas * tx["maxFeePerGas"],
+                    "max_gas_wei": gas * max_fee,
                     "gas_estimate": estimate,
                     "display": f"{format_usdc(args.amount)} to {args.to}",
                 },
@@ -295,7 +300,9 @@ class UsdcTransferTool(Tool):
             },
         )
 
-    async def _take_nonce(self, wallet: Any, nonce: int, held: bool, ctx: ToolContext) -> None:
+    async def _take_nonce(
+        self, wallet: AgentWallet, nonce: int, held: bool, ctx: ToolContext
+    ) -> None:
         """Make sure ``nonce`` is this call's to sign, or raise (a stale quote: ToolError).
 
         On any refusal the nonce is left settled (released, or confirmed when the chain
@@ -333,7 +340,7 @@ class UsdcTransferTool(Tool):
                 "out again (or would leave a gap)",
             )
 
-    async def execute(self, quote: Quote, verdict: Any, ctx: ToolContext) -> Observation:
+    async def execute(self, quote: Quote, verdict: Verdict | None, ctx: ToolContext) -> Observation:
         """MOVES MONEY: sign the quoted transaction under ``verdict``, send it, await receipt.
 
         Refused before signing (verdict untouched) when the quoted nonce was taken in the

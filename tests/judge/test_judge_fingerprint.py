@@ -21,7 +21,6 @@ from judge.fingerprint import (
     normalize,
     transaction_fingerprint,
     typed_data_fingerprint,
-    typed_data_payload,
 )
 
 # --- RFC 8785 examples --------------------------------------------------------------
@@ -364,26 +363,6 @@ def test_renaming_adding_or_removing_a_key_changes_the_fingerprint(
     assert fingerprint(renamed) != fingerprint(obj)
     removed = {k: v for k, v in obj.items() if k != key}
     assert fingerprint(removed) != fingerprint(obj)
-
-
-def test_typed_data_payload_accepts_x402_shapes() -> None:
-    from x402.mechanisms.evm.types import TypedDataDomain, TypedDataField
-
-    td = _typed_data()
-    d = td["domain"]
-    domain = TypedDataDomain(
-        name=d["name"],
-        version=d["version"],
-        chain_id=d["chainId"],
-        verifying_contract=d["verifyingContract"],
-    )
-    types = {
-        name: [TypedDataField(name=f["name"], type=f["type"]) for f in fields]
-        for name, fields in td["types"].items()
-    }
-    payload = typed_data_payload(domain, types, td["primaryType"], td["message"])
-    assert typed_data_fingerprint(payload) == typed_data_fingerprint(td)
-    assert typed_data_payload(d, td["types"], td["primaryType"], td["message"]) == td
 
 
 @settings(max_examples=100, deadline=None)

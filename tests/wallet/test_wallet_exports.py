@@ -46,7 +46,6 @@ EXPECTED = [
     "SpendRow",
     "SpendStatus",
     "VerdictBadSignature",
-    "VerdictBoundSigner",
     "VerdictExpired",
     "VerdictNotApproved",
     "VerdictReplayed",

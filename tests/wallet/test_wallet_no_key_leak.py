@@ -67,7 +67,6 @@ def test_exercising_the_wallet_leaks_no_key(
     sent = wallet.send_transaction(
         wallet.sign_transaction(tx, approve(judge_signer, tx), run_id="r", cap=10**6)
     )
-    bound = wallet.x402_signer(verdict, run_id="r", cap=10**6)
     refusals = [
         lambda: wallet.sign_typed_data(payload, None, run_id="r", cap=10**6),
         lambda: wallet.sign_typed_data(payload, verdict, run_id="r", cap=10**6),
@@ -92,7 +91,6 @@ def test_exercising_the_wallet_leaks_no_key(
             wallet.nonces,
             signed,
             sent,
-            bound,
             signed.reservation,
             report,
         )

@@ -390,62 +390,7 @@ def test_transfer_transaction_changed_after_approval_is_void(
     assert wallet.meter.ledger.rows() == []
 
 
-# ------------------------------------------------------------------------ x402 signer
 
-
-def test_x402_signer_signs_only_the_approved_payload(
-    chain: Any, wallet: Wallet, judge_signer: VerdictSigner
-) -> None:
-    from x402.mechanisms.evm.types import AUTHORIZATION_TYPES, TypedDataDomain, TypedDataField
-
-    payload = quote(chain)
-    verdict = approve(judge_signer, payload)
-    signer = wallet.x402_signer(verdict, run_id=RUN, cap=ONE_USDC)
-    assert signer.address == AGENT_ADDRESS
-    d, m = payload["domain"], payload["message"]
-    domain = TypedDataDomain(
-        name=d["name"],
-        version=d["version"],
-        chain_id=d["chainId"],
-        verifying_contract=d["verifyingContract"],
-    )
-    types = {k: [TypedDataField(**f) for f in v] for k, v in AUTHORIZATION_TYPES.items()}
-    message = dict(m, nonce=bytes.fromhex(m["nonce"][2:]))  # x402 passes the nonce as bytes
-
-    tampered = dict(message, value=m["value"] + 1)
-    with pytest.raises(VerdictVoid):
-        signer.sign_typed_data(domain, types, "TransferWithAuthorization", tampered)
-    sig = signer.sign_typed_data(domain, types, "TransferWithAuthorization", message)
-    assert len(sig) == 65 and signer.signed is not None
-    with pytest.raises(VerdictReplayed):  # bound to one verdict: one signature
-        signer.sign_typed_data(domain, types, "TransferWithAuthorization", message)
-
-    seller_before = balance(chain, SELLER_ADDRESS)
-    submit_authorization(chain, signer.signed)
-    assert balance(chain, SELLER_ADDRESS) == seller_before + DIME
-
-
-def test_x402_client_with_its_own_nonce_cannot_spend_the_verdict(
-    chain: Any, wallet: Wallet, judge_signer: VerdictSigner
-) -> None:
-    from x402.mechanisms.evm.exact import ExactEvmScheme
-    from x402.schemas import PaymentRequirements
-
-    payload = quote(chain)
-    verdict = approve(judge_signer, payload)
-    scheme = ExactEvmScheme(wallet.x402_signer(verdict, run_id=RUN, cap=ONE_USDC))
-    requirements = PaymentRequirements(
-        scheme="exact",
-        network=f"eip155:{chain.chain_id}",
-        asset=chain.usdc,
-        amount=str(DIME),
-        pay_to=SELLER_ADDRESS,
-        max_timeout_seconds=600,
-        extra={"name": "USDC", "version": "2"},
-    )
-    with pytest.raises(VerdictVoid):  # x402 picks a fresh random nonce: not what was judged
-        scheme.create_payment_payload(requirements)
-    assert wallet.meter.ledger.rows() == []
 
 
 def test_signed_results_are_immutable(
