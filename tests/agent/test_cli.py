@@ -69,6 +69,44 @@ def test_run_demo_pays_once_and_reconciles(home):
     assert "step 1" in human.stderr and "judge approve" in human.stderr
 
 
+MARKET_TASK = "Who issues USDC? Buy its token fact sheet from a seller in the market."
+
+
+def test_market_run_discovers_compares_offers_and_buys_the_best(home):
+    info = json.loads(nib(home, "devnet", "up", "--json").stdout)
+    market = {s["name"]: s["url"] for s in info["market"]}
+    first = json.loads(nib(home, "run", MARKET_TASK, "--json").stdout)
+    second = json.loads(nib(home, "run", MARKET_TASK, "--json").stdout)
+    assert first["finished"] and second["finished"]
+    assert "issuer=Circle" in second["answer"]
+    shown = nib(home, "show", second["run_id"]).stdout
+    assert f"offer GET {market['bargain']}/tokens 0.005 USDC [token_factsheet]" in shown
+    assert f"quoted 0.01 USDC from {market['atlas']}" in shown
+    assert f"reason: best of 3 offers is {market['atlas']} at 0.01 USDC" in shown
+    assert f"{market['bargain']} at 0.005 USDC lost on EV" in shown
+    assert "excerpt: symbol=USDC; name=USD Coin; issuer=Circle" in shown
+    audit = json.loads(nib(home, "audit", "--run", second["run_id"], "--json").stdout)
+    assert [row["status"] for row in audit] == ["settled"]
+
+
+def test_a_task_naming_a_seller_pays_that_seller_or_stops_saying_why(home):
+    info = json.loads(nib(home, "devnet", "up", "--json").stdout)
+    meridian = next(s["url"] for s in info["market"] if s["name"] == "meridian")
+    named = f"Who issues USDC? Buy the token fact sheet at {meridian}/tokens?symbol=USDC"
+    r = json.loads(nib(home, "run", named, "--json").stdout)
+    assert r["finished"] and "issuer=Circle" in r["answer"]
+    audit = json.loads(nib(home, "audit", "--run", r["run_id"], "--json").stdout)
+    assert [(row["amount"], row["status"]) for row in audit] == [(40_000, "settled")]
+    stranger = "Who issues USDC? Buy the token fact sheet at http://127.0.0.1:9/tokens?symbol=USDC"
+    out = nib(home, "run", stranger, "--json")
+    stopped = json.loads(out.stdout)
+    assert out.returncode == 1 and not stopped["finished"]
+    # It stops saying why (the named seller is not allowlisted, and no other is swapped in).
+    assert "http://127.0.0.1:9" in stopped["message"]
+    assert "not on the allowlist" in stopped["message"] or "never swaps" in stopped["message"]
+    assert json.loads(nib(home, "audit", "--run", stopped["run_id"], "--json").stdout) == []
+
+
 def test_wallet_commands(home):
     addr = json.loads(nib(home, "wallet", "address", "--json").stdout)["address"]
     bal = json.loads(nib(home, "wallet", "balance", "--json").stdout)
