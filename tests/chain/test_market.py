@@ -74,3 +74,57 @@ def test_devnet_up_starts_the_market_and_down_stops_it(tmp_path: Any) -> None:
     assert not any(devnet.pid_alive(p) for p in info.service_pids())
     after = devnet.status(tmp_path)
     assert after is not None and after.market == [] and after.facilitator_url is None
+
+
+def test_settlement_is_idempotent_on_the_payment_identifier(
+    chain: Any, market: dict[str, str]
+) -> None:
+    """A retried payment (same payment id, same authorization) gets the first receipt and
+    moves money once; the same id on another authorization is refused."""
+    import time
+
+    from eth_account import Account
+
+    from agent.tools.x402.protocol import (
+        build_authorization,
+        choose_requirement,
+        parse_payment_required,
+        payment_payload,
+    )
+    from chain.devkeys import AGENT, dev_account
+    from chain.usdc import usdc_contract
+
+    agent = dev_account(AGENT)
+    resp = httpx.post(market["meridian"] + "/lookup", json={"symbol": "USDC"}, timeout=10)
+    pr = parse_payment_required(resp)
+    req = choose_requirement(pr, network_caip2="eip155:31337", asset=chain.usdc)
+    now = int(chain.w3.eth.get_block("latest")["timestamp"])
+
+    def body(nonce: bytes) -> dict[str, Any]:
+        typed, auth = build_authorization(
+            req, payer=agent.address, chain_time=now, wall_time=int(time.time()), nonce=nonce
+        )
+        signature = Account.sign_typed_data(agent.key, full_message=typed).signature
+        payload = payment_payload(req, pr, auth, signature)
+        return {
+            "x402Version": 2,
+            "paymentPayload": payload.model_dump(by_alias=True, exclude_none=True),
+            "paymentRequirements": req.model_dump(by_alias=True, exclude_none=True),
+        }
+
+    def balance() -> int:
+        return int(usdc_contract(chain.w3, chain.usdc).functions.balanceOf(agent.address).call())
+
+    first_body = body(b"\x01" * 32)
+    before = balance()
+    first = httpx.post(market["facilitator"] + "/settle", json=first_body, timeout=30).json()
+    again = httpx.post(market["facilitator"] + "/settle", json=first_body, timeout=30).json()
+    assert first["success"] and again == first
+    assert balance() == before - 40_000
+    other = body(b"\x02" * 32)  # another authorization...
+    other["paymentPayload"]["extensions"]["payment-identifier"]["info"]["id"] = (
+        first_body["paymentPayload"]["extensions"]["payment-identifier"]["info"]["id"]
+    )  # ...claiming the first one's payment id
+    refused = httpx.post(market["facilitator"] + "/settle", json=other, timeout=30).json()
+    assert refused["success"] is False and refused["errorReason"] == "payment_identifier_conflict"
+    assert balance() == before - 40_000
