@@ -30,13 +30,22 @@ from agent.loop.limits import Limits  # noqa: E402
 from agent.loop.run import Deps, run_task  # noqa: E402
 from agent.models.scripted import ScriptedModel  # noqa: E402
 from agent.store import RunStore  # noqa: E402
-from agent.tools.base import Observation, Tool, ToolContext, ToolRegistry  # noqa: E402
+from agent.tools.base import FreeLimits, Observation, Tool, ToolContext, ToolRegistry  # noqa: E402
 from chain.client import ChainClient  # noqa: E402
+from chain.facts import FactKind  # noqa: E402
 from chain.networks import get_network  # noqa: E402
 from judge.policy import FreePolicyRow, FreeReadPolicy  # noqa: E402
 
 STEPS = 6
 TOOLS = ("base_fee", "gas_price", "block_info", "token_info", "eth_balance")
+#: The fact kind each instant tool reports (a registered tool speaks the vocabulary).
+FACT: dict[str, FactKind] = {
+    "base_fee": "base_fee_gwei",
+    "gas_price": "gas_price_gwei",
+    "block_info": "block_number",
+    "token_info": "token_symbol",
+    "eth_balance": "eth_balance",
+}
 TASK = "Report the base fee, gas price, latest block, token info and the wallet's ETH."
 
 
@@ -47,12 +56,13 @@ class _Args(BaseModel):
 
 class _InstantTool(Tool):
     kind = "free"
+    free_limits = FreeLimits(max_calls_per_run=10, max_result_bytes=65_536)
     args_model = _Args
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.description = f"instant {name}"
-        self.facts = (f"{name}_fact",)
+        self.facts = (FACT[name],)
 
     async def run(self, args: Any, ctx: ToolContext) -> Observation:
         return Observation(
@@ -60,7 +70,7 @@ class _InstantTool(Tool):
             True,
             f"{self.name} = {args.x}",
             {"x": args.x},
-            {f"{self.name}_fact": str(args.x)},
+            {FACT[self.name]: str(args.x)},
         )
 
 

@@ -64,32 +64,18 @@ class FreeDecision:
         return self.outcome == "allowed"
 
 
-# Defaults: a run has at most 6 steps and a batch holds up to 3 free calls, so a
-# read repeated more than 4 times in one run is a loop, not research. Result sizes
-# keep one observation well inside a model's context; log scans get more room
-# and time because they span block ranges.
-DEFAULT_ROWS: tuple[FreePolicyRow, ...] = (
-    FreePolicyRow("base_fee", max_calls_per_run=4, max_result_bytes=2_048, timeout_s=10.0),
-    FreePolicyRow("gas_price", max_calls_per_run=4, max_result_bytes=2_048, timeout_s=10.0),
-    FreePolicyRow("block_info", max_calls_per_run=4, max_result_bytes=8_192, timeout_s=10.0),
-    FreePolicyRow("eth_balance", max_calls_per_run=4, max_result_bytes=2_048, timeout_s=10.0),
-    FreePolicyRow("token_balance", max_calls_per_run=4, max_result_bytes=2_048, timeout_s=10.0),
-    FreePolicyRow("token_info", max_calls_per_run=4, max_result_bytes=4_096, timeout_s=10.0),
-    FreePolicyRow("tx_receipt", max_calls_per_run=4, max_result_bytes=16_384, timeout_s=10.0),
-    FreePolicyRow("token_transfers", max_calls_per_run=3, max_result_bytes=65_536, timeout_s=20.0),
-    # Discovery asks every configured discovery API; twice a run is a search, not a loop.
-    FreePolicyRow("discover", max_calls_per_run=2, max_result_bytes=32_768, timeout_s=20.0),
-)
-
-
 class FreeReadPolicy:
-    """An immutable table of :class:`FreePolicyRow`, keyed by tool name."""
+    """An immutable table of :class:`FreePolicyRow`, keyed by tool name.
+
+    The judge knows no tool by name: each free tool carries its own row and the agent
+    builds the table from the tools it registers (``ToolRegistry.free_policy``). A tool
+    without a row is refused."""
 
     __slots__ = ("_rows",)
 
-    def __init__(self, rows: Iterable[FreePolicyRow] | None = None) -> None:
+    def __init__(self, rows: Iterable[FreePolicyRow] = ()) -> None:
         table: dict[str, FreePolicyRow] = {}
-        for row in DEFAULT_ROWS if rows is None else rows:
+        for row in rows:
             if not isinstance(row, FreePolicyRow):
                 raise JudgeConfigError(
                     f"found a policy row of type {type(row).__name__}; expected FreePolicyRow; "
@@ -97,11 +83,6 @@ class FreeReadPolicy:
                 )
             table[row.tool] = row
         self._rows: Mapping[str, FreePolicyRow] = dict(sorted(table.items()))
-
-    @classmethod
-    def default(cls) -> FreeReadPolicy:
-        """The default table covering nib's free chain tools."""
-        return cls()
 
     @property
     def tools(self) -> tuple[str, ...]:

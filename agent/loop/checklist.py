@@ -15,39 +15,15 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from agent.models.base import OutputSchema
+from chain.facts import FACT_KINDS
 
 __all__ = [
-    "FACT_KINDS",
     "Checklist",
     "ChecklistItem",
     "checklist_schema",
     "parse_checklist",
     "task_checklist",
 ]
-
-#: Fact kinds shared by checklists, tools, the judge and the offline planner.
-FACT_KINDS: frozenset[str] = frozenset(
-    {
-        "base_fee_gwei",
-        "gas_price_gwei",
-        "block_number",
-        "block_timestamp",
-        "eth_balance",
-        "usdc_balance",
-        "token_symbol",
-        "token_decimals",
-        "token_supply",
-        "tx_status",
-        "tx_gas_used",
-        "transfer_count",
-        "gas_stats",
-        "transfer_stats",
-        "token_factsheet",
-        "protocol_factsheet",
-        "premium_report",
-        "transfer_receipt",
-    }
-)
 
 _WORD = re.compile(r"[a-z0-9]+")
 

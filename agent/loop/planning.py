@@ -15,7 +15,6 @@ from typing import Any
 
 from agent.errors import ProposalInvalid
 from agent.loop.checklist import (
-    FACT_KINDS,
     Checklist,
     checklist_schema,
     parse_checklist,
@@ -40,6 +39,7 @@ from agent.loop.proposal import (
 )
 from agent.loop.selfmodel import SelfModel
 from agent.models.base import ModelReply, ToolCall
+from chain.facts import FACT_KINDS
 
 __all__ = ["Planner"]
 

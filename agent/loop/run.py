@@ -32,7 +32,6 @@ from agent.loop.state import Decision, Deps, PendingCall, RunState, unjsonable
 from agent.loop.stop import Stop
 from agent.tools.base import Quote, addresses_named_in
 from judge.fingerprint import fingerprint
-from judge.policy import FreeReadPolicy
 
 __all__ = ["Decision", "Deps", "PendingCall", "RunState", "resume", "run_task"]
 
@@ -98,7 +97,7 @@ class _Run:
         self.planner = Planner(run, model)
         self.gates = Gates(run)
         learning = Learning(run)
-        policy = deps.free_policy if deps.free_policy is not None else FreeReadPolicy.default()
+        policy = deps.free_policy if deps.free_policy is not None else deps.registry.free_policy()
         self.free = FreeBatch(run, policy, learning)
         self.paid = PaidStep(run, self.budget, learning, self.self_model)
         self.finisher = Finisher(run, model, self.budget)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from agent.errors import ToolArgsError, ToolError
+from chain.facts import FACT_KINDS, FactKind
+from judge.policy import FreePolicyRow, FreeReadPolicy
 
 if TYPE_CHECKING:
     import httpx
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Emit",
+    "FreeLimits",
     "Observation",
     "Quote",
     "QuoteKind",
@@ -154,6 +157,15 @@ class ToolContext:
         return tuple(dict.fromkeys((*named, *self.allowlisted_addresses())))
 
 
+@dataclass(frozen=True)
+class FreeLimits:
+    """A free tool's policy limits: calls per run, result size, and timeout."""
+
+    max_calls_per_run: int
+    max_result_bytes: int
+    timeout_s: float = 10.0
+
+
 class Tool(ABC):
     """A capability the model may propose. Subclasses set the class attributes.
 
@@ -165,7 +177,24 @@ class Tool(ABC):
     description: str
     args_model: type[BaseModel]
     kind: ToolKind
-    facts: tuple[str, ...] = ()
+    #: The fact kinds the tool can provide (checked against the vocabulary on register).
+    facts: tuple[FactKind, ...] = ()
+    #: Free tools: the limits of their free-read policy row. The judge's policy is built
+    #: from the tools registered (``ToolRegistry.free_policy``), so a free tool without
+    #: them is refused at registration.
+    free_limits: FreeLimits | None = None
+
+    def policy_row(self) -> FreePolicyRow | None:
+        """This tool's free-read policy row (None for a paid tool)."""
+        lim = self.free_limits
+        if lim is None:
+            return None
+        return FreePolicyRow(
+            self.name,
+            max_calls_per_run=lim.max_calls_per_run,
+            max_result_bytes=lim.max_result_bytes,
+            timeout_s=lim.timeout_s,
+        )
 
     def facts_for(self, args: BaseModel) -> tuple[str, ...]:
         """Fact kinds this call can provide (defaults to everything the tool can)."""
@@ -244,15 +273,38 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         self._described: list[dict[str, Any]] | None = None
+        self._policy: FreeReadPolicy | None = None
         for tool in tools:
             self.register(tool)
 
     def register(self, tool: Tool) -> None:
-        """Add ``tool``; a second tool with the same name is a programming error."""
+        """Add ``tool``. Programming errors, refused: a second tool with the same name, a
+        free tool without its policy limits, a fact kind outside the vocabulary."""
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} is already registered; names must be unique.")
+        if tool.kind == "free" and tool.free_limits is None:
+            raise ValueError(
+                f"free tool {tool.name!r} has no free-read policy row; expected free_limits "
+                "on the tool. Fix: set free_limits = FreeLimits(max_calls_per_run=..., "
+                "max_result_bytes=...) on its class."
+            )
+        unknown = [f for f in tool.facts if f not in FACT_KINDS]
+        if unknown:
+            raise ValueError(
+                f"tool {tool.name!r} declares fact kinds {unknown} outside the vocabulary; "
+                f"expected some of {sorted(FACT_KINDS)}. Fix: use a kind from chain.facts, "
+                "or add the new kind there (one home)."
+            )
         self._tools[tool.name] = tool
         self._described = None
+        self._policy = None
+
+    def free_policy(self) -> FreeReadPolicy:
+        """The free-read policy: one row per registered free tool, from the tool itself."""
+        if self._policy is None:
+            rows = (t.policy_row() for t in self._tools.values())
+            self._policy = FreeReadPolicy(r for r in rows if r is not None)
+        return self._policy
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or None when it is not wired."""

@@ -21,7 +21,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from web3.exceptions import Web3Exception
 
 from agent.errors import ToolError
-from agent.tools.base import Observation, Tool, ToolContext
+from agent.tools.base import FreeLimits, Observation, Tool, ToolContext
 from chain.errors import RpcError
 
 __all__ = [
@@ -204,6 +204,7 @@ class _FreeRead(Tool):
 
 class BaseFeeTool(_FreeRead):
     name = "base_fee"
+    free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=2_048)
     description = "Current base fee per gas of the latest block, in gwei."
     args_model = NoArgs
     facts = ("base_fee_gwei",)
@@ -222,6 +223,7 @@ class BaseFeeTool(_FreeRead):
 
 class GasPriceTool(_FreeRead):
     name = "gas_price"
+    free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=2_048)
     description = "The node's suggested gas price (eth_gasPrice), in gwei."
     args_model = NoArgs
     facts = ("gas_price_gwei",)
@@ -238,6 +240,7 @@ class GasPriceTool(_FreeRead):
 
 class BlockInfoTool(_FreeRead):
     name = "block_info"
+    free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=8_192)
     description = "Number and timestamp of a block (the latest when no block is given)."
     args_model = BlockArgs
     facts = ("block_number", "block_timestamp")
@@ -268,6 +271,7 @@ class BlockInfoTool(_FreeRead):
 
 class EthBalanceTool(_FreeRead):
     name = "eth_balance"
+    free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=2_048)
     description = "Native ETH balance of an address (exact, in ETH and wei)."
     args_model = AddressArgs
     facts = ("eth_balance",)
@@ -306,6 +310,7 @@ async def _token_meta(ctx: ToolContext, token: str) -> tuple[str, int]:
 
 class TokenBalanceTool(_FreeRead):
     name = "token_balance"
+    free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=2_048)
     description = (
         "ERC-20 balance of an address; the token defaults to the configured USDC. "
         "Returns the atomic amount and a display amount such as '1.50 USDC'."
@@ -344,6 +349,7 @@ class TokenBalanceTool(_FreeRead):
 
 class TokenInfoTool(_FreeRead):
     name = "token_info"
+    free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=4_096)
     description = "Symbol, decimals and total supply of an ERC-20 token (default: USDC)."
     args_model = TokenArgs
     facts = ("token_symbol", "token_decimals", "token_supply")
@@ -368,6 +374,7 @@ class TokenInfoTool(_FreeRead):
 
 class TxReceiptTool(_FreeRead):
     name = "tx_receipt"
+    free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=16_384)
     description = "Status (success/reverted) and gas used of a mined transaction."
     args_model = TxArgs
     facts = ("tx_status", "tx_gas_used")
@@ -399,6 +406,8 @@ class TxReceiptTool(_FreeRead):
 
 class TokenTransfersTool(_FreeRead):
     name = "token_transfers"
+    # Log scans span block ranges: more room and time than a point read.
+    free_limits = FreeLimits(max_calls_per_run=3, max_result_bytes=65_536, timeout_s=20.0)
     description = (
         "Count of USDC Transfer events in the most recent blocks (default 1000), "
         "optionally only those from or to one address; lists up to 5 of the latest."

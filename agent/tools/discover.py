@@ -20,7 +20,7 @@ from x402.extensions.bazaar import (
 from x402.http import FacilitatorConfig, HTTPFacilitatorClientSync
 
 from agent.errors import ToolError
-from agent.tools.base import Observation, Tool, ToolContext
+from agent.tools.base import FreeLimits, Observation, Tool, ToolContext
 from agent.tools.chain_reads import format_usdc
 from agent.tools.transfer import UsdcAmount
 from agent.tools.x402.offers import Offer, OfferBook, allowlisted_sellers, offer_from_discovery
@@ -64,6 +64,8 @@ class DiscoverTool(Tool):
     """List x402 offers from the configured discovery APIs (free, read-only)."""
 
     name = "discover"
+    # Discovery asks every configured discovery API; twice a run is a search, not a loop.
+    free_limits = FreeLimits(max_calls_per_run=2, max_result_bytes=32_768, timeout_s=20.0)
     args_model = DiscoverArgs
     kind = "free"
     description = (

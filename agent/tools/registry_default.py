@@ -11,21 +11,7 @@ from agent.tools.x402.offers import OfferBook
 from agent.tools.x402.pay_http import PayHttpTool
 from agent.tools.x402.pay_mcp import PayMcpTool
 
-__all__ = ["FREE_TOOL_NAMES", "PAID_TOOL_NAMES", "default_registry"]
-
-#: Names the judge's free-read policy rows use.
-FREE_TOOL_NAMES = (
-    "base_fee",
-    "gas_price",
-    "block_info",
-    "eth_balance",
-    "token_balance",
-    "token_info",
-    "tx_receipt",
-    "token_transfers",
-    "discover",
-)
-PAID_TOOL_NAMES = ("pay_http", "pay_mcp", "usdc_transfer")
+__all__ = ["default_registry"]
 
 
 def default_registry(*, paywall_url: str | None = None, paid: bool = True) -> ToolRegistry:

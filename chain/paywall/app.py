@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
@@ -38,6 +38,7 @@ from x402.schemas import (
 from chain.client import ChainClient
 from chain.devkeys import DEPLOYER, DEVNET_CHAIN_ID, SELLER, dev_account
 from chain.errors import ChainError, DevnetError
+from chain.facts import FactKind
 from chain.paywall.datasets import (
     congestion,
     dataset,
@@ -70,9 +71,6 @@ MAX_TIMEOUT_S = 300
 _CONFIRMATION_TIMEOUT_S = 30.0
 _USDC_DECIMALS = 6
 
-FactKind = Literal[
-    "gas_stats", "transfer_stats", "token_factsheet", "protocol_factsheet", "premium_report"
-]
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ from agent.errors import ToolError
 from agent.loop.run import Deps
 from agent.models.scripted import ScriptedModel
 from agent.store import RunStore
-from agent.tools.base import Observation, Tool, ToolContext, ToolRegistry
+from agent.tools.base import FreeLimits, Observation, Tool, ToolContext, ToolRegistry
+from agent.tools.registry_default import default_registry
 from chain.client import ChainClient
 from chain.networks import get_network
 from judge.policy import FreePolicyRow, FreeReadPolicy
@@ -38,6 +39,7 @@ class FactTool(Tool):
     """A free tool reporting ``facts`` (fixed, or computed from the args)."""
 
     kind = "free"
+    free_limits = FreeLimits(max_calls_per_run=10, max_result_bytes=65_536)
     args_model: type[BaseModel] = NoArgs
 
     def __init__(
@@ -70,6 +72,7 @@ class FlakyTool(Tool):
     """Fails the first ``failures`` calls, then succeeds."""
 
     kind = "free"
+    free_limits = FreeLimits(max_calls_per_run=10, max_result_bytes=65_536)
     args_model = NoArgs
     facts = ("block_number",)
 
@@ -92,6 +95,7 @@ class SlowTool(Tool):
     """Sleeps ``delay`` seconds (real asyncio time) then answers; for concurrency tests."""
 
     kind = "free"
+    free_limits = FreeLimits(max_calls_per_run=10, max_result_bytes=65_536)
     args_model = BlockArgs
     facts = ("block_timestamp",)
 
@@ -120,7 +124,7 @@ def checklist(*items: tuple[str, str | None]) -> dict[str, Any]:
 
 def policy_for(*tools: Tool, max_calls: int = 10) -> FreeReadPolicy:
     rows = [FreePolicyRow(t.name, max_calls_per_run=max_calls) for t in tools if t.kind == "free"]
-    return FreeReadPolicy.default().with_rows(*rows)
+    return default_registry(paid=False).free_policy().with_rows(*rows)
 
 
 def make_deps(

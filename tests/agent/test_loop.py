@@ -17,7 +17,7 @@ from agent.loop.state import jsonable as _jsonable
 from agent.loop.state import unjsonable as _unjsonable
 from agent.models.scripted import ScriptedModel
 from agent.store import EVENT_TYPES, RunStore
-from agent.tools.base import Observation, Tool, ToolContext
+from agent.tools.base import FreeLimits, Observation, Tool, ToolContext
 from judge.fingerprint import call_fingerprint
 
 BASE_FEE = FactTool("base_fee", {"base_fee_gwei": "1.5"})
@@ -102,6 +102,7 @@ class BarrierTool(Tool):
     """Succeeds only if all ``n`` calls are in flight at once (proves concurrency)."""
 
     kind = "free"
+    free_limits = FreeLimits(max_calls_per_run=10, max_result_bytes=65_536)
     facts = ("block_timestamp",)
 
     class Args(BaseModel):

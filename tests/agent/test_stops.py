@@ -105,7 +105,7 @@ def test_evidence_covered(tmp_path: Path) -> None:
 def test_no_novelty(tmp_path: Path) -> None:
     same = FactTool(
         "block_info",
-        {"tx_count": "0"},
+        {"transfer_count": "0"},
         args_model=BlockArgs,
         summary="chain idle: no new transactions",
     )

@@ -5,29 +5,29 @@ from __future__ import annotations
 import pytest
 
 from judge.errors import JudgeConfigError
-from judge.policy import DEFAULT_ROWS, FreePolicyRow, FreeReadPolicy
+from judge.policy import FreePolicyRow, FreeReadPolicy
 
-TOOLS = (
-    "base_fee",
-    "block_info",
-    "discover",
-    "eth_balance",
-    "gas_price",
-    "token_balance",
-    "token_info",
-    "token_transfers",
-    "tx_receipt",
+# The judge knows no tool by name: the agent hands it rows its tools carry.
+ROWS = (
+    FreePolicyRow("base_fee", max_calls_per_run=4, max_result_bytes=2_048),
+    FreePolicyRow("block_info", max_calls_per_run=4, max_result_bytes=8_192),
+    FreePolicyRow("tx_receipt", max_calls_per_run=4, max_result_bytes=16_384),
 )
+TOOLS = ("base_fee", "block_info", "tx_receipt")
 
 
-def test_default_table_covers_the_free_tools() -> None:
-    policy = FreeReadPolicy.default()
-    assert policy.tools == TOOLS
-    assert len(DEFAULT_ROWS) == len(TOOLS)
+def _policy() -> FreeReadPolicy:
+    return FreeReadPolicy(ROWS)
+
+
+def test_the_table_is_the_rows_given_and_empty_by_default() -> None:
+    assert _policy().tools == TOOLS
+    assert FreeReadPolicy().tools == ()
+    assert not FreeReadPolicy().decide_free("base_fee", 0).allowed
 
 
 def test_allowed_until_the_per_run_limit() -> None:
-    policy = FreeReadPolicy()
+    policy = _policy()
     first = policy.decide_free("base_fee", 0)
     assert first.outcome == "allowed" and first.allowed
     assert first.reason == "call 1 of 4 for 'base_fee'; result up to 2048 bytes within 10 s"
@@ -40,7 +40,7 @@ def test_allowed_until_the_per_run_limit() -> None:
 
 
 def test_unknown_tool_is_refused_with_the_known_ones() -> None:
-    d = FreeReadPolicy().decide_free("web_search", 0)
+    d = _policy().decide_free("web_search", 0)
     assert d.outcome == "refused" and d.row is None
     assert d.reason == (
         "unknown free tool 'web_search'; known free tools: "
@@ -50,14 +50,14 @@ def test_unknown_tool_is_refused_with_the_known_ones() -> None:
 
 
 def test_decisions_are_deterministic() -> None:
-    a, b = FreeReadPolicy(), FreeReadPolicy()
+    a, b = _policy(), _policy()
     for tool in (*TOOLS, "nope"):
         for n in range(6):
             assert a.decide_free(tool, n) == b.decide_free(tool, n)
 
 
 def test_rows_can_be_added_overridden_and_removed() -> None:
-    base = FreeReadPolicy()
+    base = _policy()
     custom = base.with_rows(
         FreePolicyRow("base_fee", allowed=False),
         FreePolicyRow("mempool", max_calls_per_run=1, max_result_bytes=100, timeout_s=2),
@@ -74,7 +74,7 @@ def test_rows_can_be_added_overridden_and_removed() -> None:
 
 
 def test_result_size_limit() -> None:
-    policy = FreeReadPolicy()
+    policy = _policy()
     assert policy.check_result("base_fee", 2048).allowed
     too_big = policy.check_result("base_fee", 2049)
     assert too_big.reason == (

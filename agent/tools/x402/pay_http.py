@@ -49,6 +49,7 @@ from agent.tools.x402.protocol import (
     requirement_amount,
     requirement_chain_id,
 )
+from chain.facts import FactKind
 from judge.fingerprint import typed_data_fingerprint
 from wallet.errors import SettlementUnproven
 from wallet.reconcile import authorization_expired
@@ -65,7 +66,7 @@ __all__ = [
 ]
 
 #: Fact kinds the local paywall sells (agent vocabulary).
-PAID_FACT_KINDS = (
+PAID_FACT_KINDS: tuple[FactKind, ...] = (
     "gas_stats",
     "transfer_stats",
     "token_factsheet",

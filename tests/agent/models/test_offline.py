@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent.loop.checklist import FACT_KINDS, Checklist, parse_checklist
+from agent.loop.checklist import Checklist, parse_checklist
 from agent.loop.history import HistoryEntry, Outcome, render
 from agent.loop.lessons import lesson_prompt
 from agent.loop.proposal import Batch, Call, Done, SubmitAnswer, parse_proposal
@@ -25,6 +25,7 @@ from agent.models.offline import (
     extract_checklist,
 )
 from agent.tools.registry_default import default_registry
+from chain.facts import FACT_KINDS
 
 PAYWALL = "http://127.0.0.1:8402"
 WALLET = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"

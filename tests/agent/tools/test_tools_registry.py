@@ -9,11 +9,25 @@ from dataclasses import asdict
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
-from agent.tools.base import ToolContext, ToolRegistry
-from agent.tools.registry_default import FREE_TOOL_NAMES, PAID_TOOL_NAMES, default_registry
+from agent.tools.base import FreeLimits, Tool, ToolContext, ToolRegistry
+from agent.tools.registry_default import default_registry
 from chain.devkeys import AGENT, dev_account
-from judge.policy import DEFAULT_ROWS
+
+#: The contract names the prompts, the eval suite and the audit trail rely on.
+FREE_TOOL_NAMES = (
+    "base_fee",
+    "gas_price",
+    "block_info",
+    "eth_balance",
+    "token_balance",
+    "token_info",
+    "tx_receipt",
+    "token_transfers",
+    "discover",
+)
+PAID_TOOL_NAMES = ("pay_http", "pay_mcp", "usdc_transfer")
 
 FREE_FACTS = {
     "base_fee_gwei",
@@ -65,10 +79,42 @@ def test_default_registry_wires_every_tool_by_its_contract_name() -> None:
 def test_free_only_registry_and_policy_rows_agree() -> None:
     registry = default_registry(paid=False)
     assert registry.names() == sorted(FREE_TOOL_NAMES)
-    assert {row.tool for row in DEFAULT_ROWS} == set(FREE_TOOL_NAMES)
+    # The policy is built from the tools: one row per free tool, none for a paid one.
+    assert default_registry().free_policy().tools == tuple(sorted(FREE_TOOL_NAMES))
 
 
-@pytest.mark.parametrize("row", DEFAULT_ROWS, ids=lambda r: r.tool)
+class _NoArgs(BaseModel):
+    pass
+
+
+class _Free(Tool):
+    kind = "free"
+    args_model = _NoArgs
+    description = "a free read"
+
+    def __init__(self, name: str, facts: tuple[str, ...], limits: FreeLimits | None) -> None:
+        self.name = name
+        self.facts = facts  # type: ignore[assignment]  # deliberately outside the Literal
+        self.free_limits = limits
+
+
+def test_registering_a_free_tool_without_its_policy_row_fails() -> None:
+    with pytest.raises(ValueError, match="'mempool' has no free-read policy row"):
+        ToolRegistry([_Free("mempool", ("block_number",), None)])
+
+
+def test_registering_a_fact_kind_outside_the_vocabulary_fails() -> None:
+    limits = FreeLimits(max_calls_per_run=2, max_result_bytes=1_024)
+    with pytest.raises(ValueError, match=r"fact kinds \['mempool_size'\] outside the vocabulary"):
+        ToolRegistry([_Free("mempool", ("block_number", "mempool_size"), limits)])
+    registry = ToolRegistry([_Free("mempool", ("block_number",), limits)])
+    row = registry.free_policy().row("mempool")
+    assert row is not None and (row.max_calls_per_run, row.max_result_bytes) == (2, 1_024)
+
+
+@pytest.mark.parametrize(
+    "row", default_registry(paid=False).free_policy().rows(), ids=lambda r: r.tool
+)
 def test_free_observations_fit_the_policy_result_size(
     row: Any, anvil: Any, make_ctx: Callable[..., ToolContext], request: pytest.FixtureRequest
 ) -> None:
