@@ -303,14 +303,16 @@ class _Starting:
     health: str = "/health"
 
 
-def _spawn(home: Path, name: str, module: str, *args: str, health: str = "/health") -> _Starting:
+def _spawn(
+    home: Path, name: str, module: str, *args: str, health: str = "/health", port: int = 0
+) -> _Starting:
     """Start ``python -m module args`` detached, logging to ``devnet/<name>.log``."""
     d = _paths(home)["dir"]
     url_file, log = d / f"{name}.url", d / f"{name}.log"
     url_file.unlink(missing_ok=True)
     logf = open(log, "ab")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
-        [sys.executable, "-m", module, *args, "--port", "0", "--url-file", str(url_file)],
+        [sys.executable, "-m", module, *args, "--port", str(port), "--url-file", str(url_file)],
         stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         start_new_session=True, cwd=str(REPO_ROOT), env=child_env(),
     )
@@ -352,33 +354,36 @@ def _await_ready(starting: list[_Starting]) -> dict[str, tuple[int, str]]:
 
 
 def _start_services(home: Path, info: DevnetInfo, *, paywall: bool, market: bool) -> None:
-    """Start whatever of the paywall and the market is not running, in two concurrent waves:
-    the paywall with the facilitator service, then every market seller and the paid MCP
-    server (they read the facilitator's /supported at start)."""
+    """Start whatever of the paywall and the market is not running, all at once: the
+    facilitator service gets its port up front, and the market's sellers and paid MCP
+    server wait for it to answer before they read its /supported."""
     from chain.paywall.market import MARKET
 
     chain_args = ("--rpc-url", info.rpc_url)
-    first = []
+    starting = []
     if paywall and not info.paywall_pid:
-        first.append(_spawn(home, "paywall", "chain.paywall", *chain_args, "--usdc", info.usdc))
+        starting.append(_spawn(home, "paywall", "chain.paywall", *chain_args, "--usdc", info.usdc))
     want_market = market and not info.market
-    if want_market and not info.facilitator_pid:
-        first.append(_spawn(home, "facilitator", "chain.paywall.facilitator_service", *chain_args))
-    ready = _await_ready(first)
+    if want_market:
+        if not (info.facilitator_pid and info.facilitator_url):
+            port = free_port()
+            info.facilitator_url = f"http://127.0.0.1:{port}"
+            starting.append(
+                _spawn(home, "facilitator", "chain.paywall.facilitator_service", *chain_args, port=port)
+            )
+        common = ("--facilitator-url", info.facilitator_url, "--usdc", info.usdc)
+        starting += [
+            _spawn(home, s.name, "chain.paywall.market", "--seller", s.name, *common) for s in MARKET
+        ]
+        # An SSE endpoint never ends, so the MCP server's readiness is its URL file alone.
+        starting.append(_spawn(home, "mcp", "chain.paywall.mcp_seller", *common, health=""))
+    ready = _await_ready(starting)
     if "paywall" in ready:
-        info.paywall_pid, info.paywall_url = ready["paywall"]
+        info.paywall_pid, info.paywall_url = ready.pop("paywall")
     if "facilitator" in ready:
-        info.facilitator_pid, info.facilitator_url = ready["facilitator"]
-    if not want_market or not info.facilitator_url:
-        return
-    common = ("--facilitator-url", info.facilitator_url, "--usdc", info.usdc)
-    second = [
-        _spawn(home, s.name, "chain.paywall.market", "--seller", s.name, *common) for s in MARKET
-    ]
-    # An SSE endpoint never ends, so the MCP server's readiness is its URL file alone.
-    second.append(_spawn(home, "mcp", "chain.paywall.mcp_seller", *common, health=""))
-    ready = _await_ready(second)
-    info.market = [{"name": n, "url": url, "pid": pid} for n, (pid, url) in ready.items()]
+        info.facilitator_pid, info.facilitator_url = ready.pop("facilitator")
+    if want_market:
+        info.market = [{"name": n, "url": url, "pid": pid} for n, (pid, url) in ready.items()]
 
 
 def _health(url: str, path: str = "/health") -> bool:

@@ -45,7 +45,7 @@ from x402.schemas import AssetAmount
 from chain.devkeys import DEVNET_CHAIN_ID, dev_account
 from chain.errors import DevnetError
 from chain.paywall.datasets import tokens
-from chain.paywall.serve import AppServer, serve_forever
+from chain.paywall.serve import AppServer, serve_forever, wait_for_service
 
 __all__ = ["MARKET", "MarketSeller", "Offer", "create_seller_app", "main", "seller_named"]
 
@@ -267,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     seller = seller_named(args.seller)
     try:
+        wait_for_service(args.facilitator_url.rstrip("/") + "/supported")
         app = create_seller_app(seller, args.facilitator_url, args.usdc, chain_id=args.chain_id)
         serve_forever(
             AppServer(app, args.host, args.port, name=f"seller {seller.name}"),

@@ -29,7 +29,7 @@ from x402.schemas import AssetAmount, ResourceConfig, ResourceInfo
 from chain.devkeys import DEVNET_CHAIN_ID, dev_account
 from chain.errors import DevnetError
 from chain.paywall.datasets import tokens
-from chain.paywall.serve import AppServer, serve_forever
+from chain.paywall.serve import AppServer, serve_forever, wait_for_service
 
 __all__ = ["MCP_PAY_TO_INDEX", "MCP_TOOL", "MCP_TOOL_PRICE", "create_mcp_app", "main"]
 
@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     port = args.port or _free_port(args.host)
     base = f"http://{args.host}:{port}"
     try:
+        wait_for_service(args.facilitator_url.rstrip("/") + "/supported")
         app = create_mcp_app(base, args.facilitator_url, args.usdc, chain_id=args.chain_id)
         serve_forever(AppServer(app, args.host, port, name="paid MCP server"), url_file=args.url_file)
     except (DevnetError, httpx.HTTPError, ValueError) as exc:

@@ -16,7 +16,7 @@ import uvicorn
 
 from chain.errors import DevnetError
 
-__all__ = ["AppServer", "serve_forever"]
+__all__ = ["AppServer", "serve_forever", "wait_for_service"]
 
 _READY_TIMEOUT_S = 15.0
 
@@ -97,3 +97,23 @@ def serve_forever(
             os.replace(tmp, path)
         print(server.url, flush=True)
         stop.wait()
+
+
+def wait_for_service(url: str, timeout_s: float = 30.0) -> None:
+    """Poll ``url`` until it answers 200 (a service started beside this one), or raise
+    DevnetError naming it; lets the devnet start every process at once."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise DevnetError(
+                f"{url} did not answer within {timeout_s:.0f}s; expected the devnet "
+                "facilitator service. Fix: start it first (`nib devnet up` does)."
+            )
+        time.sleep(0.1)
