@@ -37,11 +37,13 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "RESULTS.md"
 
 #: Run order: the devnet-free benchmarks first, then the ones sharing the devnet.
 BENCHMARKS = ("loop_overhead", "judge", "x402_latency", "context_tokens", "throughput")
+#: Table order: like-for-like comparisons with a real peer first, then ratios against a
+#: physical limit of this machine, then our own before/after figures, failures last.
+KINDS = ("peer", "limit", "own", "failed")
 _NEEDS_DEVNET = frozenset({"x402_latency", "context_tokens", "throughput"})
 #: Command-line flags for modules that are run as scripts (no ``run()`` to import).
 _SCRIPT_ARGS: dict[str, dict[bool, list[str]]] = {
     "loop_overhead": {True: ["--runs", "3"], False: []},
-    "judge": {True: ["--seconds", "0.3"], False: []},
 }
 _SCRIPT_TIMEOUT_S = 1800
 
@@ -81,7 +83,11 @@ def _normalise(name: str, data: dict[str, Any], printed: str) -> dict[str, Any]:
     details = data.get("details")
     if not details:
         details = tuple(line for line in printed.splitlines() if line.strip())
+    met = data.get("met")
     return {
+        "kind": str(data.get("kind") or "peer"),
+        "goal": str(data.get("goal") or "-"),
+        "met": None if met is None else bool(met),
         "benchmark": str(_first(data, "benchmark", "name", "title") or name),
         "ours": _cell(_first(data, "ours", "nib", "ours_label", "ours_value")),
         "peer": _cell(_first(data, "peer", "peer_label", "peer_value", "baseline")),
@@ -131,26 +137,10 @@ def _from_script(name: str, quick: bool) -> dict[str, Any]:
             "nib loop / PydanticAI Agent loop on the same scripted 6-step task, zero-latency "
             "model and tool doubles; see details."
         )
-    if name == "judge":
-        rates = {
-            label: float(num.replace(",", ""))
-            for label, num in re.findall(r"^(\S.*?)\s{2,}([0-9][0-9,.]*) /s", out, re.MULTILINE)
-        }
-        bare = next((v for k, v in rates.items() if k.startswith("bare call fingerprint")), None)
-        decide = next((v for k, v in rates.items() if k.startswith("decide + sign (Beta")), None)
-        row["benchmark"] = "judge decisions/s (decide + sign)"
-        row["ours"] = f"{decide:,.0f} decisions/s" if decide else "?"
-        row["peer"] = f"{bare:,.0f} bare call fingerprints/s" if bare else "?"
-        row["ratio"] = decide / bare if decide and bare else math.nan
-        row["notes"] = (
-            "in-process JEV judge: decide + sign a verdict (Beta calibrator) / one bare "
-            "call fingerprint, the cheapest step it does on every call (a rate ratio: "
-            "higher is better)."
-        )
     return row
 
 
-def _run_one(name: str, quick: bool, env: BenchEnv | None) -> dict[str, Any]:
+def _run_one(name: str, quick: bool, env: BenchEnv | None) -> list[dict[str, Any]]:
     try:
         module = importlib.import_module(f"bench.{name}")
     except ModuleNotFoundError as exc:
@@ -159,19 +149,21 @@ def _run_one(name: str, quick: bool, env: BenchEnv | None) -> dict[str, Any]:
         raise
     run = getattr(module, "run", None)
     if not callable(run):
-        return _from_script(name, quick)
+        return [_from_script(name, quick)]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         data = _call_run(run, quick, env)
     text = printed.getvalue()
+    if isinstance(data, list):  # a module measuring several goals returns one row each
+        return [_normalise(name, d, text) for d in data]
     if not isinstance(data, dict):
-        return _normalise(name, {}, text)
+        return [_normalise(name, {}, text)]
     row = _normalise(name, data, text)
     report = getattr(module, "report", None)
     if callable(report) and not data.get("details"):
         with contextlib.suppress(Exception):
             row["details"] = str(report(data)).splitlines()
-    return row
+    return [row]
 
 
 def collect(
@@ -184,28 +176,38 @@ def collect(
         for name in names:
             log(f"bench: {name} ...")
             start = time.perf_counter()
+            load_before = _loadavg().split()[0]
             try:
                 if name in _NEEDS_DEVNET and env is None:
                     env = stack.enter_context(BenchEnv())
-                row = _run_one(name, quick, env if name in _NEEDS_DEVNET else None)
+                got = _run_one(name, quick, env if name in _NEEDS_DEVNET else None)
             except Exception as exc:  # noqa: BLE001 - reported in RESULTS.md, exit 1
-                row = {
-                    "benchmark": name,
-                    "ours": "failed",
-                    "peer": "-",
-                    "ratio": math.nan,
-                    "notes": f"{type(exc).__name__}: {exc}",
-                    "details": traceback.format_exc().splitlines()[-8:],
-                    "module": name,
-                    "failed": True,
-                }
-            row["seconds"] = time.perf_counter() - start
-            log(
-                f"bench: {name}: ours {row['ours']} | peer {row['peer']} | "
-                f"ratio {fmt_ratio(row['ratio'])} ({row['seconds']:.1f} s)"
-            )
-            rows.append(row)
-    return rows
+                got = [
+                    {
+                        "kind": "failed",
+                        "goal": "-",
+                        "met": None,
+                        "benchmark": name,
+                        "ours": "failed",
+                        "peer": "-",
+                        "ratio": math.nan,
+                        "notes": f"{type(exc).__name__}: {exc}",
+                        "details": traceback.format_exc().splitlines()[-8:],
+                        "module": name,
+                        "failed": True,
+                    }
+                ]
+            seconds = time.perf_counter() - start
+            load = f"{load_before} -> {_loadavg().split()[0]}"
+            for row in got:
+                row["seconds"], row["load"] = seconds, load
+                log(
+                    f"bench: {row['benchmark']}: ours {row['ours']} | peer {row['peer']} | "
+                    f"ratio {fmt_ratio(row['ratio'])} ({seconds:.1f} s)"
+                )
+            rows.extend(got)
+    order = {kind: i for i, kind in enumerate(KINDS)}
+    return sorted(rows, key=lambda r: order.get(r.get("kind", "peer"), len(KINDS)))
 
 
 # ------------------------------------------------------------------------- output
@@ -236,9 +238,14 @@ def render(
         "",
         f"Generated by `{command}` on {started:%Y-%m-%d %H:%M UTC}"
         + (" (quick mode: tiny iteration counts, not for quoting)." if quick else "."),
-        "Every ratio is **ours / peer**, both measured side by side in this run on this "
-        "machine: below 1 means fewer ms or tokens than the peer (better) for latency and "
-        "tokens, and the share of the peer's rate reached for throughput.",
+        "Every ratio is **ours / peer** (or ours / limit), both measured side by side in "
+        "this run on this machine: for latency and tokens below 1 means fewer ms or tokens "
+        "than the peer (better); for rates it is the share of the peer's or the limit's "
+        "rate reached (higher is better). Rows come in this order: **peer**, a like-for-like "
+        "comparison with another real implementation doing the same job; **limit**, the "
+        "physical limit of this machine for the same work (nothing can do better); "
+        "**own**, nib against another configuration of itself. The load column is the "
+        "1-minute load average before -> after the benchmark (2 cores, shared).",
         "",
         "## Machine",
         "",
@@ -249,16 +256,23 @@ def render(
         "",
         "## Results",
         "",
-        "| benchmark | ours | peer | ratio (ours/peer) | notes |",
-        "|---|---|---|---|---|",
+        "| kind | benchmark | ours | peer or limit | ratio | goal | met | load | notes |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        met = {True: "yes", False: "**no**", None: "-"}[r.get("met")]
         lines.append(
-            f"| {_md(r['benchmark'])} | {_md(r['ours'])} | {_md(r['peer'])} | "
-            f"{fmt_ratio(r['ratio'])} | {_md(r['notes'])} |"
+            f"| {r.get('kind', 'peer')} | {_md(r['benchmark'])} | {_md(r['ours'])} | "
+            f"{_md(r['peer'])} | {fmt_ratio(r['ratio'])} | {_md(r.get('goal', '-'))} | "
+            f"{met} | {r.get('load', '?')} | {_md(r['notes'])} |"
         )
     lines += ["", "## Details", ""]
+    printed: set[tuple[str, ...]] = set()
     for r in rows:
+        key = (r["module"], *map(str, r.get("details") or ()))
+        if key in printed:
+            continue  # a module measuring several rows prints its details once
+        printed.add(key)
         lines += [
             f"### {r['benchmark']} (`bench/{r['module']}.py`, {r.get('seconds', 0):.1f} s)",
             "",
@@ -303,7 +317,10 @@ def main(argv: list[str] | None = None) -> int:
     os.replace(tmp, args.out)
     print(f"bench: wrote {args.out}")
     for r in rows:
-        print(f"  {r['benchmark']}: {fmt_ratio(r['ratio'])} ({r['ours']} vs {r['peer']})")
+        print(
+            f"  [{r.get('kind', 'peer')}] {r['benchmark']}: {fmt_ratio(r['ratio'])} "
+            f"({r['ours']} vs {r['peer']}; goal {r.get('goal', '-')})"
+        )
     return 1 if any(r.get("failed") for r in rows) else 0
 
 

@@ -355,8 +355,8 @@ def fmt_ratio(value: float) -> str:
 def bench_main(
     prog: str,
     doc: str | None,
-    run: Callable[..., dict[str, Any]],
-    report: Callable[[dict[str, Any]], str],
+    run: Callable[..., Any],
+    report: Callable[[Any], str],
     argv: list[str] | None = None,
 ) -> int:
     """The command line every benchmark module shares: ``--quick``, run, print the report."""
@@ -365,4 +365,3 @@ def bench_main(
     args = parser.parse_args(argv)
     print(report(run(quick=args.quick)))
     return 0
-

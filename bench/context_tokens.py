@@ -110,6 +110,9 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
             for r, (tool, _args, _data) in zip(rows, steps, strict=True)
         ),
         raw={
+            "kind": "own",
+            "goal": "<= 0.25x at step 10",
+            "met": float(last["ratio"]) <= 0.25,
             "series": rows,
             "tools": [tool for tool, _a, _d in steps],
             "total_shaped": total_shaped,

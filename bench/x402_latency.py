@@ -130,6 +130,9 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
             "wallet's checks and the SQLite spend meter/ledger."
         ),
         raw={
+            "kind": "peer",
+            "goal": "median <= 1.05x, p95 <= 1.1x",
+            "met": r <= 1.05 and ratio(p95_o, p95_p) <= 1.1,
             "median_ours_s": med_o,
             "median_peer_s": med_p,
             "p95_ours_s": p95_o,

@@ -8,6 +8,7 @@ bins) measures the predictions that were actually acted on.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import time
@@ -48,9 +49,13 @@ class CalibrationReport(TypedDict):
     bins: list[ReliabilityBin]
 
 
+@functools.lru_cache(maxsize=4096)
 def fact_key(fact: str) -> str:
     """Match key for fact kinds and checklist items: 'Base fee (gwei)' -> 'base_fee_gwei'."""
-    return re.sub(r"[^0-9a-z]+", "_", fact.lower()).strip("_")
+    return _NOT_KEY.sub("_", fact.lower()).strip("_")
+
+
+_NOT_KEY = re.compile(r"[^0-9a-z]+")
 
 
 def calibration_subject(tool: str, seller: str | None = None) -> str:

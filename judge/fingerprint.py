@@ -20,6 +20,7 @@ Anything else (sets, NaN, objects, non-string keys other than ints) raises
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -27,7 +28,7 @@ from decimal import Decimal
 from typing import TypeAlias
 
 import rfc8785
-from eth_utils import keccak
+from sha3 import keccak_256
 
 from judge.errors import FingerprintError
 
@@ -86,7 +87,7 @@ def _norm_str(value: str) -> str:
     return plain
 
 
-def _norm_key(key: object, path: str) -> str:
+def _norm_key(key: object, path: str | None) -> str:
     if isinstance(key, str):
         return _norm_str(key)
     if isinstance(key, int) and not isinstance(key, bool):
@@ -99,8 +100,44 @@ def _norm_key(key: object, path: str) -> str:
 
 def normalize(obj: object, path: str = "$") -> JSON:
     """Return the normalised, JSON-ready form of ``obj`` (see the module docstring)."""
-    if obj is None or isinstance(obj, bool):
-        return obj
+    return _normalized(obj, path)[0]
+
+
+def _normalized(obj: object, path: str) -> tuple[JSON, bool]:
+    """The normalised form, and whether it holds a float or a key beyond U+FFFF (the
+    two things the fast canonical encoder cannot spell as RFC 8785 does)."""
+    odd: list[str] = []
+    try:
+        return _normalize(obj, None, odd), bool(odd)
+    except FingerprintError:
+        # Walk again naming every path, so the error says where (paths cost time to
+        # build and only an error reads them).
+        return _normalize(obj, path, odd), bool(odd)
+
+
+def _normalize(obj: object, path: str | None, odd: list[str]) -> JSON:
+    if type(obj) is str:  # the common kinds first, by exact type (isinstance on ABCs is slow)
+        return "0x" + obj[2:].lower() if obj[:1] == "0" and _HEX.match(obj) else obj
+    if obj is None or type(obj) is bool:
+        return obj  # type: ignore[return-value]  # None or a bool, both JSON
+    if type(obj) is int:
+        return str(obj)
+    if type(obj) is dict or isinstance(obj, Mapping):
+        out: dict[str, JSON] = {}
+        for key, value in obj.items():
+            if type(key) is str:
+                nkey = "0x" + key[2:].lower() if key[:1] == "0" and _HEX.match(key) else key
+            else:
+                nkey = _norm_key(key, path)
+            if nkey in out:
+                raise FingerprintError(
+                    f"found two keys that normalise to {nkey!r} at {path}; expected "
+                    "distinct keys; fix: remove the duplicate spelling (case of hex keys)."
+                )
+            if not nkey.isascii() and max(nkey) > "\uffff":
+                odd.append("key beyond U+FFFF")
+            out[nkey] = _normalize(value, None if path is None else f"{path}.{nkey}", odd)
+        return out
     if isinstance(obj, int):
         return str(int(obj))
     if isinstance(obj, str):
@@ -113,22 +150,15 @@ def normalize(obj: object, path: str = "$") -> JSON:
                 f"found the float {obj} at {path}; expected a finite number; "
                 "fix: money is an int in atomic units, never NaN/Infinity."
             )
+        odd.append("float")
         return obj
     if isinstance(obj, bytes | bytearray | memoryview):
         return "0x" + bytes(obj).hex()
-    if isinstance(obj, Mapping):
-        out: dict[str, JSON] = {}
-        for key, value in obj.items():
-            nkey = _norm_key(key, path)
-            if nkey in out:
-                raise FingerprintError(
-                    f"found two keys that normalise to {nkey!r} at {path}; expected "
-                    "distinct keys; fix: remove the duplicate spelling (case of hex keys)."
-                )
-            out[nkey] = normalize(value, f"{path}.{nkey}")
-        return out
     if isinstance(obj, list | tuple):
-        return [normalize(item, f"{path}[{i}]") for i, item in enumerate(obj)]
+        return [
+            _normalize(item, None if path is None else f"{path}[{i}]", odd)
+            for i, item in enumerate(obj)
+        ]
     raise FingerprintError(
         f"found a value of type {type(obj).__name__} at {path}; expected JSON-like data "
         "(dict, list, tuple, str, int, bool, None, Decimal, bytes, finite float); "
@@ -136,20 +166,41 @@ def normalize(obj: object, path: str = "$") -> JSON:
     )
 
 
+#: The C JSON encoder writes exactly RFC 8785's bytes for normalised data without
+#: floats (RFC 8785 spells numbers the ES6 way) and without keys outside the Basic
+#: Multilingual Plane (RFC 8785 sorts keys by UTF-16 code units, Python by code point):
+#: the same escapes (backslash b f n r t, other controls as lower-case backslash u00xx),
+#: raw UTF-8 otherwise, no whitespace. Anything else goes through ``rfc8785`` itself.
+_ENCODE = json.JSONEncoder(
+    ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False
+).encode
+
+
 def canonical_json(obj: object) -> bytes:
     """RFC 8785 canonical JSON (UTF-8 bytes) of ``obj`` after normalisation."""
+    norm, odd = _normalized(obj, "$")
+    if not odd:
+        try:
+            return _ENCODE(norm).encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: refused below, as rfc8785 refuses it
     try:
-        return rfc8785.dumps(normalize(obj))
-    except rfc8785.CanonicalizationError as exc:  # pragma: no cover - normalize pre-empts
+        return rfc8785.dumps(norm)
+    except (rfc8785.CanonicalizationError, UnicodeEncodeError) as exc:
         raise FingerprintError(
-            f"found a value RFC 8785 cannot encode ({exc}); expected JSON-like data; "
-            "fix: normalise it before fingerprinting."
+            f"found a value RFC 8785 cannot encode ({exc}); expected JSON-like data in "
+            "valid Unicode; fix: normalise it and drop lone surrogates before fingerprinting."
         ) from exc
+
+
+def keccak(data: bytes) -> bytes:
+    """Keccak-256 (Ethereum's hash, not NIST SHA3-256) of ``data``."""
+    return bytes(keccak_256(data).digest())
 
 
 def fingerprint(obj: object) -> str:
     """``"0x"`` + keccak-256 hex of :func:`canonical_json` of ``obj``."""
-    return "0x" + keccak(canonical_json(obj)).hex()
+    return "0x" + keccak_256(canonical_json(obj)).hexdigest()
 
 
 def is_fingerprint(value: object) -> bool:

@@ -255,6 +255,10 @@ def _call_record(entry: object) -> CallRecord:
 
 def format_usdc(amount: int | Decimal, decimals: int = USDC_DECIMALS) -> str:
     """Atomic units as a human amount with at least 2 decimals: 400000 -> '0.40'."""
+    if type(amount) is int:  # exact without Decimal: whole and fractional digits
+        whole, frac = divmod(abs(amount), 10**decimals)
+        digits = str(frac).rjust(decimals, "0").rstrip("0").ljust(2, "0")
+        return f"{'-' if amount < 0 else ''}{whole}.{digits}"
     value = (Decimal(amount).scaleb(-decimals)).quantize(
         Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_EVEN
     )
@@ -472,8 +476,8 @@ class Judge:
                 f"nothing on the checklist is missing ({len(req.covered)} of {size} items "
                 "covered): the history suffices to answer; no payment needed",
             )
-        allowed_chains = ", ".join(str(c) for c in sorted(self._allowed)) or "none"
         if req.chain_id not in self._allowed:
+            allowed_chains = ", ".join(str(c) for c in sorted(self._allowed)) or "none"
             return (
                 "refuse",
                 zero,

@@ -11,16 +11,16 @@ judge key's signatures from being replayed as anything other than a verdict.
 from __future__ import annotations
 
 import re
+import secrets
 import time
-import uuid
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Literal, NoReturn, Protocol
 
-from eth_account import Account
+import coincurve
 from eth_account.datastructures import SignedMessage
-from eth_account.messages import SignableMessage, defunct_hash_message, encode_defunct
-from eth_keys import keys
+from eth_account.messages import SignableMessage, encode_defunct
+from eth_utils import to_checksum_address
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -37,12 +37,14 @@ from judge.errors import (
     VerdictSignatureInvalid,
     VerdictWrongSigner,
 )
-from judge.fingerprint import decimal_str, fingerprint
+from judge.fingerprint import decimal_str, fingerprint, keccak
 
 #: Default verdict lifetime: long enough to sign and send, short enough to be useless later.
 DEFAULT_TTL_S = 120
 SCHEME = "nib-verdict-v1"
 _MESSAGE_PREFIX = "nib verdict v1\n"
+#: EIP-191 version 0x45 ("personal message") header, followed by the text's length.
+_EIP191_HEADER = b"\x19Ethereum Signed Message:\n"
 
 _ADDRESS = r"^0x[0-9a-fA-F]{40}$"
 _FP = r"^0x[0-9a-f]{64}$"
@@ -133,7 +135,7 @@ class Verdict(BaseModel):
 
     def signing_digest(self) -> str:
         """``0x`` hex of the 32-byte EIP-191 hash the judge's ECDSA signature covers."""
-        return "0x" + bytes(defunct_hash_message(text=_text_for(self.body()))).hex()
+        return "0x" + _digest_for(self.body()).hex()
 
     def is_expired(self, now: float) -> bool:
         """True at and after ``expires_at`` (unix seconds)."""
@@ -156,6 +158,17 @@ def _text_for(body: dict[str, object]) -> str:
 
 def _message_for(body: dict[str, object]) -> SignableMessage:
     return encode_defunct(text=_text_for(body))
+
+
+def _digest_for(body: dict[str, object]) -> bytes:
+    """The EIP-191 personal-message hash of the verdict text (what eth-account signs)."""
+    text = _text_for(body).encode("utf-8")
+    return keccak(_EIP191_HEADER + str(len(text)).encode("ascii") + text)
+
+
+def _address_of(public: coincurve.PublicKey) -> bytes:
+    """The 20-byte Ethereum address of a secp256k1 public key."""
+    return keccak(public.format(compressed=False)[1:])[-20:]
 
 
 class _MessageSigner(Protocol):
@@ -200,12 +213,12 @@ class VerdictSigner:
                 "Account.from_key(...) or a keystore-decrypted account."
             )
         self._account = account
-        # eth-account re-derives the public key from the private key on every
-        # sign_message (half the cost of a signature); derive it once instead.
+        # eth-account re-derives the key objects on every sign_message (more than half
+        # the cost of a signature); build libsecp256k1's key once and sign digests with it.
         raw = getattr(account, "key", None)
-        self._private = keys.PrivateKey(bytes(raw)) if raw is not None else None
+        self._private = coincurve.PrivateKey(bytes(raw)) if raw is not None else None
         if self._private is not None and (
-            self._private.public_key.to_checksum_address() != account.address
+            to_checksum_address(_address_of(self._private.public_key)) != account.address
         ):
             raise JudgeConfigError(
                 f"found an account whose key does not match its address {account.address}; "
@@ -247,49 +260,58 @@ class VerdictSigner:
                 f"fix: use the default {DEFAULT_TTL_S}."
             )
         issued_at = int(time.time() if now is None else now)
-        unsigned = Verdict(
-            id=verdict_id or uuid.uuid4().hex,
-            decision=decision,
-            call_fingerprint=call_fingerprint,
-            payload_fingerprint=payload_fingerprint,
-            amount=amount,
-            asset=asset,
-            recipient=recipient,
-            chain_id=chain_id,
-            issued_at=issued_at,
-            expires_at=issued_at + ttl_s,
-            p=_as_decimal_str("p", p),
-            ev=_as_decimal_str("ev", ev),
-            reason=reason,
-            judge=self.address,
-            signature="0x" + "00" * 65,
-        )
-        return unsigned.model_copy(update={"signature": self._sign(unsigned)})
+        body: dict[str, object] = {
+            "id": verdict_id or secrets.token_hex(16),
+            "decision": decision,
+            "call_fingerprint": call_fingerprint,
+            "payload_fingerprint": payload_fingerprint,
+            "amount": amount,
+            "asset": asset,
+            "recipient": recipient,
+            "chain_id": chain_id,
+            "issued_at": issued_at,
+            "expires_at": issued_at + ttl_s,
+            "p": _as_decimal_str("p", p),
+            "ev": _as_decimal_str("ev", ev),
+            "reason": reason,
+            "judge": self.address,
+        }
+        # The model is strict (nothing is coerced): the validated verdict's body() is
+        # ``body`` itself, so it is signed as built and validated once, signature and all.
+        # A body that fails validation is refused here and its signature never leaves.
+        return Verdict.model_validate({**body, "signature": self._sign(body)})
 
-    def _sign(self, unsigned: Verdict) -> str:
+    def _sign(self, body: dict[str, object]) -> str:
         if self._private is None:
-            signed = self._account.sign_message(unsigned.signing_message())
+            signed = self._account.sign_message(_message_for(body))
             return "0x" + bytes(signed.signature).hex()
-        digest = defunct_hash_message(text=_text_for(unsigned.body()))
-        sig = self._private.sign_msg_hash(bytes(digest))
-        r, s, v = sig.r.to_bytes(32, "big"), sig.s.to_bytes(32, "big"), sig.v + 27
-        return "0x" + (r + s + bytes([v])).hex()
+        # RFC 6979 deterministic and low-s, as eth-keys' coincurve backend signs.
+        sig = self._private.sign_recoverable(_digest_for(body), hasher=None)
+        return "0x" + (sig[:64] + bytes([sig[64] + 27])).hex()
 
 
-def recover_signer(verdict: Verdict) -> str:
-    """The checksum address whose key produced ``verdict.signature``."""
+def _recover(verdict: Verdict) -> bytes:
+    """The 20-byte address whose key produced ``verdict.signature`` over its body."""
     try:
-        return str(
-            Account.recover_message(
-                verdict.signing_message(), signature=bytes.fromhex(verdict.signature[2:])
-            )
+        raw = bytes.fromhex(verdict.signature[2:])
+        v = raw[64] - 27 if raw[64] >= 27 else raw[64]
+        if v not in (0, 1):
+            raise ValueError(f"recovery id v={raw[64]}, expected 27 or 28 (or 0 or 1)")
+        public = coincurve.PublicKey.from_signature_and_message(
+            raw[:64] + bytes([v]), _digest_for(verdict.body()), hasher=None
         )
-    except Exception as exc:  # eth-keys raises several types for junk signatures
+        return _address_of(public)
+    except Exception as exc:  # libsecp256k1 refuses junk r, s or v in several ways
         raise VerdictSignatureInvalid(
             f"found a verdict signature that does not recover to any key ({exc}); "
             "expected a 65-byte EIP-191 signature by the judge; fix: request a fresh "
             "verdict from the judge, do not edit verdicts."
         ) from exc
+
+
+def recover_signer(verdict: Verdict) -> str:
+    """The checksum address whose key produced ``verdict.signature``."""
+    return to_checksum_address(_recover(verdict))
 
 
 def verify_verdict(verdict: Verdict, trusted_judge: str, *, now: float | None = None) -> None:
@@ -304,14 +326,16 @@ def verify_verdict(verdict: Verdict, trusted_judge: str, *, now: float | None = 
             f"found trusted judge {trusted_judge!r}; expected a 0x address; fix: configure "
             "the judge's address (nib judge serve prints it)."
         )
-    recovered = recover_signer(verdict)
-    if recovered.lower() != verdict.judge.lower():
+    raw = "0x" + _recover(verdict).hex()
+    if raw != verdict.judge.lower():
+        recovered = to_checksum_address(raw)
         raise VerdictSignatureInvalid(
             f"verdict {verdict.id}: signature recovers to {recovered}, expected the "
             f"verdict's judge {verdict.judge}; the verdict was altered after signing. "
             "Fix: request a fresh verdict from the judge."
         )
-    if recovered.lower() != trusted_judge.lower():
+    if raw != trusted_judge.lower():
+        recovered = to_checksum_address(raw)
         raise VerdictWrongSigner(
             f"verdict {verdict.id}: signed by {recovered}, expected the trusted judge "
             f"{trusted_judge}. Fix: get the verdict from the configured judge, or "

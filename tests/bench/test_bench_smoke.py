@@ -56,10 +56,21 @@ def test_benchmark_runs_quick_and_prints_a_ratio(
     module: Any, env: BenchEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:
     result = module.run(quick=True, env=env)
-    assert result["ours"] and result["peer"]
-    assert math.isfinite(result["ratio"]) and result["ratio"] > 0
+    for row in result if isinstance(result, list) else [result]:
+        assert row["ours"] and row["peer"] and row["kind"] in ("peer", "limit", "own")
+        assert math.isfinite(row["ratio"]) and row["ratio"] > 0
     print(module.report(result))
     assert "ratio" in capsys.readouterr().out
+
+
+def test_judge_rows_compare_with_the_signing_and_recovery_limits() -> None:
+    from bench import judge
+
+    rows = judge.run(quick=True)
+    assert [r["kind"] for r in rows] == ["limit", "limit"]
+    assert "limit: fingerprint + sign" in rows[0]["peer"]
+    assert "limit: fingerprint + recover" in rows[1]["peer"]
+    assert all(math.isfinite(r["ratio"]) and r["ratio"] > 0 for r in rows)
 
 
 def test_context_tokens_series_has_ten_steps(env: BenchEnv) -> None:
@@ -79,9 +90,11 @@ def test_python_m_bench_writes_results_with_the_machine(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = out.read_text()
-    assert "| benchmark | ours | peer | ratio (ours/peer) | notes |" in text
+    assert "| kind | benchmark | ours | peer or limit | ratio | goal | met | load | notes |" in text
     for needle in ("| cpu |", "| cores |", "| ram |", "| python |", "| anvil |"):
         assert needle in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "x |" in line]
-    assert len(rows) == 3, text
+    assert len(rows) == 4, text  # loop overhead, judge signing and verifying, context
     assert "failed" not in "\n".join(rows)
+    kinds = [row.split("|")[1].strip() for row in rows]
+    assert kinds == sorted(kinds, key=["peer", "limit", "own"].index), kinds

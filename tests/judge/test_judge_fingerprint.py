@@ -374,3 +374,41 @@ def test_typed_data_any_amount_or_time_change_is_seen(field: str, delta: int) ->
     base = _typed_data()
     changed = _typed_data(**{field: base["message"][field] + delta})
     assert typed_data_fingerprint(changed) != typed_data_fingerprint(base)
+
+
+# Text that exercises every spelling the fast encoder must get right: controls, quotes,
+# backslashes, DEL, the line separators, BMP private use and characters beyond U+FFFF
+# (whose UTF-16 order differs from code-point order), and lone surrogates (refused).
+_tricky_text = st.text(
+    alphabet=st.sampled_from(
+        ["a", "Z", "\x00", "\x1f", "\b", "\f", "\n", "\r", "\t", '"', "\\", "/", "\x7f"]
+        + ["\u2028", "\ue000", "\uffff", "\U0001f600", "\U00010000", "\ud800", "€"]
+    ),
+    max_size=6,
+)
+_tricky = st.recursive(
+    st.none() | st.booleans() | st.integers() | _tricky_text | st.floats(allow_nan=False),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(_tricky_text, children, max_size=4)
+    ),
+    max_leaves=15,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(obj=_tricky)
+def test_canonical_json_is_byte_for_byte_rfc8785(obj: Any) -> None:
+    """The C-encoder fast path writes exactly what the rfc8785 reference writes."""
+    import rfc8785
+
+    try:
+        norm = normalize(obj)
+    except FingerprintError:
+        return
+    try:
+        expected = rfc8785.dumps(norm)
+    except (rfc8785.CanonicalizationError, UnicodeEncodeError):  # lone surrogates
+        with pytest.raises(FingerprintError):
+            canonical_json(obj)
+        return
+    assert canonical_json(obj) == expected
