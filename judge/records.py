@@ -78,6 +78,9 @@ def ensure_tables(db: sqlite_utils.Database) -> None:
             revoked_at REAL
         )"""
     )
+    # committed() sums a task's approvals on every decision for that task: by index, not
+    # by a scan of every verdict ever issued.
+    db.execute(f"CREATE INDEX IF NOT EXISTS idx_{VERDICTS}_task ON {VERDICTS}(task_id)")
     db.execute(
         f"""CREATE TABLE IF NOT EXISTS {OUTCOMES_TAKEN} (
             verdict_id TEXT NOT NULL,
@@ -135,8 +138,10 @@ class VerdictRecords:
         ``subject`` is what its outcomes calibrate (the tool, at its seller when it has
         one); ``facts`` the fact keys the call could cover.
         """
-        with self._store.transaction() as conn:
-            conn.execute(
+        # One statement on an autocommit connection is its own atomic transaction: no
+        # BEGIN IMMEDIATE / COMMIT round (two more statements on every decision).
+        with self._store.lock:
+            self._store.conn.execute(
                 f"INSERT INTO {VERDICTS} (id, decision, subject, task_id, payload_fingerprint, "
                 "amount, asset, recipient, chain_id, p, facts, issued_at, expires_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
