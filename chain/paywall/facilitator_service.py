@@ -11,7 +11,6 @@ the x402 ``payment-identifier`` extension: a retried payment gets the first rece
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 import threading
@@ -32,7 +31,7 @@ from chain.devkeys import DEPLOYER, DEVNET_CHAIN_ID, dev_account
 from chain.errors import ChainError, DevnetError
 from chain.paywall.discovery import MAX_RESOURCES_PER_SELLER, Catalogue, probe_declaration
 from chain.paywall.facilitator import DevnetFacilitatorSigner
-from chain.paywall.serve import AppServer, serve_forever
+from chain.paywall.serve import AppServer, serve_forever, service_parser
 
 __all__ = ["create_facilitator_app", "main"]
 
@@ -203,12 +202,8 @@ def create_facilitator_app(
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m chain.paywall.facilitator_service --rpc-url URL [--port N] [--url-file F]``."""
-    parser = argparse.ArgumentParser(prog="python -m chain.paywall.facilitator_service")
+    parser = service_parser("chain.paywall.facilitator_service", market=False)
     parser.add_argument("--rpc-url", required=True)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--url-file", help="write the bound URL here once serving")
-    parser.add_argument("--chain-id", type=int, default=DEVNET_CHAIN_ID)
     args = parser.parse_args(argv)
     try:
         app = create_facilitator_app(args.rpc_url, chain_id=args.chain_id)

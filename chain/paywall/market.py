@@ -12,7 +12,6 @@ no facts, only a line of injected instructions.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -45,7 +44,7 @@ from x402.schemas import AssetAmount
 from chain.devkeys import DEVNET_CHAIN_ID, dev_account
 from chain.errors import DevnetError
 from chain.paywall.datasets import tokens
-from chain.paywall.serve import AppServer, serve_forever, wait_for_service
+from chain.paywall.serve import AppServer, serve_forever, service_parser, wait_for_service
 
 __all__ = ["MARKET", "MarketSeller", "Offer", "create_seller_app", "main", "seller_named"]
 
@@ -256,14 +255,8 @@ def register_with(facilitator_url: str, seller: MarketSeller, base_url: str) -> 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m chain.paywall.market --seller NAME --facilitator-url URL --usdc ADDR``."""
-    parser = argparse.ArgumentParser(prog="python -m chain.paywall.market")
+    parser = service_parser("chain.paywall.market", market=True)
     parser.add_argument("--seller", required=True, choices=[s.name for s in MARKET])
-    parser.add_argument("--facilitator-url", required=True)
-    parser.add_argument("--usdc", required=True)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--url-file")
-    parser.add_argument("--chain-id", type=int, default=DEVNET_CHAIN_ID)
     args = parser.parse_args(argv)
     seller = seller_named(args.seller)
     try:

@@ -8,7 +8,6 @@ devnet facilitator service, the receipt in ``_meta["x402/payment-response"]``.
 
 from __future__ import annotations
 
-import argparse
 import socket
 import sys
 from typing import Any
@@ -29,7 +28,7 @@ from x402.schemas import AssetAmount, ResourceConfig, ResourceInfo
 from chain.devkeys import DEVNET_CHAIN_ID, dev_account
 from chain.errors import DevnetError
 from chain.paywall.datasets import tokens
-from chain.paywall.serve import AppServer, serve_forever, wait_for_service
+from chain.paywall.serve import AppServer, serve_forever, service_parser, wait_for_service
 
 __all__ = ["MCP_PAY_TO_INDEX", "MCP_TOOL", "MCP_TOOL_PRICE", "create_mcp_app", "main"]
 
@@ -107,14 +106,7 @@ def _free_port(host: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m chain.paywall.mcp_seller --facilitator-url URL --usdc ADDR``."""
-    parser = argparse.ArgumentParser(prog="python -m chain.paywall.mcp_seller")
-    parser.add_argument("--facilitator-url", required=True)
-    parser.add_argument("--usdc", required=True)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--url-file")
-    parser.add_argument("--chain-id", type=int, default=DEVNET_CHAIN_ID)
-    args = parser.parse_args(argv)
+    args = service_parser("chain.paywall.mcp_seller", market=True).parse_args(argv)
     # The tool's resource URL names the server, so the port is fixed before serving.
     port = args.port or _free_port(args.host)
     base = f"http://{args.host}:{port}"

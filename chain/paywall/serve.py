@@ -4,6 +4,7 @@ the foreground of its own process (``nib devnet up`` starts one process per serv
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import threading
@@ -14,9 +15,10 @@ from typing import Any
 
 import uvicorn
 
+from chain.devkeys import DEVNET_CHAIN_ID
 from chain.errors import DevnetError
 
-__all__ = ["AppServer", "serve_forever", "wait_for_service"]
+__all__ = ["AppServer", "serve_forever", "service_parser", "wait_for_service"]
 
 _READY_TIMEOUT_S = 15.0
 
@@ -117,3 +119,18 @@ def wait_for_service(url: str, timeout_s: float = 30.0) -> None:
                 "facilitator service. Fix: start it first (`nib devnet up` does)."
             )
         time.sleep(0.1)
+
+
+def service_parser(module: str, *, market: bool) -> argparse.ArgumentParser:
+    """The command line every devnet service shares (``python -m module``): where to bind,
+    where to write the bound URL, the chain id, and for the market's sellers the
+    facilitator service to settle through and the USDC they sell for."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--url-file", help="write the bound URL here once serving")
+    parser.add_argument("--chain-id", type=int, default=DEVNET_CHAIN_ID)
+    if market:
+        parser.add_argument("--facilitator-url", required=True)
+        parser.add_argument("--usdc", required=True, help="TestUSDC address on that chain")
+    return parser

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -47,10 +46,9 @@ from agent.tools.x402.protocol import (
     parse_payment_required,
     parse_payment_response,
     requirement_amount,
-    requirement_chain_id,
 )
+from agent.tools.x402.quoting import authorization_quote, free_quote
 from chain.facts import FactKind
-from judge.fingerprint import typed_data_fingerprint
 from wallet.errors import SettlementUnproven
 from wallet.reconcile import authorization_expired
 
@@ -311,22 +309,7 @@ class PayHttpTool(Tool):
         resp = await _get(ctx, args.url, method=args.method, body=args.body)
         if resp.status_code == 200:
             obs = self._observation(args, resp, cost=0, settlement=None)
-            return Quote(
-                tool=self.name,
-                args=args.model_dump(mode="json"),
-                kind="x402",
-                payload={},
-                payload_fingerprint=_FREE_FINGERPRINT,
-                amount=0,
-                asset=usdc,
-                recipient="0x" + "0" * 40,
-                chain_id=ctx.network.chain_id,
-                meta={
-                    "free": True,
-                    "url": args.url,
-                    "observation": {"summary": obs.summary, "data": obs.data, "facts": obs.facts},
-                },
-            )
+            return free_quote(self.name, args, obs, ctx, {"url": args.url})
         if resp.status_code != 402:
             raise ToolError(_unexpected_status(args.url, resp, paid=False))
         pr = parse_payment_required(resp)
@@ -336,33 +319,19 @@ class PayHttpTool(Tool):
         declared = getattr(getattr(pr, "resource", None), "description", None)
         declared = declared or getattr(requirement, "description", "") or ""
         self.offers.note_declaration(args.url, None, declared, requirement_amount(requirement))
-        chain_time = await asyncio.to_thread(ctx.chain.block_timestamp, "latest")
-        wall_time = int(time.time())
-        typed_data, authorization = build_authorization(
-            requirement, payer=ctx.wallet.address, chain_time=chain_time, wall_time=wall_time
-        )
-        amount = requirement_amount(requirement)
-        return Quote(
-            tool=self.name,
-            args=args.model_dump(mode="json"),
-            kind="x402",
-            payload=typed_data,
-            payload_fingerprint=typed_data_fingerprint(typed_data),
-            amount=amount,
-            asset=str(typed_data["domain"]["verifyingContract"]),
-            recipient=str(typed_data["message"]["to"]),
-            chain_id=requirement_chain_id(requirement),
+        return await authorization_quote(
+            self.name,
+            args,
+            requirement,
+            ctx,
+            what=args.url,
             meta={
                 "url": args.url,
                 "seller": origin,
                 "x402_version": pr.x402_version,
                 "payment_required": _dump(pr),
                 "requirement": _dump(requirement),
-                "authorization": authorization,
-                "chain_time": chain_time,
-                "wall_time": wall_time,
                 "facts": list(self.facts_for(args)),
-                "display": f"{format_usdc(amount)} to {requirement.pay_to} for {args.url}",
             },
         )
 
@@ -648,8 +617,6 @@ class PayHttpTool(Tool):
 
 #: Stands in for the signature when checking that a payment header can be encoded.
 _PLACEHOLDER_SIGNATURE = "0x" + "00" * 65
-#: Placeholder fingerprint of a free quote: there is no payload to sign.
-_FREE_FINGERPRINT = "0x" + "0" * 64
 
 
 def _check_allowlist(url: str, ctx: ToolContext) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any
 
 from mcp import ClientSession
@@ -39,15 +38,13 @@ from agent.tools.x402.protocol import (
     choose_requirement,
     payment_payload,
     requirement_amount,
-    requirement_chain_id,
 )
-from judge.fingerprint import typed_data_fingerprint
+from agent.tools.x402.quoting import authorization_quote, free_quote
 from wallet.errors import SettlementUnproven
 
 __all__ = ["PayMcpArgs", "PayMcpTool"]
 
 _TIMEOUT_S = 30.0
-_FREE_FINGERPRINT = "0x" + "0" * 64
 _PLACEHOLDER_SIGNATURE = "0x" + "00" * 65
 
 
@@ -114,24 +111,10 @@ class PayMcpTool(Tool):
             )
         result = await _call(args)
         required = _payment_required(result)
+        seller = {"seller": seller_of(args.server)}
         if required is None:
             obs = self._observation(args, result, cost=0, settlement=None)
-            return Quote(
-                tool=self.name,
-                args=args.model_dump(mode="json"),
-                kind="x402",
-                payload={},
-                payload_fingerprint=_FREE_FINGERPRINT,
-                amount=0,
-                asset=usdc_address(ctx),
-                recipient="0x" + "0" * 40,
-                chain_id=ctx.network.chain_id,
-                meta={
-                    "free": True,
-                    "seller": seller_of(args.server),
-                    "observation": {"summary": obs.summary, "data": obs.data, "facts": obs.facts},
-                },
-            )
+            return free_quote(self.name, args, obs, ctx, seller)
         pr = _x402_parse(required)
         description = getattr(getattr(pr, "resource", None), "description", "") or ""
         requirement = choose_requirement(
@@ -139,29 +122,13 @@ class PayMcpTool(Tool):
         )
         amount = requirement_amount(requirement)
         self.offers.note_declaration(_resource(args), args.tool, description, amount)
-        chain_time = await asyncio.to_thread(ctx.chain.block_timestamp, "latest")
-        wall_time = int(time.time())
-        typed_data, authorization = build_authorization(
-            requirement, payer=ctx.wallet.address, chain_time=chain_time, wall_time=wall_time
-        )
-        return Quote(
-            tool=self.name,
-            args=args.model_dump(mode="json"),
-            kind="x402",
-            payload=typed_data,
-            payload_fingerprint=typed_data_fingerprint(typed_data),
-            amount=amount,
-            asset=str(typed_data["domain"]["verifyingContract"]),
-            recipient=str(typed_data["message"]["to"]),
-            chain_id=requirement_chain_id(requirement),
-            meta={
-                "seller": seller_of(args.server),
-                "payment_required": required,
-                "chain_time": chain_time,
-                "wall_time": wall_time,
-                "facts": list(self.facts_for(args)),
-                "display": f"{format_usdc(amount)} to {requirement.pay_to} for MCP {args.tool}",
-            },
+        return await authorization_quote(
+            self.name,
+            args,
+            requirement,
+            ctx,
+            what=f"MCP {args.tool}",
+            meta={**seller, "payment_required": required, "facts": list(self.facts_for(args))},
         )
 
     # -- execute -----------------------------------------------------------------

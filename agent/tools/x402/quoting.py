@@ -1,0 +1,92 @@
+"""The quotes the x402 paying tools hand to the judge: the exact EIP-3009 authorization to
+approve (built from the chain's time with our own nonce), or a free answer. Signs nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+
+from pydantic import BaseModel
+
+from agent.errors import ToolError
+from agent.tools.base import Observation, Quote, ToolContext
+from agent.tools.chain_reads import format_usdc, usdc_address
+from agent.tools.x402.protocol import (
+    AnyRequirement,
+    build_authorization,
+    requirement_amount,
+    requirement_chain_id,
+)
+from judge.fingerprint import typed_data_fingerprint
+
+__all__ = ["FREE_FINGERPRINT", "authorization_quote", "free_quote"]
+
+#: Placeholder fingerprint of a free quote: there is no payload to sign.
+FREE_FINGERPRINT = "0x" + "0" * 64
+
+
+async def authorization_quote(
+    tool: str,
+    args: BaseModel,
+    requirement: AnyRequirement,
+    ctx: ToolContext,
+    *,
+    what: str,
+    meta: Mapping[str, object],
+) -> Quote:
+    """The quote paying ``requirement`` for ``what``: the authorization's typed data, its
+    fingerprint, and ``meta`` plus the window it was built in (``chain_time``,
+    ``wall_time``), so ``execute`` can rebuild the same payload from fresh terms."""
+    if ctx.wallet is None:
+        raise ToolError(
+            f"{tool}: no wallet is configured for this run; expected an unlocked wallet to "
+            "pay from. Fix: `nib wallet new` (or `nib devnet up` on the devnet)."
+        )
+    chain_time = await asyncio.to_thread(ctx.chain.block_timestamp, "latest")
+    wall_time = int(time.time())
+    typed_data, authorization = build_authorization(
+        requirement, payer=ctx.wallet.address, chain_time=chain_time, wall_time=wall_time
+    )
+    amount = requirement_amount(requirement)
+    return Quote(
+        tool=tool,
+        args=args.model_dump(mode="json"),
+        kind="x402",
+        payload=typed_data,
+        payload_fingerprint=typed_data_fingerprint(typed_data),
+        amount=amount,
+        asset=str(typed_data["domain"]["verifyingContract"]),
+        recipient=str(typed_data["message"]["to"]),
+        chain_id=requirement_chain_id(requirement),
+        meta={
+            **meta,
+            "authorization": authorization,
+            "chain_time": chain_time,
+            "wall_time": wall_time,
+            "display": f"{format_usdc(amount)} to {requirement.pay_to} for {what}",
+        },
+    )
+
+
+def free_quote(
+    tool: str, args: BaseModel, obs: Observation, ctx: ToolContext, meta: Mapping[str, object]
+) -> Quote:
+    """The quote of a seller that answered without asking for payment: amount 0,
+    ``meta["free"]`` and the observation, so the loop records it without judge or wallet."""
+    return Quote(
+        tool=tool,
+        args=args.model_dump(mode="json"),
+        kind="x402",
+        payload={},
+        payload_fingerprint=FREE_FINGERPRINT,
+        amount=0,
+        asset=usdc_address(ctx),
+        recipient="0x" + "0" * 40,
+        chain_id=ctx.network.chain_id,
+        meta={
+            **meta,
+            "free": True,
+            "observation": {"summary": obs.summary, "data": obs.data, "facts": obs.facts},
+        },
+    )
