@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 from x402 import x402FacilitatorSync
 from x402.mechanisms.evm.signers import FacilitatorWeb3Signer
@@ -24,18 +25,32 @@ __all__ = ["DevnetFacilitatorSigner", "InProcessFacilitator"]
 
 
 class DevnetFacilitatorSigner(FacilitatorWeb3Signer):
-    """x402's web3 facilitator signer, with nonces read fresh from the node.
+    """x402's web3 facilitator signer, with pipelined nonces read fresh from the node.
 
     The stock signer caches its next nonce and only ever moves it up. After an
     ``evm_revert`` (every chain test) or a deployer transaction sent by someone else, the
     cache is ahead of the chain and the settlement sits in Anvil's queue until it times
-    out. Settlements are serialised by :class:`InProcessFacilitator`, so the pending count
-    is always the right nonce.
+    out. Here each transaction takes the node's pending count as its nonce, and holds the
+    send lock from reading it until the node has the signed transaction (so the next
+    reader counts it): settlements from one key pipeline (nonce n+1 is sent while n's
+    receipt is awaited) and never race, and a revert needs no resync.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._send_lock = threading.RLock()
+
     def _reserve_nonce(self) -> int:
-        with self._nonce_lock:
+        with self._send_lock:
             return int(self._w3.eth.get_transaction_count(self._account.address, "pending"))
+
+    def write_contract(self, *args: Any, **kwargs: Any) -> str:
+        with self._send_lock:  # nonce read -> build -> sign -> sent, as one step
+            return super().write_contract(*args, **kwargs)
+
+    def send_transaction(self, to: str, data: bytes) -> str:
+        with self._send_lock:
+            return super().send_transaction(to, data)
 
 
 class InProcessFacilitator:
@@ -43,12 +58,14 @@ class InProcessFacilitator:
 
     There is no public facilitator for a devnet. The package's facilitator does blocking
     RPC (simulate, send, wait for the receipt), so each call runs in a worker thread to keep
-    the event loop serving; settlements run one at a time so facilitator nonces never race.
+    the event loop serving. Settlements run concurrently: the signer serialises only the
+    nonce-to-send step (see :class:`DevnetFacilitatorSigner`), so receipts are awaited in
+    parallel. Two settlements of one authorization cannot both move money: the token
+    contract refuses a used nonce, and the second settlement fails on chain.
     """
 
     def __init__(self, facilitator: x402FacilitatorSync) -> None:
         self._facilitator = facilitator
-        self._settle_lock = threading.Lock()
 
     async def verify(
         self, payload: PaymentPayload, requirements: PaymentRequirements
@@ -58,11 +75,7 @@ class InProcessFacilitator:
     async def settle(
         self, payload: PaymentPayload, requirements: PaymentRequirements
     ) -> SettleResponse:
-        return await asyncio.to_thread(self._settle, payload, requirements)
-
-    def _settle(self, payload: PaymentPayload, requirements: PaymentRequirements) -> SettleResponse:
-        with self._settle_lock:
-            return self._facilitator.settle(payload, requirements)
+        return await asyncio.to_thread(self._facilitator.settle, payload, requirements)
 
     def get_supported(self) -> SupportedResponse:
         return self._facilitator.get_supported()

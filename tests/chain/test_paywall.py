@@ -263,6 +263,41 @@ def test_replayed_payment_settles_once(
     assert balance(chain, agent.address) == before - 20_000
 
 
+def test_concurrent_settlements_pipeline_one_facilitator_key(
+    paywall: PaywallServer, chain: Any
+) -> None:
+    """Six buyers' payments settle at once from the one facilitator key (nonces pipelined,
+    none reused), and one authorization sent twice at once still moves money once."""
+    agent = dev_account(AGENT)
+    facilitator = dev_account(DEPLOYER).address
+    url = paywall.url + "/datasets/token/DAI"
+    before = balance(chain, agent.address)
+    nonce_before = chain.w3.eth.get_transaction_count(facilitator)
+    with httpx.Client(timeout=60) as client:
+        quotes = [quote(client, url, chain, agent) for _ in range(6)]
+    twice = quotes[0]
+
+    async def pay_async(q: dict[str, Any]) -> httpx.Response:
+        signature = Account.sign_typed_data(agent.key, full_message=q["typed"]).signature
+        name, value = encode_payment_header(q["req"], q["pr"], q["auth"], signature)
+        async with httpx.AsyncClient(timeout=60) as client:
+            return await client.get(url, headers={name: value})
+
+    async def all_at_once() -> list[httpx.Response]:
+        return list(await asyncio.gather(*(pay_async(q) for q in [*quotes, twice])))
+
+    responses = asyncio.run(all_at_once())
+    paid = [r for r in responses if r.status_code == 200]
+    assert len(paid) == 6, [r.status_code for r in responses]  # the duplicate is refused
+    assert balance(chain, agent.address) == before - 6 * 20_000
+    txs = {parse_payment_response(r)["transaction"] for r in paid}
+    assert len(txs) == 6
+    for tx in txs:
+        receipt = chain.w3.eth.get_transaction_receipt(tx)
+        assert receipt["status"] == 1 and receipt["from"] == facilitator
+    assert chain.w3.eth.get_transaction_count(facilitator) >= nonce_before + 6
+
+
 def test_unknown_dataset_is_404_and_free(
     paywall: PaywallServer, http: httpx.Client, chain: Any
 ) -> None:
