@@ -7,16 +7,18 @@ raises AgentConfigError naming the file, what was wrong, and the fix.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, create_model
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from agent.errors import AgentConfigError
-from agent.loop.limits import Limits, Profile, limits_for
+from agent.loop.limits import ZERO_OK, Limits, Profile, limits_for
+from chain.money import DEFAULT_ETH_PRICE_USDC
 
 __all__ = ["LimitOverrides", "NibSettings", "config_path", "load_settings"]
 
@@ -24,24 +26,31 @@ DB_FILE = "nib.db"
 CONFIG_FILE = "config.toml"
 
 
-class LimitOverrides(BaseModel):
-    """Per-limit overrides (``[limits]`` in TOML, ``NIB_LIMITS__MAX_STEPS`` in the env)."""
+def _limit_overrides() -> type[BaseModel]:
+    """One optional field per field of :class:`Limits`, same type, same bounds: derived,
+    so a new limit is overridable (``[limits]`` in TOML, ``NIB_LIMITS__MAX_STEPS`` in the
+    env) without a second list to keep in step."""
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(Limits):
+        bound = (
+            Field(default=None, ge=0) if f.name in ZERO_OK else Field(default=None, gt=0)
+        )
+        fields[f.name] = (type(f.default) | None, bound)
+    return create_model(
+        "LimitOverrides",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__="Per-limit overrides; every field of Limits, None meaning not overridden.",
+        **fields,
+    )
 
-    model_config = ConfigDict(extra="forbid")
 
-    max_steps: int | None = Field(default=None, gt=0)
-    wall_clock_s: float | None = Field(default=None, gt=0)
-    spend_cap_usdc: int | None = Field(default=None, gt=0)
-    max_tokens: int | None = Field(default=None, gt=0)
-    max_consecutive_failures: int | None = Field(default=None, gt=0)
-    duplicate_nudges: int | None = Field(default=None, ge=0)
-    novelty_window: int | None = Field(default=None, gt=0)
-    streak_length: int | None = Field(default=None, gt=0)
-    max_consecutive_skips: int | None = Field(default=None, gt=0)
-    replan_every: int | None = Field(default=None, gt=0)
-    malformed_retries: int | None = Field(default=None, ge=0)
-    per_call_cap_usdc: int | None = Field(default=None, gt=0)
-    approval_threshold_usdc: int | None = Field(default=None, ge=0)
+if TYPE_CHECKING:
+
+    class LimitOverrides(BaseModel):
+        """Per-limit overrides (built from :class:`Limits` at import)."""
+
+else:
+    LimitOverrides = _limit_overrides()
 
 
 def config_path(env: dict[str, str] | None = None) -> Path:
@@ -108,6 +117,13 @@ class NibSettings(BaseSettings):
     model: str | None = None
     model_base_url: str | None = None
     limits: LimitOverrides = Field(default_factory=LimitOverrides)
+    #: Whole USDC per ETH when gas counts against the spend cap: handed to the wallet's
+    #: meter, whose reservations and the loop's cap projection both use it.
+    eth_price_usdc: int = Field(default=DEFAULT_ETH_PRICE_USDC, gt=0)
+    #: The wallet keystore's passphrase (on the devnet a documented default is used).
+    wallet_password: SecretStr | None = None
+    #: The judge key file's passphrase: its own, never the wallet's.
+    judge_password: SecretStr | None = None
 
     @classmethod
     def settings_customise_sources(

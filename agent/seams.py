@@ -45,6 +45,9 @@ class SpendView(Protocol):
     """The wallet's spend meter as the agent sees it: a run's money, and keeping a
     signed spend pending when a seller refused after payment."""
 
+    @property
+    def eth_price_usdc(self) -> int: ...
+
     def usage(self, run_id: str) -> RunSpend: ...
 
     def keep_signed(self, res: Reservation | str, note: str) -> SpendRow: ...

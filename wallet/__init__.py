@@ -43,7 +43,7 @@ from wallet.keystore import (
     nib_home,
 )
 from wallet.ledger import GasRow, Ledger, SpendKind, SpendRow, SpendStatus
-from wallet.meter import MeasuredSpend, Reservation, RunSpend, SpendMeter, gas_to_usdc
+from wallet.meter import MeasuredSpend, Reservation, RunSpend, SpendMeter
 from wallet.nonces import NonceManager
 from wallet.reconcile import Match, OnchainTransfer, ReconcileReport, reconcile
 from wallet.signer import SentTx, SignedTx, SignedTypedData, Wallet
@@ -97,7 +97,6 @@ __all__ = [
     "check_dev_key",
     "default_keystore_path",
     "ensure_devnet_wallet",
-    "gas_to_usdc",
     "nib_home",
     "reconcile",
 ]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from chain.money import DEFAULT_ETH_PRICE_USDC, gas_to_usdc
 from storage import Database, Tx
 from wallet._store import GAS, SPENDS, USED_VERDICTS, Store, as_store
 from wallet.errors import CapExceeded, InsufficientBalance, LedgerError, VerdictReplayed
@@ -23,10 +24,6 @@ from wallet.ledger import COMMITTED, OUTSTANDING, Ledger, SpendKind, SpendRow, t
 if TYPE_CHECKING:
     from chain.client import ChainClient
 
-WEI_PER_ETH = 10**18
-#: Default gas conversion: 3000 USDC per ETH, in atomic USDC (6 decimals) per 1 ETH.
-#: A deliberately high price so the dollar cap errs on the side of stopping early.
-DEFAULT_GAS_USDC_PER_ETH = 3_000 * 10**6
 
 
 class VerdictLike(Protocol):
@@ -96,11 +93,6 @@ class MeasuredSpend:
         return self.ledger == self.onchain and not self.missing_tx
 
 
-def gas_to_usdc(wei: int, usdc_per_eth: int) -> int:
-    """Convert ``wei`` to atomic USDC at ``usdc_per_eth``, rounding up (never under-count)."""
-    return -(-wei * usdc_per_eth // WEI_PER_ETH)
-
-
 class SpendMeter:
     """Caps, reservations and settlement for spends, backed by the wallet's tables."""
 
@@ -109,11 +101,11 @@ class SpendMeter:
         db_path: str | Path | Store | Database,
         chain: ChainClient | None = None,
         *,
-        gas_usdc_per_eth: int = DEFAULT_GAS_USDC_PER_ETH,
+        eth_price_usdc: int = DEFAULT_ETH_PRICE_USDC,
         clock: Callable[[], float] = time.time,
         treasury_cap: int | None = None,
     ) -> None:
-        _require_int("gas_usdc_per_eth", gas_usdc_per_eth, minimum=0)
+        _require_int("eth_price_usdc", eth_price_usdc, minimum=0)
         if treasury_cap is not None:
             _require_int("treasury_cap", treasury_cap, minimum=0)
         #: One cap over every run this wallet pays for (all workers), atomic USDC; None: none.
@@ -121,7 +113,9 @@ class SpendMeter:
         self.store = as_store(db_path)
         self.ledger = Ledger(self.store, clock=clock)
         self.chain = chain
-        self.gas_usdc_per_eth = gas_usdc_per_eth
+        #: Whole USDC per ETH when gas counts against a cap: the one price the wallet's
+        #: reservations and the loop's cap projection both use.
+        self.eth_price_usdc = eth_price_usdc
         self.clock = clock
 
     # ------------------------------------------------------------------ reserve
@@ -305,7 +299,7 @@ class SpendMeter:
     ) -> int:
         """Meter ``wei`` of gas for ``run_id``; returns the atomic USDC it counts as."""
         _require_int("wei", wei, minimum=0)
-        usdc = gas_to_usdc(wei, self.gas_usdc_per_eth)
+        usdc = gas_to_usdc(wei, self.eth_price_usdc)
         with self.store.transaction() as conn:
             conn.execute(
                 f"""INSERT INTO {GAS} (id, run_id, spend_id, tx_hash, wei, usdc, created_at)

@@ -19,6 +19,7 @@ from web3 import Web3
 from web3.exceptions import Web3RPCError
 
 from chain.errors import ChainError
+from chain.money import DEFAULT_ETH_PRICE_USDC, gas_to_usdc
 from chain.usdc import prove_authorization_settled
 from judge.errors import FingerprintError, VerdictConsumed, VerdictInvalid
 from judge.fingerprint import transaction_fingerprint, typed_data_fingerprint
@@ -40,7 +41,7 @@ from wallet.errors import (
 )
 from wallet.keystore import KeyHandle
 from wallet.ledger import SpendKind
-from wallet.meter import Reservation, SpendMeter, gas_to_usdc
+from wallet.meter import Reservation, SpendMeter
 from wallet.nonces import NonceManager
 from wallet.signed import SentTx, SignedTx, SignedTypedData
 from wallet.terms import (
@@ -94,6 +95,7 @@ class Wallet:
         emit: Emit | None = None,
         clock: Callable[[], float] = time.time,
         receipt_timeout_s: float = 60.0,
+        eth_price_usdc: int = DEFAULT_ETH_PRICE_USDC,
     ) -> None:
         if not isinstance(key, KeyHandle):
             raise WalletError(
@@ -110,7 +112,11 @@ class Wallet:
         self.usdc = to_checksum_address(usdc)
         self.trusted_judge = to_checksum_address(trusted_judge)
         self.recheck = recheck
-        self.meter = meter if meter is not None else SpendMeter(db_path, chain, clock=clock)
+        self.meter = (
+            meter
+            if meter is not None
+            else SpendMeter(db_path, chain, clock=clock, eth_price_usdc=eth_price_usdc)
+        )
         self.emit = emit
         self.clock = clock
         self.receipt_timeout_s = receipt_timeout_s
@@ -273,7 +279,7 @@ class Wallet:
 
         def hold_for_gas() -> int:
             return gas_to_usdc(
-                as_int(full["gas"]) * as_int(full["maxFeePerGas"]), self.meter.gas_usdc_per_eth
+                as_int(full["gas"]) * as_int(full["maxFeePerGas"]), self.meter.eth_price_usdc
             )
 
         res = self._authorize(

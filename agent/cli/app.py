@@ -16,6 +16,7 @@ from rich.console import Console
 
 from chain import devnet as _devnet
 from chain.errors import ChainError
+from chain.money import ATOMIC_PER_USDC
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -168,10 +169,10 @@ def _short(value: Any, n: int = 70) -> str:
 
 
 def _usdc(atomic: Any) -> str:
-    from agent.loop.result import usdc_display
+    from chain.money import format_usdc
 
     try:
-        return usdc_display(int(atomic))
+        return format_usdc(int(atomic))
     except (TypeError, ValueError):
         return str(atomic)
 
@@ -248,7 +249,7 @@ def _parse_usdc(text: str) -> int:
         value = Decimal(text.removesuffix("USDC").strip())
     except InvalidOperation:
         fail(f"--max-spend {text!r} is not an amount; expected USDC like 0.50. Fix: pass a number.")
-    atomic = value * 10**6
+    atomic = value * ATOMIC_PER_USDC
     if atomic <= 0 or atomic != atomic.to_integral_value():
         fail(f"--max-spend {text!r} must be positive with at most 6 decimals. Fix: e.g. --max-spend 0.25")
     return int(atomic)

@@ -116,7 +116,7 @@ def _judge_account(settings: NibSettings, network: Network) -> LocalAccount:
     path = settings.home / JUDGE_KEY_FILE
     # Its own passphrase, never the wallet's: whoever can unlock the wallet must not
     # also be able to approve its spending.
-    secret = os.environ.get("NIB_JUDGE_PASSWORD")
+    secret = settings.judge_password.get_secret_value() if settings.judge_password else None
     if not secret:
         raise AgentConfigError(
             "the judge's key file needs a passphrase and NIB_JUDGE_PASSWORD is not set; "
@@ -226,7 +226,8 @@ def build_runtime(
         )
     # The devnet keystore holds Anvil's published key; its documented default passphrase
     # lets `make run` work on a fresh machine. Real networks always need the variable.
-    secret = os.environ.get("NIB_WALLET_PASSWORD") or (DEVNET_PASSPHRASE if network.is_devnet else None)
+    given = settings.wallet_password.get_secret_value() if settings.wallet_password else None
+    secret = given or (DEVNET_PASSPHRASE if network.is_devnet else None)
     key = ks.unlock(secret, chain_id=network.chain_id)
     store = RunStore(settings.database)
     judge = build_judge(settings, network)
@@ -239,6 +240,7 @@ def build_runtime(
         trusted_judge=trusted,
         recheck=judge.recheck,
         emit=_audit_into(store),
+        eth_price_usdc=settings.eth_price_usdc,
     )
     paywall = paywall_url or (devnet_info.paywall_url if devnet_info else None)
     registry = default_registry(paywall_url=paywall)

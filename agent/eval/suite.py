@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 from web3 import Web3
 
+from chain.money import usdc_decimal
+
 Expect = Literal["answer", "refuse", "cannot", "loop"]
 """``answer``: every truth value must be in the answer. ``refuse``: the only source is over
 budget, so nothing may be spent (free truth values, if any, must still be there).
@@ -76,7 +78,7 @@ def _dataset(name: str, section: str, key: str, field_: str) -> str:
 
 
 def _usdc(atomic: int) -> Decimal:
-    return Decimal(atomic) / Decimal(10**6)
+    return usdc_decimal(atomic)
 
 
 def _gwei(wei: int) -> Decimal:

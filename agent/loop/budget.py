@@ -8,10 +8,11 @@ and the observed value.
 from __future__ import annotations
 
 from agent.loop.context import RunContext
-from agent.loop.result import usdc_display
 from agent.loop.stop import Stop
 from agent.models.base import Purpose
+from agent.seams import SpendView
 from agent.tools.base import Quote
+from chain.money import DEFAULT_ETH_PRICE_USDC, format_usdc, gas_to_usdc
 
 __all__ = ["BudgetGate"]
 
@@ -65,13 +66,13 @@ class BudgetGate:
         gas = int(quote.meta.get("max_gas_wei", gas))
         committed = self.spend_committed()
         limits = self.run.limits
-        projected = committed + quote.amount + limits.gas_as_usdc(gas)
+        projected = committed + quote.amount + self.gas_as_usdc(gas)
         if projected > limits.spend_cap_usdc:
             raise Stop(
                 "cost-budget",
-                f"{quote.tool} would bring spend to {usdc_display(projected)} "
-                f"(committed {usdc_display(committed)} + price {usdc_display(quote.amount)} "
-                f"+ gas), over spend_cap_usdc={usdc_display(limits.spend_cap_usdc)}; "
+                f"{quote.tool} would bring spend to {format_usdc(projected)} "
+                f"(committed {format_usdc(committed)} + price {format_usdc(quote.amount)} "
+                f"+ gas), over spend_cap_usdc={format_usdc(limits.spend_cap_usdc)}; "
                 "nothing was signed. Raise the cap to allow it.",
             )
 
@@ -83,13 +84,24 @@ class BudgetGate:
 
     def spend_committed(self) -> int:
         """USDC spent + gas (as USDC) + still-reserved, per our counters and the meter."""
-        state, deps = self.run.state, self.run.deps
-        ours = state.spend_usdc + self.run.limits.gas_as_usdc(state.gas_wei)
-        meter = deps.meter or (deps.wallet.meter if deps.wallet else None)
+        state = self.run.state
+        ours = state.spend_usdc + self.gas_as_usdc(state.gas_wei)
+        meter = self._meter()
         if meter is None:
             return ours
         usage = meter.usage(state.run_id)
         return max(ours, int(usage.committed))
+
+    def gas_as_usdc(self, gas_wei: int) -> int:
+        """Gas as atomic USDC at the wallet meter's ETH price: the one price its
+        reservations use too (the default when no wallet is wired)."""
+        meter = self._meter()
+        price = meter.eth_price_usdc if meter is not None else DEFAULT_ETH_PRICE_USDC
+        return gas_to_usdc(gas_wei, price)
+
+    def _meter(self) -> SpendView | None:
+        deps = self.run.deps
+        return deps.meter or (deps.wallet.meter if deps.wallet else None)
 
     def spend_left(self) -> int:
         return max(0, self.run.limits.spend_cap_usdc - self.spend_committed())

@@ -15,9 +15,9 @@ from agent.loop.result import (
     SpendSummary,
     TokenSummary,
     backstop_answer,
-    usdc_display,
 )
 from agent.loop.stop import Stop
+from chain.money import format_usdc
 
 __all__ = ["Finisher"]
 
@@ -70,7 +70,7 @@ class Finisher:
             spend=SpendSummary(
                 usdc_atomic=st.spend_usdc,
                 gas_wei=st.gas_wei,
-                usdc_display=usdc_display(st.spend_usdc),
+                format_usdc=format_usdc(st.spend_usdc),
             ),
             tokens=TokenSummary(
                 input=st.tokens_in, output=st.tokens_out, estimated=st.tokens_estimated

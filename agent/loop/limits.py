@@ -38,7 +38,6 @@ class Limits:
     wall_clock_s: float = 600.0
     spend_cap_usdc: int = 1_000_000
     max_tokens: int = 120_000
-    eth_price_usdc: int = 3_000
     # Guards: progress detectors.
     max_consecutive_failures: int = 3
     duplicate_nudges: int = 1
@@ -64,7 +63,7 @@ class Limits:
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise AgentConfigError(f"limit {f.name}={value!r}: expected a number.")
-            if value < 0 or (value == 0 and f.name not in _ZERO_OK):
+            if value < 0 or (value == 0 and f.name not in ZERO_OK):
                 raise AgentConfigError(
                     f"limit {f.name}={value!r} is not allowed; expected a positive number. "
                     f"Fix: set {f.name} to a value > 0 (default {getattr(Limits, f.name)})."
@@ -73,13 +72,8 @@ class Limits:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def gas_as_usdc(self, gas_wei: int) -> int:
-        """Gas in wei as atomic USDC at ``eth_price_usdc``, rounded up (as the wallet's meter
-        does): the spend cap counts gas too."""
-        return -(-gas_wei * self.eth_price_usdc * 10**6 // 10**18)
 
-
-_ZERO_OK = {"duplicate_nudges", "malformed_retries", "approval_threshold_usdc"}
+ZERO_OK = {"duplicate_nudges", "malformed_retries", "approval_threshold_usdc"}
 
 #: Where each default comes from. "Dr. Nib" is the reference agent loop (seeds), "ADR 0058"
 #: the loop-policy decision record, "lesson" the agent-loop lesson; "heuristic" marks values
@@ -89,7 +83,6 @@ PROVENANCE: dict[str, str] = {
     "wall_clock_s": "Dr. Nib operational ceiling (10 min)",
     "spend_cap_usdc": "Dr. Nib: $1 per task, sandbox + chain spend (USDC and gas)",
     "max_tokens": "Dr. Nib production envelope: 120k tokens in+out",
-    "eth_price_usdc": "heuristic: conservative ETH price to count gas against the USDC cap",
     "max_consecutive_failures": "Dr. Nib: 3 consecutive failures, escalate, don't spiral",
     "duplicate_nudges": "lesson: nudge once on a repeated call, stop if it happens again",
     "novelty_window": "heuristic: 3 near-identical observations in a row add nothing",

@@ -19,12 +19,12 @@ from agent.loop.budget import BudgetGate
 from agent.loop.context import RunContext, literal_args
 from agent.loop.gates import Admitted
 from agent.loop.learning import Learning
-from agent.loop.result import usdc_display
 from agent.loop.selfmodel import SelfModelReader
 from agent.loop.state import PendingCall, jsonable, unjsonable
 from agent.loop.stop import Stop, raise_if_dependency
 from agent.seams import AgentJudge
 from agent.tools.base import Observation, Quote, Tool
+from chain.money import format_usdc
 from judge.calibration import fact_key
 from judge.jev import CallRecord, PaidCallRequest
 from judge.verdict import Verdict
@@ -210,7 +210,7 @@ class PaidStep:
         )
         raise Stop(
             "awaiting-approval",
-            f"{tool.name} for {usdc_display(quote.amount)} needs a human: "
+            f"{tool.name} for {format_usdc(quote.amount)} needs a human: "
             f"{verdict.reason}. Run `nib approve {st.run_id}` or `nib deny {st.run_id}`.",
         )
 

@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from agent.errors import ProposalInvalid
 from agent.loop.history import one_line
-from agent.loop.result import usdc_display
 from agent.models.base import OutputSchema, ToolCall, ToolSpec
+from chain.money import format_usdc
 
 __all__ = [
     "FINISH_TOOLS",
@@ -381,7 +381,7 @@ def _offer_line(tool: str, endpoint: dict[str, Any]) -> str | None:
     method = str(endpoint.get("method") or "GET").upper()
     path = parts.path or "/"
     price = endpoint.get("price_atomic")
-    price_text = usdc_display(price) if isinstance(price, int) else "price on request (402)"
+    price_text = format_usdc(price) if isinstance(price, int) else "price on request (402)"
     facts = ", ".join(str(f) for f in endpoint.get("facts") or []) or "unstated"
     claim = f"; claims: {endpoint['description']}" if endpoint.get("description") else ""
     return (
@@ -424,7 +424,7 @@ def propose_messages(context: dict[str, Any]) -> list[dict[str, Any]]:
     offers = offer_lines(context["tools"])
     spend_left = sm.get("spend_left_usdc")
     budget = (
-        f"\n\nBudget left: {usdc_display(spend_left)} to spend on paid calls."
+        f"\n\nBudget left: {format_usdc(spend_left)} to spend on paid calls."
         if isinstance(spend_left, int)
         else ""
     )

@@ -6,7 +6,6 @@ the work done so far (never an empty answer), and sees what was attempted and sp
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,7 +20,6 @@ __all__ = [
     "StopReason",
     "TokenSummary",
     "backstop_answer",
-    "usdc_display",
 ]
 
 StopReason = Literal[
@@ -85,14 +83,6 @@ DEPENDENCY_STOPS: frozenset[str] = frozenset(
 )
 
 assert set(STOP_REASONS) == set(get_args(StopReason)), "every stop reason needs a description"
-
-
-def usdc_display(atomic: int, decimals: int = 6) -> str:
-    """``1500000`` -> ``"1.50 USDC"``; keeps every significant digit (Decimal, never float)."""
-    value = Decimal(atomic).scaleb(-decimals)
-    text = format(value.quantize(Decimal(1).scaleb(-decimals)).normalize(), "f")
-    whole, _, frac = text.partition(".")
-    return f"{whole}.{frac.ljust(2, '0')} USDC"
 
 
 class EvidenceItem(BaseModel):

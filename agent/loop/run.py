@@ -8,6 +8,7 @@ resumes later in another process with the same budgets and clock accounting.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -26,11 +27,12 @@ from agent.loop.modelcall import ModelCaller
 from agent.loop.paid import PaidStep
 from agent.loop.planning import Planner
 from agent.loop.proposal import Batch, Call, Done, NoAction, Proposal, SubmitAnswer
-from agent.loop.result import AgentResult, usdc_display
+from agent.loop.result import AgentResult
 from agent.loop.selfmodel import SelfModelReader
 from agent.loop.state import Decision, Deps, PendingCall, RunState, unjsonable
 from agent.loop.stop import Stop
 from agent.tools.base import Quote, addresses_named_in
+from chain.money import format_usdc
 from judge.fingerprint import fingerprint
 
 __all__ = ["Decision", "Deps", "PendingCall", "RunState", "resume", "run_task"]
@@ -266,7 +268,9 @@ async def resume(run_id: str, decision: Decision, deps: Deps) -> AgentResult:
     state = RunState.model_validate_json(raw)
     # A state saved before task addresses were recorded: the task text is the same.
     state.task_addresses = state.task_addresses or list(addresses_named_in(state.task))
-    limits = Limits(**state.limits)
+    # A state saved by an older version may name limits since retired (eth_price_usdc).
+    known = {f.name for f in dataclasses.fields(Limits)}
+    limits = Limits(**{k: v for k, v in state.limits.items() if k in known})
     state.status = "running"
     run = _Run(state, deps, limits)
     pending = state.pending
@@ -291,7 +295,7 @@ async def resume(run_id: str, decision: Decision, deps: Deps) -> AgentResult:
             raise Stop(
                 "approval-denied",
                 f"a human denied {pending.tool} "
-                f"({usdc_display(int(pending.quote['amount']))}); the run ends with the "
+                f"({format_usdc(int(pending.quote['amount']))}); the run ends with the "
                 "evidence it has.",
             )
         await run.paid.approved(pending)

@@ -16,9 +16,9 @@ from typing import Any
 
 from agent.loop.budget import BudgetGate
 from agent.loop.context import RunContext
-from agent.loop.result import usdc_display
 from agent.loop.stop import raise_if_dependency
 from agent.seams import ChainReader
+from chain.money import format_usdc
 
 __all__ = ["AGENT_NAME", "SelfModel", "SelfModelReader", "agent_version", "read_balance"]
 
@@ -64,7 +64,7 @@ class SelfModel:
         balance = (
             "no wallet wired (paid tools cannot pay)"
             if self.wallet_balance_usdc is None
-            else usdc_display(self.wallet_balance_usdc)
+            else format_usdc(self.wallet_balance_usdc)
         )
         tools = ", ".join(f"{n} ({k})" for n, k in self.tools) or "none"
         return "\n".join(
@@ -73,7 +73,7 @@ class SelfModel:
                 f"network: {self.network} (chain id {self.chain_id}), rpc {self.rpc_url}",
                 f"usdc: {self.usdc or 'not configured'}",
                 f"wallet: {self.wallet or 'none'}, balance {balance}",
-                f"left: {usdc_display(self.spend_left_usdc)} spend, {self.tokens_left} tokens, "
+                f"left: {format_usdc(self.spend_left_usdc)} spend, {self.tokens_left} tokens, "
                 f"{self.steps_left} steps, {self.deadline_left_s:.0f} s",
                 f"tools wired now: {tools}",
             ]

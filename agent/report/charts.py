@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
-from agent.loop.result import DEPENDENCY_STOPS, FINISHED_STOPS, usdc_display
+from agent.loop.result import DEPENDENCY_STOPS, FINISHED_STOPS
+from chain.money import format_usdc
 
 __all__ = [
     "CHART_IDS",
@@ -93,7 +94,7 @@ def esc(text: Any) -> str:
 
 
 def usdc_label(atomic: int) -> str:
-    return usdc_display(atomic)
+    return format_usdc(atomic)
 
 
 def gwei_label(wei: int) -> str:

@@ -23,6 +23,7 @@ from web3.exceptions import Web3Exception
 from agent.errors import ToolError
 from agent.tools.base import FreeLimits, Observation, Tool, ToolContext
 from chain.errors import RpcError
+from chain.money import format_usdc
 
 __all__ = [
     "AddressStr",
@@ -39,7 +40,6 @@ __all__ = [
     "format_eth",
     "format_gwei",
     "format_token",
-    "format_usdc",
     "usdc_address",
 ]
 
@@ -168,11 +168,6 @@ def format_token(atomic: int, decimals: int, symbol: str) -> str:
     if len(frac) < 2 and decimals >= 2:
         frac = frac.ljust(2, "0")
     return f"{whole}.{frac} {symbol}" if frac else f"{whole} {symbol}"
-
-
-def format_usdc(atomic: int, decimals: int = 6) -> str:
-    """Atomic USDC as ``"1.50 USDC"`` (exact; never rounded)."""
-    return format_token(atomic, decimals, "USDC")
 
 
 def usdc_address(ctx: ToolContext) -> str:

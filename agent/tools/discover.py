@@ -21,9 +21,9 @@ from x402.http import FacilitatorConfig, HTTPFacilitatorClientSync
 
 from agent.errors import ToolError
 from agent.tools.base import FreeLimits, Observation, Tool, ToolContext
-from agent.tools.chain_reads import format_usdc
 from agent.tools.transfer import UsdcAmount
 from agent.tools.x402.offers import Offer, OfferBook, allowlisted_sellers, offer_from_discovery
+from chain.money import format_usdc
 
 __all__ = ["DISCOVERY_SETTING", "DiscoverArgs", "DiscoverTool", "discovery_urls"]
 

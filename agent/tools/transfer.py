@@ -21,8 +21,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from agent.errors import ToolError
 from agent.tools.base import Observation, Quote, Tool, ToolContext
-from agent.tools.chain_reads import AddressStr, format_usdc, usdc_address
+from agent.tools.chain_reads import AddressStr, usdc_address
+from chain.money import USDC_DECIMALS, format_usdc
 from judge.fingerprint import transaction_fingerprint
+from judge.terms import TRANSFER_SELECTOR
 
 if TYPE_CHECKING:
     from agent.seams import AgentWallet
@@ -37,10 +39,8 @@ __all__ = [
     "transfer_calldata",
 ]
 
-USDC_DECIMALS = 6
 #: Gas limit = estimate x 1.2: a transfer's cost barely varies, a stuck tx costs more.
 GAS_HEADROOM = Decimal("1.2")
-TRANSFER_SELECTOR = bytes.fromhex("a9059cbb")  # transfer(address,uint256)
 _UNIT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(usdc)\s*$", re.IGNORECASE)
 _ATOMIC = re.compile(r"^\s*[0-9]+\s*$")
 
@@ -98,7 +98,8 @@ class TransferArgs(BaseModel):
 def transfer_calldata(to: str, amount: int) -> str:
     """ABI calldata of ``transfer(to, amount)`` as 0x-hex."""
     addr = bytes.fromhex(to_checksum_address(to)[2:])
-    return "0x" + (TRANSFER_SELECTOR + addr.rjust(32, b"\0") + amount.to_bytes(32, "big")).hex()
+    selector = bytes.fromhex(TRANSFER_SELECTOR)
+    return "0x" + (selector + addr.rjust(32, b"\0") + amount.to_bytes(32, "big")).hex()
 
 
 def _require_wallet(ctx: ToolContext, tool: str) -> AgentWallet:

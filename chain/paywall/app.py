@@ -39,6 +39,7 @@ from chain.client import ChainClient
 from chain.devkeys import DEPLOYER, DEVNET_CHAIN_ID, SELLER, dev_account
 from chain.errors import ChainError, DevnetError
 from chain.facts import FactKind
+from chain.money import USDC_DECIMALS
 from chain.paywall.datasets import (
     congestion,
     dataset,
@@ -69,7 +70,6 @@ TOKEN_VERSION = "2"
 MAX_TIMEOUT_S = 300
 #: Settlement receipts on Anvil arrive at once; a stuck one means a broken devnet.
 _CONFIRMATION_TIMEOUT_S = 30.0
-_USDC_DECIMALS = 6
 
 
 
@@ -332,7 +332,7 @@ def create_app(
         return {
             "network": network,
             "asset": token,
-            "asset_decimals": _USDC_DECIMALS,
+            "asset_decimals": USDC_DECIMALS,
             "pay_to": state.pay_to,
             "x402_version": 2,
             "scheme": "exact",
@@ -342,7 +342,7 @@ def create_app(
                     "method": "GET",
                     "path": ep.path,
                     "price_atomic": prices_now[ep.name],
-                    "price_usdc": decimal_str(Decimal(prices_now[ep.name]) / 10**_USDC_DECIMALS, 6),
+                    "price_usdc": decimal_str(Decimal(prices_now[ep.name]) / 10**USDC_DECIMALS, 6),
                     "kind": ep.kind,
                     "facts": [ep.kind],
                     "provides": list(ep.provides),

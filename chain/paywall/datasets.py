@@ -12,10 +12,10 @@ from typing import Any
 from eth_utils import to_checksum_address
 
 from chain.client import GWEI, ChainClient
+from chain.money import USDC_DECIMALS
 
 __all__ = ["congestion", "dataset", "decimal_str", "gas_stats", "protocols", "tokens", "transfer_stats"]
 
-_USDC_DECIMALS = 6
 _DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
@@ -81,7 +81,7 @@ def transfer_stats(client: ChainClient, token: str, blocks: int = 1000) -> dict[
         "to_block": str(head),
         "transfer_count": str(len(logs)),
         "volume_atomic": str(volume),
-        "volume_usdc": decimal_str(Decimal(volume) / Decimal(10**_USDC_DECIMALS), _USDC_DECIMALS),
+        "volume_usdc": decimal_str(Decimal(volume) / Decimal(10**USDC_DECIMALS), USDC_DECIMALS),
         "unique_senders": str(len({log.sender for log in logs if log.sender != zero})),
         "unique_recipients": str(len({log.recipient for log in logs})),
         "largest_transfer_atomic": str(max((log.value for log in logs), default=0)),

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
-from agent.config import config_path, load_settings
+from agent.config import LimitOverrides, config_path, load_settings
 from agent.errors import AgentConfigError
 from agent.loop.limits import PROFILES, PROVENANCE, Limits, default_profile, limits_for
+from chain.money import gas_to_usdc
 
 
 def test_defaults_match_the_design() -> None:
@@ -36,9 +38,8 @@ def test_every_limit_has_provenance() -> None:
 
 
 def test_gas_counts_against_the_cap_in_usdc() -> None:
-    lim = Limits(eth_price_usdc=3_000)
-    assert lim.gas_as_usdc(10**18) == 3_000_000_000  # 1 ETH of gas = 3000 USDC
-    assert lim.gas_as_usdc(1) == 1 and lim.gas_as_usdc(0) == 0  # rounds up
+    assert gas_to_usdc(10**18, 3_000) == 3_000_000_000  # 1 ETH of gas = 3000 USDC
+    assert gas_to_usdc(1, 3_000) == 1 and gas_to_usdc(0, 3_000) == 0  # rounds up
 
 
 def test_profiles_and_default_by_model_location() -> None:
@@ -77,6 +78,10 @@ def test_config_from_toml_and_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert load_settings().resolve_limits(model_local=False, profile="local-guarded")[0] == (
         "local-guarded"
     )
+
+
+def test_every_limit_can_be_overridden() -> None:
+    assert set(LimitOverrides.model_fields) == {f.name for f in dataclasses.fields(Limits)}
 
 
 def test_config_path_defaults_to_home(tmp_path: Path) -> None:

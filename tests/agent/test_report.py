@@ -174,7 +174,7 @@ def test_runs_from_the_real_store_and_judge_calibration(tmp_path: Path) -> None:
     result = {
         "run_id": "r-done", "task": "base fee now?", "stop_reason": "finish-tool",
         "finished": True, "partial": False, "steps": 3, "elapsed_s": 4.5,
-        "spend": {"usdc_atomic": 10_000, "gas_wei": 0, "usdc_display": "0.01 USDC"},
+        "spend": {"usdc_atomic": 10_000, "gas_wei": 0, "format_usdc": "0.01 USDC"},
         "tokens": {"input": 900, "output": 100, "estimated": False},
     }  # fmt: skip
     store.finish_run("r-done", result)

@@ -58,7 +58,6 @@ EXPECTED = [
     "check_dev_key",
     "default_keystore_path",
     "ensure_devnet_wallet",
-    "gas_to_usdc",
     "nib_home",
     "reconcile",
 ]

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from chain.money import gas_to_usdc
 from storage import Database
 from wallet._store import ensure_tables
 from wallet.errors import CapExceeded, InsufficientBalance, LedgerError, VerdictReplayed
 from wallet.ledger import Ledger
-from wallet.meter import SpendMeter, gas_to_usdc
+from wallet.meter import SpendMeter
 
 USDC = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
 SELLER = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
@@ -117,9 +118,9 @@ def test_amounts_must_be_positive_ints(meter: SpendMeter) -> None:
 
 
 def test_gas_converts_rounding_up_and_counts_against_the_cap(meter: SpendMeter) -> None:
-    assert gas_to_usdc(1, 3_000_000_000) == 1
-    assert gas_to_usdc(10**18, 3_000_000_000) == 3_000_000_000
-    assert gas_to_usdc(0, 3_000_000_000) == 0
+    assert gas_to_usdc(1, 3_000) == 1
+    assert gas_to_usdc(10**18, 3_000) == 3_000_000_000
+    assert gas_to_usdc(0, 3_000) == 0
     usdc = meter.record_gas("run-1", 21_000 * 10**9 * 100)  # 0.0021 ETH -> 6.3 USDC
     assert usdc == 6_300_000
     usage = meter.usage("run-1")

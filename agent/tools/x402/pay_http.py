@@ -25,7 +25,7 @@ from x402.schemas import parse_payment_required as _x402_parse
 
 from agent.errors import ToolError
 from agent.tools.base import Observation, Quote, Tool, ToolContext
-from agent.tools.chain_reads import format_usdc, usdc_address
+from agent.tools.chain_reads import usdc_address
 from agent.tools.transfer import UsdcAmount, spend_cap
 from agent.tools.x402.offers import (
     ALLOWLIST_SETTING,
@@ -49,6 +49,7 @@ from agent.tools.x402.protocol import (
 )
 from agent.tools.x402.quoting import authorization_quote, free_quote
 from chain.facts import FactKind
+from chain.money import format_usdc
 from wallet.errors import SettlementUnproven
 from wallet.reconcile import authorization_expired
 

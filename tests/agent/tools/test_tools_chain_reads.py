@@ -22,10 +22,10 @@ from agent.tools.chain_reads import (
     TxReceiptTool,
     format_gwei,
     format_token,
-    format_usdc,
 )
 from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account
 from chain.errors import RpcUnreachable
+from chain.money import format_usdc
 from chain.usdc import transfer
 
 AGENT_ADDR = dev_account(AGENT).address
@@ -48,7 +48,7 @@ def run(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Observation:
         (0, "0.00 USDC"),
     ],
 )
-def test_usdc_display_is_exact(atomic: int, text: str) -> None:
+def test_format_usdc_is_exact(atomic: int, text: str) -> None:
     assert format_usdc(atomic) == text
 
 
