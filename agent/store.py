@@ -35,6 +35,7 @@ EVENT_TYPES: dict[str, str] = {
     "quote": "a paid tool's quote: amount, recipient, payload fingerprint",
     "verdict": "the judge's decision on a paid call or a free-policy row",
     "approval": "a human approved or denied a paused paid call",
+    "approval.deferred": "an approval hit a dependency outage before anything ran; still paused",
     "tool.call": "one executed tool call: ok, cost, gas, summary, fingerprint",
     "spend": "money moved: atomic USDC and gas wei, running totals",
     "coverage": "checklist items covered by an observation",
@@ -179,10 +180,6 @@ class RunStore:
                 tx.execute("DELETE FROM agent_paused WHERE run_id=?", (run_id,))
                 tx.execute("UPDATE agent_runs SET status='running' WHERE run_id=?", (run_id,))
         return None if row is None else str(row[0])
-
-    def restore_paused(self, run_id: str, state_json: str) -> None:
-        """Put a taken state back (resume failed before doing anything)."""
-        self.save_paused(run_id, state_json)
 
     def paused(self) -> list[str]:
         return [r["run_id"] for r in self.db.query("SELECT run_id FROM agent_paused")]

@@ -21,7 +21,7 @@ from agent.loop.gates import Admitted
 from agent.loop.learning import Learning
 from agent.loop.selfmodel import SelfModelReader
 from agent.loop.state import PendingCall, jsonable, unjsonable
-from agent.loop.stop import Stop, raise_if_dependency
+from agent.loop.stop import DEPENDENCY_STOPS, Stop, raise_if_dependency
 from agent.seams import AgentJudge
 from agent.tools.base import Observation, Quote, Tool
 from chain.money import format_usdc
@@ -30,7 +30,16 @@ from judge.jev import CallRecord, PaidCallRequest
 from judge.verdict import Verdict
 from wallet.errors import CapExceeded, InsufficientBalance, VerdictVoid
 
-__all__ = ["PaidStep"]
+__all__ = ["ApprovalDeferred", "PaidStep"]
+
+
+class ApprovalDeferred(Exception):
+    """Internal: a dependency failed before an approved held call was executed, so
+    nothing was decided or signed; the run goes back to waiting for the approval."""
+
+    def __init__(self, stop: Stop) -> None:
+        super().__init__(stop.reason)
+        self.stop = stop
 
 
 class PaidStep:
@@ -131,6 +140,10 @@ class PaidStep:
                 return
             handed = True
             await self._execute(tool, pending.args, pending.fingerprint, quote, verdict)
+        except Stop as stop:
+            if not handed and stop.reason in DEPENDENCY_STOPS:
+                raise ApprovalDeferred(stop) from stop
+            raise
         finally:
             if not handed:
                 await self.abandon(tool, quote)

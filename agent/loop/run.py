@@ -24,7 +24,7 @@ from agent.loop.learning import Learning
 from agent.loop.lessons import similar_lessons
 from agent.loop.limits import Limits, limits_for
 from agent.loop.modelcall import ModelCaller
-from agent.loop.paid import PaidStep
+from agent.loop.paid import ApprovalDeferred, PaidStep
 from agent.loop.planning import Planner
 from agent.loop.proposal import Batch, Call, Done, NoAction, Proposal, SubmitAnswer
 from agent.loop.result import AgentResult
@@ -298,7 +298,18 @@ async def resume(run_id: str, decision: Decision, deps: Deps) -> AgentResult:
                 f"({format_usdc(int(pending.quote['amount']))}); the run ends with the "
                 "evidence it has.",
             )
-        await run.paid.approved(pending)
+        try:
+            await run.paid.approved(pending)
+        except ApprovalDeferred as deferred:
+            # Nothing was decided or signed: the run waits for the approval again.
+            state.pending = pending
+            why = deferred.stop
+            run.ctx.emit("approval.deferred", {"reason": why.reason, "message": why.message})
+            raise Stop(
+                "awaiting-approval",
+                f"the approval could not be carried out ({why.reason}: {why.message}); the "
+                f"run stays paused. Run `nib approve {state.run_id}` again once it is back.",
+            ) from why
         run.detect()
         await run.turns()
     except Stop as stop:

@@ -11,7 +11,13 @@ from agent.loop.result import StopReason
 from chain.errors import RpcUnreachable
 from judge.errors import JudgeUnreachable
 
-__all__ = ["Stop", "raise_if_dependency"]
+__all__ = ["DEPENDENCY_STOPS", "Stop", "raise_if_dependency"]
+
+#: Stops that mean a dependency (chain, judge, model) did not answer: nothing about the
+#: task itself was decided, so a paused run hit by one stays paused.
+DEPENDENCY_STOPS: frozenset[StopReason] = frozenset(
+    {"chain-unreachable", "judge-unreachable", "llm-unreachable"}
+)
 
 _JUDGE_FIX = (
     " Fix: start the judge (`nib judge serve`) or unset NIB_JUDGE_URL to use the in-process judge."

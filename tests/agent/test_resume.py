@@ -114,3 +114,31 @@ def test_deny_stops_with_reason_and_partial_answer(tmp_path: Path, chain: Any) -
     assert usdc_balance(chain, AGENT_ADDR) == before
     with pytest.raises(RunStateError, match="not paused"):
         asyncio.run(resume(paused.run_id, "approve", deps))
+
+
+def test_a_dependency_outage_during_approval_leaves_the_run_paused(
+    tmp_path: Path, chain: Any
+) -> None:
+    from judge.service import JudgeClient
+
+    seller_before = usdc_balance(chain, SELLER_ADDR)
+    paused, deps = pause(tmp_path, chain)
+    dead = JudgeClient("http://127.0.0.1:9", timeout_s=1.0, trusted_judge=dev_account(3).address)
+    deps.judge = dead
+    r = asyncio.run(resume(paused.run_id, "approve", deps))
+    assert (r.stop_reason, r.finished) == ("awaiting-approval", False)
+    assert "judge-unreachable" in r.message and f"nib approve {paused.run_id}" in r.message
+    assert deps.store.run(paused.run_id)["status"] == "paused"
+    assert deps.store.events(paused.run_id, "approval.deferred")
+    assert usdc_balance(chain, SELLER_ADDR) == seller_before
+    # Once the judge is back, the same approval goes through.
+    live = paid_deps(
+        tmp_path,
+        chain,
+        ScriptedModel({"propose": [call("base_fee")]}),
+        limits=LIMITS,
+        extra_tools=(FactTool("base_fee", {"base_fee_gwei": "1.0"}),),
+    )
+    done = asyncio.run(resume(paused.run_id, "approve", live))
+    assert done.stop_reason == "evidence-covered" and done.spend.usdc_atomic == DIME
+    assert usdc_balance(chain, SELLER_ADDR) == seller_before + DIME
