@@ -217,3 +217,37 @@ def _answers(url: str) -> bool:
         return httpx.get(url, timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+@pytest.mark.parametrize(
+    ("raised", "code"),
+    [
+        ("chain", 1),  # a dependency outage stops the work: exit 1, its fix named
+        ("judge", 1),
+        ("config", 2),  # only the user's mistake is bad input
+    ],
+)
+def test_exit_codes_separate_dependency_failures_from_bad_input(
+    raised: str, code: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent.cli.app import app, main
+    from agent.errors import AgentConfigError
+    from chain.errors import RpcUnreachable
+    from judge.errors import JudgeUnreachable
+
+    errors = {
+        "chain": RpcUnreachable("http://127.0.0.1:9", "ConnectionError"),
+        "judge": JudgeUnreachable("the judge is unreachable", url="http://127.0.0.1:9"),
+        "config": AgentConfigError("bad flag; expected a number. Fix: pass one."),
+    }
+
+    def probe() -> None:
+        raise errors[raised]
+
+    app.command("probe")(probe)
+    try:
+        assert main(["probe"]) == code
+    finally:
+        app.registered_commands.pop()
+    line = capsys.readouterr().err
+    assert "Fix" in line and "Traceback" not in line

@@ -128,7 +128,7 @@ def test_a_paid_fact_over_the_task_budget_moves_no_money(
 def test_the_demo_task_runs_offline_and_names_the_issuer(
     chain: Any, paywall: PaywallServer, tmp_path: Path
 ) -> None:
-    from agent.cli.app import DEMO_TASK
+    from agent.cli.commands.runs import DEMO_TASK
 
     deps = offline_deps(chain, paywall, tmp_path)
     result = asyncio.run(run_task(DEMO_TASK, deps))

@@ -1,0 +1,1 @@
+"""One module per command group of ``nib``; ``agent.cli.app`` assembles them."""

@@ -1,0 +1,64 @@
+"""``nib audit``: the spend ledger, and its reconciliation with the chain."""
+
+from __future__ import annotations
+
+import typer
+
+from agent.cli.common import (
+    EXIT_FINISHED,
+    EXIT_STOPPED,
+    cli_runtime,
+    cli_settings,
+    emit_json,
+    out,
+    short,
+    usdc,
+)
+
+__all__ = ["audit_app"]
+
+audit_app = typer.Typer(
+    invoke_without_command=True, help="Spend events, and reconciliation with the chain."
+)
+
+
+@audit_app.callback()
+def audit_cmd(ctx: typer.Context, run: str | None = typer.Option(None, "--run", help="Only this run."),
+              as_json: bool = typer.Option(False, "--json")) -> None:
+    """Spend events: ledger rows with verdict ids and tx hashes."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from rich.table import Table
+
+    from wallet.ledger import Ledger
+
+    rows = [r.to_dict() for r in Ledger(cli_settings().database).rows(run)]
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table("run", "kind", "amount", "recipient", "status", "verdict", "tx")
+    for r in rows:
+        table.add_row(str(r.get("run_id")), str(r.get("kind")), usdc(r.get("amount")), str(r.get("recipient")),
+                      str(r.get("status")), short(r.get("verdict_id"), 14), str(r.get("tx_hash") or r.get("auth_nonce") or ""))
+    out.print(table)
+
+
+@audit_app.command("reconcile")
+def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
+                  from_block: int = typer.Option(0, "--from-block")) -> None:
+    """Compare the spend ledger with the wallet's on-chain USDC Transfer logs."""
+    from dataclasses import asdict
+
+    from wallet.reconcile import reconcile
+
+    rt = cli_runtime(cli_settings())
+    report = reconcile(rt.db_path, rt.chain, rt.network.usdc, rt.wallet.address, from_block)
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        out.print(f"matched {len(report.matched)} · unmatched on chain {len(report.unmatched_onchain)} · "
+                  f"unmatched in ledger {len(report.unmatched_ledger)}")
+        for item in report.unmatched_onchain:
+            out.print(f"[red]ALARM[/] money left the wallet without an audited spend: {asdict(item)}")
+    raise typer.Exit(EXIT_FINISHED if not report.unmatched_onchain else EXIT_STOPPED)
+

@@ -1,0 +1,56 @@
+"""``nib judge``: the judge's calibration and the judge service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from agent.cli.common import cli_settings, emit_json, err, fail, out
+from chain import devnet as _devnet
+
+__all__ = ["judge_app"]
+
+judge_app = typer.Typer(
+    no_args_is_help=True, help="The JEV judge: calibration and the judge service."
+)
+
+
+@judge_app.command("calibration")
+def judge_calibration(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Calibration of the JEV judge: n, Brier score, expected calibration error, bins."""
+    from judge.calibration import BetaCalibrator
+
+    report = dict(BetaCalibrator(cli_settings().database).report())
+    if as_json:
+        emit_json(report)
+        return
+    out.print(f"n {report['n']} · Brier {report['brier']} · ECE {report['ece']}")
+    bins: list[dict[str, Any]] = list(report.get("bins") or [])  # type: ignore[call-overload]
+    for b in bins:
+        if b.get("n"):
+            out.print(f"  p {b['lo']:.1f}-{b['hi']:.1f}: n {b['n']}, mean p {b['mean_p']}, observed {b['freq']}",
+                      highlight=False)
+
+
+@judge_app.command("serve")
+def judge_serve(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8402),
+                insecure: bool = typer.Option(False, "--insecure",
+                                              help="Devnet only: serve without NIB_JUDGE_TOKEN.")) -> None:
+    """Run the judge as its own HTTP service on loopback, holding its key."""
+    from agent.cli.runtime import build_local_judge, resolve_network
+    from judge.service import serve
+
+    settings = cli_settings()
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        fail(f"--host {host} is not loopback; the judge service binds to loopback only. Fix: --host 127.0.0.1")
+    network = resolve_network(settings, _devnet.status(settings.home))
+    if insecure and not network.is_devnet:
+        fail(f"--insecure is for the devnet only; found network {network.name}. "
+             "Fix: set NIB_JUDGE_TOKEN and drop --insecure.")
+    judge = build_local_judge(settings, network)
+    err.print(f"judge {judge.address} serving on http://{host}:{port}")
+    if not settings.judge_token and insecure:
+        err.print("warning: --insecure: any local process can ask this judge for verdicts.")
+    serve(host, port, judge, token=settings.judge_token, insecure=insecure)
+

@@ -1,0 +1,266 @@
+"""``nib run``, ``approve``, ``deny``, ``runs`` and ``show``: running tasks and reading
+their traces."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import typer
+
+from agent.cli.common import (
+    EXIT_FINISHED,
+    EXIT_STOPPED,
+    cli_runtime,
+    cli_settings,
+    emit_json,
+    err,
+    fail,
+    out,
+    run_store,
+    short,
+    usdc,
+)
+from chain.money import ATOMIC_PER_USDC
+
+__all__ = ["app"]
+
+app = typer.Typer()  # merged into the top-level `nib` command by agent.cli.app
+
+
+DEMO_TASK = (
+    "What is the current base fee in gwei, the latest block number, and who issues USDC "
+    "according to the token fact sheet?"
+)
+
+
+def _progress(run_id: str, type_: str, data: dict[str, Any]) -> None:
+    """Live per-step progress: one line per proposal, verdict, call, spend and stop."""
+    if type_ == "proposal":
+        what = data.get("tool") or data.get("action") or "?"
+        err.print(f"[dim]step {data.get('step', '?')}[/] propose [bold]{what}[/] {short(data.get('args'))}")
+    elif type_ == "gate.skip":
+        err.print(f"  [yellow]skipped[/] {short(data.get('why') or data.get('reason'))}")
+    elif type_ == "verdict":
+        colour = {"approve": "green", "refuse": "red", "escalate": "magenta", "answer": "cyan"}.get(
+            str(data.get("decision")), "white")
+        price = data.get("amount")
+        price_s = f" price {usdc(price)}" if price else ""
+        err.print(f"  judge [{colour}]{data.get('decision')}[/]{price_s}  {short(data.get('reason'), 90)}")
+    elif type_ == "tool.call":
+        ok = "[green]ok[/]" if data.get("ok") else "[red]failed[/]"
+        cost = data.get("cost_usdc") or 0
+        err.print(f"  {data.get('tool')} {ok}{' cost ' + usdc(cost) if cost else ''}  {short(data.get('summary'), 90)}")
+    elif type_ == "spend":
+        gas = f" + gas {data['gas_wei']} wei" if data.get("gas_wei") else ""
+        total = f"  (run total {usdc(data['total_usdc'])})" if "total_usdc" in data else ""
+        tx = f"  tx {data['tx_hash']}" if data.get("tx_hash") else ""
+        err.print(f"  [bold]spent[/] {usdc(data.get('usdc') or 0)}{gas}{total}{tx}")
+    elif type_ == "stop":
+        err.print(f"[bold]stop[/] {data.get('reason')}")
+
+
+def _print_result(result: Any, as_json: bool) -> int:
+    if as_json:
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+    else:
+        tag = "[green]finished[/]" if result.finished else "[yellow]stopped[/]"
+        out.print(f"\n{tag} [bold]{result.stop_reason}[/] after {result.steps} steps"
+                  f"{' (partial answer)' if result.partial else ''}")
+        out.print(f"\n{result.answer}\n", markup=False, highlight=False)
+        spend = result.spend
+        out.print(f"spend {usdc(spend.usdc_atomic)} + gas {spend.gas_wei} wei · tokens "
+                  f"{result.tokens.input}+{result.tokens.output}"
+                  f"{' (estimated)' if result.tokens.estimated else ''} · {result.elapsed_s:.1f} s · run {result.run_id}")
+        if result.message:
+            out.print(result.message, markup=False, highlight=False)
+        for tx in _run_txs(result.run_id):
+            out.print(f"paid {usdc(tx['amount'])} to {tx['recipient']} · tx {tx['tx_hash']} ({tx['status']})")
+    return EXIT_FINISHED if result.finished else EXIT_STOPPED
+
+
+def _run_txs(run_id: str) -> list[dict[str, Any]]:
+    try:
+        from wallet.ledger import Ledger
+
+        settings = cli_settings()
+        return [r.to_dict() for r in Ledger(settings.database).rows(run_id) if r.tx_hash]
+    except Exception:  # the summary line is a convenience; the audit command is the record
+        return []
+
+
+@app.command("run")
+def run_cmd(
+    task: str = typer.Argument("", help="The research question."),
+    as_json: bool = typer.Option(False, "--json", help="Print the AgentResult as JSON."),
+    profile: str | None = typer.Option(None, help="cost-optimized | quality-first | local-guarded"),
+    model: str | None = typer.Option(None, help="Model name (with NIB_MODEL_PROVIDER)."),
+    network: str | None = typer.Option(None, help="anvil | base-sepolia | custom"),
+    max_spend: str | None = typer.Option(None, "--max-spend", help="Spend cap per task in USDC, e.g. 0.50"),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Step cap."),
+    demo: bool = typer.Option(False, "--demo", help="Run the built-in demo task."),
+) -> None:
+    """Run one research task with live progress; exit 0 when it finished, 1 when stopped."""
+    import asyncio
+
+    from agent.loop.run import run_task
+
+    if demo and not task:
+        task = DEMO_TASK
+    if not task.strip():
+        fail('the task is empty; expected a research question. Fix: nib run "What is the base fee?"')
+    cap = _parse_usdc(max_spend) if max_spend else None
+    settings = cli_settings(network=network, model=model, profile=profile)
+    rt = cli_runtime(settings)
+    _, limits = settings.resolve_limits(
+        model_local=bool(getattr(rt.model, "local", False)), profile=profile,
+        spend_cap_usdc=cap, max_steps=max_steps,
+    )
+    if not as_json:
+        err.print(f"[bold]nib[/] {rt.network.name} (chain {rt.network.chain_id}) · model {rt.model.name} · "
+                  f"wallet {rt.wallet.address} · cap {usdc(limits.spend_cap_usdc)} · steps {limits.max_steps}")
+        err.print(f"task: {task}", markup=False, highlight=False)
+    deps = rt.deps(profile=profile, limits=limits, on_event=None if as_json else _progress)
+    result = asyncio.run(run_task(task, deps))
+    raise typer.Exit(_print_result(result, as_json))
+
+
+def _parse_usdc(text: str) -> int:
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        value = Decimal(text.removesuffix("USDC").strip())
+    except InvalidOperation:
+        fail(f"--max-spend {text!r} is not an amount; expected USDC like 0.50. Fix: pass a number.")
+    atomic = value * ATOMIC_PER_USDC
+    if atomic <= 0 or atomic != atomic.to_integral_value():
+        fail(f"--max-spend {text!r} must be positive with at most 6 decimals. Fix: e.g. --max-spend 0.25")
+    return int(atomic)
+
+
+def _decide(run_id: str, decision: str, as_json: bool) -> None:
+    import asyncio
+
+    from agent.loop.run import resume
+
+    settings = cli_settings()
+    rt = cli_runtime(settings)
+    result = asyncio.run(resume(run_id, decision, rt.deps(on_event=None if as_json else _progress)))  # type: ignore[arg-type]
+    raise typer.Exit(_print_result(result, as_json))
+
+
+@app.command("approve")
+def approve_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Approve the paid call a paused run is waiting on, and resume it."""
+    _decide(run_id, "approve", as_json)
+
+
+@app.command("deny")
+def deny_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Deny the paid call a paused run is waiting on; it stops with a partial answer."""
+    _decide(run_id, "deny", as_json)
+
+
+def _result_of(row: dict[str, Any]) -> dict[str, Any]:
+    raw = row.get("result")
+    if isinstance(raw, str) and raw:
+        try:
+            return dict(json.loads(raw))
+        except ValueError:
+            return {}
+    return dict(raw) if isinstance(raw, dict) else {}
+
+
+@app.command("runs")
+def runs_cmd(as_json: bool = typer.Option(False, "--json"), limit: int = typer.Option(50)) -> None:
+    """One row per run: id, task, stop reason, steps, spend, tokens, elapsed."""
+    from rich.table import Table
+
+    rows = []
+    for row in run_store().runs(limit=limit):
+        res = _result_of(row)
+        spend = res.get("spend") or {}
+        tokens = res.get("tokens") or {}
+        rows.append({
+            "run_id": row["run_id"], "task": row.get("task"), "status": row.get("status"),
+            "stop_reason": res.get("stop_reason") or row.get("stop_reason"),
+            "steps": res.get("steps"), "spend_usdc_atomic": spend.get("usdc_atomic", 0),
+            "gas_wei": spend.get("gas_wei", 0),
+            "tokens": int(tokens.get("input", 0) or 0) + int(tokens.get("output", 0) or 0),
+            "elapsed_s": res.get("elapsed_s"), "started_at": row.get("started_at"),
+        })
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table("run", "task", "stop", "steps", "spend", "tokens", "elapsed")
+    for r in rows:
+        table.add_row(r["run_id"], short(r["task"], 48), str(r["stop_reason"] or r["status"]),
+                      str(r["steps"] or 0), usdc(r["spend_usdc_atomic"]), str(r["tokens"]),
+                      f"{r['elapsed_s'] or 0:.1f}s")
+    out.print(table)
+
+
+@app.command("show")
+def show_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """One run's trace as a timeline: proposals, gates, verdicts, calls, observations, spend."""
+    store = run_store()
+    row = store.run(run_id)
+    if row is None:
+        fail(f"no run {run_id!r} in {cli_settings().database}; expected an id from `nib runs`. Fix: run `nib runs`.")
+    events = store.events(run_id)
+    if as_json:
+        emit_json({"run": {**row, "result": _result_of(row)}, "events": events})
+        return
+    res = _result_of(row)
+    out.print(f"[bold]{run_id}[/] {row.get('task')}", highlight=False)
+    for ev in events:
+        data = _event_data(ev)
+        out.print(f"  {ev.get('seq'):>3} [cyan]{ev.get('type'):<16}[/] {short(_event_line(data), 110)}",
+                  highlight=False)
+        for line in _market_lines(ev.get("type"), data):
+            out.print(f"        {line}", highlight=False, markup=False, soft_wrap=True)
+    protocols = [_event_data(ev).get("protocol") for ev in events if ev.get("type") == "model.protocol"]
+    if protocols:
+        fallback = " (fallback: the server rejected native tools)" if protocols[-1] == "json-text" else ""
+        out.print(f"tools: [bold]{protocols[-1]}[/]{fallback}", highlight=False)
+    if res:
+        out.print(f"stop [bold]{res.get('stop_reason')}[/] · answer: {short(res.get('answer'), 200)}", highlight=False)
+
+
+def _market_lines(type_: Any, data: dict[str, Any]) -> list[str]:
+    """The market details under a timeline line: offers discovered, the seller quoted, the
+    full verdict reason when offers were compared, and the excerpt of what was bought."""
+    lines = []
+    offers = data.get("offers")
+    for offer in offers if isinstance(offers, list) else ():
+        price = usdc(offer.get("price")) if offer.get("price") is not None else "?"
+        tool = f"#{offer['tool']}" if offer.get("tool") else ""
+        allowed = "" if offer.get("allowlisted") else " (not allowlisted)"
+        lines.append(f"offer {offer.get('method')} {offer.get('resource')}{tool} {price} "
+                     f"[{', '.join(offer.get('kinds') or ()) or '-'}]{allowed}")
+    if type_ == "quote" and data.get("seller"):
+        lines.append(f"quoted {usdc(data.get('amount'))} from {data['seller']}")
+    if type_ == "verdict" and str(data.get("reason", "")).startswith("best of"):
+        lines.append(f"reason: {data['reason']}")
+    cut = data.get("excerpt")
+    if isinstance(cut, dict):
+        if cut.get("type") == "json":
+            fields = "; ".join(f"{k}={v}" for k, v in (cut.get("fields") or {}).items())
+            lines.append(f"excerpt: {short(fields, 400)}")
+        else:
+            lines.append(f"excerpt: {short(cut.get('text'), 400)}")
+    return lines
+
+
+def _event_data(ev: dict[str, Any]) -> dict[str, Any]:
+    data = ev.get("data")
+    return json.loads(data) if isinstance(data, str) else data or {}
+
+
+def _event_line(data: dict[str, Any]) -> str:
+    keys = ("step", "tool", "action", "decision", "reason", "ok", "summary", "cost_usdc", "amount", "tx_hash",
+            "protocol", "why")
+    parts = [f"{k}={data[k]}" for k in keys if k in data and data[k] not in (None, "")]
+    return " ".join(parts) if parts else json.dumps(data, default=str)
+

@@ -1,0 +1,71 @@
+"""``nib wallet``: the agent's keystore and balances."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+
+from agent.cli.common import cli_runtime, cli_settings, emit_json, fail, out
+
+__all__ = ["wallet_app"]
+
+wallet_app = typer.Typer(no_args_is_help=True, help="The agent's keystore and balances.")
+
+
+@wallet_app.command("new")
+def wallet_new(as_json: bool = typer.Option(False, "--json"), force: bool = typer.Option(False, "--force")) -> None:
+    """Create a fresh encrypted keystore (passphrase from NIB_WALLET_PASSWORD or a prompt)."""
+    from wallet.keystore import Keystore, default_keystore_path
+
+    ks = Keystore(default_keystore_path(cli_settings().home))
+    address = ks.new(overwrite=force)
+    _facts({"address": address, "keystore": str(ks.path)}, as_json)
+
+
+@wallet_app.command("import")
+def wallet_import(as_json: bool = typer.Option(False, "--json"), force: bool = typer.Option(False, "--force"),
+                  chain_id: int | None = typer.Option(None, "--chain-id", help="Refuse dev keys off 31337.")) -> None:
+    """Import a private key read from stdin or NIB_IMPORT_KEY (never from an argument)."""
+    import os
+
+    from wallet.keystore import Keystore, default_keystore_path
+
+    key = os.environ.get("NIB_IMPORT_KEY") or (sys.stdin.readline().strip() if not sys.stdin.isatty() else
+                                               typer.prompt("Private key", hide_input=True))
+    if not key:
+        fail("no key given; expected it on stdin or in NIB_IMPORT_KEY. Fix: `nib wallet import < keyfile`.")
+    ks = Keystore(default_keystore_path(cli_settings().home))
+    address = ks.import_key(key, overwrite=force, chain_id=chain_id)
+    _facts({"address": address, "keystore": str(ks.path)}, as_json)
+
+
+@wallet_app.command("address")
+def wallet_address(as_json: bool = typer.Option(False, "--json")) -> None:
+    """The wallet's address (no passphrase needed)."""
+    from wallet.keystore import Keystore, default_keystore_path
+
+    ks = Keystore(default_keystore_path(cli_settings().home))
+    if not ks.exists():
+        fail(f"no keystore at {ks.path}; expected one. Fix: `nib wallet new` or `nib devnet up`.")
+    _facts({"address": ks.address()}, as_json)
+
+
+@wallet_app.command("balance")
+def wallet_balance(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Live USDC and ETH balances of the wallet on the configured network."""
+    rt = cli_runtime(cli_settings())
+    usdc = rt.chain.token_balance(rt.network.usdc, rt.wallet.address)
+    eth = rt.chain.eth_balance(rt.wallet.address)
+    _facts({"address": rt.wallet.address, "network": rt.network.name, "chain_id": rt.network.chain_id,
+            "usdc_atomic": usdc, "usdc": usdc(usdc), "eth_wei": eth}, as_json)
+
+
+def _facts(data: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        emit_json(data)
+    else:
+        for k, v in data.items():
+            out.print(f"{k:10} {v}", highlight=False)
+

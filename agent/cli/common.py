@@ -1,0 +1,80 @@
+"""What every ``nib`` command shares: the consoles, exit codes, the one-line error for a
+user's mistake, JSON output, settings, the runtime and the run store.
+
+Exit codes: 0 finished, 1 stopped without finishing (a dependency failure included, its
+fix named), 2 bad input only.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, NoReturn
+
+from rich.console import Console
+
+__all__ = [
+    "BadInput",
+    "EXIT_BAD_INPUT",
+    "EXIT_FINISHED",
+    "EXIT_STOPPED",
+    "cli_runtime",
+    "cli_settings",
+    "emit_json",
+    "err",
+    "fail",
+    "out",
+    "run_store",
+    "short",
+    "usdc",
+]
+
+out = Console(width=None if sys.stdout.isatty() else 140)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
+
+EXIT_FINISHED, EXIT_STOPPED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class BadInput(Exception):
+    """A user mistake the CLI reports in one line with exit code 2."""
+
+
+def fail(message: str) -> NoReturn:
+    raise BadInput(message)
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def cli_settings(**explicit: Any) -> Any:
+    from agent.config import load_settings
+
+    return load_settings(**explicit)
+
+
+def cli_runtime(settings: Any) -> Any:
+    from agent.cli.runtime import build_runtime
+
+    return build_runtime(settings)
+
+
+def run_store() -> Any:
+    from agent.store import RunStore
+
+    return RunStore(cli_settings().database)
+
+
+def short(value: Any, n: int = 70) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str) if value else ""
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def usdc(atomic: Any) -> str:
+    from chain.money import format_usdc
+
+    try:
+        return format_usdc(int(atomic))
+    except (TypeError, ValueError):
+        return str(atomic)
+
