@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from typing import Any
+from typing import Any, NoReturn
 
 from agent.errors import RunStateError
 from agent.loop import detectors
@@ -251,6 +251,37 @@ async def run_task(task: str, deps: Deps, *, run_id: str | None = None) -> Agent
     return await run.drive()
 
 
+async def _deny(run: _Run, pending: PendingCall) -> NoReturn:
+    """A human denied the held call: give its quote back and stop."""
+    tool = run.ctx.deps.registry.get(pending.tool)
+    if tool is not None:
+        await run.paid.abandon(tool, Quote(**unjsonable(pending.quote)))
+    run.ctx.add_history(pending.tool, pending.args, "refused", "denied by a human")
+    raise Stop(
+        "approval-denied",
+        f"a human denied {pending.tool} "
+        f"({format_usdc(int(pending.quote['amount']))}); the run ends with the "
+        "evidence it has.",
+    )
+
+
+async def _approve(run: _Run, pending: PendingCall) -> None:
+    """A human approved the held call: execute it, or, when a dependency fails before
+    anything was decided or signed, go back to waiting for the approval."""
+    try:
+        await run.paid.approved(pending)
+    except ApprovalDeferred as deferred:
+        run.ctx.state.pending = pending
+        why = deferred.stop
+        run.ctx.emit("approval.deferred", {"reason": why.reason, "message": why.message})
+        raise Stop(
+            "awaiting-approval",
+            f"the approval could not be carried out ({why.reason}: {why.message}); the "
+            f"run stays paused. Run `nib approve {run.ctx.state.run_id}` again once it is "
+            "back.",
+        ) from why
+
+
 async def resume(run_id: str, decision: Decision, deps: Deps) -> AgentResult:
     """Resume a run paused awaiting approval: ``approve`` executes the held call and goes
     on; ``deny`` stops with ``approval-denied``. Same budgets; elapsed time carries over.
@@ -288,28 +319,8 @@ async def resume(run_id: str, decision: Decision, deps: Deps) -> AgentResult:
         if pending is None:
             raise Stop("approval-denied", "the paused state held no pending call")
         if decision == "deny":
-            tool = deps.registry.get(pending.tool)
-            if tool is not None:
-                await run.paid.abandon(tool, Quote(**unjsonable(pending.quote)))
-            run.ctx.add_history(pending.tool, pending.args, "refused", "denied by a human")
-            raise Stop(
-                "approval-denied",
-                f"a human denied {pending.tool} "
-                f"({format_usdc(int(pending.quote['amount']))}); the run ends with the "
-                "evidence it has.",
-            )
-        try:
-            await run.paid.approved(pending)
-        except ApprovalDeferred as deferred:
-            # Nothing was decided or signed: the run waits for the approval again.
-            state.pending = pending
-            why = deferred.stop
-            run.ctx.emit("approval.deferred", {"reason": why.reason, "message": why.message})
-            raise Stop(
-                "awaiting-approval",
-                f"the approval could not be carried out ({why.reason}: {why.message}); the "
-                f"run stays paused. Run `nib approve {state.run_id}` again once it is back.",
-            ) from why
+            await _deny(run, pending)
+        await _approve(run, pending)
         run.detect()
         await run.turns()
     except Stop as stop:

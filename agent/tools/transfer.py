@@ -27,8 +27,11 @@ from judge.fingerprint import transaction_fingerprint
 from judge.terms import TRANSFER_SELECTOR
 
 if TYPE_CHECKING:
+    from web3 import Web3
+
     from agent.seams import AgentWallet
     from judge.verdict import Verdict
+    from wallet.nonces import NonceManager
 
 __all__ = [
     "GAS_HEADROOM",
@@ -182,6 +185,44 @@ def _stale(tool: str, nonce: int, why: str) -> ToolError:
     )
 
 
+async def _check_payable(ctx: ToolContext, usdc: str, sender: str, args: TransferArgs) -> None:
+    """Refused before quoting: a self-transfer, or more than the wallet holds."""
+    if args.to.lower() == sender.lower():
+        raise ToolError(
+            f"usdc_transfer: the recipient {args.to} is the wallet itself; a self-transfer "
+            "pays gas and moves nothing. Fix: pick another recipient."
+        )
+    balance = await asyncio.to_thread(ctx.chain.token_balance, usdc, sender)
+    if balance < args.amount:
+        raise ToolError(
+            f"usdc_transfer: the wallet holds {format_usdc(balance)} ({balance} atomic), "
+            f"less than the {format_usdc(args.amount)} ({args.amount} atomic) asked; "
+            "refused before quoting. Fix: fund the wallet or send less."
+        )
+
+
+def _pin(
+    w3: Web3, nonces: NonceManager, sender: str, usdc: str, data: str
+) -> tuple[int, int, int, int]:
+    """The transaction's gas estimate, fees and nonce, read from the node (in a thread).
+
+    The nonce is allocated last: nothing after it can fail and strand the number."""
+    estimate = int(
+        w3.eth.estimate_gas({"from": sender, "to": usdc, "data": data, "value": 0})  # type: ignore[typeddict-item]
+    )
+    priority = int(w3.eth.max_priority_fee)
+    base = int(w3.eth.get_block("latest").get("baseFeePerGas", 0))
+    pending = int(w3.eth.get_transaction_count(sender, "pending"))  # type: ignore[arg-type]
+    nonce = nonces.allocate()
+    if nonce < pending:
+        # The chain already used it (a send from outside this process): never reuse it,
+        # re-read the chain and take the next free number.
+        nonces.confirm(nonce)
+        nonces.resync()
+        nonce = nonces.allocate()
+    return nonce, estimate, priority, base
+
+
 class UsdcTransferTool(Tool):
     """Quote and execute a USDC ``transfer(to, amount)`` from the agent's wallet."""
 
@@ -204,42 +245,13 @@ class UsdcTransferTool(Tool):
         _check_recipient(ctx, self.name, args.to)
         usdc = usdc_address(ctx)
         sender = to_checksum_address(wallet.address)
-        if args.to.lower() == sender.lower():
-            raise ToolError(
-                f"usdc_transfer: the recipient {args.to} is the wallet itself; a self-transfer "
-                "pays gas and moves nothing. Fix: pick another recipient."
-            )
-        chain = ctx.chain
-        balance = await asyncio.to_thread(chain.token_balance, usdc, sender)
-        if balance < args.amount:
-            raise ToolError(
-                f"usdc_transfer: the wallet holds {format_usdc(balance)} ({balance} atomic), "
-                f"less than the {format_usdc(args.amount)} ({args.amount} atomic) asked; "
-                "refused before quoting. Fix: fund the wallet or send less."
-            )
+        await _check_payable(ctx, usdc, sender, args)
         data = transfer_calldata(args.to, args.amount)
-        w3 = chain.w3
         nonces = wallet.nonces
-
-        def pin() -> tuple[int, int, int, int]:
-            estimate = int(
-                w3.eth.estimate_gas({"from": sender, "to": usdc, "data": data, "value": 0})  # type: ignore[typeddict-item]
-            )
-            priority = int(w3.eth.max_priority_fee)
-            base = int(w3.eth.get_block("latest").get("baseFeePerGas", 0))
-            pending = int(w3.eth.get_transaction_count(sender, "pending"))  # type: ignore[arg-type]
-            # Allocated last: nothing below can fail and strand the number.
-            nonce = nonces.allocate()
-            if nonce < pending:
-                # The chain already used it (a send from outside this process): never
-                # reuse it, re-read the chain and take the next free number.
-                nonces.confirm(nonce)
-                nonces.resync()
-                nonce = nonces.allocate()
-            return nonce, estimate, priority, base
-
         nonce, estimate, priority, base = await asyncio.to_thread(
-            chain.call, "eth_getTransactionCount", pin
+            ctx.chain.call,
+            "eth_getTransactionCount",
+            lambda: _pin(ctx.chain.w3, nonces, sender, usdc, data),
         )
         try:
             gas = int(
