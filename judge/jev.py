@@ -465,6 +465,8 @@ class Judge:
             f"alternatives: {'; '.join(lost)}",
         )
 
+    # Long by design: the decision rules in the order they apply, each an early return;
+    # read top to bottom it is the judge's specification.
     def _rule(self, req: PaidCallRequest) -> tuple[Decision, Decimal, Decimal, str]:
         zero = Decimal(0)
         if not req.missing:

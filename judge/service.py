@@ -147,6 +147,8 @@ def _free_from_wire(data: dict[str, Any]) -> FreeDecision:
     return FreeDecision(data["outcome"], data["tool"], data["reason"], row)
 
 
+# Long by design: the routes are closures over the state this factory builds (one
+# app, one set of dependencies); split apart they would each take the same state.
 def create_app(
     judge: Judge, *, token: str | None = None, admin_token: str | None = None
 ) -> FastAPI:

@@ -54,6 +54,8 @@ def _signed_from_wire(data: Mapping[str, Any]) -> SignedTypedData | SignedTx:
     return SignedTypedData(**fields)
 
 
+# Long by design: the routes are closures over the state this factory builds (one
+# app, one set of dependencies); split apart they would each take the same state.
 def create_app(wallet: Wallet) -> FastAPI:
     """A FastAPI app exposing ``wallet``'s signing and money-state calls."""
     app = FastAPI(title="nib wallet", docs_url=None, redoc_url=None, openapi_url=None)

@@ -163,6 +163,8 @@ def chart_stop_reasons(runs: Sequence[ChartRun]) -> str:
     return _svg("chart-stop-reasons", height, "How runs ended: stop reasons", body)
 
 
+# Long by design: one SVG drawn top to bottom (axes, bars, labels, legend); the
+# pieces share the scale computed at the top.
 def _run_bars(
     runs: Sequence[ChartRun],
     chart_id: str,
@@ -301,6 +303,8 @@ def _metric(value: Any) -> str:
     return f"{Decimal(str(value)):.3f}"
 
 
+# Long by design: one SVG drawn top to bottom (axes, bars, labels, legend); the
+# pieces share the scale computed at the top.
 def chart_reliability(calibration: Mapping[str, Any] | None) -> str:
     bins = [b for b in (calibration or {}).get("bins", []) if int(b.get("n", 0) or 0) > 0]
     if not calibration or not bins:

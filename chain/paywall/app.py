@@ -240,6 +240,8 @@ def _require_price(name: str, amount: object) -> None:
 # -------------------------------------------------------------------------------- app
 
 
+# Long by design: the routes are closures over the state this factory builds (one
+# app, one set of dependencies); split apart they would each take the same state.
 def create_app(
     rpc_url: str,
     usdc: str,

@@ -53,6 +53,8 @@ class _Register(BaseModel):
     resources: list[_Listed] = Field(max_length=MAX_RESOURCES_PER_SELLER)
 
 
+# Long by design: the routes are closures over the state this factory builds (one
+# app, one set of dependencies); split apart they would each take the same state.
 def create_facilitator_app(
     rpc_url: str,
     *,
