@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from agent.loop.context import RunContext
 from agent.loop.gates import Admitted
 from agent.tools.base import Quote
-from agent.tools.x402.offers import OfferBook, allowlisted_sellers, call_inputs, offer_call
+from agent.tools.x402.offers import allowlisted_sellers, call_inputs, offer_call
 from judge.fingerprint import call_fingerprint
 
 __all__ = ["MAX_ALTERNATIVES", "BestOffer", "Quoted"]
@@ -37,9 +37,9 @@ class BestOffer:
     async def alternatives(self, call: Admitted, quote: Quote) -> list[Quoted]:
         """Quotes of other sellers' offers for the missing items ``call`` would cover."""
         run = self.run
-        book = getattr(call.tool, "offers", None)
+        book = call.tool.offer_book()
         seller = quote.meta.get("seller")
-        if not isinstance(book, OfferBook) or not seller or quote.amount == 0:
+        if book is None or not seller or quote.amount == 0:
             return []
         if run.tools.task_sellers:  # the task chose its seller
             return []

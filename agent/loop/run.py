@@ -216,7 +216,7 @@ class _Run:
 def _resolve_limits(deps: Deps) -> tuple[str, Limits]:
     if deps.limits is not None:
         return deps.profile or "custom", deps.limits
-    return limits_for(deps.profile, model_local=bool(getattr(deps.model, "local", False)))
+    return limits_for(deps.profile, model_local=deps.model.local)
 
 
 async def run_task(task: str, deps: Deps, *, run_id: str | None = None) -> AgentResult:

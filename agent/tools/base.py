@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import httpx
 
     from agent.seams import AgentWallet
+    from agent.tools.x402.offers import OfferBook
     from chain.client import ChainClient
     from chain.networks import Network
     from judge.verdict import Verdict
@@ -183,6 +184,10 @@ class Tool(ABC):
     #: from the tools registered (``ToolRegistry.free_policy``), so a free tool without
     #: them is refused at registration.
     free_limits: FreeLimits | None = None
+
+    def offer_book(self) -> OfferBook | None:
+        """The market offers this tool buys from (x402 tools); None for the others."""
+        return None
 
     def policy_row(self) -> FreePolicyRow | None:
         """This tool's free-read policy row (None for a paid tool)."""

@@ -114,7 +114,7 @@ def run_cmd(
     settings = cli_settings(network=network, model=model, profile=profile)
     rt = cli_runtime(settings)
     _, limits = settings.resolve_limits(
-        model_local=bool(getattr(rt.model, "local", False)), profile=profile,
+        model_local=rt.model.local, profile=profile,
         spend_cap_usdc=cap, max_steps=max_steps,
     )
     if not as_json:

@@ -50,6 +50,7 @@ from agent.tools.x402.protocol import (
 from agent.tools.x402.quoting import authorization_quote, free_quote
 from chain.facts import FactKind
 from chain.money import format_usdc
+from judge.verdict import Verdict
 from wallet.errors import SettlementUnproven
 from wallet.reconcile import authorization_expired
 
@@ -235,6 +236,10 @@ class PayHttpTool(Tool):
 
     # -- facts -------------------------------------------------------------------
 
+
+    def offer_book(self) -> OfferBook:
+        return self.offers
+
     def _routes(self, url: str) -> tuple[_Route, ...]:
         return self._catalogs.get(origin_of(url)) or _STATIC_ROUTES
 
@@ -338,7 +343,9 @@ class PayHttpTool(Tool):
 
     # -- execute -----------------------------------------------------------------
 
-    async def execute(self, quote: Quote, verdict: Any, ctx: ToolContext) -> Observation:
+    async def execute(
+        self, quote: Quote, verdict: Verdict | None, ctx: ToolContext
+    ) -> Observation:
         """MOVES MONEY: re-read the seller's terms, sign under ``verdict``, pay once, settle.
 
         Changed terms produce a different payload and the wallet refuses it as

@@ -41,6 +41,7 @@ from agent.tools.x402.protocol import (
 )
 from agent.tools.x402.quoting import authorization_quote, free_quote
 from chain.money import format_usdc
+from judge.verdict import Verdict
 from wallet.errors import SettlementUnproven
 
 __all__ = ["PayMcpArgs", "PayMcpTool"]
@@ -92,6 +93,10 @@ class PayMcpTool(Tool):
     def __init__(self, offers: OfferBook) -> None:
         self.offers = offers
 
+
+    def offer_book(self) -> OfferBook:
+        return self.offers
+
     def facts_for(self, args: Any) -> tuple[str, ...]:
         """What this purchase may cover, decided on our side: the fact kinds the tool's
         declaration (discovery or its 402) matches, narrowed to ``covers`` when given."""
@@ -134,7 +139,9 @@ class PayMcpTool(Tool):
 
     # -- execute -----------------------------------------------------------------
 
-    async def execute(self, quote: Quote, verdict: Any, ctx: ToolContext) -> Observation:
+    async def execute(
+        self, quote: Quote, verdict: Verdict | None, ctx: ToolContext
+    ) -> Observation:
         """MOVES MONEY: re-read the terms, sign under ``verdict``, call once, settle.
 
         Terms changed since the quote give a different payload, which the wallet refuses
