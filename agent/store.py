@@ -70,6 +70,11 @@ MIGRATIONS: list[Migration] = [
             "CREATE INDEX IF NOT EXISTS idx_agent_events_type ON agent_events (type)",
         ),
     ),
+    Migration(
+        2,
+        "runs indexed by start time (nib runs and nib report read the newest page)",
+        ("CREATE INDEX IF NOT EXISTS idx_agent_runs_started ON agent_runs (started_at)",),
+    ),
 ]
 
 

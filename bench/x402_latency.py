@@ -70,6 +70,7 @@ async def _measure(env: BenchEnv, iterations: int, warmup: int) -> dict[str, Any
     ours: list[float] = []
     peer: list[float] = []
     phases: dict[str, list[float]] = {}
+    unpaid: list[float] = []
     async with httpx.AsyncClient(timeout=30) as http, peer_client(env, price) as x402_http:
 
         async def one_ours(i: int) -> float:
@@ -89,17 +90,28 @@ async def _measure(env: BenchEnv, iterations: int, warmup: int) -> dict[str, Any
                 )
             return elapsed
 
+        async def one_unpaid_get() -> float:
+            # What pay_http's re-check of the seller's terms costs: one unpaid GET -> 402.
+            start = time.perf_counter()
+            resp = await http.get(url)
+            if resp.status_code != 402:
+                raise RuntimeError(f"benchmark: expected a 402 from {url}, got {resp.status_code}")
+            return time.perf_counter() - start
+
         for i in range(warmup + iterations):
             first_ours = i % 2 == 0
             a = await one_ours(i) if first_ours else await one_peer()
             b = await one_peer() if first_ours else await one_ours(i)
+            get_402 = await one_unpaid_get()
             if i < warmup:
                 continue
             ours.append(a if first_ours else b)
             peer.append(b if first_ours else a)
+            unpaid.append(get_402)
     return {
         "ours": ours,
         "peer": peer,
+        "unpaid_get": unpaid,
         "phases": {k: median(v) for k, v in phases.items()},
         "price_atomic": price,
     }
@@ -127,7 +139,8 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
             f"GETs each of {BENCH_PATH} ({data['price_atomic']} atomic USDC), interleaved, "
             f"{warmup} warm-up dropped. Peer: x402HttpxClient + EthAccountSigner (no judge, "
             "no ledger). Ours adds the quote re-check GET, the signed JEV verdict, the "
-            "wallet's checks and the SQLite spend meter/ledger."
+            "wallet's checks (verdict re-check, one live authorization, the settlement proven "
+            "on chain) and the SQLite spend meter/ledger."
         ),
         raw={
             "kind": "peer",
@@ -140,6 +153,7 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
             "p95_ratio": ratio(p95_o, p95_p),
             "iterations": iterations,
             "phases_median_s": data["phases"],
+            "unpaid_get_median_s": median(data["unpaid_get"]),
             "samples_ours_s": ours,
             "samples_peer_s": peer,
         },
@@ -157,6 +171,10 @@ def report(result: dict[str, Any]) -> str:
             f"p95 {fmt_ms(result['p95_peer_s'])}",
             "  nib phases (median): "
             + ", ".join(f"{k} {fmt_ms(v)}" for k, v in result["phases_median_s"].items()),
+            f"  one unpaid GET -> 402 (what the re-check of the terms costs): median "
+            f"{fmt_ms(result['unpaid_get_median_s'])} = "
+            f"{result['unpaid_get_median_s'] / result['median_peer_s']:.0%} of the peer's "
+            "median round trip",
             f"  ratio nib/x402: median {fmt_ratio(result['ratio'])}, "
             f"p95 {fmt_ratio(result['p95_ratio'])}",
         ]

@@ -74,10 +74,12 @@ def test_judge_rows_compare_with_the_signing_and_recovery_limits() -> None:
 
 
 def test_context_tokens_series_has_ten_steps(env: BenchEnv) -> None:
-    result = context_tokens.run(quick=True, env=env)
+    peer, result = context_tokens.run(quick=True, env=env)
+    assert peer["kind"] == "peer" and "PydanticAI" in peer["peer"]
     series = result["series"]
     assert [r["step"] for r in series] == list(range(1, 11))
     assert all(r["shaped"] < r["full"] for r in series)
+    assert all(r["shaped"] < r["pydantic_ai"] for r in series)
     assert result["tools"].count("pay_http") == 2
 
 
@@ -94,7 +96,21 @@ def test_python_m_bench_writes_results_with_the_machine(tmp_path: Path) -> None:
     for needle in ("| cpu |", "| cores |", "| ram |", "| python |", "| anvil |"):
         assert needle in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "x |" in line]
-    assert len(rows) == 4, text  # loop overhead, judge signing and verifying, context
+    assert len(rows) == 5, text  # loop overhead, judge sign and verify, context x2
     assert "failed" not in "\n".join(rows)
     kinds = [row.split("|")[1].strip() for row in rows]
     assert kinds == sorted(kinds, key=["peer", "limit", "own"].index), kinds
+
+
+def test_store_scale_fill_writes_through_the_real_schema(tmp_path: Path) -> None:
+    from agent.store import RunStore
+    from bench.store_scale import EVENTS_PER_RUN, fill
+    from wallet.ledger import Ledger
+
+    counts = fill(tmp_path / "nib.db", 30)
+    assert counts == {"runs": 30, "events": 30 * EVENTS_PER_RUN, "spends": 3}
+    store = RunStore(tmp_path / "nib.db")
+    newest = store.runs(limit=5)
+    assert [r["run_id"] for r in newest] == [f"run-{i:07d}" for i in range(29, 24, -1)]
+    assert len(store.events("run-0000007")) == EVENTS_PER_RUN
+    assert len(Ledger(tmp_path / "nib.db").rows()) == 3
