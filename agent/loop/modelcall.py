@@ -18,7 +18,7 @@ from agent.errors import ModelUnavailable
 from agent.loop.budget import BudgetGate
 from agent.loop.context import RunContext
 from agent.loop.stop import Stop
-from agent.loop.tokens import count_messages
+from agent.loop.tokens import budget_tokens, count_messages
 from agent.models.base import Message, ModelReply, ModelRequest, OutputSchema, Purpose, ToolSpec
 
 __all__ = ["ModelCaller"]
@@ -101,8 +101,11 @@ class ModelCaller:
         return reply
 
     async def _count(self, request: ModelRequest) -> int:
-        """Input tokens of ``request``: the provider's exact count when it offers one."""
-        estimate = count_messages(request.messages, [asdict(t) for t in request.tools])
+        """Input tokens of ``request`` for the budget check: the provider's exact count when
+        it offers one, else the estimate with its safety margin."""
+        estimate = budget_tokens(
+            count_messages(request.messages, [asdict(t) for t in request.tools])
+        )
         counter = getattr(self.run.deps.model, "count_tokens", None)
         if counter is None:
             return estimate

@@ -351,9 +351,9 @@ def _arg_line(name: str, spec: dict[str, Any], required: bool) -> str:
     return line
 
 
-def tool_lines(tools: list[dict[str, Any]]) -> str:
-    """Each tool: name (kind; facts): description, then one line per argument with its
-    type, whether it is optional (``?``), its description and default."""
+def tool_lines(tools: list[dict[str, Any]], *, args: bool = True) -> str:
+    """Each tool: name (kind; facts): description; with ``args``, one line per argument
+    with its type, whether it is optional (``?``), its description and default."""
     lines = []
     for t in tools:
         schema = t.get("args") or {}
@@ -361,15 +361,16 @@ def tool_lines(tools: list[dict[str, Any]]) -> str:
         required = set(schema.get("required", []))
         facts = ",".join(t.get("facts", [])) or "-"
         lines.append(f"- {t['name']} ({t['kind']}; facts {facts}): {t.get('description', '')}")
-        lines += [_arg_line(k, v, k in required) for k, v in props.items()]
+        if args:
+            lines += [_arg_line(k, v, k in required) for k, v in props.items()]
     return "\n".join(lines) or "(no tools wired)"
 
 
 def text_protocol(tools: list[dict[str, Any]]) -> str:
-    """What a server without native tool calling is told besides the prompt's tool list:
-    the two finishes and the JSON shapes to reply in."""
+    """What a server without native tool calling is told instead of the tool schemas:
+    each tool's arguments, the two finishes and the JSON shapes to reply in."""
     finishes = "\n".join(f"- {name}: {doc}" for name, (doc, _) in FINISH_TOOLS.items())
-    return f"To finish:\n{finishes}\n\n{PROTOCOL}"
+    return f"Tool arguments:\n{tool_lines(tools)}\n\nTo finish:\n{finishes}\n\n{PROTOCOL}"
 
 
 def _offer_line(tool: str, endpoint: dict[str, Any]) -> str | None:
@@ -417,14 +418,18 @@ _RULES = (
 
 
 def propose_messages(context: dict[str, Any]) -> list[dict[str, Any]]:
-    """The propose request: rules, self-model, budget, tools (with argument docs: some
-    servers drop the schemas' descriptions) and offers; then task, focus, history, and the
-    last step's tool calls with their results (``context["exchange"]``)."""
+    """The propose request. The system message is what stays the same all run (identity,
+    rules, each tool's description, since some servers drop it from the schemas they show
+    the model, and paid offers; argument docs travel in the schemas, or in
+    :func:`text_protocol` for the fallback), so servers that cache a prompt's prefix reuse it every turn; the
+    user message holds what changes: the fresh self-model and budget, task, checklist,
+    focus, plan, lessons, evidence, history, feedback. The last step's tool calls with
+    their results follow (``context["exchange"]``)."""
     sm = context["self_model"]
     offers = offer_lines(context["tools"])
     spend_left = sm.get("spend_left_usdc")
     budget = (
-        f"\n\nBudget left: {format_usdc(spend_left)} to spend on paid calls."
+        f"\nBudget left: {format_usdc(spend_left)} to spend on paid calls."
         if isinstance(spend_left, int)
         else ""
     )
@@ -432,11 +437,8 @@ def propose_messages(context: dict[str, Any]) -> list[dict[str, Any]]:
         _SYSTEM.format(agent=sm["agent"], version=sm["version"])
         + "\n"
         + _RULES
-        + "\n\nSelf-model (fresh this turn):\n"
-        + context["self_model_text"]
-        + budget
         + "\n\nTools:\n"
-        + tool_lines(context["tools"])
+        + tool_lines(context["tools"], args=False)
         + (f"\n\nPaid offers known to this run:\n{offers}" if offers else "")
     )
     checklist = (
@@ -453,6 +455,7 @@ def propose_messages(context: dict[str, Any]) -> list[dict[str, Any]]:
         or "(none yet)"
     )
     parts = [
+        f"Self-model (fresh this turn):\n{context['self_model_text']}{budget}",
         f"Task: {context['task']}",
         f"Checklist:\n{checklist}",
         f"Focus now: {focus['id'] + ' ' + focus['text'] if focus else 'all items covered'}",

@@ -19,7 +19,7 @@ import httpx
 from agent.errors import AgentConfigError
 from agent.models._http import DEFAULT_TIMEOUT
 from agent.models.anthropic import ANTHROPIC_BASE_URL, AnthropicModel
-from agent.models.base import Model
+from agent.models.base import Model, ToolProtocol
 from agent.models.offline import OfflinePlanner
 from agent.models.openai_compat import OPENAI_BASE_URL, OpenAICompatModel
 
@@ -68,6 +68,11 @@ class ModelSettings:
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     key_env: str | None = None
+    #: Seconds to wait for one reply (NIB_MODEL_TIMEOUT); None: the adapters' default.
+    timeout_s: float | None = None
+    #: How proposals travel (NIB_MODEL_TOOLS): ``native`` (fall back on rejection) or
+    #: ``json-text`` (never send tools: servers that accept but ignore them).
+    tool_protocol: ToolProtocol = "native"
 
 
 def is_local_url(url: str) -> bool:
@@ -101,8 +106,9 @@ def settings_from_env(
 ) -> ModelSettings:
     """Resolve the model settings; explicit arguments win over the environment.
 
-    Reads NIB_MODEL_PROVIDER, NIB_MODEL, NIB_MODEL_BASE_URL and the provider's key
-    (NIB_OPENAI_API_KEY or OPENAI_API_KEY; NIB_ANTHROPIC_API_KEY or ANTHROPIC_API_KEY).
+    Reads NIB_MODEL_PROVIDER, NIB_MODEL, NIB_MODEL_BASE_URL, NIB_MODEL_TIMEOUT (seconds),
+    NIB_MODEL_TOOLS (native | json-text) and the provider's key (NIB_OPENAI_API_KEY or
+    OPENAI_API_KEY; NIB_ANTHROPIC_API_KEY or ANTHROPIC_API_KEY).
     With neither a provider, a model nor a base URL set, the provider is ``offline``.
     A model or base URL without a provider means ``openai`` (the common protocol), or
     ``anthropic`` when the model name starts with ``claude``.
@@ -155,7 +161,42 @@ def settings_from_env(
             source=key_vars[0],
         )
     return ModelSettings(
-        provider=kind, model=model, base_url=base_url, api_key=key, key_env=key_env
+        provider=kind,
+        model=model,
+        base_url=base_url,
+        api_key=key,
+        key_env=key_env,
+        timeout_s=_timeout(env.get("NIB_MODEL_TIMEOUT")),
+        tool_protocol=_tools(env.get("NIB_MODEL_TOOLS")),
+    )
+
+
+def _timeout(raw: str | None) -> float | None:
+    text = _clean(raw)
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise AgentConfigError(
+            f"NIB_MODEL_TIMEOUT={text!r} is not a positive number of seconds; expected e.g. "
+            "120. Fix: set it to how long one model reply may take, or unset it.",
+            source="NIB_MODEL_TIMEOUT",
+        )
+    return value
+
+
+def _tools(raw: str | None) -> ToolProtocol:
+    text = (_clean(raw) or "native").lower()
+    if text in ("native", "json-text", "json"):
+        return "native" if text == "native" else "json-text"
+    raise AgentConfigError(
+        f"NIB_MODEL_TOOLS={text!r} is not a tool protocol; expected native or json-text. Fix: "
+        "unset it (native, with automatic fallback) or set json-text for servers that "
+        "accept tools but ignore them.",
+        source="NIB_MODEL_TOOLS",
     )
 
 
@@ -202,7 +243,12 @@ def model_from_config(
         return OfflinePlanner()
     assert settings.model is not None and settings.base_url is not None
     local = is_local_url(settings.base_url)
-    timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
+    if timeout is None:
+        timeout = (
+            DEFAULT_TIMEOUT
+            if settings.timeout_s is None
+            else httpx.Timeout(settings.timeout_s, connect=min(10.0, settings.timeout_s))
+        )
     if settings.provider == "anthropic":
         return AnthropicModel(
             model=settings.model,
@@ -221,4 +267,5 @@ def model_from_config(
         local=local,
         timeout=timeout,
         transport=transport,
+        tool_protocol=settings.tool_protocol,
     )

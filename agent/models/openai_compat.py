@@ -215,7 +215,7 @@ def _wire_message(message: Message) -> dict[str, Any]:
         }
     out: dict[str, Any] = {"role": role, "content": message.get("content") or ""}
     if role == "assistant" and message.get("tool_calls"):
-        out["content"] = message.get("content") or None
+        # "" rather than null: OpenAI accepts both, llama-cpp-python rejects null (500).
         out["tool_calls"] = [
             {
                 "id": c["id"],

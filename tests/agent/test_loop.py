@@ -56,7 +56,7 @@ def test_self_model_is_fresh_every_turn(tmp_path: Path) -> None:
     )
     r = asyncio.run(run_task("base fee?", deps))
     assert r.stop_reason == "finish-tool" and chain.reads == 2
-    prompts = [c.messages[0]["content"] for c in model.calls_for("propose")]
+    prompts = [c.messages[1]["content"] for c in model.calls_for("propose")]
     assert "balance 5.000001 USDC" in prompts[0] and "balance 5.000002 USDC" in prompts[1]
     assert "steps" in prompts[1] and "tools wired now: base_fee (free)" in prompts[0]
     snaps = [e["data"] for e in deps.store.events(r.run_id, "selfmodel")]

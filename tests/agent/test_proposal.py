@@ -86,6 +86,6 @@ def test_propose_prompt_has_self_model_focus_feedback() -> None:
         "lessons": ["call base_fee first"],
     }
     system, user = (m["content"] for m in propose_messages(ctx))
-    assert "wallet: 0xabc" in system and "base_fee (free; facts base_fee_gwei" in system
+    assert "wallet: 0xabc" in user and "base_fee (free; facts base_fee_gwei" in system
     assert "Focus now: c1 base fee gwei" in user and "tool 'x' is not wired" in user
     assert "call base_fee first" in user

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -61,3 +61,12 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 @pytest.fixture
 def arun() -> Callable[[Coroutine[Any, Any, Any]], Any]:
     return run
+
+
+@pytest.fixture(scope="session")
+def local_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """SmolLM2-135M behind ``llama_cpp.server`` on a free loopback port, once per session."""
+    from _local_llm import local_server
+
+    with local_server(tmp_path_factory.mktemp("llama")) as server:
+        yield server

@@ -17,10 +17,11 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from _loop_support import FactTool, make_deps  # noqa: E402
+from _loop_support import FactTool, FlakyTool, make_deps  # noqa: E402
 
 from agent.loop.run import run_task  # noqa: E402
 from agent.models.openai_compat import OpenAICompatModel  # noqa: E402
+from agent.store import RunStore  # noqa: E402
 
 
 def completion(message: dict[str, Any], finish: str = "stop") -> dict[str, Any]:
@@ -60,15 +61,18 @@ class Server:
     """Serves scripted bodies in order (a status with a body for rejections), then plain
     text (the synthesis and lesson requests after a stop)."""
 
-    def __init__(self, *replies: dict[str, Any] | tuple[int, dict[str, Any]]) -> None:
+    def __init__(self, *replies: Any) -> None:
         self.replies = list(replies)
         self.bodies: list[dict[str, Any]] = []
 
     def handle(self, request: httpx.Request) -> httpx.Response:
-        self.bodies.append(json.loads(request.content))
+        body = json.loads(request.content)
+        self.bodies.append(body)
         reply = self.replies.pop(0) if self.replies else text("Nothing more to add.")
-        status, body = reply if isinstance(reply, tuple) else (200, reply)
-        return httpx.Response(status, json=body)
+        if callable(reply):
+            reply = reply(body)
+        status, answer = reply if isinstance(reply, tuple) else (200, reply)
+        return httpx.Response(status, json=answer)
 
     def model(self) -> OpenAICompatModel:
         return OpenAICompatModel(
@@ -164,3 +168,36 @@ def test_malformed_tool_arguments_get_one_retry_then_count_as_lost(tmp_path: Pat
     invalid = deps.store.events(result.run_id, "proposal.invalid")
     assert [e["data"]["retry"] for e in invalid] == [0, 1, 0, 1]
     assert "not JSON" in invalid[0]["data"]["error"]
+
+
+LESSON = "flaky_fee keeps timing out: read base_fee instead."
+
+
+def follows_lessons(body: dict[str, Any]) -> dict[str, Any]:
+    """A model that reads its prompt: it takes the advice of a lesson it is shown."""
+    prompt = " ".join(str(m.get("content") or "") for m in body["messages"])
+    return calls(("base_fee", {}) if LESSON in prompt else ("flaky_fee", {}))
+
+
+def test_a_lesson_from_a_failed_run_changes_the_next_runs_proposals(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "nib.db")
+    task = "What is the base fee right now?"
+    flaky = FlakyTool("flaky_fee", failures=99)
+
+    def once(*replies: Any) -> tuple[Server, Any]:
+        server = Server(*replies)
+        deps = make_deps(tmp_path, server.model(), [BASE_FEE, flaky], store=store)  # type: ignore[arg-type]
+        return server, asyncio.run(run_task(task, deps))
+
+    first, failed = once(
+        text(ITEMS), *[follows_lessons] * 3, text("No base fee was read."), text(LESSON)
+    )
+    assert failed.stop_reason == "failure-budget" and flaky.calls == 3
+    assert [e["data"]["recorded"] for e in store.events(failed.run_id, "lesson")] == [LESSON]
+
+    second, result = once(text(ITEMS), follows_lessons)
+    assert LESSON in second.bodies[1]["messages"][1]["content"]
+    assert second.bodies[1]["messages"][0]["content"] == first.bodies[1]["messages"][0]["content"]
+    assert flaky.calls == 3  # the next run never proposed the failing tool
+    assert result.stop_reason == "evidence-covered"
+    assert [e.tool for e in result.evidence] == ["base_fee"]

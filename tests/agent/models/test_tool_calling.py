@@ -132,7 +132,7 @@ def test_openai_tool_results_travel_as_tool_messages(replay, arun):
     messages = rp.json()["messages"]
     assert messages[2] == {
         "role": "assistant",
-        "content": None,
+        "content": "",
         "tool_calls": [
             {
                 "id": "call_A1",
@@ -311,3 +311,36 @@ def test_anthropic_counts_tokens_exactly_before_sending(replay, arun):
     assert str(req.url) == "https://api.anthropic.com/v1/messages/count_tokens"
     body = rp.json()
     assert "max_tokens" not in body and body["tools"][0]["name"] == "base_fee"
+
+
+# ---------------------------------------------------------------- llama.cpp (recorded here)
+
+
+def local(replay) -> OpenAICompatModel:
+    return OpenAICompatModel(
+        model="smollm2", base_url="http://127.0.0.1:8080/v1", transport=replay.transport
+    )
+
+
+def test_llamacpp_tool_call_is_read_from_tool_calls_not_function_call(replay, arun):
+    rp = replay("llamacpp_tool_call")
+    reply = arun(local(rp).complete(propose()))
+    [call] = reply.tool_calls
+    assert (call.name, call.args) == ("get_weather", {"city": "Paris", "unit": "celsius"})
+    assert reply.protocol == "native" and reply.usage.estimated is False
+
+
+def test_llamacpp_rejects_json_schema_with_500_and_takes_json_object_with_schema(replay, arun):
+    rp = replay("llamacpp_json_schema_500", "llamacpp_json_object_schema")
+    m = local(rp)
+    reply = arun(m.complete(ModelRequest("checklist", AFTER_A_CALL[:2], output=CHECKLIST)))
+    assert rp.json(0)["response_format"]["type"] == "json_schema"
+    assert rp.json(1)["response_format"] == {"type": "json_object", "schema": CHECKLIST.schema}
+    assert reply.text == '{ "name": "Ada", "age": 36 }'
+
+
+def test_llamacpp_context_overflow(replay, arun):
+    rp = replay("llamacpp_context_400")
+    with pytest.raises(ModelUnavailable) as info:
+        arun(local(rp).complete(propose()))
+    assert info.value.kind == "context-overflow" and "2048 tokens" in str(info.value)
