@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -293,11 +294,16 @@ def tool_specs(tools: list[dict[str, Any]]) -> tuple[ToolSpec, ...]:
     specs = [
         ToolSpec(t["name"], _spec_description(t), _strip_titles(t.get("args") or {})) for t in tools
     ]
-    specs += [
+    return (*specs, *_finish_specs())
+
+
+@cache
+def _finish_specs() -> tuple[ToolSpec, ...]:
+    # JSON-schema generation is slow and the finishes never change: build them once.
+    return tuple(
         ToolSpec(name, doc, _strip_titles(model.model_json_schema()))
         for name, (doc, model) in FINISH_TOOLS.items()
-    ]
-    return tuple(specs)
+    )
 
 
 def retry_messages(error: str, tool_names: list[str]) -> list[dict[str, str]]:
