@@ -79,7 +79,7 @@ def running_market(rpc_url: str, usdc: str) -> Iterator[dict[str, str]]:
 
     from chain.paywall.facilitator_service import create_facilitator_app
     from chain.paywall.market import MARKET, create_seller_app, register_with
-    from chain.paywall.mcp_seller import create_mcp_app
+    from chain.paywall.mcp_seller import create_mcp_app, register_mcp
     from chain.paywall.serve import AppServer
 
     with contextlib.ExitStack() as stack:
@@ -96,5 +96,6 @@ def running_market(rpc_url: str, usdc: str) -> Iterator[dict[str, str]]:
         base = f"http://127.0.0.1:{port}"
         mcp_app = create_mcp_app(base, fac.url, usdc)
         stack.enter_context(AppServer(mcp_app, port=port, name="mcp"))
+        register_mcp(fac.url, base)
         urls["mcp"] = base
         yield urls

@@ -15,8 +15,9 @@ from typing import Any
 import httpx
 from x402.extensions.bazaar import BAZAAR, DiscoveryResource, extract_discovery_info
 from x402.http import decode_payment_required_header
+from x402.schemas import parse_payment_required
 
-__all__ = ["Catalogue", "probe_declaration"]
+__all__ = ["Catalogue", "probe_declaration", "probe_mcp_declaration"]
 
 _PROBE_TIMEOUT_S = 5.0
 #: A seller may list at most this many resources; the catalogue at most this many in all.
@@ -119,6 +120,36 @@ def probe_declaration(url: str, method: str) -> tuple[dict[str, Any], dict[str, 
         required = decode_payment_required_header(header)
     except ValueError:
         return None
+    return _declared(required)
+
+
+async def probe_mcp_declaration(
+    sse_url: str, tool: str, arguments: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """Call an MCP ``tool`` unpaid over SSE and return what its x402 402 result declares,
+    like :func:`probe_declaration`; None when it does not answer with a v2 PaymentRequired."""
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+
+    try:
+        async with (
+            sse_client(sse_url, timeout=_PROBE_TIMEOUT_S) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool(tool, arguments)
+    except Exception:  # anything but a 402 result lists nothing
+        return None
+    if not result.isError or not isinstance(result.structuredContent, dict):
+        return None
+    try:
+        required = parse_payment_required(result.structuredContent)
+    except (ValueError, TypeError):
+        return None
+    return _declared(required)
+
+
+def _declared(required: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
     if required.x402_version != 2 or not required.accepts:
         return None
     dumped = required.model_dump(by_alias=True, exclude_none=True)

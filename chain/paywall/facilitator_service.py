@@ -29,7 +29,12 @@ from x402.schemas import parse_payment_payload, parse_payment_requirements
 from chain.client import ChainClient
 from chain.devkeys import DEPLOYER, DEVNET_CHAIN_ID, dev_account
 from chain.errors import ChainError, DevnetError
-from chain.paywall.discovery import MAX_RESOURCES_PER_SELLER, Catalogue, probe_declaration
+from chain.paywall.discovery import (
+    MAX_RESOURCES_PER_SELLER,
+    Catalogue,
+    probe_declaration,
+    probe_mcp_declaration,
+)
 from chain.paywall.facilitator import DevnetFacilitatorSigner
 from chain.paywall.serve import AppServer, serve_forever, service_parser
 
@@ -46,7 +51,10 @@ class _PaymentBody(BaseModel):
 
 class _Listed(BaseModel):
     url: str
-    method: str = Field(default="GET", pattern="^(GET|POST|get|post)$")
+    method: str = Field(default="GET", pattern="^(GET|POST|MCP|get|post|mcp)$")
+    #: MCP only: the tool, and arguments its unpaid call may be probed with.
+    tool: str | None = None
+    arguments: dict[str, Any] = Field(default={})
 
 
 class _Register(BaseModel):
@@ -146,7 +154,10 @@ def create_facilitator_app(
     async def register(body: _Register) -> dict[str, Any]:
         listed = []
         for entry in body.resources:
-            probed = await asyncio.to_thread(probe_declaration, entry.url, entry.method)
+            if entry.method.upper() == "MCP" and entry.tool:
+                probed = await probe_mcp_declaration(entry.url, entry.tool, entry.arguments)
+            else:
+                probed = await asyncio.to_thread(probe_declaration, entry.url, entry.method)
             if probed is not None and catalogue.add_from_payment(*probed) is not None:
                 listed.append(entry.url)
         return {"listed": listed}

@@ -30,7 +30,14 @@ from chain.errors import DevnetError
 from chain.paywall.datasets import tokens
 from chain.paywall.serve import AppServer, serve_forever, service_parser, wait_for_service
 
-__all__ = ["MCP_PAY_TO_INDEX", "MCP_TOOL", "MCP_TOOL_PRICE", "create_mcp_app", "main"]
+__all__ = [
+    "MCP_PAY_TO_INDEX",
+    "MCP_TOOL",
+    "MCP_TOOL_PRICE",
+    "create_mcp_app",
+    "main",
+    "register_mcp",
+]
 
 MCP_TOOL = "token_fact"
 MCP_TOOL_PRICE = 10_000
@@ -97,6 +104,17 @@ def create_mcp_app(
     return server.sse_app()
 
 
+def register_mcp(facilitator_url: str, base_url: str) -> list[str]:
+    """Ask the facilitator to list the paid tool (it probes the tool's 402 itself)."""
+    entry = {"url": f"{base_url}/sse", "method": "MCP", "tool": MCP_TOOL, "arguments": {"symbol": "USDC"}}
+    resp = httpx.post(
+        facilitator_url.rstrip("/") + "/discovery/register", json={"resources": [entry]}, timeout=30
+    )
+    resp.raise_for_status()
+    listed: list[str] = resp.json().get("listed", [])
+    return listed
+
+
 def _free_port(host: str) -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
@@ -113,7 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         wait_for_service(args.facilitator_url.rstrip("/") + "/supported")
         app = create_mcp_app(base, args.facilitator_url, args.usdc, chain_id=args.chain_id)
-        serve_forever(AppServer(app, args.host, port, name="paid MCP server"), url_file=args.url_file)
+        serve_forever(
+            AppServer(app, args.host, port, name="paid MCP server"),
+            url_file=args.url_file,
+            on_ready=lambda url: print(f"listed: {register_mcp(args.facilitator_url, url)}"),
+        )
     except (DevnetError, httpx.HTTPError, ValueError) as exc:
         print(f"paid MCP server: {exc}", file=sys.stderr)
         return 1

@@ -67,7 +67,7 @@ def test_devnet_up_starts_the_market_and_down_stops_it(tmp_path: Any) -> None:
         assert names == {s.name for s in MARKET} | {"mcp"}
         assert info.facilitator_url and all(devnet.pid_alive(p) for p in info.service_pids())
         listed = _bazaar(info.facilitator_url).list_resources(ListDiscoveryResourcesParams())
-        assert listed.pagination.total == sum(len(s.offers) for s in MARKET)
+        assert listed.pagination.total == sum(len(s.offers) for s in MARKET) + 1  # + MCP tool
         again = devnet.up(tmp_path)
         assert again.market == info.market and again.facilitator_pid == info.facilitator_pid
     finally:
@@ -129,3 +129,13 @@ def test_settlement_is_idempotent_on_the_payment_identifier(
     refused = httpx.post(market["facilitator"] + "/settle", json=other, timeout=30).json()
     assert refused["success"] is False and refused["errorReason"] == "payment_identifier_conflict"
     assert balance() == before - 40_000
+
+
+def test_the_paid_mcp_tool_is_listed_from_its_own_402(market: dict[str, str]) -> None:
+    from chain.paywall.mcp_seller import MCP_TOOL, MCP_TOOL_PRICE
+
+    listed = _bazaar(market["facilitator"]).list_resources(ListDiscoveryResourcesParams(type="mcp"))
+    assert [i.resource for i in listed.items] == [f"{market['mcp']}/sse"]
+    info = listed.items[0].extensions["bazaar"]["info"]["input"]
+    assert info["toolName"] == MCP_TOOL and info["transport"] == "sse"
+    assert listed.items[0].accepts[0]["amount"] == str(MCP_TOOL_PRICE)

@@ -64,3 +64,23 @@ def test_several_discovery_urls_and_one_down(
         discover(make_ctx(extras={"discovery_urls": dead}))
     with pytest.raises(ToolError, match="NIB_DISCOVERY_URL"):
         discover(make_ctx())
+
+
+def test_an_mcp_offer_becomes_a_pay_mcp_call(
+    make_ctx: Callable[..., ToolContext], market: dict[str, str]
+) -> None:
+    from agent.tools.x402.offers import offer_call
+
+    ctx = make_ctx(extras={"discovery_urls": market["facilitator"]})
+    obs, book = discover(ctx, query="token")
+    mcp = [o for o in book.for_kind("token_factsheet") if o.type == "mcp"]
+    assert len(mcp) == 1 and mcp[0].tool == "token_fact"
+    assert offer_call(mcp[0], {"symbol": "DAI"}, ["token_factsheet"]) == (
+        "pay_mcp",
+        {
+            "server": market["mcp"],
+            "tool": "token_fact",
+            "arguments": {"symbol": "DAI"},
+            "covers": ["token_factsheet"],
+        },
+    )
