@@ -34,6 +34,7 @@ from wallet.errors import (
     WalletUnreachable,
     WrongPassphrase,
 )
+from wallet.journal import LedgerCheck, verify_ledger
 from wallet.keystore import (
     KeyHandle,
     Keystore,
@@ -62,6 +63,7 @@ __all__ = [
     "KeystoreExists",
     "KeystoreMissing",
     "Ledger",
+    "LedgerCheck",
     "LedgerError",
     "Match",
     "MeasuredSpend",
@@ -99,4 +101,5 @@ __all__ = [
     "ensure_devnet_wallet",
     "nib_home",
     "reconcile",
+    "verify_ledger",
 ]

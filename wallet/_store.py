@@ -15,6 +15,8 @@ from storage import Database, Location, Migration, Tx, add_missing_columns, migr
 SPENDS = "wallet_spends"
 USED_VERDICTS = "wallet_used_verdicts"
 GAS = "wallet_gas"
+#: The ledger's hash chain (wallet/journal.py): one entry per write to the tables above.
+JOURNAL = "wallet_journal"
 #: The lock every wallet write section holds (one wallet's money state, one queue).
 LOCK = "wallet"
 #: Columns added to ``wallet_spends`` after its first release, with their SQL types.
@@ -86,6 +88,21 @@ MIGRATIONS: tuple[Migration, ...] = (
         (
             """CREATE TABLE IF NOT EXISTS wallet_nonces (
                 scope TEXT PRIMARY KEY, state TEXT NOT NULL, updated_at {real} NOT NULL)""",
+        ),
+    ),
+    Migration(
+        3,
+        "one live x402 authorization per resource (resource, stored payment header) and "
+        "the ledger's hash chain",
+        (
+            add_missing_columns(SPENDS, (("resource", "TEXT"), ("x402_payment", "TEXT"))),
+            f"CREATE INDEX IF NOT EXISTS idx_{SPENDS}_resource ON {SPENDS}(resource, status)",
+            f"""CREATE TABLE IF NOT EXISTS {JOURNAL} (
+                seq {{id}},
+                entry TEXT NOT NULL,
+                prev TEXT NOT NULL,
+                hash TEXT NOT NULL
+            )""",
         ),
     ),
 )

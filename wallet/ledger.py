@@ -5,7 +5,9 @@ Tables (owned by the wallet, created idempotently):
 ``wallet_spends``: id, run_id, verdict_id, payload_fingerprint, kind, asset, amount
 (atomic units), recipient, chain_id, status, tx_hash, auth_nonce, created_at,
 updated_at (unix seconds), note, valid_before (an x402 authorization's validBefore, unix
-seconds; NULL for other kinds and for rows written before the column existed).
+seconds; NULL for other kinds and for rows written before the column existed), gas_hold,
+resource (an x402 purchase's ``origin + path``: at most one live authorization each) and
+x402_payment (the signed payment header, so a retry re-sends it instead of signing anew).
 ``wallet_used_verdicts``: verdict_id (primary key), used_at, run_id.
 ``wallet_gas``: id, run_id, spend_id, tx_hash, wei, usdc (atomic, rounded up), created_at.
 """
@@ -14,13 +16,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
 from storage import Database, Tx
 from wallet._store import GAS, SPENDS, USED_VERDICTS, Store, as_store
 from wallet.errors import LedgerError
+from wallet.journal import journal_spend
 
 SpendKind = Literal["x402", "transfer", "contract"]
 """x402: an EIP-3009 authorization paid to a seller; transfer: a USDC transfer tx;
@@ -39,6 +42,8 @@ SPEND_STATUSES: tuple[str, ...] = get_args(SpendStatus)
 COMMITTED: tuple[str, ...] = ("reserved", "signed", "settled")
 #: Statuses whose money may still leave the wallet (they hold balance).
 OUTSTANDING: tuple[str, ...] = ("reserved", "signed")
+#: Statuses of a live authorization: another one for the same resource is never signed.
+LIVE: tuple[str, ...] = OUTSTANDING
 
 _TRANSITIONS: dict[str, frozenset[str]] = {
     "reserved": frozenset({"signed", "released", "failed"}),
@@ -72,6 +77,11 @@ class SpendRow:
     valid_before: int | None = None
     #: Most the transaction's gas can cost (atomic USDC), held against the cap while pending.
     gas_hold: int = 0
+    #: What an x402 authorization buys (``origin + path``); one live authorization each.
+    resource: str | None = None
+    #: The signed payment header (JSON ``[name, value]``): a bearer authorization until
+    #: valid_before, so it is never shown (repr, ``to_dict``) and only re-sent to its seller.
+    x402_payment: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_row(cls, row: dict[str, object]) -> SpendRow:
@@ -79,8 +89,11 @@ class SpendRow:
         return cls(**_known(cls, row))  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, object]:
-        """A JSON-serialisable dict (for ``nib audit --json`` and events)."""
-        return dict(self.__dict__)
+        """A JSON-serialisable dict (for ``nib audit --json`` and events), without the
+        signed payment header."""
+        out = dict(self.__dict__)
+        out.pop("x402_payment", None)
+        return out
 
 
 @dataclass(frozen=True)
@@ -139,6 +152,16 @@ class Ledger:
             f"SELECT * FROM {SPENDS} WHERE lower(tx_hash) = ?", (tx_hash.lower(),)
         )
         return [SpendRow.from_row(r) for r in found]
+
+    def live_for(self, resource: str) -> SpendRow | None:
+        """The reserved or signed x402 row for ``resource``, if one is live."""
+        marks = ", ".join("?" for _ in LIVE)
+        found = self.store.query(
+            f"SELECT * FROM {SPENDS} WHERE resource = ? AND status IN ({marks}) "
+            "ORDER BY created_at, rowid LIMIT 1",
+            (resource, *LIVE),
+        )
+        return SpendRow.from_row(found[0]) if found else None
 
     def used_verdicts(self) -> list[dict[str, object]]:
         """Rows of ``wallet_used_verdicts`` (verdict_id, used_at, run_id)."""
@@ -235,6 +258,7 @@ def transition_in(
         params.extend([note, note])
     params.append(spend_id)
     conn.execute(f"UPDATE {SPENDS} SET {', '.join(sets)} WHERE id = ?", params)
+    journal_spend(conn, spend_id)
 
 
 def _known(cls: type, row: dict[str, object]) -> dict[str, object]:

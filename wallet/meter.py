@@ -8,6 +8,7 @@ same cap. Settled spend can be measured from the chain's Transfer logs.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -18,8 +19,15 @@ from typing import TYPE_CHECKING, Protocol
 from chain.money import DEFAULT_ETH_PRICE_USDC, gas_to_usdc
 from storage import Database, Tx
 from wallet._store import GAS, SPENDS, USED_VERDICTS, Store, as_store
-from wallet.errors import CapExceeded, InsufficientBalance, LedgerError, VerdictReplayed
-from wallet.ledger import COMMITTED, OUTSTANDING, Ledger, SpendKind, SpendRow, transition_in
+from wallet.errors import (
+    AuthorizationOutstanding,
+    CapExceeded,
+    InsufficientBalance,
+    LedgerError,
+    VerdictReplayed,
+)
+from wallet.journal import append, journal_spend
+from wallet.ledger import COMMITTED, LIVE, OUTSTANDING, Ledger, SpendKind, SpendRow, transition_in
 
 if TYPE_CHECKING:
     from chain.client import ChainClient
@@ -131,6 +139,7 @@ class SpendMeter:
         kind: SpendKind = "x402",
         note: str = "",
         gas_hold: int = 0,
+        resource: str | None = None,
     ) -> Reservation:
         """Consume ``verdict`` and hold ``amount`` of ``run_id``'s ``cap``, atomically.
 
@@ -144,6 +153,10 @@ class SpendMeter:
         treasury cap when one is set (CapExceeded), refuse if ``amount`` exceeds ``balance`` minus every other
         outstanding reservation in the same asset (InsufficientBalance), then insert the
         ledger row as ``reserved``. A refusal rolls everything back, the verdict included.
+
+        ``resource`` (an x402 purchase's ``origin + path``) admits one live authorization at
+        a time: while a reserved or signed row holds it, AuthorizationOutstanding is raised
+        (in the same transaction, so parallel runs cannot both sign one).
 
         Warning: ``balance`` must be the live chain balance read just before the call; a
         stale, higher balance lets reservations exceed what the wallet holds.
@@ -167,6 +180,8 @@ class SpendMeter:
                     "signature only. Fix: ask the judge for a new verdict.",
                     verdict_id=verdict.id,
                 )
+            if resource is not None:
+                _refuse_second_authorization(conn, resource, verdict.id)
             committed = _committed(conn, run_id)
             if committed + amount + gas_hold > cap:
                 gas_part = f" plus up to {gas_hold} for gas" if gas_hold else ""
@@ -196,8 +211,8 @@ class SpendMeter:
             conn.execute(
                 f"""INSERT INTO {SPENDS} (id, run_id, verdict_id, payload_fingerprint, kind,
                     asset, amount, recipient, chain_id, status, tx_hash, auth_nonce,
-                    created_at, updated_at, note, gas_hold)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'reserved', NULL, NULL, ?, ?, ?, ?)""",
+                    created_at, updated_at, note, gas_hold, resource)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'reserved', NULL, NULL, ?, ?, ?, ?, ?)""",
                 (
                     spend_id,
                     run_id,
@@ -212,8 +227,11 @@ class SpendMeter:
                     now,
                     note,
                     gas_hold,
+                    resource,
                 ),
             )
+            append(conn, "verdict", {"verdict_id": verdict.id, "used_at": now, "run_id": run_id})
+            journal_spend(conn, spend_id, "spend")
         return Reservation(
             id=spend_id,
             run_id=run_id,
@@ -267,6 +285,21 @@ class SpendMeter:
                 transition_in(conn, spend_id, "signed", now=self.clock(), note=note)
         return self.ledger.get(spend_id)
 
+    def keep_payment(self, res: Reservation | str, header: tuple[str, str]) -> SpendRow:
+        """Store the signed x402 payment header of ``res`` so a retry re-sends it.
+
+        Warning: the header carries a bearer authorization; it is stored only so the same
+        one (never a second) can be handed to the same seller again.
+        """
+        spend_id = _rid(res)
+        with self.store.transaction() as conn:
+            conn.execute(
+                f"UPDATE {SPENDS} SET x402_payment = ? WHERE id = ? AND status = 'signed'",
+                (json.dumps(list(header)), spend_id),
+            )
+            journal_spend(conn, spend_id, "payment")
+        return self.ledger.get(spend_id)
+
     def settle(self, res: Reservation | str, tx_hash: str) -> SpendRow:
         """Record that ``res``'s money moved on chain in ``tx_hash`` (final)."""
         if not isinstance(tx_hash, str) or not tx_hash.startswith("0x"):
@@ -300,20 +333,22 @@ class SpendMeter:
         """Meter ``wei`` of gas for ``run_id``; returns the atomic USDC it counts as."""
         _require_int("wei", wei, minimum=0)
         usdc = gas_to_usdc(wei, self.eth_price_usdc)
+        row = {
+            "id": uuid.uuid4().hex,
+            "run_id": run_id,
+            "spend_id": spend_id,
+            "tx_hash": tx_hash.lower() if tx_hash else None,
+            "wei": wei,
+            "usdc": usdc,
+            "created_at": self.clock(),
+        }
         with self.store.transaction() as conn:
             conn.execute(
                 f"""INSERT INTO {GAS} (id, run_id, spend_id, tx_hash, wei, usdc, created_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?)""",
-                (
-                    uuid.uuid4().hex,
-                    run_id,
-                    spend_id,
-                    tx_hash.lower() if tx_hash else None,
-                    wei,
-                    usdc,
-                    self.clock(),
-                ),
+                tuple(row.values()),
             )
+            append(conn, "gas", {"row": row})
         return usdc
 
     # ------------------------------------------------------------------ reading
@@ -370,6 +405,28 @@ class SpendMeter:
 
 def _rid(res: Reservation | str) -> str:
     return res if isinstance(res, str) else res.id
+
+
+def _refuse_second_authorization(conn: Tx, resource: str, verdict_id: str) -> None:
+    marks = ", ".join("?" for _ in LIVE)
+    live = conn.one(
+        f"SELECT id, status, valid_before, amount FROM {SPENDS} "
+        f"WHERE resource = ? AND status IN ({marks}) LIMIT 1",
+        (resource, *LIVE),
+    )
+    if live is None:
+        return
+    spend_id, status, valid_before, amount = live
+    until = f"until {valid_before}" if valid_before is not None else "until it is signed or released"
+    raise AuthorizationOutstanding(
+        f"An authorization for {resource} is still live (ledger row {spend_id}, {status}, "
+        f"{amount} atomic units, valid {until}); expected none, since a second one could "
+        "let the seller settle both. Nothing was signed. Fix: wait until it settles or "
+        "expires (`nib audit reconcile`); a retry re-sends the same authorization.",
+        ledger_id=spend_id,
+        valid_before=valid_before,
+        verdict_id=verdict_id,
+    )
 
 
 def _committed(conn: Tx, run_id: str | None) -> int:

@@ -14,13 +14,14 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from web3 import Web3
 from web3.types import FilterParams
 
 from chain.usdc import AUTHORIZATION_USED_TOPIC, usdc_contract
 from wallet._store import SPENDS, Store
+from wallet.journal import LedgerCheck, verify
 from wallet.ledger import OUTSTANDING, Ledger, SpendRow, transition_in
 
 if TYPE_CHECKING:
@@ -89,6 +90,8 @@ class ReconcileReport:
     #: x402 rows recorded as settled whose authorization the chain has not used: the
     #: receipt they were settled under did not carry it, and the signature is still live.
     unproven: tuple[SpendRow, ...] = ()
+    #: The ledger's hash chain checked against its tables (``nib audit verify``).
+    ledger_check: LedgerCheck | None = None
 
     @property
     def pending(self) -> tuple[SpendRow, ...]:
@@ -101,7 +104,8 @@ class ReconcileReport:
 
         Failed rows are accounted for: their money provably did not move.
         """
-        return not self.unmatched_onchain and not self.pending and not self.unproven
+        tampered = self.ledger_check is not None and not self.ledger_check.ok
+        return not self.unmatched_onchain and not self.pending and not self.unproven and not tampered
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form (``nib audit reconcile --json``)."""
@@ -116,6 +120,7 @@ class ReconcileReport:
             "unmatched_ledger": [r.to_dict() for r in self.unmatched_ledger],
             "resolved": list(self.resolved),
             "unproven": [r.to_dict() for r in self.unproven],
+            "ledger": None if self.ledger_check is None else self.ledger_check.to_dict(),
         }
 
 
@@ -162,6 +167,9 @@ def _reconcile(
     clock: Callable[[], float],
 ) -> ReconcileReport:
     ledger = Ledger(store)
+    # The chain is checked before anything is read or changed: a forged or moved row must
+    # not be "matched" into looking clean.
+    ledger_check = verify(store)
     wallet = wallet_address.lower()
     asset = usdc.lower()
     last = chain.block_number() if to_block == "latest" else int(to_block)
@@ -246,6 +254,7 @@ def _reconcile(
         unmatched_ledger=tuple(sorted(unmatched, key=lambda r: position[r.id])),
         resolved=tuple(resolved),
         unproven=tuple(sorted(unproven, key=lambda r: position[r.id])),
+        ledger_check=ledger_check,
     )
     if emit is not None:
         emit(
@@ -262,6 +271,7 @@ def _reconcile(
                 ],
                 "resolved": list(report.resolved),
                 "unproven": [r.id for r in report.unproven],
+                "ledger_ok": ledger_check.ok,
             },
         )
     return report
@@ -331,16 +341,33 @@ def _authorization_state(chain: ChainClient, usdc: str, wallet: str, nonce: str)
     return bool(chain.call("authorizationState", fn.call))
 
 
+def authorization_used_in(chain: ChainClient, usdc: str, wallet: str, nonce: str) -> str | None:
+    """The tx that used ``wallet``'s EIP-3009 authorization ``nonce``, or None if unused."""
+    if not _authorization_state(chain, usdc, wallet, nonce):
+        return None
+    found = _authorizations_used(chain, usdc, wallet.lower(), 0, "latest", nonce=nonce)
+    return found.get(nonce.lower())
+
+
 def _authorizations_used(
-    chain: ChainClient, usdc: str, wallet: str, from_block: int, to_block: int
+    chain: ChainClient,
+    usdc: str,
+    wallet: str,
+    from_block: int,
+    to_block: int | Literal["latest"],
+    *,
+    nonce: str | None = None,
 ) -> dict[str, str]:
     """Map authorization nonce (0x hex) -> tx hash for the wallet's used authorizations."""
     topic_wallet = "0x" + wallet.removeprefix("0x").rjust(64, "0")
+    topics: list[str] = [AUTHORIZATION_USED_TOPIC, topic_wallet]
+    if nonce is not None:
+        topics.append(nonce.lower())
     params: FilterParams = {
         "address": Web3.to_checksum_address(usdc),
         "fromBlock": from_block,
         "toBlock": to_block,
-        "topics": [AUTHORIZATION_USED_TOPIC, topic_wallet],
+        "topics": topics,
     }
     found = chain.call("eth_getLogs", lambda: chain.w3.eth.get_logs(params))
     out: dict[str, str] = {}

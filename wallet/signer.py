@@ -40,9 +40,10 @@ from wallet.errors import (
     WalletError,
 )
 from wallet.keystore import KeyHandle
-from wallet.ledger import SpendKind
+from wallet.ledger import SpendKind, SpendRow
 from wallet.meter import Reservation, SpendMeter
 from wallet.nonces import NonceManager
+from wallet.reconcile import authorization_expired, authorization_used_in
 from wallet.signed import SentTx, SignedTx, SignedTypedData
 from wallet.terms import (
     PINNED_TX_FIELDS,
@@ -141,12 +142,20 @@ class Wallet:
     # ------------------------------------------------------------------ typed data
 
     def sign_typed_data(
-        self, payload: Mapping[str, object], verdict: Verdict | None, *, run_id: str, cap: int
+        self,
+        payload: Mapping[str, object],
+        verdict: Verdict | None,
+        *,
+        run_id: str,
+        cap: int,
+        resource: str | None = None,
     ) -> SignedTypedData:
         """MOVES MONEY: sign an EIP-3009 ``TransferWithAuthorization`` the verdict approved.
 
         Warning: the signature is a bearer instrument (anyone holding it can settle it).
         The checks run on a private deep copy of ``payload``, and that copy is signed.
+        ``resource`` (what the authorization buys) admits one live authorization at a
+        time, across runs: a second is refused with AuthorizationOutstanding.
         """
         exact = private_copy(payload)
         res = self._authorize(
@@ -157,6 +166,7 @@ class Wallet:
             kind="x402",
             fingerprint_of=typed_data_fingerprint,
             terms_of=typed_data_terms,
+            resource=resource,
         )
         assert verdict is not None  # _authorize refuses None
         try:
@@ -201,7 +211,7 @@ class Wallet:
         )
         return result
 
-    def settle(self, signed: SignedTypedData | SignedTx, tx_hash: str) -> None:
+    def settle(self, signed: SignedTypedData | SignedTx | SpendRow, tx_hash: str) -> None:
         """Record that a signed spend settled on chain in ``tx_hash`` (x402: from the
         seller's PAYMENT-RESPONSE).
 
@@ -210,42 +220,76 @@ class Wallet:
         configured USDC; otherwise the row stays ``signed`` (annotated) and
         SettlementUnproven is raised: a seller's receipt is a claim, not a proof.
         """
-        if isinstance(signed, SignedTypedData):
+        event = _spend_event(signed)
+        spend_id = str(event["spend_id"])
+        nonce = _authorization_nonce(signed)
+        if nonce is not None:
             proof = prove_authorization_settled(
                 self.chain.w3,
                 tx_hash,
                 token=self.usdc,
                 authorizer=self.address,
-                nonce=signed.auth_nonce,
-                recipient=signed.recipient,
-                value=signed.value,
+                nonce=nonce,
+                recipient=str(event["recipient"]),
+                value=as_int(event["amount"]),
             )
             if not proof.proven:
+                claimed = str(tx_hash)[:80]
                 note = (
-                    f"claimed settlement {str(tx_hash)[:80]} unproven ({proof.finding}: "
-                    f"{proof.detail}); authorization {signed.auth_nonce} still pending"
+                    f"claimed settlement {claimed} unproven ({proof.finding}: "
+                    f"{proof.detail}); authorization {nonce} still pending"
                 )
-                self.meter.keep_signed(signed.reservation, note)
+                self.meter.keep_signed(spend_id, note)
                 self._emit(
                     "wallet.settlement_unproven",
-                    {
-                        **_res_event(signed.reservation),
-                        "tx_hash": str(tx_hash)[:80],
-                        "finding": proof.finding,
-                    },
+                    {**event, "tx_hash": claimed, "finding": proof.finding},
                 )
                 raise SettlementUnproven(
-                    f"Transaction {str(tx_hash)[:80]} does not settle authorization "
-                    f"{signed.auth_nonce} ({proof.finding}: {proof.detail}); expected "
-                    f"AuthorizationUsed({self.address}, nonce) and Transfer({self.address} -> "
-                    f"{signed.recipient}, {signed.value}) from {self.usdc}. Ledger row "
-                    f"{signed.ledger_id} stays 'signed'. Fix: run `nib audit reconcile`; it "
-                    "settles the row when the authorization is used on chain.",
+                    f"Transaction {claimed} does not settle authorization {nonce} "
+                    f"({proof.finding}: {proof.detail}); expected AuthorizationUsed("
+                    f"{self.address}, nonce) and Transfer({self.address} -> "
+                    f"{event['recipient']}, {event['amount']}) from {self.usdc}. Ledger row "
+                    f"{spend_id} stays 'signed'. Fix: run `nib audit reconcile`; it settles "
+                    "the row when the authorization is used on chain.",
                     finding=proof.finding,
-                    tx_hash=str(tx_hash)[:80],
+                    tx_hash=claimed,
                 )
-        self.meter.settle(signed.reservation, tx_hash)
-        self._emit("wallet.settled", {**_res_event(signed.reservation), "tx_hash": tx_hash})
+        self.meter.settle(spend_id, tx_hash)
+        self._emit("wallet.settled", {**event, "tx_hash": tx_hash})
+
+    def spend_row(self, spend_id: str) -> SpendRow:
+        """Ledger row ``spend_id`` as it stands now."""
+        return self.meter.ledger.get(spend_id)
+
+    def keep_payment(self, signed: SignedTypedData, header: tuple[str, str]) -> None:
+        """Keep the signed payment header, so a retry re-sends this authorization."""
+        self.meter.keep_payment(signed.reservation, header)
+
+    def live_authorization(self, resource: str) -> SpendRow | None:
+        """The live authorization for ``resource`` after asking the chain, else None.
+
+        A signed row whose authorization the token has used is settled (under the tx
+        that used it, proven); one that expired unused on both clocks is failed; either
+        way it is no longer live. A reserved or still-valid signed row is returned.
+        """
+        row = self.meter.ledger.live_for(resource)
+        if row is None or row.status != "signed" or not row.auth_nonce:
+            return row
+        # The chain's time is read first: unused at a block already past validBefore
+        # means unused for good.
+        chain_time = self.chain.block_timestamp("latest")
+        used_in = authorization_used_in(self.chain, self.usdc, self.address, row.auth_nonce)
+        if used_in is not None:
+            self.settle(row, used_in)
+            return None
+        if row.valid_before is not None and authorization_expired(
+            row.valid_before, chain_time=chain_time, wall_time=self.clock()
+        ):
+            note = f"authorization expired unused at {row.valid_before}; released"
+            self.meter.fail(row.id, note)
+            self._emit("wallet.failed", {**_spend_event(row), "note": note})
+            return None
+        return self.meter.ledger.get(row.id)
 
     def fail(self, signed: SignedTypedData | SignedTx, note: str) -> None:
         """Record that a signed spend did not move money (see SpendMeter.fail's warning)."""
@@ -428,6 +472,7 @@ class Wallet:
         fingerprint_of: Callable[[Mapping[str, object]], str],
         terms_of: Callable[[dict[str, object]], Terms],
         gas_hold_of: Callable[[], int] | None = None,
+        resource: str | None = None,
     ) -> Reservation:
         """Run every check in order; return the reservation or raise (and emit) a refusal."""
         try:
@@ -439,7 +484,14 @@ class Wallet:
             balance = self.balance()
             gas_hold = gas_hold_of() if gas_hold_of is not None else 0
             return self.meter.reserve(
-                run_id, checked, checked.amount, cap, balance, kind=kind, gas_hold=gas_hold
+                run_id,
+                checked,
+                checked.amount,
+                cap,
+                balance,
+                kind=kind,
+                gas_hold=gas_hold,
+                resource=resource,
             )
         except SpendRefused as exc:
             self._refuse(exc, run_id, verdict, kind)
@@ -632,6 +684,30 @@ def _refusal_base(run_id: str, verdict: Verdict | None, kind: str) -> dict[str, 
         "payload_fingerprint": verdict.payload_fingerprint if is_verdict else None,  # type: ignore[union-attr]
         "amount": verdict.amount if is_verdict else None,  # type: ignore[union-attr]
     }
+
+
+def _spend_event(spend: SignedTypedData | SignedTx | SpendRow) -> dict[str, object]:
+    if isinstance(spend, SpendRow):
+        return {
+            "run_id": spend.run_id,
+            "spend_id": spend.id,
+            "verdict_id": spend.verdict_id,
+            "kind": spend.kind,
+            "asset": spend.asset,
+            "amount": spend.amount,
+            "recipient": spend.recipient,
+            "chain_id": spend.chain_id,
+        }
+    return _res_event(spend.reservation)
+
+
+def _authorization_nonce(spend: SignedTypedData | SignedTx | SpendRow) -> str | None:
+    """The EIP-3009 nonce of an x402 spend (its settlement must carry it), else None."""
+    if isinstance(spend, SignedTypedData):
+        return spend.auth_nonce
+    if isinstance(spend, SpendRow) and spend.kind == "x402" and spend.auth_nonce:
+        return spend.auth_nonce
+    return None
 
 
 def _res_event(res: Reservation) -> dict[str, object]:

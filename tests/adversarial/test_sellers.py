@@ -9,12 +9,14 @@ Each case counts the Transfer logs from the agent and reads balances from the ch
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from adv_harness import (
+    ADVERSARIAL_LIMITS,
     AGENT_ADDR,
     OUTSIDER_ADDR,
     PRICE,
@@ -262,19 +264,6 @@ def test_402_again_after_payment_gets_no_second_payment(
     settle_by_reconcile(h)
 
 
-def test_402_after_settling_leaves_the_row_signed_until_reconciled(
-    tmp_path: Any, chain: Any, seller_factory: Any
-) -> None:
-    seller, url = seller_factory(price=PRICE, paid_mode="402-but-settle")
-    h, result = buy(tmp_path, chain, url)
-    assert result.stop_reason == "done-signal", stop_message(result)
-    [row] = h.ledger()
-    assert row.status == "signed"
-    assert any("answered 402" in s for s in failed_calls(h, result.run_id))
-    assert_paid(h, 1)
-    settle_by_reconcile(h)
-
-
 def test_huge_response_body_is_refused_and_the_payment_reconciled(
     tmp_path: Any, chain: Any, seller_factory: Any
 ) -> None:
@@ -324,3 +313,62 @@ def test_fake_receipt_leaves_the_spend_pending_and_reconcile_ties_the_real_one(
     seller.submit_authorization(seller.log.payments[0]["payload"])
     assert_paid(h, 1)
     settle_by_reconcile(h)
+
+
+# ----------------------------------------------------------- one live authorization per purchase
+
+
+@pytest.mark.parametrize("mode", ["402-again", "500-again"])
+def test_a_seller_that_never_delivers_gets_one_authorization_across_runs(
+    mode: str, tmp_path: Any, chain: Any, seller_factory: Any
+) -> None:
+    # The seller keeps every signature it is handed and answers 402 (or 500). The model
+    # proposes the purchase again and again, in two runs: nib signs one authorization,
+    # re-sends that same one, and the seller can settle it once at most.
+    from agent.loop.run import run_task
+
+    seller, url = seller_factory(price=PRICE, paid_mode=mode)
+    pay = {"action": "call", "tool": "pay_http", "args": {"url": url + "/analytics/gas"}}
+
+    def stubborn() -> ScriptedModel:
+        return ScriptedModel({"checklist": [GAS], "propose": [pay] * 4 + [DONE]})
+
+    h = build_harness(
+        tmp_path, chain, stubborn(), allowlist=(url,), paywall_url=url, limits=ADVERSARIAL_LIMITS
+    )
+    h.extra["before"] = {w: h.balance(w) for w in (AGENT_ADDR, SELLER_ADDR, OUTSIDER_ADDR)}
+    first = asyncio.run(run_task("Buy the gas stats.", h.deps))
+    h.deps.model = stubborn()
+    second = asyncio.run(run_task("Buy the gas stats again.", h.deps))
+
+    signed = h.events(first.run_id, "wallet.signed") + h.events(second.run_id, "wallet.signed")
+    assert len(signed) == 1, signed
+    [row] = h.ledger()
+    nonces = {p["payload"]["authorization"]["nonce"] for p in seller.log.payments}
+    assert nonces == {row.auth_nonce} and seller.log.paid_requests >= 4  # re-sent, not re-signed
+    failures = failed_calls(h, first.run_id) + failed_calls(h, second.run_id)
+    assert any("still live" in f for f in failures), failures
+    assert not any("propose a new call" in f for f in failures)
+    assert_paid(h, 0)
+
+    # The seller tries every payment it was handed: one settles, the rest revert.
+    for payment in seller.log.payments:
+        with contextlib.suppress(Exception):
+            seller.submit_authorization(payment["payload"])
+    assert_paid(h, 1)
+    settle_by_reconcile(h)
+
+
+@pytest.mark.parametrize("mode", ["402-but-settle", "500-but-settle"])
+def test_a_seller_that_settles_then_errors_is_settled_and_recorded(
+    mode: str, tmp_path: Any, chain: Any, seller_factory: Any
+) -> None:
+    seller, url = seller_factory(price=PRICE, paid_mode=mode)
+    h, result = buy(tmp_path, chain, url)
+    [row] = h.ledger()
+    assert row.status == "settled" and "took the money without delivering" in row.note
+    [event] = h.events(result.run_id, "x402.seller.not_delivered")
+    assert event["data"]["seller"] == url
+    assert_paid(h, 1)
+    report = reconcile(h.db, h.client, h.usdc, AGENT_ADDR, h.start_block + 1)
+    assert report.clean and [m.ledger_id for m in report.matched] == [row.id]

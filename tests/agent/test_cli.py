@@ -58,6 +58,8 @@ def test_run_demo_pays_once_and_reconciles(home):
     data = json.loads(rec.stdout)
     assert audit[0]["tx_hash"] in {m["tx_hash"] for m in data["matched"]}
     assert data["unmatched_onchain"] == [] and data["unmatched_ledger"] == []
+    verified = nib(home, "audit", "verify", "--json")
+    assert verified.returncode == 0 and json.loads(verified.stdout)["ok"], verified.stdout
     runs = json.loads(nib(home, "runs", "--json").stdout)
     assert result["run_id"] in {row["run_id"] for row in runs}
     shown = json.loads(nib(home, "show", result["run_id"], "--json").stdout)

@@ -23,6 +23,7 @@ EXPECTED = [
     "KeystoreExists",
     "KeystoreMissing",
     "Ledger",
+    "LedgerCheck",
     "LedgerError",
     "Match",
     "MeasuredSpend",
@@ -60,6 +61,7 @@ EXPECTED = [
     "ensure_devnet_wallet",
     "nib_home",
     "reconcile",
+    "verify_ledger",
 ]
 
 

@@ -179,6 +179,8 @@ def test_tables_are_created_idempotently_with_the_documented_columns(tmp_path: P
         "note",
         "valid_before",
         "gas_hold",
+        "resource",
+        "x402_payment",
     }
     assert used == {"verdict_id", "used_at", "run_id"}
     assert db.scalar("SELECT pk FROM pragma_table_info('wallet_used_verdicts') "

@@ -392,3 +392,29 @@ def test_reconcile_does_not_call_a_row_settled_under_a_foreign_tx_clean(
     assert report.resolved == (signed.ledger_id,)
     row = wallet.meter.ledger.get(signed.ledger_id)
     assert row.tx_hash == settled_in.lower() and "re-tied by reconcile" in row.note
+
+
+def test_a_forged_row_cannot_hide_an_unaudited_outflow(
+    chain: Any, wallet: Wallet, client: ChainClient, db_path: Any
+) -> None:
+    # Money leaves with the wallet's key but without the wallet; someone then writes a
+    # ledger row that "accounts" for it (same tx, recipient and amount).
+    import sqlite3
+
+    start = chain.w3.eth.block_number + 1
+    outsider = dev_account(OUTSIDER).address
+    rogue = transfer(chain.w3, chain.usdc, dev_account(AGENT), outsider, DIME)
+    conn = sqlite3.connect(str(db_path))
+    conn.execute(
+        "INSERT INTO wallet_spends (id, run_id, verdict_id, kind, asset, amount, recipient, "
+        "chain_id, status, tx_hash, created_at, updated_at) VALUES "
+        "('forged', 'run-x', 'v-x', 'transfer', ?, ?, ?, 31337, 'settled', ?, 1, 1)",
+        (chain.usdc.lower(), DIME, outsider.lower(), rogue.lower()),
+    )
+    conn.commit()
+    conn.close()
+
+    report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
+    assert report.unmatched_onchain == ()  # the forged row "matches" the outflow...
+    assert report.ledger_check is not None and not report.clean  # ...but the chain says no
+    assert any("ledger row forged" in p for p in report.ledger_check.problems)

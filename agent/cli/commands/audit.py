@@ -1,4 +1,4 @@
-"""``nib audit``: the spend ledger, and its reconciliation with the chain."""
+"""``nib audit``: the spend ledger, its reconciliation with the chain, and its hash chain."""
 
 from __future__ import annotations
 
@@ -60,5 +60,27 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
                   f"unmatched in ledger {len(report.unmatched_ledger)}")
         for item in report.unmatched_onchain:
             out.print(f"[red]ALARM[/] money left the wallet without an audited spend: {asdict(item)}")
-    raise typer.Exit(EXIT_FINISHED if not report.unmatched_onchain else EXIT_STOPPED)
+        for row in report.unproven:
+            out.print(f"[red]ALARM[/] settled under a tx that never used its authorization: {row.id}")
+        for problem in report.ledger_check.problems if report.ledger_check else ():
+            out.print(f"[red]ALARM[/] ledger: {problem}", highlight=False)
+    tampered = report.ledger_check is not None and not report.ledger_check.ok
+    alarm = bool(report.unmatched_onchain or report.unproven) or tampered
+    raise typer.Exit(EXIT_STOPPED if alarm else EXIT_FINISHED)
+
+
+@audit_app.command("verify")
+def verify_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Check the ledger's hash chain against its tables: edited, deleted, forged or moved rows."""
+    from wallet import verify_ledger
+
+    check = verify_ledger(cli_settings().database)
+    if as_json:
+        emit_json(check.to_dict())
+    else:
+        out.print(f"ledger {'ok' if check.ok else 'TAMPERED'} · {check.entries} journal entries "
+                  f"· head {check.head[:16]}…", highlight=False)
+        for problem in check.problems:
+            out.print(f"[red]PROBLEM[/] {problem}", highlight=False)
+    raise typer.Exit(EXIT_FINISHED if check.ok else EXIT_STOPPED)
 

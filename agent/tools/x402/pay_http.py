@@ -13,8 +13,10 @@ It never pays twice: one signature per call, and no retry after a paid request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -51,7 +53,7 @@ from agent.tools.x402.quoting import authorization_quote, free_quote
 from chain.facts import FactKind
 from chain.money import format_usdc
 from judge.verdict import Verdict
-from wallet.errors import SettlementUnproven
+from wallet.errors import AuthorizationOutstanding, SettlementUnproven
 from wallet.reconcile import authorization_expired
 
 __all__ = [
@@ -63,6 +65,7 @@ __all__ = [
     "PayHttpTool",
     "free_observation",
     "origin_of",
+    "resource_of",
 ]
 
 #: Fact kinds the local paywall sells (agent vocabulary).
@@ -99,6 +102,16 @@ origin_of = seller_of
 
 #: A POST body larger than this (as JSON) is refused: a purchase asks a small question.
 MAX_REQUEST_BODY_BYTES = 8 * 1024
+
+
+def resource_of(url: str) -> str:
+    """What one purchase buys: the URL's origin, path and query (no fragment).
+
+    The wallet keeps at most one live authorization per resource, across runs.
+    """
+    u = httpx.URL(url)
+    query = u.query.decode() if u.query else ""
+    return origin_of(url) + (u.path or "/") + (f"?{query}" if query else "")
 
 
 class PayHttpArgs(BaseModel):
@@ -311,6 +324,10 @@ class PayHttpTool(Tool):
                 "to pay from. Fix: `nib wallet new` (or `nib devnet up` on the devnet)."
             )
         usdc = usdc_address(ctx)
+        live = await _live_after_wait(ctx.wallet, resource_of(args.url))
+        if live is not None:
+            # One live authorization per purchase: re-send it, never sign a second.
+            return await self._resend(args, live, ctx)
         await self.load_catalog(origin, ctx)
         resp = await _get(ctx, args.url, method=args.method, body=args.body)
         if resp.status_code == 200:
@@ -376,9 +393,7 @@ class PayHttpTool(Tool):
             ) from exc
         # The wallet recomputes the fingerprint of exactly this payload: if the seller's
         # terms changed since the quote, it raises VerdictVoid and signs nothing.
-        signed = await asyncio.to_thread(
-            wallet.sign_typed_data, payload, verdict, run_id=ctx.run_id, cap=cap
-        )
+        signed = await _sign_when_free(wallet, payload, verdict, ctx, cap, resource_of(url))
         try:
             name, value = encode_payment_header(requirement, pr, authorization, signed.signature)
         except ValueError as exc:
@@ -387,6 +402,7 @@ class PayHttpTool(Tool):
             raise X402ProtocolError(
                 f"pay_http: cannot encode the payment for {url}: {exc}"
             ) from exc
+        await asyncio.to_thread(wallet.keep_payment, signed, (name, value))
         ctx.emit(
             "tool.x402.paying",
             {"url": url, "amount": quote.amount, "ledger_id": signed.ledger_id},
@@ -396,6 +412,8 @@ class PayHttpTool(Tool):
         except ToolError as exc:
             # The seller may still settle what it received: keep the row 'signed' for
             # reconciliation instead of claiming the money did not move.
+            note = f"paid request got no answer ({str(exc)[:120]}); may still be settled"
+            await asyncio.to_thread(wallet.meter.keep_signed, signed.reservation, note)
             raise ToolError(
                 f"pay_http: the paid request to {url} failed after signing ({exc}); the "
                 f"authorization (ledger row {signed.ledger_id}) may still be settled by the "
@@ -497,12 +515,15 @@ class PayHttpTool(Tool):
         if used:
             note = (
                 f"seller answered {resp.status_code} after payment but the authorization is "
-                "used on chain; reconcile to find the settlement tx"
+                "used on chain: it took the money without delivering"
             )
             await asyncio.to_thread(wallet.meter.keep_signed, signed.reservation, note)
+            # The token's AuthorizationUsed log names the tx: the row settles under it.
+            await asyncio.to_thread(wallet.live_authorization, resource_of(url))
+            status = wallet.spend_row(signed.ledger_id).status
             where = (
-                "the authorization IS used on chain, so the money moved; ledger row "
-                f"{signed.ledger_id} stays 'signed' until `nib audit reconcile` settles it"
+                "the authorization IS used on chain, so the money moved without delivery; "
+                f"ledger row {signed.ledger_id} is '{status}'"
             )
         elif authorization_expired(
             signed.valid_before, chain_time=chain_time, wall_time=wallet.clock()
@@ -547,12 +568,72 @@ class PayHttpTool(Tool):
                 detail = f" ({again.error})" if getattr(again, "error", None) else ""
             except X402ProtocolError:
                 detail = ""
+        if used:
+            _record_non_delivery(ctx, url, resp.status_code, signed.ledger_id)
         raise ToolError(
             f"pay_http: {url} answered {resp.status_code}{detail} to the paid request; "
-            f"no second payment is made under the same verdict ({where}). Fix: do not retry "
-            "this seller in this run; if the data is still needed, propose a new call for "
-            "a fresh quote and verdict."
+            f"no second payment is made ({where}). nib signs no other authorization for "
+            f"{resource_of(url)} while this one is live (until {signed.valid_before}): "
+            "proposing this call again only re-sends the same authorization. Fix: continue "
+            "without this data, or use another seller."
         )
+
+    # -- one live authorization per purchase --------------------------------------
+
+    async def _resend(self, args: PayHttpArgs, live: Any, ctx: ToolContext) -> Quote:
+        """Re-send the live authorization for this resource; sign nothing new.
+
+        Money cannot move twice: it is the same signature (one nonce). Data that comes
+        back with a receipt the chain proves is returned as a free quote (nothing left to
+        judge or sign); anything else raises a ToolError that says the purchase is
+        pending and when it can change, without inviting a second authorization.
+        """
+        wallet = ctx.wallet
+        assert wallet is not None
+        resource = resource_of(args.url)
+        pending = (
+            f"pay_http: an authorization for {resource} is still live (ledger row {live.id}, "
+            f"{format_usdc(live.amount)}, {live.status}, valid until {live.valid_before}); "
+            "nib signs no second one while it is live, so at most one can ever settle"
+        )
+        header = json.loads(live.x402_payment) if live.x402_payment else None
+        if not header:
+            raise ToolError(
+                f"{pending}. Nothing was sent. Fix: wait until it settles or expires "
+                "(`nib audit reconcile`); do not propose this call again before then."
+            )
+        try:
+            resp = await _get(ctx, args.url, headers={str(header[0]): str(header[1])})
+        except ToolError as exc:
+            raise ToolError(f"{pending}. Re-sending it failed ({exc}).") from exc
+        ctx.emit(
+            "tool.x402.resent",
+            {"url": args.url, "ledger_id": live.id, "status": resp.status_code},
+        )
+        tx = None
+        if 200 <= resp.status_code < 300:
+            with contextlib.suppress(X402ProtocolError):
+                receipt = parse_payment_response(resp)
+                tx = receipt.get("transaction") if receipt.get("success") else None
+        if not isinstance(tx, str) or not tx:
+            await asyncio.to_thread(wallet.live_authorization, resource)
+            if wallet.spend_row(live.id).status == "settled":  # took it, no data
+                _record_non_delivery(ctx, args.url, resp.status_code, live.id)
+            raise ToolError(
+                f"{pending}. It was re-sent and {origin_of(args.url)} answered "
+                f"{resp.status_code} without a valid receipt. Fix: continue without this "
+                "data; do not propose this call again in this run."
+            )
+        try:
+            await asyncio.to_thread(wallet.settle, live, tx)
+        except SettlementUnproven as exc:
+            raise ToolError(
+                f"{pending}. It was re-sent; the receipt names {exc.tx_hash}, which does "
+                f"not settle it ({exc.finding}). Fix: continue without this data."
+            ) from exc
+        cost = live.amount if live.run_id == ctx.run_id else 0
+        obs = self._observation(args, resp, cost=cost, settlement={"transaction": tx})
+        return free_quote(self.name, args, obs, ctx, {"url": args.url, "resent": live.id})
 
     # -- observation -------------------------------------------------------------
 
@@ -744,3 +825,60 @@ async def _authorization_used(ctx: ToolContext, signed: Any) -> bool:
     token = usdc_contract(ctx.chain.w3, usdc_address(ctx))
     fn = token.functions.authorizationState(signed.signer, bytes.fromhex(signed.auth_nonce[2:]))
     return bool(await asyncio.to_thread(ctx.chain.call, "authorizationState", fn.call))
+
+
+def _record_non_delivery(ctx: ToolContext, url: str, status: int, ledger_id: str) -> None:
+    """Audit a seller that took the money (its authorization is used on chain) and did not
+    deliver: the event names the seller, so its record and the judge's p can follow."""
+    ctx.emit(
+        "x402.seller.not_delivered",
+        {"seller": origin_of(url), "url": url, "status": status, "ledger_id": ledger_id},
+    )
+
+
+#: How long a purchase waits for another run's in-flight authorization for the same
+#: resource to settle or die before treating it as this purchase's (and re-sending it).
+LIVE_WAIT_S = 60.0
+_LIVE_POLL_S = 0.25
+
+
+def _in_flight(row: Any) -> bool:
+    """Reserved, or signed with no answer recorded yet: some run is paying right now."""
+    return bool(row.status == "reserved" or (row.status == "signed" and not row.note))
+
+
+async def _live_after_wait(wallet: Any, resource: str) -> Any:
+    """The live authorization for ``resource`` once no run is mid-payment on it (bounded
+    by LIVE_WAIT_S), else None: concurrent honest purchases queue instead of failing."""
+    deadline = time.monotonic() + LIVE_WAIT_S
+    while True:
+        live = await asyncio.to_thread(wallet.live_authorization, resource)
+        if live is None or not _in_flight(live) or time.monotonic() >= deadline:
+            return live
+        await asyncio.sleep(_LIVE_POLL_S)
+
+
+async def _sign_when_free(
+    wallet: Any, payload: dict[str, Any], verdict: Any, ctx: ToolContext, cap: int, resource: str
+) -> Any:
+    """MOVES MONEY: sign under ``verdict`` once no other authorization for ``resource`` is
+    live. A refusal for that reason consumes nothing (the verdict stays unused), so the
+    same verdict is tried again after another run's payment settles or dies; a live one
+    that stays (a seller holding it) is reported, never doubled."""
+    while True:
+        try:
+            return await asyncio.to_thread(
+                wallet.sign_typed_data,
+                payload,
+                verdict,
+                run_id=ctx.run_id,
+                cap=cap,
+                resource=resource,
+            )
+        except AuthorizationOutstanding as exc:
+            live = await _live_after_wait(wallet, resource)
+            if live is not None:
+                raise ToolError(
+                    f"pay_http: {exc} It did not settle or expire within {LIVE_WAIT_S:.0f} s, "
+                    "so nothing was signed; do not propose this call again in this run."
+                ) from exc

@@ -402,7 +402,8 @@ def test_seller_answering_402_after_payment_gets_no_second_payment(
     with pytest.raises(ToolError) as err:
         run(tool.execute(quote, verdict, ctx))
     assert "answered 402" in str(err.value)
-    assert "no second payment is made under the same verdict" in str(err.value)
+    assert "no second payment is made" in str(err.value)
+    assert "only re-sends the same authorization" in str(err.value)
     assert "stays 'signed' and keeps counting against the spend cap" in str(err.value)
     assert len(paid_requests) == 1
     # The seller still holds a valid signature: the spend stays pending and holds the cap.
@@ -497,11 +498,11 @@ def test_seller_that_settles_but_answers_402_leaves_the_row_for_reconciliation(
     quote = quote_of(tool, paywall.url + "/analytics/gas", ctx)
     with pytest.raises(ToolError, match="used on chain"):
         run(tool.execute(quote, approve(judge_signer, quote), ctx))
+    # The token's AuthorizationUsed log names the settlement tx: settled at once, proven.
     [row] = wallet.meter.ledger.rows()
-    assert row.status == "signed"
+    assert row.status == "settled" and "without delivering" in row.note
     report = reconcile(wallet.meter.store, wallet.chain, chain.usdc, AGENT_ADDR, head + 1)
-    assert report.clean and report.resolved == (row.id,)
-    assert wallet.meter.ledger.get(row.id).status == "settled"
+    assert report.clean and report.resolved == () and report.matched[0].ledger_id == row.id
 
 
 def test_expired_quote_is_refused_before_signing(

@@ -1,0 +1,231 @@
+"""The ledger's hash chain: every write to the wallet's tables is also journalled here.
+
+Each journal entry commits to the one before it (``hash = sha256(prev_hash + entry)``),
+inside the same transaction as the write it records. :func:`verify` walks the chain and
+replays it into the rows the tables should hold, so an edited, deleted, forged or moved
+ledger row, a deleted used verdict (which would re-enable a replay) or an edited journal
+entry is named. ``nib audit verify`` prints the result; reconcile runs it too.
+
+Limit: deleting the newest journal entries *together with* their rows leaves a shorter
+chain that still verifies; the head (``entries``, ``head``) is printed so it can be
+compared with a copy kept elsewhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from storage import Tx
+from wallet._store import GAS, JOURNAL, SPENDS, USED_VERDICTS, Store
+
+__all__ = ["GENESIS", "LedgerCheck", "append", "journal_spend", "verify", "verify_ledger"]
+
+#: The ``prev`` of the first entry.
+GENESIS = "0" * 64
+
+EntryOp = Literal["verdict", "spend", "set", "payment", "gas"]
+"""verdict: a verdict was consumed; spend: a ledger row was inserted; set: a row's
+mutable fields after a transition; payment: the digest of a stored payment header;
+gas: a gas row was inserted."""
+
+#: Fields of a spend row a transition may change (``set`` entries carry all of them).
+_MUTABLE = ("status", "tx_hash", "auth_nonce", "valid_before", "note", "updated_at")
+
+
+def _digest(prev: str, body: str) -> str:
+    return hashlib.sha256((prev + body).encode()).hexdigest()
+
+
+def _dumps(entry: dict[str, object]) -> str:
+    return json.dumps(entry, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def append(conn: Tx, op: EntryOp, data: dict[str, object]) -> None:
+    """Append one entry inside the caller's open write section (it holds the wallet lock,
+    so entries are appended one at a time, across processes too)."""
+    last = conn.scalar(f"SELECT hash FROM {JOURNAL} ORDER BY seq DESC LIMIT 1")
+    prev = str(last) if last else GENESIS
+    body = _dumps({"op": op, **data})
+    conn.execute(
+        f"INSERT INTO {JOURNAL} (entry, prev, hash) VALUES (?, ?, ?)",
+        (body, prev, _digest(prev, body)),
+    )
+
+
+def journal_spend(conn: Tx, spend_id: str, op: EntryOp = "set") -> None:
+    """Journal row ``spend_id`` as it now stands: all columns (``spend``) or the mutable
+    ones (``set``); the payment header only as a digest (it is a bearer authorization)."""
+    found = conn.rows(f"SELECT * FROM {SPENDS} WHERE id = ?", (spend_id,))
+    if not found:
+        return
+    row = _columns(found[0])
+    if op == "spend":
+        append(conn, "spend", {"row": _public(row)})
+    elif op == "payment":
+        append(conn, "payment", {"id": spend_id, "sha256": _payment_digest(row)})
+    else:
+        append(conn, "set", {"id": spend_id, "fields": {k: row[k] for k in _MUTABLE}})
+
+
+def _columns(row: dict[str, object]) -> dict[str, object]:
+    """A stored row without PostgreSQL's explicit ``rowid`` (SQLite's is implicit)."""
+    return {k: v for k, v in row.items() if k != "rowid"}
+
+
+def _public(row: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in row.items() if k != "x402_payment"}
+
+
+def _payment_digest(row: dict[str, object]) -> str | None:
+    value = row.get("x402_payment")
+    return None if value is None else hashlib.sha256(str(value).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class LedgerCheck:
+    """What :func:`verify` found. ``ok`` means the chain is intact and the tables are
+    exactly what it records; ``problems`` names each difference."""
+
+    entries: int
+    head: str
+    problems: tuple[str, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "ok": self.ok,
+            "entries": self.entries,
+            "head": self.head,
+            "problems": list(self.problems),
+        }
+
+
+def verify_ledger(db_path: str | Path) -> LedgerCheck:
+    """:func:`verify` on the database file at ``db_path`` (``nib audit verify``)."""
+    store = Store(db_path)
+    try:
+        return verify(store)
+    finally:
+        store.close()
+
+
+def verify(store: Store) -> LedgerCheck:
+    """Check the journal's hash chain, then compare its replay with the wallet's tables."""
+    with store.transaction() as tx:  # one consistent snapshot
+        chain = [
+            (r["seq"], r["entry"], r["prev"], r["hash"])
+            for r in tx.rows(f"SELECT seq, entry, prev, hash FROM {JOURNAL} ORDER BY seq")
+        ]
+        spends = _table(tx, SPENDS)
+        verdicts = _table(tx, USED_VERDICTS, key="verdict_id")
+        gas = _table(tx, GAS)
+    problems: list[str] = []
+    prev, expected_seq = GENESIS, 1
+    want_spends: dict[str, dict[str, object]] = {}
+    want_payments: dict[str, str | None] = {}
+    want_verdicts: dict[str, dict[str, object]] = {}
+    want_gas: dict[str, dict[str, object]] = {}
+    for seq, body, entry_prev, entry_hash in chain:
+        if seq != expected_seq:
+            problems.append(
+                f"journal entries {expected_seq}..{seq - 1} are missing (deleted); the "
+                f"chain continues at entry {seq}"
+            )
+        expected_seq = seq + 1
+        if entry_prev != prev or entry_hash != _digest(entry_prev, body):
+            problems.append(
+                f"journal entry {seq} does not chain: it was edited, or an entry before it "
+                "was removed (its hash does not commit to its content and predecessor)"
+            )
+        prev = entry_hash
+        entry = json.loads(body)
+        op = entry.get("op")
+        if op == "spend":
+            want_spends[entry["row"]["id"]] = dict(entry["row"])
+        elif op == "set" and entry["id"] in want_spends:
+            want_spends[entry["id"]].update(entry["fields"])
+        elif op == "payment":
+            want_payments[entry["id"]] = entry["sha256"]
+        elif op == "verdict":
+            want_verdicts[entry["verdict_id"]] = {
+                k: entry[k] for k in ("verdict_id", "used_at", "run_id")
+            }
+        elif op == "gas":
+            want_gas[entry["row"]["id"]] = dict(entry["row"])
+    problems += _compare_spends(want_spends, want_payments, spends)
+    problems += _compare("used verdict", want_verdicts, verdicts, deleted_means=(
+        "deleted: the verdict could be presented again"
+    ))
+    problems += _compare("gas row", want_gas, gas, deleted_means="deleted: spend under-counted")
+    return LedgerCheck(len(chain), prev, tuple(problems))
+
+
+def _table(tx: Tx, table: str, key: str = "id") -> dict[str, dict[str, object]]:
+    return {str(r[key]): _columns(r) for r in tx.rows(f"SELECT * FROM {table}")}
+
+
+def _compare_spends(
+    want: dict[str, dict[str, object]],
+    payments: dict[str, str | None],
+    have: dict[str, dict[str, object]],
+) -> list[str]:
+    problems: list[str] = []
+    for spend_id, expected in want.items():
+        found = have.get(spend_id)
+        if found is None:
+            problems.append(
+                f"ledger row {spend_id} (run {expected['run_id']}, {expected['amount']} "
+                f"atomic units, {expected['status']}) was deleted from {SPENDS}"
+            )
+            continue
+        if found["run_id"] != expected["run_id"]:
+            problems.append(
+                f"ledger row {spend_id} was moved from run {expected['run_id']} to run "
+                f"{found['run_id']} (that run's cap would be freed)"
+            )
+        for name, value in _public(found).items():
+            if name != "run_id" and name in expected and expected[name] != value:
+                problems.append(
+                    f"ledger row {spend_id}: {name} is {value!r} in {SPENDS}, the journal "
+                    f"records {expected[name]!r} (edited)"
+                )
+        if _payment_digest(found) != payments.get(spend_id):
+            problems.append(f"ledger row {spend_id}: its stored payment header was edited")
+    for spend_id, found in have.items():
+        if spend_id not in want:
+            problems.append(
+                f"ledger row {spend_id} (run {found['run_id']}, {found['amount']} atomic "
+                f"units to {found['recipient']}, {found['status']}) is not in the journal: "
+                "forged, or written outside the wallet"
+            )
+    return problems
+
+
+def _compare(
+    what: str,
+    want: dict[str, dict[str, object]],
+    have: dict[str, dict[str, object]],
+    *,
+    deleted_means: str,
+) -> list[str]:
+    problems: list[str] = []
+    for key, expected in want.items():
+        found = have.get(key)
+        if found is None:
+            problems.append(f"{what} {key} (run {expected.get('run_id')}) was {deleted_means}")
+        elif found != expected:
+            diff = sorted(k for k in expected if found.get(k) != expected[k])
+            problems.append(f"{what} {key}: {', '.join(diff)} edited")
+    problems += [
+        f"{what} {key} (run {found.get('run_id')}) is not in the journal: forged"
+        for key, found in have.items()
+        if key not in want
+    ]
+    return problems
