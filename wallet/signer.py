@@ -25,6 +25,7 @@ from judge.errors import FingerprintError, VerdictConsumed, VerdictInvalid
 from judge.fingerprint import transaction_fingerprint, typed_data_fingerprint
 from judge.verdict import Verdict, verify_verdict
 from wallet.errors import (
+    AuthorizationOutstanding,
     NoVerdict,
     PayloadMismatch,
     RecheckFailed,
@@ -480,6 +481,11 @@ class Wallet:
             self._check_fingerprint(checked, payload, fingerprint_of)
             self._check_fresh(checked)
             self._check_terms(checked, payload, terms_of)
+            if resource is not None:
+                # Before the judge's re-check consumes the verdict, so a purchase that must
+                # wait for another run's payment can still use it afterwards (reserve checks
+                # again, atomically).
+                self._check_no_live_authorization(checked, resource)
             self._recheck(checked)
             balance = self.balance()
             gas_hold = gas_hold_of() if gas_hold_of is not None else 0
@@ -502,6 +508,20 @@ class Wallet:
                 {**_refusal_base(run_id, verdict, kind), "code": "chain-error", "reason": str(exc)},
             )
             raise
+
+    def _check_no_live_authorization(self, verdict: Verdict, resource: str) -> None:
+        live = self.meter.ledger.live_for(resource)
+        if live is not None:
+            raise AuthorizationOutstanding(
+                f"An authorization for {resource} is still live (ledger row {live.id}, "
+                f"{live.status}, {live.amount} atomic units, valid until {live.valid_before}); "
+                "expected none, since a second one could let the seller settle both. Nothing "
+                "was signed and the verdict is unused. Fix: wait until it settles or expires "
+                "(`nib audit reconcile`); a retry re-sends the same authorization.",
+                ledger_id=live.id,
+                valid_before=live.valid_before,
+                verdict_id=verdict.id,
+            )
 
     def _check_verdict(self, verdict: Verdict | None) -> Verdict:
         if verdict is None:

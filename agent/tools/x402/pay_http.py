@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import re
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -104,14 +106,19 @@ origin_of = seller_of
 MAX_REQUEST_BODY_BYTES = 8 * 1024
 
 
-def resource_of(url: str) -> str:
-    """What one purchase buys: the URL's origin, path and query (no fragment).
+def resource_of(url: str, method: str = "GET", body: dict[str, Any] | None = None) -> str:
+    """What one purchase buys: the URL's origin, path and query (no fragment); for a POST
+    also the method and a digest of the JSON body.
 
     The wallet keeps at most one live authorization per resource, across runs.
     """
     u = httpx.URL(url)
     query = u.query.decode() if u.query else ""
-    return origin_of(url) + (u.path or "/") + (f"?{query}" if query else "")
+    where = origin_of(url) + (u.path or "/") + (f"?{query}" if query else "")
+    if method == "GET" and body is None:
+        return where
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{method} {where} body:{digest}"
 
 
 class PayHttpArgs(BaseModel):
@@ -324,7 +331,7 @@ class PayHttpTool(Tool):
                 "to pay from. Fix: `nib wallet new` (or `nib devnet up` on the devnet)."
             )
         usdc = usdc_address(ctx)
-        live = await _live_after_wait(ctx.wallet, resource_of(args.url))
+        live = await _live_after_wait(ctx.wallet, _resource(args))
         if live is not None:
             # One live authorization per purchase: re-send it, never sign a second.
             return await self._resend(args, live, ctx)
@@ -393,7 +400,7 @@ class PayHttpTool(Tool):
             ) from exc
         # The wallet recomputes the fingerprint of exactly this payload: if the seller's
         # terms changed since the quote, it raises VerdictVoid and signs nothing.
-        signed = await _sign_when_free(wallet, payload, verdict, ctx, cap, resource_of(url))
+        signed = await _sign_when_free(wallet, payload, verdict, ctx, cap, _resource(args))
         try:
             name, value = encode_payment_header(requirement, pr, authorization, signed.signature)
         except ValueError as exc:
@@ -421,7 +428,7 @@ class PayHttpTool(Tool):
                 "Fix: run `nib audit reconcile` later."
             ) from exc
         if not 200 <= resp.status_code < 300:
-            await self._paid_but_refused(resp, url, signed, wallet, ctx)
+            await self._paid_but_refused(resp, url, signed, wallet, ctx, _resource(args))
         try:
             settlement = parse_payment_response(resp)
         except X402ProtocolError as exc:
@@ -498,7 +505,13 @@ class PayHttpTool(Tool):
         return pr, requirement, payload, authorization
 
     async def _paid_but_refused(
-        self, resp: httpx.Response, url: str, signed: Any, wallet: Any, ctx: ToolContext
+        self,
+        resp: httpx.Response,
+        url: str,
+        signed: Any,
+        wallet: Any,
+        ctx: ToolContext,
+        resource: str,
     ) -> None:
         """The seller did not deliver after payment: no retry; record what the chain says.
 
@@ -519,7 +532,7 @@ class PayHttpTool(Tool):
             )
             await asyncio.to_thread(wallet.meter.keep_signed, signed.reservation, note)
             # The token's AuthorizationUsed log names the tx: the row settles under it.
-            await asyncio.to_thread(wallet.live_authorization, resource_of(url))
+            await asyncio.to_thread(wallet.live_authorization, resource)
             status = wallet.spend_row(signed.ledger_id).status
             where = (
                 "the authorization IS used on chain, so the money moved without delivery; "
@@ -573,7 +586,7 @@ class PayHttpTool(Tool):
         raise ToolError(
             f"pay_http: {url} answered {resp.status_code}{detail} to the paid request; "
             f"no second payment is made ({where}). nib signs no other authorization for "
-            f"{resource_of(url)} while this one is live (until {signed.valid_before}): "
+            f"{resource} while this one is live (until {signed.valid_before}): "
             "proposing this call again only re-sends the same authorization. Fix: continue "
             "without this data, or use another seller."
         )
@@ -590,7 +603,7 @@ class PayHttpTool(Tool):
         """
         wallet = ctx.wallet
         assert wallet is not None
-        resource = resource_of(args.url)
+        resource = _resource(args)
         pending = (
             f"pay_http: an authorization for {resource} is still live (ledger row {live.id}, "
             f"{format_usdc(live.amount)}, {live.status}, valid until {live.valid_before}); "
@@ -603,7 +616,13 @@ class PayHttpTool(Tool):
                 "(`nib audit reconcile`); do not propose this call again before then."
             )
         try:
-            resp = await _get(ctx, args.url, headers={str(header[0]): str(header[1])})
+            resp = await _get(
+                ctx,
+                args.url,
+                method=args.method,
+                body=args.body,
+                headers={str(header[0]): str(header[1])},
+            )
         except ToolError as exc:
             raise ToolError(f"{pending}. Re-sending it failed ({exc}).") from exc
         ctx.emit(
@@ -842,6 +861,21 @@ LIVE_WAIT_S = 60.0
 _LIVE_POLL_S = 0.25
 
 
+_SIGNING_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _signing_lock(resource: str) -> asyncio.Lock:
+    """This event loop's lock for signing an authorization for ``resource``."""
+    locks = _SIGNING_LOCKS.setdefault(asyncio.get_running_loop(), {})
+    return locks.setdefault(resource, asyncio.Lock())
+
+
+def _resource(args: PayHttpArgs) -> str:
+    return resource_of(args.url, args.method, args.body)
+
+
 def _in_flight(row: Any) -> bool:
     """Reserved, or signed with no answer recorded yet: some run is paying right now."""
     return bool(row.status == "reserved" or (row.status == "signed" and not row.note))
@@ -865,20 +899,28 @@ async def _sign_when_free(
     live. A refusal for that reason consumes nothing (the verdict stays unused), so the
     same verdict is tried again after another run's payment settles or dies; a live one
     that stays (a seller holding it) is reported, never doubled."""
-    while True:
-        try:
-            return await asyncio.to_thread(
-                wallet.sign_typed_data,
-                payload,
-                verdict,
-                run_id=ctx.run_id,
-                cap=cap,
-                resource=resource,
-            )
-        except AuthorizationOutstanding as exc:
-            live = await _live_after_wait(wallet, resource)
-            if live is not None:
-                raise ToolError(
-                    f"pay_http: {exc} It did not settle or expire within {LIVE_WAIT_S:.0f} s, "
-                    "so nothing was signed; do not propose this call again in this run."
-                ) from exc
+    # Runs of one process take turns per resource: two that both saw it free would both
+    # have their verdicts consumed at the judge, and one would then be refused. (Across
+    # processes the wallet's check still holds; the loser's call fails and is retried.)
+    async with _signing_lock(resource):
+        while True:
+            if await _live_after_wait(wallet, resource) is not None:
+                break  # held by a seller (answered, not in flight): never sign a second
+            try:
+                return await asyncio.to_thread(
+                    wallet.sign_typed_data,
+                    payload,
+                    verdict,
+                    run_id=ctx.run_id,
+                    cap=cap,
+                    resource=resource,
+                )
+            except AuthorizationOutstanding:
+                continue  # another process started paying between our wait and signature
+    live = await asyncio.to_thread(wallet.live_authorization, resource)
+    raise ToolError(
+        f"pay_http: an authorization for {resource} is still live (ledger row "
+        f"{getattr(live, 'id', '?')}, valid until {getattr(live, 'valid_before', '?')}); nib "
+        "signs no second one while it is live, so nothing was signed. Fix: continue without "
+        "this data; do not propose this call again in this run."
+    )

@@ -29,7 +29,7 @@ from chain.client import ChainClient
 from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account
 from chain.paywall.app import DEFAULT_PRICES, ENDPOINTS, PaywallServer
 from judge.verdict import VerdictSigner
-from wallet.errors import VerdictReplayed, VerdictVoid
+from wallet.errors import VerdictVoid
 from wallet.keystore import KeyHandle
 from wallet.ledger import Ledger
 from wallet.reconcile import reconcile
@@ -414,10 +414,10 @@ def test_seller_answering_402_after_payment_gets_no_second_payment(
     [refused] = events.named("tool.x402.refused_after_payment")
     assert refused["ledger_status"] == "signed"
 
-    # The same verdict cannot buy a second attempt: the wallet has consumed it.
-    with pytest.raises(VerdictReplayed):
+    # No second attempt: the resource's authorization is still live (and the verdict used).
+    with pytest.raises(ToolError, match="still live"):
         run(tool.execute(quote, verdict, ctx))
-    assert len(paid_requests) == 1
+    assert len(paid_requests) == 1 and len(wallet.meter.ledger.rows()) == 1
     assert (usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)) == before
 
     # Once validBefore has passed on both clocks, reconciliation releases the cap.
