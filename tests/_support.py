@@ -99,3 +99,43 @@ def running_market(rpc_url: str, usdc: str) -> Iterator[dict[str, str]]:
         register_mcp(fac.url, base)
         urls["mcp"] = base
         yield urls
+
+
+def assert_money_audited(root: Path) -> None:
+    """After a money test: every nib database under ``root`` passes ``nib audit verify``
+    (its ledger's hash chain matches its tables), and every finished run's reported spend
+    equals its ledger rows as they stood when it finished (settled + outstanding; a row
+    failed or released after the run ended was outstanding then)."""
+    import json
+    import sqlite3
+
+    from wallet import verify_ledger
+
+    for db in sorted(root.rglob("*.db")):
+        conn = sqlite3.connect(str(db))
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            if "wallet_journal" not in tables:
+                continue
+            check = verify_ledger(db)
+            assert check.ok, (str(db), check.problems)
+            if "agent_runs" not in tables:
+                continue
+            runs = conn.execute(
+                "SELECT run_id, ended_at, result FROM agent_runs WHERE result IS NOT NULL"
+            ).fetchall()
+            for run_id, ended_at, result in runs:
+                spend = json.loads(result).get("spend") or {}
+                rows = conn.execute(
+                    "SELECT status, amount, updated_at FROM wallet_spends WHERE run_id = ?",
+                    (run_id,),
+                ).fetchall()
+                expected = sum(
+                    amount
+                    for status, amount, updated in rows
+                    if status in ("settled", "signed", "reserved")
+                    or (ended_at is not None and updated > ended_at)
+                )
+                assert spend.get("usdc_atomic") == expected, (run_id, spend, rows)
+        finally:
+            conn.close()

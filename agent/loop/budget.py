@@ -8,6 +8,7 @@ and the observed value.
 from __future__ import annotations
 
 from agent.loop.context import RunContext
+from agent.loop.result import SpendSummary
 from agent.loop.stop import Stop
 from agent.models.base import Purpose
 from agent.seams import SpendView
@@ -102,6 +103,31 @@ class BudgetGate:
     def _meter(self) -> SpendView | None:
         deps = self.run.deps
         return deps.meter or (deps.wallet.meter if deps.wallet else None)
+    def spend_summary(self) -> SpendSummary:
+        """The run's spend as the meter has it: settled + outstanding USDC, metered gas.
+
+        A seller that settles and then errors, or names a bad receipt, still took (or
+        may still take) the money: the meter's rows say so, a count of successes would
+        not. Without a meter (no wallet) nothing can have moved beyond our counters.
+        """
+        state = self.run.state
+        meter = self._meter()
+        if meter is None:
+            return SpendSummary(
+                usdc_atomic=state.spend_usdc,
+                gas_wei=state.gas_wei,
+                usdc_display=format_usdc(state.spend_usdc),
+                settled_atomic=state.spend_usdc,
+            )
+        usage = meter.usage(state.run_id)
+        total = usage.settled + usage.reserved
+        return SpendSummary(
+            usdc_atomic=total,
+            gas_wei=usage.gas_wei,
+            usdc_display=format_usdc(total),
+            settled_atomic=usage.settled,
+            outstanding_atomic=usage.reserved,
+        )
 
     def spend_left(self) -> int:
         return max(0, self.run.limits.spend_cap_usdc - self.spend_committed())

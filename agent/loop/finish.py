@@ -12,12 +12,10 @@ from agent.loop.proposal import synthesis_messages
 from agent.loop.result import (
     FINISHED_STOPS,
     AgentResult,
-    SpendSummary,
     TokenSummary,
     backstop_answer,
 )
 from agent.loop.stop import Stop
-from chain.money import format_usdc
 
 __all__ = ["Finisher"]
 
@@ -67,11 +65,7 @@ class Finisher:
             evidence=list(st.evidence),
             steps=st.step,
             attempted=list(st.attempted),
-            spend=SpendSummary(
-                usdc_atomic=st.spend_usdc,
-                gas_wei=st.gas_wei,
-                format_usdc=format_usdc(st.spend_usdc),
-            ),
+            spend=self.budget.spend_summary(),
             tokens=TokenSummary(
                 input=st.tokens_in, output=st.tokens_out, estimated=st.tokens_estimated
             ),
@@ -115,8 +109,8 @@ class Finisher:
                 "reason": stop.reason,
                 "finished": result.finished,
                 "steps": st.step,
-                "spend_usdc": st.spend_usdc,
-                "gas_wei": st.gas_wei,
+                "spend_usdc": result.spend.usdc_atomic,
+                "gas_wei": result.spend.gas_wei,
                 "tokens": self.budget.tokens_used(),
                 "message": stop.message,
             },

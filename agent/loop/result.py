@@ -103,11 +103,15 @@ class EvidenceItem(BaseModel):
 
 
 class SpendSummary(BaseModel):
-    """Money the run moved: USDC in atomic units, gas in wei, and a display string."""
+    """Money the run moved or may still move, from the wallet's meter (never a sum of
+    successful calls): ``usdc_atomic`` = ``settled_atomic`` (proven on chain) +
+    ``outstanding_atomic`` (reserved or signed: a seller may still settle it); gas in wei."""
 
     usdc_atomic: int = 0
     gas_wei: int = 0
     usdc_display: str = "0.00 USDC"
+    settled_atomic: int = 0
+    outstanding_atomic: int = 0
 
 
 class TokenSummary(BaseModel):

@@ -13,6 +13,8 @@ import pytest
 from adv_harness import SELLER_ADDR
 from sellers import AdversarialSeller, serve
 
+from tests._support import assert_money_audited
+
 # --------------------------------------------------------------------------- sellers
 
 
@@ -38,3 +40,11 @@ def attacker_seller(anvil: Any) -> Iterator[tuple[AdversarialSeller, str]]:
     seller = AdversarialSeller(anvil.rpc_url, anvil.usdc, pay_to=attacker("seller"))
     with serve(seller.app) as url:
         yield seller, url
+
+
+@pytest.fixture(autouse=True)
+def _money_audited(tmp_path: Any) -> Iterator[None]:
+    """After every test here: `nib audit verify` passes on each database the test wrote,
+    and each run's reported spend equals its ledger's."""
+    yield
+    assert_money_audited(tmp_path)

@@ -307,6 +307,11 @@ def test_fake_receipt_leaves_the_spend_pending_and_reconcile_ties_the_real_one(
     assert row.status == "signed" and "unproven" in row.note, row
     assert any("does not settle our authorization" in s for s in failed_calls(h, result.run_id))
     assert_paid(h, 0)
+    # The money is outstanding (the seller holds our signature): the run reports it, and
+    # keeps an excerpt of the data it paid for.
+    assert (result.spend.usdc_atomic, result.spend.outstanding_atomic) == (PRICE, PRICE)
+    [call] = h.events(result.run_id, "tool.call")
+    assert call["data"]["excerpt"]["fields"]["facts.base_fee_gwei"] == "1.0"
     pending = reconcile(h.db, h.client, h.usdc, AGENT_ADDR, h.start_block + 1)
     assert not pending.clean and [r.id for r in pending.pending] == [row.id]
 
@@ -367,6 +372,7 @@ def test_a_seller_that_settles_then_errors_is_settled_and_recorded(
     h, result = buy(tmp_path, chain, url)
     [row] = h.ledger()
     assert row.status == "settled" and "took the money without delivering" in row.note
+    assert (result.spend.usdc_atomic, result.spend.settled_atomic) == (PRICE, PRICE)
     [event] = h.events(result.run_id, "x402.seller.not_delivered")
     assert event["data"]["seller"] == url
     assert_paid(h, 1)

@@ -9,6 +9,7 @@ import pytest
 
 from chain.devkeys import SELLER, dev_account
 from chain.paywall.app import DEFAULT_PRICES, PaywallServer
+from tests._support import assert_money_audited
 
 
 @pytest.fixture(scope="module")
@@ -24,3 +25,11 @@ def paywall(chain: Any, paywall_server: PaywallServer) -> Iterator[PaywallServer
     for name, price in DEFAULT_PRICES.items():
         paywall_server.state.set_price(name, price)
     paywall_server.state.set_pay_to(dev_account(SELLER).address)
+
+
+@pytest.fixture(autouse=True)
+def _money_audited(tmp_path: Any) -> Iterator[None]:
+    """After every test here: `nib audit verify` passes on each database the test wrote,
+    and each run's reported spend equals its ledger's."""
+    yield
+    assert_money_audited(tmp_path)

@@ -466,8 +466,16 @@ class PayHttpTool(Tool):
     def _unproven(self, args: PayHttpArgs, resp: httpx.Response, error: str) -> Observation:
         """A paid answer whose settlement is not proven: a failed call that keeps a bounded
         excerpt of the data that arrived (it was paid for), covering nothing."""
-        data = {"url": args.url, "status": resp.status_code, "settlement": "unproven"}
-        data["body_excerpt"] = resp.text[:_MAX_DATA_CHARS]
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        data = {
+            "url": args.url,
+            "status": resp.status_code,
+            "settlement": "unproven",
+            "excerpt": excerpt(body, resp.text),
+        }
         return Observation(
             tool=self.name, ok=False, summary=f"error: {error}", data=data, error=error
         )

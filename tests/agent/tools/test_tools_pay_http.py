@@ -579,7 +579,7 @@ def test_settlement_claim_without_a_chain_receipt_is_not_recorded_as_settled(
     before = usdc_balance(chain, AGENT_ADDR)
     obs = run(tool.execute(quote, approve(judge_signer, quote), ctx))
     assert not obs.ok and "does not settle our authorization (not-mined)" in (obs.error or "")
-    assert obs.facts == {} and obs.data["body_excerpt"] == '{"facts":{"x":"1"}}'
+    assert obs.facts == {} and obs.data["excerpt"]["fields"] == {"facts.x": "1"}
     [row] = wallet.meter.ledger.rows()
     assert row.status == "signed" and row.tx_hash is None and "unproven" in row.note
     assert usdc_balance(chain, AGENT_ADDR) == before
