@@ -31,6 +31,7 @@ from fastapi.responses import JSONResponse
 from judge.verdict import Verdict, parse_verdict
 from wallet import errors
 from wallet.errors import LedgerError, SpendRefused, WalletError, WalletUnreachable
+from wallet.ledger import SpendRow
 from wallet.meter import Reservation, RunSpend
 from wallet.signed import SentTx, SignedTx, SignedTypedData
 from wallet.signer import Wallet
@@ -89,8 +90,13 @@ def create_app(wallet: Wallet) -> FastAPI:
 
     @app.post(f"{_API}/sign-typed-data")
     def sign_typed_data(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        resource = body.get("resource")
         signed = wallet.sign_typed_data(
-            body["payload"], verdict_of(body), run_id=str(body["run_id"]), cap=int(body["cap"])
+            body["payload"],
+            verdict_of(body),
+            run_id=str(body["run_id"]),
+            cap=int(body["cap"]),
+            resource=None if resource is None else str(resource),
         )
         return _signed_to_wire(signed)
 
@@ -133,6 +139,29 @@ def create_app(wallet: Wallet) -> FastAPI:
     @app.post(f"{_API}/usage")
     def usage(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
         return asdict(wallet.meter.usage(str(body["run_id"])))
+
+    @app.post(f"{_API}/settle-row")
+    def settle_row(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        # Settles only what the chain proves (Wallet.settle checks the receipt's logs).
+        wallet.settle(wallet.spend_row(str(body["spend_id"])), str(body["tx_hash"]))
+        return {"ok": True}
+
+    @app.post(f"{_API}/keep-payment")
+    def keep_payment(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        signed = stored(body)
+        if not isinstance(signed, SignedTypedData):
+            raise LedgerError("found a transaction record; expected a signed authorization.")
+        wallet.keep_payment(signed, (str(body["name"]), str(body["value"])))
+        return {"ok": True}
+
+    @app.post(f"{_API}/live-authorization")
+    def live_authorization(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        row = wallet.live_authorization(str(body["resource"]))
+        return {"row": None if row is None else _row_to_wire(row)}
+
+    @app.post(f"{_API}/spend-row")
+    def spend_row(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        return {"row": _row_to_wire(wallet.spend_row(str(body["spend_id"])))}
 
     @app.post(f"{_API}/keep-signed")
     def keep_signed(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
@@ -331,10 +360,17 @@ class WalletClient:
         return self._address
 
     def sign_typed_data(
-        self, payload: Mapping[str, object], verdict: Verdict | None, *, run_id: str, cap: int
+        self,
+        payload: Mapping[str, object],
+        verdict: Verdict | None,
+        *,
+        run_id: str,
+        cap: int,
+        resource: str | None = None,
     ) -> SignedTypedData:
         """MOVES MONEY: the service signs an EIP-3009 authorization the verdict approved."""
-        data = self._call("/sign-typed-data", _sign_body(payload, verdict, run_id, cap))
+        body = {**_sign_body(payload, verdict, run_id, cap), "resource": resource}
+        data = self._call("/sign-typed-data", body)
         signed = _signed_from_wire(data)
         assert isinstance(signed, SignedTypedData)
         return signed
@@ -351,11 +387,33 @@ class WalletClient:
         """MOVES MONEY: the service broadcasts ``signed`` and waits for its receipt."""
         return SentTx(**self._call("/send-transaction", {"signed": _signed_to_wire(signed)}))
 
-    def settle(self, signed: SignedTypedData | SignedTx, tx_hash: str) -> None:
+    def settle(self, signed: SignedTypedData | SignedTx | SpendRow, tx_hash: str) -> None:
+        if isinstance(signed, SpendRow):
+            self._call("/settle-row", {"spend_id": signed.id, "tx_hash": tx_hash})
+            return
         self._call("/settle", {"signed": _signed_to_wire(signed), "tx_hash": tx_hash})
+
+    def keep_payment(self, signed: SignedTypedData, header: tuple[str, str]) -> None:
+        name, value = header
+        self._call(
+            "/keep-payment", {"signed": _signed_to_wire(signed), "name": name, "value": value}
+        )
+
+    def live_authorization(self, resource: str) -> SpendRow | None:
+        row = self._call("/live-authorization", {"resource": resource})["row"]
+        return None if row is None else SpendRow.from_row(row)
+
+    def spend_row(self, spend_id: str) -> SpendRow:
+        return SpendRow.from_row(self._call("/spend-row", {"spend_id": spend_id})["row"])
 
     def fail(self, signed: SignedTypedData | SignedTx, note: str) -> None:
         self._call("/fail", {"signed": _signed_to_wire(signed), "note": note})
+
+
+def _row_to_wire(row: SpendRow) -> dict[str, Any]:
+    """A ledger row for the agent, with the stored payment header (the agent re-sends it
+    to the same seller; it is the authorization the agent already handed over)."""
+    return {**row.to_dict(), "x402_payment": row.x402_payment}
 
 
 def _rebuilt(cls: type[WalletError], error: Mapping[str, Any]) -> WalletError:
