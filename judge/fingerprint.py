@@ -28,6 +28,9 @@ from decimal import Decimal
 from typing import TypeAlias
 
 import rfc8785
+from eth_account._utils.legacy_transactions import serializable_unsigned_transaction_from_dict
+from eth_account.messages import encode_typed_data
+from eth_utils import is_address, to_checksum_address
 from sha3 import keccak_256
 
 from judge.errors import FingerprintError
@@ -49,6 +52,17 @@ _DOMAIN_FIELDS = (
     ("chainId", "uint256"),
     ("verifyingContract", "address"),
     ("salt", "bytes32"),
+)
+
+#: EIP-3009 ``TransferWithAuthorization``, the only typed data nib signs (as chain.usdc
+#: builds it; tests pin that the two agree).
+TRANSFER_WITH_AUTHORIZATION = (
+    ("from", "address"),
+    ("to", "address"),
+    ("value", "uint256"),
+    ("validAfter", "uint256"),
+    ("validBefore", "uint256"),
+    ("nonce", "bytes32"),
 )
 
 # Transaction fields that are quantities: "0x2" and 2 mean the same thing there.
@@ -233,11 +247,15 @@ def _domain_type(domain: Mapping[str, object]) -> list[dict[str, str]]:
 
 
 def typed_data_fingerprint(td: Mapping[str, object]) -> str:
-    """Fingerprint of an EIP-712 payload over its domain, types, primaryType and message.
+    """The EIP-712 digest of a ``TransferWithAuthorization`` payload, as ``0x`` hex.
 
-    ``types["EIP712Domain"]`` is derived from the domain, so it may be present or
-    absent; when present it must match the domain's fields in EIP-712 order, or the
-    payload is refused (a different domain struct would sign a different hash).
+    The fingerprint is the very hash the wallet signs (``keccak(0x19 0x01 ‖
+    domainSeparator ‖ hashStruct(message))``, encoded by eth-account as signing does), so
+    two payloads share it only when their signatures would be interchangeable: a domain
+    ``version`` of ``2`` and ``"2"`` differ, a checksum and a lower-case address agree.
+    The types must be exactly the canonical EIP-3009 struct; ``types["EIP712Domain"]``
+    may be present or absent, and when present must match the domain's fields in
+    EIP-712 order.
 
     Warning: this is what the wallet compares before signing. Any top-level key other
     than the four is refused rather than dropped, so nothing signed escapes the hash.
@@ -270,23 +288,40 @@ def typed_data_fingerprint(td: Mapping[str, object]) -> str:
                 f"found types.EIP712Domain {given}; expected {derived} (derived from the "
                 "domain's fields in EIP-712 order); fix: drop EIP712Domain or make it match."
             )
-    body = {
-        "domain": domain,
-        "types": {k: v for k, v in types.items() if k != "EIP712Domain"},
+    others = {k: v for k, v in types.items() if k != "EIP712Domain"}
+    canonical = [{"name": n, "type": t} for n, t in TRANSFER_WITH_AUTHORIZATION]
+    if td["primaryType"] != "TransferWithAuthorization" or others != {
+        "TransferWithAuthorization": canonical
+    }:
+        raise FingerprintError(
+            f"found primaryType {td['primaryType']!r} with types {sorted(others)}; expected "
+            f"exactly TransferWithAuthorization {canonical} (EIP-3009), the only typed data "
+            "nib signs; fix: build it with chain.usdc.eip3009_typed_data."
+        )
+    full = {
+        "types": {"EIP712Domain": derived, **others},
+        "domain": dict(domain),
         "primaryType": td["primaryType"],
-        "message": td["message"],
+        "message": dict(td["message"]) if isinstance(td["message"], Mapping) else td["message"],
     }
-    return fingerprint(body)
+    try:
+        signable = encode_typed_data(full_message=full)
+    except Exception as exc:  # fail closed: what cannot be encoded cannot be approved
+        raise FingerprintError(
+            f"found typed data EIP-712 cannot encode ({type(exc).__name__}: {str(exc)[:200]}); "
+            "expected values of the declared types; fix: build it with eip3009_typed_data."
+        ) from exc
+    return "0x" + keccak(b"\x19" + signable.version + signable.header + signable.body).hex()
 
 
 def transaction_fingerprint(tx: Mapping[str, object]) -> str:
-    """Fingerprint of a transaction dict over every field present.
+    """The signing hash of a transaction: keccak of its serialized unsigned form, ``0x`` hex.
 
-    Quantities (chainId, nonce, gas, value, fee fields, type) given as ``0x`` hex are
-    read as numbers, and ``input`` is read as ``data``, so JSON-RPC and Python
-    spellings agree. ``chainId`` is required: a transaction without one could be
-    replayed on another chain. Nothing is dropped: compute it on the exact dict you
-    sign (nonce and gas included if you fill them before signing).
+    Quantities given as ``0x`` hex are read as numbers and ``input`` as ``data`` (JSON-RPC
+    and Python spellings agree); ``from`` is not part of what is signed (the wallet checks
+    the sender itself). Every field must be pinned (chainId, nonce, gas, fees): a
+    transaction that cannot be serialized as it stands is refused, so nothing can be
+    filled in after the verdict.
     """
     if not isinstance(tx, Mapping):
         raise FingerprintError(
@@ -309,4 +344,17 @@ def transaction_fingerprint(tx: Mapping[str, object]) -> str:
                 "calldata field; fix: keep only 'data'."
             )
         body[name] = value
-    return fingerprint(body)
+    unsigned = {k: v for k, v in body.items() if k != "from"}
+    to = unsigned.get("to")
+    if isinstance(to, str) and is_address(to):  # one spelling: the same 20 bytes are signed
+        unsigned["to"] = to_checksum_address(to)
+    try:
+        digest = bytes(serializable_unsigned_transaction_from_dict(unsigned).hash())  # type: ignore[arg-type]
+    except Exception as exc:  # fail closed: an unpinned field would be filled after approval
+        raise FingerprintError(
+            f"found a transaction that is not a complete unsigned transaction "
+            f"({type(exc).__name__}: {str(exc)[:200]}; fields {sorted(unsigned)}); expected "
+            "every field pinned before the verdict (chainId, nonce, gas, fees, to, value, "
+            "data); fix: quote with all of them filled."
+        ) from exc
+    return "0x" + digest.hex()

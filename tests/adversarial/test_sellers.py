@@ -355,6 +355,13 @@ def test_a_seller_that_never_delivers_gets_one_authorization_across_runs(
     assert any("still live" in f for f in failures), failures
     assert not any("propose a new call" in f for f in failures)
     assert_paid(h, 0)
+    # The failed purchase is evidence against this seller: its p fell below a new seller's.
+    from judge.calibration import calibration_subject
+
+    def p_of(seller: str) -> Any:
+        return h.judge.calibrator.p(calibration_subject("pay_http", seller), "gas_stats")
+
+    assert p_of(url) < p_of("http://never-bought.example:80")
 
     # The seller tries every payment it was handed: one settles, the rest revert.
     for payment in seller.log.payments:

@@ -236,7 +236,53 @@ def test_typed_data_domain_and_primary_type_are_covered() -> None:
     assert typed_data_fingerprint(other_chain) != base
     other_type = _typed_data()
     other_type["primaryType"] = "ReceiveWithAuthorization"
-    assert typed_data_fingerprint(other_type) != base
+    other_type["types"]["ReceiveWithAuthorization"] = other_type["types"].pop(
+        "TransferWithAuthorization"
+    )
+    with pytest.raises(FingerprintError, match="exactly TransferWithAuthorization"):
+        typed_data_fingerprint(other_type)
+
+
+def test_typed_data_fingerprint_is_the_eip712_digest_the_wallet_signs() -> None:
+    from eth_account import Account
+
+    from chain.devkeys import AGENT, dev_account
+
+    td = _typed_data()
+    signed = Account.sign_typed_data(dev_account(AGENT).key, full_message=td)
+    assert typed_data_fingerprint(td) == "0x" + bytes(signed.message_hash).hex()
+
+
+@pytest.mark.parametrize(
+    ("where", "field", "spelling"),
+    [("domain", "version", 2), ("domain", "name", "usdc")],
+    ids=["version-int", "name-case"],
+)
+def test_spellings_that_sign_differently_never_share_a_fingerprint(
+    where: str, field: str, spelling: Any
+) -> None:
+    # Normalised canonical JSON once gave "2" and 2 one fingerprint; their digests differ.
+    other = _typed_data()
+    other[where][field] = spelling
+    assert typed_data_fingerprint(other) != typed_data_fingerprint(_typed_data())
+
+
+def test_only_the_canonical_transfer_with_authorization_struct_is_fingerprinted() -> None:
+    from chain.usdc import eip3009_typed_data
+    from judge.fingerprint import TRANSFER_WITH_AUTHORIZATION
+
+    built = eip3009_typed_data(
+        name="USDC", version="2", chain_id=1, verifying_contract=ADDR, sender=ADDR,
+        recipient=ADDR, value=1, valid_after=0, valid_before=1, nonce=b"\x01" * 32,
+    )
+    assert [(f["name"], f["type"]) for f in built["types"]["TransferWithAuthorization"]] == list(
+        TRANSFER_WITH_AUTHORIZATION
+    )
+    td = _typed_data()
+    td["types"]["TransferWithAuthorization"].append({"name": "memo", "type": "string"})
+    td["message"]["memo"] = "extra"
+    with pytest.raises(FingerprintError, match="exactly TransferWithAuthorization"):
+        typed_data_fingerprint(td)
 
 
 def test_typed_data_refuses_extra_keys_and_mismatched_domain_type() -> None:
@@ -250,8 +296,14 @@ def test_typed_data_refuses_extra_keys_and_mismatched_domain_type() -> None:
         typed_data_fingerprint(td)
 
 
+_FEES = {"gas": 60_000, "maxFeePerGas": 2 * 10**9, "maxPriorityFeePerGas": 10**9}
+
+
 def test_transaction_spellings_agree_and_chain_id_is_required() -> None:
-    tx = {"chainId": 31337, "to": ADDR, "value": 0, "data": "0xA9059CBB", "type": 2, "nonce": 7}
+    tx = {
+        "chainId": 31337, "to": ADDR, "value": 0, "data": "0xA9059CBB", "type": 2, "nonce": 7,
+        **_FEES,
+    }
     rpc = {
         "chainId": "0x7a69",
         "to": to_checksum_address(ADDR),
@@ -259,6 +311,9 @@ def test_transaction_spellings_agree_and_chain_id_is_required() -> None:
         "input": "0xa9059cbb",
         "type": "0x2",
         "nonce": "0x7",
+        "gas": hex(60_000),
+        "maxFeePerGas": hex(2 * 10**9),
+        "maxPriorityFeePerGas": hex(10**9),
     }
     assert transaction_fingerprint(tx) == transaction_fingerprint(rpc)
     assert transaction_fingerprint({**tx, "nonce": 8}) != transaction_fingerprint(tx)
@@ -266,6 +321,21 @@ def test_transaction_spellings_agree_and_chain_id_is_required() -> None:
         transaction_fingerprint({"to": ADDR})
     with pytest.raises(FingerprintError, match="both 'input' and 'data'"):
         transaction_fingerprint({**tx, "input": "0x00"})
+
+
+def test_transaction_fingerprint_is_the_signing_hash_of_the_pinned_transaction() -> None:
+    from eth_account._utils.legacy_transactions import (
+        serializable_unsigned_transaction_from_dict,
+    )
+
+    to = to_checksum_address(ADDR)
+    tx = {"chainId": 31337, "to": to, "value": 0, "data": "0xa9059cbb", "nonce": 7, **_FEES}
+    unsigned = serializable_unsigned_transaction_from_dict(tx)  # type: ignore[arg-type]
+    assert transaction_fingerprint(tx) == "0x" + bytes(unsigned.hash()).hex()
+    assert transaction_fingerprint({**tx, "to": ADDR.lower()}) == transaction_fingerprint(tx)
+    for unpinned in ("nonce", "gas", "maxFeePerGas"):
+        with pytest.raises(FingerprintError, match="every field pinned"):
+            transaction_fingerprint({k: v for k, v in tx.items() if k != unpinned})
 
 
 # --- hypothesis properties -----------------------------------------------------------
