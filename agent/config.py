@@ -108,6 +108,8 @@ class NibSettings(BaseSettings):
     network: str = "anvil"
     rpc_url: str | None = None
     usdc_address: str | None = None
+    #: An x402 paywall to use instead of the devnet's (NIB_PAYWALL_URL); it is allowlisted.
+    paywall_url: str | None = None
     judge_url: str | None = None
     judge_address: str | None = None
     judge_token: str | None = Field(default=None, repr=False)

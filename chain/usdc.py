@@ -409,6 +409,19 @@ def _bytes32_hex(nonce: bytes) -> str:
     return "0x" + bytes(nonce).hex()
 
 
+def token_domain(w3: Web3, token: str) -> tuple[str, str]:
+    """The token's own EIP-712 domain ``(name, version)``, read from its contract.
+
+    Sellers must advertise exactly this in a requirement's ``extra``: an authorization
+    signed under another name or version (Circle's mainnet FiatTokenV2_2 is named
+    "USD Coin", TestUSDC "USDC") is rejected by the token, so every payment would fail.
+    """
+    contract = usdc_contract(w3, token)
+    name = _rpc(w3, "name", contract.functions.name().call)
+    version = _rpc(w3, "version", contract.functions.version().call)
+    return str(name), str(version)
+
+
 # ------------------------------------------------------------------ settlement proofs
 
 #: ``AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)`` (EIP-3009).

@@ -93,6 +93,14 @@ class Runtime:
         )
 
 
+def paywall_for(
+    explicit: str | None, settings: NibSettings, devnet_info: _devnet.DevnetInfo | None
+) -> str | None:
+    """The paywall a run uses (and allowlists): the caller's, else NIB_PAYWALL_URL, else
+    the running devnet's."""
+    return explicit or settings.paywall_url or (devnet_info.paywall_url if devnet_info else None)
+
+
 def _audit_into(store: RunStore) -> Callable[[str, dict[str, Any]], None]:
     """Wallet refusals and settlements join the run's own audit trail."""
 
@@ -242,7 +250,7 @@ def build_runtime(
         emit=_audit_into(store),
         eth_price_usdc=settings.eth_price_usdc,
     )
-    paywall = paywall_url or (devnet_info.paywall_url if devnet_info else None)
+    paywall = paywall_for(paywall_url, settings, devnet_info)
     registry = default_registry(paywall_url=paywall)
     chosen = model or model_from_config(settings)
     return Runtime(settings, network, chain, store, wallet, judge, registry, chosen, paywall, devnet_info)

@@ -177,7 +177,7 @@ def usdc_address(ctx: ToolContext) -> str:
         raise ToolError(
             f"no USDC address is configured for network {ctx.network.name!r}; expected one. "
             "Fix: start the devnet (`nib devnet up`) or set the USDC address in the config "
-            "(NIB_USDC)."
+            "(NIB_USDC_ADDRESS)."
         )
     return to_checksum_address(usdc)
 

@@ -51,6 +51,7 @@ from chain.paywall.datasets import (
 )
 from chain.paywall.facilitator import DevnetFacilitatorSigner, InProcessFacilitator
 from chain.paywall.serve import AppServer, serve_forever
+from chain.usdc import USDC_NAME, USDC_VERSION, token_domain
 
 __all__ = [
     "DEFAULT_PRICES",
@@ -63,9 +64,6 @@ __all__ = [
     "run_paywall",
 ]
 
-#: EIP-712 domain of TestUSDC (and of Circle's FiatToken v2 on testnets).
-TOKEN_NAME = "USDC"
-TOKEN_VERSION = "2"
 #: How long a buyer's authorization may stay valid, advertised as ``maxTimeoutSeconds``.
 MAX_TIMEOUT_S = 300
 #: Settlement receipts on Anvil arrive at once; a stuck one means a broken devnet.
@@ -179,7 +177,15 @@ class PaywallState:
     ``accepted`` requirement no longer matches).
     """
 
-    def __init__(self, *, network: str, asset: str, pay_to: str, prices: Mapping[str, int]) -> None:
+    def __init__(
+        self,
+        *,
+        network: str,
+        asset: str,
+        pay_to: str,
+        prices: Mapping[str, int],
+        domain: tuple[str, str] = (USDC_NAME, USDC_VERSION),
+    ) -> None:
         unknown = sorted(set(prices) - set(DEFAULT_PRICES))
         if unknown:
             raise DevnetError(
@@ -191,6 +197,8 @@ class PaywallState:
             _require_price(name, amount)
         self.network = network
         self.asset = asset
+        #: The token's EIP-712 (name, version), as its contract reports them.
+        self.domain = domain
         self._pay_to = to_checksum_address(pay_to)
         self._prices = merged
         self._lock = threading.Lock()
@@ -225,7 +233,7 @@ class PaywallState:
         return AssetAmount(
             amount=str(self.price(name)),
             asset=self.asset,
-            extra={"name": TOKEN_NAME, "version": TOKEN_VERSION},
+            extra={"name": self.domain[0], "version": self.domain[1]},
         )
 
 
@@ -281,6 +289,9 @@ def create_app(
         asset=token,
         pay_to=seller or dev_account(SELLER).address,
         prices=prices or {},
+        # Advertise the token's own domain: a FiatTokenV2_2 named "USD Coin" rejects an
+        # authorization signed for "USDC".
+        domain=token_domain(client.w3, token),
     )
 
     signer = DevnetFacilitatorSigner(

@@ -147,6 +147,12 @@ def _chain(pr: dict[str, Any], _n: int) -> dict[str, Any]:
     return pr
 
 
+def _other_domain(pr: dict[str, Any], _n: int) -> dict[str, Any]:
+    # Circle's mainnet FiatTokenV2_2 is "USD Coin"; this token says "USDC".
+    pr["accepts"][0]["extra"] = {**pr["accepts"][0].get("extra", {}), "name": "USD Coin"}
+    return pr
+
+
 def _zero_timeout(pr: dict[str, Any], _n: int) -> dict[str, Any]:
     pr["accepts"][0]["maxTimeoutSeconds"] = 0
     return pr
@@ -158,8 +164,9 @@ def _zero_timeout(pr: dict[str, Any], _n: int) -> dict[str, Any]:
         (_asset, "offers nothing we can pay"),
         (_chain, "offers nothing we can pay"),
         (_zero_timeout, "maxTimeoutSeconds"),
+        (_other_domain, "the token itself reports (name='USDC'"),
     ],
-    ids=["asset-swapped", "chain-swapped", "zero-validity"],
+    ids=["asset-swapped", "chain-swapped", "zero-validity", "wrong-eip712-domain"],
 )
 def test_unpayable_terms_are_refused_before_signing(
     rewrite: Callable[[dict[str, Any], int], dict[str, Any]],

@@ -134,6 +134,11 @@ def test_unpaid_request_gets_v2_requirements(
         "maxTimeoutSeconds": 300,
         "extra": {"name": "USDC", "version": "2"},
     }
+    # The advertised domain is the token's own, read from its contract (not a constant).
+    from chain.usdc import token_domain
+
+    assert token_domain(anvil.w3, anvil.usdc) == ("USDC", "2")
+    assert paywall.state.domain == token_domain(anvil.w3, anvil.usdc)
 
 
 # ------------------------------------------------------------------------- settled
