@@ -574,12 +574,20 @@ def test_a_transaction_that_leaves_nonce_gas_or_fees_open_is_refused(
     # One verdict, two payments: a wallet that filled these after the checks could sign
     # two different transactions (two nonces) under one verdict.
     full = transfer_tx(chain)
+    from judge.errors import FingerprintError
+
     for field in ("nonce", "gas", "maxFeePerGas", "maxPriorityFeePerGas"):
         tx = {k: v for k, v in full.items() if k != field}
-        with pytest.raises(PayloadMismatch, match=f"leaves {field} unpinned"):
-            wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
-    legacy = {**full, "gasPrice": 10**9}
-    with pytest.raises(PayloadMismatch, match="sets gasPrice"):
+        # The fingerprint is the serialized unsigned transaction: there is none to approve.
+        with pytest.raises(FingerprintError, match="every field pinned"):
+            approve(judge_signer, tx)
+        with pytest.raises(VerdictVoid, match="no canonical fingerprint"):
+            wallet.sign_transaction(tx, approve(judge_signer, full), run_id=RUN, cap=ONE_USDC)
+    with pytest.raises(FingerprintError, match="every field pinned"):
+        approve(judge_signer, {**full, "gasPrice": 10**9})  # two fee models in one tx
+    fees = ("maxFeePerGas", "maxPriorityFeePerGas")
+    legacy = {**{k: v for k, v in full.items() if k not in fees}, "gasPrice": 10**9}
+    with pytest.raises(PayloadMismatch, match="no gasPrice"):
         wallet.sign_transaction(legacy, approve(judge_signer, legacy), run_id=RUN, cap=ONE_USDC)
     assert wallet.meter.ledger.rows() == []
 
