@@ -150,7 +150,16 @@ def _normalize(obj: object, path: str | None, odd: list[str]) -> JSON:
                 )
             if not nkey.isascii() and max(nkey) > "\uffff":
                 odd.append("key beyond U+FFFF")
-            out[nkey] = _normalize(value, None if path is None else f"{path}.{nkey}", odd)
+            # Flat leaves inline (most values are): a call per leaf is most of the cost.
+            kind = type(value)
+            if kind is str and value[:1] != "0":
+                out[nkey] = value
+            elif kind is int:
+                out[nkey] = str(value)
+            elif value is None or kind is bool:
+                out[nkey] = value
+            else:
+                out[nkey] = _normalize(value, None if path is None else f"{path}.{nkey}", odd)
         return out
     if isinstance(obj, int):
         return str(int(obj))
