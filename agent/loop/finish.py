@@ -22,7 +22,14 @@ __all__ = ["Finisher"]
 #: Stops after which no model call is made (the model, the tokens or the clock is gone,
 #: or a human is about to rule).
 _NO_MODEL_AFTER: frozenset[str] = frozenset(
-    {"llm-unreachable", "token-budget", "deadline", "awaiting-approval"}
+    {
+        "llm-unreachable",
+        "token-budget",
+        "deadline",
+        "awaiting-approval",
+        "interrupted",
+        "internal-error",
+    }
 )
 
 

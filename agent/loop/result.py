@@ -45,6 +45,8 @@ StopReason = Literal[
     "verdict-void",
     "awaiting-approval",
     "approval-denied",
+    "interrupted",
+    "internal-error",
 ]
 
 #: One line per stop reason: when it fires. The run returns the first that fires.
@@ -71,6 +73,9 @@ STOP_REASONS: dict[str, str] = {
     "verdict-void": "the payload changed after approval; the wallet refused to sign",
     "awaiting-approval": "paused for a human decision on a paid call; state saved, resumable",
     "approval-denied": "a human denied the paused paid call; the run ends with what it has",
+    "interrupted": "Ctrl-C or task cancellation: no further call is made; the run row is closed",
+    "internal-error": "an unexpected error (a bug, named in the message) ended the run; the "
+    "run row is closed and the money state is whatever the ledger says",
 }
 
 #: Stops that count as a finish (exit 0, answer not partial).

@@ -8,7 +8,9 @@ resumes later in another process with the same budgets and clock accounting.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import traceback
 import uuid
 from typing import Any, NoReturn
 
@@ -203,11 +205,34 @@ class _Run:
             self.detect()
 
     async def drive(self) -> AgentResult:
+        """Turns until the first stop; every exit (Ctrl-C, cancellation, a bug included)
+        returns an AgentResult and closes the run row."""
         try:
             await self.turns()
+            raise AssertionError("unreachable: turns() only exits by Stop")
         except Stop as stop:
-            return await self.finisher.finish(stop)
-        raise AssertionError("unreachable: turns() only exits by Stop")
+            ended = stop
+        except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+            ended = Stop(
+                "interrupted",
+                f"the run was interrupted ({type(exc).__name__}) at step {self.ctx.state.step}; no further "
+                "call was made. An authorization already signed stays pending in the ledger. "
+                "Fix: `nib audit reconcile`, then run the task again.",
+            )
+        except Exception as exc:
+            ended = Stop("internal-error", _bug_message(exc, self.ctx.state.step))
+        return await self.finisher.finish(ended)
+
+
+def _bug_message(exc: BaseException, step: int) -> str:
+    """An unexpected error as a stop message: what it was and where it was raised."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" in {frames[-1].name} ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return (
+        f"a bug in nib ended the run at step {step}: {type(exc).__name__}: {str(exc)[:300]}"
+        f"{where}. The money state is the ledger's (`nib audit`). Fix: report it with "
+        "`nib show RUN --json`."
+    )
 
 
 # --------------------------------------------------------------------- entry points

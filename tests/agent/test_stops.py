@@ -43,7 +43,7 @@ def block_tool(name: str = "block_info", summary: Any = None) -> FactTool:
 
 
 def test_every_stop_reason_has_a_description() -> None:
-    assert len(STOP_REASONS) == 22 and all(STOP_REASONS.values())
+    assert len(STOP_REASONS) == 24 and all(STOP_REASONS.values())
 
 
 def test_done_signal(tmp_path: Path) -> None:
@@ -294,3 +294,78 @@ def test_proposal_lost_names_the_limit_the_last_error_and_the_fix(tmp_path: Path
         "that follows JSON instructions (check NIB_MODEL and NIB_MODEL_PROVIDER), lower its "
         "temperature, or raise max_failed_proposals if it is only occasionally malformed."
     )
+
+
+# ------------------------------------------------------------------ every exit is typed
+
+
+def _row(tmp_path: Path, run_id: str) -> dict[str, Any]:
+    from agent.store import RunStore
+
+    row = RunStore(tmp_path / "nib.db").run(run_id)
+    assert row is not None
+    return row
+
+
+def test_ctrl_c_inside_a_call_returns_interrupted_and_closes_the_row(tmp_path: Path) -> None:
+    def propose(req: Any) -> Any:
+        if req.purpose == "propose":
+            raise KeyboardInterrupt
+        return {"checklist": [{"text": "base fee", "kind": "base_fee_gwei"}]}.get(req.purpose)
+
+    deps = make_deps(tmp_path, ScriptedModel(propose), [BASE_FEE])
+    r = asyncio.run(run_task("What is the base fee?", deps))
+    assert (r.stop_reason, r.finished, r.partial) == ("interrupted", False, True)
+    assert "KeyboardInterrupt" in r.message and r.answer.strip()
+    assert _row(tmp_path, r.run_id)["status"] != "running"
+
+
+def test_a_cancelled_run_returns_interrupted(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    asked, release = threading.Event(), threading.Event()
+
+    def slow(req: Any) -> Any:
+        if req.purpose == "propose":
+            asked.set()
+            release.wait(10)
+            return {"action": "done"}
+        return None
+
+    deps = make_deps(tmp_path, ScriptedModel(slow), [BASE_FEE])
+
+    async def cancel_mid_call() -> AgentResult:
+        task = asyncio.ensure_future(run_task("What is the base fee?", deps))
+        deadline = time.monotonic() + 10
+        while not asked.is_set():
+            assert time.monotonic() < deadline, "the model was never asked"
+            await asyncio.sleep(0.01)
+        task.cancel()
+        try:
+            return await task
+        finally:
+            release.set()
+
+    r = asyncio.run(cancel_mid_call())
+    assert r.stop_reason == "interrupted" and "CancelledError" in r.message
+    assert _row(tmp_path, r.run_id)["status"] != "running"
+
+
+def test_a_store_error_mid_run_is_an_internal_error_naming_the_bug(tmp_path: Path) -> None:
+    import sqlite3
+
+    from agent.store import RunStore
+
+    class FlakyStore(RunStore):
+        def event(self, run_id: str, type_: str, data: dict[str, Any]) -> int:
+            if type_ == "proposal":
+                raise sqlite3.OperationalError("disk I/O error")
+            return super().event(run_id, type_, data)
+
+    store = FlakyStore(tmp_path / "nib.db")
+    model = ScriptedModel({"propose": [call("base_fee"), {"action": "done"}]})
+    r = asyncio.run(run_task("What is the base fee?", make_deps(tmp_path, model, [BASE_FEE], store=store)))
+    assert (r.stop_reason, r.finished) == ("internal-error", False)
+    assert "OperationalError: disk I/O error" in r.message and "nib show" in r.message
+    assert _row(tmp_path, r.run_id)["status"] != "running"
