@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from judge.jev import PaidCallRequest
+from judge.records import Standing
 from judge.verdict import Verdict
 from wallet.ledger import SpendRow
 from wallet.meter import Reservation, RunSpend
@@ -39,6 +40,8 @@ class AgentJudge(Protocol):
     def recheck(self, verdict: Verdict) -> None: ...
 
     def record_outcome(self, verdict_id: str, fact_kind: str, covered: bool) -> None: ...
+
+    def verdict_standing(self, verdict_id: str, payload_fingerprint: str | None) -> Standing: ...
 
 
 class SpendView(Protocol):

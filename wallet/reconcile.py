@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -71,6 +71,21 @@ class OnchainTransfer:
 
 
 @dataclass(frozen=True)
+class Unbacked:
+    """A settled spend whose verdict the judge's record does not back: it was not issued
+    there, was issued for another payload, or was never consumed by a wallet's re-check."""
+
+    ledger_id: str
+    run_id: str
+    verdict_id: str | None
+    standing: str
+
+
+#: The judge's answer on one verdict id and payload fingerprint (``Judge.verdict_standing``).
+VerdictStanding = Callable[[str, str | None], str]
+
+
+@dataclass(frozen=True)
 class ReconcileReport:
     """The result of one reconciliation over ``[from_block, to_block]``.
 
@@ -92,6 +107,8 @@ class ReconcileReport:
     unproven: tuple[SpendRow, ...] = ()
     #: The ledger's hash chain checked against its tables (``nib audit verify``).
     ledger_check: LedgerCheck | None = None
+    #: Settled spends the judge's record does not back (when the judge was asked).
+    unbacked: tuple[Unbacked, ...] = ()
 
     @property
     def pending(self) -> tuple[SpendRow, ...]:
@@ -105,7 +122,9 @@ class ReconcileReport:
         Failed rows are accounted for: their money provably did not move.
         """
         tampered = self.ledger_check is not None and not self.ledger_check.ok
-        return not self.unmatched_onchain and not self.pending and not self.unproven and not tampered
+        return not (
+            self.unmatched_onchain or self.pending or self.unproven or self.unbacked or tampered
+        )
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form (``nib audit reconcile --json``)."""
@@ -121,6 +140,7 @@ class ReconcileReport:
             "resolved": list(self.resolved),
             "unproven": [r.to_dict() for r in self.unproven],
             "ledger": None if self.ledger_check is None else self.ledger_check.to_dict(),
+            "unbacked": [asdict(u) for u in self.unbacked],
         }
 
 
@@ -134,6 +154,7 @@ def reconcile(
     *,
     emit: Callable[[str, dict[str, object]], None] | None = None,
     clock: Callable[[], float] = time.time,
+    verdict_standing: VerdictStanding | None = None,
 ) -> ReconcileReport:
     """Compare the ledger's spend rows with on-chain Transfer logs; settle or fail what
     the chain has decided.
@@ -146,11 +167,20 @@ def reconcile(
     chain's clock and ``clock`` (the wall clock) is failed. Both kinds of change are
     listed in ``resolved``. Ledger rows carry no block number, so a row whose tx lies
     outside the range shows as unmatched.
+
+    With ``verdict_standing`` (the judge's ``verdict_standing``), every settled row must
+    name a verdict the judge issued for its payload fingerprint and that was consumed;
+    any other is listed in ``unbacked`` (a row forged with a made-up or reused verdict).
     """
     own = not isinstance(db_path, Store)
     store = Store(db_path) if not isinstance(db_path, Store) else db_path
     try:
-        return _reconcile(store, chain, usdc, wallet_address, from_block, to_block, emit, clock)
+        report = _reconcile(
+            store, chain, usdc, wallet_address, from_block, to_block, emit, clock
+        )
+        if verdict_standing is None:
+            return report
+        return replace(report, unbacked=_unbacked(Ledger(store), verdict_standing))
     finally:
         if own:
             store.close()
@@ -275,6 +305,16 @@ def _reconcile(
             },
         )
     return report
+
+
+def _unbacked(ledger: Ledger, standing: VerdictStanding) -> tuple[Unbacked, ...]:
+    """Settled rows whose verdict the judge's record does not call consumed for that payload."""
+    found = []
+    for row in ledger.by_status("settled"):
+        said = "not-issued" if not row.verdict_id else standing(row.verdict_id, row.payload_fingerprint)
+        if said != "consumed":
+            found.append(Unbacked(row.id, row.run_id, row.verdict_id, said))
+    return tuple(found)
 
 
 def _claim(candidates: list[TransferLog], row: SpendRow) -> TransferLog | None:

@@ -418,3 +418,32 @@ def test_a_forged_row_cannot_hide_an_unaudited_outflow(
     assert report.unmatched_onchain == ()  # the forged row "matches" the outflow...
     assert report.ledger_check is not None and not report.clean  # ...but the chain says no
     assert any("ledger row forged" in p for p in report.ledger_check.problems)
+
+
+def test_a_settled_row_must_name_a_verdict_the_judge_issued_and_consumed(
+    chain: Any, wallet: Wallet, client: ChainClient, judge_signer: VerdictSigner, db_path: Any
+) -> None:
+    from judge.records import VerdictRecords
+
+    start = chain.w3.eth.block_number + 1
+    payload = quote(chain)
+    verdict = approve(judge_signer, payload)
+    signed = wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+    submit_authorization(chain, signed)
+    records = VerdictRecords(db_path)
+
+    # Signed under a verdict this judge's record never issued: not backed, not clean.
+    report = reconcile(
+        db_path, client, chain.usdc, AGENT_ADDRESS, start, verdict_standing=records.standing
+    )
+    assert [(u.ledger_id, u.standing) for u in report.unbacked] == [
+        (signed.ledger_id, "not-issued")
+    ]
+    assert not report.clean and report.unmatched_onchain == ()
+
+    records.issued(verdict, subject="pay_http")
+    records.consume(verdict)
+    report = reconcile(
+        db_path, client, chain.usdc, AGENT_ADDRESS, start, verdict_standing=records.standing
+    )
+    assert report.unbacked == () and report.clean, report.to_dict()

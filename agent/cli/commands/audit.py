@@ -52,7 +52,10 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
     from wallet.reconcile import reconcile
 
     rt = cli_runtime(cli_settings())
-    report = reconcile(rt.db_path, rt.chain, rt.network.usdc, rt.wallet.address, from_block)
+    report = reconcile(
+        rt.db_path, rt.chain, rt.network.usdc, rt.wallet.address, from_block,
+        verdict_standing=rt.judge.verdict_standing,
+    )
     if as_json:
         emit_json(report.to_dict())
     else:
@@ -62,10 +65,13 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
             out.print(f"[red]ALARM[/] money left the wallet without an audited spend: {asdict(item)}")
         for row in report.unproven:
             out.print(f"[red]ALARM[/] settled under a tx that never used its authorization: {row.id}")
+        for u in report.unbacked:
+            out.print(f"[red]ALARM[/] ledger row {u.ledger_id} names verdict {u.verdict_id}, which the "
+                      f"judge's record calls {u.standing!r}", highlight=False)
         for problem in report.ledger_check.problems if report.ledger_check else ():
             out.print(f"[red]ALARM[/] ledger: {problem}", highlight=False)
     tampered = report.ledger_check is not None and not report.ledger_check.ok
-    alarm = bool(report.unmatched_onchain or report.unproven) or tampered
+    alarm = bool(report.unmatched_onchain or report.unproven or report.unbacked) or tampered
     raise typer.Exit(EXIT_STOPPED if alarm else EXIT_FINISHED)
 
 
