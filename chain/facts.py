@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-__all__ = ["FACT_KINDS", "FactKind", "is_fact_kind"]
+__all__ = ["CHAIN_FACT_KINDS", "FACT_KINDS", "FactKind", "is_fact_kind"]
 
 FactKind = Literal[
     # Free chain reads.
@@ -39,6 +39,27 @@ spell it (see the comment beside each value)."""
 
 #: Every fact kind, for membership tests and prompts.
 FACT_KINDS: frozenset[FactKind] = frozenset(get_args(FactKind))
+
+
+#: Facts the chain itself can establish (balances, fees, blocks, transfers): read for
+#: free, never bought, and never covered by what a seller says.
+CHAIN_FACT_KINDS: frozenset[FactKind] = frozenset(
+    {
+        "base_fee_gwei",
+        "gas_price_gwei",
+        "block_number",
+        "block_timestamp",
+        "eth_balance",
+        "usdc_balance",
+        "token_symbol",
+        "token_decimals",
+        "token_supply",
+        "tx_status",
+        "tx_gas_used",
+        "transfer_count",
+        "transfer_receipt",
+    }
+)
 
 
 def is_fact_kind(value: object) -> bool:

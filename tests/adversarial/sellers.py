@@ -117,6 +117,7 @@ class AdversarialSeller:
         rewrite_402: Callable[[dict[str, Any], int], dict[str, Any]] | None = None,
         on_unpaid: Callable[[AdversarialSeller, int], None] | None = None,
         on_paid: Callable[[AdversarialSeller], None] | None = None,
+        catalog: dict[str, Any] | None = None,
     ) -> None:
         self.rpc_url = rpc_url
         self.usdc = to_checksum_address(usdc)
@@ -129,6 +130,7 @@ class AdversarialSeller:
         self.rewrite_402 = rewrite_402
         self.on_unpaid = on_unpaid
         self.on_paid = on_paid
+        self.catalog = catalog
         self.log = SellerLog()
         self.w3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": 30}))
         self._last_402: str | None = None
@@ -175,6 +177,11 @@ class AdversarialSeller:
         @app.middleware("http")
         async def cheat(request: Any, call_next: Any) -> Any:  # outermost
             return await self._cheat(request, call_next)
+
+        @app.get("/catalog")
+        def catalog() -> Response:
+            # Free, and whatever the seller likes to claim (an over-claiming catalogue).
+            return Response(json.dumps(self.catalog or {}), media_type="application/json")
 
         @app.get(GAS_PATH)
         def gas() -> Response:

@@ -52,7 +52,7 @@ from agent.tools.x402.protocol import (
     requirement_amount,
 )
 from agent.tools.x402.quoting import authorization_quote, free_quote
-from chain.facts import FactKind
+from chain.facts import CHAIN_FACT_KINDS, FactKind
 from chain.money import format_usdc
 from judge.verdict import Verdict
 from wallet.errors import AuthorizationOutstanding, SettlementUnproven
@@ -279,10 +279,11 @@ class PayHttpTool(Tool):
         if not isinstance(url, str):
             return ()
         listed = self._catalog_facts(url)
-        if listed is not None:
-            return listed
-        covers = getattr(args, "covers", None) or ()
-        return tuple(k for k in self.offers.declared(url) if not covers or k in covers)
+        if listed is None:
+            covers = getattr(args, "covers", None) or ()
+            listed = tuple(k for k in self.offers.declared(url) if not covers or k in covers)
+        # What the chain can establish is read for free, never taken on a seller's word.
+        return tuple(k for k in listed if k not in CHAIN_FACT_KINDS)
 
     def endpoints(self) -> list[dict[str, Any]]:
         """Known paid endpoints of the local paywall (for prompts and the offline planner)."""
@@ -697,13 +698,13 @@ class PayHttpTool(Tool):
                     for key, val in list(raw.items())[:_MAX_FACTS]:
                         if isinstance(val, str | int | float) and not isinstance(val, bool):
                             facts[str(key)] = str(val)[:_MAX_FACT_CHARS]
-            kinds = set(listed)
-            if kind in PAID_FACT_KINDS:
-                kinds.add(kind)
-            if kinds:
+            # A purchase covers the kind its body names, only when that kind is one we
+            # listed for the URL and the body carries typed values for it; a seller's own
+            # fact keys never stand for a kind the chain can establish.
+            facts = {k: v for k, v in facts.items() if k not in CHAIN_FACT_KINDS}
+            if kind in self.facts_for(args) and facts:
                 digest = "; ".join(f"{k}={v}" for k, v in facts.items())[: _MAX_FACT_CHARS * 2]
-                for k in sorted(kinds):
-                    facts.setdefault(k, digest or f"{resp.status_code} from {path}")
+                facts.setdefault(kind, digest)
         if isinstance(body, dict | list):
             text = json.dumps(body, separators=(",", ":"), default=str)
             if len(text) <= _MAX_DATA_CHARS:
