@@ -272,7 +272,11 @@ def open_database(location: Location | Database, *, durable: bool = True) -> Dat
 
 def _sqlite_connect(path: Path, *, durable: bool) -> sqlite3.Connection:
     if str(path) != ":memory:":
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # Owner-only: the ledger, verdicts and runs are nobody else's to read or edit.
+        # SQLite gives the -wal and -shm files the database file's own mode.
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not path.exists():
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
     conn = sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False)
     if str(path) != ":memory:":
         conn.execute("PRAGMA journal_mode=WAL")

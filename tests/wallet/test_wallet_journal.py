@@ -117,3 +117,17 @@ def test_nib_audit_verify_exits_1_and_names_the_edit(meter: SpendMeter, tmp_path
     bad = nib_verify()
     assert bad.returncode == 1, bad.stderr
     assert any("moved from run run-a" in p for p in json.loads(bad.stdout)["problems"])
+
+
+def test_nib_db_and_its_wal_and_shm_are_owner_only(tmp_path: Path) -> None:
+    import stat
+
+    home = tmp_path / "fresh-home"
+    meter = SpendMeter(home / "nib.db")
+    meter.reserve("run-p", FakeVerdict("vp"), DIME, ONE, ONE)
+    modes = {
+        p.name: stat.S_IMODE(p.stat().st_mode) for p in home.iterdir() if p.name.startswith("nib.db")
+    }
+    assert set(modes) >= {"nib.db", "nib.db-wal", "nib.db-shm"}, modes
+    assert all(m == 0o600 for m in modes.values()), modes
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
