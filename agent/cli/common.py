@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from agent.cli.runtime import Runtime
+    from agent.config import NibSettings
+    from agent.store import RunStore
 
 __all__ = [
     "BadInput",
@@ -47,19 +52,19 @@ def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def cli_settings(**explicit: Any) -> Any:
+def cli_settings(**explicit: Any) -> NibSettings:
     from agent.config import load_settings
 
     return load_settings(**explicit)
 
 
-def cli_runtime(settings: Any) -> Any:
+def cli_runtime(settings: NibSettings) -> Runtime:
     from agent.cli.runtime import build_runtime
 
     return build_runtime(settings)
 
 
-def run_store() -> Any:
+def run_store() -> RunStore:
     from agent.store import RunStore
 
     return RunStore(cli_settings().database)

@@ -53,7 +53,7 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
 
     rt = cli_runtime(cli_settings())
     report = reconcile(
-        rt.db_path, rt.chain, rt.network.usdc, rt.wallet.address, from_block,
+        rt.db_path, rt.chain, rt.wallet.usdc, rt.wallet.address, from_block,
         verdict_standing=rt.judge.verdict_standing,
     )
     if as_json:

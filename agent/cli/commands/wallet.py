@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from agent.cli.common import cli_runtime, cli_settings, emit_json, fail, out
+from agent.cli.common import cli_runtime, cli_settings, emit_json, fail, out, usdc
 
 __all__ = ["wallet_app"]
 
@@ -56,10 +56,10 @@ def wallet_address(as_json: bool = typer.Option(False, "--json")) -> None:
 def wallet_balance(as_json: bool = typer.Option(False, "--json")) -> None:
     """Live USDC and ETH balances of the wallet on the configured network."""
     rt = cli_runtime(cli_settings())
-    usdc = rt.chain.token_balance(rt.network.usdc, rt.wallet.address)
+    atomic = rt.wallet.balance()
     eth = rt.chain.eth_balance(rt.wallet.address)
     _facts({"address": rt.wallet.address, "network": rt.network.name, "chain_id": rt.network.chain_id,
-            "usdc_atomic": usdc, "usdc": usdc(usdc), "eth_wei": eth}, as_json)
+            "usdc_atomic": atomic, "usdc": usdc(atomic), "eth_wei": eth}, as_json)
 
 
 def _facts(data: dict[str, Any], as_json: bool) -> None:
