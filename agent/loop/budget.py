@@ -7,6 +7,11 @@ and the observed value.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+from collections.abc import Awaitable
+from typing import TypeVar
+
 from agent.loop.context import RunContext
 from agent.loop.result import SpendSummary
 from agent.loop.stop import Stop
@@ -16,6 +21,9 @@ from agent.tools.base import Quote
 from chain.money import DEFAULT_ETH_PRICE_USDC, format_usdc, gas_to_usdc
 
 __all__ = ["BudgetGate"]
+
+
+T = TypeVar("T")
 
 
 class BudgetGate:
@@ -43,6 +51,31 @@ class BudgetGate:
                 f"exceeded the wall clock of {self.run.limits.wall_clock_s:g} s "
                 f"(elapsed={elapsed:.1f} s); raise wall_clock_s if the task needs longer.",
             )
+
+    def time_left(self) -> float:
+        """Seconds left before the run's wall clock is up (negative once it is)."""
+        return self.run.limits.wall_clock_s - self.run.elapsed()
+
+    async def bounded(self, what: str, call: Awaitable[T]) -> T:
+        """Await ``call`` for at most the time the run has left; past it the call is
+        cancelled and the run stops with ``deadline``. Money the call already committed
+        stays as the wallet recorded it (a signed, unanswered authorization stays pending)."""
+        left = self.time_left()
+        if left <= 0:
+            if inspect.iscoroutine(call):
+                call.close()
+            self.check_deadline()
+        try:
+            return await asyncio.wait_for(call, max(left, 0.001))
+        except TimeoutError:
+            if self.time_left() > 0:
+                raise  # the call's own timeout, not the run's deadline
+            raise Stop(
+                "deadline",
+                f"{what} was cut at the wall clock of {self.run.limits.wall_clock_s:g} s "
+                f"(elapsed={self.run.elapsed():.1f} s); anything it had signed stays pending in "
+                "the ledger. Raise wall_clock_s if the task needs longer.",
+            ) from None
 
     def check_before_request(self, purpose: Purpose, needed: int) -> None:
         """The deadline, and the tokens a request of ``needed`` tokens plus its reply

@@ -12,7 +12,7 @@ import json
 from agent.loop.context import RunContext, literal_args
 from agent.loop.gates import Admitted
 from agent.loop.learning import Learning
-from agent.loop.stop import raise_if_dependency
+from agent.loop.stop import Stop, raise_if_dependency
 from agent.tools.base import Observation
 from judge.policy import FreeDecision, FreeReadPolicy
 
@@ -74,9 +74,19 @@ class FreeBatch:
         state.free_calls[tool.name] = state.free_calls.get(tool.name, 0) + 1
         row = decision.row
         timeout = row.timeout_s if row is not None else 10.0
+        # Never past the run's deadline: the shorter of the row's timeout and the time left.
+        left = self.run.limits.wall_clock_s - self.run.elapsed()
         try:
-            obs = await asyncio.wait_for(tool.run(call.args, self.run.tools), timeout)
+            obs = await asyncio.wait_for(
+                tool.run(call.args, self.run.tools), max(0.001, min(timeout, left))
+            )
         except TimeoutError:
+            if left < timeout:
+                raise Stop(
+                    "deadline",
+                    f"{tool.name} was cut at the wall clock of {self.run.limits.wall_clock_s:g} s; "
+                    "raise wall_clock_s if the task needs longer.",
+                ) from None
             obs = Observation.failure(tool.name, f"timed out after {timeout:g} s")
         except Exception as exc:
             raise_if_dependency(exc)

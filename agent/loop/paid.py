@@ -62,7 +62,9 @@ class PaidStep:
         """Quote -> spend-cap projection -> judge -> (pause | refuse | execute)."""
         run, tool, norm, fp = self.run, call.tool, call.norm, call.fingerprint
         try:
-            quote = await tool.quote(call.args, run.tools)
+            quote = await self.budget.bounded("the quote", tool.quote(call.args, run.tools))
+        except Stop:
+            raise
         except Exception as exc:
             raise_if_dependency(exc)
             self.learning.record(
@@ -312,7 +314,11 @@ class PaidStep:
             )
             request = dataclasses.replace(request, alternatives=others)
         try:
-            return await asyncio.to_thread(judge.decide, request)
+            return await self.budget.bounded(
+                "the judge's ruling", asyncio.to_thread(judge.decide, request)
+            )
+        except Stop:
+            raise
         except Exception as exc:
             raise_if_dependency(exc)
             raise
@@ -326,12 +332,14 @@ class PaidStep:
             await self.abandon(tool, quote)
             raise
         try:
-            obs = await tool.execute(quote, verdict, self.run.tools)
+            obs = await self.budget.bounded(
+                f"the paid call {tool.name}", tool.execute(quote, verdict, self.run.tools)
+            )
         except BaseException as exc:
             # Gives back only what execute did not take over (e.g. a refusal before it
             # claimed the nonce); whatever the wallet signed stays the wallet's.
             await self.abandon(tool, quote)
-            if not isinstance(exc, Exception):
+            if not isinstance(exc, Exception) or isinstance(exc, Stop):
                 raise
             if isinstance(exc, VerdictVoid):
                 raise Stop("verdict-void", f"{exc}") from exc

@@ -307,48 +307,32 @@ def _row(tmp_path: Path, run_id: str) -> dict[str, Any]:
     return row
 
 
-def test_ctrl_c_inside_a_call_returns_interrupted_and_closes_the_row(tmp_path: Path) -> None:
-    def propose(req: Any) -> Any:
-        if req.purpose == "propose":
-            raise KeyboardInterrupt
-        return {"checklist": [{"text": "base fee", "kind": "base_fee_gwei"}]}.get(req.purpose)
-
-    deps = make_deps(tmp_path, ScriptedModel(propose), [BASE_FEE])
-    r = asyncio.run(run_task("What is the base fee?", deps))
-    assert (r.stop_reason, r.finished, r.partial) == ("interrupted", False, True)
-    assert "KeyboardInterrupt" in r.message and r.answer.strip()
-    assert _row(tmp_path, r.run_id)["status"] != "running"
-
-
 def test_a_cancelled_run_returns_interrupted(tmp_path: Path) -> None:
-    import threading
     import time
 
-    asked, release = threading.Event(), threading.Event()
+    started = asyncio.Event()
 
-    def slow(req: Any) -> Any:
-        if req.purpose == "propose":
-            asked.set()
-            release.wait(10)
-            return {"action": "done"}
-        return None
+    class Hanging(FactTool):
+        async def run(self, args: Any, ctx: Any) -> Any:
+            started.set()
+            await asyncio.sleep(30)
+            return await super().run(args, ctx)
 
-    deps = make_deps(tmp_path, ScriptedModel(slow), [BASE_FEE])
+    model = ScriptedModel({"propose": [call("base_fee"), {"action": "done"}]})
+    deps = make_deps(tmp_path, model, [Hanging("base_fee", {"base_fee_gwei": "1.5"})])
 
     async def cancel_mid_call() -> AgentResult:
         task = asyncio.ensure_future(run_task("What is the base fee?", deps))
         deadline = time.monotonic() + 10
-        while not asked.is_set():
-            assert time.monotonic() < deadline, "the model was never asked"
+        while not started.is_set():
+            assert time.monotonic() < deadline, "the tool was never called"
             await asyncio.sleep(0.01)
-        task.cancel()
-        try:
-            return await task
-        finally:
-            release.set()
+        task.cancel()  # what asyncio.run does to the main task on Ctrl-C
+        return await task
 
     r = asyncio.run(cancel_mid_call())
-    assert r.stop_reason == "interrupted" and "CancelledError" in r.message
+    assert (r.stop_reason, r.finished) == ("interrupted", False)
+    assert "CancelledError" in r.message and r.answer.strip()
     assert _row(tmp_path, r.run_id)["status"] != "running"
 
 
@@ -369,3 +353,23 @@ def test_a_store_error_mid_run_is_an_internal_error_naming_the_bug(tmp_path: Pat
     assert (r.stop_reason, r.finished) == ("internal-error", False)
     assert "OperationalError: disk I/O error" in r.message and "nib show" in r.message
     assert _row(tmp_path, r.run_id)["status"] != "running"
+
+
+def test_a_call_that_outlives_the_deadline_is_cut_and_the_run_stops_deadline(
+    tmp_path: Path,
+) -> None:
+    import time
+
+    class Hanging(FactTool):
+        async def run(self, args: Any, ctx: Any) -> Any:
+            await asyncio.sleep(30)  # a read that would outlive the run's wall clock
+            return await super().run(args, ctx)
+
+    slow = Hanging("base_fee", {"base_fee_gwei": "1.5"})
+    model = ScriptedModel({"propose": [call("base_fee"), {"action": "done"}]})
+    deps = make_deps(tmp_path, model, [slow], limits=Limits(wall_clock_s=1.0))
+    started = time.monotonic()
+    r = asyncio.run(run_task("What is the base fee?", deps))
+    assert (r.stop_reason, r.finished) == ("deadline", False), r.message
+    assert "base_fee was cut at the wall clock of 1 s" in r.message
+    assert time.monotonic() - started < 15  # not the tool's 30 s
