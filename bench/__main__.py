@@ -161,12 +161,17 @@ def _run_one(name: str, quick: bool, env: BenchEnv | None) -> list[dict[str, Any
     with contextlib.redirect_stdout(printed):
         data = _call_run(run, quick, env)
     text = printed.getvalue()
+    report = getattr(module, "report", None)
     if isinstance(data, list):  # a module measuring several goals returns one row each
-        return [_normalise(name, d, text) for d in data]
+        rows = [_normalise(name, d, text) for d in data]
+        if callable(report) and not any(d.get("details") for d in data):
+            with contextlib.suppress(Exception):
+                for row in rows:
+                    row["details"] = str(report(data)).splitlines()
+        return rows
     if not isinstance(data, dict):
         return [_normalise(name, {}, text)]
     row = _normalise(name, data, text)
-    report = getattr(module, "report", None)
     if callable(report) and not data.get("details"):
         with contextlib.suppress(Exception):
             row["details"] = str(report(data)).splitlines()

@@ -24,7 +24,6 @@ from typing import Any
 import httpx
 
 from bench._util import (
-    BENCH_PATH,
     RAW_SENDERS,
     BenchEnv,
     Figure,
@@ -44,11 +43,23 @@ _STUCK_S = 2.0
 # -------------------------------------------------------------------------------- ours
 
 
+def _url(env: BenchEnv, buyer: int) -> str:
+    """Buyer ``buyer``'s resource: each buys its own token fact sheet (the same price).
+
+    nib's wallet keeps one live authorization per resource across runs (what a cheating
+    seller can hold is bounded by it), so concurrent runs buying one resource take turns;
+    concurrent runs buy different things here, on both sides alike.
+    """
+    from chain.paywall.datasets import tokens
+
+    symbols = sorted(tokens())
+    return f"{env.paywall_url}/datasets/token/{symbols[buyer % len(symbols)]}"
+
+
 async def _ours_round(env: BenchEnv, wallet: Any, round_no: int, buyers: int, each: int) -> float:
     from agent.tools.x402.pay_http import PayHttpTool
 
     tool = PayHttpTool(env.paywall_url)
-    url = env.paywall_url + BENCH_PATH
     limits = httpx.Limits(max_connections=buyers * 2, max_keepalive_connections=buyers * 2)
     async with httpx.AsyncClient(timeout=60, limits=limits) as http:
         # One free catalog read first, so no buyer's timing includes the tool's cache fill.
@@ -57,7 +68,7 @@ async def _ours_round(env: BenchEnv, wallet: Any, round_no: int, buyers: int, ea
         async def buyer(b: int) -> None:
             for j in range(each):
                 ctx = env.context(wallet, http, f"bench-rps-{round_no}-{b}-{j}")
-                await env.paid_call(tool, ctx, url)
+                await env.paid_call(tool, ctx, _url(env, b))
 
         start = time.perf_counter()
         await asyncio.gather(*(buyer(b) for b in range(buyers)))
@@ -70,17 +81,17 @@ async def _x402_client_round(env: BenchEnv, buyers: int, each: int) -> float:
     from bench.x402_latency import peer_client
     from chain.paywall.app import DEFAULT_PRICES
 
-    url = env.paywall_url + BENCH_PATH
     async with peer_client(env, DEFAULT_PRICES["token"]) as http:
 
-        async def buyer() -> None:
+        async def buyer(b: int) -> None:
+            url = _url(env, b)
             for _ in range(each):
                 resp = await http.get(url)
                 if resp.status_code != 200:
                     raise RuntimeError(f"benchmark: x402 client got {resp.status_code} from {url}")
 
         start = time.perf_counter()
-        await asyncio.gather(*(buyer() for _ in range(buyers)))
+        await asyncio.gather(*(buyer(b) for b in range(buyers)))
         elapsed = time.perf_counter() - start
     return buyers * each / elapsed
 
@@ -203,7 +214,7 @@ def _stuck(env: BenchEnv, i: int) -> str:
 def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]]:
     """Alternate rounds of ours, the x402 client and raw transfers; one row against the
     client (like for like) and one against the chain's raw transfer rate (the limit)."""
-    rounds, buyers, each, per_sender = (1, 2, 1, 10) if quick else (3, 8, 5, 100)
+    rounds, buyers, each, per_sender = (1, 2, 1, 10) if quick else (3, 7, 5, 100)
     if env is None:
         with BenchEnv() as own:
             return run(quick, own)
@@ -244,7 +255,8 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]
         "anvil_pool_flushes": flushes,
     }
     common = (
-        f"{buyers} concurrent runs x {each} paid GETs of {BENCH_PATH}, one shared wallet, "
+        f"{buyers} concurrent runs x {each} paid GETs, each run its own token fact sheet "
+        "(/datasets/token/SYMBOL, one live authorization per resource), one shared wallet, "
         f"settled on chain by the paywall's facilitator; median of {rounds} rounds, order "
         "rotated, chain reverted to the same baseline before each side."
     )
