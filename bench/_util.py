@@ -273,7 +273,7 @@ class BenchEnv:
 
         return ToolContext(
             run_id=run_id,
-            chain=wallet.chain,
+            chain=self.chain,
             network=self.network,
             wallet=wallet,
             allowlist=(self.paywall_url,),
@@ -283,13 +283,20 @@ class BenchEnv:
         )
 
     async def paid_call(
-        self, tool: Any, ctx: Any, url: str, phases: dict[str, list[float]] | None = None
+        self,
+        tool: Any,
+        ctx: Any,
+        url: str,
+        phases: dict[str, list[float]] | None = None,
+        *,
+        judge: Any = None,
     ) -> Any:
         """Our paid path, once: quote (402) -> JEV verdict -> wallet signs -> pay -> settle.
 
         The judge is asked the way the loop asks it (one missing checklist item the
         endpoint sells); anything but an approval is a broken benchmark, raised.
-        ``phases`` (optional) collects seconds spent in quote, judge and execute.
+        ``phases`` (optional) collects seconds spent in quote, judge and execute;
+        ``judge`` (optional) replaces the in-process judge (a judge service's client).
         """
         from judge.fingerprint import call_fingerprint
         from judge.jev import PaidCallRequest
@@ -310,13 +317,15 @@ class BenchEnv:
             recipient=quote.recipient,
             chain_id=quote.chain_id,
             remaining_budget=cap,
-            balance=await asyncio.to_thread(ctx.wallet.balance),
+            balance=await asyncio.to_thread(self.chain.token_balance, self.usdc, ctx.wallet.address),
             per_call_cap=cap,
             spend_cap=cap,
             missing=facts,
             tool_facts=facts,
+            task_id=ctx.run_id,
+            payload=quote.payload,
         )
-        verdict = await asyncio.to_thread(self.judge.decide, request)
+        verdict = await asyncio.to_thread((judge or self.judge).decide, request)
         t2 = time.perf_counter()
         if verdict.decision != "approve":
             raise RuntimeError(

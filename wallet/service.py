@@ -86,7 +86,11 @@ def create_app(wallet: Wallet) -> FastAPI:
 
     @app.get(f"{_API}/health")
     def health() -> dict[str, Any]:
-        return {"address": wallet.address, "usdc": wallet.usdc}
+        return {
+            "address": wallet.address,
+            "usdc": wallet.usdc,
+            "eth_price_usdc": wallet.meter.eth_price_usdc,
+        }
 
     @app.post(f"{_API}/sign-typed-data")
     def sign_typed_data(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
@@ -266,6 +270,14 @@ class WalletServer:
 class _RemoteMeter:
     def __init__(self, client: WalletClient) -> None:
         self._client = client
+        self._eth_price: int | None = None
+
+    @property
+    def eth_price_usdc(self) -> int:
+        """The wallet meter's ETH price (gas is held and metered at it)."""
+        if self._eth_price is None:
+            self._eth_price = int(self._client._call("/health")["eth_price_usdc"])
+        return self._eth_price
 
     def usage(self, run_id: str) -> RunSpend:
         return RunSpend(**self._client._call("/usage", {"run_id": run_id}))

@@ -14,6 +14,7 @@ import typer
 
 from agent.cli.commands import audit, devnet, judge, report, runs, wallet
 from agent.cli.common import EXIT_BAD_INPUT, EXIT_FINISHED, EXIT_STOPPED, BadInput, err
+from agent.cli.services import services_app
 
 __all__ = ["app", "entry", "main"]
 
@@ -28,6 +29,7 @@ app.add_typer(devnet.devnet_app, name="devnet")
 app.add_typer(wallet.wallet_app, name="wallet")
 app.add_typer(judge.judge_app, name="judge")
 app.add_typer(audit.audit_app, name="audit")
+app.add_typer(services_app, name="services")
 
 
 def _bad_input() -> tuple[type[BaseException], ...]:

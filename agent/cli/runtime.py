@@ -160,21 +160,64 @@ def build_judge(settings: NibSettings, network: Network, *, spend_cap: int | Non
     return build_local_judge(settings, network)
 
 
-def build_local_judge(settings: NibSettings, network: Network) -> Judge:
-    """The in-process judge, with its own key and calibration store."""
+def build_local_judge(settings: NibSettings, network: Network, *, service: bool = False) -> Judge:
+    """The judge with its own key, calibration store and record of verdicts.
+
+    ``service`` (``nib judge serve``): it also keeps task registrations, reads the wallet's
+    balance from the chain itself and, once it has an admin token to register tasks
+    with (always off the devnet), rules only on registered tasks.
+    """
     from judge.calibration import BetaCalibrator
     from judge.jev import Judge
     from judge.records import VerdictRecords
+    from judge.tasks import TaskRegistry
     from judge.verdict import VerdictSigner
+    from wallet.keystore import Keystore, default_keystore_path
 
     signer = VerdictSigner(_judge_account(settings, network))
     calibrator = BetaCalibrator(settings.database)
+    extra: dict[str, Any] = {}
+    if service:
+        admin = bool(os.environ.get("NIB_JUDGE_ADMIN_TOKEN"))
+        if not admin and not network.is_devnet:
+            raise AgentConfigError(
+                f"the judge service on {network.name} needs NIB_JUDGE_ADMIN_TOKEN to register "
+                "tasks; expected it set (off the devnet the judge rules only on registered "
+                "tasks). Fix: start it with `nib services up`, which sets it."
+            )
+        keystore = Keystore(default_keystore_path(settings.home))
+        owner = keystore.address() if keystore.exists() else None
+        chain = ChainClient(network.rpc_url, network.chain_id)
+        extra = {
+            "tasks": TaskRegistry(settings.database),
+            "require_task": admin,
+            "balance_of": (lambda asset: chain.token_balance(asset, owner)) if owner else None,
+        }
     return Judge(
         signer,
         calibrator,
         allowed_assets={network.chain_id: [network.usdc or ""]},
         records=VerdictRecords(settings.database),
+        **extra,
     )
+
+
+def running_services(home: Path) -> Any:
+    """The judge and wallet services recorded in ``home``; None when none were started.
+
+    Raises when they were started and one of them is gone: the run must not quietly
+    fall back to holding the key itself.
+    """
+    from agent.cli.services import status
+
+    info = status(home)
+    if info is not None and not info.running:
+        raise AgentConfigError(
+            f"the judge and wallet services recorded in {home} are not both running "
+            f"({info.describe()}); expected both. Fix: `nib services up` to restart them, or "
+            "`nib services down` to use the in-process composition on the devnet."
+        )
+    return info
 
 
 def resolve_network(settings: NibSettings, devnet_info: _devnet.DevnetInfo | None) -> Network:
@@ -226,6 +269,28 @@ def build_runtime(
         )
     if network.is_devnet and devnet_info is not None:
         ensure_devnet_wallet(devnet_info, home)
+    paywall = paywall_for(paywall_url, settings, devnet_info)
+    registry = default_registry(paywall_url=paywall)
+    chosen = model or model_from_config(settings)
+    store = RunStore(settings.database)
+    services = running_services(home)
+    if services is not None:
+        from judge.service import JudgeClient
+        from wallet.service import WalletClient
+
+        remote_judge = JudgeClient(services.judge_url, trusted_judge=services.judge_address,
+                                   token=services.agent_token)
+        remote_wallet = WalletClient(services.wallet_socket)
+        return Runtime(settings, network, chain, store, remote_wallet, remote_judge,  # type: ignore[arg-type]
+                       registry, chosen, paywall, devnet_info,
+                       extras={"composition": "services: " + services.describe()})
+    if not network.is_devnet and not os.environ.get("NIB_IN_PROCESS"):
+        raise AgentConfigError(
+            f"no judge and wallet services are running for {network.name}; expected them as "
+            "their own processes off the devnet (the agent process must not hold the key or "
+            "the limits). Fix: `nib services up` (the in-process composition is for tests "
+            "and benchmarks: NIB_IN_PROCESS=1)."
+        )
     ks = Keystore(default_keystore_path(home))
     if not ks.exists():
         raise AgentConfigError(
@@ -237,7 +302,6 @@ def build_runtime(
     given = settings.wallet_password.get_secret_value() if settings.wallet_password else None
     secret = given or (DEVNET_PASSPHRASE if network.is_devnet else None)
     key = ks.unlock(secret, chain_id=network.chain_id)
-    store = RunStore(settings.database)
     judge = build_judge(settings, network)
     trusted = judge.address
     wallet = Wallet(
@@ -250,7 +314,5 @@ def build_runtime(
         emit=_audit_into(store),
         eth_price_usdc=settings.eth_price_usdc,
     )
-    paywall = paywall_for(paywall_url, settings, devnet_info)
-    registry = default_registry(paywall_url=paywall)
-    chosen = model or model_from_config(settings)
-    return Runtime(settings, network, chain, store, wallet, judge, registry, chosen, paywall, devnet_info)
+    return Runtime(settings, network, chain, store, wallet, judge, registry, chosen, paywall, devnet_info,
+                   extras={"composition": "in-process judge and wallet (devnet; tests and benchmarks)"})

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from agent.loop.context import RunContext
 from agent.loop.result import SpendSummary
-from agent.loop.stop import Stop
+from agent.loop.stop import Stop, raise_if_dependency
 from agent.models.base import Purpose
 from agent.seams import SpendView
 from agent.tools.base import Quote
@@ -123,7 +123,11 @@ class BudgetGate:
         meter = self._meter()
         if meter is None:
             return ours
-        usage = meter.usage(state.run_id)
+        try:
+            usage = meter.usage(state.run_id)
+        except Exception as exc:  # the meter may be the wallet service: an outage stops
+            raise_if_dependency(exc)
+            raise
         return max(ours, int(usage.committed))
 
     def gas_as_usdc(self, gas_wei: int) -> int:

@@ -37,6 +37,7 @@ StopReason = Literal[
     "model-stopped",
     "llm-unreachable",
     "judge-unreachable",
+    "wallet-unreachable",
     "chain-unreachable",
     "max-steps",
     "deadline",
@@ -65,6 +66,7 @@ STOP_REASONS: dict[str, str] = {
     "model-stopped": "the model replied with neither a tool call nor a finish: stopped, not done",
     "llm-unreachable": "the model provider is silent or refuses; the fix is named in message",
     "judge-unreachable": "the judge did not answer; no money moves without it",
+    "wallet-unreachable": "the wallet service did not answer; nothing is signed without it",
     "chain-unreachable": "the RPC node did not answer; nothing is signed blind",
     "max-steps": "the step budget is used up",
     "deadline": "the wall-clock budget is used up",
@@ -84,7 +86,7 @@ FINISHED_STOPS: frozenset[str] = frozenset(
 )
 #: Stops caused by a dependency; the result's ``message`` names the human fix.
 DEPENDENCY_STOPS: frozenset[str] = frozenset(
-    {"llm-unreachable", "judge-unreachable", "chain-unreachable"}
+    {"llm-unreachable", "judge-unreachable", "wallet-unreachable", "chain-unreachable"}
 )
 
 assert set(STOP_REASONS) == set(get_args(StopReason)), "every stop reason needs a description"

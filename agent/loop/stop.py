@@ -10,6 +10,7 @@ from agent.errors import ModelUnavailable
 from agent.loop.result import StopReason
 from chain.errors import RpcUnreachable
 from judge.errors import JudgeUnreachable
+from wallet.errors import WalletUnreachable
 
 __all__ = ["DEPENDENCY_STOPS", "Stop", "raise_if_dependency"]
 
@@ -45,3 +46,5 @@ def raise_if_dependency(exc: BaseException) -> None:
         raise Stop("judge-unreachable", f"{exc}{fix}") from exc
     if isinstance(exc, ModelUnavailable):
         raise Stop("llm-unreachable", f"{exc.kind}: {exc.fix}") from exc
+    if isinstance(exc, WalletUnreachable):
+        raise Stop("wallet-unreachable", str(exc)) from exc

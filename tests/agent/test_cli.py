@@ -110,6 +110,30 @@ def test_a_task_naming_a_seller_pays_that_seller_or_stops_saying_why(home):
     assert json.loads(nib(home, "audit", "--run", stopped["run_id"], "--json").stdout) == []
 
 
+def test_devnet_runs_the_judge_and_wallet_as_their_own_processes(home):
+    """`nib devnet up` started both services; `nib run` says it uses them, the judge holds
+    the task's registration, and a dead service is a named stop, never a quiet fallback."""
+    import sqlite3
+
+    status = json.loads(nib(home, "services", "status", "--json").stdout)
+    assert status["running"] is True and "agent_token" not in status
+    socket = Path(status["wallet_socket"])
+    assert oct(socket.stat().st_mode & 0o777) == "0o600"
+    r = nib(home, "run", "What is the current base fee in gwei?")
+    assert r.returncode == 0, r.stderr
+    first = r.stderr.splitlines()[0]
+    assert first.startswith(f"services: judge service {status['judge_url']}"), first
+    with sqlite3.connect(home / "nib.db") as db:
+        caps = db.execute("SELECT spend_cap, per_call_cap FROM judge_tasks").fetchall()
+    assert caps and all(c == (1_000_000, 250_000) for c in caps)
+    devnet.stop_pid(status["wallet_pid"])
+    r = nib(home, "run", "What is the current base fee in gwei?")
+    assert r.returncode == 2
+    assert "are not both running" in r.stderr and "`nib services up`" in r.stderr
+    assert nib(home, "services", "up").returncode == 0
+    assert json.loads(nib(home, "services", "status", "--json").stdout)["running"] is True
+
+
 def test_wallet_commands(home):
     addr = json.loads(nib(home, "wallet", "address", "--json").stdout)["address"]
     bal = json.loads(nib(home, "wallet", "balance", "--json").stdout)
@@ -176,7 +200,8 @@ def test_judge_as_its_own_service(home):
     from chain.devkeys import JUDGE, dev_account
     from chain.devnet import free_port, stop_pid
 
-    assert nib(home, "devnet", "up").returncode == 0
+    assert nib(home, "devnet", "up", "--no-services").returncode == 0
+    assert nib(home, "services", "down").returncode == 0  # this test runs its own judge
     port = free_port()
     env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet",
            "NIB_JUDGE_TOKEN": "judge-secret"}

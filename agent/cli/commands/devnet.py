@@ -18,13 +18,24 @@ devnet_app = typer.Typer(
 def devnet_up(
     as_json: bool = typer.Option(False, "--json", help="Print the devnet facts as JSON."),
     port: int = typer.Option(0, help="Anvil port; 0 picks a free one."),
+    services: bool = typer.Option(True, "--services/--no-services",
+                                  help="Also start the judge and the wallet as their own processes."),
 ) -> None:
-    """Start the local devnet (Anvil + TestUSDC + x402 paywall), or report the running one."""
+    """Start the local devnet (Anvil + TestUSDC + x402 paywall) and the judge and wallet
+    services, or report the running ones."""
+    from agent.cli.common import cli_settings
     from agent.cli.runtime import ensure_devnet_wallet
+    from agent.cli.services import up as services_up
 
     info = _devnet.up(port=port)
     ensure_devnet_wallet(info)
+    started = services_up(cli_settings()) if services else None
+    if as_json:
+        emit_json({**info.to_json(), "services": started.public() if started else None})
+        return
     _print_devnet(info, as_json)
+    if started is not None:
+        out.print(f"  services     {started.describe()}", highlight=False)
 
 
 @devnet_app.command("status")
@@ -40,7 +51,12 @@ def devnet_status(as_json: bool = typer.Option(False, "--json")) -> None:
 
 @devnet_app.command("down")
 def devnet_down(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Stop the devnet's Anvil and paywall; the chain state is kept for the next `up`."""
+    """Stop the judge and wallet services, then the devnet's Anvil and paywall; the chain
+    state is kept for the next `up`."""
+    from agent.cli.common import cli_settings
+    from agent.cli.services import down as services_down
+
+    services_down(cli_settings().home)
     info = _devnet.down()
     if as_json:
         emit_json({"stopped": info is not None})

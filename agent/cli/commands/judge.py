@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import typer
@@ -48,9 +49,10 @@ def judge_serve(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(
     if insecure and not network.is_devnet:
         fail(f"--insecure is for the devnet only; found network {network.name}. "
              "Fix: set NIB_JUDGE_TOKEN and drop --insecure.")
-    judge = build_local_judge(settings, network)
+    judge = build_local_judge(settings, network, service=True)
     err.print(f"judge {judge.address} serving on http://{host}:{port}")
     if not settings.judge_token and insecure:
         err.print("warning: --insecure: any local process can ask this judge for verdicts.")
-    serve(host, port, judge, token=settings.judge_token, insecure=insecure)
+    serve(host, port, judge, token=settings.judge_token, insecure=insecure,
+          admin_token=os.environ.get("NIB_JUDGE_ADMIN_TOKEN"))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from typing import Any
 
 import typer
@@ -118,11 +119,19 @@ def run_cmd(
         spend_cap_usdc=cap, max_steps=max_steps,
     )
     if not as_json:
+        err.print(rt.extras.get("composition", ""), markup=False, highlight=False)
         err.print(f"[bold]nib[/] {rt.network.name} (chain {rt.network.chain_id}) · model {rt.model.name} · "
                   f"wallet {rt.wallet.address} · cap {usdc(limits.spend_cap_usdc)} · steps {limits.max_steps}")
         err.print(f"task: {task}", markup=False, highlight=False)
+    from agent.cli.runtime import running_services
+    from agent.cli.services import register_task, task_limits
+
+    run_id = uuid.uuid4().hex[:12]
+    services = running_services(settings.home)
+    if services is not None:  # the judge holds this task's limits, not the agent
+        register_task(settings, services, task_limits(rt, run_id, task, limits))
     deps = rt.deps(profile=profile, limits=limits, on_event=None if as_json else _progress)
-    result = asyncio.run(run_task(task, deps))
+    result = asyncio.run(run_task(task, deps, run_id=run_id))
     raise typer.Exit(_print_result(result, as_json))
 
 

@@ -1,0 +1,196 @@
+"""x402 round trip with the judge and the wallet as separate processes vs in-process.
+
+Both compositions pay the same local paywall (on a private Anvil) from the same agent
+account for the same resource, interleaved (alternating who goes first). In-process:
+the JEV judge and the verdict-gated wallet live in the bench process (the composition
+for tests and benchmarks). Services: one child process runs the judge service (loopback
+HTTP with a token, the task registered, the payload re-checked, the balance read by the
+judge) and the wallet service (HTTP over a 0600 Unix socket); the bench process holds
+only a JudgeClient and a WalletClient, as the agent does. The goal is <= 1.15x.
+
+``python -m bench.services [--quick]``
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench._util import (
+    BENCH_PATH,
+    BenchEnv,
+    Figure,
+    bench_main,
+    fmt_ms,
+    fmt_ratio,
+    median,
+    percentile,
+    ratio,
+    run_async,
+)
+
+__all__ = ["main", "run"]
+
+NAME = "x402 round trip, services vs in-process (median)"
+TOKEN = "bench-agent-token"
+ADMIN = "bench-admin-token"
+TASK_CAP = 10**9
+
+
+def _child(config: dict[str, Any]) -> None:
+    """The services process: judge service and wallet service, until stdin closes."""
+    from chain.client import ChainClient
+    from chain.devkeys import AGENT, JUDGE, dev_account
+    from judge.jev import Judge
+    from judge.records import VerdictRecords
+    from judge.service import JudgeClient, JudgeServer
+    from judge.tasks import TaskRegistry
+    from judge.verdict import VerdictSigner
+    from wallet.keystore import KeyHandle
+    from wallet.service import WalletServer
+    from wallet.signer import Wallet
+
+    home = Path(config["home"])
+    chain = ChainClient(config["rpc_url"], 31337)
+    agent = dev_account(AGENT).address
+    db = home / "services.db"
+    judge = Judge(
+        VerdictSigner(dev_account(JUDGE)), allowed_assets={31337: [config["usdc"]]},
+        records=VerdictRecords(db), tasks=TaskRegistry(db), require_task=True,
+        balance_of=lambda asset: chain.token_balance(asset, agent),
+    )
+    with JudgeServer(judge, token=TOKEN, admin_token=ADMIN) as judge_server:
+        recheck = JudgeClient(judge_server.url, token=TOKEN, timeout_s=10).recheck
+        wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=db, chain=chain,
+                        usdc=config["usdc"], trusted_judge=judge.address, recheck=recheck)
+        with WalletServer(wallet, home) as wallet_server:
+            print(json.dumps({"judge_url": judge_server.url,
+                              "socket": str(wallet_server.socket_path)}), flush=True)
+            sys.stdin.readline()
+
+
+class _Services:
+    def __init__(self, env: BenchEnv) -> None:
+        config = {"home": str(env.tmp / "services"), "rpc_url": env.rpc_url, "usdc": env.usdc}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.services", "--child", json.dumps(config)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not line:
+            self.proc.kill()
+            raise RuntimeError("benchmark: the services process did not start")
+        where = json.loads(line)
+        self.judge_url, self.socket = where["judge_url"], where["socket"]
+
+    def stop(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.write("\n")
+            self.proc.stdin.flush()
+        self.proc.wait(timeout=30)
+
+
+async def _measure(env: BenchEnv, iterations: int, warmup: int) -> dict[str, Any]:
+    from agent.tools.x402.pay_http import PayHttpTool
+    from chain.paywall.app import DEFAULT_PRICES
+    from judge.service import JudgeClient
+    from judge.tasks import TaskLimits
+    from wallet.service import WalletClient
+
+    url = env.paywall_url + BENCH_PATH
+    tool = PayHttpTool(env.paywall_url)
+    local_wallet = env.wallet("services-inprocess")
+    services = _Services(env)
+    try:
+        judge = JudgeClient(services.judge_url, token=TOKEN, timeout_s=10)
+        admin = JudgeClient(services.judge_url, token=ADMIN, timeout_s=10)
+        remote_wallet = WalletClient(services.socket)
+        from chain.devkeys import SELLER, dev_account
+
+        local: list[float] = []
+        remote: list[float] = []
+        async with httpx.AsyncClient(timeout=30) as http:
+
+            async def one(i: int, via_services: bool) -> float:
+                run_id = f"bench-{'svc' if via_services else 'local'}-{i}"
+                wallet = remote_wallet if via_services else local_wallet
+                ctx = env.context(wallet, http, run_id)
+                start = time.perf_counter()
+                if via_services:
+                    admin.register_task(TaskLimits(
+                        task_id=run_id, spend_cap=TASK_CAP, per_call_cap=TASK_CAP,
+                        approval_threshold=None, recipients=(dev_account(SELLER).address,),
+                        sellers=(env.paywall_url,)))
+                await env.paid_call(tool, ctx, url, judge=judge if via_services else None)
+                return time.perf_counter() - start
+
+            for i in range(warmup + iterations):
+                services_first = i % 2 == 0
+                a = await one(i, services_first)
+                b = await one(i, not services_first)
+                if i < warmup:
+                    continue
+                remote.append(a if services_first else b)
+                local.append(b if services_first else a)
+    finally:
+        services.stop()
+    return {"services": remote, "local": local, "price_atomic": DEFAULT_PRICES["token"]}
+
+
+def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
+    """Measure both compositions; medians, p95s (seconds) and services / in-process."""
+    iterations, warmup = (3, 1) if quick else (20, 3)
+    if env is None:
+        with BenchEnv() as own:
+            return run(quick, own)
+    env.reset_chain()
+    data = run_async(lambda: _measure(env, iterations, warmup))
+    svc, loc = data["services"], data["local"]
+    med_s, med_l = median(svc), median(loc)
+    p95_s, p95_l = percentile(svc, 95), percentile(loc, 95)
+    figure = Figure(
+        benchmark=NAME,
+        ours=f"{fmt_ms(med_s)} (p95 {fmt_ms(p95_s)})",
+        peer=f"{fmt_ms(med_l)} (p95 {fmt_ms(p95_l)})",
+        ratio=ratio(med_s, med_l),
+        notes=(
+            f"services/in-process median (goal <= 1.15x); {iterations} paid GETs each of "
+            f"{BENCH_PATH}, interleaved, {warmup} warm-up dropped. Services: judge + wallet "
+            "in one child process (judge over loopback HTTP, wallet over a Unix socket), "
+            "the task registered with the judge (its registration is inside the timing)."
+        ),
+        raw={"kind": "own", "goal": "median <= 1.15x", "met": ratio(med_s, med_l) <= 1.15,
+             "median_services_s": med_s, "median_inprocess_s": med_l, "p95_services_s": p95_s,
+             "p95_inprocess_s": p95_l, "iterations": iterations,
+             "samples_services_s": svc, "samples_inprocess_s": loc},
+    )
+    return figure.as_dict()
+
+
+def report(result: dict[str, Any]) -> str:
+    return "\n".join([
+        f"x402 paid round trip, {result['iterations']} interleaved requests each",
+        f"  judge + wallet as services: median {fmt_ms(result['median_services_s'])}, "
+        f"p95 {fmt_ms(result['p95_services_s'])}",
+        f"  judge + wallet in-process:  median {fmt_ms(result['median_inprocess_s'])}, "
+        f"p95 {fmt_ms(result['p95_inprocess_s'])}",
+        f"  ratio services/in-process: median {fmt_ratio(result['ratio'])}",
+    ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--child"]:
+        _child(json.loads(args[1]))
+        return 0
+    return bench_main("python -m bench.services", __doc__, run, report, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""The wallet as its own process fails mid-run: the run stops with wallet-unreachable and
+the fix, and nothing is signed after it (ledger and chain agree). The same paid path
+runs through the wallet service before the failure, on a real Anvil and paywall."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+from fault_support import (
+    AGENT_ADDR,
+    GAS,
+    GAS_PRICE,
+    SELLER_ADDR,
+    TRANSFERS,
+    Provider,
+    build_agent,
+    checklist,
+    pay,
+)
+
+from agent.loop.run import run_task
+from agent.models.openai_compat import OpenAICompatModel
+from chain.paywall.app import PaywallServer
+from wallet.service import WalletClient, WalletServer
+
+
+def test_wallet_service_dying_mid_run_stops_with_wallet_unreachable(
+    tmp_path: Any, chain: Any, paywall: PaywallServer
+) -> None:
+    servers: list[WalletServer] = []
+
+    def kill_then_propose() -> dict[str, Any]:
+        servers[0].stop()  # the wallet service dies after the first purchase
+        return pay(paywall.url + "/analytics/transfers")
+
+    provider = Provider(
+        [checklist(GAS, TRANSFERS), pay(paywall.url + "/analytics/gas"), kill_then_propose]
+    )
+    model = OpenAICompatModel(model="gpt-test", base_url="http://llm.test/v1",
+                              api_key="sk-test", transport=provider.transport)
+    agent = build_agent(tmp_path / "nib.db", chain.rpc_url, chain.usdc, model,
+                        allowlist=(paywall.url,), paywall_url=paywall.url)
+    servers.append(WalletServer(agent.wallet, tmp_path / "home").start())
+    try:
+        remote = WalletClient(servers[0].socket_path, timeout_s=5)
+        deps = dataclasses.replace(agent.deps, wallet=remote, meter=remote.meter)
+        before = agent.balance(AGENT_ADDR)
+        result = asyncio.run(run_task("Gas and transfer stats?", deps))
+    finally:
+        servers[0].stop()
+    assert (result.stop_reason, result.partial) == ("wallet-unreachable", True), result.message
+    assert "`nib services up`" in result.message and "nothing was signed" in result.message
+    [row] = agent.ledger()
+    assert (row.status, row.amount) == ("settled", GAS_PRICE)
+    logs = agent.transfers_from_agent()
+    assert [(t.recipient, t.value) for t in logs] == [(SELLER_ADDR, GAS_PRICE)]
+    assert agent.balance(AGENT_ADDR) == before - GAS_PRICE
