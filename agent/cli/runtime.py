@@ -203,21 +203,10 @@ def build_local_judge(settings: NibSettings, network: Network, *, service: bool 
 
 
 def running_services(home: Path) -> Any:
-    """The judge and wallet services recorded in ``home``; None when none were started.
+    """The judge and wallet services recorded in ``home`` (see agent.cli.services.running)."""
+    from agent.cli.services import running
 
-    Raises when they were started and one of them is gone: the run must not quietly
-    fall back to holding the key itself.
-    """
-    from agent.cli.services import status
-
-    info = status(home)
-    if info is not None and not info.running:
-        raise AgentConfigError(
-            f"the judge and wallet services recorded in {home} are not both running "
-            f"({info.describe()}); expected both. Fix: `nib services up` to restart them, or "
-            "`nib services down` to use the in-process composition on the devnet."
-        )
-    return info
+    return running(home)
 
 
 def resolve_network(settings: NibSettings, devnet_info: _devnet.DevnetInfo | None) -> Network:

@@ -91,8 +91,19 @@ def status(home: Path) -> ServicesInfo | None:
 
 
 def running(home: Path) -> ServicesInfo | None:
+    """The recorded services, or None when none were started.
+
+    Raises when they were started and one of them is gone: a run must not quietly
+    fall back to holding the key itself.
+    """
     info = status(home)
-    return info if info is not None and info.running else None
+    if info is not None and not info.running:
+        raise AgentConfigError(
+            f"the judge and wallet services recorded in {home} are not both running "
+            f"({info.describe()}); expected both. Fix: `nib services up` to restart them, or "
+            "`nib services down` to use the in-process composition on the devnet."
+        )
+    return info
 
 
 def _service_env(settings: NibSettings, **extra: str) -> dict[str, str]:
@@ -137,8 +148,8 @@ def up(settings: NibSettings) -> ServicesInfo:
     from wallet.service import SOCKET_NAME
 
     home = settings.home
-    existing = running(home)
-    if existing is not None:
+    existing = status(home)
+    if existing is not None and existing.running:
         return existing
     down(home)
     agent_token = secrets.token_hex(32)
@@ -280,34 +291,3 @@ def _show(info: ServicesInfo, as_json: bool) -> None:
     else:
         for k, v in data.items():
             typer.echo(f"{k:14} {v}")
-
-
-def wallet_serve() -> None:
-    """Run the wallet as its own process on NIB_HOME/wallet.sock, holding the key."""
-    from agent.cli.runtime import resolve_network
-    from chain.client import ChainClient
-    from judge.service import JudgeClient
-    from wallet.keystore import DEVNET_PASSPHRASE, Keystore, default_keystore_path
-    from wallet.service import serve
-    from wallet.signer import Wallet
-
-    settings = _settings()
-    network = resolve_network(settings, _devnet.status(settings.home))
-    judge_url, judge_address = os.environ.get("NIB_JUDGE_URL"), os.environ.get("NIB_JUDGE_ADDRESS")
-    if not judge_url or not judge_address:
-        raise AgentConfigError(
-            "the wallet service re-checks every verdict with the judge; expected NIB_JUDGE_URL "
-            "and NIB_JUDGE_ADDRESS. Fix: start both with `nib services up`."
-        )
-    ks = Keystore(default_keystore_path(settings.home))
-    secret = os.environ.get("NIB_WALLET_PASSWORD") or (
-        DEVNET_PASSPHRASE if network.is_devnet else None
-    )
-    key = ks.unlock(secret, chain_id=network.chain_id)
-    judge = JudgeClient(judge_url, trusted_judge=judge_address,
-                        token=os.environ.get("NIB_JUDGE_TOKEN"), timeout_s=10)
-    wallet = Wallet(key, db_path=settings.database,
-                    chain=ChainClient(network.rpc_url, network.chain_id),
-                    usdc=network.usdc or "", trusted_judge=judge_address, recheck=judge.recheck)
-    typer.echo(f"wallet {wallet.address} serving on {settings.home}/wallet.sock", err=True)
-    serve(wallet, settings.home)

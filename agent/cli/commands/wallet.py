@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 import typer
 
-from agent.cli.common import cli_runtime, cli_settings, emit_json, fail, out, usdc
+from agent.cli.common import cli_runtime, cli_settings, emit_json, err, fail, out, usdc
+from chain import devnet as _devnet
 
 __all__ = ["wallet_app"]
 
@@ -69,3 +71,32 @@ def _facts(data: dict[str, Any], as_json: bool) -> None:
         for k, v in data.items():
             out.print(f"{k:10} {v}", highlight=False)
 
+
+@wallet_app.command("serve")
+def wallet_serve() -> None:
+    """Run the wallet as its own process on NIB_HOME/wallet.sock, holding the key."""
+    from agent.cli.runtime import resolve_network
+    from chain.client import ChainClient
+    from judge.service import JudgeClient
+    from wallet.keystore import DEVNET_PASSPHRASE, Keystore, default_keystore_path
+    from wallet.service import serve
+    from wallet.signer import Wallet
+
+    settings = cli_settings()
+    network = resolve_network(settings, _devnet.status(settings.home))
+    judge_url, judge_address = os.environ.get("NIB_JUDGE_URL"), os.environ.get("NIB_JUDGE_ADDRESS")
+    if not judge_url or not judge_address:
+        fail("the wallet service re-checks every verdict with the judge; expected NIB_JUDGE_URL "
+             "and NIB_JUDGE_ADDRESS. Fix: start both with `nib services up`.")
+    ks = Keystore(default_keystore_path(settings.home))
+    secret = os.environ.get("NIB_WALLET_PASSWORD") or (
+        DEVNET_PASSPHRASE if network.is_devnet else None
+    )
+    key = ks.unlock(secret, chain_id=network.chain_id)
+    judge = JudgeClient(judge_url, trusted_judge=judge_address,
+                        token=os.environ.get("NIB_JUDGE_TOKEN"), timeout_s=10)
+    wallet = Wallet(key, db_path=settings.database,
+                    chain=ChainClient(network.rpc_url, network.chain_id),
+                    usdc=network.usdc or "", trusted_judge=judge_address, recheck=judge.recheck)
+    err.print(f"wallet {wallet.address} serving on {settings.home}/wallet.sock", highlight=False)
+    serve(wallet, settings.home)
