@@ -101,7 +101,7 @@ def paywall_for(
     return explicit or settings.paywall_url or (devnet_info.paywall_url if devnet_info else None)
 
 
-def _audit_into(store: RunStore) -> Callable[[str, dict[str, Any]], None]:
+def audit_into(store: RunStore) -> Callable[[str, dict[str, Any]], None]:
     """Wallet refusals and settlements join the run's own audit trail."""
 
     def emit(type_: str, data: dict[str, Any]) -> None:
@@ -300,7 +300,7 @@ def build_runtime(
         usdc=network.usdc,
         trusted_judge=trusted,
         recheck=judge.recheck,
-        emit=_audit_into(store),
+        emit=audit_into(store),
         eth_price_usdc=settings.eth_price_usdc,
     )
     return Runtime(settings, network, chain, store, wallet, judge, registry, chosen, paywall, devnet_info,

@@ -58,7 +58,7 @@ def wallet_address(as_json: bool = typer.Option(False, "--json")) -> None:
 def wallet_balance(as_json: bool = typer.Option(False, "--json")) -> None:
     """Live USDC and ETH balances of the wallet on the configured network."""
     rt = cli_runtime(cli_settings())
-    atomic = rt.wallet.balance()
+    atomic = rt.chain.token_balance(rt.network.usdc, rt.wallet.address)
     eth = rt.chain.eth_balance(rt.wallet.address)
     _facts({"address": rt.wallet.address, "network": rt.network.name, "chain_id": rt.network.chain_id,
             "usdc_atomic": atomic, "usdc": usdc(atomic), "eth_wei": eth}, as_json)
@@ -75,7 +75,8 @@ def _facts(data: dict[str, Any], as_json: bool) -> None:
 @wallet_app.command("serve")
 def wallet_serve() -> None:
     """Run the wallet as its own process on NIB_HOME/wallet.sock, holding the key."""
-    from agent.cli.runtime import resolve_network
+    from agent.cli.runtime import audit_into, resolve_network
+    from agent.store import RunStore
     from chain.client import ChainClient
     from judge.service import JudgeClient
     from wallet.keystore import DEVNET_PASSPHRASE, Keystore, default_keystore_path
@@ -95,8 +96,11 @@ def wallet_serve() -> None:
     key = ks.unlock(secret, chain_id=network.chain_id)
     judge = JudgeClient(judge_url, trusted_judge=judge_address,
                         token=os.environ.get("NIB_JUDGE_TOKEN"), timeout_s=10)
+    # Its refusals and settlements join the runs' audit trail, as in-process.
     wallet = Wallet(key, db_path=settings.database,
                     chain=ChainClient(network.rpc_url, network.chain_id),
-                    usdc=network.usdc or "", trusted_judge=judge_address, recheck=judge.recheck)
+                    usdc=network.usdc or "", trusted_judge=judge_address, recheck=judge.recheck,
+                    emit=audit_into(RunStore(settings.database)),
+                    eth_price_usdc=settings.eth_price_usdc)
     err.print(f"wallet {wallet.address} serving on {settings.home}/wallet.sock", highlight=False)
     serve(wallet, settings.home)
