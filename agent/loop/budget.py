@@ -19,6 +19,7 @@ from agent.models.base import Purpose
 from agent.seams import SpendView
 from agent.tools.base import Quote
 from chain.money import DEFAULT_ETH_PRICE_USDC, format_usdc, gas_to_usdc
+from wallet.errors import WalletUnreachable
 
 __all__ = ["BudgetGate"]
 
@@ -149,14 +150,20 @@ class BudgetGate:
         """
         state = self.run.state
         meter = self._meter()
+        ours = SpendSummary(
+            usdc_atomic=state.spend_usdc,
+            gas_wei=state.gas_wei,
+            usdc_display=format_usdc(state.spend_usdc),
+            settled_atomic=state.spend_usdc,
+        )
         if meter is None:
-            return SpendSummary(
-                usdc_atomic=state.spend_usdc,
-                gas_wei=state.gas_wei,
-                usdc_display=format_usdc(state.spend_usdc),
-                settled_atomic=state.spend_usdc,
-            )
-        usage = meter.usage(state.run_id)
+            return ours
+        try:
+            usage = meter.usage(state.run_id)
+        except WalletUnreachable:
+            # The wallet service is gone (the run stops with wallet-unreachable): report
+            # what this run saw settle; `nib audit` reads the ledger once it is back.
+            return ours
         total = usage.settled + usage.reserved
         return SpendSummary(
             usdc_atomic=total,

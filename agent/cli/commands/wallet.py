@@ -75,8 +75,7 @@ def _facts(data: dict[str, Any], as_json: bool) -> None:
 @wallet_app.command("serve")
 def wallet_serve() -> None:
     """Run the wallet as its own process on NIB_HOME/wallet.sock, holding the key."""
-    from agent.cli.runtime import audit_into, resolve_network
-    from agent.store import RunStore
+    from agent.cli.runtime import resolve_network
     from chain.client import ChainClient
     from judge.service import JudgeClient
     from wallet.keystore import DEVNET_PASSPHRASE, Keystore, default_keystore_path
@@ -96,11 +95,11 @@ def wallet_serve() -> None:
     key = ks.unlock(secret, chain_id=network.chain_id)
     judge = JudgeClient(judge_url, trusted_judge=judge_address,
                         token=os.environ.get("NIB_JUDGE_TOKEN"), timeout_s=10)
-    # Its refusals and settlements join the runs' audit trail, as in-process.
+    # No audit events into the runs' table from here: its per-run sequence belongs to the
+    # agent process (two writers collide); the service's record is the wallet's ledger.
     wallet = Wallet(key, db_path=settings.database,
                     chain=ChainClient(network.rpc_url, network.chain_id),
                     usdc=network.usdc or "", trusted_judge=judge_address, recheck=judge.recheck,
-                    emit=audit_into(RunStore(settings.database)),
                     eth_price_usdc=settings.eth_price_usdc)
     err.print(f"wallet {wallet.address} serving on {settings.home}/wallet.sock", highlight=False)
     serve(wallet, settings.home)
