@@ -58,7 +58,7 @@ def wallet_address(as_json: bool = typer.Option(False, "--json")) -> None:
 def wallet_balance(as_json: bool = typer.Option(False, "--json")) -> None:
     """Live USDC and ETH balances of the wallet on the configured network."""
     rt = cli_runtime(cli_settings())
-    atomic = rt.chain.token_balance(rt.network.usdc, rt.wallet.address)
+    atomic = rt.chain.token_balance(rt.network.usdc or "", rt.wallet.address)
     eth = rt.chain.eth_balance(rt.wallet.address)
     _facts({"address": rt.wallet.address, "network": rt.network.name, "chain_id": rt.network.chain_id,
             "usdc_atomic": atomic, "usdc": usdc(atomic), "eth_wei": eth}, as_json)
