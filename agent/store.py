@@ -3,7 +3,8 @@
 Lives in nib's database (the shared SQLite file, or PostgreSQL when ``NIB_DATABASE_URL``
 is set). The agent owns ``agent_runs``, ``agent_events`` (run_id, seq, type, data JSON,
 ts), ``agent_lessons`` and ``agent_paused`` (a paused run's whole state as JSON, so
-another process resumes it); versioned by the ``agent`` migrations below.
+another process resumes it) and ``agent_queue`` (tasks for workers, see agent.queue);
+versioned by the ``agent`` migrations below.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from typing import Any
 
 from storage import Database, Location, Migration, migrate, open_database
 
-__all__ = ["EVENT_TYPES", "MIGRATIONS", "RunStore", "ensure_tables"]
+__all__ = ["EVENT_TYPES", "MIGRATIONS", "QUEUE", "RunStore", "ensure_tables"]
+
+#: The work queue's table (agent.queue reads and writes it).
+QUEUE = "agent_queue"
 
 #: Event types the loop writes (``data`` is JSON; never key material). Tools and packages
 #: add their own namespaced types through ``ToolContext.emit`` (``tool.transfer``, ...).
@@ -46,6 +50,7 @@ EVENT_TYPES: dict[str, str] = {
     "synthesis.skipped": "no model synthesis (budget or outage): the evidence backstop answers",
     "judge.outcome.error": "recording a paid call's outcome for calibration failed (advisory)",
     "stop": "the run stopped: reason, finished, steps, spend, tokens",
+    "worker.recovered": "the run's worker died; its money state was recovered (by whom, what)",
 }
 
 
@@ -74,6 +79,18 @@ MIGRATIONS: list[Migration] = [
         2,
         "runs indexed by start time (nib runs and nib report read the newest page)",
         ("CREATE INDEX IF NOT EXISTS idx_agent_runs_started ON agent_runs (started_at)",),
+    ),
+    Migration(
+        3,
+        "the work queue (nib submit / nib worker)",
+        (
+            f"""CREATE TABLE IF NOT EXISTS {QUEUE} (
+                id TEXT PRIMARY KEY, task TEXT NOT NULL, max_spend {{int}}, status TEXT NOT NULL,
+                worker TEXT, attempts {{int}} NOT NULL DEFAULT 0, lease_until {{real}},
+                created_at {{real}} NOT NULL, started_at {{real}}, ended_at {{real}},
+                stop_reason TEXT, note TEXT NOT NULL DEFAULT '')""",
+            f"CREATE INDEX IF NOT EXISTS idx_{QUEUE}_status ON {QUEUE} (status, created_at)",
+        ),
     ),
 ]
 

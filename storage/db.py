@@ -128,6 +128,11 @@ class Tx:
         """Run a DDL statement written with ``{int}``, ``{real}`` and ``{id}`` types."""
         self.execute(sql.format(**_DDL_TYPES[self.dialect]))
 
+    def skip_locked(self) -> str:
+        """The clause that makes a ``SELECT`` lock its rows and skip rows others hold
+        (PostgreSQL); empty on SQLite, whose write section already excludes other writers."""
+        return " FOR UPDATE SKIP LOCKED" if self.dialect == "postgres" else ""
+
     def columns(self, table: str) -> set[str]:
         """The column names ``table`` has now (empty when it does not exist)."""
         if self.dialect == "sqlite":
@@ -196,21 +201,23 @@ class Database:
     # ------------------------------------------------------------------ write sections
 
     @contextmanager
-    def transaction(self, lock: str = "nib") -> Iterator[Tx]:
+    def transaction(self, lock: str | None = "nib") -> Iterator[Tx]:
         """An atomic write section holding ``lock`` (see the module doc); rolled back on error.
 
-        Sections nest: an inner ``transaction()`` joins the outer one.
+        ``lock=None`` takes no named lock on PostgreSQL: the section locks only the rows it
+        selects ``FOR UPDATE`` (the queue's claims). Sections nest: an inner
+        ``transaction()`` joins the outer one.
         """
         with self.lock:
             if self._in_tx:
                 yield self._tx
                 return
-            if self.dialect == "postgres":
+            if self.dialect == "postgres" and lock is not None:
                 self._ensure_lock_row(lock)
             self._execute("BEGIN IMMEDIATE" if self.dialect == "sqlite" else "BEGIN", ())
             self._in_tx = True
             try:
-                if self.dialect == "postgres":
+                if self.dialect == "postgres" and lock is not None:
                     self._execute("SELECT name FROM nib_locks WHERE name = ? FOR UPDATE", (lock,))
                 yield self._tx
             except BaseException:

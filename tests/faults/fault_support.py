@@ -19,6 +19,7 @@ from web3 import Web3
 from agent.loop.limits import Limits
 from agent.loop.run import Deps
 from agent.models.base import Model
+from agent.models.scripted import ScriptedModel
 from agent.store import RunStore
 from agent.tools.base import Tool, ToolRegistry
 from agent.tools.registry_default import default_registry
@@ -32,6 +33,7 @@ from judge.records import VerdictRecords
 from judge.verdict import VerdictSigner
 from tests._support import ChainReadings
 from wallet.keystore import KeyHandle
+from wallet.meter import SpendMeter
 from wallet.signer import Wallet
 
 AGENT_ADDR = dev_account(AGENT).address
@@ -43,8 +45,37 @@ GAS = {"text": "gas stats", "kind": "gas_stats"}
 TRANSFERS = {"text": "transfer stats", "kind": "transfer_stats"}
 
 
+TIP = 10_000  # 0.01 USDC per direct transfer
+#: A task's cap. The judge values each of 2 checklist items at half of it, so every buy
+#: here has EV > 0 (p 0.5 x 0.5 USDC > 0.10 USDC).
+CAP_PER_TASK = 1_000_000
+RECEIPT = {"text": "transfer receipt", "kind": "transfer_receipt"}
+SEND = {"action": "call", "tool": "usdc_transfer", "args": {"to": SELLER_ADDR, "amount": TIP}}
+
+
 def pay(url: str) -> dict[str, Any]:
     return {"action": "call", "tool": "pay_http", "args": {"url": url}}
+
+
+def buyer_model(paywall_url: str, items: tuple[dict[str, Any], ...]) -> ScriptedModel:
+    """A model that buys whatever of ``items`` is still missing (a failed buy is retried:
+    the paywall's analytics over x402, a receipt by a direct transfer), then finishes."""
+    replies = {"checklist": checklist(*items), "replan": "go on", "synthesize": "done",
+               "lesson": "none"}
+
+    def reply(req: Any) -> Any:
+        missing = [i["kind"] for i in req.context.get("checklist", []) if not i["covered"]]
+        if req.purpose in replies:
+            return replies[req.purpose]
+        if "gas_stats" in missing:
+            return pay(paywall_url + "/analytics/gas")
+        if "transfer_stats" in missing:
+            return pay(paywall_url + "/analytics/transfers")
+        if "transfer_receipt" in missing:
+            return SEND
+        return {"action": "done"}
+
+    return ScriptedModel(reply)
 
 
 def checklist(*items: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +95,7 @@ class Agent(ChainReadings):
     wallet: Wallet
     store: RunStore
     client: ChainClient
-    db: Path
+    db: Path | str
     usdc: str
     start_block: int
     extra: dict[str, Any] = field(default_factory=dict)
@@ -72,7 +103,7 @@ class Agent(ChainReadings):
 
 
 def build_agent(
-    db: Path,
+    db: Path | str,
     rpc_url: str,
     usdc: str,
     model: Model,
@@ -83,6 +114,7 @@ def build_agent(
     limits: Limits | None = None,
     paywall_url: str | None = None,
     extras: dict[str, Any] | None = None,
+    treasury_cap: int | None = None,
 ) -> Agent:
     client = ChainClient(rpc_url, 31337)
     store = RunStore(db)
@@ -99,6 +131,7 @@ def build_agent(
         trusted_judge=JUDGE_ADDR,
         recheck=judge.recheck,
         emit=wallet_emit,
+        meter=SpendMeter(db, client, treasury_cap=treasury_cap),
     )
     registry = ToolRegistry(tools) if tools is not None else default_registry(paywall_url=paywall_url)
     deps = Deps(

@@ -9,50 +9,32 @@ from typing import Any
 import pytest
 from fault_support import (
     AGENT_ADDR,
+    CAP_PER_TASK,
     GAS,
     GAS_PRICE,
+    RECEIPT,
     SELLER_ADDR,
+    TIP,
     TRANSFERS,
     Agent,
     build_agent,
-    checklist,
-    pay,
+    buyer_model,
 )
 
 from agent.loop.limits import Limits
 from agent.loop.result import AgentResult
 from agent.loop.run import run_task
-from agent.models.scripted import ScriptedModel
 from chain.paywall.app import DEFAULT_PRICES, PaywallServer
 from wallet.reconcile import reconcile
 
 RUNS = 10
-TIP = 10_000  # 0.01 USDC per direct transfer
-RECEIPT = {"text": "transfer receipt", "kind": "transfer_receipt"}
-#: Each run's cap. The judge values each of 2 checklist items at CAP / 2, so every buy
-#: here has EV > 0 (p 0.5 x 0.5 USDC > 0.10 USDC).
-CAP = 1_000_000
-SEND = {"action": "call", "tool": "usdc_transfer", "args": {"to": SELLER_ADDR, "amount": TIP}}
-
-
-def _next(req: Any, url: str) -> dict[str, Any]:
-    """Buy whatever is still missing (a failed buy is retried), then finish."""
-    missing = [i["kind"] for i in req.context.get("checklist", []) if not i["covered"]]
-    if "gas_stats" in missing:
-        return pay(url + "/analytics/gas")
-    if "transfer_stats" in missing:
-        return pay(url + "/analytics/transfers")
-    if "transfer_receipt" in missing:
-        return SEND
-    return {"action": "done"}
+CAP = CAP_PER_TASK
 
 
 def run_concurrently(
     tmp_path: Any, chain: Any, paywall: PaywallServer, items: tuple[dict[str, Any], ...]
 ) -> tuple[Agent, list[AgentResult], tuple[int, int]]:
-    replies = {"checklist": checklist(*items), "replan": "go on", "synthesize": "done",
-               "lesson": "none"}
-    model = ScriptedModel(lambda req: replies.get(req.purpose) or _next(req, paywall.url))
+    model = buyer_model(paywall.url, items)
     agent = build_agent(
         tmp_path / "nib.db", chain.rpc_url, chain.usdc, model,
         allowlist=(paywall.url,), paywall_url=paywall.url,

