@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fault_support import AGENT_ADDR, CAP_PER_TASK, GAS_PRICE, SELLER_ADDR, TIP, poll
+from fault_support import AGENT_ADDR, CAP_PER_TASK, GAS_PRICE, SELLER_ADDR, TIP
 
 from agent.queue import TaskQueue
 from agent.store import RunStore
-from agent.worker import STOP_DIED_AFTER_PAYMENT
 from chain.client import ChainClient
 from chain.paywall.app import PaywallServer
 from tests._support import ChainReadings
