@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fault_support import AGENT_ADDR, CAP_PER_TASK, GAS_PRICE, SELLER_ADDR, TIP
+from fault_support import AGENT_ADDR, CAP_PER_TASK, GAS_PRICE, SELLER_ADDR, TIP, poll
 
 from agent.queue import TaskQueue
 from agent.store import RunStore
+from agent.worker import STOP_DIED_AFTER_PAYMENT
 from chain.client import ChainClient
 from chain.paywall.app import PaywallServer
 from tests._support import ChainReadings
@@ -101,7 +103,9 @@ def money_is_exact(location: str | Path, chain: Any, start: int,
     committed = sum(u.committed for u in usages)
     assert committed <= TREASURY, (committed, TREASURY)
     report = reconcile(location, client, chain.usdc, AGENT_ADDR, start + 1)
-    assert report.unmatched_onchain == () and report.unmatched_ledger == (), report.to_dict()
+    # Nothing left the wallet unaudited, nothing is still pending (failed rows moved no money).
+    assert report.unmatched_onchain == () and report.pending == (), report.to_dict()
+    assert all(r.status == "failed" for r in report.unmatched_ledger), report.to_dict()
     return {"onchain": onchain, "settled": len(settled), "committed": committed}
 
 
@@ -136,3 +140,44 @@ def test_four_workers_run_a_hundred_paid_tasks_on_one_wallet_and_one_cap(
     assert paid >= 20  # the treasury stopped the rest (below)
     refused = [t for t in tasks if t.status == "stopped"]
     assert refused, "the treasury cap never bound; lower TREASURY"
+
+
+@pytest.mark.slow
+def test_a_worker_killed_during_a_payment_is_recovered_with_the_money_right(
+    store_location: str | Path, chain: Any, paywall: PaywallServer, tmp_path: Path
+) -> None:
+    queue = TaskQueue(store_location, lease_s=LEASE_S)
+    ids = [queue.submit(f"Research task {i}; tip {SELLER_ADDR}.", max_spend=CAP_PER_TASK)
+           for i in range(5)]
+    client = ChainClient(chain.rpc_url, 31337)
+    start = client.block_number()
+    readings = Readings(store_location, client, chain.usdc, start)
+    before = readings.balance(AGENT_ADDR), readings.balance(SELLER_ADDR)
+    marker = tmp_path / "signed-then-hung"
+    doomed = spawn(store_location, chain, paywall, str(marker), concurrency=1)
+    try:
+        poll(marker.exists, timeout_s=120, what="the worker signing its transfer")
+    finally:
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait(timeout=10)
+    assert doomed.returncode == -signal.SIGKILL
+    dead = marker.read_text()
+    assert queue.get(dead).status == "running"  # as the dead worker left it
+    assert {r.status for r in readings.ledger(dead)} == {"settled", "signed"}
+    # Its lease runs out; a worker started afterwards recovers the task first, then runs
+    # the rest of the queue (a worker already running would recover it the same way).
+    poll(lambda: (queue.get(dead).lease_until or 0) < time.time(), timeout_s=10,
+         what="the dead worker's lease running out")
+    [summary] = wait_all([spawn(store_location, chain, paywall)], 300)
+    assert summary["recovered"] == [dead]
+    closed = queue.get(dead)
+    assert (closed.status, closed.stop_reason) == ("closed", STOP_DIED_AFTER_PAYMENT)
+    assert "failed 1 unbroadcast" in closed.note and "1 settled" in closed.note
+    rows = {r.kind: r for r in readings.ledger(dead)}
+    assert rows["x402"].status == "settled"  # bought once, never bought again
+    assert rows["transfer"].status == "failed" and "never broadcast" in rows["transfer"].note
+    others = [queue.get(i) for i in ids if i != dead]
+    assert all(t.status == "finished" for t in others), [(t.status, t.stop_reason) for t in others]
+    no_nonce_errors(RunStore(store_location), ids)
+    figures = money_is_exact(store_location, chain, start, before)
+    assert figures["onchain"] == 5 * GAS_PRICE + 4 * TIP
