@@ -104,6 +104,10 @@ class NibSettings(BaseSettings):
 
     home: Path = Field(default_factory=lambda: Path.home() / ".nib")
     db_path: Path | None = None
+    #: PostgreSQL for every store (``postgresql://user:pass@host/db``); unset: the SQLite file.
+    database_url: str | None = Field(default=None, repr=False)
+    #: One cap over every run this wallet pays for, atomic USDC (all workers); unset: none.
+    treasury_cap_usdc: int | None = Field(default=None, gt=0)
     profile: Profile | None = None
     network: str = "anvil"
     rpc_url: str | None = None
@@ -140,9 +144,10 @@ class NibSettings(BaseSettings):
         return (init_settings, env_settings, _TomlSource(settings_cls, data))
 
     @property
-    def database(self) -> Path:
-        """The shared SQLite file (``db_path`` or ``home/nib.db``)."""
-        return self.db_path or self.home / DB_FILE
+    def database(self) -> str | Path:
+        """Where every store lives: ``database_url`` (PostgreSQL) when set, else the shared
+        SQLite file (``db_path`` or ``home/nib.db``)."""
+        return self.database_url or self.db_path or self.home / DB_FILE
 
     def resolve_limits(
         self, *, model_local: bool, profile: str | None = None, **flags: Any

@@ -34,6 +34,7 @@ from chain.networks import Network, custom_network, get_network
 
 if TYPE_CHECKING:
     from judge.jev import Judge
+    from wallet.meter import SpendMeter
     from wallet.signer import Wallet
 
 JUDGE_KEY_FILE = "judge-key.json"
@@ -56,7 +57,8 @@ class Runtime:
     extras: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def db_path(self) -> Path:
+    def db_path(self) -> str | Path:
+        """Where the stores live: a SQLite file, or a PostgreSQL URL."""
         return self.settings.database
 
     def deps(
@@ -240,6 +242,7 @@ def build_runtime(
     from agent.models.factory import model_from_config
     from agent.tools.registry_default import default_registry
     from wallet.keystore import DEVNET_PASSPHRASE, Keystore, default_keystore_path
+    from wallet.meter import SpendMeter
     from wallet.signer import Wallet
 
     settings = settings or load_settings()
@@ -296,6 +299,7 @@ def build_runtime(
     wallet = Wallet(
         key,
         db_path=settings.database,
+        meter=SpendMeter(settings.database, chain, treasury_cap=settings.treasury_cap_usdc),
         chain=chain,
         usdc=network.usdc,
         trusted_judge=trusted,

@@ -213,10 +213,12 @@ def runs_cmd(as_json: bool = typer.Option(False, "--json"), limit: int = typer.O
 @app.command("show")
 def show_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """One run's trace as a timeline: proposals, gates, verdicts, calls, observations, spend."""
+    from storage import describe
+
     store = run_store()
     row = store.run(run_id)
     if row is None:
-        fail(f"no run {run_id!r} in {cli_settings().database}; expected an id from `nib runs`. Fix: run `nib runs`.")
+        fail(f"no run {run_id!r} in {describe(cli_settings().database)}; expected an id from `nib runs`. Fix: run `nib runs`.")
     events = store.events(run_id)
     if as_json:
         emit_json({"run": {**row, "result": _result_of(row)}, "events": events})
