@@ -1,4 +1,5 @@
-"""The ``nib`` command line: devnet, wallet, judge, run, runs, show, audit, approve, report, eval.
+"""The ``nib`` command line: devnet, wallet, judge, run, runs, show, audit, approve, report,
+eval, submit, worker.
 
 Each command group lives in its own module under ``agent/cli/commands/``; this module
 assembles them into one ``nib`` and maps errors to exit codes: 0 finished, 1 stopped
@@ -12,7 +13,7 @@ import sys
 
 import typer
 
-from agent.cli.commands import audit, devnet, judge, report, runs, wallet
+from agent.cli.commands import audit, devnet, judge, queue, report, runs, wallet
 from agent.cli.common import EXIT_BAD_INPUT, EXIT_FINISHED, EXIT_STOPPED, BadInput, err
 from agent.cli.services import services_app
 
@@ -25,6 +26,7 @@ app = typer.Typer(
 )
 app.add_typer(runs.app)
 app.add_typer(report.app)
+app.add_typer(queue.app)
 app.add_typer(devnet.devnet_app, name="devnet")
 app.add_typer(wallet.wallet_app, name="wallet")
 app.add_typer(judge.judge_app, name="judge")

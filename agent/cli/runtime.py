@@ -34,7 +34,6 @@ from chain.networks import Network, custom_network, get_network
 
 if TYPE_CHECKING:
     from judge.jev import Judge
-    from wallet.meter import SpendMeter
     from wallet.signer import Wallet
 
 JUDGE_KEY_FILE = "judge-key.json"

@@ -111,7 +111,7 @@ def run_cmd(
         task = DEMO_TASK
     if not task.strip():
         fail('the task is empty; expected a research question. Fix: nib run "What is the base fee?"')
-    cap = _parse_usdc(max_spend) if max_spend else None
+    cap = parse_usdc(max_spend) if max_spend else None
     settings = cli_settings(network=network, model=model, profile=profile)
     rt = cli_runtime(settings)
     _, limits = settings.resolve_limits(
@@ -135,7 +135,7 @@ def run_cmd(
     raise typer.Exit(_print_result(result, as_json))
 
 
-def _parse_usdc(text: str) -> int:
+def parse_usdc(text: str) -> int:
     from decimal import Decimal, InvalidOperation
 
     try:
@@ -183,30 +183,44 @@ def _result_of(row: dict[str, Any]) -> dict[str, Any]:
 
 @app.command("runs")
 def runs_cmd(as_json: bool = typer.Option(False, "--json"), limit: int = typer.Option(50)) -> None:
-    """One row per run: id, task, stop reason, steps, spend, tokens, elapsed."""
+    """One row per run or queued task: id, task, status, worker, stop reason, steps, spend."""
     from rich.table import Table
 
+    from agent.queue import TaskQueue
+
+    store = run_store()
+    queued = {t.id: t for t in TaskQueue(store.db).tasks(limit=limit)}
     rows = []
-    for row in run_store().runs(limit=limit):
+    for row in store.runs(limit=limit):
         res = _result_of(row)
         spend = res.get("spend") or {}
         tokens = res.get("tokens") or {}
+        task = queued.pop(row["run_id"], None)
         rows.append({
-            "run_id": row["run_id"], "task": row.get("task"), "status": row.get("status"),
-            "stop_reason": res.get("stop_reason") or row.get("stop_reason"),
+            "run_id": row["run_id"], "task": row.get("task"),
+            "status": task.status if task else row.get("status"),
+            "worker": task.worker if task else None,
+            "stop_reason": res.get("stop_reason") or row.get("stop_reason")
+            or (task.stop_reason if task else None),
             "steps": res.get("steps"), "spend_usdc_atomic": spend.get("usdc_atomic", 0),
             "gas_wei": spend.get("gas_wei", 0),
             "tokens": int(tokens.get("input", 0) or 0) + int(tokens.get("output", 0) or 0),
             "elapsed_s": res.get("elapsed_s"), "started_at": row.get("started_at"),
         })
+    for task in queued.values():  # not started yet, or closed before its run began
+        rows.append({
+            "run_id": task.id, "task": task.task, "status": task.status, "worker": task.worker,
+            "stop_reason": task.stop_reason, "steps": None, "spend_usdc_atomic": 0,
+            "gas_wei": 0, "tokens": 0, "elapsed_s": None, "started_at": task.started_at,
+        })
     if as_json:
         emit_json(rows)
         return
-    table = Table("run", "task", "stop", "steps", "spend", "tokens", "elapsed")
+    table = Table("run", "task", "status", "worker", "stop", "steps", "spend", "tokens", "elapsed")
     for r in rows:
-        table.add_row(r["run_id"], short(r["task"], 48), str(r["stop_reason"] or r["status"]),
-                      str(r["steps"] or 0), usdc(r["spend_usdc_atomic"]), str(r["tokens"]),
-                      f"{r['elapsed_s'] or 0:.1f}s")
+        table.add_row(r["run_id"], short(r["task"], 40), str(r["status"]), str(r["worker"] or "-"),
+                      str(r["stop_reason"] or "-"), str(r["steps"] or 0),
+                      usdc(r["spend_usdc_atomic"]), str(r["tokens"]), f"{r['elapsed_s'] or 0:.1f}s")
     out.print(table)
 
 
