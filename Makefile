@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 export NIB_HOME ?= $(CURDIR)/.nib
 export NIB_WALLET_PASSWORD ?= nib-devnet
 
-.PHONY: setup run test lint typecheck pytest bench clean demo-down setup-local-model
+.PHONY: setup postgres run test lint typecheck pytest bench clean demo-down setup-local-model
 
 CHROMIUM := /usr/bin/chromium
 
@@ -23,6 +23,14 @@ $(CHROMIUM):
 	@command -v chromium >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+# The PostgreSQL tests and the workers benchmark start a throwaway cluster from Debian's
+# postgresql server binaries; installed when missing. Test and bench set-up only: `make run`
+# uses the embedded SQLite file and never needs it.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -72,10 +80,10 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
-pytest: setup setup-local-model
+pytest: setup setup-local-model postgres
 	$(VENV)/bin/pytest -q -p no:cacheprovider
 
-bench: setup
+bench: setup postgres
 	$(PY) -m bench
 
 demo-down: setup

@@ -44,11 +44,14 @@ BENCHMARKS = (
     "services",
     "context_tokens",
     "throughput",
+    "workers",
 )
 #: Table order: like-for-like comparisons with a real peer first, then ratios against a
 #: physical limit of this machine, then our own before/after figures, failures last.
 KINDS = ("peer", "limit", "budget", "own", "failed")
-_NEEDS_DEVNET = frozenset({"x402_latency", "services", "context_tokens", "throughput"})
+_NEEDS_DEVNET = frozenset(
+    {"x402_latency", "services", "context_tokens", "throughput", "workers"}
+)
 #: Command-line flags for modules that are run as scripts (no ``run()`` to import).
 _SCRIPT_ARGS: dict[str, dict[bool, list[str]]] = {
     "loop_overhead": {True: ["--runs", "3"], False: []},

@@ -93,6 +93,32 @@ class Runtime:
             on_event=on_event,
         )
 
+    def worker(self, *, concurrency: int = 1, lease_s: float = 30.0, poll_s: float = 0.25) -> Any:
+        """A queue worker that runs tasks with this runtime (what ``nib worker`` runs).
+
+        Each task gets the configured limits with its own ``max_spend`` as the spend cap;
+        a dead worker's runs are recovered through this runtime's wallet.
+        """
+        from agent.loop.run import run_task
+        from agent.queue import QueuedTask, TaskQueue
+        from agent.worker import Worker
+        from wallet.recovery import recover_run
+
+        async def execute(task: QueuedTask) -> Any:
+            _, limits = self.settings.resolve_limits(
+                model_local=bool(getattr(self.model, "local", False)),
+                spend_cap_usdc=task.max_spend,
+            )
+            return await run_task(task.task, self.deps(limits=limits), run_id=task.id)
+
+        def recover(task: QueuedTask) -> Any:
+            return recover_run(self.wallet, task.id, task.worker or "", f"worker {task.worker} died")
+
+        return Worker(
+            TaskQueue(self.store.db, lease_s=lease_s), execute, recover,
+            store=self.store, concurrency=concurrency, poll_s=poll_s,
+        )
+
 
 def paywall_for(
     explicit: str | None, settings: NibSettings, devnet_info: _devnet.DevnetInfo | None

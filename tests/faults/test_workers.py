@@ -38,7 +38,9 @@ WORKERS, TASKS_EACH = 4, 25
 #: gas they burn (metered at the meter's default rate, so it depends on the base fee):
 #: it binds whatever the gas costs, and leaves room for at least twenty full tasks.
 TREASURY = 80 * (GAS_PRICE + TIP)
-LEASE_S = 2.0
+#: Short enough to keep the kill test quick, long enough that a live worker's renewals
+#: (every third of it) arrive on a loaded two-core machine.
+LEASE_S = 8.0
 
 
 class Readings(ChainReadings):
@@ -81,7 +83,9 @@ def money_is_exact(location: str | Path, chain: Any, start: int,
     rows = readings.ledger()
     logs = readings.transfers_from_agent()
     settled = [r for r in rows if r.status == "settled"]
-    assert {r.status for r in rows} <= {"settled", "released", "failed"}, rows
+    pending = [(r.run_id, r.kind, r.note, RunStore(location).events(r.run_id, "tool.call"))
+               for r in rows if r.status not in ("settled", "released", "failed")]
+    assert not pending, pending
     onchain = sum(t.value for t in logs)
     assert len(logs) == len(settled) and onchain == sum(r.amount for r in settled)
     assert readings.balance(AGENT_ADDR) == before[0] - onchain
@@ -166,7 +170,7 @@ def test_a_worker_killed_during_a_payment_is_recovered_with_the_money_right(
     assert {r.status for r in readings.ledger(dead)} == {"settled", "signed"}
     # Its lease runs out; a worker started afterwards recovers the task first, then runs
     # the rest of the queue (a worker already running would recover it the same way).
-    poll(lambda: (queue.get(dead).lease_until or 0) < time.time(), timeout_s=10,
+    poll(lambda: (queue.get(dead).lease_until or 0) < time.time(), timeout_s=LEASE_S + 10,
          what="the dead worker's lease running out")
     [summary] = wait_all([spawn(store_location, chain, paywall)], 300)
     assert summary["recovered"] == [dead]

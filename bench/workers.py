@@ -1,0 +1,108 @@
+"""Paid tasks/s from N worker processes on PostgreSQL vs one process on SQLite.
+
+Ours: 1, 2 and 4 ``nib worker`` processes (the real composition: offline planner,
+in-process judge, verdict-gated wallet, x402 buyer; bench/_worker.py) draining one queue
+of paid research tasks (the demo task: one x402 purchase each) on a throwaway PostgreSQL
+cluster. Peer: the embedded default, one worker process on a SQLite file, same tasks,
+same devnet. Each side starts from the same chain baseline. Throughput is tasks / (last
+task's end - first task's start), read from the queue's own timestamps, so process
+start-up (imports, keystore unlock) is not counted. Every task must have paid exactly
+once, or the benchmark fails.
+
+``python -m bench.workers [--quick]``
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench._util import BenchEnv, bench_main, fmt_ratio
+
+__all__ = ["main", "report", "run"]
+
+NAME = "paid tasks/s (worker processes)"
+REPO = Path(__file__).resolve().parent.parent
+_TIMEOUT_S = 900
+
+
+def _side(env: BenchEnv, location: str | Path, workers: int, tasks: int, label: str) -> float:
+    from agent.cli.app import DEMO_TASK
+    from agent.queue import TaskQueue
+    from wallet.keystore import DEVNET_PASSPHRASE, ensure_devnet_wallet
+    from wallet.ledger import Ledger
+
+    env.reset_chain()
+    home = env.tmp / f"home-{label}"
+    # One keystore, made before the workers share it (they unlock it with the default).
+    ensure_devnet_wallet(home, DEVNET_PASSPHRASE)
+    queue = TaskQueue(location)
+    ids = [queue.submit(DEMO_TASK) for _ in range(tasks)]
+    child_env = {k: v for k, v in os.environ.items()
+                 if not k.startswith(("NIB_MODEL", "NIB_DATABASE", "NIB_WALLET", "NIB_JUDGE"))}
+    child_env["PYTHONPATH"] = str(REPO)
+    args = [str(location), env.rpc_url, env.usdc, env.paywall_url, str(home)]
+    procs = [subprocess.Popen([sys.executable, "-m", "bench._worker", *args], cwd=REPO,
+                              env=child_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(workers)]
+    deadline = time.monotonic() + _TIMEOUT_S
+    for p in procs:
+        _, stderr = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        if p.returncode != 0:
+            raise RuntimeError(f"{label}: a worker exited {p.returncode}: {stderr[-800:]}")
+    done = [queue.get(i) for i in ids]
+    unfinished = [(t.id, t.status, t.stop_reason) for t in done if t.status != "finished"]
+    settled = [r for r in Ledger(location).rows() if r.status == "settled"]
+    if unfinished or len(settled) != tasks or len({r.run_id for r in settled}) != tasks:
+        raise RuntimeError(
+            f"{label}: expected {tasks} tasks each paid once; unfinished {unfinished[:3]}, "
+            f"{len(settled)} settled payments"
+        )
+    start = min(t.started_at or 0.0 for t in done)
+    end = max(t.ended_at or 0.0 for t in done)
+    return tasks / (end - start)
+
+
+def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
+    from storage.cluster import TempCluster
+
+    if env is None:
+        with BenchEnv() as own:
+            return run(quick, own)
+    tasks = 8 if quick else 24
+    rates: dict[str, float] = {}
+    rates["sqlite x1"] = _side(env, env.tmp / "workers.db", 1, tasks, "sqlite-1")
+    with TempCluster() as cluster:
+        for n in (1, 2, 4):
+            url = cluster.create_database(f"bench_workers_{n}")
+            rates[f"postgres x{n}"] = _side(env, url, n, tasks, f"postgres-{n}")
+    peer = rates["sqlite x1"]
+    details = [f"{label:<12} {rate:6.2f} paid tasks/s  ({fmt_ratio(rate / peer)} SQLite x1)"
+               for label, rate in rates.items()]
+    return {
+        "benchmark": NAME,
+        "kind": "own",
+        "ours": f"{rates['postgres x4']:.2f} tasks/s (4 workers, PostgreSQL)",
+        "peer": f"{peer:.2f} tasks/s (1 process, SQLite)",
+        "ratio": rates["postgres x4"] / peer,
+        "notes": (f"{tasks} demo tasks (one x402 purchase each) per side on one devnet; "
+                  "workers x1/x2/x4 on PostgreSQL vs one SQLite process; see details."),
+        "details": details,
+        "rates": rates,
+    }
+
+
+def report(result: dict[str, Any]) -> str:
+    return "\n".join([f"{NAME}: {result['notes']}", *result["details"]])
+
+
+def main(argv: list[str] | None = None) -> int:
+    return bench_main("python -m bench.workers", __doc__, run, report, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
