@@ -1,59 +1,38 @@
-"""The judge's handle on the shared SQLite file: one connection, WAL, atomic sections.
+"""The judge's handle on nib's database (SQLite or PostgreSQL, through ``storage``).
 
-The same shape as the wallet's and the agent's store helpers (connect, then
-``BEGIN IMMEDIATE`` sections under a process-local lock), kept here because the judge
-imports nothing of nib's; a second storage backend ports all three the same way.
+Write sections hold the ``judge`` lock: ``BEGIN IMMEDIATE`` on SQLite, the judge's row
+of ``nib_locks`` on PostgreSQL (see ``storage.db``), so a verdict is consumed once even
+when several judge processes share one database.
 """
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-import sqlite_utils
+from storage import Database, Location, Tx, open_database
 
-
-def connect(path: str | Path) -> sqlite_utils.Database:
-    """Open ``path`` (or ``":memory:"``) the way every nib package does."""
-    if str(path) != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False)
-    if str(path) != ":memory:":
-        conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA busy_timeout=30000")
-    return sqlite_utils.Database(conn)
+#: The lock every judge write section holds.
+LOCK = "judge"
 
 
 class Store:
-    """One connection plus the lock that makes sections atomic across threads."""
+    """The judge's database handle (``None``: an in-memory SQLite database, for tests)."""
 
-    def __init__(self, db: str | Path | sqlite_utils.Database | None = None) -> None:
-        self.db = db if isinstance(db, sqlite_utils.Database) else connect(db or ":memory:")
-        self.lock = threading.RLock()
-
-    @property
-    def conn(self) -> sqlite3.Connection:
-        return self.db.conn
+    def __init__(self, db: Location | Database | None = None) -> None:
+        self.db = open_database(db or ":memory:")
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """An exclusive write section: ``BEGIN IMMEDIATE`` ... ``COMMIT`` (rollback on error)."""
-        with self.lock:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.conn
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
-            self.conn.execute("COMMIT")
+    def transaction(self) -> Iterator[Tx]:
+        """An atomic write section holding the judge lock (rollback on error)."""
+        with self.db.transaction(lock=LOCK) as tx:
+            yield tx
 
     def query(self, sql: str, params: tuple[object, ...] = ()) -> list[dict[str, Any]]:
         """Rows of ``sql`` as plain dicts (column -> value)."""
-        with self.lock:
-            cur = self.conn.execute(sql, params)
-            cols = [c[0] for c in cur.description]
-            return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+        return self.db.query(sql, params)
+
+    def execute(self, sql: str, params: tuple[object, ...] = ()) -> int:
+        """One statement, committed on its own; returns the rows it changed."""
+        return self.db.execute(sql, params)

@@ -13,14 +13,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
-
-import sqlite_utils
 
 from judge._store import Store
 from judge.errors import OutcomeRefused, VerdictConsumed, VerdictRevoked, VerdictUnknown
 from judge.verdict import Verdict
+from storage import Database, Location, Migration, migrate
 
 VERDICTS = "judge_verdicts"
 OUTCOMES_TAKEN = "judge_verdict_outcomes"
@@ -57,38 +55,45 @@ class VerdictRecord:
     revoked_at: float | None
 
 
-def ensure_tables(db: sqlite_utils.Database) -> None:
-    """Create the judge's verdict tables if missing (idempotent)."""
-    db.execute(
-        f"""CREATE TABLE IF NOT EXISTS {VERDICTS} (
-            id TEXT PRIMARY KEY,
-            decision TEXT NOT NULL,
-            subject TEXT NOT NULL,
-            task_id TEXT NOT NULL DEFAULT '',
-            payload_fingerprint TEXT,
-            amount INTEGER NOT NULL,
-            asset TEXT NOT NULL,
-            recipient TEXT NOT NULL,
-            chain_id INTEGER NOT NULL,
-            p TEXT NOT NULL,
-            facts TEXT NOT NULL DEFAULT '',
-            issued_at INTEGER NOT NULL,
-            expires_at INTEGER NOT NULL,
-            consumed_at REAL,
-            revoked_at REAL
-        )"""
-    )
-    # committed() sums a task's approvals on every decision for that task: by index, not
-    # by a scan of every verdict ever issued.
-    db.execute(f"CREATE INDEX IF NOT EXISTS idx_{VERDICTS}_task ON {VERDICTS}(task_id)")
-    db.execute(
-        f"""CREATE TABLE IF NOT EXISTS {OUTCOMES_TAKEN} (
-            verdict_id TEXT NOT NULL,
-            fact_kind TEXT NOT NULL,
-            taken_at REAL NOT NULL,
-            PRIMARY KEY (verdict_id, fact_kind)
-        )"""
-    )
+MIGRATIONS: list[Migration] = [
+    Migration(
+        1,
+        "verdicts issued and their consumption; outcomes taken per (verdict, fact kind)",
+        (
+            f"""CREATE TABLE IF NOT EXISTS {VERDICTS} (
+                id TEXT PRIMARY KEY,
+                decision TEXT NOT NULL,
+                subject TEXT NOT NULL,
+                task_id TEXT NOT NULL DEFAULT '',
+                payload_fingerprint TEXT,
+                amount {{int}} NOT NULL,
+                asset TEXT NOT NULL,
+                recipient TEXT NOT NULL,
+                chain_id {{int}} NOT NULL,
+                p TEXT NOT NULL,
+                facts TEXT NOT NULL DEFAULT '',
+                issued_at {{int}} NOT NULL,
+                expires_at {{int}} NOT NULL,
+                consumed_at {{real}},
+                revoked_at {{real}}
+            )""",
+            # committed() sums a task's approvals on every decision for that task: by
+            # index, not by a scan of every verdict ever issued.
+            f"CREATE INDEX IF NOT EXISTS idx_{VERDICTS}_task ON {VERDICTS}(task_id)",
+            f"""CREATE TABLE IF NOT EXISTS {OUTCOMES_TAKEN} (
+                verdict_id TEXT NOT NULL,
+                fact_kind TEXT NOT NULL,
+                taken_at {{real}} NOT NULL,
+                PRIMARY KEY (verdict_id, fact_kind)
+            )""",
+        ),
+    ),
+]
+
+
+def ensure_tables(db: Database) -> None:
+    """Bring the judge's verdict tables to the newest schema version (idempotent)."""
+    migrate(db, "judge.records", MIGRATIONS)
 
 
 def _record(row: dict[str, object]) -> VerdictRecord:
@@ -113,22 +118,21 @@ def _record(row: dict[str, object]) -> VerdictRecord:
 
 
 class VerdictRecords:
-    """The judge's table of issued verdicts, in the nib SQLite file or in memory.
+    """The judge's table of issued verdicts, in nib's database or in memory.
 
-    ``db`` is a path, an open ``sqlite_utils.Database``, or ``None`` for memory (tests;
-    single use then holds only within this process).
+    ``db`` is a SQLite path, a ``postgresql://`` URL, an open ``storage.Database``, or
+    ``None`` for memory (tests; single use then holds only within this process).
     """
 
     def __init__(
         self,
-        db: str | Path | sqlite_utils.Database | None = None,
+        db: Location | Database | None = None,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = Store(db)
         self._clock = clock
-        with self._store.lock:
-            ensure_tables(self._store.db)
+        ensure_tables(self._store.db)
 
     def issued(
         self, verdict: Verdict, *, subject: str, facts: tuple[str, ...] = (), task_id: str = ""
@@ -139,28 +143,27 @@ class VerdictRecords:
         one); ``facts`` the fact keys the call could cover.
         """
         # One statement on an autocommit connection is its own atomic transaction: no
-        # BEGIN IMMEDIATE / COMMIT round (two more statements on every decision).
-        with self._store.lock:
-            self._store.conn.execute(
-                f"INSERT INTO {VERDICTS} (id, decision, subject, task_id, payload_fingerprint, "
-                "amount, asset, recipient, chain_id, p, facts, issued_at, expires_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    verdict.id,
-                    verdict.decision,
-                    subject,
-                    task_id,
-                    verdict.payload_fingerprint,
-                    verdict.amount,
-                    verdict.asset.lower(),
-                    verdict.recipient.lower(),
-                    verdict.chain_id,
-                    verdict.p,
-                    ",".join(facts),
-                    verdict.issued_at,
-                    verdict.expires_at,
-                ),
-            )
+        # BEGIN / COMMIT round (two more statements on every decision).
+        self._store.execute(
+            f"INSERT INTO {VERDICTS} (id, decision, subject, task_id, payload_fingerprint, "
+            "amount, asset, recipient, chain_id, p, facts, issued_at, expires_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                verdict.id,
+                verdict.decision,
+                subject,
+                task_id,
+                verdict.payload_fingerprint,
+                verdict.amount,
+                verdict.asset.lower(),
+                verdict.recipient.lower(),
+                verdict.chain_id,
+                verdict.p,
+                ",".join(facts),
+                verdict.issued_at,
+                verdict.expires_at,
+            ),
+        )
 
     def get(self, verdict_id: str) -> VerdictRecord | None:
         rows = self._store.query(f"SELECT * FROM {VERDICTS} WHERE id = ?", (verdict_id,))
@@ -173,16 +176,14 @@ class VerdictRecords:
         VerdictRevoked, or VerdictConsumed (a second use, from any wallet).
         """
         with self._store.transaction() as conn:
-            cur = conn.execute(f"SELECT * FROM {VERDICTS} WHERE id = ?", (verdict.id,))
-            cols = [c[0] for c in cur.description]
-            row = cur.fetchone()
-            if row is None:
+            found = conn.rows(f"SELECT * FROM {VERDICTS} WHERE id = ?", (verdict.id,))
+            if not found:
                 raise VerdictUnknown(
                     f"verdict {verdict.id} was never issued by this judge; expected a verdict "
                     "from its record of issued verdicts. Fix: ask this judge for a verdict; "
                     "verdicts are not portable between judges."
                 )
-            rec = _record(dict(zip(cols, row, strict=True)))
+            rec = _record(found[0])
             issued_terms = (rec.decision, rec.payload_fingerprint, rec.amount, rec.recipient)
             given_terms = (
                 verdict.decision,
@@ -253,10 +254,8 @@ class VerdictRecords:
         carry outcomes, only for a fact kind the call could cover, and only once.
         """
         with self._store.transaction() as conn:
-            cur = conn.execute(f"SELECT * FROM {VERDICTS} WHERE id = ?", (verdict_id,))
-            cols = [c[0] for c in cur.description]
-            row = cur.fetchone()
-            rec = _record(dict(zip(cols, row, strict=True))) if row else None
+            found = conn.rows(f"SELECT * FROM {VERDICTS} WHERE id = ?", (verdict_id,))
+            rec = _record(found[0]) if found else None
             problem = None
             if rec is None:
                 problem = "this judge never issued it"
@@ -269,8 +268,8 @@ class VerdictRecords:
                 )
             else:
                 taken = conn.execute(
-                    f"INSERT OR IGNORE INTO {OUTCOMES_TAKEN} (verdict_id, fact_kind, taken_at) "
-                    "VALUES (?, ?, ?)",
+                    f"INSERT INTO {OUTCOMES_TAKEN} (verdict_id, fact_kind, taken_at) "
+                    "VALUES (?, ?, ?) ON CONFLICT (verdict_id, fact_kind) DO NOTHING",
                     (verdict_id, fact_kind, self._clock()),
                 ).rowcount
                 if taken != 1:

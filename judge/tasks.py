@@ -12,13 +12,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import sqlite_utils
 
 from judge._store import Store
 from judge.errors import JudgeRequestInvalid, TaskRegistrationConflict
+from storage import Database, Location, Migration, Tx, migrate
 
 if TYPE_CHECKING:
     from judge.jev import PaidCallRequest
@@ -103,33 +101,42 @@ class TaskLimits:
         return url is not None and _origin(url) in self.sellers
 
 
-def ensure_tables(db: sqlite_utils.Database) -> None:
-    db.execute(
-        f"""CREATE TABLE IF NOT EXISTS {TASKS} (
-            task_id TEXT PRIMARY KEY,
-            spend_cap INTEGER NOT NULL,
-            per_call_cap INTEGER NOT NULL,
-            approval_threshold INTEGER,
-            recipients TEXT NOT NULL,
-            sellers TEXT NOT NULL,
-            registered_at REAL NOT NULL
-        )"""
-    )
+MIGRATIONS: list[Migration] = [
+    Migration(
+        1,
+        "task registrations",
+        (
+            f"""CREATE TABLE IF NOT EXISTS {TASKS} (
+                task_id TEXT PRIMARY KEY,
+                spend_cap {{int}} NOT NULL,
+                per_call_cap {{int}} NOT NULL,
+                approval_threshold {{int}},
+                recipients TEXT NOT NULL,
+                sellers TEXT NOT NULL,
+                registered_at {{real}} NOT NULL
+            )""",
+        ),
+    ),
+]
+
+
+def ensure_tables(db: Database) -> None:
+    """Bring the judge's task table to the newest schema version (idempotent)."""
+    migrate(db, "judge.tasks", MIGRATIONS)
 
 
 class TaskRegistry:
-    """The judge's table of registered tasks (the nib SQLite file, or memory)."""
+    """The judge's table of registered tasks (nib's database, or memory)."""
 
     def __init__(
         self,
-        db: str | Path | sqlite_utils.Database | None = None,
+        db: Location | Database | None = None,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = Store(db)
         self._clock = clock
-        with self._store.lock:
-            ensure_tables(self._store.db)
+        ensure_tables(self._store.db)
 
     def register(self, limits: TaskLimits) -> TaskLimits:
         """Register ``limits`` once; the same limits again are a no-op, others are refused."""
@@ -159,16 +166,16 @@ class TaskRegistry:
         return limits
 
     def get(self, task_id: str) -> TaskLimits | None:
-        with self._store.lock:
-            return self._get(self._store.conn, task_id)
+        with self._store.transaction() as tx:
+            return self._get(tx, task_id)
 
     @staticmethod
-    def _get(conn: Any, task_id: str) -> TaskLimits | None:
-        row = conn.execute(
+    def _get(conn: Tx, task_id: str) -> TaskLimits | None:
+        row = conn.one(
             f"SELECT task_id, spend_cap, per_call_cap, approval_threshold, recipients, sellers "
             f"FROM {TASKS} WHERE task_id = ?",
             (task_id,),
-        ).fetchone()
+        )
         if row is None:
             return None
         return TaskLimits(
