@@ -31,7 +31,7 @@ _TIMEOUT_S = 900
 
 
 def _side(env: BenchEnv, location: str | Path, workers: int, tasks: int, label: str) -> float:
-    from agent.cli.app import DEMO_TASK
+    from agent.cli.commands.runs import DEMO_TASK
     from agent.queue import TaskQueue
     from wallet.keystore import DEVNET_PASSPHRASE, ensure_devnet_wallet
     from wallet.ledger import Ledger
