@@ -25,12 +25,15 @@ def test_four_connections_draw_one_gapless_sequence(chain: Any, store_location: 
     pending = chain.w3.eth.get_transaction_count(AGENT_ADDRESS, "pending")
     workers = managers(chain, store_location, "w1", "w2", "w3", "w4")
     got: list[int] = []
+    mine: dict[str, list[int]] = {m.holder: [] for m in workers}
     barrier = threading.Barrier(4)
 
     def draw(m: NonceManager) -> None:
         barrier.wait()
         for _ in range(10):
-            got.append(m.allocate())
+            n = m.allocate()
+            got.append(n)
+            mine[m.holder].append(n)
 
     threads = [threading.Thread(target=draw, args=(m,)) for m in workers]
     for t in threads:
@@ -38,7 +41,7 @@ def test_four_connections_draw_one_gapless_sequence(chain: Any, store_location: 
     for t in threads:
         t.join()
     assert sorted(got) == list(range(pending, pending + 40))
-    workers[0].release(got[-1])  # a number held by another worker is not ours to release
+    workers[0].release(mine["w2"][0])  # a number another worker holds is not ours to release
     assert len(workers[0].snapshot()["in_flight"]) == 40
 
 
