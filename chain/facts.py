@@ -25,6 +25,7 @@ FactKind = Literal[
     "tx_status",  # a mined transaction's status (success / reverted)
     "tx_gas_used",  # a mined transaction's gas used
     "transfer_count",  # USDC Transfer logs in a block range
+    "transfer_max",  # the largest USDC Transfer in a block range
     # Sold by x402 sellers.
     "gas_stats",  # gas analytics over recent blocks
     "transfer_stats",  # USDC transfer analytics over recent blocks

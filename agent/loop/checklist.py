@@ -1,16 +1,20 @@
 """The run's checklist: up to 5 bare measurable facts the task needs, and their coverage.
 
-One model call per run extracts it ("base fee gwei", not "current fees"). Items with
-a fact kind are covered by an observation that reports that kind; items without one
-are covered when an observation's summary mentions all of the item's words.
+One model call per run extracts it ("base fee gwei at block 1", not "current fees").
+An item is covered only by an observation holding a typed value for *that* item with
+*its* parameters (the base fee at block 1 is not covered by the latest base fee); an
+item without a fact kind is never covered. Derived items (a comparison of two items, a
+condition on one) are computed here from covered values, with the computation shown.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from decimal import Decimal, InvalidOperation
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -18,24 +22,129 @@ from agent.models.base import OutputSchema
 from chain.facts import FACT_KINDS
 
 __all__ = [
+    "DERIVED_KINDS",
+    "KIND_PARAMS",
+    "OPEN_PARAMS",
     "Checklist",
     "ChecklistItem",
+    "ItemProvenance",
     "checklist_schema",
+    "leading_number",
     "parse_checklist",
     "task_checklist",
+    "words",
 ]
 
+#: Kinds computed from other items rather than read. ``comparison``: params ``of`` (two
+#: item ids, comma-separated) and ``op`` (``max``/``min``): which is larger/smaller.
+#: ``condition``: params ``of`` (one item id), ``op`` (``<``, ``<=``, ``>``, ``>=``) and
+#: ``than`` (a number in the unit of that item's value): true or false.
+DERIVED_KINDS: frozenset[str] = frozenset({"comparison", "condition"})
+
+#: The parameters that make a fact kind's value *that* value: an observation covers an
+#: item only when these agree. Absent means the default (the latest block; the configured
+#: USDC for ``token``; the agent's own wallet for ``address``; the tool's default window
+#: for ``blocks``). Any item may also carry
+#: ``if`` (the id of a condition item): when that condition is false, the item is settled
+#: as not needed, derived from the condition.
+KIND_PARAMS: dict[str, tuple[str, ...]] = {
+    "base_fee_gwei": ("block",),
+    "block_number": ("block",),
+    "block_timestamp": ("block",),
+    "eth_balance": ("address",),
+    "usdc_balance": ("address",),
+    "token_symbol": ("token",),
+    "token_decimals": ("token",),
+    "token_supply": ("token",),
+    "tx_status": ("tx_hash",),
+    "tx_gas_used": ("tx_hash",),
+    "transfer_count": ("address", "blocks", "from_block", "to_block"),
+    "transfer_max": ("address", "blocks", "from_block", "to_block"),
+    "token_factsheet": ("symbol",),
+    "protocol_factsheet": ("name",),
+    "transfer_receipt": ("to", "amount"),
+}
+
+#: Parameters with no default meaning: an item that does not name one takes any value
+#: (a "transfer receipt" item without ``to`` is covered by the transfer the run made).
+OPEN_PARAMS: frozenset[str] = frozenset({"to", "amount", "tx_hash", "symbol", "name"})
+
+ItemProvenance = Literal["observed", "derived"]
+"""How a covered item's value was reached. ``observed``: a tool result holds it (cited by
+evidence id). ``derived``: computed here from observed items (the computation is kept)."""
+
+_OPS = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _WORD = re.compile(r"[a-z0-9]+")
 
 
 def words(text: str) -> set[str]:
-    """Lower-case alphanumeric words of ``text`` (for coverage and similarity)."""
+    """Lower-case alphanumeric words of ``text`` (for similarity and lessons)."""
     return set(_WORD.findall(text.lower()))
+
+
+def leading_number(value: str | None) -> Decimal | None:
+    """The first decimal number in a fact value (``"1.50 USDC"`` -> 1.50), or None."""
+    m = _NUMBER.search(value or "")
+    if m is None:
+        return None
+    try:
+        return Decimal(m.group(0))
+    except InvalidOperation:  # pragma: no cover - the regex admits only digits
+        return None
+
+
+def _norm(value: Any) -> str | None:
+    text = "" if value is None else str(value).strip().lower()
+    return text or None
+
+
+def _url_names(url: str, value: str) -> bool:
+    """True when ``value`` is one of the path segments of ``url`` (a seller route's subject)."""
+    path = re.sub(r"^https?://[^/]+", "", url.lower()).split("?")[0]
+    return value in [s for s in path.split("/") if s]
+
+
+def params_match(
+    kind: str,
+    item: Mapping[str, Any],
+    observed: Mapping[str, Any],
+    defaults: Mapping[str, Any],
+) -> bool:
+    """True when an observation's parameters are the item's for every parameter of ``kind``.
+
+    A value equal to the default counts as absent on both sides; a parameter the
+    observation does not report may be named by its ``url`` (a route such as
+    ``/datasets/token/USDC`` names the symbol).
+    """
+    for key in KIND_PARAMS.get(kind, ()):
+        default = _norm(defaults.get(key))
+        want, got = _norm(item.get(key)), _norm(observed.get(key))
+        if want is None and key in OPEN_PARAMS:
+            continue
+        want = None if want == default else want
+        got = None if got == default else got
+        if want == got:
+            continue
+        if got is None and want is not None and isinstance(observed.get("url"), str):
+            if _url_names(str(observed["url"]), want):
+                continue
+        return False
+    return True
 
 
 @dataclass(frozen=True)
 class ChecklistItem:
-    """One measurable fact. ``value``/``evidence_id`` are set once an observation covers it."""
+    """One measurable fact. ``value``/``evidence_id`` are set once it is covered.
+
+    ``params`` pins which value is meant (see KIND_PARAMS); ``unanswerable`` names why a
+    planner cannot obtain the item (it stays uncovered and is named in the answer).
+    """
 
     id: str
     text: str
@@ -43,6 +152,10 @@ class ChecklistItem:
     covered: bool = False
     value: str | None = None
     evidence_id: str | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    provenance: ItemProvenance | None = None
+    computation: str | None = None
+    unanswerable: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +165,10 @@ class ChecklistItem:
             "covered": self.covered,
             "value": self.value,
             "evidence_id": self.evidence_id,
+            "params": dict(self.params),
+            "provenance": self.provenance,
+            "computation": self.computation,
+            "unanswerable": self.unanswerable,
         }
 
 
@@ -75,25 +192,61 @@ class Checklist:
         return bool(self.items) and not self.missing
 
     def focus(self) -> ChecklistItem | None:
-        """The first uncovered item: what this turn should aim at."""
-        return next(iter(self.missing), None)
+        """The first uncovered item a tool could still obtain: what this turn aims at."""
+        return next((i for i in self.missing if not i.unanswerable), None)
 
-    def cover(self, facts: dict[str, str], summary: str, evidence_id: str) -> Checklist:
-        """Mark items covered by one observation's facts (by kind) or summary (by words)."""
-        summary_words = words(summary) | {w for v in facts.values() for w in words(v)}
+    def cover(
+        self,
+        facts: Mapping[str, str],
+        evidence_id: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        defaults: Mapping[str, Any] | None = None,
+    ) -> Checklist:
+        """Mark items covered by one observation: same fact kind and same parameters.
+
+        ``params`` are the parameters the observation's facts hold for (the call's
+        arguments plus what the tool resolved); ``defaults`` the values that mean
+        "absent" (the configured USDC, a tool's default window). Derived items whose
+        inputs are now covered are computed too.
+        """
+        params, defaults = params or {}, defaults or {}
         out = []
         for item in self.items:
-            if item.covered:
-                out.append(item)
-            elif item.kind and item.kind in facts:
-                out.append(
-                    replace(item, covered=True, value=facts[item.kind], evidence_id=evidence_id)
+            kind = item.kind
+            if (
+                not item.covered
+                and kind in facts
+                and kind is not None
+                and params_match(kind, item.params, params, defaults)
+            ):
+                item = replace(
+                    item,
+                    covered=True,
+                    value=facts[kind],
+                    evidence_id=evidence_id,
+                    provenance="observed",
                 )
-            elif not item.kind and words(item.text) and words(item.text) <= summary_words:
-                out.append(replace(item, covered=True, value=summary, evidence_id=evidence_id))
-            else:
-                out.append(item)
-        return Checklist(tuple(out))
+            out.append(item)
+        return Checklist(tuple(out)).derive()
+
+    def derive(self) -> Checklist:
+        """Compute every derived item (and settle every item gated by a false condition)
+        whose inputs are covered; repeats until nothing changes (a chain of derivations)."""
+        items = list(self.items)
+        changed = True
+        while changed:
+            changed = False
+            by_id = {i.id: i for i in items}
+            for n, item in enumerate(items):
+                if item.covered:
+                    continue
+                done = _derived(item, by_id)
+                if done is not None:
+                    items[n] = done
+                    changed = True
+                    by_id[item.id] = done
+        return Checklist(tuple(items))
 
     def as_dicts(self) -> list[dict[str, Any]]:
         return [i.as_dict() for i in self.items]
@@ -103,19 +256,105 @@ class Checklist:
         return cls(tuple(ChecklistItem(**row) for row in rows))
 
 
+def _inputs(item: ChecklistItem, by_id: Mapping[str, ChecklistItem]) -> list[ChecklistItem] | None:
+    """The covered items ``item`` derives from, or None while one is still missing."""
+    ids = [s.strip() for s in str(item.params.get("of", "")).split(",") if s.strip()]
+    found = [by_id.get(i) for i in ids]
+    if not found or any(f is None or not f.covered for f in found):
+        return None
+    return [f for f in found if f is not None]
+
+
+def _subject(item: ChecklistItem) -> str:
+    for key in ("address", "token", "tx_hash", "symbol", "name"):
+        if item.params.get(key):
+            return str(item.params[key])
+    return item.text
+
+
+def _derived(item: ChecklistItem, by_id: Mapping[str, ChecklistItem]) -> ChecklistItem | None:
+    """``item`` computed from its covered inputs, or None when it cannot be (yet)."""
+    gate = by_id.get(str(item.params.get("if", "")))
+    if gate is not None and gate.covered and gate.value == "false":
+        return replace(
+            item,
+            covered=True,
+            value=f"not done: condition {gate.id} is false",
+            provenance="derived",
+            computation=f"{gate.id} ({gate.text}) = false: {gate.computation}",
+        )
+    if item.kind not in DERIVED_KINDS:
+        return None
+    inputs = _inputs(item, by_id)
+    if inputs is None:
+        return None
+    numbers = [leading_number(i.value) for i in inputs]
+    if any(n is None for n in numbers):
+        return None
+    values = [n for n in numbers if n is not None]
+    op = str(item.params.get("op", ""))
+    if item.kind == "comparison" and len(inputs) == 2 and op in ("max", "min"):
+        (a, b), (x, y) = inputs, values
+        if x == y:
+            value = f"equal ({a.value} and {b.value})"
+        else:
+            win = a if (x > y) == (op == "max") else b
+            value = f"{_subject(win)} ({win.value})"
+        word = "larger" if op == "max" else "smaller"
+        comp = f"{a.id} {a.value} vs {b.id} {b.value}: {value} is {word}"
+        return replace(item, covered=True, value=value, provenance="derived", computation=comp)
+    if item.kind == "condition" and len(inputs) == 1 and op in _OPS:
+        threshold = leading_number(str(item.params.get("than", "")))
+        if threshold is None:
+            return None
+        truth = "true" if _OPS[op](values[0], threshold) else "false"
+        comp = f"{inputs[0].id} {values[0]} {op} {threshold} = {truth}"
+        return replace(item, covered=True, value=truth, provenance="derived", computation=comp)
+    return None
+
+
 class _ItemModel(BaseModel):
     text: str = Field(min_length=1, max_length=200)
     kind: str | None = None
+    params: dict[str, str | int] = Field(default_factory=dict)
+    unanswerable: str | None = None
 
 
 class _ChecklistModel(BaseModel):
     items: list[_ItemModel]
 
 
+def parse_checklist(text: str, *, max_items: int = 5) -> Checklist:
+    """Parse a ``checklist`` reply; unknown fact kinds become None, extras are dropped.
+
+    Raises ValueError when the reply is not the expected JSON.
+    """
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        raise ValueError('checklist reply has no JSON object; expected {"items": [...]}.')
+    try:
+        parsed = _ChecklistModel.model_validate(json.loads(text[start : end + 1]))
+    except (json.JSONDecodeError, ValidationError) as exc:
+        raise ValueError(f"checklist reply is not the expected JSON: {exc}") from exc
+    items = []
+    for n, item in enumerate(parsed.items[:max_items], start=1):
+        kind = item.kind if item.kind in FACT_KINDS | DERIVED_KINDS else None
+        items.append(
+            ChecklistItem(
+                id=f"c{n}",
+                text=item.text.strip(),
+                kind=kind,
+                params={k: str(v) for k, v in item.params.items()},
+                unanswerable=item.unanswerable,
+            )
+        )
+    return Checklist(tuple(items))
+
+
 def checklist_schema(max_items: int = 5) -> OutputSchema:
     """The checklist reply as a JSON Schema: at most ``max_items`` items, kinds enumerated
     (a server that enforces schemas by grammar cannot produce anything else)."""
-    kinds = sorted(FACT_KINDS)
+    kinds = sorted(FACT_KINDS | DERIVED_KINDS)
     return OutputSchema(
         "checklist",
         {
@@ -135,6 +374,12 @@ def checklist_schema(max_items: int = 5) -> OutputSchema:
                                 "description": 'A bare measurable fact, e.g. "base fee gwei".',
                             },
                             "kind": {"anyOf": [{"enum": kinds}, {"type": "null"}]},
+                            "params": {
+                                "type": "object",
+                                "description": "Which value the task asks for, in the task's "
+                                "own values: " + ", ".join(sorted(_PARAM_NAMES)),
+                                "additionalProperties": {"type": "string"},
+                            },
                         },
                         "required": ["text", "kind"],
                     },
@@ -145,6 +390,8 @@ def checklist_schema(max_items: int = 5) -> OutputSchema:
     )
 
 
+_PARAM_NAMES = {p for names in KIND_PARAMS.values() for p in names}
+
 #: Longest task text kept as the fallback checklist item (the item's own limit).
 TASK_ITEM_CHARS = 200
 
@@ -152,27 +399,8 @@ TASK_ITEM_CHARS = 200
 def task_checklist(task: str) -> Checklist:
     """The checklist when extraction failed twice: the task itself is the one item.
 
-    It has no fact kind, so only an observation that mentions all of its words covers
-    it; a run cannot look finished because it had nothing to find.
+    It has no fact kind, so no observation covers it: a run cannot look finished because
+    it had nothing to find (it ends ``cannot-plan`` naming the task as not answered).
     """
     text = " ".join(task.split())[:TASK_ITEM_CHARS] or "(empty task)"
     return Checklist((ChecklistItem(id="c1", text=text),))
-
-
-def parse_checklist(text: str, *, max_items: int = 5) -> Checklist:
-    """Parse a ``checklist`` reply; unknown fact kinds become None, extras are dropped.
-
-    Raises ValueError when the reply is not the expected JSON.
-    """
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end < start:
-        raise ValueError('checklist reply has no JSON object; expected {"items": [...]}.')
-    try:
-        parsed = _ChecklistModel.model_validate(json.loads(text[start : end + 1]))
-    except (json.JSONDecodeError, ValidationError) as exc:
-        raise ValueError(f"checklist reply is not the expected JSON: {exc}") from exc
-    items = []
-    for n, item in enumerate(parsed.items[:max_items], start=1):
-        kind = item.kind if item.kind in FACT_KINDS else None
-        items.append(ChecklistItem(id=f"c{n}", text=item.text.strip(), kind=kind))
-    return Checklist(tuple(items))

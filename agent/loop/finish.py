@@ -9,9 +9,11 @@ from agent.loop.context import RunContext
 from agent.loop.lessons import lesson_prompt, record_lesson
 from agent.loop.modelcall import ModelCaller
 from agent.loop.proposal import synthesis_messages
+from agent.loop.provenance import answer_grade, backing, grade_answer, name_missing
 from agent.loop.result import (
     FINISHED_STOPS,
     AgentResult,
+    AnswerLine,
     TokenSummary,
     backstop_answer,
 )
@@ -43,10 +45,10 @@ class Finisher:
 
     async def finish(self, stop: Stop) -> AgentResult:
         run, st = self.run, self.run.state
+        stop, answer, lines = self.settle(stop, await self._answer(stop))
         st.stop_reason = stop.reason
         st.message = stop.message
         finished = stop.reason in FINISHED_STOPS
-        answer = await self._answer(stop)
         elapsed = run.elapsed()
         if stop.reason == "awaiting-approval":
             st.status = "paused"
@@ -69,6 +71,8 @@ class Finisher:
             finished=finished,
             partial=not finished,
             answer=answer,
+            lines=lines,
+            provenance=answer_grade(lines),
             evidence=list(st.evidence),
             steps=st.step,
             attempted=list(st.attempted),
@@ -83,6 +87,18 @@ class Finisher:
         if st.status == "stopped":
             await self._close(stop, result)
         return result
+
+    def settle(self, stop: Stop, answer: str) -> tuple[Stop, str, list[AnswerLine]]:
+        """Finished means backed: a finish whose answer leaves an item uncovered or holds an
+        asserted line becomes ``cannot-plan`` / ``unbacked-answer``, naming what is missing.
+        Returns the stop, the answer and its graded lines."""
+        st, checklist = self.run.state, self.run.checklist
+        if stop.reason in FINISHED_STOPS:
+            unbacked = backing(checklist, grade_answer(answer, st.task, st.evidence, checklist))
+            if unbacked is not None:
+                stop = Stop(unbacked[0], f"{stop.reason}, but {unbacked[1]}", answer=answer)
+                answer = name_missing(answer, checklist)
+        return stop, answer, grade_answer(answer, st.task, st.evidence, checklist, stop.message)
 
     async def _answer(self, stop: Stop) -> str:
         """The model's answer; else a synthesis from the evidence; else the backstop."""

@@ -52,6 +52,7 @@ class Learning:
         st.consecutive_failures = 0
         st.executed[fp] = st.step
         eid = f"e{len(st.evidence) + 1}"
+        params = tool.fact_params(norm, obs)
         st.evidence.append(
             EvidenceItem(
                 id=eid,
@@ -60,12 +61,13 @@ class Learning:
                 args=norm,
                 summary=one_line(obs.summary),
                 facts=dict(obs.facts),
+                params=params,
                 cost_usdc=obs.cost_usdc,
                 excerpt=obs.data.get("excerpt"),
             )
         )
         run.add_history(tool.name, norm, "ok", obs.summary, eid)
-        self._cover(obs, eid)
+        self._cover(tool, obs, params, eid)
         st.successful_tools.append(tool.name)
         facts = " ".join(f"{k}={v}" for k, v in sorted(obs.facts.items()))
         st.signatures.append(f"{obs.summary} {facts}")
@@ -86,11 +88,18 @@ class Learning:
             },
         )
 
-    def _cover(self, obs: Observation, eid: str) -> None:
-        """Mark the checklist items this evidence covers; audit the newly covered ones."""
+    def _cover(self, tool: Tool, obs: Observation, params: dict[str, str], eid: str) -> None:
+        """Mark the checklist items this evidence covers (same kind, same parameters; an
+        absent parameter means its default); audit the newly covered ones."""
         run = self.run
         before = {i.id for i in run.checklist.covered}
-        after = run.checklist.cover(obs.facts, obs.summary, eid)
+        deps = run.deps
+        defaults = {
+            **tool.param_defaults(),
+            "token": deps.network.usdc or "",
+            "address": deps.wallet_address or getattr(deps.wallet, "address", None) or "",
+        }
+        after = run.checklist.cover(obs.facts, eid, params=params, defaults=defaults)
         run.state.checklist = after.as_dicts()
         newly = [i.id for i in after.covered if i.id not in before]
         if newly:

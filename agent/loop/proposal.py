@@ -492,7 +492,10 @@ def checklist_messages(task: str, kinds: list[str], max_items: int) -> list[dict
             "content": (
                 f"List at most {max_items} bare, measurable facts the task needs (e.g. "
                 '"base fee gwei", not "current fees"). Reply with JSON only: '
-                '{"items":[{"text":...,"kind":FACT_KIND or null}]}. Fact kinds: ' + ", ".join(kinds)
+                '{"items":[{"text":...,"kind":FACT_KIND or null,"params":{...}}]}. params pin '
+                "which value the task asks for, with the task's own values: block, address, "
+                "token, tx_hash, blocks (a recent window), from_block, to_block, symbol, name, "
+                "to, amount. Fact kinds: " + ", ".join(kinds)
             ),
         },
         {"role": "user", "content": f"Task: {task}"},

@@ -12,6 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "DEPENDENCY_STOPS",
+    "AnswerGrade",
+    "AnswerLine",
+    "LineGrade",
     "FINISHED_STOPS",
     "STOP_REASONS",
     "AgentResult",
@@ -48,13 +51,15 @@ StopReason = Literal[
     "approval-denied",
     "interrupted",
     "internal-error",
+    "cannot-plan",
+    "unbacked-answer",
 ]
 
 #: One line per stop reason: when it fires. The run returns the first that fires.
 STOP_REASONS: dict[str, str] = {
-    "done-signal": "the model said done (a finish; the answer is its text or a synthesis)",
-    "finish-tool": "a submit_answer whose evidence ids all exist was accepted (a finish)",
-    "judge-answered": "the judge ruled the history sufficient to answer: nothing is missing",
+    "done-signal": "the model said done and every checklist item is covered (a finish)",
+    "finish-tool": "a submit_answer citing known evidence ids, every item covered (a finish)",
+    "judge-answered": "the judge ruled the history sufficient and every item is covered",
     "evidence-covered": "every checklist item was matched by a fact in the observations",
     "no-novelty": "consecutive near-identical observations: nothing new is coming in",
     "streak-exhausted": "the same tool succeeded over and over without finishing",
@@ -78,6 +83,10 @@ STOP_REASONS: dict[str, str] = {
     "interrupted": "Ctrl-C or task cancellation: no further call is made; the run row is closed",
     "internal-error": "an unexpected error (a bug, named in the message) ended the run; the "
     "run row is closed and the money state is whatever the ledger says",
+    "cannot-plan": "a finish with checklist items uncovered: the answer names each part not "
+    "answered and why (partial)",
+    "unbacked-answer": "a finish whose answer holds asserted lines, or with an empty checklist: "
+    "no evidence backs it (partial)",
 }
 
 #: Stops that count as a finish (exit 0, answer not partial).
@@ -103,10 +112,31 @@ class EvidenceItem(BaseModel):
     args: dict[str, Any]
     summary: str
     facts: dict[str, str] = Field(default_factory=dict)
+    params: dict[str, str] = Field(default_factory=dict)
     cost_usdc: int = 0
     #: A bounded typed excerpt of what a purchase returned (``{"type": "json", "fields":
     #: {...}}`` or ``{"type": "text", "text": ...}``), the data this evidence cites.
     excerpt: dict[str, Any] | None = None
+
+
+LineGrade = Literal["observed", "derived", "asserted", "not-answered", "note"]
+"""How one answer line was reached. ``observed``: a tool result holds its values.
+``derived``: computed from observed values (the computation is shown). ``asserted``: it
+claims values no evidence holds. ``not-answered``: it names a part that was not answered.
+``note``: a heading or the run's own message, claiming nothing."""
+
+AnswerGrade = Literal["observed", "derived", "asserted", "none"]
+"""The whole answer's grade: its weakest claim (``none`` when no line claims anything)."""
+
+
+class AnswerLine(BaseModel):
+    """One line of the answer with its provenance and the evidence ids it cites."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    grade: LineGrade
+    evidence: list[str] = Field(default_factory=list)
 
 
 class SpendSummary(BaseModel):
@@ -138,6 +168,8 @@ class AgentResult(BaseModel):
     finished: bool
     partial: bool
     answer: str = Field(min_length=1)
+    lines: list[AnswerLine] = Field(default_factory=list)
+    provenance: AnswerGrade = "none"
     evidence: list[EvidenceItem] = Field(default_factory=list)
     steps: int
     attempted: list[str] = Field(default_factory=list)

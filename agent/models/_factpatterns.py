@@ -1,7 +1,12 @@
-"""The offline planner's checklist patterns: task phrases -> fact kinds, with subjects.
+"""The offline planner's reading of a task: parts, fact kinds, parameters, what it cannot do.
 
-A pattern table over the shared fact-kind vocabulary (agent/checklist.py) and the
-subjects a fact is about (an address, a transaction hash, a token symbol, a protocol).
+A task is split into parts (clauses). Each part is matched against a pattern table over the
+shared fact-kind vocabulary (agent/loop/checklist.py) and read for its parameters (a block
+number or range, addresses, a transaction hash, a token symbol, a protocol, a seller URL),
+comparisons ("which holds more"), conditions ("if the base fee is below 100 gwei") and
+transfers ("send 0.1 USDC to 0x..."). A part it cannot read, or a parameter a fact kind
+cannot take, becomes an item marked ``unanswerable`` with the reason: it is named in the
+answer, never swapped for a question the planner can answer.
 """
 
 from __future__ import annotations
@@ -9,7 +14,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal
@@ -30,6 +36,7 @@ __all__ = [
 MAX_ITEMS = 5
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}(?![0-9a-fA-F])")
 TX_HASH = re.compile(r"0x[0-9a-fA-F]{64}(?![0-9a-fA-F])")
+URL = re.compile(r"https?://[^\s'\"<>)]+")
 
 Subject = Literal["none", "account", "token", "tx", "symbol", "protocol"]
 """What a fact is about. ``none``: the chain itself. ``account``: a 0x address holding
@@ -52,6 +59,8 @@ def _p(regex: str) -> re.Pattern[str]:
     return re.compile(regex, re.IGNORECASE)
 
 
+_HOLD = r"(?<!\bwho\s)\b(?:holds?|holding|has|have|owns?|possess(?:es)?|keeps?)\b[^?.,;]{0,40}?"
+
 FACT_PATTERNS: tuple[FactPattern, ...] = (
     # Priority order: an earlier pattern claims its span, so "average gas price" is
     # gas_stats, not gas_price_gwei, and "ETH balance of" is not a USDC "balance of".
@@ -64,7 +73,7 @@ FACT_PATTERNS: tuple[FactPattern, ...] = (
     ),
     FactPattern(
         "token_factsheet",
-        _p(r"(?:token\s+)?fact[\s-]*sheets?"),
+        _p(r"(?:token\s+)?fact[\s-]*sheets?|\bissuer\b|\bwho\s+issues\b|\bissued\s+by\b"),
         "token fact sheet",
         "symbol",
     ),
@@ -80,29 +89,52 @@ FACT_PATTERNS: tuple[FactPattern, ...] = (
         "USDC transfer statistics",
         "none",
     ),
+    FactPattern(
+        "transfer_max",
+        _p(
+            r"\b(?:largest|biggest|maximum|max|highest|greatest|top)\s+(?:single\s+)?(?:usdc\s+)?"
+            r"(?:transfer|payment|one|amount)s?\b|\b(?:which|what)\s+(?:one\s+)?was\s+the\s+"
+            r"(?:largest|biggest)\b"
+        ),
+        "largest USDC transfer",
+        "account",
+    ),
     FactPattern("tx_gas_used", _p(r"gas\s+used"), "transaction gas used", "tx"),
-    FactPattern("base_fee_gwei", _p(r"base[\s-]*fee"), "base fee (gwei)", "none"),
+    FactPattern("base_fee_gwei", _p(r"base[\s-]*fee|basefee"), "base fee (gwei)", "none"),
     FactPattern("gas_price_gwei", _p(r"gas\s+price|price\s+of\s+gas"), "gas price (gwei)", "none"),
     FactPattern(
         "block_timestamp",
-        _p(r"(?:(?:latest|current)\s+)?(?:block\s+)?timestamp|block\s+time\b"),
-        "latest block timestamp",
+        _p(r"(?:(?:latest|current)\s+)?(?:block\s+)?timestamp|block\s+time\b|\bmined\b"),
+        "block timestamp",
         "none",
     ),
     FactPattern(
         "block_number",
-        _p(r"block\s+number|block\s+height|(?:latest|current)\s+block"),
-        "latest block number",
+        _p(
+            r"block\s+(?:number|height)|(?:latest|current|newest|most\s+recent)\s+block|"
+            r"chain\s+head|head\s+block"
+        ),
+        "block number",
         "none",
     ),
-    FactPattern("eth_balance", _p(r"\b(?:eth|ether)\s+balance"), "ETH balance", "account"),
+    FactPattern(
+        "eth_balance",
+        _p(rf"\b(?:eth|ether)\s+balance|how\s+much\s+(?:eth|ether)\b|{_HOLD}\b(?:eth|ether)\b"),
+        "ETH balance",
+        "account",
+    ),
     FactPattern(
         "usdc_balance",
-        _p(r"usdc\s+balance|token\s+balance|balance\s+of|\bbalance\b"),
+        _p(
+            rf"usdc\s+balances?|token\s+balances?|balances?\s+of|\bbalances?\b|"
+            rf"how\s+much\s+usdc\b|{_HOLD}\busdc\b"
+        ),
         "USDC balance",
         "account",
     ),
-    FactPattern("token_symbol", _p(r"\bsymbols?\b"), "token symbol", "token"),
+    FactPattern(
+        "token_symbol", _p(r"\b(?:ticker\s+)?symbols?\b|\bticker\b"), "token symbol", "token"
+    ),
     FactPattern("token_decimals", _p(r"\bdecimals\b"), "token decimals", "token"),
     FactPattern("token_supply", _p(r"(?:total\s+)?supply"), "token total supply", "token"),
     FactPattern(
@@ -117,17 +149,82 @@ FACT_PATTERNS: tuple[FactPattern, ...] = (
     ),
 )
 """The checklist pattern table, in priority order; the kinds are the shared fact-kind
-vocabulary of agent/checklist.py."""
+vocabulary of agent/loop/checklist.py."""
+
+#: Kinds that take one block number, and kinds that take a window or range of blocks.
+BLOCK_KINDS = frozenset({"base_fee_gwei", "block_timestamp", "block_number"})
+WINDOW_KINDS = frozenset({"transfer_count", "transfer_max"})
+#: The unit a kind's value is written in, for thresholds in conditions.
+VALUE_UNITS = {
+    "base_fee_gwei": "gwei",
+    "gas_price_gwei": "gwei",
+    "usdc_balance": "usdc",
+    "eth_balance": "eth",
+    "transfer_count": "",
+    "block_number": "",
+    "block_timestamp": "",
+}
+
+_SEND = _p(
+    r"\b(?:send|transfer|pay|give)\s+(\d+(?:\.\d+)?)\s*usdc\s+to\s+(0x[0-9a-fA-F]{40})(?![0-9a-fA-F])"
+)
+_BLOCK = _p(r"\bblock\s+(\d+)\b")
+_RANGE = _p(r"\bblocks?\s+(\d+)\s*(?:to|-|–|\.\.|through|until)\s*(?:block\s+)?(\d+)\b")
+_WINDOW = _p(r"\b(?:last|past|previous|recent|latest|most\s+recent)\s+(\d+)\s+blocks\b")
+_LATEST = _p(r"\b(?:latest|current|currently|now|newest|most\s+recent)\b")
+_MINE = _p(r"\b(?:my|our|mine|your\s+own|the\s+agent'?s)\b")
+_REFERS_BACK = _p(r"\b(?:its|it|that|this|same)\b")
+_COMPARE_MAX = _p(r"\b(?:more|most|larger|bigger|higher|greater|richer)\b")
+_COMPARE_MIN = _p(r"\b(?:less|least|fewer|smaller|lower|poorer)\b")
+_CONDITION = _p(
+    r"(<=|>=|<|>|\bbelow\b|\bunder\b|\bless\s+than\b|\blower\s+than\b|\bsmaller\s+than\b|"
+    r"\bat\s+most\b|\babove\b|\bover\b|\bmore\s+than\b|\bgreater\s+than\b|\bhigher\s+than\b|"
+    r"\bexceeds?\b|\bat\s+least\b)\s*(\d+(?:\.\d+)?)\s*(gwei|wei|usdc|eth|ether)?"
+)
+_OPS = {
+    "below": "<", "under": "<", "less than": "<", "lower than": "<", "smaller than": "<",
+    "at most": "<=", "above": ">", "over": ">", "more than": ">", "greater than": ">",
+    "higher than": ">", "exceeds": ">", "exceed": ">", "at least": ">=",
+}  # fmt: skip
+#: Words that change what is asked in a way no fact kind here can take ("average", "next
+#: year"): a part holding one outside a matched phrase is not answered.
+_MODIFIER = _p(
+    r"\b(?:average|mean|median|smallest|minimum|lowest|sum|total|cumulative|yesterday|"
+    r"tomorrow|ago|forecast|predict|predicted|will|next|history|historical|trend|daily|"
+    r"hourly|weekly|monthly|per\s+day)\b|\b(?:19|20)\d\d\b"
+)
+_CONNECTOR = _p(r"(?:^|\s+)(only\s+if|if|provided\s+that|as\s+long\s+as|whenever|when|until)\s+")
+_SPLIT = _p(
+    r"\?|;|!|\.(?:\s+|$)|,\s*(?:and\s+|but\s+|then\s+|also\s+|plus\s+)?|"
+    r"\s+(?:and|then|also|plus|but)\s+"
+)
+#: Words that carry no question of their own: what is left of a part after its facts,
+#: subjects and parameters are taken out. A part with other words is a question the
+#: planner cannot read, and is named as not answered.
+_FILLER = frozenset(
+    """a about according account between accounts address addresses again alert all along also am an
+    and any anvil are as ask at be been block blocks both buy by can chain check checking
+    contract could current currently data decimal devnet did do does each exact exactly eye
+    fetch find for from get give go has have hold holds how i if in info information into is
+    it its just keep know last latest let like list look me mined more most much my need
+    network now number of on once one only or our over past per please plus poll provide read
+    recent recently repeatedly report return right row see show so tell than that the them
+    then there these this those three thrice times to token two up usdc use using value
+    values want was we were what whats which you your eth ether gwei wei moment paid pay
+    purchase if needed need s i'd id would held tokens it's what's""".split()
+)
+
+_WORD = re.compile(r"[a-z][a-z']*")
 
 
 @lru_cache(maxsize=1)
 def datasets() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(token symbols, protocol names) the paywall has fact sheets for."""
 
-    def keys(name: str, field: str, fallback: tuple[str, ...]) -> tuple[str, ...]:
+    def keys(name: str, field_: str, fallback: tuple[str, ...]) -> tuple[str, ...]:
         try:
             text = resources.files("chain").joinpath("data", f"{name}.json").read_text("utf-8")
-            return tuple(json.loads(text)[field])
+            return tuple(json.loads(text)[field_])
         except (OSError, ValueError, KeyError, ModuleNotFoundError):
             return fallback
 
@@ -142,6 +239,140 @@ def word_positions(text: str, names: Iterable[str]) -> list[tuple[int, str]]:
     return sorted(found)
 
 
+def _normalize(task: str) -> str:
+    """Spellings of one parameter made one: "block #5" / "block number 5" -> "block 5"."""
+    text = re.sub(r"\bblock\s+(?:number\s+|#\s*|no\.?\s*)(\d+)", r"block \1", task, flags=re.I)
+    text = re.sub(
+        r"\bbetween\s+blocks?\s+(\d+)\s+and\s+(?:block\s+)?(\d+)",
+        r"in blocks \1 to \2",
+        text,
+        flags=re.I,
+    )
+    return re.sub(r"\s+", " ", text).strip()
+
+
+@dataclass
+class _Part:
+    """One clause of the task, with what was read from it."""
+
+    text: str
+    start: int
+    sentence: int
+    condition: bool = False
+    hits: list[tuple[int, FactPattern, str]] = field(default_factory=list)
+    subjects: list[str] = field(default_factory=list)
+    leftover: set[str] = field(default_factory=set)
+    modifier: str | None = None
+
+
+def _parts(task: str) -> list[_Part]:
+    parts: list[_Part] = []
+    sentence, pos = 0, 0
+    pieces = []
+    for m in _SPLIT.finditer(task):
+        pieces.append((task[pos : m.start()], pos, m.group(0)))
+        pos = m.end()
+    pieces.append((task[pos:], pos, ""))
+    for text, start, sep in pieces:
+        for sub, sub_start, cond in _split_conditions(text, start):
+            if sub.strip():
+                parts.append(_Part(sub.strip(), sub_start, sentence, cond))
+        if sep.strip() and sep.strip()[0] in "?;!.":
+            sentence += 1
+    return parts
+
+
+def _split_conditions(text: str, start: int) -> list[tuple[str, int, bool]]:
+    """``text`` split before "if"/"when"/"until": (piece, offset, is a condition)."""
+    out: list[tuple[str, int, bool]] = []
+    pos, cond = 0, False
+    for m in _CONNECTOR.finditer(text):
+        word = m.group(1).lower()
+        if m.start() == 0 and word in ("when", "whenever", "until"):
+            continue  # "When was block 2 mined?" asks a time; it is no condition
+        out.append((text[pos : m.start()], start + pos, cond))
+        pos, cond = m.end(), True
+    out.append((text[pos:], start + pos, cond))
+    return [o for o in out if o[0].strip()]
+
+
+def _read_part(part: _Part, has_hash: bool) -> None:
+    text = part.text
+    claimed: list[tuple[int, int]] = []
+    for m in _SEND.finditer(text):
+        claimed.append(m.span())
+    for fp in FACT_PATTERNS:
+        if fp.needs_hash and not has_hash:
+            continue
+        for m in fp.pattern.finditer(text):
+            s, e = m.span()
+            if any(s < ce and cs < e for cs, ce in claimed):
+                continue
+            claimed.append((s, e))
+            part.hits.append((s, fp, m.group(0)))
+    part.hits.sort(key=lambda h: h[0])
+    part.subjects = [m.group(0) for m in ADDRESS.finditer(text)]
+    rest = text
+    for s, e in sorted(claimed, reverse=True):
+        rest = rest[:s] + " " + rest[e:]
+    for regex in (TX_HASH, ADDRESS, URL, _RANGE, _WINDOW, _BLOCK, _CONDITION):
+        rest = regex.sub(" ", rest)
+    mod = _MODIFIER.search(rest)
+    part.modifier = mod.group(0) if mod else None
+    symbols, protocols = datasets()
+    names = {n.lower() for n in (*symbols, *protocols)}
+    part.leftover = {
+        w for w in _WORD.findall(rest.lower().replace("’", "'"))
+        if w not in _FILLER and w not in names and len(w) > 1
+    }  # fmt: skip
+
+
+def _block_params(text: str) -> dict[str, str]:
+    if m := _RANGE.search(text):
+        return {"from_block": m.group(1), "to_block": m.group(2)}
+    if m := _WINDOW.search(text):
+        return {"blocks": m.group(1)}
+    if m := _BLOCK.search(text):
+        return {"block": m.group(1)}
+    return {}
+
+
+def _span_text(params: dict[str, str]) -> str:
+    if "block" in params:
+        return f" at block {params['block']}"
+    if "from_block" in params:
+        return f" in blocks {params['from_block']} to {params['to_block']}"
+    if "blocks" in params:
+        return f" in the last {params['blocks']} blocks"
+    return ""
+
+
+class _Builder:
+    """Items with local references (``ref``) resolved to checklist ids at the end."""
+
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+
+    def add(self, item: dict[str, Any]) -> int:
+        key = (item.get("kind"), json.dumps(item.get("params", {}), sort_keys=True))
+        for n, old in enumerate(self.items):
+            if (
+                item.get("kind")
+                and (old.get("kind"), json.dumps(old.get("params", {}), sort_keys=True)) == key
+            ):
+                return n
+        self.items.append(item)
+        return len(self.items) - 1
+
+    def cannot(self, text: str, reason: str) -> int:
+        return self.add({"text": _clip(text), "kind": None, "unanswerable": reason})
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    flat = " ".join(text.split()).strip(" ,.;:")
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
 def _nearest(found: list[tuple[int, str]], start: int, end: int) -> str | None:
     """The first subject after the phrase, else the last one before it."""
     after = [v for pos, v in found if pos >= end]
@@ -151,48 +382,253 @@ def _nearest(found: list[tuple[int, str]], start: int, end: int) -> str | None:
     return before[-1] if before else None
 
 
-def extract_checklist(task: str, *, max_items: int = MAX_ITEMS) -> list[dict[str, Any]]:
-    """Checklist items ``{"text", "kind"}`` for ``task``, in the order the task asks.
+class _Reader:
+    """Reads one task into checklist items (see the module docstring)."""
 
-    One item per fact kind; the item text names its subject (address, tx hash, token
-    symbol or protocol) when the task gives one, so the proposal can find it again.
-    """
-    symbols, protocols = datasets()
-    subjects: dict[Subject, list[tuple[int, str]]] = {
-        "account": [(m.start(), m.group(0)) for m in ADDRESS.finditer(task)],
-        "token": [(m.start(), m.group(0)) for m in ADDRESS.finditer(task)],
-        "tx": [(m.start(), m.group(0)) for m in TX_HASH.finditer(task)],
-        "symbol": word_positions(task, symbols),
-        "protocol": word_positions(task, protocols),
-    }
-    claimed: list[tuple[int, int]] = []
-    hits: list[tuple[int, str, str]] = []
-    for fp in FACT_PATTERNS:
-        if fp.needs_hash and not subjects["tx"]:
-            continue
-        for m in fp.pattern.finditer(task):
-            start, end = m.span()
-            if any(start < e and s < end for s, e in claimed):
+    def __init__(self, task: str) -> None:
+        self.task = _normalize(task)
+        self.out = _Builder()
+        symbols, protocols = datasets()
+        self.addresses = [(m.start(), m.group(0)) for m in ADDRESS.finditer(self.task)]
+        self.hashes = [(m.start(), m.group(0)) for m in TX_HASH.finditer(self.task)]
+        self.symbols = word_positions(self.task, symbols)
+        self.protocols = word_positions(self.task, protocols)
+        self.urls = [m.group(0).rstrip(".,;:?") for m in URL.finditer(self.task)]
+        self.parts = _parts(self.task)
+        for part in self.parts:
+            _read_part(part, bool(self.hashes))
+        self._merge_subject_only_parts()
+
+    def _merge_subject_only_parts(self) -> None:
+        """ "balances of 0xA and 0xB": a part holding only addresses joins its neighbour."""
+        for part in self.parts:
+            if part.hits or part.leftover or not part.subjects or _SEND.search(part.text):
                 continue
-            claimed.append((start, end))
-            kind, label, subject = fp.kind, fp.label, fp.subject
-            if kind == "token_factsheet":
-                # "fact sheet of Uniswap" is a protocol's sheet: the nearest name decides.
-                sym = _nearest(subjects["symbol"], start, end)
-                proto = _nearest(subjects["protocol"], start, end)
-                if proto and (not sym or _closer(task, proto, sym, end)):
-                    kind, label, subject = "protocol_factsheet", "protocol fact sheet", "protocol"
-            value = None if subject == "none" else _nearest(subjects[subject], start, end)
-            text = f"{label} of {value}" if value else label
-            hits.append((start, kind, text))
-    items: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for _, kind, text in sorted(hits):
-        if kind in seen:
-            continue
-        seen.add(kind)
-        items.append({"text": text, "kind": kind})
-    return items[:max_items]
+            same = [p for p in self.parts if p.sentence == part.sentence and p.hits]
+            before = [p for p in same if p.start < part.start]
+            target = before[-1] if before else (same[0] if same else None)
+            if target is not None:
+                target.subjects.extend(part.subjects)
+                target.subjects.sort(key=self.task.find)
+                part.subjects = []
+
+    def items(self, max_items: int) -> list[dict[str, Any]]:
+        gates: list[int] = []
+        actions: list[int] = []
+        for part in self.parts:
+            if part.condition and (part.hits or part.leftover):
+                gates.append(self._condition(part))
+            elif part.condition:
+                continue  # "... if you need to": no condition on anything
+            elif _SEND.search(part.text):
+                actions.extend(self._sends(part))
+            elif part.hits:
+                self._facts(part)
+            elif part.leftover:
+                self.out.cannot(
+                    part.text,
+                    "the offline planner has no tool or pattern for this "
+                    f"({', '.join(sorted(part.leftover)[:4])})",
+                )
+        for a in actions:
+            if gates:
+                self.out.items[a].setdefault("params", {})["if"] = {"ref": gates[-1]}
+        return self._resolve(max_items)
+
+    # ---------------------------------------------------------------- facts
+
+    def _facts(self, part: _Part) -> list[int]:
+        if part.modifier and not self._compare_words(part):
+            label = ", ".join(h[2] for h in part.hits)
+            return [self.out.cannot(part.text, f"the offline planner cannot read "
+                                    f"{label!r} with {part.modifier!r}")]  # fmt: skip
+        made: list[int] = []
+        kinds = [h[1].kind for h in part.hits]
+        for pos, fp, phrase in part.hits:
+            if (
+                fp.kind == "block_number"
+                and len(kinds) > 1
+                and re.search(r"\b(?:of|at|in|for)\s+the\s+$", part.text[:pos])
+            ):
+                continue  # "the base fee of the latest block": a parameter, not a question
+            made.extend(self._fact(part, fp, pos, phrase))
+        return made
+
+    def _compare_words(self, part: _Part) -> str | None:
+        if any(h[1].kind == "transfer_max" for h in part.hits):
+            return None
+        if _COMPARE_MAX.search(part.text):
+            return "max"
+        if _COMPARE_MIN.search(part.text):
+            return "min"
+        return None
+
+    def _block_scope(self, part: _Part, fp: FactPattern) -> dict[str, str]:
+        own = _block_params(part.text)
+        if own or _LATEST.search(part.text):
+            return own
+        sentence = " ".join(p.text for p in self.parts if p.sentence == part.sentence)
+        found = _block_params(sentence)
+        if not found and (fp.kind in WINDOW_KINDS or _REFERS_BACK.search(part.text)):
+            found = _block_params(self.task)
+        return found
+
+    def _fact(self, part: _Part, fp: FactPattern, pos: int, phrase: str) -> list[int]:
+        scope = self._block_scope(part, fp)
+        where = _span_text(scope)
+        if scope and fp.kind not in BLOCK_KINDS | WINDOW_KINDS:
+            return [self.out.cannot(f"{fp.label}{where}", f"no tool reads {fp.label}{where}")]
+        if "block" in scope and fp.kind in WINDOW_KINDS:
+            scope = {"from_block": scope["block"], "to_block": scope["block"]}
+        elif scope and "block" not in scope and fp.kind in BLOCK_KINDS:
+            return [self.out.cannot(f"{fp.label}{where}", f"no tool reads {fp.label} over a "
+                                    "range of blocks")]  # fmt: skip
+        params = dict(scope)
+        start = part.start + pos
+        end = start + len(phrase)
+        if fp.subject == "account":
+            return self._accounts(part, fp, params, where, start, end)
+        if fp.subject == "token":
+            token = part.subjects[0] if part.subjects else _nearest(self.addresses, start, end)
+            other = [s for _, s in self.symbols if s.upper() != "USDC"]
+            if token:
+                params["token"] = token
+            elif other or not re.search(r"\busdc\b", self.task, re.I):
+                named = other[0] if other else "no token"
+                return [self.out.cannot(f"{fp.label} of {named}", "the task names no token "
+                                        "address the chain reads can use")]  # fmt: skip
+            label = f"{fp.label} of {token}" if token else f"{fp.label} of USDC"
+            return [self.out.add({"text": label, "kind": fp.kind, "params": params})]
+        if fp.subject == "tx":
+            tx = _nearest(self.hashes, start, end)
+            if tx is None:
+                return [self.out.cannot(fp.label, "the task gives no transaction hash")]
+            params["tx_hash"] = tx
+            return [
+                self.out.add({"text": f"{fp.label} of {tx}", "kind": fp.kind, "params": params})
+            ]
+        if fp.subject in ("symbol", "protocol"):
+            return [self._sheet(fp, params, start, end)]
+        return [self.out.add({"text": f"{fp.label}{where}", "kind": fp.kind, "params": params})]
+
+    def _sheet(self, fp: FactPattern, params: dict[str, str], start: int, end: int) -> int:
+        kind, label = fp.kind, fp.label
+        sym = _nearest(self.symbols, start, end)
+        proto = _nearest(self.protocols, start, end)
+        if kind == "token_factsheet" and proto and (not sym or _closer(self.task, proto, sym, end)):
+            kind, label = "protocol_factsheet", "protocol fact sheet"
+        name = sym if kind == "token_factsheet" else proto
+        if name is None:
+            what = "token symbol" if kind == "token_factsheet" else "protocol"
+            return self.out.cannot(label, f"the task names no {what} the paywall has a sheet for")
+        params[("symbol" if kind == "token_factsheet" else "name")] = name
+        if self.urls:
+            params["url"] = self.urls[0]
+        return self.out.add({"text": f"{label} of {name}", "kind": kind, "params": params})
+
+    def _accounts(
+        self, part: _Part, fp: FactPattern, params: dict[str, str], where: str, start: int, end: int
+    ) -> list[int]:
+        subjects = list(dict.fromkeys(part.subjects))
+        if not subjects and fp.kind in WINDOW_KINDS:
+            return [self.out.add({"text": f"{fp.label}{where}", "kind": fp.kind, "params": params})]
+        if not subjects and _MINE.search(part.text):
+            # "my balance": the agent's own wallet, named by the task. No address param:
+            # absent means the agent's wallet (agent/loop/checklist.py KIND_PARAMS).
+            text = f"{fp.label} of the agent's wallet{where}"
+            return [self.out.add({"text": text, "kind": fp.kind, "params": {**params, "wallet": "self"}})]
+        if not subjects:
+            near = _nearest(self.addresses, start, end)
+            if near is None:
+                return [self.out.cannot(fp.label, f"the task names no address for the {fp.label}")]
+            subjects = [near]
+        made = []
+        for address in subjects:
+            item = {"text": f"{fp.label} of {address}{where}", "kind": fp.kind,
+                    "params": {**params, "address": address}}  # fmt: skip
+            made.append(self.out.add(item))
+        op = self._compare_words(part)
+        if op and len(made) == 2 and fp.kind in VALUE_UNITS:
+            word = "more" if op == "max" else "less"
+            made.append(self.out.add({
+                "text": f"which holds {word} ({fp.label})", "kind": "comparison",
+                "params": {"of": [{"ref": made[0]}, {"ref": made[1]}], "op": op},
+            }))  # fmt: skip
+        elif op and fp.kind in VALUE_UNITS:
+            made.append(self.out.cannot(part.text, "a comparison needs exactly two addresses"))
+        return made
+
+    # ---------------------------------------------------------------- actions, conditions
+
+    def _sends(self, part: _Part) -> list[int]:
+        made = []
+        for m in _SEND.finditer(part.text):
+            try:
+                atomic = Decimal(m.group(1)).scaleb(6)
+            except InvalidOperation:  # pragma: no cover - the regex admits only digits
+                continue
+            if atomic != atomic.to_integral_value() or atomic <= 0:
+                made.append(self.out.cannot(m.group(0), "USDC amounts have at most 6 decimals"))
+                continue
+            made.append(self.out.add({
+                "text": f"send {m.group(1)} USDC to {m.group(2)}", "kind": "transfer_receipt",
+                "params": {"to": m.group(2), "amount": str(int(atomic))},
+            }))  # fmt: skip
+        return made
+
+    def _condition(self, part: _Part) -> int:
+        made = self._facts(part) if part.hits else []
+        values = [n for n in made if self.out.items[n].get("kind") in VALUE_UNITS]
+        m = _CONDITION.search(part.text)
+        if len(values) != 1 or m is None:
+            return self.out.cannot(
+                f"condition: {part.text}",
+                "the offline planner evaluates only a condition comparing one fact with a number",
+            )
+        source = self.out.items[values[0]]
+        unit = (m.group(3) or "").lower().replace("ether", "eth")
+        threshold = Decimal(m.group(2))
+        want = VALUE_UNITS[str(source["kind"])]
+        if unit == "wei" and want == "gwei":
+            threshold, unit = threshold.scaleb(-9), "gwei"
+        if unit and unit != want:
+            return self.out.cannot(f"condition: {part.text}", f"{unit} is not the unit of "
+                                   f"{source['text']} ({want or 'a count'})")  # fmt: skip
+        op = _OPS.get(re.sub(r"\s+", " ", m.group(1).lower()), m.group(1))
+        return self.out.add({
+            "text": f"{source['text']} {op} {threshold} {want}".strip(), "kind": "condition",
+            "params": {"of": {"ref": values[0]}, "op": op, "than": str(threshold)},
+        })  # fmt: skip
+
+    # ---------------------------------------------------------------- ids
+
+    def _resolve(self, max_items: int) -> list[dict[str, Any]]:
+        items = self.out.items
+        if len(items) > max_items:
+            rest = "; ".join(str(i["text"]) for i in items[max_items - 1 :])
+            items = items[: max_items - 1] + [{
+                "text": _clip(rest), "kind": None,
+                "unanswerable": f"the checklist holds at most {max_items} items",
+            }]  # fmt: skip
+
+        def ref(value: Any) -> str:
+            if isinstance(value, list):
+                return ",".join(ref(v) for v in value)
+            if isinstance(value, dict) and "ref" in value:
+                n = int(value["ref"])
+                return f"c{n + 1}" if n < len(items) else "dropped"
+            return str(value)
+
+        out = []
+        for item in items:
+            params = {k: ref(v) for k, v in (item.get("params") or {}).items()}
+            row: dict[str, Any] = {"text": item["text"], "kind": item.get("kind")}
+            if params:
+                row["params"] = params
+            if item.get("unanswerable"):
+                row["unanswerable"] = item["unanswerable"]
+            out.append(row)
+        return out
 
 
 def _closer(task: str, a: str, b: str, end: int) -> bool:
@@ -204,6 +640,17 @@ def _closer(task: str, a: str, b: str, end: int) -> bool:
     return pb < 0 or pa < pb
 
 
+def extract_checklist(task: str, *, max_items: int = MAX_ITEMS) -> list[dict[str, Any]]:
+    """Checklist items ``{"text", "kind", "params"?, "unanswerable"?}`` for ``task``, in the
+    order the task asks; derived items reference others by checklist id (``c1``...)."""
+    if not task.strip():
+        return []
+    return _Reader(task).items(max_items)
+
+
 def infer_kind(text: str) -> str | None:
-    items = extract_checklist(text, max_items=1)
-    return items[0]["kind"] if items else None
+    """The fact kind a bare item text asks for (first match of the pattern table)."""
+    for fp in FACT_PATTERNS:
+        if not fp.needs_hash and fp.pattern.search(text):
+            return fp.kind
+    return None

@@ -17,15 +17,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from agent.models._factpatterns import (
-    ADDRESS,
-    FACT_PATTERNS,
-    TX_HASH,
-    FactPattern,
-    datasets,
-    extract_checklist,
-    word_positions,
-)
+from agent.loop.checklist import DERIVED_KINDS, KIND_PARAMS
+from agent.models._factpatterns import FACT_PATTERNS, FactPattern, extract_checklist
 from agent.models._offline_context import PlanContext, endpoint_price, origin, schema_of
 from agent.models.base import ModelReply, ModelRequest, Usage
 
@@ -115,95 +108,70 @@ def _blocked_calls(plan: PlanContext) -> tuple[set[str], dict[str, int]]:
     return blocked, failures
 
 
-def _subject(plan: PlanContext, item: Mapping[str, Any], pattern: re.Pattern[str]) -> str | None:
-    text = str(item.get("text", ""))
-    m = pattern.search(text) or pattern.search(plan.task)
-    return m.group(0) if m else None
-
-
-def _name_subject(plan: PlanContext, item: Mapping[str, Any], names: tuple[str, ...]) -> str | None:
-    for text in (str(item.get("text", "")), plan.task):
-        found = word_positions(text, names)
-        if found:
-            return found[0][1]
-    return None
-
-
-_TOKEN_KINDS = frozenset({"token_symbol", "token_decimals", "token_supply"})
-_ACCOUNT_NAMES = frozenset({"address", "owner", "account", "holder", "wallet", "who", "addr"})
-_TOKEN_NAMES = frozenset({"token", "token_address", "contract", "asset", "erc20"})
-
-
-def _arg_value(
-    plan: PlanContext,
-    item: Mapping[str, Any],
-    kind: str,
-    name: str,
-    props: Mapping[str, Any],
-    required: bool,
-) -> Any:
-    """A value for argument ``name``, or None. Optional arguments are filled only from the
-    task (an explicit subject); required ones fall back to the wallet and USDC."""
-    n = name.lower()
-    symbols, protocols = datasets()
-    if "url" in n or n in ("endpoint", "resource"):
-        return _paywall_url(plan, item, kind)
-    if "hash" in n or n in ("tx", "transaction"):
-        return _subject(plan, item, TX_HASH)
-    address = _subject(plan, item, ADDRESS)
-    token_target = n in _TOKEN_NAMES or (
-        n in _ACCOUNT_NAMES and kind in _TOKEN_KINDS and not (_TOKEN_NAMES & set(props))
-    )
-    if token_target:
-        if kind in _TOKEN_KINDS and address:
-            return address
-        return plan.usdc if required else None
-    if n in _ACCOUNT_NAMES or n.endswith("_address"):
-        return address or (plan.wallet if required else None)
-    if n == "symbol":
-        return _name_subject(plan, item, symbols) or ("USDC" if required else None)
-    if n in ("name", "protocol"):
-        return _name_subject(plan, item, protocols)
-    return None
+_SKIP_PARAMS = frozenset({"if", "of", "op", "than"})
 
 
 def _paywall_url(plan: PlanContext, item: Mapping[str, Any], kind: str) -> str | None:
-    """The seller URL for a paid ``kind``: a paid tool's advertised endpoint for it, else
-    the local paywall's path (PAYWALL_PATHS) under the known paywall URL."""
-    url = next(
-        (
-            str(ep["url"])
-            for tool in plan.tools
-            for ep in tool.get("endpoints") or ()
-            if isinstance(ep, Mapping) and kind in (ep.get("facts") or ()) and ep.get("url")
-        ),
-        None,
-    )
+    """The seller URL for a paid ``kind``: the seller the task named (its URL, with the
+    paywall's path for ``kind`` when it names only the origin), else a paid tool's
+    advertised endpoint for it, else the local paywall's path (PAYWALL_PATHS)."""
+    params: Mapping[str, Any] = item.get("params") or {}
+    named = str(params.get("url") or "")
+    path = PAYWALL_PATHS.get(kind)
+    url: str | None = None
+    if named:
+        url = (
+            named if re.match(r"https?://[^/]+/.+", named) or path is None else origin(named) + path
+        )
     if url is None:
-        path = PAYWALL_PATHS.get(kind)
+        url = next(
+            (
+                str(ep["url"])
+                for tool in plan.tools
+                for ep in tool.get("endpoints") or ()
+                if isinstance(ep, Mapping) and kind in (ep.get("facts") or ()) and ep.get("url")
+            ),
+            None,
+        )
+    if url is None:
         if path is None or not plan.paywall_url:
             return None
         url = origin(plan.paywall_url) + path
-    symbols, protocols = datasets()
-    if "{symbol}" in url:
-        url = url.replace("{symbol}", _name_subject(plan, item, symbols) or "USDC")
-    if "{name}" in url:
-        name = _name_subject(plan, item, protocols)
-        if name is None:
-            return None
-        url = url.replace("{name}", name.lower())
+    for slot, key in (("{symbol}", "symbol"), ("{name}", "name")):
+        if slot in url:
+            value = params.get(key)
+            if not value:
+                return None
+            url = url.replace(slot, str(value) if key == "symbol" else str(value).lower())
     return url
 
 
 def _build_args(
     plan: PlanContext, item: Mapping[str, Any], kind: str, tool: Mapping[str, Any]
 ) -> tuple[dict[str, Any] | None, str]:
+    """Arguments for ``tool`` from the item's parameters only: nothing the task did not
+    name is filled in (no default address, block or seller)."""
     schema = schema_of(tool)
     props: Mapping[str, Any] = schema.get("properties") or {}
     required = set(schema.get("required") or ())
+    params: Mapping[str, Any] = item.get("params") or {}
+    in_url = {"symbol", "name"} if any("url" in n.lower() for n in props) else set()
+    untaken = [
+        k for k in KIND_PARAMS.get(kind, ()) if params.get(k) and k not in props and k not in in_url
+    ]
+    if untaken:
+        return None, f"{tool.get('name')} cannot take {', '.join(untaken)}"
     args: dict[str, Any] = {}
     for name in props:
-        value = _arg_value(plan, item, kind, name, props, name in required)
+        value: Any = None
+        if "url" in name.lower() or name in ("endpoint", "resource"):
+            value = _paywall_url(plan, item, kind)
+        elif name == "address" and params.get("wallet") == "self" and not params.get(name):
+            value = plan.wallet  # the task asked about the agent's own wallet
+        elif name not in _SKIP_PARAMS and params.get(name) not in (None, ""):
+            value = params[name]
+            if isinstance(props[name], Mapping) and _is_int(props[name]):
+                value = int(value)
         if value is not None:
             args[name] = value
         elif name in required and "url" in name.lower():
@@ -231,14 +199,14 @@ def _market_call(
     names = {str(t.get("name")) for t in plan.tools}
     if "pay_http" not in names:
         return None
-    symbols, _ = datasets()
-    symbol = _name_subject(plan, item, symbols) or "USDC"
     named = _TASK_URL.search(plan.task)
     if named:  # a seller the task names is the one used, never swapped
         url = named.group(0).rstrip(".")
         return {"tool": "pay_http", "args": {"url": url, "covers": [kind]}, "kind": "paid"}
-    if "discover" not in names:
-        return None
+    params: Mapping[str, Any] = item.get("params") or {}
+    symbol = params.get("symbol") or params.get("name")
+    if "discover" not in names or not symbol:
+        return None  # no market, or the task named no subject: never a default one
     for ev in plan.evidence:
         if ev.get("tool") != "discover":
             continue
@@ -260,13 +228,41 @@ def _market_call(
     return None
 
 
+def _is_int(prop: Mapping[str, Any]) -> bool:
+    if prop.get("type") == "integer":
+        return True
+    return any(
+        isinstance(o, Mapping) and o.get("type") == "integer" for o in prop.get("anyOf") or ()
+    )
+
+
+def _gate_open(plan: PlanContext, item: Mapping[str, Any]) -> tuple[bool, str]:
+    """An item gated by a condition may be fetched only once the condition is true."""
+    gate_id = (item.get("params") or {}).get("if")
+    if not gate_id:
+        return True, ""
+    gate = next((i for i in plan.items if i.get("id") == gate_id), None)
+    if gate is None or not gate.get("covered"):
+        return False, f"waits for condition {gate_id}"
+    if gate.get("value") != "true":
+        return False, f"condition {gate_id} is false"
+    return True, ""
+
+
 def _call_for(
     plan: PlanContext, item: Mapping[str, Any], blocked: set[str], failures: dict[str, int]
 ) -> tuple[dict[str, Any] | None, str]:
     """The call to propose for ``item``, or None and the reason it cannot be fetched."""
     kind = item.get("kind")
+    if item.get("unanswerable"):
+        return None, str(item["unanswerable"])
     if not kind:
         return None, "no known fact kind"
+    if kind in DERIVED_KINDS:
+        return None, "computed from the items it compares once they are observed"
+    open_, why = _gate_open(plan, item)
+    if not open_:
+        return None, why
     if kind in PAYWALL_PATHS:
         market = _market_call(plan, item, kind, blocked)
         key = plan.key(market["tool"], market["args"]) if market else ""
@@ -305,7 +301,9 @@ def _propose(plan: PlanContext) -> dict[str, Any]:
     uncovered = [i for i in plan.items if not i.get("covered")]
     if not uncovered:
         answer, evidence = _answer(plan)
-        return {"action": "submit_answer", "answer": answer, "evidence": evidence}
+        if evidence:
+            return {"action": "submit_answer", "answer": answer, "evidence": evidence}
+        return {"action": "done", "answer": answer}
     if plan.focus:  # the loop's focus goes first when it names an uncovered item
         uncovered.sort(key=lambda i: plan.focus not in (i.get("id"), i.get("text")))
     blocked, failures = _blocked_calls(plan)
@@ -317,10 +315,8 @@ def _propose(plan: PlanContext) -> dict[str, Any]:
     # A call that failed once is retried only after everything fresh has had its turn.
     calls.sort(key=lambda c: failures.get(plan.key(c["tool"], c["args"]), 0) > 0)
     if not calls:
-        answer, evidence = _answer(plan)
-        if evidence:
-            return {"action": "submit_answer", "answer": answer, "evidence": evidence}
-        return {"action": "done", "answer": answer}
+        # Parts remain that nothing here can obtain: say so (the loop ends cannot-plan).
+        return {"action": "done", "answer": _answer(plan)[0]}
     first = calls[0]
     if first["kind"] != "free":
         return {"action": "call", "tool": first["tool"], "args": first["args"]}
@@ -344,46 +340,30 @@ def _cannot_plan() -> str:
 # --------------------------------------------------------------------------- answering
 
 
-def _evidence_for(plan: PlanContext, item: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """(value, evidence id) for ``item``: the checklist's own, else the latest evidence."""
-    if item.get("covered") and item.get("value") is not None:
-        return str(item["value"]), (str(item["evidence_id"]) if item.get("evidence_id") else None)
-    kind = item.get("kind")
-    for ev in reversed(plan.evidence):
-        facts = ev.get("facts") or {}
-        if kind and kind in facts:
-            return str(facts[kind]), str(ev.get("id"))
-    return None, None
-
-
 def _answer(plan: PlanContext) -> tuple[str, list[str]]:
-    """The answer text (one line per checklist item) and the evidence ids it cites."""
+    """The answer text (one line per checklist item, each saying how it was reached) and
+    the evidence ids it cites. Lines the planner could not back say "not answered"."""
     if not plan.items:
-        if not plan.evidence:
-            return _cannot_plan(), []
-        lines = [
-            f"{ev.get('tool')}: {_clip(ev.get('summary', ''))} (evidence {ev.get('id')})"
-            for ev in plan.evidence
-        ]
-        return "\n".join(lines), [str(ev.get("id")) for ev in plan.evidence]
+        return _cannot_plan(), []
     blocked, failures = _blocked_calls(plan)
     lines, ids, missing = [], [], []
     for item in plan.items:
-        value, ev_id = _evidence_for(plan, item)
         text = str(item.get("text", item.get("kind", "")))
-        if value is not None:
-            ref = f" (evidence {ev_id})" if ev_id else ""
-            lines.append(f"{text}: {_clip(value)}{ref}")
+        value, ev_id = item.get("value"), item.get("evidence_id")
+        if item.get("covered") and value is not None and item.get("provenance") == "derived":
+            lines.append(f"{text}: {_clip(str(value))} (derived: {item.get('computation')})")
+        elif item.get("covered") and value is not None:
+            lines.append(f"{text}: {_clip(str(value))} (observed, evidence {ev_id})")
             if ev_id and ev_id not in ids:
-                ids.append(ev_id)
+                ids.append(str(ev_id))
         else:
             _call, why = _call_for(plan, item, blocked, failures)
             reason = f" ({why})" if why else ""
-            lines.append(f"{text}: not obtained{reason}")
+            lines.append(f"{text}: not answered{reason}")
             missing.append(text)
     if missing:
-        lines.append(f"Partial answer: {len(missing)} of {len(plan.items)} facts not obtained.")
-    if not ids and missing and not any(i.get("kind") for i in plan.items):
+        lines.append(f"Partial answer: {len(missing)} of {len(plan.items)} parts not answered.")
+    if missing and not ids and not any(i.get("kind") for i in plan.items):
         lines.append(CONFIGURE_MODEL)
     return "\n".join(lines), ids
 

@@ -58,7 +58,9 @@ class Observation:
     """What one tool call produced. ``summary`` is one line for the shaped history.
 
     ``facts`` maps fact kinds (``base_fee_gwei``, ...) to their values as strings; the
-    checklist is covered from them. ``cost_usdc`` is atomic USDC, ``gas_wei`` is wei.
+    checklist is covered from them. ``params`` are parameters the tool resolved beyond its
+    arguments (the token a defaulted ``token`` argument meant), so coverage compares what
+    was actually read. ``cost_usdc`` is atomic USDC, ``gas_wei`` is wei.
     """
 
     tool: str
@@ -66,6 +68,7 @@ class Observation:
     summary: str
     data: dict[str, Any] = field(default_factory=dict)
     facts: dict[str, str] = field(default_factory=dict)
+    params: dict[str, str] = field(default_factory=dict)
     cost_usdc: int = 0
     gas_wei: int = 0
     error: str | None = None
@@ -204,6 +207,20 @@ class Tool(ABC):
     def facts_for(self, args: BaseModel) -> tuple[str, ...]:
         """Fact kinds this call can provide (defaults to everything the tool can)."""
         return self.facts
+
+    def fact_params(self, norm: dict[str, Any], obs: Observation) -> dict[str, str]:
+        """The parameters an observation's facts hold for: the call's arguments that were
+        given (None means the tool's default) plus what the tool resolved (``obs.params``)."""
+        given = {k: str(v) for k, v in norm.items() if v is not None and v != ""}
+        return {**given, **obs.params}
+
+    def param_defaults(self) -> dict[str, str]:
+        """Argument defaults that mean "not specified" (a window of 1000 blocks)."""
+        return {
+            name: str(f.default)
+            for name, f in self.args_model.model_fields.items()
+            if not f.is_required() and f.default is not None
+        }
 
     def parse_args(self, args: dict[str, Any]) -> BaseModel:
         """Validate raw proposal arguments; raises ToolArgsError with actionable text."""

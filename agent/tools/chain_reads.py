@@ -135,7 +135,14 @@ class TransfersArgs(_Args):
         default=1000,
         ge=1,
         le=MAX_LOOKBACK_BLOCKS,
-        description=f"How many recent blocks to scan (1..{MAX_LOOKBACK_BLOCKS}).",
+        description=f"How many recent blocks to scan (1..{MAX_LOOKBACK_BLOCKS}); ignored "
+        "when from_block is given.",
+    )
+    from_block: int | None = Field(
+        default=None, ge=0, description="First block of an explicit range (inclusive)."
+    )
+    to_block: int | None = Field(
+        default=None, ge=0, description="Last block of an explicit range; omit for the latest."
     )
 
 
@@ -196,16 +203,38 @@ class _FreeRead(Tool):
     def _obs(self, summary: str, data: dict[str, Any], facts: dict[str, str]) -> Observation:
         return Observation(tool=self.name, ok=True, summary=summary, data=data, facts=facts)
 
+    def _obs_for(
+        self, summary: str, data: dict[str, Any], facts: dict[str, str], params: dict[str, str]
+    ) -> Observation:
+        """An observation whose facts hold for ``params`` resolved by the tool."""
+        return Observation(
+            tool=self.name, ok=True, summary=summary, data=data, facts=facts, params=params
+        )
+
+
+async def _block_ref(tool: str, block: int | None, ctx: ToolContext) -> int | str:
+    """``block`` as a block reference ("latest" when None); a ToolError past the head."""
+    if block is None:
+        return "latest"
+    head = await _read(ctx.chain.block_number)
+    if block > head:
+        raise ToolError(
+            f"{tool}: block {block} does not exist yet; the chain head is {head}. "
+            f"Fix: ask for a block <= {head}, or omit block for the latest."
+        )
+    return block
+
 
 class BaseFeeTool(_FreeRead):
     name = "base_fee"
     free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=2_048)
-    description = "Current base fee per gas of the latest block, in gwei."
-    args_model = NoArgs
+    description = "Base fee per gas of a block (the latest when no block is given), in gwei."
+    args_model = BlockArgs
     facts = ("base_fee_gwei",)
 
-    async def run(self, args: Any, ctx: ToolContext) -> Observation:
-        block = await _read(lambda: ctx.chain.block("latest"))
+    async def run(self, args: BlockArgs, ctx: ToolContext) -> Observation:
+        ref = await _block_ref(self.name, args.block, ctx)
+        block = await _read(lambda: ctx.chain.block(ref))
         wei = int(block.get("baseFeePerGas", 0))
         number = int(block["number"])
         gwei = format_gwei(wei)
@@ -241,14 +270,7 @@ class BlockInfoTool(_FreeRead):
     facts = ("block_number", "block_timestamp")
 
     async def run(self, args: BlockArgs, ctx: ToolContext) -> Observation:
-        if args.block is not None:
-            head = await _read(ctx.chain.block_number)
-            if args.block > head:
-                raise ToolError(
-                    f"block_info: block {args.block} does not exist yet; the chain head is "
-                    f"{head}. Fix: ask for a block <= {head}, or omit block for the latest."
-                )
-        ref: int | str = "latest" if args.block is None else args.block
+        ref = await _block_ref(self.name, args.block, ctx)
         block = await _read(lambda: ctx.chain.block(ref))
         number, ts = int(block["number"]), int(block["timestamp"])
         iso = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -328,7 +350,7 @@ class TokenBalanceTool(_FreeRead):
         atomic = await _read(lambda: ctx.chain.token_balance(token, args.address))
         display = format_token(atomic, decimals, symbol)
         facts = {"usdc_balance": display} if is_usdc else {}
-        return self._obs(
+        return self._obs_for(
             f"{args.address} holds {display} ({atomic} atomic)",
             {
                 "address": args.address,
@@ -339,6 +361,7 @@ class TokenBalanceTool(_FreeRead):
                 "display": display,
             },
             facts,
+            {"token": token},
         )
 
 
@@ -354,7 +377,7 @@ class TokenInfoTool(_FreeRead):
         symbol, decimals = await _token_meta(ctx, token)
         supply = await _read(lambda: ctx.chain.token_supply(token))
         display = format_token(supply, decimals, symbol)
-        return self._obs(
+        return self._obs_for(
             f"{symbol} at {token}: {decimals} decimals, supply {display}",
             {
                 "token": token,
@@ -364,6 +387,7 @@ class TokenInfoTool(_FreeRead):
                 "supply": display,
             },
             {"token_symbol": symbol, "token_decimals": str(decimals), "token_supply": display},
+            {"token": token},
         )
 
 
@@ -404,20 +428,33 @@ class TokenTransfersTool(_FreeRead):
     # Log scans span block ranges: more room and time than a point read.
     free_limits = FreeLimits(max_calls_per_run=3, max_result_bytes=65_536, timeout_s=20.0)
     description = (
-        "Count of USDC Transfer events in the most recent blocks (default 1000), "
-        "optionally only those from or to one address; lists up to 5 of the latest."
+        "USDC Transfer events in the most recent blocks (default 1000) or in an explicit "
+        "block range, optionally only those from or to one address: their count, the "
+        "largest one, and up to 5 of the latest."
     )
     args_model = TransfersArgs
-    facts = ("transfer_count",)
+    facts = ("transfer_count", "transfer_max")
 
     async def run(self, args: TransfersArgs, ctx: ToolContext) -> Observation:
         token = usdc_address(ctx)
         head = await _read(ctx.chain.block_number)
-        first = max(0, head - args.blocks + 1)
-        logs = await _read(lambda: ctx.chain.transfer_logs(token, first, head, args.address))
+        last = head if args.to_block is None else args.to_block
+        first = max(0, head - args.blocks + 1) if args.from_block is None else args.from_block
+        if last > head or first > last:
+            raise ToolError(
+                f"token_transfers: blocks {first}..{last} is not a range of this chain (head "
+                f"{head}); expected from_block <= to_block <= {head}. Fix: pick a range "
+                "within the chain, or omit to_block for the latest."
+            )
+        if last - first + 1 > MAX_LOOKBACK_BLOCKS:
+            raise ToolError(
+                f"token_transfers: blocks {first}..{last} spans {last - first + 1} blocks; "
+                f"at most {MAX_LOOKBACK_BLOCKS}. Fix: narrow the range."
+            )
+        logs = await _read(lambda: ctx.chain.transfer_logs(token, first, last, args.address))
         volume = sum(log.value for log in logs)
         who = f" touching {args.address}" if args.address else ""
-        latest = [
+        rows = [
             {
                 "tx_hash": log.tx_hash,
                 "block": log.block_number,
@@ -425,21 +462,32 @@ class TokenTransfersTool(_FreeRead):
                 "to": log.recipient,
                 "value_atomic": log.value,
             }
-            for log in logs[-5:]
+            for log in logs
         ]
+        facts = {"transfer_count": str(len(logs))}
+        top = max(logs, key=lambda log: log.value, default=None)
+        largest = None if top is None else rows[logs.index(top)]
+        if top is not None:
+            facts["transfer_max"] = (
+                f"{format_usdc(top.value, ctx.network.decimals)} from {top.sender} to "
+                f"{top.recipient} in block {top.block_number} (tx {top.tx_hash})"
+            )
+        else:
+            facts["transfer_max"] = f"none: no USDC transfers in blocks {first}..{last}"
         return self._obs(
-            f"{len(logs)} USDC transfers{who} in blocks {first}..{head}",
+            f"{len(logs)} USDC transfers{who} in blocks {first}..{last}",
             {
                 "token": token,
                 "address": args.address,
                 "from_block": first,
-                "to_block": head,
+                "to_block": last,
                 "transfer_count": len(logs),
                 "volume_atomic": volume,
                 "volume": format_usdc(volume, ctx.network.decimals),
-                "latest": latest,
+                "largest": largest,
+                "latest": rows[-5:],
             },
-            {"transfer_count": str(len(logs))},
+            facts,
         )
 
 

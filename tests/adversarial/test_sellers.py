@@ -126,7 +126,7 @@ def test_terms_changed_at_payment_time_pay_nothing_and_hold_the_spend_pending(
     # 'signed' (the seller could still submit it until validBefore).
     seller, url = seller_factory(price=PRICE, on_paid=change)
     h, result = buy(tmp_path, chain, url)
-    assert result.stop_reason == "done-signal", stop_message(result)
+    assert result.stop_reason == "cannot-plan", stop_message(result)
     assert seller.log.paid_requests == 1
     [row] = h.ledger()
     assert row.status == "signed" and "after payment" in row.note and "unused on chain" in row.note
@@ -177,7 +177,7 @@ def test_unpayable_terms_are_refused_before_signing(
 ) -> None:
     seller, url = seller_factory(price=PRICE, rewrite_402=rewrite)
     h, result = buy(tmp_path, chain, url)
-    assert result.stop_reason == "done-signal", stop_message(result)
+    assert result.stop_reason == "cannot-plan", stop_message(result)
     failures = failed_calls(h, result.run_id)
     assert len(failures) == 1 and expected in failures[0], failures
     assert h.events(result.run_id, "verdict") == [] or all(
@@ -234,7 +234,7 @@ def test_authorization_already_expired_at_settlement_moves_nothing(
     # the buyer keeps the spend pending; reconciliation fails it once both clocks agree.
     seller, url = seller_factory(price=PRICE, paid_mode="expire-first")
     h, result = buy(tmp_path, chain, url)
-    assert result.stop_reason == "done-signal", stop_message(result)
+    assert result.stop_reason == "cannot-plan", stop_message(result)
     [row] = h.ledger()
     assert row.status == "signed" and "unused on chain" in row.note
     [payment] = seller.log.payments
@@ -257,7 +257,7 @@ def test_402_again_after_payment_gets_no_second_payment(
 ) -> None:
     seller, url = seller_factory(price=PRICE, paid_mode="402-again")
     h, result = buy(tmp_path, chain, url)
-    assert result.stop_reason == "done-signal", stop_message(result)
+    assert result.stop_reason == "cannot-plan", stop_message(result)
     assert seller.log.paid_requests == 1
     [row] = h.ledger()
     assert row.status == "signed" and "answered 402 after payment" in row.note
@@ -276,7 +276,7 @@ def test_huge_response_body_is_refused_and_the_payment_reconciled(
 ) -> None:
     seller, url = seller_factory(price=PRICE, paid_mode="huge-body")
     h, result = buy(tmp_path, chain, url)
-    assert result.stop_reason == "done-signal", stop_message(result)
+    assert result.stop_reason == "cannot-plan", stop_message(result)
     assert any("exceeds" in s and "bytes" in s for s in failed_calls(h, result.run_id))
     assert result.evidence == []  # nothing from the oversized body entered the run
     [row] = h.ledger()
@@ -291,7 +291,7 @@ def test_slow_response_times_out_and_the_payment_is_reconciled(
 ) -> None:
     seller, url = seller_factory(price=PRICE, paid_mode="slow", slow_s=3.0)
     h, result = buy(tmp_path, chain, url, extras={"http_timeout_s": 1.0})
-    assert result.stop_reason == "done-signal", stop_message(result)
+    assert result.stop_reason == "cannot-plan", stop_message(result)
     assert any("did not answer within" in s for s in failed_calls(h, result.run_id))
     [row] = h.ledger()
     assert row.status == "signed" and "reconcile" not in row.note

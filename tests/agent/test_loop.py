@@ -55,7 +55,7 @@ def test_self_model_is_fresh_every_turn(tmp_path: Path) -> None:
         wallet_address="0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
     )
     r = asyncio.run(run_task("base fee?", deps))
-    assert r.stop_reason == "finish-tool" and chain.reads == 2
+    assert r.stop_reason == "unbacked-answer" and chain.reads == 2
     prompts = [c.messages[1]["content"] for c in model.calls_for("propose")]
     assert "balance 5.000001 USDC" in prompts[0] and "balance 5.000002 USDC" in prompts[1]
     assert "steps" in prompts[1] and "tools wired now: base_fee (free)" in prompts[0]
@@ -77,7 +77,7 @@ def test_reordered_arguments_are_the_same_call(tmp_path: Path) -> None:
     )
     deps = make_deps(tmp_path, model, [tool])
     r = asyncio.run(run_task("block 7?", deps))
-    assert r.stop_reason == "finish-tool" and len(tool.calls) == 1
+    assert r.stop_reason == "unbacked-answer" and len(tool.calls) == 1
     assert r.attempted == [call_fingerprint("block_info", {"detail": "full", "block": 7})]
     assert deps.store.events(r.run_id, "nudge")[0]["data"]["earlier_step"] == 1
 
@@ -88,7 +88,7 @@ def test_unknown_tool_and_bad_args_are_refused_free_with_feedback(tmp_path: Path
     )
     deps = make_deps(tmp_path, model, [BASE_FEE])
     r = asyncio.run(run_task("fees?", deps))
-    assert r.stop_reason == "finish-tool" and r.steps == 4
+    assert r.stop_reason == "unbacked-answer" and r.steps == 4
     feedback = [c.messages[1]["content"] for c in model.calls_for("propose")]
     assert "tool 'nope' is not wired; wired tools: base_fee" in feedback[1]
     assert "base_fee: invalid arguments (bogus: Extra inputs are not permitted)" in feedback[2]
@@ -130,7 +130,7 @@ def test_batch_of_three_free_calls_runs_concurrently(tmp_path: Path) -> None:
     model = ScriptedModel({"propose": [batch, SUBMIT]})
     deps = make_deps(tmp_path, model, [tool])
     r = asyncio.run(run_task("three stamps", deps))
-    assert r.stop_reason == "finish-tool" and r.steps == 2
+    assert r.stop_reason == "unbacked-answer" and r.steps == 2
     assert [e.summary for e in r.evidence] == ["t0", "t1", "t2"]
 
 
@@ -139,7 +139,7 @@ def test_batch_over_three_is_refused(tmp_path: Path) -> None:
     model = ScriptedModel({"propose": [batch, call("base_fee"), SUBMIT]})
     deps = make_deps(tmp_path, model, [BASE_FEE])
     r = asyncio.run(run_task("fees", deps))
-    assert r.stop_reason == "finish-tool"
+    assert r.stop_reason == "unbacked-answer"
     assert deps.store.events(r.run_id, "gate.skip")[0]["data"]["why"] == "batch-too-large"
 
 
@@ -153,7 +153,7 @@ def test_free_policy_row_limits_calls(tmp_path: Path) -> None:
     policy = FreeReadPolicy([FreePolicyRow("block_info", max_calls_per_run=1)])
     deps = make_deps(tmp_path, model, [tool], free_policy=policy)
     r = asyncio.run(run_task("blocks", deps))
-    assert r.stop_reason == "finish-tool" and len(tool.calls) == 1
+    assert r.stop_reason == "unbacked-answer" and len(tool.calls) == 1
     skip = deps.store.events(r.run_id, "gate.skip")[0]["data"]
     assert skip["why"] == "policy" and "the limit is 1" in skip["feedback"]
 
@@ -173,7 +173,7 @@ def test_replan_every_third_step(tmp_path: Path) -> None:
     )
     deps = make_deps(tmp_path, model, [tool], limits=Limits(streak_length=6))
     r = asyncio.run(run_task("blocks", deps))
-    assert r.stop_reason == "finish-tool" and len(model.calls_for("replan")) == 1
+    assert r.stop_reason == "unbacked-answer" and len(model.calls_for("replan")) == 1
     assert "Plan: Read block 4 next" in model.calls_for("propose")[3].messages[1]["content"]
     assert deps.store.events(r.run_id, "replan")[0]["data"]["step"] == 3
 
@@ -207,7 +207,9 @@ def test_lessons_are_distilled_and_shown_to_similar_tasks(tmp_path: Path) -> Non
     )
     assert r1.stop_reason == "model-stopped"
     assert store.lessons()[0]["lesson"] == "Call base_fee first, then finish."
-    second = ScriptedModel({"propose": [call("base_fee"), SUBMIT]})
+    second = ScriptedModel(
+        {"checklist": [checklist(("base fee gwei", "base_fee_gwei"))], "propose": [call("base_fee")]}
+    )
     r2 = asyncio.run(
         run_task(
             "What is the devnet base fee now?", make_deps(tmp_path, second, [BASE_FEE], store=store)
@@ -263,7 +265,7 @@ def test_events_are_typed_json_and_cover_the_turn(tmp_path: Path) -> None:
     call_ev = next(e["data"] for e in evs if e["type"] == "tool.call")
     assert call_ev["cost_usdc"] == 0 and call_ev["summary"] == "base_fee_gwei 1.5"
     row = deps.store.run(r.run_id)
-    assert row["status"] == "stopped" and json.loads(row["result"])["stop_reason"] == "finish-tool"
+    assert row["status"] == "stopped" and json.loads(row["result"])["stop_reason"] == "unbacked-answer"
 
 
 def test_result_is_json_and_answer_backstop_never_empty(tmp_path: Path) -> None:
@@ -318,7 +320,7 @@ def test_many_runs_share_one_process(tmp_path: Path) -> None:
         return await asyncio.gather(*runs)
 
     results = asyncio.run(many())
-    assert {r.stop_reason for r in results} == {"finish-tool"}
+    assert {r.stop_reason for r in results} == {"unbacked-answer"}
     assert len({r.run_id for r in results}) == 5
 
 
@@ -378,7 +380,7 @@ def test_refused_calls_are_audited_with_their_literal_arguments(tmp_path: Path) 
     )
     deps = make_deps(tmp_path, model, [BASE_FEE, BuyTool()])
     r = asyncio.run(run_task("fees?", deps))
-    assert r.stop_reason == "finish-tool"
+    assert r.stop_reason == "unbacked-answer"
     skips = [e["data"] for e in deps.store.events(r.run_id, "gate.skip")]
     assert [(s["why"], s["tool"]) for s in skips] == [
         ("unknown-tool", "nope"),

@@ -78,7 +78,10 @@ def test_judge_answered(tmp_path: Path, chain: Any) -> None:
     deps = paid_deps(tmp_path, chain, model, extra_tools=(base_fee,))
     before = usdc_balance(chain, AGENT_ADDR)
     r = asyncio.run(run_task(f"What is the base fee? Pay {SELLER_ADDR} if needed.", deps))
-    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("judge-answered", True, False, 2)
+    # The judge found nothing missing, but an empty checklist backs nothing: not a finish.
+    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("unbacked-answer", False, True, 2)
+    assert (r.message.split(",")[0], r.stop_reason) == ("judge-answered", "unbacked-answer")
+    assert r.message.startswith("judge-answered, but the checklist is empty")
     assert r.answer == "The base fee is 1.0 gwei [e1]."
     assert r.attempted == [call_fingerprint("base_fee", {})]
     assert usdc_balance(chain, AGENT_ADDR) == before and signed_rows(deps, r.run_id) == []
@@ -122,7 +125,7 @@ def test_judge_refusal_is_feedback_and_a_skip(tmp_path: Path, chain: Any) -> Non
     model = ScriptedModel({"checklist": [RECEIPT], "propose": [PAY, {"action": "done"}]})
     deps = paid_deps(tmp_path, chain, model, limits=Limits(per_call_cap_usdc=50_000))
     r = asyncio.run(run_task(PAY_TASK, deps))
-    assert (r.stop_reason, r.steps) == ("done-signal", 2)
+    assert (r.stop_reason, r.steps) == ("cannot-plan", 2)  # a done with the receipt missing
     skips = deps.store.events(r.run_id, "gate.skip")
     assert (
         skips[0]["data"]["why"] == "judge-refused"
@@ -141,7 +144,7 @@ def test_a_recipient_the_task_does_not_name_is_refused_before_quoting(
     model = ScriptedModel({"checklist": [RECEIPT], "propose": [PAY, {"action": "done"}]})
     deps = paid_deps(tmp_path, chain, model)
     r = asyncio.run(run_task("Pay the seller 0.10 USDC.", deps))
-    assert r.stop_reason == "done-signal" and usdc_balance(chain, SELLER_ADDR) == before
+    assert r.stop_reason == "cannot-plan" and usdc_balance(chain, SELLER_ADDR) == before
     [refused] = [e["data"] for e in deps.store.events(r.run_id, "tool.transfer.refused")]
     assert refused["recipient"] == SELLER_ADDR and refused["task_addresses"] == []
     assert "Fix: name the address in the task, or add it to NIB_SELLER_ALLOWLIST" in (
@@ -181,7 +184,7 @@ def test_the_judge_refuses_a_recipient_the_run_does_not_know(tmp_path: Path, cha
     model = ScriptedModel({"checklist": [RECEIPT], "propose": [PAY, {"action": "done"}]})
     deps = paid_deps(tmp_path, chain, model, transfer_tool=UngatedTransfer())
     r = asyncio.run(run_task("Pay the seller 0.10 USDC.", deps))
-    assert r.stop_reason == "done-signal"
+    assert r.stop_reason == "cannot-plan"
     [verdict] = [e["data"] for e in deps.store.events(r.run_id, "verdict")]
     assert verdict["decision"] == "refuse"
     assert verdict["reason"].startswith(f"unknown recipient {SELLER_ADDR}: this call may pay")
@@ -201,9 +204,9 @@ def _dead_judge() -> Any:
 @pytest.mark.parametrize(
     ("stop", "checklist_reply", "options"),
     [
-        ("done-signal", RECEIPT, {"limits": Limits(per_call_cap_usdc=50_000)}),  # judge refuses
+        ("cannot-plan", RECEIPT, {"limits": Limits(per_call_cap_usdc=50_000)}),  # judge refuses
         ("cost-budget", RECEIPT, {"limits": Limits(spend_cap_usdc=DIME)}),
-        ("judge-answered", {"items": []}, {}),
+        ("unbacked-answer", {"items": []}, {}),  # judge-answered, with nothing to back it
         ("awaiting-approval", RECEIPT, {"limits": Limits(approval_threshold_usdc=50_000)}),
         ("judge-unreachable", RECEIPT, {"judge": "dead"}),
     ],
@@ -249,7 +252,7 @@ def test_approving_a_paused_transfer_whose_nonce_was_reused_refuses_it_as_stale(
     assert usdc_balance(chain, SELLER_ADDR) == seller_before + DIME
 
     r = asyncio.run(resume(paused.run_id, "approve", deps))
-    assert r.stop_reason == "done-signal" and r.spend.usdc_atomic == 0
+    assert r.stop_reason == "cannot-plan" and r.spend.usdc_atomic == 0
     assert usdc_balance(chain, SELLER_ADDR) == seller_before + DIME  # paid once, not twice
     verdicts = [e["data"]["decision"] for e in deps.store.events(r.run_id, "verdict")]
     assert verdicts == ["escalate", "approve"]

@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from _loop_support import BlockArgs, FactTool, FlakyTool, call, checklist, make_deps
 
 from agent.errors import ModelUnavailable
@@ -46,38 +47,98 @@ def test_every_stop_reason_has_a_description() -> None:
     assert len(STOP_REASONS) == 24 and all(STOP_REASONS.values())
 
 
-def test_done_signal(tmp_path: Path) -> None:
-    r = run(
-        tmp_path,
-        {"propose": [call("base_fee"), {"action": "done", "answer": "1.5 gwei"}]},
-        [BASE_FEE],
-    )
-    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("done-signal", True, False, 2)
-    assert r.answer == "1.5 gwei"
-    assert r.attempted == [fp("base_fee")]
+FEE_AND_GAS = checklist(("base fee gwei", "base_fee_gwei"), ("gas price gwei", "gas_price_gwei"))
+
+
+@pytest.mark.parametrize(
+    ("finish", "reply"),
+    [
+        ("done-signal", {"action": "done", "answer": "1.5 gwei"}),
+        ("finish-tool", {"action": "submit_answer", "answer": "1.5 gwei", "evidence": ["e1"]}),
+    ],
+)
+def test_a_finish_with_an_item_uncovered_is_cannot_plan_naming_it(
+    tmp_path: Path, finish: str, reply: dict[str, Any]
+) -> None:
+    r = run(tmp_path, {"checklist": [FEE_AND_GAS], "propose": [call("base_fee"), reply]}, [BASE_FEE])
+    assert (r.stop_reason, r.finished, r.partial, r.exit_code) == ("cannot-plan", False, True, 1)
+    assert r.message == f"{finish}, but not answered: gas price gwei (no evidence)"
+    assert r.answer.splitlines() == [
+        "1.5 gwei",
+        "gas price gwei: not answered (no evidence was gathered for it)",
+    ]
+    assert [line.grade for line in r.lines] == ["observed", "not-answered"]
+
+
+@pytest.mark.parametrize(
+    ("finish", "reply"),
+    [
+        ("done-signal", {"action": "done", "answer": "1.5 gwei"}),
+        ("finish-tool", {"action": "submit_answer", "answer": "1.5 gwei", "evidence": ["e1"]}),
+    ],
+)
+def test_a_finish_with_an_empty_checklist_is_unbacked(
+    tmp_path: Path, finish: str, reply: dict[str, Any]
+) -> None:
+    # The checklist reply did not parse: nothing says what the answer must hold.
+    r = run(tmp_path, {"checklist": ["not json"], "propose": [call("base_fee"), reply]}, [BASE_FEE])
+    assert (r.stop_reason, r.finished, r.exit_code) == ("unbacked-answer", False, 1)
+    assert r.message.startswith(f"{finish}, but the checklist is empty")
 
 
 def test_done_without_text_synthesises_from_evidence(tmp_path: Path) -> None:
     r = run(tmp_path, {"propose": [call("base_fee"), {"action": "done"}]}, [BASE_FEE])
-    assert r.stop_reason == "done-signal" and "base_fee_gwei 1.5 [e1]" in r.answer
+    assert r.stop_reason == "unbacked-answer" and "base_fee_gwei 1.5 [e1]" in r.answer
 
 
 def test_finish_tool_validates_evidence_ids(tmp_path: Path) -> None:
     r = run(
         tmp_path,
         {
+            "checklist": [FEE_AND_GAS],
             "propose": [
                 call("base_fee"),
                 {"action": "submit_answer", "answer": "1.5 gwei", "evidence": ["e9"]},
                 {"action": "submit_answer", "answer": "Base fee is 1.5 gwei", "evidence": ["e1"]},
-            ]
+            ],
         },
         [BASE_FEE],
     )
-    assert (r.stop_reason, r.finished, r.partial, r.steps) == ("finish-tool", True, False, 3)
-    assert r.answer == "Base fee is 1.5 gwei"
+    assert (r.stop_reason, r.steps) == ("cannot-plan", 3)  # accepted, but gas price is missing
+    assert r.answer.splitlines()[0] == "Base fee is 1.5 gwei"
     assert r.attempted == [fp("base_fee")]
     assert r.evidence[0].facts == {"base_fee_gwei": "1.5"}
+
+
+def test_asserted_line_prevents_evidence_covered(tmp_path: Path) -> None:
+    r = run(
+        tmp_path,
+        {
+            "checklist": [checklist(("base fee gwei", "base_fee_gwei"))],
+            "propose": [call("base_fee")],
+            "synthesize": ["Base fee: 1.5 gwei [e1]\nGas price: 42 gwei"],
+        },
+        [BASE_FEE],
+    )
+    assert (r.stop_reason, r.finished, r.exit_code) == ("unbacked-answer", False, 1)
+    assert r.message.startswith("evidence-covered, but 1 answer line(s) hold values")
+    assert [line.grade for line in r.lines] == ["observed", "asserted"]
+    assert r.provenance == "asserted"
+
+
+def test_every_covered_answer_line_is_observed_and_the_run_finishes(tmp_path: Path) -> None:
+    r = run(
+        tmp_path,
+        {
+            "checklist": [checklist(("base fee gwei", "base_fee_gwei"))],
+            "propose": [call("base_fee")],
+            "synthesize": ["Base fee: 1.5 gwei [e1]"],
+        },
+        [BASE_FEE],
+    )
+    assert (r.stop_reason, r.finished, r.exit_code) == ("evidence-covered", True, 0)
+    assert [(line.grade, line.evidence) for line in r.lines] == [("observed", ["e1"])]
+    assert r.provenance == "observed"
 
 
 def test_evidence_covered(tmp_path: Path) -> None:
@@ -181,7 +242,7 @@ def test_failed_call_is_retryable(tmp_path: Path) -> None:
         },
         [flaky],
     )
-    assert (r.stop_reason, r.steps) == ("finish-tool", 3)
+    assert (r.stop_reason, r.steps) == ("unbacked-answer", 3)  # no checklist backs "42"
     assert r.attempted == [fp("flaky"), fp("flaky")] and flaky.calls == 2
 
 

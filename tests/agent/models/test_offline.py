@@ -65,8 +65,8 @@ TX = "0x" + "ab" * 32
             "base fee, gas price and gas statistics",
             ["base_fee_gwei", "gas_price_gwei", "gas_stats"],
         ),
-        ("Write a poem about the sea", []),
-        ("tell me about transactions in general", []),  # "transaction" needs a hash
+        ("Write a poem about the sea", [None]),  # named as not answered
+        ("tell me about transactions in general", [None]),  # "transaction" needs a hash
     ],
 )
 def test_checklist_pattern_table(task: str, kinds: list[str]) -> None:
@@ -75,21 +75,24 @@ def test_checklist_pattern_table(task: str, kinds: list[str]) -> None:
 
 def test_checklist_caps_at_five_items_in_task_order() -> None:
     task = "block number, base fee, gas price, timestamp, ETH balance, USDC balance, symbol"
-    kinds = [i["kind"] for i in extract_checklist(task)]
-    assert kinds == [
+    items = extract_checklist(task)
+    assert [i["kind"] for i in items] == [
         "block_number",
         "base_fee_gwei",
         "gas_price_gwei",
         "block_timestamp",
-        "eth_balance",
+        None,
     ]
+    # What does not fit is named, not dropped.
+    assert items[-1]["unanswerable"] == "the checklist holds at most 5 items"
+    assert "ETH balance" in items[-1]["text"] and "token symbol" in items[-1]["text"]
 
 
 def test_item_text_names_its_subject() -> None:
     items = extract_checklist(f"USDC balance of {OTHER} and the symbol of token {USDC}")
     assert items == [
-        {"text": f"USDC balance of {OTHER}", "kind": "usdc_balance"},
-        {"text": f"token symbol of {USDC}", "kind": "token_symbol"},
+        {"text": f"USDC balance of {OTHER}", "kind": "usdc_balance", "params": {"address": OTHER}},
+        {"text": f"token symbol of {USDC}", "kind": "token_symbol", "params": {"token": USDC}},
     ]
 
 
@@ -173,6 +176,9 @@ class Sim:
             return
         eid = f"e{len(self.evidence) + 1}"
         facts = facts or {}
+        tool = self.registry.get(call.tool)
+        assert tool is not None
+        params = {k: str(v) for k, v in norm.items() if v is not None}
         self.evidence.append(
             {
                 "id": eid,
@@ -181,11 +187,13 @@ class Sim:
                 "args": norm,
                 "summary": summary,
                 "facts": facts,
+                "params": params,
                 "cost_usdc": 0,
             }
         )
         self.history.append(HistoryEntry(step, call.tool, norm, "ok", summary, eid))
-        self.checklist = self.checklist.cover(facts, summary, eid)
+        defaults = {**tool.param_defaults(), "token": USDC, "address": WALLET}
+        self.checklist = self.checklist.cover(facts, eid, params=params, defaults=defaults)
 
 
 def test_offline_planner_is_a_local_model_using_no_tokens() -> None:
@@ -211,9 +219,9 @@ def test_free_facts_are_batched_then_the_paid_fact_goes_alone() -> None:
     assert isinstance(final, SubmitAnswer)
     assert final.evidence == ("e1", "e2", "e3")
     assert final.answer.splitlines() == [
-        "base fee (gwei): 0.875 (evidence e1)",
-        "gas price (gwei): 1.75 (evidence e2)",
-        "gas statistics: mean base fee 0.8 gwei (evidence e3)",
+        "base fee (gwei): 0.875 (observed, evidence e1)",
+        "gas price (gwei): 1.75 (observed, evidence e2)",
+        "gas statistics: mean base fee 0.8 gwei (observed, evidence e3)",
     ]
 
 
@@ -274,12 +282,11 @@ def test_refused_paid_call_is_not_proposed_again_and_the_answer_is_partial() -> 
     sim.record(second, "refused", summary="price 2.5 USDC exceeds the per-call cap")
 
     final = sim.propose()
-    assert isinstance(final, SubmitAnswer)
-    assert final.evidence == ("e1",)
+    assert isinstance(final, Done) and final.answer is not None  # a part is missing
     lines = final.answer.splitlines()
-    assert lines[0] == "base fee (gwei): 0.875 (evidence e1)"
-    assert lines[1].startswith("premium report: not obtained (pay_http was already tried")
-    assert lines[2] == "Partial answer: 1 of 2 facts not obtained."
+    assert lines[0] == "base fee (gwei): 0.875 (observed, evidence e1)"
+    assert lines[1].startswith("premium report: not answered (pay_http was already tried")
+    assert lines[2] == "Partial answer: 1 of 2 parts not answered."
 
 
 def test_everything_refused_and_no_evidence_is_done_with_the_reason() -> None:
@@ -288,7 +295,7 @@ def test_everything_refused_and_no_evidence_is_done_with_the_reason() -> None:
     sim.record(call, "refused", summary="over budget")
     final = sim.propose()
     assert isinstance(final, Done)
-    assert final.answer is not None and "premium report: not obtained" in final.answer
+    assert final.answer is not None and "premium report: not answered" in final.answer
 
 
 def test_executed_call_that_did_not_cover_its_item_is_not_repeated() -> None:
@@ -299,7 +306,7 @@ def test_executed_call_that_did_not_cover_its_item_is_not_repeated() -> None:
     sim.record(first.calls[0], "ok", {}, "no facts")  # ran, but no transfer_count
     sim.record(first.calls[1], "ok", {"base_fee_gwei": "1"}, "base fee 1 gwei")
     final = sim.propose()
-    assert isinstance(final, SubmitAnswer)  # not token_transfers again
+    assert isinstance(final, Done)  # not token_transfers again; the count is named missing
 
 
 def test_a_failed_call_is_retried_once_then_given_up() -> None:
@@ -315,16 +322,16 @@ def test_missing_tx_hash_is_reported_not_guessed() -> None:
     sim = Sim("what is the status of my transaction receipt?")
     final = sim.propose()
     assert isinstance(final, Done)
-    assert final.answer is not None and "needs 'tx_hash'" in final.answer
+    assert final.answer is not None and "the task gives no transaction hash" in final.answer
 
 
 def test_task_it_cannot_plan_says_so_and_names_the_configuration() -> None:
     sim = Sim("Write a poem about the sea")
-    assert sim.checklist.items == ()
+    assert [i.unanswerable is not None for i in sim.checklist.items] == [True]
     final = sim.propose()
     assert isinstance(final, Done)
     assert final.answer is not None
-    assert final.answer.startswith("The offline planner cannot plan this task")
+    assert final.answer.startswith("Write a poem about the sea: not answered (the offline planner")
     assert CONFIGURE_MODEL in final.answer
     assert "NIB_MODEL_PROVIDER=openai" in final.answer
 
@@ -355,9 +362,9 @@ def test_synthesize_writes_one_line_per_item() -> None:
     sim = Sim("base fee and gas price")
     sim.record(Call("base_fee", {}), "ok", {"base_fee_gwei": "0.875"}, "base fee")
     assert sim.ask("synthesize").splitlines() == [
-        "base fee (gwei): 0.875 (evidence e1)",
-        "gas price (gwei): not obtained",
-        "Partial answer: 1 of 2 facts not obtained.",
+        "base fee (gwei): 0.875 (observed, evidence e1)",
+        "gas price (gwei): not answered",
+        "Partial answer: 1 of 2 parts not answered.",
     ]
 
 

@@ -91,9 +91,15 @@ def test_offline_planner_answers_two_free_facts_and_one_paid_fact_paying_once(
     assert usdc_of(chain, seller) == before_seller + GAS_STATS_PRICE
     assert result.tokens.input == 0 and result.tokens.output == 0
     lines = result.answer.splitlines()
-    assert lines[0].startswith("base fee (gwei): ") and lines[0].endswith("(evidence e1)")
-    assert lines[1].startswith("gas price (gwei): ") and lines[1].endswith("(evidence e2)")
-    assert lines[2].startswith("gas statistics: ") and lines[2].endswith("(evidence e3)")
+    assert lines[0].startswith("base fee (gwei): ") and lines[0].endswith("(observed, evidence e1)")
+    assert lines[1].startswith("gas price (gwei): ") and lines[1].endswith("(observed, evidence e2)")
+    assert lines[2].startswith("gas statistics: ") and lines[2].endswith("(observed, evidence e3)")
+    assert result.provenance == "observed"
+    assert [(line.grade, line.evidence) for line in result.lines] == [
+        ("observed", ["e1"]),
+        ("observed", ["e2"]),
+        ("observed", ["e3"]),
+    ]
     calls = deps.store.events(result.run_id, "tool.call")
     assert [c["data"]["tool"] for c in calls].count("pay_http") == 1
     verdicts = [v["data"] for v in deps.store.events(result.run_id, "verdict")]
@@ -105,9 +111,10 @@ def test_offline_planner_cannot_plan_a_poem_and_says_how_to_configure_a_model(
 ) -> None:
     deps = offline_deps(chain, paywall, tmp_path)
     result = asyncio.run(run_task("Write a poem about the sea", deps))
-    assert result.stop_reason == "done-signal"
+    assert result.stop_reason == "cannot-plan" and result.exit_code == 1
     assert result.spend.usdc_atomic == 0
-    assert result.answer.startswith("The offline planner cannot plan this task")
+    assert result.answer.startswith("Write a poem about the sea: not answered")
+    assert result.provenance == "none"
     assert "NIB_MODEL_PROVIDER=openai" in result.answer
 
 

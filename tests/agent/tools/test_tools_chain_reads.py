@@ -110,6 +110,13 @@ def test_base_fee_and_gas_price_match_web3(
     assert Decimal(obs.facts["base_fee_gwei"]) * 10**9 == block["baseFeePerGas"]
     assert obs.summary.startswith("base fee ") and "\n" not in obs.summary
 
+    at_one = run(BaseFeeTool(), {"block": 1}, ctx)
+    one = anvil.w3.eth.get_block(1)
+    assert at_one.facts == {"base_fee_gwei": format_gwei(one["baseFeePerGas"])}
+    assert at_one.data["block_number"] == 1
+    with pytest.raises(ToolError, match="does not exist yet"):
+        run(BaseFeeTool(), {"block": block["number"] + 5}, ctx)
+
     obs = run(GasPriceTool(), {}, ctx)
     assert obs.data["gas_price_wei"] == anvil.w3.eth.gas_price
     assert obs.facts["gas_price_gwei"] == format_gwei(anvil.w3.eth.gas_price)
@@ -201,11 +208,23 @@ def test_receipt_and_transfers_after_a_real_transfer(
         for log in logs
         if seller.lower()[2:] in (log["topics"][1].hex() + log["topics"][2].hex())
     ]
-    assert obs.facts == {"transfer_count": str(len(touching))}
+    assert obs.facts["transfer_count"] == str(len(touching))
     assert int(obs.facts["transfer_count"]) >= 1
+    top = max(touching, key=lambda log: int(log["data"].hex(), 16))
+    largest = format_usdc(int(top["data"].hex(), 16))
+    assert obs.facts["transfer_max"].startswith(f"{largest} from ")
+    assert "0x" + top["transactionHash"].hex().removeprefix("0x") in obs.facts["transfer_max"]
     assert obs.data["latest"][-1]["tx_hash"] == tx_hash
     everyone = run(TokenTransfersTool(), {}, ctx)
     assert int(everyone.facts["transfer_count"]) >= 2  # the fixture's mint and this transfer
+    # An explicit range: only the block of this transfer.
+    mined = receipt["blockNumber"]
+    just = run(TokenTransfersTool(), {"from_block": mined, "to_block": mined}, ctx)
+    in_block = [log for log in logs if log["blockNumber"] == mined]
+    assert just.facts["transfer_count"] == str(len(in_block))
+    assert (just.data["from_block"], just.data["to_block"]) == (mined, mined)
+    with pytest.raises(ToolError, match="is not a range of this chain"):
+        run(TokenTransfersTool(), {"from_block": mined, "to_block": mined + 1000}, ctx)
 
 
 def test_unknown_receipt_is_a_tool_error(make_ctx: Callable[..., ToolContext]) -> None:
