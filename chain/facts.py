@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-__all__ = ["CHAIN_FACT_KINDS", "FACT_KINDS", "FactKind", "is_fact_kind"]
+__all__ = [
+    "CHAIN_FACT_KINDS",
+    "DERIVED_KINDS",
+    "FACT_KINDS",
+    "KIND_PARAMS",
+    "OPEN_PARAMS",
+    "FactKind",
+    "is_fact_kind",
+]
 
 FactKind = Literal[
     # Free chain reads.
@@ -66,3 +74,38 @@ CHAIN_FACT_KINDS: frozenset[FactKind] = frozenset(
 def is_fact_kind(value: object) -> bool:
     """True when ``value`` is one of :data:`FACT_KINDS`."""
     return value in FACT_KINDS
+
+
+#: Kinds computed from other items rather than read. ``comparison``: params ``of`` (two
+#: item ids, comma-separated) and ``op`` (``max``/``min``): which is larger/smaller.
+#: ``condition``: params ``of`` (one item id), ``op`` (``<``, ``<=``, ``>``, ``>=``) and
+#: ``than`` (a number in the unit of that item's value): true or false.
+DERIVED_KINDS: frozenset[str] = frozenset({"comparison", "condition"})
+
+#: The parameters that make a fact kind's value *that* value: an observation covers an
+#: item only when these agree. Absent means the default (the latest block; the configured
+#: USDC for ``token``; the agent's own wallet for ``address``; the tool's default window
+#: for ``blocks``). Any item may also carry
+#: ``if`` (the id of a condition item): when that condition is false, the item is settled
+#: as not needed, derived from the condition.
+KIND_PARAMS: dict[str, tuple[str, ...]] = {
+    "base_fee_gwei": ("block",),
+    "block_number": ("block",),
+    "block_timestamp": ("block",),
+    "eth_balance": ("address",),
+    "usdc_balance": ("address",),
+    "token_symbol": ("token",),
+    "token_decimals": ("token",),
+    "token_supply": ("token",),
+    "tx_status": ("tx_hash",),
+    "tx_gas_used": ("tx_hash",),
+    "transfer_count": ("address", "blocks", "from_block", "to_block"),
+    "transfer_max": ("address", "blocks", "from_block", "to_block"),
+    "token_factsheet": ("symbol",),
+    "protocol_factsheet": ("name",),
+    "transfer_receipt": ("to", "amount"),
+}
+
+#: Parameters with no default meaning: an item that does not name one takes any value
+#: (a "transfer receipt" item without ``to`` is covered by the transfer the run made).
+OPEN_PARAMS: frozenset[str] = frozenset({"to", "amount", "tx_hash", "symbol", "name"})

@@ -65,10 +65,7 @@ class _Sources:
         self.task_words = {w.lower() for w in _ALPHA.findall(task)}
         self.has_derived = bool(derived)
         self.fact_words = {
-            w.lower()
-            for ev in evidence
-            for v in ev.facts.values()
-            for w in _ALPHA.findall(v)
+            w.lower() for ev in evidence for v in ev.facts.values() for w in _ALPHA.findall(v)
         } | {w.lower() for text in derived for w in _ALPHA.findall(text)}
 
     def claim_words(self, line: str) -> set[str]:

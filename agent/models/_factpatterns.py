@@ -536,7 +536,11 @@ class _Reader:
             # "my balance": the agent's own wallet, named by the task. No address param:
             # absent means the agent's wallet (agent/loop/checklist.py KIND_PARAMS).
             text = f"{fp.label} of the agent's wallet{where}"
-            return [self.out.add({"text": text, "kind": fp.kind, "params": {**params, "wallet": "self"}})]
+            return [
+                self.out.add(
+                    {"text": text, "kind": fp.kind, "params": {**params, "wallet": "self"}}
+                )
+            ]
         if not subjects:
             near = _nearest(self.addresses, start, end)
             if near is None:

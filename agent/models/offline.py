@@ -17,10 +17,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from agent.loop.checklist import DERIVED_KINDS, KIND_PARAMS
 from agent.models._factpatterns import FACT_PATTERNS, FactPattern, extract_checklist
 from agent.models._offline_context import PlanContext, endpoint_price, origin, schema_of
 from agent.models.base import ModelReply, ModelRequest, Usage
+from chain.facts import DERIVED_KINDS, KIND_PARAMS
 
 __all__ = [
     "CANNOT_PLAN",

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ValidationError
 
@@ -98,6 +99,10 @@ class Quote:
     recipient: str
     chain_id: int
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _scalar(value: Any) -> bool:
+    return value is not None and value != "" and not isinstance(value, dict | list | tuple)
 
 
 def _no_emit(_type: str, _data: dict[str, Any]) -> None:
@@ -211,7 +216,15 @@ class Tool(ABC):
     def fact_params(self, norm: dict[str, Any], obs: Observation) -> dict[str, str]:
         """The parameters an observation's facts hold for: the call's arguments that were
         given (None means the tool's default) plus what the tool resolved (``obs.params``)."""
-        given = {k: str(v) for k, v in norm.items() if v is not None and v != ""}
+        given: dict[str, str] = {}
+        for key, value in norm.items():
+            if isinstance(value, dict):  # a request body: its fields name the subject
+                given.update({k: str(v) for k, v in value.items() if _scalar(v)})
+            elif _scalar(value):
+                given[key] = str(value)
+            if key == "url" and isinstance(value, str):  # so does a query: ?symbol=USDC
+                for k, v in parse_qsl(urlsplit(value).query):
+                    given.setdefault(k, v)
         return {**given, **obs.params}
 
     def param_defaults(self) -> dict[str, str]:
@@ -242,9 +255,7 @@ class Tool(ABC):
         """Paid tools: build the exact payload to sign (no signing, no spending)."""
         raise ToolError(f"{self.name} is a {self.kind} tool and cannot be quoted.")
 
-    async def execute(
-        self, quote: Quote, verdict: Verdict | None, ctx: ToolContext
-    ) -> Observation:
+    async def execute(self, quote: Quote, verdict: Verdict | None, ctx: ToolContext) -> Observation:
         """Paid tools: have ``ctx.wallet`` sign ``quote.payload`` under ``verdict`` and send.
 
         Moves money. The wallet refuses unless the verdict approves exactly this payload;

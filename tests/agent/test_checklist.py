@@ -43,7 +43,9 @@ def test_cover_by_kind_only_and_focus() -> None:
 
 
 def test_the_latest_value_does_not_cover_a_value_at_a_named_block() -> None:
-    cl = Checklist((ChecklistItem("c1", "base fee at block 1", "base_fee_gwei", params={"block": "1"}),))
+    cl = Checklist(
+        (ChecklistItem("c1", "base fee at block 1", "base_fee_gwei", params={"block": "1"}),)
+    )
     assert not cl.cover({"base_fee_gwei": "0.875"}, "e1", params={}).complete
     assert cl.cover({"base_fee_gwei": "1"}, "e2", params={"block": "1"}).complete
 
@@ -60,7 +62,9 @@ def test_defaults_count_as_absent_and_urls_name_their_subject() -> None:
     cl = Checklist((ChecklistItem("c1", "supply", "token_supply", params={"token": usdc}),))
     assert cl.cover({"token_supply": "5 USDC"}, "e1", params={}, defaults={"token": usdc}).complete
     window = Checklist((ChecklistItem("c1", "count", "transfer_count"),))
-    done = window.cover({"transfer_count": "3"}, "e1", params={"blocks": "1000"}, defaults={"blocks": "1000"})
+    done = window.cover(
+        {"transfer_count": "3"}, "e1", params={"blocks": "1000"}, defaults={"blocks": "1000"}
+    )
     assert done.complete
     assert not window.cover({"transfer_count": "3"}, "e1", params={"blocks": "10"}).complete
     sheet = Checklist((ChecklistItem("c1", "sheet", "token_factsheet", params={"symbol": "DAI"}),))
@@ -88,8 +92,12 @@ def test_comparison_and_condition_are_derived_with_the_computation() -> None:
             ChecklistItem("c1", "balance a", "usdc_balance", params={"address": a}),
             ChecklistItem("c2", "balance b", "usdc_balance", params={"address": b}),
             ChecklistItem("c3", "who has more", "comparison", params={"of": "c1,c2", "op": "max"}),
-            ChecklistItem("c4", "a above 50", "condition", params={"of": "c1", "op": ">", "than": "50"}),
-            ChecklistItem("c5", "send", "transfer_receipt", params={"to": b, "amount": "1", "if": "c4"}),
+            ChecklistItem(
+                "c4", "a above 50", "condition", params={"of": "c1", "op": ">", "than": "50"}
+            ),
+            ChecklistItem(
+                "c5", "send", "transfer_receipt", params={"to": b, "amount": "1", "if": "c4"}
+            ),
         )
     )
     cl = cl.cover({"usdc_balance": "10.50 USDC"}, "e1", params={"address": a})
@@ -107,8 +115,15 @@ def test_a_true_condition_leaves_the_gated_action_to_be_observed() -> None:
     cl = Checklist(
         (
             ChecklistItem("c1", "fee", "base_fee_gwei"),
-            ChecklistItem("c2", "fee < 100", "condition", params={"of": "c1", "op": "<", "than": "100"}),
-            ChecklistItem("c3", "send", "transfer_receipt", params={"to": "0x" + "b" * 40, "amount": "5", "if": "c2"}),
+            ChecklistItem(
+                "c2", "fee < 100", "condition", params={"of": "c1", "op": "<", "than": "100"}
+            ),
+            ChecklistItem(
+                "c3",
+                "send",
+                "transfer_receipt",
+                params={"to": "0x" + "b" * 40, "amount": "5", "if": "c2"},
+            ),
         )
     )
     cl = cl.cover({"base_fee_gwei": "0.875"}, "e1")

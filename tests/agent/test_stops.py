@@ -60,7 +60,9 @@ FEE_AND_GAS = checklist(("base fee gwei", "base_fee_gwei"), ("gas price gwei", "
 def test_a_finish_with_an_item_uncovered_is_cannot_plan_naming_it(
     tmp_path: Path, finish: str, reply: dict[str, Any]
 ) -> None:
-    r = run(tmp_path, {"checklist": [FEE_AND_GAS], "propose": [call("base_fee"), reply]}, [BASE_FEE])
+    r = run(
+        tmp_path, {"checklist": [FEE_AND_GAS], "propose": [call("base_fee"), reply]}, [BASE_FEE]
+    )
     assert (r.stop_reason, r.finished, r.partial, r.exit_code) == ("cannot-plan", False, True, 1)
     assert r.message == f"{finish}, but not answered: gas price gwei (no evidence)"
     assert r.answer.splitlines() == [

@@ -99,8 +99,9 @@ def test_native_calls_results_and_submit_answer(tmp_path: Path) -> None:
         calls(("submit_answer", {"answer": "0.875 gwei [e1]", "evidence": ["e1"]})),
     )
     deps, result = run(tmp_path, server)
-    assert result.stop_reason == "finish-tool" and result.answer == "0.875 gwei [e1]"
-    checklist_req, first, second = server.bodies
+    # Accepted, but the checklist item was never covered: the run names it, not finished.
+    assert result.stop_reason == "cannot-plan" and result.answer.startswith("0.875 gwei [e1]\n")
+    checklist_req, first, second = server.bodies[:3]  # then the lesson of a partial run
     assert checklist_req["response_format"]["type"] == "json_schema"
     names = [t["function"]["name"] for t in first["tools"]]
     assert names == ["base_fee", "gas_price", "submit_answer", "done"]
