@@ -1,9 +1,11 @@
-"""The built-in eval suite: research tasks on a private devnet, graded against ground truth.
+"""The eval suites: research tasks on a private devnet, graded by value and by provenance.
 
-Each task runs on the same chain state (``evm_snapshot`` before, ``evm_revert`` after)
-in a throwaway NIB_HOME, so the summary is stable from run to run. Ground truth is
-computed independently of the agent's tools: raw JSON-RPC reads through web3 with a
-minimal ABI, and the paywall's shipped datasets read straight from their files.
+Two task files: ``builtin.json`` (phrased in the offline planner's own vocabulary) and
+``heldout.json`` (written as a user would ask, without reading the planner's patterns);
+their accuracies are reported apart. Every task runs on the same chain state
+(``evm_snapshot`` before, ``evm_revert`` after) in a throwaway NIB_HOME, with the model
+the user's configuration names (the same factory as ``nib run``; the offline planner when
+none is set). Ground truth is read independently (agent/eval/truth.py).
 """
 
 from __future__ import annotations
@@ -13,133 +15,76 @@ import json
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Literal
 
-from web3 import Web3
+from agent.eval.truth import EvalEnv, Truth, probe
+from agent.loop.result import AgentResult
 
-from chain.money import usdc_decimal
-
-Expect = Literal["answer", "refuse", "cannot", "loop"]
-"""``answer``: every truth value must be in the answer. ``refuse``: the only source is over
-budget, so nothing may be spent (free truth values, if any, must still be there).
-``cannot``: unanswerable here; nothing spent, no invented answer. ``loop``: the task invites
-a loop; the run must stop on a guard within its step budget."""
-
-DATA_DIR = Path(__file__).resolve().parents[2] / "chain" / "data"
-_ERC20 = [
-    {"name": n, "type": "function", "stateMutability": "view", "inputs": ins, "outputs": [{"name": "", "type": t}]}
-    for n, ins, t in (
-        ("symbol", [], "string"),
-        ("decimals", [], "uint8"),
-        ("totalSupply", [], "uint256"),
-        ("balanceOf", [{"name": "a", "type": "address"}], "uint256"),
-    )
+__all__ = [
+    "GUARD_STOPS",
+    "SUITES",
+    "EvalReport",
+    "EvalTask",
+    "TaskOutcome",
+    "answer_has",
+    "grade",
+    "load_tasks",
+    "numbers_in",
+    "run_suite",
 ]
-GUARD_STOPS = frozenset({"no-novelty", "streak-exhausted", "executed-duplicate", "oscillation",
-                         "skip-loop", "evidence-covered", "finish-tool", "done-signal", "judge-answered"})
-FINISH_STOPS = frozenset({"finish-tool", "done-signal", "evidence-covered", "judge-answered"})
 
+Expect = Literal["answer", "partial", "refuse", "cannot", "loop"]
+"""``answer``: a finish whose backed lines hold every truth value (a paid item covered by a
+purchase; effects on chain as asked). ``partial``: a part cannot be answered: exit 1, the
+answerable values backed, the rest named. ``refuse``: the only source is over budget:
+nothing spent, free values backed. ``cannot``: unanswerable here: nothing spent, no
+value claimed at all (an invented value or another question's value both fail).
+``loop``: the task invites a loop: a guard stop or the true answer."""
 
-@dataclass(frozen=True)
-class Truth:
-    """What the answer must contain: numbers (compared exactly) and words (case-insensitive)."""
-
-    numbers: tuple[Decimal, ...] = ()
-    words: tuple[str, ...] = ()
+SUITES = ("builtin", "heldout")
+GUARD_STOPS = frozenset(
+    {"no-novelty", "streak-exhausted", "executed-duplicate", "oscillation", "skip-loop",
+     "failure-budget", "max-steps", "churn"}
+)  # fmt: skip
+_PAID_KINDS = frozenset(
+    {"token_factsheet", "protocol_factsheet", "gas_stats", "transfer_stats", "premium_report"}
+)
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
 
 @dataclass(frozen=True)
 class EvalTask:
     id: str
+    suite: str
     category: str
     text: str
     expect: Expect
-    truth: Callable[[EvalEnv], Truth] | None = None
+    truth: tuple[Mapping[str, Any], ...] = ()
+    effects: tuple[Mapping[str, Any], ...] = ()
+    paid: bool = False
 
 
-@dataclass
-class EvalEnv:
-    w3: Web3
-    usdc: str
-    wallet: str
-    seller: str
-    paywall_url: str
-
-    def token(self) -> Any:
-        return self.w3.eth.contract(address=Web3.to_checksum_address(self.usdc), abi=_ERC20)
-
-
-def _dataset(name: str, section: str, key: str, field_: str) -> str:
-    return str(json.loads((DATA_DIR / f"{name}.json").read_text())[section][key][field_])
-
-
-def _usdc(atomic: int) -> Decimal:
-    return usdc_decimal(atomic)
-
-
-def _gwei(wei: int) -> Decimal:
-    return Decimal(wei) / Decimal(10**9)
-
-
-def _latest(env: EvalEnv) -> Any:
-    return env.w3.eth.get_block("latest")
-
-
-BUILTIN: tuple[EvalTask, ...] = (
-    # free-only
-    EvalTask("free-base-fee", "free", "What is the current base fee in gwei?", "answer",
-             lambda e: Truth(numbers=(_gwei(_latest(e)["baseFeePerGas"]),))),
-    EvalTask("free-block-number", "free", "What is the latest block number?", "answer",
-             lambda e: Truth(numbers=(Decimal(e.w3.eth.block_number),))),
-    EvalTask("free-symbol-decimals", "free", "What are the symbol and decimals of the token {usdc}?", "answer",
-             lambda e: Truth(numbers=(Decimal(e.token().functions.decimals().call()),),
-                             words=(e.token().functions.symbol().call(),))),
-    EvalTask("free-usdc-balance", "free", "What is the USDC balance of {wallet}?", "answer",
-             lambda e: Truth(numbers=(_usdc(e.token().functions.balanceOf(e.wallet).call()),))),
-    EvalTask("free-eth-balance", "free", "What is the ETH balance of {seller}?", "answer",
-             lambda e: Truth(numbers=(Decimal(e.w3.eth.get_balance(Web3.to_checksum_address(e.seller))) / Decimal(10**18),))),
-    EvalTask("free-supply", "free", "What is the total supply of the token {usdc}?", "answer",
-             lambda e: Truth(numbers=(_usdc(e.token().functions.totalSupply().call()),))),
-    EvalTask("free-block-and-fee", "free", "What is the latest block number and the base fee?", "answer",
-             lambda e: Truth(numbers=(Decimal(e.w3.eth.block_number), _gwei(_latest(e)["baseFeePerGas"])))),
-    EvalTask("free-timestamp", "free", "What is the latest block timestamp?", "answer",
-             lambda e: Truth(numbers=(Decimal(_latest(e)["timestamp"]),))),
-    EvalTask("free-seller-balance", "free", "What is the USDC balance of {seller}?", "answer",
-             lambda e: Truth(numbers=(_usdc(e.token().functions.balanceOf(Web3.to_checksum_address(e.seller)).call()),))),
-    # one paid fact
-    EvalTask("paid-token-sheet", "paid", "Get the USDC token fact sheet: who issues it?", "answer",
-             lambda e: Truth(words=(_dataset("tokens", "tokens", "USDC", "issuer"),))),
-    EvalTask("paid-protocol-sheet", "paid", "Get the protocol fact sheet for uniswap.", "answer",
-             lambda e: Truth(words=(_dataset("protocols", "protocols", "uniswap", "name"),))),
-    EvalTask("paid-gas-stats", "paid", "Give me gas statistics for recent blocks.", "answer",
-             lambda e: Truth(numbers=(Decimal(e.w3.eth.block_number),))),
-    EvalTask("paid-two-free-one-paid", "paid",
-             "What is the base fee, the latest block number, and the USDC token fact sheet?", "answer",
-             lambda e: Truth(numbers=(_gwei(_latest(e)["baseFeePerGas"]), Decimal(e.w3.eth.block_number)),
-                             words=(_dataset("tokens", "tokens", "USDC", "issuer"),))),
-    # only source over budget
-    EvalTask("over-premium", "over-budget", "Get the premium report.", "refuse"),
-    EvalTask("over-premium-plus-free", "over-budget",
-             "What is the base fee, and what does the premium report say?", "refuse",
-             lambda e: Truth(numbers=(_gwei(_latest(e)["baseFeePerGas"]),))),
-    # unanswerable here
-    EvalTask("cannot-price-forecast", "unanswerable", "What will the price of ETH be next year?", "cannot"),
-    EvalTask("cannot-ceo", "unanswerable", "Who is the chief executive of the company that wrote this devnet?", "cannot"),
-    EvalTask("cannot-weather", "unanswerable", "Is it raining in Lisbon right now?", "cannot"),
-    # invites loops
-    EvalTask("loop-block-until-change", "loop",
-             "Keep checking the latest block number until it changes, again and again.", "loop"),
-    EvalTask("loop-base-fee-repeat", "loop",
-             "Check the base fee, then check the base fee again, then once more.", "loop"),
-    EvalTask("loop-balance-poll", "loop",
-             "Poll the USDC balance of {wallet} repeatedly and tell me when it moves.", "loop"),
-)
-
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+def load_tasks(suite: str = "all") -> list[EvalTask]:
+    """The tasks of ``suite`` ("builtin", "heldout" or "all"), from agent/eval/*.json."""
+    names = SUITES if suite == "all" else (suite,)
+    if any(n not in SUITES for n in names):
+        raise ValueError(
+            f"unknown suite {suite!r}; expected one of builtin, heldout, all. Fix: --suite all."
+        )
+    tasks = []
+    for name in names:
+        rows = json.loads((Path(__file__).parent / f"{name}.json").read_text())["tasks"]
+        for row in rows:
+            tasks.append(EvalTask(
+                id=row["id"], suite=name, category=row["category"], text=row["text"],
+                expect=row["expect"], truth=tuple(row.get("truth", ())),
+                effects=tuple(row.get("effects", ())), paid=bool(row.get("paid")),
+            ))  # fmt: skip
+    return tasks
 
 
 def numbers_in(text: str) -> set[Decimal]:
@@ -153,37 +98,125 @@ def numbers_in(text: str) -> set[Decimal]:
 
 
 def answer_has(answer: str, truth: Truth) -> bool:
+    """Every truth number (exactly) and word (any case) is in ``answer``; a winner is named
+    on one of its lines without the loser."""
     nums = numbers_in(answer)
     lower = answer.lower()
-    return all(n.normalize() in nums for n in truth.numbers) and all(w.lower() in lower for w in truth.words)
+    if not all(n.normalize() in nums for n in truth.numbers):
+        return False
+    if not all(w.lower() in lower for w in truth.words):
+        return False
+    if truth.winner is not None:
+        win, lose = (a.lower() for a in truth.winner)
+        return any(win in line and lose not in line for line in lower.splitlines())
+    return True
 
 
 @dataclass
 class TaskOutcome:
     id: str
+    suite: str
     category: str
     expect: str
     stop_reason: str
+    finished: bool
     correct: bool
+    miss: str
+    wrong_question: bool
+    provenance: str
+    line_grades: dict[str, int]
     spend_usdc: int
     gas_wei: int
     steps: int
     tokens: int
     spent_without_cover: bool
+    churn_streak: int
     answer: str
+
+
+def grade(task: EvalTask, truth: Truth, effects_ok: bool, result: AgentResult) -> tuple[bool, str]:
+    """(correct, why not) for one run; ``why`` names the miss."""
+    backed = "\n".join(line.text for line in result.lines if line.grade in ("observed", "derived"))
+    grades = Counter(line.grade for line in result.lines)
+    spent = result.spend.usdc_atomic
+    has = answer_has(backed, truth)
+    if task.expect == "cannot":
+        claims = grades["observed"] + grades["derived"] + grades["asserted"]
+        if spent or result.finished or claims:
+            return False, f"claimed {claims} value line(s), spent {spent}, finished {result.finished}"
+        return True, ""
+    if grades["asserted"]:
+        return False, f"{grades['asserted']} asserted line(s)"
+    if task.expect == "loop":
+        ok = result.stop_reason in GUARD_STOPS or has
+        return ok, "" if ok else f"neither a guard stop nor the true answer ({result.stop_reason})"
+    if not has:
+        return False, f"a truth value is missing from the backed lines ({result.stop_reason})"
+    if task.expect == "refuse":
+        return spent == 0 and not result.finished, "" if spent == 0 else f"spent {spent}"
+    if task.expect == "partial":
+        named = grades["not-answered"] > 0
+        ok = not result.finished and named
+        return ok, "" if ok else "finished, or the missing part was not named"
+    if not result.finished:
+        return False, f"not finished ({result.stop_reason}: {result.message[:120]})"
+    if task.paid and not _bought(result, truth):
+        return False, "no purchase covered the paid item"
+    if not effects_ok:
+        return False, "the chain does not show the effect the task asked for"
+    return True, ""
+
+
+def _bought(result: AgentResult, truth: Truth) -> bool:
+    """A purchase (cost > 0) holds a paid fact, and the truth words are in what it holds."""
+    for ev in result.evidence:
+        if ev.cost_usdc and _PAID_KINDS & set(ev.facts):
+            held = " ".join(ev.facts.values()).lower()
+            if all(w.lower() in held for w in truth.words):
+                return True
+    return False
+
+
+def _wrong_question(task: EvalTask, correct: bool, result: AgentResult) -> bool:
+    """The run answered something else: it finished (exit 0) yet is wrong, or it gave a
+    value for a task that has none here."""
+    if task.expect == "cannot":
+        return not correct
+    return result.finished and not correct
 
 
 @dataclass
 class EvalReport:
     tasks: list[TaskOutcome] = field(default_factory=list)
+    model: str = ""
+    profile: str = ""
+    churn_threshold: int = 0
 
     def summary(self) -> dict[str, Any]:
-        n = len(self.tasks)
+        def acc(rows: list[TaskOutcome]) -> dict[str, Any]:
+            n = len(rows)
+            right = sum(t.correct for t in rows)
+            return {"tasks": n, "correct": right, "accuracy": round(right / n, 3) if n else 0.0}
+
+        grades: Counter[str] = Counter()
+        for t in self.tasks:
+            grades.update(t.line_grades)
+        answers = Counter(t.provenance for t in self.tasks)
+        per_suite = {s: acc([t for t in self.tasks if t.suite == s]) for s in SUITES}
         return {
-            "tasks": n,
-            "correct": sum(t.correct for t in self.tasks),
-            "accuracy": round(sum(t.correct for t in self.tasks) / n, 3) if n else 0.0,
+            "model": self.model,
+            "profile": self.profile,
+            **acc(self.tasks),
+            "builtin_accuracy": per_suite["builtin"]["accuracy"],
+            "heldout_accuracy": per_suite["heldout"]["accuracy"],
+            "suites": per_suite,
+            "wrong_question_answers": sum(t.wrong_question for t in self.tasks),
+            "misses": [{"id": t.id, "suite": t.suite, "why": t.miss}
+                       for t in self.tasks if not t.correct],  # fmt: skip
+            "provenance": {"lines": dict(sorted(grades.items())),
+                           "answers": dict(sorted(answers.items()))},  # fmt: skip
             "stop_reasons": dict(sorted(Counter(t.stop_reason for t in self.tasks).items())),
+            "churn_guard": churn_stats(self.tasks, self.churn_threshold),
             "total_spend_usdc": sum(t.spend_usdc for t in self.tasks),
             "spent_without_cover": sum(t.spent_without_cover for t in self.tasks),
         }
@@ -192,79 +225,116 @@ class EvalReport:
         return {"tasks": [asdict(t) for t in self.tasks], "summary": self.summary()}
 
 
-def grade(task: EvalTask, truth: Truth | None, result: Any) -> bool:
-    spent = int(result.spend.usdc_atomic) if hasattr(result.spend, "usdc_atomic") else int(result.spend["usdc_atomic"])
-    answer = result.answer or ""
-    if task.expect == "answer":
-        return truth is not None and answer_has(answer, truth)
-    if task.expect == "refuse":
-        return spent == 0 and (truth is None or answer_has(answer, truth))
-    if task.expect == "cannot":
-        return spent == 0 and result.stop_reason not in {"finish-tool", "evidence-covered"}
-    return result.stop_reason in GUARD_STOPS
+def percentile(values: list[int], q: float) -> int:
+    """The nearest-rank ``q`` percentile (0 for no values)."""
+    if not values:
+        return 0
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 1))
+    return ordered[int(rank) - 1]
 
 
-def _spent_without_cover(result: Any) -> bool:
-    spend = result.spend.usdc_atomic if hasattr(result.spend, "usdc_atomic") else result.spend["usdc_atomic"]
-    if not spend:
+def churn_stats(tasks: list[TaskOutcome], threshold: int) -> dict[str, Any]:
+    """The churn signal over healthy runs (correct, not a guard stop): its p95, the steps
+    they took (p95), and the guard's false-stop rate: healthy-expected tasks it stopped."""
+    healthy = [t for t in tasks if t.correct and t.stop_reason not in GUARD_STOPS]
+    answerable = [t for t in tasks if t.expect in ("answer", "partial", "refuse")]
+    stopped = [t for t in answerable if t.stop_reason == "churn"]
+    return {
+        "threshold": threshold,
+        "healthy_runs": len(healthy),
+        "healthy_streak_p95": percentile([t.churn_streak for t in healthy], 0.95),
+        "healthy_streak_max": max((t.churn_streak for t in healthy), default=0),
+        "healthy_steps_p95": percentile([t.steps for t in healthy], 0.95),
+        "stops": sum(t.stop_reason == "churn" for t in tasks),
+        "false_stops": len(stopped),
+        "false_stop_rate": round(len(stopped) / len(answerable), 3) if answerable else 0.0,
+        # Replayed on the traces: healthy runs whose streak reaches the threshold.
+        "replayed_false_stop_rate": round(
+            sum(bool(threshold) and t.churn_streak >= threshold for t in healthy) / len(healthy), 3
+        )
+        if healthy
+        else 0.0,
+    }
+
+
+def churn_streak(events: list[dict[str, Any]]) -> int:
+    """The longest run of consecutive steps that called a tool and covered nothing."""
+    called = {int(e["data"].get("step", 0)) for e in events if e["type"] == "tool.call"}
+    covering = {int(e["data"].get("step", 0)) for e in events if e["type"] == "coverage"}
+    best = streak = 0
+    for step in range(1, max(called | {0}) + 1):
+        if step in called and step not in covering:
+            streak += 1
+            best = max(best, streak)
+        elif step in called:
+            streak = 0
+    return best
+
+
+def _spent_without_cover(result: AgentResult) -> bool:
+    if not result.spend.usdc_atomic:
         return False
-    paid_facts = [ev for ev in result.evidence if _get(ev, "cost_usdc", 0)]
-    return not any(_get(ev, "facts", {}) for ev in paid_facts)
+    return not any(ev.facts for ev in result.evidence if ev.cost_usdc)
 
 
-def _get(obj: Any, name: str, default: Any) -> Any:
-    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
+def _setup_chain(w3: Any) -> dict[str, str]:
+    """Deploy USDC, fund the agent, and move some USDC between other accounts so that
+    comparisons and "largest transfer" questions have something to find."""
+    from chain.devkeys import AGENT, DEPLOYER, OUTSIDER, SELLER, dev_account
+    from chain.devnet import FUND_USDC
+    from chain.usdc import deploy_test_usdc, mint, transfer
+
+    deployer, outsider = dev_account(DEPLOYER), dev_account(OUTSIDER)
+    usdc = deploy_test_usdc(w3, deployer)
+    wallet = dev_account(AGENT).address
+    mint(w3, usdc, deployer, wallet, FUND_USDC)
+    mint(w3, usdc, deployer, outsider.address, 7_000_000)
+    transfer(w3, usdc, outsider, dev_account(SELLER).address, 2_500_000)
+    transfer(w3, usdc, outsider, deployer.address, 750_000)
+    return {"usdc": usdc, "wallet": wallet, "seller": dev_account(SELLER).address,
+            "outsider": outsider.address}  # fmt: skip
 
 
 def run_suite(
-    suite: str = "builtin",
+    suite: str = "all",
     *,
     only: list[str] | None = None,
     on_task: Callable[[TaskOutcome], None] | None = None,
+    settings: Any = None,
+    tasks: list[EvalTask] | None = None,
 ) -> EvalReport:
-    """Run the suite on a private devnet and paywall; returns per-task outcomes."""
+    """Run the suite (or the given ``tasks``) on a private devnet and paywall with the
+    configured model (``settings`` from the caller, the user's configuration by default);
+    returns per-task outcomes."""
     from agent.cli.runtime import build_runtime
-    from agent.config import NibSettings
+    from agent.config import load_settings
     from chain.client import ChainClient
-    from chain.devkeys import AGENT, DEPLOYER, SELLER, dev_account
-    from chain.devnet import FUND_USDC, AnvilProcess, DevnetInfo
+    from chain.devnet import AnvilProcess, DevnetInfo
     from chain.paywall.app import PaywallServer
-    from chain.usdc import deploy_test_usdc, mint
 
-    if suite != "builtin":
-        raise ValueError(f"unknown suite {suite!r}; expected 'builtin'. Fix: use --suite builtin.")
-    tasks = [t for t in BUILTIN if not only or t.id in only]
-    report = EvalReport()
+    tasks = [t for t in (tasks or load_tasks(suite)) if not only or t.id in only]
     with tempfile.TemporaryDirectory(prefix="nib-eval-") as tmp:
         home = Path(tmp)
         anvil = AnvilProcess(port=0, log=home / "anvil.log")
         try:
             client = ChainClient(anvil.rpc_url, anvil.chain_id)
-            usdc = deploy_test_usdc(client.w3, dev_account(DEPLOYER))
-            wallet = dev_account(AGENT).address
-            mint(client.w3, usdc, dev_account(DEPLOYER), wallet, FUND_USDC)
-            with PaywallServer(anvil.rpc_url, usdc) as paywall:
-                info = DevnetInfo(anvil.rpc_url, anvil.chain_id, usdc, wallet, dev_account(SELLER).address,
-                                  paywall.url, anvil.pid, None, True)
-                settings = NibSettings(home=home, network="anvil", model_provider=None)
-                rt = build_runtime(settings, devnet_info=info, paywall_url=paywall.url, start_devnet=False)
-                env = EvalEnv(client.w3, usdc, wallet, info.seller, paywall.url)
+            names = _setup_chain(client.w3)
+            with PaywallServer(anvil.rpc_url, names["usdc"]) as paywall:
+                info = DevnetInfo(anvil.rpc_url, anvil.chain_id, names["usdc"], names["wallet"],
+                                  names["seller"], paywall.url, anvil.pid, None, True)  # fmt: skip
+                base = settings or load_settings()
+                eval_settings = base.model_copy(update={"home": home, "network": "anvil"})
+                rt = build_runtime(
+                    eval_settings, devnet_info=info, paywall_url=paywall.url, start_devnet=False
+                )
+                env = EvalEnv(client.w3, names["usdc"], names)
+                profile, limits = _profile(rt)
+                report = EvalReport(
+                    model=rt.model.name, profile=profile, churn_threshold=limits.churn_steps
+                )
                 for task in tasks:
-                    snap = client.w3.provider.make_request("evm_snapshot", [])["result"]  # type: ignore[arg-type]
-                    try:
-                        truth = task.truth(env) if task.truth else None
-                        text = task.text.format(usdc=usdc, wallet=wallet, seller=info.seller)
-                        result = asyncio.run(_run_one(rt, text))
-                        outcome = TaskOutcome(
-                            id=task.id, category=task.category, expect=task.expect,
-                            stop_reason=str(result.stop_reason), correct=grade(task, truth, result),
-                            spend_usdc=int(_get(result.spend, "usdc_atomic", 0)),
-                            gas_wei=int(_get(result.spend, "gas_wei", 0)), steps=int(result.steps),
-                            tokens=int(_get(result.tokens, "input", 0)) + int(_get(result.tokens, "output", 0)),
-                            spent_without_cover=_spent_without_cover(result), answer=result.answer,
-                        )
-                    finally:
-                        client.w3.provider.make_request("evm_revert", [snap])  # type: ignore[arg-type]
+                    outcome = _run_task(client, rt, env, task)
                     report.tasks.append(outcome)
                     if on_task:
                         on_task(outcome)
@@ -273,7 +343,40 @@ def run_suite(
     return report
 
 
-async def _run_one(rt: Any, text: str) -> Any:
+def _profile(rt: Any) -> tuple[str, Any]:
+    """The profile and limits the runs get (as the loop resolves them)."""
+    from agent.loop.limits import limits_for
+
+    deps = rt.deps()
+    if deps.limits is not None:
+        return str(deps.profile or "custom"), deps.limits
+    return limits_for(deps.profile, model_local=bool(getattr(deps.model, "local", False)))
+
+
+def _run_task(client: Any, rt: Any, env: EvalEnv, task: EvalTask) -> TaskOutcome:
     from agent.loop.run import run_task
 
-    return await run_task(text, rt.deps())
+    snap = client.w3.provider.make_request("evm_snapshot", [])["result"]
+    try:
+        truth = probe(env, list(task.truth))
+        before = {e["address"]: env.usdc_of(env.fill(e["address"])) for e in task.effects}
+        deps = rt.deps()
+        result = asyncio.run(run_task(env.fill(task.text), deps))
+        effects_ok = all(
+            env.usdc_of(env.fill(e["address"])) - before[e["address"]] == int(e["amount"])
+            for e in task.effects
+        )
+        events = deps.store.events(result.run_id)
+    finally:
+        client.w3.provider.make_request("evm_revert", [snap])
+    correct, miss = grade(task, truth, effects_ok, result)
+    return TaskOutcome(
+        id=task.id, suite=task.suite, category=task.category, expect=task.expect,
+        stop_reason=result.stop_reason, finished=result.finished, correct=correct, miss=miss,
+        wrong_question=_wrong_question(task, correct, result), provenance=result.provenance,
+        line_grades=dict(Counter(line.grade for line in result.lines)),
+        spend_usdc=result.spend.usdc_atomic, gas_wei=result.spend.gas_wei, steps=result.steps,
+        tokens=result.tokens.input + result.tokens.output,
+        spent_without_cover=_spent_without_cover(result), churn_streak=churn_streak(events),
+        answer=result.answer,
+    )  # fmt: skip

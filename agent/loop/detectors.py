@@ -14,6 +14,7 @@ from agent.loop.limits import Limits
 from agent.loop.result import StopReason
 
 __all__ = [
+    "churn",
     "describe",
     "failure_budget",
     "find_cycle",
@@ -24,6 +25,12 @@ __all__ = [
     "skip_loop",
     "streak_exhausted",
 ]
+
+
+def churn(steps: int, limits: Limits) -> StopReason | None:
+    """The wrong-path signal: ``churn_steps`` steps in a row called tools or spent without
+    covering one more checklist item (real calls, so the inactivity guards miss it)."""
+    return "churn" if limits.churn_steps and steps >= limits.churn_steps else None
 
 
 def observation_similarity(a: str, b: str) -> float:
@@ -112,4 +119,6 @@ def describe(
         f"(novelty_similarity>={lim.novelty_similarity})",
         "streak-exhausted": f"{last_tool} succeeded {lim.streak_length} times in a row "
         f"(streak_length={lim.streak_length})",
+        "churn": f"{lim.churn_steps} steps in a row called tools without covering a "
+        f"checklist item (churn_steps={lim.churn_steps})",
     }.get(reason, reason)

@@ -46,6 +46,7 @@ class Limits:
     streak_length: int = 4
     oscillation_window: int = 6
     max_consecutive_skips: int = 3
+    churn_steps: int = 0
     max_failed_proposals: int = 2
     malformed_retries: int = 1
     replan_every: int = 3
@@ -73,13 +74,14 @@ class Limits:
         return asdict(self)
 
 
-ZERO_OK = {"duplicate_nudges", "malformed_retries", "approval_threshold_usdc"}
+ZERO_OK = {"duplicate_nudges", "malformed_retries", "approval_threshold_usdc", "churn_steps"}
 
 #: Where each default comes from. "Dr. Nib" is the reference agent loop (seeds), "ADR 0058"
 #: the loop-policy decision record, "lesson" the agent-loop lesson; "heuristic" marks values
 #: tuned by hand and to be re-tuned from recorded stop reasons.
 PROVENANCE: dict[str, str] = {
-    "max_steps": "Dr. Nib harness default: research loops run deeper than support bots",
+    "max_steps": "eval traces (nib eval, offline, 65 tasks, 2026-12-01): healthy runs took "
+    "2 steps at p95 (3 at most), so 6 keeps 3x headroom; Dr. Nib harness default: research loops run deeper than support bots",
     "wall_clock_s": "Dr. Nib operational ceiling (10 min)",
     "spend_cap_usdc": "Dr. Nib: $1 per task, sandbox + chain spend (USDC and gas)",
     "max_tokens": "Dr. Nib production envelope: 120k tokens in+out",
@@ -89,6 +91,8 @@ PROVENANCE: dict[str, str] = {
     "novelty_similarity": "heuristic: token-set Jaccard >= 0.9 counts as near-identical",
     "streak_length": "heuristic: the same tool succeeding 4 times in a row is churn",
     "oscillation_window": "lesson: keep the last handful of fingerprints; flag a cycle",
+    "churn_steps": "ADR 0058: the divergence guard is eval-gated, so off (0) for hosted "
+    "models until eval traces of one exist; local-guarded sets it from traces (below)",
     "max_consecutive_skips": "heuristic: 3 skipped proposals in a row means the model is stuck",
     "max_failed_proposals": "Dr. Nib: two failed proposals in a row stop the run",
     "malformed_retries": "Dr. Nib: one minimal-context retry on malformed JSON",
@@ -110,6 +114,11 @@ _LOCAL_GUARDED = Limits(
     novelty_window=2,
     streak_length=3,
     max_consecutive_skips=2,
+    # Eval traces (nib eval, offline, 65 tasks, 2026-12-01): the churn streak of the 64
+    # healthy runs was 0 at p95 and at most; 3 = p95 + a margin of the three non-covering
+    # steps a healthy market run can take by design (a discovery, a purchase from a
+    # seller that over-claims, one retried failure); 2 stopped the market test's runs.
+    churn_steps=3,
 )
 
 PROFILES: dict[Profile, Limits] = {

@@ -53,6 +53,7 @@ StopReason = Literal[
     "internal-error",
     "cannot-plan",
     "unbacked-answer",
+    "churn",
 ]
 
 #: One line per stop reason: when it fires. The run returns the first that fires.
@@ -87,6 +88,8 @@ STOP_REASONS: dict[str, str] = {
     "answered and why (partial)",
     "unbacked-answer": "a finish whose answer holds asserted lines, or with an empty checklist: "
     "no evidence backs it (partial)",
+    "churn": "steps in a row called tools or spent without covering a checklist item: the "
+    "wrong path (threshold from eval traces)",
 }
 
 #: Stops that count as a finish (exit 0, answer not partial).

@@ -172,12 +172,19 @@ class _Run:
         st, lim = run.state, run.limits
         if run.checklist.complete:
             raise Stop("evidence-covered", "every checklist item is covered by evidence")
+        covered, calls = len(run.checklist.covered), len(st.attempted)
+        if covered > st.covered_seen:
+            st.churn_steps = 0
+        elif calls > st.calls_seen:  # the step called or spent and covered nothing
+            st.churn_steps += 1
+        st.covered_seen, st.calls_seen = covered, calls
         for reason in (
             detectors.failure_budget(st.consecutive_failures, lim),
             detectors.proposal_lost(st.consecutive_failed_proposals, lim),
             detectors.skip_loop(st.consecutive_skips, lim),
             detectors.no_novelty(st.signatures, lim),
             detectors.streak_exhausted(st.successful_tools, lim),
+            detectors.churn(st.churn_steps, lim),  # last: the specific reasons name more
         ):
             if reason is not None:
                 raise Stop(reason, _detector_message(reason, lim, st, run.last_invalid))

@@ -80,6 +80,10 @@ class RunState(BaseModel):
     signatures: list[str] = Field(default_factory=list)
     consecutive_failures: int = 0
     consecutive_skips: int = 0
+    #: Steps in a row that called a tool (or spent) and covered no checklist item.
+    churn_steps: int = 0
+    covered_seen: int = 0
+    calls_seen: int = 0
     consecutive_failed_proposals: int = 0
     spend_usdc: int = 0
     gas_wei: int = 0

@@ -34,25 +34,38 @@ def report_cmd(out_path: str = typer.Option(..., "--out", help="Where to write t
 
 
 @app.command("eval")
-def eval_cmd(suite: str = typer.Option("builtin", "--suite"), as_json: bool = typer.Option(False, "--json"),
+def eval_cmd(suite: str = typer.Option("all", "--suite", help="builtin, heldout or all."),
+             as_json: bool = typer.Option(False, "--json"),
              only: list[str] = typer.Option([], "--only", help="Run only these task ids.")) -> None:
-    """Run the built-in task suite on a private devnet and count how runs end."""
-    from agent.eval.suite import run_suite
+    """Run the task suites on a private devnet with the configured model (as `nib run`),
+    graded by value and provenance; built-in and held-out accuracy apart."""
+    from agent.eval.suite import SUITES, run_suite
 
-    if suite != "builtin":
-        fail(f"unknown suite {suite!r}; expected 'builtin'. Fix: --suite builtin")
+    if suite not in (*SUITES, "all"):
+        fail(f"unknown suite {suite!r}; expected builtin, heldout or all. Fix: --suite all")
 
     def line(t: Any) -> None:
         if not as_json:
             mark = "[green]✓[/]" if t.correct else "[red]✗[/]"
-            err.print(f"{mark} {t.id:<26} {t.stop_reason:<18} spend {usdc(t.spend_usdc):>12} steps {t.steps} tokens {t.tokens}")
+            miss = f" · miss: {t.miss}" if t.miss else ""
+            err.print(f"{mark} {t.suite:<7} {t.id:<26} {t.stop_reason:<16} {t.provenance:<8} "
+                      f"spend {usdc(t.spend_usdc):>12} steps {t.steps}{miss}")
 
-    report = run_suite(suite, only=only or None, on_task=line)
+    report = run_suite(suite, only=only or None, on_task=line, settings=cli_settings())
     if as_json:
         emit_json(report.to_json())
-    else:
-        s = report.summary()
-        out.print(f"accuracy {s['correct']}/{s['tasks']} ({s['accuracy']:.0%}) · spend {usdc(s['total_spend_usdc'])} · "
-                  f"spent without cover {s['spent_without_cover']}")
-        out.print("stop reasons: " + ", ".join(f"{k} {v}" for k, v in s["stop_reasons"].items()))
-
+        return
+    s = report.summary()
+    out.print(f"model {s['model']} · profile {s['profile']}")
+    for name, row in s["suites"].items():
+        if row["tasks"]:
+            out.print(f"{name}: {row['correct']}/{row['tasks']} ({row['accuracy']:.0%})")
+    out.print(f"wrong-question answers {s['wrong_question_answers']} · spend "
+              f"{usdc(s['total_spend_usdc'])} · spent without cover {s['spent_without_cover']}")
+    out.print("answer lines: " + ", ".join(f"{k} {v}" for k, v in s["provenance"]["lines"].items()))
+    out.print("stop reasons: " + ", ".join(f"{k} {v}" for k, v in s["stop_reasons"].items()))
+    churn = s["churn_guard"]
+    out.print(f"churn guard: threshold {churn['threshold']} · healthy streak p95 "
+              f"{churn['healthy_streak_p95']} · false-stop rate {churn['false_stop_rate']:.1%}")
+    for miss in s["misses"]:
+        out.print(f"miss {miss['suite']}/{miss['id']}: {miss['why']}")

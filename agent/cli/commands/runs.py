@@ -69,7 +69,8 @@ def _print_result(result: Any, as_json: bool) -> int:
         tag = "[green]finished[/]" if result.finished else "[yellow]stopped[/]"
         out.print(f"\n{tag} [bold]{result.stop_reason}[/] after {result.steps} steps"
                   f"{' (partial answer)' if result.partial else ''}")
-        out.print(f"\n{result.answer}\n", markup=False, highlight=False)
+        out.print(f"\n{graded_answer(result.answer, result.lines)}\n", markup=False, highlight=False)
+        out.print(f"answer provenance: [bold]{result.provenance}[/]")
         spend = result.spend
         out.print(f"spend {usdc(spend.usdc_atomic)} + gas {spend.gas_wei} wei · tokens "
                   f"{result.tokens.input}+{result.tokens.output}"
@@ -250,7 +251,20 @@ def show_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None
         fallback = " (fallback: the server rejected native tools)" if protocols[-1] == "json-text" else ""
         out.print(f"tools: [bold]{protocols[-1]}[/]{fallback}", highlight=False)
     if res:
-        out.print(f"stop [bold]{res.get('stop_reason')}[/] · answer: {short(res.get('answer'), 200)}", highlight=False)
+        out.print(f"stop [bold]{res.get('stop_reason')}[/] · answer provenance: "
+                  f"{res.get('provenance', 'none')}", highlight=False)
+        out.print(graded_answer(str(res.get("answer") or ""), res.get("lines") or []),
+                  highlight=False, markup=False)
+
+
+def graded_answer(answer: str, lines: list[Any]) -> str:
+    """The answer one line per row, each led by its provenance grade (observed, derived,
+    asserted, not-answered, note); the raw answer when the run recorded no grades."""
+    rows = [(str(getattr(x, "grade", None) or x["grade"]), str(getattr(x, "text", None) or x["text"]))
+            for x in lines]
+    if not rows:
+        return answer
+    return "\n".join(f"  {grade:<12} {text}" for grade, text in rows)
 
 
 def _market_lines(type_: Any, data: dict[str, Any]) -> list[str]:

@@ -1,0 +1,135 @@
+"""Ground truth for eval tasks, read independently of the agent's tools.
+
+Raw JSON-RPC through web3 with a minimal ABI, raw ``eth_getLogs`` for transfers, and the
+paywall's shipped datasets read straight from their files. A probe is a JSON object
+(``{"probe": "base_fee_gwei", "block": 1}``) naming what to read; it yields numbers
+(compared exactly) or words (case-insensitive), or a winner of a comparison.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from web3 import Web3
+
+from chain.money import usdc_decimal
+
+__all__ = ["EvalEnv", "Truth", "probe"]
+
+DATA_DIR = Path(__file__).resolve().parents[2] / "chain" / "data"
+_TRANSFER_TOPIC = Web3.keccak(text="Transfer(address,address,uint256)").hex()
+_ERC20 = [
+    {"name": n, "type": "function", "stateMutability": "view", "inputs": ins,
+     "outputs": [{"name": "", "type": t}]}
+    for n, ins, t in (
+        ("symbol", [], "string"),
+        ("decimals", [], "uint8"),
+        ("totalSupply", [], "uint256"),
+        ("balanceOf", [{"name": "a", "type": "address"}], "uint256"),
+    )
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Truth:
+    """What the answer must hold: numbers (exact), words, and a comparison's winner
+    (named on a backed line that does not name the loser)."""
+
+    numbers: tuple[Decimal, ...] = ()
+    words: tuple[str, ...] = ()
+    winner: tuple[str, str] | None = None
+
+    def __add__(self, other: Truth) -> Truth:
+        return Truth(self.numbers + other.numbers, self.words + other.words,
+                     self.winner or other.winner)  # fmt: skip
+
+
+@dataclass
+class EvalEnv:
+    """The private devnet an eval runs on, and the addresses its placeholders name."""
+
+    w3: Web3
+    usdc: str
+    names: dict[str, str]
+
+    def token(self) -> Any:
+        return self.w3.eth.contract(address=Web3.to_checksum_address(self.usdc), abi=_ERC20)
+
+    def fill(self, text: str) -> str:
+        return text.format(**self.names)
+
+    def usdc_of(self, address: str) -> int:
+        return int(self.token().functions.balanceOf(Web3.to_checksum_address(address)).call())
+
+
+def _block(env: EvalEnv, spec: Mapping[str, Any]) -> Any:
+    return env.w3.eth.get_block(spec.get("block", "latest"))
+
+
+def _logs(env: EvalEnv, spec: Mapping[str, Any]) -> list[Any]:
+    head = env.w3.eth.block_number
+    first = spec.get("from_block", max(0, head - int(spec.get("blocks", 1000)) + 1))
+    last = spec.get("to_block", head)
+    params = {"address": Web3.to_checksum_address(env.usdc), "fromBlock": first,
+              "toBlock": last, "topics": [_TRANSFER_TOPIC]}  # fmt: skip
+    return list(env.w3.eth.get_logs(params))  # type: ignore[arg-type]
+
+
+def _value(log: Any) -> int:
+    data = log["data"]
+    return int(data.hex() if isinstance(data, bytes) else data, 16)
+
+
+def _balance(env: EvalEnv, kind: str, address: str) -> Decimal:
+    if kind == "eth_balance":
+        wei = env.w3.eth.get_balance(Web3.to_checksum_address(address))
+        return Decimal(wei) / Decimal(10**18)
+    return usdc_decimal(env.usdc_of(address))
+
+
+def _winner(env: EvalEnv, spec: Mapping[str, Any]) -> Truth:
+    a, b = (env.fill(x) for x in spec["addresses"])
+    va, vb = _balance(env, spec["of"], a), _balance(env, spec["of"], b)
+    big, small = (a, b) if va >= vb else (b, a)
+    return Truth(winner=(big, small) if spec["op"] == "max" else (small, big))
+
+
+def _dataset(spec: Mapping[str, Any]) -> Truth:
+    data = json.loads((DATA_DIR / f"{spec['file']}.json").read_text())
+    return Truth(words=(str(data[spec["section"]][spec["key"]][spec["field"]]),))
+
+
+_PROBES: dict[str, Callable[[EvalEnv, Mapping[str, Any]], Truth]] = {
+    "base_fee_gwei": lambda e, s: Truth((Decimal(_block(e, s)["baseFeePerGas"]) / 10**9,)),
+    "block_number": lambda e, s: Truth((Decimal(e.w3.eth.block_number),)),
+    "block_timestamp": lambda e, s: Truth((Decimal(_block(e, s)["timestamp"]),)),
+    "usdc_balance": lambda e, s: Truth((_balance(e, "usdc_balance", e.fill(s["address"])),)),
+    "eth_balance": lambda e, s: Truth((_balance(e, "eth_balance", e.fill(s["address"])),)),
+    "token_symbol": lambda e, s: Truth(words=(e.token().functions.symbol().call(),)),
+    "token_decimals": lambda e, s: Truth((Decimal(e.token().functions.decimals().call()),)),
+    "token_supply": lambda e, s: Truth((usdc_decimal(e.token().functions.totalSupply().call()),)),
+    "transfer_count": lambda e, s: Truth((Decimal(len(_logs(e, s))),)),
+    "transfer_max": lambda e, s: Truth(
+        (usdc_decimal(max((_value(log) for log in _logs(e, s)), default=0)),)
+    ),
+    "winner": _winner,
+    "dataset": lambda e, s: _dataset(s),
+}
+
+
+def probe(env: EvalEnv, specs: list[Mapping[str, Any]]) -> Truth:
+    """The combined truth of ``specs`` on ``env``'s chain as it is now."""
+    truth = Truth()
+    for spec in specs:
+        if spec["probe"] not in _PROBES:
+            raise ValueError(
+                f"unknown eval probe {spec['probe']!r}; expected one of {sorted(_PROBES)}. "
+                "Fix: correct the task file."
+            )
+        truth = truth + _PROBES[spec["probe"]](env, spec)
+    return truth

@@ -1,0 +1,76 @@
+"""Every answer line is graded by how it was reached: observed, derived or asserted."""
+
+from __future__ import annotations
+
+from agent.loop.checklist import Checklist, ChecklistItem
+from agent.loop.provenance import answer_grade, backing, grade_answer
+from agent.loop.result import EvidenceItem
+
+A, B = "0x" + "a1" * 20, "0x" + "b2" * 20
+EVIDENCE = [
+    EvidenceItem(id="e1", step=1, tool="token_balance", args={"address": A},
+                 summary=f"{A} holds 12.50 USDC", facts={"usdc_balance": "12.50 USDC"},
+                 params={"address": A}),
+    EvidenceItem(id="e2", step=1, tool="token_balance", args={"address": B},
+                 summary=f"{B} holds 3.00 USDC", facts={"usdc_balance": "3.00 USDC"},
+                 params={"address": B}),
+    EvidenceItem(id="e3", step=2, tool="pay_http", args={"url": "http://s/datasets/token/USDC"},
+                 summary="bought", facts={"token_factsheet": "issuer=Circle"}, cost_usdc=10_000),
+]  # fmt: skip
+TASK = f"Which of {A} and {B} holds more USDC, and who issues USDC?"
+
+
+def checklist() -> Checklist:
+    items = (
+        ChecklistItem("c1", "a", "usdc_balance", params={"address": A}),
+        ChecklistItem("c2", "b", "usdc_balance", params={"address": B}),
+        ChecklistItem("c3", "more", "comparison", params={"of": "c1,c2", "op": "max"}),
+    )
+    cl = Checklist(items).cover({"usdc_balance": "12.50 USDC"}, "e1", params={"address": A})
+    return cl.cover({"usdc_balance": "3.00 USDC"}, "e2", params={"address": B})
+
+
+def grades(answer: str) -> list[str]:
+    return [line.grade for line in grade_answer(answer, TASK, EVIDENCE, checklist())]
+
+
+def test_observed_a_tool_result_holds_the_value_cited_or_not() -> None:
+    assert grades(f"{A}: 12.50 USDC (evidence e1)") == ["observed"]
+    assert grades("The second address holds 3.00 USDC.") == ["observed"]
+    assert grades("The issuer is Circle.") == ["observed"]  # a named value from a purchase
+    lines = grade_answer(f"{A}: 12.50 USDC (evidence e1)", TASK, EVIDENCE, checklist())
+    assert lines[0].evidence == ["e1"]
+
+
+def test_derived_computed_from_observed_values_with_the_computation_shown() -> None:
+    c3 = checklist().items[2]
+    assert c3.provenance == "derived" and c3.computation
+    assert grades(f"more: {c3.value} (derived: {c3.computation})") == ["derived"]
+
+
+def test_asserted_values_no_evidence_holds() -> None:
+    assert grades("The base fee is 41.7 gwei.") == ["asserted"]
+    assert grades(f"{A} holds 99.00 USDC") == ["asserted"]  # the right address, a wrong value
+    assert grades("Yes, it is raining in Lisbon.") == ["asserted"]
+    assert grades("The issuer is Tether.") == ["asserted"]
+
+
+def test_lines_that_claim_nothing_are_not_graded_as_claims() -> None:
+    assert grades("owner of the contract: not answered (no tool reads it)") == ["not-answered"]
+    assert grades("Here is what I found:") == ["note"]
+
+
+def test_the_answer_takes_its_weakest_line() -> None:
+    lines = grade_answer(f"{A}: 12.50 USDC [e1]\nGas: 9.9 gwei", TASK, EVIDENCE, checklist())
+    assert answer_grade(lines) == "asserted"
+    assert answer_grade(grade_answer("Here:", TASK, EVIDENCE, checklist())) == "none"
+
+
+def test_an_asserted_line_makes_a_covered_checklist_unbacked() -> None:
+    cl = checklist()
+    assert cl.complete
+    good = grade_answer(f"{A}: 12.50 USDC [e1]", TASK, EVIDENCE, cl)
+    assert backing(cl, good) is None
+    bad = grade_answer(f"{A}: 12.50 USDC [e1]\nSupply: 7,000 USDC", TASK, EVIDENCE, cl)
+    reason, message = backing(cl, bad) or ("", "")
+    assert reason == "unbacked-answer" and "Supply: 7,000 USDC" in message
