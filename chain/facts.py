@@ -66,6 +66,7 @@ CHAIN_FACT_KINDS: frozenset[FactKind] = frozenset(
         "tx_status",
         "tx_gas_used",
         "transfer_count",
+        "transfer_max",
         "transfer_receipt",
     }
 )

@@ -20,9 +20,9 @@ TEN = [
              "answer", ({"probe": "transfer_count", "blocks": 12},
                         {"probe": "transfer_max", "blocks": 12})),
     EvalTask("q3", "mine", "condition",
-             "Please send 0.2 USDC to {outsider} if the base fee is lower than 80 gwei.", "answer",
+             "Please send 0.1 USDC to {outsider} if the base fee is lower than 80 gwei.", "answer",
              ({"probe": "base_fee_gwei"},),
-             ({"probe": "usdc_delta", "address": "{outsider}", "amount": 200000},)),
+             ({"probe": "usdc_delta", "address": "{outsider}", "amount": 100000},)),
     EvalTask("q4", "mine", "comparison", "Of {wallet} and {seller}, which address has more USDC?",
              "answer", ({"probe": "winner", "of": "usdc_balance", "op": "max",
                          "addresses": ["{wallet}", "{seller}"]},)),
@@ -77,5 +77,5 @@ def test_the_conditional_transfer_went_through_the_judge_and_is_observed(
     outcomes: dict[str, TaskOutcome],
 ) -> None:
     t = outcomes["q3"]
-    assert t.finished and t.spend_usdc == 200_000
+    assert t.finished and t.spend_usdc == 100_000
     assert t.line_grades.get("derived") == 1  # the condition, with its computation

@@ -44,7 +44,7 @@ def block_tool(name: str = "block_info", summary: Any = None) -> FactTool:
 
 
 def test_every_stop_reason_has_a_description() -> None:
-    assert len(STOP_REASONS) == 24 and all(STOP_REASONS.values())
+    assert len(STOP_REASONS) == 25 and all(STOP_REASONS.values())
 
 
 FEE_AND_GAS = checklist(("base fee gwei", "base_fee_gwei"), ("gas price gwei", "gas_price_gwei"))
@@ -436,3 +436,33 @@ def test_a_call_that_outlives_the_deadline_is_cut_and_the_run_stops_deadline(
     assert (r.stop_reason, r.finished) == ("deadline", False), r.message
     assert "base_fee was cut at the wall clock of 1 s" in r.message
     assert time.monotonic() - started < 15  # not the tool's 30 s
+
+
+def test_churn_steps_that_call_without_covering_stop_the_run(tmp_path: Path) -> None:
+    # Each step reads a different block: real, fresh calls, none covering the base fee.
+    r = run(
+        tmp_path,
+        {
+            "checklist": [checklist(("base fee gwei", "base_fee_gwei"))],
+            "propose": [call("block_info", block=n) for n in range(1, 6)],
+        },
+        [block_tool()],
+        limits=Limits(churn_steps=3),
+    )
+    assert (r.stop_reason, r.finished, r.steps) == ("churn", False, 3)
+    assert r.message == (
+        "3 steps in a row called tools without covering a checklist item (churn_steps=3)"
+    )
+
+
+def test_churn_is_off_when_its_limit_is_zero(tmp_path: Path) -> None:
+    r = run(
+        tmp_path,
+        {
+            "checklist": [checklist(("base fee gwei", "base_fee_gwei"))],
+            "propose": [call("block_info", block=n) for n in range(1, 6)],
+        },
+        [block_tool()],
+        limits=Limits(churn_steps=0, max_steps=4, streak_length=10),
+    )
+    assert r.stop_reason == "max-steps"
