@@ -87,6 +87,9 @@ class ChartRun:
     elapsed_s: float
     started: str
     events: tuple[Mapping[str, Any], ...]
+    #: The answer's grade and its lines as (grade, text): observed, derived, asserted, ...
+    provenance: str = "none"
+    lines: tuple[tuple[str, str], ...] = ()
 
 
 def esc(text: Any) -> str:

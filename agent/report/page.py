@@ -101,6 +101,8 @@ def run_from_store(
         "elapsed_s": float(result.get("elapsed_s", 0.0)),
         "started_at": row.get("started_at"),
         "events": [{"seq": e["seq"], "type": e["type"], "data": e["data"]} for e in events],
+        "provenance": result.get("provenance", "none"),
+        "lines": [(str(x.get("grade")), str(x.get("text"))) for x in result.get("lines") or ()],
     }
 
 
@@ -168,6 +170,8 @@ def _normalise(data: ReportData) -> list[ChartRun]:
                 elapsed_s=float(raw.get("elapsed_s", 0.0) or 0.0),
                 started=started,
                 events=tuple(raw.get("events") or ()),
+                provenance=str(raw.get("provenance") or "none"),
+                lines=tuple((str(g), str(t)) for g, t in raw.get("lines") or ()),
             )
         )
     return runs
@@ -213,9 +217,21 @@ def _trace(run: ChartRun) -> str:
         f'<p class="meta">{run.steps} steps · {esc(usdc_label(run.spend))} · '
         f"gas {gwei_label(run.gas_wei)} · "
         f"{run.tokens:,} tokens · {run.elapsed_s:.1f} s"
-        f'{" · partial answer" if run.partial else ""} · <a href="#runs">back to runs</a></p>'
-        f"{timeline}</section>"
+        f'{" · partial answer" if run.partial else ""} · answer provenance '
+        f'<b class="provenance">{esc(run.provenance)}</b> · <a href="#runs">back to runs</a></p>'
+        f"{_answer_lines(run)}{timeline}</section>"
     )
+
+
+def _answer_lines(run: ChartRun) -> str:
+    """The answer, one row per line with its provenance grade."""
+    if not run.lines:
+        return ""
+    rows = "".join(
+        f'<li data-grade="{esc(grade)}"><b>{esc(grade)}</b> {esc(text)}</li>'
+        for grade, text in run.lines
+    )
+    return f'<ul class="answer-lines">{rows}</ul>'
 
 
 def _badge(run: ChartRun) -> str:

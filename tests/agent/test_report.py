@@ -117,6 +117,17 @@ def test_event_data_is_escaped_in_the_trace() -> None:
     assert "&lt;/li&gt;&lt;b&gt;x&lt;/b&gt;" in page
 
 
+def test_each_answer_line_shows_its_provenance_grade_escaped() -> None:
+    run = _run(1, "unbacked-answer", 0, 1) | {
+        "provenance": "asserted",
+        "lines": [("observed", "fee: 1 gwei (evidence e1)"), ("asserted", "<b>42</b> gwei")],
+    }
+    page = render_report(_data(runs=[run]))
+    assert 'answer provenance <b class="provenance">asserted</b>' in page
+    assert '<li data-grade="observed"><b>observed</b> fee: 1 gwei (evidence e1)</li>' in page
+    assert '<li data-grade="asserted"><b>asserted</b> &lt;b&gt;42&lt;/b&gt; gwei</li>' in page
+
+
 def test_empty_data_shows_messages_instead_of_charts() -> None:
     page = render_report(ReportData(runs=[], spend_cap_atomic=CAP, calibration=None))
     for chart_id in CHART_IDS:
