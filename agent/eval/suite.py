@@ -196,7 +196,8 @@ class EvalReport:
         def acc(rows: list[TaskOutcome]) -> dict[str, Any]:
             n = len(rows)
             right = sum(t.correct for t in rows)
-            return {"tasks": n, "correct": right, "accuracy": round(right / n, 3) if n else 0.0}
+            # No tasks of a suite ran: no accuracy (None), not a zero that reads as a failure.
+            return {"tasks": n, "correct": right, "accuracy": round(right / n, 3) if n else None}
 
         grades: Counter[str] = Counter()
         for t in self.tasks:
