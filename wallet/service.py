@@ -371,6 +371,11 @@ class WalletClient:
             self._address = str(self._call("/health")["address"])
         return self._address
 
+    @property
+    def usdc(self) -> str:
+        """The USDC contract the wallet service pays in."""
+        return str(self._call("/health")["usdc"])
+
     def sign_typed_data(
         self,
         payload: Mapping[str, object],
