@@ -19,7 +19,8 @@ from x402.schemas import parse_payment_required
 
 __all__ = ["Catalogue", "probe_declaration", "probe_mcp_declaration"]
 
-_PROBE_TIMEOUT_S = 5.0
+#: Generous: on a loaded machine the seller (and an MCP session) can take seconds to answer.
+_PROBE_TIMEOUT_S = 15.0
 #: A seller may list at most this many resources; the catalogue at most this many in all.
 MAX_RESOURCES_PER_SELLER = 32
 MAX_RESOURCES = 1024
