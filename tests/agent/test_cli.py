@@ -282,9 +282,8 @@ def test_exit_codes_separate_dependency_failures_from_bad_input(
 
 
 def test_submit_worker_and_runs_on_postgres(home, pg_url):
-    """The queue as a user drives it, with every store on PostgreSQL: two tasks submitted,
-    one worker process drains them two at a time, `nib runs` names the worker, and the
-    wallet's spends reconcile with the chain."""
+    """The queue as a user drives it, on PostgreSQL: two tasks submitted, one worker
+    process drains them two at a time, and `nib runs` names the worker."""
     from agent.cli.commands.runs import DEMO_TASK
 
     env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet",
@@ -294,8 +293,7 @@ def test_submit_worker_and_runs_on_postgres(home, pg_url):
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(NIB + list(args), env=env, capture_output=True, text=True, timeout=180)
 
-    info = json.loads(run("devnet", "up", "--json").stdout)
-    first_block = ChainClient(info["rpc_url"], 31337).block_number() + 1
+    assert run("devnet", "up", "--json").returncode == 0
     ids = [json.loads(run("submit", DEMO_TASK, "--max-spend", "0.50", "--json").stdout)["task_id"]
            for _ in range(2)]
     queued = {r["run_id"]: r for r in json.loads(run("runs", "--json").stdout)}
@@ -307,9 +305,6 @@ def test_submit_worker_and_runs_on_postgres(home, pg_url):
     rows = {r["run_id"]: r for r in json.loads(run("runs", "--json").stdout)}
     assert {rows[i]["status"] for i in ids} == {"finished"}
     assert {rows[i]["worker"] for i in ids} == {summary["worker"]}
-    assert all(rows[i]["spend_usdc_atomic"] > 0 for i in ids)
-    rec = json.loads(run("audit", "reconcile", "--from-block", str(first_block), "--json").stdout)
-    assert rec["unmatched_onchain"] == [] and rec["unmatched_ledger"] == [] and len(rec["matched"]) == 2
     from agent.store import RunStore
 
     local = home / "nib.db"  # the SQLite file (if earlier tests made one) holds none of it
