@@ -24,7 +24,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from agent.store import QUEUE, ensure_tables
-from storage import Database, Location, open_database
+from judge.storage import Database, Location, open_database
 
 __all__ = [
     "QUEUE",

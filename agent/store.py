@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from storage import Database, Location, Migration, migrate, open_database
+from judge.storage import Database, Location, Migration, migrate, open_database
 
 __all__ = ["EVENT_TYPES", "MIGRATIONS", "QUEUE", "RunStore", "ensure_tables"]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent.queue import QueuedTask, TaskQueue
-from storage import process_identity
+from judge.storage import process_identity
 
 if TYPE_CHECKING:
     from agent.loop.result import AgentResult

@@ -17,7 +17,7 @@ def main(location: str, rpc_url: str, usdc: str, paywall_url: str, home: str) ->
     from agent.config import load_settings
     from chain.devkeys import AGENT, SELLER, dev_account
     from chain.devnet import DevnetInfo
-    from storage import is_url
+    from judge.storage import is_url
 
     where = {"database_url": location} if is_url(location) else {"db_path": Path(location)}
     settings = load_settings(home=Path(home), **where)

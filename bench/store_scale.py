@@ -49,7 +49,7 @@ def fill(db_path: Path, runs: int) -> dict[str, int]:
     """Write ``runs`` finished runs, their events, ledger rows and outcomes to ``db_path``."""
     from agent.store import ensure_tables as agent_tables
     from judge.calibration import BetaCalibrator
-    from storage import open_database
+    from judge.storage import open_database
     from wallet._store import Store
 
     db = open_database(db_path, durable=False)

@@ -68,7 +68,7 @@ def _side(env: BenchEnv, location: str | Path, workers: int, tasks: int, label: 
 
 
 def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
-    from storage.cluster import TempCluster
+    from judge.storage.cluster import TempCluster
 
     if env is None:
         with BenchEnv() as own:

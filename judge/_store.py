@@ -1,7 +1,7 @@
 """The judge's handle on nib's database (SQLite or PostgreSQL, through ``storage``).
 
 Write sections hold the ``judge`` lock: ``BEGIN IMMEDIATE`` on SQLite, the judge's row
-of ``nib_locks`` on PostgreSQL (see ``storage.db``), so a verdict is consumed once even
+of ``nib_locks`` on PostgreSQL (see ``judge.storage.db``), so a verdict is consumed once even
 when several judge processes share one database.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from storage import Database, Location, Tx, open_database
+from judge.storage import Database, Location, Tx, open_database
 
 #: The lock every judge write section holds.
 LOCK = "judge"

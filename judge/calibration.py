@@ -17,7 +17,7 @@ from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Protocol, TypedDict
 
 from judge.errors import JudgeConfigError
-from storage import Database, Location, Migration, migrate, open_database
+from judge.storage import Database, Location, Migration, migrate, open_database
 
 OUTCOMES_TABLE = "judge_outcomes"
 #: p is quantised to this many decimals so EV arithmetic on it stays exact.

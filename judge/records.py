@@ -17,8 +17,8 @@ from typing import Literal
 
 from judge._store import Store
 from judge.errors import OutcomeRefused, VerdictConsumed, VerdictRevoked, VerdictUnknown
+from judge.storage import Database, Location, Migration, migrate
 from judge.verdict import Verdict
-from storage import Database, Location, Migration, migrate
 
 VERDICTS = "judge_verdicts"
 OUTCOMES_TAKEN = "judge_verdict_outcomes"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from judge._store import Store
 from judge.errors import JudgeRequestInvalid, TaskRegistrationConflict
-from storage import Database, Location, Migration, Tx, migrate
+from judge.storage import Database, Location, Migration, Tx, migrate
 
 if TYPE_CHECKING:
     from judge.jev import PaidCallRequest

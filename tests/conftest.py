@@ -73,7 +73,7 @@ def market(anvil: DevChain) -> Iterator[dict[str, str]]:
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[Any]:
     """One throwaway PostgreSQL server per session (started only when a test asks)."""
-    from storage.cluster import TempCluster
+    from judge.storage.cluster import TempCluster
 
     cluster = TempCluster().start()
     try:

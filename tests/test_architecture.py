@@ -1,7 +1,7 @@
 """The house's shape, as tests: no import cycle between product modules, and imports
 only in the permitted direction (agent → judge, wallet, chain; wallet → judge, chain;
-judge and chain import nothing of nib's; storage, the database seam, imports nothing of
-nib's and every package may use it). Every import counts, lazy ones included:
+judge and chain import nothing of nib's; judge.storage, the database seam every package
+uses, imports nothing of nib's outside itself). Every import counts, lazy ones included:
 a function-level import is still a dependency, only deferred."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("agent", "wallet", "judge", "chain", "storage")
+PACKAGES = ("agent", "wallet", "judge", "chain")
 ALLOWED: dict[str, set[str]] = {
-    "agent": {"agent", "judge", "wallet", "chain", "storage"},
-    "wallet": {"wallet", "judge", "chain", "storage"},
-    "judge": {"judge", "storage"},
+    "agent": {"agent", "judge", "wallet", "chain"},
+    "wallet": {"wallet", "judge", "chain"},
+    "judge": {"judge"},
     "chain": {"chain"},
-    "storage": {"storage"},
 }
+SEAM = "judge.storage"  # the database seam: the bottom of the stack, importing only itself
 
 
 def _module_name(path: Path) -> str:
@@ -163,3 +163,17 @@ def test_imports_follow_the_dependency_direction() -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_storage_seam_imports_nothing_of_ours_outside_itself() -> None:
+    bad = sorted(
+        f"{name} imports {target}"
+        for name, targets in _graph().items()
+        if name == SEAM or name.startswith(SEAM + ".")
+        for target in targets
+        if not (target == SEAM or target.startswith(SEAM + "."))
+    )
+    assert bad == [], (
+        f"found {bad}; expected {SEAM} (the database seam every package uses) to import only "
+        "itself. Fix: pass what it needs in as a parameter."
+    )

@@ -2,7 +2,7 @@
 
 Atomic sections are write sections of the storage seam holding the ``wallet`` lock:
 ``BEGIN IMMEDIATE`` on SQLite (safe across processes on one host), a row lock on
-PostgreSQL (safe across connections and machines); see ``storage.db`` for why.
+PostgreSQL (safe across connections and machines); see ``judge.storage.db`` for why.
 """
 
 from __future__ import annotations
@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from storage import Database, Location, Migration, Tx, add_missing_columns, migrate, open_database
+from judge.storage import (
+    Database,
+    Location,
+    Migration,
+    Tx,
+    add_missing_columns,
+    migrate,
+    open_database,
+)
 
 SPENDS = "wallet_spends"
 USED_VERDICTS = "wallet_used_verdicts"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from storage import Tx
+from judge.storage import Tx
 from wallet._store import GAS, JOURNAL, SPENDS, USED_VERDICTS, Store
 
 __all__ = ["GENESIS", "LedgerCheck", "append", "journal_spend", "verify", "verify_ledger"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from chain.money import DEFAULT_ETH_PRICE_USDC, gas_to_usdc
-from storage import Database, Tx
+from judge.storage import Database, Tx
 from wallet._store import GAS, SPENDS, USED_VERDICTS, Store, as_store
 from wallet.errors import (
     AuthorizationOutstanding,

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from web3 import Web3
 
-from storage import process_identity
+from judge.storage import process_identity
 
 if TYPE_CHECKING:
     from wallet._store import Store

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import Database, Migration, StorageError, describe, migrate, schema_version
+from judge.storage import Database, Migration, StorageError, describe, migrate, schema_version
 
 STEPS = [
     Migration(1, "a table", ("CREATE TABLE IF NOT EXISTS t_items (id {id}, name TEXT, n {int})",)),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from chain.money import gas_to_usdc
-from storage import Database
+from judge.storage import Database
 from wallet._store import ensure_tables
 from wallet.errors import CapExceeded, InsufficientBalance, LedgerError, VerdictReplayed
 from wallet.ledger import Ledger

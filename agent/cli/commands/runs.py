@@ -228,7 +228,7 @@ def runs_cmd(as_json: bool = typer.Option(False, "--json"), limit: int = typer.O
 @app.command("show")
 def show_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """One run's trace as a timeline: proposals, gates, verdicts, calls, observations, spend."""
-    from storage import describe
+    from judge.storage import describe
 
     store = run_store()
     row = store.run(run_id)

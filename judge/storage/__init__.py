@@ -1,10 +1,10 @@
 """nib's storage seam: SQLite (the embedded default) or PostgreSQL (``NIB_DATABASE_URL``).
 
-Imports nothing of nib's; every package may import it. See ``storage.db`` for how write
-sections lock on each engine and ``storage.migrate`` for versioned schemas.
+Imports nothing of nib's; every package may import it. See ``judge.storage.db`` for how write
+sections lock on each engine and ``judge.storage.migrate`` for versioned schemas.
 """
 
-from storage.db import (
+from judge.storage.db import (
     Database,
     Dialect,
     IntegrityError,
@@ -16,7 +16,7 @@ from storage.db import (
     open_database,
     process_identity,
 )
-from storage.migrate import Migration, add_missing_columns, migrate, schema_version
+from judge.storage.migrate import Migration, add_missing_columns, migrate, schema_version
 
 __all__ = [
     "Database",

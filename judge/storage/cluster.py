@@ -18,7 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
-from storage.db import StorageError
+from judge.storage.db import StorageError
 
 __all__ = ["TempCluster", "find_bin_dir"]
 

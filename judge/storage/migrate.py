@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from storage.db import Database, StorageError, Tx
+from judge.storage.db import Database, StorageError, Tx
 
 __all__ = ["Migration", "add_missing_columns", "migrate", "schema_version"]
 
