@@ -75,7 +75,7 @@ run: setup
 test: setup lint typecheck pytest
 
 lint: setup
-	$(VENV)/bin/ruff check agent wallet judge chain storage tests bench
+	$(VENV)/bin/ruff check agent wallet judge chain tests bench
 
 typecheck: setup
 	$(VENV)/bin/mypy
