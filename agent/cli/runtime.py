@@ -93,6 +93,16 @@ class Runtime:
             on_event=on_event,
         )
 
+    def register_task(self, run_id: str, task: str, limits: Limits) -> None:
+        """When the judge runs as its own service, register the task's limits with it
+        first: the judge rules only on tasks registered by the user's side, never on limits
+        the agent sends. In-process judges take the limits from ``deps`` instead."""
+        from agent.cli.services import register_task, task_limits
+
+        services = running_services(self.settings.home)
+        if services is not None:
+            register_task(self.settings, services, task_limits(self, run_id, task, limits))
+
     def worker(self, *, concurrency: int = 1, lease_s: float = 30.0, poll_s: float = 0.25) -> Any:
         """A queue worker that runs tasks with this runtime (what ``nib worker`` runs).
 
@@ -109,6 +119,7 @@ class Runtime:
                 model_local=bool(getattr(self.model, "local", False)),
                 spend_cap_usdc=task.max_spend,
             )
+            self.register_task(task.id, task.task, limits)
             return await run_task(task.task, self.deps(limits=limits), run_id=task.id)
 
         def recover(task: QueuedTask) -> Any:

@@ -301,7 +301,7 @@ def test_submit_worker_and_runs_on_postgres(home, pg_url):
     r = run("worker", "--concurrency", "2", "--drain", "--json")
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads(r.stdout)
-    assert sorted(summary["finished"]) == sorted(ids)
+    assert sorted(summary["finished"]) == sorted(ids), (summary, run("runs", "--json").stdout)
     rows = {r["run_id"]: r for r in json.loads(run("runs", "--json").stdout)}
     assert {rows[i]["status"] for i in ids} == {"finished"}
     assert {rows[i]["worker"] for i in ids} == {summary["worker"]}

@@ -124,13 +124,8 @@ def run_cmd(
         err.print(f"[bold]nib[/] {rt.network.name} (chain {rt.network.chain_id}) · model {rt.model.name} · "
                   f"wallet {rt.wallet.address} · cap {usdc(limits.spend_cap_usdc)} · steps {limits.max_steps}")
         err.print(f"task: {task}", markup=False, highlight=False)
-    from agent.cli.runtime import running_services
-    from agent.cli.services import register_task, task_limits
-
     run_id = uuid.uuid4().hex[:12]
-    services = running_services(settings.home)
-    if services is not None:  # the judge holds this task's limits, not the agent
-        register_task(settings, services, task_limits(rt, run_id, task, limits))
+    rt.register_task(run_id, task, limits)  # the judge service holds the limits, not the agent
     deps = rt.deps(profile=profile, limits=limits, on_event=None if as_json else _progress)
     result = asyncio.run(run_task(task, deps, run_id=run_id))
     raise typer.Exit(_print_result(result, as_json))
