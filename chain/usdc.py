@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar
 
 import requests
 from eth_account.signers.local import LocalAccount
@@ -42,6 +42,40 @@ USDC_NAME = "USDC"
 USDC_VERSION = "2"
 
 _RECEIPT_TIMEOUT_S = 60.0
+
+
+class Eip712Domain(TypedDict):
+    """The EIP-712 domain of a token: checksum ``verifyingContract``, ``chainId`` an int."""
+
+    name: str
+    version: str
+    chainId: int
+    verifyingContract: str
+
+
+#: The signed fields of an EIP-3009 authorization (``from`` is a Python keyword, hence
+#: the functional form): checksum addresses, int amounts and times, 0x-hex nonce.
+AuthorizationMessage = TypedDict(
+    "AuthorizationMessage",
+    {
+        "from": str,
+        "to": str,
+        "value": int,
+        "validAfter": int,
+        "validBefore": int,
+        "nonce": str,
+    },
+)
+
+
+class AuthorizationTypedData(TypedDict):
+    """A full EIP-712 ``Transfer``/``ReceiveWithAuthorization`` message, ready to sign."""
+
+    types: dict[str, list[dict[str, str]]]
+    primaryType: str
+    domain: Eip712Domain
+    message: AuthorizationMessage
+
 _T = TypeVar("_T")
 
 _DOMAIN_FIELDS = [
@@ -248,8 +282,8 @@ def eip3009_typed_data(
     valid_after: int,
     valid_before: int,
     nonce: bytes,
-) -> dict[str, Any]:
-    """Full EIP-712 ``TransferWithAuthorization`` message (EIP-3009), ready to sign.
+) -> AuthorizationTypedData:
+    """Full EIP-712 ``TransferWithAuthorization message (EIP-3009), ready to sign.
 
     Warning: a signature over this lets *anyone* who holds it move ``value`` from ``sender``
     to ``recipient`` between ``valid_after`` and ``valid_before`` (unix seconds, exclusive),
@@ -282,8 +316,8 @@ def receive_authorization_typed_data(
     valid_after: int,
     valid_before: int,
     nonce: bytes,
-) -> dict[str, Any]:
-    """Full EIP-712 ``ReceiveWithAuthorization`` message: like :func:`eip3009_typed_data`,
+) -> AuthorizationTypedData:
+    """Full EIP-712 ``ReceiveWithAuthorization message: like :func:`eip3009_typed_data`,
     but only ``recipient`` itself may submit it (``receiveWithAuthorization``)."""
     return _authorization_typed_data(
         "ReceiveWithAuthorization",
@@ -368,7 +402,7 @@ def _authorization_typed_data(
     valid_after: int,
     valid_before: int,
     nonce: bytes,
-) -> dict[str, Any]:
+) -> AuthorizationTypedData:
     return {
         "types": {"EIP712Domain": list(_DOMAIN_FIELDS), primary_type: list(_AUTHORIZATION_FIELDS)},
         "primaryType": primary_type,
@@ -384,7 +418,7 @@ def _authorization_typed_data(
     }
 
 
-def _domain(name: str, version: str, chain_id: int, verifying_contract: str) -> dict[str, Any]:
+def _domain(name: str, version: str, chain_id: int, verifying_contract: str) -> Eip712Domain:
     return {
         "name": name,
         "version": version,

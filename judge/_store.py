@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from decimal import Decimal
 
 from judge.storage import Database, Location, Tx, open_database
 
@@ -29,10 +29,25 @@ class Store:
         with self.db.transaction(lock=LOCK) as tx:
             yield tx
 
-    def query(self, sql: str, params: tuple[object, ...] = ()) -> list[dict[str, Any]]:
+    def query(self, sql: str, params: tuple[object, ...] = ()) -> list[dict[str, object]]:
         """Rows of ``sql`` as plain dicts (column -> value)."""
         return self.db.query(sql, params)
 
     def execute(self, sql: str, params: tuple[object, ...] = ()) -> int:
         """One statement, committed on its own; returns the rows it changed."""
         return self.db.execute(sql, params)
+
+
+def cell_int(value: object) -> int:
+    """A database cell read as an int: SQLite's int, PostgreSQL's int or numeric
+    (``SUM`` answers a Decimal there), or numeric text."""
+    if isinstance(value, int | float | Decimal | str):
+        return int(value)
+    raise TypeError(f"expected an integer database cell, found {type(value).__name__}")
+
+
+def cell_float(value: object) -> float:
+    """A database cell read as a float (a REAL / double precision column)."""
+    if isinstance(value, int | float | Decimal | str):
+        return float(value)
+    raise TypeError(f"expected a numeric database cell, found {type(value).__name__}")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from judge._store import Store
+from judge._store import Store, cell_float, cell_int
 from judge.errors import OutcomeRefused, VerdictConsumed, VerdictRevoked, VerdictUnknown
 from judge.storage import Database, Location, Migration, migrate
 from judge.verdict import Verdict
@@ -104,16 +104,16 @@ def _record(row: dict[str, object]) -> VerdictRecord:
         subject=str(row["subject"]),
         task_id=str(row["task_id"]),
         payload_fingerprint=None if row["payload_fingerprint"] is None else str(row["payload_fingerprint"]),
-        amount=int(row["amount"]),  # type: ignore[call-overload]
+        amount=cell_int(row["amount"]),
         asset=str(row["asset"]),
         recipient=str(row["recipient"]),
-        chain_id=int(row["chain_id"]),  # type: ignore[call-overload]
+        chain_id=cell_int(row["chain_id"]),
         p=str(row["p"]),
         facts=tuple(f for f in facts.split(",") if f),
-        issued_at=int(row["issued_at"]),  # type: ignore[call-overload]
-        expires_at=int(row["expires_at"]),  # type: ignore[call-overload]
-        consumed_at=None if row["consumed_at"] is None else float(row["consumed_at"]),  # type: ignore[arg-type]
-        revoked_at=None if row["revoked_at"] is None else float(row["revoked_at"]),  # type: ignore[arg-type]
+        issued_at=cell_int(row["issued_at"]),
+        expires_at=cell_int(row["expires_at"]),
+        consumed_at=None if row["consumed_at"] is None else cell_float(row["consumed_at"]),
+        revoked_at=None if row["revoked_at"] is None else cell_float(row["revoked_at"]),
     )
 
 
@@ -224,7 +224,7 @@ class VerdictRecords:
             "(revoked_at IS NULL AND expires_at > ?))",
             (task_id, now),
         )
-        return int(row[0]["total"])
+        return cell_int(row[0]["total"])
 
     def revoke(self, verdict_id: str) -> None:
         """Revoke an unconsumed verdict; a consumed one stays consumed (it already paid)."""

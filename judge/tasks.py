@@ -10,9 +10,9 @@ request says; a second registration of the same id with other limits is refused.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from judge._store import Store
 from judge.errors import JudgeRequestInvalid, TaskRegistrationConflict
@@ -77,19 +77,21 @@ class TaskLimits:
             )
         object.__setattr__(self, "sellers", sellers)
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, object]:
         return {**asdict(self), "recipients": list(self.recipients), "sellers": list(self.sellers)}
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, Any]) -> TaskLimits:
+    def from_wire(cls, data: Mapping[str, object]) -> TaskLimits:
+        # The casts name what the wire should carry; __post_init__ checks every value's
+        # type and range and refuses what is not (JudgeRequestInvalid naming the field).
         try:
             return cls(
                 task_id=str(data["task_id"]),
-                spend_cap=data["spend_cap"],
-                per_call_cap=data["per_call_cap"],
-                approval_threshold=data.get("approval_threshold"),
-                recipients=tuple(data.get("recipients") or ()),
-                sellers=tuple(data.get("sellers") or ()),
+                spend_cap=cast(int, data["spend_cap"]),
+                per_call_cap=cast(int, data["per_call_cap"]),
+                approval_threshold=cast("int | None", data.get("approval_threshold")),
+                recipients=tuple(cast(Iterable[str], data.get("recipients") or ())),
+                sellers=tuple(cast(Iterable[str], data.get("sellers") or ())),
             )
         except (KeyError, TypeError) as exc:
             raise JudgeRequestInvalid(

@@ -14,7 +14,7 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from agent.errors import ToolError
 
@@ -25,6 +25,7 @@ __all__ = [
     "KIND_FIELDS",
     "KIND_TERMS",
     "MAX_EXCERPT_FIELDS",
+    "Excerpt",
     "Offer",
     "OfferBook",
     "ALLOWLIST_SETTING",
@@ -64,7 +65,7 @@ OfferType = Literal["http", "mcp"]
 """``http``: a GET or POST resource. ``mcp``: a tool on an MCP server (SSE)."""
 
 
-def _clean(text: Any, limit: int) -> str:
+def _clean(text: object, limit: int) -> str:
     return _CONTROL.sub(" ", str(text or ""))[:limit].strip()
 
 
@@ -151,18 +152,18 @@ class Offer:
     network: str | None
     pay_to: str | None
     kinds: tuple[str, ...]
-    example: dict[str, Any] = field(default_factory=dict)
+    example: dict[str, object] = field(default_factory=dict)
     tool: str | None = None
     service_name: str | None = None
     source: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         out = asdict(self)
         out["kinds"] = list(self.kinds)
         return out
 
 
-def offer_from_discovery(item: Any, source: str) -> Offer | None:
+def offer_from_discovery(item: object, source: str) -> Offer | None:
     """An :class:`Offer` from x402's ``DiscoveryResource`` (bazaar client); None when it
     names no http(s) resource or no exact-scheme requirement."""
     resource = str(getattr(item, "resource", "") or "")
@@ -260,21 +261,26 @@ class OfferBook:
         return sorted(offers, key=lambda o: (o.price is None, o.price or 0, o.resource))
 
 
-def call_inputs(tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+def call_inputs(tool: str, args: Mapping[str, object]) -> dict[str, object]:
     """The question a paying call asks (query, JSON body or MCP arguments), so the same
     question can be put to another seller's offer."""
     import httpx
 
     if tool == "pay_mcp":
-        return dict(args.get("arguments") or {})
+        return _mapping(args.get("arguments"))
     if args.get("method") == "POST":
-        return dict(args.get("body") or {})
+        return _mapping(args.get("body"))
     return dict(httpx.URL(str(args.get("url", ""))).params)
 
 
+def _mapping(value: object) -> dict[str, object]:
+    """A JSON object's copy; an empty dict for anything else (absent, null)."""
+    return {str(k): v for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
 def offer_call(
-    offer: Offer, inputs: Mapping[str, Any], kinds: Iterable[str]
-) -> tuple[str, dict[str, Any]] | None:
+    offer: Offer, inputs: Mapping[str, object], kinds: Iterable[str]
+) -> tuple[str, dict[str, object]] | None:
     """(tool name, arguments) that put the same question, ``inputs``, to ``offer`` for the
     fact kinds ``kinds``; None when the offer needs an input the question does not give
     (its example would ask something else)."""
@@ -296,7 +302,7 @@ def offer_call(
 # ------------------------------------------------------------------------------ excerpt
 
 
-def _flatten(value: Any, prefix: str, out: dict[str, str], depth: int) -> None:
+def _flatten(value: object, prefix: str, out: dict[str, str], depth: int) -> None:
     if len(out) >= MAX_EXCERPT_FIELDS:
         return
     if isinstance(value, Mapping) and depth < 3:
@@ -311,7 +317,16 @@ def _flatten(value: Any, prefix: str, out: dict[str, str], depth: int) -> None:
         )
 
 
-def excerpt(body: Any, text: str = "") -> dict[str, Any]:
+class Excerpt(TypedDict, total=False):
+    """A bounded excerpt of a purchased response: ``fields`` when ``type`` is ``json``,
+    ``text`` when it is ``text``."""
+
+    type: Literal["json", "text"]
+    fields: dict[str, str]
+    text: str
+
+
+def excerpt(body: object, text: str = "") -> Excerpt:
     """A bounded, typed excerpt of a purchased response: ``{"type": "json", "fields":
     {dotted.key: value}}`` (at most :data:`MAX_EXCERPT_FIELDS`, values cut to 200 chars)
     or ``{"type": "text", "text": ...}`` (600 chars). Control characters are removed."""
@@ -323,8 +338,8 @@ def excerpt(body: Any, text: str = "") -> dict[str, Any]:
 
 
 def purchase_facts(
-    kinds: Iterable[str], body: Any, text: str = ""
-) -> tuple[dict[str, Any], dict[str, str]]:
+    kinds: Iterable[str], body: object, text: str = ""
+) -> tuple[Excerpt, dict[str, str]]:
     """(excerpt, facts) of a purchased response: the facts are the ``kinds`` its fields
     back, each valued by the backing fields ("issuer=Circle; launched=2018")."""
     cut = excerpt(body, text)

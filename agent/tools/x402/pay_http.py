@@ -19,6 +19,7 @@ import json
 import re
 import time
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -54,6 +55,7 @@ from agent.tools.x402.protocol import (
 from agent.tools.x402.quoting import authorization_quote, free_quote
 from chain.facts import CHAIN_FACT_KINDS, FactKind
 from chain.money import format_usdc
+from chain.usdc import AuthorizationTypedData
 from judge.verdict import Verdict
 from wallet.errors import AuthorizationOutstanding, SettlementUnproven
 from wallet.reconcile import authorization_expired
@@ -484,7 +486,7 @@ class PayHttpTool(Tool):
 
     def _current_terms(
         self, quote: Quote, resp: httpx.Response, ctx: ToolContext
-    ) -> tuple[AnyPaymentRequired, AnyRequirement, dict[str, Any], dict[str, str]]:
+    ) -> tuple[AnyPaymentRequired, AnyRequirement, AuthorizationTypedData, dict[str, str]]:
         """The seller's terms in ``resp`` (a fresh unpaid answer), as the payload to sign
         with the quoted nonce and validity window."""
         url = str(quote.meta["url"])
@@ -672,7 +674,7 @@ class PayHttpTool(Tool):
         resp: httpx.Response,
         *,
         cost: int,
-        settlement: dict[str, Any] | None,
+        settlement: Mapping[str, object] | None,
     ) -> Observation:
         path = httpx.URL(args.url).path
         body: Any
@@ -903,7 +905,7 @@ async def _live_after_wait(wallet: Any, resource: str) -> Any:
 
 
 async def _sign_when_free(
-    wallet: Any, payload: dict[str, Any], verdict: Any, ctx: ToolContext, cap: int, resource: str
+    wallet: Any, payload: Mapping[str, object], verdict: Any, ctx: ToolContext, cap: int, resource: str
 ) -> Any:
     """MOVES MONEY: sign under ``verdict`` once no other authorization for ``resource`` is
     live. A refusal for that reason consumes nothing (the verdict stays unused), so the

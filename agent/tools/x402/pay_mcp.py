@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from collections.abc import Mapping
 
 from mcp import ClientSession
 from mcp.client.sse import sse_client
+from mcp.types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from x402.mcp import MCP_PAYMENT_META_KEY, MCP_PAYMENT_RESPONSE_META_KEY
 from x402.schemas import parse_payment_required as _x402_parse
@@ -55,7 +56,7 @@ class PayMcpArgs(BaseModel):
 
     server: str = Field(description="Base http(s) URL of the MCP server (SSE at /sse).")
     tool: str = Field(min_length=1, max_length=100, description="Name of the paid MCP tool.")
-    arguments: dict[str, Any] = Field(default={}, description="The tool's arguments.")
+    arguments: dict[str, object] = Field(default={}, description="The tool's arguments.")
     covers: list[str] = Field(
         default=[],
         max_length=5,
@@ -67,7 +68,7 @@ class PayMcpArgs(BaseModel):
 
     @field_validator("server", mode="before")
     @classmethod
-    def _server(cls, value: Any) -> Any:
+    def _server(cls, value: object) -> object:
         if not isinstance(value, str):
             return value
         text = value.strip().rstrip("/").removesuffix("/sse")
@@ -97,7 +98,7 @@ class PayMcpTool(Tool):
     def offer_book(self) -> OfferBook:
         return self.offers
 
-    def facts_for(self, args: Any) -> tuple[str, ...]:
+    def facts_for(self, args: BaseModel) -> tuple[str, ...]:
         """What this purchase may cover, decided on our side: the fact kinds the tool's
         declaration (discovery or its 402) matches, narrowed to ``covers`` when given."""
         if not isinstance(args, PayMcpArgs):
@@ -182,7 +183,9 @@ class PayMcpTool(Tool):
             wallet.sign_typed_data, payload, verdict, run_id=ctx.run_id, cap=cap
         )
         paid = payment_payload(requirement, pr, authorization, signed.signature)
-        meta = {MCP_PAYMENT_META_KEY: paid.model_dump(by_alias=True, exclude_none=True)}
+        meta: dict[str, object] = {
+            MCP_PAYMENT_META_KEY: paid.model_dump(by_alias=True, exclude_none=True)
+        }
         ctx.emit(
             "tool.x402.paying",
             {"url": _resource(args), "amount": quote.amount, "ledger_id": signed.ledger_id},
@@ -217,17 +220,22 @@ class PayMcpTool(Tool):
     # -- observation -------------------------------------------------------------
 
     def _observation(
-        self, args: PayMcpArgs, result: Any, *, cost: int, settlement: dict[str, Any] | None
+        self,
+        args: PayMcpArgs,
+        result: CallToolResult,
+        *,
+        cost: int,
+        settlement: Mapping[str, object] | None,
     ) -> Observation:
         text = "".join(getattr(c, "text", "") for c in result.content or ())
-        body: Any = result.structuredContent
+        body: object = result.structuredContent
         if body is None:
             try:
                 body = json.loads(text)
             except ValueError:
                 body = None
         cut, facts = purchase_facts(self.facts_for(args), body, text)
-        data: dict[str, Any] = {
+        data: dict[str, object] = {
             "server": args.server,
             "tool": args.tool,
             "seller": seller_of(args.server),
@@ -252,7 +260,7 @@ def _resource(args: PayMcpArgs) -> str:
     return f"{args.server}/sse"
 
 
-async def _call(args: PayMcpArgs, meta: dict[str, Any] | None = None) -> Any:
+async def _call(args: PayMcpArgs, meta: dict[str, object] | None = None) -> CallToolResult:
     """One MCP tools/call over SSE; transport failures become a ToolError."""
     try:
         async with (
@@ -269,11 +277,11 @@ async def _call(args: PayMcpArgs, meta: dict[str, Any] | None = None) -> Any:
         ) from exc
 
 
-def _payment_required(result: Any) -> dict[str, Any] | None:
+def _payment_required(result: CallToolResult) -> dict[str, object] | None:
     """x402's PaymentRequired in an MCP error result (structured or as JSON text)."""
     if not result.isError:
         return None
-    candidates: list[Any] = [result.structuredContent]
+    candidates: list[object] = [result.structuredContent]
     for item in result.content or ():
         try:
             candidates.append(json.loads(getattr(item, "text", "") or "null"))

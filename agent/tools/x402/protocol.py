@@ -13,7 +13,7 @@ import copy
 import json
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 import httpx
 from eth_utils import is_address, to_checksum_address
@@ -45,7 +45,7 @@ from x402.schemas import (
 from x402.schemas import parse_payment_required as _x402_parse_payment_required
 
 from agent.errors import ToolError
-from chain.usdc import eip3009_typed_data
+from chain.usdc import AuthorizationTypedData, eip3009_typed_data
 
 __all__ = [
     "MAX_VALIDITY_S",
@@ -54,6 +54,7 @@ __all__ = [
     "AnyRequirement",
     "RefusalCode",
     "RequirementRefused",
+    "SettlementReceipt",
     "X402Error",
     "X402ProtocolError",
     "build_authorization",
@@ -78,6 +79,17 @@ MAX_VALIDITY_S = 300
 VALID_AFTER_SLACK_S = 600
 
 _SCHEME = "exact"
+
+
+class SettlementReceipt(TypedDict):
+    """The seller's settlement receipt as the buyer keeps it (``transaction`` is the tx hash)."""
+
+    success: bool
+    transaction: str
+    network: str
+    payer: str | None
+    amount: str | None
+    error_reason: str | None
 
 
 class X402Error(ToolError):
@@ -172,7 +184,7 @@ def parse_payment_required(response: httpx.Response) -> AnyPaymentRequired:
     return parsed
 
 
-def parse_payment_response(response: httpx.Response) -> dict[str, Any]:
+def parse_payment_response(response: httpx.Response) -> SettlementReceipt:
     """The seller's settlement receipt from ``PAYMENT-RESPONSE`` (v1: ``X-PAYMENT-RESPONSE``).
 
     Returns ``{success, transaction, network, payer, amount, error_reason}``; ``transaction``
@@ -294,7 +306,7 @@ def build_authorization(
     wall_time: int | None = None,
     nonce: bytes | None = None,
     validity_s: int | None = None,
-) -> tuple[dict[str, Any], dict[str, str]]:
+) -> tuple[AuthorizationTypedData, dict[str, str]]:
     """The EIP-3009 ``TransferWithAuthorization`` for ``requirement``, unsigned.
 
     Returns ``(typed_data, authorization)``: the full EIP-712 dict the wallet signs, and the

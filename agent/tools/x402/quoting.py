@@ -53,7 +53,7 @@ async def authorization_quote(
         tool=tool,
         args=args.model_dump(mode="json"),
         kind="x402",
-        payload=typed_data,
+        payload=dict(typed_data),
         payload_fingerprint=typed_data_fingerprint(typed_data),
         amount=amount,
         asset=str(typed_data["domain"]["verifyingContract"]),
