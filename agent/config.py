@@ -122,6 +122,19 @@ class NibSettings(BaseSettings):
     model_provider: str | None = None
     model: str | None = None
     model_base_url: str | None = None
+    #: Seconds one model reply may take (NIB_MODEL_TIMEOUT); unset: the adapters' default.
+    #: Checked when a model is built (agent.models.factory), as NIB_MODEL_TOOLS is.
+    model_timeout: float | str | None = None
+    #: How proposals travel (NIB_MODEL_TOOLS): native (falls back on rejection) or json-text.
+    model_tools: str | None = None
+    #: A hosted model's API key: NIB_OPENAI_API_KEY / NIB_ANTHROPIC_API_KEY, else the
+    #: provider's own variable (the plain_* fields). Secrets: never in a repr or a log.
+    openai_api_key: SecretStr | None = None
+    anthropic_api_key: SecretStr | None = None
+    plain_openai_api_key: SecretStr | None = Field(default=None, validation_alias="OPENAI_API_KEY")
+    plain_anthropic_api_key: SecretStr | None = Field(
+        default=None, validation_alias="ANTHROPIC_API_KEY"
+    )
     limits: LimitOverrides = Field(default_factory=LimitOverrides)
     #: Whole USDC per ETH when gas counts against the spend cap: handed to the wallet's
     #: meter, whose reservations and the loop's cap projection both use it.

@@ -1,4 +1,4 @@
-"""Which model a run thinks with, from configuration and ``NIB_*`` environment variables.
+"""Which model a run thinks with, from its configuration (:class:`agent.config.NibSettings`).
 
 No model configured means the offline planner, so a fresh machine still runs. A model
 is ``local`` when its base URL points at this machine or a private network; that picks
@@ -8,13 +8,13 @@ the default profile (local-guarded) in agent/limits.py.
 from __future__ import annotations
 
 import ipaddress
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 import httpx
+from pydantic import SecretStr
 
 from agent.errors import AgentConfigError
 from agent.models._http import DEFAULT_TIMEOUT
@@ -23,12 +23,16 @@ from agent.models.base import Model, ToolProtocol
 from agent.models.offline import OfflinePlanner
 from agent.models.openai_compat import OPENAI_BASE_URL, OpenAICompatModel
 
+if TYPE_CHECKING:
+    from agent.config import NibSettings
+
 __all__ = [
     "PROVIDER_ALIASES",
     "ModelSettings",
     "Provider",
     "is_local_url",
     "model_from_config",
+    "model_settings",
     "settings_from_env",
 ]
 
@@ -89,53 +93,86 @@ def is_local_url(url: str) -> bool:
     return ip.is_loopback or ip.is_private or ip.is_link_local
 
 
-def _clean(value: Any) -> str | None:
+def _clean(value: object) -> str | None:
     if value is None:
         return None
     text = str(value).strip()
     return text or None
 
 
+def _secret(value: SecretStr | None) -> str | None:
+    return None if value is None else _clean(value.get_secret_value())
+
+
+def model_settings(settings: NibSettings) -> ModelSettings:
+    """The model settings of a run, from its one configuration (:class:`NibSettings`,
+    which read the ``NIB_*`` variables, the providers' key variables and the TOML file)."""
+    return _resolve(
+        provider=_clean(settings.model_provider),
+        model=_clean(settings.model),
+        base_url=_clean(settings.model_base_url),
+        keys={
+            "NIB_OPENAI_API_KEY": _secret(settings.openai_api_key),
+            "OPENAI_API_KEY": _secret(settings.plain_openai_api_key),
+            "NIB_ANTHROPIC_API_KEY": _secret(settings.anthropic_api_key),
+            "ANTHROPIC_API_KEY": _secret(settings.plain_anthropic_api_key),
+        },
+        timeout=settings.model_timeout,
+        tools=settings.model_tools,
+    )
+
+
 def settings_from_env(
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str],
     *,
     provider: str | None = None,
     model: str | None = None,
     base_url: str | None = None,
     api_key: str | None = None,
 ) -> ModelSettings:
-    """Resolve the model settings; explicit arguments win over the environment.
+    """Resolve the model settings from a mapping of variables (a child process's or a
+    test's environment); explicit arguments win over ``env``. A run reads them through
+    :func:`model_settings` instead, from its :class:`NibSettings`.
 
     Reads NIB_MODEL_PROVIDER, NIB_MODEL, NIB_MODEL_BASE_URL, NIB_MODEL_TIMEOUT (seconds),
     NIB_MODEL_TOOLS (native | json-text) and the provider's key (NIB_OPENAI_API_KEY or
     OPENAI_API_KEY; NIB_ANTHROPIC_API_KEY or ANTHROPIC_API_KEY).
-    With neither a provider, a model nor a base URL set, the provider is ``offline``.
-    A model or base URL without a provider means ``openai`` (the common protocol), or
-    ``anthropic`` when the model name starts with ``claude``.
     """
-    env = os.environ if env is None else env
-    raw_provider = _clean(provider) or _clean(env.get("NIB_MODEL_PROVIDER"))
-    model = _clean(model) or _clean(env.get("NIB_MODEL"))
-    base_url = _clean(base_url) or _clean(env.get("NIB_MODEL_BASE_URL"))
+    return _resolve(
+        provider=_clean(provider) or _clean(env.get("NIB_MODEL_PROVIDER")),
+        model=_clean(model) or _clean(env.get("NIB_MODEL")),
+        base_url=_clean(base_url) or _clean(env.get("NIB_MODEL_BASE_URL")),
+        keys={var: _clean(env.get(var)) for vars_ in _KEY_VARS.values() for var in vars_},
+        api_key=_clean(api_key),
+        timeout=env.get("NIB_MODEL_TIMEOUT"),
+        tools=env.get("NIB_MODEL_TOOLS"),
+    )
 
-    if raw_provider is None:
+
+def _resolve(
+    *,
+    provider: str | None,
+    model: str | None,
+    base_url: str | None,
+    keys: Mapping[str, str | None],
+    timeout: str | float | None,
+    tools: str | None,
+    api_key: str | None = None,
+) -> ModelSettings:
+    """The settings these values name. With neither a provider, a model nor a base URL,
+    the provider is ``offline``; a model or base URL without a provider means ``openai``
+    (the common protocol), or ``anthropic`` when the model name starts with ``claude``.
+    ``keys`` maps each key variable to its value; ``api_key`` wins over them."""
+    if provider is None:
         if model is None and base_url is None:
             return ModelSettings(provider="offline")
-        raw_provider = "anthropic" if (model or "").lower().startswith("claude") else "openai"
-    alias = PROVIDER_ALIASES.get(raw_provider.lower())
-    if alias is None:
-        raise AgentConfigError(
-            f"NIB_MODEL_PROVIDER={raw_provider!r} is not a known provider; expected one of: "
-            f"{', '.join(sorted(PROVIDER_ALIASES))}. Fix: set NIB_MODEL_PROVIDER=openai for any "
-            "chat-completions server (with NIB_MODEL_BASE_URL), or anthropic.",
-            source="NIB_MODEL_PROVIDER",
-        )
-    kind, alias_url = alias
+        provider = "anthropic" if (model or "").lower().startswith("claude") else "openai"
+    kind, alias_url = _provider(provider)
     if kind == "offline":
         return ModelSettings(provider="offline")
     if model is None:
         raise AgentConfigError(
-            f"NIB_MODEL_PROVIDER={raw_provider} is set but no model is named; expected "
+            f"NIB_MODEL_PROVIDER={provider} is set but no model is named; expected "
             f"NIB_MODEL (e.g. {'claude-sonnet-4-5' if kind == 'anthropic' else 'gpt-4o-mini'})."
             " Fix: set NIB_MODEL, or unset NIB_MODEL_PROVIDER to use the offline planner.",
             source="NIB_MODEL",
@@ -143,16 +180,10 @@ def settings_from_env(
     base_url = (
         base_url or alias_url or (OPENAI_BASE_URL if kind == "openai" else ANTHROPIC_BASE_URL)
     )
-
     key_vars = _KEY_VARS[kind]
-    key_env = key_vars[0]
-    key = _clean(api_key)
+    key_env, key = key_vars[0], api_key
     if key is None:
-        for var in key_vars:
-            key = _clean(env.get(var))
-            if key is not None:
-                key_env = var
-                break
+        key_env, key = next(((v, keys[v]) for v in key_vars if keys.get(v)), (key_env, None))
     if key is None and not is_local_url(base_url):
         raise AgentConfigError(
             f"{kind} model {model!r} at {base_url} needs an API key and none is set; expected "
@@ -166,12 +197,24 @@ def settings_from_env(
         base_url=base_url,
         api_key=key,
         key_env=key_env,
-        timeout_s=_timeout(env.get("NIB_MODEL_TIMEOUT")),
-        tool_protocol=_tools(env.get("NIB_MODEL_TOOLS")),
+        timeout_s=_timeout(timeout),
+        tool_protocol=_tools(tools),
     )
 
 
-def _timeout(raw: str | None) -> float | None:
+def _provider(raw: str) -> tuple[Provider, str | None]:
+    alias = PROVIDER_ALIASES.get(raw.lower())
+    if alias is None:
+        raise AgentConfigError(
+            f"NIB_MODEL_PROVIDER={raw!r} is not a known provider; expected one of: "
+            f"{', '.join(sorted(PROVIDER_ALIASES))}. Fix: set NIB_MODEL_PROVIDER=openai for any "
+            "chat-completions server (with NIB_MODEL_BASE_URL), or anthropic.",
+            source="NIB_MODEL_PROVIDER",
+        )
+    return alias
+
+
+def _timeout(raw: str | float | None) -> float | None:
     text = _clean(raw)
     if text is None:
         return None
@@ -200,28 +243,8 @@ def _tools(raw: str | None) -> ToolProtocol:
     )
 
 
-def _from_config(config: Any) -> dict[str, str | None]:
-    """Pick model fields out of a config object or mapping (agent config, CLI flags)."""
-    names = {
-        "provider": ("model_provider", "provider"),
-        "model": ("model", "model_name"),
-        "base_url": ("model_base_url", "base_url"),
-        "api_key": ("model_api_key", "api_key"),
-    }
-    found: dict[str, str | None] = {}
-    for key, candidates in names.items():
-        for name in candidates:
-            value = config.get(name) if isinstance(config, Mapping) else getattr(config, name, None)
-            if value is not None and not callable(value):
-                if hasattr(value, "get_secret_value"):  # pydantic SecretStr
-                    value = value.get_secret_value()
-                found[key] = _clean(value)
-                break
-    return found
-
-
 def model_from_config(
-    config: ModelSettings | Mapping[str, Any] | Any | None = None,
+    config: ModelSettings | NibSettings | None = None,
     *,
     env: Mapping[str, str] | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
@@ -229,16 +252,22 @@ def model_from_config(
 ) -> Model:
     """The model to run with: offline planner, chat-completions or Anthropic.
 
-    ``config`` may be resolved :class:`ModelSettings`, or any object/mapping with some of
-    ``model_provider``, ``model``, ``model_base_url``, ``model_api_key`` (values set there
-    win over ``env``). ``transport`` replaces the HTTP transport (tests replay recorded
-    responses through ``httpx.MockTransport``). Raises AgentConfigError on a bad config.
+    ``config`` is resolved :class:`ModelSettings` or the run's :class:`NibSettings`;
+    without one, ``env`` (a mapping of variables) is read, and without that the settings
+    are loaded (:func:`agent.config.load_settings`). ``transport`` replaces the HTTP
+    transport (tests replay recorded responses through ``httpx.MockTransport``). Raises
+    AgentConfigError on a bad config.
     """
     if isinstance(config, ModelSettings):
         settings = config
+    elif config is not None:
+        settings = model_settings(config)
+    elif env is not None:
+        settings = settings_from_env(env)
     else:
-        overrides = _from_config(config) if config is not None else {}
-        settings = settings_from_env(env, **overrides)
+        from agent.config import load_settings
+
+        settings = model_settings(load_settings())
     if settings.provider == "offline":
         return OfflinePlanner()
     assert settings.model is not None and settings.base_url is not None

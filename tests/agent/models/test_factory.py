@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.config import NibSettings
+from agent.config import NibSettings, load_settings
 from agent.errors import AgentConfigError, ModelUnavailable
 from agent.models.anthropic import AnthropicModel
 from agent.models.base import ModelRequest
@@ -126,3 +126,34 @@ def test_config_object_wins_over_env(monkeypatch: pytest.MonkeyPatch, tmp_path) 
 def test_settings_repr_hides_the_key() -> None:
     s = settings_from_env({"NIB_MODEL_PROVIDER": "openai", "NIB_MODEL": "m", "OPENAI_API_KEY": KEY})
     assert s.api_key == KEY and KEY not in repr(s) and s.key_env == "OPENAI_API_KEY"
+
+
+def test_a_run_reads_model_keys_through_its_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """One config home: the key comes from NibSettings (here the provider's own variable),
+    is named in auth errors by its variable, and shows in no repr or dump."""
+    for var in ("NIB_CONFIG", "NIB_ANTHROPIC_API_KEY", "NIB_MODEL_BASE_URL", "NIB_MODEL_TIMEOUT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NIB_HOME", str(tmp_path))
+    monkeypatch.setenv("NIB_MODEL_PROVIDER", "anthropic")
+    monkeypatch.setenv("NIB_MODEL", "claude-x")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    settings = load_settings()
+    assert KEY not in repr(settings) and KEY not in settings.model_dump_json()
+    m = model_from_config(settings)
+    assert isinstance(m, AnthropicModel) and m.key_env == "ANTHROPIC_API_KEY"
+    assert KEY not in repr(m)
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    with pytest.raises(AgentConfigError) as info:
+        model_from_config(load_settings())
+    assert "NIB_ANTHROPIC_API_KEY or ANTHROPIC_API_KEY" in str(info.value)
+
+
+def test_the_factory_reads_no_environment_itself() -> None:
+    import inspect
+
+    from agent.models import factory
+
+    source = inspect.getsource(factory)
+    assert "os.environ" not in source and "getenv" not in source
