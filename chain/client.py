@@ -63,6 +63,23 @@ class Receipt:
     to: str | None
 
 
+def raw_rpc(w3: Web3, method: str, params: list[Any], name: str | None = None) -> Any:
+    """The ``result`` of one JSON-RPC request sent straight to ``w3``'s provider.
+
+    No middleware and no result formatters (hex stays hex): on the paid path web3's typed
+    calls cost several times the request itself. A node's error is raised as RpcError
+    (named ``name``, default ``method``); transport errors propagate for the caller's
+    translation (ChainClient.call).
+    """
+    resp = w3.provider.make_request(RPCEndpoint(method), params)
+    error = resp.get("error")
+    if error is not None:
+        err = error if isinstance(error, dict) else {"message": str(error)}
+        url = str(getattr(w3.provider, "endpoint_uri", None) or type(w3.provider).__name__)
+        raise RpcError(url, name or method, err.get("code"), str(err.get("message")))
+    return resp.get("result")
+
+
 #: The ERC-20 ``balanceOf(address)`` selector.
 _BALANCE_OF = "0x70a08231"
 
@@ -108,7 +125,23 @@ class ChainClient:
         return dict(data)
 
     def block_timestamp(self, block: int | str = "latest") -> int:
-        return int(self.block(block)["timestamp"])
+        """The block's timestamp by one raw eth_getBlockByNumber (no transactions): the
+        paid path reads the chain's clock up to three times per payment, and web3's
+        typed block costs several times the request itself."""
+        tag = hex(block) if isinstance(block, int) else block
+        found = self.call(
+            "eth_getBlockByNumber",
+            lambda: raw_rpc(self.w3, "eth_getBlockByNumber", [tag, False]),
+        )
+        if not isinstance(found, dict) or "timestamp" not in found:
+            raise RpcError(
+                self.rpc_url,
+                "eth_getBlockByNumber",
+                None,
+                f"found no block {block!r}; expected a mined block. Fix: ask for 'latest' or "
+                "a block number the chain has reached.",
+            )
+        return int(str(found["timestamp"]), 16)
 
     def base_fee_wei(self) -> int:
         return int(self.block("latest").get("baseFeePerGas", 0))
@@ -132,16 +165,9 @@ class ChainClient:
         CPU of the request itself (contract, ABI encoding, middleware, formatters)."""
         holder = to_checksum_address(address)
         data = _BALANCE_OF + holder[2:].lower().rjust(64, "0")
-        params: Any = [{"to": to_checksum_address(token), "data": data}, "latest"]
-        resp = self.call(
-            "balanceOf", lambda: self.w3.provider.make_request(RPCEndpoint("eth_call"), params)
-        )
-        error = resp.get("error")
-        if error is not None:
-            err = error if isinstance(error, dict) else {"message": str(error)}
-            raise RpcError(self.rpc_url, "balanceOf", err.get("code"), str(err.get("message")))
-        result = str(resp.get("result") or "0x")
-        raw = bytes.fromhex(result.removeprefix("0x"))
+        params: list[Any] = [{"to": to_checksum_address(token), "data": data}, "latest"]
+        result = self.call("balanceOf", lambda: raw_rpc(self.w3, "eth_call", params, "balanceOf"))
+        raw = bytes.fromhex(str(result or "0x").removeprefix("0x"))
         if len(raw) != 32:
             raise RpcError(
                 self.rpc_url,

@@ -52,7 +52,7 @@ from agent.tools.x402.protocol import (
     parse_payment_response,
     requirement_amount,
 )
-from agent.tools.x402.quoting import authorization_quote, free_quote
+from agent.tools.x402.quoting import authorization_quote, chain_clock, free_quote
 from chain.facts import CHAIN_FACT_KINDS, FactKind
 from chain.money import format_usdc
 from chain.usdc import AuthorizationTypedData
@@ -339,7 +339,15 @@ class PayHttpTool(Tool):
             # One live authorization per purchase: re-send it, never sign a second.
             return await self._resend(args, live, ctx)
         await self.load_catalog(origin, ctx)
-        resp = await _get(ctx, args.url, method=args.method, body=args.body)
+        # The chain's clock (the authorization's window) is read while the seller answers;
+        # it is needed (and its failure raised) only for a 402.
+        resp, clock = await asyncio.gather(
+            _get(ctx, args.url, method=args.method, body=args.body),
+            chain_clock(ctx),
+            return_exceptions=True,
+        )
+        if isinstance(resp, BaseException):
+            raise resp
         if resp.status_code == 200:
             obs = self._observation(args, resp, cost=0, settlement=None)
             return free_quote(self.name, args, obs, ctx, {"url": args.url})
@@ -350,6 +358,8 @@ class PayHttpTool(Tool):
             pr, network_caip2=ctx.network.caip2, asset=usdc, max_amount=args.max_price
         )
         await _check_token_domain(requirement, usdc, ctx)
+        if isinstance(clock, BaseException):
+            raise clock
         declared = getattr(getattr(pr, "resource", None), "description", None)
         declared = declared or getattr(requirement, "description", "") or ""
         self.offers.note_declaration(args.url, None, declared, requirement_amount(requirement))
@@ -367,6 +377,7 @@ class PayHttpTool(Tool):
                 "requirement": _dump(requirement),
                 "facts": list(self.facts_for(args)),
             },
+            chain_time=clock,
         )
 
     # -- execute -----------------------------------------------------------------
@@ -390,8 +401,11 @@ class PayHttpTool(Tool):
         if wallet is None:
             raise ToolError("pay_http: no wallet is configured for this run; nothing was paid.")
         cap = spend_cap(ctx, self.name)
-        await _check_not_expired(quote, ctx)
-        resp = await _get(ctx, url, method=args.method, body=args.body)
+        # The terms are re-read while the chain's clock is read (both before signing, both
+        # read-only): the re-check costs no time of its own on the paid path.
+        resp, _ = await asyncio.gather(
+            _get(ctx, url, method=args.method, body=args.body), _check_not_expired(quote, ctx)
+        )
         if resp.status_code == 200:
             # The seller stopped charging: nothing to sign, the verdict stays unused.
             return self._observation(args, resp, cost=0, settlement=None)
@@ -413,14 +427,17 @@ class PayHttpTool(Tool):
             raise X402ProtocolError(
                 f"pay_http: cannot encode the payment for {url}: {exc}"
             ) from exc
-        await asyncio.to_thread(wallet.keep_payment, signed, (name, value))
         ctx.emit(
             "tool.x402.paying",
             {"url": url, "amount": quote.amount, "ledger_id": signed.ledger_id},
         )
+        # The header is kept (for a re-send) while the paid request is in flight; the row is
+        # already 'signed' with its nonce, and nothing reads the header before it is kept.
+        kept = asyncio.ensure_future(asyncio.to_thread(wallet.keep_payment, signed, (name, value)))
         try:
             resp = await _get(ctx, url, method=args.method, body=args.body, headers={name: value})
         except ToolError as exc:
+            await kept
             # The seller may still settle what it received: keep the row 'signed' for
             # reconciliation instead of claiming the money did not move.
             note = f"paid request got no answer ({str(exc)[:120]}); may still be settled"
@@ -431,6 +448,10 @@ class PayHttpTool(Tool):
                 "seller until it expires. Nothing more will be paid under this verdict. "
                 "Fix: run `nib audit reconcile` later."
             ) from exc
+        except BaseException:
+            await asyncio.shield(kept)
+            raise
+        await kept
         if not 200 <= resp.status_code < 300:
             await self._paid_but_refused(resp, url, signed, wallet, ctx, _resource(args))
         try:
@@ -839,7 +860,7 @@ EXPIRY_MARGIN_S = 15
 async def _check_not_expired(quote: Quote, ctx: ToolContext) -> None:
     """Refuse (before signing) a quote whose authorization window has passed on chain."""
     valid_before = int(quote.payload["message"]["validBefore"])
-    now = await asyncio.to_thread(ctx.chain.block_timestamp, "latest")
+    now = await chain_clock(ctx)
     if now + EXPIRY_MARGIN_S >= valid_before:
         raise ToolError(
             f"pay_http: the quote for {quote.meta.get('url')} is stale: its authorization is "

@@ -20,7 +20,7 @@ from agent.tools.x402.protocol import (
 )
 from judge.fingerprint import typed_data_fingerprint
 
-__all__ = ["FREE_FINGERPRINT", "authorization_quote", "free_quote"]
+__all__ = ["FREE_FINGERPRINT", "authorization_quote", "chain_clock", "free_quote"]
 
 #: Placeholder fingerprint of a free quote: there is no payload to sign.
 FREE_FINGERPRINT = "0x" + "0" * 64
@@ -34,16 +34,21 @@ async def authorization_quote(
     *,
     what: str,
     meta: Mapping[str, object],
+    chain_time: int | None = None,
 ) -> Quote:
     """The quote paying ``requirement`` for ``what``: the authorization's typed data, its
     fingerprint, and ``meta`` plus the window it was built in (``chain_time``,
-    ``wall_time``), so ``execute`` can rebuild the same payload from fresh terms."""
+    ``wall_time``), so ``execute`` can rebuild the same payload from fresh terms.
+
+    ``chain_time``: the chain's latest block time when the caller read it alongside the
+    seller's 402 (read here otherwise)."""
     if ctx.wallet is None:
         raise ToolError(
             f"{tool}: no wallet is configured for this run; expected an unlocked wallet to "
             "pay from. Fix: `nib wallet new` (or `nib devnet up` on the devnet)."
         )
-    chain_time = await asyncio.to_thread(ctx.chain.block_timestamp, "latest")
+    if chain_time is None:
+        chain_time = await chain_clock(ctx)
     wall_time = int(time.time())
     typed_data, authorization = build_authorization(
         requirement, payer=ctx.wallet.address, chain_time=chain_time, wall_time=wall_time
@@ -67,6 +72,11 @@ async def authorization_quote(
             "display": f"{format_usdc(amount)} to {requirement.pay_to} for {what}",
         },
     )
+
+
+async def chain_clock(ctx: ToolContext) -> int:
+    """The chain's latest block time (the clock an authorization's window is built on)."""
+    return await asyncio.to_thread(ctx.chain.block_timestamp, "latest")
 
 
 def free_quote(
