@@ -76,6 +76,10 @@ class AuthorizationTypedData(TypedDict):
     domain: Eip712Domain
     message: AuthorizationMessage
 
+
+#: The two EIP-3009 authorizations that move tokens.
+AuthorizationKind = Literal["TransferWithAuthorization", "ReceiveWithAuthorization"]
+
 _T = TypeVar("_T")
 
 _DOMAIN_FIELDS = [
@@ -282,56 +286,29 @@ def eip3009_typed_data(
     valid_after: int,
     valid_before: int,
     nonce: bytes,
+    primary_type: AuthorizationKind = "TransferWithAuthorization",
 ) -> AuthorizationTypedData:
-    """Full EIP-712 ``TransferWithAuthorization message (EIP-3009), ready to sign.
+    """Full EIP-712 ``TransferWithAuthorization`` message (EIP-3009), ready to sign;
+    ``primary_type="ReceiveWithAuthorization"`` makes the receive form, which only
+    ``recipient`` itself may submit (``receiveWithAuthorization``).
 
     Warning: a signature over this lets *anyone* who holds it move ``value`` from ``sender``
     to ``recipient`` between ``valid_after`` and ``valid_before`` (unix seconds, exclusive),
     once per ``nonce``. ``nonce`` is 32 random bytes; it appears in the message as 0x-hex.
     """
-    return _authorization_typed_data(
-        "TransferWithAuthorization",
-        name=name,
-        version=version,
-        chain_id=chain_id,
-        verifying_contract=verifying_contract,
-        sender=sender,
-        recipient=recipient,
-        value=value,
-        valid_after=valid_after,
-        valid_before=valid_before,
-        nonce=nonce,
-    )
-
-
-def receive_authorization_typed_data(
-    *,
-    name: str,
-    version: str,
-    chain_id: int,
-    verifying_contract: str,
-    sender: str,
-    recipient: str,
-    value: int,
-    valid_after: int,
-    valid_before: int,
-    nonce: bytes,
-) -> AuthorizationTypedData:
-    """Full EIP-712 ``ReceiveWithAuthorization message: like :func:`eip3009_typed_data`,
-    but only ``recipient`` itself may submit it (``receiveWithAuthorization``)."""
-    return _authorization_typed_data(
-        "ReceiveWithAuthorization",
-        name=name,
-        version=version,
-        chain_id=chain_id,
-        verifying_contract=verifying_contract,
-        sender=sender,
-        recipient=recipient,
-        value=value,
-        valid_after=valid_after,
-        valid_before=valid_before,
-        nonce=nonce,
-    )
+    return {
+        "types": {"EIP712Domain": list(_DOMAIN_FIELDS), primary_type: list(_AUTHORIZATION_FIELDS)},
+        "primaryType": primary_type,
+        "domain": _domain(name, version, chain_id, verifying_contract),
+        "message": {
+            "from": Web3.to_checksum_address(sender),
+            "to": Web3.to_checksum_address(recipient),
+            "value": _uint256(value, "value"),
+            "validAfter": _uint256(valid_after, "valid_after"),
+            "validBefore": _uint256(valid_before, "valid_before"),
+            "nonce": _bytes32_hex(nonce),
+        },
+    }
 
 
 def cancel_authorization_typed_data(
@@ -385,35 +362,6 @@ def permit_typed_data(
             "value": _uint256(value, "value"),
             "nonce": _uint256(nonce, "nonce"),
             "deadline": _uint256(deadline, "deadline"),
-        },
-    }
-
-
-def _authorization_typed_data(
-    primary_type: str,
-    *,
-    name: str,
-    version: str,
-    chain_id: int,
-    verifying_contract: str,
-    sender: str,
-    recipient: str,
-    value: int,
-    valid_after: int,
-    valid_before: int,
-    nonce: bytes,
-) -> AuthorizationTypedData:
-    return {
-        "types": {"EIP712Domain": list(_DOMAIN_FIELDS), primary_type: list(_AUTHORIZATION_FIELDS)},
-        "primaryType": primary_type,
-        "domain": _domain(name, version, chain_id, verifying_contract),
-        "message": {
-            "from": Web3.to_checksum_address(sender),
-            "to": Web3.to_checksum_address(recipient),
-            "value": _uint256(value, "value"),
-            "validAfter": _uint256(valid_after, "valid_after"),
-            "validBefore": _uint256(valid_before, "valid_before"),
-            "nonce": _bytes32_hex(nonce),
         },
     }
 

@@ -25,7 +25,6 @@ from chain.usdc import (
     eip3009_typed_data,
     mint,
     permit_typed_data,
-    receive_authorization_typed_data,
     transfer,
     usdc_contract,
 )
@@ -88,8 +87,8 @@ def _authorization(
     receive: bool = False,
 ) -> tuple[dict[str, Any], Any]:
     """Typed data for an agent -> seller authorization and ``signer``'s signature over it."""
-    build = receive_authorization_typed_data if receive else eip3009_typed_data
-    typed = build(
+    typed = eip3009_typed_data(
+        primary_type="ReceiveWithAuthorization" if receive else "TransferWithAuthorization",
         name=USDC_NAME,
         version=USDC_VERSION,
         chain_id=chain.chain_id,
