@@ -7,21 +7,30 @@ when several judge processes share one database.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 
-from judge.storage import Database, Location, Tx, open_database
+from judge.storage import Database, Location, Migration, Tx, migrate, open_database
 
 #: The lock every judge write section holds.
 LOCK = "judge"
 
 
 class Store:
-    """The judge's database handle (``None``: an in-memory SQLite database, for tests)."""
+    """The judge's database handle (``None``: an in-memory SQLite database, for tests),
+    with ``component``'s tables brought to the newest schema version (idempotent)."""
 
-    def __init__(self, db: Location | Database | None = None) -> None:
+    def __init__(
+        self,
+        db: Location | Database | None = None,
+        *,
+        component: str | None = None,
+        migrations: Sequence[Migration] = (),
+    ) -> None:
         self.db = open_database(db or ":memory:")
+        if component is not None:
+            migrate(self.db, component, migrations)
 
     @contextmanager
     def transaction(self) -> Iterator[Tx]:

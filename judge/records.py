@@ -17,7 +17,7 @@ from typing import Literal
 
 from judge._store import Store, cell_float, cell_int
 from judge.errors import OutcomeRefused, VerdictConsumed, VerdictRevoked, VerdictUnknown
-from judge.storage import Database, Location, Migration, migrate
+from judge.storage import Database, Location, Migration
 from judge.verdict import Verdict
 
 VERDICTS = "judge_verdicts"
@@ -91,11 +91,6 @@ MIGRATIONS: list[Migration] = [
 ]
 
 
-def ensure_tables(db: Database) -> None:
-    """Bring the judge's verdict tables to the newest schema version (idempotent)."""
-    migrate(db, "judge.records", MIGRATIONS)
-
-
 def _record(row: dict[str, object]) -> VerdictRecord:
     facts = str(row["facts"] or "")
     return VerdictRecord(
@@ -130,9 +125,8 @@ class VerdictRecords:
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._store = Store(db)
+        self._store = Store(db, component="judge.records", migrations=MIGRATIONS)
         self._clock = clock
-        ensure_tables(self._store.db)
 
     def issued(
         self, verdict: Verdict, *, subject: str, facts: tuple[str, ...] = (), task_id: str = ""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, cast
 
 from judge._store import Store
 from judge.errors import JudgeRequestInvalid, TaskRegistrationConflict
-from judge.storage import Database, Location, Migration, Tx, migrate
+from judge.storage import Database, Location, Migration, Tx
 
 if TYPE_CHECKING:
     from judge.jev import PaidCallRequest
@@ -122,11 +122,6 @@ MIGRATIONS: list[Migration] = [
 ]
 
 
-def ensure_tables(db: Database) -> None:
-    """Bring the judge's task table to the newest schema version (idempotent)."""
-    migrate(db, "judge.tasks", MIGRATIONS)
-
-
 class TaskRegistry:
     """The judge's table of registered tasks (nib's database, or memory)."""
 
@@ -136,9 +131,8 @@ class TaskRegistry:
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._store = Store(db)
+        self._store = Store(db, component="judge.tasks", migrations=MIGRATIONS)
         self._clock = clock
-        ensure_tables(self._store.db)
 
     def register(self, limits: TaskLimits) -> TaskLimits:
         """Register ``limits`` once; the same limits again are a no-op, others are refused."""
