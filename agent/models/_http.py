@@ -20,6 +20,7 @@ from agent.models.base import ModelRequest, ToolCall, Usage
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "HttpModel",
     "bad_shape",
     "decode",
     "error_detail",
@@ -29,6 +30,7 @@ __all__ = [
     "is_context_overflow",
     "post",
     "redact",
+    "reported_usage",
     "status_error",
     "text_messages",
     "usage_int",
@@ -265,3 +267,71 @@ def estimated_usage(request: ModelRequest, text: str, calls: Iterable[ToolCall] 
         output_tokens=estimate_tokens(text) + (count_json(written) if written else 0),
         estimated=True,
     )
+
+
+def reported_usage(
+    body: Mapping[str, Any],
+    request: ModelRequest,
+    text: str,
+    calls: tuple[ToolCall, ...],
+    *,
+    prompt: tuple[str, ...],
+    completion: str,
+) -> Usage:
+    """The usage the provider reported: input = the first ``prompt`` field plus the others
+    (cached prompt tokens reported apart still count), output = ``completion``; counted
+    offline (:func:`estimated_usage`) when the body reports no usable figures."""
+    usage = body.get("usage")
+    if isinstance(usage, dict):
+        first = usage_int(usage.get(prompt[0]))
+        written = usage_int(usage.get(completion))
+        if first is not None and written is not None:
+            cached = sum(usage_int(usage.get(key)) or 0 for key in prompt[1:])
+            return Usage(input_tokens=first + cached, output_tokens=written, estimated=False)
+    return estimated_usage(request, text, calls)
+
+
+class HttpModel:
+    """What both HTTP providers hold: the model, where it runs (``local`` picks the default
+    profile), the API key in a private attribute that no repr or error shows (``key_env``
+    names its variable), and one POST whose failures are typed. Each provider adds its
+    wire format (``_headers``, the payload, the reply)."""
+
+    #: The name prefix: ``openai:gpt-4o-mini``, ``anthropic:claude-...``.
+    provider = ""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        api_key: str | None,
+        key_env: str,
+        local: bool,
+        timeout: httpx.Timeout | float,
+        transport: httpx.AsyncBaseTransport | None,
+        temperature: float | None,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.name = f"{self.provider}:{model}"
+        self.local = local
+        self.key_env = key_env
+        self._api_key = api_key or None
+        self._timeout = timeout
+        self._transport = transport
+        self._temperature = temperature
+
+    def _headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=self._timeout, transport=self._transport)
+
+    async def _send(
+        self, client: httpx.AsyncClient, url: str, payload: dict[str, Any]
+    ) -> httpx.Response:
+        return await post(client, url, headers=self._headers(), payload=payload, provider=self.name)
+
+    def _decode(self, response: httpx.Response) -> dict[str, Any]:
+        return decode(response, provider=self.name, key_env=self.key_env, secret=self._api_key)

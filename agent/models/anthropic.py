@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from agent.models import _http
-from agent.models.base import Message, ModelReply, ModelRequest, ToolCall, Usage
+from agent.models.base import Message, ModelReply, ModelRequest, ToolCall
 from agent.models.openai_compat import JSON_PURPOSES
 
 __all__ = ["ANTHROPIC_BASE_URL", "ANTHROPIC_VERSION", "AnthropicModel"]
@@ -26,8 +26,10 @@ ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
 
 
-class AnthropicModel:
+class AnthropicModel(_http.HttpModel):
     """A Claude model over the messages API. The key never appears in ``repr`` or errors."""
+
+    provider = "anthropic"
 
     def __init__(
         self,
@@ -41,15 +43,16 @@ class AnthropicModel:
         transport: httpx.AsyncBaseTransport | None = None,
         temperature: float | None = None,
     ) -> None:
-        self.model = model
-        self.base_url = base_url.rstrip("/")
-        self.name = f"anthropic:{model}"
-        self.local = local
-        self.key_env = key_env
-        self._api_key = api_key or None
-        self._timeout = timeout
-        self._transport = transport
-        self._temperature = temperature
+        super().__init__(
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            key_env=key_env,
+            local=local,
+            timeout=timeout,
+            transport=transport,
+            temperature=temperature,
+        )
         self.tool_protocol = "native"
 
     def __repr__(self) -> str:
@@ -114,7 +117,15 @@ class AnthropicModel:
             text = _http.extract_json_text(text)
         return ModelReply(
             text=text,
-            usage=_usage(body, request, text, calls),
+            usage=_http.reported_usage(
+                body,
+                request,
+                text,
+                calls,
+                # Cached prompt tokens are reported apart from input_tokens; they still count.
+                prompt=("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"),
+                completion="output_tokens",
+            ),
             tool_calls=calls,
             stop_reason=stop_reason if isinstance(stop_reason, str) else None,
             protocol="native" if request.tools else None,
@@ -129,13 +140,9 @@ class AnthropicModel:
         return tokens
 
     async def _call(self, url: str, payload: dict[str, Any]) -> dict[str, Any]:
-        async with httpx.AsyncClient(timeout=self._timeout, transport=self._transport) as client:
-            response = await _http.post(
-                client, url, headers=self._headers(), payload=payload, provider=self.name
-            )
-        return _http.decode(
-            response, provider=self.name, key_env=self.key_env, secret=self._api_key
-        )
+        async with self._client() as client:
+            response = await self._send(client, url, payload)
+        return self._decode(response)
 
 
 def _blocks(message: Message) -> list[dict[str, Any]]:
@@ -214,18 +221,3 @@ def _reply_parts(body: dict[str, Any], provider: str) -> tuple[str, tuple[ToolCa
             else:
                 calls.append(ToolCall(call_id, name, error=f"input of {name} is not an object"))
     return "".join(texts), tuple(calls)
-
-
-def _usage(
-    body: dict[str, Any], request: ModelRequest, text: str, calls: tuple[ToolCall, ...]
-) -> Usage:
-    usage = body.get("usage")
-    if isinstance(usage, dict):
-        prompt = _http.usage_int(usage.get("input_tokens"))
-        completion = _http.usage_int(usage.get("output_tokens"))
-        if prompt is not None and completion is not None:
-            # Cached prompt tokens are reported apart from input_tokens; they still count.
-            for key in ("cache_creation_input_tokens", "cache_read_input_tokens"):
-                prompt += _http.usage_int(usage.get(key)) or 0
-            return Usage(input_tokens=prompt, output_tokens=completion, estimated=False)
-    return _http.estimated_usage(request, text, calls)

@@ -30,7 +30,6 @@ from agent.models.base import (
     ModelRequest,
     ToolCall,
     ToolProtocol,
-    Usage,
 )
 
 __all__ = ["JSON_PURPOSES", "OPENAI_BASE_URL", "OpenAICompatModel"]
@@ -47,13 +46,15 @@ _FORMATS = ("json_schema", "json_object_schema", "json_object", None)
 """``response_format`` tiers, strongest first; a server's rejection steps one down."""
 
 
-class OpenAICompatModel:
+class OpenAICompatModel(_http.HttpModel):
     """A chat-completions model. ``local`` picks the default profile (local-guarded).
 
     ``tool_protocol`` is ``native`` until the server rejects ``tools`` (or when forced
     with ``tool_protocol="json-text"``). The API key lives in a private attribute and
     never appears in ``repr`` or in an error message (``key_env`` names its variable).
     """
+
+    provider = "openai"
 
     def __init__(
         self,
@@ -69,16 +70,17 @@ class OpenAICompatModel:
         json_mode: bool = True,
         tool_protocol: ToolProtocol = "native",
     ) -> None:
-        self.model = model
-        self.base_url = base_url.rstrip("/")
-        self.name = f"openai:{model}"
-        self.local = local
-        self.key_env = key_env
+        super().__init__(
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            key_env=key_env,
+            local=local,
+            timeout=timeout,
+            transport=transport,
+            temperature=temperature,
+        )
         self.tool_protocol: ToolProtocol = tool_protocol
-        self._api_key = api_key or None
-        self._timeout = timeout
-        self._transport = transport
-        self._temperature = temperature
         self._format = 0 if json_mode else len(_FORMATS) - 1
         self._tokens_field = "max_tokens"
 
@@ -150,7 +152,7 @@ class OpenAICompatModel:
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         """One chat completion; raises ModelUnavailable with the fix on any failure."""
-        async with httpx.AsyncClient(timeout=self._timeout, transport=self._transport) as client:
+        async with self._client() as client:
             body = await self._post(client, request)
         choice = _first_choice(body, self.name)
         message = choice.get("message")
@@ -167,7 +169,9 @@ class OpenAICompatModel:
             text = _http.extract_json_text(text)
         return ModelReply(
             text=text,
-            usage=_usage(body, request, text, calls),
+            usage=_http.reported_usage(
+                body, request, text, calls, prompt=("prompt_tokens",), completion="completion_tokens"
+            ),
             tool_calls=calls,
             stop_reason=stop_reason if isinstance(stop_reason, str) else None,
             protocol=self.tool_protocol if request.tools else None,
@@ -176,16 +180,12 @@ class OpenAICompatModel:
     async def _post(self, client: httpx.AsyncClient, request: ModelRequest) -> dict[str, Any]:
         for _ in range(6):
             payload = self._payload(request)
-            response = await _http.post(
-                client, self.url, headers=self._headers(), payload=payload, provider=self.name
-            )
+            response = await self._send(client, self.url, payload)
             if response.status_code not in _REJECTIONS or not self._step_down(
                 request, payload, _http.error_detail(response).lower()
             ):
                 break
-        return _http.decode(
-            response, provider=self.name, key_env=self.key_env, secret=self._api_key
-        )
+        return self._decode(response)
 
     def _step_down(self, request: ModelRequest, payload: dict[str, Any], detail: str) -> bool:
         """Adjust the one field a rejection names; False when it names none we can adjust."""
@@ -258,15 +258,3 @@ def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
             continue
         calls.append(ToolCall(call_id, name, args))
     return tuple(calls)
-
-
-def _usage(
-    body: dict[str, Any], request: ModelRequest, text: str, calls: tuple[ToolCall, ...]
-) -> Usage:
-    usage = body.get("usage")
-    if isinstance(usage, dict):
-        prompt = _http.usage_int(usage.get("prompt_tokens"))
-        completion = _http.usage_int(usage.get("completion_tokens"))
-        if prompt is not None and completion is not None:
-            return Usage(input_tokens=prompt, output_tokens=completion, estimated=False)
-    return _http.estimated_usage(request, text, calls)
