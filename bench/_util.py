@@ -27,10 +27,12 @@ __all__ = [
     "RAW_SENDERS",
     "BenchEnv",
     "Figure",
+    "Spread",
     "fmt_ms",
     "fmt_ratio",
     "machine",
     "median",
+    "on_fresh_chain",
     "percentile",
     "ratio",
     "run_async",
@@ -352,6 +354,30 @@ def run_async(fn: Callable[[], Any]) -> Any:
 
 def fmt_ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The median and p95 of one side's latency samples (seconds); prints both in ms."""
+
+    median: float
+    p95: float
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> Spread:
+        return cls(median(samples), percentile(samples, 95))
+
+    def __str__(self) -> str:
+        return f"{fmt_ms(self.median)} (p95 {fmt_ms(self.p95)})"
+
+
+def on_fresh_chain(env: BenchEnv | None, measure: Callable[[BenchEnv], Any]) -> Any:
+    """``measure(env)`` from a reset chain; without ``env``, on a BenchEnv of its own."""
+    if env is None:
+        with BenchEnv() as own:
+            return on_fresh_chain(own, measure)
+    env.reset_chain()
+    return measure(env)
 
 
 def fmt_ratio(value: float) -> str:

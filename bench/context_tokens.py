@@ -17,7 +17,15 @@ from typing import Any
 
 import httpx
 
-from bench._util import BenchEnv, Figure, bench_main, fmt_ratio, ratio, run_async
+from bench._util import (
+    BenchEnv,
+    Figure,
+    bench_main,
+    fmt_ratio,
+    on_fresh_chain,
+    ratio,
+    run_async,
+)
 
 __all__ = ["STEPS", "main", "run"]
 
@@ -144,11 +152,7 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]
     unshaped full transcript (our own before/after)."""
     from agent.loop.history import full_transcript_tokens, shaped_tokens
 
-    if env is None:
-        with BenchEnv() as own:
-            return run(quick, own)
-    env.reset_chain()
-    steps = run_async(lambda: _real_steps(env))
+    steps = on_fresh_chain(env, lambda e: run_async(lambda: _real_steps(e)))
     rows = series(steps)
     for row, peer_tokens in zip(rows, pydantic_ai_history(steps), strict=True):
         row["pydantic_ai"] = peer_tokens

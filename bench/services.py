@@ -26,11 +26,11 @@ from bench._util import (
     BENCH_PATH,
     BenchEnv,
     Figure,
+    Spread,
     bench_main,
     fmt_ms,
     fmt_ratio,
-    median,
-    percentile,
+    on_fresh_chain,
     ratio,
     run_async,
 )
@@ -146,28 +146,23 @@ async def _measure(env: BenchEnv, iterations: int, warmup: int) -> dict[str, Any
 def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
     """Measure both compositions; medians, p95s (seconds) and services / in-process."""
     iterations, warmup = (3, 1) if quick else (20, 3)
-    if env is None:
-        with BenchEnv() as own:
-            return run(quick, own)
-    env.reset_chain()
-    data = run_async(lambda: _measure(env, iterations, warmup))
+    data = on_fresh_chain(env, lambda e: run_async(lambda: _measure(e, iterations, warmup)))
     svc, loc = data["services"], data["local"]
-    med_s, med_l = median(svc), median(loc)
-    p95_s, p95_l = percentile(svc, 95), percentile(loc, 95)
+    s, lo = Spread.of(svc), Spread.of(loc)
     figure = Figure(
         benchmark=NAME,
-        ours=f"{fmt_ms(med_s)} (p95 {fmt_ms(p95_s)})",
-        peer=f"{fmt_ms(med_l)} (p95 {fmt_ms(p95_l)})",
-        ratio=ratio(med_s, med_l),
+        ours=str(s),
+        peer=str(lo),
+        ratio=ratio(s.median, lo.median),
         notes=(
             f"services/in-process median (goal <= 1.15x); {iterations} paid GETs each of "
             f"{BENCH_PATH}, interleaved, {warmup} warm-up dropped. Services: judge + wallet "
             "in one child process (judge over loopback HTTP, wallet over a Unix socket), "
             "the task registered with the judge (its registration is inside the timing)."
         ),
-        raw={"kind": "own", "goal": "median <= 1.15x", "met": ratio(med_s, med_l) <= 1.15,
-             "median_services_s": med_s, "median_inprocess_s": med_l, "p95_services_s": p95_s,
-             "p95_inprocess_s": p95_l, "iterations": iterations,
+        raw={"kind": "own", "goal": "median <= 1.15x", "met": ratio(s.median, lo.median) <= 1.15,
+             "median_services_s": s.median, "median_inprocess_s": lo.median,
+             "p95_services_s": s.p95, "p95_inprocess_s": lo.p95, "iterations": iterations,
              "samples_services_s": svc, "samples_inprocess_s": loc},
     )
     return figure.as_dict()

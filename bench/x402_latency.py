@@ -21,11 +21,12 @@ from bench._util import (
     BENCH_PATH,
     BenchEnv,
     Figure,
+    Spread,
     bench_main,
     fmt_ms,
     fmt_ratio,
     median,
-    percentile,
+    on_fresh_chain,
     ratio,
     run_async,
 )
@@ -120,22 +121,17 @@ async def _measure(env: BenchEnv, iterations: int, warmup: int) -> dict[str, Any
 def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
     """Measure both buyers; return medians, p95s (seconds) and ours / peer."""
     iterations, warmup = (3, 1) if quick else (30, 3)
-    if env is None:
-        with BenchEnv() as own:
-            return run(quick, own)
-    env.reset_chain()
-    data = run_async(lambda: _measure(env, iterations, warmup))
+    data = on_fresh_chain(env, lambda e: run_async(lambda: _measure(e, iterations, warmup)))
     ours, peer = data["ours"], data["peer"]
-    med_o, med_p = median(ours), median(peer)
-    p95_o, p95_p = percentile(ours, 95), percentile(peer, 95)
-    r = ratio(med_o, med_p)
+    o, p = Spread.of(ours), Spread.of(peer)
+    r = ratio(o.median, p.median)
     figure = Figure(
         benchmark=NAME,
-        ours=f"{fmt_ms(med_o)} (p95 {fmt_ms(p95_o)})",
-        peer=f"{fmt_ms(med_p)} (p95 {fmt_ms(p95_p)})",
+        ours=str(o),
+        peer=str(p),
         ratio=r,
         notes=(
-            f"ours/peer median; p95 ratio {fmt_ratio(ratio(p95_o, p95_p))}; {iterations} paid "
+            f"ours/peer median; p95 ratio {fmt_ratio(ratio(o.p95, p.p95))}; {iterations} paid "
             f"GETs each of {BENCH_PATH} ({data['price_atomic']} atomic USDC), interleaved, "
             f"{warmup} warm-up dropped. Peer: x402HttpxClient + EthAccountSigner (no judge, "
             "no ledger). Ours adds the quote re-check GET, the signed JEV verdict, the "
@@ -145,12 +141,12 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
         raw={
             "kind": "peer",
             "goal": "median <= 1.05x, p95 <= 1.1x",
-            "met": r <= 1.05 and ratio(p95_o, p95_p) <= 1.1,
-            "median_ours_s": med_o,
-            "median_peer_s": med_p,
-            "p95_ours_s": p95_o,
-            "p95_peer_s": p95_p,
-            "p95_ratio": ratio(p95_o, p95_p),
+            "met": r <= 1.05 and ratio(o.p95, p.p95) <= 1.1,
+            "median_ours_s": o.median,
+            "median_peer_s": p.median,
+            "p95_ours_s": o.p95,
+            "p95_peer_s": p.p95,
+            "p95_ratio": ratio(o.p95, p.p95),
             "iterations": iterations,
             "phases_median_s": data["phases"],
             "unpaid_get_median_s": median(data["unpaid_get"]),
