@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from eth_utils import to_checksum_address
 from web3 import Web3
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from chain.client import ChainClient
 
 Emit = Callable[[str, dict[str, object]], None]
+_Signed = TypeVar("_Signed")
 
 #: The longest an EIP-3009 authorization may stay valid from now (x402 asks for minutes).
 MAX_AUTHORIZATION_S = 3600
@@ -170,21 +171,16 @@ class Wallet:
             resource=resource,
         )
         assert verdict is not None  # _authorize refuses None
-        try:
-            signed = self._key._unsafe_sign_typed_data(exact)
-        except Exception as exc:
-            self.meter.release(res, note=f"signing failed ({type(exc).__name__})")
-            raise self._refuse(
-                PayloadMismatch(
-                    f"The approved payload is not signable EIP-712 ({type(exc).__name__}); "
-                    "expected a TransferWithAuthorization message. Fix: build it with "
-                    "chain.usdc.eip3009_typed_data.",
-                    verdict_id=verdict.id,
-                ),
-                run_id,
-                verdict,
-                "x402",
-            ) from None
+        signed = self._sign_checked(
+            lambda: self._key._unsafe_sign_typed_data(exact),
+            res,
+            verdict,
+            run_id,
+            "x402",
+            unsignable="The approved payload is not signable EIP-712",
+            expected="expected a TransferWithAuthorization message. Fix: build it with "
+            "chain.usdc.eip3009_typed_data.",
+        )
         message = payload_part(exact, "message")
         auth_nonce = hex32(message["nonce"])
         valid_before = as_int(message["validBefore"])
@@ -202,14 +198,7 @@ class Wallet:
             valid_before=valid_before,
             auth_nonce=auth_nonce,
         )
-        self._emit(
-            "wallet.signed",
-            {
-                **_res_event(res),
-                "auth_nonce": auth_nonce,
-                "payload_fingerprint": result.payload_fingerprint,
-            },
-        )
+        self._emit_signed(res, result.payload_fingerprint, auth_nonce=auth_nonce)
         return result
 
     def settle(self, signed: SignedTypedData | SignedTx | SpendRow, tx_hash: str) -> None:
@@ -338,21 +327,16 @@ class Wallet:
             gas_hold_of=hold_for_gas,
         )
         assert verdict is not None
-        try:
-            signed = self._key._unsafe_sign_transaction(full)
-        except Exception as exc:
-            self.meter.release(res, note=f"signing failed ({type(exc).__name__})")
-            raise self._refuse(
-                PayloadMismatch(
-                    f"The approved transaction could not be signed ({type(exc).__name__}); "
-                    "expected an EIP-1559 USDC transfer. Fix: build it with chainId, to, data, "
-                    "value 0 and the pinned fields " + ", ".join(PINNED_TX_FIELDS) + ".",
-                    verdict_id=verdict.id,
-                ),
-                run_id,
-                verdict,
-                "transfer",
-            ) from None
+        signed = self._sign_checked(
+            lambda: self._key._unsafe_sign_transaction(full),
+            res,
+            verdict,
+            run_id,
+            "transfer",
+            unsignable="The approved transaction could not be signed",
+            expected="expected an EIP-1559 USDC transfer. Fix: build it with chainId, to, data, "
+            "value 0 and the pinned fields " + ", ".join(PINNED_TX_FIELDS) + ".",
+        )
         tx_hash = "0x" + bytes(signed.hash).hex()
         self.meter.mark_signed(res, tx_hash=tx_hash)
         result = SignedTx(
@@ -367,14 +351,7 @@ class Wallet:
             recipient=res.recipient,
             amount=res.amount,
         )
-        self._emit(
-            "wallet.signed",
-            {
-                **_res_event(res),
-                "tx_hash": tx_hash,
-                "payload_fingerprint": result.payload_fingerprint,
-            },
-        )
+        self._emit_signed(res, result.payload_fingerprint, tx_hash=tx_hash)
         return result
 
     def send_transaction(self, signed: SignedTx, reservation: Reservation | None = None) -> SentTx:
@@ -458,6 +435,40 @@ class Wallet:
         )
         return SentTx(
             signed.tx_hash, block, status, int(receipt["gasUsed"]), gas_wei, gas_usdc, res.id
+        )
+
+    def _sign_checked(
+        self,
+        sign: Callable[[], _Signed],
+        res: Reservation,
+        verdict: Verdict,
+        run_id: str,
+        kind: str,
+        *,
+        unsignable: str,
+        expected: str,
+    ) -> _Signed:
+        """MOVES MONEY: ``sign()`` the payload the checks passed. A payload the key cannot
+        sign gives its reservation back and is refused as PayloadMismatch (``unsignable``
+        (exception type); ``expected``)."""
+        try:
+            return sign()
+        except Exception as exc:
+            self.meter.release(res, note=f"signing failed ({type(exc).__name__})")
+            raise self._refuse(
+                PayloadMismatch(
+                    f"{unsignable} ({type(exc).__name__}); {expected}", verdict_id=verdict.id
+                ),
+                run_id,
+                verdict,
+                kind,
+            ) from None
+
+    def _emit_signed(self, res: Reservation, payload_fingerprint: str, **ids: str) -> None:
+        """The ``wallet.signed`` event: the reservation, what identifies the signed
+        payload on chain (``auth_nonce`` or ``tx_hash``) and its fingerprint."""
+        self._emit(
+            "wallet.signed", {**_res_event(res), **ids, "payload_fingerprint": payload_fingerprint}
         )
 
     # ------------------------------------------------------------------ the checks
