@@ -203,6 +203,11 @@ class RunStore:
                 tx.execute("UPDATE agent_runs SET status='running' WHERE run_id=?", (run_id,))
         return None if row is None else str(row[0])
 
+    def paused_state(self, run_id: str) -> str | None:
+        """A paused run's saved state, left in place (what a human is asked to approve)."""
+        rows = self.db.query("SELECT state FROM agent_paused WHERE run_id=?", (run_id,))
+        return str(rows[0]["state"]) if rows else None
+
     def paused(self) -> list[str]:
         return [r["run_id"] for r in self.db.query("SELECT run_id FROM agent_paused")]
 

@@ -50,6 +50,11 @@ class PayloadTermsInvalid(JudgeRequestInvalid):
     """A payload that is neither a TransferWithAuthorization nor a pinned USDC transfer."""
 
 
+class GrantRefused(JudgeRequestInvalid):
+    """A human grant that cannot be given or used: not an escalation this judge issued
+    for a registered task, or granted (or used) already."""
+
+
 class TaskRegistrationConflict(JudgeRequestInvalid):
     """A task id is registered once; a second registration with other limits is refused."""
 

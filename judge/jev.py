@@ -25,6 +25,7 @@ from judge.calibration import (
     fact_key,
 )
 from judge.errors import (
+    GrantRefused,
     JudgeConfigError,
     JudgeRequestInvalid,
     VerdictExpired,
@@ -32,7 +33,7 @@ from judge.errors import (
 )
 from judge.fingerprint import call_fingerprint, is_fingerprint
 from judge.policy import FreeDecision, FreeReadPolicy
-from judge.records import Standing, VerdictRecords
+from judge.records import Grant, Standing, VerdictRecord, VerdictRecords
 from judge.tasks import TaskLimits, TaskRegistry, bind
 from judge.verdict import (
     DEFAULT_TTL_S,
@@ -383,19 +384,36 @@ class Judge:
         committed = self.records.committed(limits.task_id, self._clock())
         return bind(offer, limits, committed=committed, balance=balance)
 
+    def _granted(self, offer: PaidCallRequest) -> Grant | None:
+        """A human's unused grant for exactly this registered task's payload, when its
+        price is at or above the registered approval threshold (see :meth:`grant`)."""
+        threshold = offer.approval_threshold
+        if offer.task_id is None or threshold is None or offer.price < threshold:
+            return None
+        return self.records.open_grant(offer.task_id, offer.payload_fingerprint)
+
     def _decide(self, request: PaidCallRequest) -> Verdict:
         head = self._bound(request)
         decision: Decision
+        grant = None
         if isinstance(head, str):
             req = request
             decision, p, ev, reason = "refuse", Decimal(0), -Decimal(request.price), head
         else:
+            grant = self._granted(head) if head is not request else None
+            if grant is not None:
+                # The human ruled on the escalation; every other rule still applies.
+                head = replace(head, approval_threshold=None)
             alternatives = tuple(
                 b for b in (self._bound(a) for a in request.alternatives) if not isinstance(b, str)
             )
             if alternatives or request.alternatives:
                 head = replace(head, alternatives=alternatives)
             req, (decision, p, ev, reason) = self._best(head)
+            if grant is not None and decision == "approve" and req is head:
+                reason = f"granted by {grant.granted_by} ({grant.id}): {reason}"
+            else:
+                grant = None
         verdict = self._signer.issue(
             decision=decision,
             call_fingerprint=req.call_fingerprint,
@@ -415,6 +433,7 @@ class Judge:
             subject=calibration_subject(req.tool, req.seller),
             facts=tuple(_coverable(req)),
             task_id=req.task_id or "",
+            grant=grant,
         )
         if self._emit is not None:
             self._emit(
@@ -577,6 +596,38 @@ class Judge:
 
     # -- verdict lifecycle -------------------------------------------------------------
 
+    def grant(self, verdict_id: str, *, by: str = "admin", task_id: str | None = None) -> Grant:
+        """A human approves the escalated payment ``verdict_id`` (the admin path only).
+
+        The next ruling on exactly that payload for its registered task is made without
+        the approval threshold (EV, caps, budget, balance and recipients still apply), and
+        the approve verdict it yields is tied to the grant; the pre-signing re-check
+        refuses an approval at or above the threshold that carries no grant.
+        """
+        rec = self.records.get(verdict_id)
+        if rec is not None and task_id is not None and rec.task_id != task_id:
+            raise GrantRefused(
+                f"found a grant for verdict {verdict_id} of task {rec.task_id!r}; expected a "
+                f"verdict of task {task_id!r}. Fix: grant the verdict the run is waiting on."
+            )
+        if rec is not None and self.tasks.get(rec.task_id) is None:
+            raise GrantRefused(
+                f"found a grant for verdict {verdict_id} of task {rec.task_id!r}, which is not "
+                "registered with this judge; expected an escalation of a registered task. "
+                "Fix: in-process runs are approved with `nib approve RUN` alone."
+            )
+        granted = self.records.grant(verdict_id, by=by)
+        if self._emit is not None:
+            self._emit("judge.granted", granted.to_wire())
+        return granted
+
+    def _needs_grant(self, rec: VerdictRecord) -> bool:
+        if rec.decision != "approve" or not rec.task_id:
+            return False
+        limits = self.tasks.get(rec.task_id)
+        threshold = None if limits is None else limits.approval_threshold
+        return threshold is not None and rec.amount >= threshold
+
     def revoke(self, verdict_id: str) -> None:
         """Revoke a verdict: :meth:`recheck` refuses it from now on (unless already used)."""
         self.records.revoke(verdict_id)
@@ -614,7 +665,7 @@ class Judge:
                 f"verdict {verdict.id}: expired at {verdict.expires_at}, now {int(now)}; "
                 "expected now < expires_at. Fix: request a fresh verdict."
             )
-        self.records.consume(verdict)
+        self.records.consume(verdict, needs_grant=self._needs_grant)
         if self._emit is not None:
             self._emit("judge.consumed", {"verdict_id": verdict.id})
 

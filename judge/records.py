@@ -16,12 +16,19 @@ from dataclasses import dataclass
 from typing import Literal
 
 from judge._store import Store, cell_float, cell_int
-from judge.errors import OutcomeRefused, VerdictConsumed, VerdictRevoked, VerdictUnknown
-from judge.storage import Database, Location, Migration
+from judge.errors import (
+    GrantRefused,
+    OutcomeRefused,
+    VerdictConsumed,
+    VerdictRevoked,
+    VerdictUnknown,
+)
+from judge.storage import Database, Location, Migration, Tx
 from judge.verdict import Verdict
 
 VERDICTS = "judge_verdicts"
 OUTCOMES_TAKEN = "judge_verdict_outcomes"
+GRANTS = "judge_grants"
 
 Standing = Literal["consumed", "unconsumed", "revoked", "not-issued", "fingerprint-mismatch"]
 """What the judge's record says about a verdict id and a payload fingerprint.
@@ -53,6 +60,30 @@ class VerdictRecord:
     expires_at: int
     consumed_at: float | None
     revoked_at: float | None
+    grant_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A human's approval of one escalated payment (atomic units; addresses lower-cased).
+
+    Given through the judge's admin path for an escalate verdict this judge issued for a
+    registered task; it lifts the approval threshold for one approve verdict on exactly
+    that payload (``used_by``), never for another payload or a second time.
+    """
+
+    id: str
+    verdict_id: str
+    task_id: str
+    payload_fingerprint: str
+    amount: int
+    recipient: str
+    granted_by: str
+    granted_at: float
+    used_by: str | None = None
+
+    def to_wire(self) -> dict[str, object]:
+        return dict(self.__dict__)
 
 
 MIGRATIONS: list[Migration] = [
@@ -88,6 +119,26 @@ MIGRATIONS: list[Migration] = [
             )""",
         ),
     ),
+    Migration(
+        2,
+        "human grants of escalated payments; the grant an approve verdict was issued under",
+        (
+            f"ALTER TABLE {VERDICTS} ADD COLUMN grant_id TEXT",
+            f"""CREATE TABLE IF NOT EXISTS {GRANTS} (
+                id TEXT PRIMARY KEY,
+                verdict_id TEXT NOT NULL UNIQUE,
+                task_id TEXT NOT NULL,
+                payload_fingerprint TEXT NOT NULL,
+                amount {{int}} NOT NULL,
+                recipient TEXT NOT NULL,
+                granted_by TEXT NOT NULL,
+                granted_at {{real}} NOT NULL,
+                used_by TEXT,
+                used_at {{real}}
+            )""",
+            f"CREATE INDEX IF NOT EXISTS idx_{GRANTS}_payload ON {GRANTS}(task_id, payload_fingerprint)",
+        ),
+    ),
 ]
 
 
@@ -109,6 +160,21 @@ def _record(row: dict[str, object]) -> VerdictRecord:
         expires_at=cell_int(row["expires_at"]),
         consumed_at=None if row["consumed_at"] is None else cell_float(row["consumed_at"]),
         revoked_at=None if row["revoked_at"] is None else cell_float(row["revoked_at"]),
+        grant_id=None if row.get("grant_id") is None else str(row["grant_id"]),
+    )
+
+
+def _grant(row: dict[str, object]) -> Grant:
+    return Grant(
+        id=str(row["id"]),
+        verdict_id=str(row["verdict_id"]),
+        task_id=str(row["task_id"]),
+        payload_fingerprint=str(row["payload_fingerprint"]),
+        amount=cell_int(row["amount"]),
+        recipient=str(row["recipient"]),
+        granted_by=str(row["granted_by"]),
+        granted_at=cell_float(row["granted_at"]),
+        used_by=None if row["used_by"] is None else str(row["used_by"]),
     )
 
 
@@ -129,19 +195,51 @@ class VerdictRecords:
         self._clock = clock
 
     def issued(
-        self, verdict: Verdict, *, subject: str, facts: tuple[str, ...] = (), task_id: str = ""
+        self,
+        verdict: Verdict,
+        *,
+        subject: str,
+        facts: tuple[str, ...] = (),
+        task_id: str = "",
+        grant: Grant | None = None,
     ) -> None:
         """Record a verdict the judge just signed (every decision, not only approvals).
 
         ``subject`` is what its outcomes calibrate (the tool, at its seller when it has
-        one); ``facts`` the fact keys the call could cover.
+        one); ``facts`` the fact keys the call could cover. ``grant``: the human grant an
+        approval above the task's threshold was issued under; it is used up here, in the
+        same write section, or the verdict is not recorded (and so never consumed).
         """
+        if grant is not None:
+            with self._store.transaction() as conn:
+                used = conn.execute(
+                    f"UPDATE {GRANTS} SET used_by = ?, used_at = ? WHERE id = ? AND used_at IS NULL",
+                    (verdict.id, self._clock(), grant.id),
+                ).rowcount
+                if used != 1:
+                    raise GrantRefused(
+                        f"grant {grant.id} was already used; expected an unused grant for "
+                        f"verdict {verdict.id}. Fix: a human grants each escalated payment once."
+                    )
+                self._insert(conn, verdict, subject, facts, task_id, grant.id)
+            return
         # One statement on an autocommit connection is its own atomic transaction: no
         # BEGIN / COMMIT round (two more statements on every decision).
-        self._store.execute(
+        self._insert(self._store, verdict, subject, facts, task_id, None)
+
+    @staticmethod
+    def _insert(
+        conn: Tx | Store,
+        verdict: Verdict,
+        subject: str,
+        facts: tuple[str, ...],
+        task_id: str,
+        grant_id: str | None,
+    ) -> None:
+        conn.execute(
             f"INSERT INTO {VERDICTS} (id, decision, subject, task_id, payload_fingerprint, "
-            "amount, asset, recipient, chain_id, p, facts, issued_at, expires_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "amount, asset, recipient, chain_id, p, facts, issued_at, expires_at, grant_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 verdict.id,
                 verdict.decision,
@@ -156,17 +254,87 @@ class VerdictRecords:
                 ",".join(facts),
                 verdict.issued_at,
                 verdict.expires_at,
+                grant_id,
             ),
         )
+
+    # -- human grants of escalated payments ----------------------------------------
+
+    def grant(self, verdict_id: str, *, by: str) -> Grant:
+        """Record a human's approval of the escalated payment ``verdict_id`` names.
+
+        Only an escalate verdict this judge issued for a registered task can be granted;
+        granting it again before it is used returns the same grant, after it is used is
+        refused. The grant covers exactly its payload (fingerprint, amount, recipient).
+        """
+        with self._store.transaction() as conn:
+            found = conn.rows(f"SELECT * FROM {VERDICTS} WHERE id = ?", (verdict_id,))
+            rec = _record(found[0]) if found else None
+            problem = None
+            if rec is None:
+                problem = "this judge never issued it"
+            elif rec.decision != "escalate":
+                problem = f"it is a {rec.decision} verdict, not an escalation"
+            elif not rec.task_id or not rec.payload_fingerprint:
+                problem = "it names no registered task and payload"
+            else:
+                given = conn.rows(f"SELECT * FROM {GRANTS} WHERE verdict_id = ?", (verdict_id,))
+                if given and given[0]["used_by"] is None:
+                    return _grant(given[0])  # granted already, not used yet: the same grant
+                if given:
+                    problem = f"its grant was already used by verdict {given[0]['used_by']}"
+            if problem is not None or rec is None or not rec.payload_fingerprint:
+                raise GrantRefused(
+                    f"found a grant for verdict {verdict_id}, but {problem}; expected the id "
+                    "of an escalate verdict of a registered task, granted once. Fix: grant the "
+                    "verdict id `nib run` printed when it paused (or `nib judge approve RUN`)."
+                )
+            grant = Grant(
+                id=f"g-{verdict_id}",
+                verdict_id=verdict_id,
+                task_id=rec.task_id,
+                payload_fingerprint=rec.payload_fingerprint,
+                amount=rec.amount,
+                recipient=rec.recipient,
+                granted_by=by,
+                granted_at=self._clock(),
+            )
+            conn.execute(
+                f"INSERT INTO {GRANTS} (id, verdict_id, task_id, payload_fingerprint, amount, "
+                "recipient, granted_by, granted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    grant.id,
+                    grant.verdict_id,
+                    grant.task_id,
+                    grant.payload_fingerprint,
+                    grant.amount,
+                    grant.recipient,
+                    grant.granted_by,
+                    grant.granted_at,
+                ),
+            )
+        return grant
+
+    def open_grant(self, task_id: str, payload_fingerprint: str) -> Grant | None:
+        """The unused grant for exactly this task and payload, if a human gave one."""
+        rows = self._store.query(
+            f"SELECT * FROM {GRANTS} WHERE task_id = ? AND payload_fingerprint = ? AND "
+            "used_at IS NULL",
+            (task_id, payload_fingerprint),
+        )
+        return _grant(rows[0]) if rows else None
 
     def get(self, verdict_id: str) -> VerdictRecord | None:
         rows = self._store.query(f"SELECT * FROM {VERDICTS} WHERE id = ?", (verdict_id,))
         return _record(rows[0]) if rows else None
 
-    def consume(self, verdict: Verdict) -> VerdictRecord:
+    def consume(
+        self, verdict: Verdict, *, needs_grant: Callable[[VerdictRecord], bool] | None = None
+    ) -> VerdictRecord:
         """MOVES MONEY (gate): mark ``verdict`` used, once, or raise.
 
-        Raises VerdictUnknown (never issued here, or issued for other terms),
+        Raises VerdictUnknown (never issued here, issued for other terms, or an approval
+        ``needs_grant`` says needed a human's grant and was issued without one),
         VerdictRevoked, or VerdictConsumed (a second use, from any wallet).
         """
         with self._store.transaction() as conn:
@@ -190,6 +358,13 @@ class VerdictRecords:
                     f"verdict {verdict.id} presents {given_terms}, but this judge issued it "
                     f"with {issued_terms}; expected the verdict exactly as issued. Fix: "
                     "request a fresh verdict, do not edit verdicts."
+                )
+            if needs_grant is not None and rec.grant_id is None and needs_grant(rec):
+                raise VerdictUnknown(
+                    f"verdict {verdict.id} approves {rec.amount} at or above its task's "
+                    "approval threshold, but no human grant was recorded for it; expected a "
+                    "grant through the judge's admin path. Fix: `nib approve RUN` (or `nib "
+                    "judge approve VERDICT`) as the user."
                 )
             if rec.revoked_at is not None:
                 raise VerdictRevoked(

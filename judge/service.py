@@ -28,7 +28,7 @@ from judge.calibration import CalibrationReport
 from judge.errors import JudgeConfigError, JudgeError, JudgeUnreachable, VerdictInvalid
 from judge.jev import Judge, PaidCallRequest
 from judge.policy import FreeDecision, FreePolicyRow
-from judge.records import Standing
+from judge.records import Grant, Standing
 from judge.tasks import TaskLimits
 from judge.verdict import SCHEME, Verdict, parse_verdict, verify_verdict
 
@@ -36,6 +36,8 @@ DEFAULT_TIMEOUT_S = 2.0
 #: The largest request body the service reads; real requests are a few KiB.
 MAX_BODY_BYTES = 64 * 1024
 _API = "/v1"
+#: Routes only the user (the admin token) may call, and what each does.
+_ADMIN_PATHS = {f"{_API}/tasks": "a task registration", f"{_API}/grants": "a grant of an escalation"}
 
 
 class _BodyLimit:
@@ -167,13 +169,13 @@ def create_app(
     async def _require_token(request: Request, call_next: Any) -> Any:
         path = request.url.path
         given = request.headers.get("authorization", "").encode()
-        if path == f"{_API}/tasks" and request.method == "POST":
+        if path in _ADMIN_PATHS and request.method == "POST":
             if admin_auth is None or not hmac.compare_digest(given, admin_auth):
                 return _refused(
-                    "found a task registration without the judge's admin token; expected "
+                    f"found {_ADMIN_PATHS[path]} without the judge's admin token; expected "
                     "'Authorization: Bearer <NIB_JUDGE_ADMIN_TOKEN>' (the user's, not the "
-                    "agent's); fix: register tasks with `nib run` or `nib services`, which "
-                    "hold it.",
+                    "agent's); fix: do it as the user with `nib run`, `nib approve RUN` or "
+                    "`nib judge approve`, which hold it.",
                     403,
                 )
         elif path != f"{_API}/health" and agent_auth is not None:
@@ -252,6 +254,15 @@ def create_app(
     @app.post(f"{_API}/tasks")
     def register_task(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
         return judge.register_task(TaskLimits.from_wire(body)).to_wire()
+
+    @app.post(f"{_API}/grants")
+    def grant(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        task = body.get("task_id")
+        return judge.grant(
+            str(body["verdict_id"]),
+            by=str(body.get("by") or "admin"),
+            task_id=None if task is None else str(task),
+        ).to_wire()
 
     @app.get(f"{_API}/calibration")
     def calibration() -> dict[str, Any]:
@@ -484,6 +495,12 @@ class JudgeClient:
     def register_task(self, limits: TaskLimits) -> TaskLimits:
         """Register a task (needs a client built with the admin token)."""
         return TaskLimits.from_wire(self._call("POST", "/tasks", limits.to_wire()))
+
+    def grant(self, verdict_id: str, *, by: str = "admin", task_id: str | None = None) -> Grant:
+        """Grant an escalated payment (needs a client built with the admin token)."""
+        body = {"verdict_id": verdict_id, "by": by, "task_id": task_id}
+        data = self._call("POST", "/grants", body)
+        return Grant(**data)
 
     def verdict_standing(self, verdict_id: str, payload_fingerprint: str | None) -> Standing:
         answer = self._call(

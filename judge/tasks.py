@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, cast
 
-from judge._store import Store
+from judge._store import Store, cell_int
 from judge.errors import JudgeRequestInvalid, TaskRegistrationConflict
 from judge.storage import Database, Location, Migration, Tx
 
@@ -162,26 +162,30 @@ class TaskRegistry:
         return limits
 
     def get(self, task_id: str) -> TaskLimits | None:
-        with self._store.transaction() as tx:
-            return self._get(tx, task_id)
+        """The registered limits (a plain read: registrations never change, and the
+        judge's re-check asks while it holds the judge's write lock)."""
+        rows = self._store.query(f"SELECT {_COLUMNS} FROM {TASKS} WHERE task_id = ?", (task_id,))
+        return None if not rows else _limits(tuple(rows[0].values()))
 
     @staticmethod
     def _get(conn: Tx, task_id: str) -> TaskLimits | None:
-        row = conn.one(
-            f"SELECT task_id, spend_cap, per_call_cap, approval_threshold, recipients, sellers "
-            f"FROM {TASKS} WHERE task_id = ?",
-            (task_id,),
-        )
-        if row is None:
-            return None
-        return TaskLimits(
-            task_id=row[0],
-            spend_cap=int(row[1]),
-            per_call_cap=int(row[2]),
-            approval_threshold=None if row[3] is None else int(row[3]),
-            recipients=tuple(a for a in str(row[4]).split(",") if a),
-            sellers=tuple(s for s in str(row[5]).split(",") if s),
-        )
+        row = conn.one(f"SELECT {_COLUMNS} FROM {TASKS} WHERE task_id = ?", (task_id,))
+        return None if row is None else _limits(row)
+
+
+_COLUMNS = "task_id, spend_cap, per_call_cap, approval_threshold, recipients, sellers"
+
+
+def _limits(row: tuple[object, ...]) -> TaskLimits:
+    threshold = row[3]
+    return TaskLimits(
+        task_id=str(row[0]),
+        spend_cap=cell_int(row[1]),
+        per_call_cap=cell_int(row[2]),
+        approval_threshold=None if threshold is None else cell_int(threshold),
+        recipients=tuple(a for a in str(row[4]).split(",") if a),
+        sellers=tuple(s for s in str(row[5]).split(",") if s),
+    )
 
 
 def bind(

@@ -91,6 +91,9 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     report["sign_escalated"] = _try(
         lambda: wallet.sign_transaction(tx, escalated, run_id=config["task_id"], cap=10**15)
     )
+    # ... nor grant its own escalation (the human's admin path), then ask again.
+    report["grant_own_escalation"] = _try(lambda: judge.grant(escalated.id))
+    report["after_grant_attempt"] = judge.decide(request).decision
     wallet.nonces.release(tx["nonce"])
     # 3. A verdict forged with a key of our own, claiming to be the judge's.
     forged_signer = VerdictSigner(Account.create())

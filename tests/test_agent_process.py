@@ -125,6 +125,9 @@ def test_a_compromised_agent_process_wastes_at_most_its_task_budget(
     assert "is not registered for task task-untrusted" in report["unregistered_recipient"]
     assert report["escalation"] == "escalate"
     assert report["sign_escalated"].startswith("refused VerdictNotApproved")
+    assert report["grant_own_escalation"].startswith("refused JudgeConfigError")
+    assert "without the judge's admin token" in report["grant_own_escalation"]
+    assert report["after_grant_attempt"] == "escalate"
     # Forged and replayed verdicts, inflated outcomes and a self-made task change nothing.
     assert report["forged"].startswith("refused VerdictBadSignature")
     assert report["first_payment"] == 1

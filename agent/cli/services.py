@@ -208,8 +208,8 @@ def _network_is_devnet(settings: NibSettings) -> bool:
     return settings.network == "anvil"
 
 
-def register_task(settings: NibSettings, info: ServicesInfo, limits: Any) -> None:
-    """Register a task's limits with the judge service, as the user (admin token)."""
+def _admin_client(settings: NibSettings, info: ServicesInfo) -> Any:
+    """A judge client holding the user's admin token (read from its 0600 file)."""
     from judge.service import JudgeClient
 
     path = settings.home / ADMIN_TOKEN_FILE
@@ -218,8 +218,39 @@ def register_task(settings: NibSettings, info: ServicesInfo, limits: Any) -> Non
             f"no judge admin token at {path}; expected the one `nib services up` wrote. "
             "Fix: `nib services down` then `nib services up`."
         )
-    with JudgeClient(info.judge_url, token=path.read_text().strip(), timeout_s=10) as admin:
+    return JudgeClient(info.judge_url, token=path.read_text().strip(), timeout_s=10)
+
+
+def register_task(settings: NibSettings, info: ServicesInfo, limits: Any) -> None:
+    """Register a task's limits with the judge service, as the user (admin token)."""
+    with _admin_client(settings, info) as admin:
         admin.register_task(limits)
+
+
+def grant_escalation(
+    settings: NibSettings, info: ServicesInfo, verdict_id: str, *, task_id: str | None = None
+) -> Any:
+    """A human grants the escalated payment ``verdict_id`` at the judge service (admin
+    token); returns the judge's :class:`~judge.records.Grant` (what it now covers).
+
+    With ``task_id``, a verdict of another task is refused before anything is granted.
+    """
+    with _admin_client(settings, info) as admin:
+        return admin.grant(verdict_id, task_id=task_id, by=f"uid {os.getuid()}")
+
+
+def held_verdict(store: Any, run_id: str) -> str:
+    """The escalate verdict a paused run is waiting on, from its saved state."""
+    import json as _json
+
+    raw = store.paused_state(run_id)
+    pending = _json.loads(raw).get("pending") if raw else None
+    if not pending:
+        raise AgentConfigError(
+            f"run {run_id} is not paused awaiting approval; expected a paused run. Fix: list "
+            "paused runs with `nib runs`."
+        )
+    return str(pending["verdict"]["id"])
 
 
 def task_limits(rt: Any, run_id: str, task: str, limits: Any) -> Any:

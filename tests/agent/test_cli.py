@@ -18,8 +18,9 @@ from chain.client import ChainClient
 NIB = [sys.executable, "-m", "agent.cli"]
 
 
-def nib(home: Path, *args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet"}
+def nib(home: Path, *args: str, stdin: str | None = None, timeout: float = 120,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet", **(env or {})}
     env.pop("NIB_CONFIG", None)
     return subprocess.run(NIB + list(args), env=env, capture_output=True, text=True, timeout=timeout, input=stdin)
 
@@ -132,6 +133,50 @@ def test_devnet_runs_the_judge_and_wallet_as_their_own_processes(home):
     assert "are not both running" in r.stderr and "`nib services up`" in r.stderr
     assert nib(home, "services", "up").returncode == 0
     assert json.loads(nib(home, "services", "status", "--json").stdout)["running"] is True
+
+
+def test_a_human_grants_an_escalated_payment_at_the_judge_and_only_then_it_is_paid(home):
+    """Above the registered approval threshold the judge service escalates; the agent's
+    token cannot grant it; `nib approve RUN` grants it as the user (admin token) and the
+    wallet service signs the one approval issued under that grant. Chain read back."""
+    import sqlite3
+
+    from chain.devkeys import SELLER, dev_account
+
+    info = json.loads(nib(home, "devnet", "up", "--json").stdout)
+    services = json.loads((home / "services.json").read_text())
+    chain = ChainClient(info["rpc_url"], 31337)
+    seller = dev_account(SELLER).address
+    before = chain.token_balance(info["usdc"], seller)
+    low = {"NIB_LIMITS__APPROVAL_THRESHOLD_USDC": "10000"}  # 0.01 USDC: the 0.02 call escalates
+    paused = nib(home, "run", "--demo", "--json", env=low)
+    result = json.loads(paused.stdout)
+    assert paused.returncode == 1 and result["stop_reason"] == "awaiting-approval", paused.stderr
+    run_id = result["run_id"]
+    with sqlite3.connect(home / "nib.db") as db:
+        (escalated,) = db.execute(
+            "SELECT id FROM judge_verdicts WHERE task_id = ? AND decision = 'escalate'", (run_id,)
+        ).fetchone()
+    # The agent holds the judge's agent token: it cannot grant its own escalation.
+    forged = httpx.post(services["judge_url"] + "/v1/grants", json={"verdict_id": escalated},
+                        headers={"Authorization": f"Bearer {services['agent_token']}"},
+                        trust_env=False, timeout=10)
+    assert forged.status_code == 403 and "admin token" in forged.text
+    assert json.loads(nib(home, "audit", "--run", run_id, "--json").stdout) == []
+    assert chain.token_balance(info["usdc"], seller) == before
+    approved = nib(home, "approve", run_id, "--json")
+    assert approved.returncode == 0, approved.stderr
+    assert f"granted at the judge: 0.02 USDC to {seller.lower()} for task {run_id}" in approved.stderr
+    assert json.loads(approved.stdout)["finished"]
+    audit = json.loads(nib(home, "audit", "--run", run_id, "--json").stdout)
+    assert [(row["amount"], row["status"]) for row in audit] == [(20_000, "settled")]
+    with sqlite3.connect(home / "nib.db") as db:
+        granted = db.execute(
+            "SELECT v.id, v.consumed_at IS NOT NULL, g.verdict_id FROM judge_verdicts v JOIN "
+            "judge_grants g ON g.used_by = v.id WHERE v.task_id = ?", (run_id,)
+        ).fetchall()
+    assert [(v, consumed, g) for v, consumed, g in granted] == [(audit[0]["verdict_id"], 1, escalated)]
+    assert chain.token_balance(info["usdc"], seller) == before + 20_000
 
 
 def test_wallet_commands(home):

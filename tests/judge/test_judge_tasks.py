@@ -3,11 +3,12 @@ on the payload itself, with its own spend count and its own balance reading."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
 
-from judge.errors import JudgeConfigError, TaskRegistrationConflict
+from judge.errors import GrantRefused, JudgeConfigError, TaskRegistrationConflict, VerdictUnknown
 from judge.fingerprint import call_fingerprint, transaction_fingerprint, typed_data_fingerprint
 from judge.jev import Judge, PaidCallRequest
 from judge.service import JudgeClient, JudgeServer
@@ -156,3 +157,56 @@ def test_only_the_admin_token_registers_tasks_over_the_wire(judge: Judge) -> Non
         assert admin.register_task(other) == other
         assert agent.decide(request(transfer(SELLER, 100_000, nonce=5), task_id="task-2")
                             ).decision == "approve"
+
+
+def test_a_human_grant_lets_the_judge_approve_exactly_the_escalated_payload_once(
+    judge: Judge,
+) -> None:
+    payload = transfer(SELLER, 450_000, nonce=7)
+    escalated = judge.decide(request(payload))
+    assert escalated.decision == "escalate"
+    with pytest.raises(GrantRefused, match="not an escalation"):
+        judge.grant(judge.decide(request(transfer(SELLER, 100_000))).id)
+    with pytest.raises(GrantRefused, match="expected a verdict of task 'task-2'"):
+        judge.grant(escalated.id, task_id="task-2")
+    grant = judge.grant(escalated.id, by="alice", task_id=TASK.task_id)
+    assert judge.grant(escalated.id) == grant  # granted again before use: the same grant
+    assert (grant.amount, grant.recipient, grant.task_id) == (450_000, SELLER.lower(), "task-1")
+    # Another payload of the same task (even the same amount) is not covered.
+    assert judge.decide(request(transfer(SELLER, 450_000, nonce=8))).decision == "escalate"
+    approved = judge.decide(request(payload))
+    assert approved.decision == "approve" and "granted by alice" in approved.reason
+    judge.recheck(approved)
+    # The grant paid once: the same payload escalates again, and it cannot be re-granted.
+    assert judge.decide(request(payload)).decision == "escalate"
+    with pytest.raises(GrantRefused, match="already used by verdict"):
+        judge.grant(escalated.id)
+
+
+def test_an_approval_above_the_threshold_without_a_grant_is_refused_at_the_recheck(
+    judge: Judge, signer: VerdictSigner
+) -> None:
+    """The gate the wallet goes through refuses an above-threshold approval that no human
+    granted, even one signed by the judge's own key and in its record."""
+    payload = transfer(SELLER, 450_000, nonce=3)
+    req = request(payload)
+    forged = signer.issue(decision="approve", call_fingerprint=req.call_fingerprint,
+                          payload_fingerprint=req.payload_fingerprint, amount=450_000,
+                          asset=USDC, recipient=SELLER, chain_id=31337, p=Decimal("0.9"),
+                          ev=Decimal(1), reason="no grant", ttl_s=60)
+    judge.records.issued(forged, subject="transfer_usdc", task_id=TASK.task_id)
+    with pytest.raises(VerdictUnknown, match="no human grant was recorded"):
+        judge.recheck(forged)
+
+
+def test_only_the_admin_token_grants_over_the_wire(judge: Judge) -> None:
+    with JudgeServer(judge, token="agent-token", admin_token="admin-token") as server:
+        agent = JudgeClient(server.url, token="agent-token")
+        escalated = agent.decide(request(transfer(SELLER, 450_000, nonce=11)))
+        assert escalated.decision == "escalate"
+        with pytest.raises(JudgeConfigError, match="a grant of an escalation without"):
+            agent.grant(escalated.id)
+        assert agent.decide(request(transfer(SELLER, 450_000, nonce=11))).decision == "escalate"
+        admin = JudgeClient(server.url, token="admin-token")
+        assert admin.grant(escalated.id, task_id="task-1").verdict_id == escalated.id
+        assert agent.decide(request(transfer(SELLER, 450_000, nonce=11))).decision == "approve"

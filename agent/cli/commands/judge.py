@@ -56,3 +56,30 @@ def judge_serve(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(
     serve(host, port, judge, token=settings.judge_token, insecure=insecure,
           admin_token=os.environ.get("NIB_JUDGE_ADMIN_TOKEN"))
 
+
+
+@judge_app.command("approve")
+def judge_approve(target: str = typer.Argument(..., help="A paused run id, or an escalate verdict id."),
+                  as_json: bool = typer.Option(False, "--json")) -> None:
+    """Grant an escalated payment at the judge service, as the user (its admin token).
+
+    The run stays paused; `nib approve RUN` grants and resumes in one step.
+    """
+    from agent.cli.common import run_store
+    from agent.cli.runtime import running_services
+    from agent.cli.services import grant_escalation, held_verdict
+
+    settings = cli_settings()
+    services = running_services(settings.home)
+    if services is None:
+        fail("no judge service is running, so there is nothing to grant at; in-process runs "
+             "are approved with `nib approve RUN`. Fix: `nib services up`.")
+    store = run_store()
+    is_run = store.run(target) is not None
+    verdict_id = held_verdict(store, target) if is_run else target
+    grant = grant_escalation(settings, services, verdict_id, task_id=target if is_run else None)
+    if as_json:
+        emit_json(grant.to_wire())
+        return
+    out.print(f"granted {grant.id}: verdict {grant.verdict_id}, {grant.amount} atomic USDC to "
+              f"{grant.recipient}, task {grant.task_id}", highlight=False)

@@ -151,8 +151,30 @@ def _decide(run_id: str, decision: str, as_json: bool) -> None:
 
     settings = cli_settings()
     rt = cli_runtime(settings)
+    if decision == "approve":
+        _grant_at_the_judge(rt, run_id)
     result = asyncio.run(resume(run_id, decision, rt.deps(on_event=None if as_json else _progress)))  # type: ignore[arg-type]
     raise typer.Exit(_print_result(result, as_json))
+
+
+def _grant_at_the_judge(rt: Any, run_id: str) -> None:
+    """With the judge as its own service, the human's approval is a grant there (admin
+    token): the judge then approves exactly the held payload once, and the wallet signs
+    an approval above the threshold only with that grant. In-process: nothing to do."""
+    from agent.cli.runtime import running_services
+    from agent.cli.services import grant_escalation, held_verdict
+
+    services = running_services(rt.settings.home)
+    if services is None:
+        return
+    grant = grant_escalation(
+        rt.settings, services, held_verdict(rt.store, run_id), task_id=run_id
+    )
+    err.print(
+        f"granted at the judge: {usdc(grant.amount)} to {grant.recipient} for task "
+        f"{grant.task_id} ({grant.id})",
+        highlight=False,
+    )
 
 
 @app.command("approve")
