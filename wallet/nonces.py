@@ -1,8 +1,13 @@
 """Transaction nonces for concurrent sends from one key: no gaps, no collisions.
 
-Seeded from ``eth_getTransactionCount(address, "pending")``; after that numbers are
-handed out from the manager's state. A number whose send failed is released and handed
-out again before any new one, so a failure never leaves a gap the node would wait on.
+Every allocation re-reads ``eth_getTransactionCount(address, "pending")``: the chain's
+count is the truth for every number not in flight, so a number the chain has used is
+never handed out and a number the manager thought used but the chain never kept (a
+devnet reverted to a snapshot or reset, a transaction dropped from the pool) is handed
+out again instead of leaving a gap. A transaction signed above a gap is accepted into
+the node's pool and then waits there, unmined, with its spend counted; ``gap_below``
+lets the wallet refuse to broadcast one. A number whose send failed is released and
+handed out again before any new one.
 
 The state lives in memory (one process), or, given the wallet's ``Store``, in the
 ``wallet_nonces`` table: every operation is then a read-modify-write inside a wallet
@@ -109,10 +114,6 @@ class NonceManager:
             )
         self._synced = True
 
-    def _seed(self, st: _State) -> None:
-        if st.next is None:
-            self._sync(st)
-
     def _sync(self, st: _State) -> int:
         """Every number from the chain's pending count up is free except those in flight."""
         pending = self._pending_count()
@@ -123,10 +124,14 @@ class NonceManager:
         return pending
 
     def allocate(self) -> int:
-        """The next nonce to use; pair it with ``confirm`` or ``release`` (or ``claim`` it
-        back after a release)."""
+        """The next nonce to use, never above a gap; pair it with ``confirm`` or
+        ``release`` (or ``claim`` it back after a release).
+
+        Re-reads the chain's pending count first (one RPC): numbers the chain has used
+        are skipped and numbers it never kept are reused, keeping those in flight.
+        """
         with self._state() as st:
-            self._seed(st)
+            self._sync(st)
             assert st.next is not None
             if st.free:
                 n = heapq.heappop(st.free)
@@ -168,7 +173,8 @@ class NonceManager:
         wait on); the caller must then quote afresh instead of signing ``n``.
         """
         with self._state() as st:
-            self._seed(st)
+            if st.next is None:
+                self._sync(st)
             assert st.next is not None
             if n in st.in_flight:
                 return False
@@ -190,6 +196,29 @@ class NonceManager:
         """
         with self._state() as st:
             return self._sync(st)
+
+    def gap_below(self, n: int) -> list[int]:
+        """The numbers below ``n`` that neither the chain (its pending count) nor a send
+        under way covers: a transaction with nonce ``n`` would wait on them, unmined.
+
+        Empty when ``n`` is safe to broadcast: every number from the chain's count up is
+        in flight, or was confirmed above one in flight (the node holds it queued until
+        the lower one arrives). A number released, never handed out, or confirmed with
+        nothing in flight below it yet missing from the count (the chain moved back, or
+        the node dropped it) is a gap.
+        """
+        with self._state() as st:
+            # Read under the lock: a number confirmed before it is in the pending count.
+            pending = self._sync(st) if st.next is None else self._pending_count()
+            assert st.next is not None
+            gap: list[int] = []
+            waiting = False  # a send under way below: later numbers may sit queued
+            for k in range(pending, n):
+                if k in st.in_flight:
+                    waiting = True
+                elif not waiting or k in st.free or k >= st.next:
+                    gap.append(k)
+            return gap
 
     def recover(self, holder: str) -> list[int]:
         """Give back the numbers a dead ``holder`` (a killed worker) left in flight.

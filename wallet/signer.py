@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 from eth_utils import to_checksum_address
 from web3 import Web3
 from web3.exceptions import Web3RPCError
+from web3.types import TxReceipt
 
 from chain.errors import ChainError
 from chain.money import DEFAULT_ETH_PRICE_USDC, gas_to_usdc
@@ -357,13 +358,28 @@ class Wallet:
     def send_transaction(self, signed: SignedTx, reservation: Reservation | None = None) -> SentTx:
         """MOVES MONEY: broadcast ``signed``, wait for its receipt, meter gas, settle.
 
-        A broadcast the node refuses releases the nonce and fails the spend; one that gets no
-        answer keeps the nonce used and the spend pending (it may have landed), unless the node
-        already knows the transaction, in which case it is awaited. A revert fails the spend.
-        Failures raise SendFailed. Gas is recorded whenever the tx was mined.
+        A transaction whose nonce sits above a gap (numbers neither the chain nor a send
+        under way covers) is not broadcast: it would wait in the pool unmined while its
+        spend stays counted; it is discarded (nonce released, spend failed). A broadcast
+        the node refuses releases the nonce and fails the spend; one that gets no answer
+        keeps the nonce used and the spend pending (it may have landed), unless the node
+        already knows the transaction, in which case it is awaited. A revert fails the
+        spend; so does a receipt that never comes while another transaction took the
+        nonce. Failures raise SendFailed. Gas is recorded whenever the tx was mined.
         """
         res = reservation or signed.reservation
         w3 = self.chain.w3
+        gap = self.nonces.gap_below(signed.nonce)
+        if gap:
+            self.discard(signed, note=f"not broadcast: nonce {signed.nonce} above a gap {gap}")
+            raise SendFailed(
+                f"Transaction {signed.tx_hash} has nonce {signed.nonce}, but the chain's next "
+                f"number for {self.address} is {gap[0]} and no send under way holds "
+                f"{', '.join(map(str, gap))}; expected no gap (the node would keep it unmined). "
+                "Nothing was broadcast: the spend is marked failed and its cap share freed, the "
+                "nonce given back. Fix: quote the transfer again (the chain moved back: a "
+                "devnet reverted or reset, or a transaction was dropped)."
+            )
         try:
             w3.eth.send_raw_transaction(bytes.fromhex(signed.raw_transaction[2:]))
         except Web3RPCError as exc:
@@ -389,18 +405,7 @@ class Wallet:
                     "`nib audit reconcile`."
                 ) from exc
         self.nonces.confirm(signed.nonce)
-        try:
-            receipt = w3.eth.wait_for_transaction_receipt(
-                signed.tx_hash,  # type: ignore[arg-type]
-                timeout=self.receipt_timeout_s,
-                poll_latency=0.05,
-            )
-        except Exception as exc:
-            raise SendFailed(
-                f"No receipt for {signed.tx_hash} within {self.receipt_timeout_s:.0f} s "
-                f"({type(exc).__name__}); the spend stays 'signed'. Fix: run `nib audit "
-                "reconcile` later; it settles the row once the tx is mined."
-            ) from exc
+        receipt = self._await_receipt(signed, res)
         gas_wei = int(receipt["gasUsed"]) * int(receipt.get("effectiveGasPrice", 0))
         gas_usdc = self.meter.record_gas(
             res.run_id, gas_wei, spend_id=res.id, tx_hash=signed.tx_hash
@@ -470,6 +475,49 @@ class Wallet:
         self._emit(
             "wallet.signed", {**_res_event(res), **ids, "payload_fingerprint": payload_fingerprint}
         )
+
+    def _await_receipt(self, signed: SignedTx, res: Reservation) -> TxReceipt:
+        """The receipt of broadcast ``signed``, or SendFailed with the spend decided.
+
+        Without a receipt in time the chain says which: when the wallet's mined count has
+        passed the nonce and the receipt is still absent, another transaction took the
+        number and this one can never be mined (spend failed, cap share freed); otherwise
+        it may still be mined (spend stays 'signed' for reconcile to settle)."""
+        w3 = self.chain.w3
+        try:
+            return w3.eth.wait_for_transaction_receipt(
+                signed.tx_hash,  # type: ignore[arg-type]
+                timeout=self.receipt_timeout_s,
+                poll_latency=0.05,
+            )
+        except Exception as exc:
+            waited = exc
+        # The mined count is read before the receipt: past the nonce and still no receipt
+        # means another transaction holds that number for good.
+        mined = -1
+        try:
+            mined = int(w3.eth.get_transaction_count(self.address, "latest"))  # type: ignore[arg-type]
+            return w3.eth.get_transaction_receipt(signed.tx_hash)  # type: ignore[arg-type]
+        except Exception:  # not mined (TransactionNotFound), or no answer: decided below
+            pass
+        if mined > signed.nonce:
+            note = f"never mined: nonce {signed.nonce} was used by another transaction"
+            self.fail(signed, note)
+            raise SendFailed(
+                f"No receipt for {signed.tx_hash} within {self.receipt_timeout_s:.0f} s, and "
+                f"the chain has mined {mined} transactions from {self.address}, so nonce "
+                f"{signed.nonce} went to another transaction; this one moved no money. The "
+                "spend is marked failed and its cap share freed. Fix: quote the transfer again."
+            ) from waited
+        self.meter.keep_signed(
+            res, note=f"no receipt within {self.receipt_timeout_s:.0f} s; may still be mined"
+        )
+        raise SendFailed(
+            f"No receipt for {signed.tx_hash} within {self.receipt_timeout_s:.0f} s "
+            f"({type(waited).__name__}); it may still be mined, so the spend stays 'signed' "
+            "and keeps its cap share. Fix: run `nib audit reconcile` later; it settles the row "
+            "once the tx is mined, or fails it once another transaction takes its nonce."
+        ) from waited
 
     # ------------------------------------------------------------------ the checks
 

@@ -206,21 +206,16 @@ def _pin(
 ) -> tuple[int, int, int, int]:
     """The transaction's gas estimate, fees and nonce, read from the node (in a thread).
 
-    The nonce is allocated last: nothing after it can fail and strand the number."""
+    The nonce is allocated last: nothing after it can fail and strand the number. The
+    allocation re-reads the chain's pending count, so the number is neither one the chain
+    used (a send from outside) nor one above a gap (a devnet reverted to a snapshot, a
+    dropped transaction): a transfer signed above a gap waits in the pool, unmined."""
     estimate = int(
         w3.eth.estimate_gas({"from": sender, "to": usdc, "data": data, "value": 0})  # type: ignore[typeddict-item]
     )
     priority = int(w3.eth.max_priority_fee)
     base = int(w3.eth.get_block("latest").get("baseFeePerGas", 0))
-    pending = int(w3.eth.get_transaction_count(sender, "pending"))  # type: ignore[arg-type]
-    nonce = nonces.allocate()
-    if nonce < pending:
-        # The chain already used it (a send from outside this process): never reuse it,
-        # re-read the chain and take the next free number.
-        nonces.confirm(nonce)
-        nonces.resync()
-        nonce = nonces.allocate()
-    return nonce, estimate, priority, base
+    return nonces.allocate(), estimate, priority, base
 
 
 class UsdcTransferTool(Tool):

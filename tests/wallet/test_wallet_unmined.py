@@ -1,0 +1,147 @@
+"""A transfer that does not get mined, on a real Anvil: its spend ends released, or stays
+pending only while the chain could still mine it, so the run's spend equals what moved.
+
+The eval found the class: the devnet reverted to a snapshot, the nonce manager still
+counted the reverted transfer's number, the next transfer was signed one above the
+chain's count, waited in the pool unmined, and its 0.1 USDC stayed counted as spend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from _wallet_support import AGENT_ADDRESS, DIME, ONE_USDC, SELLER_ADDRESS, approve, transfer_tx
+
+from chain.client import ChainClient
+from chain.devkeys import AGENT, dev_account
+from chain.usdc import usdc_contract
+from judge.verdict import VerdictSigner
+from wallet.errors import SendFailed
+from wallet.reconcile import reconcile
+from wallet.signer import SignedTx, Wallet
+
+
+def usdc_of(chain: Any, address: str) -> int:
+    return int(usdc_contract(chain.w3, chain.usdc).functions.balanceOf(address).call())
+
+
+def sign(chain: Any, wallet: Wallet, judge_signer: VerdictSigner, run: str, nonce: int) -> SignedTx:
+    """A transfer of 0.1 USDC to the seller pinned to ``nonce`` (as the tool quotes it)."""
+    tx = {**transfer_tx(chain), "nonce": nonce}
+    return wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=run, cap=ONE_USDC)
+
+
+def assert_spend_is_what_moved(
+    chain: Any, wallet: Wallet, client: ChainClient, run: str, start: int, moved: int
+) -> None:
+    """Meter == ledger == chain for ``run``: nothing counted that the chain did not move."""
+    usage = wallet.meter.usage(run)
+    measured = wallet.meter.measured_spend(run, client, chain.usdc, AGENT_ADDRESS, start)
+    assert (usage.settled, usage.reserved) == (moved, 0)
+    assert measured.ledger == measured.onchain == moved and measured.agrees
+
+
+def test_a_chain_moved_back_does_not_strand_the_next_transfer(
+    chain: Any, wallet: Wallet, client: ChainClient, judge_signer: VerdictSigner
+) -> None:
+    """The eval's case: a snapshot revert forgets a mined transfer; the manager hands its
+    number out again instead of signing above a gap."""
+    snap = chain.rpc("evm_snapshot")
+    first = sign(chain, wallet, judge_signer, "run-before", wallet.nonces.allocate())
+    wallet.send_transaction(first)
+    chain.rpc("evm_revert", [snap])  # the devnet forgets the transfer (and its nonce)
+
+    start, before = chain.w3.eth.block_number, usdc_of(chain, SELLER_ADDRESS)
+    second = sign(chain, wallet, judge_signer, "run-after", wallet.nonces.allocate())
+    assert second.nonce == first.nonce
+    sent = wallet.send_transaction(second)
+    assert sent.status == 1
+    assert usdc_of(chain, SELLER_ADDRESS) == before + DIME
+    assert_spend_is_what_moved(chain, wallet, client, "run-after", start, DIME)
+
+
+def test_a_transaction_above_a_gap_is_not_broadcast(
+    chain: Any, wallet: Wallet, client: ChainClient, judge_signer: VerdictSigner
+) -> None:
+    start, before = chain.w3.eth.block_number, usdc_of(chain, AGENT_ADDRESS)
+    low, high = wallet.nonces.allocate(), wallet.nonces.allocate()
+    signed = sign(chain, wallet, judge_signer, "run-gap", high)
+    wallet.nonces.release(low)  # the send that held the lower number gave it back
+    with pytest.raises(SendFailed, match=f"nonce {high}, but the chain's next number .* is {low}"):
+        wallet.send_transaction(signed)
+    row = wallet.meter.ledger.get(signed.ledger_id)
+    assert row.status == "failed" and "above a gap" in row.note
+    # Nothing reached the node: no pooled transaction, no Transfer, no balance change.
+    assert chain.w3.eth.get_transaction_count(AGENT_ADDRESS, "pending") == low
+    assert usdc_of(chain, AGENT_ADDRESS) == before
+    assert_spend_is_what_moved(chain, wallet, client, "run-gap", start, 0)
+    assert wallet.nonces.allocate() == low
+
+
+class ManualMining:
+    """Anvil with automine off for one test: transactions wait in the pool until mined."""
+
+    def __init__(self, chain: Any) -> None:
+        self.chain = chain
+
+    def __enter__(self) -> ManualMining:
+        self.chain.rpc("evm_setAutomine", [False])
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.chain.rpc("evm_setAutomine", [True])
+
+
+def test_a_transfer_whose_nonce_another_transaction_took_ends_failed(
+    chain: Any, make_wallet: Any, client: ChainClient, judge_signer: VerdictSigner,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No receipt in time, and the chain mined another transaction with the same nonce:
+    this transfer can never land, so its spend is failed and its cap share freed."""
+    wallet = make_wallet(receipt_timeout_s=1.0)
+    start, before = chain.w3.eth.block_number, usdc_of(chain, SELLER_ADDRESS)
+    signed = sign(chain, wallet, judge_signer, "run-replaced", wallet.nonces.allocate())
+    agent = dev_account(AGENT)
+    real_wait = wallet.chain.w3.eth.wait_for_transaction_receipt
+
+    def replace_then_wait(tx_hash: Any, **kw: Any) -> Any:
+        # While the transfer waits in the pool, the same key replaces it (higher fee, same
+        # nonce: a 0-value ETH self-send) and a block is mined; then the real wait runs.
+        fee = 10 * int(chain.w3.eth.get_block("latest")["baseFeePerGas"]) + 10**10
+        other = agent.sign_transaction(
+            {"to": AGENT_ADDRESS, "value": 0, "gas": 21_000, "nonce": signed.nonce,
+             "maxFeePerGas": fee, "maxPriorityFeePerGas": 10**10, "chainId": chain.chain_id}
+        )  # fmt: skip
+        chain.w3.eth.send_raw_transaction(other.raw_transaction)
+        chain.rpc("evm_mine")
+        return real_wait(tx_hash, **kw)
+
+    monkeypatch.setattr(wallet.chain.w3.eth, "wait_for_transaction_receipt", replace_then_wait)
+    with ManualMining(chain), pytest.raises(SendFailed, match="went to another transaction"):
+        wallet.send_transaction(signed)
+    assert wallet.meter.ledger.get(signed.ledger_id).status == "failed"
+    assert chain.w3.eth.get_transaction_count(AGENT_ADDRESS, "latest") == signed.nonce + 1
+    assert usdc_of(chain, SELLER_ADDRESS) == before
+    assert_spend_is_what_moved(chain, wallet, client, "run-replaced", start, 0)
+
+
+def test_a_late_transfer_stays_pending_and_reconcile_settles_it(
+    chain: Any, make_wallet: Any, client: ChainClient, judge_signer: VerdictSigner, db_path: Any
+) -> None:
+    """No receipt in time but nothing took the nonce: it may still be mined, so the spend
+    stays 'signed' with its cap share held; once mined, reconcile settles it."""
+    wallet = make_wallet(receipt_timeout_s=1.0)
+    start, before = chain.w3.eth.block_number, usdc_of(chain, SELLER_ADDRESS)
+    signed = sign(chain, wallet, judge_signer, "run-late", wallet.nonces.allocate())
+    with ManualMining(chain):
+        with pytest.raises(SendFailed, match="may still be mined"):
+            wallet.send_transaction(signed)
+        assert chain.rpc("eth_getTransactionByHash", [signed.tx_hash]) is not None  # pooled
+        row = wallet.meter.ledger.get(signed.ledger_id)
+        assert row.status == "signed" and wallet.meter.usage("run-late").committed >= DIME
+        chain.rpc("evm_mine")
+    report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
+    assert report.resolved == (signed.ledger_id,)
+    assert usdc_of(chain, SELLER_ADDRESS) == before + DIME
+    assert_spend_is_what_moved(chain, wallet, client, "run-late", start, DIME)
