@@ -140,8 +140,15 @@ class SpendMeter:
         note: str = "",
         gas_hold: int = 0,
         resource: str | None = None,
+        authorization: tuple[str, int] | None = None,
     ) -> Reservation:
         """Consume ``verdict`` and hold ``amount`` of ``run_id``'s ``cap``, atomically.
+
+        ``authorization`` (an EIP-3009 ``(auth_nonce, valid_before)`` about to be signed)
+        inserts the row as ``signed`` with them, in the same commit: one durable write
+        before the signature can leave the process instead of two. A row marked so whose
+        signature is never made is conservative (held until reconciliation finds the
+        authorization unused and expired).
 
         ``gas_hold`` (atomic USDC) is the most the transaction's gas can cost (gas limit x
         max fee, converted); it counts against the cap while the spend is pending and is
@@ -208,11 +215,15 @@ class SpendMeter:
                     observed=amount,
                     verdict_id=verdict.id,
                 )
+            status, auth_nonce, valid_before = "reserved", None, None
+            if authorization is not None:
+                status, (auth_nonce, valid_before) = "signed", authorization
+                auth_nonce = auth_nonce.lower()
             conn.execute(
                 f"""INSERT INTO {SPENDS} (id, run_id, verdict_id, payload_fingerprint, kind,
                     asset, amount, recipient, chain_id, status, tx_hash, auth_nonce,
-                    created_at, updated_at, note, gas_hold, resource)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'reserved', NULL, NULL, ?, ?, ?, ?, ?)""",
+                    valid_before, created_at, updated_at, note, gas_hold, resource)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?)""",
                 (
                     spend_id,
                     run_id,
@@ -223,6 +234,9 @@ class SpendMeter:
                     amount,
                     verdict.recipient.lower(),
                     int(verdict.chain_id),
+                    status,
+                    auth_nonce,
+                    valid_before,
                     now,
                     now,
                     note,

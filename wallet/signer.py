@@ -170,8 +170,11 @@ class Wallet:
             fingerprint_of=typed_data_fingerprint,
             terms_of=typed_data_terms,
             resource=resource,
+            authorization_of=_authorization_of,
         )
         assert verdict is not None  # _authorize refuses None
+        # The row is already 'signed' with this nonce and validBefore (one durable write
+        # before the signature exists): reconciliation can find the authorization on chain.
         signed = self._sign_checked(
             lambda: self._key._unsafe_sign_typed_data(exact),
             res,
@@ -183,9 +186,7 @@ class Wallet:
             "chain.usdc.eip3009_typed_data.",
         )
         message = payload_part(exact, "message")
-        auth_nonce = hex32(message["nonce"])
-        valid_before = as_int(message["validBefore"])
-        self.meter.mark_signed(res, auth_nonce=auth_nonce, valid_before=valid_before)
+        auth_nonce, valid_before = _authorization_of(exact)
         result = SignedTypedData(
             signature="0x" + bytes(signed.signature).hex(),
             signer=self.address,
@@ -459,7 +460,11 @@ class Wallet:
         try:
             return sign()
         except Exception as exc:
-            self.meter.release(res, note=f"signing failed ({type(exc).__name__})")
+            note = f"signing failed ({type(exc).__name__}); no signature exists"
+            if self.meter.ledger.get(res.id).status == "signed":  # written so by reserve
+                self.meter.fail(res, note)
+            else:
+                self.meter.release(res, note)
             raise self._refuse(
                 PayloadMismatch(
                     f"{unsignable} ({type(exc).__name__}); {expected}", verdict_id=verdict.id
@@ -533,8 +538,12 @@ class Wallet:
         terms_of: Callable[[dict[str, object]], Terms],
         gas_hold_of: Callable[[], int] | None = None,
         resource: str | None = None,
+        authorization_of: Callable[[dict[str, object]], tuple[str, int]] | None = None,
     ) -> Reservation:
-        """Run every check in order; return the reservation or raise (and emit) a refusal."""
+        """Run every check in order; return the reservation or raise (and emit) a refusal.
+
+        ``authorization_of`` (typed data): the reservation is written as signed with the
+        authorization's nonce and validBefore (see SpendMeter.reserve)."""
         try:
             checked = self._check_verdict(verdict)
             self._check_fingerprint(checked, payload, fingerprint_of)
@@ -557,6 +566,7 @@ class Wallet:
                 kind=kind,
                 gas_hold=gas_hold,
                 resource=resource,
+                authorization=authorization_of(payload) if authorization_of else None,
             )
         except SpendRefused as exc:
             self._refuse(exc, run_id, verdict, kind)
@@ -800,3 +810,9 @@ def _res_event(res: Reservation) -> dict[str, object]:
         "recipient": res.recipient,
         "chain_id": res.chain_id,
     }
+
+
+def _authorization_of(payload: dict[str, object]) -> tuple[str, int]:
+    """An EIP-3009 payload's ``(auth_nonce, valid_before)``: what finds it on chain."""
+    message = payload_part(payload, "message")
+    return hex32(message["nonce"]), as_int(message["validBefore"])
