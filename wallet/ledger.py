@@ -15,7 +15,7 @@ x402_payment (the signed payment header, so a retry re-sends it instead of signi
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
@@ -122,13 +122,28 @@ class Ledger:
 
     def rows(self, run_id: str | None = None) -> list[SpendRow]:
         """All spend rows (of one run when ``run_id`` is given), oldest first."""
-        if run_id is None:
-            found = self.store.query(f"SELECT * FROM {SPENDS} ORDER BY created_at, rowid")
-        else:
+        return list(self.iter_rows(run_id))
+
+    def iter_rows(self, run_id: str | None = None, *, page: int = 500) -> Iterator[SpendRow]:
+        """The rows of :meth:`rows`, read ``page`` at a time (keyset on insertion order), so
+        a reader of a large ledger holds one page in memory, never the whole table."""
+        after: tuple[object, object] | None = None
+        while True:
+            where = ["run_id = ?"] if run_id is not None else []
+            params: list[object] = [run_id] if run_id is not None else []
+            if after is not None:
+                where.append("(created_at > ? OR (created_at = ? AND rowid > ?))")
+                params.extend([after[0], after[0], after[1]])
+            clause = f" WHERE {' AND '.join(where)}" if where else ""
             found = self.store.query(
-                f"SELECT * FROM {SPENDS} WHERE run_id = ? ORDER BY created_at, rowid", (run_id,)
+                f"SELECT *, rowid AS row_position FROM {SPENDS}{clause} "
+                f"ORDER BY created_at, rowid LIMIT {int(page)}",
+                tuple(params),
             )
-        return [SpendRow.from_row(r) for r in found]
+            yield from (SpendRow.from_row(r) for r in found)
+            if len(found) < page:
+                return
+            after = (found[-1]["created_at"], found[-1]["row_position"])
 
     def by_status(self, *statuses: str, run_id: str | None = None) -> list[SpendRow]:
         """Rows whose status is one of ``statuses``."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
@@ -26,6 +27,7 @@ __all__ = [
     "cli_runtime",
     "cli_settings",
     "emit_json",
+    "emit_json_list",
     "err",
     "fail",
     "out",
@@ -50,6 +52,17 @@ def fail(message: str) -> NoReturn:
 
 def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def emit_json_list(items: Iterable[Any]) -> None:
+    """A JSON list written one element at a time, as emit_json would lay it out: the
+    output of a large table (the ledger) without holding it in memory."""
+    first = True
+    for item in items:
+        body = json.dumps(item, indent=2, default=str).replace("\n", "\n  ")
+        sys.stdout.write(("[\n  " if first else ",\n  ") + body)
+        first = False
+    sys.stdout.write("[]\n" if first else "\n]\n")
 
 
 def cli_settings(**explicit: Any) -> NibSettings:

@@ -274,3 +274,25 @@ def test_the_treasury_cap_holds_over_every_run_on_two_connections(
     assert sorted(outcomes) == ["cap"] * 10 + ["ok"] * 10
     rows = Ledger(store_location).rows()
     assert len(rows) == 10 and sum(r.amount for r in rows) == ONE
+
+
+def test_a_reservation_for_an_authorization_is_written_signed_in_one_write(
+    meter: SpendMeter,
+) -> None:
+    nonce = "0x" + "AB" * 32
+    res = meter.reserve("run-1", FakeVerdict(), DIME, ONE, 10 * ONE, authorization=(nonce, 1234))
+    row = meter.ledger.get(res.id)
+    assert (row.status, row.auth_nonce, row.valid_before) == ("signed", nonce.lower(), 1234)
+    assert meter.reserved("run-1") == DIME  # held like any pending spend until settled
+    meter.settle(res, "0x" + "cd" * 32)
+    assert meter.spent("run-1") == DIME and meter.reserved("run-1") == 0
+
+
+def test_rows_are_read_a_page_at_a_time_in_insertion_order(store_location: str | Path) -> None:
+    # One clock tick for every row: the order is the insertion order (rowid) alone.
+    meter = SpendMeter(store_location, clock=lambda: 1_700_000_000.0)
+    ids = [meter.reserve(f"run-{i % 3}", FakeVerdict(), 1, ONE, ONE).id for i in range(11)]
+    ledger = meter.ledger
+    assert [r.id for r in ledger.iter_rows(page=4)] == ids == [r.id for r in ledger.rows()]
+    assert [r.id for r in ledger.iter_rows("run-1", page=2)] == ids[1::3]
+    assert list(ledger.iter_rows("run-9", page=2)) == []

@@ -10,6 +10,7 @@ from agent.cli.common import (
     cli_runtime,
     cli_settings,
     emit_json,
+    emit_json_list,
     out,
     short,
     usdc,
@@ -32,9 +33,10 @@ def audit_cmd(ctx: typer.Context, run: str | None = typer.Option(None, "--run", 
 
     from wallet.ledger import Ledger
 
-    rows = [r.to_dict() for r in Ledger(cli_settings().database).rows(run)]
+    # Streamed a page at a time: memory stays flat however long the ledger grows.
+    rows = (r.to_dict() for r in Ledger(cli_settings().database).iter_rows(run))
     if as_json:
-        emit_json(rows)
+        emit_json_list(rows)
         return
     table = Table("run", "kind", "amount", "recipient", "status", "verdict", "tx")
     for r in rows:
