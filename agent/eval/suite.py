@@ -132,6 +132,9 @@ class TaskOutcome:
     spent_without_cover: bool
     churn_streak: int
     answer: str
+    #: USDC the chain moved out of the agent's wallet during the run (Transfer logs);
+    #: ``spend_usdc`` (settled + outstanding) must equal it.
+    chain_moved_usdc: int = 0
 
 
 def grade(task: EvalTask, truth: Truth, effects_ok: bool, result: AgentResult) -> tuple[bool, str]:
@@ -220,6 +223,12 @@ class EvalReport:
             "churn_guard": churn_stats(self.tasks, self.churn_threshold),
             "total_spend_usdc": sum(t.spend_usdc for t in self.tasks),
             "spent_without_cover": sum(t.spent_without_cover for t in self.tasks),
+            "chain_moved_usdc": sum(t.chain_moved_usdc for t in self.tasks),
+            "spend_not_on_chain": [
+                {"id": t.id, "spend_usdc": t.spend_usdc, "chain_moved_usdc": t.chain_moved_usdc}
+                for t in self.tasks
+                if t.spend_usdc != t.chain_moved_usdc
+            ],
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -361,8 +370,10 @@ def _run_task(client: Any, rt: Any, env: EvalEnv, task: EvalTask) -> TaskOutcome
     try:
         truth = probe(env, list(task.truth))
         before = {e["address"]: env.usdc_of(env.fill(e["address"])) for e in task.effects}
+        first_block = client.w3.eth.block_number + 1
         deps = rt.deps()
         result = asyncio.run(run_task(env.fill(task.text), deps))
+        moved = env.usdc_sent_by(env.names["wallet"], first_block)
         effects_ok = all(
             env.usdc_of(env.fill(e["address"])) - before[e["address"]] == int(e["amount"])
             for e in task.effects
@@ -379,5 +390,5 @@ def _run_task(client: Any, rt: Any, env: EvalEnv, task: EvalTask) -> TaskOutcome
         spend_usdc=result.spend.usdc_atomic, gas_wei=result.spend.gas_wei, steps=result.steps,
         tokens=result.tokens.input + result.tokens.output,
         spent_without_cover=_spent_without_cover(result), churn_streak=churn_streak(events),
-        answer=result.answer,
+        answer=result.answer, chain_moved_usdc=moved,
     )  # fmt: skip

@@ -66,6 +66,18 @@ class EvalEnv:
     def usdc_of(self, address: str) -> int:
         return int(self.token().functions.balanceOf(Web3.to_checksum_address(address)).call())
 
+    def usdc_sent_by(self, address: str, from_block: int) -> int:
+        """Atomic USDC the chain moved out of ``address`` from ``from_block`` to the head,
+        summed from the token's Transfer logs (what a run's spend must equal)."""
+        head = self.w3.eth.block_number
+        if from_block > head:
+            return 0
+        sender = "0x" + address.lower().removeprefix("0x").rjust(64, "0")
+        params = {"address": Web3.to_checksum_address(self.usdc), "fromBlock": from_block,
+                  "toBlock": head, "topics": [_TRANSFER_TOPIC, sender]}  # fmt: skip
+        logs = self.w3.eth.get_logs(params)  # type: ignore[arg-type]
+        return sum(int(bytes(log["data"]).hex() or "0", 16) for log in logs)
+
 
 def _block(env: EvalEnv, spec: Mapping[str, Any]) -> Any:
     return env.w3.eth.get_block(spec.get("block", "latest"))

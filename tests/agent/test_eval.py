@@ -87,6 +87,8 @@ def test_both_suites_run_with_the_offline_planner(tmp_path: object) -> None:
     assert s["wrong_question_answers"] == 0, s["misses"]
     assert all(m["why"] for m in s["misses"])
     assert [t.id for t in report.tasks if t.spent_without_cover] == []
+    # Every run's spend (settled + outstanding) is what the chain moved out of the wallet.
+    assert s["spend_not_on_chain"] == [] and s["chain_moved_usdc"] == s["total_spend_usdc"] > 0
     assert set(s["provenance"]["lines"]) <= {"observed", "derived", "asserted", "not-answered", "note"}
     assert s["provenance"]["lines"].get("asserted", 0) == 0
     assert s["churn_guard"]["threshold"] == 3 and s["churn_guard"]["false_stop_rate"] == 0.0
