@@ -14,9 +14,21 @@ import threading
 import time
 from typing import Any
 
-from judge.storage import Database, Location, Migration, migrate, open_database
+from judge.storage import (
+    Database,
+    IntegrityError,
+    Location,
+    Migration,
+    migrate,
+    open_database,
+)
 
 __all__ = ["EVENT_TYPES", "MIGRATIONS", "QUEUE", "RunStore", "ensure_tables"]
+
+#: How often an event insert re-reads the run's last sequence number after a collision
+#: with another writer before giving up (each retry reads the table, so one is enough in
+#: practice: the others cover writers racing again on PostgreSQL).
+_SEQ_ATTEMPTS = 5
 
 #: The work queue's table (agent.queue reads and writes it).
 QUEUE = "agent_queue"
@@ -156,25 +168,39 @@ class RunStore:
         )
 
     # ---------------------------------------------------------------- events
-    def _next_seq(self, run_id: str) -> int:
-        if run_id not in self._seq:
-            found = self.db.scalar(
-                "SELECT COALESCE(MAX(seq), 0) FROM agent_events WHERE run_id=?", (run_id,)
-            )
-            self._seq[run_id] = int(found)
-        self._seq[run_id] += 1
-        return self._seq[run_id]
+    def _last_seq(self, run_id: str) -> int:
+        found = self.db.scalar(
+            "SELECT COALESCE(MAX(seq), 0) FROM agent_events WHERE run_id=?", (run_id,)
+        )
+        return int(found)
 
     def event(self, run_id: str, type_: str, data: dict[str, Any]) -> int:
-        """Append one audit event; returns its sequence number within the run."""
+        """Append one audit event; returns its sequence number within the run.
+
+        Other processes write to the same run too (a worker settling another run's
+        authorization it found used on chain, a recoverer), so the cached number is only a
+        first guess: a taken number is re-read from the table and the next one tried.
+        """
         payload = json.dumps(data, default=str, separators=(",", ":"))
         with self._lock:
-            seq = self._next_seq(run_id)
-            self.db.execute(
-                "INSERT INTO agent_events (run_id, seq, type, data, ts) VALUES (?,?,?,?,?)",
-                (run_id, seq, type_, payload, time.time()),
-            )
-        return seq
+            if run_id not in self._seq:
+                self._seq[run_id] = self._last_seq(run_id)
+            for attempt in range(_SEQ_ATTEMPTS):
+                seq = self._seq[run_id] + 1
+                try:
+                    self.db.execute(
+                        "INSERT INTO agent_events (run_id, seq, type, data, ts) "
+                        "VALUES (?,?,?,?,?)",
+                        (run_id, seq, type_, payload, time.time()),
+                    )
+                except IntegrityError:
+                    if attempt == _SEQ_ATTEMPTS - 1:
+                        raise
+                    self._seq[run_id] = max(seq, self._last_seq(run_id))
+                    continue
+                self._seq[run_id] = seq
+                return seq
+        raise AssertionError("unreachable")
 
     def events(self, run_id: str, type_: str | None = None) -> list[dict[str, Any]]:
         where, params = "run_id = ?", [run_id]

@@ -113,6 +113,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(
+        4,
+        "a signed transaction's nonce on its ledger row, so reconcile can tell a transfer "
+        "that can never land (its nonce used by another transaction) from one still pending",
+        (add_missing_columns(SPENDS, (("tx_nonce", "{int}"),)),),
+    ),
 )
 
 

@@ -7,7 +7,8 @@ Tables (owned by the wallet, created idempotently):
 updated_at (unix seconds), note, valid_before (an x402 authorization's validBefore, unix
 seconds; NULL for other kinds and for rows written before the column existed), gas_hold,
 resource (an x402 purchase's ``origin + path``: at most one live authorization each) and
-x402_payment (the signed payment header, so a retry re-sends it instead of signing anew).
+x402_payment (the signed payment header, so a retry re-sends it instead of signing anew)
+and tx_nonce (a signed transfer's transaction nonce; NULL for x402 and older rows).
 ``wallet_used_verdicts``: verdict_id (primary key), used_at, run_id.
 ``wallet_gas``: id, run_id, spend_id, tx_hash, wei, usdc (atomic, rounded up), created_at.
 """
@@ -82,6 +83,9 @@ class SpendRow:
     #: The signed payment header (JSON ``[name, value]``): a bearer authorization until
     #: valid_before, so it is never shown (repr, ``to_dict``) and only re-sent to its seller.
     x402_payment: str | None = field(default=None, repr=False)
+    #: A signed transfer's transaction nonce: once the chain has used it for another
+    #: transaction, this one can never land (reconcile fails the row).
+    tx_nonce: int | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, object]) -> SpendRow:
@@ -209,6 +213,7 @@ class Ledger:
         auth_nonce: str | None = None,
         valid_before: int | None = None,
         note: str | None = None,
+        tx_nonce: int | None = None,
     ) -> SpendRow:
         """Move row ``spend_id`` to status ``to`` atomically; refuse illegal transitions.
 
@@ -225,6 +230,7 @@ class Ledger:
                 auth_nonce=auth_nonce,
                 valid_before=valid_before,
                 note=note,
+                tx_nonce=tx_nonce,
             )
         return self.get(spend_id)
 
@@ -239,6 +245,7 @@ def transition_in(
     auth_nonce: str | None = None,
     valid_before: int | None = None,
     note: str | None = None,
+    tx_nonce: int | None = None,
 ) -> None:
     """Apply one status transition inside the caller's open transaction."""
     _check_status(to)
@@ -268,6 +275,9 @@ def transition_in(
     if valid_before is not None:
         sets.append("valid_before = ?")
         params.append(int(valid_before))
+    if tx_nonce is not None:
+        sets.append("tx_nonce = ?")
+        params.append(int(tx_nonce))
     if note is not None:
         sets.append("note = CASE WHEN note = '' THEN ? ELSE note || '; ' || ? END")
         params.extend([note, note])

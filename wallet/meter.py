@@ -267,14 +267,21 @@ class SpendMeter:
         tx_hash: str | None = None,
         auth_nonce: str | None = None,
         valid_before: int | None = None,
+        tx_nonce: int | None = None,
     ) -> SpendRow:
         """Record that a signature exists for ``res``: from now on money can move.
 
-        For an EIP-3009 authorization pass its ``auth_nonce`` and ``valid_before``: they
-        let reconciliation find it on chain, or fail it once it can no longer land.
+        For an EIP-3009 authorization pass its ``auth_nonce`` and ``valid_before``, for a
+        transaction its ``tx_hash`` and ``tx_nonce``: they let reconciliation find it on
+        chain, or fail it once it can no longer land.
         """
         return self.ledger.transition(
-            _rid(res), "signed", tx_hash=tx_hash, auth_nonce=auth_nonce, valid_before=valid_before
+            _rid(res),
+            "signed",
+            tx_hash=tx_hash,
+            auth_nonce=auth_nonce,
+            valid_before=valid_before,
+            tx_nonce=tx_nonce,
         )
 
     def keep_signed(self, res: Reservation | str, note: str) -> SpendRow:

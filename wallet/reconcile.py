@@ -5,7 +5,8 @@
 (reserved, signed) or failed. Each Transfer log accounts for one ledger row at most.
 Signed rows whose money is found on chain are settled here (x402 rows without a tx hash
 are found through the token's ``AuthorizationUsed(authorizer, nonce)`` event); a signed
-x402 row whose authorization expired unused is failed here, since it can never land.
+x402 row whose authorization expired unused is failed here, since it can never land, and
+so is a signed transfer whose nonce the chain has used for another transaction.
 """
 
 from __future__ import annotations
@@ -164,8 +165,10 @@ def reconcile(
     matches one row at most (a settled row keeps its log over a signed or failed row
     with the same hash). Matched rows that were not settled are settled. A signed x402
     row left unmatched whose authorization is unused on chain and expired on both the
-    chain's clock and ``clock`` (the wall clock) is failed. Both kinds of change are
-    listed in ``resolved``. Ledger rows carry no block number, so a row whose tx lies
+    chain's clock and ``clock`` (the wall clock) is failed, and so is a signed transfer
+    that can never land (``_fail_unlandable_transfers``: its nonce used by another
+    transaction, its identical transaction settling another row, or reverted). Every such
+    change is listed in ``resolved``. Ledger rows carry no block number, so a row whose tx lies
     outside the range shows as unmatched.
 
     With ``verdict_standing`` (the judge's ``verdict_standing``), every settled row must
@@ -264,6 +267,8 @@ def _reconcile(
             resolved.append(row.id)
 
     expired = _fail_expired_authorizations(ledger, chain, usdc, wallet, unmatched, clock)
+    claimed = {m.tx_hash: m.ledger_id for m in matched}
+    expired += _fail_unlandable_transfers(ledger, chain, wallet, last, unmatched, claimed)
     resolved.extend(expired)
     unmatched = [ledger.get(r.id) if r.id in expired else r for r in unmatched]
 
@@ -360,16 +365,78 @@ def _fail_expired_authorizations(
             f"authorization expired unused at {valid_before} (chain time {chain_time}, "
             f"wall clock {int(wall_time)}); released"
         )
-        with ledger.store.transaction() as conn:
-            # Whoever changed the row since we read it (a settlement) knows better.
-            current = conn.execute(
-                f"SELECT status FROM {SPENDS} WHERE id = ?", (row.id,)
-            ).fetchone()
-            if current is None or current[0] != "signed":
-                continue
-            transition_in(conn, row.id, "failed", now=ledger.clock(), note=note)
-        failed.append(row.id)
+        if _fail_if_signed(ledger, row.id, note):
+            failed.append(row.id)
     return failed
+
+
+def _fail_unlandable_transfers(
+    ledger: Ledger,
+    chain: ChainClient,
+    wallet: str,
+    last: int,
+    unmatched: list[SpendRow],
+    claimed: dict[str, str],
+) -> list[str]:
+    """Fail signed transfer rows whose transaction can never move money of its own;
+    return their ids. ``claimed``: tx hash -> the row this pass matched it to.
+
+    Not mined, and the wallet's nonce count at ``last`` is past the row's nonce: another
+    transaction used that nonce, so this one can never be mined (a signature dropped
+    before its broadcast, a worker that died holding it). The count is read before the
+    receipts, so "not mined" is not a race with our own transaction landing; reconcile
+    to a block behind the head on a chain that can reorganise. Also failed: a row whose
+    identical transaction (same bytes, same hash) settled another row, and a reverted
+    one (its gas is metered only by the sender that saw the receipt). A row without a
+    recorded nonce, or whose nonce is still unused, stays pending: whoever holds the
+    signed bytes may still broadcast it.
+    """
+    candidates = [
+        r for r in unmatched if r.status == "signed" and r.kind != "x402" and r.tx_hash
+    ]
+    if not candidates:
+        return []
+    sender = Web3.to_checksum_address(wallet)
+    used = int(
+        chain.call(
+            "eth_getTransactionCount",
+            lambda: chain.w3.eth.get_transaction_count(sender, last),
+        )
+    )
+    failed: list[str] = []
+    for row in candidates:
+        tx = str(row.tx_hash).lower()
+        receipt = chain.receipt(tx)
+        if receipt is None:
+            if row.tx_nonce is None or row.tx_nonce >= used:
+                continue
+            note = (
+                f"never mined: its nonce {row.tx_nonce} was used by another transaction "
+                f"(the wallet had sent {used} by block {last}); it can never land"
+            )
+        elif tx in claimed:
+            note = (
+                f"the same transaction as ledger row {claimed[tx]}, which it settled; no "
+                "money moved for this row"
+            )
+        elif receipt.status != 1:
+            note = f"reverted in block {receipt.block_number}"
+        else:
+            continue  # mined, its log outside the range or not this row's: unmatched
+        if _fail_if_signed(ledger, row.id, note):
+            failed.append(row.id)
+    return failed
+
+
+def _fail_if_signed(ledger: Ledger, spend_id: str, note: str) -> bool:
+    """Fail ``spend_id`` if it is still signed; whoever changed it since (a settlement)
+    knows better. Returns whether it was failed."""
+    with ledger.store.transaction() as conn:
+        current = conn.execute(f"SELECT status FROM {SPENDS} WHERE id = ?", (spend_id,)).fetchone()
+        if current is None or current[0] != "signed":
+            return False
+        transition_in(conn, spend_id, "failed", now=ledger.clock(), note=note)
+    return True
 
 
 def _authorization_state(chain: ChainClient, usdc: str, wallet: str, nonce: str) -> bool:

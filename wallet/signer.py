@@ -9,8 +9,10 @@ balance, and finally consumes the verdict and reserves the spend atomically.
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -64,6 +66,8 @@ if TYPE_CHECKING:
 
 Emit = Callable[[str, dict[str, object]], None]
 _Signed = TypeVar("_Signed")
+
+log = logging.getLogger(__name__)
 
 #: The longest an EIP-3009 authorization may stay valid from now (x402 asks for minutes).
 MAX_AUTHORIZATION_S = 3600
@@ -340,7 +344,8 @@ class Wallet:
             "value 0 and the pinned fields " + ", ".join(PINNED_TX_FIELDS) + ".",
         )
         tx_hash = "0x" + bytes(signed.hash).hex()
-        self.meter.mark_signed(res, tx_hash=tx_hash)
+        with self._handed_out_or_dropped(res):
+            self.meter.mark_signed(res, tx_hash=tx_hash, tx_nonce=as_int(full["nonce"]))
         result = SignedTx(
             raw_transaction="0x" + bytes(signed.raw_transaction).hex(),
             tx_hash=tx_hash,
@@ -751,6 +756,26 @@ class Wallet:
             "gas; the spend is marked failed and its cap share freed."
         ) from exc
 
+    @contextmanager
+    def _handed_out_or_dropped(self, res: Reservation) -> Iterator[None]:
+        """Around recording a fresh signature: if that fails, the signature is dropped
+        (never returned, so never broadcast or sent to a seller) and the row must not stay
+        pending for money that cannot move: a reserved row is released, a signed one failed.
+        """
+        try:
+            yield
+        except BaseException as exc:
+            note = f"signature dropped before it was handed out ({type(exc).__name__}); never sent"
+            try:
+                row = self.meter.ledger.get(res.id)
+                if row.status == "reserved":
+                    self.meter.release(res, note=note)
+                elif row.status == "signed":
+                    self.meter.fail(res, note=note)
+            except Exception:  # the database is gone: reconcile's nonce check settles it
+                log.exception("could not give back ledger row %s after %s", res.id, note)
+            raise
+
     def _known_to_node(self, tx_hash: str) -> bool:
         """Whether the node has ``tx_hash`` (pooled or mined); False when it cannot say."""
         try:
@@ -760,8 +785,18 @@ class Wallet:
             return False
 
     def _emit(self, name: str, data: dict[str, object]) -> None:
-        if self.emit is not None:
+        """Hand an audit event to ``emit``; a failing sink is logged, never raised.
+
+        The ledger (with its journal) is the book of record: an event store that cannot
+        take a line must not turn a signature into one that is never broadcast, nor a
+        settled payment into a failed call the loop would pay again.
+        """
+        if self.emit is None:
+            return
+        try:
             self.emit(name, data)
+        except Exception:
+            log.exception("wallet event %s (run %s) was not recorded", name, data.get("run_id"))
 
 
 def _refusal_base(run_id: str, verdict: Verdict | None, kind: str) -> dict[str, object]:

@@ -25,6 +25,19 @@ def test_event_seq_continues_across_store_instances(tmp_path: Path) -> None:
     assert b.events("r1", "x")[2]["data"] == {"i": 2}
 
 
+def test_two_processes_writing_one_runs_events_never_collide(store_location: str | Path) -> None:
+    # A worker settling another run's authorization writes into that run's events from its
+    # own process; the run's own process, whose next number was cached, must not collide
+    # (it did: the wallet's "signed" event raised, and the signed transfer was dropped).
+    own, other = RunStore(store_location), RunStore(store_location)
+    own.start_run("r1", "task", "p")
+    assert own.event("r1", "x", {}) == 1
+    assert other.event("r1", "wallet.settled", {}) == 2
+    assert own.event("r1", "wallet.signed", {}) == 3
+    assert other.event("r1", "y", {}) == 4
+    assert [e["type"] for e in own.events("r1")] == ["x", "wallet.settled", "wallet.signed", "y"]
+
+
 def test_paused_state_is_taken_once(tmp_path: Path) -> None:
     a = RunStore(tmp_path / "nib.db")
     a.start_run("r1", "task", "cost-optimized")

@@ -181,6 +181,7 @@ def test_tables_are_created_idempotently_with_the_documented_columns(tmp_path: P
         "gas_hold",
         "resource",
         "x402_payment",
+        "tx_nonce",
     }
     assert used == {"verdict_id", "used_at", "run_id"}
     assert db.scalar("SELECT pk FROM pragma_table_info('wallet_used_verdicts') "

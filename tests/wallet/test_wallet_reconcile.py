@@ -24,6 +24,7 @@ from chain.devkeys import AGENT, DEPLOYER, OUTSIDER, dev_account
 from chain.usdc import mint, transfer, usdc_contract
 from judge.verdict import VerdictSigner
 from wallet.errors import SendFailed, SettlementUnproven
+from wallet.journal import verify_ledger
 from wallet.reconcile import authorization_expired, reconcile
 from wallet.signer import SignedTypedData, Wallet
 
@@ -304,10 +305,43 @@ def test_two_signed_twins_share_one_log_and_only_one_settles(
 
     report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
     assert len(report.matched) == 1 and report.unmatched_onchain == ()
-    assert report.resolved == (first.ledger_id,)  # the oldest signed row claims the log
-    assert [r.id for r in report.pending] == [second.ledger_id]
+    # The oldest signed row claims the log; its twin can never move money of its own (the
+    # same bytes cannot be mined twice), so it is failed rather than left pending forever.
+    assert report.resolved == (first.ledger_id, second.ledger_id)
+    assert report.pending == () and report.clean
+    twin = wallet.meter.ledger.get(second.ledger_id)
+    assert twin.status == "failed" and first.ledger_id in twin.note
     settled = [r for r in wallet.meter.ledger.rows() if r.status == "settled"]
     assert sum(r.amount for r in settled) == sum(t.value for t in outgoing(client, chain, start))
+
+
+def test_a_transfer_whose_nonce_another_transaction_used_is_failed_never_before(
+    chain: Any,
+    wallet: Wallet,
+    client: ChainClient,
+    judge_signer: VerdictSigner,
+    db_path: Any,
+) -> None:
+    # Signed, then its bytes dropped before the broadcast (the process lost them): while
+    # its nonce is unused, whoever holds the bytes could still send it, so it stays pending.
+    start = chain.w3.eth.block_number + 1
+    tx = transfer_tx(chain)
+    dropped = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start - 1)
+    assert [r.id for r in report.pending] == [dropped.ledger_id] and report.resolved == ()
+    # Another transfer takes the nonce: the dropped one can never be mined.
+    other = {**transfer_tx(chain, amount=2 * DIME), "nonce": tx["nonce"]}
+    sent = wallet.send_transaction(
+        wallet.sign_transaction(other, approve(judge_signer, other), run_id=RUN, cap=ONE_USDC)
+    )
+    report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
+    assert [m.tx_hash for m in report.matched] == [sent.tx_hash]
+    assert report.resolved == (dropped.ledger_id,) and report.pending == () and report.clean
+    row = wallet.meter.ledger.get(dropped.ledger_id)
+    assert row.status == "failed" and f"nonce {tx['nonce']} was used" in row.note
+    assert wallet.meter.usage(RUN).reserved == 0  # its cap share is free again
+    assert [t.value for t in outgoing(client, chain, start)] == [2 * DIME]
+    assert verify_ledger(db_path).ok
 
 
 # ----------------------------------------------------------------- what "clean" means

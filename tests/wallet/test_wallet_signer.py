@@ -371,6 +371,26 @@ def test_transfer_transaction_is_signed_sent_settled_and_gas_metered(
     assert [n for n, _ in events.items] == ["wallet.signed", "wallet.settled"]
 
 
+def test_an_audit_sink_that_fails_never_strands_a_signed_transfer(
+    chain: Any, make_wallet: Any, judge_signer: VerdictSigner
+) -> None:
+    # The event store refusing a line (it raised IntegrityError under four workers) must
+    # not drop a signature after the ledger recorded it: the transfer is handed out, sent
+    # and settled, and the ledger (with its journal) stays the book of record.
+    def broken_sink(name: str, data: dict[str, object]) -> None:
+        raise RuntimeError(f"event store refused {name}")
+
+    wallet = make_wallet(emit=broken_sink)
+    agent_before = balance(chain, AGENT_ADDRESS)
+    tx = transfer_tx(chain)
+    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    row = wallet.meter.ledger.get(signed.ledger_id)
+    assert (row.status, row.tx_nonce) == ("signed", tx["nonce"])
+    sent = wallet.send_transaction(signed)
+    assert wallet.meter.ledger.get(signed.ledger_id).status == "settled"
+    assert balance(chain, AGENT_ADDRESS) == agent_before - DIME and sent.status == 1
+
+
 def test_transfer_transaction_changed_after_approval_is_void(
     chain: Any, wallet: Wallet, events: Events, judge_signer: VerdictSigner
 ) -> None:
