@@ -185,18 +185,45 @@ class BetaCalibrator:
         self._clock = clock
         self._lock = threading.Lock()
         self.db = open_database(db or ":memory:")
+        # Counts read since the database last changed (SQLite only; see _unchanged).
+        self._counts: dict[tuple[str, str], tuple[int, int]] = {}
+        self._seen: tuple[int, int] | None = None
         with self._lock:
             ensure_tables(self.db)
 
     def counts(self, tool: str, fact_kind: str) -> tuple[int, int]:
         """(covered, total) outcomes recorded for (tool, fact kind)."""
+        key = (tool, fact_key(fact_kind))
         with self._lock:
+            cacheable = self._unchanged()
+            if cacheable and key in self._counts:
+                return self._counts[key]
             [row] = self.db.query(
                 f"SELECT COALESCE(SUM(covered), 0) AS hits, COUNT(*) AS n FROM {OUTCOMES_TABLE} "
                 "WHERE tool = ? AND fact_kind = ?",
-                [tool, fact_key(fact_kind)],
+                list(key),
             )
-        return int(row["hits"]), int(row["n"])
+            found = int(row["hits"]), int(row["n"])
+            if cacheable:
+                self._counts[key] = found
+        return found
+
+    def _unchanged(self) -> bool:
+        """Whether cached counts may be used, emptying the cache when the database changed.
+
+        On SQLite, ``PRAGMA data_version`` changes when another connection (another
+        judge process) commits, and the connection's ``total_changes`` when this one
+        writes (any table, any user of the shared connection): one cheap read instead of
+        an aggregate over the outcomes on every decision. PostgreSQL has no such
+        counter: always read.
+        """
+        if self.db.dialect != "sqlite":
+            return False
+        mark = (int(self.db.scalar("PRAGMA data_version")), int(self.db.conn.total_changes))
+        if mark != self._seen:
+            self._counts.clear()
+            self._seen = mark
+        return True
 
     def p(self, tool: str, fact_kind: str, prior: Decimal | None = None) -> Decimal:
         """Posterior mean, quantised to 6 decimals: (a + hits) / (a + b + n)."""

@@ -61,6 +61,25 @@ def test_outcomes_persist_in_the_judge_table(tmp_path: Path) -> None:
     assert again.db.scalar("PRAGMA journal_mode") == "wal"
 
 
+def test_counts_follow_every_writer_of_the_outcomes(tmp_path: Path) -> None:
+    # Counts are cached between changes of the database: an outcome written by another
+    # judge process (connection), or on the shared connection without record(), or by
+    # record() itself is seen by the very next decision.
+    path = tmp_path / "nib.sqlite"
+    judge, other = BetaCalibrator(path), BetaCalibrator(path)
+    assert judge.counts("paid", "k") == (0, 0)
+    other.record("paid", "k", "0.5", True)
+    assert judge.counts("paid", "k") == (1, 1)
+    judge.db.execute(
+        f"INSERT INTO {OUTCOMES_TABLE} (ts, tool, fact_kind, p_used, covered) "
+        "VALUES (1, 'paid', 'k', '0.5', 0)"
+    )
+    assert judge.counts("paid", "k") == (1, 2)
+    judge.record("paid", "k", "0.5", True)
+    assert judge.counts("paid", "k") == (2, 3) == other.counts("paid", "k")
+    assert judge.p("paid", "k", Decimal("0.5")) == Decimal("0.6")  # (1 + 2) / (2 + 3)
+
+
 def test_report_metrics_by_hand() -> None:
     report = calibration_report(
         [(Decimal("0.25"), True), (Decimal("0.25"), False), (Decimal("0.95"), True)]
