@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from eth_utils import to_checksum_address
 from web3 import Web3
-from web3.exceptions import Web3RPCError
+from web3.exceptions import TransactionNotFound, Web3RPCError
 from web3.types import TxReceipt
 
 from chain.errors import ChainError
@@ -508,8 +508,10 @@ class Wallet:
         try:
             mined = int(w3.eth.get_transaction_count(self.address, "latest"))  # type: ignore[arg-type]
             return w3.eth.get_transaction_receipt(signed.tx_hash)  # type: ignore[arg-type]
-        except Exception:  # not mined (TransactionNotFound), or no answer: decided below
-            pass
+        except TransactionNotFound:
+            pass  # not mined: the mined count decides below
+        except Exception:
+            mined = -1  # no answer: nothing is decided, the spend stays pending
         if mined > signed.nonce:
             note = f"never mined: nonce {signed.nonce} was used by another transaction"
             self.fail(signed, note)

@@ -93,6 +93,18 @@ class ManualMining:
         self.chain.rpc("evm_setAutomine", [True])
 
 
+def replace_and_mine(chain: Any, nonce: int) -> None:
+    """The wallet's key replaces whatever waits at ``nonce`` (a 0-value ETH self-send at a
+    higher fee) and a block is mined: that nonce is used, by another transaction."""
+    fee = 10 * int(chain.w3.eth.get_block("latest")["baseFeePerGas"]) + 10**10
+    other = dev_account(AGENT).sign_transaction(
+        {"to": AGENT_ADDRESS, "value": 0, "gas": 21_000, "nonce": nonce,
+         "maxFeePerGas": fee, "maxPriorityFeePerGas": 10**10, "chainId": chain.chain_id}
+    )  # fmt: skip
+    chain.w3.eth.send_raw_transaction(other.raw_transaction)
+    chain.rpc("evm_mine")
+
+
 def test_a_transfer_whose_nonce_another_transaction_took_ends_failed(
     chain: Any, make_wallet: Any, client: ChainClient, judge_signer: VerdictSigner,
     monkeypatch: pytest.MonkeyPatch,
@@ -102,19 +114,10 @@ def test_a_transfer_whose_nonce_another_transaction_took_ends_failed(
     wallet = make_wallet(receipt_timeout_s=1.0)
     start, before = chain.w3.eth.block_number, usdc_of(chain, SELLER_ADDRESS)
     signed = sign(chain, wallet, judge_signer, "run-replaced", wallet.nonces.allocate())
-    agent = dev_account(AGENT)
     real_wait = wallet.chain.w3.eth.wait_for_transaction_receipt
 
     def replace_then_wait(tx_hash: Any, **kw: Any) -> Any:
-        # While the transfer waits in the pool, the same key replaces it (higher fee, same
-        # nonce: a 0-value ETH self-send) and a block is mined; then the real wait runs.
-        fee = 10 * int(chain.w3.eth.get_block("latest")["baseFeePerGas"]) + 10**10
-        other = agent.sign_transaction(
-            {"to": AGENT_ADDRESS, "value": 0, "gas": 21_000, "nonce": signed.nonce,
-             "maxFeePerGas": fee, "maxPriorityFeePerGas": 10**10, "chainId": chain.chain_id}
-        )  # fmt: skip
-        chain.w3.eth.send_raw_transaction(other.raw_transaction)
-        chain.rpc("evm_mine")
+        replace_and_mine(chain, signed.nonce)  # while the transfer waits in the pool
         return real_wait(tx_hash, **kw)
 
     monkeypatch.setattr(wallet.chain.w3.eth, "wait_for_transaction_receipt", replace_then_wait)
@@ -145,3 +148,58 @@ def test_a_late_transfer_stays_pending_and_reconcile_settles_it(
     assert report.resolved == (signed.ledger_id,)
     assert usdc_of(chain, SELLER_ADDRESS) == before + DIME
     assert_spend_is_what_moved(chain, wallet, client, "run-late", start, DIME)
+
+
+def test_reconcile_fails_a_pending_transfer_once_another_transaction_took_its_nonce(
+    chain: Any, make_wallet: Any, client: ChainClient, judge_signer: VerdictSigner, db_path: Any
+) -> None:
+    """The late transfer is then replaced in the pool: it can never land, and reconcile,
+    reading the nonce the ledger recorded, fails it and frees its cap share."""
+    wallet = make_wallet(receipt_timeout_s=1.0)
+    start, before = chain.w3.eth.block_number, usdc_of(chain, SELLER_ADDRESS)
+    signed = sign(chain, wallet, judge_signer, "run-dead", wallet.nonces.allocate())
+    assert wallet.meter.ledger.get(signed.ledger_id).tx_nonce == signed.nonce
+    with ManualMining(chain):
+        with pytest.raises(SendFailed, match="may still be mined"):
+            wallet.send_transaction(signed)
+        assert reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start).resolved == ()
+        replace_and_mine(chain, signed.nonce)
+    report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
+    assert report.resolved == (signed.ledger_id,) and report.ledger_check.ok  # type: ignore[union-attr]
+    row = wallet.meter.ledger.get(signed.ledger_id)
+    assert row.status == "failed" and f"nonce {signed.nonce} was used" in row.note
+    assert usdc_of(chain, SELLER_ADDRESS) == before
+    assert_spend_is_what_moved(chain, wallet, client, "run-dead", start, 0)
+
+
+def test_a_receipt_read_without_an_answer_decides_nothing(
+    chain: Any, make_wallet: Any, client: ChainClient, judge_signer: VerdictSigner, db_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The node stops answering receipt reads: even with the nonce passed, the wallet
+    cannot tell whether this transaction is the one mined, so the spend stays pending
+    (its cap share held) and reconcile decides once the node answers."""
+    wallet = make_wallet(receipt_timeout_s=1.0)
+    start = chain.w3.eth.block_number
+    signed = sign(chain, wallet, judge_signer, "run-mute", wallet.nonces.allocate())
+    eth = wallet.chain.w3.eth
+    real_wait = eth.wait_for_transaction_receipt
+
+    def replace_then_wait(tx_hash: Any, **kw: Any) -> Any:
+        replace_and_mine(chain, signed.nonce)
+        return real_wait(tx_hash, **kw)
+
+    def no_answer(tx_hash: Any) -> Any:
+        raise ConnectionError("read timed out")
+
+    monkeypatch.setattr(eth, "wait_for_transaction_receipt", replace_then_wait)
+    monkeypatch.setattr(eth, "get_transaction_receipt", no_answer)
+    with ManualMining(chain), pytest.raises(SendFailed, match="may still be mined"):
+        wallet.send_transaction(signed)
+    assert wallet.meter.ledger.get(signed.ledger_id).status == "signed"
+    assert wallet.meter.usage("run-mute").committed >= DIME
+    monkeypatch.undo()
+    assert reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start).resolved == (
+        signed.ledger_id,
+    )
+    assert_spend_is_what_moved(chain, wallet, client, "run-mute", start, 0)
