@@ -10,20 +10,41 @@ versioned by the ``agent`` migrations below.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
+from agent.loop.result import PROCESS_DIED
 from judge.storage import (
     Database,
     IntegrityError,
     Location,
     Migration,
+    add_missing_columns,
     migrate,
     open_database,
+    process_identity,
 )
 
-__all__ = ["EVENT_TYPES", "MIGRATIONS", "QUEUE", "RunStore", "ensure_tables"]
+__all__ = [
+    "EVENT_TYPES",
+    "HEARTBEAT_S",
+    "MIGRATIONS",
+    "QUEUE",
+    "STALE_AFTER_S",
+    "RunStore",
+    "ensure_tables",
+    "owner_gone",
+]
+
+#: How often a process beats for each run it drives (``agent_runs.beat_at``).
+HEARTBEAT_S = 10.0
+#: A running run whose process has not beaten for this long is dead (on any host; on the
+#: run's own host a vanished pid says so at once). Six missed beats: a loaded machine
+#: delays a beat by seconds, never by a minute.
+STALE_AFTER_S = 60.0
 
 #: How often an event insert re-reads the run's last sequence number after a collision
 #: with another writer before giving up (each retry reads the table, so one is enough in
@@ -63,6 +84,7 @@ EVENT_TYPES: dict[str, str] = {
     "judge.outcome.error": "recording a paid call's outcome for calibration failed (advisory)",
     "stop": "the run stopped: reason, finished, steps, spend, tokens",
     "worker.recovered": "the run's worker died; its money state was recovered (by whom, what)",
+    "run.died": "a reader found the run's process gone; the row is closed (owner, last beat, why)",
 }
 
 
@@ -104,7 +126,27 @@ MIGRATIONS: list[Migration] = [
             f"CREATE INDEX IF NOT EXISTS idx_{QUEUE}_status ON {QUEUE} (status, created_at)",
         ),
     ),
+    Migration(
+        4,
+        "who drives a running run (host:pid) and its last heartbeat: a dead process shows",
+        (add_missing_columns("agent_runs", [("owner", "TEXT"), ("beat_at", "{real}")]),),
+    ),
 ]
+
+
+def owner_gone(owner: str | None, beat_at: float | None, now: float) -> str | None:
+    """Why the process ``owner`` (``host:pid``) driving a run is gone, or None while it
+    may still be alive: its pid vanished from this host, or it stopped beating."""
+    if not owner:
+        return None  # a row written before owners were recorded: nothing to go on
+    from chain.devnet import pid_alive  # web3 comes with it: only when a running row is read
+
+    host, _, pid = owner.rpartition(":")
+    if host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid)):
+        return f"process {pid} on {host} no longer exists"
+    if beat_at is not None and now - float(beat_at) > STALE_AFTER_S:
+        return f"no heartbeat from {owner} for {now - float(beat_at):.0f} s (limit {STALE_AFTER_S:.0f} s)"
+    return None
 
 
 def ensure_tables(db: Database) -> None:
@@ -127,6 +169,15 @@ class RunStore:
         ensure_tables(self.db)
         self._lock = threading.Lock()
         self._seq: dict[str, int] = {}
+        self.owner = process_identity()
+        self._driving: set[str] = set()  # runs this process drives (it beats for them)
+        self._beat_lock = threading.Lock()
+        self._beater: threading.Thread | None = None
+        self._closed = threading.Event()
+        #: The ledger's spend of a run (``SpendSummary`` fields), for the result of a run
+        #: whose process died: by default the wallet's ledger in this same database; the
+        #: runtime and the CLI point it at the wallet service when one holds the ledger.
+        self.spend_of: Callable[[str], dict[str, Any]] = self._ledger_spend
 
     @property
     def conn(self) -> Any:
@@ -134,16 +185,16 @@ class RunStore:
 
     # ------------------------------------------------------------------ runs
     def start_run(self, run_id: str, task: str, profile: str) -> None:
+        now = time.time()
         self.db.execute(
-            "INSERT INTO agent_runs (run_id, task, status, profile, started_at) "
-            "VALUES (?, ?, 'running', ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+            "INSERT INTO agent_runs (run_id, task, status, profile, started_at, owner, beat_at) "
+            "VALUES (?, ?, 'running', ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
             "task = excluded.task, status = excluded.status, profile = excluded.profile, "
-            "started_at = excluded.started_at",
-            (run_id, task, profile, time.time()),
+            "started_at = excluded.started_at, owner = excluded.owner, beat_at = excluded.beat_at, "
+            "stop_reason = NULL, finished = NULL, ended_at = NULL, result = NULL",
+            (run_id, task, profile, now, self.owner, now),
         )
-
-    def set_status(self, run_id: str, status: str) -> None:
-        self.db.execute("UPDATE agent_runs SET status=? WHERE run_id=?", (status, run_id))
+        self._drive(run_id)
 
     def finish_run(self, run_id: str, result: dict[str, Any]) -> None:
         self.db.execute(
@@ -157,15 +208,97 @@ class RunStore:
                 run_id,
             ),
         )
+        self._release(run_id)
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         rows = self.db.query("SELECT * FROM agent_runs WHERE run_id = ?", (run_id,))
-        return rows[0] if rows else None
+        return self._close_dead(rows)[0] if rows else None
 
     def runs(self, limit: int = 50) -> list[dict[str, Any]]:
-        return self.db.query(
-            "SELECT * FROM agent_runs ORDER BY started_at DESC LIMIT ?", (int(limit),)
+        return self._close_dead(
+            self.db.query("SELECT * FROM agent_runs ORDER BY started_at DESC LIMIT ?", (int(limit),))
         )
+
+    # ------------------------------------------------------------- liveness
+    def _drive(self, run_id: str) -> None:
+        """This process now drives ``run_id``: beat for it until it stops or pauses."""
+        with self._beat_lock:
+            self._driving.add(run_id)
+            if self._beater is None or not self._beater.is_alive():
+                self._beater = threading.Thread(target=self._beat, name="nib-run-beat", daemon=True)
+                self._beater.start()
+
+    def _release(self, run_id: str) -> None:
+        with self._beat_lock:
+            self._driving.discard(run_id)
+
+    def _beat(self) -> None:
+        """Stamp ``beat_at`` on every run this process drives; the thread ends with them.
+        A thread, not a task: a busy event loop must not look like a dead process."""
+        while not self._closed.wait(HEARTBEAT_S):
+            with self._beat_lock:
+                ids = sorted(self._driving)
+                if not ids:
+                    self._beater = None
+                    return
+            marks = ",".join("?" * len(ids))
+            try:
+                self.db.execute(
+                    f"UPDATE agent_runs SET beat_at = ? WHERE owner = ? AND status = 'running' "
+                    f"AND run_id IN ({marks})",
+                    (time.time(), self.owner, *ids),
+                )
+            except Exception:  # a blip (or the store closed): the next beat retries
+                continue
+
+    def _close_dead(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Rows as read, with each ``running`` row whose process is gone closed as
+        ``died`` / ``process-died`` (once, by whichever reader sees it first)."""
+        now = time.time()
+        for row in rows:
+            if row.get("status") != "running":
+                continue
+            why = owner_gone(row.get("owner"), row.get("beat_at"), now)
+            if why is None:
+                continue
+            self.close_died(row["run_id"], why, owner=row["owner"], beat_at=row.get("beat_at"))
+            # Closed here, or meanwhile by its process or another reader: read what stands.
+            row.update(self.db.query("SELECT * FROM agent_runs WHERE run_id = ?", (row["run_id"],))[0])
+        return rows
+
+    def _ledger_spend(self, run_id: str) -> dict[str, Any]:
+        from agent.loop.result import SpendSummary
+        from wallet.meter import SpendMeter
+
+        return SpendSummary.from_meter(SpendMeter(self.db).usage(run_id)).model_dump()
+
+    def close_died(
+        self, run_id: str, why: str, *, owner: str | None = None, beat_at: float | None = None
+    ) -> bool:
+        """Close a run whose process died: status ``died``, stop ``process-died``, a result
+        naming why, and a ``run.died`` event. Only a row still ``running`` (under ``owner``
+        when given) is closed; returns whether this call closed it."""
+        message = (
+            f"the run's process died before it could return a result ({why}); its last event "
+            "is the last thing it did. An authorization it signed stays pending in the "
+            "ledger. Fix: `nib audit reconcile`, then run the task again."
+        )
+        result: dict[str, Any] = {"run_id": run_id, "stop_reason": PROCESS_DIED,
+                                  "finished": False, "partial": True, "message": message}
+        try:
+            result["spend"] = self.spend_of(run_id)
+        except Exception as exc:  # the wallet is away: `nib audit` reads it later
+            result["message"] += f" (spend unread: {type(exc).__name__}: {exc})"
+        whose = "" if owner is None else " AND owner = ?"
+        closed = self.db.execute(
+            "UPDATE agent_runs SET status = 'died', stop_reason = ?, finished = 0, ended_at = ?, "
+            f"result = ? WHERE run_id = ? AND status = 'running'{whose}",
+            (PROCESS_DIED, time.time(), json.dumps(result), run_id,
+             *(() if owner is None else (owner,))),
+        )
+        if closed:
+            self.event(run_id, "run.died", {"owner": owner, "beat_at": beat_at, "why": why})
+        return bool(closed)
 
     # ---------------------------------------------------------------- events
     def _last_seq(self, run_id: str) -> int:
@@ -219,6 +352,7 @@ class RunStore:
                 (run_id, state_json, time.time()),
             )
             tx.execute("UPDATE agent_runs SET status='paused' WHERE run_id=?", (run_id,))
+        self._release(run_id)
 
     def take_paused(self, run_id: str) -> str | None:
         """Remove and return a paused run's state (atomically: one resumer wins)."""
@@ -226,8 +360,14 @@ class RunStore:
             row = tx.one("SELECT state FROM agent_paused WHERE run_id=?", (run_id,))
             if row is not None:
                 tx.execute("DELETE FROM agent_paused WHERE run_id=?", (run_id,))
-                tx.execute("UPDATE agent_runs SET status='running' WHERE run_id=?", (run_id,))
-        return None if row is None else str(row[0])
+                tx.execute(
+                    "UPDATE agent_runs SET status='running', owner=?, beat_at=? WHERE run_id=?",
+                    (self.owner, time.time(), run_id),
+                )
+        if row is None:
+            return None
+        self._drive(run_id)
+        return str(row[0])
 
     def paused_state(self, run_id: str) -> str | None:
         """A paused run's saved state, left in place (what a human is asked to approve)."""
@@ -249,4 +389,5 @@ class RunStore:
         return self.db.query("SELECT * FROM agent_lessons ORDER BY id DESC LIMIT ?", (int(limit),))
 
     def close(self) -> None:
+        self._closed.set()
         self.db.close()

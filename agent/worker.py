@@ -170,7 +170,7 @@ class Worker:
             else:
                 self.queue.requeue(task.id, note)
             if self.store is not None:
-                self.store.set_status(task.id, "stopped")
+                self.store.close_died(task.id, why)
                 self.store.event(task.id, "worker.recovered", {"worker": task.worker,
                                                                 "by": self.name, "note": note})
             summary.recovered.append(task.id)

@@ -78,9 +78,18 @@ def cli_runtime(settings: NibSettings) -> Runtime:
 
 
 def run_store() -> RunStore:
+    """The run store; a run it finds dead is closed with the ledger's spend for it."""
+    from agent.cli.runtime import running_services, spend_reader
     from agent.store import RunStore
 
-    return RunStore(cli_settings().database)
+    settings = cli_settings()
+    store = RunStore(settings.database)
+    services = running_services(settings.home)
+    if services is not None:  # the wallet service holds the ledger
+        from wallet.service import WalletClient
+
+        store.spend_of = spend_reader(WalletClient(services.wallet_socket))
+    return store
 
 
 def short(value: Any, n: int = 70) -> str:

@@ -55,6 +55,9 @@ class Runtime:
     devnet: _devnet.DevnetInfo | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.store.spend_of = spend_reader(self.wallet)
+
     @property
     def db_path(self) -> str | Path:
         """Where the stores live: a SQLite file, or a PostgreSQL URL."""
@@ -238,6 +241,17 @@ def build_local_judge(settings: NibSettings, network: Network, *, service: bool 
         records=VerdictRecords(settings.database),
         **extra,
     )
+
+
+def spend_reader(wallet: Any) -> Callable[[str], dict[str, Any]]:
+    """A run's spend as the wallet's meter has it (what a run whose process died is
+    reported with, as a live run reports its own)."""
+    from agent.loop.result import SpendSummary
+
+    def spend(run_id: str) -> dict[str, Any]:
+        return SpendSummary.from_meter(wallet.meter.usage(run_id)).model_dump()
+
+    return spend
 
 
 def running_services(home: Path) -> Any:

@@ -7,14 +7,13 @@ and the observed value.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Awaitable
 from typing import TypeVar
 
 from agent.loop.context import RunContext
 from agent.loop.result import SpendSummary
-from agent.loop.stop import Stop, raise_if_dependency
+from agent.loop.stop import Stop, raise_if_dependency, within
 from agent.models.base import Purpose
 from agent.seams import SpendView
 from agent.tools.base import Quote
@@ -67,7 +66,7 @@ class BudgetGate:
                 call.close()
             self.check_deadline()
         try:
-            return await asyncio.wait_for(call, max(left, 0.001))
+            return await within(call, max(left, 0.001))
         except TimeoutError:
             if self.time_left() > 0:
                 raise  # the call's own timeout, not the run's deadline
@@ -164,14 +163,7 @@ class BudgetGate:
             # The wallet service is gone (the run stops with wallet-unreachable): report
             # what this run saw settle; `nib audit` reads the ledger once it is back.
             return ours
-        total = usage.settled + usage.reserved
-        return SpendSummary(
-            usdc_atomic=total,
-            gas_wei=usage.gas_wei,
-            usdc_display=format_usdc(total),
-            settled_atomic=usage.settled,
-            outstanding_atomic=usage.reserved,
-        )
+        return SpendSummary.from_meter(usage)
 
     def spend_left(self) -> int:
         return max(0, self.run.limits.spend_cap_usdc - self.spend_committed())

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "DEPENDENCY_STOPS",
+    "PROCESS_DIED",
     "AnswerGrade",
     "AnswerLine",
     "LineGrade",
@@ -54,6 +55,7 @@ StopReason = Literal[
     "cannot-plan",
     "unbacked-answer",
     "churn",
+    "process-died",
 ]
 
 #: One line per stop reason: when it fires. The run returns the first that fires.
@@ -90,7 +92,12 @@ STOP_REASONS: dict[str, str] = {
     "no evidence backs it (partial)",
     "churn": "steps in a row called tools or spent without covering a checklist item: the "
     "wrong path (threshold from eval traces)",
+    "process-died": "the run's process died (killed, crashed, power lost) before it could "
+    "return; a reader of the run store found it gone and closed the row (status died)",
 }
+
+#: The one stop no run returns itself: a reader writes it for a run whose process is gone.
+PROCESS_DIED = "process-died"
 
 #: Stops that count as a finish (exit 0, answer not partial).
 FINISHED_STOPS: frozenset[str] = frozenset(
@@ -152,6 +159,20 @@ class SpendSummary(BaseModel):
     usdc_display: str = "0.00 USDC"
     settled_atomic: int = 0
     outstanding_atomic: int = 0
+
+    @classmethod
+    def from_meter(cls, usage: Any) -> SpendSummary:
+        """A run's spend from the meter's ``usage(run_id)`` (settled, reserved, gas_wei)."""
+        from chain.money import format_usdc
+
+        total = int(usage.settled) + int(usage.reserved)
+        return cls(
+            usdc_atomic=total,
+            gas_wei=int(usage.gas_wei),
+            usdc_display=format_usdc(total),
+            settled_atomic=int(usage.settled),
+            outstanding_atomic=int(usage.reserved),
+        )
 
 
 class TokenSummary(BaseModel):

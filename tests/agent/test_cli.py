@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -283,6 +286,104 @@ def test_stopped_run_exits_1(home):
     result = json.loads(r.stdout)
     assert not result["finished"] and result["partial"]
     assert r.returncode == 1
+
+
+class SilentModelServer:
+    """A chat-completions address that takes every request and never answers: a run
+    against it sits in its model call until it is killed."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.held: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._hold, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+
+    def _hold(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self.held.append(self.sock.accept()[0])
+
+    def close(self) -> None:
+        for conn in [*self.held, self.sock]:
+            conn.close()
+
+
+def test_a_run_whose_process_is_killed_shows_as_died(home):
+    """kill -9 a real `nib run` mid-run: `nib runs`, `nib show` and the report say it died,
+    with the stop reason process-died, instead of showing it running forever."""
+    from agent.report.page import run_from_store
+
+    assert nib(home, "devnet", "up", "--json").returncode == 0
+    silent = SilentModelServer()
+    env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet",
+           "NIB_MODEL_PROVIDER": "openai", "NIB_MODEL": "silent", "NIB_MODEL_BASE_URL": silent.url,
+           "NIB_MODEL_TIMEOUT": "600"}
+    env.pop("NIB_CONFIG", None)
+    child = subprocess.Popen([*NIB, "run", "What is the base fee?", "--json"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not silent.held:  # the run is inside its first model call
+            assert child.poll() is None, child.stderr.read()  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the run never called its model"
+            time.sleep(0.1)
+        ours = [r for r in json.loads(nib(home, "runs", "--json").stdout) if r["task"] == "What is the base fee?"]
+        assert len(ours) == 1 and (ours[0]["status"], ours[0]["stop_reason"]) == ("running", None)
+        child.kill()
+        assert child.wait(timeout=30) == -9
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=30)
+        silent.close()
+    run_id = ours[0]["run_id"]
+    row = next(r for r in json.loads(nib(home, "runs", "--json").stdout) if r["run_id"] == run_id)
+    assert (row["status"], row["stop_reason"]) == ("died", "process-died")
+    shown = json.loads(nib(home, "show", run_id, "--json").stdout)
+    assert shown["run"]["status"] == "died" and shown["run"]["owner"].endswith(f":{child.pid}")
+    assert shown["events"][-1]["type"] == "run.died"
+    assert f"process {child.pid} on {socket.gethostname()} no longer exists" in shown["run"]["result"]["message"]
+    human = nib(home, "show", run_id).stdout
+    assert "stop process-died" in human and "`nib audit reconcile`" in human
+    reported = run_from_store({**shown["run"], "result": json.dumps(shown["run"]["result"])}, shown["events"])
+    assert (reported["stop_reason"], reported["finished"], reported["partial"]) == ("process-died", False, True)
+
+
+def test_a_terminated_run_ends_interrupted_with_its_row_closed(home):
+    """SIGTERM (what `kill` and service managers send) ends a `nib run` as Ctrl-C does."""
+    assert nib(home, "devnet", "up", "--json").returncode == 0
+    silent = SilentModelServer()
+    env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet",
+           "NIB_MODEL_PROVIDER": "openai", "NIB_MODEL": "silent", "NIB_MODEL_BASE_URL": silent.url,
+           "NIB_MODEL_TIMEOUT": "600"}
+    env.pop("NIB_CONFIG", None)
+    child = subprocess.Popen([*NIB, "run", "What is the gas price?", "--json"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not silent.held:
+            assert child.poll() is None, child.stderr.read()  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the run never called its model"
+            time.sleep(0.1)
+        child.terminate()
+        stdout, _ = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=30)
+        silent.close()
+    assert child.returncode == 1
+    result = json.loads(stdout)
+    assert (result["stop_reason"], result["finished"]) == ("interrupted", False)
+    assert "CancelledError" in result["message"]
+    row = next(r for r in json.loads(nib(home, "runs", "--json").stdout) if r["run_id"] == result["run_id"])
+    assert (row["status"], row["stop_reason"]) == ("stopped", "interrupted")
 
 
 def _answers(url: str) -> bool:

@@ -44,7 +44,7 @@ def block_tool(name: str = "block_info", summary: Any = None) -> FactTool:
 
 
 def test_every_stop_reason_has_a_description() -> None:
-    assert len(STOP_REASONS) == 28 and all(STOP_REASONS.values())
+    assert len(STOP_REASONS) == 29 and all(STOP_REASONS.values())
 
 
 FEE_AND_GAS = checklist(("base fee gwei", "base_fee_gwei"), ("gas price gwei", "gas_price_gwei"))

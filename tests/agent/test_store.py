@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import socket
+import time
 from pathlib import Path
 
-from agent.store import RunStore
+import pytest
+
+import agent.store
+from agent.store import STALE_AFTER_S, RunStore
 
 
 def test_tables_idempotent_and_wal(tmp_path: Path) -> None:
@@ -56,3 +62,62 @@ def test_finish_and_lessons(tmp_path: Path) -> None:
     assert row and row["status"] == "stopped" and row["stop_reason"] == "max-steps"
     s.add_lesson("r1", "task", "max-steps", "finish sooner")
     assert s.lessons()[0]["lesson"] == "finish sooner" and s.runs()[0]["run_id"] == "r1"
+
+
+def test_a_running_row_whose_process_is_gone_reads_as_died(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    s = RunStore(tmp_path / "nib.db")
+    s.start_run("mine", "task", "p")  # this process: alive
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    s.start_run("gone", "task", "p")
+    s.db.execute("UPDATE agent_runs SET owner = ? WHERE run_id = 'gone'", (f"{socket.gethostname()}:{gone.pid}",))
+    rows = {r["run_id"]: r for r in RunStore(tmp_path / "nib.db").runs()}
+    assert rows["mine"]["status"] == "running" and rows["mine"]["stop_reason"] is None
+    died = rows["gone"]
+    assert (died["status"], died["stop_reason"], died["finished"]) == ("died", "process-died", 0)
+    assert f"process {gone.pid} on {socket.gethostname()} no longer exists" in json.loads(died["result"])["message"]
+    events = s.events("gone", "run.died")
+    assert len(events) == 1 and events[0]["data"]["owner"].endswith(f":{gone.pid}")
+    s.run("gone")  # a second reader closes nothing twice
+    assert len(s.events("gone", "run.died")) == 1
+    s.finish_run("mine", {"stop_reason": "max-steps", "finished": False})
+
+
+def test_a_run_on_another_host_dies_when_its_heartbeat_goes_stale(tmp_path: Path) -> None:
+    s = RunStore(tmp_path / "nib.db")
+    for run_id, age in (("fresh", 5.0), ("stale", STALE_AFTER_S + 5)):
+        s.start_run(run_id, "task", "p")
+        s.finish_run(run_id, {"stop_reason": "max-steps", "finished": False})  # stop beating
+        s.db.execute(
+            "UPDATE agent_runs SET status = 'running', owner = 'elsewhere:4242', beat_at = ?, "
+            "stop_reason = NULL, result = NULL WHERE run_id = ?",
+            (time.time() - age, run_id),
+        )
+    assert s.run("fresh")["status"] == "running"  # type: ignore[index]
+    row = s.run("stale")
+    assert row is not None and (row["status"], row["stop_reason"]) == ("died", "process-died")
+    assert "no heartbeat from elsewhere:4242" in json.loads(row["result"])["message"]
+
+
+def test_the_driving_process_beats_until_the_run_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(agent.store, "HEARTBEAT_S", 0.05)
+    s = RunStore(tmp_path / "nib.db")
+    s.start_run("r1", "task", "p")
+    first = s.run("r1")["beat_at"]  # type: ignore[index]
+    deadline = time.monotonic() + 10
+    while s.run("r1")["beat_at"] == first:  # type: ignore[index]
+        assert time.monotonic() < deadline, "no heartbeat in 10 s"
+        time.sleep(0.02)
+    s.save_paused("r1", "{}")  # a paused run has no process: nothing beats for it
+    assert s.run("r1")["status"] == "paused"  # type: ignore[index]
+    deadline = time.monotonic() + 10
+    while s._beater is not None and s._beater.is_alive():
+        assert time.monotonic() < deadline, "the beat thread outlived its runs"
+        time.sleep(0.02)
+    assert s.take_paused("r1") == "{}"
+    row = s.run("r1")
+    assert row is not None and row["status"] == "running" and row["owner"] == s.owner
+    s.close()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import sys
 import uuid
-from typing import Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -24,6 +25,9 @@ from agent.cli.common import (
     usdc,
 )
 from chain.money import ATOMIC_PER_USDC
+
+if TYPE_CHECKING:
+    from agent.loop.result import AgentResult
 
 __all__ = ["app"]
 
@@ -127,8 +131,23 @@ def run_cmd(
     run_id = uuid.uuid4().hex[:12]
     rt.register_task(run_id, task, limits)  # the judge service holds the limits, not the agent
     deps = rt.deps(profile=profile, limits=limits, on_event=None if as_json else _progress)
-    result = asyncio.run(run_task(task, deps, run_id=run_id))
+    result = asyncio.run(_terminable(run_task(task, deps, run_id=run_id)))
     raise typer.Exit(_print_result(result, as_json))
+
+
+async def _terminable(run: Awaitable[AgentResult]) -> AgentResult:
+    """Await a run with SIGTERM handled as Ctrl-C is (the run is cancelled, so it ends
+    ``interrupted`` with its row closed); only SIGKILL leaves a row for a reader to close."""
+    import asyncio
+    import contextlib
+    import signal
+
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    if task is not None:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    return await run
 
 
 def parse_usdc(text: str) -> int:
@@ -153,7 +172,7 @@ def _decide(run_id: str, decision: str, as_json: bool) -> None:
     rt = cli_runtime(settings)
     if decision == "approve":
         _grant_at_the_judge(rt, run_id)
-    result = asyncio.run(resume(run_id, decision, rt.deps(on_event=None if as_json else _progress)))  # type: ignore[arg-type]
+    result = asyncio.run(_terminable(resume(run_id, decision, rt.deps(on_event=None if as_json else _progress))))  # type: ignore[arg-type]
     raise typer.Exit(_print_result(result, as_json))
 
 
@@ -272,6 +291,8 @@ def show_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None
                   f"{res.get('provenance', 'none')}", highlight=False)
         out.print(graded_answer(str(res.get("answer") or ""), res.get("lines") or []),
                   highlight=False, markup=False)
+        if res.get("message"):
+            out.print(str(res["message"]), highlight=False, markup=False)
 
 
 def graded_answer(answer: str, lines: list[Any]) -> str:
