@@ -14,10 +14,12 @@ from agent.loop.result import (
     FINISHED_STOPS,
     AgentResult,
     AnswerLine,
+    SpendSummary,
     TokenSummary,
     backstop_answer,
 )
 from agent.loop.stop import Stop
+from chain.money import format_usdc
 
 __all__ = ["Finisher"]
 
@@ -43,7 +45,10 @@ class Finisher:
         self.model = model
         self.budget = budget
 
-    async def finish(self, stop: Stop) -> AgentResult:
+    async def finish(self, stop: Stop, *, best_effort: bool = False) -> AgentResult:
+        """The run's result; the paused state saved or the row closed. ``best_effort``
+        (a second finish after the first one raised): the result is returned even when
+        the store or the meter cannot be reached, its message saying what was not done."""
         run, st = self.run, self.run.state
         stop, answer, lines = self.settle(stop, await self._answer(stop))
         st.stop_reason = stop.reason
@@ -76,7 +81,7 @@ class Finisher:
             evidence=list(st.evidence),
             steps=st.step,
             attempted=list(st.attempted),
-            spend=self.budget.spend_summary(),
+            spend=self._spend(best_effort),
             tokens=TokenSummary(
                 input=st.tokens_in, output=st.tokens_out, estimated=st.tokens_estimated
             ),
@@ -85,8 +90,25 @@ class Finisher:
             profile=st.profile,
         )
         if st.status == "stopped":
-            await self._close(stop, result)
+            try:
+                await self._close(stop, result)
+            except Exception as exc:
+                if not best_effort:
+                    raise
+                note = f" The run row could not be closed: {type(exc).__name__}: {exc}"
+                result = result.model_copy(update={"message": f"{result.message}{note}"})
         return result
+
+    def _spend(self, best_effort: bool) -> SpendSummary:
+        try:
+            return self.budget.spend_summary()
+        except Exception:
+            if not best_effort:
+                raise
+            st = self.run.state  # what this run saw move; `nib audit` has the ledger's
+            return SpendSummary(usdc_atomic=st.spend_usdc, gas_wei=st.gas_wei,
+                                usdc_display=format_usdc(st.spend_usdc),
+                                settled_atomic=st.spend_usdc)
 
     def settle(self, stop: Stop, answer: str) -> tuple[Stop, str, list[AnswerLine]]:
         """Finished means backed: a finish whose answer leaves an item uncovered or holds an

@@ -6,13 +6,12 @@ No verdict is signed and no money moves here.
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 from agent.loop.context import RunContext, literal_args
 from agent.loop.gates import Admitted
 from agent.loop.learning import Learning
-from agent.loop.stop import Stop, raise_if_dependency
+from agent.loop.stop import Stop, gather_within, raise_if_dependency, within
 from agent.tools.base import Observation
 from judge.policy import FreeDecision, FreeReadPolicy
 
@@ -35,9 +34,7 @@ class FreeBatch:
         if not allowed:
             return
         self.run.state.consecutive_skips = 0
-        results = await asyncio.gather(
-            *(self._run_one(c, d) for c, d in allowed), return_exceptions=True
-        )
+        results = await gather_within(*(self._run_one(c, d) for c, d in allowed))
         for (call, _decision), obs in zip(allowed, results, strict=True):
             if isinstance(obs, BaseException):
                 raise obs
@@ -77,9 +74,7 @@ class FreeBatch:
         # Never past the run's deadline: the shorter of the row's timeout and the time left.
         left = self.run.limits.wall_clock_s - self.run.elapsed()
         try:
-            obs = await asyncio.wait_for(
-                tool.run(call.args, self.run.tools), max(0.001, min(timeout, left))
-            )
+            obs = await within(tool.run(call.args, self.run.tools), max(0.001, min(timeout, left)))
         except TimeoutError:
             if left < timeout:
                 raise Stop(

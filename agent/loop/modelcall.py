@@ -10,14 +10,13 @@ is recorded on the run the first time it is known and whenever it changes.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import asdict
 from typing import Any
 
 from agent.errors import ModelUnavailable
 from agent.loop.budget import BudgetGate
 from agent.loop.context import RunContext
-from agent.loop.stop import Stop
+from agent.loop.stop import Stop, within
 from agent.loop.tokens import budget_tokens, count_messages
 from agent.models.base import Message, ModelReply, ModelRequest, OutputSchema, Purpose, ToolSpec
 
@@ -66,7 +65,7 @@ class ModelCaller:
         self.budget.check_before_request(purpose, await self._count(request))
         remaining = run.limits.wall_clock_s - run.elapsed()
         try:
-            reply = await asyncio.wait_for(run.deps.model.complete(request), remaining)
+            reply = await within(run.deps.model.complete(request), remaining)
         except TimeoutError:
             self.budget.check_deadline()
             raise

@@ -8,10 +8,10 @@ resumes later in another process with the same budgets and clock accounting.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import traceback
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
 from agent.errors import RunStateError
@@ -32,7 +32,7 @@ from agent.loop.proposal import Batch, Call, Done, NoAction, Proposal, SubmitAns
 from agent.loop.result import AgentResult
 from agent.loop.selfmodel import SelfModelReader
 from agent.loop.state import Decision, Deps, PendingCall, RunState, unjsonable
-from agent.loop.stop import Stop
+from agent.loop.stop import INTERRUPTS, Interrupted, Stop
 from agent.tools.base import Quote, addresses_named_in
 from chain.money import format_usdc
 from judge.fingerprint import fingerprint
@@ -211,24 +211,36 @@ class _Run:
                 self.planner.answer_calls(*marks)
             self.detect()
 
-    async def drive(self) -> AgentResult:
-        """Turns until the first stop; every exit (Ctrl-C, cancellation, a bug included)
-        returns an AgentResult and closes the run row."""
+    async def drive(self, body: Callable[[], Awaitable[None]] | None = None) -> AgentResult:
+        """Run ``body`` (the turns, by default) until the first stop; every exit (Ctrl-C,
+        cancellation, a bug, one inside the finish itself) returns an AgentResult and
+        closes the run row."""
         try:
-            await self.turns()
+            await (body or self.turns)()
             raise AssertionError("unreachable: turns() only exits by Stop")
         except Stop as stop:
             ended = stop
-        except (KeyboardInterrupt, asyncio.CancelledError) as exc:
-            ended = Stop(
-                "interrupted",
-                f"the run was interrupted ({type(exc).__name__}) at step {self.ctx.state.step}; no further "
-                "call was made. An authorization already signed stays pending in the ledger. "
-                "Fix: `nib audit reconcile`, then run the task again.",
-            )
+        except INTERRUPTS as exc:
+            ended = _interrupted(exc, self.ctx.state.step)
         except Exception as exc:
             ended = Stop("internal-error", _bug_message(exc, self.ctx.state.step))
-        return await self.finisher.finish(ended)
+        try:
+            return await self.finisher.finish(ended)
+        except INTERRUPTS as exc:  # Ctrl-C during the synthesis or the lesson
+            again = _interrupted(exc, self.ctx.state.step)
+        except Exception as exc:  # e.g. the store lost while closing the row
+            again = Stop("internal-error", _bug_message(exc, self.ctx.state.step))
+        return await self.finisher.finish(again, best_effort=True)
+
+
+def _interrupted(exc: BaseException, step: int) -> Stop:
+    what = exc.original if isinstance(exc, Interrupted) else exc
+    return Stop(
+        "interrupted",
+        f"the run was interrupted ({type(what).__name__}) at step {step}; no further "
+        "call was made. An authorization already signed stays pending in the ledger. "
+        "Fix: `nib audit reconcile`, then run the task again.",
+    )
 
 
 def _bug_message(exc: BaseException, step: int) -> str:
@@ -265,22 +277,26 @@ async def run_task(task: str, deps: Deps, *, run_id: str | None = None) -> Agent
         task_addresses=list(addresses_named_in(task)),
     )
     run = _Run(state, deps, limits)
-    deps.store.start_run(state.run_id, task, profile)
-    run.ctx.emit(
-        "run.start",
-        {
-            "task": task,
-            "profile": profile,
-            "limits": limits.as_dict(),
-            "model": deps.model.name,
-            "tools": deps.registry.names(),
-            "task_addresses": state.task_addresses,
-        },
-    )
-    state.lessons = similar_lessons(deps.store, task, on_error=run.ctx.emit)
-    if state.lessons:
-        run.ctx.emit("lesson", {"shown": state.lessons})
-    return await run.drive()
+
+    async def start_then_turns() -> None:
+        deps.store.start_run(state.run_id, task, profile)
+        run.ctx.emit(
+            "run.start",
+            {
+                "task": task,
+                "profile": profile,
+                "limits": limits.as_dict(),
+                "model": deps.model.name,
+                "tools": deps.registry.names(),
+                "task_addresses": state.task_addresses,
+            },
+        )
+        state.lessons = similar_lessons(deps.store, task, on_error=run.ctx.emit)
+        if state.lessons:
+            run.ctx.emit("lesson", {"shown": state.lessons})
+        await run.turns()
+
+    return await run.drive(start_then_turns)
 
 
 async def _deny(run: _Run, pending: PendingCall) -> NoReturn:
@@ -337,17 +353,18 @@ async def resume(run_id: str, decision: Decision, deps: Deps) -> AgentResult:
     state.status = "running"
     run = _Run(state, deps, limits)
     pending = state.pending
-    run.ctx.emit("run.resume", {"decision": decision, "elapsed_s": state.elapsed_s})
-    run.ctx.emit(
-        "approval",
-        {
-            "decision": decision,
-            "tool": pending.tool if pending else None,
-            "fingerprint": pending.fingerprint if pending else None,
-        },
-    )
     state.pending = None
-    try:
+
+    async def decide_then_turns() -> None:
+        run.ctx.emit("run.resume", {"decision": decision, "elapsed_s": state.elapsed_s})
+        run.ctx.emit(
+            "approval",
+            {
+                "decision": decision,
+                "tool": pending.tool if pending else None,
+                "fingerprint": pending.fingerprint if pending else None,
+            },
+        )
         if pending is None:
             raise Stop("approval-denied", "the paused state held no pending call")
         if decision == "deny":
@@ -355,6 +372,5 @@ async def resume(run_id: str, decision: Decision, deps: Deps) -> AgentResult:
         await _approve(run, pending)
         run.detect()
         await run.turns()
-    except Stop as stop:
-        return await run.finisher.finish(stop)
-    raise AssertionError("unreachable: turns() only exits by Stop")
+
+    return await run.drive(decide_then_turns)

@@ -142,3 +142,22 @@ def test_a_dependency_outage_during_approval_leaves_the_run_paused(
     done = asyncio.run(resume(paused.run_id, "approve", live))
     assert done.stop_reason == "evidence-covered" and done.spend.usdc_atomic == DIME
     assert usdc_balance(chain, SELLER_ADDR) == seller_before + DIME
+
+
+def test_an_interrupt_after_the_approval_ends_the_resumed_run_with_one_result(
+    tmp_path: Path, chain: Any
+) -> None:
+    seller_before = usdc_balance(chain, SELLER_ADDR)
+    paused, _ = pause(tmp_path, chain)
+    deps = paid_deps(
+        tmp_path,
+        chain,
+        ScriptedModel({"propose": [KeyboardInterrupt()]}),  # raised inside the model call
+        limits=LIMITS,
+        extra_tools=(FactTool("base_fee", {"base_fee_gwei": "1.0"}),),
+    )
+    r = asyncio.run(resume(paused.run_id, "approve", deps))
+    assert (r.stop_reason, r.finished, r.partial) == ("interrupted", False, True)
+    assert "KeyboardInterrupt" in r.message and r.spend.usdc_atomic == DIME
+    assert usdc_balance(chain, SELLER_ADDR) == seller_before + DIME
+    assert deps.store.run(paused.run_id)["status"] == "stopped"

@@ -469,3 +469,66 @@ def test_churn_is_off_when_its_limit_is_zero(tmp_path: Path) -> None:
         limits=Limits(churn_steps=0, max_steps=4, streak_length=10),
     )
     assert r.stop_reason == "max-steps"
+
+
+def _interrupting_thread() -> Any:
+    raise KeyboardInterrupt
+
+
+class _Raising(FactTool):
+    """A free tool that raises ``how`` inside the run's inner tasks."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__("base_fee", {"base_fee_gwei": "1.5"})
+        self.how = how
+
+    async def run(self, args: Any, ctx: Any) -> Any:
+        if self.how == "tool-thread":
+            return await asyncio.to_thread(_interrupting_thread)
+        raise KeyboardInterrupt if self.how == "tool" else SystemExit(3)
+
+
+@pytest.mark.parametrize("where", ["model", "tool", "tool-thread", "tool-exit"])
+def test_a_keyboard_interrupt_inside_an_inner_task_ends_the_run_interrupted(
+    tmp_path: Path, where: str
+) -> None:
+    """A KeyboardInterrupt (or SystemExit) raised inside a task the run awaits (a model
+    call under its deadline, a free call in the batch, a thread) would leave the event
+    loop past every await; the run still returns one result and closes its row."""
+    if where == "model":
+        model = ScriptedModel({"propose": [KeyboardInterrupt()]})
+        tools = [BASE_FEE]
+    else:
+        model = ScriptedModel({"propose": [call("base_fee"), {"action": "done"}]})
+        tools = [_Raising(where.removesuffix("-exit") if where != "tool-exit" else "exit")]
+    r = asyncio.run(run_task("What is the base fee?", make_deps(tmp_path, model, tools)))
+    expected = "SystemExit" if where == "tool-exit" else "KeyboardInterrupt"
+    assert (r.stop_reason, r.finished, r.partial) == ("interrupted", False, True)
+    assert expected in r.message and r.answer.strip()
+    row = _row(tmp_path, r.run_id)
+    assert (row["status"], row["stop_reason"]) == ("stopped", "interrupted")
+
+
+@pytest.mark.parametrize("broken", ["run.start", "stop"])
+def test_a_store_that_fails_at_the_start_or_the_close_still_returns_one_result(
+    tmp_path: Path, broken: str
+) -> None:
+    """The first write (the run's start) and the last (its stop) fail: the run still
+    returns an AgentResult naming the bug, never an exception."""
+    import sqlite3
+
+    from agent.store import RunStore
+
+    class BrokenStore(RunStore):
+        def event(self, run_id: str, type_: str, data: dict[str, Any]) -> int:
+            if type_ == broken:
+                raise sqlite3.OperationalError("database is locked")
+            return super().event(run_id, type_, data)
+
+    model = ScriptedModel({"propose": [call("base_fee"), {"action": "done"}]})
+    deps = make_deps(tmp_path, model, [BASE_FEE], store=BrokenStore(tmp_path / "nib.db"))
+    r = asyncio.run(run_task("What is the base fee?", deps))
+    assert (r.stop_reason, r.finished) == ("internal-error", False) and r.answer.strip()
+    assert "OperationalError: database is locked" in r.message
+    if broken == "stop":
+        assert "The run row could not be closed" in r.message
