@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.server
+import threading
 from decimal import Decimal
 
 import pytest
@@ -73,3 +75,42 @@ def test_network_registry():
     assert get_network("anvil", rpc_url="http://x").rpc_url == "http://x"
     with pytest.raises(Exception, match="not registered"):
         get_network("mainnet-of-nowhere")
+
+
+class _Node(http.server.BaseHTTPRequestHandler):
+    """A JSON-RPC node double for the raw transport's HTTP behaviour (the chain's answers
+    are tested against Anvil above): it answers eth_getBlockByNumber, then drops the
+    kept-alive connection (as a restarted node does), or answers HTTP 503."""
+
+    protocol_version = "HTTP/1.1"
+    status = 200
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = b'{"jsonrpc":"2.0","id":1,"result":{"timestamp":"0x2a"}}'
+        self.send_response(self.status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True  # no "Connection: close": the client finds out later
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_raw_reads_survive_a_dropped_connection_and_name_http_errors():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Node)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        c = ChainClient(f"http://127.0.0.1:{server.server_address[1]}")
+        assert [c.block_timestamp() for _ in range(3)] == [42, 42, 42]  # re-sent on a fresh one
+        _Node.status = 503
+        with pytest.raises(RpcError) as err:
+            c.block_timestamp()
+        assert "HTTP 503" in str(err.value) and "eth_getBlockByNumber" in str(err.value)
+    finally:
+        _Node.status = 200
+        server.shutdown()
+        server.server_close()
+    with pytest.raises(RpcUnreachable):
+        c.block_timestamp()
