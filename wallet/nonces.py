@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,24 @@ if TYPE_CHECKING:
     from wallet._store import Store
 
 NONCES = "wallet_nonces"
+
+#: The holder the current request acts for (see ``acting_for``); None: the manager's own.
+_ACTING_FOR: ContextVar[str | None] = ContextVar("nib_nonce_holder", default=None)
+
+
+@contextmanager
+def acting_for(holder: str | None) -> Iterator[None]:
+    """Nonce operations inside are made for ``holder``, not this process.
+
+    The wallet service allocates, confirms and releases numbers for the worker processes
+    it serves: recorded as the worker's, a dead worker's numbers are the ones its recovery
+    gives back (``recover(worker)``), and a live worker releases only its own.
+    """
+    token = _ACTING_FOR.set(holder or None)
+    try:
+        yield
+    finally:
+        _ACTING_FOR.reset(token)
 
 
 @dataclass
@@ -88,6 +107,9 @@ class NonceManager:
     def __repr__(self) -> str:
         return f"NonceManager(address={self.address!r}, next={self.snapshot()['next']})"
 
+    def _holder(self) -> str:
+        return _ACTING_FOR.get() or self.holder
+
     def _pending_count(self) -> int:
         return int(self.w3.eth.get_transaction_count(self.address, "pending"))
 
@@ -138,7 +160,7 @@ class NonceManager:
             else:
                 n = st.next
                 st.next += 1
-            st.in_flight[n] = self.holder
+            st.in_flight[n] = self._holder()
             return n
 
     def confirm(self, n: int) -> None:
@@ -154,7 +176,7 @@ class NonceManager:
         handed out twice.
         """
         with self._state() as st:
-            if st.in_flight.get(n) != self.holder:
+            if st.in_flight.get(n) != self._holder():
                 return
             del st.in_flight[n]
             if st.next is None or n >= st.next:
@@ -185,7 +207,7 @@ class NonceManager:
                 st.next += 1
             else:
                 return False
-            st.in_flight[n] = self.holder
+            st.in_flight[n] = self._holder()
             return True
 
     def resync(self) -> int:

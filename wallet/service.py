@@ -28,11 +28,14 @@ import uvicorn
 from fastapi import Body, FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from judge.storage import describe, is_url, process_identity
 from judge.verdict import Verdict, parse_verdict
 from wallet import errors
 from wallet.errors import LedgerError, SpendRefused, WalletError, WalletUnreachable
 from wallet.ledger import SpendRow
 from wallet.meter import Reservation, RunSpend
+from wallet.nonces import acting_for
+from wallet.recovery import RunRecovery
 from wallet.signed import SentTx, SignedTx, SignedTypedData
 from wallet.signer import Wallet
 
@@ -90,6 +93,7 @@ def create_app(wallet: Wallet) -> FastAPI:
             "address": wallet.address,
             "usdc": wallet.usdc,
             "eth_price_usdc": wallet.meter.eth_price_usdc,
+            "database": database_identity(wallet.meter.store.path),
         }
 
     @app.post(f"{_API}/sign-typed-data")
@@ -128,7 +132,8 @@ def create_app(wallet: Wallet) -> FastAPI:
         signed = stored(body)
         if not isinstance(signed, SignedTx):
             raise LedgerError("found a typed-data record; expected a signed transaction.")
-        return asdict(wallet.send_transaction(signed))
+        with acting_for(body.get("holder")):  # a refused broadcast releases the worker's number
+            return asdict(wallet.send_transaction(signed))
 
     @app.post(f"{_API}/settle")
     def settle(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
@@ -175,18 +180,35 @@ def create_app(wallet: Wallet) -> FastAPI:
     @app.post(f"{_API}/nonces/{{op}}")
     def nonces(op: str, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
         manager = wallet.nonces
-        if op == "allocate":
-            return {"value": manager.allocate()}
-        if op == "resync":
-            return {"value": manager.resync()}
-        if op == "claim":
-            return {"value": manager.claim(int(body["n"]))}
-        if op in ("confirm", "release"):
-            getattr(manager, op)(int(body["n"]))
-            return {"value": None}
+        # Numbers are held by the calling worker process, so its recovery finds them.
+        with acting_for(body.get("holder")):
+            if op == "allocate":
+                return {"value": manager.allocate()}
+            if op == "resync":
+                return {"value": manager.resync()}
+            if op == "claim":
+                return {"value": manager.claim(int(body["n"]))}
+            if op in ("confirm", "release"):
+                getattr(manager, op)(int(body["n"]))
+                return {"value": None}
         raise KeyError(f"unknown nonce operation {op!r}")
 
+    @app.post(f"{_API}/recover-run")
+    def recover_run(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        # A worker whose lease ran out: its run's money state, in the one signer.
+        return asdict(
+            wallet.recover_run(str(body["run_id"]), str(body["holder"]), str(body["why"]))
+        )
+
     return app
+
+
+def database_identity(location: object) -> str:
+    """Which database ``location`` names, comparable across processes: a SQLite file's
+    resolved path, or a PostgreSQL URL with its password masked."""
+    if is_url(location):
+        return describe(str(location))
+    return str(Path(str(location)).resolve())
 
 
 def prepare_socket_dir(home: Path) -> Path:
@@ -294,7 +316,9 @@ class _RemoteNonces:
         self._client = client
 
     def _op(self, op: str, n: int | None = None) -> Any:
-        return self._client._call(f"/nonces/{op}", {"n": n})["value"]
+        return self._client._call(
+            f"/nonces/{op}", {"n": n, "holder": self._client.holder}
+        )["value"]
 
     def allocate(self) -> int:
         return int(self._op("allocate"))
@@ -328,6 +352,8 @@ class WalletClient:
         self.meter = _RemoteMeter(self)
         self.nonces = _RemoteNonces(self)
         self.clock: Callable[[], float] = time.time
+        #: This process, as the holder of the nonces the service allocates for it.
+        self.holder = process_identity()
 
     def __repr__(self) -> str:
         return f"WalletClient(socket={str(self.socket_path)!r})"
@@ -376,6 +402,20 @@ class WalletClient:
         """The USDC contract the wallet service pays in."""
         return str(self._call("/health")["usdc"])
 
+    @property
+    def database(self) -> str:
+        """Which database the service keeps its ledger in (``database_identity``)."""
+        return str(self._call("/health")["database"])
+
+    def recover_run(self, run_id: str, holder: str, why: str) -> RunRecovery:
+        """The service recovers what the dead worker ``holder`` left for ``run_id`` (see
+        ``Wallet.recover_run``)."""
+        found = self._call("/recover-run", {"run_id": run_id, "holder": holder, "why": why})
+        return RunRecovery(
+            str(found["run_id"]),
+            *(tuple(found[k]) for k in ("released", "failed", "pending", "settled", "nonces")),
+        )
+
     def sign_typed_data(
         self,
         payload: Mapping[str, object],
@@ -402,7 +442,9 @@ class WalletClient:
 
     def send_transaction(self, signed: SignedTx, reservation: Reservation | None = None) -> SentTx:
         """MOVES MONEY: the service broadcasts ``signed`` and waits for its receipt."""
-        return SentTx(**self._call("/send-transaction", {"signed": _signed_to_wire(signed)}))
+        return SentTx(**self._call(
+            "/send-transaction", {"signed": _signed_to_wire(signed), "holder": self.holder}
+        ))
 
     def settle(self, signed: SignedTypedData | SignedTx | SpendRow, tx_hash: str) -> None:
         if isinstance(signed, SpendRow):

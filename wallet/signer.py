@@ -48,6 +48,7 @@ from wallet.ledger import SpendKind, SpendRow
 from wallet.meter import Reservation, SpendMeter
 from wallet.nonces import NonceManager
 from wallet.reconcile import authorization_expired, authorization_used_in
+from wallet.recovery import RunRecovery, recover_run
 from wallet.signed import SentTx, SignedTx, SignedTypedData
 from wallet.terms import (
     PINNED_TX_FIELDS,
@@ -291,6 +292,11 @@ class Wallet:
         """Record that a signed spend did not move money (see SpendMeter.fail's warning)."""
         self.meter.fail(signed.reservation, note)
         self._emit("wallet.failed", {**_res_event(signed.reservation), "note": note})
+
+    def recover_run(self, run_id: str, holder: str, why: str) -> RunRecovery:
+        """Give back what a dead worker (``holder``) left for ``run_id``; see
+        ``wallet.recovery.recover_run`` (and its warning: only once ``holder`` is gone)."""
+        return recover_run(self, run_id, holder, why)
 
     def discard(self, signed: SignedTx, note: str = "never sent") -> None:
         """Give back a signed transaction that will not be broadcast: its nonce is reused

@@ -110,12 +110,12 @@ class Runtime:
         """A queue worker that runs tasks with this runtime (what ``nib worker`` runs).
 
         Each task gets the configured limits with its own ``max_spend`` as the spend cap;
-        a dead worker's runs are recovered through this runtime's wallet.
+        a dead worker's runs are recovered by this runtime's wallet: in-process, or the
+        wallet service (the one signer, on the same database as the workers).
         """
         from agent.loop.run import run_task
         from agent.queue import QueuedTask, TaskQueue
         from agent.worker import Worker
-        from wallet.recovery import recover_run
 
         async def execute(task: QueuedTask) -> Any:
             _, limits = self.settings.resolve_limits(
@@ -126,11 +126,26 @@ class Runtime:
             return await run_task(task.task, self.deps(limits=limits), run_id=task.id)
 
         def recover(task: QueuedTask) -> Any:
-            return recover_run(self.wallet, task.id, task.worker or "", f"worker {task.worker} died")
+            return self.wallet.recover_run(task.id, task.worker or "", f"worker {task.worker} died")
 
         return Worker(
             TaskQueue(self.store.db, lease_s=lease_s), execute, recover,
             store=self.store, concurrency=concurrency, poll_s=poll_s,
+        )
+
+
+def _same_database(settings: NibSettings, wallet: Any) -> None:
+    """The wallet service must keep its ledger where this process keeps runs and queue:
+    otherwise spend, recovery and reconcile would each read a different truth."""
+    from wallet.service import database_identity
+
+    ours, theirs = database_identity(settings.database), wallet.database
+    if ours != theirs:
+        raise AgentConfigError(
+            f"the wallet service keeps its ledger in {theirs}, but this process uses "
+            f"{ours}; expected one database for runs, queue and ledger. Fix: `nib services "
+            "down`, then `nib services up` with the same NIB_DATABASE_URL (or NIB_DB_PATH) "
+            "as the workers."
         )
 
 
@@ -323,6 +338,7 @@ def build_runtime(
         remote_judge = JudgeClient(services.judge_url, trusted_judge=services.judge_address,
                                    token=services.agent_token)
         remote_wallet = WalletClient(services.wallet_socket)
+        _same_database(settings, remote_wallet)
         return Runtime(settings, network, chain, store, remote_wallet, remote_judge,  # type: ignore[arg-type]
                        registry, chosen, paywall, devnet_info,
                        extras={"composition": "services: " + services.describe()})

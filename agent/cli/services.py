@@ -31,8 +31,11 @@ from chain import devnet as _devnet
 SERVICES_FILE = "services.json"
 ADMIN_TOKEN_FILE = "judge-admin.token"
 READY_TIMEOUT_S = 60.0
-#: NIB_* settings a service needs to find the network and its files (no secrets).
-_SETTINGS_ENV = ("NIB_HOME", "NIB_NETWORK", "NIB_RPC_URL", "NIB_USDC_ADDRESS", "NIB_DB_PATH")
+#: NIB_* settings a service needs to find the network, its database (the workers' own:
+#: NIB_DATABASE_URL may carry a password; it goes into the child's environment, never a
+#: file or a log) and the wallet's treasury cap and gas price.
+_SETTINGS_ENV = ("NIB_HOME", "NIB_NETWORK", "NIB_RPC_URL", "NIB_USDC_ADDRESS", "NIB_DB_PATH",
+                 "NIB_DATABASE_URL", "NIB_TREASURY_CAP_USDC", "NIB_ETH_PRICE_USDC")
 
 services_app = typer.Typer(
     no_args_is_help=True, help="The judge and the wallet as their own processes."

@@ -428,30 +428,53 @@ def test_exit_codes_separate_dependency_failures_from_bad_input(
 
 
 def test_submit_worker_and_runs_on_postgres(home, pg_url):
-    """The queue as a user drives it, on PostgreSQL: two tasks submitted, one worker
-    process drains them two at a time, and `nib runs` names the worker."""
+    """The queue as a user drives it, with every store on PostgreSQL and the judge and
+    wallet as services on the same database: two tasks submitted, one worker process
+    drains them two at a time, `nib runs` names the worker and shows the spend the wallet
+    service recorded, and the ledger reconciles with the chain. A wallet service on
+    another database is refused."""
     from agent.cli.commands.runs import DEMO_TASK
+    from agent.store import RunStore
+    from wallet.ledger import Ledger
 
     env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet",
            "NIB_DATABASE_URL": pg_url}
     env.pop("NIB_CONFIG", None)
+    sqlite_env = {k: v for k, v in env.items() if k != "NIB_DATABASE_URL"}
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, env: dict[str, str] = env) -> subprocess.CompletedProcess[str]:
         return subprocess.run(NIB + list(args), env=env, capture_output=True, text=True, timeout=180)
 
-    assert run("devnet", "up", "--json").returncode == 0
-    ids = [json.loads(run("submit", DEMO_TASK, "--max-spend", "0.50", "--json").stdout)["task_id"]
-           for _ in range(2)]
-    queued = {r["run_id"]: r for r in json.loads(run("runs", "--json").stdout)}
-    assert {queued[i]["status"] for i in ids} == {"queued"}
-    r = run("worker", "--concurrency", "2", "--drain", "--json")
-    assert r.returncode == 0, r.stderr[-3000:]
-    summary = json.loads(r.stdout)
-    assert sorted(summary["finished"]) == sorted(ids), (summary, run("runs", "--json").stdout)
-    rows = {r["run_id"]: r for r in json.loads(run("runs", "--json").stdout)}
-    assert {rows[i]["status"] for i in ids} == {"finished"}
-    assert {rows[i]["worker"] for i in ids} == {summary["worker"]}
-    from agent.store import RunStore
-
-    local = home / "nib.db"  # the SQLite file (if earlier tests made one) holds none of it
-    assert not local.exists() or all(RunStore(local).run(i) is None for i in ids)
+    try:
+        info = json.loads(run("devnet", "up", "--no-services", "--json").stdout)
+        first_block = ChainClient(info["rpc_url"], 31337).block_number() + 1
+        ids = [json.loads(run("submit", DEMO_TASK, "--max-spend", "0.50", "--json").stdout)["task_id"]
+               for _ in range(2)]
+        queued = {r["run_id"]: r for r in json.loads(run("runs", "--json").stdout)}
+        assert {queued[i]["status"] for i in ids} == {"queued"}
+        # Services started without NIB_DATABASE_URL keep their ledger in the SQLite file:
+        # a worker on PostgreSQL refuses them instead of paying into another ledger.
+        assert run("services", "down").returncode == 0
+        assert run("services", "up", env=sqlite_env).returncode == 0
+        refused = run("worker", "--drain", "--json")
+        assert refused.returncode != 0 and "keeps its ledger in" in refused.stderr, refused.stderr
+        assert run("services", "down").returncode == 0
+        assert run("services", "up").returncode == 0  # now on the workers' database
+        r = run("worker", "--concurrency", "2", "--drain", "--json")
+        assert r.returncode == 0, r.stderr[-3000:]
+        summary = json.loads(r.stdout)
+        assert sorted(summary["finished"]) == sorted(ids), (summary, run("runs", "--json").stdout)
+        rows = {r["run_id"]: r for r in json.loads(run("runs", "--json").stdout)}
+        assert {rows[i]["status"] for i in ids} == {"finished"}
+        assert {rows[i]["worker"] for i in ids} == {summary["worker"]}
+        assert all(rows[i]["spend_usdc_atomic"] > 0 for i in ids)
+        # The wallet service wrote its ledger into PostgreSQL, where the workers run.
+        assert all(r.status == "settled" for i in ids for r in Ledger(pg_url).rows(i))
+        assert all(Ledger(pg_url).rows(i) for i in ids)
+        rec = json.loads(run("audit", "reconcile", "--from-block", str(first_block), "--json").stdout)
+        assert rec["unmatched_onchain"] == [] and rec["unmatched_ledger"] == [], rec
+        assert len(rec["matched"]) >= 2 and rec["ledger"]["ok"], rec
+        local = home / "nib.db"  # the SQLite file (if earlier tests made one) holds none of it
+        assert not local.exists() or all(RunStore(local).run(i) is None for i in ids)
+    finally:
+        run("services", "down")  # later tests start their own

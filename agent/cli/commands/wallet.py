@@ -79,6 +79,7 @@ def wallet_serve() -> None:
     from chain.client import ChainClient
     from judge.service import JudgeClient
     from wallet.keystore import DEVNET_PASSPHRASE, Keystore, default_keystore_path
+    from wallet.meter import SpendMeter
     from wallet.service import serve
     from wallet.signer import Wallet
 
@@ -97,9 +98,11 @@ def wallet_serve() -> None:
                         token=os.environ.get("NIB_JUDGE_TOKEN"), timeout_s=10)
     # No audit events into the runs' table from here: its per-run sequence belongs to the
     # agent process (two writers collide); the service's record is the wallet's ledger.
-    wallet = Wallet(key, db_path=settings.database,
-                    chain=ChainClient(network.rpc_url, network.chain_id),
-                    usdc=network.usdc or "", trusted_judge=judge_address, recheck=judge.recheck,
-                    eth_price_usdc=settings.eth_price_usdc)
+    chain = ChainClient(network.rpc_url, network.chain_id)
+    # The workers' database (NIB_DATABASE_URL) and the one treasury cap over all of them.
+    meter = SpendMeter(settings.database, chain, treasury_cap=settings.treasury_cap_usdc,
+                       eth_price_usdc=settings.eth_price_usdc)
+    wallet = Wallet(key, db_path=settings.database, chain=chain, meter=meter,
+                    usdc=network.usdc or "", trusted_judge=judge_address, recheck=judge.recheck)
     err.print(f"wallet {wallet.address} serving on {settings.home}/wallet.sock", highlight=False)
     serve(wallet, settings.home)
