@@ -477,21 +477,14 @@ def prove_authorization_settled(
     block = int(str(receipt["blockNumber"]), 16)
     if int(str(receipt["status"]), 16) != 1:
         return SettlementProof(tx_hash, "reverted", f"reverted in block {block}", block)
-    token_addr = token.lower()
-    who = _topic_address(authorizer)
-    used = transfer = False
-    for log in receipt.get("logs") or []:
-        if str(log["address"]).lower() != token_addr or not log["topics"]:
-            continue
-        topics = [str(t).lower() for t in log["topics"]]
-        if topics[0] == AUTHORIZATION_USED_TOPIC and len(topics) == 3:
-            used = used or (topics[1] == who and topics[2] == nonce.lower())
-        elif topics[0] == _TRANSFER_TOPIC and len(topics) == 3:
-            data = bytes.fromhex(str(log["data"]).removeprefix("0x"))
-            amount = int.from_bytes(data, "big") if data else 0
-            transfer = transfer or (
-                topics[1] == who and topics[2] == _topic_address(recipient) and amount == value
-            )
+    used, transfer = _authorization_logs(
+        receipt.get("logs") or [],
+        token=token,
+        authorizer=authorizer,
+        nonce=nonce,
+        recipient=recipient,
+        value=value,
+    )
     if not used:
         return SettlementProof(
             tx_hash,
@@ -507,6 +500,35 @@ def prove_authorization_settled(
             block,
         )
     return SettlementProof(tx_hash, "proven", f"settled in block {block}", block)
+
+
+def _authorization_logs(
+    logs: list[dict[str, Any]],
+    *,
+    token: str,
+    authorizer: str,
+    nonce: str,
+    recipient: str,
+    value: int,
+) -> tuple[bool, bool]:
+    """(``AuthorizationUsed(authorizer, nonce)`` found, ``Transfer(authorizer, recipient,
+    value)`` found) among raw receipt ``logs``, counting only logs ``token`` emitted."""
+    token_addr = token.lower()
+    who = _topic_address(authorizer)
+    used = transfer = False
+    for log in logs:
+        if str(log["address"]).lower() != token_addr or not log["topics"]:
+            continue
+        topics = [str(t).lower() for t in log["topics"]]
+        if topics[0] == AUTHORIZATION_USED_TOPIC and len(topics) == 3:
+            used = used or (topics[1] == who and topics[2] == nonce.lower())
+        elif topics[0] == _TRANSFER_TOPIC and len(topics) == 3:
+            data = bytes.fromhex(str(log["data"]).removeprefix("0x"))
+            amount = int.from_bytes(data, "big") if data else 0
+            transfer = transfer or (
+                topics[1] == who and topics[2] == _topic_address(recipient) and amount == value
+            )
+    return used, transfer
 
 
 def _topic_address(address: str) -> str:

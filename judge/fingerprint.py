@@ -269,6 +269,20 @@ def typed_data_fingerprint(td: Mapping[str, object]) -> str:
     Warning: this is what the wallet compares before signing. Any top-level key other
     than the four is refused rather than dropped, so nothing signed escapes the hash.
     """
+    full = _canonical_typed_data(td)
+    try:
+        signable = encode_typed_data(full_message=full)
+    except Exception as exc:  # fail closed: what cannot be encoded cannot be approved
+        raise FingerprintError(
+            f"found typed data EIP-712 cannot encode ({type(exc).__name__}: {str(exc)[:200]}); "
+            "expected values of the declared types; fix: build it with eip3009_typed_data."
+        ) from exc
+    return "0x" + keccak(b"\x19" + signable.version + signable.header + signable.body).hex()
+
+
+def _canonical_typed_data(td: Mapping[str, object]) -> dict[str, object]:
+    """``td`` as eth-account encodes it (the domain type derived), or FingerprintError when
+    it is not exactly an EIP-3009 TransferWithAuthorization payload."""
     if not isinstance(td, Mapping):
         raise FingerprintError(
             f"found typed data of type {type(td).__name__}; expected an EIP-712 dict; "
@@ -307,20 +321,12 @@ def typed_data_fingerprint(td: Mapping[str, object]) -> str:
             f"exactly TransferWithAuthorization {canonical} (EIP-3009), the only typed data "
             "nib signs; fix: build it with chain.usdc.eip3009_typed_data."
         )
-    full = {
+    return {
         "types": {"EIP712Domain": derived, **others},
         "domain": dict(domain),
         "primaryType": td["primaryType"],
         "message": dict(td["message"]) if isinstance(td["message"], Mapping) else td["message"],
     }
-    try:
-        signable = encode_typed_data(full_message=full)
-    except Exception as exc:  # fail closed: what cannot be encoded cannot be approved
-        raise FingerprintError(
-            f"found typed data EIP-712 cannot encode ({type(exc).__name__}: {str(exc)[:200]}); "
-            "expected values of the declared types; fix: build it with eip3009_typed_data."
-        ) from exc
-    return "0x" + keccak(b"\x19" + signable.version + signable.header + signable.body).hex()
 
 
 def transaction_fingerprint(tx: Mapping[str, object]) -> str:

@@ -200,6 +200,24 @@ def bind(
     cap less what the judge itself approved for the task (consumed, or still live);
     ``balance`` is what the judge read from the chain (``None``: keep the request's).
     """
+    refusal = _refusal(offer, limits)
+    if refusal is not None:
+        return refusal
+    return replace(
+        offer,
+        per_call_cap=limits.per_call_cap,
+        spend_cap=limits.spend_cap,
+        approval_threshold=limits.approval_threshold,
+        remaining_budget=max(0, limits.spend_cap - committed),
+        balance=offer.balance if balance is None else balance,
+        known_recipients=limits.recipients,
+        alternatives=(),
+    )
+
+
+def _refusal(offer: PaidCallRequest, limits: TaskLimits) -> str | None:
+    """Why ``offer`` cannot be paid under ``limits`` (no payload, a fingerprint or terms
+    that are not the payload's, a recipient or seller not registered), else None."""
     from judge.fingerprint import transaction_fingerprint, typed_data_fingerprint
     from judge.terms import payload_terms
 
@@ -241,13 +259,4 @@ def bind(
                 f"{limits.task_id} (registered: {', '.join(limits.sellers) or 'none'}); fix: add "
                 "the seller to the task's registration"
             )
-    return replace(
-        offer,
-        per_call_cap=limits.per_call_cap,
-        spend_cap=limits.spend_cap,
-        approval_threshold=limits.approval_threshold,
-        remaining_budget=max(0, limits.spend_cap - committed),
-        balance=offer.balance if balance is None else balance,
-        known_recipients=limits.recipients,
-        alternatives=(),
-    )
+    return None
