@@ -380,7 +380,6 @@ class Wallet:
         nonce. Failures raise SendFailed. Gas is recorded whenever the tx was mined.
         """
         res = reservation or signed.reservation
-        w3 = self.chain.w3
         gap = self.nonces.gap_below(signed.nonce)
         if gap:
             self.discard(signed, note=f"not broadcast: nonce {signed.nonce} above a gap {gap}")
@@ -392,30 +391,7 @@ class Wallet:
                 "nonce given back. Fix: quote the transfer again (the chain moved back: a "
                 "devnet reverted or reset, or a transaction was dropped)."
             )
-        try:
-            w3.eth.send_raw_transaction(bytes.fromhex(signed.raw_transaction[2:]))
-        except Web3RPCError as exc:
-            # The node answered and refused it: the transaction is not in its pool.
-            self._broadcast_refused(signed, res, exc)
-        except Exception as exc:
-            # No answer (timeout, dropped connection): the node may have taken it anyway.
-            # Freeing the nonce or the cap here would let a retry spend past the cap.
-            if not self._known_to_node(signed.tx_hash):
-                self.nonces.confirm(signed.nonce)
-                self.meter.keep_signed(
-                    res, note=f"broadcast outcome unknown ({type(exc).__name__}); "
-                    "reconcile will settle or release it"
-                )
-                self._emit(
-                    "wallet.failed",
-                    {**_res_event(res), "tx_hash": signed.tx_hash, "note": "broadcast outcome unknown"},
-                )
-                raise SendFailed(
-                    f"Broadcasting {signed.tx_hash} (nonce {signed.nonce}) got no answer "
-                    f"({type(exc).__name__}); expected the node to accept or refuse it. The spend "
-                    "stays pending and keeps its cap share. Fix: check the RPC, then run "
-                    "`nib audit reconcile`."
-                ) from exc
+        self._broadcast(signed, res)
         self.nonces.confirm(signed.nonce)
         receipt = self._await_receipt(signed, res)
         gas_wei = int(receipt["gasUsed"]) * int(receipt.get("effectiveGasPrice", 0))
@@ -745,6 +721,34 @@ class Wallet:
             {**_refusal_base(run_id, verdict, kind), "code": exc.code, "reason": exc.reason},
         )
         return exc
+
+    def _broadcast(self, signed: SignedTx, res: Reservation) -> None:
+        """MOVES MONEY: hand ``signed`` to the node. Returns when the node took it (or
+        already knew it); raises SendFailed when it refused it or did not answer."""
+        try:
+            self.chain.w3.eth.send_raw_transaction(bytes.fromhex(signed.raw_transaction[2:]))
+        except Web3RPCError as exc:
+            # The node answered and refused it: the transaction is not in its pool.
+            self._broadcast_refused(signed, res, exc)
+        except Exception as exc:
+            # No answer (timeout, dropped connection): the node may have taken it anyway.
+            # Freeing the nonce or the cap here would let a retry spend past the cap.
+            if not self._known_to_node(signed.tx_hash):
+                self.nonces.confirm(signed.nonce)
+                self.meter.keep_signed(
+                    res, note=f"broadcast outcome unknown ({type(exc).__name__}); "
+                    "reconcile will settle or release it"
+                )
+                self._emit(
+                    "wallet.failed",
+                    {**_res_event(res), "tx_hash": signed.tx_hash, "note": "broadcast outcome unknown"},
+                )
+                raise SendFailed(
+                    f"Broadcasting {signed.tx_hash} (nonce {signed.nonce}) got no answer "
+                    f"({type(exc).__name__}); expected the node to accept or refuse it. The spend "
+                    "stays pending and keeps its cap share. Fix: check the RPC, then run "
+                    "`nib audit reconcile`."
+                ) from exc
 
     def _broadcast_refused(self, signed: SignedTx, res: Reservation, exc: Exception) -> None:
         text = str(exc)

@@ -34,6 +34,8 @@ from agent.tools.x402.offers import (
     seller_of,
 )
 from agent.tools.x402.protocol import (
+    AnyPaymentRequired,
+    AnyRequirement,
     X402ProtocolError,
     build_authorization,
     choose_requirement,
@@ -42,6 +44,7 @@ from agent.tools.x402.protocol import (
 )
 from agent.tools.x402.quoting import authorization_quote, free_quote
 from chain.money import format_usdc
+from chain.usdc import AuthorizationTypedData
 from judge.verdict import Verdict
 from wallet.errors import SettlementUnproven
 
@@ -157,26 +160,7 @@ class PayMcpTool(Tool):
         if wallet is None:
             raise ToolError("pay_mcp: no wallet is configured for this run; nothing was paid.")
         cap = spend_cap(ctx, self.name)
-        required = _payment_required(await _call(args))
-        if required is None:
-            raise ToolError(
-                f"pay_mcp: {args.tool} at {args.server} no longer asks for payment; nothing "
-                "was signed. Fix: propose the call again for a fresh quote."
-            )
-        pr = _x402_parse(required)
-        requirement = choose_requirement(pr, network_caip2=ctx.network.caip2, asset=usdc_address(ctx))
-        message = quote.payload["message"]
-        payload, authorization = build_authorization(
-            requirement,
-            payer=str(message["from"]),
-            chain_time=int(quote.meta["chain_time"]),
-            wall_time=int(quote.meta["wall_time"]),
-            nonce=bytes.fromhex(str(message["nonce"])[2:]),
-        )
-        try:  # a payload we cannot build must fail before anything is signed
-            payment_payload(requirement, pr, authorization, _PLACEHOLDER_SIGNATURE)
-        except ValueError as exc:
-            raise X402ProtocolError(f"pay_mcp: cannot build the payment: {exc}") from exc
+        pr, requirement, payload, authorization = await self._current_terms(args, quote, ctx)
         # The wallet recomputes the fingerprint of exactly this payload (verdict-void if
         # the seller's terms changed since the quote).
         signed = await asyncio.to_thread(
@@ -216,6 +200,33 @@ class PayMcpTool(Tool):
                 f"ledger row {signed.ledger_id} stays 'signed' until `nib audit reconcile`."
             ) from exc
         return self._observation(args, result, cost=quote.amount, settlement=receipt)
+
+    async def _current_terms(
+        self, args: PayMcpArgs, quote: Quote, ctx: ToolContext
+    ) -> tuple[AnyPaymentRequired, AnyRequirement, AuthorizationTypedData, dict[str, str]]:
+        """The tool's terms asked again, as the payload to sign with the quoted nonce and
+        window; a payment that cannot be built fails here, before anything is signed."""
+        required = _payment_required(await _call(args))
+        if required is None:
+            raise ToolError(
+                f"pay_mcp: {args.tool} at {args.server} no longer asks for payment; nothing "
+                "was signed. Fix: propose the call again for a fresh quote."
+            )
+        pr = _x402_parse(required)
+        requirement = choose_requirement(pr, network_caip2=ctx.network.caip2, asset=usdc_address(ctx))
+        message = quote.payload["message"]
+        payload, authorization = build_authorization(
+            requirement,
+            payer=str(message["from"]),
+            chain_time=int(quote.meta["chain_time"]),
+            wall_time=int(quote.meta["wall_time"]),
+            nonce=bytes.fromhex(str(message["nonce"])[2:]),
+        )
+        try:
+            payment_payload(requirement, pr, authorization, _PLACEHOLDER_SIGNATURE)
+        except ValueError as exc:
+            raise X402ProtocolError(f"pay_mcp: cannot build the payment: {exc}") from exc
+        return pr, requirement, payload, authorization
 
     # -- observation -------------------------------------------------------------
 

@@ -126,12 +126,40 @@ def parse_payment_required(response: httpx.Response) -> AnyPaymentRequired:
     Raises :class:`X402ProtocolError` naming what is malformed (status, base64, JSON,
     version, schema field, empty ``accepts``).
     """
-    where = f"402 from {_url(response)}"
     if response.status_code != 402:
         raise X402ProtocolError(
             f"expected HTTP 402 Payment Required from {_url(response)}, got "
             f"{response.status_code}; only a 402 carries payment requirements."
         )
+    source, data = _payment_required_json(response)
+    if not isinstance(data, dict):
+        raise X402ProtocolError(
+            f"{source} is a JSON {type(data).__name__}; expected a PaymentRequired object."
+        )
+    version = data.get("x402Version")
+    if version is None:
+        raise X402ProtocolError(
+            f"{source} lacks x402Version; expected 1 or 2. The seller may not speak x402."
+        )
+    if isinstance(version, bool) or version not in (1, 2):
+        raise X402ProtocolError(f"{source} has x402Version {version!r}; expected 1 or 2.")
+    try:
+        parsed = _x402_parse_payment_required(data)
+    except ValidationError as exc:
+        raise X402ProtocolError(
+            f"{source} does not match the x402 v{version} PaymentRequired schema: "
+            f"{_validation_summary(exc)}."
+        ) from exc
+    if not parsed.accepts:
+        raise X402ProtocolError(
+            f"{source} offers no payment requirements (accepts is empty); expected at least one."
+        )
+    return parsed
+
+
+def _payment_required_json(response: httpx.Response) -> tuple[str, object]:
+    """(where it was read, the decoded JSON) of a 402: the v2 header, else the v1 body."""
+    where = f"402 from {_url(response)}"
     header = response.headers.get(PAYMENT_REQUIRED_HEADER)
     if header is not None:
         source = f"{PAYMENT_REQUIRED_HEADER} header of the {where}"
@@ -159,29 +187,7 @@ def parse_payment_required(response: httpx.Response) -> AnyPaymentRequired:
                 f"JSON; expected an x402 v2 {PAYMENT_REQUIRED_HEADER} header or a v1 JSON body "
                 "with x402Version 1. The seller may not speak x402."
             ) from exc
-    if not isinstance(data, dict):
-        raise X402ProtocolError(
-            f"{source} is a JSON {type(data).__name__}; expected a PaymentRequired object."
-        )
-    version = data.get("x402Version")
-    if version is None:
-        raise X402ProtocolError(
-            f"{source} lacks x402Version; expected 1 or 2. The seller may not speak x402."
-        )
-    if isinstance(version, bool) or version not in (1, 2):
-        raise X402ProtocolError(f"{source} has x402Version {version!r}; expected 1 or 2.")
-    try:
-        parsed = _x402_parse_payment_required(data)
-    except ValidationError as exc:
-        raise X402ProtocolError(
-            f"{source} does not match the x402 v{version} PaymentRequired schema: "
-            f"{_validation_summary(exc)}."
-        ) from exc
-    if not parsed.accepts:
-        raise X402ProtocolError(
-            f"{source} offers no payment requirements (accepts is empty); expected at least one."
-        )
-    return parsed
+    return source, data
 
 
 def parse_payment_response(response: httpx.Response) -> SettlementReceipt:
@@ -323,34 +329,13 @@ def build_authorization(
     """
     chain_id = requirement_chain_id(requirement)
     amount = requirement_amount(requirement)
-    extra = requirement.extra or {}
-    name, version = extra.get("name"), extra.get("version")
-    if not isinstance(name, str) or not name or not isinstance(version, str) or not version:
-        raise X402ProtocolError(
-            f"requirement extra lacks the token's EIP-712 domain (name={name!r}, "
-            f"version={version!r}); expected extra.name and extra.version, e.g. 'USDC' and '2'."
-        )
+    name, version = _token_domain(requirement)
     asset = _address("asset", requirement.asset)
     pay_to = _address("payTo", requirement.pay_to)
-    if requirement.max_timeout_seconds <= 0:
-        raise X402ProtocolError(
-            f"requirement maxTimeoutSeconds is {requirement.max_timeout_seconds}; expected a "
-            "positive number of seconds."
-        )
-    if validity_s is not None and validity_s <= 0:
-        raise ValueError(f"validity_s must be a positive number of seconds; got {validity_s}.")
-    if isinstance(chain_time, bool) or not isinstance(chain_time, int) or chain_time <= 0:
-        raise ValueError(
-            f"chain_time must be the chain's block timestamp (int); got {chain_time!r}."
-        )
+    valid_after, valid_before = _validity_window(requirement, chain_time, wall_time, validity_s)
     nonce = os.urandom(32) if nonce is None else nonce
     if not isinstance(nonce, bytes | bytearray) or len(nonce) != 32:
         raise ValueError("nonce must be exactly 32 bytes (default: os.urandom(32)).")
-    early = chain_time if wall_time is None else min(chain_time, wall_time)
-    late = chain_time if wall_time is None else max(chain_time, wall_time)
-    valid_after = max(0, early - VALID_AFTER_SLACK_S)
-    cap = MAX_VALIDITY_S if validity_s is None else validity_s
-    valid_before = late + min(requirement.max_timeout_seconds, cap)
     typed_data = eip3009_typed_data(
         name=name,
         version=version,
@@ -375,6 +360,40 @@ def build_authorization(
         )
     ).to_dict()["authorization"]
     return typed_data, wire
+
+
+def _token_domain(requirement: AnyRequirement) -> tuple[str, str]:
+    """The token's EIP-712 (name, version) the seller declares in ``extra``."""
+    extra = requirement.extra or {}
+    name, version = extra.get("name"), extra.get("version")
+    if not isinstance(name, str) or not name or not isinstance(version, str) or not version:
+        raise X402ProtocolError(
+            f"requirement extra lacks the token's EIP-712 domain (name={name!r}, "
+            f"version={version!r}); expected extra.name and extra.version, e.g. 'USDC' and '2'."
+        )
+    return name, version
+
+
+def _validity_window(
+    requirement: AnyRequirement, chain_time: int, wall_time: int | None, validity_s: int | None
+) -> tuple[int, int]:
+    """(validAfter, validBefore) covering the chain's clock and, when given, the wall
+    clock, as :func:`build_authorization` describes."""
+    if requirement.max_timeout_seconds <= 0:
+        raise X402ProtocolError(
+            f"requirement maxTimeoutSeconds is {requirement.max_timeout_seconds}; expected a "
+            "positive number of seconds."
+        )
+    if validity_s is not None and validity_s <= 0:
+        raise ValueError(f"validity_s must be a positive number of seconds; got {validity_s}.")
+    if isinstance(chain_time, bool) or not isinstance(chain_time, int) or chain_time <= 0:
+        raise ValueError(
+            f"chain_time must be the chain's block timestamp (int); got {chain_time!r}."
+        )
+    early = chain_time if wall_time is None else min(chain_time, wall_time)
+    late = chain_time if wall_time is None else max(chain_time, wall_time)
+    cap = MAX_VALIDITY_S if validity_s is None else validity_s
+    return max(0, early - VALID_AFTER_SLACK_S), late + min(requirement.max_timeout_seconds, cap)
 
 
 # ----------------------------------------------------------------------------- encode
