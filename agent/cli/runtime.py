@@ -33,7 +33,11 @@ from chain.devkeys import JUDGE, dev_account
 from chain.networks import Network, custom_network, get_network
 
 if TYPE_CHECKING:
+    from agent.cli.services import ServicesInfo
     from judge.jev import Judge
+    from judge.service import JudgeClient
+    from wallet.keystore import KeyHandle
+    from wallet.service import WalletClient
     from wallet.signer import Wallet
 
 JUDGE_KEY_FILE = "judge-key.json"
@@ -269,7 +273,7 @@ def spend_reader(wallet: Any) -> Callable[[str], dict[str, Any]]:
     return spend
 
 
-def running_services(home: Path) -> Any:
+def running_services(home: Path) -> ServicesInfo | None:
     """The judge and wallet services recorded in ``home`` (see agent.cli.services.running)."""
     from agent.cli.services import running
 
@@ -306,18 +310,11 @@ def build_runtime(
     """Wire a runtime. On the devnet, bring it up first unless one is given or running."""
     from agent.models.factory import model_from_config
     from agent.tools.registry_default import default_registry
-    from wallet.keystore import DEVNET_PASSPHRASE, Keystore, default_keystore_path
     from wallet.meter import SpendMeter
     from wallet.signer import Wallet
 
     settings = settings or load_settings()
-    home = settings.home
-    if settings.network == "anvil" and devnet_info is None:
-        devnet_info = _devnet.status(home)
-        if (devnet_info is None or not devnet_info.running) and start_devnet:
-            devnet_info = _devnet.up(home)
-        if devnet_info is not None and devnet_info.running and not (devnet_info.paywall_url and devnet_info.market) and start_devnet:
-            devnet_info = _devnet.up(home)
+    devnet_info = _devnet_for(settings, devnet_info, start_devnet)
     network = resolve_network(settings, devnet_info)
     chain = ChainClient(network.rpc_url, network.chain_id)
     if network.usdc is None:
@@ -325,19 +322,14 @@ def build_runtime(
             f"network {network.name} has no USDC address; expected one. Fix: set NIB_USDC_ADDRESS."
         )
     if network.is_devnet and devnet_info is not None:
-        ensure_devnet_wallet(devnet_info, home)
+        ensure_devnet_wallet(devnet_info, settings.home)
     paywall = paywall_for(paywall_url, settings, devnet_info)
     registry = default_registry(paywall_url=paywall)
     chosen = model or model_from_config(settings)
     store = RunStore(settings.database)
-    services = running_services(home)
+    services = running_services(settings.home)
     if services is not None:
-        from judge.service import JudgeClient
-        from wallet.service import WalletClient
-
-        remote_judge = JudgeClient(services.judge_url, trusted_judge=services.judge_address,
-                                   token=services.agent_token)
-        remote_wallet = WalletClient(services.wallet_socket)
+        remote_wallet, remote_judge = _service_clients(services)
         _same_database(settings, remote_wallet)
         return Runtime(settings, network, chain, store, remote_wallet, remote_judge,  # type: ignore[arg-type]
                        registry, chosen, paywall, devnet_info,
@@ -349,7 +341,54 @@ def build_runtime(
             "the limits). Fix: `nib services up` (the in-process composition is for tests "
             "and benchmarks: NIB_IN_PROCESS=1)."
         )
-    ks = Keystore(default_keystore_path(home))
+    key = _unlocked_key(settings, network)
+    judge = build_judge(settings, network)
+    wallet = Wallet(
+        key,
+        db_path=settings.database,
+        meter=SpendMeter(settings.database, chain, treasury_cap=settings.treasury_cap_usdc),
+        chain=chain,
+        usdc=network.usdc,
+        trusted_judge=judge.address,
+        recheck=judge.recheck,
+        emit=audit_into(store),
+        eth_price_usdc=settings.eth_price_usdc,
+    )
+    return Runtime(settings, network, chain, store, wallet, judge, registry, chosen, paywall, devnet_info,
+                   extras={"composition": "in-process judge and wallet (devnet; tests and benchmarks)"})
+
+
+def _service_clients(services: ServicesInfo) -> tuple[WalletClient, JudgeClient]:
+    """Clients of the running wallet and judge services (the agent's token)."""
+    from judge.service import JudgeClient
+    from wallet.service import WalletClient
+
+    judge = JudgeClient(
+        services.judge_url, trusted_judge=services.judge_address, token=services.agent_token
+    )
+    return WalletClient(services.wallet_socket), judge
+
+
+def _devnet_for(
+    settings: NibSettings, devnet_info: _devnet.DevnetInfo | None, start_devnet: bool
+) -> _devnet.DevnetInfo | None:
+    """The devnet a run on ``anvil`` uses: the one given, else the running one, brought up
+    (with its paywall and market) when ``start_devnet`` allows."""
+    if settings.network != "anvil" or devnet_info is not None:
+        return devnet_info
+    info = _devnet.status(settings.home)
+    if (info is None or not info.running) and start_devnet:
+        info = _devnet.up(settings.home)
+    if info is not None and info.running and not (info.paywall_url and info.market) and start_devnet:
+        info = _devnet.up(settings.home)
+    return info
+
+
+def _unlocked_key(settings: NibSettings, network: Network) -> KeyHandle:
+    """The wallet's key for an in-process wallet (devnet, tests, benchmarks), unlocked."""
+    from wallet.keystore import DEVNET_PASSPHRASE, Keystore, default_keystore_path
+
+    ks = Keystore(default_keystore_path(settings.home))
     if not ks.exists():
         raise AgentConfigError(
             f"no wallet keystore at {ks.path}; expected one for network {network.name}. Fix: "
@@ -359,19 +398,4 @@ def build_runtime(
     # lets `make run` work on a fresh machine. Real networks always need the variable.
     given = settings.wallet_password.get_secret_value() if settings.wallet_password else None
     secret = given or (DEVNET_PASSPHRASE if network.is_devnet else None)
-    key = ks.unlock(secret, chain_id=network.chain_id)
-    judge = build_judge(settings, network)
-    trusted = judge.address
-    wallet = Wallet(
-        key,
-        db_path=settings.database,
-        meter=SpendMeter(settings.database, chain, treasury_cap=settings.treasury_cap_usdc),
-        chain=chain,
-        usdc=network.usdc,
-        trusted_judge=trusted,
-        recheck=judge.recheck,
-        emit=audit_into(store),
-        eth_price_usdc=settings.eth_price_usdc,
-    )
-    return Runtime(settings, network, chain, store, wallet, judge, registry, chosen, paywall, devnet_info,
-                   extras={"composition": "in-process judge and wallet (devnet; tests and benchmarks)"})
+    return ks.unlock(secret, chain_id=network.chain_id)
