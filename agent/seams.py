@@ -16,10 +16,17 @@ from judge.records import Standing
 from judge.verdict import Verdict
 from wallet.ledger import SpendRow
 from wallet.meter import Reservation, RunSpend
-from wallet.nonces import NonceManager
+from wallet.recovery import RunRecovery
 from wallet.signed import SentTx, SignedTx, SignedTypedData
 
-__all__ = ["AgentJudge", "AgentWallet", "ChainReader", "SpendView"]
+__all__ = [
+    "AgentJudge",
+    "AgentWallet",
+    "ChainReader",
+    "NonceView",
+    "RuntimeWallet",
+    "SpendView",
+]
 
 
 class ChainReader(Protocol):
@@ -53,7 +60,22 @@ class SpendView(Protocol):
 
     def usage(self, run_id: str) -> RunSpend: ...
 
-    def keep_signed(self, res: Reservation | str, note: str) -> SpendRow: ...
+    def keep_signed(self, res: Reservation | str, note: str) -> object: ...
+
+
+class NonceView(Protocol):
+    """The wallet's transaction numbers as the transfer tool pins them: one handed out
+    for a quote, claimed back on resume, confirmed once used, released when not."""
+
+    def allocate(self) -> int: ...
+
+    def resync(self) -> int: ...
+
+    def claim(self, n: int) -> bool: ...
+
+    def confirm(self, n: int) -> None: ...
+
+    def release(self, n: int) -> None: ...
 
 
 class AgentWallet(Protocol):
@@ -67,7 +89,7 @@ class AgentWallet(Protocol):
     def meter(self) -> SpendView: ...
 
     @property
-    def nonces(self) -> NonceManager: ...
+    def nonces(self) -> NonceView: ...
 
     @property
     def clock(self) -> Callable[[], float]: ...
@@ -99,3 +121,14 @@ class AgentWallet(Protocol):
     def spend_row(self, spend_id: str) -> SpendRow: ...
 
     def fail(self, signed: SignedTypedData | SignedTx, note: str) -> None: ...
+
+
+class RuntimeWallet(AgentWallet, Protocol):
+    """The wallet as the composition root holds it (in-process ``wallet.Wallet`` or the
+    service's ``wallet.WalletClient``): the paid tools' view, its USDC, and closing the
+    spend of a run whose process died."""
+
+    @property
+    def usdc(self) -> str: ...
+
+    def recover_run(self, run_id: str, holder: str, why: str) -> RunRecovery: ...

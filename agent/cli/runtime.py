@@ -24,7 +24,7 @@ from agent.errors import AgentConfigError
 from agent.loop.limits import Limits
 from agent.loop.run import Deps
 from agent.models.base import Model
-from agent.seams import AgentJudge
+from agent.seams import AgentJudge, RuntimeWallet
 from agent.store import RunStore
 from agent.tools.base import ToolRegistry
 from chain import devnet as _devnet
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from judge.service import JudgeClient
     from wallet.keystore import KeyHandle
     from wallet.service import WalletClient
-    from wallet.signer import Wallet
 
 JUDGE_KEY_FILE = "judge-key.json"
 
@@ -51,7 +50,7 @@ class Runtime:
     network: Network
     chain: ChainClient
     store: RunStore
-    wallet: Wallet
+    wallet: RuntimeWallet
     judge: AgentJudge
     registry: ToolRegistry
     model: Model
@@ -331,7 +330,7 @@ def build_runtime(
     if services is not None:
         remote_wallet, remote_judge = _service_clients(services)
         _same_database(settings, remote_wallet)
-        return Runtime(settings, network, chain, store, remote_wallet, remote_judge,  # type: ignore[arg-type]
+        return Runtime(settings, network, chain, store, remote_wallet, remote_judge,
                        registry, chosen, paywall, devnet_info,
                        extras={"composition": "services: " + services.describe()})
     if not network.is_devnet and not os.environ.get("NIB_IN_PROCESS"):

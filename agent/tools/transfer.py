@@ -29,9 +29,8 @@ from judge.terms import TRANSFER_SELECTOR
 if TYPE_CHECKING:
     from web3 import Web3
 
-    from agent.seams import AgentWallet
+    from agent.seams import AgentWallet, NonceView
     from judge.verdict import Verdict
-    from wallet.nonces import NonceManager
 
 __all__ = [
     "GAS_HEADROOM",
@@ -202,7 +201,7 @@ async def _check_payable(ctx: ToolContext, usdc: str, sender: str, args: Transfe
 
 
 def _pin(
-    w3: Web3, nonces: NonceManager, sender: str, usdc: str, data: str
+    w3: Web3, nonces: NonceView, sender: str, usdc: str, data: str
 ) -> tuple[int, int, int, int]:
     """The transaction's gas estimate, fees and nonce, read from the node (in a thread).
 
