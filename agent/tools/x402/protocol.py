@@ -348,18 +348,21 @@ def build_authorization(
         valid_before=valid_before,
         nonce=bytes(nonce),
     )
-    message = typed_data["message"]
-    wire = ExactEIP3009Payload(
-        authorization=ExactEIP3009Authorization(
-            from_address=message["from"],
-            to=message["to"],
-            value=str(message["value"]),
-            valid_after=str(message["validAfter"]),
-            valid_before=str(message["validBefore"]),
-            nonce=message["nonce"],
-        )
-    ).to_dict()["authorization"]
-    return typed_data, wire
+    wire = ExactEIP3009Payload(authorization=_wire_authorization(typed_data["message"]))
+    return typed_data, wire.to_dict()["authorization"]
+
+
+def _wire_authorization(fields: Mapping[str, object]) -> ExactEIP3009Authorization:
+    """x402's wire form (decimal strings) of an EIP-3009 authorization's fields: the
+    typed data's message, or the authorization as :func:`build_authorization` returned it."""
+    return ExactEIP3009Authorization(
+        from_address=str(fields["from"]),
+        to=str(fields["to"]),
+        value=str(fields["value"]),
+        valid_after=str(fields["validAfter"]),
+        valid_before=str(fields["validBefore"]),
+        nonce=str(fields["nonce"]),
+    )
 
 
 def _token_domain(requirement: AnyRequirement) -> tuple[str, str]:
@@ -431,15 +434,7 @@ def payment_payload(
             f"payTo {requirement.pay_to!r}; rebuild the authorization."
         )
     inner = ExactEIP3009Payload(
-        authorization=ExactEIP3009Authorization(
-            from_address=authorization["from"],
-            to=authorization["to"],
-            value=str(authorization["value"]),
-            valid_after=str(authorization["validAfter"]),
-            valid_before=str(authorization["validBefore"]),
-            nonce=authorization["nonce"],
-        ),
-        signature=_signature_hex(signature),
+        authorization=_wire_authorization(authorization), signature=_signature_hex(signature)
     ).to_dict()
     if isinstance(pr, PaymentRequired) and isinstance(requirement, PaymentRequirements):
         extensions = copy.deepcopy(pr.extensions) if pr.extensions else None
