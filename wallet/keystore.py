@@ -19,6 +19,7 @@ from eth_account import Account
 from eth_account.datastructures import SignedMessage, SignedTransaction
 from eth_account.signers.local import LocalAccount
 from eth_account.types import TransactionDictType
+from eth_typing import Hash32
 from web3 import Web3
 
 from chain.devkeys import AGENT, DEVNET_CHAIN_ID, dev_account, is_dev_address
@@ -106,8 +107,13 @@ class KeyHandle:
         check_dev_key(self._address, chain_id)
 
     # Called only by wallet.signer, after every verdict check has passed.
-    def _unsafe_sign_typed_data(self, full_message: dict[str, object]) -> SignedMessage:
-        return self.__account.sign_typed_data(full_message=full_message)
+    def _unsafe_sign_digest(self, digest: bytes) -> SignedMessage:
+        """Sign a 32-byte EIP-712 digest the signer recomputed from the exact payload (the
+        signature eth-account's sign_typed_data gives that payload, without encoding and
+        hashing it a second time)."""
+        if len(digest) != 32:
+            raise ValueError(f"found a {len(digest)}-byte digest; expected 32 bytes")
+        return self.__account.unsafe_sign_hash(Hash32(digest))
 
     def _unsafe_sign_transaction(self, tx: dict[str, object]) -> SignedTransaction:
         # The signer's checks (terms, fingerprint, verdict) have read every field of tx.

@@ -180,8 +180,11 @@ class Wallet:
         assert verdict is not None  # _authorize refuses None
         # The row is already 'signed' with this nonce and validBefore (one durable write
         # before the signature exists): reconciliation can find the authorization on chain.
+        # _authorize proved typed_data_fingerprint(exact), the EIP-712 digest of the exact
+        # payload, equal to the approved fingerprint: that digest is what is signed.
+        digest = bytes.fromhex((verdict.payload_fingerprint or "").removeprefix("0x"))
         signed = self._sign_checked(
-            lambda: self._key._unsafe_sign_typed_data(exact),
+            lambda: self._key._unsafe_sign_digest(digest),
             res,
             verdict,
             run_id,

@@ -174,6 +174,18 @@ def test_key_order_does_not_void_a_verdict(
     assert signed.value == DIME
 
 
+def test_the_signature_is_eth_accounts_signature_of_the_typed_data(
+    chain: Any, wallet: Wallet, judge_signer: VerdictSigner
+) -> None:
+    # The wallet signs the EIP-712 digest its checks recomputed; that must be exactly the
+    # signature eth-account gives the payload itself (what the token verifies).
+    payload = quote(chain)
+    verdict = approve(judge_signer, payload)
+    signed = wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+    expected = dev_account(AGENT).sign_typed_data(full_message=payload)
+    assert signed.signature == "0x" + bytes(expected.signature).hex()
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [("amount", DIME + 1), ("recipient", OUTSIDER_ADDRESS), ("chain_id", 1)],
