@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 import httpx
 
@@ -20,6 +20,7 @@ from agent.models.base import ModelRequest, ToolCall, Usage
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "Connection",
     "HttpModel",
     "bad_shape",
     "decode",
@@ -291,36 +292,43 @@ def reported_usage(
     return estimated_usage(request, text, calls)
 
 
+class Connection(TypedDict, total=False):
+    """How an HTTP model is reached: the keyword arguments of both providers."""
+
+    model: Required[str]
+    base_url: str
+    api_key: str | None
+    #: The variable the key came from (named in auth errors, never the key itself).
+    key_env: str
+    #: A local endpoint (picks the default profile, local-guarded).
+    local: bool
+    timeout: httpx.Timeout | float
+    #: Replaces the HTTP transport (tests replay recorded responses).
+    transport: httpx.AsyncBaseTransport | None
+    temperature: float | None
+
+
 class HttpModel:
     """What both HTTP providers hold: the model, where it runs (``local`` picks the default
     profile), the API key in a private attribute that no repr or error shows (``key_env``
     names its variable), and one POST whose failures are typed. Each provider adds its
-    wire format (``_headers``, the payload, the reply)."""
+    wire format (``_headers``, the payload, the reply) and its defaults."""
 
     #: The name prefix: ``openai:gpt-4o-mini``, ``anthropic:claude-...``.
     provider = ""
+    default_base_url = ""
+    default_key_env = ""
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        base_url: str,
-        api_key: str | None,
-        key_env: str,
-        local: bool,
-        timeout: httpx.Timeout | float,
-        transport: httpx.AsyncBaseTransport | None,
-        temperature: float | None,
-    ) -> None:
-        self.model = model
-        self.base_url = base_url.rstrip("/")
-        self.name = f"{self.provider}:{model}"
-        self.local = local
-        self.key_env = key_env
-        self._api_key = api_key or None
-        self._timeout = timeout
-        self._transport = transport
-        self._temperature = temperature
+    def __init__(self, **connection: Unpack[Connection]) -> None:
+        self.model = connection["model"]
+        self.base_url = connection.get("base_url", self.default_base_url).rstrip("/")
+        self.name = f"{self.provider}:{self.model}"
+        self.local = connection.get("local", False)
+        self.key_env = connection.get("key_env", self.default_key_env)
+        self._api_key = connection.get("api_key") or None
+        self._timeout = connection.get("timeout", DEFAULT_TIMEOUT)
+        self._transport = connection.get("transport")
+        self._temperature = connection.get("temperature")
 
     def _headers(self) -> dict[str, str]:
         raise NotImplementedError

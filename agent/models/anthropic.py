@@ -14,10 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
-
 from agent.models import _http
-from agent.models.base import Message, ModelReply, ModelRequest, ToolCall
+from agent.models.base import Message, ModelReply, ModelRequest, ToolCall, ToolProtocol
 from agent.models.openai_compat import JSON_PURPOSES
 
 __all__ = ["ANTHROPIC_BASE_URL", "ANTHROPIC_VERSION", "AnthropicModel"]
@@ -30,30 +28,9 @@ class AnthropicModel(_http.HttpModel):
     """A Claude model over the messages API. The key never appears in ``repr`` or errors."""
 
     provider = "anthropic"
-
-    def __init__(
-        self,
-        *,
-        model: str,
-        base_url: str = ANTHROPIC_BASE_URL,
-        api_key: str | None = None,
-        key_env: str = "NIB_ANTHROPIC_API_KEY",
-        local: bool = False,
-        timeout: httpx.Timeout | float = _http.DEFAULT_TIMEOUT,
-        transport: httpx.AsyncBaseTransport | None = None,
-        temperature: float | None = None,
-    ) -> None:
-        super().__init__(
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            key_env=key_env,
-            local=local,
-            timeout=timeout,
-            transport=transport,
-            temperature=temperature,
-        )
-        self.tool_protocol = "native"
+    default_base_url = ANTHROPIC_BASE_URL
+    default_key_env = "NIB_ANTHROPIC_API_KEY"
+    tool_protocol: ToolProtocol = "native"
 
     def __repr__(self) -> str:
         return (

@@ -17,7 +17,7 @@ import httpx
 from pydantic import SecretStr
 
 from agent.errors import AgentConfigError
-from agent.models._http import DEFAULT_TIMEOUT
+from agent.models._http import DEFAULT_TIMEOUT, Connection
 from agent.models.anthropic import ANTHROPIC_BASE_URL, AnthropicModel
 from agent.models.base import Model, ToolProtocol
 from agent.models.offline import OfflinePlanner
@@ -271,30 +271,22 @@ def model_from_config(
     if settings.provider == "offline":
         return OfflinePlanner()
     assert settings.model is not None and settings.base_url is not None
-    local = is_local_url(settings.base_url)
     if timeout is None:
         timeout = (
             DEFAULT_TIMEOUT
             if settings.timeout_s is None
             else httpx.Timeout(settings.timeout_s, connect=min(10.0, settings.timeout_s))
         )
+    connection: Connection = {
+        "model": settings.model,
+        "base_url": settings.base_url,
+        "api_key": settings.api_key,
+        "local": is_local_url(settings.base_url),
+        "timeout": timeout,
+        "transport": transport,
+    }
+    if settings.key_env is not None:  # else the provider's own variable is named
+        connection["key_env"] = settings.key_env
     if settings.provider == "anthropic":
-        return AnthropicModel(
-            model=settings.model,
-            base_url=settings.base_url,
-            api_key=settings.api_key,
-            key_env=settings.key_env or "NIB_ANTHROPIC_API_KEY",
-            local=local,
-            timeout=timeout,
-            transport=transport,
-        )
-    return OpenAICompatModel(
-        model=settings.model,
-        base_url=settings.base_url,
-        api_key=settings.api_key,
-        key_env=settings.key_env or "NIB_OPENAI_API_KEY",
-        local=local,
-        timeout=timeout,
-        transport=transport,
-        tool_protocol=settings.tool_protocol,
-    )
+        return AnthropicModel(**connection)
+    return OpenAICompatModel(tool_protocol=settings.tool_protocol, **connection)

@@ -19,7 +19,7 @@ reply without a call is the model stopping.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Unpack
 
 import httpx
 
@@ -55,31 +55,17 @@ class OpenAICompatModel(_http.HttpModel):
     """
 
     provider = "openai"
+    default_base_url = OPENAI_BASE_URL
+    default_key_env = "NIB_OPENAI_API_KEY"
 
     def __init__(
         self,
         *,
-        model: str,
-        base_url: str = OPENAI_BASE_URL,
-        api_key: str | None = None,
-        key_env: str = "NIB_OPENAI_API_KEY",
-        local: bool = False,
-        timeout: httpx.Timeout | float = _http.DEFAULT_TIMEOUT,
-        transport: httpx.AsyncBaseTransport | None = None,
-        temperature: float | None = None,
         json_mode: bool = True,
         tool_protocol: ToolProtocol = "native",
+        **connection: Unpack[_http.Connection],
     ) -> None:
-        super().__init__(
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            key_env=key_env,
-            local=local,
-            timeout=timeout,
-            transport=transport,
-            temperature=temperature,
-        )
+        super().__init__(**connection)
         self.tool_protocol: ToolProtocol = tool_protocol
         self._format = 0 if json_mode else len(_FORMATS) - 1
         self._tokens_field = "max_tokens"
