@@ -8,7 +8,10 @@ entry is named. ``nib audit verify`` prints the result; reconcile runs it too.
 
 Limit: deleting the newest journal entries *together with* their rows leaves a shorter
 chain that still verifies; the head (``entries``, ``head``) is printed so it can be
-compared with a copy kept elsewhere.
+compared with a copy kept elsewhere. What such a cut could hide is caught outside the
+file: a settled payment's Transfer is on chain with no row (reconcile is not clean), and
+its verdict stays consumed in the judge's record (no replay)
+(``tests/wallet/test_wallet_reconcile.py::test_cutting_the_newest_rows_...``).
 """
 
 from __future__ import annotations

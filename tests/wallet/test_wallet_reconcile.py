@@ -481,3 +481,43 @@ def test_a_settled_row_must_name_a_verdict_the_judge_issued_and_consumed(
         db_path, client, chain.usdc, AGENT_ADDRESS, start, verdict_standing=records.standing
     )
     assert report.unbacked == () and report.clean, report.to_dict()
+
+
+def test_cutting_the_newest_rows_with_their_journal_is_caught_outside_the_file(
+    chain: Any, wallet: Wallet, client: ChainClient, judge_signer: VerdictSigner, db_path: Any
+) -> None:
+    """The journal's stated limit: deleting the newest rows *together with* their journal
+    entries leaves a shorter chain that verifies. What that hides is caught by what the
+    file cannot rewrite: the chain (the settled payment's Transfer has no row: reconcile
+    is not clean) and the judge's record (the verdict stays consumed there: no replay)."""
+    import sqlite3
+
+    from judge.records import VerdictRecords
+    from wallet._store import JOURNAL
+    from wallet.errors import VerdictReplayed
+    from wallet.journal import verify_ledger
+
+    start = chain.w3.eth.block_number + 1
+    records = VerdictRecords(db_path.parent / "judge.db")  # the judge's own store
+    payload = quote(chain)
+    verdict = approve(judge_signer, payload)
+    records.issued(verdict, subject="pay_http")
+    wallet.recheck = records.consume  # the judge's pre-signing re-check
+    marker = int(sqlite3.connect(str(db_path)).execute(f"SELECT COALESCE(MAX(seq), 0) FROM {JOURNAL}").fetchone()[0])
+    signed = wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+    tx = submit_authorization(chain, signed)
+    wallet.settle(signed, tx)
+
+    conn = sqlite3.connect(str(db_path))  # cut the tail: the row, its verdict, their entries
+    conn.execute("DELETE FROM wallet_spends WHERE id = ?", (signed.ledger_id,))
+    conn.execute("DELETE FROM wallet_used_verdicts WHERE verdict_id = ?", (verdict.id,))
+    conn.execute(f"DELETE FROM {JOURNAL} WHERE seq > ?", (marker,))
+    conn.commit()
+    conn.close()
+
+    assert verify_ledger(db_path).ok  # the file alone cannot tell
+    report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
+    assert not report.clean and [u.tx_hash for u in report.unmatched_onchain] == [tx.lower()]
+    assert records.standing(verdict.id, verdict.payload_fingerprint) == "consumed"
+    with pytest.raises(VerdictReplayed):
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
