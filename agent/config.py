@@ -112,6 +112,10 @@ class NibSettings(BaseSettings):
     network: str = "anvil"
     rpc_url: str | None = None
     usdc_address: str | None = None
+    #: The token's EIP-712 domain, when pinned (NIB_USDC_NAME, NIB_USDC_VERSION): a token
+    #: reporting another is refused before anything is signed. Unset: the token's own.
+    usdc_name: str | None = None
+    usdc_version: str | None = None
     #: An x402 paywall to use instead of the devnet's (NIB_PAYWALL_URL); it is allowlisted.
     paywall_url: str | None = None
     judge_url: str | None = None

@@ -371,7 +371,7 @@ def _start_services(home: Path, info: DevnetInfo, *, paywall: bool, market: bool
             starting.append(
                 _spawn(home, "facilitator", "chain.paywall.facilitator_service", *chain_args, port=port)
             )
-        common = ("--facilitator-url", info.facilitator_url, "--usdc", info.usdc)
+        common = ("--facilitator-url", info.facilitator_url, "--usdc", info.usdc, *chain_args)
         starting += [
             _spawn(home, s.name, "chain.paywall.market", "--seller", s.name, *common) for s in MARKET
         ]

@@ -67,6 +67,10 @@ class TransactionReverted(ChainError):
         )
 
 
+class TokenDomainMismatch(ChainError):
+    """The configured network pins a USDC EIP-712 domain the token itself does not report."""
+
+
 class UnknownNetwork(ChainError):
     """A network name that is not registered."""
 

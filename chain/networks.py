@@ -23,9 +23,25 @@ class Network:
     chain_id: int
     rpc_url: str
     usdc: str | None
-    usdc_name: str = "USDC"
-    usdc_version: str = "2"
+    #: The token's EIP-712 domain when configuration pins it (base-sepolia: the x402
+    #: package's table; NIB_USDC_NAME / NIB_USDC_VERSION); None: the token's own
+    #: name()/version(), read from the chain (``chain.usdc.token_domain``).
+    usdc_name: str | None = None
+    usdc_version: str | None = None
     decimals: int = 6
+
+    @property
+    def domain(self) -> tuple[str, str] | None:
+        """The pinned ``(name, version)`` the token must report, or None when not pinned."""
+        if self.usdc_name is None and self.usdc_version is None:
+            return None
+        if not self.usdc_name or not self.usdc_version:
+            raise UnknownNetwork(
+                f"network {self.name} pins half a USDC EIP-712 domain (name={self.usdc_name!r}, "
+                f"version={self.usdc_version!r}); expected both or neither. Fix: set both "
+                "NIB_USDC_NAME and NIB_USDC_VERSION, or neither."
+            )
+        return self.usdc_name, self.usdc_version
 
     @property
     def caip2(self) -> str:
@@ -62,8 +78,16 @@ def _registry() -> dict[str, Network]:
 NETWORKS: dict[str, Network] = _registry()
 
 
-def get_network(name: str, *, rpc_url: str | None = None, usdc: str | None = None) -> Network:
-    """Look up a network by name (or CAIP-2 id), optionally overriding its RPC URL and token."""
+def get_network(
+    name: str,
+    *,
+    rpc_url: str | None = None,
+    usdc: str | None = None,
+    usdc_name: str | None = None,
+    usdc_version: str | None = None,
+) -> Network:
+    """Look up a network by name (or CAIP-2 id), optionally overriding its RPC URL, its
+    token, and the token's EIP-712 domain (another token drops the table's pinned one)."""
     net = NETWORKS.get(name) or next((n for n in NETWORKS.values() if n.caip2 == name), None)
     if net is None:
         known = ", ".join(sorted(NETWORKS))
@@ -73,11 +97,22 @@ def get_network(name: str, *, rpc_url: str | None = None, usdc: str | None = Non
         )
     if rpc_url:
         net = net.with_(rpc_url=rpc_url)
-    if usdc:
-        net = net.with_(usdc=usdc)
+    if usdc and (net.usdc or "").lower() != usdc.lower():
+        net = net.with_(usdc=usdc, usdc_name=None, usdc_version=None)
+    if usdc_name is not None or usdc_version is not None:
+        net = net.with_(usdc_name=usdc_name, usdc_version=usdc_version)
     return net
 
 
-def custom_network(name: str, chain_id: int, rpc_url: str, usdc: str) -> Network:
-    """A user-configured network: any RPC and token address."""
-    return Network(name, chain_id, rpc_url, usdc)
+def custom_network(
+    name: str,
+    chain_id: int,
+    rpc_url: str,
+    usdc: str,
+    *,
+    usdc_name: str | None = None,
+    usdc_version: str | None = None,
+) -> Network:
+    """A user-configured network: any RPC and token address (and, when pinned, the
+    token's EIP-712 domain)."""
+    return Network(name, chain_id, rpc_url, usdc, usdc_name=usdc_name, usdc_version=usdc_version)

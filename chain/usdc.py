@@ -32,12 +32,19 @@ from web3.exceptions import (
 )
 
 from chain.client import raw_rpc
-from chain.errors import ChainError, DevnetError, RpcError, RpcUnreachable
+from chain.errors import (
+    ChainError,
+    DevnetError,
+    RpcError,
+    RpcUnreachable,
+    TokenDomainMismatch,
+)
 
 #: The committed build output of contracts/src/TestUSDC.sol (see contracts/build.mjs).
 ARTIFACT_PATH = Path(__file__).resolve().parent.parent / "contracts" / "out" / "TestUSDC.json"
 
-#: EIP-712 domain of Circle's USDC (FiatToken v2) and of TestUSDC.
+#: TestUSDC's EIP-712 domain (its contract's constants; Circle's USDC on Base and most
+#: testnets says the same). Anything that pays reads the token's own: ``token_domain``.
 USDC_NAME = "USDC"
 USDC_VERSION = "2"
 
@@ -391,17 +398,29 @@ def _bytes32_hex(nonce: bytes) -> str:
     return "0x" + bytes(nonce).hex()
 
 
-def token_domain(w3: Web3, token: str) -> tuple[str, str]:
-    """The token's own EIP-712 domain ``(name, version)``, read from its contract.
+def token_domain(
+    w3: Web3, token: str, *, expected: tuple[str, str] | None = None
+) -> tuple[str, str]:
+    """The token's own EIP-712 domain ``(name, version)``, read from its contract: the one
+    home of the domain every seller advertises and every buyer signs under.
 
-    Sellers must advertise exactly this in a requirement's ``extra``: an authorization
-    signed under another name or version (Circle's mainnet FiatTokenV2_2 is named
-    "USD Coin", TestUSDC "USDC") is rejected by the token, so every payment would fail.
+    An authorization signed under another name or version (Circle's mainnet FiatTokenV2_2
+    is named "USD Coin", TestUSDC "USDC") is rejected by the token, so every payment would
+    fail. ``expected``: the domain the configured network pins (``Network.domain``); a
+    token reporting another raises :class:`TokenDomainMismatch` naming both and the fix.
     """
     contract = usdc_contract(w3, token)
-    name = _rpc(w3, "name", contract.functions.name().call)
-    version = _rpc(w3, "version", contract.functions.version().call)
-    return str(name), str(version)
+    name = str(_rpc(w3, "name", contract.functions.name().call))
+    version = str(_rpc(w3, "version", contract.functions.version().call))
+    if expected is not None and (name, version) != tuple(expected):
+        raise TokenDomainMismatch(
+            f"the configured network pins the USDC EIP-712 domain (name={expected[0]!r}, "
+            f"version={expected[1]!r}), but the token at {token} reports (name={name!r}, "
+            f"version={version!r}); an authorization signed for one is rejected by the other, "
+            "so nothing was signed. Fix: correct NIB_USDC_NAME / NIB_USDC_VERSION (or unset "
+            "them to use the token's own), or point NIB_USDC_ADDRESS at the intended token."
+        )
+    return name, version
 
 
 # ------------------------------------------------------------------ settlement proofs

@@ -81,12 +81,14 @@ def running_market(rpc_url: str, usdc: str) -> Iterator[dict[str, str]]:
     from chain.paywall.market import MARKET, create_seller_app, register_with
     from chain.paywall.mcp_seller import create_mcp_app, register_mcp
     from chain.paywall.serve import AppServer
+    from chain.usdc import token_domain
 
+    domain = token_domain(ChainClient(rpc_url, 31337).w3, usdc)
     with contextlib.ExitStack() as stack:
         fac = stack.enter_context(AppServer(create_facilitator_app(rpc_url), name="facilitator"))
         urls = {"facilitator": fac.url}
         for seller in MARKET:
-            app = create_seller_app(seller, fac.url, usdc)
+            app = create_seller_app(seller, fac.url, usdc, domain=domain)
             srv = stack.enter_context(AppServer(app, name=seller.name))
             register_with(fac.url, seller, srv.url)
             urls[seller.name] = srv.url
@@ -94,7 +96,7 @@ def running_market(rpc_url: str, usdc: str) -> Iterator[dict[str, str]]:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         base = f"http://127.0.0.1:{port}"
-        mcp_app = create_mcp_app(base, fac.url, usdc)
+        mcp_app = create_mcp_app(base, fac.url, usdc, domain=domain)
         stack.enter_context(AppServer(mcp_app, port=port, name="mcp"))
         register_mcp(fac.url, base)
         urls["mcp"] = base

@@ -280,13 +280,14 @@ def running_services(home: Path) -> ServicesInfo | None:
 
 
 def resolve_network(settings: NibSettings, devnet_info: _devnet.DevnetInfo | None) -> Network:
+    domain = {"usdc_name": settings.usdc_name, "usdc_version": settings.usdc_version}
     if settings.network == "anvil":
         if devnet_info is None:
             raise AgentConfigError(
                 "network 'anvil' needs the local devnet and none is running; expected "
                 "`nib devnet up` first. Fix: run `nib devnet up`, or set NIB_NETWORK."
             )
-        return get_network("anvil", rpc_url=devnet_info.rpc_url, usdc=devnet_info.usdc)
+        return get_network("anvil", rpc_url=devnet_info.rpc_url, usdc=devnet_info.usdc, **domain)
     if settings.network.startswith("custom") or settings.network.isdigit():
         if not (settings.rpc_url and settings.usdc_address):
             raise AgentConfigError(
@@ -294,8 +295,8 @@ def resolve_network(settings: NibSettings, devnet_info: _devnet.DevnetInfo | Non
                 "expected both for a custom network. Fix: set them."
             )
         chain_id = int(settings.network) if settings.network.isdigit() else ChainClient(settings.rpc_url).chain_id()
-        return custom_network(settings.network, chain_id, settings.rpc_url, settings.usdc_address)
-    return get_network(settings.network, rpc_url=settings.rpc_url, usdc=settings.usdc_address)
+        return custom_network(settings.network, chain_id, settings.rpc_url, settings.usdc_address, **domain)
+    return get_network(settings.network, rpc_url=settings.rpc_url, usdc=settings.usdc_address, **domain)
 
 
 def build_runtime(

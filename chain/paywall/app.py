@@ -51,7 +51,7 @@ from chain.paywall.datasets import (
 )
 from chain.paywall.facilitator import DevnetFacilitatorSigner, InProcessFacilitator
 from chain.paywall.serve import AppServer, serve_forever
-from chain.usdc import USDC_NAME, USDC_VERSION, token_domain
+from chain.usdc import token_domain
 
 __all__ = [
     "DEFAULT_PRICES",
@@ -184,7 +184,7 @@ class PaywallState:
         asset: str,
         pay_to: str,
         prices: Mapping[str, int],
-        domain: tuple[str, str] = (USDC_NAME, USDC_VERSION),
+        domain: tuple[str, str],
     ) -> None:
         unknown = sorted(set(prices) - set(DEFAULT_PRICES))
         if unknown:

@@ -41,15 +41,16 @@ from x402.http.middleware.fastapi import payment_middleware
 from x402.mechanisms.evm.exact import ExactEvmServerScheme
 from x402.schemas import AssetAmount
 
+from chain.client import ChainClient
 from chain.devkeys import DEVNET_CHAIN_ID, dev_account
-from chain.errors import DevnetError
+from chain.errors import ChainError, DevnetError
 from chain.paywall.datasets import tokens
 from chain.paywall.serve import AppServer, serve_forever, service_parser, wait_for_service
+from chain.usdc import token_domain
 
 __all__ = ["MARKET", "MarketSeller", "Offer", "create_seller_app", "main", "seller_named"]
 
 #: EIP-712 domain of TestUSDC, which x402's exact scheme needs for a non-default asset.
-_TOKEN_EXTRA = {"name": "USDC", "version": "2"}
 _MAX_TIMEOUT_S = 300
 _REGISTER_TIMEOUT_S = 10.0
 
@@ -154,13 +155,19 @@ def seller_named(name: str) -> MarketSeller:
     )
 
 
-def _route_config(offer: Offer, seller: MarketSeller, usdc: str, network: str) -> RouteConfig:
+def _route_config(
+    offer: Offer, seller: MarketSeller, usdc: str, network: str, domain: tuple[str, str]
+) -> RouteConfig:
     post = offer.method == "POST"
     return RouteConfig(
         accepts=PaymentOption(
             scheme="exact",
             pay_to=seller.pay_to,
-            price=AssetAmount(amount=str(offer.price), asset=usdc, extra=dict(_TOKEN_EXTRA)),
+            price=AssetAmount(
+                amount=str(offer.price),
+                asset=usdc,
+                extra={"name": domain[0], "version": domain[1]},
+            ),
             network=network,
             max_timeout_seconds=_MAX_TIMEOUT_S,
         ),
@@ -197,17 +204,23 @@ def _sheet(seller: MarketSeller, symbol: Any) -> dict[str, Any]:
 
 
 def create_seller_app(
-    seller: MarketSeller, facilitator_url: str, usdc: str, *, chain_id: int = DEVNET_CHAIN_ID
+    seller: MarketSeller,
+    facilitator_url: str,
+    usdc: str,
+    *,
+    domain: tuple[str, str],
+    chain_id: int = DEVNET_CHAIN_ID,
 ) -> FastAPI:
     """The seller's ASGI app: x402 middleware over its offers, settling through the
-    facilitator service at ``facilitator_url``. Raises DevnetError on rejected routes."""
+    facilitator service at ``facilitator_url``, advertising the token's EIP-712 ``domain``
+    (``chain.usdc.token_domain``). Raises DevnetError on rejected routes."""
     network = f"eip155:{chain_id}"
     server = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=facilitator_url)))
     server.register(network, ExactEvmServerScheme())  # type: ignore[arg-type]
     # x402 2.25's annotations name a base these extensions implement structurally.
     server.register_extension(bazaar_resource_server_extension)  # type: ignore[arg-type]
     server.register_extension(payment_identifier_resource_server_extension)  # type: ignore[arg-type]
-    routes = {o.route: _route_config(o, seller, usdc, network) for o in seller.offers}
+    routes = {o.route: _route_config(o, seller, usdc, network, domain) for o in seller.offers}
     try:  # the middleware's own startup check calls os._exit on a bad route
         x402HTTPResourceServer(server, routes).initialize()
     except RouteConfigurationError as exc:
@@ -254,14 +267,18 @@ def register_with(facilitator_url: str, seller: MarketSeller, base_url: str) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m chain.paywall.market --seller NAME --facilitator-url URL --usdc ADDR``."""
+    """``python -m chain.paywall.market --seller NAME --facilitator-url URL --usdc ADDR
+    --rpc-url URL``."""
     parser = service_parser("chain.paywall.market", market=True)
     parser.add_argument("--seller", required=True, choices=[s.name for s in MARKET])
     args = parser.parse_args(argv)
     seller = seller_named(args.seller)
     try:
         wait_for_service(args.facilitator_url.rstrip("/") + "/supported")
-        app = create_seller_app(seller, args.facilitator_url, args.usdc, chain_id=args.chain_id)
+        domain = token_domain(ChainClient(args.rpc_url, args.chain_id).w3, args.usdc)
+        app = create_seller_app(
+            seller, args.facilitator_url, args.usdc, domain=domain, chain_id=args.chain_id
+        )
         serve_forever(
             AppServer(app, args.host, args.port, name=f"seller {seller.name}"),
             url_file=args.url_file,
@@ -269,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"listed: {register_with(args.facilitator_url, seller, url)}", flush=True
             ),
         )
-    except (DevnetError, httpx.HTTPError) as exc:
+    except (ChainError, httpx.HTTPError) as exc:
         print(f"seller {seller.name}: {exc}", file=sys.stderr)
         return 1
     return 0

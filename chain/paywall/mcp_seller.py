@@ -25,10 +25,12 @@ from x402.mcp import create_payment_wrapper
 from x402.mechanisms.evm.exact import ExactEvmServerScheme
 from x402.schemas import AssetAmount, ResourceConfig, ResourceInfo
 
+from chain.client import ChainClient
 from chain.devkeys import DEVNET_CHAIN_ID, dev_account
-from chain.errors import DevnetError
+from chain.errors import ChainError
 from chain.paywall.datasets import tokens
 from chain.paywall.serve import AppServer, serve_forever, service_parser, wait_for_service
+from chain.usdc import token_domain
 
 __all__ = [
     "MCP_PAY_TO_INDEX",
@@ -52,9 +54,15 @@ _INPUT_SCHEMA = {
 
 
 def create_mcp_app(
-    base_url: str, facilitator_url: str, usdc: str, *, chain_id: int = DEVNET_CHAIN_ID
+    base_url: str,
+    facilitator_url: str,
+    usdc: str,
+    *,
+    domain: tuple[str, str],
+    chain_id: int = DEVNET_CHAIN_ID,
 ) -> Any:
-    """The SSE ASGI app of the paid MCP server reachable at ``base_url``."""
+    """The SSE ASGI app of the paid MCP server reachable at ``base_url``, advertising the
+    token's EIP-712 ``domain`` (``chain.usdc.token_domain``)."""
     network = f"eip155:{chain_id}"
     rs = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=facilitator_url)))
     rs.register(network, ExactEvmServerScheme())  # type: ignore[arg-type]
@@ -65,7 +73,9 @@ def create_mcp_app(
             network=network,
             pay_to=dev_account(MCP_PAY_TO_INDEX).address,
             price=AssetAmount(
-                amount=str(MCP_TOOL_PRICE), asset=usdc, extra={"name": "USDC", "version": "2"}
+                amount=str(MCP_TOOL_PRICE),
+                asset=usdc,
+                extra={"name": domain[0], "version": domain[1]},
             ),
             max_timeout_seconds=300,
         )
@@ -123,20 +133,21 @@ def _free_port(host: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m chain.paywall.mcp_seller --facilitator-url URL --usdc ADDR``."""
+    """``python -m chain.paywall.mcp_seller --facilitator-url URL --usdc ADDR --rpc-url URL``."""
     args = service_parser("chain.paywall.mcp_seller", market=True).parse_args(argv)
     # The tool's resource URL names the server, so the port is fixed before serving.
     port = args.port or _free_port(args.host)
     base = f"http://{args.host}:{port}"
     try:
         wait_for_service(args.facilitator_url.rstrip("/") + "/supported")
-        app = create_mcp_app(base, args.facilitator_url, args.usdc, chain_id=args.chain_id)
+        domain = token_domain(ChainClient(args.rpc_url, args.chain_id).w3, args.usdc)
+        app = create_mcp_app(base, args.facilitator_url, args.usdc, domain=domain, chain_id=args.chain_id)
         serve_forever(
             AppServer(app, args.host, port, name="paid MCP server"),
             url_file=args.url_file,
             on_ready=lambda url: print(f"listed: {register_mcp(args.facilitator_url, url)}"),
         )
-    except (DevnetError, httpx.HTTPError, ValueError) as exc:
+    except (ChainError, httpx.HTTPError, ValueError) as exc:
         print(f"paid MCP server: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -124,7 +124,8 @@ def wait_for_service(url: str, timeout_s: float = 30.0) -> None:
 def service_parser(module: str, *, market: bool) -> argparse.ArgumentParser:
     """The command line every devnet service shares (``python -m module``): where to bind,
     where to write the bound URL, the chain id, and for the market's sellers the
-    facilitator service to settle through and the USDC they sell for."""
+    facilitator service to settle through, the USDC they sell for and the RPC its
+    EIP-712 domain is read from (``chain.usdc.token_domain``)."""
     parser = argparse.ArgumentParser(prog=f"python -m {module}")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
@@ -133,4 +134,7 @@ def service_parser(module: str, *, market: bool) -> argparse.ArgumentParser:
     if market:
         parser.add_argument("--facilitator-url", required=True)
         parser.add_argument("--usdc", required=True, help="TestUSDC address on that chain")
+        parser.add_argument(
+            "--rpc-url", required=True, help="the chain's RPC: the token's EIP-712 domain is read there"
+        )
     return parser

@@ -43,7 +43,7 @@ from chain.devkeys import DEPLOYER, dev_account
 # The paywall's facilitator adapters (fresh nonces after evm_revert, blocking settlement
 # in a worker thread), reused so both sellers settle exactly the same way.
 from chain.paywall.facilitator import DevnetFacilitatorSigner, InProcessFacilitator
-from chain.usdc import mint, usdc_contract
+from chain.usdc import mint, token_domain, usdc_contract
 from tests._support import serve  # noqa: F401 - re-exported for the adversarial tests
 
 PaidMode = Literal[
@@ -135,14 +135,15 @@ class AdversarialSeller:
         self.w3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": 30}))
         self._last_402: str | None = None
         self._lock = threading.Lock()
+        #: What the seller advertises: the token's own EIP-712 domain, read from the chain.
+        self.domain = token_domain(self.w3, self.usdc)
         self.app = self._build()
 
     # ------------------------------------------------------------------ app
 
     def _price(self, _ctx: HTTPRequestContext) -> AssetAmount:
-        return AssetAmount(
-            amount=str(self.price), asset=self.usdc, extra={"name": "USDC", "version": "2"}
-        )
+        name, version = self.domain
+        return AssetAmount(amount=str(self.price), asset=self.usdc, extra={"name": name, "version": version})
 
     def _pay_to(self, _ctx: HTTPRequestContext) -> str:
         return self.pay_to

@@ -70,7 +70,14 @@ def test_rpc_error_carries_code(anvil):
 def test_network_registry():
     net = get_network("base-sepolia")
     assert net.chain_id == 84532 and net.caip2 == "eip155:84532"
-    assert net.usdc_name == "USDC" and net.usdc_version == "2"
+    assert net.usdc_name == "USDC" and net.usdc_version == "2" and net.domain == ("USDC", "2")
+    # Another token drops the table's pinned domain (the token's own is read instead);
+    # configuration pins one explicitly.
+    assert get_network("base-sepolia", usdc="0x" + "11" * 20).domain is None
+    assert get_network("anvil", usdc_name="USD Coin", usdc_version="2").domain == ("USD Coin", "2")
+    assert get_network("anvil").domain is None
+    with pytest.raises(Exception, match="half a USDC EIP-712 domain"):
+        _ = get_network("anvil", usdc_name="USD Coin").domain
     assert get_network("eip155:31337").name == "anvil"
     assert get_network("anvil", rpc_url="http://x").rpc_url == "http://x"
     with pytest.raises(Exception, match="not registered"):

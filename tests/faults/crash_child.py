@@ -17,7 +17,7 @@ from pathlib import Path
 def main(rpc_url: str, usdc: str, db: str, out_dir: str) -> None:
     from chain.client import ChainClient
     from chain.devkeys import AGENT, JUDGE, SELLER, dev_account
-    from chain.usdc import eip3009_typed_data
+    from chain.usdc import USDC_NAME, USDC_VERSION, eip3009_typed_data
     from judge.calibration import BetaCalibrator
     from judge.fingerprint import call_fingerprint, typed_data_fingerprint
     from judge.jev import Judge, PaidCallRequest
@@ -35,7 +35,7 @@ def main(rpc_url: str, usdc: str, db: str, out_dir: str) -> None:
     now = client.block_timestamp("latest")
     nonce = os.urandom(32)
     typed = eip3009_typed_data(
-        name="USDC", version="2", chain_id=31337, verifying_contract=usdc,
+        name=USDC_NAME, version=USDC_VERSION, chain_id=31337, verifying_contract=usdc,
         sender=wallet.address, recipient=dev_account(SELLER).address, value=100_000,
         valid_after=now - 600, valid_before=now + 300, nonce=nonce,
     )

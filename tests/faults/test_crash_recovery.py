@@ -17,7 +17,7 @@ import pytest
 from fault_support import AGENT_ADDR, SELLER_ADDR, Agent, build_agent, poll, relay_authorization
 
 from agent.models.scripted import ScriptedModel
-from chain.usdc import eip3009_typed_data, usdc_contract
+from chain.usdc import USDC_NAME, USDC_VERSION, eip3009_typed_data, usdc_contract
 from judge.verdict import Verdict
 from wallet.errors import VerdictReplayed
 from wallet.ledger import Ledger
@@ -62,7 +62,7 @@ def restart(db: Path, chain: Any) -> Agent:
 def retry_same_purchase(agent: Agent, chain: Any, intent: dict[str, Any]) -> None:
     """Sign the same purchase again under its verdict: the wallet refuses (single use)."""
     typed = eip3009_typed_data(
-        name="USDC", version="2", chain_id=31337, verifying_contract=chain.usdc,
+        name=USDC_NAME, version=USDC_VERSION, chain_id=31337, verifying_contract=chain.usdc,
         sender=AGENT_ADDR, recipient=SELLER_ADDR, value=PRICE,
         valid_after=intent["valid_after"], valid_before=intent["valid_before"],
         nonce=bytes.fromhex(intent["nonce"][2:]),

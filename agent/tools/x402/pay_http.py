@@ -357,7 +357,6 @@ class PayHttpTool(Tool):
         requirement = choose_requirement(
             pr, network_caip2=ctx.network.caip2, asset=usdc, max_amount=args.max_price
         )
-        await _check_token_domain(requirement, usdc, ctx)
         if isinstance(clock, BaseException):
             raise clock
         declared = getattr(getattr(pr, "resource", None), "description", None)
@@ -959,24 +958,3 @@ async def _sign_when_free(
     )
 
 
-_DOMAINS: dict[tuple[int, str], tuple[str, str]] = {}
-
-
-async def _check_token_domain(requirement: AnyRequirement, usdc: str, ctx: ToolContext) -> None:
-    """Refuse (before anything is signed) a requirement whose EIP-712 domain is not the
-    token's own: the token would reject the signature, so every payment would fail."""
-    key = (ctx.network.chain_id, usdc.lower())
-    if key not in _DOMAINS:
-        from chain.usdc import token_domain
-
-        _DOMAINS[key] = await asyncio.to_thread(token_domain, ctx.chain.w3, usdc)
-    name, version = _DOMAINS[key]
-    extra = requirement.extra or {}
-    if (extra.get("name"), extra.get("version")) != (name, version):
-        raise X402ProtocolError(
-            f"pay_http: the seller advertises the EIP-712 domain (name={extra.get('name')!r}, "
-            f"version={extra.get('version')!r}) for {usdc}, but the token itself reports "
-            f"(name={name!r}, version={version!r}); a signature for the advertised domain "
-            "would be rejected by the token. Nothing was signed. Fix: the seller must "
-            "advertise the token's own name() and version()."
-        )

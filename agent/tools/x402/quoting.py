@@ -14,13 +14,20 @@ from agent.tools.base import Observation, Quote, ToolContext
 from agent.tools.chain_reads import format_usdc, usdc_address
 from agent.tools.x402.protocol import (
     AnyRequirement,
+    X402ProtocolError,
     build_authorization,
     requirement_amount,
     requirement_chain_id,
 )
 from judge.fingerprint import typed_data_fingerprint
 
-__all__ = ["FREE_FINGERPRINT", "authorization_quote", "chain_clock", "free_quote"]
+__all__ = [
+    "FREE_FINGERPRINT",
+    "authorization_quote",
+    "chain_clock",
+    "check_token_domain",
+    "free_quote",
+]
 
 #: Placeholder fingerprint of a free quote: there is no payload to sign.
 FREE_FINGERPRINT = "0x" + "0" * 64
@@ -47,6 +54,7 @@ async def authorization_quote(
             f"{tool}: no wallet is configured for this run; expected an unlocked wallet to "
             "pay from. Fix: `nib wallet new` (or `nib devnet up` on the devnet)."
         )
+    await check_token_domain(tool, requirement, ctx)
     if chain_time is None:
         chain_time = await chain_clock(ctx)
     wall_time = int(time.time())
@@ -72,6 +80,34 @@ async def authorization_quote(
             "display": f"{format_usdc(amount)} to {requirement.pay_to} for {what}",
         },
     )
+
+
+_DOMAINS: dict[tuple[int, str, tuple[str, str] | None], tuple[str, str]] = {}
+
+
+async def check_token_domain(tool: str, requirement: AnyRequirement, ctx: ToolContext) -> None:
+    """Refuse (before anything is signed) a requirement whose EIP-712 domain is not the
+    token's own (read from the chain, and equal to the network's pinned one when
+    configuration pins it): the token would reject the signature, so every payment would
+    fail while its authorization stayed live."""
+    from chain.usdc import token_domain
+
+    usdc = str(requirement.asset)
+    key = (ctx.network.chain_id, usdc.lower(), ctx.network.domain)
+    if key not in _DOMAINS:
+        _DOMAINS[key] = await asyncio.to_thread(
+            token_domain, ctx.chain.w3, usdc, expected=ctx.network.domain
+        )
+    name, version = _DOMAINS[key]
+    extra = requirement.extra or {}
+    if (extra.get("name"), extra.get("version")) != (name, version):
+        raise X402ProtocolError(
+            f"{tool}: the seller advertises the EIP-712 domain (name={extra.get('name')!r}, "
+            f"version={extra.get('version')!r}) for {usdc}, but the token itself reports "
+            f"(name={name!r}, version={version!r}); a signature for the advertised domain "
+            "would be rejected by the token. Nothing was signed. Fix: the seller must "
+            "advertise the token's own name() and version()."
+        )
 
 
 async def chain_clock(ctx: ToolContext) -> int:

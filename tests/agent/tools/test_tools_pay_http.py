@@ -27,6 +27,7 @@ from agent.tools.x402.pay_http import (
 from agent.tools.x402.protocol import RequirementRefused, X402ProtocolError
 from chain.client import ChainClient
 from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account
+from chain.errors import TokenDomainMismatch
 from chain.paywall.app import DEFAULT_PRICES, ENDPOINTS, PaywallServer
 from judge.verdict import VerdictSigner
 from wallet.errors import VerdictVoid
@@ -151,6 +152,46 @@ def test_buys_from_the_local_paywall_and_settles_the_ledger(
     report = reconcile(wallet.meter.store, wallet.chain, chain.usdc, AGENT_ADDR, head + 1)
     assert report.clean and [m.ledger_id for m in report.matched] == [rows[0].id]
     assert obs.summary.startswith("paid 0.05 USDC for gas_stats")
+
+
+@pytest.mark.parametrize(
+    ("pinned", "pays"),
+    [((None, None), True), (("USDC", "2"), True), (("USD Coin", "2"), False)],
+    ids=["read-from-the-token", "pinned-right", "pinned-wrong"],
+)
+def test_the_configured_networks_token_domain_is_the_one_signed_under(
+    chain: Any,
+    make_ctx: Callable[..., ToolContext],
+    paywall: PaywallServer,
+    judge_signer: VerdictSigner,
+    wallet: Wallet,
+    pinned: tuple[str | None, str | None],
+    pays: bool,
+) -> None:
+    """The network's usdc_name/usdc_version (NIB_USDC_NAME/NIB_USDC_VERSION) pin the
+    domain: the token reporting it pays and settles under it; a token reporting another
+    is refused before anything is signed, naming both and the fix."""
+    from chain.networks import get_network
+
+    network = get_network("anvil", rpc_url=chain.rpc_url, usdc=chain.usdc,
+                          usdc_name=pinned[0], usdc_version=pinned[1])
+    ctx = make_ctx(wallet=wallet, allowlist=(paywall.url,), network=network)
+    tool = PayHttpTool(paywall.url)
+    url = paywall.url + "/analytics/gas?blocks=3"
+    before = usdc_balance(chain, SELLER_ADDR)
+    if not pays:
+        with pytest.raises(TokenDomainMismatch) as refused:
+            quote_of(tool, url, ctx)
+        assert "pins the USDC EIP-712 domain (name='USD Coin', version='2')" in str(refused.value)
+        assert "reports (name='USDC', version='2')" in str(refused.value)
+        assert "Fix: correct NIB_USDC_NAME" in str(refused.value)
+        assert Ledger(wallet.meter.store).rows() == [] and usdc_balance(chain, SELLER_ADDR) == before
+        return
+    quote = quote_of(tool, url, ctx)
+    assert (quote.payload["domain"]["name"], quote.payload["domain"]["version"]) == ("USDC", "2")
+    obs = run(tool.execute(quote, approve(judge_signer, quote), ctx))
+    assert obs.ok and usdc_balance(chain, SELLER_ADDR) == before + GAS_PRICE
+    assert [r.status for r in Ledger(wallet.meter.store).rows()] == ["settled"]
 
 
 def test_interoperates_with_a_plain_x402_fastapi_seller(
