@@ -62,6 +62,8 @@ EVENT_TYPES: dict[str, str] = {
     "selfmodel": "the fresh self-model of a turn",
     "checklist": "the checklist extracted for the run (fallback=task when extraction failed)",
     "checklist.invalid": "a checklist reply that did not validate (and whether it was the retry)",
+    "checklist.drift": "the checklist, asked again at a re-plan, asked for other facts (added, "
+    "dropped, drifts so far): counted toward the churn stop",
     "model.call": "one model request: purpose, tokens in/out, estimated, provider stop reason",
     "model.protocol": "how tools travel to the model: native tool calling or the JSON fallback",
     "model.count.error": "exact pre-send token counting failed; the estimate was used",

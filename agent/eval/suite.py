@@ -269,16 +269,20 @@ def churn_stats(tasks: list[TaskOutcome], threshold: int) -> dict[str, Any]:
 
 
 def churn_streak(events: list[dict[str, Any]]) -> int:
-    """The longest run of consecutive steps that called a tool and covered nothing."""
-    called = {int(e["data"].get("step", 0)) for e in events if e["type"] == "tool.call"}
-    covering = {int(e["data"].get("step", 0)) for e in events if e["type"] == "coverage"}
+    """The churn signal's peak, as the loop counts it: since the last step that covered an
+    item, the steps that called a tool and covered nothing plus the checklist drifts."""
+
+    def steps(kind: str) -> set[int]:
+        return {int(e["data"].get("step", 0)) for e in events if e["type"] == kind}
+
+    called, covering, drifted = steps("tool.call"), steps("coverage"), steps("checklist.drift")
     best = streak = 0
-    for step in range(1, max(called | {0}) + 1):
-        if step in called and step not in covering:
-            streak += 1
-            best = max(best, streak)
-        elif step in called:
+    for step in range(1, max(called | drifted | {0}) + 1):
+        if step in covering:
             streak = 0
+            continue
+        streak += (step in called) + (step in drifted)
+        best = max(best, streak)
     return best
 
 

@@ -49,6 +49,10 @@ _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _WORD = re.compile(r"[a-z0-9]+")
 
 
+#: Parameters of derived items that name other items by id (positional, so not identity).
+_ID_REFS = frozenset({"of", "if"})
+
+
 def words(text: str) -> set[str]:
     """Lower-case alphanumeric words of ``text`` (for similarity and lessons)."""
     return set(_WORD.findall(text.lower()))
@@ -216,6 +220,19 @@ class Checklist:
 
     def as_dicts(self) -> list[dict[str, Any]]:
         return [i.as_dict() for i in self.items]
+
+    def wants(self) -> frozenset[tuple[str, ...]]:
+        """What the checklist asks for, order and wording aside: each item's kind and the
+        parameters that pin its value (references to other items' ids left out), or the
+        words of an item without a kind. Two checklists asking for the same facts agree."""
+        out: set[tuple[str, ...]] = set()
+        for item in self.items:
+            if item.kind is None:
+                out.add(("text", *sorted(words(item.text))))
+                continue
+            pins = sorted(f"{k}={str(v).lower()}" for k, v in item.params.items() if k not in _ID_REFS)
+            out.add((item.kind, *pins))
+        return frozenset(out)
 
     @classmethod
     def from_dicts(cls, rows: list[dict[str, Any]]) -> Checklist:

@@ -27,10 +27,11 @@ __all__ = [
 ]
 
 
-def churn(steps: int, limits: Limits) -> StopReason | None:
-    """The wrong-path signal: ``churn_steps`` steps in a row called tools or spent without
-    covering one more checklist item (real calls, so the inactivity guards miss it)."""
-    return "churn" if limits.churn_steps and steps >= limits.churn_steps else None
+def churn(signal: int, limits: Limits) -> StopReason | None:
+    """The wrong-path signal reached ``churn_steps``: since the last newly covered
+    checklist item, the steps that called tools or spent (real calls, so the inactivity
+    guards miss them) plus the times the checklist, asked again, changed (drift)."""
+    return "churn" if limits.churn_steps and signal >= limits.churn_steps else None
 
 
 def observation_similarity(a: str, b: str) -> float:
@@ -105,6 +106,8 @@ def describe(
     failed_proposals: int = 0,
     skips: int = 0,
     last_tool: str = "?",
+    churn_steps: int = 0,
+    drifts: int = 0,
 ) -> str:
     """The human line for a detector stop: the limit and the observed value."""
     lim = limits
@@ -120,5 +123,8 @@ def describe(
         "streak-exhausted": f"{last_tool} succeeded {lim.streak_length} times in a row "
         f"(streak_length={lim.streak_length})",
         "churn": f"{lim.churn_steps} steps in a row called tools without covering a "
-        f"checklist item (churn_steps={lim.churn_steps})",
+        f"checklist item (churn_steps={lim.churn_steps})"
+        if not drifts
+        else f"no checklist item covered while {churn_steps} step(s) called tools and the "
+        f"checklist, asked again, changed {drifts} time(s) (churn_steps={lim.churn_steps})",
     }.get(reason, reason)

@@ -3,7 +3,8 @@ proposal (with its malformed-reply retries). Nothing here executes a call.
 
 The checklist is asked for as schema-enforced JSON with one minimal retry; when both
 replies fail, the task itself becomes the one item, so the run never goes on as if there
-were nothing to find. Proposals are native tool calls (the tools' schemas, plus
+were nothing to find. With the churn guard on, each re-plan asks for it again: a reply
+asking for other facts is checklist drift, counted toward the churn stop. Proposals are native tool calls (the tools' schemas, plus
 ``submit_answer`` and ``done``), or JSON text where the server has no tools; after a step,
 its calls and their results become the provider's tool-result messages of the next
 request (:meth:`Planner.answer_calls`).
@@ -51,34 +52,62 @@ class Planner:
         self.run = run
         self.model = model
 
-    async def extract_checklist(self) -> None:
-        """The run's checklist: schema-enforced JSON, one minimal retry, else the task."""
+    async def _ask_checklist(self, attempts: int) -> tuple[Checklist | None, str]:
+        """The model's checklist for the task (schema-enforced JSON, a minimal retry per
+        extra attempt), or None and the last parse error."""
         run, max_items = self.run, self.run.limits.checklist_max_items
         schema = checklist_schema(max_items)
         messages = checklist_messages(run.state.task, sorted(FACT_KINDS), max_items)
-        text = await self.model.ask("checklist", messages, run.model_context(), output=schema)
-        checklist: Checklist | None = None
-        errors: list[str] = []
-        for attempt in range(2):
+        error = ""
+        for attempt in range(attempts):
+            text = await self.model.ask("checklist", messages, run.model_context(), output=schema)
             try:
-                checklist = parse_checklist(text, max_items=max_items)
-                break
+                return parse_checklist(text, max_items=max_items), ""
             except ValueError as exc:
-                errors.append(str(exc))
-                run.emit("checklist.invalid", {"error": str(exc), "retry": attempt})
-            if attempt == 0:
-                retry = checklist_retry_messages(run.state.task, errors[-1], max_items)
-                text = await self.model.ask("checklist", retry, run.model_context(), output=schema)
+                error = str(exc)
+                run.emit("checklist.invalid", {"error": error, "retry": attempt})
+            messages = checklist_retry_messages(run.state.task, error, max_items)
+        return None, error
+
+    async def extract_checklist(self) -> None:
+        """The run's checklist: schema-enforced JSON, one minimal retry, else the task."""
+        run = self.run
+        checklist, error = await self._ask_checklist(attempts=2)
         if checklist is None:
             checklist = task_checklist(run.state.task)
             run.emit(
                 "checklist",
-                {"items": checklist.as_dicts(), "error": errors[-1], "fallback": "task"},
+                {"items": checklist.as_dicts(), "error": error, "fallback": "task"},
             )
         else:
             run.emit("checklist", {"items": checklist.as_dicts()})
         run.state.checklist = checklist.as_dicts()
         run.state.checklist_done = True
+
+    async def recheck_checklist(self) -> None:
+        """Checklist drift, half of the churn guard's wrong-path signal: ask for the
+        checklist again and count it when it asks for other facts than the run's.
+
+        The run keeps its checklist (a model cannot move the goalposts of what "finished"
+        means); a model whose idea of what the task needs keeps changing is going nowhere.
+        A reply that does not parse, or holds no items, is no reading (not counted)."""
+        run = self.run
+        again, _ = await self._ask_checklist(attempts=1)
+        if again is None or not again.items:
+            return
+        have, now = run.checklist.wants(), again.wants()
+        if have == now:
+            return
+        run.state.checklist_drifts += 1
+        run.emit(
+            "checklist.drift",
+            {
+                "step": run.state.step + 1,
+                "drifts": run.state.checklist_drifts,
+                "added": sorted(" ".join(w) for w in now - have),
+                "dropped": sorted(" ".join(w) for w in have - now),
+            },
+        )
 
     async def replan_if_due(self) -> None:
         run, step = self.run, self.run.state.step
@@ -96,6 +125,8 @@ class Planner:
         run.state.plan = one_line(text, 400)
         run.state.replanned_at = step
         run.emit("replan", {"step": step, "plan": run.state.plan})
+        if run.limits.churn_steps:  # the guard is on: its drift half re-reads the checklist
+            await self.recheck_checklist()
 
     async def propose(self, sm: SelfModel) -> Proposal | None:
         """The model's next proposal; None after its malformed replies used every retry."""

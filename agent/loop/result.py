@@ -90,8 +90,9 @@ STOP_REASONS: dict[str, str] = {
     "answered and why (partial)",
     "unbacked-answer": "a finish whose answer holds asserted lines, or with an empty checklist: "
     "no evidence backs it (partial)",
-    "churn": "steps in a row called tools or spent without covering a checklist item: the "
-    "wrong path (threshold from eval traces)",
+    "churn": "steps in a row called tools or spent without covering a checklist item, plus "
+    "re-read checklists that asked for other facts (drift): the wrong path (threshold from "
+    "eval traces)",
     "process-died": "the run's process died (killed, crashed, power lost) before it could "
     "return; a reader of the run store found it gone and closed the row (status died)",
 }

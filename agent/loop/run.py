@@ -70,6 +70,8 @@ def _detector_message(reason: str, limits: Limits, st: RunState, last_invalid: s
         failed_proposals=st.consecutive_failed_proposals,
         skips=st.consecutive_skips,
         last_tool=st.successful_tools[-1] if st.successful_tools else "?",
+        churn_steps=st.churn_steps,
+        drifts=st.checklist_drifts,
     )
     if reason == "failure-budget" and st.feedback:
         # The stop names why the calls failed (e.g. a seller the task names is not allowed).
@@ -174,7 +176,7 @@ class _Run:
             raise Stop("evidence-covered", "every checklist item is covered by evidence")
         covered, calls = len(run.checklist.covered), len(st.attempted)
         if covered > st.covered_seen:
-            st.churn_steps = 0
+            st.churn_steps = st.checklist_drifts = 0
         elif calls > st.calls_seen:  # the step called or spent and covered nothing
             st.churn_steps += 1
         st.covered_seen, st.calls_seen = covered, calls
@@ -184,7 +186,8 @@ class _Run:
             detectors.skip_loop(st.consecutive_skips, lim),
             detectors.no_novelty(st.signatures, lim),
             detectors.streak_exhausted(st.successful_tools, lim),
-            detectors.churn(st.churn_steps, lim),  # last: the specific reasons name more
+            # last: the specific reasons name more
+            detectors.churn(st.churn_steps + st.checklist_drifts, lim),
         ):
             if reason is not None:
                 raise Stop(reason, _detector_message(reason, lim, st, run.last_invalid))

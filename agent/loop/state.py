@@ -82,6 +82,8 @@ class RunState(BaseModel):
     consecutive_skips: int = 0
     #: Steps in a row that called a tool (or spent) and covered no checklist item.
     churn_steps: int = 0
+    #: Re-read checklists in a row that asked for other facts than the run's (drift).
+    checklist_drifts: int = 0
     covered_seen: int = 0
     calls_seen: int = 0
     consecutive_failed_proposals: int = 0

@@ -12,6 +12,7 @@ import pytest
 from _loop_support import BlockArgs, FactTool, FlakyTool, call, checklist, make_deps
 
 from agent.errors import ModelUnavailable
+from agent.eval.suite import churn_streak
 from agent.loop.limits import Limits
 from agent.loop.result import STOP_REASONS, AgentResult
 from agent.loop.run import run_task
@@ -532,3 +533,42 @@ def test_a_store_that_fails_at_the_start_or_the_close_still_returns_one_result(
     assert "OperationalError: database is locked" in r.message
     if broken == "stop":
         assert "The run row could not be closed" in r.message
+
+
+def test_a_run_whose_checklist_keeps_changing_stops_as_churn(tmp_path: Path) -> None:
+    """Checklist drift is half of the wrong-path signal: asked again at each re-plan, the
+    model asks for other facts each time, so the run stops sooner than its calls alone
+    would stop it, and the message names the drift."""
+    drifting = [checklist(("block count", "block_number")), checklist(("gas", "gas_price_gwei"))]
+    model = ScriptedModel(
+        {
+            "checklist": [checklist(("base fee gwei", "base_fee_gwei")), *drifting],
+            "propose": [call("block_info", block=n) for n in range(1, 6)],
+        }
+    )
+    deps = make_deps(tmp_path, model, [block_tool()], limits=Limits(churn_steps=3, replan_every=1))
+    r = asyncio.run(run_task("What is the base fee on the devnet?", deps))
+    assert (r.stop_reason, r.finished, r.steps) == ("churn", False, 2)
+    assert r.message == (
+        "no checklist item covered while 2 step(s) called tools and the checklist, asked "
+        "again, changed 1 time(s) (churn_steps=3)"
+    )
+    [drift] = [e["data"] for e in deps.store.events(r.run_id, "checklist.drift")]
+    assert (drift["step"], drift["added"], drift["dropped"]) == (2, ["block_number"], ["base_fee_gwei"])
+    assert churn_streak(deps.store.events(r.run_id)) == 3  # the eval counts it as the loop does
+
+
+def test_a_checklist_asked_again_in_other_words_is_not_drift(tmp_path: Path) -> None:
+    """The same facts in another order and wording: no drift, only the calls count."""
+    reworded = checklist(("the gas price", "gas_price_gwei"), ("fee per gas, base", "base_fee_gwei"))
+    r = run(
+        tmp_path,
+        {
+            "checklist": [FEE_AND_GAS, reworded, reworded],
+            "propose": [call("block_info", block=n) for n in range(1, 6)],
+        },
+        [block_tool()],
+        limits=Limits(churn_steps=3, replan_every=1),
+    )
+    assert (r.stop_reason, r.steps) == ("churn", 3)
+    assert r.message.startswith("3 steps in a row called tools without covering")
