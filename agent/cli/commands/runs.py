@@ -235,7 +235,8 @@ def runs_cmd(as_json: bool = typer.Option(False, "--json"), limit: int = typer.O
         task = queued.pop(row["run_id"], None)
         rows.append({
             "run_id": row["run_id"], "task": row.get("task"),
-            "status": task.status if task else row.get("status"),
+            # A dead process shows as died even while its queue lease has not run out.
+            "status": task.status if task and row.get("status") != "died" else row.get("status"),
             "worker": task.worker if task else None,
             "stop_reason": res.get("stop_reason") or row.get("stop_reason")
             or (task.stop_reason if task else None),
