@@ -403,21 +403,11 @@ def create_app(
 
     @app.get("/datasets/token/{symbol}")
     def token_sheet(symbol: str) -> dict[str, Any]:
-        sheet = tokens().get(symbol.upper())
-        if sheet is None:
-            raise HTTPException(
-                404, f"no fact sheet for token {symbol!r}; available: {sorted(tokens())}"
-            )
-        return _payload("token_factsheet", network, dict(sheet), _dataset_source("tokens"))
+        return _sheet("token_factsheet", "token", symbol, symbol.upper(), network, "tokens")
 
     @app.get("/datasets/protocol/{name}")
     def protocol_sheet(name: str) -> dict[str, Any]:
-        sheet = protocols().get(name.lower())
-        if sheet is None:
-            raise HTTPException(
-                404, f"no fact sheet for protocol {name!r}; available: {sorted(protocols())}"
-            )
-        return _payload("protocol_factsheet", network, dict(sheet), _dataset_source("protocols"))
+        return _sheet("protocol_factsheet", "protocol", name, name.lower(), network, "protocols")
 
     @app.get("/premium/report")
     def premium_report() -> dict[str, Any]:
@@ -459,6 +449,20 @@ def _route_config(ep: Endpoint, state: PaywallState) -> RouteConfig:
 
 def _payload(kind: FactKind, network: str, facts: dict[str, str], source: str) -> dict[str, Any]:
     return {"kind": kind, "network": network, "facts": facts, "source": source}
+
+
+def _sheet(
+    kind: FactKind, what: str, asked: str, key: str, network: str, dataset: str
+) -> dict[str, Any]:
+    """The fact sheet ``key`` of ``dataset`` (tokens or protocols) as a paid answer; 404
+    naming what is available when there is none."""
+    sheets = tokens() if dataset == "tokens" else protocols()
+    sheet = sheets.get(key)
+    if sheet is None:
+        raise HTTPException(
+            404, f"no fact sheet for {what} {asked!r}; available: {sorted(sheets)}"
+        )
+    return _payload(kind, network, dict(sheet), _dataset_source(dataset))
 
 
 def _dataset_source(name: str) -> str:
