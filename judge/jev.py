@@ -42,6 +42,7 @@ from judge.verdict import (
     VerdictSigner,
     verify_verdict,
 )
+from judge.wire import wire_list, wire_object
 
 Emit = Callable[[str, dict[str, object]], None]
 USDC_DECIMALS = 6
@@ -210,11 +211,11 @@ class PaidCallRequest:
             if fields.get("declared_coverage") is not None:
                 fields["declared_coverage"] = Decimal(str(fields["declared_coverage"]))
             fields["history"] = tuple(
-                _call_record(h) for h in _wire_list("history", fields.get("history", ()))
+                _call_record(h) for h in wire_list("history", fields.get("history", ()))
             )
             fields["alternatives"] = tuple(
-                cls.from_wire(_wire_object("alternative", a))
-                for a in _wire_list("alternatives", fields.get("alternatives", ()))
+                cls.from_wire(wire_object("alternative", a))
+                for a in wire_list("alternatives", fields.get("alternatives", ()))
             )
             # Wire values: __post_init__ checks every money, fingerprint and list field.
             return cls(**fields)  # type: ignore[arg-type]
@@ -233,24 +234,12 @@ def _coverable(req: PaidCallRequest) -> list[str]:
     return [fact_key(m) for m in req.missing if fact_key(m) in tool_keys]
 
 
-def _wire_list(name: str, value: object) -> tuple[object, ...]:
-    if not isinstance(value, list | tuple):
-        raise TypeError(f"{name} must be a list, found {type(value).__name__}")
-    return tuple(value)
-
-
-def _wire_object(name: str, value: object) -> Mapping[str, object]:
-    if not isinstance(value, Mapping):
-        raise TypeError(f"{name} must be an object, found {type(value).__name__}")
-    return value
-
-
 def _call_record(entry: object) -> CallRecord:
     """One history entry from the wire: ``[tool, ok, covered, cost]``."""
-    tool, ok, covered, cost = _wire_list("history entry", entry)
+    tool, ok, covered, cost = wire_list("history entry", entry)
     if isinstance(cost, bool) or not isinstance(cost, int | str):
         raise TypeError(f"history cost must be an int, found {cost!r}")
-    kinds = tuple(str(k) for k in _wire_list("history covered", covered))
+    kinds = tuple(str(k) for k in wire_list("history covered", covered))
     return CallRecord(str(tool), bool(ok), kinds, int(cost))
 
 

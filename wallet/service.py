@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import httpx
 import uvicorn
@@ -30,6 +29,7 @@ from fastapi.responses import JSONResponse
 
 from judge.storage import describe, is_url, process_identity
 from judge.verdict import Verdict, parse_verdict
+from judge.wire import from_wire, wire_int, wire_object, wire_str
 from wallet import errors
 from wallet.errors import LedgerError, SpendRefused, WalletError, WalletUnreachable
 from wallet.ledger import SpendRow
@@ -46,16 +46,15 @@ DEFAULT_TIMEOUT_S = 75.0  # a send waits for its receipt (the wallet waits up to
 _API = "/v1"
 
 
-def _signed_to_wire(signed: SignedTypedData | SignedTx) -> dict[str, Any]:
+def _signed_to_wire(signed: SignedTypedData | SignedTx) -> dict[str, object]:
     return {"kind": type(signed).__name__, **asdict(signed)}
 
 
-def _signed_from_wire(data: Mapping[str, Any]) -> SignedTypedData | SignedTx:
-    fields = {k: v for k, v in data.items() if k != "kind"}
-    fields["reservation"] = Reservation(**fields["reservation"])
-    if data.get("kind") == "SignedTx":
-        return SignedTx(**fields)
-    return SignedTypedData(**fields)
+def _signed_from_wire(data: object) -> SignedTypedData | SignedTx:
+    fields = dict(wire_object("signed", data))
+    kind = fields.pop("kind", None)
+    cls: type[SignedTypedData | SignedTx] = SignedTx if kind == "SignedTx" else SignedTypedData
+    return from_wire(cls, fields)
 
 
 # Long by design: the routes are closures over the state this factory builds (one
@@ -83,12 +82,12 @@ def create_app(wallet: Wallet) -> FastAPI:
         body = {"type": "WalletError", "code": "wallet-error", "message": message}
         return JSONResponse({"error": body}, status_code=422)
 
-    def verdict_of(body: Mapping[str, Any]) -> Verdict | None:
+    def verdict_of(body: Mapping[str, object]) -> Verdict | None:
         raw = body.get("verdict")
-        return None if raw is None else parse_verdict(raw)
+        return None if raw is None else parse_verdict(wire_object("verdict", raw))
 
     @app.get(f"{_API}/health")
-    def health() -> dict[str, Any]:
+    def health() -> dict[str, object]:
         return {
             "address": wallet.address,
             "usdc": wallet.usdc,
@@ -97,25 +96,27 @@ def create_app(wallet: Wallet) -> FastAPI:
         }
 
     @app.post(f"{_API}/sign-typed-data")
-    def sign_typed_data(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
-        resource = body.get("resource")
+    def sign_typed_data(body: dict[str, object] = Body(...)) -> dict[str, object]:
         signed = wallet.sign_typed_data(
-            body["payload"],
+            wire_object("payload", body["payload"]),
             verdict_of(body),
             run_id=str(body["run_id"]),
-            cap=int(body["cap"]),
-            resource=None if resource is None else str(resource),
+            cap=wire_int(body["cap"]),
+            resource=wire_str(body.get("resource")),
         )
         return _signed_to_wire(signed)
 
     @app.post(f"{_API}/sign-transaction")
-    def sign_transaction(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def sign_transaction(body: dict[str, object] = Body(...)) -> dict[str, object]:
         signed = wallet.sign_transaction(
-            body["payload"], verdict_of(body), run_id=str(body["run_id"]), cap=int(body["cap"])
+            wire_object("payload", body["payload"]),
+            verdict_of(body),
+            run_id=str(body["run_id"]),
+            cap=wire_int(body["cap"]),
         )
         return _signed_to_wire(signed)
 
-    def stored(body: Mapping[str, Any]) -> SignedTypedData | SignedTx:
+    def stored(body: Mapping[str, object]) -> SignedTypedData | SignedTx:
         # The agent names a signed record; the service trusts only its own ledger row.
         signed = _signed_from_wire(body["signed"])
         row = wallet.meter.ledger.get(signed.reservation.id)
@@ -128,35 +129,35 @@ def create_app(wallet: Wallet) -> FastAPI:
         return signed
 
     @app.post(f"{_API}/send-transaction")
-    def send_transaction(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def send_transaction(body: dict[str, object] = Body(...)) -> dict[str, object]:
         signed = stored(body)
         if not isinstance(signed, SignedTx):
             raise LedgerError("found a typed-data record; expected a signed transaction.")
-        with acting_for(body.get("holder")):  # a refused broadcast releases the worker's number
+        with acting_for(wire_str(body.get("holder"))):  # a refused broadcast releases the worker's number
             return asdict(wallet.send_transaction(signed))
 
     @app.post(f"{_API}/settle")
-    def settle(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def settle(body: dict[str, object] = Body(...)) -> dict[str, object]:
         wallet.settle(stored(body), str(body["tx_hash"]))
         return {"ok": True}
 
     @app.post(f"{_API}/fail")
-    def fail(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def fail(body: dict[str, object] = Body(...)) -> dict[str, object]:
         wallet.fail(stored(body), str(body["note"]))
         return {"ok": True}
 
     @app.post(f"{_API}/usage")
-    def usage(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def usage(body: dict[str, object] = Body(...)) -> dict[str, object]:
         return asdict(wallet.meter.usage(str(body["run_id"])))
 
     @app.post(f"{_API}/settle-row")
-    def settle_row(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def settle_row(body: dict[str, object] = Body(...)) -> dict[str, object]:
         # Settles only what the chain proves (Wallet.settle checks the receipt's logs).
         wallet.settle(wallet.spend_row(str(body["spend_id"])), str(body["tx_hash"]))
         return {"ok": True}
 
     @app.post(f"{_API}/keep-payment")
-    def keep_payment(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def keep_payment(body: dict[str, object] = Body(...)) -> dict[str, object]:
         signed = stored(body)
         if not isinstance(signed, SignedTypedData):
             raise LedgerError("found a transaction record; expected a signed authorization.")
@@ -164,37 +165,37 @@ def create_app(wallet: Wallet) -> FastAPI:
         return {"ok": True}
 
     @app.post(f"{_API}/live-authorization")
-    def live_authorization(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def live_authorization(body: dict[str, object] = Body(...)) -> dict[str, object]:
         row = wallet.live_authorization(str(body["resource"]))
         return {"row": None if row is None else _row_to_wire(row)}
 
     @app.post(f"{_API}/spend-row")
-    def spend_row(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def spend_row(body: dict[str, object] = Body(...)) -> dict[str, object]:
         return {"row": _row_to_wire(wallet.spend_row(str(body["spend_id"])))}
 
     @app.post(f"{_API}/keep-signed")
-    def keep_signed(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def keep_signed(body: dict[str, object] = Body(...)) -> dict[str, object]:
         wallet.meter.keep_signed(str(body["reservation_id"]), str(body["note"]))
         return {"ok": True}
 
     @app.post(f"{_API}/nonces/{{op}}")
-    def nonces(op: str, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def nonces(op: str, body: dict[str, object] = Body(...)) -> dict[str, object]:
         manager = wallet.nonces
         # Numbers are held by the calling worker process, so its recovery finds them.
-        with acting_for(body.get("holder")):
+        with acting_for(wire_str(body.get("holder"))):
             if op == "allocate":
                 return {"value": manager.allocate()}
             if op == "resync":
                 return {"value": manager.resync()}
             if op == "claim":
-                return {"value": manager.claim(int(body["n"]))}
+                return {"value": manager.claim(wire_int(body["n"]))}
             if op in ("confirm", "release"):
-                getattr(manager, op)(int(body["n"]))
+                getattr(manager, op)(wire_int(body["n"]))
                 return {"value": None}
         raise KeyError(f"unknown nonce operation {op!r}")
 
     @app.post(f"{_API}/recover-run")
-    def recover_run(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def recover_run(body: dict[str, object] = Body(...)) -> dict[str, object]:
         # A worker whose lease ran out: its run's money state, in the one signer.
         return asdict(
             wallet.recover_run(str(body["run_id"]), str(body["holder"]), str(body["why"]))
@@ -298,11 +299,11 @@ class _RemoteMeter:
     def eth_price_usdc(self) -> int:
         """The wallet meter's ETH price (gas is held and metered at it)."""
         if self._eth_price is None:
-            self._eth_price = int(self._client._call("/health")["eth_price_usdc"])
+            self._eth_price = wire_int(self._client._call("/health")["eth_price_usdc"])
         return self._eth_price
 
     def usage(self, run_id: str) -> RunSpend:
-        return RunSpend(**self._client._call("/usage", {"run_id": run_id}))
+        return from_wire(RunSpend, self._client._call("/usage", {"run_id": run_id}))
 
     def keep_signed(self, res: Reservation | str, note: str) -> None:
         rid = res if isinstance(res, str) else res.id
@@ -315,16 +316,16 @@ class _RemoteNonces:
     def __init__(self, client: WalletClient) -> None:
         self._client = client
 
-    def _op(self, op: str, n: int | None = None) -> Any:
+    def _op(self, op: str, n: int | None = None) -> object:
         return self._client._call(
             f"/nonces/{op}", {"n": n, "holder": self._client.holder}
         )["value"]
 
     def allocate(self) -> int:
-        return int(self._op("allocate"))
+        return wire_int(self._op("allocate"))
 
     def resync(self) -> int:
-        return int(self._op("resync"))
+        return wire_int(self._op("resync"))
 
     def claim(self, n: int) -> bool:
         return bool(self._op("claim", n))
@@ -361,7 +362,7 @@ class WalletClient:
     def close(self) -> None:
         self._http.close()
 
-    def _call(self, path: str, body: dict[str, Any] | None = None) -> Any:
+    def _call(self, path: str, body: dict[str, object] | None = None) -> dict[str, object]:
         try:
             if body is None:
                 response = self._http.get(_API + path)
@@ -381,7 +382,7 @@ class WalletClient:
                 f"the wallet service answered HTTP {response.status_code}, not JSON; "
                 "fix: restart it with `nib services up`."
             ) from exc
-        if response.is_success:
+        if response.is_success and isinstance(data, dict):
             return data
         error = data.get("error") if isinstance(data, dict) else None
         if not isinstance(error, dict):
@@ -411,10 +412,7 @@ class WalletClient:
         """The service recovers what the dead worker ``holder`` left for ``run_id`` (see
         ``Wallet.recover_run``)."""
         found = self._call("/recover-run", {"run_id": run_id, "holder": holder, "why": why})
-        return RunRecovery(
-            str(found["run_id"]),
-            *(tuple(found[k]) for k in ("released", "failed", "pending", "settled", "nonces")),
-        )
+        return from_wire(RunRecovery, found)
 
     def sign_typed_data(
         self,
@@ -442,7 +440,7 @@ class WalletClient:
 
     def send_transaction(self, signed: SignedTx, reservation: Reservation | None = None) -> SentTx:
         """MOVES MONEY: the service broadcasts ``signed`` and waits for its receipt."""
-        return SentTx(**self._call(
+        return from_wire(SentTx, self._call(
             "/send-transaction", {"signed": _signed_to_wire(signed), "holder": self.holder}
         ))
 
@@ -460,22 +458,23 @@ class WalletClient:
 
     def live_authorization(self, resource: str) -> SpendRow | None:
         row = self._call("/live-authorization", {"resource": resource})["row"]
-        return None if row is None else SpendRow.from_row(row)
+        return None if row is None else SpendRow.from_row(dict(wire_object("row", row)))
 
     def spend_row(self, spend_id: str) -> SpendRow:
-        return SpendRow.from_row(self._call("/spend-row", {"spend_id": spend_id})["row"])
+        row = self._call("/spend-row", {"spend_id": spend_id})["row"]
+        return SpendRow.from_row(dict(wire_object("row", row)))
 
     def fail(self, signed: SignedTypedData | SignedTx, note: str) -> None:
         self._call("/fail", {"signed": _signed_to_wire(signed), "note": note})
 
 
-def _row_to_wire(row: SpendRow) -> dict[str, Any]:
+def _row_to_wire(row: SpendRow) -> dict[str, object]:
     """A ledger row for the agent, with the stored payment header (the agent re-sends it
     to the same seller; it is the authorization the agent already handed over)."""
     return {**row.to_dict(), "x402_payment": row.x402_payment}
 
 
-def _rebuilt(cls: type[WalletError], error: Mapping[str, Any]) -> WalletError:
+def _rebuilt(cls: type[WalletError], error: Mapping[str, object]) -> WalletError:
     """The service's refusal as the same class, without calling its constructor (some
     take fields only the service knows); message, code and the named fields survive."""
     exc = cls.__new__(cls)
@@ -490,7 +489,7 @@ def _rebuilt(cls: type[WalletError], error: Mapping[str, Any]) -> WalletError:
 
 def _sign_body(
     payload: Mapping[str, object], verdict: Verdict | None, run_id: str, cap: int
-) -> dict[str, Any]:
+) -> dict[str, object]:
     return {
         "payload": dict(payload),
         "verdict": None if verdict is None else verdict.model_dump(),
