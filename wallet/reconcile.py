@@ -206,11 +206,7 @@ def _reconcile(
     wallet = wallet_address.lower()
     asset = usdc.lower()
     last = chain.block_number() if to_block == "latest" else int(to_block)
-    logs = [
-        t
-        for t in chain.transfer_logs(usdc, from_block, last, wallet_address, direction="out")
-        if t.sender.lower() == wallet
-    ]
+    pool = _transfers_out(chain, usdc, wallet_address, from_block, last)
     rows = [r for r in ledger.by_status(*_CLAIM_ORDER) if r.asset.lower() == asset]
     position = {r.id: i for i, r in enumerate(rows)}
 
@@ -220,11 +216,65 @@ def _reconcile(
     if any(r.kind == "x402" and r.auth_nonce for r in rows):
         by_nonce = _authorizations_used(chain, usdc, wallet, from_block, last)
 
-    # Unclaimed logs by tx hash; a claimed log is removed, so it cannot match twice.
-    pool: dict[str, list[TransferLog]] = {}
-    for log in logs:
-        pool.setdefault(log.tx_hash.lower(), []).append(log)
+    matched, unmatched, resolved, unproven = _match_rows(
+        ledger, chain, usdc, wallet, rows, pool, by_nonce
+    )
 
+    expired = _fail_expired_authorizations(ledger, chain, usdc, wallet, unmatched, clock)
+    claimed = {m.tx_hash: m.ledger_id for m in matched}
+    expired += _fail_unlandable_transfers(ledger, chain, wallet, last, unmatched, claimed)
+    resolved.extend(expired)
+    unmatched = [ledger.get(r.id) if r.id in expired else r for r in unmatched]
+
+    unmatched_onchain = tuple(
+        OnchainTransfer(t.tx_hash.lower(), t.block_number, t.log_index, t.recipient, int(t.value))
+        for group in pool.values()
+        for t in group
+    )
+    report = ReconcileReport(
+        wallet=Web3.to_checksum_address(wallet_address),
+        asset=Web3.to_checksum_address(usdc),
+        from_block=from_block,
+        to_block=last,
+        matched=tuple(sorted(matched, key=lambda m: (m.block_number, m.log_index))),
+        unmatched_onchain=tuple(
+            sorted(unmatched_onchain, key=lambda t: (t.block_number, t.log_index))
+        ),
+        unmatched_ledger=tuple(sorted(unmatched, key=lambda r: position[r.id])),
+        resolved=tuple(resolved),
+        unproven=tuple(sorted(unproven, key=lambda r: position[r.id])),
+        ledger_check=ledger_check,
+    )
+    if emit is not None:
+        emit("wallet.reconciled", _reconciled_event(report, ledger_ok=ledger_check.ok))
+    return report
+
+
+def _transfers_out(
+    chain: ChainClient, usdc: str, wallet_address: str, from_block: int, last: int
+) -> dict[str, list[TransferLog]]:
+    """The wallet's outgoing USDC Transfer logs in the range, by tx hash: the pool rows
+    claim from (a claimed log is removed, so it cannot match twice)."""
+    wallet = wallet_address.lower()
+    pool: dict[str, list[TransferLog]] = {}
+    for log in chain.transfer_logs(usdc, from_block, last, wallet_address, direction="out"):
+        if log.sender.lower() == wallet:
+            pool.setdefault(log.tx_hash.lower(), []).append(log)
+    return pool
+
+
+def _match_rows(
+    ledger: Ledger,
+    chain: ChainClient,
+    usdc: str,
+    wallet: str,
+    rows: list[SpendRow],
+    pool: dict[str, list[TransferLog]],
+    by_nonce: dict[str, str],
+) -> tuple[list[Match], list[SpendRow], list[str], list[SpendRow]]:
+    """(matched, unmatched, resolved, unproven): each row claims the transfer log of its
+    transaction from ``pool`` (claimed logs leave it); a row the chain proves settled is
+    marked so (resolved); a settled x402 row whose authorization no tx used is unproven."""
     matched: list[Match] = []
     unmatched: list[SpendRow] = []
     resolved: list[str] = []
@@ -266,50 +316,23 @@ def _reconcile(
             ledger.transition(row.id, "settled", tx_hash=tx, note=note)
             resolved.append(row.id)
 
-    expired = _fail_expired_authorizations(ledger, chain, usdc, wallet, unmatched, clock)
-    claimed = {m.tx_hash: m.ledger_id for m in matched}
-    expired += _fail_unlandable_transfers(ledger, chain, wallet, last, unmatched, claimed)
-    resolved.extend(expired)
-    unmatched = [ledger.get(r.id) if r.id in expired else r for r in unmatched]
+    return matched, unmatched, resolved, unproven
 
-    unmatched_onchain = tuple(
-        OnchainTransfer(t.tx_hash.lower(), t.block_number, t.log_index, t.recipient, int(t.value))
-        for group in pool.values()
-        for t in group
-    )
-    report = ReconcileReport(
-        wallet=Web3.to_checksum_address(wallet_address),
-        asset=Web3.to_checksum_address(usdc),
-        from_block=from_block,
-        to_block=last,
-        matched=tuple(sorted(matched, key=lambda m: (m.block_number, m.log_index))),
-        unmatched_onchain=tuple(
-            sorted(unmatched_onchain, key=lambda t: (t.block_number, t.log_index))
-        ),
-        unmatched_ledger=tuple(sorted(unmatched, key=lambda r: position[r.id])),
-        resolved=tuple(resolved),
-        unproven=tuple(sorted(unproven, key=lambda r: position[r.id])),
-        ledger_check=ledger_check,
-    )
-    if emit is not None:
-        emit(
-            "wallet.reconciled",
-            {
-                "wallet": report.wallet,
-                "from_block": from_block,
-                "to_block": last,
-                "clean": report.clean,
-                "matched": len(report.matched),
-                "unmatched_onchain": [asdict(t) for t in report.unmatched_onchain],
-                "unmatched_ledger": [
-                    {"id": r.id, "status": r.status} for r in report.unmatched_ledger
-                ],
-                "resolved": list(report.resolved),
-                "unproven": [r.id for r in report.unproven],
-                "ledger_ok": ledger_check.ok,
-            },
-        )
-    return report
+
+def _reconciled_event(report: ReconcileReport, *, ledger_ok: bool) -> dict[str, object]:
+    """The ``wallet.reconciled`` event: the range, whether it is clean, and what is not."""
+    return {
+        "wallet": report.wallet,
+        "from_block": report.from_block,
+        "to_block": report.to_block,
+        "clean": report.clean,
+        "matched": len(report.matched),
+        "unmatched_onchain": [asdict(t) for t in report.unmatched_onchain],
+        "unmatched_ledger": [{"id": r.id, "status": r.status} for r in report.unmatched_ledger],
+        "resolved": list(report.resolved),
+        "unproven": [r.id for r in report.unproven],
+        "ledger_ok": ledger_ok,
+    }
 
 
 def _unbacked(ledger: Ledger, standing: VerdictStanding) -> tuple[Unbacked, ...]:
