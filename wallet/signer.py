@@ -26,6 +26,7 @@ from chain.money import DEFAULT_ETH_PRICE_USDC, gas_to_usdc
 from chain.usdc import prove_authorization_settled
 from judge.errors import FingerprintError, VerdictConsumed, VerdictInvalid
 from judge.fingerprint import transaction_fingerprint, typed_data_fingerprint
+from judge.storage import MutexTimeout
 from judge.verdict import Verdict, verify_verdict
 from wallet.errors import (
     AuthorizationOutstanding,
@@ -72,6 +73,8 @@ log = logging.getLogger(__name__)
 
 #: The longest an EIP-3009 authorization may stay valid from now (x402 asks for minutes).
 MAX_AUTHORIZATION_S = 3600
+#: The longest a purchase waits for another payment of the same resource to be reserved.
+RESOURCE_TURN_S = 30.0
 
 __all__ = [
     "MAX_AUTHORIZATION_S",
@@ -541,25 +544,25 @@ class Wallet:
             self._check_fingerprint(checked, payload, fingerprint_of)
             self._check_fresh(checked)
             self._check_terms(checked, payload, terms_of)
-            if resource is not None:
-                # Before the judge's re-check consumes the verdict, so a purchase that must
-                # wait for another run's payment can still use it afterwards (reserve checks
-                # again, atomically).
-                self._check_no_live_authorization(checked, resource)
-            self._recheck(checked)
-            balance = self.balance()
-            gas_hold = gas_hold_of() if gas_hold_of is not None else 0
-            return self.meter.reserve(
-                run_id,
-                checked,
-                checked.amount,
-                cap,
-                balance,
-                kind=kind,
-                gas_hold=gas_hold,
-                resource=resource,
-                authorization=authorization_of(payload) if authorization_of else None,
-            )
+            with self._resource_turn(checked, resource):
+                if resource is not None:
+                    # Before the judge's re-check consumes the verdict, so a purchase that
+                    # must wait for another run's payment can still use it afterwards.
+                    self._check_no_live_authorization(checked, resource)
+                self._recheck(checked)
+                balance = self.balance()
+                gas_hold = gas_hold_of() if gas_hold_of is not None else 0
+                return self.meter.reserve(
+                    run_id,
+                    checked,
+                    checked.amount,
+                    cap,
+                    balance,
+                    kind=kind,
+                    gas_hold=gas_hold,
+                    resource=resource,
+                    authorization=authorization_of(payload) if authorization_of else None,
+                )
         except SpendRefused as exc:
             self._refuse(exc, run_id, verdict, kind)
             raise
@@ -569,6 +572,30 @@ class Wallet:
                 {**_refusal_base(run_id, verdict, kind), "code": "chain-error", "reason": str(exc)},
             )
             raise
+
+    @contextmanager
+    def _resource_turn(self, verdict: Verdict, resource: str | None) -> Iterator[None]:
+        """One payment at a time per ``resource`` from the live-authorization check to the
+        reservation, across threads, worker processes and machines (the wallet database's
+        mutex). Without it two workers could both find the resource free, both have their
+        verdicts consumed by the judge's re-check, and the loser be refused by the
+        reservation with its verdict spent. A wait past the limit is refused before the
+        verdict is used."""
+        if resource is None:
+            yield
+            return
+        try:
+            with self.meter.store.db.mutex(f"wallet-resource:{resource}", timeout_s=RESOURCE_TURN_S):
+                yield
+        except MutexTimeout:
+            raise AuthorizationOutstanding(
+                f"Another payment for {resource} did not finish within {RESOURCE_TURN_S:g} s; "
+                "expected one payment per resource at a time. Nothing was signed and the "
+                "verdict is unused. Fix: retry once the other payment has settled.",
+                ledger_id="",
+                valid_before=None,
+                verdict_id=verdict.id,
+            ) from None
 
     def _check_no_live_authorization(self, verdict: Verdict, resource: str) -> None:
         live = self.meter.ledger.live_for(resource)

@@ -20,15 +20,24 @@ Write sections (``Database.transaction(lock=...)``):
   most of them (and every caller would need a retry loop that must not repeat side
   effects), while one row lock queues them in arrival order with no aborts. The
   sections are a few short statements, so the queue is short.
+
+Mutexes (``Database.mutex(name)``) are for a check that must stay true while the caller
+waits on something else (another service's answer), which must never happen inside a
+write section: a process-local lock, then an ``flock`` on a file beside a SQLite database
+(one host) or a session advisory lock on PostgreSQL (every machine), tried without
+blocking the shared connection.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import re
 import socket
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +48,7 @@ __all__ = [
     "Dialect",
     "IntegrityError",
     "Location",
+    "MutexTimeout",
     "StorageError",
     "Tx",
     "describe",
@@ -69,6 +79,10 @@ _BOOTSTRAP_KEY = 0x6E6962  # "nib"
 
 class StorageError(Exception):
     """The database could not be opened or used as configured."""
+
+
+class MutexTimeout(StorageError):
+    """``Database.mutex`` could not be had in time: another holder kept it."""
 
 
 class IntegrityError(StorageError):
@@ -227,6 +241,53 @@ class Database:
             self._in_tx = False
             self._execute("COMMIT", ())
 
+    # ------------------------------------------------------------------ mutexes
+
+    @contextmanager
+    def mutex(self, name: str, *, timeout_s: float = 60.0, poll_s: float = 0.01) -> Iterator[None]:
+        """Hold ``name`` exclusively across threads and processes (see the module doc), for
+        at most the caller's section; MutexTimeout when it is not free within ``timeout_s``.
+        """
+        digest = hashlib.sha256(name.encode()).hexdigest()
+        deadline = time.monotonic() + timeout_s
+        local = _process_mutex(f"{self.location}\0{digest}")
+        if not local.acquire(timeout=timeout_s):
+            raise MutexTimeout(f"{name} held in this process for over {timeout_s:g} s")
+        try:
+            with self._engine_mutex(name, digest, deadline, poll_s):
+                yield
+        finally:
+            local.release()
+
+    @contextmanager
+    def _engine_mutex(self, name: str, digest: str, deadline: float, poll_s: float) -> Iterator[None]:
+        if self.dialect == "sqlite":
+            folder = Path(f"{self.location}.mutex")
+            folder.mkdir(exist_ok=True)
+            with open(folder / digest[:32], "a") as fh:  # noqa: PTH123 - needs a real fd
+                while True:
+                    try:
+                        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() >= deadline:
+                            raise MutexTimeout(f"{name} held by another process") from None
+                        time.sleep(poll_s)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(fh, fcntl.LOCK_UN)
+            return
+        key = int(digest[:15], 16)  # fits a signed 64-bit advisory key
+        while not self.scalar("SELECT pg_try_advisory_lock(?)", (key,)):
+            if time.monotonic() >= deadline:
+                raise MutexTimeout(f"{name} held by another session")
+            time.sleep(poll_s)
+        try:
+            yield
+        finally:
+            self.scalar("SELECT pg_advisory_unlock(?)", (key,))
+
     def _rollback(self) -> None:
         try:
             self._execute("ROLLBACK", ())
@@ -268,6 +329,15 @@ class Database:
     def close(self) -> None:
         with self.lock:
             self.conn.close()
+
+
+_MUTEXES: dict[str, threading.Lock] = {}
+_MUTEXES_GUARD = threading.Lock()
+
+
+def _process_mutex(key: str) -> threading.Lock:
+    with _MUTEXES_GUARD:
+        return _MUTEXES.setdefault(key, threading.Lock())
 
 
 def open_database(location: Location | Database, *, durable: bool = True) -> Database:

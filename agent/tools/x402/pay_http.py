@@ -933,7 +933,8 @@ async def _sign_when_free(
     that stays (a seller holding it) is reported, never doubled."""
     # Runs of one process take turns per resource: two that both saw it free would both
     # have their verdicts consumed at the judge, and one would then be refused. (Across
-    # processes the wallet's check still holds; the loser's call fails and is retried.)
+    # processes the wallet gives each payment of a resource its turn, so a loser is refused
+    # before its verdict is used and signs with it here once the other payment is over.)
     async with _signing_lock(resource):
         while True:
             if await _live_after_wait(wallet, resource) is not None:

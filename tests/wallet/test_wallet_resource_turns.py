@@ -1,0 +1,101 @@
+"""Two worker processes buying the same resource take turns at the wallet: the second
+waits while the first is between its live-authorization check and its reservation, so it
+is refused (if at all) before the judge's re-check uses its verdict, and pays with that
+same verdict once the first payment is over. Wallets on separate connections stand in for
+the processes; SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _wallet_support import ONE_USDC, approve, quote
+
+from judge.verdict import Verdict, VerdictSigner
+from wallet.errors import AuthorizationOutstanding
+
+RESOURCE = "http://seller.test/datasets/token/USDC"
+
+
+def test_a_second_buyer_waits_for_the_resource_and_keeps_its_verdict(
+    chain: Any, make_wallet: Any, judge_signer: VerdictSigner, store_location: str | Path
+) -> None:
+    inside, go_on = threading.Event(), threading.Event()
+    rechecked: list[str] = []
+
+    def slow_judge(verdict: Verdict) -> None:  # the first buyer's re-check takes a while
+        inside.set()
+        assert go_on.wait(30)
+
+    first = make_wallet(db_path=store_location, recheck=slow_judge)
+    second = make_wallet(db_path=store_location, recheck=lambda v: rechecked.append(v.id))
+    payload_a, payload_b = quote(chain), quote(chain)
+    verdict_b = approve(judge_signer, payload_b)
+    signed_a: list[Any] = []
+    outcome_b: list[BaseException | None] = []
+
+    def buy_a() -> None:
+        signed_a.append(first.sign_typed_data(
+            payload_a, approve(judge_signer, payload_a), run_id="run-a", cap=ONE_USDC,
+            resource=RESOURCE,
+        ))
+
+    def buy_b() -> None:
+        try:
+            second.sign_typed_data(payload_b, verdict_b, run_id="run-b", cap=ONE_USDC,
+                                   resource=RESOURCE)
+            outcome_b.append(None)
+        except BaseException as exc:  # noqa: BLE001 - inspected below
+            outcome_b.append(exc)
+
+    a = threading.Thread(target=buy_a)
+    a.start()
+    assert inside.wait(30)
+    b = threading.Thread(target=buy_b)
+    b.start()
+    time.sleep(0.5)  # long enough for b to have passed a check it was not made to wait at
+    assert rechecked == [] and outcome_b == []  # waiting for its turn, verdict untouched
+    go_on.set()
+    a.join(30)
+    b.join(30)
+    # Its turn came with the first authorization live: refused before the re-check.
+    [refused] = outcome_b
+    assert isinstance(refused, AuthorizationOutstanding) and rechecked == []
+    first.fail(signed_a[0], "the seller refused; it expired unused")  # the first one is over
+    second.sign_typed_data(payload_b, verdict_b, run_id="run-b", cap=ONE_USDC, resource=RESOURCE)
+    assert rechecked == [verdict_b.id]  # the same verdict paid, once
+
+
+def test_a_turn_not_given_within_the_limit_refuses_before_the_verdict_is_used(
+    chain: Any, make_wallet: Any, judge_signer: VerdictSigner, store_location: str | Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import wallet.signer as signer
+
+    monkeypatch.setattr(signer, "RESOURCE_TURN_S", 0.2)
+    rechecked: list[str] = []
+    holder = make_wallet(db_path=store_location)
+    waiting = make_wallet(db_path=store_location, recheck=lambda v: rechecked.append(v.id))
+    payload = quote(chain)
+    # Another process is mid-payment on the resource (holds its turn) for longer than the limit.
+    other = holder.meter.store.db
+    with other.mutex(f"wallet-resource:{RESOURCE}"):
+        done = threading.Event()
+        errors: list[BaseException] = []
+
+        def buy() -> None:
+            try:
+                waiting.sign_typed_data(payload, approve(judge_signer, payload), run_id="r",
+                                        cap=ONE_USDC, resource=RESOURCE)
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+            done.set()
+
+        threading.Thread(target=buy).start()
+        assert done.wait(30)
+    [err] = errors
+    assert isinstance(err, AuthorizationOutstanding) and "did not finish within" in str(err)
+    assert rechecked == [] and waiting.meter.ledger.rows() == []
