@@ -128,6 +128,8 @@ class SpendMeter:
 
     # ------------------------------------------------------------------ reserve
 
+    # Over 60 lines only by its docstring, the contract: every refusal, in the order the
+    # one write section makes them; the body is those checks in that order (helpers below).
     def reserve(
         self,
         run_id: str,
@@ -172,91 +174,31 @@ class SpendMeter:
         _require_int("cap", cap, minimum=0)
         _require_int("balance", balance, minimum=0)
         _require_int("gas_hold", gas_hold, minimum=0)
-        asset = verdict.asset.lower()
         now = self.clock()
-        spend_id = uuid.uuid4().hex
-        with self.store.transaction() as conn:
-            fresh = conn.execute(
-                f"INSERT INTO {USED_VERDICTS} (verdict_id, used_at, run_id) VALUES (?, ?, ?) "
-                "ON CONFLICT (verdict_id) DO NOTHING",
-                (verdict.id, now, run_id),
-            ).rowcount
-            if fresh != 1:
-                raise VerdictReplayed(
-                    f"Verdict {verdict.id} was already used; a verdict authorises one "
-                    "signature only. Fix: ask the judge for a new verdict.",
-                    verdict_id=verdict.id,
-                )
-            if resource is not None:
-                _refuse_second_authorization(conn, resource, verdict.id)
-            committed = _committed(conn, run_id)
-            if committed + amount + gas_hold > cap:
-                gas_part = f" plus up to {gas_hold} for gas" if gas_hold else ""
-                raise CapExceeded(
-                    f"Spend cap exceeded for run {run_id}: cap {cap} atomic USDC, already "
-                    f"committed {committed}, this call {amount}{gas_part} would make "
-                    f"{committed + amount + gas_hold}. Fix: raise the task's spend cap or "
-                    "choose a cheaper call.",
-                    limit=cap,
-                    observed=committed + amount + gas_hold,
-                    verdict_id=verdict.id,
-                )
-            if self.treasury_cap is not None:
-                _check_treasury(conn, self.treasury_cap, amount + gas_hold, verdict.id)
-            held = _outstanding(conn, asset)
-            available = balance - held
-            if amount > available:
-                raise InsufficientBalance(
-                    f"Insufficient balance for {amount} atomic units of {asset}: the wallet "
-                    f"holds {balance} and {held} is held by outstanding reservations, leaving "
-                    f"{max(available, 0)}. Fix: fund the wallet or wait for pending spends "
-                    "to settle.",
-                    limit=max(available, 0),
-                    observed=amount,
-                    verdict_id=verdict.id,
-                )
-            status, auth_nonce, valid_before = "reserved", None, None
-            if authorization is not None:
-                status, (auth_nonce, valid_before) = "signed", authorization
-                auth_nonce = auth_nonce.lower()
-            conn.execute(
-                f"""INSERT INTO {SPENDS} (id, run_id, verdict_id, payload_fingerprint, kind,
-                    asset, amount, recipient, chain_id, status, tx_hash, auth_nonce,
-                    valid_before, created_at, updated_at, note, gas_hold, resource)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?)""",
-                (
-                    spend_id,
-                    run_id,
-                    verdict.id,
-                    (verdict.payload_fingerprint or "").lower() or None,
-                    kind,
-                    asset,
-                    amount,
-                    verdict.recipient.lower(),
-                    int(verdict.chain_id),
-                    status,
-                    auth_nonce,
-                    valid_before,
-                    now,
-                    now,
-                    note,
-                    gas_hold,
-                    resource,
-                ),
-            )
-            append(conn, "verdict", {"verdict_id": verdict.id, "used_at": now, "run_id": run_id})
-            journal_spend(conn, spend_id, "spend")
-        return Reservation(
-            id=spend_id,
+        res = Reservation(
+            id=uuid.uuid4().hex,
             run_id=run_id,
             verdict_id=verdict.id,
             kind=kind,
-            asset=asset,
+            asset=verdict.asset.lower(),
             amount=amount,
             recipient=verdict.recipient.lower(),
             chain_id=int(verdict.chain_id),
             created_at=now,
         )
+        with self.store.transaction() as conn:
+            _consume_verdict(conn, verdict.id, run_id, now)
+            if resource is not None:
+                _refuse_second_authorization(conn, resource, verdict.id)
+            _check_run_cap(conn, run_id, cap, amount, gas_hold, verdict.id)
+            if self.treasury_cap is not None:
+                _check_treasury(conn, self.treasury_cap, amount + gas_hold, verdict.id)
+            _check_balance(conn, res.asset, balance, amount, verdict.id)
+            fingerprint = (verdict.payload_fingerprint or "").lower() or None
+            _insert_spend(conn, res, fingerprint, note, gas_hold, resource, authorization)
+            append(conn, "verdict", {"verdict_id": verdict.id, "used_at": now, "run_id": run_id})
+            journal_spend(conn, res.id, "spend")
+        return res
 
     # ------------------------------------------------------------------ transitions
 
@@ -426,6 +368,98 @@ class SpendMeter:
 
 def _rid(res: Reservation | str) -> str:
     return res if isinstance(res, str) else res.id
+
+
+def _insert_spend(
+    conn: Tx,
+    res: Reservation,
+    payload_fingerprint: str | None,
+    note: str,
+    gas_hold: int,
+    resource: str | None,
+    authorization: tuple[str, int] | None,
+) -> None:
+    """The ledger row of ``res``: ``reserved``, or ``signed`` with the authorization's
+    nonce and validBefore when one is about to be signed."""
+    status, auth_nonce, valid_before = "reserved", None, None
+    if authorization is not None:
+        status, (auth_nonce, valid_before) = "signed", authorization
+        auth_nonce = auth_nonce.lower()
+    conn.execute(
+        f"""INSERT INTO {SPENDS} (id, run_id, verdict_id, payload_fingerprint, kind,
+            asset, amount, recipient, chain_id, status, tx_hash, auth_nonce,
+            valid_before, created_at, updated_at, note, gas_hold, resource)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?)""",
+        (
+            res.id,
+            res.run_id,
+            res.verdict_id,
+            payload_fingerprint,
+            res.kind,
+            res.asset,
+            res.amount,
+            res.recipient,
+            res.chain_id,
+            status,
+            auth_nonce,
+            valid_before,
+            res.created_at,
+            res.created_at,
+            note,
+            gas_hold,
+            resource,
+        ),
+    )
+
+
+def _consume_verdict(conn: Tx, verdict_id: str, run_id: str, now: float) -> None:
+    """Mark the verdict used, once (VerdictReplayed when it already was)."""
+    fresh = conn.execute(
+        f"INSERT INTO {USED_VERDICTS} (verdict_id, used_at, run_id) VALUES (?, ?, ?) "
+        "ON CONFLICT (verdict_id) DO NOTHING",
+        (verdict_id, now, run_id),
+    ).rowcount
+    if fresh != 1:
+        raise VerdictReplayed(
+            f"Verdict {verdict_id} was already used; a verdict authorises one "
+            "signature only. Fix: ask the judge for a new verdict.",
+            verdict_id=verdict_id,
+        )
+
+
+def _check_run_cap(
+    conn: Tx, run_id: str, cap: int, amount: int, gas_hold: int, verdict_id: str
+) -> None:
+    """CapExceeded when the run's committed spend plus this call (and its gas) passes ``cap``."""
+    committed = _committed(conn, run_id)
+    if committed + amount + gas_hold > cap:
+        gas_part = f" plus up to {gas_hold} for gas" if gas_hold else ""
+        raise CapExceeded(
+            f"Spend cap exceeded for run {run_id}: cap {cap} atomic USDC, already "
+            f"committed {committed}, this call {amount}{gas_part} would make "
+            f"{committed + amount + gas_hold}. Fix: raise the task's spend cap or "
+            "choose a cheaper call.",
+            limit=cap,
+            observed=committed + amount + gas_hold,
+            verdict_id=verdict_id,
+        )
+
+
+def _check_balance(conn: Tx, asset: str, balance: int, amount: int, verdict_id: str) -> None:
+    """InsufficientBalance when ``amount`` passes ``balance`` less every outstanding
+    reservation in ``asset``."""
+    held = _outstanding(conn, asset)
+    available = balance - held
+    if amount > available:
+        raise InsufficientBalance(
+            f"Insufficient balance for {amount} atomic units of {asset}: the wallet "
+            f"holds {balance} and {held} is held by outstanding reservations, leaving "
+            f"{max(available, 0)}. Fix: fund the wallet or wait for pending spends "
+            "to settle.",
+            limit=max(available, 0),
+            observed=amount,
+            verdict_id=verdict_id,
+        )
 
 
 def _refuse_second_authorization(conn: Tx, resource: str, verdict_id: str) -> None:
