@@ -21,7 +21,7 @@ import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -45,20 +45,29 @@ from agent.tools.x402.protocol import (
     AnyRequirement,
     RequirementRefused,
     X402ProtocolError,
-    build_authorization,
     choose_requirement,
     encode_payment_header,
     parse_payment_required,
     parse_payment_response,
     requirement_amount,
 )
-from agent.tools.x402.quoting import authorization_quote, chain_clock, free_quote
+from agent.tools.x402.quoting import (
+    authorization_quote,
+    chain_clock,
+    free_quote,
+    quoted_authorization,
+)
 from chain.facts import CHAIN_FACT_KINDS, FactKind
 from chain.money import format_usdc
 from chain.usdc import AuthorizationTypedData
 from judge.verdict import Verdict
 from wallet.errors import AuthorizationOutstanding, SettlementUnproven
 from wallet.reconcile import authorization_expired
+
+if TYPE_CHECKING:
+    from agent.seams import AgentWallet
+    from wallet.ledger import SpendRow
+    from wallet.signed import SignedTypedData
 
 __all__ = [
     "ALLOWLIST_SETTING",
@@ -108,7 +117,7 @@ origin_of = seller_of
 MAX_REQUEST_BODY_BYTES = 8 * 1024
 
 
-def resource_of(url: str, method: str = "GET", body: dict[str, Any] | None = None) -> str:
+def resource_of(url: str, method: str = "GET", body: Mapping[str, object] | None = None) -> str:
     """What one purchase buys: the URL's origin, path and query (no fragment); for a POST
     also the method and a digest of the JSON body.
 
@@ -130,7 +139,7 @@ class PayHttpArgs(BaseModel):
     method: Literal["GET", "POST"] = Field(
         default="GET", description="GET (query in the URL) or POST (a JSON body)."
     )
-    body: dict[str, Any] | None = Field(
+    body: dict[str, object] | None = Field(
         default=None,
         description="POST only: the JSON body the seller's input schema describes.",
     )
@@ -158,7 +167,7 @@ class PayHttpArgs(BaseModel):
 
     @field_validator("url", mode="before")
     @classmethod
-    def _url(cls, value: Any) -> Any:
+    def _url(cls, value: object) -> object:
         if not isinstance(value, str):
             return value
         text = value.strip()
@@ -196,7 +205,7 @@ def _route(path: str, facts: tuple[str, ...], price: int | None = None) -> _Rout
 _STATIC_ROUTES = tuple(_route(p, f) for p, f in LOCAL_PAYWALL_FACTS.items())
 
 
-def _parse_catalog(data: Any) -> tuple[_Route, ...]:
+def _parse_catalog(data: object) -> tuple[_Route, ...]:
     if not isinstance(data, dict) or not isinstance(data.get("endpoints"), list):
         return ()
     routes = []
@@ -274,7 +283,7 @@ class PayHttpTool(Tool):
                 return route.facts
         return None
 
-    def facts_for(self, args: Any) -> tuple[str, ...]:
+    def facts_for(self, args: BaseModel) -> tuple[str, ...]:
         """Fact kinds the call may cover: the catalog's, else what the resource's
         declaration matches (narrowed to ``covers`` when given); () when unknown."""
         url = getattr(args, "url", None)
@@ -287,7 +296,7 @@ class PayHttpTool(Tool):
         # What the chain can establish is read for free, never taken on a seller's word.
         return tuple(k for k in listed if k not in CHAIN_FACT_KINDS)
 
-    def endpoints(self) -> list[dict[str, Any]]:
+    def endpoints(self) -> list[dict[str, object]]:
         """Known paid endpoints of the local paywall (for prompts and the offline planner)."""
         if self.paywall_url is None:
             return []
@@ -298,7 +307,7 @@ class PayHttpTool(Tool):
             if r.facts
         ]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         described = super().describe()
         if self.paywall_url:
             described["endpoints"] = self.endpoints()
@@ -526,22 +535,15 @@ class PayHttpTool(Tool):
             except RequirementRefused as exc:
                 detail = f"{url} no longer offers a payable requirement: {exc}"
                 raise _terms_changed(quote, detail) from exc
-        message = quote.payload["message"]
-        payload, authorization = build_authorization(
-            requirement,
-            payer=str(message["from"]),
-            chain_time=int(quote.meta["chain_time"]),
-            wall_time=int(quote.meta["wall_time"]) if "wall_time" in quote.meta else None,
-            nonce=bytes.fromhex(str(message["nonce"])[2:]),
-        )
+        payload, authorization = quoted_authorization(quote, requirement)
         return pr, requirement, payload, authorization
 
     async def _paid_but_refused(
         self,
         resp: httpx.Response,
         url: str,
-        signed: Any,
-        wallet: Any,
+        signed: SignedTypedData,
+        wallet: AgentWallet,
         ctx: ToolContext,
         resource: str,
     ) -> None:
@@ -625,7 +627,7 @@ class PayHttpTool(Tool):
 
     # -- one live authorization per purchase --------------------------------------
 
-    async def _resend(self, args: PayHttpArgs, live: Any, ctx: ToolContext) -> Quote:
+    async def _resend(self, args: PayHttpArgs, live: SpendRow, ctx: ToolContext) -> Quote:
         """Re-send the live authorization for this resource; sign nothing new.
 
         Money cannot move twice: it is the same signature (one nonce). Data that comes
@@ -697,12 +699,12 @@ class PayHttpTool(Tool):
         settlement: Mapping[str, object] | None,
     ) -> Observation:
         path = httpx.URL(args.url).path
-        body: Any
+        body: object
         try:
             body = resp.json()
         except ValueError:
             body = None
-        data: dict[str, Any] = {"url": args.url, "status": resp.status_code}
+        data: dict[str, object] = {"url": args.url, "status": resp.status_code}
         if args.method == "POST":
             data["method"], data["request_body"] = "POST", args.body
         facts: dict[str, str] = {}
@@ -769,7 +771,7 @@ async def _get(
     url: str,
     *,
     method: str = "GET",
-    body: dict[str, Any] | None = None,
+    body: Mapping[str, object] | None = None,
     headers: dict[str, str] | None = None,
     timeout: float | None = None,
 ) -> httpx.Response:
@@ -831,12 +833,11 @@ def _unexpected_status(url: str, resp: httpx.Response, *, paid: bool) -> str:
     )
 
 
-def _dump(model: Any) -> dict[str, Any]:
-    dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return dumped
+def _dump(model: BaseModel) -> dict[str, object]:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def _requirement_in(pr: AnyPaymentRequired, raw: dict[str, Any]) -> AnyRequirement:
+def _requirement_in(pr: AnyPaymentRequired, raw: object) -> AnyRequirement:
     cls = PaymentRequirements if pr.x402_version == 2 else PaymentRequirementsV1
     return cls.model_validate(raw)
 
@@ -869,7 +870,7 @@ async def _check_not_expired(quote: Quote, ctx: ToolContext) -> None:
         )
 
 
-async def _authorization_used(ctx: ToolContext, signed: Any) -> bool:
+async def _authorization_used(ctx: ToolContext, signed: SignedTypedData) -> bool:
     """Whether the token has consumed our EIP-3009 nonce (i.e. the money moved)."""
     from chain.usdc import usdc_contract
 
@@ -908,12 +909,12 @@ def _resource(args: PayHttpArgs) -> str:
     return resource_of(args.url, args.method, args.body)
 
 
-def _in_flight(row: Any) -> bool:
+def _in_flight(row: SpendRow) -> bool:
     """Reserved, or signed with no answer recorded yet: some run is paying right now."""
     return bool(row.status == "reserved" or (row.status == "signed" and not row.note))
 
 
-async def _live_after_wait(wallet: Any, resource: str) -> Any:
+async def _live_after_wait(wallet: AgentWallet, resource: str) -> SpendRow | None:
     """The live authorization for ``resource`` once no run is mid-payment on it (bounded
     by LIVE_WAIT_S), else None: concurrent honest purchases queue instead of failing."""
     deadline = time.monotonic() + LIVE_WAIT_S
@@ -925,8 +926,13 @@ async def _live_after_wait(wallet: Any, resource: str) -> Any:
 
 
 async def _sign_when_free(
-    wallet: Any, payload: Mapping[str, object], verdict: Any, ctx: ToolContext, cap: int, resource: str
-) -> Any:
+    wallet: AgentWallet,
+    payload: Mapping[str, object],
+    verdict: Verdict | None,
+    ctx: ToolContext,
+    cap: int,
+    resource: str,
+) -> SignedTypedData:
     """MOVES MONEY: sign under ``verdict`` once no other authorization for ``resource`` is
     live. A refusal for that reason consumes nothing (the verdict stays unused), so the
     same verdict is tried again after another run's payment settles or dies; a live one

@@ -37,12 +37,11 @@ from agent.tools.x402.protocol import (
     AnyPaymentRequired,
     AnyRequirement,
     X402ProtocolError,
-    build_authorization,
     choose_requirement,
     payment_payload,
     requirement_amount,
 )
-from agent.tools.x402.quoting import authorization_quote, free_quote
+from agent.tools.x402.quoting import authorization_quote, free_quote, quoted_authorization
 from chain.money import format_usdc
 from chain.usdc import AuthorizationTypedData
 from judge.verdict import Verdict
@@ -214,14 +213,7 @@ class PayMcpTool(Tool):
             )
         pr = _x402_parse(required)
         requirement = choose_requirement(pr, network_caip2=ctx.network.caip2, asset=usdc_address(ctx))
-        message = quote.payload["message"]
-        payload, authorization = build_authorization(
-            requirement,
-            payer=str(message["from"]),
-            chain_time=int(quote.meta["chain_time"]),
-            wall_time=int(quote.meta["wall_time"]),
-            nonce=bytes.fromhex(str(message["nonce"])[2:]),
-        )
+        payload, authorization = quoted_authorization(quote, requirement)
         try:
             payment_payload(requirement, pr, authorization, _PLACEHOLDER_SIGNATURE)
         except ValueError as exc:

@@ -19,6 +19,7 @@ from agent.tools.x402.protocol import (
     requirement_amount,
     requirement_chain_id,
 )
+from chain.usdc import AuthorizationTypedData
 from judge.fingerprint import typed_data_fingerprint
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "chain_clock",
     "check_token_domain",
     "free_quote",
+    "quoted_authorization",
 ]
 
 #: Placeholder fingerprint of a free quote: there is no payload to sign.
@@ -113,6 +115,22 @@ async def check_token_domain(tool: str, requirement: AnyRequirement, ctx: ToolCo
 async def chain_clock(ctx: ToolContext) -> int:
     """The chain's latest block time (the clock an authorization's window is built on)."""
     return await asyncio.to_thread(ctx.chain.block_timestamp, "latest")
+
+
+def quoted_authorization(
+    quote: Quote, requirement: AnyRequirement
+) -> tuple[AuthorizationTypedData, dict[str, str]]:
+    """The authorization ``quote`` was built with (its payer, nonce and validity window)
+    for ``requirement`` as the seller offers it now: the very payload the verdict approved
+    when the terms did not change, and one the wallet refuses as void when they did."""
+    message = quote.payload["message"]
+    return build_authorization(
+        requirement,
+        payer=str(message["from"]),
+        chain_time=int(quote.meta["chain_time"]),
+        wall_time=int(quote.meta["wall_time"]) if "wall_time" in quote.meta else None,
+        nonce=bytes.fromhex(str(message["nonce"])[2:]),
+    )
 
 
 def free_quote(
