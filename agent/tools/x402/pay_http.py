@@ -428,7 +428,7 @@ class PayHttpTool(Tool):
         # terms changed since the quote, it raises VerdictVoid and signs nothing.
         signed = await _sign_when_free(wallet, payload, verdict, ctx, cap, _resource(args))
         try:
-            name, value = encode_payment_header(requirement, pr, authorization, signed.signature)
+            header = encode_payment_header(requirement, pr, authorization, signed.signature)
         except ValueError as exc:
             # The signature never left this process: the money provably cannot move.
             await asyncio.to_thread(wallet.fail, signed, f"payment header failed: {exc}")
@@ -439,29 +439,23 @@ class PayHttpTool(Tool):
             "tool.x402.paying",
             {"url": url, "amount": quote.amount, "ledger_id": signed.ledger_id},
         )
-        # The header is kept (for a re-send) while the paid request is in flight; the row is
-        # already 'signed' with its nonce, and nothing reads the header before it is kept.
-        kept = asyncio.ensure_future(asyncio.to_thread(wallet.keep_payment, signed, (name, value)))
-        try:
-            resp = await _get(ctx, url, method=args.method, body=args.body, headers={name: value})
-        except ToolError as exc:
-            await kept
-            # The seller may still settle what it received: keep the row 'signed' for
-            # reconciliation instead of claiming the money did not move.
-            note = f"paid request got no answer ({str(exc)[:120]}); may still be settled"
-            await asyncio.to_thread(wallet.meter.keep_signed, signed.reservation, note)
-            raise ToolError(
-                f"pay_http: the paid request to {url} failed after signing ({exc}); the "
-                f"authorization (ledger row {signed.ledger_id}) may still be settled by the "
-                "seller until it expires. Nothing more will be paid under this verdict. "
-                "Fix: run `nib audit reconcile` later."
-            ) from exc
-        except BaseException:
-            await asyncio.shield(kept)
-            raise
-        await kept
+        resp = await _paid_request(args, url, header, signed, wallet, ctx)
         if not 200 <= resp.status_code < 300:
             await self._paid_but_refused(resp, url, signed, wallet, ctx, _resource(args))
+        return await self._settled(args, url, resp, quote, signed, wallet, ctx)
+
+    async def _settled(
+        self,
+        args: PayHttpArgs,
+        url: str,
+        resp: httpx.Response,
+        quote: Quote,
+        signed: SignedTypedData,
+        wallet: AgentWallet,
+        ctx: ToolContext,
+    ) -> Observation:
+        """The paid answer, once the chain proves the seller's receipt settles our
+        authorization; else a failed call keeping the excerpt, its row pending reconcile."""
         try:
             settlement = parse_payment_response(resp)
         except X402ProtocolError as exc:
@@ -558,47 +552,9 @@ class PayHttpTool(Tool):
         # already past validBefore means unused for good.
         chain_time = await asyncio.to_thread(ctx.chain.block_timestamp, "latest")
         used = await _authorization_used(ctx, signed)
-        status = "signed"
-        if used:
-            note = (
-                f"seller answered {resp.status_code} after payment but the authorization is "
-                "used on chain: it took the money without delivering"
-            )
-            await asyncio.to_thread(wallet.meter.keep_signed, signed.reservation, note)
-            # The token's AuthorizationUsed log names the tx: the row settles under it.
-            await asyncio.to_thread(wallet.live_authorization, resource)
-            status = wallet.spend_row(signed.ledger_id).status
-            where = (
-                "the authorization IS used on chain, so the money moved without delivery; "
-                f"ledger row {signed.ledger_id} is '{status}'"
-            )
-        elif authorization_expired(
-            signed.valid_before, chain_time=chain_time, wall_time=wallet.clock()
-        ):
-            note = (
-                f"seller answered {resp.status_code} after payment; authorization "
-                f"{signed.auth_nonce} unused on chain and expired at {signed.valid_before} "
-                f"(chain time {chain_time}); it can never land"
-            )
-            await asyncio.to_thread(wallet.fail, signed, note)
-            status = "failed"
-            where = (
-                "the authorization is unused on chain and expired, so no money moved; "
-                f"ledger row {signed.ledger_id} marked failed"
-            )
-        else:
-            note = (
-                f"seller answered {resp.status_code} after payment (refused); authorization "
-                f"{signed.auth_nonce} unused on chain but still valid until "
-                f"{signed.valid_before}; reconcile will settle or release it"
-            )
-            await asyncio.to_thread(wallet.meter.keep_signed, signed.reservation, note)
-            where = (
-                "no money has moved yet, but the seller holds a signature it can still submit "
-                f"until {signed.valid_before}; ledger row {signed.ledger_id} stays 'signed' "
-                "and keeps counting against the spend cap until `nib audit reconcile` "
-                "settles or releases it"
-            )
+        status, where = await _ledger_after_refusal(
+            resp.status_code, signed, wallet, resource, used=used, chain_time=chain_time
+        )
         ctx.emit(
             "tool.x402.refused_after_payment",
             {
@@ -715,20 +671,7 @@ class PayHttpTool(Tool):
             data["excerpt"], facts = purchase_facts(self.facts_for(args), body, resp.text)
         else:
             data["excerpt"] = excerpt(body, resp.text)
-            if isinstance(body, dict):
-                kind = body.get("kind") if isinstance(body.get("kind"), str) else None
-                raw = body.get("facts")
-                if isinstance(raw, dict):
-                    for key, val in list(raw.items())[:_MAX_FACTS]:
-                        if isinstance(val, str | int | float) and not isinstance(val, bool):
-                            facts[str(key)] = str(val)[:_MAX_FACT_CHARS]
-            # A purchase covers the kind its body names, only when that kind is one we
-            # listed for the URL and the body carries typed values for it; a seller's own
-            # fact keys never stand for a kind the chain can establish.
-            facts = {k: v for k, v in facts.items() if k not in CHAIN_FACT_KINDS}
-            if kind in self.facts_for(args) and facts:
-                digest = "; ".join(f"{k}={v}" for k, v in facts.items())[: _MAX_FACT_CHARS * 2]
-                facts.setdefault(kind, digest)
+            kind, facts = _catalog_answer(body, self.facts_for(args))
         if isinstance(body, dict | list):
             text = json.dumps(body, separators=(",", ":"), default=str)
             if len(text) <= _MAX_DATA_CHARS:
@@ -756,6 +699,28 @@ class PayHttpTool(Tool):
 
 
 # ------------------------------------------------------------------------------ helpers
+
+def _catalog_answer(body: object, listed: tuple[str, ...]) -> tuple[str | None, dict[str, str]]:
+    """(kind, facts) of a nib catalog seller's answer ``{"kind", "facts": {...}}``: typed
+    values only, bounded. A purchase covers the kind its body names only when that kind is
+    one we ``listed`` for the URL and the body carries values for it; a seller's own fact
+    keys never stand for a kind the chain can establish."""
+    kind: str | None = None
+    facts: dict[str, str] = {}
+    if isinstance(body, dict):
+        kind = body.get("kind") if isinstance(body.get("kind"), str) else None
+        raw = body.get("facts")
+        if isinstance(raw, dict):
+            for key, val in list(raw.items())[:_MAX_FACTS]:
+                if isinstance(val, str | int | float) and not isinstance(val, bool):
+                    facts[str(key)] = str(val)[:_MAX_FACT_CHARS]
+    facts = {k: v for k, v in facts.items() if k not in CHAIN_FACT_KINDS}
+    if kind in listed and facts:
+        digest = "; ".join(f"{k}={v}" for k, v in facts.items())[: _MAX_FACT_CHARS * 2]
+        facts.setdefault(kind, digest)
+    return kind, facts
+
+
 
 #: Stands in for the signature when checking that a payment header can be encoded.
 _PLACEHOLDER_SIGNATURE = "0x" + "00" * 65
@@ -923,6 +888,97 @@ async def _live_after_wait(wallet: AgentWallet, resource: str) -> SpendRow | Non
         if live is None or not _in_flight(live) or time.monotonic() >= deadline:
             return live
         await asyncio.sleep(_LIVE_POLL_S)
+
+
+async def _ledger_after_refusal(
+    status_code: int,
+    signed: SignedTypedData,
+    wallet: AgentWallet,
+    resource: str,
+    *,
+    used: bool,
+    chain_time: int,
+) -> tuple[str, str]:
+    """(ledger status, what it means) of a paid request the seller refused: settled when
+    the authorization is used on chain (money moved, nothing delivered), failed when it is
+    unused and expired (it can never land), else kept 'signed' until reconcile."""
+    status = "signed"
+    if used:
+        note = (
+            f"seller answered {status_code} after payment but the authorization is "
+            "used on chain: it took the money without delivering"
+        )
+        await asyncio.to_thread(wallet.meter.keep_signed, signed.reservation, note)
+        # The token's AuthorizationUsed log names the tx: the row settles under it.
+        await asyncio.to_thread(wallet.live_authorization, resource)
+        status = wallet.spend_row(signed.ledger_id).status
+        where = (
+            "the authorization IS used on chain, so the money moved without delivery; "
+            f"ledger row {signed.ledger_id} is '{status}'"
+        )
+    elif authorization_expired(
+        signed.valid_before, chain_time=chain_time, wall_time=wallet.clock()
+    ):
+        note = (
+            f"seller answered {status_code} after payment; authorization "
+            f"{signed.auth_nonce} unused on chain and expired at {signed.valid_before} "
+            f"(chain time {chain_time}); it can never land"
+        )
+        await asyncio.to_thread(wallet.fail, signed, note)
+        status = "failed"
+        where = (
+            "the authorization is unused on chain and expired, so no money moved; "
+            f"ledger row {signed.ledger_id} marked failed"
+        )
+    else:
+        note = (
+            f"seller answered {status_code} after payment (refused); authorization "
+            f"{signed.auth_nonce} unused on chain but still valid until "
+            f"{signed.valid_before}; reconcile will settle or release it"
+        )
+        await asyncio.to_thread(wallet.meter.keep_signed, signed.reservation, note)
+        where = (
+            "no money has moved yet, but the seller holds a signature it can still submit "
+            f"until {signed.valid_before}; ledger row {signed.ledger_id} stays 'signed' "
+            "and keeps counting against the spend cap until `nib audit reconcile` "
+            "settles or releases it"
+        )
+    return status, where
+
+
+async def _paid_request(
+    args: PayHttpArgs,
+    url: str,
+    header: tuple[str, str],
+    signed: SignedTypedData,
+    wallet: AgentWallet,
+    ctx: ToolContext,
+) -> httpx.Response:
+    """MOVES MONEY: the request carrying the payment header. A request that gets no answer
+    keeps the row 'signed' (the seller may still settle it) and raises ToolError."""
+    name, value = header
+    # The header is kept (for a re-send) while the paid request is in flight; the row is
+    # already 'signed' with its nonce, and nothing reads the header before it is kept.
+    kept = asyncio.ensure_future(asyncio.to_thread(wallet.keep_payment, signed, (name, value)))
+    try:
+        resp = await _get(ctx, url, method=args.method, body=args.body, headers={name: value})
+    except ToolError as exc:
+        await kept
+        # The seller may still settle what it received: keep the row 'signed' for
+        # reconciliation instead of claiming the money did not move.
+        note = f"paid request got no answer ({str(exc)[:120]}); may still be settled"
+        await asyncio.to_thread(wallet.meter.keep_signed, signed.reservation, note)
+        raise ToolError(
+            f"pay_http: the paid request to {url} failed after signing ({exc}); the "
+            f"authorization (ledger row {signed.ledger_id}) may still be settled by the "
+            "seller until it expires. Nothing more will be paid under this verdict. "
+            "Fix: run `nib audit reconcile` later."
+        ) from exc
+    except BaseException:
+        await asyncio.shield(kept)
+        raise
+    await kept
+    return resp
 
 
 async def _sign_when_free(
