@@ -2,8 +2,10 @@
 
 Ours: 1, 2 and 4 ``nib worker`` processes (the real composition: offline planner,
 in-process judge, verdict-gated wallet, x402 buyer; bench/_worker.py) draining one queue
-of paid research tasks (the demo task: one x402 purchase each) on a throwaway PostgreSQL
-cluster. Peer: the embedded default, one worker process on a SQLite file, same tasks,
+of paid research tasks (the demo task, asking in turn about each token the paywall has a
+fact sheet for: one x402 purchase each) on a throwaway PostgreSQL cluster. The tokens
+vary because the wallet keeps one live authorization per resource across every worker:
+tasks that all bought one resource would take turns whatever the number of workers. Peer: the embedded default, one worker process on a SQLite file, same tasks,
 same devnet. Each side starts from the same chain baseline. Throughput is tasks / (last
 task's end - first task's start), read from the queue's own timestamps, so process
 start-up (imports, keystore unlock) is not counted. Every task must have paid exactly
@@ -30,8 +32,16 @@ REPO = Path(__file__).resolve().parent.parent
 _TIMEOUT_S = 900
 
 
-def _side(env: BenchEnv, location: str | Path, workers: int, tasks: int, label: str) -> float:
+def _tasks(n: int) -> list[str]:
+    """``n`` demo tasks, each about the next token with a fact sheet (DAI, LINK, ...)."""
     from agent.cli.commands.runs import DEMO_TASK
+    from chain.paywall.datasets import tokens
+
+    symbols = sorted(tokens())
+    return [DEMO_TASK.replace("USDC", symbols[i % len(symbols)]) for i in range(n)]
+
+
+def _side(env: BenchEnv, location: str | Path, workers: int, tasks: int, label: str) -> float:
     from agent.queue import TaskQueue
     from wallet.keystore import DEVNET_PASSPHRASE, ensure_devnet_wallet
     from wallet.ledger import Ledger
@@ -41,7 +51,7 @@ def _side(env: BenchEnv, location: str | Path, workers: int, tasks: int, label: 
     # One keystore, made before the workers share it (they unlock it with the default).
     ensure_devnet_wallet(home, DEVNET_PASSPHRASE)
     queue = TaskQueue(location)
-    ids = [queue.submit(DEMO_TASK) for _ in range(tasks)]
+    ids = [queue.submit(task) for task in _tasks(tasks)]
     child_env = {k: v for k, v in os.environ.items()
                  if not k.startswith(("NIB_MODEL", "NIB_DATABASE", "NIB_WALLET", "NIB_JUDGE"))}
     child_env["PYTHONPATH"] = str(REPO)
@@ -89,7 +99,8 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
         "ours": f"{rates['postgres x4']:.2f} tasks/s (4 workers, PostgreSQL)",
         "peer": f"{peer:.2f} tasks/s (1 process, SQLite)",
         "ratio": rates["postgres x4"] / peer,
-        "notes": (f"{tasks} demo tasks (one x402 purchase each) per side on one devnet; "
+        "notes": (f"{tasks} demo tasks (one x402 purchase each, token fact sheets in turn) per "
+                  "side on one devnet; "
                   "workers x1/x2/x4 on PostgreSQL vs one SQLite process; see details."),
         "details": details,
         "rates": rates,
