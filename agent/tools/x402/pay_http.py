@@ -56,6 +56,7 @@ from agent.tools.x402.quoting import (
     chain_clock,
     free_quote,
     quoted_authorization,
+    settle_or_refuse,
 )
 from chain.facts import CHAIN_FACT_KINDS, FactKind
 from chain.money import format_usdc
@@ -633,13 +634,13 @@ class PayHttpTool(Tool):
                 f"{resp.status_code} without a valid receipt. Fix: continue without this "
                 "data; do not propose this call again in this run."
             )
-        try:
-            await asyncio.to_thread(wallet.settle, live, tx)
-        except SettlementUnproven as exc:
-            raise ToolError(
-                f"{pending}. It was re-sent; the receipt names {exc.tx_hash}, which does "
-                f"not settle it ({exc.finding}). Fix: continue without this data."
-            ) from exc
+        await settle_or_refuse(
+            wallet,
+            live,
+            tx,
+            lambda exc: f"{pending}. It was re-sent; the receipt names {exc.tx_hash}, which "
+            f"does not settle it ({exc.finding}). Fix: continue without this data.",
+        )
         cost = live.amount if live.run_id == ctx.run_id else 0
         obs = self._observation(args, resp, cost=cost, settlement={"transaction": tx})
         return free_quote(self.name, args, obs, ctx, {"url": args.url, "resent": live.id})

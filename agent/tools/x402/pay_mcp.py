@@ -41,11 +41,15 @@ from agent.tools.x402.protocol import (
     payment_payload,
     requirement_amount,
 )
-from agent.tools.x402.quoting import authorization_quote, free_quote, quoted_authorization
+from agent.tools.x402.quoting import (
+    authorization_quote,
+    free_quote,
+    quoted_authorization,
+    settle_or_refuse,
+)
 from chain.money import format_usdc
 from chain.usdc import AuthorizationTypedData
 from judge.verdict import Verdict
-from wallet.errors import SettlementUnproven
 
 __all__ = ["PayMcpArgs", "PayMcpTool"]
 
@@ -191,13 +195,14 @@ class PayMcpTool(Tool):
                 "audit reconcile` finds whether the authorization was used. Fix: continue "
                 "without this data, or use another seller."
             )
-        try:
-            await asyncio.to_thread(wallet.settle, signed, tx_hash)
-        except SettlementUnproven as exc:
-            raise ToolError(
-                f"pay_mcp: the receipt does not settle our authorization ({exc.finding}); "
-                f"ledger row {signed.ledger_id} stays 'signed' until `nib audit reconcile`."
-            ) from exc
+        await settle_or_refuse(
+            wallet,
+            signed,
+            tx_hash,
+            lambda exc: f"pay_mcp: the receipt does not settle our authorization "
+            f"({exc.finding}); ledger row {signed.ledger_id} stays 'signed' until `nib audit "
+            "reconcile`.",
+        )
         return self._observation(args, result, cost=quote.amount, settlement=receipt)
 
     async def _current_terms(

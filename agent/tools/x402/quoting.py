@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -21,6 +22,12 @@ from agent.tools.x402.protocol import (
 )
 from chain.usdc import AuthorizationTypedData
 from judge.fingerprint import typed_data_fingerprint
+from wallet.errors import SettlementUnproven
+
+if TYPE_CHECKING:
+    from agent.seams import AgentWallet
+    from wallet.ledger import SpendRow
+    from wallet.signed import SignedTypedData
 
 __all__ = [
     "FREE_FINGERPRINT",
@@ -29,6 +36,7 @@ __all__ = [
     "check_token_domain",
     "free_quote",
     "quoted_authorization",
+    "settle_or_refuse",
 ]
 
 #: Placeholder fingerprint of a free quote: there is no payload to sign.
@@ -131,6 +139,21 @@ def quoted_authorization(
         wall_time=int(quote.meta["wall_time"]) if "wall_time" in quote.meta else None,
         nonce=bytes.fromhex(str(message["nonce"])[2:]),
     )
+
+
+async def settle_or_refuse(
+    wallet: AgentWallet,
+    signed: SignedTypedData | SpendRow,
+    tx_hash: str,
+    refusal: Callable[[SettlementUnproven], str],
+) -> None:
+    """Settle ``signed`` under the transaction a seller's receipt names: the wallet first
+    proves on chain that it carried our authorization. When it did not, the row stays
+    'signed' for reconcile and the call fails with ``refusal(finding)``."""
+    try:
+        await asyncio.to_thread(wallet.settle, signed, tx_hash)
+    except SettlementUnproven as exc:
+        raise ToolError(refusal(exc)) from exc
 
 
 def free_quote(
