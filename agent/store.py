@@ -260,6 +260,8 @@ class RunStore:
         for row in rows:
             if row.get("status") != "running":
                 continue
+            if row.get("owner") == self.owner and row["run_id"] in self._driving:
+                continue  # this very process drives it (a late beat is not a death)
             why = owner_gone(row.get("owner"), row.get("beat_at"), now)
             if why is None:
                 continue

@@ -97,6 +97,10 @@ def test_a_run_on_another_host_dies_when_its_heartbeat_goes_stale(tmp_path: Path
             (time.time() - age, run_id),
         )
     assert s.run("fresh")["status"] == "running"  # type: ignore[index]
+    s.start_run("late", "task", "p")  # driven here, its beat late (a lock held long)
+    s.db.execute("UPDATE agent_runs SET beat_at = ? WHERE run_id = 'late'", (time.time() - 2 * STALE_AFTER_S,))
+    assert s.run("late")["status"] == "running"  # type: ignore[index]
+    s.finish_run("late", {"stop_reason": "max-steps", "finished": False})
     row = s.run("stale")
     assert row is not None and (row["status"], row["stop_reason"]) == ("died", "process-died")
     assert "no heartbeat from elsewhere:4242" in json.loads(row["result"])["message"]
