@@ -11,7 +11,8 @@ import json
 from agent.loop.context import RunContext, literal_args
 from agent.loop.gates import Admitted
 from agent.loop.learning import Learning
-from agent.loop.stop import Stop, gather_within, raise_if_dependency, within
+from agent.loop.stop import Stop, raise_if_dependency
+from agent.tasks import gather_within, within
 from agent.tools.base import Observation
 from judge.policy import FreeDecision, FreeReadPolicy
 

@@ -16,9 +16,10 @@ from typing import Any
 from agent.errors import ModelUnavailable
 from agent.loop.budget import BudgetGate
 from agent.loop.context import RunContext
-from agent.loop.stop import Stop, within
+from agent.loop.stop import Stop
 from agent.loop.tokens import budget_tokens, count_messages
 from agent.models.base import Message, ModelReply, ModelRequest, OutputSchema, Purpose, ToolSpec
+from agent.tasks import within
 
 __all__ = ["ModelCaller"]
 

@@ -32,7 +32,8 @@ from agent.loop.proposal import Batch, Call, Done, NoAction, Proposal, SubmitAns
 from agent.loop.result import AgentResult
 from agent.loop.selfmodel import SelfModelReader
 from agent.loop.state import Decision, Deps, PendingCall, RunState, unjsonable
-from agent.loop.stop import INTERRUPTS, Interrupted, Stop
+from agent.loop.stop import INTERRUPTS, Stop
+from agent.tasks import Interrupted
 from agent.tools.base import Quote, addresses_named_in
 from chain.money import format_usdc
 from judge.fingerprint import fingerprint

@@ -20,6 +20,7 @@ from x402.extensions.bazaar import (
 from x402.http import FacilitatorConfig, HTTPFacilitatorClientSync
 
 from agent.errors import ToolError
+from agent.tasks import gather_within
 from agent.tools.base import FreeLimits, Observation, Tool, ToolContext
 from agent.tools.transfer import UsdcAmount
 from agent.tools.x402.offers import Offer, OfferBook, allowlisted_sellers, offer_from_discovery
@@ -84,9 +85,7 @@ class DiscoverTool(Tool):
                 "discover: no discovery API is configured; expected at least one URL. Fix: "
                 f"set {DISCOVERY_SETTING} (`nib devnet up` provides one on the devnet)."
             )
-        results = await asyncio.gather(
-            *(asyncio.to_thread(_ask, url, args) for url in urls), return_exceptions=True
-        )
+        results = await gather_within(*(asyncio.to_thread(_ask, url, args) for url in urls))
         offers: list[Offer] = []
         failed: list[str] = []
         for url, result in zip(urls, results, strict=True):

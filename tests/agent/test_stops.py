@@ -486,10 +486,14 @@ class _Raising(FactTool):
     async def run(self, args: Any, ctx: Any) -> Any:
         if self.how == "tool-thread":
             return await asyncio.to_thread(_interrupting_thread)
+        if self.how == "tool-gather":  # a tool's own inner tasks (pay_http, discover)
+            from agent.tasks import gather_within
+
+            return await gather_within(asyncio.to_thread(_interrupting_thread), asyncio.sleep(0))
         raise KeyboardInterrupt if self.how == "tool" else SystemExit(3)
 
 
-@pytest.mark.parametrize("where", ["model", "tool", "tool-thread", "tool-exit"])
+@pytest.mark.parametrize("where", ["model", "tool", "tool-thread", "tool-gather", "tool-exit"])
 def test_a_keyboard_interrupt_inside_an_inner_task_ends_the_run_interrupted(
     tmp_path: Path, where: str
 ) -> None:

@@ -29,6 +29,7 @@ from x402.schemas import PaymentRequirements, PaymentRequirementsV1
 from x402.schemas import parse_payment_required as _x402_parse
 
 from agent.errors import ToolError
+from agent.tasks import gather_pair
 from agent.tools.base import Observation, Quote, Tool, ToolContext
 from agent.tools.chain_reads import usdc_address
 from agent.tools.transfer import UsdcAmount, spend_cap
@@ -351,10 +352,8 @@ class PayHttpTool(Tool):
         await self.load_catalog(origin, ctx)
         # The chain's clock (the authorization's window) is read while the seller answers;
         # it is needed (and its failure raised) only for a 402.
-        resp, clock = await asyncio.gather(
-            _get(ctx, args.url, method=args.method, body=args.body),
-            chain_clock(ctx),
-            return_exceptions=True,
+        resp, clock = await gather_pair(
+            _get(ctx, args.url, method=args.method, body=args.body), chain_clock(ctx)
         )
         if isinstance(resp, BaseException):
             raise resp
@@ -412,9 +411,13 @@ class PayHttpTool(Tool):
         cap = spend_cap(ctx, self.name)
         # The terms are re-read while the chain's clock is read (both before signing, both
         # read-only): the re-check costs no time of its own on the paid path.
-        resp, _ = await asyncio.gather(
+        resp, checked = await gather_pair(
             _get(ctx, url, method=args.method, body=args.body), _check_not_expired(quote, ctx)
         )
+        if isinstance(checked, BaseException):
+            raise checked
+        if isinstance(resp, BaseException):
+            raise resp
         if resp.status_code == 200:
             # The seller stopped charging: nothing to sign, the verdict stays unused.
             return self._observation(args, resp, cost=0, settlement=None)
