@@ -24,7 +24,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from agent.store import QUEUE, ensure_tables
-from judge.storage import Database, Location, open_database
+from judge.storage import Database, Location, cell_int, open_database
 
 __all__ = [
     "QUEUE",
@@ -150,7 +150,7 @@ class TaskQueue:
                     (now + self.lease_s, f"recovered by {recoverer}",
                      f"recovered by {recoverer}", row["id"]),
                 )
-        return [self.get(r["id"]) for r in found]
+        return [self.get(str(r["id"])) for r in found]
 
     def requeue(self, task_id: str, note: str) -> None:
         """Put a recovered task back in line (nothing of it paid or in flight)."""
@@ -189,7 +189,7 @@ class TaskQueue:
 
     def counts(self) -> dict[str, int]:
         rows = self.db.query(f"SELECT status, COUNT(*) AS n FROM {QUEUE} GROUP BY status")
-        return {r["status"]: int(r["n"]) for r in rows}
+        return {str(r["status"]): cell_int(r["n"]) for r in rows}
 
     def open_work(self) -> int:
         """Tasks queued, running or being recovered (a draining worker waits for none)."""

@@ -23,6 +23,7 @@ from judge.storage import (
     Location,
     Migration,
     add_missing_columns,
+    cell_int,
     migrate,
     open_database,
     process_identity,
@@ -309,7 +310,7 @@ class RunStore:
         found = self.db.scalar(
             "SELECT COALESCE(MAX(seq), 0) FROM agent_events WHERE run_id=?", (run_id,)
         )
-        return int(found)
+        return cell_int(found)
 
     def event(self, run_id: str, type_: str, data: dict[str, Any]) -> int:
         """Append one audit event; returns its sequence number within the run.
@@ -344,7 +345,7 @@ class RunStore:
         if type_:
             where, params = where + " AND type = ?", [run_id, type_]
         rows = self.db.query(f"SELECT * FROM agent_events WHERE {where} ORDER BY seq", params)
-        return [{**r, "data": json.loads(r["data"])} for r in rows]
+        return [{**r, "data": json.loads(str(r["data"]))} for r in rows]
 
     # ---------------------------------------------------------------- paused
     def save_paused(self, run_id: str, state_json: str) -> None:
@@ -379,7 +380,7 @@ class RunStore:
         return str(rows[0]["state"]) if rows else None
 
     def paused(self) -> list[str]:
-        return [r["run_id"] for r in self.db.query("SELECT run_id FROM agent_paused")]
+        return [str(r["run_id"]) for r in self.db.query("SELECT run_id FROM agent_paused")]
 
     # --------------------------------------------------------------- lessons
     def add_lesson(self, run_id: str, task: str, stop_reason: str, lesson: str) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from decimal import Decimal
 
 from judge.storage import Database, Location, Migration, Tx, migrate, open_database
 
@@ -46,17 +45,3 @@ class Store:
         """One statement, committed on its own; returns the rows it changed."""
         return self.db.execute(sql, params)
 
-
-def cell_int(value: object) -> int:
-    """A database cell read as an int: SQLite's int, PostgreSQL's int or numeric
-    (``SUM`` answers a Decimal there), or numeric text."""
-    if isinstance(value, int | float | Decimal | str):
-        return int(value)
-    raise TypeError(f"expected an integer database cell, found {type(value).__name__}")
-
-
-def cell_float(value: object) -> float:
-    """A database cell read as a float (a REAL / double precision column)."""
-    if isinstance(value, int | float | Decimal | str):
-        return float(value)
-    raise TypeError(f"expected a numeric database cell, found {type(value).__name__}")

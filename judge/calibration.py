@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -17,7 +18,7 @@ from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Protocol, TypedDict
 
 from judge.errors import JudgeConfigError
-from judge.storage import Database, Location, Migration, migrate, open_database
+from judge.storage import Database, Location, Migration, cell_int, migrate, open_database
 
 OUTCOMES_TABLE = "judge_outcomes"
 #: p is quantised to this many decimals so EV arithmetic on it stays exact.
@@ -203,7 +204,7 @@ class BetaCalibrator:
                 "WHERE tool = ? AND fact_kind = ?",
                 list(key),
             )
-            found = int(row["hits"]), int(row["n"])
+            found = cell_int(row["hits"]), cell_int(row["n"])
             if cacheable:
                 self._counts[key] = found
         return found
@@ -217,9 +218,10 @@ class BetaCalibrator:
         an aggregate over the outcomes on every decision. PostgreSQL has no such
         counter: always read.
         """
-        if self.db.dialect != "sqlite":
+        conn = self.db.conn
+        if not isinstance(conn, sqlite3.Connection):
             return False
-        mark = (int(self.db.scalar("PRAGMA data_version")), int(self.db.conn.total_changes))
+        mark = (cell_int(self.db.scalar("PRAGMA data_version")), conn.total_changes)
         if mark != self._seen:
             self._counts.clear()
             self._seen = mark
@@ -255,7 +257,7 @@ class BetaCalibrator:
             params.append(tool)
         with self._lock:
             rows = self.db.query(sql + " ORDER BY id", params)
-        return calibration_report((Decimal(r["p_used"]), bool(r["covered"])) for r in rows)
+        return calibration_report((Decimal(str(r["p_used"])), bool(r["covered"])) for r in rows)
 
 
 class FixedCalibrator:

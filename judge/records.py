@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from judge._store import Store, cell_float, cell_int
+from judge._store import Store
 from judge.errors import (
     GrantRefused,
     OutcomeRefused,
@@ -23,7 +23,7 @@ from judge.errors import (
     VerdictRevoked,
     VerdictUnknown,
 )
-from judge.storage import Database, Location, Migration, Tx
+from judge.storage import Database, Location, Migration, Tx, cell_float, cell_int
 from judge.verdict import Verdict
 
 VERDICTS = "judge_verdicts"

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, cast
 
-from judge._store import Store, cell_int
+from judge._store import Store
 from judge.errors import JudgeRequestInvalid, TaskRegistrationConflict
-from judge.storage import Database, Location, Migration, Tx
+from judge.storage import Database, Location, Migration, Tx, cell_int
 
 if TYPE_CHECKING:
     from judge.jev import PaidCallRequest

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from judge.storage import Tx
+from judge.storage import Tx, cell_int
 from wallet._store import GAS, JOURNAL, SPENDS, USED_VERDICTS, Store
 
 __all__ = ["GENESIS", "LedgerCheck", "append", "journal_spend", "verify", "verify_ledger"]
@@ -123,7 +123,7 @@ def verify(store: Store) -> LedgerCheck:
     """Check the journal's hash chain, then compare its replay with the wallet's tables."""
     with store.transaction() as tx:  # one consistent snapshot
         chain = [
-            (r["seq"], r["entry"], r["prev"], r["hash"])
+            (cell_int(r["seq"]), str(r["entry"]), str(r["prev"]), str(r["hash"]))
             for r in tx.rows(f"SELECT seq, entry, prev, hash FROM {JOURNAL} ORDER BY seq")
         ]
         spends = _table(tx, SPENDS)

@@ -256,7 +256,7 @@ def transition_in(
             f"No ledger row with id {spend_id!r}; expected an id returned by "
             "SpendMeter.reserve. Fix: pass the Reservation (or its id) you were given."
         )
-    current = found[0]
+    current = str(found[0])
     if to != current and to not in _TRANSITIONS[current]:
         allowed = ", ".join(sorted(_TRANSITIONS[current])) or "none (final)"
         raise LedgerError(

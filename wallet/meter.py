@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from chain.money import DEFAULT_ETH_PRICE_USDC, gas_to_usdc
-from judge.storage import Database, Tx
+from judge.storage import Database, Tx, cell_int
 from wallet._store import GAS, SPENDS, USED_VERDICTS, Store, as_store
 from wallet.errors import (
     AuthorizationOutstanding,
@@ -321,12 +321,12 @@ class SpendMeter:
         with self.store.transaction() as conn:
             settled = _sum(conn, run_id, ("settled",))
             reserved = _sum(conn, run_id, OUTSTANDING)
-            gas_wei, gas_usdc = conn.execute(
+            gas_wei, gas_usdc = conn.one(
                 f"SELECT COALESCE(SUM(wei), 0), COALESCE(SUM(usdc), 0) FROM {GAS} WHERE run_id = ?",
                 (run_id,),
-            ).fetchone()
+            ) or (0, 0)
             held = _gas_held(conn, run_id)
-        return RunSpend(run_id, settled, reserved, int(gas_wei), int(gas_usdc), held)
+        return RunSpend(run_id, settled, reserved, cell_int(gas_wei), cell_int(gas_usdc), held)
 
     def spent(self, run_id: str) -> int:
         """Settled USDC plus metered gas (in atomic USDC) for ``run_id``."""
@@ -473,12 +473,13 @@ def _refuse_second_authorization(conn: Tx, resource: str, verdict_id: str) -> No
         return
     spend_id, status, valid_before, amount = live
     until = f"until {valid_before}" if valid_before is not None else "until it is signed or released"
+    valid_before = None if valid_before is None else cell_int(valid_before)
     raise AuthorizationOutstanding(
         f"An authorization for {resource} is still live (ledger row {spend_id}, {status}, "
         f"{amount} atomic units, valid {until}); expected none, since a second one could "
         "let the seller settle both. Nothing was signed. Fix: wait until it settles or "
         "expires (`nib audit reconcile`); a retry re-sends the same authorization.",
-        ledger_id=spend_id,
+        ledger_id=str(spend_id),
         valid_before=valid_before,
         verdict_id=verdict_id,
     )
@@ -489,7 +490,7 @@ def _committed(conn: Tx, run_id: str | None) -> int:
     (of ``run_id``, or of every run when it is None)."""
     where, params = _of_run(run_id)
     gas = conn.scalar(f"SELECT COALESCE(SUM(usdc), 0) FROM {GAS} WHERE {where}", params)
-    return _sum(conn, run_id, COMMITTED) + int(gas) + _gas_held(conn, run_id)
+    return _sum(conn, run_id, COMMITTED) + cell_int(gas) + _gas_held(conn, run_id)
 
 
 def _of_run(run_id: str | None) -> tuple[str, tuple[str, ...]]:
@@ -503,7 +504,7 @@ def _gas_held(conn: Tx, run_id: str | None) -> int:
         f"SELECT COALESCE(SUM(gas_hold), 0) FROM {SPENDS} WHERE {where} AND status IN ({marks})",
         (*params, *OUTSTANDING),
     )
-    return int(held)
+    return cell_int(held)
 
 
 def _sum(conn: Tx, run_id: str | None, statuses: tuple[str, ...]) -> int:
@@ -513,7 +514,7 @@ def _sum(conn: Tx, run_id: str | None, statuses: tuple[str, ...]) -> int:
         f"SELECT COALESCE(SUM(amount), 0) FROM {SPENDS} WHERE {where} AND status IN ({marks})",
         (*params, *statuses),
     )
-    return int(total)
+    return cell_int(total)
 
 
 def _check_treasury(conn: Tx, cap: int, this_call: int, verdict_id: str) -> None:
@@ -531,11 +532,11 @@ def _check_treasury(conn: Tx, cap: int, this_call: int, verdict_id: str) -> None
 
 def _outstanding(conn: Tx, asset: str) -> int:
     marks = ", ".join("?" for _ in OUTSTANDING)
-    row = conn.execute(
+    total = conn.scalar(
         f"SELECT COALESCE(SUM(amount), 0) FROM {SPENDS} WHERE asset = ? AND status IN ({marks})",
         (asset, *OUTSTANDING),
-    ).fetchone()
-    return int(row[0])
+    )
+    return cell_int(total)
 
 
 def _require_int(name: str, value: object, *, minimum: int) -> None:

@@ -122,7 +122,7 @@ class NonceManager:
             return
         with self._lock, self._store.transaction() as tx:
             row = tx.one(f"SELECT state FROM {NONCES} WHERE scope = ?", (self._scope,))
-            st = _State.loads(row[0]) if row else _State()
+            st = _State.loads(str(row[0])) if row else _State()
             if not self._synced:
                 # Read under the lock: a number another process confirmed is already in
                 # the node's pending count; one it has not confirmed is still in flight.

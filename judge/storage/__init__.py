@@ -5,6 +5,7 @@ sections lock on each engine and ``judge.storage.migrate`` for versioned schemas
 """
 
 from judge.storage.db import (
+    Cursor,
     Database,
     Dialect,
     IntegrityError,
@@ -12,6 +13,8 @@ from judge.storage.db import (
     MutexTimeout,
     StorageError,
     Tx,
+    cell_float,
+    cell_int,
     describe,
     is_url,
     open_database,
@@ -20,6 +23,7 @@ from judge.storage.db import (
 from judge.storage.migrate import Migration, add_missing_columns, migrate, schema_version
 
 __all__ = [
+    "Cursor",
     "Database",
     "Dialect",
     "IntegrityError",
@@ -29,6 +33,8 @@ __all__ = [
     "StorageError",
     "Tx",
     "add_missing_columns",
+    "cell_float",
+    "cell_int",
     "describe",
     "is_url",
     "migrate",

@@ -40,10 +40,12 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 __all__ = [
+    "Cursor",
     "Database",
     "Dialect",
     "IntegrityError",
@@ -51,6 +53,8 @@ __all__ = [
     "MutexTimeout",
     "StorageError",
     "Tx",
+    "cell_float",
+    "cell_int",
     "describe",
     "is_url",
     "open_database",
@@ -111,6 +115,42 @@ def _pg_sql(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+class Cursor(Protocol):
+    """What a statement answers on either engine (sqlite3's cursor, psycopg's)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    @property
+    def description(self) -> Sequence[Sequence[object]] | None: ...
+
+    def fetchone(self) -> Sequence[object] | None: ...
+
+    def fetchall(self) -> Sequence[Sequence[object]]: ...
+
+
+if TYPE_CHECKING:
+    from psycopg import Connection as _PgConnection
+    from psycopg.rows import TupleRow
+
+    PgConnection = _PgConnection[TupleRow]
+
+
+def cell_int(value: object) -> int:
+    """A database cell read as an int: SQLite's int, PostgreSQL's int or numeric
+    (``SUM`` answers a Decimal there), or numeric text."""
+    if isinstance(value, int | float | Decimal | str):
+        return int(value)
+    raise TypeError(f"expected an integer database cell, found {type(value).__name__}")
+
+
+def cell_float(value: object) -> float:
+    """A database cell read as a float (a REAL / double precision column)."""
+    if isinstance(value, int | float | Decimal | str):
+        return float(value)
+    raise TypeError(f"expected a numeric database cell, found {type(value).__name__}")
+
+
 class Tx:
     """The statements of one open transaction (what ``with db.transaction()`` yields)."""
 
@@ -121,21 +161,21 @@ class Tx:
     def dialect(self) -> Dialect:
         return self._db.dialect
 
-    def execute(self, sql: str, params: Sequence[object] = ()) -> Any:
+    def execute(self, sql: str, params: Sequence[object] = ()) -> Cursor:
         """Run ``sql`` (``?`` placeholders); returns the cursor (``fetchone``, ``rowcount``)."""
         return self._db._execute(sql, params)
 
-    def one(self, sql: str, params: Sequence[object] = ()) -> tuple[Any, ...] | None:
+    def one(self, sql: str, params: Sequence[object] = ()) -> tuple[object, ...] | None:
         row = self.execute(sql, params).fetchone()
         return None if row is None else tuple(row)
 
-    def scalar(self, sql: str, params: Sequence[object] = ()) -> Any:
+    def scalar(self, sql: str, params: Sequence[object] = ()) -> object:
         row = self.one(sql, params)
         return None if row is None else row[0]
 
-    def rows(self, sql: str, params: Sequence[object] = ()) -> list[dict[str, Any]]:
+    def rows(self, sql: str, params: Sequence[object] = ()) -> list[dict[str, object]]:
         cur = self.execute(sql, params)
-        cols = [c[0] for c in cur.description]
+        cols = [str(c[0]) for c in cur.description or ()]
         return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
     def ddl(self, sql: str) -> None:
@@ -150,13 +190,13 @@ class Tx:
     def columns(self, table: str) -> set[str]:
         """The column names ``table`` has now (empty when it does not exist)."""
         if self.dialect == "sqlite":
-            return {r[1] for r in self.execute(f"PRAGMA table_info({table})").fetchall()}
+            return {str(r[1]) for r in self.execute(f"PRAGMA table_info({table})").fetchall()}
         found = self.execute(
             "SELECT column_name FROM information_schema.columns "
             "WHERE table_schema = current_schema() AND table_name = ?",
             (table,),
         ).fetchall()
-        return {r[0] for r in found}
+        return {str(r[0]) for r in found}
 
 
 class Database:
@@ -175,7 +215,7 @@ class Database:
         self._known_locks: set[str] = set()
         self._in_tx = False
         if self.dialect == "postgres":
-            self.conn: Any = _pg_connect(str(location))
+            self.conn: sqlite3.Connection | PgConnection = _pg_connect(str(location))
         else:
             self.conn = _sqlite_connect(Path(location), durable=durable)
         self._tx = Tx(self)
@@ -185,25 +225,26 @@ class Database:
 
     # ------------------------------------------------------------------ statements
 
-    def _execute(self, sql: str, params: Sequence[object]) -> Any:
-        if self.dialect == "sqlite":
+    def _execute(self, sql: str, params: Sequence[object]) -> Cursor:
+        conn = self.conn
+        if isinstance(conn, sqlite3.Connection):
             try:
-                return self.conn.execute(sql, tuple(params))
+                return conn.execute(sql, tuple(params))
             except sqlite3.IntegrityError as exc:
                 raise IntegrityError(str(exc)) from exc
         import psycopg
 
         try:
-            return self.conn.execute(_pg_sql(sql), tuple(params))
+            return conn.execute(_pg_sql(sql), tuple(params))
         except psycopg.errors.IntegrityError as exc:
             raise IntegrityError(str(exc)) from exc
 
-    def query(self, sql: str, params: Sequence[object] = ()) -> list[dict[str, Any]]:
+    def query(self, sql: str, params: Sequence[object] = ()) -> list[dict[str, object]]:
         """Rows of ``sql`` as dicts (column -> value), outside any write section."""
         with self.lock:
             return self._tx.rows(sql, params)
 
-    def scalar(self, sql: str, params: Sequence[object] = ()) -> Any:
+    def scalar(self, sql: str, params: Sequence[object] = ()) -> object:
         with self.lock:
             return self._tx.scalar(sql, params)
 
@@ -363,7 +404,7 @@ def _sqlite_connect(path: Path, *, durable: bool) -> sqlite3.Connection:
     return conn
 
 
-def _pg_connect(url: str) -> Any:
+def _pg_connect(url: str) -> PgConnection:
     try:
         import psycopg
     except ImportError as exc:  # pragma: no cover - psycopg is a declared dependency

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from judge.storage.db import Database, StorageError, Tx
+from judge.storage.db import Database, StorageError, Tx, cell_int
 
 __all__ = ["Migration", "add_missing_columns", "migrate", "schema_version"]
 
@@ -37,7 +37,7 @@ def schema_version(db: Database, component: str) -> int:
     """The version ``component``'s tables are at (0 when never migrated)."""
     db.bootstrap()
     found = db.scalar("SELECT version FROM nib_schema WHERE component = ?", (component,))
-    return 0 if found is None else int(found)
+    return 0 if found is None else cell_int(found)
 
 
 def migrate(db: Database, component: str, migrations: Sequence[Migration]) -> int:
@@ -47,7 +47,7 @@ def migrate(db: Database, component: str, migrations: Sequence[Migration]) -> in
         return latest
     with db.transaction(lock="schema") as tx:
         found = tx.scalar("SELECT version FROM nib_schema WHERE component = ?", (component,))
-        current = 0 if found is None else int(found)
+        current = 0 if found is None else cell_int(found)
         if current > latest:
             raise StorageError(
                 f"The database's {component} tables are at schema version {current}; this "
