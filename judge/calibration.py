@@ -15,7 +15,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
-from typing import Protocol, TypedDict
+from typing import Protocol
+
+from typing_extensions import TypedDict  # pydantic validates it on the wire (Python < 3.12)
 
 from judge.errors import JudgeConfigError
 from judge.storage import Database, Location, Migration, cell_int, migrate, open_database

@@ -16,21 +16,26 @@ import json
 import socket
 import threading
 import time
-from typing import Any, cast, get_args
+from collections.abc import Callable, Mapping
+from typing import cast, get_args
 
 import httpx
 import uvicorn
 from fastapi import Body, FastAPI, Request
 from fastapi.responses import JSONResponse
+from starlette.middleware.base import RequestResponseEndpoint
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from judge import errors
 from judge.calibration import CalibrationReport
 from judge.errors import JudgeConfigError, JudgeError, JudgeUnreachable, VerdictInvalid
 from judge.jev import Judge, PaidCallRequest
-from judge.policy import FreeDecision, FreePolicyRow
+from judge.policy import FreeDecision
 from judge.records import Grant, Standing
 from judge.tasks import TaskLimits
 from judge.verdict import SCHEME, Verdict, parse_verdict, verify_verdict
+from judge.wire import from_wire, wire_int
 
 DEFAULT_TIMEOUT_S = 2.0
 #: The largest request body the service reads; real requests are a few KiB.
@@ -47,11 +52,11 @@ class _BodyLimit:
     body without one (chunked) is read here and cut off as soon as it passes the limit.
     """
 
-    def __init__(self, app: Any, limit: int = MAX_BODY_BYTES) -> None:
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
         self.app = app
         self.limit = limit
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -84,7 +89,7 @@ class _BodyLimit:
             scope, _replay([{"type": "http.request", "body": body, "more_body": False}]), send
         )
 
-    async def _refuse(self, send: Any, size: bytes | None) -> None:
+    async def _refuse(self, send: Send, size: bytes | None) -> None:
         found = size.decode(errors="replace") if size else "more"
         message = (
             f"found a request body of {found} bytes; expected at most {self.limit} bytes; "
@@ -107,15 +112,33 @@ class _BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-def _replay(messages: list[dict[str, Any]]) -> Any:
+def _replay(messages: list[Message]) -> Receive:
     queue = list(messages)
 
-    async def receive() -> dict[str, Any]:
+    async def receive() -> Message:
         if queue:
             return queue.pop(0)
         return {"type": "http.disconnect"}
 
     return receive
+
+
+def refuse_malformed_bodies(
+    app: FastAPI, client: str, error: Callable[[str], dict[str, object]]
+) -> None:
+    """Answer a route's KeyError, TypeError or ValueError (a body lacking a field, or
+    with one of the wrong type) 422, naming the ``client`` that sends the right fields;
+    ``error`` shapes the message as the service's error object (both services use it)."""
+
+    async def bad_body(_: Request, exc: Exception) -> Response:
+        message = (
+            f"found a malformed request body ({type(exc).__name__}: {exc}); expected the "
+            f"fields {client.rsplit('.', 1)[-1]} sends; fix: use {client}."
+        )
+        return JSONResponse({"error": error(message)}, status_code=422)
+
+    for kind in (KeyError, TypeError, ValueError):
+        app.add_exception_handler(kind, bad_body)
 
 
 def _refused(message: str, status: int) -> JSONResponse:
@@ -131,7 +154,7 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _free_to_wire(d: FreeDecision) -> dict[str, Any]:
+def _free_to_wire(d: FreeDecision) -> dict[str, object]:
     row = None
     if d.row is not None:
         row = {
@@ -144,9 +167,8 @@ def _free_to_wire(d: FreeDecision) -> dict[str, Any]:
     return {"outcome": d.outcome, "tool": d.tool, "reason": d.reason, "row": row}
 
 
-def _free_from_wire(data: dict[str, Any]) -> FreeDecision:
-    row = FreePolicyRow(**data["row"]) if data.get("row") else None
-    return FreeDecision(data["outcome"], data["tool"], data["reason"], row)
+def _free_from_wire(data: Mapping[str, object]) -> FreeDecision:
+    return from_wire(FreeDecision, data)
 
 
 # Long by design: the routes are closures over the state this factory builds (one
@@ -166,7 +188,7 @@ def create_app(
     admin_auth = f"Bearer {admin_token}".encode() if admin_token else None
 
     @app.middleware("http")
-    async def _require_token(request: Request, call_next: Any) -> Any:
+    async def _require_token(request: Request, call_next: RequestResponseEndpoint) -> Response:
         path = request.url.path
         given = request.headers.get("authorization", "").encode()
         if path in _ADMIN_PATHS and request.method == "POST":
@@ -198,42 +220,34 @@ def create_app(
             {"error": {"type": type(exc).__name__, "message": str(exc)}}, status_code=status
         )
 
-    @app.exception_handler(KeyError)
-    @app.exception_handler(TypeError)
-    @app.exception_handler(ValueError)
-    async def _bad_body(_: Request, exc: Exception) -> JSONResponse:
-        message = (
-            f"found a malformed request body ({type(exc).__name__}: {exc}); expected the "
-            "fields JudgeClient sends; fix: use judge.service.JudgeClient."
-        )
-        return JSONResponse(
-            {"error": {"type": "JudgeRequestInvalid", "message": message}}, status_code=422
-        )
+    refuse_malformed_bodies(
+        app, "judge.service.JudgeClient", lambda m: {"type": "JudgeRequestInvalid", "message": m}
+    )
 
     @app.get(f"{_API}/health")
-    def health() -> dict[str, Any]:
+    def health() -> dict[str, object]:
         return {"judge": judge.address, "scheme": SCHEME}
 
     @app.post(f"{_API}/decide")
-    def decide(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def decide(body: dict[str, object] = Body(...)) -> dict[str, object]:
         return judge.decide(PaidCallRequest.from_wire(body)).model_dump()
 
     @app.post(f"{_API}/free")
-    def free(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
-        return _free_to_wire(judge.decide_free(str(body["tool"]), int(body["calls_so_far"])))
+    def free(body: dict[str, object] = Body(...)) -> dict[str, object]:
+        return _free_to_wire(judge.decide_free(str(body["tool"]), wire_int(body["calls_so_far"])))
 
     @app.post(f"{_API}/recheck")
-    def recheck(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def recheck(body: dict[str, object] = Body(...)) -> dict[str, object]:
         judge.recheck(parse_verdict(body))
         return {"ok": True}
 
     @app.post(f"{_API}/revoke")
-    def revoke(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def revoke(body: dict[str, object] = Body(...)) -> dict[str, object]:
         judge.revoke(str(body["verdict_id"]))
         return {"ok": True}
 
     @app.post(f"{_API}/outcomes")
-    def outcomes(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def outcomes(body: dict[str, object] = Body(...)) -> dict[str, object]:
         covered = body.get("covered")
         if not isinstance(covered, bool):
             raise JudgeConfigError(
@@ -243,7 +257,7 @@ def create_app(
         return {"ok": True}
 
     @app.post(f"{_API}/standing")
-    def standing(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def standing(body: dict[str, object] = Body(...)) -> dict[str, object]:
         fp = body.get("payload_fingerprint")
         return {
             "standing": judge.verdict_standing(
@@ -252,11 +266,11 @@ def create_app(
         }
 
     @app.post(f"{_API}/tasks")
-    def register_task(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def register_task(body: dict[str, object] = Body(...)) -> dict[str, object]:
         return judge.register_task(TaskLimits.from_wire(body)).to_wire()
 
     @app.post(f"{_API}/grants")
-    def grant(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    def grant(body: dict[str, object] = Body(...)) -> dict[str, object]:
         task = body.get("task_id")
         return judge.grant(
             str(body["verdict_id"]),
@@ -265,7 +279,7 @@ def create_app(
         ).to_wire()
 
     @app.get(f"{_API}/calibration")
-    def calibration() -> dict[str, Any]:
+    def calibration() -> dict[str, object]:
         return dict(judge.calibration())
 
     return app
@@ -432,7 +446,9 @@ class JudgeClient:
             url=self.url,
         )
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def _call(
+        self, method: str, path: str, body: Mapping[str, object] | None = None
+    ) -> dict[str, object]:
         try:
             response = self._http.request(method, _API + path, json=body)
         except httpx.TransportError as exc:
@@ -441,7 +457,7 @@ class JudgeClient:
             data = response.json()
         except ValueError as exc:
             raise self._unreachable(f"HTTP {response.status_code}, not JSON") from exc
-        if response.is_success:
+        if response.is_success and isinstance(data, dict):
             return data
         error = data.get("error") if isinstance(data, dict) else None
         if response.status_code == 401:
@@ -499,8 +515,7 @@ class JudgeClient:
     def grant(self, verdict_id: str, *, by: str = "admin", task_id: str | None = None) -> Grant:
         """Grant an escalated payment (needs a client built with the admin token)."""
         body = {"verdict_id": verdict_id, "by": by, "task_id": task_id}
-        data = self._call("POST", "/grants", body)
-        return Grant(**data)
+        return from_wire(Grant, self._call("POST", "/grants", body))
 
     def verdict_standing(self, verdict_id: str, payload_fingerprint: str | None) -> Standing:
         answer = self._call(
@@ -513,5 +528,4 @@ class JudgeClient:
         return cast(Standing, answer)
 
     def calibration(self) -> CalibrationReport:
-        report: CalibrationReport = self._call("GET", "/calibration")
-        return report
+        return from_wire(CalibrationReport, self._call("GET", "/calibration"))

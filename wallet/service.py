@@ -27,6 +27,7 @@ import uvicorn
 from fastapi import Body, FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from judge.service import refuse_malformed_bodies
 from judge.storage import describe, is_url, process_identity
 from judge.verdict import Verdict, parse_verdict
 from judge.wire import from_wire, wire_int, wire_object, wire_str
@@ -71,16 +72,11 @@ def create_app(wallet: Wallet) -> FastAPI:
                 body[name] = getattr(exc, name)
         return JSONResponse({"error": body}, status_code=409 if isinstance(exc, SpendRefused) else 422)
 
-    @app.exception_handler(KeyError)
-    @app.exception_handler(TypeError)
-    @app.exception_handler(ValueError)
-    async def _bad_body(_: Request, exc: Exception) -> JSONResponse:
-        message = (
-            f"found a malformed request ({type(exc).__name__}: {exc}); expected the fields "
-            "WalletClient sends; fix: use wallet.service.WalletClient."
-        )
-        body = {"type": "WalletError", "code": "wallet-error", "message": message}
-        return JSONResponse({"error": body}, status_code=422)
+    refuse_malformed_bodies(
+        app,
+        "wallet.service.WalletClient",
+        lambda m: {"type": "WalletError", "code": "wallet-error", "message": m},
+    )
 
     def verdict_of(body: Mapping[str, object]) -> Verdict | None:
         raw = body.get("verdict")
