@@ -187,16 +187,11 @@ class Wallet:
         # payload, equal to the approved fingerprint: that digest is what is signed.
         digest = bytes.fromhex((verdict.payload_fingerprint or "").removeprefix("0x"))
         signed = self._sign_checked(
-            lambda: self._key._unsafe_sign_digest(digest),
-            res,
-            verdict,
-            run_id,
-            "x402",
+            lambda: self._key._unsafe_sign_digest(digest), res, verdict, run_id, "x402",
             unsignable="The approved payload is not signable EIP-712",
             expected="expected a TransferWithAuthorization message. Fix: build it with "
             "chain.usdc.eip3009_typed_data.",
         )
-        message = payload_part(exact, "message")
         auth_nonce, valid_before = _authorization_of(exact)
         result = SignedTypedData(
             signature="0x" + bytes(signed.signature).hex(),
@@ -207,7 +202,7 @@ class Wallet:
             reservation=res,
             recipient=res.recipient,
             value=res.amount,
-            valid_after=as_int(message["validAfter"]),
+            valid_after=as_int(payload_part(exact, "message")["validAfter"]),
             valid_before=valid_before,
             auth_nonce=auth_nonce,
         )
@@ -386,17 +381,7 @@ class Wallet:
         nonce. Failures raise SendFailed. Gas is recorded whenever the tx was mined.
         """
         res = reservation or signed.reservation
-        gap = self.nonces.gap_below(signed.nonce)
-        if gap:
-            self.discard(signed, note=f"not broadcast: nonce {signed.nonce} above a gap {gap}")
-            raise SendFailed(
-                f"Transaction {signed.tx_hash} has nonce {signed.nonce}, but the chain's next "
-                f"number for {self.address} is {gap[0]} and no send under way holds "
-                f"{', '.join(map(str, gap))}; expected no gap (the node would keep it unmined). "
-                "Nothing was broadcast: the spend is marked failed and its cap share freed, the "
-                "nonce given back. Fix: quote the transfer again (the chain moved back: a "
-                "devnet reverted or reset, or a transaction was dropped)."
-            )
+        self._refuse_above_gap(signed)
         self._broadcast(signed, res)
         self.nonces.confirm(signed.nonce)
         receipt = self._await_receipt(signed, res)
@@ -751,6 +736,21 @@ class Wallet:
             {**_refusal_base(run_id, verdict, kind), "code": exc.code, "reason": exc.reason},
         )
         return exc
+
+    def _refuse_above_gap(self, signed: SignedTx) -> None:
+        """Discard (nonce released, spend failed) and refuse a transaction whose nonce sits
+        above a gap: the node would keep it in its pool unmined."""
+        gap = self.nonces.gap_below(signed.nonce)
+        if gap:
+            self.discard(signed, note=f"not broadcast: nonce {signed.nonce} above a gap {gap}")
+            raise SendFailed(
+                f"Transaction {signed.tx_hash} has nonce {signed.nonce}, but the chain's next "
+                f"number for {self.address} is {gap[0]} and no send under way holds "
+                f"{', '.join(map(str, gap))}; expected no gap (the node would keep it unmined). "
+                "Nothing was broadcast: the spend is marked failed and its cap share freed, the "
+                "nonce given back. Fix: quote the transfer again (the chain moved back: a "
+                "devnet reverted or reset, or a transaction was dropped)."
+            )
 
     def _broadcast(self, signed: SignedTx, res: Reservation) -> None:
         """MOVES MONEY: hand ``signed`` to the node. Returns when the node took it (or
