@@ -142,6 +142,12 @@ MIGRATIONS: list[Migration] = [
 ]
 
 
+def _issued(conn: Tx, verdict_id: str) -> VerdictRecord | None:
+    """The record of ``verdict_id`` read inside the caller's write section, or None."""
+    found = conn.rows(f"SELECT * FROM {VERDICTS} WHERE id = ?", (verdict_id,))
+    return _record(found[0]) if found else None
+
+
 def _record(row: dict[str, object]) -> VerdictRecord:
     facts = str(row["facts"] or "")
     return VerdictRecord(
@@ -268,8 +274,7 @@ class VerdictRecords:
         refused. The grant covers exactly its payload (fingerprint, amount, recipient).
         """
         with self._store.transaction() as conn:
-            found = conn.rows(f"SELECT * FROM {VERDICTS} WHERE id = ?", (verdict_id,))
-            rec = _record(found[0]) if found else None
+            rec = _issued(conn, verdict_id)
             problem = None
             if rec is None:
                 problem = "this judge never issued it"
@@ -338,14 +343,13 @@ class VerdictRecords:
         VerdictRevoked, or VerdictConsumed (a second use, from any wallet).
         """
         with self._store.transaction() as conn:
-            found = conn.rows(f"SELECT * FROM {VERDICTS} WHERE id = ?", (verdict.id,))
-            if not found:
+            rec = _issued(conn, verdict.id)
+            if rec is None:
                 raise VerdictUnknown(
                     f"verdict {verdict.id} was never issued by this judge; expected a verdict "
                     "from its record of issued verdicts. Fix: ask this judge for a verdict; "
                     "verdicts are not portable between judges."
                 )
-            rec = _record(found[0])
             issued_terms = (rec.decision, rec.payload_fingerprint, rec.amount, rec.recipient)
             given_terms = (
                 verdict.decision,
@@ -423,8 +427,7 @@ class VerdictRecords:
         carry outcomes, only for a fact kind the call could cover, and only once.
         """
         with self._store.transaction() as conn:
-            found = conn.rows(f"SELECT * FROM {VERDICTS} WHERE id = ?", (verdict_id,))
-            rec = _record(found[0]) if found else None
+            rec = _issued(conn, verdict_id)
             problem = None
             if rec is None:
                 problem = "this judge never issued it"

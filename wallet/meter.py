@@ -498,20 +498,18 @@ def _of_run(run_id: str | None) -> tuple[str, tuple[str, ...]]:
 
 
 def _gas_held(conn: Tx, run_id: str | None) -> int:
-    where, params = _of_run(run_id)
-    marks = ", ".join("?" for _ in OUTSTANDING)
-    held = conn.scalar(
-        f"SELECT COALESCE(SUM(gas_hold), 0) FROM {SPENDS} WHERE {where} AND status IN ({marks})",
-        (*params, *OUTSTANDING),
-    )
-    return cell_int(held)
+    """The gas still held by ``run_id``'s pending spends (every run's when None)."""
+    return _sum(conn, run_id, OUTSTANDING, column="gas_hold")
 
 
-def _sum(conn: Tx, run_id: str | None, statuses: tuple[str, ...]) -> int:
+def _sum(
+    conn: Tx, run_id: str | None, statuses: tuple[str, ...], *, column: str = "amount"
+) -> int:
+    """The sum of ``column`` over ``run_id``'s spends in ``statuses`` (every run's when None)."""
     where, params = _of_run(run_id)
     marks = ", ".join("?" for _ in statuses)
     total = conn.scalar(
-        f"SELECT COALESCE(SUM(amount), 0) FROM {SPENDS} WHERE {where} AND status IN ({marks})",
+        f"SELECT COALESCE(SUM({column}), 0) FROM {SPENDS} WHERE {where} AND status IN ({marks})",
         (*params, *statuses),
     )
     return cell_int(total)
