@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -29,7 +28,7 @@ class Admitted:
 
     tool: Tool
     args: BaseModel
-    norm: dict[str, Any]
+    norm: dict[str, object]
     fingerprint: str
 
 
