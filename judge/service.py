@@ -316,6 +316,24 @@ def _server(
     return uvicorn.Server(config)
 
 
+def refuse_inspection() -> bool:
+    """Make this process non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``, Linux).
+
+    Other processes of the same OS user can then no longer read its memory
+    (``/proc/PID/mem``) or environment, nor attach a debugger: only a process with
+    CAP_SYS_PTRACE (root) can; and no core dump carries its key. The judge and the wallet
+    services call it before they load a key. Returns whether it took effect.
+    """
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    pr_set_dumpable = 4
+    libc = ctypes.CDLL(None, use_errno=True)
+    return int(libc.prctl(pr_set_dumpable, 0, 0, 0, 0)) == 0
+
+
 def serve(
     host: str,
     port: int,
@@ -330,6 +348,7 @@ def serve(
     Refuses to start without ``token`` unless ``insecure`` (the caller allows that on the
     devnet only).
     """
+    refuse_inspection()
     _server(judge, host, port, token, insecure=insecure, admin_token=admin_token).run()
 
 

@@ -29,3 +29,24 @@ def scan_files(root: Path, secrets: dict[str, str]) -> list[str]:
             if hexkey.encode() in low or bytes.fromhex(hexkey) in data:
                 hits.append(f"{name} in file {path}")
     return hits
+
+
+def memory_holds(pid: int, needles: list[bytes]) -> list[bytes]:
+    """Which of ``needles`` are in process ``pid``'s readable memory (``/proc/PID/mem``).
+
+    Raises PermissionError when the kernel refuses to open that memory to the caller.
+    """
+    found: list[bytes] = []
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            lo, hi = (int(x, 16) for x in span.split("-"))
+            if "r" not in perms or hi - lo > 256 * 1024 * 1024:
+                continue
+            try:
+                mem.seek(lo)
+                chunk = mem.read(hi - lo)
+            except (OSError, ValueError, OverflowError):
+                continue
+            found += [n for n in needles if n in chunk and n not in found]
+    return found

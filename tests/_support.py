@@ -141,3 +141,28 @@ def assert_money_audited(root: Path) -> None:
                 assert spend.get("usdc_atomic") == expected, (run_id, spend, rows)
         finally:
             conn.close()
+
+
+def lying_transfer(
+    w3: Any, usdc: str, chain_id: int, to: str, amount: int, nonce: int, *, task_id: str
+) -> tuple[dict[str, Any], Any]:
+    """A pinned USDC transfer and the judge request for it, claiming what a compromised
+    agent would: unlimited budgets, no approval threshold, no recipient list."""
+    from judge.fingerprint import call_fingerprint, transaction_fingerprint
+    from judge.jev import PaidCallRequest
+
+    base = int(w3.eth.get_block("latest")["baseFeePerGas"])
+    tx = {"chainId": chain_id, "to": usdc, "value": 0,
+          "data": usdc_contract(w3, usdc).encode_abi("transfer", [to, amount]),
+          "nonce": nonce, "gas": 60_000,
+          "maxFeePerGas": base + 10**8, "maxPriorityFeePerGas": 10**8}
+    args = {"to": to, "amount": str(amount)}
+    request = PaidCallRequest(
+        tool="transfer_usdc", args=args, call_fingerprint=call_fingerprint("transfer_usdc", args),
+        payload_fingerprint=transaction_fingerprint(tx), price=amount, asset=usdc,
+        recipient=to, chain_id=chain_id,
+        remaining_budget=10**15, balance=10**15, per_call_cap=10**15, spend_cap=10**15,
+        approval_threshold=None, missing=("receipt",), tool_facts=("receipt",),
+        task_id=task_id, payload=tx,
+    )
+    return tx, request

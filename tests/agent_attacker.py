@@ -27,12 +27,11 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     from eth_account import Account
     from web3 import Web3
 
-    from chain.usdc import usdc_contract
-    from judge.fingerprint import call_fingerprint, transaction_fingerprint
     from judge.jev import PaidCallRequest
     from judge.service import JudgeClient
     from judge.tasks import TaskLimits
     from judge.verdict import VerdictSigner
+    from tests._support import lying_transfer
     from wallet.service import WalletClient
 
     env = os.environ
@@ -41,7 +40,6 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     wallet = WalletClient(env["NIB_WALLET_SOCKET"])
     w3 = Web3(Web3.HTTPProvider(config["rpc_url"]))
     usdc, seller, attacker = config["usdc"], config["seller"], config["attacker"]
-    token = usdc_contract(w3, usdc)
     report: dict[str, Any] = {"address": wallet.address}
 
     # 1. The key: no passphrase in the environment, the keystore does not open without
@@ -55,22 +53,8 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     report["files_readable_in_home"] = sorted(p.name for p in home.rglob("*") if p.is_file())
 
     def transfer(to: str, amount: int) -> tuple[dict[str, Any], PaidCallRequest]:
-        base = int(w3.eth.get_block("latest")["baseFeePerGas"])
-        tx = {"chainId": config["chain_id"], "to": usdc, "value": 0,
-              "data": token.encode_abi("transfer", [to, amount]),
-              "nonce": wallet.nonces.allocate(), "gas": 60_000,
-              "maxFeePerGas": base + 10**8, "maxPriorityFeePerGas": 10**8}
-        args = {"to": to, "amount": str(amount)}
-        request = PaidCallRequest(
-            tool="transfer_usdc", args=args, call_fingerprint=call_fingerprint("transfer_usdc", args),
-            payload_fingerprint=transaction_fingerprint(tx), price=amount, asset=usdc,
-            recipient=to, chain_id=config["chain_id"],
-            # The agent's claims: unlimited budgets, no threshold, no recipient list.
-            remaining_budget=10**15, balance=10**15, per_call_cap=10**15, spend_cap=10**15,
-            approval_threshold=None, missing=("receipt",), tool_facts=("receipt",),
-            task_id=config["task_id"], payload=tx,
-        )
-        return tx, request
+        return lying_transfer(w3, usdc, config["chain_id"], to, amount,
+                              wallet.nonces.allocate(), task_id=config["task_id"])
 
     def pay(to: str, amount: int) -> str:
         tx, request = transfer(to, amount)

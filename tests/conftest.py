@@ -61,6 +61,28 @@ def chain(anvil: DevChain) -> Iterator[DevChain]:
 
 
 @pytest.fixture(scope="session")
+def service_forks() -> Iterator[Any]:
+    """The process the services composition forks judge and wallet services from."""
+    from tests._services import Forks
+
+    forks = Forks()
+    yield forks
+    forks.close()
+
+
+@pytest.fixture(params=["in-process", "services"])
+def composition(request: pytest.FixtureRequest, chain: DevChain) -> Iterator[Any]:
+    """Run the test with the judge and wallet in-process, then as their own processes
+    (see tests/_services.py); for the money-path claims that depend on that boundary."""
+    from tests._services import Composition
+
+    forks = request.getfixturevalue("service_forks") if request.param == "services" else None
+    comp = Composition(str(request.param), chain, **({"forks": forks} if forks else {}))
+    yield comp
+    comp.close()
+
+
+@pytest.fixture(scope="session")
 def market(anvil: DevChain) -> Iterator[dict[str, str]]:
     """The devnet market on the session's Anvil, in this process: name -> base URL of the
     facilitator service, each market seller and the paid MCP server (``mcp``)."""

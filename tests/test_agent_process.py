@@ -27,6 +27,7 @@ from judge.records import VerdictRecords
 from judge.service import JudgeClient, JudgeServer
 from judge.tasks import TaskLimits, TaskRegistry
 from judge.verdict import VerdictSigner
+from tests._keyscan import memory_holds
 from wallet.keystore import Keystore
 from wallet.service import WalletServer
 from wallet.signer import Wallet
@@ -39,23 +40,6 @@ ATTACKER = dev_account(OUTSIDER).address
 PRICE = 100_000
 TASK = TaskLimits(task_id="task-untrusted", spend_cap=350_000, per_call_cap=200_000,
                   approval_threshold=150_000, recipients=(SELLER_ADDR,), sellers=())
-
-
-def _memory_holds(pid: int, needles: list[bytes]) -> list[bytes]:
-    found = []
-    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
-        for line in maps:
-            span, perms = line.split()[:2]
-            lo, hi = (int(x, 16) for x in span.split("-"))
-            if "r" not in perms or hi - lo > 256 * 1024 * 1024:
-                continue
-            try:
-                mem.seek(lo)
-                chunk = mem.read(hi - lo)
-            except (OSError, ValueError, OverflowError):
-                continue
-            found += [n for n in needles if n in chunk and n not in found]
-    return found
 
 
 def test_a_compromised_agent_process_wastes_at_most_its_task_budget(
@@ -109,7 +93,7 @@ def test_a_compromised_agent_process_wastes_at_most_its_task_budget(
                 assert line, agent.stderr.read() if agent.stderr else "no report"
                 report = json.loads(line)
                 key = bytes(owner.key)
-                in_memory = _memory_holds(agent.pid, [key, key.hex().encode()])
+                in_memory = memory_holds(agent.pid, [key, key.hex().encode()])
             finally:
                 agent.communicate("\n", timeout=30)
 

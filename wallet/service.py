@@ -14,6 +14,7 @@ again as the same :mod:`wallet.errors` class. A service that does not answer in 
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import threading
@@ -21,13 +22,14 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
+from typing import ParamSpec
 
 import httpx
 import uvicorn
 from fastapi import Body, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from judge.service import refuse_malformed_bodies
+from judge.service import refuse_inspection, refuse_malformed_bodies
 from judge.storage import describe, is_url, process_identity
 from judge.verdict import Verdict, parse_verdict
 from judge.wire import from_wire, wire_int, wire_object, wire_str
@@ -58,18 +60,63 @@ def _signed_from_wire(data: object) -> SignedTypedData | SignedTx:
     return from_wire(cls, fields)
 
 
+P = ParamSpec("P")
+
+
+class _Relay:
+    """The wallet's audit events (reserve and sign, refuse, broadcast, settle, fail),
+    handed back with the answer to the request that caused them, so they join the run's
+    trace in the agent's store (the service writes no run table; its record is the
+    ledger). Each request is served in one thread: events are collected per thread."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def emit(self, name: str, data: Mapping[str, object]) -> None:
+        events: list[dict[str, object]] | None = getattr(self._local, "events", None)
+        if events is not None:
+            events.append({"type": name, "data": {**data, "by": f"wallet service pid {os.getpid()}"}})
+
+    def relayed(self, route: Callable[P, dict[str, object]]) -> Callable[P, dict[str, object]]:
+        """``route`` answering with ``"events"``; a refusal carries them in its error."""
+
+        @functools.wraps(route)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> dict[str, object]:
+            events: list[dict[str, object]] = []
+            self._local.events = events
+            try:
+                return {**route(*args, **kwargs), "events": events}
+            except WalletError as exc:
+                exc.relayed_events = events  # type: ignore[attr-defined]
+                raise
+            finally:
+                self._local.events = None
+
+        return wrapper
+
+
 # Long by design: the routes are closures over the state this factory builds (one
 # app, one set of dependencies); split apart they would each take the same state.
 def create_app(wallet: Wallet) -> FastAPI:
-    """A FastAPI app exposing ``wallet``'s signing and money-state calls."""
+    """A FastAPI app exposing ``wallet``'s signing and money-state calls; the wallet's
+    events of each call travel back in its answer (see :class:`_Relay`)."""
     app = FastAPI(title="nib wallet", docs_url=None, redoc_url=None, openapi_url=None)
+    relay, own = _Relay(), wallet.emit
+
+    def emit(name: str, data: dict[str, object]) -> None:
+        relay.emit(name, data)
+        if own is not None:
+            own(name, data)
+
+    wallet.emit = emit
 
     @app.exception_handler(WalletError)
     async def _wallet_error(_: Request, exc: WalletError) -> JSONResponse:
-        body = {"type": type(exc).__name__, "code": exc.code, "message": str(exc)}
+        body: dict[str, object] = {"type": type(exc).__name__, "code": exc.code, "message": str(exc)}
         for name in ("verdict_id", "limit", "observed"):
             if getattr(exc, name, None) is not None:
                 body[name] = getattr(exc, name)
+        body["events"] = getattr(exc, "relayed_events", [])
         return JSONResponse({"error": body}, status_code=409 if isinstance(exc, SpendRefused) else 422)
 
     refuse_malformed_bodies(
@@ -92,6 +139,7 @@ def create_app(wallet: Wallet) -> FastAPI:
         }
 
     @app.post(f"{_API}/sign-typed-data")
+    @relay.relayed
     def sign_typed_data(body: dict[str, object] = Body(...)) -> dict[str, object]:
         signed = wallet.sign_typed_data(
             wire_object("payload", body["payload"]),
@@ -103,6 +151,7 @@ def create_app(wallet: Wallet) -> FastAPI:
         return _signed_to_wire(signed)
 
     @app.post(f"{_API}/sign-transaction")
+    @relay.relayed
     def sign_transaction(body: dict[str, object] = Body(...)) -> dict[str, object]:
         signed = wallet.sign_transaction(
             wire_object("payload", body["payload"]),
@@ -125,6 +174,7 @@ def create_app(wallet: Wallet) -> FastAPI:
         return signed
 
     @app.post(f"{_API}/send-transaction")
+    @relay.relayed
     def send_transaction(body: dict[str, object] = Body(...)) -> dict[str, object]:
         signed = stored(body)
         if not isinstance(signed, SignedTx):
@@ -133,11 +183,13 @@ def create_app(wallet: Wallet) -> FastAPI:
             return asdict(wallet.send_transaction(signed))
 
     @app.post(f"{_API}/settle")
+    @relay.relayed
     def settle(body: dict[str, object] = Body(...)) -> dict[str, object]:
         wallet.settle(stored(body), str(body["tx_hash"]))
         return {"ok": True}
 
     @app.post(f"{_API}/fail")
+    @relay.relayed
     def fail(body: dict[str, object] = Body(...)) -> dict[str, object]:
         wallet.fail(stored(body), str(body["note"]))
         return {"ok": True}
@@ -147,12 +199,14 @@ def create_app(wallet: Wallet) -> FastAPI:
         return asdict(wallet.meter.usage(str(body["run_id"])))
 
     @app.post(f"{_API}/settle-row")
+    @relay.relayed
     def settle_row(body: dict[str, object] = Body(...)) -> dict[str, object]:
         # Settles only what the chain proves (Wallet.settle checks the receipt's logs).
         wallet.settle(wallet.spend_row(str(body["spend_id"])), str(body["tx_hash"]))
         return {"ok": True}
 
     @app.post(f"{_API}/keep-payment")
+    @relay.relayed
     def keep_payment(body: dict[str, object] = Body(...)) -> dict[str, object]:
         signed = stored(body)
         if not isinstance(signed, SignedTypedData):
@@ -170,6 +224,7 @@ def create_app(wallet: Wallet) -> FastAPI:
         return {"row": _row_to_wire(wallet.spend_row(str(body["spend_id"])))}
 
     @app.post(f"{_API}/keep-signed")
+    @relay.relayed
     def keep_signed(body: dict[str, object] = Body(...)) -> dict[str, object]:
         wallet.meter.keep_signed(str(body["reservation_id"]), str(body["note"]))
         return {"ok": True}
@@ -191,6 +246,7 @@ def create_app(wallet: Wallet) -> FastAPI:
         raise KeyError(f"unknown nonce operation {op!r}")
 
     @app.post(f"{_API}/recover-run")
+    @relay.relayed
     def recover_run(body: dict[str, object] = Body(...)) -> dict[str, object]:
         # A worker whose lease ran out: its run's money state, in the one signer.
         return asdict(
@@ -229,7 +285,12 @@ def _server(wallet: Wallet, socket_path: Path) -> uvicorn.Server:
 
 
 def serve(wallet: Wallet, home: Path, on_ready: Callable[[Path], None] | None = None) -> None:
-    """Run the wallet service in the foreground on ``home/wallet.sock`` (``nib wallet serve``)."""
+    """Run the wallet service in the foreground on ``home/wallet.sock`` (``nib wallet serve``).
+
+    The process is made non-dumpable first: the agent, a process of the same OS user,
+    cannot read the unlocked key from its memory (see judge.service.refuse_inspection).
+    """
+    refuse_inspection()
     path = prepare_socket_dir(home)
     server = _server(wallet, path)
     thread = threading.Thread(target=_chmod_when_bound, args=(server, path, on_ready), daemon=True)
@@ -351,6 +412,8 @@ class WalletClient:
         self.clock: Callable[[], float] = time.time
         #: This process, as the holder of the nonces the service allocates for it.
         self.holder = process_identity()
+        #: Where the service's events go (the run's audit trail), as Wallet(emit=...).
+        self.emit: Callable[[str, dict[str, object]], None] | None = None
 
     def __repr__(self) -> str:
         return f"WalletClient(socket={str(self.socket_path)!r})"
@@ -379,14 +442,24 @@ class WalletClient:
                 "fix: restart it with `nib services up`."
             ) from exc
         if response.is_success and isinstance(data, dict):
+            self._relay(data.pop("events", None))
             return data
         error = data.get("error") if isinstance(data, dict) else None
         if not isinstance(error, dict):
             raise WalletUnreachable(f"the wallet service answered HTTP {response.status_code}.")
+        self._relay(error.pop("events", None))
         cls = getattr(errors, str(error.get("type")), None)
         if not (isinstance(cls, type) and issubclass(cls, WalletError)):
             cls = WalletError
         raise _rebuilt(cls, error)
+
+    def _relay(self, events: object) -> None:
+        """The service's events for this call, into the run's audit trail."""
+        if self.emit is None or not isinstance(events, list):
+            return
+        for event in events:
+            if isinstance(event, dict) and isinstance(event.get("data"), dict):
+                self.emit(str(event.get("type")), event["data"])
 
     @property
     def address(self) -> str:

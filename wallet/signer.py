@@ -384,6 +384,9 @@ class Wallet:
         self._refuse_above_gap(signed)
         self._broadcast(signed, res)
         self.nonces.confirm(signed.nonce)
+        self._emit(
+            "wallet.broadcast", {**_res_event(res), "tx_hash": signed.tx_hash, "nonce": signed.nonce}
+        )
         receipt = self._await_receipt(signed, res)
         gas_wei = int(receipt["gasUsed"]) * int(receipt.get("effectiveGasPrice", 0))
         gas_usdc = self.meter.record_gas(

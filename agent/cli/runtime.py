@@ -331,6 +331,7 @@ def build_runtime(
     if services is not None:
         remote_wallet, remote_judge = _service_clients(services)
         _same_database(settings, remote_wallet)
+        remote_wallet.emit = audit_into(store)  # the service's events join the run's trace
         return Runtime(settings, network, chain, store, remote_wallet, remote_judge,
                        registry, chosen, paywall, devnet_info,
                        extras={"composition": "services: " + services.describe()})

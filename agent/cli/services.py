@@ -18,6 +18,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -260,28 +261,41 @@ def task_limits(rt: Any, run_id: str, task: str, limits: Any) -> Any:
     """The limits ``nib run`` registers for one task, from the user's configuration and
     the task text: its caps and threshold, the addresses it may pay (named in the task,
     allowlisted, and the devnet sellers' payTo) and the seller origins it may buy from."""
-    from agent.tools.base import addresses_named_in
     from chain.devkeys import SELLER, dev_account
-    from judge.tasks import TaskLimits
 
     allow = [e.strip() for e in rt.settings.seller_allowlist.split(",") if e.strip()]
-    recipients = [*addresses_named_in(task), *(a for a in allow if a.startswith("0x"))]
-    sellers = [u for u in allow if "://" in u]
     if rt.paywall_url:
-        sellers.append(rt.paywall_url)
+        allow.append(rt.paywall_url)
+    recipients: list[str] = []
     if rt.network.is_devnet:
         from chain.paywall.market import MARKET
 
         recipients += [dev_account(SELLER).address, *(s.pay_to for s in MARKET)]
         if rt.devnet is not None:
-            sellers += [str(s["url"]) for s in rt.devnet.market if s.get("url")]
+            allow += [str(s["url"]) for s in rt.devnet.market if s.get("url")]
+    return registered_limits(run_id, task, limits, allowlist=allow, recipients=recipients)
+
+
+def registered_limits(
+    run_id: str, task: str, limits: Any, *, allowlist: Sequence[str], recipients: Sequence[str] = ()
+) -> Any:
+    """A task's :class:`~judge.tasks.TaskLimits`: the run's caps and threshold; it may pay
+    the addresses the task names, the allowlist's 0x entries and ``recipients``, and buy
+    from the allowlist's URL entries (seller origins)."""
+    from agent.tools.base import addresses_named_in
+    from judge.tasks import TaskLimits
+
     return TaskLimits(
         task_id=run_id,
         spend_cap=limits.spend_cap_usdc,
         per_call_cap=limits.per_call_cap_usdc,
         approval_threshold=limits.approval_threshold_usdc,
-        recipients=tuple(recipients),
-        sellers=tuple(sellers),
+        recipients=(
+            *addresses_named_in(task),
+            *(a for a in allowlist if a.startswith("0x")),
+            *recipients,
+        ),
+        sellers=tuple(u for u in allowlist if "://" in u),
     )
 
 

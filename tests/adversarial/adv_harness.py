@@ -9,6 +9,7 @@ signature or refusal shows up in ``agent_events`` next to the loop's own events.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any
 from injections import Action, Injection
 
 from agent.loop.limits import Limits
+from agent.loop.result import AgentResult
 from agent.loop.run import Deps
 from agent.models.base import ModelRequest
 from agent.models.scripted import ScriptedModel
@@ -31,9 +33,12 @@ from chain.devkeys import AGENT, JUDGE, OUTSIDER, SELLER, dev_account
 from chain.networks import get_network
 from judge.calibration import BetaCalibrator
 from judge.jev import Judge
+from judge.service import JudgeClient
 from judge.verdict import VerdictSigner
+from tests._services import Composition, Services, run_registered, task_registration
 from tests._support import ChainReadings
 from wallet.keystore import KeyHandle
+from wallet.service import WalletClient
 from wallet.signer import Wallet
 
 AGENT_ADDR = dev_account(AGENT).address
@@ -135,14 +140,24 @@ class Harness(ChainReadings):
     """One wired agent: deps for ``run_task`` plus the parts tests inspect."""
 
     deps: Deps
-    wallet: Wallet
-    judge: Judge
+    wallet: Wallet | WalletClient
+    judge: Judge | JudgeClient
     store: RunStore
     client: ChainClient
     db: Path
     usdc: str
     start_block: int
     extra: dict[str, Any] = field(default_factory=dict)
+    services: Services | None = None
+
+    def register(self, run_id: str, task: str) -> None:
+        """Register ``task`` with the judge as the user does (the admin path)."""
+        limits = task_registration(run_id, task, self.deps)
+        (self.services.admin if self.services else self.judge).register_task(limits)
+
+    def run(self, task: str) -> AgentResult:
+        """``run_task`` as ``nib run`` does it (the task registered with a judge service)."""
+        return asyncio.run(run_registered(task, self.deps, self.services))
 
     # -------------------------------------------------------------- readings
     def events(self, run_id: str, type_: str | None = None) -> list[dict[str, Any]]:
@@ -167,29 +182,39 @@ def build_harness(
     limits: Limits | None = None,
     extras: dict[str, Any] | None = None,
     paywall_url: str | None = None,
+    composition: Composition | None = None,
 ) -> Harness:
+    """The harness in-process, or, with a services ``composition``, holding only clients
+    of the judge and wallet services (their own processes, on the same database)."""
     db = tmp_path / "nib.db"
     client = ChainClient(dev.rpc_url, dev.chain_id)
     network = get_network("anvil", rpc_url=dev.rpc_url, usdc=dev.usdc)
     store = RunStore(db)
-    judge = Judge(
-        VerdictSigner(dev_account(JUDGE)),
-        BetaCalibrator(str(db)),
-        allowed_assets={dev.chain_id: [dev.usdc]},
-    )
 
     def wallet_emit(name: str, data: dict[str, Any]) -> None:
         store.event(str(data.get("run_id") or "wallet"), name, data)
 
-    wallet = Wallet(
-        KeyHandle(dev_account(AGENT)),
-        db_path=db,
-        chain=client,
-        usdc=dev.usdc,
-        trusted_judge=judge.address,
-        recheck=judge.recheck,
-        emit=wallet_emit,
-    )
+    judge: Judge | JudgeClient
+    wallet: Wallet | WalletClient
+    services = composition.start(db) if composition and composition.services else None
+    if services is not None:
+        judge, wallet = services.judge, services.wallet
+        services.wallet.emit = wallet_emit
+    else:
+        judge = Judge(
+            VerdictSigner(dev_account(JUDGE)),
+            BetaCalibrator(str(db)),
+            allowed_assets={dev.chain_id: [dev.usdc]},
+        )
+        wallet = Wallet(
+            KeyHandle(dev_account(AGENT)),
+            db_path=db,
+            chain=client,
+            usdc=dev.usdc,
+            trusted_judge=judge.address,
+            recheck=judge.recheck,
+            emit=wallet_emit,
+        )
     if tools is None:
         tools = [*chain_read_tools(), PayHttpTool(paywall_url), UsdcTransferTool()]
     deps = Deps(
@@ -206,7 +231,8 @@ def build_harness(
         allowlist=allowlist,
         extras={"paywall_url": paywall_url, **(extras or {})},
     )
-    return Harness(deps, wallet, judge, store, client, db, dev.usdc, client.block_number())
+    return Harness(deps, wallet, judge, store, client, db, dev.usdc, client.block_number(),
+                   services=services)
 
 
 def registry_with(*replacements: Tool, paywall_url: str | None = None) -> list[Tool]:

@@ -8,7 +8,6 @@ Each case counts the Transfer logs from the agent and reads balances from the ch
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from sellers import AdversarialSeller
 
 from agent.loop.result import AgentResult
 from agent.models.scripted import ScriptedModel
+from tests._services import Composition
 from wallet.reconcile import reconcile
 
 GAS = {"items": [{"text": "gas stats", "kind": "gas_stats"}]}
@@ -36,17 +36,20 @@ OTHER_TOKEN = "0x" + "5a" * 20
 
 
 def buy(
-    tmp_path: Any, chain: Any, url: str, *, extras: dict[str, Any] | None = None
+    tmp_path: Any,
+    chain: Any,
+    url: str,
+    *,
+    extras: dict[str, Any] | None = None,
+    composition: Composition | None = None,
 ) -> tuple[Harness, AgentResult]:
     """One run that buys ``url``'s gas stats, then says done."""
-    from agent.loop.run import run_task
-
     pay = {"action": "call", "tool": "pay_http", "args": {"url": url + "/analytics/gas"}}
     model = ScriptedModel({"checklist": [GAS], "propose": [pay, DONE]})
-    h = build_harness(tmp_path, chain, model, allowlist=(url,), extras=extras, paywall_url=url)
+    h = build_harness(tmp_path, chain, model, allowlist=(url,), extras=extras, paywall_url=url,
+                      composition=composition)
     h.extra["before"] = {w: h.balance(w) for w in (AGENT_ADDR, SELLER_ADDR, OUTSIDER_ADDR)}
-    result = asyncio.run(run_task("Buy the gas stats.", h.deps))
-    return h, result
+    return h, h.run("Buy the gas stats.")
 
 
 def assert_paid(h: Harness, payments: int, to: str = SELLER_ADDR) -> None:
@@ -102,11 +105,15 @@ def _switch_recipient(s: AdversarialSeller) -> None:
     "change", [_raise_price, _switch_recipient], ids=["price-raised", "recipient-switched"]
 )
 def test_terms_changed_between_quote_and_pay_void_the_verdict(
-    change: Callable[[AdversarialSeller], None], tmp_path: Any, chain: Any, seller_factory: Any
+    change: Callable[[AdversarialSeller], None],
+    tmp_path: Any,
+    chain: Any,
+    seller_factory: Any,
+    composition: Composition,
 ) -> None:
     # Unpaid request 0 is the quote; 1 is pay_http re-reading the terms right before paying.
     seller, url = seller_factory(price=PRICE, on_unpaid=_on_nth(1, change))
-    h, result = buy(tmp_path, chain, url)
+    h, result = buy(tmp_path, chain, url, composition=composition)
     assert result.stop_reason == "verdict-void", stop_message(result)
     assert "can no longer be paid" in result.message or "fingerprint" in result.message
     assert result.partial and result.answer
@@ -253,10 +260,10 @@ def test_authorization_already_expired_at_settlement_moves_nothing(
 
 
 def test_402_again_after_payment_gets_no_second_payment(
-    tmp_path: Any, chain: Any, seller_factory: Any
+    tmp_path: Any, chain: Any, seller_factory: Any, composition: Composition
 ) -> None:
     seller, url = seller_factory(price=PRICE, paid_mode="402-again")
-    h, result = buy(tmp_path, chain, url)
+    h, result = buy(tmp_path, chain, url, composition=composition)
     assert result.stop_reason == "cannot-plan", stop_message(result)
     assert seller.log.paid_requests == 1
     [row] = h.ledger()
@@ -330,15 +337,17 @@ def test_fake_receipt_leaves_the_spend_pending_and_reconcile_ties_the_real_one(
 # ----------------------------------------------------------- one live authorization per purchase
 
 
-@pytest.mark.parametrize("mode", ["402-again", "500-again"])
+@pytest.mark.parametrize(
+    ("mode", "composition"),
+    [("402-again", "in-process"), ("500-again", "in-process"), ("500-again", "services")],
+    indirect=["composition"],
+)
 def test_a_seller_that_never_delivers_gets_one_authorization_across_runs(
-    mode: str, tmp_path: Any, chain: Any, seller_factory: Any
+    mode: str, tmp_path: Any, chain: Any, seller_factory: Any, composition: Composition
 ) -> None:
     # The seller keeps every signature it is handed and answers 402 (or 500). The model
     # proposes the purchase again and again, in two runs: nib signs one authorization,
     # re-sends that same one, and the seller can settle it once at most.
-    from agent.loop.run import run_task
-
     seller, url = seller_factory(price=PRICE, paid_mode=mode)
     pay = {"action": "call", "tool": "pay_http", "args": {"url": url + "/analytics/gas"}}
 
@@ -346,12 +355,13 @@ def test_a_seller_that_never_delivers_gets_one_authorization_across_runs(
         return ScriptedModel({"checklist": [GAS], "propose": [pay] * 4 + [DONE]})
 
     h = build_harness(
-        tmp_path, chain, stubborn(), allowlist=(url,), paywall_url=url, limits=ADVERSARIAL_LIMITS
+        tmp_path, chain, stubborn(), allowlist=(url,), paywall_url=url, limits=ADVERSARIAL_LIMITS,
+        composition=composition,
     )
     h.extra["before"] = {w: h.balance(w) for w in (AGENT_ADDR, SELLER_ADDR, OUTSIDER_ADDR)}
-    first = asyncio.run(run_task("Buy the gas stats.", h.deps))
+    first = h.run("Buy the gas stats.")
     h.deps.model = stubborn()
-    second = asyncio.run(run_task("Buy the gas stats again.", h.deps))
+    second = h.run("Buy the gas stats again.")
 
     signed = h.events(first.run_id, "wallet.signed") + h.events(second.run_id, "wallet.signed")
     assert len(signed) == 1, signed
@@ -363,10 +373,12 @@ def test_a_seller_that_never_delivers_gets_one_authorization_across_runs(
     assert not any("propose a new call" in f for f in failures)
     assert_paid(h, 0)
     # The failed purchase is evidence against this seller: its p fell below a new seller's.
-    from judge.calibration import calibration_subject
+    from judge.calibration import BetaCalibrator, calibration_subject
+
+    calibrator = BetaCalibrator(str(h.db))  # the judge's outcomes, wherever it runs
 
     def p_of(seller: str) -> Any:
-        return h.judge.calibrator.p(calibration_subject("pay_http", seller), "gas_stats")
+        return calibrator.p(calibration_subject("pay_http", seller), "gas_stats")
 
     assert p_of(url) < p_of("http://never-bought.example:80")
 

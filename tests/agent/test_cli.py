@@ -180,6 +180,12 @@ def test_a_human_grants_an_escalated_payment_at_the_judge_and_only_then_it_is_pa
         ).fetchall()
     assert [(v, consumed, g) for v, consumed, g in granted] == [(audit[0]["verdict_id"], 1, escalated)]
     assert chain.token_balance(info["usdc"], seller) == before + 20_000
+    # What the wallet service did is in the run's trace, as `nib show` reads it.
+    shown = json.loads(nib(home, "show", run_id, "--json").stdout)["events"]
+    by_wallet = [(e["type"], e["data"]["by"]) for e in shown if e["type"].startswith("wallet.")]
+    served = f"wallet service pid {services['wallet_pid']}"
+    assert by_wallet == [("wallet.signed", served), ("wallet.settled", served)], by_wallet
+    assert "wallet.signed" in nib(home, "show", run_id).stdout
 
 
 def test_wallet_commands(home):

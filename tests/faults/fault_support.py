@@ -17,6 +17,7 @@ import httpx
 from web3 import Web3
 
 from agent.loop.limits import Limits
+from agent.loop.result import AgentResult
 from agent.loop.run import Deps
 from agent.models.base import Model
 from agent.models.scripted import ScriptedModel
@@ -31,9 +32,11 @@ from judge.calibration import BetaCalibrator
 from judge.jev import Judge
 from judge.records import VerdictRecords
 from judge.verdict import VerdictSigner
+from tests._services import Composition, Services, run_registered
 from tests._support import ChainReadings
 from wallet.keystore import KeyHandle
 from wallet.meter import SpendMeter
+from wallet.service import WalletClient
 from wallet.signer import Wallet
 
 AGENT_ADDR = dev_account(AGENT).address
@@ -92,13 +95,18 @@ def make_judge(db: Path, usdc: str) -> Judge:
 @dataclass
 class Agent(ChainReadings):
     deps: Deps
-    wallet: Wallet
+    wallet: Wallet | WalletClient
     store: RunStore
     client: ChainClient
     db: Path | str
     usdc: str
     start_block: int
     extra: dict[str, Any] = field(default_factory=dict)
+    services: Services | None = None
+
+    async def run(self, task: str) -> AgentResult:
+        """``run_task`` as ``nib run`` does it (the task registered with a judge service)."""
+        return await run_registered(task, self.deps, self.services)
 
 
 
@@ -115,24 +123,33 @@ def build_agent(
     paywall_url: str | None = None,
     extras: dict[str, Any] | None = None,
     treasury_cap: int | None = None,
+    composition: Composition | None = None,
 ) -> Agent:
+    """The agent in-process, or, with a services ``composition``, holding only clients of
+    the judge and wallet services (their own processes, on the same database)."""
     client = ChainClient(rpc_url, 31337)
     store = RunStore(db)
-    judge = judge if judge is not None else make_judge(db, usdc)
 
     def wallet_emit(name: str, data: dict[str, Any]) -> None:
         store.event(str(data.get("run_id") or "wallet"), name, data)
 
-    wallet = Wallet(
-        KeyHandle(dev_account(AGENT)),
-        db_path=db,
-        chain=client,
-        usdc=usdc,
-        trusted_judge=JUDGE_ADDR,
-        recheck=judge.recheck,
-        emit=wallet_emit,
-        meter=SpendMeter(db, client, treasury_cap=treasury_cap),
-    )
+    wallet: Wallet | WalletClient
+    services = composition.start(db) if composition and composition.services else None
+    if services is not None:
+        judge, wallet = services.judge, services.wallet
+        services.wallet.emit = wallet_emit
+    else:
+        judge = judge if judge is not None else make_judge(db, usdc)
+        wallet = Wallet(
+            KeyHandle(dev_account(AGENT)),
+            db_path=db,
+            chain=client,
+            usdc=usdc,
+            trusted_judge=JUDGE_ADDR,
+            recheck=judge.recheck,
+            emit=wallet_emit,
+            meter=SpendMeter(db, client, treasury_cap=treasury_cap),
+        )
     registry = ToolRegistry(tools) if tools is not None else default_registry(paywall_url=paywall_url)
     deps = Deps(
         model=model,
@@ -148,7 +165,7 @@ def build_agent(
         allowlist=allowlist,
         extras={"paywall_url": paywall_url, **(extras or {})},
     )
-    return Agent(deps, wallet, store, client, db, usdc, client.block_number())
+    return Agent(deps, wallet, store, client, db, usdc, client.block_number(), services=services)
 
 
 # ------------------------------------------------------------------ model provider doubles

@@ -23,8 +23,8 @@ from fault_support import (
 
 from agent.loop.limits import Limits
 from agent.loop.result import AgentResult
-from agent.loop.run import run_task
 from chain.paywall.app import DEFAULT_PRICES, PaywallServer
+from tests._services import Composition
 from wallet.reconcile import reconcile
 
 RUNS = 10
@@ -32,20 +32,25 @@ CAP = CAP_PER_TASK
 
 
 def run_concurrently(
-    tmp_path: Any, chain: Any, paywall: PaywallServer, items: tuple[dict[str, Any], ...]
+    tmp_path: Any,
+    chain: Any,
+    paywall: PaywallServer,
+    items: tuple[dict[str, Any], ...],
+    composition: Composition | None = None,
 ) -> tuple[Agent, list[AgentResult], tuple[int, int]]:
     model = buyer_model(paywall.url, items)
     agent = build_agent(
         tmp_path / "nib.db", chain.rpc_url, chain.usdc, model,
         allowlist=(paywall.url,), paywall_url=paywall.url,
         limits=Limits(spend_cap_usdc=CAP, max_steps=8, max_consecutive_failures=8),
+        composition=composition,
     )
     before = agent.balance(AGENT_ADDR), agent.balance(SELLER_ADDR)
 
     async def all_runs() -> list[AgentResult]:
         # Each task names the seller: a direct transfer may pay only a named recipient.
         return await asyncio.gather(
-            *(run_task(f"Research task {i}; tip {SELLER_ADDR}.", agent.deps) for i in range(RUNS))
+            *(agent.run(f"Research task {i}; tip {SELLER_ADDR}.") for i in range(RUNS))
         )
 
     return agent, asyncio.run(all_runs()), before
@@ -97,9 +102,11 @@ def assert_within_caps(agent: Agent, results: list[AgentResult]) -> None:
 
 @pytest.mark.slow
 def test_ten_concurrent_runs_paying_the_paywall(
-    tmp_path: Any, chain: Any, paywall: PaywallServer
+    tmp_path: Any, chain: Any, paywall: PaywallServer, composition: Composition
 ) -> None:
-    agent, results, before = run_concurrently(tmp_path, chain, paywall, (GAS, TRANSFERS))
+    agent, results, before = run_concurrently(
+        tmp_path, chain, paywall, (GAS, TRANSFERS), composition
+    )
     each = GAS_PRICE + DEFAULT_PRICES["transfers"]
     for r in results:
         assert not [f for f in failures(agent, r.run_id) if "nonce" in f.lower()]

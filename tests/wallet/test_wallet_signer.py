@@ -380,7 +380,7 @@ def test_transfer_transaction_is_signed_sent_settled_and_gas_metered(
     row = wallet.meter.ledger.get(signed.ledger_id)
     assert (row.status, row.tx_hash, row.kind) == ("settled", signed.tx_hash, "transfer")
     assert wallet.meter.spent(RUN) == 3 * DIME + sent.gas_usdc
-    assert [n for n, _ in events.items] == ["wallet.signed", "wallet.settled"]
+    assert [n for n, _ in events.items] == ["wallet.signed", "wallet.broadcast", "wallet.settled"]
 
 
 def test_an_audit_sink_that_fails_never_strands_a_signed_transfer(

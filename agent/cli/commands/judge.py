@@ -40,8 +40,9 @@ def judge_serve(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(
                                               help="Devnet only: serve without NIB_JUDGE_TOKEN.")) -> None:
     """Run the judge as its own HTTP service on loopback, holding its key."""
     from agent.cli.runtime import build_local_judge, resolve_network
-    from judge.service import serve
+    from judge.service import refuse_inspection, serve
 
+    refuse_inspection()  # before the judge key is loaded: no same-user process reads our memory
     settings = cli_settings()
     if host not in ("127.0.0.1", "localhost", "::1"):
         fail(f"--host {host} is not loopback; the judge service binds to loopback only. Fix: --host 127.0.0.1")

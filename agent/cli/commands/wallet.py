@@ -77,12 +77,13 @@ def wallet_serve() -> None:
     """Run the wallet as its own process on NIB_HOME/wallet.sock, holding the key."""
     from agent.cli.runtime import resolve_network
     from chain.client import ChainClient
-    from judge.service import JudgeClient
+    from judge.service import JudgeClient, refuse_inspection
     from wallet.keystore import DEVNET_PASSPHRASE, Keystore, default_keystore_path
     from wallet.meter import SpendMeter
     from wallet.service import serve
     from wallet.signer import Wallet
 
+    refuse_inspection()  # before the key is unlocked: no same-user process reads our memory
     settings = cli_settings()
     network = resolve_network(settings, _devnet.status(settings.home))
     judge_url, judge_address = os.environ.get("NIB_JUDGE_URL"), os.environ.get("NIB_JUDGE_ADDRESS")

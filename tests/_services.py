@@ -1,0 +1,203 @@
+"""The suites' two compositions: the judge and the wallet in the test process, or each as
+its own process (``tests/service_child.py``, the service code ``nib services up`` runs).
+
+A test that takes the ``composition`` fixture runs once per composition. With services,
+the harness holds only clients (the judge's URL with the agent token, the wallet's
+socket), the wallet service's events come back into the run's trace, and every run's
+task is registered with the judge first (admin token), as ``nib run`` does; the judge
+then rules only on registered tasks, from their registered limits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.cli.services import registered_limits
+from agent.loop.limits import Limits
+from agent.loop.result import AgentResult
+from agent.loop.run import Deps, run_task
+from chain import devnet
+from chain.devkeys import JUDGE, SELLER, dev_account
+from judge.service import JudgeClient
+from judge.tasks import TaskLimits
+from wallet.service import WalletClient
+
+HERE = Path(__file__).resolve().parent
+READY_S = 90.0
+
+
+@dataclass
+class Services:
+    """Clients of one judge service and one wallet service, each its own process."""
+
+    judge: JudgeClient
+    admin: JudgeClient
+    wallet: WalletClient
+    pids: tuple[int, int]
+
+    def register(self, run_id: str, task: str, deps: Deps) -> None:
+        """Register ``task`` for ``run_id`` as the user does before ``nib run``'s loop."""
+        self.admin.register_task(task_registration(run_id, task, deps))
+
+
+def task_registration(run_id: str, task: str, deps: Deps) -> TaskLimits:
+    """What ``nib run`` registers for ``task`` with these deps (see agent.cli.services)."""
+    paywall = deps.extras.get("paywall_url")
+    allow = [*deps.allowlist, *([str(paywall)] if paywall else [])]
+    limits: TaskLimits = registered_limits(
+        run_id, task, deps.limits or Limits(), allowlist=allow,
+        recipients=(dev_account(SELLER).address,),  # the devnet sellers' payTo
+    )
+    return limits
+
+
+class Forks:
+    """One process that imported the service code once and forks each service from it
+    (``tests/service_child.py``): a service process starts in well under a second."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[str] | None = None
+
+    def start(self, cfg: dict[str, Any], ready_file: Path) -> tuple[int, dict[str, Any]]:
+        """Fork one service; its pid and what it wrote to ``ready_file`` once serving."""
+        if self._proc is None:
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+                [str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
+            self._proc = subprocess.Popen(
+                [sys.executable, str(HERE / "service_child.py")], env=env, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )
+            _line(self._proc)
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps({**cfg, "ready_file": str(ready_file)}) + "\n")
+        self._proc.stdin.flush()
+        pid = int(_line(self._proc)["pid"])
+        return pid, pid_ready(pid, ready_file)
+
+    def close(self) -> None:
+        if self._proc is not None:
+            _stop(self._proc)
+            self._proc = None
+
+
+@dataclass
+class Composition:
+    """Which composition a test runs in; starts the services for it when asked."""
+
+    name: str
+    chain: Any
+    forks: Forks = field(default_factory=Forks)
+    stack: ExitStack = field(default_factory=ExitStack)
+
+    @property
+    def services(self) -> bool:
+        return self.name == "services"
+
+    def start(self, db: Path | str) -> Services:
+        """The judge and the wallet services on ``db`` (stopped when the test ends)."""
+        # The wallet's socket lives in a short private directory (a socket path is
+        # limited to 107 bytes; pytest's tmp_path can be longer).
+        home = Path(tempfile.mkdtemp(prefix="nib-svc-"))
+        self.stack.callback(shutil.rmtree, home, True)
+        agent_token, admin_token = secrets.token_hex(16), secrets.token_hex(16)
+        port = devnet.free_port()
+        base = {"db": str(db), "rpc_url": self.chain.rpc_url, "chain_id": self.chain.chain_id,
+                "usdc": self.chain.usdc, "token": agent_token}
+        judge_pid, judge = self.forks.start(
+            {**base, "role": "judge", "port": port, "admin_token": admin_token},
+            home / "judge.ready",
+        )
+        self.stack.callback(kill, judge_pid)
+        url = judge["url"]
+        wallet_pid, wallet = self.forks.start(
+            {**base, "role": "wallet", "home": str(home), "judge_url": url}, home / "wallet.ready"
+        )
+        self.stack.callback(kill, wallet_pid)
+        socket = wallet["socket"]
+        trusted = dev_account(JUDGE).address
+        services = Services(
+            JudgeClient(url, trusted_judge=trusted, token=agent_token, timeout_s=10),
+            JudgeClient(url, trusted_judge=trusted, token=admin_token, timeout_s=10),
+            WalletClient(socket, timeout_s=75),
+            (judge_pid, wallet_pid),
+        )
+        for client in (services.judge, services.admin, services.wallet):
+            self.stack.callback(client.close)
+        return services
+
+    def close(self) -> None:
+        self.stack.close()
+
+
+def _line(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    """The next JSON line the forking process prints, within READY_S, or its errors."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + READY_S
+    while time.monotonic() < deadline and proc.poll() is None:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if ready:
+            line = proc.stdout.readline()
+            if line:
+                return dict(json.loads(line))
+    _stop(proc)
+    err = proc.stderr.read() if proc.stderr else ""
+    raise RuntimeError(f"the service forker did not answer within {READY_S:g} s: {err[-2000:]}")
+
+
+def pid_ready(pid: int, ready_file: Path) -> dict[str, Any]:
+    """What a forked service wrote once it serves, within READY_S, or why it died."""
+    deadline = time.monotonic() + READY_S
+    error = Path(str(ready_file) + ".error")
+    while time.monotonic() < deadline:
+        if ready_file.exists():
+            return dict(json.loads(ready_file.read_text()))
+        if error.exists() or not devnet.pid_alive(pid):
+            break
+        time.sleep(0.02)
+    kill(pid)
+    why = error.read_text() if error.exists() else "no answer"
+    raise RuntimeError(f"service process {pid} did not start within {READY_S:g} s: {why}")
+
+
+def kill(pid: int) -> None:
+    """Kill a forked service (the test is over: every call it made has returned and its
+    writes are committed); its forker reaps it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while devnet.pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """Kill the service (the test is over: every call it made has returned and its
+    writes are committed) and close its pipes."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=10)
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+async def run_registered(task: str, deps: Deps, services: Services | None) -> AgentResult:
+    """``run_task``, with the task registered at the judge service first when there is one."""
+    run_id = uuid.uuid4().hex[:12]
+    if services is not None:
+        services.register(run_id, task, deps)
+    return await run_task(task, deps, run_id=run_id)
