@@ -32,7 +32,10 @@ INSTALL_HINT = (
     "or set NIB_ANVIL to the path of an anvil binary"
 )
 FUND_USDC = 100_000_000  # 100 test USDC, atomic units
-READY_TIMEOUT_S = 20.0
+#: How long a devnet process (Anvil, the paywall, the market's sellers) may take to answer.
+#: A bound on failure, not a wait: readiness is polled. A seller imports FastAPI and the
+#: x402 package before it binds, which takes over 20 s on a two-core machine under load.
+READY_TIMEOUT_S = 60.0
 
 
 def nib_home() -> Path:
@@ -344,7 +347,8 @@ def _await_ready(starting: list[_Starting]) -> dict[str, tuple[int, str]]:
                     late = [s for s in starting if s.name not in ready][0]
                     raise DevnetError(
                         f"the devnet's {late.name} did not become ready in "
-                        f"{READY_TIMEOUT_S:.0f} s. Log tail:\n{_log_tail(late.log)}"
+                        f"{READY_TIMEOUT_S:.0f} s. Log tail:\n{_log_tail(late.log)}\nFix: read the "
+                        f"log above; on a loaded machine run `nib devnet up` again."
                     )
                 time.sleep(0.05)
     except BaseException:

@@ -20,7 +20,7 @@ from chain.errors import DevnetError
 
 __all__ = ["AppServer", "serve_forever", "service_parser", "wait_for_service"]
 
-_READY_TIMEOUT_S = 15.0
+_READY_TIMEOUT_S = 60.0  # a bound on failure (polled), sized for a loaded two-core machine
 
 
 class AppServer:
