@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,8 +109,11 @@ class Composition:
     def services(self) -> bool:
         return self.name == "services"
 
-    def start(self, db: Path | str) -> Services:
-        """The judge and the wallet services on ``db`` (stopped when the test ends)."""
+    def start(
+        self, db: Path | str, emit: Callable[[str, dict[str, object]], None] | None = None
+    ) -> Services:
+        """The judge and the wallet services on ``db`` (stopped when the test ends); the
+        wallet service's events of each call go to ``emit`` (the run's trace)."""
         # The wallet's socket lives in a short private directory (a socket path is
         # limited to 107 bytes; pytest's tmp_path can be longer).
         home = Path(tempfile.mkdtemp(prefix="nib-svc-"))
@@ -136,6 +140,7 @@ class Composition:
             WalletClient(socket, timeout_s=75),
             (judge_pid, wallet_pid),
         )
+        services.wallet.emit = emit
         for client in (services.judge, services.admin, services.wallet):
             self.stack.callback(client.close)
         return services

@@ -196,10 +196,9 @@ def build_harness(
 
     judge: Judge | JudgeClient
     wallet: Wallet | WalletClient
-    services = composition.start(db) if composition and composition.services else None
+    services = composition.start(db, wallet_emit) if composition and composition.services else None
     if services is not None:
         judge, wallet = services.judge, services.wallet
-        services.wallet.emit = wallet_emit
     else:
         judge = Judge(
             VerdictSigner(dev_account(JUDGE)),

@@ -134,10 +134,9 @@ def build_agent(
         store.event(str(data.get("run_id") or "wallet"), name, data)
 
     wallet: Wallet | WalletClient
-    services = composition.start(db) if composition and composition.services else None
+    services = composition.start(db, wallet_emit) if composition and composition.services else None
     if services is not None:
         judge, wallet = services.judge, services.wallet
-        services.wallet.emit = wallet_emit
     else:
         judge = judge if judge is not None else make_judge(db, usdc)
         wallet = Wallet(
