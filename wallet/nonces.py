@@ -4,9 +4,11 @@ Every allocation re-reads ``eth_getTransactionCount(address, "pending")``: the c
 count is the truth for every number not in flight, so a number the chain has used is
 never handed out and a number the manager thought used but the chain never kept (a
 devnet reverted to a snapshot or reset, a transaction dropped from the pool) is handed
-out again instead of leaving a gap. A transaction signed above a gap is accepted into
-the node's pool and then waits there, unmined, with its spend counted; ``gap_below``
-lets the wallet refuse to broadcast one. A number whose send failed is released and
+out again instead of leaving a gap. A number confirmed with its transaction's hash
+stays used while the node still has that transaction (the pending count can lag one
+being mined). A transaction signed above a gap is accepted into the node's pool and then
+waits there, unmined, with its spend counted; ``gap_below`` lets the wallet refuse to
+broadcast one. A number whose send failed is released and
 handed out again before any new one.
 
 The state lives in memory (one process), or, given the wallet's ``Store``, in the
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from web3 import Web3
+from web3.exceptions import TransactionNotFound
 
 from judge.storage import process_identity
 
@@ -63,19 +66,25 @@ class _State:
     next: int | None = None
     free: list[int] = field(default_factory=list)  # released numbers below next, a heap
     in_flight: dict[int, str] = field(default_factory=dict)  # number -> holder
+    #: Numbers confirmed (handed to the node) the chain's pending count had not passed at
+    #: the last sync -> their tx hash ("" when not given): used while the node knows them.
+    sent: dict[int, str] = field(default_factory=dict)
 
     def dumps(self) -> str:
         return json.dumps(
             {"next": self.next, "free": sorted(self.free),
-             "in_flight": {str(n): h for n, h in self.in_flight.items()}}
-        )
+             "in_flight": {str(n): h for n, h in self.in_flight.items()},
+             "sent": {str(n): h for n, h in self.sent.items()}}
+        )  # fmt: skip
 
     @classmethod
     def loads(cls, text: str) -> _State:
         raw = json.loads(text)
         free = [int(n) for n in raw["free"]]
         heapq.heapify(free)
-        return cls(raw["next"], free, {int(n): str(h) for n, h in raw["in_flight"].items()})
+        in_flight = {int(n): str(h) for n, h in raw["in_flight"].items()}
+        sent = {int(n): str(h) for n, h in raw.get("sent", {}).items()}
+        return cls(raw["next"], free, in_flight, sent)
 
 
 class NonceManager:
@@ -136,11 +145,29 @@ class NonceManager:
             )
         self._synced = True
 
+    def _known(self, tx_hash: str) -> bool:
+        """Whether the node has ``tx_hash`` (pooled or mined); True when it cannot say."""
+        try:
+            self.w3.eth.get_transaction(tx_hash)  # type: ignore[arg-type]
+        except TransactionNotFound:
+            return False
+        except Exception:  # no answer: keep the number used (never hand it out twice)
+            return True
+        return True
+
     def _sync(self, st: _State) -> int:
-        """Every number from the chain's pending count up is free except those in flight."""
+        """Every number from the chain's pending count up is free except those in flight
+        and those sent whose transaction the node still has (its count may lag behind a
+        transaction being mined, or one queued behind a number in flight). A number sent
+        that the node no longer knows (a devnet reverted or reset, a dropped transaction)
+        is free again; one sent without a hash stays used until the count passes it."""
         pending = self._pending_count()
-        top = max([pending, *(n + 1 for n in st.in_flight)])
-        st.free = [n for n in range(pending, top) if n not in st.in_flight]
+        st.sent = {
+            n: h for n, h in st.sent.items() if n >= pending and (not h or self._known(h))
+        }
+        held = set(st.in_flight) | set(st.sent)
+        top = max([pending, *(n + 1 for n in held)])
+        st.free = [n for n in range(pending, top) if n not in held]
         heapq.heapify(st.free)
         st.next = top
         return pending
@@ -163,10 +190,12 @@ class NonceManager:
             st.in_flight[n] = self._holder()
             return n
 
-    def confirm(self, n: int) -> None:
-        """``n`` was accepted by the node; it is used for good."""
+    def confirm(self, n: int, tx_hash: str | None = None) -> None:
+        """``n`` was handed to the node (as ``tx_hash``): used while the node knows that
+        transaction, and for good once the chain's count passes it."""
         with self._state() as st:
             st.in_flight.pop(n, None)
+            st.sent[n] = tx_hash or ""
 
     def release(self, n: int) -> None:
         """``n``'s send failed before the node accepted it: hand it out again.
@@ -224,23 +253,14 @@ class NonceManager:
         under way covers: a transaction with nonce ``n`` would wait on them, unmined.
 
         Empty when ``n`` is safe to broadcast: every number from the chain's count up is
-        in flight, or was confirmed above one in flight (the node holds it queued until
-        the lower one arrives). A number released, never handed out, or confirmed with
-        nothing in flight below it yet missing from the count (the chain moved back, or
-        the node dropped it) is a gap.
+        in flight, or was sent and the node still has its transaction (queued behind a
+        lower one, or being mined). A number released, never handed out, or sent but
+        forgotten by the node (the chain moved back, a dropped transaction) is a gap.
         """
         with self._state() as st:
             # Read under the lock: a number confirmed before it is in the pending count.
-            pending = self._sync(st) if st.next is None else self._pending_count()
-            assert st.next is not None
-            gap: list[int] = []
-            waiting = False  # a send under way below: later numbers may sit queued
-            for k in range(pending, n):
-                if k in st.in_flight:
-                    waiting = True
-                elif not waiting or k in st.free or k >= st.next:
-                    gap.append(k)
-            return gap
+            pending = self._sync(st)
+            return [k for k in range(pending, n) if k not in st.in_flight and k not in st.sent]
 
     def recover(self, holder: str) -> list[int]:
         """Give back the numbers a dead ``holder`` (a killed worker) left in flight.

@@ -383,7 +383,7 @@ class Wallet:
         res = reservation or signed.reservation
         self._refuse_above_gap(signed)
         self._broadcast(signed, res)
-        self.nonces.confirm(signed.nonce)
+        self.nonces.confirm(signed.nonce, signed.tx_hash)
         self._emit(
             "wallet.broadcast", {**_res_event(res), "tx_hash": signed.tx_hash, "nonce": signed.nonce}
         )
@@ -767,7 +767,7 @@ class Wallet:
             # No answer (timeout, dropped connection): the node may have taken it anyway.
             # Freeing the nonce or the cap here would let a retry spend past the cap.
             if not self._known_to_node(signed.tx_hash):
-                self.nonces.confirm(signed.nonce)
+                self.nonces.confirm(signed.nonce, signed.tx_hash)
                 self.meter.keep_signed(
                     res, note=f"broadcast outcome unknown ({type(exc).__name__}); "
                     "reconcile will settle or release it"
@@ -786,7 +786,7 @@ class Wallet:
     def _broadcast_refused(self, signed: SignedTx, res: Reservation, exc: Exception) -> None:
         text = str(exc)
         if "nonce too low" in text.lower():
-            self.nonces.confirm(signed.nonce)  # the chain has used it: never reuse
+            self.nonces.confirm(signed.nonce, signed.tx_hash)  # the chain has used it: never reuse
             self.nonces.resync()
         else:
             self.nonces.release(signed.nonce)
