@@ -167,6 +167,14 @@ def test_a_human_grants_an_escalated_payment_at_the_judge_and_only_then_it_is_pa
     assert forged.status_code == 403 and "admin token" in forged.text
     assert json.loads(nib(home, "audit", "--run", run_id, "--json").stdout) == []
     assert chain.token_balance(info["usdc"], seller) == before
+    # `nib judge approve RUN` grants only (the run stays paused); `nib approve` then finds
+    # the same grant and resumes.
+    granted = nib(home, "judge", "approve", run_id, "--json")
+    assert granted.returncode == 0, granted.stderr
+    grant = json.loads(granted.stdout)
+    assert (grant["verdict_id"], grant["task_id"], grant["amount"]) == (escalated, run_id, 20_000)
+    assert grant["used_by"] is None
+    assert json.loads(nib(home, "audit", "--run", run_id, "--json").stdout) == []
     approved = nib(home, "approve", run_id, "--json")
     assert approved.returncode == 0, approved.stderr
     assert f"granted at the judge: 0.02 USDC to {seller.lower()} for task {run_id}" in approved.stderr
