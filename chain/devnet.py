@@ -23,6 +23,7 @@ from pathlib import Path
 from chain.client import ChainClient
 from chain.devkeys import AGENT, DEPLOYER, DEVNET_CHAIN_ID, SELLER, dev_account
 from chain.errors import AnvilMissing, ChainError, DevnetError
+from chain.usdc import USDC_NAME
 
 ANVIL_VERSION = "1.7.1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -266,12 +267,13 @@ def status(home: Path | None = None) -> DevnetInfo | None:
     return info
 
 
-def deploy_and_fund(rpc_url: str, wallet: str) -> str:
-    """Deploy TestUSDC from the deployer and fund ``wallet`` with 100 test USDC."""
+def deploy_and_fund(rpc_url: str, wallet: str, *, name: str = USDC_NAME) -> str:
+    """Deploy TestUSDC named ``name`` (its EIP-712 domain name) from the deployer and fund
+    ``wallet`` with 100 test USDC; return the token's address."""
     from chain.usdc import deploy_test_usdc, mint
 
     client = ChainClient(rpc_url, DEVNET_CHAIN_ID)
-    usdc = deploy_test_usdc(client.w3, dev_account(DEPLOYER))
+    usdc = deploy_test_usdc(client.w3, dev_account(DEPLOYER), name=name)
     mint(client.w3, usdc, dev_account(DEPLOYER), wallet, FUND_USDC)
     return usdc
 

@@ -43,8 +43,9 @@ from chain.errors import (
 #: The committed build output of contracts/src/TestUSDC.sol (see contracts/build.mjs).
 ARTIFACT_PATH = Path(__file__).resolve().parent.parent / "contracts" / "out" / "TestUSDC.json"
 
-#: TestUSDC's EIP-712 domain (its contract's constants; Circle's USDC on Base and most
-#: testnets says the same). Anything that pays reads the token's own: ``token_domain``.
+#: TestUSDC's default EIP-712 domain (the name is a deploy-time choice, the version fixed;
+#: Circle's USDC on Base and most testnets says the same, Ethereum mainnet's is named
+#: "USD Coin"). Anything that pays reads the token's own: ``token_domain``.
 USDC_NAME = "USDC"
 USDC_VERSION = "2"
 
@@ -161,17 +162,22 @@ def usdc_contract(w3: Web3, address: str) -> Contract:
     )
 
 
-def deploy_test_usdc(w3: Web3, owner: LocalAccount) -> str:
+def deploy_test_usdc(w3: Web3, owner: LocalAccount, *, name: str = USDC_NAME) -> str:
     """Deploy TestUSDC from ``owner`` (who becomes the faucet owner); return its checksum address.
+
+    ``name`` is the token's ``name()`` and EIP-712 domain name ("USD Coin" stands in for
+    Circle's Ethereum-mainnet token, whose domain differs from the default "USDC").
 
     The transaction is signed locally and the call waits for the receipt. Raises
     :class:`~chain.errors.DevnetError` when the deploy reverts or leaves no code.
     """
     artifact = _load_artifact(ARTIFACT_PATH)
     factory = w3.eth.contract(abi=artifact["abi"], bytecode=artifact["bytecode"])
-    what = f"TestUSDC deploy from {owner.address}"
+    if not name:
+        raise ValueError("name must be a non-empty string, e.g. 'USDC' or 'USD Coin'.")
+    what = f"TestUSDC ({name!r}) deploy from {owner.address}"
     try:
-        receipt = _transact(w3, owner, factory.constructor(), what=what)
+        receipt = _transact(w3, owner, factory.constructor(name), what=what)
     except ChainError as exc:
         raise DevnetError(f"{exc} Is {_url(w3)} an Anvil devnet with the owner funded?") from exc
     address = receipt["contractAddress"]

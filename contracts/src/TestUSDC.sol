@@ -4,7 +4,8 @@ pragma solidity ^0.8.24;
 /// @title TestUSDC
 /// @notice A devnet stand-in for Circle's USDC (FiatToken v2.2) covering the surface an agent
 ///         and an x402 facilitator touch: ERC-20 with 6 decimals, EIP-712 domain
-///         ("USDC", "2"), EIP-2612 permit, EIP-3009 transfer/receive/cancel authorization in
+///         (name, "2") where the name is chosen at deploy ("USDC" as on Base, "USD Coin" as
+///         on Ethereum mainnet), EIP-2612 permit, EIP-3009 transfer/receive/cancel authorization in
 ///         both the (v, r, s) and `bytes signature` forms, and EIP-5267 eip712Domain().
 ///         Type hashes and revert strings match FiatToken v2 so off-chain code built for
 ///         real USDC behaves identically here. Not implemented: blacklists, pausing,
@@ -13,7 +14,8 @@ pragma solidity ^0.8.24;
 contract TestUSDC {
     // ----------------------------------------------------------------- ERC-20 metadata
 
-    string public constant name = "USDC";
+    /// @notice ERC-20 name, and the EIP-712 domain name (FiatTokenV2_2 signs under name()).
+    string public name;
     string public constant symbol = "USDC";
     string public constant currency = "USD";
     uint8 public constant decimals = 6;
@@ -71,7 +73,10 @@ contract TestUSDC {
     event AuthorizationCanceled(address indexed authorizer, bytes32 indexed nonce);
     event OwnershipTransferred(address indexed previousOwner, address indexed newOwner);
 
-    constructor() {
+    /// @param name_ the token's name and EIP-712 domain name; must not be empty.
+    constructor(string memory name_) {
+        require(bytes(name_).length > 0, "TestUSDC: empty name");
+        name = name_;
         owner = msg.sender;
         _cachedChainId = block.chainid;
         _cachedDomainSeparator = _buildDomainSeparator();
