@@ -328,34 +328,42 @@ class SilentModelServer:
             conn.close()
 
 
-def test_a_run_whose_process_is_killed_shows_as_died(home):
-    """kill -9 a real `nib run` mid-run: `nib runs`, `nib show` and the report say it died,
-    with the stop reason process-died, instead of showing it running forever."""
-    from agent.report.page import run_from_store
-
+@contextlib.contextmanager
+def run_held_in_its_model_call(home, task):
+    """A real `nib run TASK --json` on the devnet whose model never answers, yielded once
+    the run sits inside its first model call; killed (if still alive) on the way out."""
     assert nib(home, "devnet", "up", "--json").returncode == 0
     silent = SilentModelServer()
     env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet",
            "NIB_MODEL_PROVIDER": "openai", "NIB_MODEL": "silent", "NIB_MODEL_BASE_URL": silent.url,
            "NIB_MODEL_TIMEOUT": "600"}
     env.pop("NIB_CONFIG", None)
-    child = subprocess.Popen([*NIB, "run", "What is the base fee?", "--json"], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen([*NIB, "run", task, "--json"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
         while not silent.held:  # the run is inside its first model call
             assert child.poll() is None, child.stderr.read()  # type: ignore[union-attr]
             assert time.monotonic() < deadline, "the run never called its model"
             time.sleep(0.1)
-        ours = [r for r in json.loads(nib(home, "runs", "--json").stdout) if r["task"] == "What is the base fee?"]
-        assert len(ours) == 1 and (ours[0]["status"], ours[0]["stop_reason"]) == ("running", None)
-        child.kill()
-        assert child.wait(timeout=30) == -9
+        yield child
     finally:
         if child.poll() is None:
             child.kill()
             child.wait(timeout=30)
         silent.close()
+
+
+def test_a_run_whose_process_is_killed_shows_as_died(home):
+    """kill -9 a real `nib run` mid-run: `nib runs`, `nib show` and the report say it died,
+    with the stop reason process-died, instead of showing it running forever."""
+    from agent.report.page import run_from_store
+
+    with run_held_in_its_model_call(home, "What is the base fee?") as child:
+        ours = [r for r in json.loads(nib(home, "runs", "--json").stdout) if r["task"] == "What is the base fee?"]
+        assert len(ours) == 1 and (ours[0]["status"], ours[0]["stop_reason"]) == ("running", None)
+        child.kill()
+        assert child.wait(timeout=30) == -9
     run_id = ours[0]["run_id"]
     row = next(r for r in json.loads(nib(home, "runs", "--json").stdout) if r["run_id"] == run_id)
     assert (row["status"], row["stop_reason"]) == ("died", "process-died")
@@ -371,27 +379,9 @@ def test_a_run_whose_process_is_killed_shows_as_died(home):
 
 def test_a_terminated_run_ends_interrupted_with_its_row_closed(home):
     """SIGTERM (what `kill` and service managers send) ends a `nib run` as Ctrl-C does."""
-    assert nib(home, "devnet", "up", "--json").returncode == 0
-    silent = SilentModelServer()
-    env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet",
-           "NIB_MODEL_PROVIDER": "openai", "NIB_MODEL": "silent", "NIB_MODEL_BASE_URL": silent.url,
-           "NIB_MODEL_TIMEOUT": "600"}
-    env.pop("NIB_CONFIG", None)
-    child = subprocess.Popen([*NIB, "run", "What is the gas price?", "--json"], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not silent.held:
-            assert child.poll() is None, child.stderr.read()  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, "the run never called its model"
-            time.sleep(0.1)
+    with run_held_in_its_model_call(home, "What is the gas price?") as child:
         child.terminate()
         stdout, _ = child.communicate(timeout=60)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait(timeout=30)
-        silent.close()
     assert child.returncode == 1
     result = json.loads(stdout)
     assert (result["stop_reason"], result["finished"]) == ("interrupted", False)
