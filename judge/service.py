@@ -23,7 +23,6 @@ import httpx
 import uvicorn
 from fastapi import Body, FastAPI, Request
 from fastapi.responses import JSONResponse
-from starlette.middleware.base import RequestResponseEndpoint
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -171,6 +170,52 @@ def _free_from_wire(data: Mapping[str, object]) -> FreeDecision:
     return from_wire(FreeDecision, data)
 
 
+class _TokenGate:
+    """ASGI middleware: admin routes take the admin token, every other route but
+    ``/health`` the agent's (or the admin's). A plain ASGI callable rather than
+    ``@app.middleware("http")``, whose per-request task group and streams cost more
+    than the check itself on every call the agent and the wallet make."""
+
+    def __init__(self, app: ASGIApp, agent_auth: bytes | None, admin_auth: bytes | None) -> None:
+        self.app = app
+        self.agent_auth = agent_auth
+        self.admin_auth = admin_auth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refusal = self._refusal(scope)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> JSONResponse | None:
+        path = scope["path"]
+        given = dict(scope.get("headers") or []).get(b"authorization", b"")
+        admin = self.admin_auth
+        if path in _ADMIN_PATHS and scope["method"] == "POST":
+            if admin is None or not hmac.compare_digest(given, admin):
+                return _refused(
+                    f"found {_ADMIN_PATHS[path]} without the judge's admin token; expected "
+                    "'Authorization: Bearer <NIB_JUDGE_ADMIN_TOKEN>' (the user's, not the "
+                    "agent's); fix: do it as the user with `nib run`, `nib approve RUN` or "
+                    "`nib judge approve`, which hold it.",
+                    403,
+                )
+        elif path != f"{_API}/health" and self.agent_auth is not None:
+            ok = hmac.compare_digest(given, self.agent_auth) or (
+                admin is not None and hmac.compare_digest(given, admin)
+            )
+            if not ok:
+                return _refused(
+                    "found a request without the judge service's token; expected "
+                    "'Authorization: Bearer <NIB_JUDGE_TOKEN>'; fix: set NIB_JUDGE_TOKEN "
+                    "to the value the service was started with.",
+                    401,
+                )
+        return None
+
+
 # Long by design: the routes are closures over the state this factory builds (one
 # app, one set of dependencies); split apart they would each take the same state.
 def create_app(
@@ -187,31 +232,7 @@ def create_app(
     agent_auth = f"Bearer {token}".encode() if token else None
     admin_auth = f"Bearer {admin_token}".encode() if admin_token else None
 
-    @app.middleware("http")
-    async def _require_token(request: Request, call_next: RequestResponseEndpoint) -> Response:
-        path = request.url.path
-        given = request.headers.get("authorization", "").encode()
-        if path in _ADMIN_PATHS and request.method == "POST":
-            if admin_auth is None or not hmac.compare_digest(given, admin_auth):
-                return _refused(
-                    f"found {_ADMIN_PATHS[path]} without the judge's admin token; expected "
-                    "'Authorization: Bearer <NIB_JUDGE_ADMIN_TOKEN>' (the user's, not the "
-                    "agent's); fix: do it as the user with `nib run`, `nib approve RUN` or "
-                    "`nib judge approve`, which hold it.",
-                    403,
-                )
-        elif path != f"{_API}/health" and agent_auth is not None:
-            ok = hmac.compare_digest(given, agent_auth) or (
-                admin_auth is not None and hmac.compare_digest(given, admin_auth)
-            )
-            if not ok:
-                return _refused(
-                    "found a request without the judge service's token; expected "
-                    "'Authorization: Bearer <NIB_JUDGE_TOKEN>'; fix: set NIB_JUDGE_TOKEN "
-                    "to the value the service was started with.",
-                    401,
-                )
-        return await call_next(request)
+    app.add_middleware(_TokenGate, agent_auth=agent_auth, admin_auth=admin_auth)
 
     @app.exception_handler(JudgeError)
     async def _judge_error(_: Request, exc: JudgeError) -> JSONResponse:
