@@ -7,8 +7,8 @@ devnet reverted to a snapshot or reset, a transaction dropped from the pool) is 
 out again instead of leaving a gap. A number confirmed with its transaction's hash
 stays used while the node still has that transaction (the pending count can lag one
 being mined). A transaction signed above a gap is accepted into the node's pool and then
-waits there, unmined, with its spend counted; ``gap_below`` lets the wallet refuse to
-broadcast one. A number whose send failed is released and
+waits there, unmined, with its spend counted; ``unsent_below`` lets the wallet broadcast
+in nonce order and refuse one above a gap. A number whose send failed is released and
 handed out again before any new one.
 
 The state lives in memory (one process), or, given the wallet's ``Store``, in the
@@ -248,19 +248,22 @@ class NonceManager:
         with self._state() as st:
             return self._sync(st)
 
-    def gap_below(self, n: int) -> list[int]:
-        """The numbers below ``n`` that neither the chain (its pending count) nor a send
-        under way covers: a transaction with nonce ``n`` would wait on them, unmined.
+    def unsent_below(self, n: int) -> tuple[list[int], list[int]]:
+        """The numbers below ``n`` that have not reached the node: ``(gap, waiting)``.
 
-        Empty when ``n`` is safe to broadcast: every number from the chain's count up is
-        in flight, or was sent and the node still has its transaction (queued behind a
-        lower one, or being mined). A number released, never handed out, or sent but
-        forgotten by the node (the chain moved back, a dropped transaction) is a gap.
+        ``gap``: numbers from the chain's pending count up that neither a send under way
+        nor a sent transaction the node still has covers (released, never handed out, or
+        forgotten by the node: the chain moved back, a dropped transaction); a
+        transaction with nonce ``n`` would wait on them, unmined, for good. ``waiting``:
+        numbers handed out but not yet broadcast (another call between its quote and its
+        broadcast); each will either reach the node or be released, becoming a gap. Both
+        empty when ``n`` is safe to broadcast.
         """
         with self._state() as st:
             # Read under the lock: a number confirmed before it is in the pending count.
             pending = self._sync(st)
-            return [k for k in range(pending, n) if k not in st.in_flight and k not in st.sent]
+            lower = [k for k in range(pending, n) if k not in st.sent]
+            return [k for k in lower if k not in st.in_flight], [k for k in lower if k in st.in_flight]
 
     def recover(self, holder: str) -> list[int]:
         """Give back the numbers a dead ``holder`` (a killed worker) left in flight.

@@ -75,6 +75,12 @@ log = logging.getLogger(__name__)
 MAX_AUTHORIZATION_S = 3600
 #: The longest a purchase waits for another payment of the same resource to be reserved.
 RESOURCE_TURN_S = 30.0
+#: How long a transaction waits for the lower nonces handed out before it (other calls
+#: between their quote and their broadcast) to reach the node or be given back, and how
+#: often it looks. Broadcasting past a number that is later given back would leave the
+#: transaction unmined in the pool for good, its spend counted (a task refused by the
+#: judge after quoting, the last one before a cap binds, leaves that number unused).
+ORDER_WAIT_S, ORDER_POLL_S = 30.0, 0.05
 
 __all__ = [
     "MAX_AUTHORIZATION_S",
@@ -741,19 +747,33 @@ class Wallet:
         return exc
 
     def _refuse_above_gap(self, signed: SignedTx) -> None:
-        """Discard (nonce released, spend failed) and refuse a transaction whose nonce sits
-        above a gap: the node would keep it in its pool unmined."""
-        gap = self.nonces.gap_below(signed.nonce)
+        """Broadcast in nonce order: wait while a lower number is handed out but not yet
+        sent; discard (nonce released, spend failed) and refuse a transaction whose nonce
+        sits above a gap, or above a number still unsent after ORDER_WAIT_S: the node
+        would keep it in its pool unmined."""
+        deadline = time.monotonic() + ORDER_WAIT_S
+        gap, waiting = self.nonces.unsent_below(signed.nonce)
+        while waiting and not gap and time.monotonic() < deadline:
+            time.sleep(ORDER_POLL_S)
+            gap, waiting = self.nonces.unsent_below(signed.nonce)
+        if not gap and not waiting:
+            return
         if gap:
-            self.discard(signed, note=f"not broadcast: nonce {signed.nonce} above a gap {gap}")
-            raise SendFailed(
-                f"Transaction {signed.tx_hash} has nonce {signed.nonce}, but the chain's next "
-                f"number for {self.address} is {gap[0]} and no send under way holds "
-                f"{', '.join(map(str, gap))}; expected no gap (the node would keep it unmined). "
-                "Nothing was broadcast: the spend is marked failed and its cap share freed, the "
-                "nonce given back. Fix: quote the transfer again (the chain moved back: a "
-                "devnet reverted or reset, or a transaction was dropped)."
-            )
+            why = f"no send under way holds {', '.join(map(str, gap))}"
+            fix = ("quote the transfer again (a lower number was given back, or the chain "
+                   "moved back: a devnet reverted or reset, or a transaction was dropped)")
+        else:
+            why = (f"{', '.join(map(str, waiting))} were handed out and not sent within "
+                   f"{ORDER_WAIT_S:g} s")
+            fix = "quote the transfer again once the other sends have finished"
+        first = min([*gap, *waiting])
+        self.discard(signed, note=f"not broadcast: nonce {signed.nonce} above a gap {gap or waiting}")
+        raise SendFailed(
+            f"Transaction {signed.tx_hash} has nonce {signed.nonce}, but the chain's next "
+            f"number for {self.address} is {first} and {why}; expected no gap (the node "
+            "would keep it unmined). Nothing was broadcast: the spend is marked failed and "
+            f"its cap share freed, the nonce given back. Fix: {fix}."
+        )
 
     def _broadcast(self, signed: SignedTx, res: Reservation) -> None:
         """MOVES MONEY: hand ``signed`` to the node. Returns when the node took it (or

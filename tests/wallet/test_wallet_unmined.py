@@ -8,6 +8,8 @@ chain's count, waited in the pool unmined, and its 0.1 USDC stayed counted as sp
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -77,6 +79,65 @@ def test_a_transaction_above_a_gap_is_not_broadcast(
     assert usdc_of(chain, AGENT_ADDRESS) == before
     assert_spend_is_what_moved(chain, wallet, client, "run-gap", start, 0)
     assert wallet.nonces.allocate() == low
+
+
+def seen_waiting(wallet: Wallet, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Set once the wallet has looked below a nonce and found a lower number still unsent."""
+    seen, real = threading.Event(), wallet.nonces.unsent_below
+
+    def looked(n: int) -> tuple[list[int], list[int]]:
+        gap, waiting = real(n)
+        if waiting:
+            seen.set()
+        return gap, waiting
+
+    monkeypatch.setattr(wallet.nonces, "unsent_below", looked)
+    return seen
+
+
+def test_a_transfer_waits_for_a_lower_number_and_is_not_sent_when_it_is_given_back(
+    chain: Any, wallet: Wallet, client: ChainClient, judge_signer: VerdictSigner,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The four-worker flake: another run held the lower number (quoted, then refused by
+    the judge as the cap bound) while this one was broadcast above it; the number was
+    given back, nobody used it again, and this transfer waited in the pool for good with
+    its spend counted. Broadcasts now go in nonce order."""
+    start, before = chain.w3.eth.block_number, usdc_of(chain, AGENT_ADDRESS)
+    low, high = wallet.nonces.allocate(), wallet.nonces.allocate()  # low: another run's quote
+    signed = sign(chain, wallet, judge_signer, "run-order", high)
+    seen = seen_waiting(wallet, monkeypatch)
+    with ThreadPoolExecutor(1) as pool:
+        sending = pool.submit(wallet.send_transaction, signed)
+        assert seen.wait(30), "the send never looked below its nonce"
+        assert chain.w3.eth.get_transaction_count(AGENT_ADDRESS, "pending") == low  # waiting
+        wallet.nonces.release(low)  # the other run's transfer was refused: never signed
+        with pytest.raises(SendFailed, match=f"nonce {high}, but the chain's next number .* is {low}"):
+            sending.result(timeout=60)
+    assert wallet.meter.ledger.get(signed.ledger_id).status == "failed"
+    assert chain.w3.eth.get_transaction_count(AGENT_ADDRESS, "pending") == low  # nothing pooled
+    assert usdc_of(chain, AGENT_ADDRESS) == before
+    assert_spend_is_what_moved(chain, wallet, client, "run-order", start, 0)
+    assert wallet.nonces.allocate() == low
+
+
+def test_a_transfer_above_a_number_in_flight_is_sent_after_it(
+    chain: Any, wallet: Wallet, client: ChainClient, judge_signer: VerdictSigner,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    start, before = chain.w3.eth.block_number, usdc_of(chain, SELLER_ADDRESS)
+    low, high = wallet.nonces.allocate(), wallet.nonces.allocate()
+    later = sign(chain, wallet, judge_signer, "run-high", high)
+    seen = seen_waiting(wallet, monkeypatch)
+    with ThreadPoolExecutor(1) as pool:
+        sending = pool.submit(wallet.send_transaction, later)
+        assert seen.wait(30), "the send never looked below its nonce"
+        first = wallet.send_transaction(sign(chain, wallet, judge_signer, "run-low", low))
+        second = sending.result(timeout=60)
+    assert (first.status, second.status) == (1, 1) and first.block_number <= second.block_number
+    assert usdc_of(chain, SELLER_ADDRESS) == before + 2 * DIME
+    assert_spend_is_what_moved(chain, wallet, client, "run-low", start, DIME)
+    assert_spend_is_what_moved(chain, wallet, client, "run-high", start, DIME)
 
 
 class ManualMining:
