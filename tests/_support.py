@@ -81,14 +81,11 @@ def running_market(rpc_url: str, usdc: str) -> Iterator[dict[str, str]]:
     from chain.paywall.market import MARKET, create_seller_app, register_with
     from chain.paywall.mcp_seller import create_mcp_app, register_mcp
     from chain.paywall.serve import AppServer
-    from chain.usdc import token_domain
-
-    domain = token_domain(ChainClient(rpc_url, 31337).w3, usdc)
     with contextlib.ExitStack() as stack:
         fac = stack.enter_context(AppServer(create_facilitator_app(rpc_url), name="facilitator"))
         urls = {"facilitator": fac.url}
         for seller in MARKET:
-            app = create_seller_app(seller, fac.url, usdc, domain=domain)
+            app = create_seller_app(seller, fac.url, usdc, rpc_url=rpc_url)
             srv = stack.enter_context(AppServer(app, name=seller.name))
             register_with(fac.url, seller, srv.url)
             urls[seller.name] = srv.url
@@ -96,7 +93,7 @@ def running_market(rpc_url: str, usdc: str) -> Iterator[dict[str, str]]:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         base = f"http://127.0.0.1:{port}"
-        mcp_app = create_mcp_app(base, fac.url, usdc, domain=domain)
+        mcp_app = create_mcp_app(base, fac.url, usdc, rpc_url=rpc_url)
         stack.enter_context(AppServer(mcp_app, port=port, name="mcp"))
         register_mcp(fac.url, base)
         urls["mcp"] = base

@@ -208,13 +208,15 @@ def create_seller_app(
     facilitator_url: str,
     usdc: str,
     *,
-    domain: tuple[str, str],
+    rpc_url: str,
     chain_id: int = DEVNET_CHAIN_ID,
 ) -> FastAPI:
     """The seller's ASGI app: x402 middleware over its offers, settling through the
-    facilitator service at ``facilitator_url``, advertising the token's EIP-712 ``domain``
-    (``chain.usdc.token_domain``). Raises DevnetError on rejected routes."""
+    facilitator service at ``facilitator_url``, advertising the EIP-712 domain the token
+    reports at ``rpc_url`` (``chain.usdc.token_domain``, read here so no caller can pass
+    another). Raises DevnetError on rejected routes, ChainError when the token is unread."""
     network = f"eip155:{chain_id}"
+    domain = token_domain(ChainClient(rpc_url, chain_id).w3, usdc)
     server = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=facilitator_url)))
     server.register(network, ExactEvmServerScheme())  # type: ignore[arg-type]
     # x402 2.25's annotations name a base these extensions implement structurally.
@@ -275,9 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     seller = seller_named(args.seller)
     try:
         wait_for_service(args.facilitator_url.rstrip("/") + "/supported")
-        domain = token_domain(ChainClient(args.rpc_url, args.chain_id).w3, args.usdc)
         app = create_seller_app(
-            seller, args.facilitator_url, args.usdc, domain=domain, chain_id=args.chain_id
+            seller, args.facilitator_url, args.usdc, rpc_url=args.rpc_url, chain_id=args.chain_id
         )
         serve_forever(
             AppServer(app, args.host, args.port, name=f"seller {seller.name}"),

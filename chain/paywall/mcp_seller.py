@@ -58,12 +58,14 @@ def create_mcp_app(
     facilitator_url: str,
     usdc: str,
     *,
-    domain: tuple[str, str],
+    rpc_url: str,
     chain_id: int = DEVNET_CHAIN_ID,
 ) -> Any:
     """The SSE ASGI app of the paid MCP server reachable at ``base_url``, advertising the
-    token's EIP-712 ``domain`` (``chain.usdc.token_domain``)."""
+    EIP-712 domain the token reports at ``rpc_url`` (``chain.usdc.token_domain``, read
+    here so no caller can pass another)."""
     network = f"eip155:{chain_id}"
+    domain = token_domain(ChainClient(rpc_url, chain_id).w3, usdc)
     rs = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=facilitator_url)))
     rs.register(network, ExactEvmServerScheme())  # type: ignore[arg-type]
     rs.initialize()  # reads the facilitator's /supported; needed before building requirements
@@ -140,8 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     base = f"http://{args.host}:{port}"
     try:
         wait_for_service(args.facilitator_url.rstrip("/") + "/supported")
-        domain = token_domain(ChainClient(args.rpc_url, args.chain_id).w3, args.usdc)
-        app = create_mcp_app(base, args.facilitator_url, args.usdc, domain=domain, chain_id=args.chain_id)
+        app = create_mcp_app(
+            base, args.facilitator_url, args.usdc, rpc_url=args.rpc_url, chain_id=args.chain_id
+        )
         serve_forever(
             AppServer(app, args.host, port, name="paid MCP server"),
             url_file=args.url_file,
