@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from typing import Any, Required, TypedDict, Unpack
 
@@ -308,7 +309,7 @@ class Connection(TypedDict, total=False):
     temperature: float | None
 
 
-class HttpModel:
+class HttpModel(ABC):
     """What both HTTP providers hold: the model, where it runs (``local`` picks the default
     profile), the API key in a private attribute that no repr or error shows (``key_env``
     names its variable), and one POST whose failures are typed. Each provider adds its
@@ -330,8 +331,9 @@ class HttpModel:
         self._transport = connection.get("transport")
         self._temperature = connection.get("temperature")
 
+    @abstractmethod
     def _headers(self) -> dict[str, str]:
-        raise NotImplementedError
+        """The provider's request headers (its key header, its version)."""
 
     def _client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(timeout=self._timeout, transport=self._transport)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent.models import _http
+import agent.models._http as _http
 from agent.models.base import Message, ModelReply, ModelRequest, ToolCall, ToolProtocol
 from agent.models.openai_compat import JSON_PURPOSES
 

@@ -23,7 +23,7 @@ from typing import Any, Unpack
 
 import httpx
 
-from agent.models import _http
+import agent.models._http as _http
 from agent.models.base import (
     Message,
     ModelReply,
