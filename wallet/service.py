@@ -47,6 +47,9 @@ __all__ = ["SOCKET_NAME", "WalletClient", "WalletServer", "create_app", "serve"]
 SOCKET_NAME = "wallet.sock"
 DEFAULT_TIMEOUT_S = 75.0  # a send waits for its receipt (the wallet waits up to 60 s)
 _API = "/v1"
+#: The fields of a wallet error that cross the wire with its message and code (what the
+#: agent's handlers read: SpendRefused's verdict and limits, SettlementUnproven's finding).
+_ERROR_FIELDS = ("verdict_id", "limit", "observed", "finding", "tx_hash")
 
 
 def _signed_to_wire(signed: SignedTypedData | SignedTx) -> dict[str, object]:
@@ -113,7 +116,7 @@ def create_app(wallet: Wallet) -> FastAPI:
     @app.exception_handler(WalletError)
     async def _wallet_error(_: Request, exc: WalletError) -> JSONResponse:
         body: dict[str, object] = {"type": type(exc).__name__, "code": exc.code, "message": str(exc)}
-        for name in ("verdict_id", "limit", "observed"):
+        for name in _ERROR_FIELDS:
             if getattr(exc, name, None) is not None:
                 body[name] = getattr(exc, name)
         body["events"] = getattr(exc, "relayed_events", [])
@@ -550,7 +553,7 @@ def _rebuilt(cls: type[WalletError], error: Mapping[str, object]) -> WalletError
     WalletError.__init__(exc, str(error.get("message")))
     if isinstance(exc, SpendRefused):
         exc.reason = exc.message
-    for name in ("verdict_id", "limit", "observed"):
+    for name in _ERROR_FIELDS:
         if name in error or isinstance(exc, SpendRefused) and name == "verdict_id":
             setattr(exc, name, error.get(name))
     return exc
