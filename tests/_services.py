@@ -74,8 +74,8 @@ class Forks:
     def __init__(self) -> None:
         self._proc: subprocess.Popen[str] | None = None
 
-    def start(self, cfg: dict[str, Any], ready_file: Path) -> tuple[int, dict[str, Any]]:
-        """Fork one service; its pid and what it wrote to ``ready_file`` once serving."""
+    def fork(self, cfg: dict[str, Any], ready_file: Path) -> int:
+        """Fork one service; its pid (``pid_ready`` waits until it serves)."""
         if self._proc is None:
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(
                 [str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
@@ -87,7 +87,11 @@ class Forks:
         assert self._proc.stdin is not None
         self._proc.stdin.write(json.dumps({**cfg, "ready_file": str(ready_file)}) + "\n")
         self._proc.stdin.flush()
-        pid = int(_line(self._proc)["pid"])
+        return int(_line(self._proc)["pid"])
+
+    def start(self, cfg: dict[str, Any], ready_file: Path) -> tuple[int, dict[str, Any]]:
+        """Fork one service; its pid and what it wrote to ``ready_file`` once serving."""
+        pid = self.fork(cfg, ready_file)
         return pid, pid_ready(pid, ready_file)
 
     def close(self) -> None:
@@ -104,35 +108,41 @@ class Composition:
     chain: Any
     forks: Forks = field(default_factory=Forks)
     stack: ExitStack = field(default_factory=ExitStack)
+    _running: Services | None = None
+    _wallet_cfg: dict[str, Any] = field(default_factory=dict)
+    _live: set[int] = field(default_factory=set)
 
     @property
     def services(self) -> bool:
         return self.name == "services"
 
     def start(
-        self, db: Path | str, emit: Callable[[str, dict[str, object]], None] | None = None
+        self,
+        db: Path | str,
+        emit: Callable[[str, dict[str, object]], None] | None = None,
+        **wallet: Any,
     ) -> Services:
         """The judge and the wallet services on ``db`` (stopped when the test ends); the
-        wallet service's events of each call go to ``emit`` (the run's trace)."""
+        wallet service's events of each call go to ``emit`` (the run's trace). ``wallet``
+        adds to the wallet service's config (``treasury_cap``; ``hang_on``: see
+        tests/service_child.py)."""
         # The wallet's socket lives in a short private directory (a socket path is
         # limited to 107 bytes; pytest's tmp_path can be longer).
         home = Path(tempfile.mkdtemp(prefix="nib-svc-"))
         self.stack.callback(shutil.rmtree, home, True)
+        self.stack.callback(self._kill_all)
         agent_token, admin_token = secrets.token_hex(16), secrets.token_hex(16)
         port = devnet.free_port()
+        url = f"http://127.0.0.1:{port}"
         base = {"db": str(db), "rpc_url": self.chain.rpc_url, "chain_id": self.chain.chain_id,
                 "usdc": self.chain.usdc, "token": agent_token}
-        judge_pid, judge = self.forks.start(
-            {**base, "role": "judge", "port": port, "admin_token": admin_token},
-            home / "judge.ready",
-        )
-        self.stack.callback(kill, judge_pid)
-        url = judge["url"]
-        wallet_pid, wallet = self.forks.start(
-            {**base, "role": "wallet", "home": str(home), "judge_url": url}, home / "wallet.ready"
-        )
-        self.stack.callback(kill, wallet_pid)
-        socket = wallet["socket"]
+        self._wallet_cfg = {**base, "role": "wallet", "home": str(home), "judge_url": url}
+        # Both forked before either is awaited: they start side by side.
+        judge_pid = self._fork({**base, "role": "judge", "port": port,
+                                "admin_token": admin_token}, home / "judge.ready")
+        wallet_pid = self._fork({**self._wallet_cfg, **wallet}, home / "wallet.ready")
+        assert pid_ready(judge_pid, home / "judge.ready")["url"] == url
+        socket = pid_ready(wallet_pid, home / "wallet.ready")["socket"]
         trusted = dev_account(JUDGE).address
         services = Services(
             JudgeClient(url, trusted_judge=trusted, token=agent_token, timeout_s=10),
@@ -143,7 +153,46 @@ class Composition:
         services.wallet.emit = emit
         for client in (services.judge, services.admin, services.wallet):
             self.stack.callback(client.close)
+        self._running = services
         return services
+
+    def kill_wallet(self) -> None:
+        """SIGKILL the wallet service (a crash: nothing it was doing is finished)."""
+        assert self._running is not None
+        self._kill(self._running.pids[1])
+
+    def kill_judge(self) -> None:
+        """SIGKILL the judge service."""
+        assert self._running is not None
+        self._kill(self._running.pids[0])
+
+    def restart_wallet(self, **wallet: Any) -> int:
+        """A new wallet service on the same database and socket path (the old one
+        killed first if it still runs), as `nib services up` after a crash; its pid."""
+        assert self._running is not None
+        self.kill_wallet()
+        home = Path(self._wallet_cfg["home"])
+        ready = home / f"wallet-{len(self._live)}-{time.monotonic_ns()}.ready"
+        pid = self._fork({**self._wallet_cfg, **wallet}, ready)
+        pid_ready(pid, ready)
+        self._running.pids = (self._running.pids[0], pid)
+        return pid
+
+    def _fork(self, cfg: dict[str, Any], ready: Path) -> int:
+        pid = self.forks.fork(cfg, ready)
+        self._live.add(pid)
+        return pid
+
+    def _kill(self, pid: int) -> None:
+        # Only a pid this composition forked and has not killed yet: a reaped pid may
+        # belong to another process by now.
+        if pid in self._live:
+            self._live.discard(pid)
+            kill(pid)
+
+    def _kill_all(self) -> None:
+        for pid in list(self._live):
+            self._kill(pid)
 
     def close(self) -> None:
         self.stack.close()

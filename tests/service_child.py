@@ -57,6 +57,7 @@ def _wallet(cfg: dict[str, Any]) -> Any:
     from chain.devkeys import AGENT, JUDGE, dev_account
     from judge.service import JudgeClient
     from wallet.keystore import KeyHandle
+    from wallet.meter import SpendMeter
     from wallet.service import WalletServer
     from wallet.signer import Wallet
 
@@ -64,13 +65,32 @@ def _wallet(cfg: dict[str, Any]) -> Any:
     judge = JudgeClient(cfg.get("judge_url") or "http://127.0.0.1:9", trusted_judge=judge_address,
                         token=cfg["token"], timeout_s=10)
     key = Account.from_key(bytes.fromhex(cfg["key"])) if cfg.get("key") else dev_account(AGENT)
+    chain = ChainClient(cfg["rpc_url"], cfg["chain_id"])
     wallet = Wallet(
-        KeyHandle(key), db_path=cfg["db"],
-        chain=ChainClient(cfg["rpc_url"], cfg["chain_id"]), usdc=cfg["usdc"],
+        KeyHandle(key), db_path=cfg["db"], chain=chain, usdc=cfg["usdc"],
         trusted_judge=judge_address, recheck=judge.recheck if cfg.get("judge_url") else None,
+        meter=SpendMeter(cfg["db"], chain, treasury_cap=cfg.get("treasury_cap")),
     )
+    if cfg.get("hang_on"):
+        wallet.emit = _hang_on(cfg["hang_on"], Path(cfg["ready_file"] + ".hung"))
     server = WalletServer(wallet, Path(cfg["home"])).start(timeout_s=60)
     return server, {"socket": str(server.socket_path)}
+
+
+def _hang_on(when: dict[str, str], marker: Path) -> Any:
+    """The wallet's event sink, hanging the request that emits the event ``when`` names
+    (``{"event": "wallet.signed", "kind": "transfer"}``) after writing its data to
+    ``marker``: the service stops right there, at a crash point, until the test kills it.
+    The wallet emits ``wallet.signed`` once the row is 'signed' and the signature exists,
+    before the answer; ``wallet.broadcast`` once the node took the transaction, before
+    the receipt is awaited and the row settled."""
+
+    def emit(name: str, data: dict[str, object]) -> None:
+        if name == when["event"] and data.get("kind") == when.get("kind", data.get("kind")):
+            marker.write_text(json.dumps(data, default=str))
+            threading.Event().wait()  # until SIGKILL
+
+    return emit
 
 
 def _holder(cfg: dict[str, Any]) -> Any:

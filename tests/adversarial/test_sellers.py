@@ -126,13 +126,14 @@ def test_terms_changed_between_quote_and_pay_void_the_verdict(
     "change", [_raise_price, _switch_recipient], ids=["price-raised", "recipient-switched"]
 )
 def test_terms_changed_at_payment_time_pay_nothing_and_hold_the_spend_pending(
-    change: Callable[[AdversarialSeller], None], tmp_path: Any, chain: Any, seller_factory: Any
+    change: Callable[[AdversarialSeller], None], tmp_path: Any, chain: Any, seller_factory: Any,
+    composition: Composition,
 ) -> None:
     # The seller changes its terms while the signed request is in flight: x402 answers
     # 402 again, the authorization is unused on chain, the ledger row says so and stays
     # 'signed' (the seller could still submit it until validBefore).
     seller, url = seller_factory(price=PRICE, on_paid=change)
-    h, result = buy(tmp_path, chain, url)
+    h, result = buy(tmp_path, chain, url, composition=composition)
     assert result.stop_reason == "cannot-plan", stop_message(result)
     assert seller.log.paid_requests == 1
     [row] = h.ledger()
@@ -181,9 +182,10 @@ def test_unpayable_terms_are_refused_before_signing(
     tmp_path: Any,
     chain: Any,
     seller_factory: Any,
+    composition: Composition,
 ) -> None:
     seller, url = seller_factory(price=PRICE, rewrite_402=rewrite)
-    h, result = buy(tmp_path, chain, url)
+    h, result = buy(tmp_path, chain, url, composition=composition)
     assert result.stop_reason == "cannot-plan", stop_message(result)
     failures = failed_calls(h, result.run_id)
     assert len(failures) == 1 and expected in failures[0], failures
@@ -200,12 +202,13 @@ def test_asset_or_chain_swapped_after_the_quote_voids_the_verdict(
     tmp_path: Any,
     chain: Any,
     seller_factory: Any,
+    composition: Composition,
 ) -> None:
     def later(pr: dict[str, Any], n: int) -> dict[str, Any]:
         return rewrite(pr, n) if n >= 1 else pr
 
     seller, url = seller_factory(price=PRICE, rewrite_402=later)
-    h, result = buy(tmp_path, chain, url)
+    h, result = buy(tmp_path, chain, url, composition=composition)
     assert result.stop_reason == "verdict-void", stop_message(result)
     assert "no longer offers a payable requirement" in result.message
     assert seller.log.paid_requests == 0 and h.ledger() == []
@@ -216,10 +219,11 @@ def test_asset_or_chain_swapped_after_the_quote_voids_the_verdict(
 
 
 def test_huge_max_timeout_is_capped_to_a_short_authorization(
-    tmp_path: Any, chain: Any, seller_factory: Any
+    tmp_path: Any, chain: Any, seller_factory: Any,
+    composition: Composition,
 ) -> None:
     seller, url = seller_factory(price=PRICE, max_timeout_s=10**9)
-    h, result = buy(tmp_path, chain, url)
+    h, result = buy(tmp_path, chain, url, composition=composition)
     assert result.stop_reason == "evidence-covered", stop_message(result)
     [payment] = seller.log.payments
     auth = payment["payload"]["authorization"]
@@ -234,13 +238,14 @@ def test_huge_max_timeout_is_capped_to_a_short_authorization(
 
 
 def test_authorization_already_expired_at_settlement_moves_nothing(
-    tmp_path: Any, chain: Any, seller_factory: Any
+    tmp_path: Any, chain: Any, seller_factory: Any,
+    composition: Composition,
 ) -> None:
     # The chain's clock passes validBefore before the seller verifies: the facilitator
     # refuses it and the seller answers 402. The wall clock has not passed validBefore, so
     # the buyer keeps the spend pending; reconciliation fails it once both clocks agree.
     seller, url = seller_factory(price=PRICE, paid_mode="expire-first")
-    h, result = buy(tmp_path, chain, url)
+    h, result = buy(tmp_path, chain, url, composition=composition)
     assert result.stop_reason == "cannot-plan", stop_message(result)
     [row] = h.ledger()
     assert row.status == "signed" and "unused on chain" in row.note
@@ -279,10 +284,11 @@ def test_402_again_after_payment_gets_no_second_payment(
 
 
 def test_huge_response_body_is_refused_and_the_payment_reconciled(
-    tmp_path: Any, chain: Any, seller_factory: Any
+    tmp_path: Any, chain: Any, seller_factory: Any,
+    composition: Composition,
 ) -> None:
     seller, url = seller_factory(price=PRICE, paid_mode="huge-body")
-    h, result = buy(tmp_path, chain, url)
+    h, result = buy(tmp_path, chain, url, composition=composition)
     assert result.stop_reason == "cannot-plan", stop_message(result)
     assert any("exceeds" in s and "bytes" in s for s in failed_calls(h, result.run_id))
     assert result.evidence == []  # nothing from the oversized body entered the run
@@ -294,10 +300,12 @@ def test_huge_response_body_is_refused_and_the_payment_reconciled(
 
 @pytest.mark.slow
 def test_slow_response_times_out_and_the_payment_is_reconciled(
-    tmp_path: Any, chain: Any, seller_factory: Any
+    tmp_path: Any, chain: Any, seller_factory: Any,
+    composition: Composition,
 ) -> None:
     seller, url = seller_factory(price=PRICE, paid_mode="slow", slow_s=3.0)
-    h, result = buy(tmp_path, chain, url, extras={"http_timeout_s": 1.0})
+    h, result = buy(tmp_path, chain, url, extras={"http_timeout_s": 1.0},
+                    composition=composition)
     assert result.stop_reason == "cannot-plan", stop_message(result)
     assert any("did not answer within" in s for s in failed_calls(h, result.run_id))
     [row] = h.ledger()
@@ -310,13 +318,14 @@ def test_slow_response_times_out_and_the_payment_is_reconciled(
 
 
 def test_fake_receipt_leaves_the_spend_pending_and_reconcile_ties_the_real_one(
-    tmp_path: Any, chain: Any, seller_factory: Any
+    tmp_path: Any, chain: Any, seller_factory: Any,
+    composition: Composition,
 ) -> None:
     # The seller serves the data with a receipt naming someone else's successful tx and
     # keeps our signature. The row must stay pending (never 'settled' on its word), and
     # when the seller settles the signature later, reconcile matches it: no lasting alarm.
     seller, url = seller_factory(price=PRICE, paid_mode="fake-receipt")
-    h, result = buy(tmp_path, chain, url)
+    h, result = buy(tmp_path, chain, url, composition=composition)
     [row] = h.ledger()
     assert row.status == "signed" and "unproven" in row.note, row
     assert any("does not settle our authorization" in s for s in failed_calls(h, result.run_id))
@@ -337,11 +346,7 @@ def test_fake_receipt_leaves_the_spend_pending_and_reconcile_ties_the_real_one(
 # ----------------------------------------------------------- one live authorization per purchase
 
 
-@pytest.mark.parametrize(
-    ("mode", "composition"),
-    [("402-again", "in-process"), ("500-again", "in-process"), ("500-again", "services")],
-    indirect=["composition"],
-)
+@pytest.mark.parametrize("mode", ["402-again", "500-again"])
 def test_a_seller_that_never_delivers_gets_one_authorization_across_runs(
     mode: str, tmp_path: Any, chain: Any, seller_factory: Any, composition: Composition
 ) -> None:
@@ -392,10 +397,11 @@ def test_a_seller_that_never_delivers_gets_one_authorization_across_runs(
 
 @pytest.mark.parametrize("mode", ["402-but-settle", "500-but-settle"])
 def test_a_seller_that_settles_then_errors_is_settled_and_recorded(
-    mode: str, tmp_path: Any, chain: Any, seller_factory: Any
+    mode: str, tmp_path: Any, chain: Any, seller_factory: Any,
+    composition: Composition,
 ) -> None:
     seller, url = seller_factory(price=PRICE, paid_mode=mode)
-    h, result = buy(tmp_path, chain, url)
+    h, result = buy(tmp_path, chain, url, composition=composition)
     [row] = h.ledger()
     assert row.status == "settled" and "took the money without delivering" in row.note
     assert (result.spend.usdc_atomic, result.spend.settled_atomic) == (PRICE, PRICE)
@@ -436,10 +442,11 @@ OVERCLAIM = {
     ids=["injected-chain-facts", "empty-body", "no-typed-values"],
 )
 def test_an_over_claiming_catalogue_covers_only_typed_values_and_never_chain_facts(
-    body: dict[str, Any], covered: set[str], tmp_path: Any, chain: Any, seller_factory: Any
+    body: dict[str, Any], covered: set[str], tmp_path: Any, chain: Any, seller_factory: Any,
+    composition: Composition,
 ) -> None:
     seller, url = seller_factory(price=PRICE, catalog=OVERCLAIM, body=body)
-    h, result = buy(tmp_path, chain, url)
+    h, result = buy(tmp_path, chain, url, composition=composition)
     assert_paid(h, 1)  # it was paid for; what it covers is decided on our side
     facts = {k for e in result.evidence for k in e.facts}
     assert facts & {"usdc_balance", "base_fee_gwei"} == set()
