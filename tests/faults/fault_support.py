@@ -36,6 +36,7 @@ from tests._services import Composition, Services, run_registered
 from tests._support import ChainReadings
 from wallet.keystore import KeyHandle
 from wallet.meter import SpendMeter
+from wallet.nonces import NonceManager
 from wallet.service import WalletClient
 from wallet.signer import Wallet
 
@@ -107,6 +108,12 @@ class Agent(ChainReadings):
     async def run(self, task: str) -> AgentResult:
         """``run_task`` as ``nib run`` does it (the task registered with a judge service)."""
         return await run_registered(task, self.deps, self.services)
+
+    def nonces(self) -> dict[str, object]:
+        """The wallet's nonce state as its tables hold it (whichever process signs)."""
+        view = NonceManager(self.client.w3, AGENT_ADDR, store=SpendMeter(self.db, self.client).store,
+                            scope=f"{self.client.chain_id()}:{AGENT_ADDR.lower()}")
+        return view.snapshot()
 
 
 

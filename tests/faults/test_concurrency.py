@@ -119,12 +119,12 @@ def test_ten_concurrent_runs_paying_the_paywall(
 
 @pytest.mark.slow
 def test_ten_concurrent_runs_with_direct_transfers_stay_exact(
-    tmp_path: Any, chain: Any, paywall: PaywallServer
+    tmp_path: Any, chain: Any, paywall: PaywallServer, composition: Composition
 ) -> None:
     """Money stays exact even when transfers race for the wallet's nonce: a stale quote
     is refused before signing, a signed transfer whose nonce was taken is refused by the
     node and failed in the ledger, and whatever did settle is accounted to the unit."""
-    agent, results, before = run_concurrently(tmp_path, chain, paywall, (GAS, RECEIPT))
+    agent, results, before = run_concurrently(tmp_path, chain, paywall, (GAS, RECEIPT), composition)
     for r in results:
         for f in failures(agent, r.run_id):
             races = ("the quote is stale", "nonce too low", "already imported",
@@ -141,11 +141,11 @@ def test_ten_concurrent_runs_with_direct_transfers_stay_exact(
 
 @pytest.mark.slow
 def test_ten_concurrent_transfers_have_no_nonce_errors(
-    tmp_path: Any, chain: Any, paywall: PaywallServer
+    tmp_path: Any, chain: Any, paywall: PaywallServer, composition: Composition
 ) -> None:
     """Every quote takes its own nonce from the wallet's NonceManager: ten runs racing on
     one wallet all pay, with no stale quote, no collision and no gap."""
-    agent, results, before = run_concurrently(tmp_path, chain, paywall, (GAS, RECEIPT))
+    agent, results, before = run_concurrently(tmp_path, chain, paywall, (GAS, RECEIPT), composition)
     assert [f for r in results for f in failures(agent, r.run_id)] == []
     assert all(r.stop_reason == "evidence-covered" for r in results), [
         (r.stop_reason, r.message) for r in results
@@ -155,5 +155,4 @@ def test_ten_concurrent_transfers_have_no_nonce_errors(
     assert onchain == RUNS * (GAS_PRICE + TIP)
     tips = [t for t in agent.transfers_from_agent() if t.value == TIP]
     assert len(tips) == RUNS and len({t.tx_hash for t in tips}) == RUNS
-    assert agent.wallet.nonces.snapshot()["in_flight"] == []
-    assert agent.wallet.nonces.snapshot()["free"] == []
+    assert agent.nonces()["in_flight"] == [] and agent.nonces()["free"] == []

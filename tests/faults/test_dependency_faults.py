@@ -9,7 +9,9 @@ the real judge service (judge.service.JudgeServer / JudgeClient) on loopback.
 from __future__ import annotations
 
 import asyncio
-import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -34,6 +36,7 @@ from agent.models.openai_compat import OpenAICompatModel
 from agent.tools.registry_default import default_registry
 from agent.tools.x402.pay_http import PayHttpTool
 from chain.paywall.app import PaywallServer
+from tests._services import Composition
 
 JUDGE_TOKEN = "fault-suite-judge-token"
 
@@ -69,14 +72,14 @@ FAILURES = {
 
 @pytest.mark.parametrize("kind", list(FAILURES))
 def test_model_provider_failure_stops_the_run_and_signs_nothing_after(
-    kind: str, tmp_path: Any, chain: Any, paywall: PaywallServer
+    kind: str, tmp_path: Any, chain: Any, paywall: PaywallServer, composition: Composition
 ) -> None:
     failure, reason, fix = FAILURES[kind]
     provider = Provider([checklist(GAS, TRANSFERS), pay(paywall.url + "/analytics/gas"), failure])
     agent = build_agent(tmp_path / "nib.db", chain.rpc_url, chain.usdc, _model(provider),
-                        allowlist=(paywall.url,), paywall_url=paywall.url)
+                        allowlist=(paywall.url,), paywall_url=paywall.url, composition=composition)
     before = agent.balance(AGENT_ADDR)
-    result = asyncio.run(run_task("Gas and transfer stats of the devnet?", agent.deps))
+    result = asyncio.run(agent.run("Gas and transfer stats of the devnet?"))
     assert (result.stop_reason, result.finished, result.partial) == (reason, False, True)
     assert fix in result.message, result.message
     assert "sk-test-key-123456" not in result.message
@@ -86,16 +89,16 @@ def test_model_provider_failure_stops_the_run_and_signs_nothing_after(
 
 
 def test_malformed_model_output_twice_stops_with_proposal_lost(
-    tmp_path: Any, chain: Any, paywall: PaywallServer
+    tmp_path: Any, chain: Any, paywall: PaywallServer, composition: Composition
 ) -> None:
     garbage = 'Sure! {"action": "call", "tool": pay_http, args: {url}'
     provider = Provider(
         [checklist(GAS, TRANSFERS), pay(paywall.url + "/analytics/gas"), *[garbage] * 4]
     )
     agent = build_agent(tmp_path / "nib.db", chain.rpc_url, chain.usdc, _model(provider),
-                        allowlist=(paywall.url,), paywall_url=paywall.url)
+                        allowlist=(paywall.url,), paywall_url=paywall.url, composition=composition)
     before = agent.balance(AGENT_ADDR)
-    result = asyncio.run(run_task("Gas and transfer stats of the devnet?", agent.deps))
+    result = asyncio.run(agent.run("Gas and transfer stats of the devnet?"))
     assert (result.stop_reason, result.partial) == ("proposal-lost", True), result.message
     assert "2 invalid proposals in a row (max_failed_proposals=2)" in result.message
     invalid = agent.store.events(result.run_id, "proposal.invalid")
@@ -104,24 +107,44 @@ def test_malformed_model_output_twice_stops_with_proposal_lost(
     _assert_one_purchase_only(agent, result.run_id, before)
 
 
-def _dead_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"  # nothing listens there once the socket closes
+@contextmanager
+def judge_that_dies(
+    composition: Composition, db: Path, chain: Any, build: Callable[..., Agent]
+) -> Iterator[tuple[Agent, Callable[[], None]]]:
+    """An agent whose judge is a service the test can stop, and how to stop it:
+    in-process, a judge service thread beside the in-process wallet (stopped); with
+    services, the forked judge service beside the wallet service (SIGKILL), whose
+    pre-signing re-check then finds no judge either."""
+    if composition.services:
+        yield build(db, composition=composition), composition.kill_judge
+        return
+    from judge.service import JudgeClient, JudgeServer
+
+    server = JudgeServer(make_judge(db, chain.usdc), token=JUDGE_TOKEN).start()
+    try:
+        client = JudgeClient(server.url, timeout_s=1.0, trusted_judge=JUDGE_ADDR,
+                             token=JUDGE_TOKEN)
+        yield build(db, judge=client), server.stop
+    finally:
+        server.stop()
 
 
 def test_judge_service_down_stops_with_judge_unreachable(
-    tmp_path: Any, chain: Any, paywall: PaywallServer
+    tmp_path: Any, chain: Any, paywall: PaywallServer, composition: Composition
 ) -> None:
-    from judge.service import JudgeClient
-
     provider = Provider([checklist(GAS), pay(paywall.url + "/analytics/gas")])
-    judge = JudgeClient(_dead_url(), timeout_s=1.0, trusted_judge=JUDGE_ADDR)
-    agent = build_agent(tmp_path / "nib.db", chain.rpc_url, chain.usdc, _model(provider),
-                        judge=judge, allowlist=(paywall.url,), paywall_url=paywall.url)
-    before = agent.balance(AGENT_ADDR)
-    result = asyncio.run(run_task("Gas stats of the devnet?", agent.deps))
+
+    def build(db: Path, **kw: Any) -> Agent:
+        return build_agent(db, chain.rpc_url, chain.usdc, _model(provider),
+                           allowlist=(paywall.url,), paywall_url=paywall.url, **kw)
+
+    task, run_id = "Gas stats of the devnet?", "judge-down"
+    with judge_that_dies(composition, tmp_path / "nib.db", chain, build) as (agent, stop):
+        if agent.services is not None:  # registered by the user while the judge ran
+            agent.services.register(run_id, task, agent.deps)
+        stop()
+        before = agent.balance(AGENT_ADDR)
+        result = asyncio.run(run_task(task, agent.deps, run_id=run_id))
     assert (result.stop_reason, result.partial) == ("judge-unreachable", True), result.message
     assert "unreachable" in result.message and "nib judge serve" in result.message
     assert agent.ledger() == [] and agent.transfers_from_agent() == []
@@ -129,29 +152,26 @@ def test_judge_service_down_stops_with_judge_unreachable(
 
 
 def test_judge_service_dying_mid_run_signs_nothing_after(
-    tmp_path: Any, chain: Any, paywall: PaywallServer
+    tmp_path: Any, chain: Any, paywall: PaywallServer, composition: Composition
 ) -> None:
-    from judge.service import JudgeClient, JudgeServer
+    stops: list[Callable[[], None]] = []
 
-    db = tmp_path / "nib.db"
-    server = JudgeServer(make_judge(db, chain.usdc), token=JUDGE_TOKEN).start()
-    try:
-        client = JudgeClient(server.url, timeout_s=1.0, trusted_judge=JUDGE_ADDR,
-                             token=JUDGE_TOKEN)
+    def kill_then_propose() -> dict[str, Any]:
+        stops[0]()  # the judge service dies after the first purchase
+        return pay(paywall.url + "/analytics/transfers")
 
-        def kill_then_propose() -> dict[str, Any]:
-            server.stop()  # the judge service dies after the first purchase
-            return pay(paywall.url + "/analytics/transfers")
+    provider = Provider(
+        [checklist(GAS, TRANSFERS), pay(paywall.url + "/analytics/gas"), kill_then_propose]
+    )
 
-        provider = Provider(
-            [checklist(GAS, TRANSFERS), pay(paywall.url + "/analytics/gas"), kill_then_propose]
-        )
-        agent = build_agent(db, chain.rpc_url, chain.usdc, _model(provider), judge=client,
-                            allowlist=(paywall.url,), paywall_url=paywall.url)
+    def build(db: Path, **kw: Any) -> Agent:
+        return build_agent(db, chain.rpc_url, chain.usdc, _model(provider),
+                           allowlist=(paywall.url,), paywall_url=paywall.url, **kw)
+
+    with judge_that_dies(composition, tmp_path / "nib.db", chain, build) as (agent, stop):
+        stops.append(stop)
         before = agent.balance(AGENT_ADDR)
-        result = asyncio.run(run_task("Gas and transfer stats?", agent.deps))
-    finally:
-        server.stop()
+        result = asyncio.run(agent.run("Gas and transfer stats?"))
     assert (result.stop_reason, result.partial) == ("judge-unreachable", True), result.message
     assert "unreachable" in result.message and "nib judge serve" in result.message
     _assert_one_purchase_only(agent, result.run_id, before)
@@ -160,38 +180,35 @@ def test_judge_service_dying_mid_run_signs_nothing_after(
 class KillJudgeBeforeSigning(PayHttpTool):
     """pay_http whose judge service dies between the verdict and the wallet's re-check."""
 
-    def __init__(self, paywall_url: str, server: Any) -> None:
+    def __init__(self, paywall_url: str, stops: list[Callable[[], None]]) -> None:
         super().__init__(paywall_url)
-        self.server = server
+        self.stops = stops
 
     async def execute(self, quote: Any, verdict: Any, ctx: Any) -> Any:
-        await asyncio.to_thread(self.server.stop)
+        await asyncio.to_thread(self.stops[0])
         return await super().execute(quote, verdict, ctx)
 
 
 def test_judge_dying_between_verdict_and_recheck_signs_nothing(
-    tmp_path: Any, chain: Any, paywall: PaywallServer
+    tmp_path: Any, chain: Any, paywall: PaywallServer, composition: Composition
 ) -> None:
-    from judge.service import JudgeClient, JudgeServer
+    from agent.tools.transfer import UsdcTransferTool
 
-    db = tmp_path / "nib.db"
-    server = JudgeServer(make_judge(db, chain.usdc), token=JUDGE_TOKEN).start()
-    try:
-        client = JudgeClient(server.url, timeout_s=1.0, trusted_judge=JUDGE_ADDR,
-                             token=JUDGE_TOKEN)
-        registry = default_registry(paid=False)
-        from agent.tools.transfer import UsdcTransferTool
+    stops: list[Callable[[], None]] = []
+    registry = default_registry(paid=False)
+    tools = [registry.get(n) for n in registry.names()]
+    tools += [KillJudgeBeforeSigning(paywall.url, stops), UsdcTransferTool()]
+    provider = Provider([checklist(GAS), pay(paywall.url + "/analytics/gas"),
+                         pay(paywall.url + "/analytics/gas")])
 
-        tools = [registry.get(n) for n in registry.names()]
-        tools += [KillJudgeBeforeSigning(paywall.url, server), UsdcTransferTool()]
-        provider = Provider([checklist(GAS), pay(paywall.url + "/analytics/gas"),
-                             pay(paywall.url + "/analytics/gas")])
-        agent = build_agent(db, chain.rpc_url, chain.usdc, _model(provider), judge=client,
-                            tools=tools, allowlist=(paywall.url,), paywall_url=paywall.url)
+    def build(db: Path, **kw: Any) -> Agent:
+        return build_agent(db, chain.rpc_url, chain.usdc, _model(provider), tools=tools,
+                           allowlist=(paywall.url,), paywall_url=paywall.url, **kw)
+
+    with judge_that_dies(composition, tmp_path / "nib.db", chain, build) as (agent, stop):
+        stops.append(stop)
         before = agent.balance(AGENT_ADDR)
-        result = asyncio.run(run_task("Gas stats?", agent.deps))
-    finally:
-        server.stop()
+        result = asyncio.run(agent.run("Gas stats?"))
     assert result.stop_reason == "judge-unreachable", f"{result.stop_reason}: {result.message}"
     assert agent.ledger() == [] and agent.transfers_from_agent() == []
     assert agent.balance(AGENT_ADDR) == before

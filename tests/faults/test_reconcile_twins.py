@@ -4,17 +4,14 @@ reconciliation the ledger must still say it moved once."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 from fault_support import AGENT_ADDR, SELLER_ADDR, build_agent
 
 from agent.models.scripted import ScriptedModel
-from chain.devkeys import JUDGE, dev_account
-from chain.usdc import usdc_contract
-from judge.fingerprint import transaction_fingerprint
-from judge.verdict import VerdictSigner
+from tests._services import Composition
+from tests._support import lying_transfer
 from wallet.errors import SendFailed
 from wallet.reconcile import reconcile
 
@@ -22,27 +19,26 @@ TIP = 10_000
 
 
 def test_identical_transactions_are_counted_once_after_reconcile(
-    tmp_path: Any, chain: Any
+    tmp_path: Any, chain: Any, composition: Composition
 ) -> None:
-    agent = build_agent(tmp_path / "nib.db", chain.rpc_url, chain.usdc, ScriptedModel({}))
-    w3 = chain.w3
-    data = usdc_contract(w3, chain.usdc).encode_abi("transfer", [SELLER_ADDR, TIP])
-    base = int(w3.eth.get_block("latest")["baseFeePerGas"])
-    tx = {"type": 2, "chainId": chain.chain_id, "from": AGENT_ADDR, "to": chain.usdc,
-          "value": 0, "data": data, "nonce": w3.eth.get_transaction_count(AGENT_ADDR, "pending"),
-          "gas": 100_000, "maxFeePerGas": 2 * base + 10**9, "maxPriorityFeePerGas": 10**9}
-    signer = VerdictSigner(dev_account(JUDGE))
+    agent = build_agent(tmp_path / "nib.db", chain.rpc_url, chain.usdc, ScriptedModel({}),
+                        composition=composition)
+    nonce = agent.wallet.nonces.allocate()
 
-    def verdict() -> Any:  # two runs, two verdicts the judge issued for the same bytes
-        issued = signer.issue(decision="approve", call_fingerprint="0x" + "11" * 32,
-                            payload_fingerprint=transaction_fingerprint(tx), amount=TIP,
-                            asset=chain.usdc, recipient=SELLER_ADDR, chain_id=chain.chain_id,
-                            p="0.5", ev="0.1", reason="test", now=time.time())
-        agent.deps.judge.records.issued(issued, subject="transfer_usdc")
-        return issued
+    def verdict(run_id: str) -> tuple[dict[str, Any], Any]:
+        """Two runs, two verdicts the judge issued for the same bytes."""
+        if agent.services is not None:  # the judge service rules on registered tasks only
+            agent.services.register(run_id, f"Tip {SELLER_ADDR} 0.01 USDC.", agent.deps)
+        tx, request = lying_transfer(chain.w3, chain.usdc, chain.chain_id, SELLER_ADDR, TIP,
+                                     nonce, task_id=run_id)
+        issued = agent.deps.judge.decide(request)
+        assert issued.decision == "approve", issued.reason
+        return tx, issued
 
-    first = agent.wallet.sign_transaction(tx, verdict(), run_id="run-b", cap=10**6)
-    second = agent.wallet.sign_transaction(tx, verdict(), run_id="run-a", cap=10**6)
+    (tx, for_b), (same, for_a) = verdict("run-b"), verdict("run-a")
+    assert same == tx
+    first = agent.wallet.sign_transaction(tx, for_b, run_id="run-b", cap=10**6)
+    second = agent.wallet.sign_transaction(tx, for_a, run_id="run-a", cap=10**6)
     assert first.tx_hash == second.tx_hash
     agent.wallet.send_transaction(second)
     with pytest.raises(SendFailed):

@@ -1,11 +1,16 @@
 """The wallet as its own process fails mid-run: the run stops with wallet-unreachable and
 the fix, and nothing is signed after it (ledger and chain agree). The same paid path
-runs through the wallet service before the failure, on a real Anvil and paywall."""
+runs through the wallet service before the failure, on a real Anvil and paywall.
+
+In-process, the wallet service is a thread of the test over the in-process wallet and
+judge, and it is stopped; with services, the forked wallet service (beside the judge
+service) is SIGKILLed."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from fault_support import (
@@ -20,19 +25,19 @@ from fault_support import (
     pay,
 )
 
-from agent.loop.run import run_task
 from agent.models.openai_compat import OpenAICompatModel
 from chain.paywall.app import PaywallServer
+from tests._services import Composition
 from wallet.service import WalletClient, WalletServer
 
 
 def test_wallet_service_dying_mid_run_stops_with_wallet_unreachable(
-    tmp_path: Any, chain: Any, paywall: PaywallServer
+    tmp_path: Any, chain: Any, paywall: PaywallServer, composition: Composition
 ) -> None:
-    servers: list[WalletServer] = []
+    stops: list[Callable[[], None]] = []
 
     def kill_then_propose() -> dict[str, Any]:
-        servers[0].stop()  # the wallet service dies after the first purchase
+        stops[0]()  # the wallet service dies after the first purchase
         return pay(paywall.url + "/analytics/transfers")
 
     provider = Provider(
@@ -41,15 +46,22 @@ def test_wallet_service_dying_mid_run_stops_with_wallet_unreachable(
     model = OpenAICompatModel(model="gpt-test", base_url="http://llm.test/v1",
                               api_key="sk-test", transport=provider.transport)
     agent = build_agent(tmp_path / "nib.db", chain.rpc_url, chain.usdc, model,
-                        allowlist=(paywall.url,), paywall_url=paywall.url)
-    servers.append(WalletServer(agent.wallet, tmp_path / "home").start())
+                        allowlist=(paywall.url,), paywall_url=paywall.url,
+                        composition=composition)
+    server = None
+    if composition.services:
+        stops.append(composition.kill_wallet)
+    else:
+        server = WalletServer(agent.wallet, tmp_path / "home").start()  # type: ignore[arg-type]
+        stops.append(server.stop)
+        remote = WalletClient(server.socket_path, timeout_s=5)
+        agent.deps = dataclasses.replace(agent.deps, wallet=remote, meter=remote.meter)
     try:
-        remote = WalletClient(servers[0].socket_path, timeout_s=5)
-        deps = dataclasses.replace(agent.deps, wallet=remote, meter=remote.meter)
         before = agent.balance(AGENT_ADDR)
-        result = asyncio.run(run_task("Gas and transfer stats?", deps))
+        result = asyncio.run(agent.run("Gas and transfer stats?"))
     finally:
-        servers[0].stop()
+        if server is not None:
+            server.stop()
     assert (result.stop_reason, result.partial) == ("wallet-unreachable", True), result.message
     assert "`nib services up`" in result.message and "nothing was signed" in result.message
     [row] = agent.ledger()
