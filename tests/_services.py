@@ -50,6 +50,8 @@ class Services:
     admin: JudgeClient
     wallet: WalletClient
     pids: tuple[int, int]
+    #: The agent's token for the judge (what an agent process of the test holds).
+    agent_token: str = ""
 
     def register(self, run_id: str, task: str, deps: Deps) -> None:
         """Register ``task`` for ``run_id`` as the user does before ``nib run``'s loop."""
@@ -149,12 +151,23 @@ class Composition:
             JudgeClient(url, trusted_judge=trusted, token=admin_token, timeout_s=10),
             WalletClient(socket, timeout_s=75),
             (judge_pid, wallet_pid),
+            agent_token,
         )
         services.wallet.emit = emit
         for client in (services.judge, services.admin, services.wallet):
             self.stack.callback(client.close)
         self._running = services
         return services
+
+    def hung(self, timeout_s: float = 60.0) -> dict[str, Any]:
+        """Wait until the wallet service stops at its ``hang_on`` point; the event's data."""
+        marker = Path(self._wallet_cfg["home"]) / "wallet.ready.hung"
+        deadline = time.monotonic() + timeout_s
+        while not marker.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the wallet service did not reach its hang point in {timeout_s:g} s")
+            time.sleep(0.02)
+        return dict(json.loads(marker.read_text()))
 
     def kill_wallet(self) -> None:
         """SIGKILL the wallet service (a crash: nothing it was doing is finished)."""

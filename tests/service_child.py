@@ -87,7 +87,9 @@ def _hang_on(when: dict[str, str], marker: Path) -> Any:
 
     def emit(name: str, data: dict[str, object]) -> None:
         if name == when["event"] and data.get("kind") == when.get("kind", data.get("kind")):
-            marker.write_text(json.dumps(data, default=str))
+            tmp = marker.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data, default=str))
+            os.replace(tmp, marker)
             threading.Event().wait()  # until SIGKILL
 
     return emit

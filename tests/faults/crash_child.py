@@ -2,7 +2,11 @@
 real wallet, hand the signed authorization over (a file stands in for the seller), then
 hang before anything submits or settles it, waiting to be SIGKILLed.
 
-Usage: python crash_child.py RPC_URL USDC DB_PATH OUT_DIR
+Usage: python crash_child.py RPC_URL USDC DB_PATH OUT_DIR [JUDGE_URL TOKEN WALLET_SOCKET]
+
+With the last three, the child is an agent process of the services composition: it holds
+only a client of the judge service (the agent's token) and of the wallet service (its
+socket), and its task ``crash-run`` was registered with the judge by the test.
 """
 
 from __future__ import annotations
@@ -12,9 +16,11 @@ import os
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 
-def main(rpc_url: str, usdc: str, db: str, out_dir: str) -> None:
+def main(rpc_url: str, usdc: str, db: str, out_dir: str, judge_url: str = "", token: str = "",
+         socket: str = "") -> None:
     from chain.client import ChainClient
     from chain.devkeys import AGENT, JUDGE, SELLER, dev_account
     from chain.usdc import USDC_NAME, USDC_VERSION, eip3009_typed_data
@@ -28,10 +34,19 @@ def main(rpc_url: str, usdc: str, db: str, out_dir: str) -> None:
 
     out = Path(out_dir)
     client = ChainClient(rpc_url, 31337)
-    judge = Judge(VerdictSigner(dev_account(JUDGE)), BetaCalibrator(db),
-                  allowed_assets={31337: [usdc]}, records=VerdictRecords(db))
-    wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=db, chain=client, usdc=usdc,
-                    trusted_judge=judge.address, recheck=judge.recheck)
+    judge: Any
+    wallet: Any
+    if socket:
+        from judge.service import JudgeClient
+        from wallet.service import WalletClient
+
+        judge = JudgeClient(judge_url, trusted_judge=dev_account(JUDGE).address, token=token)
+        wallet = WalletClient(socket)
+    else:
+        judge = Judge(VerdictSigner(dev_account(JUDGE)), BetaCalibrator(db),
+                      allowed_assets={31337: [usdc]}, records=VerdictRecords(db))
+        wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=db, chain=client, usdc=usdc,
+                        trusted_judge=judge.address, recheck=judge.recheck)
     now = client.block_timestamp("latest")
     nonce = os.urandom(32)
     typed = eip3009_typed_data(
@@ -44,8 +59,9 @@ def main(rpc_url: str, usdc: str, db: str, out_dir: str) -> None:
         tool="pay_http", args=args, call_fingerprint=call_fingerprint("pay_http", args),
         payload_fingerprint=typed_data_fingerprint(typed), price=100_000, asset=usdc,
         recipient=dev_account(SELLER).address, chain_id=31337, remaining_budget=1_000_000,
-        balance=wallet.balance(), per_call_cap=250_000, spend_cap=1_000_000,
-        missing=("gas_stats",), tool_facts=("gas_stats",),
+        balance=client.token_balance(usdc, wallet.address), per_call_cap=250_000,
+        spend_cap=1_000_000, missing=("gas_stats",), tool_facts=("gas_stats",),
+        task_id="crash-run", payload=typed,
     ))
     assert verdict.decision == "approve", verdict.reason
     # The purchase intent survives the crash (a real agent keeps it in its run state).
@@ -58,4 +74,4 @@ def main(rpc_url: str, usdc: str, db: str, out_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:8])

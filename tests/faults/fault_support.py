@@ -131,9 +131,11 @@ def build_agent(
     extras: dict[str, Any] | None = None,
     treasury_cap: int | None = None,
     composition: Composition | None = None,
+    hang_on: dict[str, str] | None = None,
 ) -> Agent:
     """The agent in-process, or, with a services ``composition``, holding only clients of
-    the judge and wallet services (their own processes, on the same database)."""
+    the judge and wallet services (their own processes, on the same database); the
+    wallet service stops at ``hang_on`` (see tests/service_child.py)."""
     client = ChainClient(rpc_url, 31337)
     store = RunStore(db)
 
@@ -141,7 +143,9 @@ def build_agent(
         store.event(str(data.get("run_id") or "wallet"), name, data)
 
     wallet: Wallet | WalletClient
-    services = composition.start(db, wallet_emit) if composition and composition.services else None
+    services = None
+    if composition is not None and composition.services:
+        services = composition.start(db, wallet_emit, treasury_cap=treasury_cap, hang_on=hang_on)
     if services is not None:
         judge, wallet = services.judge, services.wallet
     else:
