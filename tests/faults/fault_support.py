@@ -132,10 +132,12 @@ def build_agent(
     treasury_cap: int | None = None,
     composition: Composition | None = None,
     hang_on: dict[str, str] | None = None,
+    wallet_client: WalletClient | None = None,
 ) -> Agent:
     """The agent in-process, or, with a services ``composition``, holding only clients of
     the judge and wallet services (their own processes, on the same database); the
-    wallet service stops at ``hang_on`` (see tests/service_child.py)."""
+    wallet service stops at ``hang_on`` (see tests/service_child.py). A worker process of
+    the services composition passes the clients it holds: ``judge`` and ``wallet_client``."""
     client = ChainClient(rpc_url, 31337)
     store = RunStore(db)
 
@@ -148,6 +150,9 @@ def build_agent(
         services = composition.start(db, wallet_emit, treasury_cap=treasury_cap, hang_on=hang_on)
     if services is not None:
         judge, wallet = services.judge, services.wallet
+    elif wallet_client is not None:
+        wallet = wallet_client
+        wallet.emit = wallet_emit
     else:
         judge = judge if judge is not None else make_judge(db, usdc)
         wallet = Wallet(

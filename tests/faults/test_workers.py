@@ -16,17 +16,21 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fault_support import AGENT_ADDR, CAP_PER_TASK, GAS_PRICE, SELLER_ADDR, TIP, poll
+from fault_support import AGENT_ADDR, CAP_PER_TASK, GAS_PRICE, SELLER_ADDR, TIP, build_agent, poll
 
+from agent.loop.limits import Limits
+from agent.models.scripted import ScriptedModel
 from agent.queue import TaskQueue
 from agent.store import RunStore
 from agent.worker import STOP_DIED_AFTER_PAYMENT
 from chain.client import ChainClient
 from chain.paywall.app import PaywallServer
+from tests._services import Composition
 from tests._support import ChainReadings
 from wallet.meter import SpendMeter
 from wallet.reconcile import reconcile
@@ -48,10 +52,30 @@ class Readings(ChainReadings):
         self.db, self.client, self.usdc, self.start_block = db, client, usdc, start  # type: ignore[assignment]
 
 
-def spawn(location: str | Path, chain: Any, paywall: PaywallServer, *extra: str,
-          concurrency: int = 2) -> subprocess.Popen[str]:
+def with_services(composition: Composition, location: str | Path, chain: Any,
+                  paywall: PaywallServer, queue: TaskQueue, ids: list[str]) -> list[str]:
+    """With services: the judge and wallet services on the workers' database (the
+    treasury cap is the wallet service's), every queued task registered with the judge
+    as the user does (workers never hold the admin token); what a worker needs to use
+    them. In-process: nothing (each worker composes its own judge and wallet)."""
+    if not composition.services:
+        return []
+    agent = build_agent(location, chain.rpc_url, chain.usdc, ScriptedModel({}),
+                        allowlist=(paywall.url,), paywall_url=paywall.url,
+                        treasury_cap=TREASURY, composition=composition)
+    assert agent.services is not None
+    for task_id in ids:
+        task = queue.get(task_id)
+        limits = Limits(spend_cap_usdc=task.max_spend or CAP_PER_TASK)
+        agent.services.register(task_id, task.task, replace(agent.deps, limits=limits))
+    socket = agent.wallet.socket_path  # type: ignore[union-attr]
+    return [agent.services.judge.url, agent.services.agent_token, str(socket)]
+
+
+def spawn(location: str | Path, chain: Any, paywall: PaywallServer, hang_marker: str = "-",
+          services: list[str] | None = None, concurrency: int = 2) -> subprocess.Popen[str]:
     args = [str(location), chain.rpc_url, chain.usdc, paywall.url, str(TREASURY),
-            str(concurrency), str(LEASE_S), *extra]
+            str(concurrency), str(LEASE_S), hang_marker, *(services or [])]
     return subprocess.Popen(
         [sys.executable, str(CHILD), *args], cwd=str(REPO), text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -122,16 +146,18 @@ def no_nonce_errors(store: RunStore, task_ids: list[str]) -> None:
 
 @pytest.mark.slow
 def test_four_workers_run_a_hundred_paid_tasks_on_one_wallet_and_one_cap(
-    store_location: str | Path, chain: Any, paywall: PaywallServer
+    store_location: str | Path, chain: Any, paywall: PaywallServer, composition: Composition
 ) -> None:
     queue = TaskQueue(store_location)
     ids = [queue.submit(f"Research task {i}; tip {SELLER_ADDR}.", max_spend=CAP_PER_TASK)
            for i in range(WORKERS * TASKS_EACH)]
+    services = with_services(composition, store_location, chain, paywall, queue, ids)
     client = ChainClient(chain.rpc_url, 31337)
     readings = Readings(store_location, client, chain.usdc, client.block_number())
     before = readings.balance(AGENT_ADDR), readings.balance(SELLER_ADDR)
     started = time.monotonic()
-    summaries = wait_all([spawn(store_location, chain, paywall) for _ in range(WORKERS)], 600)
+    summaries = wait_all([spawn(store_location, chain, paywall, services=services)
+                          for _ in range(WORKERS)], 600)
     elapsed = time.monotonic() - started
     tasks = [queue.get(i) for i in ids]
     assert {t.status for t in tasks} <= {"finished", "stopped"}, queue.counts()
@@ -149,17 +175,19 @@ def test_four_workers_run_a_hundred_paid_tasks_on_one_wallet_and_one_cap(
 
 @pytest.mark.slow
 def test_a_worker_killed_during_a_payment_is_recovered_with_the_money_right(
-    store_location: str | Path, chain: Any, paywall: PaywallServer, tmp_path: Path
+    store_location: str | Path, chain: Any, paywall: PaywallServer, tmp_path: Path,
+    composition: Composition,
 ) -> None:
     queue = TaskQueue(store_location, lease_s=LEASE_S)
     ids = [queue.submit(f"Research task {i}; tip {SELLER_ADDR}.", max_spend=CAP_PER_TASK)
            for i in range(5)]
+    services = with_services(composition, store_location, chain, paywall, queue, ids)
     client = ChainClient(chain.rpc_url, 31337)
     start = client.block_number()
     readings = Readings(store_location, client, chain.usdc, start)
     before = readings.balance(AGENT_ADDR), readings.balance(SELLER_ADDR)
     marker = tmp_path / "signed-then-hung"
-    doomed = spawn(store_location, chain, paywall, str(marker), concurrency=1)
+    doomed = spawn(store_location, chain, paywall, str(marker), services, concurrency=1)
     try:
         poll(marker.exists, timeout_s=120, what="the worker signing its transfer")
     finally:
@@ -173,7 +201,7 @@ def test_a_worker_killed_during_a_payment_is_recovered_with_the_money_right(
     # the rest of the queue (a worker already running would recover it the same way).
     poll(lambda: (queue.get(dead).lease_until or 0) < time.time(), timeout_s=LEASE_S + 10,
          what="the dead worker's lease running out")
-    [summary] = wait_all([spawn(store_location, chain, paywall)], 300)
+    [summary] = wait_all([spawn(store_location, chain, paywall, services=services)], 300)
     assert summary["recovered"] == [dead]
     closed = queue.get(dead)
     assert (closed.status, closed.stop_reason) == ("closed", STOP_DIED_AFTER_PAYMENT)

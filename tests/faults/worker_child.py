@@ -3,11 +3,16 @@ on the shared database, running queued tasks with ``agent.worker.Worker`` until 
 queue is drained. Prints its summary as JSON.
 
 Usage: python worker_child.py LOCATION RPC_URL USDC PAYWALL_URL TREASURY_CAP CONCURRENCY
-       LEASE_S [HANG_MARKER]
+       LEASE_S [HANG_MARKER|- [JUDGE_URL TOKEN WALLET_SOCKET]]
 
 With HANG_MARKER, the worker hangs the moment its wallet signs a direct transfer (after
 the signature, before the broadcast) and writes the run id to that file: the test then
 SIGKILLs it "during a payment". Everything else is real.
+
+With JUDGE_URL, TOKEN and WALLET_SOCKET, the worker is an agent process of the services
+composition: it holds only a client of the judge service (the agent's token) and of the
+wallet service (the one signer, with the treasury cap); the test registered every queued
+task with the judge, as the user does. TREASURY_CAP is then the service's, not the worker's.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from typing import Any
 
 
 def main(location: str, rpc_url: str, usdc: str, paywall_url: str, treasury: str,
-         concurrency: str, lease_s: str, hang_marker: str = "") -> None:
+         concurrency: str, lease_s: str, hang_marker: str = "-", judge_url: str = "",
+         token: str = "", socket: str = "") -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from fault_support import CAP_PER_TASK, GAS, RECEIPT, build_agent, buyer_model
 
@@ -30,13 +36,22 @@ def main(location: str, rpc_url: str, usdc: str, paywall_url: str, treasury: str
     from agent.loop.run import run_task
     from agent.queue import QueuedTask, TaskQueue
     from agent.worker import Worker
-    from wallet.recovery import recover_run
 
+    services: dict[str, Any] = {}
+    if socket:
+        from chain.devkeys import JUDGE, dev_account
+        from judge.service import JudgeClient
+        from wallet.service import WalletClient
+
+        services = {"judge": JudgeClient(judge_url, trusted_judge=dev_account(JUDGE).address,
+                                         token=token),
+                    "wallet_client": WalletClient(socket)}
     agent = build_agent(
         location, rpc_url, usdc, buyer_model(paywall_url, (GAS, RECEIPT)),
         allowlist=(paywall_url,), paywall_url=paywall_url, treasury_cap=int(treasury),
+        **services,
     )
-    if hang_marker:
+    if hang_marker != "-":
         emit = agent.wallet.emit
 
         def hang_after_signing(name: str, data: dict[str, Any]) -> None:
@@ -55,7 +70,7 @@ def main(location: str, rpc_url: str, usdc: str, paywall_url: str, treasury: str
 
     worker = Worker(
         TaskQueue(location, lease_s=float(lease_s)), execute,
-        lambda t: recover_run(agent.wallet, t.id, t.worker or "", "worker died"),
+        lambda t: agent.wallet.recover_run(t.id, t.worker or "", "worker died"),
         store=agent.store, concurrency=int(concurrency), poll_s=0.1,
     )
     summary = asyncio.run(worker.run(drain=True))
