@@ -106,6 +106,10 @@ class NibSettings(BaseSettings):
     db_path: Path | None = None
     #: PostgreSQL for every store (``postgresql://user:pass@host/db``); unset: the SQLite file.
     database_url: str | None = Field(default=None, repr=False)
+    #: The judge and wallet services' own PostgreSQL database (a role of their own), read by
+    #: `nib services up` only: never in an agent process's environment. Unset: the SQLite
+    #: file in NIB_HOME/services, or (agent on PostgreSQL) the agent's database, shared.
+    services_database_url: str | None = Field(default=None, repr=False)
     #: One cap over every run this wallet pays for, atomic USDC (all workers); unset: none.
     treasury_cap_usdc: int | None = Field(default=None, gt=0)
     profile: Profile | None = None

@@ -1,6 +1,9 @@
 """Arbitrary code in the agent process: everything a compromised agent could try with the
 agent's full environment (NIB_HOME, the judge URL and token, the wallet socket).
 
+It first confines itself exactly as ``nib run`` does once its task is registered
+(``agent.cli.runtime.agent_policy`` + ``agent.confine.confine``; ``"confine": false`` in
+the config skips that, to see the test fail), then attacks.
 Run by tests/test_agent_process.py as its own process; prints one JSON report, then waits
 on stdin while the test searches its memory.
 Usage: python agent_attacker.py CONFIG_JSON
@@ -23,7 +26,70 @@ def _try(fn: Any) -> str:
     return f"ok {result}"
 
 
+def _peek(pid: int) -> int:
+    """Open another process's memory (what a key scan reads); the bytes it opened on."""
+    with open(f"/proc/{pid}/mem", "rb") as mem:  # noqa: PTH123 - a raw read of /proc
+        return mem.fileno()
+
+
+def _raw_disk() -> Any:
+    """The block device under the root file system (root reads every file through it)."""
+    device = os.stat("/").st_dev
+    name = f"{os.major(device)}:{os.minor(device)}"
+    found = next(p for p in Path("/sys/class/block").iterdir() if (p / "dev").read_text().strip() == name)
+    return open(f"/dev/{found.name}", "rb")  # noqa: SIM115, PTH123 - closed with the process
+
+
+def _files(config: dict[str, Any], home: Path) -> dict[str, Any]:
+    """What it tries on disk: the judge's admin token, the services' database (read and
+    write, through SQLite and as a plain file), the keystore, the judge's key file, the
+    user's services.json, and the code the services run (source tree, site-packages); and
+    the memory of the test process (which holds the services and the key)."""
+    import sqlite3
+    import sysconfig
+
+    services = home / "services"
+    db = services / "nib.db"
+    source = Path(config["source"])
+
+    def sql(query: str, mode: str) -> object:
+        with sqlite3.connect(f"file:{db}?mode={mode}", uri=True) as conn:
+            return conn.execute(query).fetchall()
+
+    def write(path: Path, text: str) -> str:
+        with path.open("a") as fh:
+            fh.write(text)
+        return str(path)
+
+    return {
+        "admin_token": _try(lambda: (services / "judge-admin.token").read_text()),
+        "services_dir": _try(lambda: sorted(os.listdir(services))),
+        "services_db_read": _try(lambda: sql("SELECT * FROM judge_tasks", "ro")),
+        "services_db_raw": _try(lambda: db.read_bytes()[:16]),
+        "services_db_write": _try(lambda: sql(
+            "UPDATE judge_tasks SET spend_cap = 1000000000000, per_call_cap = 1000000000000", "rw")),
+        "services_db_delete": _try(lambda: sql("DELETE FROM judge_verdicts", "rw")),
+        "services_db_overwrite": _try(lambda: write(db, "x")),
+        "keystore": _try(lambda: Path(config["keystore"]).read_text()),
+        "keystore_write": _try(lambda: write(Path(config["keystore"]), " ")),
+        "judge_key": _try(lambda: Path(config["judge_key"]).read_text()),
+        "services_json_write": _try(lambda: write(home / "services.json", " ")),
+        "source_write": _try(lambda: write(source / "agent" / "_planted.py", "PLANTED = 1\n")),
+        "site_packages_write": _try(lambda: write(
+            Path(sysconfig.get_paths()["purelib"]) / "nib_planted.pth", "# planted\n")),
+        "test_process_memory": _try(lambda: _peek(os.getppid())),
+        "raw_disk": _try(lambda: _raw_disk().read(512)[:4]),
+    }
+
+
 def main(config: dict[str, Any]) -> dict[str, Any]:
+    from agent.cli.runtime import agent_policy
+    from agent.config import load_settings
+    from agent.confine import Confinement, confine
+
+    # Exactly what `nib run` does once its task is registered, before the first model call.
+    confined = confine(agent_policy(load_settings())) if config["confine"] else Confinement()
+
     from eth_account import Account
     from web3 import Web3
 
@@ -40,17 +106,16 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     wallet = WalletClient(env["NIB_WALLET_SOCKET"])
     w3 = Web3(Web3.HTTPProvider(config["rpc_url"]))
     usdc, seller, attacker = config["usdc"], config["seller"], config["attacker"]
-    report: dict[str, Any] = {"address": wallet.address}
+    report: dict[str, Any] = {"address": wallet.address, "confinement": confined.line()}
 
-    # 1. The key: no passphrase in the environment, the keystore does not open without
-    #    it, no key-sized secret of the wallet's in this process's memory.
+    # 0. The files: the admin token, the services' records, the keys, the services' code.
+    report["files"] = _files(config, home)
+    # 1. The key: no passphrase in the environment, the keystore does not open (it cannot
+    #    even be read), no key-sized secret of the wallet's in this process's memory.
     report["env_has_passphrase"] = any("PASSWORD" in k or "PASSPHRASE" in k for k in env)
-    keystore = json.loads((Path(config["keystore"])).read_text())
-    report["decrypt_without_passphrase"] = _try(lambda: Account.decrypt(keystore, ""))
-    report["decrypt_with_judge_token"] = _try(
-        lambda: Account.decrypt(keystore, env["NIB_JUDGE_TOKEN"])
+    report["decrypt_without_passphrase"] = _try(
+        lambda: Account.decrypt(json.loads(Path(config["keystore"]).read_text()), "")
     )
-    report["files_readable_in_home"] = sorted(p.name for p in home.rglob("*") if p.is_file())
 
     def transfer(to: str, amount: int) -> tuple[dict[str, Any], PaidCallRequest]:
         return lying_transfer(w3, usdc, config["chain_id"], to, amount,

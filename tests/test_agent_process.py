@@ -2,17 +2,23 @@
 against the wallet and the judge running outside it, on a real Anvil.
 
 The wallet service (the only holder of the key) and the judge service (the only holder
-of the task's limits and of the record of verdicts) run here, in the test process; the
-agent is a separate process that gets what ``nib run`` gets with services running:
-NIB_HOME, the judge's URL and agent token, the wallet's socket. Balances are read back.
+of the task's limits and of the record of verdicts) run here, in the test process, on
+NIB_HOME laid out as ``nib services up`` lays it out: their database and the judge's
+admin token in NIB_HOME/services, the keystore and the judge's key file in NIB_HOME. The
+agent is a separate process that gets what ``nib run`` gets with services running
+(NIB_HOME, the judge's URL and agent token, the wallet's socket) and confines itself as
+``nib run`` does before its first model call. As root, so only the confinement stands
+between it and those files. Balances are read back.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +48,21 @@ TASK = TaskLimits(task_id="task-untrusted", spend_cap=350_000, per_call_cap=200_
                   approval_threshold=150_000, recipients=(SELLER_ADDR,), sellers=())
 
 
+PLANTED = (HERE.parent / "agent" / "_planted.py",
+           Path(sysconfig.get_paths()["purelib"]) / "nib_planted.pth")
+
+
 def test_a_compromised_agent_process_wastes_at_most_its_task_budget(
     chain: Any, tmp_path: Path
 ) -> None:
+    try:
+        _attack(chain, tmp_path)
+    finally:  # a run without confinement plants these: never leave them for the next run
+        for path in PLANTED:
+            path.unlink(missing_ok=True)
+
+
+def _attack(chain: Any, tmp_path: Path) -> None:
     client = ChainClient(chain.rpc_url, chain.chain_id)
     owner = Account.create()  # a key that exists nowhere but the keystore and the signer
     judge_key = Account.create()
@@ -55,10 +73,16 @@ def test_a_compromised_agent_process_wastes_at_most_its_task_budget(
     def balance(address: str) -> int:
         return int(token.functions.balanceOf(address).call())
 
-    home, judge_home, wallet_home = tmp_path / "home", tmp_path / "judge", tmp_path / "wallet"
-    keystore = Keystore(wallet_home / "wallet.json", scrypt_n=2**10)
+    home = tmp_path / "home"
+    services = home / "services"
+    services.mkdir(parents=True, mode=0o700)
+    keystore = Keystore(home / "wallet.json", scrypt_n=2**10)
     keystore.import_key(owner.key.hex(), PASSPHRASE)
-    judge_db = judge_home / "judge.db"
+    judge_key_file = home / "judge-key.json"
+    judge_key_file.write_text(json.dumps(Account.encrypt(judge_key.key, "judge-only", iterations=2)))
+    (services / "judge-admin.token").write_text(ADMIN_TOKEN)
+    (home / "services.json").write_text("{}")
+    judge_db = services / "nib.db"  # the judge's and the wallet's records, as `nib services up`
     judge = Judge(
         VerdictSigner(judge_key), BetaCalibrator(judge_db), allowed_assets={31337: [chain.usdc]},
         records=VerdictRecords(judge_db), tasks=TaskRegistry(judge_db),
@@ -68,7 +92,7 @@ def test_a_compromised_agent_process_wastes_at_most_its_task_budget(
     with JudgeServer(judge, token=AGENT_TOKEN, admin_token=ADMIN_TOKEN) as judge_server:
         JudgeClient(judge_server.url, token=ADMIN_TOKEN).register_task(TASK)  # the user, once
         wallet = Wallet(
-            keystore.unlock(PASSPHRASE), db_path=wallet_home / "nib.db", chain=client,
+            keystore.unlock(PASSPHRASE), db_path=judge_db, chain=client,
             usdc=chain.usdc, trusted_judge=judge.address,
             recheck=JudgeClient(judge_server.url, token=AGENT_TOKEN, timeout_s=10).recheck,
         )
@@ -82,7 +106,9 @@ def test_a_compromised_agent_process_wastes_at_most_its_task_budget(
             config = {"rpc_url": chain.rpc_url, "chain_id": chain.chain_id, "usdc": chain.usdc,
                       "seller": SELLER_ADDR, "attacker": ATTACKER, "task_id": TASK.task_id,
                       "per_call_cap": TASK.per_call_cap, "threshold": TASK.approval_threshold,
-                      "price": PRICE, "spree": 5, "keystore": str(keystore.path)}
+                      "price": PRICE, "spree": 5, "keystore": str(keystore.path),
+                      "judge_key": str(judge_key_file), "source": str(HERE.parent),
+                      "confine": True}
             agent = subprocess.Popen(
                 [sys.executable, str(HERE / "agent_attacker.py"), json.dumps(config)],
                 env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -98,10 +124,20 @@ def test_a_compromised_agent_process_wastes_at_most_its_task_budget(
                 agent.communicate("\n", timeout=30)
 
     assert report["address"] == owner.address
-    # It cannot read the key: no passphrase, the keystore does not open, no key in memory.
+    # No file of the services', no key file, no code the services run, no memory of the
+    # process holding them: every attempt is refused by the kernel, root or not.
+    files = report["files"]
+    for attempt in ("admin_token", "services_dir", "services_db_raw", "services_db_overwrite",
+                    "keystore", "keystore_write", "judge_key", "services_json_write",
+                    "source_write", "site_packages_write", "test_process_memory", "raw_disk"):
+        assert files[attempt].startswith("refused PermissionError"), (attempt, files[attempt])
+    for attempt in ("services_db_read", "services_db_write", "services_db_delete"):
+        assert files[attempt].startswith("refused OperationalError: unable to open"), files[attempt]
+    assert not any(path.exists() for path in PLANTED)
+    assert report["confinement"].startswith("agent process confined (Landlock ABI "), report
+    # It cannot read the key: no passphrase, the keystore does not even open, no key in memory.
     assert report["env_has_passphrase"] is False
-    assert report["decrypt_without_passphrase"].startswith("refused EthKeyfileValueError: MAC mismatch")
-    assert report["decrypt_with_judge_token"].startswith("refused EthKeyfileValueError: MAC mismatch")
+    assert report["decrypt_without_passphrase"].startswith("refused PermissionError")
     assert in_memory == []
     # It cannot get a verdict above the registered cap, for an unregistered recipient, or
     # skip escalation, whatever its requests claim.
@@ -122,6 +158,12 @@ def test_a_compromised_agent_process_wastes_at_most_its_task_budget(
     assert report["spree"][:2] == ["paid status 1", "paid status 1"]
     assert all(r.startswith("judge refuse: price 0.10 USDC exceeds remaining budget 0.05")
                for r in report["spree"][2:]), report["spree"]
+    # The judge's records are as it wrote them: the registered caps, every verdict it issued.
+    with sqlite3.connect(judge_db) as db:
+        assert db.execute("SELECT spend_cap, per_call_cap FROM judge_tasks").fetchall() == [
+            (TASK.spend_cap, TASK.per_call_cap)]
+        issued = db.execute("SELECT COUNT(*) FROM judge_verdicts").fetchone()[0]
+    assert issued >= 10, issued
     assert balance(SELLER_ADDR) == before[SELLER_ADDR] + 3 * PRICE
     assert balance(ATTACKER) == before[ATTACKER]
     assert balance(owner.address) == before[owner.address] - 3 * PRICE

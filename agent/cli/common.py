@@ -80,6 +80,7 @@ def cli_runtime(settings: NibSettings) -> Runtime:
 def run_store() -> RunStore:
     """The run store; a run it finds dead is closed with the ledger's spend for it."""
     from agent.cli.runtime import running_services, spend_reader
+    from agent.cli.services import records_database
     from agent.store import RunStore
 
     settings = cli_settings()
@@ -88,7 +89,11 @@ def run_store() -> RunStore:
     if services is not None:  # the wallet service holds the ledger
         from wallet.service import WalletClient
 
-        store.spend_of = spend_reader(WalletClient(services.wallet_socket))
+        store.spend_of = spend_reader(WalletClient(services.wallet_socket).meter)
+    else:  # the ledger is where this home's records are (agent.cli.services)
+        from wallet.meter import SpendMeter
+
+        store.spend_of = spend_reader(SpendMeter(records_database(settings)))
     return store
 
 

@@ -34,6 +34,7 @@ from chain.networks import Network, custom_network, get_network
 
 if TYPE_CHECKING:
     from agent.cli.services import ServicesInfo
+    from agent.confine import Confinement, Policy
     from judge.jev import Judge
     from judge.service import JudgeClient
     from wallet.keystore import KeyHandle
@@ -57,14 +58,24 @@ class Runtime:
     paywall_url: str | None
     devnet: _devnet.DevnetInfo | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    #: The judge and wallet services this runtime's clients talk to (None: in-process).
+    services: ServicesInfo | None = None
 
     def __post_init__(self) -> None:
-        self.store.spend_of = spend_reader(self.wallet)
+        self.store.spend_of = spend_reader(self.wallet.meter)
 
     @property
     def db_path(self) -> str | Path:
         """Where the stores live: a SQLite file, or a PostgreSQL URL."""
         return self.settings.database
+
+    @property
+    def records(self) -> str | Path:
+        """Where the ledger and the judge's records are (the services' database when they
+        were started for this home; see agent.cli.services.records_database)."""
+        from agent.cli.services import records_database
+
+        return records_database(self.settings)
 
     def deps(
         self,
@@ -102,30 +113,87 @@ class Runtime:
     def register_task(self, run_id: str, task: str, limits: Limits) -> None:
         """When the judge runs as its own service, register the task's limits with it
         first: the judge rules only on tasks registered by the user's side, never on limits
-        the agent sends. In-process judges take the limits from ``deps`` instead."""
+        the agent sends. In-process judges take the limits from ``deps`` instead. The admin
+        token is read by a short-lived child (agent.cli.services.as_user), never here."""
         from agent.cli.services import register_task, task_limits
 
         services = running_services(self.settings.home)
         if services is not None:
             register_task(self.settings, services, task_limits(self, run_id, task, limits))
 
+    def confine(self, *, unconfined: bool = False) -> Confinement:
+        """Confine this agent process (agent.confine), once its task is registered and
+        before the first model call: the services' directory, the keystore and the judge's
+        key file unreadable and unwritable, the code the services run read-only. Off the
+        devnet an agent process that cannot be confined is refused unless ``unconfined``
+        (the user's explicit ``--unconfined``). The result's line joins the first line."""
+        from agent.confine import Confinement, confine, landlock_abi
+
+        abi, why = landlock_abi()
+        if self.services is None:
+            done = Confinement(0, "the judge and the wallet run in this process "
+                                  "(in-process composition: devnet, tests and benchmarks)")
+        elif unconfined:
+            done = Confinement(0, "--unconfined was given")
+        elif not abi:
+            done = Confinement(0, why)
+        else:
+            done = confine(agent_policy(self.settings))
+        if not done.confined and self.services is not None and not self.network.is_devnet \
+                and not unconfined:
+            raise AgentConfigError(
+                f"the agent process cannot be confined on this machine ({done.why}); expected "
+                f"Landlock off the devnet ({self.network.name}), so that a compromised agent "
+                "cannot read the judge's admin token or edit the services' records. Fix: a "
+                "kernel with Landlock (Linux 5.13+, landlock in the lsm= boot parameter), or "
+                "pass --unconfined to run without it."
+            )
+        self.extras["confinement"] = done.line()
+        return done
+
+    def first_line(self) -> str:
+        """What the run's first line says: the composition, and the confinement."""
+        parts = (self.extras.get("composition"), self.extras.get("confinement"))
+        return " · ".join(str(p) for p in parts if p)
+
+    def queued_limits(self, max_spend: int | None) -> Limits:
+        """The limits a queued task runs with: the configured ones, its ``max_spend`` as
+        the spend cap (what ``nib submit`` registers and ``nib worker`` runs)."""
+        _, limits = self.settings.resolve_limits(
+            model_local=bool(getattr(self.model, "local", False)), spend_cap_usdc=max_spend,
+        )
+        return limits
+
+    def register_queued(self, tasks: list[Any] | None = None) -> int:
+        """Register queued tasks (``tasks``, else every task still queued) with the judge
+        service, as the user, before a worker confines itself: ``nib submit`` registers
+        what it queues while the services run, this catches what was queued before they
+        did. A task the judge already holds keeps its limits. Returns how many it holds."""
+        from agent.cli.services import register_tasks, task_limits
+        from agent.queue import TaskQueue
+
+        services = running_services(self.settings.home)
+        if services is None:
+            return 0
+        if tasks is None:
+            tasks = [t for t in TaskQueue(self.store.db).tasks(limit=10_000) if t.status == "queued"]
+        found = [task_limits(self, t.id, t.task, self.queued_limits(t.max_spend)) for t in tasks]
+        return register_tasks(self.settings, services, found, keep_existing=True)
+
     def worker(self, *, concurrency: int = 1, lease_s: float = 30.0, poll_s: float = 0.25) -> Any:
         """A queue worker that runs tasks with this runtime (what ``nib worker`` runs).
 
-        Each task gets the configured limits with its own ``max_spend`` as the spend cap;
-        a dead worker's runs are recovered by this runtime's wallet: in-process, or the
-        wallet service (the one signer, on the same database as the workers).
+        Each task gets the configured limits with its own ``max_spend`` as the spend cap
+        (registered with the judge service by ``nib submit`` or :meth:`register_queued`,
+        never by the worker, which holds no admin token); a dead worker's runs are
+        recovered by this runtime's wallet: in-process, or the wallet service.
         """
         from agent.loop.run import run_task
         from agent.queue import QueuedTask, TaskQueue
         from agent.worker import Worker
 
         async def execute(task: QueuedTask) -> Any:
-            _, limits = self.settings.resolve_limits(
-                model_local=bool(getattr(self.model, "local", False)),
-                spend_cap_usdc=task.max_spend,
-            )
-            self.register_task(task.id, task.task, limits)
+            limits = self.queued_limits(task.max_spend)
             return await run_task(task.task, self.deps(limits=limits), run_id=task.id)
 
         def recover(task: QueuedTask) -> Any:
@@ -138,18 +206,58 @@ class Runtime:
 
 
 def _same_database(settings: NibSettings, wallet: Any) -> None:
-    """The wallet service must keep its ledger where this process keeps runs and queue:
-    otherwise spend, recovery and reconcile would each read a different truth."""
+    """The wallet service must keep its ledger where this home's records are (where
+    `nib services up` put them): otherwise audit and reconcile would read another ledger
+    than the one the wallet pays into."""
+    from agent.cli.services import records_database
     from wallet.service import database_identity
 
-    ours, theirs = database_identity(settings.database), wallet.database
+    ours, theirs = database_identity(records_database(settings)), wallet.database
     if ours != theirs:
         raise AgentConfigError(
-            f"the wallet service keeps its ledger in {theirs}, but this process uses "
-            f"{ours}; expected one database for runs, queue and ledger. Fix: `nib services "
-            "down`, then `nib services up` with the same NIB_DATABASE_URL (or NIB_DB_PATH) "
-            "as the workers."
+            f"the wallet service keeps its ledger in {theirs}, but the services of "
+            f"{settings.home} keep their records in {ours}; expected the wallet service "
+            "`nib services up` started for this NIB_HOME. Fix: `nib services down`, then "
+            "`nib services up` with the same NIB_HOME."
         )
+
+
+#: The devices a confined agent process keeps (the rest of /dev is denied).
+AGENT_DEVICES = ("null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "shm")
+
+
+def agent_policy(settings: NibSettings) -> Policy:
+    """What a confined agent process keeps (agent.confine.Policy): no access to the
+    services' directory, the keystore, the judge's key file (or an admin token where older
+    versions kept it); no writing to the code the services run; writing only its own
+    database, a temp directory and a few devices (AGENT_DEVICES)."""
+    from agent.cli.services import ADMIN_TOKEN_FILE, records_database, services_home
+    from agent.confine import Policy, code_paths, sqlite_files, temp_dir
+    from judge.storage import is_url
+    from wallet.keystore import default_keystore_path
+
+    home = settings.home
+    deny = [services_home(home), default_keystore_path(home), home / JUDGE_KEY_FILE,
+            home / ADMIN_TOKEN_FILE, Path("/dev")]
+    records = records_database(settings)
+    if not is_url(records) and records != settings.database:
+        deny += sqlite_files(Path(records))
+    read_only = code_paths()
+    writable: list[Path] = []
+    sqlite: list[Path] = []
+    if not is_url(settings.database):
+        db = Path(os.path.realpath(settings.database))
+        sqlite.append(db)
+        holds = [Path(os.path.realpath(p)) for p in (*deny, *read_only)]
+        # Its directory, unless something it must not touch is in there (NIB_HOME): then
+        # the files themselves (made and kept open before the rules apply).
+        if any(db.parent in p.parents or db.parent == p for p in holds):
+            writable += sqlite_files(db)
+        else:
+            writable.append(db.parent)
+    writable.append(temp_dir([*deny, *read_only]))
+    devices = tuple(Path("/dev", name) for name in AGENT_DEVICES)
+    return Policy(tuple(deny), tuple(read_only), tuple(writable), tuple(sqlite), devices)
 
 
 def paywall_for(
@@ -202,8 +310,12 @@ def _judge_account(settings: NibSettings, network: Network) -> LocalAccount:
     return Account.from_key(Account.decrypt(json.loads(path.read_text()), secret))
 
 
-def build_judge(settings: NibSettings, network: Network, *, spend_cap: int | None = None) -> AgentJudge:
-    """The in-process judge, or a client of the judge service when NIB_JUDGE_URL is set."""
+def build_judge(
+    settings: NibSettings, network: Network, *, spend_cap: int | None = None,
+    database: str | Path | None = None,
+) -> AgentJudge:
+    """The in-process judge (its records in ``database``), or a client of the judge service
+    when NIB_JUDGE_URL is set."""
     if settings.judge_url:
         from judge.service import JudgeClient
 
@@ -216,11 +328,15 @@ def build_judge(settings: NibSettings, network: Network, *, spend_cap: int | Non
                 "NIB_JUDGE_ADDRESS to the address `nib judge serve` printed."
             )
         return JudgeClient(settings.judge_url, trusted_judge=trusted, token=settings.judge_token)
-    return build_local_judge(settings, network)
+    return build_local_judge(settings, network, database=database)
 
 
-def build_local_judge(settings: NibSettings, network: Network, *, service: bool = False) -> Judge:
-    """The judge with its own key, calibration store and record of verdicts.
+def build_local_judge(
+    settings: NibSettings, network: Network, *, service: bool = False,
+    database: str | Path | None = None,
+) -> Judge:
+    """The judge with its own key, calibration store and record of verdicts, in
+    ``database`` (default: the settings' database).
 
     ``service`` (``nib judge serve``): it also keeps task registrations, reads the wallet's
     balance from the chain itself and, once it has an admin token to register tasks
@@ -233,8 +349,9 @@ def build_local_judge(settings: NibSettings, network: Network, *, service: bool 
     from judge.verdict import VerdictSigner
     from wallet.keystore import Keystore, default_keystore_path
 
+    db = database if database is not None else settings.database
     signer = VerdictSigner(_judge_account(settings, network))
-    calibrator = BetaCalibrator(settings.database)
+    calibrator = BetaCalibrator(db)
     extra: dict[str, Any] = {}
     if service:
         admin = bool(os.environ.get("NIB_JUDGE_ADMIN_TOKEN"))
@@ -248,7 +365,7 @@ def build_local_judge(settings: NibSettings, network: Network, *, service: bool 
         owner = keystore.address() if keystore.exists() else None
         chain = ChainClient(network.rpc_url, network.chain_id)
         extra = {
-            "tasks": TaskRegistry(settings.database),
+            "tasks": TaskRegistry(db),
             "require_task": admin,
             "balance_of": (lambda asset: chain.token_balance(asset, owner)) if owner else None,
         }
@@ -256,18 +373,18 @@ def build_local_judge(settings: NibSettings, network: Network, *, service: bool 
         signer,
         calibrator,
         allowed_assets={network.chain_id: [network.usdc or ""]},
-        records=VerdictRecords(settings.database),
+        records=VerdictRecords(db),
         **extra,
     )
 
 
-def spend_reader(wallet: Any) -> Callable[[str], dict[str, Any]]:
-    """A run's spend as the wallet's meter has it (what a run whose process died is
+def spend_reader(meter: Any) -> Callable[[str], dict[str, Any]]:
+    """A run's spend as a wallet's meter (``meter``) has it (what a run whose process died is
     reported with, as a live run reports its own)."""
     from agent.loop.result import SpendSummary
 
     def spend(run_id: str) -> dict[str, Any]:
-        return SpendSummary.from_meter(wallet.meter.usage(run_id)).model_dump()
+        return SpendSummary.from_meter(meter.usage(run_id)).model_dump()
 
     return spend
 
@@ -334,7 +451,8 @@ def build_runtime(
         remote_wallet.emit = audit_into(store)  # the service's events join the run's trace
         return Runtime(settings, network, chain, store, remote_wallet, remote_judge,
                        registry, chosen, paywall, devnet_info,
-                       extras={"composition": "services: " + services.describe()})
+                       extras={"composition": "services: " + services.describe()},
+                       services=services)
     if not network.is_devnet and not os.environ.get("NIB_IN_PROCESS"):
         raise AgentConfigError(
             f"no judge and wallet services are running for {network.name}; expected them as "
@@ -342,12 +460,15 @@ def build_runtime(
             "the limits). Fix: `nib services up` (the in-process composition is for tests "
             "and benchmarks: NIB_IN_PROCESS=1)."
         )
+    from agent.cli.services import records_database
+
+    records = records_database(settings)  # the ledger and verdicts: where the services keep theirs
     key = _unlocked_key(settings, network)
-    judge = build_judge(settings, network)
+    judge = build_judge(settings, network, database=records)
     wallet = Wallet(
         key,
-        db_path=settings.database,
-        meter=SpendMeter(settings.database, chain, treasury_cap=settings.treasury_cap_usdc),
+        db_path=records,
+        meter=SpendMeter(records, chain, treasury_cap=settings.treasury_cap_usdc),
         chain=chain,
         usdc=network.usdc,
         trusted_judge=judge.address,

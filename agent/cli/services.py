@@ -4,9 +4,15 @@
 Who holds what: the wallet service is the only process that unlocks the keystore; the
 judge service is the only holder of its key, of each task's registered limits and of
 the record of verdicts issued and consumed. The agent process gets the judge's URL and
-agent token and the wallet's socket path, never a passphrase or the judge's admin token
-(``nib run`` reads that from its 0600 file only to register the task, before the model
-runs). ``services.json`` in NIB_HOME (0600) says where they are.
+agent token and the wallet's socket path, never a passphrase or the judge's admin token:
+a short-lived child of the user's command reads that token to register a task (see
+:func:`register_task`), before the agent process confines itself (agent.confine).
+
+The services keep their own state in ``NIB_HOME/services`` (0700): their database (task
+registrations, verdicts, grants, calibration, the wallet's ledger and nonces), the admin
+token and their logs; the agent process cannot open it once confined. The agent's own
+database (runs, events, queue) stays where it was. ``services.json`` in NIB_HOME (0600)
+says where the services are.
 """
 
 from __future__ import annotations
@@ -18,10 +24,10 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 
@@ -30,13 +36,20 @@ from agent.errors import AgentConfigError
 from chain import devnet as _devnet
 
 SERVICES_FILE = "services.json"
+#: The services' own directory in NIB_HOME (0700), and what it holds.
+SERVICES_DIR = "services"
 ADMIN_TOKEN_FILE = "judge-admin.token"
+SERVICES_DB_FILE = "nib.db"
+#: Where the services keep their records (a path or a URL, 0600): written by `nib
+#: services up`, read by the user's commands that read those records (audit, approve).
+RECORDS_FILE = "database"
 READY_TIMEOUT_S = 60.0
-#: NIB_* settings a service needs to find the network, its database (the workers' own:
-#: NIB_DATABASE_URL may carry a password; it goes into the child's environment, never a
-#: file or a log) and the wallet's treasury cap and gas price.
-_SETTINGS_ENV = ("NIB_HOME", "NIB_NETWORK", "NIB_RPC_URL", "NIB_USDC_ADDRESS", "NIB_DB_PATH",
-                 "NIB_DATABASE_URL", "NIB_TREASURY_CAP_USDC", "NIB_ETH_PRICE_USDC")
+#: NIB_* settings a service needs to find the network and the wallet's treasury cap and
+#: gas price. Its database is the services' own (see services_database), set apart.
+_SETTINGS_ENV = ("NIB_HOME", "NIB_NETWORK", "NIB_RPC_URL", "NIB_USDC_ADDRESS",
+                 "NIB_TREASURY_CAP_USDC", "NIB_ETH_PRICE_USDC")
+
+T = TypeVar("T")
 
 services_app = typer.Typer(
     no_args_is_help=True, help="The judge and the wallet as their own processes."
@@ -54,6 +67,10 @@ class ServicesInfo:
     wallet_pid: int
     agent_token: str
     network: str
+    #: Where the services keep their records (password masked), and whether that is the
+    #: agent's own database (PostgreSQL without NIB_SERVICES_DATABASE_URL).
+    database: str = ""
+    shared_database: bool = False
 
     @property
     def running(self) -> bool:
@@ -66,10 +83,50 @@ class ServicesInfo:
         return data
 
     def describe(self) -> str:
+        records = (
+            f"records in the agent's own database {self.database} (SHARED: set "
+            "NIB_SERVICES_DATABASE_URL to a database of their own)"
+            if self.shared_database else f"records in {self.database}"
+        )
         return (
             f"judge service {self.judge_url} (pid {self.judge_pid}) · wallet service "
-            f"{self.wallet_socket} (pid {self.wallet_pid})"
+            f"{self.wallet_socket} (pid {self.wallet_pid}) · {records}"
         )
+
+
+def services_home(home: Path) -> Path:
+    """The services' own directory (0700): their database, admin token and logs."""
+    return home / SERVICES_DIR
+
+
+def _private_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.chmod(0o700)
+    return path
+
+
+def services_database(settings: NibSettings) -> tuple[str | Path, bool]:
+    """Where `nib services up` puts the services' records, and whether that is the agent's
+    own database: NIB_SERVICES_DATABASE_URL; else, with the agent on PostgreSQL
+    (NIB_DATABASE_URL), the agent's database (shared: said in every first line); else the
+    SQLite file in the services' own directory."""
+    if settings.services_database_url:
+        return settings.services_database_url, False
+    if settings.database_url:
+        return settings.database_url, True
+    return services_home(settings.home) / SERVICES_DB_FILE, False
+
+
+def records_database(settings: NibSettings) -> str | Path:
+    """Where this home's money records are (ledger, verdicts, task registrations): where
+    the services were last started to keep them, else the agent's database (a home whose
+    judge and wallet always ran in-process). Read by the user's commands, never by an
+    agent process under services (it cannot open them)."""
+    path = services_home(settings.home) / RECORDS_FILE
+    if not path.exists():
+        return settings.database
+    text = path.read_text().strip()
+    return text if "://" in text else Path(text)
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -110,24 +167,66 @@ def running(home: Path) -> ServicesInfo | None:
     return info
 
 
-def _service_env(settings: NibSettings, **extra: str) -> dict[str, str]:
+#: Set in a service's environment when its secrets come on its stdin (see take_secrets).
+SECRETS_ON_STDIN = "NIB_SECRETS_ON_STDIN"
+
+
+def _service_env(settings: NibSettings) -> dict[str, str]:
+    """A service's environment: the network settings only. Its secrets (tokens,
+    passphrases, a database URL that may carry a password) go on its stdin, because a
+    process's initial environment stays readable in /proc/PID/environ to whoever may
+    inspect it (root, even under Landlock)."""
     env = _devnet.child_env({k: os.environ[k] for k in _SETTINGS_ENV if k in os.environ})
     env["NIB_HOME"] = str(settings.home)
     env["NIB_NETWORK"] = settings.network
-    env.update(extra)
+    env[SECRETS_ON_STDIN] = "1"
     return env
 
 
-def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def _database_env(database: str | Path) -> dict[str, str]:
+    return {"NIB_DATABASE_URL" if isinstance(database, str) else "NIB_DB_PATH": str(database)}
+
+
+def _passed_on(*names: str) -> dict[str, str]:
+    """The user's own settings ``names`` (passphrases) a service needs, when set."""
+    return {k: os.environ[k] for k in names if k in os.environ}
+
+
+def _spawn(
+    args: list[str], env: dict[str, str], log: Path, secrets: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    """Start ``nib ARGS`` as a service: ``env`` in its environment, ``secrets`` on its
+    stdin (one JSON line, read by take_secrets before anything else)."""
     logf = open(log, "ab")  # noqa: SIM115 - handed to the child
     try:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "agent.cli", *args], env=env, stdout=logf,
-            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            stderr=subprocess.STDOUT, stdin=subprocess.PIPE, start_new_session=True,
             cwd=str(_devnet.REPO_ROOT),
         )
     finally:
         logf.close()
+    assert proc.stdin is not None
+    with proc.stdin:
+        proc.stdin.write(json.dumps(secrets).encode() + b"\n")
+    return proc
+
+
+def take_secrets() -> None:
+    """In a service started by `nib services up`: its secrets from stdin into this
+    process's settings (os.environ), never into its initial environment block."""
+    if os.environ.get(SECRETS_ON_STDIN) != "1":
+        return
+    line = sys.stdin.readline()
+    try:
+        secrets = json.loads(line)
+    except ValueError as exc:
+        raise AgentConfigError(
+            f"{SECRETS_ON_STDIN} is set but stdin held no JSON line of secrets ({exc}); "
+            "expected the line `nib services up` writes. Fix: start the services with "
+            "`nib services up`, or unset it."
+        ) from exc
+    os.environ.update({str(k): str(v) for k, v in dict(secrets).items()})
 
 
 def _wait(ready: Any, proc: subprocess.Popen[bytes], name: str, log: Path) -> None:
@@ -149,6 +248,7 @@ def up(settings: NibSettings) -> ServicesInfo:
     import httpx
 
     from chain.devkeys import JUDGE, dev_account
+    from judge.storage import describe
     from wallet.service import SOCKET_NAME
 
     home = settings.home
@@ -156,18 +256,19 @@ def up(settings: NibSettings) -> ServicesInfo:
     if existing is not None and existing.running:
         return existing
     down(home)
+    own = _private_dir(services_home(home))
+    database, shared = services_database(settings)
+    _write_private(own / RECORDS_FILE, str(database))
     agent_token = secrets.token_hex(32)
     admin_token = secrets.token_hex(32)
-    _write_private(home / ADMIN_TOKEN_FILE, admin_token)
+    _write_private(own / ADMIN_TOKEN_FILE, admin_token)
     port = _devnet.free_port()
     judge_url = f"http://127.0.0.1:{port}"
-    judge_env = _service_env(
-        settings, NIB_JUDGE_TOKEN=agent_token, NIB_JUDGE_ADMIN_TOKEN=admin_token,
-        **({"NIB_JUDGE_PASSWORD": os.environ["NIB_JUDGE_PASSWORD"]}
-           if "NIB_JUDGE_PASSWORD" in os.environ else {}),
-    )
-    judge_log = home / "judge.log"
-    judge = _spawn(["judge", "serve", "--port", str(port)], judge_env, judge_log)
+    judge_secrets = {"NIB_JUDGE_TOKEN": agent_token, "NIB_JUDGE_ADMIN_TOKEN": admin_token,
+                     **_database_env(database), **_passed_on("NIB_JUDGE_PASSWORD")}
+    judge_log = own / "judge.log"
+    judge = _spawn(["judge", "serve", "--port", str(port)], _service_env(settings), judge_log,
+                   judge_secrets)
 
     def judge_ready() -> bool:
         try:
@@ -180,20 +281,18 @@ def up(settings: NibSettings) -> ServicesInfo:
     if _network_is_devnet(settings) and address != dev_account(JUDGE).address:
         _devnet.stop_pid(judge.pid)
         raise AgentConfigError(f"the devnet judge answered as {address}; expected the judge dev key.")
-    wallet_env = _service_env(
-        settings, NIB_JUDGE_URL=judge_url, NIB_JUDGE_TOKEN=agent_token,
-        NIB_JUDGE_ADDRESS=address,
-        **({"NIB_WALLET_PASSWORD": os.environ["NIB_WALLET_PASSWORD"]}
-           if "NIB_WALLET_PASSWORD" in os.environ else {}),
-    )
+    wallet_env = {**_service_env(settings), "NIB_JUDGE_URL": judge_url,
+                  "NIB_JUDGE_ADDRESS": address}
+    wallet_secrets = {"NIB_JUDGE_TOKEN": agent_token, **_database_env(database),
+                      **_passed_on("NIB_WALLET_PASSWORD")}
     socket = home / SOCKET_NAME
     socket.unlink(missing_ok=True)
-    wallet_log = home / "wallet.log"
-    wallet = _spawn(["wallet", "serve"], wallet_env, wallet_log)
+    wallet_log = own / "wallet.log"
+    wallet = _spawn(["wallet", "serve"], wallet_env, wallet_log, wallet_secrets)
     _wait(lambda: socket.exists() and (socket.stat().st_mode & 0o777) == 0o600, wallet,
           "wallet", wallet_log)
     info = ServicesInfo(judge_url, address, judge.pid, str(socket), wallet.pid, agent_token,
-                        settings.network)
+                        settings.network, describe(database), shared)
     _write_private(home / SERVICES_FILE, json.dumps(asdict(info)))
     return info
 
@@ -203,8 +302,10 @@ def down(home: Path) -> ServicesInfo | None:
     info = status(home)
     if info is not None:
         _devnet.stop_pids([info.wallet_pid, info.judge_pid])
-    for name in (SERVICES_FILE, ADMIN_TOKEN_FILE):
-        (home / name).unlink(missing_ok=True)
+    # The admin token goes with the services (and from where older versions kept it).
+    for path in (home / SERVICES_FILE, services_home(home) / ADMIN_TOKEN_FILE,
+                 home / ADMIN_TOKEN_FILE):
+        path.unlink(missing_ok=True)
     return info
 
 
@@ -213,10 +314,11 @@ def _network_is_devnet(settings: NibSettings) -> bool:
 
 
 def _admin_client(settings: NibSettings, info: ServicesInfo) -> Any:
-    """A judge client holding the user's admin token (read from its 0600 file)."""
+    """A judge client holding the user's admin token (read from its 0600 file). Only ever
+    called in :func:`as_user`'s child: the token never enters an agent process."""
     from judge.service import JudgeClient
 
-    path = settings.home / ADMIN_TOKEN_FILE
+    path = services_home(settings.home) / ADMIN_TOKEN_FILE
     if not path.exists():
         raise AgentConfigError(
             f"no judge admin token at {path}; expected the one `nib services up` wrote. "
@@ -225,22 +327,91 @@ def _admin_client(settings: NibSettings, info: ServicesInfo) -> Any:
     return JudgeClient(info.judge_url, token=path.read_text().strip(), timeout_s=10)
 
 
+def as_user(fn: Callable[[], T]) -> T:
+    """``fn()`` run in a short-lived forked child of this process: its answer, or the error
+    it raised, raised here. What the child reads (the judge's admin token) dies with it,
+    so the process that goes on to run the model and parse tool results never holds it.
+    The child is this process's own code, forked before any untrusted data was read."""
+    import pickle
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: do it, send the outcome, leave without running any cleanup
+        os.close(read_end)
+        code = 0
+        try:
+            try:
+                outcome: tuple[bool, object] = (True, fn())
+            except BaseException as exc:  # sent to the parent, which raises it
+                outcome, code = (False, exc), 1
+            try:
+                data = pickle.dumps(outcome)
+            except Exception as exc:  # an unpicklable error: its text
+                data, code = pickle.dumps((False, AgentConfigError(f"{type(exc).__name__}: {exc}"))), 1
+            with os.fdopen(write_end, "wb") as pipe:
+                pipe.write(data)
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if not data:
+        raise AgentConfigError(
+            f"the child that acts as the user (pid {pid}) died (wait status {status}) before "
+            "answering; expected it to register the task or grant at the judge. Fix: run "
+            "the command again; `nib services status` shows whether the judge runs."
+        )
+    ok, value = pickle.loads(data)  # noqa: S301 - our own fork's answer, not outside data
+    if not ok:
+        raise value  # type: ignore[misc]
+    return value  # type: ignore[no-any-return]
+
+
 def register_task(settings: NibSettings, info: ServicesInfo, limits: Any) -> None:
-    """Register a task's limits with the judge service, as the user (admin token)."""
-    with _admin_client(settings, info) as admin:
-        admin.register_task(limits)
+    """Register a task's limits with the judge service, as the user (admin token, read in
+    a child: see :func:`as_user`)."""
+    register_tasks(settings, info, [limits])
+
+
+def register_tasks(
+    settings: NibSettings, info: ServicesInfo, tasks: Sequence[Any], *, keep_existing: bool = False
+) -> int:
+    """Register each task's limits with the judge service as the user, in one child; with
+    ``keep_existing`` a task already registered with other limits keeps them (the judge's
+    stand). Returns how many the judge holds as given."""
+    from judge.errors import TaskRegistrationConflict
+
+    def register() -> int:
+        held = 0
+        with _admin_client(settings, info) as admin:
+            for limits in tasks:
+                try:
+                    admin.register_task(limits)
+                    held += 1
+                except TaskRegistrationConflict:
+                    if not keep_existing:
+                        raise
+        return held
+
+    return as_user(register) if tasks else 0
 
 
 def grant_escalation(
     settings: NibSettings, info: ServicesInfo, verdict_id: str, *, task_id: str | None = None
 ) -> Any:
     """A human grants the escalated payment ``verdict_id`` at the judge service (admin
-    token); returns the judge's :class:`~judge.records.Grant` (what it now covers).
+    token, read in a child: see :func:`as_user`); returns the judge's
+    :class:`~judge.records.Grant` (what it now covers).
 
     With ``task_id``, a verdict of another task is refused before anything is granted.
     """
-    with _admin_client(settings, info) as admin:
-        return admin.grant(verdict_id, task_id=task_id, by=f"uid {os.getuid()}")
+
+    def grant() -> Any:
+        with _admin_client(settings, info) as admin:
+            return admin.grant(verdict_id, task_id=task_id, by=f"uid {os.getuid()}")
+
+    return as_user(grant)
 
 
 def held_verdict(store: Any, run_id: str) -> str:
@@ -339,3 +510,8 @@ def _show(info: ServicesInfo, as_json: bool) -> None:
     else:
         for k, v in data.items():
             typer.echo(f"{k:14} {v}")
+        if info.shared_database:
+            typer.echo(f"SHARED: the services keep their records in the agent's own database "
+                       f"({info.database}): an agent process can reach them. Fix: "
+                       "NIB_SERVICES_DATABASE_URL (a database and role of their own) for "
+                       "`nib services up`.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -127,7 +128,16 @@ def test_devnet_runs_the_judge_and_wallet_as_their_own_processes(home):
     assert r.returncode == 0, r.stderr
     first = r.stderr.splitlines()[0]
     assert first.startswith(f"services: judge service {status['judge_url']}"), first
-    with sqlite3.connect(home / "nib.db") as db:
+    # The agent process confined itself before its first model call (agent.confine).
+    assert re.search(r" · agent process confined \(Landlock ABI \d+\)$", first), first
+    assert f"records in {home / 'services' / 'nib.db'}" in first, first
+    # The services' secrets came on their stdin: none is in their initial environment,
+    # which root can read in /proc/PID/environ even from a confined process.
+    admin = (home / "services" / "judge-admin.token").read_text().strip()
+    for pid in (status["judge_pid"], status["wallet_pid"]):
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        assert admin.encode() not in environ and b"PASSWORD" not in environ, pid
+    with sqlite3.connect(home / "services" / "nib.db") as db:  # the services' own records
         caps = db.execute("SELECT spend_cap, per_call_cap FROM judge_tasks").fetchall()
     assert caps and all(c == (1_000_000, 250_000) for c in caps)
     devnet.stop_pid(status["wallet_pid"])
@@ -156,7 +166,7 @@ def test_a_human_grants_an_escalated_payment_at_the_judge_and_only_then_it_is_pa
     result = json.loads(paused.stdout)
     assert paused.returncode == 1 and result["stop_reason"] == "awaiting-approval", paused.stderr
     run_id = result["run_id"]
-    with sqlite3.connect(home / "nib.db") as db:
+    with sqlite3.connect(home / "services" / "nib.db") as db:
         (escalated,) = db.execute(
             "SELECT id FROM judge_verdicts WHERE task_id = ? AND decision = 'escalate'", (run_id,)
         ).fetchone()
@@ -181,7 +191,7 @@ def test_a_human_grants_an_escalated_payment_at_the_judge_and_only_then_it_is_pa
     assert json.loads(approved.stdout)["finished"]
     audit = json.loads(nib(home, "audit", "--run", run_id, "--json").stdout)
     assert [(row["amount"], row["status"]) for row in audit] == [(20_000, "settled")]
-    with sqlite3.connect(home / "nib.db") as db:
+    with sqlite3.connect(home / "services" / "nib.db") as db:
         granted = db.execute(
             "SELECT v.id, v.consumed_at IS NOT NULL, g.verdict_id FROM judge_verdicts v JOIN "
             "judge_grants g ON g.used_by = v.id WHERE v.task_id = ?", (run_id,)
@@ -444,7 +454,6 @@ def test_submit_worker_and_runs_on_postgres(home, pg_url):
     env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet",
            "NIB_DATABASE_URL": pg_url}
     env.pop("NIB_CONFIG", None)
-    sqlite_env = {k: v for k, v in env.items() if k != "NIB_DATABASE_URL"}
 
     def run(*args: str, env: dict[str, str] = env) -> subprocess.CompletedProcess[str]:
         return subprocess.run(NIB + list(args), env=env, capture_output=True, text=True, timeout=180)
@@ -456,14 +465,12 @@ def test_submit_worker_and_runs_on_postgres(home, pg_url):
                for _ in range(2)]
         queued = {r["run_id"]: r for r in json.loads(run("runs", "--json").stdout)}
         assert {queued[i]["status"] for i in ids} == {"queued"}
-        # Services started without NIB_DATABASE_URL keep their ledger in the SQLite file:
-        # a worker on PostgreSQL refuses them instead of paying into another ledger.
+        # Without NIB_SERVICES_DATABASE_URL the services keep their records in the workers'
+        # database, and say so; the tasks queued before they ran are registered by the
+        # worker's start (as the user, in a child), never by the worker itself.
         assert run("services", "down").returncode == 0
-        assert run("services", "up", env=sqlite_env).returncode == 0
-        refused = run("worker", "--drain", "--json")
-        assert refused.returncode != 0 and "keeps its ledger in" in refused.stderr, refused.stderr
-        assert run("services", "down").returncode == 0
-        assert run("services", "up").returncode == 0  # now on the workers' database
+        assert run("services", "up").returncode == 0
+        assert "SHARED" in run("services", "status").stdout
         r = run("worker", "--concurrency", "2", "--drain", "--json")
         assert r.returncode == 0, r.stderr[-3000:]
         summary = json.loads(r.stdout)

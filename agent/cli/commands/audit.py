@@ -31,10 +31,12 @@ def audit_cmd(ctx: typer.Context, run: str | None = typer.Option(None, "--run", 
         return
     from rich.table import Table
 
+    from agent.cli.services import records_database
     from wallet.ledger import Ledger
 
-    # Streamed a page at a time: memory stays flat however long the ledger grows.
-    rows = (r.to_dict() for r in Ledger(cli_settings().database).iter_rows(run))
+    # Streamed a page at a time: memory stays flat however long the ledger grows. The
+    # ledger is the services' record (NIB_HOME/services), read here as the user.
+    rows = (r.to_dict() for r in Ledger(records_database(cli_settings())).iter_rows(run))
     if as_json:
         emit_json_list(rows)
         return
@@ -55,7 +57,7 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
 
     rt = cli_runtime(cli_settings())
     report = reconcile(
-        rt.db_path, rt.chain, rt.wallet.usdc, rt.wallet.address, from_block,
+        rt.records, rt.chain, rt.wallet.usdc, rt.wallet.address, from_block,
         verdict_standing=rt.judge.verdict_standing,
     )
     if as_json:
@@ -80,9 +82,10 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
 @audit_app.command("verify")
 def verify_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
     """Check the ledger's hash chain against its tables: edited, deleted, forged or moved rows."""
+    from agent.cli.services import records_database
     from wallet import verify_ledger
 
-    check = verify_ledger(cli_settings().database)
+    check = verify_ledger(records_database(cli_settings()))
     if as_json:
         emit_json(check.to_dict())
     else:

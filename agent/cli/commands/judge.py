@@ -20,9 +20,10 @@ judge_app = typer.Typer(
 @judge_app.command("calibration")
 def judge_calibration(as_json: bool = typer.Option(False, "--json")) -> None:
     """Calibration of the JEV judge: n, Brier score, expected calibration error, bins."""
+    from agent.cli.services import records_database
     from judge.calibration import BetaCalibrator
 
-    report = dict(BetaCalibrator(cli_settings().database).report())
+    report = dict(BetaCalibrator(records_database(cli_settings())).report())
     if as_json:
         emit_json(report)
         return
@@ -40,9 +41,11 @@ def judge_serve(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(
                                               help="Devnet only: serve without NIB_JUDGE_TOKEN.")) -> None:
     """Run the judge as its own HTTP service on loopback, holding its key."""
     from agent.cli.runtime import build_local_judge, resolve_network
+    from agent.cli.services import take_secrets
     from judge.service import refuse_inspection, serve
 
     refuse_inspection()  # before the judge key is loaded: no same-user process reads our memory
+    take_secrets()  # from `nib services up`, on stdin: never in /proc/PID/environ
     settings = cli_settings()
     if host not in ("127.0.0.1", "localhost", "::1"):
         fail(f"--host {host} is not loopback; the judge service binds to loopback only. Fix: --host 127.0.0.1")

@@ -26,14 +26,23 @@ def submit_cmd(
     max_spend: str | None = typer.Option(None, "--max-spend", help="Spend cap for this task in USDC, e.g. 0.50"),
     as_json: bool = typer.Option(False, "--json", help="Print {task_id} as JSON."),
 ) -> None:
-    """Queue a research task for `nib worker` (on PostgreSQL when NIB_DATABASE_URL is set)."""
+    """Queue a research task for `nib worker` (on PostgreSQL when NIB_DATABASE_URL is set).
+
+    With the judge and wallet services running, the task's limits are registered with the
+    judge here, as the user: the worker that runs it never holds the judge's admin token.
+    """
     from agent.cli.commands.runs import parse_usdc
+    from agent.cli.runtime import running_services
     from agent.queue import TaskQueue
 
     if not task.strip():
         fail('the task is empty; expected a research question. Fix: nib submit "What is the base fee?"')
     cap = parse_usdc(max_spend) if max_spend else None
-    task_id = TaskQueue(cli_settings().database).submit(task, max_spend=cap)
+    settings = cli_settings()
+    queue = TaskQueue(settings.database)
+    task_id = queue.submit(task, max_spend=cap)
+    if running_services(settings.home) is not None:
+        cli_runtime(settings).register_queued([queue.get(task_id)])
     if as_json:
         emit_json({"task_id": task_id})
     else:
@@ -46,14 +55,21 @@ def worker_cmd(
     drain: bool = typer.Option(False, "--drain", help="Exit once no task is queued or running."),
     lease_s: float = typer.Option(30.0, "--lease", min=1.0, help="Seconds a task stays ours without a heartbeat."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on exit."),
+    unconfined: bool = typer.Option(
+        False, "--unconfined",
+        help="Run even where the agent process cannot be confined (no Landlock; off the devnet).",
+    ),
 ) -> None:
     """Run queued tasks, N at a time, and recover the tasks of workers that died."""
     import asyncio
     from dataclasses import asdict
 
     rt = cli_runtime(cli_settings())
+    rt.register_queued()  # what was queued before the services ran (as the user, in a child)
+    rt.confine(unconfined=unconfined)  # before the first task's first model call
     worker = rt.worker(concurrency=concurrency, lease_s=lease_s)
     if not as_json:
+        err.print(rt.first_line(), markup=False, highlight=False, soft_wrap=True)
         err.print(f"[bold]nib worker[/] {worker.name} · concurrency {concurrency} · "
                   f"wallet {rt.wallet.address} · {'drain' if drain else 'until interrupted'}")
     try:

@@ -19,6 +19,7 @@ def report_cmd(out_path: str = typer.Option(..., "--out", help="Where to write t
     """Write a self-contained HTML report: how runs ended, spend, steps, judge reliability."""
     from pathlib import Path
 
+    from agent.cli.services import records_database
     from agent.report.page import ReportData, run_from_store, write_report
     from judge.calibration import BetaCalibrator
 
@@ -27,7 +28,7 @@ def report_cmd(out_path: str = typer.Option(..., "--out", help="Where to write t
     _, limits = settings.resolve_limits(model_local=False)
     runs = [run_from_store(r, store.events(r["run_id"])) for r in store.runs(limit=limit)]
     data = ReportData(runs=runs, spend_cap_atomic=limits.spend_cap_usdc,
-                      calibration=dict(BetaCalibrator(settings.database).report()),
+                      calibration=dict(BetaCalibrator(records_database(settings)).report()),
                       network=settings.network, max_steps=limits.max_steps)
     path = write_report(Path(out_path), data)
     out.print(f"wrote {path} ({len(runs)} runs)")

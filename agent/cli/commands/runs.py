@@ -81,19 +81,20 @@ def _print_result(result: Any, as_json: bool) -> int:
                   f"{' (estimated)' if result.tokens.estimated else ''} · {result.elapsed_s:.1f} s · run {result.run_id}")
         if result.message:
             out.print(result.message, markup=False, highlight=False)
-        for tx in _run_txs(result.run_id):
+        for tx in run_txs(result.run_id):
             out.print(f"paid {usdc(tx['amount'])} to {tx['recipient']} · tx {tx['tx_hash']} ({tx['status']})")
     return EXIT_FINISHED if result.finished else EXIT_STOPPED
 
 
-def _run_txs(run_id: str) -> list[dict[str, Any]]:
+def run_txs(run_id: str) -> list[dict[str, Any]]:
+    """The run's settled payments, from the wallet's events in its own trace (the agent
+    process cannot open the services' ledger; `nib audit` is the record)."""
     try:
-        from wallet.ledger import Ledger
-
-        settings = cli_settings()
-        return [r.to_dict() for r in Ledger(settings.database).rows(run_id) if r.tx_hash]
+        events = run_store().events(run_id)
     except Exception:  # the summary line is a convenience; the audit command is the record
         return []
+    return [{**_event_data(ev), "status": "settled"} for ev in events
+            if ev.get("type") == "wallet.settled" and _event_data(ev).get("tx_hash")]
 
 
 @app.command("run")
@@ -106,6 +107,10 @@ def run_cmd(
     max_spend: str | None = typer.Option(None, "--max-spend", help="Spend cap per task in USDC, e.g. 0.50"),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Step cap."),
     demo: bool = typer.Option(False, "--demo", help="Run the built-in demo task."),
+    unconfined: bool = typer.Option(
+        False, "--unconfined",
+        help="Run even where the agent process cannot be confined (no Landlock; off the devnet).",
+    ),
 ) -> None:
     """Run one research task with live progress; exit 0 when it finished, 1 when stopped."""
     import asyncio
@@ -123,13 +128,14 @@ def run_cmd(
         model_local=rt.model.local, profile=profile,
         spend_cap_usdc=cap, max_steps=max_steps,
     )
+    run_id = uuid.uuid4().hex[:12]
+    rt.register_task(run_id, task, limits)  # the judge service holds the limits, not the agent
+    rt.confine(unconfined=unconfined)  # before the first model call (agent.confine)
     if not as_json:
-        err.print(rt.extras.get("composition", ""), markup=False, highlight=False)
+        err.print(rt.first_line(), markup=False, highlight=False, soft_wrap=True)
         err.print(f"[bold]nib[/] {rt.network.name} (chain {rt.network.chain_id}) · model {rt.model.name} · "
                   f"wallet {rt.wallet.address} · cap {usdc(limits.spend_cap_usdc)} · steps {limits.max_steps}")
         err.print(f"task: {task}", markup=False, highlight=False)
-    run_id = uuid.uuid4().hex[:12]
-    rt.register_task(run_id, task, limits)  # the judge service holds the limits, not the agent
     deps = rt.deps(profile=profile, limits=limits, on_event=None if as_json else _progress)
     result = asyncio.run(_terminable(run_task(task, deps, run_id=run_id)))
     raise typer.Exit(_print_result(result, as_json))
@@ -163,7 +169,7 @@ def parse_usdc(text: str) -> int:
     return int(atomic)
 
 
-def _decide(run_id: str, decision: str, as_json: bool) -> None:
+def _decide(run_id: str, decision: str, as_json: bool, unconfined: bool) -> None:
     import asyncio
 
     from agent.loop.run import resume
@@ -172,6 +178,9 @@ def _decide(run_id: str, decision: str, as_json: bool) -> None:
     rt = cli_runtime(settings)
     if decision == "approve":
         _grant_at_the_judge(rt, run_id)
+    rt.confine(unconfined=unconfined)  # the resumed run is the agent's: confined as `nib run`
+    if not as_json:
+        err.print(rt.first_line(), markup=False, highlight=False, soft_wrap=True)
     result = asyncio.run(_terminable(resume(run_id, decision, rt.deps(on_event=None if as_json else _progress))))  # type: ignore[arg-type]
     raise typer.Exit(_print_result(result, as_json))
 
@@ -197,15 +206,27 @@ def _grant_at_the_judge(rt: Any, run_id: str) -> None:
 
 
 @app.command("approve")
-def approve_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+def approve_cmd(
+    run_id: str, as_json: bool = typer.Option(False, "--json"),
+    unconfined: bool = typer.Option(
+        False, "--unconfined",
+        help="Run even where the agent process cannot be confined (no Landlock; off the devnet).",
+    ),
+) -> None:
     """Approve the paid call a paused run is waiting on, and resume it."""
-    _decide(run_id, "approve", as_json)
+    _decide(run_id, "approve", as_json, unconfined)
 
 
 @app.command("deny")
-def deny_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+def deny_cmd(
+    run_id: str, as_json: bool = typer.Option(False, "--json"),
+    unconfined: bool = typer.Option(
+        False, "--unconfined",
+        help="Run even where the agent process cannot be confined (no Landlock; off the devnet).",
+    ),
+) -> None:
     """Deny the paid call a paused run is waiting on; it stops with a partial answer."""
-    _decide(run_id, "deny", as_json)
+    _decide(run_id, "deny", as_json, unconfined)
 
 
 def _result_of(row: dict[str, Any]) -> dict[str, Any]:

@@ -76,6 +76,7 @@ def _facts(data: dict[str, Any], as_json: bool) -> None:
 def wallet_serve() -> None:
     """Run the wallet as its own process on NIB_HOME/wallet.sock, holding the key."""
     from agent.cli.runtime import resolve_network
+    from agent.cli.services import take_secrets
     from chain.client import ChainClient
     from judge.service import JudgeClient, refuse_inspection
     from wallet.keystore import DEVNET_PASSPHRASE, Keystore, default_keystore_path
@@ -84,6 +85,7 @@ def wallet_serve() -> None:
     from wallet.signer import Wallet
 
     refuse_inspection()  # before the key is unlocked: no same-user process reads our memory
+    take_secrets()  # from `nib services up`, on stdin: never in /proc/PID/environ
     settings = cli_settings()
     network = resolve_network(settings, _devnet.status(settings.home))
     judge_url, judge_address = os.environ.get("NIB_JUDGE_URL"), os.environ.get("NIB_JUDGE_ADDRESS")
@@ -100,7 +102,8 @@ def wallet_serve() -> None:
     # No audit events into the runs' table from here: its per-run sequence belongs to the
     # agent process (two writers collide); the service's record is the wallet's ledger.
     chain = ChainClient(network.rpc_url, network.chain_id)
-    # The workers' database (NIB_DATABASE_URL) and the one treasury cap over all of them.
+    # The services' own database (NIB_HOME/services, or what `nib services up` set) and the
+    # one treasury cap over all the workers.
     meter = SpendMeter(settings.database, chain, treasury_cap=settings.treasury_cap_usdc,
                        eth_price_usdc=settings.eth_price_usdc)
     wallet = Wallet(key, db_path=settings.database, chain=chain, meter=meter,

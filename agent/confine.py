@@ -1,0 +1,298 @@
+"""Confinement of an agent process (``nib run``, ``nib worker``) with Linux Landlock.
+
+The agent process parses untrusted data, so once its task is registered and before the
+first model call it takes away from itself what a compromised agent could misuse on
+disk, for its whole life and its children's:
+
+- **denied** (neither read nor written): the services' own directory (their database,
+  the judge's admin token, their logs), the wallet's keystore and the judge's key file;
+- **read-only**: everything else, in particular the code and the interpreter the
+  services run on their next start (the source tree, ``sys.prefix`` and friends, the
+  user site and PYTHONPATH): the agent cannot plant code in them;
+- **writable**: its own database (the SQLite file and its ``-wal``/``-shm``), a temp
+  directory and the few devices a program uses (``/dev/null``, ``/dev/urandom``, the
+  terminal, ``/dev/shm``); the rest of ``/dev`` is denied (a raw disk would give root
+  every file back).
+
+Landlock is an allow-list: rights granted on a directory reach everything beneath it,
+and nothing can be taken back below. So a directory that holds a denied path is never
+granted itself; each of its entries is, except the denied ones (``rules``). One
+consequence: no new file can be made directly in such a directory (NIB_HOME), which is
+why the agent's SQLite file is opened, and its ``-wal``/``-shm`` made, before the rules
+apply, and one connection stays open so SQLite never deletes and re-makes them.
+
+Connecting to the wallet's Unix socket is not a file-system right in Landlock ABI <= 7
+(only making a socket file is), so the agent still reaches the wallet. Landlock also
+refuses ``ptrace`` (and so ``/proc/PID/mem``) of a process outside the domain, even for
+root. ``PR_SET_NO_NEW_PRIVS`` comes first (Landlock requires it, and no setuid program
+run later regains anything). Landlock restricts the calling thread and its future
+children: the process must still have one thread when it confines itself.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sqlite3
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Confinement", "ConfinementError", "Policy", "confine", "landlock_abi", "rules"]
+
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # every arch
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+_PR_SET_NO_NEW_PRIVS = 38
+
+EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+#: ABI 1's rights: execute, write, read, read dir, remove dir/file, make char/dir/reg/
+#: sock/fifo/block/sym.
+_ABI1 = (1 << 13) - 1
+READ = EXECUTE | READ_FILE | READ_DIR
+#: The rights a rule on a file (not a directory) may carry.
+FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
+
+#: SQLite keeps these next to a database in WAL mode.
+SQLITE_SIDE_FILES = ("-wal", "-shm")
+
+
+class ConfinementError(RuntimeError):
+    """The agent process could not confine itself as asked."""
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64)]  # ABI 1's layout: fs rights only
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """Whether this process is confined, and how (for the run's first line)."""
+
+    abi: int = 0
+    why: str = ""
+    rules: int = 0
+
+    @property
+    def confined(self) -> bool:
+        return self.abi > 0
+
+    def line(self) -> str:
+        if self.confined:
+            return f"agent process confined (Landlock ABI {self.abi})"
+        return f"agent process NOT confined: {self.why}"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the agent process keeps: ``deny`` nothing of, ``read_only`` reading, and
+    ``writable`` reading and writing (directories or files). Everything else is read-only."""
+
+    deny: tuple[Path, ...]
+    read_only: tuple[Path, ...]
+    writable: tuple[Path, ...]
+    #: SQLite files to open before the rules apply, and keep open (see the module doc).
+    sqlite: tuple[Path, ...] = field(default=())
+    #: Device files (or directories of them) to read and write even where ``deny`` holds
+    #: their directory (/dev: root could read a raw disk through it).
+    devices: tuple[Path, ...] = field(default=())
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def landlock_abi() -> tuple[int, str]:
+    """The kernel's Landlock ABI version, or ``(0, why)`` when it has none."""
+    if not sys.platform.startswith("linux"):
+        return 0, f"Landlock is Linux-only; this is {sys.platform}"
+    abi = _libc().syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION)
+    if abi > 0:
+        return int(abi), ""
+    err = ctypes.get_errno()
+    why = {
+        38: "this kernel has no Landlock system calls (ENOSYS: older than Linux 5.13)",
+        95: "Landlock is built but not enabled (EOPNOTSUPP: add landlock to the lsm= boot "
+        "parameter or CONFIG_LSM)",
+    }.get(err, f"landlock_create_ruleset failed: {os.strerror(err)}")
+    return 0, why
+
+
+def handled_rights(abi: int) -> int:
+    """Every file-system right the ABI knows (all of them are handled: none is left open)."""
+    rights = _ABI1
+    if abi >= 2:
+        rights |= REFER
+    if abi >= 3:
+        rights |= TRUNCATE
+    if abi >= 5:
+        rights |= IOCTL_DEV
+    return rights
+
+
+def _within(path: Path, other: Path) -> bool:
+    """``path`` is ``other`` or beneath it."""
+    return path == other or other in path.parents
+
+
+def rules(policy: Policy, handled: int) -> list[tuple[Path, int]]:
+    """The Landlock rules that implement ``policy``: read everywhere but ``deny``, and
+    write in ``writable`` but not in ``deny`` or ``read_only``. A directory with an
+    excluded path beneath it is split into its entries (symlinks skipped: a path through
+    one is checked at its target)."""
+    out: list[tuple[Path, int]] = []
+    deny = tuple(_real(p) for p in policy.deny)
+    read_only = tuple(_real(p) for p in policy.read_only)
+    _grant(Path("/"), READ & handled, deny, deny, out)
+    for root in policy.writable:
+        root = _real(root)
+        if any(root == p for p in read_only):
+            continue
+        _grant(root, handled, deny, deny + read_only, out)
+    for device in policy.devices:
+        if device.exists() and not device.is_symlink():
+            out.append((device, handled if device.is_dir() else handled & FILE_RIGHTS))
+    return out
+
+
+def _grant(
+    root: Path, rights: int, deny: Sequence[Path], exclude: Sequence[Path],
+    out: list[tuple[Path, int]],
+) -> None:
+    if any(_within(root, d) for d in deny) or root in exclude:
+        return
+    if not any(root in e.parents for e in exclude):
+        if root.is_dir():
+            out.append((root, rights))
+        elif root.exists():
+            out.append((root, rights & FILE_RIGHTS))
+        return
+    try:
+        entries = sorted(root.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.is_symlink():
+            _grant(entry, rights, deny, exclude, out)
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
+_PINNED: list[sqlite3.Connection] = []
+
+
+def _pin_sqlite(path: Path) -> None:
+    """Open ``path`` in WAL mode and read it, so its ``-wal`` and ``-shm`` exist, and keep
+    that connection for the process's life: SQLite deletes them only when the last
+    connection closes, and the confined process could not make them again."""
+    conn = sqlite3.connect(str(path), timeout=30, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    _PINNED.append(conn)
+
+
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def confine(policy: Policy) -> Confinement:
+    """Confine this process (and its future children) to ``policy``; a Confinement that
+    says why not when the kernel has no Landlock. Raises ConfinementError when Landlock
+    is there but the process cannot be confined as asked."""
+    abi, why = landlock_abi()
+    if not abi:
+        return Confinement(0, why)
+    threads = _threads()
+    if threads != 1:
+        raise ConfinementError(
+            f"found {threads} threads in this process; expected one, as Landlock confines "
+            "only the calling thread and the threads it starts later. Fix: confine before "
+            "starting any thread (a bug in nib: report it)."
+        )
+    for db in policy.sqlite:
+        _pin_sqlite(db)
+    handled = handled_rights(abi)
+    found = rules(policy, handled)
+    libc = _libc()
+    attr = _RulesetAttr(handled)
+    ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.sizeof(attr), 0)
+    if ruleset < 0:
+        raise _failed("landlock_create_ruleset", ctypes.get_errno())
+    try:
+        for path, rights in found:
+            _add_rule(libc, ruleset, path, rights)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise _failed("prctl(PR_SET_NO_NEW_PRIVS)", ctypes.get_errno())
+        if libc.syscall(_SYS_RESTRICT_SELF, ruleset, 0) != 0:
+            raise _failed("landlock_restrict_self", ctypes.get_errno())
+    finally:
+        os.close(ruleset)
+    return Confinement(abi, "", len(found))
+
+
+def _add_rule(libc: ctypes.CDLL, ruleset: int, path: Path, rights: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return  # gone since it was listed: nothing there to grant
+    try:
+        beneath = _PathBeneathAttr(rights, fd)
+        if libc.syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(beneath), 0) != 0:
+            raise _failed(f"landlock_add_rule({path})", ctypes.get_errno())
+    finally:
+        os.close(fd)
+
+
+def _failed(call: str, err: int) -> ConfinementError:
+    return ConfinementError(
+        f"{call} failed ({os.strerror(err)}); expected the kernel's Landlock to take the "
+        "agent process's rules. Fix: report it with `uname -r`; on a kernel without "
+        "Landlock nib says `NOT confined` instead."
+    )
+
+
+def code_paths() -> list[Path]:
+    """Where the code the services run comes from: nib's source tree, the interpreter's
+    prefixes, the user site and PYTHONPATH (read-only for a confined agent)."""
+    import site
+
+    import agent
+
+    found = [Path(agent.__file__).resolve().parent.parent]
+    found += [Path(p) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}]
+    user_site = site.getusersitepackages()
+    if isinstance(user_site, str):
+        found.append(Path(user_site))
+    found += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return [p for p in found if p.exists()]
+
+
+def temp_dir(exclude: Iterable[Path]) -> Path:
+    """A temp directory the confined process may write in: the system's, unless a path it
+    must not write is beneath it (tests keep NIB_HOME there); then a private one, made
+    the process's TMPDIR."""
+    system = _real(Path(tempfile.gettempdir()))
+    if not any(system in _real(p).parents or system == _real(p) for p in exclude):
+        return system
+    private = Path(tempfile.mkdtemp(prefix="nib-agent-"))
+    os.environ["TMPDIR"] = str(private)
+    tempfile.tempdir = str(private)
+    return private
+
+
+def sqlite_files(db: Path) -> list[Path]:
+    """A SQLite database and the side files WAL mode keeps next to it."""
+    return [db, *(Path(f"{db}{suffix}") for suffix in SQLITE_SIDE_FILES)]
