@@ -148,8 +148,27 @@ class Runtime:
                 "kernel with Landlock (Linux 5.13+, landlock in the lsm= boot parameter), or "
                 "pass --unconfined to run without it."
             )
-        self.extras["confinement"] = done.line()
+        self.extras["confinement"] = done.line() + self._secrets_held()
         return done
+
+    def _secrets_held(self) -> str:
+        """With services, the services' secrets must not be in this process's environment
+        (a compromised agent reads its own): refused off the devnet; on the devnet, whose
+        passphrases are public, a warning for the first line."""
+        from agent.cli.services import SERVICE_SECRETS
+
+        held = [k for k in SERVICE_SECRETS if os.environ.get(k)]
+        if self.services is None or not held:
+            return ""
+        if not self.network.is_devnet:
+            raise AgentConfigError(
+                f"found {', '.join(held)} in the agent process's environment; expected the "
+                "services' secrets only in the environment of `nib services up` (a "
+                "compromised agent reads its own environment). Fix: run without them, e.g. "
+                f"`env -u {held[0]} nib run ...`."
+            )
+        return f" (warning: {', '.join(held)} in its environment; the services need it only "\
+               "at `nib services up`)"
 
     def first_line(self) -> str:
         """What the run's first line says: the composition, and the confinement."""

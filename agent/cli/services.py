@@ -167,6 +167,9 @@ def running(home: Path) -> ServicesInfo | None:
     return info
 
 
+#: The services' secrets: `nib services up` needs them, an agent process must not hold them.
+SERVICE_SECRETS = ("NIB_WALLET_PASSWORD", "NIB_JUDGE_PASSWORD", "NIB_JUDGE_ADMIN_TOKEN",
+                   "NIB_SERVICES_DATABASE_URL")
 #: Set in a service's environment when its secrets come on its stdin (see take_secrets).
 SECRETS_ON_STDIN = "NIB_SECRETS_ON_STDIN"
 

@@ -129,7 +129,8 @@ def test_devnet_runs_the_judge_and_wallet_as_their_own_processes(home):
     first = r.stderr.splitlines()[0]
     assert first.startswith(f"services: judge service {status['judge_url']}"), first
     # The agent process confined itself before its first model call (agent.confine).
-    assert re.search(r" · agent process confined \(Landlock ABI \d+\)$", first), first
+    assert re.search(r" · agent process confined \(Landlock ABI \d+\)", first), first
+    assert "(warning: NIB_WALLET_PASSWORD in its environment" in first  # the devnet's, public
     assert f"records in {home / 'services' / 'nib.db'}" in first, first
     # The services' secrets came on their stdin: none is in their initial environment,
     # which root can read in /proc/PID/environ even from a confined process.

@@ -16,6 +16,7 @@ import pytest
 
 from agent import confine as confine_mod
 from agent.cli.runtime import Runtime
+from agent.cli.services import SERVICE_SECRETS
 from agent.confine import READ, Policy, handled_rights, rules
 from agent.errors import AgentConfigError
 
@@ -68,6 +69,8 @@ def test_without_landlock_off_the_devnet_the_run_is_refused_unless_the_user_says
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(confine_mod, "landlock_abi", lambda: (0, "this kernel has no Landlock"))
+    for name in SERVICE_SECRETS:
+        monkeypatch.delenv(name, raising=False)
     services = object()
     with pytest.raises(AgentConfigError) as refused:
         _runtime("base-sepolia", services).confine()
@@ -81,6 +84,19 @@ def test_without_landlock_off_the_devnet_the_run_is_refused_unless_the_user_says
     assert "NOT confined" in devnet.first_line()
     in_process = _runtime("anvil", None)
     assert in_process.confine().line().startswith("agent process NOT confined: the judge and the")
+
+
+def test_the_services_secrets_in_an_agent_processs_environment_are_refused_off_the_devnet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NIB_WALLET_PASSWORD", "only-for-nib-services-up")
+    with pytest.raises(AgentConfigError) as refused:
+        _runtime("base-sepolia", object()).confine(unconfined=True)
+    assert "found NIB_WALLET_PASSWORD in the agent process's environment" in str(refused.value)
+    assert "env -u NIB_WALLET_PASSWORD" in str(refused.value)
+    devnet = _runtime("anvil", object())
+    devnet.confine(unconfined=True)
+    assert "(warning: NIB_WALLET_PASSWORD in its environment" in devnet.first_line()
 
 
 CHILD = r"""
