@@ -367,12 +367,14 @@ def run_held_in_its_model_call(home, task):
 
 def test_a_run_whose_process_is_killed_shows_as_died(home):
     """kill -9 a real `nib run` mid-run: `nib runs`, `nib show` and the report say it died,
-    with the stop reason process-died, instead of showing it running forever."""
+    with the stop reason process-died, instead of showing it running forever. While it
+    sits in its model call it runs confined (no_new_privs, set just before Landlock)."""
     from agent.report.page import run_from_store
 
     with run_held_in_its_model_call(home, "What is the base fee?") as child:
         ours = [r for r in json.loads(nib(home, "runs", "--json").stdout) if r["task"] == "What is the base fee?"]
         assert len(ours) == 1 and (ours[0]["status"], ours[0]["stop_reason"]) == ("running", None)
+        assert "NoNewPrivs:\t1" in Path(f"/proc/{child.pid}/status").read_text()
         child.kill()
         assert child.wait(timeout=30) == -9
     run_id = ours[0]["run_id"]

@@ -151,3 +151,19 @@ def test_a_confined_process_keeps_its_database_and_loses_the_services_files(tmp_
                    "token": "PermissionError", "config_write": "PermissionError",
                    "services_json": "ok"}, out
     assert out["line"].startswith("agent process confined (Landlock ABI ")
+
+
+def test_what_acts_as_the_user_runs_in_a_child_and_its_errors_come_back() -> None:
+    """The admin token is read only in as_user's forked child (registration, grants): it
+    runs in another process, its answer and its error (same type) come back."""
+    from agent.cli.services import as_user
+    from judge.errors import TaskRegistrationConflict
+
+    assert as_user(os.getpid) != os.getpid()
+    assert as_user(lambda: {"held": 1}) == {"held": 1}
+
+    def conflict() -> None:
+        raise TaskRegistrationConflict("task t is already registered with other limits")
+
+    with pytest.raises(TaskRegistrationConflict, match="already registered"):
+        as_user(conflict)
