@@ -280,17 +280,17 @@ def code_paths() -> list[Path]:
     return [p for p in found if p.exists()]
 
 
-def temp_dir(exclude: Iterable[Path]) -> Path:
+def temp_dir(exclude: Iterable[Path], fallback: Path) -> Path:
     """A temp directory the confined process may write in: the system's, unless a path it
-    must not write is beneath it (tests keep NIB_HOME there); then a private one, made
-    the process's TMPDIR."""
+    must not write is beneath it (tests keep NIB_HOME there); then ``fallback`` (made,
+    0700), which becomes the process's TMPDIR."""
     system = _real(Path(tempfile.gettempdir()))
     if not any(system in _real(p).parents or system == _real(p) for p in exclude):
         return system
-    private = Path(tempfile.mkdtemp(prefix="nib-agent-"))
-    os.environ["TMPDIR"] = str(private)
-    tempfile.tempdir = str(private)
-    return private
+    fallback.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.environ["TMPDIR"] = str(fallback)
+    tempfile.tempdir = str(fallback)
+    return fallback
 
 
 def sqlite_files(db: Path) -> list[Path]:

@@ -274,7 +274,7 @@ def agent_policy(settings: NibSettings) -> Policy:
             writable += sqlite_files(db)
         else:
             writable.append(db.parent)
-    writable.append(temp_dir([*deny, *read_only]))
+    writable.append(temp_dir([*deny, *read_only], home / "tmp"))
     devices = tuple(Path("/dev", name) for name in AGENT_DEVICES)
     return Policy(tuple(deny), tuple(read_only), tuple(writable), tuple(sqlite), devices)
 
