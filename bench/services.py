@@ -3,10 +3,11 @@
 Both compositions pay the same local paywall (on a private Anvil) from the same agent
 account for the same resource, interleaved (alternating who goes first). In-process:
 the JEV judge and the verdict-gated wallet live in the bench process (the composition
-for tests and benchmarks). Services: one child process runs the judge service (loopback
-HTTP with a token, the task registered, the payload re-checked, the balance read by the
-judge) and the wallet service (HTTP over a 0600 Unix socket); the bench process holds
-only a JudgeClient and a WalletClient, as the agent does. The goal is <= 1.15x.
+for tests and benchmarks). Services: the judge service (loopback HTTP with a token, the
+task registered, the payload re-checked, the balance read by the judge) and the wallet
+service (over a 0600 Unix socket, re-checking with the judge) each run as their own
+process, as `nib services up` starts them; the bench process holds only a JudgeClient
+and a WalletClient, as the agent does. The goal is <= 1.15x.
 
 ``python -m bench.services [--quick]``
 """
@@ -44,57 +45,95 @@ ADMIN = "bench-admin-token"
 TASK_CAP = 10**9
 
 
-def _child(config: dict[str, Any]) -> None:
-    """The services process: judge service and wallet service, until stdin closes."""
+def _judge_child(config: dict[str, Any]) -> None:
+    """The judge service's process, until stdin closes (as `nib judge serve` runs it)."""
     from chain.client import ChainClient
     from chain.devkeys import AGENT, JUDGE, dev_account
     from judge.jev import Judge
     from judge.records import VerdictRecords
-    from judge.service import JudgeClient, JudgeServer
+    from judge.service import JudgeServer, refuse_inspection
     from judge.tasks import TaskRegistry
     from judge.verdict import VerdictSigner
-    from wallet.keystore import KeyHandle
-    from wallet.service import WalletServer
-    from wallet.signer import Wallet
 
-    home = Path(config["home"])
+    refuse_inspection()
     chain = ChainClient(config["rpc_url"], 31337)
     agent = dev_account(AGENT).address
-    db = home / "services.db"
+    db = Path(config["home"]) / "services.db"
     judge = Judge(
         VerdictSigner(dev_account(JUDGE)), allowed_assets={31337: [config["usdc"]]},
         records=VerdictRecords(db), tasks=TaskRegistry(db), require_task=True,
         balance_of=lambda asset: chain.token_balance(asset, agent),
     )
     with JudgeServer(judge, token=TOKEN, admin_token=ADMIN) as judge_server:
-        recheck = JudgeClient(judge_server.url, token=TOKEN, timeout_s=10).recheck
-        wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=db, chain=chain,
-                        usdc=config["usdc"], trusted_judge=judge.address, recheck=recheck)
-        with WalletServer(wallet, home) as wallet_server:
-            print(json.dumps({"judge_url": judge_server.url,
-                              "socket": str(wallet_server.socket_path)}), flush=True)
-            sys.stdin.readline()
+        print(json.dumps({"judge_url": judge_server.url}), flush=True)
+        sys.stdin.readline()
 
 
-class _Services:
-    def __init__(self, env: BenchEnv) -> None:
-        config = {"home": str(env.tmp / "services"), "rpc_url": env.rpc_url, "usdc": env.usdc}
+def _wallet_child(config: dict[str, Any]) -> None:
+    """The wallet service's process, until stdin closes (as `nib wallet serve` runs it):
+    the agent's key, the ledger, the judge's re-check over loopback HTTP."""
+    from chain.client import ChainClient
+    from chain.devkeys import AGENT, JUDGE, dev_account
+    from judge.service import JudgeClient, refuse_inspection
+    from wallet.keystore import KeyHandle
+    from wallet.service import WalletServer
+    from wallet.signer import Wallet
+
+    refuse_inspection()
+    judge_address = dev_account(JUDGE).address
+    recheck = JudgeClient(config["judge_url"], trusted_judge=judge_address, token=TOKEN,
+                          timeout_s=10).recheck
+    wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=Path(config["home"]) / "services.db",
+                    chain=ChainClient(config["rpc_url"], 31337), usdc=config["usdc"],
+                    trusted_judge=judge_address, recheck=recheck)
+    with WalletServer(wallet, Path(config["home"])) as wallet_server:
+        print(json.dumps({"socket": str(wallet_server.socket_path)}), flush=True)
+        sys.stdin.readline()
+
+
+class _Child:
+    """One service as its own process (``python -m bench.services --child ROLE CONFIG``)."""
+
+    def __init__(self, role: str, config: dict[str, Any]) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.services", "--child", json.dumps(config)],
+            [sys.executable, "-m", "bench.services", "--child", role, json.dumps(config)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if not line:
             self.proc.kill()
-            raise RuntimeError("benchmark: the services process did not start")
-        where = json.loads(line)
-        self.judge_url, self.socket = where["judge_url"], where["socket"]
+            raise RuntimeError(f"benchmark: the {role} service process did not start")
+        self.where: dict[str, str] = json.loads(line)
 
     def stop(self) -> None:
         if self.proc.stdin:
             self.proc.stdin.write("\n")
             self.proc.stdin.flush()
         self.proc.wait(timeout=30)
+
+
+class _Services:
+    """The judge service and the wallet service, each its own process as `nib services up`
+    starts them (two interpreters, two GILs), on one database."""
+
+    def __init__(self, env: BenchEnv) -> None:
+        config = {"home": str(env.tmp / "services"), "rpc_url": env.rpc_url, "usdc": env.usdc}
+        Path(config["home"]).mkdir(parents=True, exist_ok=True)
+        self._judge = _Child("judge", config)
+        try:
+            self.judge_url = self._judge.where["judge_url"]
+            self._wallet = _Child("wallet", {**config, "judge_url": self.judge_url})
+        except BaseException:
+            self._judge.stop()
+            raise
+        self.socket = self._wallet.where["socket"]
+        self.pids = (self._judge.proc.pid, self._wallet.proc.pid)
+
+    def stop(self) -> None:
+        try:
+            self._wallet.stop()
+        finally:
+            self._judge.stop()
 
 
 async def _measure(env: BenchEnv, iterations: int, warmup: int) -> dict[str, Any]:
@@ -162,8 +201,8 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
         ratio=ratio(s.median, lo.median),
         notes=(
             f"services/in-process median (goal <= 1.15x); {iterations} paid GETs each of "
-            f"{BENCH_PATH}, interleaved, {warmup} warm-up dropped. Services: judge + wallet "
-            "in one child process (judge over loopback HTTP, wallet over a Unix socket), "
+            f"{BENCH_PATH}, interleaved, {warmup} warm-up dropped. Services: judge and wallet "
+            "as two processes (judge over loopback HTTP, wallet over a Unix socket), "
             "each run's task registered with the judge before its payment (once per run, "
             "timed apart: registration_median_s)."
         ),
@@ -192,7 +231,8 @@ def report(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--child"]:
-        _child(json.loads(args[1]))
+        child = _judge_child if args[1] == "judge" else _wallet_child
+        child(json.loads(args[2]))
         return 0
     return bench_main("python -m bench.services", __doc__, run, report, argv)
 

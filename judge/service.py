@@ -10,19 +10,24 @@ client. A judge that does not answer within the client's timeout is
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import http.client
 import ipaddress
 import json
+import os
+import select
 import socket
+import sys
 import threading
 import time
+import traceback
+import urllib.parse
 from collections.abc import Callable, Mapping
-from typing import cast, get_args
+from concurrent.futures import ThreadPoolExecutor
+from typing import Generic, Protocol, TypeVar, cast, get_args
 
-import httpx
 import uvicorn
-from fastapi import Body, FastAPI, Request
-from fastapi.responses import JSONResponse
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -122,26 +127,36 @@ def _replay(messages: list[Message]) -> Receive:
     return receive
 
 
-def refuse_malformed_bodies(
-    app: FastAPI, client: str, error: Callable[[str], dict[str, object]]
-) -> None:
-    """Answer a route's KeyError, TypeError or ValueError (a body lacking a field, or
-    with one of the wrong type) 422, naming the ``client`` that sends the right fields;
-    ``error`` shapes the message as the service's error object (both services use it)."""
+def _json_default(value: object) -> object:
+    from fastapi.encoders import jsonable_encoder  # only for the odd type, off the hot path
 
-    async def bad_body(_: Request, exc: Exception) -> Response:
-        message = (
-            f"found a malformed request body ({type(exc).__name__}: {exc}); expected the "
-            f"fields {client.rsplit('.', 1)[-1]} sends; fix: use {client}."
-        )
-        return JSONResponse({"error": error(message)}, status_code=422)
-
-    for kind in (KeyError, TypeError, ValueError):
-        app.add_exception_handler(kind, bad_body)
+    return jsonable_encoder(value)
 
 
-def _refused(message: str, status: int) -> JSONResponse:
-    return JSONResponse({"error": {"type": "JudgeConfigError", "message": message}}, status)
+class _Json(Response):
+    """A JSON answer: ``json.dumps``, with FastAPI's encoder only for types JSON lacks."""
+
+    media_type = "application/json"
+
+    def render(self, content: object) -> bytes:
+        return json.dumps(content, separators=(",", ":"), default=_json_default).encode()
+
+
+def _error(kind: str, message: str, status: int) -> _Json:
+    return _Json({"error": {"type": kind, "message": message}}, status)
+
+
+def _refused(message: str, status: int) -> _Json:
+    return _error("JudgeConfigError", message, status)
+
+
+def _malformed(detail: str) -> _Json:
+    return _error(
+        "JudgeRequestInvalid",
+        f"found a malformed request body ({detail}); expected the fields JudgeClient sends; "
+        "fix: use judge.service.JudgeClient.",
+        422,
+    )
 
 
 def _is_loopback(host: str) -> bool:
@@ -189,7 +204,7 @@ class _TokenGate:
                 return
         await self.app(scope, receive, send)
 
-    def _refusal(self, scope: Scope) -> JSONResponse | None:
+    def _refusal(self, scope: Scope) -> _Json | None:
         path = scope["path"]
         given = dict(scope.get("headers") or []).get(b"authorization", b"")
         admin = self.admin_auth
@@ -216,59 +231,100 @@ class _TokenGate:
         return None
 
 
-# Long by design: the routes are closures over the state this factory builds (one
-# app, one set of dependencies); split apart they would each take the same state.
+Handler = Callable[[dict[str, object]], dict[str, object]]
+
+
+class _Routes:
+    """The judge's routes as one plain ASGI app: the path picks a handler, the JSON body
+    is read with ``json.loads``, and the handler (sync: it reads the chain and writes the
+    record) runs on this app's own thread pool. FastAPI's routing, body validation and
+    response encoding cost more than the agent's and the wallet's calls themselves
+    (bench/services.py); the refusals are the same: a JudgeError as itself (409 for a
+    verdict, else 422), a malformed body 422, an unknown route 404."""
+
+    def __init__(self, get: dict[str, Handler], post: dict[str, Handler]) -> None:
+        self.routes = {"GET": get, "POST": post}
+        # As many as anyio's default for FastAPI's sync routes: a slow chain read of one
+        # decision does not hold up the others.
+        self._pool = ThreadPoolExecutor(max_workers=40, thread_name_prefix="nib-judge")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        path, method = scope["path"], scope["method"]
+        handler = self.routes.get(method, {}).get(path)
+        if handler is None:
+            known = any(path in table for table in self.routes.values())
+            status = 405 if known else 404
+            what = "method" if known else "route"
+            answer = _error("JudgeRequestInvalid", f"found {what} {method} {path}; expected "
+                            "a route JudgeClient calls; fix: use judge.service.JudgeClient.",
+                            status)
+        else:
+            answer = await self._answer(handler, method, await _body(receive))
+        await answer(scope, receive, send)
+
+    async def _answer(self, handler: Handler, method: str, raw: bytes) -> _Json:
+        body: dict[str, object] = {}
+        if method == "POST":
+            try:
+                parsed = json.loads(raw)
+            except ValueError as exc:
+                return _malformed(f"not JSON: {exc}")
+            if not isinstance(parsed, dict):
+                return _malformed(f"found a JSON {type(parsed).__name__}; expected an object")
+            body = parsed
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, _run, handler, body)
+
+
+async def _body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _run(handler: Handler, body: dict[str, object]) -> _Json:
+    try:
+        return _Json(handler(body))
+    except JudgeError as exc:
+        status = 409 if isinstance(exc, VerdictInvalid) else 422
+        return _error(type(exc).__name__, str(exc), status)
+    except (KeyError, TypeError, ValueError) as exc:
+        return _malformed(f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - the service stays up; the caller learns it failed
+        traceback.print_exc(file=sys.stderr)
+        return _error("InternalError", f"the judge failed ({type(exc).__name__}); see its log", 500)
+
+
 def create_app(
     judge: Judge, *, token: str | None = None, admin_token: str | None = None
-) -> FastAPI:
-    """A FastAPI app exposing ``judge`` (bind it to loopback only).
+) -> ASGIApp:
+    """An ASGI app exposing ``judge`` (bind it to loopback only).
 
     With ``token`` every route but ``/health`` requires ``Authorization: Bearer <token>``,
     so other local processes cannot ask for verdicts, revoke them or skew calibration.
     Registering a task (``POST /v1/tasks``) takes ``admin_token`` (the user's, never the
     agent's); without one, tasks cannot be registered over the wire at all.
     """
-    app = FastAPI(title="nib judge", docs_url=None, redoc_url=None, openapi_url=None)
     agent_auth = f"Bearer {token}".encode() if token else None
     admin_auth = f"Bearer {admin_token}".encode() if admin_token else None
 
-    app.add_middleware(_TokenGate, agent_auth=agent_auth, admin_auth=admin_auth)
-
-    @app.exception_handler(JudgeError)
-    async def _judge_error(_: Request, exc: JudgeError) -> JSONResponse:
-        status = 409 if isinstance(exc, VerdictInvalid) else 422
-        return JSONResponse(
-            {"error": {"type": type(exc).__name__, "message": str(exc)}}, status_code=status
-        )
-
-    refuse_malformed_bodies(
-        app, "judge.service.JudgeClient", lambda m: {"type": "JudgeRequestInvalid", "message": m}
-    )
-
-    @app.get(f"{_API}/health")
-    def health() -> dict[str, object]:
-        return {"judge": judge.address, "scheme": SCHEME}
-
-    @app.post(f"{_API}/decide")
-    def decide(body: dict[str, object] = Body(...)) -> dict[str, object]:
-        return judge.decide(PaidCallRequest.from_wire(body)).model_dump()
-
-    @app.post(f"{_API}/free")
-    def free(body: dict[str, object] = Body(...)) -> dict[str, object]:
-        return _free_to_wire(judge.decide_free(str(body["tool"]), wire_int(body["calls_so_far"])))
-
-    @app.post(f"{_API}/recheck")
-    def recheck(body: dict[str, object] = Body(...)) -> dict[str, object]:
+    def recheck(body: dict[str, object]) -> dict[str, object]:
         judge.recheck(parse_verdict(body))
         return {"ok": True}
 
-    @app.post(f"{_API}/revoke")
-    def revoke(body: dict[str, object] = Body(...)) -> dict[str, object]:
+    def revoke(body: dict[str, object]) -> dict[str, object]:
         judge.revoke(str(body["verdict_id"]))
         return {"ok": True}
 
-    @app.post(f"{_API}/outcomes")
-    def outcomes(body: dict[str, object] = Body(...)) -> dict[str, object]:
+    def outcomes(body: dict[str, object]) -> dict[str, object]:
         covered = body.get("covered")
         if not isinstance(covered, bool):
             raise JudgeConfigError(
@@ -277,21 +333,12 @@ def create_app(
         judge.record_outcome(str(body["verdict_id"]), str(body["fact_kind"]), covered)
         return {"ok": True}
 
-    @app.post(f"{_API}/standing")
-    def standing(body: dict[str, object] = Body(...)) -> dict[str, object]:
+    def standing(body: dict[str, object]) -> dict[str, object]:
         fp = body.get("payload_fingerprint")
-        return {
-            "standing": judge.verdict_standing(
-                str(body["verdict_id"]), None if fp is None else str(fp)
-            )
-        }
+        verdict_id = str(body["verdict_id"])
+        return {"standing": judge.verdict_standing(verdict_id, None if fp is None else str(fp))}
 
-    @app.post(f"{_API}/tasks")
-    def register_task(body: dict[str, object] = Body(...)) -> dict[str, object]:
-        return judge.register_task(TaskLimits.from_wire(body)).to_wire()
-
-    @app.post(f"{_API}/grants")
-    def grant(body: dict[str, object] = Body(...)) -> dict[str, object]:
+    def grant(body: dict[str, object]) -> dict[str, object]:
         task = body.get("task_id")
         return judge.grant(
             str(body["verdict_id"]),
@@ -299,11 +346,25 @@ def create_app(
             task_id=None if task is None else str(task),
         ).to_wire()
 
-    @app.get(f"{_API}/calibration")
-    def calibration() -> dict[str, object]:
-        return dict(judge.calibration())
-
-    return app
+    routes = _Routes(
+        get={
+            f"{_API}/health": lambda _: {"judge": judge.address, "scheme": SCHEME},
+            f"{_API}/calibration": lambda _: dict(judge.calibration()),
+        },
+        post={
+            f"{_API}/decide": lambda b: judge.decide(PaidCallRequest.from_wire(b)).model_dump(),
+            f"{_API}/free": lambda b: _free_to_wire(
+                judge.decide_free(str(b["tool"]), wire_int(b["calls_so_far"]))
+            ),
+            f"{_API}/recheck": recheck,
+            f"{_API}/revoke": revoke,
+            f"{_API}/outcomes": outcomes,
+            f"{_API}/standing": standing,
+            f"{_API}/tasks": lambda b: judge.register_task(TaskLimits.from_wire(b)).to_wire(),
+            f"{_API}/grants": grant,
+        },
+    )
+    return _TokenGate(routes, agent_auth=agent_auth, admin_auth=admin_auth)
 
 
 def _server(
@@ -438,11 +499,65 @@ class JudgeServer:
         self.stop()
 
 
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Closable)
+
+
+class ConnectionPool(Generic[C]):
+    """Connections to a local service kept for reuse, one per concurrent call (clients
+    are called from several threads); a connection serves one call at a time. An idle
+    connection the service closed meanwhile (readable while idle) is dropped, and a
+    forked child never shares its parent's connections."""
+
+    def __init__(
+        self, connect: Callable[[], C], stream: Callable[[C], socket.socket | None]
+    ) -> None:
+        self._connect = connect
+        self._stream = stream
+        self._idle: list[C] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def take(self) -> tuple[C, bool]:
+        """A connection, and whether it is a reused one."""
+        with self._lock:
+            if self._pid != os.getpid():
+                self._idle, self._pid = [], os.getpid()
+            while self._idle:
+                conn = self._idle.pop()
+                sock = self._stream(conn)
+                if sock is not None and not select.select([sock], [], [], 0)[0]:
+                    return conn, True
+                conn.close()
+        return self._connect(), False
+
+    def give_back(self, conn: C) -> None:
+        with self._lock:
+            self._idle.append(conn)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+#: Failures of a reused keep-alive connection before any answer arrived: the service
+#: had closed it (its idle timeout), so the request never reached it and is sent once more.
+_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+
+
 class JudgeClient:
     """Talks to a judge service; the same methods as :class:`~judge.jev.Judge`.
 
     Every call finishes within about ``timeout_s`` seconds or raises JudgeUnreachable.
     With ``trusted_judge``, verdicts are verified against that address on arrival.
+    HTTP/1.1 over kept-alive connections with the standard library's client: it costs a
+    fraction of httpx's per call, which is on the paid path twice (the agent's decision,
+    the wallet's re-check).
     """
 
     def __init__(
@@ -456,13 +571,23 @@ class JudgeClient:
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         self.trusted_judge = trusted_judge
-        # Phases run one after another, so split the budget to bound the total.
-        timeout = httpx.Timeout(
-            connect=timeout_s / 4, write=timeout_s / 4, read=timeout_s / 2, pool=timeout_s / 4
-        )
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(
-            base_url=self.url, timeout=timeout, trust_env=False, headers=headers
+        parsed = urllib.parse.urlsplit(self.url)
+        if parsed.scheme != "http" or not parsed.hostname:
+            raise JudgeConfigError(
+                f"found judge URL {url!r}; expected http://HOST:PORT on loopback; fix: set "
+                "NIB_JUDGE_URL to the URL `nib services status` prints."
+            )
+        host, port = parsed.hostname, parsed.port or 80
+        self._headers = {"Content-Type": "application/json", "Connection": "keep-alive"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+
+        def connect() -> http.client.HTTPConnection:
+            # Phases run one after another, so split the budget to bound the total.
+            return http.client.HTTPConnection(host, port, timeout=timeout_s / 4)
+
+        self._pool: ConnectionPool[http.client.HTTPConnection] = ConnectionPool(
+            connect, lambda c: c.sock
         )
         self._address: str | None = None
 
@@ -470,7 +595,7 @@ class JudgeClient:
         return f"JudgeClient(url={self.url!r}, timeout_s={self.timeout_s})"
 
     def close(self) -> None:
-        self._http.close()
+        self._pool.close()
 
     def __enter__(self) -> JudgeClient:
         return self
@@ -486,21 +611,53 @@ class JudgeClient:
             url=self.url,
         )
 
+    def _exchange(
+        self, method: str, path: str, body: Mapping[str, object] | None
+    ) -> tuple[int, bytes]:
+        """(status, body) of one request; transport failures as JudgeUnreachable, named
+        as the phase that failed (ConnectError, ReadTimeout, ...)."""
+        payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        for attempt in (1, 2):
+            conn, reused = self._pool.take()
+            phase = "Read" if conn.sock is not None else "Connect"
+            try:
+                if conn.sock is None:
+                    conn.connect()
+                    phase = "Read"
+                conn.sock.settimeout(self.timeout_s / 2)
+                conn.request(method, _API + path, body=payload, headers=self._headers)
+                response = conn.getresponse()
+                data = response.read()
+            except _STALE as exc:
+                conn.close()
+                if reused and attempt == 1:
+                    continue
+                raise self._unreachable(f"{phase}Error: {exc}") from exc
+            except TimeoutError as exc:
+                conn.close()
+                raise self._unreachable(f"{phase}Timeout: {exc}") from exc
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                raise self._unreachable(f"{phase}Error: {type(exc).__name__}: {exc}") from exc
+            if response.will_close:
+                conn.close()
+            else:
+                self._pool.give_back(conn)
+            return response.status, data
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def _call(
         self, method: str, path: str, body: Mapping[str, object] | None = None
     ) -> dict[str, object]:
+        status, raw = self._exchange(method, path, body)
         try:
-            response = self._http.request(method, _API + path, json=body)
-        except httpx.TransportError as exc:
-            raise self._unreachable(f"{type(exc).__name__}: {exc}") from exc
-        try:
-            data = response.json()
+            data = json.loads(raw)
         except ValueError as exc:
-            raise self._unreachable(f"HTTP {response.status_code}, not JSON") from exc
-        if response.is_success and isinstance(data, dict):
+            raise self._unreachable(f"HTTP {status}, not JSON") from exc
+        if 200 <= status < 300 and isinstance(data, dict):
             return data
         error = data.get("error") if isinstance(data, dict) else None
-        if response.status_code == 401:
+        if status == 401:
             # The judge is up but refuses to rule for us: a dependency that refuses.
             detail = error.get("message") if isinstance(error, dict) else "unauthorised"
             raise JudgeUnreachable(
@@ -514,7 +671,7 @@ class JudgeClient:
                 and cls is not JudgeUnreachable
             ):
                 raise cls(str(error.get("message")))
-        raise self._unreachable(f"HTTP {response.status_code}: {str(data)[:200]}")
+        raise self._unreachable(f"HTTP {status}: {str(data)[:200]}")
 
     @property
     def address(self) -> str:

@@ -18,10 +18,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import httpx
 from eth_account import Account
 
 from tests._services import kill
+from wallet.service import WalletClient
 
 AGENT_UID, OTHER_UID = 64011, 64012  # unprivileged; no passwd entry needed
 
@@ -68,8 +68,9 @@ def test_same_user_cannot_read_the_wallet_services_memory_other_users_cannot_rea
         assert seen[str(holder)] == {"mem": True, "environ": "readable"}, seen
         assert seen[str(pid)] == {"mem": "PermissionError", "environ": "PermissionError"}, seen
         assert seen["socket"] == {"connect": "connected"}  # the agent reaches the wallet
-        with httpx.Client(transport=httpx.HTTPTransport(uds=sock), trust_env=False) as c:
-            health = c.get("http://wallet/v1/health", timeout=30).json()
+        client = WalletClient(sock, timeout_s=30)
+        health = client.health()
+        client.close()
         assert health["address"] == account.address and key.hex() not in str(health)
         # Another user cannot even connect.
         assert strange["socket"] == {"connect": "PermissionError"}, strange
