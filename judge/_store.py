@@ -41,7 +41,10 @@ class Store:
         """Rows of ``sql`` as plain dicts (column -> value)."""
         return self.db.query(sql, params)
 
-    def execute(self, sql: str, params: tuple[object, ...] = ()) -> int:
-        """One statement, committed on its own; returns the rows it changed."""
-        return self.db.execute(sql, params)
+    def execute(
+        self, sql: str, params: tuple[object, ...] = (), *, durable: bool = True
+    ) -> int:
+        """One statement, committed on its own; returns the rows it changed
+        (``durable``: see ``Database.execute``)."""
+        return self.db.execute(sql, params, durable=durable)
 

@@ -227,22 +227,22 @@ class VerdictRecords:
                         f"grant {grant.id} was already used; expected an unused grant for "
                         f"verdict {verdict.id}. Fix: a human grants each escalated payment once."
                     )
-                self._insert(conn, verdict, subject, facts, task_id, grant.id)
+                conn.execute(*self._insert(verdict, subject, facts, task_id, grant.id))
             return
         # One statement on an autocommit connection is its own atomic transaction: no
-        # BEGIN / COMMIT round (two more statements on every decision).
-        self._insert(self._store, verdict, subject, facts, task_id, None)
+        # BEGIN / COMMIT round (two more statements on every decision). Not synced to
+        # disk before the verdict is handed out: a record lost in an OS crash (a process
+        # crash loses nothing) leaves a verdict this judge never issued as far as its
+        # record says, which every re-check refuses (VerdictUnknown), so it can move no
+        # money. Consuming it is a synced commit, which syncs this row with it.
+        self._store.execute(*self._insert(verdict, subject, facts, task_id, None), durable=False)
 
     @staticmethod
     def _insert(
-        conn: Tx | Store,
-        verdict: Verdict,
-        subject: str,
-        facts: tuple[str, ...],
-        task_id: str,
-        grant_id: str | None,
-    ) -> None:
-        conn.execute(
+        verdict: Verdict, subject: str, facts: tuple[str, ...], task_id: str, grant_id: str | None
+    ) -> tuple[str, tuple[object, ...]]:
+        """The statement (and its parameters) that records ``verdict`` as issued."""
+        return (
             f"INSERT INTO {VERDICTS} (id, decision, subject, task_id, payload_fingerprint, "
             "amount, asset, recipient, chain_id, p, facts, issued_at, expires_at, grant_id) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -218,6 +218,11 @@ class Database:
             self.conn: sqlite3.Connection | PgConnection = _pg_connect(str(location))
         else:
             self.conn = _sqlite_connect(Path(location), durable=durable)
+        #: SQLite's synchronous level when it syncs every commit (FULL or EXTRA), else 0.
+        self._syncs = 0
+        if isinstance(self.conn, sqlite3.Connection):
+            level = int(self.conn.execute("PRAGMA synchronous").fetchone()[0])
+            self._syncs = level if level >= 2 else 0
         self._tx = Tx(self)
 
     def __repr__(self) -> str:
@@ -248,10 +253,23 @@ class Database:
         with self.lock:
             return self._tx.scalar(sql, params)
 
-    def execute(self, sql: str, params: Sequence[object] = ()) -> int:
-        """One statement committed on its own; returns the number of rows it changed."""
+    def execute(self, sql: str, params: Sequence[object] = (), *, durable: bool = True) -> int:
+        """One statement committed on its own; returns the number of rows it changed.
+
+        ``durable=False`` commits it without waiting for the disk (SQLite: this commit at
+        ``synchronous=NORMAL``; the WAL keeps it through a crash of the process, and the
+        next durable commit syncs it too). Only for a row whose loss in an OS crash fails
+        closed; PostgreSQL commits it durably as any other.
+        """
         with self.lock:
-            return int(self._tx.execute(sql, params).rowcount)
+            conn = self.conn
+            if durable or not isinstance(conn, sqlite3.Connection) or not self._syncs:
+                return int(self._tx.execute(sql, params).rowcount)
+            conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                return int(self._tx.execute(sql, params).rowcount)
+            finally:
+                conn.execute(f"PRAGMA synchronous={self._syncs}")
 
     # ------------------------------------------------------------------ write sections
 
