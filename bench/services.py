@@ -43,6 +43,7 @@ NAME = "x402 round trip, services vs in-process (median)"
 TOKEN = "bench-agent-token"
 ADMIN = "bench-admin-token"
 TASK_CAP = 10**9
+PEER = "in-process: judge and wallet in the agent's process"
 
 
 def _judge_child(config: dict[str, Any]) -> None:
@@ -197,16 +198,20 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
     figure = Figure(
         benchmark=NAME,
         ours=str(s),
-        peer=str(lo),
+        peer=f"{lo} ({PEER})",
         ratio=ratio(s.median, lo.median),
         notes=(
-            f"services/in-process median (goal <= 1.15x); {iterations} paid GETs each of "
-            f"{BENCH_PATH}, interleaved, {warmup} warm-up dropped. Services: judge and wallet "
-            "as two processes (judge over loopback HTTP, wallet over a Unix socket), "
-            "each run's task registered with the judge before its payment (once per run, "
-            "timed apart: registration_median_s)."
+            f"services/in-process median (goal <= 1.15x); p95 ratio "
+            f"{fmt_ratio(ratio(s.p95, lo.p95))}; {iterations} paid GETs each of {BENCH_PATH}, "
+            f"interleaved (alternating which side goes first), {warmup} warm-up dropped. "
+            "Services: the judge and the wallet as two processes (judge over loopback HTTP "
+            "with its token, wallet over its 0600 Unix socket), the judge ruling on the "
+            "registered task, reading the balance itself and recording each verdict and its "
+            "use; each run's task registered before its payment (once per run, timed "
+            "apart: registration_median_s)."
         ),
         raw={"kind": "own", "goal": "median <= 1.15x", "met": ratio(s.median, lo.median) <= 1.15,
+             "ratio_p95": ratio(s.p95, lo.p95), "peer_name": PEER,
              "median_services_s": s.median, "median_inprocess_s": lo.median,
              "registration_median_s": median(data["registrations"]),
              "p95_services_s": s.p95, "p95_inprocess_s": lo.p95, "iterations": iterations,
@@ -222,7 +227,9 @@ def report(result: dict[str, Any]) -> str:
         f"p95 {fmt_ms(result['p95_services_s'])}",
         f"  judge + wallet in-process:  median {fmt_ms(result['median_inprocess_s'])}, "
         f"p95 {fmt_ms(result['p95_inprocess_s'])}",
-        f"  ratio services/in-process: median {fmt_ratio(result['ratio'])}",
+        f"  ratio services/in-process: median {fmt_ratio(result['ratio'])}, "
+        f"p95 {fmt_ratio(result['ratio_p95'])}",
+        f"  peer: {result['peer_name']}",
         f"  (task registration with the judge, once per run, apart: median "
         f"{fmt_ms(result['registration_median_s'])})",
     ])
