@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import socket
 import socketserver
 import stat
@@ -348,11 +349,17 @@ class _Connection(socketserver.StreamRequestHandler):
                     return  # the rest of the frame is not read: the connection ends
                 except ValueError as exc:
                     request = exc
-                answer = (
-                    _malformed(f"not JSON: {request}")
-                    if isinstance(request, ValueError)
-                    else _answer(self.server.routes, request)
-                )
+                if not self.server.begin():
+                    self.wfile.write(_frame(_STOPPING))
+                    return
+                try:
+                    answer = (
+                        _malformed(f"not JSON: {request}")
+                        if isinstance(request, ValueError)
+                        else _answer(self.server.routes, request)
+                    )
+                finally:
+                    self.server.end()
                 self.wfile.write(_frame(answer))
         except OSError:
             return  # the client went away mid-answer
@@ -360,14 +367,24 @@ class _Connection(socketserver.StreamRequestHandler):
             self.server.closed(self.connection)
 
 
+#: The answer to a request that arrives while the service stops: not run, so nothing signed.
+_STOPPING: dict[str, object] = {"status": 503}
+#: How long a stopping service lets the requests it is running finish (a send waits up
+#: to 60 s for its receipt; a signature takes milliseconds).
+STOP_GRACE_S = 10.0
+
+
 class _SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 64  # connects of concurrent runs wait in the kernel, not refused
 
     def __init__(self, path: Path, routes: Mapping[str, Route]) -> None:
         self.routes = routes
         self._open: set[socket.socket] = set()
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
+        self._busy = 0
+        self._stopping = False
         super().__init__(str(path), _Connection)
         # Narrowed right after bind; the 0700 directory keeps everyone else out meanwhile.
         os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
@@ -380,13 +397,30 @@ class _SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         with self._lock:
             self._open.discard(conn)
 
-    def close_all(self, serving: bool) -> None:
-        """Stop serving: the listening socket and every open connection are closed, so a
-        client mid-call sees the service gone at once (never a half-alive service)."""
+    def begin(self) -> bool:
+        """Whether a request that arrived may run (False once the service stops)."""
+        with self._lock:
+            if self._stopping:
+                return False
+            self._busy += 1
+            return True
+
+    def end(self) -> None:
+        with self._lock:
+            self._busy -= 1
+            self._lock.notify_all()
+
+    def close_all(self, serving: bool, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop serving: no new connection or request is taken, the requests running
+        finish (within ``grace_s``), then every connection is closed, so a client sees
+        the service gone at once (never a half-alive service)."""
+        with self._lock:
+            self._stopping = True
         if serving:
             self.shutdown()
         self.server_close()
         with self._lock:
+            self._lock.wait_for(lambda: self._busy == 0, timeout=grace_s)
             conns, self._open = list(self._open), set()
         for conn in conns:
             try:
@@ -421,12 +455,16 @@ def serve(wallet: Wallet, home: Path, on_ready: Callable[[Path], None] | None = 
     refuse_inspection()
     path = prepare_socket_dir(home)
     server = _SocketServer(path, create_routes(wallet))
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # stop as uvicorn did: let calls finish
+        signal.signal(sig, lambda *_: stop.set())
+    thread = threading.Thread(target=server.serve_forever, name="nib-wallet", daemon=True)
+    thread.start()
     if on_ready is not None:
         on_ready(path)
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
+    stop.wait()
+    server.close_all(serving=True)
+    path.unlink(missing_ok=True)
 
 
 class WalletServer:
@@ -618,6 +656,11 @@ class WalletClient:
             self._relay(data.pop("events", None))
             return data
         error = answer.get("error") if isinstance(answer, dict) else None
+        if status == _STOPPING["status"]:
+            raise WalletUnreachable(
+                f"the wallet service on {self.socket_path} is stopping and did not run "
+                f"{path}; nothing was signed. Fix: start it with `nib services up`."
+            )
         if not isinstance(error, dict):
             raise WalletUnreachable(
                 f"the wallet service failed to answer {path} (status {status}); its log "
