@@ -571,10 +571,6 @@ def _read_exact(conn: socket.socket, size: int, deadline: float) -> bytes:
     return b"".join(chunks)
 
 
-class _Sent(Exception):
-    """The request reached the service and its answer did not come back."""
-
-
 class WalletClient:
     """The agent's handle on the wallet service: the same calls as the paid tools make on
     :class:`~wallet.signer.Wallet`, and no key. Every call finishes within ``timeout_s``
@@ -635,8 +631,10 @@ class WalletClient:
                 raise self._unreachable(exc, sent=False) from exc
             try:
                 answer = _exchange(conn, request, deadline)
-            except BrokenPipeError as exc:
-                # Unix sockets refuse a write to a closed peer: nothing reached the service.
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                # On a Unix socket both mean the service never read the request: a write
+                # to a closed peer is refused (EPIPE), and a peer that closes with our
+                # bytes unread resets (ECONNRESET); one that read it and died gives EOF.
                 conn.close()
                 if reused and attempt == 1:
                     continue
