@@ -24,7 +24,11 @@ apply, and one connection stays open so SQLite never deletes and re-makes them.
 Connecting to the wallet's Unix socket is not a file-system right in Landlock ABI <= 7
 (only making a socket file is), so the agent still reaches the wallet. Landlock also
 refuses ``ptrace`` (and so ``/proc/PID/mem``) of a process outside the domain, even for
-root. ``PR_SET_NO_NEW_PRIVS`` comes first (Landlock requires it, and no setuid program
+root. Beyond files (where the kernel has them): the agent may **listen on no TCP port**
+(ABI 4) and may **signal no process outside its domain** nor connect to an abstract Unix
+socket outside it (ABI 6). Otherwise it could kill the judge service and answer the
+wallet's re-checks on the judge's loopback port itself, confirming verdicts the judge
+revoked, and so pay past its task's cap. ``PR_SET_NO_NEW_PRIVS`` comes first (Landlock requires it, and no setuid program
 run later regains anything). Landlock restricts the calling thread and its future
 children: the process must still have one thread when it confines itself.
 """
@@ -45,6 +49,11 @@ __all__ = ["Confinement", "ConfinementError", "Policy", "confine", "landlock_abi
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # every arch
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
+#: landlock_ruleset_attr.handled_access_net (ABI 4): binding a TCP port. Connecting is
+#: left alone (the agent reaches the judge, the chain and sellers over TCP).
+NET_BIND_TCP = 1 << 0
+#: landlock_ruleset_attr.scoped (ABI 6): abstract Unix sockets and signals.
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 _PR_SET_NO_NEW_PRIVS = 38
 
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
@@ -65,7 +74,20 @@ class ConfinementError(RuntimeError):
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64)]  # ABI 1's layout: fs rights only
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+def _ruleset_attr(abi: int) -> tuple[_RulesetAttr, int]:
+    """The ruleset for ``abi``, and the size to pass: only the fields the kernel knows
+    (an older kernel refuses a larger struct whose extra fields are not zero)."""
+    attr = _RulesetAttr(handled_rights(abi), 0, 0)
+    size = 8
+    if abi >= 4:
+        attr.handled_access_net, size = NET_BIND_TCP, 16
+    if abi >= 6:
+        attr.scoped, size = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL, 24
+    return attr, size
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -227,8 +249,8 @@ def confine(policy: Policy) -> Confinement:
     handled = handled_rights(abi)
     found = rules(policy, handled)
     libc = _libc()
-    attr = _RulesetAttr(handled)
-    ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.sizeof(attr), 0)
+    attr, size = _ruleset_attr(abi)
+    ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)
     if ruleset < 0:
         raise _failed("landlock_create_ruleset", ctypes.get_errno())
     try:
