@@ -244,6 +244,7 @@ def confine(policy: Policy) -> Confinement:
             "only the calling thread and the threads it starts later. Fix: confine before "
             "starting any thread (a bug in nib: report it)."
         )
+    _refuse_second_names(policy.deny)
     for db in policy.sqlite:
         _pin_sqlite(db)
     handled = handled_rights(abi)
@@ -263,6 +264,29 @@ def confine(policy: Policy) -> Confinement:
     finally:
         os.close(ruleset)
     return Confinement(abi, "", len(found))
+
+
+def _refuse_second_names(deny: Iterable[Path]) -> None:
+    """Landlock rules follow paths: a hard link to a denied file from a place the agent
+    may write (made earlier by an unconfined process, e.g. a run with ``--unconfined``)
+    would open it under the link's rights. Refuse to run while one exists (a confined
+    process cannot make one: Landlock refuses the link)."""
+    found: list[str] = []
+    for root in deny:
+        if root == Path("/dev") or not root.exists():
+            continue
+        files = [root] if not root.is_dir() else [p for p in root.rglob("*") if not p.is_symlink()]
+        for path in files:
+            st = path.lstat()
+            if path.is_file() and st.st_nlink > 1:
+                found.append(f"{path} ({st.st_nlink} names)")
+    if found:
+        raise ConfinementError(
+            f"found a file the agent must not open with another name too: {', '.join(found)}; "
+            "expected one name each, as a second one escapes the confinement. Fix: find the "
+            f"other names with `find / -xdev -samefile {found[0].split(' (')[0]}`, delete "
+            "them, and then run again."
+        )
 
 
 def _add_rule(libc: ctypes.CDLL, ruleset: int, path: Path, rights: int) -> None:

@@ -1,0 +1,56 @@
+"""Red team: what was planted before the agent confined itself.
+
+Landlock's rules follow paths, so a hard link to the services' database made earlier by
+an unconfined process (a run with ``--unconfined``, or the in-process composition) in a
+place the agent may write would reopen it with that place's rights. The agent refuses to
+confine itself (and so to run) while such a second name exists.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = """
+import sqlite3, sys
+from pathlib import Path
+from agent.cli.runtime import agent_policy
+from agent.config import load_settings
+from agent.confine import ConfinementError, confine
+try:
+    print(confine(agent_policy(load_settings())).line())
+except ConfinementError as exc:
+    print("refused", exc)
+    sys.exit(0)
+with sqlite3.connect(sys.argv[1]) as db:
+    db.execute("UPDATE judge_tasks SET spend_cap = 1000000000000")
+print("wrote")
+"""
+
+
+def test_a_hard_link_to_the_services_database_planted_before_confinement_stops_the_run(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    (home / "services").mkdir(parents=True, mode=0o700)
+    (home / "tmp").mkdir()
+    db = home / "services" / "nib.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE judge_tasks (spend_cap INTEGER)")
+        conn.execute("INSERT INTO judge_tasks VALUES (150000)")
+    link = home / "tmp" / "innocent.db"  # where a confined agent may write
+    os.link(db, link)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NIB_DB_PATH", "NIB_DATABASE_URL", "NIB_CONFIG")}
+    env.update(NIB_HOME=str(home), PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", CHILD, str(link)], env=env, capture_output=True,
+                       text=True, timeout=120, cwd=str(ROOT))
+    assert r.returncode == 0, r.stderr[-3000:]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT spend_cap FROM judge_tasks").fetchall() == [(150000,)], r.stdout
+    assert r.stdout.startswith(f"refused found a file the agent must not open with another name too: {db} (2 names)"), r.stdout
