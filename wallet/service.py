@@ -63,6 +63,11 @@ _ERROR_FIELDS = ("verdict_id", "limit", "observed", "finding", "tx_hash")
 #: The largest frame either side reads; real requests and answers are a few KiB.
 MAX_FRAME_BYTES = 1024 * 1024
 _LENGTH = struct.Struct(">I")
+#: The most JSON arrays and objects a request may open (it bounds their nesting). Real
+#: requests open a few dozen; a frame of nested brackets parsed as it came overflowed the
+#: C stack of the service's thread and killed the wallet (py_ecc, imported with
+#: eth_account, raises the recursion limit to 100000, past what a thread's stack holds).
+MAX_JSON_CONTAINERS = 10_000
 
 Route = Callable[[Mapping[str, object]], dict[str, object]]
 
@@ -88,6 +93,18 @@ class _FrameTooLarge(ValueError):
 def _frame(message: Mapping[str, object]) -> bytes:
     data = json.dumps(message, separators=(",", ":")).encode()
     return _LENGTH.pack(len(data)) + data
+
+
+def _parse(data: bytes) -> object:
+    """A request frame's JSON, refused (ValueError) before parsing when it opens more
+    than MAX_JSON_CONTAINERS arrays and objects."""
+    opened = data.count(b"[") + data.count(b"{")
+    if opened > MAX_JSON_CONTAINERS:
+        raise ValueError(
+            f"found {opened} JSON arrays and objects in one request; expected at most "
+            f"{MAX_JSON_CONTAINERS}; fix: send the fields WalletClient sends, nothing more."
+        )
+    return json.loads(data)
 
 
 def _length(header: bytes) -> int:
@@ -343,7 +360,7 @@ class _Connection(socketserver.StreamRequestHandler):
                     return  # the client closed the connection
                 try:
                     data = self.rfile.read(_length(header))
-                    request = json.loads(data)
+                    request = _parse(data)
                 except _FrameTooLarge as exc:
                     self.wfile.write(_frame(_malformed(str(exc))))
                     return  # the rest of the frame is not read: the connection ends
