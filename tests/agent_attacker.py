@@ -26,6 +26,15 @@ def _try(fn: Any) -> str:
     return f"ok {result}"
 
 
+def planted(source: Path) -> tuple[Path, Path]:
+    """Where _files tries to plant code: the source tree and site-packages (a test
+    deletes them whatever happened, so a run without confinement leaves nothing)."""
+    import sysconfig
+
+    return (source / "agent" / "_planted.py",
+            Path(sysconfig.get_paths()["purelib"]) / "nib_planted.pth")
+
+
 def _peek(pid: int) -> int:
     """Open another process's memory (what a key scan reads); the bytes it opened on."""
     with open(f"/proc/{pid}/mem", "rb") as mem:  # noqa: PTH123 - a raw read of /proc
@@ -46,7 +55,6 @@ def _files(config: dict[str, Any], home: Path) -> dict[str, Any]:
     user's services.json, and the code the services run (source tree, site-packages); and
     the memory of the test process (which holds the services and the key)."""
     import sqlite3
-    import sysconfig
 
     services = home / "services"
     db = services / "nib.db"
@@ -74,9 +82,8 @@ def _files(config: dict[str, Any], home: Path) -> dict[str, Any]:
         "keystore_write": _try(lambda: write(Path(config["keystore"]), " ")),
         "judge_key": _try(lambda: Path(config["judge_key"]).read_text()),
         "services_json_write": _try(lambda: write(home / "services.json", " ")),
-        "source_write": _try(lambda: write(source / "agent" / "_planted.py", "PLANTED = 1\n")),
-        "site_packages_write": _try(lambda: write(
-            Path(sysconfig.get_paths()["purelib"]) / "nib_planted.pth", "# planted\n")),
+        "source_write": _try(lambda: write(planted(source)[0], "PLANTED = 1\n")),
+        "site_packages_write": _try(lambda: write(planted(source)[1], "# planted\n")),
         "test_process_memory": _try(lambda: _peek(os.getppid())),
         "raw_disk": _try(lambda: _raw_disk().read(512)[:4]),
     }

@@ -18,7 +18,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from judge.service import JudgeClient, JudgeServer
 from judge.tasks import TaskLimits, TaskRegistry
 from judge.verdict import VerdictSigner
 from tests._keyscan import memory_holds
+from tests.agent_attacker import planted
 from wallet.keystore import Keystore
 from wallet.service import WalletServer
 from wallet.signer import Wallet
@@ -48,8 +48,7 @@ TASK = TaskLimits(task_id="task-untrusted", spend_cap=350_000, per_call_cap=200_
                   approval_threshold=150_000, recipients=(SELLER_ADDR,), sellers=())
 
 
-PLANTED = (HERE.parent / "agent" / "_planted.py",
-           Path(sysconfig.get_paths()["purelib"]) / "nib_planted.pth")
+PLANTED = planted(HERE.parent)
 
 
 def test_a_compromised_agent_process_wastes_at_most_its_task_budget(

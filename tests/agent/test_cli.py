@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -147,6 +148,49 @@ def test_devnet_runs_the_judge_and_wallet_as_their_own_processes(home):
     assert "are not both running" in r.stderr and "`nib services up`" in r.stderr
     assert nib(home, "services", "up").returncode == 0
     assert json.loads(nib(home, "services", "status", "--json").stdout)["running"] is True
+
+
+def test_arbitrary_code_in_a_real_nib_run_cannot_reach_the_services_files(home):
+    """Code running inside a real `nib run` at its first model call (planted through
+    tests/agent/attack_hook: after the run registered its task and confined itself) is
+    refused the judge's admin token, the services' database (read, write, delete), the
+    keystore, services.json, the source tree, site-packages, the raw disk and the memory
+    of the process that started it; the judge's records are as they were."""
+    import sqlite3
+
+    from tests.agent_attacker import planted
+
+    repo = Path(__file__).resolve().parents[2]
+    config = {"source": str(repo), "keystore": str(home / "wallet.json"),
+              "judge_key": str(home / "judge-key.json")}
+    env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "attack_hook"), str(repo)]),
+           "NIB_TEST_ATTACK": json.dumps(config), "NIB_MODEL_PROVIDER": "openai",
+           "NIB_MODEL": "attack", "NIB_MODEL_BASE_URL": "http://127.0.0.1:9/v1"}
+    records = home / "services" / "nib.db"
+
+    def judge_records() -> list[Any]:
+        with sqlite3.connect(records) as db:
+            return [db.execute("SELECT * FROM judge_tasks ORDER BY task_id").fetchall(),
+                    db.execute("SELECT COUNT(*) FROM judge_verdicts").fetchone()]
+
+    before = judge_records()
+    try:
+        r = nib(home, "run", "What is the base fee?", env=env)
+    finally:  # a run that was not confined planted these: never leave them behind
+        for path in planted(repo):
+            path.unlink(missing_ok=True)
+    attack = [line for line in r.stderr.splitlines() if line.startswith("ATTACK ")]
+    assert r.returncode == 3 and attack, r.stderr[-3000:]
+    files = json.loads(attack[0].removeprefix("ATTACK "))
+    for attempt in ("admin_token", "services_dir", "services_db_raw", "services_db_overwrite",
+                    "keystore", "keystore_write", "services_json_write", "source_write",
+                    "site_packages_write", "test_process_memory", "raw_disk"):
+        assert files[attempt].startswith("refused PermissionError"), (attempt, files[attempt])
+    for attempt in ("services_db_read", "services_db_write", "services_db_delete"):
+        assert files[attempt].startswith("refused OperationalError: unable to open"), files[attempt]
+    after = judge_records()
+    assert set(before[0]) <= set(after[0]) and after[1][0] >= before[1][0]
+    assert re.search(r"agent process confined \(Landlock ABI \d+\)", r.stderr.splitlines()[0])
 
 
 def test_a_human_grants_an_escalated_payment_at_the_judge_and_only_then_it_is_paid(home):
