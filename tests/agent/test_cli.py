@@ -175,7 +175,7 @@ def test_arbitrary_code_in_a_real_nib_run_cannot_reach_the_services_files(home):
 
     before = judge_records()
     try:
-        r = nib(home, "run", "What is the base fee?", env=env)
+        r = nib(home, "run", "Which block is the latest?", env=env)
     finally:  # a run that was not confined planted these: never leave them behind
         for path in planted(repo):
             path.unlink(missing_ok=True)
