@@ -69,3 +69,82 @@ def test_the_wallet_service_outlasts_malformed_frames_and_held_connections(
         comp.close()
     assert alive
     assert address.startswith("0x") and answered_in < 5, answered_in
+
+
+def test_the_judge_service_outlasts_deeply_nested_bodies(
+    chain: Any, service_forks: Any, tmp_path: Path
+) -> None:
+    """The judge's body limit (64 KiB) bounds nesting to ~32000; each route parses and
+    walks such a body without dying."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    comp = Composition("services", chain, forks=service_forks)
+    try:
+        services = comp.start(tmp_path / "nib.db")
+        url = urlsplit(services.judge.url)
+        depth = 32_000 - 100
+        nested = "[" * depth + "]" * depth
+        answers = {}
+        for route, body in (
+            ("/v1/decide", '{"tool": "x", "args": {"a": ' + nested + '}, "payload": ' + nested + "}"),
+            ("/v1/decide", '{"payload": {"a": ' + nested + "}}"),
+            ("/v1/recheck", '{"id": ' + nested + "}"),
+            ("/v1/outcomes", '{"verdict_id": ' + nested + ', "fact_kind": "x", "covered": true}'),
+            ("/v1/free", '{"tool": ' + nested + ', "calls_so_far": 0}'),
+        ):
+            conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+            try:
+                conn.request("POST", route, body=body, headers={
+                    "Authorization": f"Bearer {services.agent_token}",
+                    "Content-Type": "application/json"})
+                answers[route] = conn.getresponse().status
+            except OSError as exc:
+                answers[route] = str(exc)
+            finally:
+                conn.close()
+        alive = devnet.pid_alive(services.pids[0])
+        address = services.judge.address if alive else ""
+    finally:
+        comp.close()
+    assert alive and address.startswith("0x"), answers
+
+
+def test_one_verdict_sent_on_eight_connections_at_once_signs_once(
+    chain: Any, service_forks: Any, tmp_path: Path
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from chain.devkeys import SELLER, dev_account
+    from judge.tasks import TaskLimits
+    from tests._support import lying_transfer
+    from wallet.service import WalletClient
+
+    seller = dev_account(SELLER).address
+    task = TaskLimits(task_id="task-race", spend_cap=150_000, per_call_cap=50_000,
+                      approval_threshold=500_000, recipients=(seller,), sellers=())
+    comp = Composition("services", chain, forks=service_forks)
+    try:
+        services = comp.start(tmp_path / "nib.db")
+        services.admin.register_task(task)
+        tx, request = lying_transfer(chain.w3, chain.usdc, chain.chain_id, seller, 50_000,
+                                     services.wallet.nonces.allocate(), task_id=task.task_id)
+        verdict = services.judge.decide(request)
+        assert verdict.decision == "approve", verdict.reason
+
+        def sign(_: int) -> str:
+            client = WalletClient(services.wallet.socket_path)
+            try:
+                client.sign_transaction(tx, verdict, run_id=task.task_id, cap=10**15)
+            except Exception as exc:  # the refusals are the point
+                return type(exc).__name__
+            finally:
+                client.close()
+            return "signed"
+
+        with ThreadPoolExecutor(8) as pool:
+            outcomes = sorted(pool.map(sign, range(8)))
+    finally:
+        comp.close()
+    assert outcomes.count("signed") == 1, outcomes
+    assert set(outcomes) - {"signed"} <= {"VerdictReplayed", "ResourceBusy"}, outcomes
