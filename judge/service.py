@@ -236,14 +236,20 @@ Handler = Callable[[dict[str, object]], dict[str, object]]
 
 class _Routes:
     """The judge's routes as one plain ASGI app: the path picks a handler, the JSON body
-    is read with ``json.loads``, and the handler (sync: it reads the chain and writes the
-    record) runs on this app's own thread pool. FastAPI's routing, body validation and
-    response encoding cost more than the agent's and the wallet's calls themselves
+    is read with ``json.loads``, and the handler runs: on the event loop itself when it
+    only reads and writes the record (the re-check, on the paid path: no hand-off to a
+    worker thread and back, two thread wake-ups that cost more than the work on a busy
+    machine), on this app's own thread pool when it waits on the chain (a decision
+    reads the balance: a slow node must not hold up the re-checks). FastAPI's routing,
+    body validation and response encoding cost more than these calls themselves
     (bench/services.py); the refusals are the same: a JudgeError as itself (409 for a
     verdict, else 422), a malformed body 422, an unknown route 404."""
 
-    def __init__(self, get: dict[str, Handler], post: dict[str, Handler]) -> None:
+    def __init__(
+        self, get: dict[str, Handler], post: dict[str, Handler], pooled: frozenset[str]
+    ) -> None:
         self.routes = {"GET": get, "POST": post}
+        self.pooled = pooled
         # As many as anyio's default for FastAPI's sync routes: a slow chain read of one
         # decision does not hold up the others.
         self._pool = ThreadPoolExecutor(max_workers=40, thread_name_prefix="nib-judge")
@@ -261,10 +267,10 @@ class _Routes:
                             "a route JudgeClient calls; fix: use judge.service.JudgeClient.",
                             status)
         else:
-            answer = await self._answer(handler, method, await _body(receive))
+            answer = await self._answer(handler, method, await _body(receive), path)
         await answer(scope, receive, send)
 
-    async def _answer(self, handler: Handler, method: str, raw: bytes) -> _Json:
+    async def _answer(self, handler: Handler, method: str, raw: bytes, path: str) -> _Json:
         body: dict[str, object] = {}
         if method == "POST":
             try:
@@ -274,6 +280,8 @@ class _Routes:
             if not isinstance(parsed, dict):
                 return _malformed(f"found a JSON {type(parsed).__name__}; expected an object")
             body = parsed
+        if path not in self.pooled:
+            return _run(handler, body)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, _run, handler, body)
 
@@ -363,6 +371,7 @@ def create_app(
             f"{_API}/tasks": lambda b: judge.register_task(TaskLimits.from_wire(b)).to_wire(),
             f"{_API}/grants": grant,
         },
+        pooled=frozenset({f"{_API}/decide"}),
     )
     return _TokenGate(routes, agent_auth=agent_auth, admin_auth=admin_auth)
 
