@@ -148,3 +148,50 @@ def test_one_verdict_sent_on_eight_connections_at_once_signs_once(
         comp.close()
     assert outcomes.count("signed") == 1, outcomes
     assert set(outcomes) - {"signed"} <= {"VerdictReplayed", "ResourceBusy"}, outcomes
+
+
+def test_a_transaction_the_agent_marked_failed_is_not_broadcast_past_the_treasury_cap(
+    chain: Any, service_forks: Any, tmp_path: Path
+) -> None:
+    """The agent signs a transfer, tells the wallet service it failed (its spend stops
+    counting), then asks it to broadcast it anyway, and signs the next. The broadcast goes
+    out, but its receipt puts the spend back on the ledger, so the treasury cap (one
+    payment's amount plus its gas hold here) refuses the next: one payment, not five."""
+    from chain.devkeys import SELLER, dev_account
+    from chain.usdc import usdc_contract
+    from judge.tasks import TaskLimits
+    from tests._support import lying_transfer
+
+    seller = dev_account(SELLER).address
+    task = TaskLimits(task_id="task-failed-then-sent", spend_cap=150_000, per_call_cap=50_000,
+                      approval_threshold=500_000, recipients=(seller,), sellers=())
+    token = usdc_contract(chain.w3, chain.usdc)
+    before = int(token.functions.balanceOf(seller).call())
+    comp = Composition("services", chain, forks=service_forks)
+    outcomes = []
+    try:
+        services = comp.start(tmp_path / "nib.db", treasury_cap=300_000)
+        services.admin.register_task(task)
+        wallet = services.wallet
+        for _ in range(5):
+            tx, request = lying_transfer(chain.w3, chain.usdc, chain.chain_id, seller, 50_000,
+                                         wallet.nonces.allocate(), task_id=task.task_id)
+            verdict = services.judge.decide(request)
+            try:
+                signed = wallet.sign_transaction(tx, verdict, run_id=task.task_id, cap=10**15)
+            except Exception as exc:  # the treasury cap refusing is the point
+                outcomes.append(f"sign refused {type(exc).__name__}: {exc}")
+                wallet.nonces.release(tx["nonce"])
+                continue
+            wallet.fail(signed, "the agent says it failed")
+            try:
+                outcomes.append(f"sent {wallet.send_transaction(signed).status}")
+            except Exception as exc:
+                outcomes.append(f"send refused {type(exc).__name__}")
+                wallet.nonces.release(tx["nonce"])
+    finally:
+        comp.close()
+    paid = int(token.functions.balanceOf(seller).call()) - before
+    assert paid == 50_000, (paid, outcomes)
+    assert outcomes[0] == "sent 1" and all("CapExceeded" in o or "remaining budget" in o
+                                           for o in outcomes[1:]), outcomes
