@@ -28,7 +28,10 @@ root. Beyond files (where the kernel has them): the agent may **listen on no TCP
 (ABI 4) and may **signal no process outside its domain** nor connect to an abstract Unix
 socket outside it (ABI 6). Otherwise it could kill the judge service and answer the
 wallet's re-checks on the judge's loopback port itself, confirming verdicts the judge
-revoked, and so pay past its task's cap. ``PR_SET_NO_NEW_PRIVS`` comes first (Landlock requires it, and no setuid program
+revoked, and so pay past its task's cap. And a seccomp filter refuses it
+``ioctl(TIOCSTI)`` (and ``TIOCLINUX``): the terminal it was started from is still its
+stdin, and keystrokes pushed into it run in the user's shell, unconfined, once nib
+exits. ``PR_SET_NO_NEW_PRIVS`` comes first (Landlock requires it, and no setuid program
 run later regains anything). Landlock restricts the calling thread and its future
 children: the process must still have one thread when it confines itself.
 """
@@ -261,9 +264,62 @@ def confine(policy: Policy) -> Confinement:
             raise _failed("prctl(PR_SET_NO_NEW_PRIVS)", ctypes.get_errno())
         if libc.syscall(_SYS_RESTRICT_SELF, ruleset, 0) != 0:
             raise _failed("landlock_restrict_self", ctypes.get_errno())
+        _refuse_terminal_input(libc)
     finally:
         os.close(ruleset)
     return Confinement(abi, "", len(found))
+
+
+#: seccomp: (AUDIT_ARCH, ioctl's number) per machine; the filter knows these two.
+_IOCTL = {"x86_64": (0xC000003E, 16), "aarch64": (0xC00000B7, 29)}
+#: ioctls that push input into a terminal (as if typed) or drive the console.
+TIOCSTI, TIOCLINUX = 0x5412, 0x541C
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050000 | 1
+_LD_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+                ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _refuse_terminal_input(libc: ctypes.CDLL) -> None:
+    """A seccomp filter refusing ``ioctl(TIOCSTI)`` and ``ioctl(TIOCLINUX)`` (EPERM), and
+    every system call of another ABI (32-bit, x32), which could name them otherwise.
+
+    Landlock checks device ioctls only on files opened after it applies; the terminal
+    nib was started from is the process's stdin and stdout from before. Through it,
+    TIOCSTI pushes keystrokes into the user's shell, which runs them unconfined once nib
+    exits (as root, even with dev.tty.legacy_tiocsti=0). No-op on other machines."""
+    import platform
+
+    known = _IOCTL.get(platform.machine())
+    if known is None:
+        return
+    arch, ioctl = known
+    prog = [
+        (_LD_ABS, 0, 0, 4),  # seccomp_data.arch
+        (_JEQ, 1, 0, arch),
+        (_RET, 0, 0, _RET_EPERM),
+        (_LD_ABS, 0, 0, 0),  # seccomp_data.nr
+        (_JGE, 0, 1, 0x40000000),  # x32's numbers
+        (_RET, 0, 0, _RET_EPERM),
+        (_JEQ, 0, 4, ioctl),
+        (_LD_ABS, 0, 0, 24),  # low half of seccomp_data.args[1]: the request
+        (_JEQ, 1, 0, TIOCSTI),
+        (_JEQ, 0, 1, TIOCLINUX),
+        (_RET, 0, 0, _RET_EPERM),
+        (_RET, 0, 0, _RET_ALLOW),
+    ]
+    filters = (_SockFilter * len(prog))(*(_SockFilter(*f) for f in prog))
+    fprog = _SockFprog(len(prog), filters)
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise _failed("prctl(PR_SET_SECCOMP)", ctypes.get_errno())
 
 
 def _refuse_second_names(deny: Iterable[Path]) -> None:

@@ -54,3 +54,54 @@ def test_a_hard_link_to_the_services_database_planted_before_confinement_stops_t
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT spend_cap FROM judge_tasks").fetchall() == [(150000,)], r.stdout
     assert r.stdout.startswith(f"refused found a file the agent must not open with another name too: {db} (2 names)"), r.stdout
+
+
+TYPE_INTO_TERMINAL = """
+import fcntl, sys, termios
+from agent.cli.runtime import agent_policy
+from agent.config import load_settings
+from agent.confine import confine
+print(confine(agent_policy(load_settings())).line(), file=sys.stderr)
+for ch in b"echo typed-by-the-agent\\n":
+    try:
+        fcntl.ioctl(0, termios.TIOCSTI, bytes([ch]))
+    except OSError as exc:
+        print("refused", exc, file=sys.stderr)
+        break
+"""
+
+
+def test_a_confined_agent_cannot_type_into_the_terminal_it_was_started_from(
+    tmp_path: Path,
+) -> None:
+    """``nib run`` in a terminal keeps it as stdin: TIOCSTI would queue a command for the
+    user's shell, which runs it unconfined when nib exits."""
+    import fcntl
+    import termios
+
+    home = tmp_path / "home"
+    (home / "services").mkdir(parents=True, mode=0o700)
+    master, terminal = os.openpty()
+
+    def own_terminal() -> None:  # as a shell starts a command: the terminal is its own
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NIB_DB_PATH", "NIB_DATABASE_URL", "NIB_CONFIG")}
+    env.update(NIB_HOME=str(home), PYTHONPATH=str(ROOT))
+    try:
+        r = subprocess.run([sys.executable, "-c", TYPE_INTO_TERMINAL], stdin=terminal,
+                           env=env, capture_output=True, text=True, timeout=120,
+                           cwd=str(ROOT), preexec_fn=own_terminal, check=False)
+        os.set_blocking(terminal, False)
+        try:
+            typed = os.read(terminal, 100)
+        except BlockingIOError:
+            typed = b""
+    finally:
+        os.close(master)
+        os.close(terminal)
+    assert r.stderr.startswith("agent process confined (Landlock ABI "), r.stderr
+    assert typed == b"", typed
+    assert "refused [Errno 1] Operation not permitted" in r.stderr, r.stderr
