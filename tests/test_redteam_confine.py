@@ -105,3 +105,46 @@ def test_a_confined_agent_cannot_type_into_the_terminal_it_was_started_from(
     assert r.stderr.startswith("agent process confined (Landlock ABI "), r.stderr
     assert typed == b"", typed
     assert "refused [Errno 1] Operation not permitted" in r.stderr, r.stderr
+
+
+READ_OTHER_TERMINAL = """
+import os, sys
+from agent.cli.runtime import agent_policy
+from agent.config import load_settings
+from agent.confine import confine
+print(confine(agent_policy(load_settings())).line(), flush=True)
+try:
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_NOCTTY)
+except OSError as exc:
+    print("refused", exc, flush=True)
+else:
+    print("opened", flush=True)
+    print("read", os.read(fd, 100), flush=True)
+"""
+
+
+def test_a_confined_agent_cannot_read_what_is_typed_in_another_terminal(tmp_path: Path) -> None:
+    """Another terminal of the user's (where a passphrase may be typed at a prompt): the
+    agent opening it by its /dev/pts path would read the keystrokes before the shell."""
+    home = tmp_path / "home"
+    (home / "services").mkdir(parents=True, mode=0o700)
+    master, terminal = os.openpty()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NIB_DB_PATH", "NIB_DATABASE_URL", "NIB_CONFIG")}
+    env.update(NIB_HOME=str(home), PYTHONPATH=str(ROOT))
+    agent = subprocess.Popen([sys.executable, "-c", READ_OTHER_TERMINAL, os.ttyname(terminal)],
+                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, cwd=str(ROOT))
+    try:
+        assert agent.stdout is not None
+        first, second = agent.stdout.readline(), agent.stdout.readline()
+        if second.startswith("opened"):
+            os.write(master, b"a-passphrase\n")  # the user types at the other prompt
+        rest = agent.communicate(timeout=60)[0]
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+        os.close(master)
+        os.close(terminal)
+    assert first.startswith("agent process confined (Landlock ABI "), first
+    assert second.startswith("refused [Errno 13] Permission denied"), (second, rest)

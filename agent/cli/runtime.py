@@ -241,8 +241,10 @@ def _same_database(settings: NibSettings, wallet: Any) -> None:
         )
 
 
-#: The devices a confined agent process keeps (the rest of /dev is denied).
-AGENT_DEVICES = ("null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "shm")
+#: The devices a confined agent process keeps (the rest of /dev is denied). Not /dev/pts:
+#: through it the agent could open the user's other terminals and read what is typed
+#: there (a passphrase at another prompt); its own terminal it already holds (stdin).
+AGENT_DEVICES = ("null", "zero", "full", "random", "urandom", "tty", "ptmx", "shm")
 
 
 def agent_policy(settings: NibSettings) -> Policy:
