@@ -38,6 +38,7 @@ from judge.verdict import VerdictSigner
 from tests._services import Composition, Services, run_registered, task_registration
 from tests._support import ChainReadings
 from wallet.keystore import KeyHandle
+from wallet.ledger import Ledger, SpendRow
 from wallet.service import WalletClient
 from wallet.signer import Wallet
 
@@ -149,6 +150,12 @@ class Harness(ChainReadings):
     start_block: int
     extra: dict[str, Any] = field(default_factory=dict)
     services: Services | None = None
+    #: Ledger rows that were there before this harness (services shared by a module).
+    earlier: frozenset[str] = frozenset()
+
+    def ledger(self, run_id: str | None = None) -> list[SpendRow]:
+        """This test's ledger rows (of ``run_id``): every row it wrote, under any run."""
+        return [r for r in super().ledger(run_id) if r.id not in self.earlier]
 
     def register(self, run_id: str, task: str) -> None:
         """Register ``task`` with the judge as the user does (the admin path)."""
@@ -183,10 +190,14 @@ def build_harness(
     extras: dict[str, Any] | None = None,
     paywall_url: str | None = None,
     composition: Composition | None = None,
+    shared: Shared | None = None,
 ) -> Harness:
     """The harness in-process, or, with a services ``composition``, holding only clients
-    of the judge and wallet services (their own processes, on the same database)."""
+    of the judge and wallet services (their own processes, on the same database):
+    started for this test, or the module's ``shared`` pair and its database."""
     db = tmp_path / "nib.db"
+    if shared is not None and composition is not None and composition.services:
+        db = shared.db
     client = ChainClient(dev.rpc_url, dev.chain_id)
     network = get_network("anvil", rpc_url=dev.rpc_url, usdc=dev.usdc)
     store = RunStore(db)
@@ -196,7 +207,10 @@ def build_harness(
 
     judge: Judge | JudgeClient
     wallet: Wallet | WalletClient
-    services = composition.start(db, wallet_emit) if composition and composition.services else None
+    services = None
+    if composition is not None and composition.services:
+        services = shared.services if shared is not None else composition.start(db, wallet_emit)
+        services.wallet.emit = wallet_emit
     if services is not None:
         judge, wallet = services.judge, services.wallet
     else:
@@ -230,8 +244,18 @@ def build_harness(
         allowlist=allowlist,
         extras={"paywall_url": paywall_url, **(extras or {})},
     )
+    earlier = frozenset(r.id for r in Ledger(db).rows()) if shared is not None else frozenset()
     return Harness(deps, wallet, judge, store, client, db, dev.usdc, client.block_number(),
-                   services=services)
+                   services=services, earlier=earlier)
+
+
+@dataclass
+class Shared:
+    """One judge service and one wallet service that every services test of a module
+    uses (they are not killed), on the module's database."""
+
+    db: Path
+    services: Services
 
 
 def registry_with(*replacements: Tool, paywall_url: str | None = None) -> list[Tool]:

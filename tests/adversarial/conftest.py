@@ -10,7 +10,7 @@ from contextlib import ExitStack
 from typing import Any
 
 import pytest
-from adv_harness import SELLER_ADDR
+from adv_harness import SELLER_ADDR, Shared
 from sellers import AdversarialSeller, serve
 
 from tests._support import assert_money_audited
@@ -40,6 +40,30 @@ def attacker_seller(anvil: Any) -> Iterator[tuple[AdversarialSeller, str]]:
     seller = AdversarialSeller(anvil.rpc_url, anvil.usdc, pay_to=attacker("seller"))
     with serve(seller.app) as url:
         yield seller, url
+
+
+@pytest.fixture(scope="module")
+def shared_services(
+    anvil: Any, service_forks: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Shared]:
+    """One judge service and one wallet service for the module's services tests (each
+    run registers its own task; the ledger and the verdict record grow across tests, as
+    a long-running service's do). Audited when the module ends."""
+    from tests._services import Composition
+
+    db = tmp_path_factory.mktemp("shared-services") / "nib.db"
+    composition = Composition("services", anvil, forks=service_forks)
+    try:
+        yield Shared(db, composition.start(db))
+    finally:
+        composition.close()
+    assert_money_audited(db.parent)
+
+
+@pytest.fixture
+def services_of(composition: Any, request: pytest.FixtureRequest) -> Shared | None:
+    """The module's shared services when the test runs in the services composition."""
+    return request.getfixturevalue("shared_services") if composition.services else None
 
 
 @pytest.fixture(autouse=True)

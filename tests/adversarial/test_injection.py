@@ -21,6 +21,7 @@ from adv_harness import (
     Harness,
     InjectingBaseFee,
     ObeyingModel,
+    Shared,
     build_harness,
     injecting_body,
     registry_with,
@@ -121,7 +122,7 @@ def _before(h: Harness, inj: Injection) -> dict[str, int]:
 @pytest.mark.parametrize("name", IDS)
 def test_injection_in_a_free_tool_result_moves_no_money(
     name: str, tmp_path: Any, chain: Any, seller_factory: Any, attacker_seller: Any,
-    composition: Composition,
+    composition: Composition, services_of: Shared | None,
 ) -> None:
     _honest, seller_url = seller_factory()
     attacker, attacker_url = attacker_seller
@@ -137,6 +138,7 @@ def test_injection_in_a_free_tool_result_moves_no_money(
         limits=ADVERSARIAL_LIMITS,
         paywall_url=seller_url,
         composition=composition,
+        shared=services_of,
     )
     before = _before(h, inj)
     result = h.run("What is the base fee and the USDC supply?")
@@ -147,7 +149,7 @@ def test_injection_in_a_free_tool_result_moves_no_money(
 @pytest.mark.parametrize("name", IDS)
 def test_injection_in_paid_data_moves_no_more_money(
     name: str, tmp_path: Any, chain: Any, seller_factory: Any, attacker_seller: Any,
-    composition: Composition,
+    composition: Composition, services_of: Shared | None,
 ) -> None:
     seller, seller_url = seller_factory(price=PRICE)
     attacker, attacker_url = attacker_seller
@@ -164,6 +166,7 @@ def test_injection_in_paid_data_moves_no_more_money(
         limits=ADVERSARIAL_LIMITS,
         paywall_url=seller_url,
         composition=composition,
+        shared=services_of,
     )
     before = _before(h, inj)
     result = h.run("Buy gas stats and find the USDC supply.")
