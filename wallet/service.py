@@ -568,10 +568,8 @@ class _RemoteNonces:
         self._op("release", n)
 
 
-def _exchange(conn: socket.socket, request: bytes, deadline: float) -> object:
-    """Send one framed request on ``conn`` and read its framed answer by ``deadline``."""
-    conn.settimeout(max(deadline - time.monotonic(), 0.001))
-    conn.sendall(request)
+def _answer_of(conn: socket.socket, deadline: float) -> object:
+    """The framed answer to the request just sent on ``conn``, read by ``deadline``."""
     header = _read_exact(conn, _LENGTH.size, deadline)
     return json.loads(_read_exact(conn, _length(header), deadline))
 
@@ -647,16 +645,24 @@ class WalletClient:
             except OSError as exc:
                 raise self._unreachable(exc, sent=False) from exc
             try:
-                answer = _exchange(conn, request, deadline)
+                conn.settimeout(max(deadline - time.monotonic(), 0.001))
+                conn.sendall(request)
             except (BrokenPipeError, ConnectionResetError) as exc:
-                # On a Unix socket both mean the service never read the request: a write
-                # to a closed peer is refused (EPIPE), and a peer that closes with our
-                # bytes unread resets (ECONNRESET); one that read it and died gives EOF.
+                # The write itself was refused: on a Unix socket the service had closed
+                # this connection, so it never read the request.
                 conn.close()
                 if reused and attempt == 1:
                     continue
                 raise self._unreachable(exc, sent=False) from exc
+            except OSError as exc:  # a write that timed out may have reached it in part
+                conn.close()
+                raise self._unreachable(exc, sent=True) from exc
+            try:
+                answer = _answer_of(conn, deadline)
             except (OSError, ValueError) as exc:
+                # Sent: the service may have read it and acted (signed, broadcast) before
+                # it died, whether the connection then ends in EOF or a reset. Never sent
+                # again, never reported as nothing signed.
                 conn.close()
                 raise self._unreachable(exc, sent=True) from exc
             self._connections.give_back(conn)
