@@ -69,6 +69,15 @@ def task_registration(run_id: str, task: str, deps: Deps) -> TaskLimits:
     return limits
 
 
+def records_beside(db: Path | str) -> Path | str:
+    """Where the services keep their records for an agent whose database is ``db``, as
+    `nib services up` lays them out: a SQLite file of their own (beside the agent's
+    here), or the agent's PostgreSQL database (shared, the default there)."""
+    from judge.storage import is_url
+
+    return str(db) if is_url(db) else Path(db).with_name("services.db")
+
+
 class Forks:
     """One process that imported the service code once and forks each service from it
     (``tests/service_child.py``): a service process starts in well under a second."""

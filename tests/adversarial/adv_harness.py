@@ -18,6 +18,7 @@ from typing import Any
 
 from injections import Action, Injection
 
+from agent.cli.runtime import spend_reader
 from agent.loop.limits import Limits
 from agent.loop.result import AgentResult
 from agent.loop.run import Deps
@@ -35,7 +36,13 @@ from judge.calibration import BetaCalibrator
 from judge.jev import Judge
 from judge.service import JudgeClient
 from judge.verdict import VerdictSigner
-from tests._services import Composition, Services, run_registered, task_registration
+from tests._services import (
+    Composition,
+    Services,
+    records_beside,
+    run_registered,
+    task_registration,
+)
 from tests._support import ChainReadings
 from wallet.keystore import KeyHandle
 from wallet.ledger import Ledger, SpendRow
@@ -193,11 +200,14 @@ def build_harness(
     shared: Shared | None = None,
 ) -> Harness:
     """The harness in-process, or, with a services ``composition``, holding only clients
-    of the judge and wallet services (their own processes, on the same database):
-    started for this test, or the module's ``shared`` pair and its database."""
-    db = tmp_path / "nib.db"
-    if shared is not None and composition is not None and composition.services:
-        db = shared.db
+    of the judge and wallet services (their own processes): started for this test, or the
+    module's ``shared`` pair. With services, as `nib services up` lays them out on SQLite,
+    the services keep the ledger and the judge's records in a database of their own, the
+    agent its runs in its own; ``Harness.db`` is the records' (what the tests audit)."""
+    db = records = tmp_path / "nib.db"
+    if composition is not None and composition.services:
+        db, records = ((shared.db.with_name("agent.db"), shared.db) if shared is not None
+                       else (db, Path(records_beside(db))))
     client = ChainClient(dev.rpc_url, dev.chain_id)
     network = get_network("anvil", rpc_url=dev.rpc_url, usdc=dev.usdc)
     store = RunStore(db)
@@ -209,7 +219,8 @@ def build_harness(
     wallet: Wallet | WalletClient
     services = None
     if composition is not None and composition.services:
-        services = shared.services if shared is not None else composition.start(db, wallet_emit)
+        services = (shared.services if shared is not None
+                    else composition.start(records, wallet_emit))
         services.wallet.emit = wallet_emit
     if services is not None:
         judge, wallet = services.judge, services.wallet
@@ -228,6 +239,7 @@ def build_harness(
             recheck=judge.recheck,
             emit=wallet_emit,
         )
+    store.spend_of = spend_reader(wallet.meter)  # as agent.cli.runtime.Runtime does
     if tools is None:
         tools = [*chain_read_tools(), PayHttpTool(paywall_url), UsdcTransferTool()]
     deps = Deps(
@@ -244,15 +256,15 @@ def build_harness(
         allowlist=allowlist,
         extras={"paywall_url": paywall_url, **(extras or {})},
     )
-    earlier = frozenset(r.id for r in Ledger(db).rows()) if shared is not None else frozenset()
-    return Harness(deps, wallet, judge, store, client, db, dev.usdc, client.block_number(),
+    earlier = frozenset(r.id for r in Ledger(records).rows()) if shared else frozenset()
+    return Harness(deps, wallet, judge, store, client, records, dev.usdc, client.block_number(),
                    services=services, earlier=earlier)
 
 
 @dataclass
 class Shared:
     """One judge service and one wallet service that every services test of a module
-    uses (they are not killed), on the module's database."""
+    uses (they are not killed): their records in ``db``, the agent's runs beside it."""
 
     db: Path
     services: Services

@@ -51,7 +51,7 @@ def shared_services(
     a long-running service's do). Audited when the module ends."""
     from tests._services import Composition
 
-    db = tmp_path_factory.mktemp("shared-services") / "nib.db"
+    db = tmp_path_factory.mktemp("shared-services") / "services.db"
     composition = Composition("services", anvil, forks=service_forks)
     try:
         yield Shared(db, composition.start(db))

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 from web3 import Web3
 
+from agent.cli.runtime import spend_reader
 from agent.loop.limits import Limits
 from agent.loop.result import AgentResult
 from agent.loop.run import Deps
@@ -32,7 +33,7 @@ from judge.calibration import BetaCalibrator
 from judge.jev import Judge
 from judge.records import VerdictRecords
 from judge.verdict import VerdictSigner
-from tests._services import Composition, Services, run_registered
+from tests._services import Composition, Services, records_beside, run_registered
 from tests._support import ChainReadings
 from wallet.keystore import KeyHandle
 from wallet.meter import SpendMeter
@@ -135,11 +136,13 @@ def build_agent(
     wallet_client: WalletClient | None = None,
 ) -> Agent:
     """The agent in-process, or, with a services ``composition``, holding only clients of
-    the judge and wallet services (their own processes, on the same database); the
-    wallet service stops at ``hang_on`` (see tests/service_child.py). A worker process of
-    the services composition passes the clients it holds: ``judge`` and ``wallet_client``."""
+    the judge and wallet services (their own processes, their records where `nib services
+    up` keeps them: ``Agent.db``, see tests._services.records_beside); the wallet service
+    stops at ``hang_on`` (see tests/service_child.py). A worker process of the services
+    composition passes the clients it holds: ``judge`` and ``wallet_client``."""
     client = ChainClient(rpc_url, 31337)
     store = RunStore(db)
+    records = db
 
     def wallet_emit(name: str, data: dict[str, Any]) -> None:
         store.event(str(data.get("run_id") or "wallet"), name, data)
@@ -147,7 +150,9 @@ def build_agent(
     wallet: Wallet | WalletClient
     services = None
     if composition is not None and composition.services:
-        services = composition.start(db, wallet_emit, treasury_cap=treasury_cap, hang_on=hang_on)
+        records = records_beside(db)
+        services = composition.start(records, wallet_emit, treasury_cap=treasury_cap,
+                                     hang_on=hang_on)
     if services is not None:
         judge, wallet = services.judge, services.wallet
     elif wallet_client is not None:
@@ -165,6 +170,7 @@ def build_agent(
             emit=wallet_emit,
             meter=SpendMeter(db, client, treasury_cap=treasury_cap),
         )
+    store.spend_of = spend_reader(wallet.meter)  # as agent.cli.runtime.Runtime does
     registry = ToolRegistry(tools) if tools is not None else default_registry(paywall_url=paywall_url)
     deps = Deps(
         model=model,
@@ -180,7 +186,8 @@ def build_agent(
         allowlist=allowlist,
         extras={"paywall_url": paywall_url, **(extras or {})},
     )
-    return Agent(deps, wallet, store, client, db, usdc, client.block_number(), services=services)
+    return Agent(deps, wallet, store, client, records, usdc, client.block_number(),
+                 services=services)
 
 
 # ------------------------------------------------------------------ model provider doubles

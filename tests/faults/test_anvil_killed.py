@@ -1,6 +1,9 @@
 """Anvil dies in the middle of a run (a dedicated devnet under a tmp NIB_HOME, not the
 session's node): the run stops with chain-unreachable and a partial answer; once the
-devnet is back on its --state file, `nib audit reconcile` agrees with the ledger."""
+devnet is back on its --state file, `nib audit reconcile` agrees with the ledger.
+
+Both compositions, as the runtime builds them: in-process, or with `nib services up`'s
+judge and wallet services (their own processes, their records in their own database)."""
 
 from __future__ import annotations
 
@@ -14,8 +17,10 @@ from typing import Any
 import pytest
 from fault_support import AGENT_ADDR, GAS, GAS_PRICE, SELLER_ADDR, checklist, pay
 
+from agent.cli import services
 from agent.cli.runtime import build_runtime
 from agent.config import load_settings
+from agent.loop.limits import Limits
 from agent.loop.run import run_task
 from agent.models.scripted import ScriptedModel
 from chain import devnet
@@ -30,10 +35,13 @@ ETH = {"text": "eth balance", "kind": "eth_balance"}
 
 
 @pytest.mark.slow
-def test_anvil_killed_mid_run_then_back_reconciles(nib_home: Path) -> None:
+@pytest.mark.parametrize("composition", ["in-process", "services"])
+def test_anvil_killed_mid_run_then_back_reconciles(composition: str, nib_home: Path) -> None:
     info = devnet.up(nib_home)
     try:
         assert info.paywall_url
+        if composition == "services":
+            services.up(load_settings())  # what `nib services up` starts
 
         def kill_anvil_then_read(_request: Any) -> dict[str, Any]:
             devnet.stop_pid(info.pid)  # SIGINT first: Anvil dumps its --state file
@@ -45,14 +53,17 @@ def test_anvil_killed_mid_run_then_back_reconciles(nib_home: Path) -> None:
             "propose": [pay(info.paywall_url + "/analytics/gas"), kill_anvil_then_read],
         })
         rt = build_runtime(load_settings(), model=model, devnet_info=info)
-        result = asyncio.run(run_task("Gas stats and the agent's ETH balance?", rt.deps()))
+        assert (rt.services is not None) == (composition == "services")
+        task, run_id, limits = "Gas stats and the agent's ETH balance?", "anvil-killed", Limits()
+        rt.register_task(run_id, task, limits)  # as `nib run` does (a no-op in-process)
+        result = asyncio.run(run_task(task, rt.deps(limits=limits), run_id=run_id))
 
         assert (result.stop_reason, result.finished, result.partial) == (
             "chain-unreachable", False, True)
         assert info.rpc_url in result.message
         assert result.answer and "[e1]" in result.answer  # the paid evidence, kept
         assert result.spend.usdc_atomic == GAS_PRICE
-        [row] = Ledger(rt.db_path).rows(result.run_id)
+        [row] = Ledger(rt.records).rows(result.run_id)
         assert row.status == "settled" and row.amount == GAS_PRICE
 
         back = devnet.up(nib_home)  # Anvil restarts on its state; the paywall with it
@@ -65,7 +76,7 @@ def test_anvil_killed_mid_run_then_back_reconciles(nib_home: Path) -> None:
         balance = usdc_contract(client.w3, back.usdc).functions.balanceOf(AGENT_ADDR).call()
         assert balance == devnet.FUND_USDC - GAS_PRICE
 
-        report = reconcile(rt.db_path, client, back.usdc, AGENT_ADDR, 0)
+        report = reconcile(rt.records, client, back.usdc, AGENT_ADDR, 0)
         assert report.clean and [m.ledger_id for m in report.matched] == [row.id]
 
         env = {**os.environ, "NIB_HOME": str(nib_home)}
@@ -76,4 +87,5 @@ def test_anvil_killed_mid_run_then_back_reconciles(nib_home: Path) -> None:
         assert len(cli["matched"]) == 1
         assert cli["unmatched_onchain"] == [] and cli["unmatched_ledger"] == []
     finally:
+        services.down(nib_home)
         devnet.down(nib_home)

@@ -59,13 +59,14 @@ def crash_after_signing(
         cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
+    ledger = Path(agent.db) if agent is not None else db  # the services' records, or its
     try:
         def signed_on_disk() -> bool:
             if child.poll() is not None:
                 raise AssertionError(f"child exited early: {child.stdout.read()!r}")  # type: ignore[union-attr]
-            if not (out / "signed.json").exists() or not db.exists():
+            if not (out / "signed.json").exists() or not ledger.exists():
                 return False
-            rows = Ledger(db).rows()
+            rows = Ledger(ledger).rows()
             return bool(rows) and rows[0].status == "signed"
 
         poll(signed_on_disk, timeout_s=60, what="the child's ledger row 'signed'")
@@ -236,12 +237,13 @@ def sign(agent: Agent, kind: str, payload: dict[str, Any], verdict: Verdict, run
 
 def killed_mid_call(composition: Composition, call: Callable[[], Any]) -> None:
     """Make ``call`` on the wallet service; once the service stops at its hang point,
-    SIGKILL it: the call fails as WalletUnreachable and nothing after that point ran."""
+    SIGKILL it: the call fails as WalletUnreachable, saying the outcome is unknown (the
+    service had read the request), and nothing after that point ran."""
     with ThreadPoolExecutor(1) as pool:
         pending = pool.submit(call)
         composition.hung()
         composition.kill_wallet()
-        with pytest.raises(WalletUnreachable):
+        with pytest.raises(WalletUnreachable, match="its answer is unknown"):
             pending.result(timeout=60)
 
 

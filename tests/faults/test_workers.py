@@ -53,13 +53,15 @@ class Readings(ChainReadings):
 
 
 def with_services(composition: Composition, location: str | Path, chain: Any,
-                  paywall: PaywallServer, queue: TaskQueue, ids: list[str]) -> list[str]:
-    """With services: the judge and wallet services on the workers' database (the
-    treasury cap is the wallet service's), every queued task registered with the judge
-    as the user does (workers never hold the admin token); what a worker needs to use
-    them. In-process: nothing (each worker composes its own judge and wallet)."""
+                  paywall: PaywallServer, queue: TaskQueue,
+                  ids: list[str]) -> tuple[str | Path, list[str]]:
+    """With services: the judge and wallet services with their records where `nib
+    services up` keeps them (the treasury cap is the wallet service's), every queued task
+    registered with the judge as the user does (workers never hold the admin token).
+    Returns where the ledger is and what a worker needs to use the services. In-process:
+    the workers' database, and nothing (each worker composes its own judge and wallet)."""
     if not composition.services:
-        return []
+        return location, []
     agent = build_agent(location, chain.rpc_url, chain.usdc, ScriptedModel({}),
                         allowlist=(paywall.url,), paywall_url=paywall.url,
                         treasury_cap=TREASURY, composition=composition)
@@ -69,7 +71,7 @@ def with_services(composition: Composition, location: str | Path, chain: Any,
         limits = Limits(spend_cap_usdc=task.max_spend or CAP_PER_TASK)
         agent.services.register(task_id, task.task, replace(agent.deps, limits=limits))
     socket = agent.wallet.socket_path  # type: ignore[union-attr]
-    return [agent.services.judge.url, agent.services.agent_token, str(socket)]
+    return agent.db, [agent.services.judge.url, agent.services.agent_token, str(socket)]
 
 
 def spawn(location: str | Path, chain: Any, paywall: PaywallServer, hang_marker: str = "-",
@@ -98,15 +100,16 @@ def wait_all(procs: list[subprocess.Popen[str]], timeout_s: float) -> list[dict[
     return out
 
 
-def money_is_exact(location: str | Path, chain: Any, start: int,
-                   before: tuple[int, int]) -> dict[str, Any]:
+def money_is_exact(location: str | Path, chain: Any, start: int, before: tuple[int, int],
+                   records: str | Path) -> dict[str, Any]:
     """Ledger = meter = chain; no run over its cap, the treasury never exceeded, nothing
-    paid twice; reconcile finds nothing unexplained. Returns the figures."""
+    paid twice; reconcile finds nothing unexplained. Returns the figures. ``records``:
+    where the ledger is (the workers' database ``location``, or the services')."""
     client = ChainClient(chain.rpc_url, 31337)
-    readings = Readings(location, client, chain.usdc, start)
+    readings = Readings(records, client, chain.usdc, start)
     # What an operator runs after a batch: a transfer whose receipt wait timed out on a
     # loaded machine stays 'signed' until reconcile finds it mined and settles it.
-    report = reconcile(location, client, chain.usdc, AGENT_ADDR, start + 1)
+    report = reconcile(records, client, chain.usdc, AGENT_ADDR, start + 1)
     rows = readings.ledger()
     logs = readings.transfers_from_agent()
     settled = [r for r in rows if r.status == "settled"]
@@ -124,14 +127,14 @@ def money_is_exact(location: str | Path, chain: Any, start: int,
     assert len({r.auth_nonce for r in settled if r.kind == "x402"}) == sum(
         1 for r in settled if r.kind == "x402")
     assert len({r.tx_hash for r in settled}) == len(settled)
-    meter = SpendMeter(location, client)
+    meter = SpendMeter(records, client)
     runs = {r.run_id for r in rows}
     usages = [meter.usage(run) for run in runs]
     assert sum(u.settled for u in usages) == onchain  # meter == ledger == chain
     assert all(u.committed <= CAP_PER_TASK and u.reserved == 0 for u in usages), usages
     committed = sum(u.committed for u in usages)
     assert committed <= TREASURY, (committed, TREASURY)
-    report = reconcile(location, client, chain.usdc, AGENT_ADDR, start + 1)  # a second pass
+    report = reconcile(records, client, chain.usdc, AGENT_ADDR, start + 1)  # a second pass
     # Nothing left the wallet unaudited, nothing is still pending (failed rows moved no money).
     assert report.unmatched_onchain == () and report.pending == (), report.to_dict()
     assert all(r.status == "failed" for r in report.unmatched_ledger), report.to_dict()
@@ -151,9 +154,9 @@ def test_four_workers_run_a_hundred_paid_tasks_on_one_wallet_and_one_cap(
     queue = TaskQueue(store_location)
     ids = [queue.submit(f"Research task {i}; tip {SELLER_ADDR}.", max_spend=CAP_PER_TASK)
            for i in range(WORKERS * TASKS_EACH)]
-    services = with_services(composition, store_location, chain, paywall, queue, ids)
+    records, services = with_services(composition, store_location, chain, paywall, queue, ids)
     client = ChainClient(chain.rpc_url, 31337)
-    readings = Readings(store_location, client, chain.usdc, client.block_number())
+    readings = Readings(records, client, chain.usdc, client.block_number())
     before = readings.balance(AGENT_ADDR), readings.balance(SELLER_ADDR)
     started = time.monotonic()
     summaries = wait_all([spawn(store_location, chain, paywall, services=services)
@@ -166,7 +169,7 @@ def test_four_workers_run_a_hundred_paid_tasks_on_one_wallet_and_one_cap(
     paid = sum(1 for t in tasks if t.status == "finished")
     print(f"{paid} tasks paid in full in {elapsed:.1f} s; {queue.counts()}")
     no_nonce_errors(RunStore(store_location), ids)
-    figures = money_is_exact(store_location, chain, readings.start_block, before)
+    figures = money_is_exact(store_location, chain, readings.start_block, before, records)
     print(figures)
     assert paid >= 10  # the treasury stopped the rest (below); gas per task varies with load
     refused = [t for t in tasks if t.status == "stopped"]
@@ -181,10 +184,10 @@ def test_a_worker_killed_during_a_payment_is_recovered_with_the_money_right(
     queue = TaskQueue(store_location, lease_s=LEASE_S)
     ids = [queue.submit(f"Research task {i}; tip {SELLER_ADDR}.", max_spend=CAP_PER_TASK)
            for i in range(5)]
-    services = with_services(composition, store_location, chain, paywall, queue, ids)
+    records, services = with_services(composition, store_location, chain, paywall, queue, ids)
     client = ChainClient(chain.rpc_url, 31337)
     start = client.block_number()
-    readings = Readings(store_location, client, chain.usdc, start)
+    readings = Readings(records, client, chain.usdc, start)
     before = readings.balance(AGENT_ADDR), readings.balance(SELLER_ADDR)
     marker = tmp_path / "signed-then-hung"
     doomed = spawn(store_location, chain, paywall, str(marker), services, concurrency=1)
@@ -212,5 +215,5 @@ def test_a_worker_killed_during_a_payment_is_recovered_with_the_money_right(
     others = [queue.get(i) for i in ids if i != dead]
     assert all(t.status == "finished" for t in others), [(t.status, t.stop_reason) for t in others]
     no_nonce_errors(RunStore(store_location), ids)
-    figures = money_is_exact(store_location, chain, start, before)
+    figures = money_is_exact(store_location, chain, start, before, records)
     assert figures["onchain"] == 5 * GAS_PRICE + 4 * TIP
