@@ -18,7 +18,7 @@ import pytest
 from fault_support import AGENT_ADDR, GAS, GAS_PRICE, SELLER_ADDR, checklist, pay
 
 from agent.cli import services
-from agent.cli.runtime import build_runtime
+from agent.cli.runtime import build_runtime, ensure_devnet_wallet
 from agent.config import load_settings
 from agent.loop.limits import Limits
 from agent.loop.run import run_task
@@ -40,8 +40,9 @@ def test_anvil_killed_mid_run_then_back_reconciles(composition: str, nib_home: P
     info = devnet.up(nib_home)
     try:
         assert info.paywall_url
-        if composition == "services":
-            services.up(load_settings())  # what `nib services up` starts
+        if composition == "services":  # as `nib devnet up` does: the devnet key, the services
+            ensure_devnet_wallet(info, nib_home)
+            services.up(load_settings())
 
         def kill_anvil_then_read(_request: Any) -> dict[str, Any]:
             devnet.stop_pid(info.pid)  # SIGINT first: Anvil dumps its --state file
