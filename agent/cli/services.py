@@ -292,8 +292,12 @@ def up(settings: NibSettings) -> ServicesInfo:
     socket.unlink(missing_ok=True)
     wallet_log = own / "wallet.log"
     wallet = _spawn(["wallet", "serve"], wallet_env, wallet_log, wallet_secrets)
-    _wait(lambda: socket.exists() and (socket.stat().st_mode & 0o777) == 0o600, wallet,
-          "wallet", wallet_log)
+    try:
+        _wait(lambda: socket.exists() and (socket.stat().st_mode & 0o777) == 0o600, wallet,
+              "wallet", wallet_log)
+    except BaseException:
+        _devnet.stop_pid(judge.pid)  # no judge left running, unrecorded, for a wallet that failed
+        raise
     info = ServicesInfo(judge_url, address, judge.pid, str(socket), wallet.pid, agent_token,
                         settings.network, describe(database), shared)
     _write_private(home / SERVICES_FILE, json.dumps(asdict(info)))
