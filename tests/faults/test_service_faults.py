@@ -63,7 +63,12 @@ def test_wallet_service_dying_mid_run_stops_with_wallet_unreachable(
         if server is not None:
             server.stop()
     assert (result.stop_reason, result.partial) == ("wallet-unreachable", True), result.message
-    assert "`nib services up`" in result.message and "nothing was signed" in result.message
+    assert "`nib services up`" in result.message
+    # A stopped service refuses the next request unread: nothing was signed. After a
+    # SIGKILL the kernel may release the dead service's socket a moment later, so the next
+    # request can still be written into it: then the client cannot know and says so.
+    outcomes = ("nothing was signed",) + (("its answer is unknown",) if composition.services else ())
+    assert any(o in result.message for o in outcomes), result.message
     [row] = agent.ledger()
     assert (row.status, row.amount) == ("settled", GAS_PRICE)
     logs = agent.transfers_from_agent()
