@@ -33,6 +33,36 @@ print("wrote")
 """
 
 
+LEFTOVER = """
+from pathlib import Path
+import sys
+from agent.cli.runtime import agent_policy
+from agent.config import load_settings
+from agent.confine import confine
+print(confine(agent_policy(load_settings())).line())
+try:
+    print("read", Path(sys.argv[1]).read_text())
+except OSError as exc:
+    print("refused", type(exc).__name__)
+"""
+
+
+def test_a_keystore_left_half_written_is_denied_like_the_keystore(tmp_path: Path) -> None:
+    """A crash inside Keystore.save leaves wallet.json.tmp: the same encrypted key."""
+    from wallet.keystore import default_keystore_path, keystore_temp_path
+
+    home = tmp_path / "home"
+    (home / "services").mkdir(parents=True, mode=0o700)
+    leftover = keystore_temp_path(default_keystore_path(home))
+    leftover.write_text('{"crypto": "the encrypted key"}')
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NIB_DB_PATH", "NIB_DATABASE_URL", "NIB_CONFIG")}
+    env.update(NIB_HOME=str(home), PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", LEFTOVER, str(leftover)], env=env,
+                       capture_output=True, text=True, timeout=120, cwd=str(ROOT), check=False)
+    assert r.stdout.splitlines()[1:] == ["refused PermissionError"], (r.stdout, r.stderr[-2000:])
+
+
 def test_a_hard_link_to_the_services_database_planted_before_confinement_stops_the_run(
     tmp_path: Path,
 ) -> None:

@@ -50,6 +50,12 @@ def nib_home() -> Path:
     return Path(os.environ.get(HOME_ENV) or Path.home() / ".nib").expanduser()
 
 
+def keystore_temp_path(path: Path) -> Path:
+    """Where a keystore is written before it replaces ``path`` (left behind by a crash in
+    between, it holds the same encrypted key: the agent's confinement denies it too)."""
+    return path.with_name(path.name + ".tmp")
+
+
 def default_keystore_path(home: str | Path | None = None) -> Path:
     """Where the keystore lives: ``<home>/wallet.json``."""
     return (
@@ -230,7 +236,7 @@ class Keystore:
         secret = resolve_passphrase(passphrase, confirm=confirm)
         blob = Account.encrypt(account.key, secret, kdf="scrypt", iterations=self.scrypt_n)
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp = keystore_temp_path(self.path)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             os.fchmod(fd, 0o600)

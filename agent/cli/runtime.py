@@ -255,10 +255,11 @@ def agent_policy(settings: NibSettings) -> Policy:
     from agent.cli.services import ADMIN_TOKEN_FILE, records_database, services_home
     from agent.confine import Policy, code_paths, sqlite_files, temp_dir
     from judge.storage import is_url
-    from wallet.keystore import default_keystore_path
+    from wallet.keystore import default_keystore_path, keystore_temp_path
 
     home = settings.home
-    deny = [services_home(home), default_keystore_path(home), home / JUDGE_KEY_FILE,
+    keystore = default_keystore_path(home)
+    deny = [services_home(home), keystore, keystore_temp_path(keystore), home / JUDGE_KEY_FILE,
             home / ADMIN_TOKEN_FILE, Path("/dev")]
     records = records_database(settings)
     if not is_url(records) and records != settings.database:
