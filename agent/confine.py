@@ -47,6 +47,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.errors import AgentConfigError
+
 __all__ = ["Confinement", "ConfinementError", "Policy", "confine", "landlock_abi", "rules"]
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # every arch
@@ -72,8 +74,9 @@ FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 SQLITE_SIDE_FILES = ("-wal", "-shm")
 
 
-class ConfinementError(RuntimeError):
-    """The agent process could not confine itself as asked."""
+class ConfinementError(AgentConfigError):
+    """The agent process could not confine itself as asked (the CLI says why and the
+    fix on one line, as for any configuration error)."""
 
 
 class _RulesetAttr(ctypes.Structure):
