@@ -49,7 +49,8 @@ from pathlib import Path
 
 from agent.errors import AgentConfigError
 
-__all__ = ["Confinement", "ConfinementError", "Policy", "confine", "landlock_abi", "rules"]
+__all__ = ["FULL_ABI", "Confinement", "ConfinementError", "Policy", "confine", "landlock_abi",
+           "rules"]
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # every arch
 _CREATE_RULESET_VERSION = 1
@@ -57,6 +58,8 @@ _RULE_PATH_BENEATH = 1
 #: landlock_ruleset_attr.handled_access_net (ABI 4): binding a TCP port. Connecting is
 #: left alone (the agent reaches the judge, the chain and sellers over TCP).
 NET_BIND_TCP = 1 << 0
+#: The first ABI that confines signals too (below it, files and perhaps ports only).
+FULL_ABI = 6
 #: landlock_ruleset_attr.scoped (ABI 6): abstract Unix sockets and signals.
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 _PR_SET_NO_NEW_PRIVS = 38
@@ -113,9 +116,27 @@ class Confinement:
     def confined(self) -> bool:
         return self.abi > 0
 
+    @property
+    def complete(self) -> bool:
+        """Files, ports and signals all confined: ABI 6 or newer (see the module doc)."""
+        return self.abi >= FULL_ABI
+
+    @property
+    def gap(self) -> str:
+        """What a confined process still may do on this kernel ("" when nothing)."""
+        if not self.confined or self.complete:
+            return ""
+        left = "signal the judge and the wallet services" + (
+            "" if self.abi >= 4 else " and listen on a TCP port")
+        return (f"Landlock ABI {self.abi} confines files only; the agent may still {left}, "
+                f"so it could stop the judge and answer the wallet's re-checks on the judge's "
+                f"port itself (ABI {FULL_ABI}, Linux 6.12+, closes this)")
+
     def line(self) -> str:
-        if self.confined:
+        if self.complete:
             return f"agent process confined (Landlock ABI {self.abi})"
+        if self.confined:
+            return f"agent process PARTLY confined: {self.gap}"
         return f"agent process NOT confined: {self.why}"
 
 

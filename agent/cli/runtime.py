@@ -127,7 +127,7 @@ class Runtime:
         key file unreadable and unwritable, the code the services run read-only. Off the
         devnet an agent process that cannot be confined is refused unless ``unconfined``
         (the user's explicit ``--unconfined``). The result's line joins the first line."""
-        from agent.confine import Confinement, confine, landlock_abi
+        from agent.confine import FULL_ABI, Confinement, confine, landlock_abi
 
         abi, why = landlock_abi()
         if self.services is None:
@@ -139,14 +139,15 @@ class Runtime:
             done = Confinement(0, why)
         else:
             done = confine(agent_policy(self.settings))
-        if not done.confined and self.services is not None and not self.network.is_devnet \
+        if not done.complete and self.services is not None and not self.network.is_devnet \
                 and not unconfined:
             raise AgentConfigError(
-                f"the agent process cannot be confined on this machine ({done.why}); expected "
-                f"Landlock off the devnet ({self.network.name}), so that a compromised agent "
-                "cannot read the judge's admin token or edit the services' records. Fix: a "
-                "kernel with Landlock (Linux 5.13+, landlock in the lsm= boot parameter), or "
-                "pass --unconfined to run without it."
+                f"the agent process cannot be confined on this machine ({done.gap or done.why});"
+                f" expected Landlock ABI {FULL_ABI} or newer off the devnet "
+                f"({self.network.name}), so that a compromised agent cannot read the judge's "
+                "admin token, edit the services' records or stand in for the judge. Fix: a "
+                "kernel with Landlock ABI 6 (Linux 6.12+, landlock in the lsm= boot parameter), "
+                "or pass --unconfined to run without it."
             )
         self.extras["confinement"] = done.line() + self._secrets_held()
         return done

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from agent import confine as confine_mod
+from agent.cli import runtime as runtime_mod
 from agent.cli.runtime import Runtime
 from agent.cli.services import SERVICE_SECRETS
-from agent.confine import READ, Policy, handled_rights, rules
+from agent.confine import READ, Confinement, Policy, handled_rights, rules
 from agent.errors import AgentConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +77,7 @@ def test_without_landlock_off_the_devnet_the_run_is_refused_unless_the_user_says
         _runtime("base-sepolia", services).confine()
     message = str(refused.value)
     assert "this kernel has no Landlock" in message and "--unconfined" in message
-    assert "expected Landlock off the devnet" in message
+    assert "expected Landlock ABI 6 or newer off the devnet" in message
     rt = _runtime("base-sepolia", services)
     assert rt.confine(unconfined=True).line() == "agent process NOT confined: --unconfined was given"
     devnet = _runtime("anvil", services)
@@ -84,6 +85,29 @@ def test_without_landlock_off_the_devnet_the_run_is_refused_unless_the_user_says
     assert "NOT confined" in devnet.first_line()
     in_process = _runtime("anvil", None)
     assert in_process.confine().line().startswith("agent process NOT confined: the judge and the")
+
+
+def test_a_kernel_that_confines_files_but_not_signals_is_named_and_refused_off_the_devnet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Below ABI 6 the agent could stop the judge service and answer the wallet's
+    re-checks on the judge's port itself (the red team paid past a cap that way):
+    a partial confinement is said in the first line, and refused off the devnet."""
+    for name in SERVICE_SECRETS:
+        monkeypatch.delenv(name, raising=False)
+    for abi, left in ((5, "signal the judge and the wallet services"),
+                      (3, "services and listen on a TCP port")):
+        monkeypatch.setattr(confine_mod, "landlock_abi", lambda abi=abi: (abi, ""))
+        monkeypatch.setattr(confine_mod, "confine", lambda policy, abi=abi: Confinement(abi, "", 9))
+        monkeypatch.setattr(runtime_mod, "agent_policy", lambda settings: None)
+        with pytest.raises(AgentConfigError) as refused:
+            _runtime("base-sepolia", object()).confine()
+        assert f"Landlock ABI {abi} confines files only" in str(refused.value)
+        assert left in str(refused.value) and "--unconfined" in str(refused.value)
+        devnet = _runtime("anvil", object())
+        assert devnet.confine().line().startswith("agent process PARTLY confined: Landlock ABI")
+    assert Confinement(6, "", 9).line() == "agent process confined (Landlock ABI 6)"
+    assert Confinement(7, "", 9).gap == ""
 
 
 def test_the_services_secrets_in_an_agent_processs_environment_are_refused_off_the_devnet(
