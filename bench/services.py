@@ -1,9 +1,11 @@
 """x402 round trip with the judge and the wallet as separate processes vs in-process.
 
 Both compositions pay the same local paywall (on a private Anvil) from the same agent
-account for the same resource, interleaved (alternating who goes first). In-process:
-the JEV judge and the verdict-gated wallet live in the bench process (the composition
-for tests and benchmarks). Services: the judge service (loopback HTTP with a token, the
+account for the same resource, interleaved (the order rotates every round). In-process:
+the JEV judge and the verdict-gated wallet live in the bench process, as `nib run` builds
+them without services (the judge with its calibration store and its durable record of
+verdicts issued and consumed); the bare judge of the other benchmarks (no record) is
+measured too, as the peer before round 4. Services: the judge service (loopback HTTP with a token, the
 task registered, the payload re-checked, the balance read by the judge) and the wallet
 service (over a 0600 Unix socket, re-checking with the judge) each run as their own
 process, as `nib services up` starts them; the bench process holds only a JudgeClient
@@ -43,13 +45,14 @@ NAME = "x402 round trip, services vs in-process (median)"
 TOKEN = "bench-agent-token"
 ADMIN = "bench-admin-token"
 TASK_CAP = 10**9
-PEER = "in-process: judge and wallet in the agent's process"
+PEER = "in-process: judge (calibration, record of verdicts) and wallet in the agent's process"
 
 
 def _judge_child(config: dict[str, Any]) -> None:
     """The judge service's process, until stdin closes (as `nib judge serve` runs it)."""
     from chain.client import ChainClient
     from chain.devkeys import AGENT, JUDGE, dev_account
+    from judge.calibration import BetaCalibrator
     from judge.jev import Judge
     from judge.records import VerdictRecords
     from judge.service import JudgeServer, refuse_inspection
@@ -60,8 +63,9 @@ def _judge_child(config: dict[str, Any]) -> None:
     chain = ChainClient(config["rpc_url"], 31337)
     agent = dev_account(AGENT).address
     db = Path(config["home"]) / "services.db"
+    # As `nib judge serve` builds it (agent.cli.runtime.build_local_judge, service=True).
     judge = Judge(
-        VerdictSigner(dev_account(JUDGE)), allowed_assets={31337: [config["usdc"]]},
+        VerdictSigner(dev_account(JUDGE)), BetaCalibrator(db), allowed_assets={31337: [config["usdc"]]},
         records=VerdictRecords(db), tasks=TaskRegistry(db), require_task=True,
         balance_of=lambda asset: chain.token_balance(asset, agent),
     )
@@ -137,8 +141,37 @@ class _Services:
             self._judge.stop()
 
 
+def _in_process(env: BenchEnv) -> tuple[Any, Any]:
+    """The in-process composition as `nib run` builds it without services
+    (agent.cli.runtime.build_local_judge): the judge with its calibration store and its
+    durable record of verdicts issued and consumed, in the run's database, and the
+    verdict-gated wallet re-checking with it directly (no task registry: the request
+    carries the limits and the balance)."""
+    from chain.client import ChainClient
+    from chain.devkeys import AGENT, JUDGE, dev_account
+    from judge.calibration import BetaCalibrator
+    from judge.jev import Judge
+    from judge.records import VerdictRecords
+    from judge.verdict import VerdictSigner
+    from wallet.keystore import KeyHandle
+    from wallet.signer import Wallet
+
+    db = env.tmp / "services-inprocess.db"
+    judge = Judge(VerdictSigner(dev_account(JUDGE)), BetaCalibrator(db),
+                  allowed_assets={env.network.chain_id: [env.usdc]}, records=VerdictRecords(db))
+    wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=db,
+                    chain=ChainClient(env.rpc_url, env.network.chain_id), usdc=env.usdc,
+                    trusted_judge=judge.address, recheck=judge.recheck)
+    return judge, wallet
+
+
+#: The sides of one measurement, run in turn (the order rotates every round).
+SIDES = ("services", "local", "bare")
+
+
 async def _measure(env: BenchEnv, iterations: int, warmup: int) -> dict[str, Any]:
     from agent.tools.x402.pay_http import PayHttpTool
+    from chain.devkeys import SELLER, dev_account
     from chain.paywall.app import DEFAULT_PRICES
     from judge.service import JudgeClient
     from judge.tasks import TaskLimits
@@ -146,24 +179,28 @@ async def _measure(env: BenchEnv, iterations: int, warmup: int) -> dict[str, Any
 
     url = env.paywall_url + BENCH_PATH
     tool = PayHttpTool(env.paywall_url)
-    local_wallet = env.wallet("services-inprocess")
+    local_judge, local_wallet = _in_process(env)
+    # The earlier peer: the bench's bare judge (no calibration store, no record of
+    # verdicts), reported for comparison with the figures before this change.
+    bare_wallet = env.wallet("services-bare")
     services = _Services(env)
     try:
         judge = JudgeClient(services.judge_url, token=TOKEN, timeout_s=10)
         admin = JudgeClient(services.judge_url, token=ADMIN, timeout_s=10)
-        remote_wallet = WalletClient(services.socket)
-        from chain.devkeys import SELLER, dev_account
-
-        local: list[float] = []
-        remote: list[float] = []
+        sides = {
+            "services": (WalletClient(services.socket), judge),
+            "local": (local_wallet, local_judge),
+            "bare": (bare_wallet, None),
+        }
+        samples: dict[str, list[float]] = {side: [] for side in SIDES}
         registrations: list[float] = []
         async with httpx.AsyncClient(timeout=30) as http:
 
-            async def one(i: int, via_services: bool) -> float:
-                run_id = f"bench-{'svc' if via_services else 'local'}-{i}"
-                wallet = remote_wallet if via_services else local_wallet
+            async def one(i: int, side: str) -> float:
+                run_id = f"bench-{side}-{i}"
+                wallet, judge_of_side = sides[side]
                 ctx = env.context(wallet, http, run_id)
-                if via_services:
+                if side == "services":
                     # Once per task (a run), not per payment: timed apart from the round trip.
                     registered = time.perf_counter()
                     admin.register_task(TaskLimits(
@@ -172,29 +209,26 @@ async def _measure(env: BenchEnv, iterations: int, warmup: int) -> dict[str, Any
                         sellers=(env.paywall_url,)))
                     registrations.append(time.perf_counter() - registered)
                 start = time.perf_counter()
-                await env.paid_call(tool, ctx, url, judge=judge if via_services else None)
+                await env.paid_call(tool, ctx, url, judge=judge_of_side)
                 return time.perf_counter() - start
 
             for i in range(warmup + iterations):
-                services_first = i % 2 == 0
-                a = await one(i, services_first)
-                b = await one(i, not services_first)
-                if i < warmup:
-                    continue
-                remote.append(a if services_first else b)
-                local.append(b if services_first else a)
+                turn = i % len(SIDES)
+                for side in SIDES[turn:] + SIDES[:turn]:
+                    took = await one(i, side)
+                    if i >= warmup:
+                        samples[side].append(took)
     finally:
         services.stop()
-    return {"services": remote, "local": local, "registrations": registrations,
-            "price_atomic": DEFAULT_PRICES["token"]}
+    return {**samples, "registrations": registrations, "price_atomic": DEFAULT_PRICES["token"]}
 
 
 def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
     """Measure both compositions; medians, p95s (seconds) and services / in-process."""
     iterations, warmup = (3, 1) if quick else (20, 3)
     data = on_fresh_chain(env, lambda e: run_async(lambda: _measure(e, iterations, warmup)))
-    svc, loc = data["services"], data["local"]
-    s, lo = Spread.of(svc), Spread.of(loc)
+    svc, loc, bare = data["services"], data["local"], data["bare"]
+    s, lo, b = Spread.of(svc), Spread.of(loc), Spread.of(bare)
     figure = Figure(
         benchmark=NAME,
         ours=str(s),
@@ -203,19 +237,24 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
         notes=(
             f"services/in-process median (goal <= 1.15x); p95 ratio "
             f"{fmt_ratio(ratio(s.p95, lo.p95))}; {iterations} paid GETs each of {BENCH_PATH}, "
-            f"interleaved (alternating which side goes first), {warmup} warm-up dropped. "
+            f"interleaved (the order of the sides rotates), {warmup} warm-up dropped. "
             "Services: the judge and the wallet as two processes (judge over loopback HTTP "
             "with its token, wallet over its 0600 Unix socket), the judge ruling on the "
             "registered task, reading the balance itself and recording each verdict and its "
             "use; each run's task registered before its payment (once per run, timed "
-            "apart: registration_median_s)."
+            "apart: registration_median_s). In-process: as `nib run` builds it without "
+            "services (the judge with its calibration store and record of verdicts). "
+            f"Against the bare in-process judge (no record; the peer before round 4): "
+            f"{fmt_ratio(ratio(s.median, b.median))}."
         ),
         raw={"kind": "own", "goal": "median <= 1.15x", "met": ratio(s.median, lo.median) <= 1.15,
              "ratio_p95": ratio(s.p95, lo.p95), "peer_name": PEER,
              "median_services_s": s.median, "median_inprocess_s": lo.median,
+             "median_bare_s": b.median, "p95_bare_s": b.p95,
+             "ratio_bare": ratio(s.median, b.median),
              "registration_median_s": median(data["registrations"]),
              "p95_services_s": s.p95, "p95_inprocess_s": lo.p95, "iterations": iterations,
-             "samples_services_s": svc, "samples_inprocess_s": loc},
+             "samples_services_s": svc, "samples_inprocess_s": loc, "samples_bare_s": bare},
     )
     return figure.as_dict()
 
@@ -230,6 +269,9 @@ def report(result: dict[str, Any]) -> str:
         f"  ratio services/in-process: median {fmt_ratio(result['ratio'])}, "
         f"p95 {fmt_ratio(result['ratio_p95'])}",
         f"  peer: {result['peer_name']}",
+        f"  bare in-process judge (no record of verdicts; the peer before round 4): median "
+        f"{fmt_ms(result['median_bare_s'])}, p95 {fmt_ms(result['p95_bare_s'])}; "
+        f"services/bare {fmt_ratio(result['ratio_bare'])}",
         f"  (task registration with the judge, once per run, apart: median "
         f"{fmt_ms(result['registration_median_s'])})",
     ])
