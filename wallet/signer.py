@@ -45,7 +45,7 @@ from wallet.errors import (
     WalletError,
 )
 from wallet.keystore import KeyHandle
-from wallet.ledger import SpendKind, SpendRow
+from wallet.ledger import LIVE, SpendKind, SpendRow
 from wallet.meter import Reservation, SpendMeter
 from wallet.nonces import NonceManager
 from wallet.reconcile import authorization_expired, authorization_used_in
@@ -275,25 +275,33 @@ class Wallet:
         A signed row whose authorization the token has used is settled (under the tx
         that used it, proven); one that expired unused on both clocks is failed; either
         way it is no longer live. A reserved or still-valid signed row is returned.
+
+        Only a row still live when it is returned: the run that owns it may settle or
+        fail it while the chain is asked (the slower the machine, the likelier), and a
+        row that ended meanwhile is no live authorization (the resource is looked up
+        again, since another run may already hold a new one).
         """
-        row = self.meter.ledger.live_for(resource)
-        if row is None or row.status != "signed" or not row.auth_nonce:
-            return row
-        # The chain's time is read first: unused at a block already past validBefore
-        # means unused for good.
-        chain_time = self.chain.block_timestamp("latest")
-        used_in = authorization_used_in(self.chain, self.usdc, self.address, row.auth_nonce)
-        if used_in is not None:
-            self.settle(row, used_in)
-            return None
-        if row.valid_before is not None and authorization_expired(
-            row.valid_before, chain_time=chain_time, wall_time=self.clock()
-        ):
-            note = f"authorization expired unused at {row.valid_before}; released"
-            self.meter.fail(row.id, note)
-            self._emit("wallet.failed", {**_spend_event(row), "note": note})
-            return None
-        return self.meter.ledger.get(row.id)
+        while True:
+            row = self.meter.ledger.live_for(resource)
+            if row is None or row.status != "signed" or not row.auth_nonce:
+                return row
+            # The chain's time is read first: unused at a block already past validBefore
+            # means unused for good.
+            chain_time = self.chain.block_timestamp("latest")
+            used_in = authorization_used_in(self.chain, self.usdc, self.address, row.auth_nonce)
+            if used_in is not None:
+                self.settle(row, used_in)
+                return None
+            if row.valid_before is not None and authorization_expired(
+                row.valid_before, chain_time=chain_time, wall_time=self.clock()
+            ):
+                note = f"authorization expired unused at {row.valid_before}; released"
+                self.meter.fail(row.id, note)
+                self._emit("wallet.failed", {**_spend_event(row), "note": note})
+                return None
+            now = self.meter.ledger.get(row.id)
+            if now.status in LIVE:
+                return now
 
     def fail(self, signed: SignedTypedData | SignedTx, note: str) -> None:
         """Record that a signed spend did not move money (see SpendMeter.fail's warning)."""

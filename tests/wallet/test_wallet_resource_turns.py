@@ -99,3 +99,34 @@ def test_a_turn_not_given_within_the_limit_refuses_before_the_verdict_is_used(
     [err] = errors
     assert isinstance(err, AuthorizationOutstanding) and "did not finish within" in str(err)
     assert rechecked == [] and waiting.meter.ledger.rows() == []
+
+
+def test_an_authorization_that_ends_while_the_chain_is_asked_is_not_live(
+    chain: Any, make_wallet: Any, judge_signer: VerdictSigner, store_location: str | Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A buyer asking whether the resource is held must not be handed a row that the run
+    owning it settled or failed while the chain was being read (a slow read on a loaded
+    machine): that buyer would refuse to pay for a resource no one holds any more."""
+    import wallet.signer as signer
+
+    owner = make_wallet(db_path=store_location)
+    buyer = make_wallet(db_path=store_location)
+    payload = quote(chain)
+    held = owner.sign_typed_data(payload, approve(judge_signer, payload), run_id="run-a",
+                                 cap=ONE_USDC, resource=RESOURCE)
+    real_used_in = signer.authorization_used_in
+
+    def read_then_owner_ends(*args: Any) -> str | None:
+        found = real_used_in(*args)  # the real chain: not used yet
+        if found is None and owner.spend_row(held.ledger_id).status == "signed":
+            owner.fail(held, "the seller refused; it expired unused")  # meanwhile, the owner
+        return found
+
+    monkeypatch.setattr(signer, "authorization_used_in", read_then_owner_ends)
+    assert buyer.live_authorization(RESOURCE) is None
+    again = quote(chain)
+    buyer.sign_typed_data(again, approve(judge_signer, again), run_id="run-b", cap=ONE_USDC,
+                          resource=RESOURCE)  # its turn: nothing is live
+    live = buyer.live_authorization(RESOURCE)
+    assert live is not None and live.run_id == "run-b" and live.status == "signed"
