@@ -94,6 +94,9 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     w3 = Web3(Web3.HTTPProvider(config["rpc_url"]))
     task, price = config["task_id"], config["price"]
     report: dict[str, Any] = {"confinement": confined.line()}
+    if config.get("other_task"):
+        report["paid_on_other_task"] = _other_task(config, judge, wallet, w3)
+        return report
 
     # 1. Approvals the judge no longer counts: each one revoked as soon as it is issued.
     held: list[tuple[dict[str, Any], Any]] = []
@@ -140,6 +143,26 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     for server in impostor:
         server.shutdown()
     return report
+
+
+def _other_task(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> list[str]:
+    """Payments asked for under another task's id (another run's, or one queued for a
+    worker): its registered cap, not ours."""
+    from tests._support import lying_transfer
+
+    paid = []
+    for _ in range(config["verdicts"]):
+        tx, request = lying_transfer(w3, config["usdc"], config["chain_id"], config["seller"],
+                                     config["price"], wallet.nonces.allocate(),
+                                     task_id=config["other_task"])
+        verdict = judge.decide(request)
+        if verdict.decision != "approve":
+            wallet.nonces.release(tx["nonce"])
+            paid.append(f"judge {verdict.decision}: {verdict.reason[:200]}")
+            continue
+        paid.append(_try(lambda tx=tx, verdict=verdict: wallet.send_transaction(
+            wallet.sign_transaction(tx, verdict, run_id=config["task_id"], cap=10**15)).status))
+    return paid
 
 
 if __name__ == "__main__":

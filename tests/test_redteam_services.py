@@ -84,3 +84,49 @@ def test_a_confined_agent_cannot_replace_the_judge_to_pay_beyond_its_cap(
     # them on stdin): the admin token never reaches the agent.
     for part in ("judge_environ", "judge_cmdline", "wallet_environ", "wallet_cmdline"):
         assert admin_token not in report[part], part
+
+
+OTHER = TaskLimits(task_id="task-queued-for-a-worker", spend_cap=10 * PRICE, per_call_cap=PRICE,
+                   approval_threshold=10 * PRICE, recipients=(SELLER_ADDR,), sellers=())
+
+
+def test_a_confined_agent_cannot_spend_another_tasks_budget(
+    chain: Any, service_forks: Any, tmp_path: Path
+) -> None:
+    """Its own task is registered with a cap of 0.15; another task (a queued one, or an
+    earlier run's) with 0.50. Asking the judge under the other task's id must not pay."""
+    home = tmp_path / "home"
+    (home / "services").mkdir(parents=True, mode=0o700)
+    comp = Composition("services", chain, forks=service_forks)
+    token = usdc_contract(chain.w3, chain.usdc)
+    before = int(token.functions.balanceOf(SELLER_ADDR).call())
+    try:
+        services = comp.start(home / "services" / "nib.db")
+        services.admin.register_task(TASK)
+        services.admin.register_task(OTHER)
+        report = _attack(home, chain, services, verdicts=5, other_task=OTHER.task_id)
+    finally:
+        comp.close()
+    paid = int(token.functions.balanceOf(SELLER_ADDR).call()) - before
+    assert report["confinement"].startswith("agent process confined (Landlock ABI "), report
+    assert paid == 0, (paid, report["paid_on_other_task"])
+
+
+def _attack(home: Path, chain: Any, services: Any, **config: Any) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items()
+           if "PASSWORD" not in k and k not in ("NIB_DB_PATH", "NIB_DATABASE_URL")}
+    env.update(NIB_HOME=str(home),
+               PYTHONPATH=os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")]))
+    judge_pid, wallet_pid = services.pids
+    config = {"judge_url": services.judge.url, "token": services.agent_token,
+              "judge_address": dev_account(JUDGE).address, "judge_pid": judge_pid,
+              "wallet_pid": wallet_pid, "wallet_socket": str(services.wallet.socket_path),
+              "rpc_url": chain.rpc_url, "chain_id": chain.chain_id, "usdc": chain.usdc,
+              "seller": SELLER_ADDR, "task_id": TASK.task_id, "price": PRICE,
+              "verdicts": 4, "confine": True, **config}
+    done = subprocess.run(
+        [sys.executable, str(HERE / "redteam_attacker.py"), json.dumps(config)],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert done.stdout, done.stderr[-3000:]
+    return dict(json.loads(done.stdout.splitlines()[-1]))
