@@ -81,7 +81,13 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     from agent.config import load_settings
     from agent.confine import Confinement, confine
 
-    confined = confine(agent_policy(load_settings())) if config["confine"] else Confinement()
+    settings = load_settings()
+    confined = confine(agent_policy(settings)) if config["confine"] else Confinement()
+    if config.get("plant"):  # a task queued in its own database, for the user's next `nib worker`
+        from agent.queue import TaskQueue
+
+        return {"confinement": confined.line(),
+                "queued": TaskQueue(settings.database).submit(config["plant"], max_spend=10**12)}
 
     from web3 import Web3
 
