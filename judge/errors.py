@@ -59,6 +59,11 @@ class TaskRegistrationConflict(JudgeRequestInvalid):
     """A task id is registered once; a second registration with other limits is refused."""
 
 
+class TaskScopeRefused(JudgeConfigError):
+    """A task token used for another task (or another task's verdict), or a worker token
+    for a task not registered as queued: a token acts for its own task only."""
+
+
 class VerdictInvalid(JudgeError):
     """A verdict that must not be acted on. Signers refuse when they see this."""
 

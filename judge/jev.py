@@ -364,7 +364,9 @@ class Judge:
                 return (
                     f"task {offer.task_id!r} is not registered with this judge; it rules only "
                     "on registered tasks; fix: register the task (nib run does it from your "
-                    "configuration) and send its id"
+                    "configuration; a queued task is not registered with the judge unless "
+                    "`nib submit` ran with the services up: `nib submit` it again with the "
+                    "services up) and send its id"
                 )
             return offer  # the in-process composition for tests: the request's limits
         balance = None

@@ -33,11 +33,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from judge import errors
 from judge.calibration import CalibrationReport
-from judge.errors import JudgeConfigError, JudgeError, JudgeUnreachable, VerdictInvalid
+from judge.errors import (
+    JudgeConfigError,
+    JudgeError,
+    JudgeUnreachable,
+    TaskScopeRefused,
+    VerdictInvalid,
+)
 from judge.jev import Judge, PaidCallRequest
 from judge.policy import FreeDecision
 from judge.records import Grant, Standing
-from judge.tasks import TaskLimits
+from judge.tasks import TASK_TOKEN, WORKER_TOKEN, TaskLimits
 from judge.verdict import SCHEME, Verdict, parse_verdict, verify_verdict
 from judge.wire import from_wire, wire_int
 
@@ -46,7 +52,14 @@ DEFAULT_TIMEOUT_S = 2.0
 MAX_BODY_BYTES = 64 * 1024
 _API = "/v1"
 #: Routes only the user (the admin token) may call, and what each does.
-_ADMIN_PATHS = {f"{_API}/tasks": "a task registration", f"{_API}/grants": "a grant of an escalation"}
+_ADMIN_PATHS = {
+    f"{_API}/tasks": "a task registration",
+    f"{_API}/grants": "a grant of an escalation",
+    f"{_API}/task-tokens": "a task token",
+    f"{_API}/worker-tokens": "a worker token",
+}
+#: The one route a worker token may call: the task token of a task queued for a worker.
+_CLAIMS = f"{_API}/claims"
 
 
 class _BodyLimit:
@@ -187,14 +200,25 @@ def _free_from_wire(data: Mapping[str, object]) -> FreeDecision:
 
 class _TokenGate:
     """ASGI middleware: admin routes take the admin token, every other route but
-    ``/health`` the agent's (or the admin's). A plain ASGI callable rather than
-    ``@app.middleware("http")``, whose per-request task group and streams cost more
+    ``/health`` a token the judge knows, and says whose it is in ``scope["nib.task"]``:
+    the task a task token was issued for (the routes refuse any other task), ``None`` for
+    the admin and the services' token (the wallet's re-check), :data:`WORKER_TOKEN` for a
+    worker token, which may only claim queued tasks' tokens. A plain ASGI callable rather
+    than ``@app.middleware("http")``, whose per-request task group and streams cost more
     than the check itself on every call the agent and the wallet make."""
 
-    def __init__(self, app: ASGIApp, agent_auth: bytes | None, admin_auth: bytes | None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        agent_auth: bytes | None,
+        admin_auth: bytes | None,
+        scope_of: Callable[[str], tuple[str, str | None] | None] | None = None,
+    ) -> None:
         self.app = app
         self.agent_auth = agent_auth
         self.admin_auth = admin_auth
+        self.scope_of = scope_of
+        self._known: dict[bytes, tuple[str, str | None]] = {}  # issued tokens never change
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -204,34 +228,70 @@ class _TokenGate:
                 return
         await self.app(scope, receive, send)
 
+    def _issued(self, given: bytes) -> tuple[str, str | None] | None:
+        found = self._known.get(given)
+        if found is None and self.scope_of is not None and given.startswith(b"Bearer "):
+            found = self.scope_of(given[7:].decode(errors="replace"))
+            if found is not None:
+                self._known[given] = found
+        return found
+
     def _refusal(self, scope: Scope) -> _Json | None:
         path = scope["path"]
         given = dict(scope.get("headers") or []).get(b"authorization", b"")
         admin = self.admin_auth
+        scope["nib.task"] = None
         if path in _ADMIN_PATHS and scope["method"] == "POST":
             if admin is None or not hmac.compare_digest(given, admin):
                 return _refused(
                     f"found {_ADMIN_PATHS[path]} without the judge's admin token; expected "
                     "'Authorization: Bearer <NIB_JUDGE_ADMIN_TOKEN>' (the user's, not the "
-                    "agent's); fix: do it as the user with `nib run`, `nib approve RUN` or "
-                    "`nib judge approve`, which hold it.",
+                    "agent's); fix: do it as the user with `nib run`, `nib submit`, "
+                    "`nib approve RUN` or `nib judge approve`, which hold it.",
                     403,
                 )
         elif path != f"{_API}/health" and self.agent_auth is not None:
-            ok = hmac.compare_digest(given, self.agent_auth) or (
+            if hmac.compare_digest(given, self.agent_auth) or (
                 admin is not None and hmac.compare_digest(given, admin)
-            )
-            if not ok:
+            ):
+                return None
+            issued = self._issued(given)
+            if issued is None:
                 return _refused(
-                    "found a request without the judge service's token; expected "
-                    "'Authorization: Bearer <NIB_JUDGE_TOKEN>'; fix: set NIB_JUDGE_TOKEN "
-                    "to the value the service was started with.",
+                    "found a request without the judge service's token or a token this "
+                    "judge issued; expected 'Authorization: Bearer <the task's token>' (nib "
+                    "run, nib worker and nib approve get it when the task is registered; "
+                    "the wallet's re-check sends NIB_JUDGE_TOKEN, the value the service was "
+                    "started with); fix: run the task with the nib commands, which register "
+                    "it first.",
                     401,
                 )
+            kind, task = issued
+            if (kind == WORKER_TOKEN) != (path == _CLAIMS):
+                return _error(
+                    TaskScopeRefused.__name__,
+                    f"found a {kind} token on {path}; expected a worker token only on "
+                    f"{_CLAIMS} and a task token on the task's own routes; fix: claim the "
+                    "task's token first (nib worker does).",
+                    403,
+                )
+            scope["nib.task"] = task if kind == TASK_TOKEN else WORKER_TOKEN
         return None
 
 
-Handler = Callable[[dict[str, object]], dict[str, object]]
+#: A route's handler: the request body, and the task the caller's token is for (None:
+#: any task; see _TokenGate).
+Handler = Callable[[dict[str, object], str | None], dict[str, object]]
+
+
+def _only(own: str | None, task: str | None, what: str) -> None:
+    """Refuse a task token's request that concerns ``task``, not its own ``own``."""
+    if own is not None and task != own:
+        raise TaskScopeRefused(
+            f"found {what} of task {task!r} with the token of task {own!r}; expected a task "
+            "token to act for its own task only; fix: send the token nib issued for that "
+            "task (each run gets its own)."
+        )
 
 
 class _Routes:
@@ -267,10 +327,13 @@ class _Routes:
                             "a route JudgeClient calls; fix: use judge.service.JudgeClient.",
                             status)
         else:
-            answer = await self._answer(handler, method, await _body(receive), path)
+            task = scope.get("nib.task")
+            answer = await self._answer(handler, method, await _body(receive), path, task)
         await answer(scope, receive, send)
 
-    async def _answer(self, handler: Handler, method: str, raw: bytes, path: str) -> _Json:
+    async def _answer(
+        self, handler: Handler, method: str, raw: bytes, path: str, task: str | None
+    ) -> _Json:
         body: dict[str, object] = {}
         if method == "POST":
             try:
@@ -281,9 +344,9 @@ class _Routes:
                 return _malformed(f"found a JSON {type(parsed).__name__}; expected an object")
             body = parsed
         if path not in self.pooled:
-            return _run(handler, body)
+            return _run(handler, body, task)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, _run, handler, body)
+        return await loop.run_in_executor(self._pool, _run, handler, body, task)
 
 
 async def _body(receive: Receive) -> bytes:
@@ -298,11 +361,12 @@ async def _body(receive: Receive) -> bytes:
     return b"".join(chunks)
 
 
-def _run(handler: Handler, body: dict[str, object]) -> _Json:
+def _run(handler: Handler, body: dict[str, object], task: str | None) -> _Json:
     try:
-        return _Json(handler(body))
+        return _Json(handler(body, task))
     except JudgeError as exc:
         status = 409 if isinstance(exc, VerdictInvalid) else 422
+        status = 403 if isinstance(exc, TaskScopeRefused) else status
         return _error(type(exc).__name__, str(exc), status)
     except (KeyError, TypeError, ValueError) as exc:
         return _malformed(f"{type(exc).__name__}: {exc}")
@@ -316,37 +380,61 @@ def create_app(
 ) -> ASGIApp:
     """An ASGI app exposing ``judge`` (bind it to loopback only).
 
-    With ``token`` every route but ``/health`` requires ``Authorization: Bearer <token>``,
-    so other local processes cannot ask for verdicts, revoke them or skew calibration.
+    With ``token`` every route but ``/health`` requires ``Authorization: Bearer <token>``
+    (the services' own: the wallet's re-check), a task token (issued when the admin
+    registers the task; it acts for that task and its verdicts only) or the admin token,
+    so other local processes and other tasks' agents cannot ask for verdicts, revoke them
+    or skew calibration.
     Registering a task (``POST /v1/tasks``) takes ``admin_token`` (the user's, never the
     agent's); without one, tasks cannot be registered over the wire at all.
     """
     agent_auth = f"Bearer {token}".encode() if token else None
     admin_auth = f"Bearer {admin_token}".encode() if admin_token else None
 
-    def recheck(body: dict[str, object]) -> dict[str, object]:
-        judge.recheck(parse_verdict(body))
+    def task_of(verdict_id: str) -> str | None:
+        rec = judge.records.get(verdict_id)
+        return None if rec is None else rec.task_id
+
+    def decide(body: dict[str, object], own: str | None) -> dict[str, object]:
+        request = PaidCallRequest.from_wire(body)
+        for offer in (request, *request.alternatives):
+            _only(own, offer.task_id, "a payment")
+        return judge.decide(request).model_dump()
+
+    def recheck(body: dict[str, object], own: str | None) -> dict[str, object]:
+        verdict = parse_verdict(body)
+        if own is not None:
+            _only(own, task_of(verdict.id), "a re-check of a verdict")
+        judge.recheck(verdict)
         return {"ok": True}
 
-    def revoke(body: dict[str, object]) -> dict[str, object]:
-        judge.revoke(str(body["verdict_id"]))
+    def revoke(body: dict[str, object], own: str | None) -> dict[str, object]:
+        verdict_id = str(body["verdict_id"])
+        if own is not None:
+            _only(own, task_of(verdict_id), "a revocation of a verdict")
+        judge.revoke(verdict_id)
         return {"ok": True}
 
-    def outcomes(body: dict[str, object]) -> dict[str, object]:
+    def outcomes(body: dict[str, object], own: str | None) -> dict[str, object]:
         covered = body.get("covered")
         if not isinstance(covered, bool):
             raise JudgeConfigError(
                 f"found covered={covered!r}; expected true or false; fix: send a JSON boolean."
             )
-        judge.record_outcome(str(body["verdict_id"]), str(body["fact_kind"]), covered)
+        verdict_id = str(body["verdict_id"])
+        if own is not None:
+            _only(own, task_of(verdict_id), "an outcome of a verdict")
+        judge.record_outcome(verdict_id, str(body["fact_kind"]), covered)
         return {"ok": True}
 
-    def standing(body: dict[str, object]) -> dict[str, object]:
+    def standing(body: dict[str, object], own: str | None) -> dict[str, object]:
         fp = body.get("payload_fingerprint")
         verdict_id = str(body["verdict_id"])
+        if own is not None:
+            _only(own, task_of(verdict_id), "the standing of a verdict")
         return {"standing": judge.verdict_standing(verdict_id, None if fp is None else str(fp))}
 
-    def grant(body: dict[str, object]) -> dict[str, object]:
+    def grant(body: dict[str, object], _own: str | None) -> dict[str, object]:
         task = body.get("task_id")
         return judge.grant(
             str(body["verdict_id"]),
@@ -354,26 +442,54 @@ def create_app(
             task_id=None if task is None else str(task),
         ).to_wire()
 
+    def register(body: dict[str, object], _own: str | None) -> dict[str, object]:
+        limits = judge.register_task(TaskLimits.from_wire(body))
+        if body.get("queued") is True:
+            judge.tasks.mark_queued(limits.task_id)
+        return {**limits.to_wire(), "task_token": judge.tasks.issue_token(TASK_TOKEN, limits.task_id)}
+
+    def task_token(body: dict[str, object], own: str | None) -> dict[str, object]:
+        task = str(body["task_id"])
+        if judge.tasks.get(task) is None:
+            raise TaskScopeRefused(
+                f"found a token asked for task {task!r}, which is not registered with this "
+                "judge; expected a registered task; fix: register it first (nib run, nib "
+                "submit with the services up)."
+            )
+        if own is not None and not judge.tasks.queued(task):  # a worker's claim
+            raise TaskScopeRefused(
+                f"found a worker's claim of task {task!r}, which was not registered as "
+                "queued; expected a task `nib submit` registered for a worker; fix: "
+                "`nib submit` the task (with the services up) for a worker to run it."
+            )
+        return {"task_token": judge.tasks.issue_token(TASK_TOKEN, task)}
+
     routes = _Routes(
         get={
-            f"{_API}/health": lambda _: {"judge": judge.address, "scheme": SCHEME},
-            f"{_API}/calibration": lambda _: dict(judge.calibration()),
+            f"{_API}/health": lambda _b, _o: {"judge": judge.address, "scheme": SCHEME},
+            f"{_API}/calibration": lambda _b, _o: dict(judge.calibration()),
         },
         post={
-            f"{_API}/decide": lambda b: judge.decide(PaidCallRequest.from_wire(b)).model_dump(),
-            f"{_API}/free": lambda b: _free_to_wire(
+            f"{_API}/decide": decide,
+            f"{_API}/free": lambda b, _o: _free_to_wire(
                 judge.decide_free(str(b["tool"]), wire_int(b["calls_so_far"]))
             ),
             f"{_API}/recheck": recheck,
             f"{_API}/revoke": revoke,
             f"{_API}/outcomes": outcomes,
             f"{_API}/standing": standing,
-            f"{_API}/tasks": lambda b: judge.register_task(TaskLimits.from_wire(b)).to_wire(),
+            f"{_API}/tasks": register,
             f"{_API}/grants": grant,
+            f"{_API}/task-tokens": task_token,
+            _CLAIMS: task_token,
+            f"{_API}/worker-tokens": lambda _b, _o: {
+                "worker_token": judge.tasks.issue_token(WORKER_TOKEN)
+            },
         },
         pooled=frozenset({f"{_API}/decide"}),
     )
-    return _TokenGate(routes, agent_auth=agent_auth, admin_auth=admin_auth)
+    return _TokenGate(routes, agent_auth=agent_auth, admin_auth=admin_auth,
+                      scope_of=judge.tasks.token_scope)
 
 
 def _server(
@@ -717,6 +833,24 @@ class JudgeClient:
     def register_task(self, limits: TaskLimits) -> TaskLimits:
         """Register a task (needs a client built with the admin token)."""
         return TaskLimits.from_wire(self._call("POST", "/tasks", limits.to_wire()))
+
+    def register_task_for_token(self, limits: TaskLimits, *, queued: bool = False) -> str:
+        """Register a task (admin token; ``queued``: for a worker to claim) and return a
+        token that acts for that task only (what its agent process gets)."""
+        body = {**limits.to_wire(), "queued": queued}
+        return str(self._call("POST", "/tasks", body)["task_token"])
+
+    def task_token(self, task_id: str) -> str:
+        """A new token for a registered task (admin token)."""
+        return str(self._call("POST", "/task-tokens", {"task_id": task_id})["task_token"])
+
+    def worker_token(self) -> str:
+        """A token that may only claim the tokens of queued tasks (admin token)."""
+        return str(self._call("POST", "/worker-tokens", {})["worker_token"])
+
+    def claim(self, task_id: str) -> str:
+        """The token of a task registered as queued (a client with a worker token)."""
+        return str(self._call("POST", "/claims", {"task_id": task_id})["task_token"])
 
     def grant(self, verdict_id: str, *, by: str = "admin", task_id: str | None = None) -> Grant:
         """Grant an escalated payment (needs a client built with the admin token)."""

@@ -22,6 +22,14 @@ if TYPE_CHECKING:
     from judge.jev import PaidCallRequest
 
 TASKS = "judge_tasks"
+#: Bearer tokens the judge issued, by their SHA-256 (never the token itself): a task
+#: token lets its holder act for that one task; a worker token lets its holder claim the
+#: task tokens of tasks registered as queued.
+TOKENS = "judge_task_tokens"
+#: Tasks registered by ``nib submit`` for a worker (the ones a worker token may claim).
+QUEUED = "judge_queued_tasks"
+#: A token's kinds.
+TASK_TOKEN, WORKER_TOKEN = "task", "worker"
 
 
 def _origin(url: str) -> str:
@@ -119,7 +127,30 @@ MIGRATIONS: list[Migration] = [
             )""",
         ),
     ),
+    Migration(
+        2,
+        "task and worker tokens (their hashes), tasks queued for a worker",
+        (
+            f"""CREATE TABLE IF NOT EXISTS {TOKENS} (
+                token_hash TEXT PRIMARY KEY,
+                kind TEXT NOT NULL,
+                task_id TEXT,
+                issued_at {{real}} NOT NULL
+            )""",
+            f"""CREATE TABLE IF NOT EXISTS {QUEUED} (
+                task_id TEXT PRIMARY KEY,
+                queued_at {{real}} NOT NULL
+            )""",
+        ),
+    ),
 ]
+
+
+def token_hash(token: str) -> str:
+    """What the judge keeps of a token it issued."""
+    import hashlib
+
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 class TaskRegistry:
@@ -160,6 +191,38 @@ class TaskRegistry:
                 ),
             )
         return limits
+
+    def issue_token(self, kind: str, task_id: str | None = None) -> str:
+        """A new bearer token of ``kind`` (for ``task_id``); only its hash is kept, so it
+        holds across a restart of the judge and the records never reveal it."""
+        import secrets
+
+        token = secrets.token_hex(32)
+        self._store.execute(
+            f"INSERT INTO {TOKENS} (token_hash, kind, task_id, issued_at) VALUES (?, ?, ?, ?)",
+            (token_hash(token), kind, task_id, self._clock()),
+        )
+        return token
+
+    def token_scope(self, token: str) -> tuple[str, str | None] | None:
+        """(kind, task id) of a token this judge issued, else None."""
+        rows = self._store.query(
+            f"SELECT kind, task_id FROM {TOKENS} WHERE token_hash = ?", (token_hash(token),)
+        )
+        if not rows:
+            return None
+        task = rows[0]["task_id"]
+        return str(rows[0]["kind"]), None if task is None else str(task)
+
+    def mark_queued(self, task_id: str) -> None:
+        """Record that ``task_id`` was registered for a worker (``nib submit``)."""
+        with self._store.transaction() as conn:
+            if conn.one(f"SELECT task_id FROM {QUEUED} WHERE task_id = ?", (task_id,)) is None:
+                conn.execute(f"INSERT INTO {QUEUED} (task_id, queued_at) VALUES (?, ?)",
+                             (task_id, self._clock()))
+
+    def queued(self, task_id: str) -> bool:
+        return bool(self._store.query(f"SELECT task_id FROM {QUEUED} WHERE task_id = ?", (task_id,)))
 
     def get(self, task_id: str) -> TaskLimits | None:
         """The registered limits (a plain read: registrations never change, and the

@@ -161,7 +161,12 @@ def _other_task(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> lis
         tx, request = lying_transfer(w3, config["usdc"], config["chain_id"], config["seller"],
                                      config["price"], wallet.nonces.allocate(),
                                      task_id=config["other_task"])
-        verdict = judge.decide(request)
+        try:
+            verdict = judge.decide(request)
+        except Exception as exc:  # a refusal of the request itself (another task's token)
+            wallet.nonces.release(tx["nonce"])
+            paid.append(f"judge refused: {type(exc).__name__}: {exc}"[:300])
+            continue
         if verdict.decision != "approve":
             wallet.nonces.release(tx["nonce"])
             paid.append(f"judge {verdict.decision}: {verdict.reason[:200]}")

@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from chain.devkeys import OUTSIDER, dev_account
 from chain.client import ChainClient
+from chain.devkeys import OUTSIDER, dev_account
 
 HERE = Path(__file__).resolve().parent
 NIB = [sys.executable, "-m", "agent.cli"]
@@ -50,7 +50,7 @@ def test_a_task_planted_in_the_agents_queue_is_not_registered_with_its_own_cap(
         chain = ChainClient(info["rpc_url"], info["chain_id"])
         before = chain.token_balance(info["usdc"], ATTACKER)
         report = attacker(
-            confine=True, judge_url=services["judge_url"], token=services["agent_token"],
+            confine=True, judge_url=services["judge_url"], token=services.get("agent_token"),
             wallet_socket=services["wallet_socket"], rpc_url=info["rpc_url"],
             chain_id=info["chain_id"], usdc=info["usdc"], seller=ATTACKER, task_id="mine",
             other_task=planted["queued"], price=200_000, verdicts=3)

@@ -102,14 +102,16 @@ def test_a_confined_agent_cannot_spend_another_tasks_budget(
     before = int(token.functions.balanceOf(SELLER_ADDR).call())
     try:
         services = comp.start(home / "services" / "nib.db")
-        services.admin.register_task(TASK)
+        # The agent holds its own task's token, as nib run hands it (never the services').
+        own = services.admin.register_task_for_token(TASK)
         services.admin.register_task(OTHER)
-        report = _attack(home, chain, services, verdicts=5, other_task=OTHER.task_id)
+        report = _attack(home, chain, services, verdicts=5, other_task=OTHER.task_id, token=own)
     finally:
         comp.close()
     paid = int(token.functions.balanceOf(SELLER_ADDR).call()) - before
     assert report["confinement"].startswith("agent process confined (Landlock ABI "), report
     assert paid == 0, (paid, report["paid_on_other_task"])
+    assert all("TaskScopeRefused" in r for r in report["paid_on_other_task"]), report
 
 
 def _attack(home: Path, chain: Any, services: Any, **config: Any) -> dict[str, Any]:

@@ -83,6 +83,7 @@ class Runtime:
         profile: str | None = None,
         limits: Limits | None = None,
         on_event: Callable[[str, str, dict[str, Any]], None] | None = None,
+        judge: Any = None,
     ) -> Deps:
         """Dependencies for one run (or a resume)."""
         allow = (self.paywall_url,) if self.paywall_url else ()
@@ -99,7 +100,7 @@ class Runtime:
             store=self.store,
             network=self.network,
             chain=self.chain,
-            judge=self.judge,
+            judge=judge if judge is not None else self.judge,
             wallet=self.wallet,
             wallet_address=self.wallet.address,
             meter=self.wallet.meter,
@@ -114,12 +115,35 @@ class Runtime:
         """When the judge runs as its own service, register the task's limits with it
         first: the judge rules only on tasks registered by the user's side, never on limits
         the agent sends. In-process judges take the limits from ``deps`` instead. The admin
-        token is read by a short-lived child (agent.cli.services.as_user), never here."""
+        token is read by a short-lived child (agent.cli.services.as_user), never here; this
+        process gets back the task's own token and acts with it (see :meth:`act_for`)."""
         from agent.cli.services import register_task, task_limits
 
-        services = running_services(self.settings.home)
-        if services is not None:
-            register_task(self.settings, services, task_limits(self, run_id, task, limits))
+        if self.services is not None:
+            self.act_for(register_task(self.settings, self.services,
+                                       task_limits(self, run_id, task, limits)))
+
+    def resume_task(self, run_id: str) -> None:
+        """A resumed run (``nib approve/deny``) acts with a new token of its task (issued
+        by the admin, in a child), as :meth:`register_task` leaves ``nib run``."""
+        from agent.cli.services import task_token
+
+        if self.services is not None:
+            self.act_for(task_token(self.settings, self.services, run_id))
+
+    def act_for(self, token: str) -> None:
+        """This process's judge client acts for one task: with its token the judge
+        answers for that task and its verdicts only."""
+        self.judge = self.task_judge(token)
+
+    def task_judge(self, token: str) -> Any:
+        """A client of the judge service holding one task's token."""
+        from judge.service import JudgeClient
+
+        if self.services is None:
+            return self.judge
+        return JudgeClient(self.services.judge_url, trusted_judge=self.services.judge_address,
+                           token=token)
 
     def confine(self, *, unconfined: bool = False) -> Confinement:
         """Confine this agent process (agent.confine), once its task is registered and
@@ -184,37 +208,33 @@ class Runtime:
         )
         return limits
 
-    def register_queued(self, tasks: list[Any] | None = None) -> int:
-        """Register queued tasks (``tasks``, else every task still queued) with the judge
-        service, as the user, before a worker confines itself: ``nib submit`` registers
-        what it queues while the services run, this catches what was queued before they
-        did. A task the judge already holds keeps its limits. Returns how many it holds."""
-        from agent.cli.services import register_tasks, task_limits
-        from agent.queue import TaskQueue
-
-        services = running_services(self.settings.home)
-        if services is None:
-            return 0
-        if tasks is None:
-            tasks = [t for t in TaskQueue(self.store.db).tasks(limit=10_000) if t.status == "queued"]
-        found = [task_limits(self, t.id, t.task, self.queued_limits(t.max_spend)) for t in tasks]
-        return register_tasks(self.settings, services, found, keep_existing=True)
-
-    def worker(self, *, concurrency: int = 1, lease_s: float = 30.0, poll_s: float = 0.25) -> Any:
+    def worker(self, *, concurrency: int = 1, lease_s: float = 30.0, poll_s: float = 0.25,
+               worker_token: str | None = None) -> Any:
         """A queue worker that runs tasks with this runtime (what ``nib worker`` runs).
 
         Each task gets the configured limits with its own ``max_spend`` as the spend cap
-        (registered with the judge service by ``nib submit`` or :meth:`register_queued`,
-        never by the worker, which holds no admin token); a dead worker's runs are
-        recovered by this runtime's wallet: in-process, or the wallet service.
+        (registered with the judge service by ``nib submit``, never by the worker, which
+        holds no admin token: a task found only in the agents' database, which an agent
+        may write, is never registered). With the services, ``worker_token`` (see
+        agent.cli.services.worker_token, taken before this process confines itself)
+        claims each task's own token from the judge, which gives it only for tasks
+        ``nib submit`` registered as queued. A dead worker's runs are recovered by this
+        runtime's wallet: in-process, or the wallet service.
         """
+        import asyncio
+
         from agent.loop.run import run_task
         from agent.queue import QueuedTask, TaskQueue
         from agent.worker import Worker
 
         async def execute(task: QueuedTask) -> Any:
             limits = self.queued_limits(task.max_spend)
-            return await run_task(task.task, self.deps(limits=limits), run_id=task.id)
+            judge = self.judge
+            if self.services is not None:
+                claims = self.task_judge(worker_token or "")
+                token = await asyncio.to_thread(claims.claim, task.id)
+                judge = self.task_judge(token)
+            return await run_task(task.task, self.deps(limits=limits, judge=judge), run_id=task.id)
 
         def recover(task: QueuedTask) -> Any:
             return self.wallet.recover_run(task.id, task.worker or "", f"worker {task.worker} died")
@@ -504,13 +524,12 @@ def build_runtime(
 
 
 def _service_clients(services: ServicesInfo) -> tuple[WalletClient, JudgeClient]:
-    """Clients of the running wallet and judge services (the agent's token)."""
+    """Clients of the running wallet and judge services. The judge client holds no token
+    until the task is registered (Runtime.register_task gives it the task's)."""
     from judge.service import JudgeClient
     from wallet.service import WalletClient
 
-    judge = JudgeClient(
-        services.judge_url, trusted_judge=services.judge_address, token=services.agent_token
-    )
+    judge = JudgeClient(services.judge_url, trusted_judge=services.judge_address)
     return WalletClient(services.wallet_socket), judge
 
 

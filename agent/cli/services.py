@@ -3,10 +3,12 @@
 
 Who holds what: the wallet service is the only process that unlocks the keystore; the
 judge service is the only holder of its key, of each task's registered limits and of
-the record of verdicts issued and consumed. The agent process gets the judge's URL and
-agent token and the wallet's socket path, never a passphrase or the judge's admin token:
-a short-lived child of the user's command reads that token to register a task (see
-:func:`register_task`), before the agent process confines itself (agent.confine).
+the record of verdicts issued and consumed. The agent process gets the judge's URL, the
+wallet's socket path and the token of its own task, never a passphrase, the judge's
+admin token or the services' own token (the wallet's re-check): a short-lived child of
+the user's command reads the admin token to register the task (see :func:`register_task`)
+and hands back the task's token, which the judge honours for that task only, before the
+agent process confines itself (agent.confine).
 
 The services keep their own state in ``NIB_HOME/services`` (0700): their database (task
 registrations, verdicts, grants, calibration, the wallet's ledger and nonces), the admin
@@ -65,7 +67,6 @@ class ServicesInfo:
     judge_pid: int
     wallet_socket: str
     wallet_pid: int
-    agent_token: str
     network: str
     #: Where the services keep their records (password masked), and whether that is the
     #: agent's own database (PostgreSQL without NIB_SERVICES_DATABASE_URL).
@@ -77,8 +78,8 @@ class ServicesInfo:
         return _devnet.pid_alive(self.judge_pid) and _devnet.pid_alive(self.wallet_pid)
 
     def public(self) -> dict[str, Any]:
-        """Everything but the agent token (for printing)."""
-        data: dict[str, Any] = {k: v for k, v in asdict(self).items() if k != "agent_token"}
+        """What to print."""
+        data: dict[str, Any] = dict(asdict(self))
         data["running"] = self.running
         return data
 
@@ -262,12 +263,14 @@ def up(settings: NibSettings) -> ServicesInfo:
     own = _private_dir(services_home(home))
     database, shared = services_database(settings)
     _write_private(own / RECORDS_FILE, str(database))
-    agent_token = secrets.token_hex(32)
+    # The services' own token (the wallet's re-check): never in services.json, which an
+    # agent process reads; agents get a token for their own task only (register_task).
+    service_token = secrets.token_hex(32)
     admin_token = secrets.token_hex(32)
     _write_private(own / ADMIN_TOKEN_FILE, admin_token)
     port = _devnet.free_port()
     judge_url = f"http://127.0.0.1:{port}"
-    judge_secrets = {"NIB_JUDGE_TOKEN": agent_token, "NIB_JUDGE_ADMIN_TOKEN": admin_token,
+    judge_secrets = {"NIB_JUDGE_TOKEN": service_token, "NIB_JUDGE_ADMIN_TOKEN": admin_token,
                      **_database_env(database), **_passed_on("NIB_JUDGE_PASSWORD")}
     judge_log = own / "judge.log"
     judge = _spawn(["judge", "serve", "--port", str(port)], _service_env(settings), judge_log,
@@ -286,7 +289,7 @@ def up(settings: NibSettings) -> ServicesInfo:
         raise AgentConfigError(f"the devnet judge answered as {address}; expected the judge dev key.")
     wallet_env = {**_service_env(settings), "NIB_JUDGE_URL": judge_url,
                   "NIB_JUDGE_ADDRESS": address}
-    wallet_secrets = {"NIB_JUDGE_TOKEN": agent_token, **_database_env(database),
+    wallet_secrets = {"NIB_JUDGE_TOKEN": service_token, **_database_env(database),
                       **_passed_on("NIB_WALLET_PASSWORD")}
     socket = home / SOCKET_NAME
     socket.unlink(missing_ok=True)
@@ -298,7 +301,7 @@ def up(settings: NibSettings) -> ServicesInfo:
     except BaseException:
         _devnet.stop_pid(judge.pid)  # no judge left running, unrecorded, for a wallet that failed
         raise
-    info = ServicesInfo(judge_url, address, judge.pid, str(socket), wallet.pid, agent_token,
+    info = ServicesInfo(judge_url, address, judge.pid, str(socket), wallet.pid,
                         settings.network, describe(database), shared)
     _write_private(home / SERVICES_FILE, json.dumps(asdict(info)))
     return info
@@ -375,33 +378,39 @@ def as_user(fn: Callable[[], T]) -> T:
     return value  # type: ignore[no-any-return]
 
 
-def register_task(settings: NibSettings, info: ServicesInfo, limits: Any) -> None:
+def register_task(settings: NibSettings, info: ServicesInfo, limits: Any, *,
+                  queued: bool = False) -> str:
     """Register a task's limits with the judge service, as the user (admin token, read in
-    a child: see :func:`as_user`)."""
-    register_tasks(settings, info, [limits])
+    a child: see :func:`as_user`); ``queued``: for a worker to claim (``nib submit``).
+    Returns the task's token: the judge honours it for that task and its verdicts only."""
 
-
-def register_tasks(
-    settings: NibSettings, info: ServicesInfo, tasks: Sequence[Any], *, keep_existing: bool = False
-) -> int:
-    """Register each task's limits with the judge service as the user, in one child; with
-    ``keep_existing`` a task already registered with other limits keeps them (the judge's
-    stand). Returns how many the judge holds as given."""
-    from judge.errors import TaskRegistrationConflict
-
-    def register() -> int:
-        held = 0
+    def register() -> str:
         with _admin_client(settings, info) as admin:
-            for limits in tasks:
-                try:
-                    admin.register_task(limits)
-                    held += 1
-                except TaskRegistrationConflict:
-                    if not keep_existing:
-                        raise
-        return held
+            return str(admin.register_task_for_token(limits, queued=queued))
 
-    return as_user(register) if tasks else 0
+    return as_user(register)
+
+
+def task_token(settings: NibSettings, info: ServicesInfo, task_id: str) -> str:
+    """A new token for the registered task ``task_id`` (admin token, in a child): what a
+    resumed run (``nib approve/deny``) acts with."""
+
+    def issue() -> str:
+        with _admin_client(settings, info) as admin:
+            return str(admin.task_token(task_id))
+
+    return as_user(issue)
+
+
+def worker_token(settings: NibSettings, info: ServicesInfo) -> str:
+    """A worker token (admin token, in a child): it may only claim the tokens of tasks
+    ``nib submit`` registered as queued, so a compromised worker's scope is that queue."""
+
+    def issue() -> str:
+        with _admin_client(settings, info) as admin:
+            return str(admin.worker_token())
+
+    return as_user(issue)
 
 
 def grant_escalation(

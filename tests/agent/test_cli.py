@@ -215,9 +215,12 @@ def test_a_human_grants_an_escalated_payment_at_the_judge_and_only_then_it_is_pa
         (escalated,) = db.execute(
             "SELECT id FROM judge_verdicts WHERE task_id = ? AND decision = 'escalate'", (run_id,)
         ).fetchone()
-    # The agent holds the judge's agent token: it cannot grant its own escalation.
+    # services.json (which the agent reads) holds no judge token at all; the agent's own
+    # task token (the one nib run hands it) cannot grant its own escalation.
+    assert "agent_token" not in services and "token" not in json.dumps(services)
+    agent_token = _task_token(home, services, run_id)
     forged = httpx.post(services["judge_url"] + "/v1/grants", json={"verdict_id": escalated},
-                        headers={"Authorization": f"Bearer {services['agent_token']}"},
+                        headers={"Authorization": f"Bearer {agent_token}"},
                         trust_env=False, timeout=10)
     assert forged.status_code == 403 and "admin token" in forged.text
     assert json.loads(nib(home, "audit", "--run", run_id, "--json").stdout) == []
@@ -536,3 +539,12 @@ def test_submit_worker_and_runs_on_postgres(home, pg_url):
         assert not local.exists() or all(RunStore(local).run(i) is None for i in ids)
     finally:
         run("services", "down")  # later tests start their own
+
+
+def _task_token(home: Path, services: dict[str, Any], run_id: str) -> str:
+    """A token of ``run_id``'s task, issued by the admin as `nib approve` gets one."""
+    from judge.service import JudgeClient
+
+    admin = (home / "services" / "judge-admin.token").read_text().strip()
+    with JudgeClient(services["judge_url"], token=admin, timeout_s=10) as client:
+        return client.task_token(run_id)

@@ -210,3 +210,54 @@ def test_only_the_admin_token_grants_over_the_wire(judge: Judge) -> None:
         admin = JudgeClient(server.url, token="admin-token")
         assert admin.grant(escalated.id, task_id="task-1").verdict_id == escalated.id
         assert agent.decide(request(transfer(SELLER, 450_000, nonce=11))).decision == "approve"
+
+
+def test_a_task_token_acts_for_its_own_task_only_and_outlasts_a_restart(
+    signer: VerdictSigner, tmp_path: Any
+) -> None:
+    """Registration returns a token bound to the task (the judge keeps its hash): with it
+    an agent decides, revokes, reports and asks for its own task's verdicts only; a
+    worker token claims only tasks registered as queued."""
+    from judge.errors import TaskScopeRefused
+    from judge.records import VerdictRecords
+    from judge.tasks import TaskRegistry
+
+    db = tmp_path / "judge.db"
+
+    def started() -> JudgeServer:
+        judge = Judge(signer, allowed_assets={31337: [USDC]}, balance_of=lambda asset: 5_000_000,
+                      require_task=True, records=VerdictRecords(db), tasks=TaskRegistry(db))
+        return JudgeServer(judge, token="services-token", admin_token="admin-token")
+
+    other = TaskLimits(**{**TASK.to_wire(), "task_id": "task-2"})  # type: ignore[arg-type]
+    queued = TaskLimits(**{**TASK.to_wire(), "task_id": "task-3"})  # type: ignore[arg-type]
+    with started() as server:
+        admin = JudgeClient(server.url, token="admin-token")
+        mine = admin.register_task_for_token(TASK)
+        admin.register_task(other)
+        agent = JudgeClient(server.url, token=mine)
+        assert agent.decide(request(transfer(SELLER, 100_000))).decision == "approve"
+        theirs = JudgeClient(server.url, token="services-token").decide(
+            request(transfer(SELLER, 100_000, nonce=3), task_id="task-2"))
+        with pytest.raises(TaskScopeRefused, match="task 'task-2' with the token of task 'task-1'"):
+            agent.decide(request(transfer(SELLER, 100_000, nonce=4), task_id="task-2"))
+        for call in (lambda: agent.revoke(theirs.id), lambda: agent.recheck(theirs),
+                     lambda: agent.record_outcome(theirs.id, "price", True),
+                     lambda: agent.verdict_standing(theirs.id, None)):
+            with pytest.raises(TaskScopeRefused, match="expected a task token to act for its own"):
+                call()
+        worker = JudgeClient(server.url, token=admin.worker_token())
+        with pytest.raises(TaskScopeRefused, match="not registered as queued"):
+            worker.claim("task-2")
+        with pytest.raises(TaskScopeRefused, match="expected a worker token only on"):
+            worker.decide(request(transfer(SELLER, 100_000, nonce=5), task_id="task-2"))
+        admin.register_task_for_token(queued, queued=True)
+        claimed = JudgeClient(server.url, token=worker.claim("task-3"))
+        assert claimed.decide(request(transfer(SELLER, 100_000, nonce=6), task_id="task-3")
+                              ).decision == "approve"
+    with started() as server:  # a restarted judge knows the token by its hash
+        again = JudgeClient(server.url, token=mine)
+        assert again.decide(request(transfer(SELLER, 100_000, nonce=7))).decision == "approve"
+        with pytest.raises(TaskScopeRefused):
+            again.decide(request(transfer(SELLER, 100_000, nonce=8), task_id="task-2"))
+    assert mine not in db.read_bytes().decode(errors="replace")

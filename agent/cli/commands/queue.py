@@ -42,7 +42,16 @@ def submit_cmd(
     queue = TaskQueue(settings.database)
     task_id = queue.submit(task, max_spend=cap)
     if running_services(settings.home) is not None:
-        cli_runtime(settings).register_queued([queue.get(task_id)])
+        from agent.cli.services import register_task, task_limits
+
+        rt = cli_runtime(settings)
+        assert rt.services is not None
+        register_task(settings, rt.services,
+                      task_limits(rt, task_id, task, rt.queued_limits(cap)), queued=True)
+    else:
+        err.print(f"task {task_id} is queued but not registered with the judge (the services "
+                  "are not running): a worker's payments for it will be refused. Fix: `nib "
+                  "services up`, then `nib submit` it again.", highlight=False)
     if as_json:
         emit_json({"task_id": task_id})
     else:
@@ -64,10 +73,15 @@ def worker_cmd(
     import asyncio
     from dataclasses import asdict
 
+    from agent.cli.services import worker_token
+
     rt = cli_runtime(cli_settings())
-    rt.register_queued()  # what was queued before the services ran (as the user, in a child)
+    # Never registers what it finds in the queue (the agents' database, which an agent may
+    # write): `nib submit` registered each task. A worker token (taken here, as the user,
+    # in a child, before confining) claims only the tokens of tasks registered as queued.
+    token = worker_token(rt.settings, rt.services) if rt.services is not None else None
     rt.confine(unconfined=unconfined)  # before the first task's first model call
-    worker = rt.worker(concurrency=concurrency, lease_s=lease_s)
+    worker = rt.worker(concurrency=concurrency, lease_s=lease_s, worker_token=token)
     if not as_json:
         err.print(rt.first_line(), markup=False, highlight=False, soft_wrap=True)
         err.print(f"[bold]nib worker[/] {worker.name} · concurrency {concurrency} · "

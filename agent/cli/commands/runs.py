@@ -178,6 +178,7 @@ def _decide(run_id: str, decision: str, as_json: bool, unconfined: bool) -> None
     rt = cli_runtime(settings)
     if decision == "approve":
         _grant_at_the_judge(rt, run_id)
+    rt.resume_task(run_id)  # the resumed run acts with its own task's token
     rt.confine(unconfined=unconfined)  # the resumed run is the agent's: confined as `nib run`
     if not as_json:
         err.print(rt.first_line(), markup=False, highlight=False, soft_wrap=True)
