@@ -511,19 +511,25 @@ def test_submit_worker_and_runs_on_postgres(home, pg_url):
     try:
         info = json.loads(run("devnet", "up", "--no-services", "--json").stdout)
         first_block = ChainClient(info["rpc_url"], 31337).block_number() + 1
+        # Queued while the services were down: never registered (the worker registers
+        # nothing it finds in the agents' database), and `nib submit` says so.
+        early = run("submit", DEMO_TASK, "--max-spend", "0.50", "--json")
+        assert "not registered with the judge" in early.stderr, early.stderr
+        unregistered = json.loads(early.stdout)["task_id"]
+        # Without NIB_SERVICES_DATABASE_URL the services keep their records in the workers'
+        # database, and say so.
+        assert run("services", "up").returncode == 0
+        assert "SHARED" in run("services", "status").stdout
         ids = [json.loads(run("submit", DEMO_TASK, "--max-spend", "0.50", "--json").stdout)["task_id"]
                for _ in range(2)]
         queued = {r["run_id"]: r for r in json.loads(run("runs", "--json").stdout)}
-        assert {queued[i]["status"] for i in ids} == {"queued"}
-        # Without NIB_SERVICES_DATABASE_URL the services keep their records in the workers'
-        # database, and say so; the tasks queued before they ran are registered by the
-        # worker's start (as the user, in a child), never by the worker itself.
-        assert run("services", "down").returncode == 0
-        assert run("services", "up").returncode == 0
-        assert "SHARED" in run("services", "status").stdout
+        assert {queued[i]["status"] for i in [*ids, unregistered]} == {"queued"}
         r = run("worker", "--concurrency", "2", "--drain", "--json")
         assert r.returncode == 0, r.stderr[-3000:]
         summary = json.loads(r.stdout)
+        assert summary["stopped"] == [unregistered], summary
+        refused = {r["run_id"]: r for r in json.loads(run("runs", "--json").stdout)}[unregistered]
+        assert "nib submit" in json.dumps(refused), refused
         assert sorted(summary["finished"]) == sorted(ids), (summary, run("runs", "--json").stdout)
         rows = {r["run_id"]: r for r in json.loads(run("runs", "--json").stdout)}
         assert {rows[i]["status"] for i in ids} == {"finished"}
