@@ -538,7 +538,9 @@ def test_submit_worker_and_runs_on_postgres(home, pg_url):
         # The wallet service wrote its ledger into PostgreSQL, where the workers run.
         assert all(r.status == "settled" for i in ids for r in Ledger(pg_url).rows(i))
         assert all(Ledger(pg_url).rows(i) for i in ids)
-        rec = json.loads(run("audit", "reconcile", "--from-block", str(first_block), "--json").stdout)
+        reconciled = run("audit", "reconcile", "--from-block", str(first_block), "--json")
+        assert reconciled.stdout, reconciled.stderr[-2000:]
+        rec = json.loads(reconciled.stdout)
         assert rec["unmatched_onchain"] == [] and rec["unmatched_ledger"] == [], rec
         assert len(rec["matched"]) >= 2 and rec["ledger"]["ok"], rec
         local = home / "nib.db"  # the SQLite file (if earlier tests made one) holds none of it

@@ -56,9 +56,16 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
     from wallet.reconcile import reconcile
 
     rt = cli_runtime(cli_settings())
+    standing = rt.judge.verdict_standing
+    if rt.services is not None:
+        # The user's command reads the judge's record itself (the services' database):
+        # its judge client holds no task's token, and this spans every task.
+        from judge.records import VerdictRecords
+
+        standing = VerdictRecords(rt.records).standing
     report = reconcile(
         rt.records, rt.chain, rt.wallet.usdc, rt.wallet.address, from_block,
-        verdict_standing=rt.judge.verdict_standing,
+        verdict_standing=standing,
     )
     if as_json:
         emit_json(report.to_dict())
