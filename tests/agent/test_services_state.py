@@ -52,8 +52,8 @@ def test_the_users_commands_read_the_records_where_the_services_were_started(
 
 
 def test_a_shared_database_is_said_in_the_first_line() -> None:
-    info = ServicesInfo("http://127.0.0.1:1", "0xj", 1, "/s", 2, "t", "anvil",
+    info = ServicesInfo("http://127.0.0.1:1", "0xj", 1, "/s", 2, "anvil",
                         "postgresql://agents:***@127.0.0.1/nib", True)
     assert "SHARED: set NIB_SERVICES_DATABASE_URL" in info.describe()
-    own = ServicesInfo("http://127.0.0.1:1", "0xj", 1, "/s", 2, "t", "anvil", "/h/services/nib.db")
+    own = ServicesInfo("http://127.0.0.1:1", "0xj", 1, "/s", 2, "anvil", "/h/services/nib.db")
     assert own.describe().endswith("records in /h/services/nib.db")
