@@ -42,7 +42,7 @@ from bench._util import (
 __all__ = ["main", "run"]
 
 NAME = "x402 round trip, services vs in-process (median)"
-TOKEN = "bench-agent-token"
+SERVICES_TOKEN = "bench-services-token"  # the wallet's re-check only
 ADMIN = "bench-admin-token"
 TASK_CAP = 10**9
 PEER = "in-process: judge (calibration, record of verdicts) and wallet in the agent's process"
@@ -69,7 +69,7 @@ def _judge_child(config: dict[str, Any]) -> None:
         records=VerdictRecords(db), tasks=TaskRegistry(db), require_task=True,
         balance_of=lambda asset: chain.token_balance(asset, agent),
     )
-    with JudgeServer(judge, token=TOKEN, admin_token=ADMIN) as judge_server:
+    with JudgeServer(judge, token=SERVICES_TOKEN, admin_token=ADMIN) as judge_server:
         print(json.dumps({"judge_url": judge_server.url}), flush=True)
         sys.stdin.readline()
 
@@ -86,7 +86,7 @@ def _wallet_child(config: dict[str, Any]) -> None:
 
     refuse_inspection()
     judge_address = dev_account(JUDGE).address
-    recheck = JudgeClient(config["judge_url"], trusted_judge=judge_address, token=TOKEN,
+    recheck = JudgeClient(config["judge_url"], trusted_judge=judge_address, token=SERVICES_TOKEN,
                           timeout_s=10).recheck
     wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=Path(config["home"]) / "services.db",
                     chain=ChainClient(config["rpc_url"], 31337), usdc=config["usdc"],
@@ -185,7 +185,8 @@ async def _measure(env: BenchEnv, iterations: int, warmup: int) -> dict[str, Any
     bare_wallet = env.wallet("services-bare")
     services = _Services(env)
     try:
-        judge = JudgeClient(services.judge_url, token=TOKEN, timeout_s=10)
+        # The agent's side acts with each run's task token (as `nib run`): set per run.
+        judge = JudgeClient(services.judge_url, timeout_s=10)
         admin = JudgeClient(services.judge_url, token=ADMIN, timeout_s=10)
         sides = {
             "services": (WalletClient(services.socket), judge),
@@ -203,10 +204,10 @@ async def _measure(env: BenchEnv, iterations: int, warmup: int) -> dict[str, Any
                 if side == "services":
                     # Once per task (a run), not per payment: timed apart from the round trip.
                     registered = time.perf_counter()
-                    admin.register_task(TaskLimits(
+                    judge.use_token(admin.register_task_for_token(TaskLimits(
                         task_id=run_id, spend_cap=TASK_CAP, per_call_cap=TASK_CAP,
                         approval_threshold=None, recipients=(dev_account(SELLER).address,),
-                        sellers=(env.paywall_url,)))
+                        sellers=(env.paywall_url,))))
                     registrations.append(time.perf_counter() - registered)
                 start = time.perf_counter()
                 await env.paid_call(tool, ctx, url, judge=judge_of_side)

@@ -60,6 +60,9 @@ _ADMIN_PATHS = {
 }
 #: The one route a worker token may call: the task token of a task queued for a worker.
 _CLAIMS = f"{_API}/claims"
+#: The routes the services' own token (NIB_JUDGE_TOKEN) may call once agents hold task
+#: tokens: what the wallet service asks before it signs (``/health`` takes no token).
+_SERVICE_PATHS = (f"{_API}/recheck",)
 
 
 class _BodyLimit:
@@ -202,7 +205,8 @@ class _TokenGate:
     """ASGI middleware: admin routes take the admin token, every other route but
     ``/health`` a token the judge knows, and says whose it is in ``scope["nib.task"]``:
     the task a task token was issued for (the routes refuse any other task), ``None`` for
-    the admin and the services' token (the wallet's re-check), :data:`WORKER_TOKEN` for a
+    the admin and the services' token (which, with an admin token set, may only make the
+    wallet's re-check: _SERVICE_PATHS), :data:`WORKER_TOKEN` for a
     worker token, which may only claim queued tasks' tokens. A plain ASGI callable rather
     than ``@app.middleware("http")``, whose per-request task group and streams cost more
     than the check itself on every call the agent and the wallet make."""
@@ -251,9 +255,22 @@ class _TokenGate:
                     403,
                 )
         elif path != f"{_API}/health" and self.agent_auth is not None:
-            if hmac.compare_digest(given, self.agent_auth) or (
-                admin is not None and hmac.compare_digest(given, admin)
-            ):
+            if hmac.compare_digest(given, self.agent_auth):
+                # With an admin token, agents act with task tokens: the services' own
+                # token is the wallet's, for its re-check only. Without one (a bare
+                # `nib judge serve`) no task token can be issued and it is the only one.
+                if admin is None or path in _SERVICE_PATHS:
+                    return None
+                return _error(
+                    TaskScopeRefused.__name__,
+                    f"found the judge service's own token (NIB_JUDGE_TOKEN) on {path}; "
+                    f"expected it only on {', '.join(_SERVICE_PATHS)} (the wallet service's "
+                    "re-check before it signs); fix: act for a task with the token the judge "
+                    "issued when the task was registered (nib run, nib worker and nib "
+                    "approve get it).",
+                    403,
+                )
+            if admin is not None and hmac.compare_digest(given, admin):
                 return None
             issued = self._issued(given)
             if issued is None:
@@ -381,7 +398,7 @@ def create_app(
     """An ASGI app exposing ``judge`` (bind it to loopback only).
 
     With ``token`` every route but ``/health`` requires ``Authorization: Bearer <token>``
-    (the services' own: the wallet's re-check), a task token (issued when the admin
+    (the services' own: only the wallet's re-check when ``admin_token`` is set), a task token (issued when the admin
     registers the task; it acts for that task and its verdicts only) or the admin token,
     so other local processes and other tasks' agents cannot ask for verdicts, revoke them
     or skew calibration.
@@ -718,6 +735,11 @@ class JudgeClient:
 
     def __repr__(self) -> str:
         return f"JudgeClient(url={self.url!r}, timeout_s={self.timeout_s})"
+
+    def use_token(self, token: str) -> None:
+        """Send ``token`` from the next call on (a process that runs one task after
+        another, each with the token the judge issued for it)."""
+        self._headers["Authorization"] = f"Bearer {token}"
 
     def close(self) -> None:
         self._pool.close()

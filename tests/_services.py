@@ -2,8 +2,8 @@
 its own process (``tests/service_child.py``, the service code ``nib services up`` runs).
 
 A test that takes the ``composition`` fixture runs once per composition. With services,
-the harness holds only clients (the judge's URL with the agent token, the wallet's
-socket), the wallet service's events come back into the run's trace, and every run's
+the harness holds only clients (the judge's URL with the registered task's token, the
+wallet's socket), the wallet service's events come back into the run's trace, and every run's
 task is registered with the judge first (admin token), as ``nib run`` does; the judge
 then rules only on registered tasks, from their registered limits.
 """
@@ -50,12 +50,23 @@ class Services:
     admin: JudgeClient
     wallet: WalletClient
     pids: tuple[int, int]
-    #: The agent's token for the judge (what an agent process of the test holds).
+    #: The agent's token for the judge: the task token of the task registered last (what
+    #: an agent process of the test holds; ``judge`` sends it), "" before any.
     agent_token: str = ""
 
-    def register(self, run_id: str, task: str, deps: Deps) -> None:
-        """Register ``task`` for ``run_id`` as the user does before ``nib run``'s loop."""
-        self.admin.register_task(task_registration(run_id, task, deps))
+    def register(self, run_id: str, task: str, deps: Deps, *, queued: bool = False) -> str:
+        """Register ``task`` for ``run_id`` as the user does before ``nib run``'s loop;
+        from then on the agent's judge client acts with the task token the judge issued
+        for it (as ``nib run`` gets it from its registration child), which it returns."""
+        return self.register_limits(task_registration(run_id, task, deps), queued=queued)
+
+    def register_limits(self, limits: TaskLimits, *, queued: bool = False) -> str:
+        """Register ``limits`` as the user does; the agent's judge client acts with the
+        task token the judge issued for it from then on (returned)."""
+        token = self.admin.register_task_for_token(limits, queued=queued)
+        self.agent_token = token
+        self.judge.use_token(token)
+        return token
 
 
 def task_registration(run_id: str, task: str, deps: Deps) -> TaskLimits:
@@ -142,11 +153,13 @@ class Composition:
         home = Path(tempfile.mkdtemp(prefix="nib-svc-"))
         self.stack.callback(shutil.rmtree, home, True)
         self.stack.callback(self._kill_all)
-        agent_token, admin_token = secrets.token_hex(16), secrets.token_hex(16)
+        # The services' own token (the wallet's re-check) never reaches the agent: its
+        # judge client acts with each registered task's token (Services.register).
+        services_token, admin_token = secrets.token_hex(16), secrets.token_hex(16)
         port = devnet.free_port()
         url = f"http://127.0.0.1:{port}"
         base = {"db": str(db), "rpc_url": self.chain.rpc_url, "chain_id": self.chain.chain_id,
-                "usdc": self.chain.usdc, "token": agent_token}
+                "usdc": self.chain.usdc, "token": services_token}
         self._wallet_cfg = {**base, "role": "wallet", "home": str(home), "judge_url": url}
         # Both forked before either is awaited: they start side by side.
         judge_pid = self._fork({**base, "role": "judge", "port": port,
@@ -156,11 +169,10 @@ class Composition:
         socket = pid_ready(wallet_pid, home / "wallet.ready")["socket"]
         trusted = dev_account(JUDGE).address
         services = Services(
-            JudgeClient(url, trusted_judge=trusted, token=agent_token, timeout_s=10),
+            JudgeClient(url, trusted_judge=trusted, timeout_s=10),
             JudgeClient(url, trusted_judge=trusted, token=admin_token, timeout_s=10),
             WalletClient(socket, timeout_s=75),
             (judge_pid, wallet_pid),
-            agent_token,
         )
         services.wallet.emit = emit
         for client in (services.judge, services.admin, services.wallet):

@@ -40,7 +40,7 @@ from wallet.signer import Wallet
 
 HERE = Path(__file__).resolve().parent
 PASSPHRASE = "wallet-passphrase-only-the-signer-has"
-AGENT_TOKEN, ADMIN_TOKEN = "agent-token-7f3a", "admin-token-only-the-user-has"
+SERVICES_TOKEN, ADMIN_TOKEN = "services-token-7f3a", "admin-token-only-the-user-has"
 SELLER_ADDR = dev_account(SELLER).address
 ATTACKER = dev_account(OUTSIDER).address
 PRICE = 100_000
@@ -88,18 +88,19 @@ def _attack(chain: Any, tmp_path: Path) -> None:
         balance_of=lambda asset: client.token_balance(asset, owner.address), require_task=True,
     )
     before = {a: balance(a) for a in (owner.address, SELLER_ADDR, ATTACKER)}
-    with JudgeServer(judge, token=AGENT_TOKEN, admin_token=ADMIN_TOKEN) as judge_server:
-        JudgeClient(judge_server.url, token=ADMIN_TOKEN).register_task(TASK)  # the user, once
+    with JudgeServer(judge, token=SERVICES_TOKEN, admin_token=ADMIN_TOKEN) as judge_server:
+        # The user registers the task once; the agent acts with the task's token only.
+        task_token = JudgeClient(judge_server.url, token=ADMIN_TOKEN).register_task_for_token(TASK)
         wallet = Wallet(
             keystore.unlock(PASSPHRASE), db_path=judge_db, chain=client,
             usdc=chain.usdc, trusted_judge=judge.address,
-            recheck=JudgeClient(judge_server.url, token=AGENT_TOKEN, timeout_s=10).recheck,
+            recheck=JudgeClient(judge_server.url, token=SERVICES_TOKEN, timeout_s=10).recheck,
         )
         with WalletServer(wallet, home) as wallet_server:
             assert oct(wallet_server.socket_path.stat().st_mode & 0o777) == "0o600"
             env = {k: v for k, v in os.environ.items() if "PASSWORD" not in k}
             env.update(NIB_HOME=str(home), NIB_JUDGE_URL=judge_server.url,
-                       NIB_JUDGE_TOKEN=AGENT_TOKEN,
+                       NIB_JUDGE_TOKEN=task_token,
                        NIB_WALLET_SOCKET=str(wallet_server.socket_path),
                        PYTHONPATH=os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")]))
             config = {"rpc_url": chain.rpc_url, "chain_id": chain.chain_id, "usdc": chain.usdc,

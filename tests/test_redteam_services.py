@@ -42,7 +42,7 @@ def test_a_confined_agent_cannot_replace_the_judge_to_pay_beyond_its_cap(
     before = int(token.functions.balanceOf(SELLER_ADDR).call())
     try:
         services = comp.start(home / "services" / "nib.db")
-        services.admin.register_task(TASK)  # the user, once
+        services.register_limits(TASK)  # the user, once; the agent gets the task's token
         judge_pid, wallet_pid = services.pids
         env = {k: v for k, v in os.environ.items()
                if "PASSWORD" not in k and k not in ("NIB_DB_PATH", "NIB_DATABASE_URL")}

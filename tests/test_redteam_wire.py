@@ -79,9 +79,13 @@ def test_the_judge_service_outlasts_deeply_nested_bodies(
     import http.client
     from urllib.parse import urlsplit
 
+    from judge.tasks import TaskLimits
+
     comp = Composition("services", chain, forks=service_forks)
     try:
         services = comp.start(tmp_path / "nib.db")
+        services.register_limits(TaskLimits(task_id="task-nested", spend_cap=1, per_call_cap=1,
+                                            approval_threshold=1, recipients=(), sellers=()))
         url = urlsplit(services.judge.url)
         depth = 32_000 - 100
         nested = "[" * depth + "]" * depth
@@ -126,7 +130,7 @@ def test_one_verdict_sent_on_eight_connections_at_once_signs_once(
     comp = Composition("services", chain, forks=service_forks)
     try:
         services = comp.start(tmp_path / "nib.db")
-        services.admin.register_task(task)
+        services.register_limits(task)  # the user; the agent acts with its task token
         tx, request = lying_transfer(chain.w3, chain.usdc, chain.chain_id, seller, 50_000,
                                      services.wallet.nonces.allocate(), task_id=task.task_id)
         verdict = services.judge.decide(request)
@@ -171,7 +175,7 @@ def test_a_transaction_the_agent_marked_failed_is_not_broadcast_past_the_treasur
     outcomes = []
     try:
         services = comp.start(tmp_path / "nib.db", treasury_cap=300_000)
-        services.admin.register_task(task)
+        services.register_limits(task)  # the user; the agent acts with its task token
         wallet = services.wallet
         for _ in range(5):
             tx, request = lying_transfer(chain.w3, chain.usdc, chain.chain_id, seller, 50_000,

@@ -165,9 +165,12 @@ class Harness(ChainReadings):
         return [r for r in super().ledger(run_id) if r.id not in self.earlier]
 
     def register(self, run_id: str, task: str) -> None:
-        """Register ``task`` with the judge as the user does (the admin path)."""
-        limits = task_registration(run_id, task, self.deps)
-        (self.services.admin if self.services else self.judge).register_task(limits)
+        """Register ``task`` with the judge as the user does (the admin path); with
+        services the agent then acts with the task's token."""
+        if self.services is not None:
+            self.services.register(run_id, task, self.deps)
+        else:
+            self.judge.register_task(task_registration(run_id, task, self.deps))
 
     def run(self, task: str) -> AgentResult:
         """``run_task`` as ``nib run`` does it (the task registered with a judge service)."""

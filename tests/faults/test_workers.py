@@ -69,9 +69,11 @@ def with_services(composition: Composition, location: str | Path, chain: Any,
     for task_id in ids:
         task = queue.get(task_id)
         limits = Limits(spend_cap_usdc=task.max_spend or CAP_PER_TASK)
-        agent.services.register(task_id, task.task, replace(agent.deps, limits=limits))
+        agent.services.register(task_id, task.task, replace(agent.deps, limits=limits),
+                                queued=True)
     socket = agent.wallet.socket_path  # type: ignore[union-attr]
-    return agent.db, [agent.services.judge.url, agent.services.agent_token, str(socket)]
+    # The workers hold a worker token, which only claims the queued tasks' own tokens.
+    return agent.db, [agent.services.judge.url, agent.services.admin.worker_token(), str(socket)]
 
 
 def spawn(location: str | Path, chain: Any, paywall: PaywallServer, hang_marker: str = "-",

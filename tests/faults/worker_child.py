@@ -38,14 +38,25 @@ def main(location: str, rpc_url: str, usdc: str, paywall_url: str, treasury: str
     from agent.worker import Worker
 
     services: dict[str, Any] = {}
+    claims: Any = None
     if socket:
-        from chain.devkeys import JUDGE, dev_account
         from judge.service import JudgeClient
         from wallet.service import WalletClient
 
-        services = {"judge": JudgeClient(judge_url, trusted_judge=dev_account(JUDGE).address,
-                                         token=token),
-                    "wallet_client": WalletClient(socket)}
+        # ``token`` is a worker token: it only claims each queued task's own token, as
+        # `nib worker` does; each task then acts with its own.
+        claims = JudgeClient(judge_url, token=token)
+        services = {"judge": claims, "wallet_client": WalletClient(socket)}
+
+    def task_judge(task_id: str) -> Any:
+        if claims is None:
+            return agent.deps.judge
+        from chain.devkeys import JUDGE, dev_account
+        from judge.service import JudgeClient
+
+        return JudgeClient(judge_url, trusted_judge=dev_account(JUDGE).address,
+                           token=claims.claim(task_id))
+
     agent = build_agent(
         location, rpc_url, usdc, buyer_model(paywall_url, (GAS, RECEIPT)),
         allowlist=(paywall_url,), paywall_url=paywall_url, treasury_cap=int(treasury),
@@ -66,7 +77,8 @@ def main(location: str, rpc_url: str, usdc: str, paywall_url: str, treasury: str
     async def execute(task: QueuedTask) -> Any:
         limits = Limits(spend_cap_usdc=task.max_spend or CAP_PER_TASK, max_steps=8,
                         max_consecutive_failures=8)
-        return await run_task(task.task, replace(agent.deps, limits=limits), run_id=task.id)
+        deps = replace(agent.deps, limits=limits, judge=task_judge(task.id))
+        return await run_task(task.task, deps, run_id=task.id)
 
     worker = Worker(
         TaskQueue(location, lease_s=float(lease_s)), execute,

@@ -145,18 +145,47 @@ def test_unregistered_tasks_are_refused_and_registration_is_once(judge: Judge) -
 
 
 def test_only_the_admin_token_registers_tasks_over_the_wire(judge: Judge) -> None:
-    with JudgeServer(judge, token="agent-token", admin_token="admin-token") as server:
-        agent = JudgeClient(server.url, token="agent-token")
-        other = TaskLimits(**{**TASK.to_wire(), "task_id": "task-2"})  # type: ignore[arg-type]
-        with pytest.raises(JudgeConfigError, match="without the judge's admin token"):
-            agent.register_task(other)
-        assert agent.decide(request(transfer(SELLER, 100_000))).decision == "approve"
-        assert agent.decide(request(transfer(SELLER, 100_000), task_id="task-2")).decision == (
-            "refuse")
+    with JudgeServer(judge, token="services-token", admin_token="admin-token") as server:
         admin = JudgeClient(server.url, token="admin-token")
+        agent = JudgeClient(server.url, token=admin.task_token(TASK.task_id))
+        other = TaskLimits(**{**TASK.to_wire(), "task_id": "task-2"})  # type: ignore[arg-type]
+        for token in ("services-token", admin.task_token(TASK.task_id)):
+            with pytest.raises(JudgeConfigError, match="without the judge's admin token"):
+                JudgeClient(server.url, token=token).register_task(other)
+        assert agent.decide(request(transfer(SELLER, 100_000))).decision == "approve"
+        assert admin.decide(request(transfer(SELLER, 100_000), task_id="task-2")).decision == (
+            "refuse")
         assert admin.register_task(other) == other
-        assert agent.decide(request(transfer(SELLER, 100_000, nonce=5), task_id="task-2")
-                            ).decision == "approve"
+        theirs = JudgeClient(server.url, token=admin.task_token("task-2"))
+        assert theirs.decide(request(transfer(SELLER, 100_000, nonce=5), task_id="task-2")
+                             ).decision == "approve"
+
+
+def test_the_services_token_only_rechecks_once_agents_hold_task_tokens(judge: Judge) -> None:
+    """NIB_JUDGE_TOKEN is the wallet service's, for its re-check before it signs: with an
+    admin token set (agents get task tokens) it decides, revokes, reports and asks for
+    nothing else, for any task."""
+    from judge.errors import TaskScopeRefused
+
+    with JudgeServer(judge, token="services-token", admin_token="admin-token") as server:
+        admin = JudgeClient(server.url, token="admin-token")
+        agent = JudgeClient(server.url, token=admin.task_token(TASK.task_id))
+        services = JudgeClient(server.url, token="services-token")
+        verdict = agent.decide(request(transfer(SELLER, 100_000)))
+        assert verdict.decision == "approve"
+        for call in (lambda: services.decide(request(transfer(SELLER, 100_000, nonce=2))),
+                     lambda: services.decide_free("web_search", 0),
+                     lambda: services.revoke(verdict.id),
+                     lambda: services.record_outcome(verdict.id, "price", True),
+                     lambda: services.verdict_standing(verdict.id, None),
+                     lambda: services.calibration()):
+            with pytest.raises(TaskScopeRefused, match="found the judge service's own token"):
+                call()
+        services.recheck(verdict)  # the wallet's re-check: consumes the approval
+        assert services.address == judge.address  # /health takes no token
+    with JudgeServer(judge, token="services-token") as server:  # a bare `nib judge serve`:
+        bare = JudgeClient(server.url, token="services-token")  # no task tokens, one token
+        assert bare.decide(request(transfer(SELLER, 100_000, nonce=3))).decision == "approve"
 
 
 def test_a_human_grant_lets_the_judge_approve_exactly_the_escalated_payload_once(
@@ -200,14 +229,14 @@ def test_an_approval_above_the_threshold_without_a_grant_is_refused_at_the_reche
 
 
 def test_only_the_admin_token_grants_over_the_wire(judge: Judge) -> None:
-    with JudgeServer(judge, token="agent-token", admin_token="admin-token") as server:
-        agent = JudgeClient(server.url, token="agent-token")
+    with JudgeServer(judge, token="services-token", admin_token="admin-token") as server:
+        admin = JudgeClient(server.url, token="admin-token")
+        agent = JudgeClient(server.url, token=admin.task_token(TASK.task_id))
         escalated = agent.decide(request(transfer(SELLER, 450_000, nonce=11)))
         assert escalated.decision == "escalate"
         with pytest.raises(JudgeConfigError, match="a grant of an escalation without"):
             agent.grant(escalated.id)
         assert agent.decide(request(transfer(SELLER, 450_000, nonce=11))).decision == "escalate"
-        admin = JudgeClient(server.url, token="admin-token")
         assert admin.grant(escalated.id, task_id="task-1").verdict_id == escalated.id
         assert agent.decide(request(transfer(SELLER, 450_000, nonce=11))).decision == "approve"
 
@@ -237,7 +266,7 @@ def test_a_task_token_acts_for_its_own_task_only_and_outlasts_a_restart(
         admin.register_task(other)
         agent = JudgeClient(server.url, token=mine)
         assert agent.decide(request(transfer(SELLER, 100_000))).decision == "approve"
-        theirs = JudgeClient(server.url, token="services-token").decide(
+        theirs = admin.decide(
             request(transfer(SELLER, 100_000, nonce=3), task_id="task-2"))
         with pytest.raises(TaskScopeRefused, match="task 'task-2' with the token of task 'task-1'"):
             agent.decide(request(transfer(SELLER, 100_000, nonce=4), task_id="task-2"))
