@@ -19,17 +19,27 @@ import os
 import signal
 import sys
 import threading
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import judge.service  # noqa: F401  (imported before the config arrives: the slow part)
 import wallet.service  # noqa: F401
 import wallet.signer  # noqa: F401
+from chain.devkeys import dev_account as _derive_dev_account
+
+
+@cache
+def dev_account(index: int) -> Any:
+    """Anvil dev account ``index``, derived once per process: deriving reads eth-account's
+    word list from the virtualenv, which a child that dropped to another uid may not be
+    allowed to read (a clone in a 0700 temp directory), so ``_preload`` derives first."""
+    return _derive_dev_account(index)
 
 
 def _judge(cfg: dict[str, Any]) -> Any:
     from chain.client import ChainClient
-    from chain.devkeys import AGENT, JUDGE, dev_account
+    from chain.devkeys import AGENT, JUDGE
     from judge.calibration import BetaCalibrator
     from judge.jev import Judge
     from judge.records import VerdictRecords
@@ -54,7 +64,7 @@ def _wallet(cfg: dict[str, Any]) -> Any:
     from eth_account import Account
 
     from chain.client import ChainClient
-    from chain.devkeys import AGENT, JUDGE, dev_account
+    from chain.devkeys import AGENT, JUDGE
     from judge.service import JudgeClient
     from wallet.keystore import KeyHandle
     from wallet.meter import SpendMeter
@@ -145,6 +155,9 @@ def _preload() -> None:
     import chain.client  # noqa: F401
     import judge.jev  # noqa: F401
     import tests._keyscan  # noqa: F401
+    from chain.devkeys import AGENT, JUDGE
+
+    dev_account(AGENT), dev_account(JUDGE)
 
 
 ROLES = {"judge": _judge, "wallet": _wallet, "holder": _holder, "reader": _reader}

@@ -126,9 +126,10 @@ class Runtime:
     def resume_task(self, run_id: str) -> None:
         """A resumed run (``nib approve/deny``) acts with a new token of its task (issued
         by the admin, in a child), as :meth:`register_task` leaves ``nib run``."""
-        from agent.cli.services import task_token
+        from agent.cli.services import held_verdict, task_token
 
         if self.services is not None:
+            held_verdict(self.store, run_id)  # a run that is not paused: say so, ask nothing
             self.act_for(task_token(self.settings, self.services, run_id))
 
     def act_for(self, token: str) -> None:

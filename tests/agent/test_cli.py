@@ -511,6 +511,8 @@ def test_submit_worker_and_runs_on_postgres(home, pg_url):
     try:
         info = json.loads(run("devnet", "up", "--no-services", "--json").stdout)
         first_block = ChainClient(info["rpc_url"], 31337).block_number() + 1
+        # An earlier test of this home may have left its services (on SQLite) running.
+        assert run("services", "down").returncode == 0
         # Queued while the services were down: never registered (the worker registers
         # nothing it finds in the agents' database), and `nib submit` says so.
         early = run("submit", DEMO_TASK, "--max-spend", "0.50", "--json")
