@@ -30,13 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-
-def _try(fn: Any) -> str:
-    try:
-        result = fn()
-    except Exception as exc:  # every refusal is the point of the exercise
-        return f"refused {type(exc).__name__}: {str(exc)[:300]}"
-    return f"ok {result}"
+from tests.agent_attacker import _try  # one way to report a refusal
 
 
 def _impostor(port: int, judge_address: str) -> ThreadingHTTPServer:

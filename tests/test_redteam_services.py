@@ -43,23 +43,8 @@ def test_a_confined_agent_cannot_replace_the_judge_to_pay_beyond_its_cap(
     try:
         services = comp.start(home / "services" / "nib.db")
         services.register_limits(TASK)  # the user, once; the agent gets the task's token
-        judge_pid, wallet_pid = services.pids
-        env = {k: v for k, v in os.environ.items()
-               if "PASSWORD" not in k and k not in ("NIB_DB_PATH", "NIB_DATABASE_URL")}
-        env.update(NIB_HOME=str(home),
-                   PYTHONPATH=os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")]))
-        config = {"judge_url": services.judge.url, "token": services.agent_token,
-                  "judge_address": dev_account(JUDGE).address, "judge_pid": judge_pid,
-                  "wallet_pid": wallet_pid, "wallet_socket": str(services.wallet.socket_path),
-                  "rpc_url": chain.rpc_url, "chain_id": chain.chain_id, "usdc": chain.usdc,
-                  "seller": SELLER_ADDR, "task_id": TASK.task_id, "price": PRICE,
-                  "verdicts": 4, "confine": True}
-        done = subprocess.run(
-            [sys.executable, str(HERE / "redteam_attacker.py"), json.dumps(config)],
-            env=env, capture_output=True, text=True, timeout=300, check=False,
-        )
-        assert done.stdout, done.stderr[-3000:]
-        report = json.loads(done.stdout.splitlines()[-1])
+        judge_pid, _ = services.pids
+        report = _attack(home, chain, services)
         judge_alive = devnet.pid_alive(judge_pid)
         admin_token = services.admin._headers["Authorization"].removeprefix("Bearer ")
     finally:
@@ -115,6 +100,7 @@ def test_a_confined_agent_cannot_spend_another_tasks_budget(
 
 
 def _attack(home: Path, chain: Any, services: Any, **config: Any) -> dict[str, Any]:
+    """Run tests/redteam_attacker.py, confined, with the agent's environment; its report."""
     env = {k: v for k, v in os.environ.items()
            if "PASSWORD" not in k and k not in ("NIB_DB_PATH", "NIB_DATABASE_URL")}
     env.update(NIB_HOME=str(home),
