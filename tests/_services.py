@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,12 @@ class Services:
         self.agent_token = token
         self.judge.use_token(token)
         return token
+
+    def judge_for(self, token: str) -> JudgeClient:
+        """A judge client of its own acting for one task: runs that go at once each hold
+        theirs (one shared client would send whichever task token was registered last)."""
+        return JudgeClient(self.judge.url, self.judge.timeout_s,
+                           trusted_judge=self.judge.trusted_judge, token=token)
 
 
 def task_registration(run_id: str, task: str, deps: Deps) -> TaskLimits:
@@ -286,6 +292,10 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 async def run_registered(task: str, deps: Deps, services: Services | None) -> AgentResult:
     """``run_task``, with the task registered at the judge service first when there is one."""
     run_id = uuid.uuid4().hex[:12]
-    if services is not None:
-        services.register(run_id, task, deps)
-    return await run_task(task, deps, run_id=run_id)
+    if services is None:
+        return await run_task(task, deps, run_id=run_id)
+    judge = services.judge_for(services.register(run_id, task, deps))
+    try:
+        return await run_task(task, replace(deps, judge=judge), run_id=run_id)
+    finally:
+        judge.close()
