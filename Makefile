@@ -70,6 +70,7 @@ $(LOCAL_MODEL): $(STAMP)
 	touch $(LOCAL_MODEL)
 
 run: setup
+	$(VENV)/bin/nib devnet up
 	$(VENV)/bin/nib run --demo
 
 test: setup lint typecheck pytest
