@@ -35,6 +35,7 @@ from agent.loop.run import Deps, run_task
 from chain import devnet
 from chain.devkeys import JUDGE, SELLER, dev_account
 from judge.service import JudgeClient
+from judge.storage.db import open_database
 from judge.tasks import TaskLimits
 from wallet.service import WalletClient
 
@@ -167,7 +168,12 @@ class Composition:
         base = {"db": str(db), "rpc_url": self.chain.rpc_url, "chain_id": self.chain.chain_id,
                 "usdc": self.chain.usdc, "token": services_token}
         self._wallet_cfg = {**base, "role": "wallet", "home": str(home), "judge_url": url}
-        # Both forked before either is awaited: they start side by side.
+        # Both forked before either is awaited: they start side by side. Open the records
+        # once first, so they do not race to make a fresh SQLite file WAL and to create its
+        # bookkeeping tables (a judge once failed to start: "database is locked").
+        first = open_database(db)
+        first.bootstrap()
+        first.close()
         judge_pid = self._fork({**base, "role": "judge", "port": port,
                                 "admin_token": admin_token}, home / "judge.ready")
         wallet_pid = self._fork({**self._wallet_cfg, **wallet}, home / "wallet.ready")
