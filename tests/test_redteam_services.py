@@ -35,11 +35,7 @@ TASK = TaskLimits(task_id="task-redteam", spend_cap=3 * PRICE, per_call_cap=PRIC
 def test_a_confined_agent_cannot_replace_the_judge_to_pay_beyond_its_cap(
     chain: Any, service_forks: Any, tmp_path: Path
 ) -> None:
-    home = tmp_path / "home"
-    (home / "services").mkdir(parents=True, mode=0o700)
-    comp = Composition("services", chain, forks=service_forks)
-    token = usdc_contract(chain.w3, chain.usdc)
-    before = int(token.functions.balanceOf(SELLER_ADDR).call())
+    home, comp, token, before = _arena(chain, service_forks, tmp_path)
     try:
         services = comp.start(home / "services" / "nib.db")
         services.register_limits(TASK)  # the user, once; the agent gets the task's token
@@ -80,11 +76,7 @@ def test_a_confined_agent_cannot_spend_another_tasks_budget(
 ) -> None:
     """Its own task is registered with a cap of 0.15; another task (a queued one, or an
     earlier run's) with 0.50. Asking the judge under the other task's id must not pay."""
-    home = tmp_path / "home"
-    (home / "services").mkdir(parents=True, mode=0o700)
-    comp = Composition("services", chain, forks=service_forks)
-    token = usdc_contract(chain.w3, chain.usdc)
-    before = int(token.functions.balanceOf(SELLER_ADDR).call())
+    home, comp, token, before = _arena(chain, service_forks, tmp_path)
     try:
         services = comp.start(home / "services" / "nib.db")
         # The agent holds its own task's token, as nib run hands it (never the services').
@@ -97,6 +89,16 @@ def test_a_confined_agent_cannot_spend_another_tasks_budget(
     assert report["confinement"].startswith("agent process confined (Landlock ABI "), report
     assert paid == 0, (paid, report["paid_on_other_task"])
     assert all("TaskScopeRefused" in r for r in report["paid_on_other_task"]), report
+
+
+def _arena(chain: Any, service_forks: Any, tmp_path: Path) -> tuple[Path, Composition, Any, int]:
+    """A NIB_HOME with the services' private directory, a services composition, the USDC
+    contract and the seller's balance before the attack."""
+    home = tmp_path / "home"
+    (home / "services").mkdir(parents=True, mode=0o700)
+    token = usdc_contract(chain.w3, chain.usdc)
+    before = int(token.functions.balanceOf(SELLER_ADDR).call())
+    return home, Composition("services", chain, forks=service_forks), token, before
 
 
 def _attack(home: Path, chain: Any, services: Any, **config: Any) -> dict[str, Any]:
