@@ -20,7 +20,15 @@ from agent.errors import AgentConfigError
 from agent.loop.limits import ZERO_OK, Limits, Profile, limits_for
 from chain.money import DEFAULT_ETH_PRICE_USDC
 
-__all__ = ["LimitOverrides", "NibSettings", "config_path", "load_settings"]
+__all__ = [
+    "LimitOverrides",
+    "NibSettings",
+    "config_path",
+    "known_variables",
+    "load_settings",
+    "unknown_keys",
+    "unknown_variables",
+]
 
 DB_FILE = "nib.db"
 CONFIG_FILE = "config.toml"
@@ -189,7 +197,11 @@ def load_settings(**explicit: Any) -> NibSettings:
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"])
             env_name = "NIB_" + "__".join(str(p) for p in err["loc"]).upper()
-            problems.append(f"{loc}={err.get('input')!r}: {err['msg']}")
+            hint = ""
+            if err["type"] == "extra_forbidden":  # a key nib does not read: name the nearest
+                nearest = dict(unknown_keys(_nested(err["loc"]))).get(loc)
+                hint = f" (did you mean {nearest}?)" if nearest else ""
+            problems.append(f"{loc}={err.get('input')!r}: {err['msg']}{hint}")
         where = f"{path}" if path.exists() else "the environment"
         raise AgentConfigError(
             f"invalid configuration in {where} or NIB_* variables: {'; '.join(problems)}. "
@@ -197,3 +209,60 @@ def load_settings(**explicit: Any) -> NibSettings:
             f"the matching NIB_* variable (e.g. {env_name}).",
             source=str(path),
         ) from exc
+
+
+#: NIB_* variables read outside NibSettings: each by the one module named.
+OTHER_VARIABLES = {
+    "NIB_CONFIG": "this module: where config.toml is",
+    "NIB_ANVIL": "chain.devnet: the anvil binary",
+    "NIB_IMPORT_KEY": "nib wallet import: the key, instead of stdin",
+    "NIB_JUDGE_ADMIN_TOKEN": "the judge service: its admin token (on its stdin)",
+    "NIB_SECRETS_ON_STDIN": "a service: its secrets come on stdin",
+    "NIB_WALLET_SOCKET": "the red-team tests: the wallet's socket",
+    "NIB_TEST_ATTACK": "the red-team tests: the attack a planted hook runs",
+}
+
+
+def _nested(loc: tuple[Any, ...]) -> dict[str, Any]:
+    """A config key's location (``("limits", "max_step")``) as the table it came from."""
+    data: dict[str, Any] = {}
+    for part in reversed([str(p) for p in loc]):
+        data = {part: data or None}
+    return data
+
+
+def known_variables() -> set[str]:
+    """Every NIB_* variable nib reads: one per setting, one per limit
+    (``NIB_LIMITS__MAX_STEPS``), and OTHER_VARIABLES."""
+    names = {f"NIB_{name.upper()}" for name, f in NibSettings.model_fields.items()
+             if f.validation_alias is None and name != "limits"}
+    names |= {f"NIB_LIMITS__{f.name.upper()}" for f in dataclasses.fields(Limits)}
+    return names | set(OTHER_VARIABLES)
+
+
+def _nearest(name: str, known: set[str]) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def unknown_variables(env: dict[str, str] | None = None) -> list[tuple[str, str | None]]:
+    """The NIB_* variables in ``env`` that nib does not read, each with the nearest known
+    one (a typo such as NIB_MODEL_PROVIDR would otherwise be ignored without a word)."""
+    env = dict(os.environ) if env is None else env
+    known = known_variables()
+    return [(k, _nearest(k, known)) for k in sorted(env) if k.startswith("NIB_") and k not in known]
+
+
+def unknown_keys(data: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """The keys of a config file's table ``data`` (and of its [limits]) nib does not read,
+    each with the nearest known one."""
+    top = set(NibSettings.model_fields) - {"plain_openai_api_key", "plain_anthropic_api_key"}
+    limits = {f.name for f in dataclasses.fields(Limits)}
+    found = [(k, _nearest(k, top)) for k in sorted(data) if k not in top]
+    sub = data.get("limits")
+    if isinstance(sub, dict):
+        found += [(f"limits.{k}", (lambda n: f"limits.{n}" if n else None)(_nearest(k, limits)))
+                  for k in sorted(sub) if k not in limits]
+    return found

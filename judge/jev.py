@@ -266,6 +266,17 @@ def _fmt_p(p: Decimal) -> str:
     return f"{whole}.{frac.rstrip('0').ljust(2, '0')}"
 
 
+
+def _price_limits(req: PaidCallRequest) -> tuple[tuple[str, int, str], ...]:
+    """The limits a price must fit, each with the setting that changes it (named in the
+    refusal, so the user sees which limit refused and how to raise it)."""
+    return (
+        ("the per-call cap", req.per_call_cap,
+         "`nib run --per-call-cap`, or per_call_cap_usdc in [limits]"),
+        ("remaining budget", req.remaining_budget, "`nib run --max-spend` sets the task's cap"),
+        ("wallet balance", req.balance, "fund the wallet; `nib wallet balance` shows it"),
+    )
+
 class Judge:
     """The in-process JEV judge. Holds the judge key (through its VerdictSigner).
 
@@ -541,17 +552,14 @@ class Judge:
             ctx.prec = 80  # p has 6 decimals and amounts are ints: this is exact
             ev = p * value - req.price
         price = format_usdc(req.price)
-        for limit_name, limit in (
-            ("the per-call cap", req.per_call_cap),
-            ("remaining budget", req.remaining_budget),
-            ("wallet balance", req.balance),
-        ):
+        for limit_name, limit, fix in _price_limits(req):
             if req.price > limit:
                 return (
                     "refuse",
                     p,
                     ev,
-                    f"price {price} USDC exceeds {limit_name} {format_usdc(limit)} USDC",
+                    f"price {price} USDC exceeds {limit_name} {format_usdc(limit)} USDC "
+                    f"(fix: {fix})",
                 )
         sums = (
             f"p {_fmt_p(p)} x value {format_usdc(value)} USDC ({len(coverable)} missing "

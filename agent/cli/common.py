@@ -65,9 +65,21 @@ def emit_json_list(items: Iterable[Any]) -> None:
     sys.stdout.write("[]\n" if first else "\n]\n")
 
 
-def cli_settings(**explicit: Any) -> NibSettings:
-    from agent.config import load_settings
+_warned: list[str] = []
 
+
+def cli_settings(**explicit: Any) -> NibSettings:
+    """The settings, after a warning (once per process) for each NIB_* variable nib does
+    not read, naming the nearest one it does (a typo is otherwise ignored silently)."""
+    from agent.config import load_settings, unknown_variables
+
+    for name, nearest in unknown_variables():
+        if name not in _warned:
+            _warned.append(name)
+            fix = f"did you mean {nearest}? Fix: rename it" if nearest else "Fix: unset it"
+            err.print(f"warning: {name} is not a nib setting and is ignored; {fix} "
+                      "(`nib --help` and README.md list the settings).",
+                      markup=False, highlight=False, soft_wrap=True)
     return load_settings(**explicit)
 
 

@@ -74,6 +74,10 @@ class Limits:
         return asdict(self)
 
 
+#: Unless set, the per-call cap is the spend cap / PER_CALL_SHARE and the approval
+#: threshold the spend cap / APPROVAL_SHARE (see limits_for).
+PER_CALL_SHARE, APPROVAL_SHARE = 4, 2
+
 ZERO_OK = {"duplicate_nudges", "malformed_retries", "approval_threshold_usdc", "churn_steps"}
 
 #: Where each default comes from. "Dr. Nib" is the reference agent loop (seeds), "ADR 0058"
@@ -157,4 +161,9 @@ def limits_for(
             f"unknown limit(s) {', '.join(unknown)}; expected some of: {', '.join(sorted(known))}."
         )
     chosen = {k: v for k, v in overrides.items() if v is not None}
+    cap = chosen.get("spend_cap_usdc", PROFILES[name].spend_cap_usdc)
+    # Unless set, the per-call cap and the approval threshold follow the spend cap (a
+    # quarter and a half of it, PROVENANCE): a 5 USDC task may buy a 1.25 USDC fact sheet.
+    chosen.setdefault("per_call_cap_usdc", cap // PER_CALL_SHARE)
+    chosen.setdefault("approval_threshold_usdc", cap // APPROVAL_SHARE)
     return name, replace(PROFILES[name], **chosen)

@@ -112,3 +112,23 @@ def test_invalid_values_name_the_field(tmp_path: Path, monkeypatch: pytest.Monke
     cfg.write_text("[limits]\nmax_stepz = 3\n")
     with pytest.raises(AgentConfigError, match="max_stepz"):
         load_settings()
+
+
+def test_per_call_cap_and_approval_threshold_follow_the_spend_cap_unless_set():
+    from agent.loop.limits import limits_for
+
+    _, five = limits_for(spend_cap_usdc=5_000_000)
+    assert (five.per_call_cap_usdc, five.approval_threshold_usdc) == (1_250_000, 2_500_000)
+    _, default = limits_for()
+    assert (default.per_call_cap_usdc, default.approval_threshold_usdc) == (250_000, 500_000)
+    _, pinned = limits_for(spend_cap_usdc=5_000_000, per_call_cap_usdc=3_000_000)
+    assert (pinned.per_call_cap_usdc, pinned.approval_threshold_usdc) == (3_000_000, 2_500_000)
+
+
+def test_unknown_variables_and_config_keys_name_the_nearest_known_one():
+    from agent.config import unknown_keys, unknown_variables
+
+    found = unknown_variables({"NIB_MODEL_PROVIDR": "openai", "NIB_HOME": "/x", "PATH": "/bin"})
+    assert found == [("NIB_MODEL_PROVIDR", "NIB_MODEL_PROVIDER")]
+    assert unknown_keys({"profil": "x", "limits": {"max_step": 3}}) == [
+        ("profil", "profile"), ("limits.max_step", "limits.max_steps")]

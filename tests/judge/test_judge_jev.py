@@ -121,19 +121,20 @@ def test_approve(judge: Judge) -> None:
 def test_refuse_over_remaining_budget(judge: Judge) -> None:
     v = _decide(judge, price=400_000, remaining_budget=250_000)
     assert v.decision == "refuse"
-    assert v.reason == "price 0.40 USDC exceeds remaining budget 0.25 USDC"
+    assert v.reason.startswith("price 0.40 USDC exceeds remaining budget 0.25 USDC (fix: `nib run --max-spend`")
 
 
 def test_refuse_over_balance(judge: Judge) -> None:
     v = _decide(judge, balance=50_000)
     assert v.decision == "refuse"
-    assert v.reason == "price 0.10 USDC exceeds wallet balance 0.05 USDC"
+    assert v.reason.startswith("price 0.10 USDC exceeds wallet balance 0.05 USDC (fix: fund the wallet")
 
 
 def test_refuse_over_per_call_cap(judge: Judge) -> None:
     v = _decide(judge, per_call_cap=50_000)
     assert v.decision == "refuse"
-    assert v.reason == "price 0.10 USDC exceeds the per-call cap 0.05 USDC"
+    assert v.reason == ("price 0.10 USDC exceeds the per-call cap 0.05 USDC (fix: `nib run "
+                        "--per-call-cap`, or per_call_cap_usdc in [limits])")
 
 
 def test_refuse_when_nothing_missing_is_covered_whatever_the_model_says(

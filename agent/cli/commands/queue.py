@@ -11,7 +11,6 @@ from agent.cli.common import (
     cli_settings,
     emit_json,
     err,
-    fail,
     out,
 )
 
@@ -31,12 +30,11 @@ def submit_cmd(
     With the judge and wallet services running, the task's limits are registered with the
     judge here, as the user: the worker that runs it never holds the judge's admin token.
     """
-    from agent.cli.commands.runs import parse_usdc
+    from agent.cli.commands.runs import check_task, parse_usdc
     from agent.cli.runtime import running_services
     from agent.queue import TaskQueue
 
-    if not task.strip():
-        fail('the task is empty; expected a research question. Fix: nib submit "What is the base fee?"')
+    check_task(task, "submit")
     cap = parse_usdc(max_spend) if max_spend else None
     settings = cli_settings()
     queue = TaskQueue(settings.database)

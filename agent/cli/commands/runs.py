@@ -105,6 +105,11 @@ def run_cmd(
     model: str | None = typer.Option(None, help="Model name (with NIB_MODEL_PROVIDER)."),
     network: str | None = typer.Option(None, help="anvil | base-sepolia | custom"),
     max_spend: str | None = typer.Option(None, "--max-spend", help="Spend cap per task in USDC, e.g. 0.50"),
+    per_call_cap: str | None = typer.Option(
+        None, "--per-call-cap", help="Most one call may cost, in USDC (default: a quarter of the cap)."),
+    approval_threshold: str | None = typer.Option(
+        None, "--approval-threshold",
+        help="A human approves calls at or above this, in USDC (default: half of the cap)."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Step cap."),
     demo: bool = typer.Option(False, "--demo", help="Run the built-in demo task."),
     unconfined: bool = typer.Option(
@@ -119,14 +124,13 @@ def run_cmd(
 
     if demo and not task:
         task = DEMO_TASK
-    if not task.strip():
-        fail('the task is empty; expected a research question. Fix: nib run "What is the base fee?"')
-    cap = parse_usdc(max_spend) if max_spend else None
+    check_task(task, "run")
+    money = money_flags(max_spend=max_spend, per_call_cap=per_call_cap,
+                        approval_threshold=approval_threshold)
     settings = cli_settings(network=network, model=model, profile=profile)
     rt = cli_runtime(settings)
     _, limits = settings.resolve_limits(
-        model_local=rt.model.local, profile=profile,
-        spend_cap_usdc=cap, max_steps=max_steps,
+        model_local=rt.model.local, profile=profile, max_steps=max_steps, **money,
     )
     run_id = uuid.uuid4().hex[:12]
     rt.register_task(run_id, task, limits)  # the judge service holds the limits, not the agent
@@ -156,16 +160,39 @@ async def _terminable(run: Awaitable[AgentResult]) -> AgentResult:
     return await run
 
 
-def parse_usdc(text: str) -> int:
+#: The longest task text nib accepts (characters): a research question, not a document.
+#: Longer text would be echoed whole and its tail turned into checklist items.
+MAX_TASK_CHARS = 4_000
+
+
+def check_task(task: str, command: str) -> None:
+    """Refuse an empty task, or one over MAX_TASK_CHARS, with the limit and the fix."""
+    if not task.strip():
+        fail(f'the task is empty; expected a research question. Fix: nib {command} "What is the base fee?"')
+    if len(task) > MAX_TASK_CHARS:
+        fail(f"the task is {len(task):,} characters; expected at most {MAX_TASK_CHARS:,} (a "
+             "research question, not a document). Fix: shorten it to the question itself.")
+
+
+def money_flags(**flags: str | None) -> dict[str, int]:
+    """The money flags given (``--max-spend``, ``--per-call-cap``, ``--approval-threshold``)
+    as the limits they set, in atomic USDC; flags not given are left to the configuration."""
+    names = {"max_spend": "spend_cap_usdc", "per_call_cap": "per_call_cap_usdc",
+             "approval_threshold": "approval_threshold_usdc"}
+    return {names[k]: parse_usdc(v, "--" + k.replace("_", "-"))
+            for k, v in flags.items() if v is not None}
+
+
+def parse_usdc(text: str, flag: str = "--max-spend") -> int:
     from decimal import Decimal, InvalidOperation
 
     try:
         value = Decimal(text.removesuffix("USDC").strip())
     except InvalidOperation:
-        fail(f"--max-spend {text!r} is not an amount; expected USDC like 0.50. Fix: pass a number.")
+        fail(f"{flag} {text!r} is not an amount; expected USDC like 0.50. Fix: pass a number.")
     atomic = value * ATOMIC_PER_USDC
     if atomic <= 0 or atomic != atomic.to_integral_value():
-        fail(f"--max-spend {text!r} must be positive with at most 6 decimals. Fix: e.g. --max-spend 0.25")
+        fail(f"{flag} {text!r} must be positive with at most 6 decimals. Fix: e.g. {flag} 0.25")
     return int(atomic)
 
 
