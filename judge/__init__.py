@@ -47,18 +47,20 @@ from judge.verdict import (
 )
 
 if TYPE_CHECKING:
-    from judge.service import JudgeClient, JudgeServer, serve
+    from judge.client import JudgeClient
+    from judge.server import JudgeServer, serve
 
-# The HTTP service pulls in FastAPI, uvicorn and httpx (~1 s of imports); the wallet
-# only needs verdicts and fingerprints, so the service loads on first use.
-_LAZY = frozenset({"JudgeClient", "JudgeServer", "serve"})
-
-
+# The HTTP server pulls in uvicorn and starlette (~1 s of imports); the wallet only
+# needs verdicts and fingerprints, so the service's parts load on first use.
 def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        from judge import service
+    if name == "JudgeClient":
+        from judge.client import JudgeClient
 
-        return getattr(service, name)
+        return JudgeClient
+    if name in ("JudgeServer", "serve"):
+        from judge import server
+
+        return getattr(server, name)
     raise AttributeError(f"module 'judge' has no attribute {name!r}")
 
 

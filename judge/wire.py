@@ -9,12 +9,23 @@ every field checked against the dataclass, not splatted in unchecked.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TypeVar, cast
 
 from pydantic import TypeAdapter
 
-__all__ = ["from_wire", "wire_int", "wire_list", "wire_object", "wire_str"]
+from judge.policy import FreeDecision
+
+__all__ = [
+    "check_handlers",
+    "free_from_wire",
+    "free_to_wire",
+    "from_wire",
+    "wire_int",
+    "wire_list",
+    "wire_object",
+    "wire_str",
+]
 
 _T = TypeVar("_T")
 
@@ -59,3 +70,33 @@ def _adapter(cls: type) -> TypeAdapter[object]:
     if adapter is None:  # built once per class (a benign race builds it twice)
         adapter = _ADAPTERS[cls] = TypeAdapter(cls)
     return adapter
+
+
+def free_to_wire(d: FreeDecision) -> dict[str, object]:
+    row = None
+    if d.row is not None:
+        row = {
+            "tool": d.row.tool,
+            "allowed": d.row.allowed,
+            "max_calls_per_run": d.row.max_calls_per_run,
+            "max_result_bytes": d.row.max_result_bytes,
+            "timeout_s": d.row.timeout_s,
+        }
+    return {"outcome": d.outcome, "tool": d.tool, "reason": d.reason, "row": row}
+
+
+def free_from_wire(data: Mapping[str, object]) -> FreeDecision:
+    return from_wire(FreeDecision, data)
+
+
+def check_handlers(handlers: type, operations: Iterable[str], table: str) -> None:
+    """Refuse a server whose handler class (one public method per operation) and its
+    operation table (the handlers' names) disagree: raises TypeError naming both sides."""
+    served = {name for name in vars(handlers) if not name.startswith("_")}
+    listed = set(operations)
+    if served != listed:
+        raise TypeError(
+            f"found handlers {sorted(served - listed)} without an operation and operations "
+            f"{sorted(listed - served)} without a handler; expected one handler per entry "
+            f"of {table}; fix: add the missing one."
+        )

@@ -1,0 +1,61 @@
+"""Connections to a local service, kept for reuse (the judge's and the wallet's clients).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import threading
+from collections.abc import Callable
+from typing import Generic, Protocol, TypeVar
+
+__all__ = ["ConnectionPool"]
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Closable)
+
+
+class ConnectionPool(Generic[C]):
+    """Connections to a local service kept for reuse, one per concurrent call (clients
+    are called from several threads); a connection serves one call at a time. An idle
+    connection the service closed meanwhile (readable while idle) is dropped, and a
+    forked child never shares its parent's connections."""
+
+    def __init__(
+        self, connect: Callable[[], C], stream: Callable[[C], socket.socket | None]
+    ) -> None:
+        self._connect = connect
+        self._stream = stream
+        self._idle: list[C] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def take(self) -> tuple[C, bool]:
+        """A connection, and whether it is a reused one."""
+        with self._lock:
+            if self._pid != os.getpid():
+                self._idle, self._pid = [], os.getpid()
+            while self._idle:
+                conn = self._idle.pop()
+                sock = self._stream(conn)
+                if sock is not None and not select.select([sock], [], [], 0)[0]:
+                    return conn, True
+                conn.close()
+        return self._connect(), False
+
+    def give_back(self, conn: C) -> None:
+        with self._lock:
+            self._idle.append(conn)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+

@@ -1,0 +1,206 @@
+"""The judge service's operations, each said once: its method and route, who may call
+it, the body it takes, the answer it gives and the refusals it may raise.
+
+The server (:mod:`judge.server`) serves exactly these routes and takes who may call each
+from here (:mod:`judge.gate`); the client (:mod:`judge.client`) calls them by these
+constants; ``tests/test_service_operations.py`` holds the client against the agent's
+protocol (``agent.seams.AgentJudge``) through ``client``, the attribute that makes the
+call. Adding an operation is one entry here, one handler and one client method.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Generic, Literal, TypedDict, TypeVar
+
+from judge.errors import JudgeConfigError, JudgeError, TaskScopeRefused, VerdictInvalid
+
+__all__ = ["API", "OPERATIONS", "Access", "Operation", "routes_for"]
+
+#: Every route starts with it (the wire's version).
+API: Final = "/v1"
+
+Access = Literal["open", "agent", "service", "worker", "admin"]
+"""Who may call an operation (see :class:`judge.gate.TokenGate`).
+
+- ``open``: anyone on loopback, no token (the judge's address).
+- ``agent``: a task token, for its own task; the admin token; the services' token when
+  no admin token is set.
+- ``service``: as ``agent``, and also the services' own token (the wallet's re-check).
+- ``worker``: a worker token only (claiming a queued task's token).
+- ``admin``: the user's admin token only.
+"""
+
+RequestT = TypeVar("RequestT", covariant=True)
+ResponseT = TypeVar("ResponseT", covariant=True)
+
+
+class Empty(TypedDict):
+    """A body with no fields."""
+
+
+class Ok(TypedDict):
+    ok: bool
+
+
+class Health(TypedDict):
+    judge: str
+    scheme: str
+
+
+class Record(TypedDict, total=False):
+    """A typed record's wire form (``PaidCallRequest.to_wire()``, a verdict's
+    ``model_dump()``, ``TaskLimits.to_wire()``, a calibration report)."""
+
+
+class Registered(TypedDict, total=False):
+    """A registered task's limits (``TaskLimits.to_wire()``) and its task token."""
+
+    task_token: str
+
+
+class FreeRequest(TypedDict):
+    tool: str
+    calls_so_far: int
+
+
+class VerdictIdRequest(TypedDict):
+    verdict_id: str
+
+
+class OutcomeRequest(TypedDict):
+    verdict_id: str
+    fact_kind: str
+    covered: bool
+
+
+class StandingRequest(TypedDict):
+    verdict_id: str
+    payload_fingerprint: str | None
+
+
+class StandingAnswer(TypedDict):
+    standing: str
+
+
+class GrantRequest(TypedDict):
+    verdict_id: str
+    by: str
+    task_id: str | None
+
+
+class TaskIdRequest(TypedDict):
+    task_id: str
+
+
+class TaskTokenAnswer(TypedDict):
+    task_token: str
+
+
+class WorkerTokenAnswer(TypedDict):
+    worker_token: str
+
+
+@dataclass(frozen=True)
+class Operation(Generic[RequestT, ResponseT]):
+    """One call the judge service answers."""
+
+    name: str
+    method: Literal["GET", "POST"]
+    access: Access
+    request: type[RequestT]
+    response: type[ResponseT]
+    #: The refusals the client may raise for it (besides JudgeUnreachable).
+    errors: tuple[type[JudgeError], ...]
+    #: The client attribute that makes the call; the agent's protocol is held against it.
+    client: str
+    #: What it does, as a refusal names it ("a task registration").
+    summary: str
+    #: Other client attributes that make the same call.
+    also: tuple[str, ...] = ()
+    #: Runs on the server's thread pool (it waits on the chain), not on its event loop.
+    pooled: bool = False
+
+    @property
+    def route(self) -> str:
+        return f"{API}/{self.name}"
+
+    @property
+    def handler(self) -> str:
+        """The server's method that answers it (``task-tokens``: ``task_tokens``)."""
+        return self.name.replace("-", "_")
+
+
+_SCOPED = (TaskScopeRefused, JudgeConfigError)
+
+HEALTH: Final = Operation(
+    "health", "GET", "open", Empty, Health, (), "address", "the judge's address"
+)
+CALIBRATION: Final = Operation(
+    "calibration", "GET", "agent", Empty, Record, (), "calibration", "the calibration report"
+)
+DECIDE: Final = Operation(
+    "decide", "POST", "agent", Record, Record, _SCOPED, "decide", "a paid call's verdict",
+    pooled=True,
+)
+FREE: Final = Operation(
+    "free", "POST", "agent", FreeRequest, Record, (), "decide_free", "a free read's decision"
+)
+RECHECK: Final = Operation(
+    "recheck", "POST", "service", Record, Ok, (VerdictInvalid, TaskScopeRefused), "recheck",
+    "a re-check of a verdict",
+)
+REVOKE: Final = Operation(
+    "revoke", "POST", "agent", VerdictIdRequest, Ok, (TaskScopeRefused,), "revoke",
+    "a revocation of a verdict",
+)
+OUTCOMES: Final = Operation(
+    "outcomes", "POST", "agent", OutcomeRequest, Ok, _SCOPED, "record_outcome",
+    "an outcome of a verdict",
+)
+STANDING: Final = Operation(
+    "standing", "POST", "agent", StandingRequest, StandingAnswer, (TaskScopeRefused,),
+    "verdict_standing", "the standing of a verdict",
+)
+TASKS: Final = Operation(
+    "tasks", "POST", "admin", Record, Registered, (JudgeConfigError,), "register_task",
+    "a task registration", also=("register_task_for_token",),
+)
+GRANTS: Final = Operation(
+    "grants", "POST", "admin", GrantRequest, Record, (JudgeConfigError,), "grant",
+    "a grant of an escalation",
+)
+TASK_TOKENS: Final = Operation(
+    "task-tokens", "POST", "admin", TaskIdRequest, TaskTokenAnswer, (TaskScopeRefused,),
+    "task_token", "a task token",
+)
+CLAIMS: Final = Operation(
+    "claims", "POST", "worker", TaskIdRequest, TaskTokenAnswer, (TaskScopeRefused,), "claim",
+    "a claim of a queued task's token",
+)
+WORKER_TOKENS: Final = Operation(
+    "worker-tokens", "POST", "admin", Empty, WorkerTokenAnswer, (), "worker_token",
+    "a worker token",
+)
+
+#: Every operation.
+OPERATIONS: Final[tuple[Operation[object, object], ...]] = (
+    HEALTH,
+    CALIBRATION,
+    DECIDE,
+    FREE,
+    RECHECK,
+    REVOKE,
+    OUTCOMES,
+    STANDING,
+    TASKS,
+    GRANTS,
+    TASK_TOKENS,
+    CLAIMS,
+    WORKER_TOKENS,
+)
+
+
+def routes_for(access: Access) -> dict[str, Operation[object, object]]:
+    """The operations ``access`` describes, by route."""
+    return {op.route: op for op in OPERATIONS if op.access == access}

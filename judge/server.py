@@ -1,0 +1,390 @@
+"""The judge as its own HTTP service on loopback (``nib judge serve``).
+
+Running the judge in a separate process means the process that runs the model never
+holds the approving key. The routes are the operations of :mod:`judge.operations`, one
+handler each (:class:`_Handlers`), behind the gates of :mod:`judge.gate`; requests are
+the bodies :class:`~judge.client.JudgeClient` sends, answers are verdicts as the judge
+signed them and the other records' wire forms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import socket
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import uvicorn
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from judge.errors import (
+    JudgeConfigError,
+    JudgeError,
+    JudgeUnreachable,
+    TaskScopeRefused,
+    VerdictInvalid,
+)
+from judge.gate import BodyLimit, Json, TokenGate, error, malformed
+from judge.hardening import refuse_inspection
+from judge.jev import Judge, PaidCallRequest
+from judge.operations import OPERATIONS
+from judge.tasks import TASK_TOKEN, WORKER_TOKEN, TaskLimits
+from judge.verdict import SCHEME, parse_verdict
+from judge.wire import check_handlers, free_to_wire, wire_int
+
+__all__ = ["JudgeServer", "create_app", "serve"]
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+
+#: A route's handler: the request body, and the task the caller's token is for (None:
+#: any task; see judge.gate.TokenGate).
+Handler = Callable[[dict[str, object], str | None], dict[str, object]]
+
+
+def _only(own: str | None, task: str | None, what: str) -> None:
+    """Refuse a task token's request that concerns ``task``, not its own ``own``."""
+    if own is not None and task != own:
+        raise TaskScopeRefused(
+            f"found {what} of task {task!r} with the token of task {own!r}; expected a task "
+            "token to act for its own task only; fix: send the token nib issued for that "
+            "task (each run gets its own)."
+        )
+
+
+class _Routes:
+    """The judge's routes as one plain ASGI app: the path picks a handler, the JSON body
+    is read with ``json.loads``, and the handler runs: on the event loop itself when it
+    only reads and writes the record (the re-check, on the paid path: no hand-off to a
+    worker thread and back, two thread wake-ups that cost more than the work on a busy
+    machine), on this app's own thread pool when it waits on the chain (a decision
+    reads the balance: a slow node must not hold up the re-checks). FastAPI's routing,
+    body validation and response encoding cost more than these calls themselves
+    (bench/services.py); the refusals are the same: a JudgeError as itself (409 for a
+    verdict, else 422), a malformed body 422, an unknown route 404."""
+
+    def __init__(
+        self, get: dict[str, Handler], post: dict[str, Handler], pooled: frozenset[str]
+    ) -> None:
+        self.routes = {"GET": get, "POST": post}
+        self.pooled = pooled
+        # As many as anyio's default for FastAPI's sync routes: a slow chain read of one
+        # decision does not hold up the others.
+        self._pool = ThreadPoolExecutor(max_workers=40, thread_name_prefix="nib-judge")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        path, method = scope["path"], scope["method"]
+        handler = self.routes.get(method, {}).get(path)
+        if handler is None:
+            known = any(path in table for table in self.routes.values())
+            status = 405 if known else 404
+            what = "method" if known else "route"
+            answer = error("JudgeRequestInvalid", f"found {what} {method} {path}; expected "
+                            "a route JudgeClient calls; fix: use judge.service.JudgeClient.",
+                            status)
+        else:
+            task = scope.get("nib.task")
+            answer = await self._answer(handler, method, await _body(receive), path, task)
+        await answer(scope, receive, send)
+
+    async def _answer(
+        self, handler: Handler, method: str, raw: bytes, path: str, task: str | None
+    ) -> Json:
+        body: dict[str, object] = {}
+        if method == "POST":
+            try:
+                parsed = json.loads(raw)
+            except ValueError as exc:
+                return malformed(f"not JSON: {exc}")
+            if not isinstance(parsed, dict):
+                return malformed(f"found a JSON {type(parsed).__name__}; expected an object")
+            body = parsed
+        if path not in self.pooled:
+            return _run(handler, body, task)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, _run, handler, body, task)
+
+
+async def _body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _run(handler: Handler, body: dict[str, object], task: str | None) -> Json:
+    try:
+        return Json(handler(body, task))
+    except JudgeError as exc:
+        status = 409 if isinstance(exc, VerdictInvalid) else 422
+        status = 403 if isinstance(exc, TaskScopeRefused) else status
+        return error(type(exc).__name__, str(exc), status)
+    except (KeyError, TypeError, ValueError) as exc:
+        return malformed(f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - the service stays up; the caller learns it failed
+        traceback.print_exc(file=sys.stderr)
+        return error("InternalError", f"the judge failed ({type(exc).__name__}); see its log", 500)
+
+
+class _Handlers:
+    """One method per operation of :mod:`judge.operations`, named as its
+    ``Operation.handler``: each takes the request body and the task the caller's token
+    acts for (None: any task), and returns the answer."""
+
+    def __init__(self, judge: Judge) -> None:
+        self.judge = judge
+
+    def _task_of(self, verdict_id: str) -> str | None:
+        rec = self.judge.records.get(verdict_id)
+        return None if rec is None else rec.task_id
+
+    def health(self, _body: dict[str, object], _own: str | None) -> dict[str, object]:
+        return {"judge": self.judge.address, "scheme": SCHEME}
+
+    def calibration(self, _body: dict[str, object], _own: str | None) -> dict[str, object]:
+        return dict(self.judge.calibration())
+
+    def decide(self, body: dict[str, object], own: str | None) -> dict[str, object]:
+        request = PaidCallRequest.from_wire(body)
+        for offer in (request, *request.alternatives):
+            _only(own, offer.task_id, "a payment")
+        return self.judge.decide(request).model_dump()
+
+    def free(self, body: dict[str, object], _own: str | None) -> dict[str, object]:
+        decision = self.judge.decide_free(str(body["tool"]), wire_int(body["calls_so_far"]))
+        return free_to_wire(decision)
+
+    def recheck(self, body: dict[str, object], own: str | None) -> dict[str, object]:
+        verdict = parse_verdict(body)
+        if own is not None:
+            _only(own, self._task_of(verdict.id), "a re-check of a verdict")
+        self.judge.recheck(verdict)
+        return {"ok": True}
+
+    def revoke(self, body: dict[str, object], own: str | None) -> dict[str, object]:
+        verdict_id = str(body["verdict_id"])
+        if own is not None:
+            _only(own, self._task_of(verdict_id), "a revocation of a verdict")
+        self.judge.revoke(verdict_id)
+        return {"ok": True}
+
+    def outcomes(self, body: dict[str, object], own: str | None) -> dict[str, object]:
+        covered = body.get("covered")
+        if not isinstance(covered, bool):
+            raise JudgeConfigError(
+                f"found covered={covered!r}; expected true or false; fix: send a JSON boolean."
+            )
+        verdict_id = str(body["verdict_id"])
+        if own is not None:
+            _only(own, self._task_of(verdict_id), "an outcome of a verdict")
+        self.judge.record_outcome(verdict_id, str(body["fact_kind"]), covered)
+        return {"ok": True}
+
+    def standing(self, body: dict[str, object], own: str | None) -> dict[str, object]:
+        fp = body.get("payload_fingerprint")
+        verdict_id = str(body["verdict_id"])
+        if own is not None:
+            _only(own, self._task_of(verdict_id), "the standing of a verdict")
+        found = self.judge.verdict_standing(verdict_id, None if fp is None else str(fp))
+        return {"standing": found}
+
+    def grants(self, body: dict[str, object], _own: str | None) -> dict[str, object]:
+        task = body.get("task_id")
+        return self.judge.grant(
+            str(body["verdict_id"]),
+            by=str(body.get("by") or "admin"),
+            task_id=None if task is None else str(task),
+        ).to_wire()
+
+    def tasks(self, body: dict[str, object], _own: str | None) -> dict[str, object]:
+        judge = self.judge
+        limits = judge.register_task(TaskLimits.from_wire(body))
+        if body.get("queued") is True:
+            judge.tasks.mark_queued(limits.task_id)
+        token = judge.tasks.issue_token(TASK_TOKEN, limits.task_id)
+        return {**limits.to_wire(), "task_token": token}
+
+    def task_tokens(self, body: dict[str, object], own: str | None) -> dict[str, object]:
+        task = str(body["task_id"])
+        tasks = self.judge.tasks
+        if tasks.get(task) is None:
+            raise TaskScopeRefused(
+                f"found a token asked for task {task!r}, which is not registered with this "
+                "judge; expected a registered task; fix: register it first (nib run, nib "
+                "submit with the services up)."
+            )
+        if own is not None and not tasks.queued(task):  # a worker's claim
+            raise TaskScopeRefused(
+                f"found a worker's claim of task {task!r}, which was not registered as "
+                "queued; expected a task `nib submit` registered for a worker; fix: "
+                "`nib submit` the task (with the services up) for a worker to run it."
+            )
+        return {"task_token": tasks.issue_token(TASK_TOKEN, task)}
+
+    def claims(self, body: dict[str, object], own: str | None) -> dict[str, object]:
+        return self.task_tokens(body, own)
+
+    def worker_tokens(self, _body: dict[str, object], _own: str | None) -> dict[str, object]:
+        return {"worker_token": self.judge.tasks.issue_token(WORKER_TOKEN)}
+
+
+def create_app(
+    judge: Judge, *, token: str | None = None, admin_token: str | None = None
+) -> ASGIApp:
+    """An ASGI app exposing ``judge`` (bind it to loopback only).
+
+    With ``token`` every route but ``/health`` requires ``Authorization: Bearer <token>``
+    (the services' own: only the wallet's re-check when ``admin_token`` is set), a task
+    token (issued when the admin registers the task; it acts for that task and its
+    verdicts only) or the admin token,
+    so other local processes and other tasks' agents cannot ask for verdicts, revoke them
+    or skew calibration.
+    Registering a task (``POST /v1/tasks``) takes ``admin_token`` (the user's, never the
+    agent's); without one, tasks cannot be registered over the wire at all.
+    """
+    handlers = _Handlers(judge)
+    check_handlers(_Handlers, (op.handler for op in OPERATIONS), "judge.operations.OPERATIONS")
+    tables: dict[str, dict[str, Handler]] = {"GET": {}, "POST": {}}
+    for op in OPERATIONS:
+        tables[op.method][op.route] = getattr(handlers, op.handler)
+    pooled = frozenset(op.route for op in OPERATIONS if op.pooled)
+    routes = _Routes(get=tables["GET"], post=tables["POST"], pooled=pooled)
+    agent_auth = f"Bearer {token}".encode() if token else None
+    admin_auth = f"Bearer {admin_token}".encode() if admin_token else None
+    return TokenGate(routes, agent_auth=agent_auth, admin_auth=admin_auth,
+                     scope_of=judge.tasks.token_scope)
+
+
+def _server(
+    judge: Judge,
+    host: str,
+    port: int,
+    token: str | None = None,
+    *,
+    insecure: bool = False,
+    admin_token: str | None = None,
+) -> uvicorn.Server:
+    if not token and not insecure:
+        raise JudgeConfigError(
+            "found no token for the judge service; expected NIB_JUDGE_TOKEN so only the "
+            "agent and the wallet can ask for verdicts; fix: set NIB_JUDGE_TOKEN (e.g. "
+            "`export NIB_JUDGE_TOKEN=$(openssl rand -hex 32)`), or pass --insecure on the devnet."
+        )
+    if not _is_loopback(host):
+        raise JudgeConfigError(
+            f"found judge host {host!r}; expected a loopback address (127.0.0.1, ::1, "
+            "localhost) because the judge holds an approving key; fix: bind to 127.0.0.1."
+        )
+    config = uvicorn.Config(
+        BodyLimit(create_app(judge, token=token, admin_token=admin_token)),
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+    )
+    return uvicorn.Server(config)
+
+
+def serve(
+    host: str,
+    port: int,
+    judge: Judge,
+    token: str | None = None,
+    *,
+    insecure: bool = False,
+    admin_token: str | None = None,
+) -> None:
+    """Run the judge service in the foreground until interrupted (``nib judge serve``).
+
+    Refuses to start without ``token`` unless ``insecure`` (the caller allows that on the
+    devnet only).
+    """
+    refuse_inspection()
+    _server(judge, host, port, token, insecure=insecure, admin_token=admin_token).run()
+
+
+class JudgeServer:
+    """The judge service in a background thread, for tests and embedding.
+
+    ``with JudgeServer(judge) as server: JudgeClient(server.url)``; port 0 picks a
+    free port. Start-up waits with a deadline and raises if the server never starts.
+    """
+
+    def __init__(
+        self,
+        judge: Judge,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        token: str | None = None,
+        insecure: bool = False,
+        admin_token: str | None = None,
+    ) -> None:
+        self._server = _server(
+            judge, host, port, token, insecure=insecure, admin_token=admin_token
+        )
+        self._host = host
+        self._port = port
+        self._thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None
+        self.url = ""
+
+    def start(self, timeout_s: float = 10.0) -> JudgeServer:
+        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self._host, self._port))
+        self._sock = sock
+        port = sock.getsockname()[1]
+        host = f"[{self._host}]" if family == socket.AF_INET6 else self._host
+        self.url = f"http://{host}:{port}"
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name="nib-judge", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise JudgeUnreachable(
+                    f"the judge service at {self.url} did not start within {timeout_s} s; "
+                    "expected it to listen on loopback; fix: check that the port is free.",
+                    url=self.url,
+                )
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._sock is not None:
+            self._sock.close()
+
+    def __enter__(self) -> JudgeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

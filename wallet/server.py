@@ -1,0 +1,440 @@
+"""The wallet service's server: the routes of :mod:`wallet.operations` over a Unix socket.
+
+The signer process is the only one that unlocks the keystore. The socket lives in
+``NIB_HOME`` (created 0600 in a 0700 directory): the kernel checks the socket file's
+owner on every connect, so there is no token to leak and no port another local user
+could reach. Each connection is served by its own thread, which runs the wallet call
+itself; every check of :class:`~wallet.signer.Wallet` runs here (with the judge's
+re-check, which consumes the verdict where it was issued).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import socket
+import socketserver
+import stat
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import ParamSpec
+
+from judge.hardening import refuse_inspection
+from judge.storage import describe, is_url
+from judge.verdict import Verdict, parse_verdict
+from judge.wire import check_handlers, wire_int, wire_object, wire_str
+from wallet.errors import LedgerError, WalletError, WalletUnreachable
+from wallet.nonces import acting_for
+from wallet.operations import OPERATIONS
+from wallet.signed import SignedTx, SignedTypedData
+from wallet.signer import Wallet
+from wallet.wire import (
+    HEADER_BYTES,
+    STOPPING_STATUS,
+    FrameTooLarge,
+    frame,
+    frame_length,
+    parse_request,
+    refusal,
+    row_to_wire,
+    signed_from_wire,
+    signed_to_wire,
+)
+
+__all__ = [
+    "SOCKET_NAME",
+    "WalletServer",
+    "create_routes",
+    "database_identity",
+    "prepare_socket_dir",
+    "serve",
+]
+
+SOCKET_NAME = "wallet.sock"
+
+Route = Callable[[Mapping[str, object]], dict[str, object]]
+
+P = ParamSpec("P")
+
+
+class _Relay:
+    """The wallet's audit events (reserve and sign, refuse, broadcast, settle, fail),
+    handed back with the answer to the request that caused them, so they join the run's
+    trace in the agent's store (the service writes no run table; its record is the
+    ledger). Each request is served in one thread: events are collected per thread."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def emit(self, name: str, data: Mapping[str, object]) -> None:
+        events: list[dict[str, object]] | None = getattr(self._local, "events", None)
+        if events is not None:
+            events.append({"type": name, "data": {**data, "by": f"wallet service pid {os.getpid()}"}})
+
+    def relayed(self, route: Callable[P, dict[str, object]]) -> Callable[P, dict[str, object]]:
+        """``route`` answering with ``"events"``; a refusal carries them in its error."""
+
+        @functools.wraps(route)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> dict[str, object]:
+            events: list[dict[str, object]] = []
+            self._local.events = events
+            try:
+                return {**route(*args, **kwargs), "events": events}
+            except WalletError as exc:
+                exc.relayed_events = events  # type: ignore[attr-defined]
+                raise
+            finally:
+                self._local.events = None
+
+        return wrapper
+
+
+class _Handlers:
+    """One method per operation of :mod:`wallet.operations`, named as its
+    ``Operation.handler``; each takes the request body and returns the answer's data."""
+
+    def __init__(self, wallet: Wallet) -> None:
+        self.wallet = wallet
+
+    def health(self, _: Mapping[str, object]) -> dict[str, object]:
+        wallet = self.wallet
+        return {
+            "address": wallet.address,
+            "usdc": wallet.usdc,
+            "eth_price_usdc": wallet.meter.eth_price_usdc,
+            "database": database_identity(wallet.meter.store.path),
+        }
+
+    def sign_typed_data(self, body: Mapping[str, object]) -> dict[str, object]:
+        signed = self.wallet.sign_typed_data(
+            wire_object("payload", body["payload"]),
+            _verdict_of(body),
+            run_id=str(body["run_id"]),
+            cap=wire_int(body["cap"]),
+            resource=wire_str(body.get("resource")),
+        )
+        return signed_to_wire(signed)
+
+    def sign_transaction(self, body: Mapping[str, object]) -> dict[str, object]:
+        signed = self.wallet.sign_transaction(
+            wire_object("payload", body["payload"]),
+            _verdict_of(body),
+            run_id=str(body["run_id"]),
+            cap=wire_int(body["cap"]),
+        )
+        return signed_to_wire(signed)
+
+    def _stored(self, body: Mapping[str, object]) -> SignedTypedData | SignedTx:
+        # The agent names a signed record; the service trusts only its own ledger row.
+        signed = signed_from_wire(body["signed"])
+        row = self.wallet.meter.ledger.get(signed.reservation.id)
+        if row.verdict_id != signed.verdict_id or row.run_id != signed.run_id:
+            raise LedgerError(
+                f"found a signed record for ledger row {row.id} that does not match it "
+                f"(verdict {signed.verdict_id} vs {row.verdict_id}); expected the record the "
+                "wallet handed out; fix: send the record exactly as it was returned."
+            )
+        return signed
+
+    def send_transaction(self, body: Mapping[str, object]) -> dict[str, object]:
+        signed = self._stored(body)
+        if not isinstance(signed, SignedTx):
+            raise LedgerError("found a typed-data record; expected a signed transaction.")
+        with acting_for(wire_str(body.get("holder"))):  # a refused broadcast releases the worker's number
+            return asdict(self.wallet.send_transaction(signed))
+
+    def settle(self, body: Mapping[str, object]) -> dict[str, object]:
+        self.wallet.settle(self._stored(body), str(body["tx_hash"]))
+        return {"ok": True}
+
+    def settle_row(self, body: Mapping[str, object]) -> dict[str, object]:
+        # Settles only what the chain proves (Wallet.settle checks the receipt's logs).
+        wallet = self.wallet
+        wallet.settle(wallet.spend_row(str(body["spend_id"])), str(body["tx_hash"]))
+        return {"ok": True}
+
+    def fail(self, body: Mapping[str, object]) -> dict[str, object]:
+        self.wallet.fail(self._stored(body), str(body["note"]))
+        return {"ok": True}
+
+    def keep_payment(self, body: Mapping[str, object]) -> dict[str, object]:
+        signed = self._stored(body)
+        if not isinstance(signed, SignedTypedData):
+            raise LedgerError("found a transaction record; expected a signed authorization.")
+        self.wallet.keep_payment(signed, (str(body["name"]), str(body["value"])))
+        return {"ok": True}
+
+    def live_authorization(self, body: Mapping[str, object]) -> dict[str, object]:
+        row = self.wallet.live_authorization(str(body["resource"]))
+        return {"row": None if row is None else row_to_wire(row)}
+
+    def spend_row(self, body: Mapping[str, object]) -> dict[str, object]:
+        return {"row": row_to_wire(self.wallet.spend_row(str(body["spend_id"])))}
+
+    def usage(self, body: Mapping[str, object]) -> dict[str, object]:
+        return asdict(self.wallet.meter.usage(str(body["run_id"])))
+
+    def keep_signed(self, body: Mapping[str, object]) -> dict[str, object]:
+        self.wallet.meter.keep_signed(str(body["reservation_id"]), str(body["note"]))
+        return {"ok": True}
+
+    # Numbers are held by the calling worker process, so its recovery finds them.
+    def nonces_allocate(self, body: Mapping[str, object]) -> dict[str, object]:
+        with acting_for(wire_str(body.get("holder"))):
+            return {"value": self.wallet.nonces.allocate()}
+
+    def nonces_resync(self, body: Mapping[str, object]) -> dict[str, object]:
+        with acting_for(wire_str(body.get("holder"))):
+            return {"value": self.wallet.nonces.resync()}
+
+    def nonces_claim(self, body: Mapping[str, object]) -> dict[str, object]:
+        with acting_for(wire_str(body.get("holder"))):
+            return {"value": self.wallet.nonces.claim(wire_int(body["n"]))}
+
+    def nonces_confirm(self, body: Mapping[str, object]) -> dict[str, object]:
+        with acting_for(wire_str(body.get("holder"))):
+            self.wallet.nonces.confirm(wire_int(body["n"]))
+            return {"value": None}
+
+    def nonces_release(self, body: Mapping[str, object]) -> dict[str, object]:
+        with acting_for(wire_str(body.get("holder"))):
+            self.wallet.nonces.release(wire_int(body["n"]))
+            return {"value": None}
+
+    def recover_run(self, body: Mapping[str, object]) -> dict[str, object]:
+        # A worker whose lease ran out: its run's money state, in the one signer.
+        found = self.wallet.recover_run(str(body["run_id"]), str(body["holder"]), str(body["why"]))
+        return asdict(found)
+
+
+def _verdict_of(body: Mapping[str, object]) -> Verdict | None:
+    raw = body.get("verdict")
+    return None if raw is None else parse_verdict(wire_object("verdict", raw))
+
+
+def create_routes(wallet: Wallet) -> dict[str, Route]:
+    """``wallet``'s operations (:data:`wallet.operations.OPERATIONS`) by route; the
+    wallet's events of each call that relays them travel back in its answer (see
+    :class:`_Relay`). Raises TypeError when the handlers and the table disagree."""
+    relay, own = _Relay(), wallet.emit
+
+    def emit(name: str, data: dict[str, object]) -> None:
+        relay.emit(name, data)
+        if own is not None:
+            own(name, data)
+
+    wallet.emit = emit
+    handlers = _Handlers(wallet)
+    check_handlers(_Handlers, (op.handler for op in OPERATIONS), "wallet.operations.OPERATIONS")
+    routes: dict[str, Route] = {}
+    for op in OPERATIONS:
+        handler: Route = getattr(handlers, op.handler)
+        routes[op.route] = relay.relayed(handler) if op.relays_events else handler
+    return routes
+
+
+def _malformed(detail: str) -> dict[str, object]:
+    message = (
+        f"found a malformed request ({detail}); expected the fields WalletClient sends; "
+        "fix: use wallet.service.WalletClient."
+    )
+    return {"status": 422, "error": {"type": "WalletError", "code": "wallet-error", "message": message}}
+
+
+def _answer(routes: Mapping[str, Route], request: object) -> dict[str, object]:
+    """The answer to one request: the route's data, or a refusal that names the fix."""
+    if not isinstance(request, dict) or not isinstance(request.get("body"), dict):
+        return _malformed("expected an object with 'route' and a 'body' object")
+    path = request.get("route")
+    handler = routes.get(path) if isinstance(path, str) else None
+    if handler is None:
+        answer = _malformed(f"no route {path!r}; expected one of {sorted(routes)}")
+        return {**answer, "status": 404}
+    try:
+        return {"status": 200, "data": handler(request["body"])}
+    except WalletError as exc:
+        return refusal(exc)
+    except (KeyError, TypeError, ValueError) as exc:
+        return _malformed(f"{type(exc).__name__}: {exc}")
+    except Exception:  # noqa: BLE001 - the service stays up; the caller learns it failed
+        traceback.print_exc(file=sys.stderr)
+        return {"status": 500}
+
+
+
+class _Connection(socketserver.StreamRequestHandler):
+    """One client connection: requests answered in turn, in this connection's thread."""
+
+    server: _SocketServer
+
+    def handle(self) -> None:
+        self.server.opened(self.connection)
+        try:
+            while True:
+                header = self.rfile.read(HEADER_BYTES)
+                if len(header) < HEADER_BYTES:
+                    return  # the client closed the connection
+                try:
+                    data = self.rfile.read(frame_length(header))
+                    request = parse_request(data)
+                except FrameTooLarge as exc:
+                    self.wfile.write(frame(_malformed(str(exc))))
+                    return  # the rest of the frame is not read: the connection ends
+                except ValueError as exc:
+                    request = exc
+                if not self.server.begin():
+                    self.wfile.write(frame({"status": STOPPING_STATUS}))
+                    return
+                try:
+                    answer = (
+                        _malformed(f"not JSON: {request}")
+                        if isinstance(request, ValueError)
+                        else _answer(self.server.routes, request)
+                    )
+                finally:
+                    self.server.end()
+                self.wfile.write(frame(answer))
+        except OSError:
+            return  # the client went away mid-answer
+        finally:
+            self.server.closed(self.connection)
+
+
+#: How long a stopping service lets the requests it is running finish (a send waits up
+#: to 60 s for its receipt; a signature takes milliseconds).
+STOP_GRACE_S = 10.0
+
+
+class _SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 64  # connects of concurrent runs wait in the kernel, not refused
+
+    def __init__(self, path: Path, routes: Mapping[str, Route]) -> None:
+        self.routes = routes
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Condition()
+        self._busy = 0
+        self._stopping = False
+        super().__init__(str(path), _Connection)
+        # Narrowed right after bind; the 0700 directory keeps everyone else out meanwhile.
+        os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+
+    def opened(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._open.add(conn)
+
+    def closed(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._open.discard(conn)
+
+    def begin(self) -> bool:
+        """Whether a request that arrived may run (False once the service stops)."""
+        with self._lock:
+            if self._stopping:
+                return False
+            self._busy += 1
+            return True
+
+    def end(self) -> None:
+        with self._lock:
+            self._busy -= 1
+            self._lock.notify_all()
+
+    def close_all(self, serving: bool, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop serving: no new connection or request is taken, the requests running
+        finish (within ``grace_s``), then every connection is closed, so a client sees
+        the service gone at once (never a half-alive service)."""
+        with self._lock:
+            self._stopping = True
+        if serving:
+            self.shutdown()
+        self.server_close()
+        with self._lock:
+            self._lock.wait_for(lambda: self._busy == 0, timeout=grace_s)
+            conns, self._open = list(self._open), set()
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def database_identity(location: object) -> str:
+    """Which database ``location`` names, comparable across processes: a SQLite file's
+    resolved path, or a PostgreSQL URL with its password masked."""
+    if is_url(location):
+        return describe(str(location))
+    return str(Path(str(location)).resolve())
+
+
+def prepare_socket_dir(home: Path) -> Path:
+    """``home`` as a 0700 directory, and the socket path inside it (stale file removed)."""
+    home.mkdir(parents=True, exist_ok=True)
+    os.chmod(home, stat.S_IRWXU)
+    path = home / SOCKET_NAME
+    path.unlink(missing_ok=True)
+    return path
+
+
+def serve(wallet: Wallet, home: Path, on_ready: Callable[[Path], None] | None = None) -> None:
+    """Run the wallet service in the foreground on ``home/wallet.sock`` (``nib wallet serve``).
+
+    The process is made non-dumpable first: the agent, a process of the same OS user,
+    cannot read the unlocked key from its memory (see judge.hardening.refuse_inspection).
+    """
+    refuse_inspection()
+    path = prepare_socket_dir(home)
+    server = _SocketServer(path, create_routes(wallet))
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # stop as uvicorn did: let calls finish
+        signal.signal(sig, lambda *_: stop.set())
+    thread = threading.Thread(target=server.serve_forever, name="nib-wallet", daemon=True)
+    thread.start()
+    if on_ready is not None:
+        on_ready(path)
+    stop.wait()
+    server.close_all(serving=True)
+    path.unlink(missing_ok=True)
+
+
+class WalletServer:
+    """The wallet service in a background thread (tests, benchmarks)."""
+
+    def __init__(self, wallet: Wallet, home: Path) -> None:
+        self.socket_path = prepare_socket_dir(home)
+        self._routes = create_routes(wallet)
+        self._server: _SocketServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, timeout_s: float = 10.0) -> WalletServer:
+        try:
+            self._server = _SocketServer(self.socket_path, self._routes)
+        except OSError as exc:
+            raise WalletUnreachable(
+                f"the wallet service could not listen on {self.socket_path} ({exc}); "
+                "fix: check that NIB_HOME is writable."
+            ) from exc
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="nib-wallet", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.close_all(self._thread is not None and self._thread.is_alive())
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> WalletServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
