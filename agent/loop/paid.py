@@ -21,7 +21,7 @@ from agent.loop.gates import Admitted
 from agent.loop.learning import Learning
 from agent.loop.selfmodel import SelfModelReader
 from agent.loop.state import PendingCall, jsonable, unjsonable
-from agent.loop.stop import DEPENDENCY_STOPS, Stop, raise_if_dependency
+from agent.loop.stop import Stop, dependency_stop, raise_if_dependency
 from agent.seams import AgentJudge
 from agent.tools.base import Observation, Quote, Tool
 from chain.money import format_usdc
@@ -142,9 +142,12 @@ class PaidStep:
                 return
             handed = True
             await self._execute(tool, pending.args, pending.fingerprint, quote, verdict)
-        except Stop as stop:
-            if not handed and stop.reason in DEPENDENCY_STOPS:
-                raise ApprovalDeferred(stop) from stop
+        except Exception as exc:
+            # An outage before the call was handed to the tool (a Stop, or a dependency's
+            # error raised where no step translated it) defers the approval.
+            stop = dependency_stop(exc)
+            if not handed and stop is not None:
+                raise ApprovalDeferred(stop) from exc
             raise
         finally:
             if not handed:

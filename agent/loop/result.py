@@ -104,8 +104,11 @@ PROCESS_DIED = "process-died"
 FINISHED_STOPS: frozenset[str] = frozenset(
     {"done-signal", "finish-tool", "judge-answered", "evidence-covered"}
 )
-#: Stops caused by a dependency; the result's ``message`` names the human fix.
-DEPENDENCY_STOPS: frozenset[str] = frozenset(
+#: Stops caused by a dependency (model, judge, wallet, chain) that did not answer: nothing
+#: about the task itself was decided, so a paused run hit by one stays paused; the
+#: result's ``message`` names the human fix. The one list (the loop kept a second one
+#: without the wallet, so a wallet outage ended an approved paused run).
+DEPENDENCY_STOPS: frozenset[StopReason] = frozenset(
     {"llm-unreachable", "judge-unreachable", "wallet-unreachable", "chain-unreachable"}
 )
 

@@ -32,7 +32,7 @@ from agent.loop.proposal import Batch, Call, Done, NoAction, Proposal, SubmitAns
 from agent.loop.result import AgentResult
 from agent.loop.selfmodel import SelfModelReader
 from agent.loop.state import Decision, Deps, PendingCall, RunState, unjsonable
-from agent.loop.stop import INTERRUPTS, Stop
+from agent.loop.stop import INTERRUPTS, Stop, dependency_stop
 from agent.tasks import Interrupted
 from agent.tools.base import Quote, addresses_named_in
 from chain.money import format_usdc
@@ -227,7 +227,10 @@ class _Run:
         except INTERRUPTS as exc:
             ended = _interrupted(exc, self.ctx.state.step)
         except Exception as exc:
-            ended = Stop("internal-error", _bug_message(exc, self.ctx.state.step))
+            # A dependency's outage where no step translated it is still that outage.
+            ended = dependency_stop(exc) or Stop(
+                "internal-error", _bug_message(exc, self.ctx.state.step)
+            )
         try:
             return await self.finisher.finish(ended)
         except INTERRUPTS as exc:  # Ctrl-C during the synthesis or the lesson

@@ -9,19 +9,13 @@ from __future__ import annotations
 import asyncio
 
 from agent.errors import ModelUnavailable
-from agent.loop.result import StopReason
+from agent.loop.result import DEPENDENCY_STOPS, StopReason
 from agent.tasks import Interrupted
 from chain.errors import RpcUnreachable
 from judge.errors import JudgeUnreachable
 from wallet.errors import WalletUnreachable
 
-__all__ = ["DEPENDENCY_STOPS", "INTERRUPTS", "Stop", "raise_if_dependency"]
-
-#: Stops that mean a dependency (chain, judge, model) did not answer: nothing about the
-#: task itself was decided, so a paused run hit by one stays paused.
-DEPENDENCY_STOPS: frozenset[StopReason] = frozenset(
-    {"chain-unreachable", "judge-unreachable", "llm-unreachable"}
-)
+__all__ = ["DEPENDENCY_STOPS", "INTERRUPTS", "Stop", "dependency_stop", "raise_if_dependency"]
 
 _JUDGE_FIX = (
     " Fix: start the judge (`nib judge serve`) or unset NIB_JUDGE_URL to use the in-process judge."
@@ -38,19 +32,30 @@ class Stop(Exception):
         self.answer = answer
 
 
-def raise_if_dependency(exc: BaseException) -> None:
-    """Raise the stop for a dependency outage (chain, judge, model); else return.
-
-    Anything else is the caller's to handle (usually a failed observation)."""
+def dependency_stop(exc: BaseException) -> Stop | None:
+    """The stop for a dependency outage (chain, judge, model, wallet), or None; a Stop
+    whose reason is one of DEPENDENCY_STOPS is itself."""
+    if isinstance(exc, Stop):
+        return exc if exc.reason in DEPENDENCY_STOPS else None
     if isinstance(exc, RpcUnreachable):
-        raise Stop("chain-unreachable", str(exc)) from exc
+        return Stop("chain-unreachable", str(exc))
     if isinstance(exc, JudgeUnreachable):
         fix = "" if "Fix" in str(exc) else _JUDGE_FIX
-        raise Stop("judge-unreachable", f"{exc}{fix}") from exc
+        return Stop("judge-unreachable", f"{exc}{fix}")
     if isinstance(exc, ModelUnavailable):
-        raise Stop("llm-unreachable", f"{exc.kind}: {exc.fix}") from exc
+        return Stop("llm-unreachable", f"{exc.kind}: {exc.fix}")
     if isinstance(exc, WalletUnreachable):
-        raise Stop("wallet-unreachable", str(exc)) from exc
+        return Stop("wallet-unreachable", str(exc))
+    return None
+
+
+def raise_if_dependency(exc: BaseException) -> None:
+    """Raise the stop for a dependency outage (chain, judge, model, wallet); else return.
+
+    Anything else is the caller's to handle (usually a failed observation)."""
+    stop = dependency_stop(exc)
+    if stop is not None and stop is not exc:
+        raise stop from exc
 
 
 #: What ends a run as ``interrupted``: Ctrl-C, cancellation (how ``asyncio.run`` delivers

@@ -144,6 +144,26 @@ def test_a_dependency_outage_during_approval_leaves_the_run_paused(
     assert usdc_balance(chain, SELLER_ADDR) == seller_before + DIME
 
 
+def test_a_wallet_outage_during_approval_leaves_the_run_paused(
+    tmp_path: Path, chain: Any
+) -> None:
+    """The wallet service gone when the user approves is an outage like the judge's: the
+    approval is deferred and the run stays paused (it ended wallet-unreachable while the
+    loop kept two lists of dependency stops, one without the wallet)."""
+    from wallet.client import WalletClient
+
+    seller_before = usdc_balance(chain, SELLER_ADDR)
+    paused, deps = pause(tmp_path, chain)
+    deps.wallet_address = deps.wallet.address  # as the composition root reads it at start
+    deps.wallet = WalletClient(tmp_path / "no-wallet-service.sock", timeout_s=1.0)
+    r = asyncio.run(resume(paused.run_id, "approve", deps))
+    assert (r.stop_reason, r.finished) == ("awaiting-approval", False), r.message
+    assert "wallet-unreachable" in r.message and f"nib approve {paused.run_id}" in r.message
+    assert deps.store.run(paused.run_id)["status"] == "paused"
+    assert deps.store.events(paused.run_id, "approval.deferred")
+    assert usdc_balance(chain, SELLER_ADDR) == seller_before
+
+
 def test_an_interrupt_after_the_approval_ends_the_resumed_run_with_one_result(
     tmp_path: Path, chain: Any
 ) -> None:
