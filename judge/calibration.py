@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import re
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -19,10 +18,24 @@ from typing import Protocol
 
 from typing_extensions import TypedDict  # pydantic validates it on the wire (Python < 3.12)
 
+from judge._store import LOCK
 from judge.errors import JudgeConfigError
-from judge.storage import Database, Location, Migration, cell_int, migrate, open_database
+from judge.storage import (
+    Database,
+    Location,
+    Migration,
+    Tx,
+    add_missing_columns,
+    cell_float,
+    cell_int,
+    migrate,
+    open_database,
+)
 
 OUTCOMES_TABLE = "judge_outcomes"
+#: Running counts per (tool, fact kind, reliability bin), moved in each outcome's own
+#: transaction: p and the report read these, never the outcomes.
+COUNTS_TABLE = "judge_outcome_counts"
 #: p is quantised to this many decimals so EV arithmetic on it stays exact.
 P_QUANTUM = Decimal("0.000001")
 DEFAULT_PRIOR = Decimal("0.5")
@@ -86,24 +99,38 @@ def _probability(name: str, value: Decimal | str | int) -> Decimal:
     return number
 
 
+#: One reliability bin's running sums: sum of p, sum of outcomes, count, sum of squared error.
+BinSums = tuple[float, float, int, float]
+
+
+def _bin_of(p: float, n_bins: int = N_BINS) -> int:
+    return min(int(p * n_bins), n_bins - 1)
+
+
 def calibration_report(
     pairs: Iterable[tuple[Decimal | float, bool]], n_bins: int = N_BINS
 ) -> CalibrationReport:
     """Brier score, expected calibration error (equal-width bins) and reliability bins."""
-    sums = [[0.0, 0.0, 0] for _ in range(n_bins)]  # sum p, sum y, n
-    brier_sum, n = 0.0, 0
+    sums = [[0.0, 0.0, 0.0, 0.0] for _ in range(n_bins)]  # sum p, sum y, n, sum (p - y)^2
     for p_raw, covered in pairs:
         p, y = float(p_raw), 1.0 if covered else 0.0
-        brier_sum += (p - y) ** 2
-        n += 1
-        b = sums[min(int(p * n_bins), n_bins - 1)]
+        b = sums[_bin_of(p, n_bins)]
         b[0] += p
         b[1] += y
         b[2] += 1
+        b[3] += (p - y) ** 2
+    return report_from_bins([(b[0], b[1], int(b[2]), b[3]) for b in sums])
+
+
+def report_from_bins(sums: list[BinSums]) -> CalibrationReport:
+    """The report of :func:`calibration_report` from each bin's running sums (what the
+    calibration store keeps per outcome, so reporting never re-reads the outcomes)."""
+    n_bins = len(sums)
+    n = sum(nb for _, _, nb, _ in sums)
+    brier_sum = sum(sq for _, _, _, sq in sums)
     bins: list[ReliabilityBin] = []
     ece = 0.0
-    for i, (sp, sy, nb) in enumerate(sums):
-        count = int(nb)
+    for i, (sp, sy, count, _) in enumerate(sums):
         mean_p = sp / count if count else None
         freq = sy / count if count else None
         if count and mean_p is not None and freq is not None:
@@ -132,8 +159,11 @@ class Calibrator(Protocol):
         """Calibrated probability that ``tool`` yields ``fact_kind``."""
         ...
 
-    def record(self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool) -> None:
-        """Store one outcome with the p the judge used for it."""
+    def record(
+        self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool, *, weight: int = 1
+    ) -> None:
+        """Store one outcome with the p the judge used for it, counting ``weight``
+        pseudo-outcomes toward p."""
         ...
 
     def report(self, tool: str | None = None) -> CalibrationReport:
@@ -154,7 +184,59 @@ MIGRATIONS: list[Migration] = [
             f"ON {OUTCOMES_TABLE}(tool, fact_kind)",
         ),
     ),
+    Migration(
+        2,
+        "running counts per (tool, fact kind, bin) and each outcome's weight: p and the "
+        "report read the counts, so a decision costs the same at 10 or 10 million outcomes",
+        (
+            add_missing_columns(OUTCOMES_TABLE, (("weight", "{int} NOT NULL DEFAULT 1"),)),
+            f"""CREATE TABLE IF NOT EXISTS {COUNTS_TABLE} (
+                tool TEXT NOT NULL, fact_kind TEXT NOT NULL, bin {{int}} NOT NULL,
+                n {{int}} NOT NULL, hits {{int}} NOT NULL,
+                weight {{int}} NOT NULL, hit_weight {{int}} NOT NULL,
+                sum_p {{real}} NOT NULL, sum_sq {{real}} NOT NULL,
+                PRIMARY KEY (tool, fact_kind, bin))""",
+            lambda tx: recount(tx),
+        ),
+    ),
 ]
+
+_COUNT_SQL = (
+    f"INSERT INTO {COUNTS_TABLE} (tool, fact_kind, bin, n, hits, weight, hit_weight, sum_p, "
+    "sum_sq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tool, fact_kind, bin) DO UPDATE "
+    f"SET n = {COUNTS_TABLE}.n + excluded.n, hits = {COUNTS_TABLE}.hits + excluded.hits, "
+    f"weight = {COUNTS_TABLE}.weight + excluded.weight, "
+    f"hit_weight = {COUNTS_TABLE}.hit_weight + excluded.hit_weight, "
+    f"sum_p = {COUNTS_TABLE}.sum_p + excluded.sum_p, "
+    f"sum_sq = {COUNTS_TABLE}.sum_sq + excluded.sum_sq"
+)
+
+
+def _count_row(tool: str, kind: str, p: float, covered: bool, weight: int) -> tuple[object, ...]:
+    """One outcome as the increments of its (tool, fact kind, bin) counter row."""
+    y = 1.0 if covered else 0.0
+    hit_weight = weight if covered else 0
+    return (tool, kind, _bin_of(p), 1, int(covered), weight, hit_weight, p, (p - y) ** 2)
+
+
+def recount(tx: Tx) -> None:
+    """Rebuild the running counts from the stored outcomes, a page at a time (the
+    migration that adds them, and a bulk load that wrote outcomes directly)."""
+    tx.execute(f"DELETE FROM {COUNTS_TABLE}")
+    after, page_size = 0, 5000
+    while True:
+        page = tx.execute(
+            f"SELECT id, tool, fact_kind, p_used, covered, weight FROM {OUTCOMES_TABLE} "
+            f"WHERE id > ? ORDER BY id LIMIT {page_size}",
+            (after,),
+        ).fetchall()
+        for _, tool, kind, p_used, covered, weight in page:
+            p = float(Decimal(str(p_used)))
+            row = _count_row(str(tool), str(kind), p, bool(covered), cell_int(weight))
+            tx.execute(_COUNT_SQL, row)
+        if len(page) < page_size:
+            return
+        after = cell_int(page[-1][0])
 
 
 def ensure_tables(db: Database) -> None:
@@ -188,46 +270,19 @@ class BetaCalibrator:
         self._clock = clock
         self._lock = threading.Lock()
         self.db = open_database(db or ":memory:")
-        # Counts read since the database last changed (SQLite only; see _unchanged).
-        self._counts: dict[tuple[str, str], tuple[int, int]] = {}
-        self._seen: tuple[int, int] | None = None
         with self._lock:
             ensure_tables(self.db)
 
     def counts(self, tool: str, fact_kind: str) -> tuple[int, int]:
-        """(covered, total) outcomes recorded for (tool, fact kind)."""
-        key = (tool, fact_key(fact_kind))
+        """(covered, total) outcome weight recorded for (tool, fact kind), from the running
+        counts (one primary-key range of at most ten rows), never from the outcomes."""
         with self._lock:
-            cacheable = self._unchanged()
-            if cacheable and key in self._counts:
-                return self._counts[key]
             [row] = self.db.query(
-                f"SELECT COALESCE(SUM(covered), 0) AS hits, COUNT(*) AS n FROM {OUTCOMES_TABLE} "
-                "WHERE tool = ? AND fact_kind = ?",
-                list(key),
+                f"SELECT COALESCE(SUM(hit_weight), 0) AS hits, COALESCE(SUM(weight), 0) AS n "
+                f"FROM {COUNTS_TABLE} WHERE tool = ? AND fact_kind = ?",
+                [tool, fact_key(fact_kind)],
             )
-            found = cell_int(row["hits"]), cell_int(row["n"])
-            if cacheable:
-                self._counts[key] = found
-        return found
-
-    def _unchanged(self) -> bool:
-        """Whether cached counts may be used, emptying the cache when the database changed.
-
-        On SQLite, ``PRAGMA data_version`` changes when another connection (another
-        judge process) commits, and the connection's ``total_changes`` when this one
-        writes (any table, any user of the shared connection): one cheap read instead of
-        an aggregate over the outcomes on every decision. PostgreSQL has no such
-        counter: always read.
-        """
-        conn = self.db.conn
-        if not isinstance(conn, sqlite3.Connection):
-            return False
-        mark = (cell_int(self.db.scalar("PRAGMA data_version")), conn.total_changes)
-        if mark != self._seen:
-            self._counts.clear()
-            self._seen = mark
-        return True
+        return cell_int(row["hits"]), cell_int(row["n"])
 
     def p(self, tool: str, fact_kind: str, prior: Decimal | None = None) -> Decimal:
         """Posterior mean, quantised to 6 decimals: (a + hits) / (a + b + n)."""
@@ -237,29 +292,56 @@ class BetaCalibrator:
         posterior = alpha / (self._strength + total)
         return posterior.quantize(P_QUANTUM, rounding=ROUND_HALF_EVEN)
 
-    def record(self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool) -> None:
+    def record(
+        self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool, *, weight: int = 1
+    ) -> None:
+        """Store one outcome and move its running counts, in one transaction.
+
+        ``weight`` is how many pseudo-outcomes it counts for toward p; the report counts
+        each outcome once, as the prediction it was.
+        """
         p = _probability("p_used", p_used)
         if not isinstance(covered, bool):
             raise JudgeConfigError(
                 f"found covered={covered!r}; expected True or False; fix: pass whether the "
                 "call covered a missing checklist item."
             )
-        with self._lock:
-            self.db.execute(
-                f"INSERT INTO {OUTCOMES_TABLE} (ts, tool, fact_kind, p_used, covered) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (int(self._clock()), tool, fact_key(fact_kind), format(p, "f"), int(covered)),
+        if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+            raise JudgeConfigError(
+                f"found weight={weight!r}; expected an int >= 1 (pseudo-outcomes); fix: "
+                "scale what was paid to whole outcomes before recording."
             )
+        kind = fact_key(fact_kind)
+        with self._lock, self.db.transaction(lock=LOCK) as tx:
+            tx.execute(
+                f"INSERT INTO {OUTCOMES_TABLE} (ts, tool, fact_kind, p_used, covered, weight) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (int(self._clock()), tool, kind, format(p, "f"), int(covered), weight),
+            )
+            tx.execute(_COUNT_SQL, _count_row(tool, kind, float(p), covered, weight))
 
     def report(self, tool: str | None = None) -> CalibrationReport:
-        sql = f"SELECT p_used, covered FROM {OUTCOMES_TABLE}"
+        """Brier score, ECE and reliability bins from the running counts (a row per tool,
+        fact kind and bin): the figures a pass over every outcome gives, at any count."""
+        sql = (
+            f"SELECT bin, SUM(sum_p) AS sp, SUM(hits) AS sy, SUM(n) AS n, SUM(sum_sq) AS sq "
+            f"FROM {COUNTS_TABLE}"
+        )
         params: list[str] = []
         if tool is not None:
             sql += " WHERE tool = ?"
             params.append(tool)
         with self._lock:
-            rows = self.db.query(sql + " ORDER BY id", params)
-        return calibration_report((Decimal(str(r["p_used"])), bool(r["covered"])) for r in rows)
+            rows = self.db.query(sql + " GROUP BY bin", params)
+        sums: list[BinSums] = [(0.0, 0.0, 0, 0.0)] * N_BINS
+        for r in rows:
+            sums[cell_int(r["bin"])] = (
+                cell_float(r["sp"]),
+                float(cell_int(r["sy"])),
+                cell_int(r["n"]),
+                cell_float(r["sq"]),
+            )
+        return report_from_bins(sums)
 
 
 class FixedCalibrator:
@@ -274,7 +356,9 @@ class FixedCalibrator:
             return self._p
         return DEFAULT_PRIOR if prior is None else _probability("prior", prior)
 
-    def record(self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool) -> None:
+    def record(
+        self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool, *, weight: int = 1
+    ) -> None:
         self.outcomes.append((tool, fact_key(fact_kind), _probability("p_used", p_used), covered))
 
     def report(self, tool: str | None = None) -> CalibrationReport:

@@ -25,6 +25,8 @@ USED_VERDICTS = "wallet_used_verdicts"
 GAS = "wallet_gas"
 #: The ledger's hash chain (wallet/journal.py): one entry per write to the tables above.
 JOURNAL = "wallet_journal"
+#: Running totals over every row (wallet/totals.py): what the treasury and balance checks read.
+TOTALS = "wallet_totals"
 #: The lock every wallet write section holds (one wallet's money state, one queue).
 LOCK = "wallet"
 #: Columns added to ``wallet_spends`` after its first release, with their SQL types.
@@ -43,6 +45,13 @@ def _insertion_order(tx: Tx) -> None:
                 f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS rowid BIGINT "
                 "GENERATED ALWAYS AS IDENTITY"
             )
+
+
+def _count_totals(tx: Tx) -> None:
+    """Count the running totals once from the rows a file already holds."""
+    from wallet.totals import rebuild  # wallet.totals reads this module's table names
+
+    rebuild(tx)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -118,6 +127,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         "a signed transaction's nonce on its ledger row, so reconcile can tell a transfer "
         "that can never land (its nonce used by another transaction) from one still pending",
         (add_missing_columns(SPENDS, (("tx_nonce", "{int}"),)),),
+    ),
+    Migration(
+        5,
+        "running totals (treasury committed, outstanding per asset) kept in each write's "
+        "transaction, so the reservation checks read one row instead of summing the ledger",
+        (
+            f"CREATE TABLE IF NOT EXISTS {TOTALS} (name TEXT PRIMARY KEY, value {{int}} NOT NULL)",
+            _count_totals,
+        ),
     ),
 )
 

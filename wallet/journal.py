@@ -24,6 +24,7 @@ from typing import Literal
 
 from judge.storage import Tx, cell_int
 from wallet._store import GAS, JOURNAL, SPENDS, USED_VERDICTS, Store
+from wallet.totals import check as check_totals
 
 __all__ = ["GENESIS", "LedgerCheck", "append", "journal_spend", "verify", "verify_ledger"]
 
@@ -50,7 +51,10 @@ def _dumps(entry: dict[str, object]) -> str:
 def append(conn: Tx, op: EntryOp, data: dict[str, object]) -> None:
     """Append one entry inside the caller's open write section (it holds the wallet lock,
     so entries are appended one at a time, across processes too)."""
-    last = conn.scalar(f"SELECT hash FROM {JOURNAL} ORDER BY seq DESC LIMIT 1")
+    # The head by its primary key (MAX(seq) is one index probe): never a scan of the chain.
+    last = conn.scalar(
+        f"SELECT hash FROM {JOURNAL} WHERE seq = (SELECT MAX(seq) FROM {JOURNAL})"
+    )
     prev = str(last) if last else GENESIS
     body = _dumps({"op": op, **data})
     conn.execute(
@@ -129,6 +133,7 @@ def verify(store: Store) -> LedgerCheck:
         spends = _table(tx, SPENDS)
         verdicts = _table(tx, USED_VERDICTS, key="verdict_id")
         gas = _table(tx, GAS)
+        drifted = check_totals(tx)
     problems: list[str] = []
     prev, expected_seq = GENESIS, 1
     want_spends: dict[str, dict[str, object]] = {}
@@ -167,6 +172,8 @@ def verify(store: Store) -> LedgerCheck:
         "deleted: the verdict could be presented again"
     ))
     problems += _compare("gas row", want_gas, gas, deleted_means="deleted: spend under-counted")
+    if not problems:  # an edited row moves the sums too; name the row, not its echo
+        problems += drifted
     return LedgerCheck(len(chain), prev, tuple(problems))
 
 

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
-from judge.storage import Database, Tx
+from judge.storage import Database, Tx, cell_int
 from wallet._store import GAS, SPENDS, USED_VERDICTS, Store, as_store
 from wallet.errors import LedgerError
 from wallet.journal import journal_spend
+from wallet.totals import SpendShape, spend_moved
 
 SpendKind = Literal["x402", "transfer", "contract"]
 """x402: an EIP-3009 authorization paid to a seller; transfer: a USDC transfer tx;
@@ -249,7 +250,9 @@ def transition_in(
 ) -> None:
     """Apply one status transition inside the caller's open transaction."""
     _check_status(to)
-    cur = conn.execute(f"SELECT status FROM {SPENDS} WHERE id = ?", (spend_id,))
+    cur = conn.execute(
+        f"SELECT status, asset, amount, gas_hold FROM {SPENDS} WHERE id = ?", (spend_id,)
+    )
     found = cur.fetchone()
     if found is None:
         raise LedgerError(
@@ -283,6 +286,8 @@ def transition_in(
         params.extend([note, note])
     params.append(spend_id)
     conn.execute(f"UPDATE {SPENDS} SET {', '.join(sets)} WHERE id = ?", params)
+    shape = SpendShape(str(found[1]), cell_int(found[2]), cell_int(found[3] or 0))
+    spend_moved(conn, shape, current, to)
     journal_spend(conn, spend_id)
 
 

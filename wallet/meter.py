@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from chain.money import DEFAULT_ETH_PRICE_USDC, gas_to_usdc
 from judge.storage import Database, Tx, cell_int
+from wallet import totals
 from wallet._store import GAS, SPENDS, USED_VERDICTS, Store, as_store
 from wallet.errors import (
     AuthorizationOutstanding,
@@ -311,6 +312,7 @@ class SpendMeter:
                     VALUES (?, ?, ?, ?, ?, ?, ?)""",
                 tuple(row.values()),
             )
+            totals.gas_added(conn, usdc)
             append(conn, "gas", {"row": row})
         return usdc
 
@@ -410,6 +412,7 @@ def _insert_spend(
             resource,
         ),
     )
+    totals.spend_moved(conn, totals.SpendShape(res.asset, res.amount, gas_hold), None, status)
 
 
 def _consume_verdict(conn: Tx, verdict_id: str, run_id: str, now: float) -> None:
@@ -448,7 +451,7 @@ def _check_run_cap(
 def _check_balance(conn: Tx, asset: str, balance: int, amount: int, verdict_id: str) -> None:
     """InsufficientBalance when ``amount`` passes ``balance`` less every outstanding
     reservation in ``asset``."""
-    held = _outstanding(conn, asset)
+    held = totals.outstanding(conn, asset)
     available = balance - held
     if amount > available:
         raise InsufficientBalance(
@@ -485,38 +488,30 @@ def _refuse_second_authorization(conn: Tx, resource: str, verdict_id: str) -> No
     )
 
 
-def _committed(conn: Tx, run_id: str | None) -> int:
-    """Spends reserved, signed or settled, gas paid, and gas still held by pending spends
-    (of ``run_id``, or of every run when it is None)."""
-    where, params = _of_run(run_id)
-    gas = conn.scalar(f"SELECT COALESCE(SUM(usdc), 0) FROM {GAS} WHERE {where}", params)
+def _committed(conn: Tx, run_id: str) -> int:
+    """``run_id``'s spends reserved, signed or settled, gas paid, and gas still held by its
+    pending spends (read through the run's indexes: a run's own rows, never the ledger's)."""
+    gas = conn.scalar(f"SELECT COALESCE(SUM(usdc), 0) FROM {GAS} WHERE run_id = ?", (run_id,))
     return _sum(conn, run_id, COMMITTED) + cell_int(gas) + _gas_held(conn, run_id)
 
 
-def _of_run(run_id: str | None) -> tuple[str, tuple[str, ...]]:
-    return ("run_id = ?", (run_id,)) if run_id is not None else ("1 = 1", ())
-
-
-def _gas_held(conn: Tx, run_id: str | None) -> int:
-    """The gas still held by ``run_id``'s pending spends (every run's when None)."""
+def _gas_held(conn: Tx, run_id: str) -> int:
+    """The gas still held by ``run_id``'s pending spends."""
     return _sum(conn, run_id, OUTSTANDING, column="gas_hold")
 
 
-def _sum(
-    conn: Tx, run_id: str | None, statuses: tuple[str, ...], *, column: str = "amount"
-) -> int:
-    """The sum of ``column`` over ``run_id``'s spends in ``statuses`` (every run's when None)."""
-    where, params = _of_run(run_id)
+def _sum(conn: Tx, run_id: str, statuses: tuple[str, ...], *, column: str = "amount") -> int:
+    """The sum of ``column`` over ``run_id``'s spends in ``statuses``."""
     marks = ", ".join("?" for _ in statuses)
     total = conn.scalar(
-        f"SELECT COALESCE(SUM({column}), 0) FROM {SPENDS} WHERE {where} AND status IN ({marks})",
-        (*params, *statuses),
+        f"SELECT COALESCE(SUM({column}), 0) FROM {SPENDS} WHERE run_id = ? AND status IN ({marks})",
+        (run_id, *statuses),
     )
     return cell_int(total)
 
 
 def _check_treasury(conn: Tx, cap: int, this_call: int, verdict_id: str) -> None:
-    total = _committed(conn, None)
+    total = totals.committed(conn)
     if total + this_call > cap:
         raise CapExceeded(
             f"Treasury cap exceeded: cap {cap} atomic USDC over every run, already committed "
@@ -526,15 +521,6 @@ def _check_treasury(conn: Tx, cap: int, this_call: int, verdict_id: str) -> None
             observed=total + this_call,
             verdict_id=verdict_id,
         )
-
-
-def _outstanding(conn: Tx, asset: str) -> int:
-    marks = ", ".join("?" for _ in OUTSTANDING)
-    total = conn.scalar(
-        f"SELECT COALESCE(SUM(amount), 0) FROM {SPENDS} WHERE asset = ? AND status IN ({marks})",
-        (asset, *OUTSTANDING),
-    )
-    return cell_int(total)
 
 
 def _require_int(name: str, value: object, *, minimum: int) -> None:

@@ -56,28 +56,62 @@ def test_outcomes_persist_in_the_judge_table(tmp_path: Path) -> None:
             "fact_kind": "k",
             "p_used": "0.25",
             "covered": 1,
+            "weight": 1,
         }
     ]
     assert again.db.scalar("PRAGMA journal_mode") == "wal"
 
 
 def test_counts_follow_every_writer_of_the_outcomes(tmp_path: Path) -> None:
-    # Counts are cached between changes of the database: an outcome written by another
-    # judge process (connection), or on the shared connection without record(), or by
-    # record() itself is seen by the very next decision.
+    # Counts are running totals moved in each outcome's own transaction: an outcome written
+    # by another judge process (connection) or by record() itself is seen by the very next
+    # decision, with nothing cached in between.
     path = tmp_path / "nib.sqlite"
     judge, other = BetaCalibrator(path), BetaCalibrator(path)
     assert judge.counts("paid", "k") == (0, 0)
     other.record("paid", "k", "0.5", True)
     assert judge.counts("paid", "k") == (1, 1)
-    judge.db.execute(
-        f"INSERT INTO {OUTCOMES_TABLE} (ts, tool, fact_kind, p_used, covered) "
-        "VALUES (1, 'paid', 'k', '0.5', 0)"
-    )
+    other.record("paid", "k", "0.5", False)
     assert judge.counts("paid", "k") == (1, 2)
     judge.record("paid", "k", "0.5", True)
     assert judge.counts("paid", "k") == (2, 3) == other.counts("paid", "k")
     assert judge.p("paid", "k", Decimal("0.5")) == Decimal("0.6")  # (1 + 2) / (2 + 3)
+
+
+def test_weighted_outcomes_move_p_by_their_weight() -> None:
+    cal = BetaCalibrator()
+    cal.record("paid", "k", "0.5", False, weight=3)
+    cal.record("paid", "k", "0.5", True)
+    assert cal.counts("paid", "k") == (1, 4)
+    assert cal.p("paid", "k", Decimal("0.5")) == Decimal("0.333333")  # (1 + 1) / (2 + 4)
+    assert cal.report()["n"] == 2  # the report counts predictions, not weight
+    with pytest.raises(JudgeConfigError, match="found weight=0"):
+        cal.record("paid", "k", "0.5", True, weight=0)
+
+
+def test_counts_and_report_survive_the_migration_from_uncounted_outcomes(tmp_path: Path) -> None:
+    """A file written before the running counts existed: the migration counts its outcomes
+    once, and p and the report read the same figures as a pass over the outcomes gives."""
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute(
+        f"CREATE TABLE {OUTCOMES_TABLE} (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, "
+        "tool TEXT NOT NULL, fact_kind TEXT NOT NULL, p_used TEXT NOT NULL, "
+        "covered INTEGER NOT NULL)"
+    )
+    pairs = [("0.25", 1), ("0.25", 0), ("0.95", 1), ("0.6", 0)]
+    conn.executemany(
+        f"INSERT INTO {OUTCOMES_TABLE} (ts, tool, fact_kind, p_used, covered) "
+        "VALUES (1, 'paid', 'k', ?, ?)",
+        pairs,
+    )
+    conn.commit()
+    conn.close()
+    cal = BetaCalibrator(path)
+    assert cal.counts("paid", "k") == (2, 4)
+    assert cal.report() == calibration_report((Decimal(p), bool(c)) for p, c in pairs)
 
 
 def test_report_metrics_by_hand() -> None:

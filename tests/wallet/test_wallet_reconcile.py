@@ -514,6 +514,12 @@ def test_cutting_the_newest_rows_with_their_journal_is_caught_outside_the_file(
     conn.execute(f"DELETE FROM {JOURNAL} WHERE seq > ?", (marker,))
     conn.commit()
     conn.close()
+    cut = verify_ledger(db_path)  # the running totals still count the row
+    assert [p.split(" is ")[0] for p in cut.problems] == ["running total 'committed'"], cut
+    conn = sqlite3.connect(str(db_path))  # ... so the attacker rewrites them too
+    conn.execute("UPDATE wallet_totals SET value = 0")
+    conn.commit()
+    conn.close()
 
     assert verify_ledger(db_path).ok  # the file alone cannot tell
     report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)

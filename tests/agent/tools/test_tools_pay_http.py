@@ -704,3 +704,23 @@ def test_pays_a_v1_seller_with_x_payment(
     assert usdc_balance(chain, AGENT_ADDR) == before[0] - 70_000
     assert usdc_balance(chain, SELLER_ADDR) == before[1] + 70_000
     assert wallet.meter.ledger.rows()[0].status == "settled"
+
+
+def test_a_purchase_reads_no_whole_table_of_the_ledger(
+    chain: Any, paid_ctx: ToolContext, paywall: PaywallServer, judge_signer: VerdictSigner,
+    wallet: Wallet,
+) -> None:
+    """Every statement one real purchase sends to the wallet's database (quote, the signing
+    path, settlement proof, ledger) is answered by an index or a running total: EXPLAINed
+    after earlier purchases left rows to scan (tests/_plans.py)."""
+    from tests._plans import recording
+
+    tool = PayHttpTool(paywall.url)
+    for blocks in (1, 2, 3):
+        quote = quote_of(tool, paywall.url + f"/analytics/gas?blocks={blocks}", paid_ctx)
+        assert run(tool.execute(quote, approve(judge_signer, quote), paid_ctx)).ok
+    with recording(wallet.meter.store.db) as [log]:
+        quote = quote_of(tool, paywall.url + "/analytics/gas?blocks=4", paid_ctx)
+        assert run(tool.execute(quote, approve(judge_signer, quote), paid_ctx)).ok
+    assert log.touching("wallet_spends") and log.touching("wallet_totals")
+    assert log.full_scans() == []
