@@ -5,30 +5,15 @@ EXPLAINed. Before the running totals, the treasury and balance checks summed eve
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from test_wallet_meter import DIME, ONE, USDC, FakeVerdict
 
 from tests._plans import recording
 from wallet import totals
 from wallet.errors import CapExceeded, InsufficientBalance
 from wallet.meter import SpendMeter
-
-USDC = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
-SELLER = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
-DIME = 100_000
-ONE = 1_000_000
-
-
-@dataclass(frozen=True)
-class FakeVerdict:
-    id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    payload_fingerprint: str = "0x" + "ab" * 32
-    asset: str = USDC
-    recipient: str = SELLER
-    chain_id: int = 31337
 
 
 def _history(meter: SpendMeter, runs: int = 40) -> None:
