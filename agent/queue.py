@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from agent.loop.result import StopReason
 from agent.store import QUEUE, ensure_tables
 from judge.storage import Database, Location, cell_int, open_database
 
@@ -122,12 +123,17 @@ class TaskQueue:
                 lost.append(task_id)
         return lost
 
-    def finish(self, task_id: str, worker: str, *, finished: bool, stop_reason: str) -> bool:
-        """Close ``worker``'s task with the run's outcome; False if it no longer held it."""
+    def finish(
+        self, task_id: str, worker: str, *, finished: bool, stop_reason: StopReason, note: str = ""
+    ) -> bool:
+        """Close ``worker``'s task with the run's outcome (``note``: what else to keep, such
+        as the error a run raised); False if it no longer held it."""
         changed = self.db.execute(
-            f"UPDATE {QUEUE} SET status = ?, stop_reason = ?, ended_at = ?, lease_until = NULL "
+            f"UPDATE {QUEUE} SET status = ?, stop_reason = ?, ended_at = ?, lease_until = NULL, "
+            "note = CASE WHEN ? = '' THEN note WHEN note = '' THEN ? ELSE note || '; ' || ? END "
             "WHERE id = ? AND worker = ? AND status = 'running'",
-            ("finished" if finished else "stopped", stop_reason, self.clock(), task_id, worker),
+            ("finished" if finished else "stopped", stop_reason, self.clock(), note, note, note,
+             task_id, worker),
         )
         return changed == 1
 
@@ -156,11 +162,13 @@ class TaskQueue:
         """Put a recovered task back in line (nothing of it paid or in flight)."""
         self._after_recovery(task_id, "queued", None, note)
 
-    def close(self, task_id: str, reason: str, note: str) -> None:
+    def close(self, task_id: str, reason: StopReason, note: str) -> None:
         """End a recovered task without running it again, for the named ``reason``."""
         self._after_recovery(task_id, "closed", reason, note)
 
-    def _after_recovery(self, task_id: str, status: str, reason: str | None, note: str) -> None:
+    def _after_recovery(
+        self, task_id: str, status: str, reason: StopReason | None, note: str
+    ) -> None:
         self.db.execute(
             f"UPDATE {QUEUE} SET status = ?, stop_reason = ?, lease_until = NULL, "
             "ended_at = CASE WHEN ? = 'closed' THEN ? ELSE NULL END, "

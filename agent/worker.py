@@ -21,11 +21,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent.loop.result import AgentResult, StopReason
 from agent.queue import QueuedTask, TaskQueue
 from judge.storage import process_identity
 
 if TYPE_CHECKING:
-    from agent.loop.result import AgentResult
     from agent.store import RunStore
     from wallet.recovery import RunRecovery
 
@@ -39,14 +39,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: A worker died after this task's money moved or while it may still move: not re-run.
-STOP_DIED_AFTER_PAYMENT = "worker-died-after-payment"
-#: Workers died running this task ``max_attempts`` times: not tried again.
-STOP_DIED_TOO_OFTEN = "worker-died-too-often"
-#: The run raised instead of returning a result (a bug or a lost database).
-STOP_WORKER_ERROR = "worker-error"
+#: The queue's stop reasons (described in agent.loop.result.STOP_REASONS).
+STOP_DIED_AFTER_PAYMENT: StopReason = "worker-died-after-payment"
+STOP_DIED_TOO_OFTEN: StopReason = "worker-died-too-often"
+STOP_WORKER_ERROR: StopReason = "worker-error"
 
-Execute = Callable[[QueuedTask], Awaitable["AgentResult"]]
+Execute = Callable[[QueuedTask], Awaitable[AgentResult]]
 RecoverMoney = Callable[[QueuedTask], "RunRecovery"]
 
 
@@ -128,17 +126,18 @@ class Worker:
     async def _one(self, task: QueuedTask, summary: WorkerSummary) -> None:
         try:
             result = await self.execute(task)
-            finished, reason = bool(result.finished), str(result.stop_reason)
+            finished, reason, note = bool(result.finished), result.stop_reason, ""
         except asyncio.CancelledError:
             log.warning("task %s cancelled: %s lost its lease", task.id, self.name)
             raise
         except Exception as exc:  # the run must end in the queue, whatever happened
             log.exception("task %s raised", task.id)
-            finished, reason = False, f"{STOP_WORKER_ERROR}: {type(exc).__name__}: {exc}"[:300]
+            finished, reason = False, STOP_WORKER_ERROR
+            note = f"{STOP_WORKER_ERROR}: {type(exc).__name__}: {exc}"[:300]
         finally:
             self._active.pop(task.id, None)
         if await asyncio.to_thread(
-            self.queue.finish, task.id, self.name, finished=finished, stop_reason=reason
+            self.queue.finish, task.id, self.name, finished=finished, stop_reason=reason, note=note
         ):
             (summary.finished if finished else summary.stopped).append(task.id)
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "DEPENDENCY_STOPS",
     "PROCESS_DIED",
+    "QUEUE_STOPS",
     "AnswerGrade",
     "AnswerLine",
     "LineGrade",
@@ -56,6 +57,9 @@ StopReason = Literal[
     "unbacked-answer",
     "churn",
     "process-died",
+    "worker-died-after-payment",
+    "worker-died-too-often",
+    "worker-error",
 ]
 
 #: One line per stop reason: when it fires. The run returns the first that fires.
@@ -95,11 +99,22 @@ STOP_REASONS: dict[str, str] = {
     "eval traces)",
     "process-died": "the run's process died (killed, crashed, power lost) before it could "
     "return; a reader of the run store found it gone and closed the row (status died)",
+    "worker-died-after-payment": "(queue) a worker died after the task's money moved or while "
+    "it may still move: the task is closed, not run again, so nothing is paid twice",
+    "worker-died-too-often": "(queue) workers died running the task max_attempts times: the "
+    "task is closed, not tried again",
+    "worker-error": "(queue) the run raised instead of returning a result (a bug or a lost "
+    "database); the queue row's note names the error",
 }
 
 #: The one stop no run returns itself: a reader writes it for a run whose process is gone.
 PROCESS_DIED = "process-died"
 
+#: Stops the work queue writes for a task whose run did not return one (no run returns
+#: these; ``agent.worker`` does).
+QUEUE_STOPS: frozenset[StopReason] = frozenset(
+    {"worker-died-after-payment", "worker-died-too-often", "worker-error"}
+)
 #: Stops that count as a finish (exit 0, answer not partial).
 FINISHED_STOPS: frozenset[str] = frozenset(
     {"done-signal", "finish-tool", "judge-answered", "evidence-covered"}
