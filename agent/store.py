@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.loop.result import PROCESS_DIED
+from judge.events import EVENT_TYPES as JUDGE_EVENTS
 from judge.storage import (
     Database,
     IntegrityError,
@@ -28,6 +29,7 @@ from judge.storage import (
     open_database,
     process_identity,
 )
+from wallet.events import EVENT_TYPES as WALLET_EVENTS
 
 __all__ = [
     "EVENT_TYPES",
@@ -55,8 +57,9 @@ _SEQ_ATTEMPTS = 5
 #: The work queue's table (agent.queue reads and writes it).
 QUEUE = "agent_queue"
 
-#: Event types the loop writes (``data`` is JSON; never key material). Tools and packages
-#: add their own namespaced types through ``ToolContext.emit`` (``tool.transfer``, ...).
+#: Every event type a run's trail may hold (``data`` is JSON; never key material): the
+#: loop's, the tools' (namespaced ``tool.``), and the wallet's and the judge's, which those
+#: packages declare. tests/agent/test_event_types.py fails on an emitted type not here.
 EVENT_TYPES: dict[str, str] = {
     "run.start": "a run began: task, profile, limits",
     "run.resume": "a paused run was picked up again (decision, process)",
@@ -88,6 +91,19 @@ EVENT_TYPES: dict[str, str] = {
     "stop": "the run stopped: reason, finished, steps, spend, tokens",
     "worker.recovered": "the run's worker died; its money state was recovered (by whom, what)",
     "run.died": "a reader found the run's process gone; the row is closed (owner, last beat, why)",
+    "offer.unquoted": "an alternative offer could not be quoted; it is no alternative (why)",
+    "tool.abandon.error": "giving back what a quote reserved failed (advisory; audited only)",
+    "tool.transfer": "a USDC transfer was mined: tx hash, amount, recipient",
+    "tool.transfer.abandoned": "a quoted transfer was not made; its nonce was given back",
+    "tool.transfer.refused": "a transfer to a recipient the task does not name was refused",
+    "tool.x402.paying": "an x402 payment is being sent to a seller: url, amount, ledger row",
+    "tool.x402.resent": "a live payment was re-sent to the same seller (url, ledger row, status)",
+    "tool.x402.refused_after_payment": "a seller refused after the payment was sent; the spend "
+    "stays pending until the chain says whether it moved",
+    "x402.seller.not_delivered": "a seller took the money (authorization used on chain) and did "
+    "not deliver: seller, url, status, ledger row",
+    **WALLET_EVENTS,
+    **JUDGE_EVENTS,
 }
 
 
