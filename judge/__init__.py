@@ -34,8 +34,9 @@ from judge.fingerprint import (
     transaction_fingerprint,
     typed_data_fingerprint,
 )
-from judge.jev import CallRecord, Judge, PaidCallRequest, format_usdc
+from judge.jev import Judge, format_usdc
 from judge.policy import FreeDecision, FreePolicyRow, FreeReadPolicy
+from judge.request import CallRecord, PaidCallRequest
 from judge.verdict import (
     DEFAULT_TTL_S,
     Decision,

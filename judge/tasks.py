@@ -19,7 +19,7 @@ from judge.errors import JudgeRequestInvalid, TaskRegistrationConflict
 from judge.storage import Database, Location, Migration, Tx, cell_int
 
 if TYPE_CHECKING:
-    from judge.jev import PaidCallRequest
+    from judge.request import PaidCallRequest
 
 TASKS = "judge_tasks"
 #: Bearer tokens the judge issued, by their SHA-256 (never the token itself): a task

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING
 from web3.exceptions import TransactionNotFound
 
 if TYPE_CHECKING:
-    from wallet.signer import Wallet
+    from chain.client import ChainClient
+    from wallet.meter import SpendMeter
+    from wallet.nonces import NonceManager
 
 __all__ = ["RunRecovery", "recover_run"]
 
@@ -40,33 +42,43 @@ class RunRecovery:
         return bool(self.pending or self.settled)
 
 
-def recover_run(wallet: Wallet, run_id: str, holder: str, why: str) -> RunRecovery:
-    """Give back what the dead ``holder`` left for ``run_id``; ``why`` goes into the notes.
+def recover_run(
+    meter: SpendMeter,
+    nonces: NonceManager,
+    chain: ChainClient,
+    run_id: str,
+    holder: str,
+    why: str,
+) -> RunRecovery:
+    """Give back what the dead ``holder`` left for ``run_id`` in the wallet's ``meter`` and
+    ``nonces`` (``chain`` says which transfers the node knows); ``why`` goes into the notes.
 
     Warning: call it only once ``holder`` can no longer act (its lease ran out); a live
     worker's unbroadcast transfer looks exactly like a dead one's.
     """
-    meter, released, failed, pending = wallet.meter, [], [], []
+    released: list[str] = []
+    failed: list[str] = []
+    pending: list[str] = []
     for row in meter.ledger.rows(run_id):
         if row.status == "reserved":
             meter.release(row.id, note=f"{why}: never signed")
             released.append(row.id)
-        elif row.status == "signed" and row.kind != "x402" and not _known(wallet, row.tx_hash):
+        elif row.status == "signed" and row.kind != "x402" and not _known(chain, row.tx_hash):
             meter.fail(row.id, note=f"{why}: signed but never broadcast")
             failed.append(row.id)
         elif row.status == "signed":
             pending.append(row.id)
     settled = tuple(r.id for r in meter.ledger.rows(run_id) if r.status == "settled")
-    nonces = tuple(wallet.nonces.recover(holder))
-    return RunRecovery(run_id, tuple(released), tuple(failed), tuple(pending), settled, nonces)
+    given_back = tuple(nonces.recover(holder))
+    return RunRecovery(run_id, tuple(released), tuple(failed), tuple(pending), settled, given_back)
 
 
-def _known(wallet: Wallet, tx_hash: str | None) -> bool:
+def _known(chain: ChainClient, tx_hash: str | None) -> bool:
     """Whether the node has ``tx_hash`` pooled or mined (True when it cannot say)."""
     if not tx_hash:
         return False
     try:
-        wallet.chain.w3.eth.get_transaction(tx_hash)  # type: ignore[arg-type]
+        chain.w3.eth.get_transaction(tx_hash)  # type: ignore[arg-type]
     except TransactionNotFound:
         return False
     except Exception:  # no answer: the money may still move, leave it to reconcile

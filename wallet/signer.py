@@ -311,7 +311,7 @@ class Wallet:
     def recover_run(self, run_id: str, holder: str, why: str) -> RunRecovery:
         """Give back what a dead worker (``holder``) left for ``run_id``; see
         ``wallet.recovery.recover_run`` (and its warning: only once ``holder`` is gone)."""
-        return recover_run(self, run_id, holder, why)
+        return recover_run(self.meter, self.nonces, self.chain, run_id, holder, why)
 
     def discard(self, signed: SignedTx, note: str = "never sent") -> None:
         """Give back a signed transaction that will not be broadcast: its nonce is reused

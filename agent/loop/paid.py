@@ -26,7 +26,7 @@ from agent.seams import AgentJudge
 from agent.tools.base import Observation, Quote, Tool
 from chain.money import format_usdc
 from judge.calibration import fact_key
-from judge.jev import CallRecord, PaidCallRequest
+from judge.request import CallRecord, PaidCallRequest
 from judge.verdict import Verdict
 from wallet.errors import CapExceeded, InsufficientBalance, VerdictVoid
 

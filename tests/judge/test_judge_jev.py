@@ -23,8 +23,9 @@ from judge.errors import (
     VerdictUnknown,
 )
 from judge.fingerprint import call_fingerprint, fingerprint
-from judge.jev import CallRecord, Judge, PaidCallRequest, format_usdc
+from judge.jev import Judge, format_usdc
 from judge.records import VerdictRecords
+from judge.request import CallRecord, PaidCallRequest
 from judge.verdict import Verdict, VerdictSigner, verify_verdict
 
 USDC = "0x5FbDB2315678afecb367f032d93F642f64180aa3"

@@ -14,12 +14,21 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Literal, TypedDict
+from typing import Literal, Protocol, TypedDict
 
 from agent.errors import ToolError
 
-if TYPE_CHECKING:
-    from agent.tools.base import ToolContext
+
+class SellerScope(Protocol):
+    """What a paid tool's context says about whom it may pay (``ToolContext`` is one):
+    the user's allowlist and the sellers the task itself names."""
+
+    @property
+    def allowlist(self) -> tuple[str, ...]: ...
+
+    @property
+    def task_sellers(self) -> tuple[str, ...]: ...
+
 
 __all__ = [
     "KIND_FIELDS",
@@ -100,7 +109,7 @@ def allowlisted_sellers(allowlist: Iterable[str]) -> set[str]:
 ALLOWLIST_SETTING = "NIB_SELLER_ALLOWLIST (comma-separated origins, e.g. http://127.0.0.1:8402)"
 
 
-def check_seller(tool: str, url: str, ctx: ToolContext) -> str:
+def check_seller(tool: str, url: str, ctx: SellerScope) -> str:
     """The seller of ``url`` when a paid tool may pay it, else a ToolError before any
     request: it must be allowlisted, and be one the task names when the task names any
     (a named seller is never swapped for another)."""
