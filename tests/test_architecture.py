@@ -1,8 +1,9 @@
 """The house's shape, as tests: no import cycle between product modules, and imports
 only in the permitted direction (agent → judge, wallet, chain; wallet → judge, chain;
 judge and chain import nothing of nib's; judge.storage, the database seam every package
-uses, imports nothing of nib's outside itself). Every import counts, lazy ones included:
-a function-level import is still a dependency, only deferred."""
+uses, imports nothing of nib's outside itself). Every import counts, lazy and
+type-checking ones included: a function-level import is still a dependency, only
+deferred, and a type-checking one is a dependency of the reader and of mypy."""
 
 from __future__ import annotations
 
@@ -35,13 +36,6 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """Product modules that ``name`` imports (resolved to the deepest existing module)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -55,8 +49,6 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
-                continue  # annotations only: no run-time edge
             if isinstance(child, ast.Import):
                 for alias in child.names:
                     if (hit := resolve(alias.name)) is not None:

@@ -19,16 +19,9 @@ from judge.storage import (
     migrate,
     open_database,
 )
+from wallet._tables import GAS, JOURNAL, LOCK, SPENDS, TOTALS, USED_VERDICTS
+from wallet.totals import rebuild
 
-SPENDS = "wallet_spends"
-USED_VERDICTS = "wallet_used_verdicts"
-GAS = "wallet_gas"
-#: The ledger's hash chain (wallet/journal.py): one entry per write to the tables above.
-JOURNAL = "wallet_journal"
-#: Running totals over every row (wallet/totals.py): what the treasury and balance checks read.
-TOTALS = "wallet_totals"
-#: The lock every wallet write section holds (one wallet's money state, one queue).
-LOCK = "wallet"
 #: Columns added to ``wallet_spends`` after its first release, with their SQL types.
 #: Files written by an older nib gain them on open; old rows read them as NULL.
 ADDED_SPEND_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -49,8 +42,6 @@ def _insertion_order(tx: Tx) -> None:
 
 def _count_totals(tx: Tx) -> None:
     """Count the running totals once from the rows a file already holds."""
-    from wallet.totals import rebuild  # wallet.totals reads this module's table names
-
     rebuild(tx)
 
 

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Literal
 
 from judge.storage import Tx, cell_int
-from wallet._store import GAS, JOURNAL, SPENDS, USED_VERDICTS, Store
+from wallet._store import Store
+from wallet._tables import GAS, JOURNAL, SPENDS, USED_VERDICTS
 from wallet.totals import check as check_totals
 
 __all__ = ["GENESIS", "LedgerCheck", "append", "journal_spend", "verify", "verify_ledger"]

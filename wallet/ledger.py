@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from judge.storage import Database, Tx, cell_int
-from wallet._store import GAS, SPENDS, USED_VERDICTS, Store, as_store
+from wallet._store import Store, as_store
+from wallet._tables import GAS, SPENDS, USED_VERDICTS
 from wallet.errors import LedgerError
 from wallet.journal import journal_spend
 from wallet.totals import SpendShape, spend_moved

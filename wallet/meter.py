@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Protocol
 from chain.money import DEFAULT_ETH_PRICE_USDC, gas_to_usdc
 from judge.storage import Database, Tx, cell_int
 from wallet import totals
-from wallet._store import GAS, SPENDS, USED_VERDICTS, Store, as_store
+from wallet._store import Store, as_store
+from wallet._tables import GAS, SPENDS, USED_VERDICTS
 from wallet.errors import (
     AuthorizationOutstanding,
     CapExceeded,

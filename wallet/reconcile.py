@@ -21,7 +21,8 @@ from web3 import Web3
 from web3.types import FilterParams
 
 from chain.usdc import AUTHORIZATION_USED_TOPIC, usdc_contract
-from wallet._store import SPENDS, Store
+from wallet._store import Store
+from wallet._tables import SPENDS
 from wallet.journal import LedgerCheck, verify
 from wallet.ledger import OUTSTANDING, Ledger, SpendRow, transition_in
 

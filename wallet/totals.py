@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from judge.storage import Tx, cell_int
-from wallet._store import GAS, SPENDS, TOTALS
+from wallet._tables import GAS, SPENDS, TOTALS
 
 __all__ = [
     "SpendShape",

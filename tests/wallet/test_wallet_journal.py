@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from wallet._store import JOURNAL, SPENDS, USED_VERDICTS, Store
+from wallet._store import Store
+from wallet._tables import JOURNAL, SPENDS, USED_VERDICTS
 from wallet.journal import verify
 from wallet.meter import SpendMeter
 

@@ -493,7 +493,7 @@ def test_cutting_the_newest_rows_with_their_journal_is_caught_outside_the_file(
     import sqlite3
 
     from judge.records import VerdictRecords
-    from wallet._store import JOURNAL
+    from wallet._tables import JOURNAL
     from wallet.errors import VerdictReplayed
     from wallet.journal import verify_ledger
 
