@@ -11,12 +11,12 @@ import inspect
 from collections.abc import Awaitable
 from typing import TypeVar
 
+from agent.interrupts import within
 from agent.loop.context import RunContext
 from agent.loop.result import SpendSummary
 from agent.loop.stop import Stop, raise_if_dependency
 from agent.models.base import Purpose
 from agent.seams import SpendView
-from agent.tasks import within
 from agent.tools.base import Quote
 from chain.money import DEFAULT_ETH_PRICE_USDC, format_usdc, gas_to_usdc
 from wallet.errors import WalletUnreachable

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 
+from agent.interrupts import gather_within, within
 from agent.loop.context import RunContext, literal_args
 from agent.loop.gates import Admitted
 from agent.loop.learning import Learning
 from agent.loop.stop import Stop, raise_if_dependency
-from agent.tasks import gather_within, within
 from agent.tools.base import Observation
 from judge.policy import FreeDecision, FreeReadPolicy
 

@@ -14,12 +14,12 @@ from dataclasses import asdict
 from typing import Any
 
 from agent.errors import ModelUnavailable
+from agent.interrupts import within
 from agent.loop.budget import BudgetGate
 from agent.loop.context import RunContext
 from agent.loop.stop import Stop
 from agent.loop.tokens import budget_tokens, count_messages
 from agent.models.base import Message, ModelReply, ModelRequest, OutputSchema, Purpose, ToolSpec
-from agent.tasks import within
 
 __all__ = ["ModelCaller"]
 

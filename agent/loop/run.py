@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
 from agent.errors import RunStateError
+from agent.interrupts import Interrupted
 from agent.loop import detectors
 from agent.loop.budget import BudgetGate
 from agent.loop.context import RunContext, literal_args
@@ -33,7 +34,6 @@ from agent.loop.result import AgentResult
 from agent.loop.selfmodel import SelfModelReader
 from agent.loop.state import Decision, Deps, PendingCall, RunState, unjsonable
 from agent.loop.stop import INTERRUPTS, Stop, dependency_stop
-from agent.tasks import Interrupted
 from agent.tools.base import Quote, addresses_named_in
 from chain.money import format_usdc
 from judge.fingerprint import fingerprint

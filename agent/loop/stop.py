@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 
 from agent.errors import ModelUnavailable
+from agent.interrupts import Interrupted
 from agent.loop.result import DEPENDENCY_STOPS, StopReason
-from agent.tasks import Interrupted
 from chain.errors import RpcUnreachable
 from judge.errors import JudgeUnreachable
 from wallet.errors import WalletUnreachable

@@ -48,7 +48,7 @@ from chain.paywall.datasets import tokens
 from chain.paywall.serve import AppServer, serve_forever, service_parser, wait_for_service
 from chain.usdc import token_domain
 
-__all__ = ["MARKET", "MarketSeller", "Offer", "create_seller_app", "main", "seller_named"]
+__all__ = ["MARKET", "MarketSeller", "PaidRoute", "create_seller_app", "main", "seller_named"]
 
 #: EIP-712 domain of TestUSDC, which x402's exact scheme needs for a non-default asset.
 _MAX_TIMEOUT_S = 300
@@ -78,7 +78,7 @@ _SHEET_EXAMPLE = {
 
 
 @dataclass(frozen=True)
-class Offer:
+class PaidRoute:
     """One paid route: the x402 route key ("GET /tokens"), price in atomic USDC, and what
     its bazaar declaration says."""
 
@@ -102,7 +102,7 @@ class MarketSeller:
     name: str
     behaviour: Behaviour
     pay_to_index: int
-    offers: tuple[Offer, ...]
+    offers: tuple[PaidRoute, ...]
 
     @property
     def pay_to(self) -> str:
@@ -115,15 +115,15 @@ MARKET: tuple[MarketSeller, ...] = (
         "atlas",
         "honest",
         5,
-        (Offer("GET /tokens", 10_000, f"{_SHEET} (?symbol=USDC). Atlas data."),),
+        (PaidRoute("GET /tokens", 10_000, f"{_SHEET} (?symbol=USDC). Atlas data."),),
     ),
     MarketSeller(
         "meridian",
         "honest",
         6,
         (
-            Offer("GET /tokens", 40_000, f"{_SHEET} (?symbol=USDC). Meridian verified data."),
-            Offer(
+            PaidRoute("GET /tokens", 40_000, f"{_SHEET} (?symbol=USDC). Meridian verified data."),
+            PaidRoute(
                 "POST /lookup",
                 40_000,
                 f"{_SHEET}; JSON body {{symbol}}. Meridian verified data.",
@@ -135,7 +135,7 @@ MARKET: tuple[MarketSeller, ...] = (
         "overclaims",
         7,
         (
-            Offer(
+            PaidRoute(
                 "GET /tokens",
                 5_000,
                 f"{_SHEET}, the cheapest and most complete anywhere (?symbol=USDC).",
@@ -156,7 +156,7 @@ def seller_named(name: str) -> MarketSeller:
 
 
 def _route_config(
-    offer: Offer, seller: MarketSeller, usdc: str, network: str, domain: tuple[str, str]
+    offer: PaidRoute, seller: MarketSeller, usdc: str, network: str, domain: tuple[str, str]
 ) -> RouteConfig:
     post = offer.method == "POST"
     return RouteConfig(

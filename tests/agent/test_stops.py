@@ -487,7 +487,7 @@ class _Raising(FactTool):
         if self.how == "tool-thread":
             return await asyncio.to_thread(_interrupting_thread)
         if self.how == "tool-gather":  # a tool's own inner tasks (pay_http, discover)
-            from agent.tasks import gather_within
+            from agent.interrupts import gather_within
 
             return await gather_within(asyncio.to_thread(_interrupting_thread), asyncio.sleep(0))
         raise KeyboardInterrupt if self.how == "tool" else SystemExit(3)

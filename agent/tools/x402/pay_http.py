@@ -29,7 +29,7 @@ from x402.schemas import PaymentRequirements, PaymentRequirementsV1
 from x402.schemas import parse_payment_required as _x402_parse
 
 from agent.errors import ToolError
-from agent.tasks import gather_pair
+from agent.interrupts import gather_pair
 from agent.tools.base import Observation, Quote, Tool, ToolContext
 from agent.tools.chain_reads import usdc_address
 from agent.tools.transfer import UsdcAmount, spend_cap
