@@ -29,7 +29,6 @@ __all__ = [
     "esc",
     "gwei_label",
     "stop_family",
-    "usdc_label",
 ]
 
 StopFamily = Literal["finished", "guard", "budget", "dependency", "paused"]
@@ -94,10 +93,6 @@ class ChartRun:
 
 def esc(text: Any) -> str:
     return html.escape(str(text), quote=True)
-
-
-def usdc_label(atomic: int) -> str:
-    return format_usdc(atomic)
 
 
 def gwei_label(wei: int) -> str:
@@ -261,7 +256,7 @@ def chart_spend(runs: Sequence[ChartRun], cap: int) -> str:
     def tip(run: ChartRun) -> str:
         share = Decimal(run.spend * 100) / Decimal(run.cap) if run.cap else Decimal(0)
         return (
-            f"#{run.ordinal} {run.run_id}: {usdc_label(run.spend)} of {usdc_label(run.cap)} cap "
+            f"#{run.ordinal} {run.run_id}: {format_usdc(run.spend)} of {format_usdc(run.cap)} cap "
             f"({share:.0f}%), gas {gwei_label(run.gas_wei)}"
         )
 
@@ -277,8 +272,8 @@ def chart_spend(runs: Sequence[ChartRun], cap: int) -> str:
     return _run_bars(
         runs, "chart-spend", "USDC spend per run against the cap",
         value=lambda r: r.spend, colour=colour, tip=tip, top_value=top_value,
-        tick_text=lambda t: usdc_label(t).removesuffix(" USDC"),
-        limit=(cap, f"cap {usdc_label(cap)}") if cap else None, legend=legend, unit="USDC",
+        tick_text=lambda t: format_usdc(t).removesuffix(" USDC"),
+        limit=(cap, f"cap {format_usdc(cap)}") if cap else None, legend=legend, unit="USDC",
         own_limit=lambda r: r.cap if r.cap != cap else None,
     )  # fmt: skip
 

@@ -33,8 +33,8 @@ from agent.report.charts import (
     esc,
     gwei_label,
     stop_family,
-    usdc_label,
 )
+from chain.money import format_usdc
 
 __all__ = [
     "CHART_IDS",
@@ -214,7 +214,7 @@ def _trace(run: ChartRun) -> str:
         f'<section class="trace" id="{run.anchor}"><h3>#{run.ordinal} '
         f"<code>{esc(run.run_id)}</code> {_badge(run)}</h3>"
         f'<p class="task">{esc(run.task)}</p>'
-        f'<p class="meta">{run.steps} steps · {esc(usdc_label(run.spend))} · '
+        f'<p class="meta">{run.steps} steps · {esc(format_usdc(run.spend))} · '
         f"gas {gwei_label(run.gas_wei)} · "
         f"{run.tokens:,} tokens · {run.elapsed_s:.1f} s"
         f'{" · partial answer" if run.partial else ""} · answer provenance '
@@ -254,7 +254,7 @@ def _table(runs: Sequence[ChartRun]) -> str:
             f'<td class="task" title="{esc(run.task)}">{esc(run.task)}</td>'
             f"<td>{_badge(run)}</td>"
             f'<td class="num">{run.steps}</td>'
-            f'<td class="num" title="gas {gwei_label(run.gas_wei)}">{esc(usdc_label(run.spend))}</td>'
+            f'<td class="num" title="gas {gwei_label(run.gas_wei)}">{esc(format_usdc(run.spend))}</td>'
             f'<td class="num">{run.tokens:,}</td>'
             f'<td class="num">{run.elapsed_s:.1f} s</td></tr>'
         )
@@ -277,11 +277,11 @@ def _summary(runs: Sequence[ChartRun], data: ReportData) -> str:
     tiles = [
         ("runs", str(len(runs))),
         ("finished", f"{finished} of {len(runs)}"),
-        ("total spend", usdc_label(spend)),
+        ("total spend", format_usdc(spend)),
         ("gas", gwei_label(sum(r.gas_wei for r in runs))),
         ("tokens", f"{sum(r.tokens for r in runs):,}"),
         ("median steps", str(median)),
-        ("spend cap", usdc_label(data.spend_cap_atomic)),
+        ("spend cap", format_usdc(data.spend_cap_atomic)),
     ]
     return '<div class="tiles">' + "".join(
         f'<div class="tile"><div class="k">{esc(k)}</div><div class="v">{esc(v)}</div></div>'
