@@ -134,7 +134,9 @@ def test_no_import_cycle_between_product_modules() -> None:
     cycles = _cycles(pruned)
     assert cycles == [], (
         f"found {len(cycles)} import cycle(s) between product modules: {cycles}; expected none. "
-        "Fix: move the shared piece into the module both import, or invert the dependency."
+        "Fix: move the shared piece into the module both import, or invert the dependency; "
+        "an import under TYPE_CHECKING counts too (a helper module typed against the class "
+        "that calls it: give it a small Protocol of what it uses, or pass it the parts)."
     )
 
 
