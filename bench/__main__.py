@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench._util import BenchEnv, fmt_ratio, machine
+from bench._util import BenchEnv, LoadWindow, fmt_ratio, machine
 
 __all__ = ["BENCHMARKS", "collect", "main", "render"]
 
@@ -39,9 +39,9 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "RESULTS.md"
 BENCHMARKS = (
     "loop_overhead",
     "judge",
-    "store_scale",
-    "x402_latency",
-    "services",
+    "scale",
+    "anatomy",
+    "roundtrip",
     "context_tokens",
     "throughput",
     "workers",
@@ -49,9 +49,7 @@ BENCHMARKS = (
 #: Table order: like-for-like comparisons with a real peer first, then ratios against a
 #: physical limit of this machine, then our own before/after figures, failures last.
 KINDS = ("peer", "limit", "budget", "own", "failed")
-_NEEDS_DEVNET = frozenset(
-    {"x402_latency", "services", "context_tokens", "throughput", "workers"}
-)
+_NEEDS_DEVNET = frozenset({"anatomy", "roundtrip", "context_tokens", "throughput", "workers"})
 #: Command-line flags for modules that are run as scripts (no ``run()`` to import).
 _SCRIPT_ARGS: dict[str, dict[bool, list[str]]] = {
     "loop_overhead": {True: ["--runs", "3"], False: []},
@@ -192,7 +190,8 @@ def collect(
         for name in names:
             log(f"bench: {name} ...")
             start = time.perf_counter()
-            load_before = _loadavg().split()[0]
+            window = LoadWindow()
+            window.sample()
             try:
                 if name in _NEEDS_DEVNET and env is None:
                     env = stack.enter_context(BenchEnv())
@@ -214,9 +213,10 @@ def collect(
                     }
                 ]
             seconds = time.perf_counter() - start
-            load = f"{load_before} -> {_loadavg().split()[0]}"
+            window.sample()
             for row in got:
-                row["seconds"], row["load"] = seconds, load
+                row["seconds"] = seconds
+                _judge_load(row, row.get("load") or window.summary())
                 log(
                     f"bench: {row['benchmark']}: ours {row['ours']} | peer {row['peer']} | "
                     f"ratio {fmt_ratio(row['ratio'])} ({seconds:.1f} s)"
@@ -224,6 +224,18 @@ def collect(
             rows.extend(got)
     order = {kind: i for i, kind in enumerate(KINDS)}
     return sorted(rows, key=lambda r: order.get(r.get("kind", "peer"), len(KINDS)))
+
+
+def _judge_load(row: dict[str, Any], load: dict[str, Any]) -> None:
+    """Note the load a row was measured under; above 1.0 per core the row is marked and
+    its goal not judged (queueing waits on both sides pull any ratio toward 1)."""
+    row["load"] = load
+    if load.get("loaded") and row.get("met") is not None:
+        row["met"] = None
+        row["notes"] = (
+            f"LOADED ({load['per_core']:.2f} per core > 1.0): not compared with the goal. "
+            + str(row.get("notes", ""))
+        )
 
 
 # ------------------------------------------------------------------------- output
@@ -238,6 +250,10 @@ def _loadavg() -> str:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
     except OSError:
         return "unknown"
+
+
+def _load_text(load: Any) -> str:
+    return str(load.get("text", "?")) if isinstance(load, dict) else str(load or "?")
 
 
 def render(
@@ -262,8 +278,10 @@ def render(
         "physical limit of this machine for the same work (nothing can do better); "
         "**budget**, an absolute budget set by the issue where no peer exists (the ratio is "
         "ours / budget, below 1 meets it); **own**, nib against another configuration of "
-        "itself. The load column is the "
-        "1-minute load average before -> after the benchmark (2 cores, shared).",
+        "itself. The load column is the lowest-highest 1-minute load average sampled while "
+        "the row was measured (per core in brackets); a row above 1.0 per core is marked "
+        "LOADED and its goal is not judged. Every figure is a median over repeated, "
+        "interleaved measurements with its spread (p95 or the per-round range).",
         "",
         "## Machine",
         "",
@@ -282,7 +300,7 @@ def render(
         lines.append(
             f"| {r.get('kind', 'peer')} | {_md(r['benchmark'])} | {_md(r['ours'])} | "
             f"{_md(r['peer'])} | {fmt_ratio(r['ratio'])} | {_md(r.get('goal', '-'))} | "
-            f"{met} | {r.get('load', '?')} | {_md(r['notes'])} |"
+            f"{met} | {_md(_load_text(r.get('load')))} | {_md(r['notes'])} |"
         )
     lines += ["", "## Details", ""]
     printed: set[tuple[str, ...]] = set()

@@ -27,6 +27,7 @@ __all__ = [
     "RAW_SENDERS",
     "BenchEnv",
     "Figure",
+    "LoadWindow",
     "Spread",
     "fmt_ms",
     "fmt_ratio",
@@ -82,6 +83,52 @@ class Figure:
             "details": list(self.details),
             **self.raw,
         }
+
+
+# ---------------------------------------------------------------------------- load
+
+#: Above this 1-minute load per core a row is marked loaded and not compared with its goal:
+#: the machine was queueing work, and queueing waits dilute any ratio toward 1.
+MAX_LOAD_PER_CORE = 1.0
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def loadavg() -> float:
+    """The 1-minute load average (NaN where /proc is not there)."""
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return math.nan
+
+
+class LoadWindow:
+    """The 1-minute load average sampled over a measurement (call :meth:`sample` at each
+    round's start and once at the end): a row reports the highest sample, per core."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+
+    def sample(self) -> None:
+        self.samples.append(loadavg())
+
+    def summary(self) -> dict[str, Any]:
+        if not self.samples:
+            self.sample()
+        high = max(self.samples)
+        per_core = high / cores()
+        return {
+            "low": min(self.samples),
+            "high": high,
+            "per_core": per_core,
+            "loaded": per_core > MAX_LOAD_PER_CORE,
+            "text": f"{min(self.samples):.2f}-{high:.2f} ({per_core:.2f} per core)",
+        }
+
+    def __str__(self) -> str:
+        return str(self.summary()["text"])
 
 
 # ---------------------------------------------------------------------------- machine

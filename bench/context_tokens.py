@@ -1,11 +1,21 @@
-"""Context tokens over a 10-step run: shaped history vs the full transcript.
+"""Context tokens: the whole request each loop sends its model after 10 steps.
 
 The ten steps are real tool calls on the bench devnet (eight free chain reads and two
-paid x402 purchases from the local paywall), so the results have the sizes the agent
-really sees. Ours is the shaped history the loop sends (agent/history.py: one bounded
-line per step); the peer is a naive loop's full transcript that replays every raw
-result. Both are counted with the same offline estimator (agent/tokens.py). The
-figure is the history carried into the request after step k; the ratio is at step 10.
+paid x402 purchases from the local paywall), so results have the sizes the agent really
+sees. Both sides are counted whole, with the same offline estimator (agent/loop/tokens.py)
+over the same OpenAI-style request shape (messages plus the tool schemas offered):
+
+- **ours**: the propose request nib's loop builds before step 11 (``propose_messages``):
+  the system message (identity, rules, every wired tool's description, the paid offers
+  known), the user message (fresh self-model, task, checklist, focus, evidence, shaped
+  history), the last step's tool call and result, and the native tool schemas of every
+  tool ``default_registry`` wires on the devnet plus the finishes;
+- **peer**: a ``pydantic_ai.Agent`` given the same system text and task, the same tools
+  (name, description, JSON schema), whose model calls the same tools with the same
+  arguments; each tool returns the tool's own raw result (its data, not nib's observation
+  record). Counted is the request PydanticAI hands its model before step 11: its
+  instructions, the user prompt, every tool call and tool return so far, and the tools.
+- **own**: nib's shaped history against its unshaped full transcript (history only).
 
 ``python -m bench.context_tokens [--quick]``
 """
@@ -29,8 +39,13 @@ from bench._util import (
 
 __all__ = ["STEPS", "main", "run"]
 
-NAME = "context tokens at step 10 (shaped vs full)"
+NAME = "context tokens at step 10 (shaped vs full history)"
 STEPS = 10
+TASK = (
+    "What are the base fee, the gas price and the latest block on this chain, what does "
+    "the paywall's gas analytics say over the last 20 blocks, and how many USDC transfers "
+    "did the agent make?"
+)
 
 
 async def _real_steps(env: BenchEnv) -> list[tuple[str, dict[str, Any], Any]]:
@@ -73,11 +88,7 @@ async def _real_steps(env: BenchEnv) -> list[tuple[str, dict[str, Any], Any]]:
 
 
 def series(steps: list[tuple[str, dict[str, Any], Any]]) -> list[dict[str, int | float]]:
-    """Per step k: history tokens carried after k steps, shaped and full, and their ratio.
-
-    agent.loop.history's helpers count the whole run (the sum over every request); the
-    history a single request carries after step k is the difference of two prefixes.
-    """
+    """Per step k: history tokens carried after k steps, shaped and full (own row)."""
     from agent.loop.history import full_transcript_tokens, shaped_tokens
 
     rows: list[dict[str, int | float]] = []
@@ -88,109 +99,166 @@ def series(steps: list[tuple[str, dict[str, Any], Any]]) -> list[dict[str, int |
     return rows
 
 
-def pydantic_ai_history(steps: list[tuple[str, dict[str, Any], Any]]) -> list[int]:
-    """Tokens of the history PydanticAI's own loop hands its model before each step.
+def _system_text() -> str:
+    """nib's fixed system text (identity and rules), given to both loops."""
+    from agent.loop.proposal import _RULES, _SYSTEM
+    from agent.loop.selfmodel import agent_version
 
-    A real ``pydantic_ai.Agent`` runs the same steps: its model (a FunctionModel) calls
-    the same tools with the same arguments, one per turn, and each tool returns the same
-    raw result nib's tool returned. Before turn k the model receives PydanticAI's
-    message history (the user prompt, then every tool call and tool return so far); we
-    count the tool calls and returns in it the way PydanticAI renders them for a
-    provider (``args_as_json_str``, ``model_response_str``) with nib's estimator.
-    Returned: history tokens after step k, for k = 1..len(steps).
-    """
-    from pydantic_ai import Agent
+    return _SYSTEM.format(agent="nib", version=agent_version()) + "\n" + _RULES
+
+
+def nib_request_tokens(env: BenchEnv, steps: list[tuple[str, dict[str, Any], Any]]) -> int:
+    """Tokens of the whole propose request nib's loop sends after ``steps``."""
+    from agent.loop.history import HistoryEntry, one_line, render
+    from agent.loop.proposal import propose_messages, tool_specs
+    from agent.loop.selfmodel import SelfModel, agent_version
+    from agent.loop.tokens import count_messages
+    from agent.tools.registry_default import default_registry
+    from chain.devkeys import AGENT, dev_account
+
+    tools = default_registry(paywall_url=env.paywall_url).describe()
+    spent = sum(int(d.get("cost_usdc") or 0) for _t, _a, d in steps)
+    model = SelfModel(
+        agent="nib", version=agent_version(), network="anvil", chain_id=31337,
+        rpc_url=env.rpc_url, usdc=env.usdc, wallet=dev_account(AGENT).address,
+        wallet_balance_usdc=100_000_000 - spent, spend_left_usdc=1_000_000 - spent,
+        tokens_left=100_000, steps_left=2, deadline_left_s=420.0,
+        tools=tuple((t["name"], t["kind"]) for t in tools))
+    entries = [HistoryEntry(n, tool, args, "ok", str(d["summary"]), f"e{n}")
+               for n, (tool, args, d) in enumerate(steps, start=1)]
+    last_tool, last_args, last = steps[-1]
+    context = {
+        "self_model": {**model.as_dict(), "spend_left_usdc": model.spend_left_usdc},
+        "self_model_text": model.render(),
+        "task": TASK,
+        "tools": tools,
+        "checklist": [
+            {"id": "c1", "text": "base fee gwei", "covered": True, "value": "1"},
+            {"id": "c2", "text": "gas price gwei", "covered": True, "value": "2"},
+            {"id": "c3", "text": "latest block number", "covered": True, "value": "12"},
+            {"id": "c4", "text": "gas analytics over 20 blocks", "covered": True},
+            {"id": "c5", "text": "agent USDC transfer count", "covered": False},
+        ],
+        "focus": {"id": "c5", "text": "agent USDC transfer count"},
+        "evidence": [{"id": f"e{n}", "tool": tool, "summary": one_line(str(d["summary"]))}
+                     for n, (tool, _a, d) in enumerate(steps, start=1)],
+        "history": render(entries),
+        "exchange": [
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "call-10", "type": "function",
+                 "function": {"name": last_tool, "arguments": str(last_args)}}]},
+            {"role": "tool", "tool_call_id": "call-10", "name": last_tool,
+             "content": one_line(f"{last['summary']} [evidence e{len(steps)}]", 600)},
+        ],
+    }
+    specs = tool_specs(tools)
+    return count_messages(propose_messages(context), [asdict(t) for t in specs])
+
+
+def pydantic_ai_request_tokens(env: BenchEnv, steps: list[tuple[str, dict[str, Any], Any]]) -> list[int]:
+    """Tokens of the whole request PydanticAI's loop hands its model before each step
+    (after 0..len(steps) steps), counted as an OpenAI-style request."""
+    import json
+
+    from pydantic_ai import Agent, Tool
     from pydantic_ai.messages import (
         ModelMessage,
         ModelResponse,
         TextPart,
         ToolCallPart,
         ToolReturnPart,
+        UserPromptPart,
     )
     from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-    from agent.loop.tokens import count_text
+    from agent.loop.proposal import tool_specs
+    from agent.loop.tokens import count_messages
+    from agent.tools.registry_default import default_registry
 
+    # The same tools nib offers (every tool the devnet registry wires), finishes excluded:
+    # PydanticAI ends a run with a text reply.
+    finishes = {s.name for s in tool_specs([])}
+    specs = [s for s in tool_specs(default_registry(paywall_url=env.paywall_url).describe())
+             if s.name not in finishes]
     seen: list[int] = []
 
-    def history_tokens(messages: list[ModelMessage]) -> int:
-        total = 0
+    def request_tokens(messages: list[ModelMessage], info: AgentInfo) -> int:
+        chat: list[dict[str, Any]] = [{"role": "system", "content": info.instructions or ""}]
         for message in messages:
             for part in message.parts:
-                if isinstance(part, ToolCallPart):
-                    total += count_text(part.tool_name + part.args_as_json_str())
+                if isinstance(part, UserPromptPart):
+                    chat.append({"role": "user", "content": str(part.content)})
+                elif isinstance(part, ToolCallPart):
+                    chat.append({"role": "assistant", "content": "", "tool_calls": [
+                        {"id": part.tool_call_id, "type": "function", "function": {
+                            "name": part.tool_name, "arguments": part.args_as_json_str()}}]})
                 elif isinstance(part, ToolReturnPart):
-                    total += count_text(part.model_response_str())
-        return total
+                    chat.append({"role": "tool", "tool_call_id": part.tool_call_id,
+                                 "content": part.model_response_str()})
+        tools = [{"name": t.name, "description": t.description,
+                  "parameters": t.parameters_json_schema} for t in info.function_tools]
+        return count_messages(chat, tools)
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         turn = len(seen)
-        seen.append(history_tokens(messages))
+        seen.append(request_tokens(messages, info))
         if turn < len(steps):
             tool, args, _ = steps[turn]
             return ModelResponse(parts=[ToolCallPart(tool, dict(args))])
         return ModelResponse(parts=[TextPart("done")])
 
-    agent = Agent(FunctionModel(respond))
-    results: dict[str, list[Any]] = {}
+    results: dict[str, list[Any]] = {s.name: [] for s in specs}
     for tool, _args, data in steps:
-        results.setdefault(tool, []).append(data)
-    for name in results:
+        results.setdefault(tool, []).append(data.get("data") or data.get("summary"))
 
-        def replay(_name: str = name, **_kwargs: Any) -> Any:
-            return results[_name].pop(0)  # this tool's recorded results, in order
+    def replayer(name: str) -> Any:
+        def replay(**_kwargs: Any) -> Any:
+            return json.loads(json.dumps(results[name].pop(0), default=str))  # the raw result
+        return replay
 
-        agent.tool_plain(name=name)(replay)
-    agent.run_sync("answer the task")
-    # seen[k] is the history before turn k (after k steps); seen[0] is the empty history.
-    return seen[1 : len(steps) + 1]
+    agent = Agent(FunctionModel(respond), instructions=_system_text(),
+                  tools=[Tool.from_schema(replayer(s.name), s.name, s.description, s.parameters)
+                         for s in specs])
+    agent.run_sync(TASK)
+    return seen
 
 
 def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]]:
-    """Count the histories over the ten real steps (``quick`` changes nothing: 10 steps):
-    one row against PydanticAI's own message history (the peer), one against nib's
-    unshaped full transcript (our own before/after)."""
+    """Count both loops' whole requests after the ten real steps (``quick`` changes
+    nothing: 10 steps); one row against PydanticAI, one of nib's own history shaping."""
     from agent.loop.history import full_transcript_tokens, shaped_tokens
 
-    steps = on_fresh_chain(env, lambda e: run_async(lambda: _real_steps(e)))
+    def measure(e: BenchEnv) -> tuple[list[Any], int, list[int]]:
+        steps = run_async(lambda: _real_steps(e))
+        return steps, nib_request_tokens(e, steps), pydantic_ai_request_tokens(e, steps)
+
+    steps, ours, peer_series = on_fresh_chain(env, measure)
+    peer = peer_series[len(steps)]
     rows = series(steps)
-    for row, peer_tokens in zip(rows, pydantic_ai_history(steps), strict=True):
-        row["pydantic_ai"] = peer_tokens
     last = rows[-1]
     total_shaped, total_full = shaped_tokens(steps), full_transcript_tokens(steps)
-    vs_pai = ratio(float(last["shaped"]), float(last["pydantic_ai"]))
-    details = tuple(
-        f"step {r['step']:>2} {tool:<16} shaped {r['shaped']:>5}  pydantic-ai "
-        f"{r['pydantic_ai']:>6}  full {r['full']:>6}  "
-        f"ratio vs pydantic-ai {fmt_ratio(ratio(float(r['shaped']), float(r['pydantic_ai'])))}"
-        for r, (tool, _args, _data) in zip(rows, steps, strict=True)
+    vs_pai = ratio(float(ours), float(peer))
+    details = (
+        f"whole request before step {len(steps) + 1}: nib {ours} tokens, PydanticAI {peer} "
+        f"tokens; ratio {fmt_ratio(vs_pai)}",
+        "PydanticAI's whole request before each step: " + ", ".join(map(str, peer_series)),
+        *(f"step {r['step']:>2} {tool:<16} history shaped {r['shaped']:>5}  full "
+          f"{r['full']:>6}" for r, (tool, _a, _d) in zip(rows, steps, strict=True)),
     )
-    raw = {
-        "series": rows,
-        "tools": [tool for tool, _a, _d in steps],
-        "total_shaped": total_shaped,
-        "total_full": total_full,
-        "total_ratio": ratio(total_shaped, total_full),
-    }
-    common = (
-        f"History carried into the request after step {len(steps)}; steps are real calls on "
-        "the bench devnet (8 free chain reads + 2 paid x402 purchases); history only "
-        "(system prompt, tools and checklist are not counted); the same offline estimator "
-        "(agent/loop/tokens.py) on both sides."
-    )
-    peer = Figure(
-        benchmark="context tokens at step 10 vs PydanticAI",
-        ours=f"{last['shaped']} tokens",
-        peer=f"{last['pydantic_ai']} tokens (PydanticAI message history)",
+    peer_row = Figure(
+        benchmark="context tokens, whole request at step 10 vs PydanticAI",
+        ours=f"{ours} tokens",
+        peer=f"{peer} tokens (PydanticAI's whole request)",
         ratio=vs_pai,
         notes=(
-            f"{common} Peer: a pydantic_ai.Agent whose model calls the same tools with the "
-            "same arguments, each returning the same raw result; counted is the tool-call "
-            "and tool-return history its model receives before step 11, as PydanticAI "
-            "renders it (args_as_json_str, model_response_str)."
+            "both sides' whole request before step 11 (system text, task, tools and their "
+            "schemas, history; nib also its self-model, checklist, evidence and the last "
+            "exchange), counted with the same estimator; steps are real calls on the bench "
+            "devnet (8 free chain reads + 2 paid x402 purchases); PydanticAI's tools return "
+            "their raw results. Counted, not timed: load does not move it."
         ),
         details=details,
-        raw={"kind": "peer", "goal": "<= 0.25x at step 10", "met": vs_pai <= 0.25, **raw},
+        raw={"kind": "peer", "goal": "-", "met": None, "peer_series": peer_series},
     )
     own = Figure(
         benchmark=NAME,
@@ -198,25 +266,19 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]
         peer=f"{last['full']} tokens (run total {total_full}; nib unshaped)",
         ratio=float(last["ratio"]),
         notes=(
-            f"{common} Against nib's own unshaped loop (every raw result replayed); "
-            f"run-total ratio {fmt_ratio(ratio(total_shaped, total_full))} (sum over the "
-            f"{len(steps) + 1} requests)."
+            "history only, after step 10: nib's shaped history against its own unshaped "
+            f"transcript (every raw result replayed); run-total ratio "
+            f"{fmt_ratio(ratio(total_shaped, total_full))}."
         ),
         details=details,
-        raw={"kind": "own", "goal": "<= 0.25x at step 10", "met": last["ratio"] <= 0.25, **raw},
+        raw={"kind": "own", "goal": "<= 0.25x at step 10", "met": last["ratio"] <= 0.25,
+             "series": rows},
     )
-    return [peer.as_dict(), own.as_dict()]
+    return [peer_row.as_dict(), own.as_dict()]
 
 
 def report(rows: list[dict[str, Any]]) -> str:
-    return "\n".join(
-        ["context tokens per step (history carried after step k):", *rows[0]["details"]]
-        + [
-            f"  ratio shaped/PydanticAI at step {len(rows[0]['series'])}: "
-            f"{fmt_ratio(rows[0]['ratio'])}; shaped/full: {fmt_ratio(rows[1]['ratio'])}"
-            f"; whole run shaped/full: {fmt_ratio(rows[1]['total_ratio'])}"
-        ]
-    )
+    return "\n".join(rows[0]["details"])
 
 
 def main(argv: list[str] | None = None) -> int:

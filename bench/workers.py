@@ -5,7 +5,10 @@ in-process judge, verdict-gated wallet, x402 buyer; bench/_worker.py) draining o
 of paid research tasks (the demo task, asking in turn about each token the paywall has a
 fact sheet for: one x402 purchase each) on a throwaway PostgreSQL cluster. The tokens
 vary because the wallet keeps one live authorization per resource across every worker:
-tasks that all bought one resource would take turns whatever the number of workers. Peer: the embedded default, one worker process on a SQLite file, same tasks,
+tasks that all bought one resource would take turns whatever the number of workers.
+Durability is the same on both sides: PostgreSQL flushes its WAL on every commit
+(fsync=on, synchronous_commit=on, full_page_writes=on), as the SQLite file syncs every
+commit (WAL, synchronous=FULL). Peer: the embedded default, one worker process on a SQLite file, same tasks,
 same devnet. Each side starts from the same chain baseline. Throughput is tasks / (last
 task's end - first task's start), read from the queue's own timestamps, so process
 start-up (imports, keystore unlock) is not counted. Every task must have paid exactly
@@ -86,7 +89,7 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
     tasks = 4 if quick else 24
     rates: dict[str, float] = {}
     rates["sqlite x1"] = _side(env, env.tmp / "workers.db", 1, tasks, "sqlite-1")
-    with TempCluster() as cluster:
+    with TempCluster(durable=True) as cluster:
         for n in (1, 2, 4):
             url = cluster.create_database(f"bench_workers_{n}")
             rates[f"postgres x{n}"] = _side(env, url, n, tasks, f"postgres-{n}")
@@ -100,8 +103,9 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
         "peer": f"{peer:.2f} tasks/s (1 process, SQLite)",
         "ratio": rates["postgres x4"] / peer,
         "notes": (f"{tasks} demo tasks (one x402 purchase each, token fact sheets in turn) per "
-                  "side on one devnet; "
-                  "workers x1/x2/x4 on PostgreSQL vs one SQLite process; see details."),
+                  "side on one devnet; workers x1/x2/x4 on PostgreSQL vs one SQLite process; "
+                  "both durable (PostgreSQL fsync=on, synchronous_commit=on; SQLite WAL, "
+                  "synchronous=FULL); see details."),
         "details": details,
         "rates": rates,
     }

@@ -220,23 +220,21 @@ def _count_row(tool: str, kind: str, p: float, covered: bool, weight: int) -> tu
 
 
 def recount(tx: Tx) -> None:
-    """Rebuild the running counts from the stored outcomes, a page at a time (the
-    migration that adds them, and a bulk load that wrote outcomes directly)."""
+    """Rebuild the running counts from the stored outcomes in one statement (the migration
+    that adds them, and a bulk load that wrote outcomes directly). Each outcome lands in
+    the bin ``_bin_of`` gives it: p parsed from its decimal text, times ten, truncated."""
+    real, whole = ("REAL", "CAST({} AS INTEGER)") if tx.dialect == "sqlite" else (
+        "DOUBLE PRECISION", "CAST(FLOOR({}) AS BIGINT)")
+    p = f"CAST(p_used AS {real})"
+    bin_of = f"CASE WHEN {p} >= 1 THEN {N_BINS - 1} ELSE {whole.format(f'{p} * {N_BINS}')} END"
     tx.execute(f"DELETE FROM {COUNTS_TABLE}")
-    after, page_size = 0, 5000
-    while True:
-        page = tx.execute(
-            f"SELECT id, tool, fact_kind, p_used, covered, weight FROM {OUTCOMES_TABLE} "
-            f"WHERE id > ? ORDER BY id LIMIT {page_size}",
-            (after,),
-        ).fetchall()
-        for _, tool, kind, p_used, covered, weight in page:
-            p = float(Decimal(str(p_used)))
-            row = _count_row(str(tool), str(kind), p, bool(covered), cell_int(weight))
-            tx.execute(_COUNT_SQL, row)
-        if len(page) < page_size:
-            return
-        after = cell_int(page[-1][0])
+    tx.execute(
+        f"INSERT INTO {COUNTS_TABLE} (tool, fact_kind, bin, n, hits, weight, hit_weight, "
+        "sum_p, sum_sq) SELECT tool, fact_kind, b, COUNT(*), SUM(covered), SUM(weight), "
+        "SUM(covered * weight), SUM(p), SUM((p - covered) * (p - covered)) FROM (SELECT tool, "
+        f"fact_kind, covered, weight, {p} AS p, {bin_of} AS b FROM {OUTCOMES_TABLE}) o "
+        "GROUP BY tool, fact_kind, b"
+    )
 
 
 def ensure_tables(db: Database) -> None:

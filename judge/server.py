@@ -74,7 +74,7 @@ class _Routes:
     machine), on this app's own thread pool when it waits on the chain (a decision
     reads the balance: a slow node must not hold up the re-checks). FastAPI's routing,
     body validation and response encoding cost more than these calls themselves
-    (bench/services.py); the refusals are the same: a JudgeError as itself (409 for a
+    (bench/roundtrip.py); the refusals are the same: a JudgeError as itself (409 for a
     verdict, else 422), a malformed body 422, an unknown route 404."""
 
     def __init__(

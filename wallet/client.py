@@ -7,7 +7,7 @@ the service's socket (:mod:`wallet.wire`). Refusals come back as the same
 :class:`~wallet.errors.WalletUnreachable`. Length-prefixed JSON over a Unix socket was
 chosen over HTTP because only this client speaks to the service, and HTTP's framing,
 routing and thread hops cost ~1-3 ms a call on the paid path where this costs ~0.05 ms
-(bench/services.py).
+(bench/roundtrip.py).
 """
 
 from __future__ import annotations

@@ -52,9 +52,16 @@ def _free_port() -> int:
 
 
 class TempCluster:
-    """One PostgreSQL server in a temp dir; ``url`` names its ``nib`` database."""
+    """One PostgreSQL server in a temp dir; ``url`` names its ``nib`` database.
 
-    def __init__(self) -> None:
+    ``durable=False`` (tests) skips the flush on commit (``fsync=off``,
+    ``synchronous_commit=off``); ``durable=True`` (benchmarks against SQLite) flushes the
+    WAL on every commit (``fsync=on``, ``synchronous_commit=on``, ``full_page_writes=on``),
+    as nib's SQLite file syncs every commit (WAL, ``synchronous=FULL``).
+    """
+
+    def __init__(self, *, durable: bool = False) -> None:
+        self.durable = durable
         self.bin = find_bin_dir()
         self.dir = Path(tempfile.mkdtemp(prefix="nib-pg-"))
         self.data = self.dir / "data"
@@ -86,10 +93,11 @@ class TempCluster:
             shutil.chown(self.dir, "postgres", "postgres")
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust",
                   "-E", "UTF8", "--no-sync", "--no-instructions")
+        sync = "on" if self.durable else "off"
         opts = (
             f"-c listen_addresses=127.0.0.1 -c port={self.port} "
-            f"-c unix_socket_directories={self.dir} -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+            f"-c unix_socket_directories={self.dir} -c fsync={sync} "
+            f"-c synchronous_commit={sync} -c full_page_writes={sync} -c max_connections=200"
         )
         self._run("pg_ctl", "-D", str(self.data), "-o", opts, "-l", str(self.dir / "log"),
                   "-w", "-t", "60", "start")

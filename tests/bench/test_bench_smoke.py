@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench import context_tokens, throughput, x402_latency  # noqa: E402
+from bench import anatomy, context_tokens, roundtrip, throughput  # noqa: E402
 from bench._util import BenchEnv, machine, median, percentile, ratio  # noqa: E402
 
 
@@ -49,7 +49,7 @@ def test_machine_notes_cpu_cores_ram_python_and_anvil() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    [x402_latency, context_tokens, throughput],
+    [roundtrip, context_tokens, throughput, anatomy],
     ids=lambda m: m.__name__.rsplit(".", 1)[-1],
 )
 def test_benchmark_runs_quick_and_prints_a_ratio(
@@ -58,9 +58,31 @@ def test_benchmark_runs_quick_and_prints_a_ratio(
     result = module.run(quick=True, env=env)
     for row in result if isinstance(result, list) else [result]:
         assert row["ours"] and row["peer"] and row["kind"] in ("peer", "limit", "own")
-        assert math.isfinite(row["ratio"]) and row["ratio"] > 0
+        assert module is anatomy or (math.isfinite(row["ratio"]) and row["ratio"] > 0)
     print(module.report(result))
-    assert "ratio" in capsys.readouterr().out
+    assert capsys.readouterr().out.strip()
+
+
+def test_roundtrip_and_throughput_measure_both_compositions_with_their_load(
+    env: BenchEnv,
+) -> None:
+    """The default composition (services, records on) is measured beside the in-process one,
+    against the same peer in one interleaved run, each row with the load it ran under."""
+    rows = roundtrip.run(quick=True, env=env)
+    assert [r["benchmark"] for r in rows] == [
+        "x402 round trip, in-process (records on) vs the x402 client",
+        "x402 round trip, services (nib run's default) vs the x402 client",
+    ]
+    assert all(r["load"]["text"] and "per core" in r["load"]["text"] for r in rows)
+    rates = throughput.run(quick=True, env=env)
+    assert [r["kind"] for r in rates] == ["peer", "peer", "limit"]
+    assert "pre-signed" in rates[2]["peer"]
+
+
+def test_the_anatomy_counts_the_buyers_operations_only(env: BenchEnv) -> None:
+    counts = anatomy.run(quick=True, env=env)["counts"]
+    assert counts["http GET"] >= 2 and counts["sql commits"] >= 1
+    assert not any(k in counts for k in ("rpc eth_sendRawTransaction", "rpc eth_gasPrice"))
 
 
 def test_judge_rows_compare_with_the_signing_and_recovery_limits() -> None:
@@ -68,19 +90,19 @@ def test_judge_rows_compare_with_the_signing_and_recovery_limits() -> None:
 
     rows = judge.run(quick=True)
     assert [r["kind"] for r in rows] == ["limit", "limit"]
-    assert "limit: fingerprint + sign" in rows[0]["peer"]
-    assert "limit: fingerprint + recover" in rows[1]["peer"]
+    assert "canonical form + EIP-191 sign + record" in rows[0]["peer"]
+    assert "canonical form + EIP-191 recover" in rows[1]["peer"]
     assert all(math.isfinite(r["ratio"]) and r["ratio"] > 0 for r in rows)
 
 
-def test_context_tokens_series_has_ten_steps(env: BenchEnv) -> None:
-    peer, result = context_tokens.run(quick=True, env=env)
+def test_context_tokens_count_both_whole_requests(env: BenchEnv) -> None:
+    peer, own = context_tokens.run(quick=True, env=env)
     assert peer["kind"] == "peer" and "PydanticAI" in peer["peer"]
-    series = result["series"]
-    assert [r["step"] for r in series] == list(range(1, 11))
-    assert all(r["shaped"] < r["full"] for r in series)
-    assert all(r["shaped"] < r["pydantic_ai"] for r in series)
-    assert result["tools"].count("pay_http") == 2
+    series = peer["peer_series"]
+    assert len(series) == 11 and series == sorted(series)  # grows with every step's return
+    ours = int(peer["ours"].split()[0])
+    assert ours > 2 * own["series"][-1]["shaped"]  # the whole request, not the history alone
+    assert [r["step"] for r in own["series"]] == list(range(1, 11))
 
 
 def test_python_m_bench_writes_results_with_the_machine(tmp_path: Path) -> None:
@@ -97,20 +119,29 @@ def test_python_m_bench_writes_results_with_the_machine(tmp_path: Path) -> None:
         assert needle in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "x |" in line]
     assert len(rows) == 5, text  # loop overhead, judge sign and verify, context x2
+    assert all("per core" in row for row in rows), rows
     assert "failed" not in "\n".join(rows)
     kinds = [row.split("|")[1].strip() for row in rows]
     assert kinds == sorted(kinds, key=["peer", "limit", "own"].index), kinds
 
 
-def test_store_scale_fill_writes_through_the_real_schema(tmp_path: Path) -> None:
-    from agent.store import RunStore
-    from bench.store_scale import EVENTS_PER_RUN, fill
-    from wallet.ledger import Ledger
+def test_scale_stores_hold_the_rows_with_their_running_totals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bulk-built store reads back through the real schema, its running totals and
+    calibration counts rebuilt in SQL: the wallet's verify finds no drifted total and p
+    reads the stored outcomes; a reservation on it is refused by the treasury as usual."""
+    from bench import scale
+    from judge.calibration import BetaCalibrator
+    from wallet import totals
+    from wallet._store import Store
 
-    counts = fill(tmp_path / "nib.db", 30)
-    assert counts == {"runs": 30, "events": 30 * EVENTS_PER_RUN, "spends": 3}
-    store = RunStore(tmp_path / "nib.db")
-    newest = store.runs(limit=5)
-    assert [r["run_id"] for r in newest] == [f"run-{i:07d}" for i in range(29, 24, -1)]
-    assert len(store.events("run-0000007")) == EVENTS_PER_RUN
-    assert len(Ledger(tmp_path / "nib.db").rows()) == 3
+    monkeypatch.setattr(scale, "CACHE", tmp_path)
+    path = scale.build(300, log=lambda _: None)
+    assert scale.build(300, log=lambda _: None) == path  # kept, not rebuilt
+    store = Store(path)
+    with store.transaction() as tx:
+        assert totals.check(tx) == [] and totals.committed(tx) == 300 * 20_000
+    hits, total = BetaCalibrator(path).counts(scale.SUBJECT, scale.FACT)
+    assert (hits, total) == (200, 300)
+    assert len(scale._reserve_ms(path, 3)) == 3

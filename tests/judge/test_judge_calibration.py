@@ -188,3 +188,25 @@ def test_calibration_done_means(seed: int) -> None:
     assert report["brier"] - oracle_brier <= 0.01
     for tool, (rate, declared) in TRUE_RATES.items():  # it learned, it did not get lucky
         assert abs(float(cal.p(tool, "fact", declared)) - rate) < 0.12
+
+
+def test_recount_rebuilds_the_counts_from_outcomes_written_directly(
+    store_location: str | Path,
+) -> None:
+    """A bulk load writes outcomes in SQL and recounts once: on SQLite and PostgreSQL the
+    counts then give p and the report a pass over the outcomes gives (bins included)."""
+    from judge.calibration import recount
+
+    cal = BetaCalibrator(store_location)
+    pairs = [("0.25", 1), ("0.25", 0), ("0.95", 1), ("0.6", 0), ("1", 1), ("0.1", 0)]
+    for p, covered in pairs:
+        cal.db.execute(
+            f"INSERT INTO {OUTCOMES_TABLE} (ts, tool, fact_kind, p_used, covered, weight) "
+            "VALUES (1, 'paid', 'k', ?, ?, 2)",
+            (p, covered),
+        )
+    assert cal.counts("paid", "k") == (0, 0)  # written around record(): not counted yet
+    with cal.db.transaction() as tx:
+        recount(tx)
+    assert cal.counts("paid", "k") == (6, 12)
+    assert cal.report() == calibration_report((Decimal(p), bool(c)) for p, c in pairs)

@@ -1,0 +1,136 @@
+"""What one paid purchase costs in operations, counted rather than timed: chain reads
+(JSON-RPC calls by method), SQL statements and commits, worker-thread hops and HTTP
+requests, for nib as ``nib run`` builds it in-process (the judge with its records and
+calibration store, the verdict-gated wallet), one purchase after a warm-up one.
+
+Counts do not move with the machine's load, so this row can be compared across runs
+and against the peer's own counts (the x402 client: two GETs, no chain read of its own,
+no SQL).
+
+``python -m bench.anatomy [--quick]``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from bench._util import BENCH_PATH, BenchEnv, Figure, bench_main, on_fresh_chain, run_async
+
+__all__ = ["count_operations", "main", "run"]
+
+NAME = "paid path anatomy (one purchase, in-process with records)"
+
+
+@contextlib.contextmanager
+def count_operations(providers: list[Any]) -> Iterator[collections.Counter[str]]:
+    """Count the buyer's chain RPCs (through ``providers``), SQL statements, commits,
+    thread hops and HTTP requests (on the running event loop) made while the block runs:
+    class-level wrappers, removed on exit. The paywall and its facilitator share the
+    process but not these providers or this loop, so the seller's work is not counted."""
+    loop = asyncio.get_running_loop()
+    from web3.providers.rpc import HTTPProvider
+
+    import chain.client
+    import chain.usdc
+    from judge.storage.db import Database
+
+    counts: collections.Counter[str] = collections.Counter()
+    rpc, sql, hop, send = (
+        HTTPProvider._make_request, Database._execute, asyncio.to_thread, httpx.AsyncClient.send
+    )
+
+    def make_request(self: Any, method: Any, params: Any) -> Any:
+        if any(self is p for p in providers):
+            counts[f"rpc {method}"] += 1
+        return rpc(self, method, params)
+
+    def execute(self: Any, statement: str, params: Any) -> Any:
+        head = statement.split(None, 1)[0].upper() if statement.strip() else ""
+        counts["sql statements"] += 1
+        if head == "COMMIT" or (head in ("INSERT", "UPDATE", "DELETE") and not self._in_tx):
+            counts["sql commits"] += 1
+        return sql(self, statement, params)
+
+    async def to_thread(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if asyncio.get_running_loop() is loop:
+            counts["thread hops"] += 1
+        return await hop(fn, *args, **kwargs)
+
+    async def http_send(self: Any, request: httpx.Request, **kwargs: Any) -> Any:
+        if asyncio.get_running_loop() is loop:
+            counts[f"http {request.method}"] += 1
+        return await send(self, request, **kwargs)
+
+    raw = chain.client.raw_rpc
+
+    def raw_rpc(w3: Any, method: str, params: Any, name: str | None = None) -> Any:
+        if any(w3.provider is p for p in providers):
+            counts[f"rpc {name or method}"] += 1
+        return raw(w3, method, params, name)
+
+    chain.client.raw_rpc = chain.usdc.raw_rpc = raw_rpc  # type: ignore[assignment]
+    HTTPProvider._make_request = make_request  # type: ignore[method-assign,assignment]
+    Database._execute = execute  # type: ignore[method-assign]
+    asyncio.to_thread = to_thread  # type: ignore[assignment]
+    httpx.AsyncClient.send = http_send  # type: ignore[method-assign]
+    try:
+        yield counts
+    finally:
+        HTTPProvider._make_request = rpc  # type: ignore[method-assign]
+        chain.client.raw_rpc = chain.usdc.raw_rpc = raw
+        Database._execute = sql  # type: ignore[method-assign]
+        asyncio.to_thread = hop
+        httpx.AsyncClient.send = send  # type: ignore[method-assign]
+
+
+async def _measure(env: BenchEnv) -> dict[str, int]:
+    from agent.tools.x402.pay_http import PayHttpTool
+    from bench.roundtrip import in_process
+
+    judge, wallet = in_process(env, "anatomy")
+    tool = PayHttpTool(env.paywall_url)
+    url = env.paywall_url + BENCH_PATH
+    async with httpx.AsyncClient(timeout=30) as http:
+        await env.paid_call(tool, env.context(wallet, http, "anatomy-0"), url, judge=judge)
+        with count_operations([env.chain.w3.provider, wallet.chain.w3.provider]) as counts:
+            await env.paid_call(tool, env.context(wallet, http, "anatomy-1"), url, judge=judge)
+    return dict(counts)
+
+
+def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
+    counts: dict[str, int] = on_fresh_chain(env, lambda e: run_async(lambda: _measure(e)))
+    rpcs = sum(v for k, v in counts.items() if k.startswith("rpc "))
+    gets = sum(v for k, v in counts.items() if k.startswith("http "))
+    summary = (
+        f"{rpcs} chain RPCs, {counts.get('sql commits', 0)} commits, "
+        f"{counts.get('sql statements', 0)} SQL statements, {counts.get('thread hops', 0)} "
+        f"thread hops, {gets} HTTP requests"
+    )
+    return Figure(
+        benchmark=NAME,
+        ours=summary,
+        peer="x402 client: 2 HTTP requests, 0 chain RPCs, 0 SQL",
+        ratio=float("nan"),
+        notes="counted, not timed (load-independent); includes the bench's balance read for "
+        "the judge request, as the loop makes it",
+        details=tuple(f"{k:<40} {v}" for k, v in sorted(counts.items())),
+        raw={"kind": "own", "counts": counts},
+    ).as_dict()
+
+
+def report(result: dict[str, Any]) -> str:
+    return "\n".join([result["ours"], *result["details"]])
+
+
+def main(argv: list[str] | None = None) -> int:
+    return bench_main("python -m bench.anatomy", __doc__, run, report, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,340 @@
+"""x402 round trip: nib in-process and nib with services, each against the x402 package's
+own client, all three interleaved in one run.
+
+The three buyers pay the same local paywall (on a private Anvil) from the same agent
+account for the same resource; every request the order of the three rotates, so drift in
+the chain or the machine hits all of them. Repeated rounds give the spread.
+
+- **peer**: ``x402HttpxClient`` with an eth-account signer (402 -> sign -> paid GET).
+- **in-process**: as ``nib run`` builds it without services (``build_local_judge``): the
+  JEV judge with its calibration store and its durable record of verdicts issued and
+  consumed, the verdict-gated wallet re-checking with it, one SQLite file (synchronous=FULL,
+  a sync per commit).
+- **services**: as ``nib run`` builds it by default (``nib services up``): the judge
+  service (loopback HTTP, the task registered with its token, the payload re-checked, the
+  balance read by the judge, records on) and the wallet service (0600 Unix socket,
+  re-checking with the judge) as two processes; the bench holds only their clients.
+
+Goals (issue 27): in-process <= 1.2x the peer (median and p95), services <= 1.35x.
+
+``python -m bench.roundtrip [--quick]``
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench._util import (
+    BENCH_PATH,
+    BenchEnv,
+    Figure,
+    LoadWindow,
+    Spread,
+    bench_main,
+    fmt_ms,
+    fmt_ratio,
+    median,
+    on_fresh_chain,
+    ratio,
+    run_async,
+)
+
+__all__ = ["Services", "in_process", "main", "peer_client", "peer_x402", "register", "run"]
+
+SERVICES_TOKEN = "bench-services-token"  # the wallet's re-check only
+ADMIN = "bench-admin-token"
+TASK_CAP = 10**9
+#: The sides of one request, in turn (the order rotates every request).
+SIDES = ("peer", "local", "services")
+GOALS = {"local": 1.2, "services": 1.35}
+LABELS = {"local": "in-process (records on)", "services": "services (nib run's default)"}
+
+
+def peer_client(env: BenchEnv, price: int) -> Any:
+    """The x402 package's own buyer: x402HttpxClient, eth-account signer, TestUSDC opted in."""
+    from x402.http.clients import x402HttpxClient
+
+    return x402HttpxClient(peer_x402(env, price), timeout=30)
+
+
+def peer_x402(env: BenchEnv, price: int) -> Any:
+    """The x402 package's payment client (eth-account signer, TestUSDC opted in)."""
+    from x402 import x402Client
+    from x402.mechanisms.evm.exact import register_exact_evm_client
+    from x402.mechanisms.evm.signers import EthAccountSigner
+
+    from chain.devkeys import AGENT, dev_account
+
+    network = env.network.caip2
+    client = register_exact_evm_client(
+        x402Client(), EthAccountSigner(dev_account(AGENT)), networks=network
+    )
+    # x402 refuses tokens outside its default list; TestUSDC must be opted in, with a cap.
+    client.set_spend_controls(
+        {
+            "allowed_assets": [
+                {"network": network, "asset": env.usdc, "max_amount_per_payment": str(price)}
+            ]
+        }
+    )
+    return client
+
+
+def _judge_child(config: dict[str, Any]) -> None:
+    """The judge service's process, until stdin closes (as `nib judge serve` runs it)."""
+    from chain.client import ChainClient
+    from chain.devkeys import AGENT, JUDGE, dev_account
+    from judge.calibration import BetaCalibrator
+    from judge.jev import Judge
+    from judge.records import VerdictRecords
+    from judge.service import JudgeServer, refuse_inspection
+    from judge.tasks import TaskRegistry
+    from judge.verdict import VerdictSigner
+
+    refuse_inspection()
+    chain = ChainClient(config["rpc_url"], 31337)
+    agent = dev_account(AGENT).address
+    db = Path(config["home"]) / "services.db"
+    # As `nib judge serve` builds it (agent.cli.runtime.build_local_judge, service=True).
+    judge = Judge(
+        VerdictSigner(dev_account(JUDGE)), BetaCalibrator(db), allowed_assets={31337: [config["usdc"]]},
+        records=VerdictRecords(db), tasks=TaskRegistry(db), require_task=True,
+        balance_of=lambda asset: chain.token_balance(asset, agent),
+    )
+    with JudgeServer(judge, token=SERVICES_TOKEN, admin_token=ADMIN) as judge_server:
+        print(json.dumps({"judge_url": judge_server.url}), flush=True)
+        sys.stdin.readline()
+
+
+def _wallet_child(config: dict[str, Any]) -> None:
+    """The wallet service's process, until stdin closes (as `nib wallet serve` runs it):
+    the agent's key, the ledger, the judge's re-check over loopback HTTP."""
+    from chain.client import ChainClient
+    from chain.devkeys import AGENT, JUDGE, dev_account
+    from judge.service import JudgeClient, refuse_inspection
+    from wallet.keystore import KeyHandle
+    from wallet.service import WalletServer
+    from wallet.signer import Wallet
+
+    refuse_inspection()
+    judge_address = dev_account(JUDGE).address
+    recheck = JudgeClient(config["judge_url"], trusted_judge=judge_address, token=SERVICES_TOKEN,
+                          timeout_s=10).recheck
+    wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=Path(config["home"]) / "services.db",
+                    chain=ChainClient(config["rpc_url"], 31337), usdc=config["usdc"],
+                    trusted_judge=judge_address, recheck=recheck)
+    with WalletServer(wallet, Path(config["home"])) as wallet_server:
+        print(json.dumps({"socket": str(wallet_server.socket_path)}), flush=True)
+        sys.stdin.readline()
+
+
+class _Child:
+    """One service as its own process (``python -m bench.services --child ROLE CONFIG``)."""
+
+    def __init__(self, role: str, config: dict[str, Any]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.roundtrip", "--child", role, json.dumps(config)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not line:
+            self.proc.kill()
+            raise RuntimeError(f"benchmark: the {role} service process did not start")
+        self.where: dict[str, str] = json.loads(line)
+
+    def stop(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.write("\n")
+            self.proc.stdin.flush()
+        self.proc.wait(timeout=30)
+
+
+class Services:
+    """The judge service and the wallet service, each its own process as `nib services up`
+    starts them (two interpreters, two GILs), on one database."""
+
+    def __init__(self, env: BenchEnv) -> None:
+        config = {"home": str(env.tmp / "services"), "rpc_url": env.rpc_url, "usdc": env.usdc}
+        Path(config["home"]).mkdir(parents=True, exist_ok=True)
+        self._judge = _Child("judge", config)
+        try:
+            self.judge_url = self._judge.where["judge_url"]
+            self._wallet = _Child("wallet", {**config, "judge_url": self.judge_url})
+        except BaseException:
+            self._judge.stop()
+            raise
+        self.socket = self._wallet.where["socket"]
+        self.pids = (self._judge.proc.pid, self._wallet.proc.pid)
+
+    def stop(self) -> None:
+        try:
+            self._wallet.stop()
+        finally:
+            self._judge.stop()
+
+    def __enter__(self) -> Services:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def in_process(env: BenchEnv, name: str) -> tuple[Any, Any]:
+    """The in-process composition as `nib run` builds it without services
+    (agent.cli.runtime.build_local_judge): the judge with its calibration store and its
+    durable record of verdicts issued and consumed, in the run's database, and the
+    verdict-gated wallet re-checking with it directly, on the same file."""
+    from chain.client import ChainClient
+    from chain.devkeys import AGENT, JUDGE, dev_account
+    from judge.calibration import BetaCalibrator
+    from judge.jev import Judge
+    from judge.records import VerdictRecords
+    from judge.verdict import VerdictSigner
+    from wallet.keystore import KeyHandle
+    from wallet.signer import Wallet
+
+    db = env.tmp / f"{name}.db"
+    judge = Judge(VerdictSigner(dev_account(JUDGE)), BetaCalibrator(db),
+                  allowed_assets={env.network.chain_id: [env.usdc]}, records=VerdictRecords(db))
+    wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=db,
+                    chain=ChainClient(env.rpc_url, env.network.chain_id), usdc=env.usdc,
+                    trusted_judge=judge.address, recheck=judge.recheck)
+    return judge, wallet
+
+
+def register(env: BenchEnv, services: Services, run_id: str) -> Any:
+    """A judge client holding ``run_id``'s task token, the task registered as `nib run`
+    registers it (once per run, before its first payment; not part of a round trip)."""
+    from chain.devkeys import SELLER, dev_account
+    from judge.service import JudgeClient
+    from judge.tasks import TaskLimits
+
+    admin = JudgeClient(services.judge_url, token=ADMIN, timeout_s=10)
+    token = admin.register_task_for_token(TaskLimits(
+        task_id=run_id, spend_cap=TASK_CAP, per_call_cap=TASK_CAP, approval_threshold=None,
+        recipients=(dev_account(SELLER).address,), sellers=(env.paywall_url,)))
+    return JudgeClient(services.judge_url, token=token, timeout_s=10)
+
+
+async def _measure(env: BenchEnv, rounds: int, per_round: int, warmup: int) -> dict[str, Any]:
+    from agent.tools.x402.pay_http import PayHttpTool
+    from chain.paywall.app import DEFAULT_PRICES
+    from wallet.service import WalletClient
+
+    price = DEFAULT_PRICES["token"]
+    url = env.paywall_url + BENCH_PATH
+    tool = PayHttpTool(env.paywall_url)
+    local_judge, local_wallet = in_process(env, "roundtrip")
+    samples: dict[str, list[list[float]]] = {side: [] for side in SIDES}
+    load = LoadWindow()
+    with Services(env) as services:
+        remote_wallet = WalletClient(services.socket)
+        async with httpx.AsyncClient(timeout=30) as http, peer_client(env, price) as x402_http:
+
+            async def one(side: str, run_id: str) -> float:
+                if side == "peer":
+                    start = time.perf_counter()
+                    resp = await x402_http.get(url)
+                    took = time.perf_counter() - start
+                    if resp.status_code != 200 or "PAYMENT-RESPONSE" not in resp.headers:
+                        raise RuntimeError(
+                            f"benchmark: the x402 client got {resp.status_code} from {url} "
+                            f"({resp.text[:200]!r}); expected a settled 200.")
+                    return took
+                if side == "services":
+                    judge = register(env, services, run_id)
+                    ctx = env.context(remote_wallet, http, run_id)
+                else:
+                    judge, ctx = local_judge, env.context(local_wallet, http, run_id)
+                start = time.perf_counter()
+                await env.paid_call(tool, ctx, url, judge=judge)
+                return time.perf_counter() - start
+
+            for r in range(rounds):
+                load.sample()
+                got: dict[str, list[float]] = {side: [] for side in SIDES}
+                count = per_round + (warmup if r == 0 else 0)
+                for i in range(count):
+                    turn = i % len(SIDES)
+                    for side in SIDES[turn:] + SIDES[:turn]:
+                        took = await one(side, f"bench-{side}-{r}-{i}")
+                        if r > 0 or i >= warmup:
+                            got[side].append(took)
+                for side in SIDES:
+                    samples[side].append(got[side])
+            load.sample()
+    return {"samples": samples, "price_atomic": price, "load": load.summary()}
+
+
+def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]]:
+    """Both of nib's compositions against the peer; one row each."""
+    rounds, per_round, warmup = (1, 3, 1) if quick else (5, 10, 3)
+    data = on_fresh_chain(
+        env, lambda e: run_async(lambda: _measure(e, rounds, per_round, warmup)))
+    by_round = data["samples"]
+    pooled = {side: [x for rnd in by_round[side] for x in rnd] for side in SIDES}
+    spreads = {side: Spread.of(pooled[side]) for side in SIDES}
+    peer = spreads["peer"]
+    details = [
+        f"x402 paid round trip: {rounds} rounds x {per_round} requests per side, the three "
+        f"sides' order rotating every request, {warmup} warm-up dropped; load {data['load']['text']}",
+        *(f"  {LABELS.get(side, 'peer: x402HttpxClient'):<34} {spreads[side]}  (round medians: "
+          + ", ".join(fmt_ms(median(rnd)) for rnd in by_round[side]) + ")" for side in SIDES),
+    ]
+    rows = []
+    for side in ("local", "services"):
+        ours = spreads[side]
+        med, p95 = ratio(ours.median, peer.median), ratio(ours.p95, peer.p95)
+        per_round_ratios = [ratio(median(o), median(p))
+                            for o, p in zip(by_round[side], by_round["peer"], strict=True)]
+        goal = GOALS[side]
+        details.append(
+            f"  {side}/peer: median {fmt_ratio(med)}, p95 {fmt_ratio(p95)}, per round "
+            + ", ".join(fmt_ratio(x) for x in per_round_ratios))
+        rows.append(Figure(
+            benchmark=f"x402 round trip, {LABELS[side]} vs the x402 client",
+            ours=str(ours),
+            peer=f"{peer} (x402HttpxClient)",
+            ratio=med,
+            notes=(
+                f"median {fmt_ratio(med)}, p95 {fmt_ratio(p95)}; round medians' ratios "
+                f"{fmt_ratio(min(per_round_ratios))}-{fmt_ratio(max(per_round_ratios))} over "
+                f"{rounds} rounds; {len(pooled[side])} paid GETs of {BENCH_PATH} "
+                f"({data['price_atomic']} atomic USDC) per side, interleaved with the other two "
+                "sides in one run. Ours: quote, JEV verdict (recorded), wallet checks and "
+                "signature, paid GET, settlement proven on chain, ledger (SQLite, a sync per "
+                "commit)" + (" through the judge and wallet services" if side == "services"
+                             else "") + "."
+            ),
+            details=tuple(details),
+            raw={"kind": "peer", "goal": f"median and p95 <= {goal}x",
+                 "met": med <= goal and p95 <= goal, "load": data["load"],
+                 "p95_ratio": p95, "round_ratios": per_round_ratios},
+        ).as_dict())
+    for row in rows:
+        row["details"] = details
+    return rows
+
+
+def report(rows: list[dict[str, Any]]) -> str:
+    return "\n".join(rows[0]["details"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--child"]:
+        child = _judge_child if args[1] == "judge" else _wallet_child
+        child(json.loads(args[2]))
+        return 0
+    return bench_main("python -m bench.roundtrip", __doc__, run, report, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,379 @@
+"""Scale curves: what one operation costs as the ledger and the outcomes grow, from 1k to
+10M rows (quick mode: 1k and 10k).
+
+For each size one SQLite store (each package's own migrations, then rows bulk-inserted
+in SQL: x402 ledger rows settled in runs of ten, calibration outcomes, verdict records,
+finished runs with their events; running totals and counts rebuilt in SQL) is built once
+and kept in ``~/.cache/nib/bench-scale`` under a key of the schema versions and this
+file's fill code, so a re-run measures rather than rebuilds. On each store:
+
+- **reserve**: ``SpendMeter.reserve`` of a new payment (durable: a sync per commit), the
+  median of many, as the wallet makes it on every purchase;
+- **judge decisions/s**: the JEV judge as ``nib run`` builds it (calibration store and
+  record of verdicts on the same file) deciding a purchase whose seller and fact kind own
+  every stored outcome;
+- **nib audit --run**, **nib report** and **reconcile** (``wallet.reconcile``, with the
+  per-row ``authorizationState`` read each settled x402 row needs) as their own
+  processes: wall time and peak memory (the kernel's max RSS of the child).
+
+The goal (issue 27) is flat: at most 1.2x from the smallest to the largest size. A
+command that does not finish within its time box at a size is reported as over it.
+
+``python -m bench.scale [--quick]``
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from bench._util import Figure, LoadWindow, bench_main, fmt_ratio, median, percentile
+
+__all__ = ["build", "main", "run"]
+
+SIZES = (1_000, 100_000, 1_000_000, 10_000_000)
+QUICK_SIZES = (1_000, 10_000)
+CACHE = Path(os.environ.get("NIB_BENCH_CACHE", Path.home() / ".cache" / "nib" / "bench-scale"))
+USDC = "0x5fbdb2315678afecb367f032d93f642f64180aa3"
+SELLER_ADDR = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc"
+SELLER = "http://seller.bench"
+SUBJECT = f"pay_http@{SELLER}"
+FACT = "gas_stats"
+#: One finished run per this many ledger rows; each run has two events.
+ROWS_PER_RUN = 10
+#: Longest a command may take at one size before it is reported as over its box.
+TIME_BOX_S = 240.0
+BATCH = 50_000
+GOAL = 1.2
+
+
+# ------------------------------------------------------------------------------ build
+
+
+def _fill(conn: sqlite3.Connection, n: int) -> None:
+    """``n`` settled x402 ledger rows and ``n`` outcomes, ``n / 10`` verdicts and runs."""
+    now = 1_800_000_000.0
+    for start in range(0, n, BATCH):
+        chunk = range(start, min(n, start + BATCH))
+        conn.executemany(
+            "INSERT INTO wallet_spends (id, run_id, verdict_id, payload_fingerprint, kind, "
+            "asset, amount, recipient, chain_id, status, tx_hash, auth_nonce, created_at, "
+            "updated_at, note, valid_before, gas_hold, resource) "
+            "VALUES (?,?,?,?,'x402',?,20000,?,31337,'settled',?,?,?,?,'',?,0,?)",
+            [(f"s{i:09d}", f"run-{i // ROWS_PER_RUN:08d}", f"v{i:09d}", "0x" + f"{i:064x}",
+              USDC, SELLER_ADDR, "0x" + f"{i + 1:064x}", "0x" + f"{i + 7:064x}", now + i,
+              now + i, int(now) + i + 300, f"{SELLER}/datasets/token/T{i % 97}")
+             for i in chunk],
+        )
+        conn.executemany(
+            "INSERT INTO judge_outcomes (ts, tool, fact_kind, p_used, covered, weight) "
+            "VALUES (?, ?, ?, ?, ?, 1)",
+            [(int(now) + i, SUBJECT, FACT, f"0.{(i * 7) % 90 + 10:02d}", int(i % 3 != 0))
+             for i in chunk],
+        )
+        tenth = range(chunk.start // ROWS_PER_RUN, chunk.stop // ROWS_PER_RUN)
+        conn.executemany(
+            "INSERT INTO judge_verdicts (id, decision, subject, task_id, payload_fingerprint, "
+            "amount, asset, recipient, chain_id, p, facts, issued_at, expires_at, consumed_at) "
+            "VALUES (?, 'approve', ?, ?, ?, 20000, ?, ?, 31337, '0.8', ?, ?, ?, ?)",
+            [(f"v{i:09d}", SUBJECT, f"run-{i:08d}", "0x" + f"{i:064x}", USDC, SELLER_ADDR,
+              FACT, int(now) + i, int(now) + i + 120, now + i) for i in tenth],
+        )
+        conn.executemany(
+            "INSERT INTO agent_runs (run_id, task, status, profile, stop_reason, finished, "
+            "started_at, ended_at, result) VALUES (?, ?, 'stopped', 'cheap', 'evidence-covered', "
+            "1, ?, ?, ?)",
+            [(f"run-{i:08d}", f"gas stats, please (#{i})", now + i, now + i + 2.5,
+              json.dumps({"run_id": f"run-{i:08d}", "stop_reason": "evidence-covered",
+                          "finished": True, "steps": 3, "answer": "gas stats bought",
+                          "spend": {"usdc_atomic": 20000, "gas_wei": 0}}))
+             for i in tenth],
+        )
+        conn.executemany(
+            "INSERT INTO agent_events (run_id, seq, type, data, ts) VALUES (?, ?, ?, ?, ?)",
+            [(f"run-{i:08d}", seq, kind, '{"tool":"pay_http","amount":20000}', now + i)
+             for i in tenth for seq, kind in ((1, "run.start"), (2, "tool.call"))],
+        )
+        conn.commit()
+
+
+def _cache_key() -> str:
+    from agent.store import MIGRATIONS as AGENT
+    from judge.calibration import MIGRATIONS as CALIBRATION
+    from judge.records import MIGRATIONS as RECORDS
+    from wallet._store import MIGRATIONS as WALLET
+
+    versions = [len(m) for m in (AGENT, CALIBRATION, RECORDS, WALLET)]
+    text = json.dumps(versions) + inspect.getsource(_fill)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def build(n: int, log: Callable[[str], None] = print) -> Path:
+    """The store of size ``n`` (built once per schema and fill code, then reused)."""
+    from agent.store import ensure_tables as agent_tables
+    from judge.calibration import BetaCalibrator, recount
+    from judge.records import VerdictRecords
+    from judge.storage import open_database
+    from wallet._store import Store
+    from wallet.totals import rebuild
+
+    path = CACHE / f"scale-{n}-{_cache_key()}.db"
+    if path.exists():
+        return path
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".building")
+    for leftover in CACHE.glob(f"{tmp.name}*"):
+        leftover.unlink()
+    started = time.perf_counter()
+    db = open_database(tmp)
+    agent_tables(db)
+    Store(db)
+    BetaCalibrator(db)
+    VerdictRecords(db)
+    conn = sqlite3.connect(tmp)
+    conn.execute("PRAGMA synchronous=OFF")
+    _fill(conn, n)
+    conn.close()
+    with db.transaction(lock="wallet") as tx:
+        rebuild(tx)
+        recount(tx)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    for old in CACHE.glob(f"scale-{n}-*.db"):
+        old.unlink()
+    tmp.rename(path)
+    log(f"bench.scale: built {n:,} rows in {time.perf_counter() - started:.0f} s: {path}")
+    return path
+
+
+# ------------------------------------------------------------------------------ measure
+
+
+class _Verdict:
+    def __init__(self, i: int) -> None:
+        self.id = f"bench-reserve-{time.time_ns()}-{i}"
+        self.payload_fingerprint = "0x" + "ab" * 32
+        self.asset = USDC
+        self.recipient = SELLER_ADDR
+        self.chain_id = 31337
+
+
+def _reserve_ms(path: Path, count: int) -> list[float]:
+    """Milliseconds per reservation (durable), each a new payment of its own run."""
+    from wallet.meter import SpendMeter
+
+    meter = SpendMeter(path, treasury_cap=10**15)
+    took = []
+    for i in range(count):
+        verdict = _Verdict(i)
+        start = time.perf_counter()
+        res = meter.reserve(f"bench-run-{verdict.id}", verdict, 20_000, 10**9, 10**15,
+                            resource=f"{SELLER}/bench/{verdict.id}")
+        took.append((time.perf_counter() - start) * 1000)
+        meter.release(res)
+    meter.store.close()
+    return took
+
+
+def _decisions_per_s(path: Path, seconds: float) -> float:
+    """Decisions per second of the judge as `nib run` builds it, on ``path``."""
+    from chain.devkeys import JUDGE, dev_account
+    from judge.calibration import BetaCalibrator
+    from judge.fingerprint import call_fingerprint, fingerprint
+    from judge.jev import Judge, PaidCallRequest
+    from judge.records import VerdictRecords
+    from judge.verdict import VerdictSigner
+
+    judge = Judge(VerdictSigner(dev_account(JUDGE)), BetaCalibrator(path),
+                  allowed_assets={31337: [USDC]}, records=VerdictRecords(path))
+    args = {"url": f"{SELLER}/analytics/gas"}
+    request = PaidCallRequest(
+        tool="pay_http", args=args, call_fingerprint=call_fingerprint("pay_http", args),
+        payload_fingerprint=fingerprint({"x402": "bench"}), price=20_000, asset=USDC,
+        recipient=SELLER_ADDR, chain_id=31337, remaining_budget=10**9, balance=10**12,
+        per_call_cap=10**9, spend_cap=10**9, missing=(FACT,), tool_facts=(FACT,),
+        declared_coverage=Decimal("0.8"), seller=SELLER)
+    first = judge.decide(request)
+    if first.decision != "approve":
+        raise RuntimeError(f"bench.scale: the judge ruled {first.decision}: {first.reason}")
+    done, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        judge.decide(request)
+        done += 1
+    return done / (time.perf_counter() - start)
+
+
+_PROBE = """
+import resource, runpy, sys
+args = sys.argv[1:]
+try:
+    if args[0] == "-c":
+        sys.argv = ["-c", *args[2:]]
+        exec(compile(args[1], "<probe>", "exec"), {"__name__": "__main__"})
+    else:
+        sys.argv = args
+        runpy.run_module(args[0], run_name="__main__", alter_sys=True)
+except SystemExit as exc:
+    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+else:
+    code = 0
+sys.stderr.write("\\nPEAK_RSS_KB=%d\\n" % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+sys.exit(code)
+"""
+
+
+def _command(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and peak MiB of ``argv``; (inf, nan) past the time box."""
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-c", _PROBE, *argv], env=env,
+                              capture_output=True, text=True, timeout=TIME_BOX_S, check=False)
+    except subprocess.TimeoutExpired:
+        return float("inf"), float("nan")
+    took = time.perf_counter() - start
+    if proc.returncode not in (0, 1, 3):  # a reconcile with alarms exits non-zero
+        raise RuntimeError(f"bench.scale: `{' '.join(argv[:4])}` exited {proc.returncode}: "
+                           f"{(proc.stderr or proc.stdout)[-400:]}")
+    peak = next((int(line.split("=", 1)[1]) / 1024 for line in reversed(proc.stderr.splitlines())
+                 if line.startswith("PEAK_RSS_KB=")), float("nan"))
+    return took, peak
+
+
+def _reconcile_code(path: Path, rpc_url: str, usdc: str) -> str:
+    return (
+        "from chain.client import ChainClient\n"
+        "from chain.devkeys import AGENT, dev_account\n"
+        "from wallet.reconcile import reconcile\n"
+        f"chain = ChainClient({rpc_url!r}, 31337)\n"
+        f"r = reconcile({str(path)!r}, chain, {usdc!r}, dev_account(AGENT).address, 0)\n"
+        "print(len(r.matched), len(r.unmatched_ledger))\n"
+    )
+
+
+def _commands(path: Path, n: int, rpc_url: str, usdc: str,
+              over: set[str]) -> dict[str, tuple[float, float]]:
+    home = path.parent / f"home-{n}"
+    home.mkdir(exist_ok=True)
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "NIB_HOME": str(home), "NIB_DB_PATH": str(path),
+           "PYTHONPATH": str(repo), "NIB_NETWORK": "anvil"}
+    run_id = f"run-{n // ROWS_PER_RUN // 2:08d}"
+    plans = {
+        "audit --run": ["agent.cli", "audit", "--run", run_id, "--json"],
+        "report": ["agent.cli", "report", "--out", str(home / "report.html")],
+        "reconcile": ["-c", _reconcile_code(path, rpc_url, usdc)],
+    }
+    got = {}
+    for name, argv in plans.items():
+        got[name] = (float("inf"), float("nan")) if name in over else _command(argv, env)
+        if got[name][0] == float("inf"):
+            over.add(name)
+    return got
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    from chain.client import ChainClient
+    from chain.devkeys import DEPLOYER, dev_account
+    from chain.devnet import AnvilProcess
+    from chain.usdc import deploy_test_usdc
+
+    sizes = QUICK_SIZES if quick else SIZES
+    load = LoadWindow()
+    results: dict[int, dict[str, Any]] = {}
+    paths = {n: build(n) for n in sizes}
+    anvil = AnvilProcess(port=0, log=CACHE / "anvil.log")
+    try:
+        usdc = deploy_test_usdc(ChainClient(anvil.rpc_url, 31337).w3, dev_account(DEPLOYER))
+        over: set[str] = set()
+        for n in sizes:
+            load.sample()
+            reserve = _reserve_ms(paths[n], 40 if quick else 200)
+            rate = _decisions_per_s(paths[n], 0.5 if quick else 3.0)
+            results[n] = {"reserve": reserve, "decide": rate,
+                          **_commands(paths[n], n, anvil.rpc_url, usdc, over)}
+        load.sample()
+    finally:
+        anvil.stop()
+    return _rows(results, sizes, load.summary())
+
+
+def _cell(seconds: float, peak: float) -> str:
+    if seconds == float("inf"):
+        return f"> {TIME_BOX_S:.0f} s"
+    return f"{seconds:.2f} s / {peak:.0f} MiB"
+
+
+def _rows(results: dict[int, dict[str, Any]], sizes: tuple[int, ...],
+          load: dict[str, Any]) -> list[dict[str, Any]]:
+    lo, hi = sizes[0], sizes[-1]
+    head = "rows/outcomes" + "".join(f"{n:>22,}" for n in sizes)
+    lines = [
+        f"store sizes: {', '.join(f'{n:,}' for n in sizes)} ledger rows and outcomes "
+        f"(verdicts and runs: a tenth); load {load['text']}",
+        head,
+        "reserve median ms   " + "".join(f"{median(results[n]['reserve']):>22.2f}" for n in sizes),
+        "reserve p95 ms      " + "".join(
+            f"{percentile(results[n]['reserve'], 95):>22.2f}" for n in sizes),
+        "judge decisions/s   " + "".join(f"{results[n]['decide']:>22,.0f}" for n in sizes),
+        *(f"{name:<20}" + "".join(f"{_cell(*results[n][name]):>22}" for n in sizes)
+          for name in ("audit --run", "report", "reconcile")),
+    ]
+    rows = []
+
+    def row(name: str, ours_lo: float, ours_hi: float, unit: str, growth: float,
+            note: str) -> None:
+        rows.append(Figure(
+            benchmark=f"scale: {name}, {lo:,} -> {hi:,} rows",
+            ours=f"{ours_hi:,.2f} {unit} at {hi:,}",
+            peer=f"{ours_lo:,.2f} {unit} at {lo:,}",
+            ratio=growth,
+            notes=note,
+            details=tuple(lines),
+            raw={"kind": "own", "goal": f"flat: <= {GOAL}x", "met": growth <= GOAL,
+                 "load": load},
+        ).as_dict())
+
+    r_lo, r_hi = median(results[lo]["reserve"]), median(results[hi]["reserve"])
+    row("per-payment reserve", r_lo, r_hi, "ms", r_hi / r_lo,
+        "median ms of SpendMeter.reserve (a sync per commit) at the largest vs the smallest "
+        "store; a cost ratio, lower is better")
+    d_lo, d_hi = results[lo]["decide"], results[hi]["decide"]
+    row("judge decisions/s (records on)", d_lo, d_hi, "/s", d_lo / d_hi,
+        "decisions per second at the smallest / the largest store (so above 1 is slower "
+        "at scale); the judge keeps its records and calibration store on the same file")
+    for name in ("audit --run", "report", "reconcile"):
+        s_lo, m_lo = results[lo][name]
+        s_hi, m_hi = results[hi][name]
+        growth = s_hi / s_lo if s_lo else float("nan")
+        row(f"nib {name}", s_lo, s_hi, "s", growth,
+            f"wall time of the command as its own process (interpreter start included); "
+            f"peak memory {_mib(m_hi)} at {hi:,} vs {_mib(m_lo)} at {lo:,}"
+            + (f"; over its {TIME_BOX_S:.0f} s box at {hi:,}" if s_hi == float("inf") else ""))
+    return rows
+
+
+def _mib(value: float) -> str:
+    return "?" if value != value else f"{value:.0f} MiB"
+
+
+def report(rows: list[dict[str, Any]]) -> str:
+    return "\n".join(rows[0]["details"]) + "\n" + "\n".join(
+        f"  {r['benchmark']}: {fmt_ratio(r['ratio'])}" for r in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return bench_main("python -m bench.scale", __doc__, run, report, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
