@@ -105,7 +105,8 @@ def _judge_child(config: dict[str, Any]) -> None:
     # As `nib judge serve` builds it (agent.cli.runtime.build_local_judge, service=True).
     judge = Judge(
         VerdictSigner(dev_account(JUDGE)), BetaCalibrator(db), allowed_assets={31337: [config["usdc"]]},
-        records=VerdictRecords(db), tasks=TaskRegistry(db), require_task=True,
+        records=VerdictRecords(db, wallet_syncs_after=True), tasks=TaskRegistry(db),
+        require_task=True,
         balance_of=lambda asset: chain.token_balance(asset, agent),
     )
     with JudgeServer(judge, token=SERVICES_TOKEN, admin_token=ADMIN) as judge_server:
@@ -202,7 +203,8 @@ def in_process(env: BenchEnv, name: str) -> tuple[Any, Any]:
 
     db = env.tmp / f"{name}.db"
     judge = Judge(VerdictSigner(dev_account(JUDGE)), BetaCalibrator(db),
-                  allowed_assets={env.network.chain_id: [env.usdc]}, records=VerdictRecords(db))
+                  allowed_assets={env.network.chain_id: [env.usdc]},
+                  records=VerdictRecords(db, wallet_syncs_after=True))
     wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=db,
                     chain=ChainClient(env.rpc_url, env.network.chain_id), usdc=env.usdc,
                     trusted_judge=judge.address, recheck=judge.recheck)

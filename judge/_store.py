@@ -32,9 +32,10 @@ class Store:
             migrate(self.db, component, migrations)
 
     @contextmanager
-    def transaction(self) -> Iterator[Tx]:
-        """An atomic write section holding the judge lock (rollback on error)."""
-        with self.db.transaction(lock=LOCK) as tx:
+    def transaction(self, *, durable: bool = True) -> Iterator[Tx]:
+        """An atomic write section holding the judge lock (rollback on error);
+        ``durable=False``: see ``Database.transaction``."""
+        with self.db.transaction(lock=LOCK, durable=durable) as tx:
             yield tx
 
     def query(self, sql: str, params: tuple[object, ...] = ()) -> list[dict[str, object]]:

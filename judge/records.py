@@ -189,6 +189,14 @@ class VerdictRecords:
 
     ``db`` is a SQLite path, a ``postgresql://`` URL, an open ``storage.Database``, or
     ``None`` for memory (tests; single use then holds only within this process).
+
+    ``wallet_syncs_after``: the wallet that re-checks keeps its ledger in this same database
+    (one SQLite file, or one PostgreSQL cluster) and commits its reservation durably after
+    the re-check and before anything is signed (as ``nib run`` and ``nib services up``
+    compose them). Consuming then commits without waiting for the disk: the wallet's
+    synced commit flushes the same write-ahead log past it, so a consumption lost in an OS
+    crash is one no signature followed. Leave it False for a judge whose wallets keep their
+    ledgers elsewhere.
     """
 
     def __init__(
@@ -196,9 +204,11 @@ class VerdictRecords:
         db: Location | Database | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        wallet_syncs_after: bool = False,
     ) -> None:
         self._store = Store(db, component="judge.records", migrations=MIGRATIONS)
         self._clock = clock
+        self._consume_durable = not wallet_syncs_after
 
     def issued(
         self,
@@ -342,7 +352,7 @@ class VerdictRecords:
         ``needs_grant`` says needed a human's grant and was issued without one),
         VerdictRevoked, or VerdictConsumed (a second use, from any wallet).
         """
-        with self._store.transaction() as conn:
+        with self._store.transaction(durable=self._consume_durable) as conn:
             rec = _issued(conn, verdict.id)
             if rec is None:
                 raise VerdictUnknown(

@@ -154,9 +154,11 @@ class Store:
         return self.db.conn
 
     @contextmanager
-    def transaction(self) -> Iterator[Tx]:
-        """An atomic write section holding the wallet lock (rollback on error)."""
-        with self.db.transaction(lock=LOCK) as tx:
+    def transaction(self, *, durable: bool = True) -> Iterator[Tx]:
+        """An atomic write section holding the wallet lock (rollback on error);
+        ``durable=False`` only for writes whose loss fails closed (see
+        ``Database.transaction``)."""
+        with self.db.transaction(lock=LOCK, durable=durable) as tx:
             yield tx
 
     def query(self, sql: str, params: tuple[object, ...] = ()) -> list[dict[str, object]]:

@@ -216,13 +216,15 @@ class Ledger:
         valid_before: int | None = None,
         note: str | None = None,
         tx_nonce: int | None = None,
+        durable: bool = True,
     ) -> SpendRow:
         """Move row ``spend_id`` to status ``to`` atomically; refuse illegal transitions.
 
         ``to`` equal to the current status is allowed: it only records the other fields
-        (a note on a row that stays pending, for instance).
+        (a note on a row that stays pending, for instance). ``durable=False``: see
+        ``Store.transaction`` (only for a transition whose loss leaves the row holding).
         """
-        with self.store.transaction() as conn:
+        with self.store.transaction(durable=durable) as conn:
             transition_in(
                 conn,
                 spend_id,

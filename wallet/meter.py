@@ -255,9 +255,13 @@ class SpendMeter:
 
         Warning: the header carries a bearer authorization; it is stored only so the same
         one (never a second) can be handed to the same seller again.
+
+        Committed without waiting for the disk: lost in an OS crash, the row stays signed
+        with no header to re-send, so no second authorization is signed for the resource
+        until reconciliation settles or fails the first (fails closed).
         """
         spend_id = _rid(res)
-        with self.store.transaction() as conn:
+        with self.store.transaction(durable=False) as conn:
             conn.execute(
                 f"UPDATE {SPENDS} SET x402_payment = ? WHERE id = ? AND status = 'signed'",
                 (json.dumps(list(header)), spend_id),
@@ -266,13 +270,18 @@ class SpendMeter:
         return self.ledger.get(spend_id)
 
     def settle(self, res: Reservation | str, tx_hash: str) -> SpendRow:
-        """Record that ``res``'s money moved on chain in ``tx_hash`` (final)."""
+        """Record that ``res``'s money moved on chain in ``tx_hash`` (final).
+
+        Committed without waiting for the disk: lost in an OS crash, the row stays signed,
+        holding its share of the cap and the balance, until reconciliation finds the
+        transfer on chain and settles it again (fails closed).
+        """
         if not isinstance(tx_hash, str) or not tx_hash.startswith("0x"):
             raise LedgerError(
                 f"settle needs a 0x-prefixed transaction hash; got {tx_hash!r}. Fix: pass "
                 "the hash from the receipt or the seller's PAYMENT-RESPONSE."
             )
-        return self.ledger.transition(_rid(res), "settled", tx_hash=tx_hash)
+        return self.ledger.transition(_rid(res), "settled", tx_hash=tx_hash, durable=False)
 
     def fail(self, res: Reservation | str, note: str = "") -> SpendRow:
         """Record that ``res`` did not move money (frees its share of the cap).

@@ -417,7 +417,10 @@ def build_local_judge(
         signer,
         calibrator,
         allowed_assets={network.chain_id: [network.usdc or ""]},
-        records=VerdictRecords(db),
+        # The wallet keeps its ledger in this same database (in-process: this file; as
+        # services: the services' records, checked by _same_database) and syncs
+        # its reservation after each re-check.
+        records=VerdictRecords(db, wallet_syncs_after=True),
         **extra,
     )
 

@@ -274,12 +274,18 @@ class Database:
     # ------------------------------------------------------------------ write sections
 
     @contextmanager
-    def transaction(self, lock: str | None = "nib") -> Iterator[Tx]:
+    def transaction(self, lock: str | None = "nib", *, durable: bool = True) -> Iterator[Tx]:
         """An atomic write section holding ``lock`` (see the module doc); rolled back on error.
 
         ``lock=None`` takes no named lock on PostgreSQL: the section locks only the rows it
         selects ``FOR UPDATE`` (the queue's claims). Sections nest: an inner
-        ``transaction()`` joins the outer one.
+        ``transaction()`` joins the outer one (and its durability).
+
+        ``durable=False`` commits without waiting for the disk (SQLite: the section runs at
+        ``synchronous=NORMAL``, which survives a crash of the process, not of the OS; the
+        next durable commit syncs it too; PostgreSQL: ``synchronous_commit = off`` for this
+        transaction). Only for writes whose loss fails closed: a row left holding money it
+        no longer holds, never one that frees it.
         """
         with self.lock:
             if self._in_tx:
@@ -287,18 +293,30 @@ class Database:
                 return
             if self.dialect == "postgres" and lock is not None:
                 self._ensure_lock_row(lock)
-            self._execute("BEGIN IMMEDIATE" if self.dialect == "sqlite" else "BEGIN", ())
-            self._in_tx = True
+            relaxed = not durable and self.dialect == "sqlite" and bool(self._syncs)
+            if relaxed:
+                self._execute("PRAGMA synchronous=NORMAL", ())
             try:
-                if self.dialect == "postgres" and lock is not None:
-                    self._execute("SELECT name FROM nib_locks WHERE name = ? FOR UPDATE", (lock,))
-                yield self._tx
-            except BaseException:
+                self._execute("BEGIN IMMEDIATE" if self.dialect == "sqlite" else "BEGIN", ())
+                self._in_tx = True
+                try:
+                    if self.dialect == "postgres":
+                        if lock is not None:
+                            self._execute(
+                                "SELECT name FROM nib_locks WHERE name = ? FOR UPDATE", (lock,)
+                            )
+                        if not durable:
+                            self._execute("SET LOCAL synchronous_commit = off", ())
+                    yield self._tx
+                except BaseException:
+                    self._in_tx = False
+                    self._rollback()
+                    raise
                 self._in_tx = False
-                self._rollback()
-                raise
-            self._in_tx = False
-            self._execute("COMMIT", ())
+                self._execute("COMMIT", ())
+            finally:
+                if relaxed:
+                    self._execute(f"PRAGMA synchronous={self._syncs}", ())
 
     # ------------------------------------------------------------------ mutexes
 

@@ -74,3 +74,26 @@ def test_a_decision_never_recounts_the_outcomes(signer: VerdictSigner, tmp_path:
     judge.recheck(last)
     judge.record_outcome(last.id, "gas_stats", False)
     assert judge.decide(_paid(201)).p < ps[0]
+
+
+def test_consuming_waits_for_the_disk_unless_the_wallet_syncs_after(
+    signer: VerdictSigner, store_location: str | Path
+) -> None:
+    """A judge whose wallet keeps its ledger in the same database and syncs its reservation
+    after the re-check (nib run's and nib services up's composition) consumes without its
+    own wait for the disk; any other judge syncs the consumption itself."""
+    from judge.verdict import Verdict
+
+    relaxed = ("PRAGMA synchronous=NORMAL", "SET LOCAL synchronous_commit = off")
+    for shared in (False, True):
+        db = open_database(store_location)
+        records = VerdictRecords(db, wallet_syncs_after=shared)
+        judge = Judge(signer, BetaCalibrator(db), allowed_assets={31337: [USDC]},
+                      balance_of=lambda asset: 50_000_000, records=records,
+                      tasks=TaskRegistry(db), require_task=True)
+        judge.register_task(TASK)
+        verdict: Verdict = judge.decide(_paid(300 + shared))
+        with recording(db) as [log]:  # type: ignore[list-item]
+            judge.recheck(verdict)
+        assert bool([s for s, _ in log.statements if s in relaxed]) is shared
+        assert records.standing(verdict.id, verdict.payload_fingerprint) == "consumed"

@@ -76,3 +76,25 @@ def test_treasury_and_balance_refusals_read_the_running_totals(
         meter.reserve("run-2", FakeVerdict(), DIME, ONE, 2 * DIME)
     meter.release(first)  # frees both totals
     assert meter.reserve("run-2", FakeVerdict(), 2 * DIME, ONE, 2 * DIME)
+
+
+def test_only_writes_that_fail_closed_skip_the_disk_wait(store_location: str | Path) -> None:
+    """Settling and storing the payment header commit without waiting for the disk (lost
+    in an OS crash, the row stays signed: it keeps holding cap and balance, and no second
+    authorization is signed); the reservation that precedes a signature still syncs, and
+    the connection is back to syncing afterwards."""
+    meter = SpendMeter(store_location)
+    db = meter.store.db
+    relaxed = ("PRAGMA synchronous=NORMAL", "SET LOCAL synchronous_commit = off")
+    with recording(db) as [reserve]:
+        res = meter.reserve("run-1", FakeVerdict(), DIME, ONE, 10 * ONE,
+                            authorization=("0x" + "11" * 32, 2_000_000_000))
+    with recording(db) as [after]:
+        meter.keep_payment(res, ("PAYMENT-SIGNATURE", "e30="))
+        meter.settle(res, "0x" + "22" * 32)
+    assert not [s for s, _ in reserve.statements if s in relaxed]
+    assert len([s for s, _ in after.statements if s in relaxed]) == 2
+    if db.dialect == "sqlite":
+        assert db.scalar("PRAGMA synchronous") == 2
+    again = SpendMeter(store_location)
+    assert again.ledger.get(res.id).status == "settled"
