@@ -36,7 +36,9 @@ __all__ = [
     "on_fresh_chain",
     "percentile",
     "ratio",
+    "report_rows",
     "run_async",
+    "with_details",
 ]
 
 
@@ -425,6 +427,18 @@ def on_fresh_chain(env: BenchEnv | None, measure: Callable[[BenchEnv], Any]) -> 
             return on_fresh_chain(own, measure)
     env.reset_chain()
     return measure(env)
+
+
+def with_details(rows: list[dict[str, Any]], details: Sequence[str]) -> list[dict[str, Any]]:
+    """``rows`` of one module, each carrying the module's whole details (printed once)."""
+    for row in rows:
+        row["details"] = list(details)
+    return rows
+
+
+def report_rows(rows: list[dict[str, Any]]) -> str:
+    """The details a module's rows share, as its command line prints them."""
+    return "\n".join(rows[0]["details"])
 
 
 def fmt_ratio(value: float) -> str:

@@ -28,7 +28,16 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from bench._util import Figure, LoadWindow, bench_main, fmt_ratio, median, ratio
+from bench._util import (
+    Figure,
+    LoadWindow,
+    bench_main,
+    fmt_ratio,
+    median,
+    ratio,
+    report_rows,
+    with_details,
+)
 
 __all__ = ["main", "rate", "run"]
 
@@ -193,13 +202,11 @@ def _measure(
                      "load": load.summary()},
             ).as_dict()
         )
-    for row in rows:
-        row["details"] = details
-    return rows
+    return with_details(rows, details)
 
 
-def report(result: list[dict[str, Any]]) -> str:
-    return "\n".join(result[0]["details"])
+def report(rows: list[dict[str, Any]]) -> str:
+    return report_rows(rows)
 
 
 def main(argv: list[str] | None = None) -> int:

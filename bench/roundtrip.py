@@ -43,7 +43,9 @@ from bench._util import (
     median,
     on_fresh_chain,
     ratio,
+    report_rows,
     run_async,
+    with_details,
 )
 
 __all__ = ["Services", "in_process", "main", "peer_client", "peer_x402", "register", "run"]
@@ -320,13 +322,11 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]
                  "met": med <= goal and p95 <= goal, "load": data["load"],
                  "p95_ratio": p95, "round_ratios": per_round_ratios},
         ).as_dict())
-    for row in rows:
-        row["details"] = details
-    return rows
+    return with_details(rows, details)
 
 
 def report(rows: list[dict[str, Any]]) -> str:
-    return "\n".join(rows[0]["details"])
+    return report_rows(rows)
 
 
 def main(argv: list[str] | None = None) -> int:

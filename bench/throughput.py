@@ -28,7 +28,17 @@ from typing import Any
 
 import httpx
 
-from bench._util import BenchEnv, Figure, LoadWindow, bench_main, fmt_ratio, median, ratio
+from bench._util import (
+    BenchEnv,
+    Figure,
+    LoadWindow,
+    bench_main,
+    fmt_ratio,
+    median,
+    ratio,
+    report_rows,
+    with_details,
+)
 
 __all__ = ["main", "run"]
 
@@ -191,13 +201,11 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]
         details=tuple(details),
         raw={"kind": "limit", "goal": "-", "met": None, "load": summary},
     ).as_dict())
-    for row in rows:
-        row["details"] = details
-    return rows
+    return with_details(rows, details)
 
 
 def report(rows: list[dict[str, Any]]) -> str:
-    return "\n".join(rows[0]["details"])
+    return report_rows(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
