@@ -19,7 +19,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agent.loop.result import AgentResult, StopReason
 from agent.queue import QueuedTask, TaskQueue
@@ -85,7 +85,7 @@ class Worker:
         self.name = name or process_identity()
         self.poll_s = poll_s
         self.max_attempts = max_attempts
-        self._active: dict[str, asyncio.Task[Any]] = {}
+        self._active: dict[str, asyncio.Task[None]] = {}
 
     async def run(self, *, drain: bool = False, stop: asyncio.Event | None = None) -> WorkerSummary:
         """Work until ``stop`` is set, or, with ``drain``, until no task is queued, running

@@ -3,8 +3,6 @@ coverage, spend and the counters the progress detectors read."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from agent.loop.context import RunContext
 from agent.loop.history import one_line
 from agent.loop.result import EvidenceItem
@@ -19,7 +17,7 @@ class Learning:
     def __init__(self, run: RunContext) -> None:
         self.run = run
 
-    def record(self, tool: Tool, norm: dict[str, Any], fp: str, obs: Observation) -> None:
+    def record(self, tool: Tool, norm: dict[str, object], fp: str, obs: Observation) -> None:
         """Record one executed call: audit, executed set, evidence, coverage, counters."""
         run, st = self.run, self.run.state
         st.attempted.append(fp)
@@ -106,7 +104,7 @@ class Learning:
             run.emit("coverage", {"step": run.state.step, "covered": newly, "evidence": eid})
 
 
-def _offer_rows(offers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _offer_rows(offers: list[dict[str, object]]) -> list[dict[str, object]]:
     """Discovery results as the audit keeps them: what, where, how much, for which kinds."""
     keep = ("resource", "method", "tool", "price", "kinds", "allowlisted")
     return [{k: o.get(k) for k in keep} for o in offers if isinstance(o, dict)]

@@ -11,7 +11,6 @@ is recorded on the run the first time it is known and whenever it changes.
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
 
 from agent.errors import ModelUnavailable
 from agent.interrupts import within
@@ -35,7 +34,7 @@ class ModelCaller:
         self,
         purpose: Purpose,
         messages: list[Message],
-        context: dict[str, Any] | None = None,
+        context: dict[str, object] | None = None,
         *,
         output: OutputSchema | None = None,
     ) -> str:
@@ -46,7 +45,7 @@ class ModelCaller:
         self,
         purpose: Purpose,
         messages: list[Message],
-        context: dict[str, Any] | None = None,
+        context: dict[str, object] | None = None,
         *,
         tools: tuple[ToolSpec, ...] = (),
         text_protocol: str = "",

@@ -12,7 +12,7 @@ import dataclasses
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from agent.errors import RunStateError
 from agent.interrupts import Interrupted
@@ -49,9 +49,9 @@ _ACTION: dict[type, str] = {
 }
 
 
-def _proposal_event(step: int, proposal: Proposal) -> dict[str, Any]:
+def _proposal_event(step: int, proposal: Proposal) -> dict[str, object]:
     """Every call as proposed, gated or not: the audit shows what the model asked for."""
-    data: dict[str, Any] = {"step": step, "action": _ACTION[type(proposal)]}
+    data: dict[str, object] = {"step": step, "action": _ACTION[type(proposal)]}
     if isinstance(proposal, Call):
         data.update(tool=proposal.tool, args=literal_args(proposal.args))
     if isinstance(proposal, Call | Batch):

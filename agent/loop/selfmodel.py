@@ -12,7 +12,6 @@ import asyncio
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import metadata
-from typing import Any
 
 from agent.loop.budget import BudgetGate
 from agent.loop.context import RunContext
@@ -54,7 +53,7 @@ class SelfModel:
     deadline_left_s: float
     tools: tuple[tuple[str, str], ...]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["tools"] = [{"name": n, "kind": k} for n, k in self.tools]
         return data

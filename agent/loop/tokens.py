@@ -24,7 +24,6 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Any
 
 __all__ = [
     "MESSAGE_OVERHEAD",
@@ -94,12 +93,12 @@ def count_text(text: str) -> int:
     return total
 
 
-def count_json(value: Any) -> int:
+def count_json(value: object) -> int:
     """Estimated tokens of ``value`` written as compact JSON (tool schemas, tool calls)."""
     return count_text(json.dumps(value, sort_keys=True, default=str, separators=(",", ":")))
 
 
-def count_messages(messages: Iterable[Mapping[str, Any]], tools: Any = ()) -> int:
+def count_messages(messages: Iterable[Mapping[str, object]], tools: object = ()) -> int:
     """Estimated input tokens of a chat request made of ``messages`` (and tool schemas).
 
     ``tools`` is any JSON-able description of the tools offered (they travel in the
