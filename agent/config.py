@@ -8,6 +8,7 @@ raises AgentConfigError naming the file, what was wrong, and the fix.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import tomllib
 from pathlib import Path
@@ -241,8 +242,6 @@ def known_variables() -> set[str]:
 
 
 def _nearest(name: str, known: set[str]) -> str | None:
-    import difflib
-
     found = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
     return found[0] if found else None
 

@@ -10,6 +10,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from chain.money import format_usdc
+
 __all__ = [
     "DEPENDENCY_STOPS",
     "PROCESS_DIED",
@@ -182,8 +184,6 @@ class SpendSummary(BaseModel):
     @classmethod
     def from_meter(cls, usage: Any) -> SpendSummary:
         """A run's spend from the meter's ``usage(run_id)`` (settled, reserved, gas_wei)."""
-        from chain.money import format_usdc
-
         total = int(usage.settled) + int(usage.reserved)
         return cls(
             usdc_atomic=total,

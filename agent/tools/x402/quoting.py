@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from agent.errors import ToolError
 from agent.tools.base import Observation, Quote, ToolContext
-from agent.tools.chain_reads import format_usdc, usdc_address
+from agent.tools.chain_reads import usdc_address
 from agent.tools.x402.protocol import (
     AnyRequirement,
     X402ProtocolError,
@@ -20,7 +20,8 @@ from agent.tools.x402.protocol import (
     requirement_amount,
     requirement_chain_id,
 )
-from chain.usdc import AuthorizationTypedData
+from chain.money import format_usdc
+from chain.usdc import AuthorizationTypedData, token_domain
 from judge.fingerprint import typed_data_fingerprint
 from wallet.errors import SettlementUnproven
 
@@ -100,8 +101,6 @@ async def check_token_domain(tool: str, requirement: AnyRequirement, ctx: ToolCo
     token's own (read from the chain, and equal to the network's pinned one when
     configuration pins it): the token would reject the signature, so every payment would
     fail while its authorization stayed live."""
-    from chain.usdc import token_domain
-
     usdc = str(requirement.asset)
     key = (ctx.network.chain_id, usdc.lower(), ctx.network.domain)
     if key not in _DOMAINS:
