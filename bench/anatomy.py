@@ -54,7 +54,7 @@ def count_operations(providers: list[Any]) -> Iterator[collections.Counter[str]]
 
     def execute(self: Any, statement: str, params: Any) -> Any:
         head = statement.split(None, 1)[0].upper() if statement.strip() else ""
-        if statement in ("PRAGMA synchronous=NORMAL", "SET LOCAL synchronous_commit = off"):
+        if statement == "SET LOCAL synchronous_commit = off":
             relaxed.add(id(self))
         elif head.startswith("PRAGMA") or head == "SET":
             pass  # restoring the level, not a statement of the purchase
@@ -63,7 +63,7 @@ def count_operations(providers: list[Any]) -> Iterator[collections.Counter[str]]
         autocommit = head in ("INSERT", "UPDATE", "DELETE") and not self._in_tx
         if head == "COMMIT" or autocommit:
             synced = id(self) not in relaxed
-            if autocommit and self.dialect == "sqlite":  # Database.execute(durable=False)
+            if self.dialect == "sqlite":  # the level the connection is at (PRAGMA synchronous)
                 synced = int(self.conn.execute("PRAGMA synchronous").fetchone()[0]) >= 2
             counts["sql commits, synced" if synced else "sql commits, not synced"] += 1
             relaxed.discard(id(self))

@@ -108,27 +108,35 @@ def _fill(conn: sqlite3.Connection, n: int) -> None:
 
 
 def _cache_key() -> str:
-    from agent.store import MIGRATIONS as AGENT
-    from judge.calibration import MIGRATIONS as CALIBRATION
-    from judge.records import MIGRATIONS as RECORDS
-    from wallet._store import MIGRATIONS as WALLET
+    """Names a store by the code that filled it; a store of an older schema is migrated
+    forward when it is reused (every component's migrations are idempotent)."""
+    return hashlib.sha256(inspect.getsource(_fill).encode()).hexdigest()[:12]
 
-    versions = [len(m) for m in (AGENT, CALIBRATION, RECORDS, WALLET)]
-    text = json.dumps(versions) + inspect.getsource(_fill)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+def _schema(db: Any) -> None:
+    """Every component's tables at the newest schema version (idempotent)."""
+    from agent.store import ensure_tables as agent_tables
+    from judge.calibration import BetaCalibrator
+    from judge.records import VerdictRecords
+    from wallet._store import Store
+
+    agent_tables(db)
+    Store(db)
+    BetaCalibrator(db)
+    VerdictRecords(db)
 
 
 def build(n: int, log: Callable[[str], None] = print) -> Path:
     """The store of size ``n`` (built once per schema and fill code, then reused)."""
-    from agent.store import ensure_tables as agent_tables
-    from judge.calibration import BetaCalibrator, recount
-    from judge.records import VerdictRecords
+    from judge.calibration import recount
     from judge.storage import open_database
-    from wallet._store import Store
     from wallet.totals import rebuild
 
     path = CACHE / f"scale-{n}-{_cache_key()}.db"
     if path.exists():
+        db = open_database(path)
+        _schema(db)
+        db.close()
         return path
     CACHE.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".building")
@@ -136,10 +144,7 @@ def build(n: int, log: Callable[[str], None] = print) -> Path:
         leftover.unlink()
     started = time.perf_counter()
     db = open_database(tmp)
-    agent_tables(db)
-    Store(db)
-    BetaCalibrator(db)
-    VerdictRecords(db)
+    _schema(db)
     conn = sqlite3.connect(tmp)
     conn.execute("PRAGMA synchronous=OFF")
     _fill(conn, n)

@@ -275,12 +275,12 @@ class BetaCalibrator:
         """(covered, total) outcome weight recorded for (tool, fact kind), from the running
         counts (one primary-key range of at most ten rows), never from the outcomes."""
         with self._lock:
-            [row] = self.db.query(
-                f"SELECT COALESCE(SUM(hit_weight), 0) AS hits, COALESCE(SUM(weight), 0) AS n "
+            row = self.db.one(
+                f"SELECT COALESCE(SUM(hit_weight), 0), COALESCE(SUM(weight), 0) "
                 f"FROM {COUNTS_TABLE} WHERE tool = ? AND fact_kind = ?",
-                [tool, fact_key(fact_kind)],
-            )
-        return cell_int(row["hits"]), cell_int(row["n"])
+                (tool, fact_key(fact_kind)),
+            ) or (0, 0)
+        return cell_int(row[0]), cell_int(row[1])
 
     def p(self, tool: str, fact_kind: str, prior: Decimal | None = None) -> Decimal:
         """Posterior mean, quantised to 6 decimals: (a + hits) / (a + b + n)."""

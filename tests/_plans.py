@@ -28,6 +28,29 @@ class Recorded:
 
     db: Database
     statements: list[tuple[str, tuple[object, ...]]] = field(default_factory=list)
+    #: The connection's synchronous level when recording began (SQLite; 0 elsewhere).
+    level: int = 0
+
+    def commits(self) -> list[bool]:
+        """Whether each commit in order waited for the disk: COMMIT, or a write outside a
+        transaction, at the SQLite level then in effect (FULL or EXTRA: synced), or on
+        PostgreSQL unless its transaction set ``synchronous_commit = off``."""
+        level, in_tx, relaxed, out = self.level, False, False, []
+        for sql, _ in self.statements:
+            head = sql.split(None, 1)[0].upper() if sql.strip() else ""
+            if any(t in sql for t in _SKIP_TABLES):
+                continue  # the storage seam's own bookkeeping (a lock row made once)
+            if sql.startswith("PRAGMA synchronous="):
+                level = int(sql.split("=", 1)[1])
+            elif sql == "SET LOCAL synchronous_commit = off":
+                relaxed = True
+            elif head == "BEGIN":
+                in_tx, relaxed = True, False
+            elif head in ("COMMIT", "INSERT", "UPDATE", "DELETE") and (head == "COMMIT" or not in_tx):
+                synced = level >= 2 if self.db.dialect == "sqlite" else not relaxed
+                out.append(synced)
+                in_tx = False if head == "COMMIT" else in_tx
+        return out
 
     def touching(self, table: str) -> list[str]:
         """The statements that name ``table`` (as a whole word)."""
@@ -54,7 +77,7 @@ class Recorded:
 @contextmanager
 def recording(*dbs: Database) -> Iterator[list[Recorded]]:
     """Record every statement sent to ``dbs`` while the block runs."""
-    logs = [Recorded(db) for db in dbs]
+    logs = [Recorded(db, level=getattr(db, "_level", 0)) for db in dbs]
     originals = []
     for log in logs:
         original = log.db._execute

@@ -223,6 +223,10 @@ class Database:
         if isinstance(self.conn, sqlite3.Connection):
             level = int(self.conn.execute("PRAGMA synchronous").fetchone()[0])
             self._syncs = level if level >= 2 else 0
+        #: The level the connection is at now: lowered for a write that may skip the disk
+        #: wait and raised again before the next write that may not (never left low for
+        #: one), so a run of unsynced writes pays no switch between them.
+        self._level = self._syncs
         self._tx = Tx(self)
 
     def __repr__(self) -> str:
@@ -253,6 +257,12 @@ class Database:
         with self.lock:
             return self._tx.scalar(sql, params)
 
+    def one(self, sql: str, params: Sequence[object] = ()) -> tuple[object, ...] | None:
+        """The first row of ``sql`` as a tuple (None when there is none): for a per-request
+        read that needs no column names."""
+        with self.lock:
+            return self._tx.one(sql, params)
+
     def execute(self, sql: str, params: Sequence[object] = (), *, durable: bool = True) -> int:
         """One statement committed on its own; returns the number of rows it changed.
 
@@ -262,14 +272,19 @@ class Database:
         closed; PostgreSQL commits it durably as any other.
         """
         with self.lock:
-            conn = self.conn
-            if durable or not isinstance(conn, sqlite3.Connection) or not self._syncs:
-                return int(self._tx.execute(sql, params).rowcount)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            try:
-                return int(self._tx.execute(sql, params).rowcount)
-            finally:
-                conn.execute(f"PRAGMA synchronous={self._syncs}")
+            if not self._in_tx:
+                self._sync_level(durable)
+            return int(self._tx.execute(sql, params).rowcount)
+
+    def _sync_level(self, durable: bool) -> None:
+        """Put a syncing SQLite connection at FULL (or its own level) for a durable commit,
+        at NORMAL for one that may skip the disk wait; a no-op when it is there already."""
+        if not self._syncs:
+            return
+        want = self._syncs if durable else 1
+        if self._level != want:
+            self._execute(f"PRAGMA synchronous={want}", ())
+            self._level = want
 
     # ------------------------------------------------------------------ write sections
 
@@ -293,30 +308,24 @@ class Database:
                 return
             if self.dialect == "postgres" and lock is not None:
                 self._ensure_lock_row(lock)
-            relaxed = not durable and self.dialect == "sqlite" and bool(self._syncs)
-            if relaxed:
-                self._execute("PRAGMA synchronous=NORMAL", ())
+            self._sync_level(durable)
+            self._execute("BEGIN IMMEDIATE" if self.dialect == "sqlite" else "BEGIN", ())
+            self._in_tx = True
             try:
-                self._execute("BEGIN IMMEDIATE" if self.dialect == "sqlite" else "BEGIN", ())
-                self._in_tx = True
-                try:
-                    if self.dialect == "postgres":
-                        if lock is not None:
-                            self._execute(
-                                "SELECT name FROM nib_locks WHERE name = ? FOR UPDATE", (lock,)
-                            )
-                        if not durable:
-                            self._execute("SET LOCAL synchronous_commit = off", ())
-                    yield self._tx
-                except BaseException:
-                    self._in_tx = False
-                    self._rollback()
-                    raise
+                if self.dialect == "postgres":
+                    if lock is not None:
+                        self._execute(
+                            "SELECT name FROM nib_locks WHERE name = ? FOR UPDATE", (lock,)
+                        )
+                    if not durable:
+                        self._execute("SET LOCAL synchronous_commit = off", ())
+                yield self._tx
+            except BaseException:
                 self._in_tx = False
-                self._execute("COMMIT", ())
-            finally:
-                if relaxed:
-                    self._execute(f"PRAGMA synchronous={self._syncs}", ())
+                self._rollback()
+                raise
+            self._in_tx = False
+            self._execute("COMMIT", ())
 
     # ------------------------------------------------------------------ mutexes
 
