@@ -84,8 +84,9 @@ typecheck: setup
 pytest: setup setup-local-model postgres
 	$(VENV)/bin/pytest -q -p no:cacheprovider
 
+# `make bench BENCH_ARGS=--quick` for development (tiny counts); see docs/benchmarks.md.
 bench: setup postgres
-	$(PY) -m bench
+	$(PY) -m bench $(BENCH_ARGS)
 
 demo-down: setup
 	$(VENV)/bin/nib devnet down

@@ -43,7 +43,7 @@ __all__ = ["build", "main", "run"]
 
 SIZES = (1_000, 100_000, 1_000_000, 10_000_000)
 QUICK_SIZES = (1_000, 10_000)
-CACHE = Path(os.environ.get("NIB_BENCH_CACHE", Path.home() / ".cache" / "nib" / "bench-scale"))
+CACHE = Path(os.environ.get("BENCH_CACHE", Path.home() / ".cache" / "nib" / "bench-scale"))
 USDC = "0x5fbdb2315678afecb367f032d93f642f64180aa3"
 SELLER_ADDR = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc"
 SELLER = "http://seller.bench"
