@@ -166,6 +166,8 @@ def _post_json(target: _Target, timeout: float, body: dict[str, Any]) -> tuple[i
 
 #: The ERC-20 ``balanceOf(address)`` selector.
 _BALANCE_OF = "0x70a08231"
+#: ``authorizationState(address,bytes32)`` of an EIP-3009 token.
+_AUTHORIZATION_STATE = "0xe94a0102"
 
 
 class ChainClient:
@@ -248,17 +250,30 @@ class ChainClient:
         wallet reads it before every signature, and web3's contract path costs ~10x the
         CPU of the request itself (contract, ABI encoding, middleware, formatters)."""
         holder = to_checksum_address(address)
-        data = _BALANCE_OF + holder[2:].lower().rjust(64, "0")
+        return self._word(token, "balanceOf", _BALANCE_OF + holder[2:].lower().rjust(64, "0"))
+
+    def authorization_state(self, token: str, authorizer: str, nonce: str) -> bool:
+        """``authorizationState(authorizer, nonce)`` of an EIP-3009 token (True: used or
+        cancelled) by one raw eth_call: reconcile reads it for each settled authorization
+        the range's logs do not show, so its cost is per ledger row."""
+        holder = to_checksum_address(authorizer)[2:].lower().rjust(64, "0")
+        word = nonce.lower().removeprefix("0x").rjust(64, "0")
+        if len(word) != 64:
+            raise ValueError(f"found a {len(word) // 2}-byte nonce {nonce!r}; expected 32 bytes")
+        return bool(self._word(token, "authorizationState", _AUTHORIZATION_STATE + holder + word))
+
+    def _word(self, token: str, name: str, data: str) -> int:
+        """The one 32-byte word a view call ``name`` of ``token`` answers, as an int."""
         params: list[Any] = [{"to": to_checksum_address(token), "data": data}, "latest"]
-        result = self.call("balanceOf", lambda: raw_rpc(self.w3, "eth_call", params, "balanceOf"))
+        result = self.call(name, lambda: raw_rpc(self.w3, "eth_call", params, name))
         raw = bytes.fromhex(str(result or "0x").removeprefix("0x"))
         if len(raw) != 32:
             raise RpcError(
                 self.rpc_url,
-                "balanceOf",
+                name,
                 None,
-                f"found a {len(raw)}-byte answer from {token}; expected one 32-byte uint256 "
-                "(is it an ERC-20 contract on this chain?)",
+                f"found a {len(raw)}-byte answer from {token}; expected one 32-byte word "
+                "(is it the token contract on this chain?)",
             )
         return int.from_bytes(raw, "big")
 

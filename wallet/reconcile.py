@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 from web3 import Web3
 from web3.types import FilterParams
 
-from chain.usdc import AUTHORIZATION_USED_TOPIC, usdc_contract
+from chain.usdc import AUTHORIZATION_USED_TOPIC
 from wallet._store import Store
 from wallet._tables import SPENDS
 from wallet.journal import LedgerCheck, verify
@@ -465,11 +465,7 @@ def _fail_if_signed(ledger: Ledger, spend_id: str, note: str) -> bool:
 
 def _authorization_state(chain: ChainClient, usdc: str, wallet: str, nonce: str) -> bool:
     """Whether the token has consumed ``wallet``'s authorization ``nonce`` (at latest)."""
-    token = usdc_contract(chain.w3, usdc)
-    fn = token.functions.authorizationState(
-        Web3.to_checksum_address(wallet), bytes.fromhex(nonce.removeprefix("0x"))
-    )
-    return bool(chain.call("authorizationState", fn.call))
+    return chain.authorization_state(usdc, wallet, nonce)
 
 
 def authorization_used_in(chain: ChainClient, usdc: str, wallet: str, nonce: str) -> str | None:

@@ -85,6 +85,12 @@ def test_x402_spend_without_tx_hash_is_found_by_its_authorization_nonce(
 
     again = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
     assert again.resolved == () and len(again.matched) == 1
+    # The raw read reconcile makes per row agrees with the token's ABI call.
+    for one in (signed, unsent):
+        assert client.authorization_state(chain.usdc, AGENT_ADDRESS, one.auth_nonce) is (
+            authorization_used(chain, one)
+        )
+    assert authorization_used(chain, signed) and not authorization_used(chain, unsent)
 
 
 # ----------------------------------------------------------------- helpers
