@@ -8,11 +8,18 @@ lives in the source tree; the wallet refuses them on any other chain.
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
+if TYPE_CHECKING:
+    from chain.client import ChainClient
+
 DEVNET_CHAIN_ID = 31337
+#: Holds FiatToken's proxy admin role on a devnet with Circle's token (a proxy admin may not
+#: call the token, so no other role may be it).
+PROXY_ADMIN = 9
 DEV_MNEMONIC = "test test test test test test test test test test test junk"
 
 #: Roles on the devnet, by Anvil account index.
@@ -42,3 +49,20 @@ def dev_addresses() -> frozenset[str]:
 def is_dev_address(address: str) -> bool:
     """True when ``address`` belongs to one of Anvil's published dev keys."""
     return address.lower() in dev_addresses()
+
+
+def local_dev_account(client: ChainClient, index: int, role: str) -> LocalAccount:
+    """Dev account ``index`` for a devnet service's ``role``, only when ``client`` is a local
+    Anvil node (its dev accounts are funded there and worth nothing; a chain twin keeps
+    another chain's id, so the id alone does not tell). Raises DevnetError otherwise."""
+    from chain.errors import DevnetError
+
+    version = str(client.call("web3_clientVersion", lambda: client.w3.client_version))
+    if not version.lower().startswith("anvil/") or not client.rpc_url.startswith(
+        ("http://127.0.0.1", "http://localhost")
+    ):
+        raise DevnetError(
+            f"the {role}'s default key is Anvil's published dev key, usable only on a local "
+            f"Anvil; {client.rpc_url} answers as {version!r}. Fix: pass a key of your own."
+        )
+    return dev_account(index)

@@ -1,8 +1,12 @@
-"""The local devnet: a real Anvil with TestUSDC deployed, the agent funded, and the x402 paywall.
+"""The local devnet: a real Anvil with a USDC on it, the agent funded, and the x402 paywall.
 
 ``up`` starts (or finds) it and records its facts in ``NIB_HOME/devnet.json``; Anvil's
-own ``--state`` file keeps the chain across restarts so the spend ledger stays true to
-it. ``down`` stops both processes by PID: SIGINT, then terminate, then kill.
+own ``--state`` file, written every second, keeps the chain across restarts so the spend
+ledger stays true to it (a killed Anvil loses at most the blocks of its last second). The
+token is TestUSDC, Circle's FiatTokenV2_2 (``--token circle``) or one already deployed
+(``NIB_USDC_ADDRESS``, checked); ``twin`` stands the chain in for a public testnet (its
+chain id, Circle's token at that network's USDC address). ``down`` stops the processes by
+PID: SIGINT, then terminate, then kill.
 """
 
 from __future__ import annotations
@@ -19,11 +23,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from chain.client import ChainClient
-from chain.devkeys import AGENT, DEPLOYER, DEVNET_CHAIN_ID, SELLER, dev_account
+from chain.devkeys import AGENT, DEVNET_CHAIN_ID, SELLER, dev_account
+from chain.devtoken import TokenKind, check_token, fund, provision
 from chain.errors import AnvilMissing, ChainError, DevnetError
-from chain.usdc import USDC_NAME
 
 ANVIL_VERSION = "1.7.1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +38,11 @@ INSTALL_HINT = (
     "or set NIB_ANVIL to the path of an anvil binary"
 )
 FUND_USDC = 100_000_000  # 100 test USDC, atomic units
+#: Networks the devnet can stand in for (``up(twin=...)``): their chain id, and Circle's
+#: token at their USDC address under their pinned EIP-712 domain (``chain.networks``).
+TWINS = ("base-sepolia",)
+#: Seconds between Anvil's state dumps: what a killed Anvil can lose.
+STATE_INTERVAL_S = 1
 #: How long a devnet process (Anvil, the paywall, the market's sellers) may take to answer.
 #: A bound on failure, not a wait: readiness is polled. A seller imports FastAPI and the
 #: x402 package before it binds, which takes over 20 s on a two-core machine under load.
@@ -129,6 +139,7 @@ class AnvilProcess:
         state: Path | None = None,
         log: Path | None = None,
         detach: bool = False,
+        chain_id: int = DEVNET_CHAIN_ID,
     ) -> None:
         self.binary = find_anvil()
         if port and port_in_use(port):
@@ -138,14 +149,14 @@ class AnvilProcess:
             )
         self.port = port or free_port()
         self.rpc_url = f"http://127.0.0.1:{self.port}"
-        self.chain_id = DEVNET_CHAIN_ID
+        self.chain_id = chain_id
         self.log_path = log or Path(os.devnull)
         # --quiet: Anvil's banner prints its dev accounts' private keys, and no key may
         # reach a log; errors are still printed.
         cmd = [self.binary, "--host", "127.0.0.1", "--port", str(self.port),
-               "--chain-id", str(DEVNET_CHAIN_ID), "--quiet"]
+               "--chain-id", str(chain_id), "--quiet"]
         if state is not None:
-            cmd += ["--state", str(state)]
+            cmd += ["--state", str(state), "--state-interval", str(STATE_INTERVAL_S)]
         logf = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(
             cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -203,6 +214,9 @@ class DevnetInfo:
     facilitator_url: str | None = None
     facilitator_pid: int | None = None
     market: list[dict[str, object]] = field(default_factory=list)
+    #: Which USDC (chain.devtoken.TokenKind) and, for a twin, which network it stands in for.
+    token: str = "test"
+    twin: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -247,7 +261,7 @@ def _write_facts(home: Path, info: DevnetInfo) -> None:
 
 def _answers(info: DevnetInfo) -> bool:
     try:
-        return ChainClient(info.rpc_url, DEVNET_CHAIN_ID, timeout_s=1.0).chain_id() == DEVNET_CHAIN_ID
+        return ChainClient(info.rpc_url, timeout_s=1.0).chain_id() == info.chain_id
     except ChainError:
         return False
 
@@ -267,19 +281,8 @@ def status(home: Path | None = None) -> DevnetInfo | None:
     return info
 
 
-def deploy_and_fund(rpc_url: str, wallet: str, *, name: str = USDC_NAME) -> str:
-    """Deploy TestUSDC named ``name`` (its EIP-712 domain name) from the deployer and fund
-    ``wallet`` with 100 test USDC; return the token's address."""
-    from chain.usdc import deploy_test_usdc, mint
-
-    client = ChainClient(rpc_url, DEVNET_CHAIN_ID)
-    usdc = deploy_test_usdc(client.w3, dev_account(DEPLOYER), name=name)
-    mint(client.w3, usdc, dev_account(DEPLOYER), wallet, FUND_USDC)
-    return usdc
-
-
 def _has_code(rpc_url: str, address: str) -> bool:
-    client = ChainClient(rpc_url, DEVNET_CHAIN_ID)
+    client = ChainClient(rpc_url)
     return len(client.call("eth_getCode", lambda: client.w3.eth.get_code(address))) > 0  # type: ignore[arg-type]
 
 
@@ -401,18 +404,66 @@ def _health(url: str, path: str = "/health") -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class TokenChoice:
+    """The chain and token ``up`` is asked for: ``kind`` None keeps whatever the recorded
+    devnet has (TestUSDC on a fresh one); ``usdc`` is an outside token (NIB_USDC_ADDRESS)."""
+
+    kind: TokenKind | None = None
+    twin: str | None = None
+    usdc: str | None = None
+
+    @property
+    def chain_id(self) -> int:
+        return _twin_network(self.twin).chain_id if self.twin else DEVNET_CHAIN_ID
+
+    def conflict(self, info: DevnetInfo) -> str | None:
+        """Why the recorded devnet ``info`` is not the one asked for (None: it is)."""
+        if info.chain_id != self.chain_id or info.twin != self.twin:
+            return f"chain {info.chain_id} (twin of {info.twin or 'nothing'}), asked for chain " \
+                   f"{self.chain_id} (twin of {self.twin or 'nothing'})"
+        if self.kind is not None and self.kind != info.token:
+            return f"token {info.token}, asked for {self.kind}"
+        return None
+
+
+def _twin_network(name: str) -> Any:
+    from chain.networks import NETWORKS
+
+    net = NETWORKS.get(name)
+    if name not in TWINS or net is None or not net.usdc or net.domain is None:
+        raise DevnetError(
+            f"the devnet can stand in for {', '.join(TWINS)}; got twin {name!r}. "
+            f"Fix: pass --twin {TWINS[0]} (or no --twin for the plain devnet)."
+        )
+    return net
+
+
 def up(
-    home: Path | None = None, *, port: int = 0, paywall: bool = True, market: bool | None = None
+    home: Path | None = None, *, port: int = 0, paywall: bool = True, market: bool | None = None,
+    choice: TokenChoice | None = None, wallet: str | None = None,
 ) -> DevnetInfo:
-    """Start the devnet (Anvil, TestUSDC, the paywall, and the x402 market: facilitator
+    """Start the devnet (Anvil, its USDC, the paywall, and the x402 market: facilitator
     service, sellers, paid MCP server), or report the one already running under ``home``
-    after starting whatever of it is missing. ``market`` defaults to ``paywall``."""
+    after starting whatever of it is missing. ``market`` defaults to ``paywall``.
+    ``choice`` names the chain and token (default: the recorded devnet's, else TestUSDC);
+    a recorded devnet of another chain or token is refused with the fix. A fresh devnet
+    funds ``wallet`` (default: the agent's dev account) with 100 USDC."""
     home = home or nib_home()
+    choice = choice or TokenChoice()
     market = paywall if market is None else market
     p = _paths(home)
     p["dir"].mkdir(parents=True, exist_ok=True)
     existing = status(home)
+    conflict = choice.conflict(existing) if existing and existing.usdc else None
+    if conflict:
+        raise DevnetError(
+            f"the devnet recorded under {home} runs {conflict}; its chain state and the spend "
+            "ledger belong together, so it is not replaced. Fix: `nib devnet down`, then use "
+            "another NIB_HOME for the other chain (or move its devnet/ folder aside)."
+        )
     if existing and existing.running:
+        _adopt_outside_token(home, existing, choice.usdc)
         _start_services(home, existing, paywall=paywall, market=market)
         _write_facts(home, existing)
         return existing
@@ -420,18 +471,18 @@ def up(
         stop_pid(existing.pid)  # alive but not answering: a wedged node
     stop_pids(existing.service_pids() if existing else [])
 
-    state = p["state"]
-    anvil = _start_with_state(state, p["anvil_log"], port)
-    wallet = dev_account(AGENT).address
+    anvil = _start_with_state(p["state"], p["anvil_log"], port, choice.chain_id)
     try:
-        usdc = existing.usdc if existing and existing.usdc and _has_code(anvil.rpc_url, existing.usdc) else None
-        if usdc is None:
-            usdc = deploy_and_fund(anvil.rpc_url, wallet)
         info = DevnetInfo(
-            rpc_url=anvil.rpc_url, chain_id=DEVNET_CHAIN_ID, usdc=usdc, wallet=wallet,
+            rpc_url=anvil.rpc_url, chain_id=choice.chain_id, usdc="", wallet=wallet or dev_account(AGENT).address,
             seller=dev_account(SELLER).address, paywall_url=None, pid=anvil.pid,
-            paywall_pid=None, running=True,
+            paywall_pid=None, running=True, token=existing.token if existing else "test", twin=choice.twin,
         )
+        if existing and existing.usdc and _has_code(anvil.rpc_url, existing.usdc):
+            info.usdc = existing.usdc
+        _adopt_outside_token(home, info, choice.usdc)
+        if not info.usdc:
+            _provision(info, choice)
         _write_facts(home, info)
         _start_services(home, info, paywall=paywall, market=market)
         _write_facts(home, info)
@@ -441,10 +492,45 @@ def up(
     return info
 
 
-def _start_with_state(state: Path, log: Path, port: int) -> AnvilProcess:
+def _provision(info: DevnetInfo, choice: TokenChoice) -> None:
+    """Put the asked-for token on a fresh chain and fund the wallet with it."""
+    if choice.twin:
+        net = _twin_network(choice.twin)
+        info.token = "circle"
+        info.usdc = provision(info.rpc_url, "circle", at=net.usdc, name=net.domain[0])
+    else:
+        info.token = choice.kind or "test"
+        info.usdc = provision(info.rpc_url, info.token)  # type: ignore[arg-type]
+    fund(info.rpc_url, info.usdc, info.token, info.wallet, FUND_USDC)  # type: ignore[arg-type]
+
+
+def _adopt_outside_token(home: Path, info: DevnetInfo, usdc: str | None) -> None:
+    """Point the devnet at an outside token (NIB_USDC_ADDRESS), checked first; its
+    running sellers, which take another token, are stopped so they restart on it."""
+    if not usdc or usdc.lower() == info.usdc.lower():
+        return
+    facts = check_token(info.rpc_url, usdc)
+    stop_pids(info.service_pids())
+    info.paywall_pid = info.facilitator_pid = None
+    info.paywall_url = info.facilitator_url = None
+    info.market = []
+    info.usdc, info.token = facts.address, "outside"
+    _write_facts(home, info)
+
+
+def fund_address(address: str, amount: int, home: Path | None = None) -> str:
+    """MOVES MONEY (devnet only): mint ``amount`` atomic USDC of the running devnet's token
+    to ``address`` (any wallet: a TypeScript or Python buyer), with gas money; the tx hash."""
+    info = status(home or nib_home())
+    if info is None or not info.running:
+        raise DevnetError("no running devnet under NIB_HOME; expected one. Fix: `nib devnet up`.")
+    return fund(info.rpc_url, info.usdc, info.token, address, amount)  # type: ignore[arg-type]
+
+
+def _start_with_state(state: Path, log: Path, port: int, chain_id: int) -> AnvilProcess:
     """Start Anvil on its saved state; a state file Anvil cannot load is moved aside."""
     try:
-        return AnvilProcess(port=port, state=state, log=log, detach=True)
+        return AnvilProcess(port=port, state=state, log=log, detach=True, chain_id=chain_id)
     except DevnetError:
         if not state.exists():
             raise
@@ -452,7 +538,7 @@ def _start_with_state(state: Path, log: Path, port: int) -> AnvilProcess:
         state.replace(broken)
         print(f"note: Anvil could not load its saved state; moved it to {broken} and started fresh.",
               file=sys.stderr)
-        return AnvilProcess(port=port, state=state, log=log, detach=True)
+        return AnvilProcess(port=port, state=state, log=log, detach=True, chain_id=chain_id)
 
 
 def down(home: Path | None = None) -> DevnetInfo | None:

@@ -451,6 +451,14 @@ def resolve_network(settings: NibSettings, devnet_info: _devnet.DevnetInfo | Non
                 "network 'anvil' needs the local devnet and none is running; expected "
                 "`nib devnet up` first. Fix: run `nib devnet up`, or set NIB_NETWORK."
             )
+        given = settings.usdc_address
+        if given and given.lower() != devnet_info.usdc.lower():
+            raise AgentConfigError(
+                f"NIB_USDC_ADDRESS={given} but the running devnet's sellers take {devnet_info.usdc}; "
+                "expected the same token (a payment in another would be refused by every seller). "
+                "Fix: `nib devnet up` with NIB_USDC_ADDRESS set (it checks the token and points "
+                "the devnet's sellers at it), or unset NIB_USDC_ADDRESS."
+            )
         return get_network("anvil", rpc_url=devnet_info.rpc_url, usdc=devnet_info.usdc, **domain)
     if settings.network.startswith("custom") or settings.network.isdigit():
         if not (settings.rpc_url and settings.usdc_address):
@@ -545,10 +553,11 @@ def _devnet_for(
     if settings.network != "anvil" or devnet_info is not None:
         return devnet_info
     info = _devnet.status(settings.home)
+    choice = _devnet.TokenChoice(usdc=settings.usdc_address)
     if (info is None or not info.running) and start_devnet:
-        info = _devnet.up(settings.home)
+        info = _devnet.up(settings.home, choice=choice)
     if info is not None and info.running and not (info.paywall_url and info.market) and start_devnet:
-        info = _devnet.up(settings.home)
+        info = _devnet.up(settings.home, choice=choice)
     return info
 
 

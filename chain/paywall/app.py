@@ -36,7 +36,7 @@ from x402.schemas import (
 )
 
 from chain.client import ChainClient
-from chain.devkeys import DEPLOYER, DEVNET_CHAIN_ID, SELLER, dev_account
+from chain.devkeys import DEPLOYER, SELLER, dev_account, local_dev_account
 from chain.errors import ChainError, DevnetError
 from chain.facts import FactKind
 from chain.money import USDC_DECIMALS
@@ -254,7 +254,7 @@ def create_app(
     rpc_url: str,
     usdc: str,
     *,
-    chain_id: int = DEVNET_CHAIN_ID,
+    chain_id: int | None = None,
     seller: str | None = None,
     facilitator_account: LocalAccount | None = None,
     prices: Mapping[str, int] | None = None,
@@ -270,19 +270,15 @@ def create_app(
     ``DevnetError`` when ``usdc`` has no code or the configuration is invalid.
     """
     client = ChainClient(rpc_url, expected_chain_id=chain_id)
+    chain_id = client.chain_id()  # the chain's own: no seller hard-codes one
     token = to_checksum_address(usdc)
     if not client.call("eth_getCode", lambda: client.w3.eth.get_code(token)):
         raise DevnetError(
             f"no contract at USDC address {token} on {rpc_url} (chain {chain_id}); expected the "
-            "deployed TestUSDC. Fix: deploy it (`nib devnet up`) and pass its address."
+            "devnet's USDC token. Fix: deploy it (`nib devnet up`) and pass its address."
         )
     if facilitator_account is None:
-        if chain_id != DEVNET_CHAIN_ID:
-            raise DevnetError(
-                f"the paywall's default facilitator is Anvil's published dev key, usable only on "
-                f"chain {DEVNET_CHAIN_ID}; got chain {chain_id}. Fix: pass facilitator_account."
-            )
-        facilitator_account = dev_account(DEPLOYER)
+        facilitator_account = local_dev_account(client, DEPLOYER, "paywall's facilitator")
     network = f"eip155:{chain_id}"
     state = PaywallState(
         network=network,
@@ -501,7 +497,7 @@ def run_paywall(
     host: str = "127.0.0.1",
     port: int = 0,
     url_file: str | Path | None = None,
-    chain_id: int = DEVNET_CHAIN_ID,
+    chain_id: int | None = None,
 ) -> None:
     """Serve the paywall in the foreground until SIGTERM/SIGINT (``nib devnet up``).
 
@@ -521,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--url-file", help="write the bound URL here once serving")
-    parser.add_argument("--chain-id", type=int, default=DEVNET_CHAIN_ID)
+    parser.add_argument("--chain-id", type=int, default=None, help="expected chain id (default: the RPC's)")
     args = parser.parse_args(argv)
     try:
         run_paywall(

@@ -27,8 +27,8 @@ from x402.mechanisms.evm.exact import ExactEvmFacilitatorScheme
 from x402.schemas import parse_payment_payload, parse_payment_requirements
 
 from chain.client import ChainClient
-from chain.devkeys import DEPLOYER, DEVNET_CHAIN_ID, dev_account
-from chain.errors import ChainError, DevnetError
+from chain.devkeys import DEPLOYER, local_dev_account
+from chain.errors import ChainError
 from chain.paywall.discovery import (
     MAX_RESOURCES_PER_SELLER,
     Catalogue,
@@ -66,20 +66,16 @@ class _Register(BaseModel):
 def create_facilitator_app(
     rpc_url: str,
     *,
-    chain_id: int = DEVNET_CHAIN_ID,
+    chain_id: int | None = None,
     account: LocalAccount | None = None,
 ) -> FastAPI:
     """The facilitator service for the chain at ``rpc_url``; ``account`` sends settlements
     (defaults to the devnet deployer, only on the devnet). ``app.state.catalogue`` is the
     discovery catalogue."""
-    ChainClient(rpc_url, expected_chain_id=chain_id).block_number()  # fail fast, typed
+    client = ChainClient(rpc_url, expected_chain_id=chain_id)
+    chain_id = client.chain_id()  # fail fast, typed; the chain's own id
     if account is None:
-        if chain_id != DEVNET_CHAIN_ID:
-            raise DevnetError(
-                f"the facilitator's default key is Anvil's published dev key, usable only on "
-                f"chain {DEVNET_CHAIN_ID}; got chain {chain_id}. Fix: pass account."
-            )
-        account = dev_account(DEPLOYER)
+        account = local_dev_account(client, DEPLOYER, "facilitator")
     network = f"eip155:{chain_id}"
     catalogue = Catalogue()
     facilitator = x402FacilitatorSync()

@@ -42,7 +42,7 @@ from x402.mechanisms.evm.exact import ExactEvmServerScheme
 from x402.schemas import AssetAmount
 
 from chain.client import ChainClient
-from chain.devkeys import DEVNET_CHAIN_ID, dev_account
+from chain.devkeys import dev_account
 from chain.errors import ChainError, DevnetError
 from chain.paywall.datasets import tokens
 from chain.paywall.serve import AppServer, serve_forever, service_parser, wait_for_service
@@ -209,14 +209,15 @@ def create_seller_app(
     usdc: str,
     *,
     rpc_url: str,
-    chain_id: int = DEVNET_CHAIN_ID,
+    chain_id: int | None = None,
 ) -> FastAPI:
     """The seller's ASGI app: x402 middleware over its offers, settling through the
     facilitator service at ``facilitator_url``, advertising the EIP-712 domain the token
     reports at ``rpc_url`` (``chain.usdc.token_domain``, read here so no caller can pass
     another). Raises DevnetError on rejected routes, ChainError when the token is unread."""
-    network = f"eip155:{chain_id}"
-    domain = token_domain(ChainClient(rpc_url, chain_id).w3, usdc)
+    client = ChainClient(rpc_url, chain_id)
+    network = f"eip155:{client.chain_id()}"  # the chain's own: no seller hard-codes one
+    domain = token_domain(client.w3, usdc)
     server = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=facilitator_url)))
     server.register(network, ExactEvmServerScheme())  # type: ignore[arg-type]
     # x402 2.25's annotations name a base these extensions implement structurally.

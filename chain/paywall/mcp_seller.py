@@ -26,7 +26,7 @@ from x402.mechanisms.evm.exact import ExactEvmServerScheme
 from x402.schemas import AssetAmount, ResourceConfig, ResourceInfo
 
 from chain.client import ChainClient
-from chain.devkeys import DEVNET_CHAIN_ID, dev_account
+from chain.devkeys import dev_account
 from chain.errors import ChainError
 from chain.paywall.datasets import tokens
 from chain.paywall.serve import AppServer, serve_forever, service_parser, wait_for_service
@@ -59,13 +59,14 @@ def create_mcp_app(
     usdc: str,
     *,
     rpc_url: str,
-    chain_id: int = DEVNET_CHAIN_ID,
+    chain_id: int | None = None,
 ) -> Any:
     """The SSE ASGI app of the paid MCP server reachable at ``base_url``, advertising the
     EIP-712 domain the token reports at ``rpc_url`` (``chain.usdc.token_domain``, read
     here so no caller can pass another)."""
-    network = f"eip155:{chain_id}"
-    domain = token_domain(ChainClient(rpc_url, chain_id).w3, usdc)
+    client = ChainClient(rpc_url, chain_id)
+    network = f"eip155:{client.chain_id()}"  # the chain's own: no seller hard-codes one
+    domain = token_domain(client.w3, usdc)
     rs = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=facilitator_url)))
     rs.register(network, ExactEvmServerScheme())  # type: ignore[arg-type]
     rs.initialize()  # reads the facilitator's /supported; needed before building requirements

