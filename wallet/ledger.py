@@ -53,7 +53,10 @@ _TRANSITIONS: dict[str, frozenset[str]] = {
     "signed": frozenset({"settled", "failed"}),
     # A row marked failed whose money turns up on chain is corrected by reconciliation.
     "failed": frozenset({"settled"}),
-    "settled": frozenset(),
+    # A settled row whose transaction the chain no longer has (a devnet restarted from an
+    # older state, a reorganisation) is reopened by reconciliation: its signature can move
+    # money again until the chain decides (used again, cancelled, expired).
+    "settled": frozenset({"signed"}),
     "released": frozenset(),
 }
 

@@ -7,6 +7,12 @@ Signed rows whose money is found on chain are settled here (x402 rows without a 
 are found through the token's ``AuthorizationUsed(authorizer, nonce)`` event); a signed
 x402 row whose authorization expired unused is failed here, since it can never land, and
 so is a signed transfer whose nonce the chain has used for another transaction.
+
+A chain that lost blocks (a devnet restarted from an older state, a reorganisation) can
+lose a settled row's transaction: such a row is found (its transaction has no receipt)
+and reopened as ``signed`` (listed in ``rolled_back``), because its signature can move
+money again; it is then closed like any signed row, when the chain decides: used again
+(settled, re-tied to the new transaction), cancelled, or expired unused (failed).
 """
 
 from __future__ import annotations
@@ -111,6 +117,9 @@ class ReconcileReport:
     ledger_check: LedgerCheck | None = None
     #: Settled spends the judge's record does not back (when the judge was asked).
     unbacked: tuple[Unbacked, ...] = ()
+    #: Ledger ids this pass found settled in a transaction the chain no longer has (a
+    #: rollback or reorganisation) and reopened as signed.
+    rolled_back: tuple[str, ...] = ()
 
     @property
     def pending(self) -> tuple[SpendRow, ...]:
@@ -143,6 +152,7 @@ class ReconcileReport:
             "unproven": [r.to_dict() for r in self.unproven],
             "ledger": None if self.ledger_check is None else self.ledger_check.to_dict(),
             "unbacked": [asdict(u) for u in self.unbacked],
+            "rolled_back": list(self.rolled_back),
         }
 
 
@@ -214,9 +224,11 @@ def _reconcile(
     # An x402 row is tied to its authorization, not to whatever tx a seller named: the
     # token's AuthorizationUsed(wallet, nonce) says which tx (if any) carried it.
     by_nonce: dict[str, str] = {}
-    if any(r.kind == "x402" and r.auth_nonce for r in rows):
+    if from_block <= last and any(r.kind == "x402" and r.auth_nonce for r in rows):
         by_nonce = _authorizations_used(chain, usdc, wallet, from_block, last)
 
+    rolled_back = _reopen_rolled_back(ledger, chain, usdc, wallet, rows, pool, by_nonce)
+    rows = [ledger.get(r.id) if r.id in rolled_back else r for r in rows]
     matched, unmatched, resolved, unproven = _match_rows(
         ledger, chain, usdc, wallet, rows, pool, by_nonce
     )
@@ -245,6 +257,7 @@ def _reconcile(
         resolved=tuple(resolved),
         unproven=tuple(sorted(unproven, key=lambda r: position[r.id])),
         ledger_check=ledger_check,
+        rolled_back=tuple(rolled_back),
     )
     if emit is not None:
         emit("wallet.reconciled", _reconciled_event(report, ledger_ok=ledger_check.ok))
@@ -258,10 +271,52 @@ def _transfers_out(
     claim from (a claimed log is removed, so it cannot match twice)."""
     wallet = wallet_address.lower()
     pool: dict[str, list[TransferLog]] = {}
+    if from_block > last:  # a chain that lost blocks can end before the range starts
+        return pool
     for log in chain.transfer_logs(usdc, from_block, last, wallet_address, direction="out"):
         if log.sender.lower() == wallet:
             pool.setdefault(log.tx_hash.lower(), []).append(log)
     return pool
+
+
+def _reopen_rolled_back(
+    ledger: Ledger,
+    chain: ChainClient,
+    usdc: str,
+    wallet: str,
+    rows: list[SpendRow],
+    pool: dict[str, list[TransferLog]],
+    by_nonce: dict[str, str],
+) -> list[str]:
+    """Reopen (settled -> signed) the settled rows whose recorded transaction the chain no
+    longer has and whose money it does not show moved; return their ids.
+
+    Only rows the range does not already prove are looked at (one receipt read each), and a
+    row is reopened only when its transaction has no receipt at all: a transaction outside
+    the range still has one. An x402 row whose authorization the chain shows used is not
+    reopened (it is re-tied by the match that follows)."""
+    reopened: list[str] = []
+    for row in rows:
+        if row.status != "settled" or not row.tx_hash or row.tx_hash.lower() in pool:
+            continue
+        if row.kind == "x402" and row.auth_nonce and (
+            row.auth_nonce.lower() in by_nonce
+            or _authorization_state(chain, usdc, wallet, row.auth_nonce)
+        ):
+            continue
+        if chain.receipt(row.tx_hash) is not None:
+            continue
+        note = (
+            f"rolled back: its transaction {row.tx_hash} is no longer on the chain (a restart "
+            "from an older state or a reorganisation); reopened until the chain decides"
+        )
+        with ledger.store.transaction() as conn:
+            current = conn.execute(f"SELECT status FROM {SPENDS} WHERE id = ?", (row.id,)).fetchone()
+            if current is None or current[0] != "settled":
+                continue
+            transition_in(conn, row.id, "signed", now=ledger.clock(), note=note)
+        reopened.append(row.id)
+    return reopened
 
 
 def _match_rows(

@@ -1,0 +1,95 @@
+"""A chain that loses blocks after payments settled (a devnet restarted from an older
+state, a reorganisation): reconcile finds the rows whose transactions are gone, reopens
+them, and closes each as the chain decides: one authorization submitted again by whoever
+held it (re-proven, settled in the new transaction), the other expired unused (failed;
+its signature, replayed from the attacker's side, is refused by the token). Reconcile is
+then clean, with balances read back from the chain."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+from _tools_support import approve, usdc_balance
+from x402.http import decode_payment_signature_header
+
+from agent.tools.x402.pay_http import PayHttpArgs, PayHttpTool
+from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account
+from chain.usdc import usdc_contract
+from wallet.journal import verify
+from wallet.ledger import Ledger
+from wallet.reconcile import reconcile
+
+AGENT_ADDR = dev_account(AGENT).address
+SELLER_ADDR = dev_account(SELLER).address
+
+
+async def _buy(tool: PayHttpTool, ctx: Any, signer: Any, *urls: str) -> None:
+    """Buy each URL in turn, in one event loop (the recording client lives in it)."""
+    for url in urls:
+        quote = await tool.quote(PayHttpArgs.model_validate({"url": url}), ctx)
+        assert (await tool.execute(quote, approve(signer, quote), ctx)).ok
+
+
+def _submit(chain: Any, auth: dict[str, Any], signature: str) -> Any:
+    """Submit a captured authorization from an unrelated account (anyone may)."""
+    fn = usdc_contract(chain.w3, chain.usdc).functions.transferWithAuthorization(
+        auth["from"], auth["to"], int(auth["value"]), int(auth["validAfter"]),
+        int(auth["validBefore"]), bytes.fromhex(auth["nonce"][2:]), bytes.fromhex(signature[2:]),
+    )
+    return fn.transact({"from": dev_account(OUTSIDER).address})
+
+
+def test_rows_settled_in_lost_blocks_are_reopened_then_reproven_or_dead(
+    chain: Any, make_ctx: Any, wallet: Any, paywall: Any, judge_signer: Any
+) -> None:
+    seen: list[str] = []
+
+    async def record(request: httpx.Request) -> None:
+        if "payment-signature" in request.headers:
+            seen.append(request.headers["payment-signature"])
+
+    tool = PayHttpTool(paywall.url)
+    head = chain.w3.eth.block_number
+    before = usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)
+    lost = chain.rpc("evm_snapshot")
+
+    async def buy_two() -> None:
+        async with httpx.AsyncClient(event_hooks={"request": [record]}, timeout=30) as http:
+            ctx = make_ctx(wallet=wallet, allowlist=(paywall.url,), http=http)
+            await _buy(tool, ctx, judge_signer, paywall.url + "/analytics/gas?blocks=3",
+                       paywall.url + "/analytics/gas?blocks=4")
+
+    asyncio.run(buy_two())
+    rows = Ledger(wallet.meter.store).rows("run-test")
+    assert [r.status for r in rows] == ["settled", "settled"]
+    chain.rpc("evm_revert", [lost])  # the blocks that carried both settlements are gone
+    assert (usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)) == before
+
+    first = reconcile(wallet.meter.store, wallet.chain, chain.usdc, AGENT_ADDR, head + 1)
+    assert set(first.rolled_back) == {r.id for r in rows}
+    assert not first.clean and {r.status for r in first.pending} == {"signed"}
+    assert all("rolled back" in Ledger(wallet.meter.store).get(r.id).note for r in rows)
+
+    # Whoever holds the first signature submits it again: the chain proves it once more.
+    payloads = [decode_payment_signature_header(h).payload for h in seen]
+    assert len(payloads) == 2
+    _submit(chain, payloads[0]["authorization"], payloads[0]["signature"])
+    # The second is left until it expires (on the chain's clock and the wall clock).
+    valid_before = int(payloads[1]["authorization"]["validBefore"])
+    now = chain.w3.eth.get_block("latest")["timestamp"]
+    chain.rpc("evm_increaseTime", [valid_before - now + 1])
+    chain.rpc("evm_mine")
+    done = reconcile(wallet.meter.store, wallet.chain, chain.usdc, AGENT_ADDR, head + 1,
+                     clock=lambda: valid_before + 1)
+    assert done.clean, done.to_dict()
+    after = {r.id: r for r in Ledger(wallet.meter.store).rows("run-test")}
+    assert [after[r.id].status for r in rows] == ["settled", "failed"]
+    assert after[rows[0].id].tx_hash != rows[0].tx_hash  # re-tied to the new transaction
+    assert usdc_balance(chain, SELLER_ADDR) == before[1] + rows[0].amount
+    assert usdc_balance(chain, AGENT_ADDR) == before[0] - rows[0].amount
+    with pytest.raises(Exception, match="expired"):  # the dead one is refused by the token
+        _submit(chain, payloads[1]["authorization"], payloads[1]["signature"])
+    assert verify(wallet.meter.store).ok
