@@ -471,6 +471,9 @@ def up(
         stop_pid(existing.pid)  # alive but not answering: a wedged node
     stop_pids(existing.service_pids() if existing else [])
 
+    # The same port as before when it is free: whatever still points at the old RPC URL
+    # (the paywall, the judge and wallet services) keeps working on the restarted chain.
+    port = port or _previous_port(existing)
     anvil = _start_with_state(p["state"], p["anvil_log"], port, choice.chain_id)
     try:
         info = DevnetInfo(
@@ -490,6 +493,14 @@ def up(
         anvil.stop()
         raise
     return info
+
+
+def _previous_port(info: DevnetInfo | None) -> int:
+    """The recorded Anvil's port when nothing listens on it now, else 0 (any free port)."""
+    from urllib.parse import urlparse
+
+    port = urlparse(info.rpc_url).port if info else None
+    return port if port and not port_in_use(port) else 0
 
 
 def _provision(info: DevnetInfo, choice: TokenChoice) -> None:

@@ -74,6 +74,10 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
                   f"unmatched in ledger {len(report.unmatched_ledger)}")
         for item in report.unmatched_onchain:
             out.print(f"[red]ALARM[/] money left the wallet without an audited spend: {asdict(item)}")
+        for rid in report.rolled_back:
+            out.print(f"[yellow]rolled back[/] {rid}: its transaction is no longer on the chain; "
+                      "reopened until its authorization is used again, cancelled or expires "
+                      "(run `nib audit reconcile` again then)", highlight=False)
         for row in report.unproven:
             out.print(f"[red]ALARM[/] settled under a tx that never used its authorization: {row.id}")
         for u in report.unbacked:

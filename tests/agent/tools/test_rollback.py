@@ -93,3 +93,71 @@ def test_rows_settled_in_lost_blocks_are_reopened_then_reproven_or_dead(
     with pytest.raises(Exception, match="expired"):  # the dead one is refused by the token
         _submit(chain, payloads[1]["authorization"], payloads[1]["signature"])
     assert verify(wallet.meter.store).ok
+
+
+def test_a_killed_devnet_restarts_behind_and_reconcile_closes_what_it_lost(
+    tmp_path: Any, judge_signer: Any, events: Any
+) -> None:
+    """kill -9 with payments made after Anvil's last state dump: `up` restarts the chain
+    on the same port from that dump (the settlements are gone), the devnet's paywall works
+    on the new chain, and reconcile finds the lost rows, then is clean once they expire."""
+    import os
+    import shutil
+    import signal
+
+    from agent.tools.base import ToolContext
+    from chain import devnet
+    from chain.client import ChainClient
+    from chain.networks import get_network
+    from wallet.keystore import KeyHandle
+    from wallet.signer import Wallet
+
+    home = tmp_path / "home"
+    info = devnet.up(home, market=False)
+    try:
+        client = ChainClient(info.rpc_url)
+        wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=tmp_path / "nib.db", chain=client,
+                        usdc=info.usdc, trusted_judge=judge_signer.address, emit=events)
+
+        def pay(*queries: str) -> None:
+            info = devnet.status(home)
+            assert info is not None and info.paywall_url
+
+            async def go() -> None:
+                async with httpx.AsyncClient(timeout=30) as http:
+                    ctx = ToolContext(
+                        run_id="run-kill", chain=client, wallet=wallet, emit=events, http=http,
+                        network=get_network("anvil", rpc_url=info.rpc_url, usdc=info.usdc),
+                        allowlist=(str(info.paywall_url),), spend_cap_usdc=1_000_000)
+                    await _buy(PayHttpTool(str(info.paywall_url)), ctx, judge_signer,
+                               *(f"{info.paywall_url}/analytics/gas?blocks={q}" for q in queries))
+            asyncio.run(go())
+
+        dev = type("D", (), {"w3": client.w3, "usdc": info.usdc})
+        pay("2")
+        devnet.stop_pid(info.pid)  # a clean stop dumps the state: the last dump it had
+        state = home / "devnet" / "anvil-state.json"
+        kept = shutil.copy(state, tmp_path / "dump.json")
+        info = devnet.up(home, market=False)
+        balances = usdc_balance(dev, AGENT_ADDR), usdc_balance(dev, SELLER_ADDR)
+        pay("3", "4")  # in flight: settled on the chain, not in its last dump
+        os.kill(info.pid, signal.SIGKILL)
+        shutil.copy(kept, state)  # what a dump one second earlier holds
+        again = devnet.up(home, market=False)
+        assert again.rpc_url == info.rpc_url and again.usdc == info.usdc
+        assert (usdc_balance(dev, AGENT_ADDR), usdc_balance(dev, SELLER_ADDR)) == balances
+
+        found = reconcile(wallet.meter.store, client, info.usdc, AGENT_ADDR)
+        lost = [r for r in Ledger(wallet.meter.store).rows("run-kill") if r.id in found.rolled_back]
+        assert len(lost) == 2 and len(found.matched) == 1 and not found.clean
+        pay("5")  # the devnet (its paywall restarted by `up`) works on the restarted chain
+        assert usdc_balance(dev, SELLER_ADDR) == balances[1] + lost[0].amount
+        expiry = max(int(r.valid_before or 0) for r in lost)
+        client.w3.provider.make_request("evm_increaseTime", [expiry - client.block_timestamp() + 1])
+        client.w3.provider.make_request("evm_mine", [])
+        done = reconcile(wallet.meter.store, client, info.usdc, AGENT_ADDR, clock=lambda: expiry + 1)
+        assert done.clean and len(done.matched) == 2, done.to_dict()
+        statuses = {r.id: r.status for r in Ledger(wallet.meter.store).rows("run-kill")}
+        assert [statuses[r.id] for r in lost] == ["failed", "failed"]
+    finally:
+        devnet.down(home)
