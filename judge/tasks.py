@@ -312,7 +312,8 @@ def _refusal(offer: PaidCallRequest, limits: TaskLimits) -> str | None:
         return (
             f"recipient {terms.recipient} is not registered for task {limits.task_id} (it may "
             f"pay {len(limits.recipients)} address{'' if len(limits.recipients) == 1 else 'es'}"
-            "); fix: register the task with that recipient in your configuration"
+            "); fix: name the address in the task, or add it to NIB_SELLER_ALLOWLIST (an "
+            "outside seller's payTo), before the run"
         )
     if is_typed:
         seller = offer.seller or str(offer.args.get("url") or "")
@@ -320,6 +321,6 @@ def _refusal(offer: PaidCallRequest, limits: TaskLimits) -> str | None:
             return (
                 f"seller {_origin(seller) or seller!r} is not registered for task "
                 f"{limits.task_id} (registered: {', '.join(limits.sellers) or 'none'}); fix: add "
-                "the seller to the task's registration"
+                "its origin to NIB_SELLER_ALLOWLIST before the run"
             )
     return None

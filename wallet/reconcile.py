@@ -310,12 +310,8 @@ def _reopen_rolled_back(
             f"rolled back: its transaction {row.tx_hash} is no longer on the chain (a restart "
             "from an older state or a reorganisation); reopened until the chain decides"
         )
-        with ledger.store.transaction() as conn:
-            current = conn.execute(f"SELECT status FROM {SPENDS} WHERE id = ?", (row.id,)).fetchone()
-            if current is None or current[0] != "settled":
-                continue
-            transition_in(conn, row.id, "signed", now=ledger.clock(), note=note)
-        reopened.append(row.id)
+        if _move_if(ledger, row.id, "settled", "signed", note):
+            reopened.append(row.id)
     return reopened
 
 
@@ -510,11 +506,17 @@ def _fail_unlandable_transfers(
 def _fail_if_signed(ledger: Ledger, spend_id: str, note: str) -> bool:
     """Fail ``spend_id`` if it is still signed; whoever changed it since (a settlement)
     knows better. Returns whether it was failed."""
+    return _move_if(ledger, spend_id, "signed", "failed", note)
+
+
+def _move_if(ledger: Ledger, spend_id: str, current: str, to: str, note: str) -> bool:
+    """Move ``spend_id`` from ``current`` to ``to`` in one transaction, only if it is still
+    ``current`` (another writer may have moved it since it was read)."""
     with ledger.store.transaction() as conn:
-        current = conn.execute(f"SELECT status FROM {SPENDS} WHERE id = ?", (spend_id,)).fetchone()
-        if current is None or current[0] != "signed":
+        found = conn.execute(f"SELECT status FROM {SPENDS} WHERE id = ?", (spend_id,)).fetchone()
+        if found is None or found[0] != current:
             return False
-        transition_in(conn, spend_id, "failed", now=ledger.clock(), note=note)
+        transition_in(conn, spend_id, to, now=ledger.clock(), note=note)
     return True
 
 
