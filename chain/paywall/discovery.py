@@ -17,6 +17,8 @@ from x402.extensions.bazaar import BAZAAR, DiscoveryResource, extract_discovery_
 from x402.http import decode_payment_required_header
 from x402.schemas import parse_payment_required
 
+from chain.mcp_client import McpTransport, McpUnreachable, call_tool
+
 __all__ = ["Catalogue", "probe_declaration", "probe_mcp_declaration"]
 
 #: Generous: on a loaded machine the seller (and an MCP session) can take seconds to answer.
@@ -125,21 +127,16 @@ def probe_declaration(url: str, method: str) -> tuple[dict[str, Any], dict[str, 
 
 
 async def probe_mcp_declaration(
-    sse_url: str, tool: str, arguments: dict[str, Any]
+    url: str, tool: str, arguments: dict[str, Any], transport: McpTransport | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """Call an MCP ``tool`` unpaid over SSE and return what its x402 402 result declares,
-    like :func:`probe_declaration`; None when it does not answer with a v2 PaymentRequired."""
-    from mcp import ClientSession
-    from mcp.client.sse import sse_client
-
+    """Call an MCP ``tool`` unpaid and return what its x402 402 result declares, like
+    :func:`probe_declaration`; None when it does not answer with a v2 PaymentRequired.
+    The transport is ``transport``, else the one ``url``'s endpoint names (``/mcp``,
+    ``/sse``), else streamable HTTP and then SSE (``chain.mcp_client``)."""
     try:
-        async with (
-            sse_client(sse_url, timeout=_PROBE_TIMEOUT_S) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            result = await session.call_tool(tool, arguments)
-    except Exception:  # anything but a 402 result lists nothing
+        result, _ = await call_tool(url, tool, arguments, transport=transport,
+                                    timeout_s=_PROBE_TIMEOUT_S)
+    except McpUnreachable:  # anything but a 402 result lists nothing
         return None
     if not result.isError or not isinstance(result.structuredContent, dict):
         return None

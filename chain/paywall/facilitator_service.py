@@ -29,6 +29,7 @@ from x402.schemas import parse_payment_payload, parse_payment_requirements
 from chain.client import ChainClient
 from chain.devkeys import DEPLOYER, local_dev_account
 from chain.errors import ChainError
+from chain.mcp_client import McpTransport
 from chain.paywall.discovery import (
     MAX_RESOURCES_PER_SELLER,
     Catalogue,
@@ -55,6 +56,8 @@ class _Listed(BaseModel):
     #: MCP only: the tool, and arguments its unpaid call may be probed with.
     tool: str | None = None
     arguments: dict[str, Any] = Field(default={})
+    #: MCP only: "streamable-http" or "sse" (none: the URL's endpoint, else both in turn).
+    transport: McpTransport | None = None
 
 
 class _Register(BaseModel):
@@ -151,7 +154,9 @@ def create_facilitator_app(
         listed = []
         for entry in body.resources:
             if entry.method.upper() == "MCP" and entry.tool:
-                probed = await probe_mcp_declaration(entry.url, entry.tool, entry.arguments)
+                probed = await probe_mcp_declaration(
+                    entry.url, entry.tool, entry.arguments, entry.transport
+                )
             else:
                 probed = await asyncio.to_thread(probe_declaration, entry.url, entry.method)
             if probed is not None and catalogue.add_from_payment(*probed) is not None:

@@ -1,4 +1,5 @@
-"""A paid MCP server on the devnet: one tool protected by x402 (``x402.mcp``), over SSE.
+"""A paid MCP server on the devnet: one tool protected by x402 (``x402.mcp``), served over
+SSE (the devnet's) or streamable HTTP (``transport``; its app needs its lifespan run).
 
 ``token_fact`` sells a token fact sheet for 0.01 test USDC. An unpaid call returns an
 error result carrying the x402 PaymentRequired (with a ``bazaar`` MCP declaration); a call
@@ -28,6 +29,7 @@ from x402.schemas import AssetAmount, ResourceConfig, ResourceInfo
 from chain.client import ChainClient
 from chain.devkeys import dev_account
 from chain.errors import ChainError
+from chain.mcp_client import ENDPOINTS, McpTransport
 from chain.paywall.datasets import tokens
 from chain.paywall.serve import AppServer, serve_forever, service_parser, wait_for_service
 from chain.usdc import token_domain
@@ -60,8 +62,9 @@ def create_mcp_app(
     *,
     rpc_url: str,
     chain_id: int | None = None,
+    transport: McpTransport = "sse",
 ) -> Any:
-    """The SSE ASGI app of the paid MCP server reachable at ``base_url``, advertising the
+    """The ASGI app (over ``transport``) of the paid MCP server reachable at ``base_url``, advertising the
     EIP-712 domain the token reports at ``rpc_url`` (``chain.usdc.token_domain``, read
     here so no caller can pass another)."""
     client = ChainClient(rpc_url, chain_id)
@@ -87,7 +90,7 @@ def create_mcp_app(
         rs,
         accepts=accepts,
         resource=ResourceInfo(
-            url=f"{base_url}/sse#{MCP_TOOL}",
+            url=f"{base_url}{ENDPOINTS[transport]}#{MCP_TOOL}",
             description=_DESCRIPTION,
             mime_type="application/json",
         ),
@@ -97,7 +100,7 @@ def create_mcp_app(
                 description=_DESCRIPTION,
                 input_schema=_INPUT_SCHEMA,
                 example={"symbol": "USDC"},
-                transport="sse",
+                transport=transport,
                 output=OutputConfig(example={"symbol": "USDC", "issuer": "Circle"}),
             )
         ),
@@ -114,12 +117,13 @@ def create_mcp_app(
         keep = ("symbol", "name", "issuer", "launched", "decimals", "standard")
         return {k: sheet[k] for k in keep if k in sheet}
 
-    return server.sse_app()
+    return server.sse_app() if transport == "sse" else server.streamable_http_app()
 
 
-def register_mcp(facilitator_url: str, base_url: str) -> list[str]:
+def register_mcp(facilitator_url: str, base_url: str, transport: McpTransport = "sse") -> list[str]:
     """Ask the facilitator to list the paid tool (it probes the tool's 402 itself)."""
-    entry = {"url": f"{base_url}/sse", "method": "MCP", "tool": MCP_TOOL, "arguments": {"symbol": "USDC"}}
+    entry = {"url": base_url + ENDPOINTS[transport], "method": "MCP", "tool": MCP_TOOL,
+             "arguments": {"symbol": "USDC"}, "transport": transport}
     resp = httpx.post(
         facilitator_url.rstrip("/") + "/discovery/register", json={"resources": [entry]}, timeout=30
     )

@@ -28,8 +28,12 @@ class AppServer:
     ``url`` is ``http://host:port`` once started (port 0 picks a free one).
     """
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, *, name: str) -> None:
+    def __init__(
+        self, app: Any, host: str = "127.0.0.1", port: int = 0, *, name: str, lifespan: bool = False
+    ) -> None:
         self.app = app
+        #: Run the app's startup/shutdown (an MCP streamable HTTP server's session manager).
+        self._lifespan = "on" if lifespan else "off"
         self.name = name
         self._host = host
         self._port = port
@@ -43,7 +47,8 @@ class AppServer:
     def start(self) -> AppServer:
         """Start serving; return once the socket is bound, or raise DevnetError."""
         config = uvicorn.Config(
-            self.app, host=self._host, port=self._port, log_level="warning", lifespan="off"
+            self.app, host=self._host, port=self._port, log_level="warning",
+            lifespan=self._lifespan,  # type: ignore[arg-type]
         )
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, name=f"nib-{self.name}", daemon=True)

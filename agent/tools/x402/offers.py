@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal, Protocol, TypedDict
 
 from agent.errors import ToolError
+from chain.mcp_client import MCP_TRANSPORTS, split_endpoint
 
 
 class SellerScope(Protocol):
@@ -165,11 +166,21 @@ class Offer:
     tool: str | None = None
     service_name: str | None = None
     source: str = ""
+    #: MCP only: the transport the discovery entry names ("streamable-http" or "sse").
+    transport: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         out = asdict(self)
         out["kinds"] = list(self.kinds)
         return out
+
+
+def _transport(declared: object, resource: str) -> str | None:
+    """The MCP transport a discovery entry names (its bazaar ``transport``, else the
+    endpoint its resource URL ends in); None when it names none."""
+    if declared in MCP_TRANSPORTS:
+        return str(declared)
+    return split_endpoint(resource)[1]
 
 
 def offer_from_discovery(item: object, source: str) -> Offer | None:
@@ -207,6 +218,7 @@ def offer_from_discovery(item: object, source: str) -> Offer | None:
         kinds=declared_kinds(description, " ".join(tags)),
         example=dict(example) if isinstance(example, Mapping) else {},
         tool=str(tool) if isinstance(tool, str) else None,
+        transport=_transport(info_input.get("transport"), resource) if kind == "mcp" else None,
         service_name=_clean(getattr(item, "service_name", ""), 60) or None,
         source=source,
     )
@@ -300,8 +312,9 @@ def offer_call(
         return None
     covers = [k for k in kinds if k in offer.kinds]
     if offer.type == "mcp":
-        server = offer.resource.split("#", 1)[0].removesuffix("/sse")
-        return "pay_mcp", {"server": server, "tool": offer.tool, "arguments": ask, "covers": covers}
+        server, _ = split_endpoint(offer.resource)
+        args = {"server": server, "tool": offer.tool, "arguments": ask, "covers": covers}
+        return "pay_mcp", {**args, **({"transport": offer.transport} if offer.transport else {})}
     if offer.method == "POST":
         return "pay_http", {"url": offer.resource, "method": "POST", "body": ask, "covers": covers}
     url = str(httpx.URL(offer.resource).copy_merge_params({k: str(v) for k, v in ask.items()}))

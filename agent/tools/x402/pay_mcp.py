@@ -1,12 +1,14 @@
 """pay_mcp: call an MCP tool protected by x402: quote (free) -> judge -> sign -> call -> settle.
 
-``quote`` calls the tool unpaid over SSE: an ordinary result is free data; an error result
+``quote`` calls the tool unpaid over the transport its discovery entry names (streamable
+HTTP, then SSE, when none is named; ``chain.mcp_client``): an ordinary result is free data; an error result
 carrying an x402 PaymentRequired (``x402.mcp``'s 402) is parsed, the requirement on our
 network and USDC chosen, and the exact EIP-3009 authorization built with our nonce and
 window, as ``pay_http`` does. ``execute`` reads the terms again, has the wallet sign the
 very payload the verdict approved, calls the tool once with the payment in
 ``_meta["x402/payment"]``, and settles the ledger row only when the chain proves the
-receipt in ``_meta["x402/payment-response"]``. No automatic payment: x402's MCP client
+receipt in ``_meta["x402/payment-response"]``, over the transport the quote used and no
+other. No automatic payment: x402's MCP client
 would pay on its own, so nib attaches the payment itself under the judge's verdict.
 """
 
@@ -16,10 +18,8 @@ import asyncio
 import json
 from collections.abc import Mapping
 
-from mcp import ClientSession
-from mcp.client.sse import sse_client
 from mcp.types import CallToolResult
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from x402.mcp import MCP_PAYMENT_META_KEY, MCP_PAYMENT_RESPONSE_META_KEY
 from x402.schemas import parse_payment_required as _x402_parse
 
@@ -47,6 +47,7 @@ from agent.tools.x402.quoting import (
     quoted_authorization,
     settle_or_refuse,
 )
+from chain.mcp_client import ENDPOINTS, McpTransport, McpUnreachable, call_tool, split_endpoint
 from chain.money import format_usdc
 from chain.usdc import AuthorizationTypedData
 from judge.verdict import Verdict
@@ -60,7 +61,7 @@ _PLACEHOLDER_SIGNATURE = "0x" + "00" * 65
 class PayMcpArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    server: str = Field(description="Base http(s) URL of the MCP server (SSE at /sse).")
+    server: str = Field(description="Base http(s) URL of the MCP server (endpoints /mcp, /sse).")
     tool: str = Field(min_length=1, max_length=100, description="Name of the paid MCP tool.")
     arguments: dict[str, object] = Field(default={}, description="The tool's arguments.")
     covers: list[str] = Field(
@@ -71,13 +72,29 @@ class PayMcpArgs(BaseModel):
     max_price: UsdcAmount | None = Field(
         default=None, description="Highest acceptable price: atomic USDC or e.g. '0.05 USDC'."
     )
+    transport: McpTransport | None = Field(
+        default=None,
+        description="MCP transport from the discovery entry: 'streamable-http' or 'sse' "
+        "(none: streamable HTTP, then SSE).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _endpoint(cls, data: object) -> object:
+        """A server URL ending in /mcp or /sse names its transport."""
+        if isinstance(data, dict) and isinstance(data.get("server"), str):
+            base, named = split_endpoint(data["server"])
+            if named and not data.get("transport"):
+                data = {**data, "transport": named}
+            data = {**data, "server": base}
+        return data
 
     @field_validator("server", mode="before")
     @classmethod
     def _server(cls, value: object) -> object:
         if not isinstance(value, str):
             return value
-        text = value.strip().rstrip("/").removesuffix("/sse")
+        text = value.strip().rstrip("/")
         if not text.startswith(("http://", "https://")) or "@" in text:
             raise ValueError(
                 f"found {text!r}; expected the MCP server's http(s) base URL without "
@@ -122,7 +139,7 @@ class PayMcpTool(Tool):
                 "pay_mcp: no wallet is configured for this run; expected an unlocked wallet "
                 "to pay from. Fix: `nib wallet new` (or `nib devnet up` on the devnet)."
             )
-        result = await _call(args)
+        result, used = await _call(args)
         required = _payment_required(result)
         seller = {"seller": seller_of(args.server)}
         if required is None:
@@ -141,7 +158,8 @@ class PayMcpTool(Tool):
             requirement,
             ctx,
             what=f"MCP {args.tool}",
-            meta={**seller, "payment_required": required, "facts": list(self.facts_for(args))},
+            meta={**seller, "payment_required": required, "facts": list(self.facts_for(args)),
+                  "transport": used},
         )
 
     # -- execute -----------------------------------------------------------------
@@ -163,6 +181,8 @@ class PayMcpTool(Tool):
         if wallet is None:
             raise ToolError("pay_mcp: no wallet is configured for this run; nothing was paid.")
         cap = spend_cap(ctx, self.name)
+        # The paid call goes over the transport the quote reached, once, never another.
+        args = args.model_copy(update={"transport": args.transport or quote.meta.get("transport")})
         pr, requirement, payload, authorization = await self._current_terms(args, quote, ctx)
         # The wallet recomputes the fingerprint of exactly this payload (verdict-void if
         # the seller's terms changed since the quote).
@@ -178,7 +198,7 @@ class PayMcpTool(Tool):
             {"url": _resource(args), "amount": quote.amount, "ledger_id": signed.ledger_id},
         )
         try:
-            result = await _call(args, meta=meta)
+            result, _ = await _call(args, meta=meta)
         except ToolError as exc:
             raise ToolError(
                 f"pay_mcp: the paid call to {args.tool} failed after signing ({exc}); the "
@@ -210,7 +230,7 @@ class PayMcpTool(Tool):
     ) -> tuple[AnyPaymentRequired, AnyRequirement, AuthorizationTypedData, dict[str, str]]:
         """The tool's terms asked again, as the payload to sign with the quoted nonce and
         window; a payment that cannot be built fails here, before anything is signed."""
-        required = _payment_required(await _call(args))
+        required = _payment_required((await _call(args))[0])
         if required is None:
             raise ToolError(
                 f"pay_mcp: {args.tool} at {args.server} no longer asks for payment; nothing "
@@ -265,24 +285,26 @@ class PayMcpTool(Tool):
 
 
 def _resource(args: PayMcpArgs) -> str:
-    return f"{args.server}/sse"
+    return args.server + ENDPOINTS[args.transport or "sse"]
 
 
-async def _call(args: PayMcpArgs, meta: dict[str, object] | None = None) -> CallToolResult:
-    """One MCP tools/call over SSE; transport failures become a ToolError."""
+async def _call(
+    args: PayMcpArgs, meta: dict[str, object] | None = None
+) -> tuple[CallToolResult, McpTransport]:
+    """One MCP tools/call over the args' transport (or each in turn); a ToolError names
+    every transport tried and what answered."""
     try:
-        async with (
-            sse_client(args.server + "/sse", timeout=_TIMEOUT_S) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            return await session.call_tool(args.tool, args.arguments, meta=meta)
-    except Exception as exc:
+        result, used = await call_tool(
+            args.server, args.tool, dict(args.arguments), transport=args.transport,
+            meta=meta, timeout_s=_TIMEOUT_S,
+        )
+    except McpUnreachable as exc:
         raise ToolError(
-            f"pay_mcp: could not call {args.tool} at {args.server} ({type(exc).__name__}: "
-            f"{str(exc)[:200]}); expected a running MCP server (SSE at /sse). Fix: start it "
-            "(`nib devnet up` on the devnet) or check the URL."
+            f"pay_mcp: could not call {args.tool} at {args.server}: {exc}; expected a running "
+            "MCP server (streamable HTTP at /mcp or SSE at /sse). Fix: start it (`nib devnet "
+            "up` on the devnet), check the URL, or name the transport its discovery entry gives."
         ) from exc
+    return result, used
 
 
 def _payment_required(result: CallToolResult) -> dict[str, object] | None:

@@ -82,5 +82,6 @@ def test_an_mcp_offer_becomes_a_pay_mcp_call(
             "tool": "token_fact",
             "arguments": {"symbol": "DAI"},
             "covers": ["token_factsheet"],
+            "transport": "sse",  # the transport its discovery entry names
         },
     )

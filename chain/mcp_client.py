@@ -1,0 +1,95 @@
+"""Calling an MCP tool over either of the ecosystem's transports: streamable HTTP (at
+``/mcp``, what MCP servers now serve) or SSE (at ``/sse``). One home for both, used by the
+buyer (``pay_mcp``) and by the facilitator's discovery probe.
+
+A server URL may end in its endpoint (``/mcp`` or ``/sse``), which names the transport;
+otherwise the transport is the one given, or each is tried in turn (streamable HTTP
+first). A failure names every transport tried and what answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Literal, get_args
+
+__all__ = ["ENDPOINTS", "MCP_TRANSPORTS", "McpTransport", "McpUnreachable", "call_tool", "split_endpoint"]
+
+McpTransport = Literal["streamable-http", "sse"]
+"""How an MCP client reaches a server.
+
+- ``streamable-http``: MCP's streamable HTTP transport, at ``<server>/mcp``.
+- ``sse``: the older HTTP + server-sent events transport, at ``<server>/sse``.
+"""
+MCP_TRANSPORTS: tuple[McpTransport, ...] = get_args(McpTransport)
+ENDPOINTS: dict[McpTransport, str] = {"streamable-http": "/mcp", "sse": "/sse"}
+
+
+class McpUnreachable(Exception):
+    """No transport tried reached the tool; the message names each and what answered."""
+
+
+def split_endpoint(url: str) -> tuple[str, McpTransport | None]:
+    """``(server base URL, transport its endpoint names or None)``."""
+    base = url.split("#", 1)[0].strip().rstrip("/")
+    for transport, path in ENDPOINTS.items():
+        if base.endswith(path):
+            return base.removesuffix(path), transport
+    return base, None
+
+
+@asynccontextmanager
+async def _session(url: str, transport: McpTransport, timeout_s: float) -> AsyncIterator[Any]:
+    from mcp import ClientSession
+
+    if transport == "sse":
+        from mcp.client.sse import sse_client
+
+        async with sse_client(url, timeout=timeout_s) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            yield s
+    else:
+        from mcp.client.streamable_http import streamablehttp_client
+
+        async with (
+            streamablehttp_client(url, timeout=timeout_s) as (read, write, _),
+            ClientSession(read, write) as s,
+        ):
+            await s.initialize()
+            yield s
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost cause of ``exc`` (anyio wraps transport errors in task groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {str(exc)[:160] or 'no message'}"
+
+
+async def call_tool(
+    server: str,
+    tool: str,
+    arguments: dict[str, Any],
+    *,
+    transport: McpTransport | None = None,
+    meta: dict[str, Any] | None = None,
+    timeout_s: float = 30.0,
+) -> tuple[Any, McpTransport]:
+    """Call ``tool`` on the MCP server at ``server``; ``(CallToolResult, transport used)``.
+
+    ``transport`` (or the endpoint ``server`` ends in) is the only one tried; otherwise
+    streamable HTTP, then SSE. Raises McpUnreachable naming each transport tried. A call
+    carrying a payment (``meta``) should name its transport: it is then sent once.
+    """
+    base, named = split_endpoint(server)
+    order = (transport or named,) if (transport or named) else MCP_TRANSPORTS
+    tried = []
+    for t in order:
+        assert t is not None
+        url = base + ENDPOINTS[t]
+        try:
+            async with _session(url, t, timeout_s) as session:
+                return await session.call_tool(tool, arguments, meta=meta), t
+        except Exception as exc:  # every transport failure is reported, none is fatal here
+            tried.append(f"{t} at {url} ({_reason(exc)})")
+    raise McpUnreachable("tried " + "; ".join(tried))

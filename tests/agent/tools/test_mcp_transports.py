@@ -1,0 +1,109 @@
+"""Paid MCP over both of the ecosystem's transports. A seller served with the official
+``x402.mcp`` over streamable HTTP (at /mcp) is listed by the facilitator's probe (which
+speaks both) and bought from, balances read from the chain; the transport comes from the
+discovery entry, else streamable HTTP is tried first and then SSE; errors name each
+transport tried."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from _tools_support import approve, usdc_balance
+
+from agent.errors import ToolError
+from agent.tools.x402.offers import OfferBook, offer_call, offer_from_discovery
+from agent.tools.x402.pay_mcp import PayMcpArgs, PayMcpTool
+from chain.devkeys import AGENT, dev_account
+from chain.paywall.facilitator_service import create_facilitator_app
+from chain.paywall.mcp_seller import (
+    MCP_PAY_TO_INDEX,
+    MCP_TOOL,
+    MCP_TOOL_PRICE,
+    create_mcp_app,
+    register_mcp,
+)
+from chain.paywall.serve import AppServer
+
+AGENT_ADDR = dev_account(AGENT).address
+MCP_SELLER = dev_account(MCP_PAY_TO_INDEX).address
+
+
+@pytest.fixture(scope="module")
+def streamable(anvil: Any) -> Iterator[dict[str, str]]:
+    """A facilitator of its own and the paid MCP server over streamable HTTP, registered."""
+    with AppServer(create_facilitator_app(anvil.rpc_url), name="facilitator") as fac:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        base = f"http://127.0.0.1:{port}"
+        app = create_mcp_app(base, fac.url, anvil.usdc, rpc_url=anvil.rpc_url,
+                             transport="streamable-http")
+        with AppServer(app, port=port, name="mcp-streamable", lifespan=True):
+            yield {"facilitator": fac.url, "mcp": base}
+
+
+def test_the_facilitator_probe_lists_a_streamable_http_tool(streamable: dict[str, str]) -> None:
+    assert register_mcp(streamable["facilitator"], streamable["mcp"], "streamable-http") == [
+        streamable["mcp"] + "/mcp"]
+    items = httpx.get(streamable["facilitator"] + "/discovery/resources?type=mcp", timeout=30).json()
+    [item] = items["items"]
+    assert item["extensions"]["bazaar"]["info"]["input"]["transport"] == "streamable-http"
+    # What nib proposes from that entry names its transport.
+    import types
+    offer = offer_from_discovery(types.SimpleNamespace(**item), "test")
+    assert offer is not None and offer.transport == "streamable-http"
+    tool, args = offer_call(offer, {"symbol": "USDC"}, ("token_factsheet",))  # type: ignore[misc]
+    assert tool == "pay_mcp" and PayMcpArgs.model_validate(args).transport == "streamable-http"
+
+
+def test_buys_from_an_x402_mcp_seller_over_streamable_http(
+    chain: Any, streamable: dict[str, str], make_ctx: Any, wallet: Any, judge_signer: Any
+) -> None:
+    ctx = make_ctx(wallet=wallet, allowlist=(streamable["mcp"],))
+    tool = PayMcpTool(OfferBook())
+    before = usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, MCP_SELLER)
+    args = PayMcpArgs.model_validate({"server": streamable["mcp"], "tool": MCP_TOOL,
+                                      "arguments": {"symbol": "USDC"}})
+    assert args.transport is None  # none named: streamable HTTP is tried first
+
+    async def buy() -> Any:
+        quote = await tool.quote(args, ctx)
+        assert quote.meta["transport"] == "streamable-http" and quote.amount == MCP_TOOL_PRICE
+        return await tool.execute(quote, approve(judge_signer, quote), ctx)
+
+    obs = asyncio.run(buy())
+    assert obs.ok and obs.cost_usdc == MCP_TOOL_PRICE and "Circle" in str(obs.data["excerpt"])
+    assert usdc_balance(chain, AGENT_ADDR) == before[0] - MCP_TOOL_PRICE
+    assert usdc_balance(chain, MCP_SELLER) == before[1] + MCP_TOOL_PRICE
+
+
+def test_an_sse_only_seller_is_reached_after_streamable_http_fails(
+    market: dict[str, str], make_ctx: Any, wallet: Any
+) -> None:
+    ctx = make_ctx(wallet=wallet, allowlist=(market["mcp"],))
+    args = PayMcpArgs.model_validate({"server": market["mcp"], "tool": MCP_TOOL,
+                                      "arguments": {"symbol": "USDC"}})
+    quote = asyncio.run(PayMcpTool(OfferBook()).quote(args, ctx))
+    assert quote.meta["transport"] == "sse" and quote.amount == MCP_TOOL_PRICE
+
+
+def test_an_unreachable_server_names_every_transport_tried(make_ctx: Any, wallet: Any) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    ctx = make_ctx(wallet=wallet, allowlist=(dead,))
+    args = PayMcpArgs.model_validate({"server": dead, "tool": MCP_TOOL})
+    with pytest.raises(ToolError) as err:
+        asyncio.run(PayMcpTool(OfferBook()).quote(args, ctx))
+    text = str(err.value)
+    assert f"streamable-http at {dead}/mcp (" in text and f"sse at {dead}/sse (" in text
+    assert "ConnectError" in text and "TaskGroup" not in text
+    only_sse = PayMcpArgs.model_validate({"server": dead + "/sse", "tool": MCP_TOOL})
+    with pytest.raises(ToolError, match="tried sse at") as err:
+        asyncio.run(PayMcpTool(OfferBook()).quote(only_sse, ctx))
+    assert "streamable-http" not in str(err.value).split("tried", 1)[1].split(";")[0]
