@@ -34,7 +34,7 @@ from judge.fingerprint import call_fingerprint
 from judge.policy import FreeDecision, FreeReadPolicy
 from judge.records import Grant, Standing, VerdictRecord, VerdictRecords
 from judge.request import PaidCallRequest
-from judge.tasks import TaskLimits, TaskRegistry, bind
+from judge.tasks import PayToOf, TaskLimits, TaskRegistry, bind
 from judge.verdict import (
     DEFAULT_TTL_S,
     Decision,
@@ -112,6 +112,7 @@ class Judge:
         tasks: TaskRegistry | None = None,
         balance_of: Callable[[str], int] | None = None,
         require_task: bool = False,
+        pay_to_of: PayToOf | None = None,
     ) -> None:
         if value_per_item is not None and (
             isinstance(value_per_item, bool)
@@ -137,6 +138,9 @@ class Judge:
         self.tasks = tasks if tasks is not None else TaskRegistry(clock=clock)
         self._balance_of = balance_of
         self._require_task = require_task
+        #: Reads the payTo a seller's own 402 advertises (judge.payto): with it, a registered
+        #: seller origin admits that payTo for the purchase it quotes.
+        self._pay_to_of = pay_to_of
         self._lock = threading.Lock()
         self._deciding = threading.Lock()  # a task's budget is read and spent atomically
 
@@ -194,7 +198,7 @@ class Judge:
         if self._balance_of is not None:
             balance = self._balance_of(offer.asset)
         committed = self.records.committed(limits.task_id, self._clock())
-        return bind(offer, limits, committed=committed, balance=balance)
+        return bind(offer, limits, committed=committed, balance=balance, pay_to_of=self._pay_to_of)
 
     def _granted(self, offer: PaidCallRequest) -> Grant | None:
         """A human's unused grant for exactly this registered task's payload, when its

@@ -252,18 +252,21 @@ def _limits(row: tuple[object, ...]) -> TaskLimits:
 
 
 def bind(
-    offer: PaidCallRequest, limits: TaskLimits, *, committed: int, balance: int | None
+    offer: PaidCallRequest, limits: TaskLimits, *, committed: int, balance: int | None,
+    pay_to_of: PayToOf | None = None,
 ) -> PaidCallRequest | str:
     """``offer`` with the task's registered limits in place of the request's, or the
     reason it cannot be paid at all.
 
     The judge rules on the payload itself: its fingerprint is recomputed, and its amount,
     recipient, asset and chain must be the offer's. The recipient must be registered; an
-    x402 purchase must come from a registered seller origin. The remaining budget is the
+    x402 purchase must come from a registered seller origin, and a registered origin admits
+    the payTo its own 402 advertises for the resource (``pay_to_of``, read by the judge at
+    ruling time; the payload binds it, so a later change voids the verdict). The remaining budget is the
     cap less what the judge itself approved for the task (consumed, or still live);
     ``balance`` is what the judge read from the chain (``None``: keep the request's).
     """
-    refusal = _refusal(offer, limits)
+    refusal = _refusal(offer, limits, pay_to_of)
     if refusal is not None:
         return refusal
     return replace(
@@ -273,12 +276,29 @@ def bind(
         approval_threshold=limits.approval_threshold,
         remaining_budget=max(0, limits.spend_cap - committed),
         balance=offer.balance if balance is None else balance,
-        known_recipients=limits.recipients,
+        # Past _refusal the recipient is registered or the payTo the seller's 402 advertises.
+        known_recipients=tuple(sorted({*limits.recipients, offer.recipient.lower()})),
         alternatives=(),
     )
 
 
-def _refusal(offer: PaidCallRequest, limits: TaskLimits) -> str | None:
+#: ``(url, method, body) -> payTo addresses`` the seller's own 402 advertises (judge.payto).
+PayToOf = Callable[[str, str, object], frozenset[str]]
+
+
+def _advertised(offer: PaidCallRequest, recipient: str, pay_to_of: PayToOf | None) -> bool:
+    """Whether the seller's own 402 for this purchase (read by the judge now) names
+    ``recipient``; only a pay_http purchase names a resource the judge can fetch."""
+    url = offer.args.get("url")
+    if pay_to_of is None or not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return False
+    method = str(offer.args.get("method") or "GET")
+    return recipient.lower() in pay_to_of(url, method, offer.args.get("body"))
+
+
+def _refusal(
+    offer: PaidCallRequest, limits: TaskLimits, pay_to_of: PayToOf | None = None
+) -> str | None:
     """Why ``offer`` cannot be paid under ``limits`` (no payload, a fingerprint or terms
     that are not the payload's, a recipient or seller not registered), else None."""
     from judge.fingerprint import transaction_fingerprint, typed_data_fingerprint
@@ -308,19 +328,21 @@ def _refusal(offer: PaidCallRequest, limits: TaskLimits) -> str | None:
             f"the request names (amount, recipient, asset, chain) {named}, the payload pays "
             f"{actual}; fix: describe the payload as it is"
         )
-    if terms.recipient.lower() not in limits.recipients:
+    seller = offer.seller or str(offer.args.get("url") or "")
+    if is_typed and not limits.seller_allowed(seller):
+        return (
+            f"seller {_origin(seller) or seller!r} is not registered for task "
+            f"{limits.task_id} (registered: {', '.join(limits.sellers) or 'none'}); fix: add "
+            "its origin to NIB_SELLER_ALLOWLIST before the run"
+        )
+    if terms.recipient.lower() not in limits.recipients and not (
+        is_typed and _advertised(offer, terms.recipient, pay_to_of)
+    ):
         return (
             f"recipient {terms.recipient} is not registered for task {limits.task_id} (it may "
             f"pay {len(limits.recipients)} address{'' if len(limits.recipients) == 1 else 'es'}"
-            "); fix: name the address in the task, or add it to NIB_SELLER_ALLOWLIST (an "
-            "outside seller's payTo), before the run"
+            "), nor the payTo the seller's own 402 advertises; fix: name the address in the "
+            "task, or add it (an outside seller's payTo) or the seller's origin to "
+            "NIB_SELLER_ALLOWLIST, before the run"
         )
-    if is_typed:
-        seller = offer.seller or str(offer.args.get("url") or "")
-        if not limits.seller_allowed(seller):
-            return (
-                f"seller {_origin(seller) or seller!r} is not registered for task "
-                f"{limits.task_id} (registered: {', '.join(limits.sellers) or 'none'}); fix: add "
-                "its origin to NIB_SELLER_ALLOWLIST before the run"
-            )
     return None

@@ -388,6 +388,7 @@ def build_local_judge(
     """
     from judge.calibration import BetaCalibrator
     from judge.jev import Judge
+    from judge.payto import advertised_pay_to
     from judge.records import VerdictRecords
     from judge.tasks import TaskRegistry
     from judge.verdict import VerdictSigner
@@ -412,6 +413,8 @@ def build_local_judge(
             "tasks": TaskRegistry(db),
             "require_task": admin,
             "balance_of": (lambda asset: chain.token_balance(asset, owner)) if owner else None,
+            # An allowlisted seller origin admits the payTo its own 402 advertises.
+            "pay_to_of": advertised_pay_to,
         }
     return Judge(
         signer,

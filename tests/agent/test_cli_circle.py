@@ -39,3 +39,57 @@ def test_devnet_up_token_circle_runs_circles_token_and_keeps_it(home: Path) -> N
     other = nib(home, "devnet", "up", "--token", "test")
     assert other.returncode != 0
     assert "runs token circle, asked for test" in other.stderr and "NIB_HOME" in other.stderr
+
+
+def test_an_outside_fastapi_seller_admitted_by_origin_alone_is_bought_from(home: Path) -> None:
+    """A seller built only with x402's FastAPI middleware, paid to an address nib was never
+    told: listing its origin in NIB_SELLER_ALLOWLIST is the one step; the judge service
+    admits the payTo its own 402 advertises. Balances read from the chain."""
+    from typing import Any
+
+    from eth_account import Account
+    from fastapi import FastAPI
+    from x402 import x402Facilitator, x402ResourceServer
+    from x402.http import PaymentOption, RouteConfig
+    from x402.http.middleware.fastapi import payment_middleware
+    from x402.mechanisms.evm.exact import ExactEvmFacilitatorScheme, ExactEvmServerScheme
+    from x402.mechanisms.evm.signers import FacilitatorWeb3Signer
+    from x402.schemas import AssetAmount
+
+    from chain.devkeys import dev_account
+    from chain.usdc import token_domain
+    from tests._support import serve
+
+    info = json.loads(nib(home, "devnet", "up", "--json").stdout)
+    chain = ChainClient(info["rpc_url"], 31337)
+    network, pay_to = "eip155:31337", Account.create().address
+    name, version = token_domain(chain.w3, info["usdc"])
+    facilitator = x402Facilitator()
+    facilitator.register([network], ExactEvmFacilitatorScheme(FacilitatorWeb3Signer(
+        private_key=dev_account(5).key.hex(), rpc_url=info["rpc_url"], confirmation_timeout_seconds=30)))
+    server = x402ResourceServer(facilitator)
+    server.register(network, ExactEvmServerScheme())  # type: ignore[arg-type]
+    price = AssetAmount(amount="30000", asset=info["usdc"], extra={"name": name, "version": version})
+    routes = {"GET /tokens": RouteConfig(accepts=PaymentOption(
+        scheme="exact", pay_to=pay_to, price=price, network=network, max_timeout_seconds=120),
+        description="Token fact sheet: issuer, decimals")}
+    app = FastAPI()
+    gate = payment_middleware(routes, server)
+
+    @app.middleware("http")
+    async def x402_gate(request: Any, call_next: Any) -> Any:
+        return await gate(request, call_next)
+
+    @app.get("/tokens")
+    def tokens(symbol: str = "USDC") -> dict[str, Any]:
+        return {"symbol": symbol, "name": "USD Coin", "issuer": "Circle", "decimals": 6}
+
+    with serve(app) as base:
+        task = f"Who issues USDC? Buy the token fact sheet at {base}/tokens?symbol=USDC"
+        r = nib(home, "run", task, "--json", env={"NIB_SELLER_ALLOWLIST": base})
+        assert r.returncode == 0, r.stderr + r.stdout
+    result = json.loads(r.stdout)
+    audit = json.loads(nib(home, "audit", "--run", result["run_id"], "--json").stdout)
+    assert [(row["amount"], row["status"], row["recipient"].lower()) for row in audit] == [
+        (30_000, "settled", pay_to.lower())]
+    assert chain.token_balance(info["usdc"], pay_to) == 30_000

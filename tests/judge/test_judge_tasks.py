@@ -97,7 +97,7 @@ def test_the_registered_cap_threshold_and_recipients_win_over_the_request(judge:
     stranger = judge.decide(request(transfer(ATTACKER, 100_000)))
     assert stranger.decision == "refuse"
     assert f"recipient {ATTACKER.lower()} is not registered for task task-1" in stranger.reason
-    assert "add it to NIB_SELLER_ALLOWLIST" in stranger.reason  # the refusal names the setting
+    assert "to NIB_SELLER_ALLOWLIST, before the run" in stranger.reason  # names the setting
     escalated = judge.decide(request(transfer(SELLER, 450_000)))
     assert escalated.decision == "escalate"  # the request's approval_threshold=None is ignored
     assert judge.decide(request(transfer(SELLER, 100_000))).decision == "approve"

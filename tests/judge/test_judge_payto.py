@@ -1,0 +1,98 @@
+"""Allowlisting an outside seller by origin admits the payTo it advertises, bound at quote
+time, from the attacker's position: the judge reads the seller's own 402 itself, so an agent
+naming the allowlisted origin with its own address is refused, and a seller whose payTo
+changed is paid only at the new one. Refusals name the setting."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi import FastAPI, Response
+from test_judge_tasks import ATTACKER, USDC, authorization, request
+from x402.http import encode_payment_required_header
+from x402.schemas import PaymentRequired, PaymentRequirements, ResourceInfo
+
+from judge.fingerprint import call_fingerprint
+from judge.jev import Judge
+from judge.payto import advertised_pay_to
+from judge.tasks import TaskLimits
+from judge.verdict import VerdictSigner
+from tests._support import serve
+
+OUTSIDE_PAY_TO = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
+NEW_PAY_TO = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
+
+
+@pytest.fixture(scope="module")
+def seller() -> Iterator[dict[str, Any]]:
+    """An outside x402 seller whose 402 (x402's own header) names ``state['pay_to']``."""
+    state: dict[str, Any] = {"pay_to": OUTSIDE_PAY_TO}
+    app = FastAPI()
+
+    @app.get("/data")
+    def data() -> Response:
+        required = PaymentRequired(
+            x402_version=2, resource=ResourceInfo(url="/data", description="data"),
+            accepts=[PaymentRequirements(scheme="exact", network="eip155:31337", asset=USDC,
+                                         amount="10000", pay_to=state["pay_to"],
+                                         max_timeout_seconds=300,
+                                         extra={"name": "USDC", "version": "2"})],
+        )
+        return Response(status_code=402, headers={
+            "PAYMENT-REQUIRED": encode_payment_required_header(required)})
+
+    with serve(app) as url:
+        state["url"] = url
+        yield state
+
+
+def _judge(signer: VerdictSigner, origin: str, *, binds: bool = True) -> Judge:
+    judge = Judge(signer, allowed_assets={31337: [USDC]}, balance_of=lambda asset: 5_000_000,
+                  require_task=True, pay_to_of=advertised_pay_to if binds else None)
+    judge.register_task(TaskLimits(task_id="task-1", spend_cap=1_000_000, per_call_cap=500_000,
+                                   approval_threshold=None, recipients=(), sellers=(origin,)))
+    return judge
+
+
+def _buy(seller: dict[str, Any], to: str, nonce: int = 1) -> Any:
+    url = seller["url"] + "/data"
+    return request(authorization(to, 10_000, nonce), args={"url": url}, seller=seller["url"],
+                   call_fingerprint=call_fingerprint("pay_http", {"url": url}))
+
+
+def test_an_origin_on_the_allowlist_admits_the_pay_to_its_402_advertises(
+    seller: dict[str, Any], signer: VerdictSigner
+) -> None:
+    seller["pay_to"] = OUTSIDE_PAY_TO
+    judge = _judge(signer, seller["url"])
+    first = judge.decide(_buy(seller, OUTSIDE_PAY_TO))
+    assert first.decision == "approve", first.reason
+    # A compromised agent names the allowlisted origin and its own address: the seller's
+    # own 402, read by the judge, does not name it.
+    stolen = judge.decide(_buy(seller, ATTACKER, nonce=2))
+    assert stolen.decision == "refuse"
+    assert "nor the payTo the seller's own 402 advertises" in stolen.reason
+    assert "NIB_SELLER_ALLOWLIST" in stolen.reason
+    # The seller moves its payTo: the old address is no longer admitted, the new one is.
+    seller["pay_to"] = NEW_PAY_TO
+    assert judge.decide(_buy(seller, OUTSIDE_PAY_TO, nonce=3)).decision == "refuse"
+    assert judge.decide(_buy(seller, NEW_PAY_TO, nonce=4)).decision == "approve"
+
+
+def test_without_the_402_read_an_unregistered_pay_to_is_refused(
+    seller: dict[str, Any], signer: VerdictSigner
+) -> None:
+    seller["pay_to"] = OUTSIDE_PAY_TO
+    refused = _judge(signer, seller["url"], binds=False).decide(_buy(seller, OUTSIDE_PAY_TO))
+    assert refused.decision == "refuse" and "NIB_SELLER_ALLOWLIST" in refused.reason
+    elsewhere = _judge(signer, "http://127.0.0.1:9").decide(_buy(seller, OUTSIDE_PAY_TO))
+    assert elsewhere.decision == "refuse" and "add its origin to NIB_SELLER_ALLOWLIST" in elsewhere.reason
+
+
+def test_the_402_read_follows_no_redirect_and_reads_only_a_402(seller: dict[str, Any]) -> None:
+    assert advertised_pay_to(seller["url"] + "/nothing") == frozenset()
+    assert advertised_pay_to("http://127.0.0.1:9/data") == frozenset()
+    seller["pay_to"] = OUTSIDE_PAY_TO
+    assert advertised_pay_to(seller["url"] + "/data") == {OUTSIDE_PAY_TO.lower()}
