@@ -7,10 +7,9 @@ from the chain each time."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
+import _on_circle
 from test_loop_market import (  # noqa: F401 - collected here on Circle's token
     test_pays_an_x402_mcp_tool_through_the_judge_and_the_wallet,
 )
@@ -28,16 +27,8 @@ from test_tools_transfer import (  # noqa: F401
 
 from chain.fiattoken import fiat_token_abi
 
-
-@pytest.fixture(scope="module")
-def anvil(circle_anvil: Any) -> Iterator[Any]:
-    """This module's chain is the one with Circle's token (the suite's second devnet)."""
-    yield circle_anvil
-
-
-@pytest.fixture(scope="module")
-def market(circle_market: dict[str, str]) -> dict[str, str]:
-    return circle_market
+#: This module's chain and market are the session's Circle devnet (tests/conftest.py).
+anvil, market = _on_circle.anvil, _on_circle.market
 
 
 def test_the_token_here_is_circles_fiattoken_v2_2(anvil: Any) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import _on_circle
 import pytest
 from _tools_support import approve, usdc_balance
 from eth_account import Account
@@ -25,6 +26,9 @@ from chain.devkeys import AGENT, OUTSIDER, dev_account
 from chain.devtoken import fund
 from chain.paywall.market import seller_named
 from chain.usdc import token_domain
+
+#: This module's chain and market are the session's Circle devnet (tests/conftest.py).
+anvil, market = _on_circle.anvil, _on_circle.market
 
 INTEROP = Path(__file__).resolve().parents[3] / "tools" / "interop"
 AGENT_ADDR = dev_account(AGENT).address
@@ -37,16 +41,6 @@ def _node() -> str:
         pytest.fail("node and the TypeScript x402 packages are needed; expected them from "
                     "`make setup` (npm install --prefix tools). Fix: run `make setup`.")
     return node
-
-
-@pytest.fixture(scope="module")
-def anvil(circle_anvil: Any) -> Iterator[Any]:
-    yield circle_anvil
-
-
-@pytest.fixture(scope="module")
-def market(circle_market: dict[str, str]) -> dict[str, str]:
-    return circle_market
 
 
 @pytest.fixture(scope="module")
