@@ -147,7 +147,17 @@ def build(n: int, log: Callable[[str], None] = print) -> Path:
     _schema(db)
     conn = sqlite3.connect(tmp)
     conn.execute("PRAGMA synchronous=OFF")
+    # Secondary indexes are made once after the load (one sort each) instead of growing
+    # row by row: at 10M rows that is the difference between minutes and an hour.
+    indexes = conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+    ).fetchall()
+    for name, _ in indexes:
+        conn.execute(f"DROP INDEX {name}")
     _fill(conn, n)
+    for _, sql in indexes:
+        conn.execute(sql)
+    conn.commit()
     conn.close()
     with db.transaction(lock="wallet") as tx:
         rebuild(tx)
