@@ -90,56 +90,61 @@ def peer_x402(env: BenchEnv, price: int) -> Any:
 
 
 def _judge_child(config: dict[str, Any]) -> None:
-    """The judge service's process, until stdin closes (as `nib judge serve` runs it)."""
-    from chain.client import ChainClient
-    from chain.devkeys import AGENT, JUDGE, dev_account
-    from judge.calibration import BetaCalibrator
-    from judge.jev import Judge
-    from judge.records import VerdictRecords
+    """The judge service's process, until stdin closes: the judge `nib judge serve` builds
+    (``build_local_judge(service=True)``: calibration store, records, task registry, the
+    balance read from the chain for the home's wallet, and whatever else it is given)."""
+    import os
+
+    from agent.cli.runtime import build_local_judge
+    from agent.config import load_settings
+    from chain.networks import get_network
     from judge.service import JudgeServer, refuse_inspection
-    from judge.tasks import TaskRegistry
-    from judge.verdict import VerdictSigner
+    from wallet.keystore import DEVNET_PASSPHRASE, ensure_devnet_wallet
 
     refuse_inspection()
-    chain = ChainClient(config["rpc_url"], 31337)
-    agent = dev_account(AGENT).address
-    db = Path(config["home"]) / "services.db"
-    # As `nib judge serve` builds it (agent.cli.runtime.build_local_judge, service=True).
-    judge = Judge(
-        VerdictSigner(dev_account(JUDGE)), BetaCalibrator(db), allowed_assets={31337: [config["usdc"]]},
-        records=VerdictRecords(db, wallet_syncs_after=True), tasks=TaskRegistry(db),
-        require_task=True,
-        balance_of=lambda asset: chain.token_balance(asset, agent),
-    )
+    home = Path(config["home"])
+    ensure_devnet_wallet(home, DEVNET_PASSPHRASE)  # the agent's key: whose balance it reads
+    os.environ["NIB_JUDGE_ADMIN_TOKEN"] = ADMIN  # rule only on registered tasks
+    settings = load_settings(home=home)
+    network = get_network("anvil", rpc_url=config["rpc_url"], usdc=config["usdc"])
+    judge = build_local_judge(settings, network, service=True, database=home / "services.db")
     with JudgeServer(judge, token=SERVICES_TOKEN, admin_token=ADMIN) as judge_server:
         print(json.dumps({"judge_url": judge_server.url}), flush=True)
         sys.stdin.readline()
 
 
 def _wallet_child(config: dict[str, Any]) -> None:
-    """The wallet service's process, until stdin closes (as `nib wallet serve` runs it):
-    the agent's key, the ledger, the judge's re-check over loopback HTTP."""
+    """The wallet service's process, until stdin closes, as `nib wallet serve` builds it:
+    the agent's key, the meter with the home's treasury cap and gas price, the ledger in
+    the services' database, the judge's re-check over loopback HTTP."""
+    from agent.config import load_settings
     from chain.client import ChainClient
     from chain.devkeys import AGENT, JUDGE, dev_account
     from judge.service import JudgeClient, refuse_inspection
     from wallet.keystore import KeyHandle
+    from wallet.meter import SpendMeter
     from wallet.service import WalletServer
     from wallet.signer import Wallet
 
     refuse_inspection()
+    home = Path(config["home"])
+    settings = load_settings(home=home)
     judge_address = dev_account(JUDGE).address
     recheck = JudgeClient(config["judge_url"], trusted_judge=judge_address, token=SERVICES_TOKEN,
                           timeout_s=10).recheck
-    wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=Path(config["home"]) / "services.db",
-                    chain=ChainClient(config["rpc_url"], 31337), usdc=config["usdc"],
-                    trusted_judge=judge_address, recheck=recheck)
-    with WalletServer(wallet, Path(config["home"])) as wallet_server:
+    chain = ChainClient(config["rpc_url"], 31337)
+    db = home / "services.db"
+    meter = SpendMeter(db, chain, treasury_cap=settings.treasury_cap_usdc,
+                       eth_price_usdc=settings.eth_price_usdc)
+    wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=db, chain=chain, meter=meter,
+                    usdc=config["usdc"], trusted_judge=judge_address, recheck=recheck)
+    with WalletServer(wallet, home) as wallet_server:
         print(json.dumps({"socket": str(wallet_server.socket_path)}), flush=True)
         sys.stdin.readline()
 
 
 class _Child:
-    """One service as its own process (``python -m bench.services --child ROLE CONFIG``)."""
+    """One service as its own process (``python -m bench.roundtrip --child ROLE CONFIG``)."""
 
     def __init__(self, role: str, config: dict[str, Any]) -> None:
         self.proc = subprocess.Popen(
@@ -190,26 +195,28 @@ class Services:
 
 
 def in_process(env: BenchEnv, name: str) -> tuple[Any, Any]:
-    """The in-process composition as `nib run` builds it without services
-    (agent.cli.runtime.build_local_judge): the judge with its calibration store and its
-    durable record of verdicts issued and consumed, in the run's database, and the
-    verdict-gated wallet re-checking with it directly, on the same file."""
+    """The in-process composition as `nib run` builds it without services: the judge
+    ``build_local_judge`` makes (calibration store and durable record of verdicts issued
+    and consumed, in the run's database) and the verdict-gated wallet re-checking with it
+    directly, its meter with the home's treasury cap, on the same file."""
+    from agent.cli.runtime import build_local_judge
+    from agent.config import load_settings
     from chain.client import ChainClient
-    from chain.devkeys import AGENT, JUDGE, dev_account
-    from judge.calibration import BetaCalibrator
-    from judge.jev import Judge
-    from judge.records import VerdictRecords
-    from judge.verdict import VerdictSigner
+    from chain.devkeys import AGENT, dev_account
     from wallet.keystore import KeyHandle
+    from wallet.meter import SpendMeter
     from wallet.signer import Wallet
 
-    db = env.tmp / f"{name}.db"
-    judge = Judge(VerdictSigner(dev_account(JUDGE)), BetaCalibrator(db),
-                  allowed_assets={env.network.chain_id: [env.usdc]},
-                  records=VerdictRecords(db, wallet_syncs_after=True))
-    wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=db,
-                    chain=ChainClient(env.rpc_url, env.network.chain_id), usdc=env.usdc,
-                    trusted_judge=judge.address, recheck=judge.recheck)
+    home = env.tmp / f"home-{name}"
+    home.mkdir(parents=True, exist_ok=True)
+    settings = load_settings(home=home)
+    db = home / "nib.db"
+    judge = build_local_judge(settings, env.network, database=db)
+    chain = ChainClient(env.rpc_url, env.network.chain_id)
+    meter = SpendMeter(db, chain, treasury_cap=settings.treasury_cap_usdc,
+                       eth_price_usdc=settings.eth_price_usdc)
+    wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=db, chain=chain, meter=meter,
+                    usdc=env.usdc, trusted_judge=judge.address, recheck=judge.recheck)
     return judge, wallet
 
 
