@@ -286,11 +286,17 @@ def bind(
 PayToOf = Callable[[str, str, object], frozenset[str]]
 
 
-def _advertised(offer: PaidCallRequest, recipient: str, pay_to_of: PayToOf | None) -> bool:
+def _advertised(
+    offer: PaidCallRequest, limits: TaskLimits, recipient: str, pay_to_of: PayToOf | None
+) -> bool:
     """Whether the seller's own 402 for this purchase (read by the judge now) names
-    ``recipient``; only a pay_http purchase names a resource the judge can fetch."""
+    ``recipient``; only a pay_http purchase of a registered seller origin names a resource
+    the judge fetches (the URL itself must be on a registered origin, whatever the request
+    claims its seller is)."""
     url = offer.args.get("url")
     if pay_to_of is None or not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return False
+    if not limits.seller_allowed(url):
         return False
     method = str(offer.args.get("method") or "GET")
     return recipient.lower() in pay_to_of(url, method, offer.args.get("body"))
@@ -336,7 +342,7 @@ def _refusal(
             "its origin to NIB_SELLER_ALLOWLIST before the run"
         )
     if terms.recipient.lower() not in limits.recipients and not (
-        is_typed and _advertised(offer, terms.recipient, pay_to_of)
+        is_typed and _advertised(offer, limits, terms.recipient, pay_to_of)
     ):
         return (
             f"recipient {terms.recipient} is not registered for task {limits.task_id} (it may "

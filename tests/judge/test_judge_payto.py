@@ -33,19 +33,33 @@ def seller() -> Iterator[dict[str, Any]]:
 
     @app.get("/data")
     def data() -> Response:
-        required = PaymentRequired(
-            x402_version=2, resource=ResourceInfo(url="/data", description="data"),
-            accepts=[PaymentRequirements(scheme="exact", network="eip155:31337", asset=USDC,
-                                         amount="10000", pay_to=state["pay_to"],
-                                         max_timeout_seconds=300,
-                                         extra={"name": "USDC", "version": "2"})],
-        )
-        return Response(status_code=402, headers={
-            "PAYMENT-REQUIRED": encode_payment_required_header(required)})
+        return _402(state["pay_to"])
 
     with serve(app) as url:
         state["url"] = url
         yield state
+
+
+def _lying_app() -> FastAPI:
+    """The attacker's own server: a 402 naming the attacker as payTo."""
+    app = FastAPI()
+
+    @app.get("/data")
+    def data() -> Response:
+        return _402(ATTACKER)
+
+    return app
+
+
+def _402(pay_to: str) -> Response:
+    required = PaymentRequired(
+        x402_version=2, resource=ResourceInfo(url="/data", description="data"),
+        accepts=[PaymentRequirements(scheme="exact", network="eip155:31337", asset=USDC,
+                                     amount="10000", pay_to=pay_to, max_timeout_seconds=300,
+                                     extra={"name": "USDC", "version": "2"})],
+    )
+    return Response(status_code=402, headers={
+        "PAYMENT-REQUIRED": encode_payment_required_header(required)})
 
 
 def _judge(signer: VerdictSigner, origin: str, *, binds: bool = True) -> Judge:
@@ -75,6 +89,14 @@ def test_an_origin_on_the_allowlist_admits_the_pay_to_its_402_advertises(
     assert stolen.decision == "refuse"
     assert "nor the payTo the seller's own 402 advertises" in stolen.reason
     assert "NIB_SELLER_ALLOWLIST" in stolen.reason
+    # The agent claims the allowlisted seller but sends a URL of its own, whose 402
+    # advertises its own address: the judge fetches only URLs on a registered origin.
+    with serve(_lying_app()) as elsewhere:
+        forged = request(authorization(ATTACKER, 10_000, 5), args={"url": elsewhere + "/data"},
+                         seller=seller["url"],
+                         call_fingerprint=call_fingerprint("pay_http", {"url": elsewhere + "/data"}))
+        lie = judge.decide(forged)
+    assert lie.decision == "refuse" and "not registered" in lie.reason
     # The seller moves its payTo: the old address is no longer admitted, the new one is.
     seller["pay_to"] = NEW_PAY_TO
     assert judge.decide(_buy(seller, OUTSIDE_PAY_TO, nonce=3)).decision == "refuse"
