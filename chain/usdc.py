@@ -348,6 +348,28 @@ def cancel_authorization_typed_data(
     }
 
 
+#: ``cancelAuthorization(address authorizer, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)``:
+#: the EIP-3009 form every FiatTokenV2 (Circle's USDC) and TestUSDC have.
+CANCEL_AUTHORIZATION_SELECTOR = Web3.keccak(
+    text="cancelAuthorization(address,bytes32,uint8,bytes32,bytes32)"
+)[:4].hex().removeprefix("0x")
+
+
+def cancel_authorization_calldata(authorizer: str, nonce: bytes, v: int, r: int, s: int) -> str:
+    """ABI calldata (0x-hex) of EIP-3009 ``cancelAuthorization(authorizer, nonce, v, r, s)``:
+    whoever submits it, the token then refuses ``authorizer``'s ``nonce`` for good."""
+    if len(nonce) != 32:
+        raise ValueError(f"found a {len(nonce)}-byte nonce; expected 32 bytes")
+    words = (
+        bytes.fromhex(Web3.to_checksum_address(authorizer)[2:]).rjust(32, b"\0"),
+        nonce,
+        int(v).to_bytes(32, "big"),
+        int(r).to_bytes(32, "big"),
+        int(s).to_bytes(32, "big"),
+    )
+    return "0x" + CANCEL_AUTHORIZATION_SELECTOR + b"".join(words).hex()
+
+
 def permit_typed_data(
     *,
     name: str,
@@ -434,6 +456,10 @@ def token_domain(
 #: ``AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)`` (EIP-3009).
 AUTHORIZATION_USED_TOPIC = "0x" + Web3.keccak(
     text="AuthorizationUsed(address,bytes32)"
+).hex().removeprefix("0x")
+#: ``AuthorizationCanceled(address indexed authorizer, bytes32 indexed nonce)`` (EIP-3009).
+AUTHORIZATION_CANCELED_TOPIC = "0x" + Web3.keccak(
+    text="AuthorizationCanceled(address,bytes32)"
 ).hex().removeprefix("0x")
 _TRANSFER_TOPIC = "0x" + Web3.keccak(text="Transfer(address,address,uint256)").hex().removeprefix(
     "0x"

@@ -300,6 +300,12 @@ class WalletClient:
     def fail(self, signed: SignedTypedData | SignedTx, note: str) -> None:
         self._call(ops.FAIL, {"signed": _record(signed), "note": note})
 
+    def abandon_authorization(self, spend_id: str, why: str) -> SpendRow:
+        """SPENDS GAS: the service ends x402 row ``spend_id``'s authorization (see
+        ``Wallet.abandon_authorization``): settled, failed or cancelled on chain."""
+        body: ops.AbandonRequest = {"spend_id": spend_id, "why": why}
+        return row_from_wire(self._call(ops.ABANDON_AUTHORIZATION, body)["row"])
+
 
 def _record(signed: SignedTypedData | SignedTx) -> ops.SignedRecord:
     return cast(ops.SignedRecord, signed_to_wire(signed))

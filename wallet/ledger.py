@@ -32,13 +32,15 @@ SpendKind = Literal["x402", "transfer", "contract"]
 """x402: an EIP-3009 authorization paid to a seller; transfer: a USDC transfer tx;
 contract: any other contract call."""
 
-SpendStatus = Literal["reserved", "signed", "settled", "failed", "released"]
+SpendStatus = Literal["reserved", "signed", "settled", "failed", "released", "cancelled"]
 """reserved: cap and balance held, nothing signed yet.
 signed: a signature exists; money can move (holds the cap until settled or failed).
 settled: the money moved on chain (tx hash known).
 failed: signed or sent but provably did not move money, and never will (reverted, never
 broadcast, authorization expired unused).
-released: reserved and never signed; frees the cap, the verdict stays used."""
+released: reserved and never signed; frees the cap, the verdict stays used.
+cancelled: an x402 authorization the wallet cancelled on chain (``cancelAuthorization``
+mined in ``tx_hash``) before anyone used it: it moved no money and never can."""
 
 SPEND_STATUSES: tuple[str, ...] = get_args(SpendStatus)
 #: Statuses that count against a run's cap.
@@ -50,12 +52,15 @@ LIVE: tuple[str, ...] = OUTSTANDING
 
 _TRANSITIONS: dict[str, frozenset[str]] = {
     "reserved": frozenset({"signed", "released", "failed"}),
-    "signed": frozenset({"settled", "failed"}),
-    # A row marked failed whose money turns up on chain is corrected by reconciliation.
+    "signed": frozenset({"settled", "failed", "cancelled"}),
+    # A row marked failed (or cancelled) whose money turns up on chain is corrected by
+    # reconciliation.
     "failed": frozenset({"settled"}),
-    # A settled row whose transaction the chain no longer has (a devnet restarted from an
-    # older state, a reorganisation) is reopened by reconciliation: its signature can move
-    # money again until the chain decides (used again, cancelled, expired).
+    # A settled (or cancelled) row whose transaction the chain no longer has (a devnet
+    # restarted from an older state, a reorganisation) is reopened by reconciliation: its
+    # signature can move money again until the chain decides (used again, cancelled,
+    # expired).
+    "cancelled": frozenset({"settled", "signed"}),
     "settled": frozenset({"signed"}),
     "released": frozenset(),
 }

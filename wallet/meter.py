@@ -292,6 +292,23 @@ class SpendMeter:
         """
         return self.ledger.transition(_rid(res), "failed", note=note or None)
 
+    def cancel(self, res: Reservation | str, tx_hash: str, gas_wei: int, note: str) -> SpendRow:
+        """Record that ``res``'s x402 authorization was cancelled on chain in ``tx_hash``
+        (``cancelAuthorization`` mined): the row is closed with nothing moved, and the
+        cancel's gas is metered to the row's run in the same transaction.
+
+        Warning: call it only with the receipt of a successful cancel in hand.
+        """
+        _require_int("gas_wei", gas_wei, minimum=0)
+        spend_id = _rid(res)
+        with self.store.transaction() as conn:
+            found = conn.one(f"SELECT run_id FROM {SPENDS} WHERE id = ?", (spend_id,))
+            if found is None:
+                raise LedgerError(f"No ledger row with id {spend_id!r}; expected an x402 row.")
+            self._insert_gas(conn, str(found[0]), gas_wei, spend_id, tx_hash)
+            transition_in(conn, spend_id, "cancelled", now=self.clock(), tx_hash=tx_hash, note=note)
+        return self.ledger.get(spend_id)
+
     def release(self, res: Reservation | str, note: str = "") -> SpendRow:
         """Give back an unsigned reservation's share of the cap; the verdict stays used."""
         return self.ledger.transition(_rid(res), "released", note=note or None)
@@ -306,6 +323,13 @@ class SpendMeter:
     ) -> int:
         """Meter ``wei`` of gas for ``run_id``; returns the atomic USDC it counts as."""
         _require_int("wei", wei, minimum=0)
+        with self.store.transaction() as conn:
+            return self._insert_gas(conn, run_id, wei, spend_id, tx_hash)
+
+    def _insert_gas(
+        self, conn: Tx, run_id: str, wei: int, spend_id: str | None, tx_hash: str | None
+    ) -> int:
+        """One ``wallet_gas`` row (journaled) inside the caller's transaction; its USDC."""
         usdc = gas_to_usdc(wei, self.eth_price_usdc)
         row = {
             "id": uuid.uuid4().hex,
@@ -316,14 +340,13 @@ class SpendMeter:
             "usdc": usdc,
             "created_at": self.clock(),
         }
-        with self.store.transaction() as conn:
-            conn.execute(
-                f"""INSERT INTO {GAS} (id, run_id, spend_id, tx_hash, wei, usdc, created_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)""",
-                tuple(row.values()),
-            )
-            totals.gas_added(conn, usdc)
-            append(conn, "gas", {"row": row})
+        conn.execute(
+            f"""INSERT INTO {GAS} (id, run_id, spend_id, tx_hash, wei, usdc, created_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?)""",
+            tuple(row.values()),
+        )
+        totals.gas_added(conn, usdc)
+        append(conn, "gas", {"row": row})
         return usdc
 
     # ------------------------------------------------------------------ reading

@@ -61,6 +61,20 @@ def acting_for(holder: str | None) -> Iterator[None]:
         _ACTING_FOR.reset(token)
 
 
+def wait_for_lower_nonces(
+    nonces: NonceManager, n: int, wait_s: float = 30.0, poll_s: float = 0.05
+) -> tuple[list[int], list[int]]:
+    """``nonces.unsent_below(n)`` once no lower number is still on its way to the node
+    (bounded by ``wait_s``): both lists empty when a transaction with nonce ``n`` may be
+    broadcast; else the gap, or the numbers still unsent after the wait."""
+    deadline = time.monotonic() + wait_s
+    gap, waiting = nonces.unsent_below(n)
+    while waiting and not gap and time.monotonic() < deadline:
+        time.sleep(poll_s)
+        gap, waiting = nonces.unsent_below(n)
+    return gap, waiting
+
+
 @dataclass
 class _State:
     next: int | None = None

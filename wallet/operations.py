@@ -101,6 +101,11 @@ class Row(TypedDict):
     row: dict[str, object]
 
 
+class AbandonRequest(TypedDict):
+    spend_id: str
+    why: str
+
+
 class KeepSignedRequest(TypedDict):
     reservation_id: str
     note: str
@@ -207,6 +212,9 @@ NONCE_CONFIRM: Final = Operation(
 NONCE_RELEASE: Final = Operation(
     "nonces/release", NonceRequest, NonceAnswer, (WalletError,), "nonces.release"
 )
+ABANDON_AUTHORIZATION: Final = Operation(
+    "abandon-authorization", AbandonRequest, Row, _RECORD, "abandon_authorization", True
+)
 RECOVER_RUN: Final = Operation(
     "recover-run", RecoverRequest, Record, (LedgerError, WalletError), "recover_run", True
 )
@@ -230,6 +238,7 @@ OPERATIONS: Final[tuple[Operation[object, object], ...]] = (
     NONCE_CLAIM,
     NONCE_CONFIRM,
     NONCE_RELEASE,
+    ABANDON_AUTHORIZATION,
     RECOVER_RUN,
 )
 

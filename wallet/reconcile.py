@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Literal
 from web3 import Web3
 from web3.types import FilterParams
 
-from chain.usdc import AUTHORIZATION_USED_TOPIC
+from chain.usdc import AUTHORIZATION_CANCELED_TOPIC, AUTHORIZATION_USED_TOPIC
 from wallet._store import Store
 from wallet._tables import SPENDS
 from wallet.journal import LedgerCheck, verify
@@ -36,10 +36,10 @@ if TYPE_CHECKING:
     from chain.client import ChainClient, TransferLog
 
 #: Ledger statuses a reconciliation looks at, in the order they may claim a Transfer log:
-#: a row already settled with the tx keeps it; then a signed row; a failed row (corrected
-#: if its money did move) only takes a log nobody else accounts for. Reserved rows never
+#: a row already settled with the tx keeps it; then a signed row; a failed or cancelled row
+#: (corrected if its money did move) only takes a log nobody else accounts for. Reserved rows never
 #: match (nothing was signed) but are reported as pending.
-_CLAIM_ORDER: tuple[str, ...] = ("settled", "signed", "failed", "reserved")
+_CLAIM_ORDER: tuple[str, ...] = ("settled", "signed", "failed", "cancelled", "reserved")
 
 
 def authorization_expired(valid_before: int, *, chain_time: int, wall_time: float) -> bool:
@@ -109,7 +109,7 @@ class ReconcileReport:
     matched: tuple[Match, ...]
     unmatched_onchain: tuple[OnchainTransfer, ...]
     unmatched_ledger: tuple[SpendRow, ...]
-    resolved: tuple[str, ...]  # ledger ids this pass moved to "settled" or "failed"
+    resolved: tuple[str, ...]  # ledger ids this pass moved to "settled", "failed" or "cancelled"
     #: x402 rows recorded as settled whose authorization the chain has not used: the
     #: receipt they were settled under did not carry it, and the signature is still live.
     unproven: tuple[SpendRow, ...] = ()
@@ -233,7 +233,8 @@ def _reconcile(
         ledger, chain, usdc, wallet, rows, pool, by_nonce
     )
 
-    expired = _fail_expired_authorizations(ledger, chain, usdc, wallet, unmatched, clock)
+    expired = _close_cancelled_authorizations(ledger, chain, usdc, wallet, unmatched)
+    expired += _fail_expired_authorizations(ledger, chain, usdc, wallet, unmatched, clock)
     claimed = {m.tx_hash: m.ledger_id for m in matched}
     expired += _fail_unlandable_transfers(ledger, chain, wallet, last, unmatched, claimed)
     resolved.extend(expired)
@@ -288,8 +289,9 @@ def _reopen_rolled_back(
     pool: dict[str, list[TransferLog]],
     by_nonce: dict[str, str],
 ) -> list[str]:
-    """Reopen (settled -> signed) the settled rows whose recorded transaction the chain no
-    longer has and whose money it does not show moved; return their ids.
+    """Reopen (-> signed) the settled and cancelled rows whose recorded transaction (the
+    settlement, or the cancel) the chain no longer has and whose authorization it does not
+    show used or cancelled; return their ids.
 
     Only rows the range does not already prove are looked at (one receipt read each), and a
     row is reopened only when its transaction has no receipt at all: a transaction outside
@@ -297,7 +299,8 @@ def _reopen_rolled_back(
     reopened (it is re-tied by the match that follows)."""
     reopened: list[str] = []
     for row in rows:
-        if row.status != "settled" or not row.tx_hash or row.tx_hash.lower() in pool:
+        closed = row.status in ("settled", "cancelled")
+        if not closed or not row.tx_hash or row.tx_hash.lower() in pool:
             continue
         if row.kind == "x402" and row.auth_nonce and (
             row.auth_nonce.lower() in by_nonce
@@ -310,7 +313,7 @@ def _reopen_rolled_back(
             f"rolled back: its transaction {row.tx_hash} is no longer on the chain (a restart "
             "from an older state or a reorganisation); reopened until the chain decides"
         )
-        if _move_if(ledger, row.id, "settled", "signed", note):
+        if _move_if(ledger, row.id, row.status, "signed", note):
             reopened.append(row.id)
     return reopened
 
@@ -445,6 +448,31 @@ def _fail_expired_authorizations(
     return failed
 
 
+def _close_cancelled_authorizations(
+    ledger: Ledger, chain: ChainClient, usdc: str, wallet: str, unmatched: list[SpendRow]
+) -> list[str]:
+    """Mark cancelled the signed x402 rows whose authorization the chain shows cancelled
+    (``AuthorizationCanceled``: the wallet's cancel mined, its record lost, e.g. to a crash
+    between the receipt and the write); return their ids. Such a row holds no money."""
+    closed: list[str] = []
+    for row in unmatched:
+        if row.status != "signed" or row.kind != "x402" or not row.auth_nonce:
+            continue
+        if not _authorization_state(chain, usdc, wallet, row.auth_nonce):
+            continue
+        ended = authorization_ended_in(chain, usdc, wallet, row.auth_nonce)
+        if ended is None or ended[0] != "cancelled":
+            continue
+        note = f"authorization found cancelled on chain in {ended[1]} by reconcile"
+        with ledger.store.transaction() as conn:
+            current = conn.execute(f"SELECT status FROM {SPENDS} WHERE id = ?", (row.id,)).fetchone()
+            if current is None or current[0] != "signed":
+                continue
+            transition_in(conn, row.id, "cancelled", now=ledger.clock(), tx_hash=ended[1], note=note)
+        closed.append(row.id)
+    return closed
+
+
 def _fail_unlandable_transfers(
     ledger: Ledger,
     chain: ChainClient,
@@ -533,6 +561,21 @@ def authorization_used_in(chain: ChainClient, usdc: str, wallet: str, nonce: str
     return found.get(nonce.lower())
 
 
+def authorization_ended_in(
+    chain: ChainClient, usdc: str, wallet: str, nonce: str
+) -> tuple[Literal["used", "cancelled"], str] | None:
+    """How ``wallet``'s authorization ``nonce`` ended on chain and in which tx: used (the
+    money moved) or cancelled (``AuthorizationCanceled``); None while it is still open."""
+    if not _authorization_state(chain, usdc, wallet, nonce):
+        return None
+    for event, topic in (("used", AUTHORIZATION_USED_TOPIC), ("cancelled", AUTHORIZATION_CANCELED_TOPIC)):
+        found = _authorizations_used(chain, usdc, wallet.lower(), 0, "latest", nonce=nonce,
+                                     topic=topic)
+        if nonce.lower() in found:
+            return event, found[nonce.lower()]  # type: ignore[return-value]
+    return None
+
+
 def _authorizations_used(
     chain: ChainClient,
     usdc: str,
@@ -541,10 +584,12 @@ def _authorizations_used(
     to_block: int | Literal["latest"],
     *,
     nonce: str | None = None,
+    topic: str = AUTHORIZATION_USED_TOPIC,
 ) -> dict[str, str]:
-    """Map authorization nonce (0x hex) -> tx hash for the wallet's used authorizations."""
+    """Map authorization nonce (0x hex) -> tx hash for the wallet's used authorizations
+    (``topic``: or its cancelled ones)."""
     topic_wallet = "0x" + wallet.removeprefix("0x").rjust(64, "0")
-    topics: list[str] = [AUTHORIZATION_USED_TOPIC, topic_wallet]
+    topics: list[str] = [topic, topic_wallet]
     if nonce is not None:
         topics.append(nonce.lower())
     params: FilterParams = {

@@ -206,6 +206,10 @@ class _Handlers:
             self.wallet.nonces.release(wire_int(body["n"]))
             return {"value": None}
 
+    def abandon_authorization(self, body: Mapping[str, object]) -> dict[str, object]:
+        row = self.wallet.abandon_authorization(str(body["spend_id"]), str(body["why"]))
+        return {"row": row_to_wire(row)}
+
     def recover_run(self, body: Mapping[str, object]) -> dict[str, object]:
         # A worker whose lease ran out: its run's money state, in the one signer.
         found = self.wallet.recover_run(str(body["run_id"]), str(body["holder"]), str(body["why"]))

@@ -28,6 +28,7 @@ from judge.errors import FingerprintError, VerdictConsumed, VerdictInvalid
 from judge.fingerprint import transaction_fingerprint, typed_data_fingerprint
 from judge.storage import MutexTimeout
 from judge.verdict import Verdict, verify_verdict
+from wallet.cancel import abandon_authorization
 from wallet.errors import (
     AuthorizationOutstanding,
     NoVerdict,
@@ -47,7 +48,7 @@ from wallet.errors import (
 from wallet.keystore import KeyHandle
 from wallet.ledger import LIVE, SpendKind, SpendRow
 from wallet.meter import Reservation, SpendMeter
-from wallet.nonces import NonceManager
+from wallet.nonces import NonceManager, wait_for_lower_nonces
 from wallet.reconcile import authorization_expired, authorization_used_in
 from wallet.recovery import RunRecovery, recover_run
 from wallet.signed import SentTx, SignedTx, SignedTypedData
@@ -307,6 +308,13 @@ class Wallet:
         """Record that a signed spend did not move money (see SpendMeter.fail's warning)."""
         self.meter.fail(signed.reservation, note)
         self._emit("wallet.failed", {**_res_event(signed.reservation), "note": note})
+
+    def abandon_authorization(self, spend_id: str, why: str) -> SpendRow:
+        """SPENDS GAS: the purchase of x402 row ``spend_id`` is abandoned (``why``); the
+        wallet ends its authorization from what the chain shows: settled (used: paid for
+        nothing), failed (expired unused), or cancelled on chain (``cancelAuthorization``,
+        gas metered). See ``wallet.cancel.abandon_authorization``."""
+        return abandon_authorization(self, self._key, spend_id, why)
 
     def recover_run(self, run_id: str, holder: str, why: str) -> RunRecovery:
         """Give back what a dead worker (``holder``) left for ``run_id``; see
@@ -759,11 +767,7 @@ class Wallet:
         sent; discard (nonce released, spend failed) and refuse a transaction whose nonce
         sits above a gap, or above a number still unsent after ORDER_WAIT_S: the node
         would keep it in its pool unmined."""
-        deadline = time.monotonic() + ORDER_WAIT_S
-        gap, waiting = self.nonces.unsent_below(signed.nonce)
-        while waiting and not gap and time.monotonic() < deadline:
-            time.sleep(ORDER_POLL_S)
-            gap, waiting = self.nonces.unsent_below(signed.nonce)
+        gap, waiting = wait_for_lower_nonces(self.nonces, signed.nonce, ORDER_WAIT_S, ORDER_POLL_S)
         if not gap and not waiting:
             return
         if gap:

@@ -1,0 +1,194 @@
+"""Ending an abandoned x402 authorization: settled, expired, or cancelled on chain.
+
+A signed EIP-3009 authorization is a bearer instrument until ``validBefore``: a seller
+that took it and did not deliver can keep it and settle whenever it likes. When a
+purchase is abandoned (an error after payment, no answer, the run stopped), the wallet
+alone decides what became of it, from the chain: used (the seller took the money: the
+row is settled, paid for nothing), expired unused (failed), or still open, in which case
+it signs an EIP-3009 ``CancelAuthorization`` and submits ``cancelAuthorization`` itself,
+so the token refuses the authorization for good (the row is ``cancelled`` with the
+cancel's transaction, its gas metered to the row's run). If the seller's settlement wins
+the race, the cancel reverts and the row is settled.
+
+Written against the EIP-3009 interface (the token's own ``name()``/``version()`` domain,
+``authorizationState``, ``AuthorizationUsed``/``AuthorizationCanceled``), which Circle's
+FiatTokenV2 and the devnet's TestUSDC share.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from eth_account.messages import encode_typed_data
+from eth_utils import keccak
+from web3.exceptions import Web3RPCError
+
+from chain.usdc import cancel_authorization_calldata, cancel_authorization_typed_data, token_domain
+from judge.storage import MutexTimeout
+from wallet.errors import LedgerError, SendFailed
+from wallet.ledger import SpendRow
+from wallet.nonces import wait_for_lower_nonces
+from wallet.reconcile import authorization_ended_in, authorization_expired
+
+if TYPE_CHECKING:
+    from wallet.keystore import KeyHandle
+    from wallet.signer import Wallet
+
+__all__ = ["CANCEL_GAS_HEADROOM", "PAID_FOR_NOTHING", "abandon_authorization"]
+
+log = logging.getLogger(__name__)
+
+#: The cancel's gas limit over the node's estimate (the estimate is exact on a quiet chain).
+CANCEL_GAS_HEADROOM = Decimal("1.2")
+#: How long a second abandon of the same row waits for the first to finish.
+_TURN_S = 60.0
+#: The words a settled row's note carries when the seller took the money for nothing.
+PAID_FOR_NOTHING = "paid for nothing"
+
+
+@dataclass(frozen=True)
+class _Cancel:
+    """A mined cancel: its transaction, whether it succeeded, and the gas it cost."""
+
+    tx_hash: str
+    ok: bool
+    gas_wei: int
+
+
+def abandon_authorization(wallet: Wallet, key: KeyHandle, spend_id: str, why: str) -> SpendRow:
+    """SPENDS GAS, MOVES NO USDC: end the x402 authorization of ledger row ``spend_id``,
+    whose purchase was abandoned for ``why``. Returns the row as it ends:
+
+    - ``settled`` (note: paid for nothing): the chain shows the authorization used;
+    - ``failed``: it expired unused on the chain's and the wall clock;
+    - ``cancelled``: ``cancelAuthorization`` mined (row's ``tx_hash``; gas metered);
+    - ``signed`` (annotated): the cancel could not be sent or mined; reconcile decides.
+
+    A row that is no longer ``signed`` is returned as it is. Never refused for the run's
+    cap: the cancel protects the price it costs gas to protect, and its gas is metered.
+    """
+    row = wallet.meter.ledger.get(spend_id)
+    if row.kind != "x402" or not row.auth_nonce:
+        raise LedgerError(
+            f"Ledger row {spend_id} is a {row.kind!r} spend without an authorization nonce; "
+            "expected an x402 row. Fix: abandon only an x402 purchase's row."
+        )
+    try:
+        with wallet.meter.store.db.mutex(f"wallet-cancel:{spend_id}", timeout_s=_TURN_S):
+            return _abandon(wallet, key, wallet.meter.ledger.get(spend_id), why)
+    except MutexTimeout:
+        return wallet.meter.ledger.get(spend_id)
+
+
+def _abandon(wallet: Wallet, key: KeyHandle, row: SpendRow, why: str) -> SpendRow:
+    if row.status != "signed":
+        return row
+    ended = _ended(wallet, row, why)
+    if ended is not None:
+        return ended
+    try:
+        cancel = _send_cancel(wallet, key, row)
+    except Exception as exc:  # used meanwhile (the estimate reverts), no ETH, RPC down, a gap
+        ended = _ended(wallet, row, why)
+        if ended is not None:
+            return ended
+        note = f"abandoned ({why}); cancel not sent ({type(exc).__name__}: {str(exc)[:160]})"
+        wallet.meter.keep_signed(row.id, note)
+        log.warning("cancel of ledger row %s not sent: %s", row.id, exc)
+        return wallet.meter.ledger.get(row.id)
+    if cancel.ok:
+        note = f"abandoned ({why}); authorization cancelled on chain in {cancel.tx_hash}"
+        done = wallet.meter.cancel(row.id, cancel.tx_hash, cancel.gas_wei, note)
+        wallet._emit("wallet.cancelled", {**_event(row), "tx_hash": cancel.tx_hash,
+                                          "gas_wei": cancel.gas_wei, "why": why})
+        return done
+    # Reverted: someone used (or cancelled) the nonce first. Its gas is spent all the same.
+    wallet.meter.record_gas(row.run_id, cancel.gas_wei, spend_id=row.id, tx_hash=cancel.tx_hash)
+    return _ended(wallet, row, why) or wallet.meter.ledger.get(row.id)
+
+
+def _ended(wallet: Wallet, row: SpendRow, why: str) -> SpendRow | None:
+    """The row closed from what the chain already shows (used, cancelled, expired), or
+    None while the authorization is open. The chain's time is read first: unused at a
+    block already past validBefore means unused for good."""
+    chain_time = wallet.chain.block_timestamp("latest")
+    nonce = str(row.auth_nonce)
+    ended = authorization_ended_in(wallet.chain, wallet.usdc, wallet.address, nonce)
+    if ended is not None and ended[0] == "used":
+        wallet.settle(row, ended[1])
+        note = (
+            f"abandoned ({why}), but the authorization was used on chain in {ended[1]}: the "
+            f"seller took the money without delivering ({PAID_FOR_NOTHING})"
+        )
+        wallet.meter.ledger.transition(row.id, "settled", note=note)
+        return wallet.meter.ledger.get(row.id)
+    if ended is not None:
+        note = f"abandoned ({why}); authorization found cancelled on chain in {ended[1]}"
+        return wallet.meter.ledger.transition(row.id, "cancelled", tx_hash=ended[1], note=note)
+    if row.valid_before is not None and authorization_expired(
+        row.valid_before, chain_time=chain_time, wall_time=wallet.clock()
+    ):
+        note = f"abandoned ({why}); authorization expired unused at {row.valid_before}"
+        failed = wallet.meter.fail(row.id, note)
+        wallet._emit("wallet.failed", {**_event(row), "note": note})
+        return failed
+    return None
+
+
+def _send_cancel(wallet: Wallet, key: KeyHandle, row: SpendRow) -> _Cancel:
+    """Sign ``CancelAuthorization(wallet, nonce)`` and submit ``cancelAuthorization`` from
+    the wallet's own address; wait for the receipt. Raises when nothing was mined."""
+    w3, usdc, sender = wallet.chain.w3, wallet.usdc, wallet.address
+    name, version = token_domain(w3, usdc)
+    nonce = bytes.fromhex(str(row.auth_nonce).removeprefix("0x"))
+    typed = cancel_authorization_typed_data(
+        name=name, version=version, chain_id=wallet.chain.chain_id(),
+        verifying_contract=usdc, authorizer=sender, nonce=nonce,
+    )
+    signable = encode_typed_data(full_message=typed)
+    digest = keccak(b"\x19" + signable.version + signable.header + signable.body)
+    sig = key._unsafe_sign_digest(digest)
+    data = cancel_authorization_calldata(sender, nonce, sig.v, sig.r, sig.s)
+    # A nonce already used or cancelled makes the estimate revert: nothing is sent.
+    estimate = int(w3.eth.estimate_gas({"from": sender, "to": usdc, "data": data}))  # type: ignore[typeddict-item]
+    priority = int(w3.eth.max_priority_fee)
+    base = int(w3.eth.get_block("latest").get("baseFeePerGas", 0))
+    chain_id = wallet.chain.chain_id()
+    key.check_chain(chain_id)
+    n = wallet.nonces.allocate()
+    try:
+        tx: dict[str, object] = {
+            "type": 2, "chainId": chain_id, "to": usdc,
+            "value": 0, "data": data, "nonce": n,
+            "gas": int((Decimal(estimate) * CANCEL_GAS_HEADROOM).to_integral_value("ROUND_CEILING")),
+            "maxFeePerGas": 2 * base + priority, "maxPriorityFeePerGas": priority,
+        }
+        signed = key._unsafe_sign_transaction(tx)
+        gap, waiting = wait_for_lower_nonces(wallet.nonces, n)
+        if gap or waiting:
+            raise SendFailed(
+                f"the cancel's nonce {n} sits above numbers not yet sent ({gap or waiting}); "
+                "expected none. Nothing was broadcast. Fix: `nib audit reconcile` later."
+            )
+        tx_hash = "0x" + bytes(w3.eth.send_raw_transaction(signed.raw_transaction)).hex()
+    except Web3RPCError as exc:
+        wallet.nonces.release(n)
+        raise SendFailed(f"the node refused the cancel: {str(exc)[:200]}") from exc
+    except BaseException:
+        wallet.nonces.release(n)
+        raise
+    wallet.nonces.confirm(n, tx_hash)
+    receipt = w3.eth.wait_for_transaction_receipt(
+        tx_hash, timeout=wallet.receipt_timeout_s, poll_latency=0.05  # type: ignore[arg-type]
+    )
+    gas_wei = int(receipt["gasUsed"]) * int(receipt.get("effectiveGasPrice", 0))
+    return _Cancel(tx_hash, int(receipt["status"]) == 1, gas_wei)
+
+
+def _event(row: SpendRow) -> dict[str, object]:
+    return {"run_id": row.run_id, "spend_id": row.id, "verdict_id": row.verdict_id,
+            "kind": row.kind, "amount": row.amount, "recipient": row.recipient}
+
