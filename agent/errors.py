@@ -10,12 +10,14 @@ failed step. Every message says what was found, what was expected, and the fix.
     ├── ModelUnavailable        the model provider is silent or refuses (stop: llm-unreachable)
     └── LoopSignal              handled inside the loop; never escapes a run
         ├── ToolError           a tool failed; the message is shown to the model
-        │   └── ToolArgsError   a tool's arguments were missing or invalid
+        │   ├── ToolArgsError   a tool's arguments were missing or invalid
+        │   └── DeliveryFailed  a seller was handed a payment and did not deliver
         └── ProposalInvalid     the model's reply is not a valid proposal
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 ModelFailureKind = Literal[
@@ -25,9 +27,11 @@ ModelFailureKind = Literal[
 __all__ = [
     "AgentConfigError",
     "AgentError",
+    "DeliveryFailed",
     "LoopSignal",
     "ModelFailureKind",
     "ModelUnavailable",
+    "NonDelivery",
     "ProposalInvalid",
     "RunStateError",
     "ToolArgsError",
@@ -83,6 +87,37 @@ class ToolError(LoopSignal):
 
 class ToolArgsError(ToolError):
     """A proposal named a tool with missing or invalid arguments."""
+
+
+@dataclass(frozen=True)
+class NonDelivery:
+    """A seller handed a signed payment that did not deliver what was bought.
+
+    ``seller``: its origin (never paid again in the run). ``spend_id``: the ledger row of
+    the payment (None when the delivery failed without one, e.g. nothing covered).
+    ``status``: the row's status once the wallet ended the authorization (``settled``:
+    the seller took the money; ``cancelled``/``failed``: nothing moved; ``signed``: not
+    decided yet). ``paid``: the money moved, i.e. paid for nothing. ``why``: what failed.
+    """
+
+    seller: str
+    why: str
+    paid: bool
+    spend_id: str | None = None
+    status: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+class DeliveryFailed(ToolError):
+    """A paid request got no delivery (an error status, a redirect, an oversized or late
+    answer, no valid receipt); the wallet has ended the authorization. ``delivery`` tells
+    the loop whom not to pay again and whether the money moved."""
+
+    def __init__(self, message: str, delivery: NonDelivery) -> None:
+        super().__init__(message)
+        self.delivery = delivery
 
 
 class ProposalInvalid(LoopSignal):

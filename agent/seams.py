@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from judge.calibration import Delivery
 from judge.jev import PaidCallRequest
 from judge.records import Standing
 from judge.verdict import Verdict
@@ -46,7 +47,9 @@ class AgentJudge(Protocol):
 
     def recheck(self, verdict: Verdict) -> None: ...
 
-    def record_outcome(self, verdict_id: str, fact_kind: str, covered: bool) -> None: ...
+    def record_outcome(
+        self, verdict_id: str, fact_kind: str, covered: bool, delivery: Delivery = "delivered"
+    ) -> None: ...
 
     def verdict_standing(self, verdict_id: str, payload_fingerprint: str | None) -> Standing: ...
 
@@ -121,6 +124,11 @@ class AgentWallet(Protocol):
     def spend_row(self, spend_id: str) -> SpendRow: ...
 
     def fail(self, signed: SignedTypedData | SignedTx, note: str) -> None: ...
+
+    def abandon_authorization(self, spend_id: str, why: str) -> SpendRow:
+        """SPENDS GAS: the wallet ends an abandoned purchase's authorization from what
+        the chain shows: settled (used), failed (expired) or cancelled on chain."""
+        ...
 
 
 class RuntimeWallet(AgentWallet, Protocol):

@@ -81,6 +81,8 @@ EVENT_TYPES: dict[str, str] = {
     "approval.deferred": "an approval hit a dependency outage before anything ran; still paused",
     "tool.call": "one executed tool call: ok, cost, gas, summary, fingerprint",
     "spend": "money moved: atomic USDC and gas wei, running totals",
+    "seller.not_delivered": "a seller handed a payment did not deliver (why, ledger row, "
+    "whether the money moved): it is paid nothing more in the run",
     "coverage": "checklist items covered by an observation",
     "replan": "the model's re-plan from the trajectory",
     "pause": "the run paused awaiting approval; state saved",
@@ -98,10 +100,6 @@ EVENT_TYPES: dict[str, str] = {
     "tool.transfer.refused": "a transfer to a recipient the task does not name was refused",
     "tool.x402.paying": "an x402 payment is being sent to a seller: url, amount, ledger row",
     "tool.x402.resent": "a live payment was re-sent to the same seller (url, ledger row, status)",
-    "tool.x402.refused_after_payment": "a seller refused after the payment was sent; the spend "
-    "stays pending until the chain says whether it moved",
-    "x402.seller.not_delivered": "a seller took the money (authorization used on chain) and did "
-    "not deliver: seller, url, status, ledger row",
     **WALLET_EVENTS,
     **JUDGE_EVENTS,
 }

@@ -9,12 +9,13 @@ bins) measures the predictions that were actually acted on.
 from __future__ import annotations
 
 import functools
+import math
 import re
 import threading
 import time
 from collections.abc import Callable, Iterable
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
-from typing import Protocol
+from typing import Literal, Protocol
 
 from typing_extensions import TypedDict  # pydantic validates it on the wire (Python < 3.12)
 
@@ -36,6 +37,8 @@ OUTCOMES_TABLE = "judge_outcomes"
 #: Running counts per (tool, fact kind, reliability bin), moved in each outcome's own
 #: transaction: p and the report read these, never the outcomes.
 COUNTS_TABLE = "judge_outcome_counts"
+#: Per (tool, fact kind): how often the seller took the money and did not deliver.
+LOST_TABLE = "judge_non_deliveries"
 #: p is quantised to this many decimals so EV arithmetic on it stays exact.
 P_QUANTUM = Decimal("0.000001")
 DEFAULT_PRIOR = Decimal("0.5")
@@ -48,6 +51,43 @@ NEW_SELLER_PRIOR = Decimal("0.4")
 MIN_P_TO_PAY = Decimal("0.2")
 DEFAULT_PRIOR_STRENGTH = Decimal(2)
 N_BINS = 10
+
+Delivery = Literal["delivered", "paid-not-delivered"]
+"""What a paid call's seller did with the payment.
+
+- ``delivered``: it answered (the outcome's ``covered`` says whether that helped).
+- ``paid-not-delivered``: it took the money (the payment settled on chain) and delivered
+  nothing usable: strong evidence, weighed so p falls below :data:`MIN_P_TO_PAY` at once.
+"""
+
+
+def non_delivery_weight(
+    strength: Decimal, hits: int, total: int, floor: Decimal = MIN_P_TO_PAY
+) -> int:
+    """How many outcomes one settled non-delivery counts as: the fewest that bring the
+    posterior below ``floor`` whatever the prior (even 1), given ``hits`` of ``total``
+    weighted outcomes so far: ``(strength + hits) / (strength + total + w) < floor``."""
+    needed = (strength + hits) / floor - strength - total
+    return max(1, math.floor(needed) + 1)
+
+
+def check_outcome(covered: object, delivery: object) -> None:
+    """Raise JudgeConfigError unless ``covered`` is a bool and ``delivery`` a Delivery that
+    agrees with it (a call that covered an item delivered)."""
+    if not isinstance(covered, bool):
+        raise JudgeConfigError(
+            f"found covered={covered!r}; expected True or False; fix: pass whether the "
+            "call covered a missing checklist item."
+        )
+    if delivery not in ("delivered", "paid-not-delivered"):
+        raise JudgeConfigError(
+            f"found delivery={delivery!r}; expected 'delivered' or 'paid-not-delivered'."
+        )
+    if covered and delivery != "delivered":
+        raise JudgeConfigError(
+            "found covered=True with delivery='paid-not-delivered'; expected a call that "
+            "covered an item to have delivered; fix: report covered=False."
+        )
 
 
 class ReliabilityBin(TypedDict):
@@ -160,10 +200,22 @@ class Calibrator(Protocol):
         ...
 
     def record(
-        self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool, *, weight: int = 1
+        self,
+        tool: str,
+        fact_kind: str,
+        p_used: Decimal | str,
+        covered: bool,
+        *,
+        weight: int = 1,
+        delivery: Delivery = "delivered",
     ) -> None:
         """Store one outcome with the p the judge used for it, counting ``weight``
-        pseudo-outcomes toward p."""
+        pseudo-outcomes toward p (``paid-not-delivered``: at least enough to put p below
+        the pay floor)."""
+        ...
+
+    def non_deliveries(self, tool: str, fact_kind: str) -> int:
+        """How often ``tool`` took the money for ``fact_kind`` and did not deliver."""
         ...
 
     def report(self, tool: str | None = None) -> CalibrationReport:
@@ -197,6 +249,17 @@ MIGRATIONS: list[Migration] = [
                 sum_p {{real}} NOT NULL, sum_sq {{real}} NOT NULL,
                 PRIMARY KEY (tool, fact_kind, bin))""",
             lambda tx: recount(tx),
+        ),
+    ),
+    Migration(
+        3,
+        "settled non-deliveries: whether each outcome's seller delivered, and a counter per "
+        "(tool, fact kind) the judge names in its reasons",
+        (
+            add_missing_columns(OUTCOMES_TABLE, (("delivered", "{int} NOT NULL DEFAULT 1"),)),
+            f"""CREATE TABLE IF NOT EXISTS {LOST_TABLE} (
+                tool TEXT NOT NULL, fact_kind TEXT NOT NULL, n {{int}} NOT NULL,
+                PRIMARY KEY (tool, fact_kind))""",
         ),
     ),
 ]
@@ -282,6 +345,16 @@ class BetaCalibrator:
             ) or (0, 0)
         return cell_int(row[0]), cell_int(row[1])
 
+    def non_deliveries(self, tool: str, fact_kind: str) -> int:
+        """How often ``tool`` took the money for ``fact_kind`` and did not deliver (one
+        primary-key read)."""
+        with self._lock:
+            found = self.db.scalar(
+                f"SELECT n FROM {LOST_TABLE} WHERE tool = ? AND fact_kind = ?",
+                [tool, fact_key(fact_kind)],
+            )
+        return 0 if found is None else cell_int(found)
+
     def p(self, tool: str, fact_kind: str, prior: Decimal | None = None) -> Decimal:
         """Posterior mean, quantised to 6 decimals: (a + hits) / (a + b + n)."""
         mean = self._default_prior if prior is None else _probability("prior", prior)
@@ -291,32 +364,48 @@ class BetaCalibrator:
         return posterior.quantize(P_QUANTUM, rounding=ROUND_HALF_EVEN)
 
     def record(
-        self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool, *, weight: int = 1
+        self,
+        tool: str,
+        fact_kind: str,
+        p_used: Decimal | str,
+        covered: bool,
+        *,
+        weight: int = 1,
+        delivery: Delivery = "delivered",
     ) -> None:
         """Store one outcome and move its running counts, in one transaction.
 
         ``weight`` is how many pseudo-outcomes it counts for toward p; the report counts
-        each outcome once, as the prediction it was.
+        each outcome once, as the prediction it was. A ``paid-not-delivered`` outcome
+        (the seller took the money for nothing) weighs at least
+        :func:`non_delivery_weight`: p falls below the pay floor at once.
         """
         p = _probability("p_used", p_used)
-        if not isinstance(covered, bool):
-            raise JudgeConfigError(
-                f"found covered={covered!r}; expected True or False; fix: pass whether the "
-                "call covered a missing checklist item."
-            )
+        check_outcome(covered, delivery)
         if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
             raise JudgeConfigError(
                 f"found weight={weight!r}; expected an int >= 1 (pseudo-outcomes); fix: "
                 "scale what was paid to whole outcomes before recording."
             )
         kind = fact_key(fact_kind)
+        lost = delivery == "paid-not-delivered"
+        if lost:
+            hits, total = self.counts(tool, kind)
+            weight = max(weight, non_delivery_weight(self._strength, hits, total))
         with self._lock, self.db.transaction(lock=LOCK) as tx:
             tx.execute(
-                f"INSERT INTO {OUTCOMES_TABLE} (ts, tool, fact_kind, p_used, covered, weight) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (int(self._clock()), tool, kind, format(p, "f"), int(covered), weight),
+                f"INSERT INTO {OUTCOMES_TABLE} (ts, tool, fact_kind, p_used, covered, weight, "
+                "delivered) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (int(self._clock()), tool, kind, format(p, "f"), int(covered), weight,
+                 int(not lost)),
             )
             tx.execute(_COUNT_SQL, _count_row(tool, kind, float(p), covered, weight))
+            if lost:
+                tx.execute(
+                    f"INSERT INTO {LOST_TABLE} (tool, fact_kind, n) VALUES (?, ?, 1) "
+                    f"ON CONFLICT (tool, fact_kind) DO UPDATE SET n = {LOST_TABLE}.n + 1",
+                    (tool, kind),
+                )
 
     def report(self, tool: str | None = None) -> CalibrationReport:
         """Brier score, ECE and reliability bins from the running counts (a row per tool,
@@ -348,6 +437,7 @@ class FixedCalibrator:
     def __init__(self, p: Decimal | None = None) -> None:
         self._p = None if p is None else _probability("p", p)
         self.outcomes: list[tuple[str, str, Decimal, bool]] = []
+        self.lost: list[tuple[str, str]] = []
 
     def p(self, tool: str, fact_kind: str, prior: Decimal | None = None) -> Decimal:
         if self._p is not None:
@@ -355,9 +445,22 @@ class FixedCalibrator:
         return DEFAULT_PRIOR if prior is None else _probability("prior", prior)
 
     def record(
-        self, tool: str, fact_kind: str, p_used: Decimal | str, covered: bool, *, weight: int = 1
+        self,
+        tool: str,
+        fact_kind: str,
+        p_used: Decimal | str,
+        covered: bool,
+        *,
+        weight: int = 1,
+        delivery: Delivery = "delivered",
     ) -> None:
+        check_outcome(covered, delivery)
         self.outcomes.append((tool, fact_key(fact_kind), _probability("p_used", p_used), covered))
+        if delivery != "delivered":
+            self.lost.append((tool, fact_key(fact_kind)))
+
+    def non_deliveries(self, tool: str, fact_kind: str) -> int:
+        return self.lost.count((tool, fact_key(fact_kind)))
 
     def report(self, tool: str | None = None) -> CalibrationReport:
         return calibration_report(

@@ -16,7 +16,7 @@ from typing import TypeVar, cast, get_args
 
 import judge.errors as judge_errors
 import judge.operations as ops
-from judge.calibration import CalibrationReport
+from judge.calibration import CalibrationReport, Delivery
 from judge.connections import ConnectionPool
 from judge.errors import JudgeConfigError, JudgeError, JudgeUnreachable
 from judge.jev import PaidCallRequest
@@ -189,9 +189,12 @@ class JudgeClient:
     def revoke(self, verdict_id: str) -> None:
         self._call(ops.REVOKE, {"verdict_id": verdict_id})
 
-    def record_outcome(self, verdict_id: str, fact_kind: str, covered: bool) -> None:
+    def record_outcome(
+        self, verdict_id: str, fact_kind: str, covered: bool, delivery: Delivery = "delivered"
+    ) -> None:
         body: ops.OutcomeRequest = {
-            "verdict_id": verdict_id, "fact_kind": fact_kind, "covered": covered
+            "verdict_id": verdict_id, "fact_kind": fact_kind, "covered": covered,
+            "delivery": delivery,
         }
         self._call(ops.OUTCOMES, body)
 

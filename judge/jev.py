@@ -20,7 +20,9 @@ from judge.calibration import (
     BetaCalibrator,
     CalibrationReport,
     Calibrator,
+    Delivery,
     calibration_subject,
+    check_outcome,
     fact_key,
 )
 from judge.errors import (
@@ -380,6 +382,7 @@ class Judge:
             f"item{'s' if len(coverable) != 1 else ''} x {format_usdc(per_item)} USDC) "
             f"- price {price} USDC"
         )
+        lost = self._non_deliveries(subject, coverable) if req.seller is not None else ""
         if req.seller is not None and p < MIN_P_TO_PAY:
             return (
                 "refuse",
@@ -387,7 +390,7 @@ class Judge:
                 ev,
                 f"p {_fmt_p(p)} for {req.seller or req.tool} is below the {_fmt_p(MIN_P_TO_PAY)} "
                 "a seller must keep to be paid (its purchases have not covered what it "
-                f"offered): {sums}",
+                f"offered{lost}): {sums}",
             )
         if ev <= 0:
             return (
@@ -405,7 +408,18 @@ class Judge:
                 f"{format_usdc(req.approval_threshold)} USDC: a human must approve "
                 f"(EV {format_usdc(ev)} USDC = {sums})",
             )
-        return ("approve", p, ev, f"EV {format_usdc(ev)} USDC > 0: {sums}")
+        return ("approve", p, ev, f"EV {format_usdc(ev)} USDC > 0: {sums}{lost}")
+
+    def _non_deliveries(self, subject: str, kinds: list[str]) -> str:
+        """'; it took payment without delivering N times' when the seller has, else ''."""
+        n = sum(self.calibrator.non_deliveries(subject, fact_key(k)) for k in kinds)
+        if not n:
+            return ""
+        times = "once" if n == 1 else f"{n} times"
+        return (
+            f"; it took payment without delivering {times} before, and its calibrated p "
+            "carries that"
+        )
 
     # -- verdict lifecycle -------------------------------------------------------------
 
@@ -488,19 +502,24 @@ class Judge:
 
     # -- calibration --------------------------------------------------------------------
 
-    def record_outcome(self, verdict_id: str, fact_kind: str, covered: bool) -> None:
+    def record_outcome(
+        self,
+        verdict_id: str,
+        fact_kind: str,
+        covered: bool,
+        delivery: Delivery = "delivered",
+    ) -> None:
         """Record whether an executed approved call covered a missing item (calibration).
 
         The subject (tool, at its seller) and the p used come from the judge's own record of the verdict, never
         from the caller; outcomes for verdicts not issued and consumed here, for fact
         kinds the call could not cover, or a second time, raise OutcomeRefused.
+        ``paid-not-delivered`` (the seller took the money and delivered nothing usable)
+        is weighed so the seller's p for that kind falls below the pay floor at once.
         """
-        if not isinstance(covered, bool):
-            raise JudgeConfigError(
-                f"found covered={covered!r}; expected True or False; fix: pass a bool."
-            )
+        check_outcome(covered, delivery)
         rec = self.records.take_outcome(verdict_id, fact_key(fact_kind))
-        self.calibrator.record(rec.subject, fact_key(fact_kind), rec.p, covered)
+        self.calibrator.record(rec.subject, fact_key(fact_kind), rec.p, covered, delivery=delivery)
         if self._emit is not None:
             self._emit(
                 "judge.outcome",
@@ -510,6 +529,7 @@ class Judge:
                     "fact_kind": fact_key(fact_kind),
                     "p_used": rec.p,
                     "covered": covered,
+                    "delivery": delivery,
                 },
             )
 

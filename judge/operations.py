@@ -11,7 +11,7 @@ call. Adding an operation is one entry here, one handler and one client method.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Generic, Literal, TypedDict, TypeVar
+from typing import Final, Generic, Literal, Required, TypedDict, TypeVar
 
 from judge.errors import JudgeConfigError, JudgeError, TaskScopeRefused, VerdictInvalid
 
@@ -68,10 +68,12 @@ class VerdictIdRequest(TypedDict):
     verdict_id: str
 
 
-class OutcomeRequest(TypedDict):
-    verdict_id: str
-    fact_kind: str
-    covered: bool
+class OutcomeRequest(TypedDict, total=False):
+    verdict_id: Required[str]
+    fact_kind: Required[str]
+    covered: Required[bool]
+    #: ``paid-not-delivered``: the seller took the money and did not deliver.
+    delivery: str
 
 
 class StandingRequest(TypedDict):

@@ -19,10 +19,12 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from judge.calibration import Delivery, check_outcome
 from judge.errors import (
     JudgeConfigError,
     JudgeError,
@@ -198,7 +200,11 @@ class _Handlers:
         verdict_id = str(body["verdict_id"])
         if own is not None:
             _only(own, self._task_of(verdict_id), "an outcome of a verdict")
-        self.judge.record_outcome(verdict_id, str(body["fact_kind"]), covered)
+        delivery = body.get("delivery", "delivered")
+        check_outcome(covered, delivery)
+        self.judge.record_outcome(
+            verdict_id, str(body["fact_kind"]), covered, cast(Delivery, delivery)
+        )
         return {"ok": True}
 
     def standing(self, body: dict[str, object], own: str | None) -> dict[str, object]:

@@ -15,6 +15,8 @@ EVENT_TYPES: dict[str, str] = {
     "wallet.settlement_unproven": "a claimed settlement the chain did not prove; the spend "
     "stays pending (tx hash, finding)",
     "wallet.failed": "a spend that moved no money was closed: its ledger row and why",
+    "wallet.cancelled": "an abandoned x402 authorization was cancelled on chain: its ledger "
+    "row, the cancel's tx hash and gas, and why it was abandoned",
     "wallet.reconciled": "the ledger was reconciled against on-chain Transfer logs: counts, "
     "mismatches, whether the hash chain holds",
 }

@@ -47,7 +47,8 @@ class BestOffer:
         kinds = [k for k in call.tool.facts_for(call.args) if k in missing]
         inputs = call_inputs(call.tool.name, call.norm)
         allowed = allowlisted_sellers(run.tools.allowlist)
-        seen: set[str] = {seller}
+        # A seller that took a payment of this run and did not deliver is no alternative.
+        seen: set[str] = {seller, *run.state.failed_sellers}
         out: list[Quoted] = []
         for offer in (o for k in kinds for o in book.for_kind(k)):
             if len(out) >= MAX_ALTERNATIVES:

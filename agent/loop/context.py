@@ -60,6 +60,8 @@ class RunContext:
             spend_cap_usdc=limits.spend_cap_usdc,
             task_addresses=tuple(state.task_addresses),
             task_sellers=sellers_named_in(state.task),
+            response_deadline_s=limits.response_deadline_s,
+            time_left=lambda: limits.wall_clock_s - self.elapsed(),
         )
 
     def emit(self, type_: str, data: dict[str, Any]) -> None:

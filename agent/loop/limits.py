@@ -56,6 +56,8 @@ class Limits:
     # Inputs to the judge (it owns the decision; these are the run's envelope).
     per_call_cap_usdc: int = 250_000
     approval_threshold_usdc: int = 500_000
+    # A seller's whole response to one request (headers and body), within the wall clock.
+    response_deadline_s: float = 30.0
     # Output reserved per model call when projecting the token budget.
     reply_reserve_tokens: int = 512
 
@@ -105,6 +107,9 @@ PROVENANCE: dict[str, str] = {
     "batch_max_calls": "Dr. Nib: up to 3 independent free calls in one batch",
     "per_call_cap_usdc": "heuristic: no single call may take more than a quarter of the cap",
     "approval_threshold_usdc": "heuristic: calls above half the task cap need a human",
+    "response_deadline_s": "heuristic: the read timeout pay_http had per read (30 s), now "
+    "for a seller's whole response; a slow drip of one byte every few seconds held a run "
+    "164 s under the per-read timeout (issue 28)",
     "reply_reserve_tokens": "heuristic: room for one proposal reply when projecting tokens",
 }
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import NoReturn
 
+from agent.errors import DeliveryFailed, NonDelivery
 from agent.loop.bestoffer import BestOffer, Quoted
 from agent.loop.budget import BudgetGate
 from agent.loop.context import RunContext, literal_args
@@ -25,7 +26,7 @@ from agent.loop.stop import Stop, dependency_stop, raise_if_dependency
 from agent.seams import AgentJudge
 from agent.tools.base import Observation, Quote, Tool
 from chain.money import format_usdc
-from judge.calibration import fact_key
+from judge.calibration import Delivery, fact_key
 from judge.request import CallRecord, PaidCallRequest
 from judge.verdict import Verdict
 from wallet.errors import CapExceeded, InsufficientBalance, VerdictVoid
@@ -78,6 +79,8 @@ class PaidStep:
                 # The seller answered without asking for payment: nothing to judge or sign.
                 held = []
                 self.learning.record(tool, norm, fp, await tool.execute(quote, None, run.tools))
+                return
+            if self._failed_seller(tool, norm, fp, quote):
                 return
             self.budget.check_before_paid(quote)
             held += await self.best_offer.alternatives(call, quote)
@@ -171,6 +174,24 @@ class PaidStep:
                     "error": f"{type(exc).__name__}: {exc}",
                 },
             )
+
+    def _failed_seller(self, tool: Tool, norm: dict[str, object], fp: str, quote: Quote) -> bool:
+        """Refuse (free, before the judge) paying a seller that took a payment of this run
+        and did not deliver: it is paid at most once for nothing."""
+        seller = quote.meta.get("seller")
+        why = self.run.state.failed_sellers.get(str(seller)) if seller else None
+        if why is None:
+            return False
+        reason = (
+            f"{seller} did not deliver after it was paid earlier in this run ({why}); nib "
+            "never pays a seller again in a run once it failed to deliver, so this call was "
+            "not put to the judge and nothing was signed. Fix: use another seller, or "
+            "continue without this data."
+        )
+        self.run.skip("seller-failed-delivery", f"{tool.name}: {reason}", tool=tool.name,
+                      args=literal_args(norm), fingerprint=fp, seller=seller)
+        self.run.add_history(tool.name, norm, "refused", reason)
+        return True
 
     def _emit_quote(self, tool: Tool, quote: Quote) -> None:
         self.run.emit(
@@ -354,9 +375,41 @@ class PaidStep:
                 raise Stop("cost-budget", f"{exc}") from exc
             raise_if_dependency(exc)
             obs = Observation.failure(tool.name, f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, DeliveryFailed):
+                obs = dataclasses.replace(obs, not_delivered=exc.delivery)
         missing_before = tuple(i.kind or i.text for i in self.run.checklist.missing)
         self.learning.record(tool, norm, fp, obs)
-        await self._record_outcome(tool, norm, verdict, missing_before)
+        failed = self._delivery(tool, norm, quote, obs, missing_before)
+        await self._record_outcome(tool, norm, verdict, missing_before, failed)
+
+    def _delivery(
+        self,
+        tool: Tool,
+        norm: dict[str, object],
+        quote: Quote,
+        obs: Observation,
+        missing_before: tuple[str, ...],
+    ) -> NonDelivery | None:
+        """Whether a paid call's seller failed to deliver: the tool says so (an error after
+        payment), or its settled answer covered none of the missing items it was bought
+        for (a body without the fact paid for). Such a seller is recorded, audited and
+        never paid again in this run."""
+        seller = quote.meta.get("seller")
+        failed = obs.not_delivered
+        if failed is None and seller and obs.ok and obs.cost_usdc > 0:
+            keys = {fact_key(f) for f in tool.facts_for(tool.args_model.model_validate(norm))}
+            bought = {m for m in missing_before if fact_key(m) in keys}
+            still = {i.kind or i.text for i in self.run.checklist.missing}
+            if bought and bought <= still:
+                why = f"its paid answer covered none of {', '.join(sorted(bought))}"
+                failed = NonDelivery(str(seller), why, paid=True, status="settled")
+        if failed is None:
+            return None
+        st = self.run.state
+        st.failed_sellers[failed.seller] = f"step {st.step}: {failed.why}"[:300]
+        self.run.emit("seller.not_delivered", {"step": st.step, "tool": tool.name,
+                                               "url": norm.get("url"), **failed.as_dict()})
+        return failed
 
     async def _record_outcome(
         self,
@@ -364,21 +417,27 @@ class PaidStep:
         norm: dict[str, object],
         verdict: Verdict,
         missing_before: tuple[str, ...],
+        failed: NonDelivery | None = None,
     ) -> None:
         """Tell the judge, per missing item the tool could cover, whether the call covered
         it (its calibration data; the judge files it under the tool, at its seller, from
-        its own record of the verdict). Advisory: a failure here is logged, not fatal."""
+        its own record of the verdict). A seller that took the money and did not deliver
+        is reported as such (``paid-not-delivered``): the judge weighs it as strong
+        evidence. Advisory: a failure here is logged, not fatal."""
         judge = self.run.deps.judge
         if judge is None:
             return
         keys = {fact_key(f) for f in tool.facts_for(tool.args_model.model_validate(norm))}
         still = {i.kind or i.text for i in self.run.checklist.missing}
+        delivery: Delivery = "paid-not-delivered" if failed and failed.paid else "delivered"
         for item in missing_before:
             if fact_key(item) not in keys:
                 continue
             covered = item not in still
             try:
-                await asyncio.to_thread(judge.record_outcome, verdict.id, fact_key(item), covered)
+                await asyncio.to_thread(
+                    judge.record_outcome, verdict.id, fact_key(item), covered, delivery
+                )
             except Exception as exc:
                 raise_if_dependency(exc)
                 # Calibration data is advisory: anything else is audited, not fatal.

@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ValidationError
 
-from agent.errors import ToolArgsError, ToolError
+from agent.errors import NonDelivery, ToolArgsError, ToolError
 from chain.facts import FACT_KINDS, FactKind
 from judge.policy import FreePolicyRow, FreeReadPolicy
 
@@ -73,6 +73,8 @@ class Observation:
     cost_usdc: int = 0
     gas_wei: int = 0
     error: str | None = None
+    #: A paid call whose seller did not deliver (the loop pays it nothing more this run).
+    not_delivered: NonDelivery | None = None
 
     @classmethod
     def failure(cls, tool: str, error: str) -> Observation:
@@ -154,6 +156,11 @@ class ToolContext:
     #: Seller origins the task's own text names: when any, the only sellers paid tools
     #: may pay (a named seller is never swapped for another).
     task_sellers: tuple[str, ...] = ()
+    #: The most a seller's whole response (headers and body) may take, seconds.
+    response_deadline_s: float = 30.0
+    #: Seconds the run has left (None: no run deadline); a response deadline never
+    #: reaches past it.
+    time_left: Callable[[], float] | None = None
 
     def allowlisted_addresses(self) -> tuple[str, ...]:
         """The allowlist's 0x address entries, lower-case (URL entries are sellers)."""

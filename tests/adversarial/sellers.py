@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from eth_utils import to_checksum_address
 from fastapi import FastAPI
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 from web3 import Web3
 from x402 import x402FacilitatorSync, x402ResourceServer
 from x402.http import (
@@ -56,6 +56,8 @@ PaidMode = Literal[
     "huge-body",
     "slow",
     "expire-first",
+    "redirect-but-settle",
+    "drip-but-settle",
 ]
 """What the seller does with a paid request.
 
@@ -69,6 +71,10 @@ PaidMode = Literal[
 - ``huge-body``: settle, then answer with a body far above the buyer's size limit.
 - ``slow``: settle, then hold the answer for ``slow_s`` seconds.
 - ``expire-first``: push the chain's clock past any 300 s authorization, then verify.
+- ``redirect-but-settle``: submit the authorization on chain itself, then answer 307 to
+  ``redirect_to`` (another origin).
+- ``drip-but-settle``: submit the authorization on chain itself, then answer 200 with a
+  true receipt and the data one byte every ``drip_s`` seconds.
 """
 
 NETWORK = "eip155:31337"
@@ -118,6 +124,8 @@ class AdversarialSeller:
         on_unpaid: Callable[[AdversarialSeller, int], None] | None = None,
         on_paid: Callable[[AdversarialSeller], None] | None = None,
         catalog: dict[str, Any] | None = None,
+        redirect_to: str = "http://127.0.0.1:9/elsewhere",
+        drip_s: float = 1.0,
     ) -> None:
         self.rpc_url = rpc_url
         self.usdc = to_checksum_address(usdc)
@@ -131,6 +139,10 @@ class AdversarialSeller:
         self.on_unpaid = on_unpaid
         self.on_paid = on_paid
         self.catalog = catalog
+        self.redirect_to = redirect_to
+        self.drip_s = drip_s
+        #: Transactions this seller sent to settle authorizations it was handed itself.
+        self.settled_txs: list[str] = []
         self.log = SellerLog()
         self.w3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": 30}))
         self._last_402: str | None = None
@@ -221,6 +233,8 @@ class AdversarialSeller:
             self.log.payments.append(payload.model_dump(mode="json", by_alias=True))
             if self.on_paid is not None:
                 self.on_paid(self)
+            if self.paid_mode in ("redirect-but-settle", "drip-but-settle"):
+                return await self._settle_then_cheat(entry)
             if self.paid_mode in ("402-again", "402-but-settle", "500-again", "500-but-settle"):
                 if self.paid_mode.endswith("-but-settle"):
                     inner = self.log.payments[-1]["payload"]
@@ -252,6 +266,29 @@ class AdversarialSeller:
         entry["status"] = response.status_code
         return response
 
+    async def _settle_then_cheat(self, entry: dict[str, Any]) -> Any:
+        """Take the money (the authorization settled on chain), then redirect or drip."""
+        inner = self.log.payments[-1]["payload"]
+        tx = await asyncio.to_thread(self.submit_authorization, inner)
+        if self.paid_mode == "redirect-but-settle":
+            entry["status"] = 307
+            return Response(b"", status_code=307, headers={"location": self.redirect_to})
+        receipt = SettleResponse(success=True, transaction=tx, network=NETWORK, payer=None)
+        data = json.dumps(self.body() if callable(self.body) else self.body).encode()
+        drip_s = self.drip_s
+
+        async def drip() -> Any:
+            for i in range(len(data)):
+                yield data[i : i + 1]
+                await asyncio.sleep(drip_s)
+
+        entry["status"] = 200
+        return StreamingResponse(
+            drip(),
+            media_type="application/json",
+            headers={PAYMENT_RESPONSE_HEADER: encode_payment_response_header(receipt)},
+        )
+
     async def _tamper_402(self, response: Any, n: int) -> Any:
         body = b"".join([chunk async for chunk in response.body_iterator])
         raw = response.headers.get(PAYMENT_REQUIRED_HEADER)
@@ -278,7 +315,9 @@ class AdversarialSeller:
 
     def submit_authorization(self, inner: dict[str, Any]) -> str:
         """Settle an x402 "exact" payload on chain the way a facilitator would (DEPLOYER)."""
-        return submit_authorization(self.w3, self.usdc, inner)
+        tx = submit_authorization(self.w3, self.usdc, inner)
+        self.settled_txs.append(tx)
+        return tx
 
     def decoy_transaction(self) -> str:
         """A real, successful USDC transaction that is not ours: a mint to the deployer."""

@@ -25,6 +25,7 @@ from adv_harness import (
 )
 from sellers import AdversarialSeller
 
+from agent.loop.limits import Limits
 from agent.loop.result import AgentResult
 from agent.models.scripted import ScriptedModel
 from tests._services import Composition
@@ -42,12 +43,14 @@ def buy(
     *,
     extras: dict[str, Any] | None = None,
     composition: Composition | None = None,
+    response_deadline_s: float | None = None,
 ) -> tuple[Harness, AgentResult]:
     """One run that buys ``url``'s gas stats, then says done."""
     pay = {"action": "call", "tool": "pay_http", "args": {"url": url + "/analytics/gas"}}
     model = ScriptedModel({"checklist": [GAS], "propose": [pay, DONE]})
+    limits = None if response_deadline_s is None else Limits(response_deadline_s=response_deadline_s)
     h = build_harness(tmp_path, chain, model, allowlist=(url,), extras=extras, paywall_url=url,
-                      composition=composition)
+                      composition=composition, limits=limits)
     h.extra["before"] = {w: h.balance(w) for w in (AGENT_ADDR, SELLER_ADDR, OUTSIDER_ADDR)}
     return h, h.run("Buy the gas stats.")
 
@@ -130,15 +133,17 @@ def test_terms_changed_at_payment_time_pay_nothing_and_hold_the_spend_pending(
     composition: Composition,
 ) -> None:
     # The seller changes its terms while the signed request is in flight: x402 answers
-    # 402 again, the authorization is unused on chain, the ledger row says so and stays
-    # 'signed' (the seller could still submit it until validBefore).
+    # 402 again, the authorization is unused on chain; the seller could still submit it
+    # until validBefore, so the wallet cancels it on chain.
     seller, url = seller_factory(price=PRICE, on_paid=change)
     h, result = buy(tmp_path, chain, url, composition=composition)
     assert result.stop_reason == "cannot-plan", stop_message(result)
     assert seller.log.paid_requests == 1
     [row] = h.ledger()
-    assert row.status == "signed" and "after payment" in row.note and "unused on chain" in row.note
+    assert row.status == "cancelled" and "answered 402" in row.note and row.tx_hash
     assert any("answered 402" in s for s in failed_calls(h, result.run_id))
+    with pytest.raises(Exception, match="used or canceled"):
+        seller.submit_authorization(seller.log.payments[0]["payload"])
     assert_paid(h, 0)
 
 
@@ -243,21 +248,20 @@ def test_authorization_already_expired_at_settlement_moves_nothing(
 ) -> None:
     # The chain's clock passes validBefore before the seller verifies: the facilitator
     # refuses it and the seller answers 402. The wall clock has not passed validBefore, so
-    # the buyer keeps the spend pending; reconciliation fails it once both clocks agree.
+    # the buyer cannot call it expired: the wallet cancels it on chain (the chain's clock
+    # could be pushed back on a devnet), and nothing is left pending.
     seller, url = seller_factory(price=PRICE, paid_mode="expire-first")
     h, result = buy(tmp_path, chain, url, composition=composition)
     assert result.stop_reason == "cannot-plan", stop_message(result)
     [row] = h.ledger()
-    assert row.status == "signed" and "unused on chain" in row.note
+    assert row.status == "cancelled" and row.tx_hash
     [payment] = seller.log.payments
     valid_before = int(payment["payload"]["authorization"]["validBefore"])
     assert h.client.block_timestamp("latest") > valid_before
     assert_paid(h, 0)
     later = max(time.time(), valid_before) + 1
     report = reconcile(h.db, h.client, h.usdc, AGENT_ADDR, h.start_block + 1, clock=lambda: later)
-    assert report.clean and report.resolved == (row.id,)
-    [row] = h.ledger()
-    assert row.status == "failed" and "expired unused" in row.note
+    assert report.clean and report.resolved == ()
     assert_paid(h, 0)
 
 
@@ -272,15 +276,16 @@ def test_402_again_after_payment_gets_no_second_payment(
     assert result.stop_reason == "cannot-plan", stop_message(result)
     assert seller.log.paid_requests == 1
     [row] = h.ledger()
-    assert row.status == "signed" and "answered 402 after payment" in row.note
-    assert any("no second payment" in s for s in failed_calls(h, result.run_id))
+    assert row.status == "cancelled" and "answered 402" in row.note
+    assert any("answered 402" in s for s in failed_calls(h, result.run_id))
     assert_paid(h, 0)
 
-    # The seller kept the signature: it can still settle it (validBefore not reached).
-    # The money moves once, and reconciliation settles the row the buyer kept pending.
-    seller.submit_authorization(seller.log.payments[0]["payload"])
-    assert_paid(h, 1)
-    settle_by_reconcile(h)
+    # The seller kept the signature to settle it later (validBefore not reached): the
+    # wallet cancelled it on chain, so the token refuses it.
+    with pytest.raises(Exception, match="used or canceled"):
+        seller.submit_authorization(seller.log.payments[0]["payload"])
+    assert_paid(h, 0)
+    assert reconcile(h.db, h.client, h.usdc, AGENT_ADDR, h.start_block + 1).clean
 
 
 def test_huge_response_body_is_refused_and_the_payment_reconciled(
@@ -293,9 +298,10 @@ def test_huge_response_body_is_refused_and_the_payment_reconciled(
     assert any("exceeds" in s and "bytes" in s for s in failed_calls(h, result.run_id))
     assert result.evidence == []  # nothing from the oversized body entered the run
     [row] = h.ledger()
-    assert row.status == "signed"
-    assert_paid(h, 1)  # the x402 middleware settled before streaming the body
-    settle_by_reconcile(h)
+    # The x402 middleware settled before streaming the body: paid for nothing, recorded.
+    assert row.status == "settled" and "paid for nothing" in row.note
+    assert_paid(h, 1)
+    assert reconcile(h.db, h.client, h.usdc, AGENT_ADDR, h.start_block + 1).clean
 
 
 @pytest.mark.slow
@@ -304,55 +310,53 @@ def test_slow_response_times_out_and_the_payment_is_reconciled(
     composition: Composition,
 ) -> None:
     seller, url = seller_factory(price=PRICE, paid_mode="slow", slow_s=3.0)
-    h, result = buy(tmp_path, chain, url, extras={"http_timeout_s": 1.0},
-                    composition=composition)
+    h, result = buy(tmp_path, chain, url, composition=composition, response_deadline_s=1.0)
     assert result.stop_reason == "cannot-plan", stop_message(result)
-    assert any("did not answer within" in s for s in failed_calls(h, result.run_id))
+    assert any("within 1 s" in s for s in failed_calls(h, result.run_id))
     [row] = h.ledger()
-    assert row.status == "signed" and "reconcile" not in row.note
+    assert row.status == "settled" and "paid for nothing" in row.note
     assert_paid(h, 1)  # settled before the seller stalled
-    settle_by_reconcile(h)
+    assert reconcile(h.db, h.client, h.usdc, AGENT_ADDR, h.start_block + 1).clean
 
 
 # ----------------------------------------------------------- receipts are proven on chain
 
 
-def test_fake_receipt_leaves_the_spend_pending_and_reconcile_ties_the_real_one(
+def test_fake_receipt_is_no_delivery_and_the_kept_signature_is_cancelled(
     tmp_path: Any, chain: Any, seller_factory: Any,
     composition: Composition,
 ) -> None:
     # The seller serves the data with a receipt naming someone else's successful tx and
-    # keeps our signature. The row must stay pending (never 'settled' on its word), and
-    # when the seller settles the signature later, reconcile matches it: no lasting alarm.
+    # keeps our signature to settle it later. The row is never 'settled' on its word: the
+    # purchase is undelivered, and the wallet cancels the signature on chain.
     seller, url = seller_factory(price=PRICE, paid_mode="fake-receipt")
     h, result = buy(tmp_path, chain, url, composition=composition)
     [row] = h.ledger()
-    assert row.status == "signed" and "unproven" in row.note, row
+    assert row.status == "cancelled" and row.tx_hash, row
+    assert "does not settle our authorization" in row.note
     assert any("does not settle our authorization" in s for s in failed_calls(h, result.run_id))
     assert_paid(h, 0)
-    # The money is outstanding (the seller holds our signature): the run reports it, and
-    # keeps an excerpt of the data it paid for.
-    assert (result.spend.usdc_atomic, result.spend.outstanding_atomic) == (PRICE, PRICE)
+    # Nothing is outstanding; the run keeps an excerpt of the data that arrived.
+    assert (result.spend.usdc_atomic, result.spend.outstanding_atomic) == (0, 0)
     [call] = h.events(result.run_id, "tool.call")
     assert call["data"]["excerpt"]["fields"]["facts.base_fee_gwei"] == "1.0"
-    pending = reconcile(h.db, h.client, h.usdc, AGENT_ADDR, h.start_block + 1)
-    assert not pending.clean and [r.id for r in pending.pending] == [row.id]
-
-    seller.submit_authorization(seller.log.payments[0]["payload"])
-    assert_paid(h, 1)
-    settle_by_reconcile(h)
+    with pytest.raises(Exception, match="used or canceled"):
+        seller.submit_authorization(seller.log.payments[0]["payload"])
+    assert_paid(h, 0)
+    assert reconcile(h.db, h.client, h.usdc, AGENT_ADDR, h.start_block + 1).clean
 
 
 # ----------------------------------------------------------- one live authorization per purchase
 
 
 @pytest.mark.parametrize("mode", ["402-again", "500-again"])
-def test_a_seller_that_never_delivers_gets_one_authorization_across_runs(
+def test_a_seller_that_never_delivers_gets_one_authorization_per_run_each_cancelled(
     mode: str, tmp_path: Any, chain: Any, seller_factory: Any, composition: Composition
 ) -> None:
     # The seller keeps every signature it is handed and answers 402 (or 500). The model
-    # proposes the purchase again and again, in two runs: nib signs one authorization,
-    # re-sends that same one, and the seller can settle it once at most.
+    # proposes the purchase again and again, in two runs: each run signs one
+    # authorization at most, the wallet cancels each on chain, and the seller can settle
+    # none of them.
     seller, url = seller_factory(price=PRICE, paid_mode=mode)
     pay = {"action": "call", "tool": "pay_http", "args": {"url": url + "/analytics/gas"}}
 
@@ -368,16 +372,15 @@ def test_a_seller_that_never_delivers_gets_one_authorization_across_runs(
     h.deps.model = stubborn()
     second = h.run("Buy the gas stats again.")
 
-    signed = h.events(first.run_id, "wallet.signed") + h.events(second.run_id, "wallet.signed")
-    assert len(signed) == 1, signed
-    [row] = h.ledger()
-    nonces = {p["payload"]["authorization"]["nonce"] for p in seller.log.payments}
-    assert nonces == {row.auth_nonce} and seller.log.paid_requests >= 4  # re-sent, not re-signed
-    failures = failed_calls(h, first.run_id) + failed_calls(h, second.run_id)
-    assert any("still live" in f for f in failures), failures
-    assert not any("propose a new call" in f for f in failures)
+    for result in (first, second):
+        assert len(h.events(result.run_id, "wallet.signed")) <= 1
+    rows = h.ledger()
+    assert rows and all(r.status == "cancelled" and r.tx_hash for r in rows), rows
+    assert {p["payload"]["authorization"]["nonce"] for p in seller.log.payments} == {
+        r.auth_nonce for r in rows
+    }
     assert_paid(h, 0)
-    # The failed purchase is evidence against this seller: its p fell below a new seller's.
+    # Each failed purchase is evidence against this seller: its p fell below a new seller's.
     from judge.calibration import BetaCalibrator, calibration_subject
 
     calibrator = BetaCalibrator(str(h.db))  # the judge's outcomes, wherever it runs
@@ -387,12 +390,12 @@ def test_a_seller_that_never_delivers_gets_one_authorization_across_runs(
 
     assert p_of(url) < p_of("http://never-bought.example:80")
 
-    # The seller tries every payment it was handed: one settles, the rest revert.
+    # The seller tries every payment it was handed: every one reverts.
     for payment in seller.log.payments:
         with contextlib.suppress(Exception):
             seller.submit_authorization(payment["payload"])
-    assert_paid(h, 1)
-    settle_by_reconcile(h)
+    assert_paid(h, 0)
+    assert reconcile(h.db, h.client, h.usdc, AGENT_ADDR, h.start_block + 1).clean
 
 
 @pytest.mark.parametrize("mode", ["402-but-settle", "500-but-settle"])
@@ -405,8 +408,8 @@ def test_a_seller_that_settles_then_errors_is_settled_and_recorded(
     [row] = h.ledger()
     assert row.status == "settled" and "took the money without delivering" in row.note
     assert (result.spend.usdc_atomic, result.spend.settled_atomic) == (PRICE, PRICE)
-    [event] = h.events(result.run_id, "x402.seller.not_delivered")
-    assert event["data"]["seller"] == url
+    [event] = h.events(result.run_id, "seller.not_delivered")
+    assert event["data"]["seller"] == url and event["data"]["paid"] is True
     assert_paid(h, 1)
     report = reconcile(h.db, h.client, h.usdc, AGENT_ADDR, h.start_block + 1)
     assert report.clean and [m.ledger_id for m in report.matched] == [row.id]

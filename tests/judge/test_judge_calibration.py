@@ -57,6 +57,7 @@ def test_outcomes_persist_in_the_judge_table(tmp_path: Path) -> None:
             "p_used": "0.25",
             "covered": 1,
             "weight": 1,
+            "delivered": 1,
         }
     ]
     assert again.db.scalar("PRAGMA journal_mode") == "wal"

@@ -122,3 +122,50 @@ def test_outcomes_are_filed_under_the_seller_the_verdict_was_issued_for(judge: J
     judge.record_outcome(verdict.id, "token_factsheet", False)
     assert judge.calibrator.counts(calibration_subject("pay_http", HONEST), "token_factsheet") == (0, 1)
     assert judge.calibrator.counts(calibration_subject("pay_http", CHEAP), "token_factsheet") == (0, 0)
+
+
+def _buy(judge: Judge, seller: str, covered: bool, delivery: Any = "delivered") -> Any:
+    verdict = judge.decide(offer(seller, 5_000))
+    assert verdict.decision == "approve", verdict.reason
+    judge.recheck(verdict)
+    judge.record_outcome(verdict.id, "token_factsheet", covered, delivery)
+    return verdict
+
+
+@pytest.mark.parametrize("delivered_before", [0, 1, 10])
+def test_a_settled_non_delivery_puts_the_seller_below_the_floor_at_once(
+    judge: Judge, delivered_before: int
+) -> None:
+    # However well the seller did before, one payment taken for nothing is enough: the
+    # judge refuses it from then on, and says why.
+    for _ in range(delivered_before):
+        _buy(judge, CHEAP, True)
+    _buy(judge, CHEAP, False, "paid-not-delivered")
+    after = judge.decide(offer(CHEAP, 5_000))
+    assert after.decision == "refuse" and Decimal(after.p) < MIN_P_TO_PAY, after.reason
+    assert "took payment without delivering once" in after.reason
+    # Another seller and another fact kind of the same seller keep their own p.
+    assert judge.decide(offer(HONEST, 5_000)).decision == "approve"
+    other = offer(CHEAP, 5_000, missing=("gas_stats",), tool_facts=("gas_stats",))
+    assert judge.decide(other).decision == "approve"
+
+
+def test_a_plain_failure_weighs_one_outcome_and_a_non_delivery_many(judge: Judge) -> None:
+    subject = calibration_subject("pay_http", CHEAP)
+    _buy(judge, CHEAP, False)
+    assert judge.calibrator.counts(subject, "token_factsheet") == (0, 1)
+    _buy(judge, CHEAP, False, "paid-not-delivered")
+    hits, total = judge.calibrator.counts(subject, "token_factsheet")
+    assert hits == 0 and total > 2
+    assert judge.calibrator.non_deliveries(subject, "token_factsheet") == 1
+
+
+def test_a_covered_call_cannot_be_reported_as_not_delivered(judge: Judge) -> None:
+    from judge.errors import JudgeConfigError
+
+    verdict = judge.decide(offer(CHEAP, 5_000))
+    judge.recheck(verdict)
+    with pytest.raises(JudgeConfigError, match="covered=True with delivery='paid-not-delivered'"):
+        judge.record_outcome(verdict.id, "token_factsheet", True, "paid-not-delivered")
+    # Nothing was taken: the honest outcome can still be recorded.
+    judge.record_outcome(verdict.id, "token_factsheet", True)

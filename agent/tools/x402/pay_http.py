@@ -7,7 +7,11 @@ validity window taken from the chain's block time. ``execute`` fetches the 402 a
 and rebuilds the authorization from the seller's *current* terms with the quoted nonce
 and window: if the seller changed price, recipient or asset since the quote, that
 payload differs from the approved one and the wallet voids the verdict before signing.
-It never pays twice: one signature per call, and no retry after a paid request.
+It never pays twice: one signature per call, and no retry after a paid request. A paid
+request that does not deliver (an error status, a redirect, an answer over the size limit
+or past the response deadline, no valid receipt) is abandoned: the wallet ends its
+authorization from the chain (settled if the seller used it: paid for nothing; else
+cancelled on chain) and the call raises :class:`~agent.errors.DeliveryFailed`.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from x402.schemas import PaymentRequirements, PaymentRequirementsV1
 from x402.schemas import parse_payment_required as _x402_parse
 
-from agent.errors import ToolError
+from agent.errors import DeliveryFailed, NonDelivery, ToolError
 from agent.interrupts import gather_pair
 from agent.tools.base import Observation, Quote, Tool, ToolContext
 from agent.tools.chain_reads import usdc_address
@@ -64,7 +68,6 @@ from chain.money import format_usdc
 from chain.usdc import AuthorizationTypedData
 from judge.verdict import Verdict
 from wallet.errors import AuthorizationOutstanding, SettlementUnproven
-from wallet.reconcile import authorization_expired
 
 if TYPE_CHECKING:
     from agent.seams import AgentWallet
@@ -101,8 +104,10 @@ LOCAL_PAYWALL_FACTS: dict[str, tuple[str, ...]] = {
 }
 #: A seller's response larger than this is refused: results must stay small.
 MAX_BODY_BYTES = 256 * 1024
-DEFAULT_TIMEOUT_S = 30.0
 CATALOG_TIMEOUT_S = 5.0
+#: How long a receipt naming a transaction our node does not show yet is re-checked
+#: before the purchase counts as undelivered (an RPC behind the seller's by a block).
+RECEIPT_WAIT_S = 5.0
 _MAX_FACTS = 64
 _MAX_FACT_CHARS = 500
 _MAX_DATA_CHARS = 16_000
@@ -445,7 +450,7 @@ class PayHttpTool(Tool):
         )
         resp = await _paid_request(args, url, header, signed, wallet, ctx)
         if not 200 <= resp.status_code < 300:
-            await self._paid_but_refused(resp, url, signed, wallet, ctx, _resource(args))
+            raise await _not_delivered(wallet, url, signed.ledger_id, _refusal(resp))
         return await self._settled(args, url, resp, quote, signed, wallet, ctx)
 
     async def _settled(
@@ -459,44 +464,44 @@ class PayHttpTool(Tool):
         ctx: ToolContext,
     ) -> Observation:
         """The paid answer, once the chain proves the seller's receipt settles our
-        authorization; else a failed call keeping the excerpt, its row pending reconcile."""
+        authorization; else an undelivered purchase (the wallet ends the authorization)
+        whose failed call keeps a bounded excerpt of what arrived."""
         try:
             settlement = parse_payment_response(resp)
         except X402ProtocolError as exc:
-            used = await _authorization_used(ctx, signed)
-            return self._unproven(
-                args,
-                resp,
-                f"pay_http: {url} returned data but no valid settlement receipt ({exc}); the "
-                f"authorization is {'used on chain' if used else 'not used on chain yet'}; "
-                f"ledger row {signed.ledger_id} stays 'signed' until `nib audit reconcile`.",
-            )
+            why = f"it answered {resp.status_code} without a valid settlement receipt ({exc})"
+            return await self._unproven(args, resp, signed, wallet, why)
         tx_hash = settlement.get("transaction")
         if not settlement.get("success") or not isinstance(tx_hash, str) or not tx_hash:
-            return self._unproven(
-                args,
-                resp,
-                f"pay_http: {url} answered {resp.status_code} but its settlement receipt says "
-                f"success={settlement.get('success')} ({settlement.get('error_reason')}); "
-                f"ledger row {signed.ledger_id} stays 'signed' until `nib audit reconcile`.",
+            why = (
+                f"it answered {resp.status_code} with a receipt saying success="
+                f"{settlement.get('success')} ({settlement.get('error_reason')})"
             )
+            return await self._unproven(args, resp, signed, wallet, why)
         try:
             # The receipt is the seller's claim: the wallet settles the row only when the
             # named transaction carries our AuthorizationUsed and the matching Transfer.
-            await asyncio.to_thread(wallet.settle, signed, tx_hash)
+            await _settle_proven(wallet, signed, tx_hash)
         except SettlementUnproven as exc:
-            return self._unproven(
-                args,
-                resp,
-                f"pay_http: the receipt does not settle our authorization ({exc.finding}): "
-                f"{url} names {exc.tx_hash}; ledger row {signed.ledger_id} stays 'signed' "
-                "(pending) until `nib audit reconcile` finds where the authorization was used.",
+            why = (
+                f"its receipt names {exc.tx_hash}, which does not settle our authorization "
+                f"({exc.finding})"
             )
+            return await self._unproven(args, resp, signed, wallet, why)
         return self._observation(args, resp, cost=quote.amount, settlement=settlement)
 
-    def _unproven(self, args: PayHttpArgs, resp: httpx.Response, error: str) -> Observation:
-        """A paid answer whose settlement is not proven: a failed call that keeps a bounded
-        excerpt of the data that arrived (it was paid for), covering nothing."""
+    async def _unproven(
+        self,
+        args: PayHttpArgs,
+        resp: httpx.Response,
+        signed: SignedTypedData,
+        wallet: AgentWallet,
+        why: str,
+    ) -> Observation:
+        """A paid answer whose settlement is not proven: not delivered (the wallet ends the
+        authorization); a failed call that keeps a bounded excerpt of the data that
+        arrived (it may have been paid for), covering nothing."""
+        failed = await _not_delivered(wallet, args.url, signed.ledger_id, why)
         try:
             body = resp.json()
         except ValueError:
@@ -507,8 +512,10 @@ class PayHttpTool(Tool):
             "settlement": "unproven",
             "excerpt": excerpt(body, resp.text),
         }
+        error = str(failed)
         return Observation(
-            tool=self.name, ok=False, summary=f"error: {error}", data=data, error=error
+            tool=self.name, ok=False, summary=f"error: {error}", data=data, error=error,
+            not_delivered=failed.delivery,
         )
 
     def _current_terms(
@@ -536,55 +543,6 @@ class PayHttpTool(Tool):
         payload, authorization = quoted_authorization(quote, requirement)
         return pr, requirement, payload, authorization
 
-    async def _paid_but_refused(
-        self,
-        resp: httpx.Response,
-        url: str,
-        signed: SignedTypedData,
-        wallet: AgentWallet,
-        ctx: ToolContext,
-        resource: str,
-    ) -> None:
-        """The seller did not deliver after payment: no retry; record what the chain says.
-
-        A refusal does not void the signature: the seller (or anyone it handed the
-        signature to) can still submit it until validBefore. So an unused authorization
-        stays ``signed``, holding the run's cap, until it can no longer land; only then
-        is the spend failed (reconciliation fails it later otherwise).
-        """
-        # The chain's time is read before the authorization's state: unused at a block
-        # already past validBefore means unused for good.
-        chain_time = await asyncio.to_thread(ctx.chain.block_timestamp, "latest")
-        used = await _authorization_used(ctx, signed)
-        status, where = await _ledger_after_refusal(
-            resp.status_code, signed, wallet, resource, used=used, chain_time=chain_time
-        )
-        ctx.emit(
-            "tool.x402.refused_after_payment",
-            {
-                "url": url,
-                "status": resp.status_code,
-                "ledger_id": signed.ledger_id,
-                "ledger_status": status,
-            },
-        )
-        detail = ""
-        if resp.status_code == 402:
-            try:
-                again = parse_payment_required(resp)
-                detail = f" ({again.error})" if getattr(again, "error", None) else ""
-            except X402ProtocolError:
-                detail = ""
-        if used:
-            _record_non_delivery(ctx, url, resp.status_code, signed.ledger_id)
-        raise ToolError(
-            f"pay_http: {url} answered {resp.status_code}{detail} to the paid request; "
-            f"no second payment is made ({where}). nib signs no other authorization for "
-            f"{resource} while this one is live (until {signed.valid_before}): "
-            "proposing this call again only re-sends the same authorization. Fix: continue "
-            "without this data, or use another seller."
-        )
-
     # -- one live authorization per purchase --------------------------------------
 
     async def _resend(self, args: PayHttpArgs, live: SpendRow, ctx: ToolContext) -> Quote:
@@ -599,14 +557,14 @@ class PayHttpTool(Tool):
         assert wallet is not None
         resource = _resource(args)
         pending = (
-            f"pay_http: an authorization for {resource} is still live (ledger row {live.id}, "
+            f"an authorization for {resource} was still live (ledger row {live.id}, "
             f"{format_usdc(live.amount)}, {live.status}, valid until {live.valid_before}); "
             "nib signs no second one while it is live, so at most one can ever settle"
         )
         header = json.loads(live.x402_payment) if live.x402_payment else None
         if not header:
             raise ToolError(
-                f"{pending}. Nothing was sent. Fix: wait until it settles or expires "
+                f"pay_http: {pending}. Nothing was sent. Fix: wait until it settles or expires "
                 "(`nib audit reconcile`); do not propose this call again before then."
             )
         try:
@@ -618,7 +576,8 @@ class PayHttpTool(Tool):
                 headers={str(header[0]): str(header[1])},
             )
         except ToolError as exc:
-            raise ToolError(f"{pending}. Re-sending it failed ({exc}).") from exc
+            why = f"{pending}; re-sending it failed ({_bare(exc)})"
+            raise await _not_delivered(wallet, args.url, live.id, why) from exc
         ctx.emit(
             "tool.x402.resent",
             {"url": args.url, "ledger_id": live.id, "status": resp.status_code},
@@ -629,19 +588,13 @@ class PayHttpTool(Tool):
                 receipt = parse_payment_response(resp)
                 tx = receipt.get("transaction") if receipt.get("success") else None
         if not isinstance(tx, str) or not tx:
-            await asyncio.to_thread(wallet.live_authorization, resource)
-            if wallet.spend_row(live.id).status == "settled":  # took it, no data
-                _record_non_delivery(ctx, args.url, resp.status_code, live.id)
-            raise ToolError(
-                f"{pending}. It was re-sent and {origin_of(args.url)} answered "
-                f"{resp.status_code} without a valid receipt. Fix: continue without this "
-                "data; do not propose this call again in this run."
-            )
+            why = f"{pending}; it was re-sent and {_refusal(resp)} without a valid receipt"
+            raise await _not_delivered(wallet, args.url, live.id, why)
         await settle_or_refuse(
             wallet,
             live,
             tx,
-            lambda exc: f"{pending}. It was re-sent; the receipt names {exc.tx_hash}, which "
+            lambda exc: f"pay_http: {pending}. It was re-sent; the receipt names {exc.tx_hash}, which "
             f"does not settle it ({exc.finding}). Fix: continue without this data.",
         )
         cost = live.amount if live.run_id == ctx.run_id else 0
@@ -744,43 +697,24 @@ async def _get(
     headers: dict[str, str] | None = None,
     timeout: float | None = None,
 ) -> httpx.Response:
-    """GET (or POST ``body`` as JSON) without redirects, reading at most MAX_BODY_BYTES;
-    transport errors -> ToolError."""
-    limit = float(timeout or ctx.extras.get("http_timeout_s") or DEFAULT_TIMEOUT_S)
+    """GET (or POST ``body`` as JSON) without redirects, reading at most MAX_BODY_BYTES,
+    the whole response (headers and body) within one deadline (:func:`_deadline`);
+    transport errors, an oversized body and a missed deadline -> ToolError."""
+    limit = _deadline(ctx, timeout)
     client = ctx.http
     own = client is None
     if client is None:
         client = httpx.AsyncClient(timeout=limit)
     try:
-        async with client.stream(
-            method,
-            url,
-            json=body if method == "POST" else None,
-            headers=headers,
-            timeout=limit,
-            follow_redirects=False,
-        ) as resp:
-            read = bytearray()
-            async for chunk in resp.aiter_bytes():
-                read += chunk
-                if len(read) > MAX_BODY_BYTES:
-                    raise ToolError(
-                        f"pay_http: the response from {url} exceeds {MAX_BODY_BYTES} bytes "
-                        f"(read {len(read)} so far); expected a small result. Fix: ask for "
-                        "a narrower resource."
-                    )
-            kept = [
-                (k, v)
-                for k, v in resp.headers.multi_items()
-                if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
-            ]
-            return httpx.Response(
-                resp.status_code, headers=kept, content=bytes(read), request=resp.request
-            )
-    except httpx.TimeoutException as exc:
+        # One deadline for the whole response: a seller dripping a byte at a time would
+        # pass any per-read timeout.
+        async with asyncio.timeout(limit):
+            return await _read_response(client, method, url, body, headers, limit)
+    except (TimeoutError, httpx.TimeoutException) as exc:
         raise ToolError(
-            f"pay_http: {url} did not answer within {limit:.0f}s ({type(exc).__name__}); "
-            "expected a response. Fix: check the seller is up, or raise http_timeout_s."
+            f"pay_http: no whole response (headers and body) within {limit:g} s from {url} "
+            f"({type(exc).__name__}); expected a complete answer within the response "
+            "deadline. Fix: check the seller, or raise response_deadline_s."
         ) from exc
     except httpx.TransportError as exc:
         raise ToolError(
@@ -790,6 +724,51 @@ async def _get(
     finally:
         if own:
             await client.aclose()
+
+
+async def _read_response(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    body: Mapping[str, object] | None,
+    headers: dict[str, str] | None,
+    limit: float,
+) -> httpx.Response:
+    """One request's response, its body read in full but never past MAX_BODY_BYTES."""
+    async with client.stream(
+        method,
+        url,
+        json=body if method == "POST" else None,
+        headers=headers,
+        timeout=limit,
+        follow_redirects=False,
+    ) as resp:
+        read = bytearray()
+        async for chunk in resp.aiter_bytes():
+            read += chunk
+            if len(read) > MAX_BODY_BYTES:
+                raise ToolError(
+                    f"pay_http: the response from {url} exceeds {MAX_BODY_BYTES} bytes "
+                    f"(read {len(read)} so far); expected a small result. Fix: ask for "
+                    "a narrower resource."
+                )
+        kept = [
+            (k, v)
+            for k, v in resp.headers.multi_items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+        ]
+        return httpx.Response(
+            resp.status_code, headers=kept, content=bytes(read), request=resp.request
+        )
+
+
+def _deadline(ctx: ToolContext, timeout: float | None) -> float:
+    """Seconds a response may take: ``timeout`` or the run's response deadline
+    (``Limits.response_deadline_s``), never past the time the run has left."""
+    limit = float(timeout or ctx.response_deadline_s)
+    if ctx.time_left is not None:
+        limit = min(limit, max(ctx.time_left(), 0.001))
+    return limit
 
 
 def _unexpected_status(url: str, resp: httpx.Response, *, paid: bool) -> str:
@@ -839,21 +818,76 @@ async def _check_not_expired(quote: Quote, ctx: ToolContext) -> None:
         )
 
 
-async def _authorization_used(ctx: ToolContext, signed: SignedTypedData) -> bool:
-    """Whether the token has consumed our EIP-3009 nonce (i.e. the money moved)."""
-    from chain.usdc import usdc_contract
+async def _settle_proven(wallet: AgentWallet, signed: SignedTypedData, tx_hash: str) -> None:
+    """``wallet.settle`` under the seller's receipt; a receipt naming a transaction our
+    node does not show yet is re-checked for up to RECEIPT_WAIT_S (an RPC a block behind
+    the seller's must not turn a delivered purchase into an undelivered one)."""
+    deadline = time.monotonic() + RECEIPT_WAIT_S
+    while True:
+        try:
+            await asyncio.to_thread(wallet.settle, signed, tx_hash)
+            return
+        except SettlementUnproven as exc:
+            if exc.finding != "not-mined" or time.monotonic() >= deadline:
+                raise
+        await asyncio.sleep(_LIVE_POLL_S)
 
-    token = usdc_contract(ctx.chain.w3, usdc_address(ctx))
-    fn = token.functions.authorizationState(signed.signer, bytes.fromhex(signed.auth_nonce[2:]))
-    return bool(await asyncio.to_thread(ctx.chain.call, "authorizationState", fn.call))
+
+def _refusal(resp: httpx.Response) -> str:
+    """What a paid request's non-2xx answer was, in words."""
+    status = resp.status_code
+    if 300 <= status < 400:
+        where = resp.headers.get("location", "")
+        return (
+            f"it answered {status} redirecting to {where[:200]!r}; a redirect after payment "
+            "is never followed"
+        )
+    detail = ""
+    if status == 402:
+        with contextlib.suppress(X402ProtocolError):
+            again = parse_payment_required(resp)
+            detail = f" ({again.error})" if getattr(again, "error", None) else ""
+    return f"it answered {status}{detail} to the paid request"
 
 
-def _record_non_delivery(ctx: ToolContext, url: str, status: int, ledger_id: str) -> None:
-    """Audit a seller that took the money (its authorization is used on chain) and did not
-    deliver: the event names the seller, so its record and the judge's p can follow."""
-    ctx.emit(
-        "x402.seller.not_delivered",
-        {"seller": origin_of(url), "url": url, "status": status, "ledger_id": ledger_id},
+def _bare(exc: BaseException) -> str:
+    """An error's message without this tool's ``pay_http:`` prefix."""
+    return str(exc).removeprefix("pay_http: ")
+
+
+async def _not_delivered(
+    wallet: AgentWallet, url: str, spend_id: str, why: str
+) -> DeliveryFailed:
+    """The purchase paid under ledger row ``spend_id`` did not deliver (``why``): the
+    wallet ends its authorization from the chain (settled if the seller used it: paid for
+    nothing; else cancelled on chain, or failed once expired). The error names what the
+    chain shows and the seller the run pays nothing more. Shielded: a run that stops
+    meanwhile still leaves the authorization ended."""
+    row = await asyncio.shield(asyncio.to_thread(wallet.abandon_authorization, spend_id, why))
+    seller = origin_of(url)
+    if row.status == "settled":
+        how = (
+            f"The seller took the money: {format_usdc(row.amount)} settled in {row.tx_hash} "
+            f"(ledger row {row.id}): paid for nothing."
+        )
+    elif row.status == "cancelled":
+        how = (
+            f"No money moved: the wallet cancelled the authorization on chain in "
+            f"{row.tx_hash}, so the seller can never settle it (ledger row {row.id})."
+        )
+    elif row.status == "failed":
+        how = f"No money moved: the authorization expired unused (ledger row {row.id})."
+    else:
+        how = (
+            f"The authorization could not be cancelled yet: ledger row {row.id} stays "
+            f"'{row.status}' until `nib audit reconcile` settles or fails it."
+        )
+    delivery = NonDelivery(seller, why, row.status == "settled", row.id, row.status)
+    return DeliveryFailed(
+        f"pay_http: {seller} was paid and did not deliver: {why}. {how} No second payment "
+        f"is made: nib pays {seller} nothing more in this run. Fix: continue without this "
+        f"data, or use another seller (the purchase was {url}).",
+        delivery,
     )
 
 
@@ -894,62 +928,6 @@ async def _live_after_wait(wallet: AgentWallet, resource: str) -> SpendRow | Non
         await asyncio.sleep(_LIVE_POLL_S)
 
 
-async def _ledger_after_refusal(
-    status_code: int,
-    signed: SignedTypedData,
-    wallet: AgentWallet,
-    resource: str,
-    *,
-    used: bool,
-    chain_time: int,
-) -> tuple[str, str]:
-    """(ledger status, what it means) of a paid request the seller refused: settled when
-    the authorization is used on chain (money moved, nothing delivered), failed when it is
-    unused and expired (it can never land), else kept 'signed' until reconcile."""
-    status = "signed"
-    if used:
-        note = (
-            f"seller answered {status_code} after payment but the authorization is "
-            "used on chain: it took the money without delivering"
-        )
-        await asyncio.to_thread(wallet.meter.keep_signed, signed.reservation, note)
-        # The token's AuthorizationUsed log names the tx: the row settles under it.
-        await asyncio.to_thread(wallet.live_authorization, resource)
-        status = wallet.spend_row(signed.ledger_id).status
-        where = (
-            "the authorization IS used on chain, so the money moved without delivery; "
-            f"ledger row {signed.ledger_id} is '{status}'"
-        )
-    elif authorization_expired(
-        signed.valid_before, chain_time=chain_time, wall_time=wallet.clock()
-    ):
-        note = (
-            f"seller answered {status_code} after payment; authorization "
-            f"{signed.auth_nonce} unused on chain and expired at {signed.valid_before} "
-            f"(chain time {chain_time}); it can never land"
-        )
-        await asyncio.to_thread(wallet.fail, signed, note)
-        status = "failed"
-        where = (
-            "the authorization is unused on chain and expired, so no money moved; "
-            f"ledger row {signed.ledger_id} marked failed"
-        )
-    else:
-        note = (
-            f"seller answered {status_code} after payment (refused); authorization "
-            f"{signed.auth_nonce} unused on chain but still valid until "
-            f"{signed.valid_before}; reconcile will settle or release it"
-        )
-        await asyncio.to_thread(wallet.meter.keep_signed, signed.reservation, note)
-        where = (
-            "no money has moved yet, but the seller holds a signature it can still submit "
-            f"until {signed.valid_before}; ledger row {signed.ledger_id} stays 'signed' "
-            "and keeps counting against the spend cap until `nib audit reconcile` "
-            "settles or releases it"
-        )
-    return status, where
-
-
 async def _paid_request(
     args: PayHttpArgs,
     url: str,
@@ -958,8 +936,8 @@ async def _paid_request(
     wallet: AgentWallet,
     ctx: ToolContext,
 ) -> httpx.Response:
-    """MOVES MONEY: the request carrying the payment header. A request that gets no answer
-    keeps the row 'signed' (the seller may still settle it) and raises ToolError."""
+    """MOVES MONEY: the request carrying the payment header. A request that gets no full
+    answer in time is not delivered: the wallet ends the authorization (DeliveryFailed)."""
     name, value = header
     # The header is kept (for a re-send) while the paid request is in flight; the row is
     # already 'signed' with its nonce, and nothing reads the header before it is kept.
@@ -968,18 +946,13 @@ async def _paid_request(
         resp = await _get(ctx, url, method=args.method, body=args.body, headers={name: value})
     except ToolError as exc:
         await kept
-        # The seller may still settle what it received: keep the row 'signed' for
-        # reconciliation instead of claiming the money did not move.
-        note = f"paid request got no answer ({str(exc)[:120]}); may still be settled"
-        await asyncio.to_thread(wallet.meter.keep_signed, signed.reservation, note)
-        raise ToolError(
-            f"pay_http: the paid request to {url} failed after signing ({exc}); the "
-            f"authorization (ledger row {signed.ledger_id}) may still be settled by the "
-            "seller until it expires. Nothing more will be paid under this verdict. "
-            "Fix: run `nib audit reconcile` later."
-        ) from exc
+        # The seller received the authorization and may still settle it: the wallet ends
+        # it (cancelled on chain unless the seller already used it).
+        raise await _not_delivered(wallet, url, signed.ledger_id, _bare(exc)) from exc
     except BaseException:
         await asyncio.shield(kept)
+        # The run stopped (deadline, interrupt) with the paid request in flight.
+        await _not_delivered(wallet, url, signed.ledger_id, "the run stopped mid-request")
         raise
     await kept
     return resp

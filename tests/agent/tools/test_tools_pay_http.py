@@ -14,7 +14,7 @@ import httpx
 import pytest
 from _tools_support import Events, approve, serve, usdc_balance
 
-from agent.errors import ToolError
+from agent.errors import DeliveryFailed, ToolError
 from agent.tools.base import Quote, ToolContext
 from agent.tools.x402.pay_http import (
     LOCAL_PAYWALL_FACTS,
@@ -30,7 +30,7 @@ from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account
 from chain.errors import TokenDomainMismatch
 from chain.paywall.app import DEFAULT_PRICES, ENDPOINTS, PaywallServer
 from judge.verdict import VerdictSigner
-from wallet.errors import VerdictVoid
+from wallet.errors import VerdictReplayed, VerdictVoid
 from wallet.keystore import KeyHandle
 from wallet.ledger import Ledger
 from wallet.reconcile import reconcile
@@ -41,6 +41,17 @@ SELLER_ADDR = dev_account(SELLER).address
 GAS_PRICE = DEFAULT_PRICES["gas"]
 
 Handler = Callable[[httpx.Request], Coroutine[None, None, httpx.Response]]
+
+
+def submit_x402(chain: Any, paid: httpx.Request) -> str:
+    """What a seller can do with a paid request it kept: settle its authorization itself."""
+    from x402.http import decode_payment_signature_header
+
+    from tests.adversarial.sellers import submit_authorization
+
+    payload = decode_payment_signature_header(paid.headers["payment-signature"])
+    inner = payload.model_dump(mode="json", by_alias=True)["payload"]
+    return submit_authorization(chain.w3, chain.usdc, inner)
 
 
 def run(coro: Awaitable[Any]) -> Any:
@@ -441,39 +452,33 @@ def test_seller_answering_402_after_payment_gets_no_second_payment(
     verdict = approve(judge_signer, quote)
     before = usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)
 
-    with pytest.raises(ToolError) as err:
+    head = chain.w3.eth.block_number
+    with pytest.raises(DeliveryFailed) as err:
         run(tool.execute(quote, verdict, ctx))
     assert "answered 402" in str(err.value)
-    assert "no second payment is made" in str(err.value)
-    assert "only re-sends the same authorization" in str(err.value)
-    assert "stays 'signed' and keeps counting against the spend cap" in str(err.value)
+    assert "No second payment is made" in str(err.value)
+    assert "the wallet cancelled the authorization on chain" in str(err.value)
+    assert err.value.delivery.paid is False and err.value.delivery.status == "cancelled"
     assert len(paid_requests) == 1
-    # The seller still holds a valid signature: the spend stays pending and holds the cap.
+    # The seller held a valid signature: the wallet cancelled it on chain (nothing moved,
+    # the cap share is free; the cancel's gas is metered).
     [row] = wallet.meter.ledger.rows()
-    assert row.status == "signed" and "unused on chain but still valid until" in row.note
-    assert "reconcile will settle or release it" in row.note
-    assert wallet.meter.usage("run-test").committed == GAS_PRICE
-    [refused] = events.named("tool.x402.refused_after_payment")
-    assert refused["ledger_status"] == "signed"
+    assert row.status == "cancelled" and row.tx_hash and "answered 402" in row.note
+    usage = wallet.meter.usage("run-test")
+    assert (usage.settled, usage.reserved) == (0, 0) and usage.gas_wei > 0
+    [cancelled] = events.named("wallet.cancelled")
+    assert cancelled["tx_hash"] == row.tx_hash
 
-    # No second attempt: the resource's authorization is still live (and the verdict used).
-    with pytest.raises(ToolError, match="still live"):
+    # No second attempt under the same verdict: it is used.
+    with pytest.raises(VerdictReplayed):
         run(tool.execute(quote, verdict, ctx))
     assert len(paid_requests) == 1 and len(wallet.meter.ledger.rows()) == 1
+    # The seller tries the signature it kept: the token refuses it.
+    with pytest.raises(Exception, match="used or canceled"):
+        submit_x402(chain, paid_requests[0])
     assert (usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)) == before
-
-    # Once validBefore has passed on both clocks, reconciliation releases the cap.
-    chain.rpc("evm_increaseTime", [3_600])
-    chain.rpc("evm_mine")
-    head = chain.w3.eth.block_number
-    an_hour_later = time.time() + 3_600
-    report = reconcile(
-        wallet.meter.store, wallet.chain, chain.usdc, AGENT_ADDR, head, clock=lambda: an_hour_later
-    )
-    assert report.resolved == (row.id,) and report.clean
-    assert wallet.meter.ledger.get(row.id).status == "failed"
-    assert wallet.meter.usage("run-test").committed == 0
-    assert (usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)) == before
+    report = reconcile(wallet.meter.store, wallet.chain, chain.usdc, AGENT_ADDR, head + 1)
+    assert report.clean and report.matched == ()
 
 
 def test_seller_refusing_after_payment_once_the_authorization_expired_fails_the_spend(
@@ -511,13 +516,13 @@ def test_seller_refusing_after_payment_once_the_authorization_expired_fails_the_
     quote = quote_of(tool, paywall.url + "/analytics/gas", ctx)
     before = usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)
 
-    with pytest.raises(ToolError, match="unused on chain and expired, so no money moved"):
+    with pytest.raises(DeliveryFailed, match="No money moved: the authorization expired unused"):
         run(tool.execute(quote, approve(judge_signer, quote), ctx))
     [row] = wallet.meter.ledger.rows()
-    assert row.status == "failed" and f"expired at {row.valid_before}" in row.note
+    assert row.status == "failed" and f"expired unused at {row.valid_before}" in row.note
     assert chain.w3.eth.get_block("latest")["timestamp"] >= row.valid_before
     assert wallet.meter.usage("run-test").committed == 0
-    assert events.named("tool.x402.refused_after_payment")[0]["ledger_status"] == "failed"
+    assert events.named("wallet.cancelled") == []  # nothing left to cancel
     assert (usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)) == before
 
 
@@ -538,11 +543,13 @@ def test_seller_that_settles_but_answers_402_leaves_the_row_for_reconciliation(
     tool = PayHttpTool(paywall.url)
     head = chain.w3.eth.block_number
     quote = quote_of(tool, paywall.url + "/analytics/gas", ctx)
-    with pytest.raises(ToolError, match="used on chain"):
+    with pytest.raises(DeliveryFailed, match="The seller took the money") as err:
         run(tool.execute(quote, approve(judge_signer, quote), ctx))
+    assert err.value.delivery.paid is True
     # The token's AuthorizationUsed log names the settlement tx: settled at once, proven.
     [row] = wallet.meter.ledger.rows()
     assert row.status == "settled" and "without delivering" in row.note
+    assert "paid for nothing" in row.note
     report = reconcile(wallet.meter.store, wallet.chain, chain.usdc, AGENT_ADDR, head + 1)
     assert report.clean and report.resolved == () and report.matched[0].ledger_id == row.id
 
@@ -622,8 +629,10 @@ def test_settlement_claim_without_a_chain_receipt_is_not_recorded_as_settled(
     obs = run(tool.execute(quote, approve(judge_signer, quote), ctx))
     assert not obs.ok and "does not settle our authorization (not-mined)" in (obs.error or "")
     assert obs.facts == {} and obs.data["excerpt"]["fields"] == {"facts.x": "1"}
+    assert obs.not_delivered is not None and obs.not_delivered.status == "cancelled"
+    # Never settled on the seller's word: the authorization it kept is cancelled on chain.
     [row] = wallet.meter.ledger.rows()
-    assert row.status == "signed" and row.tx_hash is None and "unproven" in row.note
+    assert row.status == "cancelled" and row.tx_hash != fake and "unproven" in row.note
     assert usdc_balance(chain, AGENT_ADDR) == before
 
 
