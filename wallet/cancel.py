@@ -18,9 +18,10 @@ FiatTokenV2 and the devnet's TestUSDC share.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from eth_account.messages import encode_typed_data
 from eth_utils import keccak
@@ -34,8 +35,10 @@ from wallet.nonces import wait_for_lower_nonces
 from wallet.reconcile import authorization_ended_in, authorization_expired
 
 if TYPE_CHECKING:
+    from chain.client import ChainClient
     from wallet.keystore import KeyHandle
-    from wallet.signer import Wallet
+    from wallet.meter import SpendMeter
+    from wallet.nonces import NonceManager
 
 __all__ = ["CANCEL_GAS_HEADROOM", "PAID_FOR_NOTHING", "abandon_authorization"]
 
@@ -47,6 +50,29 @@ CANCEL_GAS_HEADROOM = Decimal("1.2")
 _TURN_S = 60.0
 #: The words a settled row's note carries when the seller took the money for nothing.
 PAID_FOR_NOTHING = "paid for nothing"
+
+
+class Wallet(Protocol):
+    """What ending an authorization uses of the wallet (``wallet.signer.Wallet``)."""
+
+    @property
+    def usdc(self) -> str: ...
+    @property
+    def chain(self) -> ChainClient: ...
+    @property
+    def meter(self) -> SpendMeter: ...
+    @property
+    def nonces(self) -> NonceManager: ...
+    @property
+    def clock(self) -> Callable[[], float]: ...
+    @property
+    def receipt_timeout_s(self) -> float: ...
+    @property
+    def address(self) -> str: ...
+
+    def settle(self, signed: SpendRow, tx_hash: str) -> None: ...
+
+    def _emit(self, name: str, data: dict[str, object]) -> None: ...
 
 
 @dataclass(frozen=True)
