@@ -951,8 +951,11 @@ async def _paid_request(
         raise await _not_delivered(wallet, url, signed.ledger_id, _bare(exc)) from exc
     except BaseException:
         await asyncio.shield(kept)
-        # The run stopped (deadline, interrupt) with the paid request in flight.
-        await _not_delivered(wallet, url, signed.ledger_id, "the run stopped mid-request")
+        # The run stopped (deadline, interrupt) with the paid request in flight: the
+        # authorization is ended on the way out (a wallet that cannot be reached leaves it
+        # to reconcile; the stop is what the run reports).
+        with contextlib.suppress(Exception):
+            await _not_delivered(wallet, url, signed.ledger_id, "the run stopped mid-request")
         raise
     await kept
     return resp
