@@ -977,21 +977,28 @@ async def _sign_when_free(
     # have their verdicts consumed at the judge, and one would then be refused. (Across
     # processes the wallet gives each payment of a resource its turn, so a loser is refused
     # before its verdict is used and signs with it here once the other payment is over.)
+    def sign_if_free() -> tuple[SpendRow | None, SignedTypedData | None]:
+        # The check and the signature in one worker-thread hop: the usual case (nothing
+        # live) pays one hop, not two.
+        live = wallet.live_authorization(resource)
+        if live is not None:
+            return live, None
+        try:
+            return None, wallet.sign_typed_data(
+                payload, verdict, run_id=ctx.run_id, cap=cap, resource=resource
+            )
+        except AuthorizationOutstanding:
+            return None, None  # another process started paying between check and signature
+
     async with _signing_lock(resource):
         while True:
-            if await _live_after_wait(wallet, resource) is not None:
+            live, signed = await asyncio.to_thread(sign_if_free)
+            if signed is not None:
+                return signed
+            if live is not None and (
+                not _in_flight(live) or await _live_after_wait(wallet, resource) is not None
+            ):
                 break  # held by a seller (answered, not in flight): never sign a second
-            try:
-                return await asyncio.to_thread(
-                    wallet.sign_typed_data,
-                    payload,
-                    verdict,
-                    run_id=ctx.run_id,
-                    cap=cap,
-                    resource=resource,
-                )
-            except AuthorizationOutstanding:
-                continue  # another process started paying between our wait and signature
     live = await asyncio.to_thread(wallet.live_authorization, resource)
     raise ToolError(
         f"pay_http: an authorization for {resource} is still live (ledger row "
