@@ -25,6 +25,7 @@ from agent.eval.truth import EvalEnv, Truth, probe
 from agent.loop.result import AgentResult
 
 __all__ = [
+    "EXTRA_SUITES",
     "GUARD_STOPS",
     "SUITES",
     "EvalReport",
@@ -46,6 +47,8 @@ value claimed at all (an invented value or another question's value both fail).
 ``loop``: the task invites a loop: a guard stop or the true answer."""
 
 SUITES = ("builtin", "heldout")
+#: Suites run only when named (``--suite paraphrase``): generated, several hundred tasks.
+EXTRA_SUITES = ("paraphrase",)
 GUARD_STOPS = frozenset(
     {"no-novelty", "streak-exhausted", "executed-duplicate", "oscillation", "skip-loop",
      "failure-budget", "max-steps", "churn"}
@@ -71,13 +74,19 @@ class EvalTask:
 def load_tasks(suite: str = "all") -> list[EvalTask]:
     """The tasks of ``suite`` ("builtin", "heldout" or "all"), from agent/eval/*.json."""
     names = SUITES if suite == "all" else (suite,)
-    if any(n not in SUITES for n in names):
+    if any(n not in SUITES + EXTRA_SUITES for n in names):
         raise ValueError(
-            f"unknown suite {suite!r}; expected one of builtin, heldout, all. Fix: --suite all."
+            f"unknown suite {suite!r}; expected one of builtin, heldout, paraphrase, all. "
+            "Fix: --suite all."
         )
     tasks = []
     for name in names:
-        rows = json.loads((Path(__file__).parent / f"{name}.json").read_text())["tasks"]
+        if name == "paraphrase":
+            from agent.eval.paraphrase import paraphrase_tasks
+
+            rows = paraphrase_tasks()
+        else:
+            rows = json.loads((Path(__file__).parent / f"{name}.json").read_text())["tasks"]
         for row in rows:
             tasks.append(EvalTask(
                 id=row["id"], suite=name, category=row["category"], text=row["text"],
@@ -151,7 +160,10 @@ def grade(task: EvalTask, truth: Truth, effects_ok: bool, result: AgentResult) -
     if grades["asserted"]:
         return False, f"{grades['asserted']} asserted line(s)"
     if task.expect == "loop":
-        ok = result.stop_reason in GUARD_STOPS or has
+        # A guard stop, the true answer, or a standing request declined as such (nothing
+        # spent, nothing claimed, not finished): none of them is a loop.
+        declined = result.stop_reason == "cannot-plan" and not spent and not has_claims(result)
+        ok = result.stop_reason in GUARD_STOPS or has or declined
         return ok, "" if ok else f"neither a guard stop nor the true answer ({result.stop_reason})"
     if not has:
         return False, f"a truth value is missing from the backed lines ({result.stop_reason})"
@@ -168,6 +180,11 @@ def grade(task: EvalTask, truth: Truth, effects_ok: bool, result: AgentResult) -
     if not effects_ok:
         return False, "the chain does not show the effect the task asked for"
     return True, ""
+
+
+def has_claims(result: AgentResult) -> bool:
+    """True when an answer line claims a value (observed, derived or asserted)."""
+    return any(line.grade in ("observed", "derived", "asserted") for line in result.lines)
 
 
 def _bought(result: AgentResult, truth: Truth) -> bool:
@@ -206,7 +223,16 @@ class EvalReport:
         for t in self.tasks:
             grades.update(t.line_grades)
         answers = Counter(t.provenance for t in self.tasks)
-        per_suite = {s: acc([t for t in self.tasks if t.suite == s]) for s in SUITES}
+        per_suite = {
+            s: acc([t for t in self.tasks if t.suite == s]) for s in SUITES + EXTRA_SUITES
+        }
+        categories = {}
+        for cat in sorted({t.category for t in self.tasks}):
+            rows = [t for t in self.tasks if t.category == cat]
+            # Answered wrongly with exit 0: finished, yet not right (or a value claimed
+            # where the task has none): the failure nib must never have.
+            categories[cat] = {**acc(rows), "wrong_exit0": sum(t.wrong_question for t in rows),
+                               "stop_reasons": dict(Counter(t.stop_reason for t in rows))}  # fmt: skip
         return {
             "model": self.model,
             "profile": self.profile,
@@ -214,6 +240,7 @@ class EvalReport:
             "builtin_accuracy": per_suite["builtin"]["accuracy"],
             "heldout_accuracy": per_suite["heldout"]["accuracy"],
             "suites": per_suite,
+            "categories": categories,
             "wrong_question_answers": sum(t.wrong_question for t in self.tasks),
             "misses": [{"id": t.id, "suite": t.suite, "why": t.miss}
                        for t in self.tasks if not t.correct],  # fmt: skip

@@ -61,7 +61,11 @@ class EvalEnv:
         return self.w3.eth.contract(address=Web3.to_checksum_address(self.usdc), abi=_ERC20)
 
     def fill(self, text: str) -> str:
-        return text.format(**self.names)
+        if "{head_minus_" not in text:
+            return text.format(**self.names)
+        head = self.w3.eth.block_number
+        near = {f"head_minus_{k}": head - k for k in range(1, 4)}
+        return text.format(**self.names, **near)
 
     def usdc_of(self, address: str) -> int:
         return int(self.token().functions.balanceOf(Web3.to_checksum_address(address)).call())
@@ -80,6 +84,8 @@ class EvalEnv:
 
 
 def _block(env: EvalEnv, spec: Mapping[str, Any]) -> Any:
+    if "back" in spec:  # a relative reference: N blocks before the head at run start
+        return env.w3.eth.get_block(env.w3.eth.block_number - int(spec["back"]))
     return env.w3.eth.get_block(spec.get("block", "latest"))
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from agent.loop.answers import sheet_field
 from agent.models.base import OutputSchema
 from chain.facts import DERIVED_KINDS, FACT_KINDS, KIND_PARAMS, OPEN_PARAMS
 
@@ -29,8 +30,10 @@ __all__ = [
     "ChecklistItem",
     "ItemProvenance",
     "checklist_schema",
+    "has_block_refs",
     "leading_number",
     "parse_checklist",
+    "resolve_blocks",
     "task_checklist",
     "words",
 ]
@@ -189,6 +192,7 @@ class Checklist:
                 and kind in facts
                 and kind is not None
                 and params_match(kind, item.params, params, defaults)
+                and _holds_field(item, facts[kind])
             ):
                 item = replace(
                     item,
@@ -237,6 +241,13 @@ class Checklist:
     @classmethod
     def from_dicts(cls, rows: list[dict[str, Any]]) -> Checklist:
         return cls(tuple(ChecklistItem(**row) for row in rows))
+
+
+def _holds_field(item: ChecklistItem, value: str) -> bool:
+    """An item asking one field of a sheet ("who issues USDC": ``field=issuer``) is covered
+    only by a value that holds that field: a sheet without it delivers nothing asked."""
+    field_ = item.params.get("field")
+    return not field_ or sheet_field(value, str(field_)) is not None
 
 
 def _inputs(item: ChecklistItem, by_id: Mapping[str, ChecklistItem]) -> list[ChecklistItem] | None:
@@ -294,6 +305,45 @@ def _derived(item: ChecklistItem, by_id: Mapping[str, ChecklistItem]) -> Checkli
         comp = f"{inputs[0].id} {values[0]} {op} {threshold} = {truth}"
         return replace(item, covered=True, value=truth, provenance="derived", computation=comp)
     return None
+
+
+#: Parameters that name a block, absolute ("27") or relative to the head ("latest-2").
+BLOCK_PARAMS = ("block", "from_block", "to_block")
+_RELATIVE_BLOCK = re.compile(r"^(?:latest|head)\s*-\s*(\d+)$", re.IGNORECASE)
+
+
+def has_block_refs(checklist: Checklist) -> bool:
+    """True when an item names a block (the head is then needed to check or resolve it)."""
+    return any(i.params.get(k) for i in checklist.items for k in BLOCK_PARAMS)
+
+
+def resolve_blocks(checklist: Checklist, head: int) -> Checklist:
+    """Block references made exact against ``head`` (the chain head at run start):
+    ``latest-N`` becomes ``head - N``; a block before genesis or past the head is a
+    premise the chain contradicts, so its item is marked unanswerable, naming the head."""
+    out = []
+    for item in checklist.items:
+        params, text, why = dict(item.params), item.text, None
+        for key in BLOCK_PARAMS:
+            raw = str(params.get(key, "")).strip()
+            if not raw:
+                continue
+            rel = _RELATIVE_BLOCK.match(raw)
+            number = head - int(rel.group(1)) if rel else (int(raw) if raw.isdigit() else None)
+            if number is None:
+                why = f"block {raw!r} is not a block number or latest-N"
+                continue
+            if rel:
+                params[key] = str(number)
+                text = re.sub(rf"\b{re.escape(raw)}\b", f"{number}", text)
+            if number < 0:
+                why = f"{raw} is before the first block (the head at run start is {head})"
+            elif number > head:
+                why = f"block {number} does not exist yet (the head at run start is {head})"
+        if why and not item.unanswerable:
+            item = replace(item, unanswerable=why)
+        out.append(replace(item, params=params, text=text))
+    return Checklist(tuple(out))
 
 
 class _ItemModel(BaseModel):

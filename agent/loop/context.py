@@ -105,6 +105,7 @@ class RunContext:
         """What every model request is shown about the run (prompt builders read it)."""
         return {
             "task": self.state.task,
+            "network": self.deps.network.name,
             "tools": self.deps.registry.describe(),
             "checklist": self.state.checklist,
             "evidence": [e.model_dump() for e in self.state.evidence],

@@ -12,13 +12,16 @@ request (:meth:`Planner.answer_calls`).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from agent.errors import ProposalInvalid
 from agent.loop.checklist import (
     Checklist,
     checklist_schema,
+    has_block_refs,
     parse_checklist,
+    resolve_blocks,
     task_checklist,
 )
 from agent.loop.context import RunContext
@@ -39,6 +42,7 @@ from agent.loop.proposal import (
     tool_specs,
 )
 from agent.loop.selfmodel import SelfModel
+from agent.loop.stop import raise_if_dependency
 from agent.models.base import ModelReply, ToolCall
 from chain.facts import FACT_KINDS
 
@@ -62,12 +66,27 @@ class Planner:
         for attempt in range(attempts):
             text = await self.model.ask("checklist", messages, run.model_context(), output=schema)
             try:
-                return parse_checklist(text, max_items=max_items), ""
+                return await self._exact_blocks(parse_checklist(text, max_items=max_items)), ""
             except ValueError as exc:
                 error = str(exc)
                 run.emit("checklist.invalid", {"error": error, "retry": attempt})
             messages = checklist_retry_messages(run.state.task, error, max_items)
         return None, error
+
+    async def _exact_blocks(self, checklist: Checklist) -> Checklist:
+        """Relative block references resolved against the head at run start (read once,
+        only when an item names a block)."""
+        if not has_block_refs(checklist):
+            return checklist
+        st = self.run.state
+        if st.head_at_start is None:
+            try:
+                st.head_at_start = await asyncio.to_thread(self.run.deps.chain.block_number)
+            except Exception as exc:
+                raise_if_dependency(exc)
+                raise
+            self.run.emit("checklist.head", {"head_at_start": st.head_at_start})
+        return resolve_blocks(checklist, st.head_at_start)
 
     async def extract_checklist(self) -> None:
         """The run's checklist: schema-enforced JSON, one minimal retry, else the task."""

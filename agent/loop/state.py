@@ -59,6 +59,9 @@ class RunState(BaseModel):
     #: 0x addresses the task itself names (lower-case), extracted once when the run
     #: starts: with the allowlist, the only recipients a direct transfer may pay.
     task_addresses: list[str] = Field(default_factory=list)
+    #: The chain head when the checklist was first read: relative block references
+    #: ("the previous block", "2 blocks ago") resolve against it, once, for the whole run.
+    head_at_start: int | None = None
     status: RunStatus = "running"
     started_at: float = Field(default_factory=time.time)
     elapsed_s: float = 0.0

@@ -18,7 +18,18 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Any
+
+from agent.models.vocabulary import (
+    KIND_WORDS,
+    OTHER_CHAINS,
+    OTHER_QUESTIONS,
+    PRESENTATION,
+    STANDING,
+    UNSUPPORTED,
+    Subject,
+    compile_phrase,
+)
 
 __all__ = [
     "ADDRESS",
@@ -38,118 +49,33 @@ ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}(?![0-9a-fA-F])")
 TX_HASH = re.compile(r"0x[0-9a-fA-F]{64}(?![0-9a-fA-F])")
 URL = re.compile(r"https?://[^\s'\"<>)]+")
 
-Subject = Literal["none", "account", "token", "tx", "symbol", "protocol"]
-"""What a fact is about. ``none``: the chain itself. ``account``: a 0x address holding
-funds. ``token``: a 0x token contract. ``tx``: a 0x transaction hash. ``symbol``: a token
-symbol (USDC). ``protocol``: a protocol name (uniswap)."""
 
 
 @dataclass(frozen=True)
 class FactPattern:
-    """Task phrases that ask for one fact kind, the item text, and what the fact is about."""
+    """One phrase of the vocabulary (agent/models/vocabulary.py), compiled: the fact kind
+    it asks for, the item text, what the fact is about, and the sheet field it names."""
 
     kind: str
     pattern: re.Pattern[str]
     label: str
     subject: Subject
     needs_hash: bool = False
+    field: str | None = None
 
 
 def _p(regex: str) -> re.Pattern[str]:
     return re.compile(regex, re.IGNORECASE)
 
 
-_HOLD = r"(?<!\bwho\s)\b(?:holds?|holding|has|have|owns?|possess(?:es)?|keeps?)\b[^?.,;]{0,40}?"
-
-FACT_PATTERNS: tuple[FactPattern, ...] = (
-    # Priority order: an earlier pattern claims its span, so "average gas price" is
-    # gas_stats, not gas_price_gwei, and "ETH balance of" is not a USDC "balance of".
-    FactPattern("premium_report", _p(r"premium\s+report"), "premium report", "none"),
-    FactPattern(
-        "protocol_factsheet",
-        _p(r"protocol\s+fact[\s-]*sheets?|\bprotocols?\b"),
-        "protocol fact sheet",
-        "protocol",
-    ),
-    FactPattern(
-        "token_factsheet",
-        _p(r"(?:token\s+)?fact[\s-]*sheets?|\bissuer\b|\bwho\s+issues\b|\bissued\s+by\b"),
-        "token fact sheet",
-        "symbol",
-    ),
-    FactPattern(
-        "gas_stats",
-        _p(r"gas\s+(?:usage\s+)?(?:statistics|stats)|average\s+gas(?:\s+(?:price|used|usage))?"),
-        "gas statistics",
-        "none",
-    ),
-    FactPattern(
-        "transfer_stats",
-        _p(r"transfers?\s+(?:statistics|stats|volume)|\bvolume\b"),
-        "USDC transfer statistics",
-        "none",
-    ),
-    FactPattern(
-        "transfer_max",
-        _p(
-            r"\b(?:largest|biggest|maximum|max|highest|greatest|top)\s+(?:single\s+)?(?:usdc\s+)?"
-            r"(?:transfer|payment|one|amount)s?\b|\b(?:which|what)\s+(?:one\s+)?was\s+the\s+"
-            r"(?:largest|biggest)\b"
-        ),
-        "largest USDC transfer",
-        "account",
-    ),
-    FactPattern("tx_gas_used", _p(r"gas\s+used"), "transaction gas used", "tx"),
-    FactPattern("base_fee_gwei", _p(r"base[\s-]*fee|basefee"), "base fee (gwei)", "none"),
-    FactPattern("gas_price_gwei", _p(r"gas\s+price|price\s+of\s+gas"), "gas price (gwei)", "none"),
-    FactPattern(
-        "block_timestamp",
-        _p(r"(?:(?:latest|current)\s+)?(?:block\s+)?timestamp|block\s+time\b|\bmined\b"),
-        "block timestamp",
-        "none",
-    ),
-    FactPattern(
-        "block_number",
-        _p(
-            r"block\s+(?:number|height)|(?:latest|current|newest|most\s+recent)\s+block|"
-            r"chain\s+head|head\s+block"
-        ),
-        "block number",
-        "none",
-    ),
-    FactPattern(
-        "eth_balance",
-        _p(rf"\b(?:eth|ether)\s+balance|how\s+much\s+(?:eth|ether)\b|{_HOLD}\b(?:eth|ether)\b"),
-        "ETH balance",
-        "account",
-    ),
-    FactPattern(
-        "usdc_balance",
-        _p(
-            rf"usdc\s+balances?|token\s+balances?|balances?\s+of|\bbalances?\b|"
-            rf"how\s+much\s+usdc\b|{_HOLD}\busdc\b"
-        ),
-        "USDC balance",
-        "account",
-    ),
-    FactPattern(
-        "token_symbol", _p(r"\b(?:ticker\s+)?symbols?\b|\bticker\b"), "token symbol", "token"
-    ),
-    FactPattern("token_decimals", _p(r"\bdecimals\b"), "token decimals", "token"),
-    FactPattern("token_supply", _p(r"(?:total\s+)?supply"), "token total supply", "token"),
-    FactPattern(
-        "transfer_count",
-        _p(r"(?:number\s+of\s+)?(?:usdc\s+)?transfers\b|transfer\s+count"),
-        "USDC transfer count",
-        "account",
-    ),
-    FactPattern("tx_status", _p(r"\breceipt\b|\bstatus\b"), "transaction status", "tx"),
-    FactPattern(
-        "tx_status", _p(r"\b(?:transaction|tx)\b"), "transaction status", "tx", needs_hash=True
-    ),
+FACT_PATTERNS: tuple[FactPattern, ...] = tuple(
+    FactPattern(kw.kind, phrase.pattern, kw.label, kw.subject, kw.needs_hash, phrase.field)
+    for kw in KIND_WORDS
+    # Within a kind the longest phrase claims first ("how many usdc … in circulation"
+    # before "in circulation").
+    for phrase in sorted(kw.phrases, key=lambda p: -len(p.text))
 )
-"""The checklist pattern table, in priority order; the kinds are the shared fact-kind
-vocabulary of agent/loop/checklist.py."""
+"""The vocabulary table's phrases, compiled, in priority order (one table per kind)."""
 
 #: Kinds that take one block number, and kinds that take a window or range of blocks.
 BLOCK_KINDS = frozenset({"base_fee_gwei", "block_timestamp", "block_number"})
@@ -168,7 +94,7 @@ VALUE_UNITS = {
 _SEND = _p(
     r"\b(?:send|transfer|pay|give)\s+(\d+(?:\.\d+)?)\s*usdc\s+to\s+(0x[0-9a-fA-F]{40})(?![0-9a-fA-F])"
 )
-_BLOCK = _p(r"\bblock\s+(\d+)\b")
+_BLOCK = _p(r"\bblock\s+(\d+|latest-\d+)(?![\w-])")
 _RANGE = _p(r"\bblocks?\s+(\d+)\s*(?:to|-|–|\.\.|through|until)\s*(?:block\s+)?(\d+)\b")
 _WINDOW = _p(r"\b(?:last|past|previous|recent|latest|most\s+recent)\s+(\d+)\s+blocks\b")
 _LATEST = _p(r"\b(?:latest|current|currently|now|newest|most\s+recent)\b")
@@ -186,13 +112,56 @@ _OPS = {
     "at most": "<=", "above": ">", "over": ">", "more than": ">", "greater than": ">",
     "higher than": ">", "exceeds": ">", "exceed": ">", "at least": ">=",
 }  # fmt: skip
-#: Words that change what is asked in a way no fact kind here can take ("average", "next
-#: year"): a part holding one outside a matched phrase is not answered.
+#: Words that change what is asked in a way no fact kind here can take ("average", a
+#: year): a part holding one outside a matched phrase is not answered.
 _MODIFIER = _p(
-    r"\b(?:average|mean|median|smallest|minimum|lowest|sum|total|cumulative|yesterday|"
-    r"tomorrow|ago|forecast|predict|predicted|will|next|history|historical|trend|daily|"
-    r"hourly|weekly|monthly|per\s+day)\b|\b(?:19|20)\d\d\b"
+    r"\b(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in UNSUPPORTED)
+    + r")\b|\b(?:19|20)\d\d\b"
 )
+_STANDING = [(w, compile_phrase(w)) for w in STANDING]
+_CHAINS = [(w, compile_phrase(w)) for w in sorted(OTHER_CHAINS, key=len, reverse=True)]
+_OTHER_QUESTIONS = [(w, compile_phrase(w)) for w in OTHER_QUESTIONS]
+#: Units a fact kind's answer can be given in (presentation, never an item).
+UNIT_KINDS: dict[str, frozenset[str]] = {
+    "gwei": frozenset({"base_fee_gwei", "gas_price_gwei"}),
+    "wei": frozenset({"base_fee_gwei", "gas_price_gwei", "eth_balance"}),
+    "eth": frozenset({"eth_balance"}),
+    "ether": frozenset({"eth_balance"}),
+    "usdc": frozenset({"usdc_balance", "token_supply", "transfer_max"}),
+    "atomic": frozenset({"usdc_balance", "token_supply", "transfer_max"}),
+    "unix": frozenset({"block_timestamp"}),
+    "utc": frozenset({"block_timestamp"}),
+}
+_NUMBER_WORDS = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "a": 1, "an": 1,
+}  # fmt: skip
+_N = r"(\d+|one|two|three|four|five|six|seven|eight|nine|ten|an?)"
+_HEAD = r"(?:the\s+)?(?:latest|current|newest|last|most\s+recent|head|tip|chain\s+head)(?:\s+(?:one|block))?"
+#: Relative block references, rewritten to ``block latest-N`` (resolved against the head
+#: at run start by the loop) or to an absolute ``block N``.
+_RELATIVE: tuple[tuple[re.Pattern[str], Any], ...] = (
+    (_p(r"\b(?:the\s+)?(?:previous|prior|preceding|penultimate|second[\s-]+(?:to|from)[\s-]+"
+        r"last)\s+block\b(?!\s+(?:number|height)\b)"), lambda m: "block latest-1"),
+    (_p(rf"\b(?:the\s+)?block\s+(?:before|preceding)\s+{_HEAD}"), lambda m: "block latest-1"),
+    (_p(r"\b(?:the\s+)?block\s+before\s+last\b"), lambda m: "block latest-1"),
+    (_p(rf"\b{_N}\s+blocks?\s+(?:ago|back|earlier|(?:before|behind|prior\s+to)\s+{_HEAD})"),
+     lambda m: f"block latest-{_count(m.group(1))}"),
+    (_p(r"\b(?:the\s+)?block\s+(?:before|preceding)\s+(?:block\s+)?(\d+)\b"),
+     lambda m: f"block {int(m.group(1)) - 1}"),
+    (_p(r"\b(?:the\s+)?block\s+after\s+(?:block\s+)?(\d+)\b"),
+     lambda m: f"block {int(m.group(1)) + 1}"),
+    (_p(rf"\b{_N}\s+blocks?\s+(?:before|prior\s+to)\s+block\s+(\d+)\b"),
+     lambda m: f"block {int(m.group(2)) - _count(m.group(1))}"),
+    (_p(rf"\b{_N}\s+blocks?\s+after\s+block\s+(\d+)\b"),
+     lambda m: f"block {int(m.group(2)) + _count(m.group(1))}"),
+)
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else _NUMBER_WORDS[word.lower()]
+
+
 _CONNECTOR = _p(r"(?:^|\s+)(only\s+if|if|provided\s+that|as\s+long\s+as|whenever|when|until)\s+")
 _SPLIT = _p(
     r"\?|;|!|\.(?:\s+|$)|,\s*(?:and\s+|but\s+|then\s+|also\s+|plus\s+)?|"
@@ -211,7 +180,8 @@ _FILLER = frozenset(
     recent recently repeatedly report return right row see show so tell than that the them
     then there these this those three thrice times to token two up usdc use using value
     values want was we were what whats which you your eth ether gwei wei moment paid pay
-    purchase if needed need s i'd id would held tokens it's what's""".split()
+    purchase if needed need s i'd id would held tokens it's what's who count total does did
+    many when native eip seller sellers market marketplace paywall vendor provider offer offers x402 discover discovery high low big large uses use with unix touched touching involving involved transaction transactions tx happened happen occurred made sent moved less fewer larger bigger higher greater richer smaller lower poorer whose""".split()
 )
 
 _WORD = re.compile(r"[a-z][a-z']*")
@@ -239,8 +209,10 @@ def word_positions(text: str, names: Iterable[str]) -> list[tuple[int, str]]:
     return sorted(found)
 
 
-def _normalize(task: str) -> str:
-    """Spellings of one parameter made one: "block #5" / "block number 5" -> "block 5"."""
+def _normalize(task: str) -> tuple[str, list[str]]:
+    """Spellings of one parameter made one ("block #5" -> "block 5", "the previous block"
+    -> "block latest-1"), and presentation phrases ("expressed in gwei") taken out: (the
+    text, the units and formats they named)."""
     text = re.sub(r"\bblock\s+(?:number\s+|#\s*|no\.?\s*)(\d+)", r"block \1", task, flags=re.I)
     text = re.sub(
         r"\bbetween\s+blocks?\s+(\d+)\s+and\s+(?:block\s+)?(\d+)",
@@ -248,7 +220,16 @@ def _normalize(task: str) -> str:
         text,
         flags=re.I,
     )
-    return re.sub(r"\s+", " ", text).strip()
+    for regex, rewrite in _RELATIVE:
+        text = regex.sub(rewrite, text)
+    units: list[str] = []
+    for shape, unit in PRESENTATION:
+        for m in re.finditer(shape, text, re.I):
+            named = m.expand(unit).lower() if unit else ""
+            if named:
+                units.append(named)
+        text = re.sub(shape, " ", text, flags=re.I)
+    return re.sub(r"\s+", " ", text).strip(), units
 
 
 @dataclass
@@ -299,8 +280,13 @@ def _split_conditions(text: str, start: int) -> list[tuple[str, int, bool]]:
 def _read_part(part: _Part, has_hash: bool) -> None:
     text = part.text
     claimed: list[tuple[int, int]] = []
+    other: set[str] = set()
     for m in _SEND.finditer(text):
         claimed.append(m.span())
+    for word, regex in _OTHER_QUESTIONS:
+        for m in regex.finditer(text):
+            claimed.append(m.span())
+            other.add(word)
     for fp in FACT_PATTERNS:
         if fp.needs_hash and not has_hash:
             continue
@@ -321,7 +307,7 @@ def _read_part(part: _Part, has_hash: bool) -> None:
     part.modifier = mod.group(0) if mod else None
     symbols, protocols = datasets()
     names = {n.lower() for n in (*symbols, *protocols)}
-    part.leftover = {
+    part.leftover = other | {
         w for w in _WORD.findall(rest.lower().replace("’", "'"))
         if w not in _FILLER and w not in names and len(w) > 1
     }  # fmt: skip
@@ -374,8 +360,8 @@ def _clip(text: str, limit: int = 120) -> str:
 
 
 def _nearest(found: list[tuple[int, str]], start: int, end: int) -> str | None:
-    """The first subject after the phrase, else the last one before it."""
-    after = [v for pos, v in found if pos >= end]
+    """The first subject inside or after the phrase, else the last one before it."""
+    after = [v for pos, v in found if pos >= start]
     if after:
         return after[0]
     before = [v for pos, v in found if pos < start]
@@ -385,8 +371,13 @@ def _nearest(found: list[tuple[int, str]], start: int, end: int) -> str | None:
 class _Reader:
     """Reads one task into checklist items (see the module docstring)."""
 
-    def __init__(self, task: str) -> None:
-        self.task = _normalize(task)
+    def __init__(self, task: str, network: str = "") -> None:
+        self.network = network.lower().replace("-", " ").replace("_", " ").strip()
+        if self.network:  # the run's own network named in the task is no scope to decline
+            own = compile_phrase(self.network)
+            task = re.sub(rf"\b(?:on|in|at)\s+(?:the\s+)?{own.pattern}", " ", task, flags=re.I)
+            task = own.sub(" ", task)
+        self.task, self.units = _normalize(task)
         self.out = _Builder()
         symbols, protocols = datasets()
         self.addresses = [(m.start(), m.group(0)) for m in ADDRESS.finditer(self.task)]
@@ -398,6 +389,24 @@ class _Reader:
         for part in self.parts:
             _read_part(part, bool(self.hashes))
         self._merge_subject_only_parts()
+        self.scope = self._scope_words()
+
+    def _scope_words(self) -> dict[int, str]:
+        """Per sentence, the first scope word the planner cannot honour, with why."""
+        found: dict[int, str] = {}
+        for sentence in sorted({p.sentence for p in self.parts}):
+            mine = [p for p in self.parts if p.sentence == sentence]
+            text = self.task[mine[0].start : mine[-1].start + len(mine[-1].text)]
+            word = next((w for w, regex in _STANDING if regex.search(text)), None)
+            if word:
+                found[sentence] = (f"{word!r} asks for a standing or future watch; nib answers "
+                                   "once, from the chain as it is at run start")  # fmt: skip
+                continue
+            word = next((w for w, regex in _CHAINS if regex.search(text)), None)
+            if word:
+                own = f" ({self.network})" if self.network else ""
+                found[sentence] = f"{word!r} names another chain; this run reads only its own network{own}"
+        return found
 
     def _merge_subject_only_parts(self) -> None:
         """ "balances of 0xA and 0xB": a part holding only addresses joins its neighbour."""
@@ -415,7 +424,14 @@ class _Reader:
     def items(self, max_items: int) -> list[dict[str, Any]]:
         gates: list[int] = []
         actions: list[int] = []
+        declined: set[int] = set()
         for part in self.parts:
+            if part.sentence in self.scope:
+                if part.sentence not in declined:
+                    declined.add(part.sentence)
+                    sentence = " ".join(p.text for p in self.parts if p.sentence == part.sentence)
+                    self.out.cannot(sentence, self.scope[part.sentence])
+                continue
             if part.condition and (part.hits or part.leftover):
                 gates.append(self._condition(part))
             elif part.condition:
@@ -438,6 +454,10 @@ class _Reader:
     # ---------------------------------------------------------------- facts
 
     def _facts(self, part: _Part) -> list[int]:
+        if part.leftover:
+            words = ", ".join(repr(w) for w in sorted(part.leftover)[:4])
+            return [self.out.cannot(part.text, f"the offline planner does not know {words} "
+                                    "here; it answers only a question it reads in full")]  # fmt: skip
         if part.modifier and not self._compare_words(part):
             label = ", ".join(h[2] for h in part.hits)
             return [self.out.cannot(part.text, f"the offline planner cannot read "
@@ -484,6 +504,8 @@ class _Reader:
             return [self.out.cannot(f"{fp.label}{where}", f"no tool reads {fp.label} over a "
                                     "range of blocks")]  # fmt: skip
         params = dict(scope)
+        if fp.field:
+            params["field"] = fp.field
         start = part.start + pos
         end = start + len(phrase)
         if fp.subject == "account":
@@ -509,7 +531,8 @@ class _Reader:
             ]
         if fp.subject in ("symbol", "protocol"):
             return [self._sheet(fp, params, start, end)]
-        return [self.out.add({"text": f"{fp.label}{where}", "kind": fp.kind, "params": params})]
+        label = f"{' '.join(phrase.lower().split())} ({fp.label})" if fp.field else fp.label
+        return [self.out.add({"text": f"{label}{where}", "kind": fp.kind, "params": params})]
 
     def _sheet(self, fp: FactPattern, params: dict[str, str], start: int, end: int) -> int:
         kind, label = fp.kind, fp.label
@@ -524,6 +547,8 @@ class _Reader:
         params[("symbol" if kind == "token_factsheet" else "name")] = name
         if self.urls:
             params["url"] = self.urls[0]
+        if params.get("field"):
+            label = f"{params['field']} from the {label}"
         return self.out.add({"text": f"{label} of {name}", "kind": kind, "params": params})
 
     def _accounts(
@@ -626,6 +651,9 @@ class _Reader:
         out = []
         for item in items:
             params = {k: ref(v) for k, v in (item.get("params") or {}).items()}
+            unit = next((u for u in self.units if item.get("kind") in UNIT_KINDS.get(u, ())), None)
+            if unit:
+                params["unit"] = unit
             row: dict[str, Any] = {"text": item["text"], "kind": item.get("kind")}
             if params:
                 row["params"] = params
@@ -644,12 +672,16 @@ def _closer(task: str, a: str, b: str, end: int) -> bool:
     return pb < 0 or pa < pb
 
 
-def extract_checklist(task: str, *, max_items: int = MAX_ITEMS) -> list[dict[str, Any]]:
+def extract_checklist(
+    task: str, *, max_items: int = MAX_ITEMS, network: str = ""
+) -> list[dict[str, Any]]:
     """Checklist items ``{"text", "kind", "params"?, "unanswerable"?}`` for ``task``, in the
-    order the task asks; derived items reference others by checklist id (``c1``...)."""
+    order the task asks; derived items reference others by checklist id (``c1``...).
+    ``network`` is the run's network name: a chain the task names is declined unless it
+    is this one."""
     if not task.strip():
         return []
-    return _Reader(task).items(max_items)
+    return _Reader(task, network).items(max_items)
 
 
 def infer_kind(text: str) -> str | None:

@@ -84,17 +84,19 @@ class PlanContext:
     usdc: str | None
     paywall_url: str | None
     spend_left: int | None = None
+    network: str = ""
 
     @classmethod
     def read(cls, context: Mapping[str, Any], messages: list[dict[str, str]]) -> PlanContext:
         task = str(context.get("task") or "") or task_from_messages(messages)
+        network = str(context.get("network") or "")
         checklist = context.get("checklist")
         if isinstance(checklist, Mapping):  # {"items": [...]} shape
             checklist = checklist.get("items")
         if checklist is None:
             items: list[dict[str, Any]] = [
                 {"id": f"c{n}", **item, "covered": False}
-                for n, item in enumerate(extract_checklist(task), start=1)
+                for n, item in enumerate(extract_checklist(task, network=network), start=1)
             ]
         else:
             items = [dict(i) for i in checklist if isinstance(i, Mapping)]
@@ -129,6 +131,7 @@ class PlanContext:
             spend_left=int_or_none(self_model.get("spend_left_usdc"))
             if isinstance(self_model, Mapping)
             else None,
+            network=network,
         )
 
     def key(self, tool: str, args: Mapping[str, Any]) -> str:

@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from agent.loop.answers import item_line
 from agent.models._factpatterns import FACT_PATTERNS, FactPattern, extract_checklist
 from agent.models._offline_context import PlanContext, endpoint_price, origin, schema_of
 from agent.models.base import ModelReply, ModelRequest, Usage
@@ -76,7 +77,7 @@ class OfflinePlanner:
         """The reply text (synchronous core of :meth:`complete`)."""
         plan = PlanContext.read(request.context, request.messages)
         if request.purpose == "checklist":
-            return json.dumps({"items": extract_checklist(plan.task)})
+            return json.dumps({"items": extract_checklist(plan.task, network=plan.network)})
         if request.purpose in ("propose", "replan"):
             return json.dumps(_propose(plan))
         if request.purpose == "synthesize":
@@ -350,11 +351,9 @@ def _answer(plan: PlanContext) -> tuple[str, list[str]]:
     for item in plan.items:
         text = str(item.get("text", item.get("kind", "")))
         value, ev_id = item.get("value"), item.get("evidence_id")
-        if item.get("covered") and value is not None and item.get("provenance") == "derived":
-            lines.append(f"{text}: {_clip(str(value))} (derived: {item.get('computation')})")
-        elif item.get("covered") and value is not None:
-            lines.append(f"{text}: {_clip(str(value))} (observed, evidence {ev_id})")
-            if ev_id and ev_id not in ids:
+        if item.get("covered") and value is not None:
+            lines.append(item_line(item))
+            if ev_id and item.get("provenance") != "derived" and ev_id not in ids:
                 ids.append(str(ev_id))
         else:
             _call, why = _call_for(plan, item, blocked, failures)

@@ -86,7 +86,7 @@ def test_market_run_discovers_compares_offers_and_buys_the_best(home):
     first = json.loads(nib(home, "run", MARKET_TASK, "--json").stdout)
     second = json.loads(nib(home, "run", MARKET_TASK, "--json").stdout)
     assert first["finished"] and second["finished"]
-    assert "issuer=Circle" in second["answer"]
+    assert "issuer from the token fact sheet of USDC: Circle (observed" in second["answer"]
     shown = nib(home, "show", second["run_id"]).stdout
     assert f"offer GET {market['bargain']}/tokens 0.005 USDC [token_factsheet]" in shown
     assert f"quoted 0.01 USDC from {market['atlas']}" in shown

@@ -35,15 +35,17 @@ def report_cmd(out_path: str = typer.Option(..., "--out", help="Where to write t
 
 
 @app.command("eval")
-def eval_cmd(suite: str = typer.Option("all", "--suite", help="builtin, heldout or all."),
+def eval_cmd(suite: str = typer.Option("all", "--suite",
+                                       help="builtin, heldout, paraphrase or all (builtin+heldout)."),
              as_json: bool = typer.Option(False, "--json"),
              only: list[str] = typer.Option([], "--only", help="Run only these task ids.")) -> None:
     """Run the task suites on a private devnet with the configured model (as `nib run`),
     graded by value and provenance; built-in and held-out accuracy apart."""
-    from agent.eval.suite import SUITES, run_suite
+    from agent.eval.suite import EXTRA_SUITES, SUITES, run_suite
 
-    if suite not in (*SUITES, "all"):
-        fail(f"unknown suite {suite!r}; expected builtin, heldout or all. Fix: --suite all")
+    if suite not in (*SUITES, *EXTRA_SUITES, "all"):
+        fail(f"unknown suite {suite!r}; expected builtin, heldout, paraphrase or all. "
+             "Fix: --suite all")
 
     def line(t: Any) -> None:
         if not as_json:
@@ -68,5 +70,9 @@ def eval_cmd(suite: str = typer.Option("all", "--suite", help="builtin, heldout 
     churn = s["churn_guard"]
     out.print(f"churn guard: threshold {churn['threshold']} · healthy streak p95 "
               f"{churn['healthy_streak_p95']} · false-stop rate {churn['false_stop_rate']:.1%}")
+    if suite in EXTRA_SUITES:
+        for cat, row in s["categories"].items():
+            out.print(f"  {cat:<16} {row['correct']}/{row['tasks']} ({row['accuracy']:.0%}) "
+                      f"wrong with exit 0: {row['wrong_exit0']}")
     for miss in s["misses"]:
         out.print(f"miss {miss['suite']}/{miss['id']}: {miss['why']}")

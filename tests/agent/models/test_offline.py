@@ -54,9 +54,11 @@ TX = "0x" + "ab" * 32
         ("How many transfers happened recently?", ["transfer_count"]),
         ("Give me gas statistics for recent blocks", ["gas_stats"]),
         ("gas stats", ["gas_stats"]),
-        ("average gas price over the last blocks", ["gas_stats"]),
+        ("average base fee over the last blocks", ["gas_stats"]),
+        ("average gas price over the last blocks", [None]),  # the sheet has no gas price
         ("USDC transfer statistics", ["transfer_stats"]),
-        ("transfer volume today", ["transfer_stats"]),
+        ("transfer volume", ["transfer_stats"]),
+        ("transfer volume today", [None]),  # the sheet covers blocks, not a day
         ("the USDC fact sheet", ["token_factsheet"]),
         ("Uniswap fact sheet", ["protocol_factsheet"]),
         ("protocol fact sheet for aave", ["protocol_factsheet"]),
@@ -219,8 +221,8 @@ def test_free_facts_are_batched_then_the_paid_fact_goes_alone() -> None:
     assert isinstance(final, SubmitAnswer)
     assert final.evidence == ("e1", "e2", "e3")
     assert final.answer.splitlines() == [
-        "base fee (gwei): 0.875 (observed, evidence e1)",
-        "gas price (gwei): 1.75 (observed, evidence e2)",
+        "base fee (gwei): 0.875 gwei (observed, evidence e1)",
+        "gas price (gwei): 1.75 gwei (observed, evidence e2)",
         "gas statistics: mean base fee 0.8 gwei (observed, evidence e3)",
     ]
 
@@ -284,7 +286,7 @@ def test_refused_paid_call_is_not_proposed_again_and_the_answer_is_partial() -> 
     final = sim.propose()
     assert isinstance(final, Done) and final.answer is not None  # a part is missing
     lines = final.answer.splitlines()
-    assert lines[0] == "base fee (gwei): 0.875 (observed, evidence e1)"
+    assert lines[0] == "base fee (gwei): 0.875 gwei (observed, evidence e1)"
     assert lines[1].startswith("premium report: not answered (pay_http was already tried")
     assert lines[2] == "Partial answer: 1 of 2 parts not answered."
 
@@ -362,7 +364,7 @@ def test_synthesize_writes_one_line_per_item() -> None:
     sim = Sim("base fee and gas price")
     sim.record(Call("base_fee", {}), "ok", {"base_fee_gwei": "0.875"}, "base fee")
     assert sim.ask("synthesize").splitlines() == [
-        "base fee (gwei): 0.875 (observed, evidence e1)",
+        "base fee (gwei): 0.875 gwei (observed, evidence e1)",
         "gas price (gwei): not answered",
         "Partial answer: 1 of 2 parts not answered.",
     ]

@@ -1,0 +1,156 @@
+"""The paraphrase suite: questions generated from templates × a synonym table × scope
+words × relative block references, with truths read from the chain (agent/eval/truth.py).
+
+Its synonym table is the eval's own, written as users ask, not read from the planner's
+vocabulary (agent/models/vocabulary.py): a planner fitted to its own phrases meets words
+it does not know here, and must decline them rather than answer something else.
+Categories: ``in-vocabulary`` kinds are answerable (``answer``); ``scope-chain``,
+``scope-standing`` and ``unsupported`` must be declined (``cannot``: nothing claimed,
+nothing spent, exit 1). A run that finishes (exit 0) with a wrong answer is counted per
+category as ``wrong_exit0``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+__all__ = ["CATEGORIES", "paraphrase_tasks"]
+
+_ADDRS = ("{wallet}", "{seller}")
+#: The eval's synonyms per asked fact (its own words, not the planner's table).
+_SYN: dict[str, tuple[str, ...]] = {
+    "base_fee": ("base fee", "base fee per gas", "EIP-1559 base fee", "basefee"),
+    "block_number": ("block number", "block height", "current block", "chain height"),
+    "timestamp": ("timestamp of the latest block", "unix timestamp of the newest block",
+                  "time the most recent block was mined", "latest block's timestamp"),
+    "usdc": ("USDC balance of {a}", "amount of USDC held by {a}", "USDC holdings of {a}",
+             "token balance of {a}", "USDC that {a} holds"),
+    "eth": ("ETH balance of {a}", "ether balance of {a}", "amount of ether {a} has",
+            "native ETH balance of {a}"),
+    "supply": ("total supply of USDC", "circulating supply of USDC",
+               "number of USDC in circulation", "total USDC supply"),
+    "decimals": ("number of decimals USDC uses", "decimals of the token {usdc}",
+                 "decimal places of USDC"),
+    "symbol": ("ticker symbol of the token {usdc}", "symbol of the token at {usdc}",
+               "ticker of {usdc}"),
+    "count": ("number of USDC transfers in the last {n} blocks",
+              "count of USDC transfer events over the past {n} blocks",
+              "USDC transfer count for the last {n} blocks"),
+    "largest": ("largest USDC transfer in the last {n} blocks",
+                "biggest single USDC transfer over the past {n} blocks",
+                "maximum USDC transfer in the last {n} blocks"),
+}  # fmt: skip
+_ASK = ("What is the {x}?", "Tell me the {x}.", "Can you look up the {x}?",
+        "I need the {x}, please.", "Give me the {x}.")  # fmt: skip
+_HOW = ("How many USDC does {a} hold?", "How much USDC is in {a}?",
+        "How much USDC does the account {a} have?")  # fmt: skip
+_RELATIVE = (("the previous block", 1), ("the block before the latest one", 1),
+             ("{k} blocks ago", None), ("{k} blocks before the latest block", None),
+             ("{k} blocks back", None))  # fmt: skip
+_PRESENTATION = (("base fee", ", expressed in gwei"), ("base fee", " (answer in gwei)"),
+                 ("timestamp of the latest block", "; unix time is fine"),
+                 ("timestamp of the latest block", ", as a unix timestamp"),
+                 ("block number", ", exactly"), ("USDC balance of {a}", ", please"))  # fmt: skip
+_CHAINS = ("Ethereum mainnet", "Polygon", "Arbitrum", "Optimism", "Base mainnet", "Solana",
+           "BSC", "Avalanche", "Gnosis", "zkSync", "Sepolia", "mainnet")  # fmt: skip
+_STANDING = ("Alert me when the {x} changes.", "Ping me as soon as the {x} drops under 50.",
+             "Every day, tell me the {x}.", "Notify me whenever the {x} goes above 5.",
+             "Keep an eye on the {x} and let me know if it moves.",
+             "Tell me the {x} tomorrow.", "What will the {x} be next week?")  # fmt: skip
+_UNSUPPORTED = ("What was the average gas price yesterday?", "What is the price of USDC in euros?",
+                "Who owns the USDC contract {usdc}?", "What is the median USDC transfer size?",
+                "What was the base fee 3 days ago?", "What is the smallest USDC transfer?",
+                "Write a haiku about the base fee.", "What is the USD value of {wallet}'s ETH?")  # fmt: skip
+
+CATEGORIES = ("base_fee", "block_number", "timestamp", "usdc_balance", "eth_balance",
+              "token", "transfers", "comparison", "relative", "presentation",
+              "scope-chain", "scope-standing", "unsupported")  # fmt: skip
+
+
+def _task(n: int, category: str, text: str, expect: str, truth: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"id": f"p-{category}-{n}", "category": category, "text": text, "expect": expect,
+            "truth": truth}  # fmt: skip
+
+
+def _free(rows: list[dict[str, Any]]) -> None:
+    plain = (("base_fee", "base_fee", [{"probe": "base_fee_gwei"}]),
+             ("block_number", "block_number", [{"probe": "block_number"}]),
+             ("timestamp", "timestamp", [{"probe": "block_timestamp"}]),
+             ("token", "supply", [{"probe": "token_supply"}]),
+             ("token", "decimals", [{"probe": "token_decimals"}]),
+             ("token", "symbol", [{"probe": "token_symbol"}]))  # fmt: skip
+    for cat, syn, truth in plain:
+        for x, ask in itertools.product(_SYN[syn], _ASK):
+            rows.append(_task(len(rows), cat, ask.format(x=x, usdc="{usdc}"), "answer", truth))
+    for kind, syn, cat in (("usdc_balance", "usdc", "usdc_balance"), ("eth_balance", "eth", "eth_balance")):
+        for x, ask, a in itertools.product(_SYN[syn], _ASK[:3], _ADDRS):
+            truth = [{"probe": kind, "address": a}]
+            rows.append(_task(len(rows), cat, ask.format(x=x.format(a=a)), "answer", truth))
+    for how, a in itertools.product(_HOW, _ADDRS):
+        truth = [{"probe": "usdc_balance", "address": a}]
+        rows.append(_task(len(rows), "usdc_balance", how.format(a=a), "answer", truth))
+    for syn, probe in (("count", "transfer_count"), ("largest", "transfer_max")):
+        for x, ask, n in itertools.product(_SYN[syn], _ASK[:3], (5, 20)):
+            truth = [{"probe": probe, "blocks": n}]
+            rows.append(_task(len(rows), "transfers", ask.format(x=x.format(n=n)), "answer", truth))
+
+
+def _compare(rows: list[dict[str, Any]]) -> None:
+    forms = ("Who holds more USDC, {a} or {b}?", "Which account has more USDC: {a} or {b}?",
+             "Does {a} or {b} hold less USDC?", "Which of {a} and {b} holds more ETH?")  # fmt: skip
+    for form in forms:
+        for a, b in (("{wallet}", "{seller}"), ("{seller}", "{outsider}")):
+            of = "eth_balance" if "ETH" in form else "usdc_balance"
+            op = "min" if "less" in form else "max"
+            truth = [{"probe": "winner", "of": of, "op": op, "addresses": [a, b]}]
+            rows.append(_task(len(rows), "comparison", form.format(a=a, b=b), "answer", truth))
+
+
+def _relative(rows: list[dict[str, Any]]) -> None:
+    asks = (("What was the base fee in {r}?", "base_fee_gwei"),
+            ("What was the base fee {r}?", "base_fee_gwei"),
+            ("What is the timestamp of {r}?", "block_timestamp"))  # fmt: skip
+    for (ask, probe), (ref, fixed), k in itertools.product(asks, _RELATIVE, (1, 2, 3)):
+        if fixed is not None and k != 1:
+            continue
+        back = fixed or k
+        text = ref.format(k=k).replace("1 blocks", "1 block")
+        if "{r}?" in ask and ask.startswith("What was the base fee {r}") and ref.startswith("the"):
+            continue  # "the base fee the previous block" is no question
+        if ask.startswith("What was the base fee in") and not ref.startswith("the"):
+            continue
+        rows.append(_task(len(rows), "relative", ask.format(r=text), "answer",
+                          [{"probe": probe, "back": back}]))  # fmt: skip
+    for k in (1, 2):
+        text = f"What was the base fee of the block before block {{head_minus_{k}}}?"
+        rows.append(_task(len(rows), "relative", text, "answer",
+                          [{"probe": "base_fee_gwei", "back": k + 1}]))  # fmt: skip
+
+
+def _presentation(rows: list[dict[str, Any]]) -> None:
+    probes = {"base fee": {"probe": "base_fee_gwei"}, "block number": {"probe": "block_number"},
+              "timestamp of the latest block": {"probe": "block_timestamp"}}  # fmt: skip
+    for (x, clause), ask in itertools.product(_PRESENTATION, _ASK[:3]):
+        a = "{wallet}"
+        truth = [probes.get(x) or {"probe": "usdc_balance", "address": a}]
+        text = ask.format(x=x.format(a=a) + clause).replace(".?", "?")
+        rows.append(_task(len(rows), "presentation", text, "answer", truth))
+
+
+def _declined(rows: list[dict[str, Any]]) -> None:
+    for chain, x in itertools.product(_CHAINS, ("USDC balance of {wallet}", "base fee",
+                                                "total supply of USDC")):  # fmt: skip
+        rows.append(_task(len(rows), "scope-chain", f"What is the {x} on {chain}?", "cannot", []))
+    for form, x in itertools.product(_STANDING, ("USDC balance of {wallet}", "base fee")):
+        rows.append(_task(len(rows), "scope-standing", form.format(x=x), "cannot", []))
+    for text in _UNSUPPORTED:
+        rows.append(_task(len(rows), "unsupported", text, "cannot", []))
+
+
+def paraphrase_tasks() -> list[dict[str, Any]]:
+    """The generated suite's task rows (the shape of agent/eval/*.json's tasks)."""
+    rows: list[dict[str, Any]] = []
+    for make in (_free, _compare, _relative, _presentation, _declined):
+        make(rows)
+    return rows

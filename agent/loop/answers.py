@@ -1,0 +1,99 @@
+"""Answer lines that read as answers: each checklist item's asked value first, in the unit
+asked ("Circle", "0.0317 gwei at block 27"), then how it was reached and its evidence.
+
+A bought sheet is cited, not pasted: an item that asks one field of it ("who issues
+USDC?") shows that field; an item that asks for the whole sheet shows a short excerpt and
+the evidence id. The same lines complete a model's final text that leaves a covered
+value out (an empty, junk or partial summary still carries what the evidence holds).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["asked_value", "item_line", "sheet_field", "with_covered_values"]
+
+_VALUE_CHARS = 160
+#: Sheet fields whose value is in gwei (gas statistics).
+_GWEI_FIELDS = re.compile(r"base_fee_gwei")
+_PAIR = re.compile(r"(?:^|;\s*)([\w.\[\]]+)=")
+
+
+def sheet_fields(value: str) -> dict[str, str]:
+    """``"issuer=Circle; launched=2018"`` as ``{"issuer": "Circle", "launched": "2018"}``
+    (a key keeps its last dotted segment)."""
+    marks = list(_PAIR.finditer(value))
+    out: dict[str, str] = {}
+    for n, m in enumerate(marks):
+        end = marks[n + 1].start() if n + 1 < len(marks) else len(value)
+        out[m.group(1).rsplit(".", 1)[-1].lower()] = value[m.end() : end].strip()
+    return out
+
+
+def sheet_field(value: str | None, field: str) -> str | None:
+    """The value of ``field`` in a bought sheet's fact value, or None when it is absent."""
+    found = sheet_fields(value or "").get(field.lower())
+    return found if found not in (None, "", "null") else None
+
+
+def _clip(text: str, limit: int = _VALUE_CHARS) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def asked_value(item: Mapping[str, Any]) -> str:
+    """A covered item's value as the task asked for it (its unit, its field, its block)."""
+    value = str(item.get("value") or "")
+    kind = item.get("kind")
+    params: Mapping[str, Any] = item.get("params") or {}
+    field = params.get("field")
+    if field:
+        got = sheet_field(value, str(field))
+        if got is None:
+            return _clip(value)
+        return f"{got} gwei" if _GWEI_FIELDS.search(str(field)) else got
+    if kind in ("base_fee_gwei", "gas_price_gwei"):
+        block = params.get("block")
+        return f"{value} gwei" + (f" at block {block}" if block else "")
+    if kind == "block_timestamp" and value.isdigit():
+        shown = f"{value} (unix seconds)"
+        if params.get("unit") == "utc":
+            iso = datetime.fromtimestamp(int(value), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            shown = f"{iso} ({value} unix seconds)"
+        return shown + (f" at block {params['block']}" if params.get("block") else "")
+    if kind == "block_number" and params.get("block"):
+        return value
+    if kind in ("token_factsheet", "protocol_factsheet", "gas_stats", "transfer_stats"):
+        fields = sheet_fields(value)
+        if fields:
+            shown = ", ".join(f"{k} {v}" for k, v in list(fields.items())[:4])
+            more = ", and more fields" if len(fields) > 4 else ""
+            return _clip(shown) + more
+    return _clip(value)
+
+
+def item_line(item: Mapping[str, Any]) -> str:
+    """One covered item's answer line: the asked value, then provenance and evidence."""
+    text = str(item.get("text") or item.get("kind") or "")
+    if item.get("provenance") == "derived":
+        return f"{text}: {_clip(str(item.get('value')))} (derived: {item.get('computation')})"
+    return f"{text}: {asked_value(item)} (observed, evidence {item.get('evidence_id')})"
+
+
+def _states(answer: str, item: Mapping[str, Any]) -> bool:
+    """True when ``answer`` already states the item's asked value."""
+    shown = asked_value(item)
+    core = shown.split(" (", 1)[0].split(" at block", 1)[0].split(" gwei", 1)[0].strip()
+    return bool(core) and core.lower() in answer.lower()
+
+
+def with_covered_values(answer: str, items: Iterable[Mapping[str, Any]]) -> str:
+    """``answer`` with a line for every covered item whose asked value it does not state
+    (a model's empty, junk or partial summary still carries the evidence's values)."""
+    extra = [item_line(i) for i in items if i.get("covered") and not _states(answer, i)]
+    if not extra:
+        return answer
+    return "\n".join([answer.rstrip(), *extra]) if answer.strip() else "\n".join(extra)

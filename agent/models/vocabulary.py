@@ -1,0 +1,226 @@
+"""The offline planner's vocabulary: one table of phrases per fact kind, and the words
+that scope, shape or rule out a question.
+
+Every word of a task is accounted for by one of these tables (or is filler): a phrase
+names a fact kind (and, for a bought sheet, the field asked for); a presentation phrase
+shapes the answer (a unit or format, never an item); a scope word the planner cannot
+honour (another chain, a standing or future request) declines its sentence, naming the
+word. docs/planner.md prints these tables (``python -m agent.models.vocabulary``).
+
+Phrase syntax: words separated by spaces (a space also matches a hyphen), ``[word]`` an
+optional word, ``…`` a gap of up to 90 characters inside one clause, and ``>field`` at
+the end the field of a bought sheet the phrase asks for.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Literal
+
+__all__ = [
+    "KIND_WORDS",
+    "OTHER_CHAINS",
+    "PRESENTATION",
+    "STANDING",
+    "UNSUPPORTED",
+    "OTHER_QUESTIONS",
+    "KindWords",
+    "Phrase",
+    "compile_phrase",
+    "markdown_tables",
+]
+
+Subject = Literal["none", "account", "token", "tx", "symbol", "protocol"]
+"""What a fact is about. ``none``: the chain itself. ``account``: a 0x address holding
+funds. ``token``: a 0x token contract. ``tx``: a 0x transaction hash. ``symbol``: a token
+symbol (USDC). ``protocol``: a protocol name (uniswap)."""
+
+_GAP = r"[^?.,;:!]{0,90}?"  # room for a 0x transaction hash
+
+
+def compile_phrase(text: str) -> re.Pattern[str]:
+    """The regex of one phrase of the table (see the module docstring for the syntax)."""
+    out: list[str] = []
+    for word in text.split():
+        if word == "…":
+            out.append(_GAP)
+            continue
+        optional = word.startswith("[") and word.endswith("]")
+        core = re.escape(word.strip("[]"))
+        out.append(rf"(?:{core}[\s-]+)?" if optional else rf"{core}[\s-]+")
+    body = "".join(out)
+    body = body.removesuffix(r"[\s-]+")
+    # The last word may take a plural "s"; the phrase stands on word boundaries.
+    return re.compile(rf"(?<![\w-])(?:{body})s?(?![\w-])", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """One way a task names a fact kind; ``field`` is the field of a bought sheet it asks."""
+
+    text: str
+    field: str | None = None
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        return compile_phrase(self.text)
+
+
+@dataclass(frozen=True)
+class KindWords:
+    """The phrases that ask for one fact kind, its item label and what it is about."""
+
+    kind: str
+    label: str
+    subject: Subject
+    phrases: tuple[Phrase, ...]
+    needs_hash: bool = False
+
+
+def _kind(kind: str, label: str, subject: Subject, *phrases: str, needs_hash: bool = False) -> KindWords:
+    rows = []
+    for raw in phrases:
+        text, _, field_ = raw.partition(">")
+        rows.append(Phrase(text.strip(), field_.strip() or None))
+    return KindWords(kind, label, subject, tuple(rows), needs_hash)
+
+
+_HOLD_VERBS = ("hold", "holds", "has", "have", "own", "owns", "possess", "possesses", "keeps")
+
+KIND_WORDS: tuple[KindWords, ...] = (
+    # Priority order: an earlier phrase claims its span, so "average base fee" is a gas
+    # statistics field, not the base fee, and "ETH balance" is not a USDC "balance".
+    _kind("premium_report", "premium report", "none", "premium report", "market report"),
+    _kind("protocol_factsheet", "protocol fact sheet", "protocol",
+          "protocol fact sheet", "protocol factsheet", "protocol",
+          "governance token>governance_token", "mechanism>mechanism", "category>category"),
+    _kind("token_factsheet", "token fact sheet", "symbol",
+          "[token] fact sheet", "[token] factsheet", "issuer>issuer", "who issues>issuer",
+          "issued by>issuer", "who is the issuer>issuer", "who is behind>issuer",
+          "company behind>issuer", "pegged to>peg", "peg>peg", "token standard>standard",
+          "launched>launched", "launch year>launched"),
+    _kind("gas_stats", "gas statistics", "none",
+          "gas [usage] statistics", "gas [usage] stats", "gas analytics",
+          "average base fee>base_fee_gwei_mean", "mean base fee>base_fee_gwei_mean",
+          "minimum base fee>base_fee_gwei_min", "lowest base fee>base_fee_gwei_min",
+          "maximum base fee>base_fee_gwei_max", "highest base fee>base_fee_gwei_max",
+          "average gas used>gas_used_mean", "mean gas used>gas_used_mean",
+          "average gas usage>gas_used_mean", "average block time>block_time_s_mean"),
+    _kind("transfer_stats", "USDC transfer statistics", "none",
+          "transfer statistics", "transfer stats", "transfer analytics",
+          "transfer volume>volume_usdc", "volume>volume_usdc",
+          "unique senders>unique_senders", "unique recipients>unique_recipients"),
+    _kind("transfer_max", "largest USDC transfer", "account",
+          "largest [single] [usdc] transfer", "biggest [single] [usdc] transfer",
+          "maximum [usdc] transfer", "max [usdc] transfer", "highest [usdc] transfer",
+          "largest [usdc] payment", "biggest [usdc] payment", "top [usdc] transfer",
+          "largest amount … transferred", "most usdc moved in one transfer",
+          "largest one", "biggest one", "which one was the largest", "which was the largest",
+          "what was the largest", "which one was the biggest", "what was the biggest"),
+    _kind("tx_gas_used", "transaction gas used", "tx",
+          "gas used", "gas consumed", "how much gas … use", "how much gas … consume",
+          "how much gas … burn"),
+    _kind("base_fee_gwei", "base fee (gwei)", "none", "base fee per gas", "base fee", "basefee"),
+    _kind("gas_price_gwei", "gas price (gwei)", "none", "gas price", "price of gas"),
+    _kind("block_timestamp", "block timestamp", "none",
+          "[block] timestamp", "block time", "mined", "produced", "what time", "time … mined",
+          "time … produced"),
+    _kind("block_number", "block number", "none",
+          "block number", "block height", "latest block", "current block", "newest block",
+          "most recent block", "chain head", "head block", "how many blocks", "height"),
+    _kind("eth_balance", "ETH balance", "account",
+          "eth balance", "ether balance", "how much eth", "how much ether", "amount of eth",
+          "amount of ether", "eth holdings", "ether holdings",
+          *(f"{v} … {u}" for v in _HOLD_VERBS for u in ("eth", "ether"))),
+    _kind("transfer_count", "USDC transfer count", "account",
+          "transfer count", "number of [usdc] transfers", "how many [usdc] transfers",
+          "[usdc] transfer events", "[usdc] transfer logs", "[usdc] transfers"),
+    _kind("token_supply", "token total supply", "token",
+          "total supply", "supply", "in circulation", "circulating",
+          "how many usdc … in circulation", "how many usdc … exist", "how much usdc … exists"),
+    _kind("usdc_balance", "USDC balance", "account",
+          "usdc balance", "token balance", "balance of", "balance", "how much usdc",
+          "how many usdc", "amount of usdc", "usdc holdings", "holdings", "usdc … held by",
+          "usdc that … holds", "usdc that … has", *(f"{v} … usdc" for v in _HOLD_VERBS)),
+    _kind("token_symbol", "token symbol", "token", "ticker symbol", "symbol", "ticker"),
+    _kind("token_decimals", "token decimals", "token", "decimals", "decimal places"),
+    _kind("tx_status", "transaction status", "tx",
+          "receipt", "status", "succeed", "succeeded", "fail", "failed", "revert", "reverted"),
+    _kind("tx_status", "transaction status", "tx", "transaction", "tx", needs_hash=True),
+)
+"""The fact-kind vocabulary, in priority order; each kind is one of chain/facts.py."""
+
+PRESENTATION: tuple[tuple[str, str], ...] = (
+    # (phrase regex, unit or format). Taken out of the task before anything is read: it
+    # shapes the answer's value, never adds an item.
+    (r"(?:\s*,)?\s*(?:please\s+)?(?:expressed|denominated|given|shown|written|reported|"
+     r"quoted|measured)\s+in\s+(gwei|wei|eth|ether|usdc)\b", r"\1"),
+    (r"\b(?:answer\s+)?in\s+(gwei|wei)\b", r"\1"),
+    (r"\bin\s+(?:atomic\s+units|base\s+units)\b", "atomic"),
+    (r"\b(?:a\s+)?unix\s+(?:time|timestamp|seconds)\s+is\s+(?:fine|ok|okay|enough)\b", "unix"),
+    (r"\b(?:as|in)\s+(?:a\s+)?unix\s+(?:time|timestamp|seconds)\b", "unix"),
+    (r"\b(?:as|in)\s+(?:utc|iso(?:\s*8601)?)(?:\s+time)?\b", "utc"),
+    (r"\b(?:just\s+)?(?:the\s+)?(?:plain\s+)?number\s+is\s+(?:fine|enough)\b", ""),
+    (r"\b(?:roughly|approximately|exactly|precisely|briefly|quickly)\b", ""),
+)
+"""Presentation phrases and the unit or format each names ("" when it only shapes tone)."""
+
+OTHER_CHAINS: tuple[str, ...] = (
+    "ethereum mainnet", "mainnet", "polygon", "matic", "arbitrum", "optimism", "base mainnet",
+    "base chain", "base network", "bsc", "bnb chain", "binance smart chain", "avalanche",
+    "solana", "gnosis", "zksync", "linea", "scroll", "sepolia", "goerli", "holesky",
+    "fantom", "celo", "tron", "bitcoin", "layer 2", "l2",
+)  # fmt: skip
+"""Chains a task may name that the run is not on (unless the run's network is named so)."""
+
+STANDING: tuple[str, ...] = (
+    "alert me", "ping me", "notify me", "message me", "email me", "text me", "remind me",
+    "let me know when", "let me know if", "let me know as soon as", "as soon as", "whenever",
+    "every day", "every hour", "every week", "every minute", "every block", "each day",
+    "each hour", "daily", "hourly", "weekly", "monthly", "keep an eye", "keep watching",
+    "keep track", "monitor", "watch", "from now on", "going forward", "in the future",
+    "tomorrow", "next week", "next month", "next block", "will be", "will it", "forecast",
+    "predict", "drops", "drop below", "falls", "rises", "goes above", "goes below",
+)  # fmt: skip
+"""Standing or future requests: nib answers once, from the chain as it is at run start."""
+
+OTHER_QUESTIONS: tuple[str, ...] = (
+    "who owns", "who controls", "who deployed", "who created", "owner", "deployer", "admin",
+    "who made",
+)
+"""Questions that share words with a fact kind but ask something no fact kind holds
+("who owns the USDC contract" is not a balance): the part is declined naming them."""
+
+UNSUPPORTED: tuple[str, ...] = (
+    "average", "mean", "median", "smallest", "minimum", "lowest", "sum", "cumulative",
+    "yesterday", "last week", "last month", "ago", "history", "historical", "trend",
+    "per day", "hours", "days", "weeks", "price", "usd value", "worth",
+)  # fmt: skip
+"""Words that change what a recognised fact means in a way no fact kind here takes
+("average" of a one-block fact, a time window in days): the part is declined naming it."""
+
+
+def markdown_tables() -> str:
+    """The vocabulary as Markdown tables (docs/planner.md is generated from this)."""
+    lines = ["| fact kind | phrases (`…` a gap, `[w]` optional, `→` sheet field) |", "|---|---|"]
+    for kw in KIND_WORDS:
+        shown = ", ".join(
+            f"`{p.text}`" + (f" → `{p.field}`" if p.field else "") for p in kw.phrases
+        )
+        note = " (only with a 0x transaction hash)" if kw.needs_hash else ""
+        lines.append(f"| `{kw.kind}`{note} | {shown} |")
+    lines += ["", "| presentation phrase (regex) | shapes the answer as |", "|---|---|"]
+    for regex, unit in PRESENTATION:
+        lines.append(f"| `{regex.replace('|', '&#124;')}` | {unit or 'tone only'} |")
+    lines += ["", "Declined, naming the word:", ""]
+    lines.append("- another chain: " + ", ".join(f"`{w}`" for w in OTHER_CHAINS))
+    lines.append("- a standing or future request: " + ", ".join(f"`{w}`" for w in STANDING))
+    lines.append("- a question no fact kind holds: " + ", ".join(f"`{w}`" for w in OTHER_QUESTIONS))
+    lines.append("- a modifier no fact kind takes: " + ", ".join(f"`{w}`" for w in UNSUPPORTED))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover - prints the docs' tables
+    print(markdown_tables())

@@ -1,0 +1,137 @@
+"""The offline planner's vocabulary table: every phrase of every fact kind is read as that
+kind (one test per entry), scope words decline naming the word, presentation clauses
+shape the answer and never become items, relative block references resolve exactly."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.loop.checklist import Checklist, ChecklistItem, resolve_blocks
+from agent.models._factpatterns import extract_checklist
+from agent.models.vocabulary import KIND_WORDS, OTHER_CHAINS, STANDING, markdown_tables
+
+A = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+B = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
+TOKEN = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
+TX = "0x" + "ab" * 32
+SUBJECT = {"none": "", "account": A, "token": TOKEN, "tx": TX, "symbol": "USDC", "protocol": "aave"}
+ENTRIES = [
+    pytest.param(kw, phrase, id=f"{kw.kind}:{phrase.text}")
+    for kw in KIND_WORDS
+    for phrase in kw.phrases
+]
+
+
+def _question(kind_subject: str, phrase: str) -> str:
+    words = " ".join(w.strip("[]") for w in phrase.split())
+    subject = SUBJECT[kind_subject]
+    if "…" in words:
+        return "Tell me " + words.replace("…", subject or "the chain") + "?"
+    return f"Tell me the {words} of {subject}?" if subject else f"Tell me the {words}?"
+
+
+@pytest.mark.parametrize(("kw", "phrase"), ENTRIES)
+def test_every_vocabulary_entry_is_read_as_its_kind(kw, phrase) -> None:  # type: ignore[no-untyped-def]
+    items = extract_checklist(_question(kw.subject, phrase.text))
+    kinds = [i["kind"] for i in items]
+    assert kw.kind in kinds, (phrase.text, items)
+    if phrase.field:
+        assert any(i.get("params", {}).get("field") == phrase.field for i in items), items
+
+
+OTHER = f"What is the USDC balance of {A}"
+
+
+@pytest.mark.parametrize("chain", OTHER_CHAINS)
+def test_another_chain_declines_naming_it(chain: str) -> None:
+    items = extract_checklist(f"{OTHER} on {chain}?")
+    assert [i["kind"] for i in items] == [None]
+    assert repr(chain) in items[0]["unanswerable"] and "another chain" in items[0]["unanswerable"]
+
+
+def test_the_runs_own_network_is_no_other_chain() -> None:
+    items = extract_checklist(f"{OTHER} on Base Sepolia?", network="base-sepolia")
+    assert [i["kind"] for i in items] == ["usdc_balance"]
+
+
+@pytest.mark.parametrize("word", STANDING)
+def test_a_standing_or_future_request_declines_naming_it(word: str) -> None:
+    items = extract_checklist(f"{word} the USDC balance of {A} under 50")
+    assert all(i["kind"] is None for i in items), items
+    assert any(repr(word) in (i.get("unanswerable") or "") for i in items), items
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        f"What is the USDC balance of {A} on Ethereum mainnet?",
+        f"What is the USDC balance of {A} on Polygon?",
+        f"What is the USDC balance of {A} on Arbitrum?",
+        "Ping me as soon as my USDC balance drops under 50",
+        f"Alert me when the USDC balance of {A} changes",
+        "Every day, tell me the base fee",
+        "Who owns the USDC contract?",
+    ],
+)
+def test_the_wrong_cases_of_issue_23_are_declined(task: str) -> None:
+    items = extract_checklist(task)
+    assert items and all(i["kind"] is None and i["unanswerable"] for i in items), items
+
+
+@pytest.mark.parametrize(
+    ("task", "kind", "params"),
+    [
+        ("What was the base fee in the previous block?", "base_fee_gwei", {"block": "latest-1"}),
+        ("What was the base fee 2 blocks before the latest block?", "base_fee_gwei",
+         {"block": "latest-2"}),
+        ("base fee three blocks ago", "base_fee_gwei", {"block": "latest-3"}),
+        ("the timestamp of the block before the latest one", "block_timestamp",
+         {"block": "latest-1"}),
+        ("base fee of the block before block 7", "base_fee_gwei", {"block": "6"}),
+        ("base fee 2 blocks before block 9", "base_fee_gwei", {"block": "7"}),
+        ("when was the block after block 3 mined?", "block_timestamp", {"block": "4"}),
+        (f"How many USDC does {A} hold?", "usdc_balance", {"address": A}),
+        ("How many USDC are in circulation?", "token_supply", {}),
+        ("Count the Transfer events in the last 10 blocks", "transfer_count", {"blocks": "10"}),
+        (f"How much gas did {TX} use?", "tx_gas_used", {"tx_hash": TX}),
+        ("What is the base fee, expressed in gwei?", "base_fee_gwei", {"unit": "gwei"}),
+        ("When was the latest block mined? unix time is fine", "block_timestamp",
+         {"unit": "unix"}),
+        ("What is the mean base fee over recent blocks?", "gas_stats",
+         {"field": "base_fee_gwei_mean"}),
+        ("Who issues USDC?", "token_factsheet", {"symbol": "USDC", "field": "issuer"}),
+    ],
+)  # fmt: skip
+def test_paraphrases_and_clauses_of_issue_23_are_read(task: str, kind: str, params: dict) -> None:  # type: ignore[type-arg]
+    items = extract_checklist(task)
+    assert all(i["kind"] is not None for i in items), items
+    hit = [i for i in items if i["kind"] == kind]
+    assert hit and all(hit[0].get("params", {}).get(k) == v for k, v in params.items()), items
+
+
+def test_who_holds_more_is_a_comparison_of_two_balances() -> None:
+    items = extract_checklist(f"Who holds more USDC, {A} or {B}?")
+    assert [i["kind"] for i in items] == ["usdc_balance", "usdc_balance", "comparison"]
+
+
+def _item(block: str) -> Checklist:
+    return Checklist((ChecklistItem(id="c1", text=f"base fee at block {block}",
+                                    kind="base_fee_gwei", params={"block": block}),))  # fmt: skip
+
+
+def test_relative_blocks_resolve_against_the_head_at_run_start() -> None:
+    item = resolve_blocks(_item("latest-2"), head=27).items[0]
+    assert item.params["block"] == "25" and item.text == "base fee at block 25"
+    assert item.unanswerable is None
+
+
+@pytest.mark.parametrize(("block", "why"), [("latest-30", "before the first block"),
+                                            ("99", "does not exist yet")])  # fmt: skip
+def test_a_block_the_chain_contradicts_is_declined_naming_the_head(block: str, why: str) -> None:
+    item = resolve_blocks(_item(block), head=27).items[0]
+    assert item.unanswerable is not None and why in item.unanswerable and "27" in item.unanswerable
+
+
+def test_the_docs_table_lists_every_phrase() -> None:
+    table = markdown_tables()
+    assert all(f"`{p.text}`" in table for kw in KIND_WORDS for p in kw.phrases)
