@@ -135,3 +135,10 @@ def test_a_block_the_chain_contradicts_is_declined_naming_the_head(block: str, w
 def test_the_docs_table_lists_every_phrase() -> None:
     table = markdown_tables()
     assert all(f"`{p.text}`" in table for kw in KIND_WORDS for p in kw.phrases)
+
+
+def test_docs_planner_md_holds_the_generated_table() -> None:
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[3] / "docs" / "planner.md"
+    assert markdown_tables() in doc.read_text(), "regenerate: python -m agent.models.vocabulary"
