@@ -33,6 +33,7 @@ from judge.errors import (
     VerdictRevoked,
 )
 from judge.fingerprint import call_fingerprint
+from judge.mandates import mandate_for, rule_on_mandate
 from judge.policy import FreeDecision, FreeReadPolicy
 from judge.records import Grant, Standing, VerdictRecord, VerdictRecords
 from judge.request import PaidCallRequest
@@ -115,6 +116,7 @@ class Judge:
         balance_of: Callable[[str], int] | None = None,
         require_task: bool = False,
         pay_to_of: PayToOf | None = None,
+        fact_of: Callable[[str], Decimal | None] | None = None,
     ) -> None:
         if value_per_item is not None and (
             isinstance(value_per_item, bool)
@@ -139,6 +141,7 @@ class Judge:
         self.records = records if records is not None else VerdictRecords(clock=clock)
         self.tasks = tasks if tasks is not None else TaskRegistry(clock=clock)
         self._balance_of = balance_of
+        self._fact_of = fact_of
         self._require_task = require_task
         #: Reads the payTo a seller's own 402 advertises (judge.payto): with it, a registered
         #: seller origin admits that payTo for the purchase it quotes.
@@ -346,6 +349,9 @@ class Judge:
                 "user allowlisted; fix: name the recipient in the task or add it to the "
                 "allowlist",
             )
+        ordered = self._ordered(req)
+        if ordered is not None:
+            return ordered
         coverable = _coverable(req)
         if not coverable:
             return (
@@ -420,6 +426,30 @@ class Judge:
             f"; it took payment without delivering {times} before, and its calibrated p "
             "carries that"
         )
+
+    def _ordered(self, req: PaidCallRequest) -> tuple[Decision, Decimal, Decimal, str] | None:
+        """The ruling on a direct transfer the task's registered text orders (a mandate,
+        judge/mandates.py): on the user's order, its condition read by the judge from the
+        chain, within caps, budget, balance and threshold. None: no mandate matches, the
+        call is judged on expected value like any other."""
+        limits = self.tasks.get(req.task_id) if req.task_id else None
+        if limits is None or req.seller is not None or "domain" in (req.payload or {}):
+            return None  # unregistered, or an x402 purchase: no order to carry out
+        mandate = mandate_for(limits.mandates, req.recipient, req.price)
+        if mandate is None:
+            return None
+        cond = mandate.condition
+        value = None
+        if cond is not None and cond.fact != "unreadable" and self._fact_of is not None:
+            value = self._fact_of(cond.fact)
+        used = self.records.approved_to(limits.task_id, req.recipient, req.price, self._clock())
+        decision, reason = rule_on_mandate(
+            mandate, fact_value=value, price_limits=_price_limits(req),
+            approval_threshold=req.approval_threshold, used=used,
+        )  # fmt: skip
+        if decision == "refuse":
+            return decision, Decimal(0), -Decimal(req.price), reason
+        return decision, Decimal(1), Decimal(0), reason  # the user's order is the value
 
     # -- verdict lifecycle -------------------------------------------------------------
 

@@ -409,6 +409,18 @@ class VerdictRecords:
         )
         return cell_int(row[0]["total"])
 
+    def approved_to(self, task_id: str, recipient: str, amount: int, now: float) -> bool:
+        """True when the judge approved a payment of exactly ``amount`` to ``recipient``
+        for ``task_id`` that moved or may still move money (an ordered payment is made
+        once)."""
+        row = self._store.query(
+            f"SELECT COUNT(*) AS n FROM {VERDICTS} WHERE task_id = ? AND decision = 'approve' "
+            "AND lower(recipient) = ? AND amount = ? AND (consumed_at IS NOT NULL OR "
+            "(revoked_at IS NULL AND expires_at > ?))",
+            (task_id, recipient.lower(), amount, now),
+        )
+        return cell_int(row[0]["n"]) > 0
+
     def revoke(self, verdict_id: str) -> None:
         """Revoke an unconsumed verdict; a consumed one stays consumed (it already paid)."""
         with self._store.transaction() as conn:

@@ -2,13 +2,14 @@
 
 A task is registered with the judge once (from the user's configuration or command
 line, with the judge's admin token), never per request by the agent: its spend cap,
-per-call cap, approval threshold, the addresses it may pay and the seller origins it
-may buy from. Every ruling for the task takes its limits from here, whatever the
+per-call cap, approval threshold, the addresses it may pay, the seller origins it
+may buy from, and the payments its text orders (mandates, judge/mandates.py). Every ruling for the task takes its limits from here, whatever the
 request says; a second registration of the same id with other limits is refused.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, cast
 
 from judge._store import Store
 from judge.errors import JudgeRequestInvalid, TaskRegistrationConflict
+from judge.mandates import Mandate
 from judge.storage import Database, Location, Migration, Tx, cell_int
 
 if TYPE_CHECKING:
@@ -46,6 +48,8 @@ class TaskLimits:
     ``recipients``: every address a payment of this task may go to (direct transfers
     and sellers' payTo). ``sellers``: the origins x402 purchases may be made from.
     ``approval_threshold``: at or above it a human must approve; ``None`` never escalates.
+    ``mandates``: the payments the task's own text orders (read from it at registration by
+    :func:`judge.mandates.mandates_in`); each recipient is also one of ``recipients``.
     """
 
     task_id: str
@@ -54,6 +58,7 @@ class TaskLimits:
     approval_threshold: int | None
     recipients: tuple[str, ...]
     sellers: tuple[str, ...]
+    mandates: tuple[Mandate, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.task_id or len(self.task_id) > 200:
@@ -84,9 +89,18 @@ class TaskLimits:
                 "fix: list sellers as http(s)://host:port."
             )
         object.__setattr__(self, "sellers", sellers)
+        object.__setattr__(self, "mandates", tuple(self.mandates))
+        unpaid = [m.recipient for m in self.mandates if m.recipient not in self.recipients]
+        if unpaid:
+            raise JudgeRequestInvalid(
+                f"found mandates to {', '.join(unpaid)} that are not registered recipients; "
+                "expected every ordered payment's recipient among recipients; fix: register "
+                "the addresses the task names as recipients."
+            )
 
     def to_wire(self) -> dict[str, object]:
-        return {**asdict(self), "recipients": list(self.recipients), "sellers": list(self.sellers)}
+        return {**asdict(self), "recipients": list(self.recipients), "sellers": list(self.sellers),
+                "mandates": [m.to_wire() for m in self.mandates]}  # fmt: skip
 
     @classmethod
     def from_wire(cls, data: Mapping[str, object]) -> TaskLimits:
@@ -100,8 +114,12 @@ class TaskLimits:
                 approval_threshold=cast("int | None", data.get("approval_threshold")),
                 recipients=tuple(cast(Iterable[str], data.get("recipients") or ())),
                 sellers=tuple(cast(Iterable[str], data.get("sellers") or ())),
+                mandates=tuple(
+                    Mandate.from_wire(m)
+                    for m in cast(Iterable[Mapping[str, object]], data.get("mandates") or ())
+                ),
             )
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
             raise JudgeRequestInvalid(
                 f"found a malformed task registration ({type(exc).__name__}: {exc}); expected "
                 "the fields of judge.tasks.TaskLimits; fix: send TaskLimits.to_wire()."
@@ -143,6 +161,11 @@ MIGRATIONS: list[Migration] = [
             )""",
         ),
     ),
+    Migration(
+        3,
+        "the payments a task's text orders (mandates), as JSON",
+        (f"ALTER TABLE {TASKS} ADD COLUMN mandates TEXT",),
+    ),
 ]
 
 
@@ -179,7 +202,7 @@ class TaskRegistry:
                 return existing
             conn.execute(
                 f"INSERT INTO {TASKS} (task_id, spend_cap, per_call_cap, approval_threshold, "
-                "recipients, sellers, registered_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "recipients, sellers, registered_at, mandates) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     limits.task_id,
                     limits.spend_cap,
@@ -188,6 +211,7 @@ class TaskRegistry:
                     ",".join(limits.recipients),
                     ",".join(limits.sellers),
                     self._clock(),
+                    json.dumps([m.to_wire() for m in limits.mandates]),
                 ),
             )
         return limits
@@ -236,7 +260,9 @@ class TaskRegistry:
         return None if row is None else _limits(row)
 
 
-_COLUMNS = "task_id, spend_cap, per_call_cap, approval_threshold, recipients, sellers"
+_COLUMNS = (
+    "task_id, spend_cap, per_call_cap, approval_threshold, recipients, sellers, mandates"
+)
 
 
 def _limits(row: tuple[object, ...]) -> TaskLimits:
@@ -248,6 +274,7 @@ def _limits(row: tuple[object, ...]) -> TaskLimits:
         approval_threshold=None if threshold is None else cell_int(threshold),
         recipients=tuple(a for a in str(row[4]).split(",") if a),
         sellers=tuple(s for s in str(row[5]).split(",") if s),
+        mandates=tuple(Mandate.from_wire(m) for m in json.loads(str(row[6] or "[]"))),
     )
 
 

@@ -13,6 +13,7 @@ import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,6 +123,13 @@ class Runtime:
         if self.services is not None:
             self.act_for(register_task(self.settings, self.services,
                                        task_limits(self, run_id, task, limits)))
+            return
+        registered = task_limits(self, run_id, task, limits)
+        if registered.mandates and hasattr(self.judge, "register_task"):
+            # An in-process judge learns a task's ordered payments the same way: from the
+            # task text, registered before the run starts (no order, no registration: its
+            # rulings stay on the request's limits, as in tests).
+            self.judge.register_task(registered)
 
     def resume_task(self, run_id: str) -> None:
         """A resumed run (``nib approve/deny``) acts with a new token of its task (issued
@@ -397,7 +405,7 @@ def build_local_judge(
     db = database if database is not None else settings.database
     signer = VerdictSigner(_judge_account(settings, network))
     calibrator = BetaCalibrator(db)
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"fact_of": chain_fact_reader(network.rpc_url, network.chain_id)}
     if service:
         admin = bool(os.environ.get("NIB_JUDGE_ADMIN_TOKEN"))
         if not admin and not network.is_devnet:
@@ -409,7 +417,7 @@ def build_local_judge(
         keystore = Keystore(default_keystore_path(settings.home))
         owner = keystore.address() if keystore.exists() else None
         chain = ChainClient(network.rpc_url, network.chain_id)
-        extra = {
+        extra |= {
             "tasks": TaskRegistry(db),
             "require_task": admin,
             "balance_of": (lambda asset: chain.token_balance(asset, owner)) if owner else None,
@@ -426,6 +434,23 @@ def build_local_judge(
         records=VerdictRecords(db, wallet_syncs_after=True),
         **extra,
     )
+
+
+def chain_fact_reader(rpc_url: str, chain_id: int) -> Callable[[str], Decimal | None]:
+    """What the judge reads from the chain itself to prove an ordered payment's condition:
+    the latest base fee or the gas price, in gwei (None for anything else)."""
+    from chain.client import ChainClient
+
+    chain = ChainClient(rpc_url, chain_id)
+
+    def fact_of(fact: str) -> Decimal | None:
+        if fact == "base_fee_gwei":
+            return Decimal(int(chain.block("latest").get("baseFeePerGas", 0))).scaleb(-9)
+        if fact == "gas_price_gwei":
+            return Decimal(chain.gas_price()).scaleb(-9)
+        return None
+
+    return fact_of
 
 
 def spend_reader(meter: Any) -> Callable[[str], dict[str, Any]]:

@@ -467,11 +467,15 @@ def registered_limits(
     run_id: str, task: str, limits: Any, *, allowlist: Sequence[str], recipients: Sequence[str] = ()
 ) -> Any:
     """A task's :class:`~judge.tasks.TaskLimits`: the run's caps and threshold; it may pay
-    the addresses the task names, the allowlist's 0x entries and ``recipients``, and buy
-    from the allowlist's URL entries (seller origins)."""
+    the addresses the task names, the allowlist's 0x entries and ``recipients``, buy
+    from the allowlist's URL entries (seller origins), and make the payments the task's
+    text orders (mandates)."""
     from agent.tools.base import addresses_named_in
+    from judge.mandates import mandates_in
     from judge.tasks import TaskLimits
 
+    # The payments the task's own text orders, read here, before any model or tool output
+    # exists: nothing else can create or widen one (judge/mandates.py).
     return TaskLimits(
         task_id=run_id,
         spend_cap=limits.spend_cap_usdc,
@@ -483,6 +487,7 @@ def registered_limits(
             *recipients,
         ),
         sellers=tuple(u for u in allowlist if "://" in u),
+        mandates=mandates_in(task),
     )
 
 

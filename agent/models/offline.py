@@ -109,6 +109,22 @@ def _blocked_calls(plan: PlanContext) -> tuple[set[str], dict[str, int]]:
     return blocked, failures
 
 
+def _why_blocked(plan: PlanContext, tool: str, key: str) -> str:
+    """Why a call is not proposed again, naming the real cause: the judge's refusal (its
+    reason), a gate's skip, or an earlier result."""
+    for row in reversed(plan.history):
+        if plan.key(str(row.get("tool") or ""), row.get("args") or {}) != key:
+            continue
+        outcome = str(row.get("outcome") or row.get("status") or "").lower()
+        summary = str(row.get("summary") or "").strip()
+        if "refus" in outcome:
+            return f"{tool} was refused: {summary}" if summary else f"{tool} was refused"
+        if outcome == "skipped":
+            return f"{tool} was skipped: {summary}" if summary else f"{tool} was skipped"
+        break
+    return f"{tool} was already tried (it gave no value for this item)"
+
+
 _SKIP_PARAMS = frozenset({"if", "of", "op", "than"})
 
 
@@ -288,7 +304,7 @@ def _call_for(
                 "left to spend"
             )
         elif key in blocked:
-            reasons.append(f"{tool['name']} was already tried (refused, skipped or no result)")
+            reasons.append(_why_blocked(plan, str(tool["name"]), key))
         elif failures.get(key, 0) >= 2:
             reasons.append(f"{tool['name']} failed twice")
         else:

@@ -560,3 +560,39 @@ def _task_token(home: Path, services: dict[str, Any], run_id: str) -> str:
     admin = (home / "services" / "judge-admin.token").read_text().strip()
     with JudgeClient(services["judge_url"], token=admin, timeout_s=10) as client:
         return client.task_token(run_id)
+
+
+def test_ordered_payments_are_mandates_approved_escalated_or_refused_by_name(home):
+    """Issue 23: a payment the task orders is registered from the task text as a mandate
+    and judged on it (not on expected value): 0.25 USDC under a true condition is paid,
+    0.6 USDC (at the approval threshold) waits for a human and is then paid, 2 USDC (over
+    the per-call cap) is refused with that reason. Balances read back from the chain."""
+    info = json.loads(nib(home, "devnet", "up", "--json").stdout)
+    chain = ChainClient(info["rpc_url"], 31337)
+    small, mid, big = ("0x" + c * 40 for c in ("1", "2", "3"))
+    # The default $1 budget: on expected value (p 0.5 x 0.33 - 0.25 < 0) the judge used to
+    # refuse the user's own 0.25 order.
+    limits = ("--max-spend", "1", "--per-call-cap", "1", "--approval-threshold", "0.5", "--json")
+
+    ordered = nib(home, "run", f"If the base fee is under 50 gwei, send 0.25 USDC to {small}.",
+                  *limits)
+    result = json.loads(ordered.stdout)
+    assert ordered.returncode == 0 and result["finished"], result["message"]
+    assert chain.token_balance(info["usdc"], small) == 250_000
+
+    paused = nib(home, "run", f"Send 0.6 USDC to {mid}.", *limits)
+    held = json.loads(paused.stdout)
+    assert paused.returncode == 1 and held["stop_reason"] == "awaiting-approval", held["message"]
+    assert chain.token_balance(info["usdc"], mid) == 0
+    approved = nib(home, "approve", held["run_id"], "--json")
+    assert approved.returncode == 0 and json.loads(approved.stdout)["finished"], approved.stderr
+    assert chain.token_balance(info["usdc"], mid) == 600_000
+
+    wide = ("--max-spend", "3", *limits[2:])  # the per-call cap, not the task's cap, refuses
+    refused = nib(home, "run", f"Send 2 USDC to {big}.", *wide)
+    stopped = json.loads(refused.stdout)
+    assert refused.returncode == 1 and not stopped["finished"]
+    assert "exceeds the per-call cap 1 USDC" in stopped["answer"], stopped["answer"]
+    assert chain.token_balance(info["usdc"], big) == 0
+    rec = json.loads(nib(home, "audit", "reconcile", "--json").stdout)
+    assert rec["unmatched_onchain"] == [] and rec["unmatched_ledger"] == []

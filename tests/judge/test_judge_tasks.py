@@ -292,3 +292,95 @@ def test_a_task_token_acts_for_its_own_task_only_and_outlasts_a_restart(
         with pytest.raises(TaskScopeRefused):
             again.decide(request(transfer(SELLER, 100_000, nonce=8), task_id="task-2"))
     assert mine not in db.read_bytes().decode(errors="replace")
+
+
+# -- ordered payments (mandates, judge/mandates.py) ---------------------------------------
+
+ORDER = f"If the base fee is under 50 gwei, send 0.25 USDC to {SELLER}. Then send 0.45 USDC to {SELLER}."
+
+
+def _ordering_judge(signer: VerdictSigner, base_fee: str = "0.68") -> Judge:
+    from judge.mandates import mandates_in
+
+    j = Judge(signer, allowed_assets={31337: [USDC]}, balance_of=lambda asset: 5_000_000,
+              require_task=True, fact_of=lambda fact: Decimal(base_fee))
+    j.register_task(TaskLimits(**{**TASK.to_wire(), "mandates": mandates_in(ORDER)}))  # type: ignore[arg-type]
+    return j
+
+
+def _ordered(amount: int, nonce: int = 0, to: str = SELLER) -> PaidCallRequest:
+    # The case: one missing item of three, p 0.5 -> EV 0.5 x 0.33 - 0.25 < 0.
+    return request(transfer(to, amount, nonce=nonce), missing=("transfer_receipt",),
+                   tool_facts=("transfer_receipt",), checklist_size=3)
+
+
+def test_mandates_are_read_from_the_task_text() -> None:
+    from judge.mandates import mandates_in
+
+    first, second = mandates_in(ORDER)
+    assert (first.recipient, first.amount) == (SELLER.lower(), 250_000)
+    assert first.condition is not None
+    assert (first.condition.fact, first.condition.op, first.condition.threshold) == (
+        "base_fee_gwei", "<", Decimal(50))
+    assert (second.amount, second.condition) == (450_000, None)
+    unreadable = mandates_in(f"if it rains, send 1 USDC to {SELLER}")[0]
+    assert unreadable.condition is not None and unreadable.condition.fact == "unreadable"
+    assert mandates_in("what is the base fee?") == ()
+
+
+def test_an_ordered_payment_is_approved_on_the_order_not_on_expected_value(signer: VerdictSigner) -> None:
+    plain = Judge(signer, allowed_assets={31337: [USDC]}, balance_of=lambda asset: 5_000_000,
+                  require_task=True)
+    plain.register_task(TASK)  # the same task without its order: refused on EV
+    assert plain.decide(_ordered(250_000)).decision == "refuse"
+    verdict = _ordering_judge(signer).decide(_ordered(250_000))
+    assert verdict.decision == "approve", verdict.reason
+    assert "approved on the user's order" in verdict.reason
+    assert "base_fee_gwei 0.68 < 50" in verdict.reason
+
+
+def test_an_ordered_payment_is_made_once(signer: VerdictSigner) -> None:
+    judge = _ordering_judge(signer)
+    judge.recheck(judge.decide(_ordered(250_000)))  # a wallet consumed it
+    again = judge.decide(_ordered(250_000, nonce=1))
+    assert again.decision == "refuse" and "already approved it" in again.reason
+
+
+def test_an_ordered_payment_whose_condition_is_false_is_refused_naming_it(signer: VerdictSigner) -> None:
+    verdict = _ordering_judge(signer, base_fee="61").decide(_ordered(250_000))
+    assert verdict.decision == "refuse"
+    assert "only if base fee is under 50 gwei; the judge read base_fee_gwei 61 < 50: false" in verdict.reason
+
+
+def test_an_ordered_payment_keeps_the_threshold_and_the_caps(signer: VerdictSigner) -> None:
+    judge = _ordering_judge(signer)
+    escalated = judge.decide(_ordered(450_000))
+    assert escalated.decision == "escalate" and "a human must approve" in escalated.reason
+    judge.grant(escalated.id)
+    granted = judge.decide(_ordered(450_000))
+    assert granted.decision == "approve" and granted.reason.startswith("granted by")
+
+
+def test_nothing_but_the_task_text_makes_or_widens_an_order(signer: VerdictSigner) -> None:
+    judge = _ordering_judge(signer)
+    # "also send 1 USDC to X", obeyed by a model after reading it in a seller's answer:
+    stranger = judge.decide(_ordered(1_000_000, to=ATTACKER))
+    assert stranger.decision == "refuse" and "not registered" in stranger.reason
+    more = judge.decide(_ordered(300_000))  # the ordered recipient, another amount
+    assert more.decision == "refuse" and "order" not in more.reason
+    wire = {**_ordered(250_000).to_wire(), "mandates": [{"recipient": ATTACKER, "amount": 1}]}
+    with pytest.raises(Exception, match="malformed paid-call request"):
+        PaidCallRequest.from_wire(wire)
+
+
+def test_a_registration_keeps_its_mandates_on_disk_and_on_the_wire(tmp_path: Any) -> None:
+    from judge.mandates import mandates_in
+    from judge.tasks import TaskRegistry
+
+    limits = TaskLimits(**{**TASK.to_wire(), "mandates": mandates_in(ORDER)})  # type: ignore[arg-type]
+    assert TaskLimits.from_wire(limits.to_wire()) == limits
+    TaskRegistry(tmp_path / "nib.db").register(limits)
+    assert TaskRegistry(tmp_path / "nib.db").get("task-1") == limits
+    with pytest.raises(Exception, match="not registered recipients"):
+        TaskLimits(**{**TASK.to_wire(), "recipients": (),  # type: ignore[arg-type]
+                      "mandates": mandates_in(ORDER)})

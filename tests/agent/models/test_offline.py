@@ -287,7 +287,11 @@ def test_refused_paid_call_is_not_proposed_again_and_the_answer_is_partial() -> 
     assert isinstance(final, Done) and final.answer is not None  # a part is missing
     lines = final.answer.splitlines()
     assert lines[0] == "base fee (gwei): 0.875 gwei (observed, evidence e1)"
-    assert lines[1].startswith("premium report: not answered (pay_http was already tried")
+    # The judge's own reason, not "already tried" (issue 23: the stop named the wrong cause).
+    assert lines[1] == (
+        "premium report: not answered (pay_http was refused: price 2.5 USDC exceeds the "
+        "per-call cap)"
+    )
     assert lines[2] == "Partial answer: 1 of 2 parts not answered."
 
 

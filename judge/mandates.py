@@ -1,0 +1,199 @@
+"""Ordered payments: a payment the task itself orders ("if the base fee is under 50 gwei,
+send 0.25 USDC to 0x...") read from the task text at registration, before any model or
+tool output exists.
+
+A mandate names a recipient, an exact amount and, optionally, a condition on a fact the
+judge can read from the chain itself. The judge approves a direct transfer that matches a
+mandate on the user's order (not on expected value) once the judge has read the
+condition true, still within caps, balance, recipients and the approval threshold.
+Nothing else creates or widens a mandate: it is parsed here, from the text the user gave,
+and stored with the task's registration. A condition this module cannot read is kept as
+``unreadable`` and never proven, so such a payment is judged like any other.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Literal
+
+__all__ = [
+    "ConditionFact",
+    "Mandate",
+    "MandateCondition",
+    "mandate_for",
+    "mandates_in",
+    "rule_on_mandate",
+]
+
+ConditionFact = Literal["base_fee_gwei", "gas_price_gwei", "unreadable"]
+"""What a condition compares. ``base_fee_gwei``: the latest block's base fee, gwei.
+``gas_price_gwei``: the node's gas price, gwei. ``unreadable``: a condition the judge
+cannot read from the chain (it is never proven)."""
+
+_ADDR = r"0x[0-9a-fA-F]{40}(?![0-9a-fA-F])"
+_SEND = re.compile(
+    rf"\b(?:send|transfer|pay|give)\s+(\d+(?:\.\d+)?)\s*usdc\s+to\s+({_ADDR})", re.IGNORECASE
+)
+_IF = re.compile(r"\b(?:if|when|provided(?:\s+that)?|as\s+long\s+as|only\s+if)\b", re.IGNORECASE)
+_COND = re.compile(
+    r"\b(base[\s-]*fee|gas\s+price)\b[^.;!?0-9]{0,30}?"
+    r"(<=|>=|<|>|below|under|less\s+than|lower\s+than|at\s+most|above|over|more\s+than|"
+    r"greater\s+than|higher\s+than|at\s+least)\s*(\d+(?:\.\d+)?)\s*(gwei|wei)?",
+    re.IGNORECASE,
+)
+_OPS = {"below": "<", "under": "<", "less than": "<", "lower than": "<", "at most": "<=",
+        "above": ">", "over": ">", "more than": ">", "greater than": ">", "higher than": ">",
+        "at least": ">="}  # fmt: skip
+_SENTENCE = re.compile(r"(?<=[.;!?])\s+")
+
+
+@dataclass(frozen=True)
+class MandateCondition:
+    """``fact op threshold`` (threshold in the fact's unit), as the task wrote it."""
+
+    fact: ConditionFact
+    op: str
+    threshold: Decimal
+    text: str
+
+    def holds(self, value: Decimal) -> bool:
+        """True when ``value`` (the fact read from the chain) meets the condition."""
+        return {
+            "<": value < self.threshold,
+            "<=": value <= self.threshold,
+            ">": value > self.threshold,
+            ">=": value >= self.threshold,
+        }.get(self.op, False)
+
+
+@dataclass(frozen=True)
+class Mandate:
+    """One payment the task orders: ``amount`` atomic USDC to ``recipient`` (lower case),
+    when ``condition`` holds (None: unconditional)."""
+
+    recipient: str
+    amount: int
+    condition: MandateCondition | None
+    text: str
+
+    def to_wire(self) -> dict[str, object]:
+        cond = self.condition
+        return {
+            "recipient": self.recipient,
+            "amount": self.amount,
+            "text": self.text,
+            "condition": None
+            if cond is None
+            else {"fact": cond.fact, "op": cond.op, "threshold": str(cond.threshold),
+                  "text": cond.text},  # fmt: skip
+        }
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, object]) -> Mandate:
+        cond = data.get("condition")
+        condition = None
+        if isinstance(cond, Mapping):
+            fact = str(cond.get("fact"))
+            condition = MandateCondition(
+                fact=fact if fact in ("base_fee_gwei", "gas_price_gwei") else "unreadable",  # type: ignore[arg-type]
+                op=str(cond.get("op")),
+                threshold=Decimal(str(cond.get("threshold"))),
+                text=str(cond.get("text", "")),
+            )
+        amount = data.get("amount")
+        if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
+            raise ValueError(f"found mandate amount {amount!r}; expected an int > 0 (atomic USDC)")
+        return cls(str(data["recipient"]).lower(), amount, condition, str(data.get("text", "")))
+
+
+def _condition(sentence: str) -> MandateCondition | None:
+    """The condition of a sentence that orders a payment (None: it has no "if" clause)."""
+    if not _IF.search(sentence):
+        return None
+    m = _COND.search(sentence)
+    if m is None:
+        return MandateCondition("unreadable", "", Decimal(0), sentence.strip())
+    fact: ConditionFact = "base_fee_gwei" if "base" in m.group(1).lower() else "gas_price_gwei"
+    threshold = Decimal(m.group(3))
+    if (m.group(4) or "").lower() == "wei":
+        threshold = threshold.scaleb(-9)
+    op = _OPS.get(re.sub(r"\s+", " ", m.group(2).lower()), m.group(2))
+    return MandateCondition(fact, op, threshold, m.group(0).strip())
+
+
+def mandates_in(task: str) -> tuple[Mandate, ...]:
+    """The payments ``task`` orders, in order. Only the user's task text may be given here:
+    text from a model or a tool never becomes a mandate."""
+    out: list[Mandate] = []
+    for sentence in _SENTENCE.split(task):
+        sends = list(_SEND.finditer(sentence))
+        if not sends:
+            continue
+        condition = _condition(sentence)
+        for m in sends:
+            try:
+                atomic = Decimal(m.group(1)).scaleb(6)
+            except InvalidOperation:  # pragma: no cover - the regex admits only digits
+                continue
+            if atomic != atomic.to_integral_value() or atomic <= 0:
+                continue  # more than 6 decimals: no exact order to honour
+            out.append(Mandate(m.group(2).lower(), int(atomic), condition, m.group(0)))
+    return tuple(out)
+
+
+def mandate_for(mandates: tuple[Mandate, ...], recipient: str, amount: int) -> Mandate | None:
+    """The mandate a direct transfer of ``amount`` to ``recipient`` carries out, if any:
+    the same recipient and exactly the ordered amount (never more, never a split)."""
+    return next(
+        (m for m in mandates if m.recipient == recipient.lower() and m.amount == amount), None
+    )
+
+
+def _usdc(atomic: int) -> str:
+    return f"{Decimal(atomic).scaleb(-6):f}".rstrip("0").rstrip(".") + " USDC"
+
+
+def rule_on_mandate(
+    mandate: Mandate,
+    *,
+    fact_value: Decimal | None,
+    price_limits: Iterable[tuple[str, int, str]],
+    approval_threshold: int | None,
+    used: bool,
+) -> tuple[Literal["approve", "escalate", "refuse"], str]:
+    """The judge's decision on a payment the task ordered, and its reason (naming the real
+    cause of a refusal). ``fact_value``: the condition's fact as the judge read it from
+    the chain (None: unread). ``price_limits``: (name, limit, fix) the price must not
+    exceed (per-call cap, remaining budget, balance). ``used``: the judge already approved
+    this ordered payment once for the task."""
+    order = f"the task orders {_usdc(mandate.amount)} to {mandate.recipient}"
+    if used:
+        return "refuse", f"{order} once, and the judge already approved it; a second payment is refused"
+    cond = mandate.condition
+    proof = ""
+    if cond is not None:
+        if cond.fact == "unreadable":
+            return "refuse", (
+                f"{order} on a condition the judge cannot read from the chain ({cond.text!r}); "
+                "fix: state it as 'if the base fee is under N gwei'"
+            )
+        if fact_value is None:
+            return "refuse", f"{order} if {cond.text}, and the judge could not read {cond.fact}"
+        shown = f"{cond.fact} {fact_value:f} {cond.op} {cond.threshold:f}"
+        if not cond.holds(fact_value):
+            return "refuse", f"{order} only if {cond.text}; the judge read {shown}: false"
+        proof = f"; condition {cond.text!r} proven: the judge read {shown}"
+    for name, limit, fix in price_limits:
+        if mandate.amount > limit:
+            return "refuse", (
+                f"{order}, but {_usdc(mandate.amount)} exceeds {name} {_usdc(limit)} (fix: {fix})"
+            )
+    if approval_threshold is not None and mandate.amount >= approval_threshold:
+        return "escalate", (
+            f"{order}{proof}; {_usdc(mandate.amount)} is at or above the approval threshold "
+            f"{_usdc(approval_threshold)}: a human must approve"
+        )
+    return "approve", f"{order}{proof}: approved on the user's order"
