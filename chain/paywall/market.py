@@ -54,9 +54,16 @@ __all__ = ["MARKET", "MarketSeller", "PaidRoute", "create_seller_app", "main", "
 _MAX_TIMEOUT_S = 300
 _REGISTER_TIMEOUT_S = 10.0
 
-Behaviour = Literal["honest", "overclaims"]
+Behaviour = Literal["honest", "overclaims", "own-words"]
 """``honest``: returns what it declares. ``overclaims``: declares a full fact sheet and
-returns none of it (plus injected instructions), so buying it covers nothing."""
+returns none of it (plus injected instructions), so buying it covers nothing.
+``own-words``: honest, in its own words and field names (``issuing_company``,
+``first_issued``...), declared in its bazaar output example; not in :data:`MARKET`
+(tests build it to show purchases are matched by meaning, not by nib's words)."""
+
+#: An own-words seller's field names for the sheet's fields.
+_OWN_WORDS = {"symbol": "ticker", "name": "asset_name", "issuer": "issuing_company",
+              "launched": "first_issued", "decimals": "precision"}  # fmt: skip
 
 _SYMBOL_SCHEMA = {
     "properties": {
@@ -180,11 +187,17 @@ def _route_config(
                 input={"symbol": "USDC"},
                 input_schema=_SYMBOL_SCHEMA,
                 body_type="json" if post else None,
-                output=OutputConfig(example=_SHEET_EXAMPLE),
+                output=OutputConfig(example=_example(seller)),
             ),
             PAYMENT_IDENTIFIER: declare_payment_identifier_extension(required=False),
         },
     )
+
+
+def _example(seller: MarketSeller) -> dict[str, Any]:
+    if seller.behaviour != "own-words":
+        return _SHEET_EXAMPLE
+    return {_OWN_WORDS[k]: v for k, v in _SHEET_EXAMPLE.items() if k in _OWN_WORDS}
 
 
 def _sheet(seller: MarketSeller, symbol: Any) -> dict[str, Any]:
@@ -199,6 +212,8 @@ def _sheet(seller: MarketSeller, symbol: Any) -> dict[str, Any]:
     sheet = tokens().get(symbol.upper())
     if sheet is None:
         raise HTTPException(404, f"no fact sheet for {symbol!r}; have {sorted(tokens())}")
+    if seller.behaviour == "own-words":
+        return {_OWN_WORDS[k]: sheet[k] for k in _OWN_WORDS if k in sheet}
     keep = ("symbol", "name", "issuer", "launched", "decimals", "standard", "mainnet_address")
     return {k: sheet[k] for k in keep if k in sheet}
 

@@ -105,7 +105,7 @@ def test_a_task_naming_a_seller_pays_that_seller_or_stops_saying_why(home):
     meridian = next(s["url"] for s in info["market"] if s["name"] == "meridian")
     named = f"Who issues USDC? Buy the token fact sheet at {meridian}/tokens?symbol=USDC"
     r = json.loads(nib(home, "run", named, "--json").stdout)
-    assert r["finished"] and "issuer=Circle" in r["answer"]
+    assert r["finished"] and "issuer from the token fact sheet of USDC: Circle (observed" in r["answer"]
     audit = json.loads(nib(home, "audit", "--run", r["run_id"], "--json").stdout)
     assert [(row["amount"], row["status"]) for row in audit] == [(40_000, "settled")]
     stranger = "Who issues USDC? Buy the token fact sheet at http://127.0.0.1:9/tokens?symbol=USDC"
@@ -580,7 +580,9 @@ def test_ordered_payments_are_mandates_approved_escalated_or_refused_by_name(hom
     assert ordered.returncode == 0 and result["finished"], result["message"]
     assert chain.token_balance(info["usdc"], small) == 250_000
 
-    paused = nib(home, "run", f"Send 0.6 USDC to {mid}.", *limits)
+    # Room for the transfer's gas, which the task's cap counts too; the threshold escalates.
+    wide = ("--max-spend", "3", *limits[2:])
+    paused = nib(home, "run", f"Send 0.6 USDC to {mid}.", *wide)
     held = json.loads(paused.stdout)
     assert paused.returncode == 1 and held["stop_reason"] == "awaiting-approval", held["message"]
     assert chain.token_balance(info["usdc"], mid) == 0
@@ -588,8 +590,7 @@ def test_ordered_payments_are_mandates_approved_escalated_or_refused_by_name(hom
     assert approved.returncode == 0 and json.loads(approved.stdout)["finished"], approved.stderr
     assert chain.token_balance(info["usdc"], mid) == 600_000
 
-    wide = ("--max-spend", "3", *limits[2:])  # the per-call cap, not the task's cap, refuses
-    refused = nib(home, "run", f"Send 2 USDC to {big}.", *wide)
+    refused = nib(home, "run", f"Send 2 USDC to {big}.", *wide)  # the per-call cap refuses
     stopped = json.loads(refused.stdout)
     assert refused.returncode == 1 and not stopped["finished"]
     assert "exceeds the per-call cap 1 USDC" in stopped["answer"], stopped["answer"]

@@ -33,6 +33,7 @@ class SellerScope(Protocol):
 
 __all__ = [
     "KIND_FIELDS",
+    "KIND_MEANINGS",
     "KIND_TERMS",
     "MAX_EXCERPT_FIELDS",
     "Excerpt",
@@ -42,10 +43,12 @@ __all__ = [
     "allowlisted_sellers",
     "check_seller",
     "backed_kinds",
+    "canonical_fields",
     "declared_kinds",
     "excerpt",
     "offer_call",
     "offer_from_discovery",
+    "output_kinds",
     "purchase_facts",
     "seller_of",
     "sellers_named_in",
@@ -58,12 +61,63 @@ KIND_TERMS: dict[str, tuple[str, ...]] = {
     "gas_stats": ("gas statistics", "base fee", "base-fee"),
     "transfer_stats": ("transfer statistics",),
 }
-#: Response fields that back a fact kind, and how many must be present and non-empty.
+FieldType = Literal["text", "year", "count", "address", "number"]
+"""The type a field's value must have to count: ``text`` (a short phrase, not a bare
+number), ``year`` (holds a year), ``count`` (a whole number), ``address`` (0x + 40 hex),
+``number`` (a decimal)."""
+
+
+@dataclass(frozen=True)
+class FieldMeaning:
+    """One field of a sold fact: nib's name for it, the names sellers use, and its type."""
+
+    name: str
+    aliases: tuple[str, ...]
+    type: FieldType
+
+
+def _m(name: str, type_: FieldType, *aliases: str) -> FieldMeaning:
+    return FieldMeaning(name, aliases, type_)
+
+
+#: What the fields of each sold fact kind mean, and how many must be present, typed, for a
+#: response to deliver the fact. A seller's own field names are mapped here by name or by
+#: its declared output schema (the property's description only as a hint).
+KIND_MEANINGS: dict[str, tuple[int, tuple[FieldMeaning, ...]]] = {
+    "token_factsheet": (2, (
+        _m("issuer", "text", "issued_by", "issuing_company", "issuing_entity", "token_issuer",
+           "issuer_name", "company", "organisation", "organization"),
+        _m("name", "text", "token_name", "asset_name", "full_name"),
+        _m("launched", "year", "launch", "launch_year", "launch_date", "first_issued",
+           "inception", "year_launched", "since"),
+        _m("decimals", "count", "precision", "decimal_places", "token_decimals"),
+        _m("standard", "text", "token_standard", "interface"),
+        _m("mainnet_address", "address", "contract", "contract_address", "ethereum_address"),
+    )),
+    "protocol_factsheet": (2, (
+        _m("category", "text", "type", "sector", "kind"),
+        _m("launched", "year", "launch", "launch_year", "founded", "since"),
+        _m("mechanism", "text", "design", "how_it_works"),
+        _m("governance_token", "text", "gov_token", "governance"),
+        _m("chains", "text", "networks", "deployments"),
+    )),
+    "gas_stats": (1, (
+        _m("base_fee_gwei", "number", "current_base_fee_gwei", "latest_base_fee_gwei"),
+        _m("base_fee_gwei_mean", "number", "mean_base_fee_gwei", "avg_base_fee_gwei",
+           "average_base_fee_gwei"),
+        _m("gas_used_mean", "number", "mean_gas_used", "avg_gas_used", "average_gas_used"),
+    )),
+    "transfer_stats": (1, (
+        _m("transfer_count", "count", "transfers", "n_transfers", "num_transfers",
+           "number_of_transfers"),
+        _m("volume_usdc", "number", "volume", "total_volume", "usdc_volume"),
+        _m("volume_atomic", "count", "volume_base_units"),
+    )),
+}  # fmt: skip
+#: Response fields that back a fact kind (nib's names), and how many must be present.
 KIND_FIELDS: dict[str, tuple[int, tuple[str, ...]]] = {
-    "token_factsheet": (2, ("issuer", "name", "launched", "decimals", "standard", "mainnet_address")),
-    "protocol_factsheet": (2, ("category", "launched", "mechanism", "governance_token", "chains")),
-    "gas_stats": (1, ("base_fee_gwei", "base_fee_gwei_mean", "gas_used_mean")),
-    "transfer_stats": (1, ("transfer_count", "volume_usdc", "volume_atomic")),
+    kind: (need, tuple(m.name for m in meanings))
+    for kind, (need, meanings) in KIND_MEANINGS.items()
 }
 MAX_EXCERPT_FIELDS = 32
 _MAX_VALUE_CHARS = 200
@@ -83,6 +137,22 @@ def declared_kinds(*texts: str) -> tuple[str, ...]:
     """Fact kinds whose terms appear in a seller's declaration (description, tags...)."""
     blob = " ".join(t.lower() for t in texts if t)
     return tuple(k for k, terms in KIND_TERMS.items() if any(t in blob for t in terms))
+
+
+def output_kinds(extensions: object) -> tuple[str, ...]:
+    """The sold fact kinds an offer's declared output backs: its bazaar ``info.output``
+    example (field names and typed values) with its schema, matched by meaning
+    (:data:`KIND_MEANINGS`), whatever words its description uses."""
+    bazaar = extensions.get("bazaar") if isinstance(extensions, Mapping) else None
+    info = bazaar.get("info") if isinstance(bazaar, Mapping) else None
+    output = info.get("output") if isinstance(info, Mapping) else None
+    if not isinstance(output, Mapping):
+        return ()
+    example, schema = output.get("example"), output.get("schema")
+    fields: dict[str, str] = {}
+    _flatten(example, "", fields, 0)
+    declared = canonical_fields(fields, schema if isinstance(schema, Mapping) else None)
+    return backed_kinds(KIND_MEANINGS, declared)
 
 
 def seller_of(resource: str) -> str:
@@ -215,7 +285,8 @@ def offer_from_discovery(item: object, source: str) -> Offer | None:
         asset=str(req.get("asset")) if req.get("asset") else None,
         network=str(req.get("network")) if req.get("network") else None,
         pay_to=str(req.get("payTo")) if req.get("payTo") else None,
-        kinds=declared_kinds(description, " ".join(tags)),
+        kinds=tuple(dict.fromkeys((*declared_kinds(description, " ".join(tags)),
+                                   *output_kinds(getattr(item, "extensions", None))))),
         example=dict(example) if isinstance(example, Mapping) else {},
         tool=str(tool) if isinstance(tool, str) else None,
         transport=_transport(info_input.get("transport"), resource) if kind == "mcp" else None,
@@ -250,9 +321,15 @@ class OfferBook:
         return offer.kinds if offer is not None else ()
 
     def note_declaration(
-        self, resource: str, tool: str | None, description: str, price: int | None
+        self,
+        resource: str,
+        tool: str | None,
+        description: str,
+        price: int | None,
+        extensions: Mapping[str, object] | None = None,
     ) -> None:
-        """Remember what a resource's own 402 declares when discovery did not list it."""
+        """Remember what a resource's own 402 declares when discovery did not list it: the
+        kinds its description names and the kinds its declared output (bazaar) backs."""
         if self.get(resource, tool) is not None:
             return
         text = _clean(description, _MAX_DESCRIPTION_CHARS)
@@ -268,7 +345,7 @@ class OfferBook:
                     asset=None,
                     network=None,
                     pay_to=None,
-                    kinds=declared_kinds(text),
+                    kinds=tuple(dict.fromkeys((*declared_kinds(text), *output_kinds(extensions)))),
                     tool=tool,
                     source="402",
                 )
@@ -359,24 +436,90 @@ def excerpt(body: object, text: str = "") -> Excerpt:
     return {"type": "text", "text": _clean(text, _MAX_TEXT_CHARS)}
 
 
+_YEAR = re.compile(r"\b(?:1[89]|20)\d\d\b")
+_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+_DECIMAL = re.compile(r"^-?\d+(?:\.\d+)?$")
+_EMPTY = frozenset({"", "null", "none", "n/a", "unknown", "-"})
+
+
+def _typed(value: str, type_: FieldType) -> bool:
+    """True when ``value`` has the type its field needs (typed field validation)."""
+    text = value.strip()
+    if text.lower() in _EMPTY:
+        return False
+    if type_ == "year":
+        return bool(_YEAR.search(text))
+    if type_ == "count":
+        return text.isdigit()
+    if type_ == "address":
+        return bool(_ADDRESS.match(text))
+    if type_ == "number":
+        return bool(_DECIMAL.match(text))
+    return len(text) <= _MAX_VALUE_CHARS and not _DECIMAL.match(text)
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.rsplit(".", 1)[-1].lower()).strip("_")
+
+
+def _schema_hints(schema: Mapping[str, object] | None) -> dict[str, str]:
+    """Seller field -> nib field, from a declared output schema's property descriptions
+    (a hint: used only for a field whose own name says nothing nib knows)."""
+    props = (schema or {}).get("properties") if isinstance(schema, Mapping) else None
+    out: dict[str, str] = {}
+    if not isinstance(props, Mapping):
+        return out
+    for prop, spec in props.items():
+        desc = str(spec.get("description", "")).lower() if isinstance(spec, Mapping) else ""
+        words = set(re.findall(r"[a-z]+", desc))
+        for _kind, (_need, meanings) in KIND_MEANINGS.items():
+            for m in meanings:
+                names = {m.name, *m.aliases}
+                if any(set(n.split("_")) <= words for n in names):
+                    out.setdefault(_norm(str(prop)), m.name)
+    return out
+
+
+def canonical_fields(
+    fields: Mapping[str, str], schema: Mapping[str, object] | None = None
+) -> dict[str, str]:
+    """A response's fields under nib's names (:data:`KIND_MEANINGS`), each value checked
+    for its type: by the field's own name first, then the declared schema's hint. Fields
+    that mean nothing nib knows, or whose value has the wrong type, are left out."""
+    by_name = {
+        n: m for _k, (_need, ms) in KIND_MEANINGS.items() for m in ms for n in (m.name, *m.aliases)
+    }
+    types = {m.name: m.type for _k, (_need, ms) in KIND_MEANINGS.items() for m in ms}
+    hints = _schema_hints(schema)
+    out: dict[str, str] = {}
+    for key, value in fields.items():
+        name = _norm(key)
+        meaning = by_name.get(name)
+        canon = meaning.name if meaning is not None else hints.get(name)
+        if canon and canon not in out and _typed(str(value), types[canon]):
+            out[canon] = str(value)
+    return out
+
+
 def purchase_facts(
-    kinds: Iterable[str], body: object, text: str = ""
+    kinds: Iterable[str], body: object, text: str = "", schema: Mapping[str, object] | None = None
 ) -> tuple[Excerpt, dict[str, str]]:
     """(excerpt, facts) of a purchased response: the facts are the ``kinds`` its fields
-    back, each valued by the backing fields ("issuer=Circle; launched=2018")."""
+    back (by meaning: nib's field names, a seller's own names, or its declared output
+    ``schema``), each valued by the backing fields under nib's names ("issuer=Circle")."""
     cut = excerpt(body, text)
-    fields = cut.get("fields") or {}
+    canon = canonical_fields(cut.get("fields") or {}, schema)
     facts: dict[str, str] = {}
-    for kind in backed_kinds(kinds, fields):
+    for kind in backed_kinds(kinds, canon):
         names = set(KIND_FIELDS.get(kind, (1, ()))[1])
-        parts = [f"{k}={v}" for k, v in fields.items() if k.rsplit(".", 1)[-1] in names]
+        parts = [f"{k}={v}" for k, v in canon.items() if k in names]
         facts[kind] = "; ".join(parts)[:_MAX_TEXT_CHARS]
     return cut, facts
 
 
 def backed_kinds(kinds: Iterable[str], fields: Mapping[str, str]) -> tuple[str, ...]:
-    """The fact kinds among ``kinds`` that the excerpt's fields actually back."""
-    present = {k.rsplit(".", 1)[-1].lower() for k, v in fields.items() if v not in ("", "null")}
+    """The fact kinds among ``kinds`` that the fields actually back (by meaning and type)."""
+    present = set(canonical_fields(fields))
     out = []
     for kind in kinds:
         need, names = KIND_FIELDS.get(kind, (1, ()))

@@ -375,7 +375,8 @@ class PayHttpTool(Tool):
             raise clock
         declared = getattr(getattr(pr, "resource", None), "description", None)
         declared = declared or getattr(requirement, "description", "") or ""
-        self.offers.note_declaration(args.url, None, declared, requirement_amount(requirement))
+        self.offers.note_declaration(args.url, None, declared, requirement_amount(requirement),
+                                     getattr(pr, "extensions", None))
         return await authorization_quote(
             self.name,
             args,

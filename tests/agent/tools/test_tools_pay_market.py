@@ -105,3 +105,32 @@ def test_the_payment_identifier_reaches_the_facilitator(market: dict[str, str]) 
     _, header = encode_payment_header(pr.accepts[0], pr, auth, "0x" + "11" * 65)
     payload = decode_payment_signature_header(header)
     assert extract_payment_identifier(payload) == "pay_" + "ab" * 32
+
+
+def test_a_seller_in_its_own_words_is_bought_from_and_its_fact_used(
+    chain: Any,
+    market: dict[str, str],
+    make_ctx: Callable[..., ToolContext],
+    wallet: Wallet,
+    judge_signer: VerdictSigner,
+) -> None:
+    """Issue 23: an official-x402 seller whose fields are not nib's (issuing_company,
+    first_issued, precision) delivers the fact sheet: matched by meaning and type."""
+    from chain.paywall.market import MarketSeller, Offer, create_seller_app
+    from chain.paywall.serve import AppServer
+
+    own = MarketSeller("lexicon", "own-words", 8, (
+        Offer("GET /tokens", 20_000, "Stablecoin reference record (?symbol=USDC): issuing "
+              "company, year first issued, precision. Lexicon data."),))  # fmt: skip
+    app = create_seller_app(own, market["facilitator"], chain.usdc, rpc_url=chain.rpc_url)
+    with AppServer(app, name="lexicon") as srv:
+        ctx = make_ctx(wallet=wallet, allowlist=(srv.url,))
+        tool = PayHttpTool(offers=OfferBook())
+        before = [usdc_balance(chain, a) for a in (AGENT_ADDR, own.pay_to)]
+        quote, got = buy(tool, ctx, judge_signer, url=srv.url + "/tokens?symbol=USDC",
+                         covers=["token_factsheet"])
+    assert got.ok and got.cost_usdc == 20_000
+    assert got.facts["token_factsheet"] == "name=USD Coin; issuer=Circle; launched=2018; decimals=6"
+    assert got.data["excerpt"]["fields"]["issuing_company"] == "Circle"
+    after = [usdc_balance(chain, a) for a in (AGENT_ADDR, own.pay_to)]
+    assert after == [before[0] - 20_000, before[1] + 20_000]
