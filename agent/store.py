@@ -65,6 +65,8 @@ EVENT_TYPES: dict[str, str] = {
     "run.resume": "a paused run was picked up again (decision, process)",
     "selfmodel": "the fresh self-model of a turn",
     "checklist": "the checklist extracted for the run (fallback=task when extraction failed)",
+    "checklist.head": "the chain head read once when the checklist names a block: relative "
+    "block references (the previous block, N blocks ago) resolve against it",
     "checklist.invalid": "a checklist reply that did not validate (and whether it was the retry)",
     "checklist.drift": "the checklist, asked again at a re-plan, asked for other facts (added, "
     "dropped, drifts so far): counted toward the churn stop",
