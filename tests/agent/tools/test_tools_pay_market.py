@@ -116,11 +116,11 @@ def test_a_seller_in_its_own_words_is_bought_from_and_its_fact_used(
 ) -> None:
     """Issue 23: an official-x402 seller whose fields are not nib's (issuing_company,
     first_issued, precision) delivers the fact sheet: matched by meaning and type."""
-    from chain.paywall.market import MarketSeller, Offer, create_seller_app
+    from chain.paywall.market import MarketSeller, PaidRoute, create_seller_app
     from chain.paywall.serve import AppServer
 
     own = MarketSeller("lexicon", "own-words", 8, (
-        Offer("GET /tokens", 20_000, "Stablecoin reference record (?symbol=USDC): issuing "
+        PaidRoute("GET /tokens", 20_000, "Stablecoin reference record (?symbol=USDC): issuing "
               "company, year first issued, precision. Lexicon data."),))  # fmt: skip
     app = create_seller_app(own, market["facilitator"], chain.usdc, rpc_url=chain.rpc_url)
     with AppServer(app, name="lexicon") as srv:
