@@ -595,5 +595,9 @@ def test_ordered_payments_are_mandates_approved_escalated_or_refused_by_name(hom
     assert refused.returncode == 1 and not stopped["finished"]
     assert "exceeds the per-call cap 1 USDC" in stopped["answer"], stopped["answer"]
     assert chain.token_balance(info["usdc"], big) == 0
-    rec = json.loads(nib(home, "audit", "reconcile", "--json").stdout)
-    assert rec["unmatched_onchain"] == [] and rec["unmatched_ledger"] == []
+    # Each paid order is one settled ledger row with its transaction; the refused one none.
+    for run_id, amount in ((result["run_id"], 250_000), (held["run_id"], 600_000)):
+        rows = json.loads(nib(home, "audit", "--run", run_id, "--json").stdout)
+        assert [(r["amount"], r["status"]) for r in rows] == [(amount, "settled")], rows
+        assert rows[0]["tx_hash"].startswith("0x")
+    assert json.loads(nib(home, "audit", "--run", stopped["run_id"], "--json").stdout) == []
