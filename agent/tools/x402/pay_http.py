@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from x402.schemas import PaymentRequirements, PaymentRequirementsV1
 from x402.schemas import parse_payment_required as _x402_parse
 
-from agent.errors import DeliveryFailed, NonDelivery, ToolError
+from agent.errors import DeliveryFailed, ToolError
 from agent.interrupts import gather_pair
 from agent.tools.base import Observation, Quote, Tool, ToolContext
 from agent.tools.chain_reads import usdc_address
@@ -57,6 +57,7 @@ from agent.tools.x402.protocol import (
     requirement_amount,
 )
 from agent.tools.x402.quoting import (
+    abandon_undelivered,
     authorization_quote,
     chain_clock,
     free_quote,
@@ -856,39 +857,10 @@ def _bare(exc: BaseException) -> str:
     return str(exc).removeprefix("pay_http: ")
 
 
-async def _not_delivered(
-    wallet: AgentWallet, url: str, spend_id: str, why: str
-) -> DeliveryFailed:
-    """The purchase paid under ledger row ``spend_id`` did not deliver (``why``): the
-    wallet ends its authorization from the chain (settled if the seller used it: paid for
-    nothing; else cancelled on chain, or failed once expired). The error names what the
-    chain shows and the seller the run pays nothing more. Shielded: a run that stops
-    meanwhile still leaves the authorization ended."""
-    row = await asyncio.shield(asyncio.to_thread(wallet.abandon_authorization, spend_id, why))
-    seller = origin_of(url)
-    if row.status == "settled":
-        how = (
-            f"The seller took the money: {format_usdc(row.amount)} settled in {row.tx_hash} "
-            f"(ledger row {row.id}): paid for nothing."
-        )
-    elif row.status == "cancelled":
-        how = (
-            f"No money moved: the wallet cancelled the authorization on chain in "
-            f"{row.tx_hash}, so the seller can never settle it (ledger row {row.id})."
-        )
-    elif row.status == "failed":
-        how = f"No money moved: the authorization expired unused (ledger row {row.id})."
-    else:
-        how = (
-            f"The authorization could not be cancelled yet: ledger row {row.id} stays "
-            f"'{row.status}' until `nib audit reconcile` settles or fails it."
-        )
-    delivery = NonDelivery(seller, why, row.status == "settled", row.id, row.status)
-    return DeliveryFailed(
-        f"pay_http: {seller} was paid and did not deliver: {why}. {how} No second payment "
-        f"is made: nib pays {seller} nothing more in this run. Fix: continue without this "
-        f"data, or use another seller (the purchase was {url}).",
-        delivery,
+async def _not_delivered(wallet: AgentWallet, url: str, spend_id: str, why: str) -> DeliveryFailed:
+    """The purchase of ``url`` paid under ledger row ``spend_id`` did not deliver."""
+    return await abandon_undelivered(
+        wallet, tool="pay_http", seller=origin_of(url), what=url, spend_id=spend_id, why=why
     )
 
 

@@ -15,6 +15,7 @@ would pay on its own, so nib attaches the payment itself under the judge's verdi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Mapping
 
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from x402.mcp import MCP_PAYMENT_META_KEY, MCP_PAYMENT_RESPONSE_META_KEY
 from x402.schemas import parse_payment_required as _x402_parse
 
-from agent.errors import ToolError
+from agent.errors import DeliveryFailed, ToolError
 from agent.tools.base import Observation, Quote, Tool, ToolContext
 from agent.tools.chain_reads import usdc_address
 from agent.tools.transfer import UsdcAmount, spend_cap
@@ -42,15 +43,16 @@ from agent.tools.x402.protocol import (
     requirement_amount,
 )
 from agent.tools.x402.quoting import (
+    abandon_undelivered,
     authorization_quote,
     free_quote,
     quoted_authorization,
-    settle_or_refuse,
 )
 from chain.mcp_client import ENDPOINTS, McpTransport, McpUnreachable, call_tool, split_endpoint
 from chain.money import format_usdc
 from chain.usdc import AuthorizationTypedData
 from judge.verdict import Verdict
+from wallet.errors import SettlementUnproven
 
 __all__ = ["PayMcpArgs", "PayMcpTool"]
 
@@ -197,32 +199,37 @@ class PayMcpTool(Tool):
             "tool.x402.paying",
             {"url": _resource(args), "amount": quote.amount, "ledger_id": signed.ledger_id},
         )
+        seller, what = seller_of(args.server), f"MCP tool {args.tool} at {args.server}"
+
+        async def undelivered(why: str) -> DeliveryFailed:
+            return await abandon_undelivered(
+                wallet, tool=self.name, seller=seller, what=what, spend_id=signed.ledger_id,
+                why=why,
+            )
+
         try:
             result, _ = await _call(args, meta=meta)
         except ToolError as exc:
-            raise ToolError(
-                f"pay_mcp: the paid call to {args.tool} failed after signing ({exc}); the "
-                f"authorization (ledger row {signed.ledger_id}) may still be settled by the "
-                "seller until it expires. Nothing more is paid under this verdict. Fix: run "
-                "`nib audit reconcile` later."
-            ) from exc
+            raise await undelivered(str(exc).removeprefix("pay_mcp: ")) from exc
+        except BaseException:
+            # The run stopped with the paid call in flight: end the authorization.
+            with contextlib.suppress(Exception):
+                await undelivered("the run stopped mid-call")
+            raise
         receipt = (result.meta or {}).get(MCP_PAYMENT_RESPONSE_META_KEY) or {}
         tx_hash = receipt.get("transaction") if isinstance(receipt, dict) else None
         if result.isError or not isinstance(tx_hash, str) or not tx_hash:
-            raise ToolError(
-                f"pay_mcp: {args.tool} answered {'an error' if result.isError else 'without a receipt'} "
-                f"to the paid call; ledger row {signed.ledger_id} stays 'signed' until `nib "
-                "audit reconcile` finds whether the authorization was used. Fix: continue "
-                "without this data, or use another seller."
+            raise await undelivered(
+                f"it answered {'an error' if result.isError else 'without a receipt'} to the "
+                "paid call"
             )
-        await settle_or_refuse(
-            wallet,
-            signed,
-            tx_hash,
-            lambda exc: f"pay_mcp: the receipt does not settle our authorization "
-            f"({exc.finding}); ledger row {signed.ledger_id} stays 'signed' until `nib audit "
-            "reconcile`.",
-        )
+        try:
+            await asyncio.to_thread(wallet.settle, signed, tx_hash)
+        except SettlementUnproven as exc:
+            raise await undelivered(
+                f"its receipt names {exc.tx_hash}, which does not settle our authorization "
+                f"({exc.finding})"
+            ) from exc
         return self._observation(args, result, cost=quote.amount, settlement=receipt)
 
     async def _current_terms(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from agent.errors import ToolError
+from agent.errors import DeliveryFailed, NonDelivery, ToolError
 from agent.tools.base import Observation, Quote, ToolContext
 from agent.tools.chain_reads import usdc_address
 from agent.tools.x402.protocol import (
@@ -175,4 +175,39 @@ def free_quote(
             "free": True,
             "observation": {"summary": obs.summary, "data": obs.data, "facts": obs.facts},
         },
+    )
+
+
+async def abandon_undelivered(
+    wallet: AgentWallet, *, tool: str, seller: str, what: str, spend_id: str, why: str
+) -> DeliveryFailed:
+    """The purchase of ``what`` from ``seller``, paid under ledger row ``spend_id``, did not
+    deliver (``why``): the wallet ends its authorization from the chain (settled if the
+    seller used it: paid for nothing; else cancelled on chain, or failed once expired).
+    The error names what the chain shows and the seller the run pays nothing more.
+    Shielded: a run that stops meanwhile still leaves the authorization ended."""
+    row = await asyncio.shield(asyncio.to_thread(wallet.abandon_authorization, spend_id, why))
+    if row.status == "settled":
+        how = (
+            f"The seller took the money: {format_usdc(row.amount)} settled in {row.tx_hash} "
+            f"(ledger row {row.id}): paid for nothing."
+        )
+    elif row.status == "cancelled":
+        how = (
+            f"No money moved: the wallet cancelled the authorization on chain in "
+            f"{row.tx_hash}, so the seller can never settle it (ledger row {row.id})."
+        )
+    elif row.status == "failed":
+        how = f"No money moved: the authorization expired unused (ledger row {row.id})."
+    else:
+        how = (
+            f"The authorization could not be cancelled yet: ledger row {row.id} stays "
+            f"'{row.status}' until `nib audit reconcile` settles or fails it."
+        )
+    delivery = NonDelivery(seller, why, row.status == "settled", row.id, row.status)
+    return DeliveryFailed(
+        f"{tool}: {seller} was paid and did not deliver: {why}. {how} No second payment "
+        f"is made: nib pays {seller} nothing more in this run. Fix: continue without this "
+        f"data, or use another seller (the purchase was {what}).",
+        delivery,
     )

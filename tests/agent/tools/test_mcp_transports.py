@@ -107,3 +107,45 @@ def test_an_unreachable_server_names_every_transport_tried(make_ctx: Any, wallet
     with pytest.raises(ToolError, match="tried sse at") as err:
         asyncio.run(PayMcpTool(OfferBook()).quote(only_sse, ctx))
     assert "streamable-http" not in str(err.value).split("tried", 1)[1].split(";")[0]
+
+
+def test_an_mcp_seller_that_keeps_the_payment_and_answers_an_error_is_cancelled(
+    chain: Any, streamable: dict[str, str], make_ctx: Any, wallet: Any, judge_signer: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The seller takes the paid call's authorization, answers an error and keeps the
+    # signature to settle later: the wallet cancels it on chain, nothing moves.
+    from mcp.types import CallToolResult, TextContent
+
+    from agent.errors import DeliveryFailed
+    from agent.tools.x402 import pay_mcp
+    from chain.usdc import usdc_contract
+
+    real_call = pay_mcp._call
+    kept: list[Any] = []
+
+    async def cheat(args: Any, meta: Any = None) -> Any:
+        if meta is None:
+            return await real_call(args)
+        kept.append(meta)
+        return CallToolResult(isError=True, content=[TextContent(type="text", text="busy")]), None
+
+    monkeypatch.setattr(pay_mcp, "_call", cheat)
+    ctx = make_ctx(wallet=wallet, allowlist=(streamable["mcp"],))
+    tool = PayMcpTool(OfferBook())
+    args = PayMcpArgs.model_validate({"server": streamable["mcp"], "tool": MCP_TOOL,
+                                      "arguments": {"symbol": "USDC"}})
+    before = usdc_balance(chain, AGENT_ADDR)
+
+    async def buy() -> Any:
+        quote = await tool.quote(args, ctx)
+        return await tool.execute(quote, approve(judge_signer, quote), ctx)
+
+    with pytest.raises(DeliveryFailed, match="cancelled the authorization on chain") as err:
+        asyncio.run(buy())
+    assert err.value.delivery.status == "cancelled" and len(kept) == 1
+    [row] = wallet.meter.ledger.rows()
+    assert row.status == "cancelled" and row.tx_hash
+    token = usdc_contract(chain.w3, chain.usdc)
+    assert token.functions.authorizationState(AGENT_ADDR, bytes.fromhex(row.auth_nonce[2:])).call()
+    assert usdc_balance(chain, AGENT_ADDR) == before
