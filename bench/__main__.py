@@ -230,6 +230,8 @@ def _judge_load(row: dict[str, Any], load: dict[str, Any]) -> None:
     """Note the load a row was measured under; above 1.0 per core the row is marked and
     its goal not judged (queueing waits on both sides pull any ratio toward 1)."""
     row["load"] = load
+    if row.get("counted"):  # counted, not timed: no load can move it
+        return
     if load.get("loaded") and row.get("met") is not None:
         row["met"] = None
         row["notes"] = (

@@ -133,7 +133,7 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
         notes="counted, not timed (load-independent); includes the bench's balance read for "
         "the judge request, as the loop makes it",
         details=tuple(f"{k:<40} {v}" for k, v in sorted(counts.items())),
-        raw={"kind": "own", "counts": counts},
+        raw={"kind": "own", "counts": counts, "counted": True},
     ).as_dict()
 
 

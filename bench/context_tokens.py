@@ -258,7 +258,8 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]
             "their raw results. Counted, not timed: load does not move it."
         ),
         details=details,
-        raw={"kind": "peer", "goal": "-", "met": None, "peer_series": peer_series},
+        raw={"kind": "peer", "goal": "-", "met": None, "peer_series": peer_series,
+             "counted": True},
     )
     own = Figure(
         benchmark=NAME,
@@ -272,7 +273,7 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]
         ),
         details=details,
         raw={"kind": "own", "goal": "<= 0.25x at step 10", "met": last["ratio"] <= 0.25,
-             "series": rows},
+             "series": rows, "counted": True},
     )
     return [peer_row.as_dict(), own.as_dict()]
 
