@@ -94,6 +94,8 @@ VALUE_UNITS = {
 _SEND = _p(
     r"\b(?:send|transfer|pay|give)\s+(\d+(?:\.\d+)?)\s*usdc\s+to\s+(0x[0-9a-fA-F]{40})(?![0-9a-fA-F])"
 )
+_PAY_WORD = _p(r"\b(?:send|transfer|pay|give|tip)\b")
+_AMOUNT = _p(r"\d(?:[\d.]*)\s*(?:usdc|eth|ether|dollars?|\$)|\$\s*\d")
 _BLOCK = _p(r"\bblock\s+(\d+|latest-\d+)(?![\w-])")
 _RANGE = _p(r"\bblocks?\s+(\d+)\s*(?:to|-|–|\.\.|through|until)\s*(?:block\s+)?(\d+)\b")
 _WINDOW = _p(r"\b(?:last|past|previous|recent|latest|most\s+recent)\s+(\d+)\s+blocks\b")
@@ -446,6 +448,11 @@ class _Reader:
                     "the offline planner has no tool or pattern for this "
                     f"({', '.join(sorted(part.leftover)[:4])})",
                 )
+            elif _PAY_WORD.search(part.text) and (part.subjects or _AMOUNT.search(part.text)):
+                # A payment in another word order ("pay the seller 0x.. 0.10 USDC") is
+                # named as not done, never dropped while the rest is answered.
+                self.out.cannot(part.text, "the offline planner reads a payment only as "
+                                "'send N USDC to 0x...'")  # fmt: skip
         for a in actions:
             if gates:
                 self.out.items[a].setdefault("params", {})["if"] = {"ref": gates[-1]}

@@ -142,3 +142,12 @@ def test_docs_planner_md_holds_the_generated_table() -> None:
 
     doc = Path(__file__).resolve().parents[3] / "docs" / "planner.md"
     assert markdown_tables() in doc.read_text(), "regenerate: python -m agent.models.vocabulary"
+
+
+def test_a_payment_in_another_word_order_is_named_not_dropped() -> None:
+    items = extract_checklist(f"Pay the seller {A} 0.10 USDC, then report the base fee.")
+    assert [i["kind"] for i in items] == [None, "base_fee_gwei"]
+    assert "send N USDC to 0x" in items[0]["unanswerable"]
+    assert [i["kind"] for i in extract_checklist("What is the base fee? Pay if needed.")] == [
+        "base_fee_gwei"
+    ]
