@@ -370,6 +370,24 @@ def _nearest(found: list[tuple[int, str]], start: int, end: int) -> str | None:
     return before[-1] if before else None
 
 
+def _scope_words(task: str, parts: list[_Part], network: str) -> dict[int, str]:
+    """Per sentence, the first scope word the planner cannot honour, with why."""
+    found: dict[int, str] = {}
+    for sentence in sorted({p.sentence for p in parts}):
+        mine = [p for p in parts if p.sentence == sentence]
+        text = task[mine[0].start : mine[-1].start + len(mine[-1].text)]
+        word = next((w for w, regex in _STANDING if regex.search(text)), None)
+        if word:
+            found[sentence] = (f"{word!r} asks for a standing or future watch; nib answers "
+                               "once, from the chain as it is at run start")  # fmt: skip
+            continue
+        word = next((w for w, regex in _CHAINS if regex.search(text)), None)
+        if word:
+            own = f" ({network})" if network else ""
+            found[sentence] = f"{word!r} names another chain; this run reads only its own network{own}"
+    return found
+
+
 class _Reader:
     """Reads one task into checklist items (see the module docstring)."""
 
@@ -391,24 +409,7 @@ class _Reader:
         for part in self.parts:
             _read_part(part, bool(self.hashes))
         self._merge_subject_only_parts()
-        self.scope = self._scope_words()
-
-    def _scope_words(self) -> dict[int, str]:
-        """Per sentence, the first scope word the planner cannot honour, with why."""
-        found: dict[int, str] = {}
-        for sentence in sorted({p.sentence for p in self.parts}):
-            mine = [p for p in self.parts if p.sentence == sentence]
-            text = self.task[mine[0].start : mine[-1].start + len(mine[-1].text)]
-            word = next((w for w, regex in _STANDING if regex.search(text)), None)
-            if word:
-                found[sentence] = (f"{word!r} asks for a standing or future watch; nib answers "
-                                   "once, from the chain as it is at run start")  # fmt: skip
-                continue
-            word = next((w for w, regex in _CHAINS if regex.search(text)), None)
-            if word:
-                own = f" ({self.network})" if self.network else ""
-                found[sentence] = f"{word!r} names another chain; this run reads only its own network{own}"
-        return found
+        self.scope = _scope_words(self.task, self.parts, self.network)
 
     def _merge_subject_only_parts(self) -> None:
         """ "balances of 0xA and 0xB": a part holding only addresses joins its neighbour."""
