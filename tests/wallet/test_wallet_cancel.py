@@ -17,6 +17,7 @@ from _wallet_support import (
     quote,
     submit_authorization,
 )
+from web3 import Web3
 
 from chain.client import ChainClient
 from chain.usdc import usdc_contract
@@ -130,3 +131,52 @@ def test_a_cancel_whose_record_was_lost_is_closed_by_reconcile(
 def test_only_an_x402_row_can_be_abandoned(wallet: Wallet, chain: Any) -> None:
     with pytest.raises(LedgerError, match="No ledger row"):
         wallet.abandon_authorization("nope", "why")
+
+
+def test_a_cancel_already_sent_that_loses_the_race_reverts_and_the_row_is_settled(
+    chain: Any, wallet: Wallet, judge_signer: VerdictSigner, client: ChainClient, db_path: Any
+) -> None:
+    # The seller's settlement and the wallet's cancel land in the same block, the
+    # settlement first (it pays a higher tip): the cancel reverts, its gas is metered, and
+    # the row is settled under the seller's transaction, paid for nothing.
+    import threading
+
+    from chain.devkeys import DEPLOYER, dev_account
+
+    start = chain.w3.eth.block_number + 1
+    signed = sign(chain, wallet, judge_signer)
+    relayer = dev_account(DEPLOYER)
+    fn = usdc_contract(chain.w3, chain.usdc).get_function_by_signature(
+        "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)"
+    )(signed.signer, Web3.to_checksum_address(signed.recipient), signed.value, signed.valid_after, signed.valid_before,
+      bytes.fromhex(signed.auth_nonce[2:]), signed.signature_bytes())
+    tip = 50 * 10**9
+    tx = fn.build_transaction({
+        "from": relayer.address, "chainId": chain.chain_id, "gas": 200_000,
+        "nonce": chain.w3.eth.get_transaction_count(relayer.address, "pending"),
+        "maxPriorityFeePerGas": tip, "maxFeePerGas": tip + 10 * 10**9,
+    })
+    rows: list[Any] = []
+    chain.rpc("evm_setAutomine", [False])
+    try:
+        seller_tx = chain.w3.eth.send_raw_transaction(relayer.sign_transaction(tx).raw_transaction)
+        worker = threading.Thread(
+            target=lambda: rows.append(wallet.abandon_authorization(signed.ledger_id, "race"))
+        )
+        worker.start()
+        deadline = time.monotonic() + 30
+        while len(chain.rpc("txpool_content")["pending"]) < 2:  # the cancel is in the pool
+            assert time.monotonic() < deadline and worker.is_alive(), "the cancel was never sent"
+            time.sleep(0.05)
+        chain.rpc("evm_mine")
+        worker.join(timeout=60)
+    finally:
+        chain.rpc("evm_setAutomine", [True])
+    [row] = rows
+    assert row.status == "settled" and row.tx_hash == "0x" + bytes(seller_tx).hex()
+    assert "paid for nothing" in row.note
+    [gas] = [g for g in wallet.meter.ledger.gas_rows(RUN) if g.spend_id == row.id]
+    receipt = chain.w3.eth.get_transaction_receipt(gas.tx_hash)
+    assert receipt["status"] == 0 and receipt["blockNumber"] == chain.w3.eth.get_transaction_receipt(seller_tx)["blockNumber"]
+    report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
+    assert report.clean and [m.ledger_id for m in report.matched] == [row.id]

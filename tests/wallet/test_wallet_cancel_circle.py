@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from test_wallet_cancel import (  # noqa: F401 - collected here, on Circle's token
+    test_a_cancel_already_sent_that_loses_the_race_reverts_and_the_row_is_settled,
     test_a_cancel_whose_record_was_lost_is_closed_by_reconcile,
     test_a_settlement_that_won_the_race_settles_the_row_as_paid_for_nothing,
     test_an_expired_authorization_is_failed_without_a_cancel,
