@@ -2,35 +2,75 @@
 
 The model proposes, the judge disposes, tools execute. ``run_task`` runs one research
 task to its first stop; ``resume`` continues a run paused for a human decision.
+
+The names below are imported on first use (PEP 562), so that importing one
+sub-package (the CLI, a service) does not load all of them: `nib --help` stays fast.
 """
 
 from __future__ import annotations
 
-from agent.config import NibSettings, load_settings
-from agent.errors import (
-    AgentConfigError,
-    AgentError,
-    LoopSignal,
-    ModelUnavailable,
-    ProposalInvalid,
-    RunStateError,
-    ToolArgsError,
-    ToolError,
-)
-from agent.loop.limits import PROFILES, PROVENANCE, Limits, Profile, default_profile, limits_for
-from agent.loop.result import (
-    FINISHED_STOPS,
-    STOP_REASONS,
-    AgentResult,
-    EvidenceItem,
-    SpendSummary,
-    StopReason,
-    TokenSummary,
-)
-from agent.loop.run import Decision, Deps, PendingCall, RunState, resume, run_task
-from agent.models.base import Model, ModelReply, ModelRequest, Purpose, Usage
-from agent.store import EVENT_TYPES, RunStore
-from agent.tools.base import Observation, Quote, Tool, ToolContext, ToolKind, ToolRegistry
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent.config import (
+        NibSettings,
+        load_settings,
+    )
+    from agent.errors import (
+        AgentConfigError,
+        AgentError,
+        LoopSignal,
+        ModelUnavailable,
+        ProposalInvalid,
+        RunStateError,
+        ToolArgsError,
+        ToolError,
+    )
+    from agent.loop.limits import (
+        PROFILES,
+        PROVENANCE,
+        Limits,
+        Profile,
+        default_profile,
+        limits_for,
+    )
+    from agent.loop.result import (
+        FINISHED_STOPS,
+        STOP_REASONS,
+        AgentResult,
+        EvidenceItem,
+        SpendSummary,
+        StopReason,
+        TokenSummary,
+    )
+    from agent.loop.run import (
+        Decision,
+        Deps,
+        PendingCall,
+        RunState,
+        resume,
+        run_task,
+    )
+    from agent.models.base import (
+        Model,
+        ModelReply,
+        ModelRequest,
+        Purpose,
+        Usage,
+    )
+    from agent.store import (
+        EVENT_TYPES,
+        RunStore,
+    )
+    from agent.tools.base import (
+        Observation,
+        Quote,
+        Tool,
+        ToolContext,
+        ToolKind,
+        ToolRegistry,
+    )
 
 __all__ = [
     "AgentConfigError",
@@ -76,3 +116,58 @@ __all__ = [
     "resume",
     "run_task",
 ]
+
+#: Where each exported name lives.
+_HOMES = {
+    "AgentConfigError": "agent.errors",
+    "AgentError": "agent.errors",
+    "AgentResult": "agent.loop.result",
+    "Decision": "agent.loop.run",
+    "Deps": "agent.loop.run",
+    "EVENT_TYPES": "agent.store",
+    "EvidenceItem": "agent.loop.result",
+    "FINISHED_STOPS": "agent.loop.result",
+    "Limits": "agent.loop.limits",
+    "LoopSignal": "agent.errors",
+    "Model": "agent.models.base",
+    "ModelReply": "agent.models.base",
+    "ModelRequest": "agent.models.base",
+    "ModelUnavailable": "agent.errors",
+    "NibSettings": "agent.config",
+    "Observation": "agent.tools.base",
+    "PROFILES": "agent.loop.limits",
+    "PROVENANCE": "agent.loop.limits",
+    "PendingCall": "agent.loop.run",
+    "Profile": "agent.loop.limits",
+    "ProposalInvalid": "agent.errors",
+    "Purpose": "agent.models.base",
+    "Quote": "agent.tools.base",
+    "RunState": "agent.loop.run",
+    "RunStateError": "agent.errors",
+    "RunStore": "agent.store",
+    "STOP_REASONS": "agent.loop.result",
+    "SpendSummary": "agent.loop.result",
+    "StopReason": "agent.loop.result",
+    "TokenSummary": "agent.loop.result",
+    "Tool": "agent.tools.base",
+    "ToolArgsError": "agent.errors",
+    "ToolContext": "agent.tools.base",
+    "ToolError": "agent.errors",
+    "ToolKind": "agent.tools.base",
+    "ToolRegistry": "agent.tools.base",
+    "Usage": "agent.models.base",
+    "default_profile": "agent.loop.limits",
+    "limits_for": "agent.loop.limits",
+    "load_settings": "agent.config",
+    "resume": "agent.loop.run",
+    "run_task": "agent.loop.run",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

@@ -7,6 +7,8 @@ failed step. Every message says what was found, what was expected, and the fix.
     AgentError
     ├── AgentConfigError        the user's mistake: bad config file, unknown profile, bad flag
     │   └── RunStateError       resume asked for a run that is unknown or not paused
+    ├── DependencyDown          the devnet or the judge and wallet services a command needs
+    │                           are not running (exit 1; the fix is `nib devnet up`)
     ├── ModelUnavailable        the model provider is silent or refuses (stop: llm-unreachable)
     └── LoopSignal              handled inside the loop; never escapes a run
         ├── ToolError           a tool failed; the message is shown to the model
@@ -57,6 +59,12 @@ class AgentConfigError(AgentError):
 
 class RunStateError(AgentConfigError):
     """A run id given by the user is unknown, or the run is not in the state asked for."""
+
+
+class DependencyDown(AgentError):
+    """What a command needs is not running: the local devnet, or the judge and wallet
+    services (or they run against another chain). Only ``nib devnet up`` (or ``nib
+    services up``) starts them; every other command stops with this and the fix."""
 
 
 class ModelUnavailable(AgentError):

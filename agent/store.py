@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from agent.loop.result import PROCESS_DIED
 from judge.events import EVENT_TYPES as JUDGE_EVENTS
@@ -37,10 +37,33 @@ __all__ = [
     "MIGRATIONS",
     "QUEUE",
     "STALE_AFTER_S",
+    "RunStatus",
     "RunStore",
     "ensure_tables",
     "owner_gone",
+    "run_status",
 ]
+
+RunStatus = Literal["queued", "running", "paused", "finished", "stopped", "died"]
+"""Where a run stands, in the words ``nib runs``, ``nib show``, the report and their JSON
+all use. ``queued``: submitted, not started. ``running``: its process drives it now.
+``paused``: stopped ``awaiting-approval`` (``nib approve``/``nib deny``). ``finished``: a
+finish stop (exit 0; docs/runs.md). ``stopped``: any other stop (exit 1). ``died``:
+``process-died``, its process gone before it could stop."""
+
+
+def run_status(row: dict[str, Any] | None, queued: str | None = None) -> RunStatus:
+    """The status of a run row (``agent_runs``), or of a queue row's status ``queued`` for
+    a task whose run has not started."""
+    if row is None:
+        return "running" if queued in ("running", "recovering") else (
+            "stopped" if queued in ("stopped", "closed") else
+            "finished" if queued == "finished" else "queued")
+    status = str(row.get("status") or "")
+    if status in ("running", "paused", "died"):
+        return status  # type: ignore[return-value]
+    return "finished" if row.get("finished") else "stopped"
+
 
 #: How often a process beats for each run it drives (``agent_runs.beat_at``).
 HEARTBEAT_S = 10.0

@@ -23,7 +23,7 @@ def main(location: str, rpc_url: str, usdc: str, paywall_url: str, home: str) ->
     settings = load_settings(home=Path(home), **where)
     info = DevnetInfo(rpc_url, 31337, usdc, dev_account(AGENT).address,
                       dev_account(SELLER).address, paywall_url, None, None, running=True)
-    rt = build_runtime(settings, devnet_info=info, paywall_url=paywall_url)
+    rt = build_runtime(settings, devnet_info=info, paywall_url=paywall_url, in_process=True)
     asyncio.run(rt.worker(poll_s=0.05).run(drain=True))
 
 

@@ -177,6 +177,7 @@ class ChainClient:
         self.rpc_url = rpc_url
         self.w3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": timeout_s}))
         self._chain_id: int | None = None
+        self.expected_chain_id = expected_chain_id
         if expected_chain_id is not None:
             found = self.chain_id()
             if found != expected_chain_id:
@@ -190,7 +191,8 @@ class ChainClient:
         try:
             return fn()
         except (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError) as exc:
-            raise RpcUnreachable(self.rpc_url, type(exc).__name__) from exc
+            raise RpcUnreachable(self.rpc_url, type(exc).__name__,
+                                 chain_id=self.expected_chain_id or self._chain_id) from exc
         except Web3RPCError as exc:
             resp = exc.rpc_response or {}
             err = resp.get("error") if isinstance(resp, dict) else None

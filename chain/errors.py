@@ -22,12 +22,19 @@ class ChainError(Exception):
 class RpcUnreachable(ChainError):
     """The RPC endpoint did not answer."""
 
-    def __init__(self, url: str, detail: str = "") -> None:
+    def __init__(self, url: str, detail: str = "", *, chain_id: int | None = None) -> None:
+        from chain.devkeys import DEVNET_CHAIN_ID
+
         self.url = url
+        # The fix is the network's own: the devnet's is `nib devnet up`; any other chain's
+        # node (a local one included) is the user's RPC to check, whatever its address.
+        devnet = chain_id == DEVNET_CHAIN_ID or (chain_id is None and _is_loopback(url))
         hint = (
             "start the local devnet with `nib devnet up`"
-            if _is_loopback(url)
-            else "check the URL and your network, or set NIB_RPC_URL to a working endpoint"
+            if devnet
+            else f"check that the node at {url}"
+            + (f" (chain {chain_id})" if chain_id else "")
+            + " is up and reachable, or set NIB_RPC_URL to a working endpoint"
         )
         extra = f" ({detail})" if detail else ""
         super().__init__(f"RPC {url} is unreachable{extra}; expected a JSON-RPC node there. Fix: {hint}.")

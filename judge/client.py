@@ -99,8 +99,9 @@ class JudgeClient:
     def _unreachable(self, detail: str) -> JudgeUnreachable:
         return JudgeUnreachable(
             f"the judge at {self.url} is unreachable ({detail}); expected a judge service "
-            f"answering within {self.timeout_s:g} s. Fix: start it with `nib judge serve`, "
-            "or unset NIB_JUDGE_URL to use the in-process judge.",
+            f"answering within {self.timeout_s:g} s. Fix: `nib services status` says whether "
+            "the judge service runs; `nib devnet up` (the devnet) or `nib services up` "
+            "restarts it (a judge of your own at NIB_JUDGE_URL: `nib judge serve`).",
             url=self.url,
         )
 

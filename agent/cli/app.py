@@ -13,25 +13,42 @@ import sys
 
 import typer
 
-from agent.cli.commands import audit, devnet, judge, queue, report, runs, wallet
-from agent.cli.common import EXIT_BAD_INPUT, EXIT_FINISHED, EXIT_STOPPED, BadInput, err
-from agent.cli.services import services_app
+from agent.cli.commands import (
+    audit,
+    devnet,
+    history,
+    judge,
+    queue,
+    report,
+    runs,
+    services,
+    wallet,
+)
+from agent.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FINISHED,
+    EXIT_INTERRUPTED,
+    EXIT_STOPPED,
+    BadInput,
+)
 
 __all__ = ["app", "entry", "main"]
 
 app = typer.Typer(
     add_completion=False,
-    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    no_args_is_help=False,
     help="nib: a research agent that spends testnet USDC safely.",
 )
 app.add_typer(runs.app)
+app.add_typer(history.app)
 app.add_typer(report.app)
 app.add_typer(queue.app)
 app.add_typer(devnet.devnet_app, name="devnet")
 app.add_typer(wallet.wallet_app, name="wallet")
 app.add_typer(judge.judge_app, name="judge")
 app.add_typer(audit.audit_app, name="audit")
-app.add_typer(services_app, name="services")
+app.add_typer(services.services_app, name="services")
 
 
 def _bad_input() -> tuple[type[BaseException], ...]:
@@ -65,34 +82,59 @@ def _with_fix(exc: BaseException) -> str:
     )
 
 
+def _usage_line(exc: BaseException) -> str | None:
+    """One line for a parser error of the installed typer/click (an unknown command or
+    flag, a bad value, a missing argument, no command at all), or None when ``exc`` is
+    not one. Typer 0.29 raises the exceptions of the click it bundles (typer._click),
+    older typers those of click itself: both are recognised by their shape (a usage
+    error is a ClickException with exit code 2 and a context), not by their module."""
+    message = getattr(exc, "format_message", None)
+    ctx = getattr(exc, "ctx", None)
+    if getattr(exc, "exit_code", None) != 2 or not callable(message):
+        return None
+    path = ctx.command_path if ctx is not None else "nib"
+    names = sorted(getattr(ctx.command, "commands", None) or ()) if ctx is not None else []
+    text = " ".join(str(message()).split())  # click wraps and indents long messages
+    if names and text.startswith("Missing command"):  # `nib`, `nib devnet`: no command given
+        return (f"`{path}` needs a command; expected one of: {', '.join(names)}. Fix: "
+                f"`{path} --help` says what each does.")
+    return f"{text if text.endswith(('.', '?')) else text + '.'} Fix: `{path} --help` shows the usage."
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI: exit 0 finished, 1 stopped (dependency failures included), 2 bad input."""
+    """Run the CLI: exit 0 finished, 1 stopped (dependency failures included), 2 bad
+    input, 130 interrupted (Ctrl-C)."""
     try:
-        # Without standalone mode click hands back a command's typer.Exit code as the return value.
+        # Without standalone mode click hands back a command's typer.Exit code as the return
+        # value, and raises its usage errors here, where they become one line.
         rc = app(args=argv, standalone_mode=False)
         if isinstance(rc, int):
             return rc
     except _bad_input() as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
+        _line(f"error: {exc}")
         return EXIT_BAD_INPUT
     except _stopped() as exc:
-        err.print(f"stopped: {_with_fix(exc)}", markup=False, highlight=False)
+        _line(f"stopped: {_with_fix(exc)}")
         return EXIT_STOPPED
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
-    except SystemExit as exc:  # click's own usage errors
+    except (KeyboardInterrupt, typer.Abort):
+        _line("interrupted (Ctrl-C) before any run started; nothing was signed.")
+        return EXIT_INTERRUPTED
+    except SystemExit as exc:
         return int(exc.code or 0)
-    except Exception as exc:  # click usage problems surface as ClickException
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return EXIT_BAD_INPUT
-        if isinstance(exc, click.exceptions.Abort):
-            err.print("aborted")
-            return EXIT_BAD_INPUT
-        raise
+    except Exception as exc:
+        usage = _usage_line(exc)
+        if usage is None:
+            raise
+        _line(f"error: {usage}")
+        return EXIT_BAD_INPUT
     return EXIT_FINISHED
+
+
+def _line(text: str) -> None:
+    """One line on stderr, as given (no markup, no wrapping)."""
+    sys.stderr.write(text.replace("\n", " ") + "\n")
 
 
 def entry() -> None:

@@ -23,7 +23,10 @@ __all__ = [
     "BadInput",
     "EXIT_BAD_INPUT",
     "EXIT_FINISHED",
+    "EXIT_INTERRUPTED",
     "EXIT_STOPPED",
+    "EXIT_TERMINATED",
+    "IN_PROCESS_HELP",
     "cli_runtime",
     "cli_settings",
     "emit_json",
@@ -31,6 +34,7 @@ __all__ = [
     "err",
     "fail",
     "out",
+    "resolve_run",
     "run_store",
     "short",
     "usdc",
@@ -40,6 +44,10 @@ out = Console(width=None if sys.stdout.isatty() else 140)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
 
 EXIT_FINISHED, EXIT_STOPPED, EXIT_BAD_INPUT = 0, 1, 2
+#: Ctrl-C (SIGINT): 128 + 2, as shells report a process a signal ended.
+EXIT_INTERRUPTED = 130
+#: SIGTERM (`kill`, a service manager): 128 + 15.
+EXIT_TERMINATED = 143
 
 
 class BadInput(Exception):
@@ -83,22 +91,29 @@ def cli_settings(**explicit: Any) -> NibSettings:
     return load_settings(**explicit)
 
 
-def cli_runtime(settings: NibSettings) -> Runtime:
+def cli_runtime(settings: NibSettings, *, in_process: bool = False) -> Runtime:
+    """The runtime of a command: the running devnet and services (it starts neither), or,
+    with ``in_process`` (the user's explicit --in-process), the judge and wallet here."""
     from agent.cli.runtime import build_runtime
 
-    return build_runtime(settings)
+    return build_runtime(settings, in_process=in_process)
+
+
+#: The flag that composes the judge and the wallet inside the agent process.
+IN_PROCESS_HELP = ("Compose the judge and the wallet in this process, unconfined, instead of "
+                   "using their services (tests and benchmarks).")
 
 
 def run_store() -> RunStore:
     """The run store; a run it finds dead is closed with the ledger's spend for it."""
-    from agent.cli.runtime import running_services, spend_reader
-    from agent.cli.services import records_database
+    from agent.cli.runtime import spend_reader
+    from agent.cli.services import records_database, status
     from agent.store import RunStore
 
     settings = cli_settings()
     store = RunStore(settings.database)
-    services = running_services(settings.home)
-    if services is not None:  # the wallet service holds the ledger
+    services = status(settings.home)
+    if services is not None and services.running:  # the wallet service holds the ledger
         from wallet.service import WalletClient
 
         store.spend_of = spend_reader(WalletClient(services.wallet_socket).meter)
@@ -107,6 +122,36 @@ def run_store() -> RunStore:
 
         store.spend_of = spend_reader(SpendMeter(records_database(settings)))
     return store
+
+
+def resolve_run(store: RunStore, given: str, *, missing_ok: bool = False) -> str | None:
+    """The run (or queued task) id ``given`` names: itself, or the one id it is a unique
+    prefix of. An unknown id (unless ``missing_ok``: None) or an ambiguous prefix is the
+    user's mistake (exit 2)."""
+    from agent.store import QUEUE
+
+    text = given.strip()
+    if not text or any(c in text for c in "%_\\"):
+        fail(f"no such run {given!r}; expected a run id (or a unique prefix) from `nib runs`. "
+             "Fix: `nib runs` lists them.")
+    found: set[str] = set()
+    for table, column in (("agent_runs", "run_id"), (QUEUE, "id")):
+        rows = store.db.query(f"SELECT {column} AS id FROM {table} WHERE {column} LIKE ? "
+                              f"ORDER BY {column} LIMIT 6", (text + "%",))
+        found.update(str(r["id"]) for r in rows)
+    if text in found:
+        return text
+    if len(found) == 1:
+        return found.pop()
+    if not found and missing_ok:
+        return None
+    if not found:
+        from judge.storage import describe
+
+        fail(f"no such run {given!r} in {describe(store.db.location)}; expected a run id (or a "
+             "unique prefix) from `nib runs`. Fix: `nib runs` lists them.")
+    fail(f"run id prefix {given!r} is ambiguous: it starts {', '.join(sorted(found)[:5])}; "
+         "expected a prefix of one run only. Fix: give more of the id.")
 
 
 def short(value: Any, n: int = 70) -> str:

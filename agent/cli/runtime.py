@@ -21,7 +21,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from agent.config import NibSettings, load_settings
-from agent.errors import AgentConfigError
+from agent.errors import AgentConfigError, DependencyDown
 from agent.loop.limits import Limits
 from agent.loop.run import Deps
 from agent.models.base import Model
@@ -218,7 +218,8 @@ class Runtime:
         return limits
 
     def worker(self, *, concurrency: int = 1, lease_s: float = 30.0, poll_s: float = 0.25,
-               worker_token: str | None = None) -> Any:
+               worker_token: str | None = None,
+               on_result: Callable[[Any, Any], None] | None = None) -> Any:
         """A queue worker that runs tasks with this runtime (what ``nib worker`` runs).
 
         Each task gets the configured limits with its own ``max_spend`` as the spend cap
@@ -228,7 +229,8 @@ class Runtime:
         agent.cli.services.worker_token, taken before this process confines itself)
         claims each task's own token from the judge, which gives it only for tasks
         ``nib submit`` registered as queued. A dead worker's runs are recovered by this
-        runtime's wallet: in-process, or the wallet service.
+        runtime's wallet: in-process, or the wallet service. ``on_result(task, result)`` is
+        called as each task's run returns (``nib worker`` prints one line per task).
         """
         import asyncio
 
@@ -243,7 +245,10 @@ class Runtime:
                 claims = self.task_judge(worker_token or "")
                 token = await asyncio.to_thread(claims.claim, task.id)
                 judge = self.task_judge(token)
-            return await run_task(task.task, self.deps(limits=limits, judge=judge), run_id=task.id)
+            result = await run_task(task.task, self.deps(limits=limits, judge=judge), run_id=task.id)
+            if on_result is not None:
+                on_result(task, result)
+            return result
 
         def recover(task: QueuedTask) -> Any:
             return self.wallet.recover_run(task.id, task.worker or "", f"worker {task.worker} died")
@@ -475,7 +480,7 @@ def resolve_network(settings: NibSettings, devnet_info: _devnet.DevnetInfo | Non
     domain = {"usdc_name": settings.usdc_name, "usdc_version": settings.usdc_version}
     if settings.network == "anvil":
         if devnet_info is None:
-            raise AgentConfigError(
+            raise DependencyDown(
                 "network 'anvil' needs the local devnet and none is running; expected "
                 "`nib devnet up` first. Fix: run `nib devnet up`, or set NIB_NETWORK."
             )
@@ -503,18 +508,22 @@ def build_runtime(
     settings: NibSettings | None = None,
     *,
     model: Model | None = None,
-    start_devnet: bool = True,
     devnet_info: _devnet.DevnetInfo | None = None,
     paywall_url: str | None = None,
+    in_process: bool = False,
 ) -> Runtime:
-    """Wire a runtime. On the devnet, bring it up first unless one is given or running."""
+    """Wire a runtime against the running devnet (or ``devnet_info``) and the running judge
+    and wallet services. It starts nothing: a devnet or services that are down stop it
+    with DependencyDown and the fix. ``in_process`` (tests, benchmarks, ``--in-process``)
+    composes the judge and the wallet in this process instead, unconfined: asked for,
+    never a fallback."""
     from agent.models.factory import model_from_config
     from agent.tools.registry_default import default_registry
     from wallet.meter import SpendMeter
     from wallet.signer import Wallet
 
     settings = settings or load_settings()
-    devnet_info = _devnet_for(settings, devnet_info, start_devnet)
+    devnet_info = _devnet_for(settings, devnet_info)
     network = resolve_network(settings, devnet_info)
     chain = ChainClient(network.rpc_url, network.chain_id)
     if network.usdc is None:
@@ -527,8 +536,9 @@ def build_runtime(
     registry = default_registry(paywall_url=paywall)
     chosen = model or model_from_config(settings)
     store = RunStore(settings.database)
-    services = running_services(settings.home)
+    services = None if in_process else running_services(settings.home)
     if services is not None:
+        _same_chain(services, network)
         remote_wallet, remote_judge = _service_clients(services)
         _same_database(settings, remote_wallet)
         remote_wallet.emit = audit_into(store)  # the service's events join the run's trace
@@ -536,12 +546,13 @@ def build_runtime(
                        registry, chosen, paywall, devnet_info,
                        extras={"composition": "services: " + services.describe()},
                        services=services)
-    if not network.is_devnet and not os.environ.get("NIB_IN_PROCESS"):
-        raise AgentConfigError(
-            f"no judge and wallet services are running for {network.name}; expected them as "
-            "their own processes off the devnet (the agent process must not hold the key or "
-            "the limits). Fix: `nib services up` (the in-process composition is for tests "
-            "and benchmarks: NIB_IN_PROCESS=1)."
+    if not in_process:
+        up = "`nib devnet up`" if network.is_devnet else "`nib services up`"
+        raise DependencyDown(
+            f"no judge and wallet services are running for {network.name} (NIB_HOME "
+            f"{settings.home}); expected them as their own processes (the agent process must "
+            f"not hold the key or the limits). Fix: {up} starts them (the in-process "
+            "composition, unconfined, is for tests and benchmarks: --in-process)."
         )
     from agent.cli.services import records_database
 
@@ -560,7 +571,7 @@ def build_runtime(
         eth_price_usdc=settings.eth_price_usdc,
     )
     return Runtime(settings, network, chain, store, wallet, judge, registry, chosen, paywall, devnet_info,
-                   extras={"composition": "in-process judge and wallet (devnet; tests and benchmarks)"})
+                   extras={"composition": "in-process judge and wallet (--in-process: tests and benchmarks)"})
 
 
 def _service_clients(services: ServicesInfo) -> tuple[WalletClient, JudgeClient]:
@@ -574,19 +585,33 @@ def _service_clients(services: ServicesInfo) -> tuple[WalletClient, JudgeClient]
 
 
 def _devnet_for(
-    settings: NibSettings, devnet_info: _devnet.DevnetInfo | None, start_devnet: bool
+    settings: NibSettings, devnet_info: _devnet.DevnetInfo | None
 ) -> _devnet.DevnetInfo | None:
-    """The devnet a run on ``anvil`` uses: the one given, else the running one, brought up
-    (with its paywall and market) when ``start_devnet`` allows."""
+    """The devnet a run on ``anvil`` uses: the one given, else the running one. A devnet
+    that is down is never started here (only ``nib devnet up`` starts it)."""
     if settings.network != "anvil" or devnet_info is not None:
         return devnet_info
     info = _devnet.status(settings.home)
-    choice = _devnet.TokenChoice(usdc=settings.usdc_address)
-    if (info is None or not info.running) and start_devnet:
-        info = _devnet.up(settings.home, choice=choice)
-    if info is not None and info.running and not (info.paywall_url and info.market) and start_devnet:
-        info = _devnet.up(settings.home, choice=choice)
+    if info is None or not info.running:
+        found = "none was ever started" if info is None else f"the one at {info.rpc_url} is down"
+        raise DependencyDown(
+            f"the local devnet is not running for NIB_HOME {settings.home} ({found}); "
+            "expected it up for network 'anvil'. Fix: `nib devnet up` (or set NIB_NETWORK "
+            "for another chain)."
+        )
     return info
+
+
+def _same_chain(services: ServicesInfo, network: Network) -> None:
+    """The services read their chain once, at start: services started against another
+    chain (a devnet restarted on a new port) would rule and pay on a dead one."""
+    if services.rpc_url and network.rpc_url and services.rpc_url != network.rpc_url:
+        raise DependencyDown(
+            f"the judge and wallet services run against the chain at {services.rpc_url}, "
+            f"but {network.name} is now at {network.rpc_url}; expected the same chain. Fix: "
+            "`nib devnet up` restarts them on the devnet's chain (elsewhere: `nib services "
+            "down && nib services up`)."
+        )
 
 
 def _unlocked_key(settings: NibSettings, network: Network) -> KeyHandle:

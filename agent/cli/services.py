@@ -31,9 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import typer
-
-from agent.config import NibSettings, load_settings
+from agent.config import NibSettings
 from agent.errors import AgentConfigError
 from chain import devnet as _devnet
 
@@ -53,11 +51,6 @@ _SETTINGS_ENV = ("NIB_HOME", "NIB_NETWORK", "NIB_RPC_URL", "NIB_USDC_ADDRESS",
 
 T = TypeVar("T")
 
-services_app = typer.Typer(
-    no_args_is_help=True, help="The judge and the wallet as their own processes."
-)
-
-
 @dataclass
 class ServicesInfo:
     """Where the services run (``services.json``)."""
@@ -72,6 +65,8 @@ class ServicesInfo:
     #: agent's own database (PostgreSQL without NIB_SERVICES_DATABASE_URL).
     database: str = ""
     shared_database: bool = False
+    #: The chain the services were started against (they read it once, at start).
+    rpc_url: str = ""
 
     @property
     def running(self) -> bool:
@@ -158,12 +153,14 @@ def running(home: Path) -> ServicesInfo | None:
     Raises when they were started and one of them is gone: a run must not quietly
     fall back to holding the key itself.
     """
+    from agent.errors import DependencyDown
+
     info = status(home)
     if info is not None and not info.running:
-        raise AgentConfigError(
+        raise DependencyDown(
             f"the judge and wallet services recorded in {home} are not both running "
-            f"({info.describe()}); expected both. Fix: `nib services up` to restart them, or "
-            "`nib services down` to use the in-process composition on the devnet."
+            f"({info.describe()}); expected both. Fix: `nib devnet up` restarts them on the "
+            "devnet, `nib services up` on any other network."
         )
     return info
 
@@ -257,7 +254,7 @@ def up(settings: NibSettings) -> ServicesInfo:
 
     home = settings.home
     existing = status(home)
-    if existing is not None and existing.running:
+    if existing is not None and not health(existing, settings):
         return existing
     down(home)
     own = _private_dir(services_home(home))
@@ -302,9 +299,46 @@ def up(settings: NibSettings) -> ServicesInfo:
         _devnet.stop_pid(judge.pid)  # no judge left running, unrecorded, for a wallet that failed
         raise
     info = ServicesInfo(judge_url, address, judge.pid, str(socket), wallet.pid,
-                        settings.network, describe(database), shared)
+                        settings.network, describe(database), shared, current_rpc(settings) or "")
     _write_private(home / SERVICES_FILE, json.dumps(asdict(info)))
     return info
+
+
+def current_rpc(settings: NibSettings) -> str | None:
+    """The RPC URL of the chain this home uses now: the running devnet's (None when it is
+    down), else NIB_RPC_URL or the network's own."""
+    if _network_is_devnet(settings):
+        info = _devnet.status(settings.home)
+        return info.rpc_url if info is not None and info.running else None
+    from chain.networks import get_network
+
+    try:
+        return settings.rpc_url or get_network(settings.network).rpc_url
+    except Exception:  # a custom network without an RPC URL: nothing to compare
+        return settings.rpc_url
+
+
+def health(info: ServicesInfo, settings: NibSettings) -> list[str]:
+    """What is wrong with the recorded services (empty: healthy): a process gone, a judge
+    that does not answer, or a chain other than the one this home uses now (a devnet
+    restarted on a new port leaves services on the dead one until they are restarted)."""
+    import httpx
+
+    problems = [f"the {name} service (pid {pid}) is not running"
+                for name, pid in (("judge", info.judge_pid), ("wallet", info.wallet_pid))
+                if not _devnet.pid_alive(pid)]
+    if not problems:
+        try:
+            httpx.get(info.judge_url + "/v1/health", timeout=2, trust_env=False).raise_for_status()
+        except httpx.HTTPError as exc:
+            problems.append(f"the judge service at {info.judge_url} does not answer ({exc})")
+    rpc = current_rpc(settings)
+    if rpc is None and _network_is_devnet(settings):
+        problems.append("the devnet is down")
+    elif info.rpc_url and rpc != info.rpc_url:
+        problems.append(f"the services were started against the chain at {info.rpc_url}, "
+                        f"but this home's chain is now at {rpc}")
+    return problems
 
 
 def down(home: Path) -> ServicesInfo | None:
@@ -489,50 +523,3 @@ def registered_limits(
         sellers=tuple(u for u in allowlist if "://" in u),
         mandates=mandates_in(task),
     )
-
-
-# ------------------------------------------------------------------ commands
-
-
-def _settings() -> NibSettings:
-    return load_settings()
-
-
-@services_app.command("up")
-def services_up(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Start the judge and the wallet as their own processes."""
-    info = up(_settings())
-    _show(info, as_json)
-
-
-@services_app.command("status")
-def services_status(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Where the services run, and whether they do."""
-    info = status(_settings().home)
-    if info is None:
-        typer.echo("no services started; fix: `nib services up`", err=True)
-        raise typer.Exit(1)
-    _show(info, as_json)
-    if not info.running:
-        raise typer.Exit(1)
-
-
-@services_app.command("down")
-def services_down() -> None:
-    """Stop the judge and the wallet services."""
-    info = down(_settings().home)
-    typer.echo("stopped" if info is not None else "no services were recorded", err=True)
-
-
-def _show(info: ServicesInfo, as_json: bool) -> None:
-    data = info.public()
-    if as_json:
-        typer.echo(json.dumps(data))
-    else:
-        for k, v in data.items():
-            typer.echo(f"{k:14} {v}")
-        if info.shared_database:
-            typer.echo(f"SHARED: the services keep their records in the agent's own database "
-                       f"({info.database}): an agent process can reach them. Fix: "
-                       "NIB_SERVICES_DATABASE_URL (a database and role of their own) for "
-                       "`nib services up`.")

@@ -367,7 +367,7 @@ def run_suite(
                 base = settings or load_settings()
                 eval_settings = base.model_copy(update={"home": home, "network": "anvil"})
                 rt = build_runtime(
-                    eval_settings, devnet_info=info, paywall_url=paywall.url, start_devnet=False
+                    eval_settings, devnet_info=info, paywall_url=paywall.url, in_process=True
                 )
                 env = EvalEnv(client.w3, names["usdc"], names)
                 profile, limits = _profile(rt)

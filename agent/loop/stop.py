@@ -18,7 +18,9 @@ from wallet.errors import WalletUnreachable
 __all__ = ["DEPENDENCY_STOPS", "INTERRUPTS", "Stop", "dependency_stop", "raise_if_dependency"]
 
 _JUDGE_FIX = (
-    " Fix: start the judge (`nib judge serve`) or unset NIB_JUDGE_URL to use the in-process judge."
+    " Fix: `nib services status` says whether the judge service runs and on which chain;"
+    " `nib devnet up` (the devnet) or `nib services up` restarts it (a judge of your own at"
+    " NIB_JUDGE_URL: start it with `nib judge serve`)."
 )
 
 

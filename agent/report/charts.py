@@ -89,6 +89,9 @@ class ChartRun:
     #: The answer's grade and its lines as (grade, text): observed, derived, asserted, ...
     provenance: str = "none"
     lines: tuple[tuple[str, str], ...] = ()
+    #: The run's own step limit (None: not recorded), and its status (agent.store.RunStatus).
+    max_steps: int | None = None
+    status: str = "stopped"
 
 
 def esc(text: Any) -> str:
@@ -261,20 +264,24 @@ def chart_spend(runs: Sequence[ChartRun], cap: int) -> str:
         )
 
     shown = runs[-_MAX_CHART_RUNS:]
-    top_value = max([cap, *(r.spend for r in shown), *(r.cap for r in shown)])
+    # One line across the chart only when every run shown had that cap; else each bar
+    # carries its own run's cap (a 10 USDC run is not drawn against a 1 USDC line).
+    caps = {r.cap for r in shown}
+    common = caps.pop() if len(caps) == 1 else None
+    top_value = max([*(r.spend for r in shown), *(r.cap for r in shown)])
     legend = [
-        (_SPEND_COLOURS["under"], "under 80% of cap"),
+        (_SPEND_COLOURS["under"], "under 80% of its cap"),
         (_SPEND_COLOURS["near"], "80% or more"),
         (_SPEND_COLOURS["at"], "at cap"),
     ]
-    if any(r.cap != cap for r in shown):
+    if common is None:
         legend.append(("#b3261e", "short dash: the run's own cap"))
     return _run_bars(
-        runs, "chart-spend", "USDC spend per run against the cap",
+        runs, "chart-spend", "USDC spend per run against its cap",
         value=lambda r: r.spend, colour=colour, tip=tip, top_value=top_value,
         tick_text=lambda t: format_usdc(t).removesuffix(" USDC"),
-        limit=(cap, f"cap {format_usdc(cap)}") if cap else None, legend=legend, unit="USDC",
-        own_limit=lambda r: r.cap if r.cap != cap else None,
+        limit=(common, f"cap {format_usdc(common)}") if common else None, legend=legend,
+        unit="USDC", own_limit=None if common is not None else (lambda r: r.cap),
     )  # fmt: skip
 
 
@@ -282,16 +289,23 @@ def chart_steps(runs: Sequence[ChartRun], max_steps: int | None) -> str:
     if not runs:
         return _empty("chart-steps", "No runs yet, so no steps.")
     shown = runs[-_MAX_CHART_RUNS:]
-    top_value = max([max_steps or 0, *(r.steps for r in shown)])
+    # Each run's own step limit (its profile or --max-steps), as for the spend cap.
+    own = {r.max_steps or max_steps for r in shown}
+    common = own.pop() if len(own) == 1 else None
+    top_value = max([*(r.max_steps or max_steps or 0 for r in shown), *(r.steps for r in shown)])
     families: Counter[str] = Counter(r.family for r in shown)
     legend = [(c, f) for f, c in FAMILY_COLOURS.items() if families[f]]
+    if common is None:
+        legend.append(("#b3261e", "dash: its own limit"))
     return _run_bars(
         runs, "chart-steps", "Steps per run, coloured by how the run ended",
         value=lambda r: r.steps, colour=lambda r: FAMILY_COLOURS[r.family],
-        tip=lambda r: f"#{r.ordinal} {r.run_id}: {r.steps} steps, {r.stop_reason}",
+        tip=lambda r: f"#{r.ordinal} {r.run_id}: {r.steps} of {r.max_steps or max_steps or '?'} "
+                      f"steps, {r.stop_reason}",
         top_value=top_value, tick_text=str,
-        limit=(max_steps, f"max steps {max_steps}") if max_steps else None,
+        limit=(common, f"max steps {common}") if common else None,
         legend=legend, unit="steps",
+        own_limit=None if common is not None else (lambda r: r.max_steps or max_steps),
     )  # fmt: skip
 
 

@@ -82,13 +82,17 @@ def run_from_store(
     """One report run from a ``RunStore.runs()`` row (its ``result`` column holds the
     AgentResult JSON) and that run's ``RunStore.events()``; an unfinished run shows as
     ``running`` (or ``awaiting-approval`` when paused)."""
+    from agent.store import run_status
+
     result = json.loads(row["result"]) if row.get("result") else {}
     spend = result.get("spend") or {}
-    status = str(row.get("status") or "")
+    status = run_status(dict(row))
     reason = row.get("stop_reason") or result.get("stop_reason")
     if not reason:
         reason = "awaiting-approval" if status == "paused" else "running"
     return {
+        "status": status,
+        **_own_limits(events),
         "run_id": row.get("run_id", result.get("run_id", "")),
         "task": row.get("task") or result.get("task", ""),
         "stop_reason": reason,
@@ -104,6 +108,20 @@ def run_from_store(
         "provenance": result.get("provenance", "none"),
         "lines": [(str(x.get("grade")), str(x.get("text"))) for x in result.get("lines") or ()],
     }
+
+
+def _own_limits(events: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """The run's own spend cap and step limit, as its ``run.start`` event recorded them
+    (each run may have its own --max-spend and --max-steps)."""
+    for event in events:
+        if event.get("type") != "run.start":
+            continue
+        data = event.get("data")
+        data = json.loads(data) if isinstance(data, str) else data or {}
+        limits = data.get("limits") or {}
+        own = {"spend_cap_atomic": limits.get("spend_cap_usdc"), "max_steps": limits.get("max_steps")}
+        return {k: int(v) for k, v in own.items() if isinstance(v, int) and not isinstance(v, bool)}
+    return {}
 
 
 def _money(value: Any, name: str) -> int:
@@ -153,6 +171,7 @@ def _normalise(data: ReportData) -> list[ChartRun]:
         anchors.add(anchor)
         reason = str(raw.get("stop_reason", "") or "unknown")
         cap = raw.get("spend_cap_atomic", data.spend_cap_atomic)
+        max_steps = raw.get("max_steps", data.max_steps)
         runs.append(
             ChartRun(
                 ordinal=ordinal,
@@ -166,6 +185,9 @@ def _normalise(data: ReportData) -> list[ChartRun]:
                 spend=_money(raw.get("spend_usdc_atomic", 0), "spend_usdc_atomic"),
                 gas_wei=_money(raw.get("gas_wei", 0), "gas_wei"),
                 cap=_money(cap, "spend_cap_atomic"),
+                max_steps=int(max_steps) if max_steps else None,
+                status=str(raw.get("status") or ("finished" if stop_family(reason) == "finished"
+                                                 else "stopped")),
                 tokens=_tokens(raw.get("tokens", 0)),
                 elapsed_s=float(raw.get("elapsed_s", 0.0) or 0.0),
                 started=started,
@@ -252,7 +274,9 @@ def _table(runs: Sequence[ChartRun]) -> str:
             f'<td><a href="#{run.anchor}"><code>{esc(run.run_id)}</code></a></td>'
             f"<td>{esc(run.started)}</td>"
             f'<td class="task" title="{esc(run.task)}">{esc(run.task)}</td>'
+            f'<td class="status">{esc(run.status)}</td>'
             f"<td>{_badge(run)}</td>"
+            f'<td class="answer" title="{esc(_answer_text(run))}">{esc(_answer_text(run))}</td>'
             f'<td class="num">{run.steps}</td>'
             f'<td class="num" title="gas {gwei_label(run.gas_wei)}">{esc(format_usdc(run.spend))}</td>'
             f'<td class="num">{run.tokens:,}</td>'
@@ -260,8 +284,8 @@ def _table(runs: Sequence[ChartRun]) -> str:
         )
     head = "".join(
         f"<th>{h}</th>"
-        for h in ("#", "run", "started", "task", "stop reason", "steps", "spend", "tokens",
-                  "elapsed")
+        for h in ("#", "run", "started", "task", "status", "stop reason", "answer", "steps",
+                  "spend", "tokens", "elapsed")
     )  # fmt: skip
     return (
         f'<table id="runs-table"><thead><tr>{head}</tr></thead>'
@@ -269,19 +293,32 @@ def _table(runs: Sequence[ChartRun]) -> str:
     )
 
 
+def _answer_text(run: ChartRun) -> str:
+    """The answer's first line (its grade first), for the runs table."""
+    if not run.lines:
+        return "-"
+    grade, text = run.lines[0]
+    return f"{grade}: {text}"
+
+
 def _summary(runs: Sequence[ChartRun], data: ReportData) -> str:
-    finished = sum(1 for r in runs if r.family == "finished")
+    """The tiles: only what was measured (an offline run has no tokens, a run that paid
+    no gas has no gas), in the status words of ``nib runs``."""
+    finished = sum(1 for r in runs if r.status == "finished")
     spend = sum(r.spend for r in runs)
     steps = sorted(r.steps for r in runs)
     median = steps[len(steps) // 2] if steps else 0
+    caps = sorted({r.cap for r in runs}) or [data.spend_cap_atomic]
+    gas, tokens = sum(r.gas_wei for r in runs), sum(r.tokens for r in runs)
     tiles = [
         ("runs", str(len(runs))),
         ("finished", f"{finished} of {len(runs)}"),
         ("total spend", format_usdc(spend)),
-        ("gas", gwei_label(sum(r.gas_wei for r in runs))),
-        ("tokens", f"{sum(r.tokens for r in runs):,}"),
+        *([("gas", gwei_label(gas))] if gas else []),
+        *([("tokens", f"{tokens:,}")] if tokens else []),
         ("median steps", str(median)),
-        ("spend cap", format_usdc(data.spend_cap_atomic)),
+        ("spend cap", format_usdc(caps[0]) if len(caps) == 1
+         else f"{format_usdc(caps[0])} to {format_usdc(caps[-1])} (each run's own)"),
     ]
     return '<div class="tiles">' + "".join(
         f'<div class="tile"><div class="k">{esc(k)}</div><div class="v">{esc(v)}</div></div>'
@@ -289,10 +326,10 @@ def _summary(runs: Sequence[ChartRun], data: ReportData) -> str:
     ) + "</div>"  # fmt: skip
 
 
-# Records each chart's drawn box (page pixels) on the <svg>, so a headless browser check
-# can crop the screenshot to it. Allowed by hash in the CSP; no other script can run.
+# Records each chart's (and each stop badge's) drawn box (page pixels) on it, so a headless
+# browser check can crop the screenshot to it. Allowed by hash in the CSP; no other script can run.
 _SCRIPT = (
-    'document.querySelectorAll("svg.chart").forEach(function(s){'
+    'document.querySelectorAll("svg.chart,.badge").forEach(function(s){'
     "var r=s.getBoundingClientRect();"
     's.setAttribute("data-box",[r.left+scrollX,r.top+scrollY,r.width,r.height]'
     '.map(Math.round).join(","));});'
@@ -329,7 +366,7 @@ table{width:100%;border-collapse:collapse;background:var(--card);border:1px soli
 th,td{padding:6px 10px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
 th{font-size:12px;color:var(--muted);font-weight:600;background:#fafbfc}
 td.num{text-align:right;white-space:nowrap}
-td.task{max-width:360px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+td.task,td.answer{max-width:300px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .badge{color:#fff;border-radius:10px;padding:1px 8px;font-size:12px;white-space:nowrap}
 a{color:#2760a8;text-decoration:none}a:hover{text-decoration:underline}
 .trace{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:12px 16px;
@@ -369,7 +406,7 @@ def render_report(data: ReportData) -> str:
     cards = [
         ("How runs ended", chart_stop_reasons(runs)),
         ("Spend per run against the cap", chart_spend(runs, data.spend_cap_atomic)),
-        ("Steps per run", chart_steps(runs, data.max_steps)),
+        ("Steps per run against the step limit", chart_steps(runs, data.max_steps)),
         ("Judge reliability (predicted p vs observed)", chart_reliability(data.calibration)),
     ]
     charts = "".join(f'<div class="card"><h2>{esc(t)}</h2>{c}</div>' for t, c in cards)

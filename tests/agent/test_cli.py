@@ -146,8 +146,8 @@ def test_devnet_runs_the_judge_and_wallet_as_their_own_processes(home):
     assert caps and all(c == (1_000_000, 250_000) for c in caps)
     devnet.stop_pid(status["wallet_pid"])
     r = nib(home, "run", "What is the current base fee in gwei?")
-    assert r.returncode == 2
-    assert "are not both running" in r.stderr and "`nib services up`" in r.stderr
+    assert r.returncode == 1  # a dependency is down: the work stopped, the fix named
+    assert "are not both running" in r.stderr and "`nib devnet up` restarts them" in r.stderr
     assert nib(home, "services", "up").returncode == 0
     assert json.loads(nib(home, "services", "status", "--json").stdout)["running"] is True
 
@@ -278,9 +278,11 @@ def test_report_writes_html(home, tmp_path):
     ("args", "needle"),
     [
         (("run", ""), "the task is empty"),
-        (("show", "no-such-run"), "no run 'no-such-run'"),
-        (("approve", "no-such-run"), "not paused"),
-        (("deny", "no-such-run"), "not paused"),
+        (("show", "no-such-run"), "no such run 'no-such-run'"),
+        (("approve", "no-such-run"), "no such run 'no-such-run'"),
+        (("deny", "no-such-run"), "no such run 'no-such-run'"),
+        (("audit", "--run", "no-such-run"), "no such run 'no-such-run'"),
+        (("run", "x" * 4_001), "expected at most 4,000"),
         (("run", "x", "--max-spend", "lots"), "is not an amount"),
         (("eval", "--suite", "nope"), "unknown suite"),
     ],
@@ -339,16 +341,16 @@ def test_judge_as_its_own_service(home):
         judged = {**env, "NIB_JUDGE_URL": url, "NIB_JUDGE_ADDRESS": dev_account(JUDGE).address}
         # Without the service's token the judge refuses to rule; nothing is spent.
         no_token = {k: v for k, v in judged.items() if k != "NIB_JUDGE_TOKEN"}
-        r = subprocess.run(NIB + ["run", "--demo", "--json"], env=no_token, capture_output=True, text=True, timeout=120)
+        r = subprocess.run(NIB + ["run", "--demo", "--json", "--in-process"], env=no_token, capture_output=True, text=True, timeout=120)
         refused = json.loads(r.stdout)
         assert r.returncode == 1 and refused["spend"]["usdc_atomic"] == 0, r.stdout[-2000:]
-        r = subprocess.run(NIB + ["run", "--demo", "--json"], env=judged, capture_output=True, text=True, timeout=120)
+        r = subprocess.run(NIB + ["run", "--demo", "--json", "--in-process"], env=judged, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         result = json.loads(r.stdout)
         assert result["finished"] and result["spend"]["usdc_atomic"] > 0
     finally:
         stop_pid(serve.pid)
-    r = subprocess.run(NIB + ["run", "--demo", "--json"], env=judged, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(NIB + ["run", "--demo", "--json", "--in-process"], env=judged, capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stdout[-3000:]
     result = json.loads(r.stdout)
     assert result["stop_reason"] == "judge-unreachable" and result["spend"]["usdc_atomic"] == 0

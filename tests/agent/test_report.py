@@ -147,7 +147,8 @@ def test_calibration_with_no_outcomes_is_empty() -> None:
 
 def test_money_labels_are_exact_decimals() -> None:
     page = render_report(_data())
-    assert "cap 1.00 USDC" in page
+    assert "1.00 USDC to 2.00 USDC (each run&#x27;s own)" in page  # run 6 had a 2 USDC cap
+    assert "cap 1.00 USDC" in render_report(_data(runs=_runs()))  # one cap: one line
     assert "1.234567 USDC" in page  # six decimals kept, no float rounding
     assert "0.01 USDC" in page  # 10_000 atomic
     assert "0.85 USDC" in page

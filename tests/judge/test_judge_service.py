@@ -181,8 +181,9 @@ def test_stopped_service_is_a_typed_error_within_two_seconds(judge: Judge) -> No
     assert err.value.url == url
     assert str(err.value).startswith(f"the judge at {url} is unreachable (ConnectError")
     assert str(err.value).endswith(
-        "expected a judge service answering within 2 s. Fix: start it with "
-        "`nib judge serve`, or unset NIB_JUDGE_URL to use the in-process judge."
+        "expected a judge service answering within 2 s. Fix: `nib services status` says "
+        "whether the judge service runs; `nib devnet up` (the devnet) or `nib services up` "
+        "restarts it (a judge of your own at NIB_JUDGE_URL: `nib judge serve`)."
     )
 
 

@@ -12,6 +12,8 @@ from agent.cli.common import (
     emit_json,
     emit_json_list,
     out,
+    resolve_run,
+    run_store,
     short,
     usdc,
 )
@@ -36,6 +38,8 @@ def audit_cmd(ctx: typer.Context, run: str | None = typer.Option(None, "--run", 
 
     # Streamed a page at a time: memory stays flat however long the ledger grows. The
     # ledger is the services' record (NIB_HOME/services), read here as the user.
+    if run is not None:
+        run = resolve_run(run_store(), run)
     rows = (r.to_dict() for r in Ledger(records_database(cli_settings())).iter_rows(run))
     if as_json:
         emit_json_list(rows)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
 from agent.cli.common import emit_json, fail, out
-from chain import devnet as _devnet
+
+if TYPE_CHECKING:
+    from chain.devnet import DevnetInfo
 
 __all__ = ["devnet_app"]
 
 devnet_app = typer.Typer(
-    no_args_is_help=True, help="Start, inspect and stop the local chain, x402 paywall and x402 market."
+    no_args_is_help=False, help="Start, inspect and stop the local chain, x402 paywall and x402 market."
 )
 
 
@@ -33,6 +37,7 @@ def devnet_up(
     from agent.cli.common import cli_settings
     from agent.cli.runtime import ensure_devnet_wallet
     from agent.cli.services import up as services_up
+    from chain import devnet as _devnet
 
     settings = cli_settings()
     if token is not None and token not in ("test", "circle"):
@@ -73,6 +78,7 @@ def devnet_fund(
     """Mint the running devnet's USDC to ADDRESS (and 1 ETH of gas money when it has less)."""
     from decimal import Decimal, InvalidOperation
 
+    from chain import devnet as _devnet
     from chain.money import ATOMIC_PER_USDC
 
     try:
@@ -91,6 +97,8 @@ def devnet_fund(
 @devnet_app.command("status")
 def devnet_status(as_json: bool = typer.Option(False, "--json")) -> None:
     """Show the recorded devnet and whether it is running."""
+    from chain import devnet as _devnet
+
     info = _devnet.status()
     if info is None:
         fail(
@@ -105,6 +113,7 @@ def devnet_down(as_json: bool = typer.Option(False, "--json")) -> None:
     state is kept for the next `up`."""
     from agent.cli.common import cli_settings
     from agent.cli.services import down as services_down
+    from chain import devnet as _devnet
 
     services_down(cli_settings().home)
     info = _devnet.down()
@@ -114,26 +123,20 @@ def devnet_down(as_json: bool = typer.Option(False, "--json")) -> None:
         out.print("devnet stopped" if info else "no devnet was recorded; nothing to stop")
 
 
-def _print_devnet(info: _devnet.DevnetInfo, as_json: bool) -> None:
+def _print_devnet(info: DevnetInfo, as_json: bool) -> None:
+    """The devnet's facts, one aligned line each; what is not running is left out (no
+    ``None`` values), and said once."""
     if as_json:
         emit_json(info.to_json())
         return
-    state = "[green]running[/]" if info.running else "[red]stopped[/]"
+    state = "[green]running[/]" if info.running else "[red]stopped[/]: `nib devnet up` starts it"
     out.print(f"devnet {state}")
-    for key in (
-        "rpc_url",
-        "chain_id",
-        "usdc",
-        "wallet",
-        "seller",
-        "paywall_url",
-        "pid",
-        "paywall_pid",
-        "facilitator_url",
-        "token",
-        "twin",
-    ):
-        out.print(f"  {key:12} {getattr(info, key)}")
+    keys = ("rpc_url", "chain_id", "usdc", "wallet", "seller", "paywall_url", "pid",
+            "paywall_pid", "facilitator_url", "facilitator_pid", "token", "twin")
+    facts = [(k, getattr(info, k, None)) for k in keys if getattr(info, k, None) not in (None, "")]
+    width = max(len(k) for k in (*keys, "market"))
+    for key, value in facts:
+        out.print(f"  {key:{width}} {value}", highlight=False)
     for seller in info.market:
-        out.print(f"  market       {seller['name']:9} {seller['url']}  (pid {seller['pid']})")
-
+        out.print(f"  {'market':{width}} {seller['name']:9} {seller['url']}  (pid {seller['pid']})",
+                  highlight=False)

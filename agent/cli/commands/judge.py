@@ -8,12 +8,11 @@ from typing import Any
 import typer
 
 from agent.cli.common import cli_settings, emit_json, err, fail, out
-from chain import devnet as _devnet
 
 __all__ = ["judge_app"]
 
 judge_app = typer.Typer(
-    no_args_is_help=True, help="The JEV judge: calibration and the judge service."
+    no_args_is_help=False, help="The JEV judge: calibration and the judge service."
 )
 
 
@@ -42,6 +41,7 @@ def judge_serve(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(
     """Run the judge as its own HTTP service on loopback, holding its key."""
     from agent.cli.runtime import build_local_judge, resolve_network
     from agent.cli.services import take_secrets
+    from chain import devnet as _devnet
     from judge.service import refuse_inspection, serve
 
     refuse_inspection()  # before the judge key is loaded: no same-user process reads our memory
@@ -69,7 +69,7 @@ def judge_approve(target: str = typer.Argument(..., help="A paused run id, or an
 
     The run stays paused; `nib approve RUN` grants and resumes in one step.
     """
-    from agent.cli.common import run_store
+    from agent.cli.common import resolve_run, run_store
     from agent.cli.runtime import running_services
     from agent.cli.services import grant_escalation, held_verdict
 
@@ -79,9 +79,9 @@ def judge_approve(target: str = typer.Argument(..., help="A paused run id, or an
         fail("no judge service is running, so there is nothing to grant at; in-process runs "
              "are approved with `nib approve RUN`. Fix: `nib services up`.")
     store = run_store()
-    is_run = store.run(target) is not None
-    verdict_id = held_verdict(store, target) if is_run else target
-    grant = grant_escalation(settings, services, verdict_id, task_id=target if is_run else None)
+    run_id = resolve_run(store, target, missing_ok=True)  # else: a verdict id
+    verdict_id = held_verdict(store, run_id) if run_id else target
+    grant = grant_escalation(settings, services, verdict_id, task_id=run_id)
     if as_json:
         emit_json(grant.to_wire())
         return

@@ -3,15 +3,21 @@ is set; see agent.queue and agent.worker)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
+from agent.cli.commands.history import plural
 from agent.cli.common import (
-    EXIT_STOPPED,
+    EXIT_INTERRUPTED,
+    IN_PROCESS_HELP,
     cli_runtime,
     cli_settings,
     emit_json,
     err,
     out,
+    short,
+    usdc,
 )
 
 __all__ = ["app"]
@@ -56,6 +62,14 @@ def submit_cmd(
         out.print(task_id)
 
 
+def _task_line(task: Any, result: Any) -> None:
+    """One line per task a worker ran: how it ended, its steps, spend and time."""
+    tag = "finished" if result.finished else "stopped"
+    out.print(f"{task.id} {tag} {result.stop_reason} · {plural(result.steps, 'step')} · "
+              f"{usdc(result.spend.usdc_atomic)} · {result.elapsed_s:.1f} s · {short(task.task, 60)}",
+              markup=False, highlight=False)
+
+
 @app.command("worker")
 def worker_cmd(
     concurrency: int = typer.Option(1, "--concurrency", min=1, help="Tasks run at once."),
@@ -66,6 +80,7 @@ def worker_cmd(
         False, "--unconfined",
         help="Run even where the agent process cannot be confined (no Landlock; off the devnet).",
     ),
+    in_process: bool = typer.Option(False, "--in-process", help=IN_PROCESS_HELP),
 ) -> None:
     """Run queued tasks, N at a time, and recover the tasks of workers that died."""
     import asyncio
@@ -73,21 +88,26 @@ def worker_cmd(
 
     from agent.cli.services import worker_token
 
-    rt = cli_runtime(cli_settings())
+    rt = cli_runtime(cli_settings(), in_process=in_process)
     # Never registers what it finds in the queue (the agents' database, which an agent may
     # write): `nib submit` registered each task. A worker token (taken here, as the user,
     # in a child, before confining) claims only the tokens of tasks registered as queued.
     token = worker_token(rt.settings, rt.services) if rt.services is not None else None
     rt.confine(unconfined=unconfined)  # before the first task's first model call
-    worker = rt.worker(concurrency=concurrency, lease_s=lease_s, worker_token=token)
+    worker = rt.worker(concurrency=concurrency, lease_s=lease_s, worker_token=token,
+                       on_result=None if as_json else _task_line)
     if not as_json:
         err.print(rt.first_line(), markup=False, highlight=False, soft_wrap=True)
         err.print(f"[bold]nib worker[/] {worker.name} · concurrency {concurrency} · "
                   f"wallet {rt.wallet.address} · {'drain' if drain else 'until interrupted'}")
     try:
         summary = asyncio.run(worker.run(drain=drain))
-    except KeyboardInterrupt:
-        raise typer.Exit(EXIT_STOPPED) from None
+    except KeyboardInterrupt:  # the tasks it ran were cancelled: each run ends interrupted
+        err.print(f"interrupted (Ctrl-C): the tasks this worker was running end `interrupted`; "
+                  f"their queue leases run out within {lease_s:.0f} s, then the next `nib worker` "
+                  "recovers them (queued again when nothing of them was paid). Fix: `nib runs` "
+                  "shows each one.", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     if as_json:
         emit_json(asdict(summary))
     else:

@@ -9,11 +9,10 @@ from typing import Any
 import typer
 
 from agent.cli.common import cli_runtime, cli_settings, emit_json, err, fail, out, usdc
-from chain import devnet as _devnet
 
 __all__ = ["wallet_app"]
 
-wallet_app = typer.Typer(no_args_is_help=True, help="The agent's keystore and balances.")
+wallet_app = typer.Typer(no_args_is_help=False, help="The agent's keystore and balances.")
 
 
 @wallet_app.command("new")
@@ -77,6 +76,7 @@ def wallet_serve() -> None:
     """Run the wallet as its own process on NIB_HOME/wallet.sock, holding the key."""
     from agent.cli.runtime import resolve_network
     from agent.cli.services import take_secrets
+    from chain import devnet as _devnet
     from chain.client import ChainClient
     from judge.service import JudgeClient, refuse_inspection
     from wallet.keystore import DEVNET_PASSPHRASE, Keystore, default_keystore_path

@@ -1,0 +1,202 @@
+"""``nib runs`` and ``nib show``: reading runs and their traces, in the status words of
+agent.store.RunStatus (the same in the report and in every ``--json``)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from agent.cli.common import emit_json, fail, out, resolve_run, run_store, short, usdc
+
+if TYPE_CHECKING:
+    from agent.store import RunStore
+
+__all__ = ["app", "event_data", "graded_answer", "plural", "result_of", "run_rows"]
+
+app = typer.Typer()  # merged into the top-level `nib` command by agent.cli.app
+
+
+def result_of(row: dict[str, Any]) -> dict[str, Any]:
+    raw = row.get("result")
+    if isinstance(raw, str) and raw:
+        try:
+            return dict(json.loads(raw))
+        except ValueError:
+            return {}
+    return dict(raw) if isinstance(raw, dict) else {}
+
+
+def event_data(ev: dict[str, Any]) -> dict[str, Any]:
+    data = ev.get("data")
+    return json.loads(data) if isinstance(data, str) else data or {}
+
+
+def progress_of(store: RunStore, row: dict[str, Any]) -> tuple[int, float, str]:
+    """A running (or paused) run's current step, elapsed seconds and last event, read from
+    its trace: a run that has not stopped has no result to read them from yet."""
+    step, last = 0, ""
+    for ev in store.events(row["run_id"]):
+        data = event_data(ev)
+        if isinstance(data.get("step"), int):
+            step = max(step, int(data["step"]))
+        last = str(ev.get("type") or "")
+    started = float(row.get("started_at") or time.time())
+    return step, max(0.0, time.time() - started), last
+
+
+def _row(store: RunStore, row: dict[str, Any] | None, task: Any) -> dict[str, Any]:
+    """One line of ``nib runs``: a run row (with its queue row, if a worker ran it), or a
+    queue row whose run has not started."""
+    from agent.store import run_status
+
+    res = result_of(row) if row else {}
+    spend, tokens = res.get("spend") or {}, res.get("tokens") or {}
+    status = run_status(row, task.status if task else None)
+    steps, elapsed = res.get("steps"), res.get("elapsed_s")
+    current = None
+    if row is not None and status in ("running", "paused"):
+        steps, elapsed, current = progress_of(store, row)
+    lines = res.get("lines") or []
+    answer = str(lines[0].get("text")) if lines and isinstance(lines[0], dict) else \
+        str(res.get("answer") or "").split("\n")[0]
+    return {
+        "run_id": row["run_id"] if row else task.id,
+        "task": (row or {}).get("task") or (task.task if task else None),
+        "status": status, "worker": task.worker if task else None,
+        "stop_reason": res.get("stop_reason") or (row or {}).get("stop_reason")
+        or (task.stop_reason if task else None),
+        "steps": steps or 0, "current": current,
+        "spend_usdc_atomic": int(spend.get("usdc_atomic", 0) or 0),
+        "gas_wei": int(spend.get("gas_wei", 0) or 0),
+        "tokens": int(tokens.get("input", 0) or 0) + int(tokens.get("output", 0) or 0),
+        "elapsed_s": round(float(elapsed or 0.0), 1), "answer": answer or None,
+        "started_at": (row or {}).get("started_at") or (task.started_at or task.created_at
+                                                         if task else None),
+    }
+
+
+def run_rows(store: RunStore, limit: int) -> list[dict[str, Any]]:
+    """The ``limit`` newest runs and queued tasks, one row each, with the same figures
+    whatever the limit: a task a worker ran is read from its run row even when that row
+    is not among the newest ``limit`` runs."""
+    from agent.queue import TaskQueue
+
+    runs = {r["run_id"]: r for r in store.runs(limit=limit)}
+    tasks = {t.id: t for t in TaskQueue(store.db).tasks(limit=limit)}
+    for task_id in tasks.keys() - runs.keys():
+        found = store.run(task_id)
+        if found is not None:
+            runs[task_id] = found
+    rows = [_row(store, runs.get(i), tasks.get(i)) for i in runs.keys() | tasks.keys()]
+    rows.sort(key=lambda r: (float(r["started_at"] or 0), r["run_id"]), reverse=True)
+    return rows[:limit]
+
+
+@app.command("runs")
+def runs_cmd(as_json: bool = typer.Option(False, "--json"),
+             limit: int = typer.Option(50, "--limit", min=1, help="Rows to show, newest first.")) -> None:
+    """One row per run or queued task: status, stop reason, steps, spend, answer."""
+    from rich.table import Table
+
+    rows = run_rows(run_store(), limit)
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table("run", "task", "status", "stop", "steps", "spend", "elapsed", "answer", "worker")
+    for r in rows:
+        steps = f"{r['steps']} (now: {r['current']})" if r["current"] else str(r["steps"])
+        table.add_row(r["run_id"], short(r["task"], 32), r["status"], str(r["stop_reason"] or "-"),
+                      steps, usdc(r["spend_usdc_atomic"]), f"{r['elapsed_s']:.1f} s",
+                      short(r["answer"] or "-", 36), str(r["worker"] or "-"))
+    out.print(table)
+
+
+@app.command("show")
+def show_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """One run's trace as a timeline: proposals, gates, verdicts, calls, observations, spend."""
+    from agent.store import run_status
+
+    store = run_store()
+    run_id = str(resolve_run(store, run_id))
+    row = store.run(run_id)
+    if row is None:  # a queued task that has not started
+        fail(f"run {run_id} is queued and has not started; expected a run with a trace. "
+             "Fix: `nib worker` runs it; `nib runs` shows its status.")
+    events = store.events(run_id)
+    status = run_status(row)
+    if as_json:
+        emit_json({"run": {**row, "status": status, "result": result_of(row)}, "events": events})
+        return
+    res = result_of(row)
+    out.print(f"[bold]{run_id}[/] {status} · {row.get('task')}", highlight=False)
+    for ev in events:
+        data = event_data(ev)
+        out.print(f"  {ev.get('seq'):>3} [cyan]{ev.get('type'):<16}[/] {short(_event_line(data), 110)}",
+                  highlight=False)
+        for line in _market_lines(ev.get("type"), data):
+            out.print(f"        {line}", highlight=False, markup=False, soft_wrap=True)
+    protocols = [event_data(ev).get("protocol") for ev in events if ev.get("type") == "model.protocol"]
+    if protocols:
+        fallback = " (fallback: the server rejected native tools)" if protocols[-1] == "json-text" else ""
+        out.print(f"tools: [bold]{protocols[-1]}[/]{fallback}", highlight=False)
+    if status in ("running", "paused"):
+        step, elapsed, last = progress_of(store, row)
+        out.print(f"{status}: step {step} · {elapsed:.1f} s since it started · last event {last or '-'}",
+                  highlight=False)
+    if res:
+        out.print(f"{status}: stop [bold]{res.get('stop_reason')}[/] after {plural(res.get('steps') or 0, 'step')}"
+                  f" · answer provenance: {res.get('provenance', 'none')}", highlight=False)
+        out.print(graded_answer(str(res.get("answer") or ""), res.get("lines") or []),
+                  highlight=False, markup=False)
+        if res.get("message"):
+            out.print(str(res["message"]), highlight=False, markup=False)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def graded_answer(answer: str, lines: list[Any]) -> str:
+    """The answer one line per row, each led by its provenance grade (observed, derived,
+    asserted, not-answered, note); the raw answer when the run recorded no grades."""
+    rows = [(str(getattr(x, "grade", None) or x["grade"]), str(getattr(x, "text", None) or x["text"]))
+            for x in lines]
+    if not rows:
+        return answer
+    return "\n".join(f"  {grade:<12} {text}" for grade, text in rows)
+
+
+def _market_lines(type_: Any, data: dict[str, Any]) -> list[str]:
+    """The market details under a timeline line: offers discovered, the seller quoted, the
+    full verdict reason when offers were compared, and the excerpt of what was bought."""
+    lines = []
+    offers = data.get("offers")
+    for offer in offers if isinstance(offers, list) else ():
+        price = usdc(offer.get("price")) if offer.get("price") is not None else "?"
+        tool = f"#{offer['tool']}" if offer.get("tool") else ""
+        allowed = "" if offer.get("allowlisted") else " (not allowlisted)"
+        lines.append(f"offer {offer.get('method')} {offer.get('resource')}{tool} {price} "
+                     f"[{', '.join(offer.get('kinds') or ()) or '-'}]{allowed}")
+    if type_ == "quote" and data.get("seller"):
+        lines.append(f"quoted {usdc(data.get('amount'))} from {data['seller']}")
+    if type_ == "verdict" and str(data.get("reason", "")).startswith("best of"):
+        lines.append(f"reason: {data['reason']}")
+    cut = data.get("excerpt")
+    if isinstance(cut, dict):
+        if cut.get("type") == "json":
+            fields = "; ".join(f"{k}={v}" for k, v in (cut.get("fields") or {}).items())
+            lines.append(f"excerpt: {short(fields, 400)}")
+        else:
+            lines.append(f"excerpt: {short(cut.get('text'), 400)}")
+    return lines
+
+
+def _event_line(data: dict[str, Any]) -> str:
+    keys = ("step", "tool", "action", "decision", "reason", "ok", "summary", "cost_usdc", "amount", "tx_hash",
+            "protocol", "why")
+    parts = [f"{k}={data[k]}" for k in keys if k in data and data[k] not in (None, "")]
+    return " ".join(parts) if parts else json.dumps(data, default=str)
+

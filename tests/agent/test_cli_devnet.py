@@ -1,0 +1,117 @@
+"""Who starts the devnet, through the real `nib` console script: only `nib devnet up`.
+Every other command that needs it and finds it down stops with exit 1 and the fix, and
+starts nothing (counted); a devnet brought up again re-points the services at its chain."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chain import devnet
+
+NIB = Path(sys.executable).parent / "nib"
+
+
+def nib(home: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet"}
+    env.pop("NIB_CONFIG", None)
+    return subprocess.run([str(NIB), *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def processes_of(home: Path) -> list[int]:
+    """Every live process started for ``home``: its NIB_HOME in the environment, or the
+    home in its command line (Anvil's state file)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if str(home).encode() in cmdline or f"NIB_HOME={home}".encode() in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory):
+    h = tmp_path_factory.mktemp("devnet-home")
+    yield h
+    nib(h, "devnet", "down")
+
+
+COMMANDS_THAT_NEED_THE_DEVNET = [
+    ("wallet", "balance"),
+    ("audit", "reconcile"),
+    ("run", "What is the base fee?"),
+    ("run", "--demo"),
+]
+
+
+def test_after_devnet_down_no_command_starts_anything(home):
+    up = nib(home, "devnet", "up", "--json")
+    assert up.returncode == 0, up.stderr
+    assert processes_of(home), "devnet up started nothing the count can see"
+    assert nib(home, "devnet", "down").returncode == 0
+    assert processes_of(home) == []
+    for args in COMMANDS_THAT_NEED_THE_DEVNET:
+        r = nib(home, *args)
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "`nib devnet up`" in lines[0] and "Traceback" not in r.stderr, (
+            args, r.stderr)
+        assert processes_of(home) == [], f"`nib {' '.join(args)}` started processes"
+    for args in [("runs",), ("audit",), ("devnet", "status")]:  # reads that need no chain
+        r = nib(home, *args)
+        assert r.returncode == 0, (args, r.stderr)
+        assert processes_of(home) == [], f"`nib {' '.join(args)}` started processes"
+    status = nib(home, "services", "status")
+    assert status.returncode == 1 and "nib devnet up" in status.stderr
+    assert processes_of(home) == []
+
+
+def test_without_services_a_run_is_refused_unless_in_process_is_asked_for(home):
+    assert nib(home, "devnet", "up", "--no-services").returncode == 0
+    assert nib(home, "services", "down").returncode == 0
+    refused = nib(home, "run", "What is the base fee?")
+    assert refused.returncode == 1
+    assert "no judge and wallet services are running" in refused.stderr
+    assert "`nib devnet up`" in refused.stderr and "--in-process" in refused.stderr
+    asked = nib(home, "run", "What is the base fee?", "--in-process")
+    assert asked.returncode == 0, asked.stderr
+    assert "in-process judge and wallet (--in-process" in asked.stderr
+
+
+def test_devnet_up_again_re_points_the_services_at_the_chain_it_brings_up(home):
+    first = json.loads(nib(home, "devnet", "up", "--json").stdout)
+    services = first["services"]
+    assert services["rpc_url"] == first["rpc_url"]
+    assert nib(home, "services", "status").returncode == 0
+    os.kill(first["pid"], signal.SIGKILL)  # Anvil dies; the services stay on its address
+    deadline = time.monotonic() + 30
+    while devnet.pid_alive(first["pid"]):
+        assert time.monotonic() < deadline, "Anvil did not die"
+        time.sleep(0.05)
+    stale = nib(home, "services", "status", "--json")
+    assert stale.returncode == 1
+    assert json.loads(stale.stdout)["healthy"] is False and "devnet up" in stale.stderr
+    second = json.loads(nib(home, "devnet", "up", "--json").stdout)
+    assert second["services"]["rpc_url"] == second["rpc_url"]
+    if second["rpc_url"] != first["rpc_url"]:
+        assert second["services"]["judge_pid"] != services["judge_pid"]
+    healthy = nib(home, "services", "status", "--json")
+    assert healthy.returncode == 0 and json.loads(healthy.stdout)["healthy"] is True
+    paid = nib(home, "run", "--demo", "--json")
+    assert paid.returncode == 0, paid.stderr[-2000:]
+    result = json.loads(paid.stdout)
+    assert result["stop_reason"] != "judge-unreachable" and result["spend"]["usdc_atomic"] > 0
