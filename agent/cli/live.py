@@ -47,7 +47,7 @@ class Progress:
     def __init__(self, stream: IO[str] | None = None, *, tty: bool | None = None) -> None:
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
-        self.step = 0
+        self.step = 1  # the step under way (the first proposal is step 1)
         self.waiting = "asking the model"
         self.since = time.monotonic()
         self._drawn = False

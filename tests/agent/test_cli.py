@@ -442,11 +442,12 @@ def test_a_run_whose_process_is_killed_shows_as_died(home):
 
 
 def test_a_terminated_run_ends_interrupted_with_its_row_closed(home):
-    """SIGTERM (what `kill` and service managers send) ends a `nib run` as Ctrl-C does."""
+    """SIGTERM (what `kill` and service managers send) ends a `nib run` as Ctrl-C does,
+    with the shell's code for it (128 + 15)."""
     with run_held_in_its_model_call(home, "What is the gas price?") as child:
         child.terminate()
         stdout, _ = child.communicate(timeout=60)
-    assert child.returncode == 1
+    assert child.returncode == 143
     result = json.loads(stdout)
     assert (result["stop_reason"], result["finished"]) == ("interrupted", False)
     assert "CancelledError" in result["message"]

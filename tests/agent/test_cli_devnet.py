@@ -115,3 +115,97 @@ def test_devnet_up_again_re_points_the_services_at_the_chain_it_brings_up(home):
     assert paid.returncode == 0, paid.stderr[-2000:]
     result = json.loads(paid.stdout)
     assert result["stop_reason"] != "judge-unreachable" and result["spend"]["usdc_atomic"] > 0
+
+
+def _held_env(home: Path, model_url: str) -> dict[str, str]:
+    env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet",
+           "NIB_MODEL_PROVIDER": "openai", "NIB_MODEL": "silent", "NIB_MODEL_BASE_URL": model_url,
+           "NIB_MODEL_TIMEOUT": "600"}
+    env.pop("NIB_CONFIG", None)
+    return env
+
+
+def _read_until(fd: int, needle: bytes, seen: bytearray, timeout: float = 120) -> None:
+    import select
+
+    deadline = time.monotonic() + timeout
+    while needle not in seen:
+        assert time.monotonic() < deadline, f"never saw {needle!r} in {bytes(seen)[-2000:]!r}"
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                seen += os.read(fd, 65536)
+            except OSError:  # the child closed the terminal
+                return
+
+
+def test_a_slow_step_shows_a_spinner_on_a_terminal_and_ctrl_c_exits_130(home):
+    """`nib run` on a terminal (a pty) whose model never answers: after a second a spinner
+    with the step, what it waits on and the elapsed time; `nib runs` and `nib show` show the
+    running run's step and time; Ctrl-C ends it with exit 130 and says nothing was signed."""
+    import pty
+
+    from tests.agent.test_cli import SilentModelServer
+
+    assert nib(home, "devnet", "up").returncode == 0
+    silent = SilentModelServer()
+    master, slave = pty.openpty()
+    child = subprocess.Popen([str(NIB), "run", "What is the gas price?"],
+                             env=_held_env(home, silent.url), stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=slave, text=True)
+    os.close(slave)
+    seen = bytearray()
+    try:
+        _read_until(master, b"step 1 \xc2\xb7 asking the model \xc2\xb7 2 s", seen)
+        assert b"\r\x1b[2K" in seen  # redrawn in place
+        rows = json.loads(nib(home, "runs", "--json").stdout)
+        row = next(r for r in rows if r["status"] == "running")
+        assert row["elapsed_s"] > 0 and row["current"] == "run.start", row
+        shown = nib(home, "show", row["run_id"][:6])
+        assert shown.returncode == 0 and "running: step" in shown.stdout, shown.stdout
+        child.send_signal(signal.SIGINT)
+        child.wait(timeout=60)
+        _read_until(master, b"cannot be resumed", seen, timeout=10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        os.close(master)
+        silent.close()
+    assert child.returncode == 130
+    text = seen.decode(errors="replace")
+    assert "interrupted at step" in text and "nothing was signed and nothing was spent" in text
+    assert "stays pending" not in text  # the old warning, shown even when nothing was signed
+    after = {r["run_id"]: r for r in json.loads(nib(home, "runs", "--json").stdout)}[row["run_id"]]
+    assert (after["status"], after["stop_reason"]) == ("stopped", "interrupted")
+
+
+def test_the_worker_prints_one_line_per_task_and_ctrl_c_exits_130(home):
+    from tests.agent.test_cli import SilentModelServer
+
+    assert nib(home, "devnet", "up").returncode == 0
+    ids = [nib(home, "submit", "What is the base fee?").stdout.strip() for _ in range(2)]
+    drained = nib(home, "worker", "--drain")
+    assert drained.returncode == 0, drained.stderr[-2000:]
+    lines = [line for line in drained.stdout.splitlines() if line.split(" ")[0] in ids]
+    assert len(lines) == 2 and all(" finished " in line and "step" in line for line in lines), (
+        drained.stdout)
+    silent = SilentModelServer()
+    held = nib(home, "submit", "What is the gas price?").stdout.strip()
+    worker = subprocess.Popen([str(NIB), "worker"], env=_held_env(home, silent.url),
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not silent.held:
+            assert worker.poll() is None and time.monotonic() < deadline, "never ran the task"
+            time.sleep(0.1)
+        worker.send_signal(signal.SIGINT)
+        _, stderr = worker.communicate(timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        silent.close()
+    assert worker.returncode == 130, stderr[-2000:]
+    assert "interrupted (Ctrl-C)" in stderr and "Traceback" not in stderr
+    row = {r["run_id"]: r for r in json.loads(nib(home, "runs", "--json").stdout)}[held]
+    assert row["stop_reason"] == "interrupted", row

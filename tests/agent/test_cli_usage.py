@@ -59,3 +59,100 @@ def test_the_command_line_loads_no_chain_wallet_or_model_code_before_a_command_n
     heavy = {"web3", "eth_account", "httpx", "pydantic_settings", "x402", "mcp", "psycopg",
              "agent.config", "agent.loop.run", "chain.client", "wallet.signer", "judge.jev"}
     assert not heavy & loaded, f"imported by `nib` before any command runs: {sorted(heavy & loaded)}"
+
+
+def test_a_mistyped_variable_is_warned_about_naming_the_nearest_one(tmp_path):
+    env_args = {"NIB_MODEL_PROVIDR": "openai"}
+    env = {**os.environ, "NIB_HOME": str(tmp_path), **env_args}
+    r = subprocess.run([str(NIB), "runs"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert ("warning: NIB_MODEL_PROVIDR is not a nib setting and is ignored; did you mean "
+            "NIB_MODEL_PROVIDER?") in r.stderr
+
+
+def test_a_mistyped_config_key_names_the_nearest_one(tmp_path):
+    (tmp_path / "config.toml").write_text('profil = "quality-first"\n')
+    r = nib(tmp_path, "runs")
+    assert r.returncode == 2 and "profil='quality-first'" in r.stderr
+    assert "(did you mean profile?)" in r.stderr
+
+
+def test_an_unreachable_rpc_off_the_devnet_names_that_network_s_fix(tmp_path):
+    env = {**os.environ, "NIB_HOME": str(tmp_path), "NIB_NETWORK": "base-sepolia",
+           "NIB_RPC_URL": "http://127.0.0.1:9"}
+    r = subprocess.run([str(NIB), "wallet", "balance"], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert "check that the node at http://127.0.0.1:9 (chain 84532) is up" in r.stderr
+    assert "devnet" not in r.stderr
+
+
+def test_task_text_over_the_limit_is_refused_with_the_limit(tmp_path):
+    r = nib(tmp_path, "run", "What is the base fee? " * 1000)
+    assert r.returncode == 2
+    assert "the task is 22,000 characters; expected at most 4,000" in r.stderr
+    assert len(r.stderr.splitlines()) == 1
+
+
+def _store_with_runs(home: Path) -> list[str]:
+    """Five runs in the home's store (two finished, one stopped, one died, one paused),
+    a worker's task whose run is the oldest, and one task still queued."""
+    from agent.queue import TaskQueue
+    from agent.store import RunStore
+
+    store = RunStore(home / "nib.db")
+    queue = TaskQueue(store.db)
+    worker_task = queue.submit("worker task", max_spend=500_000)
+    ids = [worker_task, "abc123000001", "abc999000002", "def000000003", "fed000000004"]
+    for n, run_id in enumerate(ids):
+        store.start_run(run_id, f"task {n}", "cost-optimized")
+        store.db.execute("UPDATE agent_runs SET started_at = ? WHERE run_id = ?", (1000.0 + n, run_id))
+        if n < 3:
+            store.finish_run(run_id, {
+                "stop_reason": "evidence-covered" if n != 2 else "max-steps", "finished": n != 2,
+                "steps": n + 1, "spend": {"usdc_atomic": 20_000 * (n + 1), "gas_wei": 0},
+                "tokens": {"input": 0, "output": 0}, "elapsed_s": 0.5 + n,
+                "lines": [{"grade": "observed", "text": f"answer {n}"}]})
+    store.db.execute("UPDATE agent_runs SET status = 'paused' WHERE run_id = ?", (ids[4],))
+    store.db.execute("UPDATE agent_runs SET status = 'died', stop_reason = 'process-died', "
+                     "finished = 0 WHERE run_id = ?", (ids[3],))
+    claimed = queue.claim("w1")
+    assert claimed is not None and claimed.id == worker_task
+    queue.finish(worker_task, "w1", finished=True, stop_reason="evidence-covered")
+    queue.submit("still queued")
+    store.close()
+    return ids
+
+
+def test_runs_limit_returns_exactly_n_rows_with_the_same_figures(tmp_path):
+    import json
+
+    ids = _store_with_runs(tmp_path)
+    every = json.loads(nib(tmp_path, "runs", "--json").stdout)
+    assert len(every) == 6
+    by_id = {r["run_id"]: r for r in every}
+    assert [by_id[i]["status"] for i in ids] == ["finished", "finished", "stopped", "died", "paused"]
+    assert by_id[ids[0]]["worker"] == "w1" and by_id[ids[0]]["spend_usdc_atomic"] == 20_000
+    def steady(rows: list[dict]) -> list[dict]:  # a paused run's elapsed time keeps growing
+        return [{k: v for k, v in r.items() if k != "elapsed_s" or r["status"] != "paused"}
+                for r in rows]
+
+    for n in (1, 3, 5, 6):
+        rows = json.loads(nib(tmp_path, "runs", "--limit", str(n), "--json").stdout)
+        # Exactly n rows, the newest n, each with the figures it has without a limit (the
+        # worker's run is the oldest: it showed 0.00 USDC and 0.0 s under a small limit).
+        assert steady(rows) == steady(every[:n]), (n, rows)
+
+
+def test_run_ids_by_unique_prefix_and_unknown_ids_are_exit_2_everywhere(tmp_path):
+    ids = _store_with_runs(tmp_path)
+    shown = nib(tmp_path, "show", "def")
+    assert shown.returncode == 0 and ids[3] in shown.stdout and "died" in shown.stdout
+    ambiguous = nib(tmp_path, "show", "abc")
+    assert ambiguous.returncode == 2 and "is ambiguous" in ambiguous.stderr
+    assert "abc123000001" in ambiguous.stderr and "abc999000002" in ambiguous.stderr
+    for args in (("show", "zzz"), ("approve", "zzz"), ("deny", "zzz"), ("audit", "--run", "zzz"),
+                 ("show", "%")):
+        r = nib(tmp_path, *args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert len(r.stderr.splitlines()) == 1 and "no such run" in r.stderr, (args, r.stderr)

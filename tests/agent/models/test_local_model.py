@@ -33,6 +33,9 @@ from agent.models.factory import model_from_config  # noqa: E402
 from chain.client import ChainClient  # noqa: E402
 
 NIB = [sys.executable, "-m", "agent.cli"]
+#: make test runs these after the rest, once the local model's set-up (built meanwhile) is done.
+pytestmark = pytest.mark.local_model
+
 TOOLS = [
     FactTool("base_fee", {"base_fee_gwei": "0.875"}),
     FactTool("gas_price", {"gas_price_gwei": "1.2"}),
