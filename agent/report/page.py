@@ -279,7 +279,7 @@ def _table(runs: Sequence[ChartRun]) -> str:
             f'<td class="answer" title="{esc(_answer_text(run))}">{esc(_answer_text(run))}</td>'
             f'<td class="num">{run.steps}</td>'
             f'<td class="num" title="gas {gwei_label(run.gas_wei)}">{esc(format_usdc(run.spend))}</td>'
-            f'<td class="num">{run.tokens:,}</td>'
+            f'<td class="num">{f"{run.tokens:,}" if run.tokens else "-"}</td>'
             f'<td class="num">{run.elapsed_s:.1f} s</td></tr>'
         )
     head = "".join(
@@ -405,7 +405,7 @@ def render_report(data: ReportData) -> str:
     )
     cards = [
         ("How runs ended", chart_stop_reasons(runs)),
-        ("Spend per run against the cap", chart_spend(runs, data.spend_cap_atomic)),
+        ("Spend per run against its cap", chart_spend(runs, data.spend_cap_atomic)),
         ("Steps per run against the step limit", chart_steps(runs, data.max_steps)),
         ("Judge reliability (predicted p vs observed)", chart_reliability(data.calibration)),
     ]

@@ -209,3 +209,28 @@ def test_the_worker_prints_one_line_per_task_and_ctrl_c_exits_130(home):
     assert "interrupted (Ctrl-C)" in stderr and "Traceback" not in stderr
     row = {r["run_id"]: r for r in json.loads(nib(home, "runs", "--json").stdout)}[held]
     assert row["stop_reason"] == "interrupted", row
+
+
+def test_the_per_call_cap_and_approval_threshold_follow_max_spend_and_refusals_name_the_flag(home):
+    """`--max-spend 5` registers a 1.25 USDC per-call cap and a 2.50 USDC approval
+    threshold at the judge (a quarter and a half); `--per-call-cap` sets it, and a purchase
+    over it is refused naming the limit and the flag."""
+    import sqlite3
+
+    assert nib(home, "devnet", "up").returncode == 0
+    five = json.loads(nib(home, "run", "What is the base fee?", "--max-spend", "5", "--json").stdout)
+    tight = nib(home, "run", "--demo", "--per-call-cap", "0.01", "--json")
+    assert tight.returncode == 1, tight.stderr[-2000:]
+    capped = json.loads(tight.stdout)
+    with sqlite3.connect(home / "services" / "nib.db") as db:
+        limits = dict((row[0], row[1:]) for row in db.execute(
+            "SELECT task_id, spend_cap, per_call_cap, approval_threshold FROM judge_tasks"))
+    assert limits[five["run_id"]] == (5_000_000, 1_250_000, 2_500_000)
+    assert limits[capped["run_id"]] == (1_000_000, 10_000, 500_000)
+    shown = json.loads(nib(home, "show", capped["run_id"], "--json").stdout)
+    datas = [e["data"] if isinstance(e["data"], dict) else json.loads(e["data"])
+             for e in shown["events"] if e["type"] == "verdict"]
+    reasons = [str(d.get("reason", "")) for d in datas]
+    assert any("exceeds the per-call cap 0.01 USDC (fix: `nib run --per-call-cap`" in r
+               for r in reasons), reasons
+    assert capped["spend"]["usdc_atomic"] == 0

@@ -33,8 +33,9 @@ from agent.models.factory import model_from_config  # noqa: E402
 from chain.client import ChainClient  # noqa: E402
 
 NIB = [sys.executable, "-m", "agent.cli"]
-#: make test runs these after the rest, once the local model's set-up (built meanwhile) is done.
-pytestmark = pytest.mark.local_model
+#: make test runs these alongside the rest of the suite, once the local model's set-up is
+#: done; a 135M model sharing 2 cores with it takes minutes per run, not seconds.
+pytestmark = [pytest.mark.local_model, pytest.mark.timeout(900)]
 
 TOOLS = [
     FactTool("base_fee", {"base_fee_gwei": "0.875"}),
