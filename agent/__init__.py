@@ -3,14 +3,14 @@
 The model proposes, the judge disposes, tools execute. ``run_task`` runs one research
 task to its first stop; ``resume`` continues a run paused for a human decision.
 
-The names below are imported on first use (PEP 562), so that importing one
-sub-package (the CLI, a service) does not load all of them: `nib --help` stays fast.
+The names below are imported on first use (chain.lazy).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from chain.lazy import exports
 
 if TYPE_CHECKING:
     from agent.config import (
@@ -164,10 +164,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = exports(__name__, _HOMES, globals())

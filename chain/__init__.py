@@ -1,14 +1,14 @@
 """The chain side: networks, a web3 client with typed errors, TestUSDC and EIP-3009 helpers,
 the Anvil devnet lifecycle and the local x402 paywall. Imports nothing else of nib's.
 
-The names below are imported on first use (PEP 562), so that importing one
-sub-package (the CLI, a service) does not load all of them: `nib --help` stays fast.
+The names below are imported on first use (chain.lazy).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from chain.lazy import exports
 
 if TYPE_CHECKING:
     from chain.client import (
@@ -71,10 +71,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = exports(__name__, _HOMES, globals())

@@ -574,6 +574,23 @@ def build_runtime(
                    extras={"composition": "in-process judge and wallet (--in-process: tests and benchmarks)"})
 
 
+def chain_view(settings: NibSettings) -> tuple[Network, ChainClient, str]:
+    """The network, a client of its chain and the wallet's address: what the user's
+    commands that only read the chain need (``wallet balance``, ``audit reconcile``). No
+    key is unlocked and no judge or wallet composed; a devnet that is down stops it."""
+    from wallet.keystore import Keystore, default_keystore_path
+
+    network = resolve_network(settings, _devnet_for(settings, None))
+    chain = ChainClient(network.rpc_url, network.chain_id)
+    keystore = Keystore(default_keystore_path(settings.home))
+    if not keystore.exists():
+        raise AgentConfigError(
+            f"no wallet keystore at {keystore.path}; expected one for network {network.name}. "
+            "Fix: `nib devnet up` (the devnet's) or `nib wallet new`."
+        )
+    return network, chain, keystore.address()
+
+
 def _service_clients(services: ServicesInfo) -> tuple[WalletClient, JudgeClient]:
     """Clients of the running wallet and judge services. The judge client holds no token
     until the task is registered (Runtime.register_task gives it the task's)."""

@@ -358,6 +358,7 @@ def test_judge_as_its_own_service(home):
 
 
 def test_stopped_run_exits_1(home):
+    assert nib(home, "devnet", "up").returncode == 0  # the services again (the test above stopped them)
     r = nib(home, "run", "What is the premium report?", "--json")
     result = json.loads(r.stdout)
     assert not result["finished"] and result["partial"]

@@ -74,7 +74,8 @@ def test_anvil_killed_mid_run_then_back_reconciles(composition: str, nib_home: P
             "checklist": [checklist(GAS, ETH)],
             "propose": [pay(info.paywall_url + "/analytics/gas"), kill_anvil_then_read],
         })
-        rt = build_runtime(load_settings(), model=model, devnet_info=info, in_process=True)
+        rt = build_runtime(load_settings(), model=model, devnet_info=info,
+                           in_process=composition == "in-process")
         assert (rt.services is not None) == (composition == "services")
         task, run_id, limits = "Gas stats and the agent's ETH balance?", "anvil-killed", Limits()
         rt.register_task(run_id, task, limits)  # as `nib run` does (a no-op in-process)

@@ -7,7 +7,6 @@ import typer
 from agent.cli.common import (
     EXIT_FINISHED,
     EXIT_STOPPED,
-    cli_runtime,
     cli_settings,
     emit_json,
     emit_json_list,
@@ -57,19 +56,19 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
     """Compare the spend ledger with the wallet's on-chain USDC Transfer logs."""
     from dataclasses import asdict
 
+    from agent.cli.runtime import chain_view
+    from agent.cli.services import records_database
+    from judge.records import VerdictRecords
     from wallet.reconcile import reconcile
 
-    rt = cli_runtime(cli_settings())
-    standing = rt.judge.verdict_standing
-    if rt.services is not None:
-        # The user's command reads the judge's record itself (the services' database):
-        # its judge client holds no task's token, and this spans every task.
-        from judge.records import VerdictRecords
-
-        standing = VerdictRecords(rt.records).standing
+    settings = cli_settings()
+    network, chain, address = chain_view(settings)  # reads only: nothing unlocked or composed
+    # The user's command reads the ledger and the judge's record itself (the services'
+    # database, or this home's own where the judge and wallet ran in-process).
+    records = records_database(settings)
     report = reconcile(
-        rt.records, rt.chain, rt.wallet.usdc, rt.wallet.address, from_block,
-        verdict_standing=standing,
+        records, chain, network.usdc or "", address, from_block,
+        verdict_standing=VerdictRecords(records).standing,
     )
     if as_json:
         emit_json(report.to_dict())

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from agent.cli.common import cli_runtime, cli_settings, emit_json, err, fail, out, usdc
+from agent.cli.common import cli_settings, emit_json, err, fail, out, usdc
 
 __all__ = ["wallet_app"]
 
@@ -56,10 +56,12 @@ def wallet_address(as_json: bool = typer.Option(False, "--json")) -> None:
 @wallet_app.command("balance")
 def wallet_balance(as_json: bool = typer.Option(False, "--json")) -> None:
     """Live USDC and ETH balances of the wallet on the configured network."""
-    rt = cli_runtime(cli_settings())
-    atomic = rt.chain.token_balance(rt.network.usdc or "", rt.wallet.address)
-    eth = rt.chain.eth_balance(rt.wallet.address)
-    _facts({"address": rt.wallet.address, "network": rt.network.name, "chain_id": rt.network.chain_id,
+    from agent.cli.runtime import chain_view
+
+    network, chain, address = chain_view(cli_settings())
+    atomic = chain.token_balance(network.usdc or "", address)
+    eth = chain.eth_balance(address)
+    _facts({"address": address, "network": network.name, "chain_id": network.chain_id,
             "usdc_atomic": atomic, "usdc": usdc(atomic), "eth_wei": eth}, as_json)
 
 
