@@ -25,6 +25,7 @@ from web3.exceptions import TransactionNotFound, Web3RPCError
 from web3.types import RPCEndpoint
 
 from chain.errors import RpcError, RpcUnreachable, WrongChain
+from chain.networks import ANVIL_CHAIN_ID
 
 T = TypeVar("T")
 
@@ -191,8 +192,9 @@ class ChainClient:
         try:
             return fn()
         except (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError) as exc:
-            raise RpcUnreachable(self.rpc_url, type(exc).__name__,
-                                 chain_id=self.expected_chain_id or self._chain_id) from exc
+            known = self.expected_chain_id or self._chain_id
+            raise RpcUnreachable(self.rpc_url, type(exc).__name__, chain_id=known,
+                                 devnet=None if known is None else known == ANVIL_CHAIN_ID) from exc
         except Web3RPCError as exc:
             resp = exc.rpc_response or {}
             err = resp.get("error") if isinstance(resp, dict) else None

@@ -22,13 +22,14 @@ class ChainError(Exception):
 class RpcUnreachable(ChainError):
     """The RPC endpoint did not answer."""
 
-    def __init__(self, url: str, detail: str = "", *, chain_id: int | None = None) -> None:
-        from chain.devkeys import DEVNET_CHAIN_ID
-
+    def __init__(self, url: str, detail: str = "", *, chain_id: int | None = None,
+                 devnet: bool | None = None) -> None:
         self.url = url
         # The fix is the network's own: the devnet's is `nib devnet up`; any other chain's
         # node (a local one included) is the user's RPC to check, whatever its address.
-        devnet = chain_id == DEVNET_CHAIN_ID or (chain_id is None and _is_loopback(url))
+        # ``devnet`` is the caller's knowledge of the chain; without it, a loopback guess.
+        if devnet is None:
+            devnet = chain_id is None and _is_loopback(url)
         hint = (
             "start the local devnet with `nib devnet up`"
             if devnet

@@ -31,7 +31,7 @@ def nib(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         (("runs", "--limit", "abc"), "Invalid value for '--limit'"),
         (("show",), "Missing argument 'run_id'. Fix: `nib show --help`"),
         ((), "`nib` needs a command; expected one of: approve, audit,"),
-        (("devnet",), "`nib devnet` needs a command; expected one of: down, status, up."),
+        (("devnet",), "`nib devnet` needs a command; expected one of: down, fund, status, up."),
     ],
     ids=["unknown-command", "unknown-flag", "misspelt-flag", "bad-value", "missing-argument",
          "no-command", "no-subcommand"],
