@@ -12,11 +12,15 @@ A chain that lost blocks (a devnet restarted from an older state, a reorganisati
 lose a settled row's transaction: such a row is found (its transaction has no receipt)
 and reopened as ``signed`` (listed in ``rolled_back``), because its signature can move
 money again; it is then closed like any signed row, when the chain decides: used again
-(settled, re-tied to the new transaction), cancelled, or expired unused (failed).
+(settled, re-tied to the new transaction), cancelled, or expired unused (failed). Given the
+wallet's ``abandon`` (``Wallet.abandon_authorization``, the one cancel path), reconcile makes
+a reopened authorization the restored chain has not used dead at once: cancelled on chain,
+the cancel's transaction recorded on the row.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -34,6 +38,8 @@ from wallet.ledger import OUTSTANDING, Ledger, SpendRow, transition_in
 
 if TYPE_CHECKING:
     from chain.client import ChainClient, TransferLog
+
+log = logging.getLogger(__name__)
 
 #: Ledger statuses a reconciliation looks at, in the order they may claim a Transfer log:
 #: a row already settled with the tx keeps it; then a signed row; a failed or cancelled row
@@ -91,6 +97,11 @@ class Unbacked:
 
 #: The judge's answer on one verdict id and payload fingerprint (``Judge.verdict_standing``).
 VerdictStanding = Callable[[str, str | None], str]
+#: The wallet's ``abandon_authorization(spend_id, why)``: ends an x402 row's authorization
+#: (cancelled on chain, or settled/failed if the chain already decided) and returns the row.
+Abandon = Callable[[str, str], SpendRow]
+#: The note prefix of a row reopened because its transaction was rolled back.
+_ROLLED_BACK = "rolled back"
 
 
 @dataclass(frozen=True)
@@ -167,6 +178,7 @@ def reconcile(
     emit: Callable[[str, dict[str, object]], None] | None = None,
     clock: Callable[[], float] = time.time,
     verdict_standing: VerdictStanding | None = None,
+    abandon: Abandon | None = None,
 ) -> ReconcileReport:
     """Compare the ledger's spend rows with on-chain Transfer logs; settle or fail what
     the chain has decided.
@@ -185,12 +197,17 @@ def reconcile(
     With ``verdict_standing`` (the judge's ``verdict_standing``), every settled row must
     name a verdict the judge issued for its payload fingerprint and that was consumed;
     any other is listed in ``unbacked`` (a row forged with a made-up or reused verdict).
+
+    With ``abandon`` (the wallet's ``abandon_authorization``), a signed x402 row reopened
+    after a rollback (this pass or an earlier one) whose authorization is still unused is
+    ended through it: cancelled on chain (listed in ``resolved``), so no stored signature
+    stays usable until ``validBefore``.
     """
     own = not isinstance(db_path, Store)
     store = Store(db_path) if not isinstance(db_path, Store) else db_path
     try:
         report = _reconcile(
-            store, chain, usdc, wallet_address, from_block, to_block, emit, clock
+            store, chain, usdc, wallet_address, from_block, to_block, emit, clock, abandon
         )
         if verdict_standing is None:
             return report
@@ -209,6 +226,7 @@ def _reconcile(
     to_block: int | str,
     emit: Callable[[str, dict[str, object]], None] | None,
     clock: Callable[[], float],
+    abandon: Abandon | None = None,
 ) -> ReconcileReport:
     ledger = Ledger(store)
     # The chain is checked before anything is read or changed: a forged or moved row must
@@ -233,11 +251,13 @@ def _reconcile(
         ledger, chain, usdc, wallet, rows, pool, by_nonce
     )
 
+    cancelled = _cancel_rolled_back(unmatched, abandon)
+    unmatched = [ledger.get(r.id) if r.id in cancelled else r for r in unmatched]
     expired = _close_cancelled_authorizations(ledger, chain, usdc, wallet, unmatched)
     expired += _fail_expired_authorizations(ledger, chain, usdc, wallet, unmatched, clock)
     claimed = {m.tx_hash: m.ledger_id for m in matched}
     expired += _fail_unlandable_transfers(ledger, chain, wallet, last, unmatched, claimed)
-    resolved.extend(expired)
+    resolved.extend(cancelled + expired)
     unmatched = [ledger.get(r.id) if r.id in expired else r for r in unmatched]
 
     unmatched_onchain = tuple(
@@ -310,12 +330,40 @@ def _reopen_rolled_back(
         if chain.receipt(row.tx_hash) is not None:
             continue
         note = (
-            f"rolled back: its transaction {row.tx_hash} is no longer on the chain (a restart "
+            f"{_ROLLED_BACK}: its transaction {row.tx_hash} is no longer on the chain (a restart "
             "from an older state or a reorganisation); reopened until the chain decides"
         )
         if _move_if(ledger, row.id, row.status, "signed", note):
             reopened.append(row.id)
     return reopened
+
+
+def _cancel_rolled_back(unmatched: list[SpendRow], abandon: Abandon | None) -> list[str]:
+    """End through ``abandon`` (the wallet's one cancel path) every signed x402 row that a
+    rollback reopened (its note says so; the match before left it unmatched, so the chain
+    has not used its authorization in the range); return the ids no longer signed.
+
+    ``abandon`` reads the chain again first: used meanwhile, the row is settled; expired,
+    failed; otherwise ``cancelAuthorization`` is mined and the row is ``cancelled`` with
+    that transaction. A cancel that could not be sent leaves the row signed (its note still
+    names the rollback), so the next reconcile tries again."""
+    if abandon is None:
+        return []
+    closed: list[str] = []
+    for row in unmatched:
+        if row.status != "signed" or row.kind != "x402" or not row.auth_nonce:
+            continue
+        if _ROLLED_BACK not in (row.note or ""):
+            continue
+        why = f"{_ROLLED_BACK}: its settlement is no longer on the chain; reconcile ends it"
+        try:
+            ended = abandon(row.id, why)
+        except Exception as exc:  # the wallet service down: the row stays pending, reported
+            log.warning("cancel of rolled-back ledger row %s not done: %s", row.id, exc)
+            continue
+        if ended.status != "signed":
+            closed.append(row.id)
+    return closed
 
 
 def _match_rows(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
 from agent.cli.common import (
@@ -16,6 +18,10 @@ from agent.cli.common import (
     short,
     usdc,
 )
+
+if TYPE_CHECKING:
+    from agent.config import NibSettings
+    from wallet.reconcile import Abandon
 
 __all__ = ["audit_app"]
 
@@ -68,7 +74,7 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
     records = records_database(settings)
     report = reconcile(
         records, chain, network.usdc or "", address, from_block,
-        verdict_standing=VerdictRecords(records).standing,
+        verdict_standing=VerdictRecords(records).standing, abandon=_canceller(settings),
     )
     if as_json:
         emit_json(report.to_dict())
@@ -78,9 +84,11 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
         for item in report.unmatched_onchain:
             out.print(f"[red]ALARM[/] money left the wallet without an audited spend: {asdict(item)}")
         for rid in report.rolled_back:
+            ended = ("its authorization was cancelled on chain" if rid in report.resolved else
+                     "reopened: its authorization is live until it expires. Fix: `nib services "
+                     "up`, then `nib audit reconcile` again cancels it through the wallet")
             out.print(f"[yellow]rolled back[/] {rid}: its transaction is no longer on the chain; "
-                      "reopened until its authorization is used again, cancelled or expires "
-                      "(run `nib audit reconcile` again then)", highlight=False)
+                      f"{ended}", highlight=False)
         for row in report.unproven:
             out.print(f"[red]ALARM[/] settled under a tx that never used its authorization: {row.id}")
         for u in report.unbacked:
@@ -91,6 +99,20 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
     tampered = report.ledger_check is not None and not report.ledger_check.ok
     alarm = bool(report.unmatched_onchain or report.unproven or report.unbacked) or tampered
     raise typer.Exit(EXIT_STOPPED if alarm else EXIT_FINISHED)
+
+
+def _canceller(settings: NibSettings) -> Abandon | None:
+    """The running wallet service's ``abandon_authorization`` (the one cancel path; the key
+    stays in the service), which reconcile uses to cancel a rolled-back authorization; None
+    without services (this command unlocks no key), and the row then waits for expiry."""
+    from agent.cli.runtime import running_services
+
+    services = running_services(settings.home)
+    if services is None:
+        return None
+    from wallet.service import WalletClient
+
+    return WalletClient(services.wallet_socket).abandon_authorization
 
 
 @audit_app.command("verify")

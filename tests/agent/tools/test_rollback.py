@@ -3,11 +3,13 @@ state, a reorganisation): reconcile finds the rows whose transactions are gone, 
 them, and closes each as the chain decides: one authorization submitted again by whoever
 held it (re-proven, settled in the new transaction), the other expired unused (failed;
 its signature, replayed from the attacker's side, is refused by the token). Reconcile is
-then clean, with balances read back from the chain."""
+then clean, with balances read back from the chain. Given the wallet's cancel path,
+reconcile instead cancels an unused reopened authorization on chain in the same pass."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import httpx
@@ -95,12 +97,57 @@ def test_rows_settled_in_lost_blocks_are_reopened_then_reproven_or_dead(
     assert verify(wallet.meter.store).ok
 
 
+def _stored_payload(row: Any) -> dict[str, Any]:
+    """The x402 payload the ledger row stored (its PAYMENT-SIGNATURE header)."""
+    return dict(decode_payment_signature_header(json.loads(str(row.x402_payment))[1]).payload)
+
+
+def test_with_the_wallet_reconcile_reties_a_resubmitted_row_and_cancels_the_other(
+    chain: Any, make_ctx: Any, wallet: Any, paywall: Any, judge_signer: Any
+) -> None:
+    """Given the wallet's cancel path, reconcile closes a rollback in one pass and without
+    moving any clock: the authorization someone submitted again on the restored chain is
+    re-tied and settled; the unused one is cancelled on chain (the cancel recorded on the
+    row), and its stored signature, submitted from the attacker's side, reverts."""
+    head = chain.w3.eth.block_number
+    before = usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, SELLER_ADDR)
+    lost = chain.rpc("evm_snapshot")
+
+    async def buy_two() -> None:
+        async with httpx.AsyncClient(timeout=30) as http:
+            ctx = make_ctx(wallet=wallet, allowlist=(paywall.url,), http=http)
+            await _buy(PayHttpTool(paywall.url), ctx, judge_signer,
+                       paywall.url + "/analytics/gas?blocks=3", paywall.url + "/analytics/gas?blocks=4")
+
+    asyncio.run(buy_two())
+    rows = Ledger(wallet.meter.store).rows("run-test")
+    chain.rpc("evm_revert", [lost])  # both settlements are gone
+    used, unused = (_stored_payload(r) for r in rows)
+    _submit(chain, used["authorization"], used["signature"])  # someone resubmits the first
+
+    done = reconcile(wallet.meter.store, wallet.chain, chain.usdc, AGENT_ADDR, head + 1,
+                     abandon=wallet.abandon_authorization)
+    assert done.clean and done.rolled_back == (rows[1].id,), done.to_dict()
+    after = [Ledger(wallet.meter.store).get(r.id) for r in rows]
+    assert [r.status for r in after] == ["settled", "cancelled"]
+    assert after[0].tx_hash not in (None, rows[0].tx_hash)  # re-tied to the resubmission
+    assert after[1].tx_hash != rows[1].tx_hash
+    assert chain.w3.eth.get_transaction_receipt(after[1].tx_hash)["status"] == 1  # the cancel
+    assert wallet.chain.authorization_state(chain.usdc, AGENT_ADDR, str(rows[1].auth_nonce))
+    with pytest.raises(Exception, match="used or canceled"):
+        _submit(chain, unused["authorization"], unused["signature"])
+    assert usdc_balance(chain, SELLER_ADDR) == before[1] + rows[0].amount
+    assert usdc_balance(chain, AGENT_ADDR) == before[0] - rows[0].amount
+    assert verify(wallet.meter.store).ok
+
+
 def test_a_killed_devnet_restarts_behind_and_reconcile_closes_what_it_lost(
     tmp_path: Any, judge_signer: Any, events: Any
 ) -> None:
     """kill -9 with payments made after Anvil's last state dump: `up` restarts the chain
     on the same port from that dump (the settlements are gone), the devnet's paywall works
-    on the new chain, and reconcile finds the lost rows, then is clean once they expire."""
+    on the new chain, and reconcile finds the lost rows and cancels their authorizations on
+    chain through the wallet: clean at once, no clock moved, no stored signature usable."""
     import os
     import shutil
     import signal
@@ -147,17 +194,27 @@ def test_a_killed_devnet_restarts_behind_and_reconcile_closes_what_it_lost(
         assert again.rpc_url == info.rpc_url and again.usdc == info.usdc
         assert (usdc_balance(dev, AGENT_ADDR), usdc_balance(dev, SELLER_ADDR)) == balances
 
-        found = reconcile(wallet.meter.store, client, info.usdc, AGENT_ADDR)
+        # Reconcile with the wallet's cancel path: the two lost rows are found and their
+        # authorizations made dead on chain at once, with no clock moved.
+        found = reconcile(wallet.meter.store, client, info.usdc, AGENT_ADDR,
+                          abandon=wallet.abandon_authorization)
+        assert found.clean and len(found.matched) == 1, found.to_dict()
+        assert len(found.rolled_back) == 2 and set(found.rolled_back) <= set(found.resolved)
         lost = [r for r in Ledger(wallet.meter.store).rows("run-kill") if r.id in found.rolled_back]
-        assert len(lost) == 2 and len(found.matched) == 1 and not found.clean
+        assert [r.status for r in lost] == ["cancelled", "cancelled"]
+        for row in lost:  # each names the cancel that killed it, mined on the restored chain
+            assert "rolled back" in row.note and row.tx_hash
+            assert client.w3.eth.get_transaction_receipt(row.tx_hash)["status"] == 1
+            assert client.authorization_state(info.usdc, AGENT_ADDR, str(row.auth_nonce))
+            # The stored signature, submitted from the attacker's side, is refused.
+            payload = _stored_payload(row)
+            with pytest.raises(Exception, match="used or canceled"):
+                _submit(dev, payload["authorization"], payload["signature"])
+        assert (usdc_balance(dev, AGENT_ADDR), usdc_balance(dev, SELLER_ADDR)) == balances
         pay("5")  # the devnet (its paywall restarted by `up`) works on the restarted chain
         assert usdc_balance(dev, SELLER_ADDR) == balances[1] + lost[0].amount
-        expiry = max(int(r.valid_before or 0) for r in lost)
-        client.w3.provider.make_request("evm_increaseTime", [expiry - client.block_timestamp() + 1])
-        client.w3.provider.make_request("evm_mine", [])
-        done = reconcile(wallet.meter.store, client, info.usdc, AGENT_ADDR, clock=lambda: expiry + 1)
-        assert done.clean and len(done.matched) == 2, done.to_dict()
-        statuses = {r.id: r.status for r in Ledger(wallet.meter.store).rows("run-kill")}
-        assert [statuses[r.id] for r in lost] == ["failed", "failed"]
+        done = reconcile(wallet.meter.store, client, info.usdc, AGENT_ADDR,
+                         abandon=wallet.abandon_authorization)
+        assert done.clean and len(done.matched) == 2 and not done.rolled_back, done.to_dict()
     finally:
         devnet.down(home)
