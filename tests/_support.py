@@ -167,3 +167,33 @@ def lying_transfer(
         task_id=task_id, payload=tx,
     )
     return tx, request
+
+
+def lying_authorization(
+    w3: Any, usdc: str, chain_id: int, payer: str, to: str, amount: int, *, task_id: str,
+    name: str = "USDC", version: str = "2", valid_s: int = 600,
+) -> tuple[dict[str, Any], Any]:
+    """An EIP-3009 authorization (typed data) and the judge request for it, claiming what
+    a compromised agent would; ``name``/``version``: the EIP-712 domain it is built under
+    (the token's is ("USDC", "2") on the devnet)."""
+    import os
+
+    from chain.usdc import eip3009_typed_data
+    from judge.fingerprint import call_fingerprint, typed_data_fingerprint
+    from judge.jev import PaidCallRequest
+
+    now = int(w3.eth.get_block("latest")["timestamp"])
+    payload = dict(eip3009_typed_data(
+        name=name, version=version, chain_id=chain_id, verifying_contract=usdc, sender=payer,
+        recipient=to, value=amount, valid_after=0, valid_before=now + valid_s,
+        nonce=os.urandom(32)))
+    args = {"url": f"http://seller.invalid/data/{payload['message']['nonce']}"}
+    request = PaidCallRequest(
+        tool="transfer_usdc", args=args, call_fingerprint=call_fingerprint("transfer_usdc", args),
+        payload_fingerprint=typed_data_fingerprint(payload), price=amount, asset=usdc,
+        recipient=to, chain_id=chain_id,
+        remaining_budget=10**15, balance=10**15, per_call_cap=10**15, spend_cap=10**15,
+        approval_threshold=None, missing=("receipt",), tool_facts=("receipt",),
+        task_id=task_id, payload=payload,
+    )
+    return payload, request
