@@ -584,3 +584,23 @@ def _authorization_logs(
 
 def _topic_address(address: str) -> str:
     return "0x" + address.lower().removeprefix("0x").rjust(64, "0")
+
+
+def authorization_settled(
+    w3: Web3, *, token: str, authorizer: str, nonce: str, recipient: str, value: int
+) -> bool:
+    """Whether ``authorizer``'s EIP-3009 authorization ``nonce`` of ``token`` was used on
+    chain, moving exactly ``value`` to ``recipient`` (found by its AuthorizationUsed log,
+    then proven by :func:`prove_authorization_settled` on that transaction)."""
+    params: Any = {
+        "address": Web3.to_checksum_address(token), "fromBlock": 0, "toBlock": "latest",
+        "topics": [AUTHORIZATION_USED_TOPIC, _topic_address(authorizer), nonce.lower()],
+    }
+    logs = _rpc(w3, "eth_getLogs", lambda: w3.eth.get_logs(params))
+    return any(
+        prove_authorization_settled(
+            w3, "0x" + bytes(log["transactionHash"]).hex(), token=token, authorizer=authorizer,
+            nonce=nonce, recipient=recipient, value=value,
+        ).proven
+        for log in logs
+    )

@@ -73,6 +73,15 @@ def format_usdc(amount: int | Decimal, decimals: int = USDC_DECIMALS) -> str:
     return f"{whole}.{frac}"
 
 
+def _authorization_key(payload: Mapping[str, object] | None) -> str | None:
+    """``payer:nonce`` of an EIP-3009 authorization payload (what finds its settlement on
+    chain), else None."""
+    message = (payload or {}).get("message")
+    if not isinstance(message, Mapping) or "nonce" not in message or "from" not in message:
+        return None
+    return f"{str(message['from']).lower()}:{str(message['nonce']).lower()}"
+
+
 def _fmt_p(p: Decimal) -> str:
     text = format(p, "f")
     whole, _, frac = text.partition(".")
@@ -114,6 +123,8 @@ class Judge:
         records: VerdictRecords | None = None,
         tasks: TaskRegistry | None = None,
         balance_of: Callable[[str], int] | None = None,
+        token_domain: Callable[[str], tuple[str, str]] | None = None,
+        payment_settled: Callable[[VerdictRecord], bool] | None = None,
         require_task: bool = False,
         pay_to_of: PayToOf | None = None,
         fact_of: Callable[[str], Decimal | None] | None = None,
@@ -142,6 +153,8 @@ class Judge:
         self.tasks = tasks if tasks is not None else TaskRegistry(clock=clock)
         self._balance_of = balance_of
         self._fact_of = fact_of
+        self._token_domain = token_domain
+        self._payment_settled = payment_settled
         self._require_task = require_task
         #: Reads the payTo a seller's own 402 advertises (judge.payto): with it, a registered
         #: seller origin admits that payTo for the purchase it quotes.
@@ -203,7 +216,8 @@ class Judge:
         if self._balance_of is not None:
             balance = self._balance_of(offer.asset)
         committed = self.records.committed(limits.task_id, self._clock())
-        return bind(offer, limits, committed=committed, balance=balance, pay_to_of=self._pay_to_of)
+        return bind(offer, limits, committed=committed, balance=balance,
+                    pay_to_of=self._pay_to_of, token_domain=self._token_domain)
 
     def _granted(self, offer: PaidCallRequest) -> Grant | None:
         """A human's unused grant for exactly this registered task's payload, when its
@@ -248,6 +262,8 @@ class Judge:
             reason=reason,
             ttl_s=self._ttl_s,
             now=self._clock(),
+            task_id=req.task_id,
+            task_cap=req.spend_cap if req.task_id is not None else None,
         )
         self.records.issued(
             verdict,
@@ -255,6 +271,7 @@ class Judge:
             facts=tuple(_coverable(req)),
             task_id=req.task_id or "",
             grant=grant,
+            authorization=_authorization_key(req.payload),
         )
         if self._emit is not None:
             self._emit(
@@ -548,7 +565,7 @@ class Judge:
         is weighed so the seller's p for that kind falls below the pay floor at once.
         """
         check_outcome(covered, delivery)
-        rec = self.records.take_outcome(verdict_id, fact_key(fact_kind))
+        rec = self.records.take_outcome(verdict_id, fact_key(fact_kind), paid=self._payment_settled)
         self.calibrator.record(rec.subject, fact_key(fact_kind), rec.p, covered, delivery=delivery)
         if self._emit is not None:
             self._emit(

@@ -29,6 +29,7 @@ from judge.verdict import Verdict
 VERDICTS = "judge_verdicts"
 OUTCOMES_TAKEN = "judge_verdict_outcomes"
 GRANTS = "judge_grants"
+OUTCOME_KEYS = "judge_outcome_keys"
 
 Standing = Literal["consumed", "unconsumed", "revoked", "not-issued", "fingerprint-mismatch"]
 """What the judge's record says about a verdict id and a payload fingerprint.
@@ -61,6 +62,9 @@ class VerdictRecord:
     consumed_at: float | None
     revoked_at: float | None
     grant_id: str | None = None
+    #: ``payer:nonce`` of the EIP-3009 authorization an approval pays with (None: a
+    #: transaction, or a verdict issued before this was recorded).
+    authorization: str | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,20 @@ MIGRATIONS: list[Migration] = [
             f"CREATE INDEX IF NOT EXISTS idx_{GRANTS}_payload ON {GRANTS}(task_id, payload_fingerprint)",
         ),
     ),
+    Migration(
+        3,
+        "the EIP-3009 authorization an approval pays with; outcomes once per (task, subject, fact)",
+        (
+            f"ALTER TABLE {VERDICTS} ADD COLUMN paid_with TEXT",
+            f"""CREATE TABLE IF NOT EXISTS {OUTCOME_KEYS} (
+                task_id TEXT NOT NULL,
+                subject TEXT NOT NULL,
+                fact_kind TEXT NOT NULL,
+                verdict_id TEXT NOT NULL,
+                PRIMARY KEY (task_id, subject, fact_kind)
+            )""",
+        ),
+    ),
 ]
 
 
@@ -146,6 +164,39 @@ def _issued(conn: Tx, verdict_id: str) -> VerdictRecord | None:
     """The record of ``verdict_id`` read inside the caller's write section, or None."""
     found = conn.rows(f"SELECT * FROM {VERDICTS} WHERE id = ?", (verdict_id,))
     return _record(found[0]) if found else None
+
+
+def _outcome_problem(rec: VerdictRecord | None, fact_kind: str) -> str | None:
+    if rec is None:
+        return "this judge never issued it"
+    if rec.decision != "approve" or rec.consumed_at is None:
+        return f"it is a {rec.decision} verdict no wallet consumed (no call was made)"
+    if fact_kind not in rec.facts:
+        return (f"the fact kind {fact_kind!r} is not one the call could cover "
+                f"({', '.join(rec.facts) or 'none'})")
+    return None
+
+
+def _take_outcome(
+    conn: Tx, rec: VerdictRecord, fact_kind: str, now: float, *, once_per_task: bool
+) -> str | None:
+    """Mark the outcome taken (once per verdict and fact kind; with ``once_per_task``
+    once per task, subject and fact kind too); why not, else None."""
+    taken = conn.execute(
+        f"INSERT INTO {OUTCOMES_TAKEN} (verdict_id, fact_kind, taken_at) "
+        "VALUES (?, ?, ?) ON CONFLICT (verdict_id, fact_kind) DO NOTHING",
+        (rec.id, fact_kind, now),
+    ).rowcount
+    if taken != 1:
+        return f"its outcome for {fact_kind!r} was already recorded"
+    if once_per_task and conn.execute(
+        f"INSERT INTO {OUTCOME_KEYS} (task_id, subject, fact_kind, verdict_id) "
+        "VALUES (?, ?, ?, ?) ON CONFLICT (task_id, subject, fact_kind) DO NOTHING",
+        (rec.task_id, rec.subject, fact_kind, rec.id),
+    ).rowcount != 1:
+        return (f"task {rec.task_id!r} already reported an outcome for {rec.subject} and "
+                f"{fact_kind!r} (one per task, seller and fact kind)")
+    return None
 
 
 def _record(row: dict[str, object]) -> VerdictRecord:
@@ -167,6 +218,7 @@ def _record(row: dict[str, object]) -> VerdictRecord:
         consumed_at=None if row["consumed_at"] is None else cell_float(row["consumed_at"]),
         revoked_at=None if row["revoked_at"] is None else cell_float(row["revoked_at"]),
         grant_id=None if row.get("grant_id") is None else str(row["grant_id"]),
+        authorization=None if row.get("paid_with") is None else str(row["paid_with"]),
     )
 
 
@@ -218,6 +270,7 @@ class VerdictRecords:
         facts: tuple[str, ...] = (),
         task_id: str = "",
         grant: Grant | None = None,
+        authorization: str | None = None,
     ) -> None:
         """Record a verdict the judge just signed (every decision, not only approvals).
 
@@ -237,7 +290,7 @@ class VerdictRecords:
                         f"grant {grant.id} was already used; expected an unused grant for "
                         f"verdict {verdict.id}. Fix: a human grants each escalated payment once."
                     )
-                conn.execute(*self._insert(verdict, subject, facts, task_id, grant.id))
+                conn.execute(*self._insert(verdict, subject, facts, task_id, grant.id, authorization))
             return
         # One statement on an autocommit connection is its own atomic transaction: no
         # BEGIN / COMMIT round (two more statements on every decision). Not synced to
@@ -245,17 +298,20 @@ class VerdictRecords:
         # crash loses nothing) leaves a verdict this judge never issued as far as its
         # record says, which every re-check refuses (VerdictUnknown), so it can move no
         # money. Consuming it is a synced commit, which syncs this row with it.
-        self._store.execute(*self._insert(verdict, subject, facts, task_id, None), durable=False)
+        self._store.execute(
+            *self._insert(verdict, subject, facts, task_id, None, authorization), durable=False
+        )
 
     @staticmethod
     def _insert(
-        verdict: Verdict, subject: str, facts: tuple[str, ...], task_id: str, grant_id: str | None
+        verdict: Verdict, subject: str, facts: tuple[str, ...], task_id: str,
+        grant_id: str | None, authorization: str | None,
     ) -> tuple[str, tuple[object, ...]]:
         """The statement (and its parameters) that records ``verdict`` as issued."""
         return (
             f"INSERT INTO {VERDICTS} (id, decision, subject, task_id, payload_fingerprint, "
-            "amount, asset, recipient, chain_id, p, facts, issued_at, expires_at, grant_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "amount, asset, recipient, chain_id, p, facts, issued_at, expires_at, grant_id, "
+            "paid_with) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 verdict.id,
                 verdict.decision,
@@ -271,6 +327,7 @@ class VerdictRecords:
                 verdict.issued_at,
                 verdict.expires_at,
                 grant_id,
+                authorization,
             ),
         )
 
@@ -442,37 +499,35 @@ class VerdictRecords:
             return "revoked"
         return "unconsumed"
 
-    def take_outcome(self, verdict_id: str, fact_kind: str) -> VerdictRecord:
+    def take_outcome(
+        self, verdict_id: str, fact_kind: str, *, paid: Callable[[VerdictRecord], bool] | None = None
+    ) -> VerdictRecord:
         """Accept one outcome for (verdict, fact kind), or raise OutcomeRefused.
 
         Only approvals this judge issued and a wallet consumed (a call that was made)
-        carry outcomes, only for a fact kind the call could cover, and only once.
+        carry outcomes, only for a fact kind the call could cover, and only once. With
+        ``paid`` (the judge reading the chain), only an approval whose authorization
+        ``paid`` proves settled on chain at the approved price, and at most one per
+        (task, subject, fact kind): moving a shared p takes real payments to that seller
+        from tasks the user registered, not verdicts signed and never submitted.
         """
+        unpaid = None
+        if paid is not None:
+            found = self.get(verdict_id)
+            if found is not None and found.decision == "approve" and not (
+                found.authorization and paid(found)
+            ):
+                unpaid = "its payment is not settled on chain at the approved price"
         with self._store.transaction() as conn:
             rec = _issued(conn, verdict_id)
-            problem = None
-            if rec is None:
-                problem = "this judge never issued it"
-            elif rec.decision != "approve" or rec.consumed_at is None:
-                problem = f"it is a {rec.decision} verdict no wallet consumed (no call was made)"
-            elif fact_kind not in rec.facts:
-                problem = (
-                    f"the fact kind {fact_kind!r} is not one the call could cover "
-                    f"({', '.join(rec.facts) or 'none'})"
-                )
-            else:
-                taken = conn.execute(
-                    f"INSERT INTO {OUTCOMES_TAKEN} (verdict_id, fact_kind, taken_at) "
-                    "VALUES (?, ?, ?) ON CONFLICT (verdict_id, fact_kind) DO NOTHING",
-                    (verdict_id, fact_kind, self._clock()),
-                ).rowcount
-                if taken != 1:
-                    problem = f"its outcome for {fact_kind!r} was already recorded"
+            problem = _outcome_problem(rec, fact_kind) or unpaid
+            if problem is None and rec is not None:
+                problem = _take_outcome(conn, rec, fact_kind, self._clock(), once_per_task=paid is not None)
             if problem is not None:
                 raise OutcomeRefused(
                     f"found an outcome for verdict {verdict_id}, but {problem}; expected one "
-                    "outcome per fact kind of an approved, executed call. Fix: report outcomes "
-                    "only for calls this judge approved and the wallet signed."
+                    "outcome per fact kind of an approved call whose payment settled on chain. "
+                    "Fix: report outcomes only for calls this judge approved and that were paid."
                 )
         assert rec is not None
         return rec

@@ -281,6 +281,7 @@ def _limits(row: tuple[object, ...]) -> TaskLimits:
 def bind(
     offer: PaidCallRequest, limits: TaskLimits, *, committed: int, balance: int | None,
     pay_to_of: PayToOf | None = None,
+    token_domain: Callable[[str], tuple[str, str]] | None = None,
 ) -> PaidCallRequest | str:
     """``offer`` with the task's registered limits in place of the request's, or the
     reason it cannot be paid at all.
@@ -291,9 +292,11 @@ def bind(
     the payTo its own 402 advertises for the resource (``pay_to_of``, read by the judge at
     ruling time; the payload binds it, so a later change voids the verdict). The remaining budget is the
     cap less what the judge itself approved for the task (consumed, or still live);
-    ``balance`` is what the judge read from the chain (``None``: keep the request's).
+    ``balance`` is what the judge read from the chain (``None``: keep the request's);
+    ``token_domain`` reads a token's own EIP-712 ``(name, version)`` from the chain: an
+    authorization under any other domain is refused.
     """
-    refusal = _refusal(offer, limits, pay_to_of)
+    refusal = _refusal(offer, limits, pay_to_of) or _domain_refusal(offer, token_domain)
     if refusal is not None:
         return refusal
     return replace(
@@ -327,6 +330,28 @@ def _advertised(
         return False
     method = str(offer.args.get("method") or "GET")
     return recipient.lower() in pay_to_of(url, method, offer.args.get("body"))
+
+
+def _domain_refusal(
+    offer: PaidCallRequest, token_domain: Callable[[str], tuple[str, str]] | None
+) -> str | None:
+    """Why an authorization's EIP-712 domain is not its token's (name, version, chain id,
+    verifying contract), else None."""
+    domain = (offer.payload or {}).get("domain")
+    if token_domain is None or not isinstance(domain, Mapping):
+        return None
+    name, version = token_domain(offer.asset)
+    found = (domain.get("name"), str(domain.get("version")), str(domain.get("chainId")),
+             str(domain.get("verifyingContract")).lower())
+    expected = (name, version, str(offer.chain_id), offer.asset.lower())
+    if found != expected:
+        return (
+            f"the authorization's EIP-712 domain (name, version, chainId, verifyingContract) "
+            f"is {found}, the token on chain signs under {expected}; the token would reject "
+            "it and the signature would hold the cap until it expires; fix: build the "
+            "authorization under the token's own domain (chain.usdc.token_domain)"
+        )
+    return None
 
 
 def _refusal(

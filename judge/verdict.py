@@ -93,6 +93,11 @@ class Verdict(BaseModel):
     ev: str
     reason: str
     judge: str = Field(pattern=_ADDRESS)
+    #: The task the verdict was issued to and the spend cap it registered (atomic units):
+    #: the wallet books the payment under this task and holds it to this cap, whatever
+    #: its caller names (None: a judge that rules on unregistered requests, in-process).
+    task_id: str | None = Field(default=None, max_length=200)
+    task_cap: int | None = Field(default=None, ge=0)
     signature: str = Field(pattern=r"^0x[0-9a-fA-F]{130}$")
 
     @field_validator("p")
@@ -252,8 +257,11 @@ class VerdictSigner:
         ttl_s: int = DEFAULT_TTL_S,
         now: float | None = None,
         verdict_id: str | None = None,
+        task_id: str | None = None,
+        task_cap: int | None = None,
     ) -> Verdict:
-        """Build, validate and sign a verdict that expires ``ttl_s`` seconds from ``now``."""
+        """Build, validate and sign a verdict that expires ``ttl_s`` seconds from ``now``;
+        ``task_id``/``task_cap``: the task it is issued to and that task's spend cap."""
         if isinstance(ttl_s, bool) or not isinstance(ttl_s, int) or ttl_s <= 0:
             raise JudgeConfigError(
                 f"found ttl_s={ttl_s!r}; expected a positive int (seconds); "
@@ -273,6 +281,8 @@ class VerdictSigner:
             "expires_at": issued_at + ttl_s,
             "p": _as_decimal_str("p", p),
             "ev": _as_decimal_str("ev", ev),
+            "task_id": task_id,
+            "task_cap": task_cap,
             "reason": reason,
             "judge": self.address,
         }

@@ -38,8 +38,10 @@ def dev_account(index: int) -> Any:
 
 
 def _judge(cfg: dict[str, Any]) -> Any:
+    from agent.cli.runtime import settled_on
     from chain.client import ChainClient
     from chain.devkeys import AGENT, JUDGE
+    from chain.usdc import token_domain
     from judge.calibration import BetaCalibrator
     from judge.jev import Judge
     from judge.records import VerdictRecords
@@ -54,6 +56,8 @@ def _judge(cfg: dict[str, Any]) -> Any:
         allowed_assets={cfg["chain_id"]: [cfg["usdc"]]},
         records=VerdictRecords(db), tasks=TaskRegistry(db), require_task=True,
         balance_of=lambda asset: chain.token_balance(asset, owner),
+        token_domain=cache(lambda asset: token_domain(chain.w3, asset)),
+        payment_settled=settled_on(chain),
     )
     server = JudgeServer(judge, port=cfg["port"], token=cfg["token"],
                          admin_token=cfg["admin_token"]).start(timeout_s=60)

@@ -25,9 +25,11 @@ contains key material.
     │   ├── VerdictReplayed          "replayed"           verdict already consumed
     │   ├── CapExceeded              "cap-exceeded"       ``.limit`` / ``.observed``
     │   └── InsufficientBalance      "insufficient-balance"  ``.limit`` / ``.observed``
-    │   └── AuthorizationOutstanding "authorization-outstanding"  one live per resource
+    │   ├── AuthorizationOutstanding "authorization-outstanding"  one live per resource
+    │   └── TaskMismatch             "task-mismatch"      a body naming another task than the verdict's
     ├── LedgerError                  "ledger-state"       unknown row or illegal transition
     ├── SettlementUnproven           "settlement-unproven" receipt does not carry our auth
+    ├── FailureUnproven              "failure-unproven"   a reported failure the chain does not show
     ├── SendFailed                   "send-failed"        broadcast failed or tx reverted
     └── WalletUnreachable            "wallet-unreachable" the wallet service did not answer
 """
@@ -175,6 +177,12 @@ class AuthorizationOutstanding(SpendRefused):
         self.valid_before = valid_before
 
 
+class TaskMismatch(SpendRefused):
+    """The request names a task or run other than the one the verdict was issued to."""
+
+    code = "task-mismatch"
+
+
 # ------------------------------------------------------------------------------ faults
 
 
@@ -194,6 +202,13 @@ class SettlementUnproven(WalletError):
         super().__init__(message)
         self.finding = finding
         self.tx_hash = tx_hash
+
+
+class FailureUnproven(WalletError):
+    """A caller reported that a signed spend failed, but the chain does not show that it
+    can never move money: the row stays counted until the wallet can prove it."""
+
+    code = "failure-unproven"
 
 
 class SendFailed(WalletError):

@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import heapq
 import json
+import os
+import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from web3 import Web3
 from web3.exceptions import TransactionNotFound
@@ -41,6 +43,11 @@ if TYPE_CHECKING:
     from wallet._store import Store
 
 NONCES = "wallet_nonces"
+#: How long a number stays in flight for its holder without being sent or given back.
+#: Past it (or once the holder's process is gone) the next sync frees it: a caller that
+#: takes numbers and never sends them blocks other transfers for at most this long. A
+#: transfer that waits longer (a run paused for approval) quotes afresh.
+NONCE_LEASE_S = 120.0
 
 #: The holder the current request acts for (see ``acting_for``); None: the manager's own.
 _ACTING_FOR: ContextVar[str | None] = ContextVar("nib_nonce_holder", default=None)
@@ -83,12 +90,23 @@ class _State:
     #: Numbers confirmed (handed to the node) the chain's pending count had not passed at
     #: the last sync -> their tx hash ("" when not given): used while the node knows them.
     sent: dict[int, str] = field(default_factory=dict)
+    #: Number in flight -> when its lease ends (unix seconds; see NONCE_LEASE_S).
+    until: dict[int, float] = field(default_factory=dict)
+
+    def hold(self, n: int, holder: str, now: float) -> None:
+        self.in_flight[n] = holder
+        self.until[n] = now + NONCE_LEASE_S
+
+    def drop(self, n: int) -> None:
+        self.in_flight.pop(n, None)
+        self.until.pop(n, None)
 
     def dumps(self) -> str:
         return json.dumps(
             {"next": self.next, "free": sorted(self.free),
              "in_flight": {str(n): h for n, h in self.in_flight.items()},
-             "sent": {str(n): h for n, h in self.sent.items()}}
+             "sent": {str(n): h for n, h in self.sent.items()},
+             "until": {str(n): t for n, t in self.until.items()}}
         )  # fmt: skip
 
     @classmethod
@@ -98,7 +116,23 @@ class _State:
         heapq.heapify(free)
         in_flight = {int(n): str(h) for n, h in raw["in_flight"].items()}
         sent = {int(n): str(h) for n, h in raw.get("sent", {}).items()}
-        return cls(raw["next"], free, in_flight, sent)
+        until = {int(n): float(t) for n, t in raw.get("until", {}).items()}
+        return cls(raw["next"], free, in_flight, sent, until)
+
+
+def holder_state(holder: str) -> Literal["alive", "gone", "unknown"]:
+    """Whether ``holder`` (``host:pid``, see process_identity) is a process of this host
+    that runs, one that no longer runs (its numbers can never be sent), or neither."""
+    host, _, pid = holder.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return "unknown"
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return "gone"
+    except PermissionError:
+        return "alive"
+    return "alive"
 
 
 class NonceManager:
@@ -176,6 +210,10 @@ class NonceManager:
         that the node no longer knows (a devnet reverted or reset, a dropped transaction)
         is free again; one sent without a hash stays used until the count passes it."""
         pending = self._pending_count()
+        now = time.time()
+        for n, holder in list(st.in_flight.items()):
+            if st.until.get(n, now + 1) <= now or holder_state(holder) == "gone":
+                st.drop(n)  # its lease ran out or its process is gone: free again below
         st.sent = {
             n: h for n, h in st.sent.items() if n >= pending and (not h or self._known(h))
         }
@@ -201,14 +239,14 @@ class NonceManager:
             else:
                 n = st.next
                 st.next += 1
-            st.in_flight[n] = self._holder()
+            st.hold(n, self._holder(), time.time())
             return n
 
     def confirm(self, n: int, tx_hash: str | None = None) -> None:
         """``n`` was handed to the node (as ``tx_hash``): used while the node knows that
         transaction, and for good once the chain's count passes it."""
         with self._state() as st:
-            st.in_flight.pop(n, None)
+            st.drop(n)
             st.sent[n] = tx_hash or ""
 
     def release(self, n: int) -> None:
@@ -221,7 +259,7 @@ class NonceManager:
         with self._state() as st:
             if st.in_flight.get(n) != self._holder():
                 return
-            del st.in_flight[n]
+            st.drop(n)
             if st.next is None or n >= st.next:
                 return
             if n == st.next - 1 and not st.free:
@@ -250,7 +288,7 @@ class NonceManager:
                 st.next += 1
             else:
                 return False
-            st.in_flight[n] = self._holder()
+            st.hold(n, self._holder(), time.time())
             return True
 
     def resync(self) -> int:
@@ -289,7 +327,7 @@ class NonceManager:
         with self._state() as st:
             taken = sorted(n for n, h in st.in_flight.items() if h == holder)
             for n in taken:
-                del st.in_flight[n]
+                st.drop(n)
             if taken:
                 self._sync(st)
             return taken

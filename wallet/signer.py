@@ -23,7 +23,7 @@ from web3.types import TxReceipt
 
 from chain.errors import ChainError
 from chain.money import DEFAULT_ETH_PRICE_USDC, gas_to_usdc
-from chain.usdc import prove_authorization_settled
+from chain.usdc import prove_authorization_settled, token_domain
 from judge.errors import FingerprintError, VerdictConsumed, VerdictInvalid
 from judge.fingerprint import transaction_fingerprint, typed_data_fingerprint
 from judge.storage import MutexTimeout
@@ -37,6 +37,7 @@ from wallet.errors import (
     SendFailed,
     SettlementUnproven,
     SpendRefused,
+    TaskMismatch,
     VerdictBadSignature,
     VerdictExpired,
     VerdictNotApproved,
@@ -45,6 +46,7 @@ from wallet.errors import (
     VerdictVoid,
     WalletError,
 )
+from wallet.failure import fail_if_proven
 from wallet.keystore import KeyHandle
 from wallet.ledger import LIVE, SpendKind, SpendRow
 from wallet.meter import Reservation, SpendMeter
@@ -139,6 +141,7 @@ class Wallet:
         self.emit = emit
         self.clock = clock
         self.receipt_timeout_s = receipt_timeout_s
+        self._domain: tuple[str, str] | None = None
         # Shared through the wallet's tables: workers in other processes draw from the
         # same sequence (see wallet.nonces).
         self.nonces = NonceManager(
@@ -176,6 +179,7 @@ class Wallet:
         time, across runs: a second is refused with AuthorizationOutstanding.
         """
         exact = private_copy(payload)
+        run_id, cap = self._verdict_task(verdict, run_id, cap, "x402")
         res = self._authorize(
             exact,
             verdict,
@@ -305,7 +309,14 @@ class Wallet:
                 return now
 
     def fail(self, signed: SignedTypedData | SignedTx, note: str) -> None:
-        """Record that a signed spend did not move money (see SpendMeter.fail's warning)."""
+        """A report that a signed spend did not move money: failed only when the chain
+        proves it never can, settled when the chain shows it used, else kept counted and
+        FailureUnproven raised (see wallet.failure: the caller holds the signature)."""
+        fail_if_proven(self, signed, note)
+
+    def _failed(self, signed: SignedTx, note: str) -> None:
+        """The wallet's own finding that ``signed`` moved no money (never broadcast, or
+        its nonce taken by another mined transaction)."""
         self.meter.fail(signed.reservation, note)
         self._emit("wallet.failed", {**_res_event(signed.reservation), "note": note})
 
@@ -326,7 +337,7 @@ class Wallet:
         and its spend marked failed. Warning: broadcasting it afterwards would move money
         the ledger records as failed (reconcile would show it as resolved)."""
         self.nonces.release(signed.nonce)
-        self.fail(signed, note)
+        self._failed(signed, note)
 
     # ------------------------------------------------------------------ transactions
 
@@ -343,6 +354,7 @@ class Wallet:
         ``discard``.
         """
         exact = private_copy(tx)
+        run_id, cap = self._verdict_task(verdict, run_id, cap, "transfer")
         full = {k: v for k, v in exact.items() if k != "from"}
         full["data"] = full.pop("input", full.get("data"))
 
@@ -512,7 +524,7 @@ class Wallet:
             mined = -1  # no answer: nothing is decided, the spend stays pending
         if mined > signed.nonce:
             note = f"never mined: nonce {signed.nonce} was used by another transaction"
-            self.fail(signed, note)
+            self._failed(signed, note)
             raise SendFailed(
                 f"No receipt for {signed.tx_hash} within {self.receipt_timeout_s:.0f} s, and "
                 f"the chain has mined {mined} transactions from {self.address}, so nonce "
@@ -621,6 +633,26 @@ class Wallet:
                 verdict_id=verdict.id,
             )
 
+    def _verdict_task(
+        self, verdict: Verdict | None, run_id: str, cap: int, kind: str
+    ) -> tuple[str, int]:
+        """The run and cap a payment is booked under: the task the verdict was issued to
+        and its registered cap, never what the caller names (the verdict's signature is
+        checked before anything is reserved). A caller naming another run is refused,
+        both named; a verdict without a task (an in-process judge ruling on unregistered
+        requests) keeps the caller's."""
+        if not isinstance(verdict, Verdict) or verdict.task_id is None:
+            return run_id, cap
+        if run_id and run_id != verdict.task_id:
+            raise self._refuse(TaskMismatch(
+                f"found a payment asked for run {run_id!r} under verdict {verdict.id}, which "
+                f"the judge issued to task {verdict.task_id!r}; expected the verdict's own "
+                "task: a payment is booked under the task it was approved for. Nothing was "
+                f"signed and the verdict is unused. Fix: pay under run {verdict.task_id!r}.",
+                verdict_id=verdict.id,
+            ), run_id, verdict, kind)
+        return verdict.task_id, cap if verdict.task_cap is None else verdict.task_cap
+
     def _check_verdict(self, verdict: Verdict | None) -> Verdict:
         if verdict is None:
             raise NoVerdict(
@@ -703,6 +735,13 @@ class Wallet:
         ]
         if terms.sender is not None:
             checks.append(("sender", terms.sender.lower(), self.address.lower()))
+        domain = payload.get("domain")
+        if isinstance(domain, Mapping):  # the token verifies under its own domain only
+            name, version = self._token_domain()
+            checks.append(("EIP-712 domain name (payload vs the token on chain)",
+                           domain.get("name"), name))
+            checks.append(("EIP-712 domain version (payload vs the token on chain)",
+                           str(domain.get("version")), version))
         for name, found, expected in checks:
             if found != expected:
                 raise PayloadMismatch(
@@ -712,6 +751,12 @@ class Wallet:
                 )
         self._check_window(verdict, payload)
         self._key.check_chain(live_chain)
+
+    def _token_domain(self) -> tuple[str, str]:
+        """The USDC contract's own EIP-712 ``(name, version)``, read from the chain once."""
+        if self._domain is None:
+            self._domain = token_domain(self.chain.w3, self.usdc)
+        return self._domain
 
     def _check_window(self, verdict: Verdict, payload: dict[str, object]) -> None:
         """An EIP-3009 authorization is a bearer instrument until validBefore: refuse long ones."""

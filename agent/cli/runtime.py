@@ -8,6 +8,7 @@ agent. The judge's key never reaches the wallet; the wallet's key never leaves i
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import stat
@@ -388,6 +389,20 @@ def build_judge(
     return build_local_judge(settings, network, database=database)
 
 
+def settled_on(chain: ChainClient) -> Callable[[Any], bool]:
+    """Whether a verdict record's EIP-3009 authorization (``payer:nonce``) settled on
+    ``chain`` at the approved amount and recipient: what the judge's outcomes count on."""
+    from chain.usdc import authorization_settled
+
+    def settled(rec: Any) -> bool:
+        payer, _, nonce = str(rec.authorization or "").partition(":")
+        return bool(nonce) and authorization_settled(
+            chain.w3, token=rec.asset, authorizer=payer, nonce=nonce, recipient=rec.recipient,
+            value=rec.amount)
+
+    return settled
+
+
 def build_local_judge(
     settings: NibSettings, network: Network, *, service: bool = False,
     database: str | Path | None = None,
@@ -399,6 +414,7 @@ def build_local_judge(
     balance from the chain itself and, once it has an admin token to register tasks
     with (always off the devnet), rules only on registered tasks.
     """
+    from chain.usdc import token_domain
     from judge.calibration import BetaCalibrator
     from judge.jev import Judge
     from judge.payto import advertised_pay_to
@@ -428,6 +444,8 @@ def build_local_judge(
             "balance_of": (lambda asset: chain.token_balance(asset, owner)) if owner else None,
             # An allowlisted seller origin admits the payTo its own 402 advertises.
             "pay_to_of": advertised_pay_to,
+            "token_domain": functools.cache(lambda asset: token_domain(chain.w3, asset)),
+            "payment_settled": settled_on(chain),
         }
     return Judge(
         signer,

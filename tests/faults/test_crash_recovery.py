@@ -29,7 +29,12 @@ from judge.jev import PaidCallRequest
 from judge.verdict import Verdict
 from tests._services import Composition
 from tests._support import lying_transfer
-from wallet.errors import AuthorizationOutstanding, VerdictReplayed, WalletUnreachable
+from wallet.errors import (
+    AuthorizationOutstanding,
+    TaskMismatch,
+    VerdictReplayed,
+    WalletUnreachable,
+)
 from wallet.ledger import Ledger
 from wallet.reconcile import reconcile
 
@@ -93,6 +98,8 @@ def retry_same_purchase(agent: Agent, chain: Any, intent: dict[str, Any]) -> Non
     )
     verdict = Verdict.model_validate(intent["verdict"])
     with pytest.raises(VerdictReplayed):
+        agent.wallet.sign_typed_data(typed, verdict, run_id=verdict.task_id or "", cap=1_000_000)
+    with pytest.raises(TaskMismatch):  # nor under another run
         agent.wallet.sign_typed_data(typed, verdict, run_id="crash-run-retry", cap=1_000_000)
 
 
@@ -270,9 +277,10 @@ def test_wallet_service_killed_after_signing_before_answering_pays_nothing_twice
     # The same payment under its verdict, to the new service: refused, for this run or
     # any other (the verdict was consumed at the judge before the signature was made;
     # an authorization for the same resource is still live in the ledger).
-    for run_id in (RUN, "crash-run-retry"):
-        with pytest.raises(AuthorizationOutstanding if kind == "x402" else VerdictReplayed):
-            sign(agent, kind, payload, verdict, run_id)
+    with pytest.raises(AuthorizationOutstanding if kind == "x402" else VerdictReplayed):
+        sign(agent, kind, payload, verdict, RUN)
+    with pytest.raises(TaskMismatch):  # nor under another run: the verdict names its task
+        sign(agent, kind, payload, verdict, "crash-run-retry")
     if kind == "x402":  # and the verdict itself is spent, whatever the resource
         with pytest.raises(VerdictReplayed):
             agent.wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=1_000_000)
@@ -325,9 +333,10 @@ def test_wallet_service_killed_after_broadcast_before_recording_pays_once(
         (SELLER_ADDR, PRICE, signed.tx_hash.lower())]
 
     composition.restart_wallet()
-    for run_id in (RUN, "crash-run-retry"):
-        with pytest.raises(VerdictReplayed):
-            sign(agent, "transfer", payload, verdict, run_id)
+    with pytest.raises(VerdictReplayed):
+        sign(agent, "transfer", payload, verdict, RUN)
+    with pytest.raises(TaskMismatch):
+        sign(agent, "transfer", payload, verdict, "crash-run-retry")
     holder = agent.wallet.holder  # type: ignore[union-attr]
     recovery = agent.wallet.recover_run(RUN, holder, "wallet service killed")
     assert recovery.pending == (row.id,) and recovery.failed == ()  # the node knows it

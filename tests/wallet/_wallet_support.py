@@ -78,8 +78,11 @@ def approve(
     chain_id: int | None = None,
     now: float | None = None,
     ttl_s: int = 120,
+    task_id: str | None = None,
+    task_cap: int | None = None,
 ) -> Verdict:
-    """A verdict over ``payload`` (typed data or a transaction) as the judge would issue it."""
+    """A verdict over ``payload`` (typed data or a transaction) as the judge would issue it
+    (``task_id``/``task_cap``: to a registered task, with its cap)."""
     if "primaryType" in payload:
         fp = typed_data_fingerprint(payload)
         msg = payload["message"]
@@ -106,6 +109,8 @@ def approve(
         reason="test",
         ttl_s=ttl_s,
         now=time.time() if now is None else now,
+        task_id=task_id,
+        task_cap=task_cap,
     )
 
 

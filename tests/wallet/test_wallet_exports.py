@@ -13,6 +13,7 @@ EXPECTED = [
     "AuthorizationOutstanding",
     "CapExceeded",
     "DevKeyRefused",
+    "FailureUnproven",
     "GasRow",
     "InsufficientBalance",
     "InvalidKey",
@@ -46,6 +47,7 @@ EXPECTED = [
     "SpendRefused",
     "SpendRow",
     "SpendStatus",
+    "TaskMismatch",
     "VerdictBadSignature",
     "VerdictExpired",
     "VerdictNotApproved",
@@ -113,5 +115,7 @@ def test_error_codes_are_stable() -> None:
         "SendFailed": "send-failed",
         "SettlementUnproven": "settlement-unproven",
         "AuthorizationOutstanding": "authorization-outstanding",
+        "FailureUnproven": "failure-unproven",
+        "TaskMismatch": "task-mismatch",
         "WalletUnreachable": "wallet-unreachable",
     }

@@ -64,7 +64,8 @@ def test_a_second_buyer_waits_for_the_resource_and_keeps_its_verdict(
     # Its turn came with the first authorization live: refused before the re-check.
     [refused] = outcome_b
     assert isinstance(refused, AuthorizationOutstanding) and rechecked == []
-    first.fail(signed_a[0], "the seller refused; it expired unused")  # the first one is over
+    # The first one is over (as the wallet finds once it expired unused).
+    first.meter.fail(signed_a[0].reservation, "the seller refused; it expired unused")
     second.sign_typed_data(payload_b, verdict_b, run_id="run-b", cap=ONE_USDC, resource=RESOURCE)
     assert rechecked == [verdict_b.id]  # the same verdict paid, once
 
@@ -120,7 +121,7 @@ def test_an_authorization_that_ends_while_the_chain_is_asked_is_not_live(
     def read_then_owner_ends(*args: Any) -> str | None:
         found = real_used_in(*args)  # the real chain: not used yet
         if found is None and owner.spend_row(held.ledger_id).status == "signed":
-            owner.fail(held, "the seller refused; it expired unused")  # meanwhile, the owner
+            owner.meter.fail(held.reservation, "it expired unused")  # meanwhile, the owner's
         return found
 
     monkeypatch.setattr(signer, "authorization_used_in", read_then_owner_ends)

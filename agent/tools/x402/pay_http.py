@@ -68,7 +68,7 @@ from chain.facts import CHAIN_FACT_KINDS, FactKind
 from chain.money import format_usdc
 from chain.usdc import AuthorizationTypedData
 from judge.verdict import Verdict
-from wallet.errors import AuthorizationOutstanding, SettlementUnproven
+from wallet.errors import AuthorizationOutstanding, FailureUnproven, SettlementUnproven
 
 if TYPE_CHECKING:
     from agent.seams import AgentWallet
@@ -441,8 +441,10 @@ class PayHttpTool(Tool):
         try:
             header = encode_payment_header(requirement, pr, authorization, signed.signature)
         except ValueError as exc:
-            # The signature never left this process: the money provably cannot move.
-            await asyncio.to_thread(wallet.fail, signed, f"payment header failed: {exc}")
+            # The signature never left this process, but only the chain proves that to
+            # the wallet: the row stays counted until the authorization expires unused.
+            with contextlib.suppress(FailureUnproven):
+                await asyncio.to_thread(wallet.fail, signed, f"payment header failed: {exc}")
             raise X402ProtocolError(
                 f"pay_http: cannot encode the payment for {url}: {exc}"
             ) from exc
