@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from chain.devkeys import JUDGE, dev_account
-from judge.errors import VerdictConsumed
+from judge.errors import OutcomeRefused, VerdictConsumed
 from judge.fingerprint import call_fingerprint
 from judge.records import VerdictRecords
 from judge.verdict import VerdictSigner
@@ -50,3 +50,38 @@ def test_a_verdict_is_consumed_once_across_connections(store_location: str | Pat
     judges[1].take_outcome(verdict.id, "gas_stats")
     with pytest.raises(Exception, match="already recorded"):
         judges[2].take_outcome(verdict.id, "gas_stats")
+
+
+def test_an_outcome_counts_only_once_paid_and_once_per_task_seller_and_fact(
+    store_location: str | Path,
+) -> None:
+    """With the judge reading the chain (``paid``), an outcome counts only for an approval
+    whose authorization settled, and once per (task, subject, fact kind) (issue 22)."""
+    signer = VerdictSigner(dev_account(JUDGE))
+    records = VerdictRecords(store_location)
+    paid: set[str] = set()
+
+    def approved(task: str) -> str:
+        verdict = signer.issue(
+            decision="approve", call_fingerprint=call_fingerprint("pay_http", {"url": task}),
+            payload_fingerprint="0x" + "cd" * 32, amount=1, recipient=SELLER, asset=USDC,
+            chain_id=31337, p="0.4", ev="0.01", reason="test", ttl_s=120, now=time.time())
+        records.issued(verdict, subject="pay_http@s", facts=("gas_stats",), task_id=task,
+                       authorization=f"0xagent:0x{verdict.id}")
+        records.consume(verdict)
+        return verdict.id
+
+    def settled(rec: object) -> bool:
+        return getattr(rec, "id", "") in paid
+
+    unpaid = approved("t1")
+    with pytest.raises(OutcomeRefused, match="not settled on chain"):
+        records.take_outcome(unpaid, "gas_stats", paid=settled)
+    first, second = approved("t1"), approved("t1")
+    paid.update({first, second})
+    records.take_outcome(first, "gas_stats", paid=settled)
+    with pytest.raises(OutcomeRefused, match="one per task, seller and fact kind"):
+        records.take_outcome(second, "gas_stats", paid=settled)
+    other = approved("t2")
+    paid.add(other)
+    records.take_outcome(other, "gas_stats", paid=settled)  # another task: counts
