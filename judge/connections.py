@@ -43,7 +43,7 @@ class ConnectionPool(Generic[C]):
             while self._idle:
                 conn = self._idle.pop()
                 sock = self._stream(conn)
-                if sock is not None and not select.select([sock], [], [], 0)[0]:
+                if sock is not None and not _readable(sock):
                     return conn, True
                 conn.close()
         return self._connect(), False
@@ -59,3 +59,11 @@ class ConnectionPool(Generic[C]):
             conn.close()
 
 
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether ``sock`` has data or an end waiting (poll, not select: select() cannot
+    take a descriptor numbered 1024 or above, and a busy service holds more than that)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(poller.poll(0))

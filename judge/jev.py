@@ -73,6 +73,18 @@ def format_usdc(amount: int | Decimal, decimals: int = USDC_DECIMALS) -> str:
     return f"{whole}.{frac}"
 
 
+#: An outcome counts one more pseudo-outcome per whole OUTCOME_WEIGHT_UNIT it paid, up to
+#: OUTCOME_MAX_WEIGHT: what moves a shared p is paid for (a payment under the unit counts
+#: once; with one outcome per task, seller and fact kind, each needs a task the user ran).
+OUTCOME_WEIGHT_UNIT = 1_000_000
+OUTCOME_MAX_WEIGHT = 10
+
+
+def outcome_weight(paid: int) -> int:
+    """The pseudo-outcomes an outcome of a payment of ``paid`` atomic units counts for."""
+    return min(OUTCOME_MAX_WEIGHT, 1 + max(paid, 0) // OUTCOME_WEIGHT_UNIT)
+
+
 def _authorization_key(payload: Mapping[str, object] | None) -> str | None:
     """``payer:nonce`` of an EIP-3009 authorization payload (what finds its settlement on
     chain), else None."""
@@ -566,7 +578,8 @@ class Judge:
         """
         check_outcome(covered, delivery)
         rec = self.records.take_outcome(verdict_id, fact_key(fact_kind), paid=self._payment_settled)
-        self.calibrator.record(rec.subject, fact_key(fact_kind), rec.p, covered, delivery=delivery)
+        self.calibrator.record(rec.subject, fact_key(fact_kind), rec.p, covered,
+                               weight=outcome_weight(rec.amount), delivery=delivery)
         if self._emit is not None:
             self._emit(
                 "judge.outcome",

@@ -282,6 +282,12 @@ def create_app(
                      scope_of=judge.tasks.token_scope)
 
 
+#: The largest request head (request line and headers) the judge reads; real ones are < 1 KiB.
+MAX_HEADER_BYTES = 16 * 1024
+#: Connections the judge serves at once (the agents' and the wallet's clients keep a few).
+MAX_CONNECTIONS = 512
+
+
 def _server(
     judge: Judge,
     host: str,
@@ -309,6 +315,12 @@ def _server(
         log_level="warning",
         access_log=False,
         lifespan="off",
+        # h11, not httptools: h11 caps what it buffers of a request's head (httptools
+        # took 1 MB of headers); a request whose head is larger is answered 400 and closed.
+        http="h11",
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        # Past this many connections and requests at once uvicorn answers 503 at once.
+        limit_concurrency=MAX_CONNECTIONS,
     )
     return uvicorn.Server(config)
 

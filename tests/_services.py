@@ -248,9 +248,10 @@ def _line(proc: subprocess.Popen[str]) -> dict[str, Any]:
     """The next JSON line the forking process prints, within READY_S, or its errors."""
     assert proc.stdout is not None
     deadline = time.monotonic() + READY_S
+    poller = select.poll()  # not select(): it cannot take a descriptor above 1023
+    poller.register(proc.stdout, select.POLLIN | select.POLLHUP)
     while time.monotonic() < deadline and proc.poll() is None:
-        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
-        if ready:
+        if poller.poll(200):
             line = proc.stdout.readline()
             if line:
                 return dict(json.loads(line))

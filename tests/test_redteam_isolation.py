@@ -25,6 +25,7 @@ from chain.client import ChainClient
 from chain.devkeys import SELLER, dev_account
 from judge.service import JudgeClient
 from judge.tasks import TaskLimits
+from wallet.admission import MAX_PER_PEER, OVERFLOW_WAITING
 from wallet.service import WalletClient
 
 HERE = Path(__file__).resolve().parent
@@ -60,20 +61,31 @@ class Arena:
 
     def attack(self, case: str, task: tuple[str, str] | None = None, **config: Any) -> dict[str, Any]:
         """Run the planted code for ``case`` in a confined agent process; its report."""
-        task_id, token = task or ("", "")
         agent_env = {k: v for k, v in self.env.items() if "PASSWORD" not in k}
-        config = {"case": case, "judge_url": self.services["judge_url"], "token": token,
-                  "wallet_socket": self.services["wallet_socket"],
-                  "wallet_pid": self.services["wallet_pid"], "rpc_url": self.info["rpc_url"],
-                  "chain_id": self.info["chain_id"], "usdc": self.info["usdc"],
-                  "wallet": self.info["wallet"], "seller": SELLER_ADDR, "task_id": task_id,
-                  "price": PRICE, "cap": CAP, **config}
+        config = self._config(case, task, config)
         done = subprocess.run([sys.executable, str(HERE / "isolation_attacker.py"), json.dumps(config)],
                               env=agent_env, capture_output=True, text=True, timeout=300, check=False)
         assert done.stdout, done.stderr[-3000:]
         report = dict(json.loads(done.stdout.splitlines()[-1]))
         assert report["confinement"].startswith("agent process confined (Landlock ABI "), report
         return report
+
+    def start_attack(self, case: str, task: tuple[str, str], **config: Any) -> subprocess.Popen[str]:
+        """The planted code for ``case``, running (it waits on stdin for the test)."""
+        agent_env = {k: v for k, v in self.env.items() if "PASSWORD" not in k}
+        return subprocess.Popen(
+            [sys.executable, str(HERE / "isolation_attacker.py"), json.dumps(self._config(case, task, config))],
+            env=agent_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+
+    def _config(self, case: str, task: tuple[str, str] | None, config: dict[str, Any]) -> dict[str, Any]:
+        task_id, token = task or ("", "")
+        return {"case": case, "judge_url": self.services["judge_url"], "token": token,
+                "wallet_socket": self.services["wallet_socket"],
+                "wallet_pid": self.services["wallet_pid"], "rpc_url": self.info["rpc_url"],
+                "chain_id": self.info["chain_id"], "usdc": self.info["usdc"],
+                "wallet": self.info["wallet"], "seller": SELLER_ADDR, "task_id": task_id,
+                "price": PRICE, "cap": CAP, **config}
 
     def balance(self, address: str = SELLER_ADDR) -> int:
         return self.chain.token_balance(self.info["usdc"], address)
@@ -164,14 +176,45 @@ def test_an_authorization_under_another_signing_domain_is_not_signed(arena: Aren
 
 
 def test_a_flood_of_idle_connections_leaves_the_services_answering(arena: Arena) -> None:
+    from tests._support import lying_authorization
+
     mine = arena.task()
-    report = arena.attack("flood", mine, connections=3000)
-    assert report["health"].startswith("ok"), report
-    assert report["payment"].startswith("ok"), report
-    assert report["judge_big_header"] == "ok 431", report
-    # The service holds a bounded number of connections, not a thread per attacker socket.
-    threads = report["wallet_threads"]
-    assert threads.startswith("ok") and int(threads.split()[1]) < 300, report
+    flood = arena.start_attack("flood", mine, connections=3000)
+    try:
+        assert flood.stdout is not None
+        line = flood.stdout.readline()
+        assert line.startswith("HOLDING "), (line, flood.stderr.read() if flood.stderr else "")
+        held = json.loads(line.removeprefix("HOLDING "))
+        # Meanwhile another task's run (this process) is served: health, then a payment.
+        health = WalletClient(arena.services["wallet_socket"], timeout_s=60).health()
+        victim = arena.task()
+        judge = JudgeClient(arena.services["judge_url"], token=victim[1], timeout_s=30)
+        payload, request = lying_authorization(
+            arena.chain.w3, arena.info["usdc"], arena.info["chain_id"], arena.info["wallet"],
+            SELLER_ADDR, PRICE, task_id=victim[0])
+        verdict = judge.decide(request)
+        signed = WalletClient(arena.services["wallet_socket"], timeout_s=60).sign_typed_data(
+            payload, verdict, run_id=victim[0], cap=CAP)
+        threads = _threads(arena.services["wallet_pid"])
+    finally:
+        out, err = flood.communicate("go\n", timeout=120)
+    report = json.loads(out.splitlines()[-1])
+    assert health["address"] == arena.info["wallet"]
+    assert signed.run_id == victim[0] and arena.wallet.spend_row(signed.ledger_id).status == "signed"
+    assert report["judge_big_header"] in ("ok 400", "ok 431"), report  # refused, not read
+    # The service holds a bounded number of the attacker's connections (one process: at
+    # most MAX_PER_PEER, and a few waiting on the overflow pool), closing the rest at once,
+    # not a thread for each.
+    assert held["opened"] == 3000, held
+    assert held["closed_by_service"] >= 3000 - MAX_PER_PEER - OVERFLOW_WAITING, held
+    assert threads < 100, threads
+
+
+def _threads(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no Threads line for pid {pid}")
 
 
 def test_a_queued_task_rewritten_by_an_agent_is_not_run(arena: Arena) -> None:

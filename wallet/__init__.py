@@ -33,6 +33,7 @@ from wallet.errors import (
     VerdictRevoked,
     VerdictVoid,
     WalletError,
+    WalletOverloaded,
     WalletUnreachable,
     WrongPassphrase,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "VerdictVoid",
     "Wallet",
     "WalletError",
+    "WalletOverloaded",
     "WalletUnreachable",
     "WrongPassphrase",
     "check_dev_key",

@@ -24,7 +24,7 @@ from judge.connections import ConnectionPool
 from judge.storage import process_identity
 from judge.verdict import Verdict
 from judge.wire import from_wire, wire_int
-from wallet.errors import WalletError, WalletUnreachable
+from wallet.errors import TaskMismatch, WalletError, WalletUnreachable
 from wallet.ledger import SpendRow
 from wallet.meter import Reservation, RunSpend
 from wallet.recovery import RunRecovery
@@ -78,7 +78,7 @@ class _RemoteNonces:
     def _op(
         self, op: ops.Operation[ops.NonceRequest, ops.NonceAnswer], n: int | None = None
     ) -> object:
-        return self._client._call(op, {"n": n, "holder": self._client.holder})["value"]
+        return self._client._call(op, {"n": n})["value"]
 
     def allocate(self) -> int:
         return wire_int(self._op(ops.NONCE_ALLOCATE))
@@ -249,12 +249,14 @@ class WalletClient:
         cap: int,
         resource: str | None = None,
     ) -> SignedTypedData:
-        """MOVES MONEY: the service signs an EIP-3009 authorization the verdict approved."""
+        """MOVES MONEY: the service signs an EIP-3009 authorization the verdict approved.
+
+        ``run_id`` and ``cap`` are not sent: the service books the payment under the
+        verdict's task and holds it to that task's registered cap."""
+        _check_run(verdict, run_id)
         body: ops.SignTypedDataRequest = {
             "payload": dict(payload),
             "verdict": _verdict_to_wire(verdict),
-            "run_id": run_id,
-            "cap": cap,
             "resource": resource,
         }
         signed = signed_from_wire(self._call(ops.SIGN_TYPED_DATA, body))
@@ -264,20 +266,17 @@ class WalletClient:
     def sign_transaction(
         self, tx: Mapping[str, object], verdict: Verdict | None, *, run_id: str, cap: int
     ) -> SignedTx:
-        """MOVES MONEY: the service signs a pinned USDC transfer the verdict approved."""
-        body: ops.SignRequest = {
-            "payload": dict(tx),
-            "verdict": _verdict_to_wire(verdict),
-            "run_id": run_id,
-            "cap": cap,
-        }
+        """MOVES MONEY: the service signs a pinned USDC transfer the verdict approved
+        (under the verdict's task and its registered cap; see sign_typed_data)."""
+        _check_run(verdict, run_id)
+        body: ops.SignRequest = {"payload": dict(tx), "verdict": _verdict_to_wire(verdict)}
         signed = signed_from_wire(self._call(ops.SIGN_TRANSACTION, body))
         assert isinstance(signed, SignedTx)
         return signed
 
     def send_transaction(self, signed: SignedTx, reservation: Reservation | None = None) -> SentTx:
         """MOVES MONEY: the service broadcasts ``signed`` and waits for its receipt."""
-        body: ops.SendRequest = {"signed": _record(signed), "holder": self.holder}
+        body: ops.SendRequest = {"signed": _record(signed)}
         return from_wire(SentTx, self._call(ops.SEND_TRANSACTION, body))
 
     def settle(self, signed: SignedTypedData | SignedTx | SpendRow, tx_hash: str) -> None:
@@ -309,6 +308,13 @@ class WalletClient:
 
 def _record(signed: SignedTypedData | SignedTx) -> ops.SignedRecord:
     return cast(ops.SignedRecord, signed_to_wire(signed))
+
+
+def _check_run(verdict: Verdict | None, run_id: str) -> None:
+    """An honest caller's mistake named at once: the service books the payment under the
+    verdict's task whatever the caller says (this check is a courtesy, not the guard)."""
+    if isinstance(verdict, Verdict) and verdict.task_id is not None and run_id and run_id != verdict.task_id:
+        raise TaskMismatch.between(run_id, verdict.id, verdict.task_id)
 
 
 def _verdict_to_wire(verdict: Verdict | None) -> dict[str, object] | None:

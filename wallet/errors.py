@@ -31,6 +31,7 @@ contains key material.
     ├── SettlementUnproven           "settlement-unproven" receipt does not carry our auth
     ├── FailureUnproven              "failure-unproven"   a reported failure the chain does not show
     ├── SendFailed                   "send-failed"        broadcast failed or tx reverted
+    ├── WalletOverloaded             "overloaded"         too many connections; nothing was run
     └── WalletUnreachable            "wallet-unreachable" the wallet service did not answer
 """
 
@@ -182,6 +183,17 @@ class TaskMismatch(SpendRefused):
 
     code = "task-mismatch"
 
+    @classmethod
+    def between(cls, run_id: str, verdict_id: str, task_id: str) -> TaskMismatch:
+        """The refusal of a payment asked for ``run_id`` under a verdict of ``task_id``."""
+        return cls(
+            f"found a payment asked for run {run_id!r} under verdict {verdict_id}, which the "
+            f"judge issued to task {task_id!r}; expected the verdict's own task: a payment is "
+            "booked under the task it was approved for. Nothing was signed and the verdict "
+            f"is unused. Fix: pay under run {task_id!r}.",
+            verdict_id=verdict_id,
+        )
+
 
 # ------------------------------------------------------------------------------ faults
 
@@ -215,6 +227,13 @@ class SendFailed(WalletError):
     """A signed transaction could not be broadcast, or it was mined and reverted."""
 
     code = "send-failed"
+
+
+class WalletOverloaded(WalletError):
+    """The wallet service holds as many connections as it serves (from this process or in
+    all): the request was not run, so nothing was signed."""
+
+    code = "overloaded"
 
 
 class WalletUnreachable(WalletError):

@@ -39,10 +39,11 @@ class Health(TypedDict):
 
 
 class SignRequest(TypedDict):
+    """No run and no cap: the payment is booked under the verdict's task and held to the
+    cap that task registered with the judge (issue 22: no field to lie with)."""
+
     payload: dict[str, object]
     verdict: dict[str, object] | None
-    run_id: str
-    cap: int
 
 
 class SignTypedDataRequest(SignRequest):
@@ -56,8 +57,9 @@ class SignedRecord(TypedDict, total=False):
 
 
 class SendRequest(TypedDict):
+    """The nonce's holder is the connecting process (SO_PEERCRED), not a field."""
+
     signed: SignedRecord
-    holder: str
 
 
 class SettleRequest(TypedDict):
@@ -112,8 +114,9 @@ class KeepSignedRequest(TypedDict):
 
 
 class NonceRequest(TypedDict):
+    """The holder is the connecting process (SO_PEERCRED), not a field."""
+
     n: int | None
-    holder: str
 
 
 class NonceAnswer(TypedDict):

@@ -18,8 +18,11 @@ import socketserver
 import stat
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import asdict
 from pathlib import Path
 from typing import ParamSpec
@@ -28,9 +31,25 @@ from judge.hardening import refuse_inspection
 from judge.storage import describe, is_url
 from judge.verdict import Verdict, parse_verdict
 from judge.wire import check_handlers, wire_int, wire_object, wire_str
-from wallet.errors import LedgerError, WalletError, WalletUnreachable
-from wallet.nonces import acting_for
-from wallet.operations import OPERATIONS
+from wallet.admission import (
+    FRAME_S,
+    IDLE_S,
+    OVERFLOW_S,
+    OVERFLOW_WAITING,
+    Admission,
+    Peer,
+    peer_of,
+    read_exact,
+)
+from wallet.errors import (
+    LedgerError,
+    TaskMismatch,
+    WalletError,
+    WalletOverloaded,
+    WalletUnreachable,
+)
+from wallet.nonces import acting_for, holder_state
+from wallet.operations import HEALTH, OPERATIONS
 from wallet.signed import SignedTx, SignedTypedData
 from wallet.signer import Wallet
 from wallet.wire import (
@@ -110,22 +129,21 @@ class _Handlers:
             "database": database_identity(wallet.meter.store.path),
         }
 
+    # The run a payment is booked under and its cap are the verdict's task and that
+    # task's registered cap (Wallet._verdict_task): the body names neither.
     def sign_typed_data(self, body: Mapping[str, object]) -> dict[str, object]:
+        verdict = _verdict_of(body)
         signed = self.wallet.sign_typed_data(
-            wire_object("payload", body["payload"]),
-            _verdict_of(body),
-            run_id=str(body["run_id"]),
-            cap=wire_int(body["cap"]),
-            resource=wire_str(body.get("resource")),
+            wire_object("payload", body["payload"]), verdict, run_id=_named_run(body, verdict),
+            cap=0, resource=wire_str(body.get("resource")),
         )
         return signed_to_wire(signed)
 
     def sign_transaction(self, body: Mapping[str, object]) -> dict[str, object]:
+        verdict = _verdict_of(body)
         signed = self.wallet.sign_transaction(
-            wire_object("payload", body["payload"]),
-            _verdict_of(body),
-            run_id=str(body["run_id"]),
-            cap=wire_int(body["cap"]),
+            wire_object("payload", body["payload"]), verdict, run_id=_named_run(body, verdict),
+            cap=0,
         )
         return signed_to_wire(signed)
 
@@ -145,8 +163,8 @@ class _Handlers:
         signed = self._stored(body)
         if not isinstance(signed, SignedTx):
             raise LedgerError("found a typed-data record; expected a signed transaction.")
-        with acting_for(wire_str(body.get("holder"))):  # a refused broadcast releases the worker's number
-            return asdict(self.wallet.send_transaction(signed))
+        # A refused broadcast releases the number the connecting process holds.
+        return asdict(self.wallet.send_transaction(signed))
 
     def settle(self, body: Mapping[str, object]) -> dict[str, object]:
         self.wallet.settle(self._stored(body), str(body["tx_hash"]))
@@ -183,42 +201,65 @@ class _Handlers:
         self.wallet.meter.keep_signed(str(body["reservation_id"]), str(body["note"]))
         return {"ok": True}
 
-    # Numbers are held by the calling worker process, so its recovery finds them.
+    # Numbers are held by the connecting process (its kernel credentials, set around every
+    # request of the connection: see _Connection), so its recovery finds them and a
+    # number it takes and never sends is freed once it exits or its lease ends.
     def nonces_allocate(self, body: Mapping[str, object]) -> dict[str, object]:
-        with acting_for(wire_str(body.get("holder"))):
-            return {"value": self.wallet.nonces.allocate()}
+        return {"value": self.wallet.nonces.allocate()}
 
     def nonces_resync(self, body: Mapping[str, object]) -> dict[str, object]:
-        with acting_for(wire_str(body.get("holder"))):
-            return {"value": self.wallet.nonces.resync()}
+        return {"value": self.wallet.nonces.resync()}
 
     def nonces_claim(self, body: Mapping[str, object]) -> dict[str, object]:
-        with acting_for(wire_str(body.get("holder"))):
-            return {"value": self.wallet.nonces.claim(wire_int(body["n"]))}
+        return {"value": self.wallet.nonces.claim(wire_int(body["n"]))}
 
     def nonces_confirm(self, body: Mapping[str, object]) -> dict[str, object]:
-        with acting_for(wire_str(body.get("holder"))):
-            self.wallet.nonces.confirm(wire_int(body["n"]))
-            return {"value": None}
+        self.wallet.nonces.confirm(wire_int(body["n"]))
+        return {"value": None}
 
     def nonces_release(self, body: Mapping[str, object]) -> dict[str, object]:
-        with acting_for(wire_str(body.get("holder"))):
-            self.wallet.nonces.release(wire_int(body["n"]))
-            return {"value": None}
+        self.wallet.nonces.release(wire_int(body["n"]))
+        return {"value": None}
 
     def abandon_authorization(self, body: Mapping[str, object]) -> dict[str, object]:
         row = self.wallet.abandon_authorization(str(body["spend_id"]), str(body["why"]))
         return {"row": row_to_wire(row)}
 
     def recover_run(self, body: Mapping[str, object]) -> dict[str, object]:
-        # A worker whose lease ran out: its run's money state, in the one signer.
-        found = self.wallet.recover_run(str(body["run_id"]), str(body["holder"]), str(body["why"]))
+        # A worker whose lease ran out: its run's money state, in the one signer. Only a
+        # holder that is gone, or the caller itself (a process whose wallet service died).
+        holder, caller = str(body["holder"]), _CALLER.get()
+        if holder_state(holder) == "alive" and (caller is None or holder != caller.holder):
+            raise LedgerError(
+                f"found a recovery for holder {holder}, a running process that is not the "
+                f"caller ({caller.holder if caller else 'unknown'}); expected a holder that "
+                "can no longer act; fix: recover a worker's runs once it has died."
+            )
+        found = self.wallet.recover_run(str(body["run_id"]), holder, str(body["why"]))
         return asdict(found)
 
 
 def _verdict_of(body: Mapping[str, object]) -> Verdict | None:
     raw = body.get("verdict")
     return None if raw is None else parse_verdict(wire_object("verdict", raw))
+
+
+def _named_run(body: Mapping[str, object], verdict: Verdict | None) -> str:
+    """The run a request names, if it names one (checked against the verdict's task,
+    refused naming both when it differs); a verdict without a task is refused: the
+    service pays only for tasks registered with the judge."""
+    if verdict is not None and verdict.task_id is None:
+        raise TaskMismatch(
+            f"found verdict {verdict.id} issued to no registered task; expected a verdict "
+            "the judge issued to a task it registered (the wallet service books every "
+            "payment under its verdict's task); fix: register the task (nib run does).",
+            verdict_id=verdict.id,
+        )
+    return wire_str(body.get("run_id")) or ""
+
+
+#: The process at the other end of the connection a request arrived on.
+_CALLER: ContextVar[Peer | None] = ContextVar("nib_wallet_caller", default=None)
 
 
 def create_routes(wallet: Wallet) -> dict[str, Route]:
@@ -271,42 +312,64 @@ def _answer(routes: Mapping[str, Route], request: object) -> dict[str, object]:
 
 
 
-class _Connection(socketserver.StreamRequestHandler):
-    """One client connection: requests answered in turn, in this connection's thread."""
+class _Connection(socketserver.BaseRequestHandler):
+    """One admitted connection: requests answered in turn, in this connection's thread,
+    each acting for the connecting process (its kernel credentials)."""
 
     server: _SocketServer
 
     def handle(self) -> None:
-        self.server.opened(self.connection)
+        conn: socket.socket = self.request
+        peer = peer_of(conn)
+        self.server.opened(conn)
+        token = _CALLER.set(peer)
         try:
-            while True:
-                header = self.rfile.read(HEADER_BYTES)
-                if len(header) < HEADER_BYTES:
-                    return  # the client closed the connection
-                try:
-                    data = self.rfile.read(frame_length(header))
-                    request = parse_request(data)
-                except FrameTooLarge as exc:
-                    self.wfile.write(frame(_malformed(str(exc))))
-                    return  # the rest of the frame is not read: the connection ends
-                except ValueError as exc:
-                    request = exc
-                if not self.server.begin():
-                    self.wfile.write(frame({"status": STOPPING_STATUS}))
-                    return
-                try:
-                    answer = (
-                        _malformed(f"not JSON: {request}")
-                        if isinstance(request, ValueError)
-                        else _answer(self.server.routes, request)
-                    )
-                finally:
-                    self.server.end()
-                self.wfile.write(frame(answer))
+            with acting_for(peer.holder):
+                while self._serve_one(conn):
+                    pass
         except OSError:
-            return  # the client went away mid-answer
+            return  # the client went away, or idled or dripped past its deadline
         finally:
-            self.server.closed(self.connection)
+            _CALLER.reset(token)
+            self.server.closed(conn)
+            self.server.admission.leave(peer)
+
+    def _serve_one(self, conn: socket.socket) -> bool:
+        """Read and answer one request; False when the connection is over."""
+        first = read_exact(conn, 1, time.monotonic() + IDLE_S, first=True)
+        if first is None:
+            return False  # the client closed the connection
+        deadline = time.monotonic() + FRAME_S  # the rest of the frame, whole
+        try:
+            header = first + (read_exact(conn, HEADER_BYTES - 1, deadline) or b"")
+            request: object = parse_request(read_exact(conn, frame_length(header), deadline) or b"")
+        except FrameTooLarge as exc:
+            _reply(conn, _malformed(str(exc)))
+            return False  # the rest of the frame is not read: the connection ends
+        except ValueError as exc:
+            request = exc
+        if not self.server.begin():
+            _reply(conn, {"status": STOPPING_STATUS})
+            return False
+        try:
+            answer = (
+                _malformed(f"not JSON: {request}")
+                if isinstance(request, ValueError)
+                else _answer(self.server.routes, request)
+            )
+        finally:
+            self.server.end()
+        _reply(conn, answer)
+        return True
+
+
+def _reply(conn: socket.socket, answer: Mapping[str, object]) -> None:
+    conn.settimeout(IDLE_S)  # a client that never reads its answer is let go
+    conn.sendall(frame(answer))
+
+
+def _overloaded(why: str) -> dict[str, object]:
+    return refusal(WalletOverloaded(why))
 
 
 #: How long a stopping service lets the requests it is running finish (a send waits up
@@ -321,6 +384,10 @@ class _SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     def __init__(self, path: Path, routes: Mapping[str, Route]) -> None:
         self.routes = routes
+        self.admission = Admission()
+        # Connections past a cap: a few threads answer /health or WalletOverloaded.
+        self._overflow = ThreadPoolExecutor(4, thread_name_prefix="nib-wallet-overflow")
+        self._overflow_waiting = 0
         self._open: set[socket.socket] = set()
         self._lock = threading.Condition()
         self._busy = 0
@@ -328,6 +395,43 @@ class _SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         super().__init__(str(path), _Connection)
         # Narrowed right after bind; the 0700 directory keeps everyone else out meanwhile.
         os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+
+    def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        """Admit the connection (its own thread) or hand it to the overflow pool; no
+        thread per connection past the caps."""
+        why = self.admission.admit(peer_of(request))
+        if why is None:
+            super().process_request(request, client_address)  # type: ignore[arg-type]
+            return
+        with self._lock:
+            room = self._overflow_waiting < OVERFLOW_WAITING
+            self._overflow_waiting += room
+        if room:
+            self._overflow.submit(self._answer_overflow, request, why)
+            return
+        try:
+            request.setblocking(False)
+            request.send(frame(_overloaded(why)))
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+    def _answer_overflow(self, conn: socket.socket, why: str) -> None:
+        """One request on a connection past a cap: /health is answered, anything else
+        refused as WalletOverloaded (not run); then the connection is closed."""
+        try:
+            deadline = time.monotonic() + OVERFLOW_S
+            header = read_exact(conn, HEADER_BYTES, deadline, first=True)
+            if header is not None:
+                request = parse_request(read_exact(conn, frame_length(header), deadline) or b"")
+                health = isinstance(request, dict) and request.get("route") == HEALTH.route
+                _reply(conn, _answer(self.routes, request) if health else _overloaded(why))
+        except (OSError, ValueError):
+            pass
+        finally:
+            with self._lock:
+                self._overflow_waiting -= 1
+            self.shutdown_request(conn)
 
     def opened(self, conn: socket.socket) -> None:
         with self._lock:
@@ -359,6 +463,7 @@ class _SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         if serving:
             self.shutdown()
         self.server_close()
+        self._overflow.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             self._lock.wait_for(lambda: self._busy == 0, timeout=grace_s)
             conns, self._open = list(self._open), set()

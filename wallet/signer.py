@@ -644,13 +644,8 @@ class Wallet:
         if not isinstance(verdict, Verdict) or verdict.task_id is None:
             return run_id, cap
         if run_id and run_id != verdict.task_id:
-            raise self._refuse(TaskMismatch(
-                f"found a payment asked for run {run_id!r} under verdict {verdict.id}, which "
-                f"the judge issued to task {verdict.task_id!r}; expected the verdict's own "
-                "task: a payment is booked under the task it was approved for. Nothing was "
-                f"signed and the verdict is unused. Fix: pay under run {verdict.task_id!r}.",
-                verdict_id=verdict.id,
-            ), run_id, verdict, kind)
+            raise self._refuse(TaskMismatch.between(run_id, verdict.id, verdict.task_id),
+                               run_id, verdict, kind)
         return verdict.task_id, cap if verdict.task_cap is None else verdict.task_cap
 
     def _check_verdict(self, verdict: Verdict | None) -> Verdict:

@@ -56,6 +56,7 @@ EXPECTED = [
     "VerdictVoid",
     "Wallet",
     "WalletError",
+    "WalletOverloaded",
     "WalletUnreachable",
     "WrongPassphrase",
     "check_dev_key",
@@ -117,5 +118,6 @@ def test_error_codes_are_stable() -> None:
         "AuthorizationOutstanding": "authorization-outstanding",
         "FailureUnproven": "failure-unproven",
         "TaskMismatch": "task-mismatch",
+        "WalletOverloaded": "overloaded",
         "WalletUnreachable": "wallet-unreachable",
     }
