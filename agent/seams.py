@@ -51,7 +51,9 @@ class AgentJudge(Protocol):
         self, verdict_id: str, fact_kind: str, covered: bool, delivery: Delivery = "delivered"
     ) -> None: ...
 
-    def verdict_standing(self, verdict_id: str, payload_fingerprint: str | None) -> Standing: ...
+    def verdict_standing(
+        self, verdict_id: str, payload_fingerprint: str | None, task_id: str | None = None
+    ) -> Standing: ...
 
 
 class SpendView(Protocol):

@@ -217,18 +217,23 @@ class JudgeClient:
         """A token that may only claim the tokens of queued tasks (admin token)."""
         return str(self._call(ops.WORKER_TOKENS, {})["worker_token"])
 
-    def claim(self, task_id: str) -> str:
-        """The token of a task registered as queued (a client with a worker token)."""
-        return str(self._call(ops.CLAIMS, {"task_id": task_id})["task_token"])
+    def claim(self, task_id: str) -> tuple[str, str]:
+        """The token of a task registered as queued (a client with a worker token), and
+        the digest of the text and cap it was registered with (``judge.tasks.text_digest``)."""
+        found = self._call(ops.CLAIMS, {"task_id": task_id})
+        return str(found["task_token"]), str(found["text_digest"])
 
     def grant(self, verdict_id: str, *, by: str = "admin", task_id: str | None = None) -> Grant:
         """Grant an escalated payment (needs a client built with the admin token)."""
         body: ops.GrantRequest = {"verdict_id": verdict_id, "by": by, "task_id": task_id}
         return from_wire(Grant, self._call(ops.GRANTS, body))
 
-    def verdict_standing(self, verdict_id: str, payload_fingerprint: str | None) -> Standing:
+    def verdict_standing(
+        self, verdict_id: str, payload_fingerprint: str | None, task_id: str | None = None
+    ) -> Standing:
         body: ops.StandingRequest = {
-            "verdict_id": verdict_id, "payload_fingerprint": payload_fingerprint
+            "verdict_id": verdict_id, "payload_fingerprint": payload_fingerprint,
+            "task_id": task_id,
         }
         answer = self._call(ops.STANDING, body)["standing"]
         if answer not in get_args(Standing):

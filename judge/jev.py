@@ -555,9 +555,11 @@ class Judge:
         if self._emit is not None:
             self._emit("judge.consumed", {"verdict_id": verdict.id})
 
-    def verdict_standing(self, verdict_id: str, payload_fingerprint: str | None) -> Standing:
+    def verdict_standing(
+        self, verdict_id: str, payload_fingerprint: str | None, task_id: str | None = None
+    ) -> Standing:
         """Was ``verdict_id`` issued here for ``payload_fingerprint``, and consumed once?"""
-        return self.records.standing(verdict_id, payload_fingerprint)
+        return self.records.standing(verdict_id, payload_fingerprint, task_id)
 
     # -- calibration --------------------------------------------------------------------
 

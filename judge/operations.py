@@ -77,8 +77,11 @@ class OutcomeRequest(TypedDict, total=False):
 
 
 class StandingRequest(TypedDict):
+    """``task_id``: the run a spend is booked under (``other-task`` when not the verdict's)."""
+
     verdict_id: str
     payload_fingerprint: str | None
+    task_id: str | None
 
 
 class StandingAnswer(TypedDict):
@@ -97,6 +100,13 @@ class TaskIdRequest(TypedDict):
 
 class TaskTokenAnswer(TypedDict):
     task_token: str
+
+
+class ClaimAnswer(TaskTokenAnswer):
+    """A queued task's token and the digest its text and cap were registered with: a
+    worker runs only the text that digests to it."""
+
+    text_digest: str
 
 
 class WorkerTokenAnswer(TypedDict):
@@ -177,7 +187,7 @@ TASK_TOKENS: Final = Operation(
     "task_token", "a task token",
 )
 CLAIMS: Final = Operation(
-    "claims", "POST", "worker", TaskIdRequest, TaskTokenAnswer, (TaskScopeRefused,), "claim",
+    "claims", "POST", "worker", TaskIdRequest, ClaimAnswer, (TaskScopeRefused,), "claim",
     "a claim of a queued task's token",
 )
 WORKER_TOKENS: Final = Operation(

@@ -31,7 +31,9 @@ OUTCOMES_TAKEN = "judge_verdict_outcomes"
 GRANTS = "judge_grants"
 OUTCOME_KEYS = "judge_outcome_keys"
 
-Standing = Literal["consumed", "unconsumed", "revoked", "not-issued", "fingerprint-mismatch"]
+Standing = Literal[
+    "consumed", "unconsumed", "revoked", "not-issued", "fingerprint-mismatch", "other-task"
+]
 """What the judge's record says about a verdict id and a payload fingerprint.
 
 - ``consumed``: issued here as an approval of exactly that payload, and consumed once.
@@ -39,6 +41,7 @@ Standing = Literal["consumed", "unconsumed", "revoked", "not-issued", "fingerpri
 - ``revoked``: issued here, revoked before any wallet consumed it.
 - ``not-issued``: this judge never issued a verdict with that id.
 - ``fingerprint-mismatch``: issued here, but for a different payload.
+- ``other-task``: issued here, but to another task than the one the spend is booked under.
 """
 
 
@@ -486,13 +489,18 @@ class VerdictRecords:
                 (self._clock(), verdict_id),
             )
 
-    def standing(self, verdict_id: str, payload_fingerprint: str | None) -> Standing:
-        """What the record says about ``verdict_id`` approving ``payload_fingerprint``."""
+    def standing(
+        self, verdict_id: str, payload_fingerprint: str | None, task_id: str | None = None
+    ) -> Standing:
+        """What the record says about ``verdict_id`` approving ``payload_fingerprint``
+        (for ``task_id``: a spend booked under another run than the verdict's task)."""
         rec = self.get(verdict_id)
         if rec is None:
             return "not-issued"
         if (rec.payload_fingerprint or "").lower() != (payload_fingerprint or "").lower():
             return "fingerprint-mismatch"
+        if task_id is not None and rec.task_id and rec.task_id != task_id:
+            return "other-task"
         if rec.consumed_at is not None:
             return "consumed"
         if rec.revoked_at is not None:

@@ -212,7 +212,10 @@ class _Handlers:
         verdict_id = str(body["verdict_id"])
         if own is not None:
             _only(own, self._task_of(verdict_id), "the standing of a verdict")
-        found = self.judge.verdict_standing(verdict_id, None if fp is None else str(fp))
+        task = body.get("task_id")
+        found = self.judge.verdict_standing(
+            verdict_id, None if fp is None else str(fp), None if task is None else str(task)
+        )
         return {"standing": found}
 
     def grants(self, body: dict[str, object], _own: str | None) -> dict[str, object]:
@@ -249,7 +252,9 @@ class _Handlers:
         return {"task_token": tasks.issue_token(TASK_TOKEN, task)}
 
     def claims(self, body: dict[str, object], own: str | None) -> dict[str, object]:
-        return self.task_tokens(body, own)
+        limits = self.judge.tasks.get(str(body["task_id"]))
+        digest = "" if limits is None else limits.text_digest
+        return {**self.task_tokens(body, own), "text_digest": digest}
 
     def worker_tokens(self, _body: dict[str, object], _own: str | None) -> dict[str, object]:
         return {"worker_token": self.judge.tasks.issue_token(WORKER_TOKEN)}

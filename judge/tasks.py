@@ -59,6 +59,10 @@ class TaskLimits:
     recipients: tuple[str, ...]
     sellers: tuple[str, ...]
     mandates: tuple[Mandate, ...] = ()
+    #: ``text_digest(text, spend_cap)`` of the task the user submitted ("": not bound, a
+    #: run whose text never leaves the user's command): a worker runs a queued task only
+    #: when the text it found digests to this.
+    text_digest: str = ""
 
     def __post_init__(self) -> None:
         if not self.task_id or len(self.task_id) > 200:
@@ -118,6 +122,7 @@ class TaskLimits:
                     Mandate.from_wire(m)
                     for m in cast(Iterable[Mapping[str, object]], data.get("mandates") or ())
                 ),
+                text_digest=str(data.get("text_digest") or ""),
             )
         except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
             raise JudgeRequestInvalid(
@@ -166,7 +171,20 @@ MIGRATIONS: list[Migration] = [
         "the payments a task's text orders (mandates), as JSON",
         (f"ALTER TABLE {TASKS} ADD COLUMN mandates TEXT",),
     ),
+    Migration(
+        4,
+        "the digest of a task's text and cap, bound at registration (a queued task's text)",
+        (f"ALTER TABLE {TASKS} ADD COLUMN text_digest TEXT NOT NULL DEFAULT ''",),
+    ),
 ]
+
+
+def text_digest(text: str, spend_cap: int) -> str:
+    """What binds a task's text and spend cap to its registration: SHA-256 of both."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps([text, spend_cap]).encode()).hexdigest()
 
 
 def token_hash(token: str) -> str:
@@ -202,7 +220,8 @@ class TaskRegistry:
                 return existing
             conn.execute(
                 f"INSERT INTO {TASKS} (task_id, spend_cap, per_call_cap, approval_threshold, "
-                "recipients, sellers, registered_at, mandates) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "recipients, sellers, registered_at, mandates, text_digest) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     limits.task_id,
                     limits.spend_cap,
@@ -212,6 +231,7 @@ class TaskRegistry:
                     ",".join(limits.sellers),
                     self._clock(),
                     json.dumps([m.to_wire() for m in limits.mandates]),
+                    limits.text_digest,
                 ),
             )
         return limits
@@ -261,7 +281,8 @@ class TaskRegistry:
 
 
 _COLUMNS = (
-    "task_id, spend_cap, per_call_cap, approval_threshold, recipients, sellers, mandates"
+    "task_id, spend_cap, per_call_cap, approval_threshold, recipients, sellers, mandates, "
+    "text_digest"
 )
 
 
@@ -275,6 +296,7 @@ def _limits(row: tuple[object, ...]) -> TaskLimits:
         recipients=tuple(a for a in str(row[4]).split(",") if a),
         sellers=tuple(s for s in str(row[5]).split(",") if s),
         mandates=tuple(Mandate.from_wire(m) for m in json.loads(str(row[6] or "[]"))),
+        text_digest=str(row[7] or ""),
     )
 
 

@@ -227,4 +227,7 @@ def test_a_queued_task_rewritten_by_an_agent_is_not_run(arena: Arena) -> None:
     assert report["rewrite"] == "ok 1", report
     worker = arena.nib("worker", "--drain", "--json")
     assert arena.balance() == before, worker.stderr[-2000:]
-    assert queued in worker.stderr and "digest" in worker.stderr, worker.stderr[-2000:]
+    # The worker refused the rewritten text, naming the task; nothing was paid.
+    said = worker.stdout + worker.stderr
+    assert f"queued task {queued}" in said and "digest" in said, said[-2000:]
+    assert json.loads(worker.stdout)["stopped"] == [queued], worker.stdout

@@ -95,8 +95,9 @@ class Unbacked:
     standing: str
 
 
-#: The judge's answer on one verdict id and payload fingerprint (``Judge.verdict_standing``).
-VerdictStanding = Callable[[str, str | None], str]
+#: The judge's answer on one verdict id, payload fingerprint and the run a spend is booked
+#: under (``Judge.verdict_standing``): ``other-task`` when the verdict was issued to another.
+VerdictStanding = Callable[[str, str | None, str | None], str]
 #: The wallet's ``abandon_authorization(spend_id, why)``: ends an x402 row's authorization
 #: (cancelled on chain, or settled/failed if the chain already decided) and returns the row.
 Abandon = Callable[[str, str], SpendRow]
@@ -438,11 +439,27 @@ def _reconciled_event(report: ReconcileReport, *, ledger_ok: bool) -> dict[str, 
     }
 
 
+def booked_elsewhere(location: str | Path, standing: VerdictStanding) -> tuple[str, ...]:
+    """Each ledger row booked under a run that is not its verdict's task, as a problem
+    (``nib audit verify``): a payment approved for one task and counted against another."""
+    store = Store(location)
+    try:
+        return tuple(
+            f"ledger row {u.ledger_id} is booked under run {u.run_id!r}, but the judge issued "
+            f"its verdict {u.verdict_id} to another task"
+            for u in _unbacked(Ledger(store), standing) if u.standing == "other-task"
+        )
+    finally:
+        store.close()
+
+
 def _unbacked(ledger: Ledger, standing: VerdictStanding) -> tuple[Unbacked, ...]:
-    """Settled rows whose verdict the judge's record does not call consumed for that payload."""
+    """Settled and signed rows whose verdict the judge's record does not call consumed for
+    that payload and the run the row is booked under."""
     found = []
-    for row in ledger.by_status("settled"):
-        said = "not-issued" if not row.verdict_id else standing(row.verdict_id, row.payload_fingerprint)
+    for row in ledger.by_status("settled", "signed"):
+        said = ("not-issued" if not row.verdict_id
+                else standing(row.verdict_id, row.payload_fingerprint, row.run_id))
         if said != "consumed":
             found.append(Unbacked(row.id, row.run_id, row.verdict_id, said))
     return tuple(found)

@@ -238,13 +238,23 @@ class Runtime:
         from agent.loop.run import run_task
         from agent.queue import QueuedTask, TaskQueue
         from agent.worker import Worker
+        from judge.tasks import text_digest
 
         async def execute(task: QueuedTask) -> Any:
             limits = self.queued_limits(task.max_spend)
             judge = self.judge
             if self.services is not None:
                 claims = self.task_judge(worker_token or "")
-                token = await asyncio.to_thread(claims.claim, task.id)
+                token, digest = await asyncio.to_thread(claims.claim, task.id)
+                found = text_digest(task.task, limits.spend_cap_usdc)
+                if found != digest:
+                    raise AgentConfigError(
+                        f"queued task {task.id}: its text and cap in the queue digest to "
+                        f"{found[:16]}, but `nib submit` registered it with the judge as "
+                        f"{digest[:16] or 'nothing'}; expected the task as submitted (the queue "
+                        "is the agents' database, which an agent may write). Not run. Fix: "
+                        "`nib submit` the task again."
+                    )
                 judge = self.task_judge(token)
             result = await run_task(task.task, self.deps(limits=limits, judge=judge), run_id=task.id)
             if on_result is not None:

@@ -506,7 +506,7 @@ def registered_limits(
     text orders (mandates)."""
     from agent.tools.base import addresses_named_in
     from judge.mandates import mandates_in
-    from judge.tasks import TaskLimits
+    from judge.tasks import TaskLimits, text_digest
 
     # The payments the task's own text orders, read here, before any model or tool output
     # exists: nothing else can create or widen one (judge/mandates.py).
@@ -522,4 +522,5 @@ def registered_limits(
         ),
         sellers=tuple(u for u in allowlist if "://" in u),
         mandates=mandates_in(task),
+        text_digest=text_digest(task, limits.spend_cap_usdc),
     )

@@ -55,7 +55,7 @@ def main(location: str, rpc_url: str, usdc: str, paywall_url: str, treasury: str
         from judge.service import JudgeClient
 
         return JudgeClient(judge_url, trusted_judge=dev_account(JUDGE).address,
-                           token=claims.claim(task_id))
+                           token=claims.claim(task_id)[0])
 
     agent = build_agent(
         location, rpc_url, usdc, buyer_model(paywall_url, (GAS, RECEIPT)),

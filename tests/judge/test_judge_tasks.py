@@ -283,7 +283,7 @@ def test_a_task_token_acts_for_its_own_task_only_and_outlasts_a_restart(
         with pytest.raises(TaskScopeRefused, match="expected a worker token only on"):
             worker.decide(request(transfer(SELLER, 100_000, nonce=5), task_id="task-2"))
         admin.register_task_for_token(queued, queued=True)
-        claimed = JudgeClient(server.url, token=worker.claim("task-3"))
+        claimed = JudgeClient(server.url, token=worker.claim("task-3")[0])
         assert claimed.decide(request(transfer(SELLER, 100_000, nonce=6), task_id="task-3")
                               ).decision == "approve"
     with started() as server:  # a restarted judge knows the token by its hash

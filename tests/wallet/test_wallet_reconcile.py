@@ -533,3 +533,30 @@ def test_cutting_the_newest_rows_with_their_journal_is_caught_outside_the_file(
     assert records.standing(verdict.id, verdict.payload_fingerprint) == "consumed"
     with pytest.raises(VerdictReplayed):
         wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+
+
+def test_a_row_booked_under_another_run_than_its_verdicts_task_is_caught(
+    chain: Any, wallet: Wallet, client: ChainClient, judge_signer: VerdictSigner, db_path: Any
+) -> None:
+    """Issue 22: a payment the judge approved for one task, booked under another run (as
+    the wallet service did when the body named the run), fails reconcile and audit verify."""
+    from judge.records import VerdictRecords
+    from wallet.reconcile import booked_elsewhere
+
+    start = chain.w3.eth.block_number + 1
+    payload = quote(chain)
+    verdict = approve(judge_signer, payload)  # a verdict naming no task: the old wire
+    signed = wallet.sign_typed_data(payload, verdict, run_id="victim-run", cap=ONE_USDC)
+    submit_authorization(chain, signed)
+    records = VerdictRecords(db_path)
+    records.issued(verdict, subject="pay_http", task_id="attacker-task")
+    records.consume(verdict)
+    report = reconcile(
+        db_path, client, chain.usdc, AGENT_ADDRESS, start, verdict_standing=records.standing
+    )
+    assert [(u.ledger_id, u.run_id, u.standing) for u in report.unbacked] == [
+        (signed.ledger_id, "victim-run", "other-task")
+    ]
+    assert not report.clean
+    [problem] = booked_elsewhere(db_path, records.standing)
+    assert signed.ledger_id in problem and "'victim-run'" in problem and verdict.id in problem

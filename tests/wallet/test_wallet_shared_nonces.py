@@ -58,3 +58,21 @@ def test_a_dead_holders_numbers_are_handed_out_again(chain: Any, store_location:
     [restarted] = managers(chain, store_location, "restarted")
     assert restarted.allocate() == pending + 2
     assert restarted.snapshot()["in_flight"] == [pending, pending + 1, pending + 2]
+
+
+def test_a_number_held_past_its_lease_is_handed_out_again(
+    chain: Any, store_location: str | Path, monkeypatch: Any
+) -> None:
+    """Issue 22: a holder that takes numbers and never sends them (a live process, so its
+    death cannot free them) blocks other transfers for at most a lease."""
+    import wallet.nonces as nonces
+
+    pending = chain.w3.eth.get_transaction_count(AGENT_ADDRESS, "pending")
+    squatter, honest = managers(chain, store_location, "squatter", "honest")
+    assert squatter.allocate() == pending  # held for a lease, by a live holder
+    assert honest.allocate() == pending + 1
+    monkeypatch.setattr(nonces, "NONCE_LEASE_S", -1.0)  # this one's lease is over at once
+    assert squatter.allocate() == pending + 2
+    monkeypatch.setattr(nonces, "NONCE_LEASE_S", 120.0)
+    assert honest.allocate() == pending + 2  # the expired number came back, no gap
+    assert honest.snapshot()["in_flight"] == [pending, pending + 1, pending + 2]

@@ -118,10 +118,18 @@ def _canceller(settings: NibSettings) -> Abandon | None:
 @audit_app.command("verify")
 def verify_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
     """Check the ledger's hash chain against its tables: edited, deleted, forged or moved rows."""
-    from agent.cli.services import records_database
-    from wallet import verify_ledger
+    from dataclasses import replace
 
-    check = verify_ledger(records_database(cli_settings()))
+    from agent.cli.services import records_database
+    from judge.records import VerdictRecords
+    from wallet import verify_ledger
+    from wallet.reconcile import booked_elsewhere
+
+    records = records_database(cli_settings())
+    check = verify_ledger(records)
+    # The verdict ties: a row booked under a run that is not its verdict's task.
+    misbooked = booked_elsewhere(records, VerdictRecords(records).standing)
+    check = replace(check, problems=(*check.problems, *misbooked))
     if as_json:
         emit_json(check.to_dict())
     else:
