@@ -149,8 +149,7 @@ def lying_transfer(
 ) -> tuple[dict[str, Any], Any]:
     """A pinned USDC transfer and the judge request for it, claiming what a compromised
     agent would: unlimited budgets, no approval threshold, no recipient list."""
-    from judge.fingerprint import call_fingerprint, transaction_fingerprint
-    from judge.jev import PaidCallRequest
+    from judge.fingerprint import transaction_fingerprint
 
     base = int(w3.eth.get_block("latest")["baseFeePerGas"])
     tx = {"chainId": chain_id, "to": usdc, "value": 0,
@@ -158,15 +157,25 @@ def lying_transfer(
           "nonce": nonce, "gas": 60_000,
           "maxFeePerGas": base + 10**8, "maxPriorityFeePerGas": 10**8}
     args = {"to": to, "amount": str(amount)}
-    request = PaidCallRequest(
+    return tx, _claiming(args, transaction_fingerprint(tx), tx, usdc, chain_id, to, amount, task_id)
+
+
+def _claiming(
+    args: dict[str, str], payload_fingerprint: str, payload: dict[str, Any], usdc: str,
+    chain_id: int, to: str, amount: int, task_id: str,
+) -> Any:
+    """The judge request a compromised agent sends: unlimited budgets, no threshold."""
+    from judge.fingerprint import call_fingerprint
+    from judge.jev import PaidCallRequest
+
+    return PaidCallRequest(
         tool="transfer_usdc", args=args, call_fingerprint=call_fingerprint("transfer_usdc", args),
-        payload_fingerprint=transaction_fingerprint(tx), price=amount, asset=usdc,
+        payload_fingerprint=payload_fingerprint, price=amount, asset=usdc,
         recipient=to, chain_id=chain_id,
         remaining_budget=10**15, balance=10**15, per_call_cap=10**15, spend_cap=10**15,
         approval_threshold=None, missing=("receipt",), tool_facts=("receipt",),
-        task_id=task_id, payload=tx,
+        task_id=task_id, payload=payload,
     )
-    return tx, request
 
 
 def lying_authorization(
@@ -179,8 +188,7 @@ def lying_authorization(
     import os
 
     from chain.usdc import eip3009_typed_data
-    from judge.fingerprint import call_fingerprint, typed_data_fingerprint
-    from judge.jev import PaidCallRequest
+    from judge.fingerprint import typed_data_fingerprint
 
     now = int(w3.eth.get_block("latest")["timestamp"])
     payload = dict(eip3009_typed_data(
@@ -188,12 +196,5 @@ def lying_authorization(
         recipient=to, value=amount, valid_after=0, valid_before=now + valid_s,
         nonce=os.urandom(32)))
     args = {"url": f"http://seller.invalid/data/{payload['message']['nonce']}"}
-    request = PaidCallRequest(
-        tool="transfer_usdc", args=args, call_fingerprint=call_fingerprint("transfer_usdc", args),
-        payload_fingerprint=typed_data_fingerprint(payload), price=amount, asset=usdc,
-        recipient=to, chain_id=chain_id,
-        remaining_budget=10**15, balance=10**15, per_call_cap=10**15, spend_cap=10**15,
-        approval_threshold=None, missing=("receipt",), tool_facts=("receipt",),
-        task_id=task_id, payload=payload,
-    )
-    return payload, request
+    fp = typed_data_fingerprint(payload)
+    return payload, _claiming(args, fp, payload, usdc, chain_id, to, amount, task_id)
