@@ -9,34 +9,53 @@ money; a payload the chain shows used is settled; anything else stays counted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from web3.exceptions import TransactionNotFound
 
 from wallet.errors import FailureUnproven
+from wallet.ledger import SpendRow
 from wallet.reconcile import authorization_expired, authorization_used_in
 from wallet.signed import SignedTx, SignedTypedData
 
 if TYPE_CHECKING:
-    from wallet.signer import Wallet
+    from chain.client import ChainClient
+    from wallet.meter import SpendMeter
 
 
-def fail_if_proven(wallet: Wallet, signed: SignedTypedData | SignedTx, note: str) -> None:
-    """Fail ``signed``'s row when the chain proves it can never move money; settle it when
-    the chain shows it used; else keep it counted (the note kept) and raise FailureUnproven."""
-    row = wallet.meter.ledger.get(signed.reservation.id)
+def fail_if_proven(
+    signed: SignedTypedData | SignedTx,
+    note: str,
+    *,
+    meter: SpendMeter,
+    chain: ChainClient,
+    usdc: str,
+    payer: str,
+    clock: Callable[[], float],
+    settle: Callable[[SpendRow, str], None],
+    emit: Callable[[str, dict[str, object]], None],
+) -> None:
+    """Fail ``signed``'s row when the chain proves it can never move money; settle it (by
+    ``settle``) when the chain shows it used; else keep it counted (the note kept) and
+    raise FailureUnproven."""
+    row = meter.ledger.get(signed.reservation.id)
     if row.status in ("failed", "released"):
         return
     if isinstance(signed, SignedTypedData):
-        proven = _authorization_dead(wallet, signed)
+        chain_time = chain.block_timestamp("latest")  # read first: unused at a later block
+        used_in = authorization_used_in(chain, usdc, payer, signed.auth_nonce)
+        if used_in is not None:
+            settle(meter.ledger.get(row.id), used_in)
+        proven = _authorization_alive(signed, used_in, chain_time, clock())
     else:
-        proven = _transaction_dead(wallet, signed)
+        proven = _transaction_alive(chain, payer, signed)
     if proven is None:
-        wallet.meter.fail(signed.reservation, note)
-        wallet._emit("wallet.failed", {"run_id": row.run_id, "spend_id": row.id,
-                                       "verdict_id": row.verdict_id, "note": note})
+        meter.fail(signed.reservation, note)
+        emit("wallet.failed", {"run_id": row.run_id, "spend_id": row.id,
+                               "verdict_id": row.verdict_id, "note": note})
         return
-    wallet.meter.keep_signed(signed.reservation, f"reported failed ({note[:200]}); {proven}")
+    meter.keep_signed(signed.reservation, f"reported failed ({note[:200]}); {proven}")
     raise FailureUnproven(
         f"found a report that spend {row.id} failed ({note[:200]}), but {proven}; expected "
         "the chain to prove it can never move money (an authorization unused past its "
@@ -46,23 +65,22 @@ def fail_if_proven(wallet: Wallet, signed: SignedTypedData | SignedTx, note: str
     )
 
 
-def _authorization_dead(wallet: Wallet, signed: SignedTypedData) -> str | None:
+def _authorization_alive(
+    signed: SignedTypedData, used_in: str | None, chain_time: int, wall_time: float
+) -> str | None:
     """None when the authorization can never land; else why it still can (or did)."""
-    chain_time = wallet.chain.block_timestamp("latest")  # read first: unused at a later block
-    used_in = authorization_used_in(wallet.chain, wallet.usdc, wallet.address, signed.auth_nonce)
     if used_in is not None:
-        wallet.settle(wallet.spend_row(signed.reservation.id), used_in)
         return f"the chain shows authorization {signed.auth_nonce} used in {used_in} (settled)"
-    if authorization_expired(signed.valid_before, chain_time=chain_time, wall_time=wallet.clock()):
+    if authorization_expired(signed.valid_before, chain_time=chain_time, wall_time=wall_time):
         return None
     return (f"authorization {signed.auth_nonce} is unused and valid until "
             f"{signed.valid_before} (chain time {chain_time}): anyone holding it can still use it")
 
 
-def _transaction_dead(wallet: Wallet, signed: SignedTx) -> str | None:
+def _transaction_alive(chain: ChainClient, payer: str, signed: SignedTx) -> str | None:
     """None when another mined transaction took the nonce; else why it may still land."""
-    w3 = wallet.chain.w3
-    mined = int(w3.eth.get_transaction_count(wallet.address, "latest"))  # type: ignore[arg-type]
+    w3 = chain.w3
+    mined = int(w3.eth.get_transaction_count(payer, "latest"))  # type: ignore[arg-type]
     try:
         receipt = w3.eth.get_transaction_receipt(signed.tx_hash)  # type: ignore[arg-type]
     except TransactionNotFound:

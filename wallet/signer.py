@@ -312,7 +312,10 @@ class Wallet:
         """A report that a signed spend did not move money: failed only when the chain
         proves it never can, settled when the chain shows it used, else kept counted and
         FailureUnproven raised (see wallet.failure: the caller holds the signature)."""
-        fail_if_proven(self, signed, note)
+        fail_if_proven(
+            signed, note, meter=self.meter, chain=self.chain, usdc=self.usdc,
+            payer=self.address, clock=self.clock, settle=self.settle, emit=self._emit,
+        )
 
     def _failed(self, signed: SignedTx, note: str) -> None:
         """The wallet's own finding that ``signed`` moved no money (never broadcast, or
