@@ -134,7 +134,11 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
         if verdict.decision != "approve":
             wallet.nonces.release(tx["nonce"])
             return f"judge {verdict.decision}: {verdict.reason[:200]}"
-        signed = wallet.sign_transaction(tx, verdict, run_id=config["task_id"], cap=10**15)
+        try:
+            signed = wallet.sign_transaction(tx, verdict, run_id=config["task_id"], cap=10**15)
+        except Exception as exc:  # the wallet holding the task to its registered cap
+            wallet.nonces.release(tx["nonce"])
+            return f"wallet refused {type(exc).__name__}: {exc}"[:300]
         sent = wallet.send_transaction(signed)
         return f"paid status {sent.status}"
 

@@ -2,21 +2,22 @@
 
 The socket is a server, not a pipe: every connection names its peer by the kernel's
 credentials (``SO_PEERCRED``: pid and uid, never a field of the request), a peer of
-another uid is refused, one process holds at most MAX_PER_PEER connections and the
-service at most MAX_CONNECTIONS; a connection idle for IDLE_S, or a frame that does not
-arrive whole within FRAME_S of its first byte, is closed. A connection past a cap is
-answered by a small overflow pool: ``/health`` as usual, anything else a typed
+another uid is refused, one process holds at most MAX_PER_PEER connections (a new one
+takes the slot of its own oldest idle connection, which is closed) and the service at
+most MAX_CONNECTIONS; a connection idle for IDLE_S, or a frame that does not arrive whole
+within FRAME_S of its first byte, is closed. A connection past the total cap is answered
+by a small overflow pool: ``/health`` as usual, anything else a typed
 ``WalletOverloaded`` refusal (nothing run), then closed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import struct
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass
 
 __all__ = [
@@ -58,32 +59,56 @@ def peer_of(conn: socket.socket) -> Peer:
 
 
 class Admission:
-    """Counts of connections held, in all and per peer process."""
+    """The connections held, per peer process, and which are running a request."""
 
     def __init__(self, total: int = MAX_CONNECTIONS, per_peer: int = MAX_PER_PEER) -> None:
         self.total, self.per_peer = total, per_peer
-        self._held: Counter[int] = Counter()
+        self._held: dict[int, list[socket.socket]] = {}  # pid -> its connections, oldest first
+        self._busy: set[socket.socket] = set()
         self._lock = threading.Lock()
 
-    def admit(self, peer: Peer) -> str | None:
-        """Take a slot for ``peer``; None when admitted, else why not (say it, then close)."""
+    def admit(self, peer: Peer, conn: socket.socket) -> str | None:
+        """Take a slot for ``conn``; None when admitted, else why not (say it, then close).
+
+        A process at its cap gets the slot of its own oldest idle connection (closed): a
+        process that hoards connections crowds out only itself."""
         if peer.uid != os.getuid():
             return (f"found a connection from uid {peer.uid}; expected uid {os.getuid()}, the "
                     "wallet service's own user; fix: run nib as that user.")
+        evict = None
         with self._lock:
-            mine, held = self._held[peer.pid], sum(self._held.values())
-            if mine < self.per_peer and held < self.total:
-                self._held[peer.pid] += 1
-                return None
-        return (f"found {mine} connections from process {peer.pid} and {held} in all; expected "
-                f"at most {self.per_peer} per process and {self.total} in all; nothing was run. "
-                "Fix: close idle connections (a WalletClient keeps one per concurrent call).")
+            mine = self._held.setdefault(peer.pid, [])
+            held = sum(len(c) for c in self._held.values())
+            if len(mine) >= self.per_peer:
+                evict = next((c for c in mine if c not in self._busy), None)
+                if evict is not None:
+                    mine.remove(evict)
+            if (len(mine) >= self.per_peer) or (evict is None and held >= self.total):
+                if not mine:
+                    del self._held[peer.pid]
+                return (f"found {len(mine)} connections from process {peer.pid}, each running a "
+                        f"request, and {held} in all; expected at most {self.per_peer} per "
+                        f"process and {self.total} in all; nothing was run. Fix: wait for the "
+                        "calls under way, or close idle connections.")
+            mine.append(conn)
+        if evict is not None:
+            with contextlib.suppress(OSError):
+                evict.shutdown(socket.SHUT_RDWR)
+        return None
 
-    def leave(self, peer: Peer) -> None:
+    def running(self, conn: socket.socket, busy: bool) -> None:
+        """Mark ``conn`` as running a request (never evicted) or idle again."""
         with self._lock:
-            self._held[peer.pid] -= 1
-            if self._held[peer.pid] <= 0:
-                del self._held[peer.pid]
+            (self._busy.add if busy else self._busy.discard)(conn)
+
+    def leave(self, peer: Peer, conn: socket.socket) -> None:
+        with self._lock:
+            self._busy.discard(conn)
+            mine = self._held.get(peer.pid, [])
+            if conn in mine:
+                mine.remove(conn)
+            if not mine:
+                self._held.pop(peer.pid, None)
 
 
 def read_exact(conn: socket.socket, size: int, deadline: float, *, first: bool = False) -> bytes | None:

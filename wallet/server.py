@@ -43,7 +43,6 @@ from wallet.admission import (
 )
 from wallet.errors import (
     LedgerError,
-    TaskMismatch,
     WalletError,
     WalletOverloaded,
     WalletUnreachable,
@@ -245,16 +244,8 @@ def _verdict_of(body: Mapping[str, object]) -> Verdict | None:
 
 
 def _named_run(body: Mapping[str, object], verdict: Verdict | None) -> str:
-    """The run a request names, if it names one (checked against the verdict's task,
-    refused naming both when it differs); a verdict without a task is refused: the
-    service pays only for tasks registered with the judge."""
-    if verdict is not None and verdict.task_id is None:
-        raise TaskMismatch(
-            f"found verdict {verdict.id} issued to no registered task; expected a verdict "
-            "the judge issued to a task it registered (the wallet service books every "
-            "payment under its verdict's task); fix: register the task (nib run does).",
-            verdict_id=verdict.id,
-        )
+    """The run a request names, if it names one: checked against the verdict's task and
+    refused naming both when it differs (Wallet._verdict_task)."""
     return wire_str(body.get("run_id")) or ""
 
 
@@ -274,6 +265,7 @@ def create_routes(wallet: Wallet) -> dict[str, Route]:
             own(name, data)
 
     wallet.emit = emit
+    wallet.require_task = True  # the service pays only under a registered task's verdict
     handlers = _Handlers(wallet)
     check_handlers(_Handlers, (op.handler for op in OPERATIONS), "wallet.operations.OPERATIONS")
     routes: dict[str, Route] = {}
@@ -332,7 +324,7 @@ class _Connection(socketserver.BaseRequestHandler):
         finally:
             _CALLER.reset(token)
             self.server.closed(conn)
-            self.server.admission.leave(peer)
+            self.server.admission.leave(peer, conn)
 
     def _serve_one(self, conn: socket.socket) -> bool:
         """Read and answer one request; False when the connection is over."""
@@ -351,15 +343,17 @@ class _Connection(socketserver.BaseRequestHandler):
         if not self.server.begin():
             _reply(conn, {"status": STOPPING_STATUS})
             return False
+        self.server.admission.running(conn, True)
         try:
             answer = (
                 _malformed(f"not JSON: {request}")
                 if isinstance(request, ValueError)
                 else _answer(self.server.routes, request)
             )
+            _reply(conn, answer)
         finally:
             self.server.end()
-        _reply(conn, answer)
+            self.server.admission.running(conn, False)
         return True
 
 
@@ -399,7 +393,7 @@ class _SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
         """Admit the connection (its own thread) or hand it to the overflow pool; no
         thread per connection past the caps."""
-        why = self.admission.admit(peer_of(request))
+        why = self.admission.admit(peer_of(request), request)
         if why is None:
             super().process_request(request, client_address)  # type: ignore[arg-type]
             return

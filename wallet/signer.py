@@ -142,6 +142,9 @@ class Wallet:
         self.clock = clock
         self.receipt_timeout_s = receipt_timeout_s
         self._domain: tuple[str, str] | None = None
+        #: Refuse verdicts issued to no registered task (the wallet service sets it: its
+        #: callers name no run and no cap, so the verdict's task is the only one).
+        self.require_task = False
         # Shared through the wallet's tables: workers in other processes draw from the
         # same sequence (see wallet.nonces).
         self.nonces = NonceManager(
@@ -644,6 +647,13 @@ class Wallet:
         checked before anything is reserved). A caller naming another run is refused,
         both named; a verdict without a task (an in-process judge ruling on unregistered
         requests) keeps the caller's."""
+        if isinstance(verdict, Verdict) and verdict.task_id is None and self.require_task:
+            self._check_verdict(verdict)  # a forged one is refused as such first
+            raise self._refuse(TaskMismatch(
+                f"found verdict {verdict.id} issued to no registered task; expected a verdict "
+                "the judge issued to a task it registered: the wallet service books every "
+                "payment under its verdict's task. Fix: register the task (nib run does).",
+                verdict_id=verdict.id), run_id, verdict, kind)
         if not isinstance(verdict, Verdict) or verdict.task_id is None:
             return run_id, cap
         if run_id and run_id != verdict.task_id:
