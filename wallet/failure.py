@@ -40,7 +40,7 @@ def fail_if_proven(
     ``settle``) when the chain shows it used; else keep it counted (the note kept) and
     raise FailureUnproven."""
     row = meter.ledger.get(signed.reservation.id)
-    if row.status in ("failed", "released"):
+    if row.status in ("failed", "released", "cancelled"):
         return
     if isinstance(signed, SignedTypedData):
         chain_time = chain.block_timestamp("latest")  # read first: unused at a later block
