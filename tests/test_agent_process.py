@@ -156,16 +156,19 @@ def _attack(chain: Any, tmp_path: Path) -> None:
     assert report["register_task"].startswith("refused JudgeConfigError")
     # Its spend stays within the registered cap, gas included: the wallet holds each
     # transfer's gas against the task's cap (read from the verdict, not the 10^15 the
-    # agent names), so beside its first payment and what it still holds no 0.10 fits in 0.35.
-    assert report["spree"][0].startswith("wallet refused CapExceeded"), report["spree"]
-    assert all(r.startswith(("wallet refused CapExceeded", "judge refuse: price 0.10 USDC "
-                             "exceeds remaining budget")) for r in report["spree"]), report["spree"]
+    # agent names), so no more 0.10 payments go out than fit in 0.35 with their gas.
+    spree = report["spree"]
+    assert all(r == "paid status 1" or r.startswith((
+        "wallet refused CapExceeded", "judge refuse: price 0.10 USDC exceeds remaining budget"))
+        for r in spree), spree
+    paid = 1 + spree.count("paid status 1")  # the first payment, and those of the spree
+    assert paid * PRICE <= TASK.spend_cap and spree[-1].startswith("judge refuse"), spree
     # The judge's records are as it wrote them: the registered caps, every verdict it issued.
     with sqlite3.connect(judge_db) as db:
         assert db.execute("SELECT spend_cap, per_call_cap FROM judge_tasks").fetchall() == [
             (TASK.spend_cap, TASK.per_call_cap)]
         issued = db.execute("SELECT COUNT(*) FROM judge_verdicts").fetchone()[0]
     assert issued >= 10, issued
-    assert balance(SELLER_ADDR) == before[SELLER_ADDR] + PRICE
+    assert balance(SELLER_ADDR) == before[SELLER_ADDR] + paid * PRICE
     assert balance(ATTACKER) == before[ATTACKER]
-    assert balance(owner.address) == before[owner.address] - PRICE
+    assert balance(owner.address) == before[owner.address] - paid * PRICE
