@@ -77,6 +77,8 @@ FACT_PATTERNS: tuple[FactPattern, ...] = tuple(
 )
 """The vocabulary table's phrases, compiled, in priority order (one table per kind)."""
 
+_BLOCK_NUMBER = next(fp for fp in FACT_PATTERNS if fp.kind == "block_number")
+
 #: Kinds that take one block number, and kinds that take a window or range of blocks.
 BLOCK_KINDS = frozenset({"base_fee_gwei", "block_timestamp", "block_number"})
 WINDOW_KINDS = frozenset({"transfer_count", "transfer_max"})
@@ -99,7 +101,10 @@ _AMOUNT = _p(r"\d(?:[\d.]*)\s*(?:usdc|eth|ether|dollars?|\$)|\$\s*\d")
 _BLOCK = _p(r"\bblock\s+(\d+|latest-\d+)(?![\w-])")
 _RANGE = _p(r"\bblocks?\s+(\d+)\s*(?:to|-|–|\.\.|through|until)\s*(?:block\s+)?(\d+)\b")
 _WINDOW = _p(r"\b(?:last|past|previous|recent|latest|most\s+recent)\s+(\d+)\s+blocks\b")
-_LATEST = _p(r"\b(?:latest|current|currently|now|newest|most\s+recent)\b")
+_LATEST = _p(r"\b(?:latest|current|currently|now|newest|most\s+recent|head)\b")
+#: Nouns of the filler list that name a fact when they stand alone in a list ("the number
+#: and the timestamp of the latest block"): never dropped, read or declined by name.
+_BARE_FACT = _p(r"\b(number|height|value|values|data|info|information|total|count)\b")
 _MINE = _p(r"\b(?:my|our|mine|your\s+own|the\s+agent'?s)\b")
 _REFERS_BACK = _p(r"\b(?:its|it|that|this|same)\b")
 _COMPARE_MAX = _p(r"\b(?:more|most|larger|bigger|higher|greater|richer)\b")
@@ -408,8 +413,30 @@ class _Reader:
         self.parts = _parts(self.task)
         for part in self.parts:
             _read_part(part, bool(self.hashes))
+        self._read_bare_facts()
         self._merge_subject_only_parts()
         self.scope = _scope_words(self.task, self.parts, self.network)
+
+    def _read_bare_facts(self) -> None:
+        """A part of a list that is only a bare noun ("the number" in "the number and the
+        timestamp of the latest block") shares its sentence's parameters: "number" or
+        "height" of a block is the block number; any other is named as not read."""
+        for part in self.parts:
+            if part.hits or part.leftover or part.condition or _SEND.search(part.text):
+                continue
+            bare = [m for m in _BARE_FACT.finditer(part.text)]
+            if not bare:
+                continue
+            sentence = " ".join(p.text for p in self.parts if p.sentence == part.sentence)
+            about_block = any(
+                h[1].kind in BLOCK_KINDS for p in self.parts if p.sentence == part.sentence
+                for h in p.hits
+            ) or bool(_block_params(sentence))
+            m = bare[0]
+            if len(bare) == 1 and m.group(1).lower() in ("number", "height") and about_block:
+                part.hits.append((m.start(), _BLOCK_NUMBER, m.group(0)))
+            else:
+                part.leftover.update(b.group(1).lower() for b in bare)
 
     def _merge_subject_only_parts(self) -> None:
         """ "balances of 0xA and 0xB": a part holding only addresses joins its neighbour."""

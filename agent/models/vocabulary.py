@@ -129,7 +129,7 @@ KIND_WORDS: tuple[KindWords, ...] = (
           "time … produced"),
     _kind("block_number", "block number", "none",
           "block number", "block height", "latest block", "current block", "newest block",
-          "most recent block", "chain head", "head block", "how many blocks", "height"),
+          "most recent block", "chain head", "head block", "head", "how many blocks", "height"),
     _kind("eth_balance", "ETH balance", "account",
           "eth balance", "ether balance", "how much eth", "how much ether", "amount of eth",
           "amount of ether", "eth holdings", "ether holdings",
@@ -162,6 +162,8 @@ PRESENTATION: tuple[tuple[str, str], ...] = (
     (r"\b(?:a\s+)?unix\s+(?:time|timestamp|seconds)\s+is\s+(?:fine|ok|okay|enough)\b", "unix"),
     (r"\b(?:as|in)\s+(?:a\s+)?unix\s+(?:time|timestamp|seconds)\b", "unix"),
     (r"\b(?:as|in)\s+(?:utc|iso(?:\s*8601)?)(?:\s+time)?\b", "utc"),
+    (r"\b(?:in\s+)?utc(?:\s+time)?\s+is\s+(?:fine|ok|okay|enough)\b", "utc"),
+    (r"\b(?:pls|plz)\b", ""),
     (r"\b(?:just\s+)?(?:the\s+)?(?:plain\s+)?number\s+is\s+(?:fine|enough)\b", ""),
     (r"\b(?:roughly|approximately|exactly|precisely|briefly|quickly)\b", ""),
 )

@@ -80,6 +80,19 @@ def test_run_demo_pays_once_and_reconciles(home):
 MARKET_TASK = "Who issues USDC? Buy its token fact sheet from a seller in the market."
 
 
+def test_a_question_naming_two_facts_answers_both_or_exits_1(home):
+    """ "the number and the timestamp of the latest block": both values, read back from the
+    chain, appear in the answer; a part dropped with exit 0 is the failure this guards."""
+    info = json.loads(nib(home, "devnet", "up", "--json").stdout)
+    r = nib(home, "run", "Give me the number and the timestamp of the latest block.", "--json")
+    result = json.loads(r.stdout)
+    chain = ChainClient(info["rpc_url"], 31337)
+    head = chain.block_number()
+    assert r.returncode == 0, result
+    assert f"block number: {head} " in result["answer"], result["answer"]
+    assert f"block timestamp: {chain.block_timestamp(head)} " in result["answer"], result["answer"]
+
+
 def test_market_run_discovers_compares_offers_and_buys_the_best(home):
     info = json.loads(nib(home, "devnet", "up", "--json").stdout)
     market = {s["name"]: s["url"] for s in info["market"]}

@@ -151,3 +151,71 @@ def test_a_payment_in_another_word_order_is_named_not_dropped() -> None:
     assert [i["kind"] for i in extract_checklist("What is the base fee? Pay if needed.")] == [
         "base_fee_gwei"
     ]
+
+
+@pytest.mark.parametrize(
+    ("task", "expected"),
+    [
+        ("Give me the number and the timestamp of the latest block.",
+         [("block_number", {}), ("block_timestamp", {})]),
+        ("the timestamp and the number of the latest block",
+         [("block_timestamp", {}), ("block_number", {})]),
+        ("the base fee, timestamp and number of block 5",
+         [("base_fee_gwei", {"block": "5"}), ("block_timestamp", {"block": "5"}),
+          ("block_number", {"block": "5"})]),
+        ("What are the height and the base fee of the previous block?",
+         [("block_number", {"block": "latest-1"}), ("base_fee_gwei", {"block": "latest-1"})]),
+        (f"What are the symbol and decimals of {TOKEN}?",
+         [("token_symbol", {"token": TOKEN}), ("token_decimals", {"token": TOKEN})]),
+    ],
+)  # fmt: skip
+def test_each_fact_of_a_coordinated_list_is_its_own_item_with_the_shared_parameters(
+    task: str, expected: list[tuple[str, dict[str, str]]]
+) -> None:
+    items = extract_checklist(task)
+    assert [i["kind"] for i in items] == [k for k, _ in expected], items
+    for item, (_, params) in zip(items, expected, strict=True):
+        assert all(item.get("params", {}).get(k) == v for k, v in params.items()), items
+
+
+@pytest.mark.parametrize(
+    ("task", "word"),
+    [
+        ("the base fee and gas used of block 5", "gas used"),
+        ("name and decimals of USDC", "name"),
+        (f"Tell me the USDC balance of {A} and the number", "number"),
+        ("Give me the value and the timestamp of the latest block.", "value"),
+    ],
+)
+def test_a_part_of_a_list_it_cannot_read_is_declined_naming_it(task: str, word: str) -> None:
+    items = extract_checklist(task)
+    declined = [i for i in items if i["kind"] is None]
+    assert declined and any(word in i["text"] + i["unanswerable"] for i in declined), items
+
+
+@pytest.mark.parametrize(
+    ("task", "unit"),
+    [
+        ("What is the timestamp of the latest block? UTC is fine", "utc"),
+        ("timestamp of the latest block pls", None),
+        ("base fee pls, in gwei", "gwei"),
+    ],
+)
+def test_presentation_words_shape_the_answer_and_are_never_items(task: str, unit: str | None) -> None:
+    items = extract_checklist(task)
+    assert len(items) == 1 and items[0]["kind"] is not None, items
+    assert items[0].get("params", {}).get("unit") == unit, items
+
+
+@pytest.mark.parametrize(
+    ("task", "kind"),
+    [
+        ("What is the timestamp of the head?", "block_timestamp"),
+        ("base fee of the head block", "base_fee_gwei"),
+        ("Which block is the head?", "block_number"),
+    ],
+)
+def test_the_head_is_the_latest_block(task: str, kind: str) -> None:
+    items = extract_checklist(task)
+    assert [i["kind"] for i in items] == [kind], items
+    assert "block" not in items[0].get("params", {}), items
