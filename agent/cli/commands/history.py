@@ -73,6 +73,8 @@ def _row(store: RunStore, row: dict[str, Any] | None, task: Any) -> dict[str, An
         "gas_wei": int(spend.get("gas_wei", 0) or 0),
         "tokens": int(tokens.get("input", 0) or 0) + int(tokens.get("output", 0) or 0),
         "elapsed_s": round(float(elapsed or 0.0), 1), "answer": answer or None,
+        # Why the queue closed a task (a worker's error, a refused claim and its fix).
+        "note": (task.note or None) if task else None,
         "started_at": (row or {}).get("started_at") or (task.started_at or task.created_at
                                                          if task else None),
     }
