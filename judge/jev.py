@@ -446,8 +446,11 @@ class Judge:
         return ("approve", p, ev, f"EV {format_usdc(ev)} USDC > 0: {sums}{lost}")
 
     def _non_deliveries(self, subject: str, kinds: list[str]) -> str:
-        """'; it took payment without delivering N times' when the seller has, else ''."""
-        n = sum(self.calibrator.non_deliveries(subject, fact_key(k)) for k in kinds)
+        """'; it took payment without delivering N times' when the seller has, else ''.
+
+        One failed purchase is recorded under every fact kind it was paid for, so the
+        count is the largest per kind, not their sum (a two-item sheet is one payment)."""
+        n = max((self.calibrator.non_deliveries(subject, fact_key(k)) for k in kinds), default=0)
         if not n:
             return ""
         times = "once" if n == 1 else f"{n} times"
