@@ -54,6 +54,10 @@ _DOMAIN_FIELDS = (
     ("salt", "bytes32"),
 )
 
+#: The EIP-712 domain fields a USDC token (TestUSDC, Circle's FiatToken) signs under, and
+#: no others: a domain with a ``salt`` or without a field is another domain's signature.
+TOKEN_DOMAIN_FIELDS = frozenset({"name", "version", "chainId", "verifyingContract"})
+
 #: EIP-3009 ``TransferWithAuthorization``, the only typed data nib signs (as chain.usdc
 #: builds it; tests pin that the two agree).
 TRANSFER_WITH_AUTHORIZATION = (

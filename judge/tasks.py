@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, cast
 
 from judge._store import Store
 from judge.errors import JudgeRequestInvalid, TaskRegistrationConflict
+from judge.fingerprint import TOKEN_DOMAIN_FIELDS
 from judge.mandates import Mandate
 from judge.storage import Database, Location, Migration, Tx, cell_int
 
@@ -364,11 +365,13 @@ def _domain_refusal(
         return None
     name, version = token_domain(offer.asset)
     found = (domain.get("name"), str(domain.get("version")), str(domain.get("chainId")),
-             str(domain.get("verifyingContract")).lower())
-    expected = (name, version, str(offer.chain_id), offer.asset.lower())
+             str(domain.get("verifyingContract")).lower(), sorted(domain))
+    expected = (name, version, str(offer.chain_id), offer.asset.lower(),
+                sorted(TOKEN_DOMAIN_FIELDS))
     if found != expected:
         return (
-            f"the authorization's EIP-712 domain (name, version, chainId, verifyingContract) "
+            f"the authorization's EIP-712 domain (name, version, chainId, verifyingContract, "
+            f"its fields) "
             f"is {found}, the token on chain signs under {expected}; the token would reject "
             "it and the signature would hold the cap until it expires; fix: build the "
             "authorization under the token's own domain (chain.usdc.token_domain)"

@@ -25,7 +25,11 @@ from chain.errors import ChainError
 from chain.money import DEFAULT_ETH_PRICE_USDC, gas_to_usdc
 from chain.usdc import prove_authorization_settled, token_domain
 from judge.errors import FingerprintError, VerdictConsumed, VerdictInvalid
-from judge.fingerprint import transaction_fingerprint, typed_data_fingerprint
+from judge.fingerprint import (
+    TOKEN_DOMAIN_FIELDS,
+    transaction_fingerprint,
+    typed_data_fingerprint,
+)
 from judge.storage import MutexTimeout
 from judge.verdict import Verdict, verify_verdict
 from wallet.cancel import abandon_authorization
@@ -750,6 +754,8 @@ class Wallet:
                            domain.get("name"), name))
             checks.append(("EIP-712 domain version (payload vs the token on chain)",
                            str(domain.get("version")), version))
+            checks.append(("EIP-712 domain fields (payload vs the token's)",
+                           sorted(domain), sorted(TOKEN_DOMAIN_FIELDS)))
         for name, found, expected in checks:
             if found != expected:
                 raise PayloadMismatch(

@@ -482,3 +482,22 @@ def test_canonical_json_is_byte_for_byte_rfc8785(obj: Any) -> None:
             canonical_json(obj)
         return
     assert canonical_json(obj) == expected
+
+
+def test_the_judge_refuses_a_domain_with_a_field_the_token_does_not_sign_under() -> None:
+    """An outside red team got a domain with an extra ``salt`` approved (the token's four
+    fields all right): the field set is part of the domain the judge checks."""
+    from types import SimpleNamespace
+
+    from judge.tasks import _domain_refusal
+
+    usdc = "0x" + "ab" * 20
+    domain = {"name": "USDC", "version": "2", "chainId": 31337, "verifyingContract": usdc}
+
+    def offer(d: dict[str, object]) -> Any:
+        return SimpleNamespace(asset=usdc, chain_id=31337, payload={"domain": d})
+
+    assert _domain_refusal(offer(domain), lambda asset: ("USDC", "2")) is None
+    refusal = _domain_refusal(offer({**domain, "salt": "0x" + "11" * 32}),
+                              lambda asset: ("USDC", "2"))
+    assert refusal is not None and "salt" in refusal
