@@ -179,15 +179,18 @@ class WalletClient:
             return answer
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _call(self, op: ops.Operation[_Req, _Resp], body: _Req) -> _Resp:
+    def _call(
+        self, op: ops.Operation[_Req, _Resp], body: _Req, run_id: str | None = None
+    ) -> _Resp:
         """The data of ``op``'s answer to ``body``, or its refusal raised as the same
-        wallet error class."""
+        wallet error class. ``run_id``: this process's run, for the service's events that
+        name none (it takes no run from a caller, and a forged verdict's task proves none)."""
         path = f"/{op.name}"
         answer = self._send(op.route, body)
         status = answer.get("status") if isinstance(answer, dict) else None
         if status == 200 and isinstance(answer, dict) and isinstance(answer.get("data"), dict):
             data: dict[str, object] = answer["data"]
-            self._relay(data.pop("events", None))
+            self._relay(data.pop("events", None), run_id)
             return cast(_Resp, data)
         error = answer.get("error") if isinstance(answer, dict) else None
         if status == STOPPING_STATUS:
@@ -200,7 +203,7 @@ class WalletClient:
                 f"the wallet service failed to answer {path} (status {status}); its log "
                 "has the cause; fix: restart it with `nib services up`."
             )
-        self._relay(error.pop("events", None))
+        self._relay(error.pop("events", None), run_id)
         cls = getattr(wallet_errors, str(error.get("type")), None)
         if not (isinstance(cls, type) and issubclass(cls, WalletError)):
             cls = WalletError
@@ -210,13 +213,17 @@ class WalletClient:
         """The service's address, USDC contract, ETH price and database (no secrets)."""
         return self._call(ops.HEALTH, {})
 
-    def _relay(self, events: object) -> None:
-        """The service's events for this call, into the run's audit trail."""
+    def _relay(self, events: object, run_id: str | None = None) -> None:
+        """The service's events for this call, into the run's audit trail (this process's
+        run where the service named none)."""
         if self.emit is None or not isinstance(events, list):
             return
         for event in events:
             if isinstance(event, dict) and isinstance(event.get("data"), dict):
-                self.emit(str(event.get("type")), event["data"])
+                data = event["data"]
+                if run_id and not data.get("run_id"):
+                    data = {**data, "run_id": run_id}
+                self.emit(str(event.get("type")), data)
 
     @property
     def address(self) -> str:
@@ -259,7 +266,7 @@ class WalletClient:
             "verdict": _verdict_to_wire(verdict),
             "resource": resource,
         }
-        signed = signed_from_wire(self._call(ops.SIGN_TYPED_DATA, body))
+        signed = signed_from_wire(self._call(ops.SIGN_TYPED_DATA, body, run_id))
         assert isinstance(signed, SignedTypedData)
         return signed
 
@@ -270,7 +277,7 @@ class WalletClient:
         (under the verdict's task and its registered cap; see sign_typed_data)."""
         _check_run(verdict, run_id)
         body: ops.SignRequest = {"payload": dict(tx), "verdict": _verdict_to_wire(verdict)}
-        signed = signed_from_wire(self._call(ops.SIGN_TRANSACTION, body))
+        signed = signed_from_wire(self._call(ops.SIGN_TRANSACTION, body, run_id))
         assert isinstance(signed, SignedTx)
         return signed
 

@@ -652,7 +652,10 @@ class Wallet:
         both named; a verdict without a task (an in-process judge ruling on unregistered
         requests) keeps the caller's."""
         if isinstance(verdict, Verdict) and verdict.task_id is None and self.require_task:
-            self._check_verdict(verdict)  # a forged one is refused as such first
+            try:  # a forged one is refused as such first, in the audit trail too
+                self._check_verdict(verdict)
+            except SpendRefused as exc:
+                raise self._refuse(exc, run_id, verdict, kind) from None
             raise self._refuse(TaskMismatch(
                 f"found verdict {verdict.id} issued to no registered task; expected a verdict "
                 "the judge issued to a task it registered: the wallet service books every "
