@@ -17,6 +17,8 @@ from typing import Any
 __all__ = ["asked_value", "item_line", "sheet_field", "with_covered_values"]
 
 _VALUE_CHARS = 160
+#: Room for a bought sheet's every field when a request to buy asked what it contains.
+_CONTENTS_CHARS = 600
 #: Sheet fields whose value is in gwei (gas statistics).
 _GWEI_FIELDS = re.compile(r"base_fee_gwei")
 _PAIR = re.compile(r"(?:^|;\s*)([\w.\[\]]+)=")
@@ -68,6 +70,8 @@ def asked_value(item: Mapping[str, Any]) -> str:
         return value
     if kind in ("token_factsheet", "protocol_factsheet", "gas_stats", "transfer_stats"):
         fields = sheet_fields(value)
+        if fields and params.get("pick"):  # a request to buy asked what it contains: all of it
+            return _clip("; ".join(f"{k} {v}" for k, v in fields.items()), _CONTENTS_CHARS)
         if fields:
             shown = ", ".join(f"{k} {v}" for k, v in list(fields.items())[:4])
             more = ", and more fields" if len(fields) > 4 else ""

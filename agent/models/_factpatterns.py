@@ -20,6 +20,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from agent.models._shopping import Shopping, read_shopping
 from agent.models.vocabulary import (
     KIND_WORDS,
     OTHER_CHAINS,
@@ -375,21 +376,28 @@ def _nearest(found: list[tuple[int, str]], start: int, end: int) -> str | None:
     return before[-1] if before else None
 
 
+def _scope_of(text: str, network: str) -> str | None:
+    """Why ``text`` names a scope the planner cannot honour (a standing or future watch,
+    another chain), or None."""
+    word = next((w for w, regex in _STANDING if regex.search(text)), None)
+    if word:
+        return (f"{word!r} asks for a standing or future watch; nib answers once, from the "
+                "chain as it is at run start")  # fmt: skip
+    word = next((w for w, regex in _CHAINS if regex.search(text)), None)
+    if word:
+        own = f" ({network})" if network else ""
+        return f"{word!r} names another chain; this run reads only its own network{own}"
+    return None
+
+
 def _scope_words(task: str, parts: list[_Part], network: str) -> dict[int, str]:
     """Per sentence, the first scope word the planner cannot honour, with why."""
     found: dict[int, str] = {}
     for sentence in sorted({p.sentence for p in parts}):
         mine = [p for p in parts if p.sentence == sentence]
-        text = task[mine[0].start : mine[-1].start + len(mine[-1].text)]
-        word = next((w for w, regex in _STANDING if regex.search(text)), None)
-        if word:
-            found[sentence] = (f"{word!r} asks for a standing or future watch; nib answers "
-                               "once, from the chain as it is at run start")  # fmt: skip
-            continue
-        word = next((w for w, regex in _CHAINS if regex.search(text)), None)
-        if word:
-            own = f" ({network})" if network else ""
-            found[sentence] = f"{word!r} names another chain; this run reads only its own network{own}"
+        why = _scope_of(task[mine[0].start : mine[-1].start + len(mine[-1].text)], network)
+        if why:
+            found[sentence] = why
     return found
 
 
@@ -405,6 +413,10 @@ class _Reader:
         self.task, self.units = _normalize(task)
         self.out = _Builder()
         symbols, protocols = datasets()
+        self.shopping = read_shopping(self.task, symbols, protocols)
+        if self.shopping:  # read as one item; blanked so its words are no other part
+            s, e = self.shopping.start, self.shopping.end
+            self.task = self.task[:s] + " " * (e - s) + self.task[e:]
         self.addresses = [(m.start(), m.group(0)) for m in ADDRESS.finditer(self.task)]
         self.hashes = [(m.start(), m.group(0)) for m in TX_HASH.finditer(self.task)]
         self.symbols = word_positions(self.task, symbols)
@@ -451,10 +463,32 @@ class _Reader:
                 target.subjects.sort(key=self.task.find)
                 part.subjects = []
 
+    def _shop(self, shop: Shopping) -> int:
+        """The shopping request's one item: the offer it picks of a sold kind, or why not."""
+        scope = _scope_of(shop.text, self.network)
+        if scope:
+            return self.out.cannot(shop.text, scope)
+        if shop.unknown:
+            words = ", ".join(repr(w) for w in shop.unknown[:4])
+            return self.out.cannot(shop.text, f"the offline planner does not know {words} in a "
+                                   "request to buy; it buys only what it reads in full")  # fmt: skip
+        if shop.kind is None or shop.subject is None:
+            symbols, protocols = datasets()
+            return self.out.cannot(shop.text, "a request to buy must name what the sheet is "
+                                   f"about: a token symbol ({', '.join(symbols[:4])}...) or a "
+                                   f"protocol ({', '.join(protocols[:3])}...)")  # fmt: skip
+        label = "token fact sheet" if shop.kind == "token_factsheet" else "protocol fact sheet"
+        key = "symbol" if shop.kind == "token_factsheet" else "name"
+        return self.out.add({"text": f"the {shop.pick} {label} of {shop.subject} on offer",
+                             "kind": shop.kind,
+                             "params": {key: shop.subject, "pick": shop.pick}})  # fmt: skip
+
     def items(self, max_items: int) -> list[dict[str, Any]]:
         gates: list[int] = []
         actions: list[int] = []
         declined: set[int] = set()
+        if self.shopping:
+            self._shop(self.shopping)
         for part in self.parts:
             if part.sentence in self.scope:
                 if part.sentence not in declined:

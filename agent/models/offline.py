@@ -15,13 +15,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
-from agent.loop.answers import item_line
+from agent.loop.answers import asked_value, item_line
 from agent.models._factpatterns import FACT_PATTERNS, FactPattern, extract_checklist
 from agent.models._offline_context import PlanContext, endpoint_price, origin, schema_of
 from agent.models.base import ModelReply, ModelRequest, Usage
 from chain.facts import DERIVED_KINDS, KIND_PARAMS
+from chain.money import format_usdc
 
 __all__ = [
     "CANNOT_PLAN",
@@ -237,12 +239,66 @@ def _market_call(
                 args["url"] = f"{url}?symbol={symbol}"
             if plan.key("pay_http", args) not in blocked:
                 return {"tool": "pay_http", "args": args, "kind": "paid"}
-    asked = any(w in plan.task.lower() for w in _MARKET_WORDS)
+    asked = bool(params.get("pick")) or any(w in plan.task.lower() for w in _MARKET_WORDS)
+    if params.get("pick") and "paywall" in plan.task.lower() and "market" not in plan.task.lower():
+        return None  # "the cheapest ... the local paywall sells": its own offer, no discovery
     tried = any(h.get("tool") == "discover" for h in plan.history)
     if asked and not tried:
         query = kind.replace("_", " ").replace("factsheet", "fact sheet")
         return {"tool": "discover", "args": {"query": query}, "kind": "free"}
     return None
+
+
+_PAID_TOOLS = ("pay_http", "pay_mcp")
+
+
+def _bought_for(plan: PlanContext, item: Mapping[str, Any]) -> str | None:
+    """A request to buy buys once: the summary of the purchase already made for ``item``'s
+    kind in this run (whatever it delivered), or None."""
+    kind = item.get("kind")
+    for row in plan.history:
+        if row.get("tool") not in _PAID_TOOLS or str(row.get("outcome", "")).lower() != "ok":
+            continue
+        covers = (row.get("args") or {}).get("covers") or []
+        if not covers or kind in covers:
+            return _clip(str(row.get("summary") or f"{row.get('tool')} was paid"), 200)
+    return None
+
+
+def _purchase_line(plan: PlanContext, item: Mapping[str, Any]) -> str:
+    """A request to buy's answer line: what was bought (seller, price), then what it
+    contains, then its evidence."""
+    ev = next((e for e in plan.evidence if e.get("id") == item.get("evidence_id")), None)
+    if ev is None or not ev.get("cost_usdc"):
+        return item_line(item)
+    args: Mapping[str, Any] = ev.get("args") or {}
+    where = args.get("url") or args.get("server") or ev.get("tool")
+    price = format_usdc(int(ev["cost_usdc"]))
+    found, cheapest = _offers_found(plan, str(item.get("kind")))
+    of = ""
+    if found and cheapest is not None and cheapest < int(ev["cost_usdc"]):
+        of = (f", the cheapest the judge approved of {found} offers found (the cheapest listed, "
+              f"{format_usdc(cheapest)}, was not approved)")
+    elif found:
+        of = f", the cheapest of {found} offers found"
+    return (f"{item.get('text')}: bought from {where} for {price}{of}; it contains "
+            f"{asked_value(item)} (observed, evidence {item.get('evidence_id')})")
+
+
+#: An offer in discover's summary, with its price: "GET http://h:p/path 0.01 USDC [kinds]".
+_PRICED = re.compile(r"\b(?:GET|POST|MCP) https?://\S+ (\d+(?:\.\d+)?) USDC \[([^\]]*)\]")
+
+
+def _offers_found(plan: PlanContext, kind: str) -> tuple[int, int | None]:
+    """(how many offers discovery found, the lowest listed price of one for ``kind``)."""
+    for ev in plan.evidence:
+        summary = str(ev.get("summary", ""))
+        m = re.match(r"discovered (\d+) offers", summary)
+        if ev.get("tool") == "discover" and m:
+            prices = [int(Decimal(p).scaleb(6)) for p, kinds in _PRICED.findall(summary)
+                      if kind in [k.strip() for k in kinds.split(",")]]  # fmt: skip
+            return int(m.group(1)), min(prices, default=None)
+    return 0, None
 
 
 def _is_int(prop: Mapping[str, Any]) -> bool:
@@ -280,6 +336,10 @@ def _call_for(
     open_, why = _gate_open(plan, item)
     if not open_:
         return None, why
+    bought = _bought_for(plan, item) if (item.get("params") or {}).get("pick") else None
+    if bought is not None:
+        return None, (f"{bought}; it gave none of the {kind.replace('_', ' ')}, and a request "
+                      "to buy buys once")  # fmt: skip
     if kind in PAYWALL_PATHS:
         market = _market_call(plan, item, kind, blocked)
         key = plan.key(market["tool"], market["args"]) if market else ""
@@ -368,7 +428,8 @@ def _answer(plan: PlanContext) -> tuple[str, list[str]]:
         text = str(item.get("text", item.get("kind", "")))
         value, ev_id = item.get("value"), item.get("evidence_id")
         if item.get("covered") and value is not None:
-            lines.append(item_line(item))
+            params: Mapping[str, Any] = item.get("params") or {}
+            lines.append(_purchase_line(plan, item) if params.get("pick") else item_line(item))
             if ev_id and item.get("provenance") != "derived" and ev_id not in ids:
                 ids.append(str(ev_id))
         else:

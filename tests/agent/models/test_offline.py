@@ -433,3 +433,54 @@ def test_paywall_url_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("NIB_PAYWALL_URL", "http://127.0.0.1:7777")
     sim = Sim("gas statistics", paywall=None)
     assert sim.propose() == Call("pay_http", {"url": "http://127.0.0.1:7777/analytics/gas"})
+
+
+# ----------------------------------------------------------------- requests to buy
+
+_DISCOVERED = (
+    "discovered 3 offers from 3 sellers: GET http://127.0.0.1:7001/tokens 0.005 USDC "
+    "[token_factsheet]; GET http://127.0.0.1:7002/tokens 0.01 USDC [token_factsheet]; "
+    "GET http://127.0.0.1:7003/tokens 0.04 USDC [token_factsheet]"
+)
+
+
+def _shopping_sim() -> Sim:
+    sim = Sim("Buy the cheapest fact sheet about USDC and tell me what it contains.")
+    first = sim.propose()
+    assert first == Call("discover", {"query": "token fact sheet"})  # no market word needed
+    sim.record(first, "ok", {}, _DISCOVERED)
+    return sim
+
+
+def test_a_request_to_buy_the_cheapest_discovers_then_proposes_the_cheapest_offer() -> None:
+    sim = _shopping_sim()
+    buy = sim.propose()
+    assert buy == Call("pay_http", {"url": "http://127.0.0.1:7001/tokens?symbol=USDC",
+                                    "covers": ["token_factsheet"]})  # fmt: skip
+
+
+def test_a_request_to_buy_buys_once_and_names_a_purchase_that_held_nothing() -> None:
+    sim = _shopping_sim()
+    buy = sim.propose()
+    sim.record(buy, "ok", {}, "paid 0.005 USDC for /tokens from http://127.0.0.1:7001: 0 facts")
+    final = sim.propose()
+    assert isinstance(final, Done), final  # not the next seller: the request buys once
+    assert final.answer is not None
+    assert "not answered (paid 0.005 USDC for /tokens from http://127.0.0.1:7001" in final.answer
+    assert "a request to buy buys once" in final.answer
+
+
+def test_a_bought_sheet_is_answered_with_what_was_bought_and_all_it_contains() -> None:
+    sim = _shopping_sim()
+    buy = sim.propose()
+    sheet = "symbol=USDC; name=USD Coin; issuer=Circle; launched=2018; decimals=6; standard=ERC-20"
+    sim.record(buy, "ok", {}, "paid 0.005 USDC: 6 facts")
+    # What pay_http's observation holds: the sheet, its price and the subject it is of.
+    sim.evidence[-1].update(cost_usdc=5_000, facts={"token_factsheet": sheet})
+    sim.checklist = sim.checklist.cover({"token_factsheet": sheet}, "e2", params={"symbol": "USDC"})
+    final = sim.propose()
+    assert isinstance(final, SubmitAnswer), final
+    assert ("the cheapest token fact sheet of USDC on offer: bought from "
+            "http://127.0.0.1:7001/tokens?symbol=USDC for 0.005 USDC, the cheapest of 3 offers "
+            "found; it contains symbol USDC; name USD Coin; issuer Circle; launched 2018; "
+            "decimals 6; standard ERC-20 (observed, evidence e2)") in final.answer  # fmt: skip

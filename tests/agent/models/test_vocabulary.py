@@ -219,3 +219,40 @@ def test_the_head_is_the_latest_block(task: str, kind: str) -> None:
     items = extract_checklist(task)
     assert [i["kind"] for i in items] == [kind], items
     assert "block" not in items[0].get("params", {}), items
+
+
+@pytest.mark.parametrize(
+    ("task", "item"),
+    [
+        ("Buy the cheapest fact sheet about USDC from the market and tell me what it contains.",
+         ("token_factsheet", {"symbol": "USDC", "pick": "cheapest"})),
+        ("Buy the cheapest dataset about uniswap. Tell me what it contains.",
+         ("protocol_factsheet", {"name": "uniswap", "pick": "cheapest"})),
+        ("Get me the least expensive USDC data and describe it.",
+         ("token_factsheet", {"symbol": "USDC", "pick": "cheapest"})),
+        ("Purchase the lowest-priced research sheet on DAI available in the market, "
+         "and show me its contents", ("token_factsheet", {"symbol": "DAI", "pick": "cheapest"})),
+    ],
+)  # fmt: skip
+def test_a_request_to_buy_the_cheapest_is_one_item_of_the_sold_kind(task: str, item: tuple) -> None:  # type: ignore[type-arg]
+    items = extract_checklist(task)
+    assert [(i["kind"], i.get("params")) for i in items] == [item], items
+
+
+def test_a_request_to_buy_keeps_the_tasks_other_questions() -> None:
+    items = extract_checklist("Purchase the cheapest sheet on USDC, then tell me the base fee.")
+    assert [i["kind"] for i in items] == ["token_factsheet", "base_fee_gwei"]
+
+
+@pytest.mark.parametrize(
+    ("task", "why"),
+    [
+        ("Buy the cheapest research dataset the local paywall sells and tell me what it contains",
+         "must name what the sheet is about"),
+        ("Buy the cheapest shiny dataset about USDC", "does not know 'shiny' in a request to buy"),
+        ("Buy the cheapest sheet about USDC on Polygon", "'polygon' names another chain"),
+    ],
+)  # fmt: skip
+def test_a_request_to_buy_it_cannot_read_in_full_is_declined_naming_why(task: str, why: str) -> None:
+    items = extract_checklist(task)
+    assert [i["kind"] for i in items] == [None] and why in items[0]["unanswerable"], items
