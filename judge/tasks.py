@@ -310,10 +310,12 @@ def bind(
     reason it cannot be paid at all.
 
     The judge rules on the payload itself: its fingerprint is recomputed, and its amount,
-    recipient, asset and chain must be the offer's. The recipient must be registered; an
-    x402 purchase must come from a registered seller origin, and a registered origin admits
-    the payTo its own 402 advertises for the resource (``pay_to_of``, read by the judge at
-    ruling time; the payload binds it, so a later change voids the verdict). The remaining budget is the
+    recipient, asset and chain must be the offer's. A direct transfer's recipient must be
+    registered; an x402 purchase must come from a registered seller origin and, when the
+    judge reads sellers' 402s (``pay_to_of``, the services), pay exactly the payTo the named
+    seller's own 402 for the resource states, registered or not (its outcomes are credited
+    to that seller; the payload binds the address, so a later change voids the verdict).
+    Without ``pay_to_of`` (in-process) a purchase pays a registered recipient. The remaining budget is the
     cap less what the judge itself approved for the task (consumed, or still live);
     ``balance`` is what the judge read from the chain (``None``: keep the request's);
     ``token_domain`` reads a token's own EIP-712 ``(name, version)`` from the chain: an
@@ -329,7 +331,7 @@ def bind(
         approval_threshold=limits.approval_threshold,
         remaining_budget=max(0, limits.spend_cap - committed),
         balance=offer.balance if balance is None else balance,
-        # Past _refusal the recipient is registered or the payTo the seller's 402 advertises.
+        # Past _refusal the recipient is registered or the payTo the seller's 402 states.
         known_recipients=tuple(sorted({*limits.recipients, offer.recipient.lower()})),
         alternatives=(),
     )
@@ -339,20 +341,50 @@ def bind(
 PayToOf = Callable[[str, str, object], frozenset[str]]
 
 
-def _advertised(
-    offer: PaidCallRequest, limits: TaskLimits, recipient: str, pay_to_of: PayToOf | None
-) -> bool:
-    """Whether the seller's own 402 for this purchase (read by the judge now) names
-    ``recipient``; only a pay_http purchase of a registered seller origin names a resource
-    the judge fetches (the URL itself must be on a registered origin, whatever the request
-    claims its seller is)."""
+def _same_origin(a: str, b: str) -> bool:
+    """Whether two URLs are on one origin (scheme, host, port; default ports filled in)."""
+    from urllib.parse import urlsplit
+
+    def key(url: str) -> tuple[str, str, int | None]:
+        parts = urlsplit(url.strip())
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+        return parts.scheme.lower(), (parts.hostname or "").lower(), port
+
+    return key(a)[1] != "" and key(a) == key(b)
+
+
+def _payee_refusal(offer: PaidCallRequest, recipient: str, pay_to_of: PayToOf) -> str | None:
+    """Why an x402 purchase does not pay the seller it names, else None.
+
+    Outcomes of a purchase are credited to the seller it names, so the judge approves one
+    only when its recipient is the payTo that seller's own 402 for the resource states
+    (read by the judge now): the resource must be an http(s) URL on the named seller's
+    origin, and the payload must pay an address that 402 names."""
     url = offer.args.get("url")
-    if pay_to_of is None or not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        return False
-    if not limits.seller_allowed(url):
-        return False
-    method = str(offer.args.get("method") or "GET")
-    return recipient.lower() in pay_to_of(url, method, offer.args.get("body"))
+    seller = offer.seller or (url if isinstance(url, str) else "")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return (
+            f"the purchase names seller {seller!r} and pays {recipient}, but no http(s) "
+            "resource whose 402 the judge can read, so it cannot check that the seller asks "
+            "to be paid at that address; expected an x402 purchase of an http(s) resource; "
+            "fix: buy through pay_http, or run this purchase in-process"
+        )
+    if not _same_origin(seller, url):
+        return (
+            f"the purchase names seller {seller!r} but buys {url} (another origin); "
+            "expected the resource on the seller's own origin; fix: name the seller whose "
+            "resource is bought"
+        )
+    advertised = pay_to_of(url, str(offer.args.get("method") or "GET"), offer.args.get("body"))
+    if recipient.lower() in advertised:
+        return None
+    return (
+        f"the payload pays {recipient}, but seller {seller}'s own 402 for {url} asks to be "
+        f"paid at {', '.join(sorted(advertised)) or 'no address (it answered no readable 402)'}; "
+        "a payment to another address would be credited to a seller it did not pay; "
+        "expected the payTo the seller's 402 states; fix: pay the payTo of the seller's "
+        "current 402 offer"
+    )
 
 
 def _domain_refusal(
@@ -418,14 +450,13 @@ def _refusal(
             f"{limits.task_id} (registered: {', '.join(limits.sellers) or 'none'}); fix: add "
             "its origin to NIB_SELLER_ALLOWLIST before the run"
         )
-    if terms.recipient.lower() not in limits.recipients and not (
-        is_typed and _advertised(offer, limits, terms.recipient, pay_to_of)
-    ):
+    if is_typed and pay_to_of is not None:
+        return _payee_refusal(offer, terms.recipient, pay_to_of)
+    if terms.recipient.lower() not in limits.recipients:
         return (
             f"recipient {terms.recipient} is not registered for task {limits.task_id} (it may "
             f"pay {len(limits.recipients)} address{'' if len(limits.recipients) == 1 else 'es'}"
-            "), nor the payTo the seller's own 402 advertises; fix: name the address in the "
-            "task, or add it (an outside seller's payTo) or the seller's origin to "
-            "NIB_SELLER_ALLOWLIST, before the run"
+            "); fix: name the address in the task, or add it to NIB_SELLER_ALLOWLIST, "
+            "before the run"
         )
     return None

@@ -33,7 +33,9 @@ NIB = [sys.executable, "-m", "agent.cli"]
 SELLER_ADDR = dev_account(SELLER).address
 PRICE = 250_000
 CAP = 1_000_000
-SELLER_URL = "http://seller.invalid"  # what the planted authorizations claim to buy from
+#: What the planted authorizations claim to buy: the devnet paywall's resource, whose 402
+#: names SELLER as its payTo (a services' judge reads it).
+RESOURCE = "/analytics/gas"
 
 
 @dataclass
@@ -52,11 +54,12 @@ class Arena:
         return subprocess.run(NIB + list(args), env=self.env, capture_output=True, text=True,
                               timeout=300, check=False)
 
-    def task(self, cap: int = CAP) -> tuple[str, str]:
+    def task(self, cap: int = CAP, sellers: tuple[str, ...] = ()) -> tuple[str, str]:
         """A task registered as the user registers one; its id and the token its agent holds."""
         task_id = f"t-{uuid.uuid4().hex[:10]}"
+        sellers = sellers or (self.info["paywall_url"],)
         limits = TaskLimits(task_id=task_id, spend_cap=cap, per_call_cap=PRICE,
-                            approval_threshold=10 * CAP, recipients=(SELLER_ADDR,), sellers=(SELLER_URL,))
+                            approval_threshold=10 * CAP, recipients=(SELLER_ADDR,), sellers=sellers)
         return task_id, str(self.admin.register_task_for_token(limits))
 
     def attack(self, case: str, task: tuple[str, str] | None = None, **config: Any) -> dict[str, Any]:
@@ -85,6 +88,7 @@ class Arena:
                 "wallet_pid": self.services["wallet_pid"], "rpc_url": self.info["rpc_url"],
                 "chain_id": self.info["chain_id"], "usdc": self.info["usdc"],
                 "wallet": self.info["wallet"], "seller": SELLER_ADDR, "task_id": task_id,
+                "seller_resource": self.info["paywall_url"].rstrip("/") + RESOURCE,
                 "price": PRICE, "cap": CAP, **config}
 
     def balance(self, address: str = SELLER_ADDR) -> int:
@@ -154,6 +158,26 @@ def test_an_agent_cannot_move_the_shared_calibration_with_unpaid_verdicts(arena:
     assert all("outcome refused" in r for r in report["reported"]), report
 
 
+def test_a_payment_to_another_address_is_not_credited_to_the_seller_it_names(arena: Arena) -> None:
+    from chain.paywall.market import seller_named
+
+    atlas = next(s for s in arena.info["market"] if s["name"] == "atlas")
+    origin = atlas["url"].rstrip("/")
+    mine = arena.task(sellers=(origin,))
+    before_n, before_paid = arena.admin.calibration()["n"], arena.balance()
+    report = arena.attack("credit", mine, purchases=3, seller_origin=origin,
+                          seller_url=f"{origin}/tokens?symbol=USDC")
+    # Purchases naming atlas that pay the task's other recipient (not atlas's payTo) are
+    # refused by the judge, naming both addresses; nothing moves and no p changes.
+    pay_to = seller_named("atlas").pay_to
+    for line in report["reported"]:
+        assert line.startswith("judge refuse"), report
+        assert SELLER_ADDR.lower() in line.lower() and pay_to.lower() in line.lower(), line
+    assert arena.admin.calibration()["n"] == before_n, report
+    assert arena.balance() == before_paid, report
+    assert arena.wallet.meter.usage(mine[0]).committed == 0, report
+
+
 def test_an_agent_cannot_mark_its_authorization_failed_then_use_it(arena: Arena) -> None:
     mine = arena.task()
     before = arena.balance()
@@ -191,7 +215,7 @@ def test_a_flood_of_idle_connections_leaves_the_services_answering(arena: Arena)
         judge = JudgeClient(arena.services["judge_url"], token=victim[1], timeout_s=30)
         payload, request = lying_authorization(
             arena.chain.w3, arena.info["usdc"], arena.info["chain_id"], arena.info["wallet"],
-            SELLER_ADDR, PRICE, task_id=victim[0])
+            SELLER_ADDR, PRICE, task_id=victim[0], url=arena.info["paywall_url"].rstrip("/") + RESOURCE)
         verdict = judge.decide(request)
         signed = WalletClient(arena.services["wallet_socket"], timeout_s=60).sign_typed_data(
             payload, verdict, run_id=victim[0], cap=CAP)

@@ -87,20 +87,46 @@ def test_an_origin_on_the_allowlist_admits_the_pay_to_its_402_advertises(
     # own 402, read by the judge, does not name it.
     stolen = judge.decide(_buy(seller, ATTACKER, nonce=2))
     assert stolen.decision == "refuse"
-    assert "nor the payTo the seller's own 402 advertises" in stolen.reason
-    assert "NIB_SELLER_ALLOWLIST" in stolen.reason
+    assert ATTACKER in stolen.reason and OUTSIDE_PAY_TO.lower() in stolen.reason, stolen.reason
+    assert "asks to be paid at" in stolen.reason
     # The agent claims the allowlisted seller but sends a URL of its own, whose 402
-    # advertises its own address: the judge fetches only URLs on a registered origin.
+    # advertises its own address: the judge fetches only URLs on the named seller's origin.
     with serve(_lying_app()) as elsewhere:
         forged = request(authorization(ATTACKER, 10_000, 5), args={"url": elsewhere + "/data"},
                          seller=seller["url"],
                          call_fingerprint=call_fingerprint("pay_http", {"url": elsewhere + "/data"}))
         lie = judge.decide(forged)
-    assert lie.decision == "refuse" and "not registered" in lie.reason
+    assert lie.decision == "refuse" and "another origin" in lie.reason, lie.reason
     # The seller moves its payTo: the old address is no longer admitted, the new one is.
     seller["pay_to"] = NEW_PAY_TO
     assert judge.decide(_buy(seller, OUTSIDE_PAY_TO, nonce=3)).decision == "refuse"
     assert judge.decide(_buy(seller, NEW_PAY_TO, nonce=4)).decision == "approve"
+
+
+def test_a_purchase_credited_to_a_seller_pays_that_sellers_pay_to_even_when_another_is_registered(
+    seller: dict[str, Any], signer: VerdictSigner
+) -> None:
+    """Outcomes are credited to the seller a purchase names: a registered recipient that
+    is not the payTo its 402 states is refused naming both, and so is a seller named for a
+    resource on another origin or one whose 402 the judge cannot read (an MCP purchase)."""
+    seller["pay_to"] = OUTSIDE_PAY_TO
+    judge = Judge(signer, allowed_assets={31337: [USDC]}, balance_of=lambda asset: 5_000_000,
+                  require_task=True, pay_to_of=advertised_pay_to)
+    judge.register_task(TaskLimits(task_id="task-1", spend_cap=1_000_000, per_call_cap=500_000,
+                                   approval_threshold=None, recipients=(ATTACKER,),
+                                   sellers=(seller["url"], "http://127.0.0.1:9")))
+    mine = judge.decide(_buy(seller, ATTACKER))
+    assert mine.decision == "refuse", mine.reason
+    assert ATTACKER in mine.reason and OUTSIDE_PAY_TO.lower() in mine.reason, mine.reason
+    url = "http://127.0.0.1:9/data"
+    elsewhere = judge.decide(request(authorization(OUTSIDE_PAY_TO, 10_000, 2), args={"url": url},
+                                     seller=seller["url"], call_fingerprint=call_fingerprint("pay_http", {"url": url})))
+    assert elsewhere.decision == "refuse" and "another origin" in elsewhere.reason, elsewhere.reason
+    mcp = {"server": seller["url"], "tool": "sheet"}
+    unread = judge.decide(request(authorization(OUTSIDE_PAY_TO, 10_000, 3), args=mcp, tool="pay_mcp",
+                                  seller=seller["url"], call_fingerprint=call_fingerprint("pay_mcp", mcp)))
+    assert unread.decision == "refuse" and "no http(s) resource" in unread.reason, unread.reason
+    assert judge.decide(_buy(seller, OUTSIDE_PAY_TO, nonce=4)).decision == "approve"
 
 
 def test_without_the_402_read_an_unregistered_pay_to_is_refused(
