@@ -125,6 +125,20 @@ def _held_env(home: Path, model_url: str) -> dict[str, str]:
     return env
 
 
+def _wait_or_dump(child: subprocess.Popen, timeout: float) -> None:
+    """Wait for ``child`` to exit; if it does not, fail with its threads' stacks."""
+    import shutil
+    try:
+        child.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        spy = shutil.which("py-spy")  # optional: `pip install py-spy` shows where it waits
+        dump = subprocess.run([spy, "dump", "--pid", str(child.pid)], capture_output=True,
+                              text=True, timeout=60) if spy else None
+        stacks = f"{dump.stdout}{dump.stderr}" if dump else "(install py-spy for its stacks)"
+        raise AssertionError(f"pid {child.pid} still running {timeout} s after SIGINT:\n"
+                             f"{stacks}") from None
+
+
 def _read_until(fd: int, needle: bytes, seen: bytearray, timeout: float = 120) -> None:
     import select
 
@@ -139,15 +153,13 @@ def _read_until(fd: int, needle: bytes, seen: bytearray, timeout: float = 120) -
                 return
 
 
-_CTRL_C_HANG = pytest.mark.xfail(
-    strict=False,
-    reason="open: in two fresh-clone CI runs (ci at 153b912 and e7ce975) the process held on "
-    "a silent model did not exit within 60 s / 180 s of SIGINT, while the test passes alone "
-    "and in its file; the hang is not diagnosed yet (see the closing note)",
-)
+def _as_on_a_terminal() -> None:
+    """Give the child the SIGINT a foreground command gets. A job a non-interactive shell
+    starts in the background (``make test > log &``) inherits SIGINT *ignored* (POSIX), and
+    Python then installs no KeyboardInterrupt handler, so the Ctrl-C these tests send was
+    ignored and the child ran on: the hang two fresh-clone runs showed."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
-
-@_CTRL_C_HANG
 def test_a_slow_step_shows_a_spinner_on_a_terminal_and_ctrl_c_exits_130(home):
     """`nib run` on a terminal (a pty) whose model never answers: after a second a spinner
     with the step, what it waits on and the elapsed time; `nib runs` and `nib show` show the
@@ -161,7 +173,8 @@ def test_a_slow_step_shows_a_spinner_on_a_terminal_and_ctrl_c_exits_130(home):
     master, slave = pty.openpty()
     child = subprocess.Popen([str(NIB), "run", "What is the gas price?"],
                              env=_held_env(home, silent.url), stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=slave, text=True)
+                             stdout=subprocess.PIPE, stderr=slave, text=True,
+                             preexec_fn=_as_on_a_terminal)
     os.close(slave)
     seen = bytearray()
     try:
@@ -173,7 +186,7 @@ def test_a_slow_step_shows_a_spinner_on_a_terminal_and_ctrl_c_exits_130(home):
         shown = nib(home, "show", row["run_id"][:6])
         assert shown.returncode == 0 and "running: step" in shown.stdout, shown.stdout
         child.send_signal(signal.SIGINT)
-        child.wait(timeout=180)  # 60 s was exceeded once on a loaded 2-core CI run
+        _wait_or_dump(child, 180)  # 60 s was exceeded once on a loaded 2-core CI run
         _read_until(master, b"cannot be resumed", seen, timeout=10)
     finally:
         if child.poll() is None:
@@ -188,7 +201,6 @@ def test_a_slow_step_shows_a_spinner_on_a_terminal_and_ctrl_c_exits_130(home):
     assert (after["status"], after["stop_reason"]) == ("stopped", "interrupted")
 
 
-@_CTRL_C_HANG
 def test_the_worker_prints_one_line_per_task_and_ctrl_c_exits_130(home):
     from tests.agent.test_cli import SilentModelServer
 
@@ -203,14 +215,15 @@ def test_the_worker_prints_one_line_per_task_and_ctrl_c_exits_130(home):
     held = nib(home, "submit", "What is the gas price?").stdout.strip()
     worker = subprocess.Popen([str(NIB), "worker"], env=_held_env(home, silent.url),
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+                              stderr=subprocess.PIPE, text=True, preexec_fn=_as_on_a_terminal)
     try:
         deadline = time.monotonic() + 120
         while not silent.held:
             assert worker.poll() is None and time.monotonic() < deadline, "never ran the task"
             time.sleep(0.1)
         worker.send_signal(signal.SIGINT)
-        _, stderr = worker.communicate(timeout=180)  # as above
+        _wait_or_dump(worker, 180)
+        _, stderr = worker.communicate(timeout=10)
     finally:
         if worker.poll() is None:
             worker.kill()
