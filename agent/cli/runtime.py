@@ -220,7 +220,8 @@ class Runtime:
 
     def worker(self, *, concurrency: int = 1, lease_s: float = 30.0, poll_s: float = 0.25,
                worker_token: str | None = None,
-               on_result: Callable[[Any, Any], None] | None = None) -> Any:
+               on_result: Callable[[Any, Any], None] | None = None,
+               on_error: Callable[[Any, Exception], None] | None = None) -> Any:
         """A queue worker that runs tasks with this runtime (what ``nib worker`` runs).
 
         Each task gets the configured limits with its own ``max_spend`` as the spend cap
@@ -231,7 +232,9 @@ class Runtime:
         claims each task's own token from the judge, which gives it only for tasks
         ``nib submit`` registered as queued. A dead worker's runs are recovered by this
         runtime's wallet: in-process, or the wallet service. ``on_result(task, result)`` is
-        called as each task's run returns (``nib worker`` prints one line per task).
+        called as each task's run returns (``nib worker`` prints one line per task), and
+        ``on_error(task, exc)`` for a task that was not run or whose run raised (a claim the
+        judge refused, a queue row that no longer matches what `nib submit` registered).
         """
         import asyncio
 
@@ -241,6 +244,17 @@ class Runtime:
         from judge.tasks import text_digest
 
         async def execute(task: QueuedTask) -> Any:
+            try:
+                result = await run_queued(task)
+            except Exception as exc:
+                if on_error is not None:
+                    on_error(task, exc)
+                raise
+            if on_result is not None:
+                on_result(task, result)
+            return result
+
+        async def run_queued(task: QueuedTask) -> Any:
             limits = self.queued_limits(task.max_spend)
             judge = self.judge
             if self.services is not None:
@@ -256,10 +270,7 @@ class Runtime:
                         "`nib submit` the task again."
                     )
                 judge = self.task_judge(token)
-            result = await run_task(task.task, self.deps(limits=limits, judge=judge), run_id=task.id)
-            if on_result is not None:
-                on_result(task, result)
-            return result
+            return await run_task(task.task, self.deps(limits=limits, judge=judge), run_id=task.id)
 
         def recover(task: QueuedTask) -> Any:
             return self.wallet.recover_run(task.id, task.worker or "", f"worker {task.worker} died")

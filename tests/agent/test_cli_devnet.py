@@ -257,3 +257,21 @@ def test_the_per_call_cap_and_approval_threshold_follow_max_spend_and_refusals_n
     assert any("exceeds the per-call cap 0.01 USDC (fix: `nib run --per-call-cap`" in r
                for r in reasons), reasons
     assert capped["spend"]["usdc_atomic"] == 0
+
+
+def test_the_worker_prints_a_line_for_a_task_it_would_not_run(home):
+    """A queued row rewritten after `nib submit` (the agents' database, which an agent may
+    write) is refused by the worker: one line with the task's id, `not run` and the reason
+    naming the fix, not only a count in the totals."""
+    import sqlite3
+
+    assert nib(home, "devnet", "up").returncode == 0
+    queued = nib(home, "submit", "What is the latest block number?").stdout.strip()
+    with sqlite3.connect(home / "nib.db") as db:
+        assert db.execute("UPDATE agent_queue SET task = ? WHERE id = ?",
+                          ("What is the gas price?", queued)).rowcount == 1
+    drained = nib(home, "worker", "--drain")
+    assert drained.returncode == 0, drained.stderr[-2000:]
+    line = next(line for line in drained.stdout.splitlines() if line.startswith(queued))
+    assert " not run worker-error " in line and "`nib submit` the task again" in line, line
+    assert "stopped 1" in drained.stdout

@@ -70,6 +70,15 @@ def _task_line(task: Any, result: Any) -> None:
               markup=False, highlight=False)
 
 
+def _not_run_line(task: Any, exc: Exception) -> None:
+    """One line for a task the worker took but could not run (or whose run raised): the
+    reason in full, since it names the fix; `nib runs` keeps it as the task's note."""
+    from agent.worker import STOP_WORKER_ERROR
+
+    out.print(f"{task.id} not run {STOP_WORKER_ERROR} · {short(task.task, 60)}: {exc}",
+              markup=False, highlight=False, soft_wrap=True)
+
+
 @app.command("worker")
 def worker_cmd(
     concurrency: int = typer.Option(1, "--concurrency", min=1, help="Tasks run at once."),
@@ -95,7 +104,8 @@ def worker_cmd(
     token = worker_token(rt.settings, rt.services) if rt.services is not None else None
     rt.confine(unconfined=unconfined)  # before the first task's first model call
     worker = rt.worker(concurrency=concurrency, lease_s=lease_s, worker_token=token,
-                       on_result=None if as_json else _task_line)
+                       on_result=None if as_json else _task_line,
+                       on_error=None if as_json else _not_run_line)
     if not as_json:
         err.print(rt.first_line(), markup=False, highlight=False, soft_wrap=True)
         err.print(f"[bold]nib worker[/] {worker.name} · concurrency {concurrency} · "
