@@ -245,8 +245,9 @@ def _interrupted(exc: BaseException, step: int) -> Stop:
     return Stop(
         "interrupted",
         f"the run was interrupted ({type(what).__name__}) at step {step}; no further "
-        "call was made. An authorization already signed stays pending in the ledger. "
-        "Fix: `nib audit reconcile`, then run the task again.",
+        "call was made; what it signed before, if anything, is as the ledger recorded it "
+        "(the result's spend says). Fix: `nib audit reconcile` settles or releases an "
+        "outstanding authorization; run the task again.",
     )
 
 
