@@ -14,11 +14,20 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    create_model,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from agent.errors import AgentConfigError
 from agent.loop.limits import ZERO_OK, Limits, Profile, limits_for
+from chain.home import nib_home
 from chain.money import DEFAULT_ETH_PRICE_USDC
 
 __all__ = [
@@ -67,8 +76,7 @@ def config_path(env: dict[str, str] | None = None) -> Path:
     env = dict(os.environ) if env is None else env
     if env.get("NIB_CONFIG"):
         return Path(env["NIB_CONFIG"]).expanduser()
-    home = Path(env.get("NIB_HOME") or Path.home() / ".nib").expanduser()
-    return home / CONFIG_FILE
+    return nib_home(env) / CONFIG_FILE
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -111,7 +119,7 @@ class NibSettings(BaseSettings):
         env_prefix="NIB_", env_nested_delimiter="__", extra="forbid", validate_default=True
     )
 
-    home: Path = Field(default_factory=lambda: Path.home() / ".nib")
+    home: Path = Field(default_factory=nib_home)
     db_path: Path | None = None
     #: PostgreSQL for every store (``postgresql://user:pass@host/db``); unset: the SQLite file.
     database_url: str | None = Field(default=None, repr=False)
@@ -160,6 +168,12 @@ class NibSettings(BaseSettings):
     wallet_password: SecretStr | None = None
     #: The judge key file's passphrase: its own, never the wallet's.
     judge_password: SecretStr | None = None
+
+    @field_validator("home", "db_path", mode="after")
+    @classmethod
+    def _expand_user(cls, value: Path | None) -> Path | None:
+        """``~`` in a path setting means the user's folder (chain.home), as in a shell."""
+        return value.expanduser() if value is not None else None
 
     @classmethod
     def settings_customise_sources(

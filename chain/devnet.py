@@ -29,6 +29,7 @@ from chain.client import ChainClient
 from chain.devkeys import AGENT, DEVNET_CHAIN_ID, SELLER, dev_account
 from chain.devtoken import TokenKind, check_token, fund, provision
 from chain.errors import AnvilMissing, ChainError, DevnetError
+from chain.home import nib_home
 
 ANVIL_VERSION = "1.7.1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -47,11 +48,6 @@ STATE_INTERVAL_S = 1
 #: A bound on failure, not a wait: readiness is polled. A seller imports FastAPI and the
 #: x402 package before it binds, which takes over 20 s on a two-core machine under load.
 READY_TIMEOUT_S = 60.0
-
-
-def nib_home() -> Path:
-    """The state folder: ``NIB_HOME`` or ``~/.nib``."""
-    return Path(os.environ.get("NIB_HOME") or Path.home() / ".nib")
 
 
 def find_anvil() -> str:

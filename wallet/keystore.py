@@ -23,6 +23,7 @@ from eth_typing import Hash32
 from web3 import Web3
 
 from chain.devkeys import AGENT, DEVNET_CHAIN_ID, dev_account, is_dev_address
+from chain.home import HOME_ENV, nib_home
 from wallet.errors import (
     DevKeyRefused,
     InvalidKey,
@@ -34,7 +35,6 @@ from wallet.errors import (
 )
 
 PASSWORD_ENV = "NIB_WALLET_PASSWORD"
-HOME_ENV = "NIB_HOME"
 KEYSTORE_FILE = "wallet.json"
 #: The devnet keystore's passphrase when NIB_WALLET_PASSWORD is unset. It guards a
 #: published Anvil key that is worthless off chain 31337.
@@ -43,11 +43,6 @@ DEVNET_PASSPHRASE = "nib-devnet"
 DEFAULT_SCRYPT_N = 2**18
 #: A lighter work factor for the devnet keystore, whose key is public anyway.
 DEVNET_SCRYPT_N = 2**14
-
-
-def nib_home() -> Path:
-    """``$NIB_HOME`` or ``~/.nib``."""
-    return Path(os.environ.get(HOME_ENV) or Path.home() / ".nib").expanduser()
 
 
 def keystore_temp_path(path: Path) -> Path:
