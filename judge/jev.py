@@ -33,7 +33,7 @@ from judge.errors import (
     VerdictRevoked,
 )
 from judge.fingerprint import call_fingerprint
-from judge.mandates import mandate_for, rule_on_mandate
+from judge.mandates import mandate_for, rule_on_mandate, unordered
 from judge.policy import FreeDecision, FreeReadPolicy
 from judge.records import Grant, Standing, VerdictRecord, VerdictRecords
 from judge.request import PaidCallRequest
@@ -469,7 +469,9 @@ class Judge:
             return None  # unregistered, or an x402 purchase: no order to carry out
         mandate = mandate_for(limits.mandates, req.recipient, req.price)
         if mandate is None:
-            return None
+            reason = unordered(limits.mandates, req.recipient, req.price)
+            # Another amount to an ordered recipient widens the order: never judged on EV.
+            return None if reason is None else ("refuse", Decimal(0), -Decimal(req.price), reason)
         cond = mandate.condition
         value = None
         if cond is not None and cond.fact != "unreadable" and self._fact_of is not None:

@@ -26,6 +26,7 @@ __all__ = [
     "mandate_for",
     "mandates_in",
     "rule_on_mandate",
+    "unordered",
 ]
 
 ConditionFact = Literal["base_fee_gwei", "gas_price_gwei", "unreadable"]
@@ -149,6 +150,22 @@ def mandate_for(mandates: tuple[Mandate, ...], recipient: str, amount: int) -> M
     the same recipient and exactly the ordered amount (never more, never a split)."""
     return next(
         (m for m in mandates if m.recipient == recipient.lower() and m.amount == amount), None
+    )
+
+
+def unordered(mandates: tuple[Mandate, ...], recipient: str, amount: int) -> str | None:
+    """Why a direct transfer matching no mandate is refused outright when the task orders
+    a payment to the same recipient: another amount widens the order, which only the task
+    text can set (a model or tool output asking for more is never judged on expected
+    value). None when no mandate names ``recipient``."""
+    orders = [m for m in mandates if m.recipient == recipient.lower()]
+    if not orders:
+        return None
+    ordered = " and ".join(_usdc(m.amount) for m in orders)
+    return (
+        f"found a direct transfer of {_usdc(amount)} to {recipient.lower()}; the task orders "
+        f"{ordered} to it, exactly. A model or tool output cannot widen an order. Fix: put "
+        "the amount in the task text."
     )
 
 

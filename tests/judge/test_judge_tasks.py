@@ -367,7 +367,8 @@ def test_nothing_but_the_task_text_makes_or_widens_an_order(signer: VerdictSigne
     stranger = judge.decide(_ordered(1_000_000, to=ATTACKER))
     assert stranger.decision == "refuse" and "not registered" in stranger.reason
     more = judge.decide(_ordered(300_000))  # the ordered recipient, another amount
-    assert more.decision == "refuse" and "order" not in more.reason
+    assert more.decision == "refuse"
+    assert "the task orders 0.25 USDC and 0.45 USDC to it, exactly" in more.reason, more.reason
     wire = {**_ordered(250_000).to_wire(), "mandates": [{"recipient": ATTACKER, "amount": 1}]}
     with pytest.raises(Exception, match="malformed paid-call request"):
         PaidCallRequest.from_wire(wire)
