@@ -117,3 +117,20 @@ def test_the_checks_catch_what_does_not_exist() -> None:
 def test_the_readme_stays_short() -> None:
     lines = (ROOT / "README.md").read_text().count("\n")
     assert lines <= 250, f"README.md has {lines} lines; expected at most 250: move detail to docs/"
+
+
+def test_the_readme_layout_names_every_package_of_the_tree() -> None:
+    """README's Layout block lists every product package and sub-package (a directory
+    with an __init__.py) and no directory that is not there: it cannot fall behind a move."""
+    import re
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("## Layout", 1)[1].split("```")[1]
+    packages = {p.parent.relative_to(ROOT).as_posix() for top in ("agent", "wallet", "judge", "chain")
+                for p in (ROOT / top).rglob("__init__.py")}
+    missing = sorted(p for p in packages if f"{p.rsplit('/', 1)[-1]}/" not in block)
+    assert not missing, f"README's Layout does not name {missing}; add a line for each"
+    named = set(re.findall(r"(?m)^\s*([a-z0-9_]+)/\s", block))
+    gone = sorted(n for n in named if not any(p.endswith(n) for p in packages)
+                  and not (ROOT / n).is_dir())
+    assert not gone, f"README's Layout names {gone}, which are not in the tree"
