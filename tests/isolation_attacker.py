@@ -38,6 +38,8 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
 
     judge = JudgeClient(config["judge_url"], token=config["token"], timeout_s=30)
     wallet = WalletClient(config["wallet_socket"], timeout_s=60)
+    # As `nib run` does: the wallet learns this process's task from its token.
+    report["proved"] = _try(lambda: wallet.prove_task(config["token"]))
     w3 = Web3(Web3.HTTPProvider(config["rpc_url"]))
     report.update(CASES[config["case"]](config, judge, wallet, w3))
     return report
@@ -251,6 +253,28 @@ def _rewrite_queued(config: dict[str, Any]) -> int:
                           (config["text"], config["queued"])))
 
 
+def rows_of_another_task(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
+    """Every route that names a row or a run, aimed at the victim's live authorization:
+    read it, overwrite its stored payment header and note, and cancel it on chain."""
+    from wallet.wire import signed_from_wire
+
+    victim = signed_from_wire(config["victim_signed"])
+    spend_id, run = victim.reservation.id, config["victim"]
+
+    def live_header() -> object:
+        row = wallet.live_authorization(config["victim_resource"])
+        return None if row is None else row.x402_payment
+
+    return {
+        "usage": _try(lambda: wallet.meter.usage(run).committed),
+        "spend_row": _try(lambda: wallet.spend_row(spend_id).x402_payment),
+        "live_authorization": _try(live_header),
+        "keep_payment": _try(lambda: wallet.keep_payment(victim, ("X-PAYMENT", "garbage"))),
+        "keep_signed": _try(lambda: wallet.meter.keep_signed(spend_id, "garbage")),
+        "abandon": _try(lambda: wallet.abandon_authorization(spend_id, "the seller went away").status),
+    }
+
+
 CASES = {
     "book": book_under_another_run,
     "nonces": hold_nonces,
@@ -259,6 +283,7 @@ CASES = {
     "domain": wrong_domain,
     "flood": flood,
     "credit": credit_a_seller_not_paid,
+    "rows": rows_of_another_task,
 }
 
 if __name__ == "__main__":

@@ -234,6 +234,44 @@ def test_a_flood_of_idle_connections_leaves_the_services_answering(arena: Arena)
     assert threads < 100, threads
 
 
+def test_an_agent_cannot_read_rewrite_or_cancel_another_tasks_rows(arena: Arena) -> None:
+    from chain.usdc import usdc_contract
+    from tests._support import lying_authorization
+    from wallet.wire import signed_to_wire
+
+    # The victim's live authorization, as its run leaves it mid-purchase.
+    victim = arena.task()
+    payload, request = lying_authorization(
+        arena.chain.w3, arena.info["usdc"], arena.info["chain_id"], arena.info["wallet"],
+        SELLER_ADDR, PRICE, task_id=victim[0], url=arena.info["paywall_url"].rstrip("/") + RESOURCE)
+    verdict = JudgeClient(arena.services["judge_url"], token=victim[1], timeout_s=30).decide(request)
+    resource = f"{arena.info['paywall_url'].rstrip('/')}/rows-{victim[0]}"
+    signed = arena.wallet.sign_typed_data(payload, verdict, run_id=victim[0], cap=CAP, resource=resource)
+    header = ("X-PAYMENT", "the victim's own header")
+    arena.wallet.keep_payment(signed, header)
+    before = arena.wallet.spend_row(signed.ledger_id)
+    usage_before = arena.wallet.meter.usage(victim[0])
+    eth_before = arena.chain.w3.eth.get_balance(arena.info["wallet"])
+
+    report = arena.attack("rows", arena.task(), victim=victim[0], victim_resource=resource,
+                          victim_signed=signed_to_wire(signed))
+    after = arena.wallet.spend_row(signed.ledger_id)
+    nonce = bytes.fromhex(str(payload["message"]["nonce"]).removeprefix("0x"))
+    used = usdc_contract(arena.chain.w3, arena.info["usdc"]).functions.authorizationState(
+        arena.info["wallet"], nonce).call()
+    # Not cancelled on chain, no gas spent, nothing of the victim's row or usage changed.
+    assert not used, report
+    assert arena.chain.w3.eth.get_balance(arena.info["wallet"]) == eth_before, report
+    assert (after.status, after.note, after.x402_payment) == (before.status, before.note, before.x402_payment), report
+    assert arena.wallet.meter.usage(victim[0]) == usage_before, report
+    # Every route naming the victim's row or run was refused, naming the task; the live
+    # row is said without its payment header (one live authorization per resource).
+    for route in ("usage", "spend_row", "keep_payment", "keep_signed", "abandon"):
+        assert report[route].startswith("refused NotYourTask") and victim[0] in report[route], report
+    assert report["live_authorization"] == "ok None", report
+    assert report["proved"].startswith("ok "), report  # its own task, proven by its token
+
+
 def _threads(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("Threads:"):

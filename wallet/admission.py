@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "FRAME_S", "IDLE_S", "MAX_CONNECTIONS", "MAX_PER_PEER", "OVERFLOW_S", "OVERFLOW_WAITING",
-    "Admission", "Peer", "peer_of", "read_exact",
+    "Admission", "Peer", "peer_of", "process_state", "read_exact",
 ]
 
 #: Connections served at once, in all and from one process (each holds a thread).
@@ -45,6 +45,17 @@ class Peer:
 
     pid: int
     uid: int
+    #: Its start time (clock ticks after boot, /proc/PID/stat): with the pid, one process
+    #: for its whole life, never a later one that reuses the pid.
+    started: int = 0
+    #: Whether it runs confined as an agent process (no_new_privs or a seccomp filter,
+    #: which agent.confine sets and nothing can unset). An unconfined process of the
+    #: service's own user is the user: it can read the admin token and the database.
+    confined: bool = True
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.pid, self.started)
 
     @property
     def holder(self) -> str:
@@ -53,9 +64,40 @@ class Peer:
 
 
 def peer_of(conn: socket.socket) -> Peer:
-    """The connecting process's pid and uid (``SO_PEERCRED``)."""
+    """The connecting process's pid and uid (``SO_PEERCRED``), its start time and whether
+    it is confined (read from /proc as the connection is taken in; a process that cannot
+    be read counts as confined: it gets the least)."""
     pid, uid, _gid = _UCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
-    return Peer(pid, uid)
+    started, confined = process_state(pid)
+    return Peer(pid, uid, started, confined)
+
+
+def process_state(pid: int) -> tuple[int, bool]:
+    """``pid``'s start time and whether it is confined (see Peer); (0, True) when gone.
+
+    Confined means more restricted than this service: no_new_privs, or more seccomp
+    filters, than the service itself has (a container may put every process under one)."""
+    found = _read_state(pid)
+    if found is None:
+        return 0, True
+    started, restrictions = found
+    own = _read_state(os.getpid())
+    return started, own is None or any(p > o for p, o in zip(restrictions, own[1], strict=True))
+
+
+def _read_state(pid: int) -> tuple[int, tuple[int, int]] | None:
+    """``pid``'s start time and (no_new_privs, seccomp filters) from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:  # noqa: PTH123
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        with open(f"/proc/{pid}/status", "rb") as status:  # noqa: PTH123
+            lines = dict(line.split(b":", 1) for line in status.read().splitlines() if b":" in line)
+        no_new_privs = int(lines.get(b"NoNewPrivs", b"0"))
+        # Seccomp_filters (Linux 5.9+); before it, a filter shows as mode 2.
+        filters = int(lines.get(b"Seccomp_filters", b"1" if int(lines.get(b"Seccomp", b"0")) else b"0"))
+        return int(fields[19]), (no_new_privs, filters)  # stat's field 22; fields[0] is 3
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class Admission:

@@ -241,6 +241,11 @@ class WalletClient:
         """Which database the service keeps its ledger in (``database_identity``)."""
         return str(self.health()["database"])
 
+    def prove_task(self, token: str) -> str:
+        """Prove to the service that this process acts for the task ``token`` is the task
+        token of (its id): a confined process names only its own tasks' rows."""
+        return str(self._call(ops.PROVE_TASK, {"token": token})["task_id"])
+
     def recover_run(self, run_id: str, holder: str, why: str) -> RunRecovery:
         """The service recovers what the dead worker ``holder`` left for ``run_id`` (see
         ``Wallet.recover_run``)."""

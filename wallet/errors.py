@@ -30,6 +30,7 @@ contains key material.
     ├── LedgerError                  "ledger-state"       unknown row or illegal transition
     ├── SettlementUnproven           "settlement-unproven" receipt does not carry our auth
     ├── FailureUnproven              "failure-unproven"   a reported failure the chain does not show
+    ├── NotYourTask                  "not-your-task"      a row of a task the calling process has not proven
     ├── SendFailed                   "send-failed"        broadcast failed or tx reverted
     ├── WalletOverloaded             "overloaded"         too many connections; nothing was run
     └── WalletUnreachable            "wallet-unreachable" the wallet service did not answer
@@ -221,6 +222,13 @@ class FailureUnproven(WalletError):
     can never move money: the row stays counted until the wallet can prove it."""
 
     code = "failure-unproven"
+
+
+class NotYourTask(WalletError):
+    """A confined process named a ledger row (or run) of a task it has not proven it acts
+    for (its task token, or a verdict of that task the wallet signed under for it)."""
+
+    code = "not-your-task"
 
 
 class SendFailed(WalletError):

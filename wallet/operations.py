@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Generic, TypedDict, TypeVar
 
-from wallet.errors import LedgerError, SettlementUnproven, SpendRefused, WalletError
+from wallet.errors import LedgerError, NotYourTask, SettlementUnproven, SpendRefused, WalletError
 
 __all__ = ["API", "OPERATIONS", "Operation", "by_route"]
 
@@ -123,6 +123,16 @@ class NonceAnswer(TypedDict):
     value: int | bool | None
 
 
+class ProveTaskRequest(TypedDict):
+    """A task token: the calling process acts for that task (wallet.callers)."""
+
+    token: str
+
+
+class ProvedTask(TypedDict):
+    task_id: str
+
+
 class RecoverRequest(TypedDict):
     run_id: str
     holder: str
@@ -167,7 +177,7 @@ class Operation(Generic[RequestT, ResponseT]):
 
 
 _SIGN = (SpendRefused, LedgerError, WalletError)
-_RECORD = (LedgerError, SettlementUnproven, WalletError)
+_RECORD = (LedgerError, NotYourTask, SettlementUnproven, WalletError)
 
 HEALTH: Final = Operation(
     "health",
@@ -195,10 +205,12 @@ KEEP_PAYMENT: Final = Operation(
 LIVE_AUTHORIZATION: Final = Operation(
     "live-authorization", ResourceRequest, MaybeRow, (WalletError,), "live_authorization"
 )
-SPEND_ROW: Final = Operation("spend-row", SpendIdRequest, Row, (LedgerError,), "spend_row")
-USAGE: Final = Operation("usage", RunRequest, Record, (WalletError,), "meter.usage")
+SPEND_ROW: Final = Operation(
+    "spend-row", SpendIdRequest, Row, (LedgerError, NotYourTask), "spend_row"
+)
+USAGE: Final = Operation("usage", RunRequest, Record, (NotYourTask, WalletError), "meter.usage")
 KEEP_SIGNED: Final = Operation(
-    "keep-signed", KeepSignedRequest, Ok, (LedgerError,), "meter.keep_signed", True
+    "keep-signed", KeepSignedRequest, Ok, (LedgerError, NotYourTask), "meter.keep_signed", True
 )
 NONCE_ALLOCATE: Final = Operation(
     "nonces/allocate", NonceRequest, NonceAnswer, (WalletError,), "nonces.allocate"
@@ -217,6 +229,9 @@ NONCE_RELEASE: Final = Operation(
 )
 ABANDON_AUTHORIZATION: Final = Operation(
     "abandon-authorization", AbandonRequest, Row, _RECORD, "abandon_authorization", True
+)
+PROVE_TASK: Final = Operation(
+    "prove-task", ProveTaskRequest, ProvedTask, (NotYourTask, WalletError), "prove_task"
 )
 RECOVER_RUN: Final = Operation(
     "recover-run", RecoverRequest, Record, (LedgerError, WalletError), "recover_run", True
@@ -242,6 +257,7 @@ OPERATIONS: Final[tuple[Operation[object, object], ...]] = (
     NONCE_CONFIRM,
     NONCE_RELEASE,
     ABANDON_AUTHORIZATION,
+    PROVE_TASK,
     RECOVER_RUN,
 )
 

@@ -23,12 +23,13 @@ import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import ParamSpec
 
 from judge.hardening import refuse_inspection
 from judge.storage import describe, is_url
+from judge.tasks import TASK_TOKEN, TaskRegistry
 from judge.verdict import Verdict, parse_verdict
 from judge.wire import check_handlers, wire_int, wire_object, wire_str
 from wallet.admission import (
@@ -41,12 +42,14 @@ from wallet.admission import (
     peer_of,
     read_exact,
 )
+from wallet.callers import Callers
 from wallet.errors import (
     LedgerError,
     WalletError,
     WalletOverloaded,
     WalletUnreachable,
 )
+from wallet.ledger import SpendRow
 from wallet.nonces import acting_for, holder_state
 from wallet.operations import HEALTH, OPERATIONS
 from wallet.signed import SignedTx, SignedTypedData
@@ -114,10 +117,33 @@ class _Relay:
 
 class _Handlers:
     """One method per operation of :mod:`wallet.operations`, named as its
-    ``Operation.handler``; each takes the request body and returns the answer's data."""
+    ``Operation.handler``; each takes the request body and returns the answer's data.
 
-    def __init__(self, wallet: Wallet) -> None:
+    A route that names a ledger row or a run acts only on a task the calling process has
+    proven it acts for (:class:`~wallet.callers.Callers`; issue 22)."""
+
+    def __init__(self, wallet: Wallet, callers: Callers) -> None:
         self.wallet = wallet
+        self.callers = callers
+
+    def _row(self, spend_id: str, what: str) -> SpendRow:
+        """Ledger row ``spend_id``, if the caller may name it (NotYourTask otherwise)."""
+        row = self.wallet.meter.ledger.get(spend_id)
+        self.callers.check(_CALLER.get(), row.run_id, f"{what} of ledger row {row.id}")
+        return row
+
+    def _signed_for_caller(self, signed: SignedTypedData | SignedTx) -> dict[str, object]:
+        """A signature handed out: the verdict's task is proven for the calling process."""
+        caller = _CALLER.get()
+        if caller is not None:
+            self.callers.bind(caller, signed.run_id)
+        return signed_to_wire(signed)
+
+    def prove_task(self, body: Mapping[str, object]) -> dict[str, object]:
+        caller = _CALLER.get()
+        if caller is None:
+            raise LedgerError("found a task proof with no calling process; expected a socket caller.")
+        return {"task_id": self.callers.prove(caller, str(body["token"]))}
 
     def health(self, _: Mapping[str, object]) -> dict[str, object]:
         wallet = self.wallet
@@ -136,7 +162,7 @@ class _Handlers:
             wire_object("payload", body["payload"]), verdict, run_id=_named_run(body, verdict),
             cap=0, resource=wire_str(body.get("resource")),
         )
-        return signed_to_wire(signed)
+        return self._signed_for_caller(signed)
 
     def sign_transaction(self, body: Mapping[str, object]) -> dict[str, object]:
         verdict = _verdict_of(body)
@@ -144,12 +170,12 @@ class _Handlers:
             wire_object("payload", body["payload"]), verdict, run_id=_named_run(body, verdict),
             cap=0,
         )
-        return signed_to_wire(signed)
+        return self._signed_for_caller(signed)
 
     def _stored(self, body: Mapping[str, object]) -> SignedTypedData | SignedTx:
         # The agent names a signed record; the service trusts only its own ledger row.
         signed = signed_from_wire(body["signed"])
-        row = self.wallet.meter.ledger.get(signed.reservation.id)
+        row = self._row(signed.reservation.id, "a signed record")
         if row.verdict_id != signed.verdict_id or row.run_id != signed.run_id:
             raise LedgerError(
                 f"found a signed record for ledger row {row.id} that does not match it "
@@ -172,7 +198,7 @@ class _Handlers:
     def settle_row(self, body: Mapping[str, object]) -> dict[str, object]:
         # Settles only what the chain proves (Wallet.settle checks the receipt's logs).
         wallet = self.wallet
-        wallet.settle(wallet.spend_row(str(body["spend_id"])), str(body["tx_hash"]))
+        wallet.settle(self._row(str(body["spend_id"]), "a settlement"), str(body["tx_hash"]))
         return {"ok": True}
 
     def fail(self, body: Mapping[str, object]) -> dict[str, object]:
@@ -187,17 +213,24 @@ class _Handlers:
         return {"ok": True}
 
     def live_authorization(self, body: Mapping[str, object]) -> dict[str, object]:
+        # Another task's live row is said (one live authorization per resource, across
+        # tasks) without its payment header: a bearer note only its own task may re-send.
         row = self.wallet.live_authorization(str(body["resource"]))
+        if row is not None and not self.callers.may_act_on(_CALLER.get(), row.run_id):
+            row = replace(row, x402_payment=None)
         return {"row": None if row is None else row_to_wire(row)}
 
     def spend_row(self, body: Mapping[str, object]) -> dict[str, object]:
-        return {"row": row_to_wire(self.wallet.spend_row(str(body["spend_id"])))}
+        return {"row": row_to_wire(self._row(str(body["spend_id"]), "a read"))}
 
     def usage(self, body: Mapping[str, object]) -> dict[str, object]:
-        return asdict(self.wallet.meter.usage(str(body["run_id"])))
+        run_id = str(body["run_id"])
+        self.callers.check(_CALLER.get(), run_id, f"the usage of run {run_id}")
+        return asdict(self.wallet.meter.usage(run_id))
 
     def keep_signed(self, body: Mapping[str, object]) -> dict[str, object]:
-        self.wallet.meter.keep_signed(str(body["reservation_id"]), str(body["note"]))
+        row = self._row(str(body["reservation_id"]), "a note")
+        self.wallet.meter.keep_signed(row.id, str(body["note"]))
         return {"ok": True}
 
     # Numbers are held by the connecting process (its kernel credentials, set around every
@@ -221,7 +254,8 @@ class _Handlers:
         return {"value": None}
 
     def abandon_authorization(self, body: Mapping[str, object]) -> dict[str, object]:
-        row = self.wallet.abandon_authorization(str(body["spend_id"]), str(body["why"]))
+        row = self._row(str(body["spend_id"]), "the abandonment")
+        row = self.wallet.abandon_authorization(row.id, str(body["why"]))
         return {"row": row_to_wire(row)}
 
     def recover_run(self, body: Mapping[str, object]) -> dict[str, object]:
@@ -253,7 +287,9 @@ def _named_run(body: Mapping[str, object], verdict: Verdict | None) -> str:
 _CALLER: ContextVar[Peer | None] = ContextVar("nib_wallet_caller", default=None)
 
 
-def create_routes(wallet: Wallet) -> dict[str, Route]:
+def create_routes(
+    wallet: Wallet, task_of_token: Callable[[str], str | None] | None = None
+) -> dict[str, Route]:
     """``wallet``'s operations (:data:`wallet.operations.OPERATIONS`) by route; the
     wallet's events of each call that relays them travel back in its answer (see
     :class:`_Relay`). Raises TypeError when the handlers and the table disagree."""
@@ -266,13 +302,27 @@ def create_routes(wallet: Wallet) -> dict[str, Route]:
 
     wallet.emit = emit
     wallet.require_task = True  # the service pays only under a registered task's verdict
-    handlers = _Handlers(wallet)
+    handlers = _Handlers(wallet, Callers(task_of_token or _judge_tokens(wallet)))
     check_handlers(_Handlers, (op.handler for op in OPERATIONS), "wallet.operations.OPERATIONS")
     routes: dict[str, Route] = {}
     for op in OPERATIONS:
         handler: Route = getattr(handlers, op.handler)
         routes[op.route] = relay.relayed(handler) if op.relays_events else handler
     return routes
+
+
+def _judge_tokens(wallet: Wallet) -> Callable[[str], str | None]:
+    """The task a task token is of, as the judge recorded it (``judge.tasks``) in the
+    services' database, which the wallet shares; read when a process first proves one."""
+    registry: list[TaskRegistry] = []
+
+    def task_of(token: str) -> str | None:
+        if not registry:
+            registry.append(TaskRegistry(wallet.meter.store.db))
+        scope = registry[0].token_scope(token)
+        return scope[1] if scope is not None and scope[0] == TASK_TOKEN else None
+
+    return task_of
 
 
 def _malformed(detail: str) -> dict[str, object]:

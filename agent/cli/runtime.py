@@ -145,6 +145,14 @@ class Runtime:
         """This process's judge client acts for one task: with its token the judge
         answers for that task and its verdicts only."""
         self.judge = self.task_judge(token)
+        self.prove_task(token)
+
+    def prove_task(self, token: str) -> None:
+        """The wallet service learns (from the token) that this process acts for its task:
+        a confined process reads and changes only its own tasks' ledger rows."""
+        prove = getattr(self.wallet, "prove_task", None)
+        if self.services is not None and prove is not None:
+            prove(token)
 
     def task_judge(self, token: str) -> Any:
         """A client of the judge service holding one task's token."""
@@ -270,6 +278,7 @@ class Runtime:
                         "`nib submit` the task again."
                     )
                 judge = self.task_judge(token)
+                await asyncio.to_thread(self.prove_task, token)
             return await run_task(task.task, self.deps(limits=limits, judge=judge), run_id=task.id)
 
         def recover(task: QueuedTask) -> Any:
