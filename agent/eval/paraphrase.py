@@ -63,9 +63,42 @@ _UNSUPPORTED = ("What was the average gas price yesterday?", "What is the price 
                 "What was the base fee 3 days ago?", "What is the smallest USDC transfer?",
                 "Write a haiku about the base fee.", "What is the USD value of {wallet}'s ETH?")  # fmt: skip
 
+#: Written from outside the planner (an outside question writer's declined paraphrases,
+#: 20:55 UTC before the planner was changed for them; the score before is in
+#: docs/planner.md): where the chain is, a token's full name, transfers touching an
+#: address, and an answer asked in another unit (the truth is in that unit).
+_OUTSIDE: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("Which block is the chain at right now?", {"probe": "block_number"}),
+    ("How far along is the chain?", {"probe": "block_number"}),
+    ("Which block are we on at the moment?", {"probe": "block_number"}),
+    ("How far has the chain gotten so far?", {"probe": "block_number"}),
+    ("What is the full name of the token {usdc}?", {"probe": "token_name"}),
+    ("What is the full name of USDC?", {"probe": "token_name"}),
+    ("What is the token {usdc} called?", {"probe": "token_name"}),
+    ("What is the name of the token at {usdc}?", {"probe": "token_name"}),
+    ("Count the transfers that involve {wallet}.", {"probe": "transfer_count", "address": "{wallet}"}),
+    ("Count the USDC transfers involving {seller}.", {"probe": "transfer_count", "address": "{seller}"}),
+    ("How many USDC transfers involve {wallet}?", {"probe": "transfer_count", "address": "{wallet}"}),
+    ("How many transfers touched {seller}?", {"probe": "transfer_count", "address": "{seller}"}),
+)  # fmt: skip
+_UNITS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("What is the base fee in gwei?", {"probe": "base_fee_gwei"}),
+    ("What is the base fee in wei?", {"probe": "base_fee_gwei", "unit": "wei"}),
+    ("Give me the base fee of the latest block, in wei.", {"probe": "base_fee_gwei", "unit": "wei"}),
+    ("What is the ETH balance of {wallet} in ether?", {"probe": "eth_balance", "address": "{wallet}"}),
+    ("What is the ETH balance of {wallet} in wei?", {"probe": "eth_balance", "address": "{wallet}", "unit": "wei"}),
+    ("What is the ETH balance of {seller} in gwei?", {"probe": "eth_balance", "address": "{seller}", "unit": "gwei"}),
+    ("How much ether does {seller} hold, in wei?", {"probe": "eth_balance", "address": "{seller}", "unit": "wei"}),
+    ("What is the USDC balance of {wallet} in whole USDC?", {"probe": "usdc_balance", "address": "{wallet}"}),
+    ("What is the USDC balance of {seller} in atomic units?", {"probe": "usdc_balance", "address": "{seller}", "unit": "atomic"}),
+    ("What is the total supply of USDC in whole USDC?", {"probe": "token_supply"}),
+    ("What is the total supply of USDC in atomic units?", {"probe": "token_supply", "unit": "atomic"}),
+    ("How much USDC does {wallet} hold, in base units?", {"probe": "usdc_balance", "address": "{wallet}", "unit": "atomic"}),
+)  # fmt: skip
+
 CATEGORIES = ("base_fee", "block_number", "timestamp", "usdc_balance", "eth_balance",
               "token", "transfers", "comparison", "relative", "presentation",
-              "scope-chain", "scope-standing", "unsupported")  # fmt: skip
+              "scope-chain", "scope-standing", "unsupported", "outside-words", "units")  # fmt: skip
 
 
 def _task(n: int, category: str, text: str, expect: str, truth: list[dict[str, Any]]) -> dict[str, Any]:
@@ -148,9 +181,15 @@ def _declined(rows: list[dict[str, Any]]) -> None:
         rows.append(_task(len(rows), "unsupported", text, "cannot", []))
 
 
+def _outside(rows: list[dict[str, Any]]) -> None:
+    for category, table in (("outside-words", _OUTSIDE), ("units", _UNITS)):
+        for text, truth in table:
+            rows.append(_task(len(rows), category, text, "answer", [truth]))
+
+
 def paraphrase_tasks() -> list[dict[str, Any]]:
     """The generated suite's task rows (the shape of agent/eval/*.json's tasks)."""
     rows: list[dict[str, Any]] = []
-    for make in (_free, _compare, _relative, _presentation, _declined):
+    for make in (_free, _compare, _relative, _presentation, _declined, _outside):
         make(rows)
     return rows

@@ -28,6 +28,7 @@ _ERC20 = [
      "outputs": [{"name": "", "type": t}]}
     for n, ins, t in (
         ("symbol", [], "string"),
+        ("name", [], "string"),
         ("decimals", [], "uint8"),
         ("totalSupply", [], "uint256"),
         ("balanceOf", [{"name": "a", "type": "address"}], "uint256"),
@@ -90,12 +91,21 @@ def _block(env: EvalEnv, spec: Mapping[str, Any]) -> Any:
 
 
 def _logs(env: EvalEnv, spec: Mapping[str, Any]) -> list[Any]:
+    """USDC Transfer logs of the spec's window; with ``address``, those from or to it."""
     head = env.w3.eth.block_number
     first = spec.get("from_block", max(0, head - int(spec.get("blocks", 1000)) + 1))
     last = spec.get("to_block", head)
     params = {"address": Web3.to_checksum_address(env.usdc), "fromBlock": first,
               "toBlock": last, "topics": [_TRANSFER_TOPIC]}  # fmt: skip
-    return list(env.w3.eth.get_logs(params))  # type: ignore[arg-type]
+    logs = list(env.w3.eth.get_logs(params))  # type: ignore[arg-type]
+    if "address" not in spec:
+        return logs
+    word = "0x" + env.fill(spec["address"]).lower().removeprefix("0x").rjust(64, "0")
+
+    def topic(t: Any) -> str:
+        return "0x" + (t.hex() if isinstance(t, bytes) else str(t)).removeprefix("0x").lower()
+
+    return [log for log in logs if word in (topic(log["topics"][1]), topic(log["topics"][2]))]
 
 
 def _value(log: Any) -> int:
@@ -129,6 +139,7 @@ _PROBES: dict[str, Callable[[EvalEnv, Mapping[str, Any]], Truth]] = {
     "usdc_balance": lambda e, s: Truth((_balance(e, "usdc_balance", e.fill(s["address"])),)),
     "eth_balance": lambda e, s: Truth((_balance(e, "eth_balance", e.fill(s["address"])),)),
     "token_symbol": lambda e, s: Truth(words=(e.token().functions.symbol().call(),)),
+    "token_name": lambda e, s: Truth(words=(e.token().functions.name().call(),)),
     "token_decimals": lambda e, s: Truth((Decimal(e.token().functions.decimals().call()),)),
     "token_supply": lambda e, s: Truth((usdc_decimal(e.token().functions.totalSupply().call()),)),
     "transfer_count": lambda e, s: Truth((Decimal(len(_logs(e, s))),)),
@@ -137,6 +148,17 @@ _PROBES: dict[str, Callable[[EvalEnv, Mapping[str, Any]], Truth]] = {
     ),
     "winner": _winner,
     "dataset": lambda e, s: _dataset(s),
+}
+
+
+#: A probe's ``unit`` asks its number in another unit than the fact's own (gwei for a
+#: fee, ether for an ETH balance, whole USDC for USDC amounts): the factor to it.
+_UNIT_SCALE: dict[tuple[str, str], int] = {
+    ("base_fee_gwei", "wei"): 10**9,
+    ("eth_balance", "wei"): 10**18,
+    ("eth_balance", "gwei"): 10**9,
+    ("usdc_balance", "atomic"): 10**6,
+    ("token_supply", "atomic"): 10**6,
 }
 
 
@@ -149,5 +171,9 @@ def probe(env: EvalEnv, specs: list[Mapping[str, Any]]) -> Truth:
                 f"unknown eval probe {spec['probe']!r}; expected one of {sorted(_PROBES)}. "
                 "Fix: correct the task file."
             )
-        truth = truth + _PROBES[spec["probe"]](env, spec)
+        found = _PROBES[spec["probe"]](env, spec)
+        if "unit" in spec:
+            scale = _UNIT_SCALE[(spec["probe"], spec["unit"])]
+            found = Truth(tuple(n * scale for n in found.numbers), found.words, found.winner)
+        truth = truth + found
     return truth
