@@ -287,6 +287,9 @@ class ChainClient:
     def token_symbol(self, token: str) -> str:
         return str(self.call("symbol", self._erc20(token).functions.symbol().call))
 
+    def token_name(self, token: str) -> str:
+        return str(self.call("name", self._erc20(token).functions.name().call))
+
     def token_supply(self, token: str) -> int:
         return int(self.call("totalSupply", self._erc20(token).functions.totalSupply().call))
 

@@ -28,6 +28,7 @@ FactKind = Literal[
     "eth_balance",  # an address's ETH balance
     "usdc_balance",  # an address's USDC balance
     "token_symbol",  # an ERC-20 token's symbol
+    "token_name",  # an ERC-20 token's full name (its name())
     "token_decimals",  # an ERC-20 token's decimals
     "token_supply",  # an ERC-20 token's total supply
     "tx_status",  # a mined transaction's status (success / reverted)
@@ -61,6 +62,7 @@ CHAIN_FACT_KINDS: frozenset[FactKind] = frozenset(
         "eth_balance",
         "usdc_balance",
         "token_symbol",
+        "token_name",
         "token_decimals",
         "token_supply",
         "tx_status",
@@ -96,6 +98,7 @@ KIND_PARAMS: dict[str, tuple[str, ...]] = {
     "eth_balance": ("address",),
     "usdc_balance": ("address",),
     "token_symbol": ("token",),
+    "token_name": ("token",),
     "token_decimals": ("token",),
     "token_supply": ("token",),
     "tx_status": ("tx_hash",),

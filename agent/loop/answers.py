@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 __all__ = ["asked_value", "item_line", "sheet_field", "with_covered_values"]
@@ -46,6 +47,31 @@ def _clip(text: str, limit: int = _VALUE_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
+#: Units an answer may be asked in, per fact kind: (the unit's name, the factor from the
+#: fact's own unit). The value is given in the asked unit first, its own unit after.
+_CONVERSIONS: dict[tuple[str, str], tuple[str, int]] = {
+    ("base_fee_gwei", "wei"): ("wei", 10**9),
+    ("gas_price_gwei", "wei"): ("wei", 10**9),
+    ("eth_balance", "wei"): ("wei", 10**18),
+    ("eth_balance", "gwei"): ("gwei", 10**9),
+    ("usdc_balance", "atomic"): ("atomic units", 10**6),
+    ("token_supply", "atomic"): ("atomic units", 10**6),
+}
+_LEADING = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _converted(kind: str, unit: str, value: str) -> str | None:
+    """``value`` (in the fact's own unit) in ``unit``, exact, or None when not asked."""
+    conv = _CONVERSIONS.get((kind, unit))
+    m = _LEADING.search(value.replace(",", ""))
+    if conv is None or m is None:
+        return None
+    name, factor = conv
+    scaled = Decimal(m.group(0)) * factor
+    text = f"{scaled.normalize():f}"
+    return f"{text} {name}"
+
+
 def asked_value(item: Mapping[str, Any]) -> str:
     """A covered item's value as the task asked for it (its unit, its field, its block)."""
     value = str(item.get("value") or "")
@@ -57,6 +83,12 @@ def asked_value(item: Mapping[str, Any]) -> str:
         if got is None:
             return _clip(value)
         return f"{got} gwei" if _GWEI_FIELDS.search(str(field)) else got
+    unit = str(params.get("unit") or "")
+    converted = _converted(str(kind), unit, value) if unit else None
+    if converted is not None:
+        own = f"{value} gwei" if kind in ("base_fee_gwei", "gas_price_gwei") else value
+        block = params.get("block")
+        return f"{converted} ({own})" + (f" at block {block}" if block else "")
     if kind in ("base_fee_gwei", "gas_price_gwei"):
         block = params.get("block")
         return f"{value} gwei" + (f" at block {block}" if block else "")

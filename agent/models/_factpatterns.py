@@ -131,7 +131,7 @@ _CHAINS = [(w, compile_phrase(w)) for w in sorted(OTHER_CHAINS, key=len, reverse
 _OTHER_QUESTIONS = [(w, compile_phrase(w)) for w in OTHER_QUESTIONS]
 #: Units a fact kind's answer can be given in (presentation, never an item).
 UNIT_KINDS: dict[str, frozenset[str]] = {
-    "gwei": frozenset({"base_fee_gwei", "gas_price_gwei"}),
+    "gwei": frozenset({"base_fee_gwei", "gas_price_gwei", "eth_balance"}),
     "wei": frozenset({"base_fee_gwei", "gas_price_gwei", "eth_balance"}),
     "eth": frozenset({"eth_balance"}),
     "ether": frozenset({"eth_balance"}),
@@ -189,7 +189,7 @@ _FILLER = frozenset(
     then there these this those three thrice times to token two up usdc use using value
     values want was we were what whats which you your eth ether gwei wei moment paid pay
     purchase if needed need s i'd id would held tokens it's what's who count total does did
-    many when native eip seller sellers market marketplace paywall vendor provider offer offers x402 discover discovery high low big large uses use with unix touched touching involving involved transaction transactions tx happened happen occurred made sent moved less fewer larger bigger higher greater richer smaller lower poorer whose""".split()
+    many when native eip involve involves token's usdc's seller sellers market marketplace paywall vendor provider offer offers x402 discover discovery high low big large uses use with unix touched touching involving involved transaction transactions tx happened happen occurred made sent moved less fewer larger bigger higher greater richer smaller lower poorer whose""".split()
 )
 
 _WORD = re.compile(r"[a-z][a-z']*")
@@ -518,7 +518,17 @@ class _Reader:
         for a in actions:
             if gates:
                 self.out.items[a].setdefault("params", {})["if"] = {"ref": gates[-1]}
+        self._units_taken()
         return self._resolve(max_items)
+
+    def _units_taken(self) -> None:
+        """A unit the task asks for ("in wei") that no asked fact can be given in is
+        declined by name, never dropped while the value is given in another unit."""
+        asked = [i for i in self.out.items if i.get("kind")]
+        for unit in dict.fromkeys(self.units):
+            if asked and not any(i["kind"] in UNIT_KINDS.get(unit, ()) for i in asked):
+                facts = ", ".join(str(i["text"]) for i in asked)
+                self.out.cannot(f"in {unit}", f"{unit!r} is not a unit {facts} can be given in")
 
     # ---------------------------------------------------------------- facts
 

@@ -129,7 +129,11 @@ KIND_WORDS: tuple[KindWords, ...] = (
           "time … produced"),
     _kind("block_number", "block number", "none",
           "block number", "block height", "latest block", "current block", "newest block",
-          "most recent block", "chain head", "head block", "head", "how many blocks", "height"),
+          "most recent block", "chain head", "head block", "head", "how many blocks", "height",
+          *(f"{w} block {v}" for w in ("which", "what") for v in (
+              "is the chain at", "is the chain on", "are we on", "are we at")),
+          "how far along is the chain", "how far along the chain is", "how far is the chain",
+          *(f"how far has the chain {v}" for v in ("gotten", "got", "come", "progressed"))),
     _kind("eth_balance", "ETH balance", "account",
           "eth balance", "ether balance", "how much eth", "how much ether", "amount of eth",
           "amount of ether", "eth holdings", "ether holdings",
@@ -144,6 +148,8 @@ KIND_WORDS: tuple[KindWords, ...] = (
           "usdc balance", "token balance", "balance of", "balance", "how much usdc",
           "how many usdc", "amount of usdc", "usdc holdings", "holdings", "usdc … held by",
           "usdc that … holds", "usdc that … has", *(f"{v} … usdc" for v in _HOLD_VERBS)),
+    _kind("token_name", "token name", "token",
+          "[full] [official] [token] name", "what … called", "called"),
     _kind("token_symbol", "token symbol", "token", "ticker symbol", "symbol", "ticker"),
     _kind("token_decimals", "token decimals", "token", "decimals", "decimal places"),
     _kind("tx_status", "transaction status", "tx",
@@ -157,13 +163,15 @@ PRESENTATION: tuple[tuple[str, str], ...] = (
     # shapes the answer's value, never adds an item.
     (r"(?:\s*,)?\s*(?:please\s+)?(?:expressed|denominated|given|shown|written|reported|"
      r"quoted|measured)\s+in\s+(gwei|wei|eth|ether|usdc)\b", r"\1"),
-    (r"\b(?:answer\s+)?in\s+(gwei|wei)\b", r"\1"),
+    (r"\b(?:answer\s+)?in\s+(gwei|wei|ether|eth)\b", r"\1"),
+    (r"\bin\s+whole\s+(?:usdc|units|tokens)\b", "usdc"),
     (r"\bin\s+(?:atomic\s+units|base\s+units)\b", "atomic"),
     (r"\b(?:a\s+)?unix\s+(?:time|timestamp|seconds)\s+is\s+(?:fine|ok|okay|enough)\b", "unix"),
     (r"\b(?:as|in)\s+(?:a\s+)?unix\s+(?:time|timestamp|seconds)\b", "unix"),
     (r"\b(?:as|in)\s+(?:utc|iso(?:\s*8601)?)(?:\s+time)?\b", "utc"),
     (r"\b(?:in\s+)?utc(?:\s+time)?\s+is\s+(?:fine|ok|okay|enough)\b", "utc"),
     (r"\b(?:pls|plz)\b", ""),
+    (r"\b(?:so\s+far|right\s+now|at\s+the\s+moment|at\s+present)\b", ""),
     (r"\b(?:just\s+)?(?:the\s+)?(?:plain\s+)?number\s+is\s+(?:fine|enough)\b", ""),
     (r"\b(?:roughly|approximately|exactly|precisely|briefly|quickly)\b", ""),
 )

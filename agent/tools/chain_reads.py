@@ -239,7 +239,7 @@ class BaseFeeTool(_FreeRead):
         number = int(block["number"])
         gwei = format_gwei(wei)
         return self._obs(
-            f"base fee {gwei} gwei at block {number}",
+            f"base fee {gwei} gwei ({wei} wei) at block {number}",
             {"base_fee_wei": wei, "base_fee_gwei": gwei, "block_number": number},
             {"base_fee_gwei": gwei},
         )
@@ -256,7 +256,7 @@ class GasPriceTool(_FreeRead):
         wei = await _read(ctx.chain.gas_price)
         gwei = format_gwei(wei)
         return self._obs(
-            f"gas price {gwei} gwei",
+            f"gas price {gwei} gwei ({wei} wei)",
             {"gas_price_wei": wei, "gas_price_gwei": gwei},
             {"gas_price_gwei": gwei},
         )
@@ -297,7 +297,7 @@ class EthBalanceTool(_FreeRead):
         wei = await _read(lambda: ctx.chain.eth_balance(args.address))
         display = format_eth(wei)
         return self._obs(
-            f"{args.address} holds {display}",
+            f"{args.address} holds {display} ({format_gwei(wei)} gwei, {wei} wei)",
             {"address": args.address, "wei": wei, "display": display},
             {"eth_balance": display},
         )
@@ -368,25 +368,29 @@ class TokenBalanceTool(_FreeRead):
 class TokenInfoTool(_FreeRead):
     name = "token_info"
     free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=4_096)
-    description = "Symbol, decimals and total supply of an ERC-20 token (default: USDC)."
+    description = "Name, symbol, decimals and total supply of an ERC-20 token (default: USDC)."
     args_model = TokenArgs
-    facts = ("token_symbol", "token_decimals", "token_supply")
+    facts = ("token_name", "token_symbol", "token_decimals", "token_supply")
 
     async def run(self, args: TokenArgs, ctx: ToolContext) -> Observation:
         token = args.token or usdc_address(ctx)
         symbol, decimals = await _token_meta(ctx, token)
         supply = await _read(lambda: ctx.chain.token_supply(token))
+        name = await _read(lambda: ctx.chain.token_name(token))
         display = format_token(supply, decimals, symbol)
         return self._obs_for(
-            f"{symbol} at {token}: {decimals} decimals, supply {display}",
+            f"{name} ({symbol}) at {token}: {decimals} decimals, supply {display} "
+            f"({supply} atomic)",
             {
                 "token": token,
+                "name": name,
                 "symbol": symbol,
                 "decimals": decimals,
                 "supply_atomic": supply,
                 "supply": display,
             },
-            {"token_symbol": symbol, "token_decimals": str(decimals), "token_supply": display},
+            {"token_name": name, "token_symbol": symbol, "token_decimals": str(decimals),
+             "token_supply": display},
             {"token": token},
         )
 

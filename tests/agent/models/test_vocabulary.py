@@ -182,7 +182,7 @@ def test_each_fact_of_a_coordinated_list_is_its_own_item_with_the_shared_paramet
     ("task", "word"),
     [
         ("the base fee and gas used of block 5", "gas used"),
-        ("name and decimals of USDC", "name"),
+        ("colour and decimals of USDC", "colour"),
         (f"Tell me the USDC balance of {A} and the number", "number"),
         ("Give me the value and the timestamp of the latest block.", "value"),
     ],
@@ -256,3 +256,56 @@ def test_a_request_to_buy_keeps_the_tasks_other_questions() -> None:
 def test_a_request_to_buy_it_cannot_read_in_full_is_declined_naming_why(task: str, why: str) -> None:
     items = extract_checklist(task)
     assert [i["kind"] for i in items] == [None] and why in items[0]["unanswerable"], items
+
+
+@pytest.mark.parametrize(
+    ("task", "kind", "unit"),
+    [
+        ("What is the base fee in wei?", "base_fee_gwei", "wei"),
+        (f"What is the ETH balance of {A} in gwei?", "eth_balance", "gwei"),
+        (f"How much ether does {A} hold, in wei?", "eth_balance", "wei"),
+        (f"What is the USDC balance of {A} in atomic units?", "usdc_balance", "atomic"),
+        ("What is the total supply of USDC in whole USDC?", "token_supply", "usdc"),
+        (f"What is the ETH balance of {A} in ether?", "eth_balance", "ether"),
+    ],
+)
+def test_an_answer_asked_in_a_unit_carries_the_unit(task: str, kind: str, unit: str) -> None:
+    items = extract_checklist(task)
+    assert [(i["kind"], i.get("params", {}).get("unit")) for i in items] == [(kind, unit)], items
+
+
+def test_a_unit_no_asked_fact_takes_is_declined_by_name() -> None:
+    items = extract_checklist(f"What is the USDC balance of {A} in wei?")
+    assert items[-1]["kind"] is None and "'wei' is not a unit" in items[-1]["unanswerable"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "unit", "value", "shown"),
+    [
+        ("base_fee_gwei", "wei", "0.597484432", "597484432 wei (0.597484432 gwei)"),
+        ("eth_balance", "wei", "10000 ETH", "10000000000000000000000 wei (10000 ETH)"),
+        ("eth_balance", "gwei", "1.5 ETH", "1500000000 gwei (1.5 ETH)"),
+        ("usdc_balance", "atomic", "2.50 USDC", "2500000 atomic units (2.50 USDC)"),
+        ("eth_balance", "ether", "1.5 ETH", "1.5 ETH"),
+    ],
+)
+def test_the_answer_gives_the_value_in_the_asked_unit_first(
+    kind: str, unit: str, value: str, shown: str
+) -> None:
+    from agent.loop.answers import asked_value
+
+    assert asked_value({"kind": kind, "value": value, "params": {"unit": unit}}) == shown
+
+
+@pytest.mark.parametrize(
+    ("task", "kind"),
+    [
+        ("Which block is the chain at right now?", "block_number"),
+        ("How far along is the chain?", "block_number"),
+        ("What is the full name of USDC?", "token_name"),
+        (f"What is the token {TOKEN} called?", "token_name"),
+        (f"Count the transfers that involve {A}.", "transfer_count"),
+    ],
+)
+def test_the_outside_writers_paraphrases_are_read(task: str, kind: str) -> None:
+    assert [i["kind"] for i in extract_checklist(task)] == [kind]

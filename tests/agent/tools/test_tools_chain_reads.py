@@ -170,6 +170,7 @@ def test_token_info_matches_the_contract(anvil: Any, make_ctx: Callable[..., Too
     token = usdc_contract(anvil.w3, anvil.usdc)
     supply = token.functions.totalSupply().call()
     assert obs.facts == {
+        "token_name": token.functions.name().call(),
         "token_symbol": token.functions.symbol().call(),
         "token_decimals": str(token.functions.decimals().call()),
         "token_supply": format_usdc(supply),

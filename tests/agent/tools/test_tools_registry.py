@@ -30,6 +30,7 @@ FREE_TOOL_NAMES = (
 PAID_TOOL_NAMES = ("pay_http", "pay_mcp", "usdc_transfer")
 
 FREE_FACTS = {
+    "token_name",
     "transfer_max",
     "base_fee_gwei",
     "gas_price_gwei",
