@@ -275,6 +275,22 @@ def rows_of_another_task(config: dict[str, Any], judge: Any, wallet: Any, w3: An
     }
 
 
+def cancel_past_cap(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
+    """Authorizations that fill its cap, the last one then abandoned: the wallet's cancel
+    would spend gas the task has no room for."""
+    for _ in range(config["purchases"]):
+        payload, verdict = _authorization(config, judge, w3, config["amount"])
+        if verdict.decision != "approve":
+            return {"abandon": f"judge {verdict.decision}: {verdict.reason[:200]}"}
+        signed = wallet.sign_typed_data(payload, verdict, run_id=config["task_id"], cap=config["cap"])
+
+    def abandon() -> object:
+        row = wallet.abandon_authorization(signed.reservation.id, "the seller went away")
+        return f"{row.status}: {row.note}"
+
+    return {"nonce": payload["message"]["nonce"], "abandon": _try(abandon)}
+
+
 CASES = {
     "book": book_under_another_run,
     "nonces": hold_nonces,
@@ -284,6 +300,7 @@ CASES = {
     "flood": flood,
     "credit": credit_a_seller_not_paid,
     "rows": rows_of_another_task,
+    "cancel": cancel_past_cap,
 }
 
 if __name__ == "__main__":

@@ -272,6 +272,24 @@ def test_an_agent_cannot_read_rewrite_or_cancel_another_tasks_rows(arena: Arena)
     assert report["proved"].startswith("ok "), report  # its own task, proven by its token
 
 
+def test_a_cancel_never_takes_a_task_past_its_cap(arena: Arena) -> None:
+    from chain.usdc import usdc_contract
+
+    cap = 3 * 100_000
+    mine = arena.task(cap=cap)  # three purchases fill it: no room left for a cancel's gas
+    eth_before = arena.chain.w3.eth.get_balance(arena.info["wallet"])
+    report = arena.attack("cancel", mine, purchases=3, amount=cap // 3)
+    assert "nonce" in report, report
+    nonce = bytes.fromhex(str(report["nonce"]).removeprefix("0x"))
+    used = usdc_contract(arena.chain.w3, arena.info["usdc"]).functions.authorizationState(
+        arena.info["wallet"], nonce).call()
+    # The task's record stays within its registered cap; no cancel was sent or paid for.
+    assert arena.wallet.meter.usage(mine[0]).committed <= cap, report
+    assert arena.chain.w3.eth.get_balance(arena.info["wallet"]) == eth_before, report
+    assert not used, report
+    assert report["abandon"].startswith("ok signed") and "CancelOverCap" in report["abandon"], report
+
+
 def _threads(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("Threads:"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from wallet.errors import (
     AuthorizationOutstanding,
+    CancelOverCap,
     CapExceeded,
     DevKeyRefused,
     FailureUnproven,
@@ -55,6 +56,7 @@ from wallet.signer import SentTx, SignedTx, SignedTypedData, Wallet
 
 __all__ = [
     "AuthorizationOutstanding",
+    "CancelOverCap",
     "CapExceeded",
     "DevKeyRefused",
     "FailureUnproven",

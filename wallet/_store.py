@@ -19,7 +19,7 @@ from judge.storage import (
     migrate,
     open_database,
 )
-from wallet._tables import GAS, JOURNAL, LOCK, SPENDS, TOTALS, USED_VERDICTS
+from wallet._tables import CAPS, GAS, JOURNAL, LOCK, SPENDS, TOTALS, USED_VERDICTS
 from wallet.totals import rebuild
 
 #: Columns added to ``wallet_spends`` after its first release, with their SQL types.
@@ -127,6 +127,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             f"CREATE TABLE IF NOT EXISTS {TOTALS} (name TEXT PRIMARY KEY, value {{int}} NOT NULL)",
             _count_totals,
         ),
+    ),
+    Migration(
+        6,
+        "each run's cap, so a cancel's gas is bounded by what is left of it",
+        (f"CREATE TABLE IF NOT EXISTS {CAPS} (run_id TEXT PRIMARY KEY, cap {{int}} NOT NULL)",),
     ),
 )
 

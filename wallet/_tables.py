@@ -3,7 +3,7 @@ read by the store that creates them (wallet/_store.py) and every module that rea
 
 from __future__ import annotations
 
-__all__ = ["GAS", "JOURNAL", "LOCK", "SPENDS", "TOTALS", "USED_VERDICTS"]
+__all__ = ["CAPS", "GAS", "JOURNAL", "LOCK", "SPENDS", "TOTALS", "USED_VERDICTS"]
 
 SPENDS = "wallet_spends"
 USED_VERDICTS = "wallet_used_verdicts"
@@ -12,5 +12,8 @@ GAS = "wallet_gas"
 JOURNAL = "wallet_journal"
 #: Running totals over every row (wallet/totals.py): what the treasury and balance checks read.
 TOTALS = "wallet_totals"
+#: Each run's cap as its last payment was held to (a task's registered cap): what bounds
+#: the gas of a cancel the wallet sends for the run later (wallet/cancel.py).
+CAPS = "wallet_run_caps"
 #: The lock every wallet write section holds (one wallet's money state, one queue).
 LOCK = "wallet"

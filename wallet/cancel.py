@@ -27,9 +27,11 @@ from eth_account.messages import encode_typed_data
 from eth_utils import keccak
 from web3.exceptions import Web3RPCError
 
+from chain.money import ATOMIC_PER_USDC, WEI_PER_ETH, gas_to_usdc
 from chain.usdc import cancel_authorization_calldata, cancel_authorization_typed_data, token_domain
 from judge.storage import MutexTimeout
-from wallet.errors import LedgerError, SendFailed
+from wallet._tables import CAPS
+from wallet.errors import CancelOverCap, LedgerError, SendFailed
 from wallet.ledger import SpendRow
 from wallet.nonces import wait_for_lower_nonces
 from wallet.reconcile import authorization_ended_in, authorization_expired
@@ -93,8 +95,11 @@ def abandon_authorization(wallet: Wallet, key: KeyHandle, spend_id: str, why: st
     - ``cancelled``: ``cancelAuthorization`` mined (row's ``tx_hash``; gas metered);
     - ``signed`` (annotated): the cancel could not be sent or mined; reconcile decides.
 
-    A row that is no longer ``signed`` is returned as it is. Never refused for the run's
-    cap: the cancel protects the price it costs gas to protect, and its gas is metered.
+    A row that is no longer ``signed`` is returned as it is. The cancel's gas limit x max
+    fee fits in what is left of the run's cap (its fee is lowered to fit, and it is not
+    sent, CancelOverCap in the row's note, when even the base fee would not fit): a cancel
+    never takes a task past its cap. Cancels of one run take turns, so two cannot both
+    count the same room.
     """
     row = wallet.meter.ledger.get(spend_id)
     if row.kind != "x402" or not row.auth_nonce:
@@ -115,6 +120,15 @@ def _abandon(wallet: Wallet, key: KeyHandle, row: SpendRow, why: str) -> SpendRo
     ended = _ended(wallet, row, why)
     if ended is not None:
         return ended
+    try:
+        with wallet.meter.store.db.mutex(f"wallet-cancel-run:{row.run_id}", timeout_s=_TURN_S):
+            return _cancel(wallet, key, row, why)
+    except MutexTimeout:
+        return wallet.meter.ledger.get(row.id)
+
+
+def _cancel(wallet: Wallet, key: KeyHandle, row: SpendRow, why: str) -> SpendRow:
+    """Send the cancel and record what became of it (the run's cancel turn held)."""
     try:
         cancel = _send_cancel(wallet, key, row)
     except Exception as exc:  # used meanwhile (the estimate reverts), no ETH, RPC down, a gap
@@ -182,6 +196,8 @@ def _send_cancel(wallet: Wallet, key: KeyHandle, row: SpendRow) -> _Cancel:
     estimate = int(w3.eth.estimate_gas({"from": sender, "to": usdc, "data": data}))  # type: ignore[typeddict-item]
     priority = int(w3.eth.max_priority_fee)
     base = int(w3.eth.get_block("latest").get("baseFeePerGas", 0))
+    gas = int((Decimal(estimate) * CANCEL_GAS_HEADROOM).to_integral_value("ROUND_CEILING"))
+    max_fee = _fee_within_cap(wallet, row, gas, base + priority, 2 * base + priority)
     chain_id = wallet.chain.chain_id()
     key.check_chain(chain_id)
     n = wallet.nonces.allocate()
@@ -189,8 +205,7 @@ def _send_cancel(wallet: Wallet, key: KeyHandle, row: SpendRow) -> _Cancel:
         tx: dict[str, object] = {
             "type": 2, "chainId": chain_id, "to": usdc,
             "value": 0, "data": data, "nonce": n,
-            "gas": int((Decimal(estimate) * CANCEL_GAS_HEADROOM).to_integral_value("ROUND_CEILING")),
-            "maxFeePerGas": 2 * base + priority, "maxPriorityFeePerGas": priority,
+            "gas": gas, "maxFeePerGas": max_fee, "maxPriorityFeePerGas": priority,
         }
         signed = key._unsafe_sign_transaction(tx)
         gap, waiting = wait_for_lower_nonces(wallet.nonces, n)
@@ -212,6 +227,31 @@ def _send_cancel(wallet: Wallet, key: KeyHandle, row: SpendRow) -> _Cancel:
     )
     gas_wei = int(receipt["gasUsed"]) * int(receipt.get("effectiveGasPrice", 0))
     return _Cancel(tx_hash, int(receipt["status"]) == 1, gas_wei)
+
+
+def _fee_within_cap(wallet: Wallet, row: SpendRow, gas: int, least: int, wanted: int) -> int:
+    """The cancel's max fee per gas: ``wanted``, lowered so ``gas`` x fee (as USDC at the
+    meter's price) fits in what is left of the run's cap; CancelOverCap when even
+    ``least`` (base fee + tip) does not. A run with no cap on record (rows older than the
+    record) is not bounded."""
+    found = wallet.meter.store.query(f"SELECT cap FROM {CAPS} WHERE run_id = ?", (row.run_id,))
+    if not found:
+        return wanted
+    cap = int(str(found[0]["cap"]))
+    committed = wallet.meter.usage(row.run_id).committed
+    room = max(cap - committed, 0)
+    price = wallet.meter.eth_price_usdc
+    fits = room * WEI_PER_ETH // max(price * ATOMIC_PER_USDC * gas, 1)
+    if fits < least:
+        worst = gas_to_usdc(gas * least, price)
+        raise CancelOverCap(
+            f"found that cancelling ledger row {row.id}'s authorization would cost up to "
+            f"{worst} atomic USDC of gas ({gas} gas at {least} wei) with {room} left of run "
+            f"{row.run_id}'s cap {cap} ({committed} committed); expected a cancel within the "
+            "cap. Not sent: the authorization stays counted until it settles or expires "
+            "(`nib audit reconcile`). Fix: give the task a cap with room for a cancel's gas."
+        )
+    return min(wanted, fits)
 
 
 def _event(row: SpendRow) -> dict[str, object]:

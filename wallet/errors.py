@@ -30,6 +30,7 @@ contains key material.
     ├── LedgerError                  "ledger-state"       unknown row or illegal transition
     ├── SettlementUnproven           "settlement-unproven" receipt does not carry our auth
     ├── FailureUnproven              "failure-unproven"   a reported failure the chain does not show
+    ├── CancelOverCap                "cancel-over-cap"    a cancel's gas would pass its run's cap
     ├── NotYourTask                  "not-your-task"      a row of a task the calling process has not proven
     ├── SendFailed                   "send-failed"        broadcast failed or tx reverted
     ├── WalletOverloaded             "overloaded"         too many connections; nothing was run
@@ -222,6 +223,14 @@ class FailureUnproven(WalletError):
     can never move money: the row stays counted until the wallet can prove it."""
 
     code = "failure-unproven"
+
+
+class CancelOverCap(WalletError):
+    """Cancelling an authorization on chain would cost more gas than is left of its run's
+    cap: the cancel is not sent (the authorization stays counted until it settles or
+    expires), so a cancel never takes a task past its cap."""
+
+    code = "cancel-over-cap"
 
 
 class NotYourTask(WalletError):

@@ -20,7 +20,7 @@ from chain.money import DEFAULT_ETH_PRICE_USDC, gas_to_usdc
 from judge.storage import Database, Tx, cell_int
 from wallet import totals
 from wallet._store import Store, as_store
-from wallet._tables import GAS, SPENDS, USED_VERDICTS
+from wallet._tables import CAPS, GAS, SPENDS, USED_VERDICTS
 from wallet.errors import (
     AuthorizationOutstanding,
     CapExceeded,
@@ -193,6 +193,11 @@ class SpendMeter:
             if resource is not None:
                 _refuse_second_authorization(conn, resource, verdict.id)
             _check_run_cap(conn, run_id, cap, amount, gas_hold, verdict.id)
+            conn.execute(
+                f"INSERT INTO {CAPS} (run_id, cap) VALUES (?, ?) "
+                "ON CONFLICT (run_id) DO UPDATE SET cap = excluded.cap",
+                (run_id, cap),
+            )
             if self.treasury_cap is not None:
                 _check_treasury(conn, self.treasury_cap, amount + gas_hold, verdict.id)
             _check_balance(conn, res.asset, balance, amount, verdict.id)
