@@ -181,10 +181,21 @@ def _declined(rows: list[dict[str, Any]]) -> None:
         rows.append(_task(len(rows), "unsupported", text, "cannot", []))
 
 
+#: A unit the asked fact is not given in: the fact is answered, the unit named as not
+#: done (exit 1), never the value silently in another unit (written after the change).
+_UNIT_MISMATCH: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("What is the USDC balance of {wallet} in wei?", {"probe": "usdc_balance", "address": "{wallet}"}),
+    ("What is the block number in gwei?", {"probe": "block_number"}),
+    ("Give me the timestamp of the latest block in ether.", {"probe": "block_timestamp"}),
+)  # fmt: skip
+
+
 def _outside(rows: list[dict[str, Any]]) -> None:
     for category, table in (("outside-words", _OUTSIDE), ("units", _UNITS)):
         for text, truth in table:
             rows.append(_task(len(rows), category, text, "answer", [truth]))
+    for text, truth in _UNIT_MISMATCH:
+        rows.append(_task(len(rows), "units", text, "partial", [truth]))
 
 
 def paraphrase_tasks() -> list[dict[str, Any]]:
