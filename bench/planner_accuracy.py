@@ -10,7 +10,8 @@ The local model is CPU heavy (one thread, minutes per dozen tasks on 2 shared co
 both run on a stated sample: the first ``--per-category`` tasks of every category (``0``:
 the whole suite).
 
-``python -m bench.planner_accuracy [--per-category N] [--json] [--offline-only]``
+``python -m bench.planner_accuracy [--per-category N] [--json] [--offline-only]
+[--model-timeout S] [--progress FILE]``
 """
 
 from __future__ import annotations
@@ -63,25 +64,37 @@ def _rows(report: EvalReport, seconds: float) -> dict[str, Any]:
     }
 
 
-def measure(tasks: list[EvalTask], settings: Any = None) -> dict[str, Any]:
-    """One model's rows on ``tasks`` (``settings``: the model to use; None: offline)."""
+def measure(
+    tasks: list[EvalTask], settings: Any = None, progress: Path | None = None
+) -> dict[str, Any]:
+    """One model's rows on ``tasks`` (``settings``: the model to use; None: offline). With
+    ``progress``, each task's outcome is appended to it as a JSON line as it ends."""
     from agent.config import load_settings
 
+    def note(outcome: Any) -> None:
+        if progress is not None:
+            with progress.open("a", encoding="utf-8") as out:
+                out.write(json.dumps({"id": outcome.id, "category": outcome.category,
+                                      "correct": outcome.correct, "stop": outcome.stop_reason,
+                                      "wrong_exit0": outcome.wrong_question}) + "\n")  # fmt: skip
+
     started = time.monotonic()
-    report = run_suite(tasks=tasks, settings=settings or load_settings(model_provider="offline"))
+    chosen = settings or load_settings(model_provider="offline")
+    report = run_suite(tasks=tasks, settings=chosen, on_task=note)
     return _rows(report, time.monotonic() - started)
 
 
-def _local(tasks: list[EvalTask]) -> dict[str, Any]:
-    """The local model's rows, served as the suite's local_model tests serve it."""
+def _local(tasks: list[EvalTask], timeout_s: float, progress: Path | None) -> dict[str, Any]:
+    """The local model's rows, served as the suite's local_model tests serve it (with a
+    reply timeout as generous as theirs: a loaded 2-core machine is slow)."""
     from agent.config import load_settings
     from tests.agent.models._local_llm import local_server  # the one launcher of it
 
     with tempfile.TemporaryDirectory(prefix="nib-bench-llm-") as tmp:
         with local_server(Path(tmp)) as server:
             settings = load_settings(model_provider="openai", model_base_url=server.base_url,
-                                     model=server.model)  # fmt: skip
-            return measure(tasks, settings)
+                                     model=server.model, model_timeout=timeout_s)  # fmt: skip
+            return measure(tasks, settings, progress)
 
 
 def _stops(stops: dict[str, int]) -> str:
@@ -123,10 +136,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-category", type=int, default=2)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--offline-only", action="store_true")
+    parser.add_argument("--model-timeout", type=float, default=600.0,
+                        help="seconds one local-model reply may take (the tests use 600)")
+    parser.add_argument("--progress", type=Path, default=None,
+                        help="append each local-model task's outcome here as it ends")
     args = parser.parse_args(argv)
     tasks = sample(args.per_category)
     offline = measure(tasks)
-    local = None if args.offline_only else _local(tasks)
+    local = None if args.offline_only else _local(tasks, args.model_timeout, args.progress)
     if args.json:
         print(json.dumps({"per_category": args.per_category, "offline": offline,
                           "local": local}, indent=2))  # fmt: skip
