@@ -22,7 +22,7 @@ from x402.http import FacilitatorConfig, HTTPFacilitatorClientSync
 from agent.errors import ToolError
 from agent.interrupts import gather_within
 from agent.tools.base import FreeLimits, Observation, Tool, ToolContext
-from agent.tools.transfer import UsdcAmount
+from agent.tools.money import UsdcAmount
 from agent.tools.x402.offers import Offer, OfferBook, allowlisted_sellers, offer_from_discovery
 from chain.money import format_usdc
 

@@ -12,17 +12,17 @@ data, and is refused before quoting.
 from __future__ import annotations
 
 import asyncio
-import re
-from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Annotated
+from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from eth_utils import to_checksum_address
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agent.errors import ToolError
 from agent.tools.base import Observation, Quote, Tool, ToolContext
 from agent.tools.chain_reads import AddressStr, usdc_address
-from chain.money import USDC_DECIMALS, format_usdc
+from agent.tools.money import UsdcAmount, require_wallet, spend_cap
+from chain.money import format_usdc
 from judge.fingerprint import transaction_fingerprint
 from judge.terms import TRANSFER_SELECTOR
 
@@ -35,57 +35,12 @@ if TYPE_CHECKING:
 __all__ = [
     "GAS_HEADROOM",
     "TransferArgs",
-    "UsdcAmount",
     "UsdcTransferTool",
-    "parse_usdc_amount",
     "transfer_calldata",
 ]
 
 #: Gas limit = estimate x 1.2: a transfer's cost barely varies, a stuck tx costs more.
 GAS_HEADROOM = Decimal("1.2")
-_UNIT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(usdc)\s*$", re.IGNORECASE)
-_ATOMIC = re.compile(r"^\s*[0-9]+\s*$")
-
-
-def parse_usdc_amount(value: object, decimals: int = USDC_DECIMALS) -> int:
-    """An amount as atomic USDC: an int (atomic), a digit string (atomic) or ``"1.5 USDC"``.
-
-    Exact: ``"1.5 USDC"`` -> 1500000; more than ``decimals`` fractional digits, floats,
-    negatives, zero and unit-less decimals (``"1.5"``: atomic or USDC?) are refused.
-    """
-    if isinstance(value, bool) or isinstance(value, float):
-        raise ValueError(
-            f"found {value!r} ({type(value).__name__}); expected an int of atomic units "
-            "(1 USDC = 1000000) or a string like '1.5 USDC'; money is never a float"
-        )
-    if isinstance(value, int):
-        atomic = value
-    elif isinstance(value, str) and _ATOMIC.match(value):
-        atomic = int(value)
-    elif isinstance(value, str) and (m := _UNIT.match(value)):
-        try:
-            whole = Decimal(m.group(1))
-        except InvalidOperation as exc:  # pragma: no cover - the regex admits only digits
-            raise ValueError(f"found {value!r}; expected a decimal amount") from exc
-        scaled = whole.scaleb(decimals)
-        if scaled != scaled.to_integral_value():
-            raise ValueError(
-                f"found {value!r} with more than {decimals} decimal places; USDC has "
-                f"{decimals}; fix: round the amount to {decimals} places"
-            )
-        atomic = int(scaled)
-    else:
-        raise ValueError(
-            f"found {value!r}; expected an int of atomic units (1 USDC = 1000000) or a "
-            "string with the unit, like '1.5 USDC'"
-        )
-    if atomic <= 0:
-        raise ValueError(f"found {value!r}; expected a positive amount")
-    return atomic
-
-
-UsdcAmount = Annotated[int, BeforeValidator(parse_usdc_amount)]
-"""Atomic USDC parsed from an int, a digit string or ``"1.5 USDC"``."""
 
 
 class TransferArgs(BaseModel):
@@ -102,28 +57,6 @@ def transfer_calldata(to: str, amount: int) -> str:
     addr = bytes.fromhex(to_checksum_address(to)[2:])
     selector = bytes.fromhex(TRANSFER_SELECTOR)
     return "0x" + (selector + addr.rjust(32, b"\0") + amount.to_bytes(32, "big")).hex()
-
-
-def _require_wallet(ctx: ToolContext, tool: str) -> AgentWallet:
-    if ctx.wallet is None:
-        raise ToolError(
-            f"{tool}: no wallet is configured for this run; expected an unlocked wallet. "
-            "Fix: create one with `nib wallet new` (or `nib devnet up` on the devnet)."
-        )
-    return ctx.wallet
-
-
-def spend_cap(ctx: ToolContext, tool: str) -> int:
-    """The run's spend cap (atomic USDC) the wallet reserves against; fail closed without it."""
-    cap = ctx.spend_cap_usdc or ctx.extras.get("spend_cap_usdc")
-    if isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0:
-        raise ToolError(
-            f"{tool}: the run's spend cap in the tool context is {ctx.spend_cap_usdc!r}; "
-            "expected a positive "
-            "int of atomic USDC (ToolContext.spend_cap_usdc). Nothing was signed. Fix: build "
-            "the ToolContext with the run's limits."
-        )
-    return cap
 
 
 def _check_recipient(ctx: ToolContext, tool: str, to: str) -> None:
@@ -235,7 +168,7 @@ class UsdcTransferTool(Tool):
         Allocates the transaction's nonce from the wallet's NonceManager; the loop gives
         it back through ``abandon`` if the quote is not executed.
         """
-        wallet = _require_wallet(ctx, self.name)
+        wallet = require_wallet(ctx, self.name)
         _check_recipient(ctx, self.name, args.to)
         usdc = usdc_address(ctx)
         sender = to_checksum_address(wallet.address)
@@ -354,7 +287,7 @@ class UsdcTransferTool(Tool):
         meantime. The wallet re-checks the verdict against the exact transaction. A nonce
         not signed is given back to the wallet's NonceManager.
         """
-        wallet = _require_wallet(ctx, self.name)
+        wallet = require_wallet(ctx, self.name)
         # Checked before taking the hold: on this refusal abandon() gives the nonce back.
         cap = spend_cap(ctx, self.name)
         tx = quote.payload

@@ -27,7 +27,7 @@ from x402.schemas import parse_payment_required as _x402_parse
 from agent.errors import DeliveryFailed, ToolError
 from agent.tools.base import Observation, Quote, Tool, ToolContext
 from agent.tools.chain_reads import usdc_address
-from agent.tools.transfer import UsdcAmount, spend_cap
+from agent.tools.money import UsdcAmount, spend_cap
 from agent.tools.x402.offers import (
     OfferBook,
     check_seller,

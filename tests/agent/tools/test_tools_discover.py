@@ -27,7 +27,10 @@ def test_lists_every_offer_with_what_it_may_cover(
     ctx = make_ctx(extras={"discovery_urls": market["facilitator"]}, allowlist=(market["atlas"],))
     obs, book = discover(ctx, query="token issuer")
     # HTTP offers only: the paid MCP tool joins the catalogue once it has been bought.
-    offers = [o for o in obs.data["offers"] if o["type"] == "http"]
+    # Only the market's own sellers: other tests of the session register theirs (a seller
+    # paid to a fresh address, say) with the same facilitator.
+    ours = {market[s.name] for s in MARKET}
+    offers = [o for o in obs.data["offers"] if o["type"] == "http" and o["seller"] in ours]
     assert len(offers) == sum(len(s.offers) for s in MARKET)
     assert [o["price"] for o in offers] == sorted(o["price"] for o in offers)
     assert all(o["kinds"] == ["token_factsheet"] for o in offers)
@@ -58,7 +61,8 @@ def test_several_discovery_urls_and_one_down(
     dead = "http://127.0.0.1:9"
     ctx = make_ctx(extras={"discovery_urls": f"{dead}, {market['facilitator']}"})
     obs, _ = discover(ctx)
-    http = [o for o in obs.data["offers"] if o["type"] == "http"]
+    ours = {market[s.name] for s in MARKET}
+    http = [o for o in obs.data["offers"] if o["type"] == "http" and o["seller"] in ours]
     assert len(http) == 4 and obs.data["failed"][0].startswith(dead)
     with pytest.raises(ToolError, match="no discovery API answered"):
         discover(make_ctx(extras={"discovery_urls": dead}))

@@ -11,10 +11,10 @@ from _tools_support import Events, approve, usdc_balance
 
 from agent.errors import ToolArgsError, ToolError
 from agent.tools.base import Quote, ToolContext, addresses_named_in
+from agent.tools.money import parse_usdc_amount
 from agent.tools.transfer import (
     TransferArgs,
     UsdcTransferTool,
-    parse_usdc_amount,
     transfer_calldata,
 )
 from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account

@@ -1,0 +1,138 @@
+"""One HTTP exchange with an x402 seller, bounded: no redirects, at most
+:data:`MAX_BODY_BYTES`, the whole response within one deadline; and the words for an
+answer that was not the one expected. ``pay_http`` sends every request through
+:func:`fetch` (the quote, the terms re-read before paying, the paid request, a re-send)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+
+import httpx
+
+from agent.errors import ToolError
+from agent.tools.base import ToolContext
+from agent.tools.x402.offers import seller_of
+from agent.tools.x402.protocol import X402ProtocolError, parse_payment_required
+
+__all__ = ["MAX_BODY_BYTES", "bare", "fetch", "refusal", "unexpected_status"]
+
+#: A seller's response larger than this is refused: results must stay small.
+MAX_BODY_BYTES = 256 * 1024
+
+
+async def fetch(
+    ctx: ToolContext,
+    url: str,
+    *,
+    method: str = "GET",
+    body: Mapping[str, object] | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float | None = None,
+) -> httpx.Response:
+    """GET (or POST ``body`` as JSON) without redirects, reading at most MAX_BODY_BYTES,
+    the whole response (headers and body) within one deadline (:func:`_deadline`);
+    transport errors, an oversized body and a missed deadline -> ToolError."""
+    limit = _deadline(ctx, timeout)
+    client = ctx.http
+    own = client is None
+    if client is None:
+        client = httpx.AsyncClient(timeout=limit)
+    try:
+        # One deadline for the whole response: a seller dripping a byte at a time would
+        # pass any per-read timeout.
+        async with asyncio.timeout(limit):
+            return await _read_response(client, method, url, body, headers, limit)
+    except (TimeoutError, httpx.TimeoutException) as exc:
+        raise ToolError(
+            f"pay_http: no whole response (headers and body) within {limit:g} s from {url} "
+            f"({type(exc).__name__}); expected a complete answer within the response "
+            "deadline. Fix: check the seller, or raise response_deadline_s."
+        ) from exc
+    except httpx.TransportError as exc:
+        raise ToolError(
+            f"pay_http: could not reach {seller_of(url)} ({type(exc).__name__}: {exc}); "
+            "expected a running seller. Fix: start it (`nib devnet up` for the local paywall)."
+        ) from exc
+    finally:
+        if own:
+            await client.aclose()
+
+
+async def _read_response(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    body: Mapping[str, object] | None,
+    headers: dict[str, str] | None,
+    limit: float,
+) -> httpx.Response:
+    """One request's response, its body read in full but never past MAX_BODY_BYTES."""
+    async with client.stream(
+        method,
+        url,
+        json=body if method == "POST" else None,
+        headers=headers,
+        timeout=limit,
+        follow_redirects=False,
+    ) as resp:
+        read = bytearray()
+        async for chunk in resp.aiter_bytes():
+            read += chunk
+            if len(read) > MAX_BODY_BYTES:
+                raise ToolError(
+                    f"pay_http: the response from {url} exceeds {MAX_BODY_BYTES} bytes "
+                    f"(read {len(read)} so far); expected a small result. Fix: ask for "
+                    "a narrower resource."
+                )
+        kept = [
+            (k, v)
+            for k, v in resp.headers.multi_items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+        ]
+        return httpx.Response(
+            resp.status_code, headers=kept, content=bytes(read), request=resp.request
+        )
+
+
+def _deadline(ctx: ToolContext, timeout: float | None) -> float:
+    """Seconds a response may take: ``timeout`` or the run's response deadline
+    (``Limits.response_deadline_s``), never past the time the run has left."""
+    limit = float(timeout or ctx.response_deadline_s)
+    if ctx.time_left is not None:
+        limit = min(limit, max(ctx.time_left(), 0.001))
+    return limit
+
+
+def unexpected_status(url: str, resp: httpx.Response, *, paid: bool) -> str:
+    """An answer that is neither data (200) nor terms (402), in words."""
+    when = "the paid request" if paid else "an unpaid request"
+    snippet = resp.text[:200].replace("\n", " ")
+    return (
+        f"pay_http: {url} answered HTTP {resp.status_code} to {when}; expected 200 (data) or "
+        f"402 (payment required). Body: {snippet!r}. Fix: check the URL against the seller's "
+        "/catalog."
+    )
+
+
+def refusal(resp: httpx.Response) -> str:
+    """What a paid request's non-2xx answer was, in words."""
+    status = resp.status_code
+    if 300 <= status < 400:
+        where = resp.headers.get("location", "")
+        return (
+            f"it answered {status} redirecting to {where[:200]!r}; a redirect after payment "
+            "is never followed"
+        )
+    detail = ""
+    if status == 402:
+        with contextlib.suppress(X402ProtocolError):
+            again = parse_payment_required(resp)
+            detail = f" ({again.error})" if getattr(again, "error", None) else ""
+    return f"it answered {status}{detail} to the paid request"
+
+
+def bare(exc: BaseException) -> str:
+    """An error's message without this tool's ``pay_http:`` prefix."""
+    return str(exc).removeprefix("pay_http: ")

@@ -1,0 +1,153 @@
+"""The seller's terms, read from its 402: when quoting (:func:`read_offer`), and again
+right before paying (:func:`check_terms`). The second read rebuilds the authorization
+from the seller's *current* terms with the quoted nonce and window: if the seller changed
+price, recipient or asset since the quote, that payload differs from the approved one
+and the wallet voids the verdict before signing."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import httpx
+from x402.schemas import PaymentRequirements, PaymentRequirementsV1
+from x402.schemas import parse_payment_required as _x402_parse
+
+from agent.errors import ToolError
+from agent.interrupts import gather_pair
+from agent.tools.base import Quote, ToolContext
+from agent.tools.chain_reads import usdc_address
+from agent.tools.x402.delivery import Request
+from agent.tools.x402.fetch import fetch, unexpected_status
+from agent.tools.x402.protocol import (
+    AnyPaymentRequired,
+    AnyRequirement,
+    RequirementRefused,
+    X402ProtocolError,
+    choose_requirement,
+    encode_payment_header,
+    parse_payment_required,
+)
+from agent.tools.x402.quoting import chain_clock, quoted_authorization
+from chain.usdc import AuthorizationTypedData
+from wallet.errors import VerdictVoid
+
+__all__ = ["EXPIRY_MARGIN_S", "Offered", "Terms", "check_terms", "read_offer"]
+
+#: An authorization this close to its validBefore is not sent: settlement takes time.
+EXPIRY_MARGIN_S = 15
+#: Stands in for the signature when checking that a payment header can be encoded.
+_PLACEHOLDER_SIGNATURE = "0x" + "00" * 65
+
+
+class Offered(NamedTuple):
+    """What a seller answered an unpaid request: its 402 and the requirement we can pay
+    (``payment_required`` None: it answered 200, free data in ``response``), and the
+    chain's time read alongside."""
+
+    response: httpx.Response
+    payment_required: AnyPaymentRequired | None
+    requirement: AnyRequirement | None
+    chain_time: int
+
+
+class Terms(NamedTuple):
+    """The seller's current terms as the exact payload to sign."""
+
+    payment_required: AnyPaymentRequired
+    requirement: AnyRequirement
+    payload: AuthorizationTypedData
+    authorization: dict[str, str]
+
+
+async def read_offer(request: Request, max_price: int | None, ctx: ToolContext) -> Offered:
+    """The seller's answer to an unpaid request and, for a 402, the requirement on our
+    network and USDC within ``max_price``. The chain's clock (the authorization's window)
+    is read while the seller answers; its failure counts only for a 402."""
+    url, method, body = request
+    resp, clock = await gather_pair(fetch(ctx, url, method=method, body=body), chain_clock(ctx))
+    if isinstance(resp, BaseException):
+        raise resp
+    if resp.status_code == 200:
+        return Offered(resp, None, None, 0)
+    if resp.status_code != 402:
+        raise ToolError(unexpected_status(url, resp, paid=False))
+    pr = parse_payment_required(resp)
+    requirement = choose_requirement(
+        pr, network_caip2=ctx.network.caip2, asset=usdc_address(ctx), max_amount=max_price
+    )
+    if isinstance(clock, BaseException):
+        raise clock
+    return Offered(resp, pr, requirement, clock)
+
+
+async def check_terms(
+    quote: Quote, request: Request, ctx: ToolContext
+) -> Terms | httpx.Response:
+    """The seller's terms re-read (while the chain's clock is read: the re-check costs no
+    time of its own on the paid path) as the payload to sign with the quoted nonce and
+    window (or the seller's 200 when it stopped charging); a quote whose window has
+    passed, and a header that could not be encoded, are refused before anything is
+    signed."""
+    url, method, body = request
+    resp, checked = await gather_pair(
+        fetch(ctx, url, method=method, body=body), _check_not_expired(quote, ctx)
+    )
+    if isinstance(checked, BaseException):
+        raise checked
+    if isinstance(resp, BaseException):
+        raise resp
+    if resp.status_code == 200:
+        # The seller stopped charging: nothing to sign, the verdict stays unused.
+        return resp
+    pr, requirement = _current_requirement(quote, url, resp, ctx)
+    payload, authorization = quoted_authorization(quote, requirement)
+    try:  # a header we could not encode must fail before anything is signed
+        encode_payment_header(requirement, pr, authorization, _PLACEHOLDER_SIGNATURE)
+    except ValueError as exc:
+        raise X402ProtocolError(f"pay_http: cannot encode the payment for {url}: {exc}") from exc
+    return Terms(pr, requirement, payload, authorization)
+
+
+def _current_requirement(
+    quote: Quote, url: str, resp: httpx.Response, ctx: ToolContext
+) -> tuple[AnyPaymentRequired, AnyRequirement]:
+    """The requirement of ``resp`` (a fresh unpaid answer) to pay: the very one quoted
+    when offered, else whatever fits now (the wallet then compares payloads)."""
+    if resp.status_code != 402:
+        raise ToolError(unexpected_status(url, resp, paid=False))
+    pr = parse_payment_required(resp)
+    quoted = _x402_parse(quote.meta["payment_required"])
+    cls = PaymentRequirements if quoted.x402_version == 2 else PaymentRequirementsV1
+    quoted_req = cls.model_validate(quote.meta["requirement"])
+    requirement = next((r for r in pr.accepts if r == quoted_req), None)
+    if requirement is None:
+        try:
+            requirement = choose_requirement(
+                pr, network_caip2=ctx.network.caip2, asset=usdc_address(ctx)
+            )
+        except RequirementRefused as exc:
+            detail = f"{url} no longer offers a payable requirement: {exc}"
+            raise _terms_changed(quote, detail) from exc
+    return pr, requirement
+
+
+def _terms_changed(quote: Quote, detail: str) -> VerdictVoid:
+    """The seller's terms changed so that no payload can match the verdict: verdict-void."""
+    return VerdictVoid(
+        f"pay_http: the seller's terms changed after the quote ({detail}); the approved "
+        f"payload {quote.payload_fingerprint[:12]}… can no longer be paid, so the verdict is "
+        "void and nothing was signed. Fix: re-quote and ask the judge again."
+    )
+
+
+async def _check_not_expired(quote: Quote, ctx: ToolContext) -> None:
+    """Refuse (before signing) a quote whose authorization window has passed on chain."""
+    valid_before = int(quote.payload["message"]["validBefore"])
+    now = await chain_clock(ctx)
+    if now + EXPIRY_MARGIN_S >= valid_before:
+        raise ToolError(
+            f"pay_http: the quote for {quote.meta.get('url')} is stale: its authorization is "
+            f"valid until {valid_before} and the chain's time is {now} (margin "
+            f"{EXPIRY_MARGIN_S} s). Nothing was signed and the verdict is unused. Fix: propose "
+            "the call again for a fresh quote."
+        )
