@@ -15,7 +15,7 @@ from agent.loop.history import HistoryEntry, Outcome, one_line, render
 from agent.loop.limits import Limits
 from agent.loop.state import Deps, RunState
 from agent.tools.base import ToolContext
-from agent.tools.x402.offers import sellers_named_in
+from agent.tools.x402.offers import asks_for_market, sellers_named_in
 
 __all__ = ["ARGS_EVENT_CHARS", "RunContext", "literal_args"]
 
@@ -60,6 +60,7 @@ class RunContext:
             spend_cap_usdc=limits.spend_cap_usdc,
             task_addresses=tuple(state.task_addresses),
             task_sellers=sellers_named_in(state.task),
+            market_only=asks_for_market(state.task),
             response_deadline_s=limits.response_deadline_s,
             time_left=lambda: limits.wall_clock_s - self.elapsed(),
         )

@@ -156,6 +156,9 @@ class ToolContext:
     #: Seller origins the task's own text names: when any, the only sellers paid tools
     #: may pay (a named seller is never swapped for another).
     task_sellers: tuple[str, ...] = ()
+    #: The task asks for a seller in the market: paid tools pay only an offer discovery
+    #: listed, never another seller in its place.
+    market_only: bool = False
     #: The most a seller's whole response (headers and body) may take, seconds.
     response_deadline_s: float = 30.0
     #: Seconds the run has left (None: no run deadline); a response deadline never

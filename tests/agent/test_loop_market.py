@@ -10,6 +10,7 @@ from typing import Any
 
 from _loop_support import checklist, paid_deps, usdc_balance
 
+from agent.loop.limits import Limits
 from agent.loop.run import run_task
 from agent.models.scripted import ScriptedModel
 from agent.tools.x402.offers import OfferBook
@@ -90,3 +91,38 @@ def test_over_twenty_runs_the_over_claiming_seller_loses_approval(
     assert finished == 20
     assert bought["bargain"] <= 3 and bought["atlas"] >= 17, bought
     print(f"purchases over 20 runs: {bought}")
+
+
+def test_a_market_task_never_falls_back_to_the_paywall(
+    tmp_path: Path, chain: Any, market: dict[str, str]
+) -> None:
+    """The market's sellers cannot be bought from (none is allowlisted) while nib's own
+    paywall can: the run pays nobody (balances and ledger read back) and says why,
+    instead of buying the fact from the paywall the task did not ask for."""
+    from agent.models.offline import OfflinePlanner
+    from agent.tools.discover import DiscoverTool
+    from agent.tools.x402.pay_http import PayHttpTool
+    from chain.devkeys import SELLER
+    from chain.paywall.app import PaywallServer
+
+    with PaywallServer(chain.rpc_url, chain.usdc) as paywall:
+        book = OfferBook()
+        tools = (DiscoverTool(book), PayHttpTool(paywall.url, offers=book))
+        # A failure budget wide enough for every market offer to be tried and refused.
+        limits = Limits(max_consecutive_failures=10, max_steps=30)
+        deps = paid_deps(tmp_path, chain, OfflinePlanner(), extra_tools=tools, limits=limits)
+        deps = dataclasses.replace(
+            deps,
+            allowlist=(paywall.url,),
+            extras={"discovery_urls": market["facilitator"], "paywall_url": paywall.url},
+        )
+        seller = dev_account(SELLER).address
+        before = usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, seller)
+        task = "Who issues USDC? Buy its token fact sheet from a seller in the market."
+        r = asyncio.run(run_task(task, deps))
+    assert (usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, seller)) == before
+    assert Ledger(deps.wallet.meter.store).rows() == []
+    said = " ".join(str(e["data"]) for e in deps.store.events(r.run_id, "tool.call"))
+    # The paywall was proposed and refused for the reason, before any request.
+    assert f"{paywall.url}/datasets/token/USDC is not an offer discovery listed" in said, said
+    assert not r.finished

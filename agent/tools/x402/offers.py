@@ -22,13 +22,17 @@ from chain.mcp_client import MCP_TRANSPORTS, split_endpoint
 
 class SellerScope(Protocol):
     """What a paid tool's context says about whom it may pay (``ToolContext`` is one):
-    the user's allowlist and the sellers the task itself names."""
+    the user's allowlist, the sellers the task itself names, and whether the task asks
+    for a seller in the market."""
 
     @property
     def allowlist(self) -> tuple[str, ...]: ...
 
     @property
     def task_sellers(self) -> tuple[str, ...]: ...
+
+    @property
+    def market_only(self) -> bool: ...
 
 
 __all__ = [
@@ -41,7 +45,9 @@ __all__ = [
     "OfferBook",
     "ALLOWLIST_SETTING",
     "allowlisted_sellers",
+    "check_market",
     "check_seller",
+    "asks_for_market",
     "backed_kinds",
     "canonical_fields",
     "declared_kinds",
@@ -201,6 +207,39 @@ def check_seller(tool: str, url: str, ctx: SellerScope) -> str:
             "the task to let nib choose."
         )
     return seller
+
+
+def check_market(tool: str, resource: str, ctx: SellerScope, book: OfferBook,
+                 name: str | None = None) -> None:
+    """When the task asks for a seller in the market, a ToolError before any request
+    unless discovery listed ``resource`` (``name``: an MCP tool's): a market task never
+    falls back to another seller (nib's own paywall included) when the market's cannot be
+    bought from; it stops saying why."""
+    if not ctx.market_only:
+        return
+    offer = book.get(resource, name)
+    if offer is not None and offer.source not in ("", "402"):
+        return  # listed by a discovery API
+    raise ToolError(
+        f"{tool}: the task asks for a seller in the market, and {resource} is not an offer "
+        "discovery listed; nib does not fall back to another seller (its own paywall "
+        "included) in place of the market's. Fix: buy one of the offers `discover` lists "
+        "(NIB_DISCOVERY_URL), or name the seller in the task."
+    )
+
+
+#: Phrases with which a task asks for a seller in the x402 market (not "market cap").
+MARKET_PHRASES = ("in the market", "from the market", "on the market", "x402 market",
+                  "market seller", "marketplace")
+_MARKET = re.compile(
+    r"\b(?:" + "|".join(re.escape(p) for p in MARKET_PHRASES) + r")\b", re.IGNORECASE
+)
+
+
+def asks_for_market(text: str) -> bool:
+    """Whether a task's own text asks for a seller in the market (and names none: a
+    named seller is the one paid)."""
+    return bool(_MARKET.search(text or "")) and not sellers_named_in(text)
 
 
 _URL = re.compile(r"https?://[^\s'\"<>),;]+", re.IGNORECASE)

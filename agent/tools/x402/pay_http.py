@@ -44,7 +44,13 @@ from agent.tools.x402.catalog import LOCAL_PAYWALL_FACTS, SellerCatalog
 from agent.tools.x402.delivery import Request, prove_settlement, send_paid
 from agent.tools.x402.fetch import MAX_BODY_BYTES
 from agent.tools.x402.live_authorization import live_after_wait, resend, sign_when_free
-from agent.tools.x402.offers import ALLOWLIST_SETTING, OfferBook, check_seller, seller_of
+from agent.tools.x402.offers import (
+    ALLOWLIST_SETTING,
+    OfferBook,
+    check_market,
+    check_seller,
+    seller_of,
+)
 from agent.tools.x402.protocol import (
     X402ProtocolError,
     encode_payment_header,
@@ -244,6 +250,7 @@ class PayHttpTool(Tool):
         """Fetch the URL; on 402 build the exact authorization to approve. Signs nothing."""
         request, resource = _request(args), _resource(args)
         seller = check_seller(self.name, args.url, ctx)
+        check_market(self.name, args.url, ctx, self.offers)
         wallet = require_wallet(ctx, self.name)
         live = await live_after_wait(wallet, resource)
         if live is not None:
@@ -298,6 +305,7 @@ class PayHttpTool(Tool):
         url = str(quote.meta["url"])
         request: Request = (url, args.method, args.body)
         check_seller(self.name, url, ctx)
+        check_market(self.name, url, ctx, self.offers)
         wallet = require_wallet(ctx, self.name)
         cap = spend_cap(ctx, self.name)
         terms = await check_terms(quote, request, ctx)

@@ -30,6 +30,7 @@ from agent.tools.chain_reads import usdc_address
 from agent.tools.money import UsdcAmount, spend_cap
 from agent.tools.x402.offers import (
     OfferBook,
+    check_market,
     check_seller,
     purchase_facts,
     seller_of,
@@ -136,6 +137,7 @@ class PayMcpTool(Tool):
     async def quote(self, args: PayMcpArgs, ctx: ToolContext) -> Quote:
         """Call the tool unpaid; on x402's 402 build the authorization to approve."""
         check_seller(self.name, args.server, ctx)
+        check_market(self.name, _resource(args), ctx, self.offers, args.tool)
         if ctx.wallet is None:
             raise ToolError(
                 "pay_mcp: no wallet is configured for this run; expected an unlocked wallet "
