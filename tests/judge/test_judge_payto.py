@@ -144,3 +144,52 @@ def test_the_402_read_follows_no_redirect_and_reads_only_a_402(seller: dict[str,
     assert advertised_pay_to("http://127.0.0.1:9/data") == frozenset()
     seller["pay_to"] = OUTSIDE_PAY_TO
     assert advertised_pay_to(seller["url"] + "/data") == {OUTSIDE_PAY_TO.lower()}
+
+
+def test_the_terms_read_and_the_verdict_are_one_step_under_the_decision_lock(
+    signer: VerdictSigner,
+) -> None:
+    """No time-of-check/time-of-use between the seller's terms the judge reads and its
+    verdict: while the judge is reading one seller's 402 for a decision, no other decision
+    of that judge is made, so the budget, the registered task and the payTo it rules on
+    are the ones it read. A seller that answers while the payTo changes is ruled on what
+    it answered the judge, never on a later or earlier read."""
+    import threading
+
+    reading, release = threading.Event(), threading.Event()
+    state: dict[str, Any] = {"pay_to": OUTSIDE_PAY_TO}
+    app = FastAPI()
+
+    @app.get("/data")
+    def data() -> Response:
+        if not reading.is_set():  # only the first read is held; a second answers at once
+            reading.set()
+            release.wait(30)
+        answered = state["pay_to"]
+        state["pay_to"] = NEW_PAY_TO  # the seller moves its payTo right after answering
+        return _402(answered)
+
+    with serve(app) as url:
+        seller = {"url": url}
+        judge = _judge(signer, url)
+        verdicts: dict[str, Any] = {}
+        first = threading.Thread(
+            target=lambda: verdicts.setdefault("first", judge.decide(_buy(seller, OUTSIDE_PAY_TO)))
+        )
+        first.start()
+        assert reading.wait(30)  # the judge is inside its read of the seller's 402
+        second = threading.Thread(
+            target=lambda: verdicts.setdefault(
+                "second", judge.decide(_buy(seller, NEW_PAY_TO, nonce=2)))
+        )
+        second.start()
+        second.join(1.0)
+        # The second decision waits for the first one's read and verdict.
+        assert second.is_alive() and verdicts == {}
+        release.set()
+        first.join(30)
+        second.join(30)
+    assert verdicts["first"].decision == "approve", verdicts["first"].reason
+    # The second was ruled on its own read (the payTo the seller answered then).
+    assert verdicts["second"].decision == "approve", verdicts["second"].reason
+    assert verdicts["first"].issued_at <= verdicts["second"].issued_at
