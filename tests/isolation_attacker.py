@@ -291,6 +291,20 @@ def cancel_past_cap(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) ->
     return {"nonce": payload["message"]["nonce"], "abandon": _try(abandon)}
 
 
+def renew_nonces(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
+    """A live process that takes a number and keeps allocating (five a second), to hold
+    the lowest numbers for ever: every other task's transfer would sit above them."""
+    first = _try(wallet.nonces.allocate)
+    print("HOLDING " + json.dumps({"first": first}), flush=True)
+    outcomes = []
+    end = time.monotonic() + config["seconds"]
+    while time.monotonic() < end:
+        outcomes.append(_try(wallet.nonces.allocate)[:70])
+        time.sleep(0.2)
+    refused = sorted({o for o in outcomes if not o.startswith("ok")})
+    return {"first": first, "ok": sum(o.startswith("ok") for o in outcomes), "refused": refused[:3]}
+
+
 CASES = {
     "book": book_under_another_run,
     "nonces": hold_nonces,
@@ -301,6 +315,7 @@ CASES = {
     "credit": credit_a_seller_not_paid,
     "rows": rows_of_another_task,
     "cancel": cancel_past_cap,
+    "renew": renew_nonces,
 }
 
 if __name__ == "__main__":

@@ -36,6 +36,9 @@ CAP = 1_000_000
 #: What the planted authorizations claim to buy: the devnet paywall's resource, whose 402
 #: names SELLER as its payTo (a services' judge reads it).
 RESOURCE = "/analytics/gas"
+#: The wallet service's nonce lease in this module (NIB_NONCE_LEASE_S; 120 s by default),
+#: short enough to watch a hold run out.
+LEASE_S = 20.0
 
 
 @dataclass
@@ -100,7 +103,7 @@ def arena(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     home = tmp_path_factory.mktemp("iso") / "home"
     env = {k: v for k, v in os.environ.items()
            if k not in ("NIB_CONFIG", "NIB_DB_PATH", "NIB_DATABASE_URL", "NIB_SERVICES_DATABASE_URL")}
-    env.update(NIB_HOME=str(home), NIB_WALLET_PASSWORD="nib-devnet",
+    env.update(NIB_HOME=str(home), NIB_WALLET_PASSWORD="nib-devnet", NIB_NONCE_LEASE_S=str(LEASE_S),
                PYTHONPATH=os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")]))
     if request.param == "postgres":
         env["NIB_SERVICES_DATABASE_URL"] = request.getfixturevalue("pg_cluster").fresh_schema_url()
@@ -176,6 +179,33 @@ def test_a_payment_to_another_address_is_not_credited_to_the_seller_it_names(are
     assert arena.admin.calibration()["n"] == before_n, report
     assert arena.balance() == before_paid, report
     assert arena.wallet.meter.usage(mine[0]).committed == 0, report
+
+
+def test_a_live_agent_cannot_hold_nonce_numbers_past_one_lease(arena: Arena) -> None:
+    import time
+
+    attacker = arena.start_attack("renew", arena.task(), seconds=2.5 * LEASE_S)
+    assert attacker.stdout is not None
+    line = attacker.stdout.readline()
+    assert line.startswith("HOLDING ") and '"ok ' in line, (line, attacker.stderr.read() if attacker.stderr else "")
+    start, late, blocked = time.monotonic(), 0, []
+    # Another task (this process) asks for a number twice a second: it is blocked while a
+    # number below the one it gets is held by the attacker. One lease after the attacker
+    # began holding, never again, however often it allocates.
+    while time.monotonic() - start < 2.5 * LEASE_S - 2:
+        pending = arena.chain.w3.eth.get_transaction_count(arena.info["wallet"], "pending")
+        n = arena.wallet.nonces.allocate()
+        arena.wallet.nonces.release(n)
+        since = time.monotonic() - start
+        if since > LEASE_S + 5:
+            late += 1
+            if n > pending:
+                blocked.append((round(since, 1), n, pending))
+        time.sleep(0.5)
+    out, _ = attacker.communicate(timeout=120)
+    report = json.loads(out.splitlines()[-1])
+    assert late >= 10 and not blocked, (blocked, report)
+    assert any("NonceHoldRefused" in r for r in report["refused"]), report
 
 
 def test_an_agent_cannot_mark_its_authorization_failed_then_use_it(arena: Arena) -> None:

@@ -31,6 +31,7 @@ contains key material.
     ├── SettlementUnproven           "settlement-unproven" receipt does not carry our auth
     ├── FailureUnproven              "failure-unproven"   a reported failure the chain does not show
     ├── CancelOverCap                "cancel-over-cap"    a cancel's gas would pass its run's cap
+    ├── NonceHoldRefused             "nonce-hold-refused" a task's nonce hold past its bound
     ├── NotYourTask                  "not-your-task"      a row of a task the calling process has not proven
     ├── SendFailed                   "send-failed"        broadcast failed or tx reverted
     ├── WalletOverloaded             "overloaded"         too many connections; nothing was run
@@ -231,6 +232,14 @@ class CancelOverCap(WalletError):
     expires), so a cancel never takes a task past its cap."""
 
     code = "cancel-over-cap"
+
+
+class NonceHoldRefused(WalletError):
+    """A confined process's task may take no more nonce numbers now: it holds MAX_HELD, its
+    hold began a lease ago, or a lease of its ran out unsent (wallet.nonces). Nothing was
+    allocated."""
+
+    code = "nonce-hold-refused"
 
 
 class NotYourTask(WalletError):

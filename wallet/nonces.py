@@ -38,6 +38,7 @@ from web3 import Web3
 from web3.exceptions import TransactionNotFound
 
 from judge.storage import process_identity
+from wallet.errors import NonceHoldRefused
 
 if TYPE_CHECKING:
     from wallet._store import Store
@@ -47,10 +48,18 @@ NONCES = "wallet_nonces"
 #: Past it (or once the holder's process is gone) the next sync frees it: a caller that
 #: takes numbers and never sends them blocks other transfers for at most this long. A
 #: transfer that waits longer (a run paused for approval) quotes afresh.
-NONCE_LEASE_S = 120.0
+NONCE_LEASE_S = float(os.environ.get("NIB_NONCE_LEASE_S") or 120.0)
+#: A confined caller's hold is bounded by task (its groups, see ``acting_for``), so forking
+#: new processes renews nothing: at most MAX_HELD numbers in flight per task, all of them
+#: leased until one lease after the task began holding (allocating again does not extend
+#: it), and a task that let a lease run out unsent allocates nothing for BAR_LEASES leases.
+MAX_HELD = 16
+BAR_LEASES = 10
 
 #: The holder the current request acts for (see ``acting_for``); None: the manager's own.
 _ACTING_FOR: ContextVar[str | None] = ContextVar("nib_nonce_holder", default=None)
+#: The tasks a confined caller acts for (its hold is bounded by them); None: unbounded.
+_GROUPS: ContextVar[tuple[str, ...] | None] = ContextVar("nib_nonce_groups", default=None)
 
 
 @contextmanager
@@ -66,6 +75,18 @@ def acting_for(holder: str | None) -> Iterator[None]:
         yield
     finally:
         _ACTING_FOR.reset(token)
+
+
+@contextmanager
+def bounded_by(groups: tuple[str, ...] | None) -> Iterator[None]:
+    """Numbers allocated or claimed inside are held for ``groups`` (a confined caller's
+    tasks): at most MAX_HELD, leased from when the group began holding, none while the
+    group is barred (see MAX_HELD). None: the service's own or the user's, unbounded."""
+    token = _GROUPS.set(groups)
+    try:
+        yield
+    finally:
+        _GROUPS.reset(token)
 
 
 def wait_for_lower_nonces(
@@ -92,21 +113,61 @@ class _State:
     sent: dict[int, str] = field(default_factory=dict)
     #: Number in flight -> when its lease ends (unix seconds; see NONCE_LEASE_S).
     until: dict[int, float] = field(default_factory=dict)
+    #: Number in flight -> the groups (tasks) of a bounded holder (see bounded_by).
+    groups: dict[int, list[str]] = field(default_factory=dict)
+    #: Group -> since when it holds numbers without a break; group -> barred until.
+    since: dict[str, float] = field(default_factory=dict)
+    barred: dict[str, float] = field(default_factory=dict)
 
     def hold(self, n: int, holder: str, now: float) -> None:
+        groups = _GROUPS.get()
+        until = now + NONCE_LEASE_S
+        if groups is not None:
+            self.check_bound(groups, now)
+            for g in groups:
+                until = min(until, self.since.setdefault(g, now) + NONCE_LEASE_S)
+            self.groups[n] = list(groups)
         self.in_flight[n] = holder
-        self.until[n] = now + NONCE_LEASE_S
+        self.until[n] = until
 
-    def drop(self, n: int) -> None:
+    def check_bound(self, groups: tuple[str, ...], now: float) -> None:
+        """NonceHoldRefused when ``groups`` may take no number now (see MAX_HELD)."""
+        if not groups:
+            raise NonceHoldRefused(
+                "found a confined process asking for a nonce before proving its task; "
+                "expected a task's process. Nothing was allocated. Fix: prove the task "
+                "first (WalletClient.prove_task), as nib run and the worker do."
+            )
+        for g in groups:
+            held = sum(g in gs for gs in self.groups.values())
+            if self.barred.get(g, 0) > now or held >= MAX_HELD or (
+                g in self.since and self.since[g] + NONCE_LEASE_S <= now
+            ):
+                raise NonceHoldRefused(
+                    f"found task {g} holding {held} nonce numbers (since "
+                    f"{self.since.get(g, now):.0f}), barred until {self.barred.get(g, 0):.0f}; "
+                    f"expected at most {MAX_HELD}, each sent within {NONCE_LEASE_S:g} s of "
+                    "its first, and none while barred for a lease that ran out unsent. "
+                    "Nothing was allocated. Fix: send or release the numbers held."
+                )
+
+    def drop(self, n: int, *, expired: bool = False, now: float = 0.0) -> None:
         self.in_flight.pop(n, None)
         self.until.pop(n, None)
+        for g in self.groups.pop(n, []):
+            if expired:  # a lease that ran out unsent: the task waits BAR_LEASES leases
+                self.barred[g] = max(self.barred.get(g, 0.0), now + BAR_LEASES * NONCE_LEASE_S)
+            if not any(g in gs for gs in self.groups.values()):
+                self.since.pop(g, None)
 
     def dumps(self) -> str:
         return json.dumps(
             {"next": self.next, "free": sorted(self.free),
              "in_flight": {str(n): h for n, h in self.in_flight.items()},
              "sent": {str(n): h for n, h in self.sent.items()},
-             "until": {str(n): t for n, t in self.until.items()}}
+             "until": {str(n): t for n, t in self.until.items()},
+             "groups": {str(n): g for n, g in self.groups.items()},
+             "since": self.since, "barred": self.barred}
         )  # fmt: skip
 
     @classmethod
@@ -117,7 +178,10 @@ class _State:
         in_flight = {int(n): str(h) for n, h in raw["in_flight"].items()}
         sent = {int(n): str(h) for n, h in raw.get("sent", {}).items()}
         until = {int(n): float(t) for n, t in raw.get("until", {}).items()}
-        return cls(raw["next"], free, in_flight, sent, until)
+        groups = {int(n): [str(g) for g in gs] for n, gs in raw.get("groups", {}).items()}
+        since = {str(g): float(t) for g, t in raw.get("since", {}).items()}
+        barred = {str(g): float(t) for g, t in raw.get("barred", {}).items()}
+        return cls(raw["next"], free, in_flight, sent, until, groups, since, barred)
 
 
 def holder_state(holder: str) -> Literal["alive", "gone", "unknown"]:
@@ -170,6 +234,10 @@ class NonceManager:
     def _pending_count(self) -> int:
         return int(self.w3.eth.get_transaction_count(self.address, "pending"))
 
+    def pending_count(self) -> int:
+        """The chain's pending transaction count for the address (one RPC)."""
+        return self._pending_count()
+
     @contextmanager
     def _state(self) -> Iterator[_State]:
         """The state, locked for one operation (and written back when shared)."""
@@ -212,8 +280,11 @@ class NonceManager:
         pending = self._pending_count()
         now = time.time()
         for n, holder in list(st.in_flight.items()):
-            if st.until.get(n, now + 1) <= now or holder_state(holder) == "gone":
-                st.drop(n)  # its lease ran out or its process is gone: free again below
+            if holder_state(holder) == "gone":
+                st.drop(n)  # its process is gone: free again below
+            elif st.until.get(n, now + 1) <= now:
+                st.drop(n, expired=True, now=now)  # its lease ran out: free again below
+        st.barred = {g: t for g, t in st.barred.items() if t > now}
         st.sent = {
             n: h for n, h in st.sent.items() if n >= pending and (not h or self._known(h))
         }

@@ -15,7 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Generic, TypedDict, TypeVar
 
-from wallet.errors import LedgerError, NotYourTask, SettlementUnproven, SpendRefused, WalletError
+from wallet.errors import (
+    LedgerError,
+    NonceHoldRefused,
+    NotYourTask,
+    SettlementUnproven,
+    SpendRefused,
+    WalletError,
+)
 
 __all__ = ["API", "OPERATIONS", "Operation", "by_route"]
 
@@ -213,13 +220,13 @@ KEEP_SIGNED: Final = Operation(
     "keep-signed", KeepSignedRequest, Ok, (LedgerError, NotYourTask), "meter.keep_signed", True
 )
 NONCE_ALLOCATE: Final = Operation(
-    "nonces/allocate", NonceRequest, NonceAnswer, (WalletError,), "nonces.allocate"
+    "nonces/allocate", NonceRequest, NonceAnswer, (NonceHoldRefused, WalletError), "nonces.allocate"
 )
 NONCE_RESYNC: Final = Operation(
     "nonces/resync", NonceRequest, NonceAnswer, (WalletError,), "nonces.resync"
 )
 NONCE_CLAIM: Final = Operation(
-    "nonces/claim", NonceRequest, NonceAnswer, (WalletError,), "nonces.claim"
+    "nonces/claim", NonceRequest, NonceAnswer, (NonceHoldRefused, WalletError), "nonces.claim"
 )
 NONCE_CONFIRM: Final = Operation(
     "nonces/confirm", NonceRequest, NonceAnswer, (WalletError,), "nonces.confirm"

@@ -50,7 +50,7 @@ from wallet.errors import (
     WalletUnreachable,
 )
 from wallet.ledger import SpendRow
-from wallet.nonces import acting_for, holder_state
+from wallet.nonces import acting_for, bounded_by, holder_state
 from wallet.operations import HEALTH, OPERATIONS
 from wallet.signed import SignedTx, SignedTypedData
 from wallet.signer import Wallet
@@ -236,17 +236,33 @@ class _Handlers:
     # Numbers are held by the connecting process (its kernel credentials, set around every
     # request of the connection: see _Connection), so its recovery finds them and a
     # number it takes and never sends is freed once it exits or its lease ends.
+    # A confined caller's hold is bounded by the tasks it acts for (wallet.nonces.MAX_HELD),
+    # so a process that forks renews nothing.
+    def _groups(self) -> tuple[str, ...] | None:
+        caller = _CALLER.get()
+        if caller is None or not caller.confined:
+            return None
+        return tuple(sorted(self.callers.tasks_of(caller)))
+
     def nonces_allocate(self, body: Mapping[str, object]) -> dict[str, object]:
-        return {"value": self.wallet.nonces.allocate()}
+        with bounded_by(self._groups()):
+            return {"value": self.wallet.nonces.allocate()}
 
     def nonces_resync(self, body: Mapping[str, object]) -> dict[str, object]:
         return {"value": self.wallet.nonces.resync()}
 
     def nonces_claim(self, body: Mapping[str, object]) -> dict[str, object]:
-        return {"value": self.wallet.nonces.claim(wire_int(body["n"]))}
+        with bounded_by(self._groups()):
+            return {"value": self.wallet.nonces.claim(wire_int(body["n"]))}
 
     def nonces_confirm(self, body: Mapping[str, object]) -> dict[str, object]:
-        self.wallet.nonces.confirm(wire_int(body["n"]))
+        # A caller's confirm says the chain used the number; from a confined caller only
+        # the chain's count is believed (a number "confirmed" unsent would be a gap for good).
+        n, nonces = wire_int(body["n"]), self.wallet.nonces
+        if self._groups() is not None and nonces.pending_count() <= n:
+            nonces.release(n)
+        else:
+            nonces.confirm(n)
         return {"value": None}
 
     def nonces_release(self, body: Mapping[str, object]) -> dict[str, object]:
