@@ -3,7 +3,9 @@ output schema) map to nib's fact fields, and each value must have its field's ty
 
 from __future__ import annotations
 
-from agent.tools.x402.offers import backed_kinds, canonical_fields, purchase_facts
+import pytest
+
+from agent.tools.x402.offers import asks_for_market, backed_kinds, canonical_fields, purchase_facts
 
 OWN_WORDS = {"ticker": "USDC", "asset_name": "USD Coin", "issuing_company": "Circle",
              "first_issued": "2018", "precision": "6"}  # fmt: skip
@@ -35,3 +37,18 @@ def test_values_of_the_wrong_type_back_nothing() -> None:
 def test_statistics_in_a_sellers_own_words() -> None:
     _, facts = purchase_facts(["transfer_stats"], {"n_transfers": "4", "total_volume": "10.25"})
     assert facts == {"transfer_stats": "transfer_count=4; volume_usdc=10.25"}
+
+
+@pytest.mark.parametrize(
+    ("task", "market"),
+    [
+        ("Who issues USDC? Buy its token fact sheet from a seller in the market.", True),
+        ("Buy the USDC fact sheet from the market", True),
+        ("Use the x402 marketplace for the USDC issuer", True),
+        ("What will the market cap of USDC be in 2030?", False),  # not a seller market
+        ("Who issues USDC? Buy it in the market at http://127.0.0.1:9/tokens", False),  # named
+        ("Who issues USDC?", False),
+    ],
+)
+def test_which_tasks_ask_for_a_seller_in_the_market(task: str, market: bool) -> None:
+    assert asks_for_market(task) is market
