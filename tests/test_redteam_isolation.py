@@ -341,3 +341,69 @@ def test_a_queued_task_rewritten_by_an_agent_is_not_run(arena: Arena) -> None:
     said = worker.stdout + worker.stderr
     assert f"queued task {queued}" in said and "digest" in said, said[-2000:]
     assert json.loads(worker.stdout)["stopped"] == [queued], worker.stdout
+
+
+def test_a_wallet_killed_with_payments_in_flight_leaves_every_run_reporting_what_the_chain_moved(
+    arena: Arena,
+) -> None:
+    """Several runs each send a payment; while every transaction waits in the pool (the
+    chain does not mine), the wallet service is SIGKILLed. After the chain mines and the
+    services restart, each run's reported spend (``nib runs``, ``nib show``, ``nib report``)
+    equals what the USDC Transfer logs (eth_getLogs) show moved to its recipient, and
+    ``nib audit reconcile`` is clean. Last in the module: it restarts the services."""
+    import signal
+
+    w3, wallet = arena.chain.w3, arena.info["wallet"]
+    to = [f"0x{uuid.uuid4().hex[:8]}{'0' * 24}{i:08x}" for i in range(3)]
+    w3.provider.make_request("evm_setAutomine", [False])
+    try:
+        runs = [subprocess.Popen([*NIB, "run", f"Send 0.05 USDC to {a}.", "--max-spend", "1", "--json"],
+                                 env=arena.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for a in to]
+        _wait_for(lambda: _pending(w3, wallet) >= len(to), runs, "every run's transfer in the pool")
+        os.kill(arena.services["wallet_pid"], signal.SIGKILL)
+        ended = [json.loads(r.communicate(timeout=300)[0]) for r in runs]
+    finally:
+        w3.provider.make_request("evm_setAutomine", [True])
+        w3.provider.make_request("evm_mine", [])
+    assert all(e["stop_reason"] == "wallet-unreachable" for e in ended), ended
+    up = arena.nib("services", "up")
+    assert up.returncode == 0, up.stderr[-2000:]
+    arena.services.update(json.loads((arena.home / "services.json").read_text()))
+    arena.wallet = WalletClient(arena.services["wallet_socket"], timeout_s=60)
+    reconciled = arena.nib("audit", "reconcile", "--json")
+    report = json.loads(reconciled.stdout)
+    assert reconciled.returncode == 0, reconciled.stdout[-3000:]
+    assert report["unmatched_onchain"] == [] and report["unmatched_ledger"] == [], report
+    listed = {r["run_id"]: r for r in json.loads(arena.nib("runs", "--json").stdout)}
+    for run, recipient in zip(ended, to, strict=True):
+        moved = sum(log.value for log in arena.chain.transfer_logs(arena.info["usdc"], 0, "latest", recipient,
+                                                                   direction="in")
+                    if log.sender.lower() == wallet.lower())
+        shown = json.loads(arena.nib("show", run["run_id"], "--json").stdout)["run"]["result"]["spend"]
+        assert moved == 50_000, (recipient, moved)
+        assert listed[run["run_id"]]["spend_usdc_atomic"] == moved, listed[run["run_id"]]
+        assert shown["usdc_atomic"] == shown["settled_atomic"] == moved, shown
+        assert shown["source"] == "ledger", shown
+        # What the run process itself could say when its wallet vanished is marked as such.
+        assert run["spend"]["source"] == "run" or run["spend"]["usdc_atomic"] == moved, run["spend"]
+
+
+def _pending(w3: Any, address: str) -> int:
+    return int(w3.eth.get_transaction_count(address, "pending")) - int(w3.eth.get_transaction_count(address))
+
+
+def _wait_for(ready: Any, procs: list[subprocess.Popen[str]], what: str, limit_s: float = 300) -> None:
+    """Poll ``ready`` until it holds; fail naming ``what`` if a process ends first or the
+    (generous) limit passes."""
+    import time
+
+    deadline = time.monotonic() + limit_s
+    while not ready():
+        ended = [p for p in procs if p.poll() is not None]
+        if ended:
+            out, err = ended[0].communicate()
+            raise AssertionError(f"a run ended before {what}: {out[-1500:]} {err[-1500:]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} after {limit_s} s")
+        time.sleep(0.2)

@@ -161,9 +161,9 @@ class BudgetGate:
         try:
             usage = meter.usage(state.run_id)
         except WalletUnreachable:
-            # The wallet service is gone (the run stops with wallet-unreachable): report
-            # what this run saw settle; `nib audit` reads the ledger once it is back.
-            return ours
+            # The wallet service is gone (the run stops with wallet-unreachable): what this
+            # run saw settle, marked so; `nib runs`/`nib show` read the ledger once it is back.
+            return ours.model_copy(update={"source": "run"})
         return SpendSummary.from_meter(usage)
 
     def spend_left(self) -> int:

@@ -109,7 +109,7 @@ class Finisher:
             st = self.run.state  # what this run saw move; `nib audit` has the ledger's
             return SpendSummary(usdc_atomic=st.spend_usdc, gas_wei=st.gas_wei,
                                 usdc_display=format_usdc(st.spend_usdc),
-                                settled_atomic=st.spend_usdc)
+                                settled_atomic=st.spend_usdc, source="run")
 
     def settle(self, stop: Stop, answer: str) -> tuple[Stop, str, list[AnswerLine]]:
         """Finished means backed: a finish whose answer leaves an item uncovered or holds an

@@ -173,13 +173,16 @@ class AnswerLine(BaseModel):
 class SpendSummary(BaseModel):
     """Money the run moved or may still move, from the wallet's meter (never a sum of
     successful calls): ``usdc_atomic`` = ``settled_atomic`` (proven on chain) +
-    ``outstanding_atomic`` (reserved or signed: a seller may still settle it); gas in wei."""
+    ``outstanding_atomic`` (reserved or signed: a seller may still settle it); gas in wei.
+    ``source``: ``ledger`` (the wallet's record) or ``run`` (the wallet was unreachable when
+    the run ended: only what this run saw settle; ``nib runs``/``nib show`` read the ledger)."""
 
     usdc_atomic: int = 0
     gas_wei: int = 0
     usdc_display: str = "0.00 USDC"
     settled_atomic: int = 0
     outstanding_atomic: int = 0
+    source: Literal["ledger", "run"] = "ledger"
 
     @classmethod
     def from_meter(cls, usage: Any) -> SpendSummary:

@@ -77,15 +77,17 @@ class ReportData:
 
 
 def run_from_store(
-    row: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()
+    row: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = (),
+    ledger: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One report run from a ``RunStore.runs()`` row (its ``result`` column holds the
     AgentResult JSON) and that run's ``RunStore.events()``; an unfinished run shows as
-    ``running`` (or ``awaiting-approval`` when paused)."""
+    ``running`` (or ``awaiting-approval`` when paused). ``ledger``: the run's spend as the
+    ledger holds it (agent.report.spend), which is reported in place of the stored one."""
     from agent.store import run_status
 
     result = json.loads(row["result"]) if row.get("result") else {}
-    spend = result.get("spend") or {}
+    spend = ledger or result.get("spend") or {}
     status = run_status(dict(row))
     reason = row.get("stop_reason") or result.get("stop_reason")
     if not reason:

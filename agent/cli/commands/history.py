@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from agent.cli.common import emit_json, fail, out, resolve_run, run_store, short, usdc
+from agent.cli.common import cli_settings, emit_json, fail, out, resolve_run, run_store, short, usdc
 
 if TYPE_CHECKING:
+    from agent.report.spend import SpendOf
     from agent.store import RunStore
 
 __all__ = ["app", "event_data", "graded_answer", "plural", "result_of", "run_rows"]
@@ -47,13 +48,13 @@ def progress_of(store: RunStore, row: dict[str, Any]) -> tuple[int, float, str]:
     return step, max(0.0, time.time() - started), last
 
 
-def _row(store: RunStore, row: dict[str, Any] | None, task: Any) -> dict[str, Any]:
+def _row(store: RunStore, row: dict[str, Any] | None, task: Any, spend_of: SpendOf) -> dict[str, Any]:
     """One line of ``nib runs``: a run row (with its queue row, if a worker ran it), or a
-    queue row whose run has not started."""
+    queue row whose run has not started. Its spend is the ledger's (agent.report.spend)."""
     from agent.store import run_status
 
     res = result_of(row) if row else {}
-    spend, tokens = res.get("spend") or {}, res.get("tokens") or {}
+    spend, tokens = spent(res, spend_of(row["run_id"]) if row else None), res.get("tokens") or {}
     status = run_status(row, task.status if task else None)
     steps, elapsed = res.get("steps"), res.get("elapsed_s")
     current = None
@@ -70,7 +71,7 @@ def _row(store: RunStore, row: dict[str, Any] | None, task: Any) -> dict[str, An
         or (task.stop_reason if task else None),
         "steps": steps or 0, "current": current,
         "spend_usdc_atomic": int(spend.get("usdc_atomic", 0) or 0),
-        "gas_wei": int(spend.get("gas_wei", 0) or 0),
+        "gas_wei": int(spend.get("gas_wei", 0) or 0), "spend_source": spend.get("source"),
         "tokens": int(tokens.get("input", 0) or 0) + int(tokens.get("output", 0) or 0),
         "elapsed_s": round(float(elapsed or 0.0), 1), "answer": answer or None,
         # Why the queue closed a task (a worker's error, a refused claim and its fix).
@@ -80,11 +81,23 @@ def _row(store: RunStore, row: dict[str, Any] | None, task: Any) -> dict[str, An
     }
 
 
-def run_rows(store: RunStore, limit: int) -> list[dict[str, Any]]:
+def spent(res: dict[str, Any], ledger: dict[str, object] | None) -> dict[str, Any]:
+    """A run's spend: the ledger's when it can be read, else the stored result's (marked)."""
+    if ledger is not None:
+        return dict(ledger)
+    stored = dict(res.get("spend") or {})
+    return {**stored, "source": "run"} if stored else {}
+
+
+def run_rows(store: RunStore, limit: int, spend_of: SpendOf | None = None) -> list[dict[str, Any]]:
     """The ``limit`` newest runs and queued tasks, one row each, with the same figures
     whatever the limit: a task a worker ran is read from its run row even when that row
-    is not among the newest ``limit`` runs."""
+    is not among the newest ``limit`` runs. ``spend_of``: each run's spend from the ledger
+    (default: this home's, agent.report.spend)."""
     from agent.queue import TaskQueue
+    from agent.report.spend import ledger_spend
+
+    spend_of = spend_of or ledger_spend(cli_settings())
 
     runs = {r["run_id"]: r for r in store.runs(limit=limit)}
     tasks = {t.id: t for t in TaskQueue(store.db).tasks(limit=limit)}
@@ -92,7 +105,7 @@ def run_rows(store: RunStore, limit: int) -> list[dict[str, Any]]:
         found = store.run(task_id)
         if found is not None:
             runs[task_id] = found
-    rows = [_row(store, runs.get(i), tasks.get(i)) for i in runs.keys() | tasks.keys()]
+    rows = [_row(store, runs.get(i), tasks.get(i), spend_of) for i in runs.keys() | tasks.keys()]
     rows.sort(key=lambda r: (float(r["started_at"] or 0), r["run_id"]), reverse=True)
     return rows[:limit]
 
@@ -129,10 +142,13 @@ def show_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None
              "Fix: `nib worker` runs it; `nib runs` shows its status.")
     events = store.events(run_id)
     status = run_status(row)
-    if as_json:
-        emit_json({"run": {**row, "status": status, "result": result_of(row)}, "events": events})
-        return
     res = result_of(row)
+    from agent.report.spend import ledger_spend
+
+    res["spend"] = spent(res, ledger_spend(cli_settings())(run_id))  # the ledger's, not the run's
+    if as_json:
+        emit_json({"run": {**row, "status": status, "result": res}, "events": events})
+        return
     out.print(f"[bold]{run_id}[/] {status} · {row.get('task')}", highlight=False)
     for ev in events:
         data = event_data(ev)
@@ -155,6 +171,12 @@ def show_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None
                   highlight=False, markup=False)
         if res.get("message"):
             out.print(str(res["message"]), highlight=False, markup=False)
+    if res["spend"]:
+        sp = res["spend"]
+        out.print(f"spend {usdc(sp.get('usdc_atomic') or 0)} (settled {usdc(sp.get('settled_atomic') or 0)}, "
+                  f"outstanding {usdc(sp.get('outstanding_atomic') or 0)}) + gas {sp.get('gas_wei') or 0} wei, "
+                  f"read from the {'ledger' if sp.get('source') == 'ledger' else 'run (ledger unreadable)'}",
+                  highlight=False)
 
 
 def plural(n: int, word: str) -> str:

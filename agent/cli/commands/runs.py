@@ -164,6 +164,8 @@ def interrupted_line(result: AgentResult) -> str:
                 f"still settle; `nib audit reconcile` settles it or releases it once expired")
     elif spend.settled_atomic:
         left = f"{usdc(spend.settled_atomic)} was paid and settled; nothing is pending"
+    elif spend.source == "run":  # the wallet service was unreachable: only what it saw
+        left = "this run saw nothing settle, but the wallet service did not answer; `nib show " + run + "` reads the ledger"
     else:
         left = "nothing was signed and nothing was spent"
     return (f"interrupted at step {result.steps}: {left}. Run {run} cannot be resumed; run "
