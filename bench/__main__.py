@@ -104,6 +104,10 @@ def _normalise(name: str, data: dict[str, Any], printed: str) -> dict[str, Any]:
         "notes": _cell(_first(data, "notes", "note", "description") or ""),
         "details": [str(d) for d in details],
         "module": name,
+        # The row's own load sample (taken around its measurement, not the module's) and
+        # whether it was counted rather than timed: both decide how the row is judged.
+        "load": data.get("load") if isinstance(data.get("load"), dict) else None,
+        "counted": bool(data.get("counted")),
     }
 
 
@@ -137,11 +141,12 @@ def _from_script(name: str, quick: bool) -> dict[str, Any]:
     out = proc.stdout
     row = _normalise(name, {}, out)
     if name == "loop_overhead":
-        nib = re.search(r"nib loop\s+([0-9.]+)\s+([0-9.]+)", out)
-        pai = re.search(r"pydantic-ai\s+([0-9.]+)\s+([0-9.]+)", out)
+        nib = re.search(r"nib loop\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)", out)
+        pai = re.search(r"pydantic-ai\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)", out)
         row["benchmark"] = "loop overhead per step (median)"
-        row["ours"] = f"{nib.group(1)} ms/step" if nib else "?"
-        row["peer"] = f"{pai.group(1)} ms/step (PydanticAI)" if pai else "?"
+        row["ours"] = f"{nib.group(1)} ms/step (p95 {nib.group(2)}, best {nib.group(3)})" if nib else "?"
+        row["peer"] = (f"{pai.group(1)} ms/step (p95 {pai.group(2)}, best {pai.group(3)}) "
+                       "(PydanticAI)" if pai else "?")
         row["notes"] = (
             "nib loop / PydanticAI Agent loop on the same scripted 6-step task, zero-latency "
             "model and tool doubles; see details."

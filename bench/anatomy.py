@@ -88,7 +88,7 @@ def count_operations(providers: list[Any]) -> Iterator[collections.Counter[str]]
 
     chain.client.raw_rpc = chain.usdc.raw_rpc = raw_rpc  # type: ignore[assignment]
     HTTPProvider._make_request = make_request  # type: ignore[method-assign,assignment]
-    Database._execute = execute  # type: ignore[method-assign]
+    Database._execute = execute  # type: ignore[method-assign,assignment]
     asyncio.to_thread = to_thread  # type: ignore[assignment]
     httpx.AsyncClient.send = http_send  # type: ignore[method-assign]
     try:

@@ -189,6 +189,7 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]
                  "load": summary, "rates": rates},
         ).as_dict())
     ceiling = ratio(med["services"], med["limit"])
+    ceiling_rounds = [ratio(a, b) for a, b in zip(rates["services"], rates["limit"], strict=True)]
     rows.append(Figure(
         benchmark=f"paid requests/s at {buyers} buyers vs what the seller can settle",
         ours=f"{med['services']:.1f} paid req/s (services)",
@@ -197,7 +198,8 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]
         notes=(f"share of the seller's measured ceiling (payment headers made before the "
                f"clock: the seller's verify, on-chain settle and answer are all that is "
                f"timed); the x402 client reaches {fmt_ratio(ratio(med['peer'], med['limit']))} "
-               f"of it. {common}."),
+               f"of it; per-round ratios {fmt_ratio(min(ceiling_rounds))}-"
+               f"{fmt_ratio(max(ceiling_rounds))}. {common}."),
         details=tuple(details),
         raw={"kind": "limit", "goal": "-", "met": None, "load": summary},
     ).as_dict())

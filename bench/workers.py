@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench._util import BenchEnv, bench_main, fmt_ratio
+from bench._util import BenchEnv, LoadWindow, bench_main, fmt_ratio, median
 
 __all__ = ["main", "report", "run"]
 
@@ -86,28 +86,39 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
     if env is None:
         with BenchEnv() as own:
             return run(quick, own)
-    tasks = 4 if quick else 24
-    rates: dict[str, float] = {}
-    rates["sqlite x1"] = _side(env, env.tmp / "workers.db", 1, tasks, "sqlite-1")
+    tasks, rounds = (4, 1) if quick else (24, 3)
+    load = LoadWindow()
+    rates: dict[str, list[float]] = {}
     with TempCluster(durable=True) as cluster:
-        for n in (1, 2, 4):
-            url = cluster.create_database(f"bench_workers_{n}")
-            rates[f"postgres x{n}"] = _side(env, url, n, tasks, f"postgres-{n}")
-    peer = rates["sqlite x1"]
-    details = [f"{label:<12} {rate:6.2f} paid tasks/s  (ratio {fmt_ratio(rate / peer)} vs SQLite x1)"
-               for label, rate in rates.items()]
+        for r in range(rounds):  # the sides in turn, so drift hits every side alike
+            load.sample()
+            rates.setdefault("sqlite x1", []).append(
+                _side(env, env.tmp / f"workers-{r}.db", 1, tasks, f"sqlite-1-{r}"))
+            for n in (1, 2, 4):
+                url = cluster.create_database(f"bench_workers_{n}_{r}")
+                rates.setdefault(f"postgres x{n}", []).append(
+                    _side(env, url, n, tasks, f"postgres-{n}-{r}"))
+        load.sample()
+    med = {label: median(v) for label, v in rates.items()}
+    peer = med["sqlite x1"]
+    details = [f"{label:<12} {med[label]:6.2f} paid tasks/s  (ratio {fmt_ratio(med[label] / peer)} "
+               f"vs SQLite x1; rounds: {', '.join(f'{x:.2f}' for x in v)})"
+               for label, v in rates.items()]
+    spread = {label: f"{min(v):.2f}-{max(v):.2f}" for label, v in rates.items()}
     return {
         "benchmark": NAME,
         "kind": "own",
-        "ours": f"{rates['postgres x4']:.2f} tasks/s (4 workers, PostgreSQL)",
-        "peer": f"{peer:.2f} tasks/s (1 process, SQLite)",
-        "ratio": rates["postgres x4"] / peer,
-        "notes": (f"{tasks} demo tasks (one x402 purchase each, token fact sheets in turn) per "
-                  "side on one devnet; workers x1/x2/x4 on PostgreSQL vs one SQLite process; "
-                  "both durable (PostgreSQL fsync=on, synchronous_commit=on; SQLite WAL, "
-                  "synchronous=FULL); see details."),
+        "ours": f"{med['postgres x4']:.2f} tasks/s (4 workers, PostgreSQL; rounds "
+                f"{spread['postgres x4']})",
+        "peer": f"{peer:.2f} tasks/s (1 process, SQLite; rounds {spread['sqlite x1']})",
+        "ratio": med["postgres x4"] / peer,
+        "notes": (f"median of {rounds} rounds; {tasks} demo tasks (one x402 purchase each, token "
+                  "fact sheets in turn) per side per round on one devnet; workers x1/x2/x4 on "
+                  "PostgreSQL vs one SQLite process; both durable (PostgreSQL fsync=on, "
+                  "synchronous_commit=on; SQLite WAL, synchronous=FULL); see details."),
         "details": details,
         "rates": rates,
+        "load": load.summary(),
     }
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -27,7 +28,16 @@ from wallet._store import Store
 from wallet._tables import GAS, JOURNAL, SPENDS, USED_VERDICTS
 from wallet.totals import check as check_totals
 
-__all__ = ["GENESIS", "LedgerCheck", "append", "journal_spend", "verify", "verify_ledger"]
+__all__ = [
+    "GENESIS",
+    "LedgerCheck",
+    "Since",
+    "append",
+    "journal_spend",
+    "verify",
+    "verify_ledger",
+    "verify_since",
+]
 
 #: The ``prev`` of the first entry.
 GENESIS = "0" * 64
@@ -135,47 +145,146 @@ def verify(store: Store) -> LedgerCheck:
         verdicts = _table(tx, USED_VERDICTS, key="verdict_id")
         gas = _table(tx, GAS)
         drifted = check_totals(tx)
-    problems: list[str] = []
-    prev, expected_seq = GENESIS, 1
-    want_spends: dict[str, dict[str, object]] = {}
-    want_payments: dict[str, str | None] = {}
-    want_verdicts: dict[str, dict[str, object]] = {}
-    want_gas: dict[str, dict[str, object]] = {}
-    for seq, body, entry_prev, entry_hash in chain:
-        if seq != expected_seq:
-            problems.append(
-                f"journal entries {expected_seq}..{seq - 1} are missing (deleted); the "
-                f"chain continues at entry {seq}"
+    want = _Replay(GENESIS, 1)
+    want.walk(chain)
+    problems = want.problems
+    problems += _compare_spends(want.spends, want.payments, spends)
+    problems += _compare("used verdict", want.verdicts, verdicts, deleted_means=(
+        "deleted: the verdict could be presented again"
+    ))
+    problems += _compare("gas row", want.gas, gas, deleted_means="deleted: spend under-counted")
+    if not problems:  # an edited row moves the sums too; name the row, not its echo
+        problems += drifted
+    return LedgerCheck(len(chain), want.prev, tuple(problems))
+
+
+@dataclass(frozen=True)
+class Since:
+    """What :func:`verify_since` found after a known entry: the check of the entries since,
+    the ledger rows they wrote (``spend_ids``), and the head it read (``seq``, ``check.head``)."""
+
+    check: LedgerCheck
+    spend_ids: frozenset[str]
+    seq: int
+
+
+def verify_since(store: Store, seq: int, head: str) -> Since | None:
+    """The journal after entry ``seq``, checked as :func:`verify` checks it, for the rows
+    those entries wrote only; None when entry ``seq`` no longer has hash ``head`` (the
+    journal was cut or edited there: only the full :func:`verify` can say what changed).
+
+    Reads the entries since ``seq`` and the rows they name, by primary key: its cost is
+    the writes since, not the ledger's size. Rows no entry since ``seq`` names are not
+    compared (``nib audit verify`` walks everything)."""
+    with store.transaction() as tx:  # one consistent snapshot
+        anchor = tx.scalar(f"SELECT hash FROM {JOURNAL} WHERE seq = ?", (seq,)) if seq else GENESIS
+        if anchor is None or str(anchor) != head:
+            return None
+        chain = [
+            (cell_int(r["seq"]), str(r["entry"]), str(r["prev"]), str(r["hash"]))
+            for r in tx.rows(
+                f"SELECT seq, entry, prev, hash FROM {JOURNAL} WHERE seq > ? ORDER BY seq", (seq,)
             )
-        expected_seq = seq + 1
-        if entry_prev != prev or entry_hash != _digest(entry_prev, body):
-            problems.append(
-                f"journal entry {seq} does not chain: it was edited, or an entry before it "
-                "was removed (its hash does not commit to its content and predecessor)"
-            )
-        prev = entry_hash
+        ]
+        want = _Replay(head, seq + 1, partial=True)
+        want.walk(chain)
+        spends = _by_key(tx, SPENDS, "id", want.spends.keys() | want.payments.keys())
+        verdicts = _by_key(tx, USED_VERDICTS, "verdict_id", want.verdicts.keys())
+        gas = _by_key(tx, GAS, "id", want.gas.keys())
+    problems = want.problems + _compare_partial(want.spends, want.payments, spends)
+    problems += _compare("used verdict", want.verdicts, verdicts, deleted_means=(
+        "deleted: the verdict could be presented again"
+    ))
+    problems += _compare("gas row", want.gas, gas, deleted_means="deleted: spend under-counted")
+    last = chain[-1][0] if chain else seq
+    return Since(LedgerCheck(len(chain), want.prev, tuple(problems)),
+                 frozenset(want.spends.keys() | want.payments.keys()), last)
+
+
+class _Replay:
+    """The tables a run of journal entries says should exist, and what breaks the chain.
+
+    ``partial``: the run starts after entries not read, so a ``set`` may name a row whose
+    ``spend`` entry came before; it is kept with the fields it sets."""
+
+    def __init__(self, prev: str, expected_seq: int, *, partial: bool = False) -> None:
+        self.prev, self.expected_seq, self.partial = prev, expected_seq, partial
+        self.problems: list[str] = []
+        self.spends: dict[str, dict[str, object]] = {}
+        self.payments: dict[str, str | None] = {}
+        self.verdicts: dict[str, dict[str, object]] = {}
+        self.gas: dict[str, dict[str, object]] = {}
+
+    def walk(self, chain: list[tuple[int, str, str, str]]) -> None:
+        for seq, body, entry_prev, entry_hash in chain:
+            if seq != self.expected_seq:
+                self.problems.append(
+                    f"journal entries {self.expected_seq}..{seq - 1} are missing (deleted); "
+                    f"the chain continues at entry {seq}"
+                )
+            self.expected_seq = seq + 1
+            if entry_prev != self.prev or entry_hash != _digest(entry_prev, body):
+                self.problems.append(
+                    f"journal entry {seq} does not chain: it was edited, or an entry before "
+                    "it was removed (its hash does not commit to its content and predecessor)"
+                )
+            self.prev = entry_hash
+            self._apply(body)
+
+    def _apply(self, body: str) -> None:
         entry = json.loads(body)
         op = entry.get("op")
         if op == "spend":
-            want_spends[entry["row"]["id"]] = dict(entry["row"])
-        elif op == "set" and entry["id"] in want_spends:
-            want_spends[entry["id"]].update(entry["fields"])
+            self.spends[entry["row"]["id"]] = dict(entry["row"])
+        elif op == "set" and (entry["id"] in self.spends or self.partial):
+            self.spends.setdefault(entry["id"], {"id": entry["id"]}).update(entry["fields"])
         elif op == "payment":
-            want_payments[entry["id"]] = entry["sha256"]
+            self.payments[entry["id"]] = entry["sha256"]
         elif op == "verdict":
-            want_verdicts[entry["verdict_id"]] = {
+            self.verdicts[entry["verdict_id"]] = {
                 k: entry[k] for k in ("verdict_id", "used_at", "run_id")
             }
         elif op == "gas":
-            want_gas[entry["row"]["id"]] = dict(entry["row"])
-    problems += _compare_spends(want_spends, want_payments, spends)
-    problems += _compare("used verdict", want_verdicts, verdicts, deleted_means=(
-        "deleted: the verdict could be presented again"
-    ))
-    problems += _compare("gas row", want_gas, gas, deleted_means="deleted: spend under-counted")
-    if not problems:  # an edited row moves the sums too; name the row, not its echo
-        problems += drifted
-    return LedgerCheck(len(chain), prev, tuple(problems))
+            self.gas[entry["row"]["id"]] = dict(entry["row"])
+
+
+def _by_key(
+    tx: Tx, table: str, key: str, wanted: Iterable[str]
+) -> dict[str, dict[str, object]]:
+    """The rows of ``table`` whose ``key`` is one of ``wanted``, by primary key."""
+    out: dict[str, dict[str, object]] = {}
+    ids = sorted(wanted)
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ", ".join("?" for _ in chunk)
+        for r in tx.rows(f"SELECT * FROM {table} WHERE {key} IN ({marks})", tuple(chunk)):
+            out[str(r[key])] = _columns(r)
+    return out
+
+
+def _compare_partial(
+    want: dict[str, dict[str, object]],
+    payments: dict[str, str | None],
+    have: dict[str, dict[str, object]],
+) -> list[str]:
+    """:func:`_compare_spends` for rows known only by the fields the entries since set."""
+    problems: list[str] = []
+    for spend_id in sorted(want.keys() | payments.keys()):
+        found = have.get(spend_id)
+        if found is None:
+            problems.append(f"ledger row {spend_id}, written since the checkpoint, was deleted "
+                            f"from {SPENDS}")
+            continue
+        for name, value in _public(found).items():
+            expected = want.get(spend_id, {})
+            if name in expected and expected[name] != value:
+                problems.append(
+                    f"ledger row {spend_id}: {name} is {value!r} in {SPENDS}, the journal "
+                    f"records {expected[name]!r} (edited)"
+                )
+        if spend_id in payments and _payment_digest(found) != payments[spend_id]:
+            problems.append(f"ledger row {spend_id}: its stored payment header was edited")
+    return problems
 
 
 def _table(tx: Tx, table: str, key: str = "id") -> dict[str, dict[str, object]]:

@@ -20,9 +20,10 @@ the cancel's transaction recorded on the row.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -30,10 +31,12 @@ from typing import TYPE_CHECKING, Literal
 from web3 import Web3
 from web3.types import FilterParams
 
+from chain.client import raw_rpc
 from chain.usdc import AUTHORIZATION_CANCELED_TOPIC, AUTHORIZATION_USED_TOPIC
+from judge.storage import Migration, cell_int, migrate
 from wallet._store import Store
 from wallet._tables import SPENDS
-from wallet.journal import LedgerCheck, verify
+from wallet.journal import LedgerCheck, Since, verify, verify_since
 from wallet.ledger import OUTSTANDING, Ledger, SpendRow, transition_in
 
 if TYPE_CHECKING:
@@ -132,6 +135,9 @@ class ReconcileReport:
     #: Ledger ids this pass found settled in a transaction the chain no longer has (a
     #: rollback or reorganisation) and reopened as signed.
     rolled_back: tuple[str, ...] = ()
+    #: The block an earlier pass proved every row it closed through (this pass started
+    #: from its checkpoint and did not read those rows again); None for a full pass.
+    proven_through: int | None = None
 
     @property
     def pending(self) -> tuple[SpendRow, ...]:
@@ -165,6 +171,7 @@ class ReconcileReport:
             "ledger": None if self.ledger_check is None else self.ledger_check.to_dict(),
             "unbacked": [asdict(u) for u in self.unbacked],
             "rolled_back": list(self.rolled_back),
+            "proven_through": self.proven_through,
         }
 
 
@@ -180,6 +187,7 @@ def reconcile(
     clock: Callable[[], float] = time.time,
     verdict_standing: VerdictStanding | None = None,
     abandon: Abandon | None = None,
+    checkpoint: bool = False,
 ) -> ReconcileReport:
     """Compare the ledger's spend rows with on-chain Transfer logs; settle or fail what
     the chain has decided.
@@ -203,48 +211,62 @@ def reconcile(
     after a rollback (this pass or an earlier one) whose authorization is still unused is
     ended through it: cancelled on chain (listed in ``resolved``), so no stored signature
     stays usable until ``validBefore``.
+
+    With ``checkpoint`` (``nib audit reconcile``), a pass to the latest block starts from
+    the :class:`Checkpoint` the previous such pass over the same range left, and leaves
+    its own (none when it found the ledger tampered with): it reads only the rows written
+    since and the rows the checkpoint left open, and the chain's logs after its block, so
+    its cost follows the activity since, not the ledger's size. A chain that no longer
+    has the checkpoint's block (a rollback, a reorganisation, a restart from an older
+    state) or a journal cut at its entry makes the pass a full one. Without it, every
+    row and log of the range is read, and no checkpoint is read or written.
     """
     own = not isinstance(db_path, Store)
     store = Store(db_path) if not isinstance(db_path, Store) else db_path
     try:
-        report = _reconcile(
-            store, chain, usdc, wallet_address, from_block, to_block, emit, clock, abandon
-        )
-        if verdict_standing is None:
-            return report
-        return replace(report, unbacked=_unbacked(Ledger(store), verdict_standing))
+        scope = _scope(chain, usdc, wallet_address, from_block, to_block)
+        start = _start(store, scope) if checkpoint and to_block == "latest" else None
+        report, rows = _reconcile(store, scope, start, clock, abandon)
+        if verdict_standing is not None:
+            found = (_unbacked(Ledger(store), verdict_standing) if start is None else
+                     _unbacked_of(_reread(Ledger(store), rows), verdict_standing))
+            report = replace(report, unbacked=found)
+        if checkpoint and to_block == "latest":
+            check = report.ledger_check
+            head = start.since.seq if start is not None else (check.entries if check else 0)
+            _keep_checkpoint(store, scope, report, head)
+        if emit is not None:
+            emit("wallet.reconciled", _reconciled_event(report, ledger_ok=_ledger_ok(report)))
+        return report
     finally:
         if own:
             store.close()
 
 
+def _ledger_ok(report: ReconcileReport) -> bool:
+    return report.ledger_check is None or report.ledger_check.ok
+
+
 def _reconcile(
     store: Store,
-    chain: ChainClient,
-    usdc: str,
-    wallet_address: str,
-    from_block: int,
-    to_block: int | str,
-    emit: Callable[[str, dict[str, object]], None] | None,
+    scope: Scope,
+    start: _Start | None,
     clock: Callable[[], float],
     abandon: Abandon | None = None,
-) -> ReconcileReport:
+) -> tuple[ReconcileReport, list[str]]:
+    """One pass; returns its report and the ids of the rows it looked at."""
     ledger = Ledger(store)
-    # The chain is checked before anything is read or changed: a forged or moved row must
-    # not be "matched" into looking clean.
-    ledger_check = verify(store)
-    wallet = wallet_address.lower()
-    asset = usdc.lower()
-    last = chain.block_number() if to_block == "latest" else int(to_block)
-    pool = _transfers_out(chain, usdc, wallet_address, from_block, last)
-    rows = [r for r in ledger.by_status(*_CLAIM_ORDER) if r.asset.lower() == asset]
+    chain, usdc, wallet = scope.chain, scope.usdc, scope.wallet.lower()
+    ledger_check, rows, log_from = _rows(ledger, scope, start)
     position = {r.id: i for i, r in enumerate(rows)}
+    last = scope.last
+    pool = _transfers_out(chain, usdc, wallet, log_from, last)
 
     # An x402 row is tied to its authorization, not to whatever tx a seller named: the
     # token's AuthorizationUsed(wallet, nonce) says which tx (if any) carried it.
     by_nonce: dict[str, str] = {}
-    if from_block <= last and any(r.kind == "x402" and r.auth_nonce for r in rows):
-        by_nonce = _authorizations_used(chain, usdc, wallet, from_block, last)
+    if log_from <= last and any(r.kind == "x402" and r.auth_nonce for r in rows):
+        by_nonce = _authorizations_used(chain, usdc, wallet, log_from, last)
 
     rolled_back = _reopen_rolled_back(ledger, chain, usdc, wallet, rows, pool, by_nonce)
     rows = [ledger.get(r.id) if r.id in rolled_back else r for r in rows]
@@ -267,9 +289,9 @@ def _reconcile(
         for t in group
     )
     report = ReconcileReport(
-        wallet=Web3.to_checksum_address(wallet_address),
+        wallet=Web3.to_checksum_address(wallet),
         asset=Web3.to_checksum_address(usdc),
-        from_block=from_block,
+        from_block=scope.from_block,
         to_block=last,
         matched=tuple(sorted(matched, key=lambda m: (m.block_number, m.log_index))),
         unmatched_onchain=tuple(
@@ -280,10 +302,171 @@ def _reconcile(
         unproven=tuple(sorted(unproven, key=lambda r: position[r.id])),
         ledger_check=ledger_check,
         rolled_back=tuple(rolled_back),
+        proven_through=None if start is None else start.checkpoint.block,
     )
-    if emit is not None:
-        emit("wallet.reconciled", _reconciled_event(report, ledger_ok=ledger_check.ok))
-    return report
+    return report, [r.id for r in rows]
+
+
+def _rows(
+    ledger: Ledger, scope: Scope, start: _Start | None
+) -> tuple[LedgerCheck, list[SpendRow], int]:
+    """The ledger check, the rows a pass looks at and the first block whose logs it reads.
+
+    The ledger is checked before any row is read or changed: a forged or moved row must
+    not be "matched" into looking clean. A full pass checks the whole journal and reads
+    every row; a pass from a checkpoint checks the entries since and reads the rows they
+    wrote plus the ones it left open, by primary key."""
+    if start is None:
+        check = verify(ledger.store)
+        rows = [r for r in ledger.by_status(*_CLAIM_ORDER) if r.asset.lower() == scope.asset]
+        return check, rows, scope.from_block
+    ids = start.since.spend_ids | set(start.checkpoint.open)
+    rows = [r for r in _reread(ledger, ids)
+            if r.asset.lower() == scope.asset and r.status in _CLAIM_ORDER]
+    return start.since.check, rows, start.checkpoint.block + 1
+
+
+def _reread(ledger: Ledger, ids: Iterable[str]) -> list[SpendRow]:
+    """The rows ``ids`` name as they stand now (by primary key), oldest first."""
+    found: list[SpendRow] = []
+    wanted = sorted(set(ids))
+    for at in range(0, len(wanted), 500):
+        chunk = wanted[at : at + 500]
+        marks = ", ".join("?" for _ in chunk)
+        found += [SpendRow.from_row(r) for r in ledger.store.query(
+            f"SELECT * FROM {SPENDS} WHERE id IN ({marks})", tuple(chunk))]
+    return sorted(found, key=lambda r: (r.created_at, r.id))
+
+
+# ------------------------------------------------------------------------ checkpoint
+
+#: Each reconciled scope's checkpoint (one row per chain, token, wallet).
+CHECKPOINTS = "wallet_reconcile_checkpoints"
+_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "reconcile's checkpoint: the block (and its hash) and journal entry (and its hash) "
+        "a pass proved the ledger through, and the rows it left open",
+        (
+            f"""CREATE TABLE IF NOT EXISTS {CHECKPOINTS} (
+                scope TEXT PRIMARY KEY,
+                from_block {{int}} NOT NULL,
+                block {{int}} NOT NULL,
+                block_hash TEXT NOT NULL,
+                journal_seq {{int}} NOT NULL,
+                journal_hash TEXT NOT NULL,
+                open_rows TEXT NOT NULL,
+                saved_at {{real}} NOT NULL
+            )""",
+        ),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one pass reconciles: a wallet's spends in one token on one chain, from
+    ``from_block`` to ``last`` (whose hash ``last_hash`` was read before any log)."""
+
+    chain: ChainClient
+    usdc: str
+    wallet: str
+    from_block: int
+    last: int
+    last_hash: str | None
+
+    @property
+    def asset(self) -> str:
+        return self.usdc.lower()
+
+    @property
+    def key(self) -> str:
+        return f"{self.chain.chain_id()}:{self.asset}:{self.wallet.lower()}"
+
+
+def _scope(
+    chain: ChainClient, usdc: str, wallet: str, from_block: int, to_block: int | str
+) -> Scope:
+    last = chain.block_number() if to_block == "latest" else int(to_block)
+    return Scope(chain, usdc, wallet, from_block, last, _block_hash(chain, last))
+
+
+def _block_hash(chain: ChainClient, number: int) -> str | None:
+    """Block ``number``'s hash, or None when the chain has no such block (yet, or now)."""
+    found = chain.call(
+        "eth_getBlockByNumber", lambda: raw_rpc(chain.w3, "eth_getBlockByNumber", [hex(number), False])
+    )
+    return str(found["hash"]).lower() if isinstance(found, dict) and found.get("hash") else None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a pass whose ledger check was clean proved, for the next pass to start from.
+
+    Every row the journal had written by entry ``journal_seq`` (hash ``journal_hash``) and
+    that the pass closed was accounted for by the chain through ``block`` (hash
+    ``block_hash``): settled by a log in range or an authorization the token shows used,
+    failed or cancelled as the chain decided. ``open`` lists the rows it could not close
+    (pending, unproven, unbacked): the next pass reads them again. The block's hash is what
+    makes skipping safe: a chain that lost or replaced any block up to ``block`` has
+    another hash there (each block commits to its parent), and the next pass is full."""
+
+    from_block: int
+    block: int
+    block_hash: str
+    journal_seq: int
+    journal_hash: str
+    open: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Start:
+    checkpoint: Checkpoint
+    since: Since
+
+
+def _start(store: Store, scope: Scope) -> _Start | None:
+    """The checkpoint a pass over ``scope`` can start from, with the journal checked since
+    it; None (a full pass) when there is none or the chain or the journal moved under it."""
+    migrate(store.db, "wallet_reconcile", _MIGRATIONS)
+    found = store.query(f"SELECT * FROM {CHECKPOINTS} WHERE scope = ?", (scope.key,))
+    if not found:
+        return None
+    row = found[0]
+    point = Checkpoint(cell_int(row["from_block"]), cell_int(row["block"]), str(row["block_hash"]),
+                       cell_int(row["journal_seq"]), str(row["journal_hash"]),
+                       tuple(json.loads(str(row["open_rows"]))))
+    if point.from_block != scope.from_block or point.block > scope.last:
+        return None
+    if _block_hash(scope.chain, point.block) != point.block_hash:
+        log.warning("reconcile: block %d is not the one the checkpoint proved (the chain lost "
+                    "or replaced blocks): a full pass", point.block)
+        return None
+    since = verify_since(store, point.journal_seq, point.journal_hash)
+    return None if since is None else _Start(point, since)
+
+
+def _keep_checkpoint(store: Store, scope: Scope, report: ReconcileReport, head: int) -> None:
+    """Save where ``report``'s pass leaves the ledger proven; a pass that found the ledger
+    tampered with leaves none (the next pass is full, and names it again)."""
+    migrate(store.db, "wallet_reconcile", _MIGRATIONS)
+    check = report.ledger_check
+    with store.transaction(durable=False) as tx:  # lost, the next pass is a full one
+        if check is None or not check.ok or scope.last_hash is None:
+            tx.execute(f"DELETE FROM {CHECKPOINTS} WHERE scope = ?", (scope.key,))
+            return
+        held = {r.id for r in report.pending} | {r.id for r in report.unproven}
+        held |= {u.ledger_id for u in report.unbacked} | set(report.rolled_back)
+        tx.execute(
+            f"INSERT INTO {CHECKPOINTS} (scope, from_block, block, block_hash, journal_seq, "
+            "journal_hash, open_rows, saved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (scope) DO UPDATE SET from_block = excluded.from_block, "
+            "block = excluded.block, block_hash = excluded.block_hash, "
+            "journal_seq = excluded.journal_seq, journal_hash = excluded.journal_hash, "
+            "open_rows = excluded.open_rows, saved_at = excluded.saved_at",
+            (scope.key, scope.from_block, scope.last, scope.last_hash, head, check.head,
+             json.dumps(sorted(held)), time.time()),
+        )
 
 
 def _transfers_out(
@@ -456,8 +639,15 @@ def booked_elsewhere(location: str | Path, standing: VerdictStanding) -> tuple[s
 def _unbacked(ledger: Ledger, standing: VerdictStanding) -> tuple[Unbacked, ...]:
     """Settled and signed rows whose verdict the judge's record does not call consumed for
     that payload and the run the row is booked under."""
+    return _unbacked_of(ledger.by_status("settled", "signed"), standing)
+
+
+def _unbacked_of(rows: Iterable[SpendRow], standing: VerdictStanding) -> tuple[Unbacked, ...]:
+    """:func:`_unbacked` over ``rows`` (a pass from a checkpoint: the rows it read)."""
     found = []
-    for row in ledger.by_status("settled", "signed"):
+    for row in rows:
+        if row.status not in ("settled", "signed"):
+            continue
         said = ("not-issued" if not row.verdict_id
                 else standing(row.verdict_id, row.payload_fingerprint, row.run_id))
         if said != "consumed":

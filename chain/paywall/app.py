@@ -11,15 +11,14 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
-from fastapi import FastAPI, HTTPException, Query
+from fastapi import FastAPI, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse
 from x402 import x402FacilitatorSync, x402ResourceServer
 from x402.http import (
@@ -248,8 +247,6 @@ def _require_price(name: str, amount: object) -> None:
 # -------------------------------------------------------------------------------- app
 
 
-# Long by design: the routes are closures over the state this factory builds (one
-# app, one set of dependencies); split apart they would each take the same state.
 def create_app(
     rpc_url: str,
     usdc: str,
@@ -270,18 +267,11 @@ def create_app(
     ``DevnetError`` when ``usdc`` has no code or the configuration is invalid.
     """
     client = ChainClient(rpc_url, expected_chain_id=chain_id)
-    chain_id = client.chain_id()  # the chain's own: no seller hard-codes one
-    token = to_checksum_address(usdc)
-    if not client.call("eth_getCode", lambda: client.w3.eth.get_code(token)):
-        raise DevnetError(
-            f"no contract at USDC address {token} on {rpc_url} (chain {chain_id}); expected the "
-            "devnet's USDC token. Fix: deploy it (`nib devnet up`) and pass its address."
-        )
+    token = _token(client, usdc, rpc_url)
     if facilitator_account is None:
         facilitator_account = local_dev_account(client, DEPLOYER, "paywall's facilitator")
-    network = f"eip155:{chain_id}"
     state = PaywallState(
-        network=network,
+        network=f"eip155:{client.chain_id()}",  # the chain's own: no seller hard-codes one
         asset=token,
         pay_to=seller or dev_account(SELLER).address,
         prices=prices or {},
@@ -289,124 +279,139 @@ def create_app(
         # authorization signed for "USDC".
         domain=token_domain(client.w3, token),
     )
-
-    signer = DevnetFacilitatorSigner(
-        private_key=facilitator_account.key.hex(),
-        rpc_url=rpc_url,
-        confirmation_timeout_seconds=_CONFIRMATION_TIMEOUT_S,
-    )
-    facilitator = x402FacilitatorSync()
-    facilitator.register([network], ExactEvmFacilitatorScheme(signer))
-    server = x402ResourceServer(InProcessFacilitator(facilitator))
-    # x402 2.25's own annotations disagree on payment_flows' type; the scheme is its own.
-    server.register(network, ExactEvmServerScheme())  # type: ignore[arg-type]
-    routes = {ep.route: _route_config(ep, state) for ep in ENDPOINTS}
-    # Validate here: the middleware's own startup check calls os._exit on a bad route.
-    try:
-        x402HTTPResourceServer(server, routes).initialize()
-    except RouteConfigurationError as exc:
-        raise DevnetError(f"x402 rejected the paywall routes: {exc}") from exc
-    x402_middleware = payment_middleware(routes, server)
+    gate = _x402_gate(state, facilitator_account, rpc_url)
 
     app = FastAPI(title="nib paywall", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.paywall = state
     app.state.facilitator = facilitator_account.address
 
     @app.middleware("http")
-    async def _x402(request: Any, call_next: Any) -> Any:
-        return await x402_middleware(request, call_next)
+    async def _x402(request: Request, call_next: _Next) -> Response:
+        return await gate(request, call_next)
 
+    _add_free_routes(app, client, state, facilitator_account.address)
+    _add_paid_routes(app, client, state)
+    return app
+
+
+#: What the next handler of an ASGI middleware chain is.
+_Next = Callable[[Request], Awaitable[Response]]
+
+
+def _token(client: ChainClient, usdc: str, rpc_url: str) -> str:
+    """``usdc`` checksummed, once the chain shows a contract there."""
+    token = to_checksum_address(usdc)
+    if not client.call("eth_getCode", lambda: client.w3.eth.get_code(token)):
+        raise DevnetError(
+            f"no contract at USDC address {token} on {rpc_url} (chain {client.chain_id()}); "
+            "expected the devnet's USDC token. Fix: deploy it (`nib devnet up`) and pass its "
+            "address."
+        )
+    return token
+
+
+def _x402_gate(
+    state: PaywallState, facilitator_account: LocalAccount, rpc_url: str
+) -> Callable[[Request, _Next], Awaitable[Response]]:
+    """The official x402 middleware over :data:`ENDPOINTS`, settling through an in-process
+    facilitator that sends with ``facilitator_account``."""
+    signer = DevnetFacilitatorSigner(
+        private_key=facilitator_account.key.hex(),
+        rpc_url=rpc_url,
+        confirmation_timeout_seconds=_CONFIRMATION_TIMEOUT_S,
+    )
+    facilitator = x402FacilitatorSync()
+    facilitator.register([state.network], ExactEvmFacilitatorScheme(signer))
+    server = x402ResourceServer(InProcessFacilitator(facilitator))
+    # x402 2.25's own annotations disagree on payment_flows' type; the scheme is its own.
+    server.register(state.network, ExactEvmServerScheme())  # type: ignore[arg-type]
+    routes = {ep.route: _route_config(ep, state) for ep in ENDPOINTS}
+    # Validate here: the middleware's own startup check calls os._exit on a bad route.
+    try:
+        x402HTTPResourceServer(server, routes).initialize()
+    except RouteConfigurationError as exc:
+        raise DevnetError(f"x402 rejected the paywall routes: {exc}") from exc
+    gate: Callable[[Request, _Next], Awaitable[Response]] = payment_middleware(routes, server)
+    return gate
+
+
+#: The free routes, as the catalog lists them beside the paid ones.
+_FREE: tuple[tuple[str, str, str], ...] = (
+    ("health", "/health", "Liveness and chain reachability."),
+    ("catalog", "/catalog", "This listing."),
+)
+
+
+def _catalog(state: PaywallState) -> dict[str, object]:
+    """The seller's listing: every route with its price now, the datasets' keys."""
+    prices_now = state.prices()
+    paid = [
+        {"name": ep.name, "method": "GET", "path": ep.path, "price_atomic": prices_now[ep.name],
+         "price_usdc": decimal_str(Decimal(prices_now[ep.name]) / 10**USDC_DECIMALS, 6),
+         "kind": ep.kind, "facts": [ep.kind], "provides": list(ep.provides),
+         "description": ep.description}
+        for ep in ENDPOINTS
+    ]
+    free = [
+        {"name": name, "method": "GET", "path": path, "price_atomic": 0, "price_usdc": "0",
+         "kind": "free", "facts": [], "provides": [], "description": description}
+        for name, path, description in _FREE
+    ]
+    return {
+        "network": state.network,
+        "asset": state.asset,
+        "asset_decimals": USDC_DECIMALS,
+        "pay_to": state.pay_to,
+        "x402_version": 2,
+        "scheme": "exact",
+        "endpoints": paid + free,
+        "token_symbols": sorted(tokens()),
+        "protocol_names": sorted(protocols()),
+    }
+
+
+def _add_free_routes(app: FastAPI, client: ChainClient, state: PaywallState,
+                     facilitator: str) -> None:
     @app.get("/health")
     def health() -> JSONResponse:
         try:
             block = client.block_number()
         except ChainError as exc:
             return JSONResponse({"status": "degraded", "error": str(exc)}, status_code=503)
-        return JSONResponse(
-            {
-                "status": "ok",
-                "network": network,
-                "chain_id": chain_id,
-                "usdc": token,
-                "pay_to": state.pay_to,
-                "facilitator": facilitator_account.address,
-                "x402_version": 2,
-                "block": block,
-            }
-        )
+        return JSONResponse({
+            "status": "ok", "network": state.network, "chain_id": client.chain_id(),
+            "usdc": state.asset, "pay_to": state.pay_to, "facilitator": facilitator,
+            "x402_version": 2, "block": block,
+        })
 
-    @app.get("/catalog")
-    def catalog() -> dict[str, Any]:
-        prices_now = state.prices()
-        return {
-            "network": network,
-            "asset": token,
-            "asset_decimals": USDC_DECIMALS,
-            "pay_to": state.pay_to,
-            "x402_version": 2,
-            "scheme": "exact",
-            "endpoints": [
-                {
-                    "name": ep.name,
-                    "method": "GET",
-                    "path": ep.path,
-                    "price_atomic": prices_now[ep.name],
-                    "price_usdc": decimal_str(Decimal(prices_now[ep.name]) / 10**USDC_DECIMALS, 6),
-                    "kind": ep.kind,
-                    "facts": [ep.kind],
-                    "provides": list(ep.provides),
-                    "description": ep.description,
-                }
-                for ep in ENDPOINTS
-            ]
-            + [
-                {
-                    "name": "health",
-                    "method": "GET",
-                    "path": "/health",
-                    "price_atomic": 0,
-                    "price_usdc": "0",
-                    "kind": "free",
-                    "facts": [],
-                    "provides": [],
-                    "description": "Liveness and chain reachability.",
-                },
-                {
-                    "name": "catalog",
-                    "method": "GET",
-                    "path": "/catalog",
-                    "price_atomic": 0,
-                    "price_usdc": "0",
-                    "kind": "free",
-                    "facts": [],
-                    "provides": [],
-                    "description": "This listing.",
-                },
-            ],
-            "token_symbols": sorted(tokens()),
-            "protocol_names": sorted(protocols()),
-        }
+    @app.get("/catalog", response_model=None)
+    def catalog() -> dict[str, object]:
+        return _catalog(state)
 
-    @app.get("/analytics/gas")
-    def analytics_gas(blocks: int = Query(20, ge=1, le=256)) -> dict[str, Any]:
+
+def _add_paid_routes(app: FastAPI, client: ChainClient, state: PaywallState) -> None:
+    network, token = state.network, state.asset
+
+    @app.get("/analytics/gas", response_model=None)
+    def analytics_gas(blocks: int = Query(20, ge=1, le=256)) -> dict[str, object]:
         facts = gas_stats(client, blocks)
         return _payload("gas_stats", network, facts, "live devnet blocks")
 
-    @app.get("/analytics/transfers")
-    def analytics_transfers(blocks: int = Query(1000, ge=1, le=100_000)) -> dict[str, Any]:
+    @app.get("/analytics/transfers", response_model=None)
+    def analytics_transfers(blocks: int = Query(1000, ge=1, le=100_000)) -> dict[str, object]:
         facts = transfer_stats(client, token, blocks)
         return _payload("transfer_stats", network, facts, "live devnet Transfer logs")
 
-    @app.get("/datasets/token/{symbol}")
-    def token_sheet(symbol: str) -> dict[str, Any]:
+    @app.get("/datasets/token/{symbol}", response_model=None)
+    def token_sheet(symbol: str) -> dict[str, object]:
         return _sheet("token_factsheet", "token", symbol, symbol.upper(), network, "tokens")
 
-    @app.get("/datasets/protocol/{name}")
-    def protocol_sheet(name: str) -> dict[str, Any]:
+    @app.get("/datasets/protocol/{name}", response_model=None)
+    def protocol_sheet(name: str) -> dict[str, object]:
         return _sheet("protocol_factsheet", "protocol", name, name.lower(), network, "protocols")
 
-    @app.get("/premium/report")
-    def premium_report() -> dict[str, Any]:
+    @app.get("/premium/report", response_model=None)
+    def premium_report() -> dict[str, object]:
         gas = gas_stats(client, 20)
         transfers = transfer_stats(client, token, 1000)
         usdc_sheet = tokens()["USDC"]
@@ -418,8 +423,6 @@ def create_app(
             "congestion": congestion(gas["gas_used_ratio_mean"]),
         }
         return _payload("premium_report", network, facts, "live devnet + shipped datasets")
-
-    return app
 
 
 def _route_config(ep: Endpoint, state: PaywallState) -> RouteConfig:
@@ -443,13 +446,15 @@ def _route_config(ep: Endpoint, state: PaywallState) -> RouteConfig:
     )
 
 
-def _payload(kind: FactKind, network: str, facts: dict[str, str], source: str) -> dict[str, Any]:
+def _payload(
+    kind: FactKind, network: str, facts: dict[str, str], source: str
+) -> dict[str, object]:
     return {"kind": kind, "network": network, "facts": facts, "source": source}
 
 
 def _sheet(
     kind: FactKind, what: str, asked: str, key: str, network: str, dataset: str
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The fact sheet ``key`` of ``dataset`` (tokens or protocols) as a paid answer; 404
     naming what is available when there is none."""
     sheets = tokens() if dataset == "tokens" else protocols()
@@ -481,9 +486,15 @@ class PaywallServer(AppServer):
         usdc: str,
         host: str = "127.0.0.1",
         port: int = 0,
-        **app_options: Any,
+        *,
+        chain_id: int | None = None,
+        seller: str | None = None,
+        facilitator_account: LocalAccount | None = None,
+        prices: Mapping[str, int] | None = None,
     ) -> None:
-        super().__init__(create_app(rpc_url, usdc, **app_options), host, port, name="paywall")
+        app = create_app(rpc_url, usdc, chain_id=chain_id, seller=seller,
+                         facilitator_account=facilitator_account, prices=prices)
+        super().__init__(app, host, port, name="paywall")
         self.state: PaywallState = self.app.state.paywall
 
     def __repr__(self) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-from typing import Any
 
 from eth_account.signers.local import LocalAccount
 from fastapi import FastAPI, Query
@@ -22,9 +21,16 @@ from pydantic import BaseModel, Field
 from x402 import x402FacilitatorSync
 from x402.extensions.bazaar import BAZAAR
 from x402.extensions.payment_identifier import extract_payment_identifier
-from x402.interfaces import FacilitatorExtension
+from x402.interfaces import FacilitatorExtension, VerifyResultContext
 from x402.mechanisms.evm.exact import ExactEvmFacilitatorScheme
-from x402.schemas import parse_payment_payload, parse_payment_requirements
+from x402.schemas import (
+    PaymentPayload,
+    PaymentPayloadV1,
+    PaymentRequirements,
+    PaymentRequirementsV1,
+    parse_payment_payload,
+    parse_payment_requirements,
+)
 
 from chain.client import ChainClient
 from chain.devkeys import DEPLOYER, local_dev_account
@@ -46,8 +52,8 @@ _CONFIRMATION_TIMEOUT_S = 30.0
 
 class _PaymentBody(BaseModel):
     x402Version: int | None = None
-    paymentPayload: dict[str, Any]
-    paymentRequirements: dict[str, Any]
+    paymentPayload: dict[str, object]
+    paymentRequirements: dict[str, object]
 
 
 class _Listed(BaseModel):
@@ -55,7 +61,7 @@ class _Listed(BaseModel):
     method: str = Field(default="GET", pattern="^(GET|POST|MCP|get|post|mcp)$")
     #: MCP only: the tool, and arguments its unpaid call may be probed with.
     tool: str | None = None
-    arguments: dict[str, Any] = Field(default={})
+    arguments: dict[str, object] = Field(default={})
     #: MCP only: "streamable-http" or "sse" (none: the URL's endpoint, else both in turn).
     transport: McpTransport | None = None
 
@@ -64,8 +70,6 @@ class _Register(BaseModel):
     resources: list[_Listed] = Field(max_length=MAX_RESOURCES_PER_SELLER)
 
 
-# Long by design: the routes are closures over the state this factory builds (one
-# app, one set of dependencies); split apart they would each take the same state.
 def create_facilitator_app(
     rpc_url: str,
     *,
@@ -76,10 +80,9 @@ def create_facilitator_app(
     (defaults to the devnet deployer, only on the devnet). ``app.state.catalogue`` is the
     discovery catalogue."""
     client = ChainClient(rpc_url, expected_chain_id=chain_id)
-    chain_id = client.chain_id()  # fail fast, typed; the chain's own id
+    network = f"eip155:{client.chain_id()}"  # fail fast, typed; the chain's own id
     if account is None:
         account = local_dev_account(client, DEPLOYER, "facilitator")
-    network = f"eip155:{chain_id}"
     catalogue = Catalogue()
     facilitator = x402FacilitatorSync()
     signer = DevnetFacilitatorSigner(
@@ -90,67 +93,87 @@ def create_facilitator_app(
     facilitator.register([network], ExactEvmFacilitatorScheme(signer))
     facilitator.register_extension(FacilitatorExtension(key=BAZAAR.key))
 
-    def catalogue_payment(ctx: Any) -> None:
+    def catalogue_payment(ctx: VerifyResultContext) -> None:
         catalogue.add_from_payment(ctx.payment_payload, ctx.requirements)
 
     facilitator.on_after_verify(catalogue_payment)
-    settle_lock = threading.Lock()  # facilitator nonces never race
-    settled: dict[str, tuple[str, dict[str, Any]]] = {}  # payment id -> (payload, receipt)
+    app = FastAPI(title="nib devnet facilitator", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.catalogue = catalogue
+    _add_payment_routes(app, _Settlements(facilitator, network), account.address)
+    _add_discovery_routes(app, catalogue)
+    return app
 
-    def parse(body: _PaymentBody) -> tuple[Any, Any]:
-        payload = parse_payment_payload(body.paymentPayload)
-        return payload, parse_payment_requirements(payload.x402_version, body.paymentRequirements)
 
-    def settle_once(body: _PaymentBody) -> dict[str, Any]:
-        payload, requirements = parse(body)
-        pid = extract_payment_identifier(payload) if payload.x402_version == 2 else None
+def _parse(
+    body: _PaymentBody,
+) -> tuple[PaymentPayload | PaymentPayloadV1, PaymentRequirements | PaymentRequirementsV1]:
+    payload = parse_payment_payload(body.paymentPayload)
+    return payload, parse_payment_requirements(payload.x402_version, body.paymentRequirements)
+
+
+class _Settlements:
+    """Settles through the facilitator one payment at a time (its nonces never race),
+    idempotent on the ``payment-identifier`` extension: a retried payment gets the first
+    receipt, another payment under the same id a conflict."""
+
+    def __init__(self, facilitator: x402FacilitatorSync, network: str) -> None:
+        self.facilitator, self.network = facilitator, network
+        self._lock = threading.Lock()
+        self._settled: dict[str, tuple[str, dict[str, object]]] = {}  # id -> (payload, receipt)
+
+    def settle_once(self, body: _PaymentBody) -> dict[str, object]:
+        payload, requirements = _parse(body)
+        pid = extract_payment_identifier(payload) if isinstance(payload, PaymentPayload) else None
         signed = repr(sorted(payload.payload.items()))
-        with settle_lock:
-            if pid is not None and pid in settled:
-                first_payload, receipt = settled[pid]
+        with self._lock:
+            if pid is not None and pid in self._settled:
+                first_payload, first = self._settled[pid]
                 if first_payload == signed:
-                    return receipt
+                    return first
                 return {
                     "success": False,
                     "errorReason": "payment_identifier_conflict",
                     "errorMessage": f"payment id {pid} was already settled for another payment",
                     "transaction": "",
-                    "network": network,
+                    "network": self.network,
                 }
-            receipt = facilitator.settle(payload, requirements).model_dump(
+            receipt: dict[str, object] = self.facilitator.settle(payload, requirements).model_dump(
                 by_alias=True, exclude_none=True
             )
             if pid is not None and receipt.get("success"):
-                settled[pid] = (signed, receipt)
+                self._settled[pid] = (signed, receipt)
             return receipt
 
-    app = FastAPI(title="nib devnet facilitator", docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.catalogue = catalogue
+
+def _add_payment_routes(app: FastAPI, settlements: _Settlements, sender: str) -> None:
+    facilitator, network = settlements.facilitator, settlements.network
 
     @app.get("/health")
-    def health() -> dict[str, Any]:
-        return {"status": "ok", "network": network, "facilitator": account.address}
+    def health() -> dict[str, object]:
+        return {"status": "ok", "network": network, "facilitator": sender}
 
     @app.get("/supported")
-    def supported() -> dict[str, Any]:
-        out: dict[str, Any] = facilitator.get_supported().model_dump(
+    def supported() -> dict[str, object]:
+        out: dict[str, object] = facilitator.get_supported().model_dump(
             by_alias=True, exclude_none=True
         )
         return out
 
     @app.post("/verify")
-    async def verify(body: _PaymentBody) -> dict[str, Any]:
-        payload, requirements = parse(body)
+    async def verify(body: _PaymentBody) -> dict[str, object]:
+        payload, requirements = _parse(body)
         result = await asyncio.to_thread(facilitator.verify, payload, requirements)
-        out: dict[str, Any] = result.model_dump(by_alias=True, exclude_none=True)
+        out: dict[str, object] = result.model_dump(by_alias=True, exclude_none=True)
         return out
 
     @app.post("/settle")
-    async def settle(body: _PaymentBody) -> dict[str, Any]:
-        return await asyncio.to_thread(settle_once, body)
+    async def settle(body: _PaymentBody) -> dict[str, object]:
+        return await asyncio.to_thread(settlements.settle_once, body)
 
+
+def _add_discovery_routes(app: FastAPI, catalogue: Catalogue) -> None:
     @app.post("/discovery/register")
-    async def register(body: _Register) -> dict[str, Any]:
+    async def register(body: _Register) -> dict[str, object]:
         listed = []
         for entry in body.resources:
             if entry.method.upper() == "MCP" and entry.tool:
@@ -172,7 +195,7 @@ def create_facilitator_app(
         extensions: str | None = None,
         limit: int = Query(100, ge=1, le=1000),
         offset: int = Query(0, ge=0),
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         items = catalogue.items(
             type=type, pay_to=payTo, scheme=scheme, network=network_, extensions=extensions
         )
@@ -192,14 +215,10 @@ def create_facilitator_app(
         extensions: str | None = None,
         limit: int = Query(20, ge=1, le=1000),
         cursor: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         start = int(cursor) if cursor and cursor.isdigit() else 0
         items = catalogue.items(
-            type=type,
-            pay_to=payTo,
-            scheme=scheme,
-            network=network_,
-            extensions=extensions,
+            type=type, pay_to=payTo, scheme=scheme, network=network_, extensions=extensions,
             query=query,
         )
         page = items[start : start + limit]
@@ -210,8 +229,6 @@ def create_facilitator_app(
             "partialResults": False,
             "pagination": {"limit": limit, "cursor": str(start + limit) if more else None},
         }
-
-    return app
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -145,3 +145,38 @@ def test_scale_stores_hold_the_rows_with_their_running_totals(
     hits, total = BetaCalibrator(path).counts(scale.SUBJECT, scale.FACT)
     assert (hits, total) == (200, 300)
     assert len(scale._reserve_ms(path, 3)) == 3
+
+
+def test_a_rows_own_load_and_counted_flag_reach_the_table() -> None:
+    """The load a module sampled around a row (not the window around the whole module)
+    is the one printed, and a counted row is never marked LOADED, however high it was."""
+    from bench.__main__ import _judge_load, _normalise
+
+    quiet = {"text": "0.10-0.20 (0.10 per core)", "per_core": 0.1, "loaded": False}
+    busy = {"text": "5.00-6.00 (3.00 per core)", "per_core": 3.0, "loaded": True}
+    timed = _normalise("m", {"ours": "1", "peer": "2", "ratio": 0.5, "met": True,
+                             "load": quiet}, "")
+    counted = _normalise("m", {"ours": "1", "peer": "2", "ratio": 0.5, "met": True,
+                               "load": busy, "counted": True}, "")
+    for row in (timed, counted):
+        _judge_load(row, row.get("load") or busy)  # busy: the module's whole window
+    assert timed["load"] == quiet and timed["met"] is True
+    assert counted["load"] == busy and counted["met"] is True
+    assert "LOADED" not in counted["notes"]
+
+
+def test_scale_rows_carry_their_spread_and_say_at_least_only_over_the_box() -> None:
+    from bench import scale
+
+    runs = {"audit --run": [(2.0, 100.0)] * 3, "report": [(1.8, 100.0), (1.9, 101.0), (2.1, 99.0)],
+            "reconcile": [(1.5, 90.0)] * 3}
+    results = {n: {"reserve": [0.4, 0.5, 0.6], "reserve_cpu": [0.3], "decide": [5000.0, 5100.0],
+                   **runs} for n in (1_000, 10_000)}
+    results[10_000]["reconcile"] = [(float("inf"), float("nan"))]
+    rows = {r["benchmark"].split(",")[0]: r for r in scale._rows(
+        results, (1_000, 10_000), {"text": "x"})}
+    report = rows["scale: nib report"]
+    assert "(1.80-2.10)" in report["ours"] and "(1.80-2.10)" in report["peer"]
+    assert "p95" in rows["scale: per-payment reserve"]["ours"]
+    reconciled = rows["scale: nib reconcile"]
+    assert "at least" in reconciled["ours"] and "at least" not in reconciled["peer"]

@@ -58,7 +58,9 @@ def audit_cmd(ctx: typer.Context, run: str | None = typer.Option(None, "--run", 
 
 @audit_app.command("reconcile")
 def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
-                  from_block: int = typer.Option(0, "--from-block")) -> None:
+                  from_block: int = typer.Option(0, "--from-block"),
+                  full: bool = typer.Option(False, "--full", help="read every row and log again, "
+                                            "not only what changed since the last reconcile")) -> None:
     """Compare the spend ledger with the wallet's on-chain USDC Transfer logs."""
     from dataclasses import asdict
 
@@ -75,12 +77,15 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
     report = reconcile(
         records, chain, network.usdc or "", address, from_block,
         verdict_standing=VerdictRecords(records).standing, abandon=_canceller(settings),
+        checkpoint=not full,
     )
     if as_json:
         emit_json(report.to_dict())
     else:
         out.print(f"matched {len(report.matched)} · unmatched on chain {len(report.unmatched_onchain)} · "
-                  f"unmatched in ledger {len(report.unmatched_ledger)}")
+                  f"unmatched in ledger {len(report.unmatched_ledger)}"
+                  + (f" · rows proven through block {report.proven_through} not read again (--full)"
+                     if report.proven_through is not None else ""))
         for item in report.unmatched_onchain:
             out.print(f"[red]ALARM[/] money left the wallet without an audited spend: {asdict(item)}")
         for rid in report.rolled_back:
