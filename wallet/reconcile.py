@@ -224,16 +224,15 @@ def reconcile(
     own = not isinstance(db_path, Store)
     store = Store(db_path) if not isinstance(db_path, Store) else db_path
     try:
-        scope = _scope(chain, usdc, wallet_address, from_block, to_block)
-        start = _start(store, scope) if checkpoint and to_block == "latest" else None
-        report, rows = _reconcile(store, scope, start, clock, abandon)
+        start, check, scope = _begin(store, chain, usdc, wallet_address, from_block, to_block,
+                                     checkpoint=checkpoint and to_block == "latest")
+        report, rows = _reconcile(store, scope, start, check, clock, abandon)
         if verdict_standing is not None:
             found = (_unbacked(Ledger(store), verdict_standing) if start is None else
                      _unbacked_of(_reread(Ledger(store), rows), verdict_standing))
             report = replace(report, unbacked=found)
         if checkpoint and to_block == "latest":
-            check = report.ledger_check
-            head = start.since.seq if start is not None else (check.entries if check else 0)
+            head = start.since.seq if start is not None else check.entries
             _keep_checkpoint(store, scope, report, head)
         if emit is not None:
             emit("wallet.reconciled", _reconciled_event(report, ledger_ok=_ledger_ok(report)))
@@ -251,13 +250,14 @@ def _reconcile(
     store: Store,
     scope: Scope,
     start: _Start | None,
+    ledger_check: LedgerCheck,
     clock: Callable[[], float],
     abandon: Abandon | None = None,
 ) -> tuple[ReconcileReport, list[str]]:
     """One pass; returns its report and the ids of the rows it looked at."""
     ledger = Ledger(store)
     chain, usdc, wallet = scope.chain, scope.usdc, scope.wallet.lower()
-    ledger_check, rows, log_from = _rows(ledger, scope, start)
+    rows, log_from = _rows(ledger, scope, start)
     position = {r.id: i for i, r in enumerate(rows)}
     last = scope.last
     pool = _transfers_out(chain, usdc, wallet, log_from, last)
@@ -307,23 +307,17 @@ def _reconcile(
     return report, [r.id for r in rows]
 
 
-def _rows(
-    ledger: Ledger, scope: Scope, start: _Start | None
-) -> tuple[LedgerCheck, list[SpendRow], int]:
-    """The ledger check, the rows a pass looks at and the first block whose logs it reads.
-
-    The ledger is checked before any row is read or changed: a forged or moved row must
-    not be "matched" into looking clean. A full pass checks the whole journal and reads
-    every row; a pass from a checkpoint checks the entries since and reads the rows they
-    wrote plus the ones it left open, by primary key."""
+def _rows(ledger: Ledger, scope: Scope, start: _Start | None) -> tuple[list[SpendRow], int]:
+    """The rows a pass looks at and the first block whose logs it reads: every row (a full
+    pass), or the rows the journal wrote since the checkpoint plus the ones it left open,
+    by primary key."""
     if start is None:
-        check = verify(ledger.store)
         rows = [r for r in ledger.by_status(*_CLAIM_ORDER) if r.asset.lower() == scope.asset]
-        return check, rows, scope.from_block
+        return rows, scope.from_block
     ids = start.since.spend_ids | set(start.checkpoint.open)
     rows = [r for r in _reread(ledger, ids)
             if r.asset.lower() == scope.asset and r.status in _CLAIM_ORDER]
-    return start.since.check, rows, start.checkpoint.block + 1
+    return rows, start.checkpoint.block + 1
 
 
 def _reread(ledger: Ledger, ids: Iterable[str]) -> list[SpendRow]:
@@ -381,7 +375,12 @@ class Scope:
 
     @property
     def key(self) -> str:
-        return f"{self.chain.chain_id()}:{self.asset}:{self.wallet.lower()}"
+        return _scope_key(self.chain, self.usdc, self.wallet)
+
+
+def _scope_key(chain: ChainClient, usdc: str, wallet: str) -> str:
+    """The checkpoint's key: one per chain, token and wallet."""
+    return f"{chain.chain_id()}:{usdc.lower()}:{wallet.lower()}"
 
 
 def _scope(
@@ -425,35 +424,60 @@ class _Start:
     since: Since
 
 
-def _start(store: Store, scope: Scope) -> _Start | None:
-    """The checkpoint a pass over ``scope`` can start from, with the journal checked since
-    it; None (a full pass) when there is none or the chain or the journal moved under it."""
+def _begin(
+    store: Store,
+    chain: ChainClient,
+    usdc: str,
+    wallet: str,
+    from_block: int,
+    to_block: int | str,
+    *,
+    checkpoint: bool,
+) -> tuple[_Start | None, LedgerCheck, Scope]:
+    """Where a pass starts (its checkpoint, or None for a full pass), the ledger check and
+    the range.
+
+    The ledger is checked before any row is read or changed: a forged or moved row must
+    not be "matched" into looking clean. The journal is read before the chain's head: the
+    wallet records a payment settled only once its transaction is mined, so every row the
+    journal holds as settled then was mined by the head read after, within the range the
+    checkpoint then says is proven."""
+    point = _load_checkpoint(store, _scope_key(chain, usdc, wallet)) if checkpoint else None
+    if point is not None and point.from_block == from_block:
+        since = verify_since(store, point.journal_seq, point.journal_hash)
+        if since is not None:
+            scope = _scope(chain, usdc, wallet, from_block, to_block)
+            if point.block <= scope.last and _block_hash(chain, point.block) == point.block_hash:
+                return _Start(point, since), since.check, scope
+            log.warning("reconcile: block %d is not the one the checkpoint proved (the chain "
+                        "lost or replaced blocks): a full pass", point.block)
+    check = verify(store)
+    return None, check, _scope(chain, usdc, wallet, from_block, to_block)
+
+
+def _load_checkpoint(store: Store, key: str) -> Checkpoint | None:
     migrate(store.db, "wallet_reconcile", _MIGRATIONS)
-    found = store.query(f"SELECT * FROM {CHECKPOINTS} WHERE scope = ?", (scope.key,))
+    found = store.query(f"SELECT * FROM {CHECKPOINTS} WHERE scope = ?", (key,))
     if not found:
         return None
     row = found[0]
-    point = Checkpoint(cell_int(row["from_block"]), cell_int(row["block"]), str(row["block_hash"]),
-                       cell_int(row["journal_seq"]), str(row["journal_hash"]),
-                       tuple(json.loads(str(row["open_rows"]))))
-    if point.from_block != scope.from_block or point.block > scope.last:
-        return None
-    if _block_hash(scope.chain, point.block) != point.block_hash:
-        log.warning("reconcile: block %d is not the one the checkpoint proved (the chain lost "
-                    "or replaced blocks): a full pass", point.block)
-        return None
-    since = verify_since(store, point.journal_seq, point.journal_hash)
-    return None if since is None else _Start(point, since)
+    return Checkpoint(cell_int(row["from_block"]), cell_int(row["block"]), str(row["block_hash"]),
+                      cell_int(row["journal_seq"]), str(row["journal_hash"]),
+                      tuple(json.loads(str(row["open_rows"]))))
 
 
 def _keep_checkpoint(store: Store, scope: Scope, report: ReconcileReport, head: int) -> None:
     """Save where ``report``'s pass leaves the ledger proven; a pass that found the ledger
-    tampered with leaves none (the next pass is full, and names it again)."""
+    tampered with leaves none (the next pass is full, and names it again), and one that
+    found money gone without a row keeps the checkpoint it started from (the next pass
+    reads those logs again and reports them again)."""
     migrate(store.db, "wallet_reconcile", _MIGRATIONS)
     check = report.ledger_check
     with store.transaction(durable=False) as tx:  # lost, the next pass is a full one
         if check is None or not check.ok or scope.last_hash is None:
             tx.execute(f"DELETE FROM {CHECKPOINTS} WHERE scope = ?", (scope.key,))
+            return
+        if report.unmatched_onchain:
             return
         held = {r.id for r in report.pending} | {r.id for r in report.unproven}
         held |= {u.ledger_id for u in report.unbacked} | set(report.rolled_back)

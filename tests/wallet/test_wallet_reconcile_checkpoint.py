@@ -11,8 +11,8 @@ from typing import Any
 from _wallet_support import AGENT_ADDRESS, ONE_USDC, approve, quote, submit_authorization
 
 from chain.client import ChainClient
-from chain.devkeys import DEPLOYER, OUTSIDER, dev_account
-from chain.usdc import mint
+from chain.devkeys import AGENT, DEPLOYER, OUTSIDER, dev_account
+from chain.usdc import mint, transfer
 from judge.verdict import VerdictSigner
 from wallet.reconcile import reconcile
 from wallet.signer import SignedTypedData, Wallet
@@ -158,3 +158,19 @@ def test_a_row_edited_since_the_checkpoint_is_named_and_a_cut_journal_makes_a_fu
     conn.close()
     cut = _reconcile(db_path, client, chain, start)  # the checkpoint's entry is gone
     assert cut.proven_through is None and not cut.clean
+
+
+def test_money_gone_without_a_row_is_reported_by_every_pass_after(
+    chain: Any, wallet: Wallet, judge_signer: VerdictSigner, db_path: Any
+) -> None:
+    """USDC sent with the wallet's key but not through the wallet stays an alarm: the pass
+    that found it does not move the checkpoint past it, so later passes read it again."""
+    start = chain.w3.eth.block_number + 1
+    client = ChainClient(chain.rpc_url, chain.chain_id)
+    _pay(chain, wallet, judge_signer)
+    assert _reconcile(db_path, client, chain, start).clean
+    rogue = transfer(chain.w3, chain.usdc, dev_account(AGENT), dev_account(OUTSIDER).address, 7)
+    for _ in range(2):
+        found = _reconcile(db_path, client, chain, start)
+        assert [t.tx_hash for t in found.unmatched_onchain] == [rogue.lower()], found.to_dict()
+        _pay(chain, wallet, judge_signer)  # the wallet goes on paying meanwhile
