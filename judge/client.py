@@ -180,8 +180,10 @@ class JudgeClient:
             verify_verdict(verdict, self.trusted_judge)
         return verdict
 
-    def decide_free(self, tool: str, calls_so_far: int) -> FreeDecision:
-        answer = self._call(ops.FREE, {"tool": tool, "calls_so_far": calls_so_far})
+    def decide_free(self, tool: str, calls_so_far: int = 0) -> FreeDecision:
+        """The service's ruling on one free read of ``tool``. ``calls_so_far`` is not sent:
+        the service counts the task's reads itself (an allowed ruling counts one)."""
+        answer = self._call(ops.FREE, {"tool": tool})
         return free_from_wire(answer)
 
     def recheck(self, verdict: Verdict) -> None:

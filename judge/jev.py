@@ -172,6 +172,8 @@ class Judge:
         #: seller origin admits that payTo for the purchase it quotes.
         self._pay_to_of = pay_to_of
         self._lock = threading.Lock()
+        #: Free reads allowed over the wire, per (task, tool): the judge's own count.
+        self._free_reads: dict[tuple[str, str], int] = {}
         self._deciding = threading.Lock()  # a task's budget is read and spent atomically
 
     def __repr__(self) -> str:
@@ -185,7 +187,18 @@ class Judge:
     # -- free reads -------------------------------------------------------------------
 
     def decide_free(self, tool: str, calls_so_far: int) -> FreeDecision:
+        """In-process: a ruling on the run's own count (the caller is the run itself)."""
         return self.free_policy.decide_free(tool, calls_so_far)
+
+    def count_free(self, task_id: str, tool: str) -> FreeDecision:
+        """A free read asked for over the wire: ruled on the judge's own count of the task's
+        reads of ``tool``, never a count the caller sends; an allowed read counts one."""
+        with self._lock:
+            n = self._free_reads.get((task_id, tool), 0)
+            decision = self.free_policy.decide_free(tool, n)
+            if decision.allowed:
+                self._free_reads[(task_id, tool)] = n + 1
+        return decision
 
     # -- paid calls ------------------------------------------------------------------
 

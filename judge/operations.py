@@ -60,8 +60,9 @@ class Registered(TypedDict, total=False):
 
 
 class FreeRequest(TypedDict):
+    """A free read's ruling; the judge counts the task's reads itself (no count is sent)."""
+
     tool: str
-    calls_so_far: int
 
 
 class VerdictIdRequest(TypedDict):

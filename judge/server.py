@@ -38,7 +38,7 @@ from judge.jev import Judge, PaidCallRequest
 from judge.operations import OPERATIONS
 from judge.tasks import TASK_TOKEN, WORKER_TOKEN, TaskLimits
 from judge.verdict import SCHEME, parse_verdict
-from judge.wire import check_handlers, free_to_wire, wire_int
+from judge.wire import check_handlers, free_to_wire
 
 __all__ = ["JudgeServer", "create_app", "serve"]
 
@@ -173,9 +173,9 @@ class _Handlers:
             _only(own, offer.task_id, "a payment")
         return self.judge.decide(request).model_dump()
 
-    def free(self, body: dict[str, object], _own: str | None) -> dict[str, object]:
-        decision = self.judge.decide_free(str(body["tool"]), wire_int(body["calls_so_far"]))
-        return free_to_wire(decision)
+    def free(self, body: dict[str, object], own: str | None) -> dict[str, object]:
+        # The count is the judge's, per task the token acts for; a count in the body is ignored.
+        return free_to_wire(self.judge.count_free(own or "", str(body["tool"])))
 
     def recheck(self, body: dict[str, object], own: str | None) -> dict[str, object]:
         verdict = parse_verdict(body)

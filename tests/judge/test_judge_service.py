@@ -118,7 +118,7 @@ def test_typed_errors_cross_the_wire(client: JudgeClient) -> None:
 
 
 def test_malformed_bodies_are_request_errors(server: JudgeServer) -> None:
-    response = httpx.post(f"{server.url}/v1/free", json={"tool": "x"}, trust_env=False, headers={"Authorization": f"Bearer {TOKEN}"})
+    response = httpx.post(f"{server.url}/v1/free", json={"tools": "x"}, trust_env=False, headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 422
     assert response.json()["error"]["type"] == "JudgeRequestInvalid"
 
@@ -220,3 +220,26 @@ def test_a_service_with_a_token_answers_only_clients_that_send_it(judge: Judge) 
         verdict = insider.decide(_request())
         assert verdict.decision == "approve"
         assert "s3cret-token" not in repr(insider)
+
+
+def test_free_reads_are_counted_by_the_judge_per_task_not_by_the_caller() -> None:
+    """An agent that sends ``calls_so_far: 0`` every time still gets only its task's
+    allowance; another task's allowance is its own."""
+    from judge.policy import FreePolicyRow, FreeReadPolicy
+    from judge.tasks import TaskLimits
+
+    judge = Judge(VerdictSigner(dev_account(JUDGE)), allowed_assets={31337: [USDC]},
+                  free_policy=FreeReadPolicy([FreePolicyRow("base_fee", max_calls_per_run=2)]))
+    tokens = []
+    for task in ("task-a", "task-b"):
+        judge.register_task(TaskLimits(task_id=task, spend_cap=1_000_000, per_call_cap=100_000,
+                                       approval_threshold=None, recipients=(), sellers=()))
+        tokens.append(judge.tasks.issue_token("task", task))
+    with JudgeServer(judge, token=TOKEN) as srv:
+        def free(token: str) -> str:
+            answer = httpx.post(f"{srv.url}/v1/free", json={"tool": "base_fee", "calls_so_far": 0},
+                                trust_env=False, headers={"Authorization": f"Bearer {token}"})
+            return str(answer.json().get("outcome", answer.text))
+
+        assert [free(tokens[0]) for _ in range(3)] == ["allowed", "allowed", "refused"]
+        assert free(tokens[1]) == "allowed"
