@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
 
 from agent.loop.result import StopReason
 from agent.store import QUEUE, ensure_tables
-from judge.storage import Database, Location, cell_int, open_database
+from judge.storage import Database, Location, cell_float, cell_int, open_database
 
 __all__ = [
     "QUEUE",
@@ -33,6 +33,8 @@ __all__ = [
     "QueuedTask",
     "TaskQueue",
 ]
+
+_T = TypeVar("_T")
 
 #: queued: waiting; running: a worker holds it (lease); recovering: its worker's lease ran
 #: out and a recoverer is settling its money state; finished / stopped: the run ended
@@ -58,9 +60,27 @@ class QueuedTask:
     note: str
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> QueuedTask:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in row.items() if k in names})
+    def from_row(cls, row: Mapping[str, object]) -> QueuedTask:
+        """The task a queue row (``SELECT *``) holds; other columns are ignored."""
+        return cls(
+            id=str(row["id"]),
+            task=str(row["task"]),
+            max_spend=_or_none(cell_int, row["max_spend"]),
+            status=str(row["status"]),
+            worker=_or_none(str, row["worker"]),
+            attempts=cell_int(row["attempts"]),
+            lease_until=_or_none(cell_float, row["lease_until"]),
+            created_at=cell_float(row["created_at"]),
+            started_at=_or_none(cell_float, row["started_at"]),
+            ended_at=_or_none(cell_float, row["ended_at"]),
+            stop_reason=_or_none(str, row["stop_reason"]),
+            note=str(row["note"]),
+        )
+
+
+def _or_none(read: Callable[[object], _T], cell: object) -> _T | None:
+    """A nullable cell: None stays None, anything else is read by ``read``."""
+    return None if cell is None else read(cell)
 
 
 class TaskQueue:

@@ -16,20 +16,22 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import requests
+from eth_typing import ABI
 from eth_utils import to_checksum_address
 from web3 import Web3
+from web3.contract import Contract
 from web3.exceptions import TransactionNotFound, Web3RPCError
-from web3.types import RPCEndpoint
+from web3.types import BlockData, RPCEndpoint, TxReceipt
 
 from chain.errors import RpcError, RpcUnreachable, WrongChain
 from chain.networks import ANVIL_CHAIN_ID
 
 T = TypeVar("T")
 
-_ERC20_ABI: list[dict[str, Any]] = [
+_ERC20_ABI: ABI = [
     {"name": "balanceOf", "type": "function", "stateMutability": "view",
      "inputs": [{"name": "a", "type": "address"}], "outputs": [{"name": "", "type": "uint256"}]},
     {"name": "decimals", "type": "function", "stateMutability": "view",
@@ -70,7 +72,7 @@ class Receipt:
     to: str | None
 
 
-def raw_rpc(w3: Web3, method: str, params: list[Any], name: str | None = None) -> Any:
+def raw_rpc(w3: Web3, method: str, params: list[object], name: str | None = None) -> object:
     """The ``result`` of one read-only JSON-RPC request to ``w3``'s node.
 
     No middleware and no result formatters (hex stays hex), over a kept-alive
@@ -84,7 +86,7 @@ def raw_rpc(w3: Web3, method: str, params: list[Any], name: str | None = None) -
     provider = w3.provider
     url = str(getattr(provider, "endpoint_uri", None) or type(provider).__name__)
     target = _plain_http(url)
-    resp: Any
+    resp: object
     if target is None:
         resp = provider.make_request(RPCEndpoint(method), params)
     else:
@@ -132,7 +134,7 @@ def _plain_http(url: str) -> _Target | None:
     return parts.scheme, host, port, path
 
 
-def _post_json(target: _Target, timeout: float, body: dict[str, Any]) -> tuple[int, bytes]:
+def _post_json(target: _Target, timeout: float, body: dict[str, object]) -> tuple[int, bytes]:
     """POST ``body`` as JSON on this thread's kept-alive connection to ``target``: the
     HTTP status and the body."""
     scheme, host, port, path = target
@@ -210,9 +212,8 @@ class ChainClient:
     def block_number(self) -> int:
         return int(self.call("eth_blockNumber", lambda: self.w3.eth.block_number))
 
-    def block(self, block: int | str = "latest") -> dict[str, Any]:
-        data = self.call("eth_getBlockByNumber", lambda: self.w3.eth.get_block(block))  # type: ignore[arg-type]
-        return dict(data)
+    def block(self, block: int | str = "latest") -> BlockData:
+        return self.call("eth_getBlockByNumber", lambda: self.w3.eth.get_block(block))  # type: ignore[arg-type]
 
     def block_timestamp(self, block: int | str = "latest") -> int:
         """The block's timestamp by one raw eth_getBlockByNumber (no transactions): the
@@ -246,7 +247,7 @@ class ChainClient:
         addr = to_checksum_address(address)
         return int(self.call("eth_getBalance", lambda: self.w3.eth.get_balance(addr)))
 
-    def _erc20(self, token: str) -> Any:
+    def _erc20(self, token: str) -> Contract:
         return self.w3.eth.contract(address=to_checksum_address(token), abi=_ERC20_ABI)
 
     def token_balance(self, token: str, address: str) -> int:
@@ -268,7 +269,7 @@ class ChainClient:
 
     def _word(self, token: str, name: str, data: str) -> int:
         """The one 32-byte word a view call ``name`` of ``token`` answers, as an int."""
-        params: list[Any] = [{"to": to_checksum_address(token), "data": data}, "latest"]
+        params: list[object] = [{"to": to_checksum_address(token), "data": data}, "latest"]
         result = self.call(name, lambda: raw_rpc(self.w3, "eth_call", params, name))
         raw = bytes.fromhex(str(result or "0x").removeprefix("0x"))
         if len(raw) != 32:
@@ -296,7 +297,7 @@ class ChainClient:
     def receipt(self, tx_hash: str) -> Receipt | None:
         """The receipt of ``tx_hash``, or None while it is not mined."""
 
-        def fetch() -> Any:
+        def fetch() -> TxReceipt | None:
             try:
                 return self.w3.eth.get_transaction_receipt(tx_hash)  # type: ignore[arg-type]
             except TransactionNotFound:
@@ -329,7 +330,7 @@ class ChainClient:
         ``direction`` is ``"out"`` (address is the sender), ``"in"`` or ``"any"``.
         """
         topic_addr = None if address is None else "0x" + address.lower().removeprefix("0x").rjust(64, "0")
-        queries: list[list[Any]] = []
+        queries: list[list[str | None]] = []
         if topic_addr is None:
             queries.append([TRANSFER_TOPIC])
         else:
@@ -358,7 +359,7 @@ class ChainClient:
         return sorted(seen.values(), key=lambda t: (t.block_number, t.log_index))
 
 
-def _hex(value: Any) -> str:
+def _hex(value: object) -> str:
     if isinstance(value, bytes | bytearray):
         return "0x" + bytes(value).hex()
     text = str(value.hex()) if hasattr(value, "hex") and not isinstance(value, str) else str(value)

@@ -23,13 +23,16 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from chain.client import ChainClient
 from chain.devkeys import AGENT, DEVNET_CHAIN_ID, SELLER, dev_account
 from chain.devtoken import TokenKind, check_token, fund, provision
 from chain.errors import AnvilMissing, ChainError, DevnetError
 from chain.home import nib_home
+
+if TYPE_CHECKING:  # chain.networks loads x402 on import; the devnet needs it only for a twin
+    from chain.networks import Network
 
 ANVIL_VERSION = "1.7.1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -423,7 +426,7 @@ class TokenChoice:
         return None
 
 
-def _twin_network(name: str) -> Any:
+def _twin_network(name: str) -> Network:
     from chain.networks import NETWORKS
 
     net = NETWORKS.get(name)
@@ -504,6 +507,7 @@ def _provision(info: DevnetInfo, choice: TokenChoice) -> None:
     if choice.twin:
         net = _twin_network(choice.twin)
         info.token = "circle"
+        assert net.domain is not None  # _twin_network refuses a network without one
         info.usdc = provision(info.rpc_url, "circle", at=net.usdc, name=net.domain[0])
     else:
         info.token = choice.kind or "test"

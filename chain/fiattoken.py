@@ -17,14 +17,13 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from eth_account.signers.local import LocalAccount
-from eth_typing import ChecksumAddress
+from eth_typing import ABI, ChecksumAddress
 from web3 import Web3
 
 from chain.errors import DevnetError
-from chain.usdc import _rpc, _transact, _url
+from chain.usdc import ContractArtifact, _rpc, _transact, _url
 
 __all__ = [
     "FIATTOKEN_PACKAGE",
@@ -66,10 +65,10 @@ class FiatTokenRoles:
 
 
 @cache
-def _artifact(rel: str) -> dict[str, Any]:
+def _artifact(rel: str) -> ContractArtifact:
     path = _ARTIFACTS / rel
     try:
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        data: ContractArtifact = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DevnetError(
             f"Circle's compiled FiatToken artifact {rel} is missing (looked in {_ARTIFACTS}); "
@@ -79,7 +78,7 @@ def _artifact(rel: str) -> dict[str, Any]:
     return data
 
 
-def fiat_token_abi() -> list[dict[str, Any]]:
+def fiat_token_abi() -> ABI:
     """FiatTokenV2_2's ABI, from Circle's artifact."""
     return list(_artifact(_IMPLEMENTATION)["abi"])
 
@@ -98,12 +97,16 @@ def _linked_bytecode(rel: str, libraries: dict[str, str]) -> str:
 
 
 def _deploy(
-    w3: Web3, who: LocalAccount, rel: str, *args: Any, libraries: dict[str, str] | None = None
+    w3: Web3, who: LocalAccount, rel: str, *args: object, libraries: dict[str, str] | None = None
 ) -> ChecksumAddress:
     art = _artifact(rel)
     factory = w3.eth.contract(abi=art["abi"], bytecode=_linked_bytecode(rel, libraries or {}))
-    receipt = _transact(w3, who, factory.constructor(*args), what=f"deploy of {art['contractName']}")
-    return Web3.to_checksum_address(receipt["contractAddress"])
+    what = f"deploy of {art['contractName']}"
+    address = _transact(w3, who, factory.constructor(*args), what=what)["contractAddress"]
+    if address is None:
+        raise DevnetError(f"the {what} left no contract address in its receipt; expected one. "
+                          "Fix: check the node is Anvil and the artifact is a deployable contract.")
+    return Web3.to_checksum_address(address)
 
 
 def deploy_fiat_token(
@@ -155,7 +158,7 @@ def _place(w3: Web3, proxy: ChecksumAddress, target: ChecksumAddress) -> Checksu
     return target
 
 
-def _anvil(w3: Web3, method: str, params: list[Any]) -> Any:
+def _anvil(w3: Web3, method: str, params: list[object]) -> object:
     resp = _rpc(w3, method, lambda: w3.provider.make_request(method, params))  # type: ignore[arg-type]
     if "error" in resp:
         raise DevnetError(

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any
 
 __all__ = ["exports"]
 
 
-def exports(package: str, homes: Mapping[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
+def exports(package: str, homes: Mapping[str, str], namespace: dict[str, object]) -> Callable[[str], object]:
     """A module ``__getattr__`` for ``package``: each name in ``homes`` is imported from
     the module named there when first asked for, then kept in ``namespace``."""
 
-    def __getattr__(name: str) -> Any:  # noqa: N807 - the module hook's own name
+    def __getattr__(name: str) -> object:  # noqa: N807 - the module hook's own name
         home = homes.get(name)
         if home is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
+
+if TYPE_CHECKING:  # mcp loads on the first call, not on import
+    from mcp import ClientSession
+    from mcp.types import CallToolResult
 
 __all__ = ["ENDPOINTS", "MCP_TRANSPORTS", "McpTransport", "McpUnreachable", "call_tool", "split_endpoint"]
 
@@ -39,7 +43,7 @@ def split_endpoint(url: str) -> tuple[str, McpTransport | None]:
 
 
 @asynccontextmanager
-async def _session(url: str, transport: McpTransport, timeout_s: float) -> AsyncIterator[Any]:
+async def _session(url: str, transport: McpTransport, timeout_s: float) -> AsyncIterator[ClientSession]:
     from mcp import ClientSession
 
     if transport == "sse":
@@ -69,12 +73,12 @@ def _reason(exc: BaseException) -> str:
 async def call_tool(
     server: str,
     tool: str,
-    arguments: dict[str, Any],
+    arguments: dict[str, object],
     *,
     transport: McpTransport | None = None,
-    meta: dict[str, Any] | None = None,
+    meta: dict[str, object] | None = None,
     timeout_s: float = 30.0,
-) -> tuple[Any, McpTransport]:
+) -> tuple[CallToolResult, McpTransport]:
     """Call ``tool`` on the MCP server at ``server``; ``(CallToolResult, transport used)``.
 
     ``transport`` (or the endpoint ``server`` ends in) is the only one tried; otherwise

@@ -19,17 +19,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal, TypedDict, TypeVar
+from typing import Literal, TypedDict, TypeVar, cast
 
 import requests
 from eth_account.signers.local import LocalAccount
+from eth_account.types import TransactionDictType
+from eth_typing import ABI
 from web3 import Web3
 from web3.contract import Contract
+from web3.contract.contract import ContractConstructor, ContractFunction
 from web3.exceptions import (
     ContractLogicError,
     TimeExhausted,
     Web3RPCError,
 )
+from web3.types import FilterParams, TxParams, TxReceipt
 
 from chain.client import raw_rpc
 from chain.errors import (
@@ -122,10 +126,30 @@ _PERMIT_FIELDS = [
 _ARTIFACT_KEYS = ("abi", "bytecode", "contractName", "deployedBytecode", "sourceHash")
 
 
+class LinkReference(TypedDict):
+    """Where a library's address goes in unlinked creation code (offsets in bytes)."""
+
+    start: int
+    length: int
+
+
+class ContractArtifact(TypedDict, total=False):
+    """A compiled contract as its build artifact's JSON gives it (TestUSDC's, Circle's)."""
+
+    abi: ABI
+    bytecode: str
+    deployedBytecode: str
+    contractName: str
+    sourceHash: str
+    compiler: str
+    #: source file -> library name -> where its address goes
+    linkReferences: dict[str, dict[str, list[LinkReference]]]
+
+
 # --------------------------------------------------------------------------- artifact
 
 
-def load_artifact(path: Path | None = None) -> dict[str, Any]:
+def load_artifact(path: Path | None = None) -> ContractArtifact:
     """Return the TestUSDC build artifact (abi, bytecode, compiler, sourceHash, ...).
 
     ``path`` defaults to :data:`ARTIFACT_PATH`. Raises when the file is missing or malformed.
@@ -135,10 +159,10 @@ def load_artifact(path: Path | None = None) -> dict[str, Any]:
 
 
 @cache
-def _load_artifact(path: Path) -> dict[str, Any]:
+def _load_artifact(path: Path) -> ContractArtifact:
     fix = "Fix: rebuild it with `node contracts/build.mjs` from the repository root"
     try:
-        artifact = json.loads(path.read_text(encoding="utf-8"))
+        artifact: ContractArtifact = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DevnetError(f"TestUSDC artifact not found at {path}. {fix}.") from None
     except json.JSONDecodeError as exc:
@@ -223,17 +247,19 @@ def _require_amount(amount: int) -> None:
         )
 
 
-def _transact(w3: Web3, account: LocalAccount, fn: Any, *, what: str) -> Any:
+def _transact(
+    w3: Web3, account: LocalAccount, fn: ContractFunction | ContractConstructor, *, what: str
+) -> TxReceipt:
     """Build (gas estimated by the node), sign locally, send, and wait for a successful receipt."""
 
-    def build() -> dict[str, Any]:
-        params = {
+    def build() -> TxParams:
+        params: TxParams = {
             "from": account.address,
             "nonce": w3.eth.get_transaction_count(account.address, "pending"),
             "chainId": w3.eth.chain_id,
         }
         try:
-            return dict(fn.build_transaction(params))
+            return fn.build_transaction(params)
         except ContractLogicError as exc:
             # Gas estimation executes the call first, so a would-be revert surfaces here.
             raise RpcError(
@@ -244,7 +270,7 @@ def _transact(w3: Web3, account: LocalAccount, fn: Any, *, what: str) -> Any:
             ) from exc
 
     tx = _rpc(w3, "eth_estimateGas", build)
-    signed = account.sign_transaction(tx)
+    signed = account.sign_transaction(cast(TransactionDictType, tx))  # web3's TxParams, eth_account's own name
     tx_hash = _rpc(
         w3, "eth_sendRawTransaction", lambda: w3.eth.send_raw_transaction(signed.raw_transaction)
     )
@@ -332,7 +358,7 @@ def cancel_authorization_typed_data(
     verifying_contract: str,
     authorizer: str,
     nonce: bytes,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Full EIP-712 ``CancelAuthorization`` message: voids ``authorizer``'s unused ``nonce``."""
     return {
         "types": {
@@ -381,7 +407,7 @@ def permit_typed_data(
     value: int,
     nonce: int,
     deadline: int,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Full EIP-712 ``Permit`` message (EIP-2612).
 
     Warning: a signature over this lets anyone set ``spender``'s allowance over ``owner``'s
@@ -525,6 +551,9 @@ def prove_authorization_settled(
     )
     if receipt is None:
         return SettlementProof(tx_hash, "not-mined", "no receipt: the chain has no such mined tx")
+    if not isinstance(receipt, dict):
+        raise RpcError(_url(w3), "eth_getTransactionReceipt", None,
+                       f"found {type(receipt).__name__}; expected a receipt object or null")
     block = int(str(receipt["blockNumber"]), 16)
     if int(str(receipt["status"]), 16) != 1:
         return SettlementProof(tx_hash, "reverted", f"reverted in block {block}", block)
@@ -554,7 +583,7 @@ def prove_authorization_settled(
 
 
 def _authorization_logs(
-    logs: list[dict[str, Any]],
+    logs: list[dict[str, object]],
     *,
     token: str,
     authorizer: str,
@@ -568,9 +597,10 @@ def _authorization_logs(
     who = _topic_address(authorizer)
     used = transfer = False
     for log in logs:
-        if str(log["address"]).lower() != token_addr or not log["topics"]:
+        raw_topics = log["topics"]
+        if str(log["address"]).lower() != token_addr or not isinstance(raw_topics, list) or not raw_topics:
             continue
-        topics = [str(t).lower() for t in log["topics"]]
+        topics = [str(t).lower() for t in raw_topics]
         if topics[0] == AUTHORIZATION_USED_TOPIC and len(topics) == 3:
             used = used or (topics[1] == who and topics[2] == nonce.lower())
         elif topics[0] == _TRANSFER_TOPIC and len(topics) == 3:
@@ -592,7 +622,7 @@ def authorization_settled(
     """Whether ``authorizer``'s EIP-3009 authorization ``nonce`` of ``token`` was used on
     chain, moving exactly ``value`` to ``recipient`` (found by its AuthorizationUsed log,
     then proven by :func:`prove_authorization_settled` on that transaction)."""
-    params: Any = {
+    params: FilterParams = {
         "address": Web3.to_checksum_address(token), "fromBlock": 0, "toBlock": "latest",
         "topics": [AUTHORIZATION_USED_TOPIC, _topic_address(authorizer), nonce.lower()],
     }

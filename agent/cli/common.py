@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
@@ -58,11 +59,11 @@ def fail(message: str) -> NoReturn:
     raise BadInput(message)
 
 
-def emit_json(data: Any) -> None:
+def emit_json(data: object) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def emit_json_list(items: Iterable[Any]) -> None:
+def emit_json_list(items: Iterable[object]) -> None:
     """A JSON list written one element at a time, as emit_json would lay it out: the
     output of a large table (the ledger) without holding it in memory."""
     first = True
@@ -154,16 +155,18 @@ def resolve_run(store: RunStore, given: str, *, missing_ok: bool = False) -> str
          "expected a prefix of one run only. Fix: give more of the id.")
 
 
-def short(value: Any, n: int = 70) -> str:
+def short(value: object, n: int = 70) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str) if value else ""
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def usdc(atomic: Any) -> str:
+def usdc(atomic: object) -> str:
     from chain.money import format_usdc
 
-    try:
-        return format_usdc(int(atomic))
-    except (TypeError, ValueError):
-        return str(atomic)
+    if isinstance(atomic, int | float | str | bytes | Decimal):
+        try:
+            return format_usdc(int(atomic))
+        except (TypeError, ValueError):
+            pass
+    return str(atomic)
 

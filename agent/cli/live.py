@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import IO, Any
+from typing import IO
 
 from agent.cli.common import err, short, usdc
 
@@ -25,7 +25,7 @@ _FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _VERDICT_COLOURS = {"approve": "green", "refuse": "red", "escalate": "magenta", "answer": "cyan"}
 
 
-def _waiting_after(type_: str, data: dict[str, Any]) -> str | None:
+def _waiting_after(type_: str, data: dict[str, object]) -> str | None:
     """What a run does next after an event of ``type_`` (None: keep the current words)."""
     if type_ == "proposal":
         return "checking the proposal (judge)"
@@ -66,12 +66,13 @@ class Progress:
         with self._lock:
             self._clear()
 
-    def __call__(self, run_id: str, type_: str, data: dict[str, Any]) -> None:
+    def __call__(self, run_id: str, type_: str, data: dict[str, object]) -> None:
         with self._lock:
             self._clear()
             self._print(type_, data)
-            if isinstance(data.get("step"), int):
-                self.step = int(data["step"])
+            step = data.get("step")
+            if isinstance(step, int):
+                self.step = step
             self.waiting = _waiting_after(type_, data) or self.waiting
             self.since, self._said = time.monotonic(), 0.0
 
@@ -97,7 +98,7 @@ class Progress:
             self.stream.flush()
             self._drawn = False
 
-    def _print(self, type_: str, data: dict[str, Any]) -> None:
+    def _print(self, type_: str, data: dict[str, object]) -> None:
         if type_ == "proposal":
             what = data.get("tool") or data.get("action") or "?"
             err.print(f"[dim]step {data.get('step', '?')}[/] propose [bold]{what}[/] "

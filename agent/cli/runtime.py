@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
@@ -37,9 +37,16 @@ from chain.networks import Network, custom_network, get_network
 if TYPE_CHECKING:
     from agent.cli.services import ServicesInfo
     from agent.confine import Confinement, Policy
+    from agent.loop.result import AgentResult
+    from agent.queue import QueuedTask
+    from agent.seams import SpendView
+    from agent.worker import Worker
     from judge.jev import Judge
+    from judge.records import VerdictRecord
     from judge.service import JudgeClient
+    from judge.tasks import PayToOf, TaskRegistry
     from wallet.keystore import KeyHandle
+    from wallet.recovery import RunRecovery
     from wallet.service import WalletClient
 
 JUDGE_KEY_FILE = "judge-key.json"
@@ -59,7 +66,7 @@ class Runtime:
     model: Model
     paywall_url: str | None
     devnet: _devnet.DevnetInfo | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, object] = field(default_factory=dict)
     #: The judge and wallet services this runtime's clients talk to (None: in-process).
     services: ServicesInfo | None = None
 
@@ -84,8 +91,8 @@ class Runtime:
         *,
         profile: str | None = None,
         limits: Limits | None = None,
-        on_event: Callable[[str, str, dict[str, Any]], None] | None = None,
-        judge: Any = None,
+        on_event: Callable[[str, str, dict[str, object]], None] | None = None,
+        judge: AgentJudge | None = None,
     ) -> Deps:
         """Dependencies for one run (or a resume)."""
         allow = (self.paywall_url,) if self.paywall_url else ()
@@ -154,14 +161,11 @@ class Runtime:
         if self.services is not None and prove is not None:
             prove(token)
 
-    def task_judge(self, token: str) -> Any:
-        """A client of the judge service holding one task's token."""
-        from judge.service import JudgeClient
-
+    def task_judge(self, token: str) -> AgentJudge:
+        """A client of the judge service holding one task's token (in-process: the judge)."""
         if self.services is None:
             return self.judge
-        return JudgeClient(self.services.judge_url, trusted_judge=self.services.judge_address,
-                           token=token)
+        return judge_client(self.services, token)
 
     def confine(self, *, unconfined: bool = False) -> Confinement:
         """Confine this agent process (agent.confine), once its task is registered and
@@ -228,8 +232,8 @@ class Runtime:
 
     def worker(self, *, concurrency: int = 1, lease_s: float = 30.0, poll_s: float = 0.25,
                worker_token: str | None = None,
-               on_result: Callable[[Any, Any], None] | None = None,
-               on_error: Callable[[Any, Exception], None] | None = None) -> Any:
+               on_result: Callable[[QueuedTask, AgentResult], None] | None = None,
+               on_error: Callable[[QueuedTask, Exception], None] | None = None) -> Worker:
         """A queue worker that runs tasks with this runtime (what ``nib worker`` runs).
 
         Each task gets the configured limits with its own ``max_spend`` as the spend cap
@@ -247,11 +251,11 @@ class Runtime:
         import asyncio
 
         from agent.loop.run import run_task
-        from agent.queue import QueuedTask, TaskQueue
+        from agent.queue import TaskQueue
         from agent.worker import Worker
         from judge.tasks import text_digest
 
-        async def execute(task: QueuedTask) -> Any:
+        async def execute(task: QueuedTask) -> AgentResult:
             try:
                 result = await run_queued(task)
             except Exception as exc:
@@ -262,11 +266,11 @@ class Runtime:
                 on_result(task, result)
             return result
 
-        async def run_queued(task: QueuedTask) -> Any:
+        async def run_queued(task: QueuedTask) -> AgentResult:
             limits = self.queued_limits(task.max_spend)
             judge = self.judge
             if self.services is not None:
-                claims = self.task_judge(worker_token or "")
+                claims = judge_client(self.services, worker_token or "")
                 token, digest = await asyncio.to_thread(claims.claim, task.id)
                 found = text_digest(task.task, limits.spend_cap_usdc)
                 if found != digest:
@@ -281,7 +285,7 @@ class Runtime:
                 await asyncio.to_thread(self.prove_task, token)
             return await run_task(task.task, self.deps(limits=limits, judge=judge), run_id=task.id)
 
-        def recover(task: QueuedTask) -> Any:
+        def recover(task: QueuedTask) -> RunRecovery:
             return self.wallet.recover_run(task.id, task.worker or "", f"worker {task.worker} died")
 
         return Worker(
@@ -290,7 +294,14 @@ class Runtime:
         )
 
 
-def _same_database(settings: NibSettings, wallet: Any) -> None:
+def judge_client(services: ServicesInfo, token: str) -> JudgeClient:
+    """A client of the judge service ``services`` runs, holding ``token``."""
+    from judge.service import JudgeClient
+
+    return JudgeClient(services.judge_url, trusted_judge=services.judge_address, token=token)
+
+
+def _same_database(settings: NibSettings, wallet: WalletClient) -> None:
     """The wallet service must keep its ledger where this home's records are (where
     `nib services up` put them): otherwise audit and reconcile would read another ledger
     than the one the wallet pays into."""
@@ -356,10 +367,10 @@ def paywall_for(
     return explicit or settings.paywall_url or (devnet_info.paywall_url if devnet_info else None)
 
 
-def audit_into(store: RunStore) -> Callable[[str, dict[str, Any]], None]:
+def audit_into(store: RunStore) -> Callable[[str, dict[str, object]], None]:
     """Wallet refusals and settlements join the run's own audit trail."""
 
-    def emit(type_: str, data: dict[str, Any]) -> None:
+    def emit(type_: str, data: dict[str, object]) -> None:
         store.event(str(data.get("run_id") or "-"), type_, data)
 
     return emit
@@ -419,12 +430,12 @@ def build_judge(
     return build_local_judge(settings, network, database=database)
 
 
-def settled_on(chain: ChainClient) -> Callable[[Any], bool]:
+def settled_on(chain: ChainClient) -> Callable[[VerdictRecord], bool]:
     """Whether a verdict record's EIP-3009 authorization (``payer:nonce``) settled on
     ``chain`` at the approved amount and recipient: what the judge's outcomes count on."""
     from chain.usdc import authorization_settled
 
-    def settled(rec: Any) -> bool:
+    def settled(rec: VerdictRecord) -> bool:
         payer, _, nonce = str(rec.authorization or "").partition(":")
         return bool(nonce) and authorization_settled(
             chain.w3, token=rec.asset, authorizer=payer, nonce=nonce, recipient=rec.recipient,
@@ -444,39 +455,15 @@ def build_local_judge(
     balance from the chain itself and, once it has an admin token to register tasks
     with (always off the devnet), rules only on registered tasks.
     """
-    from chain.usdc import token_domain
     from judge.calibration import BetaCalibrator
     from judge.jev import Judge
-    from judge.payto import advertised_pay_to
     from judge.records import VerdictRecords
-    from judge.tasks import TaskRegistry
     from judge.verdict import VerdictSigner
-    from wallet.keystore import Keystore, default_keystore_path
 
     db = database if database is not None else settings.database
     signer = VerdictSigner(_judge_account(settings, network))
     calibrator = BetaCalibrator(db)
-    extra: dict[str, Any] = {"fact_of": chain_fact_reader(network.rpc_url, network.chain_id)}
-    if service:
-        admin = bool(os.environ.get("NIB_JUDGE_ADMIN_TOKEN"))
-        if not admin and not network.is_devnet:
-            raise AgentConfigError(
-                f"the judge service on {network.name} needs NIB_JUDGE_ADMIN_TOKEN to register "
-                "tasks; expected it set (off the devnet the judge rules only on registered "
-                "tasks). Fix: start it with `nib services up`, which sets it."
-            )
-        keystore = Keystore(default_keystore_path(settings.home))
-        owner = keystore.address() if keystore.exists() else None
-        chain = ChainClient(network.rpc_url, network.chain_id)
-        extra |= {
-            "tasks": TaskRegistry(db),
-            "require_task": admin,
-            "balance_of": (lambda asset: chain.token_balance(asset, owner)) if owner else None,
-            # An allowlisted seller origin admits the payTo its own 402 advertises.
-            "pay_to_of": advertised_pay_to,
-            "token_domain": functools.cache(lambda asset: token_domain(chain.w3, asset)),
-            "payment_settled": settled_on(chain),
-        }
+    parts = _service_parts(settings, network, db) if service else _ServiceParts()
     return Judge(
         signer,
         calibrator,
@@ -485,8 +472,49 @@ def build_local_judge(
         # services: the services' records, checked by _same_database) and syncs
         # its reservation after each re-check.
         records=VerdictRecords(db, wallet_syncs_after=True),
-        **extra,
+        fact_of=chain_fact_reader(network.rpc_url, network.chain_id),
+        **parts,
     )
+
+
+class _ServiceParts(TypedDict, total=False):
+    """What the judge service has and an in-process judge does not (``Judge``'s keywords)."""
+
+    tasks: TaskRegistry
+    require_task: bool
+    balance_of: Callable[[str], int] | None
+    pay_to_of: PayToOf
+    token_domain: Callable[[str], tuple[str, str]]
+    payment_settled: Callable[[VerdictRecord], bool]
+
+
+def _service_parts(settings: NibSettings, network: Network, db: str | Path) -> _ServiceParts:
+    """The judge service's task registrations, its own read of the wallet's balance, the
+    payTo check and the settlement check (``nib judge serve``)."""
+    from chain.usdc import token_domain
+    from judge.payto import advertised_pay_to
+    from judge.tasks import TaskRegistry
+    from wallet.keystore import Keystore, default_keystore_path
+
+    admin = bool(os.environ.get("NIB_JUDGE_ADMIN_TOKEN"))
+    if not admin and not network.is_devnet:
+        raise AgentConfigError(
+            f"the judge service on {network.name} needs NIB_JUDGE_ADMIN_TOKEN to register "
+            "tasks; expected it set (off the devnet the judge rules only on registered "
+            "tasks). Fix: start it with `nib services up`, which sets it."
+        )
+    keystore = Keystore(default_keystore_path(settings.home))
+    owner = keystore.address() if keystore.exists() else None
+    chain = ChainClient(network.rpc_url, network.chain_id)
+    return {
+        "tasks": TaskRegistry(db),
+        "require_task": admin,
+        "balance_of": (lambda asset: chain.token_balance(asset, owner)) if owner else None,
+        # An allowlisted seller origin admits the payTo its own 402 advertises.
+        "pay_to_of": advertised_pay_to,
+        "token_domain": functools.cache(lambda asset: token_domain(chain.w3, asset)),
+        "payment_settled": settled_on(chain),
+    }
 
 
 def chain_fact_reader(rpc_url: str, chain_id: int) -> Callable[[str], Decimal | None]:
@@ -506,12 +534,12 @@ def chain_fact_reader(rpc_url: str, chain_id: int) -> Callable[[str], Decimal | 
     return fact_of
 
 
-def spend_reader(meter: Any) -> Callable[[str], dict[str, Any]]:
+def spend_reader(meter: SpendView) -> Callable[[str], dict[str, object]]:
     """A run's spend as a wallet's meter (``meter``) has it (what a run whose process died is
     reported with, as a live run reports its own)."""
     from agent.loop.result import SpendSummary
 
-    def spend(run_id: str) -> dict[str, Any]:
+    def spend(run_id: str) -> dict[str, object]:
         return SpendSummary.from_meter(meter.usage(run_id)).model_dump()
 
     return spend

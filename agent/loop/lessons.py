@@ -7,7 +7,6 @@ Advisory only. Any failure to read or write lessons is swallowed and logged as a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from agent.loop.checklist import words
 from agent.loop.history import one_line
@@ -38,7 +37,7 @@ def similar_lessons(
     *,
     k: int = 3,
     threshold: float = 0.2,
-    on_error: Callable[[str, dict[str, Any]], None] | None = None,
+    on_error: Callable[[str, dict[str, object]], None] | None = None,
 ) -> list[str]:
     """Up to ``k`` lessons from earlier tasks similar to ``task`` (most similar first)."""
     try:
@@ -84,7 +83,7 @@ def record_lesson(
     stop_reason: str,
     text: str,
     *,
-    on_error: Callable[[str, dict[str, Any]], None] | None = None,
+    on_error: Callable[[str, dict[str, object]], None] | None = None,
 ) -> str | None:
     """Store one lesson (first line, trimmed); returns it, or None if nothing was stored."""
     lesson = one_line(text.strip().splitlines()[0] if text.strip() else "", 300)

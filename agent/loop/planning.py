@@ -13,7 +13,6 @@ request (:meth:`Planner.answer_calls`).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from agent.errors import ProposalInvalid
 from agent.loop.checklist import (
@@ -215,7 +214,7 @@ class Planner:
             return
         entries = list(run.state.history[history_from:])
         feedback = " ".join(run.state.feedback[feedback_from:])
-        results: list[dict[str, Any]] = []
+        results: list[dict[str, object]] = []
         for call in calls:
             entry = next((e for e in entries if e.get("tool") == call.name), None)
             if entry is not None:

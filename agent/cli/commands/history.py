@@ -147,7 +147,8 @@ def show_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None
 
     res["spend"] = spent(res, ledger_spend(cli_settings())(run_id))  # the ledger's, not the run's
     if as_json:
-        emit_json({"run": {**row, "status": status, "result": res}, "events": events})
+        shown: dict[str, object] = {**row, "status": status, "result": res}
+        emit_json({"run": shown, "events": events})
         return
     out.print(f"[bold]{run_id}[/] {status} · {row.get('task')}", highlight=False)
     for ev in events:

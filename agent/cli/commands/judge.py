@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import typer
 
@@ -22,13 +21,12 @@ def judge_calibration(as_json: bool = typer.Option(False, "--json")) -> None:
     from agent.cli.services import records_database
     from judge.calibration import BetaCalibrator
 
-    report = dict(BetaCalibrator(records_database(cli_settings())).report())
+    report = BetaCalibrator(records_database(cli_settings())).report()
     if as_json:
         emit_json(report)
         return
     out.print(f"n {report['n']} · Brier {report['brier']} · ECE {report['ece']}")
-    bins: list[dict[str, Any]] = list(report.get("bins") or [])  # type: ignore[call-overload]
-    for b in bins:
+    for b in report["bins"]:
         if b.get("n"):
             out.print(f"  p {b['lo']:.1f}-{b['hi']:.1f}: n {b['n']}, mean p {b['mean_p']}, observed {b['freq']}",
                       highlight=False)

@@ -3,7 +3,7 @@ is set; see agent.queue and agent.worker)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -19,6 +19,10 @@ from agent.cli.common import (
     short,
     usdc,
 )
+
+if TYPE_CHECKING:
+    from agent.loop.result import AgentResult
+    from agent.queue import QueuedTask
 
 __all__ = ["app"]
 
@@ -62,7 +66,7 @@ def submit_cmd(
         out.print(task_id)
 
 
-def _task_line(task: Any, result: Any) -> None:
+def _task_line(task: QueuedTask, result: AgentResult) -> None:
     """One line per task a worker ran: how it ended, its steps, spend and time."""
     tag = "finished" if result.finished else "stopped"
     out.print(f"{task.id} {tag} {result.stop_reason} · {plural(result.steps, 'step')} · "
@@ -70,7 +74,7 @@ def _task_line(task: Any, result: Any) -> None:
               markup=False, highlight=False)
 
 
-def _not_run_line(task: Any, exc: Exception) -> None:
+def _not_run_line(task: QueuedTask, exc: Exception) -> None:
     """One line for a task the worker took but could not run (or whose run raised): the
     reason in full, since it names the fix; `nib runs` keeps it as the task's note."""
     from agent.worker import STOP_WORKER_ERROR

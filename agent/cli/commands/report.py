@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from agent.cli.common import cli_settings, emit_json, err, fail, out, run_store, usdc
+
+if TYPE_CHECKING:
+    from agent.eval.suite import TaskOutcome
 
 __all__ = ["app"]
 
@@ -50,7 +53,7 @@ def eval_cmd(suite: str = typer.Option("all", "--suite",
         fail(f"unknown suite {suite!r}; expected builtin, heldout, paraphrase or all. "
              "Fix: --suite all")
 
-    def line(t: Any) -> None:
+    def line(t: TaskOutcome) -> None:
         if not as_json:
             mark = "[green]✓[/]" if t.correct else "[red]✗[/]"
             miss = f" · miss: {t.miss}" if t.miss else ""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 import typer
 
@@ -65,7 +64,7 @@ def wallet_balance(as_json: bool = typer.Option(False, "--json")) -> None:
             "usdc_atomic": atomic, "usdc": usdc(atomic), "eth_wei": eth}, as_json)
 
 
-def _facts(data: dict[str, Any], as_json: bool) -> None:
+def _facts(data: dict[str, object], as_json: bool) -> None:
     if as_json:
         emit_json(data)
     else:
