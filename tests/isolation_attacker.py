@@ -305,6 +305,47 @@ def renew_nonces(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> di
     return {"first": first, "ok": sum(o.startswith("ok") for o in outcomes), "refused": refused[:3]}
 
 
+def forked_flood(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
+    """Forked processes, each holding as many idle connections to the wallet as it may,
+    together more than the service's total, until the test (another process) has been
+    served meanwhile (a line on stdin)."""
+    import os
+    import signal
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    ready_r, ready_w = os.pipe()
+    children = []
+    for _ in range(config["forks"]):
+        pid = os.fork()
+        if pid == 0:  # a child: open its connections, say how many, hold them
+            held = []
+            for _ in range(config["connections"]):
+                conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    conn.connect(config["wallet_socket"])
+                except OSError:
+                    conn.close()
+                    continue
+                held.append(conn)
+            os.write(ready_w, f"{len(held)}\n".encode())
+            time.sleep(600)
+            os._exit(0)
+        children.append(pid)
+    opened = []
+    with os.fdopen(ready_r) as ready:
+        for _ in children:
+            opened.append(int(ready.readline()))
+    time.sleep(1.0)  # let the service take them all in
+    report: dict[str, Any] = {"forks": len(children), "opened": sum(opened)}
+    print("HOLDING " + json.dumps(report), flush=True)
+    sys.stdin.readline()
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    return report
+
+
 CASES = {
     "book": book_under_another_run,
     "nonces": hold_nonces,
@@ -316,6 +357,7 @@ CASES = {
     "rows": rows_of_another_task,
     "cancel": cancel_past_cap,
     "renew": renew_nonces,
+    "forks": forked_flood,
 }
 
 if __name__ == "__main__":

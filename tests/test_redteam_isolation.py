@@ -94,6 +94,25 @@ class Arena:
                 "seller_resource": self.info["paywall_url"].rstrip("/") + RESOURCE,
                 "price": PRICE, "cap": CAP, **config}
 
+    def approved(self, task: tuple[str, str]) -> tuple[dict[str, Any], Any]:
+        """An authorization of PRICE to the paywall's resource and ``task``'s verdict on it."""
+        from tests._support import lying_authorization
+
+        payload, request = lying_authorization(
+            self.chain.w3, self.info["usdc"], self.info["chain_id"], self.info["wallet"],
+            SELLER_ADDR, PRICE, task_id=task[0], url=self.info["paywall_url"].rstrip("/") + RESOURCE)
+        return payload, JudgeClient(self.services["judge_url"], token=task[1], timeout_s=30).decide(request)
+
+    def served_meanwhile(self) -> tuple[Any, Any, str, int]:
+        """Another task's process (this one) served: health, then a signed payment; and the
+        wallet service's thread count meanwhile."""
+        health = WalletClient(self.services["wallet_socket"], timeout_s=60).health()
+        victim = self.task()
+        payload, verdict = self.approved(victim)
+        signed = WalletClient(self.services["wallet_socket"], timeout_s=60).sign_typed_data(
+            payload, verdict, run_id=victim[0], cap=CAP)
+        return health, signed, victim[0], _threads(self.services["wallet_pid"])
+
     def balance(self, address: str = SELLER_ADDR) -> int:
         return self.chain.token_balance(self.info["usdc"], address)
 
@@ -230,7 +249,6 @@ def test_an_authorization_under_another_signing_domain_is_not_signed(arena: Aren
 
 
 def test_a_flood_of_idle_connections_leaves_the_services_answering(arena: Arena) -> None:
-    from tests._support import lying_authorization
 
     mine = arena.task()
     flood = arena.start_attack("flood", mine, connections=3000)
@@ -240,21 +258,12 @@ def test_a_flood_of_idle_connections_leaves_the_services_answering(arena: Arena)
         assert line.startswith("HOLDING "), (line, flood.stderr.read() if flood.stderr else "")
         held = json.loads(line.removeprefix("HOLDING "))
         # Meanwhile another task's run (this process) is served: health, then a payment.
-        health = WalletClient(arena.services["wallet_socket"], timeout_s=60).health()
-        victim = arena.task()
-        judge = JudgeClient(arena.services["judge_url"], token=victim[1], timeout_s=30)
-        payload, request = lying_authorization(
-            arena.chain.w3, arena.info["usdc"], arena.info["chain_id"], arena.info["wallet"],
-            SELLER_ADDR, PRICE, task_id=victim[0], url=arena.info["paywall_url"].rstrip("/") + RESOURCE)
-        verdict = judge.decide(request)
-        signed = WalletClient(arena.services["wallet_socket"], timeout_s=60).sign_typed_data(
-            payload, verdict, run_id=victim[0], cap=CAP)
-        threads = _threads(arena.services["wallet_pid"])
+        health, signed, victim, threads = arena.served_meanwhile()
     finally:
         out, err = flood.communicate("go\n", timeout=120)
     report = json.loads(out.splitlines()[-1])
     assert health["address"] == arena.info["wallet"]
-    assert signed.run_id == victim[0] and arena.wallet.spend_row(signed.ledger_id).status == "signed"
+    assert signed.run_id == victim and arena.wallet.spend_row(signed.ledger_id).status == "signed"
     assert report["judge_big_header"] in ("ok 400", "ok 431"), report  # refused, not read
     # The service holds a bounded number of the attacker's connections (one process: at
     # most MAX_PER_PEER, and a few waiting on the overflow pool), closing the rest at once,
@@ -266,15 +275,11 @@ def test_a_flood_of_idle_connections_leaves_the_services_answering(arena: Arena)
 
 def test_an_agent_cannot_read_rewrite_or_cancel_another_tasks_rows(arena: Arena) -> None:
     from chain.usdc import usdc_contract
-    from tests._support import lying_authorization
     from wallet.wire import signed_to_wire
 
     # The victim's live authorization, as its run leaves it mid-purchase.
     victim = arena.task()
-    payload, request = lying_authorization(
-        arena.chain.w3, arena.info["usdc"], arena.info["chain_id"], arena.info["wallet"],
-        SELLER_ADDR, PRICE, task_id=victim[0], url=arena.info["paywall_url"].rstrip("/") + RESOURCE)
-    verdict = JudgeClient(arena.services["judge_url"], token=victim[1], timeout_s=30).decide(request)
+    payload, verdict = arena.approved(victim)
     resource = f"{arena.info['paywall_url'].rstrip('/')}/rows-{victim[0]}"
     signed = arena.wallet.sign_typed_data(payload, verdict, run_id=victim[0], cap=CAP, resource=resource)
     header = ("X-PAYMENT", "the victim's own header")
@@ -318,6 +323,27 @@ def test_a_cancel_never_takes_a_task_past_its_cap(arena: Arena) -> None:
     assert arena.chain.w3.eth.get_balance(arena.info["wallet"]) == eth_before, report
     assert not used, report
     assert report["abandon"].startswith("ok signed") and "CancelOverCap" in report["abandon"], report
+
+
+def test_forked_floods_leave_other_processes_served(arena: Arena) -> None:
+    from wallet.admission import MAX_CONNECTIONS
+
+    forks, per_fork = 9, 40  # 9 x MAX_PER_PEER is more than MAX_CONNECTIONS in all
+    assert forks * MAX_PER_PEER > MAX_CONNECTIONS
+    flood = arena.start_attack("forks", arena.task(), forks=forks, connections=per_fork)
+    try:
+        assert flood.stdout is not None
+        line = flood.stdout.readline()
+        assert line.startswith("HOLDING "), (line, flood.stderr.read() if flood.stderr else "")
+        # Meanwhile another task's process (this one) is served: health, then a payment.
+        health, signed, victim, threads = arena.served_meanwhile()
+    finally:
+        out, _ = flood.communicate("go\n", timeout=120)
+    report = json.loads(out.splitlines()[-1])
+    assert report["forks"] == forks and report["opened"] == forks * per_fork, report
+    assert health["address"] == arena.info["wallet"], health
+    assert signed.run_id == victim and arena.wallet.spend_row(signed.ledger_id).status == "signed"
+    assert threads < MAX_CONNECTIONS + 50, threads
 
 
 def _threads(pid: int) -> int:

@@ -4,7 +4,10 @@ The socket is a server, not a pipe: every connection names its peer by the kerne
 credentials (``SO_PEERCRED``: pid and uid, never a field of the request), a peer of
 another uid is refused, one process holds at most MAX_PER_PEER connections (a new one
 takes the slot of its own oldest idle connection, which is closed) and the service at
-most MAX_CONNECTIONS; a connection idle for IDLE_S, or a frame that does not arrive whole
+most MAX_CONNECTIONS; at that cap a newcomer takes the slot of an idle connection of the
+process holding the most, when that one holds more than the newcomer would, so processes
+(forked ones too) that fill the service crowd out only each other, never a process
+holding few; a connection idle for IDLE_S, or a frame that does not arrive whole
 within FRAME_S of its first byte, is closed. A connection past the total cap is answered
 by a small overflow pool: ``/health`` as usual, anything else a typed
 ``WalletOverloaded`` refusal (nothing run), then closed.
@@ -122,10 +125,10 @@ class Admission:
             mine = self._held.setdefault(peer.pid, [])
             held = sum(len(c) for c in self._held.values())
             if len(mine) >= self.per_peer:
-                evict = next((c for c in mine if c not in self._busy), None)
-                if evict is not None:
-                    mine.remove(evict)
-            if (len(mine) >= self.per_peer) or (evict is None and held >= self.total):
+                evict = self._idle_of(mine)
+            elif held >= self.total:
+                evict = self._fair_share(len(mine))
+            if evict is None and (len(mine) >= self.per_peer or held >= self.total):
                 if not mine:
                     del self._held[peer.pid]
                 return (f"found {len(mine)} connections from process {peer.pid}, each running a "
@@ -136,6 +139,26 @@ class Admission:
         if evict is not None:
             with contextlib.suppress(OSError):
                 evict.shutdown(socket.SHUT_RDWR)
+        return None
+
+    def _idle_of(self, conns: list[socket.socket]) -> socket.socket | None:
+        """The oldest of ``conns`` not running a request, taken out of them (to close)."""
+        evict = next((c for c in conns if c not in self._busy), None)
+        if evict is not None:
+            conns.remove(evict)
+        return evict
+
+    def _fair_share(self, have: int) -> socket.socket | None:
+        """At the total cap, the slot of an idle connection of the process holding the
+        most, if it holds more than the newcomer would (``have`` + 1): many processes that
+        fill the service between them crowd out only each other, and a process holding
+        few connections is always let in. None when no such connection is idle."""
+        for _pid, conns in sorted(self._held.items(), key=lambda kv: -len(kv[1])):
+            if len(conns) <= have + 1:
+                return None
+            evict = self._idle_of(conns)
+            if evict is not None:
+                return evict
         return None
 
     def running(self, conn: socket.socket, busy: bool) -> None:
