@@ -22,6 +22,7 @@ from agent.loop.answers import asked_value, item_line
 from agent.models._factpatterns import FACT_PATTERNS, FactPattern, extract_checklist
 from agent.models._offline_context import PlanContext, endpoint_price, origin, schema_of
 from agent.models.base import ModelReply, ModelRequest, Usage
+from agent.tools.x402.seller_terms import POST_ROUTE
 from chain.facts import DERIVED_KINDS, KIND_PARAMS
 from chain.money import format_usdc
 
@@ -218,12 +219,16 @@ def _market_call(
     names = {str(t.get("name")) for t in plan.tools}
     if "pay_http" not in names:
         return None
+    params: Mapping[str, Any] = item.get("params") or {}
+    symbol = params.get("symbol") or params.get("name")
     named = _TASK_URL.search(plan.task)
     if named:  # a seller the task names is the one used, never swapped
         url = named.group(0).rstrip(".")
+        post = _sells_over_post(plan, url)
+        if post and symbol:  # its 402 declared POST: the same question as a JSON body
+            body = {"url": post, "method": "POST", "body": {"symbol": symbol}, "covers": [kind]}
+            return {"tool": "pay_http", "args": body, "kind": "paid"}
         return {"tool": "pay_http", "args": {"url": url, "covers": [kind]}, "kind": "paid"}
-    params: Mapping[str, Any] = item.get("params") or {}
-    symbol = params.get("symbol") or params.get("name")
     if "discover" not in names or not symbol:
         return None  # no market, or the task named no subject: never a default one
     for ev in plan.evidence:
@@ -299,6 +304,20 @@ def _offers_found(plan: PlanContext, kind: str) -> tuple[int, int | None]:
                       if kind in [k.strip() for k in kinds.split(",")]]  # fmt: skip
             return int(m.group(1)), min(prices, default=None)
     return 0, None
+
+
+_POST_ROUTE = re.compile(re.escape(POST_ROUTE) + r" POST (https?://\S+)")
+
+
+def _sells_over_post(plan: PlanContext, url: str) -> str | None:
+    """The URL to POST to when pay_http found that the named ``url`` sells over POST (a
+    GET refused, its 402 declaring POST), else None."""
+    for h in plan.history:
+        if h.get("tool") == "pay_http" and (h.get("args") or {}).get("url") == url:
+            found = _POST_ROUTE.search(str(h.get("summary", "")))
+            if found:
+                return found.group(1)
+    return None
 
 
 def _is_int(prop: Mapping[str, Any]) -> bool:

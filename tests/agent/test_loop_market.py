@@ -126,3 +126,30 @@ def test_a_market_task_never_falls_back_to_the_paywall(
     # The paywall was proposed and refused for the reason, before any request.
     assert f"{paywall.url}/datasets/token/USDC is not an offer discovery listed" in said, said
     assert not r.finished
+
+
+def test_a_post_only_route_named_in_a_task_is_bought_over_post(
+    tmp_path: Path, chain: Any, market: dict[str, str]
+) -> None:
+    """meridian sells the sheet at ``POST /lookup`` only (x402's middleware, a FastAPI POST
+    route): the GET the task's URL suggests is refused (405) before anything is paid, its
+    402 for POST is read unpaid, and the purchase is made over POST with a JSON body;
+    exactly the route's price moves, read from the chain."""
+    from agent.models.offline import OfflinePlanner
+    from agent.tools.x402.pay_http import PayHttpTool
+    from chain.paywall.market import seller_named
+
+    meridian = seller_named("meridian")
+    book = OfferBook()
+    deps = paid_deps(tmp_path, chain, OfflinePlanner(), extra_tools=(PayHttpTool(offers=book),))
+    deps = dataclasses.replace(deps, allowlist=(market["meridian"],))
+    before = usdc_balance(chain, meridian.pay_to), usdc_balance(chain, AGENT_ADDR)
+    task = f"Who issues USDC? Buy the token fact sheet at {market['meridian']}/lookup"
+    r = asyncio.run(run_task(task, deps))
+    assert r.finished, r.answer
+    assert "Circle" in r.answer
+    rows = Ledger(deps.wallet.meter.store).rows()
+    assert [(row.amount, row.status) for row in rows] == [(40_000, "settled")]
+    assert rows[0].resource.startswith(f"POST {market['meridian']}/lookup")
+    assert usdc_balance(chain, meridian.pay_to) == before[0] + 40_000
+    assert usdc_balance(chain, AGENT_ADDR) == before[1] - 40_000
