@@ -50,6 +50,10 @@ Emit = Callable[[str, dict[str, object]], None]
 USDC_DECIMALS = 6
 
 
+#: A ruling: decision, p, EV (atomic USDC) and the reason in words.
+Ruling = tuple[Decision, Decimal, Decimal, str]
+
+
 def _coverable(req: PaidCallRequest) -> list[str]:
     """Fact keys of the missing items the tool declares it can provide."""
     tool_keys = {fact_key(f) for f in req.tool_facts}
@@ -237,6 +241,9 @@ class Judge:
                     "services up) and send its id"
                 )
             return offer  # the in-process composition for tests: the request's limits
+        unknown = self._unknown_asset(offer)  # before anything is read from the chain for it
+        if unknown is not None:
+            return unknown
         balance = None
         if self._balance_of is not None:
             balance = self._balance_of(offer.asset)
@@ -317,7 +324,7 @@ class Judge:
 
     def _best(
         self, request: PaidCallRequest
-    ) -> tuple[PaidCallRequest, tuple[Decision, Decimal, Decimal, str]]:
+    ) -> tuple[PaidCallRequest, Ruling]:
         """The offer to rule on: the proposed call, or among it and its alternatives the
         payable one (approve or escalate) with the highest EV, ties to the proposed call
         then the lower price. The reason names every other offer and why it lost."""
@@ -347,89 +354,81 @@ class Judge:
             f"alternatives: {'; '.join(lost)}",
         )
 
-    # Long by design: the decision rules in the order they apply, each an early return;
-    # read top to bottom it is the judge's specification.
-    def _rule(self, req: PaidCallRequest) -> tuple[Decision, Decimal, Decimal, str]:
-        zero = Decimal(0)
+    def _rule(self, req: PaidCallRequest) -> Ruling:
+        """The judge's rules in the order they apply, the first that decides wins: nothing
+        missing (answer); a chain, asset or recipient it may not pay (refuse); a payment the
+        task's text orders (its mandate); else the call's expected value."""
         if not req.missing:
             size = req.checklist_size if req.checklist_size is not None else len(req.covered)
             return (
                 "answer",
-                zero,
-                zero,
+                Decimal(0),
+                Decimal(0),
                 f"nothing on the checklist is missing ({len(req.covered)} of {size} items "
                 "covered): the history suffices to answer; no payment needed",
             )
+        unpayable = self._unpayable(req)
+        if unpayable is not None:
+            return "refuse", Decimal(0), -Decimal(req.price), unpayable
+        ordered = self._ordered(req)
+        if ordered is not None:
+            return ordered
+        return self._on_value(req)
+
+    def _unpayable(self, req: PaidCallRequest) -> str | None:
+        """Why the judge may not pay this at all (its chain, asset or recipient), else None."""
+        unknown = self._unknown_asset(req)
+        if unknown is not None:
+            return unknown
+        known = req.known_recipients
+        if known is not None and req.recipient.lower() not in {a.lower() for a in known}:
+            return (
+                f"unknown recipient {req.recipient}: this call may pay only the "
+                f"{len(known)} address{'' if len(known) == 1 else 'es'} the task names or the "
+                "user allowlisted; fix: name the recipient in the task or add it to the "
+                "allowlist"
+            )
+        return None
+
+    def _unknown_asset(self, req: PaidCallRequest) -> str | None:
+        """Why the chain or asset is not one the judge pays in (an authorization's asset is
+        its EIP-712 verifyingContract), else None."""
         if req.chain_id not in self._allowed:
             allowed_chains = ", ".join(str(c) for c in sorted(self._allowed)) or "none"
             return (
-                "refuse",
-                zero,
-                -Decimal(req.price),
                 f"unknown chain {req.chain_id}: the judge pays only on chains "
-                f"{allowed_chains}; fix: quote on an allowed chain or configure allowed_assets",
+                f"{allowed_chains}; fix: quote on an allowed chain or configure allowed_assets"
             )
         assets = self._allowed[req.chain_id]
         if req.asset.lower() not in assets:
             return (
-                "refuse",
-                zero,
-                -Decimal(req.price),
-                f"unknown asset {req.asset} on chain {req.chain_id}: allowed assets are "
-                f"{', '.join(sorted(assets)) or 'none'}; fix: pay in the configured USDC",
+                f"unknown asset {req.asset} on chain {req.chain_id} (for an authorization, its "
+                f"EIP-712 verifyingContract): allowed assets are "
+                f"{', '.join(sorted(assets)) or 'none'}; fix: pay in the configured USDC"
             )
-        if req.known_recipients is not None and req.recipient.lower() not in {
-            a.lower() for a in req.known_recipients
-        }:
-            return (
-                "refuse",
-                zero,
-                -Decimal(req.price),
-                f"unknown recipient {req.recipient}: this call may pay only the "
-                f"{len(req.known_recipients)} address"
-                f"{'' if len(req.known_recipients) == 1 else 'es'} the task names or the "
-                "user allowlisted; fix: name the recipient in the task or add it to the "
-                "allowlist",
-            )
-        ordered = self._ordered(req)
-        if ordered is not None:
-            return ordered
+        return None
+
+    def _on_value(self, req: PaidCallRequest) -> Ruling:
+        """The ruling on expected value: p (calibrated per tool at its seller) x the value
+        of the missing items it covers, less the price; then caps, the seller's pay floor
+        and the approval threshold."""
         coverable = _coverable(req)
         if not coverable:
             return (
                 "refuse",
-                zero,
+                Decimal(0),
                 -Decimal(req.price),
                 f"{req.tool} covers none of the missing items ({', '.join(req.missing)}); it "
                 f"provides {', '.join(req.tool_facts) or 'nothing declared'}: a payment that "
                 "covers nothing still missing is refused",
             )
         subject = calibration_subject(req.tool, req.seller)
-        prior = req.declared_coverage
-        if prior is None and req.seller is not None:
-            prior = NEW_SELLER_PRIOR
-        p = max(self.calibrator.p(subject, fact_key(m), prior) for m in coverable)
-        size = req.checklist_size or (len(req.missing) + len(req.covered))
-        per_item = self._value_per_item or req.spend_cap // max(size, 1)
-        value = per_item * len(coverable)
-        with localcontext() as ctx:
-            ctx.prec = 80  # p has 6 decimals and amounts are ints: this is exact
-            ev = p * value - req.price
+        p, ev, sums = self._expected_value(req, subject, coverable)
         price = format_usdc(req.price)
         for limit_name, limit, fix in _price_limits(req):
             if req.price > limit:
-                return (
-                    "refuse",
-                    p,
-                    ev,
-                    f"price {price} USDC exceeds {limit_name} {format_usdc(limit)} USDC "
-                    f"(fix: {fix})",
-                )
-        sums = (
-            f"p {_fmt_p(p)} x value {format_usdc(value)} USDC ({len(coverable)} missing "
-            f"item{'s' if len(coverable) != 1 else ''} x {format_usdc(per_item)} USDC) "
-            f"- price {price} USDC"
-        )
+                return ("refuse", p, ev, f"price {price} USDC exceeds {limit_name} "
+                        f"{format_usdc(limit)} USDC (fix: {fix})")
         lost = self._non_deliveries(subject, coverable) if req.seller is not None else ""
         if req.seller is not None and p < MIN_P_TO_PAY:
             return (
@@ -441,12 +440,7 @@ class Judge:
                 f"offered{lost}): {sums}",
             )
         if ev <= 0:
-            return (
-                "refuse",
-                p,
-                ev,
-                f"expected value {format_usdc(ev)} USDC is not positive: {sums}",
-            )
+            return "refuse", p, ev, f"expected value {format_usdc(ev)} USDC is not positive: {sums}"
         if req.approval_threshold is not None and req.price >= req.approval_threshold:
             return (
                 "escalate",
@@ -457,6 +451,28 @@ class Judge:
                 f"(EV {format_usdc(ev)} USDC = {sums})",
             )
         return ("approve", p, ev, f"EV {format_usdc(ev)} USDC > 0: {sums}{lost}")
+
+    def _expected_value(
+        self, req: PaidCallRequest, subject: str, coverable: list[str]
+    ) -> tuple[Decimal, Decimal, str]:
+        """``(p, ev, sums)``: the best calibrated p over the items the call covers (a new
+        seller starts at NEW_SELLER_PRIOR), EV = p x value - price, and the sum in words."""
+        prior = req.declared_coverage
+        if prior is None and req.seller is not None:
+            prior = NEW_SELLER_PRIOR
+        p = max(self.calibrator.p(subject, fact_key(m), prior) for m in coverable)
+        size = req.checklist_size or (len(req.missing) + len(req.covered))
+        per_item = self._value_per_item or req.spend_cap // max(size, 1)
+        value = per_item * len(coverable)
+        with localcontext() as ctx:
+            ctx.prec = 80  # p has 6 decimals and amounts are ints: this is exact
+            ev = p * value - req.price
+        sums = (
+            f"p {_fmt_p(p)} x value {format_usdc(value)} USDC ({len(coverable)} missing "
+            f"item{'s' if len(coverable) != 1 else ''} x {format_usdc(per_item)} USDC) "
+            f"- price {format_usdc(req.price)} USDC"
+        )
+        return p, ev, sums
 
     def _non_deliveries(self, subject: str, kinds: list[str]) -> str:
         """'; it took payment without delivering N times' when the seller has, else ''.
@@ -472,7 +488,7 @@ class Judge:
             "carries that"
         )
 
-    def _ordered(self, req: PaidCallRequest) -> tuple[Decision, Decimal, Decimal, str] | None:
+    def _ordered(self, req: PaidCallRequest) -> Ruling | None:
         """The ruling on a direct transfer the task's registered text orders (a mandate,
         judge/mandates.py): on the user's order, its condition read by the judge from the
         chain, within caps, budget, balance and threshold. None: no mandate matches, the

@@ -395,7 +395,14 @@ def _domain_refusal(
     domain = (offer.payload or {}).get("domain")
     if token_domain is None or not isinstance(domain, Mapping):
         return None
-    name, version = token_domain(offer.asset)
+    try:
+        name, version = token_domain(offer.asset)
+    except Exception as exc:  # the verifying contract is no token, or the chain did not answer
+        return (
+            f"the authorization's EIP-712 verifyingContract {offer.asset} answered no token "
+            f"domain ({type(exc).__name__}); expected the token's own contract; fix: build the "
+            "authorization under the token's own domain (chain.usdc.token_domain)"
+        )
     found = (domain.get("name"), str(domain.get("version")), str(domain.get("chainId")),
              str(domain.get("verifyingContract")).lower(), sorted(domain))
     expected = (name, version, str(offer.chain_id), offer.asset.lower(),

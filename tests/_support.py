@@ -181,11 +181,13 @@ def _claiming(
 def lying_authorization(
     w3: Any, usdc: str, chain_id: int, payer: str, to: str, amount: int, *, task_id: str,
     name: str = "USDC", version: str = "2", valid_s: int = 600, url: str | None = None,
+    verifying_contract: str | None = None,
 ) -> tuple[dict[str, Any], Any]:
     """An EIP-3009 authorization (typed data) and the judge request for it, claiming what
     a compromised agent would; ``name``/``version``: the EIP-712 domain it is built under
     (the token's is ("USDC", "2") on the devnet); ``url``: the resource it claims to buy
-    (a services' judge reads its 402 for the payTo: a real seller's, e.g. the paywall's)."""
+    (a services' judge reads its 402 for the payTo: a real seller's, e.g. the paywall's);
+    ``verifying_contract``: the domain's contract, claimed as the asset too (default: the token)."""
     import os
 
     from chain.usdc import eip3009_typed_data
@@ -193,9 +195,10 @@ def lying_authorization(
 
     now = int(w3.eth.get_block("latest")["timestamp"])
     payload = dict(eip3009_typed_data(
-        name=name, version=version, chain_id=chain_id, verifying_contract=usdc, sender=payer,
+        name=name, version=version, chain_id=chain_id, verifying_contract=verifying_contract or usdc,
+        sender=payer,
         recipient=to, value=amount, valid_after=0, valid_before=now + valid_s,
         nonce=os.urandom(32)))
     args = {"url": url or f"http://seller.invalid/data/{payload['message']['nonce']}"}
     fp = typed_data_fingerprint(payload)
-    return payload, _claiming(args, fp, payload, usdc, chain_id, to, amount, task_id)
+    return payload, _claiming(args, fp, payload, verifying_contract or usdc, chain_id, to, amount, task_id)

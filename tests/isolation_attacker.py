@@ -174,10 +174,14 @@ def credit_a_seller_not_paid(config: dict[str, Any], judge: Any, wallet: Any, w3
 
 def wrong_domain(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
     """An authorization built under an EIP-712 domain that is not the token's."""
+    # A verifying contract that is no token at all (the payer's own address): the judge's
+    # answer, whatever it is, or the error it gave instead of one.
+    foreign = _try(lambda: _authorization(config, judge, w3, config["price"],
+                                          verifying_contract=config["wallet"])[1].reason)
     payload, verdict = _authorization(config, judge, w3, config["price"], name="Not USDC", version="9")
     if verdict.decision != "approve":
-        return {"signed": f"judge {verdict.decision}: {verdict.reason[:300]}"}
-    return {"signed": _try(lambda: wallet.sign_typed_data(
+        return {"signed": f"judge {verdict.decision}: {verdict.reason[:300]}", "foreign": foreign}
+    return {"foreign": foreign, "signed": _try(lambda: wallet.sign_typed_data(
         payload, verdict, run_id=config["task_id"], cap=config["cap"]).reservation.id)}
 
 

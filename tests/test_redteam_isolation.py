@@ -246,6 +246,10 @@ def test_an_authorization_under_another_signing_domain_is_not_signed(arena: Aren
     assert not report["signed"].startswith("ok"), report
     assert "domain" in report["signed"].lower(), report
     assert arena.wallet.meter.usage(mine[0]).committed == 0, report
+    # A verifying contract that is no token: a refusal naming what was found and expected
+    # (it was a 500 InternalError).
+    assert report["foreign"].startswith("ok unknown asset " + arena.info["wallet"]), report
+    assert "verifyingContract" in report["foreign"] and arena.info["usdc"].lower() in report["foreign"], report
 
 
 def test_a_flood_of_idle_connections_leaves_the_services_answering(arena: Arena) -> None:

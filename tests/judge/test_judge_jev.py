@@ -158,8 +158,8 @@ def test_refuse_unknown_asset(judge: Judge) -> None:
     v = _decide(judge, asset=OTHER_TOKEN)
     assert v.decision == "refuse"
     assert v.reason == (
-        f"unknown asset {OTHER_TOKEN} on chain 31337: allowed assets are {USDC.lower()}; "
-        "fix: pay in the configured USDC"
+        f"unknown asset {OTHER_TOKEN} on chain 31337 (for an authorization, its EIP-712 "
+        f"verifyingContract): allowed assets are {USDC.lower()}; fix: pay in the configured USDC"
     )
 
 
