@@ -17,8 +17,9 @@ file's fill code, so a re-run measures rather than rebuilds. On each store:
   the child). Reconcile runs as ``nib audit reconcile`` does, from its checkpoint: the
   bench writes the checkpoint a previous pass leaves (every stored row proven through
   the devnet's head, whose hash it keeps), then the wallet writes the rows a day of use
-  adds (the reservations timed above, and ``SINCE`` x402 rows recorded settled, each
-  needing its ``authorizationState`` read). The first pass over a store (no
+  adds (the reservations timed above, and ``SINCE`` x402 rows recorded settled whose
+  transactions this devnet does not have: reopened, then read as pending rows, each with
+  its per-row chain reads). The first pass over a store (no
   checkpoint) and ``nib audit verify`` read every row: they are not in this curve.
 
 The goal (issue 27) is flat: at most 1.2x from the smallest to the largest size. A
@@ -350,8 +351,10 @@ def _checkpoint_at_head(path: Path, rpc_url: str, usdc: str) -> None:
 
 def _settled_since(path: Path, count: int, usdc: str) -> None:
     """``count`` x402 rows the wallet records as settled, through its own meter (so
-    journalled); their authorizations were never used on this devnet, so reconcile reads
-    ``authorizationState`` for each and reports them unproven."""
+    journalled). Neither their authorizations nor their transactions are on this devnet,
+    so the first reconcile reads ``authorizationState`` and the receipt of each and
+    reopens it (rolled back); every later pass reads each again as a pending row (its
+    authorization's state, the chain's clock): per-row chain reads at every size."""
     from wallet.meter import SpendMeter
 
     meter = SpendMeter(path, treasury_cap=10**15)
