@@ -174,3 +174,18 @@ def test_money_gone_without_a_row_is_reported_by_every_pass_after(
         found = _reconcile(db_path, client, chain, start)
         assert [t.tx_hash for t in found.unmatched_onchain] == [rogue.lower()], found.to_dict()
         _pay(chain, wallet, judge_signer)  # the wallet goes on paying meanwhile
+
+
+def test_the_checkpoint_works_the_same_on_postgresql(
+    chain: Any, make_wallet: Any, judge_signer: VerdictSigner, pg_url: str
+) -> None:
+    wallet = make_wallet(db_path=pg_url)
+    start = chain.w3.eth.block_number + 1
+    client = ChainClient(chain.rpc_url, chain.chain_id)
+    _pay(chain, wallet, judge_signer)
+    assert _reconcile(pg_url, client, chain, start).proven_through is None
+    proven = chain.w3.eth.block_number
+    new = _pay(chain, wallet, judge_signer)
+    second = _reconcile(pg_url, client, chain, start)
+    assert second.clean and second.proven_through == proven, second.to_dict()
+    assert [m.ledger_id for m in second.matched] == [new.ledger_id]
