@@ -18,7 +18,7 @@ import judge.errors as judge_errors
 import judge.operations as ops
 from judge.calibration import CalibrationReport, Delivery
 from judge.connections import ConnectionPool
-from judge.errors import JudgeConfigError, JudgeError, JudgeUnreachable
+from judge.errors import JudgeConfigError, JudgeError, JudgeOverloaded, JudgeUnreachable
 from judge.jev import PaidCallRequest
 from judge.policy import FreeDecision
 from judge.records import Grant, Standing
@@ -105,6 +105,14 @@ class JudgeClient:
             url=self.url,
         )
 
+    def _overloaded(self, detail: str) -> JudgeOverloaded:
+        return JudgeOverloaded(
+            f"the judge at {self.url} is overloaded ({detail}); nothing was decided, no "
+            "money moved. Fix: run the task again in a moment, or fewer agents at once "
+            "against this judge.",
+            url=self.url,
+        )
+
     def _exchange(
         self, method: str, path: str, body: Mapping[str, object] | None
     ) -> tuple[int, bytes]:
@@ -146,6 +154,8 @@ class JudgeClient:
         try:
             data = json.loads(raw)
         except ValueError as exc:
+            if status == 503:  # uvicorn's own limit: plain text, no refusal of the judge's
+                raise self._overloaded("its server answered 503, past its connection limit") from exc
             raise self._unreachable(f"HTTP {status}, not JSON") from exc
         if 200 <= status < 300 and isinstance(data, dict):
             return cast(_Resp, data)
@@ -156,6 +166,9 @@ class JudgeClient:
             raise JudgeUnreachable(
                 f"the judge at {self.url} refused the request ({detail})", url=self.url
             )
+        if status == 503:
+            detail = error.get("message") if isinstance(error, dict) else str(data)[:200]
+            raise self._overloaded(str(detail))
         if isinstance(error, dict):
             cls = getattr(judge_errors, str(error.get("type")), None)
             if (

@@ -19,6 +19,7 @@ loop signals)::
     │   ├── VerdictUnknown          not in this judge's record of issued verdicts
     │   └── VerdictConsumed         already used once (by any wallet)
     └── JudgeUnreachable            run stop: the judge service did not answer in time
+        └── JudgeOverloaded         it answered, refusing for now: too many requests (503)
 
 Every message says what was found, what was expected, and the fix.
 """
@@ -102,3 +103,8 @@ class JudgeUnreachable(JudgeError):
     def __init__(self, message: str, *, url: str) -> None:
         super().__init__(message)
         self.url = url
+
+
+class JudgeOverloaded(JudgeUnreachable):
+    """The judge service answered, but refused the request for now: too many requests in
+    flight (HTTP 503). The loop stops with judge-unreachable, its message naming overload."""

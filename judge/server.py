@@ -80,10 +80,14 @@ class _Routes:
     verdict, else 422), a malformed body 422, an unknown route 404."""
 
     def __init__(
-        self, get: dict[str, Handler], post: dict[str, Handler], pooled: frozenset[str]
+        self, get: dict[str, Handler], post: dict[str, Handler], pooled: frozenset[str],
+        max_in_flight: int,
     ) -> None:
         self.routes = {"GET": get, "POST": post}
         self.pooled = pooled
+        #: Requests being answered now, and how many may be: past it every route but
+        #: /health gets a typed JudgeOverloaded (503), not uvicorn's plain-text 503.
+        self.in_flight, self.max_in_flight = 0, max_in_flight
         # As many as anyio's default for FastAPI's sync routes: a slow chain read of one
         # decision does not hold up the others.
         self._pool = ThreadPoolExecutor(max_workers=40, thread_name_prefix="nib-judge")
@@ -100,9 +104,17 @@ class _Routes:
             answer = error("JudgeRequestInvalid", f"found {what} {method} {path}; expected "
                             "a route JudgeClient calls; fix: use judge.service.JudgeClient.",
                             status)
+        elif self.in_flight >= self.max_in_flight and path != "/v1/health":
+            answer = error("JudgeOverloaded", f"found {self.in_flight} requests in flight at the "
+                           f"judge; expected at most {self.max_in_flight}; fix: retry after a "
+                           "moment, or run fewer agents against this judge at once", 503)
         else:
-            task = scope.get("nib.task")
-            answer = await self._answer(handler, method, await _body(receive), path, task)
+            self.in_flight += 1  # one event loop: no lock needed
+            try:
+                answer = await self._answer(handler, method, await _body(receive), path,
+                                            scope.get("nib.task"))
+            finally:
+                self.in_flight -= 1
         await answer(scope, receive, send)
 
     async def _answer(
@@ -261,7 +273,8 @@ class _Handlers:
 
 
 def create_app(
-    judge: Judge, *, token: str | None = None, admin_token: str | None = None
+    judge: Judge, *, token: str | None = None, admin_token: str | None = None,
+    max_in_flight: int | None = None,
 ) -> ASGIApp:
     """An ASGI app exposing ``judge`` (bind it to loopback only).
 
@@ -273,6 +286,8 @@ def create_app(
     or skew calibration.
     Registering a task (``POST /v1/tasks``) takes ``admin_token`` (the user's, never the
     agent's); without one, tasks cannot be registered over the wire at all.
+    Past ``max_in_flight`` requests at once (default MAX_IN_FLIGHT) it answers a typed
+    ``JudgeOverloaded`` (503) to all but ``/health``.
     """
     handlers = _Handlers(judge)
     check_handlers(_Handlers, (op.handler for op in OPERATIONS), "judge.operations.OPERATIONS")
@@ -280,7 +295,8 @@ def create_app(
     for op in OPERATIONS:
         tables[op.method][op.route] = getattr(handlers, op.handler)
     pooled = frozenset(op.route for op in OPERATIONS if op.pooled)
-    routes = _Routes(get=tables["GET"], post=tables["POST"], pooled=pooled)
+    routes = _Routes(get=tables["GET"], post=tables["POST"], pooled=pooled,
+                     max_in_flight=MAX_IN_FLIGHT if max_in_flight is None else max_in_flight)
     agent_auth = f"Bearer {token}".encode() if token else None
     admin_auth = f"Bearer {admin_token}".encode() if admin_token else None
     return TokenGate(routes, agent_auth=agent_auth, admin_auth=admin_auth,
@@ -291,6 +307,9 @@ def create_app(
 MAX_HEADER_BYTES = 16 * 1024
 #: Connections the judge serves at once (the agents' and the wallet's clients keep a few).
 MAX_CONNECTIONS = 512
+#: Requests the judge answers at once; past it a typed JudgeOverloaded (503), below
+#: uvicorn's own limit (MAX_CONNECTIONS), so a request that gets in is answered in JSON.
+MAX_IN_FLIGHT = 256
 
 
 def _server(
@@ -301,6 +320,7 @@ def _server(
     *,
     insecure: bool = False,
     admin_token: str | None = None,
+    max_in_flight: int | None = None,
 ) -> uvicorn.Server:
     if not token and not insecure:
         raise JudgeConfigError(
@@ -314,7 +334,7 @@ def _server(
             "localhost) because the judge holds an approving key; fix: bind to 127.0.0.1."
         )
     config = uvicorn.Config(
-        BodyLimit(create_app(judge, token=token, admin_token=admin_token)),
+        BodyLimit(create_app(judge, token=token, admin_token=admin_token, max_in_flight=max_in_flight)),
         host=host,
         port=port,
         log_level="warning",
@@ -324,7 +344,8 @@ def _server(
         # took 1 MB of headers); a request whose head is larger is answered 400 and closed.
         http="h11",
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
-        # Past this many connections and requests at once uvicorn answers 503 at once.
+        # Past this many connections and requests at once uvicorn answers a plain 503 at
+        # once (the client reads it as JudgeOverloaded too); the app's own limit is lower.
         limit_concurrency=MAX_CONNECTIONS,
     )
     return uvicorn.Server(config)
@@ -364,9 +385,11 @@ class JudgeServer:
         token: str | None = None,
         insecure: bool = False,
         admin_token: str | None = None,
+        max_in_flight: int | None = None,
     ) -> None:
         self._server = _server(
-            judge, host, port, token, insecure=insecure, admin_token=admin_token
+            judge, host, port, token, insecure=insecure, admin_token=admin_token,
+            max_in_flight=max_in_flight,
         )
         self._host = host
         self._port = port

@@ -243,3 +243,51 @@ def test_free_reads_are_counted_by_the_judge_per_task_not_by_the_caller() -> Non
 
         assert [free(tokens[0]) for _ in range(3)] == ["allowed", "allowed", "refused"]
         assert free(tokens[1]) == "allowed"
+
+
+def test_an_overloaded_judge_answers_a_typed_refusal_the_loop_stops_on_by_name() -> None:
+    """Past its requests in flight the judge answers JudgeOverloaded (503, JSON) to all but
+    /health; the client raises it typed (a plain 503 of uvicorn's own limit too) and the
+    loop stops judge-unreachable with a message naming the overload and the fix."""
+    import threading
+
+    from agent.loop.stop import dependency_stop
+    from judge.errors import JudgeOverloaded
+
+    gate = threading.Event()
+
+    class Held(BetaCalibrator):
+        def p(self, *args: Any, **kwargs: Any) -> Decimal:
+            gate.wait(60)
+            return super().p(*args, **kwargs)
+
+    judge = Judge(VerdictSigner(dev_account(JUDGE)), Held(), allowed_assets={31337: [USDC]})
+    with JudgeServer(judge, token=TOKEN, max_in_flight=2) as srv:
+        held = [threading.Thread(target=lambda: JudgeClient(srv.url, token=TOKEN, timeout_s=60).decide(_request()))
+                for _ in range(2)]
+        for t in held:
+            t.start()
+        client = JudgeClient(srv.url, token=TOKEN, timeout_s=30)
+        try:
+            deadline = time.monotonic() + 60
+            while True:  # until both decisions are in flight
+                try:
+                    client.calibration()
+                except JudgeOverloaded as exc:
+                    refused = exc
+                    break
+                assert time.monotonic() < deadline, "the judge never reported overload"
+                time.sleep(0.05)
+            raw = httpx.get(f"{srv.url}/v1/calibration", trust_env=False,
+                            headers={"Authorization": f"Bearer {TOKEN}"})
+            health = httpx.get(f"{srv.url}/v1/health", trust_env=False)
+        finally:
+            gate.set()
+            for t in held:
+                t.join(60)
+        assert raw.status_code == 503 and raw.json()["error"]["type"] == "JudgeOverloaded", raw.text
+        assert health.status_code == 200
+        assert "overloaded" in str(refused) and "Fix:" in str(refused), refused
+        stop = dependency_stop(refused)
+        assert stop is not None and stop.reason == "judge-unreachable" and "overloaded" in stop.message
+        assert client.calibration()["n"] >= 0  # answered again once the load is gone
