@@ -12,7 +12,7 @@ import difflib
 import os
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from pydantic import (
     BaseModel,
@@ -23,6 +23,7 @@ from pydantic import (
     create_model,
     field_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from agent.errors import AgentConfigError
@@ -31,6 +32,7 @@ from chain.home import nib_home
 from chain.money import DEFAULT_ETH_PRICE_USDC
 
 __all__ = [
+    "ExplicitSettings",
     "LimitOverrides",
     "NibSettings",
     "config_path",
@@ -48,7 +50,7 @@ def _limit_overrides() -> type[BaseModel]:
     """One optional field per field of :class:`Limits`, same type, same bounds: derived,
     so a new limit is overridable (``[limits]`` in TOML, ``NIB_LIMITS__MAX_STEPS`` in the
     env) without a second list to keep in step."""
-    fields: dict[str, Any] = {}
+    fields: dict[str, Any] = {}  # pydantic's create_model types a field definition with Any
     for f in dataclasses.fields(Limits):
         bound = (
             Field(default=None, ge=0) if f.name in ZERO_OK else Field(default=None, gt=0)
@@ -79,7 +81,7 @@ def config_path(env: dict[str, str] | None = None) -> Path:
     return nib_home(env) / CONFIG_FILE
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _read_toml(path: Path) -> dict[str, object]:
     if not path.exists():
         return {}
     try:
@@ -101,14 +103,14 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 class _TomlSource(PydanticBaseSettingsSource):
-    def __init__(self, settings_cls: type[BaseSettings], data: dict[str, Any]) -> None:
+    def __init__(self, settings_cls: type[BaseSettings], data: dict[str, object]) -> None:
         super().__init__(settings_cls)
         self._data = data
 
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[object, str, bool]:
         return self._data.get(field_name), field_name, False
 
-    def __call__(self) -> dict[str, Any]:
+    def __call__(self) -> dict[str, object]:
         return dict(self._data)
 
 
@@ -194,7 +196,7 @@ class NibSettings(BaseSettings):
         return self.database_url or self.db_path or self.home / DB_FILE
 
     def resolve_limits(
-        self, *, model_local: bool, profile: str | None = None, **flags: Any
+        self, *, model_local: bool, profile: str | None = None, **flags: float | None
     ) -> tuple[Profile, Limits]:
         """Profile (explicit > configured > by model location) plus overrides (flags win)."""
         overrides = {k: v for k, v in self.limits.model_dump().items() if v is not None}
@@ -202,11 +204,22 @@ class NibSettings(BaseSettings):
         return limits_for(profile or self.profile, model_local=model_local, **overrides)
 
 
-def load_settings(**explicit: Any) -> NibSettings:
+class ExplicitSettings(TypedDict, total=False):
+    """Settings a caller gives outright (they win over the environment and the TOML file)."""
+
+    home: Path
+    db_path: Path
+    database_url: str
+    network: str
+    model: str
+    profile: str
+
+
+def load_settings(**explicit: Unpack[ExplicitSettings]) -> NibSettings:
     """Load and validate settings; raises AgentConfigError with source and fix on a bad value."""
     path = config_path()
     try:
-        return NibSettings(**{k: v for k, v in explicit.items() if v is not None})
+        return NibSettings(**explicit)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
@@ -238,9 +251,9 @@ OTHER_VARIABLES = {
 }
 
 
-def _nested(loc: tuple[Any, ...]) -> dict[str, Any]:
+def _nested(loc: tuple[int | str, ...]) -> dict[str, object]:
     """A config key's location (``("limits", "max_step")``) as the table it came from."""
-    data: dict[str, Any] = {}
+    data: dict[str, object] = {}
     for part in reversed([str(p) for p in loc]):
         data = {part: data or None}
     return data
@@ -268,7 +281,7 @@ def unknown_variables(env: dict[str, str] | None = None) -> list[tuple[str, str 
     return [(k, _nearest(k, known)) for k in sorted(env) if k.startswith("NIB_") and k not in known]
 
 
-def unknown_keys(data: dict[str, Any]) -> list[tuple[str, str | None]]:
+def unknown_keys(data: dict[str, object]) -> list[tuple[str, str | None]]:
     """The keys of a config file's table ``data`` (and of its [limits]) nib does not read,
     each with the nearest known one."""
     top = set(NibSettings.model_fields) - {"plain_openai_api_key", "plain_anthropic_api_key"}

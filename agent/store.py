@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import socket
+import sqlite3
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Literal
 
 from agent.loop.result import PROCESS_DIED
 from judge.events import EVENT_TYPES as JUDGE_EVENTS
@@ -24,12 +25,16 @@ from judge.storage import (
     Location,
     Migration,
     add_missing_columns,
+    cell_float,
     cell_int,
     migrate,
     open_database,
     process_identity,
 )
 from wallet.events import EVENT_TYPES as WALLET_EVENTS
+
+if TYPE_CHECKING:
+    from judge.storage.db import PgConnection
 
 __all__ = [
     "EVENT_TYPES",
@@ -52,7 +57,7 @@ finish stop (exit 0; docs/runs.md). ``stopped``: any other stop (exit 1). ``died
 ``process-died``, its process gone before it could stop."""
 
 
-def run_status(row: dict[str, Any] | None, queued: str | None = None) -> RunStatus:
+def run_status(row: Mapping[str, object] | None, queued: str | None = None) -> RunStatus:
     """The status of a run row (``agent_runs``), or of a queue row's status ``queued`` for
     a task whose run has not started."""
     if row is None:
@@ -219,10 +224,10 @@ class RunStore:
         #: The ledger's spend of a run (``SpendSummary`` fields), for the result of a run
         #: whose process died: by default the wallet's ledger in this same database; the
         #: runtime and the CLI point it at the wallet service when one holds the ledger.
-        self.spend_of: Callable[[str], dict[str, Any]] = self._ledger_spend
+        self.spend_of: Callable[[str], dict[str, object]] = self._ledger_spend
 
     @property
-    def conn(self) -> Any:
+    def conn(self) -> sqlite3.Connection | PgConnection:
         return self.db.conn
 
     # ------------------------------------------------------------------ runs
@@ -238,7 +243,7 @@ class RunStore:
         )
         self._drive(run_id)
 
-    def finish_run(self, run_id: str, result: dict[str, Any]) -> None:
+    def finish_run(self, run_id: str, result: Mapping[str, object]) -> None:
         self.db.execute(
             "UPDATE agent_runs SET status='stopped', stop_reason=?, finished=?, ended_at=?, "
             "result=? WHERE run_id=?",
@@ -252,11 +257,11 @@ class RunStore:
         )
         self._release(run_id)
 
-    def run(self, run_id: str) -> dict[str, Any] | None:
+    def run(self, run_id: str) -> dict[str, object] | None:
         rows = self.db.query("SELECT * FROM agent_runs WHERE run_id = ?", (run_id,))
         return self._close_dead(rows)[0] if rows else None
 
-    def runs(self, limit: int = 50) -> list[dict[str, Any]]:
+    def runs(self, limit: int = 50) -> list[dict[str, object]]:
         return self._close_dead(
             self.db.query("SELECT * FROM agent_runs ORDER BY started_at DESC LIMIT ?", (int(limit),))
         )
@@ -293,7 +298,7 @@ class RunStore:
             except Exception:  # a blip (or the store closed): the next beat retries
                 continue
 
-    def _close_dead(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _close_dead(self, rows: list[dict[str, object]]) -> list[dict[str, object]]:
         """Rows as read, with each ``running`` row whose process is gone closed as
         ``died`` / ``process-died`` (once, by whichever reader sees it first)."""
         now = time.time()
@@ -302,15 +307,18 @@ class RunStore:
                 continue
             if row.get("owner") == self.owner and row["run_id"] in self._driving:
                 continue  # this very process drives it (a late beat is not a death)
-            why = owner_gone(row.get("owner"), row.get("beat_at"), now)
+            run_id, owner, beat = str(row["run_id"]), row.get("owner"), row.get("beat_at")
+            owner = owner if isinstance(owner, str) else None
+            beat_at = None if beat is None else cell_float(beat)
+            why = owner_gone(owner, beat_at, now)
             if why is None:
                 continue
-            self.close_died(row["run_id"], why, owner=row["owner"], beat_at=row.get("beat_at"))
+            self.close_died(run_id, why, owner=owner, beat_at=beat_at)
             # Closed here, or meanwhile by its process or another reader: read what stands.
-            row.update(self.db.query("SELECT * FROM agent_runs WHERE run_id = ?", (row["run_id"],))[0])
+            row.update(self.db.query("SELECT * FROM agent_runs WHERE run_id = ?", (run_id,))[0])
         return rows
 
-    def _ledger_spend(self, run_id: str) -> dict[str, Any]:
+    def _ledger_spend(self, run_id: str) -> dict[str, object]:
         from agent.loop.result import SpendSummary
         from wallet.meter import SpendMeter
 
@@ -327,12 +335,12 @@ class RunStore:
             "is the last thing it did. An authorization it signed stays pending in the "
             "ledger. Fix: `nib audit reconcile`, then run the task again."
         )
-        result: dict[str, Any] = {"run_id": run_id, "stop_reason": PROCESS_DIED,
-                                  "finished": False, "partial": True, "message": message}
+        result: dict[str, object] = {"run_id": run_id, "stop_reason": PROCESS_DIED,
+                                     "finished": False, "partial": True, "message": message}
         try:
             result["spend"] = self.spend_of(run_id)
         except Exception as exc:  # the wallet is away: `nib audit` reads it later
-            result["message"] += f" (spend unread: {type(exc).__name__}: {exc})"
+            result["message"] = f"{message} (spend unread: {type(exc).__name__}: {exc})"
         whose = "" if owner is None else " AND owner = ?"
         closed = self.db.execute(
             "UPDATE agent_runs SET status = 'died', stop_reason = ?, finished = 0, ended_at = ?, "
@@ -351,7 +359,7 @@ class RunStore:
         )
         return cell_int(found)
 
-    def event(self, run_id: str, type_: str, data: dict[str, Any]) -> int:
+    def event(self, run_id: str, type_: str, data: Mapping[str, object]) -> int:
         """Append one audit event; returns its sequence number within the run.
 
         Other processes write to the same run too (a worker settling another run's
@@ -379,7 +387,7 @@ class RunStore:
                 return seq
         raise AssertionError("unreachable")
 
-    def events(self, run_id: str, type_: str | None = None) -> list[dict[str, Any]]:
+    def events(self, run_id: str, type_: str | None = None) -> list[dict[str, object]]:
         where, params = "run_id = ?", [run_id]
         if type_:
             where, params = where + " AND type = ?", [run_id, type_]
@@ -429,7 +437,7 @@ class RunStore:
             (run_id, task, stop_reason, lesson, time.time()),
         )
 
-    def lessons(self, limit: int = 200) -> list[dict[str, Any]]:
+    def lessons(self, limit: int = 200) -> list[dict[str, object]]:
         return self.db.query("SELECT * FROM agent_lessons ORDER BY id DESC LIMIT ?", (int(limit),))
 
     def close(self) -> None:

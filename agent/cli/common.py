@@ -11,13 +11,13 @@ import json
 import sys
 from collections.abc import Iterable
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from rich.console import Console
 
 if TYPE_CHECKING:
     from agent.cli.runtime import Runtime
-    from agent.config import NibSettings
+    from agent.config import ExplicitSettings, NibSettings
     from agent.store import RunStore
 
 __all__ = [
@@ -77,9 +77,12 @@ def emit_json_list(items: Iterable[object]) -> None:
 _warned: list[str] = []
 
 
-def cli_settings(**explicit: Any) -> NibSettings:
-    """The settings, after a warning (once per process) for each NIB_* variable nib does
-    not read, naming the nearest one it does (a typo is otherwise ignored silently)."""
+def cli_settings(
+    *, network: str | None = None, model: str | None = None, profile: str | None = None
+) -> NibSettings:
+    """The settings (``network``, ``model``, ``profile``: a flag's value, None when not
+    given), after a warning (once per process) for each NIB_* variable nib does not read,
+    naming the nearest one it does (a typo is otherwise ignored silently)."""
     from agent.config import load_settings, unknown_variables
 
     for name, nearest in unknown_variables():
@@ -89,7 +92,14 @@ def cli_settings(**explicit: Any) -> NibSettings:
             err.print(f"warning: {name} is not a nib setting and is ignored; {fix} "
                       "(`nib --help` and README.md list the settings).",
                       markup=False, highlight=False, soft_wrap=True)
-    return load_settings(**explicit)
+    given: ExplicitSettings = {}
+    if network is not None:
+        given["network"] = network
+    if model is not None:
+        given["model"] = model
+    if profile is not None:
+        given["profile"] = profile
+    return load_settings(**given)
 
 
 def cli_runtime(settings: NibSettings, *, in_process: bool = False) -> Runtime:

@@ -29,11 +29,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from agent.config import NibSettings
 from agent.errors import AgentConfigError
 from chain import devnet as _devnet
+
+if TYPE_CHECKING:
+    from agent.loop.limits import Limits
+    from agent.store import RunStore
+    from chain.networks import Network
+    from judge.records import Grant
+    from judge.service import JudgeClient
+    from judge.tasks import TaskLimits
 
 SERVICES_FILE = "services.json"
 #: The services' own directory in NIB_HOME (0700), and what it holds.
@@ -72,9 +80,9 @@ class ServicesInfo:
     def running(self) -> bool:
         return _devnet.pid_alive(self.judge_pid) and _devnet.pid_alive(self.wallet_pid)
 
-    def public(self) -> dict[str, Any]:
+    def public(self) -> dict[str, object]:
         """What to print."""
-        data: dict[str, Any] = dict(asdict(self))
+        data: dict[str, object] = dict(asdict(self))
         data["running"] = self.running
         return data
 
@@ -230,7 +238,7 @@ def take_secrets() -> None:
     os.environ.update({str(k): str(v) for k, v in dict(secrets).items()})
 
 
-def _wait(ready: Any, proc: subprocess.Popen[bytes], name: str, log: Path) -> None:
+def _wait(ready: Callable[[], bool], proc: subprocess.Popen[bytes], name: str, log: Path) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while not ready():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -357,7 +365,7 @@ def _network_is_devnet(settings: NibSettings) -> bool:
     return settings.network == "anvil"
 
 
-def _admin_client(settings: NibSettings, info: ServicesInfo) -> Any:
+def _admin_client(settings: NibSettings, info: ServicesInfo) -> JudgeClient:
     """A judge client holding the user's admin token (read from its 0600 file). Only ever
     called in :func:`as_user`'s child: the token never enters an agent process."""
     from judge.service import JudgeClient
@@ -412,7 +420,7 @@ def as_user(fn: Callable[[], T]) -> T:
     return value  # type: ignore[no-any-return]
 
 
-def register_task(settings: NibSettings, info: ServicesInfo, limits: Any, *,
+def register_task(settings: NibSettings, info: ServicesInfo, limits: TaskLimits, *,
                   queued: bool = False) -> str:
     """Register a task's limits with the judge service, as the user (admin token, read in
     a child: see :func:`as_user`); ``queued``: for a worker to claim (``nib submit``).
@@ -449,7 +457,7 @@ def worker_token(settings: NibSettings, info: ServicesInfo) -> str:
 
 def grant_escalation(
     settings: NibSettings, info: ServicesInfo, verdict_id: str, *, task_id: str | None = None
-) -> Any:
+) -> Grant:
     """A human grants the escalated payment ``verdict_id`` at the judge service (admin
     token, read in a child: see :func:`as_user`); returns the judge's
     :class:`~judge.records.Grant` (what it now covers).
@@ -457,14 +465,14 @@ def grant_escalation(
     With ``task_id``, a verdict of another task is refused before anything is granted.
     """
 
-    def grant() -> Any:
+    def grant() -> Grant:
         with _admin_client(settings, info) as admin:
             return admin.grant(verdict_id, task_id=task_id, by=f"uid {os.getuid()}")
 
     return as_user(grant)
 
 
-def held_verdict(store: Any, run_id: str) -> str:
+def held_verdict(store: RunStore, run_id: str) -> str:
     """The escalate verdict a paused run is waiting on, from its saved state."""
     import json as _json
 
@@ -478,7 +486,20 @@ def held_verdict(store: Any, run_id: str) -> str:
     return str(pending["verdict"]["id"])
 
 
-def task_limits(rt: Any, run_id: str, task: str, limits: Any) -> Any:
+class RunPlace(Protocol):
+    """Where a run happens, as :func:`task_limits` reads it (``agent.cli.runtime.Runtime``)."""
+
+    @property
+    def settings(self) -> NibSettings: ...
+    @property
+    def paywall_url(self) -> str | None: ...
+    @property
+    def network(self) -> Network: ...
+    @property
+    def devnet(self) -> _devnet.DevnetInfo | None: ...
+
+
+def task_limits(rt: RunPlace, run_id: str, task: str, limits: Limits) -> TaskLimits:
     """The limits ``nib run`` registers for one task, from the user's configuration and
     the task text: its caps and threshold, the addresses it may pay (named in the task,
     allowlisted, and the devnet sellers' payTo) and the seller origins it may buy from."""
@@ -498,8 +519,8 @@ def task_limits(rt: Any, run_id: str, task: str, limits: Any) -> Any:
 
 
 def registered_limits(
-    run_id: str, task: str, limits: Any, *, allowlist: Sequence[str], recipients: Sequence[str] = ()
-) -> Any:
+    run_id: str, task: str, limits: Limits, *, allowlist: Sequence[str], recipients: Sequence[str] = ()
+) -> TaskLimits:
     """A task's :class:`~judge.tasks.TaskLimits`: the run's caps and threshold; it may pay
     the addresses the task names, the allowlist's 0x entries and ``recipients``, buy
     from the allowlist's URL entries (seller origins), and make the payments the task's

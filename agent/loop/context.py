@@ -8,7 +8,6 @@ learning, finishing) holds the same ``RunContext``; none of them inherits from a
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from agent.loop.checklist import Checklist
 from agent.loop.history import HistoryEntry, Outcome, one_line, render
@@ -24,7 +23,7 @@ __all__ = ["ARGS_EVENT_CHARS", "RunContext", "literal_args"]
 ARGS_EVENT_CHARS = 2_000
 
 
-def literal_args(args: Any, limit: int = ARGS_EVENT_CHARS) -> Any:
+def literal_args(args: object, limit: int = ARGS_EVENT_CHARS) -> object:
     """Proposed arguments as the model wrote them, JSON-safe, at most ``limit`` chars.
 
     Small arguments come back as a JSON copy; larger ones as ``{"truncated": true,
@@ -65,7 +64,7 @@ class RunContext:
             time_left=lambda: limits.wall_clock_s - self.elapsed(),
         )
 
-    def emit(self, type_: str, data: dict[str, Any]) -> None:
+    def emit(self, type_: str, data: dict[str, object]) -> None:
         """Append one audit event (and show it live when someone is watching)."""
         self.deps.store.event(self.state.run_id, type_, data)
         if self.deps.on_event is not None:
@@ -88,7 +87,7 @@ class RunContext:
     def add_history(
         self,
         tool: str,
-        args: dict[str, Any],
+        args: dict[str, object],
         outcome: Outcome,
         summary: str,
         evidence_id: str | None = None,
@@ -96,13 +95,13 @@ class RunContext:
         entry = HistoryEntry(self.state.step, tool, args, outcome, one_line(summary), evidence_id)
         self.state.history.append(entry.as_dict())
 
-    def skip(self, why: str, feedback: str, **data: Any) -> None:
+    def skip(self, why: str, feedback: str, **data: object) -> None:
         """A proposal not executed: free, audited, the model told why."""
         self.state.consecutive_skips += 1
         self.state.feedback.append(feedback)
         self.emit("gate.skip", {"step": self.state.step, "why": why, "feedback": feedback, **data})
 
-    def model_context(self) -> dict[str, Any]:
+    def model_context(self) -> dict[str, object]:
         """What every model request is shown about the run (prompt builders read it)."""
         return {
             "task": self.state.task,

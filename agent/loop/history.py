@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from agent.loop.tokens import count_text
 
@@ -46,7 +46,7 @@ class HistoryEntry:
 
     step: int
     tool: str
-    args: dict[str, Any]
+    args: dict[str, object]
     outcome: Outcome
     summary: str
     evidence_id: str | None = None
@@ -57,7 +57,7 @@ class HistoryEntry:
         call = f"{self.tool} {args}" if self.tool else "(no call)"
         return f"step {self.step}: {call} -> {self.outcome}{ref}: {one_line(self.summary)}"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -67,11 +67,11 @@ def render(entries: Iterable[HistoryEntry]) -> str:
     return "\n".join(lines) if lines else "(no steps yet)"
 
 
-def _raw_step(tool: str, args: dict[str, Any], data: Any) -> str:
+def _raw_step(tool: str, args: dict[str, object], data: object) -> str:
     return json.dumps({"tool": tool, "args": args, "result": data}, default=str)
 
 
-def full_transcript_tokens(steps: Sequence[tuple[str, dict[str, Any], Any]]) -> int:
+def full_transcript_tokens(steps: Sequence[tuple[str, dict[str, object], object]]) -> int:
     """Input tokens a naive loop sends over a run that re-reads every raw result each step.
 
     ``steps`` are ``(tool, args, raw_result)``; step k's request carries steps 1..k-1.
@@ -80,7 +80,7 @@ def full_transcript_tokens(steps: Sequence[tuple[str, dict[str, Any], Any]]) -> 
     return sum(sum(sizes[:k]) for k in range(len(sizes) + 1))
 
 
-def shaped_tokens(steps: Sequence[tuple[str, dict[str, Any], Any]]) -> int:
+def shaped_tokens(steps: Sequence[tuple[str, dict[str, object], object]]) -> int:
     """Input tokens the same run costs with shaped history (one bounded line per step)."""
     sizes = []
     for n, (tool, args, data) in enumerate(steps, start=1):

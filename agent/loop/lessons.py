@@ -11,6 +11,7 @@ from collections.abc import Callable
 from agent.loop.checklist import words
 from agent.loop.history import one_line
 from agent.store import RunStore
+from judge.storage import cell_int
 
 __all__ = ["lesson_prompt", "record_lesson", "similar_lessons", "task_similarity"]
 
@@ -47,7 +48,7 @@ def similar_lessons(
             on_error("lesson.error", {"op": "read", "error": f"{type(exc).__name__}: {exc}"})
         return []
     scored = sorted(
-        ((task_similarity(task, r["task"]), r["id"], r["lesson"]) for r in rows),
+        ((task_similarity(task, str(r["task"])), cell_int(r["id"]), str(r["lesson"])) for r in rows),
         key=lambda t: (-t[0], -t[1]),
     )
     seen: list[str] = []

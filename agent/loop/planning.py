@@ -159,7 +159,7 @@ class Planner:
             "feedback": list(run.state.feedback),
             "exchange": list(run.state.exchange),
         }
-        described = context["tools"]
+        described = run.deps.registry.describe()  # what model_context shows as "tools" (cached)
         specs = tool_specs(described)
         run.state.feedback.clear()
         run.state.exchange = []

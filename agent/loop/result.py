@@ -6,11 +6,15 @@ the work done so far (never an empty answer), and sees what was attempted and sp
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from chain.money import format_usdc
+
+if TYPE_CHECKING:
+    from wallet.meter import RunSpend
 
 __all__ = [
     "DEPENDENCY_STOPS",
@@ -140,14 +144,14 @@ class EvidenceItem(BaseModel):
     id: str
     step: int
     tool: str
-    args: dict[str, Any]
+    args: dict[str, object]
     summary: str
     facts: dict[str, str] = Field(default_factory=dict)
     params: dict[str, str] = Field(default_factory=dict)
     cost_usdc: int = 0
     #: A bounded typed excerpt of what a purchase returned (``{"type": "json", "fields":
     #: {...}}`` or ``{"type": "text", "text": ...}``), the data this evidence cites.
-    excerpt: dict[str, Any] | None = None
+    excerpt: dict[str, object] | None = None
 
 
 LineGrade = Literal["observed", "derived", "asserted", "not-answered", "note"]
@@ -185,7 +189,7 @@ class SpendSummary(BaseModel):
     source: Literal["ledger", "run"] = "ledger"
 
     @classmethod
-    def from_meter(cls, usage: Any) -> SpendSummary:
+    def from_meter(cls, usage: RunSpend) -> SpendSummary:
         """A run's spend from the meter's ``usage(run_id)`` (settled, reserved, gas_wei)."""
         total = int(usage.settled) + int(usage.reserved)
         return cls(
@@ -233,7 +237,7 @@ class AgentResult(BaseModel):
 
 def backstop_answer(
     task: str,
-    checklist: list[dict[str, Any]],
+    checklist: Sequence[Mapping[str, object]],
     evidence: list[EvidenceItem],
     reason: str,
     message: str,

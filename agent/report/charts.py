@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Literal
 
 from agent.loop.result import DEPENDENCY_STOPS, FINISHED_STOPS
 from chain.money import format_usdc
@@ -85,7 +85,7 @@ class ChartRun:
     tokens: int
     elapsed_s: float
     started: str
-    events: tuple[Mapping[str, Any], ...]
+    events: tuple[Mapping[str, object], ...]
     #: The answer's grade and its lines as (grade, text): observed, derived, asserted, ...
     provenance: str = "none"
     lines: tuple[tuple[str, str], ...] = ()
@@ -94,7 +94,7 @@ class ChartRun:
     status: str = "stopped"
 
 
-def esc(text: Any) -> str:
+def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
@@ -309,7 +309,7 @@ def chart_steps(runs: Sequence[ChartRun], max_steps: int | None) -> str:
     )  # fmt: skip
 
 
-def _metric(value: Any) -> str:
+def _metric(value: object) -> str:
     if value is None or value == "":
         return "n/a"
     return f"{Decimal(str(value)):.3f}"
@@ -317,8 +317,10 @@ def _metric(value: Any) -> str:
 
 # Long by design: one SVG drawn top to bottom (axes, bars, labels, legend); the
 # pieces share the scale computed at the top.
-def chart_reliability(calibration: Mapping[str, Any] | None) -> str:
-    bins = [b for b in (calibration or {}).get("bins", []) if int(b.get("n", 0) or 0) > 0]
+def chart_reliability(calibration: Mapping[str, object] | None) -> str:
+    listed = (calibration or {}).get("bins", [])
+    bins = [b for b in listed if isinstance(b, Mapping) and int(b.get("n", 0) or 0) > 0] \
+        if isinstance(listed, list) else []
     if not calibration or not bins:
         return _empty(
             "chart-reliability",

@@ -99,7 +99,7 @@ def run_rows(store: RunStore, limit: int, spend_of: SpendOf | None = None) -> li
 
     spend_of = spend_of or ledger_spend(cli_settings())
 
-    runs = {r["run_id"]: r for r in store.runs(limit=limit)}
+    runs = {str(r["run_id"]): r for r in store.runs(limit=limit)}
     tasks = {t.id: t for t in TaskQueue(store.db).tasks(limit=limit)}
     for task_id in tasks.keys() - runs.keys():
         found = store.run(task_id)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -28,7 +28,13 @@ from agent.cli.common import (
 )
 
 if TYPE_CHECKING:
+    import asyncio
+
+    from agent.cli.runtime import Runtime
     from agent.loop.result import AgentResult
+
+#: What a run calls with each event: (run id, event type, event data).
+OnEvent = Callable[[str, str, dict[str, object]], None]
 
 __all__ = ["app"]
 
@@ -41,7 +47,7 @@ DEMO_TASK = (
 )
 
 
-def _print_result(result: Any, as_json: bool) -> int:
+def _print_result(result: AgentResult, as_json: bool) -> int:
     if as_json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
@@ -61,7 +67,7 @@ def _print_result(result: Any, as_json: bool) -> int:
     return EXIT_FINISHED if result.finished else EXIT_STOPPED
 
 
-def run_txs(run_id: str) -> list[dict[str, Any]]:
+def run_txs(run_id: str) -> list[dict[str, object]]:
     """The run's settled payments, from the wallet's events in its own trace (the agent
     process cannot open the services' ledger; `nib audit` is the record)."""
     try:
@@ -122,7 +128,7 @@ def run_cmd(
                                   run_id=run_id), as_json, run_id))
 
 
-def drive_live(start: Callable[[Any], Awaitable[AgentResult]], as_json: bool, run_id: str) -> int:
+def drive_live(start: Callable[[OnEvent | None], Awaitable[AgentResult]], as_json: bool, run_id: str) -> int:
     """Run ``start(on_event)`` with the live view (agent.cli.live) unless ``as_json``, print
     the result, and return the exit code: 0 finished, 1 stopped, 130 Ctrl-C (143 SIGTERM)
     with a line that says what was signed."""
@@ -211,7 +217,7 @@ def money_flags(**flags: str | None) -> dict[str, int]:
             for k, v in flags.items() if v is not None}
 
 
-def _cancel_on(task: Any, signals: list[str]) -> None:
+def _cancel_on(task: asyncio.Task[object], signals: list[str]) -> None:
     signals.append("SIGTERM")
     task.cancel()
 
@@ -249,7 +255,7 @@ def _decide(run_id: str, decision: str, as_json: bool, unconfined: bool, in_proc
         as_json, run_id))
 
 
-def _grant_at_the_judge(rt: Any, run_id: str) -> None:
+def _grant_at_the_judge(rt: Runtime, run_id: str) -> None:
     """With the judge as its own service, the human's approval is a grant there (admin
     token): the judge then approves exactly the held payload once, and the wallet signs
     an approval above the threshold only with that grant. In-process: nothing to do."""
