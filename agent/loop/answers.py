@@ -13,7 +13,6 @@ import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
 
 __all__ = ["asked_value", "item_line", "sheet_field", "with_covered_values"]
 
@@ -72,11 +71,12 @@ def _converted(kind: str, unit: str, value: str) -> str | None:
     return f"{text} {name}"
 
 
-def asked_value(item: Mapping[str, Any]) -> str:
+def asked_value(item: Mapping[str, object]) -> str:
     """A covered item's value as the task asked for it (its unit, its field, its block)."""
     value = str(item.get("value") or "")
     kind = item.get("kind")
-    params: Mapping[str, Any] = item.get("params") or {}
+    given = item.get("params")
+    params: Mapping[str, object] = given if isinstance(given, Mapping) else {}
     field = params.get("field")
     if field:
         got = sheet_field(value, str(field))
@@ -111,7 +111,7 @@ def asked_value(item: Mapping[str, Any]) -> str:
     return _clip(value)
 
 
-def item_line(item: Mapping[str, Any]) -> str:
+def item_line(item: Mapping[str, object]) -> str:
     """One covered item's answer line: the asked value, then provenance and evidence."""
     text = str(item.get("text") or item.get("kind") or "")
     if item.get("provenance") == "derived":
@@ -119,14 +119,14 @@ def item_line(item: Mapping[str, Any]) -> str:
     return f"{text}: {asked_value(item)} (observed, evidence {item.get('evidence_id')})"
 
 
-def _states(answer: str, item: Mapping[str, Any]) -> bool:
+def _states(answer: str, item: Mapping[str, object]) -> bool:
     """True when ``answer`` already states the item's asked value."""
     shown = asked_value(item)
     core = shown.split(" (", 1)[0].split(" at block", 1)[0].split(" gwei", 1)[0].strip()
     return bool(core) and core.lower() in answer.lower()
 
 
-def with_covered_values(answer: str, items: Iterable[Mapping[str, Any]]) -> str:
+def with_covered_values(answer: str, items: Iterable[Mapping[str, object]]) -> str:
     """``answer`` with a line for every covered item whose asked value it does not state
     (a model's empty, junk or partial summary still carries the evidence's values)."""
     extra = [item_line(i) for i in items if i.get("covered") and not _states(answer, i)]

@@ -16,8 +16,8 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 from agent.errors import AgentConfigError
 from agent.loop.result import FINISHED_STOPS
@@ -60,9 +60,9 @@ class ReportData:
     rate}]}`` (``freq`` is read as ``rate``), or None when the judge has no outcomes yet.
     """
 
-    runs: Sequence[Mapping[str, Any]]
+    runs: Sequence[Mapping[str, object]]
     spend_cap_atomic: int
-    calibration: Mapping[str, Any] | None = None
+    calibration: Mapping[str, object] | None = None
     generated_at: str = field(
         default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     )
@@ -77,16 +77,17 @@ class ReportData:
 
 
 def run_from_store(
-    row: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = (),
-    ledger: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    row: Mapping[str, object], events: Sequence[Mapping[str, object]] = (),
+    ledger: Mapping[str, object] | None = None,
+) -> dict[str, object]:
     """One report run from a ``RunStore.runs()`` row (its ``result`` column holds the
     AgentResult JSON) and that run's ``RunStore.events()``; an unfinished run shows as
     ``running`` (or ``awaiting-approval`` when paused). ``ledger``: the run's spend as the
     ledger holds it (agent.report.spend), which is reported in place of the stored one."""
     from agent.store import run_status
 
-    result = json.loads(row["result"]) if row.get("result") else {}
+    stored = row.get("result")
+    result = json.loads(stored if isinstance(stored, str | bytes) and stored else "{}")
     spend = ledger or result.get("spend") or {}
     status = run_status(dict(row))
     reason = row.get("stop_reason") or result.get("stop_reason")
@@ -101,8 +102,8 @@ def run_from_store(
         "finished": bool(row.get("finished") or result.get("finished")),
         "partial": bool(result.get("partial", reason not in FINISHED_STOPS)),
         "steps": int(result.get("steps", 0)),
-        "spend_usdc_atomic": int(spend.get("usdc_atomic", 0)),
-        "gas_wei": int(spend.get("gas_wei", 0)),
+        "spend_usdc_atomic": _int(spend.get("usdc_atomic", 0)),
+        "gas_wei": _int(spend.get("gas_wei", 0)),
         "tokens": result.get("tokens") or 0,
         "elapsed_s": float(result.get("elapsed_s", 0.0)),
         "started_at": row.get("started_at"),
@@ -112,21 +113,21 @@ def run_from_store(
     }
 
 
-def _own_limits(events: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+def _own_limits(events: Sequence[Mapping[str, object]]) -> dict[str, int]:
     """The run's own spend cap and step limit, as its ``run.start`` event recorded them
     (each run may have its own --max-spend and --max-steps)."""
     for event in events:
         if event.get("type") != "run.start":
             continue
-        data = event.get("data")
-        data = json.loads(data) if isinstance(data, str) else data or {}
-        limits = data.get("limits") or {}
+        stored = event.get("data")
+        data = json.loads(stored) if isinstance(stored, str) else stored
+        limits = (data.get("limits") if isinstance(data, Mapping) else None) or {}
         own = {"spend_cap_atomic": limits.get("spend_cap_usdc"), "max_steps": limits.get("max_steps")}
         return {k: int(v) for k, v in own.items() if isinstance(v, int) and not isinstance(v, bool)}
     return {}
 
 
-def _money(value: Any, name: str) -> int:
+def _money(value: object, name: str) -> int:
     """Atomic money as int; a float would silently lose digits, so it is refused."""
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise TypeError(
@@ -136,13 +137,32 @@ def _money(value: Any, name: str) -> int:
     return int(value)
 
 
-def _tokens(value: Any) -> int:
+def _tokens(value: object) -> int:
     if isinstance(value, Mapping):
         return int(value.get("input", 0) or 0) + int(value.get("output", 0) or 0)
-    return int(value or 0)
+    return _int(value or 0)
 
 
-def _when(value: Any) -> tuple[float | None, str]:
+def _int(value: object) -> int:
+    """A JSON number (or numeric text) as an int; anything else is refused, as int() does."""
+    if isinstance(value, int | float | str | Decimal):
+        return int(value)
+    raise TypeError(f"expected a number, found {type(value).__name__} {value!r}")
+
+
+def _float(value: object) -> float:
+    """A JSON number (or numeric text) as a float; anything else is refused, as float() does."""
+    if isinstance(value, int | float | str | Decimal):
+        return float(value)
+    raise TypeError(f"expected a number, found {type(value).__name__} {value!r}")
+
+
+def _listed(value: object) -> list[object]:
+    """A JSON array's items (nothing for anything else)."""
+    return list(value) if isinstance(value, list | tuple) else []
+
+
+def _when(value: object) -> tuple[float | None, str]:
     """(sort key, display text) for a unix time or ISO timestamp."""
     if value is None or value == "":
         return None, ""
@@ -183,25 +203,35 @@ def _normalise(data: ReportData) -> list[ChartRun]:
                 stop_reason=reason,
                 family=stop_family(reason),
                 partial=bool(raw.get("partial", reason not in FINISHED_STOPS)),
-                steps=int(raw.get("steps", 0) or 0),
+                steps=_int(raw.get("steps", 0) or 0),
                 spend=_money(raw.get("spend_usdc_atomic", 0), "spend_usdc_atomic"),
                 gas_wei=_money(raw.get("gas_wei", 0), "gas_wei"),
                 cap=_money(cap, "spend_cap_atomic"),
-                max_steps=int(max_steps) if max_steps else None,
+                max_steps=_int(max_steps) if max_steps else None,
                 status=str(raw.get("status") or ("finished" if stop_family(reason) == "finished"
                                                  else "stopped")),
                 tokens=_tokens(raw.get("tokens", 0)),
-                elapsed_s=float(raw.get("elapsed_s", 0.0) or 0.0),
+                elapsed_s=_float(raw.get("elapsed_s", 0.0) or 0.0),
                 started=started,
-                events=tuple(raw.get("events") or ()),
+                events=tuple(e for e in _listed(raw.get("events")) if isinstance(e, Mapping)),
                 provenance=str(raw.get("provenance") or "none"),
-                lines=tuple((str(g), str(t)) for g, t in raw.get("lines") or ()),
+                lines=tuple((str(g), str(t)) for g, t in _pairs(raw.get("lines"))),
             )
         )
     return runs
 
 
-def _event_summary(data: Any, limit: int = 240) -> str:
+def _pairs(value: object) -> list[tuple[object, object]]:
+    """A JSON array of (grade, text) pairs; a malformed pair is refused."""
+    pairs: list[tuple[object, object]] = []
+    for item in _listed(value):
+        if not isinstance(item, list | tuple) or len(item) != 2:
+            raise ValueError(f"expected a (grade, text) pair, found {item!r}")
+        pairs.append((item[0], item[1]))
+    return pairs
+
+
+def _event_summary(data: object, limit: int = 240) -> str:
     if isinstance(data, Mapping):
         parts = []
         for key, value in data.items():
