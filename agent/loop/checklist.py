@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -72,9 +72,13 @@ def leading_number(value: str | None) -> Decimal | None:
         return None
 
 
-def _norm(value: Any) -> str | None:
+def _norm(value: object) -> str | None:
     text = "" if value is None else str(value).strip().lower()
     return text or None
+
+
+def _text_or_none(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def _url_names(url: str, value: str) -> bool:
@@ -85,9 +89,9 @@ def _url_names(url: str, value: str) -> bool:
 
 def params_match(
     kind: str,
-    item: Mapping[str, Any],
-    observed: Mapping[str, Any],
-    defaults: Mapping[str, Any],
+    item: Mapping[str, object],
+    observed: Mapping[str, object],
+    defaults: Mapping[str, object],
 ) -> bool:
     """True when an observation's parameters are the item's for every parameter of ``kind``.
 
@@ -130,7 +134,24 @@ class ChecklistItem:
     computation: str | None = None
     unanswerable: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    @classmethod
+    def from_dict(cls, row: Mapping[str, object]) -> ChecklistItem:
+        """The item :meth:`as_dict` wrote (a run's saved state)."""
+        params, provenance = row.get("params"), row.get("provenance")
+        return cls(
+            id=str(row["id"]),
+            text=str(row["text"]),
+            kind=_text_or_none(row.get("kind")),
+            covered=bool(row.get("covered", False)),
+            value=_text_or_none(row.get("value")),
+            evidence_id=_text_or_none(row.get("evidence_id")),
+            params={str(k): str(v) for k, v in params.items()} if isinstance(params, Mapping) else {},
+            provenance="observed" if provenance == "observed" else "derived" if provenance == "derived" else None,
+            computation=_text_or_none(row.get("computation")),
+            unanswerable=_text_or_none(row.get("unanswerable")),
+        )
+
+    def as_dict(self) -> dict[str, object]:
         return {
             "id": self.id,
             "text": self.text,
@@ -173,8 +194,8 @@ class Checklist:
         facts: Mapping[str, str],
         evidence_id: str,
         *,
-        params: Mapping[str, Any] | None = None,
-        defaults: Mapping[str, Any] | None = None,
+        params: Mapping[str, object] | None = None,
+        defaults: Mapping[str, object] | None = None,
     ) -> Checklist:
         """Mark items covered by one observation: same fact kind and same parameters.
 
@@ -222,7 +243,7 @@ class Checklist:
                     by_id[item.id] = done
         return Checklist(tuple(items))
 
-    def as_dicts(self) -> list[dict[str, Any]]:
+    def as_dicts(self) -> list[dict[str, object]]:
         return [i.as_dict() for i in self.items]
 
     def wants(self) -> frozenset[tuple[str, ...]]:
@@ -239,8 +260,8 @@ class Checklist:
         return frozenset(out)
 
     @classmethod
-    def from_dicts(cls, rows: list[dict[str, Any]]) -> Checklist:
-        return cls(tuple(ChecklistItem(**row) for row in rows))
+    def from_dicts(cls, rows: Sequence[Mapping[str, object]]) -> Checklist:
+        return cls(tuple(ChecklistItem.from_dict(row) for row in rows))
 
 
 def _holds_field(item: ChecklistItem, value: str) -> bool:
