@@ -111,6 +111,7 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     home = Path(env["NIB_HOME"])
     judge = JudgeClient(env["NIB_JUDGE_URL"], token=env["NIB_JUDGE_TOKEN"], timeout_s=10)
     wallet = WalletClient(env["NIB_WALLET_SOCKET"])
+    wallet.prove_task(env["NIB_JUDGE_TOKEN"])  # its own task, as nib run proves it
     w3 = Web3(Web3.HTTPProvider(config["rpc_url"]))
     usdc, seller, attacker = config["usdc"], config["seller"], config["attacker"]
     report: dict[str, Any] = {"address": wallet.address, "confinement": confined.line()}

@@ -19,6 +19,7 @@ Usage: python redteam_attacker.py CONFIG_JSON
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -91,6 +92,8 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
 
     judge = JudgeClient(config["judge_url"], token=config["token"], timeout_s=10)
     wallet = WalletClient(config["wallet_socket"])
+    with contextlib.suppress(Exception):  # its own task, as nib run proves it (if it has one)
+        wallet.prove_task(config["token"] or "")
     w3 = Web3(Web3.HTTPProvider(config["rpc_url"]))
     task, price = config["task_id"], config["price"]
     report: dict[str, Any] = {"confinement": confined.line()}
@@ -152,9 +155,13 @@ def _other_task(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> lis
 
     paid = []
     for _ in range(config["verdicts"]):
+        try:  # a process that proved no task gets no nonce number (wallet.nonces)
+            nonce = wallet.nonces.allocate()
+        except Exception as exc:
+            paid.append(f"wallet refused: {type(exc).__name__}: {exc}"[:300])
+            continue
         tx, request = lying_transfer(w3, config["usdc"], config["chain_id"], config["seller"],
-                                     config["price"], wallet.nonces.allocate(),
-                                     task_id=config["other_task"])
+                                     config["price"], nonce, task_id=config["other_task"])
         try:
             verdict = judge.decide(request)
         except Exception as exc:  # a refusal of the request itself (another task's token)
