@@ -378,7 +378,7 @@ def test_a_wallet_killed_with_payments_in_flight_leaves_every_run_reporting_what
 ) -> None:
     """Several runs each send a payment; while every transaction waits in the pool (the
     chain does not mine), the wallet service is SIGKILLed. After the chain mines and the
-    services restart, each run's reported spend (``nib runs``, ``nib show``, ``nib report``)
+    services restart, each run's reported spend (``nib runs``, ``nib show``)
     equals what the USDC Transfer logs (eth_getLogs) show moved to its recipient, and
     ``nib audit reconcile`` matches every row of theirs and every transfer on chain. Last
     in the module: it restarts the services."""

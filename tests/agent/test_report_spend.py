@@ -39,3 +39,16 @@ def test_the_reported_spend_is_the_ledgers_and_follows_a_later_release(tmp_path:
     # A run the ledger never held: the stored figure, marked as the run's own.
     assert ledger_spend(settings)("run-2") is None
     assert spent({"spend": {"usdc_atomic": 7}}, None) == {"usdc_atomic": 7, "source": "run"}
+
+
+def test_the_report_shows_the_ledgers_spend_over_the_stored_one() -> None:
+    import json
+
+    from agent.report.page import run_from_store
+
+    row = {"run_id": "r", "task": "t", "status": "stopped", "stop_reason": "wallet-unreachable",
+           "result": json.dumps({"spend": {"usdc_atomic": 0, "gas_wei": 0}, "steps": 2})}
+    ledger = {"usdc_atomic": 50_000, "gas_wei": 7, "settled_atomic": 50_000, "source": "ledger"}
+    assert run_from_store(row)["spend_usdc_atomic"] == 0
+    shown = run_from_store(row, (), ledger)
+    assert (shown["spend_usdc_atomic"], shown["gas_wei"]) == (50_000, 7)
