@@ -22,7 +22,7 @@ from agent.loop.answers import asked_value, item_line
 from agent.models._factpatterns import FACT_PATTERNS, FactPattern, extract_checklist
 from agent.models._offline_context import PlanContext, endpoint_price, origin, schema_of
 from agent.models.base import ModelReply, ModelRequest, Usage
-from agent.tools.x402.seller_terms import POST_ROUTE
+from agent.tools.x402.fetch import POST_ROUTE
 from chain.facts import DERIVED_KINDS, KIND_PARAMS
 from chain.money import format_usdc
 

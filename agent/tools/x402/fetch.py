@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Mapping
 
 import httpx
@@ -16,10 +17,20 @@ from agent.tools.base import ToolContext
 from agent.tools.x402.offers import seller_of
 from agent.tools.x402.protocol import X402ProtocolError, parse_payment_required
 
-__all__ = ["MAX_BODY_BYTES", "bare", "fetch", "refusal", "unexpected_status"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "POST_ROUTE",
+    "bare",
+    "fetch",
+    "refusal",
+    "unexpected_status",
+    "unpaid_refusal",
+]
 
 #: A seller's response larger than this is refused: results must stay small.
 MAX_BODY_BYTES = 256 * 1024
+#: How a GET refused at a route that sells over POST is reported (planners read it).
+POST_ROUTE = "the route sells over"
 
 
 async def fetch(
@@ -136,3 +147,50 @@ def refusal(resp: httpx.Response) -> str:
 def bare(exc: BaseException) -> str:
     """An error's message without this tool's ``pay_http:`` prefix."""
     return str(exc).removeprefix("pay_http: ")
+
+
+async def unpaid_refusal(
+    ctx: ToolContext,
+    url: str,
+    resp: httpx.Response,
+    *,
+    method: str,
+    body: Mapping[str, object] | None,
+) -> ToolError:
+    """The error for an unpaid request answered neither 200 nor 402. A GET answered
+    404/405 at a route that sells over POST names the method and JSON body its 402
+    declares (read unpaid), so the call is proposed again over POST: the judge rules on
+    the method proposed, so the tool never switches it itself."""
+    if resp.status_code in (404, 405) and method == "GET" and body is None:
+        declared = await _post_terms(ctx, url)
+        if declared is not None:
+            post_url, post, example = declared
+            return ToolError(
+                f"pay_http: {POST_ROUTE} {post} {post_url} (GET answered "
+                f"{resp.status_code}); nothing was paid. Its 402 declares a JSON body like "
+                f"{json.dumps(example, separators=(',', ':'))[:200]}. Fix: propose pay_http "
+                f"with method {post!r}, that URL and a JSON body for your question."
+            )
+    return ToolError(unexpected_status(url, resp, paid=False))
+
+
+async def _post_terms(ctx: ToolContext, url: str) -> tuple[str, str, object] | None:
+    """(URL, method, example body) a route's 402 for POST declares (its bazaar input),
+    asked unpaid with the URL's query as the JSON body; None when it sells no POST."""
+    u = httpx.URL(url)
+    query = dict(u.params.items())
+    bare_url = str(u.copy_with(query=None))
+    try:
+        probe = await fetch(ctx, bare_url, method="POST", body=query)
+        pr = parse_payment_required(probe) if probe.status_code == 402 else None
+    except (ToolError, X402ProtocolError):
+        return None
+    if pr is None:
+        return None
+    bazaar = (getattr(pr, "extensions", None) or {}).get("bazaar")
+    info = bazaar.get("info") if isinstance(bazaar, dict) else None
+    declared = info.get("input") if isinstance(info, dict) else None
+    if not isinstance(declared, dict):
+        declared = {}
+    example = declared.get("body") if isinstance(declared.get("body"), dict) else query
+    return bare_url, str(declared.get("method") or "POST").upper(), example

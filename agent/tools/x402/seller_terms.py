@@ -6,7 +6,6 @@ and the wallet voids the verdict before signing."""
 
 from __future__ import annotations
 
-import json
 from typing import NamedTuple
 
 import httpx
@@ -18,7 +17,7 @@ from agent.interrupts import gather_pair
 from agent.tools.base import Quote, ToolContext
 from agent.tools.chain_reads import usdc_address
 from agent.tools.x402.delivery import Request
-from agent.tools.x402.fetch import fetch, unexpected_status
+from agent.tools.x402.fetch import fetch, unexpected_status, unpaid_refusal
 from agent.tools.x402.protocol import (
     AnyPaymentRequired,
     AnyRequirement,
@@ -32,12 +31,10 @@ from agent.tools.x402.quoting import chain_clock, quoted_authorization
 from chain.usdc import AuthorizationTypedData
 from wallet.errors import VerdictVoid
 
-__all__ = ["EXPIRY_MARGIN_S", "POST_ROUTE", "Offered", "Terms", "check_terms", "read_offer"]
+__all__ = ["EXPIRY_MARGIN_S", "Offered", "Terms", "check_terms", "read_offer"]
 
 #: An authorization this close to its validBefore is not sent: settlement takes time.
 EXPIRY_MARGIN_S = 15
-#: How a GET refused at a route that sells over POST is reported (planners read it).
-POST_ROUTE = "the route sells over"
 #: Stands in for the signature when checking that a payment header can be encoded.
 _PLACEHOLDER_SIGNATURE = "0x" + "00" * 65
 
@@ -72,10 +69,8 @@ async def read_offer(request: Request, max_price: int | None, ctx: ToolContext) 
         raise resp
     if resp.status_code == 200:
         return Offered(resp, None, None, 0)
-    if resp.status_code in (404, 405) and method == "GET" and body is None:
-        await _refuse_get_of_a_post_route(url, resp, ctx)
     if resp.status_code != 402:
-        raise ToolError(unexpected_status(url, resp, paid=False))
+        raise await unpaid_refusal(ctx, url, resp, method=method, body=body)
     pr = parse_payment_required(resp)
     requirement = choose_requirement(
         pr, network_caip2=ctx.network.caip2, asset=usdc_address(ctx), max_amount=max_price
@@ -156,35 +151,3 @@ async def _check_not_expired(quote: Quote, ctx: ToolContext) -> None:
             f"{EXPIRY_MARGIN_S} s). Nothing was signed and the verdict is unused. Fix: propose "
             "the call again for a fresh quote."
         )
-
-
-async def _refuse_get_of_a_post_route(url: str, resp: httpx.Response, ctx: ToolContext) -> None:
-    """A GET answered 404/405 at a route that sells over POST: a ToolError naming the
-    method and JSON body its 402 declares (read unpaid), so the call is proposed again over
-    POST; the judge rules on the method proposed, so the tool never switches it itself.
-    Returns when the route does not sell over POST."""
-    u = httpx.URL(url)
-    query = dict(u.params.items())
-    try:
-        probe = await fetch(ctx, str(u.copy_with(query=None)), method="POST", body=query)
-    except ToolError:
-        return
-    if probe.status_code != 402:
-        return
-    try:
-        pr = parse_payment_required(probe)
-    except X402ProtocolError:
-        return
-    bazaar = (getattr(pr, "extensions", None) or {}).get("bazaar")
-    info = bazaar.get("info") if isinstance(bazaar, dict) else None
-    declared = info.get("input") if isinstance(info, dict) else None
-    if not isinstance(declared, dict):
-        declared = {}
-    method = str(declared.get("method") or "POST").upper()
-    example = declared.get("body") if isinstance(declared.get("body"), dict) else query
-    raise ToolError(
-        f"pay_http: {POST_ROUTE} {method} {u.copy_with(query=None)} (GET answered "
-        f"{resp.status_code}); nothing was paid. Its 402 declares a JSON body like "
-        f"{json.dumps(example, separators=(',', ':'))[:200]}. Fix: propose pay_http with "
-        f"method {method!r}, that URL and a JSON body for your question."
-    )
