@@ -62,6 +62,7 @@ class Learning:
                 params=params,
                 cost_usdc=obs.cost_usdc,
                 excerpt=obs.data.get("excerpt"),
+                offers=_offer_rows(obs.data["offers"]) if obs.data.get("offers") else None,
             )
         )
         run.add_history(tool.name, norm, "ok", obs.summary, eid)

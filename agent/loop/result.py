@@ -152,6 +152,10 @@ class EvidenceItem(BaseModel):
     #: A bounded typed excerpt of what a purchase returned (``{"type": "json", "fields":
     #: {...}}`` or ``{"type": "text", "text": ...}``), the data this evidence cites.
     excerpt: dict[str, object] | None = None
+    #: What a discovery listed, every offer (``resource``, ``method``, ``tool``, ``price``,
+    #: ``kinds``, ``allowlisted``): the summary above is cut to one line and names only the
+    #: first few, so a planner choosing the next offer reads these.
+    offers: list[dict[str, object]] | None = None
 
 
 LineGrade = Literal["observed", "derived", "asserted", "not-answered", "note"]

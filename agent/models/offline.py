@@ -210,6 +210,22 @@ _OFFER = re.compile(r"\b(GET|POST) (https?://\S+) \S+(?: USDC)? \[([^\]]*)\]")
 _MARKET_WORDS = ("market", "discover", "seller", "x402")
 
 
+def _listed_offers(ev: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """The HTTP offers a discovery's evidence lists, cheapest first: its ``offers`` (every
+    one), else what its one-line summary still shows (a context without them)."""
+    rows = ev.get("offers")
+    if isinstance(rows, list):
+        return [
+            (str(r.get("method")), str(r.get("resource")), [str(k) for k in r.get("kinds") or ()])
+            for r in rows
+            if isinstance(r, Mapping) and r.get("method") in ("GET", "POST") and r.get("resource")
+        ]
+    return [
+        (method, url, [k.strip() for k in kinds.split(",")])
+        for method, url, kinds in _OFFER.findall(str(ev.get("summary", "")))
+    ]
+
+
 def _market_call(
     plan: PlanContext, item: Mapping[str, Any], kind: str, blocked: set[str]
 ) -> dict[str, Any] | None:
@@ -234,8 +250,8 @@ def _market_call(
     for ev in plan.evidence:
         if ev.get("tool") != "discover":
             continue
-        for method, url, kinds in _OFFER.findall(str(ev.get("summary", ""))):
-            if kind not in [k.strip() for k in kinds.split(",")]:
+        for method, url, kinds in _listed_offers(ev):
+            if kind not in kinds:
                 continue
             args: dict[str, Any] = {"url": url, "covers": [kind]}
             if method == "POST":

@@ -97,15 +97,15 @@ def test_market_run_discovers_compares_offers_and_buys_the_best(home):
     info = json.loads(nib(home, "devnet", "up", "--json").stdout)
     market = {s["name"]: s["url"] for s in info["market"]}
     first = json.loads(nib(home, "run", MARKET_TASK, "--json").stdout)
-    # The first run pays bargain, which delivers no fact. It then buys from another market
-    # seller, or stops naming why; it never falls back to the devnet's own paywall (issue 26).
+    # The first run pays bargain, which delivers no fact. It then buys from the next market
+    # seller discovery listed (whatever order the MCP seller is listed in); it never falls
+    # back to the devnet's own paywall (issue 26).
     paid_first = json.loads(nib(home, "audit", "--run", first["run_id"], "--json").stdout)
     from chain.paywall.market import MARKET as SELLERS
 
     sellers = {s.pay_to.lower() for s in SELLERS}
     assert paid_first and all(row["recipient"].lower() in sellers for row in paid_first)
-    assert first["finished"] or "the task asks for a seller in the market" in nib(
-        home, "show", first["run_id"]).stdout
+    assert first["finished"], nib(home, "show", first["run_id"]).stdout[-3000:]
     second = json.loads(nib(home, "run", MARKET_TASK, "--json").stdout)
     assert second["finished"]
     assert "issuer from the token fact sheet of USDC: Circle (observed" in second["answer"]

@@ -484,3 +484,33 @@ def test_a_bought_sheet_is_answered_with_what_was_bought_and_all_it_contains() -
             "http://127.0.0.1:7001/tokens?symbol=USDC for 0.005 USDC, the cheapest of 3 offers "
             "found; it contains symbol USDC; name USD Coin; issuer Circle; launched 2018; "
             "decimals 6; standard ERC-20 (observed, evidence e2)") in final.answer  # fmt: skip
+
+
+def test_the_next_market_offer_comes_from_every_offer_discovery_listed_not_its_cut_summary() -> None:
+    """After the cheapest seller delivered nothing, the next offer is the next HTTP one
+    discovery listed, even when the one-line summary (cut at 200 characters, as the loop
+    keeps it) shows only the first offer and an MCP one: the evidence carries every offer.
+    Before, the planner parsed the cut summary, found nothing, and proposed the local paywall,
+    which a market task refuses (seen in tests/agent/test_cli.py, when the MCP seller happened
+    to be listed second)."""
+    sim = Sim("Who issues USDC? Buy its token fact sheet from a seller in the market.")
+    first = sim.propose()
+    assert first == Call("discover", {"query": "token fact sheet"})
+    listed = [
+        {"resource": "http://127.0.0.1:7001/tokens", "method": "GET", "tool": None,
+         "price": 5_000, "kinds": ["token_factsheet"], "allowlisted": True},
+        {"resource": "http://127.0.0.1:7004/sse", "method": "MCP", "tool": "token_fact",
+         "price": 10_000, "kinds": ["token_factsheet"], "allowlisted": True},
+        {"resource": "http://127.0.0.1:7002/tokens", "method": "GET", "tool": None,
+         "price": 10_000, "kinds": ["token_factsheet"], "allowlisted": True},
+    ]  # fmt: skip
+    cut = ("discovered 3 offers from 3 sellers: GET http://127.0.0.1:7001/tokens 0.005 USDC "
+           "[token_factsheet]; MCP http://127.0.0.1:7004/sse#token_fact 0.01 USDC [token_f…")
+    sim.record(first, "ok", {}, cut)
+    sim.evidence[-1]["offers"] = listed
+    cheapest = sim.propose()
+    assert cheapest == Call("pay_http", {"url": "http://127.0.0.1:7001/tokens?symbol=USDC",
+                                         "covers": ["token_factsheet"]})  # fmt: skip
+    sim.record(cheapest, "ok", {}, "paid 0.005 USDC for /tokens from http://127.0.0.1:7001: 0 facts")
+    assert sim.propose() == Call("pay_http", {"url": "http://127.0.0.1:7002/tokens?symbol=USDC",
+                                              "covers": ["token_factsheet"]})  # fmt: skip
