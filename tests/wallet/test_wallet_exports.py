@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED = [
     "AuthorizationOutstanding",
+    "CancelOverCap",
     "CapExceeded",
     "DevKeyRefused",
     "FailureUnproven",
@@ -29,7 +30,9 @@ EXPECTED = [
     "Match",
     "MeasuredSpend",
     "NoVerdict",
+    "NonceHoldRefused",
     "NonceManager",
+    "NotYourTask",
     "OnchainTransfer",
     "PassphraseMissing",
     "PayloadMismatch",
@@ -117,6 +120,9 @@ def test_error_codes_are_stable() -> None:
         "SettlementUnproven": "settlement-unproven",
         "AuthorizationOutstanding": "authorization-outstanding",
         "FailureUnproven": "failure-unproven",
+        "CancelOverCap": "cancel-over-cap",
+        "NonceHoldRefused": "nonce-hold-refused",
+        "NotYourTask": "not-your-task",
         "TaskMismatch": "task-mismatch",
         "WalletOverloaded": "overloaded",
         "WalletUnreachable": "wallet-unreachable",
