@@ -309,6 +309,7 @@ def render(
             f"{_md(r['peer'])} | {fmt_ratio(r['ratio'])} | {_md(r.get('goal', '-'))} | "
             f"{met} | {_md(_load_text(r.get('load')))} | {_md(r['notes'])} |"
         )
+    lines += _planner_accuracy()
     lines += ["", "## Details", ""]
     printed: set[tuple[str, ...]] = set()
     for r in rows:
@@ -325,6 +326,19 @@ def render(
             "",
         ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+PLANNER_ACCURACY = Path(__file__).resolve().parent / "PLANNER_ACCURACY.md"
+
+
+def _planner_accuracy() -> list[str]:
+    """The planner accuracy section (offline planner vs the local model on the paraphrase
+    suite), copied from the file its own command wrote with its date, commit and load: too
+    slow for every `make bench` (the local model takes minutes per task on 2 cores)."""
+    if not PLANNER_ACCURACY.exists():
+        return []
+    text = PLANNER_ACCURACY.read_text(encoding="utf-8").strip().splitlines()
+    return ["", "## " + text[0].lstrip("# "), *text[1:]]
 
 
 def main(argv: list[str] | None = None) -> int:
