@@ -146,18 +146,20 @@ _NUMBER_WORDS = {
 }  # fmt: skip
 _N = r"(\d+|one|two|three|four|five|six|seven|eight|nine|ten|an?)"
 _HEAD = r"(?:the\s+)?(?:latest|current|newest|last|most\s+recent|head|tip|chain\s+head)(?:\s+(?:one|block))?"
+#: "the block just/right/immediately before ...": an adverb that changes nothing.
+_ADV = r"(?:(?:just|right|immediately|directly)\s+)?"
 #: Relative block references, rewritten to ``block latest-N`` (resolved against the head
 #: at run start by the loop) or to an absolute ``block N``.
 _RELATIVE: tuple[tuple[re.Pattern[str], Any], ...] = (
     (_p(r"\b(?:the\s+)?(?:previous|prior|preceding|penultimate|second[\s-]+(?:to|from)[\s-]+"
         r"last)\s+block\b(?!\s+(?:number|height)\b)"), lambda m: "block latest-1"),
-    (_p(rf"\b(?:the\s+)?block\s+(?:before|preceding)\s+{_HEAD}"), lambda m: "block latest-1"),
-    (_p(r"\b(?:the\s+)?block\s+before\s+last\b"), lambda m: "block latest-1"),
+    (_p(rf"\b(?:the\s+)?block\s+{_ADV}(?:before|preceding)\s+{_HEAD}"), lambda m: "block latest-1"),
+    (_p(rf"\b(?:the\s+)?block\s+{_ADV}before\s+last\b"), lambda m: "block latest-1"),
     (_p(rf"\b{_N}\s+blocks?\s+(?:ago|back|earlier|(?:before|behind|prior\s+to)\s+{_HEAD})"),
      lambda m: f"block latest-{_count(m.group(1))}"),
-    (_p(r"\b(?:the\s+)?block\s+(?:before|preceding)\s+(?:block\s+)?(\d+)\b"),
+    (_p(rf"\b(?:the\s+)?block\s+{_ADV}(?:before|preceding)\s+(?:block\s+)?(\d+)\b"),
      lambda m: f"block {int(m.group(1)) - 1}"),
-    (_p(r"\b(?:the\s+)?block\s+after\s+(?:block\s+)?(\d+)\b"),
+    (_p(rf"\b(?:the\s+)?block\s+{_ADV}after\s+(?:block\s+)?(\d+)\b"),
      lambda m: f"block {int(m.group(1)) + 1}"),
     (_p(rf"\b{_N}\s+blocks?\s+(?:before|prior\s+to)\s+block\s+(\d+)\b"),
      lambda m: f"block {int(m.group(2)) - _count(m.group(1))}"),

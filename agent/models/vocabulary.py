@@ -99,7 +99,7 @@ KIND_WORDS: tuple[KindWords, ...] = (
     _kind("token_factsheet", "token fact sheet", "symbol",
           "[token] fact sheet", "[token] factsheet", "issuer>issuer", "who issues>issuer",
           "issued by>issuer", "who is the issuer>issuer", "who is behind>issuer",
-          "company behind>issuer", "pegged to>peg", "peg>peg", "token standard>standard",
+          "company [is] behind>issuer", "pegged to>peg", "peg>peg", "token standard>standard",
           "launched>launched", "launch year>launched"),
     _kind("gas_stats", "gas statistics", "none",
           "gas [usage] statistics", "gas [usage] stats", "gas analytics",

@@ -100,6 +100,11 @@ def test_the_wrong_cases_of_issue_23_are_declined(task: str) -> None:
         ("What is the mean base fee over recent blocks?", "gas_stats",
          {"field": "base_fee_gwei_mean"}),
         ("Who issues USDC?", "token_factsheet", {"symbol": "USDC", "field": "issuer"}),
+        # The second outside question writer's phrasings, declined on main 73c83d6:
+        ("Which company is behind USDC?", "token_factsheet", {"symbol": "USDC", "field": "issuer"}),
+        ("What was the timestamp of the block just before block 6? Unix time is fine.",
+         "block_timestamp", {"block": "5"}),
+        ("base fee of the block right after block 3", "base_fee_gwei", {"block": "4"}),
     ],
 )  # fmt: skip
 def test_paraphrases_and_clauses_of_issue_23_are_read(task: str, kind: str, params: dict) -> None:  # type: ignore[type-arg]
