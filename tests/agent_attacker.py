@@ -86,7 +86,22 @@ def _files(config: dict[str, Any], home: Path) -> dict[str, Any]:
         "site_packages_write": _try(lambda: write(planted(source)[1], "# planted\n")),
         "test_process_memory": _try(lambda: _peek(os.getppid())),
         "raw_disk": _try(lambda: _raw_disk().read(512)[:4]),
+        "other_run_usage": _try(lambda: [w.meter.usage(config["other_run"])
+                                         for w in _runtime_wallets()]) if config.get("other_run") else "",
     }
+
+
+def _runtime_wallets() -> list[Any]:
+    """The wallet clients the planted-in process itself holds (found in its memory, as an
+    attacker would): any connection they kept from before confinement acts as the user."""
+    import gc
+
+    from wallet.client import WalletClient
+
+    found = [o for o in gc.get_objects() if isinstance(o, WalletClient)]
+    if not found:
+        raise AssertionError("no wallet client in this process")
+    return found
 
 
 def main(config: dict[str, Any]) -> dict[str, Any]:

@@ -185,6 +185,7 @@ class Runtime:
             done = Confinement(0, why)
         else:
             done = confine(agent_policy(self.settings))
+            self._drop_connections_opened_before()
         if not done.complete and self.services is not None and not self.network.is_devnet \
                 and not unconfined:
             raise AgentConfigError(
@@ -197,6 +198,16 @@ class Runtime:
             )
         self.extras["confinement"] = done.line() + self._secrets_held()
         return done
+
+    def _drop_connections_opened_before(self) -> None:
+        """Close the wallet connections this process opened before it confined itself
+        (the health check, the task's proof). The wallet judges a caller confined or not
+        when it accepts a connection, so code planted in this process after confinement
+        could otherwise act through one of them as the unconfined user, past every
+        per-task check; the next call connects again, confined."""
+        close = getattr(self.wallet, "close", None)
+        if self.services is not None and callable(close):
+            close()
 
     def _secrets_held(self) -> str:
         """With services, the services' secrets must not be in this process's environment

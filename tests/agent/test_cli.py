@@ -185,8 +185,10 @@ def test_arbitrary_code_in_a_real_nib_run_cannot_reach_the_services_files(home):
     from tests.agent_attacker import planted
 
     repo = Path(__file__).resolve().parents[2]
+    assert nib(home, "devnet", "up").returncode == 0  # idempotent: the module's devnet
+    other = json.loads(nib(home, "run", "--demo", "--json").stdout)["run_id"]  # another task
     config = {"source": str(repo), "keystore": str(home / "wallet.json"),
-              "judge_key": str(home / "judge-key.json")}
+              "judge_key": str(home / "judge-key.json"), "other_run": other}
     env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "attack_hook"), str(repo)]),
            "NIB_TEST_ATTACK": json.dumps(config), "NIB_MODEL_PROVIDER": "openai",
            "NIB_MODEL": "attack", "NIB_MODEL_BASE_URL": "http://127.0.0.1:9/v1"}
@@ -212,6 +214,9 @@ def test_arbitrary_code_in_a_real_nib_run_cannot_reach_the_services_files(home):
         assert files[attempt].startswith("refused PermissionError"), (attempt, files[attempt])
     for attempt in ("services_db_read", "services_db_write", "services_db_delete"):
         assert files[attempt].startswith("refused OperationalError: unable to open"), files[attempt]
+    # The run's own wallet client kept no connection from before it confined itself (an
+    # outside red team read, rewrote and cancelled another task's rows through one).
+    assert files["other_run_usage"].startswith("refused NotYourTask"), files["other_run_usage"]
     after = judge_records()
     assert set(before[0]) <= set(after[0]) and after[1][0] >= before[1][0]
     assert re.search(r"agent process confined \(Landlock ABI \d+\)", r.stderr.splitlines()[0])
