@@ -276,6 +276,8 @@ def rows_of_another_task(config: dict[str, Any], judge: Any, wallet: Any, w3: An
         "keep_payment": _try(lambda: wallet.keep_payment(victim, ("X-PAYMENT", "garbage"))),
         "keep_signed": _try(lambda: wallet.meter.keep_signed(spend_id, "garbage")),
         "abandon": _try(lambda: wallet.abandon_authorization(spend_id, "the seller went away").status),
+        # A made-up holder that is "gone": the victim's run as a dead worker's.
+        "recover": _try(lambda: wallet.recover_run(run, "elsewhere:1", "its worker died")),
     }
 
 

@@ -308,6 +308,9 @@ def test_an_agent_cannot_read_rewrite_or_cancel_another_tasks_rows(arena: Arena)
     for route in ("usage", "spend_row", "keep_payment", "keep_signed", "abandon"):
         assert report[route].startswith("refused NotYourTask") and victim[0] in report[route], report
     assert report["live_authorization"] == "ok None", report
+    # Recovering the victim's run as a dead worker's, under a made-up holder: refused, the
+    # victim's process (here the user's) being alive (found by a second outside red team).
+    assert report["recover"].startswith("refused LedgerError") and "is alive" in report["recover"], report
     assert report["proved"].startswith("ok "), report  # its own task, proven by its token
 
 

@@ -79,6 +79,15 @@ class Callers:
             "process. Nothing was read or changed. Fix: name only your own task's rows."
         )
 
+    def live_other(self, peer: Peer | None, task: str) -> int | None:
+        """The pid of a live process other than ``peer`` that acts for ``task`` (it proved
+        the task or signed under it here), else None: such a task's run is not a dead
+        worker's, whatever holder a recovery names."""
+        with self._lock:
+            keys = [k for k, tasks in self._tasks.items()
+                    if task in tasks and (peer is None or k != peer.key)]
+        return next((pid for pid, started in keys if process_state(pid)[0] == started), None)
+
     def _forget_gone(self) -> None:
         for key in [k for k in self._tasks if process_state(k[0])[0] != k[1]]:
             del self._tasks[key]

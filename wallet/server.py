@@ -284,7 +284,16 @@ class _Handlers:
                 f"caller ({caller.holder if caller else 'unknown'}); expected a holder that "
                 "can no longer act; fix: recover a worker's runs once it has died."
             )
-        found = self.wallet.recover_run(str(body["run_id"]), holder, str(body["why"]))
+        run_id = str(body["run_id"])
+        live = self.callers.live_other(caller, run_id)
+        if live is not None:  # the holder named is the caller's word; this is the wallet's
+            raise LedgerError(
+                f"found a recovery of run {run_id} naming holder {holder}, but process {live} "
+                "is alive and acts for that task here (it proved the task or signed under "
+                "it); expected the run of a process that has exited; nothing was changed; "
+                "fix: recover a run once the process acting for it is gone."
+            )
+        found = self.wallet.recover_run(run_id, holder, str(body["why"]))
         return asdict(found)
 
 
