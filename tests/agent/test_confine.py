@@ -63,6 +63,8 @@ def _runtime(network: str, services: object | None) -> Runtime:
     rt.network = SimpleNamespace(is_devnet=network == "anvil", name=network)  # type: ignore[assignment]
     rt.services = services  # type: ignore[assignment]
     rt.extras = {}
+    # The wallet client: confinement closes its connections opened before (Runtime.confine).
+    rt.wallet = SimpleNamespace(close=lambda: None)  # type: ignore[assignment]
     return rt
 
 
