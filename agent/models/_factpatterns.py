@@ -403,8 +403,9 @@ def _scope_words(task: str, parts: list[_Part], network: str) -> dict[int, str]:
     return found
 
 
-class _Reader:
-    """Reads one task into checklist items (see the module docstring)."""
+class _Task:
+    """The task's text as read: its parts (clauses) with their fact phrases, the
+    subjects and parameters it names, the shopping request and the scope words it holds."""
 
     def __init__(self, task: str, network: str = "") -> None:
         self.network = network.lower().replace("-", " ").replace("_", " ").strip()
@@ -413,7 +414,6 @@ class _Reader:
             task = re.sub(rf"\b(?:on|in|at)\s+(?:the\s+)?{own.pattern}", " ", task, flags=re.I)
             task = own.sub(" ", task)
         self.task, self.units = _normalize(task)
-        self.out = _Builder()
         symbols, protocols = datasets()
         self.shopping = read_shopping(self.task, symbols, protocols)
         if self.shopping:  # read as one item; blanked so its words are no other part
@@ -431,6 +431,10 @@ class _Reader:
         self._merge_subject_only_parts()
         self.scope = _scope_words(self.task, self.parts, self.network)
 
+    def sentence(self, n: int) -> str:
+        """The text of sentence ``n`` (its parts joined)."""
+        return " ".join(p.text for p in self.parts if p.sentence == n)
+
     def _read_bare_facts(self) -> None:
         """A part of a list that is only a bare noun ("the number" in "the number and the
         timestamp of the latest block") shares its sentence's parameters: "number" or
@@ -441,7 +445,7 @@ class _Reader:
             bare = [m for m in _BARE_FACT.finditer(part.text)]
             if not bare:
                 continue
-            sentence = " ".join(p.text for p in self.parts if p.sentence == part.sentence)
+            sentence = self.sentence(part.sentence)
             about_block = any(
                 h[1].kind in BLOCK_KINDS for p in self.parts if p.sentence == part.sentence
                 for h in p.hits
@@ -465,9 +469,163 @@ class _Reader:
                 target.subjects.sort(key=self.task.find)
                 part.subjects = []
 
+
+class _FactItems:
+    """The items of the parts that ask for facts: one per fact phrase, with the block,
+    address, token, transaction or sheet subject the task gives it, or why not."""
+
+    def __init__(self, task: _Task, out: _Builder) -> None:
+        self.t = task
+        self.out = out
+
+    def facts(self, part: _Part) -> list[int]:
+        if part.leftover:
+            words = ", ".join(repr(w) for w in sorted(part.leftover)[:4])
+            return [self.out.cannot(part.text, f"the offline planner does not know {words} "
+                                    "here; it answers only a question it reads in full")]  # fmt: skip
+        if part.modifier and not self.compare_words(part):
+            label = ", ".join(h[2] for h in part.hits)
+            return [self.out.cannot(part.text, f"the offline planner cannot read "
+                                    f"{label!r} with {part.modifier!r}")]  # fmt: skip
+        made: list[int] = []
+        kinds = [h[1].kind for h in part.hits]
+        for pos, fp, phrase in part.hits:
+            if (
+                fp.kind == "block_number"
+                and len(kinds) > 1
+                and re.search(r"\b(?:of|at|in|for)\s+the\s+$", part.text[:pos])
+            ):
+                continue  # "the base fee of the latest block": a parameter, not a question
+            made.extend(self._fact(part, fp, pos, phrase))
+        return made
+
+    def compare_words(self, part: _Part) -> str | None:
+        if any(h[1].kind == "transfer_max" for h in part.hits):
+            return None
+        if _COMPARE_MAX.search(part.text):
+            return "max"
+        if _COMPARE_MIN.search(part.text):
+            return "min"
+        return None
+
+    def _block_scope(self, part: _Part, fp: FactPattern) -> dict[str, str]:
+        own = _block_params(part.text)
+        if own or _LATEST.search(part.text):
+            return own
+        sentence = self.t.sentence(part.sentence)
+        found = _block_params(sentence)
+        if not found and (fp.kind in WINDOW_KINDS or _REFERS_BACK.search(part.text)):
+            found = _block_params(self.t.task)
+        return found
+
+    def _fact(self, part: _Part, fp: FactPattern, pos: int, phrase: str) -> list[int]:
+        scope = self._block_scope(part, fp)
+        where = _span_text(scope)
+        if scope and fp.kind not in BLOCK_KINDS | WINDOW_KINDS:
+            return [self.out.cannot(f"{fp.label}{where}", f"no tool reads {fp.label}{where}")]
+        if "block" in scope and fp.kind in WINDOW_KINDS:
+            scope = {"from_block": scope["block"], "to_block": scope["block"]}
+        elif scope and "block" not in scope and fp.kind in BLOCK_KINDS:
+            return [self.out.cannot(f"{fp.label}{where}", f"no tool reads {fp.label} over a "
+                                    "range of blocks")]  # fmt: skip
+        params = dict(scope)
+        if fp.field:
+            params["field"] = fp.field
+        start = part.start + pos
+        end = start + len(phrase)
+        if fp.subject == "account":
+            return self._accounts(part, fp, params, where, start, end)
+        if fp.subject == "token":
+            token = part.subjects[0] if part.subjects else _nearest(self.t.addresses, start, end)
+            other = [s for _, s in self.t.symbols if s.upper() != "USDC"]
+            if token:
+                params["token"] = token
+            elif other or not re.search(r"\busdc\b", self.t.task, re.I):
+                named = other[0] if other else "no token"
+                return [self.out.cannot(f"{fp.label} of {named}", "the task names no token "
+                                        "address the chain reads can use")]  # fmt: skip
+            label = f"{fp.label} of {token}" if token else f"{fp.label} of USDC"
+            return [self.out.add({"text": label, "kind": fp.kind, "params": params})]
+        if fp.subject == "tx":
+            tx = _nearest(self.t.hashes, start, end)
+            if tx is None:
+                return [self.out.cannot(fp.label, "the task gives no transaction hash")]
+            params["tx_hash"] = tx
+            return [
+                self.out.add({"text": f"{fp.label} of {tx}", "kind": fp.kind, "params": params})
+            ]
+        if fp.subject in ("symbol", "protocol"):
+            return [self._sheet(fp, params, start, end)]
+        label = f"{' '.join(phrase.lower().split())} ({fp.label})" if fp.field else fp.label
+        return [self.out.add({"text": f"{label}{where}", "kind": fp.kind, "params": params})]
+
+    def _sheet(self, fp: FactPattern, params: dict[str, str], start: int, end: int) -> int:
+        kind, label = fp.kind, fp.label
+        sym = _nearest(self.t.symbols, start, end)
+        proto = _nearest(self.t.protocols, start, end)
+        if kind == "token_factsheet" and proto and (not sym or _closer(self.t.task, proto, sym, end)):
+            kind, label = "protocol_factsheet", "protocol fact sheet"
+        name = sym if kind == "token_factsheet" else proto
+        if name is None:
+            what = "token symbol" if kind == "token_factsheet" else "protocol"
+            return self.out.cannot(label, f"the task names no {what} the paywall has a sheet for")
+        params[("symbol" if kind == "token_factsheet" else "name")] = name
+        if self.t.urls:
+            params["url"] = self.t.urls[0]
+        if params.get("field"):
+            label = f"{params['field']} from the {label}"
+        return self.out.add({"text": f"{label} of {name}", "kind": kind, "params": params})
+
+    def _accounts(
+        self, part: _Part, fp: FactPattern, params: dict[str, str], where: str, start: int, end: int
+    ) -> list[int]:
+        subjects = list(dict.fromkeys(part.subjects))
+        if not subjects and fp.kind in WINDOW_KINDS:
+            return [self.out.add({"text": f"{fp.label}{where}", "kind": fp.kind, "params": params})]
+        if not subjects and _MINE.search(part.text):
+            # "my balance": the agent's own wallet, named by the task. No address param:
+            # absent means the agent's wallet (agent/loop/checklist.py KIND_PARAMS).
+            text = f"{fp.label} of the agent's wallet{where}"
+            return [
+                self.out.add(
+                    {"text": text, "kind": fp.kind, "params": {**params, "wallet": "self"}}
+                )
+            ]
+        if not subjects:
+            near = _nearest(self.t.addresses, start, end)
+            if near is None:
+                return [self.out.cannot(fp.label, f"the task names no address for the {fp.label}")]
+            subjects = [near]
+        made = []
+        for address in subjects:
+            item = {"text": f"{fp.label} of {address}{where}", "kind": fp.kind,
+                    "params": {**params, "address": address}}  # fmt: skip
+            made.append(self.out.add(item))
+        op = self.compare_words(part)
+        if op and len(made) == 2 and fp.kind in VALUE_UNITS:
+            word = "more" if op == "max" else "less"
+            made.append(self.out.add({
+                "text": f"which holds {word} ({fp.label})", "kind": "comparison",
+                "params": {"of": [{"ref": made[0]}, {"ref": made[1]}], "op": op},
+            }))  # fmt: skip
+        elif op and fp.kind in VALUE_UNITS:
+            made.append(self.out.cannot(part.text, "a comparison needs exactly two addresses"))
+        return made
+
+
+class _Reader:
+    """Reads one task into checklist items (see the module docstring): the parts of the
+    read task (:class:`_Task`) become fact items (:class:`_FactItems`), conditions and
+    ordered payments, then checklist ids."""
+
+    def __init__(self, task: str, network: str = "") -> None:
+        self.t = _Task(task, network)
+        self.out = _Builder()
+        self.facts = _FactItems(self.t, self.out)
+
     def _shop(self, shop: Shopping) -> int:
         """The shopping request's one item: the offer it picks of a sold kind, or why not."""
-        scope = _scope_of(shop.text, self.network)
+        scope = _scope_of(shop.text, self.t.network)
         if scope:
             return self.out.cannot(shop.text, scope)
         if shop.unknown:
@@ -489,14 +647,14 @@ class _Reader:
         gates: list[int] = []
         actions: list[int] = []
         declined: set[int] = set()
-        if self.shopping:
-            self._shop(self.shopping)
-        for part in self.parts:
-            if part.sentence in self.scope:
+        if self.t.shopping:
+            self._shop(self.t.shopping)
+        for part in self.t.parts:
+            if part.sentence in self.t.scope:
                 if part.sentence not in declined:
                     declined.add(part.sentence)
-                    sentence = " ".join(p.text for p in self.parts if p.sentence == part.sentence)
-                    self.out.cannot(sentence, self.scope[part.sentence])
+                    sentence = self.t.sentence(part.sentence)
+                    self.out.cannot(sentence, self.t.scope[part.sentence])
                 continue
             if part.condition and (part.hits or part.leftover):
                 gates.append(self._condition(part))
@@ -505,7 +663,7 @@ class _Reader:
             elif _SEND.search(part.text):
                 actions.extend(self._sends(part))
             elif part.hits:
-                self._facts(part)
+                self.facts.facts(part)
             elif part.leftover:
                 self.out.cannot(
                     part.text,
@@ -527,148 +685,10 @@ class _Reader:
         """A unit the task asks for ("in wei") that no asked fact can be given in is
         declined by name, never dropped while the value is given in another unit."""
         asked = [i for i in self.out.items if i.get("kind")]
-        for unit in dict.fromkeys(self.units):
+        for unit in dict.fromkeys(self.t.units):
             if asked and not any(i["kind"] in UNIT_KINDS.get(unit, ()) for i in asked):
                 facts = ", ".join(str(i["text"]) for i in asked)
                 self.out.cannot(f"in {unit}", f"{unit!r} is not a unit {facts} can be given in")
-
-    # ---------------------------------------------------------------- facts
-
-    def _facts(self, part: _Part) -> list[int]:
-        if part.leftover:
-            words = ", ".join(repr(w) for w in sorted(part.leftover)[:4])
-            return [self.out.cannot(part.text, f"the offline planner does not know {words} "
-                                    "here; it answers only a question it reads in full")]  # fmt: skip
-        if part.modifier and not self._compare_words(part):
-            label = ", ".join(h[2] for h in part.hits)
-            return [self.out.cannot(part.text, f"the offline planner cannot read "
-                                    f"{label!r} with {part.modifier!r}")]  # fmt: skip
-        made: list[int] = []
-        kinds = [h[1].kind for h in part.hits]
-        for pos, fp, phrase in part.hits:
-            if (
-                fp.kind == "block_number"
-                and len(kinds) > 1
-                and re.search(r"\b(?:of|at|in|for)\s+the\s+$", part.text[:pos])
-            ):
-                continue  # "the base fee of the latest block": a parameter, not a question
-            made.extend(self._fact(part, fp, pos, phrase))
-        return made
-
-    def _compare_words(self, part: _Part) -> str | None:
-        if any(h[1].kind == "transfer_max" for h in part.hits):
-            return None
-        if _COMPARE_MAX.search(part.text):
-            return "max"
-        if _COMPARE_MIN.search(part.text):
-            return "min"
-        return None
-
-    def _block_scope(self, part: _Part, fp: FactPattern) -> dict[str, str]:
-        own = _block_params(part.text)
-        if own or _LATEST.search(part.text):
-            return own
-        sentence = " ".join(p.text for p in self.parts if p.sentence == part.sentence)
-        found = _block_params(sentence)
-        if not found and (fp.kind in WINDOW_KINDS or _REFERS_BACK.search(part.text)):
-            found = _block_params(self.task)
-        return found
-
-    def _fact(self, part: _Part, fp: FactPattern, pos: int, phrase: str) -> list[int]:
-        scope = self._block_scope(part, fp)
-        where = _span_text(scope)
-        if scope and fp.kind not in BLOCK_KINDS | WINDOW_KINDS:
-            return [self.out.cannot(f"{fp.label}{where}", f"no tool reads {fp.label}{where}")]
-        if "block" in scope and fp.kind in WINDOW_KINDS:
-            scope = {"from_block": scope["block"], "to_block": scope["block"]}
-        elif scope and "block" not in scope and fp.kind in BLOCK_KINDS:
-            return [self.out.cannot(f"{fp.label}{where}", f"no tool reads {fp.label} over a "
-                                    "range of blocks")]  # fmt: skip
-        params = dict(scope)
-        if fp.field:
-            params["field"] = fp.field
-        start = part.start + pos
-        end = start + len(phrase)
-        if fp.subject == "account":
-            return self._accounts(part, fp, params, where, start, end)
-        if fp.subject == "token":
-            token = part.subjects[0] if part.subjects else _nearest(self.addresses, start, end)
-            other = [s for _, s in self.symbols if s.upper() != "USDC"]
-            if token:
-                params["token"] = token
-            elif other or not re.search(r"\busdc\b", self.task, re.I):
-                named = other[0] if other else "no token"
-                return [self.out.cannot(f"{fp.label} of {named}", "the task names no token "
-                                        "address the chain reads can use")]  # fmt: skip
-            label = f"{fp.label} of {token}" if token else f"{fp.label} of USDC"
-            return [self.out.add({"text": label, "kind": fp.kind, "params": params})]
-        if fp.subject == "tx":
-            tx = _nearest(self.hashes, start, end)
-            if tx is None:
-                return [self.out.cannot(fp.label, "the task gives no transaction hash")]
-            params["tx_hash"] = tx
-            return [
-                self.out.add({"text": f"{fp.label} of {tx}", "kind": fp.kind, "params": params})
-            ]
-        if fp.subject in ("symbol", "protocol"):
-            return [self._sheet(fp, params, start, end)]
-        label = f"{' '.join(phrase.lower().split())} ({fp.label})" if fp.field else fp.label
-        return [self.out.add({"text": f"{label}{where}", "kind": fp.kind, "params": params})]
-
-    def _sheet(self, fp: FactPattern, params: dict[str, str], start: int, end: int) -> int:
-        kind, label = fp.kind, fp.label
-        sym = _nearest(self.symbols, start, end)
-        proto = _nearest(self.protocols, start, end)
-        if kind == "token_factsheet" and proto and (not sym or _closer(self.task, proto, sym, end)):
-            kind, label = "protocol_factsheet", "protocol fact sheet"
-        name = sym if kind == "token_factsheet" else proto
-        if name is None:
-            what = "token symbol" if kind == "token_factsheet" else "protocol"
-            return self.out.cannot(label, f"the task names no {what} the paywall has a sheet for")
-        params[("symbol" if kind == "token_factsheet" else "name")] = name
-        if self.urls:
-            params["url"] = self.urls[0]
-        if params.get("field"):
-            label = f"{params['field']} from the {label}"
-        return self.out.add({"text": f"{label} of {name}", "kind": kind, "params": params})
-
-    def _accounts(
-        self, part: _Part, fp: FactPattern, params: dict[str, str], where: str, start: int, end: int
-    ) -> list[int]:
-        subjects = list(dict.fromkeys(part.subjects))
-        if not subjects and fp.kind in WINDOW_KINDS:
-            return [self.out.add({"text": f"{fp.label}{where}", "kind": fp.kind, "params": params})]
-        if not subjects and _MINE.search(part.text):
-            # "my balance": the agent's own wallet, named by the task. No address param:
-            # absent means the agent's wallet (agent/loop/checklist.py KIND_PARAMS).
-            text = f"{fp.label} of the agent's wallet{where}"
-            return [
-                self.out.add(
-                    {"text": text, "kind": fp.kind, "params": {**params, "wallet": "self"}}
-                )
-            ]
-        if not subjects:
-            near = _nearest(self.addresses, start, end)
-            if near is None:
-                return [self.out.cannot(fp.label, f"the task names no address for the {fp.label}")]
-            subjects = [near]
-        made = []
-        for address in subjects:
-            item = {"text": f"{fp.label} of {address}{where}", "kind": fp.kind,
-                    "params": {**params, "address": address}}  # fmt: skip
-            made.append(self.out.add(item))
-        op = self._compare_words(part)
-        if op and len(made) == 2 and fp.kind in VALUE_UNITS:
-            word = "more" if op == "max" else "less"
-            made.append(self.out.add({
-                "text": f"which holds {word} ({fp.label})", "kind": "comparison",
-                "params": {"of": [{"ref": made[0]}, {"ref": made[1]}], "op": op},
-            }))  # fmt: skip
-        elif op and fp.kind in VALUE_UNITS:
-            made.append(self.out.cannot(part.text, "a comparison needs exactly two addresses"))
-        return made
-
-    # ---------------------------------------------------------------- actions, conditions
 
     def _sends(self, part: _Part) -> list[int]:
         made = []
@@ -687,7 +707,7 @@ class _Reader:
         return made
 
     def _condition(self, part: _Part) -> int:
-        made = self._facts(part) if part.hits else []
+        made = self.facts.facts(part) if part.hits else []
         values = [n for n in made if self.out.items[n].get("kind") in VALUE_UNITS]
         m = _CONDITION.search(part.text)
         if len(values) != 1 or m is None:
@@ -710,8 +730,6 @@ class _Reader:
             "params": {"of": {"ref": values[0]}, "op": op, "than": str(threshold)},
         })  # fmt: skip
 
-    # ---------------------------------------------------------------- ids
-
     def _resolve(self, max_items: int) -> list[dict[str, Any]]:
         items = self.out.items
         if len(items) > max_items:
@@ -732,7 +750,7 @@ class _Reader:
         out = []
         for item in items:
             params = {k: ref(v) for k, v in (item.get("params") or {}).items()}
-            unit = next((u for u in self.units if item.get("kind") in UNIT_KINDS.get(u, ())), None)
+            unit = next((u for u in self.t.units if item.get("kind") in UNIT_KINDS.get(u, ())), None)
             if unit:
                 params["unit"] = unit
             row: dict[str, Any] = {"text": item["text"], "kind": item.get("kind")}
