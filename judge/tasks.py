@@ -359,15 +359,19 @@ def _payee_refusal(offer: PaidCallRequest, recipient: str, pay_to_of: PayToOf) -
     Outcomes of a purchase are credited to the seller it names, so the judge approves one
     only when its recipient is the payTo that seller's own 402 for the resource states
     (read by the judge now): the resource must be an http(s) URL on the named seller's
-    origin, and the payload must pay an address that 402 names."""
-    url = offer.args.get("url")
+    origin, and the payload must pay an address that 402 names. An MCP tool's purchase
+    must pay the payTo, amount, asset and chain of its 402, read over MCP (judge.mcp_terms)."""
+    from judge.mcp_terms import mcp_tool_of
+
+    mcp = mcp_tool_of(offer.args)
+    url = mcp.server if mcp is not None else offer.args.get("url")
     seller = offer.seller or (url if isinstance(url, str) else "")
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         return (
             f"the purchase names seller {seller!r} and pays {recipient}, but no http(s) "
-            "resource whose 402 the judge can read, so it cannot check that the seller asks "
-            "to be paid at that address; expected an x402 purchase of an http(s) resource; "
-            "fix: buy through pay_http, or run this purchase in-process"
+            "resource or MCP server whose 402 the judge can read, so it cannot check that "
+            "the seller asks to be paid at that address; expected an x402 purchase of an "
+            "http(s) resource or MCP tool; fix: buy through pay_http or pay_mcp"
         )
     if not _same_origin(seller, url):
         return (
@@ -375,6 +379,8 @@ def _payee_refusal(offer: PaidCallRequest, recipient: str, pay_to_of: PayToOf) -
             "expected the resource on the seller's own origin; fix: name the seller whose "
             "resource is bought"
         )
+    if mcp is not None:
+        return mcp.refusal(offer, recipient)
     advertised = pay_to_of(url, str(offer.args.get("method") or "GET"), offer.args.get("body"))
     if recipient.lower() in advertised:
         return None

@@ -108,7 +108,7 @@ def test_a_purchase_credited_to_a_seller_pays_that_sellers_pay_to_even_when_anot
 ) -> None:
     """Outcomes are credited to the seller a purchase names: a registered recipient that
     is not the payTo its 402 states is refused naming both, and so is a seller named for a
-    resource on another origin or one whose 402 the judge cannot read (an MCP purchase)."""
+    resource on another origin or an MCP tool whose 402 the judge cannot read."""
     seller["pay_to"] = OUTSIDE_PAY_TO
     judge = Judge(signer, allowed_assets={31337: [USDC]}, balance_of=lambda asset: 5_000_000,
                   require_task=True, pay_to_of=advertised_pay_to)
@@ -125,7 +125,10 @@ def test_a_purchase_credited_to_a_seller_pays_that_sellers_pay_to_even_when_anot
     mcp = {"server": seller["url"], "tool": "sheet"}
     unread = judge.decide(request(authorization(OUTSIDE_PAY_TO, 10_000, 3), args=mcp, tool="pay_mcp",
                                   seller=seller["url"], call_fingerprint=call_fingerprint("pay_mcp", mcp)))
-    assert unread.decision == "refuse" and "no http(s) resource" in unread.reason, unread.reason
+    # An MCP purchase at a server that answers no MCP 402 (this one speaks plain HTTP):
+    # the judge reads the tool's terms over MCP itself (judge.mcp_terms) and refuses.
+    assert unread.decision == "refuse", unread.reason
+    assert "could not read the tool's payment terms" in unread.reason, unread.reason
     assert judge.decide(_buy(seller, OUTSIDE_PAY_TO, nonce=4)).decision == "approve"
 
 
