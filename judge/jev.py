@@ -34,10 +34,11 @@ from judge.errors import (
 )
 from judge.fingerprint import call_fingerprint
 from judge.mandates import mandate_for, rule_on_mandate, unordered
+from judge.payto import TermsOf
 from judge.policy import FreeDecision, FreeReadPolicy
 from judge.records import Grant, Standing, VerdictRecord, VerdictRecords
 from judge.request import PaidCallRequest
-from judge.tasks import PayToOf, TaskLimits, TaskRegistry, bind
+from judge.tasks import TaskLimits, TaskRegistry, bind
 from judge.verdict import (
     DEFAULT_TTL_S,
     Decision,
@@ -142,7 +143,7 @@ class Judge:
         token_domain: Callable[[str], tuple[str, str]] | None = None,
         payment_settled: Callable[[VerdictRecord], bool] | None = None,
         require_task: bool = False,
-        pay_to_of: PayToOf | None = None,
+        terms_of: TermsOf | None = None,
         fact_of: Callable[[str], Decimal | None] | None = None,
     ) -> None:
         if value_per_item is not None and (
@@ -172,9 +173,9 @@ class Judge:
         self._token_domain = token_domain
         self._payment_settled = payment_settled
         self._require_task = require_task
-        #: Reads the payTo a seller's own 402 advertises (judge.payto): with it, a registered
-        #: seller origin admits that payTo for the purchase it quotes.
-        self._pay_to_of = pay_to_of
+        #: Reads the offers a seller's own 402 states (judge.payto): with it, a registered
+        #: seller origin admits exactly those terms (payTo, amount, asset, chain).
+        self._terms_of = terms_of
         self._lock = threading.Lock()
         #: Free reads allowed over the wire, per (task, tool): the judge's own count.
         self._free_reads: dict[tuple[str, str], int] = {}
@@ -249,7 +250,7 @@ class Judge:
             balance = self._balance_of(offer.asset)
         committed = self.records.committed(limits.task_id, self._clock())
         return bind(offer, limits, committed=committed, balance=balance,
-                    pay_to_of=self._pay_to_of, token_domain=self._token_domain)
+                    terms_of=self._terms_of, token_domain=self._token_domain)
 
     def _granted(self, offer: PaidCallRequest) -> Grant | None:
         """A human's unused grant for exactly this registered task's payload, when its

@@ -1,42 +1,53 @@
-"""Who a seller asks to be paid, read by the judge itself from the seller's own 402.
+"""What a seller asks to be paid, read by the judge itself from the seller's own 402.
 
-Allowlisting a seller by its origin (``NIB_SELLER_ALLOWLIST``) admits the payTo that seller
+Allowlisting a seller by its origin (``NIB_SELLER_ALLOWLIST``) admits the terms that seller
 advertises, bound at quote time: the judge fetches the resource's 402 unpaid (the method
-and JSON body of the purchase, no redirects) and approves only a payload paying an address
-the 402 names. The agent's word is never taken for it: a compromised agent that names an
-allowlisted origin and its own address gets a 402 that does not name that address. A payTo
-the seller changes after the verdict changes the payload, which the wallet then refuses
-(``verdict-void``).
+and JSON body of the purchase, no redirects) and approves only a payload paying exactly
+one offer the 402 states: its payTo, its amount, its asset, on its network. The agent's
+word is never taken for it: a compromised agent that names an allowlisted origin and its
+own address gets a 402 that does not name that address, and one that pays the seller's
+real payTo 1 atomic unit of a 0.01 USDC price gets a 402 that does not ask for 1 (a
+purchase so cheap it costs nothing would otherwise be credited to that seller's
+calibration as a real one). A payTo or price the seller changes after the verdict changes
+the payload, which the wallet then refuses (``verdict-void``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import httpx
 
-__all__ = ["advertised_pay_to"]
+from judge.mcp_terms import OfferedTerms
+
+__all__ = ["TermsOf", "advertised_terms"]
 
 _TIMEOUT_S = 10.0
 _MAX_BYTES = 64_000
 
 
-def advertised_pay_to(url: str, method: str = "GET", body: object = None) -> frozenset[str]:
-    """The payTo addresses (lower case) the x402 402 at ``url`` advertises; empty when the
-    resource answers anything but a readable 402, or cannot be reached."""
+#: ``(url, method, body) -> the offers`` the seller's own 402 for that resource states.
+TermsOf = Callable[[str, str, object], tuple[OfferedTerms, ...]]
+
+
+def advertised_terms(url: str, method: str = "GET", body: object = None) -> tuple[OfferedTerms, ...]:
+    """The ``exact`` offers the x402 402 at ``url`` states; empty when the resource answers
+    anything but a readable 402, or cannot be reached."""
     try:
         resp = httpx.request(
             method.upper(), url, json=body if method.upper() == "POST" else None,
             timeout=_TIMEOUT_S, follow_redirects=False, trust_env=False,
         )
     except httpx.HTTPError:
-        return frozenset()
+        return ()
     if resp.status_code != 402:
-        return frozenset()
-    return frozenset(str(a).lower() for a in _pay_tos(resp) if a)
+        return ()
+    return tuple(a for a in (_asked(o) for o in _offers(resp)) if a is not None)
 
 
-def _pay_tos(resp: httpx.Response) -> list[object]:
+def _offers(resp: httpx.Response) -> list[dict[str, object]]:
+    """The 402's offers as plain dicts in v1 field names (payTo, maxAmountRequired)."""
     header = resp.headers.get("payment-required")
     if header:  # x402 v2: base64 JSON in the PAYMENT-REQUIRED header
         from x402.http import decode_payment_required_header
@@ -45,10 +56,32 @@ def _pay_tos(resp: httpx.Response) -> list[object]:
             required = decode_payment_required_header(header)
         except ValueError:
             return []
-        return [getattr(a, "pay_to", None) for a in required.accepts]
+        return [{"scheme": a.scheme, "network": a.network, "asset": a.asset,
+                 "maxAmountRequired": a.get_amount(),
+                 "payTo": a.pay_to} for a in required.accepts]  # fmt: skip
     try:  # x402 v1: the JSON body
         data = json.loads(resp.content[:_MAX_BYTES])
     except ValueError:
         return []
     accepts = data.get("accepts") if isinstance(data, dict) else None
-    return [a.get("payTo") for a in accepts or () if isinstance(a, dict)]
+    return [a for a in accepts or () if isinstance(a, dict)]
+
+
+def _asked(offer: dict[str, object]) -> OfferedTerms | None:
+    amount, pay_to = str(offer.get("maxAmountRequired") or ""), offer.get("payTo")
+    chain_id = _chain_id(str(offer.get("network") or ""))
+    if offer.get("scheme") != "exact" or not amount.isdigit() or not pay_to or chain_id is None:
+        return None  # not an exact EVM offer: nothing this judge could approve a payload for
+    return OfferedTerms(str(pay_to).lower(), int(amount), str(offer.get("asset") or "").lower(),
+                        chain_id)
+
+
+def _chain_id(network: str) -> int | None:
+    """A CAIP-2 ``eip155:<id>`` network's chain id, or a v1 network name's; else None."""
+    prefix, _, reference = network.partition(":")
+    if prefix == "eip155" and reference.isdigit():
+        return int(reference)
+    from x402.mechanisms.evm.v1.constants import V1_NETWORK_CHAIN_IDS
+
+    found = V1_NETWORK_CHAIN_IDS.get(network)
+    return None if found is None else int(found)

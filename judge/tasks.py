@@ -19,10 +19,13 @@ from judge._store import Store
 from judge.errors import JudgeRequestInvalid, TaskRegistrationConflict
 from judge.fingerprint import TOKEN_DOMAIN_FIELDS
 from judge.mandates import Mandate
+from judge.mcp_terms import OfferedTerms
+from judge.payto import TermsOf
 from judge.storage import Database, Location, Migration, Tx, cell_int
 
 if TYPE_CHECKING:
     from judge.request import PaidCallRequest
+    from judge.terms import Terms
 
 TASKS = "judge_tasks"
 #: Bearer tokens the judge issued, by their SHA-256 (never the token itself): a task
@@ -303,7 +306,7 @@ def _limits(row: tuple[object, ...]) -> TaskLimits:
 
 def bind(
     offer: PaidCallRequest, limits: TaskLimits, *, committed: int, balance: int | None,
-    pay_to_of: PayToOf | None = None,
+    terms_of: TermsOf | None = None,
     token_domain: Callable[[str], tuple[str, str]] | None = None,
 ) -> PaidCallRequest | str:
     """``offer`` with the task's registered limits in place of the request's, or the
@@ -312,16 +315,16 @@ def bind(
     The judge rules on the payload itself: its fingerprint is recomputed, and its amount,
     recipient, asset and chain must be the offer's. A direct transfer's recipient must be
     registered; an x402 purchase must come from a registered seller origin and, when the
-    judge reads sellers' 402s (``pay_to_of``, the services), pay exactly the payTo the named
-    seller's own 402 for the resource states, registered or not (its outcomes are credited
+    judge reads sellers' 402s (``terms_of``, the services), pay exactly an offer (payTo,
+    amount, asset, chain) the named seller's own 402 for the resource states, registered or not (its outcomes are credited
     to that seller; the payload binds the address, so a later change voids the verdict).
-    Without ``pay_to_of`` (in-process) a purchase pays a registered recipient. The remaining budget is the
+    Without ``terms_of`` (in-process) a purchase pays a registered recipient. The remaining budget is the
     cap less what the judge itself approved for the task (consumed, or still live);
     ``balance`` is what the judge read from the chain (``None``: keep the request's);
     ``token_domain`` reads a token's own EIP-712 ``(name, version)`` from the chain: an
     authorization under any other domain is refused.
     """
-    refusal = _refusal(offer, limits, pay_to_of) or _domain_refusal(offer, token_domain)
+    refusal = _refusal(offer, limits, terms_of) or _domain_refusal(offer, token_domain)
     if refusal is not None:
         return refusal
     return replace(
@@ -337,10 +340,6 @@ def bind(
     )
 
 
-#: ``(url, method, body) -> payTo addresses`` the seller's own 402 advertises (judge.payto).
-PayToOf = Callable[[str, str, object], frozenset[str]]
-
-
 def _same_origin(a: str, b: str) -> bool:
     """Whether two URLs are on one origin (scheme, host, port; default ports filled in)."""
     from urllib.parse import urlsplit
@@ -353,19 +352,21 @@ def _same_origin(a: str, b: str) -> bool:
     return key(a)[1] != "" and key(a) == key(b)
 
 
-def _payee_refusal(offer: PaidCallRequest, recipient: str, pay_to_of: PayToOf) -> str | None:
-    """Why an x402 purchase does not pay the seller it names, else None.
+def _payee_refusal(offer: PaidCallRequest, terms: Terms, terms_of: TermsOf) -> str | None:
+    """Why an x402 purchase does not pay the seller it names what it asks, else None.
 
     Outcomes of a purchase are credited to the seller it names, so the judge approves one
-    only when its recipient is the payTo that seller's own 402 for the resource states
-    (read by the judge now): the resource must be an http(s) URL on the named seller's
-    origin, and the payload must pay an address that 402 names. An MCP tool's purchase
-    must pay the payTo, amount, asset and chain of its 402, read over MCP (judge.mcp_terms)."""
+    only when it pays exactly an offer that seller's own 402 states (read by the judge
+    now): the resource must be an http(s) URL (or MCP server) on the named seller's
+    origin, and the payload must pay that offer's payTo its amount, in its asset, on its
+    chain (a 1-unit payment to the seller's real payTo would otherwise buy a calibration
+    outcome for almost nothing). An MCP tool's 402 is read over MCP (judge.mcp_terms)."""
     from judge.mcp_terms import mcp_tool_of
 
     mcp = mcp_tool_of(offer.args)
     url = mcp.server if mcp is not None else offer.args.get("url")
     seller = offer.seller or (url if isinstance(url, str) else "")
+    recipient = terms.recipient
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         return (
             f"the purchase names seller {seller!r} and pays {recipient}, but no http(s) "
@@ -381,15 +382,24 @@ def _payee_refusal(offer: PaidCallRequest, recipient: str, pay_to_of: PayToOf) -
         )
     if mcp is not None:
         return mcp.refusal(offer, recipient)
-    advertised = pay_to_of(url, str(offer.args.get("method") or "GET"), offer.args.get("body"))
-    if recipient.lower() in advertised:
+    asked = terms_of(url, str(offer.args.get("method") or "GET"), offer.args.get("body"))
+    pays = OfferedTerms(recipient.lower(), terms.amount, terms.asset.lower(), terms.chain_id)
+    if pays in asked:
         return None
+    if recipient.lower() not in {a.pay_to for a in asked}:
+        named = ", ".join(sorted({a.pay_to for a in asked}))
+        return (
+            f"the payload pays {recipient}, but seller {seller}'s own 402 for {url} asks to be "
+            f"paid at {named or 'no address (it answered no readable 402)'}; "
+            "a payment to another address would be credited to a seller it did not pay; "
+            "expected the payTo the seller's 402 states; fix: pay the payTo of the seller's "
+            "current 402 offer"
+        )
     return (
-        f"the payload pays {recipient}, but seller {seller}'s own 402 for {url} asks to be "
-        f"paid at {', '.join(sorted(advertised)) or 'no address (it answered no readable 402)'}; "
-        "a payment to another address would be credited to a seller it did not pay; "
-        "expected the payTo the seller's 402 states; fix: pay the payTo of the seller's "
-        "current 402 offer"
+        f"the payload pays {pays}, but seller {seller}'s own 402 for {url} asks "
+        f"{'; or '.join(str(a) for a in asked)}; a payment on other terms would be credited "
+        "to the seller as a purchase at its price; expected exactly the payTo, amount, asset "
+        "and chain the seller's 402 states; fix: pay the seller's current 402 offer as stated"
     )
 
 
@@ -425,7 +435,7 @@ def _domain_refusal(
 
 
 def _refusal(
-    offer: PaidCallRequest, limits: TaskLimits, pay_to_of: PayToOf | None = None
+    offer: PaidCallRequest, limits: TaskLimits, terms_of: TermsOf | None = None
 ) -> str | None:
     """Why ``offer`` cannot be paid under ``limits`` (no payload, a fingerprint or terms
     that are not the payload's, a recipient or seller not registered), else None."""
@@ -463,8 +473,8 @@ def _refusal(
             f"{limits.task_id} (registered: {', '.join(limits.sellers) or 'none'}); fix: add "
             "its origin to NIB_SELLER_ALLOWLIST before the run"
         )
-    if is_typed and pay_to_of is not None:
-        return _payee_refusal(offer, terms.recipient, pay_to_of)
+    if is_typed and terms_of is not None:
+        return _payee_refusal(offer, terms, terms_of)
     if terms.recipient.lower() not in limits.recipients:
         return (
             f"recipient {terms.recipient} is not registered for task {limits.task_id} (it may "

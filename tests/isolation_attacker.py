@@ -104,10 +104,10 @@ def hold_nonces(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dic
 
 
 def poison_calibration(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
-    """Verdicts of 1 atomic unit signed and never submitted, each reported covered."""
+    """Verdicts at the seller's price signed and never submitted, each reported covered."""
     reported = []
     for _ in range(config["verdicts"]):
-        payload, verdict = _authorization(config, judge, w3, 1)
+        payload, verdict = _authorization(config, judge, w3, config["price"])
         if verdict.decision != "approve":
             reported.append(f"judge {verdict.decision}: {verdict.reason[:200]}")
             continue
@@ -147,29 +147,53 @@ def _submit_authorization(w3: Any, config: dict[str, Any], payload: dict[str, An
     return int(w3.eth.wait_for_transaction_receipt(w3.eth.send_raw_transaction(raw))["status"])
 
 
+def _purchase(config: dict[str, Any], w3: Any, to: str, amount: int, fact: str) -> tuple[dict[str, Any], Any]:
+    """An x402 purchase of ``fact`` from the market seller of the config (``seller_origin``,
+    ``seller_url``) paying ``amount`` to ``to``, and the judge request naming that seller."""
+    from dataclasses import replace
+
+    from judge.fingerprint import call_fingerprint
+    from tests._support import lying_authorization
+
+    payload, request = lying_authorization(
+        w3, config["usdc"], config["chain_id"], config["wallet"], to, amount,
+        task_id=config["task_id"], url=config["seller_url"])
+    args = {"url": config["seller_url"]}
+    return payload, replace(request, tool="pay_http", args=args, seller=config["seller_origin"],
+                            call_fingerprint=call_fingerprint("pay_http", args),
+                            missing=(fact,), tool_facts=(fact,))
+
+
 def credit_a_seller_not_paid(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
     """x402 purchases that name a market seller but pay another address (one the task may
     pay), settled on chain by the agent, each reported covered: credit for a seller that
     was never paid."""
-    from dataclasses import replace
+    return {"reported": [_bought(config, judge, wallet, w3, config["seller"], config["price"],
+                                 "receipt", True) for _ in range(config["purchases"])]}
 
-    from judge.fingerprint import call_fingerprint
 
-    reported = []
-    for _ in range(config["purchases"]):
-        payload, request = _lying_authorization(config, w3, config["price"])
-        args = {"url": config["seller_url"]}
-        request = replace(request, tool="pay_http", args=args, seller=config["seller_origin"],
-                          call_fingerprint=call_fingerprint("pay_http", args))
-        verdict = judge.decide(request)
-        if verdict.decision != "approve":
-            reported.append(f"judge {verdict.decision}: {verdict.reason[:400]}")
-            continue
-        signed = wallet.sign_typed_data(payload, verdict, run_id=config["task_id"], cap=config["cap"])
-        settled = _try(lambda p=payload, s=signed: _submit_authorization(w3, config, p, s.signature))
-        outcome = _try(lambda v=verdict: judge.record_outcome(v.id, "receipt", True))
-        reported.append(f"settled {settled} / outcome {outcome}")
-    return {"reported": reported}
+def underpay_a_seller(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
+    """Purchases from a market seller that pay its real payTo, each settled on chain by the
+    agent and reported paid but not delivered: first far less than its 402 asks (1 atomic
+    unit), then what it asks, twice: the seller's calibration for every task."""
+    return {"reported": [f"{amount}: " + _bought(config, judge, wallet, w3, config["pay_to"],
+                                                 amount, config["fact"], False)
+                         for amount in config["amounts"]]}
+
+
+def _bought(config: dict[str, Any], judge: Any, wallet: Any, w3: Any, to: str, amount: int,
+            fact: str, covered: bool) -> str:
+    """One purchase (see _purchase): the judge's refusal, or signed, settled on chain by
+    the agent itself and reported ``covered`` (else paid but not delivered)."""
+    payload, request = _purchase(config, w3, to, amount, fact)
+    verdict = judge.decide(request)
+    if verdict.decision != "approve":
+        return f"judge {verdict.decision}: {verdict.reason[:500]}"
+    signed = wallet.sign_typed_data(payload, verdict, run_id=config["task_id"], cap=config["cap"])
+    settled = _try(lambda: _submit_authorization(w3, config, payload, signed.signature))
+    delivery = "delivered" if covered else "paid-not-delivered"
+    outcome = _try(lambda: judge.record_outcome(verdict.id, fact, covered, delivery=delivery))
+    return f"settled {settled} / outcome {outcome}"
 
 
 def wrong_domain(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
@@ -360,6 +384,7 @@ CASES = {
     "domain": wrong_domain,
     "flood": flood,
     "credit": credit_a_seller_not_paid,
+    "underpay": underpay_a_seller,
     "rows": rows_of_another_task,
     "cancel": cancel_past_cap,
     "renew": renew_nonces,

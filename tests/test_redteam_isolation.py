@@ -23,6 +23,7 @@ import pytest
 
 from chain.client import ChainClient
 from chain.devkeys import SELLER, dev_account
+from chain.paywall.app import DEFAULT_PRICES
 from judge.service import JudgeClient
 from judge.tasks import TaskLimits
 from wallet.admission import MAX_PER_PEER, OVERFLOW_WAITING
@@ -31,7 +32,9 @@ from wallet.service import WalletClient
 HERE = Path(__file__).resolve().parent
 NIB = [sys.executable, "-m", "agent.cli"]
 SELLER_ADDR = dev_account(SELLER).address
-PRICE = 250_000
+#: What the paywall's RESOURCE asks (its 402): a services' judge approves a purchase of it
+#: only at exactly that amount.
+PRICE = DEFAULT_PRICES["gas"]
 CAP = 1_000_000
 #: What the planted authorizations claim to buy: the devnet paywall's resource, whose 402
 #: names SELLER as its payTo (a services' judge reads it).
@@ -200,6 +203,46 @@ def test_a_payment_to_another_address_is_not_credited_to_the_seller_it_names(are
     assert arena.wallet.meter.usage(mine[0]).committed == 0, report
 
 
+def _victim_ruling_on(arena: Arena, origin: str, pay_to: str, price: int, fact: str) -> Any:
+    """Another task's (the user's) ruling on buying ``fact`` from the seller at ``origin`` at
+    its price."""
+    from dataclasses import replace
+
+    from judge.fingerprint import call_fingerprint
+    from tests._support import lying_authorization
+
+    victim = arena.task(sellers=(origin,))
+    url = f"{origin}/tokens?symbol=USDC"
+    _, request = lying_authorization(arena.chain.w3, arena.info["usdc"], arena.info["chain_id"],
+                                     arena.info["wallet"], pay_to, price, task_id=victim[0], url=url)
+    args = {"url": url}
+    request = replace(request, tool="pay_http", args=args, seller=origin, missing=(fact,),
+                      tool_facts=(fact,), call_fingerprint=call_fingerprint("pay_http", args))
+    return JudgeClient(arena.services["judge_url"], token=victim[1], timeout_s=30).decide(request)
+
+
+def test_a_purchase_that_underpays_a_seller_cannot_move_its_calibration(arena: Arena) -> None:
+    from chain.paywall.market import seller_named
+
+    atlas = next(s for s in arena.info["market"] if s["name"] == "atlas")
+    origin, seller = atlas["url"].rstrip("/"), seller_named("atlas")
+    price, fact = seller.offers[0].price, "issuer"
+    before = _victim_ruling_on(arena, origin, seller.pay_to, price, fact)
+    mine = arena.task(sellers=(origin,))
+    paid_before = arena.balance(seller.pay_to)
+    report = arena.attack("underpay", mine, amounts=[1], pay_to=seller.pay_to, fact=fact,
+                          seller_origin=origin, seller_url=f"{origin}/tokens?symbol=USDC")
+    # Paying atlas's real payTo 1 atomic unit of the 10 000 its 402 asks is refused, the
+    # refusal naming what the 402 asks; nothing moves, and another task's ruling on atlas
+    # is what it was (on the old code: settled, and p 0.40 -> 0.07, refused for everyone).
+    [line] = report["reported"]
+    assert line.startswith("1: judge refuse") and f"asks payTo {seller.pay_to.lower()} amount {price} " in line, report
+    assert arena.balance(seller.pay_to) == paid_before, report
+    after = _victim_ruling_on(arena, origin, seller.pay_to, price, fact)
+    assert before.decision == after.decision == "approve", (before.reason, after.reason)
+    assert after.p == before.p, (before.p, after.p, report)
+
+
 def test_a_live_agent_cannot_hold_nonce_numbers_past_one_lease(arena: Arena) -> None:
     import time
 
@@ -317,10 +360,10 @@ def test_an_agent_cannot_read_rewrite_or_cancel_another_tasks_rows(arena: Arena)
 def test_a_cancel_never_takes_a_task_past_its_cap(arena: Arena) -> None:
     from chain.usdc import usdc_contract
 
-    cap = 3 * 100_000
+    cap = 3 * PRICE
     mine = arena.task(cap=cap)  # three purchases fill it: no room left for a cancel's gas
     eth_before = arena.chain.w3.eth.get_balance(arena.info["wallet"])
-    report = arena.attack("cancel", mine, purchases=3, amount=cap // 3)
+    report = arena.attack("cancel", mine, purchases=3, amount=PRICE)
     assert "nonce" in report, report
     nonce = bytes.fromhex(str(report["nonce"]).removeprefix("0x"))
     used = usdc_contract(arena.chain.w3, arena.info["usdc"]).functions.authorizationState(

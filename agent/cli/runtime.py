@@ -42,9 +42,10 @@ if TYPE_CHECKING:
     from agent.seams import SpendView
     from agent.worker import Worker
     from judge.jev import Judge
+    from judge.payto import TermsOf
     from judge.records import VerdictRecord
     from judge.service import JudgeClient
-    from judge.tasks import PayToOf, TaskRegistry
+    from judge.tasks import TaskRegistry
     from wallet.keystore import KeyHandle
     from wallet.recovery import RunRecovery
     from wallet.service import WalletClient
@@ -494,7 +495,7 @@ class _ServiceParts(TypedDict, total=False):
     tasks: TaskRegistry
     require_task: bool
     balance_of: Callable[[str], int] | None
-    pay_to_of: PayToOf
+    terms_of: TermsOf
     token_domain: Callable[[str], tuple[str, str]]
     payment_settled: Callable[[VerdictRecord], bool]
 
@@ -503,7 +504,7 @@ def _service_parts(settings: NibSettings, network: Network, db: str | Path) -> _
     """The judge service's task registrations, its own read of the wallet's balance, the
     payTo check and the settlement check (``nib judge serve``)."""
     from chain.usdc import token_domain
-    from judge.payto import advertised_pay_to
+    from judge.payto import advertised_terms
     from judge.tasks import TaskRegistry
     from wallet.keystore import Keystore, default_keystore_path
 
@@ -521,8 +522,8 @@ def _service_parts(settings: NibSettings, network: Network, db: str | Path) -> _
         "tasks": TaskRegistry(db),
         "require_task": admin,
         "balance_of": (lambda asset: chain.token_balance(asset, owner)) if owner else None,
-        # An allowlisted seller origin admits the payTo its own 402 advertises.
-        "pay_to_of": advertised_pay_to,
+        # An allowlisted seller origin admits the terms its own 402 states.
+        "terms_of": advertised_terms,
         "token_domain": functools.cache(lambda asset: token_domain(chain.w3, asset)),
         "payment_settled": settled_on(chain),
     }

@@ -19,7 +19,7 @@ from test_judge_tasks import ATTACKER, USDC, authorization, request
 
 from judge.fingerprint import call_fingerprint
 from judge.jev import Judge
-from judge.payto import advertised_pay_to
+from judge.payto import advertised_terms
 from judge.tasks import TaskLimits
 from judge.verdict import VerdictSigner
 
@@ -77,7 +77,7 @@ def seller() -> Iterator[dict[str, Any]]:
 def _judge(signer: VerdictSigner, *origins: str) -> Judge:
     """The services' judge: registered tasks only, the sellers' terms read by the judge."""
     judge = Judge(signer, allowed_assets={31337: [USDC]}, balance_of=lambda asset: 5_000_000,
-                  require_task=True, pay_to_of=advertised_pay_to)
+                  require_task=True, terms_of=advertised_terms)
     judge.register_task(TaskLimits(task_id="task-1", spend_cap=1_000_000, per_call_cap=500_000,
                                    approval_threshold=None, recipients=(ATTACKER,),
                                    sellers=origins))

@@ -16,7 +16,8 @@ from x402.schemas import PaymentRequired, PaymentRequirements, ResourceInfo
 
 from judge.fingerprint import call_fingerprint
 from judge.jev import Judge
-from judge.payto import advertised_pay_to
+from judge.mcp_terms import OfferedTerms
+from judge.payto import advertised_terms
 from judge.tasks import TaskLimits
 from judge.verdict import VerdictSigner
 from tests._support import serve
@@ -64,7 +65,7 @@ def _402(pay_to: str) -> Response:
 
 def _judge(signer: VerdictSigner, origin: str, *, binds: bool = True) -> Judge:
     judge = Judge(signer, allowed_assets={31337: [USDC]}, balance_of=lambda asset: 5_000_000,
-                  require_task=True, pay_to_of=advertised_pay_to if binds else None)
+                  require_task=True, terms_of=advertised_terms if binds else None)
     judge.register_task(TaskLimits(task_id="task-1", spend_cap=1_000_000, per_call_cap=500_000,
                                    approval_threshold=None, recipients=(), sellers=(origin,)))
     return judge
@@ -111,7 +112,7 @@ def test_a_purchase_credited_to_a_seller_pays_that_sellers_pay_to_even_when_anot
     resource on another origin or an MCP tool whose 402 the judge cannot read."""
     seller["pay_to"] = OUTSIDE_PAY_TO
     judge = Judge(signer, allowed_assets={31337: [USDC]}, balance_of=lambda asset: 5_000_000,
-                  require_task=True, pay_to_of=advertised_pay_to)
+                  require_task=True, terms_of=advertised_terms)
     judge.register_task(TaskLimits(task_id="task-1", spend_cap=1_000_000, per_call_cap=500_000,
                                    approval_threshold=None, recipients=(ATTACKER,),
                                    sellers=(seller["url"], "http://127.0.0.1:9")))
@@ -132,6 +133,24 @@ def test_a_purchase_credited_to_a_seller_pays_that_sellers_pay_to_even_when_anot
     assert judge.decide(_buy(seller, OUTSIDE_PAY_TO, nonce=4)).decision == "approve"
 
 
+def test_a_purchase_is_approved_only_for_the_amount_the_sellers_402_asks(
+    seller: dict[str, Any], signer: VerdictSigner
+) -> None:
+    """Paying the seller's real payTo less (1 atomic unit) or more than its 402 asks is
+    refused, naming what it asks: a purchase for almost nothing would otherwise be credited
+    to the seller's calibration as a real one."""
+    seller["pay_to"] = OUTSIDE_PAY_TO
+    judge = _judge(signer, seller["url"])
+    url = seller["url"] + "/data"
+    for nonce, amount in ((1, 1), (2, 10_001)):
+        cheap = judge.decide(request(authorization(OUTSIDE_PAY_TO, amount, nonce), args={"url": url},
+                                     seller=seller["url"], call_fingerprint=call_fingerprint("pay_http", {"url": url})))
+        assert cheap.decision == "refuse", cheap.reason
+        assert f"pays payTo {OUTSIDE_PAY_TO.lower()} amount {amount} " in cheap.reason, cheap.reason
+        assert "asks payTo" in cheap.reason and "amount 10000 " in cheap.reason, cheap.reason
+    assert judge.decide(_buy(seller, OUTSIDE_PAY_TO, nonce=3)).decision == "approve"
+
+
 def test_without_the_402_read_an_unregistered_pay_to_is_refused(
     seller: dict[str, Any], signer: VerdictSigner
 ) -> None:
@@ -143,10 +162,11 @@ def test_without_the_402_read_an_unregistered_pay_to_is_refused(
 
 
 def test_the_402_read_follows_no_redirect_and_reads_only_a_402(seller: dict[str, Any]) -> None:
-    assert advertised_pay_to(seller["url"] + "/nothing") == frozenset()
-    assert advertised_pay_to("http://127.0.0.1:9/data") == frozenset()
+    assert advertised_terms(seller["url"] + "/nothing") == ()
+    assert advertised_terms("http://127.0.0.1:9/data") == ()
     seller["pay_to"] = OUTSIDE_PAY_TO
-    assert advertised_pay_to(seller["url"] + "/data") == {OUTSIDE_PAY_TO.lower()}
+    assert advertised_terms(seller["url"] + "/data") == (
+        OfferedTerms(OUTSIDE_PAY_TO.lower(), 10_000, USDC.lower(), 31337),)
 
 
 def test_the_terms_read_and_the_verdict_are_one_step_under_the_decision_lock(
