@@ -74,9 +74,9 @@ def test_a_turn_not_given_within_the_limit_refuses_before_the_verdict_is_used(
     chain: Any, make_wallet: Any, judge_signer: VerdictSigner, store_location: str | Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import wallet.signer as signer
+    import wallet.authorize as authorize
 
-    monkeypatch.setattr(signer, "RESOURCE_TURN_S", 0.2)
+    monkeypatch.setattr(authorize, "RESOURCE_TURN_S", 0.2)
     rechecked: list[str] = []
     holder = make_wallet(db_path=store_location)
     waiting = make_wallet(db_path=store_location, recheck=lambda v: rechecked.append(v.id))
@@ -109,14 +109,14 @@ def test_an_authorization_that_ends_while_the_chain_is_asked_is_not_live(
     """A buyer asking whether the resource is held must not be handed a row that the run
     owning it settled or failed while the chain was being read (a slow read on a loaded
     machine): that buyer would refuse to pay for a resource no one holds any more."""
-    import wallet.signer as signer
+    import wallet.settlement as settlement
 
     owner = make_wallet(db_path=store_location)
     buyer = make_wallet(db_path=store_location)
     payload = quote(chain)
     held = owner.sign_typed_data(payload, approve(judge_signer, payload), run_id="run-a",
                                  cap=ONE_USDC, resource=RESOURCE)
-    real_used_in = signer.authorization_used_in
+    real_used_in = settlement.authorization_used_in
 
     def read_then_owner_ends(*args: Any) -> str | None:
         found = real_used_in(*args)  # the real chain: not used yet
@@ -124,7 +124,7 @@ def test_an_authorization_that_ends_while_the_chain_is_asked_is_not_live(
             owner.meter.fail(held.reservation, "it expired unused")  # meanwhile, the owner's
         return found
 
-    monkeypatch.setattr(signer, "authorization_used_in", read_then_owner_ends)
+    monkeypatch.setattr(settlement, "authorization_used_in", read_then_owner_ends)
     assert buyer.live_authorization(RESOURCE) is None
     again = quote(chain)
     buyer.sign_typed_data(again, approve(judge_signer, again), run_id="run-b", cap=ONE_USDC,
