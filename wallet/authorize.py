@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from chain.errors import ChainError
 from judge.storage import MutexTimeout
 from judge.verdict import Verdict
-from wallet import checks
+from wallet.checks import VerdictChecks, ask_recheck
 from wallet.core import WalletCore, refusal_event
 from wallet.errors import AuthorizationOutstanding, SpendRefused, TaskMismatch
 from wallet.ledger import SpendKind
@@ -32,7 +32,7 @@ class Authorizer:
         self, core: WalletCore, trusted_judge: str, recheck: Callable[[Verdict], None] | None
     ) -> None:
         self._core = core
-        self.checks = checks.VerdictChecks(core, trusted_judge)
+        self.checks = VerdictChecks(core, trusted_judge)
         #: The judge's pre-signing re-check (it consumes the verdict).
         self.recheck = recheck
         #: Refuse verdicts issued to no registered task (the wallet service sets it: its
@@ -93,7 +93,7 @@ class Authorizer:
                     # Before the judge's re-check consumes the verdict, so a purchase that
                     # must wait for another run's payment can still use it afterwards.
                     self._no_live_authorization(checked, resource)
-                checks.recheck(self.recheck, checked)
+                ask_recheck(self.recheck, checked)
                 balance = core.balance()
                 gas_hold = gas_hold_of() if gas_hold_of is not None else 0
                 return core.meter.reserve(

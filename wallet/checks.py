@@ -28,7 +28,7 @@ from wallet.errors import (
 )
 from wallet.terms import Terms, as_int
 
-__all__ = ["MAX_AUTHORIZATION_S", "VerdictChecks", "recheck"]
+__all__ = ["MAX_AUTHORIZATION_S", "VerdictChecks", "ask_recheck"]
 
 #: The longest an EIP-3009 authorization may stay valid from now (x402 asks for minutes).
 MAX_AUTHORIZATION_S = 3600
@@ -169,7 +169,7 @@ class VerdictChecks:
             )
 
 
-def recheck(ask: Callable[[Verdict], None] | None, verdict: Verdict) -> None:
+def ask_recheck(ask: Callable[[Verdict], None] | None, verdict: Verdict) -> None:
     """The judge's re-check (``ask``), which also consumes the verdict; its refusals as the
     wallet's. Without an ``ask`` nothing is asked."""
     if ask is None:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+import wallet.totals as totals
 from chain.money import DEFAULT_ETH_PRICE_USDC, gas_to_usdc
 from judge.storage import Database, Tx, cell_int
-from wallet import totals
 from wallet._store import Store, as_store
 from wallet._tables import CAPS, GAS, SPENDS, USED_VERDICTS
 from wallet.errors import (
