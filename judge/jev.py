@@ -33,7 +33,7 @@ from judge.errors import (
     VerdictRevoked,
 )
 from judge.fingerprint import call_fingerprint
-from judge.mandates import mandate_for, rule_on_mandate, unordered
+from judge.mandates import FactReader, mandate_for, rule_on_mandate, unordered
 from judge.payto import TermsOf
 from judge.policy import FreeDecision, FreeReadPolicy
 from judge.records import Grant, Standing, VerdictRecord, VerdictRecords
@@ -144,7 +144,7 @@ class Judge:
         payment_settled: Callable[[VerdictRecord], bool] | None = None,
         require_task: bool = False,
         terms_of: TermsOf | None = None,
-        fact_of: Callable[[str], Decimal | None] | None = None,
+        fact_of: FactReader | None = None,
     ) -> None:
         if value_per_item is not None and (
             isinstance(value_per_item, bool)
@@ -505,7 +505,7 @@ class Judge:
         cond = mandate.condition
         value = None
         if cond is not None and cond.fact != "unreadable" and self._fact_of is not None:
-            value = self._fact_of(cond.fact)
+            value = self._fact_of(cond)
         used = self.records.approved_to(limits.task_id, req.recipient, req.price, self._clock())
         decision, reason = rule_on_mandate(
             mandate, fact_value=value, price_limits=_price_limits(req),

@@ -3,7 +3,8 @@ send 0.25 USDC to 0x...") read from the task text at registration, before any mo
 tool output exists.
 
 A mandate names a recipient, an exact amount and, optionally, a condition on a fact the
-judge can read from the chain itself. The judge approves a direct transfer that matches a
+judge can read from the chain itself: the latest base fee, the gas price, or one
+address's USDC or ETH balance ("if 0x... holds more than 10 USDC"). The judge approves a direct transfer that matches a
 mandate on the user's order (not on expected value) once the judge has read the
 condition true, still within caps, balance, recipients and the approval threshold.
 Nothing else creates or widens a mandate: it is parsed here, from the text the user gave,
@@ -14,13 +15,15 @@ and stored with the task's registration. A condition this module cannot read is 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Literal
 
 __all__ = [
+    "BALANCE_FACTS",
     "ConditionFact",
+    "FactReader",
     "Mandate",
     "MandateCondition",
     "mandate_for",
@@ -29,10 +32,16 @@ __all__ = [
     "unordered",
 ]
 
-ConditionFact = Literal["base_fee_gwei", "gas_price_gwei", "unreadable"]
+ConditionFact = Literal["base_fee_gwei", "gas_price_gwei", "usdc_balance", "eth_balance",
+                        "unreadable"]  # fmt: skip
 """What a condition compares. ``base_fee_gwei``: the latest block's base fee, gwei.
-``gas_price_gwei``: the node's gas price, gwei. ``unreadable``: a condition the judge
-cannot read from the chain (it is never proven)."""
+``gas_price_gwei``: the node's gas price, gwei. ``usdc_balance``: the condition's
+``subject`` address's USDC balance, in USDC. ``eth_balance``: its ETH balance, in ETH.
+``unreadable``: a condition the judge cannot read from the chain (it is never proven)."""
+
+#: The facts read of one address (the condition's ``subject``), and their unit.
+BALANCE_FACTS: dict[str, str] = {"usdc_balance": "USDC", "eth_balance": "ETH"}
+_READABLE = frozenset({"base_fee_gwei", "gas_price_gwei", *BALANCE_FACTS})
 
 _ADDR = r"0x[0-9a-fA-F]{40}(?![0-9a-fA-F])"
 _SEND = re.compile(
@@ -45,9 +54,21 @@ _COND = re.compile(
     r"greater\s+than|higher\s+than|at\s+least)\s*(\d+(?:\.\d+)?)\s*(gwei|wei)?",
     re.IGNORECASE,
 )
+_OP_WORDS = (r"<=|>=|<|>|below|under|less\s+than|lower\s+than|at\s+most|above|over|more\s+than|"
+             r"greater\s+than|higher\s+than|at\s+least|exceeds?")
+#: "0x.. holds more than 10 USDC", "the USDC balance of 0x.. is above 10", "0x..'s ETH
+#: balance is at least 1 ETH": one address's balance against a number.
+_BALANCE = re.compile(
+    rf"(?:\b(?:the\s+)?(?:(?P<unit1>usdc|eth|ether)\s+)?balance\s+(?:of|at|held\s+by)\s+"
+    rf"(?P<addr1>{_ADDR})|(?P<addr2>{_ADDR}))"
+    r"(?P<gap>(?:\s*(?:'s|’s|is|holds?|has|have|owns?|keeps?|carries|still|currently|now|"
+    r"a|an|the|total|usdc|eth|ether|balance|of|in|it)\b)*)\s*"
+    rf"(?P<op>{_OP_WORDS})\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit2>usdc|eth|ether|wei)?\b",
+    re.IGNORECASE,
+)
 _OPS = {"below": "<", "under": "<", "less than": "<", "lower than": "<", "at most": "<=",
         "above": ">", "over": ">", "more than": ">", "greater than": ">", "higher than": ">",
-        "at least": ">="}  # fmt: skip
+        "at least": ">=", "exceeds": ">", "exceed": ">"}  # fmt: skip
 _SENTENCE = re.compile(r"(?<=[.;!?])\s+")
 
 
@@ -59,6 +80,13 @@ class MandateCondition:
     op: str
     threshold: Decimal
     text: str
+    subject: str | None = None
+    """The address a balance is read of (lower case); None for the chain-wide facts."""
+
+    def shown(self, value: Decimal) -> str:
+        """The comparison as the judge read it ("usdc_balance of 0x.. 12.5 > 10")."""
+        of = f" of {self.subject}" if self.subject else ""
+        return f"{self.fact}{of} {_plain(value)} {self.op} {_plain(self.threshold)}"
 
     def holds(self, value: Decimal) -> bool:
         """True when ``value`` (the fact read from the chain) meets the condition."""
@@ -89,7 +117,7 @@ class Mandate:
             "condition": None
             if cond is None
             else {"fact": cond.fact, "op": cond.op, "threshold": str(cond.threshold),
-                  "text": cond.text},  # fmt: skip
+                  "text": cond.text, "subject": cond.subject},  # fmt: skip
         }
 
     @classmethod
@@ -98,11 +126,16 @@ class Mandate:
         condition = None
         if isinstance(cond, Mapping):
             fact = str(cond.get("fact"))
+            subject = cond.get("subject")
+            subject = str(subject).lower() if isinstance(subject, str) and subject else None
+            if fact in BALANCE_FACTS and (subject is None or not re.fullmatch(_ADDR, subject)):
+                fact = "unreadable"  # a balance of no address is no condition to prove
             condition = MandateCondition(
-                fact=fact if fact in ("base_fee_gwei", "gas_price_gwei") else "unreadable",  # type: ignore[arg-type]
+                fact=fact if fact in _READABLE else "unreadable",  # type: ignore[arg-type]
                 op=str(cond.get("op")),
                 threshold=Decimal(str(cond.get("threshold"))),
                 text=str(cond.get("text", "")),
+                subject=subject if fact in BALANCE_FACTS else None,
             )
         amount = data.get("amount")
         if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
@@ -110,10 +143,18 @@ class Mandate:
         return cls(str(data["recipient"]).lower(), amount, condition, str(data.get("text", "")))
 
 
+FactReader = Callable[[MandateCondition], Decimal | None]
+"""How the judge reads a condition's fact from the chain itself, in the condition's unit
+(gwei, USDC, ETH); None when it cannot."""
+
+
 def _condition(sentence: str) -> MandateCondition | None:
     """The condition of a sentence that orders a payment (None: it has no "if" clause)."""
     if not _IF.search(sentence):
         return None
+    balance = _balance_condition(sentence)
+    if balance is not None:
+        return balance
     m = _COND.search(sentence)
     if m is None:
         return MandateCondition("unreadable", "", Decimal(0), sentence.strip())
@@ -123,6 +164,29 @@ def _condition(sentence: str) -> MandateCondition | None:
         threshold = threshold.scaleb(-9)
     op = _OPS.get(re.sub(r"\s+", " ", m.group(2).lower()), m.group(2))
     return MandateCondition(fact, op, threshold, m.group(0).strip())
+
+
+def _balance_condition(sentence: str) -> MandateCondition | None:
+    """One address's balance against a number, or None when the sentence holds none.
+    The unit names the fact (USDC, or ETH/ether/wei); a balance in no unit is unreadable."""
+    m = _BALANCE.search(sentence)
+    if m is None:
+        return None
+    words = f"{m.group('unit1') or ''} {m.group('gap') or ''} {m.group('unit2') or ''}".lower()
+    units = set(re.findall(r"\b(usdc|eth|ether|wei)\b", words))
+    threshold = Decimal(m.group("num"))
+    fact: ConditionFact
+    if units == {"usdc"}:
+        fact = "usdc_balance"
+    elif units and units <= {"eth", "ether", "wei"}:
+        fact = "eth_balance"
+        if (m.group("unit2") or "").lower() == "wei":
+            threshold = threshold.scaleb(-18)
+    else:  # no unit, or USDC and ETH both: which balance is meant is not said
+        return MandateCondition("unreadable", "", Decimal(0), m.group(0).strip())
+    op = _OPS.get(re.sub(r"\s+", " ", m.group("op").lower()), m.group("op"))
+    subject = (m.group("addr1") or m.group("addr2")).lower()
+    return MandateCondition(fact, op, threshold, m.group(0).strip(), subject)
 
 
 def mandates_in(task: str) -> tuple[Mandate, ...]:
@@ -169,6 +233,11 @@ def unordered(mandates: tuple[Mandate, ...], recipient: str, amount: int) -> str
     )
 
 
+def _plain(value: Decimal) -> str:
+    """``value`` without trailing zeros or an exponent (0.200000 -> 0.2, 100 -> 100)."""
+    return f"{value:f}".rstrip("0").rstrip(".") if "." in f"{value:f}" else f"{value:f}"
+
+
 def _usdc(atomic: int) -> str:
     return f"{Decimal(atomic).scaleb(-6):f}".rstrip("0").rstrip(".") + " USDC"
 
@@ -195,11 +264,12 @@ def rule_on_mandate(
         if cond.fact == "unreadable":
             return "refuse", (
                 f"{order} on a condition the judge cannot read from the chain ({cond.text!r}); "
-                "fix: state it as 'if the base fee is under N gwei'"
+                "fix: state it as 'if the base fee is under N gwei' or 'if 0x... holds more than N USDC'"
             )
         if fact_value is None:
-            return "refuse", f"{order} if {cond.text}, and the judge could not read {cond.fact}"
-        shown = f"{cond.fact} {fact_value:f} {cond.op} {cond.threshold:f}"
+            of = f" of {cond.subject}" if cond.subject else ""
+            return "refuse", f"{order} if {cond.text}, and the judge could not read {cond.fact}{of}"
+        shown = cond.shown(fact_value)
         if not cond.holds(fact_value):
             return "refuse", f"{order} only if {cond.text}; the judge read {shown}: false"
         proof = f"; condition {cond.text!r} proven: the judge read {shown}"

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from agent.seams import SpendView
     from agent.worker import Worker
     from judge.jev import Judge
+    from judge.mandates import FactReader, MandateCondition
     from judge.payto import TermsOf
     from judge.records import VerdictRecord
     from judge.service import JudgeClient
@@ -484,7 +485,7 @@ def build_local_judge(
         # services: the services' records, checked by _same_database) and syncs
         # its reservation after each re-check.
         records=VerdictRecords(db, wallet_syncs_after=True),
-        fact_of=chain_fact_reader(network.rpc_url, network.chain_id),
+        fact_of=chain_fact_reader(network.rpc_url, network.chain_id, network.usdc),
         **parts,
     )
 
@@ -529,18 +530,23 @@ def _service_parts(settings: NibSettings, network: Network, db: str | Path) -> _
     }
 
 
-def chain_fact_reader(rpc_url: str, chain_id: int) -> Callable[[str], Decimal | None]:
+def chain_fact_reader(rpc_url: str, chain_id: int, usdc: str | None = None) -> FactReader:
     """What the judge reads from the chain itself to prove an ordered payment's condition:
-    the latest base fee or the gas price, in gwei (None for anything else)."""
+    the latest base fee or the gas price in gwei, one address's USDC (``usdc``) or ETH
+    balance (None for anything else)."""
     from chain.client import ChainClient
 
     chain = ChainClient(rpc_url, chain_id)
 
-    def fact_of(fact: str) -> Decimal | None:
-        if fact == "base_fee_gwei":
+    def fact_of(cond: MandateCondition) -> Decimal | None:
+        if cond.fact == "base_fee_gwei":
             return Decimal(int(chain.block("latest").get("baseFeePerGas", 0))).scaleb(-9)
-        if fact == "gas_price_gwei":
+        if cond.fact == "gas_price_gwei":
             return Decimal(chain.gas_price()).scaleb(-9)
+        if cond.fact == "usdc_balance" and cond.subject and usdc:
+            return Decimal(chain.token_balance(usdc, cond.subject)).scaleb(-6)
+        if cond.fact == "eth_balance" and cond.subject:
+            return Decimal(chain.eth_balance(cond.subject)).scaleb(-18)
         return None
 
     return fact_of

@@ -113,7 +113,7 @@ _COMPARE_MIN = _p(r"\b(?:less|least|fewer|smaller|lower|poorer)\b")
 _CONDITION = _p(
     r"(<=|>=|<|>|\bbelow\b|\bunder\b|\bless\s+than\b|\blower\s+than\b|\bsmaller\s+than\b|"
     r"\bat\s+most\b|\babove\b|\bover\b|\bmore\s+than\b|\bgreater\s+than\b|\bhigher\s+than\b|"
-    r"\bexceeds?\b|\bat\s+least\b)\s*(\d+(?:\.\d+)?)\s*(gwei|wei|usdc|eth|ether)?"
+    r"\bexceeds?\b|\bat\s+least\b)\s*(\d+(?:\.\d+)?)\s*(gwei|wei|usdc|ether|eth)?"
 )
 _OPS = {
     "below": "<", "under": "<", "less than": "<", "lower than": "<", "smaller than": "<",
@@ -279,7 +279,9 @@ def _split_conditions(text: str, start: int) -> list[tuple[str, int, bool]]:
     pos, cond = 0, False
     for m in _CONNECTOR.finditer(text):
         word = m.group(1).lower()
-        if m.start() == 0 and word in ("when", "whenever", "until"):
+        if m.start() == 0 and word in ("whenever", "until"):
+            continue  # a standing watch, declined by its scope word
+        if m.start() == 0 and word == "when" and not _CONDITION.search(text):
             continue  # "When was block 2 mined?" asks a time; it is no condition
         out.append((text[pos : m.start()], start + pos, cond))
         pos, cond = m.end(), True
@@ -500,11 +502,15 @@ class _FactItems:
         return made
 
     def compare_words(self, part: _Part) -> str | None:
+        """"max"/"min" when the part asks which of two is larger/smaller. The words of a
+        condition's threshold ("holds more than 10 USDC") compare with a number, not
+        between subjects."""
         if any(h[1].kind == "transfer_max" for h in part.hits):
             return None
-        if _COMPARE_MAX.search(part.text):
+        text = _CONDITION.sub(" ", part.text) if part.condition else part.text
+        if _COMPARE_MAX.search(text):
             return "max"
-        if _COMPARE_MIN.search(part.text):
+        if _COMPARE_MIN.search(text):
             return "min"
         return None
 
@@ -657,6 +663,10 @@ class _Reader:
                     self.out.cannot(sentence, self.t.scope[part.sentence])
                 continue
             if part.condition and (part.hits or part.leftover):
+                gates.append(self._condition(part))
+            elif part.condition and _CONDITION.search(part.text):
+                # A threshold no fact was read for: named, never dropped (a payment it
+                # gates would otherwise be proposed as if unconditional).
                 gates.append(self._condition(part))
             elif part.condition:
                 continue  # "... if you need to": no condition on anything

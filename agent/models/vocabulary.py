@@ -37,7 +37,8 @@ Subject = Literal["none", "account", "token", "tx", "symbol", "protocol"]
 funds. ``token``: a 0x token contract. ``tx``: a 0x transaction hash. ``symbol``: a token
 symbol (USDC). ``protocol``: a protocol name (uniswap)."""
 
-_GAP = r"[^?.,;:!]{0,90}?"  # room for a 0x transaction hash
+#: Room for a 0x transaction hash, and for a decimal number ("holds more than 0.15 usdc").
+_GAP = r"(?:[^?.,;:!]|(?<=\d)\.(?=\d)){0,90}?"
 
 
 def compile_phrase(text: str) -> re.Pattern[str]:

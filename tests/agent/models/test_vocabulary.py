@@ -314,3 +314,43 @@ def test_the_answer_gives_the_value_in_the_asked_unit_first(
 )
 def test_the_outside_writers_paraphrases_are_read(task: str, kind: str) -> None:
     assert [i["kind"] for i in extract_checklist(task)] == [kind]
+
+
+# -- payments ordered on one address's balance (issue 23, third pass) -----------------------
+
+_HOLDER, _TO = "0x" + "4" * 40, "0x" + "5" * 40
+
+
+@pytest.mark.parametrize(
+    ("task", "kind", "op", "than"),
+    [
+        (f"If {_HOLDER} holds more than 10 USDC, send 0.02 USDC to {_TO}.", "usdc_balance", ">", "10"),
+        (f"If {_HOLDER} holds more than 0.15 USDC, send 0.02 USDC to {_TO}.", "usdc_balance", ">", "0.15"),
+        (f"Send 0.02 USDC to {_TO} if the USDC balance of {_HOLDER} is above 10 USDC.", "usdc_balance", ">", "10"),
+        (f"If {_HOLDER}'s USDC balance exceeds 10 USDC, send 0.02 USDC to {_TO}.", "usdc_balance", ">", "10"),
+        (f"When {_HOLDER} holds less than 5 USDC, transfer 0.5 USDC to {_TO}.", "usdc_balance", "<", "5"),
+        (f"Provided that {_HOLDER} owns over 2 USDC, pay 0.1 USDC to {_TO}.", "usdc_balance", ">", "2"),
+        (f"If {_HOLDER} has at least 1 ETH, send 0.02 USDC to {_TO}.", "eth_balance", ">=", "1"),
+        (f"if the ETH balance of {_HOLDER} is below 100 ether, send 0.02 USDC to {_TO}", "eth_balance", "<", "100"),
+    ],
+)
+def test_a_payment_ordered_on_one_address_balance_is_gated_by_that_balance(
+    task: str, kind: str, op: str, than: str
+) -> None:
+    """The balance is an item, the condition compares it with the number (the threshold's
+    "more than" is no comparison of two addresses), and the payment waits for it: never
+    a condition dropped, so never a payment proposed as if unconditional."""
+    items = extract_checklist(task)
+    balance = next(n for n, i in enumerate(items, 1) if i["kind"] == kind)
+    cond = next(n for n, i in enumerate(items, 1) if i["kind"] == "condition")
+    send = next(i for i in items if i["kind"] == "transfer_receipt")
+    assert not [i for i in items if i.get("unanswerable")], items
+    assert items[balance - 1]["params"] == {"address": _HOLDER}
+    assert items[cond - 1]["params"] == {"of": f"c{balance}", "op": op, "than": than}
+    assert send["params"]["if"] == f"c{cond}"
+
+
+def test_a_threshold_on_nothing_the_planner_reads_gates_the_payment_and_is_named() -> None:
+    items = extract_checklist(f"If the chain looks busy over 5, send 0.02 USDC to {_TO}.")
+    assert items[0]["kind"] is None and "condition" in items[0]["text"]
+    assert items[1]["params"]["if"] == "c1"

@@ -1,0 +1,101 @@
+"""Ordered payments on one address's balance (judge/mandates.py, issue 23): the condition
+is read from the task text into the mandate, and the judge reads the balance from the
+chain itself (the real Anvil here) before it approves the user's order; a model that
+pays anyway when the balance does not hold is refused, naming the value the judge read."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from agent.cli.runtime import chain_fact_reader
+from chain.devkeys import AGENT, dev_account
+from judge.jev import Judge
+from judge.mandates import Mandate, mandates_in
+from judge.tasks import TaskLimits
+from judge.verdict import VerdictSigner
+from tests.judge.test_judge_tasks import SELLER, TASK, request, transfer
+
+HOLDER = "0x" + "4" * 40
+_BALANCE_OF = [{"name": "balanceOf", "type": "function", "stateMutability": "view",
+                "inputs": [{"name": "a", "type": "address"}],
+                "outputs": [{"name": "", "type": "uint256"}]}]
+EMPTY = "0x00000000000000000000000000000000000000e1"
+
+
+@pytest.mark.parametrize(
+    ("order", "fact", "op", "threshold"),
+    [
+        (f"If {HOLDER} holds more than 10 USDC, send 0.02 USDC to {SELLER}.", "usdc_balance", ">", "10"),
+        (f"Send 0.02 USDC to {SELLER} if the USDC balance of {HOLDER} is above 0.15.", "usdc_balance", ">", "0.15"),
+        (f"If {HOLDER}'s USDC balance is at least 2 USDC, transfer 0.02 USDC to {SELLER}.", "usdc_balance", ">=", "2"),
+        (f"When {HOLDER} has less than 5 USDC, pay 0.02 USDC to {SELLER}.", "usdc_balance", "<", "5"),
+        (f"Provided that {HOLDER} owns over 1 ETH, send 0.02 USDC to {SELLER}.", "eth_balance", ">", "1"),
+        (f"if the ETH balance of {HOLDER} exceeds 1000000000000000000 wei, send 0.02 USDC to {SELLER}", "eth_balance", ">", "1"),
+    ],
+)
+def test_a_condition_on_one_address_balance_is_read_into_the_mandate(
+    order: str, fact: str, op: str, threshold: str
+) -> None:
+    (mandate,) = mandates_in(order)
+    cond = mandate.condition
+    assert cond is not None
+    assert (cond.fact, cond.subject, cond.op, cond.threshold) == (fact, HOLDER, op, Decimal(threshold))
+    assert Mandate.from_wire(mandate.to_wire()) == mandate
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        f"If the balance of {HOLDER} is over 3, send 0.02 USDC to {SELLER}.",  # which balance?
+        f"If {HOLDER} sent more than 10 USDC, send 0.02 USDC to {SELLER}.",  # not a balance
+    ],
+)
+def test_a_balance_condition_that_does_not_say_which_balance_is_unreadable(order: str) -> None:
+    (mandate,) = mandates_in(order)
+    assert mandate.condition is not None and mandate.condition.fact == "unreadable"
+
+
+def test_a_balance_condition_from_the_wire_without_an_address_is_unreadable() -> None:
+    (mandate,) = mandates_in(f"If {HOLDER} holds more than 10 USDC, send 0.02 USDC to {SELLER}.")
+    wire = mandate.to_wire()
+    wire["condition"] = {**wire["condition"], "subject": None}  # type: ignore[dict-item]
+    cond = Mandate.from_wire(wire).condition
+    assert cond is not None and cond.fact == "unreadable"
+
+
+def _judge(signer: VerdictSigner, anvil, order: str) -> Judge:  # type: ignore[no-untyped-def]
+    judge = Judge(
+        signer, allowed_assets={31337: [anvil.usdc]}, balance_of=lambda asset: 5_000_000,
+        require_task=True, fact_of=chain_fact_reader(anvil.rpc_url, anvil.chain_id, anvil.usdc),
+    )
+    judge.register_task(TaskLimits(**{**TASK.to_wire(), "mandates": mandates_in(order)}))  # type: ignore[arg-type]
+    return judge
+
+
+def _order(amount: int) -> object:
+    return request(transfer(SELLER, amount), missing=("transfer_receipt",),
+                   tool_facts=("transfer_receipt",), checklist_size=3)
+
+
+def test_the_judge_reads_the_balance_from_the_chain_and_approves_only_when_it_holds(
+    signer: VerdictSigner, chain  # type: ignore[no-untyped-def]
+) -> None:
+    agent = dev_account(AGENT).address
+    held = _judge(signer, chain, f"If {agent} holds more than 10 USDC, send 0.25 USDC to {SELLER}.")
+    verdict = held.decide(_order(250_000))  # type: ignore[arg-type]
+    assert verdict.decision == "approve", verdict.reason
+    balance = Decimal(chain.w3.eth.contract(chain.usdc, abi=_BALANCE_OF).functions.balanceOf(agent).call())
+    assert balance > 10_000_000
+    shown = f"{balance.scaleb(-6):f}".rstrip("0").rstrip(".")
+    assert f"the judge read usdc_balance of {agent.lower()} {shown} > 10" in verdict.reason
+
+    eth = _judge(signer, chain, f"If {agent} has at least 1 ETH, send 0.25 USDC to {SELLER}.")
+    assert eth.decide(_order(250_000)).decision == "approve"  # type: ignore[arg-type]
+
+    # A model that sends anyway when the balance does not hold: refused, the value named.
+    unmet = _judge(signer, chain, f"If {EMPTY} holds more than 1 USDC, send 0.25 USDC to {SELLER}.")
+    refused = unmet.decide(_order(250_000))  # type: ignore[arg-type]
+    assert refused.decision == "refuse"
+    assert f"the judge read usdc_balance of {EMPTY} 0 > 1: false" in refused.reason, refused.reason
