@@ -198,7 +198,8 @@ class DevnetInfo:
     """The facts of a running (or last-run) devnet, as ``nib devnet up --json`` prints them.
 
     ``facilitator_url`` serves the x402 facilitator and discovery APIs; ``market`` lists the
-    market's sellers (``{name, url, pid}``, with ``mcp`` the paid MCP server's SSE base URL).
+    market's sellers (``{name, url, pid}``, with ``mcp`` the paid MCP server's base URL: streamable
+    HTTP at ``/mcp``).
     """
 
     rpc_url: str
@@ -383,7 +384,7 @@ def _start_services(home: Path, info: DevnetInfo, *, paywall: bool, market: bool
         starting += [
             _spawn(home, s.name, "chain.paywall.market", "--seller", s.name, *common) for s in MARKET
         ]
-        # An SSE endpoint never ends, so the MCP server's readiness is its URL file alone.
+        # The MCP server's readiness is its URL file (written once it serves and is listed).
         starting.append(_spawn(home, "mcp", "chain.paywall.mcp_seller", *common, health=""))
     ready = _await_ready(starting)
     if "paywall" in ready:

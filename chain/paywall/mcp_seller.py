@@ -1,5 +1,6 @@
 """A paid MCP server on the devnet: one tool protected by x402 (``x402.mcp``), served over
-SSE (the devnet's) or streamable HTTP (``transport``; its app needs its lifespan run).
+streamable HTTP (``nib devnet up``'s, at ``/mcp``; its app needs its lifespan run) or SSE
+(``transport``, at ``/sse``).
 
 ``token_fact`` sells a token fact sheet for 0.01 test USDC. An unpaid call returns an
 error result carrying the x402 PaymentRequired (with a ``bazaar`` MCP declaration); a call
@@ -11,10 +12,10 @@ from __future__ import annotations
 
 import socket
 import sys
-from typing import Any
 
 import httpx
 from mcp.server.fastmcp import FastMCP
+from starlette.applications import Starlette
 from x402 import x402ResourceServer
 from x402.extensions.bazaar import (
     DeclareMcpDiscoveryConfig,
@@ -29,7 +30,7 @@ from x402.schemas import AssetAmount, ResourceConfig, ResourceInfo
 from chain.client import ChainClient
 from chain.devkeys import dev_account
 from chain.errors import ChainError
-from chain.mcp_client import ENDPOINTS, McpTransport
+from chain.mcp_client import ENDPOINTS, MCP_TRANSPORTS, McpTransport
 from chain.paywall.datasets import tokens
 from chain.paywall.serve import AppServer, serve_forever, service_parser, wait_for_service
 from chain.usdc import token_domain
@@ -63,7 +64,7 @@ def create_mcp_app(
     rpc_url: str,
     chain_id: int | None = None,
     transport: McpTransport = "sse",
-) -> Any:
+) -> Starlette:
     """The ASGI app (over ``transport``) of the paid MCP server reachable at ``base_url``, advertising the
     EIP-712 domain the token reports at ``rpc_url`` (``chain.usdc.token_domain``, read
     here so no caller can pass another)."""
@@ -110,7 +111,7 @@ def create_mcp_app(
 
     @server.tool(name=MCP_TOOL, description=f"{_DESCRIPTION}. Paid: 0.01 test USDC over x402.")
     @paid
-    async def token_fact(symbol: str) -> dict[str, Any]:
+    async def token_fact(symbol: str) -> dict[str, object]:
         sheet = tokens().get(symbol.upper())
         if sheet is None:
             return {"error": f"no fact sheet for {symbol!r}", "have": sorted(tokens())}
@@ -140,20 +141,27 @@ def _free_port(host: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m chain.paywall.mcp_seller --facilitator-url URL --usdc ADDR --rpc-url URL``."""
-    args = service_parser("chain.paywall.mcp_seller", market=True).parse_args(argv)
+    """``python -m chain.paywall.mcp_seller --facilitator-url URL --usdc ADDR --rpc-url URL
+    [--transport streamable-http|sse]`` (streamable HTTP by default: what MCP servers serve now)."""
+    parser = service_parser("chain.paywall.mcp_seller", market=True)
+    parser.add_argument("--transport", choices=MCP_TRANSPORTS, default="streamable-http")
+    args = parser.parse_args(argv)
     # The tool's resource URL names the server, so the port is fixed before serving.
     port = args.port or _free_port(args.host)
     base = f"http://{args.host}:{port}"
     try:
         wait_for_service(args.facilitator_url.rstrip("/") + "/supported")
         app = create_mcp_app(
-            base, args.facilitator_url, args.usdc, rpc_url=args.rpc_url, chain_id=args.chain_id
+            base, args.facilitator_url, args.usdc, rpc_url=args.rpc_url, chain_id=args.chain_id,
+            transport=args.transport,
         )
         serve_forever(
-            AppServer(app, args.host, port, name="paid MCP server"),
+            # A streamable HTTP server's session manager runs in the app's lifespan.
+            AppServer(app, args.host, port, name="paid MCP server",
+                      lifespan=args.transport == "streamable-http"),
             url_file=args.url_file,
-            on_ready=lambda url: print(f"listed: {register_mcp(args.facilitator_url, url)}"),
+            on_ready=lambda url: print(
+                f"listed: {register_mcp(args.facilitator_url, url, args.transport)}"),
         )
     except (ChainError, httpx.HTTPError, ValueError) as exc:
         print(f"paid MCP server: {exc}", file=sys.stderr)
