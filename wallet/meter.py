@@ -20,20 +20,14 @@ import wallet.totals as totals
 from chain.money import DEFAULT_ETH_PRICE_USDC, gas_to_usdc
 from judge.storage import Database, Tx, cell_int
 from wallet._store import Store, as_store
-from wallet._tables import CAPS, GAS, SPENDS, USED_VERDICTS
-from wallet.errors import (
-    AuthorizationOutstanding,
-    CapExceeded,
-    InsufficientBalance,
-    LedgerError,
-    VerdictReplayed,
-)
+from wallet._tables import GAS, SPENDS
+from wallet.errors import LedgerError
 from wallet.journal import append, journal_spend
-from wallet.ledger import COMMITTED, LIVE, OUTSTANDING, Ledger, SpendKind, SpendRow, transition_in
+from wallet.ledger import OUTSTANDING, Ledger, SpendKind, SpendRow, transition_in
+from wallet.reserving import Limits, Reservation, gas_held, run_total, write_reservation
 
 if TYPE_CHECKING:
     from chain.client import ChainClient
-
 
 
 class VerdictLike(Protocol):
@@ -49,21 +43,6 @@ class VerdictLike(Protocol):
     def recipient(self) -> str: ...
     @property
     def chain_id(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class Reservation:
-    """A held slice of a run's cap; ``id`` is also the ledger row id."""
-
-    id: str
-    run_id: str
-    verdict_id: str
-    kind: str
-    asset: str
-    amount: int
-    recipient: str
-    chain_id: int
-    created_at: float
 
 
 @dataclass(frozen=True)
@@ -130,8 +109,6 @@ class SpendMeter:
 
     # ------------------------------------------------------------------ reserve
 
-    # Over 60 lines only by its docstring, the contract: every refusal, in the order the
-    # one write section makes them; the body is those checks in that order (helpers below).
     def reserve(
         self,
         run_id: str,
@@ -146,28 +123,15 @@ class SpendMeter:
         resource: str | None = None,
         authorization: tuple[str, int] | None = None,
     ) -> Reservation:
-        """Consume ``verdict`` and hold ``amount`` of ``run_id``'s ``cap``, atomically.
+        """Consume ``verdict`` and hold ``amount`` of ``run_id``'s ``cap``, atomically: in
+        one write section, every refusal of ``wallet.reserving.write_reservation`` (its
+        docstring is the contract), then the ledger row. A refusal rolls everything back,
+        the verdict included.
 
         ``authorization`` (an EIP-3009 ``(auth_nonce, valid_before)`` about to be signed)
-        inserts the row as ``signed`` with them, in the same commit: one durable write
-        before the signature can leave the process instead of two. A row marked so whose
-        signature is never made is conservative (held until reconciliation finds the
-        authorization unused and expired).
-
-        ``gas_hold`` (atomic USDC) is the most the transaction's gas can cost (gas limit x
-        max fee, converted); it counts against the cap while the spend is pending and is
-        replaced by the gas actually paid once the receipt is in.
-
-        In one write section holding the wallet lock: mark the verdict used (VerdictReplayed if it
-        was), refuse if the run's committed spend plus ``amount`` exceeds ``cap``
-        (CapExceeded), refuse if every run's committed spend plus ``amount`` exceeds the
-        treasury cap when one is set (CapExceeded), refuse if ``amount`` exceeds ``balance`` minus every other
-        outstanding reservation in the same asset (InsufficientBalance), then insert the
-        ledger row as ``reserved``. A refusal rolls everything back, the verdict included.
-
-        ``resource`` (an x402 purchase's ``origin + path``) admits one live authorization at
-        a time: while a reserved or signed row holds it, AuthorizationOutstanding is raised
-        (in the same transaction, so parallel runs cannot both sign one).
+        inserts the row as ``signed`` with them, in the same commit. ``gas_hold`` (atomic
+        USDC) is the most the transaction's gas can cost, held against the cap while the
+        spend is pending. ``resource`` admits one live authorization at a time.
 
         Warning: ``balance`` must be the live chain balance read just before the call; a
         stale, higher balance lets reservations exceed what the wallet holds.
@@ -176,7 +140,6 @@ class SpendMeter:
         _require_int("cap", cap, minimum=0)
         _require_int("balance", balance, minimum=0)
         _require_int("gas_hold", gas_hold, minimum=0)
-        now = self.clock()
         res = Reservation(
             id=uuid.uuid4().hex,
             run_id=run_id,
@@ -186,25 +149,15 @@ class SpendMeter:
             amount=amount,
             recipient=verdict.recipient.lower(),
             chain_id=int(verdict.chain_id),
-            created_at=now,
+            created_at=self.clock(),
         )
+        limits = Limits(cap, balance, self.treasury_cap)
+        fingerprint = (verdict.payload_fingerprint or "").lower() or None
         with self.store.transaction() as conn:
-            _consume_verdict(conn, verdict.id, run_id, now)
-            if resource is not None:
-                _refuse_second_authorization(conn, resource, verdict.id)
-            _check_run_cap(conn, run_id, cap, amount, gas_hold, verdict.id)
-            conn.execute(
-                f"INSERT INTO {CAPS} (run_id, cap) VALUES (?, ?) "
-                "ON CONFLICT (run_id) DO UPDATE SET cap = excluded.cap",
-                (run_id, cap),
+            write_reservation(
+                conn, res, fingerprint, limits,
+                note=note, gas_hold=gas_hold, resource=resource, authorization=authorization,
             )
-            if self.treasury_cap is not None:
-                _check_treasury(conn, self.treasury_cap, amount + gas_hold, verdict.id)
-            _check_balance(conn, res.asset, balance, amount, verdict.id)
-            fingerprint = (verdict.payload_fingerprint or "").lower() or None
-            _insert_spend(conn, res, fingerprint, note, gas_hold, resource, authorization)
-            append(conn, "verdict", {"verdict_id": verdict.id, "used_at": now, "run_id": run_id})
-            journal_spend(conn, res.id, "spend")
         return res
 
     # ------------------------------------------------------------------ transitions
@@ -359,13 +312,13 @@ class SpendMeter:
     def usage(self, run_id: str) -> RunSpend:
         """The run's settled, reserved and gas totals, read in one consistent snapshot."""
         with self.store.transaction() as conn:
-            settled = _sum(conn, run_id, ("settled",))
-            reserved = _sum(conn, run_id, OUTSTANDING)
+            settled = run_total(conn, run_id, ("settled",))
+            reserved = run_total(conn, run_id, OUTSTANDING)
             gas_wei, gas_usdc = conn.one(
                 f"SELECT COALESCE(SUM(wei), 0), COALESCE(SUM(usdc), 0) FROM {GAS} WHERE run_id = ?",
                 (run_id,),
             ) or (0, 0)
-            held = _gas_held(conn, run_id)
+            held = gas_held(conn, run_id)
         return RunSpend(run_id, settled, reserved, cell_int(gas_wei), cell_int(gas_usdc), held)
 
     def spent(self, run_id: str) -> int:
@@ -408,157 +361,6 @@ class SpendMeter:
 
 def _rid(res: Reservation | str) -> str:
     return res if isinstance(res, str) else res.id
-
-
-def _insert_spend(
-    conn: Tx,
-    res: Reservation,
-    payload_fingerprint: str | None,
-    note: str,
-    gas_hold: int,
-    resource: str | None,
-    authorization: tuple[str, int] | None,
-) -> None:
-    """The ledger row of ``res``: ``reserved``, or ``signed`` with the authorization's
-    nonce and validBefore when one is about to be signed."""
-    status, auth_nonce, valid_before = "reserved", None, None
-    if authorization is not None:
-        status, (auth_nonce, valid_before) = "signed", authorization
-        auth_nonce = auth_nonce.lower()
-    conn.execute(
-        f"""INSERT INTO {SPENDS} (id, run_id, verdict_id, payload_fingerprint, kind,
-            asset, amount, recipient, chain_id, status, tx_hash, auth_nonce,
-            valid_before, created_at, updated_at, note, gas_hold, resource)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?)""",
-        (
-            res.id,
-            res.run_id,
-            res.verdict_id,
-            payload_fingerprint,
-            res.kind,
-            res.asset,
-            res.amount,
-            res.recipient,
-            res.chain_id,
-            status,
-            auth_nonce,
-            valid_before,
-            res.created_at,
-            res.created_at,
-            note,
-            gas_hold,
-            resource,
-        ),
-    )
-    totals.spend_moved(conn, totals.SpendShape(res.asset, res.amount, gas_hold), None, status)
-
-
-def _consume_verdict(conn: Tx, verdict_id: str, run_id: str, now: float) -> None:
-    """Mark the verdict used, once (VerdictReplayed when it already was)."""
-    fresh = conn.execute(
-        f"INSERT INTO {USED_VERDICTS} (verdict_id, used_at, run_id) VALUES (?, ?, ?) "
-        "ON CONFLICT (verdict_id) DO NOTHING",
-        (verdict_id, now, run_id),
-    ).rowcount
-    if fresh != 1:
-        raise VerdictReplayed(
-            f"Verdict {verdict_id} was already used; a verdict authorises one "
-            "signature only. Fix: ask the judge for a new verdict.",
-            verdict_id=verdict_id,
-        )
-
-
-def _check_run_cap(
-    conn: Tx, run_id: str, cap: int, amount: int, gas_hold: int, verdict_id: str
-) -> None:
-    """CapExceeded when the run's committed spend plus this call (and its gas) passes ``cap``."""
-    committed = _committed(conn, run_id)
-    if committed + amount + gas_hold > cap:
-        gas_part = f" plus up to {gas_hold} for gas" if gas_hold else ""
-        raise CapExceeded(
-            f"Spend cap exceeded for run {run_id}: cap {cap} atomic USDC, already "
-            f"committed {committed}, this call {amount}{gas_part} would make "
-            f"{committed + amount + gas_hold}. Fix: raise the task's spend cap or "
-            "choose a cheaper call.",
-            limit=cap,
-            observed=committed + amount + gas_hold,
-            verdict_id=verdict_id,
-        )
-
-
-def _check_balance(conn: Tx, asset: str, balance: int, amount: int, verdict_id: str) -> None:
-    """InsufficientBalance when ``amount`` passes ``balance`` less every outstanding
-    reservation in ``asset``."""
-    held = totals.outstanding(conn, asset)
-    available = balance - held
-    if amount > available:
-        raise InsufficientBalance(
-            f"Insufficient balance for {amount} atomic units of {asset}: the wallet "
-            f"holds {balance} and {held} is held by outstanding reservations, leaving "
-            f"{max(available, 0)}. Fix: fund the wallet or wait for pending spends "
-            "to settle.",
-            limit=max(available, 0),
-            observed=amount,
-            verdict_id=verdict_id,
-        )
-
-
-def _refuse_second_authorization(conn: Tx, resource: str, verdict_id: str) -> None:
-    marks = ", ".join("?" for _ in LIVE)
-    live = conn.one(
-        f"SELECT id, status, valid_before, amount FROM {SPENDS} "
-        f"WHERE resource = ? AND status IN ({marks}) LIMIT 1",
-        (resource, *LIVE),
-    )
-    if live is None:
-        return
-    spend_id, status, valid_before, amount = live
-    until = f"until {valid_before}" if valid_before is not None else "until it is signed or released"
-    valid_before = None if valid_before is None else cell_int(valid_before)
-    raise AuthorizationOutstanding(
-        f"An authorization for {resource} is still live (ledger row {spend_id}, {status}, "
-        f"{amount} atomic units, valid {until}); expected none, since a second one could "
-        "let the seller settle both. Nothing was signed. Fix: wait until it settles or "
-        "expires (`nib audit reconcile`); a retry re-sends the same authorization.",
-        ledger_id=str(spend_id),
-        valid_before=valid_before,
-        verdict_id=verdict_id,
-    )
-
-
-def _committed(conn: Tx, run_id: str) -> int:
-    """``run_id``'s spends reserved, signed or settled, gas paid, and gas still held by its
-    pending spends (read through the run's indexes: a run's own rows, never the ledger's)."""
-    gas = conn.scalar(f"SELECT COALESCE(SUM(usdc), 0) FROM {GAS} WHERE run_id = ?", (run_id,))
-    return _sum(conn, run_id, COMMITTED) + cell_int(gas) + _gas_held(conn, run_id)
-
-
-def _gas_held(conn: Tx, run_id: str) -> int:
-    """The gas still held by ``run_id``'s pending spends."""
-    return _sum(conn, run_id, OUTSTANDING, column="gas_hold")
-
-
-def _sum(conn: Tx, run_id: str, statuses: tuple[str, ...], *, column: str = "amount") -> int:
-    """The sum of ``column`` over ``run_id``'s spends in ``statuses``."""
-    marks = ", ".join("?" for _ in statuses)
-    total = conn.scalar(
-        f"SELECT COALESCE(SUM({column}), 0) FROM {SPENDS} WHERE run_id = ? AND status IN ({marks})",
-        (run_id, *statuses),
-    )
-    return cell_int(total)
-
-
-def _check_treasury(conn: Tx, cap: int, this_call: int, verdict_id: str) -> None:
-    total = totals.committed(conn)
-    if total + this_call > cap:
-        raise CapExceeded(
-            f"Treasury cap exceeded: cap {cap} atomic USDC over every run, already committed "
-            f"{total}, this call {this_call} would make {total + this_call}. Fix: raise the "
-            "treasury cap (NIB_TREASURY_CAP_USDC) or wait for queued work to finish.",
-            limit=cap,
-            observed=total + this_call,
-            verdict_id=verdict_id,
-        )
 
 
 def _require_int(name: str, value: object, *, minimum: int) -> None:
