@@ -12,11 +12,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
-from decimal import ROUND_HALF_EVEN, Decimal, localcontext
+from decimal import Decimal
 
 from judge.calibration import (
-    MIN_P_TO_PAY,
-    NEW_SELLER_PRIOR,
     BetaCalibrator,
     CalibrationReport,
     Calibrator,
@@ -26,56 +24,28 @@ from judge.calibration import (
     fact_key,
 )
 from judge.errors import (
-    GrantRefused,
     JudgeConfigError,
     JudgeRequestInvalid,
-    VerdictExpired,
-    VerdictRevoked,
 )
 from judge.fingerprint import call_fingerprint
-from judge.mandates import FactReader, mandate_for, rule_on_mandate, unordered
+from judge.mandates import FactReader
 from judge.payto import TermsOf
 from judge.policy import FreeDecision, FreeReadPolicy
+from judge.recheck import RecheckGate
 from judge.records import Grant, Standing, VerdictRecord, VerdictRecords
 from judge.request import PaidCallRequest
+from judge.ruling import USDC_DECIMALS, Rules, coverable_facts, format_usdc
 from judge.tasks import TaskLimits, TaskRegistry, bind
 from judge.verdict import (
     DEFAULT_TTL_S,
     Decision,
     Verdict,
     VerdictSigner,
-    verify_verdict,
 )
 
+__all__ = ["USDC_DECIMALS", "Judge", "PaidCallRequest", "format_usdc", "outcome_weight"]
+
 Emit = Callable[[str, dict[str, object]], None]
-USDC_DECIMALS = 6
-
-
-#: A ruling: decision, p, EV (atomic USDC) and the reason in words.
-Ruling = tuple[Decision, Decimal, Decimal, str]
-
-
-def _coverable(req: PaidCallRequest) -> list[str]:
-    """Fact keys of the missing items the tool declares it can provide."""
-    tool_keys = {fact_key(f) for f in req.tool_facts}
-    return [fact_key(m) for m in req.missing if fact_key(m) in tool_keys]
-
-
-def format_usdc(amount: int | Decimal, decimals: int = USDC_DECIMALS) -> str:
-    """Atomic units as a human amount with at least 2 decimals: 400000 -> '0.40'."""
-    if type(amount) is int:  # exact without Decimal: whole and fractional digits
-        whole, frac = divmod(abs(amount), 10**decimals)
-        digits = str(frac).rjust(decimals, "0").rstrip("0").ljust(2, "0")
-        return f"{'-' if amount < 0 else ''}{whole}.{digits}"
-    value = (Decimal(amount).scaleb(-decimals)).quantize(
-        Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_EVEN
-    )
-    if value == 0:
-        value = abs(value)  # no "-0.00"
-    text = format(value, "f")
-    whole, _, frac = text.partition(".")
-    frac = frac.rstrip("0").ljust(2, "0")
-    return f"{whole}.{frac}"
 
 
 #: An outcome counts one more pseudo-outcome per whole OUTCOME_WEIGHT_UNIT it paid, up to
@@ -98,23 +68,6 @@ def _authorization_key(payload: Mapping[str, object] | None) -> str | None:
         return None
     return f"{str(message['from']).lower()}:{str(message['nonce']).lower()}"
 
-
-def _fmt_p(p: Decimal) -> str:
-    text = format(p, "f")
-    whole, _, frac = text.partition(".")
-    return f"{whole}.{frac.rstrip('0').ljust(2, '0')}"
-
-
-
-def _price_limits(req: PaidCallRequest) -> tuple[tuple[str, int, str], ...]:
-    """The limits a price must fit, each with the setting that changes it (named in the
-    refusal, so the user sees which limit refused and how to raise it)."""
-    return (
-        ("the per-call cap", req.per_call_cap,
-         "`nib run --per-call-cap`, or per_call_cap_usdc in [limits]"),
-        ("remaining budget", req.remaining_budget, "`nib run --max-spend` sets the task's cap"),
-        ("wallet balance", req.balance, "fund the wallet; `nib wallet balance` shows it"),
-    )
 
 class Judge:
     """The in-process JEV judge. Holds the judge key (through its VerdictSigner).
@@ -180,6 +133,13 @@ class Judge:
         #: Free reads allowed over the wire, per (task, tool): the judge's own count.
         self._free_reads: dict[tuple[str, str], int] = {}
         self._deciding = threading.Lock()  # a task's budget is read and spent atomically
+        self.gate = RecheckGate(
+            self.records, self.tasks, current_key=self._current_key, clock=clock, emit=emit
+        )
+        self.rules = Rules(
+            self.calibrator, allowed=self._allowed, value_per_item=value_per_item,
+            tasks=self.tasks, records=self.records, clock=clock, fact_of=fact_of,
+        )
 
     def __repr__(self) -> str:
         return f"Judge(address={self.address}, chains={sorted(self._allowed)})"
@@ -242,7 +202,7 @@ class Judge:
                     "services up) and send its id"
                 )
             return offer  # the in-process composition for tests: the request's limits
-        unknown = self._unknown_asset(offer)  # before anything is read from the chain for it
+        unknown = self.rules.unknown_asset(offer)  # before anything is read from the chain for it
         if unknown is not None:
             return unknown
         balance = None
@@ -277,7 +237,7 @@ class Judge:
             )
             if alternatives or request.alternatives:
                 head = replace(head, alternatives=alternatives)
-            req, (decision, p, ev, reason) = self._best(head)
+            req, (decision, p, ev, reason) = self.rules.best(head)
             if grant is not None and decision == "approve" and req is head:
                 reason = f"granted by {grant.granted_by} ({grant.id}): {reason}"
             else:
@@ -301,7 +261,7 @@ class Judge:
         self.records.issued(
             verdict,
             subject=calibration_subject(req.tool, req.seller),
-            facts=tuple(_coverable(req)),
+            facts=tuple(coverable_facts(req)),
             task_id=req.task_id or "",
             grant=grant,
             authorization=_authorization_key(req.payload),
@@ -323,237 +283,23 @@ class Judge:
             )
         return verdict
 
-    def _best(
-        self, request: PaidCallRequest
-    ) -> tuple[PaidCallRequest, Ruling]:
-        """The offer to rule on: the proposed call, or among it and its alternatives the
-        payable one (approve or escalate) with the highest EV, ties to the proposed call
-        then the lower price. The reason names every other offer and why it lost."""
-        if not request.alternatives:
-            return request, self._rule(request)
-        offers = (request, *request.alternatives)
-        rulings = [(offer, self._rule(offer)) for offer in offers]
-        payable = [r for r in rulings if r[1][0] in ("approve", "escalate")]
-        pool = payable or [rulings[0]]
-        best = max(pool, key=lambda r: (r[1][2], r[0] is request, -r[0].price))
-        lost = []
-        for offer, (decision, _p, ev, why) in rulings:
-            if offer is best[0]:
-                continue
-            name = offer.seller or offer.tool
-            if decision in ("approve", "escalate"):
-                lost.append(f"{name} at {format_usdc(offer.price)} USDC lost on EV {format_usdc(ev)}")
-            else:
-                lost.append(f"{name} at {format_usdc(offer.price)} USDC {decision}d: {why}")
-        winner, (decision, p, ev, why) = best
-        name = winner.seller or winner.tool
-        return winner, (
-            decision,
-            p,
-            ev,
-            f"best of {len(offers)} offers is {name} at {format_usdc(winner.price)} USDC: {why}; "
-            f"alternatives: {'; '.join(lost)}",
-        )
-
-    def _rule(self, req: PaidCallRequest) -> Ruling:
-        """The judge's rules in the order they apply, the first that decides wins: nothing
-        missing (answer); a chain, asset or recipient it may not pay (refuse); a payment the
-        task's text orders (its mandate); else the call's expected value."""
-        if not req.missing:
-            size = req.checklist_size if req.checklist_size is not None else len(req.covered)
-            return (
-                "answer",
-                Decimal(0),
-                Decimal(0),
-                f"nothing on the checklist is missing ({len(req.covered)} of {size} items "
-                "covered): the history suffices to answer; no payment needed",
-            )
-        unpayable = self._unpayable(req)
-        if unpayable is not None:
-            return "refuse", Decimal(0), -Decimal(req.price), unpayable
-        ordered = self._ordered(req)
-        if ordered is not None:
-            return ordered
-        return self._on_value(req)
-
-    def _unpayable(self, req: PaidCallRequest) -> str | None:
-        """Why the judge may not pay this at all (its chain, asset or recipient), else None."""
-        unknown = self._unknown_asset(req)
-        if unknown is not None:
-            return unknown
-        known = req.known_recipients
-        if known is not None and req.recipient.lower() not in {a.lower() for a in known}:
-            return (
-                f"unknown recipient {req.recipient}: this call may pay only the "
-                f"{len(known)} address{'' if len(known) == 1 else 'es'} the task names or the "
-                "user allowlisted; fix: name the recipient in the task or add it to the "
-                "allowlist"
-            )
-        return None
-
-    def _unknown_asset(self, req: PaidCallRequest) -> str | None:
-        """Why the chain or asset is not one the judge pays in (an authorization's asset is
-        its EIP-712 verifyingContract), else None."""
-        if req.chain_id not in self._allowed:
-            allowed_chains = ", ".join(str(c) for c in sorted(self._allowed)) or "none"
-            return (
-                f"unknown chain {req.chain_id}: the judge pays only on chains "
-                f"{allowed_chains}; fix: quote on an allowed chain or configure allowed_assets"
-            )
-        assets = self._allowed[req.chain_id]
-        if req.asset.lower() not in assets:
-            return (
-                f"unknown asset {req.asset} on chain {req.chain_id} (for an authorization, its "
-                f"EIP-712 verifyingContract): allowed assets are "
-                f"{', '.join(sorted(assets)) or 'none'}; fix: pay in the configured USDC"
-            )
-        return None
-
-    def _on_value(self, req: PaidCallRequest) -> Ruling:
-        """The ruling on expected value: p (calibrated per tool at its seller) x the value
-        of the missing items it covers, less the price; then caps, the seller's pay floor
-        and the approval threshold."""
-        coverable = _coverable(req)
-        if not coverable:
-            return (
-                "refuse",
-                Decimal(0),
-                -Decimal(req.price),
-                f"{req.tool} covers none of the missing items ({', '.join(req.missing)}); it "
-                f"provides {', '.join(req.tool_facts) or 'nothing declared'}: a payment that "
-                "covers nothing still missing is refused",
-            )
-        subject = calibration_subject(req.tool, req.seller)
-        p, ev, sums = self._expected_value(req, subject, coverable)
-        price = format_usdc(req.price)
-        for limit_name, limit, fix in _price_limits(req):
-            if req.price > limit:
-                return ("refuse", p, ev, f"price {price} USDC exceeds {limit_name} "
-                        f"{format_usdc(limit)} USDC (fix: {fix})")
-        lost = self._non_deliveries(subject, coverable) if req.seller is not None else ""
-        if req.seller is not None and p < MIN_P_TO_PAY:
-            return (
-                "refuse",
-                p,
-                ev,
-                f"p {_fmt_p(p)} for {req.seller or req.tool} is below the {_fmt_p(MIN_P_TO_PAY)} "
-                "a seller must keep to be paid (its purchases have not covered what it "
-                f"offered{lost}): {sums}",
-            )
-        if ev <= 0:
-            return "refuse", p, ev, f"expected value {format_usdc(ev)} USDC is not positive: {sums}"
-        if req.approval_threshold is not None and req.price >= req.approval_threshold:
-            return (
-                "escalate",
-                p,
-                ev,
-                f"price {price} USDC is at or above the approval threshold "
-                f"{format_usdc(req.approval_threshold)} USDC: a human must approve "
-                f"(EV {format_usdc(ev)} USDC = {sums})",
-            )
-        return ("approve", p, ev, f"EV {format_usdc(ev)} USDC > 0: {sums}{lost}")
-
-    def _expected_value(
-        self, req: PaidCallRequest, subject: str, coverable: list[str]
-    ) -> tuple[Decimal, Decimal, str]:
-        """``(p, ev, sums)``: the best calibrated p over the items the call covers (a new
-        seller starts at NEW_SELLER_PRIOR), EV = p x value - price, and the sum in words."""
-        prior = req.declared_coverage
-        if prior is None and req.seller is not None:
-            prior = NEW_SELLER_PRIOR
-        p = max(self.calibrator.p(subject, fact_key(m), prior) for m in coverable)
-        size = req.checklist_size or (len(req.missing) + len(req.covered))
-        per_item = self._value_per_item or req.spend_cap // max(size, 1)
-        value = per_item * len(coverable)
-        with localcontext() as ctx:
-            ctx.prec = 80  # p has 6 decimals and amounts are ints: this is exact
-            ev = p * value - req.price
-        sums = (
-            f"p {_fmt_p(p)} x value {format_usdc(value)} USDC ({len(coverable)} missing "
-            f"item{'s' if len(coverable) != 1 else ''} x {format_usdc(per_item)} USDC) "
-            f"- price {format_usdc(req.price)} USDC"
-        )
-        return p, ev, sums
-
-    def _non_deliveries(self, subject: str, kinds: list[str]) -> str:
-        """'; it took payment without delivering N times' when the seller has, else ''.
-
-        One failed purchase is recorded under every fact kind it was paid for, so the
-        count is the largest per kind, not their sum (a two-item sheet is one payment)."""
-        n = max((self.calibrator.non_deliveries(subject, fact_key(k)) for k in kinds), default=0)
-        if not n:
-            return ""
-        times = "once" if n == 1 else f"{n} times"
-        return (
-            f"; it took payment without delivering {times} before, and its calibrated p "
-            "carries that"
-        )
-
-    def _ordered(self, req: PaidCallRequest) -> Ruling | None:
-        """The ruling on a direct transfer the task's registered text orders (a mandate,
-        judge/mandates.py): on the user's order, its condition read by the judge from the
-        chain, within caps, budget, balance and threshold. None: no mandate matches, the
-        call is judged on expected value like any other."""
-        limits = self.tasks.get(req.task_id) if req.task_id else None
-        if limits is None or req.seller is not None or "domain" in (req.payload or {}):
-            return None  # unregistered, or an x402 purchase: no order to carry out
-        mandate = mandate_for(limits.mandates, req.recipient, req.price)
-        if mandate is None:
-            reason = unordered(limits.mandates, req.recipient, req.price)
-            # Another amount to an ordered recipient widens the order: never judged on EV.
-            return None if reason is None else ("refuse", Decimal(0), -Decimal(req.price), reason)
-        cond = mandate.condition
-        value = None
-        if cond is not None and cond.fact != "unreadable" and self._fact_of is not None:
-            value = self._fact_of(cond)
-        used = self.records.approved_to(limits.task_id, req.recipient, req.price, self._clock())
-        decision, reason = rule_on_mandate(
-            mandate, fact_value=value, price_limits=_price_limits(req),
-            approval_threshold=req.approval_threshold, used=used,
-        )  # fmt: skip
-        if decision == "refuse":
-            return decision, Decimal(0), -Decimal(req.price), reason
-        return decision, Decimal(1), Decimal(0), reason  # the user's order is the value
 
     # -- verdict lifecycle -------------------------------------------------------------
 
     def grant(self, verdict_id: str, *, by: str = "admin", task_id: str | None = None) -> Grant:
-        """A human approves the escalated payment ``verdict_id`` (the admin path only).
-
-        The next ruling on exactly that payload for its registered task is made without
-        the approval threshold (EV, caps, budget, balance and recipients still apply), and
-        the approve verdict it yields is tied to the grant; the pre-signing re-check
-        refuses an approval at or above the threshold that carries no grant.
-        """
-        rec = self.records.get(verdict_id)
-        if rec is not None and task_id is not None and rec.task_id != task_id:
-            raise GrantRefused(
-                f"found a grant for verdict {verdict_id} of task {rec.task_id!r}; expected a "
-                f"verdict of task {task_id!r}. Fix: grant the verdict the run is waiting on."
-            )
-        if rec is not None and self.tasks.get(rec.task_id) is None:
-            raise GrantRefused(
-                f"found a grant for verdict {verdict_id} of task {rec.task_id!r}, which is not "
-                "registered with this judge; expected an escalation of a registered task. "
-                "Fix: in-process runs are approved with `nib approve RUN` alone."
-            )
-        granted = self.records.grant(verdict_id, by=by)
-        if self._emit is not None:
-            self._emit("judge.granted", granted.to_wire())
-        return granted
-
-    def _needs_grant(self, rec: VerdictRecord) -> bool:
-        if rec.decision != "approve" or not rec.task_id:
-            return False
-        limits = self.tasks.get(rec.task_id)
-        threshold = None if limits is None else limits.approval_threshold
-        return threshold is not None and rec.amount >= threshold
+        """A human approves the escalated payment ``verdict_id`` (the admin path only);
+        see :meth:`judge.recheck.RecheckGate.grant`."""
+        return self.gate.grant(verdict_id, by=by, task_id=task_id)
 
     def revoke(self, verdict_id: str) -> None:
         """Revoke a verdict: :meth:`recheck` refuses it from now on (unless already used)."""
         self.records.revoke(verdict_id)
         if self._emit is not None:
             self._emit("judge.revoked", {"verdict_id": verdict_id})
+
+    def _current_key(self) -> str:
+        with self._lock:
+            return self._signer.address
 
     def rotate(self, signer: VerdictSigner) -> None:
         """Trust a new judge key from now on; verdicts signed by the old key stop standing."""
@@ -563,32 +309,9 @@ class Judge:
             self._emit("judge.rotated", {"old": old, "new": signer.address})
 
     def recheck(self, verdict: Verdict) -> None:
-        """MOVES MONEY (gate): the wallet's pre-signing re-check; consumes the verdict.
-
-        Raises unless ``verdict`` still stands (intact, signed by the current key,
-        unexpired, issued here with exactly these terms, not revoked) and was never
-        consumed; then records its single consumption. A second re-check of the same
-        verdict, from this wallet or any other, raises VerdictConsumed.
-        """
-        verify_verdict(verdict, verdict.judge)  # intact: the signature recovers to its judge
-        signer = verdict.judge
-        with self._lock:
-            current = self._signer.address
-        if signer.lower() != current.lower():
-            raise VerdictRevoked(
-                f"verdict {verdict.id} is signed by {signer}, but the judge's current key is "
-                f"{current}; expected a verdict from the current key. Fix: request a fresh "
-                "verdict."
-            )
-        now = self._clock()
-        if verdict.is_expired(now):
-            raise VerdictExpired(
-                f"verdict {verdict.id}: expired at {verdict.expires_at}, now {int(now)}; "
-                "expected now < expires_at. Fix: request a fresh verdict."
-            )
-        self.records.consume(verdict, needs_grant=self._needs_grant)
-        if self._emit is not None:
-            self._emit("judge.consumed", {"verdict_id": verdict.id})
+        """MOVES MONEY (gate): the wallet's pre-signing re-check; consumes the verdict
+        (see :meth:`judge.recheck.RecheckGate.recheck`)."""
+        self.gate.recheck(verdict)
 
     def verdict_standing(
         self, verdict_id: str, payload_fingerprint: str | None, task_id: str | None = None
