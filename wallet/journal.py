@@ -191,7 +191,9 @@ def verify_since(store: Store, seq: int, head: str) -> Since | None:
         spends = _by_key(tx, SPENDS, "id", want.spends.keys() | want.payments.keys())
         verdicts = _by_key(tx, USED_VERDICTS, "verdict_id", want.verdicts.keys())
         gas = _by_key(tx, GAS, "id", want.gas.keys())
-    problems = want.problems + _compare_partial(want.spends, want.payments, spends)
+    problems = want.problems + _compare_spends(
+        want.spends, want.payments, spends, since_checkpoint=True
+    )
     problems += _compare("used verdict", want.verdicts, verdicts, deleted_means=(
         "deleted: the verdict could be presented again"
     ))
@@ -262,31 +264,6 @@ def _by_key(
     return out
 
 
-def _compare_partial(
-    want: dict[str, dict[str, object]],
-    payments: dict[str, str | None],
-    have: dict[str, dict[str, object]],
-) -> list[str]:
-    """:func:`_compare_spends` for rows known only by the fields the entries since set."""
-    problems: list[str] = []
-    for spend_id in sorted(want.keys() | payments.keys()):
-        found = have.get(spend_id)
-        if found is None:
-            problems.append(f"ledger row {spend_id}, written since the checkpoint, was deleted "
-                            f"from {SPENDS}")
-            continue
-        for name, value in _public(found).items():
-            expected = want.get(spend_id, {})
-            if name in expected and expected[name] != value:
-                problems.append(
-                    f"ledger row {spend_id}: {name} is {value!r} in {SPENDS}, the journal "
-                    f"records {expected[name]!r} (edited)"
-                )
-        if spend_id in payments and _payment_digest(found) != payments[spend_id]:
-            problems.append(f"ledger row {spend_id}: its stored payment header was edited")
-    return problems
-
-
 def _table(tx: Tx, table: str, key: str = "id") -> dict[str, dict[str, object]]:
     return {str(r[key]): _columns(r) for r in tx.rows(f"SELECT * FROM {table}")}
 
@@ -295,29 +272,45 @@ def _compare_spends(
     want: dict[str, dict[str, object]],
     payments: dict[str, str | None],
     have: dict[str, dict[str, object]],
+    *,
+    since_checkpoint: bool = False,
 ) -> list[str]:
+    """The ledger rows ``have`` against the journal's replay ``want`` (and the payment
+    header digests ``payments``).
+
+    ``since_checkpoint``: the replay holds only the entries since a checkpoint, so a row
+    is known by the fields those entries set, a header only when an entry since stored
+    it, and rows no entry since names are not compared (nor called forged)."""
     problems: list[str] = []
-    for spend_id, expected in want.items():
+    ids = sorted(want.keys() | payments.keys()) if since_checkpoint else list(want)
+    for spend_id in ids:
+        expected = want.get(spend_id, {})
         found = have.get(spend_id)
         if found is None:
             problems.append(
+                f"ledger row {spend_id}, written since the checkpoint, was deleted from {SPENDS}"
+                if since_checkpoint else
                 f"ledger row {spend_id} (run {expected['run_id']}, {expected['amount']} "
                 f"atomic units, {expected['status']}) was deleted from {SPENDS}"
             )
             continue
-        if found["run_id"] != expected["run_id"]:
+        if not since_checkpoint and found["run_id"] != expected["run_id"]:
             problems.append(
                 f"ledger row {spend_id} was moved from run {expected['run_id']} to run "
                 f"{found['run_id']} (that run's cap would be freed)"
             )
         for name, value in _public(found).items():
-            if name != "run_id" and name in expected and expected[name] != value:
+            named = since_checkpoint or name != "run_id"  # a move is named above
+            if named and name in expected and expected[name] != value:
                 problems.append(
                     f"ledger row {spend_id}: {name} is {value!r} in {SPENDS}, the journal "
                     f"records {expected[name]!r} (edited)"
                 )
-        if _payment_digest(found) != payments.get(spend_id):
+        header_known = not since_checkpoint or spend_id in payments
+        if header_known and _payment_digest(found) != payments.get(spend_id):
             problems.append(f"ledger row {spend_id}: its stored payment header was edited")
+    if since_checkpoint:
+        return problems
     for spend_id, found in have.items():
         if spend_id not in want:
             problems.append(
