@@ -335,6 +335,27 @@ def renew_nonces(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> di
     return {"first": first, "ok": sum(o.startswith("ok") for o in outcomes), "refused": refused[:3]}
 
 
+def reclaim_nonce(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
+    """A live process that holds one number and, every second, gives it back and claims it
+    again (an outside red team's C3r): each claim a new hold, to keep every other task's
+    transfer above it for ever."""
+    n = wallet.nonces.allocate()
+    print("HOLDING " + json.dumps({"first": f"ok {n}"}), flush=True)
+    outcomes = []
+    end = time.monotonic() + config["seconds"]
+    while time.monotonic() < end:
+        time.sleep(1.0)
+        wallet.nonces.release(n)
+        got = _try(lambda n=n: wallet.nonces.claim(n))
+        if got != "ok True":
+            got = _try(wallet.nonces.allocate)
+            if got.startswith("ok "):
+                n = int(got.removeprefix("ok "))
+        outcomes.append(got[:70])
+    refused = sorted({o for o in outcomes if not o.startswith("ok")})
+    return {"held": sum(o.startswith("ok") for o in outcomes), "refused": refused[:3]}
+
+
 def forked_flood(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
     """Forked processes, each holding as many idle connections to the wallet as it may,
     together more than the service's total, until the test (another process) has been
@@ -376,6 +397,124 @@ def forked_flood(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> di
     return report
 
 
+def one_connection_per_fork(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
+    """Hundreds of forked processes holding ONE idle connection each, opened again when the
+    service closes it (a share per process evicts none of them), and connections that never
+    send to keep the overflow pool waiting, until the test (another process) has been served
+    meanwhile (a line on stdin). ``prove``: each fork proves the task first (one identity)."""
+    import os
+    import select
+    import signal
+
+    from wallet.wire import frame, read_answer
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    ready_r, ready_w = os.pipe()
+    children = []
+    for i in range(config["forks"]):
+        pid = os.fork()
+        if pid == 0:  # a child: hold one connection, for ever
+            proving = config["prove"] and i % 2 == 0  # half prove the task, half prove nothing
+            os.write(ready_w, b"1\n")
+            while True:
+                conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    conn.connect(config["wallet_socket"])
+                    if proving:  # the task proven on this very connection, then idle
+                        conn.sendall(frame({"route": "/v1/prove-task", "body": {"token": config["token"]}}))
+                        read_answer(conn, time.monotonic() + 30)
+                except (OSError, ValueError):
+                    conn.close()
+                    time.sleep(0.2)
+                    continue
+                watch = select.poll()
+                watch.register(conn, select.POLLIN | select.POLLHUP)
+                watch.poll()  # until the service closes it (an answer never comes unasked)
+                conn.close()
+        children.append(pid)
+    with os.fdopen(ready_r) as ready:
+        for _ in children:
+            ready.readline()
+    extra: list[socket.socket] = []
+    for _ in range(config["overflow"]):
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(config["wallet_socket"])
+        except OSError:
+            conn.close()
+            continue
+        extra.append(conn)
+    time.sleep(3.0)  # let the service take them all in
+    print("HOLDING " + json.dumps({"forks": len(children), "extra": len(extra)}), flush=True)
+    sys.stdin.readline()
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    for conn in extra:
+        conn.close()
+    return {"forks": len(children)}
+
+
+def pay_once(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
+    """Not an attack: another task's confined process, served while others flood (its
+    health, then one approved payment signed)."""
+    payload, verdict = _authorization(config, judge, w3, config["price"])
+    return {"health": _try(lambda: wallet.health()["address"]),
+            "signed": _try(lambda: wallet.sign_typed_data(payload, verdict, run_id=config["task_id"],
+                                                          cap=0).run_id)}
+
+
+def cancel_behind_own_transfer(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
+    """Abandon a small authorization while its cancel must wait behind the task's own
+    transfer (signed, its nonce held unsent); meanwhile fill the cap with authorizations,
+    then send the transfer, and settle the fills on chain (an outside red team's C5)."""
+    import threading
+
+    from tests._support import lying_transfer
+    from wallet.service import WalletClient
+
+    h = wallet.nonces.allocate()
+    tx, request = lying_transfer(w3, config["usdc"], config["chain_id"], config["seller"], 1, h,
+                                 task_id=config["task_id"])
+    transfer = wallet.sign_transaction(tx, judge.decide(request), run_id=config["task_id"], cap=0)
+    payload, verdict = _authorization(config, judge, w3, config["small"])
+    small = wallet.sign_typed_data(payload, verdict, run_id=config["task_id"], cap=0)
+    report: dict[str, Any] = {}
+
+    def abandon() -> None:  # its own connection: the abandon blocks while the cancel waits
+        other = WalletClient(config["wallet_socket"], timeout_s=120)
+        other.prove_task(config["token"])
+        report["abandon"] = _try(lambda: other.abandon_authorization(small.reservation.id, "gone").status)
+
+    waiter = threading.Thread(target=abandon)
+    waiter.start()
+    for _ in range(150):  # the cancel holds the number after the transfer's: it is waiting
+        probe = wallet.nonces.allocate()
+        wallet.nonces.release(probe)
+        if probe > h + 1:
+            break
+        time.sleep(0.1)
+    report["cancel_waiting"] = probe > h + 1
+    fills = []
+    for _ in range(8):
+        room = config["cap"] - wallet.meter.usage(config["task_id"]).committed
+        amount = min(room, config["price"])
+        if amount <= 0:
+            break
+        payload, verdict = _authorization(config, judge, w3, amount)
+        try:
+            fills.append((payload, wallet.sign_typed_data(payload, verdict, run_id=config["task_id"], cap=0)))
+        except Exception as exc:  # the room is taken: the point of the exercise
+            report["fill_refused"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            break
+    report["send"] = _try(lambda: wallet.send_transaction(transfer).status)
+    waiter.join(150)
+    report["settled"] = [_try(lambda p=p, s=s: _submit_authorization(w3, config, p, s.signature))
+                         for p, s in fills]
+    return report
+
+
 CASES = {
     "book": book_under_another_run,
     "nonces": hold_nonces,
@@ -389,6 +528,10 @@ CASES = {
     "cancel": cancel_past_cap,
     "renew": renew_nonces,
     "forks": forked_flood,
+    "cancel_race": cancel_behind_own_transfer,
+    "one_per_fork": one_connection_per_fork,
+    "pay_once": pay_once,
+    "reclaim": reclaim_nonce,
 }
 
 if __name__ == "__main__":

@@ -243,17 +243,24 @@ def test_a_purchase_that_underpays_a_seller_cannot_move_its_calibration(arena: A
     assert after.p == before.p, (before.p, after.p, report)
 
 
-def test_a_live_agent_cannot_hold_nonce_numbers_past_one_lease(arena: Arena) -> None:
+@pytest.mark.parametrize("case", ["renew", "reclaim"])
+def test_a_live_agent_cannot_hold_nonce_numbers_past_one_lease(arena: Arena, case: str) -> None:
+    """``renew``: it keeps allocating; ``reclaim`` (an outside red team's C3r): it gives its
+    number back and claims it again every second, each claim a new hold. The bound is
+    the task's time held over its whole life, so neither holds past one lease."""
+    _watch_a_hold(arena, arena.start_attack(case, arena.task(), seconds=2.5 * LEASE_S))
+
+
+def _watch_a_hold(arena: Arena, attacker: subprocess.Popen[str]) -> None:
     import time
 
-    attacker = arena.start_attack("renew", arena.task(), seconds=2.5 * LEASE_S)
     assert attacker.stdout is not None
     line = attacker.stdout.readline()
     assert line.startswith("HOLDING ") and '"ok ' in line, (line, attacker.stderr.read() if attacker.stderr else "")
     start, late, blocked = time.monotonic(), 0, []
     # Another task (this process) asks for a number twice a second: it is blocked while a
     # number below the one it gets is held by the attacker. One lease after the attacker
-    # began holding, never again, however often it allocates.
+    # began holding, never again, however it holds.
     while time.monotonic() - start < 2.5 * LEASE_S - 2:
         pending = arena.chain.w3.eth.get_transaction_count(arena.info["wallet"], "pending")
         n = arena.wallet.nonces.allocate()
@@ -489,3 +496,53 @@ def _wait_for(ready: Any, procs: list[subprocess.Popen[str]], what: str, limit_s
         if time.monotonic() > deadline:
             raise AssertionError(f"no {what} after {limit_s} s")
         time.sleep(0.2)
+
+
+def test_a_cancel_waiting_behind_the_tasks_own_transfer_is_held_against_its_cap(arena: Arena) -> None:
+    """An outside red team's C5: the cancel's gas was fitted to the room when the abandon
+    started but held nowhere while the cancel waited for its nonce's turn (behind the
+    task's own signed, unsent transfer); the task filled the room meanwhile and the cancel
+    went out on top (1.152613 USDC on a 1.00 cap)."""
+    from chain.money import gas_to_usdc
+
+    mine = arena.task(cap=CAP)
+    w3, price = arena.chain.w3, int(arena.wallet.health()["eth_price_usdc"])
+    paid_before, eth_before = arena.balance(), w3.eth.get_balance(arena.info["wallet"])
+    report = arena.attack("cancel_race", mine, small=10_000)
+    assert report["cancel_waiting"] and report["send"] == "ok 1", report
+    # Read back from the chain: the USDC the wallet paid for this task plus the gas its
+    # transactions (the transfer, the cancel) burned, at the wallet's ETH price.
+    paid = arena.balance() - paid_before
+    gas = gas_to_usdc(eth_before - w3.eth.get_balance(arena.info["wallet"]), price)
+    assert paid + gas <= CAP, (paid, gas, report)
+    assert arena.wallet.meter.usage(mine[0]).committed <= CAP, (arena.wallet.meter.usage(mine[0]), report)
+    # The room was filled and the fills settled on chain: the cap was reached for real.
+    assert report["settled"] and all(s == "ok 1" for s in report["settled"]), report
+
+
+def test_hundreds_of_processes_with_one_connection_each_leave_others_served(arena: Arena) -> None:
+    """An outside red team's C4b: 300 forked confined processes holding one idle connection
+    each (opened again when closed) filled the wallet's 256, and /health and other tasks'
+    payments were refused WalletOverloaded (a share per process evicts nobody holding one).
+    Here half the forks prove the attacker's task (one identity, however many processes),
+    half prove nothing (evicted first), and 48 more connections never send a byte."""
+    from wallet.admission import MAX_CONNECTIONS
+
+    flood = arena.start_attack("one_per_fork", arena.task(), forks=MAX_CONNECTIONS + 24,
+                               prove=True, overflow=48)
+    try:
+        assert flood.stdout is not None
+        line = flood.stdout.readline()
+        assert line.startswith("HOLDING "), (line, flood.stderr.read() if flood.stderr else "")
+        # Meanwhile the user's process and another task's confined process are served.
+        health, signed, victim, threads = arena.served_meanwhile()
+        other = arena.attack("pay_once", arena.task())
+    finally:
+        out, _ = flood.communicate("go\n", timeout=120)
+    assert json.loads(out.splitlines()[-1])["forks"] == MAX_CONNECTIONS + 24
+    assert health["address"] == arena.info["wallet"], health
+    assert signed.run_id == victim and arena.wallet.spend_row(signed.ledger_id).status == "signed"
+    assert other["proved"].startswith("ok "), other
+    assert other["health"] == f"ok {arena.info['wallet']}", other
+    assert other["signed"].startswith("ok t-"), other
+    assert threads < MAX_CONNECTIONS + 50, threads

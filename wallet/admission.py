@@ -4,13 +4,17 @@ The socket is a server, not a pipe: every connection names its peer by the kerne
 credentials (``SO_PEERCRED``: pid and uid, never a field of the request), a peer of
 another uid is refused, one process holds at most MAX_PER_PEER connections (a new one
 takes the slot of its own oldest idle connection, which is closed) and the service at
-most MAX_CONNECTIONS; at that cap a newcomer takes the slot of an idle connection of the
-process holding the most, when that one holds more than the newcomer would, so processes
-(forked ones too) that fill the service crowd out only each other, never a process
-holding few; a connection idle for IDLE_S, or a frame that does not arrive whole
-within FRAME_S of its first byte, is closed. A connection past the total cap is answered
-by a small overflow pool: ``/health`` as usual, anything else a typed
-``WalletOverloaded`` refusal (nothing run), then closed.
+most MAX_CONNECTIONS. At that cap a newcomer takes a slot from someone else, counted by
+**who** the connections are for, not by process (forking buys nothing): first the oldest
+idle connection of a confined process that has proven no task (it can do nothing but
+prove one, and costs its holder nothing to open again); else an idle connection of the
+identity holding the most (a proven task, or one process of the user's), when it holds
+more than the newcomer's would. So a flood of any number of processes, proven or not,
+crowds out only itself, and a newcomer is refused only while every slot runs a request.
+A connection idle for IDLE_S, or a frame that does not arrive whole within FRAME_S of its
+first byte, is closed. A refused connection is answered by a small overflow pool:
+``/health`` as usual, anything else a typed ``WalletOverloaded`` refusal (nothing run),
+then closed.
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ import socket
 import struct
 import threading
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = [
     "FRAME_S", "IDLE_S", "MAX_CONNECTIONS", "MAX_PER_PEER", "OVERFLOW_S", "OVERFLOW_WAITING",
-    "Admission", "Peer", "peer_of", "process_state", "read_exact",
+    "UNPROVEN", "Admission", "Peer", "peer_of", "process_state", "read_exact",
 ]
 
 #: Connections served at once, in all and from one process (each holds a thread).
@@ -103,12 +109,26 @@ def _read_state(pid: int) -> tuple[int, tuple[int, int]] | None:
         return None
 
 
-class Admission:
-    """The connections held, per peer process, and which are running a request."""
+#: The identity of a confined process that has proven no task (see Admission).
+UNPROVEN = ""
 
-    def __init__(self, total: int = MAX_CONNECTIONS, per_peer: int = MAX_PER_PEER) -> None:
+
+class Admission:
+    """The connections held, per peer process, and which are running a request.
+
+    ``identity`` names who a peer's connections are for (``UNPROVEN`` for a confined
+    process that proved no task); by default each process is its own identity."""
+
+    def __init__(
+        self,
+        total: int = MAX_CONNECTIONS,
+        per_peer: int = MAX_PER_PEER,
+        identity: Callable[[Peer], str] | None = None,
+    ) -> None:
         self.total, self.per_peer = total, per_peer
+        self._identity = identity or (lambda peer: f"process {peer.pid}")
         self._held: dict[int, list[socket.socket]] = {}  # pid -> its connections, oldest first
+        self._peers: dict[socket.socket, Peer] = {}  # every connection held, oldest first
         self._busy: set[socket.socket] = set()
         self._lock = threading.Lock()
 
@@ -127,7 +147,7 @@ class Admission:
             if len(mine) >= self.per_peer:
                 evict = self._idle_of(mine)
             elif held >= self.total:
-                evict = self._fair_share(len(mine))
+                evict = self._fair_share(peer)
             if evict is None and (len(mine) >= self.per_peer or held >= self.total):
                 if not mine:
                     del self._held[peer.pid]
@@ -136,29 +156,45 @@ class Admission:
                         f"process and {self.total} in all; nothing was run. Fix: wait for the "
                         "calls under way, or close idle connections.")
             mine.append(conn)
+            self._peers[conn] = peer
         if evict is not None:
             with contextlib.suppress(OSError):
                 evict.shutdown(socket.SHUT_RDWR)
         return None
 
     def _idle_of(self, conns: list[socket.socket]) -> socket.socket | None:
-        """The oldest of ``conns`` not running a request, taken out of them (to close)."""
+        """The oldest of ``conns`` not running a request, taken out (to close)."""
         evict = next((c for c in conns if c not in self._busy), None)
         if evict is not None:
-            conns.remove(evict)
+            self._take(evict)
         return evict
 
-    def _fair_share(self, have: int) -> socket.socket | None:
-        """At the total cap, the slot of an idle connection of the process holding the
-        most, if it holds more than the newcomer would (``have`` + 1): many processes that
-        fill the service between them crowd out only each other, and a process holding
+    def _take(self, conn: socket.socket) -> socket.socket:
+        peer = self._peers.pop(conn)
+        mine = self._held.get(peer.pid, [])
+        if conn in mine:
+            mine.remove(conn)
+        return conn
+
+    def _fair_share(self, newcomer: Peer) -> socket.socket | None:
+        """At the total cap, the slot of the oldest idle connection of a confined process
+        that proved no task; else of an idle connection of the identity holding the most,
+        if it holds more than the newcomer's would (its count + 1): many processes that
+        fill the service between them crowd out only each other, and an identity holding
         few connections is always let in. None when no such connection is idle."""
-        for _pid, conns in sorted(self._held.items(), key=lambda kv: -len(kv[1])):
-            if len(conns) <= have + 1:
+        ids = {conn: self._identity(peer) for conn, peer in self._peers.items()}
+        idle = [conn for conn in ids if conn not in self._busy]
+        unproven = next((conn for conn in idle if ids[conn] == UNPROVEN), None)
+        if unproven is not None:
+            return self._take(unproven)
+        counts = Counter(ids.values())
+        have = counts.get(self._identity(newcomer), 0)
+        for who, n in counts.most_common():
+            if n <= have + 1:
                 return None
-            evict = self._idle_of(conns)
+            evict = next((conn for conn in idle if ids[conn] == who), None)
             if evict is not None:
-                return evict
+                return self._take(evict)
         return None
 
     def running(self, conn: socket.socket, busy: bool) -> None:
@@ -169,6 +205,7 @@ class Admission:
     def leave(self, peer: Peer, conn: socket.socket) -> None:
         with self._lock:
             self._busy.discard(conn)
+            self._peers.pop(conn, None)
             mine = self._held.get(peer.pid, [])
             if conn in mine:
                 mine.remove(conn)

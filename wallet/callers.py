@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from wallet.admission import Peer, process_state
+from wallet.admission import UNPROVEN, Peer, process_state
 from wallet.errors import NotYourTask
 
 __all__ = ["Callers"]
@@ -56,6 +56,15 @@ class Callers:
             if peer.key not in self._tasks and len(self._tasks) >= MAX_PROCESSES:
                 self._forget_gone()
             self._tasks.setdefault(peer.key, set()).add(task)
+
+    def identity(self, peer: Peer) -> str:
+        """Who ``peer``'s connections count for when connection slots are shared out
+        (wallet.admission): the tasks a confined process proved (however many processes
+        prove them), UNPROVEN for one that proved none, one of the user's processes."""
+        if not peer.confined:
+            return f"user process {peer.pid}"
+        tasks = self.tasks_of(peer)
+        return "tasks " + ",".join(sorted(tasks)) if tasks else UNPROVEN
 
     def tasks_of(self, peer: Peer) -> frozenset[str]:
         with self._lock:

@@ -29,10 +29,11 @@ from web3.exceptions import Web3RPCError
 
 from chain.money import ATOMIC_PER_USDC, WEI_PER_ETH, gas_to_usdc
 from chain.usdc import cancel_authorization_calldata, cancel_authorization_typed_data, token_domain
-from judge.storage import MutexTimeout
-from wallet._tables import CAPS
+from judge.storage import MutexTimeout, cell_int
+from wallet._tables import CAPS, SPENDS
 from wallet.errors import CancelOverCap, LedgerError, SendFailed
-from wallet.ledger import SpendRow
+from wallet.ledger import SpendRow, hold_gas_in
+from wallet.reserving import run_committed
 from wallet.nonces import wait_for_lower_nonces
 from wallet.reconcile import authorization_ended_in, authorization_expired
 
@@ -97,9 +98,11 @@ def abandon_authorization(wallet: Wallet, key: KeyHandle, spend_id: str, why: st
 
     A row that is no longer ``signed`` is returned as it is. The cancel's gas limit x max
     fee fits in what is left of the run's cap (its fee is lowered to fit, and it is not
-    sent, CancelOverCap in the row's note, when even the base fee would not fit): a cancel
-    never takes a task past its cap. Cancels of one run take turns, so two cannot both
-    count the same room.
+    sent, CancelOverCap in the row's note, when even the base fee would not fit), and is
+    held against the cap (the row's gas hold) from that check on, in the same write as the
+    check: whatever the run signs while the cancel waits for its nonce's turn sees that
+    room taken, so a cancel never takes a task past its cap. The hold is given back when
+    nothing was broadcast, and ends when the row does (its gas then metered as paid).
     """
     row = wallet.meter.ledger.get(spend_id)
     if row.kind != "x402" or not row.auth_nonce:
@@ -132,6 +135,8 @@ def _cancel(wallet: Wallet, key: KeyHandle, row: SpendRow, why: str) -> SpendRow
     try:
         cancel = _send_cancel(wallet, key, row)
     except Exception as exc:  # used meanwhile (the estimate reverts), no ETH, RPC down, a gap
+        if not isinstance(exc, _MaybeSent):
+            _hold(wallet, row.id, 0)  # nothing was broadcast: the room is the run's again
         ended = _ended(wallet, row, why)
         if ended is not None:
             return ended
@@ -147,6 +152,7 @@ def _cancel(wallet: Wallet, key: KeyHandle, row: SpendRow, why: str) -> SpendRow
         return done
     # Reverted: someone used (or cancelled) the nonce first. Its gas is spent all the same.
     wallet.meter.record_gas(row.run_id, cancel.gas_wei, spend_id=row.id, tx_hash=cancel.tx_hash)
+    _hold(wallet, row.id, 0)  # the gas is metered as paid now
     return _ended(wallet, row, why) or wallet.meter.ledger.get(row.id)
 
 
@@ -197,9 +203,9 @@ def _send_cancel(wallet: Wallet, key: KeyHandle, row: SpendRow) -> _Cancel:
     priority = int(w3.eth.max_priority_fee)
     base = int(w3.eth.get_block("latest").get("baseFeePerGas", 0))
     gas = int((Decimal(estimate) * CANCEL_GAS_HEADROOM).to_integral_value("ROUND_CEILING"))
-    max_fee = _fee_within_cap(wallet, row, gas, base + priority, 2 * base + priority)
     chain_id = wallet.chain.chain_id()
     key.check_chain(chain_id)
+    max_fee = _hold_within_cap(wallet, row, gas, base + priority, 2 * base + priority)
     n = wallet.nonces.allocate()
     try:
         tx: dict[str, object] = {
@@ -222,36 +228,56 @@ def _send_cancel(wallet: Wallet, key: KeyHandle, row: SpendRow) -> _Cancel:
         wallet.nonces.release(n)
         raise
     wallet.nonces.confirm(n, tx_hash)
-    receipt = w3.eth.wait_for_transaction_receipt(
-        tx_hash, timeout=wallet.receipt_timeout_s, poll_latency=0.05  # type: ignore[arg-type]
-    )
+    try:
+        receipt = w3.eth.wait_for_transaction_receipt(
+            tx_hash, timeout=wallet.receipt_timeout_s, poll_latency=0.05  # type: ignore[arg-type]
+        )
+    except Exception as exc:  # it may still be mined: its gas stays held
+        raise _MaybeSent(f"no receipt for the cancel {tx_hash}: {str(exc)[:160]}") from exc
     gas_wei = int(receipt["gasUsed"]) * int(receipt.get("effectiveGasPrice", 0))
     return _Cancel(tx_hash, int(receipt["status"]) == 1, gas_wei)
 
 
-def _fee_within_cap(wallet: Wallet, row: SpendRow, gas: int, least: int, wanted: int) -> int:
+class _MaybeSent(SendFailed):
+    """The cancel was broadcast and no receipt came: it may still be mined."""
+
+
+def _hold(wallet: Wallet, spend_id: str, usdc: int) -> None:
+    """Row ``spend_id``'s gas hold set to ``usdc`` (0: given back)."""
+    with wallet.meter.store.transaction() as conn:
+        hold_gas_in(conn, spend_id, usdc, now=wallet.clock())
+
+
+def _hold_within_cap(wallet: Wallet, row: SpendRow, gas: int, least: int, wanted: int) -> int:
     """The cancel's max fee per gas: ``wanted``, lowered so ``gas`` x fee (as USDC at the
     meter's price) fits in what is left of the run's cap; CancelOverCap when even
-    ``least`` (base fee + tip) does not. A run with no cap on record (rows older than the
-    record) is not bounded."""
-    found = wallet.meter.store.query(f"SELECT cap FROM {CAPS} WHERE run_id = ?", (row.run_id,))
-    if not found:
-        return wanted
-    cap = int(str(found[0]["cap"]))
-    committed = wallet.meter.usage(row.run_id).committed
-    room = max(cap - committed, 0)
+    ``least`` (base fee + tip) does not. ``gas`` x fee is held on the row (its gas hold)
+    in the same write section as the check, so nothing signed meanwhile counts the same
+    room. A run with no cap on record (rows older than the record) is not bounded."""
     price = wallet.meter.eth_price_usdc
-    fits = room * WEI_PER_ETH // max(price * ATOMIC_PER_USDC * gas, 1)
-    if fits < least:
-        worst = gas_to_usdc(gas * least, price)
-        raise CancelOverCap(
-            f"found that cancelling ledger row {row.id}'s authorization would cost up to "
-            f"{worst} atomic USDC of gas ({gas} gas at {least} wei) with {room} left of run "
-            f"{row.run_id}'s cap {cap} ({committed} committed); expected a cancel within the "
-            "cap. Not sent: the authorization stays counted until it settles or expires "
-            "(`nib audit reconcile`). Fix: give the task a cap with room for a cancel's gas."
-        )
-    return min(wanted, fits)
+    with wallet.meter.store.transaction() as conn:
+        found = conn.one(f"SELECT cap FROM {CAPS} WHERE run_id = ?", (row.run_id,))
+        if found is None:
+            hold_gas_in(conn, row.id, gas_to_usdc(gas * wanted, price), now=wallet.clock())
+            return wanted
+        cap = cell_int(found[0])
+        own = cell_int(conn.scalar(f"SELECT gas_hold FROM {SPENDS} WHERE id = ?", (row.id,)) or 0)
+        committed = run_committed(conn, row.run_id) - own
+        room = max(cap - committed, 0)
+        fits = room * WEI_PER_ETH // max(price * ATOMIC_PER_USDC * gas, 1)
+        if fits < least:
+            worst = gas_to_usdc(gas * least, price)
+            raise CancelOverCap(
+                f"found that cancelling ledger row {row.id}'s authorization would cost up to "
+                f"{worst} atomic USDC of gas ({gas} gas at {least} wei) with {room} left of "
+                f"run {row.run_id}'s cap {cap} ({committed} committed); expected a cancel "
+                "within the cap. Not sent: the authorization stays counted until it settles "
+                "or expires (`nib audit reconcile`). Fix: give the task a cap with room for "
+                "a cancel's gas."
+            )
+        fee = min(wanted, fits)
+        hold_gas_in(conn, row.id, gas_to_usdc(gas * fee, price), now=wallet.clock())
+    return fee
 
 
 def _event(row: SpendRow) -> dict[str, object]:

@@ -48,7 +48,9 @@ mutable fields after a transition; payment: the digest of a stored payment heade
 gas: a gas row was inserted."""
 
 #: Fields of a spend row a transition may change (``set`` entries carry all of them).
-_MUTABLE = ("status", "tx_hash", "auth_nonce", "valid_before", "note", "updated_at", "tx_nonce")
+_MUTABLE = (
+    "status", "tx_hash", "auth_nonce", "valid_before", "note", "updated_at", "tx_nonce", "gas_hold",
+)
 
 
 def _digest(prev: str, body: str) -> str:

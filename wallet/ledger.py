@@ -16,7 +16,7 @@ and tx_nonce (a signed transfer's transaction nonce; NULL for x402 and older row
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
@@ -26,7 +26,7 @@ from wallet._store import Store, as_store
 from wallet._tables import GAS, SPENDS, USED_VERDICTS
 from wallet.errors import LedgerError
 from wallet.journal import journal_spend
-from wallet.totals import SpendShape, spend_moved
+from wallet.totals import SpendShape, hold_moved, spend_moved
 
 SpendKind = Literal["x402", "transfer", "contract"]
 """x402: an EIP-3009 authorization paid to a seller; transfer: a USDC transfer tx;
@@ -182,13 +182,18 @@ class Ledger:
         )
         return [SpendRow.from_row(r) for r in found]
 
-    def live_for(self, resource: str) -> SpendRow | None:
-        """The reserved or signed x402 row for ``resource``, if one is live."""
+    def live_for(
+        self, resource: str, *, runs: Collection[str] | None = None, recipient: str | None = None
+    ) -> SpendRow | None:
+        """The reserved or signed x402 row for ``resource``, if one is live: of one of
+        ``runs`` (tasks) and paying ``recipient`` when given (the one-live rule holds per
+        task and payTo: a task's row never holds up another task's purchase)."""
         marks = ", ".join("?" for _ in LIVE)
+        where, params = live_scope(runs, recipient)
         found = self.store.query(
-            f"SELECT * FROM {SPENDS} WHERE resource = ? AND status IN ({marks}) "
+            f"SELECT * FROM {SPENDS} WHERE resource = ? AND status IN ({marks}){where} "
             "ORDER BY created_at, rowid LIMIT 1",
-            (resource, *LIVE),
+            (resource, *LIVE, *params),
         )
         return SpendRow.from_row(found[0]) if found else None
 
@@ -299,6 +304,35 @@ def transition_in(
     conn.execute(f"UPDATE {SPENDS} SET {', '.join(sets)} WHERE id = ?", params)
     shape = SpendShape(str(found[1]), cell_int(found[2]), cell_int(found[3] or 0))
     spend_moved(conn, shape, current, to)
+    journal_spend(conn, spend_id)
+
+
+def live_scope(runs: Collection[str] | None, recipient: str | None) -> tuple[str, tuple[str, ...]]:
+    """The SQL (`` AND ...``) and parameters that narrow live rows to ``runs`` and
+    ``recipient`` (either None: not narrowed by it; no runs at all: no row)."""
+    where = ""
+    params: tuple[str, ...] = ()
+    if runs is not None:
+        names = tuple(sorted(runs)) or ("",)
+        where += f" AND run_id IN ({', '.join('?' for _ in names)})"
+        params += names
+    if recipient is not None:
+        where += " AND recipient = ?"
+        params += (recipient.lower(),)
+    return where, params
+
+
+def hold_gas_in(conn: Tx, spend_id: str, gas_hold: int, *, now: float) -> None:
+    """Set row ``spend_id``'s gas hold (atomic USDC held against its run's cap while it is
+    outstanding) inside the caller's open transaction, moving the totals and journaling it."""
+    found = conn.one(f"SELECT status, gas_hold FROM {SPENDS} WHERE id = ?", (spend_id,))
+    if found is None:
+        raise LedgerError(f"No ledger row with id {spend_id!r}; expected a row to hold gas for.")
+    if cell_int(found[1] or 0) == gas_hold:
+        return
+    conn.execute(f"UPDATE {SPENDS} SET gas_hold = ?, updated_at = ? WHERE id = ?",
+                 (gas_hold, now, spend_id))
+    hold_moved(conn, str(found[0]), gas_hold - cell_int(found[1] or 0))
     journal_spend(conn, spend_id)
 
 

@@ -50,11 +50,18 @@ NONCES = "wallet_nonces"
 #: transfer that waits longer (a run paused for approval) quotes afresh.
 NONCE_LEASE_S = float(os.environ.get("NIB_NONCE_LEASE_S") or 120.0)
 #: A confined caller's hold is bounded by task (its groups, see ``acting_for``), so forking
-#: new processes renews nothing: at most MAX_HELD numbers in flight per task, all of them
-#: leased until one lease after the task began holding (allocating again does not extend
-#: it), and a task that let a lease run out unsent allocates nothing for BAR_LEASES leases.
+#: new processes renews nothing: at most MAX_HELD numbers in flight per task, and one lease
+#: of holding time over the task's whole history. A stretch of holding (from the first
+#: number taken to the moment the task holds none) that ended with a number given back or
+#: run out unsent counts in full; one whose numbers were all sent counts for nothing. The
+#: numbers held now are leased until the task's lease is used up (allocating, or releasing
+#: and claiming back, extends nothing), and a task that let a lease run out unsent
+#: allocates nothing for BAR_LEASES leases.
 MAX_HELD = 16
 BAR_LEASES = 10
+#: A task's holding time is remembered this long after it last held a number (so the
+#: state does not grow with every task ever run): far longer than any run.
+FORGET_S = 7 * 24 * 3600.0
 
 #: The holder the current request acts for (see ``acting_for``); None: the manager's own.
 _ACTING_FOR: ContextVar[str | None] = ContextVar("nib_nonce_holder", default=None)
@@ -118,6 +125,15 @@ class _State:
     #: Group -> since when it holds numbers without a break; group -> barred until.
     since: dict[str, float] = field(default_factory=dict)
     barred: dict[str, float] = field(default_factory=dict)
+    #: Group -> [seconds of holding it has used up, when it last held a number]: earlier
+    #: stretches that ended with a number unsent (see MAX_HELD); never reset.
+    used: dict[str, list[float]] = field(default_factory=dict)
+    #: Groups whose current stretch has given a number back or let one run out unsent.
+    wasted: set[str] = field(default_factory=set)
+
+    def lease_end(self, g: str, now: float) -> float:
+        """When group ``g``'s numbers held now (or taken now) stop being its own."""
+        return self.since.get(g, now) + NONCE_LEASE_S - self.used.get(g, [0.0, now])[0]
 
     def hold(self, n: int, holder: str, now: float) -> None:
         groups = _GROUPS.get()
@@ -125,7 +141,8 @@ class _State:
         if groups is not None:
             self.check_bound(groups, now)
             for g in groups:
-                until = min(until, self.since.setdefault(g, now) + NONCE_LEASE_S)
+                self.since.setdefault(g, now)
+                until = min(until, self.lease_end(g, now))
             self.groups[n] = list(groups)
         self.in_flight[n] = holder
         self.until[n] = until
@@ -140,25 +157,38 @@ class _State:
             )
         for g in groups:
             held = sum(g in gs for gs in self.groups.values())
-            if self.barred.get(g, 0) > now or held >= MAX_HELD or (
-                g in self.since and self.since[g] + NONCE_LEASE_S <= now
-            ):
+            if self.barred.get(g, 0) > now or held >= MAX_HELD or self.lease_end(g, now) <= now:
+                used = self.used.get(g, [0.0, now])[0]
                 raise NonceHoldRefused(
-                    f"found task {g} holding {held} nonce numbers (since "
-                    f"{self.since.get(g, now):.0f}), barred until {self.barred.get(g, 0):.0f}; "
-                    f"expected at most {MAX_HELD}, each sent within {NONCE_LEASE_S:g} s of "
-                    "its first, and none while barred for a lease that ran out unsent. "
-                    "Nothing was allocated. Fix: send or release the numbers held."
+                    f"found task {g} holding {held} nonce numbers (this stretch since "
+                    f"{self.since.get(g, now):.0f}, {used:.0f} s used up before it), barred "
+                    f"until {self.barred.get(g, 0):.0f}; expected at most {MAX_HELD}, at most "
+                    f"{NONCE_LEASE_S:g} s of holding unsent over the task's whole life "
+                    "(releasing and claiming back renews nothing), and none while barred for "
+                    "a lease that ran out unsent. Nothing was allocated. Fix: send the numbers "
+                    "held right after taking them."
                 )
 
-    def drop(self, n: int, *, expired: bool = False, now: float = 0.0) -> None:
+    def drop(self, n: int, *, expired: bool = False, unsent: bool = False, now: float = 0.0) -> None:
+        """``n`` is no longer in flight: sent, or (``unsent``/``expired``) given back or run
+        out; a bounded group's stretch that ends with a number unsent is used up in full."""
         self.in_flight.pop(n, None)
         self.until.pop(n, None)
         for g in self.groups.pop(n, []):
             if expired:  # a lease that ran out unsent: the task waits BAR_LEASES leases
                 self.barred[g] = max(self.barred.get(g, 0.0), now + BAR_LEASES * NONCE_LEASE_S)
+            if expired or unsent:
+                self.wasted.add(g)
             if not any(g in gs for gs in self.groups.values()):
-                self.since.pop(g, None)
+                self._end_stretch(g, now)
+
+    def _end_stretch(self, g: str, now: float) -> None:
+        since = self.since.pop(g, None)
+        if g in self.wasted and since is not None:
+            self.wasted.discard(g)
+            used = self.used.get(g, [0.0, now])[0]
+            self.used[g] = [used + max(now - since, 0.0), now]
+        self.used = {k: v for k, v in self.used.items() if v[1] + FORGET_S > now}
 
     def dumps(self) -> str:
         return json.dumps(
@@ -167,7 +197,8 @@ class _State:
              "sent": {str(n): h for n, h in self.sent.items()},
              "until": {str(n): t for n, t in self.until.items()},
              "groups": {str(n): g for n, g in self.groups.items()},
-             "since": self.since, "barred": self.barred}
+             "since": self.since, "barred": self.barred, "used": self.used,
+             "wasted": sorted(self.wasted)}
         )  # fmt: skip
 
     @classmethod
@@ -181,7 +212,9 @@ class _State:
         groups = {int(n): [str(g) for g in gs] for n, gs in raw.get("groups", {}).items()}
         since = {str(g): float(t) for g, t in raw.get("since", {}).items()}
         barred = {str(g): float(t) for g, t in raw.get("barred", {}).items()}
-        return cls(raw["next"], free, in_flight, sent, until, groups, since, barred)
+        used = {str(g): [float(u[0]), float(u[1])] for g, u in raw.get("used", {}).items()}
+        return cls(raw["next"], free, in_flight, sent, until, groups, since, barred, used,
+                   {str(g) for g in raw.get("wasted", [])})
 
 
 def holder_state(holder: str) -> Literal["alive", "gone", "unknown"]:
@@ -281,7 +314,7 @@ class NonceManager:
         now = time.time()
         for n, holder in list(st.in_flight.items()):
             if holder_state(holder) == "gone":
-                st.drop(n)  # its process is gone: free again below
+                st.drop(n, unsent=True, now=now)  # its process is gone: free again below
             elif st.until.get(n, now + 1) <= now:
                 st.drop(n, expired=True, now=now)  # its lease ran out: free again below
         st.barred = {g: t for g, t in st.barred.items() if t > now}
@@ -317,7 +350,7 @@ class NonceManager:
         """``n`` was handed to the node (as ``tx_hash``): used while the node knows that
         transaction, and for good once the chain's count passes it."""
         with self._state() as st:
-            st.drop(n)
+            st.drop(n, now=time.time())
             st.sent[n] = tx_hash or ""
 
     def release(self, n: int) -> None:
@@ -330,7 +363,7 @@ class NonceManager:
         with self._state() as st:
             if st.in_flight.get(n) != self._holder():
                 return
-            st.drop(n)
+            st.drop(n, unsent=True, now=time.time())
             if st.next is None or n >= st.next:
                 return
             if n == st.next - 1 and not st.free:
@@ -398,7 +431,7 @@ class NonceManager:
         with self._state() as st:
             taken = sorted(n for n, h in st.in_flight.items() if h == holder)
             for n in taken:
-                st.drop(n)
+                st.drop(n, unsent=True, now=time.time())
             if taken:
                 self._sync(st)
             return taken

@@ -22,9 +22,9 @@ from wallet.errors import (
     VerdictReplayed,
 )
 from wallet.journal import append, journal_spend
-from wallet.ledger import COMMITTED, LIVE, OUTSTANDING
+from wallet.ledger import COMMITTED, LIVE, OUTSTANDING, live_scope
 
-__all__ = ["Limits", "Reservation", "gas_held", "run_total", "write_reservation"]
+__all__ = ["Limits", "Reservation", "gas_held", "run_committed", "run_total", "write_reservation"]
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def write_reservation(
     now, run_id, verdict_id = res.created_at, res.run_id, res.verdict_id
     _consume_verdict(conn, verdict_id, run_id, now)
     if resource is not None:
-        _refuse_second_authorization(conn, resource, verdict_id)
+        _refuse_second_authorization(conn, resource, res)
     _check_run_cap(conn, run_id, limits.cap, res.amount, gas_hold, verdict_id)
     conn.execute(
         f"INSERT INTO {CAPS} (run_id, cap) VALUES (?, ?) "
@@ -192,13 +192,17 @@ def _check_balance(conn: Tx, asset: str, balance: int, amount: int, verdict_id: 
         )
 
 
-def _refuse_second_authorization(conn: Tx, resource: str, verdict_id: str) -> None:
+def _refuse_second_authorization(conn: Tx, resource: str, res: Reservation) -> None:
+    """AuthorizationOutstanding when ``res``'s task has a live authorization for
+    ``resource`` paying the same address (per task and payTo: never another task's)."""
     marks = ", ".join("?" for _ in LIVE)
+    where, params = live_scope((res.run_id,), res.recipient)
     live = conn.one(
         f"SELECT id, status, valid_before, amount FROM {SPENDS} "
-        f"WHERE resource = ? AND status IN ({marks}) LIMIT 1",
-        (resource, *LIVE),
+        f"WHERE resource = ? AND status IN ({marks}){where} LIMIT 1",
+        (resource, *LIVE, *params),
     )
+    verdict_id = res.verdict_id
     if live is None:
         return
     spend_id, status, valid_before, amount = live
@@ -213,6 +217,11 @@ def _refuse_second_authorization(conn: Tx, resource: str, verdict_id: str) -> No
         valid_before=valid_before,
         verdict_id=verdict_id,
     )
+
+
+def run_committed(conn: Tx, run_id: str) -> int:
+    """``run_id``'s committed spend (see RunSpend.committed), inside the caller's section."""
+    return _committed(conn, run_id)
 
 
 def _committed(conn: Tx, run_id: str) -> int:

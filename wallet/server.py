@@ -313,11 +313,15 @@ _CALLER: ContextVar[Peer | None] = ContextVar("nib_wallet_caller", default=None)
 
 
 def create_routes(
-    wallet: Wallet, task_of_token: Callable[[str], str | None] | None = None
+    wallet: Wallet,
+    task_of_token: Callable[[str], str | None] | None = None,
+    callers: Callers | None = None,
 ) -> dict[str, Route]:
     """``wallet``'s operations (:data:`wallet.operations.OPERATIONS`) by route; the
     wallet's events of each call that relays them travel back in its answer (see
-    :class:`_Relay`). Raises TypeError when the handlers and the table disagree."""
+    :class:`_Relay`). ``callers``: the tasks each process proved (shared with the
+    server's admission); a new record by default. Raises TypeError when the handlers and
+    the table disagree."""
     relay, own = _Relay(), wallet.emit
 
     def emit(name: str, data: dict[str, object]) -> None:
@@ -327,7 +331,7 @@ def create_routes(
 
     wallet.emit = emit
     wallet.require_task = True  # the service pays only under a registered task's verdict
-    handlers = _Handlers(wallet, Callers(task_of_token or _judge_tokens(wallet)))
+    handlers = _Handlers(wallet, callers or Callers(task_of_token or _judge_tokens(wallet)))
     check_handlers(_Handlers, (op.handler for op in OPERATIONS), "wallet.operations.OPERATIONS")
     routes: dict[str, Route] = {}
     for op in OPERATIONS:
@@ -451,9 +455,9 @@ class _SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     block_on_close = False
     request_queue_size = 64  # connects of concurrent runs wait in the kernel, not refused
 
-    def __init__(self, path: Path, routes: Mapping[str, Route]) -> None:
+    def __init__(self, path: Path, routes: Mapping[str, Route], callers: Callers | None = None) -> None:
         self.routes = routes
-        self.admission = Admission()
+        self.admission = Admission(identity=callers.identity if callers is not None else None)
         # Connections past a cap: a few threads answer /health or WalletOverloaded.
         self._overflow = ThreadPoolExecutor(4, thread_name_prefix="nib-wallet-overflow")
         self._overflow_waiting = 0
@@ -568,7 +572,8 @@ def serve(wallet: Wallet, home: Path, on_ready: Callable[[Path], None] | None = 
     """
     refuse_inspection()
     path = prepare_socket_dir(home)
-    server = _SocketServer(path, create_routes(wallet))
+    callers = Callers(_judge_tokens(wallet))
+    server = _SocketServer(path, create_routes(wallet, callers=callers), callers)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):  # stop as uvicorn did: let calls finish
         signal.signal(sig, lambda *_: stop.set())
@@ -586,13 +591,14 @@ class WalletServer:
 
     def __init__(self, wallet: Wallet, home: Path) -> None:
         self.socket_path = prepare_socket_dir(home)
-        self._routes = create_routes(wallet)
+        self._callers = Callers(_judge_tokens(wallet))
+        self._routes = create_routes(wallet, callers=self._callers)
         self._server: _SocketServer | None = None
         self._thread: threading.Thread | None = None
 
     def start(self, timeout_s: float = 10.0) -> WalletServer:
         try:
-            self._server = _SocketServer(self.socket_path, self._routes)
+            self._server = _SocketServer(self.socket_path, self._routes, self._callers)
         except OSError as exc:
             raise WalletUnreachable(
                 f"the wallet service could not listen on {self.socket_path} ({exc}); "

@@ -22,6 +22,7 @@ __all__ = [
     "check",
     "committed",
     "gas_added",
+    "hold_moved",
     "outstanding",
     "rebuild",
     "recount",
@@ -67,6 +68,13 @@ def spend_moved(tx: Tx, shape: SpendShape, before: str | None, after: str) -> No
         delta = new.get(key, 0) - old.get(key, 0)
         if delta:
             _add(tx, key, delta)
+
+
+def hold_moved(tx: Tx, status: str, delta: int) -> None:
+    """Move the treasury's counter for a row in ``status`` whose gas hold changed by
+    ``delta`` (a cancel's gas held against its run's cap, or given back)."""
+    if delta and status in _OUTSTANDING:
+        _add(tx, COMMITTED_KEY, delta)
 
 
 def gas_added(tx: Tx, usdc: int) -> None:

@@ -55,3 +55,29 @@ def test_at_the_total_cap_the_process_holding_most_gives_up_an_idle_slot() -> No
         for a, b in pairs:
             a.close()
             b.close()
+
+
+def test_at_the_total_cap_idle_unproven_connections_go_first_and_a_tasks_processes_count_as_one() -> None:
+    callers = Callers({"token-a": "task-a"}.get)
+    admission = Admission(total=4, per_peer=3, identity=callers.identity)
+    pairs = [socket.socketpair() for _ in range(7)]
+    try:
+        forks = [Peer(10 + i, os.getuid(), started=1, confined=True) for i in range(4)]
+        for fork in forks[:2]:
+            callers.prove(fork, "token-a")  # two processes of one task: one identity
+        for fork, (a, _) in zip(forks, pairs, strict=False):
+            assert admission.admit(fork, a) is None
+        user = Peer(20, os.getuid(), started=1, confined=False)
+        # Full: the oldest idle connection of a process that proved nothing goes first
+        # (each process holds one: a share per process would evict none of them).
+        assert admission.admit(user, pairs[4][0]) is None
+        assert pairs[2][1].recv(1) == b""
+        assert admission.admit(Peer(21, os.getuid(), started=1, confined=False), pairs[5][0]) is None
+        assert pairs[3][1].recv(1) == b""
+        # No unproven one left: task-a's two processes (2) give way to a newcomer holding none.
+        assert admission.admit(Peer(22, os.getuid(), started=1, confined=False), pairs[6][0]) is None
+        assert pairs[0][1].recv(1) == b""
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()

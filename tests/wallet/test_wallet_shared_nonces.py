@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from _wallet_support import AGENT_ADDRESS
 
 from wallet._store import Store
@@ -76,3 +77,29 @@ def test_a_number_held_past_its_lease_is_handed_out_again(
     monkeypatch.setattr(nonces, "NONCE_LEASE_S", 120.0)
     assert honest.allocate() == pending + 2  # the expired number came back, no gap
     assert honest.snapshot()["in_flight"] == [pending, pending + 1, pending + 2]
+
+
+def test_a_tasks_hold_is_bounded_over_its_whole_life_not_per_claim() -> None:
+    """Giving a number back and claiming it again starts no new lease (an outside red
+    team's C3r kept one number for 240 s that way): the time a task held numbers it did
+    not send adds up over its life, to one lease; time ending in a send counts nothing."""
+    from wallet.errors import NonceHoldRefused
+    from wallet.nonces import NONCE_LEASE_S, _State, bounded_by
+
+    st = _State(next=1)
+    with bounded_by(("task-x",)):
+        now = 0.0
+        st.hold(0, "agent", now)
+        while now + 5 < NONCE_LEASE_S:
+            now += 5
+            st.drop(0, unsent=True, now=now)
+            st.hold(0, "agent", now)
+            assert st.until[0] == NONCE_LEASE_S  # the lease of its first claim, never later
+        st.drop(0, unsent=True, now=NONCE_LEASE_S)
+        with pytest.raises(NonceHoldRefused, match="task-x"):
+            st.hold(0, "agent", NONCE_LEASE_S + 1)
+    with bounded_by(("task-y",)):  # numbers sent: a full lease each time
+        st.hold(1, "agent", 0.0)
+        st.drop(1, now=NONCE_LEASE_S - 1)
+        st.hold(1, "agent", 10 * NONCE_LEASE_S)
+        assert st.until[1] == 11 * NONCE_LEASE_S
