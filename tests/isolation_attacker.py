@@ -457,12 +457,32 @@ def one_connection_per_fork(config: dict[str, Any], judge: Any, wallet: Any, w3:
 
 
 def pay_once(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
-    """Not an attack: another task's confined process, served while others flood (its
-    health, then one approved payment signed)."""
+    """Not an attack: another task's confined process, served while others flood or squat
+    (its health, whether a live authorization holds ``resource``, then one approved
+    payment signed, booked under ``resource`` when given)."""
     payload, verdict = _authorization(config, judge, w3, config["price"])
+    resource = config.get("resource")
     return {"health": _try(lambda: wallet.health()["address"]),
+            "live": _try(lambda: None if resource is None else wallet.live_authorization(resource)),
             "signed": _try(lambda: wallet.sign_typed_data(payload, verdict, run_id=config["task_id"],
-                                                          cap=0).run_id)}
+                                                          cap=0, resource=resource).run_id)}
+
+
+def squat_resources(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
+    """Its own approved purchases (the paywall's resource, valid ~1 h), booked under other
+    sellers' resource names (an outside red team's C7): one live authorization per
+    resource would make every other task's purchase of those wait for an hour."""
+    from tests._support import lying_authorization
+
+    lines = []
+    for name in config["resources"]:
+        payload, request = lying_authorization(
+            w3, config["usdc"], config["chain_id"], config["wallet"], config["seller"],
+            config["price"], task_id=config["task_id"], url=config["seller_resource"], valid_s=3500)
+        verdict = judge.decide(request)
+        lines.append(_try(lambda p=payload, v=verdict, r=name: wallet.sign_typed_data(
+            p, v, run_id=config["task_id"], cap=0, resource=r).reservation.id))
+    return {"squatted": lines}
 
 
 def cancel_behind_own_transfer(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
@@ -478,7 +498,7 @@ def cancel_behind_own_transfer(config: dict[str, Any], judge: Any, wallet: Any, 
     tx, request = lying_transfer(w3, config["usdc"], config["chain_id"], config["seller"], 1, h,
                                  task_id=config["task_id"])
     transfer = wallet.sign_transaction(tx, judge.decide(request), run_id=config["task_id"], cap=0)
-    payload, verdict = _authorization(config, judge, w3, config["small"])
+    payload, verdict = _authorization(config, judge, w3, config["price"])
     small = wallet.sign_typed_data(payload, verdict, run_id=config["task_id"], cap=0)
     report: dict[str, Any] = {}
 
@@ -497,12 +517,10 @@ def cancel_behind_own_transfer(config: dict[str, Any], judge: Any, wallet: Any, 
         time.sleep(0.1)
     report["cancel_waiting"] = probe > h + 1
     fills = []
-    for _ in range(8):
-        room = config["cap"] - wallet.meter.usage(config["task_id"]).committed
-        amount = min(room, config["price"])
-        if amount <= 0:
+    for _ in range(40):  # the seller's price each time (its 402 asks exactly that)
+        if config["cap"] - wallet.meter.usage(config["task_id"]).committed < config["price"]:
             break
-        payload, verdict = _authorization(config, judge, w3, amount)
+        payload, verdict = _authorization(config, judge, w3, config["price"])
         try:
             fills.append((payload, wallet.sign_typed_data(payload, verdict, run_id=config["task_id"], cap=0)))
         except Exception as exc:  # the room is taken: the point of the exercise
@@ -532,6 +550,7 @@ CASES = {
     "one_per_fork": one_connection_per_fork,
     "pay_once": pay_once,
     "reclaim": reclaim_nonce,
+    "squat": squat_resources,
 }
 
 if __name__ == "__main__":

@@ -508,7 +508,7 @@ def test_a_cancel_waiting_behind_the_tasks_own_transfer_is_held_against_its_cap(
     mine = arena.task(cap=CAP)
     w3, price = arena.chain.w3, int(arena.wallet.health()["eth_price_usdc"])
     paid_before, eth_before = arena.balance(), w3.eth.get_balance(arena.info["wallet"])
-    report = arena.attack("cancel_race", mine, small=10_000)
+    report = arena.attack("cancel_race", mine)
     assert report["cancel_waiting"] and report["send"] == "ok 1", report
     # Read back from the chain: the USDC the wallet paid for this task plus the gas its
     # transactions (the transfer, the cancel) burned, at the wallet's ETH price.
@@ -546,3 +546,24 @@ def test_hundreds_of_processes_with_one_connection_each_leave_others_served(aren
     assert other["health"] == f"ok {arena.info['wallet']}", other
     assert other["signed"].startswith("ok t-"), other
     assert threads < MAX_CONNECTIONS + 50, threads
+
+
+def test_an_agent_cannot_hold_up_another_tasks_purchases_by_naming_their_resources(arena: Arena) -> None:
+    """An outside red team's C7: authorizations of its own task booked under other
+    sellers' resource names made every other task's purchase of those wait
+    (AuthorizationOutstanding) for their validity, about an hour. The one-live rule is
+    bound to what the verdict proves (its task and payTo), so it holds up only the
+    squatter's own task."""
+    atlas = next(s for s in arena.info["market"] if s["name"] == "atlas")
+    paywall = arena.info["paywall_url"].rstrip("/") + RESOURCE
+    elsewhere = f"{atlas['url'].rstrip('/')}/tokens?symbol=USDC"
+    report = arena.attack("squat", arena.task(), resources=[paywall, elsewhere])
+    assert all(line.startswith("ok ") for line in report["squatted"]), report
+    # Another task's confined process: nothing live for it, and it pays.
+    other = arena.attack("pay_once", arena.task(), resource=paywall)
+    assert other["live"] == "ok None" and other["signed"].startswith("ok t-"), other
+    # The user's purchase for a third task, booked under the other name, is signed too.
+    victim = arena.task()
+    payload, verdict = arena.approved(victim)
+    signed = arena.wallet.sign_typed_data(payload, verdict, run_id=victim[0], cap=CAP, resource=elsewhere)
+    assert arena.wallet.spend_row(signed.ledger_id).status == "signed", signed

@@ -19,7 +19,14 @@ from wallet.ledger import SpendKind
 from wallet.meter import Reservation
 from wallet.terms import Terms
 
-__all__ = ["RESOURCE_TURN_S", "Authorizer"]
+__all__ = ["RESOURCE_TURN_S", "Authorizer", "turn_of"]
+
+
+def turn_of(run_id: str, recipient: str, resource: str) -> str:
+    """The mutex one payment of ``run_id`` (a task) for ``resource`` paying ``recipient``
+    holds from its live-authorization check to its reservation."""
+    return f"wallet-resource:{run_id}:{recipient.lower()}:{resource}"
+
 
 #: The longest a purchase waits for another payment of the same resource to be reserved.
 RESOURCE_TURN_S = 30.0
@@ -88,11 +95,11 @@ class Authorizer:
             self.checks.fingerprint(checked, payload, fingerprint_of)
             self.checks.fresh(checked)
             self.checks.terms(checked, payload, terms_of)
-            with self._resource_turn(checked, resource):
+            with self._resource_turn(checked, run_id, resource):
                 if resource is not None:
                     # Before the judge's re-check consumes the verdict, so a purchase that
-                    # must wait for another run's payment can still use it afterwards.
-                    self._no_live_authorization(checked, resource)
+                    # must wait for its task's earlier payment can still use it afterwards.
+                    self._no_live_authorization(checked, run_id, resource)
                 ask_recheck(self.recheck, checked)
                 balance = core.balance()
                 gas_hold = gas_hold_of() if gas_hold_of is not None else 0
@@ -128,19 +135,19 @@ class Authorizer:
         return exc
 
     @contextmanager
-    def _resource_turn(self, verdict: Verdict, resource: str | None) -> Iterator[None]:
-        """One payment at a time per ``resource`` from the live-authorization check to the
-        reservation, across threads, worker processes and machines (the wallet database's
-        mutex). Without it two workers could both find the resource free, both have their
-        verdicts consumed by the judge's re-check, and the loser be refused by the
-        reservation with its verdict spent. A wait past the limit is refused before the
-        verdict is used."""
+    def _resource_turn(self, verdict: Verdict, run_id: str, resource: str | None) -> Iterator[None]:
+        """One payment at a time per task, payTo and ``resource`` (see ``turn_of``) from
+        the live-authorization check to the reservation, across threads, worker processes
+        and machines (the wallet database's mutex). Without it two processes of a task
+        could both find the resource free, both have their verdicts consumed by the judge's
+        re-check, and the loser be refused by the reservation with its verdict spent. A
+        wait past the limit is refused before the verdict is used."""
         if resource is None:
             yield
             return
         db = self._core.meter.store.db
         try:
-            with db.mutex(f"wallet-resource:{resource}", timeout_s=RESOURCE_TURN_S):
+            with db.mutex(turn_of(run_id, verdict.recipient, resource), timeout_s=RESOURCE_TURN_S):
                 yield
         except MutexTimeout:
             raise AuthorizationOutstanding(
@@ -152,8 +159,12 @@ class Authorizer:
                 verdict_id=verdict.id,
             ) from None
 
-    def _no_live_authorization(self, verdict: Verdict, resource: str) -> None:
-        live = self._core.meter.ledger.live_for(resource)
+    def _no_live_authorization(self, verdict: Verdict, run_id: str, resource: str) -> None:
+        """AuthorizationOutstanding when the verdict's task has a live authorization for
+        ``resource`` paying the verdict's payTo. The rule is bound to what the verdict
+        proves (its task, its payTo), so a task's rows, under whatever resource name it
+        gives, never hold up another task's purchase."""
+        live = self._core.meter.ledger.live_for(resource, runs=(run_id,), recipient=verdict.recipient)
         if live is not None:
             raise AuthorizationOutstanding(
                 f"An authorization for {resource} is still live (ledger row {live.id}, "

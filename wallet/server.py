@@ -213,10 +213,13 @@ class _Handlers:
         return {"ok": True}
 
     def live_authorization(self, body: Mapping[str, object]) -> dict[str, object]:
-        # Another task's live row is said (one live authorization per resource, across
-        # tasks) without its payment header: a bearer note only its own task may re-send.
-        row = self.wallet.live_authorization(str(body["resource"]))
-        if row is not None and not self.callers.may_act_on(_CALLER.get(), row.run_id):
+        # One live authorization per task, payTo and resource: a confined caller is told
+        # only of its own tasks' rows (another task's row, under whatever resource name,
+        # holds nothing of its up); the user of any row, without another task's header.
+        caller = _CALLER.get()
+        runs = self._groups()
+        row = self.wallet.live_authorization(str(body["resource"]), runs)
+        if row is not None and not self.callers.may_act_on(caller, row.run_id):
             row = replace(row, x402_payment=None)
         return {"row": None if row is None else row_to_wire(row)}
 

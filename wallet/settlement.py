@@ -8,6 +8,8 @@ before it calls a row live.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from chain.usdc import prove_authorization_settled
 from wallet.core import WalletCore, spend_event
 from wallet.errors import SettlementUnproven
@@ -66,11 +68,13 @@ class Settlement:
         core.meter.settle(spend_id, tx_hash)
         core.emit("wallet.settled", {**event, "tx_hash": tx_hash})
 
-    def live_authorization(self, resource: str) -> SpendRow | None:
+    def live_authorization(
+        self, resource: str, runs: Collection[str] | None = None
+    ) -> SpendRow | None:
         """See ``Wallet.live_authorization``."""
         core = self._core
         while True:
-            row = core.meter.ledger.live_for(resource)
+            row = core.meter.ledger.live_for(resource, runs=runs)
             if row is None or row.status != "signed" or not row.auth_nonce:
                 return row
             # The chain's time is read first: unused at a block already past validBefore

@@ -18,7 +18,7 @@ authorizations) and ``wallet.recovery`` (a dead worker's leftovers). They share 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -259,8 +259,11 @@ class Wallet:
         FailureUnproven raised (see wallet.failure: the caller holds the signature)."""
         self._settlement.fail(signed, note)
 
-    def live_authorization(self, resource: str) -> SpendRow | None:
-        """The live authorization for ``resource`` after asking the chain, else None.
+    def live_authorization(
+        self, resource: str, runs: Collection[str] | None = None
+    ) -> SpendRow | None:
+        """The live authorization for ``resource`` after asking the chain, else None; of
+        one of ``runs`` (tasks) when given (the wallet service passes a confined caller's).
 
         A signed row whose authorization the token has used is settled (under the tx
         that used it, proven); one that expired unused on both clocks is failed; either
@@ -271,7 +274,7 @@ class Wallet:
         row that ended meanwhile is no live authorization (the resource is looked up
         again, since another run may already hold a new one).
         """
-        return self._settlement.live_authorization(resource)
+        return self._settlement.live_authorization(resource, runs)
 
     def spend_row(self, spend_id: str) -> SpendRow:
         """Ledger row ``spend_id`` as it stands now."""

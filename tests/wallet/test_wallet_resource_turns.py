@@ -1,8 +1,9 @@
-"""Two worker processes buying the same resource take turns at the wallet: the second
+"""Two processes of one task buying the same resource take turns at the wallet: the second
 waits while the first is between its live-authorization check and its reservation, so it
 is refused (if at all) before the judge's re-check uses its verdict, and pays with that
-same verdict once the first payment is over. Wallets on separate connections stand in for
-the processes; SQLite and PostgreSQL."""
+same verdict once the first payment is over. The rule is per task and payTo: another
+task's live authorization for the resource holds nothing up. Wallets on separate
+connections stand in for the processes; SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def test_a_second_buyer_waits_for_the_resource_and_keeps_its_verdict(
 
     def buy_b() -> None:
         try:
-            second.sign_typed_data(payload_b, verdict_b, run_id="run-b", cap=ONE_USDC,
+            second.sign_typed_data(payload_b, verdict_b, run_id="run-a", cap=ONE_USDC,
                                    resource=RESOURCE)
             outcome_b.append(None)
         except BaseException as exc:  # noqa: BLE001 - inspected below
@@ -66,8 +67,21 @@ def test_a_second_buyer_waits_for_the_resource_and_keeps_its_verdict(
     assert isinstance(refused, AuthorizationOutstanding) and rechecked == []
     # The first one is over (as the wallet finds once it expired unused).
     first.meter.fail(signed_a[0].reservation, "the seller refused; it expired unused")
-    second.sign_typed_data(payload_b, verdict_b, run_id="run-b", cap=ONE_USDC, resource=RESOURCE)
+    second.sign_typed_data(payload_b, verdict_b, run_id="run-a", cap=ONE_USDC, resource=RESOURCE)
     assert rechecked == [verdict_b.id]  # the same verdict paid, once
+
+
+def test_another_tasks_live_authorization_for_the_resource_holds_nothing_up(
+    chain: Any, make_wallet: Any, judge_signer: VerdictSigner, store_location: str | Path
+) -> None:
+    squatter, buyer = make_wallet(db_path=store_location), make_wallet(db_path=store_location)
+    payload_a, payload_b = quote(chain), quote(chain)
+    squatter.sign_typed_data(payload_a, approve(judge_signer, payload_a), run_id="run-a",
+                             cap=ONE_USDC, resource=RESOURCE)
+    assert buyer.live_authorization(RESOURCE, ["run-b"]) is None
+    signed = buyer.sign_typed_data(payload_b, approve(judge_signer, payload_b), run_id="run-b",
+                                   cap=ONE_USDC, resource=RESOURCE)
+    assert signed.run_id == "run-b" and buyer.live_authorization(RESOURCE, ["run-b"]) is not None
 
 
 def test_a_turn_not_given_within_the_limit_refuses_before_the_verdict_is_used(
@@ -81,16 +95,18 @@ def test_a_turn_not_given_within_the_limit_refuses_before_the_verdict_is_used(
     holder = make_wallet(db_path=store_location)
     waiting = make_wallet(db_path=store_location, recheck=lambda v: rechecked.append(v.id))
     payload = quote(chain)
-    # Another process is mid-payment on the resource (holds its turn) for longer than the limit.
+    verdict = approve(judge_signer, payload)
+    # Another process of the task is mid-payment on the resource (holds its turn) for
+    # longer than the limit.
     other = holder.meter.store.db
-    with other.mutex(f"wallet-resource:{RESOURCE}"):
+    with other.mutex(authorize.turn_of("r", verdict.recipient, RESOURCE)):
         done = threading.Event()
         errors: list[BaseException] = []
 
         def buy() -> None:
             try:
-                waiting.sign_typed_data(payload, approve(judge_signer, payload), run_id="r",
-                                        cap=ONE_USDC, resource=RESOURCE)
+                waiting.sign_typed_data(payload, verdict, run_id="r", cap=ONE_USDC,
+                                        resource=RESOURCE)
             except BaseException as exc:  # noqa: BLE001
                 errors.append(exc)
             done.set()
