@@ -33,9 +33,9 @@ from judge.storage import MutexTimeout, cell_int
 from wallet._tables import CAPS, SPENDS
 from wallet.errors import CancelOverCap, LedgerError, SendFailed
 from wallet.ledger import SpendRow, hold_gas_in
-from wallet.reserving import run_committed
 from wallet.nonces import wait_for_lower_nonces
 from wallet.reconcile import authorization_ended_in, authorization_expired
+from wallet.reserving import run_committed
 
 if TYPE_CHECKING:
     from chain.client import ChainClient
