@@ -356,6 +356,20 @@ def reclaim_nonce(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> d
     return {"held": sum(o.startswith("ok") for o in outcomes), "refused": refused[:3]}
 
 
+def _idle_connections(path: str, count: int) -> list[socket.socket]:
+    """Up to ``count`` connections to the wallet socket that never send a byte."""
+    held = []
+    for _ in range(count):
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(path)
+        except OSError:
+            conn.close()
+            continue
+        held.append(conn)
+    return held
+
+
 def forked_flood(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
     """Forked processes, each holding as many idle connections to the wallet as it may,
     together more than the service's total, until the test (another process) has been
@@ -370,15 +384,7 @@ def forked_flood(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> di
     for _ in range(config["forks"]):
         pid = os.fork()
         if pid == 0:  # a child: open its connections, say how many, hold them
-            held = []
-            for _ in range(config["connections"]):
-                conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                try:
-                    conn.connect(config["wallet_socket"])
-                except OSError:
-                    conn.close()
-                    continue
-                held.append(conn)
+            held = _idle_connections(config["wallet_socket"], config["connections"])
             os.write(ready_w, f"{len(held)}\n".encode())
             time.sleep(600)
             os._exit(0)
@@ -436,15 +442,7 @@ def one_connection_per_fork(config: dict[str, Any], judge: Any, wallet: Any, w3:
     with os.fdopen(ready_r) as ready:
         for _ in children:
             ready.readline()
-    extra: list[socket.socket] = []
-    for _ in range(config["overflow"]):
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            conn.connect(config["wallet_socket"])
-        except OSError:
-            conn.close()
-            continue
-        extra.append(conn)
+    extra = _idle_connections(config["wallet_socket"], config["overflow"])
     time.sleep(3.0)  # let the service take them all in
     print("HOLDING " + json.dumps({"forks": len(children), "extra": len(extra)}), flush=True)
     sys.stdin.readline()
