@@ -4,8 +4,8 @@ A run (``nib run``'s composition root, task registration and confinement, with a
 model so that it proposes the MCP tool: tests/scripted_nib_run.py) buys the devnet's paid
 MCP tool, served by the official ``x402.mcp`` over streamable HTTP; then an outside
 x402.mcp seller listed by origin alone (its payTo an address nib was never told) is bought
-from, and once it tells the agent other terms than it tells the judge, refused with
-nothing moved. Balances are read from the chain, rows from the services' ledger, and
+from over streamable HTTP and over SSE, and once it tells the agent other terms than it
+tells the judge, refused with nothing moved. Balances are read from the chain, rows from the services' ledger, and
 ``nib audit reconcile`` checks the ledger against the chain's Transfer logs.
 """
 
@@ -145,16 +145,18 @@ class _Seller:
             return await self._app(scope, replay, send)
         return await self._app(scope, receive, send)
 
-    def serve(self) -> Any:
+    def serve(self, transport: str = "streamable-http") -> Any:
+        """The seller's server over ``transport`` (streamable HTTP at /mcp, or SSE at /sse)."""
         import socket
 
         from chain.paywall.serve import AppServer
 
-        self._app = self.mcp.streamable_http_app()
+        streamable = transport == "streamable-http"
+        self._app = self.mcp.streamable_http_app() if streamable else self.mcp.sse_app()
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        return AppServer(self, port=port, name="outside-mcp", lifespan=True)
+        return AppServer(self, port=port, name=f"outside-mcp-{transport}", lifespan=streamable)
 
 
 def test_an_outside_mcp_seller_listed_by_origin_alone_is_bought_from_and_refused_once_it_cheats(
@@ -192,3 +194,22 @@ def test_an_outside_mcp_seller_listed_by_origin_alone_is_bought_from_and_refused
     assert verdict["decision"] == "refuse" and "read by the judge" in reason, verdict
     assert pay_to.lower() in reason and thief.lower() in reason, verdict
     assert seller.calls >= 2  # the agent's quote, then the judge's own read
+
+
+def test_an_outside_mcp_seller_over_sse_is_bought_from_with_the_services(
+    devnet: tuple[Path, dict[str, Any]],
+) -> None:
+    """The older MCP transport too: the judge reads the tool's 402 over SSE, the transport
+    the purchase's server URL names, and the run pays over it."""
+    from eth_account import Account
+
+    home, info = devnet
+    chain = ChainClient(info["rpc_url"], info["chain_id"])
+    pay_to = Account.create().address
+    with _Seller(info, pay_to, Account.create().address).serve("sse") as srv:
+        _, bought = scripted_run(home, "Who issues USDC? Use the outside paid MCP fact tool.", {
+            "server": f"{srv.url}/sse", "tool": "sheet", "arguments": {"symbol": "USDC"},
+            "covers": ["token_factsheet"]}, NIB_SELLER_ALLOWLIST=srv.url)
+    assert bought["finished"], bought
+    assert audit(home, bought["run_id"]) == [(30_000, "settled", pay_to.lower())]
+    assert chain.token_balance(info["usdc"], pay_to) == 30_000
