@@ -69,8 +69,8 @@ class McpTool:
     transport: Transport | None
 
     def offered_terms(self) -> frozenset[OfferedTerms]:
-        """The exact requirements the tool's own 402 states now (empty: it asked for no
-        payment); raises McpTermsUnread when no transport answered."""
+        """The exact requirements the tool's own 402 states now (empty: its unpaid call
+        answered no x402 402); raises McpTermsUnread when no transport answered."""
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="judge-mcp") as pool:
             # Its own event loop: the judge decides in a plain thread, or under a running loop.
             return pool.submit(asyncio.run, self._read()).result()
@@ -90,7 +90,8 @@ class McpTool:
             )
         if paid in offered:
             return None
-        asks = "; ".join(sorted(str(t) for t in offered)) or "nothing (it asked for no payment)"
+        asks = "; ".join(sorted(str(t) for t in offered)) or (
+            "nothing payable (its unpaid call answered no x402 402 with an exact EVM requirement)")
         return (
             f"the payload pays {paid}, but MCP tool {self.tool!r} at {self.server} asks (its "
             f"own 402, read by the judge) for {asks}; a payment on other terms would be "

@@ -65,6 +65,10 @@ def seller() -> Iterator[dict[str, Any]]:
     async def sheet(symbol: str) -> dict[str, Any]:
         return {"symbol": symbol, "issuer": "Circle"}
 
+    @server.tool(name="free_sheet", description="the same sheet, free")
+    async def free_sheet(symbol: str) -> dict[str, object]:
+        return {"symbol": symbol}
+
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -110,6 +114,11 @@ def test_an_mcp_purchase_is_approved_only_on_the_terms_the_tools_own_402_states(
         priced = judge.decide(_buy(seller["url"], PAY_TO, amount, nonce=3 + amount))
         assert priced.decision == "refuse", priced.reason
         assert f"amount {amount} " in priced.reason and f"amount {PRICE} " in priced.reason
+    # A payment for a tool the seller gives away: its unpaid call answers no 402.
+    free = {"server": seller["url"], "tool": "free_sheet", "arguments": {"symbol": "USDC"}}
+    gift = judge.decide(request(authorization(PAY_TO, PRICE, 7), tool="pay_mcp", args=free,
+                                seller=seller["url"], call_fingerprint=call_fingerprint("pay_mcp", free)))
+    assert gift.decision == "refuse" and "nothing payable" in gift.reason, gift.reason
     # The purchase names the allowlisted seller but a server of another origin.
     elsewhere = judge.decide(_buy(seller["sse"], PAY_TO, nonce=9, seller=seller["url"]))
     assert elsewhere.decision == "refuse" and "another origin" in elsewhere.reason
