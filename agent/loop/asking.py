@@ -111,13 +111,13 @@ class JudgeAsk:
         costs = {e.id: e.cost_usdc for e in run.state.evidence}
         history = tuple(
             CallRecord(
-                h["tool"],
-                h["outcome"] == "ok",
-                tuple(by_evidence.get(h.get("evidence_id") or "", ())),
-                costs.get(h.get("evidence_id") or "", 0),
+                h.tool,
+                h.outcome == "ok",
+                tuple(by_evidence.get(h.evidence_id or "", ())),
+                costs.get(h.evidence_id or "", 0),
             )
-            for h in run.state.history
-            if h["tool"] and h["outcome"] in ("ok", "failed")
+            for h in run.history()
+            if h.tool and h.outcome in ("ok", "failed")
         )
         committed = self.budget.spend_committed()
         return PaidCallRequest(

@@ -79,7 +79,7 @@ class RunContext:
         return Checklist.from_dicts(self.state.checklist)
 
     def history(self) -> list[HistoryEntry]:
-        return [HistoryEntry(**h) for h in self.state.history]
+        return [HistoryEntry.from_dict(h) for h in self.state.history]
 
     def history_text(self) -> str:
         return render(self.history())

@@ -9,9 +9,9 @@ the difference for the benchmark.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Literal, cast, get_args
 
 from agent.loop.tokens import count_text
 
@@ -50,6 +50,20 @@ class HistoryEntry:
     outcome: Outcome
     summary: str
     evidence_id: str | None = None
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, object]) -> HistoryEntry:
+        """An entry as ``as_dict`` stored it in the run's state (a saved run's JSON)."""
+        step, args, outcome = row.get("step"), row.get("args"), row.get("outcome")
+        evidence_id = row.get("evidence_id")
+        return cls(
+            step=step if isinstance(step, int) else 0,
+            tool=str(row.get("tool") or ""),
+            args=dict(args) if isinstance(args, dict) else {},
+            outcome=cast(Outcome, outcome) if outcome in get_args(Outcome) else "note",
+            summary=str(row.get("summary") or ""),
+            evidence_id=None if evidence_id is None else str(evidence_id),
+        )
 
     def line(self) -> str:
         args = json.dumps(self.args, sort_keys=True, separators=(",", ":"), default=str)

@@ -8,8 +8,11 @@ follows where the model runs (ADR 0058: local endpoint -> ``local-guarded``, hos
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal, get_args
+
+from pydantic import TypeAdapter
 
 from agent.errors import AgentConfigError
 
@@ -74,6 +77,13 @@ class Limits:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_saved(cls, saved: Mapping[str, object]) -> Limits:
+        """The limits a paused run saved (``as_dict``), each field checked; a name since
+        retired (eth_price_usdc) is left out."""
+        known = {f.name for f in fields(cls)}
+        return TypeAdapter(cls).validate_python({k: v for k, v in saved.items() if k in known})
 
 
 #: Unless set, the per-call cap is the spend cap / PER_CALL_SHARE and the approval

@@ -21,7 +21,7 @@ from agent.loop.gates import Admitted
 from agent.loop.learning import Learning
 from agent.loop.nondelivery import NonDeliveryWatch
 from agent.loop.selfmodel import SelfModelReader
-from agent.loop.state import PendingCall, jsonable, unjsonable
+from agent.loop.state import PendingCall, jsonable
 from agent.loop.stop import Stop, dependency_stop, raise_if_dependency
 from agent.tools.base import Observation, Quote, Tool
 from chain.money import format_usdc
@@ -124,7 +124,7 @@ class PaidStep:
         tool = self.run.deps.registry.get(pending.tool)
         if tool is None:
             raise Stop("approval-denied", f"{pending.tool} is no longer wired; cannot execute.")
-        quote = Quote(**unjsonable(pending.quote))
+        quote = pending.held_quote()
         # The pause gave the quote's reservations back; the tool re-checks them on execute
         # (a transfer whose nonce was reused meanwhile is refused as a stale quote).
         handed = False

@@ -8,7 +8,6 @@ resumes later in another process with the same budgets and clock accounting.
 
 from __future__ import annotations
 
-import dataclasses
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable
@@ -32,9 +31,9 @@ from agent.loop.planning import Planner
 from agent.loop.proposal import Batch, Call, Done, NoAction, Proposal, SubmitAnswer
 from agent.loop.result import AgentResult
 from agent.loop.selfmodel import SelfModelReader
-from agent.loop.state import Decision, Deps, PendingCall, RunState, unjsonable
+from agent.loop.state import Decision, Deps, PendingCall, RunState
 from agent.loop.stop import INTERRUPTS, Stop, dependency_stop
-from agent.tools.base import Quote, addresses_named_in
+from agent.tools.base import addresses_named_in
 from chain.money import format_usdc
 from judge.fingerprint import fingerprint
 
@@ -310,13 +309,14 @@ async def run_task(task: str, deps: Deps, *, run_id: str | None = None) -> Agent
 async def _deny(run: _Run, pending: PendingCall) -> NoReturn:
     """A human denied the held call: give its quote back and stop."""
     tool = run.ctx.deps.registry.get(pending.tool)
+    quote = pending.held_quote()
     if tool is not None:
-        await run.paid.abandon(tool, Quote(**unjsonable(pending.quote)))
+        await run.paid.abandon(tool, quote)
     run.ctx.add_history(pending.tool, pending.args, "refused", "denied by a human")
     raise Stop(
         "approval-denied",
         f"a human denied {pending.tool} "
-        f"({format_usdc(int(pending.quote['amount']))}); the run ends with the "
+        f"({format_usdc(quote.amount)}); the run ends with the "
         "evidence it has.",
     )
 
@@ -356,8 +356,7 @@ async def resume(run_id: str, decision: Decision, deps: Deps) -> AgentResult:
     # A state saved before task addresses were recorded: the task text is the same.
     state.task_addresses = state.task_addresses or list(addresses_named_in(state.task))
     # A state saved by an older version may name limits since retired (eth_price_usdc).
-    known = {f.name for f in dataclasses.fields(Limits)}
-    limits = Limits(**{k: v for k, v in state.limits.items() if k in known})
+    limits = Limits.from_saved(state.limits)
     state.status = "running"
     run = _Run(state, deps, limits)
     pending = state.pending

@@ -10,16 +10,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
 
 from agent.loop.limits import Limits
 from agent.loop.result import EvidenceItem, StopReason
 from agent.models.base import Model
 from agent.seams import AgentJudge, AgentWallet, SpendView
 from agent.store import RunStore
-from agent.tools.base import ToolRegistry
+from agent.tools.base import Quote, ToolRegistry
 from chain.client import ChainClient
 from chain.networks import Network
 from judge.policy import FreeReadPolicy
@@ -33,6 +33,8 @@ Decision = Literal["approve", "deny"]
 """A human's ruling on a paused paid call: ``approve`` it (the judge re-issues an approving
 verdict for the same payload and the run goes on) or ``deny`` it (the run stops)."""
 
+_QUOTE = TypeAdapter(Quote)
+
 RunStatus = Literal["running", "paused", "stopped"]
 """``running``: a process is driving it. ``paused``: awaiting approval, state in the store.
 ``stopped``: it returned its result."""
@@ -43,10 +45,14 @@ class PendingCall(BaseModel):
 
     step: int
     tool: str
-    args: dict[str, Any]
+    args: dict[str, object]
     fingerprint: str
-    quote: dict[str, Any]
-    verdict: dict[str, Any]
+    quote: dict[str, object]
+    verdict: dict[str, object]
+
+    def held_quote(self) -> Quote:
+        """The held quote as the tool made it (bytes restored; its fields checked)."""
+        return _QUOTE.validate_python(unjsonable(self.quote))
 
 
 class RunState(BaseModel):
@@ -55,7 +61,7 @@ class RunState(BaseModel):
     run_id: str
     task: str
     profile: str
-    limits: dict[str, Any]
+    limits: dict[str, object]
     #: 0x addresses the task itself names (lower-case), extracted once when the run
     #: starts: with the allowlist, the only recipients a direct transfer may pay.
     task_addresses: list[str] = Field(default_factory=list)
@@ -66,12 +72,12 @@ class RunState(BaseModel):
     started_at: float = Field(default_factory=time.time)
     elapsed_s: float = 0.0
     step: int = 0
-    checklist: list[dict[str, Any]] = Field(default_factory=list)
+    checklist: list[dict[str, object]] = Field(default_factory=list)
     checklist_done: bool = False
     plan: str = ""
     replanned_at: int = 0
     lessons: list[str] = Field(default_factory=list)
-    history: list[dict[str, Any]] = Field(default_factory=list)
+    history: list[dict[str, object]] = Field(default_factory=list)
     feedback: list[str] = Field(default_factory=list)
     evidence: list[EvidenceItem] = Field(default_factory=list)
     executed: dict[str, int] = Field(default_factory=dict)
@@ -103,7 +109,7 @@ class RunState(BaseModel):
     tool_protocol: str | None = None
     #: The last step's tool calls and their results, as the messages the next proposal
     #: request ends with (the providers' tool-result messages).
-    exchange: list[dict[str, Any]] = Field(default_factory=list)
+    exchange: list[dict[str, object]] = Field(default_factory=list)
     pending: PendingCall | None = None
     stop_reason: StopReason | None = None
     message: str = ""
@@ -132,12 +138,12 @@ class Deps:
     profile: str | None = None
     http: httpx.AsyncClient | None = None
     allowlist: tuple[str, ...] = ()
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, object] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic
-    on_event: Callable[[str, str, dict[str, Any]], None] | None = None
+    on_event: Callable[[str, str, dict[str, object]], None] | None = None
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: object) -> object:
     """JSON-safe copy of a payload; bytes become ``{"__bytes__": hex}`` (reversible)."""
     if isinstance(value, bytes | bytearray | memoryview):
         return {"__bytes__": bytes(value).hex()}
@@ -148,7 +154,7 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def unjsonable(value: Any) -> Any:
+def unjsonable(value: object) -> object:
     if isinstance(value, dict):
         if set(value) == {"__bytes__"}:
             return bytes.fromhex(value["__bytes__"])
