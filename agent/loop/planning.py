@@ -26,6 +26,7 @@ from agent.loop.checklist import (
 from agent.loop.context import RunContext
 from agent.loop.history import one_line
 from agent.loop.modelcall import ModelCaller
+from agent.loop.offerpick import SellerOffer, catalog_offers, needs_offers, resolve_picks
 from agent.loop.proposal import (
     PROPOSAL_SCHEMA,
     PROTOCOL,
@@ -54,6 +55,8 @@ class Planner:
     def __init__(self, run: RunContext, model: ModelCaller) -> None:
         self.run = run
         self.model = model
+        #: Each named seller's offers as read at run start (or why they could not be).
+        self._offers: dict[str, tuple[SellerOffer, ...] | str] = {}
 
     async def _ask_checklist(self, attempts: int) -> tuple[Checklist | None, str]:
         """The model's checklist for the task (schema-enforced JSON, a minimal retry per
@@ -65,7 +68,8 @@ class Planner:
         for attempt in range(attempts):
             text = await self.model.ask("checklist", messages, run.model_context(), output=schema)
             try:
-                return await self._exact_blocks(parse_checklist(text, max_items=max_items)), ""
+                parsed = await self._exact_blocks(parse_checklist(text, max_items=max_items))
+                return await self._exact_offers(parsed), ""
             except ValueError as exc:
                 error = str(exc)
                 run.emit("checklist.invalid", {"error": error, "retry": attempt})
@@ -86,6 +90,23 @@ class Planner:
                 raise
             self.run.emit("checklist.head", {"head_at_start": st.head_at_start})
         return resolve_blocks(checklist, st.head_at_start)
+
+    async def _exact_offers(self, checklist: Checklist) -> Checklist:
+        """Requests to buy that name a seller but no subject, resolved against the offers
+        of that seller's catalog at run start (read once per seller, free)."""
+        sellers = {i.params["seller"] for i in checklist.items if needs_offers(i)}
+        if not sellers:
+            return checklist
+        for seller in sorted(sellers - set(self._offers)):
+            self._offers[seller] = await seller_offers(self.run, seller)
+            found = self._offers[seller]
+            self.run.emit("checklist.offers", {
+                "seller": seller,
+                "offers": found if isinstance(found, str) else
+                [{"url": o.url, "kind": o.kind, "price_atomic": o.price} for o in found],
+            })  # fmt: skip
+        cap = min(self.run.limits.per_call_cap_usdc, self.run.limits.spend_cap_usdc)
+        return resolve_picks(checklist, self._offers, cap)
 
     async def extract_checklist(self) -> None:
         """The run's checklist: schema-enforced JSON, one minimal retry, else the task."""
@@ -236,3 +257,29 @@ class Planner:
             {"role": "assistant", "content": "", "tool_calls": [c.as_message() for c in calls]},
             *results,
         ]
+
+
+async def seller_offers(run: RunContext, seller: str) -> tuple[SellerOffer, ...] | str:
+    """The offers ``seller`` (``paywall``: the local one; else a seller URL) lists in its
+    ``/catalog`` (a free GET of an allowlisted seller), or why they could not be read."""
+    from agent.errors import ToolError
+    from agent.tools.x402.fetch import fetch
+    from agent.tools.x402.offers import check_seller, seller_of
+
+    ctx = run.tools
+    url = str(ctx.extras.get("paywall_url") or "") if seller == "paywall" else seller
+    where = "the local paywall" if seller == "paywall" else seller
+    if not url:
+        return ("the local paywall's URL is unknown, so its offers cannot be read (fix: "
+                "`nib devnet up`, or set NIB_PAYWALL_URL)")  # fmt: skip
+    try:
+        origin = check_seller("catalog", url, ctx)
+        resp = await fetch(ctx, origin + "/catalog")
+        body = resp.json() if resp.status_code == 200 else None
+    except (ToolError, ValueError) as exc:
+        return f"the offers of {where} could not be read ({exc})"
+    offers = catalog_offers(seller_of(url), body)
+    if not offers:
+        return (f"{where} lists no priced offer (found no catalog with paid endpoints at "
+                f"{seller_of(url)}/catalog)")  # fmt: skip
+    return offers

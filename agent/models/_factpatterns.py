@@ -31,6 +31,7 @@ from agent.models.vocabulary import (
     Subject,
     compile_phrase,
 )
+from chain.money import format_usdc
 
 __all__ = [
     "ADDRESS",
@@ -630,7 +631,9 @@ class _Reader:
         self.facts = _FactItems(self.t, self.out)
 
     def _shop(self, shop: Shopping) -> int:
-        """The shopping request's one item: the offer it picks of a sold kind, or why not."""
+        """The shopping request's one item: the offer it picks of a sold kind about its
+        subject, or (no subject, a named seller) the pick the loop resolves against that
+        seller's catalog; or why not."""
         scope = _scope_of(shop.text, self.t.network)
         if scope:
             return self.out.cannot(shop.text, scope)
@@ -638,16 +641,39 @@ class _Reader:
             words = ", ".join(repr(w) for w in shop.unknown[:4])
             return self.out.cannot(shop.text, f"the offline planner does not know {words} in a "
                                    "request to buy; it buys only what it reads in full")  # fmt: skip
+        bound = {"under": str(shop.under)} if shop.under else {}
         if shop.kind is None or shop.subject is None:
-            symbols, protocols = datasets()
-            return self.out.cannot(shop.text, "a request to buy must name what the sheet is "
-                                   f"about: a token symbol ({', '.join(symbols[:4])}...) or a "
-                                   f"protocol ({', '.join(protocols[:3])}...)")  # fmt: skip
+            return self._shop_at_seller(shop, bound)
         label = "token fact sheet" if shop.kind == "token_factsheet" else "protocol fact sheet"
         key = "symbol" if shop.kind == "token_factsheet" else "name"
-        return self.out.add({"text": f"the {shop.pick} {label} of {shop.subject} on offer",
-                             "kind": shop.kind,
-                             "params": {key: shop.subject, "pick": shop.pick}})  # fmt: skip
+        params = {key: shop.subject, "pick": shop.pick, **bound}
+        if shop.under:
+            params["max_price"] = str(shop.under)
+        if shop.seller and "://" in shop.seller:
+            params["url"] = shop.seller
+        pick = f"the {shop.pick}" if shop.pick in ("cheapest", "priciest") else "the"
+        return self.out.add({"text": f"{pick} {label} of {shop.subject} on offer",
+                             "kind": shop.kind, "params": params})  # fmt: skip
+
+    def _shop_at_seller(self, shop: Shopping, bound: dict[str, str]) -> int:
+        """A request to buy naming no subject: its pick among the named seller's offers
+        (resolved at run start, agent/loop/offerpick.py), or why it cannot be read."""
+        if shop.seller in (None, "market"):
+            symbols, protocols = datasets()
+            return self.out.cannot(shop.text, "a request to buy that names no subject picks "
+                                   "from one seller's offers: name the seller (the local "
+                                   "paywall, or its URL), or what the sheet is about: a token "
+                                   f"symbol ({', '.join(symbols[:4])}...) or a protocol "
+                                   f"({', '.join(protocols[:3])}...)")  # fmt: skip
+        where = "the local paywall" if shop.seller == "paywall" else shop.seller
+        pick = {"only": "the", "any": "an"}.get(shop.pick, f"the {shop.pick}")
+        about = f" about {shop.about}" if shop.about else ""
+        under = f" under {format_usdc(shop.under)}" if shop.under else ""
+        params = {"pick": shop.pick, "seller": str(shop.seller), **bound}
+        if shop.about:
+            params["about"] = shop.about
+        return self.out.add({"text": f"{pick} offer{about}{under} of {where}", "kind": None,
+                             "params": params})  # fmt: skip
 
     def items(self, max_items: int) -> list[dict[str, Any]]:
         gates: list[int] = []

@@ -1,32 +1,65 @@
-"""Shopping requests: "buy the cheapest fact sheet about USDC and tell me what it contains".
+"""Shopping requests: "buy the cheapest fact sheet about USDC and tell me what it contains",
+"buy the cheapest research dataset the local paywall sells", "buy the one about gas from
+the paywall", "buy a dataset under 0.10 USDC from http://seller".
 
-A request to buy picks one offer (the cheapest) of a sold fact kind about one subject (a
-token symbol or a protocol name the sellers have sheets for). It is read as one checklist
-item of that kind with ``pick`` set: the planner discovers the offers, proposes the one
-the request picks, buys once, and the answer says what was bought and what it contains.
-Every word of the request is accounted for; a request naming no subject, or a word no
-shopping request takes, is declined naming it.
+A request to buy picks one offer: by price (``cheapest``, ``priciest``), by what it is
+about, within a price bound (``under``). With a subject (a token symbol or a protocol name
+the sellers have sheets for) it is one checklist item of that sold kind with ``pick`` set.
+Without one, it names the seller whose offers it picks from (the local paywall or a seller
+URL): one item with no kind yet, whose ``pick``, ``seller``, ``about`` and ``under`` the
+loop resolves against that seller's catalog at run start (agent/loop/offerpick.py).
+Every word of the request is accounted for; a word no shopping request takes is declined
+naming it.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
 __all__ = ["PICKS", "Shopping", "read_shopping"]
+
+_USDC_DECIMALS = 6
 
 #: How a request picks its offer, and the words that say so.
 PICKS: dict[str, tuple[str, ...]] = {
     "cheapest": ("cheapest", "least expensive", "lowest priced", "lowest-priced",
                  "lowest cost", "lowest-cost", "most affordable"),
+    "priciest": ("priciest", "most expensive", "dearest", "highest priced", "highest-priced"),
 }  # fmt: skip
 _PICK_WORDS = {w: pick for pick, words in PICKS.items() for w in words}
 _PICK = "|".join(re.escape(w).replace(r"\ ", r"[\s-]+") for w in sorted(_PICK_WORDS, key=len)[::-1])
+#: The rest of a request's sentence: a "." inside a number or a URL ends no sentence.
+_REST = r"(?:[^.?!;]|\.(?=[\w/:]))*"
 _REQUEST = re.compile(
     rf"\b(?:buy|purchase|order|get|fetch|pay\s+for)\s+(?:me\s+)?(?:the\s+|a\s+|one\s+)?"
-    rf"(?P<pick>{_PICK})\b(?P<rest>[^.?!;]*)",
+    rf"(?P<pick>{_PICK})\b(?P<rest>{_REST})",
     re.IGNORECASE,
 )
+#: A request to buy without a pick word: "buy the dataset about gas from the paywall",
+#: "buy a dataset under 0.10 USDC from http://...". Taken only when it names a seller or
+#: a price bound (else it is a question for the vocabulary: "buy the premium report").
+_PLAIN_REQUEST = re.compile(
+    r"\b(?:buy|purchase|order|pay\s+for)\s+(?:me\s+)?(?P<det>the|a|an|one|any)\s+"
+    rf"(?P<rest>{_REST})",
+    re.IGNORECASE,
+)
+#: "under 0.10 USDC", "for at most $0.05", "that costs less than 0.1": a price bound.
+_BOUND = re.compile(
+    r"(?:\b(?:that\s+|which\s+)?(?:costs?|is\s+priced|priced|sells?\s+for|for)\s+)?"
+    r"\b(?:under|below|less\s+than|at\s+most|no\s+more\s+than|cheaper\s+than|up\s+to|"
+    r"within)\s+(?P<dollar>\$\s*)?(?P<num>\d+(?:\.\d+)?)\s*(?:usdc|dollars?)?",
+    re.IGNORECASE,
+)
+#: "about gas", "on transfers", "covering tokens": what the offer is about.
+_TOPIC = re.compile(
+    r"\b(?:about|covering|regarding|concerning|on|with)\s+(?:the\s+)?"
+    r"(?P<topic>[a-z][a-z0-9-]*(?:\s+[a-z][a-z0-9-]*)?)",
+    re.IGNORECASE,
+)
+_URL = re.compile(r"https?://[^\s'\"<>),;]+", re.IGNORECASE)
+_MARKET = re.compile(r"\b(?:market|marketplace|x402)\b", re.IGNORECASE)
 #: "... and tell me what it contains": how the request asks for the contents (part of it).
 _CONTENTS = re.compile(
     r"(?:,\s*|\s+)?(?:and\s+|then\s+)*(?:(?:please\s+)?(?:tell|show|give)\s+me\s+)?"
@@ -38,7 +71,8 @@ _CONTENTS = re.compile(
 #: What a request may call the thing it buys (a sold sheet or dataset of one subject).
 _GOODS = frozenset(
     """dataset datasets data set sets sheet sheets fact factsheet factsheets facts report
-    reports offer offers research info information document file token protocol""".split()
+    reports offer offers research info information document file token protocol one
+    ones thing item product""".split()
 )
 #: Words that only say where or how to buy ("from a seller in the market").
 _WHERE = frozenset(
@@ -64,6 +98,12 @@ class Shopping:
     subject: str | None
     text: str
     unknown: tuple[str, ...]
+    seller: str | None = None
+    """Whose offers it picks from: ``paywall`` (the local one), a seller URL, ``market``."""
+    about: str | None = None
+    """What the offer is about, in the request's words, when it names no subject."""
+    under: int | None = None
+    """The price bound the request sets (atomic USDC), or None."""
 
 
 def read_shopping(
@@ -71,22 +111,24 @@ def read_shopping(
 ) -> Shopping | None:
     """The shopping request in ``task`` (the first one), or None when it makes none."""
     m = _REQUEST.search(task)
-    if m is None:
+    plain = None if m is not None else _PLAIN_REQUEST.search(task)
+    if m is None and plain is None:
         return None
-    rest, base = m.group("rest"), m.start("rest")
-    contents = _CONTENTS.search(rest)
-    if contents is not None:  # "... and tell me what it contains" in the same sentence
-        clause, end = rest[: contents.start()], base + contents.end()
-    else:
-        # A later clause of its own ("..., then tell me the base fee") is not the request's.
-        clause = _OWN_CLAUSE.split(rest)[0]
-        end = base + len(clause)
-        nxt = re.compile(r"\s*[.;]\s*").match(task, end)
-        after = _CONTENTS.match(task, nxt.end()) if nxt else None
-        if after is not None and re.match(r"\s*(?:[.?!;]|$)", task[after.end() :]):
-            end = after.end()  # "... USDC. Tell me what it contains."
+    found = m if m is not None else plain
+    assert found is not None
+    rest, base = found.group("rest"), found.start("rest")
+    clause, end = _request_clause(task, rest, base)
+    bound = _BOUND.search(clause)
+    under = _atomic(bound.group("num")) if bound else None
+    if bound:
+        clause = clause[: bound.start()] + " " + clause[bound.end() :]
+    seller = _seller(clause)
+    if m is None and seller in (None, "market") and under is None:
+        return None  # "buy the premium report": a question the vocabulary reads
+    about, clause = _topic(clause, symbols, protocols)
     sym = _named(clause, symbols)
     proto = _named(clause, protocols)
+    clause = _URL.sub(" ", clause)
     words = [w for w in _WORD.findall(clause.lower()) if w not in _GOODS and w not in _WHERE]
     unknown = tuple(w for w in words if w not in {s.lower() for s in (*symbols, *protocols)})
     kind, subject = None, None
@@ -94,8 +136,62 @@ def read_shopping(
         kind, subject = "token_factsheet", sym
     elif proto:
         kind, subject = "protocol_factsheet", proto
-    pick = _PICK_WORDS.get(" ".join(m.group("pick").lower().replace("-", " ").split()), "cheapest")
-    return Shopping(m.start(), end, pick, kind, subject, task[m.start() : end], unknown)
+    if m is not None:
+        pick = _PICK_WORDS.get(" ".join(m.group("pick").lower().replace("-", " ").split()))
+    else:  # "the dataset about gas": the one that fits; "a dataset under 0.1": any that fits
+        pick = "only" if found.group("det").lower() == "the" else "any"
+    return Shopping(found.start(), end, pick or "cheapest", kind, subject,
+                    task[found.start() : end], unknown, seller, about, under)  # fmt: skip
+
+
+def _request_clause(task: str, rest: str, base: int) -> tuple[str, int]:
+    """(the request's own words, where it ends in ``task``): up to "... and tell me what it
+    contains" when it asks so, else up to a later clause of its own."""
+    contents = _CONTENTS.search(rest)
+    if contents is not None:  # "... and tell me what it contains" in the same sentence
+        return rest[: contents.start()], base + contents.end()
+    # A later clause of its own ("..., then tell me the base fee") is not the request's.
+    clause = _OWN_CLAUSE.split(rest)[0]
+    end = base + len(clause)
+    nxt = re.compile(r"\s*[.;]\s*").match(task, end)
+    after = _CONTENTS.match(task, nxt.end()) if nxt else None
+    if after is not None and re.match(r"\s*(?:[.?!;]|$)", task[after.end() :]):
+        end = after.end()  # "... USDC. Tell me what it contains."
+    return clause, end
+
+
+def _atomic(number: str) -> int | None:
+    atomic = Decimal(number).scaleb(_USDC_DECIMALS)
+    return int(atomic) if atomic == atomic.to_integral_value() and atomic > 0 else None
+
+
+def _seller(clause: str) -> str | None:
+    url = _URL.search(clause)
+    if url is not None:
+        return url.group(0).rstrip(".")
+    if re.search(r"\bpaywall\b", clause, re.IGNORECASE):
+        return "paywall"
+    return "market" if _MARKET.search(clause) else None
+
+
+def _topic(clause: str, symbols: tuple[str, ...], protocols: tuple[str, ...]) -> tuple[str | None, str]:
+    """(what the request says the offer is about when that is no subject, the clause
+    without those words): "about gas" -> "gas"."""
+    names = {n.lower() for n in (*symbols, *protocols)}
+    for m in _TOPIC.finditer(clause):
+        words = [w for w in m.group("topic").lower().split() if w not in _WHERE]
+        if words and not any(w in names for w in words) and words[0] not in _WHERE:
+            # Only the words up to the first where-word ("gas from ..." -> "gas").
+            topic = m.group("topic").lower().split()
+            kept = []
+            for w in topic:
+                if w in _WHERE:
+                    break
+                kept.append(w)
+            if kept:
+                cut = m.start("topic") + len(" ".join(m.group("topic").split()[: len(kept)]))
+                return " ".join(kept), clause[: m.start()] + " " + clause[cut:]
+    return None, clause
 
 
 def _named(text: str, names: tuple[str, ...]) -> str | None:

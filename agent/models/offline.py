@@ -236,6 +236,12 @@ def _market_call(
     if "pay_http" not in names:
         return None
     params: Mapping[str, Any] = item.get("params") or {}
+    if params.get("seller") and params.get("url"):
+        # A request to buy resolved against its seller's catalog: the offer it picked.
+        args: dict[str, Any] = {"url": str(params["url"]), "covers": [kind]}
+        if str(params.get("max_price", "")).isdigit():
+            args["max_price"] = int(params["max_price"])
+        return {"tool": "pay_http", "args": args, "kind": "paid"}
     symbol = params.get("symbol") or params.get("name")
     named = _TASK_URL.search(plan.task)
     if named:  # a seller the task names is the one used, never swapped
@@ -253,7 +259,7 @@ def _market_call(
         for method, url, kinds in _listed_offers(ev):
             if kind not in kinds:
                 continue
-            args: dict[str, Any] = {"url": url, "covers": [kind]}
+            args = {"url": url, "covers": [kind]}
             if method == "POST":
                 args.update(method="POST", body={"symbol": symbol})
             else:
@@ -296,14 +302,32 @@ def _purchase_line(plan: PlanContext, item: Mapping[str, Any]) -> str:
     where = args.get("url") or args.get("server") or ev.get("tool")
     price = format_usdc(int(ev["cost_usdc"]))
     found, cheapest = _offers_found(plan, str(item.get("kind")))
-    of = ""
-    if found and cheapest is not None and cheapest < int(ev["cost_usdc"]):
+    of = _picked_from(item.get("params") or {})
+    if not of and found and cheapest is not None and cheapest < int(ev["cost_usdc"]):
         of = (f", the cheapest the judge approved of {found} offers found (the cheapest listed, "
               f"{format_usdc(cheapest)}, was not approved)")
-    elif found:
+    elif not of and found:
         of = f", the cheapest of {found} offers found"
     return (f"{item.get('text')}: bought from {where} for {price}{of}; it contains "
             f"{asked_value(item)} (observed, evidence {item.get('evidence_id')})")
+
+
+def _picked_from(params: Mapping[str, Any]) -> str:
+    """How a request resolved against its seller's catalog picked the offer bought, from
+    what the pick recorded (agent/loop/offerpick.py); "" for any other purchase. Counts
+    of the catalog are left out: the catalog read is no evidence an answer can cite."""
+    if not params.get("seller") or not str(params.get("offers", "")).isdigit():
+        return ""
+    seller = params["seller"]
+    where = "the local paywall" if seller == "paywall" else str(seller)
+    bound = f" under {format_usdc(int(params['under']))}" if params.get("under") else ""
+    about = f" about {params['about']!r}" if params.get("about") else ""
+    how = {"cheapest": "the cheapest", "priciest": "the priciest", "only": "the only",
+           "any": "the cheapest"}.get(str(params.get("pick") or "cheapest"), "the")  # fmt: skip
+    said = f", {how} offer{about}{bound} {where} lists within the per-call cap"
+    if str(params.get("tied", "")).isdigit() and int(params["tied"]) > 1:
+        said += " (others tie at its price; the first listed was bought)"
+    return said
 
 
 #: An offer in discover's summary, with its price: "GET http://h:p/path 0.01 USDC [kinds]".

@@ -6,73 +6,44 @@ states the balance it observed. Balances are read back from the chain."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
-
 import pytest
 
 from chain.client import ChainClient
+from tests.agent._nib_devnet import own_devnet, run_json, settled_rows
 
-NIB = [sys.executable, "-m", "agent.cli"]
 HOLDER, PAID, NOT_PAID, ETH_PAID = ("0x" + c * 40 for c in ("4", "5", "6", "7"))
-
-
-def nib(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet"}
-    env.pop("NIB_CONFIG", None)
-    return subprocess.run(NIB + list(args), env=env, capture_output=True, text=True, timeout=240)
 
 
 @pytest.fixture(scope="module")
 def devnet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    home = tmp_path_factory.mktemp("cond-home")
-    up = nib(home, "devnet", "up", "--json")
-    assert up.returncode == 0, up.stderr
-    yield home, json.loads(up.stdout)
-    nib(home, "devnet", "down")
-
-
-def _run(home: Path, task: str) -> dict[str, Any]:
-    out = nib(home, "run", task, "--json")
-    result = json.loads(out.stdout)
-    result["returncode"] = out.returncode
-    return result
-
-
-def _settled(home: Path, run_id: str) -> list[tuple[int, str]]:
-    rows = json.loads(nib(home, "audit", "--run", run_id, "--json").stdout)
-    return [(r["amount"], r["status"]) for r in rows]
+    yield from own_devnet(tmp_path_factory, "cond-home")
 
 
 def test_a_payment_ordered_on_an_address_balance_settles_only_when_the_balance_holds(devnet) -> None:  # type: ignore[no-untyped-def]
     home, info = devnet
     chain = ChainClient(info["rpc_url"], 31337)
     usdc = info["usdc"]
-    funded = _run(home, f"Send 0.2 USDC to {HOLDER}.")
+    funded = run_json(home, f"Send 0.2 USDC to {HOLDER}.")
     assert funded["returncode"] == 0, funded["answer"]
     assert chain.token_balance(usdc, HOLDER) == 200_000
 
-    held = _run(home, f"If {HOLDER} holds more than 0.15 USDC, send 0.02 USDC to {PAID}.")
+    held = run_json(home, f"If {HOLDER} holds more than 0.15 USDC, send 0.02 USDC to {PAID}.")
     assert held["returncode"] == 0 and held["finished"], held["answer"]
     assert chain.token_balance(usdc, PAID) == 20_000
-    assert _settled(home, held["run_id"]) == [(20_000, "settled")]
+    assert settled_rows(home, held["run_id"]) == [(20_000, "settled")]
     # The answer states the balance it read, and the condition it proved with it.
     assert f"USDC balance of {HOLDER}: 0.20 USDC" in held["answer"], held["answer"]
     assert "c1 0.20 > 0.15 = true" in held["answer"], held["answer"]
 
-    unmet = _run(home, f"Send 0.02 USDC to {NOT_PAID} if the USDC balance of {HOLDER} is above 1 USDC.")
+    unmet = run_json(home, f"Send 0.02 USDC to {NOT_PAID} if the USDC balance of {HOLDER} is above 1 USDC.")
     assert unmet["returncode"] == 0 and unmet["finished"], unmet["answer"]
     assert chain.token_balance(usdc, NOT_PAID) == 0
-    assert _settled(home, unmet["run_id"]) == []
+    assert settled_rows(home, unmet["run_id"]) == []
     assert f"USDC balance of {HOLDER}: 0.20 USDC" in unmet["answer"], unmet["answer"]
     assert "not done: condition" in unmet["answer"] and "is false" in unmet["answer"], unmet["answer"]
 
     wallet = info["wallet"]
-    eth = _run(home, f"If {wallet} has at least 1 ETH, send 0.02 USDC to {ETH_PAID}.")
+    eth = run_json(home, f"If {wallet} has at least 1 ETH, send 0.02 USDC to {ETH_PAID}.")
     assert eth["returncode"] == 0 and eth["finished"], eth["answer"]
     assert chain.token_balance(usdc, ETH_PAID) == 20_000
     assert f"ETH balance of {wallet}:" in eth["answer"], eth["answer"]

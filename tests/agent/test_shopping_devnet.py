@@ -5,42 +5,36 @@ ledger reconciles, and the answer says what was bought and what it contains."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from chain.client import ChainClient
+from chain.money import format_usdc
 from chain.paywall.market import seller_named
+from tests.agent._nib_devnet import nib, own_devnet, run_json, settled_rows
 
-NIB = [sys.executable, "-m", "agent.cli"]
 TASK = "Buy the cheapest fact sheet about USDC and tell me what it contains."
-
-
-def nib(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet"}
-    env.pop("NIB_CONFIG", None)
-    return subprocess.run(NIB + list(args), env=env, capture_output=True, text=True, timeout=180)
 
 
 @pytest.fixture(scope="module")
 def devnet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    home = tmp_path_factory.mktemp("shop-home")
-    up = nib(home, "devnet", "up", "--json")
-    assert up.returncode == 0, up.stderr
-    yield home, json.loads(up.stdout)
-    nib(home, "devnet", "down")
+    yield from own_devnet(tmp_path_factory, "shop-home")
 
 
 def _bought(home: Path, info: dict[str, Any], chain: ChainClient) -> tuple[dict[str, Any], list[Any]]:
     """One run of TASK: its JSON result and the USDC transfers out of the wallet it made."""
+    return _paid_by(home, info, chain, TASK)
+
+
+def _paid_by(home: Path, info: dict[str, Any], chain: ChainClient, task: str) -> tuple[dict[str, Any], list[Any]]:
+    """One run of ``task``: its JSON result and the USDC transfers out of the wallet it made."""
     first = chain.block_number() + 1
-    out = nib(home, "run", TASK, "--json")
-    result = json.loads(out.stdout)
-    result["returncode"] = out.returncode
+    result = run_json(home, task)
+    if chain.block_number() < first:
+        return result, []  # no block mined: nothing sent
     logs = chain.transfer_logs(info["usdc"], first, "latest", info["wallet"])
     return result, [log for log in logs if log.sender.lower() == info["wallet"].lower()]
 
@@ -74,9 +68,54 @@ def test_the_cheapest_offer_is_bought_once_and_the_answer_says_what_it_contains(
     assert second["provenance"] == "observed"
 
     for run, amount in ((first, 5_000), (second, 10_000)):
-        rows = json.loads(nib(home, "audit", "--run", run["run_id"], "--json").stdout)
-        assert [(r["amount"], r["status"]) for r in rows] == [(amount, "settled")], rows
+        assert settled_rows(home, run["run_id"]) == [(amount, "settled")]
+    _reconciles(home)
+
+
+def _reconciles(home: Path) -> None:
     rec = nib(home, "audit", "reconcile", "--json")
     assert rec.returncode == 0, rec.stderr
     data = json.loads(rec.stdout)
     assert data["unmatched_onchain"] == [] and data["unmatched_ledger"] == [], data
+
+
+def test_the_issues_request_buys_the_cheapest_offer_the_local_paywall_lists(devnet) -> None:  # type: ignore[no-untyped-def]
+    """The issue's literal request, no subject named: the paywall's catalog is read at run
+    start, its cheapest offer (a tie among token sheets: the first listed) bought once."""
+    home, info = devnet
+    chain = ChainClient(info["rpc_url"], 31337)
+    paywall = info["paywall_url"].rstrip("/")
+    catalog = httpx.get(paywall + "/catalog").json()  # read here, apart from nib
+    paid_routes = [e for e in catalog["endpoints"] if e["price_atomic"] > 0]
+    cheapest = min(e["price_atomic"] for e in paid_routes)
+    route = next(e for e in paid_routes if e["price_atomic"] == cheapest)
+    first_symbol = catalog["token_symbols"][0]
+    url = paywall + route["path"].replace("{symbol}", first_symbol)
+    pay_to = catalog["pay_to"].lower()
+
+    before = chain.token_balance(info["usdc"], pay_to)
+    task = "Buy the cheapest research dataset the local paywall sells and tell me what it contains."
+    result, paid = _paid_by(home, info, chain, task)
+    assert result["returncode"] == 0 and result["finished"], result["answer"]
+    assert [(log.recipient.lower(), log.value) for log in paid] == [(pay_to, cheapest)]
+    assert chain.token_balance(info["usdc"], pay_to) - before == cheapest
+    assert settled_rows(home, result["run_id"]) == [(cheapest, "settled")]
+    answer = result["answer"]
+    assert f"bought from {url} for {format_usdc(cheapest)}, the cheapest offer the local paywall lists" in answer
+    assert "(others tie at its price; the first listed was bought)" in answer
+    assert "it contains name " in answer and f"symbol {first_symbol}" in answer, answer
+
+    # Another phrasing, another criterion: the one about gas.
+    gas = next(e for e in paid_routes if e["kind"] == "gas_stats")
+    about, paid = _paid_by(home, info, chain, "Buy the one about gas from the local paywall.")
+    assert about["returncode"] == 0 and about["finished"], about["answer"]
+    assert [(log.recipient.lower(), log.value) for log in paid] == [(pay_to, gas["price_atomic"])]
+    assert f"bought from {paywall}/analytics/gas for" in about["answer"]
+    assert "base_fee_gwei_mean" in about["answer"]
+
+    # Nothing fits the bound: declined naming why, nothing paid.
+    none, paid = _paid_by(home, info, chain, "Buy a dataset under 0.01 USDC from the local paywall.")
+    assert none["returncode"] == 1 and not none["finished"] and paid == []
+    assert "costs at most the request's bound 0.01 USDC (the cheapest: " in none["answer"]
+    assert settled_rows(home, none["run_id"]) == []
+    _reconciles(home)

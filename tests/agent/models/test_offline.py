@@ -514,3 +514,28 @@ def test_the_next_market_offer_comes_from_every_offer_discovery_listed_not_its_c
     sim.record(cheapest, "ok", {}, "paid 0.005 USDC for /tokens from http://127.0.0.1:7001: 0 facts")
     assert sim.propose() == Call("pay_http", {"url": "http://127.0.0.1:7002/tokens?symbol=USDC",
                                               "covers": ["token_factsheet"]})  # fmt: skip
+
+
+def test_a_request_resolved_against_its_sellers_catalog_buys_the_offer_it_picked() -> None:
+    """The issue's literal request: the loop resolved its pick against the local paywall's
+    catalog (agent/loop/offerpick.py); the planner buys exactly that offer, within the
+    request's bound, and says how it was picked."""
+    from agent.loop.offerpick import catalog_offers, resolve_picks
+
+    sim = Sim("Buy the cheapest research dataset the local paywall sells under 0.03 USDC.")
+    catalog = {"endpoints": [
+        {"path": "/analytics/gas", "price_atomic": 50_000, "kind": "gas_stats"},
+        {"path": "/datasets/token/{symbol}", "price_atomic": 20_000, "kind": "token_factsheet"},
+    ], "token_symbols": ["DAI", "USDC"]}  # fmt: skip
+    sim.checklist = resolve_picks(sim.checklist, {"paywall": catalog_offers(PAYWALL, catalog)}, 250_000)
+    buy = sim.propose()
+    url = PAYWALL + "/datasets/token/DAI"
+    assert buy == Call("pay_http", {"url": url, "covers": ["token_factsheet"], "max_price": 30_000})
+    sheet = "symbol=DAI; name=Dai Stablecoin"
+    sim.record(buy, "ok", {"token_factsheet": sheet}, "paid 0.02 USDC: 2 facts")
+    sim.evidence[-1].update(cost_usdc=20_000)
+    final = sim.propose()
+    assert isinstance(final, SubmitAnswer), final
+    assert (f"bought from {url} for 0.02 USDC, the cheapest offer under 0.03 USDC the local "
+            "paywall lists within the per-call cap (others tie at its price; the first listed "
+            "was bought); it contains symbol DAI; name Dai Stablecoin") in final.answer  # fmt: skip

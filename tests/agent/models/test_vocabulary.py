@@ -252,8 +252,9 @@ def test_a_request_to_buy_keeps_the_tasks_other_questions() -> None:
 @pytest.mark.parametrize(
     ("task", "why"),
     [
-        ("Buy the cheapest research dataset the local paywall sells and tell me what it contains",
-         "must name what the sheet is about"),
+        ("Buy the cheapest research dataset on the market and tell me what it contains",
+         "name the seller (the local paywall, or its URL)"),
+        ("Buy the cheapest dataset and tell me what it contains", "name the seller"),
         ("Buy the cheapest shiny dataset about USDC", "does not know 'shiny' in a request to buy"),
         ("Buy the cheapest sheet about USDC on Polygon", "'polygon' names another chain"),
     ],
@@ -354,3 +355,37 @@ def test_a_threshold_on_nothing_the_planner_reads_gates_the_payment_and_is_named
     items = extract_checklist(f"If the chain looks busy over 5, send 0.02 USDC to {_TO}.")
     assert items[0]["kind"] is None and "condition" in items[0]["text"]
     assert items[1]["params"]["if"] == "c1"
+
+
+@pytest.mark.parametrize(
+    ("task", "params"),
+    [
+        ("Buy the cheapest research dataset the local paywall sells and tell me what it contains",
+         {"pick": "cheapest", "seller": "paywall"}),
+        ("Purchase the least expensive data the paywall offers, and describe it.",
+         {"pick": "cheapest", "seller": "paywall"}),
+        ("Buy the dataset about gas from the local paywall and tell me what it contains.",
+         {"pick": "only", "seller": "paywall", "about": "gas"}),
+        ("Buy the one about transfers from the local paywall.",
+         {"pick": "only", "seller": "paywall", "about": "transfers"}),
+        ("Buy a dataset under 0.10 USDC from the local paywall and show me its contents.",
+         {"pick": "any", "seller": "paywall", "under": "100000"}),
+        ("Buy the most expensive dataset the local paywall sells for at most 0.3 USDC.",
+         {"pick": "priciest", "seller": "paywall", "under": "300000"}),
+        ("Buy the cheapest dataset about tokens from http://127.0.0.1:8402 and tell me what it contains.",
+         {"pick": "cheapest", "seller": "http://127.0.0.1:8402", "about": "tokens"}),
+    ],
+)  # fmt: skip
+def test_a_request_to_buy_naming_a_seller_but_no_subject_waits_for_its_offers(
+    task: str, params: dict[str, str]
+) -> None:
+    """No kind yet: the loop resolves the pick against the seller's catalog at run start
+    (tests/agent/test_offerpick.py); every word of the request is read."""
+    items = extract_checklist(task)
+    assert [(i["kind"], i.get("params"), i.get("unanswerable")) for i in items] == [
+        (None, params, None)], items
+
+
+def test_a_price_bound_on_a_named_subject_caps_the_purchase() -> None:
+    (item,) = extract_checklist("Buy the cheapest sheet about USDC from the local paywall under 0.05 USDC.")
+    assert item["kind"] == "token_factsheet" and item["params"]["max_price"] == "50000"
