@@ -233,6 +233,8 @@ def _normalize(task: str) -> tuple[str, list[str]]:
     )
     for regex, rewrite in _RELATIVE:
         text = regex.sub(rewrite, text)
+    # "the local paywall" is the paywall (a seller, named as such; "local" asks nothing).
+    text = re.sub(r"\blocal\s+(?=(?:x402\s+)?paywall\b)", "", text, flags=re.I)
     units: list[str] = []
     for shape, unit in PRESENTATION:
         for m in re.finditer(shape, text, re.I):

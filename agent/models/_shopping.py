@@ -123,7 +123,8 @@ def read_shopping(
     if bound:
         clause = clause[: bound.start()] + " " + clause[bound.end() :]
     seller = _seller(clause)
-    if m is None and seller in (None, "market") and under is None:
+    in_clause = _named(clause, symbols) or _named(clause, protocols)
+    if m is None and not in_clause and _not_a_pick(task, seller, under, symbols, protocols):
         return None  # "buy the premium report": a question the vocabulary reads
     about, clause = _topic(clause, symbols, protocols)
     sym = _named(clause, symbols)
@@ -142,6 +143,23 @@ def read_shopping(
         pick = "only" if found.group("det").lower() == "the" else "any"
     return Shopping(found.start(), end, pick or "cheapest", kind, subject,
                     task[found.start() : end], unknown, seller, about, under)  # fmt: skip
+
+
+def _not_a_pick(
+    task: str, seller: str | None, under: int | None, symbols: tuple[str, ...],
+    protocols: tuple[str, ...],
+) -> bool:
+    """True when a request to buy without a pick word is no pick among a seller's offers:
+    it names no seller or bound ("buy the premium report"), a resource by its URL path
+    ("buy the token fact sheet at http://h/lookup"), or a subject anywhere in the task
+    ("Who issues USDC? Buy the token fact sheet from the paywall"; its own words name
+    none): the vocabulary reads those as the facts they ask."""
+    if seller in (None, "market") and under is None:
+        return True
+    if seller is not None and re.match(r"https?://[^/]+/.+", seller):
+        return True
+    unpriced = re.sub(r"\d(?:[\d.]*)\s*usdc\b", " ", _BOUND.sub(" ", task), flags=re.IGNORECASE)
+    return bool(_named(unpriced, symbols) or _named(unpriced, protocols))
 
 
 def _request_clause(task: str, rest: str, base: int) -> tuple[str, int]:

@@ -389,3 +389,18 @@ def test_a_request_to_buy_naming_a_seller_but_no_subject_waits_for_its_offers(
 def test_a_price_bound_on_a_named_subject_caps_the_purchase() -> None:
     (item,) = extract_checklist("Buy the cheapest sheet about USDC from the local paywall under 0.05 USDC.")
     assert item["kind"] == "token_factsheet" and item["params"]["max_price"] == "50000"
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "Who issues USDC? Buy the token fact sheet from the local paywall.",
+        "Who issues USDC? Buy the token fact sheet at http://127.0.0.1:7003/lookup",
+    ],
+)
+def test_a_request_naming_its_subject_or_its_resource_is_no_pick_among_offers(task: str) -> None:
+    """The subject named elsewhere in the task, or a resource named by its URL path: the
+    fact the task asks, bought where it says (tests/agent/test_loop_market.py buys the
+    second over POST)."""
+    kinds = [(i["kind"], i.get("params", {}).get("symbol")) for i in extract_checklist(task)]
+    assert ("token_factsheet", "USDC") in kinds and all(k for k, _ in kinds), kinds
