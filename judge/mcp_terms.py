@@ -57,6 +57,21 @@ class OfferedTerms:
         return (f"payTo {self.pay_to} amount {self.amount} asset {self.asset} "
                 f"chain {self.chain_id}")
 
+    @classmethod
+    def stated(cls, scheme: object, network: object, amount: object, pay_to: object,
+               asset: object) -> OfferedTerms | None:
+        """One offer of a 402 (HTTP or MCP; x402 v2, or v1's ``maxAmountRequired`` and
+        network names) as terms a payload can be compared with; None when it is not an
+        ``exact`` EVM offer (nothing this judge could approve a payload for)."""
+        from x402.mechanisms.evm.v1.constants import V1_NETWORK_CHAIN_IDS
+
+        found = _CAIP2_EVM.match(str(network or ""))
+        chain_id = int(found.group(1)) if found else V1_NETWORK_CHAIN_IDS.get(str(network or ""))
+        price = str(amount or "")
+        if scheme != "exact" or chain_id is None or not price.isdigit() or not pay_to:
+            return None
+        return cls(str(pay_to).lower(), int(price), str(asset or "").lower(), int(chain_id))
+
 
 @dataclass(frozen=True)
 class McpTool:
@@ -197,17 +212,11 @@ async def _probe(session: ClientSession, tool: str, arguments: dict[str, object]
 
 
 def _terms(requirement: object) -> OfferedTerms | None:
-    """One requirement as terms a payload can be compared with (None: not ``exact`` EVM)."""
-    from x402.mechanisms.evm.v1.constants import V1_NETWORK_CHAIN_IDS
-
-    network = str(getattr(requirement, "network", ""))
-    found = _CAIP2_EVM.match(network)
-    chain_id = int(found.group(1)) if found else V1_NETWORK_CHAIN_IDS.get(network)
-    amount = str(getattr(requirement, "amount", None) or getattr(requirement, "max_amount_required", ""))
-    if getattr(requirement, "scheme", "") != "exact" or chain_id is None or not amount.isdigit():
-        return None
-    return OfferedTerms(str(getattr(requirement, "pay_to", "")).lower(), int(amount),
-                        str(getattr(requirement, "asset", "")).lower(), chain_id)
+    """One requirement x402 parsed (v2 ``amount``, v1 ``max_amount_required``) as terms."""
+    return OfferedTerms.stated(
+        getattr(requirement, "scheme", None), getattr(requirement, "network", None),
+        getattr(requirement, "amount", None) or getattr(requirement, "max_amount_required", None),
+        getattr(requirement, "pay_to", None), getattr(requirement, "asset", None))
 
 
 def _innermost(exc: BaseException) -> str:

@@ -68,20 +68,6 @@ def _offers(resp: httpx.Response) -> list[dict[str, object]]:
 
 
 def _asked(offer: dict[str, object]) -> OfferedTerms | None:
-    amount, pay_to = str(offer.get("maxAmountRequired") or ""), offer.get("payTo")
-    chain_id = _chain_id(str(offer.get("network") or ""))
-    if offer.get("scheme") != "exact" or not amount.isdigit() or not pay_to or chain_id is None:
-        return None  # not an exact EVM offer: nothing this judge could approve a payload for
-    return OfferedTerms(str(pay_to).lower(), int(amount), str(offer.get("asset") or "").lower(),
-                        chain_id)
-
-
-def _chain_id(network: str) -> int | None:
-    """A CAIP-2 ``eip155:<id>`` network's chain id, or a v1 network name's; else None."""
-    prefix, _, reference = network.partition(":")
-    if prefix == "eip155" and reference.isdigit():
-        return int(reference)
-    from x402.mechanisms.evm.v1.constants import V1_NETWORK_CHAIN_IDS
-
-    found = V1_NETWORK_CHAIN_IDS.get(network)
-    return None if found is None else int(found)
+    return OfferedTerms.stated(offer.get("scheme"), offer.get("network"),
+                               offer.get("maxAmountRequired"), offer.get("payTo"),
+                               offer.get("asset"))

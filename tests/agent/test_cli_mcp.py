@@ -59,6 +59,55 @@ def audit(home: Path, run_id: str) -> list[tuple[int, str, str]]:
     return [(row["amount"], row["status"], row["recipient"].lower()) for row in rows]
 
 
+def test_an_agent_naming_the_devnets_mcp_tool_cannot_pay_itself_or_another_price(
+    devnet: tuple[Path, dict[str, Any]],
+) -> None:
+    """From a compromised agent's position (its own task's token at the judge service): a
+    payment naming the devnet's MCP tool is approved only on the terms the tool's 402
+    states; paying the task's other recipient, or the tool's payTo 1 unit, is refused by
+    the judge naming both sides, before anything is signed."""
+    import dataclasses
+    import uuid
+
+    from judge.fingerprint import call_fingerprint
+    from judge.service import JudgeClient
+    from judge.tasks import TaskLimits
+    from tests._support import lying_authorization
+
+    home, info = devnet
+    services = json.loads((home / "services.json").read_text())
+    server = next(s["url"] for s in info["market"] if s["name"] == "mcp")
+    admin = JudgeClient(services["judge_url"], timeout_s=30,
+                        token=(home / "services" / "judge-admin.token").read_text().strip())
+    mine, pay_to = dev_account(9).address, dev_account(MCP_PAY_TO_INDEX).address
+    task_id = f"t-{uuid.uuid4().hex[:10]}"
+    token = admin.register_task_for_token(TaskLimits(
+        task_id=task_id, spend_cap=1_000_000, per_call_cap=250_000, approval_threshold=None,
+        recipients=(mine,), sellers=(server,)))
+    agent = JudgeClient(services["judge_url"], token=token, timeout_s=60)
+    w3 = ChainClient(info["rpc_url"], info["chain_id"]).w3
+    args = {"server": f"{server}/mcp", "tool": MCP_TOOL, "arguments": {"symbol": "USDC"}}
+
+    def decide(to: str, amount: int) -> Any:
+        _, lie = lying_authorization(w3, info["usdc"], info["chain_id"], info["wallet"], to,
+                                     amount, task_id=task_id)
+        return agent.decide(dataclasses.replace(
+            lie, tool="pay_mcp", args=args, seller=server,
+            call_fingerprint=call_fingerprint("pay_mcp", args)))
+
+    try:
+        itself, cheap = decide(mine, MCP_TOOL_PRICE), decide(pay_to, 1)
+        honest = decide(pay_to, MCP_TOOL_PRICE)
+    finally:
+        agent.close()
+        admin.close()
+    for verdict in (itself, cheap):
+        assert verdict.decision == "refuse" and "read by the judge" in verdict.reason, verdict.reason
+        assert pay_to.lower() in verdict.reason and f"amount {MCP_TOOL_PRICE} " in verdict.reason
+    assert mine.lower() in itself.reason and "amount 1 " in cheap.reason
+    assert honest.decision == "approve", honest.reason  # the terms the tool states: approved
+
+
 def test_the_devnets_mcp_tool_over_streamable_http_is_bought_with_the_services(
     devnet: tuple[Path, dict[str, Any]],
 ) -> None:
@@ -77,8 +126,23 @@ def test_the_devnets_mcp_tool_over_streamable_http_is_bought_with_the_services(
     assert chain.token_balance(info["usdc"], info["wallet"]) == before[0] - MCP_TOOL_PRICE
     assert chain.token_balance(info["usdc"], pay_to) == before[1] + MCP_TOOL_PRICE
     assert audit(home, result["run_id"]) == [(MCP_TOOL_PRICE, "settled", pay_to.lower())]
+    # The settling transaction's own Transfer log, read from the chain.
+    [row] = json.loads(nib(home, "audit", "--run", result["run_id"], "--json").stdout)
+    assert transfers(chain, info["usdc"], row["tx_hash"]) == [
+        (info["wallet"].lower(), pay_to.lower(), MCP_TOOL_PRICE)]
     reconciled = json.loads(nib(home, "audit", "reconcile", "--json").stdout)
     assert reconciled["clean"], reconciled
+
+
+def transfers(chain: ChainClient, token: str, tx_hash: str) -> list[tuple[str, str, int]]:
+    """The token's Transfer logs in a transaction's receipt: (from, to, value)."""
+    from chain.client import TRANSFER_TOPIC
+
+    receipt = chain.w3.eth.get_transaction_receipt(tx_hash)
+    return [("0x" + log["topics"][1].hex()[-40:], "0x" + log["topics"][2].hex()[-40:],
+             int(log["data"].hex() or "0", 16))
+            for log in receipt["logs"] if log["address"].lower() == token.lower()
+            and log["topics"][0].hex().removeprefix("0x") == TRANSFER_TOPIC.removeprefix("0x")]
 
 
 class _Seller:
