@@ -2,8 +2,8 @@
 from the pinned npm build as ``nib devnet up --token circle`` does (tests/conftest.py
 ``circle_anvil``). The tests are the TestUSDC suite's own, collected here a second time with
 ``anvil`` and ``market`` pointing at Circle's token: paywall GET with reconcile, market GET
-and POST, the paid MCP tool through the loop, and a direct transfer, balances read back
-from the chain each time."""
+and POST, the paid MCP tool through the loop (SSE) and from an x402.mcp seller over
+streamable HTTP, and a direct transfer, balances read back from the chain each time."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ from typing import Any
 import _on_circle
 from test_loop_market import (  # noqa: F401 - collected here on Circle's token
     test_pays_an_x402_mcp_tool_through_the_judge_and_the_wallet,
+)
+from test_mcp_transports import (  # noqa: F401
+    streamable,
+    test_buys_from_an_x402_mcp_seller_over_streamable_http,
 )
 from test_tools_pay_http import (  # noqa: F401
     paid_ctx,
