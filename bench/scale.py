@@ -88,7 +88,7 @@ def _fill(conn: sqlite3.Connection, n: int) -> None:
         )
         conn.executemany(
             "INSERT INTO judge_outcomes (ts, tool, fact_kind, p_used, covered, weight) "
-            "VALUES (?, ?, ?, ?, ?, 1)",
+            "VALUES (?, ?, ?, ?, ?, 1000)",  # one outcome (judge.calibration.WEIGHT_SCALE)
             [(int(now) + i, SUBJECT, FACT, f"0.{(i * 7) % 90 + 10:02d}", int(i % 3 != 0))
              for i in chunk],
         )

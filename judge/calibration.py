@@ -9,7 +9,6 @@ bins) measures the predictions that were actually acted on.
 from __future__ import annotations
 
 import functools
-import math
 import re
 import threading
 import time
@@ -46,29 +45,36 @@ DEFAULT_PRIOR = Decimal("0.5")
 #: conservative, so a few failed purchases take it below :data:`MIN_P_TO_PAY`.
 NEW_SELLER_PRIOR = Decimal("0.4")
 #: Below this calibrated p the judge pays no seller, however cheap: with the default
-#: strength 2, a new seller that covers nothing is refused after its third failure
-#: (0.4 -> 0.267 -> 0.2 -> 0.16).
+#: strength 2, a new seller that covers nothing is refused after its third failure of
+#: full weight (0.4 -> 0.267 -> 0.2 -> 0.16).
 MIN_P_TO_PAY = Decimal("0.2")
 DEFAULT_PRIOR_STRENGTH = Decimal(2)
 N_BINS = 10
+#: Outcome weights are kept as whole thousandths of an outcome: an outcome of a purchase
+#: that paid little counts for a fraction of one (judge.jev.outcome_weight).
+WEIGHT_SCALE = 1000
 
 Delivery = Literal["delivered", "paid-not-delivered"]
 """What a paid call's seller did with the payment.
 
 - ``delivered``: it answered (the outcome's ``covered`` says whether that helped).
 - ``paid-not-delivered``: it took the money (the payment settled on chain) and delivered
-  nothing usable: strong evidence, weighed so p falls below :data:`MIN_P_TO_PAY` at once.
+  nothing usable. Counted (per seller and fact kind, named in the judge's reasons) and
+  weighed as a failure of what was paid: what every task reads of a seller moves by at
+  most one outcome per reporting task (the reporting task itself no longer pays it:
+  judge.jev). One task's word cannot take a seller under the pay floor for everyone.
 """
 
 
-def non_delivery_weight(
-    strength: Decimal, hits: int, total: int, floor: Decimal = MIN_P_TO_PAY
-) -> int:
-    """How many outcomes one settled non-delivery counts as: the fewest that bring the
-    posterior below ``floor`` whatever the prior (even 1), given ``hits`` of ``total``
-    weighted outcomes so far: ``(strength + hits) / (strength + total + w) < floor``."""
-    needed = (strength + hits) / floor - strength - total
-    return max(1, math.floor(needed) + 1)
+def weight_thousandths(weight: Decimal | int) -> int:
+    """``weight`` pseudo-outcomes as the whole thousandths they are stored as (at least
+    one); JudgeConfigError unless it is a positive number."""
+    if isinstance(weight, bool) or not isinstance(weight, int | Decimal) or not weight > 0:
+        raise JudgeConfigError(
+            f"found weight={weight!r}; expected a positive int or Decimal (pseudo-outcomes); "
+            "fix: scale what was paid to outcomes before recording (judge.jev.outcome_weight)."
+        )
+    return max(1, int((Decimal(weight) * WEIGHT_SCALE).to_integral_value(ROUND_HALF_EVEN)))
 
 
 def check_outcome(covered: object, delivery: object) -> None:
@@ -206,12 +212,11 @@ class Calibrator(Protocol):
         p_used: Decimal | str,
         covered: bool,
         *,
-        weight: int = 1,
+        weight: Decimal | int = 1,
         delivery: Delivery = "delivered",
     ) -> None:
         """Store one outcome with the p the judge used for it, counting ``weight``
-        pseudo-outcomes toward p (``paid-not-delivered``: at least enough to put p below
-        the pay floor)."""
+        pseudo-outcomes toward p (``paid-not-delivered`` is also counted as such)."""
         ...
 
     def non_deliveries(self, tool: str, fact_kind: str) -> int:
@@ -260,6 +265,16 @@ MIGRATIONS: list[Migration] = [
             f"""CREATE TABLE IF NOT EXISTS {LOST_TABLE} (
                 tool TEXT NOT NULL, fact_kind TEXT NOT NULL, n {{int}} NOT NULL,
                 PRIMARY KEY (tool, fact_kind))""",
+        ),
+    ),
+    Migration(
+        4,
+        f"weights in thousandths of an outcome (WEIGHT_SCALE {WEIGHT_SCALE}): an outcome of "
+        "a purchase that paid little counts for a fraction of one",
+        (
+            f"UPDATE {OUTCOMES_TABLE} SET weight = weight * {WEIGHT_SCALE}",
+            f"UPDATE {COUNTS_TABLE} SET weight = weight * {WEIGHT_SCALE}, "
+            f"hit_weight = hit_weight * {WEIGHT_SCALE}",
         ),
     ),
 ]
@@ -334,16 +349,17 @@ class BetaCalibrator:
         with self._lock:
             ensure_tables(self.db)
 
-    def counts(self, tool: str, fact_kind: str) -> tuple[int, int]:
-        """(covered, total) outcome weight recorded for (tool, fact kind), from the running
-        counts (one primary-key range of at most ten rows), never from the outcomes."""
+    def counts(self, tool: str, fact_kind: str) -> tuple[Decimal, Decimal]:
+        """(covered, total) outcome weight recorded for (tool, fact kind), in outcomes,
+        from the running counts (one primary-key range of at most ten rows), never from
+        the outcomes."""
         with self._lock:
             row = self.db.one(
                 f"SELECT COALESCE(SUM(hit_weight), 0), COALESCE(SUM(weight), 0) "
                 f"FROM {COUNTS_TABLE} WHERE tool = ? AND fact_kind = ?",
                 (tool, fact_key(fact_kind)),
             ) or (0, 0)
-        return cell_int(row[0]), cell_int(row[1])
+        return (Decimal(cell_int(row[0])) / WEIGHT_SCALE, Decimal(cell_int(row[1])) / WEIGHT_SCALE)
 
     def non_deliveries(self, tool: str, fact_kind: str) -> int:
         """How often ``tool`` took the money for ``fact_kind`` and did not deliver (one
@@ -370,36 +386,29 @@ class BetaCalibrator:
         p_used: Decimal | str,
         covered: bool,
         *,
-        weight: int = 1,
+        weight: Decimal | int = 1,
         delivery: Delivery = "delivered",
     ) -> None:
         """Store one outcome and move its running counts, in one transaction.
 
-        ``weight`` is how many pseudo-outcomes it counts for toward p; the report counts
-        each outcome once, as the prediction it was. A ``paid-not-delivered`` outcome
-        (the seller took the money for nothing) weighs at least
-        :func:`non_delivery_weight`: p falls below the pay floor at once.
+        ``weight`` is how many pseudo-outcomes it counts for toward p (kept in whole
+        thousandths); the report counts each outcome once, as the prediction it was. A
+        ``paid-not-delivered`` outcome (the seller took the money for nothing) is counted
+        per (tool, fact kind) too, and weighs what it is given, like any failure.
         """
         p = _probability("p_used", p_used)
         check_outcome(covered, delivery)
-        if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
-            raise JudgeConfigError(
-                f"found weight={weight!r}; expected an int >= 1 (pseudo-outcomes); fix: "
-                "scale what was paid to whole outcomes before recording."
-            )
+        thousandths = weight_thousandths(weight)
         kind = fact_key(fact_kind)
         lost = delivery == "paid-not-delivered"
-        if lost:
-            hits, total = self.counts(tool, kind)
-            weight = max(weight, non_delivery_weight(self._strength, hits, total))
         with self._lock, self.db.transaction(lock=LOCK) as tx:
             tx.execute(
                 f"INSERT INTO {OUTCOMES_TABLE} (ts, tool, fact_kind, p_used, covered, weight, "
                 "delivered) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (int(self._clock()), tool, kind, format(p, "f"), int(covered), weight,
+                (int(self._clock()), tool, kind, format(p, "f"), int(covered), thousandths,
                  int(not lost)),
             )
-            tx.execute(_COUNT_SQL, _count_row(tool, kind, float(p), covered, weight))
+            tx.execute(_COUNT_SQL, _count_row(tool, kind, float(p), covered, thousandths))
             if lost:
                 tx.execute(
                     f"INSERT INTO {LOST_TABLE} (tool, fact_kind, n) VALUES (?, ?, 1) "
@@ -451,10 +460,11 @@ class FixedCalibrator:
         p_used: Decimal | str,
         covered: bool,
         *,
-        weight: int = 1,
+        weight: Decimal | int = 1,
         delivery: Delivery = "delivered",
     ) -> None:
         check_outcome(covered, delivery)
+        weight_thousandths(weight)
         self.outcomes.append((tool, fact_key(fact_kind), _probability("p_used", p_used), covered))
         if delivery != "delivered":
             self.lost.append((tool, fact_key(fact_kind)))

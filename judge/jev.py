@@ -48,16 +48,17 @@ __all__ = ["USDC_DECIMALS", "Judge", "PaidCallRequest", "format_usdc", "outcome_
 Emit = Callable[[str, dict[str, object]], None]
 
 
-#: An outcome counts one more pseudo-outcome per whole OUTCOME_WEIGHT_UNIT it paid, up to
-#: OUTCOME_MAX_WEIGHT: what moves a shared p is paid for (a payment under the unit counts
-#: once; with one outcome per task, seller and fact kind, each needs a task the user ran).
-OUTCOME_WEIGHT_UNIT = 1_000_000
-OUTCOME_MAX_WEIGHT = 10
+#: An outcome of a purchase that paid at least this (atomic units; 0.01 USDC, what the
+#: market's sellers ask) counts one outcome toward p, one that paid less that share of
+#: one (at least a thousandth), never more: what moves a shared p is paid for, and with
+#: one outcome per task, seller and fact kind under the services, one task moves a
+#: seller's p by at most one outcome against a prior worth DEFAULT_PRIOR_STRENGTH.
+OUTCOME_FULL_WEIGHT_PAID = 10_000
 
 
-def outcome_weight(paid: int) -> int:
+def outcome_weight(paid: int) -> Decimal:
     """The pseudo-outcomes an outcome of a payment of ``paid`` atomic units counts for."""
-    return min(OUTCOME_MAX_WEIGHT, 1 + max(paid, 0) // OUTCOME_WEIGHT_UNIT)
+    return min(Decimal(1), Decimal(max(paid, 0)) / OUTCOME_FULL_WEIGHT_PAID)
 
 
 def _authorization_key(payload: Mapping[str, object] | None) -> str | None:
@@ -333,11 +334,13 @@ class Judge:
         The subject (tool, at its seller) and the p used come from the judge's own record of the verdict, never
         from the caller; outcomes for verdicts not issued and consumed here, for fact
         kinds the call could not cover, or a second time, raise OutcomeRefused.
+        It weighs what was paid (:func:`outcome_weight`, one outcome at most).
         ``paid-not-delivered`` (the seller took the money and delivered nothing usable)
-        is weighed so the seller's p for that kind falls below the pay floor at once.
+        weighs the same for every task, and the reporting task pays that seller no more.
         """
         check_outcome(covered, delivery)
-        rec = self.records.take_outcome(verdict_id, fact_key(fact_kind), paid=self._payment_settled)
+        rec = self.records.take_outcome(verdict_id, fact_key(fact_kind), paid=self._payment_settled,
+                                        lost=delivery == "paid-not-delivered")
         self.calibrator.record(rec.subject, fact_key(fact_kind), rec.p, covered,
                                weight=outcome_weight(rec.amount), delivery=delivery)
         if self._emit is not None:

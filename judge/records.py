@@ -160,6 +160,12 @@ MIGRATIONS: list[Migration] = [
             )""",
         ),
     ),
+    Migration(
+        4,
+        "whether an outcome reported its seller paid and not delivering (the reporting task "
+        "does not pay that seller again)",
+        (f"ALTER TABLE {OUTCOMES_TAKEN} ADD COLUMN lost {{int}} NOT NULL DEFAULT 0",),
+    ),
 ]
 
 
@@ -181,14 +187,16 @@ def _outcome_problem(rec: VerdictRecord | None, fact_kind: str) -> str | None:
 
 
 def _take_outcome(
-    conn: Tx, rec: VerdictRecord, fact_kind: str, now: float, *, once_per_task: bool
+    conn: Tx, rec: VerdictRecord, fact_kind: str, now: float, *, once_per_task: bool,
+    lost: bool = False,
 ) -> str | None:
     """Mark the outcome taken (once per verdict and fact kind; with ``once_per_task``
-    once per task, subject and fact kind too); why not, else None."""
+    once per task, subject and fact kind too; ``lost``: paid and not delivered); why
+    not, else None."""
     taken = conn.execute(
-        f"INSERT INTO {OUTCOMES_TAKEN} (verdict_id, fact_kind, taken_at) "
-        "VALUES (?, ?, ?) ON CONFLICT (verdict_id, fact_kind) DO NOTHING",
-        (rec.id, fact_kind, now),
+        f"INSERT INTO {OUTCOMES_TAKEN} (verdict_id, fact_kind, taken_at, lost) "
+        "VALUES (?, ?, ?, ?) ON CONFLICT (verdict_id, fact_kind) DO NOTHING",
+        (rec.id, fact_kind, now, int(lost)),
     ).rowcount
     if taken != 1:
         return f"its outcome for {fact_kind!r} was already recorded"
@@ -507,8 +515,16 @@ class VerdictRecords:
             return "revoked"
         return "unconsumed"
 
+    def lost_to(self, task_id: str, subject: str) -> bool:
+        """Whether ``task_id`` reported a settled purchase from ``subject`` (a tool at its
+        seller) paid and not delivered."""
+        return bool(self._store.query(
+            f"SELECT 1 AS lost FROM {OUTCOMES_TAKEN} o JOIN {VERDICTS} v ON v.id = o.verdict_id "
+            "WHERE v.task_id = ? AND v.subject = ? AND o.lost = 1 LIMIT 1", (task_id, subject)))
+
     def take_outcome(
-        self, verdict_id: str, fact_kind: str, *, paid: Callable[[VerdictRecord], bool] | None = None
+        self, verdict_id: str, fact_kind: str, *, paid: Callable[[VerdictRecord], bool] | None = None,
+        lost: bool = False,
     ) -> VerdictRecord:
         """Accept one outcome for (verdict, fact kind), or raise OutcomeRefused.
 
@@ -530,7 +546,8 @@ class VerdictRecords:
             rec = _issued(conn, verdict_id)
             problem = _outcome_problem(rec, fact_kind) or unpaid
             if problem is None and rec is not None:
-                problem = _take_outcome(conn, rec, fact_kind, self._clock(), once_per_task=paid is not None)
+                problem = _take_outcome(conn, rec, fact_kind, self._clock(),
+                                        once_per_task=paid is not None, lost=lost)
             if problem is not None:
                 raise OutcomeRefused(
                     f"found an outcome for verdict {verdict_id}, but {problem}; expected one "

@@ -203,6 +203,10 @@ class Rules:
                 return ("refuse", p, ev, f"price {price} USDC exceeds {limit_name} "
                         f"{format_usdc(limit)} USDC (fix: {fix})")
         lost = self._non_deliveries(subject, coverable) if req.seller is not None else ""
+        if req.seller is not None and req.task_id and self.records.lost_to(req.task_id, subject):
+            return ("refuse", p, ev, f"{req.seller} took this task's payment without delivering "
+                    f"(a settled purchase the task reported): this task does not pay it again; "
+                    f"its p for every task is {_fmt_p(p)}{lost}")
         if req.seller is not None and p < MIN_P_TO_PAY:
             return (
                 "refuse",

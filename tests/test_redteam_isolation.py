@@ -16,6 +16,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -221,26 +222,52 @@ def _victim_ruling_on(arena: Arena, origin: str, pay_to: str, price: int, fact: 
     return JudgeClient(arena.services["judge_url"], token=victim[1], timeout_s=30).decide(request)
 
 
-def test_a_purchase_that_underpays_a_seller_cannot_move_its_calibration(arena: Arena) -> None:
+def _pay_market_seller(arena: Arena, name: str, amounts: list[int] | None = None
+                      ) -> tuple[Any, int, Any, dict[str, Any], int]:
+    """Another task's ruling on buying the issuer from the market seller ``name`` at its
+    price; then the planted code's purchases from it (``amounts``, default: its price
+    twice), each settled by the agent and reported not delivered. (seller, price, the
+    ruling before, the attacker's report, what moved to the seller's payTo.)"""
     from chain.paywall.market import seller_named
 
-    atlas = next(s for s in arena.info["market"] if s["name"] == "atlas")
-    origin, seller = atlas["url"].rstrip("/"), seller_named("atlas")
-    price, fact = seller.offers[0].price, "issuer"
-    before = _victim_ruling_on(arena, origin, seller.pay_to, price, fact)
+    market = next(s for s in arena.info["market"] if s["name"] == name)
+    origin, seller = market["url"].rstrip("/"), seller_named(name)
+    price = seller.offers[0].price
+    before = _victim_ruling_on(arena, origin, seller.pay_to, price, "issuer")
     mine = arena.task(sellers=(origin,))
     paid_before = arena.balance(seller.pay_to)
-    report = arena.attack("underpay", mine, amounts=[1], pay_to=seller.pay_to, fact=fact,
-                          seller_origin=origin, seller_url=f"{origin}/tokens?symbol=USDC")
+    report = arena.attack("underpay", mine, amounts=amounts or [price, price], pay_to=seller.pay_to,
+                          fact="issuer", seller_origin=origin, seller_url=f"{origin}/tokens?symbol=USDC")
+    after = _victim_ruling_on(arena, origin, seller.pay_to, price, "issuer")
+    return seller, price, (before, after), report, arena.balance(seller.pay_to) - paid_before
+
+
+def test_a_purchase_that_underpays_a_seller_cannot_move_its_calibration(arena: Arena) -> None:
+    seller, price, (before, after), report, moved = _pay_market_seller(arena, "atlas", [1])
     # Paying atlas's real payTo 1 atomic unit of the 10 000 its 402 asks is refused, the
     # refusal naming what the 402 asks; nothing moves, and another task's ruling on atlas
     # is what it was (on the old code: settled, and p 0.40 -> 0.07, refused for everyone).
     [line] = report["reported"]
     assert line.startswith("1: judge refuse") and f"asks payTo {seller.pay_to.lower()} amount {price} " in line, report
-    assert arena.balance(seller.pay_to) == paid_before, report
-    after = _victim_ruling_on(arena, origin, seller.pay_to, price, fact)
+    assert moved == 0, report
     assert before.decision == after.decision == "approve", (before.reason, after.reason)
     assert after.p == before.p, (before.p, after.p, report)
+
+
+def test_one_task_moves_a_sellers_calibration_by_one_outcome_at_most(arena: Arena) -> None:
+    _, price, (before, after), report, moved = _pay_market_seller(arena, "meridian")
+    # The task pays meridian what its 402 asks, settles it itself and reports it paid and
+    # not delivered: taken once, and that task does not pay meridian again.
+    first, second = report["reported"]
+    assert first == f"{price}: settled ok 1 / outcome ok None", report
+    assert second.startswith(f"{price}: judge refuse") and "took this task's payment" in second, report
+    assert moved == price, report
+    # Every other task reads one failed outcome more against a prior worth two: 0.40 ->
+    # 0.27, still paid (on the old code the one report put meridian under the 0.20 floor
+    # for every task at once).
+    assert Decimal(before.p) == Decimal("0.4") and Decimal(after.p) == Decimal("0.266667"), (
+        before.p, after.p, report)
+    assert after.decision == "approve", after.reason
 
 
 @pytest.mark.parametrize("case", ["renew", "reclaim"])

@@ -151,11 +151,13 @@ def test_a_seller_that_takes_the_money_and_does_not_deliver_is_paid_once(
     assert hits == []  # a redirect after payment is never followed
     if case == "drip":
         assert took < 60  # the drip would take minutes; the deadline cut it at 3 s
-    # The judge's p for this seller's gas stats fell below its pay floor at once.
-    from judge.calibration import MIN_P_TO_PAY, BetaCalibrator, calibration_subject
+    # The judge counted the settled non-delivery for this seller's gas stats as one failed
+    # outcome (what every task reads of it; the reporting run pays it no more).
+    from judge.calibration import BetaCalibrator, calibration_subject
 
-    p = BetaCalibrator(str(h.db)).p(calibration_subject("pay_http", url), "gas_stats")
-    assert p < MIN_P_TO_PAY, p
+    calibrator, subject = BetaCalibrator(str(h.db)), calibration_subject("pay_http", url)
+    assert calibrator.counts(subject, "gas_stats") == (0, 1)
+    assert calibrator.non_deliveries(subject, "gas_stats") == 1
     report = reconciles(h)
     assert [m.ledger_id for m in report.matched] == [row.id]
     assert result.spend.settled_atomic == PRICE
@@ -218,13 +220,16 @@ def test_a_settlement_that_wins_the_race_with_the_cancel_is_paid_for_nothing(
 RUNS = 20
 
 
-def test_over_twenty_runs_a_seller_that_settles_and_never_delivers_is_paid_once(
+def test_over_twenty_runs_a_seller_that_settles_and_never_delivers_is_paid_by_three(
     tmp_path: Any, chain: Any, seller_factory: Any, service_forks: Any
 ) -> None:
     # Twenty runs, each needing the same fact from the same seller, which takes every
-    # payment and answers 402. The first run pays it (once); the judge then weighs that
-    # settled non-delivery so this seller's p for gas stats is below its pay floor, and
-    # every later run is refused before anything is signed, the reason naming why. Run
+    # payment and answers 402. Each run that pays it reports the settled non-delivery,
+    # which every task reads as one failed outcome (one task's word moves a shared p by
+    # one outcome at most, so no task can take an honest seller under the floor for the
+    # others): after three runs its p for gas stats is below the pay floor (0.40 -> 0.27
+    # -> 0.20 -> 0.16), and every later run is refused before anything is signed, the
+    # reason naming why. Run
     # with the judge and wallet as their own processes (the default composition) only:
     # the in-process one takes the same code path, twenty runs are long enough once.
     composition = Composition("services", chain, forks=service_forks)
@@ -246,13 +251,14 @@ def test_over_twenty_runs_a_seller_that_settles_and_never_delivers_is_paid_once(
         composition.close()
 
     signed = [e for r in results for e in signed_in(h, r)]
-    assert len(signed) == 1 and len(seller.log.payments) == 1
-    assert paid_to_seller(h) == PRICE  # the figure: one payment of 0.05 USDC in 20 runs
-    for later in results[1:]:
+    assert [len(signed_in(h, r)) for r in results[:3]] == [1, 1, 1]
+    assert len(signed) == 3 and len(seller.log.payments) == 3
+    assert paid_to_seller(h) == 3 * PRICE  # the figure: three payments of 0.05 USDC in 20 runs
+    for later in results[3:]:
         verdicts = [e["data"] for e in h.events(later.run_id, "verdict")
                     if e["data"].get("kind") == "paid"]
         assert verdicts and all(v["decision"] == "refuse" for v in verdicts), verdicts
-        assert all("below the" in v["reason"] and "took payment without delivering once"
+        assert all("below the" in v["reason"] and "took payment without delivering 3 times"
                    in v["reason"] for v in verdicts), verdicts[0]["reason"]
     reconciles(h)
 

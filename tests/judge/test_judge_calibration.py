@@ -56,7 +56,7 @@ def test_outcomes_persist_in_the_judge_table(tmp_path: Path) -> None:
             "fact_kind": "k",
             "p_used": "0.25",
             "covered": 1,
-            "weight": 1,
+            "weight": 1000,  # thousandths of an outcome (WEIGHT_SCALE)
             "delivered": 1,
         }
     ]
@@ -88,6 +88,9 @@ def test_weighted_outcomes_move_p_by_their_weight() -> None:
     assert cal.report()["n"] == 2  # the report counts predictions, not weight
     with pytest.raises(JudgeConfigError, match="found weight=0"):
         cal.record("paid", "k", "0.5", True, weight=0)
+    # A share of an outcome (a purchase that paid little) counts that share, in thousandths.
+    cal.record("paid", "k", "0.5", True, weight=Decimal("0.25"))
+    assert cal.counts("paid", "k") == (Decimal("1.25"), Decimal("4.25"))
 
 
 def test_counts_and_report_survive_the_migration_from_uncounted_outcomes(tmp_path: Path) -> None:
@@ -203,7 +206,7 @@ def test_recount_rebuilds_the_counts_from_outcomes_written_directly(
     for p, covered in pairs:
         cal.db.execute(
             f"INSERT INTO {OUTCOMES_TABLE} (ts, tool, fact_kind, p_used, covered, weight) "
-            "VALUES (1, 'paid', 'k', ?, ?, 2)",
+            "VALUES (1, 'paid', 'k', ?, ?, 2000)",  # two outcomes, in thousandths
             (p, covered),
         )
     assert cal.counts("paid", "k") == (0, 0)  # written around record(): not counted yet

@@ -65,7 +65,7 @@ def test_an_over_claiming_seller_loses_approval_and_an_honest_one_keeps_it(judge
     bought = {CHEAP: 0, HONEST: 0}
     for _ in range(20):
         for seller, delivers in ((CHEAP, False), (HONEST, True)):
-            verdict = judge.decide(offer(seller, 5_000))
+            verdict = judge.decide(offer(seller, 10_000))  # a full outcome's price
             if verdict.decision != "approve":
                 continue
             bought[seller] += 1
@@ -117,15 +117,16 @@ def test_alternatives_cross_the_wire_and_are_checked(judge: Judge) -> None:
 
 def test_outcomes_are_filed_under_the_seller_the_verdict_was_issued_for(judge: Judge) -> None:
     # The caller cannot move another seller's p: the subject comes from the judge's record.
-    verdict = judge.decide(offer(HONEST, 5_000))
+    verdict = judge.decide(offer(HONEST, 10_000))
     judge.recheck(verdict)
     judge.record_outcome(verdict.id, "token_factsheet", False)
     assert judge.calibrator.counts(calibration_subject("pay_http", HONEST), "token_factsheet") == (0, 1)
     assert judge.calibrator.counts(calibration_subject("pay_http", CHEAP), "token_factsheet") == (0, 0)
 
 
-def _buy(judge: Judge, seller: str, covered: bool, delivery: Any = "delivered") -> Any:
-    verdict = judge.decide(offer(seller, 5_000))
+def _buy(judge: Judge, seller: str, covered: bool, delivery: Any = "delivered", *,
+         task: str = "t-0", price: int = 10_000) -> Any:
+    verdict = judge.decide(offer(seller, price, task_id=task))
     assert verdict.decision == "approve", verdict.reason
     judge.recheck(verdict)
     judge.record_outcome(verdict.id, "token_factsheet", covered, delivery)
@@ -133,30 +134,46 @@ def _buy(judge: Judge, seller: str, covered: bool, delivery: Any = "delivered") 
 
 
 @pytest.mark.parametrize("delivered_before", [0, 1, 10])
-def test_a_settled_non_delivery_puts_the_seller_below_the_floor_at_once(
+def test_a_settled_non_delivery_weighs_one_outcome_and_the_reporting_task_pays_it_no_more(
     judge: Judge, delivered_before: int
 ) -> None:
-    # However well the seller did before, one payment taken for nothing is enough: the
-    # judge refuses it from then on, and says why.
-    for _ in range(delivered_before):
-        _buy(judge, CHEAP, True)
-    _buy(judge, CHEAP, False, "paid-not-delivered")
-    after = judge.decide(offer(CHEAP, 5_000))
-    assert after.decision == "refuse" and Decimal(after.p) < MIN_P_TO_PAY, after.reason
-    assert "took payment without delivering once" in after.reason
+    # The task that paid for nothing does not pay that seller again, and says why; every
+    # other task reads one failed outcome more (a task's word moves a shared p by one
+    # outcome at most: the seller stays payable, p 0.40 -> 0.27 for a new one).
+    for i in range(delivered_before):
+        _buy(judge, CHEAP, True, task=f"t-good-{i}")
+    _buy(judge, CHEAP, False, "paid-not-delivered", task="t-lost")
+    again = judge.decide(offer(CHEAP, 10_000, task_id="t-lost"))
+    assert again.decision == "refuse" and "took this task's payment without delivering" in again.reason
+    other = judge.decide(offer(CHEAP, 10_000, task_id="t-other"))
+    expected = (NEW_SELLER_PRIOR * 2 + delivered_before) / (3 + delivered_before)
+    assert Decimal(other.p) == expected.quantize(Decimal("0.000001")), other.p
+    assert other.decision == "approve" and "took payment without delivering once" in other.reason
     # Another seller and another fact kind of the same seller keep their own p.
-    assert judge.decide(offer(HONEST, 5_000)).decision == "approve"
-    other = offer(CHEAP, 5_000, missing=("gas_stats",), tool_facts=("gas_stats",))
-    assert judge.decide(other).decision == "approve"
+    assert judge.decide(offer(HONEST, 10_000, task_id="t-lost")).decision == "approve"
 
 
-def test_a_plain_failure_weighs_one_outcome_and_a_non_delivery_many(judge: Judge) -> None:
+def test_it_takes_three_tasks_paying_a_new_seller_in_full_to_take_it_under_the_floor(
+    judge: Judge,
+) -> None:
+    for i in range(2):
+        _buy(judge, CHEAP, False, "paid-not-delivered", task=f"t-{i}")
+    assert judge.decide(offer(CHEAP, 10_000, task_id="t-next")).decision == "approve"  # p 0.20
+    _buy(judge, CHEAP, False, "paid-not-delivered", task="t-2")
+    last = judge.decide(offer(CHEAP, 10_000, task_id="t-next"))
+    assert last.decision == "refuse" and Decimal(last.p) < MIN_P_TO_PAY, last.reason
+    assert "took payment without delivering 3 times" in last.reason, last.reason
+
+
+def test_an_outcome_weighs_what_was_paid_and_a_non_delivery_no_more(judge: Judge) -> None:
     subject = calibration_subject("pay_http", CHEAP)
     _buy(judge, CHEAP, False)
     assert judge.calibrator.counts(subject, "token_factsheet") == (0, 1)
-    _buy(judge, CHEAP, False, "paid-not-delivered")
-    hits, total = judge.calibrator.counts(subject, "token_factsheet")
-    assert hits == 0 and total > 2
+    _buy(judge, CHEAP, False, "paid-not-delivered", task="t-1")
+    assert judge.calibrator.counts(subject, "token_factsheet") == (0, 2)
+    _buy(judge, HONEST, True, price=2_500)  # a quarter of a full outcome's price
+    assert judge.calibrator.counts(calibration_subject("pay_http", HONEST), "token_factsheet") == (
+        Decimal("0.25"), Decimal("0.25"))
     assert judge.calibrator.non_deliveries(subject, "token_factsheet") == 1
 
 
