@@ -155,7 +155,7 @@ class _Handlers:
         }
 
     # The run a payment is booked under and its cap are the verdict's task and that
-    # task's registered cap (Wallet._verdict_task): the body names neither.
+    # task's registered cap (wallet.authorize.Authorizer.booked_under): the body names neither.
     def sign_typed_data(self, body: Mapping[str, object]) -> dict[str, object]:
         verdict = _verdict_of(body)
         signed = self.wallet.sign_typed_data(
@@ -307,7 +307,7 @@ def _verdict_of(body: Mapping[str, object]) -> Verdict | None:
 
 def _named_run(body: Mapping[str, object], verdict: Verdict | None) -> str:
     """The run a request names, if it names one: checked against the verdict's task and
-    refused naming both when it differs (Wallet._verdict_task)."""
+    refused naming both when it differs (wallet.authorize.Authorizer.booked_under)."""
     return wire_str(body.get("run_id")) or ""
 
 
