@@ -247,6 +247,35 @@ def _grant(row: dict[str, object]) -> Grant:
     )
 
 
+def _insert_issued(
+    verdict: Verdict, subject: str, facts: tuple[str, ...], task_id: str,
+    grant_id: str | None, authorization: str | None,
+) -> tuple[str, tuple[object, ...]]:
+    """The statement (and its parameters) that records ``verdict`` as issued."""
+    return (
+        f"INSERT INTO {VERDICTS} (id, decision, subject, task_id, payload_fingerprint, "
+        "amount, asset, recipient, chain_id, p, facts, issued_at, expires_at, grant_id, "
+        "paid_with) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            verdict.id,
+            verdict.decision,
+            subject,
+            task_id,
+            verdict.payload_fingerprint,
+            verdict.amount,
+            verdict.asset.lower(),
+            verdict.recipient.lower(),
+            verdict.chain_id,
+            verdict.p,
+            ",".join(facts),
+            verdict.issued_at,
+            verdict.expires_at,
+            grant_id,
+            authorization,
+        ),
+    )
+
+
 class VerdictRecords:
     """The judge's table of issued verdicts, in nib's database or in memory.
 
@@ -301,7 +330,7 @@ class VerdictRecords:
                         f"grant {grant.id} was already used; expected an unused grant for "
                         f"verdict {verdict.id}. Fix: a human grants each escalated payment once."
                     )
-                conn.execute(*self._insert(verdict, subject, facts, task_id, grant.id, authorization))
+                conn.execute(*_insert_issued(verdict, subject, facts, task_id, grant.id, authorization))
             return
         # One statement on an autocommit connection is its own atomic transaction: no
         # BEGIN / COMMIT round (two more statements on every decision). Not synced to
@@ -310,36 +339,7 @@ class VerdictRecords:
         # record says, which every re-check refuses (VerdictUnknown), so it can move no
         # money. Consuming it is a synced commit, which syncs this row with it.
         self._store.execute(
-            *self._insert(verdict, subject, facts, task_id, None, authorization), durable=False
-        )
-
-    @staticmethod
-    def _insert(
-        verdict: Verdict, subject: str, facts: tuple[str, ...], task_id: str,
-        grant_id: str | None, authorization: str | None,
-    ) -> tuple[str, tuple[object, ...]]:
-        """The statement (and its parameters) that records ``verdict`` as issued."""
-        return (
-            f"INSERT INTO {VERDICTS} (id, decision, subject, task_id, payload_fingerprint, "
-            "amount, asset, recipient, chain_id, p, facts, issued_at, expires_at, grant_id, "
-            "paid_with) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                verdict.id,
-                verdict.decision,
-                subject,
-                task_id,
-                verdict.payload_fingerprint,
-                verdict.amount,
-                verdict.asset.lower(),
-                verdict.recipient.lower(),
-                verdict.chain_id,
-                verdict.p,
-                ",".join(facts),
-                verdict.issued_at,
-                verdict.expires_at,
-                grant_id,
-                authorization,
-            ),
+            *_insert_issued(verdict, subject, facts, task_id, None, authorization), durable=False
         )
 
     # -- human grants of escalated payments ----------------------------------------
