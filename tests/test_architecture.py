@@ -169,3 +169,25 @@ def test_the_storage_seam_imports_nothing_of_ours_outside_itself() -> None:
         f"found {bad}; expected {SEAM} (the database seam every package uses) to import only "
         "itself. Fix: pass what it needs in as a parameter."
     )
+
+
+#: The longest a product function and a product class may be (lines, decorators aside).
+FUNCTION_LINES, CLASS_LINES = 80, 300
+
+
+def test_no_product_function_over_80_lines_nor_class_over_300() -> None:
+    long: list[str] = []
+    for name, path in sorted(_modules().items()):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
+            size = (node.end_lineno or node.lineno) - node.lineno + 1
+            limit = CLASS_LINES if isinstance(node, ast.ClassDef) else FUNCTION_LINES
+            if size > limit:
+                long.append(f"{name}:{node.name} ({size} lines > {limit})")
+    assert long == [], (
+        f"found {long}; expected functions of at most {FUNCTION_LINES} lines and classes of "
+        f"at most {CLASS_LINES}. Fix: split by meaning (wallet.signer.Wallet is a façade "
+        "over parts with one job each); a helper that needs no instance state can be a "
+        "module function."
+    )
