@@ -188,6 +188,8 @@ class TokenGate:
         given = dict(scope.get("headers") or []).get(b"authorization", b"")
         admin = self.admin_auth
         scope["nib.task"] = None
+        # Who asks, for judge.admission's share: set again below once the token is known.
+        scope["nib.caller"] = "health" if path == _OPEN_PATH else "anyone"
         if path in _ADMIN_PATHS and scope["method"] == "POST":
             if admin is None or not hmac.compare_digest(given, admin):
                 return _refused(
@@ -197,12 +199,14 @@ class TokenGate:
                     "`nib approve RUN` or `nib judge approve`, which hold it.",
                     403,
                 )
+            scope["nib.caller"] = "admin"
         elif path != _OPEN_PATH and self.agent_auth is not None:
             if hmac.compare_digest(given, self.agent_auth):
                 # With an admin token, agents act with task tokens: the services' own
                 # token is the wallet's, for its re-check only. Without one (a bare
                 # `nib judge serve`) no task token can be issued and it is the only one.
                 if admin is None or path in _SERVICE_PATHS:
+                    scope["nib.caller"] = "anyone" if admin is None else "service"
                     return None
                 return error(
                     TaskScopeRefused.__name__,
@@ -214,6 +218,7 @@ class TokenGate:
                     403,
                 )
             if admin is not None and hmac.compare_digest(given, admin):
+                scope["nib.caller"] = "admin"
                 return None
             issued = self._issued(given)
             if issued is None:
@@ -236,4 +241,5 @@ class TokenGate:
                     403,
                 )
             scope["nib.task"] = task if kind == TASK_TOKEN else WORKER_TOKEN
+            scope["nib.caller"] = f"task {task}" if kind == TASK_TOKEN else "the worker token"
         return None

@@ -24,6 +24,7 @@ from typing import cast
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from judge.admission import InFlight, Waiting, admitting_protocol
 from judge.calibration import Delivery, check_outcome
 from judge.errors import (
     JudgeConfigError,
@@ -85,9 +86,10 @@ class _Routes:
     ) -> None:
         self.routes = {"GET": get, "POST": post}
         self.pooled = pooled
-        #: Requests being answered now, and how many may be: past it every route but
-        #: /health gets a typed JudgeOverloaded (503), not uvicorn's plain-text 503.
-        self.in_flight, self.max_in_flight = 0, max_in_flight
+        #: Requests being answered now, per caller (judge.admission): past a task's share,
+        #: or past ``max_in_flight`` in all for a caller that has one in flight, a typed
+        #: JudgeOverloaded (503); /health, the admin and the services' token always pass.
+        self.in_flight = InFlight(max_in_flight)
         # As many as anyio's default for FastAPI's sync routes: a slow chain read of one
         # decision does not hold up the others.
         self._pool = ThreadPoolExecutor(max_workers=40, thread_name_prefix="nib-judge")
@@ -104,17 +106,15 @@ class _Routes:
             answer = error("JudgeRequestInvalid", f"found {what} {method} {path}; expected "
                             "a route JudgeClient calls; fix: use judge.service.JudgeClient.",
                             status)
-        elif self.in_flight >= self.max_in_flight and path != "/v1/health":
-            answer = error("JudgeOverloaded", f"found {self.in_flight} requests in flight at the "
-                           f"judge; expected at most {self.max_in_flight}; fix: retry after a "
-                           "moment, or run fewer agents against this judge at once", 503)
+        elif (busy := self.in_flight.refusal(caller := scope.get("nib.caller", "anyone"))):
+            answer = error("JudgeOverloaded", busy, 503)
         else:
-            self.in_flight += 1  # one event loop: no lock needed
+            self.in_flight.enter(caller)  # one event loop: no lock needed
             try:
                 answer = await self._answer(handler, method, await _body(receive), path,
                                             scope.get("nib.task"))
             finally:
-                self.in_flight -= 1
+                self.in_flight.leave(caller)
         await answer(scope, receive, send)
 
     async def _answer(
@@ -286,8 +286,10 @@ def create_app(
     or skew calibration.
     Registering a task (``POST /v1/tasks``) takes ``admin_token`` (the user's, never the
     agent's); without one, tasks cannot be registered over the wire at all.
-    Past ``max_in_flight`` requests at once (default MAX_IN_FLIGHT) it answers a typed
-    ``JudgeOverloaded`` (503) to all but ``/health``.
+    A task has at most judge.admission.PER_CALLER_IN_FLIGHT requests in flight, and past
+    ``max_in_flight`` in all (default MAX_IN_FLIGHT) only a caller with none in flight gets
+    in; others get a typed ``JudgeOverloaded`` (503). ``/health``, the admin token and the
+    services' own token are always answered.
     """
     handlers = _Handlers(judge)
     check_handlers(_Handlers, (op.handler for op in OPERATIONS), "judge.operations.OPERATIONS")
@@ -305,11 +307,12 @@ def create_app(
 
 #: The largest request head (request line and headers) the judge reads; real ones are < 1 KiB.
 MAX_HEADER_BYTES = 16 * 1024
-#: Connections the judge serves at once (the agents' and the wallet's clients keep a few).
-MAX_CONNECTIONS = 512
-#: Requests the judge answers at once; past it a typed JudgeOverloaded (503), below
-#: uvicorn's own limit (MAX_CONNECTIONS), so a request that gets in is answered in JSON.
+#: Requests the judge answers at once; past it a typed JudgeOverloaded (503) for a caller
+#: that already has one in flight (judge.admission.InFlight).
 MAX_IN_FLIGHT = 256
+#: Open files the judge asks for (its soft limit, up to the hard one): the connections
+#: waiting for a request (judge.admission.MAX_WAITING) and those being answered fit.
+OPEN_FILES = 4096
 
 
 def _server(
@@ -342,13 +345,24 @@ def _server(
         lifespan="off",
         # h11, not httptools: h11 caps what it buffers of a request's head (httptools
         # took 1 MB of headers); a request whose head is larger is answered 400 and closed.
-        http="h11",
+        # Each connection has HEAD_DEADLINE_S to send its whole request, the oldest
+        # waiting one is closed past MAX_WAITING (judge.admission): no uvicorn
+        # limit_concurrency, which counted idle connections and answered /health 503.
+        http=admitting_protocol(Waiting()),
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
-        # Past this many connections and requests at once uvicorn answers a plain 503 at
-        # once (the client reads it as JudgeOverloaded too); the app's own limit is lower.
-        limit_concurrency=MAX_CONNECTIONS,
     )
+    _raise_open_files(OPEN_FILES)
     return uvicorn.Server(config)
+
+
+def _raise_open_files(wanted: int) -> None:
+    """Raise this process's soft limit of open files to ``wanted`` (at most the hard one)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 def serve(

@@ -237,6 +237,77 @@ def flood(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str,
     return report
 
 
+def judge_flood(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
+    """``procs`` forked processes, each holding ``per`` connections to the judge that send
+    a request head one header line a second and never finish it, re-opening every one the
+    judge closes, until the test (another process) has been served (a line on stdin)."""
+    import os
+    from urllib.parse import urlsplit
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    parts = urlsplit(config["judge_url"])
+    stop_r, stop_w = os.pipe()
+    done_r, done_w = os.pipe()
+    kids = []
+    for _ in range(config["procs"]):
+        pid = os.fork()
+        if pid == 0:
+            os.close(stop_w)
+            _slow_heads((parts.hostname or "", parts.port or 80), config["per"], stop_r, done_w)
+        kids.append(pid)
+    os.close(done_w)
+    results = os.fdopen(done_r)
+    ready = [json.loads(results.readline()) for _ in kids]
+    print("FLOODING " + json.dumps({"opened": sum(r["opened"] for r in ready)}), flush=True)
+    sys.stdin.readline()
+    os.close(stop_w)
+    totals = [json.loads(results.readline()) for _ in kids]
+    for pid in kids:
+        os.waitpid(pid, 0)
+    return {"procs": config["procs"], "per": config["per"],
+            "opened": sum(t["opened"] for t in totals),
+            "closed_by_judge": sum(t["closed"] for t in totals)}
+
+
+def _slow_heads(address: tuple[str, int], per: int, stop: int, done: int) -> None:
+    """One flooding process (a forked child): never returns."""
+    import os
+    import select
+
+    def head() -> socket.socket | None:
+        conn = socket.create_connection(address)
+        try:
+            conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: judge\r\n")
+        except OSError:
+            conn.close()
+            return None
+        return conn
+
+    held = [c for c in (head() for _ in range(per)) if c]
+    opened, closed = len(held), 0
+    os.write(done, (json.dumps({"opened": opened}) + "\n").encode())
+    poller = select.poll()
+    poller.register(stop, select.POLLIN | select.POLLHUP)
+    while not poller.poll(1000):
+        kept = []
+        for conn in held:
+            if _closed(conn):
+                closed += 1
+                conn.close()
+                continue
+            try:
+                conn.sendall(b"X-Slow: y\r\n")
+                kept.append(conn)
+            except OSError:
+                closed += 1
+                conn.close()
+        fresh = [c for c in (head() for _ in range(per - len(kept))) if c]
+        opened, held = opened + len(fresh), kept + fresh
+    os.write(done, (json.dumps({"opened": opened, "closed": closed}) + "\n").encode())
+    os._exit(0)
+
+
 def _closed(conn: socket.socket) -> bool:
     """Whether the service has closed (or answered and closed) this connection."""
     conn.setblocking(False)
@@ -544,6 +615,7 @@ CASES = {
     "cancel": cancel_past_cap,
     "renew": renew_nonces,
     "forks": forked_flood,
+    "judge_flood": judge_flood,
     "cancel_race": cancel_behind_own_transfer,
     "one_per_fork": one_connection_per_fork,
     "pay_once": pay_once,

@@ -354,6 +354,44 @@ def test_a_flood_of_idle_connections_leaves_the_services_answering(arena: Arena)
     assert threads < 100, threads
 
 
+def test_a_flood_of_slow_requests_leaves_the_judge_answering_everyone_else(arena: Arena) -> None:
+    import time
+
+    import httpx
+
+    from judge.admission import HEAD_DEADLINE_S, MAX_WAITING
+
+    mine = arena.task()
+    procs, per = 4, 300  # 1,200 slow heads: more than MAX_WAITING, and uvicorn's old 512
+    assert procs * per > MAX_WAITING
+    flood = arena.start_attack("judge_flood", mine, procs=procs, per=per)
+    try:
+        assert flood.stdout is not None
+        line = flood.stdout.readline()
+        assert line.startswith("FLOODING "), (line, flood.stderr.read() if flood.stderr else "")
+        started = time.monotonic()
+        # Meanwhile the user and another task are answered: /health, the admin's read, a
+        # task's decision, and the wallet's re-check of it before it signs.
+        health = httpx.get(arena.services["judge_url"] + "/v1/health", timeout=30, trust_env=False)
+        calibration = arena.admin.calibration()
+        victim = arena.task()
+        payload, verdict = arena.approved(victim)
+        signed = WalletClient(arena.services["wallet_socket"], timeout_s=60).sign_typed_data(
+            payload, verdict, run_id=victim[0], cap=CAP)
+        # Held past the head deadline, so every slow head has had its time.
+        time.sleep(max(0.0, started + 2 * HEAD_DEADLINE_S - time.monotonic()))
+    finally:
+        out, err = flood.communicate("go\n", timeout=120)
+    report = json.loads(out.splitlines()[-1]) if out else {"stderr": err[-3000:]}
+    assert health.status_code == 200, health.text  # on the old code: 503, to everyone
+    assert calibration["n"] >= 0
+    assert verdict.decision == "approve", verdict.reason
+    assert signed.run_id == victim[0] and arena.wallet.spend_row(signed.ledger_id).status == "signed"
+    # The judge closed the slow heads (each had HEAD_DEADLINE_S to finish its request):
+    # at least every connection of the first round, and the flood re-opened them.
+    assert report["opened"] >= procs * per and report["closed_by_judge"] >= procs * per, report
+
+
 def test_an_agent_cannot_read_rewrite_or_cancel_another_tasks_rows(arena: Arena) -> None:
     from chain.usdc import usdc_contract
     from wallet.wire import signed_to_wire

@@ -245,6 +245,43 @@ def test_free_reads_are_counted_by_the_judge_per_task_not_by_the_caller() -> Non
         assert free(tokens[1]) == "allowed"
 
 
+class _Held(BetaCalibrator):
+    """A calibrator whose p waits for ``gate``: each decision stays in flight until then."""
+
+    def __init__(self, gate: Any) -> None:
+        super().__init__()
+        self.gate = gate
+
+    def p(self, *args: Any, **kwargs: Any) -> Decimal:
+        self.gate.wait(60)
+        return super().p(*args, **kwargs)
+
+
+def _held_in_flight(url: str, token: str, n: int, task_id: str | None = None) -> list[Any]:
+    """``n`` decisions of ``token``'s, started in threads (they wait on the calibrator)."""
+    import threading
+
+    held = [threading.Thread(target=lambda: JudgeClient(url, token=token, timeout_s=60).decide(
+        _request(task_id=task_id))) for _ in range(n)]
+    for t in held:
+        t.start()
+    return held
+
+
+def _until_overloaded(client: JudgeClient) -> Exception:
+    """Ask ``client``'s judge until it refuses JudgeOverloaded (the held ones are in)."""
+    from judge.errors import JudgeOverloaded
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            client.calibration()
+        except JudgeOverloaded as exc:
+            return exc
+        assert time.monotonic() < deadline, "the judge never reported overload"
+        time.sleep(0.05)
+
+
 def test_an_overloaded_judge_answers_a_typed_refusal_the_loop_stops_on_by_name() -> None:
     """Past its requests in flight the judge answers JudgeOverloaded (503, JSON) to all but
     /health; the client raises it typed (a plain 503 of uvicorn's own limit too) and the
@@ -252,32 +289,14 @@ def test_an_overloaded_judge_answers_a_typed_refusal_the_loop_stops_on_by_name()
     import threading
 
     from agent.loop.stop import dependency_stop
-    from judge.errors import JudgeOverloaded
 
     gate = threading.Event()
-
-    class Held(BetaCalibrator):
-        def p(self, *args: Any, **kwargs: Any) -> Decimal:
-            gate.wait(60)
-            return super().p(*args, **kwargs)
-
-    judge = Judge(VerdictSigner(dev_account(JUDGE)), Held(), allowed_assets={31337: [USDC]})
+    judge = Judge(VerdictSigner(dev_account(JUDGE)), _Held(gate), allowed_assets={31337: [USDC]})
     with JudgeServer(judge, token=TOKEN, max_in_flight=2) as srv:
-        held = [threading.Thread(target=lambda: JudgeClient(srv.url, token=TOKEN, timeout_s=60).decide(_request()))
-                for _ in range(2)]
-        for t in held:
-            t.start()
+        held = _held_in_flight(srv.url, TOKEN, 2)
         client = JudgeClient(srv.url, token=TOKEN, timeout_s=30)
         try:
-            deadline = time.monotonic() + 60
-            while True:  # until both decisions are in flight
-                try:
-                    client.calibration()
-                except JudgeOverloaded as exc:
-                    refused = exc
-                    break
-                assert time.monotonic() < deadline, "the judge never reported overload"
-                time.sleep(0.05)
+            refused = _until_overloaded(client)  # both decisions are in flight
             raw = httpx.get(f"{srv.url}/v1/calibration", trust_env=False,
                             headers={"Authorization": f"Bearer {TOKEN}"})
             health = httpx.get(f"{srv.url}/v1/health", trust_env=False)
@@ -291,3 +310,32 @@ def test_an_overloaded_judge_answers_a_typed_refusal_the_loop_stops_on_by_name()
         stop = dependency_stop(refused)
         assert stop is not None and stop.reason == "judge-unreachable" and "overloaded" in stop.message
         assert client.calibration()["n"] >= 0  # answered again once the load is gone
+
+
+def test_one_task_holding_its_share_in_flight_leaves_other_tasks_and_the_user_answered() -> None:
+    """A task's requests in flight are bounded by its share (PER_CALLER_IN_FLIGHT), not
+    first come: with one task holding all of them (past ``max_in_flight`` in all) its next
+    request is refused typed, naming the task, while another task, the admin and /health
+    are answered."""
+    import threading
+
+    from judge.admission import PER_CALLER_IN_FLIGHT
+    from judge.tasks import TASK_TOKEN
+
+    gate = threading.Event()
+    judge = Judge(VerdictSigner(dev_account(JUDGE)), _Held(gate), allowed_assets={31337: [USDC]})
+    greedy, other = (judge.tasks.issue_token(TASK_TOKEN, t) for t in ("t-greedy", "t-other"))
+    admin = "judge-test-admin"
+    with JudgeServer(judge, token=TOKEN, admin_token=admin, max_in_flight=PER_CALLER_IN_FLIGHT) as srv:
+        held = _held_in_flight(srv.url, greedy, PER_CALLER_IN_FLIGHT, "t-greedy")
+        try:
+            refused = _until_overloaded(JudgeClient(srv.url, token=greedy, timeout_s=30))
+            others = JudgeClient(srv.url, token=other, timeout_s=30).calibration()
+            users = JudgeClient(srv.url, token=admin, timeout_s=30).calibration()
+            health = httpx.get(f"{srv.url}/v1/health", trust_env=False)
+        finally:
+            gate.set()
+            for t in held:
+                t.join(60)
+    assert "t-greedy" in str(refused) and f"at most {PER_CALLER_IN_FLIGHT} per task" in str(refused)
+    assert others["n"] >= 0 and users["n"] >= 0 and health.status_code == 200
