@@ -22,6 +22,7 @@ from typing import Literal
 
 __all__ = [
     "BALANCE_FACTS",
+    "SELF",
     "ConditionFact",
     "FactReader",
     "Mandate",
@@ -36,9 +37,11 @@ ConditionFact = Literal["base_fee_gwei", "gas_price_gwei", "usdc_balance", "eth_
                         "unreadable"]  # fmt: skip
 """What a condition compares. ``base_fee_gwei``: the latest block's base fee, gwei.
 ``gas_price_gwei``: the node's gas price, gwei. ``usdc_balance``: the condition's
-``subject`` address's USDC balance, in USDC. ``eth_balance``: its ETH balance, in ETH.
+``subject`` address's USDC balance (``self``: the agent's wallet), in USDC. ``eth_balance``: its ETH balance, in ETH.
 ``unreadable``: a condition the judge cannot read from the chain (it is never proven)."""
 
+#: A condition's ``subject`` when the task says "my balance": the agent's own wallet.
+SELF = "self"
 #: The facts read of one address (the condition's ``subject``), and their unit.
 BALANCE_FACTS: dict[str, str] = {"usdc_balance": "USDC", "eth_balance": "ETH"}
 _READABLE = frozenset({"base_fee_gwei", "gas_price_gwei", *BALANCE_FACTS})
@@ -60,7 +63,8 @@ _OP_WORDS = (r"<=|>=|<|>|below|under|less\s+than|lower\s+than|at\s+most|above|ov
 #: balance is at least 1 ETH": one address's balance against a number.
 _BALANCE = re.compile(
     rf"(?:\b(?:the\s+)?(?:(?P<unit1>usdc|eth|ether)\s+)?balance\s+(?:of|at|held\s+by)\s+"
-    rf"(?P<addr1>{_ADDR})|(?P<addr2>{_ADDR}))"
+    rf"(?P<addr1>{_ADDR})|(?P<addr2>{_ADDR})|\b(?P<mine>my|our|i|we|the\s+agent['’]?s?)"
+    rf"(?=\s+(?:(?:usdc|eth|ether)\s+)?(?:wallet\s+)?balance\b|\s+(?:hold|have|own|keep)\b))"
     r"(?P<gap>(?:\s*(?:'s|’s|is|holds?|has|have|owns?|keeps?|carries|still|currently|now|"
     r"a|an|the|total|usdc|eth|ether|balance|of|in|it)\b)*)\s*"
     rf"(?P<op>{_OP_WORDS})\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit2>usdc|eth|ether|wei)?\b",
@@ -86,6 +90,8 @@ class MandateCondition:
     def shown(self, value: Decimal) -> str:
         """The comparison as the judge read it ("usdc_balance of 0x.. 12.5 > 10")."""
         of = f" of {self.subject}" if self.subject else ""
+        if self.subject == SELF:
+            of = " of the agent's wallet"
         return f"{self.fact}{of} {_plain(value)} {self.op} {_plain(self.threshold)}"
 
     def holds(self, value: Decimal) -> bool:
@@ -128,7 +134,8 @@ class Mandate:
             fact = str(cond.get("fact"))
             subject = cond.get("subject")
             subject = str(subject).lower() if isinstance(subject, str) and subject else None
-            if fact in BALANCE_FACTS and (subject is None or not re.fullmatch(_ADDR, subject)):
+            readable = subject == SELF or (subject is not None and re.fullmatch(_ADDR, subject))
+            if fact in BALANCE_FACTS and not readable:
                 fact = "unreadable"  # a balance of no address is no condition to prove
             condition = MandateCondition(
                 fact=fact if fact in _READABLE else "unreadable",  # type: ignore[arg-type]
@@ -185,7 +192,7 @@ def _balance_condition(sentence: str) -> MandateCondition | None:
     else:  # no unit, or USDC and ETH both: which balance is meant is not said
         return MandateCondition("unreadable", "", Decimal(0), m.group(0).strip())
     op = _OPS.get(re.sub(r"\s+", " ", m.group("op").lower()), m.group("op"))
-    subject = (m.group("addr1") or m.group("addr2")).lower()
+    subject = SELF if m.group("mine") else (m.group("addr1") or m.group("addr2")).lower()
     return MandateCondition(fact, op, threshold, m.group(0).strip(), subject)
 
 

@@ -485,9 +485,18 @@ def build_local_judge(
         # services: the services' records, checked by _same_database) and syncs
         # its reservation after each re-check.
         records=VerdictRecords(db, wallet_syncs_after=True),
-        fact_of=chain_fact_reader(network.rpc_url, network.chain_id, network.usdc),
+        fact_of=chain_fact_reader(network.rpc_url, network.chain_id, network.usdc,
+                                  _keystore_owner(settings)),
         **parts,
     )
+
+
+def _keystore_owner(settings: NibSettings) -> str | None:
+    """The agent wallet's address (its keystore's, read without the password), or None."""
+    from wallet.keystore import Keystore, default_keystore_path
+
+    keystore = Keystore(default_keystore_path(settings.home))
+    return keystore.address() if keystore.exists() else None
 
 
 class _ServiceParts(TypedDict, total=False):
@@ -507,7 +516,6 @@ def _service_parts(settings: NibSettings, network: Network, db: str | Path) -> _
     from chain.usdc import token_domain
     from judge.payto import advertised_terms
     from judge.tasks import TaskRegistry
-    from wallet.keystore import Keystore, default_keystore_path
 
     admin = bool(os.environ.get("NIB_JUDGE_ADMIN_TOKEN"))
     if not admin and not network.is_devnet:
@@ -516,8 +524,7 @@ def _service_parts(settings: NibSettings, network: Network, db: str | Path) -> _
             "tasks; expected it set (off the devnet the judge rules only on registered "
             "tasks). Fix: start it with `nib services up`, which sets it."
         )
-    keystore = Keystore(default_keystore_path(settings.home))
-    owner = keystore.address() if keystore.exists() else None
+    owner = _keystore_owner(settings)
     chain = ChainClient(network.rpc_url, network.chain_id)
     return {
         "tasks": TaskRegistry(db),
@@ -530,11 +537,15 @@ def _service_parts(settings: NibSettings, network: Network, db: str | Path) -> _
     }
 
 
-def chain_fact_reader(rpc_url: str, chain_id: int, usdc: str | None = None) -> FactReader:
+def chain_fact_reader(
+    rpc_url: str, chain_id: int, usdc: str | None = None, owner: str | None = None
+) -> FactReader:
     """What the judge reads from the chain itself to prove an ordered payment's condition:
     the latest base fee or the gas price in gwei, one address's USDC (``usdc``) or ETH
-    balance (None for anything else)."""
+    balance, the agent's own (``owner``, its keystore's address) for "my balance"; None
+    for anything else."""
     from chain.client import ChainClient
+    from judge.mandates import SELF
 
     chain = ChainClient(rpc_url, chain_id)
 
@@ -543,10 +554,11 @@ def chain_fact_reader(rpc_url: str, chain_id: int, usdc: str | None = None) -> F
             return Decimal(int(chain.block("latest").get("baseFeePerGas", 0))).scaleb(-9)
         if cond.fact == "gas_price_gwei":
             return Decimal(chain.gas_price()).scaleb(-9)
-        if cond.fact == "usdc_balance" and cond.subject and usdc:
-            return Decimal(chain.token_balance(usdc, cond.subject)).scaleb(-6)
-        if cond.fact == "eth_balance" and cond.subject:
-            return Decimal(chain.eth_balance(cond.subject)).scaleb(-18)
+        address = owner if cond.subject == SELF else cond.subject
+        if cond.fact == "usdc_balance" and address and usdc:
+            return Decimal(chain.token_balance(usdc, address)).scaleb(-6)
+        if cond.fact == "eth_balance" and address:
+            return Decimal(chain.eth_balance(address)).scaleb(-18)
         return None
 
     return fact_of

@@ -107,7 +107,7 @@ _LATEST = _p(r"\b(?:latest|current|currently|now|newest|most\s+recent|head)\b")
 #: Nouns of the filler list that name a fact when they stand alone in a list ("the number
 #: and the timestamp of the latest block"): never dropped, read or declined by name.
 _BARE_FACT = _p(r"\b(number|height|value|values|data|info|information|total|count)\b")
-_MINE = _p(r"\b(?:my|our|mine|your\s+own|the\s+agent'?s)\b")
+_MINE = _p(r"\b(?:my|our|mine|your\s+own|the\s+agent['’]?s|i|we)\b")
 _REFERS_BACK = _p(r"\b(?:its|it|that|this|same)\b")
 _COMPARE_MAX = _p(r"\b(?:more|most|larger|bigger|higher|greater|richer)\b")
 _COMPARE_MIN = _p(r"\b(?:less|least|fewer|smaller|lower|poorer)\b")
@@ -192,7 +192,7 @@ _FILLER = frozenset(
     then there these this those three thrice times to token two up usdc use using value
     values want was we were what whats which you your eth ether gwei wei moment paid pay
     purchase if needed need s i'd id would held tokens it's what's who count total does did
-    many when native eip involve involves token's usdc's seller sellers market marketplace paywall vendor provider offer offers x402 discover discovery high low big large uses use with unix touched touching involving involved transaction transactions tx happened happen occurred made sent moved less fewer larger bigger higher greater richer smaller lower poorer whose""".split()
+    many when native eip involve involves token's usdc's seller sellers market marketplace paywall vendor wallet agent agent's provider offer offers x402 discover discovery high low big large uses use with unix touched touching involving involved transaction transactions tx happened happen occurred made sent moved less fewer larger bigger higher greater richer smaller lower poorer whose""".split()
 )
 
 _WORD = re.compile(r"[a-z][a-z']*")
@@ -510,7 +510,7 @@ class _FactItems:
         between subjects."""
         if any(h[1].kind == "transfer_max" for h in part.hits):
             return None
-        text = _CONDITION.sub(" ", part.text) if part.condition else part.text
+        text = _CONDITION.sub(" ", part.text)  # "more than 10 USDC" compares with a number
         if _COMPARE_MAX.search(text):
             return "max"
         if _COMPARE_MIN.search(text):
@@ -601,7 +601,9 @@ class _FactItems:
                 )
             ]
         if not subjects:
-            near = _nearest(self.t.addresses, start, end)
+            # A condition's balance is never borrowed from another part (the recipient of
+            # the payment it gates is no subject of it).
+            near = None if part.condition else _nearest(self.t.addresses, start, end)
             if near is None:
                 return [self.out.cannot(fp.label, f"the task names no address for the {fp.label}")]
             subjects = [near]
@@ -631,6 +633,8 @@ class _Reader:
         self.t = _Task(task, network)
         self.out = _Builder()
         self.facts = _FactItems(self.t, self.out)
+        #: The items each sentence made (what a comparison asked back compares).
+        self.by_sentence: dict[int, list[int]] = {}
 
     def _shop(self, shop: Shopping) -> int:
         """The shopping request's one item: the offer it picks of a sold kind about its
@@ -690,34 +694,61 @@ class _Reader:
                     sentence = self.t.sentence(part.sentence)
                     self.out.cannot(sentence, self.t.scope[part.sentence])
                 continue
-            if part.condition and (part.hits or part.leftover):
-                gates.append(self._condition(part))
-            elif part.condition and _CONDITION.search(part.text):
-                # A threshold no fact was read for: named, never dropped (a payment it
-                # gates would otherwise be proposed as if unconditional).
-                gates.append(self._condition(part))
-            elif part.condition:
-                continue  # "... if you need to": no condition on anything
-            elif _SEND.search(part.text):
-                actions.extend(self._sends(part))
-            elif part.hits:
-                self.facts.facts(part)
-            elif part.leftover:
-                self.out.cannot(
-                    part.text,
-                    "the offline planner has no tool or pattern for this "
-                    f"({', '.join(sorted(part.leftover)[:4])})",
-                )
-            elif _PAY_WORD.search(part.text) and (part.subjects or _AMOUNT.search(part.text)):
-                # A payment in another word order ("pay the seller 0x.. 0.10 USDC") is
-                # named as not done, never dropped while the rest is answered.
-                self.out.cannot(part.text, "the offline planner reads a payment only as "
-                                "'send N USDC to 0x...'")  # fmt: skip
+            made = self._part_items(part, gates, actions)
+            self.by_sentence.setdefault(part.sentence, []).extend(made)
         for a in actions:
             if gates:
                 self.out.items[a].setdefault("params", {})["if"] = {"ref": gates[-1]}
         self._units_taken()
         return self._resolve(max_items)
+
+    def _part_items(self, part: _Part, gates: list[int], actions: list[int]) -> list[int]:
+        """The items of one part: a condition (a gate of the orders), orders, facts, a
+        comparison asked back, or why it cannot be read. Nothing is dropped."""
+        if part.condition and (part.hits or part.leftover or _CONDITION.search(part.text)):
+            # A threshold no fact was read for is named, never dropped: a payment it gates
+            # would otherwise be proposed as if unconditional.
+            gates.append(self._condition(part))
+        elif part.condition:
+            pass  # "... if you need to": no condition on anything
+        elif _SEND.search(part.text):
+            actions.extend(self._sends(part))
+        elif part.hits and _CONDITION.search(part.text) and not part.leftover:
+            return [self._condition(part)]  # "Is the base fee above 1 gwei?": true or false
+        elif part.hits:
+            return self.facts.facts(part)
+        elif part.leftover:
+            self.out.cannot(part.text, "the offline planner has no tool or pattern for this "
+                            f"({', '.join(sorted(part.leftover)[:4])})")  # fmt: skip
+        elif _CONDITION.search(part.text):
+            # "Is it above 5 USDC?": a comparison asked, not a condition on an order.
+            self.out.cannot(part.text, "the offline planner compares a fact with a number "
+                            "only as the condition of an order ('if ..., send ...')")  # fmt: skip
+        elif _COMPARE_MAX.search(part.text) or _COMPARE_MIN.search(part.text):
+            return [self._compare_back(part)]  # "..., which holds more?"
+        elif _PAY_WORD.search(part.text) and (part.subjects or _AMOUNT.search(part.text)):
+            # A payment in another word order ("pay the seller 0x.. 0.10 USDC") is named
+            # as not done, never dropped while the rest is answered.
+            self.out.cannot(part.text, "the offline planner reads a payment only as "
+                            "'send N USDC to 0x...'")  # fmt: skip
+        return []
+
+    def _compare_back(self, part: _Part) -> int:
+        """ "the balances of 0xA and 0xB, which holds more?": the comparison of the two
+        values its sentence asked, or why not."""
+        values = [n for n in self.by_sentence.get(part.sentence, ())
+                  if self.out.items[n].get("kind") in VALUE_UNITS]  # fmt: skip
+        kinds = {self.out.items[n]["kind"] for n in values}
+        if len(values) != 2 or len(kinds) != 1:
+            return self.out.cannot(part.text, "a comparison needs exactly two values of one "
+                                   "kind asked in its sentence")  # fmt: skip
+        op = "max" if _COMPARE_MAX.search(part.text) else "min"
+        word = "more" if op == "max" else "less"
+        label = self.out.items[values[0]]["text"].split(" of ")[0]
+        return self.out.add({
+            "text": f"which holds {word} ({label})", "kind": "comparison",
+            "params": {"of": [{"ref": values[0]}, {"ref": values[1]}], "op": op},
+        })  # fmt: skip
 
     def _units_taken(self) -> None:
         """A unit the task asks for ("in wei") that no asked fact can be given in is

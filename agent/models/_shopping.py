@@ -33,8 +33,9 @@ _PICK = "|".join(re.escape(w).replace(r"\ ", r"[\s-]+") for w in sorted(_PICK_WO
 #: The rest of a request's sentence: a "." inside a number or a URL ends no sentence.
 _REST = r"(?:[^.?!;]|\.(?=[\w/:]))*"
 _REQUEST = re.compile(
-    rf"\b(?:buy|purchase|order|get|fetch|pay\s+for)\s+(?:me\s+)?(?:the\s+|a\s+|one\s+)?"
-    rf"(?P<pick>{_PICK})\b(?P<rest>{_REST})",
+    rf"\b(?:buy|purchase|order|get|fetch|pay\s+for)\s+(?:me\s+)?"
+    rf"(?:the\s+|a\s+|one\s+|its\s+|their\s+|(?P<owner>(?:the\s+)?(?:x402\s+)?paywall|"
+    rf"https?://[^\s']+)['’]s\s+)?(?P<pick>{_PICK})\b(?P<rest>{_REST})",
     re.IGNORECASE,
 )
 #: A request to buy without a pick word: "buy the dataset about gas from the paywall",
@@ -78,7 +79,8 @@ _GOODS = frozenset(
 _WHERE = frozenset(
     """about on for of from the a an any in at by to with that which sold sells sell
     offered offers available seller sellers market marketplace x402 local paywall devnet
-    here there you can find listed me please it one""".split()
+    here there you can find listed me please it one has have offers lists carries
+    provides stocks its their whichever""".split()
 )
 _WORD = re.compile(r"[a-z][a-z0-9']*")
 _OWN_CLAUSE = re.compile(
@@ -122,7 +124,11 @@ def read_shopping(
     under = _atomic(bound.group("num")) if bound else None
     if bound:
         clause = clause[: bound.start()] + " " + clause[bound.end() :]
-    seller = _seller(clause)
+    # The seller may be named before the verb ("From the paywall, buy its cheapest ...") or
+    # as the owner ("the paywall's cheapest dataset").
+    before = re.split(r"[.?!;]", task[: found.start()])[-1]
+    owner = m.group("owner") if m is not None else None
+    seller = _seller(clause) or _seller(owner or "") or _seller(before)
     in_clause = _named(clause, symbols) or _named(clause, protocols)
     if m is None and not in_clause and _not_a_pick(task, seller, under, symbols, protocols):
         return None  # "buy the premium report": a question the vocabulary reads
@@ -130,8 +136,13 @@ def read_shopping(
     sym = _named(clause, symbols)
     proto = _named(clause, protocols)
     clause = _URL.sub(" ", clause)
-    words = [w for w in _WORD.findall(clause.lower()) if w not in _GOODS and w not in _WHERE]
+    words = [re.sub(r"['’]s$", "", w) for w in _WORD.findall(clause.lower())]
+    words = [w for w in words if w not in _GOODS and w not in _WHERE]
     unknown = tuple(w for w in words if w not in {s.lower() for s in (*symbols, *protocols)})
+    if unknown and about is None and not (sym or proto) and seller not in (None, "market"):
+        # "the gas dataset", "the transfer statistics" of a named seller: what the offer is
+        # about, matched against its catalog (a word it matches nothing of is named there).
+        about, unknown = " ".join(unknown), ()
     kind, subject = None, None
     if sym:
         kind, subject = "token_factsheet", sym

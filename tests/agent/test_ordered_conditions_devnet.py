@@ -11,7 +11,7 @@ import pytest
 from chain.client import ChainClient
 from tests.agent._nib_devnet import own_devnet, run_json, settled_rows
 
-HOLDER, PAID, NOT_PAID, ETH_PAID = ("0x" + c * 40 for c in ("4", "5", "6", "7"))
+HOLDER, PAID, NOT_PAID, ETH_PAID, MINE_PAID = ("0x" + c * 40 for c in "45678")
 
 
 @pytest.fixture(scope="module")
@@ -47,3 +47,9 @@ def test_a_payment_ordered_on_an_address_balance_settles_only_when_the_balance_h
     assert eth["returncode"] == 0 and eth["finished"], eth["answer"]
     assert chain.token_balance(usdc, ETH_PAID) == 20_000
     assert f"ETH balance of {wallet}:" in eth["answer"], eth["answer"]
+
+    # "my balance": the agent's own wallet; the planner and the judge both read it.
+    mine = run_json(home, f"If my USDC balance is above 5 USDC, send 0.02 USDC to {MINE_PAID}.")
+    assert mine["returncode"] == 0 and mine["finished"], mine["answer"]
+    assert chain.token_balance(usdc, MINE_PAID) == 20_000
+    assert "USDC balance of the agent's wallet:" in mine["answer"], mine["answer"]

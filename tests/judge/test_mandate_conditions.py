@@ -25,6 +25,21 @@ EMPTY = "0x00000000000000000000000000000000000000e1"
 
 
 @pytest.mark.parametrize(
+    "order",
+    [f"If my USDC balance is above 5, send 0.02 USDC to {SELLER}.",
+     f"If I hold more than 5 USDC, send 0.02 USDC to {SELLER}.",
+     f"if the agent's balance is over 5 USDC, send 0.02 USDC to {SELLER}"],
+)  # fmt: skip
+def test_a_condition_on_the_agents_own_balance_names_its_wallet(order: str) -> None:
+    from judge.mandates import SELF
+
+    (mandate,) = mandates_in(order)
+    cond = mandate.condition
+    assert cond is not None and (cond.fact, cond.subject, cond.op) == ("usdc_balance", SELF, ">")
+    assert Mandate.from_wire(mandate.to_wire()) == mandate
+
+
+@pytest.mark.parametrize(
     ("order", "fact", "op", "threshold"),
     [
         (f"If {HOLDER} holds more than 10 USDC, send 0.02 USDC to {SELLER}.", "usdc_balance", ">", "10"),
@@ -66,9 +81,10 @@ def test_a_balance_condition_from_the_wire_without_an_address_is_unreadable() ->
 
 
 def _judge(signer: VerdictSigner, anvil, order: str) -> Judge:  # type: ignore[no-untyped-def]
+    reader = chain_fact_reader(anvil.rpc_url, anvil.chain_id, anvil.usdc, dev_account(AGENT).address)
     judge = Judge(
         signer, allowed_assets={31337: [anvil.usdc]}, balance_of=lambda asset: 5_000_000,
-        require_task=True, fact_of=chain_fact_reader(anvil.rpc_url, anvil.chain_id, anvil.usdc),
+        require_task=True, fact_of=reader,
     )
     judge.register_task(TaskLimits(**{**TASK.to_wire(), "mandates": mandates_in(order)}))  # type: ignore[arg-type]
     return judge
@@ -93,6 +109,12 @@ def test_the_judge_reads_the_balance_from_the_chain_and_approves_only_when_it_ho
 
     eth = _judge(signer, chain, f"If {agent} has at least 1 ETH, send 0.25 USDC to {SELLER}.")
     assert eth.decide(_order(250_000)).decision == "approve"  # type: ignore[arg-type]
+
+    # "my balance": the agent's own wallet, read by the judge from its keystore's address.
+    mine = _judge(signer, chain, f"If my USDC balance is under 1 USDC, send 0.25 USDC to {SELLER}.")
+    refused_mine = mine.decide(_order(250_000))  # type: ignore[arg-type]
+    assert refused_mine.decision == "refuse"
+    assert f"the judge read usdc_balance of the agent's wallet {shown} < 1: false" in refused_mine.reason
 
     # A model that sends anyway when the balance does not hold: refused, the value named.
     unmet = _judge(signer, chain, f"If {EMPTY} holds more than 1 USDC, send 0.25 USDC to {SELLER}.")

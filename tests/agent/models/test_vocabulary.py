@@ -404,3 +404,39 @@ def test_a_request_naming_its_subject_or_its_resource_is_no_pick_among_offers(ta
     second over POST)."""
     kinds = [(i["kind"], i.get("params", {}).get("symbol")) for i in extract_checklist(task)]
     assert ("token_factsheet", "USDC") in kinds and all(k for k, _ in kinds), kinds
+
+
+@pytest.mark.parametrize(
+    "task",
+    [f"If I hold more than 5 USDC, send 0.01 USDC to {_TO}.",
+     f"If my balance is over 5 USDC, send 0.01 USDC to {_TO}.",
+     f"if the agent's balance is over 5 USDC, send 0.01 USDC to {_TO}"],
+)  # fmt: skip
+def test_a_payment_ordered_on_the_agents_own_balance_reads_its_wallet_never_the_recipients(
+    task: str,
+) -> None:
+    items = extract_checklist(task)
+    assert items[0]["kind"] == "usdc_balance" and items[0]["params"] == {"wallet": "self"}, items
+    assert items[1]["params"] == {"of": "c1", "op": ">", "than": "5"}
+    assert items[2]["params"]["if"] == "c2"
+
+
+def test_a_condition_naming_no_address_borrows_none_from_the_payment() -> None:
+    items = extract_checklist(f"If the USDC balance is above 5, send 1 USDC to {_TO}.")
+    assert items[0]["unanswerable"] == "the task names no address for the USDC balance"
+    assert items[2]["params"]["if"] == "c2" and items[1]["kind"] is None
+
+
+@pytest.mark.parametrize(
+    ("task", "kinds"),
+    [
+        ("Is the base fee above 1 gwei?", ["base_fee_gwei", "condition"]),
+        (f"Does {_HOLDER} hold more than 5 USDC?", ["usdc_balance", "condition"]),
+        (f"What is the USDC balance of {_HOLDER} and {_TO}, which holds more?",
+         ["usdc_balance", "usdc_balance", "comparison"]),
+        (f"What is the USDC balance of {_HOLDER}? Is it above 5 USDC?", ["usdc_balance", None]),
+        ("What is the base fee? Which is bigger?", ["base_fee_gwei", None]),
+    ],
+)  # fmt: skip
+def test_a_comparison_asked_is_answered_or_named_never_dropped(task: str, kinds: list[str | None]) -> None:
+    assert [i["kind"] for i in extract_checklist(task)] == kinds
