@@ -278,6 +278,49 @@ def test_a_live_agent_cannot_hold_nonce_numbers_past_one_lease(arena: Arena, cas
     _watch_a_hold(arena, arena.start_attack(case, arena.task(), seconds=2.5 * LEASE_S))
 
 
+def test_another_tasks_transfers_go_through_while_an_agent_holds_a_number_below_them(arena: Arena) -> None:
+    """An outside red team's C3r, from the victim's side: while the attacker holds a
+    number (giving it back and claiming it again every second), another task's direct
+    transfers above it waited 30 s and were discarded above a gap. Now the wallet fills a
+    number another confined task holds up (a 0-ETH transaction to itself, metered to the
+    holder's task) once the transfer has waited its turn, and every transfer is mined."""
+    import time
+
+    from tests._support import lying_transfer
+
+    victim, attacker_task = arena.task(cap=20 * CAP), arena.task()
+    judge = JudgeClient(arena.services["judge_url"], token=victim[1], timeout_s=30)
+    w3 = arena.chain.w3
+    attacker = arena.start_attack("reclaim", attacker_task, seconds=1.5 * LEASE_S)
+    assert attacker.stdout is not None
+    line = attacker.stdout.readline()
+    assert line.startswith("HOLDING ") and '"ok ' in line, (line, attacker.stderr.read() if attacker.stderr else "")
+    paid_before, sent = arena.balance(), []
+    start = time.monotonic()
+    while time.monotonic() - start < 1.5 * LEASE_S:
+        n = arena.wallet.nonces.allocate()
+        tx, request = lying_transfer(w3, arena.info["usdc"], arena.info["chain_id"], SELLER_ADDR, 1, n,
+                                     task_id=victim[0])
+        verdict = judge.decide(request)
+        assert verdict.decision == "approve", verdict.reason
+        signed = arena.wallet.sign_transaction(tx, verdict, run_id=victim[0], cap=20 * CAP)
+        sent.append(_outcome(lambda s=signed: arena.wallet.send_transaction(s).status))
+    out, _ = attacker.communicate(timeout=120)
+    report = json.loads(out.splitlines()[-1])
+    assert report["held"] > 0, report  # it did hold its number at first
+    assert len(sent) >= 2 and all(o == "ok 1" for o in sent), ([o for o in sent if o != "ok 1"][:2], len(sent), report)
+    assert arena.balance() - paid_before == len(sent), sent  # read back from the chain
+    # The fillers' gas is the holder's: metered to the attacker's task, never the victim's.
+    assert arena.wallet.meter.usage(attacker_task[0]).gas_usdc > 0, report
+
+
+def _outcome(fn: Any) -> str:
+    try:
+        return f"ok {fn()}"
+    except Exception as exc:  # noqa: BLE001 - the outcome is the point
+        return f"refused {type(exc).__name__}: {str(exc)[:300]}"
+
+
 def _watch_a_hold(arena: Arena, attacker: subprocess.Popen[str]) -> None:
     import time
 

@@ -12,6 +12,7 @@ from web3.types import TxReceipt
 
 from wallet.core import WalletCore, spend_event
 from wallet.errors import SendFailed
+from wallet.gaps import fill_foreign
 from wallet.meter import Reservation
 from wallet.nonces import wait_for_lower_nonces
 from wallet.signed import SentTx, SignedTx
@@ -96,9 +97,15 @@ class Broadcaster:
         sent; discard (nonce released, spend failed) and refuse a transaction whose nonce
         sits above a gap, or above a number still unsent after ORDER_WAIT_S: the node
         would keep it in its pool unmined."""
+        self._core.nonces.keep_while_sending(signed.nonce, 2 * ORDER_WAIT_S)
         gap, waiting = wait_for_lower_nonces(
             self._core.nonces, signed.nonce, ORDER_WAIT_S, ORDER_POLL_S
         )
+        if (gap or waiting) and fill_foreign(self._core, signed.run_id, [*gap, *waiting]):
+            # Another task held those numbers up: filled, so this transfer is next.
+            gap, waiting = wait_for_lower_nonces(
+                self._core.nonces, signed.nonce, ORDER_WAIT_S, ORDER_POLL_S
+            )
         if not gap and not waiting:
             return
         if gap:

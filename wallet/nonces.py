@@ -130,6 +130,9 @@ class _State:
     used: dict[str, list[float]] = field(default_factory=dict)
     #: Groups whose current stretch has given a number back or let one run out unsent.
     wasted: set[str] = field(default_factory=set)
+    #: Free number -> the groups (tasks) of the bounded holder that gave it back or let
+    #: it run out unsent: another task's transfer above it may fill it (wallet.gaps).
+    freed_by: dict[int, list[str]] = field(default_factory=dict)
 
     def lease_end(self, g: str, now: float) -> float:
         """When group ``g``'s numbers held now (or taken now) stop being its own."""
@@ -146,6 +149,7 @@ class _State:
             self.groups[n] = list(groups)
         self.in_flight[n] = holder
         self.until[n] = until
+        self.freed_by.pop(n, None)
 
     def check_bound(self, groups: tuple[str, ...], now: float) -> None:
         """NonceHoldRefused when ``groups`` may take no number now (see MAX_HELD)."""
@@ -174,6 +178,8 @@ class _State:
         out; a bounded group's stretch that ends with a number unsent is used up in full."""
         self.in_flight.pop(n, None)
         self.until.pop(n, None)
+        if (expired or unsent) and self.groups.get(n):
+            self.freed_by[n] = list(self.groups[n])
         for g in self.groups.pop(n, []):
             if expired:  # a lease that ran out unsent: the task waits BAR_LEASES leases
                 self.barred[g] = max(self.barred.get(g, 0.0), now + BAR_LEASES * NONCE_LEASE_S)
@@ -198,7 +204,8 @@ class _State:
              "until": {str(n): t for n, t in self.until.items()},
              "groups": {str(n): g for n, g in self.groups.items()},
              "since": self.since, "barred": self.barred, "used": self.used,
-             "wasted": sorted(self.wasted)}
+             "wasted": sorted(self.wasted),
+             "freed_by": {str(n): g for n, g in self.freed_by.items()}}
         )  # fmt: skip
 
     @classmethod
@@ -213,8 +220,9 @@ class _State:
         since = {str(g): float(t) for g, t in raw.get("since", {}).items()}
         barred = {str(g): float(t) for g, t in raw.get("barred", {}).items()}
         used = {str(g): [float(u[0]), float(u[1])] for g, u in raw.get("used", {}).items()}
+        freed_by = {int(n): [str(g) for g in gs] for n, gs in raw.get("freed_by", {}).items()}
         return cls(raw["next"], free, in_flight, sent, until, groups, since, barred, used,
-                   {str(g) for g in raw.get("wasted", [])})
+                   {str(g) for g in raw.get("wasted", [])}, freed_by)
 
 
 def holder_state(holder: str) -> Literal["alive", "gone", "unknown"]:
@@ -326,6 +334,7 @@ class NonceManager:
         st.free = [n for n in range(pending, top) if n not in held]
         heapq.heapify(st.free)
         st.next = top
+        st.freed_by = {n: g for n, g in st.freed_by.items() if n in st.free}
         return pending
 
     def allocate(self) -> int:
@@ -420,6 +429,37 @@ class NonceManager:
             pending = self._sync(st)
             lower = [k for k in range(pending, n) if k not in st.sent]
             return [k for k in lower if k not in st.in_flight], [k for k in lower if k in st.in_flight]
+
+    def keep_while_sending(self, n: int, seconds: float) -> None:
+        """``n``, held for a send about to wait its turn, is not freed by its lease for
+        ``seconds`` more (a bounded holder's lease is left as it is: its task's bound)."""
+        with self._state() as st:
+            if n in st.in_flight and n not in st.groups:
+                st.until[n] = max(st.until.get(n, 0.0), time.time() + seconds)
+
+    def take_over(self, n: int, task: str) -> list[str] | None:
+        """Take ``n`` for the wallet itself (to fill it: wallet.gaps) when another confined
+        task than ``task`` holds it unsent, or gave it back and no one took it since; the
+        groups (tasks) it is taken from, else None (free of any, sent, or ``task``'s own).
+        The holder's stretch counts as given back (see MAX_HELD)."""
+        with self._state() as st:
+            self._sync(st)
+            now = time.time()
+            if n in st.in_flight:
+                owners = st.groups.get(n)
+                if not owners or task in owners:
+                    return None
+                st.drop(n, unsent=True, now=now)
+            elif n in st.free and st.freed_by.get(n) and task not in st.freed_by[n]:
+                owners = st.freed_by[n]
+                st.free.remove(n)
+                heapq.heapify(st.free)
+            else:
+                return None
+            st.freed_by.pop(n, None)
+            st.in_flight[n] = self._holder()
+            st.until[n] = now + NONCE_LEASE_S
+            return list(owners)
 
     def recover(self, holder: str) -> list[int]:
         """Give back the numbers a dead ``holder`` (a killed worker) left in flight.
