@@ -12,7 +12,7 @@ import difflib
 import os
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from pydantic import (
     BaseModel,
@@ -20,7 +20,6 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
-    create_model,
     field_validator,
 )
 from pydantic.fields import FieldInfo
@@ -50,18 +49,24 @@ def _limit_overrides() -> type[BaseModel]:
     """One optional field per field of :class:`Limits`, same type, same bounds: derived,
     so a new limit is overridable (``[limits]`` in TOML, ``NIB_LIMITS__MAX_STEPS`` in the
     env) without a second list to keep in step."""
-    fields: dict[str, Any] = {}  # pydantic's create_model types a field definition with Any
+    # A class statement made at run time (what create_model does): create_model's
+    # **field_definitions admit no one static type, its own keywords share the mapping.
+    annotations: dict[str, object] = {}
+    namespace: dict[str, object] = {
+        "__module__": __name__,
+        "__qualname__": "LimitOverrides",
+        "__doc__": "Per-limit overrides; every field of Limits, None meaning not overridden.",
+        "__annotations__": annotations,
+        "model_config": ConfigDict(extra="forbid"),
+    }
     for f in dataclasses.fields(Limits):
-        bound = (
+        annotations[f.name] = type(f.default) | None
+        namespace[f.name] = (
             Field(default=None, ge=0) if f.name in ZERO_OK else Field(default=None, gt=0)
         )
-        fields[f.name] = (type(f.default) | None, bound)
-    return create_model(
-        "LimitOverrides",
-        __config__=ConfigDict(extra="forbid"),
-        __doc__="Per-limit overrides; every field of Limits, None meaning not overridden.",
-        **fields,
-    )
+    model = type("LimitOverrides", (BaseModel,), namespace)
+    assert issubclass(model, BaseModel)  # BaseModel's metaclass made it
+    return model
 
 
 if TYPE_CHECKING:

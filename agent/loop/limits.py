@@ -9,8 +9,8 @@ follows where the model runs (ADR 0058: local endpoint -> ``local-guarded``, hos
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal, get_args
+from dataclasses import asdict, dataclass, fields
+from typing import Literal, get_args
 
 from pydantic import TypeAdapter
 
@@ -75,7 +75,7 @@ class Limits:
                     f"Fix: set {f.name} to a value > 0 (default {getattr(Limits, f.name)})."
                 )
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, int | float]:
         return asdict(self)
 
     @classmethod
@@ -153,7 +153,7 @@ def default_profile(model_local: bool) -> Profile:
 
 
 def limits_for(
-    profile: str | None = None, *, model_local: bool = False, **overrides: Any
+    profile: str | None = None, *, model_local: bool = False, **overrides: float | None
 ) -> tuple[Profile, Limits]:
     """Resolve a profile name (or the default for the model) plus explicit overrides.
 
@@ -181,4 +181,6 @@ def limits_for(
     # quarter and a half of it, PROVENANCE): a 5 USDC task may buy a 1.25 USDC fact sheet.
     chosen.setdefault("per_call_cap_usdc", cap // PER_CALL_SHARE)
     chosen.setdefault("approval_threshold_usdc", cap // APPROVAL_SHARE)
-    return name, replace(PROFILES[name], **chosen)
+    # asdict + the overrides, not replace(**chosen): the fields mix int and float, so a
+    # name-keyed dict has no one static type; __post_init__ checks each value, as before.
+    return name, Limits(**(asdict(PROFILES[name]) | chosen))

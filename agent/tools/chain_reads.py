@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 from eth_utils import is_checksum_address, to_checksum_address
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
@@ -81,7 +81,7 @@ def _tx_hash(value: str) -> str:
     return value.lower()
 
 
-def _strip(value: Any) -> Any:
+def _strip(value: object) -> object:
     return value.strip() if isinstance(value, str) else value
 
 
@@ -200,11 +200,11 @@ async def _read(fn: Callable[[], T]) -> T:
 class _FreeRead(Tool):
     kind = "free"
 
-    def _obs(self, summary: str, data: dict[str, Any], facts: dict[str, str]) -> Observation:
+    def _obs(self, summary: str, data: dict[str, object], facts: dict[str, str]) -> Observation:
         return Observation(tool=self.name, ok=True, summary=summary, data=data, facts=facts)
 
     def _obs_for(
-        self, summary: str, data: dict[str, Any], facts: dict[str, str], params: dict[str, str]
+        self, summary: str, data: dict[str, object], facts: dict[str, str], params: dict[str, str]
     ) -> Observation:
         """An observation whose facts hold for ``params`` resolved by the tool."""
         return Observation(
@@ -252,7 +252,7 @@ class GasPriceTool(_FreeRead):
     args_model = NoArgs
     facts = ("gas_price_gwei",)
 
-    async def run(self, args: Any, ctx: ToolContext) -> Observation:
+    async def run(self, args: NoArgs, ctx: ToolContext) -> Observation:
         wei = await _read(ctx.chain.gas_price)
         gwei = format_gwei(wei)
         return self._obs(
@@ -335,7 +335,7 @@ class TokenBalanceTool(_FreeRead):
     args_model = TokenBalanceArgs
     facts = ("usdc_balance",)
 
-    def facts_for(self, args: Any) -> tuple[str, ...]:
+    def facts_for(self, args: BaseModel) -> tuple[str, ...]:
         # Without a token the read is USDC's; with one we cannot know before the call.
         return self.facts if getattr(args, "token", None) is None else ()
 
