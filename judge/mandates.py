@@ -22,14 +22,19 @@ from typing import Literal
 
 __all__ = [
     "BALANCE_FACTS",
+    "CONDITION_WORDS",
     "SELF",
     "ConditionFact",
     "FactReader",
     "Mandate",
     "MandateCondition",
+    "OP_WORDS",
+    "THRESHOLD_OPS",
     "mandate_for",
     "mandates_in",
+    "normalize_thresholds",
     "rule_on_mandate",
+    "threshold_op",
     "unordered",
 ]
 
@@ -50,15 +55,57 @@ _ADDR = r"0x[0-9a-fA-F]{40}(?![0-9a-fA-F])"
 _SEND = re.compile(
     rf"\b(?:send|transfer|pay|give)\s+(\d+(?:\.\d+)?)\s*usdc\s+to\s+({_ADDR})", re.IGNORECASE
 )
-_IF = re.compile(r"\b(?:if|when|provided(?:\s+that)?|as\s+long\s+as|only\s+if)\b", re.IGNORECASE)
-_COND = re.compile(
-    r"\b(base[\s-]*fee|gas\s+price)\b[^.;!?0-9]{0,30}?"
-    r"(<=|>=|<|>|below|under|less\s+than|lower\s+than|at\s+most|above|over|more\s+than|"
-    r"greater\s+than|higher\s+than|at\s+least)\s*(\d+(?:\.\d+)?)\s*(gwei|wei)?",
+#: The words that open a condition. One home: the offline planner splits a task on them.
+CONDITION_WORDS = ("only if", "if", "provided that", "provided", "providing that",
+                   "assuming that", "assuming", "as long as", "on condition that",
+                   "so long as", "whenever", "when", "until")  # fmt: skip
+_IF = re.compile(
+    r"\b(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in CONDITION_WORDS) + r")\b",
     re.IGNORECASE,
 )
-_OP_WORDS = (r"<=|>=|<|>|below|under|less\s+than|lower\s+than|at\s+most|above|over|more\s+than|"
-             r"greater\s+than|higher\s+than|at\s+least|exceeds?")
+#: Threshold words and the comparison each means. One home: the offline planner reads a
+#: task's conditions with these too (agent/models/_factpatterns.py).
+THRESHOLD_OPS: dict[str, str] = {
+    "below": "<", "under": "<", "less than": "<", "lower than": "<", "smaller than": "<",
+    "fewer than": "<", "at most": "<=", "no more than": "<=", "not more than": "<=",
+    "above": ">", "over": ">", "more than": ">", "greater than": ">", "higher than": ">",
+    "exceeds": ">", "exceed": ">", "at least": ">=", "no less than": ">=",
+    "not less than": ">=",
+}  # fmt: skip
+#: The threshold words as a regex alternation, longest first ("no more than" before "more
+#: than"), each on word boundaries; with the symbols.
+OP_WORDS = "<=|>=|<|>|" + "|".join(
+    r"\b" + re.escape(w).replace(r"\ ", r"\s+") + r"\b"
+    for w in sorted(THRESHOLD_OPS, key=len, reverse=True)
+)
+_NUMBER_UNIT = r"(\d+(?:\.\d+)?\s*(?:usdc|eth|ether|gwei|wei)?)"
+_POSTFIX = (
+    (re.compile(r"\b(?:greater|more|higher)\s+than\s+or\s+equal\s+to\b", re.I), "at least"),
+    (re.compile(r"\b(?:less|lower|fewer|smaller)\s+than\s+or\s+equal\s+to\b", re.I), "at most"),
+    (re.compile(_NUMBER_UNIT + r"\s+or\s+(?:more|above|greater|higher)\b", re.I), r"at least \1"),
+    (re.compile(_NUMBER_UNIT + r"\s+or\s+(?:less|below|fewer|lower)\b", re.I), r"at most \1"),
+)
+
+
+def normalize_thresholds(text: str) -> str:
+    """Thresholds written after their number or with "or equal to" made one form: "10 USDC
+    or more" and "greater than or equal to 10 USDC" -> "at least 10 USDC"."""
+    for regex, rewrite in _POSTFIX:
+        text = regex.sub(rewrite, text)
+    return text
+
+
+def threshold_op(words: str) -> str:
+    """The comparison a threshold word means ("more than" -> ">"), or the symbol itself."""
+    return THRESHOLD_OPS.get(re.sub(r"\s+", " ", words.lower()), words)
+
+
+_COND = re.compile(
+    r"\b(base[\s-]*fee|gas\s+price)\b[^.;!?0-9]{0,30}?"
+    rf"({OP_WORDS})\s*(\d+(?:\.\d+)?)\s*(gwei|wei)?",
+    re.IGNORECASE,
+)
+_OP_WORDS = OP_WORDS
 #: "0x.. holds more than 10 USDC", "the USDC balance of 0x.. is above 10", "0x..'s ETH
 #: balance is at least 1 ETH": one address's balance against a number.
 _BALANCE = re.compile(
@@ -70,9 +117,6 @@ _BALANCE = re.compile(
     rf"(?P<op>{_OP_WORDS})\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit2>usdc|eth|ether|wei)?\b",
     re.IGNORECASE,
 )
-_OPS = {"below": "<", "under": "<", "less than": "<", "lower than": "<", "at most": "<=",
-        "above": ">", "over": ">", "more than": ">", "greater than": ">", "higher than": ">",
-        "at least": ">=", "exceeds": ">", "exceed": ">"}  # fmt: skip
 _SENTENCE = re.compile(r"(?<=[.;!?])\s+")
 
 
@@ -159,6 +203,9 @@ def _condition(sentence: str) -> MandateCondition | None:
     """The condition of a sentence that orders a payment (None: it has no "if" clause)."""
     if not _IF.search(sentence):
         return None
+    if len(re.findall(rf"(?:{OP_WORDS})\s*\d", sentence, re.IGNORECASE)) > 1:
+        # "if A and B", "if A or B": one mandate proves one condition, never half of two.
+        return MandateCondition("unreadable", "", Decimal(0), sentence.strip())
     balance = _balance_condition(sentence)
     if balance is not None:
         return balance
@@ -169,7 +216,7 @@ def _condition(sentence: str) -> MandateCondition | None:
     threshold = Decimal(m.group(3))
     if (m.group(4) or "").lower() == "wei":
         threshold = threshold.scaleb(-9)
-    op = _OPS.get(re.sub(r"\s+", " ", m.group(2).lower()), m.group(2))
+    op = threshold_op(m.group(2))
     return MandateCondition(fact, op, threshold, m.group(0).strip())
 
 
@@ -191,7 +238,7 @@ def _balance_condition(sentence: str) -> MandateCondition | None:
             threshold = threshold.scaleb(-18)
     else:  # no unit, or USDC and ETH both: which balance is meant is not said
         return MandateCondition("unreadable", "", Decimal(0), m.group(0).strip())
-    op = _OPS.get(re.sub(r"\s+", " ", m.group("op").lower()), m.group("op"))
+    op = threshold_op(m.group("op"))
     subject = SELF if m.group("mine") else (m.group("addr1") or m.group("addr2")).lower()
     return MandateCondition(fact, op, threshold, m.group(0).strip(), subject)
 
@@ -200,7 +247,7 @@ def mandates_in(task: str) -> tuple[Mandate, ...]:
     """The payments ``task`` orders, in order. Only the user's task text may be given here:
     text from a model or a tool never becomes a mandate."""
     out: list[Mandate] = []
-    for sentence in _SENTENCE.split(task):
+    for sentence in _SENTENCE.split(normalize_thresholds(task)):
         sends = list(_SEND.finditer(sentence))
         if not sends:
             continue

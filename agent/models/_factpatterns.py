@@ -32,6 +32,7 @@ from agent.models.vocabulary import (
     compile_phrase,
 )
 from chain.money import format_usdc
+from judge.mandates import CONDITION_WORDS, OP_WORDS, normalize_thresholds, threshold_op
 
 __all__ = [
     "ADDRESS",
@@ -111,16 +112,7 @@ _MINE = _p(r"\b(?:my|our|mine|your\s+own|the\s+agent['’]?s|i|we)\b")
 _REFERS_BACK = _p(r"\b(?:its|it|that|this|same)\b")
 _COMPARE_MAX = _p(r"\b(?:more|most|larger|bigger|higher|greater|richer)\b")
 _COMPARE_MIN = _p(r"\b(?:less|least|fewer|smaller|lower|poorer)\b")
-_CONDITION = _p(
-    r"(<=|>=|<|>|\bbelow\b|\bunder\b|\bless\s+than\b|\blower\s+than\b|\bsmaller\s+than\b|"
-    r"\bat\s+most\b|\babove\b|\bover\b|\bmore\s+than\b|\bgreater\s+than\b|\bhigher\s+than\b|"
-    r"\bexceeds?\b|\bat\s+least\b)\s*(\d+(?:\.\d+)?)\s*(gwei|wei|usdc|ether|eth)?"
-)
-_OPS = {
-    "below": "<", "under": "<", "less than": "<", "lower than": "<", "smaller than": "<",
-    "at most": "<=", "above": ">", "over": ">", "more than": ">", "greater than": ">",
-    "higher than": ">", "exceeds": ">", "exceed": ">", "at least": ">=",
-}  # fmt: skip
+_CONDITION = _p(rf"({OP_WORDS})\s*(\d+(?:\.\d+)?)\s*(gwei|wei|usdc|ether|eth)?")
 #: Words that change what is asked in a way no fact kind here can take ("average", a
 #: year): a part holding one outside a matched phrase is not answered.
 _MODIFIER = _p(
@@ -173,7 +165,11 @@ def _count(word: str) -> int:
     return int(word) if word.isdigit() else _NUMBER_WORDS[word.lower()]
 
 
-_CONNECTOR = _p(r"(?:^|\s+)(only\s+if|if|provided\s+that|as\s+long\s+as|whenever|when|until)\s+")
+_CONNECTOR = _p(
+    r"(?:^|\s+)("
+    + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in CONDITION_WORDS)
+    + r")\s+"
+)
 _SPLIT = _p(
     r"\?|;|!|\.(?:\s+|$)|,\s*(?:and\s+|but\s+|then\s+|also\s+|plus\s+)?|"
     r"\s+(?:and|then|also|plus|but)\s+"
@@ -225,6 +221,7 @@ def _normalize(task: str) -> tuple[str, list[str]]:
     -> "block latest-1"), and presentation phrases ("expressed in gwei") taken out: (the
     text, the units and formats they named)."""
     text = re.sub(r"\bblock\s+(?:number\s+|#\s*|no\.?\s*)(\d+)", r"block \1", task, flags=re.I)
+    text = normalize_thresholds(text)  # "10 USDC or more" -> "at least 10 USDC"
     text = re.sub(
         r"\bbetween\s+blocks?\s+(\d+)\s+and\s+(?:block\s+)?(\d+)",
         r"in blocks \1 to \2",
@@ -233,8 +230,9 @@ def _normalize(task: str) -> tuple[str, list[str]]:
     )
     for regex, rewrite in _RELATIVE:
         text = regex.sub(rewrite, text)
-    # "the local paywall" is the paywall (a seller, named as such; "local" asks nothing).
-    text = re.sub(r"\blocal\s+(?=(?:x402\s+)?paywall\b)", "", text, flags=re.I)
+    # "the local (x402) paywall" is the paywall: a seller, named as such; "local" asks
+    # nothing, and "x402" there is no protocol's name.
+    text = re.sub(r"\b(?:local\s+)?(?:x402\s+)?(?=paywall\b)", "", text, flags=re.I)
     units: list[str] = []
     for shape, unit in PRESENTATION:
         for m in re.finditer(shape, text, re.I):
@@ -434,6 +432,7 @@ class _Task:
             _read_part(part, bool(self.hashes))
         self._read_bare_facts()
         self._merge_subject_only_parts()
+        self._continue_conditions()
         self.scope = _scope_words(self.task, self.parts, self.network)
 
     def sentence(self, n: int) -> str:
@@ -460,6 +459,16 @@ class _Task:
                 part.hits.append((m.start(), _BLOCK_NUMBER, m.group(0)))
             else:
                 part.leftover.update(b.group(1).lower() for b in bare)
+
+    def _continue_conditions(self) -> None:
+        """ "If 0xA holds over 5 USDC and the base fee is under 100 gwei, send ...": a
+        threshold part after a condition, before the order, is a condition too."""
+        for n, part in enumerate(self.parts):
+            prev = self.parts[n - 1] if n else None
+            if (prev is not None and prev.condition and prev.sentence == part.sentence
+                    and not part.condition and _CONDITION.search(part.text)
+                    and not _SEND.search(part.text)):  # fmt: skip
+                part.condition = True
 
     def _merge_subject_only_parts(self) -> None:
         """ "balances of 0xA and 0xB": a part holding only addresses joins its neighbour."""
@@ -682,8 +691,8 @@ class _Reader:
                              "params": params})  # fmt: skip
 
     def items(self, max_items: int) -> list[dict[str, Any]]:
-        gates: list[int] = []
-        actions: list[int] = []
+        gates: dict[int, list[int]] = {}
+        actions: dict[int, list[int]] = {}
         declined: set[int] = set()
         if self.t.shopping:
             self._shop(self.t.shopping)
@@ -694,13 +703,25 @@ class _Reader:
                     sentence = self.t.sentence(part.sentence)
                     self.out.cannot(sentence, self.t.scope[part.sentence])
                 continue
-            made = self._part_items(part, gates, actions)
+            made = self._part_items(part, gates.setdefault(part.sentence, []),
+                                    actions.setdefault(part.sentence, []))  # fmt: skip
             self.by_sentence.setdefault(part.sentence, []).extend(made)
-        for a in actions:
-            if gates:
-                self.out.items[a].setdefault("params", {})["if"] = {"ref": gates[-1]}
+        for at, orders in actions.items():
+            self._gate(orders, gates.get(at) or [])
         self._units_taken()
         return self._resolve(max_items)
+
+    def _gate(self, orders: list[int], gates: list[int]) -> None:
+        """The orders of a sentence wait for its condition (the judge reads a mandate's
+        condition from the same sentence). An order on several conditions is named as not
+        read: never made on one of them alone."""
+        for n in orders:
+            if len(gates) == 1:
+                self.out.items[n].setdefault("params", {})["if"] = {"ref": gates[0]}
+            elif gates:
+                self.out.items[n] = {"text": self.out.items[n]["text"], "kind": None,
+                                     "unanswerable": "an order on several conditions is not "
+                                     "read; order on one condition per sentence"}  # fmt: skip
 
     def _part_items(self, part: _Part, gates: list[int], actions: list[int]) -> list[int]:
         """The items of one part: a condition (a gate of the orders), orders, facts, a
@@ -793,7 +814,7 @@ class _Reader:
         if unit and unit != want:
             return self.out.cannot(f"condition: {part.text}", f"{unit} is not the unit of "
                                    f"{source['text']} ({want or 'a count'})")  # fmt: skip
-        op = _OPS.get(re.sub(r"\s+", " ", m.group(1).lower()), m.group(1))
+        op = threshold_op(m.group(1))
         return self.out.add({
             "text": f"{source['text']} {op} {threshold} {want}".strip(), "kind": "condition",
             "params": {"of": {"ref": values[0]}, "op": op, "than": str(threshold)},

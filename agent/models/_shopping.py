@@ -63,11 +63,18 @@ _URL = re.compile(r"https?://[^\s'\"<>),;]+", re.IGNORECASE)
 _MARKET = re.compile(r"\b(?:market|marketplace|x402)\b", re.IGNORECASE)
 #: "... and tell me what it contains": how the request asks for the contents (part of it).
 _CONTENTS = re.compile(
-    r"(?:,\s*|\s+)?(?:and\s+|then\s+)*(?:(?:please\s+)?(?:tell|show|give)\s+me\s+)?"
-    r"(?:what(?:'s|\s+is)?\s+(?:it|that|the\s+\w+)\s+(?:contains|holds|has|says)|"
-    r"what(?:'s|\s+is)\s+in\s+(?:it|there)|its\s+contents|the\s+contents|"
+    r"(?:,\s*|\s+)?(?:and\s+|then\s+)*(?:(?:please\s+)?(?:(?:tell|show|give)\s+me|report|"
+    r"list|share|print|return)\s+)?"
+    r"(?:what(?:'s|’s|\s+is)?\s+(?:it|that|the\s+\w+)\s+(?:contains|holds|has|says)|"
+    r"what(?:'s|’s|\s+is)\s+(?:in\s+(?:it|there)|inside(?:\s+it)?)|its\s+contents|the\s+contents|"
     r"(?:describe|summari[sz]e)\s+(?:it|them|its\s+contents))\b",
     re.IGNORECASE,
+)
+#: Words that pick an offer by a criterion nib has no measure of ("the best dataset"):
+#: declined by name, never read as what the offer is about.
+UNMEASURED = frozenset(
+    """best top finest greatest most useful popular newest latest biggest largest
+    smallest freshest richest""".split()
 )
 #: What a request may call the thing it buys (a sold sheet or dataset of one subject).
 _GOODS = frozenset(
@@ -80,7 +87,8 @@ _WHERE = frozenset(
     """about on for of from the a an any in at by to with that which sold sells sell
     offered offers available seller sellers market marketplace x402 local paywall devnet
     here there you can find listed me please it one has have offers lists carries
-    provides stocks its their whichever""".split()
+    provides stocks its their whichever and then catalog catalogue listing store shop
+    menu""".split()
 )
 _WORD = re.compile(r"[a-z][a-z0-9']*")
 _OWN_CLAUSE = re.compile(
@@ -139,7 +147,8 @@ def read_shopping(
     words = [re.sub(r"['’]s$", "", w) for w in _WORD.findall(clause.lower())]
     words = [w for w in words if w not in _GOODS and w not in _WHERE]
     unknown = tuple(w for w in words if w not in {s.lower() for s in (*symbols, *protocols)})
-    if unknown and about is None and not (sym or proto) and seller not in (None, "market"):
+    if unknown and about is None and not (sym or proto) and seller not in (None, "market") \
+            and not UNMEASURED & set(unknown):
         # "the gas dataset", "the transfer statistics" of a named seller: what the offer is
         # about, matched against its catalog (a word it matches nothing of is named there).
         about, unknown = " ".join(unknown), ()

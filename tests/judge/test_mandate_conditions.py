@@ -48,6 +48,8 @@ def test_a_condition_on_the_agents_own_balance_names_its_wallet(order: str) -> N
         (f"When {HOLDER} has less than 5 USDC, pay 0.02 USDC to {SELLER}.", "usdc_balance", "<", "5"),
         (f"Provided that {HOLDER} owns over 1 ETH, send 0.02 USDC to {SELLER}.", "eth_balance", ">", "1"),
         (f"if the ETH balance of {HOLDER} exceeds 1000000000000000000 wei, send 0.02 USDC to {SELLER}", "eth_balance", ">", "1"),
+        (f"If {HOLDER} holds 10 USDC or more, send 0.02 USDC to {SELLER}.", "usdc_balance", ">=", "10"),
+        (f"Send 0.02 USDC to {SELLER} provided {HOLDER} has no more than 3 USDC.", "usdc_balance", "<=", "3"),
     ],
 )
 def test_a_condition_on_one_address_balance_is_read_into_the_mandate(
@@ -65,6 +67,8 @@ def test_a_condition_on_one_address_balance_is_read_into_the_mandate(
     [
         f"If the balance of {HOLDER} is over 3, send 0.02 USDC to {SELLER}.",  # which balance?
         f"If {HOLDER} sent more than 10 USDC, send 0.02 USDC to {SELLER}.",  # not a balance
+        # Two conditions: a mandate proves one, never half of two.
+        f"If {HOLDER} holds over 5 USDC and the base fee is under 100 gwei, send 0.02 USDC to {SELLER}.",
     ],
 )
 def test_a_balance_condition_that_does_not_say_which_balance_is_unreadable(order: str) -> None:

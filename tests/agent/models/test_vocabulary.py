@@ -440,3 +440,52 @@ def test_a_condition_naming_no_address_borrows_none_from_the_payment() -> None:
 )  # fmt: skip
 def test_a_comparison_asked_is_answered_or_named_never_dropped(task: str, kinds: list[str | None]) -> None:
     assert [i["kind"] for i in extract_checklist(task)] == kinds
+
+
+@pytest.mark.parametrize(
+    ("task", "op", "than"),
+    [
+        (f"Transfer 0.02 USDC to {_TO} provided {_HOLDER} holds at least 5 USDC.", ">=", "5"),
+        (f"If {_HOLDER} holds 10 USDC or more, send 0.02 USDC to {_TO}.", ">=", "10"),
+        (f"If the USDC balance of {_HOLDER} is greater than or equal to 5, send 0.02 USDC to {_TO}.", ">=", "5"),
+        (f"Assuming {_HOLDER} has no more than 3 USDC, send 0.02 USDC to {_TO}.", "<=", "3"),
+    ],
+)  # fmt: skip
+def test_every_way_of_writing_the_condition_gates_the_order(task: str, op: str, than: str) -> None:
+    """Before, "provided" opened no condition and the order was read as unconditional;
+    "10 USDC or more" was no threshold."""
+    items = extract_checklist(task)
+    cond = next(n for n, i in enumerate(items, 1) if i["kind"] == "condition")
+    assert items[cond - 1]["params"]["op"] == op and items[cond - 1]["params"]["than"] == than
+    assert next(i for i in items if i["kind"] == "transfer_receipt")["params"]["if"] == f"c{cond}"
+
+
+def test_an_order_on_two_conditions_is_named_never_made_on_one_of_them() -> None:
+    items = extract_checklist(
+        f"If {_HOLDER} holds over 5 USDC and the base fee is under 100 gwei, send 0.02 USDC to {_TO}.")
+    (order,) = [i for i in items if "send" in i["text"]]
+    assert order["kind"] is None and "several conditions" in order["unanswerable"]
+
+
+def test_each_order_waits_only_for_its_own_sentences_condition() -> None:
+    items = extract_checklist(
+        f"If the base fee is under 50 gwei, send 0.1 USDC to {_HOLDER}. Also send 0.2 USDC to {_TO}.")
+    sends = [i for i in items if i["kind"] == "transfer_receipt"]
+    assert sends[0]["params"]["if"] == "c2" and "if" not in sends[1]["params"]
+
+
+@pytest.mark.parametrize(
+    "task",
+    ["Purchase the cheapest data product from the paywall and report its contents.",
+     "Buy the cheapest item in the local paywall's catalog.",
+     "Please buy the least expensive dataset offered by the local paywall, then tell me what's inside.",
+     "Buy the cheapest report the local x402 paywall sells and summarise it"],
+)  # fmt: skip
+def test_more_ways_to_ask_for_the_cheapest_offer_of_the_paywall(task: str) -> None:
+    assert [(i["kind"], i.get("params")) for i in extract_checklist(task)] == [
+        (None, {"pick": "cheapest", "seller": "paywall"})]
+
+
+def test_a_pick_by_a_measure_nib_has_not_is_declined_naming_it() -> None:
+    (item,) = extract_checklist("Buy the best dataset the local paywall sells.")
+    assert item["kind"] is None and "'best'" in item["unanswerable"]
