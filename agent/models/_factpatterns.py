@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import TypedDict
 
 from agent.models._shopping import Shopping, read_shopping
 from agent.models.vocabulary import (
@@ -36,6 +36,7 @@ from judge.mandates import CONDITION_WORDS, OP_WORDS, normalize_thresholds, thre
 
 __all__ = [
     "ADDRESS",
+    "ChecklistRow",
     "FACT_PATTERNS",
     "MAX_ITEMS",
     "TX_HASH",
@@ -143,7 +144,7 @@ _HEAD = r"(?:the\s+)?(?:latest|current|newest|last|most\s+recent|head|tip|chain\
 _ADV = r"(?:(?:just|right|immediately|directly)\s+)?"
 #: Relative block references, rewritten to ``block latest-N`` (resolved against the head
 #: at run start by the loop) or to an absolute ``block N``.
-_RELATIVE: tuple[tuple[re.Pattern[str], Any], ...] = (
+_RELATIVE: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
     (_p(r"\b(?:the\s+)?(?:previous|prior|preceding|penultimate|second[\s-]+(?:to|from)[\s-]+"
         r"last)\s+block\b(?!\s+(?:number|height)\b)"), lambda m: "block latest-1"),
     (_p(rf"\b(?:the\s+)?block\s+{_ADV}(?:before|preceding)\s+{_HEAD}"), lambda m: "block latest-1"),
@@ -346,13 +347,36 @@ def _span_text(params: dict[str, str]) -> str:
     return ""
 
 
+_Ref = dict[str, int]
+"""Another item of the task, by its place (``{"ref": n}``): a checklist id at the end."""
+_Param = str | _Ref | list[_Ref]
+
+
+class _Draft(TypedDict, total=False):
+    """An item while the task is read: its parameters may still refer to other items."""
+
+    text: str
+    kind: str | None
+    params: Mapping[str, _Param]
+    unanswerable: str
+
+
+class ChecklistRow(TypedDict, total=False):
+    """One checklist item as the offline planner replies it (references made ids)."""
+
+    text: str
+    kind: str | None
+    params: dict[str, str]
+    unanswerable: str
+
+
 class _Builder:
     """Items with local references (``ref``) resolved to checklist ids at the end."""
 
     def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
+        self.items: list[_Draft] = []
 
-    def add(self, item: dict[str, Any]) -> int:
+    def add(self, item: _Draft) -> int:
         key = (item.get("kind"), json.dumps(item.get("params", {}), sort_keys=True))
         for n, old in enumerate(self.items):
             if (
@@ -618,7 +642,7 @@ class _FactItems:
             subjects = [near]
         made = []
         for address in subjects:
-            item = {"text": f"{fp.label} of {address}{where}", "kind": fp.kind,
+            item: _Draft = {"text": f"{fp.label} of {address}{where}", "kind": fp.kind,
                     "params": {**params, "address": address}}  # fmt: skip
             made.append(self.out.add(item))
         op = self.compare_words(part)
@@ -690,7 +714,7 @@ class _Reader:
         return self.out.add({"text": f"{pick} offer{about}{under} of {where}", "kind": None,
                              "params": params})  # fmt: skip
 
-    def items(self, max_items: int) -> list[dict[str, Any]]:
+    def items(self, max_items: int) -> list[ChecklistRow]:
         gates: dict[int, list[int]] = {}
         actions: dict[int, list[int]] = {}
         declined: set[int] = set()
@@ -717,7 +741,8 @@ class _Reader:
         read: never made on one of them alone."""
         for n in orders:
             if len(gates) == 1:
-                self.out.items[n].setdefault("params", {})["if"] = {"ref": gates[0]}
+                item = self.out.items[n]
+                item["params"] = {**item.get("params", {}), "if": {"ref": gates[0]}}
             elif gates:
                 self.out.items[n] = {"text": self.out.items[n]["text"], "kind": None,
                                      "unanswerable": "an order on several conditions is not "
@@ -820,7 +845,7 @@ class _Reader:
             "params": {"of": {"ref": values[0]}, "op": op, "than": str(threshold)},
         })  # fmt: skip
 
-    def _resolve(self, max_items: int) -> list[dict[str, Any]]:
+    def _resolve(self, max_items: int) -> list[ChecklistRow]:
         items = self.out.items
         if len(items) > max_items:
             rest = "; ".join(str(i["text"]) for i in items[max_items - 1 :])
@@ -829,7 +854,7 @@ class _Reader:
                 "unanswerable": f"the checklist holds at most {max_items} items",
             }]  # fmt: skip
 
-        def ref(value: Any) -> str:
+        def ref(value: _Param) -> str:
             if isinstance(value, list):
                 return ",".join(ref(v) for v in value)
             if isinstance(value, dict) and "ref" in value:
@@ -837,13 +862,13 @@ class _Reader:
                 return f"c{n + 1}" if n < len(items) else "dropped"
             return str(value)
 
-        out = []
+        out: list[ChecklistRow] = []
         for item in items:
             params = {k: ref(v) for k, v in (item.get("params") or {}).items()}
             unit = next((u for u in self.t.units if item.get("kind") in UNIT_KINDS.get(u, ())), None)
             if unit:
                 params["unit"] = unit
-            row: dict[str, Any] = {"text": item["text"], "kind": item.get("kind")}
+            row: ChecklistRow = {"text": item["text"], "kind": item.get("kind")}
             if params:
                 row["params"] = params
             if item.get("unanswerable"):
@@ -863,7 +888,7 @@ def _closer(task: str, a: str, b: str, end: int) -> bool:
 
 def extract_checklist(
     task: str, *, max_items: int = MAX_ITEMS, network: str = ""
-) -> list[dict[str, Any]]:
+) -> list[ChecklistRow]:
     """Checklist items ``{"text", "kind", "params"?, "unanswerable"?}`` for ``task``, in the
     order the task asks; derived items reference others by checklist id (``c1``...).
     ``network`` is the run's network name: a chain the task names is declined unless it
