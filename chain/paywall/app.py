@@ -495,7 +495,7 @@ class PaywallServer(AppServer):
         app = create_app(rpc_url, usdc, chain_id=chain_id, seller=seller,
                          facilitator_account=facilitator_account, prices=prices)
         super().__init__(app, host, port, name="paywall")
-        self.state: PaywallState = self.app.state.paywall
+        self.state: PaywallState = app.state.paywall
 
     def __repr__(self) -> str:
         return f"PaywallServer(url={self.url!r})"

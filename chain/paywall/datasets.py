@@ -3,13 +3,12 @@ from the datasets shipped in ``chain/data/``. Every value is an exact decimal st
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from eth_utils import to_checksum_address
+from pydantic import TypeAdapter
 
 from chain.client import GWEI, ChainClient
 from chain.money import USDC_DECIMALS
@@ -21,20 +20,24 @@ _DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
 @cache
-def dataset(name: str) -> dict[str, Any]:
+def dataset(name: str) -> dict[str, object]:
     text = (_DATA_DIR / f"{name}.json").read_text(encoding="utf-8")
-    data: dict[str, Any] = json.loads(text)
-    return data
+    return _OBJECT.validate_json(text)
 
 
+@cache
 def tokens() -> dict[str, dict[str, str]]:
-    tokens: dict[str, dict[str, str]] = dataset("tokens")["tokens"]
-    return tokens
+    return _SHEETS.validate_python(dataset("tokens")["tokens"])
 
 
+@cache
 def protocols() -> dict[str, dict[str, str]]:
-    protocols: dict[str, dict[str, str]] = dataset("protocols")["protocols"]
-    return protocols
+    return _SHEETS.validate_python(dataset("protocols")["protocols"])
+
+
+_OBJECT = TypeAdapter(dict[str, object])
+#: A shipped dataset's sheets: name -> field -> exact string (checked once, at first use).
+_SHEETS = TypeAdapter(dict[str, dict[str, str]])
 
 
 def decimal_str(value: Decimal, places: int) -> str:

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime
-from typing import Any
 
 import httpx
 from x402.extensions.bazaar import BAZAAR, DiscoveryResource, extract_discovery_info
 from x402.http import decode_payment_required_header
-from x402.schemas import parse_payment_required
+from x402.schemas import (
+    PaymentPayload,
+    PaymentRequired,
+    PaymentRequirements,
+    parse_payment_required,
+)
+from x402.schemas.v1 import PaymentPayloadV1, PaymentRequiredV1, PaymentRequirementsV1
 
 from chain.mcp_client import McpTransport, McpUnreachable, call_tool
 
@@ -27,6 +32,9 @@ _PROBE_TIMEOUT_S = 15.0
 MAX_RESOURCES_PER_SELLER = 32
 MAX_RESOURCES = 1024
 
+_Declared = tuple[dict[str, object], dict[str, object]]
+"""(payload-shaped dict, requirement) as a seller's 402 declares them."""
+
 
 class Catalogue:
     """Thread-safe catalogue of discoverable resources, keyed by (resource URL, tool name)."""
@@ -35,9 +43,16 @@ class Catalogue:
         self._items: dict[str, DiscoveryResource] = {}
         self._lock = threading.Lock()
 
-    def add_from_payment(self, payload: Any, requirements: Any) -> DiscoveryResource | None:
+    def add_from_payment(
+        self,
+        payload: PaymentPayload | PaymentPayloadV1 | dict[str, object],
+        requirements: PaymentRequirements | PaymentRequirementsV1 | dict[str, object],
+    ) -> DiscoveryResource | None:
         """Catalogue the resource a payment was for, from the ``bazaar`` extension the buyer
         echoed (v2) or the requirement's output schema (v1); None when not declared."""
+        # A v1 payload as the dict x402 makes of any model (it reads the version there).
+        if not isinstance(payload, dict | PaymentPayload):
+            payload = payload.model_dump(by_alias=True)
         found = extract_discovery_info(payload, requirements, validate=True)
         if found is None:
             return None
@@ -106,7 +121,7 @@ class Catalogue:
         return out
 
 
-def probe_declaration(url: str, method: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def probe_declaration(url: str, method: str) -> _Declared | None:
     """Fetch ``url`` unpaid and return (payload-shaped dict, requirement) from its 402, as
     :meth:`Catalogue.add_from_payment` reads them; None when it does not answer 402 v2."""
     try:
@@ -127,8 +142,8 @@ def probe_declaration(url: str, method: str) -> tuple[dict[str, Any], dict[str, 
 
 
 async def probe_mcp_declaration(
-    url: str, tool: str, arguments: dict[str, Any], transport: McpTransport | None = None
-) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    url: str, tool: str, arguments: dict[str, object], transport: McpTransport | None = None
+) -> _Declared | None:
     """Call an MCP ``tool`` unpaid and return what its x402 402 result declares, like
     :func:`probe_declaration`; None when it does not answer with a v2 PaymentRequired.
     The transport is ``transport``, else the one ``url``'s endpoint names (``/mcp``,
@@ -147,7 +162,7 @@ async def probe_mcp_declaration(
     return _declared(required)
 
 
-def _declared(required: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def _declared(required: PaymentRequired | PaymentRequiredV1) -> _Declared | None:
     if required.x402_version != 2 or not required.accepts:
         return None
     dumped = required.model_dump(by_alias=True, exclude_none=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
 
 from eth_typing import HexStr
 from x402 import x402FacilitatorSync
@@ -42,17 +41,25 @@ class DevnetFacilitatorSigner(FacilitatorWeb3Signer):
     receipt is awaited) and never race, and a revert needs no resync.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self, private_key: str, rpc_url: str, confirmation_timeout_seconds: float = 120,
+        gas_limit: int = 500_000,
+    ) -> None:
+        super().__init__(private_key, rpc_url, confirmation_timeout_seconds, gas_limit)
         self._send_lock = threading.RLock()
 
     def _reserve_nonce(self) -> int:
         with self._send_lock:
             return int(self._w3.eth.get_transaction_count(self._account.address, "pending"))
 
-    def write_contract(self, *args: Any, **kwargs: Any) -> str:
+    def write_contract(
+        self, address: str, abi: list[dict[str, object]], function_name: str, *args: object,
+        data_suffix: str | None = None,
+    ) -> str:
         with self._send_lock:  # nonce read -> build -> sign -> sent, as one step
-            return super().write_contract(*args, **kwargs)
+            return super().write_contract(
+                address, abi, function_name, *args, data_suffix=data_suffix
+            )
 
     def send_transaction(self, to: str, data: bytes) -> str:
         with self._send_lock:

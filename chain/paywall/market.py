@@ -13,11 +13,12 @@ no facts, only a line of injected instructions.
 from __future__ import annotations
 
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import httpx
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Request, Response
 from x402 import x402ResourceServer
 from x402.extensions.bazaar import (
     OutputConfig,
@@ -194,13 +195,13 @@ def _route_config(
     )
 
 
-def _example(seller: MarketSeller) -> dict[str, Any]:
+def _example(seller: MarketSeller) -> dict[str, str]:
     if seller.behaviour != "own-words":
         return _SHEET_EXAMPLE
     return {_OWN_WORDS[k]: v for k, v in _SHEET_EXAMPLE.items() if k in _OWN_WORDS}
 
 
-def _sheet(seller: MarketSeller, symbol: Any) -> dict[str, Any]:
+def _sheet(seller: MarketSeller, symbol: object) -> dict[str, str]:
     if not isinstance(symbol, str) or not symbol:
         raise HTTPException(422, "expected a token symbol, e.g. symbol=USDC")
     if seller.behaviour == "overclaims":
@@ -249,19 +250,21 @@ def create_seller_app(
     app.state.seller = seller
 
     @app.middleware("http")
-    async def _x402(request: Any, call_next: Any) -> Any:
+    async def _x402(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
         return await x402_middleware(request, call_next)
 
     @app.get("/health")
-    def health() -> dict[str, Any]:
+    def health() -> dict[str, str]:
         return {"status": "ok", "seller": seller.name, "pay_to": seller.pay_to}
 
     @app.get("/tokens")
-    def by_query(symbol: str | None = None) -> dict[str, Any]:
+    def by_query(symbol: str | None = None) -> dict[str, str]:
         return _sheet(seller, symbol)
 
     @app.post("/lookup")
-    async def by_body(request: Request) -> dict[str, Any]:
+    async def by_body(request: Request) -> dict[str, str]:
         try:
             body = await request.json()
         except ValueError as exc:

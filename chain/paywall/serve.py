@@ -11,9 +11,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from chain.errors import DevnetError
 
@@ -29,7 +29,7 @@ class AppServer:
     """
 
     def __init__(
-        self, app: Any, host: str = "127.0.0.1", port: int = 0, *, name: str, lifespan: bool = False
+        self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0, *, name: str, lifespan: bool = False
     ) -> None:
         self.app = app
         #: Run the app's startup/shutdown (an MCP streamable HTTP server's session manager).
