@@ -35,7 +35,8 @@ from judge.recheck import RecheckGate
 from judge.records import Grant, Standing, VerdictRecord, VerdictRecords
 from judge.request import PaidCallRequest
 from judge.ruling import USDC_DECIMALS, Rules, coverable_facts, format_usdc
-from judge.tasks import TaskLimits, TaskRegistry, bind
+from judge.seller_terms import SellerTerms
+from judge.tasks import TaskLimits, TaskRegistry, bind, read_terms, unbound
 from judge.verdict import (
     DEFAULT_TTL_S,
     Decision,
@@ -188,10 +189,23 @@ class Judge:
                     f"found call_fingerprint {offer.call_fingerprint}; expected {expected} for "
                     f"{offer.tool} with these args; fix: compute it with judge.call_fingerprint."
                 )
+        terms = self._read_terms(request)  # outside the lock: a stalling seller holds only this
         with self._deciding:
-            return self._decide(request)
+            return self._decide(request, terms)
 
-    def _bound(self, offer: PaidCallRequest) -> PaidCallRequest | str:
+    def _read_terms(self, request: PaidCallRequest) -> SellerTerms | None:
+        """The sellers' terms the checks of ``request`` and its alternatives ask for, read
+        now, before the decision lock (see :mod:`judge.seller_terms`)."""
+        if self._terms_of is None:
+            return None
+        terms = SellerTerms.reading(self._terms_of)
+        for offer in (request, *request.alternatives):
+            limits = self.tasks.get(offer.task_id) if offer.task_id is not None else None
+            if limits is not None or not self._require_task:
+                read_terms(offer, limits, terms)
+        return terms.sealed()
+
+    def _bound(self, offer: PaidCallRequest, terms: SellerTerms | None) -> PaidCallRequest | str:
         limits = self.tasks.get(offer.task_id) if offer.task_id is not None else None
         if limits is None:
             if self._require_task:
@@ -202,7 +216,7 @@ class Judge:
                     "`nib submit` ran with the services up: `nib submit` it again with the "
                     "services up) and send its id"
                 )
-            return offer  # the in-process composition for tests: the request's limits
+            return unbound(offer, terms)  # in-process: the request's limits, the seller's terms
         unknown = self.rules.unknown_asset(offer)  # before anything is read from the chain for it
         if unknown is not None:
             return unknown
@@ -211,7 +225,7 @@ class Judge:
             balance = self._balance_of(offer.asset)
         committed = self.records.committed(limits.task_id, self._clock())
         return bind(offer, limits, committed=committed, balance=balance,
-                    terms_of=self._terms_of, token_domain=self._token_domain)
+                    terms_of=terms, token_domain=self._token_domain)
 
     def _granted(self, offer: PaidCallRequest) -> Grant | None:
         """A human's unused grant for exactly this registered task's payload, when its
@@ -221,8 +235,8 @@ class Judge:
             return None
         return self.records.open_grant(offer.task_id, offer.payload_fingerprint)
 
-    def _decide(self, request: PaidCallRequest) -> Verdict:
-        head = self._bound(request)
+    def _decide(self, request: PaidCallRequest, terms: SellerTerms | None) -> Verdict:
+        head = self._bound(request, terms)
         decision: Decision
         grant = None
         if isinstance(head, str):
@@ -234,7 +248,7 @@ class Judge:
                 # The human ruled on the escalation; every other rule still applies.
                 head = replace(head, approval_threshold=None)
             alternatives = tuple(
-                b for b in (self._bound(a) for a in request.alternatives) if not isinstance(b, str)
+                b for b in (self._bound(a, terms) for a in request.alternatives) if not isinstance(b, str)
             )
             if alternatives or request.alternatives:
                 head = replace(head, alternatives=alternatives)

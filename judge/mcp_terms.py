@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -29,13 +29,13 @@ if TYPE_CHECKING:
 
     from judge.request import PaidCallRequest
 
-__all__ = ["McpTool", "OfferedTerms", "mcp_tool_of"]
+__all__ = ["McpTermsUnread", "McpTool", "OfferedTerms", "mcp_tool_of"]
 
 Transport = Literal["streamable-http", "sse"]
 #: Where each transport is served on an MCP server (the ecosystem's conventions).
 _ENDPOINTS: dict[Transport, str] = {"streamable-http": "/mcp", "sse": "/sse"}
-#: Each transport's whole read (connect, initialize, the unpaid call) is bounded: the
-#: judge reads inside its decision lock, as it reads an HTTP seller's 402 (judge.payto).
+#: Each transport's whole read (connect, initialize, the unpaid call) is bounded; the
+#: judge reads before it takes its decision lock (judge.seller_terms).
 _TIMEOUT_S = 10.0
 _CAIP2_EVM = re.compile(r"^eip155:(\d+)$")
 
@@ -90,12 +90,14 @@ class McpTool:
             # Its own event loop: the judge decides in a plain thread, or under a running loop.
             return pool.submit(asyncio.run, self._read()).result()
 
-    def refusal(self, offer: PaidCallRequest, recipient: str) -> str | None:
-        """Why ``offer`` does not pay what this tool's own 402 asks, else None. The payload's
-        (payTo, amount, asset, chain) must be one of the tool's exact requirements."""
+    def refusal(self, offer: PaidCallRequest, recipient: str,
+                read: Callable[[McpTool], frozenset[OfferedTerms]] | None = None) -> str | None:
+        """Why ``offer`` does not pay what this tool's own 402 asks (as ``read`` has it, else
+        read now), else None. The payload's (payTo, amount, asset, chain) must be one of the
+        tool's exact requirements."""
         paid = OfferedTerms(recipient.lower(), offer.price, offer.asset.lower(), offer.chain_id)
         try:
-            offered = self.offered_terms()
+            offered = read(self) if read is not None else self.offered_terms()
         except McpTermsUnread as exc:
             return (
                 f"the purchase pays {paid} for MCP tool {self.tool!r} at {self.server}, but the "

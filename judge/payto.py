@@ -33,22 +33,44 @@ TermsOf = Callable[[str, str, object], tuple[OfferedTerms, ...]]
 
 def advertised_terms(url: str, method: str = "GET", body: object = None) -> tuple[OfferedTerms, ...]:
     """The ``exact`` offers the x402 402 at ``url`` states; empty when the resource answers
-    anything but a readable 402, or cannot be reached."""
+    anything but a readable 402, or cannot be reached. The whole read (connect, headers,
+    body) takes at most ``_TIMEOUT_S`` and reads at most ``_MAX_BYTES`` of the body: a
+    seller that trickles or floods its answer is not read further."""
+    import asyncio
+    import concurrent.futures
+
     try:
-        resp = httpx.request(
-            method.upper(), url, json=body if method.upper() == "POST" else None,
-            timeout=_TIMEOUT_S, follow_redirects=False, trust_env=False,
-        )
-    except httpx.HTTPError:
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="judge-402") as pool:
+            # Its own event loop: the judge decides in a plain thread, or under a running loop.
+            status, header, content = pool.submit(
+                asyncio.run, _read(url, method.upper(), body)).result()
+    except (httpx.HTTPError, TimeoutError):
         return ()
-    if resp.status_code != 402:
+    if status != 402:
         return ()
-    return tuple(a for a in (_asked(o) for o in _offers(resp)) if a is not None)
+    return tuple(a for a in (_asked(o) for o in _offers(header, content)) if a is not None)
 
 
-def _offers(resp: httpx.Response) -> list[dict[str, object]]:
+async def _read(url: str, method: str, body: object) -> tuple[int, str | None, bytes]:
+    """The status, PAYMENT-REQUIRED header and first ``_MAX_BYTES`` of the body at ``url``."""
+    import anyio
+
+    with anyio.fail_after(_TIMEOUT_S):
+        async with (
+            httpx.AsyncClient(timeout=_TIMEOUT_S, follow_redirects=False, trust_env=False) as client,
+            client.stream(method, url, json=body if method == "POST" else None) as resp,
+        ):
+            content = bytearray()
+            if resp.status_code == 402:
+                async for chunk in resp.aiter_bytes():
+                    content += chunk
+                    if len(content) >= _MAX_BYTES:
+                        break
+            return resp.status_code, resp.headers.get("payment-required"), bytes(content[:_MAX_BYTES])
+
+
+def _offers(header: str | None, content: bytes) -> list[dict[str, object]]:
     """The 402's offers as plain dicts in v1 field names (payTo, maxAmountRequired)."""
-    header = resp.headers.get("payment-required")
     if header:  # x402 v2: base64 JSON in the PAYMENT-REQUIRED header
         from x402.http import decode_payment_required_header
 
@@ -60,7 +82,7 @@ def _offers(resp: httpx.Response) -> list[dict[str, object]]:
                  "maxAmountRequired": a.get_amount(),
                  "payTo": a.pay_to} for a in required.accepts]  # fmt: skip
     try:  # x402 v1: the JSON body
-        data = json.loads(resp.content[:_MAX_BYTES])
+        data = json.loads(content)
     except ValueError:
         return []
     accepts = data.get("accepts") if isinstance(data, dict) else None

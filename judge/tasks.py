@@ -20,11 +20,11 @@ from judge.errors import JudgeRequestInvalid, TaskRegistrationConflict
 from judge.fingerprint import TOKEN_DOMAIN_FIELDS
 from judge.mandates import Mandate
 from judge.mcp_terms import OfferedTerms
-from judge.payto import TermsOf
 from judge.storage import Database, Location, Migration, Tx, cell_int
 
 if TYPE_CHECKING:
     from judge.request import PaidCallRequest
+    from judge.seller_terms import SellerTerms
     from judge.terms import Terms
 
 TASKS = "judge_tasks"
@@ -306,7 +306,7 @@ def _limits(row: tuple[object, ...]) -> TaskLimits:
 
 def bind(
     offer: PaidCallRequest, limits: TaskLimits, *, committed: int, balance: int | None,
-    terms_of: TermsOf | None = None,
+    terms_of: SellerTerms | None = None,
     token_domain: Callable[[str], tuple[str, str]] | None = None,
 ) -> PaidCallRequest | str:
     """``offer`` with the task's registered limits in place of the request's, or the
@@ -317,7 +317,8 @@ def bind(
     registered; an x402 purchase must come from a registered seller origin and, when the
     judge reads sellers' 402s (``terms_of``, the services), pay exactly an offer (payTo,
     amount, asset, chain) the named seller's own 402 for the resource states, registered or not (its outcomes are credited
-    to that seller; the payload binds the address, so a later change voids the verdict).
+    to that seller; the payload binds the address, so a later change voids the verdict),
+    as read for this decision before the judge's decision lock (judge.seller_terms).
     Without ``terms_of`` (in-process) a purchase pays a registered recipient. The remaining budget is the
     cap less what the judge itself approved for the task (consumed, or still live);
     ``balance`` is what the judge read from the chain (``None``: keep the request's);
@@ -352,7 +353,32 @@ def _same_origin(a: str, b: str) -> bool:
     return key(a)[1] != "" and key(a) == key(b)
 
 
-def _payee_refusal(offer: PaidCallRequest, terms: Terms, terms_of: TermsOf) -> str | None:
+def read_terms(offer: PaidCallRequest, limits: TaskLimits | None, terms_of: SellerTerms) -> None:
+    """Read into ``terms_of`` the sellers' terms the checks of ``offer`` ask for (those of
+    :func:`bind` for a registered task's ``limits``, of :func:`unbound` for none), so that
+    the judge reads before its decision lock and rules under it on what it read."""
+    if limits is not None:
+        _refusal(offer, limits, terms_of)
+    else:
+        unbound(offer, terms_of)
+
+
+def unbound(offer: PaidCallRequest, terms_of: SellerTerms | None) -> PaidCallRequest | str:
+    """``offer`` of a task registered nowhere (the in-process composition: ``nib run
+    --in-process``, tests, benchmarks), ruled on the request's own limits; but when the
+    judge reads sellers' terms (``terms_of``), an x402 purchase pays exactly an offer the
+    named seller's own 402 states, as a registered task's must (the seller's origin is
+    admitted by the agent's allowlist: no registration names one), else the reason."""
+    if terms_of is None or "primaryType" not in (offer.payload or {}):
+        return offer
+    seller = offer.seller or str(offer.args.get("url") or "")
+    named = TaskLimits(task_id=(offer.task_id or "unregistered")[:200], spend_cap=0,
+                       per_call_cap=0, approval_threshold=None, recipients=(),
+                       sellers=(seller,) if _origin(seller) else ())
+    return _refusal(offer, named, terms_of) or offer
+
+
+def _payee_refusal(offer: PaidCallRequest, terms: Terms, terms_of: SellerTerms) -> str | None:
     """Why an x402 purchase does not pay the seller it names what it asks, else None.
 
     Outcomes of a purchase are credited to the seller it names, so the judge approves one
@@ -381,7 +407,7 @@ def _payee_refusal(offer: PaidCallRequest, terms: Terms, terms_of: TermsOf) -> s
             "resource is bought"
         )
     if mcp is not None:
-        return mcp.refusal(offer, recipient)
+        return mcp.refusal(offer, recipient, terms_of.mcp)
     asked = terms_of(url, str(offer.args.get("method") or "GET"), offer.args.get("body"))
     pays = OfferedTerms(recipient.lower(), terms.amount, terms.asset.lower(), terms.chain_id)
     if pays in asked:
@@ -435,7 +461,7 @@ def _domain_refusal(
 
 
 def _refusal(
-    offer: PaidCallRequest, limits: TaskLimits, terms_of: TermsOf | None = None
+    offer: PaidCallRequest, limits: TaskLimits, terms_of: SellerTerms | None = None
 ) -> str | None:
     """Why ``offer`` cannot be paid under ``limits`` (no payload, a fingerprint or terms
     that are not the payload's, a recipient or seller not registered), else None."""

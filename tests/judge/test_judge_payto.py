@@ -169,14 +169,14 @@ def test_the_402_read_follows_no_redirect_and_reads_only_a_402(seller: dict[str,
         OfferedTerms(OUTSIDE_PAY_TO.lower(), 10_000, USDC.lower(), 31337),)
 
 
-def test_the_terms_read_and_the_verdict_are_one_step_under_the_decision_lock(
+def test_each_decision_is_ruled_on_the_terms_read_for_it_and_a_held_read_holds_no_other(
     signer: VerdictSigner,
 ) -> None:
-    """No time-of-check/time-of-use between the seller's terms the judge reads and its
-    verdict: while the judge is reading one seller's 402 for a decision, no other decision
-    of that judge is made, so the budget, the registered task and the payTo it rules on
-    are the ones it read. A seller that answers while the payTo changes is ruled on what
-    it answered the judge, never on a later or earlier read."""
+    """The judge reads a seller's 402 for each decision before its decision lock
+    (judge.seller_terms) and rules under the lock on that read: while one decision's read is
+    held, another decision of the same judge is made on its own read, and the held decision
+    is then ruled on what the seller answered it (here a payTo moved meanwhile), never on
+    another decision's read nor on the agent's word."""
     import threading
 
     reading, release = threading.Event(), threading.Event()
@@ -201,18 +201,15 @@ def test_the_terms_read_and_the_verdict_are_one_step_under_the_decision_lock(
         )
         first.start()
         assert reading.wait(30)  # the judge is inside its read of the seller's 402
-        second = threading.Thread(
-            target=lambda: verdicts.setdefault(
-                "second", judge.decide(_buy(seller, NEW_PAY_TO, nonce=2)))
-        )
-        second.start()
-        second.join(1.0)
-        # The second decision waits for the first one's read and verdict.
-        assert second.is_alive() and verdicts == {}
+        # Another decision is made while the first read is held (the old judge read under
+        # its decision lock, so this one waited), on the payTo the seller answered it.
+        second = judge.decide(_buy(seller, OUTSIDE_PAY_TO, nonce=2))
+        assert second.decision == "approve", second.reason
+        assert first.is_alive() and verdicts == {}
         release.set()
         first.join(30)
-        second.join(30)
-    assert verdicts["first"].decision == "approve", verdicts["first"].reason
-    # The second was ruled on its own read (the payTo the seller answered then).
-    assert verdicts["second"].decision == "approve", verdicts["second"].reason
-    assert verdicts["first"].issued_at <= verdicts["second"].issued_at
+    # The held decision is ruled on its own read: the seller answered it the moved payTo.
+    held = verdicts["first"]
+    assert held.decision == "refuse", held.reason
+    assert NEW_PAY_TO.lower() in held.reason, held.reason
+    assert second.issued_at <= held.issued_at
