@@ -561,8 +561,13 @@ def test_a_wallet_killed_with_payments_in_flight_leaves_every_run_reporting_what
     assert all(e["stop_reason"] == "wallet-unreachable" for e in ended), ended
     up = arena.nib("services", "up")
     assert up.returncode == 0, up.stderr[-2000:]
+    # `nib services up` restarted both services (new judge port and admin token): the
+    # tests after this one use the new ones.
     arena.services.update(json.loads((arena.home / "services.json").read_text()))
     arena.wallet = WalletClient(arena.services["wallet_socket"], timeout_s=60)
+    arena.admin.close()
+    arena.admin = JudgeClient(arena.services["judge_url"], timeout_s=30, token=(
+        arena.home / "services" / "judge-admin.token").read_text().strip())
     report = json.loads(arena.nib("audit", "reconcile", "--json").stdout)
     # Clean for these runs: every transfer on chain has its row, and no row of theirs is
     # left unmatched (earlier attacks' signed, never-submitted authorizations still live
