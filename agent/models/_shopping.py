@@ -138,8 +138,12 @@ def read_shopping(
     owner = m.group("owner") if m is not None else None
     seller = _seller(clause) or _seller(owner or "") or _seller(before)
     in_clause = _named(clause, symbols) or _named(clause, protocols)
-    if m is None and not in_clause and _not_a_pick(task, seller, under, symbols, protocols):
-        return None  # "buy the premium report": a question the vocabulary reads
+    if m is None and (in_clause and under is None and seller in (None, "market")
+                      or not in_clause and _not_a_pick(task, seller, under, symbols, protocols)):
+        # "buy the premium report", "buy the USDC fact sheet from the market": the fact it
+        # names, read by the vocabulary (no pick word, no bound, no seller's offers to
+        # pick among).
+        return None
     about, clause = _topic(clause, symbols, protocols)
     sym = _named(clause, symbols)
     proto = _named(clause, protocols)

@@ -396,14 +396,17 @@ def test_a_price_bound_on_a_named_subject_caps_the_purchase() -> None:
     [
         "Who issues USDC? Buy the token fact sheet from the local paywall.",
         "Who issues USDC? Buy the token fact sheet at http://127.0.0.1:7003/lookup",
+        "Buy the USDC fact sheet from the market",
     ],
 )
 def test_a_request_naming_its_subject_or_its_resource_is_no_pick_among_offers(task: str) -> None:
     """The subject named elsewhere in the task, or a resource named by its URL path: the
     fact the task asks, bought where it says (tests/agent/test_loop_market.py buys the
     second over POST)."""
-    kinds = [(i["kind"], i.get("params", {}).get("symbol")) for i in extract_checklist(task)]
+    items = extract_checklist(task)
+    kinds = [(i["kind"], i.get("params", {}).get("symbol")) for i in items]
     assert ("token_factsheet", "USDC") in kinds and all(k for k, _ in kinds), kinds
+    assert not any("pick" in i.get("params", {}) for i in items), items
 
 
 @pytest.mark.parametrize(
