@@ -466,17 +466,22 @@ def build_local_judge(
 
     ``service`` (``nib judge serve``): it also keeps task registrations, reads the wallet's
     balance from the chain itself and, once it has an admin token to register tasks
-    with (always off the devnet), rules only on registered tasks.
+    with (always off the devnet), rules only on registered tasks. Either way it reads a
+    seller's own 402 before it approves a purchase from it.
     """
     from judge.calibration import BetaCalibrator
     from judge.jev import Judge
+    from judge.payto import advertised_terms
     from judge.records import VerdictRecords
     from judge.verdict import VerdictSigner
 
     db = database if database is not None else settings.database
     signer = VerdictSigner(_judge_account(settings, network))
     calibrator = BetaCalibrator(db)
-    parts = _service_parts(settings, network, db) if service else _ServiceParts()
+    # In-process too, an x402 purchase pays exactly what its seller's own 402 states, read
+    # by the judge (an unregistered task's origin is the agent's allowlist's: judge.tasks.unbound).
+    parts = _service_parts(settings, network, db) if service else _ServiceParts(
+        terms_of=advertised_terms)
     return Judge(
         signer,
         calibrator,
