@@ -23,6 +23,7 @@ from fastapi.responses import StreamingResponse
 from test_judge_payto import _402
 from test_judge_tasks import USDC, authorization, request
 
+from judge.admission import PER_CALLER_IN_FLIGHT
 from judge.fingerprint import call_fingerprint
 from judge.jev import Judge
 from judge.payto import advertised_terms
@@ -44,8 +45,8 @@ def sellers() -> Iterator[dict[str, Any]]:
     """An honest x402 seller (``honest``) and a hostile one (``stalling``) that holds its
     402 (``/data``) and its MCP endpoint (``/mcp``) for STALL_S, trickles a body
     (``/trickle``) or floods one (``/flood``)."""
-    reading, release = threading.Event(), threading.Event()
-    state: dict[str, Any] = {"reading": reading, "flooded": 0}
+    release = threading.Event()
+    state: dict[str, Any] = {"reads": 0, "flooded": 0}
     honest, hostile = FastAPI(), FastAPI()
 
     @honest.get("/data")
@@ -53,7 +54,7 @@ def sellers() -> Iterator[dict[str, Any]]:
         return _402(PAY_TO)
 
     async def stall() -> Response:
-        reading.set()
+        state["reads"] += 1
         deadline = time.monotonic() + STALL_S
         while time.monotonic() < deadline and not release.is_set():
             await asyncio.sleep(0.1)
@@ -112,22 +113,28 @@ def test_a_stalling_seller_holds_only_its_own_tasks_decision(
     sellers: dict[str, Any], signer: VerdictSigner, over: str
 ) -> None:
     """Through the real judge service: while the attacker's seller holds its 402 (or its
-    MCP answer) for STALL_S, the victim task's purchase is approved within
+    MCP answer) for STALL_S, to as many of the attacker task's decisions as the judge
+    lets one task have in flight, the victim task's purchase is approved within
     OTHER_DECISION_WITHIN_S (on the old code it waited the judge's whole 10 s read). The
-    attacker's own decision is refused: nothing was read for it."""
+    attacker's own decisions are refused: nothing was read for them."""
     judge, victim, attacker = _service_judge(signer, sellers)
     mcp = {"transport": "streamable-http"} if over == "mcp" else {}
-    stalled: dict[str, Verdict] = {}
-    sellers["reading"].clear()
+    stalled: list[Verdict] = []
+    sellers["reads"] = 0
     with JudgeServer(judge, token=TOKEN) as srv:
-        def held() -> None:
+        def held(nonce: int) -> None:
             with JudgeClient(srv.url, trusted_judge=judge.address, token=attacker,
                              timeout_s=3 * STALL_S) as client:
-                stalled["verdict"] = client.decide(_buy("attacker", sellers["stalling"], 1, **mcp))
+                stalled.append(client.decide(_buy("attacker", sellers["stalling"], nonce, **mcp)))
 
-        thread = threading.Thread(target=held, daemon=True)
-        thread.start()
-        assert sellers["reading"].wait(30), "the judge never read the stalling seller"
+        threads = [threading.Thread(target=held, args=(n,), daemon=True)
+                   for n in range(10, 10 + PER_CALLER_IN_FLIGHT)]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 30
+        while sellers["reads"] < PER_CALLER_IN_FLIGHT:
+            assert time.monotonic() < deadline, f"the judge read the stalling seller {sellers['reads']} times"
+            time.sleep(0.05)
         with JudgeClient(srv.url, trusted_judge=judge.address, token=victim,
                          timeout_s=3 * STALL_S) as client:
             started = time.monotonic()
@@ -136,11 +143,12 @@ def test_a_stalling_seller_holds_only_its_own_tasks_decision(
         assert verdict.decision == "approve", verdict.reason
         assert took < OTHER_DECISION_WITHIN_S, (
             f"the victim's decision took {took:.1f} s while another task's seller stalled")
-        thread.join(3 * STALL_S)
-    refused = stalled["verdict"]
-    assert refused.decision == "refuse", refused.reason
+        for thread in threads:
+            thread.join(3 * STALL_S)
     expected = "could not read the tool's payment terms" if mcp else "no readable 402"
-    assert expected in refused.reason, refused.reason
+    assert len(stalled) == PER_CALLER_IN_FLIGHT
+    for refused in stalled:
+        assert refused.decision == "refuse" and expected in refused.reason, refused.reason
 
 
 def test_the_402_read_is_bounded_in_time_and_size(sellers: dict[str, Any]) -> None:
