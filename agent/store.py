@@ -95,6 +95,13 @@ EVENT_TYPES: dict[str, str] = {
     "checklist": "the checklist extracted for the run (fallback=task when extraction failed)",
     "checklist.head": "the chain head read once when the checklist names a block: relative "
     "block references (the previous block, N blocks ago) resolve against it",
+    "wallet.nonce_filled": "a nonce number another confined task held below this task's "
+    "transfer, filled with a plain 0-ETH transfer to the wallet itself; its gas charged to the "
+    "task that held it (run_id; for_run: the task whose transfer needed it; nonce, tx_hash, "
+    "gas_wei)",
+    "checklist.offers": "a seller's offers read once from its /catalog when a request to buy "
+    "names that seller but no subject (url, kind, price each; or why they could not be read): "
+    "the request's pick resolves against them",
     "checklist.invalid": "a checklist reply that did not validate (and whether it was the retry)",
     "checklist.drift": "the checklist, asked again at a re-plan, asked for other facts (added, "
     "dropped, drifts so far): counted toward the churn stop",
