@@ -16,10 +16,12 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
 
 from agent.errors import AgentConfigError
+from agent.jsonvalues import as_float as _float
+from agent.jsonvalues import as_int as _int
+from agent.jsonvalues import as_list as _listed
 from agent.loop.result import FINISHED_STOPS
 from agent.report.charts import (
     CHART_IDS,
@@ -141,25 +143,6 @@ def _tokens(value: object) -> int:
     if isinstance(value, Mapping):
         return int(value.get("input", 0) or 0) + int(value.get("output", 0) or 0)
     return _int(value or 0)
-
-
-def _int(value: object) -> int:
-    """A JSON number (or numeric text) as an int; anything else is refused, as int() does."""
-    if isinstance(value, int | float | str | Decimal):
-        return int(value)
-    raise TypeError(f"expected a number, found {type(value).__name__} {value!r}")
-
-
-def _float(value: object) -> float:
-    """A JSON number (or numeric text) as a float; anything else is refused, as float() does."""
-    if isinstance(value, int | float | str | Decimal):
-        return float(value)
-    raise TypeError(f"expected a number, found {type(value).__name__} {value!r}")
-
-
-def _listed(value: object) -> list[object]:
-    """A JSON array's items (nothing for anything else)."""
-    return list(value) if isinstance(value, list | tuple) else []
 
 
 def _when(value: object) -> tuple[float | None, str]:

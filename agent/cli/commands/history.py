@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import typer
 
 from agent.cli.common import cli_settings, emit_json, fail, out, resolve_run, run_store, short, usdc
+from agent.jsonvalues import JSONObject, as_float, as_int, as_list, as_object
 
 if TYPE_CHECKING:
+    from agent.queue import QueuedTask
     from agent.report.spend import SpendOf
     from agent.store import RunStore
 
@@ -20,60 +23,63 @@ __all__ = ["app", "event_data", "graded_answer", "plural", "result_of", "run_row
 app = typer.Typer()  # merged into the top-level `nib` command by agent.cli.app
 
 
-def result_of(row: dict[str, Any]) -> dict[str, Any]:
+def result_of(row: Mapping[str, object]) -> JSONObject:
     raw = row.get("result")
     if isinstance(raw, str) and raw:
         try:
-            return dict(json.loads(raw))
+            return as_object(json.loads(raw))
         except ValueError:
             return {}
-    return dict(raw) if isinstance(raw, dict) else {}
+    return as_object(raw)
 
 
-def event_data(ev: dict[str, Any]) -> dict[str, Any]:
+def event_data(ev: Mapping[str, object]) -> JSONObject:
     data = ev.get("data")
-    return json.loads(data) if isinstance(data, str) else data or {}
+    return as_object(json.loads(data) if isinstance(data, str) else data)
 
 
-def progress_of(store: RunStore, row: dict[str, Any]) -> tuple[int, float, str]:
+def progress_of(store: RunStore, row: Mapping[str, object]) -> tuple[int, float, str]:
     """A running (or paused) run's current step, elapsed seconds and last event, read from
     its trace: a run that has not stopped has no result to read them from yet."""
     step, last = 0, ""
-    for ev in store.events(row["run_id"]):
+    for ev in store.events(str(row["run_id"])):
         data = event_data(ev)
         if isinstance(data.get("step"), int):
-            step = max(step, int(data["step"]))
+            step = max(step, as_int(data["step"]))
         last = str(ev.get("type") or "")
-    started = float(row.get("started_at") or time.time())
+    started = as_float(row.get("started_at") or time.time())
     return step, max(0.0, time.time() - started), last
 
 
-def _row(store: RunStore, row: dict[str, Any] | None, task: Any, spend_of: SpendOf) -> dict[str, Any]:
+def _row(
+    store: RunStore, row: JSONObject | None, task: QueuedTask | None, spend_of: SpendOf
+) -> JSONObject:
     """One line of ``nib runs``: a run row (with its queue row, if a worker ran it), or a
     queue row whose run has not started. Its spend is the ledger's (agent.report.spend)."""
     from agent.store import run_status
 
     res = result_of(row) if row else {}
-    spend, tokens = spent(res, spend_of(row["run_id"]) if row else None), res.get("tokens") or {}
+    spend = spent(res, spend_of(str(row["run_id"])) if row else None)
+    tokens = as_object(res.get("tokens"))
     status = run_status(row, task.status if task else None)
     steps, elapsed = res.get("steps"), res.get("elapsed_s")
-    current = None
+    current: str | None = None
     if row is not None and status in ("running", "paused"):
         steps, elapsed, current = progress_of(store, row)
-    lines = res.get("lines") or []
-    answer = str(lines[0].get("text")) if lines and isinstance(lines[0], dict) else \
+    first = (as_list(res.get("lines")) or [None])[0]
+    answer = str(first.get("text")) if isinstance(first, dict) else \
         str(res.get("answer") or "").split("\n")[0]
     return {
-        "run_id": row["run_id"] if row else task.id,
+        "run_id": row["run_id"] if row else (task.id if task else None),
         "task": (row or {}).get("task") or (task.task if task else None),
         "status": status, "worker": task.worker if task else None,
         "stop_reason": res.get("stop_reason") or (row or {}).get("stop_reason")
         or (task.stop_reason if task else None),
         "steps": steps or 0, "current": current,
-        "spend_usdc_atomic": int(spend.get("usdc_atomic", 0) or 0),
-        "gas_wei": int(spend.get("gas_wei", 0) or 0), "spend_source": spend.get("source"),
-        "tokens": int(tokens.get("input", 0) or 0) + int(tokens.get("output", 0) or 0),
-        "elapsed_s": round(float(elapsed or 0.0), 1), "answer": answer or None,
+        "spend_usdc_atomic": as_int(spend.get("usdc_atomic", 0) or 0),
+        "gas_wei": as_int(spend.get("gas_wei", 0) or 0), "spend_source": spend.get("source"),
+        "tokens": as_int(tokens.get("input", 0) or 0) + as_int(tokens.get("output", 0) or 0),
+        "elapsed_s": round(as_float(elapsed or 0.0), 1), "answer": answer or None,
         # Why the queue closed a task (a worker's error, a refused claim and its fix).
         "note": (task.note or None) if task else None,
         "started_at": (row or {}).get("started_at") or (task.started_at or task.created_at
@@ -81,15 +87,15 @@ def _row(store: RunStore, row: dict[str, Any] | None, task: Any, spend_of: Spend
     }
 
 
-def spent(res: dict[str, Any], ledger: dict[str, object] | None) -> dict[str, Any]:
+def spent(res: Mapping[str, object], ledger: Mapping[str, object] | None) -> JSONObject:
     """A run's spend: the ledger's when it can be read, else the stored result's (marked)."""
     if ledger is not None:
         return dict(ledger)
-    stored = dict(res.get("spend") or {})
+    stored = as_object(res.get("spend"))
     return {**stored, "source": "run"} if stored else {}
 
 
-def run_rows(store: RunStore, limit: int, spend_of: SpendOf | None = None) -> list[dict[str, Any]]:
+def run_rows(store: RunStore, limit: int, spend_of: SpendOf | None = None) -> list[JSONObject]:
     """The ``limit`` newest runs and queued tasks, one row each, with the same figures
     whatever the limit: a task a worker ran is read from its run row even when that row
     is not among the newest ``limit`` runs. ``spend_of``: each run's spend from the ledger
@@ -106,7 +112,7 @@ def run_rows(store: RunStore, limit: int, spend_of: SpendOf | None = None) -> li
         if found is not None:
             runs[task_id] = found
     rows = [_row(store, runs.get(i), tasks.get(i), spend_of) for i in runs.keys() | tasks.keys()]
-    rows.sort(key=lambda r: (float(r["started_at"] or 0), r["run_id"]), reverse=True)
+    rows.sort(key=lambda r: (as_float(r["started_at"] or 0), str(r["run_id"])), reverse=True)
     return rows[:limit]
 
 
@@ -123,7 +129,7 @@ def runs_cmd(as_json: bool = typer.Option(False, "--json"),
     table = Table("run", "task", "status", "stop", "steps", "spend", "elapsed", "answer", "worker")
     for r in rows:
         steps = f"{r['steps']} (now: {r['current']})" if r["current"] else str(r["steps"])
-        table.add_row(r["run_id"], short(r["task"], 32), r["status"], str(r["stop_reason"] or "-"),
+        table.add_row(str(r["run_id"]), short(r["task"], 32), str(r["status"]), str(r["stop_reason"] or "-"),
                       steps, usdc(r["spend_usdc_atomic"]), f"{r['elapsed_s']:.1f} s",
                       short(r["answer"] or "-", 36), str(r["worker"] or "-"))
     out.print(table)
@@ -166,14 +172,14 @@ def show_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None
         out.print(f"{status}: step {step} · {elapsed:.1f} s since it started · last event {last or '-'}",
                   highlight=False)
     if res:
-        out.print(f"{status}: stop [bold]{res.get('stop_reason')}[/] after {plural(res.get('steps') or 0, 'step')}"
+        out.print(f"{status}: stop [bold]{res.get('stop_reason')}[/] after {plural(as_int(res.get('steps') or 0), 'step')}"
                   f" · answer provenance: {res.get('provenance', 'none')}", highlight=False)
-        out.print(graded_answer(str(res.get("answer") or ""), res.get("lines") or []),
+        out.print(graded_answer(str(res.get("answer") or ""), as_list(res.get("lines"))),
                   highlight=False, markup=False)
         if res.get("message"):
             out.print(str(res["message"]), highlight=False, markup=False)
-    if res["spend"]:
-        sp = res["spend"]
+    sp = as_object(res["spend"])
+    if sp:
         out.print(f"spend {usdc(sp.get('usdc_atomic') or 0)} (settled {usdc(sp.get('settled_atomic') or 0)}, "
                   f"outstanding {usdc(sp.get('outstanding_atomic') or 0)}) + gas {sp.get('gas_wei') or 0} wei, "
                   f"read from the {'ledger' if sp.get('source') == 'ledger' else 'run (ledger unreadable)'}",
@@ -184,42 +190,48 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def graded_answer(answer: str, lines: list[Any]) -> str:
+def graded_answer(answer: str, lines: Sequence[object]) -> str:
     """The answer one line per row, each led by its provenance grade (observed, derived,
-    asserted, not-answered, note); the raw answer when the run recorded no grades."""
-    rows = [(str(getattr(x, "grade", None) or x["grade"]), str(getattr(x, "text", None) or x["text"]))
-            for x in lines]
+    asserted, not-answered, note); the raw answer when the run recorded no grades. A line
+    is an AnswerLine or its stored JSON object."""
+    rows = [(_part(x, "grade"), _part(x, "text")) for x in lines]
     if not rows:
         return answer
     return "\n".join(f"  {grade:<12} {text}" for grade, text in rows)
 
 
-def _market_lines(type_: Any, data: dict[str, Any]) -> list[str]:
+def _part(line: object, name: str) -> str:
+    value = getattr(line, name, None)
+    if not value and isinstance(line, Mapping):
+        value = line[name]
+    return str(value)
+
+
+def _market_lines(type_: object, data: Mapping[str, object]) -> list[str]:
     """The market details under a timeline line: offers discovered, the seller quoted, the
     full verdict reason when offers were compared, and the excerpt of what was bought."""
     lines = []
-    offers = data.get("offers")
-    for offer in offers if isinstance(offers, list) else ():
+    for offer in map(as_object, as_list(data.get("offers"))):
         price = usdc(offer.get("price")) if offer.get("price") is not None else "?"
         tool = f"#{offer['tool']}" if offer.get("tool") else ""
         allowed = "" if offer.get("allowlisted") else " (not allowlisted)"
         lines.append(f"offer {offer.get('method')} {offer.get('resource')}{tool} {price} "
-                     f"[{', '.join(offer.get('kinds') or ()) or '-'}]{allowed}")
+                     f"[{', '.join(map(str, as_list(offer.get('kinds')))) or '-'}]{allowed}")
     if type_ == "quote" and data.get("seller"):
         lines.append(f"quoted {usdc(data.get('amount'))} from {data['seller']}")
     if type_ == "verdict" and str(data.get("reason", "")).startswith("best of"):
         lines.append(f"reason: {data['reason']}")
     cut = data.get("excerpt")
-    if isinstance(cut, dict):
+    if isinstance(cut, Mapping):
         if cut.get("type") == "json":
-            fields = "; ".join(f"{k}={v}" for k, v in (cut.get("fields") or {}).items())
+            fields = "; ".join(f"{k}={v}" for k, v in as_object(cut.get("fields")).items())
             lines.append(f"excerpt: {short(fields, 400)}")
         else:
             lines.append(f"excerpt: {short(cut.get('text'), 400)}")
     return lines
 
 
-def _event_line(data: dict[str, Any]) -> str:
+def _event_line(data: Mapping[str, object]) -> str:
     keys = ("step", "tool", "action", "decision", "reason", "ok", "summary", "cost_usdc", "amount", "tx_hash",
             "protocol", "why")
     parts = [f"{k}={data[k]}" for k in keys if k in data and data[k] not in (None, "")]
