@@ -18,15 +18,16 @@ and what ``done`` means, and that tool results are data, not instructions.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from agent.errors import ProposalInvalid
+from agent.jsonvalues import JSONObject, as_list, as_object
 from agent.loop.history import one_line
 from agent.models.base import OutputSchema, ToolCall, ToolSpec
 from chain.money import format_usdc
@@ -81,7 +82,7 @@ class _Strict(BaseModel):
 
 class _CallSpec(_Strict):
     tool: str = Field(min_length=1)
-    args: dict[str, Any] = Field(default_factory=dict)
+    args: dict[str, object] = Field(default_factory=dict)
 
 
 class _CallModel(_CallSpec):
@@ -135,7 +136,7 @@ class Call:
     """One tool call as proposed (arguments not yet validated against the tool)."""
 
     tool: str
-    args: dict[str, Any] = field(default_factory=dict)
+    args: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -266,33 +267,43 @@ def proposal_from_calls(calls: Sequence[ToolCall]) -> Proposal:
     return built[0] if len(built) == 1 else Batch(built)
 
 
-def _strip_titles(schema: Any) -> Any:
+def _strip_titles(schema: Mapping[str, object]) -> JSONObject:
     """A JSON Schema without pydantic's ``title`` strings (tokens the model does not need)."""
-    if isinstance(schema, dict):
-        return {
-            k: _strip_titles(v)
-            for k, v in schema.items()
-            if not (k == "title" and isinstance(v, str))
-        }
-    if isinstance(schema, list):
-        return [_strip_titles(v) for v in schema]
-    return schema
+    return {
+        str(k): _untitled(v)
+        for k, v in schema.items()
+        if not (k == "title" and isinstance(v, str))
+    }
 
 
-def _spec_description(tool: dict[str, Any]) -> str:
-    facts = ", ".join(tool.get("facts", [])) or "none"
+def _untitled(value: object) -> object:
+    if isinstance(value, dict):
+        return _strip_titles(value)
+    if isinstance(value, list):
+        return [_untitled(v) for v in value]
+    return value
+
+
+def _texts(value: object) -> list[str]:
+    """A JSON array of names (facts, types) as text."""
+    return [str(v) for v in as_list(value)]
+
+
+def _spec_description(tool: Mapping[str, object]) -> str:
+    facts = ", ".join(_texts(tool.get("facts", []))) or "none"
     cost = (
         "free"
         if tool.get("kind") == "free"
         else "paid: moves money; call it alone, the judge decides and the loop pays"
     )
-    return f"{tool.get('description', '').strip()} ({cost}; provides facts: {facts})"
+    return f"{str(tool.get('description', '')).strip()} ({cost}; provides facts: {facts})"
 
 
-def tool_specs(tools: list[dict[str, Any]]) -> tuple[ToolSpec, ...]:
+def tool_specs(tools: Sequence[Mapping[str, object]]) -> tuple[ToolSpec, ...]:
     """Native tool schemas: every wired tool (``registry.describe()``) plus the finishes."""
     specs = [
-        ToolSpec(t["name"], _spec_description(t), _strip_titles(t.get("args") or {})) for t in tools
+        ToolSpec(str(t["name"]), _spec_description(t), _strip_titles(as_object(t.get("args"))))
+        for t in tools
     ]
     return (*specs, *_finish_specs())
 
@@ -333,22 +344,22 @@ _SYSTEM = (
 )
 
 
-def _arg_type(spec: dict[str, Any]) -> str:
+def _arg_type(spec: Mapping[str, object]) -> str:
     """A JSON Schema property's type as text: ``integer``, ``string|null``, ``array``..."""
     if "type" in spec:
         kind = spec["type"]
-        return "|".join(kind) if isinstance(kind, list) else str(kind)
+        return "|".join(_texts(kind)) if isinstance(kind, list) else str(kind)
     options = spec.get("anyOf") or spec.get("oneOf")
     if isinstance(options, list):
         return "|".join(_arg_type(o) for o in options if isinstance(o, dict)) or "any"
     if "enum" in spec:
-        return "|".join(json.dumps(v) for v in spec["enum"])
+        return "|".join(json.dumps(v) for v in as_list(spec["enum"]))
     if "$ref" in spec:
         return str(spec["$ref"]).rsplit("/", 1)[-1]
     return "any"
 
 
-def _arg_line(name: str, spec: dict[str, Any], required: bool) -> str:
+def _arg_line(name: str, spec: Mapping[str, object], required: bool) -> str:
     line = f"    {name}{'' if required else '?'}: {_arg_type(spec)}"
     if spec.get("description"):
         line += f" - {spec['description']}"
@@ -357,29 +368,29 @@ def _arg_line(name: str, spec: dict[str, Any], required: bool) -> str:
     return line
 
 
-def tool_lines(tools: list[dict[str, Any]], *, args: bool = True) -> str:
+def tool_lines(tools: Sequence[Mapping[str, object]], *, args: bool = True) -> str:
     """Each tool: name (kind; facts): description; with ``args``, one line per argument
     with its type, whether it is optional (``?``), its description and default."""
     lines = []
     for t in tools:
-        schema = t.get("args") or {}
-        props = schema.get("properties", {})
-        required = set(schema.get("required", []))
-        facts = ",".join(t.get("facts", [])) or "-"
+        schema = as_object(t.get("args"))
+        props = as_object(schema.get("properties", {}))
+        required = set(_texts(schema.get("required", [])))
+        facts = ",".join(_texts(t.get("facts", []))) or "-"
         lines.append(f"- {t['name']} ({t['kind']}; facts {facts}): {t.get('description', '')}")
         if args:
-            lines += [_arg_line(k, v, k in required) for k, v in props.items()]
+            lines += [_arg_line(k, as_object(v), k in required) for k, v in props.items()]
     return "\n".join(lines) or "(no tools wired)"
 
 
-def text_protocol(tools: list[dict[str, Any]]) -> str:
+def text_protocol(tools: Sequence[Mapping[str, object]]) -> str:
     """What a server without native tool calling is told instead of the tool schemas:
     each tool's arguments, the two finishes and the JSON shapes to reply in."""
     finishes = "\n".join(f"- {name}: {doc}" for name, (doc, _) in FINISH_TOOLS.items())
     return f"Tool arguments:\n{tool_lines(tools)}\n\nTo finish:\n{finishes}\n\n{PROTOCOL}"
 
 
-def _offer_line(tool: str, endpoint: dict[str, Any]) -> str | None:
+def _offer_line(tool: str, endpoint: Mapping[str, object]) -> str | None:
     url = endpoint.get("url")
     if not isinstance(url, str):
         return None
@@ -389,7 +400,7 @@ def _offer_line(tool: str, endpoint: dict[str, Any]) -> str | None:
     path = parts.path or "/"
     price = endpoint.get("price_atomic")
     price_text = format_usdc(price) if isinstance(price, int) else "price on request (402)"
-    facts = ", ".join(str(f) for f in endpoint.get("facts") or []) or "unstated"
+    facts = ", ".join(_texts(endpoint.get("facts"))) or "unstated"
     claim = f"; claims: {endpoint['description']}" if endpoint.get("description") else ""
     return (
         f"- {seller}: {method} {path} for {price_text} via {tool} (url {url}); "
@@ -397,13 +408,13 @@ def _offer_line(tool: str, endpoint: dict[str, Any]) -> str | None:
     )
 
 
-def offer_lines(tools: list[dict[str, Any]]) -> str:
+def offer_lines(tools: Sequence[Mapping[str, object]]) -> str:
     """Every paid offer the run knows: seller, method and path, price, what it claims."""
     lines = [
         line
         for t in tools
-        for ep in t.get("endpoints") or []
-        if isinstance(ep, dict) and (line := _offer_line(t["name"], ep)) is not None
+        for ep in as_list(t.get("endpoints"))
+        if isinstance(ep, dict) and (line := _offer_line(str(t["name"]), ep)) is not None
     ]
     return "\n".join(lines)
 
@@ -423,7 +434,7 @@ _RULES = (
 )
 
 
-def propose_messages(context: dict[str, Any]) -> list[dict[str, Any]]:
+def propose_messages(context: Mapping[str, object]) -> list[JSONObject]:
     """The propose request. The system message is what stays the same all run (identity,
     rules, each tool's description, since some servers drop it from the schemas they show
     the model, and paid offers; argument docs travel in the schemas, or in
@@ -431,8 +442,9 @@ def propose_messages(context: dict[str, Any]) -> list[dict[str, Any]]:
     user message holds what changes: the fresh self-model and budget, task, checklist,
     focus, plan, lessons, evidence, history, feedback. The last step's tool calls with
     their results follow (``context["exchange"]``)."""
-    sm = context["self_model"]
-    offers = offer_lines(context["tools"])
+    sm = as_object(context["self_model"])
+    tools = [as_object(t) for t in as_list(context["tools"])]
+    offers = offer_lines(tools)
     spend_left = sm.get("spend_left_usdc")
     budget = (
         f"\nBudget left: {format_usdc(spend_left)} to spend on paid calls."
@@ -444,44 +456,48 @@ def propose_messages(context: dict[str, Any]) -> list[dict[str, Any]]:
         + "\n"
         + _RULES
         + "\n\nTools:\n"
-        + tool_lines(context["tools"], args=False)
+        + tool_lines(tools, args=False)
         + (f"\n\nPaid offers known to this run:\n{offers}" if offers else "")
     )
     checklist = (
         "\n".join(
             f"- [{'x' if i['covered'] else ' '}] {i['id']} {i['text']}"
             + (f" = {i['value']}" if i.get("value") else "")
-            for i in context["checklist"]
+            for i in map(as_object, as_list(context["checklist"]))
         )
         or "(none)"
     )
-    focus = context.get("focus")
+    focus = as_object(context.get("focus"))
     evidence = (
-        "\n".join(f"- {e['id']}: {e['tool']} -> {e['summary']}" for e in context["evidence"])
+        "\n".join(
+            f"- {e['id']}: {e['tool']} -> {e['summary']}"
+            for e in map(as_object, as_list(context["evidence"]))
+        )
         or "(none yet)"
     )
     parts = [
         f"Self-model (fresh this turn):\n{context['self_model_text']}{budget}",
         f"Task: {context['task']}",
         f"Checklist:\n{checklist}",
-        f"Focus now: {focus['id'] + ' ' + focus['text'] if focus else 'all items covered'}",
+        "Focus now: " + (f"{focus['id']} {focus['text']}" if focus else "all items covered"),
     ]
     if context.get("plan"):
         parts.append(f"Plan: {context['plan']}")
     if context.get("lessons"):
         parts.append(
-            "Lessons from similar tasks:\n" + "\n".join(f"- {x}" for x in context["lessons"])
+            "Lessons from similar tasks:\n" + "\n".join(f"- {x}" for x in as_list(context["lessons"]))
         )
     parts.append(f"Evidence:\n{evidence}")
     parts.append(f"History:\n{context['history']}")
     if context.get("feedback"):
-        parts.append("Feedback:\n" + "\n".join(f"- {x}" for x in context["feedback"]))
+        parts.append("Feedback:\n" + "\n".join(f"- {x}" for x in as_list(context["feedback"])))
     parts.append("Your next action:")
     return [
         {"role": "system", "content": system},
         {"role": "user", "content": "\n\n".join(parts)},
-        *context.get("exchange", []),
+        *map(as_object, as_list(context.get("exchange", []))),
     ]
+
 
 
 def checklist_messages(task: str, kinds: list[str], max_items: int) -> list[dict[str, str]]:
@@ -532,7 +548,7 @@ def replan_messages(task: str, checklist: str, history: str) -> list[dict[str, s
 
 
 def synthesis_messages(
-    task: str, evidence: list[dict[str, Any]], stop: str
+    task: str, evidence: Sequence[Mapping[str, object]], stop: str
 ) -> list[dict[str, str]]:
     """The final-answer request: answer from the evidence only, citing ids."""
     lines = (
