@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Literal
 
+import httpx
+
 if TYPE_CHECKING:
     from mcp import ClientSession
     from mcp.types import CallToolResult
@@ -37,6 +39,9 @@ _ENDPOINTS: dict[Transport, str] = {"streamable-http": "/mcp", "sse": "/sse"}
 #: Each transport's whole read (connect, initialize, the unpaid call) is bounded; the
 #: judge reads before it takes its decision lock (judge.seller_terms).
 _TIMEOUT_S = 10.0
+#: Bytes one response of a read may carry (a tool's unpaid answer is a few KB), however
+#: fast the seller sends: past it the response is cut off.
+_MAX_BYTES = 1_000_000
 _CAIP2_EVM = re.compile(r"^eip155:(\d+)$")
 
 
@@ -155,13 +160,13 @@ def mcp_tool_of(args: Mapping[str, object]) -> McpTool | None:
 async def _session(url: str, transport: Transport) -> AsyncIterator[ClientSession]:
     """An initialized MCP client session over ``transport``; its HTTP client ignores proxy
     settings of the environment, as the judge's 402 read does (judge.payto)."""
-    import httpx
     from mcp import ClientSession
 
     def client(headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None,
                auth: httpx.Auth | None = None) -> httpx.AsyncClient:
-        return httpx.AsyncClient(headers=headers, timeout=timeout or _TIMEOUT_S, auth=auth,
-                                 trust_env=False)
+        return httpx.AsyncClient(headers={**(headers or {}), "Accept-Encoding": "identity"},
+                                 timeout=timeout or _TIMEOUT_S, auth=auth, trust_env=False,
+                                 transport=_CappedTransport())
 
     if transport == "sse":
         from mcp.client.sse import sse_client
@@ -181,6 +186,43 @@ async def _session(url: str, transport: Transport) -> AsyncIterator[ClientSessio
         ):
             await session.initialize()
             yield session
+
+
+class _CappedTransport(httpx.AsyncBaseTransport):
+    """HTTP for the MCP read with every response cut off past ``_MAX_BYTES`` (as sent: a
+    ``Content-Encoding`` is dropped, so nothing is inflated past the cap)."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.AsyncHTTPTransport(trust_env=False)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        assert isinstance(response.stream, httpx.AsyncByteStream)  # an async transport's
+        headers = [(k, v) for k, v in response.headers.raw if k.lower() != b"content-encoding"]
+        return httpx.Response(response.status_code, headers=headers, request=request,
+                              stream=_CappedStream(response.stream),
+                              extensions=response.extensions)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _CappedStream(httpx.AsyncByteStream):
+    """A response body that raises past ``_MAX_BYTES``."""
+
+    def __init__(self, inner: httpx.AsyncByteStream) -> None:
+        self._inner = inner
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > _MAX_BYTES:
+                raise McpTermsUnread(f"it answered more than {_MAX_BYTES} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 class _Probe:

@@ -57,12 +57,13 @@ async def _read(url: str, method: str, body: object) -> tuple[int, str | None, b
 
     with anyio.fail_after(_TIMEOUT_S):
         async with (
-            httpx.AsyncClient(timeout=_TIMEOUT_S, follow_redirects=False, trust_env=False) as client,
+            httpx.AsyncClient(timeout=_TIMEOUT_S, follow_redirects=False, trust_env=False,
+                              headers={"Accept-Encoding": "identity"}) as client,
             client.stream(method, url, json=body if method == "POST" else None) as resp,
         ):
             content = bytearray()
             if resp.status_code == 402:
-                async for chunk in resp.aiter_bytes():
+                async for chunk in resp.aiter_raw():  # as sent: nothing inflated past the cap
                     content += chunk
                     if len(content) >= _MAX_BYTES:
                         break

@@ -165,3 +165,29 @@ def test_the_402_read_is_bounded_in_time_and_size(sellers: dict[str, Any]) -> No
     took = time.monotonic() - started
     assert took < STALL_S / 2, (
         f"the read of a flooding 402 took {took:.1f} s ({sellers['flooded']} chunks of 64 KiB sent)")
+
+
+def test_the_mcp_read_is_bounded_in_size() -> None:
+    """An MCP seller that floods its answer (an event stream of 200 MB) is read no further
+    than 1 MB: it gets to send what the sockets buffer before the judge stops reading (the
+    old read took all 200 MB within its 10 s), and the purchase is refused as unread."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from judge.mcp_terms import McpTermsUnread, McpTool
+
+    sent = {"chunks": 0}
+
+    async def flood(_request: Any) -> StreamingResponse:
+        async def body() -> AsyncIterator[bytes]:
+            for _ in range(3_200):  # 64 KiB events
+                sent["chunks"] += 1
+                yield b"data: " + b"x" * 65_536 + b"\n\n"
+                await asyncio.sleep(0)
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    with serve(Starlette(routes=[Route("/mcp", flood, methods=["GET", "POST"])])) as url:
+        with pytest.raises(McpTermsUnread):
+            McpTool(url, "sheet", {}, "streamable-http").offered_terms()
+        time.sleep(1)  # what the seller pushed before the judge's read stopped
+    assert sent["chunks"] < 400, f"the judge's read took {sent['chunks']} chunks of 64 KiB"
