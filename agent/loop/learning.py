@@ -3,6 +3,7 @@ coverage, spend and the counters the progress detectors read."""
 
 from __future__ import annotations
 
+from agent.jsonvalues import as_list
 from agent.loop.context import RunContext
 from agent.loop.history import one_line
 from agent.loop.result import EvidenceItem
@@ -105,7 +106,7 @@ class Learning:
             run.emit("coverage", {"step": run.state.step, "covered": newly, "evidence": eid})
 
 
-def _offer_rows(offers: list[dict[str, object]]) -> list[dict[str, object]]:
+def _offer_rows(offers: object) -> list[dict[str, object]]:
     """Discovery results as the audit keeps them: what, where, how much, for which kinds."""
     keep = ("resource", "method", "tool", "price", "kinds", "allowlisted")
-    return [{k: o.get(k) for k in keep} for o in offers if isinstance(o, dict)]
+    return [{k: o.get(k) for k in keep} for o in as_list(offers) if isinstance(o, dict)]

@@ -51,7 +51,7 @@ QuoteKind = Literal["x402", "transfer", "contract"]
 """``x402``: EIP-3009 typed data for an HTTP 402 seller. ``transfer``: an EIP-1559 USDC
 transfer transaction. ``contract``: any other EIP-1559 contract call."""
 
-Emit = Callable[[str, dict[str, Any]], None]
+Emit = Callable[[str, dict[str, object]], None]
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class Observation:
     tool: str
     ok: bool
     summary: str
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, object] = field(default_factory=dict)
     facts: dict[str, str] = field(default_factory=dict)
     params: dict[str, str] = field(default_factory=dict)
     cost_usdc: int = 0
@@ -103,11 +103,11 @@ class Quote:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def _scalar(value: Any) -> bool:
+def _scalar(value: object) -> bool:
     return value is not None and value != "" and not isinstance(value, dict | list | tuple)
 
 
-def _no_emit(_type: str, _data: dict[str, Any]) -> None:
+def _no_emit(_type: str, _data: dict[str, object]) -> None:
     return None
 
 
@@ -149,10 +149,10 @@ class ToolContext:
     emit: Emit = _no_emit
     allowlist: tuple[str, ...] = ()
     http: httpx.AsyncClient | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, object] = field(default_factory=dict)
     spend_cap_usdc: int = 0
     task_addresses: tuple[str, ...] = ()
-    quote_holds: dict[str, Any] = field(default_factory=dict)
+    quote_holds: dict[str, object] = field(default_factory=dict)
     #: Seller origins the task's own text names: when any, the only sellers paid tools
     #: may pay (a named seller is never swapped for another).
     task_sellers: tuple[str, ...] = ()
@@ -223,7 +223,7 @@ class Tool(ABC):
         """Fact kinds this call can provide (defaults to everything the tool can)."""
         return self.facts
 
-    def fact_params(self, norm: dict[str, Any], obs: Observation) -> dict[str, str]:
+    def fact_params(self, norm: dict[str, object], obs: Observation) -> dict[str, str]:
         """The parameters an observation's facts hold for: the call's arguments that were
         given (None means the tool's default) plus what the tool resolved (``obs.params``)."""
         given: dict[str, str] = {}
@@ -245,7 +245,7 @@ class Tool(ABC):
             if not f.is_required() and f.default is not None
         }
 
-    def parse_args(self, args: dict[str, Any]) -> BaseModel:
+    def parse_args(self, args: dict[str, object]) -> BaseModel:
         """Validate raw proposal arguments; raises ToolArgsError with actionable text."""
         if not isinstance(args, dict):
             raise ToolArgsError(
@@ -284,7 +284,7 @@ class Tool(ABC):
         """
         return None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """The prompt-facing description: name, kind, facts, description, args schema."""
         return {
             "name": self.name,
@@ -296,7 +296,7 @@ class Tool(ABC):
 
 
 @lru_cache(maxsize=256)
-def _args_schema(model: type[BaseModel]) -> dict[str, Any]:
+def _args_schema(model: type[BaseModel]) -> dict[str, object]:
     # JSON-schema generation is slow and a model class never changes: build it once.
     return model.model_json_schema()
 
@@ -315,7 +315,7 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
-        self._described: list[dict[str, Any]] | None = None
+        self._described: list[dict[str, object]] | None = None
         self._policy: FreeReadPolicy | None = None
         for tool in tools:
             self.register(tool)
@@ -357,7 +357,7 @@ class ToolRegistry:
         """Sorted names of the wired tools."""
         return sorted(self._tools)
 
-    def describe(self) -> list[dict[str, Any]]:
+    def describe(self) -> list[dict[str, object]]:
         """Prompt-facing descriptions of every wired tool, sorted by name (cached: JSON
         schema generation is the costliest part of building a prompt)."""
         if self._described is None:

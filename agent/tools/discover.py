@@ -21,6 +21,7 @@ from x402.http import FacilitatorConfig, HTTPFacilitatorClientSync
 
 from agent.errors import ToolError
 from agent.interrupts import gather_within
+from agent.jsonvalues import as_list
 from agent.tools.base import FreeLimits, Observation, Tool, ToolContext
 from agent.tools.money import UsdcAmount
 from agent.tools.x402.offers import Offer, OfferBook, allowlisted_sellers, offer_from_discovery
@@ -38,9 +39,8 @@ _TIMEOUT_S = 10.0
 def discovery_urls(ctx: ToolContext) -> tuple[str, ...]:
     """The discovery base URLs configured for this run (``extras["discovery_urls"]``)."""
     raw = ctx.extras.get("discovery_urls") or ()
-    if isinstance(raw, str):
-        raw = raw.split(",")
-    return tuple(dict.fromkeys(u.strip().rstrip("/") for u in raw if u and u.strip()))
+    urls = raw.split(",") if isinstance(raw, str) else [u for u in as_list(raw) if isinstance(u, str)]
+    return tuple(dict.fromkeys(u.strip().rstrip("/") for u in urls if u and u.strip()))
 
 
 class DiscoverArgs(BaseModel):
