@@ -92,7 +92,7 @@ class Quote:
     """
 
     tool: str
-    args: dict[str, Any]
+    args: dict[str, object]
     kind: QuoteKind
     payload: dict[str, Any]
     payload_fingerprint: str
