@@ -357,6 +357,8 @@ def read_terms(offer: PaidCallRequest, limits: TaskLimits | None, terms_of: Sell
     """Read into ``terms_of`` the sellers' terms the checks of ``offer`` ask for (those of
     :func:`bind` for a registered task's ``limits``, of :func:`unbound` for none), so that
     the judge reads before its decision lock and rules under it on what it read."""
+    if "primaryType" not in (offer.payload or {}):
+        return  # no x402 authorization: no seller's terms to read (a direct transfer)
     if limits is not None:
         _refusal(offer, limits, terms_of)
     else:
