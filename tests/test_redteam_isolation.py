@@ -422,7 +422,7 @@ def test_a_flood_of_slow_requests_leaves_the_judge_answering_everyone_else(arena
         signed = WalletClient(arena.services["wallet_socket"], timeout_s=60).sign_typed_data(
             payload, verdict, run_id=victim[0], cap=CAP)
         # Held past the head deadline, so every slow head has had its time.
-        time.sleep(max(0.0, started + 2 * HEAD_DEADLINE_S - time.monotonic()))
+        time.sleep(max(0.0, started + 3 * HEAD_DEADLINE_S - time.monotonic()))
     finally:
         out, err = flood.communicate("go\n", timeout=120)
     report = json.loads(out.splitlines()[-1]) if out else {"stderr": err[-3000:]}
