@@ -217,6 +217,9 @@ class ExplicitSettings(TypedDict, total=False):
     database_url: str
     network: str
     model: str
+    model_provider: str
+    model_base_url: str
+    model_timeout: float
     profile: str
 
 

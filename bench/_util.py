@@ -17,10 +17,31 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    import httpx
+
+    from agent.seams import AgentWallet
+    from agent.tools.base import Observation, Tool, ToolContext
+    from chain.client import ChainClient
+    from chain.devnet import AnvilProcess
+    from chain.networks import Network
+    from chain.paywall.app import PaywallServer
+    from judge.jev import Judge, PaidCallRequest
+    from judge.verdict import Verdict
+    from wallet.signer import Wallet
+
+_T = TypeVar("_T")
+
+
+class Decides(Protocol):
+    """A judge to ask: the in-process Judge or a judge service's client."""
+
+    def decide(self, request: PaidCallRequest) -> Verdict: ...
 
 __all__ = [
     "BENCH_PATH",
@@ -73,9 +94,9 @@ class Figure:
     ratio: float
     notes: str
     details: tuple[str, ...] = ()
-    raw: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, object] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "benchmark": self.benchmark,
             "ours": self.ours,
@@ -116,7 +137,7 @@ class LoadWindow:
     def sample(self) -> None:
         self.samples.append(loadavg())
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         if not self.samples:
             self.sample()
         high = max(self.samples)
@@ -225,14 +246,15 @@ class BenchEnv:
 
     def __init__(self) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        self._anvil: Any = None
-        self._paywall: Any = None
+        self._anvil: AnvilProcess | None = None
+        self._paywall: PaywallServer | None = None
         self.rpc_url = ""
         self.usdc = ""
         self.paywall_url = ""
-        self.judge: Any = None
-        self.network: Any = None
-        self.chain: Any = None
+        # Set by __enter__ (used only inside the with-block).
+        self.judge: Judge
+        self.network: Network
+        self.chain: ChainClient
         self._snapshot: str | None = None
 
     def __enter__(self) -> BenchEnv:
@@ -256,14 +278,16 @@ class BenchEnv:
             mint(self.chain.w3, self.usdc, deployer, dev_account(AGENT).address, FUND_USDC)
             for i in RAW_SENDERS:
                 mint(self.chain.w3, self.usdc, deployer, dev_account(i).address, _RAW_FUND)
-            self._paywall = PaywallServer(self.rpc_url, self.usdc).start()
-            self.paywall_url = self._paywall.url
+            paywall = PaywallServer(self.rpc_url, self.usdc)
+            paywall.start()
+            self._paywall = paywall
+            self.paywall_url = paywall.url
             self.network = get_network("anvil", rpc_url=self.rpc_url, usdc=self.usdc)
             self.judge = Judge(
                 VerdictSigner(dev_account(JUDGE)),
                 allowed_assets={self.network.chain_id: {self.usdc}},
             )
-            self._snapshot = self._rpc("evm_snapshot")
+            self._snapshot = str(self._rpc("evm_snapshot"))
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -280,8 +304,8 @@ class BenchEnv:
             self._tmp.cleanup()
             self._tmp = None
 
-    def _rpc(self, method: str, params: list[Any] | None = None) -> Any:
-        resp = self.chain.w3.provider.make_request(method, params or [])
+    def _rpc(self, method: str, params: list[object] | None = None) -> object:
+        resp = self.chain.w3.provider.make_request(method, params or [])  # type: ignore[arg-type]
         if "error" in resp:
             raise RuntimeError(f"benchmark: {method} failed on {self.rpc_url}: {resp['error']}")
         return resp["result"]
@@ -295,14 +319,14 @@ class BenchEnv:
         """
         if self._snapshot is None or not self._rpc("evm_revert", [self._snapshot]):
             raise RuntimeError(f"benchmark: could not revert {self.rpc_url} to the baseline")
-        self._snapshot = self._rpc("evm_snapshot")
+        self._snapshot = str(self._rpc("evm_snapshot"))
 
     @property
     def tmp(self) -> Path:
         assert self._tmp is not None, "BenchEnv used outside its with-block"
         return Path(self._tmp.name)
 
-    def wallet(self, name: str = "bench") -> Any:
+    def wallet(self, name: str = "bench") -> Wallet:
         """The agent's real wallet (verdict-gated signer, spend meter, ledger) on a fresh DB."""
         from chain.client import ChainClient
         from chain.devkeys import AGENT, dev_account
@@ -318,7 +342,10 @@ class BenchEnv:
             recheck=self.judge.recheck,
         )
 
-    def context(self, wallet: Any, http: Any, run_id: str, cap: int = 1_000_000) -> Any:
+    def context(
+        self, wallet: AgentWallet | None, http: httpx.AsyncClient | None, run_id: str,
+        cap: int = 1_000_000,
+    ) -> ToolContext:
         """A tool context for one run paying from ``wallet`` with a spend cap of ``cap``."""
         from agent.tools.base import ToolContext
 
@@ -335,13 +362,13 @@ class BenchEnv:
 
     async def paid_call(
         self,
-        tool: Any,
-        ctx: Any,
+        tool: Tool,
+        ctx: ToolContext,
         url: str,
         phases: dict[str, list[float]] | None = None,
         *,
-        judge: Any = None,
-    ) -> Any:
+        judge: Decides | None = None,
+    ) -> Observation:
         """Our paid path, once: quote (402) -> JEV verdict -> wallet signs -> pay -> settle.
 
         The judge is asked the way the loop asks it (one missing checklist item the
@@ -352,11 +379,14 @@ class BenchEnv:
         from judge.fingerprint import call_fingerprint
         from judge.jev import PaidCallRequest
 
+        if ctx.wallet is None:
+            raise RuntimeError("benchmark: paid_call needs a context with a wallet")
+        payer = ctx.wallet.address
         t0 = time.perf_counter()
         args = tool.parse_args({"url": url})
         quote = await tool.quote(args, ctx)
         t1 = time.perf_counter()
-        cap = int(ctx.extras["spend_cap_usdc"])
+        cap = ctx.spend_cap_usdc
         facts = tuple(tool.facts_for(args))
         request = PaidCallRequest(
             tool=tool.name,
@@ -368,7 +398,7 @@ class BenchEnv:
             recipient=quote.recipient,
             chain_id=quote.chain_id,
             remaining_budget=cap,
-            balance=await asyncio.to_thread(self.chain.token_balance, self.usdc, ctx.wallet.address),
+            balance=await asyncio.to_thread(self.chain.token_balance, self.usdc, payer),
             per_call_cap=cap,
             spend_cap=cap,
             missing=facts,
@@ -396,7 +426,7 @@ class BenchEnv:
         return obs
 
 
-def run_async(fn: Callable[[], Any]) -> Any:
+def run_async(fn: Callable[[], Coroutine[object, object, _T]]) -> _T:
     """Run a coroutine function on a fresh event loop."""
     return asyncio.run(fn())
 
@@ -420,7 +450,7 @@ class Spread:
         return f"{fmt_ms(self.median)} (p95 {fmt_ms(self.p95)})"
 
 
-def on_fresh_chain(env: BenchEnv | None, measure: Callable[[BenchEnv], Any]) -> Any:
+def on_fresh_chain(env: BenchEnv | None, measure: Callable[[BenchEnv], _T]) -> _T:
     """``measure(env)`` from a reset chain; without ``env``, on a BenchEnv of its own."""
     if env is None:
         with BenchEnv() as own:
@@ -429,16 +459,17 @@ def on_fresh_chain(env: BenchEnv | None, measure: Callable[[BenchEnv], Any]) -> 
     return measure(env)
 
 
-def with_details(rows: list[dict[str, Any]], details: Sequence[str]) -> list[dict[str, Any]]:
+def with_details(rows: list[dict[str, object]], details: Sequence[str]) -> list[dict[str, object]]:
     """``rows`` of one module, each carrying the module's whole details (printed once)."""
     for row in rows:
         row["details"] = list(details)
     return rows
 
 
-def report_rows(rows: list[dict[str, Any]]) -> str:
+def report_rows(rows: Sequence[dict[str, object]]) -> str:
     """The details a module's rows share, as its command line prints them."""
-    return "\n".join(rows[0]["details"])
+    details = rows[0]["details"]
+    return "\n".join(str(d) for d in details) if isinstance(details, list) else str(details)
 
 
 def fmt_ratio(value: float) -> str:
@@ -451,13 +482,13 @@ def fmt_ratio(value: float) -> str:
 def bench_main(
     prog: str,
     doc: str | None,
-    run: Callable[..., Any],
-    report: Callable[[Any], str],
+    run: Callable[[bool], _T],
+    report: Callable[[_T], str],
     argv: list[str] | None = None,
 ) -> int:
     """The command line every benchmark module shares: ``--quick``, run, print the report."""
     parser = argparse.ArgumentParser(prog=prog, description=doc)
     parser.add_argument("--quick", action="store_true", help="tiny iteration counts")
     args = parser.parse_args(argv)
-    print(report(run(quick=args.quick)))
+    print(report(run(args.quick)))
     return 0

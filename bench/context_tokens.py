@@ -123,7 +123,7 @@ def nib_request_tokens(env: BenchEnv, steps: list[tuple[str, dict[str, Any], Any
         rpc_url=env.rpc_url, usdc=env.usdc, wallet=dev_account(AGENT).address,
         wallet_balance_usdc=100_000_000 - spent, spend_left_usdc=1_000_000 - spent,
         tokens_left=100_000, steps_left=2, deadline_left_s=420.0,
-        tools=tuple((t["name"], t["kind"]) for t in tools))
+        tools=tuple((str(t["name"]), str(t["kind"])) for t in tools))
     entries = [HistoryEntry(n, tool, args, "ok", str(d["summary"]), f"e{n}")
                for n, (tool, args, d) in enumerate(steps, start=1)]
     last_tool, last_args, last = steps[-1]

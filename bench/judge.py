@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bench._util import (
     Figure,
@@ -39,6 +39,9 @@ from bench._util import (
     with_details,
 )
 
+if TYPE_CHECKING:
+    from judge.jev import PaidCallRequest
+
 __all__ = ["main", "rate", "run"]
 
 USDC = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
@@ -48,7 +51,7 @@ ARGS = {"symbol": "ETH", "venue": "paywall", "window_blocks": 50}
 GOAL = 0.5
 
 
-def _request() -> Any:
+def _request() -> PaidCallRequest:
     from judge.fingerprint import call_fingerprint, fingerprint
     from judge.jev import PaidCallRequest
 
@@ -139,7 +142,7 @@ def _sides(folder: Path) -> dict[str, Callable[[], object]]:
     }
 
 
-def run(quick: bool = False) -> list[dict[str, Any]]:
+def run(quick: bool = False) -> list[dict[str, object]]:
     """Rates of the four sides over interleaved rounds; two rows (sign, verify)."""
     rounds, slice_s = (3, 0.05) if quick else (15, 0.2)
     with tempfile.TemporaryDirectory(prefix="nib-bench-judge-") as tmp:
@@ -148,7 +151,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 
 def _measure(
     sides: dict[str, Callable[[], object]], rounds: int, slice_s: float
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     load = LoadWindow()
     for fn in sides.values():  # warm-up
         rate(fn, 0.02)
@@ -207,7 +210,7 @@ def _measure(
     return with_details(rows, details)
 
 
-def report(rows: list[dict[str, Any]]) -> str:
+def report(rows: list[dict[str, object]]) -> str:
     return report_rows(rows)
 
 

@@ -153,7 +153,7 @@ async def main(runs: int) -> None:
         for _ in range(runs):  # interleaved, so drift hits both sides alike
             nib.append(await nib_run(store))
             pai.append(await pydantic_ai_run(agent))
-        events = store.conn.execute("SELECT COUNT(*) FROM agent_events").fetchone()[0]
+        events = (store.conn.execute("SELECT COUNT(*) FROM agent_events").fetchone() or (0,))[0]
     print(f"scripted {STEPS}-step task, {runs} runs each, per-step overhead (ms/step):")
     print(f"  {'':14} {'median':>8} {'p95':>8} {'best':>8}")
     for label, xs in (("nib loop", nib), ("pydantic-ai", pai)):

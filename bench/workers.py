@@ -24,8 +24,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
+from agent.jsonvalues import as_list
 from bench._util import BenchEnv, LoadWindow, bench_main, fmt_ratio, median
 
 __all__ = ["main", "report", "run"]
@@ -80,7 +80,7 @@ def _side(env: BenchEnv, location: str | Path, workers: int, tasks: int, label: 
     return tasks / (end - start)
 
 
-def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
+def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, object]:
     from judge.storage.cluster import TempCluster
 
     if env is None:
@@ -122,8 +122,8 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
     }
 
 
-def report(result: dict[str, Any]) -> str:
-    return "\n".join([f"{NAME}: {result['notes']}", *result["details"]])
+def report(result: dict[str, object]) -> str:
+    return "\n".join([f"{NAME}: {result['notes']}", *map(str, as_list(result["details"]))])
 
 
 def main(argv: list[str] | None = None) -> int:
