@@ -47,6 +47,7 @@ __all__ = [
     "BENCH_PATH",
     "RAW_SENDERS",
     "BenchEnv",
+    "Decides",
     "Figure",
     "LoadWindow",
     "Spread",

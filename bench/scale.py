@@ -39,11 +39,24 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from bench._util import Figure, LoadWindow, bench_main, fmt_ratio, median, percentile
+from agent.jsonvalues import as_float
+from bench._util import (
+    Figure,
+    LoadWindow,
+    bench_main,
+    fmt_ratio,
+    median,
+    percentile,
+    report_rows,
+)
+
+if TYPE_CHECKING:
+    from judge.storage.db import Database
 
 __all__ = ["build", "main", "run"]
 
@@ -124,7 +137,7 @@ def _cache_key() -> str:
     return hashlib.sha256(inspect.getsource(_fill).encode()).hexdigest()[:12]
 
 
-def _schema(db: Any) -> None:
+def _schema(db: Database) -> None:
     """Every component's tables at the newest schema version (idempotent)."""
     from agent.store import ensure_tables as agent_tables
     from judge.calibration import BetaCalibrator
@@ -369,7 +382,7 @@ def _settled_since(path: Path, count: int, usdc: str) -> None:
     meter.store.close()
 
 
-def run(quick: bool = False) -> list[dict[str, Any]]:
+def run(quick: bool = False) -> list[dict[str, object]]:
     from chain.client import ChainClient
     from chain.devkeys import DEPLOYER, dev_account
     from chain.devnet import AnvilProcess
@@ -377,7 +390,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 
     sizes = QUICK_SIZES if quick else SIZES
     load = LoadWindow()
-    results: dict[int, dict[str, Any]] = {}
+    results: dict[int, _Measured] = {}
     paths = {n: build(n) for n in sizes}
     anvil = AnvilProcess(port=0, log=CACHE / "anvil.log")
     try:
@@ -391,9 +404,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             reserve_cpu = list(_CPU_MS)
             _settled_since(paths[n], SINCE, usdc)
             rates = [_decisions_per_s(paths[n], 0.5 if quick else 1.0) for _ in range(3)]
-            results[n] = {"reserve": reserve, "reserve_cpu": reserve_cpu, "decide": rates,
-                          **_commands(paths[n], n, anvil.rpc_url, usdc, over,
-                                      1 if quick else REPEATS)}
+            results[n] = _Measured(reserve, reserve_cpu, rates,
+                                   _commands(paths[n], n, anvil.rpc_url, usdc, over,
+                                             1 if quick else REPEATS))
         load.sample()
     finally:
         anvil.stop()
@@ -417,8 +430,18 @@ def _cell(runs: list[tuple[float, float]]) -> str:
     return f"{med:.2f} s ({lo:.2f}-{hi:.2f}) / {peak:.0f} MiB"
 
 
-def _rows(results: dict[int, dict[str, Any]], sizes: tuple[int, ...],
-          load: dict[str, Any]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class _Measured:
+    """One store size's samples: reserve wall and CPU ms, decisions/s, command runs."""
+
+    reserve: list[float]
+    reserve_cpu: list[float]
+    decide: list[float]
+    commands: dict[str, list[tuple[float, float]]]
+
+
+def _rows(results: dict[int, _Measured], sizes: tuple[int, ...],
+          load: dict[str, object]) -> list[dict[str, object]]:
     lo, hi = sizes[0], sizes[-1]
     width = 30
     lines = [
@@ -426,15 +449,15 @@ def _rows(results: dict[int, dict[str, Any]], sizes: tuple[int, ...],
         f"(verdicts and runs: a tenth); load {load['text']}",
         "rows/outcomes       " + "".join(f"{n:>{width},}" for n in sizes),
         "reserve median ms   " + "".join(
-            f"{median(results[n]['reserve']):>{width}.2f}" for n in sizes),
+            f"{median(results[n].reserve):>{width}.2f}" for n in sizes),
         "reserve p95 ms      " + "".join(
-            f"{percentile(results[n]['reserve'], 95):>{width}.2f}" for n in sizes),
+            f"{percentile(results[n].reserve, 95):>{width}.2f}" for n in sizes),
         "reserve CPU ms      " + "".join(
-            f"{median(results[n]['reserve_cpu']):>{width}.3f}" for n in sizes),
+            f"{median(results[n].reserve_cpu):>{width}.3f}" for n in sizes),
         "judge decisions/s   " + "".join(
-            f"{median(results[n]['decide']):>{width - 16},.0f} ({min(results[n]['decide']):,.0f}-"
-            f"{max(results[n]['decide']):,.0f})".rjust(width) for n in sizes),
-        *(f"{name:<20}" + "".join(f"{_cell(results[n][name]):>{width}}" for n in sizes)
+            f"{median(results[n].decide):>{width - 16},.0f} ({min(results[n].decide):,.0f}-"
+            f"{max(results[n].decide):,.0f})".rjust(width) for n in sizes),
+        *(f"{name:<20}" + "".join(f"{_cell(results[n].commands[name]):>{width}}" for n in sizes)
           for name in ("audit --run", "report", "reconcile")),
     ]
     rows = []
@@ -447,14 +470,14 @@ def _rows(results: dict[int, dict[str, Any]], sizes: tuple[int, ...],
                  "load": load},
         ).as_dict())
 
-    res = {n: results[n]["reserve"] for n in (lo, hi)}
+    res = {n: results[n].reserve for n in (lo, hi)}
     row("per-payment reserve",
         f"{median(res[hi]):.2f} ms (p95 {percentile(res[hi], 95):.2f}) at {hi:,}",
         f"{median(res[lo]):.2f} ms (p95 {percentile(res[lo], 95):.2f}) at {lo:,}",
         median(res[hi]) / median(res[lo]),
         f"median of {len(res[lo])} SpendMeter.reserve calls (a sync per commit) at the "
         "largest vs the smallest store; a cost ratio, lower is better")
-    dec = {n: results[n]["decide"] for n in (lo, hi)}
+    dec = {n: results[n].decide for n in (lo, hi)}
     row("judge decisions/s (records on)",
         f"{median(dec[hi]):,.0f} /s ({min(dec[hi]):,.0f}-{max(dec[hi]):,.0f}) at {hi:,}",
         f"{median(dec[lo]):,.0f} /s ({min(dec[lo]):,.0f}-{max(dec[lo]):,.0f}) at {lo:,}",
@@ -463,21 +486,21 @@ def _rows(results: dict[int, dict[str, Any]], sizes: tuple[int, ...],
         "the largest store (so above 1 is slower at scale); the judge keeps its records and "
         "calibration store on the same file")
     for name in ("audit --run", "report", "reconcile"):
-        s_lo, lo_min, lo_max, m_lo = _timed(results[lo][name])
-        s_hi, hi_min, hi_max, m_hi = _timed(results[hi][name])
+        s_lo, lo_min, lo_max, m_lo = _timed(results[lo].commands[name])
+        s_hi, hi_min, hi_max, m_hi = _timed(results[hi].commands[name])
         over = s_hi == float("inf")
         ours = (f"> {TIME_BOX_S:.0f} s (at least) at {hi:,}" if over else
                 f"{s_hi:.2f} s ({hi_min:.2f}-{hi_max:.2f}) at {hi:,}")
         # Over the box: the growth is at least the box over the smallest size's time.
         growth = (TIME_BOX_S if over else s_hi) / s_lo if s_lo else float("nan")
         row(f"nib {name}", ours, f"{s_lo:.2f} s ({lo_min:.2f}-{lo_max:.2f}) at {lo:,}", growth,
-            f"median wall time of {len(results[lo][name])} runs of the command as its own "
+            f"median wall time of {len(results[lo].commands[name])} runs of the command as its own "
             f"process (interpreter start included); peak memory {_mib(m_hi)} at {hi:,} vs "
             f"{_mib(m_lo)} at {lo:,}"
             + ("; from its checkpoint, as `nib audit reconcile` runs (see details)"
                if name == "reconcile" else "")
             + (f"; over its {TIME_BOX_S:.0f} s box at {hi:,} (first over at "
-               f"{min(n for n in sizes if _timed(results[n][name])[0] == float('inf')):,}): "
+               f"{min(n for n in sizes if _timed(results[n].commands[name])[0] == float('inf')):,}): "
                "the growth is at least this ratio" if over else ""))
     return rows
 
@@ -486,9 +509,9 @@ def _mib(value: float) -> str:
     return "?" if value != value else f"{value:.0f} MiB"
 
 
-def report(rows: list[dict[str, Any]]) -> str:
-    return "\n".join(rows[0]["details"]) + "\n" + "\n".join(
-        f"  {r['benchmark']}: {fmt_ratio(r['ratio'])}" for r in rows)
+def report(rows: list[dict[str, object]]) -> str:
+    return report_rows(rows) + "\n" + "\n".join(
+        f"  {r['benchmark']}: {fmt_ratio(as_float(r['ratio']))}" for r in rows)
 
 
 def main(argv: list[str] | None = None) -> int:

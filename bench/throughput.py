@@ -24,12 +24,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import httpx
 
 from bench._util import (
     BenchEnv,
+    Decides,
     Figure,
     LoadWindow,
     bench_main,
@@ -39,6 +42,10 @@ from bench._util import (
     report_rows,
     with_details,
 )
+
+if TYPE_CHECKING:
+    from agent.seams import AgentWallet
+    from bench.roundtrip import Services
 
 __all__ = ["main", "run"]
 
@@ -54,7 +61,7 @@ def _url(env: BenchEnv, buyer: int) -> str:
     return f"{env.paywall_url}/datasets/token/{symbols[buyer % len(symbols)]}"
 
 
-async def _buyers(buyers: int, one: Any) -> float:
+async def _buyers(buyers: int, one: Callable[[int], Awaitable[int]]) -> float:
     """Run ``one(b)`` for every buyer at once; paid requests per second (``one`` returns
     how many it made)."""
     start = time.perf_counter()
@@ -62,7 +69,7 @@ async def _buyers(buyers: int, one: Any) -> float:
     return sum(done) / (time.perf_counter() - start)
 
 
-async def _nib(env: BenchEnv, wallet: Any, judges: list[Any], runs: list[str],
+async def _nib(env: BenchEnv, wallet: AgentWallet, judges: Sequence[Decides], runs: list[str],
                buyers: int, each: int) -> float:
     from agent.tools.x402.pay_http import PayHttpTool
 
@@ -127,8 +134,19 @@ async def _limit(env: BenchEnv, buyers: int, each: int) -> float:
         return await _buyers(buyers, buyer)
 
 
+@dataclass(frozen=True)
+class _Built:
+    """The compositions a round pays through: the services (their wallet client), or the
+    in-process judge and wallet."""
+
+    services: Services
+    remote: AgentWallet
+    judge: Decides
+    wallet: AgentWallet
+
+
 def _round(env: BenchEnv, side: str, round_no: int, buyers: int, each: int,
-           built: dict[str, Any]) -> float:
+           built: _Built) -> float:
     env.reset_chain()
     if side == "peer":
         return asyncio.run(_peer(env, buyers, each))
@@ -138,12 +156,12 @@ def _round(env: BenchEnv, side: str, round_no: int, buyers: int, each: int,
     if side == "services":
         from bench.roundtrip import register
 
-        judges = [register(env, built["services"], run_id) for run_id in runs]
-        return asyncio.run(_nib(env, built["remote"], judges, runs, buyers, each))
-    return asyncio.run(_nib(env, built["wallet"], [built["judge"]] * buyers, runs, buyers, each))
+        judges = [register(env, built.services, run_id) for run_id in runs]
+        return asyncio.run(_nib(env, built.remote, judges, runs, buyers, each))
+    return asyncio.run(_nib(env, built.wallet, [built.judge] * buyers, runs, buyers, each))
 
 
-def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]]:
+def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, object]]:
     from bench.roundtrip import Services, in_process
     from wallet.service import WalletClient
 
@@ -155,8 +173,7 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]
     rates: dict[str, list[float]] = {side: [] for side in SIDES}
     load = LoadWindow()
     with Services(env) as services:
-        built = {"services": services, "remote": WalletClient(services.socket),
-                 "judge": judge, "wallet": wallet}
+        built = _Built(services, WalletClient(services.socket), judge, wallet)
         for r in range(rounds):
             load.sample()
             for side in SIDES[r % len(SIDES):] + SIDES[:r % len(SIDES)]:
@@ -206,7 +223,7 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]
     return with_details(rows, details)
 
 
-def report(rows: list[dict[str, Any]]) -> str:
+def report(rows: list[dict[str, object]]) -> str:
     return report_rows(rows)
 
 

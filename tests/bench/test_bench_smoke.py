@@ -170,9 +170,10 @@ def test_scale_rows_carry_their_spread_and_say_at_least_only_over_the_box() -> N
 
     runs = {"audit --run": [(2.0, 100.0)] * 3, "report": [(1.8, 100.0), (1.9, 101.0), (2.1, 99.0)],
             "reconcile": [(1.5, 90.0)] * 3}
-    results = {n: {"reserve": [0.4, 0.5, 0.6], "reserve_cpu": [0.3], "decide": [5000.0, 5100.0],
-                   **runs} for n in (1_000, 10_000)}
-    results[10_000]["reconcile"] = [(float("inf"), float("nan"))]
+    results = {n: scale._Measured(reserve=[0.4, 0.5, 0.6], reserve_cpu=[0.3],
+                                  decide=[5000.0, 5100.0], commands=dict(runs))
+               for n in (1_000, 10_000)}
+    results[10_000].commands["reconcile"] = [(float("inf"), float("nan"))]
     rows = {r["benchmark"].split(",")[0]: r for r in scale._rows(
         results, (1_000, 10_000), {"text": "x"})}
     report = rows["scale: nib report"]
