@@ -15,8 +15,11 @@ limit, so every other task's decision, and ``/health``, got a 503. Two limits re
   are closed.
 - **Being answered.** Each task token (and the worker token) has at most
   :data:`PER_CALLER_IN_FLIGHT` requests in flight; past ``max_in_flight`` in all, only a
-  caller with none in flight gets in. ``/health``, the admin token (the user's commands)
-  and the services' own token (the wallet's re-check before it signs) are always answered.
+  caller with none in flight gets in. Of the :data:`DECISION_THREADS` that decisions run
+  on (they wait on the chain and on sellers' terms), the last :data:`DECISION_RESERVE` go
+  only to callers using none, so tasks that hold decisions on a stalling seller cannot
+  take them all. ``/health``, the admin token (the user's commands) and the services' own
+  token (the wallet's re-check before it signs) are always answered.
 
 The wallet's socket has its own share (wallet/admission.py): there the kernel names the
 process behind each connection when it is accepted (``SO_PEERCRED``, and the tasks that
@@ -34,6 +37,8 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 __all__ = [
+    "DECISION_RESERVE",
+    "DECISION_THREADS",
     "HEAD_DEADLINE_S",
     "MAX_WAITING",
     "PER_CALLER_IN_FLIGHT",
@@ -48,6 +53,11 @@ HEAD_DEADLINE_S = 5.0
 MAX_WAITING = 1024
 #: Requests one task (or the worker token) may have in flight at the judge at once.
 PER_CALLER_IN_FLIGHT = 16
+#: The judge's decision threads (the routes that wait on the chain or a seller run on
+#: them), and how many of them are kept for callers with none in use: past
+#: DECISION_THREADS - DECISION_RESERVE in use, a caller already using one is refused.
+DECISION_THREADS = 40
+DECISION_RESERVE = 8
 #: Callers the judge always answers: the user's admin token, the services' own token, and
 #: anyone asking /health.
 EXEMPT = frozenset({"admin", "service", "health"})
@@ -117,15 +127,25 @@ def admitting_protocol(waiting: Waiting) -> type[H11Protocol]:
 class InFlight:
     """Requests being answered, per caller (``TokenGate`` names it in ``scope``)."""
 
-    def __init__(self, limit: int, per_caller: int = PER_CALLER_IN_FLIGHT) -> None:
+    def __init__(self, limit: int, per_caller: int = PER_CALLER_IN_FLIGHT,
+                 threads: int = DECISION_THREADS, reserve: int = DECISION_RESERVE) -> None:
         self.limit, self.per_caller = limit, per_caller
-        self.total = 0
+        self.threads, self.reserve = threads, reserve
+        self.total = self.on_threads = 0
         self._by: dict[str, int] = {}
+        self._threads_by: dict[str, int] = {}
 
-    def refusal(self, caller: str) -> str | None:
-        """Why ``caller`` is not answered now (a JudgeOverloaded message), else None."""
+    def refusal(self, caller: str, threaded: bool = False) -> str | None:
+        """Why ``caller`` is not answered now (a JudgeOverloaded message), else None;
+        ``threaded``: the request runs on a decision thread."""
         if caller in EXEMPT:
             return None
+        if threaded and caller != "anyone" and self._threads_by.get(caller, 0) and (
+                self.on_threads >= self.threads - self.reserve):
+            return (f"found {self.on_threads} of the judge's {self.threads} decision threads "
+                    f"in use, {self._threads_by[caller]} by {caller}; expected the last "
+                    f"{self.reserve} kept for callers using none; fix: wait for the answers "
+                    "before asking again")
         mine = self._by.get(caller, 0)
         if caller != "anyone" and mine >= self.per_caller:
             return (f"found {mine} requests of {caller} in flight at the judge; expected at "
@@ -137,14 +157,24 @@ class InFlight:
                     "this judge at once")
         return None
 
-    def enter(self, caller: str) -> None:
+    def enter(self, caller: str, threaded: bool = False) -> None:
         self.total += 1
-        self._by[caller] = self._by.get(caller, 0) + 1
+        _count(self._by, caller, 1)
+        if threaded:
+            self.on_threads += 1
+            _count(self._threads_by, caller, 1)
 
-    def leave(self, caller: str) -> None:
+    def leave(self, caller: str, threaded: bool = False) -> None:
         self.total -= 1
-        left = self._by[caller] - 1
-        if left:
-            self._by[caller] = left
-        else:
-            del self._by[caller]
+        _count(self._by, caller, -1)
+        if threaded:
+            self.on_threads -= 1
+            _count(self._threads_by, caller, -1)
+
+
+def _count(by: dict[str, int], caller: str, step: int) -> None:
+    left = by.get(caller, 0) + step
+    if left:
+        by[caller] = left
+    else:
+        by.pop(caller, None)

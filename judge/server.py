@@ -24,7 +24,7 @@ from typing import cast
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from judge.admission import InFlight, Waiting, admitting_protocol
+from judge.admission import DECISION_THREADS, InFlight, Waiting, admitting_protocol
 from judge.calibration import Delivery, check_outcome
 from judge.errors import (
     JudgeConfigError,
@@ -92,7 +92,7 @@ class _Routes:
         self.in_flight = InFlight(max_in_flight)
         # As many as anyio's default for FastAPI's sync routes: a slow chain read of one
         # decision does not hold up the others.
-        self._pool = ThreadPoolExecutor(max_workers=40, thread_name_prefix="nib-judge")
+        self._pool = ThreadPoolExecutor(max_workers=DECISION_THREADS, thread_name_prefix="nib-judge")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -106,15 +106,16 @@ class _Routes:
             answer = error("JudgeRequestInvalid", f"found {what} {method} {path}; expected "
                             "a route JudgeClient calls; fix: use judge.service.JudgeClient.",
                             status)
-        elif (busy := self.in_flight.refusal(caller := scope.get("nib.caller", "anyone"))):
+        elif (busy := self.in_flight.refusal(caller := scope.get("nib.caller", "anyone"),
+                                             threaded := path in self.pooled)):
             answer = error("JudgeOverloaded", busy, 503)
         else:
-            self.in_flight.enter(caller)  # one event loop: no lock needed
+            self.in_flight.enter(caller, threaded)  # one event loop: no lock needed
             try:
                 answer = await self._answer(handler, method, await _body(receive), path,
                                             scope.get("nib.task"))
             finally:
-                self.in_flight.leave(caller)
+                self.in_flight.leave(caller, threaded)
         await answer(scope, receive, send)
 
     async def _answer(

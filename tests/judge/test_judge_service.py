@@ -339,3 +339,54 @@ def test_one_task_holding_its_share_in_flight_leaves_other_tasks_and_the_user_an
                 t.join(60)
     assert "t-greedy" in str(refused) and f"at most {PER_CALLER_IN_FLIGHT} per task" in str(refused)
     assert others["n"] >= 0 and users["n"] >= 0 and health.status_code == 200
+
+
+def test_tasks_holding_decisions_leave_the_last_decision_threads_to_tasks_using_none() -> None:
+    """Two tasks each hold their 16 decisions (on a stalling seller, say): 32 of the
+    judge's 40 decision threads. A third task gets one decision in and its second is
+    refused typed, naming the threads; a fourth task still gets its decision in. (Before:
+    the third took a thread for each of its 16, and three such tasks took all 40.)"""
+    import threading
+
+    from judge.admission import DECISION_RESERVE, DECISION_THREADS, PER_CALLER_IN_FLIGHT
+    from judge.errors import JudgeOverloaded
+    from judge.tasks import TASK_TOKEN
+
+    assert 2 * PER_CALLER_IN_FLIGHT == DECISION_THREADS - DECISION_RESERVE
+    gate = threading.Event()
+    judge = Judge(VerdictSigner(dev_account(JUDGE)), _Held(gate), allowed_assets={31337: [USDC]})
+    tokens = {t: judge.tasks.issue_token(TASK_TOKEN, t) for t in ("t-a", "t-b", "t-c", "t-d")}
+    results: dict[str, list[object]] = {"t-c": [], "t-d": []}
+
+    def decide(task: str) -> None:
+        try:
+            verdict = JudgeClient(srv.url, token=tokens[task], timeout_s=60).decide(_request(task_id=task))
+            results[task].append(verdict.decision)
+        except JudgeOverloaded as exc:
+            results[task].append(exc)
+
+    with JudgeServer(judge, token=TOKEN, admin_token="judge-test-admin") as srv:
+        held = [t for task in ("t-a", "t-b")
+                for t in _held_in_flight(srv.url, tokens[task], PER_CALLER_IN_FLIGHT, task)]
+        try:
+            for task in ("t-a", "t-b"):  # each at its share: all 32 are in flight
+                _until_overloaded(JudgeClient(srv.url, token=tokens[task], timeout_s=30))
+            third = [threading.Thread(target=decide, args=("t-c",)) for _ in range(2)]
+            for t in third:
+                t.start()
+            deadline = time.monotonic() + 60
+            while not any(isinstance(r, JudgeOverloaded) for r in results["t-c"]):
+                assert time.monotonic() < deadline, results
+                time.sleep(0.05)
+            fourth = threading.Thread(target=decide, args=("t-d",))
+            fourth.start()
+        finally:
+            gate.set()
+            for t in held:
+                t.join(60)
+        for t in (*third, fourth):
+            t.join(60)
+    [refused] = [r for r in results["t-c"] if isinstance(r, JudgeOverloaded)]
+    assert "decision threads" in str(refused) and "t-c" in str(refused), refused
+    assert [r for r in results["t-c"] if not isinstance(r, JudgeOverloaded)] == ["approve"], results
+    assert results["t-d"] == ["approve"], results
