@@ -26,14 +26,16 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import httpx
 
 from bench._util import (
     BENCH_PATH,
     BenchEnv,
+    Decides,
     Figure,
     LoadWindow,
     Spread,
@@ -48,6 +50,14 @@ from bench._util import (
     with_details,
 )
 
+if TYPE_CHECKING:
+    from x402 import x402Client
+    from x402.http.clients import x402HttpxClient
+
+    from judge.jev import Judge
+    from judge.service import JudgeClient
+    from wallet.signer import Wallet
+
 __all__ = ["Services", "in_process", "main", "peer_client", "peer_x402", "register", "run"]
 
 SERVICES_TOKEN = "bench-services-token"  # the wallet's re-check only
@@ -59,14 +69,14 @@ GOALS = {"local": 1.2, "services": 1.35}
 LABELS = {"local": "in-process (records on)", "services": "services (nib run's default)"}
 
 
-def peer_client(env: BenchEnv, price: int) -> Any:
+def peer_client(env: BenchEnv, price: int) -> x402HttpxClient:
     """The x402 package's own buyer: x402HttpxClient, eth-account signer, TestUSDC opted in."""
     from x402.http.clients import x402HttpxClient
 
     return x402HttpxClient(peer_x402(env, price), timeout=30)
 
 
-def peer_x402(env: BenchEnv, price: int) -> Any:
+def peer_x402(env: BenchEnv, price: int) -> x402Client:
     """The x402 package's payment client (eth-account signer, TestUSDC opted in)."""
     from x402 import x402Client
     from x402.mechanisms.evm.exact import register_exact_evm_client
@@ -89,7 +99,7 @@ def peer_x402(env: BenchEnv, price: int) -> Any:
     return client
 
 
-def _judge_child(config: dict[str, Any]) -> None:
+def _judge_child(config: dict[str, str]) -> None:
     """The judge service's process, until stdin closes: the judge `nib judge serve` builds
     (``build_local_judge(service=True)``: calibration store, records, task registry, the
     balance read from the chain for the home's wallet, and whatever else it is given)."""
@@ -113,7 +123,7 @@ def _judge_child(config: dict[str, Any]) -> None:
         sys.stdin.readline()
 
 
-def _wallet_child(config: dict[str, Any]) -> None:
+def _wallet_child(config: dict[str, str]) -> None:
     """The wallet service's process, until stdin closes, as `nib wallet serve` builds it:
     the agent's key, the meter with the home's treasury cap and gas price, the ledger in
     the services' database, the judge's re-check over loopback HTTP."""
@@ -146,7 +156,7 @@ def _wallet_child(config: dict[str, Any]) -> None:
 class _Child:
     """One service as its own process (``python -m bench.roundtrip --child ROLE CONFIG``)."""
 
-    def __init__(self, role: str, config: dict[str, Any]) -> None:
+    def __init__(self, role: str, config: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench.roundtrip", "--child", role, json.dumps(config)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -194,7 +204,7 @@ class Services:
         self.stop()
 
 
-def in_process(env: BenchEnv, name: str) -> tuple[Any, Any]:
+def in_process(env: BenchEnv, name: str) -> tuple[Judge, Wallet]:
     """The in-process composition as `nib run` builds it without services: the judge
     ``build_local_judge`` makes (calibration store and durable record of verdicts issued
     and consumed, in the run's database) and the verdict-gated wallet re-checking with it
@@ -220,7 +230,7 @@ def in_process(env: BenchEnv, name: str) -> tuple[Any, Any]:
     return judge, wallet
 
 
-def register(env: BenchEnv, services: Services, run_id: str) -> Any:
+def register(env: BenchEnv, services: Services, run_id: str) -> JudgeClient:
     """A judge client holding ``run_id``'s task token, the task registered as `nib run`
     registers it (once per run, before its first payment; not part of a round trip)."""
     from chain.devkeys import SELLER, dev_account
@@ -234,7 +244,16 @@ def register(env: BenchEnv, services: Services, run_id: str) -> Any:
     return JudgeClient(services.judge_url, token=token, timeout_s=10)
 
 
-async def _measure(env: BenchEnv, rounds: int, per_round: int, warmup: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Measured:
+    """Each side's seconds per request, by round; the price paid; the load window."""
+
+    samples: dict[str, list[list[float]]]
+    price_atomic: int
+    load: dict[str, object]
+
+
+async def _measure(env: BenchEnv, rounds: int, per_round: int, warmup: int) -> _Measured:
     from agent.tools.x402.pay_http import PayHttpTool
     from chain.paywall.app import DEFAULT_PRICES
     from wallet.service import WalletClient
@@ -259,6 +278,7 @@ async def _measure(env: BenchEnv, rounds: int, per_round: int, warmup: int) -> d
                             f"benchmark: the x402 client got {resp.status_code} from {url} "
                             f"({resp.text[:200]!r}); expected a settled 200.")
                     return took
+                judge: Decides
                 if side == "services":
                     judge = register(env, services, run_id)
                     ctx = env.context(remote_wallet, http, run_id)
@@ -281,21 +301,21 @@ async def _measure(env: BenchEnv, rounds: int, per_round: int, warmup: int) -> d
                 for side in SIDES:
                     samples[side].append(got[side])
             load.sample()
-    return {"samples": samples, "price_atomic": price, "load": load.summary()}
+    return _Measured(samples, price, load.summary())
 
 
-def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]]:
+def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, object]]:
     """Both of nib's compositions against the peer; one row each."""
     rounds, per_round, warmup = (1, 3, 1) if quick else (5, 10, 3)
     data = on_fresh_chain(
         env, lambda e: run_async(lambda: _measure(e, rounds, per_round, warmup)))
-    by_round = data["samples"]
+    by_round = data.samples
     pooled = {side: [x for rnd in by_round[side] for x in rnd] for side in SIDES}
     spreads = {side: Spread.of(pooled[side]) for side in SIDES}
     peer = spreads["peer"]
     details = [
         f"x402 paid round trip: {rounds} rounds x {per_round} requests per side, the three "
-        f"sides' order rotating every request, {warmup} warm-up dropped; load {data['load']['text']}",
+        f"sides' order rotating every request, {warmup} warm-up dropped; load {data.load['text']}",
         *(f"  {LABELS.get(side, 'peer: x402HttpxClient'):<34} {spreads[side]}  (round medians: "
           + ", ".join(fmt_ms(median(rnd)) for rnd in by_round[side]) + ")" for side in SIDES),
     ]
@@ -318,7 +338,7 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]
                 f"median {fmt_ratio(med)}, p95 {fmt_ratio(p95)}; round medians' ratios "
                 f"{fmt_ratio(min(per_round_ratios))}-{fmt_ratio(max(per_round_ratios))} over "
                 f"{rounds} rounds; {len(pooled[side])} paid GETs of {BENCH_PATH} "
-                f"({data['price_atomic']} atomic USDC) per side, interleaved with the other two "
+                f"({data.price_atomic} atomic USDC) per side, interleaved with the other two "
                 "sides in one run. Ours: quote, JEV verdict (recorded), wallet checks and "
                 "signature, paid GET, settlement proven on chain, ledger (SQLite, a sync per "
                 "commit)" + (" through the judge and wallet services" if side == "services"
@@ -326,13 +346,13 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]
             ),
             details=tuple(details),
             raw={"kind": "peer", "goal": f"median and p95 <= {goal}x",
-                 "met": med <= goal and p95 <= goal, "load": data["load"],
+                 "met": med <= goal and p95 <= goal, "load": data.load,
                  "p95_ratio": p95, "round_ratios": per_round_ratios},
         ).as_dict())
     return with_details(rows, details)
 
 
-def report(rows: list[dict[str, Any]]) -> str:
+def report(rows: list[dict[str, object]]) -> str:
     return report_rows(rows)
 
 
