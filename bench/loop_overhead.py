@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 # Run as a script, this folder is sys.path[0], and bench/judge.py would shadow the package.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
@@ -35,6 +35,10 @@ from chain.client import ChainClient  # noqa: E402
 from chain.facts import FactKind  # noqa: E402
 from chain.networks import get_network  # noqa: E402
 from judge.policy import FreePolicyRow, FreeReadPolicy  # noqa: E402
+
+if TYPE_CHECKING:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage
 
 STEPS = 6
 TOOLS = ("base_fee", "gas_price", "block_info", "token_info", "eth_balance")
@@ -64,7 +68,7 @@ class _InstantTool(Tool):
         self.description = f"instant {name}"
         self.facts = (FACT[name],)
 
-    async def run(self, args: Any, ctx: ToolContext) -> Observation:
+    async def run(self, args: _Args, ctx: ToolContext) -> Observation:
         return Observation(
             self.name,
             True,
@@ -74,8 +78,8 @@ class _InstantTool(Tool):
         )
 
 
-def _nib_script() -> dict[str, list[Any]]:
-    calls: list[Any] = [
+def _nib_script() -> dict[str, list[dict[str, object]]]:
+    calls: list[dict[str, object]] = [
         {"action": "call", "tool": name, "args": {"x": i}} for i, name in enumerate(TOOLS)
     ]
     calls.append(
@@ -113,12 +117,12 @@ async def nib_run(store: RunStore) -> float:
     return elapsed / result.steps
 
 
-def _pydantic_agent() -> Any:
+def _pydantic_agent() -> Agent[None, str]:
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-    def respond(messages: list[Any], info: AgentInfo) -> ModelResponse:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         n = sum(1 for m in messages if isinstance(m, ModelResponse))
         if n < len(TOOLS):
             return ModelResponse(parts=[ToolCallPart(tool_name=TOOLS[n], args={"x": n})])
@@ -134,7 +138,7 @@ def _pydantic_agent() -> Any:
     return agent
 
 
-async def pydantic_ai_run(agent: Any) -> float:
+async def pydantic_ai_run(agent: Agent[None, str]) -> float:
     start = time.perf_counter()
     result = await agent.run(TASK)
     elapsed = time.perf_counter() - start

@@ -23,10 +23,35 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from agent.eval.paraphrase import CATEGORIES
 from agent.eval.suite import EvalReport, EvalTask, load_tasks, run_suite
+
+if TYPE_CHECKING:
+    from agent.config import NibSettings
+    from agent.eval.suite import TaskOutcome
+
+
+class CategoryRow(TypedDict):
+    """One category's tally for one model."""
+
+    tasks: int
+    right: int
+    wrong_exit0: int
+    stops: dict[str, int]
+
+
+class ModelRows(TypedDict):
+    """One model's rows on the sample, as --json prints them."""
+
+    model: str
+    tasks: int
+    right: int
+    accuracy: float | None
+    wrong_exit0: int
+    seconds: float
+    categories: dict[str, CategoryRow]
 
 __all__ = ["main", "markdown", "measure", "sample"]
 
@@ -42,15 +67,16 @@ def sample(per_category: int) -> list[EvalTask]:
     return out
 
 
-def _rows(report: EvalReport, seconds: float) -> dict[str, Any]:
-    cats: dict[str, dict[str, Any]] = {}
+def _rows(report: EvalReport, seconds: float) -> ModelRows:
+    cats: dict[str, CategoryRow] = {}
+    stops: dict[str, Counter[str]] = {}
     for t in report.tasks:
         row = cats.setdefault(t.category, {"tasks": 0, "right": 0, "wrong_exit0": 0,
-                                           "stops": Counter()})  # fmt: skip
+                                           "stops": {}})  # fmt: skip
         row["tasks"] += 1
         row["right"] += int(t.correct)
         row["wrong_exit0"] += int(t.wrong_question)
-        row["stops"][t.stop_reason] += 1
+        stops.setdefault(t.category, Counter())[t.stop_reason] += 1
     total = len(report.tasks)
     right = sum(int(t.correct) for t in report.tasks)
     return {
@@ -60,18 +86,18 @@ def _rows(report: EvalReport, seconds: float) -> dict[str, Any]:
         "accuracy": round(right / total, 3) if total else None,
         "wrong_exit0": sum(int(t.wrong_question) for t in report.tasks),
         "seconds": round(seconds, 1),
-        "categories": {c: {**r, "stops": dict(r["stops"])} for c, r in cats.items()},
+        "categories": {c: {**r, "stops": dict(stops[c])} for c, r in cats.items()},
     }
 
 
 def measure(
-    tasks: list[EvalTask], settings: Any = None, progress: Path | None = None
-) -> dict[str, Any]:
+    tasks: list[EvalTask], settings: NibSettings | None = None, progress: Path | None = None
+) -> ModelRows:
     """One model's rows on ``tasks`` (``settings``: the model to use; None: offline). With
     ``progress``, each task's outcome is appended to it as a JSON line as it ends."""
     from agent.config import load_settings
 
-    def note(outcome: Any) -> None:
+    def note(outcome: TaskOutcome) -> None:
         if progress is not None:
             with progress.open("a", encoding="utf-8") as out:
                 out.write(json.dumps({"id": outcome.id, "category": outcome.category,
@@ -84,7 +110,7 @@ def measure(
     return _rows(report, time.monotonic() - started)
 
 
-def _local(tasks: list[EvalTask], timeout_s: float, progress: Path | None) -> dict[str, Any]:
+def _local(tasks: list[EvalTask], timeout_s: float, progress: Path | None) -> ModelRows:
     """The local model's rows, served as the suite's local_model tests serve it (with a
     reply timeout as generous as theirs: a loaded 2-core machine is slow)."""
     from agent.config import load_settings
@@ -101,7 +127,7 @@ def _stops(stops: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(stops.items(), key=lambda kv: -kv[1]))
 
 
-def markdown(offline: dict[str, Any], local: dict[str, Any] | None, per_category: int) -> str:
+def markdown(offline: ModelRows, local: ModelRows | None, per_category: int) -> str:
     """The side-by-side table (one row per category, then the totals)."""
     sample_text = (f"the first {per_category} task(s) of each category"
                    if per_category > 0 else "the whole suite")  # fmt: skip
@@ -118,7 +144,7 @@ def markdown(offline: dict[str, Any], local: dict[str, Any] | None, per_category
         o = offline["categories"].get(cat)
         if o is None:
             continue
-        lo = (local or {}).get("categories", {}).get(cat)
+        lo = local["categories"].get(cat) if local else None
         loc = (f"{lo['right']}/{lo['tasks']} | {lo['wrong_exit0']} | {_stops(lo['stops'])}"
                if lo else "- | - | -")  # fmt: skip
         lines.append(f"| {cat} | {o['tasks']} | {o['right']}/{o['tasks']} | {o['wrong_exit0']} "
