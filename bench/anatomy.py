@@ -15,12 +15,25 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import httpx
 
+from agent.jsonvalues import as_list
 from bench._util import BENCH_PATH, BenchEnv, Figure, bench_main, on_fresh_chain, run_async
+
+if TYPE_CHECKING:
+    from httpx._client import UseClientDefault
+    from httpx._types import AuthTypes
+    from web3 import Web3
+    from web3.providers.rpc import HTTPProvider
+    from web3.types import RPCEndpoint
+
+    from judge.storage.db import Cursor, Database
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 __all__ = ["count_operations", "main", "run"]
 
@@ -28,7 +41,7 @@ NAME = "paid path anatomy (one purchase, in-process with records)"
 
 
 @contextlib.contextmanager
-def count_operations(providers: list[Any]) -> Iterator[collections.Counter[str]]:
+def count_operations(providers: Sequence[object]) -> Iterator[collections.Counter[str]]:
     """Count the buyer's chain RPCs (through ``providers``), SQL statements, commits,
     thread hops and HTTP requests (on the running event loop) made while the block runs:
     class-level wrappers, removed on exit. The paywall and its facilitator share the
@@ -45,14 +58,14 @@ def count_operations(providers: list[Any]) -> Iterator[collections.Counter[str]]
         HTTPProvider._make_request, Database._execute, asyncio.to_thread, httpx.AsyncClient.send
     )
 
-    def make_request(self: Any, method: Any, params: Any) -> Any:
+    def make_request(self: HTTPProvider, method: RPCEndpoint, params: bytes) -> bytes:
         if any(self is p for p in providers):
             counts[f"rpc {method}"] += 1
         return rpc(self, method, params)
 
     relaxed: set[int] = set()  # databases whose next commit skips the disk wait
 
-    def execute(self: Any, statement: str, params: Any) -> Any:
+    def execute(self: Database, statement: str, params: Sequence[object]) -> Cursor:
         head = statement.split(None, 1)[0].upper() if statement.strip() else ""
         if statement == "SET LOCAL synchronous_commit = off":
             relaxed.add(id(self))
@@ -64,24 +77,29 @@ def count_operations(providers: list[Any]) -> Iterator[collections.Counter[str]]
         if head == "COMMIT" or autocommit:
             synced = id(self) not in relaxed
             if self.dialect == "sqlite":  # the level the connection is at (PRAGMA synchronous)
-                synced = int(self.conn.execute("PRAGMA synchronous").fetchone()[0]) >= 2
+                level = self.conn.execute("PRAGMA synchronous").fetchone()
+                synced = level is not None and int(level[0]) >= 2
             counts["sql commits, synced" if synced else "sql commits, not synced"] += 1
             relaxed.discard(id(self))
         return sql(self, statement, params)
 
-    async def to_thread(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    async def to_thread(fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         if asyncio.get_running_loop() is loop:
             counts["thread hops"] += 1
         return await hop(fn, *args, **kwargs)
 
-    async def http_send(self: Any, request: httpx.Request, **kwargs: Any) -> Any:
+    async def http_send(
+        self: httpx.AsyncClient, request: httpx.Request, *, stream: bool = False,
+        auth: AuthTypes | UseClientDefault | None = httpx.USE_CLIENT_DEFAULT,
+        follow_redirects: bool | UseClientDefault = httpx.USE_CLIENT_DEFAULT,
+    ) -> httpx.Response:
         if asyncio.get_running_loop() is loop:
             counts[f"http {request.method}"] += 1
-        return await send(self, request, **kwargs)
+        return await send(self, request, stream=stream, auth=auth, follow_redirects=follow_redirects)
 
     raw = chain.client.raw_rpc
 
-    def raw_rpc(w3: Any, method: str, params: Any, name: str | None = None) -> Any:
+    def raw_rpc(w3: Web3, method: str, params: list[object], name: str | None = None) -> object:
         if any(w3.provider is p for p in providers):
             counts[f"rpc {name or method}"] += 1
         return raw(w3, method, params, name)
@@ -115,7 +133,7 @@ async def _measure(env: BenchEnv) -> dict[str, int]:
     return dict(counts)
 
 
-def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
+def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, object]:
     counts: dict[str, int] = on_fresh_chain(env, lambda e: run_async(lambda: _measure(e)))
     rpcs = sum(v for k, v in counts.items() if k.startswith("rpc "))
     gets = sum(v for k, v in counts.items() if k.startswith("http "))
@@ -137,8 +155,8 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, Any]:
     ).as_dict()
 
 
-def report(result: dict[str, Any]) -> str:
-    return "\n".join([result["ours"], *result["details"]])
+def report(result: dict[str, object]) -> str:
+    return "\n".join([str(result["ours"]), *map(str, as_list(result["details"]))])
 
 
 def main(argv: list[str] | None = None) -> int:
