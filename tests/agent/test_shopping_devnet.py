@@ -12,8 +12,10 @@ import httpx
 import pytest
 
 from chain.client import ChainClient
+from chain.devkeys import dev_account
 from chain.money import format_usdc
 from chain.paywall.market import seller_named
+from chain.paywall.mcp_seller import MCP_PAY_TO_INDEX
 from tests.agent._nib_devnet import nib, own_devnet, run_json, settled_rows
 
 TASK = "Buy the cheapest fact sheet about USDC and tell me what it contains."
@@ -53,16 +55,20 @@ def test_the_cheapest_offer_is_bought_once_and_the_answer_says_what_it_contains(
     assert f"paid 0.005 USDC for /tokens from {market['bargain']}" in first["answer"]
     assert "a request to buy buys once" in first["answer"]
 
-    # Now the judge will not pay bargain (it took payment without delivering): the cheapest
-    # offer it approves, atlas at 0.01 USDC, is bought once and its contents reported.
-    before = chain.token_balance(info["usdc"], atlas.pay_to)
+    # Now the judge will not pay bargain for this task (it took payment without delivering):
+    # the cheapest offer it approves is bought once and its contents reported. Two sellers tie
+    # at 0.01 USDC (atlas over HTTP and the market's MCP tool, in discovery's order).
+    at_price = {atlas.pay_to.lower(): "atlas", dev_account(MCP_PAY_TO_INDEX).address.lower(): "mcp"}
+    before = {a: chain.token_balance(info["usdc"], a) for a in at_price}
     second, paid = _bought(home, info, chain)
     assert second["returncode"] == 0 and second["finished"], second["answer"]
-    assert [(log.recipient.lower(), log.value) for log in paid] == [(atlas.pay_to.lower(), 10_000)]
-    assert chain.token_balance(info["usdc"], atlas.pay_to) - before == 10_000
+    [(winner, value)] = [(log.recipient.lower(), log.value) for log in paid]
+    assert winner in at_price and value == 10_000, (winner, value)
+    assert chain.token_balance(info["usdc"], winner) - before[winner] == 10_000
     answer = second["answer"]
-    assert (f"the cheapest token fact sheet of USDC on offer: bought from {market['atlas']}"
-            "/tokens?symbol=USDC for 0.01 USDC, the cheapest the judge approved of ") in answer
+    assert (f"the cheapest token fact sheet of USDC on offer: bought from {market[at_price[winner]]}"
+            in answer), answer
+    assert " for 0.01 USDC, the cheapest the judge approved of " in answer
     assert "(the cheapest listed, 0.005 USDC, was not approved)" in answer
     assert "it contains name USD Coin; issuer Circle; launched 2018; decimals 6" in answer
     assert second["provenance"] == "observed"
