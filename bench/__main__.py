@@ -24,10 +24,11 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Protocol, TypedDict
 
+from agent.jsonvalues import as_float, as_list
 from bench._util import BenchEnv, LoadWindow, fmt_ratio, machine
 
 __all__ = ["BENCHMARKS", "collect", "main", "render"]
@@ -60,39 +61,65 @@ _SCRIPT_TIMEOUT_S = 1800
 # ------------------------------------------------------------------------- adapters
 
 
-def _call_run(fn: Callable[..., Any], quick: bool, env: BenchEnv | None) -> Any:
+class Row(TypedDict, total=False):
+    """One row of RESULTS.md (a failed module's row has ``failed``)."""
+
+    kind: str
+    goal: str
+    met: bool | None
+    benchmark: str
+    ours: str
+    peer: str
+    ratio: float
+    notes: str
+    details: list[str]
+    module: str
+    load: dict[str, object] | None
+    counted: bool
+    seconds: float
+    failed: bool
+
+
+class _Run(Protocol):
+    """A benchmark module's ``run`` (it takes ``quick`` and ``env`` when it names them)."""
+
+    def __call__(self, **kwargs: object) -> object: ...
+
+
+def _call_run(fn: _Run, quick: bool, env: BenchEnv | None) -> object:
     params = inspect.signature(fn).parameters
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, object] = {}
     if "quick" in params:
         kwargs["quick"] = quick
     if "env" in params and env is not None:
         kwargs["env"] = env
     result = fn(**kwargs)
-    if inspect.isawaitable(result):
+    if inspect.iscoroutine(result):
         import asyncio
 
-        result = asyncio.run(result)  # type: ignore[arg-type]
+        result = asyncio.run(result)
     return result
 
 
-def _first(data: dict[str, Any], *keys: str) -> Any:
+def _first(data: Mapping[str, object], *keys: str) -> object:
     for key in keys:
         if key in data and data[key] is not None:
             return data[key]
     return None
 
 
-def _normalise(name: str, data: dict[str, Any], printed: str) -> dict[str, Any]:
+def _normalise(name: str, data: Mapping[str, object], printed: str) -> Row:
     """A row from whatever dict a benchmark's ``run()`` returned (others' modules too)."""
-    ratio = _first(data, "ratio", "ratio_median", "median_ratio")
+    given = _first(data, "ratio", "ratio_median", "median_ratio")
     try:
-        ratio = float(ratio) if ratio is not None else _ratio_from_text(printed)
+        ratio = as_float(given) if given is not None else _ratio_from_text(printed)
     except (TypeError, ValueError):
         ratio = _ratio_from_text(printed)
-    details = data.get("details")
+    details = as_list(data.get("details"))
     if not details:
-        details = tuple(line for line in printed.splitlines() if line.strip())
+        details = [line for line in printed.splitlines() if line.strip()]
     met = data.get("met")
+    load = data.get("load")
     return {
         "kind": str(data.get("kind") or "peer"),
         "goal": str(data.get("goal") or "-"),
@@ -106,12 +133,12 @@ def _normalise(name: str, data: dict[str, Any], printed: str) -> dict[str, Any]:
         "module": name,
         # The row's own load sample (taken around its measurement, not the module's) and
         # whether it was counted rather than timed: both decide how the row is judged.
-        "load": data.get("load") if isinstance(data.get("load"), dict) else None,
+        "load": load if isinstance(load, dict) else None,
         "counted": bool(data.get("counted")),
     }
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     if value is None:
         return "?"
     if isinstance(value, float):
@@ -126,7 +153,7 @@ def _ratio_from_text(text: str) -> float:
     return float(match.group(1)) if match else math.nan
 
 
-def _from_script(name: str, quick: bool) -> dict[str, Any]:
+def _from_script(name: str, quick: bool) -> Row:
     """Run ``python -m bench.NAME`` and read its printed figures."""
     args = _SCRIPT_ARGS.get(name, {}).get(quick, ["--quick"] if quick else [])
     cmd = [sys.executable, "-m", f"bench.{name}", *args]
@@ -154,7 +181,7 @@ def _from_script(name: str, quick: bool) -> dict[str, Any]:
     return row
 
 
-def _run_one(name: str, quick: bool, env: BenchEnv | None) -> list[dict[str, Any]]:
+def _run_one(name: str, quick: bool, env: BenchEnv | None) -> list[Row]:
     try:
         module = importlib.import_module(f"bench.{name}")
     except ModuleNotFoundError as exc:
@@ -187,9 +214,9 @@ def _run_one(name: str, quick: bool, env: BenchEnv | None) -> list[dict[str, Any
 
 def collect(
     names: tuple[str, ...], quick: bool, log: Callable[[str], None] = print
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """Run ``names`` in order; a failure becomes a row with the error, never a crash."""
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     env: BenchEnv | None = None
     with contextlib.ExitStack() as stack:
         for name in names:
@@ -231,7 +258,7 @@ def collect(
     return sorted(rows, key=lambda r: order.get(r.get("kind", "peer"), len(KINDS)))
 
 
-def _judge_load(row: dict[str, Any], load: dict[str, Any]) -> None:
+def _judge_load(row: Row, load: dict[str, object]) -> None:
     """Note the load a row was measured under; above 1.0 per core the row is marked and
     its goal not judged (queueing waits on both sides pull any ratio toward 1)."""
     row["load"] = load
@@ -259,12 +286,12 @@ def _loadavg() -> str:
         return "unknown"
 
 
-def _load_text(load: Any) -> str:
+def _load_text(load: object) -> str:
     return str(load.get("text", "?")) if isinstance(load, dict) else str(load or "?")
 
 
 def render(
-    rows: list[dict[str, Any]],
+    rows: list[Row],
     mach: dict[str, str],
     *,
     quick: bool,
