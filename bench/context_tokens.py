@@ -23,10 +23,11 @@ over the same OpenAI-style request shape (messages plus the tool schemas offered
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 import httpx
 
+from agent.jsonvalues import as_int, as_object
 from bench._util import (
     BenchEnv,
     Figure,
@@ -34,10 +35,21 @@ from bench._util import (
     fmt_ratio,
     on_fresh_chain,
     ratio,
+    report_rows,
     run_async,
 )
 
+if TYPE_CHECKING:
+    from agent.tools.base import Observation
+
 __all__ = ["STEPS", "main", "run"]
+
+_Step = tuple[str, dict[str, object], dict[str, object]]
+"""(tool, args, the observation as a dict) of one real call."""
+
+
+class _Replay(Protocol):
+    def __call__(self, **_kwargs: object) -> object: ...
 
 NAME = "context tokens at step 10 (shaped vs full history)"
 STEPS = 10
@@ -48,7 +60,7 @@ TASK = (
 )
 
 
-async def _real_steps(env: BenchEnv) -> list[tuple[str, dict[str, Any], Any]]:
+async def _real_steps(env: BenchEnv) -> list[_Step]:
     """Ten (tool, args, raw result) triples from real tool calls on the bench devnet."""
     from agent.tools.chain_reads import chain_read_tools
     from agent.tools.x402.pay_http import PayHttpTool
@@ -58,17 +70,17 @@ async def _real_steps(env: BenchEnv) -> list[tuple[str, dict[str, Any], Any]]:
     agent = dev_account(AGENT).address
     pay = PayHttpTool(env.paywall_url)
     wallet = env.wallet("context-tokens")
-    steps: list[tuple[str, dict[str, Any], Any]] = []
+    steps: list[_Step] = []
     async with httpx.AsyncClient(timeout=30) as http:
         ctx = env.context(wallet, http, "bench-context", cap=1_000_000)
 
-        async def free(name: str, args: dict[str, Any]) -> Any:
+        async def free(name: str, args: dict[str, object]) -> Observation:
             tool = tools[name]
             obs = await tool.run(tool.parse_args(args), ctx)
             steps.append((name, args, asdict(obs)))
             return obs
 
-        async def paid(path: str) -> Any:
+        async def paid(path: str) -> Observation:
             url = env.paywall_url + path
             obs = await env.paid_call(pay, ctx, url)
             steps.append((pay.name, {"url": url}, asdict(obs)))
@@ -81,13 +93,13 @@ async def _real_steps(env: BenchEnv) -> list[tuple[str, dict[str, Any], Any]]:
         await free("token_balance", {"address": agent})
         await free("token_info", {})
         bought = await paid("/analytics/gas?blocks=20")
-        await free("tx_receipt", {"tx_hash": bought.data["settlement"]["transaction"]})
+        await free("tx_receipt", {"tx_hash": as_object(bought.data["settlement"])["transaction"]})
         await free("token_transfers", {"address": agent})
         await paid("/analytics/transfers")
     return steps
 
 
-def series(steps: list[tuple[str, dict[str, Any], Any]]) -> list[dict[str, int | float]]:
+def series(steps: list[_Step]) -> list[dict[str, int | float]]:
     """Per step k: history tokens carried after k steps, shaped and full (own row)."""
     from agent.loop.history import full_transcript_tokens, shaped_tokens
 
@@ -107,7 +119,7 @@ def _system_text() -> str:
     return _SYSTEM.format(agent="nib", version=agent_version()) + "\n" + _RULES
 
 
-def nib_request_tokens(env: BenchEnv, steps: list[tuple[str, dict[str, Any], Any]]) -> int:
+def nib_request_tokens(env: BenchEnv, steps: list[_Step]) -> int:
     """Tokens of the whole propose request nib's loop sends after ``steps``."""
     from agent.loop.history import HistoryEntry, one_line, render
     from agent.loop.proposal import propose_messages, tool_specs
@@ -117,7 +129,7 @@ def nib_request_tokens(env: BenchEnv, steps: list[tuple[str, dict[str, Any], Any
     from chain.devkeys import AGENT, dev_account
 
     tools = default_registry(paywall_url=env.paywall_url).describe()
-    spent = sum(int(d.get("cost_usdc") or 0) for _t, _a, d in steps)
+    spent = sum(as_int(d.get("cost_usdc") or 0) for _t, _a, d in steps)
     model = SelfModel(
         agent="nib", version=agent_version(), network="anvil", chain_id=31337,
         rpc_url=env.rpc_url, usdc=env.usdc, wallet=dev_account(AGENT).address,
@@ -155,7 +167,7 @@ def nib_request_tokens(env: BenchEnv, steps: list[tuple[str, dict[str, Any], Any
     return count_messages(propose_messages(context), [asdict(t) for t in specs])
 
 
-def pydantic_ai_request_tokens(env: BenchEnv, steps: list[tuple[str, dict[str, Any], Any]]) -> list[int]:
+def pydantic_ai_request_tokens(env: BenchEnv, steps: list[_Step]) -> list[int]:
     """Tokens of the whole request PydanticAI's loop hands its model before each step
     (after 0..len(steps) steps), counted as an OpenAI-style request."""
     import json
@@ -183,7 +195,7 @@ def pydantic_ai_request_tokens(env: BenchEnv, steps: list[tuple[str, dict[str, A
     seen: list[int] = []
 
     def request_tokens(messages: list[ModelMessage], info: AgentInfo) -> int:
-        chat: list[dict[str, Any]] = [{"role": "system", "content": info.instructions or ""}]
+        chat: list[dict[str, object]] = [{"role": "system", "content": info.instructions or ""}]
         for message in messages:
             for part in message.parts:
                 if isinstance(part, UserPromptPart):
@@ -207,12 +219,12 @@ def pydantic_ai_request_tokens(env: BenchEnv, steps: list[tuple[str, dict[str, A
             return ModelResponse(parts=[ToolCallPart(tool, dict(args))])
         return ModelResponse(parts=[TextPart("done")])
 
-    results: dict[str, list[Any]] = {s.name: [] for s in specs}
+    results: dict[str, list[object]] = {s.name: [] for s in specs}
     for tool, _args, data in steps:
         results.setdefault(tool, []).append(data.get("data") or data.get("summary"))
 
-    def replayer(name: str) -> Any:
-        def replay(**_kwargs: Any) -> Any:
+    def replayer(name: str) -> _Replay:
+        def replay(**_kwargs: object) -> object:
             return json.loads(json.dumps(results[name].pop(0), default=str))  # the raw result
         return replay
 
@@ -223,12 +235,12 @@ def pydantic_ai_request_tokens(env: BenchEnv, steps: list[tuple[str, dict[str, A
     return seen
 
 
-def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]]:
+def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, object]]:
     """Count both loops' whole requests after the ten real steps (``quick`` changes
     nothing: 10 steps); one row against PydanticAI, one of nib's own history shaping."""
     from agent.loop.history import full_transcript_tokens, shaped_tokens
 
-    def measure(e: BenchEnv) -> tuple[list[Any], int, list[int]]:
+    def measure(e: BenchEnv) -> tuple[list[_Step], int, list[int]]:
         steps = run_async(lambda: _real_steps(e))
         return steps, nib_request_tokens(e, steps), pydantic_ai_request_tokens(e, steps)
 
@@ -278,8 +290,8 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, Any]
     return [peer_row.as_dict(), own.as_dict()]
 
 
-def report(rows: list[dict[str, Any]]) -> str:
-    return "\n".join(rows[0]["details"])
+def report(rows: list[dict[str, object]]) -> str:
+    return report_rows(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
