@@ -220,9 +220,7 @@ class Judge:
         unknown = self.rules.unknown_asset(offer)  # before anything is read from the chain for it
         if unknown is not None:
             return unknown
-        balance = None
-        if self._balance_of is not None:
-            balance = self._balance_of(offer.asset)
+        balance = self._balance_of(offer.asset) if self._balance_of is not None else None
         committed = self.records.committed(limits.task_id, self._clock())
         return bind(offer, limits, committed=committed, balance=balance,
                     terms_of=terms, token_domain=self._token_domain)
