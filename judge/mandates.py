@@ -36,6 +36,7 @@ __all__ = [
     "rule_on_mandate",
     "threshold_op",
     "unordered",
+    "withheld_by",
 ]
 
 ConditionFact = Literal["base_fee_gwei", "gas_price_gwei", "usdc_balance", "eth_balance",
@@ -151,12 +152,16 @@ class MandateCondition:
 @dataclass(frozen=True)
 class Mandate:
     """One payment the task orders: ``amount`` atomic USDC to ``recipient`` (lower case),
-    when ``condition`` holds (None: unconditional)."""
+    when ``condition`` holds (None: unconditional). ``withheld``: the word by which the task
+    forbids, takes back or branches its payments ("do not", "never mind", "otherwise"; ""
+    when none): such a mandate orders nothing, and every direct transfer of its task is
+    refused (:func:`unordered`)."""
 
     recipient: str
     amount: int
     condition: MandateCondition | None
     text: str
+    withheld: str = ""
 
     def to_wire(self) -> dict[str, object]:
         cond = self.condition
@@ -164,6 +169,7 @@ class Mandate:
             "recipient": self.recipient,
             "amount": self.amount,
             "text": self.text,
+            "withheld": self.withheld,
             "condition": None
             if cond is None
             else {"fact": cond.fact, "op": cond.op, "threshold": str(cond.threshold),
@@ -191,7 +197,9 @@ class Mandate:
         amount = data.get("amount")
         if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
             raise ValueError(f"found mandate amount {amount!r}; expected an int > 0 (atomic USDC)")
-        return cls(str(data["recipient"]).lower(), amount, condition, str(data.get("text", "")))
+        withheld = data.get("withheld") or ""
+        return cls(str(data["recipient"]).lower(), amount, condition, str(data.get("text", "")),
+                   str(withheld))  # fmt: skip
 
 
 FactReader = Callable[[MandateCondition], Decimal | None]
@@ -243,10 +251,33 @@ def _balance_condition(sentence: str) -> MandateCondition | None:
     return MandateCondition(fact, op, threshold, m.group(0).strip(), subject)
 
 
+#: Words by which a task forbids, takes back or branches a payment: "do not send",
+#: "Actually, never mind", "cancel that", "otherwise send". A task holding one orders
+#: nothing: which order it negates is not read, so none is honoured. One home: the offline
+#: planner declines a task's payments and purchases on the same words.
+_WITHHOLD = re.compile(
+    r"\b(?:do\s+not|does\s+not|did\s+not|don['’]?t|dont|doesn['’]?t|never\s*mind|never|not|"
+    r"no\s+longer|cancel(?:led|ed)?|call\s+(?:it|that)\s+off|forget\s+(?:it|that|about)|"
+    r"scratch\s+that|hold\s+off|refrain|instead|otherwise|else|unless|except)\b",
+    re.IGNORECASE,
+)
+_THRESHOLD_WORDS = re.compile(OP_WORDS, re.IGNORECASE)
+
+
+def withheld_by(task: str) -> str | None:
+    """The first word of ``task`` that forbids, takes back or branches a payment (see
+    ``_WITHHOLD``), or None. Threshold words ("no more than", "not less than") are none."""
+    m = _WITHHOLD.search(_THRESHOLD_WORDS.sub(" ", normalize_thresholds(task)))
+    return re.sub(r"\s+", " ", m.group(0)).lower() if m else None
+
+
 def mandates_in(task: str) -> tuple[Mandate, ...]:
     """The payments ``task`` orders, in order. Only the user's task text may be given here:
-    text from a model or a tool never becomes a mandate."""
+    text from a model or a tool never becomes a mandate. In a task that says not to pay,
+    takes an order back or branches one (:func:`withheld_by`), each is ``withheld``: it
+    orders nothing, and the task's direct transfers are refused."""
     out: list[Mandate] = []
+    withheld = withheld_by(task) or ""
     for sentence in _SENTENCE.split(normalize_thresholds(task)):
         sends = list(_SEND.finditer(sentence))
         if not sends:
@@ -259,23 +290,33 @@ def mandates_in(task: str) -> tuple[Mandate, ...]:
                 continue
             if atomic != atomic.to_integral_value() or atomic <= 0:
                 continue  # more than 6 decimals: no exact order to honour
-            out.append(Mandate(m.group(2).lower(), int(atomic), condition, m.group(0)))
+            out.append(Mandate(m.group(2).lower(), int(atomic), condition, m.group(0), withheld))
     return tuple(out)
 
 
 def mandate_for(mandates: tuple[Mandate, ...], recipient: str, amount: int) -> Mandate | None:
     """The mandate a direct transfer of ``amount`` to ``recipient`` carries out, if any:
-    the same recipient and exactly the ordered amount (never more, never a split)."""
+    the same recipient and exactly the ordered amount (never more, never a split). A
+    withheld mandate carries out nothing."""
     return next(
-        (m for m in mandates if m.recipient == recipient.lower() and m.amount == amount), None
-    )
+        (m for m in mandates
+         if m.recipient == recipient.lower() and m.amount == amount and not m.withheld),
+        None,
+    )  # fmt: skip
 
 
 def unordered(mandates: tuple[Mandate, ...], recipient: str, amount: int) -> str | None:
     """Why a direct transfer matching no mandate is refused outright when the task orders
     a payment to the same recipient: another amount widens the order, which only the task
     text can set (a model or tool output asking for more is never judged on expected
-    value). None when no mandate names ``recipient``."""
+    value). A task whose text forbids, takes back or branches its payments (a withheld
+    mandate) has every direct transfer refused. None when no mandate names ``recipient``."""
+    withheld = next((m for m in mandates if m.withheld), None)
+    if withheld is not None:
+        return (f"found a direct transfer of {_usdc(amount)} to {recipient.lower()}; the task "
+                f"says {withheld.withheld!r} about its payments ({withheld.text!r} is not an "
+                "order). Nothing is paid on a task that says not to pay or takes an order back. "
+                "Fix: ask again with only the payment you want.")  # fmt: skip
     orders = [m for m in mandates if m.recipient == recipient.lower()]
     if not orders:
         return None

@@ -1,5 +1,6 @@
 """The gates a proposed call passes before anything runs: the tool is wired, its
-arguments parse, paid calls come alone, and an executed call is not run twice.
+arguments parse, paid calls come alone and only once every part of the task is read,
+and an executed call is not run twice.
 
 A call refused here costs nothing: it is audited and the model is told why.
 """
@@ -17,6 +18,7 @@ from agent.loop.proposal import Call
 from agent.loop.stop import Stop
 from agent.tools.base import Tool
 from judge.fingerprint import call_fingerprint
+from judge.mandates import withheld_by
 
 __all__ = ["Admitted", "Gates"]
 
@@ -67,6 +69,30 @@ class Gates:
             return None
         norm = args.model_dump(mode="json")
         return Admitted(tool, args, norm, call_fingerprint(tool.name, norm))
+
+    def task_read(self, call: Admitted) -> bool:
+        """The unread-task gate: a call that moves money runs only once every part of the
+        task is read. A part the planner marked unanswerable may be the one that forbids,
+        takes back, conditions or schedules the payment ("Do not send ...", "never mind",
+        "tomorrow"), so nothing is paid while one is left; nor on a task whose words forbid,
+        take back or branch a payment (judge/mandates.py ``withheld_by``), whatever the
+        planner read. The call is skipped, naming why."""
+        unread = [i for i in self.run.checklist.items if i.unanswerable]
+        word = withheld_by(self.run.state.task)
+        if not unread and word is None:
+            return True
+        why = (f"the task says {word!r}: nothing is paid on a task that says not to pay, "
+               "takes an order back or branches one" if word else
+               f"part of the task is not read: {unread[0].text!r} ({unread[0].unanswerable})")
+        self.run.skip(
+            "task-not-read",
+            f"{call.tool.name} moves money, but {why}. Nothing is paid until every part of "
+            "the task is read and none withholds the payment; answer what is free and name "
+            "the rest.",
+            tool=call.tool.name,
+            args=literal_args(call.norm),
+        )
+        return False
 
     def fresh(self, call: Admitted) -> bool:
         """The duplicate gate: an executed call is skipped with one nudge, then stops the run."""

@@ -139,6 +139,8 @@ class _Run:
         admitted = [a for a in admitted if self.gates.fresh(a)]
         paid = [a for a in admitted if a.tool.kind == "paid"]
         if paid:
+            if not self.gates.task_read(paid[0]):
+                return
             st.consecutive_skips = 0
             await self.paid.run_call(paid[0])
             return

@@ -32,7 +32,13 @@ from agent.models.vocabulary import (
     compile_phrase,
 )
 from chain.money import format_usdc
-from judge.mandates import CONDITION_WORDS, OP_WORDS, normalize_thresholds, threshold_op
+from judge.mandates import (
+    CONDITION_WORDS,
+    OP_WORDS,
+    normalize_thresholds,
+    threshold_op,
+    withheld_by,
+)
 
 __all__ = [
     "ADDRESS",
@@ -215,6 +221,22 @@ def word_positions(text: str, names: Iterable[str]) -> list[tuple[int, str]]:
         for m in re.finditer(rf"(?<![\w]){re.escape(name)}(?![\w])", text, re.IGNORECASE):
             found.append((m.start(), name))
     return sorted(found)
+
+
+#: A greeting opening the task or thanks closing it ("Hi!", "Thanks."): no question, no order.
+_PLEASANTRIES = (
+    _p(r"^\s*(?:hi|hello|hey|greetings|good\s+(?:morning|afternoon|evening|day))"
+       r"(?:\s+(?:there|nib|all))?\s*[!.,:;]+\s*"),
+    _p(r"[.!?;,]?\s*(?:(?:many\s+)?thanks|thank\s+you|thx|ty|cheers)"
+       r"(?:\s+(?:a\s+lot|so\s+much|very\s+much|in\s+advance))?\s*[!.]*\s*$"),
+)
+
+
+def drop_pleasantries(task: str) -> str:
+    """``task`` without a greeting before it or thanks after it (the rest unchanged)."""
+    for regex in _PLEASANTRIES:
+        task = regex.sub(lambda m: "." if m.group(0)[:1] in ".!?;," else "", task, count=1)
+    return task
 
 
 def _normalize(task: str) -> tuple[str, list[str]]:
@@ -440,7 +462,7 @@ class _Task:
             own = compile_phrase(self.network)
             task = re.sub(rf"\b(?:on|in|at)\s+(?:the\s+)?{own.pattern}", " ", task, flags=re.I)
             task = own.sub(" ", task)
-        self.task, self.units = _normalize(task)
+        self.task, self.units = _normalize(drop_pleasantries(task))
         symbols, protocols = datasets()
         self.shopping = read_shopping(self.task, symbols, protocols)
         if self.shopping:  # read as one item; blanked so its words are no other part
@@ -663,6 +685,7 @@ class _Reader:
     ordered payments, then checklist ids."""
 
     def __init__(self, task: str, network: str = "") -> None:
+        self.raw = task
         self.t = _Task(task, network)
         self.out = _Builder()
         self.facts = _FactItems(self.t, self.out)
@@ -719,7 +742,7 @@ class _Reader:
         actions: dict[int, list[int]] = {}
         declined: set[int] = set()
         if self.t.shopping:
-            self._shop(self.t.shopping)
+            self._shop_in_sentence(self.t.shopping, actions)
         for part in self.t.parts:
             if part.sentence in self.t.scope:
                 if part.sentence not in declined:
@@ -732,21 +755,52 @@ class _Reader:
             self.by_sentence.setdefault(part.sentence, []).extend(made)
         for at, orders in actions.items():
             self._gate(orders, gates.get(at) or [])
+        self._withhold(actions)
         self._units_taken()
         return self._resolve(max_items)
+
+    def _shop_in_sentence(self, shop: Shopping, actions: dict[int, list[int]]) -> None:
+        """The shopping request's item, an action of its sentence: a condition there gates
+        it, and a future or standing scope there ("Tomorrow morning, buy ...") declines it
+        before anything is bought."""
+        n = self._shop(shop)
+        at = sum(1 for m in _SPLIT.finditer(self.t.task[: shop.start])
+                 if m.group(0).strip()[:1] in ("?", ";", "!", "."))  # fmt: skip
+        if at in self.t.scope and not self.out.items[n].get("unanswerable"):
+            self._decline(n, self.t.scope[at])
+        actions.setdefault(at, []).append(n)
+
+    def _decline(self, n: int, reason: str) -> None:
+        self.out.items[n] = {"text": self.out.items[n]["text"], "kind": None,
+                             "unanswerable": reason}  # fmt: skip
+
+    def _withhold(self, actions: dict[int, list[int]]) -> None:
+        """Every payment and purchase of a task that also says not to pay, takes an order
+        back or branches one ("Do not send ...", "Actually, never mind", "otherwise send")
+        is declined, before anything is paid: which order such words negate is not read,
+        so none is made (the judge holds no mandate for such a task either)."""
+        word = withheld_by(self.raw)
+        if word is None:
+            return
+        for n in sorted({n for orders in actions.values() for n in orders}):
+            if not self.out.items[n].get("unanswerable"):
+                self._decline(n, f"the task also says {word!r}: nib pays nothing on a task "
+                              "that says not to pay, takes an order back or branches one; "
+                              "ask again with only the payment or purchase you want")  # fmt: skip
 
     def _gate(self, orders: list[int], gates: list[int]) -> None:
         """The orders of a sentence wait for its condition (the judge reads a mandate's
         condition from the same sentence). An order on several conditions is named as not
         read: never made on one of them alone."""
         for n in orders:
+            item = self.out.items[n]
+            if item.get("unanswerable"):
+                continue
             if len(gates) == 1:
-                item = self.out.items[n]
                 item["params"] = {**item.get("params", {}), "if": {"ref": gates[0]}}
             elif gates:
-                self.out.items[n] = {"text": self.out.items[n]["text"], "kind": None,
-                                     "unanswerable": "an order on several conditions is not "
-                                     "read; order on one condition per sentence"}  # fmt: skip
+                self._decline(n, "an order on several conditions is not read; order on one "
+                              "condition per sentence")  # fmt: skip
 
     def _part_items(self, part: _Part, gates: list[int], actions: list[int]) -> list[int]:
         """The items of one part: a condition (a gate of the orders), orders, facts, a

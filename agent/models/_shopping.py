@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 
+from judge.mandates import CONDITION_WORDS
+
 __all__ = ["PICKS", "Shopping", "read_shopping"]
 
 _USDC_DECIMALS = 6
@@ -116,6 +118,14 @@ class Shopping:
     """The price bound the request sets (atomic USDC), or None."""
 
 
+#: A condition word after the request's words: where the request ends and its condition
+#: (a part the planner reads on its own, gating the purchase) begins.
+_CONDITION_AFTER = re.compile(
+    r"\s+(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in CONDITION_WORDS) + r")\b",
+    re.IGNORECASE,
+)
+
+
 def read_shopping(
     task: str, symbols: tuple[str, ...], protocols: tuple[str, ...]
 ) -> Shopping | None:
@@ -127,6 +137,9 @@ def read_shopping(
     found = m if m is not None else plain
     assert found is not None
     rest, base = found.group("rest"), found.start("rest")
+    cond = _CONDITION_AFTER.search(rest)
+    if cond is not None:  # "... sells if 0x.. holds over 5 USDC": a condition of its own
+        rest = rest[: cond.start()]
     clause, end = _request_clause(task, rest, base)
     bound = _BOUND.search(clause)
     under = _atomic(bound.group("num")) if bound else None

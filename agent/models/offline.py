@@ -403,7 +403,8 @@ def _call_for(
         market = _market_call(plan, item, kind, blocked)
         key = plan.key(market["tool"], market["args"]) if market else ""
         if market is not None and key not in blocked and failures.get(key, 0) < 2:
-            return market, ""
+            unread = _unread(plan) if market["kind"] != "free" else ""
+            return (None, unread) if unread else (market, "")
     tools = [t for t in plan.tools if kind in (t.get("facts") or ())]
     if not tools:
         return None, f"no wired tool provides {kind}"
@@ -426,9 +427,22 @@ def _call_for(
             reasons.append(_why_blocked(plan, str(tool["name"]), key))
         elif failures.get(key, 0) >= 2:
             reasons.append(f"{tool['name']} failed twice")
+        elif tool.get("kind", "free") != "free" and (unread := _unread(plan)):
+            reasons.append(unread)
         else:
             return {"tool": tool["name"], "args": args, "kind": tool.get("kind", "free")}, ""
     return None, "; ".join(reasons)
+
+
+def _unread(plan: PlanContext) -> str:
+    """Why nothing may be paid yet: a part of the task that is not read ("" when every
+    part is). Money moves only once every clause of the task is accounted for: a part not
+    read may be the one that forbids, retracts or conditions the payment."""
+    unread = [i for i in plan.items if i.get("unanswerable")]
+    if not unread:
+        return ""
+    return (f"nothing is paid while a part of the task is not read: "
+            f"{_clip(str(unread[0].get('text')), 80)!r}")  # fmt: skip
 
 
 def _propose(plan: PlanContext) -> dict[str, Any]:

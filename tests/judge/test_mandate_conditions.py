@@ -125,3 +125,36 @@ def test_the_judge_reads_the_balance_from_the_chain_and_approves_only_when_it_ho
     refused = unmet.decide(_order(250_000))  # type: ignore[arg-type]
     assert refused.decision == "refuse"
     assert f"the judge read usdc_balance of {EMPTY} 0 > 1: false" in refused.reason, refused.reason
+
+
+@pytest.mark.parametrize(
+    ("task", "word"),
+    [(f"Do not send 0.25 USDC to {SELLER}.", "do not"),
+     (f"If my balance is above 5 USDC, send 0.25 USDC to {SELLER}. Actually, never mind, "
+      "don't send it.", "never mind"),
+     (f"If the base fee is above 1000 gwei, do not send anything; otherwise send 0.25 USDC "
+      f"to {SELLER}.", "do not"),
+     (f"Send 0.25 USDC to {SELLER}. Cancel that.", "cancel"),
+     (f"Never transfer 0.25 USDC to {SELLER}.", "never")],
+)  # fmt: skip
+def test_a_payment_the_task_forbids_or_takes_back_is_no_order_and_the_judge_refuses_it(
+    signer: VerdictSigner, chain, task: str, word: str  # type: ignore[no-untyped-def]
+) -> None:
+    """A model that pays what the task says not to pay, on the real Anvil: the judge holds
+    the order as withheld (kept on the wire) and refuses the transfer, naming the word."""
+    (mandate,) = mandates_in(task)
+    assert mandate.withheld == word and Mandate.from_wire(mandate.to_wire()) == mandate
+    verdict = _judge(signer, chain, task).decide(_order(250_000))  # type: ignore[arg-type]
+    assert verdict.decision == "refuse", verdict.reason
+    assert f"the task says {word!r} about its payments" in verdict.reason, verdict.reason
+
+
+@pytest.mark.parametrize(
+    "task",
+    [f"If {HOLDER} holds no more than 5 USDC, send 0.25 USDC to {SELLER}.",
+     f"If my balance is not less than 5 USDC, send 0.25 USDC to {SELLER}.",
+     f"Send 0.25 USDC to {SELLER}."],
+)  # fmt: skip
+def test_threshold_words_withhold_no_order(task: str) -> None:
+    (mandate,) = mandates_in(task)
+    assert mandate.withheld == ""

@@ -1,0 +1,89 @@
+"""No money moves against the user's words (issue 23, the outside tester's third run):
+every clause of a task is accounted for before the first spend. A task that says not to
+pay, takes its order back or branches it, a purchase on a condition that does not hold, a
+purchase asked for tomorrow or every day: nothing is paid. The wallet's USDC balance is read
+from the chain before and after each run, and the ledger holds no row of the run. A greeting
+or thanks around a request changes nothing. Through the real nib command on its own devnet
+(each task is the outside tester's exact words, then paraphrases)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chain.client import ChainClient
+from tests.agent._nib_devnet import own_devnet, run_json, settled_rows
+
+TO = "0xFABB0ac9d68B0B445fB7357272Ff202C5651694a"
+EMPTY = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
+BUY = "buy the cheapest dataset the local paywall sells"
+
+
+@pytest.fixture(scope="module")
+def devnet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    yield from own_devnet(tmp_path_factory, "withheld-home")
+
+
+def _spent(home: Path, info: dict[str, Any], task: str) -> tuple[dict[str, Any], int]:
+    """One run of ``task``: its JSON result and what left the wallet (read from the chain)."""
+    chain = ChainClient(info["rpc_url"], 31337)
+    before = chain.token_balance(info["usdc"], info["wallet"])
+    result = run_json(home, task)
+    return result, before - chain.token_balance(info["usdc"], info["wallet"])
+
+
+def _nothing_paid(home: Path, info: dict[str, Any], task: str) -> dict[str, Any]:
+    result, spent = _spent(home, info, task)
+    assert spent == 0, (task, result["answer"])
+    assert settled_rows(home, result["run_id"]) == [], (task, result["answer"])
+    return result
+
+
+@pytest.mark.parametrize(
+    "task",
+    [f"Do not send 0.02 USDC to {TO}.",
+     f"If my balance is above 50 USDC, send 0.02 USDC to {TO}. Actually, never mind, don't send it.",
+     "If 0x70997970C51812dc3A010C7d01b50e0d17dc79C8 holds more than 10 USDC, do not send "
+     f"anything; otherwise send 0.02 USDC to {TO}.",
+     f"Send 0.02 USDC to {TO}. Cancel that.",
+     f"Please don't transfer 0.02 USDC to {TO}.",
+     f"Tomorrow morning, {BUY}.",
+     f"Every day, {BUY} and tell me what it contains.",
+     f"Next week, send 0.02 USDC to {TO}."],
+)  # fmt: skip
+def test_a_task_that_forbids_retracts_or_postpones_its_payment_pays_nothing(devnet, task: str) -> None:  # type: ignore[no-untyped-def]
+    home, info = devnet
+    result = _nothing_paid(home, info, task)
+    assert result["returncode"] != 0, result["answer"]
+    assert "not answered" in result["answer"], result["answer"]
+
+
+@pytest.mark.parametrize(
+    "task",
+    ["Buy the cheapest dataset the local paywall sells, but only if my balance is above 1000 USDC.",
+     f"If {EMPTY} holds more than 10 USDC, {BUY} and tell me what it contains.",
+     f"{BUY.capitalize()} if {EMPTY} holds at least 5 USDC.",
+     "Purchase the paywall's cheapest dataset as long as I hold more than 1000 USDC."],
+)  # fmt: skip
+def test_a_purchase_on_a_condition_that_does_not_hold_buys_nothing(devnet, task: str) -> None:  # type: ignore[no-untyped-def]
+    home, info = devnet
+    result = _nothing_paid(home, info, task)
+    assert "= false" in result["answer"], result["answer"]
+    assert "is false" in result["answer"], result["answer"]
+
+
+def test_a_purchase_on_a_condition_that_holds_and_greetings_around_a_request_buy_once(devnet) -> None:  # type: ignore[no-untyped-def]
+    home, info = devnet
+    held, spent = _spent(home, info, f"If my balance is above 5 USDC, {BUY}.")
+    assert held["returncode"] == 0 and held["finished"], held["answer"]
+    assert spent == 20_000 and settled_rows(home, held["run_id"]) == [(20_000, "settled")]
+    assert "= true" in held["answer"], held["answer"]
+
+    task = ("Hi! Could you buy the cheapest research dataset that the local paywall sells and "
+            "tell me what it contains? Thanks.")  # fmt: skip
+    polite, spent = _spent(home, info, task)
+    assert polite["returncode"] == 0 and polite["finished"], polite["answer"]
+    assert spent == 20_000 and settled_rows(home, polite["run_id"]) == [(20_000, "settled")]
+    assert "not answered" not in polite["answer"], polite["answer"]
