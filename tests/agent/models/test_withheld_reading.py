@@ -1,0 +1,116 @@
+"""Every clause of a task is accounted for before the offline planner proposes a payment
+(issue 23, the outside tester's third run): words that forbid, take back or branch a
+payment decline every order and purchase of the task; a condition in a purchase's sentence
+gates it like an order's; a future or standing scope declines it; a greeting or thanks
+around a request is no part at all. Paraphrases of each kind, at the checklist and at the
+planner's proposal (no paid call while a part is not read or a gate is false)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from agent.loop.checklist import Checklist
+from agent.loop.offerpick import catalog_offers, resolve_picks
+from agent.loop.proposal import Call, Done
+from agent.models._factpatterns import extract_checklist
+from tests.agent.models.test_offline import PAYWALL, Sim
+
+TO = "0xFABB0ac9d68B0B445fB7357272Ff202C5651694a"
+HOLDER = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
+BUY = "buy the cheapest dataset the local paywall sells"
+CATALOG = {"endpoints": [{"path": "/datasets/token/{symbol}", "price_atomic": 20_000,
+                          "kind": "token_factsheet"}], "token_symbols": ["DAI"]}  # fmt: skip
+
+
+def _money(rows: list[Any]) -> list[Any]:
+    """The items that would move money: orders and requests to buy still to be made."""
+    return [r for r in rows if not r.get("unanswerable")
+            and (r.get("kind") == "transfer_receipt" or (r.get("params") or {}).get("pick"))]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "task",
+    [f"Do not send 0.02 USDC to {TO}.",
+     f"Don't send 0.02 USDC to {TO}.",
+     f"Please never transfer 0.5 USDC to {TO}.",
+     f"Send 0.02 USDC to {TO}. Actually, forget it.",
+     f"Send 0.02 USDC to {TO}. Scratch that.",
+     f"Send 0.02 USDC to {TO}; no wait, cancel it.",
+     f"If my balance is above 50 USDC, send 0.02 USDC to {TO}. Actually, never mind, don't send it.",
+     f"If {HOLDER} holds more than 10 USDC, do not send anything; otherwise send 0.02 USDC to {TO}.",
+     f"If {HOLDER} holds more than 10 USDC, send 0.02 USDC to {TO}, otherwise send 0.05 USDC to {TO}.",
+     f"Send 0.02 USDC to {TO} unless the base fee is above 5 gwei.",
+     f"{BUY.capitalize()}. Never mind, don't buy anything.",
+     f"Don't {BUY}.",
+     f"Tomorrow morning, {BUY}.",
+     f"Every day, {BUY} and tell me what it contains.",
+     f"{BUY.capitalize()} every week.",
+     f"Next month, send 0.02 USDC to {TO}."],
+)  # fmt: skip
+def test_a_task_that_forbids_retracts_branches_or_postpones_pays_nothing(task: str) -> None:
+    rows = extract_checklist(task)
+    assert _money(rows) == [], rows
+    assert any(r.get("unanswerable") for r in rows), rows
+
+
+@pytest.mark.parametrize(
+    "task",
+    [f"If {HOLDER} holds more than 10 USDC, {BUY} and tell me what it contains.",
+     f"{BUY.capitalize()}, but only if my balance is above 1000 USDC.",
+     f"{BUY.capitalize()} if my balance is above 1000 USDC.",
+     "Purchase the paywall's cheapest dataset as long as I hold more than 1000 USDC.",
+     f"{BUY.capitalize()}, provided that {HOLDER} holds at least 5 USDC.",
+     f"Provided that my USDC balance is at least 5 USDC, {BUY}."],
+)  # fmt: skip
+def test_a_condition_in_a_purchases_sentence_gates_the_purchase(task: str) -> None:
+    rows = extract_checklist(task)
+    (buy,) = [r for r in rows if (r.get("params") or {}).get("pick")]
+    gate = buy["params"]["if"]
+    assert rows[int(gate[1:]) - 1]["kind"] == "condition", rows
+
+
+@pytest.mark.parametrize(
+    "task",
+    ["Hi! Could you buy the cheapest research dataset that the local paywall sells and tell "
+     "me what it contains? Thanks.",
+     f"Hello, {BUY}. Thank you!",
+     f"Hey there! {BUY.capitalize()}, thanks a lot.",
+     "Good morning! What is the latest block number? Cheers."],
+)  # fmt: skip
+def test_a_greeting_or_thanks_around_a_request_is_no_part(task: str) -> None:
+    rows = extract_checklist(task)
+    assert rows and not any(r.get("unanswerable") for r in rows), rows
+
+
+def _resolved(task: str) -> Sim:
+    sim = Sim(task)
+    sim.checklist = resolve_picks(sim.checklist, {"paywall": catalog_offers(PAYWALL, CATALOG)}, 250_000)
+    return sim
+
+
+def test_the_planner_proposes_no_purchase_while_a_part_is_not_read() -> None:
+    sim = _resolved(f"{BUY.capitalize()}. Then frobnicate the widgets.")
+    final = sim.propose()
+    assert isinstance(final, Done), final
+    assert "nothing is paid while a part of the task is not read" in str(final.answer)
+
+
+@pytest.mark.parametrize(("value", "bought"), [("false", False), ("true", True)])
+def test_a_gated_purchase_is_proposed_only_once_its_condition_is_true(value: str, bought: bool) -> None:
+    sim = _resolved(f"If {HOLDER} holds more than 10 USDC, {BUY}.")
+    items = list(sim.checklist.items)
+    for n, item in enumerate(items):  # the balance read and its condition, as the loop derives them
+        if item.kind == "usdc_balance":
+            items[n] = replace(item, covered=True, value="0.01", evidence_id="e1")
+        elif item.kind == "condition":
+            items[n] = replace(item, covered=True, value=value, evidence_id="e1")
+    sim.checklist = Checklist(tuple(items))
+    proposal = sim.propose()
+    if bought:
+        assert proposal == Call("pay_http", {"url": PAYWALL + "/datasets/token/DAI",
+                                             "covers": ["token_factsheet"]})  # fmt: skip
+    else:
+        assert isinstance(proposal, Done) and "is false" in str(proposal.answer), proposal
