@@ -58,7 +58,7 @@ class _Args(BaseModel):
     x: int = 0
 
 
-class _InstantTool(Tool):
+class _InstantTool(Tool[_Args]):
     kind = "free"
     free_limits = FreeLimits(max_calls_per_run=10, max_result_bytes=65_536)
     args_model = _Args

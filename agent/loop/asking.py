@@ -143,7 +143,7 @@ class JudgeAsk:
             # theirs to choose (pay_http gates the seller, the judge the price).
             known_recipients=run.tools.known_recipients() if quote.kind == "transfer" else None,
             # Who is paid for the data: the judge keeps p per (seller, fact kind).
-            seller=quote.meta.get("seller"),
+            seller=quote.seller,
             # A judge with this task registered rules on the payload itself, under the
             # task's registered limits (the fields above are then only the agent's view).
             task_id=run.state.run_id,

@@ -38,7 +38,7 @@ class BestOffer:
         """Quotes of other sellers' offers for the missing items ``call`` would cover."""
         run = self.run
         book = call.tool.offer_book()
-        seller = quote.meta.get("seller")
+        seller = quote.seller
         if book is None or not seller or quote.amount == 0:
             return []
         if run.tools.task_sellers:  # the task chose its seller

@@ -12,6 +12,7 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from agent.interrupts import within
+from agent.jsonvalues import as_int
 from agent.loop.context import RunContext
 from agent.loop.result import SpendSummary
 from agent.loop.stop import Stop, raise_if_dependency
@@ -97,8 +98,8 @@ class BudgetGate:
         gas = 0
         payload = quote.payload
         if "gas" in payload and "maxFeePerGas" in payload:
-            gas = int(payload["gas"]) * int(payload["maxFeePerGas"])
-        gas = int(quote.meta.get("max_gas_wei", gas))
+            gas = as_int(payload["gas"]) * as_int(payload["maxFeePerGas"])
+        gas = as_int(quote.meta.get("max_gas_wei", gas))
         committed = self.spend_committed()
         limits = self.run.limits
         projected = committed + quote.amount + self.gas_as_usdc(gas)

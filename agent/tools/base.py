@@ -12,7 +12,7 @@ from abc import ABC
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ValidationError
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from judge.verdict import Verdict
 
 __all__ = [
+    "ArgsT",
     "Emit",
     "FreeLimits",
     "Observation",
@@ -89,18 +90,26 @@ class Quote:
     ``payload`` is the dict the wallet will sign (EIP-712 typed data or an EIP-1559
     transaction) and ``payload_fingerprint`` its canonical fingerprint. The judge's
     verdict binds to that fingerprint; if the bytes change, the verdict is void.
+    ``meta`` is what the tool noted for itself and the loop (seller, display, ...), JSON
+    values: it is stored with a paused run, so readers narrow what they take from it.
     """
 
     tool: str
     args: dict[str, object]
     kind: QuoteKind
-    payload: dict[str, Any]
+    payload: dict[str, object]
     payload_fingerprint: str
     amount: int
     asset: str
     recipient: str
     chain_id: int
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def seller(self) -> str | None:
+        """The seller origin an x402 tool noted in ``meta`` (None: a direct transfer)."""
+        seller = self.meta.get("seller")
+        return None if seller is None else str(seller)
 
 
 def _scalar(value: object) -> bool:
@@ -185,7 +194,11 @@ class FreeLimits:
     timeout_s: float = 10.0
 
 
-class Tool(ABC):
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+"""A tool's arguments model: ``run``/``quote`` receive what ``parse_args`` validated."""
+
+
+class Tool(ABC, Generic[ArgsT]):
     """A capability the model may propose. Subclasses set the class attributes.
 
     Free tools implement ``run``; paid tools implement ``quote`` and ``execute``.
@@ -194,7 +207,7 @@ class Tool(ABC):
 
     name: str
     description: str
-    args_model: type[BaseModel]
+    args_model: type[ArgsT]
     kind: ToolKind
     #: The fact kinds the tool can provide (checked against the vocabulary on register).
     facts: tuple[FactKind, ...] = ()
@@ -245,7 +258,7 @@ class Tool(ABC):
             if not f.is_required() and f.default is not None
         }
 
-    def parse_args(self, args: dict[str, object]) -> BaseModel:
+    def parse_args(self, args: dict[str, object]) -> ArgsT:
         """Validate raw proposal arguments; raises ToolArgsError with actionable text."""
         if not isinstance(args, dict):
             raise ToolArgsError(
@@ -257,11 +270,11 @@ class Tool(ABC):
         except ValidationError as exc:
             raise ToolArgsError(format_validation_error(self.name, exc)) from exc
 
-    async def run(self, args: Any, ctx: ToolContext) -> Observation:
+    async def run(self, args: ArgsT, ctx: ToolContext) -> Observation:
         """Free tools: perform the read and return an observation."""
         raise ToolError(f"{self.name} is a {self.kind} tool and has no free run(); use quote.")
 
-    async def quote(self, args: Any, ctx: ToolContext) -> Quote:
+    async def quote(self, args: ArgsT, ctx: ToolContext) -> Quote:
         """Paid tools: build the exact payload to sign (no signing, no spending)."""
         raise ToolError(f"{self.name} is a {self.kind} tool and cannot be quoted.")
 

@@ -21,7 +21,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from web3.exceptions import Web3Exception
 
 from agent.errors import ToolError
-from agent.tools.base import FreeLimits, Observation, Tool, ToolContext
+from agent.tools.base import ArgsT, FreeLimits, Observation, Tool, ToolContext
 from chain.errors import RpcError
 from chain.money import format_usdc
 
@@ -197,7 +197,7 @@ async def _read(fn: Callable[[], T]) -> T:
 # ---------------------------------------------------------------------- tools
 
 
-class _FreeRead(Tool):
+class _FreeRead(Tool[ArgsT]):
     kind = "free"
 
     def _obs(self, summary: str, data: dict[str, object], facts: dict[str, str]) -> Observation:
@@ -225,7 +225,7 @@ async def _block_ref(tool: str, block: int | None, ctx: ToolContext) -> int | st
     return block
 
 
-class BaseFeeTool(_FreeRead):
+class BaseFeeTool(_FreeRead[BlockArgs]):
     name = "base_fee"
     free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=2_048)
     description = "Base fee per gas of a block (the latest when no block is given), in gwei."
@@ -245,7 +245,7 @@ class BaseFeeTool(_FreeRead):
         )
 
 
-class GasPriceTool(_FreeRead):
+class GasPriceTool(_FreeRead[NoArgs]):
     name = "gas_price"
     free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=2_048)
     description = "The node's suggested gas price (eth_gasPrice), in gwei."
@@ -262,7 +262,7 @@ class GasPriceTool(_FreeRead):
         )
 
 
-class BlockInfoTool(_FreeRead):
+class BlockInfoTool(_FreeRead[BlockArgs]):
     name = "block_info"
     free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=8_192)
     description = "Number and timestamp of a block (the latest when no block is given)."
@@ -286,7 +286,7 @@ class BlockInfoTool(_FreeRead):
         )
 
 
-class EthBalanceTool(_FreeRead):
+class EthBalanceTool(_FreeRead[AddressArgs]):
     name = "eth_balance"
     free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=2_048)
     description = "Native ETH balance of an address (exact, in ETH and wei)."
@@ -325,7 +325,7 @@ async def _token_meta(ctx: ToolContext, token: str) -> tuple[str, int]:
     return symbol, decimals
 
 
-class TokenBalanceTool(_FreeRead):
+class TokenBalanceTool(_FreeRead[TokenBalanceArgs]):
     name = "token_balance"
     free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=2_048)
     description = (
@@ -365,7 +365,7 @@ class TokenBalanceTool(_FreeRead):
         )
 
 
-class TokenInfoTool(_FreeRead):
+class TokenInfoTool(_FreeRead[TokenArgs]):
     name = "token_info"
     free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=4_096)
     description = "Name, symbol, decimals and total supply of an ERC-20 token (default: USDC)."
@@ -395,7 +395,7 @@ class TokenInfoTool(_FreeRead):
         )
 
 
-class TxReceiptTool(_FreeRead):
+class TxReceiptTool(_FreeRead[TxArgs]):
     name = "tx_receipt"
     free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=16_384)
     description = "Status (success/reverted) and gas used of a mined transaction."
@@ -427,7 +427,7 @@ class TxReceiptTool(_FreeRead):
         )
 
 
-class TokenTransfersTool(_FreeRead):
+class TokenTransfersTool(_FreeRead[TransfersArgs]):
     name = "token_transfers"
     # Log scans span block ranges: more room and time than a point read.
     free_limits = FreeLimits(max_calls_per_run=3, max_result_bytes=65_536, timeout_s=20.0)

@@ -61,7 +61,7 @@ class DiscoverArgs(BaseModel):
     )
 
 
-class DiscoverTool(Tool):
+class DiscoverTool(Tool[DiscoverArgs]):
     """List x402 offers from the configured discovery APIs (free, read-only)."""
 
     name = "discover"

@@ -19,6 +19,7 @@ from eth_utils import to_checksum_address
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.errors import ToolError
+from agent.jsonvalues import as_int
 from agent.tools.base import Observation, Quote, Tool, ToolContext
 from agent.tools.chain_reads import AddressStr, usdc_address
 from agent.tools.money import UsdcAmount, require_wallet, spend_cap
@@ -150,7 +151,7 @@ def _pin(
     return nonces.allocate(), estimate, priority, base
 
 
-class UsdcTransferTool(Tool):
+class UsdcTransferTool(Tool[TransferArgs]):
     """Quote and execute a USDC ``transfer(to, amount)`` from the agent's wallet."""
 
     name = "usdc_transfer"
@@ -226,7 +227,7 @@ class UsdcTransferTool(Tool):
         Only a nonce this run's quote still holds is released; one ``execute`` took over
         (signed, sent, or refused as stale) is left to the wallet.
         """
-        nonce = int(quote.payload.get("nonce", -1))
+        nonce = as_int(quote.payload.get("nonce", -1))
         if ctx.wallet is None or not _take_hold(ctx, nonce, quote):
             return
         ctx.wallet.nonces.release(nonce)
@@ -291,7 +292,7 @@ class UsdcTransferTool(Tool):
         # Checked before taking the hold: on this refusal abandon() gives the nonce back.
         cap = spend_cap(ctx, self.name)
         tx = quote.payload
-        nonce = int(tx["nonce"])
+        nonce = as_int(tx["nonce"])
         # From here this call owns the nonce: abandon() will not release it again.
         held = _take_hold(ctx, nonce, quote)
         await self._take_nonce(wallet, nonce, held, ctx)

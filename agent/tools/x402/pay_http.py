@@ -56,7 +56,7 @@ from agent.tools.x402.protocol import (
     encode_payment_header,
     requirement_amount,
 )
-from agent.tools.x402.quoting import authorization_quote, free_quote
+from agent.tools.x402.quoting import authorization_quote, free_quote, stored_observation
 from agent.tools.x402.seller_terms import Terms, check_terms, read_offer
 from chain.facts import FactKind
 from judge.verdict import Verdict
@@ -175,14 +175,7 @@ def free_observation(quote: Quote) -> Observation | None:
     """
     if quote.amount != 0 or not quote.meta.get("free"):
         return None
-    obs = quote.meta["observation"]
-    return Observation(
-        tool=quote.tool,
-        ok=True,
-        summary=obs["summary"],
-        data=obs["data"],
-        facts=obs["facts"],
-    )
+    return stored_observation(quote.tool, quote.meta["observation"])
 
 
 def _request(args: PayHttpArgs) -> Request:
@@ -193,7 +186,7 @@ def _resource(args: PayHttpArgs) -> str:
     return resource_of(args.url, args.method, args.body)
 
 
-class PayHttpTool(Tool):
+class PayHttpTool(Tool[PayHttpArgs]):
     """GET or POST a URL of an allowlisted x402 seller, paying in USDC when it answers 402.
 
     What a purchase may cover is decided on our side (:class:`.catalog.SellerCatalog`):

@@ -48,6 +48,7 @@ from agent.tools.x402.quoting import (
     authorization_quote,
     free_quote,
     quoted_authorization,
+    stored_observation,
 )
 from chain.mcp_client import ENDPOINTS, McpTransport, McpUnreachable, call_tool, split_endpoint
 from chain.money import format_usdc
@@ -106,7 +107,7 @@ class PayMcpArgs(BaseModel):
         return text
 
 
-class PayMcpTool(Tool):
+class PayMcpTool(Tool[PayMcpArgs]):
     """Call a paid MCP tool of an allowlisted seller, paying in USDC over x402."""
 
     name = "pay_mcp"
@@ -177,8 +178,7 @@ class PayMcpTool(Tool):
         as ``verdict-void`` before signing. The paid call is never retried.
         """
         if quote.meta.get("free"):
-            obs = quote.meta["observation"]
-            return Observation(self.name, True, obs["summary"], obs["data"], obs["facts"])
+            return stored_observation(self.name, quote.meta["observation"])
         args = PayMcpArgs.model_validate(quote.args)
         check_seller(self.name, args.server, ctx)
         wallet = ctx.wallet

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from agent.errors import DeliveryFailed, NonDelivery, ToolError
+from agent.jsonvalues import as_int, as_object
 from agent.tools.base import Observation, Quote, ToolContext
 from agent.tools.chain_reads import usdc_address
 from agent.tools.x402.protocol import (
@@ -130,12 +131,12 @@ def quoted_authorization(
     """The authorization ``quote`` was built with (its payer, nonce and validity window)
     for ``requirement`` as the seller offers it now: the very payload the verdict approved
     when the terms did not change, and one the wallet refuses as void when they did."""
-    message = quote.payload["message"]
+    message = as_object(quote.payload["message"])
     return build_authorization(
         requirement,
         payer=str(message["from"]),
-        chain_time=int(quote.meta["chain_time"]),
-        wall_time=int(quote.meta["wall_time"]) if "wall_time" in quote.meta else None,
+        chain_time=as_int(quote.meta["chain_time"]),
+        wall_time=as_int(quote.meta["wall_time"]) if "wall_time" in quote.meta else None,
         nonce=bytes.fromhex(str(message["nonce"])[2:]),
     )
 
@@ -176,6 +177,13 @@ def free_quote(
             "observation": {"summary": obs.summary, "data": obs.data, "facts": obs.facts},
         },
     )
+
+
+def stored_observation(tool: str, stored: object) -> Observation:
+    """The observation :func:`free_quote` noted in a quote's meta (kept with a paused run)."""
+    obs = as_object(stored)
+    facts = {str(k): str(v) for k, v in as_object(obs["facts"]).items()}
+    return Observation(tool, True, str(obs["summary"]), as_object(obs["data"]), facts)
 
 
 async def abandon_undelivered(

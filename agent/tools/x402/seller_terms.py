@@ -14,6 +14,7 @@ from x402.schemas import parse_payment_required as _x402_parse
 
 from agent.errors import ToolError
 from agent.interrupts import gather_pair
+from agent.jsonvalues import as_int, as_object
 from agent.tools.base import Quote, ToolContext
 from agent.tools.chain_reads import usdc_address
 from agent.tools.x402.delivery import Request
@@ -116,7 +117,7 @@ def _current_requirement(
     if resp.status_code != 402:
         raise ToolError(unexpected_status(url, resp, paid=False))
     pr = parse_payment_required(resp)
-    quoted = _x402_parse(quote.meta["payment_required"])
+    quoted = _x402_parse(as_object(quote.meta["payment_required"]))
     cls = PaymentRequirements if quoted.x402_version == 2 else PaymentRequirementsV1
     quoted_req = cls.model_validate(quote.meta["requirement"])
     requirement = next((r for r in pr.accepts if r == quoted_req), None)
@@ -142,7 +143,7 @@ def _terms_changed(quote: Quote, detail: str) -> VerdictVoid:
 
 async def _check_not_expired(quote: Quote, ctx: ToolContext) -> None:
     """Refuse (before signing) a quote whose authorization window has passed on chain."""
-    valid_before = int(quote.payload["message"]["validBefore"])
+    valid_before = as_int(as_object(quote.payload["message"])["validBefore"])
     now = await chain_clock(ctx)
     if now + EXPIRY_MARGIN_S >= valid_before:
         raise ToolError(
