@@ -13,7 +13,9 @@ category as ``wrong_exit0``.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from collections.abc import Mapping, Sequence
+
+from agent.jsonvalues import JSONObject
 
 __all__ = ["CATEGORIES", "paraphrase_tasks"]
 
@@ -67,7 +69,7 @@ _UNSUPPORTED = ("What was the average gas price yesterday?", "What is the price 
 #: 20:55 UTC before the planner was changed for them; the score before is in
 #: docs/planner.md): where the chain is, a token's full name, transfers touching an
 #: address, and an answer asked in another unit (the truth is in that unit).
-_OUTSIDE: tuple[tuple[str, dict[str, Any]], ...] = (
+_OUTSIDE: tuple[tuple[str, dict[str, object]], ...] = (
     ("Which block is the chain at right now?", {"probe": "block_number"}),
     ("How far along is the chain?", {"probe": "block_number"}),
     ("Which block are we on at the moment?", {"probe": "block_number"}),
@@ -81,7 +83,7 @@ _OUTSIDE: tuple[tuple[str, dict[str, Any]], ...] = (
     ("How many USDC transfers involve {wallet}?", {"probe": "transfer_count", "address": "{wallet}"}),
     ("How many transfers touched {seller}?", {"probe": "transfer_count", "address": "{seller}"}),
 )  # fmt: skip
-_UNITS: tuple[tuple[str, dict[str, Any]], ...] = (
+_UNITS: tuple[tuple[str, dict[str, object]], ...] = (
     ("What is the base fee in gwei?", {"probe": "base_fee_gwei"}),
     ("What is the base fee in wei?", {"probe": "base_fee_gwei", "unit": "wei"}),
     ("Give me the base fee of the latest block, in wei.", {"probe": "base_fee_gwei", "unit": "wei"}),
@@ -101,12 +103,14 @@ CATEGORIES = ("base_fee", "block_number", "timestamp", "usdc_balance", "eth_bala
               "scope-chain", "scope-standing", "unsupported", "outside-words", "units")  # fmt: skip
 
 
-def _task(n: int, category: str, text: str, expect: str, truth: list[dict[str, Any]]) -> dict[str, Any]:
+def _task(
+    n: int, category: str, text: str, expect: str, truth: Sequence[Mapping[str, object]]
+) -> JSONObject:
     return {"id": f"p-{category}-{n}", "category": category, "text": text, "expect": expect,
             "truth": truth}  # fmt: skip
 
 
-def _free(rows: list[dict[str, Any]]) -> None:
+def _free(rows: list[JSONObject]) -> None:
     plain = (("base_fee", "base_fee", [{"probe": "base_fee_gwei"}]),
              ("block_number", "block_number", [{"probe": "block_number"}]),
              ("timestamp", "timestamp", [{"probe": "block_timestamp"}]),
@@ -129,7 +133,7 @@ def _free(rows: list[dict[str, Any]]) -> None:
             rows.append(_task(len(rows), "transfers", ask.format(x=x.format(n=n)), "answer", truth))
 
 
-def _compare(rows: list[dict[str, Any]]) -> None:
+def _compare(rows: list[JSONObject]) -> None:
     forms = ("Who holds more USDC, {a} or {b}?", "Which account has more USDC: {a} or {b}?",
              "Does {a} or {b} hold less USDC?", "Which of {a} and {b} holds more ETH?")  # fmt: skip
     for form in forms:
@@ -140,7 +144,7 @@ def _compare(rows: list[dict[str, Any]]) -> None:
             rows.append(_task(len(rows), "comparison", form.format(a=a, b=b), "answer", truth))
 
 
-def _relative(rows: list[dict[str, Any]]) -> None:
+def _relative(rows: list[JSONObject]) -> None:
     asks = (("What was the base fee in {r}?", "base_fee_gwei"),
             ("What was the base fee {r}?", "base_fee_gwei"),
             ("What is the timestamp of {r}?", "block_timestamp"))  # fmt: skip
@@ -161,7 +165,7 @@ def _relative(rows: list[dict[str, Any]]) -> None:
                           [{"probe": "base_fee_gwei", "back": k + 1}]))  # fmt: skip
 
 
-def _presentation(rows: list[dict[str, Any]]) -> None:
+def _presentation(rows: list[JSONObject]) -> None:
     probes = {"base fee": {"probe": "base_fee_gwei"}, "block number": {"probe": "block_number"},
               "timestamp of the latest block": {"probe": "block_timestamp"}}  # fmt: skip
     for (x, clause), ask in itertools.product(_PRESENTATION, _ASK[:3]):
@@ -171,7 +175,7 @@ def _presentation(rows: list[dict[str, Any]]) -> None:
         rows.append(_task(len(rows), "presentation", text, "answer", truth))
 
 
-def _declined(rows: list[dict[str, Any]]) -> None:
+def _declined(rows: list[JSONObject]) -> None:
     for chain, x in itertools.product(_CHAINS, ("USDC balance of {wallet}", "base fee",
                                                 "total supply of USDC")):  # fmt: skip
         rows.append(_task(len(rows), "scope-chain", f"What is the {x} on {chain}?", "cannot", []))
@@ -183,14 +187,14 @@ def _declined(rows: list[dict[str, Any]]) -> None:
 
 #: A unit the asked fact is not given in: the fact is answered, the unit named as not
 #: done (exit 1), never the value silently in another unit (written after the change).
-_UNIT_MISMATCH: tuple[tuple[str, dict[str, Any]], ...] = (
+_UNIT_MISMATCH: tuple[tuple[str, dict[str, object]], ...] = (
     ("What is the USDC balance of {wallet} in wei?", {"probe": "usdc_balance", "address": "{wallet}"}),
     ("What is the block number in gwei?", {"probe": "block_number"}),
     ("Give me the timestamp of the latest block in ether.", {"probe": "block_timestamp"}),
 )  # fmt: skip
 
 
-def _outside(rows: list[dict[str, Any]]) -> None:
+def _outside(rows: list[JSONObject]) -> None:
     for category, table in (("outside-words", _OUTSIDE), ("units", _UNITS)):
         for text, truth in table:
             rows.append(_task(len(rows), category, text, "answer", [truth]))
@@ -198,9 +202,9 @@ def _outside(rows: list[dict[str, Any]]) -> None:
         rows.append(_task(len(rows), "units", text, "partial", [truth]))
 
 
-def paraphrase_tasks() -> list[dict[str, Any]]:
+def paraphrase_tasks() -> list[JSONObject]:
     """The generated suite's task rows (the shape of agent/eval/*.json's tasks)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[JSONObject] = []
     for make in (_free, _compare, _relative, _presentation, _declined, _outside):
         make(rows)
     return rows

@@ -19,10 +19,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict, get_args
+
+from web3.types import RPCEndpoint
 
 from agent.eval.truth import EvalEnv, Truth, probe
+from agent.jsonvalues import JSONObject, as_int, as_list, as_object
 from agent.loop.result import AgentResult
+
+if TYPE_CHECKING:
+    from web3 import Web3
+
+    from agent.cli.runtime import Runtime
+    from agent.config import NibSettings
+    from agent.loop.limits import Limits
+    from chain.client import ChainClient
 
 __all__ = [
     "EXTRA_SUITES",
@@ -66,8 +77,8 @@ class EvalTask:
     category: str
     text: str
     expect: Expect
-    truth: tuple[Mapping[str, Any], ...] = ()
-    effects: tuple[Mapping[str, Any], ...] = ()
+    truth: tuple[Mapping[str, object], ...] = ()
+    effects: tuple[Mapping[str, object], ...] = ()
     paid: bool = False
 
 
@@ -79,21 +90,37 @@ def load_tasks(suite: str = "all") -> list[EvalTask]:
             f"unknown suite {suite!r}; expected one of builtin, heldout, paraphrase, all. "
             "Fix: --suite all."
         )
-    tasks = []
+    tasks: list[EvalTask] = []
     for name in names:
+        rows: list[JSONObject]
         if name == "paraphrase":
             from agent.eval.paraphrase import paraphrase_tasks
 
             rows = paraphrase_tasks()
         else:
             rows = json.loads((Path(__file__).parent / f"{name}.json").read_text())["tasks"]
-        for row in rows:
-            tasks.append(EvalTask(
-                id=row["id"], suite=name, category=row["category"], text=row["text"],
-                expect=row["expect"], truth=tuple(row.get("truth", ())),
-                effects=tuple(row.get("effects", ())), paid=bool(row.get("paid")),
-            ))  # fmt: skip
+        tasks.extend(_task_of(name, row) for row in rows)
     return tasks
+
+
+def _expect(row: JSONObject) -> Expect:
+    for expect in get_args(Expect):
+        if row["expect"] == expect:
+            return expect
+    raise ValueError(
+        f"eval task {row.get('id')!r}: expect is {row['expect']!r}; expected one of "
+        f"{', '.join(get_args(Expect))}. Fix: correct the task file."
+    )
+
+
+def _task_of(suite: str, row: JSONObject) -> EvalTask:
+    """One task row of a suite (agent/eval/*.json, or the generated paraphrases)."""
+    return EvalTask(
+        id=str(row["id"]), suite=suite, category=str(row["category"]), text=str(row["text"]),
+        expect=_expect(row), truth=tuple(as_object(t) for t in as_list(row.get("truth"))),
+        effects=tuple(as_object(e) for e in as_list(row.get("effects"))),
+        paid=bool(row.get("paid")),
+    )  # fmt: skip
 
 
 def numbers_in(text: str) -> set[Decimal]:
@@ -205,6 +232,66 @@ def _wrong_question(task: EvalTask, correct: bool, result: AgentResult) -> bool:
     return result.finished and not correct
 
 
+class SuiteScore(TypedDict):
+    tasks: int
+    correct: int
+    accuracy: float | None
+
+
+class CategoryScore(SuiteScore):
+    wrong_exit0: int
+    stop_reasons: dict[str, int]
+
+
+class ChurnStats(TypedDict):
+    threshold: int
+    healthy_runs: int
+    healthy_streak_p95: int
+    healthy_streak_max: int
+    healthy_steps_p95: int
+    stops: int
+    false_stops: int
+    false_stop_rate: float
+    replayed_false_stop_rate: float
+
+
+class Miss(TypedDict):
+    id: str
+    suite: str
+    why: str
+
+
+class SpendGap(TypedDict):
+    id: str
+    spend_usdc: int
+    chain_moved_usdc: int
+
+
+class Provenance(TypedDict):
+    lines: dict[str, int]
+    answers: dict[str, int]
+
+
+class EvalSummary(SuiteScore):
+    """An eval report's summary (``nib eval`` prints it; ``--json`` emits it)."""
+
+    model: str
+    profile: str
+    builtin_accuracy: float | None
+    heldout_accuracy: float | None
+    suites: dict[str, SuiteScore]
+    categories: dict[str, CategoryScore]
+    wrong_question_answers: int
+    misses: list[Miss]
+    provenance: Provenance
+    stop_reasons: dict[str, int]
+    churn_guard: ChurnStats
+    total_spend_usdc: int
+    spent_without_cover: int
+    chain_moved_usdc: int
+    spend_not_on_chain: list[SpendGap]
+
+
 @dataclass
 class EvalReport:
     tasks: list[TaskOutcome] = field(default_factory=list)
@@ -212,8 +299,8 @@ class EvalReport:
     profile: str = ""
     churn_threshold: int = 0
 
-    def summary(self) -> dict[str, Any]:
-        def acc(rows: list[TaskOutcome]) -> dict[str, Any]:
+    def summary(self) -> EvalSummary:
+        def acc(rows: list[TaskOutcome]) -> SuiteScore:
             n = len(rows)
             right = sum(t.correct for t in rows)
             # No tasks of a suite ran: no accuracy (None), not a zero that reads as a failure.
@@ -226,7 +313,7 @@ class EvalReport:
         per_suite = {
             s: acc([t for t in self.tasks if t.suite == s]) for s in SUITES + EXTRA_SUITES
         }
-        categories = {}
+        categories: dict[str, CategoryScore] = {}
         for cat in sorted({t.category for t in self.tasks}):
             rows = [t for t in self.tasks if t.category == cat]
             # Answered wrongly with exit 0: finished, yet not right (or a value claimed
@@ -258,7 +345,7 @@ class EvalReport:
             ],
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"tasks": [asdict(t) for t in self.tasks], "summary": self.summary()}
 
 
@@ -271,7 +358,7 @@ def percentile(values: list[int], q: float) -> int:
     return ordered[int(rank) - 1]
 
 
-def churn_stats(tasks: list[TaskOutcome], threshold: int) -> dict[str, Any]:
+def churn_stats(tasks: list[TaskOutcome], threshold: int) -> ChurnStats:
     """The churn signal over healthy runs (correct, not a guard stop): its p95, the steps
     they took (p95), and the guard's false-stop rate: healthy-expected tasks it stopped."""
     healthy = [t for t in tasks if t.correct and t.stop_reason not in GUARD_STOPS]
@@ -295,12 +382,12 @@ def churn_stats(tasks: list[TaskOutcome], threshold: int) -> dict[str, Any]:
     }
 
 
-def churn_streak(events: list[dict[str, Any]]) -> int:
+def churn_streak(events: list[dict[str, object]]) -> int:
     """The churn signal's peak, as the loop counts it: since the last step that covered an
     item, the steps that called a tool and covered nothing plus the checklist drifts."""
 
     def steps(kind: str) -> set[int]:
-        return {int(e["data"].get("step", 0)) for e in events if e["type"] == kind}
+        return {as_int(as_object(e["data"]).get("step", 0)) for e in events if e["type"] == kind}
 
     called, covering, drifted = steps("tool.call"), steps("coverage"), steps("checklist.drift")
     best = streak = 0
@@ -319,7 +406,7 @@ def _spent_without_cover(result: AgentResult) -> bool:
     return not any(ev.facts for ev in result.evidence if ev.cost_usdc)
 
 
-def _setup_chain(w3: Any) -> dict[str, str]:
+def _setup_chain(w3: Web3) -> dict[str, str]:
     """Deploy USDC, fund the agent, and move some USDC between other accounts so that
     comparisons and "largest transfer" questions have something to find."""
     from chain.devkeys import AGENT, DEPLOYER, OUTSIDER, SELLER, dev_account
@@ -342,7 +429,7 @@ def run_suite(
     *,
     only: list[str] | None = None,
     on_task: Callable[[TaskOutcome], None] | None = None,
-    settings: Any = None,
+    settings: NibSettings | None = None,
     tasks: list[EvalTask] | None = None,
 ) -> EvalReport:
     """Run the suite (or the given ``tasks``) on a private devnet and paywall with the
@@ -384,7 +471,7 @@ def run_suite(
     return report
 
 
-def _profile(rt: Any) -> tuple[str, Any]:
+def _profile(rt: Runtime) -> tuple[str, Limits]:
     """The profile and limits the runs get (as the loop resolves them)."""
     from agent.loop.limits import limits_for
 
@@ -394,24 +481,24 @@ def _profile(rt: Any) -> tuple[str, Any]:
     return limits_for(deps.profile, model_local=bool(getattr(deps.model, "local", False)))
 
 
-def _run_task(client: Any, rt: Any, env: EvalEnv, task: EvalTask) -> TaskOutcome:
+def _run_task(client: ChainClient, rt: Runtime, env: EvalEnv, task: EvalTask) -> TaskOutcome:
     from agent.loop.run import run_task
 
-    snap = client.w3.provider.make_request("evm_snapshot", [])["result"]
+    snap = client.w3.provider.make_request(RPCEndpoint("evm_snapshot"), [])["result"]
     try:
         truth = probe(env, list(task.truth))
-        before = {e["address"]: env.usdc_of(env.fill(e["address"])) for e in task.effects}
+        before = {e["address"]: env.usdc_of(env.fill(str(e["address"]))) for e in task.effects}
         first_block = client.w3.eth.block_number + 1
         deps = rt.deps()
         result = asyncio.run(run_task(env.fill(task.text), deps))
         moved = env.usdc_sent_by(env.names["wallet"], first_block)
         effects_ok = all(
-            env.usdc_of(env.fill(e["address"])) - before[e["address"]] == int(e["amount"])
+            env.usdc_of(env.fill(str(e["address"]))) - before[e["address"]] == as_int(e["amount"])
             for e in task.effects
         )
         events = deps.store.events(result.run_id)
     finally:
-        client.w3.provider.make_request("evm_revert", [snap])
+        client.w3.provider.make_request(RPCEndpoint("evm_revert"), [snap])
     correct, miss = grade(task, truth, effects_ok, result)
     return TaskOutcome(
         id=task.id, suite=task.suite, category=task.category, expect=task.expect,

@@ -13,11 +13,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from web3 import Web3
 
+from agent.jsonvalues import as_int, as_list
 from chain.money import usdc_decimal
+
+if TYPE_CHECKING:
+    from web3.contract import Contract
+    from web3.types import BlockData, LogReceipt
 
 __all__ = ["EvalEnv", "Truth", "probe"]
 
@@ -58,7 +63,7 @@ class EvalEnv:
     usdc: str
     names: dict[str, str]
 
-    def token(self) -> Any:
+    def token(self) -> Contract:
         return self.w3.eth.contract(address=Web3.to_checksum_address(self.usdc), abi=_ERC20)
 
     def fill(self, text: str) -> str:
@@ -84,32 +89,33 @@ class EvalEnv:
         return sum(int(bytes(log["data"]).hex() or "0", 16) for log in logs)
 
 
-def _block(env: EvalEnv, spec: Mapping[str, Any]) -> Any:
+def _block(env: EvalEnv, spec: Mapping[str, object]) -> BlockData:
     if "back" in spec:  # a relative reference: N blocks before the head at run start
-        return env.w3.eth.get_block(env.w3.eth.block_number - int(spec["back"]))
-    return env.w3.eth.get_block(spec.get("block", "latest"))
+        return env.w3.eth.get_block(env.w3.eth.block_number - as_int(spec["back"]))
+    block = spec.get("block", "latest")  # a block number, or "latest"
+    return env.w3.eth.get_block("latest" if block == "latest" else as_int(block))
 
 
-def _logs(env: EvalEnv, spec: Mapping[str, Any]) -> list[Any]:
+def _logs(env: EvalEnv, spec: Mapping[str, object]) -> list[LogReceipt]:
     """USDC Transfer logs of the spec's window; with ``address``, those from or to it."""
     head = env.w3.eth.block_number
-    first = spec.get("from_block", max(0, head - int(spec.get("blocks", 1000)) + 1))
+    first = spec.get("from_block", max(0, head - as_int(spec.get("blocks", 1000)) + 1))
     last = spec.get("to_block", head)
     params = {"address": Web3.to_checksum_address(env.usdc), "fromBlock": first,
               "toBlock": last, "topics": [_TRANSFER_TOPIC]}  # fmt: skip
     logs = list(env.w3.eth.get_logs(params))  # type: ignore[arg-type]
     if "address" not in spec:
         return logs
-    word = "0x" + env.fill(spec["address"]).lower().removeprefix("0x").rjust(64, "0")
+    word = "0x" + env.fill(str(spec["address"])).lower().removeprefix("0x").rjust(64, "0")
 
-    def topic(t: Any) -> str:
+    def topic(t: object) -> str:
         return "0x" + (t.hex() if isinstance(t, bytes) else str(t)).removeprefix("0x").lower()
 
     return [log for log in logs if word in (topic(log["topics"][1]), topic(log["topics"][2]))]
 
 
-def _value(log: Any) -> int:
-    data = log["data"]
+def _value(log: LogReceipt) -> int:
+    data: bytes | str = log["data"]
     return int(data.hex() if isinstance(data, bytes) else data, 16)
 
 
@@ -120,24 +126,25 @@ def _balance(env: EvalEnv, kind: str, address: str) -> Decimal:
     return usdc_decimal(env.usdc_of(address))
 
 
-def _winner(env: EvalEnv, spec: Mapping[str, Any]) -> Truth:
-    a, b = (env.fill(x) for x in spec["addresses"])
-    va, vb = _balance(env, spec["of"], a), _balance(env, spec["of"], b)
+def _winner(env: EvalEnv, spec: Mapping[str, object]) -> Truth:
+    a, b = (env.fill(str(x)) for x in as_list(spec["addresses"]))
+    of = str(spec["of"])
+    va, vb = _balance(env, of, a), _balance(env, of, b)
     big, small = (a, b) if va >= vb else (b, a)
     return Truth(winner=(big, small) if spec["op"] == "max" else (small, big))
 
 
-def _dataset(spec: Mapping[str, Any]) -> Truth:
+def _dataset(spec: Mapping[str, object]) -> Truth:
     data = json.loads((DATA_DIR / f"{spec['file']}.json").read_text())
     return Truth(words=(str(data[spec["section"]][spec["key"]][spec["field"]]),))
 
 
-_PROBES: dict[str, Callable[[EvalEnv, Mapping[str, Any]], Truth]] = {
+_PROBES: dict[str, Callable[[EvalEnv, Mapping[str, object]], Truth]] = {
     "base_fee_gwei": lambda e, s: Truth((Decimal(_block(e, s)["baseFeePerGas"]) / 10**9,)),
     "block_number": lambda e, s: Truth((Decimal(e.w3.eth.block_number),)),
     "block_timestamp": lambda e, s: Truth((Decimal(_block(e, s)["timestamp"]),)),
-    "usdc_balance": lambda e, s: Truth((_balance(e, "usdc_balance", e.fill(s["address"])),)),
-    "eth_balance": lambda e, s: Truth((_balance(e, "eth_balance", e.fill(s["address"])),)),
+    "usdc_balance": lambda e, s: Truth((_balance(e, "usdc_balance", e.fill(str(s["address"]))),)),
+    "eth_balance": lambda e, s: Truth((_balance(e, "eth_balance", e.fill(str(s["address"]))),)),
     "token_symbol": lambda e, s: Truth(words=(e.token().functions.symbol().call(),)),
     "token_name": lambda e, s: Truth(words=(e.token().functions.name().call(),)),
     "token_decimals": lambda e, s: Truth((Decimal(e.token().functions.decimals().call()),)),
@@ -162,7 +169,7 @@ _UNIT_SCALE: dict[tuple[str, str], int] = {
 }
 
 
-def probe(env: EvalEnv, specs: list[Mapping[str, Any]]) -> Truth:
+def probe(env: EvalEnv, specs: list[Mapping[str, object]]) -> Truth:
     """The combined truth of ``specs`` on ``env``'s chain as it is now."""
     truth = Truth()
     for spec in specs:
@@ -171,9 +178,9 @@ def probe(env: EvalEnv, specs: list[Mapping[str, Any]]) -> Truth:
                 f"unknown eval probe {spec['probe']!r}; expected one of {sorted(_PROBES)}. "
                 "Fix: correct the task file."
             )
-        found = _PROBES[spec["probe"]](env, spec)
+        found = _PROBES[str(spec["probe"])](env, spec)
         if "unit" in spec:
-            scale = _UNIT_SCALE[(spec["probe"], spec["unit"])]
+            scale = _UNIT_SCALE[(str(spec["probe"]), str(spec["unit"]))]
             found = Truth(tuple(n * scale for n in found.numbers), found.words, found.winner)
         truth = truth + found
     return truth
