@@ -232,6 +232,16 @@ _PLEASANTRIES = (
 )
 
 
+#: Words naming the run's own chain, whatever it is: "on this chain", "here" (clause end).
+_OWN_CHAIN = _p(r"\b(?:on|in|at|from)\s+(?:this|the\s+current|our)\s+(?:chain|network|node|"
+                r"blockchain)\b|\s+(?:right\s+)?here(?=\s*(?:[?.!,;]|$))")
+#: Words naming a local chain, the run's own when it runs on one ("on the local devnet").
+_LOCAL_CHAIN = _p(r"\b(?:on|in|at|from)\s+(?:the\s+|this\s+|our\s+|my\s+)?local\s+(?:anvil\s+)?"
+                  r"(?:chain|devnet|network|node|blockchain|anvil)\b")
+#: The networks that are a local chain (chain/networks.py).
+LOCAL_NETWORKS = frozenset({"anvil"})
+
+
 def drop_pleasantries(task: str) -> str:
     """``task`` without a greeting before it or thanks after it (the rest unchanged)."""
     for regex in _PLEASANTRIES:
@@ -462,6 +472,9 @@ class _Task:
             own = compile_phrase(self.network)
             task = re.sub(rf"\b(?:on|in|at)\s+(?:the\s+)?{own.pattern}", " ", task, flags=re.I)
             task = own.sub(" ", task)
+        task = _OWN_CHAIN.sub(" ", task)  # "on this chain", "here": the run's own network
+        if self.network in LOCAL_NETWORKS:  # "on the local devnet" names the local chain
+            task = _LOCAL_CHAIN.sub(" ", task)
         self.task, self.units = _normalize(drop_pleasantries(task))
         symbols, protocols = datasets()
         self.shopping = read_shopping(self.task, symbols, protocols)

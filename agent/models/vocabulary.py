@@ -208,9 +208,11 @@ UNSUPPORTED: tuple[str, ...] = (
     "average", "mean", "median", "smallest", "minimum", "lowest", "sum", "cumulative",
     "yesterday", "last week", "last month", "ago", "history", "historical", "trend",
     "per day", "hours", "days", "weeks", "price", "usd value", "worth",
+    "in total", "total sent", "total received", "sent", "received", "spent", "paid out",
 )  # fmt: skip
 """Words that change what a recognised fact means in a way no fact kind here takes
-("average" of a one-block fact, a time window in days): the part is declined naming it."""
+("average" of a one-block fact, a time window in days, what an address has sent or
+received in total, which is no balance): the part is declined naming it."""
 
 
 def markdown_tables() -> str:
