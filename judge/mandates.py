@@ -258,7 +258,9 @@ def _balance_condition(sentence: str) -> MandateCondition | None:
 _WITHHOLD = re.compile(
     r"\b(?:do\s+not|does\s+not|did\s+not|don['’]?t|dont|doesn['’]?t|never\s*mind|never|not|"
     r"no\s+longer|cancel(?:led|ed)?|call\s+(?:it|that)\s+off|forget\s+(?:it|that|about)|"
-    r"scratch\s+that|hold\s+off|refrain|instead|otherwise|else|unless|except)\b",
+    r"scratch\s+that|hold\s+off|hold\s+on|refrain|instead|otherwise|else|unless|except|"
+    r"change[sd]?\s+my\s+mind|second\s+thoughts?|disregard|ignore\s+(?:that|this|it|my|the)|"
+    r"abort|rather\s+not|no\s+need)\b",
     re.IGNORECASE,
 )
 _THRESHOLD_WORDS = re.compile(OP_WORDS, re.IGNORECASE)

@@ -27,9 +27,9 @@ DONE = {"action": "done", "answer": "nothing paid"}
     ("task", "items", "said"),
     [
         # A planner that named a part it could not read: the payment waits for nothing.
-        (f"Send 0.10 USDC to {SELLER_ADDR}. Actually, hold on a second.",
-         [RECEIPT, {"text": "hold on a second", "kind": None, "unanswerable": "not read"}],
-         "part of the task is not read: 'hold on a second'"),
+        (f"Send 0.10 USDC to {SELLER_ADDR}, then frobnicate the ledger.",
+         [RECEIPT, {"text": "frobnicate the ledger", "kind": None, "unanswerable": "not read"}],
+         "part of the task is not read: 'frobnicate the ledger'"),
         # A planner that read the order and missed the negation: the task's words withhold it.
         (f"Do not send 0.10 USDC to {SELLER_ADDR}.", [RECEIPT], "the task says 'do not'"),
         (f"Send 0.10 USDC to {SELLER_ADDR}. Never mind.", [RECEIPT], "the task says 'never mind'"),

@@ -48,7 +48,12 @@ def _money(rows: list[Any]) -> list[Any]:
      f"Tomorrow morning, {BUY}.",
      f"Every day, {BUY} and tell me what it contains.",
      f"{BUY.capitalize()} every week.",
-     f"Next month, send 0.02 USDC to {TO}."],
+     f"Next month, send 0.02 USDC to {TO}.",
+     f"Send 0.02 USDC to {TO}. I changed my mind.",
+     f"Send 0.02 USDC to {TO}. On second thought, disregard that.",
+     f"Send 0.02 USDC to {TO}. Hold on, abort.",
+     f"I'd rather not send 0.02 USDC to {TO}.",
+     f"No need to send 0.02 USDC to {TO}."],
 )  # fmt: skip
 def test_a_task_that_forbids_retracts_branches_or_postpones_pays_nothing(task: str) -> None:
     rows = extract_checklist(task)
