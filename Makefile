@@ -90,10 +90,15 @@ typecheck: setup
 # runs: the two halves share the 2 cores instead of waiting for each other. The background
 # half's output ($(VENV)/local-model.log) is printed when both are done; docs/testing.md
 # has the timings.
+# Most of the suite waits (on Anvil, on services, on subprocesses it starts), so its files
+# run on 3 workers even on 2 cores (pytest-xdist; a file's tests stay together and in order
+# on one worker). PYTEST_PARALLEL= runs them in one process.
+PYTEST_PARALLEL ?= -n 3 --dist loadfile
+
 pytest: setup postgres
 	@{ $(MAKE) --no-print-directory setup-local-model && \
 	   $(VENV)/bin/pytest -q -p no:cacheprovider -m local_model; } > $(VENV)/local-model.log 2>&1 & model=$$!; \
-	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not local_model"; rest=$$?; \
+	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not local_model" $(PYTEST_PARALLEL); rest=$$?; \
 	wait $$model; model=$$?; \
 	echo "---- the local model's set-up and tests (ran alongside) ----"; cat $(VENV)/local-model.log; \
 	test $$model -eq 0 || echo "the local model's set-up or tests failed (above). Fix: make setup-local-model, then .venv/bin/pytest -m local_model"; \
