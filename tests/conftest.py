@@ -151,6 +151,22 @@ def nib_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.fixture(autouse=True)
+def _session_chain_head_is_now(request: pytest.FixtureRequest) -> None:
+    """Mine one block on the session chain before a test that uses it. Tests move the
+    chain's clock forward (``evm_increaseTime``) and the chain may then sit idle while other
+    files run: its latest block's time, which quotes build an authorization's window from,
+    lags the time the next block will carry by that idle span, and a fresh authorization
+    could be expired on arrival. Which files ran before depends on the order (and on the
+    pytest-xdist worker), so each test starts from a current head."""
+    if "chain" not in request.fixturenames:
+        return
+    rpc = getattr(request.getfixturevalue("chain"), "rpc", None)
+    if callable(rpc):
+        with contextlib.suppress(Exception):
+            rpc("evm_mine")
+
+
 # ---------------------------------------------------------------- key-material scan
 #
 # Every test's captured output and failure text, and every file the suite leaves in
