@@ -46,7 +46,8 @@ def compile_phrase(text: str) -> re.Pattern[str]:
     out: list[str] = []
     for word in text.split():
         if word == "…":
-            out.append(_GAP)
+            # The word after a gap starts a word: "has … ether" is not "has … altogether".
+            out.append(_GAP + r"(?<![\w-])")
             continue
         optional = word.startswith("[") and word.endswith("]")
         core = re.escape(word.strip("[]"))

@@ -492,3 +492,14 @@ def test_more_ways_to_ask_for_the_cheapest_offer_of_the_paywall(task: str) -> No
 def test_a_pick_by_a_measure_nib_has_not_is_declined_naming_it() -> None:
     (item,) = extract_checklist("Buy the best dataset the local paywall sells.")
     assert item["kind"] is None and "'best'" in item["unanswerable"]
+
+
+def test_the_word_after_a_gap_starts_a_word() -> None:
+    """An outside question, "How much USDC has 0x.. received altogether?", was answered
+    with balances at exit 0: "has … ether" matched "has 0x.. received altogETHER", which
+    hid "received" (declined: no fact kind holds a total received)."""
+    from agent.models.vocabulary import compile_phrase
+
+    phrase = compile_phrase("has … ether")
+    assert not phrase.search("How much USDC has 0x70997970C51812dc3A010C7d01b50e0d17dc79C8 received altogether?")
+    assert phrase.search("How much has 0x70997970C51812dc3A010C7d01b50e0d17dc79C8 in ether?")
