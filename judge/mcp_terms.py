@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Literal
 
 import httpx
 
+from judge.tls import tls_context
+
 if TYPE_CHECKING:
     from mcp import ClientSession
     from mcp.types import CallToolResult
@@ -193,7 +195,7 @@ class _CappedTransport(httpx.AsyncBaseTransport):
     ``Content-Encoding`` is dropped, so nothing is inflated past the cap)."""
 
     def __init__(self) -> None:
-        self._inner = httpx.AsyncHTTPTransport(trust_env=False)
+        self._inner = httpx.AsyncHTTPTransport(trust_env=False, verify=tls_context())
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self._inner.handle_async_request(request)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 import httpx
 
 from judge.mcp_terms import OfferedTerms
+from judge.tls import tls_context
 
 __all__ = ["TermsOf", "advertised_terms"]
 
@@ -58,6 +59,7 @@ async def _read(url: str, method: str, body: object) -> tuple[int, str | None, b
     with anyio.fail_after(_TIMEOUT_S):
         async with (
             httpx.AsyncClient(timeout=_TIMEOUT_S, follow_redirects=False, trust_env=False,
+                              verify=tls_context(),
                               headers={"Accept-Encoding": "identity"}) as client,
             client.stream(method, url, json=body if method == "POST" else None) as resp,
         ):

@@ -18,6 +18,7 @@ import httpx
 from agent.errors import ModelUnavailable
 from agent.loop.tokens import count_json, count_messages, count_text
 from agent.models.base import ModelRequest, ToolCall, Usage
+from judge.tls import tls_context
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -336,7 +337,8 @@ class HttpModel(ABC):
         """The provider's request headers (its key header, its version)."""
 
     def _client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=self._timeout, transport=self._transport)
+        return httpx.AsyncClient(timeout=self._timeout, transport=self._transport,
+                                 verify=tls_context())
 
     async def _send(
         self, client: httpx.AsyncClient, url: str, payload: dict[str, Any]

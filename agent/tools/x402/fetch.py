@@ -16,6 +16,7 @@ from agent.errors import ToolError
 from agent.tools.base import ToolContext
 from agent.tools.x402.offers import seller_of
 from agent.tools.x402.protocol import X402ProtocolError, parse_payment_required
+from judge.tls import tls_context
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -49,7 +50,7 @@ async def fetch(
     client = ctx.http
     own = client is None
     if client is None:
-        client = httpx.AsyncClient(timeout=limit)
+        client = httpx.AsyncClient(timeout=limit, verify=tls_context())
     try:
         # One deadline for the whole response: a seller dripping a byte at a time would
         # pass any per-read timeout.
