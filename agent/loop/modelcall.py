@@ -10,6 +10,7 @@ is recorded on the run the first time it is known and whenever it changes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 
 from agent.errors import ModelUnavailable
@@ -18,7 +19,7 @@ from agent.loop.budget import BudgetGate
 from agent.loop.context import RunContext
 from agent.loop.stop import Stop
 from agent.loop.tokens import budget_tokens, count_messages
-from agent.models.base import Message, ModelReply, ModelRequest, OutputSchema, Purpose, ToolSpec
+from agent.models.base import ModelReply, ModelRequest, OutputSchema, Purpose, ToolSpec
 
 __all__ = ["ModelCaller"]
 
@@ -33,7 +34,7 @@ class ModelCaller:
     async def ask(
         self,
         purpose: Purpose,
-        messages: list[Message],
+        messages: Sequence[Mapping[str, object]],
         context: dict[str, object] | None = None,
         *,
         output: OutputSchema | None = None,
@@ -44,7 +45,7 @@ class ModelCaller:
     async def request(
         self,
         purpose: Purpose,
-        messages: list[Message],
+        messages: Sequence[Mapping[str, object]],
         context: dict[str, object] | None = None,
         *,
         tools: tuple[ToolSpec, ...] = (),
@@ -55,7 +56,7 @@ class ModelCaller:
         run = self.run
         request = ModelRequest(
             purpose,
-            messages,
+            [dict(m) for m in messages],
             context or {},
             max_output_tokens=run.limits.reply_reserve_tokens,
             tools=tools,

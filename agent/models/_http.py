@@ -11,11 +11,12 @@ import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from typing import Any, Required, TypedDict, Unpack
+from typing import Required, TypedDict, Unpack
 
 import httpx
 
 from agent.errors import ModelUnavailable
+from agent.jsonvalues import JSONObject, as_list, as_object
 from agent.loop.tokens import count_json, count_messages, count_text
 from agent.models.base import ModelRequest, ToolCall, Usage
 from judge.tls import tls_context
@@ -130,7 +131,7 @@ async def post(
     url: str,
     *,
     headers: Mapping[str, str],
-    payload: dict[str, Any],
+    payload: JSONObject,
     provider: str,
 ) -> httpx.Response:
     """POST ``payload``; transport failures become ModelUnavailable, statuses are kept.
@@ -153,7 +154,7 @@ async def post(
 
 def decode(
     response: httpx.Response, *, provider: str, key_env: str, secret: str | None = None
-) -> dict[str, Any]:
+) -> JSONObject:
     """The JSON object of a 2xx ``response``, or raise ModelUnavailable.
 
     401/403 -> ``auth``; 429 -> ``rate-limit``; 5xx -> ``server``; other statuses and
@@ -174,7 +175,7 @@ def decode(
         ) from exc
     if not isinstance(body, dict):
         raise bad_shape(provider, f"the body is a JSON {type(body).__name__}, not an object")
-    return body
+    return as_object(body)
 
 
 def bad_shape(provider: str, what: str) -> ModelUnavailable:
@@ -225,7 +226,9 @@ def is_context_overflow(detail: str) -> bool:
     return bool(_OVERFLOW.search(detail))
 
 
-def text_messages(messages: list[dict[str, Any]], text_protocol: str = "") -> list[dict[str, str]]:
+def text_messages(
+    messages: Iterable[Mapping[str, object]], text_protocol: str = ""
+) -> list[dict[str, str]]:
     """Messages for a server without native tool calling: plain ``role``/``content`` text.
 
     ``text_protocol`` joins the system prompt; an assistant's tool calls become the JSON
@@ -238,7 +241,7 @@ def text_messages(messages: list[dict[str, Any]], text_protocol: str = "") -> li
         if role == "assistant" and message.get("tool_calls"):
             calls = [
                 json.dumps({"tool": c["name"], "args": c.get("args", {})}, sort_keys=True)
-                for c in message["tool_calls"]
+                for c in map(as_object, as_list(message["tool_calls"]))
             ]
             content = "\n".join(filter(None, [content, *calls]))
         elif role == "tool":
@@ -253,7 +256,7 @@ def text_messages(messages: list[dict[str, Any]], text_protocol: str = "") -> li
     return out
 
 
-def usage_int(value: Any) -> int | None:
+def usage_int(value: object) -> int | None:
     """A token count from a usage field: non-negative int, or None when absent/invalid."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         return None
@@ -273,7 +276,7 @@ def estimated_usage(request: ModelRequest, text: str, calls: Iterable[ToolCall] 
 
 
 def reported_usage(
-    body: Mapping[str, Any],
+    body: Mapping[str, object],
     request: ModelRequest,
     text: str,
     calls: tuple[ToolCall, ...],
@@ -341,9 +344,9 @@ class HttpModel(ABC):
                                  verify=tls_context())
 
     async def _send(
-        self, client: httpx.AsyncClient, url: str, payload: dict[str, Any]
+        self, client: httpx.AsyncClient, url: str, payload: JSONObject
     ) -> httpx.Response:
         return await post(client, url, headers=self._headers(), payload=payload, provider=self.name)
 
-    def _decode(self, response: httpx.Response) -> dict[str, Any]:
+    def _decode(self, response: httpx.Response) -> JSONObject:
         return decode(response, provider=self.name, key_env=self.key_env, secret=self._api_key)

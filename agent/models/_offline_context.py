@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from agent.jsonvalues import JSONObject, as_list, as_object
 from agent.models._factpatterns import ADDRESS, extract_checklist, infer_kind
 
 __all__ = [
@@ -27,16 +27,16 @@ _URL = re.compile(r"https?://[^\s'\"<>)]+")
 _HISTORY_LINE = re.compile(r"^step \d+: (\S+) (\{.*?\}) -> (\w+)(?: \[([^\]]+)\])?:? ?(.*)$")
 
 
-def canon(tool: str, args: Mapping[str, Any]) -> str:
+def canon(tool: str, args: Mapping[str, object]) -> str:
     """A case-insensitive canonical string of one call, for set membership."""
     return json.dumps([tool, args], sort_keys=True, separators=(",", ":"), default=str).lower()
 
 
-def is_address(value: Any) -> bool:
+def is_address(value: object) -> bool:
     return isinstance(value, str) and bool(ADDRESS.fullmatch(value))
 
 
-def find_address(obj: Any, names: tuple[str, ...], depth: int = 0) -> str | None:
+def find_address(obj: object, names: tuple[str, ...], depth: int = 0) -> str | None:
     """The first 0x address under one of ``names`` in a nested dict (self-model shapes vary)."""
     if not isinstance(obj, Mapping) or depth > 3:
         return None
@@ -56,7 +56,7 @@ def find_address(obj: Any, names: tuple[str, ...], depth: int = 0) -> str | None
     return None
 
 
-def find_str(obj: Any, names: tuple[str, ...], depth: int = 0) -> str | None:
+def find_str(obj: object, names: tuple[str, ...], depth: int = 0) -> str | None:
     if not isinstance(obj, Mapping) or depth > 3:
         return None
     for name in names:
@@ -75,11 +75,11 @@ class PlanContext:
     """What the offline planner reads from one request's context (and messages)."""
 
     task: str
-    tools: tuple[dict[str, Any], ...]
-    items: tuple[dict[str, Any], ...]
+    tools: tuple[JSONObject, ...]
+    items: tuple[JSONObject, ...]
     focus: str | None
-    evidence: tuple[dict[str, Any], ...]
-    history: tuple[dict[str, Any], ...]
+    evidence: tuple[JSONObject, ...]
+    history: tuple[JSONObject, ...]
     wallet: str | None
     usdc: str | None
     paywall_url: str | None
@@ -87,19 +87,21 @@ class PlanContext:
     network: str = ""
 
     @classmethod
-    def read(cls, context: Mapping[str, Any], messages: list[dict[str, str]]) -> PlanContext:
+    def read(
+        cls, context: Mapping[str, object], messages: Sequence[Mapping[str, object]]
+    ) -> PlanContext:
         task = str(context.get("task") or "") or task_from_messages(messages)
         network = str(context.get("network") or "")
         checklist = context.get("checklist")
         if isinstance(checklist, Mapping):  # {"items": [...]} shape
             checklist = checklist.get("items")
         if checklist is None:
-            items: list[dict[str, Any]] = [
+            items: list[JSONObject] = [
                 {"id": f"c{n}", **item, "covered": False}
                 for n, item in enumerate(extract_checklist(task, network=network), start=1)
             ]
         else:
-            items = [dict(i) for i in checklist if isinstance(i, Mapping)]
+            items = [as_object(i) for i in as_list(checklist) if isinstance(i, Mapping)]
         for item in items:
             if not item.get("kind"):
                 item["kind"] = infer_kind(str(item.get("text", "")))
@@ -110,14 +112,14 @@ class PlanContext:
         if isinstance(focus, Mapping):
             focus = focus.get("id") or focus.get("text")
         self_model = context.get("self_model") or {}
-        tools = tuple(t for t in context.get("tools") or () if isinstance(t, Mapping))
+        tools = tuple(as_object(t) for t in as_list(context.get("tools")) if isinstance(t, Mapping))
         return cls(
             task=task,
-            tools=tuple(dict(t) for t in tools),
+            tools=tools,
             items=tuple(items),
             focus=str(focus) if focus else None,
             evidence=tuple(
-                dict(e) for e in context.get("evidence") or () if isinstance(e, Mapping)
+                as_object(e) for e in as_list(context.get("evidence")) if isinstance(e, Mapping)
             ),
             history=tuple(history_rows(history)),
             wallet=find_address(self_model, ("wallet_address", "wallet", "agent_address")),
@@ -134,47 +136,45 @@ class PlanContext:
             network=network,
         )
 
-    def key(self, tool: str, args: Mapping[str, Any]) -> str:
+    def key(self, tool: str, args: object) -> str:
         """A call's identity as the loop sees it: arguments with schema defaults filled in
         (the loop records ``model_dump`` of the validated arguments), case-insensitive."""
-        schema: Mapping[str, Any] = next(
-            (schema_of(t) for t in self.tools if t.get("name") == tool), {}
-        )
+        schema = next((schema_of(t) for t in self.tools if t.get("name") == tool), {})
         full = {
             name: prop["default"]
-            for name, prop in (schema.get("properties") or {}).items()
+            for name, prop in as_object(schema.get("properties")).items()
             if isinstance(prop, Mapping) and "default" in prop
         }
-        full.update(args)
+        full.update(as_object(args))
         return canon(tool, full)
 
 
-def int_or_none(value: Any) -> int | None:
+def int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def endpoint_price(plan: PlanContext, url: str) -> int | None:
     """The advertised price (atomic USDC) of ``url`` when a paid tool lists it."""
     for tool in plan.tools:
-        for ep in tool.get("endpoints") or ():
-            if not isinstance(ep, Mapping) or not isinstance(ep.get("url"), str):
+        for ep in map(as_object, as_list(tool.get("endpoints"))):
+            if not isinstance(ep.get("url"), str):
                 continue
-            pattern = re.escape(ep["url"]).replace(r"\{symbol\}", "[^/]+")
+            pattern = re.escape(str(ep["url"])).replace(r"\{symbol\}", "[^/]+")
             pattern = pattern.replace(r"\{name\}", "[^/]+")
             if re.fullmatch(pattern, url, re.IGNORECASE):
                 return int_or_none(ep.get("price_atomic"))
     return None
 
 
-def schema_of(tool: Mapping[str, Any]) -> Mapping[str, Any]:
-    schema = tool.get("args") or tool.get("args_schema") or tool.get("parameters") or {}
-    return schema if isinstance(schema, Mapping) else {}
+def schema_of(tool: Mapping[str, object]) -> JSONObject:
+    """A tool's JSON Schema of its arguments, whichever key carries it ({} for none)."""
+    return as_object(tool.get("args") or tool.get("args_schema") or tool.get("parameters"))
 
 
 _TASK_LINE = re.compile(r"^Task:\s*(.+)$", re.MULTILINE)
 
 
-def task_from_messages(messages: list[dict[str, str]]) -> str:
+def task_from_messages(messages: Sequence[Mapping[str, object]]) -> str:
     """The task when the request carries no context (minimal retry, lesson)."""
     for m in messages:
         found = _TASK_LINE.search(str(m.get("content", "")))
@@ -185,17 +185,16 @@ def task_from_messages(messages: list[dict[str, str]]) -> str:
     )
 
 
-def history_rows(history: Any) -> Iterable[dict[str, Any]]:
+def history_rows(history: object) -> Iterator[JSONObject]:
     """History entries as dicts ``{tool, args, outcome, summary}``.
 
     The loop sends the rendered block (``agent.loop.history.render``: one ``step N: tool {args}
     -> outcome [eid]: summary`` line per step); lists of entry dicts are accepted too.
     """
-    if isinstance(history, str):
-        history = history.splitlines()
-    for entry in history:
+    entries = history.splitlines() if isinstance(history, str) else as_list(history)
+    for entry in entries:
         if isinstance(entry, Mapping):
-            yield dict(entry)
+            yield as_object(entry)
         elif isinstance(entry, str):
             m = _HISTORY_LINE.match(entry.strip())
             if m:
@@ -212,7 +211,7 @@ def history_rows(history: Any) -> Iterable[dict[str, Any]]:
                 }
 
 
-def url_in_tools(tools: Iterable[Mapping[str, Any]]) -> str | None:
+def url_in_tools(tools: Iterable[Mapping[str, object]]) -> str | None:
     for tool in tools:
         if tool.get("kind") == "paid":
             text = f"{tool.get('description', '')} {json.dumps(schema_of(tool), default=str)}"

@@ -12,9 +12,9 @@ come from the count-tokens endpoint (``count_tokens``), which is exact.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import agent.models._http as _http
+from agent.jsonvalues import JSONObject, as_list, as_object
 from agent.models.base import Message, ModelReply, ModelRequest, ToolCall, ToolProtocol
 from agent.models.openai_compat import JSON_PURPOSES
 
@@ -54,9 +54,9 @@ class AnthropicModel(_http.HttpModel):
             headers["x-api-key"] = self._api_key
         return headers
 
-    def _payload(self, request: ModelRequest, *, counting: bool = False) -> dict[str, Any]:
+    def _payload(self, request: ModelRequest, *, counting: bool = False) -> JSONObject:
         system, messages = split_messages(request.messages)
-        payload: dict[str, Any] = {"model": self.model, "messages": messages}
+        payload: JSONObject = {"model": self.model, "messages": messages}
         if not counting:
             payload["max_tokens"] = request.max_output_tokens
             if self._temperature is not None:
@@ -116,13 +116,17 @@ class AnthropicModel(_http.HttpModel):
             raise _http.bad_shape(self.name, "the count-tokens body has no input_tokens")
         return tokens
 
-    async def _call(self, url: str, payload: dict[str, Any]) -> dict[str, Any]:
+    async def _call(self, url: str, payload: JSONObject) -> JSONObject:
         async with self._client() as client:
             response = await self._send(client, url, payload)
         return self._decode(response)
 
 
-def _blocks(message: Message) -> list[dict[str, Any]]:
+_Content = str | list[JSONObject]
+"""A turn's content: plain text, or content blocks (text, tool_use, tool_result)."""
+
+
+def _blocks(message: Message) -> list[JSONObject]:
     """One loop message as Anthropic content blocks (text, tool_use or tool_result)."""
     content = str(message.get("content") or "")
     if message.get("role") == "tool":
@@ -133,22 +137,22 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
                 "content": content,
             }
         ]
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
-    for call in message.get("tool_calls") or ():
+    blocks: list[JSONObject] = [{"type": "text", "text": content}] if content else []
+    for call in map(as_object, as_list(message.get("tool_calls"))):
         blocks.append(
             {"type": "tool_use", "id": call["id"], "name": call["name"], "input": call["args"]}
         )
     return blocks
 
 
-def split_messages(messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:
+def split_messages(messages: list[Message]) -> tuple[str, list[JSONObject]]:
     """(system prompt, alternating user/assistant turns starting with user).
 
     Plain-text turns stay strings; a turn holding tool calls or tool results becomes a
     list of content blocks (tool results ride in the user turn that follows the call).
     """
     system_parts: list[str] = []
-    turns: list[dict[str, Any]] = []
+    turns: list[tuple[str, _Content]] = []
     for message in messages:
         role = message.get("role", "user")
         if role == "system":
@@ -156,17 +160,19 @@ def split_messages(messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:
             continue
         role = "assistant" if role == "assistant" else "user"
         structured = message.get("role") == "tool" or bool(message.get("tool_calls"))
-        content: Any = _blocks(message) if structured else str(message.get("content") or "")
-        if turns and turns[-1]["role"] == role:
-            turns[-1] = {"role": role, "content": _join(turns[-1]["content"], content)}
+        content: _Content = _blocks(message) if structured else str(message.get("content") or "")
+        if turns and turns[-1][0] == role:
+            turns[-1] = (role, _join(turns[-1][1], content))
         else:
-            turns.append({"role": role, "content": content})
-    if not turns or turns[0]["role"] != "user":
-        turns.insert(0, {"role": "user", "content": "Begin."})
-    return "\n\n".join(p for p in system_parts if p), turns
+            turns.append((role, content))
+    if not turns or turns[0][0] != "user":
+        turns.insert(0, ("user", "Begin."))
+    return "\n\n".join(p for p in system_parts if p), [
+        {"role": role, "content": content} for role, content in turns
+    ]
 
 
-def _join(first: Any, second: Any) -> Any:
+def _join(first: _Content, second: _Content) -> _Content:
     if isinstance(first, str) and isinstance(second, str):
         return f"{first}\n\n{second}"
     as_blocks = [
@@ -177,7 +183,7 @@ def _join(first: Any, second: Any) -> Any:
     return sorted(as_blocks, key=lambda b: b.get("type") != "tool_result")
 
 
-def _reply_parts(body: dict[str, Any], provider: str) -> tuple[str, tuple[ToolCall, ...]]:
+def _reply_parts(body: JSONObject, provider: str) -> tuple[str, tuple[ToolCall, ...]]:
     """The reply's text (text blocks joined) and its tool_use blocks as ToolCalls."""
     content = body.get("content")
     if not isinstance(content, list):

@@ -15,7 +15,9 @@ says so in ``ModelReply.protocol``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
+
+from agent.jsonvalues import JSONObject
 
 __all__ = [
     "Message",
@@ -53,7 +55,7 @@ class Usage:
 ToolProtocol = Literal["native", "json-text"]
 """How proposals travel: the provider's native tool calling, or the JSON text protocol."""
 
-Message = dict[str, Any]
+Message = JSONObject
 """A chat message: ``{"role": "system"|"user"|"assistant", "content": str}``; an assistant
 message may add ``"tool_calls": [{"id", "name", "args"}]``, and a tool result is
 ``{"role": "tool", "tool_call_id": ID, "name": TOOL, "content": str}``."""
@@ -65,7 +67,7 @@ class ToolSpec:
 
     name: str
     description: str
-    parameters: dict[str, Any]
+    parameters: JSONObject
 
 
 @dataclass(frozen=True)
@@ -75,10 +77,10 @@ class ToolCall:
 
     id: str
     name: str
-    args: dict[str, Any] = field(default_factory=dict)
+    args: JSONObject = field(default_factory=dict)
     error: str | None = None
 
-    def as_message(self) -> dict[str, Any]:
+    def as_message(self) -> JSONObject:
         return {"id": self.id, "name": self.name, "args": self.args}
 
 
@@ -87,7 +89,7 @@ class OutputSchema:
     """A JSON Schema the reply's text must follow (grammar- or tool-enforced where offered)."""
 
     name: str
-    schema: dict[str, Any]
+    schema: JSONObject
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ class ModelRequest:
 
     purpose: Purpose
     messages: list[Message]
-    context: dict[str, Any] = field(default_factory=dict)
+    context: JSONObject = field(default_factory=dict)
     max_output_tokens: int = 1024
     tools: tuple[ToolSpec, ...] = ()
     text_protocol: str = ""

@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
 
+from agent.jsonvalues import JSONObject, as_int, as_list, as_object
 from agent.loop.answers import asked_value, item_line
 from agent.models._factpatterns import FACT_PATTERNS, FactPattern, extract_checklist
 from agent.models._offline_context import PlanContext, endpoint_price, origin, schema_of
@@ -99,7 +100,7 @@ def _blocked_calls(plan: PlanContext) -> tuple[set[str], dict[str, int]]:
         tool = str(row.get("tool") or "")
         if not tool:
             continue
-        key = plan.key(tool, row.get("args") or {})
+        key = plan.key(tool, row.get("args"))
         outcome = str(row.get("outcome") or row.get("status") or "").lower()
         if outcome in ("refused", "skipped", "ok") or "refus" in outcome:
             # Refused by the judge, skipped by a gate, or already executed: proposing it
@@ -108,7 +109,7 @@ def _blocked_calls(plan: PlanContext) -> tuple[set[str], dict[str, int]]:
         elif outcome == "failed":
             failures[key] = failures.get(key, 0) + 1
     for ev in plan.evidence:
-        blocked.add(plan.key(str(ev.get("tool", "")), ev.get("args") or {}))
+        blocked.add(plan.key(str(ev.get("tool", "")), ev.get("args")))
     return blocked, failures
 
 
@@ -116,7 +117,7 @@ def _why_blocked(plan: PlanContext, tool: str, key: str) -> str:
     """Why a call is not proposed again, naming the real cause: the judge's refusal (its
     reason), a gate's skip, or an earlier result."""
     for row in reversed(plan.history):
-        if plan.key(str(row.get("tool") or ""), row.get("args") or {}) != key:
+        if plan.key(str(row.get("tool") or ""), row.get("args")) != key:
             continue
         outcome = str(row.get("outcome") or row.get("status") or "").lower()
         summary = str(row.get("summary") or "").strip()
@@ -131,11 +132,11 @@ def _why_blocked(plan: PlanContext, tool: str, key: str) -> str:
 _SKIP_PARAMS = frozenset({"if", "of", "op", "than"})
 
 
-def _paywall_url(plan: PlanContext, item: Mapping[str, Any], kind: str) -> str | None:
+def _paywall_url(plan: PlanContext, item: Mapping[str, object], kind: str) -> str | None:
     """The seller URL for a paid ``kind``: the seller the task named (its URL, with the
     paywall's path for ``kind`` when it names only the origin), else a paid tool's
     advertised endpoint for it, else the local paywall's path (PAYWALL_PATHS)."""
-    params: Mapping[str, Any] = item.get("params") or {}
+    params = as_object(item.get("params"))
     named = str(params.get("url") or "")
     path = PAYWALL_PATHS.get(kind)
     url: str | None = None
@@ -148,8 +149,8 @@ def _paywall_url(plan: PlanContext, item: Mapping[str, Any], kind: str) -> str |
             (
                 str(ep["url"])
                 for tool in plan.tools
-                for ep in tool.get("endpoints") or ()
-                if isinstance(ep, Mapping) and kind in (ep.get("facts") or ()) and ep.get("url")
+                for ep in map(as_object, as_list(tool.get("endpoints")))
+                if kind in as_list(ep.get("facts")) and ep.get("url")
             ),
             None,
         )
@@ -167,31 +168,32 @@ def _paywall_url(plan: PlanContext, item: Mapping[str, Any], kind: str) -> str |
 
 
 def _build_args(
-    plan: PlanContext, item: Mapping[str, Any], kind: str, tool: Mapping[str, Any]
-) -> tuple[dict[str, Any] | None, str]:
+    plan: PlanContext, item: Mapping[str, object], kind: str, tool: Mapping[str, object]
+) -> tuple[JSONObject | None, str]:
     """Arguments for ``tool`` from the item's parameters only: nothing the task did not
     name is filled in (no default address, block or seller)."""
     schema = schema_of(tool)
-    props: Mapping[str, Any] = schema.get("properties") or {}
-    required = set(schema.get("required") or ())
-    params: Mapping[str, Any] = item.get("params") or {}
+    props = as_object(schema.get("properties"))
+    required = set(as_list(schema.get("required")))
+    params = as_object(item.get("params"))
     in_url = {"symbol", "name"} if any("url" in n.lower() for n in props) else set()
     untaken = [
         k for k in KIND_PARAMS.get(kind, ()) if params.get(k) and k not in props and k not in in_url
     ]
     if untaken:
         return None, f"{tool.get('name')} cannot take {', '.join(untaken)}"
-    args: dict[str, Any] = {}
+    args: JSONObject = {}
     for name in props:
-        value: Any = None
+        value: object = None
         if "url" in name.lower() or name in ("endpoint", "resource"):
             value = _paywall_url(plan, item, kind)
         elif name == "address" and params.get("wallet") == "self" and not params.get(name):
             value = plan.wallet  # the task asked about the agent's own wallet
         elif name not in _SKIP_PARAMS and params.get(name) not in (None, ""):
             value = params[name]
-            if isinstance(props[name], Mapping) and _is_int(props[name]):
-                value = int(value)
+            prop = props[name]
+            if isinstance(prop, Mapping) and _is_int(prop):
+                value = as_int(value)
         if value is not None:
             args[name] = value
         elif name in required and "url" in name.lower():
@@ -210,7 +212,7 @@ _OFFER = re.compile(r"\b(GET|POST) (https?://\S+) \S+(?: USDC)? \[([^\]]*)\]")
 _MARKET_WORDS = ("market", "discover", "seller", "x402")
 
 
-def _listed_offers(ev: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
+def _listed_offers(ev: Mapping[str, object]) -> list[tuple[str, str, list[str]]]:
     """The HTTP offers a discovery's evidence lists, cheapest first: its ``offers`` (every
     one), else what its one-line summary still shows (a context without them)."""
     rows = ev.get("offers")
@@ -226,31 +228,46 @@ def _listed_offers(ev: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
     ]
 
 
+@dataclass(frozen=True)
+class _Call:
+    """A call the planner may propose: the tool, its arguments, and the tool's kind
+    (``free`` calls may be batched; anything else goes alone, through the judge)."""
+
+    tool: str
+    args: JSONObject
+    kind: str
+
+
 def _market_call(
-    plan: PlanContext, item: Mapping[str, Any], kind: str, blocked: set[str]
-) -> dict[str, Any] | None:
+    plan: PlanContext, item: Mapping[str, object], kind: str, blocked: set[str]
+) -> _Call | None:
     """For a paid kind: the seller URL the task names, else the first offer discovery
     listed (cheapest first) not tried yet, else discovery itself when the task asks for
     the market; None to use the local paywall."""
     names = {str(t.get("name")) for t in plan.tools}
     if "pay_http" not in names:
         return None
-    params: Mapping[str, Any] = item.get("params") or {}
+    params = as_object(item.get("params"))
     if params.get("seller") and params.get("url"):
         # A request to buy resolved against its seller's catalog: the offer it picked.
-        args: dict[str, Any] = {"url": str(params["url"]), "covers": [kind]}
+        args: JSONObject = {"url": str(params["url"]), "covers": [kind]}
         if str(params.get("max_price", "")).isdigit():
-            args["max_price"] = int(params["max_price"])
-        return {"tool": "pay_http", "args": args, "kind": "paid"}
+            args["max_price"] = as_int(params["max_price"])
+        return _Call("pay_http", args, "paid")
     symbol = params.get("symbol") or params.get("name")
     named = _TASK_URL.search(plan.task)
     if named:  # a seller the task names is the one used, never swapped
         url = named.group(0).rstrip(".")
         post = _sells_over_post(plan, url)
         if post and symbol:  # its 402 declared POST: the same question as a JSON body
-            body = {"url": post, "method": "POST", "body": {"symbol": symbol}, "covers": [kind]}
-            return {"tool": "pay_http", "args": body, "kind": "paid"}
-        return {"tool": "pay_http", "args": {"url": url, "covers": [kind]}, "kind": "paid"}
+            body: JSONObject = {
+                "url": post,
+                "method": "POST",
+                "body": {"symbol": symbol},
+                "covers": [kind],
+            }
+            return _Call("pay_http", body, "paid")
+        return _Call("pay_http", {"url": url, "covers": [kind]}, "paid")
     if "discover" not in names or not symbol:
         return None  # no market, or the task named no subject: never a default one
     for ev in plan.evidence:
@@ -265,45 +282,46 @@ def _market_call(
             else:
                 args["url"] = f"{url}?symbol={symbol}"
             if plan.key("pay_http", args) not in blocked:
-                return {"tool": "pay_http", "args": args, "kind": "paid"}
+                return _Call("pay_http", args, "paid")
     asked = bool(params.get("pick")) or any(w in plan.task.lower() for w in _MARKET_WORDS)
     if params.get("pick") and "paywall" in plan.task.lower() and "market" not in plan.task.lower():
         return None  # "the cheapest ... the local paywall sells": its own offer, no discovery
     tried = any(h.get("tool") == "discover" for h in plan.history)
     if asked and not tried:
         query = kind.replace("_", " ").replace("factsheet", "fact sheet")
-        return {"tool": "discover", "args": {"query": query}, "kind": "free"}
+        return _Call("discover", {"query": query}, "free")
     return None
 
 
 _PAID_TOOLS = ("pay_http", "pay_mcp")
 
 
-def _bought_for(plan: PlanContext, item: Mapping[str, Any]) -> str | None:
+def _bought_for(plan: PlanContext, item: Mapping[str, object]) -> str | None:
     """A request to buy buys once: the summary of the purchase already made for ``item``'s
     kind in this run (whatever it delivered), or None."""
     kind = item.get("kind")
     for row in plan.history:
         if row.get("tool") not in _PAID_TOOLS or str(row.get("outcome", "")).lower() != "ok":
             continue
-        covers = (row.get("args") or {}).get("covers") or []
+        covers = as_list(as_object(row.get("args")).get("covers"))
         if not covers or kind in covers:
             return _clip(str(row.get("summary") or f"{row.get('tool')} was paid"), 200)
     return None
 
 
-def _purchase_line(plan: PlanContext, item: Mapping[str, Any]) -> str:
+def _purchase_line(plan: PlanContext, item: Mapping[str, object]) -> str:
     """A request to buy's answer line: what was bought (seller, price), then what it
     contains, then its evidence."""
     ev = next((e for e in plan.evidence if e.get("id") == item.get("evidence_id")), None)
     if ev is None or not ev.get("cost_usdc"):
         return item_line(item)
-    args: Mapping[str, Any] = ev.get("args") or {}
+    args = as_object(ev.get("args"))
     where = args.get("url") or args.get("server") or ev.get("tool")
-    price = format_usdc(int(ev["cost_usdc"]))
+    paid = as_int(ev["cost_usdc"])
+    price = format_usdc(paid)
     found, cheapest = _offers_found(plan, str(item.get("kind")))
-    of = _picked_from(item.get("params") or {})
-    if not of and found and cheapest is not None and cheapest < int(ev["cost_usdc"]):
+    of = _picked_from(as_object(item.get("params")))
+    if not of and found and cheapest is not None and cheapest < paid:
         of = (f", the cheapest the judge approved of {found} offers found (the cheapest listed, "
               f"{format_usdc(cheapest)}, was not approved)")
     elif not of and found:
@@ -312,7 +330,7 @@ def _purchase_line(plan: PlanContext, item: Mapping[str, Any]) -> str:
             f"{asked_value(item)} (observed, evidence {item.get('evidence_id')})")
 
 
-def _picked_from(params: Mapping[str, Any]) -> str:
+def _picked_from(params: Mapping[str, object]) -> str:
     """How a request resolved against its seller's catalog picked the offer bought, from
     what the pick recorded (agent/loop/offerpick.py); "" for any other purchase. Counts
     of the catalog are left out: the catalog read is no evidence an answer can cite."""
@@ -320,12 +338,12 @@ def _picked_from(params: Mapping[str, Any]) -> str:
         return ""
     seller = params["seller"]
     where = "the local paywall" if seller == "paywall" else str(seller)
-    bound = f" under {format_usdc(int(params['under']))}" if params.get("under") else ""
+    bound = f" under {format_usdc(as_int(params['under']))}" if params.get("under") else ""
     about = f" about {params['about']!r}" if params.get("about") else ""
     how = {"cheapest": "the cheapest", "priciest": "the priciest", "only": "the only",
            "any": "the cheapest"}.get(str(params.get("pick") or "cheapest"), "the")  # fmt: skip
     said = f", {how} offer{about}{bound} {where} lists within the per-call cap"
-    if str(params.get("tied", "")).isdigit() and int(params["tied"]) > 1:
+    if str(params.get("tied", "")).isdigit() and as_int(params["tied"]) > 1:
         said += " (others tie at its price; the first listed was bought)"
     return said
 
@@ -353,24 +371,24 @@ def _sells_over_post(plan: PlanContext, url: str) -> str | None:
     """The URL to POST to when pay_http found that the named ``url`` sells over POST (a
     GET refused, its 402 declaring POST), else None."""
     for h in plan.history:
-        if h.get("tool") == "pay_http" and (h.get("args") or {}).get("url") == url:
+        if h.get("tool") == "pay_http" and as_object(h.get("args")).get("url") == url:
             found = _POST_ROUTE.search(str(h.get("summary", "")))
             if found:
                 return found.group(1)
     return None
 
 
-def _is_int(prop: Mapping[str, Any]) -> bool:
+def _is_int(prop: Mapping[str, object]) -> bool:
     if prop.get("type") == "integer":
         return True
     return any(
-        isinstance(o, Mapping) and o.get("type") == "integer" for o in prop.get("anyOf") or ()
+        isinstance(o, Mapping) and o.get("type") == "integer" for o in as_list(prop.get("anyOf"))
     )
 
 
-def _gate_open(plan: PlanContext, item: Mapping[str, Any]) -> tuple[bool, str]:
+def _gate_open(plan: PlanContext, item: Mapping[str, object]) -> tuple[bool, str]:
     """An item gated by a condition may be fetched only once the condition is true."""
-    gate_id = (item.get("params") or {}).get("if")
+    gate_id = as_object(item.get("params")).get("if")
     if not gate_id:
         return True, ""
     gate = next((i for i in plan.items if i.get("id") == gate_id), None)
@@ -382,10 +400,10 @@ def _gate_open(plan: PlanContext, item: Mapping[str, Any]) -> tuple[bool, str]:
 
 
 def _call_for(
-    plan: PlanContext, item: Mapping[str, Any], blocked: set[str], failures: dict[str, int]
-) -> tuple[dict[str, Any] | None, str]:
+    plan: PlanContext, item: Mapping[str, object], blocked: set[str], failures: dict[str, int]
+) -> tuple[_Call | None, str]:
     """The call to propose for ``item``, or None and the reason it cannot be fetched."""
-    kind = item.get("kind")
+    kind = str(item.get("kind") or "")
     if item.get("unanswerable"):
         return None, str(item["unanswerable"])
     if not kind:
@@ -395,17 +413,17 @@ def _call_for(
     open_, why = _gate_open(plan, item)
     if not open_:
         return None, why
-    bought = _bought_for(plan, item) if (item.get("params") or {}).get("pick") else None
+    bought = _bought_for(plan, item) if as_object(item.get("params")).get("pick") else None
     if bought is not None:
         return None, (f"{bought}; it gave none of the {kind.replace('_', ' ')}, and a request "
                       "to buy buys once")  # fmt: skip
     if kind in PAYWALL_PATHS:
         market = _market_call(plan, item, kind, blocked)
-        key = plan.key(market["tool"], market["args"]) if market else ""
+        key = plan.key(market.tool, market.args) if market else ""
         if market is not None and key not in blocked and failures.get(key, 0) < 2:
-            unread = _unread(plan) if market["kind"] != "free" else ""
+            unread = _unread(plan) if market.kind != "free" else ""
             return (None, unread) if unread else (market, "")
-    tools = [t for t in plan.tools if kind in (t.get("facts") or ())]
+    tools = [t for t in plan.tools if kind in as_list(t.get("facts"))]
     if not tools:
         return None, f"no wired tool provides {kind}"
     tools.sort(key=lambda t: t.get("kind") != "free")  # free first, stable otherwise
@@ -430,7 +448,7 @@ def _call_for(
         elif tool.get("kind", "free") != "free" and (unread := _unread(plan)):
             reasons.append(unread)
         else:
-            return {"tool": tool["name"], "args": args, "kind": tool.get("kind", "free")}, ""
+            return _Call(str(tool["name"]), args, str(tool.get("kind", "free"))), ""
     return None, "; ".join(reasons)
 
 
@@ -445,7 +463,7 @@ def _unread(plan: PlanContext) -> str:
             f"{_clip(str(unread[0].get('text')), 80)!r}")  # fmt: skip
 
 
-def _propose(plan: PlanContext) -> dict[str, Any]:
+def _propose(plan: PlanContext) -> JSONObject:
     if not plan.items:
         return {"action": "done", "answer": _cannot_plan()}
     uncovered = [i for i in plan.items if not i.get("covered")]
@@ -457,26 +475,26 @@ def _propose(plan: PlanContext) -> dict[str, Any]:
     if plan.focus:  # the loop's focus goes first when it names an uncovered item
         uncovered.sort(key=lambda i: plan.focus not in (i.get("id"), i.get("text")))
     blocked, failures = _blocked_calls(plan)
-    calls: list[dict[str, Any]] = []
+    calls: list[_Call] = []
     for item in uncovered:
         call, _why = _call_for(plan, item, blocked, failures)
         if call is not None:
             calls.append(call)
     # A call that failed once is retried only after everything fresh has had its turn.
-    calls.sort(key=lambda c: failures.get(plan.key(c["tool"], c["args"]), 0) > 0)
+    calls.sort(key=lambda c: failures.get(plan.key(c.tool, c.args), 0) > 0)
     if not calls:
         # Parts remain that nothing here can obtain: say so (the loop ends cannot-plan).
         return {"action": "done", "answer": _answer(plan)[0]}
     first = calls[0]
-    if first["kind"] != "free":
-        return {"action": "call", "tool": first["tool"], "args": first["args"]}
-    batch: list[dict[str, Any]] = []
+    if first.kind != "free":
+        return {"action": "call", "tool": first.tool, "args": first.args}
+    batch: list[JSONObject] = []
     keys: set[str] = set()
     for call in calls:
-        key = plan.key(call["tool"], call["args"])
-        if call["kind"] == "free" and key not in keys and len(batch) < MAX_BATCH:
+        key = plan.key(call.tool, call.args)
+        if call.kind == "free" and key not in keys and len(batch) < MAX_BATCH:
             keys.add(key)
-            batch.append({"tool": call["tool"], "args": call["args"]})
+            batch.append({"tool": call.tool, "args": call.args})
     if len(batch) == 1:
         return {"action": "call", **batch[0]}
     return {"action": "batch", "calls": batch}
@@ -501,7 +519,7 @@ def _answer(plan: PlanContext) -> tuple[str, list[str]]:
         text = str(item.get("text", item.get("kind", "")))
         value, ev_id = item.get("value"), item.get("evidence_id")
         if item.get("covered") and value is not None:
-            params: Mapping[str, Any] = item.get("params") or {}
+            params = as_object(item.get("params"))
             lines.append(_purchase_line(plan, item) if params.get("pick") else item_line(item))
             if ev_id and item.get("provenance") != "derived" and ev_id not in ids:
                 ids.append(str(ev_id))

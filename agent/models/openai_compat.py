@@ -19,11 +19,12 @@ reply without a call is the model stopping.
 from __future__ import annotations
 
 import json
-from typing import Any, Unpack
+from typing import Unpack
 
 import httpx
 
 import agent.models._http as _http
+from agent.jsonvalues import JSONObject, as_list, as_object
 from agent.models.base import (
     Message,
     ModelReply,
@@ -90,14 +91,15 @@ class OpenAICompatModel(_http.HttpModel):
     def _native(self, request: ModelRequest) -> bool:
         return bool(request.tools) and self.tool_protocol == "native"
 
-    def _payload(self, request: ModelRequest) -> dict[str, Any]:
+    def _payload(self, request: ModelRequest) -> JSONObject:
         native = self._native(request)
+        messages: list[JSONObject] | list[dict[str, str]]
         if native:
             messages = [_wire_message(m) for m in request.messages]
         else:
             protocol = request.text_protocol if request.tools else ""
             messages = list(_http.text_messages(request.messages, protocol))
-        payload: dict[str, Any] = {
+        payload: JSONObject = {
             "model": self.model,
             "messages": messages,
             self._tokens_field: request.max_output_tokens,
@@ -123,7 +125,7 @@ class OpenAICompatModel(_http.HttpModel):
                 payload["response_format"] = response_format
         return payload
 
-    def _response_format(self, request: ModelRequest) -> dict[str, Any] | None:
+    def _response_format(self, request: ModelRequest) -> JSONObject | None:
         tier = _FORMATS[self._format]
         if tier is None:
             return None
@@ -163,7 +165,7 @@ class OpenAICompatModel(_http.HttpModel):
             protocol=self.tool_protocol if request.tools else None,
         )
 
-    async def _post(self, client: httpx.AsyncClient, request: ModelRequest) -> dict[str, Any]:
+    async def _post(self, client: httpx.AsyncClient, request: ModelRequest) -> JSONObject:
         for _ in range(6):
             payload = self._payload(request)
             response = await self._send(client, self.url, payload)
@@ -173,7 +175,7 @@ class OpenAICompatModel(_http.HttpModel):
                 break
         return self._decode(response)
 
-    def _step_down(self, request: ModelRequest, payload: dict[str, Any], detail: str) -> bool:
+    def _step_down(self, request: ModelRequest, payload: JSONObject, detail: str) -> bool:
         """Adjust the one field a rejection names; False when it names none we can adjust."""
         if _http.is_context_overflow(detail):
             return False
@@ -190,7 +192,7 @@ class OpenAICompatModel(_http.HttpModel):
         return False
 
 
-def _wire_message(message: Message) -> dict[str, Any]:
+def _wire_message(message: Message) -> JSONObject:
     """A loop message in chat-completions form (tool calls and tool results included)."""
     role = message.get("role", "user")
     if role == "tool":
@@ -199,7 +201,7 @@ def _wire_message(message: Message) -> dict[str, Any]:
             "tool_call_id": message.get("tool_call_id", ""),
             "content": str(message.get("content") or ""),
         }
-    out: dict[str, Any] = {"role": role, "content": message.get("content") or ""}
+    out: JSONObject = {"role": role, "content": message.get("content") or ""}
     if role == "assistant" and message.get("tool_calls"):
         # "" rather than null: OpenAI accepts both, llama-cpp-python rejects null (500).
         out["tool_calls"] = [
@@ -208,19 +210,19 @@ def _wire_message(message: Message) -> dict[str, Any]:
                 "type": "function",
                 "function": {"name": c["name"], "arguments": json.dumps(c.get("args", {}))},
             }
-            for c in message["tool_calls"]
+            for c in map(as_object, as_list(message["tool_calls"]))
         ]
     return out
 
 
-def _first_choice(body: dict[str, Any], provider: str) -> dict[str, Any]:
+def _first_choice(body: JSONObject, provider: str) -> JSONObject:
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise _http.bad_shape(provider, "the body has no choices[0]")
-    return choices[0]
+    return as_object(choices[0])
 
 
-def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
+def _tool_calls(raw: object) -> tuple[ToolCall, ...]:
     """``message.tool_calls`` as ToolCalls; arguments that are not a JSON object -> error."""
     if not isinstance(raw, list):
         return ()

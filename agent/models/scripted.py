@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
+from agent.jsonvalues import as_list, as_object
 from agent.loop.tokens import count_messages, count_text
 from agent.models.base import ModelReply, ModelRequest, Purpose, Usage
 
 __all__ = ["DEFAULT_REPLIES", "Reply", "ScriptedModel"]
 
-Reply = str | dict[str, Any] | BaseException | Callable[[ModelRequest], Any]
+Reply = str | Mapping[str, object] | BaseException | Callable[[ModelRequest], object]
+"""A scripted reply: text, a JSON object (sent as JSON), an exception (raised) or a
+callable of the request returning one of those."""
 
 #: What a purpose answers once its script runs out. ``propose`` has no default: a test
 #: that runs past its script fails loudly instead of silently changing behaviour.
@@ -29,7 +31,7 @@ DEFAULT_REPLIES: dict[str, Reply] = {
 
 
 def _synthesis(request: ModelRequest) -> str:
-    evidence = request.context.get("evidence") or []
+    evidence = [as_object(e) for e in as_list(request.context.get("evidence"))]
     if not evidence:
         return "No evidence was gathered."
     return "; ".join(f"{e['summary']} [{e['id']}]" for e in evidence)
@@ -43,7 +45,7 @@ class ScriptedModel:
 
     def __init__(
         self,
-        replies: Mapping[str, Sequence[Reply]] | Callable[[ModelRequest], Any],
+        replies: Mapping[str, Sequence[Reply]] | Callable[[ModelRequest], object],
         *,
         name: str = "scripted",
         local: bool = False,
@@ -78,9 +80,12 @@ class ScriptedModel:
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         self.calls.append(request)
-        reply = self._next(request)
-        if callable(reply) and not isinstance(reply, BaseException):
-            reply = reply(request)
+        scripted = self._next(request)
+        reply = (
+            scripted(request)
+            if callable(scripted) and not isinstance(scripted, BaseException)
+            else scripted
+        )
         if isinstance(reply, BaseException):
             raise reply
         text = reply if isinstance(reply, str) else json.dumps(reply)
