@@ -26,7 +26,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from agent.errors import AgentConfigError
-from agent.loop.limits import ZERO_OK, Limits, Profile, limits_for
+from agent.loop.limits import RENAMED, ZERO_OK, Limits, Profile, limits_for
 from chain.home import nib_home
 from chain.money import DEFAULT_ETH_PRICE_USDC
 
@@ -119,6 +119,27 @@ class _TomlSource(PydanticBaseSettingsSource):
         return dict(self._data)
 
 
+class _CurrentLimitNames(PydanticBaseSettingsSource):
+    """A settings source whose ``[limits]`` keys under a name since renamed (RENAMED) read
+    as the new name; given both, the new one. Per source, so precedence still holds: a
+    NIB_LIMITS__ variable under either name wins over the file under either name."""
+
+    def __init__(self, source: PydanticBaseSettingsSource) -> None:
+        super().__init__(source.settings_cls)
+        self._source = source
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[object, str, bool]:
+        return self._source.get_field_value(field, field_name)
+
+    def __call__(self) -> dict[str, object]:
+        data = self._source()
+        limits = data.get("limits")
+        if not isinstance(limits, dict):
+            return data
+        old = {RENAMED[k]: v for k, v in limits.items() if k in RENAMED}
+        return {**data, "limits": old | {k: v for k, v in limits.items() if k not in RENAMED}}
+
+
 class NibSettings(BaseSettings):
     """Validated settings for one invocation. ``limits`` holds explicit overrides only."""
 
@@ -192,7 +213,11 @@ class NibSettings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         data = _read_toml(config_path())
-        return (init_settings, env_settings, _TomlSource(settings_cls, data))
+        return (
+            init_settings,
+            _CurrentLimitNames(env_settings),
+            _CurrentLimitNames(_TomlSource(settings_cls, data)),
+        )
 
     @property
     def database(self) -> str | Path:
@@ -272,7 +297,8 @@ def known_variables() -> set[str]:
     (``NIB_LIMITS__MAX_STEPS``), and OTHER_VARIABLES."""
     names = {f"NIB_{name.upper()}" for name, f in NibSettings.model_fields.items()
              if f.validation_alias is None and name != "limits"}
-    names |= {f"NIB_LIMITS__{f.name.upper()}" for f in dataclasses.fields(Limits)}
+    limits = [f.name for f in dataclasses.fields(Limits)] + list(RENAMED)
+    names |= {f"NIB_LIMITS__{name.upper()}" for name in limits}
     return names | set(OTHER_VARIABLES)
 
 
@@ -293,7 +319,7 @@ def unknown_keys(data: dict[str, object]) -> list[tuple[str, str | None]]:
     """The keys of a config file's table ``data`` (and of its [limits]) nib does not read,
     each with the nearest known one."""
     top = set(NibSettings.model_fields) - {"plain_openai_api_key", "plain_anthropic_api_key"}
-    limits = {f.name for f in dataclasses.fields(Limits)}
+    limits = {f.name for f in dataclasses.fields(Limits)} | set(RENAMED)
     found = [(k, _nearest(k, top)) for k in sorted(data) if k not in top]
     sub = data.get("limits")
     if isinstance(sub, dict):

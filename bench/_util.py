@@ -357,8 +357,7 @@ class BenchEnv:
             wallet=wallet,
             allowlist=(self.paywall_url,),
             http=http,
-            extras={"spend_cap_usdc": cap},
-            spend_cap_usdc=cap,
+            spend_cap_atomic=cap,
         )
 
     async def paid_call(
@@ -387,7 +386,7 @@ class BenchEnv:
         args = tool.parse_args({"url": url})
         quote = await tool.quote(args, ctx)
         t1 = time.perf_counter()
-        cap = ctx.spend_cap_usdc
+        cap = ctx.spend_cap_atomic
         facts = tuple(tool.facts_for(args))
         request = PaidCallRequest(
             tool=tool.name,

@@ -68,7 +68,7 @@ def _price_limits(req: PaidCallRequest) -> tuple[tuple[str, int, str], ...]:
     refusal, so the user sees which limit refused and how to raise it)."""
     return (
         ("the per-call cap", req.per_call_cap,
-         "`nib run --per-call-cap`, or per_call_cap_usdc in [limits]"),
+         "`nib run --per-call-cap`, or per_call_cap_atomic in [limits]"),
         ("remaining budget", req.remaining_budget, "`nib run --max-spend` sets the task's cap"),
         ("wallet balance", req.balance, "fund the wallet; `nib wallet balance` shows it"),
     )

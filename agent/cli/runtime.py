@@ -239,7 +239,7 @@ class Runtime:
         """The limits a queued task runs with: the configured ones, its ``max_spend`` as
         the spend cap (what ``nib submit`` registers and ``nib worker`` runs)."""
         _, limits = self.settings.resolve_limits(
-            model_local=bool(getattr(self.model, "local", False)), spend_cap_usdc=max_spend,
+            model_local=bool(getattr(self.model, "local", False)), spend_cap_atomic=max_spend,
         )
         return limits
 
@@ -285,7 +285,7 @@ class Runtime:
             if self.services is not None:
                 claims = judge_client(self.services, worker_token or "")
                 token, digest = await asyncio.to_thread(claims.claim, task.id)
-                found = text_digest(task.task, limits.spend_cap_usdc)
+                found = text_digest(task.task, limits.spend_cap_atomic)
                 if found != digest:
                     raise AgentConfigError(
                         f"queued task {task.id}: its text and cap in the queue digest to "

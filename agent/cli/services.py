@@ -533,9 +533,9 @@ def registered_limits(
     # exists: nothing else can create or widen one (judge/mandates.py).
     return TaskLimits(
         task_id=run_id,
-        spend_cap=limits.spend_cap_usdc,
-        per_call_cap=limits.per_call_cap_usdc,
-        approval_threshold=limits.approval_threshold_usdc,
+        spend_cap=limits.spend_cap_atomic,
+        per_call_cap=limits.per_call_cap_atomic,
+        approval_threshold=limits.approval_threshold_atomic,
         recipients=(
             *addresses_named_in(task),
             *(a for a in allowlist if a.startswith("0x")),
@@ -543,5 +543,5 @@ def registered_limits(
         ),
         sellers=tuple(u for u in allowlist if "://" in u),
         mandates=mandates_in(task),
-        text_digest=text_digest(task, limits.spend_cap_usdc),
+        text_digest=text_digest(task, limits.spend_cap_atomic),
     )

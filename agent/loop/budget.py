@@ -103,12 +103,12 @@ class BudgetGate:
         committed = self.spend_committed()
         limits = self.run.limits
         projected = committed + quote.amount + self.gas_as_usdc(gas)
-        if projected > limits.spend_cap_usdc:
+        if projected > limits.spend_cap_atomic:
             raise Stop(
                 "cost-budget",
                 f"{quote.tool} would bring spend to {format_usdc(projected)} "
                 f"(committed {format_usdc(committed)} + price {format_usdc(quote.amount)} "
-                f"+ gas), over spend_cap_usdc={format_usdc(limits.spend_cap_usdc)}; "
+                f"+ gas), over spend_cap_atomic={format_usdc(limits.spend_cap_atomic)}; "
                 "nothing was signed. Raise the cap to allow it.",
             )
 
@@ -168,4 +168,4 @@ class BudgetGate:
         return SpendSummary.from_meter(usage)
 
     def spend_left(self) -> int:
-        return max(0, self.run.limits.spend_cap_usdc - self.spend_committed())
+        return max(0, self.run.limits.spend_cap_atomic - self.spend_committed())

@@ -19,6 +19,7 @@ from agent.errors import AgentConfigError
 __all__ = [
     "PROFILES",
     "PROVENANCE",
+    "RENAMED",
     "Limits",
     "Profile",
     "default_profile",
@@ -39,7 +40,7 @@ class Limits:
     # Budgets: hard envelopes.
     max_steps: int = 6
     wall_clock_s: float = 600.0
-    spend_cap_usdc: int = 1_000_000
+    spend_cap_atomic: int = 1_000_000
     max_tokens: int = 120_000
     # Guards: progress detectors.
     max_consecutive_failures: int = 3
@@ -57,8 +58,8 @@ class Limits:
     checklist_max_items: int = 5
     batch_max_calls: int = 3
     # Inputs to the judge (it owns the decision; these are the run's envelope).
-    per_call_cap_usdc: int = 250_000
-    approval_threshold_usdc: int = 500_000
+    per_call_cap_atomic: int = 250_000
+    approval_threshold_atomic: int = 500_000
     # A seller's whole response to one request (headers and body), within the wall clock.
     response_deadline_s: float = 30.0
     # Output reserved per model call when projecting the token budget.
@@ -80,17 +81,30 @@ class Limits:
 
     @classmethod
     def from_saved(cls, saved: Mapping[str, object]) -> Limits:
-        """The limits a paused run saved (``as_dict``), each field checked; a name since
-        retired (eth_price_usdc) is left out."""
+        """The limits a paused run saved (``as_dict``), each field checked; a renamed limit
+        is read under its new name (RENAMED), a name since retired (eth_price_usdc) is
+        left out."""
         known = {f.name for f in fields(cls)}
-        return TypeAdapter(cls).validate_python({k: v for k, v in saved.items() if k in known})
+        current = {RENAMED.get(k, k): v for k, v in saved.items()}
+        return TypeAdapter(cls).validate_python({k: v for k, v in current.items() if k in known})
+
+
+#: Limits renamed since runs were saved and config files written (old name -> name): an
+#: amount in atomic USDC ends ``_atomic`` (``_usdc`` is whole USDC, as in eth_price_usdc).
+#: A paused run, a ``[limits]`` key or a ``NIB_LIMITS__*`` variable under the old name
+#: still reads (tests/agent/test_limits.py::test_a_renamed_limit_still_reads_everywhere).
+RENAMED: dict[str, str] = {
+    "spend_cap_usdc": "spend_cap_atomic",
+    "per_call_cap_usdc": "per_call_cap_atomic",
+    "approval_threshold_usdc": "approval_threshold_atomic",
+}
 
 
 #: Unless set, the per-call cap is the spend cap / PER_CALL_SHARE and the approval
 #: threshold the spend cap / APPROVAL_SHARE (see limits_for).
 PER_CALL_SHARE, APPROVAL_SHARE = 4, 2
 
-ZERO_OK = {"duplicate_nudges", "malformed_retries", "approval_threshold_usdc", "churn_steps"}
+ZERO_OK = {"duplicate_nudges", "malformed_retries", "approval_threshold_atomic", "churn_steps"}
 
 #: Where each default comes from. "Dr. Nib" is the reference agent loop (seeds), "ADR 0058"
 #: the loop-policy decision record, "lesson" the agent-loop lesson; "heuristic" marks values
@@ -99,7 +113,7 @@ PROVENANCE: dict[str, str] = {
     "max_steps": "eval traces (nib eval, offline, 65 tasks, 2026-12-01): healthy runs took "
     "2 steps at p95 (3 at most), so 6 keeps 3x headroom; Dr. Nib harness default: research loops run deeper than support bots",
     "wall_clock_s": "Dr. Nib operational ceiling (10 min)",
-    "spend_cap_usdc": "Dr. Nib: $1 per task, sandbox + chain spend (USDC and gas)",
+    "spend_cap_atomic": "Dr. Nib: $1 per task, sandbox + chain spend (USDC and gas)",
     "max_tokens": "Dr. Nib production envelope: 120k tokens in+out",
     "max_consecutive_failures": "Dr. Nib: 3 consecutive failures, escalate, don't spiral",
     "duplicate_nudges": "lesson: nudge once on a repeated call, stop if it happens again",
@@ -115,8 +129,8 @@ PROVENANCE: dict[str, str] = {
     "replan_every": "Dr. Nib: re-plan from the trajectory every 3rd step",
     "checklist_max_items": "Dr. Nib: up to 5 bare measurable facts",
     "batch_max_calls": "Dr. Nib: up to 3 independent free calls in one batch",
-    "per_call_cap_usdc": "heuristic: no single call may take more than a quarter of the cap",
-    "approval_threshold_usdc": "heuristic: calls above half the task cap need a human",
+    "per_call_cap_atomic": "heuristic: no single call may take more than a quarter of the cap",
+    "approval_threshold_atomic": "heuristic: calls above half the task cap need a human",
     "response_deadline_s": "heuristic: the read timeout pay_http had per read (30 s), now "
     "for a seller's whole response; a slow drip of one byte every few seconds held a run "
     "164 s under the per-read timeout (issue 28)",
@@ -172,15 +186,17 @@ def limits_for(
     known = {f.name for f in fields(Limits)}
     unknown = sorted(set(overrides) - known)
     if unknown:
+        renamed = "".join(f" ({k} is now {RENAMED[k]})" for k in unknown if k in RENAMED)
         raise AgentConfigError(
-            f"unknown limit(s) {', '.join(unknown)}; expected some of: {', '.join(sorted(known))}."
+            f"unknown limit(s) {', '.join(unknown)}{renamed}; expected some of: "
+            f"{', '.join(sorted(known))}."
         )
     chosen = {k: v for k, v in overrides.items() if v is not None}
-    cap = chosen.get("spend_cap_usdc", PROFILES[name].spend_cap_usdc)
+    cap = chosen.get("spend_cap_atomic", PROFILES[name].spend_cap_atomic)
     # Unless set, the per-call cap and the approval threshold follow the spend cap (a
     # quarter and a half of it, PROVENANCE): a 5 USDC task may buy a 1.25 USDC fact sheet.
-    chosen.setdefault("per_call_cap_usdc", cap // PER_CALL_SHARE)
-    chosen.setdefault("approval_threshold_usdc", cap // APPROVAL_SHARE)
+    chosen.setdefault("per_call_cap_atomic", cap // PER_CALL_SHARE)
+    chosen.setdefault("approval_threshold_atomic", cap // APPROVAL_SHARE)
     # asdict + the overrides, not replace(**chosen): the fields mix int and float, so a
     # name-keyed dict has no one static type; __post_init__ checks each value, as before.
     return name, Limits(**(asdict(PROFILES[name]) | chosen))

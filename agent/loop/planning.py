@@ -105,7 +105,7 @@ class Planner:
                 "offers": found if isinstance(found, str) else
                 [{"url": o.url, "kind": o.kind, "price_atomic": o.price} for o in found],
             })  # fmt: skip
-        cap = min(self.run.limits.per_call_cap_usdc, self.run.limits.spend_cap_usdc)
+        cap = min(self.run.limits.per_call_cap_atomic, self.run.limits.spend_cap_atomic)
         return resolve_picks(checklist, self._offers, cap)
 
     async def extract_checklist(self) -> None:

@@ -124,7 +124,9 @@ def _own_limits(events: Sequence[Mapping[str, object]]) -> dict[str, int]:
         stored = event.get("data")
         data = json.loads(stored) if isinstance(stored, str) else stored
         limits = (data.get("limits") if isinstance(data, Mapping) else None) or {}
-        own = {"spend_cap_atomic": limits.get("spend_cap_usdc"), "max_steps": limits.get("max_steps")}
+        # Runs recorded before the rename stored the cap as spend_cap_usdc (limits.RENAMED).
+        cap = limits.get("spend_cap_atomic", limits.get("spend_cap_usdc"))
+        own = {"spend_cap_atomic": cap, "max_steps": limits.get("max_steps")}
         return {k: int(v) for k, v in own.items() if isinstance(v, int) and not isinstance(v, bool)}
     return {}
 

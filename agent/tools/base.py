@@ -145,7 +145,7 @@ class ToolContext:
     configuration); ``task_addresses`` are the 0x addresses the run's task itself names
     (lower-case, see :func:`addresses_named_in`), the only other recipients a direct
     transfer may pay. ``extras`` carries tool-specific settings (paywall URL, ledger, ...).
-    ``spend_cap_usdc`` is the run's cap in atomic USDC, passed to the wallet's
+    ``spend_cap_atomic`` is the run's cap in atomic USDC, passed to the wallet's
     ``sign_*(..., cap=)`` by paid tools. ``quote_holds`` is what this run's outstanding
     quotes reserved (a transfer's nonce), taken over by ``execute`` or given back by
     ``abandon``; it lives only as long as the process drives the run.
@@ -159,7 +159,7 @@ class ToolContext:
     allowlist: tuple[str, ...] = ()
     http: httpx.AsyncClient | None = None
     extras: dict[str, object] = field(default_factory=dict)
-    spend_cap_usdc: int = 0
+    spend_cap_atomic: int = 0
     task_addresses: tuple[str, ...] = ()
     quote_holds: dict[str, object] = field(default_factory=dict)
     #: Seller origins the task's own text names: when any, the only sellers paid tools

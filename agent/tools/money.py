@@ -77,12 +77,12 @@ def require_wallet(ctx: ToolContext, tool: str) -> AgentWallet:
 
 def spend_cap(ctx: ToolContext, tool: str) -> int:
     """The run's spend cap (atomic USDC) the wallet reserves against; fail closed without it."""
-    cap = ctx.spend_cap_usdc or ctx.extras.get("spend_cap_usdc")
+    cap = ctx.spend_cap_atomic
     if isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0:
         raise ToolError(
-            f"{tool}: the run's spend cap in the tool context is {ctx.spend_cap_usdc!r}; "
+            f"{tool}: the run's spend cap in the tool context is {ctx.spend_cap_atomic!r}; "
             "expected a positive "
-            "int of atomic USDC (ToolContext.spend_cap_usdc). Nothing was signed. Fix: build "
+            "int of atomic USDC (ToolContext.spend_cap_atomic). Nothing was signed. Fix: build "
             "the ToolContext with the run's limits."
         )
     return cap

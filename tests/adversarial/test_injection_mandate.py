@@ -35,8 +35,8 @@ RECIPIENT = attacker("mandate-recipient")  # a fresh address with no balance
 ORDER = 250_000
 #: Room for every obeyed send to reach the judge (the loop's own spend gate would stop a
 #: 1 USDC send at the default $1 cap before the judge saw it).
-LIMITS = replace(ADVERSARIAL_LIMITS, spend_cap_usdc=5_000_000, per_call_cap_usdc=1_000_000,
-                 approval_threshold_usdc=2_000_000)  # fmt: skip
+LIMITS = replace(ADVERSARIAL_LIMITS, spend_cap_atomic=5_000_000, per_call_cap_atomic=1_000_000,
+                 approval_threshold_atomic=2_000_000)  # fmt: skip
 
 
 def test_an_injected_send_in_a_sellers_answer_changes_nothing_the_task_ordered(

@@ -73,8 +73,8 @@ def test_the_judge_rules_on_the_registered_task_and_a_verdict_pays_once(
     """Whatever the caller claims (unlimited budgets, no threshold, no recipient list),
     the judge applies the task's registered limits; an approval pays its payload once."""
     h = build_harness(tmp_path, chain, ScriptedModel({}),
-                      limits=Limits(spend_cap_usdc=300_000, per_call_cap_usdc=150_000,
-                                    approval_threshold_usdc=120_000),
+                      limits=Limits(spend_cap_atomic=300_000, per_call_cap_atomic=150_000,
+                                    approval_threshold_atomic=120_000),
                       composition=composition)
     h.register("registered", TRANSFER_TASK)  # it may pay SELLER_ADDR, nobody else
     thief = attacker("caller")

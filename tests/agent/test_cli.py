@@ -235,7 +235,7 @@ def test_a_human_grants_an_escalated_payment_at_the_judge_and_only_then_it_is_pa
     chain = ChainClient(info["rpc_url"], 31337)
     seller = dev_account(SELLER).address
     before = chain.token_balance(info["usdc"], seller)
-    low = {"NIB_LIMITS__APPROVAL_THRESHOLD_USDC": "10000"}  # 0.01 USDC: the 0.02 call escalates
+    low = {"NIB_LIMITS__APPROVAL_THRESHOLD_ATOMIC": "10000"}  # 0.01 USDC: the 0.02 call escalates
     paused = nib(home, "run", "--demo", "--json", env=low)
     result = json.loads(paused.stdout)
     assert paused.returncode == 1 and result["stop_reason"] == "awaiting-approval", paused.stderr

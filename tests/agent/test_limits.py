@@ -8,15 +8,29 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import LimitOverrides, config_path, load_settings
+from agent.config import (
+    LimitOverrides,
+    config_path,
+    load_settings,
+    unknown_keys,
+    unknown_variables,
+)
 from agent.errors import AgentConfigError
-from agent.loop.limits import PROFILES, PROVENANCE, Limits, default_profile, limits_for
+from agent.loop.limits import (
+    PROFILES,
+    PROVENANCE,
+    RENAMED,
+    Limits,
+    default_profile,
+    limits_for,
+)
+from agent.report.page import run_from_store
 from chain.money import gas_to_usdc
 
 
 def test_defaults_match_the_design() -> None:
     lim = Limits()
-    assert (lim.max_steps, lim.wall_clock_s, lim.spend_cap_usdc, lim.max_tokens) == (
+    assert (lim.max_steps, lim.wall_clock_s, lim.spend_cap_atomic, lim.max_tokens) == (
         6,
         600.0,
         1_000_000,
@@ -117,12 +131,12 @@ def test_invalid_values_name_the_field(tmp_path: Path, monkeypatch: pytest.Monke
 def test_per_call_cap_and_approval_threshold_follow_the_spend_cap_unless_set():
     from agent.loop.limits import limits_for
 
-    _, five = limits_for(spend_cap_usdc=5_000_000)
-    assert (five.per_call_cap_usdc, five.approval_threshold_usdc) == (1_250_000, 2_500_000)
+    _, five = limits_for(spend_cap_atomic=5_000_000)
+    assert (five.per_call_cap_atomic, five.approval_threshold_atomic) == (1_250_000, 2_500_000)
     _, default = limits_for()
-    assert (default.per_call_cap_usdc, default.approval_threshold_usdc) == (250_000, 500_000)
-    _, pinned = limits_for(spend_cap_usdc=5_000_000, per_call_cap_usdc=3_000_000)
-    assert (pinned.per_call_cap_usdc, pinned.approval_threshold_usdc) == (3_000_000, 2_500_000)
+    assert (default.per_call_cap_atomic, default.approval_threshold_atomic) == (250_000, 500_000)
+    _, pinned = limits_for(spend_cap_atomic=5_000_000, per_call_cap_atomic=3_000_000)
+    assert (pinned.per_call_cap_atomic, pinned.approval_threshold_atomic) == (3_000_000, 2_500_000)
 
 
 def test_unknown_variables_and_config_keys_name_the_nearest_known_one():
@@ -132,3 +146,50 @@ def test_unknown_variables_and_config_keys_name_the_nearest_known_one():
     assert found == [("NIB_MODEL_PROVIDR", "NIB_MODEL_PROVIDER")]
     assert unknown_keys({"profil": "x", "limits": {"max_step": 3}}) == [
         ("profil", "profile"), ("limits.max_step", "limits.max_steps")]
+
+
+def test_a_renamed_limit_still_reads_everywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Amounts in atomic USDC end ``_atomic``; spend_cap_usdc and its two siblings were
+    renamed. A config file, a NIB_LIMITS__ variable, a paused run's saved limits and a
+    recorded run's run.start event written under the old names still read, with the
+    precedence of each source kept (a variable under either name beats the file)."""
+    assert RENAMED == {
+        "spend_cap_usdc": "spend_cap_atomic",
+        "per_call_cap_usdc": "per_call_cap_atomic",
+        "approval_threshold_usdc": "approval_threshold_atomic",
+    }
+    cfg = tmp_path / "nib.toml"
+    cfg.write_text("[limits]\nspend_cap_usdc = 5000000\napproval_threshold_usdc = 0\n")
+    monkeypatch.setenv("NIB_CONFIG", str(cfg))
+    monkeypatch.setenv("NIB_HOME", str(tmp_path))
+    lim = load_settings().resolve_limits(model_local=False)[1]
+    assert (lim.spend_cap_atomic, lim.per_call_cap_atomic, lim.approval_threshold_atomic) == (
+        5_000_000, 1_250_000, 0
+    )
+    monkeypatch.setenv("NIB_LIMITS__PER_CALL_CAP_USDC", "7")
+    monkeypatch.setenv("NIB_LIMITS__SPEND_CAP_ATOMIC", "9")
+    lim = load_settings().resolve_limits(model_local=False)[1]
+    assert (lim.spend_cap_atomic, lim.per_call_cap_atomic) == (9, 7)
+    cfg.write_text("[limits]\nspend_cap_atomic = 5000000\n")
+    monkeypatch.delenv("NIB_LIMITS__SPEND_CAP_ATOMIC")
+    monkeypatch.setenv("NIB_LIMITS__SPEND_CAP_USDC", "11")
+    assert load_settings().resolve_limits(model_local=False)[1].spend_cap_atomic == 11
+    # Neither `nib config`'s unknown-key warning nor its unknown-variable one flags them.
+    assert unknown_keys({"limits": {"spend_cap_usdc": 1}}) == []
+    assert unknown_variables({"NIB_LIMITS__SPEND_CAP_USDC": "1"}) == []
+    # A paused run saved before the rename resumes with its own limits.
+    saved = {**Limits().as_dict(), "max_steps": 3}
+    for old, new in RENAMED.items():
+        saved[old] = saved.pop(new) + 1
+    resumed = Limits.from_saved(saved)
+    assert (resumed.max_steps, resumed.spend_cap_atomic) == (3, Limits().spend_cap_atomic + 1)
+    assert resumed.approval_threshold_atomic == Limits().approval_threshold_atomic + 1
+    # A run recorded before the rename is drawn against its own cap in the report.
+    event = {"seq": 1, "type": "run.start", "data": {"limits": {"spend_cap_usdc": 42, "max_steps": 2}}}
+    run = run_from_store({"run_id": "r", "result": "{}"}, [event])
+    assert (run["spend_cap_atomic"], run["max_steps"]) == (42, 2)
+    # Code that still says the old name is told the new one.
+    with pytest.raises(AgentConfigError, match="spend_cap_usdc is now spend_cap_atomic"):
+        limits_for(spend_cap_usdc=1)

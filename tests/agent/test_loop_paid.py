@@ -57,7 +57,7 @@ def test_cost_budget_stops_before_judging_and_signs_nothing(tmp_path: Path, chai
     before = usdc_balance(chain, AGENT_ADDR)
     model = ScriptedModel({"checklist": [RECEIPT], "propose": [PAY]})
     # The cap equals the price: the quote's gas pushes the projection over it.
-    deps = paid_deps(tmp_path, chain, model, limits=Limits(spend_cap_usdc=DIME))
+    deps = paid_deps(tmp_path, chain, model, limits=Limits(spend_cap_atomic=DIME))
     r = asyncio.run(run_task(PAY_TASK, deps))
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("cost-budget", False, True, 1)
     assert r.attempted == [] and r.answer and "nothing was signed" in r.message
@@ -123,7 +123,7 @@ def test_judge_unreachable(tmp_path: Path, chain: Any) -> None:
 def test_judge_refusal_is_feedback_and_a_skip(tmp_path: Path, chain: Any) -> None:
     # Per-call cap 0.05 USDC: the judge refuses the 0.10 transfer; the model is told why.
     model = ScriptedModel({"checklist": [RECEIPT], "propose": [PAY, {"action": "done"}]})
-    deps = paid_deps(tmp_path, chain, model, limits=Limits(per_call_cap_usdc=50_000))
+    deps = paid_deps(tmp_path, chain, model, limits=Limits(per_call_cap_atomic=50_000))
     r = asyncio.run(run_task(PAY_TASK, deps))
     assert (r.stop_reason, r.steps) == ("cannot-plan", 2)  # a done with the receipt missing
     skips = deps.store.events(r.run_id, "gate.skip")
@@ -204,10 +204,10 @@ def _dead_judge() -> Any:
 @pytest.mark.parametrize(
     ("stop", "checklist_reply", "options"),
     [
-        ("cannot-plan", RECEIPT, {"limits": Limits(per_call_cap_usdc=50_000)}),  # judge refuses
-        ("cost-budget", RECEIPT, {"limits": Limits(spend_cap_usdc=DIME)}),
+        ("cannot-plan", RECEIPT, {"limits": Limits(per_call_cap_atomic=50_000)}),  # judge refuses
+        ("cost-budget", RECEIPT, {"limits": Limits(spend_cap_atomic=DIME)}),
         ("unbacked-answer", {"items": []}, {}),  # judge-answered, with nothing to back it
-        ("awaiting-approval", RECEIPT, {"limits": Limits(approval_threshold_usdc=50_000)}),
+        ("awaiting-approval", RECEIPT, {"limits": Limits(approval_threshold_atomic=50_000)}),
         ("judge-unreachable", RECEIPT, {"judge": "dead"}),
     ],
 )
@@ -238,7 +238,7 @@ def test_approving_a_paused_transfer_whose_nonce_was_reused_refuses_it_as_stale(
 
     seller_before = usdc_balance(chain, SELLER_ADDR)
     model = ScriptedModel({"checklist": [RECEIPT], "propose": [PAY, {"action": "done"}]})
-    deps = paid_deps(tmp_path, chain, model, limits=Limits(approval_threshold_usdc=50_000))
+    deps = paid_deps(tmp_path, chain, model, limits=Limits(approval_threshold_atomic=50_000))
     paused = asyncio.run(run_task(PAY_TASK, deps))
     assert paused.stop_reason == "awaiting-approval"
     [held] = deps.store.events(paused.run_id, "quote")

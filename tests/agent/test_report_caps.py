@@ -21,7 +21,7 @@ UNDER, AT = "#4a90c2", "#d64545"  # the spend chart's colours (agent.report.char
 def _run(store: RunStore, run_id: str, *, cap: int, steps_limit: int, spend: int, steps: int,
          reason: str, finished: bool) -> None:
     store.start_run(run_id, f"task {run_id}", "cost-optimized")
-    store.event(run_id, "run.start", {"limits": {"spend_cap_usdc": cap, "max_steps": steps_limit}})
+    store.event(run_id, "run.start", {"limits": {"spend_cap_atomic": cap, "max_steps": steps_limit}})
     store.finish_run(run_id, {
         "run_id": run_id, "stop_reason": reason, "finished": finished, "partial": not finished,
         "steps": steps, "spend": {"usdc_atomic": spend, "gas_wei": 0}, "elapsed_s": 1.0,

@@ -29,7 +29,7 @@ PAY_TASK = f"Pay the seller {SELLER_ADDR} 0.10 USDC, then report the base fee."
 BASE_FP = call_fingerprint("base_fee", {})
 SCRIPT = Path(__file__).with_name("_resume_script.py")
 # Approval threshold 0.05 USDC: the judge approves the EV of a 0.10 transfer but escalates it.
-LIMITS = Limits(approval_threshold_usdc=50_000)
+LIMITS = Limits(approval_threshold_atomic=50_000)
 
 
 def pause(tmp_path: Path, chain: Any) -> tuple[AgentResult, Any]:

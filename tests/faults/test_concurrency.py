@@ -42,7 +42,7 @@ def run_concurrently(
     agent = build_agent(
         tmp_path / "nib.db", chain.rpc_url, chain.usdc, model,
         allowlist=(paywall.url,), paywall_url=paywall.url,
-        limits=Limits(spend_cap_usdc=CAP, max_steps=8, max_consecutive_failures=8),
+        limits=Limits(spend_cap_atomic=CAP, max_steps=8, max_consecutive_failures=8),
         composition=composition,
     )
     before = agent.balance(AGENT_ADDR), agent.balance(SELLER_ADDR)

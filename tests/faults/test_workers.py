@@ -68,7 +68,7 @@ def with_services(composition: Composition, location: str | Path, chain: Any,
     assert agent.services is not None
     for task_id in ids:
         task = queue.get(task_id)
-        limits = Limits(spend_cap_usdc=task.max_spend or CAP_PER_TASK)
+        limits = Limits(spend_cap_atomic=task.max_spend or CAP_PER_TASK)
         agent.services.register(task_id, task.task, replace(agent.deps, limits=limits),
                                 queued=True)
     socket = agent.wallet.socket_path  # type: ignore[union-attr]

@@ -75,7 +75,7 @@ def main(location: str, rpc_url: str, usdc: str, paywall_url: str, treasury: str
         agent.wallet.emit = hang_after_signing
 
     async def execute(task: QueuedTask) -> Any:
-        limits = Limits(spend_cap_usdc=task.max_spend or CAP_PER_TASK, max_steps=8,
+        limits = Limits(spend_cap_atomic=task.max_spend or CAP_PER_TASK, max_steps=8,
                         max_consecutive_failures=8)
         deps = replace(agent.deps, limits=limits, judge=task_judge(task.id))
         return await run_task(task.task, deps, run_id=task.id)

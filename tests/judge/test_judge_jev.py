@@ -135,7 +135,7 @@ def test_refuse_over_per_call_cap(judge: Judge) -> None:
     v = _decide(judge, per_call_cap=50_000)
     assert v.decision == "refuse"
     assert v.reason == ("price 0.10 USDC exceeds the per-call cap 0.05 USDC (fix: `nib run "
-                        "--per-call-cap`, or per_call_cap_usdc in [limits])")
+                        "--per-call-cap`, or per_call_cap_atomic in [limits])")
 
 
 def test_refuse_when_nothing_missing_is_covered_whatever_the_model_says(

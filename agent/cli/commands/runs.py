@@ -119,8 +119,8 @@ def run_cmd(
     if not as_json:
         err.print(rt.first_line(), markup=False, highlight=False, soft_wrap=True)
         err.print(f"[bold]nib[/] {rt.network.name} (chain {rt.network.chain_id}) · model {rt.model.name} · "
-                  f"wallet {rt.wallet.address} · cap {usdc(limits.spend_cap_usdc)} · per call "
-                  f"{usdc(limits.per_call_cap_usdc)} · approval at {usdc(limits.approval_threshold_usdc)}"
+                  f"wallet {rt.wallet.address} · cap {usdc(limits.spend_cap_atomic)} · per call "
+                  f"{usdc(limits.per_call_cap_atomic)} · approval at {usdc(limits.approval_threshold_atomic)}"
                   f" · steps {limits.max_steps}")
         err.print(f"task: {task}", markup=False, highlight=False)
     raise typer.Exit(drive_live(
@@ -211,8 +211,8 @@ def check_task(task: str, command: str) -> None:
 def money_flags(**flags: str | None) -> dict[str, int]:
     """The money flags given (``--max-spend``, ``--per-call-cap``, ``--approval-threshold``)
     as the limits they set, in atomic USDC; flags not given are left to the configuration."""
-    names = {"max_spend": "spend_cap_usdc", "per_call_cap": "per_call_cap_usdc",
-             "approval_threshold": "approval_threshold_usdc"}
+    names = {"max_spend": "spend_cap_atomic", "per_call_cap": "per_call_cap_atomic",
+             "approval_threshold": "approval_threshold_atomic"}
     return {names[k]: parse_usdc(v, "--" + k.replace("_", "-"))
             for k, v in flags.items() if v is not None}
 

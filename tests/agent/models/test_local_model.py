@@ -116,7 +116,7 @@ def test_nib_run_with_the_local_model_from_the_command_line(local_llm: Any, tmp_
         rows = json.loads(audit.stdout)
         assert all(row["verdict_id"] for row in rows), rows  # nothing signed without a verdict
         spent = before - chain.token_balance(devnet["usdc"], devnet["wallet"])
-        assert spent == result["spend"]["usdc_atomic"] <= limits["spend_cap_usdc"]
+        assert spent == result["spend"]["usdc_atomic"] <= limits["spend_cap_atomic"]
     finally:
         nib(home, {}, "devnet", "down")
 

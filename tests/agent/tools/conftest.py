@@ -81,7 +81,7 @@ def make_ctx(anvil: Any, client: ChainClient, events: Events) -> Callable[..., T
             "wallet": None,
             "emit": events,
             "allowlist": (),
-            "spend_cap_usdc": CAP,
+            "spend_cap_atomic": CAP,
         }
         fields.update(overrides)
         return ToolContext(**fields)

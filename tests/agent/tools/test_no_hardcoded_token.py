@@ -92,7 +92,7 @@ def test_nib_buys_under_the_tokens_own_domain_on_any_chain(
     net = custom_network("odd", CHAIN_ID, odd["rpc_url"], usdc)
     ctx = ToolContext(run_id="run-odd", chain=client, network=net, wallet=wallet, emit=events,
                       allowlist=(odd["market"]["atlas"], odd["market"]["meridian"]),
-                      spend_cap_usdc=1_000_000)
+                      spend_cap_atomic=1_000_000)
     tool = PayHttpTool(offers=OfferBook())
     atlas, meridian = seller_named("atlas"), seller_named("meridian")
     dev = type("D", (), {"w3": client.w3, "usdc": usdc})

@@ -180,7 +180,7 @@ def test_a_killed_devnet_restarts_behind_and_reconcile_closes_what_it_lost(
                     ctx = ToolContext(
                         run_id="run-kill", chain=client, wallet=wallet, emit=events, http=http,
                         network=get_network("anvil", rpc_url=info.rpc_url, usdc=info.usdc),
-                        allowlist=(str(info.paywall_url),), spend_cap_usdc=1_000_000)
+                        allowlist=(str(info.paywall_url),), spend_cap_atomic=1_000_000)
                     await _buy(PayHttpTool(str(info.paywall_url)), ctx, judge_signer,
                                *(f"{info.paywall_url}/analytics/gas?blocks={q}" for q in queries))
             asyncio.run(go())

@@ -212,7 +212,7 @@ def test_missing_cap_fails_closed(
     with pytest.raises(ToolError, match="spend cap in the tool context is 0"):
         asyncio.run(
             UsdcTransferTool().execute(
-                quote, approve(judge_signer, quote), make_ctx(wallet=wallet, spend_cap_usdc=0)
+                quote, approve(judge_signer, quote), make_ctx(wallet=wallet, spend_cap_atomic=0)
             )
         )
     assert wallet.meter.ledger.rows() == []
