@@ -35,6 +35,8 @@ FactKind = Literal[
     "tx_gas_used",  # a mined transaction's gas used
     "transfer_count",  # USDC Transfer logs in a block range
     "transfer_max",  # the largest USDC Transfer in a block range
+    "usdc_sent_total",  # USDC an address sent in a block range (its Transfer logs, summed)
+    "usdc_received_total",  # USDC an address received in a block range (likewise)
     # Sold by x402 sellers.
     "gas_stats",  # gas analytics over recent blocks
     "transfer_stats",  # USDC transfer analytics over recent blocks
@@ -69,6 +71,8 @@ CHAIN_FACT_KINDS: frozenset[FactKind] = frozenset(
         "tx_gas_used",
         "transfer_count",
         "transfer_max",
+        "usdc_sent_total",
+        "usdc_received_total",
         "transfer_receipt",
     }
 )
@@ -88,9 +92,9 @@ DERIVED_KINDS: frozenset[str] = frozenset({"comparison", "condition"})
 #: The parameters that make a fact kind's value *that* value: an observation covers an
 #: item only when these agree. Absent means the default (the latest block; the configured
 #: USDC for ``token``; the agent's own wallet for ``address``; the tool's default window
-#: for ``blocks``). Any item may also carry
-#: ``if`` (the id of a condition item): when that condition is false, the item is settled
-#: as not needed, derived from the condition.
+#: for ``blocks``; every block from the first for a total; any ``counterparty``). Any
+#: item may also carry ``if`` (the id of a condition item): when that condition is false,
+#: the item is settled as not needed, derived from the condition.
 KIND_PARAMS: dict[str, tuple[str, ...]] = {
     "base_fee_gwei": ("block",),
     "block_number": ("block",),
@@ -105,6 +109,8 @@ KIND_PARAMS: dict[str, tuple[str, ...]] = {
     "tx_gas_used": ("tx_hash",),
     "transfer_count": ("address", "blocks", "from_block", "to_block"),
     "transfer_max": ("address", "blocks", "from_block", "to_block"),
+    "usdc_sent_total": ("address", "counterparty", "blocks", "from_block", "to_block"),
+    "usdc_received_total": ("address", "counterparty", "blocks", "from_block", "to_block"),
     "token_factsheet": ("symbol",),
     "protocol_factsheet": ("name",),
     "transfer_receipt": ("to", "amount"),

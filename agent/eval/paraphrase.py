@@ -63,7 +63,8 @@ _STANDING = ("Alert me when the {x} changes.", "Ping me as soon as the {x} drops
 _UNSUPPORTED = ("What was the average gas price yesterday?", "What is the price of USDC in euros?",
                 "Who owns the USDC contract {usdc}?", "What is the median USDC transfer size?",
                 "What was the base fee 3 days ago?", "What is the smallest USDC transfer?",
-                "Write a haiku about the base fee.", "What is the USD value of {wallet}'s ETH?")  # fmt: skip
+                "Write a haiku about the base fee.", "What is the USD value of {wallet}'s ETH?",
+                "How much USDC was sent in total?", "What is the USDC balance of {wallet} in total?")  # fmt: skip
 
 #: Written from outside the planner (an outside question writer's declined paraphrases,
 #: 20:55 UTC before the planner was changed for them; the score before is in
@@ -83,6 +84,27 @@ _OUTSIDE: tuple[tuple[str, dict[str, object]], ...] = (
     ("How many USDC transfers involve {wallet}?", {"probe": "transfer_count", "address": "{wallet}"}),
     ("How many transfers touched {seller}?", {"probe": "transfer_count", "address": "{seller}"}),
 )  # fmt: skip
+#: Totals sent or received (written before the planner read them; the outside writer's
+#: N9/N10/T9/R25 were such questions): every block from the first unless a window is named.
+_TOTALS: tuple[tuple[str, dict[str, object]], ...] = tuple(
+    (text.format(a=a, b=b), {"probe": probe, "address": a, **extra})
+    for a, b in (("{wallet}", "{seller}"), ("{seller}", "{wallet}"))
+    for text, probe, extra in (
+        ("How much USDC has {a} sent in total?", "usdc_sent_total", {}),
+        ("How much USDC has {a} received altogether?", "usdc_received_total", {}),
+        ("What is the total amount of USDC that {a} has transferred out so far?",
+         "usdc_sent_total", {}),
+        ("How much USDC did {a} receive overall?", "usdc_received_total", {}),
+        ("What is the total USDC received by {a}?", "usdc_received_total", {}),
+        ("How much USDC has {a} spent to date?", "usdc_sent_total", {}),
+        ("What is the sum of all the USDC {a} has ever received?", "usdc_received_total", {}),
+        ("How much USDC did {a} send to {b}?", "usdc_sent_total", {"counterparty": b}),
+        ("How much USDC has {a} received from {b} in total?", "usdc_received_total",
+         {"counterparty": b}),
+        ("How much USDC did {a} receive in the last 20 blocks?", "usdc_received_total",
+         {"blocks": 20}),
+    )
+)
 _UNITS: tuple[tuple[str, dict[str, object]], ...] = (
     ("What is the base fee in gwei?", {"probe": "base_fee_gwei"}),
     ("What is the base fee in wei?", {"probe": "base_fee_gwei", "unit": "wei"}),
@@ -100,7 +122,8 @@ _UNITS: tuple[tuple[str, dict[str, object]], ...] = (
 
 CATEGORIES = ("base_fee", "block_number", "timestamp", "usdc_balance", "eth_balance",
               "token", "transfers", "comparison", "relative", "presentation",
-              "scope-chain", "scope-standing", "unsupported", "outside-words", "units")  # fmt: skip
+              "scope-chain", "scope-standing", "unsupported", "outside-words", "units",
+              "totals")  # fmt: skip
 
 
 def _task(
@@ -195,7 +218,7 @@ _UNIT_MISMATCH: tuple[tuple[str, dict[str, object]], ...] = (
 
 
 def _outside(rows: list[JSONObject]) -> None:
-    for category, table in (("outside-words", _OUTSIDE), ("units", _UNITS)):
+    for category, table in (("outside-words", _OUTSIDE), ("units", _UNITS), ("totals", _TOTALS)):
         for text, truth in table:
             rows.append(_task(len(rows), category, text, "answer", [truth]))
     for text, truth in _UNIT_MISMATCH:

@@ -106,12 +106,36 @@ def _logs(env: EvalEnv, spec: Mapping[str, object]) -> list[LogReceipt]:
     logs = list(env.w3.eth.get_logs(params))  # type: ignore[arg-type]
     if "address" not in spec:
         return logs
-    word = "0x" + env.fill(str(spec["address"])).lower().removeprefix("0x").rjust(64, "0")
+    word = _word(env.fill(str(spec["address"])))
+    return [log for log in logs if word in (_topic(log["topics"][1]), _topic(log["topics"][2]))]
 
-    def topic(t: object) -> str:
-        return "0x" + (t.hex() if isinstance(t, bytes) else str(t)).removeprefix("0x").lower()
 
-    return [log for log in logs if word in (topic(log["topics"][1]), topic(log["topics"][2]))]
+def _total(env: EvalEnv, spec: Mapping[str, object], way: str) -> Truth:
+    """USDC an address sent (``way`` "out") or received ("in") in the spec's range (from
+    block 0 by default), only with ``counterparty`` when named; whole USDC and atomic."""
+    head = env.w3.eth.block_number
+    first = as_int(spec.get("from_block", 0))
+    if "blocks" in spec:
+        first = max(0, head - as_int(spec["blocks"]) + 1)
+    window = {"from_block": first, "to_block": spec.get("to_block", head),
+              "address": spec["address"]}  # fmt: skip
+    me = _word(env.fill(str(spec["address"])))
+    other = _word(env.fill(str(spec["counterparty"]))) if "counterparty" in spec else None
+    ends = (1, 2) if way == "out" else (2, 1)
+    atomic = sum(
+        _value(log) for log in _logs(env, window)
+        if _topic(log["topics"][ends[0]]) == me
+        and other in (None, _topic(log["topics"][ends[1]]))
+    )  # fmt: skip
+    return Truth((usdc_decimal(atomic), Decimal(atomic)))
+
+
+def _word(address: str) -> str:
+    return "0x" + address.lower().removeprefix("0x").rjust(64, "0")
+
+
+def _topic(t: object) -> str:
+    return "0x" + (t.hex() if isinstance(t, bytes) else str(t)).removeprefix("0x").lower()
 
 
 def _value(log: LogReceipt) -> int:
@@ -153,6 +177,8 @@ _PROBES: dict[str, Callable[[EvalEnv, Mapping[str, object]], Truth]] = {
     "transfer_max": lambda e, s: Truth(
         (usdc_decimal(max((_value(log) for log in _logs(e, s)), default=0)),)
     ),
+    "usdc_sent_total": lambda e, s: _total(e, s, "out"),
+    "usdc_received_total": lambda e, s: _total(e, s, "in"),
     "winner": _winner,
     "dataset": lambda e, s: _dataset(s),
 }

@@ -27,6 +27,7 @@ from agent.models.vocabulary import (
     OTHER_QUESTIONS,
     PRESENTATION,
     STANDING,
+    TOTAL_WORDS,
     UNSUPPORTED,
     Subject,
     compile_phrase,
@@ -91,7 +92,8 @@ _BLOCK_NUMBER = next(fp for fp in FACT_PATTERNS if fp.kind == "block_number")
 
 #: Kinds that take one block number, and kinds that take a window or range of blocks.
 BLOCK_KINDS = frozenset({"base_fee_gwei", "block_timestamp", "block_number"})
-WINDOW_KINDS = frozenset({"transfer_count", "transfer_max"})
+TOTAL_KINDS = frozenset({"usdc_sent_total", "usdc_received_total"})
+WINDOW_KINDS = frozenset({"transfer_count", "transfer_max"}) | TOTAL_KINDS
 #: The unit a kind's value is written in, for thresholds in conditions.
 VALUE_UNITS = {
     "base_fee_gwei": "gwei",
@@ -126,6 +128,15 @@ _MODIFIER = _p(
     r"\b(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in UNSUPPORTED)
     + r")\b|\b(?:19|20)\d\d\b"
 )
+#: The words of a total ("in total", "altogether"): a total's own scope, taken out of a
+#: part asking for one before its other words are read.
+_TOTAL_WORDS = _p(
+    r"(?<![\w-])(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+")
+                               for w in sorted(TOTAL_WORDS, key=len, reverse=True))
+    + r")(?![\w-])"
+)
+#: An address a total is taken with ("sent to 0x..", "received from 0x.."): its counterparty.
+_COUNTERPARTY = _p(r"\b(?:to|from)\s+(?:the\s+)?(?:address\s+|account\s+)?(0x[0-9a-fA-F]{40})")
 _STANDING = [(w, compile_phrase(w)) for w in STANDING]
 _CHAINS = [(w, compile_phrase(w)) for w in sorted(OTHER_CHAINS, key=len, reverse=True)]
 _OTHER_QUESTIONS = [(w, compile_phrase(w)) for w in OTHER_QUESTIONS]
@@ -135,8 +146,8 @@ UNIT_KINDS: dict[str, frozenset[str]] = {
     "wei": frozenset({"base_fee_gwei", "gas_price_gwei", "eth_balance"}),
     "eth": frozenset({"eth_balance"}),
     "ether": frozenset({"eth_balance"}),
-    "usdc": frozenset({"usdc_balance", "token_supply", "transfer_max"}),
-    "atomic": frozenset({"usdc_balance", "token_supply", "transfer_max"}),
+    "usdc": frozenset({"usdc_balance", "token_supply", "transfer_max"}) | TOTAL_KINDS,
+    "atomic": frozenset({"usdc_balance", "token_supply", "transfer_max"}) | TOTAL_KINDS,
     "unix": frozenset({"block_timestamp"}),
     "utc": frozenset({"block_timestamp"}),
 }
@@ -349,6 +360,8 @@ def _read_part(part: _Part, has_hash: bool) -> None:
         rest = rest[:s] + " " + rest[e:]
     for regex in (TX_HASH, ADDRESS, URL, _RANGE, _WINDOW, _BLOCK, _CONDITION):
         rest = regex.sub(" ", rest)
+    if any(h[1].kind in TOTAL_KINDS for h in part.hits):
+        rest = _TOTAL_WORDS.sub(" ", rest)  # "in total", "altogether": a total's own scope
     mod = _MODIFIER.search(rest)
     part.modifier = mod.group(0) if mod else None
     symbols, protocols = datasets()
@@ -657,6 +670,8 @@ class _FactItems:
         self, part: _Part, fp: FactPattern, params: dict[str, str], where: str, start: int, end: int
     ) -> list[int]:
         subjects = list(dict.fromkeys(part.subjects))
+        if fp.kind in TOTAL_KINDS:
+            return self._totals(part, fp, params, where, subjects)
         if not subjects and fp.kind in WINDOW_KINDS:
             return [self.out.add({"text": f"{fp.label}{where}", "kind": fp.kind, "params": params})]
         if not subjects and _MINE.search(part.text):
@@ -690,6 +705,39 @@ class _FactItems:
         elif op and fp.kind in VALUE_UNITS:
             made.append(self.out.cannot(part.text, "a comparison needs exactly two addresses"))
         return made
+
+
+    def _totals(
+        self, part: _Part, fp: FactPattern, params: dict[str, str], where: str,
+        subjects: list[str],
+    ) -> list[int]:
+        """A total sent or received: of each address the part names (or the agent's own
+        wallet, "I"/"my"), with the address after "to"/"from" as its counterparty, over
+        every block from the first unless the task names a range (the answer states it)."""
+        first = _COUNTERPARTY.search(part.text)
+        # "to 0xB or 0xC", "to 0xB and 0xC": every address after "to"/"from" is one.
+        others = [] if first is None else [
+            a for a in subjects if part.text.find(a) < 0 or part.text.find(a) >= first.start(1)
+        ]  # fmt: skip
+        if len(others) > 1:
+            return [self.out.cannot(part.text, f"a {fp.label} is read with one counterparty "
+                                    "(to or from one address)")]  # fmt: skip
+        whose = [a for a in subjects if a not in others]
+        if others:
+            params = {**params, "counterparty": others[0]}
+        span = where or " since block 0"
+        whom = f" {'to' if fp.kind == 'usdc_sent_total' else 'from'} {others[0]}" if others else ""
+        if not whose and _MINE.search(part.text):
+            text = f"{fp.label} by the agent's wallet{whom}{span}"
+            return [self.out.add({"text": text, "kind": fp.kind,
+                                  "params": {**params, "wallet": "self"}})]  # fmt: skip
+        if not whose:
+            return [self.out.cannot(fp.label, f"the task names no address for the {fp.label}")]
+        return [
+            self.out.add({"text": f"{fp.label} by {address}{whom}{span}", "kind": fp.kind,
+                          "params": {**params, "address": address}})  # fmt: skip
+            for address in whose
+        ]
 
 
 class _Reader:

@@ -24,6 +24,7 @@ __all__ = [
     "OTHER_CHAINS",
     "PRESENTATION",
     "STANDING",
+    "TOTAL_WORDS",
     "UNSUPPORTED",
     "OTHER_QUESTIONS",
     "KindWords",
@@ -114,6 +115,27 @@ KIND_WORDS: tuple[KindWords, ...] = (
           "transfer statistics", "transfer stats", "transfer analytics",
           "transfer volume>volume_usdc", "volume>volume_usdc",
           "unique senders>unique_senders", "unique recipients>unique_recipients"),
+    # Before the balance ("how much usdc … received" is no balance) and the transfer count.
+    _kind("usdc_sent_total", "total USDC sent", "account",
+          "how much usdc … sent", "how much usdc did … send", "how much usdc … spent",
+          "how much usdc did … spend", "how much usdc … paid out", "how much usdc … sent out",
+          "how much usdc … transferred out", "how much usdc … paid to",
+          "total [amount] [of] [usdc] sent", "total [amount] [of] [usdc] spent",
+          "total amount … sent", "total amount … spent", "total amount … transferred out",
+          "total amount … paid out",
+          "total outgoing", "total outflow", "[total] outgoing usdc", "usdc sent by",
+          "usdc sent from", "all [the] usdc … sent", "usdc … ever sent", "sum of … outgoing",
+          "transferred out", "sent out", "paid out"),
+    _kind("usdc_received_total", "total USDC received", "account",
+          "how much usdc … received", "how much usdc did … receive", "how much usdc … got",
+          "how much usdc did … get", "how much usdc … gotten", "how much usdc … taken in",
+          "how much usdc … been paid", "how much usdc … transferred in",
+          "total [amount] [of] [usdc] received", "total amount … received",
+          "total amount … gotten",
+          "total amount … transferred in", "total incoming", "total inflow",
+          "[total] incoming usdc", "usdc received by", "usdc received from",
+          "all [the] usdc … received", "usdc … ever received", "sum of … incoming",
+          "transferred in", "taken in"),
     _kind("transfer_max", "largest USDC transfer", "account",
           "largest [single] [usdc] transfer", "biggest [single] [usdc] transfer",
           "maximum [usdc] transfer", "max [usdc] transfer", "highest [usdc] transfer",
@@ -205,6 +227,15 @@ OTHER_QUESTIONS: tuple[str, ...] = (
 """Questions that share words with a fact kind but ask something no fact kind holds
 ("who owns the USDC contract" is not a balance): the part is declined naming them."""
 
+TOTAL_WORDS: tuple[str, ...] = (
+    "in total", "altogether", "all together", "overall", "in all", "of all time", "all time",
+    "all-time", "ever", "to date", "since genesis", "since the first block", "cumulatively",
+    "cumulative", "total", "sum", "summed",
+)  # fmt: skip
+"""Words that ask for all of it: the scope of a total (sent or received), whose block range
+is every block from the first unless the task names one; with any other fact kind they
+change what it means ("USDC balance in total") and are declined as UNSUPPORTED."""
+
 UNSUPPORTED: tuple[str, ...] = (
     "average", "mean", "median", "smallest", "minimum", "lowest", "sum", "cumulative",
     "yesterday", "last week", "last month", "ago", "history", "historical", "trend",
@@ -232,6 +263,9 @@ def markdown_tables() -> str:
     lines.append("- another chain: " + ", ".join(f"`{w}`" for w in OTHER_CHAINS))
     lines.append("- a standing or future request: " + ", ".join(f"`{w}`" for w in STANDING))
     lines.append("- a question no fact kind holds: " + ", ".join(f"`{w}`" for w in OTHER_QUESTIONS))
+    lines.append("- words of a total (the scope of a total sent or received; with any other "
+                 "fact kind declined as a modifier): "
+                 + ", ".join(f"`{w}`" for w in TOTAL_WORDS))
     lines.append("- a modifier no fact kind takes: " + ", ".join(f"`{w}`" for w in UNSUPPORTED))
     return "\n".join(lines)
 

@@ -36,6 +36,7 @@ __all__ = [
     "TokenTransfersTool",
     "TxHashStr",
     "TxReceiptTool",
+    "UsdcTotalsTool",
     "chain_read_tools",
     "format_eth",
     "format_gwei",
@@ -143,6 +144,26 @@ class TransfersArgs(_Args):
     )
     to_block: int | None = Field(
         default=None, ge=0, description="Last block of an explicit range; omit for the latest."
+    )
+
+
+class TotalsArgs(_Args):
+    address: AddressStr = Field(description="0x account address whose USDC in and out is summed.")
+    counterparty: AddressStr | None = Field(
+        default=None,
+        description="Only transfers between address and this 0x address; omit for any.",
+    )
+    from_block: int = Field(
+        default=0, ge=0, description="First block summed (inclusive); default 0, the first."
+    )
+    to_block: int | None = Field(
+        default=None, ge=0, description="Last block summed (inclusive); omit for the latest."
+    )
+    blocks: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_LOOKBACK_BLOCKS,
+        description="Sum only the most recent N blocks instead (from_block is then ignored).",
     )
 
 
@@ -427,6 +448,33 @@ class TxReceiptTool(_FreeRead[TxArgs]):
         )
 
 
+async def _block_range(
+    tool: str, ctx: ToolContext, blocks: int | None, from_block: int | None, to_block: int | None
+) -> tuple[int, int]:
+    """The inclusive block range a log scan reads: ``from_block..to_block`` (the head when
+    ``to_block`` is None), else the last ``blocks`` blocks; a ToolError naming the fix when
+    it is no range of this chain or spans more than MAX_LOOKBACK_BLOCKS."""
+    head = await _read(ctx.chain.block_number)
+    last = head if to_block is None else to_block
+    if from_block is None:
+        first = max(0, head - (blocks or 1) + 1)
+    else:
+        first = from_block
+    if last > head or first > last:
+        raise ToolError(
+            f"{tool}: blocks {first}..{last} is not a range of this chain (head "
+            f"{head}); expected from_block <= to_block <= {head}. Fix: pick a range "
+            "within the chain, or omit to_block for the latest."
+        )
+    if last - first + 1 > MAX_LOOKBACK_BLOCKS:
+        raise ToolError(
+            f"{tool}: blocks {first}..{last} spans {last - first + 1} blocks; "
+            f"at most {MAX_LOOKBACK_BLOCKS}. Fix: narrow the range (for a total: ask over "
+            "the last N blocks, or name the blocks)."
+        )
+    return first, last
+
+
 class TokenTransfersTool(_FreeRead[TransfersArgs]):
     name = "token_transfers"
     # Log scans span block ranges: more room and time than a point read.
@@ -441,20 +489,7 @@ class TokenTransfersTool(_FreeRead[TransfersArgs]):
 
     async def run(self, args: TransfersArgs, ctx: ToolContext) -> Observation:
         token = usdc_address(ctx)
-        head = await _read(ctx.chain.block_number)
-        last = head if args.to_block is None else args.to_block
-        first = max(0, head - args.blocks + 1) if args.from_block is None else args.from_block
-        if last > head or first > last:
-            raise ToolError(
-                f"token_transfers: blocks {first}..{last} is not a range of this chain (head "
-                f"{head}); expected from_block <= to_block <= {head}. Fix: pick a range "
-                "within the chain, or omit to_block for the latest."
-            )
-        if last - first + 1 > MAX_LOOKBACK_BLOCKS:
-            raise ToolError(
-                f"token_transfers: blocks {first}..{last} spans {last - first + 1} blocks; "
-                f"at most {MAX_LOOKBACK_BLOCKS}. Fix: narrow the range."
-            )
+        first, last = await _block_range(self.name, ctx, args.blocks, args.from_block, args.to_block)
         logs = await _read(lambda: ctx.chain.transfer_logs(token, first, last, args.address))
         volume = sum(log.value for log in logs)
         who = f" touching {args.address}" if args.address else ""
@@ -495,6 +530,56 @@ class TokenTransfersTool(_FreeRead[TransfersArgs]):
         )
 
 
+class UsdcTotalsTool(_FreeRead[TotalsArgs]):
+    name = "usdc_totals"
+    # A log scan over the whole range, like token_transfers.
+    free_limits = FreeLimits(max_calls_per_run=3, max_result_bytes=8_192, timeout_s=20.0)
+    description = (
+        "Total USDC an address sent and received in a block range (default: from block 0 "
+        "to the latest), optionally only to/from one counterparty: the exact sums of the "
+        "token's Transfer logs, with the transfer counts and the range read."
+    )
+    args_model = TotalsArgs
+    facts = ("usdc_sent_total", "usdc_received_total")
+
+    async def run(self, args: TotalsArgs, ctx: ToolContext) -> Observation:
+        token = usdc_address(ctx)
+        from_block = None if args.blocks else args.from_block
+        first, last = await _block_range(self.name, ctx, args.blocks, from_block, args.to_block)
+        logs = await _read(lambda: ctx.chain.transfer_logs(token, first, last, args.address))
+        me, other = args.address.lower(), (args.counterparty or "").lower()
+        out = [g for g in logs if g.sender.lower() == me and other in ("", g.recipient.lower())]
+        into = [g for g in logs if g.recipient.lower() == me and other in ("", g.sender.lower())]
+        sent, received = sum(g.value for g in out), sum(g.value for g in into)
+        decimals = ctx.network.decimals
+
+        def said(atomic: int, n: int, verb: str, way: str) -> str:
+            whom = f" {way} {args.counterparty}" if args.counterparty else ""
+            return (f"{format_usdc(atomic, decimals)} ({atomic} atomic) {verb} by "
+                    f"{args.address}{whom} in {n} transfer{'s' if n != 1 else ''}, "
+                    f"blocks {first}..{last}")  # fmt: skip
+
+        return self._obs(
+            f"{args.address} sent {format_usdc(sent, decimals)} and received "
+            f"{format_usdc(received, decimals)} in blocks {first}..{last}",
+            {
+                "token": token,
+                "address": args.address,
+                "counterparty": args.counterparty,
+                "from_block": first,
+                "to_block": last,
+                "sent_atomic": sent,
+                "received_atomic": received,
+                "sent_count": len(out),
+                "received_count": len(into),
+            },
+            {
+                "usdc_sent_total": said(sent, len(out), "sent", "to"),
+                "usdc_received_total": said(received, len(into), "received", "from"),
+            },
+        )
+
+
 def chain_read_tools() -> list[Tool]:
     """One instance of every free chain-read tool."""
     return [
@@ -506,4 +591,5 @@ def chain_read_tools() -> list[Tool]:
         TokenInfoTool(),
         TxReceiptTool(),
         TokenTransfersTool(),
+        UsdcTotalsTool(),
     ]

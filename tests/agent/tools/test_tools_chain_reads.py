@@ -20,6 +20,7 @@ from agent.tools.chain_reads import (
     TokenInfoTool,
     TokenTransfersTool,
     TxReceiptTool,
+    UsdcTotalsTool,
     format_gwei,
     format_token,
 )
@@ -226,6 +227,33 @@ def test_receipt_and_transfers_after_a_real_transfer(
     assert (just.data["from_block"], just.data["to_block"]) == (mined, mined)
     with pytest.raises(ToolError, match="is not a range of this chain"):
         run(TokenTransfersTool(), {"from_block": mined, "to_block": mined + 1000}, ctx)
+
+
+def test_usdc_totals_sum_the_transfer_logs_each_way(
+    chain: Any, make_ctx: Callable[..., ToolContext]
+) -> None:
+    agent, seller, outsider = (dev_account(k).address for k in (AGENT, SELLER, OUTSIDER))
+    first = chain.w3.eth.block_number + 1
+    transfer(chain.w3, chain.usdc, dev_account(AGENT), seller, 120_000)
+    transfer(chain.w3, chain.usdc, dev_account(AGENT), outsider, 30_000)
+    transfer(chain.w3, chain.usdc, dev_account(SELLER), agent, 7_000)
+    last = chain.w3.eth.block_number
+    ctx = make_ctx()
+    span = {"address": agent, "from_block": first, "to_block": last}
+    obs = run(UsdcTotalsTool(), span, ctx)
+    assert (obs.data["sent_atomic"], obs.data["received_atomic"]) == (150_000, 7_000)
+    assert obs.facts["usdc_sent_total"] == (
+        f"0.15 USDC (150000 atomic) sent by {agent} in 2 transfers, blocks {first}..{last}"
+    )
+    assert obs.facts["usdc_received_total"].startswith("0.007 USDC (7000 atomic) received by")
+    only = run(UsdcTotalsTool(), {**span, "counterparty": seller}, ctx)
+    said = only.facts["usdc_sent_total"]
+    assert said.startswith(f"0.12 USDC (120000 atomic) sent by {agent} to {seller} in 1 transfer,")
+    assert only.data["received_atomic"] == 7_000
+    recent = run(UsdcTotalsTool(), {"address": agent, "blocks": 1}, ctx)  # the last block only
+    assert (recent.data["sent_atomic"], recent.data["received_atomic"]) == (0, 7_000)
+    with pytest.raises(ToolError, match="is not a range of this chain"):
+        run(UsdcTotalsTool(), {"address": agent, "from_block": last + 1}, ctx)
 
 
 def test_unknown_receipt_is_a_tool_error(make_ctx: Callable[..., ToolContext]) -> None:

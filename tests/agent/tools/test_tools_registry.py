@@ -25,6 +25,7 @@ FREE_TOOL_NAMES = (
     "token_info",
     "tx_receipt",
     "token_transfers",
+    "usdc_totals",
     "discover",
 )
 PAID_TOOL_NAMES = ("pay_http", "pay_mcp", "usdc_transfer")
@@ -44,6 +45,8 @@ FREE_FACTS = {
     "tx_status",
     "tx_gas_used",
     "transfer_count",
+    "usdc_sent_total",
+    "usdc_received_total",
 }
 PAID_FACTS = {
     "gas_stats",
@@ -123,6 +126,7 @@ def test_free_observations_fit_the_policy_result_size(
     args: dict[str, Any] | None = {
         "eth_balance": {"address": dev_account(AGENT).address},
         "token_balance": {"address": dev_account(AGENT).address},
+        "usdc_totals": {"address": dev_account(AGENT).address},
         "tx_receipt": None,
     }.get(row.tool, {})
     if args is None:
