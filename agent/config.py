@@ -23,7 +23,12 @@ from pydantic import (
     field_validator,
 )
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from agent.errors import AgentConfigError
 from agent.loop.limits import RENAMED, ZERO_OK, Limits, Profile, limits_for
@@ -119,10 +124,16 @@ class _TomlSource(PydanticBaseSettingsSource):
         return dict(self._data)
 
 
-class _CurrentLimitNames(PydanticBaseSettingsSource):
-    """A settings source whose ``[limits]`` keys under a name since renamed (RENAMED) read
-    as the new name; given both, the new one. Per source, so precedence still holds: a
-    NIB_LIMITS__ variable under either name wins over the file under either name."""
+#: Settings renamed since config files were written (old name -> name): atomic USDC ends
+#: ``_atomic``. NIB_TREASURY_CAP_USDC and a ``treasury_cap_usdc`` key still read.
+RENAMED_SETTINGS: dict[str, str] = {"treasury_cap_usdc": "treasury_cap_atomic"}
+
+
+class _CurrentNames(PydanticBaseSettingsSource):
+    """A settings source whose keys under a name since renamed (RENAMED_SETTINGS, and
+    agent.loop.limits.RENAMED in ``[limits]``) read as the new name; given both, the new
+    one. Per source, so precedence still holds: a variable under either name wins over the
+    file under either name."""
 
     def __init__(self, source: PydanticBaseSettingsSource) -> None:
         super().__init__(source.settings_cls)
@@ -132,12 +143,22 @@ class _CurrentLimitNames(PydanticBaseSettingsSource):
         return self._source.get_field_value(field, field_name)
 
     def __call__(self) -> dict[str, object]:
-        data = self._source()
+        data = _current(self._source(), RENAMED_SETTINGS)
+        if isinstance(self._source, EnvSettingsSource):  # it reads only current names
+            for old, new in RENAMED_SETTINGS.items():
+                value = self._source.env_vars.get(f"nib_{old}")
+                if value is not None and new not in data:
+                    data[new] = value
         limits = data.get("limits")
-        if not isinstance(limits, dict):
-            return data
-        old = {RENAMED[k]: v for k, v in limits.items() if k in RENAMED}
-        return {**data, "limits": old | {k: v for k, v in limits.items() if k not in RENAMED}}
+        if isinstance(limits, dict):
+            data["limits"] = _current(limits, RENAMED)
+        return data
+
+
+def _current(data: dict[str, object], renamed: dict[str, str]) -> dict[str, object]:
+    """``data`` with each key under an old name under its new one (the new one wins)."""
+    old = {renamed[k]: v for k, v in data.items() if k in renamed}
+    return old | {k: v for k, v in data.items() if k not in renamed}
 
 
 class NibSettings(BaseSettings):
@@ -156,7 +177,7 @@ class NibSettings(BaseSettings):
     #: file in NIB_HOME/services, or (agent on PostgreSQL) the agent's database, shared.
     services_database_url: str | None = Field(default=None, repr=False)
     #: One cap over every run this wallet pays for, atomic USDC (all workers); unset: none.
-    treasury_cap_usdc: int | None = Field(default=None, gt=0)
+    treasury_cap_atomic: int | None = Field(default=None, gt=0)
     profile: Profile | None = None
     network: str = "anvil"
     rpc_url: str | None = None
@@ -215,8 +236,8 @@ class NibSettings(BaseSettings):
         data = _read_toml(config_path())
         return (
             init_settings,
-            _CurrentLimitNames(env_settings),
-            _CurrentLimitNames(_TomlSource(settings_cls, data)),
+            _CurrentNames(env_settings),
+            _CurrentNames(_TomlSource(settings_cls, data)),
         )
 
     @property
@@ -297,6 +318,7 @@ def known_variables() -> set[str]:
     (``NIB_LIMITS__MAX_STEPS``), and OTHER_VARIABLES."""
     names = {f"NIB_{name.upper()}" for name, f in NibSettings.model_fields.items()
              if f.validation_alias is None and name != "limits"}
+    names |= {f"NIB_{name.upper()}" for name in RENAMED_SETTINGS}
     limits = [f.name for f in dataclasses.fields(Limits)] + list(RENAMED)
     names |= {f"NIB_LIMITS__{name.upper()}" for name in limits}
     return names | set(OTHER_VARIABLES)
@@ -319,6 +341,7 @@ def unknown_keys(data: dict[str, object]) -> list[tuple[str, str | None]]:
     """The keys of a config file's table ``data`` (and of its [limits]) nib does not read,
     each with the nearest known one."""
     top = set(NibSettings.model_fields) - {"plain_openai_api_key", "plain_anthropic_api_key"}
+    top |= set(RENAMED_SETTINGS)
     limits = {f.name for f in dataclasses.fields(Limits)} | set(RENAMED)
     found = [(k, _nearest(k, top)) for k in sorted(data) if k not in top]
     sub = data.get("limits")

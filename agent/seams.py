@@ -105,12 +105,12 @@ class AgentWallet(Protocol):
         verdict: Verdict | None,
         *,
         run_id: str,
-        cap: int,
+        spend_cap_atomic: int,
         resource: str | None = None,
     ) -> SignedTypedData: ...
 
     def sign_transaction(
-        self, tx: Mapping[str, object], verdict: Verdict | None, *, run_id: str, cap: int
+        self, tx: Mapping[str, object], verdict: Verdict | None, *, run_id: str, spend_cap_atomic: int
     ) -> SignedTx: ...
 
     def send_transaction(

@@ -144,7 +144,7 @@ def _wallet_child(config: dict[str, str]) -> None:
                           timeout_s=10).recheck
     chain = ChainClient(config["rpc_url"], 31337)
     db = home / "services.db"
-    meter = SpendMeter(db, chain, treasury_cap=settings.treasury_cap_usdc,
+    meter = SpendMeter(db, chain, treasury_cap_atomic=settings.treasury_cap_atomic,
                        eth_price_usdc=settings.eth_price_usdc)
     wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=db, chain=chain, meter=meter,
                     usdc=config["usdc"], trusted_judge=judge_address, recheck=recheck)
@@ -223,7 +223,7 @@ def in_process(env: BenchEnv, name: str) -> tuple[Judge, Wallet]:
     db = home / "nib.db"
     judge = build_local_judge(settings, env.network, database=db)
     chain = ChainClient(env.rpc_url, env.network.chain_id)
-    meter = SpendMeter(db, chain, treasury_cap=settings.treasury_cap_usdc,
+    meter = SpendMeter(db, chain, treasury_cap_atomic=settings.treasury_cap_atomic,
                        eth_price_usdc=settings.eth_price_usdc)
     wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=db, chain=chain, meter=meter,
                     usdc=env.usdc, trusted_judge=judge.address, recheck=judge.recheck)

@@ -211,7 +211,7 @@ def _reserve_ms(path: Path, count: int) -> list[float]:
     """Milliseconds per reservation (durable), each a new payment of its own run."""
     from wallet.meter import SpendMeter
 
-    meter = SpendMeter(path, treasury_cap=10**15)
+    meter = SpendMeter(path, treasury_cap_atomic=10**15)
     took = []
     for i in range(count):
         verdict = _Verdict(i)
@@ -370,7 +370,7 @@ def _settled_since(path: Path, count: int, usdc: str) -> None:
     authorization's state, the chain's clock): per-row chain reads at every size."""
     from wallet.meter import SpendMeter
 
-    meter = SpendMeter(path, treasury_cap=10**15)
+    meter = SpendMeter(path, treasury_cap_atomic=10**15)
     for i in range(count):
         verdict = _Verdict(i)
         verdict.asset = usdc.lower()

@@ -151,7 +151,7 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
             wallet.nonces.release(tx["nonce"])
             return f"judge {verdict.decision}: {verdict.reason[:200]}"
         try:
-            signed = wallet.sign_transaction(tx, verdict, run_id=config["task_id"], cap=10**15)
+            signed = wallet.sign_transaction(tx, verdict, run_id=config["task_id"], spend_cap_atomic=10**15)
         except Exception as exc:  # the wallet holding the task to its registered cap
             wallet.nonces.release(tx["nonce"])
             return f"wallet refused {type(exc).__name__}: {exc}"[:300]
@@ -165,7 +165,7 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     escalated = judge.decide(request)
     report["escalation"] = escalated.decision
     report["sign_escalated"] = _try(
-        lambda: wallet.sign_transaction(tx, escalated, run_id=config["task_id"], cap=10**15)
+        lambda: wallet.sign_transaction(tx, escalated, run_id=config["task_id"], spend_cap_atomic=10**15)
     )
     # ... nor grant its own escalation (the human's admin path), then ask again.
     report["grant_own_escalation"] = _try(lambda: judge.grant(escalated.id))
@@ -180,16 +180,16 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
         recipient=attacker, chain_id=config["chain_id"], p="1", ev="1", reason="forged",
     ).model_copy(update={"judge": judge.address})
     report["forged"] = _try(
-        lambda: wallet.sign_transaction(tx, forged, run_id=config["task_id"], cap=10**15)
+        lambda: wallet.sign_transaction(tx, forged, run_id=config["task_id"], spend_cap_atomic=10**15)
     )
     wallet.nonces.release(tx["nonce"])
     # 4. A real approval, then its replay.
     tx, request = transfer(seller, config["price"])
     verdict = judge.decide(request)
-    signed = wallet.sign_transaction(tx, verdict, run_id=config["task_id"], cap=10**15)
+    signed = wallet.sign_transaction(tx, verdict, run_id=config["task_id"], spend_cap_atomic=10**15)
     report["first_payment"] = wallet.send_transaction(signed).status
     report["replay"] = _try(
-        lambda: wallet.sign_transaction(tx, verdict, run_id=config["task_id"], cap=10**15)
+        lambda: wallet.sign_transaction(tx, verdict, run_id=config["task_id"], spend_cap_atomic=10**15)
     )
     # 5. Inflated outcomes: only one per (verdict, fact kind) counts.
     before = judge.calibration()["n"]

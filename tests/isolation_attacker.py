@@ -112,7 +112,7 @@ def poison_calibration(config: dict[str, Any], judge: Any, wallet: Any, w3: Any)
             reported.append(f"judge {verdict.decision}: {verdict.reason[:200]}")
             continue
         signed = _try(lambda p=payload, v=verdict: wallet.sign_typed_data(
-            p, v, run_id=config["task_id"], cap=config["cap"]).verdict_id)
+            p, v, run_id=config["task_id"], spend_cap_atomic=config["cap"]).verdict_id)
         outcome = _try(lambda v=verdict: judge.record_outcome(v.id, "receipt", True))
         reported.append(f"sign {signed[:80]} / outcome {outcome}")
     return {"reported": reported}
@@ -123,7 +123,7 @@ def fail_then_use(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> d
     payload, verdict = _authorization(config, judge, w3, config["price"])
     if verdict.decision != "approve":
         return {"decision": f"judge {verdict.decision}: {verdict.reason[:200]}"}
-    signed = wallet.sign_typed_data(payload, verdict, run_id=config["task_id"], cap=config["cap"])
+    signed = wallet.sign_typed_data(payload, verdict, run_id=config["task_id"], spend_cap_atomic=config["cap"])
     failed = _try(lambda: wallet.fail(signed, "the seller refused the payment"))
     return {"spend_id": signed.reservation.id, "failed": failed,
             "submitted": _try(lambda: _submit_authorization(w3, config, payload, signed.signature))}
@@ -189,7 +189,7 @@ def _bought(config: dict[str, Any], judge: Any, wallet: Any, w3: Any, to: str, a
     verdict = judge.decide(request)
     if verdict.decision != "approve":
         return f"judge {verdict.decision}: {verdict.reason[:500]}"
-    signed = wallet.sign_typed_data(payload, verdict, run_id=config["task_id"], cap=config["cap"])
+    signed = wallet.sign_typed_data(payload, verdict, run_id=config["task_id"], spend_cap_atomic=config["cap"])
     settled = _try(lambda: _submit_authorization(w3, config, payload, signed.signature))
     delivery = "delivered" if covered else "paid-not-delivered"
     outcome = _try(lambda: judge.record_outcome(verdict.id, fact, covered, delivery=delivery))
@@ -206,7 +206,7 @@ def wrong_domain(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> di
     if verdict.decision != "approve":
         return {"signed": f"judge {verdict.decision}: {verdict.reason[:300]}", "foreign": foreign}
     return {"foreign": foreign, "signed": _try(lambda: wallet.sign_typed_data(
-        payload, verdict, run_id=config["task_id"], cap=config["cap"]).reservation.id)}
+        payload, verdict, run_id=config["task_id"], spend_cap_atomic=config["cap"]).reservation.id)}
 
 
 def flood(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
@@ -383,7 +383,7 @@ def cancel_past_cap(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) ->
         payload, verdict = _authorization(config, judge, w3, config["amount"])
         if verdict.decision != "approve":
             return {"abandon": f"judge {verdict.decision}: {verdict.reason[:200]}"}
-        signed = wallet.sign_typed_data(payload, verdict, run_id=config["task_id"], cap=config["cap"])
+        signed = wallet.sign_typed_data(payload, verdict, run_id=config["task_id"], spend_cap_atomic=config["cap"])
 
     def abandon() -> object:
         row = wallet.abandon_authorization(signed.reservation.id, "the seller went away")
@@ -534,7 +534,7 @@ def pay_once(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[s
     return {"health": _try(lambda: wallet.health()["address"]),
             "live": _try(lambda: None if resource is None else wallet.live_authorization(resource)),
             "signed": _try(lambda: wallet.sign_typed_data(payload, verdict, run_id=config["task_id"],
-                                                          cap=0, resource=resource).run_id)}
+                                                          spend_cap_atomic=0, resource=resource).run_id)}
 
 
 def squat_resources(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> dict[str, Any]:
@@ -550,7 +550,7 @@ def squat_resources(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) ->
             config["price"], task_id=config["task_id"], url=config["seller_resource"], valid_s=3500)
         verdict = judge.decide(request)
         lines.append(_try(lambda p=payload, v=verdict, r=name: wallet.sign_typed_data(
-            p, v, run_id=config["task_id"], cap=0, resource=r).reservation.id))
+            p, v, run_id=config["task_id"], spend_cap_atomic=0, resource=r).reservation.id))
     return {"squatted": lines}
 
 
@@ -566,9 +566,9 @@ def cancel_behind_own_transfer(config: dict[str, Any], judge: Any, wallet: Any, 
     h = wallet.nonces.allocate()
     tx, request = lying_transfer(w3, config["usdc"], config["chain_id"], config["seller"], 1, h,
                                  task_id=config["task_id"])
-    transfer = wallet.sign_transaction(tx, judge.decide(request), run_id=config["task_id"], cap=0)
+    transfer = wallet.sign_transaction(tx, judge.decide(request), run_id=config["task_id"], spend_cap_atomic=0)
     payload, verdict = _authorization(config, judge, w3, config["price"])
-    small = wallet.sign_typed_data(payload, verdict, run_id=config["task_id"], cap=0)
+    small = wallet.sign_typed_data(payload, verdict, run_id=config["task_id"], spend_cap_atomic=0)
     report: dict[str, Any] = {}
 
     def abandon() -> None:  # its own connection: the abandon blocks while the cancel waits
@@ -591,7 +591,7 @@ def cancel_behind_own_transfer(config: dict[str, Any], judge: Any, wallet: Any, 
             break
         payload, verdict = _authorization(config, judge, w3, config["price"])
         try:
-            fills.append((payload, wallet.sign_typed_data(payload, verdict, run_id=config["task_id"], cap=0)))
+            fills.append((payload, wallet.sign_typed_data(payload, verdict, run_id=config["task_id"], spend_cap_atomic=0)))
         except Exception as exc:  # the room is taken: the point of the exercise
             report["fill_refused"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             break

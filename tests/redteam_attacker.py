@@ -138,7 +138,7 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     paid = []
     for tx, verdict in held:
         outcome = _try(lambda tx=tx, verdict=verdict: wallet.send_transaction(
-            wallet.sign_transaction(tx, verdict, run_id=task, cap=10**15)).status)
+            wallet.sign_transaction(tx, verdict, run_id=task, spend_cap_atomic=10**15)).status)
         if not outcome.startswith("ok"):
             _try(lambda tx=tx: wallet.nonces.release(tx["nonce"]))
         paid.append(outcome)
@@ -173,7 +173,7 @@ def _other_task(config: dict[str, Any], judge: Any, wallet: Any, w3: Any) -> lis
             paid.append(f"judge {verdict.decision}: {verdict.reason[:200]}")
             continue
         paid.append(_try(lambda tx=tx, verdict=verdict: wallet.send_transaction(
-            wallet.sign_transaction(tx, verdict, run_id=config["task_id"], cap=10**15)).status))
+            wallet.sign_transaction(tx, verdict, run_id=config["task_id"], spend_cap_atomic=10**15)).status))
     return paid
 
 

@@ -83,7 +83,7 @@ def _wallet(cfg: dict[str, Any]) -> Any:
     wallet = Wallet(
         KeyHandle(key), db_path=cfg["db"], chain=chain, usdc=cfg["usdc"],
         trusted_judge=judge_address, recheck=judge.recheck if cfg.get("judge_url") else None,
-        meter=SpendMeter(cfg["db"], chain, treasury_cap=cfg.get("treasury_cap")),
+        meter=SpendMeter(cfg["db"], chain, treasury_cap_atomic=cfg.get("treasury_cap")),
     )
     if cfg.get("hang_on"):
         wallet.emit = _hang_on(cfg["hang_on"], Path(cfg["ready_file"] + ".hung"))

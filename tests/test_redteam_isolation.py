@@ -114,7 +114,7 @@ class Arena:
         victim = self.task()
         payload, verdict = self.approved(victim)
         signed = WalletClient(self.services["wallet_socket"], timeout_s=60).sign_typed_data(
-            payload, verdict, run_id=victim[0], cap=CAP)
+            payload, verdict, run_id=victim[0], spend_cap_atomic=CAP)
         return health, signed, victim[0], _threads(self.services["wallet_pid"])
 
     def balance(self, address: str = SELLER_ADDR) -> int:
@@ -303,7 +303,7 @@ def test_another_tasks_transfers_go_through_while_an_agent_holds_a_number_below_
                                      task_id=victim[0])
         verdict = judge.decide(request)
         assert verdict.decision == "approve", verdict.reason
-        signed = arena.wallet.sign_transaction(tx, verdict, run_id=victim[0], cap=20 * CAP)
+        signed = arena.wallet.sign_transaction(tx, verdict, run_id=victim[0], spend_cap_atomic=20 * CAP)
         sent.append(_outcome(lambda s=signed: arena.wallet.send_transaction(s).status))
     out, _ = attacker.communicate(timeout=120)
     report = json.loads(out.splitlines()[-1])
@@ -420,7 +420,7 @@ def test_a_flood_of_slow_requests_leaves_the_judge_answering_everyone_else(arena
         victim = arena.task()
         payload, verdict = arena.approved(victim)
         signed = WalletClient(arena.services["wallet_socket"], timeout_s=60).sign_typed_data(
-            payload, verdict, run_id=victim[0], cap=CAP)
+            payload, verdict, run_id=victim[0], spend_cap_atomic=CAP)
         # Held past the head deadline, so every slow head has had its time.
         time.sleep(max(0.0, started + 3 * HEAD_DEADLINE_S - time.monotonic()))
     finally:
@@ -443,7 +443,7 @@ def test_an_agent_cannot_read_rewrite_or_cancel_another_tasks_rows(arena: Arena)
     victim = arena.task()
     payload, verdict = arena.approved(victim)
     resource = f"{arena.info['paywall_url'].rstrip('/')}/rows-{victim[0]}"
-    signed = arena.wallet.sign_typed_data(payload, verdict, run_id=victim[0], cap=CAP, resource=resource)
+    signed = arena.wallet.sign_typed_data(payload, verdict, run_id=victim[0], spend_cap_atomic=CAP, resource=resource)
     header = ("X-PAYMENT", "the victim's own header")
     arena.wallet.keep_payment(signed, header)
     before = arena.wallet.spend_row(signed.ledger_id)
@@ -678,5 +678,5 @@ def test_an_agent_cannot_hold_up_another_tasks_purchases_by_naming_their_resourc
     # The user's purchase for a third task, booked under the other name, is signed too.
     victim = arena.task()
     payload, verdict = arena.approved(victim)
-    signed = arena.wallet.sign_typed_data(payload, verdict, run_id=victim[0], cap=CAP, resource=elsewhere)
+    signed = arena.wallet.sign_typed_data(payload, verdict, run_id=victim[0], spend_cap_atomic=CAP, resource=elsewhere)
     assert arena.wallet.spend_row(signed.ledger_id).status == "signed", signed

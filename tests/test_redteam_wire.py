@@ -141,7 +141,7 @@ def test_one_verdict_sent_on_eight_connections_at_once_signs_once(
         def sign(_: int) -> str:
             client = WalletClient(services.wallet.socket_path)
             try:
-                client.sign_transaction(tx, verdict, run_id=task.task_id, cap=10**15)
+                client.sign_transaction(tx, verdict, run_id=task.task_id, spend_cap_atomic=10**15)
             except Exception as exc:  # the refusals are the point
                 return type(exc).__name__
             finally:
@@ -186,7 +186,7 @@ def test_a_transaction_the_agent_marked_failed_is_not_broadcast_past_the_treasur
                                          wallet.nonces.allocate(), task_id=task.task_id)
             verdict = services.judge.decide(request)
             try:
-                signed = wallet.sign_transaction(tx, verdict, run_id=task.task_id, cap=10**15)
+                signed = wallet.sign_transaction(tx, verdict, run_id=task.task_id, spend_cap_atomic=10**15)
             except Exception as exc:  # the treasury cap refusing is the point
                 outcomes.append(f"sign refused {type(exc).__name__}: {exc}")
                 wallet.nonces.release(tx["nonce"])

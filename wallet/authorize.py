@@ -47,7 +47,7 @@ class Authorizer:
         self.require_task = False
 
     def booked_under(
-        self, verdict: Verdict | None, run_id: str, cap: int, kind: str
+        self, verdict: Verdict | None, run_id: str, spend_cap_atomic: int, kind: str
     ) -> tuple[str, int]:
         """The run and cap a payment is booked under: the task the verdict was issued to
         and its registered cap, never what the caller names (the verdict's signature is
@@ -65,11 +65,11 @@ class Authorizer:
                 "payment under its verdict's task. Fix: register the task (nib run does).",
                 verdict_id=verdict.id), run_id, verdict, kind)
         if not isinstance(verdict, Verdict) or verdict.task_id is None:
-            return run_id, cap
+            return run_id, spend_cap_atomic
         if run_id and run_id != verdict.task_id:
             raise self.refuse(TaskMismatch.between(run_id, verdict.id, verdict.task_id),
                               run_id, verdict, kind)
-        return verdict.task_id, cap if verdict.task_cap is None else verdict.task_cap
+        return verdict.task_id, spend_cap_atomic if verdict.task_cap is None else verdict.task_cap
 
     def authorize(
         self,
@@ -77,7 +77,7 @@ class Authorizer:
         verdict: Verdict | None,
         *,
         run_id: str,
-        cap: int,
+        spend_cap_atomic: int,
         kind: SpendKind,
         fingerprint_of: Callable[[Mapping[str, object]], str],
         terms_of: Callable[[dict[str, object]], Terms],
@@ -107,7 +107,7 @@ class Authorizer:
                     run_id,
                     checked,
                     checked.amount,
-                    cap,
+                    spend_cap_atomic,
                     balance,
                     kind=kind,
                     gas_hold=gas_hold,

@@ -258,12 +258,12 @@ class WalletClient:
         verdict: Verdict | None,
         *,
         run_id: str,
-        cap: int,
+        spend_cap_atomic: int,
         resource: str | None = None,
     ) -> SignedTypedData:
         """MOVES MONEY: the service signs an EIP-3009 authorization the verdict approved.
 
-        ``run_id`` and ``cap`` are not sent: the service books the payment under the
+        ``run_id`` and ``spend_cap_atomic`` are not sent: the service books the payment under the
         verdict's task and holds it to that task's registered cap."""
         _check_run(verdict, run_id)
         body: ops.SignTypedDataRequest = {
@@ -276,7 +276,7 @@ class WalletClient:
         return signed
 
     def sign_transaction(
-        self, tx: Mapping[str, object], verdict: Verdict | None, *, run_id: str, cap: int
+        self, tx: Mapping[str, object], verdict: Verdict | None, *, run_id: str, spend_cap_atomic: int
     ) -> SignedTx:
         """MOVES MONEY: the service signs a pinned USDC transfer the verdict approved
         (under the verdict's task and its registered cap; see sign_typed_data)."""

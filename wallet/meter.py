@@ -24,7 +24,7 @@ from wallet._tables import GAS, SPENDS
 from wallet.errors import LedgerError
 from wallet.journal import append, journal_spend
 from wallet.ledger import OUTSTANDING, Ledger, SpendKind, SpendRow, transition_in
-from wallet.reserving import Limits, Reservation, gas_held, run_total, write_reservation
+from wallet.reserving import Reservation, ReservationLimits, gas_held, run_total, write_reservation
 
 if TYPE_CHECKING:
     from chain.client import ChainClient
@@ -92,13 +92,13 @@ class SpendMeter:
         *,
         eth_price_usdc: int = DEFAULT_ETH_PRICE_USDC,
         clock: Callable[[], float] = time.time,
-        treasury_cap: int | None = None,
+        treasury_cap_atomic: int | None = None,
     ) -> None:
         _require_int("eth_price_usdc", eth_price_usdc, minimum=0)
-        if treasury_cap is not None:
-            _require_int("treasury_cap", treasury_cap, minimum=0)
+        if treasury_cap_atomic is not None:
+            _require_int("treasury_cap_atomic", treasury_cap_atomic, minimum=0)
         #: One cap over every run this wallet pays for (all workers), atomic USDC; None: none.
-        self.treasury_cap = treasury_cap
+        self.treasury_cap_atomic = treasury_cap_atomic
         self.store = as_store(db_path)
         self.ledger = Ledger(self.store, clock=clock)
         self.chain = chain
@@ -114,7 +114,7 @@ class SpendMeter:
         run_id: str,
         verdict: VerdictLike,
         amount: int,
-        cap: int,
+        spend_cap_atomic: int,
         balance: int,
         *,
         kind: SpendKind = "x402",
@@ -123,7 +123,7 @@ class SpendMeter:
         resource: str | None = None,
         authorization: tuple[str, int] | None = None,
     ) -> Reservation:
-        """Consume ``verdict`` and hold ``amount`` of ``run_id``'s ``cap``, atomically: in
+        """Consume ``verdict`` and hold ``amount`` of ``run_id``'s ``spend_cap_atomic``, atomically: in
         one write section, every refusal of ``wallet.reserving.write_reservation`` (its
         docstring is the contract), then the ledger row. A refusal rolls everything back,
         the verdict included.
@@ -137,7 +137,7 @@ class SpendMeter:
         stale, higher balance lets reservations exceed what the wallet holds.
         """
         _require_int("amount", amount, minimum=1)
-        _require_int("cap", cap, minimum=0)
+        _require_int("spend_cap_atomic", spend_cap_atomic, minimum=0)
         _require_int("balance", balance, minimum=0)
         _require_int("gas_hold", gas_hold, minimum=0)
         res = Reservation(
@@ -151,7 +151,7 @@ class SpendMeter:
             chain_id=int(verdict.chain_id),
             created_at=self.clock(),
         )
-        limits = Limits(cap, balance, self.treasury_cap)
+        limits = ReservationLimits(spend_cap_atomic, balance, self.treasury_cap_atomic)
         fingerprint = (verdict.payload_fingerprint or "").lower() or None
         with self.store.transaction() as conn:
             write_reservation(

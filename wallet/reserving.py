@@ -24,7 +24,7 @@ from wallet.errors import (
 from wallet.journal import append, journal_spend
 from wallet.ledger import COMMITTED, LIVE, OUTSTANDING, live_scope
 
-__all__ = ["Limits", "Reservation", "gas_held", "run_committed", "run_total", "write_reservation"]
+__all__ = ["Reservation", "ReservationLimits", "gas_held", "run_committed", "run_total", "write_reservation"]
 
 
 @dataclass(frozen=True)
@@ -43,20 +43,20 @@ class Reservation:
 
 
 @dataclass(frozen=True)
-class Limits:
-    """What one reservation is held against, atomic units: the run's ``cap``, the live
-    ``balance`` read just before, and the ``treasury_cap`` over every run (None: none)."""
+class ReservationLimits:
+    """What one reservation is held against, atomic units: the run's spend cap, the live
+    ``balance`` read just before, and the treasury cap over every run (None: none)."""
 
-    cap: int
+    spend_cap_atomic: int
     balance: int
-    treasury_cap: int | None
+    treasury_cap_atomic: int | None
 
 
 def write_reservation(
     conn: Tx,
     res: Reservation,
     payload_fingerprint: str | None,
-    limits: Limits,
+    limits: ReservationLimits,
     *,
     note: str,
     gas_hold: int,
@@ -69,7 +69,7 @@ def write_reservation(
     (an x402 purchase's ``origin + path``) is given, AuthorizationOutstanding while a
     reserved or signed row holds it (in the same transaction, so parallel runs cannot both
     sign one); CapExceeded when the run's committed spend plus ``res.amount`` and
-    ``gas_hold`` passes ``limits.cap``, or every run's committed spend plus them passes the
+    ``gas_hold`` passes ``limits.spend_cap_atomic``, or every run's committed spend plus them passes the
     treasury cap; InsufficientBalance when ``res.amount`` passes ``limits.balance`` minus
     every other outstanding reservation in the same asset.
 
@@ -85,14 +85,14 @@ def write_reservation(
     _consume_verdict(conn, verdict_id, run_id, now)
     if resource is not None:
         _refuse_second_authorization(conn, resource, res)
-    _check_run_cap(conn, run_id, limits.cap, res.amount, gas_hold, verdict_id)
+    _check_run_cap(conn, run_id, limits.spend_cap_atomic, res.amount, gas_hold, verdict_id)
     conn.execute(
         f"INSERT INTO {CAPS} (run_id, cap) VALUES (?, ?) "
         "ON CONFLICT (run_id) DO UPDATE SET cap = excluded.cap",
-        (run_id, limits.cap),
+        (run_id, limits.spend_cap_atomic),
     )
-    if limits.treasury_cap is not None:
-        _check_treasury(conn, limits.treasury_cap, res.amount + gas_hold, verdict_id)
+    if limits.treasury_cap_atomic is not None:
+        _check_treasury(conn, limits.treasury_cap_atomic, res.amount + gas_hold, verdict_id)
     _check_balance(conn, res.asset, limits.balance, res.amount, verdict_id)
     _insert_spend(conn, res, payload_fingerprint, note, gas_hold, resource, authorization)
     append(conn, "verdict", {"verdict_id": verdict_id, "used_at": now, "run_id": run_id})
@@ -252,7 +252,7 @@ def _check_treasury(conn: Tx, cap: int, this_call: int, verdict_id: str) -> None
         raise CapExceeded(
             f"Treasury cap exceeded: cap {cap} atomic USDC over every run, already committed "
             f"{total}, this call {this_call} would make {total + this_call}. Fix: raise the "
-            "treasury cap (NIB_TREASURY_CAP_USDC) or wait for queued work to finish.",
+            "treasury cap (NIB_TREASURY_CAP_ATOMIC) or wait for queued work to finish.",
             limit=cap,
             observed=total + this_call,
             verdict_id=verdict_id,

@@ -160,7 +160,7 @@ class _Handlers:
         verdict = _verdict_of(body)
         signed = self.wallet.sign_typed_data(
             wire_object("payload", body["payload"]), verdict, run_id=_named_run(body, verdict),
-            cap=0, resource=wire_str(body.get("resource")),
+            spend_cap_atomic=0, resource=wire_str(body.get("resource")),
         )
         return self._signed_for_caller(signed)
 
@@ -168,7 +168,7 @@ class _Handlers:
         verdict = _verdict_of(body)
         signed = self.wallet.sign_transaction(
             wire_object("payload", body["payload"]), verdict, run_id=_named_run(body, verdict),
-            cap=0,
+            spend_cap_atomic=0,
         )
         return self._signed_for_caller(signed)
 

@@ -190,7 +190,7 @@ class Wallet:
         verdict: Verdict | None,
         *,
         run_id: str,
-        cap: int,
+        spend_cap_atomic: int,
         resource: str | None = None,
     ) -> SignedTypedData:
         """MOVES MONEY: sign an EIP-3009 ``TransferWithAuthorization`` the verdict approved.
@@ -201,11 +201,11 @@ class Wallet:
         time, across runs: a second is refused with AuthorizationOutstanding.
         """
         return self._signer.sign_typed_data(
-            payload, verdict, run_id=run_id, cap=cap, resource=resource
+            payload, verdict, run_id=run_id, spend_cap_atomic=spend_cap_atomic, resource=resource
         )
 
     def sign_transaction(
-        self, tx: Mapping[str, object], verdict: Verdict | None, *, run_id: str, cap: int
+        self, tx: Mapping[str, object], verdict: Verdict | None, *, run_id: str, spend_cap_atomic: int
     ) -> SignedTx:
         """MOVES MONEY: sign a USDC ``transfer(to, amount)`` transaction the verdict approved.
 
@@ -216,7 +216,7 @@ class Wallet:
         the gas cost. Broadcast with ``send_transaction``, or give it back unsent with
         ``discard``.
         """
-        return self._signer.sign_transaction(tx, verdict, run_id=run_id, cap=cap)
+        return self._signer.sign_transaction(tx, verdict, run_id=run_id, spend_cap_atomic=spend_cap_atomic)
 
     # ------------------------------------------------------------------ sending
 

@@ -50,17 +50,17 @@ class PayloadSigner:
         verdict: Verdict | None,
         *,
         run_id: str,
-        cap: int,
+        spend_cap_atomic: int,
         resource: str | None = None,
     ) -> SignedTypedData:
         """MOVES MONEY: see ``Wallet.sign_typed_data``."""
         exact = private_copy(payload)
-        run_id, cap = self._authorizer.booked_under(verdict, run_id, cap, "x402")
+        run_id, spend_cap_atomic = self._authorizer.booked_under(verdict, run_id, spend_cap_atomic, "x402")
         res = self._authorizer.authorize(
             exact,
             verdict,
             run_id=run_id,
-            cap=cap,
+            spend_cap_atomic=spend_cap_atomic,
             kind="x402",
             fingerprint_of=typed_data_fingerprint,
             terms_of=typed_data_terms,
@@ -98,12 +98,12 @@ class PayloadSigner:
         return result
 
     def sign_transaction(
-        self, tx: Mapping[str, object], verdict: Verdict | None, *, run_id: str, cap: int
+        self, tx: Mapping[str, object], verdict: Verdict | None, *, run_id: str, spend_cap_atomic: int
     ) -> SignedTx:
         """MOVES MONEY: see ``Wallet.sign_transaction``."""
         core = self._core
         exact = private_copy(tx)
-        run_id, cap = self._authorizer.booked_under(verdict, run_id, cap, "transfer")
+        run_id, spend_cap_atomic = self._authorizer.booked_under(verdict, run_id, spend_cap_atomic, "transfer")
         full = {k: v for k, v in exact.items() if k != "from"}
         full["data"] = full.pop("input", full.get("data"))
 
@@ -116,7 +116,7 @@ class PayloadSigner:
             exact,
             verdict,
             run_id=run_id,
-            cap=cap,
+            spend_cap_atomic=spend_cap_atomic,
             kind="transfer",
             fingerprint_of=transaction_fingerprint,
             terms_of=transfer_terms,

@@ -673,7 +673,7 @@ def build_runtime(
     wallet = Wallet(
         key,
         db_path=records,
-        meter=SpendMeter(records, chain, treasury_cap=settings.treasury_cap_usdc),
+        meter=SpendMeter(records, chain, treasury_cap_atomic=settings.treasury_cap_atomic),
         chain=chain,
         usdc=network.usdc,
         trusted_judge=judge.address,

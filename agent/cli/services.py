@@ -55,7 +55,8 @@ READY_TIMEOUT_S = 60.0
 #: NIB_* settings a service needs to find the network and the wallet's treasury cap and
 #: gas price. Its database is the services' own (see services_database), set apart.
 _SETTINGS_ENV = ("NIB_HOME", "NIB_NETWORK", "NIB_RPC_URL", "NIB_USDC_ADDRESS",
-                 "NIB_TREASURY_CAP_USDC", "NIB_ETH_PRICE_USDC", "NIB_NONCE_LEASE_S")
+                 "NIB_TREASURY_CAP_ATOMIC", "NIB_TREASURY_CAP_USDC",  # the old name still reads
+                 "NIB_ETH_PRICE_USDC", "NIB_NONCE_LEASE_S")
 
 T = TypeVar("T")
 

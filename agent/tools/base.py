@@ -146,7 +146,7 @@ class ToolContext:
     (lower-case, see :func:`addresses_named_in`), the only other recipients a direct
     transfer may pay. ``extras`` carries tool-specific settings (paywall URL, ledger, ...).
     ``spend_cap_atomic`` is the run's cap in atomic USDC, passed to the wallet's
-    ``sign_*(..., cap=)`` by paid tools. ``quote_holds`` is what this run's outstanding
+    ``sign_*(..., spend_cap_atomic=)`` by paid tools. ``quote_holds`` is what this run's outstanding
     quotes reserved (a transfer's nonce), taken over by ``execute`` or given back by
     ``abandon``; it lives only as long as the process drives the run.
     """

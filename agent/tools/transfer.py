@@ -290,7 +290,7 @@ class UsdcTransferTool(Tool[TransferArgs]):
         """
         wallet = require_wallet(ctx, self.name)
         # Checked before taking the hold: on this refusal abandon() gives the nonce back.
-        cap = spend_cap(ctx, self.name)
+        spend_cap_atomic = spend_cap(ctx, self.name)
         tx = quote.payload
         nonce = as_int(tx["nonce"])
         # From here this call owns the nonce: abandon() will not release it again.
@@ -298,7 +298,7 @@ class UsdcTransferTool(Tool[TransferArgs]):
         await self._take_nonce(wallet, nonce, held, ctx)
         try:
             signed = await asyncio.to_thread(
-                wallet.sign_transaction, tx, verdict, run_id=ctx.run_id, cap=cap
+                wallet.sign_transaction, tx, verdict, run_id=ctx.run_id, spend_cap_atomic=spend_cap_atomic
             )
         except BaseException:
             wallet.nonces.release(nonce)  # not signed: the number is free again

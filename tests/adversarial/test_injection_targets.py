@@ -60,7 +60,7 @@ def test_every_forged_verdict_in_the_corpus_is_refused_by_the_wallet(
         except ValueError:
             continue  # does not even parse as a verdict: nothing to hand the wallet
         with pytest.raises(SpendRefused) as err:
-            h.wallet.sign_transaction(tx, verdict, run_id="forged", cap=10**12)
+            h.wallet.sign_transaction(tx, verdict, run_id="forged", spend_cap_atomic=10**12)
         assert isinstance(err.value, VerdictBadSignature), err.value
     assert h.ledger() == [] and h.balance(AGENT_ADDR) == before
     refusals = h.events("forged", "wallet.refused")
@@ -93,11 +93,11 @@ def test_the_judge_rules_on_the_registered_task_and_a_verdict_pays_once(
         tx, verdict = ask(to, amount)
         assert (verdict.decision, why in verdict.reason) == (decision, True), verdict.reason
         with pytest.raises(SpendRefused):
-            h.wallet.sign_transaction(tx, verdict, run_id="registered", cap=10**12)
+            h.wallet.sign_transaction(tx, verdict, run_id="registered", spend_cap_atomic=10**12)
         h.wallet.nonces.release(int(tx["nonce"]))
     tx, verdict = ask(SELLER_ADDR, 100_000)
     assert verdict.decision == "approve", verdict.reason
-    signed = h.wallet.sign_transaction(tx, verdict, run_id="registered", cap=10**12)
+    signed = h.wallet.sign_transaction(tx, verdict, run_id="registered", spend_cap_atomic=10**12)
     assert h.wallet.send_transaction(signed).status == 1
     # What the wallet did is in the run's trace, from whichever process it runs in.
     trace = [(e["type"], e["data"].get("tx_hash")) for e in h.events("registered")]
@@ -108,7 +108,7 @@ def test_the_judge_rules_on_the_registered_task_and_a_verdict_pays_once(
     by = {e["data"].get("by") for e in h.events("registered")}
     assert by == ({f"wallet service pid {h.services.pids[1]}"} if h.services else {None})
     with pytest.raises(VerdictReplayed):  # the same verdict again, for the same payload
-        h.wallet.sign_transaction(tx, verdict, run_id="registered", cap=10**12)
+        h.wallet.sign_transaction(tx, verdict, run_id="registered", spend_cap_atomic=10**12)
     # The judge counts the task's spend itself: 0.10 of 0.30 is gone, 0.25 is refused.
     assert ask(SELLER_ADDR, 100_000)[1].decision == "approve"  # 0.20 committed, 0.10 left
     _, over = ask(SELLER_ADDR, 110_000)

@@ -193,3 +193,22 @@ def test_a_renamed_limit_still_reads_everywhere(
     # Code that still says the old name is told the new one.
     with pytest.raises(AgentConfigError, match="spend_cap_usdc is now spend_cap_atomic"):
         limits_for(spend_cap_usdc=1)
+
+
+def test_the_renamed_treasury_cap_still_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NIB_TREASURY_CAP_USDC and a ``treasury_cap_usdc`` key (atomic USDC, since renamed
+    treasury_cap_atomic) still set the treasury cap; a variable under either name beats
+    the file under either name, and neither name is reported as unknown."""
+    cfg = tmp_path / "nib.toml"
+    cfg.write_text("treasury_cap_usdc = 5000000\n")
+    monkeypatch.setenv("NIB_CONFIG", str(cfg))
+    monkeypatch.setenv("NIB_HOME", str(tmp_path))
+    assert load_settings().treasury_cap_atomic == 5_000_000
+    monkeypatch.setenv("NIB_TREASURY_CAP_USDC", "7")
+    assert load_settings().treasury_cap_atomic == 7
+    cfg.write_text("treasury_cap_atomic = 5000000\n")
+    assert load_settings().treasury_cap_atomic == 7
+    monkeypatch.setenv("NIB_TREASURY_CAP_ATOMIC", "9")
+    assert load_settings().treasury_cap_atomic == 9
+    assert unknown_keys({"treasury_cap_usdc": 1}) == []
+    assert unknown_variables({"NIB_TREASURY_CAP_USDC": "1", "NIB_TREASURY_CAP_ATOMIC": "1"}) == []

@@ -68,7 +68,7 @@ def main(rpc_url: str, usdc: str, db: str, out_dir: str, judge_url: str = "", to
     intent = {"verdict": verdict.model_dump(mode="json"), "nonce": "0x" + nonce.hex(),
               "valid_after": now - 600, "valid_before": now + 300}
     (out / "intent.json").write_text(json.dumps(intent))
-    signed = wallet.sign_typed_data(typed, verdict, run_id="crash-run", cap=1_000_000)
+    signed = wallet.sign_typed_data(typed, verdict, run_id="crash-run", spend_cap_atomic=1_000_000)
     (out / "signed.json").write_text(json.dumps(signed.to_x402_payload()))
     threading.Event().wait()  # hang "before settlement" until the parent kills us
 

@@ -168,7 +168,7 @@ def build_agent(
             trusted_judge=JUDGE_ADDR,
             recheck=judge.recheck,
             emit=wallet_emit,
-            meter=SpendMeter(db, client, treasury_cap=treasury_cap),
+            meter=SpendMeter(db, client, treasury_cap_atomic=treasury_cap),
         )
     store.spend_of = spend_reader(wallet.meter)  # as agent.cli.runtime.Runtime does
     registry = ToolRegistry(tools) if tools is not None else default_registry(paywall_url=paywall_url)

@@ -98,9 +98,9 @@ def retry_same_purchase(agent: Agent, chain: Any, intent: dict[str, Any]) -> Non
     )
     verdict = Verdict.model_validate(intent["verdict"])
     with pytest.raises(VerdictReplayed):
-        agent.wallet.sign_typed_data(typed, verdict, run_id=verdict.task_id or "", cap=1_000_000)
+        agent.wallet.sign_typed_data(typed, verdict, run_id=verdict.task_id or "", spend_cap_atomic=1_000_000)
     with pytest.raises(TaskMismatch):  # nor under another run
-        agent.wallet.sign_typed_data(typed, verdict, run_id="crash-run-retry", cap=1_000_000)
+        agent.wallet.sign_typed_data(typed, verdict, run_id="crash-run-retry", spend_cap_atomic=1_000_000)
 
 
 def authorization_used(chain: Any, nonce: str) -> bool:
@@ -237,8 +237,8 @@ def approved(agent: Agent, chain: Any, kind: str) -> tuple[dict[str, Any], Verdi
 
 def sign(agent: Agent, kind: str, payload: dict[str, Any], verdict: Verdict, run_id: str) -> Any:
     if kind == "transfer":
-        return agent.wallet.sign_transaction(payload, verdict, run_id=run_id, cap=1_000_000)
-    return agent.wallet.sign_typed_data(payload, verdict, run_id=run_id, cap=1_000_000,
+        return agent.wallet.sign_transaction(payload, verdict, run_id=run_id, spend_cap_atomic=1_000_000)
+    return agent.wallet.sign_typed_data(payload, verdict, run_id=run_id, spend_cap_atomic=1_000_000,
                                         resource=RESOURCE)
 
 
@@ -283,7 +283,7 @@ def test_wallet_service_killed_after_signing_before_answering_pays_nothing_twice
         sign(agent, kind, payload, verdict, "crash-run-retry")
     if kind == "x402":  # and the verdict itself is spent, whatever the resource
         with pytest.raises(VerdictReplayed):
-            agent.wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=1_000_000)
+            agent.wallet.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=1_000_000)
     assert len(agent.ledger()) == 1 and agent.transfers_from_agent() == []
     holder = agent.wallet.holder  # type: ignore[union-attr]
     recovery = agent.wallet.recover_run(RUN, holder, "wallet service killed")

@@ -37,8 +37,8 @@ def test_identical_transactions_are_counted_once_after_reconcile(
 
     (tx, for_b), (same, for_a) = verdict("run-b"), verdict("run-a")
     assert same == tx
-    first = agent.wallet.sign_transaction(tx, for_b, run_id="run-b", cap=10**6)
-    second = agent.wallet.sign_transaction(tx, for_a, run_id="run-a", cap=10**6)
+    first = agent.wallet.sign_transaction(tx, for_b, run_id="run-b", spend_cap_atomic=10**6)
+    second = agent.wallet.sign_transaction(tx, for_a, run_id="run-a", spend_cap_atomic=10**6)
     assert first.tx_hash == second.tx_hash
     agent.wallet.send_transaction(second)
     with pytest.raises(SendFailed):

@@ -32,7 +32,7 @@ RUN = "run-cancel"
 
 def sign(chain: Any, wallet: Wallet, judge_signer: VerdictSigner, valid_s: int = 600) -> SignedTypedData:
     payload = quote(chain, valid_before=chain_time(chain) + valid_s)
-    return wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC)
+    return wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, spend_cap_atomic=ONE_USDC)
 
 
 def state(chain: Any, signed: SignedTypedData) -> bool:

@@ -29,7 +29,7 @@ def _history(meter: SpendMeter, runs: int = 40) -> None:
 
 
 def test_a_payments_statements_read_no_whole_table(store_location: str | Path) -> None:
-    meter = SpendMeter(store_location, treasury_cap=1_000 * ONE)
+    meter = SpendMeter(store_location, treasury_cap_atomic=1_000 * ONE)
     _history(meter)
     with recording(meter.store.db) as [log]:
         res = meter.reserve(
@@ -54,7 +54,7 @@ def test_a_payments_statements_read_no_whole_table(store_location: str | Path) -
 def test_the_running_totals_equal_the_rows_after_every_kind_of_write(
     store_location: str | Path,
 ) -> None:
-    meter = SpendMeter(store_location, treasury_cap=100 * ONE)
+    meter = SpendMeter(store_location, treasury_cap_atomic=100 * ONE)
     _history(meter, runs=5)
     with meter.store.transaction() as tx:
         assert totals.check(tx) == []
@@ -68,7 +68,7 @@ def test_the_running_totals_equal_the_rows_after_every_kind_of_write(
 def test_treasury_and_balance_refusals_read_the_running_totals(
     store_location: str | Path,
 ) -> None:
-    meter = SpendMeter(store_location, treasury_cap=3 * DIME)
+    meter = SpendMeter(store_location, treasury_cap_atomic=3 * DIME)
     first = meter.reserve("run-1", FakeVerdict(), 2 * DIME, ONE, 10 * ONE)
     with pytest.raises(CapExceeded, match="already committed 200000, this call 200000"):
         meter.reserve("run-2", FakeVerdict(), 2 * DIME, ONE, 10 * ONE)

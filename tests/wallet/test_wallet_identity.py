@@ -20,16 +20,16 @@ def test_a_payment_is_booked_under_the_verdicts_task_and_held_to_its_cap(
     payload = quote(chain)
     verdict = approve(judge_signer, payload, task_id="task-a", task_cap=DIME)
     with pytest.raises(TaskMismatch) as refused:
-        wallet.sign_typed_data(payload, verdict, run_id="task-victim", cap=10**12)
+        wallet.sign_typed_data(payload, verdict, run_id="task-victim", spend_cap_atomic=10**12)
     assert "'task-victim'" in str(refused.value) and "'task-a'" in str(refused.value)
     assert wallet.meter.usage("task-victim").committed == 0
-    signed = wallet.sign_typed_data(payload, verdict, run_id="", cap=10**12)
+    signed = wallet.sign_typed_data(payload, verdict, run_id="", spend_cap_atomic=10**12)
     assert signed.run_id == "task-a" and wallet.meter.usage("task-a").committed == DIME
     # The cap is the task's registered one (0.10), not the 10^12 the caller named.
     again = quote(chain)
     with pytest.raises(CapExceeded):
         wallet.sign_typed_data(again, approve(judge_signer, again, task_id="task-a",
-                                              task_cap=DIME), run_id="task-a", cap=10**12)
+                                              task_cap=DIME), run_id="task-a", spend_cap_atomic=10**12)
 
 
 def test_a_reported_failure_counts_only_once_the_chain_proves_it(
@@ -37,7 +37,7 @@ def test_a_reported_failure_counts_only_once_the_chain_proves_it(
 ) -> None:
     wallet = make_wallet()
     payload = quote(chain)
-    signed = wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id="r", cap=ONE_USDC)
+    signed = wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id="r", spend_cap_atomic=ONE_USDC)
     with pytest.raises(FailureUnproven) as refused:
         wallet.fail(signed, "the seller refused")
     assert "still use it" in str(refused.value)
@@ -67,6 +67,6 @@ def test_an_authorization_under_another_domain_is_not_signed(
     payload["domain"] = {**payload["domain"], **change}
     payload["types"] = {k: v for k, v in payload["types"].items() if k != "EIP712Domain"}
     with pytest.raises(PayloadMismatch) as refused:
-        wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id="r", cap=ONE_USDC)
+        wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id="r", spend_cap_atomic=ONE_USDC)
     assert named in str(refused.value), refused.value
     assert wallet.meter.usage("r").committed == 0

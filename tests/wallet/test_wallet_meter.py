@@ -254,7 +254,7 @@ def test_the_treasury_cap_holds_over_every_run_on_two_connections(
     store_location: str | Path,
 ) -> None:
     # Twenty runs, each well inside its own cap, race for one treasury of ten dimes.
-    meters = [SpendMeter(store_location, treasury_cap=ONE) for _ in range(2)]
+    meters = [SpendMeter(store_location, treasury_cap_atomic=ONE) for _ in range(2)]
     barrier = threading.Barrier(20)
     outcomes: list[str] = []
 

@@ -61,18 +61,18 @@ def test_exercising_the_wallet_leaks_no_key(
 
     payload = quote(chain)
     verdict = approve(judge_signer, payload)
-    signed = wallet.sign_typed_data(payload, verdict, run_id="r", cap=10**6)
+    signed = wallet.sign_typed_data(payload, verdict, run_id="r", spend_cap_atomic=10**6)
     wallet.settle(signed, submit_authorization(chain, signed))
     tx = transfer_tx(chain)
     sent = wallet.send_transaction(
-        wallet.sign_transaction(tx, approve(judge_signer, tx), run_id="r", cap=10**6)
+        wallet.sign_transaction(tx, approve(judge_signer, tx), run_id="r", spend_cap_atomic=10**6)
     )
     refusals = [
-        lambda: wallet.sign_typed_data(payload, None, run_id="r", cap=10**6),
-        lambda: wallet.sign_typed_data(payload, verdict, run_id="r", cap=10**6),
-        lambda: wallet.sign_typed_data(quote(chain), verdict, run_id="r", cap=10**6),
+        lambda: wallet.sign_typed_data(payload, None, run_id="r", spend_cap_atomic=10**6),
+        lambda: wallet.sign_typed_data(payload, verdict, run_id="r", spend_cap_atomic=10**6),
+        lambda: wallet.sign_typed_data(quote(chain), verdict, run_id="r", spend_cap_atomic=10**6),
         lambda: wallet.sign_transaction(
-            dict(tx, value=5), approve(judge_signer, dict(tx, value=5)), run_id="r", cap=10**6
+            dict(tx, value=5), approve(judge_signer, dict(tx, value=5)), run_id="r", spend_cap_atomic=10**6
         ),
     ]
     for refuse in refusals:

@@ -43,7 +43,7 @@ def test_ten_threads_send_wallet_transfers_without_nonce_errors(
     def send(tx: dict[str, Any], verdict: Any) -> None:
         barrier.wait()
         try:
-            signed = wallet.sign_transaction(tx, verdict, run_id="run-n", cap=10 * ONE_USDC)
+            signed = wallet.sign_transaction(tx, verdict, run_id="run-n", spend_cap_atomic=10 * ONE_USDC)
             sent.append(wallet.send_transaction(signed))
         except BaseException as exc:  # collected and asserted below
             errors.append(exc)

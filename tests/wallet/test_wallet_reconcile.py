@@ -42,7 +42,7 @@ def test_transfer_outside_the_wallet_is_an_unmatched_onchain_alarm(
     start = chain.w3.eth.block_number + 1
     tx = transfer_tx(chain)
     sent = wallet.send_transaction(
-        wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+        wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, spend_cap_atomic=ONE_USDC)
     )
     # Same key, but not through the wallet: no verdict, no ledger row.
     rogue = transfer(
@@ -68,9 +68,9 @@ def test_x402_spend_without_tx_hash_is_found_by_its_authorization_nonce(
 ) -> None:
     start = chain.w3.eth.block_number + 1
     paid, pending = quote(chain), quote(chain, value=2 * DIME)
-    signed = wallet.sign_typed_data(paid, approve(judge_signer, paid), run_id=RUN, cap=ONE_USDC)
+    signed = wallet.sign_typed_data(paid, approve(judge_signer, paid), run_id=RUN, spend_cap_atomic=ONE_USDC)
     unsent = wallet.sign_typed_data(
-        pending, approve(judge_signer, pending), run_id=RUN, cap=ONE_USDC
+        pending, approve(judge_signer, pending), run_id=RUN, spend_cap_atomic=ONE_USDC
     )
     tx_hash = submit_authorization(chain, signed)  # the seller settled; we never heard back
 
@@ -117,7 +117,7 @@ def sign_unused(
 ) -> SignedTypedData:
     """An x402 authorization the seller never submits, valid for ``valid_s`` on chain."""
     payload = quote(chain, valid_before=chain_time(chain) + valid_s)
-    return wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC)
+    return wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, spend_cap_atomic=ONE_USDC)
 
 
 # ----------------------------------------------------------------- expired authorizations
@@ -182,7 +182,7 @@ def test_an_authorization_expired_on_one_clock_only_stays_pending(
     # Valid for a minute on BOTH clocks (an idle chain's latest block can lag the wall
     # clock), so that moving one clock alone is what expires it.
     payload = quote(chain, valid_before=max(chain_time(chain), int(time.time())) + 60)
-    signed = wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC)
+    signed = wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, spend_cap_atomic=ONE_USDC)
     if expired_on == "chain-only":
         advance_chain(chain, 3_600)
         wall = time.time()
@@ -274,8 +274,8 @@ def test_a_failed_twin_never_takes_the_settled_rows_log(
     start = chain.w3.eth.block_number + 1
     before = client.token_balance(chain.usdc, AGENT_ADDRESS)
     tx = twin_transfer(chain)
-    first = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id="run-b", cap=ONE_USDC)
-    second = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id="run-a", cap=ONE_USDC)
+    first = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id="run-b", spend_cap_atomic=ONE_USDC)
+    second = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id="run-a", spend_cap_atomic=ONE_USDC)
     assert first.tx_hash == second.tx_hash
     wallet.send_transaction(second)
     with pytest.raises(SendFailed):
@@ -304,8 +304,8 @@ def test_two_signed_twins_share_one_log_and_only_one_settles(
     # Both rows signed, then the process died; the raw tx went out once from elsewhere.
     start = chain.w3.eth.block_number + 1
     tx = twin_transfer(chain)
-    first = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id="run-b", cap=ONE_USDC)
-    second = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id="run-a", cap=ONE_USDC)
+    first = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id="run-b", spend_cap_atomic=ONE_USDC)
+    second = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id="run-a", spend_cap_atomic=ONE_USDC)
     chain.w3.eth.send_raw_transaction(second.raw_transaction)
     chain.w3.eth.wait_for_transaction_receipt(second.tx_hash, timeout=30)
 
@@ -332,13 +332,13 @@ def test_a_transfer_whose_nonce_another_transaction_used_is_failed_never_before(
     # its nonce is unused, whoever holds the bytes could still send it, so it stays pending.
     start = chain.w3.eth.block_number + 1
     tx = transfer_tx(chain)
-    dropped = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    dropped = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, spend_cap_atomic=ONE_USDC)
     report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start - 1)
     assert [r.id for r in report.pending] == [dropped.ledger_id] and report.resolved == ()
     # Another transfer takes the nonce: the dropped one can never be mined.
     other = {**transfer_tx(chain, amount=2 * DIME), "nonce": tx["nonce"]}
     sent = wallet.send_transaction(
-        wallet.sign_transaction(other, approve(judge_signer, other), run_id=RUN, cap=ONE_USDC)
+        wallet.sign_transaction(other, approve(judge_signer, other), run_id=RUN, spend_cap_atomic=ONE_USDC)
     )
     report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
     assert [m.tx_hash for m in report.matched] == [sent.tx_hash]
@@ -363,10 +363,10 @@ def test_failed_spends_that_never_reached_the_chain_leave_the_report_clean(
     start = chain.w3.eth.block_number + 1
     tx = transfer_tx(chain)
     sent = wallet.send_transaction(
-        wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+        wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, spend_cap_atomic=ONE_USDC)
     )
     other = transfer_tx(chain, amount=2 * DIME)
-    unsent = wallet.sign_transaction(other, approve(judge_signer, other), run_id=RUN, cap=ONE_USDC)
+    unsent = wallet.sign_transaction(other, approve(judge_signer, other), run_id=RUN, spend_cap_atomic=ONE_USDC)
     wallet.discard(unsent, "never sent")
 
     report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start)
@@ -394,7 +394,7 @@ def test_settle_refuses_a_receipt_that_does_not_carry_our_authorization(
     # A seller names someone else's successful transaction as its settlement receipt.
     start = chain.w3.eth.block_number + 1
     payload = quote(chain)
-    signed = wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC)
+    signed = wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, spend_cap_atomic=ONE_USDC)
     decoy = transfer(chain.w3, chain.usdc, dev_account(AGENT), dev_account(OUTSIDER).address, 1)
     with pytest.raises(SettlementUnproven, match="no-authorization-used") as caught:
         wallet.settle(signed, decoy)
@@ -419,7 +419,7 @@ def test_reconcile_does_not_call_a_row_settled_under_a_foreign_tx_clean(
     # nib did on a seller's word) is unproven, not clean: the signature is still live.
     start = chain.w3.eth.block_number + 1
     payload = quote(chain)
-    signed = wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC)
+    signed = wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, spend_cap_atomic=ONE_USDC)
     foreign = mint(chain.w3, chain.usdc, dev_account(DEPLOYER), dev_account(OUTSIDER).address, 1)
     wallet.meter.settle(signed.reservation, foreign)  # the unchecked low-level record
 
@@ -468,7 +468,7 @@ def test_a_settled_row_must_name_a_verdict_the_judge_issued_and_consumed(
     start = chain.w3.eth.block_number + 1
     payload = quote(chain)
     verdict = approve(judge_signer, payload)
-    signed = wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+    signed = wallet.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
     submit_authorization(chain, signed)
     records = VerdictRecords(db_path)
 
@@ -510,7 +510,7 @@ def test_cutting_the_newest_rows_with_their_journal_is_caught_outside_the_file(
     records.issued(verdict, subject="pay_http")
     wallet.recheck = records.consume  # the judge's pre-signing re-check
     marker = int(sqlite3.connect(str(db_path)).execute(f"SELECT COALESCE(MAX(seq), 0) FROM {JOURNAL}").fetchone()[0])
-    signed = wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+    signed = wallet.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
     tx = submit_authorization(chain, signed)
     wallet.settle(signed, tx)
 
@@ -532,7 +532,7 @@ def test_cutting_the_newest_rows_with_their_journal_is_caught_outside_the_file(
     assert not report.clean and [u.tx_hash for u in report.unmatched_onchain] == [tx.lower()]
     assert records.standing(verdict.id, verdict.payload_fingerprint) == "consumed"
     with pytest.raises(VerdictReplayed):
-        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
 
 
 def test_a_row_booked_under_another_run_than_its_verdicts_task_is_caught(
@@ -546,7 +546,7 @@ def test_a_row_booked_under_another_run_than_its_verdicts_task_is_caught(
     start = chain.w3.eth.block_number + 1
     payload = quote(chain)
     verdict = approve(judge_signer, payload)  # a verdict naming no task: the old wire
-    signed = wallet.sign_typed_data(payload, verdict, run_id="victim-run", cap=ONE_USDC)
+    signed = wallet.sign_typed_data(payload, verdict, run_id="victim-run", spend_cap_atomic=ONE_USDC)
     submit_authorization(chain, signed)
     records = VerdictRecords(db_path)
     records.issued(verdict, subject="pay_http", task_id="attacker-task")

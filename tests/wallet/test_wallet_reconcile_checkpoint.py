@@ -40,7 +40,7 @@ def _pay(chain: Any, wallet: Wallet, judge_signer: VerdictSigner) -> SignedTyped
     """One x402 payment the seller settled and the wallet recorded as settled."""
     payload = quote(chain)
     signed = wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN,
-                                    cap=ONE_USDC)
+                                    spend_cap_atomic=ONE_USDC)
     wallet.settle(signed, submit_authorization(chain, signed))
     return signed
 
@@ -106,9 +106,9 @@ def test_rows_left_open_are_read_again_until_the_chain_decides(
     client = ChainClient(chain.rpc_url, chain.chain_id)
     waiting, foreign = quote(chain), quote(chain)
     pending = wallet.sign_typed_data(waiting, approve(judge_signer, waiting), run_id=RUN,
-                                     cap=ONE_USDC)
+                                     spend_cap_atomic=ONE_USDC)
     lying = wallet.sign_typed_data(foreign, approve(judge_signer, foreign), run_id=RUN,
-                                   cap=ONE_USDC)
+                                   spend_cap_atomic=ONE_USDC)
     decoy = mint(chain.w3, chain.usdc, dev_account(DEPLOYER), dev_account(OUTSIDER).address, 1)
     wallet.meter.settle(lying.reservation, decoy)  # the unchecked low-level record
     first = _reconcile(db_path, client, chain, start)

@@ -40,13 +40,13 @@ def test_a_second_buyer_waits_for_the_resource_and_keeps_its_verdict(
 
     def buy_a() -> None:
         signed_a.append(first.sign_typed_data(
-            payload_a, approve(judge_signer, payload_a), run_id="run-a", cap=ONE_USDC,
+            payload_a, approve(judge_signer, payload_a), run_id="run-a", spend_cap_atomic=ONE_USDC,
             resource=RESOURCE,
         ))
 
     def buy_b() -> None:
         try:
-            second.sign_typed_data(payload_b, verdict_b, run_id="run-a", cap=ONE_USDC,
+            second.sign_typed_data(payload_b, verdict_b, run_id="run-a", spend_cap_atomic=ONE_USDC,
                                    resource=RESOURCE)
             outcome_b.append(None)
         except BaseException as exc:  # noqa: BLE001 - inspected below
@@ -67,7 +67,7 @@ def test_a_second_buyer_waits_for_the_resource_and_keeps_its_verdict(
     assert isinstance(refused, AuthorizationOutstanding) and rechecked == []
     # The first one is over (as the wallet finds once it expired unused).
     first.meter.fail(signed_a[0].reservation, "the seller refused; it expired unused")
-    second.sign_typed_data(payload_b, verdict_b, run_id="run-a", cap=ONE_USDC, resource=RESOURCE)
+    second.sign_typed_data(payload_b, verdict_b, run_id="run-a", spend_cap_atomic=ONE_USDC, resource=RESOURCE)
     assert rechecked == [verdict_b.id]  # the same verdict paid, once
 
 
@@ -77,10 +77,10 @@ def test_another_tasks_live_authorization_for_the_resource_holds_nothing_up(
     squatter, buyer = make_wallet(db_path=store_location), make_wallet(db_path=store_location)
     payload_a, payload_b = quote(chain), quote(chain)
     squatter.sign_typed_data(payload_a, approve(judge_signer, payload_a), run_id="run-a",
-                             cap=ONE_USDC, resource=RESOURCE)
+                             spend_cap_atomic=ONE_USDC, resource=RESOURCE)
     assert buyer.live_authorization(RESOURCE, ["run-b"]) is None
     signed = buyer.sign_typed_data(payload_b, approve(judge_signer, payload_b), run_id="run-b",
-                                   cap=ONE_USDC, resource=RESOURCE)
+                                   spend_cap_atomic=ONE_USDC, resource=RESOURCE)
     assert signed.run_id == "run-b" and buyer.live_authorization(RESOURCE, ["run-b"]) is not None
 
 
@@ -105,7 +105,7 @@ def test_a_turn_not_given_within_the_limit_refuses_before_the_verdict_is_used(
 
         def buy() -> None:
             try:
-                waiting.sign_typed_data(payload, verdict, run_id="r", cap=ONE_USDC,
+                waiting.sign_typed_data(payload, verdict, run_id="r", spend_cap_atomic=ONE_USDC,
                                         resource=RESOURCE)
             except BaseException as exc:  # noqa: BLE001
                 errors.append(exc)
@@ -131,7 +131,7 @@ def test_an_authorization_that_ends_while_the_chain_is_asked_is_not_live(
     buyer = make_wallet(db_path=store_location)
     payload = quote(chain)
     held = owner.sign_typed_data(payload, approve(judge_signer, payload), run_id="run-a",
-                                 cap=ONE_USDC, resource=RESOURCE)
+                                 spend_cap_atomic=ONE_USDC, resource=RESOURCE)
     real_used_in = settlement.authorization_used_in
 
     def read_then_owner_ends(*args: Any) -> str | None:
@@ -143,7 +143,7 @@ def test_an_authorization_that_ends_while_the_chain_is_asked_is_not_live(
     monkeypatch.setattr(settlement, "authorization_used_in", read_then_owner_ends)
     assert buyer.live_authorization(RESOURCE) is None
     again = quote(chain)
-    buyer.sign_typed_data(again, approve(judge_signer, again), run_id="run-b", cap=ONE_USDC,
+    buyer.sign_typed_data(again, approve(judge_signer, again), run_id="run-b", spend_cap_atomic=ONE_USDC,
                           resource=RESOURCE)  # its turn: nothing is live
     live = buyer.live_authorization(RESOURCE)
     assert live is not None and live.run_id == "run-b" and live.status == "signed"

@@ -47,7 +47,7 @@ def test_the_service_recovers_a_dead_workers_run_and_gives_back_its_nonces(
         n, spare, dead = _dead_worker(server.socket_path)
         tx = {**transfer_tx(chain), "nonce": n}
         verdict = approve(judge_signer, tx, task_id="run-1", task_cap=ONE_USDC)
-        signed = alive.sign_transaction(tx, verdict, run_id="run-1", cap=ONE_USDC)
+        signed = alive.sign_transaction(tx, verdict, run_id="run-1", spend_cap_atomic=ONE_USDC)
         # The dead worker's numbers are free again (its process is gone): no gap for the
         # node to wait on, whoever asks next.
         assert alive.nonces.allocate() == n

@@ -68,7 +68,7 @@ def assert_nothing_signed(wallet: Wallet, events: Events, chain: Any, before: in
 def test_no_verdict_refused(chain: Any, wallet: Wallet, events: Events) -> None:
     before = balance(chain, AGENT_ADDRESS)
     with pytest.raises(NoVerdict) as info:
-        wallet.sign_typed_data(quote(chain), None, run_id=RUN, cap=ONE_USDC)
+        wallet.sign_typed_data(quote(chain), None, run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert info.value.code == "no-verdict"
     assert "signs only with an approving verdict" in str(info.value)
     assert events.named("wallet.refused")[0]["code"] == "no-verdict"
@@ -83,7 +83,7 @@ def test_verdict_that_does_not_approve_is_refused(
     payload = quote(chain)
     verdict = approve(judge_signer, payload, decision=decision)
     with pytest.raises(VerdictNotApproved, match=f"decided '{decision}', expected 'approve'"):
-        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert not wallet.meter.ledger.is_used(verdict.id)
     assert_nothing_signed(wallet, events, chain, before)
 
@@ -95,7 +95,7 @@ def test_verdict_signed_by_another_key_is_refused(
     payload = quote(chain)
     verdict = approve(VerdictSigner(dev_account(OUTSIDER)), payload)
     with pytest.raises(VerdictBadSignature) as info:
-        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert info.value.code == "bad-signature"
     assert f"signed by {OUTSIDER_ADDRESS}" in str(info.value)
     assert_nothing_signed(wallet, events, chain, before)
@@ -109,7 +109,7 @@ def test_verdict_edited_after_signing_is_refused(
     verdict = approve(judge_signer, payload, amount=DIME)
     forged = verdict.model_copy(update={"amount": 5 * ONE_USDC})
     with pytest.raises(VerdictBadSignature, match="altered after signing"):
-        wallet.sign_typed_data(payload, forged, run_id=RUN, cap=10 * ONE_USDC)
+        wallet.sign_typed_data(payload, forged, run_id=RUN, spend_cap_atomic=10 * ONE_USDC)
     assert_nothing_signed(wallet, events, chain, before)
 
 
@@ -120,7 +120,7 @@ def test_expired_verdict_is_refused(
     payload = quote(chain)
     verdict = approve(judge_signer, payload, now=time.time() - 600, ttl_s=120)
     with pytest.raises(VerdictExpired) as info:
-        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert info.value.code == "expired"
     assert f"expired at {verdict.expires_at}" in str(info.value)
     assert_nothing_signed(wallet, events, chain, before)
@@ -133,7 +133,7 @@ def test_expiry_uses_the_wallets_clock(
     verdict = approve(judge_signer, payload, ttl_s=60)
     late = make_wallet(clock=lambda: verdict.expires_at)
     with pytest.raises(VerdictExpired):
-        late.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+        late.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
 
 
 MUTATIONS: dict[str, Callable[[dict[str, Any]], None]] = {
@@ -155,7 +155,7 @@ def test_payload_changed_after_approval_voids_the_verdict(
     verdict = approve(judge_signer, payload)
     MUTATIONS[mutation](payload)
     with pytest.raises(VerdictVoid) as info:
-        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert info.value.code == "verdict-void"
     assert "the payload changed after approval" in str(info.value)
     refused = events.named("wallet.refused")[0]
@@ -170,7 +170,7 @@ def test_key_order_does_not_void_a_verdict(
     verdict = approve(judge_signer, payload)
     reordered = {k: payload[k] for k in reversed(list(payload))}
     reordered["message"] = dict(reversed(list(payload["message"].items())))
-    signed = wallet.sign_typed_data(reordered, verdict, run_id=RUN, cap=ONE_USDC)
+    signed = wallet.sign_typed_data(reordered, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert signed.value == DIME
 
 
@@ -181,7 +181,7 @@ def test_the_signature_is_eth_accounts_signature_of_the_typed_data(
     # signature eth-account gives the payload itself (what the token verifies).
     payload = quote(chain)
     verdict = approve(judge_signer, payload)
-    signed = wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+    signed = wallet.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
     expected = dev_account(AGENT).sign_typed_data(full_message=payload)
     assert signed.signature == "0x" + bytes(expected.signature).hex()
 
@@ -202,7 +202,7 @@ def test_verdict_terms_must_match_the_payload(
     payload = quote(chain)
     verdict = approve(judge_signer, payload, **{field: value})
     with pytest.raises(PayloadMismatch) as info:
-        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert info.value.code == "mismatch"
     assert_nothing_signed(wallet, events, chain, before)
 
@@ -214,7 +214,7 @@ def test_payload_for_another_sender_is_refused(
     payload["message"]["from"] = OUTSIDER_ADDRESS
     verdict = approve(judge_signer, payload)
     with pytest.raises(PayloadMismatch, match="sender is"):
-        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
 
 
 class _OtherChain(ChainClient):
@@ -231,7 +231,7 @@ def test_dev_key_refused_off_the_devnet(
     payload = quote(chain, chain_id=84532)
     verdict = approve(judge_signer, payload)
     with pytest.raises(DevKeyRefused, match="accepted only on chain 31337, got chain 84532"):
-        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert events.named("wallet.refused")[0]["code"] == "dev-key"
     assert wallet.meter.ledger.rows() == []
 
@@ -248,17 +248,17 @@ def test_judge_recheck_runs_before_signing(
     payload = quote(chain)
     with pytest.raises(VerdictRevoked, match="failed the judge's re-check"):
         make_wallet(recheck=revoked).sign_typed_data(
-            payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC
+            payload, approve(judge_signer, payload), run_id=RUN, spend_cap_atomic=ONE_USDC
         )
     with pytest.raises(RecheckFailed) as info:
         make_wallet(recheck=silent).sign_typed_data(
-            payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC
+            payload, approve(judge_signer, payload), run_id=RUN, spend_cap_atomic=ONE_USDC
         )
     assert isinstance(info.value.__cause__, JudgeUnreachable)
     seen: list[str] = []
     ok = make_wallet(recheck=lambda v: seen.append(v.id))
     verdict = approve(judge_signer, payload)
-    ok.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+    ok.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert seen == [verdict.id]
 
 
@@ -268,7 +268,7 @@ def test_insufficient_live_balance_is_refused(
     payload = quote(chain, value=200 * ONE_USDC)
     verdict = approve(judge_signer, payload)
     with pytest.raises(InsufficientBalance) as info:
-        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=1000 * ONE_USDC)
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=1000 * ONE_USDC)
     assert (info.value.limit, info.value.observed) == (100 * ONE_USDC, 200 * ONE_USDC)
     assert events.named("wallet.refused")[0]["code"] == "insufficient-balance"
 
@@ -281,9 +281,9 @@ def test_a_verdict_signs_once(
 ) -> None:
     payload = quote(chain)
     verdict = approve(judge_signer, payload)
-    first = wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+    first = wallet.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
     with pytest.raises(VerdictReplayed) as info:
-        wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC)
+        wallet.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert info.value.code == "replayed"
     assert [r.id for r in wallet.meter.ledger.rows()] == [first.ledger_id]
     assert len(events.named("wallet.signed")) == 1
@@ -302,7 +302,7 @@ def test_a_verdict_signs_once_when_two_threads_race(
     def attempt(w: Wallet) -> None:
         barrier.wait()
         try:
-            results.append(w.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC))
+            results.append(w.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC))
         except SpendRefused as exc:
             results.append(exc)
 
@@ -337,7 +337,7 @@ def test_twenty_parallel_dimes_against_a_dollar_cap_settle_exactly_ten(
     def attempt(payload: dict[str, Any], verdict: Any) -> None:
         barrier.wait()
         try:
-            signed.append(wallet.sign_typed_data(payload, verdict, run_id=RUN, cap=ONE_USDC))
+            signed.append(wallet.sign_typed_data(payload, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC))
         except CapExceeded as exc:
             capped.append(exc)
 
@@ -372,7 +372,7 @@ def test_transfer_transaction_is_signed_sent_settled_and_gas_metered(
     agent_before = balance(chain, AGENT_ADDRESS)
     tx = transfer_tx(chain, amount=3 * DIME)
     verdict = approve(judge_signer, tx)
-    signed = wallet.sign_transaction(tx, verdict, run_id=RUN, cap=ONE_USDC)
+    signed = wallet.sign_transaction(tx, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert wallet.meter.ledger.get(signed.ledger_id).status == "signed"
     sent = wallet.send_transaction(signed)
     assert sent.status == 1 and sent.gas_wei > 0 and sent.gas_usdc > 0
@@ -395,7 +395,7 @@ def test_an_audit_sink_that_fails_never_strands_a_signed_transfer(
     wallet = make_wallet(emit=broken_sink)
     agent_before = balance(chain, AGENT_ADDRESS)
     tx = transfer_tx(chain)
-    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, spend_cap_atomic=ONE_USDC)
     row = wallet.meter.ledger.get(signed.ledger_id)
     assert (row.status, row.tx_nonce) == ("signed", tx["nonce"])
     sent = wallet.send_transaction(signed)
@@ -410,15 +410,15 @@ def test_transfer_transaction_changed_after_approval_is_void(
     verdict = approve(judge_signer, tx)
     changed = transfer_tx(chain, amount=DIME + 1)
     with pytest.raises(VerdictVoid):
-        wallet.sign_transaction(changed, verdict, run_id=RUN, cap=ONE_USDC)
+        wallet.sign_transaction(changed, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
     other = dict(tx, to=OUTSIDER_ADDRESS)
     with pytest.raises(PayloadMismatch, match="asset"):
         wallet.sign_transaction(
-            other, approve(judge_signer, other, asset=OUTSIDER_ADDRESS), run_id=RUN, cap=ONE_USDC
+            other, approve(judge_signer, other, asset=OUTSIDER_ADDRESS), run_id=RUN, spend_cap_atomic=ONE_USDC
         )
     eth = dict(tx, value=1)
     with pytest.raises(PayloadMismatch, match="wei of ETH"):
-        wallet.sign_transaction(eth, approve(judge_signer, eth), run_id=RUN, cap=ONE_USDC)
+        wallet.sign_transaction(eth, approve(judge_signer, eth), run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert wallet.meter.ledger.rows() == []
 
 
@@ -430,7 +430,7 @@ def test_signed_results_are_immutable(
 ) -> None:
     payload = quote(chain)
     signed = wallet.sign_typed_data(
-        payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC
+        payload, approve(judge_signer, payload), run_id=RUN, spend_cap_atomic=ONE_USDC
     )
     with pytest.raises(AttributeError):
         signed.value = 5 * ONE_USDC  # type: ignore[misc]
@@ -450,7 +450,7 @@ def test_broadcast_failure_fails_the_spend_and_frees_the_nonce(
 
     monkeypatch.setattr(wallet.chain.w3.eth, "send_raw_transaction", refuse)
     tx = transfer_tx(chain)
-    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, spend_cap_atomic=ONE_USDC)
     with pytest.raises(SendFailed) as info:
         wallet.send_transaction(signed)
     assert info.value.code == "send-failed" and "was refused:" in str(info.value)
@@ -474,7 +474,7 @@ def test_broadcast_without_an_answer_that_landed_is_awaited_and_settled(
     monkeypatch.setattr(wallet.chain.w3.eth, "send_raw_transaction", send_then_time_out)
     before = balance(chain, AGENT_ADDRESS)
     tx = transfer_tx(chain)
-    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, spend_cap_atomic=ONE_USDC)
     sent = wallet.send_transaction(signed)
     assert sent.status == 1
     assert wallet.meter.ledger.get(signed.ledger_id).status == "settled"
@@ -491,7 +491,7 @@ def test_broadcast_without_an_answer_keeps_the_spend_pending_and_the_nonce_used(
 
     monkeypatch.setattr(wallet.chain.w3.eth, "send_raw_transaction", time_out)
     tx = {**transfer_tx(chain), "nonce": wallet.nonces.allocate()}  # as the quote pins it
-    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, spend_cap_atomic=ONE_USDC)
     with pytest.raises(SendFailed, match="got no answer .* stays pending"):
         wallet.send_transaction(signed)
     row = wallet.meter.ledger.get(signed.ledger_id)
@@ -508,11 +508,11 @@ def test_discarded_transaction_gives_back_its_nonce(
     chain: Any, wallet: Wallet, judge_signer: VerdictSigner
 ) -> None:
     tx = transfer_tx(chain)
-    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, spend_cap_atomic=ONE_USDC)
     wallet.discard(signed)
     assert wallet.meter.ledger.get(signed.ledger_id).status == "failed"
     again = transfer_tx(chain, amount=DIME + 1)
-    second = wallet.sign_transaction(again, approve(judge_signer, again), run_id=RUN, cap=ONE_USDC)
+    second = wallet.sign_transaction(again, approve(judge_signer, again), run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert second.nonce == signed.nonce
     assert wallet.send_transaction(second).status == 1
 
@@ -521,13 +521,13 @@ def test_outside_send_that_takes_the_nonce_is_survived_by_a_resync(
     chain: Any, wallet: Wallet, judge_signer: VerdictSigner
 ) -> None:
     tx = transfer_tx(chain)
-    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, spend_cap_atomic=ONE_USDC)
     transfer(chain.w3, chain.usdc, dev_account(AGENT), OUTSIDER_ADDRESS, ONE_USDC)  # same nonce
     with pytest.raises(SendFailed, match="nonce too low"):
         wallet.send_transaction(signed)
     assert wallet.meter.ledger.get(signed.ledger_id).status == "failed"
     again = transfer_tx(chain, amount=DIME + 1)
-    second = wallet.sign_transaction(again, approve(judge_signer, again), run_id=RUN, cap=ONE_USDC)
+    second = wallet.sign_transaction(again, approve(judge_signer, again), run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert second.nonce == signed.nonce + 1
     assert wallet.send_transaction(second).status == 1
 
@@ -536,7 +536,7 @@ def test_reverted_transfer_fails_the_spend_and_keeps_the_gas(
     chain: Any, wallet: Wallet, judge_signer: VerdictSigner
 ) -> None:
     tx = dict(transfer_tx(chain, amount=60 * ONE_USDC), gas=100_000)
-    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=100 * ONE_USDC)
+    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, spend_cap_atomic=100 * ONE_USDC)
     # The balance moves away between signing and sending (an authorization signed with
     # the same key outside the wallet, relayed by someone else).
     drain = quote(chain, value=50 * ONE_USDC)
@@ -568,11 +568,11 @@ def test_the_most_gas_can_cost_is_held_against_the_cap(
     # 100k gas at 5,000 gwei is 0.5 ETH, 1,500 USDC at the default rate: far over the cap.
     tx = dict(transfer_tx(chain), gas=100_000, maxFeePerGas=5 * 10**12, maxPriorityFeePerGas=1)
     with pytest.raises(CapExceeded, match="plus up to .* for gas"):
-        wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+        wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert_nothing_signed(wallet, events, chain, before)
     # A normal fee fits: the hold shows in the committed total until the receipt replaces it.
     ok = transfer_tx(chain)
-    signed = wallet.sign_transaction(ok, approve(judge_signer, ok), run_id=RUN, cap=ONE_USDC)
+    signed = wallet.sign_transaction(ok, approve(judge_signer, ok), run_id=RUN, spend_cap_atomic=ONE_USDC)
     pending = wallet.meter.usage(RUN).committed
     assert pending > DIME
     sent = wallet.send_transaction(signed)
@@ -587,7 +587,7 @@ def test_a_long_lived_authorization_is_refused(
     before = balance(chain, AGENT_ADDRESS)
     payload = quote(chain, valid_before=int(time.time()) + 2 * 3600)
     with pytest.raises(PayloadMismatch, match="more than 3600 s from now"):
-        wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC)
+        wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert_nothing_signed(wallet, events, chain, before)
 
 
@@ -595,10 +595,10 @@ def test_signed_records_do_not_print_their_signatures(
     chain: Any, wallet: Wallet, judge_signer: VerdictSigner
 ) -> None:
     payload = quote(chain)
-    signed = wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, cap=ONE_USDC)
+    signed = wallet.sign_typed_data(payload, approve(judge_signer, payload), run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert signed.signature not in repr(signed) and signed.signature[2:] not in repr(signed)
     tx = transfer_tx(chain)
-    stx = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, cap=ONE_USDC)
+    stx = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert stx.raw_transaction[2:40] not in repr(stx)
     wallet.discard(stx)
 
@@ -617,13 +617,13 @@ def test_a_transaction_that_leaves_nonce_gas_or_fees_open_is_refused(
         with pytest.raises(FingerprintError, match="every field pinned"):
             approve(judge_signer, tx)
         with pytest.raises(VerdictVoid, match="no canonical fingerprint"):
-            wallet.sign_transaction(tx, approve(judge_signer, full), run_id=RUN, cap=ONE_USDC)
+            wallet.sign_transaction(tx, approve(judge_signer, full), run_id=RUN, spend_cap_atomic=ONE_USDC)
     with pytest.raises(FingerprintError, match="every field pinned"):
         approve(judge_signer, {**full, "gasPrice": 10**9})  # two fee models in one tx
     fees = ("maxFeePerGas", "maxPriorityFeePerGas")
     legacy = {**{k: v for k, v in full.items() if k not in fees}, "gasPrice": 10**9}
     with pytest.raises(PayloadMismatch, match="no gasPrice"):
-        wallet.sign_transaction(legacy, approve(judge_signer, legacy), run_id=RUN, cap=ONE_USDC)
+        wallet.sign_transaction(legacy, approve(judge_signer, legacy), run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert wallet.meter.ledger.rows() == []
 
 
@@ -651,8 +651,8 @@ def test_one_verdict_moves_money_once_across_two_wallet_databases(
     )
     assert verdict.decision == "approve"
     seller_before = balance(chain, SELLER_ADDRESS)
-    first.send_transaction(first.sign_transaction(tx, verdict, run_id=RUN, cap=ONE_USDC))
+    first.send_transaction(first.sign_transaction(tx, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC))
     with pytest.raises(VerdictReplayed, match="already used, as the judge's record shows"):
-        second.sign_transaction(tx, verdict, run_id=RUN, cap=ONE_USDC)
+        second.sign_transaction(tx, verdict, run_id=RUN, spend_cap_atomic=ONE_USDC)
     assert second.meter.ledger.rows() == []
     assert balance(chain, SELLER_ADDRESS) == seller_before + DIME

@@ -31,7 +31,7 @@ def usdc_of(chain: Any, address: str) -> int:
 def sign(chain: Any, wallet: Wallet, judge_signer: VerdictSigner, run: str, nonce: int) -> SignedTx:
     """A transfer of 0.1 USDC to the seller pinned to ``nonce`` (as the tool quotes it)."""
     tx = {**transfer_tx(chain), "nonce": nonce}
-    return wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=run, cap=ONE_USDC)
+    return wallet.sign_transaction(tx, approve(judge_signer, tx), run_id=run, spend_cap_atomic=ONE_USDC)
 
 
 def assert_spend_is_what_moved(

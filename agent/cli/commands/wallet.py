@@ -105,7 +105,7 @@ def wallet_serve() -> None:
     chain = ChainClient(network.rpc_url, network.chain_id)
     # The services' own database (NIB_HOME/services, or what `nib services up` set) and the
     # one treasury cap over all the workers.
-    meter = SpendMeter(settings.database, chain, treasury_cap=settings.treasury_cap_usdc,
+    meter = SpendMeter(settings.database, chain, treasury_cap_atomic=settings.treasury_cap_atomic,
                        eth_price_usdc=settings.eth_price_usdc)
     wallet = Wallet(key, db_path=settings.database, chain=chain, meter=meter,
                     usdc=network.usdc or "", trusted_judge=judge_address, recheck=judge.recheck)

@@ -130,7 +130,7 @@ async def sign_when_free(
     payload: Mapping[str, object],
     verdict: Verdict | None,
     ctx: ToolContext,
-    cap: int,
+    spend_cap_atomic: int,
     resource: str,
 ) -> SignedTypedData:
     """MOVES MONEY: sign under ``verdict`` once no other authorization for ``resource`` is
@@ -149,7 +149,7 @@ async def sign_when_free(
             return live, None
         try:
             return None, wallet.sign_typed_data(
-                payload, verdict, run_id=ctx.run_id, cap=cap, resource=resource
+                payload, verdict, run_id=ctx.run_id, spend_cap_atomic=spend_cap_atomic, resource=resource
             )
         except AuthorizationOutstanding:
             return None, None  # another process started paying between check and signature

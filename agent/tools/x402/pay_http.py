@@ -300,7 +300,7 @@ class PayHttpTool(Tool[PayHttpArgs]):
         check_seller(self.name, url, ctx)
         check_market(self.name, url, ctx, self.offers)
         wallet = require_wallet(ctx, self.name)
-        cap = spend_cap(ctx, self.name)
+        spend_cap_atomic = spend_cap(ctx, self.name)
         terms = await check_terms(quote, request, ctx)
         covers = tuple(args.covers)
         if isinstance(terms, httpx.Response):
@@ -308,7 +308,7 @@ class PayHttpTool(Tool[PayHttpArgs]):
             return self.catalog.observation(request, covers, terms, cost=0, settlement=None)
         # The wallet recomputes the fingerprint of exactly this payload: if the seller's
         # terms changed since the quote, it raises VerdictVoid and signs nothing.
-        signed = await sign_when_free(wallet, terms.payload, verdict, ctx, cap, _resource(args))
+        signed = await sign_when_free(wallet, terms.payload, verdict, ctx, spend_cap_atomic, _resource(args))
         header = await _payment_header(terms, signed, wallet, url)
         ctx.emit("tool.x402.paying", {"url": url, "amount": quote.amount,
                                       "ledger_id": signed.ledger_id})

@@ -184,14 +184,14 @@ class PayMcpTool(Tool[PayMcpArgs]):
         wallet = ctx.wallet
         if wallet is None:
             raise ToolError("pay_mcp: no wallet is configured for this run; nothing was paid.")
-        cap = spend_cap(ctx, self.name)
+        spend_cap_atomic = spend_cap(ctx, self.name)
         # The paid call goes over the transport the quote reached, once, never another.
         args = args.model_copy(update={"transport": args.transport or quote.meta.get("transport")})
         pr, requirement, payload, authorization = await self._current_terms(args, quote, ctx)
         # The wallet recomputes the fingerprint of exactly this payload (verdict-void if
         # the seller's terms changed since the quote).
         signed = await asyncio.to_thread(
-            wallet.sign_typed_data, payload, verdict, run_id=ctx.run_id, cap=cap
+            wallet.sign_typed_data, payload, verdict, run_id=ctx.run_id, spend_cap_atomic=spend_cap_atomic
         )
         paid = payment_payload(requirement, pr, authorization, signed.signature)
         meta: dict[str, object] = {
