@@ -168,7 +168,7 @@ async def _session(url: str, transport: Transport) -> AsyncIterator[ClientSessio
                auth: httpx.Auth | None = None) -> httpx.AsyncClient:
         return httpx.AsyncClient(headers={**(headers or {}), "Accept-Encoding": "identity"},
                                  timeout=timeout or _TIMEOUT_S, auth=auth, trust_env=False,
-                                 transport=_CappedTransport())
+                                 verify=tls_context(), transport=_CappedTransport())
 
     if transport == "sse":
         from mcp.client.sse import sse_client

@@ -259,6 +259,7 @@ def up(settings: NibSettings) -> ServicesInfo:
 
     from chain.devkeys import JUDGE, dev_account
     from judge.storage import describe
+    from judge.tls import tls_context
     from wallet.service import SOCKET_NAME
 
     home = settings.home
@@ -284,12 +285,14 @@ def up(settings: NibSettings) -> ServicesInfo:
 
     def judge_ready() -> bool:
         try:
-            return httpx.get(judge_url + "/v1/health", timeout=1, trust_env=False).is_success
+            return httpx.get(judge_url + "/v1/health", timeout=1, trust_env=False,
+                             verify=tls_context()).is_success
         except httpx.HTTPError:
             return False
 
     _wait(judge_ready, judge, "judge", judge_log)
-    address = str(httpx.get(judge_url + "/v1/health", timeout=2, trust_env=False).json()["judge"])
+    address = str(httpx.get(judge_url + "/v1/health", timeout=2, trust_env=False,
+                          verify=tls_context()).json()["judge"])
     if _network_is_devnet(settings) and address != dev_account(JUDGE).address:
         _devnet.stop_pid(judge.pid)
         raise AgentConfigError(f"the devnet judge answered as {address}; expected the judge dev key.")
@@ -333,12 +336,15 @@ def health(info: ServicesInfo, settings: NibSettings) -> list[str]:
     restarted on a new port leaves services on the dead one until they are restarted)."""
     import httpx
 
+    from judge.tls import tls_context
+
     problems = [f"the {name} service (pid {pid}) is not running"
                 for name, pid in (("judge", info.judge_pid), ("wallet", info.wallet_pid))
                 if not _devnet.pid_alive(pid)]
     if not problems:
         try:
-            httpx.get(info.judge_url + "/v1/health", timeout=2, trust_env=False).raise_for_status()
+            httpx.get(info.judge_url + "/v1/health", timeout=2, trust_env=False,
+                      verify=tls_context()).raise_for_status()
         except httpx.HTTPError as exc:
             problems.append(f"the judge service at {info.judge_url} does not answer ({exc})")
     rpc = current_rpc(settings)

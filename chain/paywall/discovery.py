@@ -23,6 +23,7 @@ from x402.schemas import (
 from x402.schemas.v1 import PaymentPayloadV1, PaymentRequiredV1, PaymentRequirementsV1
 
 from chain.mcp_client import McpTransport, McpUnreachable, call_tool
+from chain.tls import tls_context
 
 __all__ = ["Catalogue", "probe_declaration", "probe_mcp_declaration"]
 
@@ -127,7 +128,7 @@ def probe_declaration(url: str, method: str) -> _Declared | None:
     try:
         resp = httpx.request(
             method.upper(), url, json={} if method.upper() == "POST" else None,
-            timeout=_PROBE_TIMEOUT_S, follow_redirects=False,
+            timeout=_PROBE_TIMEOUT_S, follow_redirects=False, verify=tls_context(),
         )
     except httpx.HTTPError:
         return None

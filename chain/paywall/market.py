@@ -47,6 +47,7 @@ from chain.devkeys import dev_account
 from chain.errors import ChainError, DevnetError
 from chain.paywall.datasets import tokens
 from chain.paywall.serve import AppServer, serve_forever, service_parser, wait_for_service
+from chain.tls import tls_context
 from chain.usdc import token_domain
 
 __all__ = ["MARKET", "MarketSeller", "PaidRoute", "create_seller_app", "main", "seller_named"]
@@ -281,6 +282,7 @@ def register_with(facilitator_url: str, seller: MarketSeller, base_url: str) -> 
         facilitator_url.rstrip("/") + "/discovery/register",
         json={"resources": resources},
         timeout=_REGISTER_TIMEOUT_S,
+        verify=tls_context(),
     )
     resp.raise_for_status()
     listed: list[str] = resp.json().get("listed", [])

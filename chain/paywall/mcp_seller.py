@@ -33,6 +33,7 @@ from chain.errors import ChainError
 from chain.mcp_client import ENDPOINTS, MCP_TRANSPORTS, McpTransport
 from chain.paywall.datasets import tokens
 from chain.paywall.serve import AppServer, serve_forever, service_parser, wait_for_service
+from chain.tls import tls_context
 from chain.usdc import token_domain
 
 __all__ = [
@@ -126,7 +127,8 @@ def register_mcp(facilitator_url: str, base_url: str, transport: McpTransport = 
     entry = {"url": base_url + ENDPOINTS[transport], "method": "MCP", "tool": MCP_TOOL,
              "arguments": {"symbol": "USDC"}, "transport": transport}
     resp = httpx.post(
-        facilitator_url.rstrip("/") + "/discovery/register", json={"resources": [entry]}, timeout=30
+        facilitator_url.rstrip("/") + "/discovery/register", json={"resources": [entry]}, timeout=30,
+        verify=tls_context(),
     )
     resp.raise_for_status()
     listed: list[str] = resp.json().get("listed", [])
