@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fastapi import FastAPI, Response
+from fastapi import FastAPI, Request, Response
 from test_judge_tasks import ATTACKER, USDC, authorization, request
 from x402.http import encode_payment_required_header
 from x402.schemas import PaymentRequired, PaymentRequirements, ResourceInfo
@@ -213,3 +213,33 @@ def test_each_decision_is_ruled_on_the_terms_read_for_it_and_a_held_read_holds_n
     assert held.decision == "refuse", held.reason
     assert NEW_PAY_TO.lower() in held.reason, held.reason
     assert second.issued_at <= held.issued_at
+
+
+def test_each_read_is_made_anew_on_a_kept_alive_connection_that_carries_no_cookie() -> None:
+    """The judge reads the seller's 402 for every decision (the seller's answer to one
+    read is never another's), but over one kept-alive connection: a new client, event
+    loop and TCP connection per read was ~3 ms of every purchase against ~1 ms. A cookie
+    the seller sets is not sent back, so a seller cannot tie one decision's read to the
+    next."""
+    seen: list[tuple[int, str | None]] = []
+    state = {"pay_to": OUTSIDE_PAY_TO}
+    app = FastAPI()
+
+    @app.get("/data")
+    def data(request: Request) -> Response:
+        assert request.client is not None
+        seen.append((request.client.port, request.headers.get("cookie")))
+        resp = _402(state["pay_to"])
+        resp.set_cookie("seen", str(len(seen)))
+        return resp
+
+    with serve(app) as url:
+        first = advertised_terms(url + "/data")
+        state["pay_to"] = NEW_PAY_TO  # read for each decision: the next read sees the move
+        second = advertised_terms(url + "/data")
+        third = advertised_terms(url + "/data")
+    assert [t.pay_to for t in (*first, *second, *third)] == [
+        OUTSIDE_PAY_TO.lower(), NEW_PAY_TO.lower(), NEW_PAY_TO.lower()]
+    assert len(seen) == 3
+    assert {port for port, _ in seen} == {seen[0][0]}, f"expected one connection, got {seen}"
+    assert [cookie for _, cookie in seen] == [None, None, None]
