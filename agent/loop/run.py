@@ -34,6 +34,7 @@ from agent.loop.selfmodel import SelfModelReader
 from agent.loop.state import Decision, Deps, PendingCall, RunState
 from agent.loop.stop import INTERRUPTS, Stop, dependency_stop
 from agent.tools.base import addresses_named_in
+from agent.tools.x402.fetch import seller_client
 from chain.money import format_usdc
 from judge.fingerprint import fingerprint
 
@@ -219,7 +220,20 @@ class _Run:
     async def drive(self, body: Callable[[], Awaitable[None]] | None = None) -> AgentResult:
         """Run ``body`` (the turns, by default) until the first stop; every exit (Ctrl-C,
         cancellation, a bug, one inside the finish itself) returns an AgentResult and
-        closes the run row."""
+        closes the run row. Sellers are asked through one client for the whole run (kept-
+        alive connections; a client per request cost a TCP connection each, three per
+        purchase), unless the caller gave one (``Deps.http``)."""
+        tools = self.ctx.tools
+        if tools.http is not None:
+            return await self._drive(body)
+        async with seller_client() as http:
+            tools.http = http
+            try:
+                return await self._drive(body)
+            finally:
+                tools.http = None
+
+    async def _drive(self, body: Callable[[], Awaitable[None]] | None) -> AgentResult:
         try:
             await (body or self.turns)()
             raise AssertionError("unreachable: turns() only exits by Stop")

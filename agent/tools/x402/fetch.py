@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Mapping
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import httpx
 
@@ -24,6 +25,7 @@ __all__ = [
     "bare",
     "fetch",
     "refusal",
+    "seller_client",
     "unexpected_status",
     "unpaid_refusal",
 ]
@@ -50,7 +52,7 @@ async def fetch(
     client = ctx.http
     own = client is None
     if client is None:
-        client = httpx.AsyncClient(timeout=limit, verify=tls_context())
+        client = seller_client()
     try:
         # One deadline for the whole response: a seller dripping a byte at a time would
         # pass any per-read timeout.
@@ -70,6 +72,15 @@ async def fetch(
     finally:
         if own:
             await client.aclose()
+
+
+def seller_client() -> httpx.AsyncClient:
+    """A client for sellers' answers: the shared TLS context, no cookies kept (a seller
+    cannot tie one request to another by them, as with a client per request), no
+    redirects followed. The loop opens one per run (``ToolContext.http``), so a run's
+    requests to a seller reuse a kept-alive connection."""
+    return httpx.AsyncClient(verify=tls_context(), follow_redirects=False,
+                             cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])))
 
 
 async def _read_response(
