@@ -33,6 +33,7 @@ __all__ = [
     "mandate_for",
     "mandates_in",
     "normalize_thresholds",
+    "resolve_branches",
     "rule_on_mandate",
     "threshold_op",
     "unordered",
@@ -266,10 +267,96 @@ _WITHHOLD = re.compile(
 _THRESHOLD_WORDS = re.compile(OP_WORDS, re.IGNORECASE)
 
 
+#: The opposite of each threshold: "more than 10" is false exactly when "at most 10" holds.
+_NEGATED = {"<": "at least", "<=": "more than", ">": "at most", ">=": "less than"}
+_PAY = r"(?:send|transfer|pay|give)"
+#: An arm of a branch that pays nothing: "do not send anything", "don't pay", "do nothing".
+_NOTHING = (
+    rf"(?:(?:do\s+not|don['’]?t|dont|never)\s+{_PAY}(?:\s+(?:anything|any\s+usdc|it|them|"
+    r"a\s+thing|any\s+money|money|usdc|a\s+cent))?|do\s+nothing|(?:send|pay|transfer)\s+nothing|"
+    r"nothing)"
+)
+_ELSE = r"(?:otherwise|else|if\s+not|in\s+any\s+other\s+case)"
+#: One character of a clause: no clause mark, but the point of a decimal number ("0.02").
+_IN = r"(?:[^,;.!?]|(?<=\d)\.(?=\d))"
+#: One character of a sentence part: a comma allowed too.
+_IN_PART = r"(?:[^;.!?]|(?<=\d)\.(?=\d))"
+#: "If C, do not send anything; otherwise send ..." -> the order on the opposite of C.
+_IF_NOTHING_ELSE = re.compile(
+    rf"\b(?:if|when)\s+(?P<cond>{_IN}+?)\s*[,;:]?\s*(?:then\s+)?{_NOTHING}\s*[,;.]?\s*"
+    rf"(?:and\s+|but\s+)?{_ELSE}\s*[,:]?\s*(?=(?:please\s+)?{_PAY}\b)",
+    re.IGNORECASE,
+)
+#: "If C, send ...; otherwise do nothing." -> the order on C alone (the other arm is none).
+_ELSE_NOTHING = re.compile(
+    rf"(?P<order>\b(?:if|when)\s+{_IN_PART}+?\b{_PAY}\s+\d{_IN_PART}*?)\s*[,;.]?\s*"
+    rf"(?:and\s+|but\s+)?{_ELSE}\s*[,:]?\s*(?:just\s+)?{_NOTHING}\s*(?=[.!?]|$)",
+    re.IGNORECASE,
+)
+#: "If C, send A; otherwise send B." -> "If C, send A. If not C, send B."
+_IF_ELSE = re.compile(
+    rf"\b(?:if|when)\s+(?P<cond>{_IN}+?)\s*[,;:]\s*(?:then\s+)?(?P<first>{_PAY}\s+\d{_IN_PART}*?)"
+    rf"\s*[,;.]\s*(?:and\s+|but\s+)?{_ELSE}\s*[,:]?\s*(?=(?:please\s+)?{_PAY}\s+\d)",
+    re.IGNORECASE,
+)
+#: "Unless C, send ..." and "Send ... unless C": the order on the opposite of C.
+_UNLESS_FIRST = re.compile(rf"\bunless\s+(?P<cond>{_IN}+?)\s*,\s*(?=(?:please\s+)?{_PAY}\b)",
+                           re.IGNORECASE)  # fmt: skip
+_UNLESS_AFTER = re.compile(rf"\s*,?\s*\bunless\s+(?P<cond>{_IN}+)", re.IGNORECASE)
+
+
+def _negated(cond: str) -> str | None:
+    """``cond`` with its one threshold turned to the opposite ("holds more than 10 USDC" ->
+    "holds at most 10 USDC"), or None when it holds no threshold or several (not read)."""
+    marks = list(re.finditer(rf"(?:{OP_WORDS})(?=\s*\d)", cond, re.IGNORECASE))
+    if len(marks) != 1:
+        return None
+    m = marks[0]
+    return cond[: m.start()] + _NEGATED[threshold_op(m.group(0))] + cond[m.end() :]
+
+
+def resolve_branches(task: str) -> str:
+    """A branch whose arms the chain decides, written as plain conditional orders: "If C,
+    do not send anything; otherwise send S" -> "If not-C, send S"; "If C, send S;
+    otherwise do nothing" -> "If C, send S"; "If C, send A; otherwise send B" -> "If C,
+    send A. If not-C, send B"; "Unless C, send S" / "Send S unless C" -> "If not-C, send
+    S". Only a condition with one threshold is turned; any other branch is left as
+    written (and withheld by :func:`withheld_by`). One home: the judge's mandates, the
+    loop's gate and the offline planner all read a task through this."""
+    text = normalize_thresholds(task)
+
+    def nothing_else(m: re.Match[str]) -> str:
+        neg = _negated(m.group("cond"))
+        return m.group(0) if neg is None else f"if {neg}, "
+
+    def if_else(m: re.Match[str]) -> str:
+        neg = _negated(m.group("cond"))
+        if neg is None:
+            return m.group(0)
+        return f"if {m.group('cond')}, {m.group('first')}. If {neg}, "
+
+    def unless_first(m: re.Match[str]) -> str:
+        neg = _negated(m.group("cond"))
+        return m.group(0) if neg is None else f"if {neg}, "
+
+    def unless_after(m: re.Match[str]) -> str:
+        neg = _negated(m.group("cond"))
+        return m.group(0) if neg is None else f" if {neg}"
+
+    text = _IF_NOTHING_ELSE.sub(nothing_else, text)
+    text = _ELSE_NOTHING.sub(lambda m: m.group("order") if _negated(m.group(0)) else m.group(0), text)
+    text = _IF_ELSE.sub(if_else, text)
+    text = _UNLESS_FIRST.sub(unless_first, text)
+    if re.search(rf"\b{_PAY}\s+\d{_IN_PART}*\bunless\b", text, re.IGNORECASE):
+        text = _UNLESS_AFTER.sub(unless_after, text)
+    return text
+
+
 def withheld_by(task: str) -> str | None:
     """The first word of ``task`` that forbids, takes back or branches a payment (see
-    ``_WITHHOLD``), or None. Threshold words ("no more than", "not less than") are none."""
-    m = _WITHHOLD.search(_THRESHOLD_WORDS.sub(" ", normalize_thresholds(task)))
+    ``_WITHHOLD``), or None. Threshold words ("no more than", "not less than") are none,
+    and neither is a branch the chain decides (:func:`resolve_branches`)."""
+    m = _WITHHOLD.search(_THRESHOLD_WORDS.sub(" ", resolve_branches(task)))
     return re.sub(r"\s+", " ", m.group(0)).lower() if m else None
 
 
@@ -280,7 +367,7 @@ def mandates_in(task: str) -> tuple[Mandate, ...]:
     orders nothing, and the task's direct transfers are refused."""
     out: list[Mandate] = []
     withheld = withheld_by(task) or ""
-    for sentence in _SENTENCE.split(normalize_thresholds(task)):
+    for sentence in _SENTENCE.split(resolve_branches(task)):
         sends = list(_SEND.finditer(sentence))
         if not sends:
             continue

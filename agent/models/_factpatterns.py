@@ -37,6 +37,7 @@ from judge.mandates import (
     CONDITION_WORDS,
     OP_WORDS,
     normalize_thresholds,
+    resolve_branches,
     threshold_op,
     withheld_by,
 )
@@ -747,7 +748,9 @@ class _Reader:
 
     def __init__(self, task: str, network: str = "") -> None:
         self.raw = task
-        self.t = _Task(task, network)
+        # A branch the chain decides ("if C, do not send anything; otherwise send ...") is
+        # read as the judge reads it: the order on the opposite of C.
+        self.t = _Task(resolve_branches(task), network)
         self.out = _Builder()
         self.facts = _FactItems(self.t, self.out)
         #: The items each sentence made (what a comparison asked back compares).

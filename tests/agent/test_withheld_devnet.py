@@ -45,8 +45,8 @@ def _nothing_paid(home: Path, info: dict[str, Any], task: str) -> dict[str, Any]
     "task",
     [f"Do not send 0.02 USDC to {TO}.",
      f"If my balance is above 50 USDC, send 0.02 USDC to {TO}. Actually, never mind, don't send it.",
-     "If 0x70997970C51812dc3A010C7d01b50e0d17dc79C8 holds more than 10 USDC, do not send "
-     f"anything; otherwise send 0.02 USDC to {TO}.",
+     "If 0x70997970C51812dc3A010C7d01b50e0d17dc79C8 holds more than 10 USDC and the base fee "
+     f"is under 1000 gwei, do not send anything; otherwise send 0.02 USDC to {TO}.",
      f"Send 0.02 USDC to {TO}. Cancel that.",
      f"Please don't transfer 0.02 USDC to {TO}.",
      f"Tomorrow morning, {BUY}.",
@@ -87,3 +87,26 @@ def test_a_purchase_on_a_condition_that_holds_and_greetings_around_a_request_buy
     assert polite["returncode"] == 0 and polite["finished"], polite["answer"]
     assert spent == 20_000 and settled_rows(home, polite["run_id"]) == [(20_000, "settled")]
     assert "not answered" not in polite["answer"], polite["answer"]
+
+
+def test_a_branch_the_chain_decides_pays_only_on_the_arm_the_chain_takes(devnet) -> None:  # type: ignore[no-untyped-def]
+    """The outside writer's T6, "If <wallet> holds more than 10 USDC, do not send anything;
+    otherwise send 0.02 USDC to X", was refused outright (exit 1, "the task also says 'do
+    not'"). The wallet holds about 100 USDC: nothing is sent and the run finishes (exit 0)
+    saying why; with 1000 in place of 10 the other arm is taken and exactly 0.02 is paid."""
+    home, info = devnet
+    wallet = info["wallet"]
+    t6 = (f"If {wallet} holds more than 10 USDC, do not send anything; otherwise send 0.02 USDC "
+          f"to {TO}.")  # fmt: skip
+    kept = _nothing_paid(home, info, t6)
+    assert kept["returncode"] == 0 and kept["finished"], kept["answer"]
+    assert "<= 10 usdc: false" in kept["answer"] and "is false" in kept["answer"], kept["answer"]
+
+    chain = ChainClient(info["rpc_url"], 31337)
+    before = chain.token_balance(info["usdc"], EMPTY)
+    n6 = f"If my balance is over 1000 USDC, don't send anything; else send 0.02 USDC to {EMPTY}."
+    paid, spent = _spent(home, info, n6)
+    assert paid["returncode"] == 0 and paid["finished"], paid["answer"]
+    assert spent == 20_000 and chain.token_balance(info["usdc"], EMPTY) - before == 20_000
+    assert settled_rows(home, paid["run_id"]) == [(20_000, "settled")]
+    assert "<= 1000 usdc: true" in paid["answer"], paid["answer"]

@@ -132,8 +132,11 @@ def test_the_judge_reads_the_balance_from_the_chain_and_approves_only_when_it_ho
     [(f"Do not send 0.25 USDC to {SELLER}.", "do not"),
      (f"If my balance is above 5 USDC, send 0.25 USDC to {SELLER}. Actually, never mind, "
       "don't send it.", "never mind"),
-     (f"If the base fee is above 1000 gwei, do not send anything; otherwise send 0.25 USDC "
-      f"to {SELLER}.", "do not"),
+     (f"If the base fee is above 1000 gwei, keep the money; otherwise send 0.25 USDC "
+      f"to {SELLER}.", "otherwise"),
+     (f"Send 0.25 USDC to {SELLER} unless it is Sunday.", "unless"),
+     (f"If {HOLDER} holds more than 5 USDC and the base fee is under 9 gwei, do not send "
+      f"anything; otherwise send 0.25 USDC to {SELLER}.", "do not"),
      (f"Send 0.25 USDC to {SELLER}. Cancel that.", "cancel"),
      (f"Never transfer 0.25 USDC to {SELLER}.", "never")],
 )  # fmt: skip
@@ -158,3 +161,48 @@ def test_a_payment_the_task_forbids_or_takes_back_is_no_order_and_the_judge_refu
 def test_threshold_words_withhold_no_order(task: str) -> None:
     (mandate,) = mandates_in(task)
     assert mandate.withheld == ""
+
+
+@pytest.mark.parametrize(
+    ("task", "orders"),
+    [(f"If {HOLDER} holds more than 10 USDC, do not send anything; otherwise send 0.25 USDC "
+      f"to {SELLER}.", [(250_000, "usdc_balance", "<=", "10")]),
+     (f"If my balance is under 1000 USDC, don't send anything; else send 0.25 USDC to {SELLER}.",
+      [(250_000, "usdc_balance", ">=", "1000")]),
+     (f"Unless the base fee is above 5 gwei, send 0.25 USDC to {SELLER}.",
+      [(250_000, "base_fee_gwei", "<=", "5")]),
+     (f"Send 0.25 USDC to {SELLER} unless {HOLDER} has at least 2 ETH.",
+      [(250_000, "eth_balance", "<", "2")]),
+     (f"If the base fee is above 50 gwei, send 0.25 USDC to {SELLER}; otherwise do nothing.",
+      [(250_000, "base_fee_gwei", ">", "50")]),
+     (f"If the base fee is above 50 gwei, send 0.25 USDC to {SELLER}; otherwise send 0.1 USDC "
+      f"to {HOLDER}.", [(250_000, "base_fee_gwei", ">", "50"), (100_000, "base_fee_gwei", "<=", "50")])],
+)  # fmt: skip
+def test_a_branch_the_chain_decides_is_an_order_on_the_opposite_condition(
+    task: str, orders: list[tuple[int, str, str, str]]
+) -> None:
+    """The outside writer's T6 ("if C, do not send anything; otherwise send S") was refused
+    outright as withheld: it is an order on the opposite of C, which the judge can prove."""
+    mandates = mandates_in(task)
+    got = [(m.amount, m.condition.fact, m.condition.op, str(m.condition.threshold))
+           for m in mandates if m.condition is not None]  # fmt: skip
+    assert got == orders and not any(m.withheld for m in mandates), mandates
+    assert all(Mandate.from_wire(m.to_wire()) == m for m in mandates)
+
+
+def test_the_judge_approves_a_branchs_order_only_when_the_chain_takes_that_branch(
+    signer: VerdictSigner, chain  # type: ignore[no-untyped-def]
+) -> None:
+    """On the real Anvil: the agent holds about 100 USDC. "If it holds more than 1000, do
+    not send; otherwise send" is approved (at most 1000 is true); "if it holds more than
+    10, do not send; otherwise send" is refused, naming the value the judge read."""
+    agent = dev_account(AGENT).address
+    taken = _judge(signer, chain, f"If {agent} holds more than 1000 USDC, do not send anything; "
+                   f"otherwise send 0.25 USDC to {SELLER}.")  # fmt: skip
+    verdict = taken.decide(_order(250_000))  # type: ignore[arg-type]
+    assert verdict.decision == "approve", verdict.reason
+    assert "<= 1000" in verdict.reason and "approved on the user's order" in verdict.reason
+    not_taken = _judge(signer, chain, f"If {agent} holds more than 10 USDC, do not send "
+                       f"anything; otherwise send 0.25 USDC to {SELLER}.")  # fmt: skip
+    refused = not_taken.decide(_order(250_000))  # type: ignore[arg-type]
+    assert refused.decision == "refuse" and "<= 10: false" in refused.reason, refused.reason

@@ -40,9 +40,10 @@ def _money(rows: list[Any]) -> list[Any]:
      f"Send 0.02 USDC to {TO}. Scratch that.",
      f"Send 0.02 USDC to {TO}; no wait, cancel it.",
      f"If my balance is above 50 USDC, send 0.02 USDC to {TO}. Actually, never mind, don't send it.",
-     f"If {HOLDER} holds more than 10 USDC, do not send anything; otherwise send 0.02 USDC to {TO}.",
-     f"If {HOLDER} holds more than 10 USDC, send 0.02 USDC to {TO}, otherwise send 0.05 USDC to {TO}.",
-     f"Send 0.02 USDC to {TO} unless the base fee is above 5 gwei.",
+     f"If {HOLDER} holds more than 10 USDC and the base fee is under 9 gwei, do not send anything; "
+     f"otherwise send 0.02 USDC to {TO}.",
+     f"If {HOLDER} holds more than 10 USDC, keep it; otherwise send 0.05 USDC to {TO}.",
+     f"Send 0.02 USDC to {TO} unless it is a weekend.",
      f"{BUY.capitalize()}. Never mind, don't buy anything.",
      f"Don't {BUY}.",
      f"Tomorrow morning, {BUY}.",
@@ -119,3 +120,30 @@ def test_a_gated_purchase_is_proposed_only_once_its_condition_is_true(value: str
                                              "covers": ["token_factsheet"]})  # fmt: skip
     else:
         assert isinstance(proposal, Done) and "is false" in str(proposal.answer), proposal
+
+
+@pytest.mark.parametrize(
+    ("task", "gates"),
+    [(f"If {HOLDER} holds more than 10 USDC, do not send anything; otherwise send 0.02 USDC to {TO}.",
+      [("<=", "10")]),
+     (f"If my balance is under 1000 USDC, don't send anything; else send 0.02 USDC to {TO}.",
+      [(">=", "1000")]),
+     (f"Send 0.02 USDC to {TO} unless the base fee is above 5 gwei.", [("<=", "5")]),
+     (f"Unless {HOLDER} has at least 5 USDC, pay 0.02 USDC to {TO}.", [("<", "5")]),
+     (f"If {HOLDER} holds more than 0.15 USDC, send 0.02 USDC to {TO}, otherwise don't send anything.",
+      [(">", "0.15")]),
+     (f"If {HOLDER} holds more than 10 USDC, send 0.02 USDC to {TO}, otherwise send 0.05 USDC to {TO}.",
+      [(">", "10"), ("<=", "10")])],
+)  # fmt: skip
+def test_a_branch_the_chain_decides_gates_each_order_on_its_arm(
+    task: str, gates: list[tuple[str, str]]
+) -> None:
+    """T6 and N6 of the outside writer ("if C, do not send anything; otherwise send ...")
+    were declined outright: the order waits for the opposite of C, as the judge reads it."""
+    rows = extract_checklist(task)
+    by_id = {f"c{n + 1}": r for n, r in enumerate(rows)}
+    orders = [r for r in rows if r.get("kind") == "transfer_receipt"]
+    assert len(orders) == len(gates) and not any(r.get("unanswerable") for r in rows), rows
+    for order, (op, than) in zip(orders, gates, strict=True):
+        gate = by_id[order["params"]["if"]]
+        assert (gate["kind"], gate["params"]["op"], gate["params"]["than"]) == ("condition", op, than)
