@@ -8,7 +8,8 @@ The limit does the least work that gives the same thing: the same canonical form
 same verdict body (RFC 8785 JSON, keccak-256), the same signature scheme (the EIP-191
 personal-message digest of that fingerprint, one libsecp256k1 signature through
 coincurve, the fastest signer installed) and the same record (one unsynced insert of the
-verdict's row into a table of the same shape, on a SQLite file in WAL mode). The limit of
+verdict's row, under a random id as a verdict's is, into the judge's own verdict table made
+by its own migrations: the same columns and index, on a SQLite file in WAL mode). The limit of
 verifying is one public-key recovery over the same EIP-191 digest; ours is
 ``verify_verdict`` (recover, compare with the verdict's judge and the trusted one).
 
@@ -21,6 +22,7 @@ rounds, and each ratio the median of the per-round ratios.
 
 from __future__ import annotations
 
+import secrets
 import tempfile
 import time
 from collections.abc import Callable
@@ -98,8 +100,7 @@ def _sides(folder: Path) -> dict[str, Callable[[], object]]:
 
     from judge.calibration import BetaCalibrator
     from judge.jev import Judge
-    from judge.records import VerdictRecords
-    from judge.storage import open_database
+    from judge.records import VERDICTS, VerdictRecords
     from judge.verdict import VerdictSigner, _digest_for, verify_verdict
 
     account = Account.create()  # throwaway key, never printed
@@ -114,20 +115,20 @@ def _sides(folder: Path) -> dict[str, Callable[[], object]]:
     body = verdict.body()
     key = coincurve.PrivateKey(bytes(account.key))
     sig = key.sign_recoverable(_digest_for(body), hasher=None)
-    limit_db = open_database(folder / "limit.db")
-    limit_db.execute(
-        "CREATE TABLE verdicts (id TEXT PRIMARY KEY, decision TEXT, subject TEXT, task_id "
-        "TEXT, payload_fingerprint TEXT, amount INTEGER, asset TEXT, recipient TEXT, chain_id "
-        "INTEGER, p TEXT, facts TEXT, issued_at INTEGER, expires_at INTEGER, grant_id TEXT)")
-    counter = iter(range(10**12))
+    # The same record: a row of the judge's own verdict table (its columns and its index,
+    # made by the judge's own migrations on a file of its own), under an id made as the
+    # judge makes a verdict's (random: a B-tree insert at a random place, not at the end).
+    limit_db = VerdictRecords(folder / "limit.db")._store.db
+    columns = ("id, decision, subject, task_id, payload_fingerprint, amount, asset, recipient, "
+               "chain_id, p, facts, issued_at, expires_at, grant_id, paid_with")
+    insert = f"INSERT INTO {VERDICTS} ({columns}) VALUES ({', '.join('?' * 15)})"
 
     def limit_sign() -> object:
         signature = key.sign_recoverable(_digest_for(body), hasher=None)
-        limit_db.execute(
-            "INSERT INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (f"{next(counter)}", "approve", "price_feed", "", verdict.payload_fingerprint,
-             verdict.amount, USDC, SELLER, 31337, verdict.p, "eth_price_usd",
-             verdict.issued_at, verdict.expires_at, None), durable=False)
+        limit_db.execute(insert, (
+            secrets.token_hex(16), "approve", "price_feed", "", verdict.payload_fingerprint,
+            verdict.amount, USDC.lower(), SELLER.lower(), 31337, verdict.p, "eth_price_usd",
+            verdict.issued_at, verdict.expires_at, None, None), durable=False)
         return signature
 
     def limit_recover() -> object:

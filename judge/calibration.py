@@ -112,6 +112,7 @@ class CalibrationReport(TypedDict):
 
 
 @functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096)  # a pure function of short strings, ~8 calls a decision
 def fact_key(fact: str) -> str:
     """Match key for fact kinds and checklist items: 'Base fee (gwei)' -> 'base_fee_gwei'."""
     return _NOT_KEY.sub("_", fact.lower()).strip("_")

@@ -10,7 +10,7 @@ seller's pay floor and the approval threshold.
 from __future__ import annotations
 
 from collections.abc import Callable
-from decimal import ROUND_HALF_EVEN, Decimal, localcontext
+from decimal import ROUND_HALF_EVEN, Context, Decimal
 
 from judge.calibration import (
     MIN_P_TO_PAY,
@@ -29,6 +29,10 @@ __all__ = ["USDC_DECIMALS", "Rules", "Ruling", "coverable_facts", "format_usdc"]
 
 USDC_DECIMALS = 6
 
+
+#: The arithmetic of EV: p has 6 decimals and amounts are ints, so 80 digits are exact
+#: (one context made once; entering a local context per decision cost 3 us of ~130).
+_EXACT = Context(prec=80)
 
 #: A ruling: decision, p, EV (atomic USDC) and the reason in words.
 Ruling = tuple[Decision, Decimal, Decimal, str]
@@ -241,9 +245,7 @@ class Rules:
         size = req.checklist_size or (len(req.missing) + len(req.covered))
         per_item = self._value_per_item or req.spend_cap // max(size, 1)
         value = per_item * len(coverable)
-        with localcontext() as ctx:
-            ctx.prec = 80  # p has 6 decimals and amounts are ints: this is exact
-            ev = p * value - req.price
+        ev = _EXACT.subtract(_EXACT.multiply(p, value), req.price)
         sums = (
             f"p {_fmt_p(p)} x value {format_usdc(value)} USDC ({len(coverable)} missing "
             f"item{'s' if len(coverable) != 1 else ''} x {format_usdc(per_item)} USDC) "
