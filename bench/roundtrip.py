@@ -239,7 +239,7 @@ def register(env: BenchEnv, services: Services, run_id: str) -> JudgeClient:
 
     admin = JudgeClient(services.judge_url, token=ADMIN, timeout_s=10)
     token = admin.register_task_for_token(TaskLimits(
-        task_id=run_id, spend_cap=TASK_CAP, per_call_cap=TASK_CAP, approval_threshold=None,
+        task_id=run_id, spend_cap_atomic=TASK_CAP, per_call_cap_atomic=TASK_CAP, approval_threshold_atomic=None,
         recipients=(dev_account(SELLER).address,), sellers=(env.paywall_url,)))
     return JudgeClient(services.judge_url, token=token, timeout_s=10)
 

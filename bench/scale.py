@@ -245,7 +245,7 @@ def _decisions_per_s(path: Path, seconds: float) -> float:
         tool="pay_http", args=args, call_fingerprint=call_fingerprint("pay_http", args),
         payload_fingerprint=fingerprint({"x402": "bench"}), price=20_000, asset=USDC,
         recipient=SELLER_ADDR, chain_id=31337, remaining_budget=10**9, balance=10**12,
-        per_call_cap=10**9, spend_cap=10**9, missing=(FACT,), tool_facts=(FACT,),
+        per_call_cap_atomic=10**9, spend_cap_atomic=10**9, missing=(FACT,), tool_facts=(FACT,),
         declared_coverage=Decimal("0.8"), seller=SELLER)
     first = judge.decide(request)
     if first.decision != "approve":

@@ -228,7 +228,7 @@ class Judge:
     def _granted(self, offer: PaidCallRequest) -> Grant | None:
         """A human's unused grant for exactly this registered task's payload, when its
         price is at or above the registered approval threshold (see :meth:`grant`)."""
-        threshold = offer.approval_threshold
+        threshold = offer.approval_threshold_atomic
         if offer.task_id is None or threshold is None or offer.price < threshold:
             return None
         return self.records.open_grant(offer.task_id, offer.payload_fingerprint)
@@ -244,7 +244,7 @@ class Judge:
             grant = self._granted(head) if head is not request else None
             if grant is not None:
                 # The human ruled on the escalation; every other rule still applies.
-                head = replace(head, approval_threshold=None)
+                head = replace(head, approval_threshold_atomic=None)
             alternatives = tuple(
                 b for b in (self._bound(a, terms) for a in request.alternatives) if not isinstance(b, str)
             )
@@ -269,7 +269,7 @@ class Judge:
             ttl_s=self._ttl_s,
             now=self._clock(),
             task_id=req.task_id,
-            task_cap=req.spend_cap if req.task_id is not None else None,
+            task_cap=req.spend_cap_atomic if req.task_id is not None else None,
         )
         self.records.issued(
             verdict,

@@ -431,7 +431,7 @@ def rule_on_mandate(
     *,
     fact_value: Decimal | None,
     price_limits: Iterable[tuple[str, int, str]],
-    approval_threshold: int | None,
+    approval_threshold_atomic: int | None,
     used: bool,
 ) -> tuple[Literal["approve", "escalate", "refuse"], str]:
     """The judge's decision on a payment the task ordered, and its reason (naming the real
@@ -462,9 +462,9 @@ def rule_on_mandate(
             return "refuse", (
                 f"{order}, but {_usdc(mandate.amount)} exceeds {name} {_usdc(limit)} (fix: {fix})"
             )
-    if approval_threshold is not None and mandate.amount >= approval_threshold:
+    if approval_threshold_atomic is not None and mandate.amount >= approval_threshold_atomic:
         return "escalate", (
             f"{order}{proof}; {_usdc(mandate.amount)} is at or above the approval threshold "
-            f"{_usdc(approval_threshold)}: a human must approve"
+            f"{_usdc(approval_threshold_atomic)}: a human must approve"
         )
     return "approve", f"{order}{proof}: approved on the user's order"

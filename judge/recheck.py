@@ -67,7 +67,7 @@ class RecheckGate:
         if rec.decision != "approve" or not rec.task_id:
             return False
         limits = self.tasks.get(rec.task_id)
-        threshold = None if limits is None else limits.approval_threshold
+        threshold = None if limits is None else limits.approval_threshold_atomic
         return threshold is not None and rec.amount >= threshold
 
     def recheck(self, verdict: Verdict) -> None:

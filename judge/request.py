@@ -14,7 +14,17 @@ from judge.errors import JudgeRequestInvalid
 from judge.fingerprint import is_fingerprint
 from judge.wire import wire_list, wire_object
 
-__all__ = ["CallRecord", "PaidCallRequest"]
+__all__ = ["WIRE_NAMES", "CallRecord", "PaidCallRequest"]
+
+#: The money limits' names on the judge's wire and in its tables -> the fields' names. A
+#: field in atomic USDC ends ``_atomic`` (as agent.loop.limits.Limits says); the wire and
+#: the stored columns keep the names a judge service or database of an earlier version
+#: reads, and a body under either name is read (tests/judge/test_judge_tasks.py).
+WIRE_NAMES: dict[str, str] = {
+    "spend_cap": "spend_cap_atomic",
+    "per_call_cap": "per_call_cap_atomic",
+    "approval_threshold": "approval_threshold_atomic",
+}
 
 
 class CallRecord(NamedTuple):
@@ -62,9 +72,9 @@ class PaidCallRequest:
     chain_id: int
     remaining_budget: int
     balance: int
-    per_call_cap: int
-    spend_cap: int
-    approval_threshold: int | None = None
+    per_call_cap_atomic: int
+    spend_cap_atomic: int
+    approval_threshold_atomic: int | None = None
     missing: tuple[str, ...] = ()
     covered: tuple[str, ...] = ()
     tool_facts: tuple[str, ...] = ()
@@ -109,10 +119,12 @@ class PaidCallRequest:
             )
         if self.declared_coverage is not None:
             object.__setattr__(self, "declared_coverage", Decimal(self.declared_coverage))
-        for name in ("price", "remaining_budget", "balance", "per_call_cap", "spend_cap"):
+        for name in (
+            "price", "remaining_budget", "balance", "per_call_cap_atomic", "spend_cap_atomic"
+        ):
             _nonneg_int(name, getattr(self, name))
-        if self.approval_threshold is not None:
-            _nonneg_int("approval_threshold", self.approval_threshold)
+        if self.approval_threshold_atomic is not None:
+            _nonneg_int("approval_threshold_atomic", self.approval_threshold_atomic)
         if isinstance(self.chain_id, bool) or not isinstance(self.chain_id, int):
             raise JudgeRequestInvalid(
                 f"found chain_id={self.chain_id!r}; expected an int; fix: pass e.g. 31337."
@@ -145,9 +157,10 @@ class PaidCallRequest:
             "chain_id": self.chain_id,
             "remaining_budget": self.remaining_budget,
             "balance": self.balance,
-            "per_call_cap": self.per_call_cap,
-            "spend_cap": self.spend_cap,
-            "approval_threshold": self.approval_threshold,
+            # The wire keeps the names a judge service of an earlier version reads (WIRE_NAMES).
+            "per_call_cap": self.per_call_cap_atomic,
+            "spend_cap": self.spend_cap_atomic,
+            "approval_threshold": self.approval_threshold_atomic,
             "missing": list(self.missing),
             "covered": list(self.covered),
             "tool_facts": list(self.tool_facts),
@@ -176,7 +189,7 @@ class PaidCallRequest:
     def from_wire(cls, data: Mapping[str, object]) -> PaidCallRequest:
         """Parse :meth:`to_wire` output; raises JudgeRequestInvalid on bad fields."""
         try:
-            fields = dict(data)
+            fields = {WIRE_NAMES.get(k, k): v for k, v in data.items()}
             if fields.get("declared_coverage") is not None:
                 fields["declared_coverage"] = Decimal(str(fields["declared_coverage"]))
             fields["history"] = tuple(

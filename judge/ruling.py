@@ -71,7 +71,7 @@ def _price_limits(req: PaidCallRequest) -> tuple[tuple[str, int, str], ...]:
     """The limits a price must fit, each with the setting that changes it (named in the
     refusal, so the user sees which limit refused and how to raise it)."""
     return (
-        ("the per-call cap", req.per_call_cap,
+        ("the per-call cap", req.per_call_cap_atomic,
          "`nib run --per-call-cap`, or per_call_cap_atomic in [limits]"),
         ("remaining budget", req.remaining_budget, "`nib run --max-spend` sets the task's cap"),
         ("wallet balance", req.balance, "fund the wallet; `nib wallet balance` shows it"),
@@ -222,13 +222,13 @@ class Rules:
             )
         if ev <= 0:
             return "refuse", p, ev, f"expected value {format_usdc(ev)} USDC is not positive: {sums}"
-        if req.approval_threshold is not None and req.price >= req.approval_threshold:
+        if req.approval_threshold_atomic is not None and req.price >= req.approval_threshold_atomic:
             return (
                 "escalate",
                 p,
                 ev,
                 f"price {price} USDC is at or above the approval threshold "
-                f"{format_usdc(req.approval_threshold)} USDC: a human must approve "
+                f"{format_usdc(req.approval_threshold_atomic)} USDC: a human must approve "
                 f"(EV {format_usdc(ev)} USDC = {sums})",
             )
         return ("approve", p, ev, f"EV {format_usdc(ev)} USDC > 0: {sums}{lost}")
@@ -243,7 +243,7 @@ class Rules:
             prior = NEW_SELLER_PRIOR
         p = max(self.calibrator.p(subject, fact_key(m), prior) for m in coverable)
         size = req.checklist_size or (len(req.missing) + len(req.covered))
-        per_item = self._value_per_item or req.spend_cap // max(size, 1)
+        per_item = self._value_per_item or req.spend_cap_atomic // max(size, 1)
         value = per_item * len(coverable)
         ev = _EXACT.subtract(_EXACT.multiply(p, value), req.price)
         sums = (
@@ -287,7 +287,7 @@ class Rules:
         used = self.records.approved_to(limits.task_id, req.recipient, req.price, self._clock())
         decision, reason = rule_on_mandate(
             mandate, fact_value=value, price_limits=_price_limits(req),
-            approval_threshold=req.approval_threshold, used=used,
+            approval_threshold_atomic=req.approval_threshold_atomic, used=used,
         )  # fmt: skip
         if decision == "refuse":
             return decision, Decimal(0), -Decimal(req.price), reason

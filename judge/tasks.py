@@ -20,6 +20,7 @@ from judge.errors import JudgeRequestInvalid, TaskRegistrationConflict
 from judge.fingerprint import TOKEN_DOMAIN_FIELDS
 from judge.mandates import Mandate
 from judge.mcp_terms import OfferedTerms
+from judge.request import WIRE_NAMES
 from judge.storage import Database, Location, Migration, Tx, cell_int
 
 if TYPE_CHECKING:
@@ -51,19 +52,21 @@ class TaskLimits:
 
     ``recipients``: every address a payment of this task may go to (direct transfers
     and sellers' payTo). ``sellers``: the origins x402 purchases may be made from.
-    ``approval_threshold``: at or above it a human must approve; ``None`` never escalates.
+    ``approval_threshold_atomic``: at or above it a human must approve; ``None`` never
+    escalates. On the wire and in the table the limits keep their earlier names
+    (judge.request.WIRE_NAMES).
     ``mandates``: the payments the task's own text orders (read from it at registration by
     :func:`judge.mandates.mandates_in`); each recipient is also one of ``recipients``.
     """
 
     task_id: str
-    spend_cap: int
-    per_call_cap: int
-    approval_threshold: int | None
+    spend_cap_atomic: int
+    per_call_cap_atomic: int
+    approval_threshold_atomic: int | None
     recipients: tuple[str, ...]
     sellers: tuple[str, ...]
     mandates: tuple[Mandate, ...] = ()
-    #: ``text_digest(text, spend_cap)`` of the task the user submitted ("": not bound, a
+    #: ``text_digest(text, spend_cap_atomic)`` of the task the user submitted ("": not bound, a
     #: run whose text never leaves the user's command): a worker runs a queued task only
     #: when the text it found digests to this.
     text_digest: str = ""
@@ -73,19 +76,19 @@ class TaskLimits:
             raise JudgeRequestInvalid(
                 f"found task_id={self.task_id!r}; expected 1-200 characters; fix: use the run id."
             )
-        for name in ("spend_cap", "per_call_cap"):
+        for name in ("spend_cap_atomic", "per_call_cap_atomic"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise JudgeRequestInvalid(
                     f"found {name}={value!r}; expected an int >= 0 in atomic USDC units; "
                     "fix: 1 USDC = 1_000_000."
                 )
-        threshold = self.approval_threshold
+        threshold = self.approval_threshold_atomic
         if threshold is not None and (
             isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0
         ):
             raise JudgeRequestInvalid(
-                f"found approval_threshold={threshold!r}; expected an int >= 0 or None."
+                f"found approval_threshold_atomic={threshold!r}; expected an int >= 0 or None."
             )
         object.__setattr__(
             self, "recipients", tuple(sorted({str(a).lower() for a in self.recipients}))
@@ -107,19 +110,23 @@ class TaskLimits:
             )
 
     def to_wire(self) -> dict[str, object]:
-        return {**asdict(self), "recipients": list(self.recipients), "sellers": list(self.sellers),
+        """The task on the wire, its limits under their wire names (WIRE_NAMES)."""
+        wire = {field: name for name, field in WIRE_NAMES.items()}
+        return {**{wire.get(k, k): v for k, v in asdict(self).items()},
+                "recipients": list(self.recipients), "sellers": list(self.sellers),
                 "mandates": [m.to_wire() for m in self.mandates]}  # fmt: skip
 
     @classmethod
     def from_wire(cls, data: Mapping[str, object]) -> TaskLimits:
         # The casts name what the wire should carry; __post_init__ checks every value's
         # type and range and refuses what is not (JudgeRequestInvalid naming the field).
+        data = {WIRE_NAMES.get(k, k): v for k, v in data.items()}  # either name reads
         try:
             return cls(
                 task_id=str(data["task_id"]),
-                spend_cap=cast(int, data["spend_cap"]),
-                per_call_cap=cast(int, data["per_call_cap"]),
-                approval_threshold=cast("int | None", data.get("approval_threshold")),
+                spend_cap_atomic=cast(int, data["spend_cap_atomic"]),
+                per_call_cap_atomic=cast(int, data["per_call_cap_atomic"]),
+                approval_threshold_atomic=cast("int | None", data.get("approval_threshold_atomic")),
                 recipients=tuple(cast(Iterable[str], data.get("recipients") or ())),
                 sellers=tuple(cast(Iterable[str], data.get("sellers") or ())),
                 mandates=tuple(
@@ -183,12 +190,12 @@ MIGRATIONS: list[Migration] = [
 ]
 
 
-def text_digest(text: str, spend_cap: int) -> str:
+def text_digest(text: str, spend_cap_atomic: int) -> str:
     """What binds a task's text and spend cap to its registration: SHA-256 of both."""
     import hashlib
     import json
 
-    return hashlib.sha256(json.dumps([text, spend_cap]).encode()).hexdigest()
+    return hashlib.sha256(json.dumps([text, spend_cap_atomic]).encode()).hexdigest()
 
 
 def token_hash(token: str) -> str:
@@ -228,9 +235,9 @@ class TaskRegistry:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     limits.task_id,
-                    limits.spend_cap,
-                    limits.per_call_cap,
-                    limits.approval_threshold,
+                    limits.spend_cap_atomic,
+                    limits.per_call_cap_atomic,
+                    limits.approval_threshold_atomic,
                     ",".join(limits.recipients),
                     ",".join(limits.sellers),
                     self._clock(),
@@ -294,9 +301,9 @@ def _limits(row: tuple[object, ...]) -> TaskLimits:
     threshold = row[3]
     return TaskLimits(
         task_id=str(row[0]),
-        spend_cap=cell_int(row[1]),
-        per_call_cap=cell_int(row[2]),
-        approval_threshold=None if threshold is None else cell_int(threshold),
+        spend_cap_atomic=cell_int(row[1]),
+        per_call_cap_atomic=cell_int(row[2]),
+        approval_threshold_atomic=None if threshold is None else cell_int(threshold),
         recipients=tuple(a for a in str(row[4]).split(",") if a),
         sellers=tuple(s for s in str(row[5]).split(",") if s),
         mandates=tuple(Mandate.from_wire(m) for m in json.loads(str(row[6] or "[]"))),
@@ -330,10 +337,10 @@ def bind(
         return refusal
     return replace(
         offer,
-        per_call_cap=limits.per_call_cap,
-        spend_cap=limits.spend_cap,
-        approval_threshold=limits.approval_threshold,
-        remaining_budget=max(0, limits.spend_cap - committed),
+        per_call_cap_atomic=limits.per_call_cap_atomic,
+        spend_cap_atomic=limits.spend_cap_atomic,
+        approval_threshold_atomic=limits.approval_threshold_atomic,
+        remaining_budget=max(0, limits.spend_cap_atomic - committed),
         balance=offer.balance if balance is None else balance,
         # Past _refusal the recipient is registered or the payTo the seller's 402 states.
         known_recipients=tuple(sorted({*limits.recipients, offer.recipient.lower()})),
@@ -374,8 +381,8 @@ def unbound(offer: PaidCallRequest, terms_of: SellerTerms | None) -> PaidCallReq
     if terms_of is None or "primaryType" not in (offer.payload or {}):
         return offer
     seller = offer.seller or str(offer.args.get("url") or "")
-    named = TaskLimits(task_id=(offer.task_id or "unregistered")[:200], spend_cap=0,
-                       per_call_cap=0, approval_threshold=None, recipients=(),
+    named = TaskLimits(task_id=(offer.task_id or "unregistered")[:200], spend_cap_atomic=0,
+                       per_call_cap_atomic=0, approval_threshold_atomic=None, recipients=(),
                        sellers=(seller,) if _origin(seller) else ())
     return _refusal(offer, named, terms_of) or offer
 

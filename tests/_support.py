@@ -172,8 +172,8 @@ def _claiming(
         tool="transfer_usdc", args=args, call_fingerprint=call_fingerprint("transfer_usdc", args),
         payload_fingerprint=payload_fingerprint, price=amount, asset=usdc,
         recipient=to, chain_id=chain_id,
-        remaining_budget=10**15, balance=10**15, per_call_cap=10**15, spend_cap=10**15,
-        approval_threshold=None, missing=("receipt",), tool_facts=("receipt",),
+        remaining_budget=10**15, balance=10**15, per_call_cap_atomic=10**15, spend_cap_atomic=10**15,
+        approval_threshold_atomic=None, missing=("receipt",), tool_facts=("receipt",),
         task_id=task_id, payload=payload,
     )
 

@@ -200,8 +200,8 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     report["outcomes_accepted"] = accepted
     report["outcomes_counted"] = judge.calibration()["n"] - before
     # 6. A wider task of our own making.
-    wide = TaskLimits(task_id="mine", spend_cap=10**12, per_call_cap=10**12,
-                      approval_threshold=None, recipients=(attacker,), sellers=())
+    wide = TaskLimits(task_id="mine", spend_cap_atomic=10**12, per_call_cap_atomic=10**12,
+                      approval_threshold_atomic=None, recipients=(attacker,), sellers=())
     report["register_task"] = _try(lambda: judge.register_task(wide))
     # 7. Spend as much as the judge allows.
     report["spree"] = [pay(seller, config["price"]) for _ in range(config["spree"])]

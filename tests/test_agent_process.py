@@ -44,8 +44,8 @@ SERVICES_TOKEN, ADMIN_TOKEN = "services-token-7f3a", "admin-token-only-the-user-
 SELLER_ADDR = dev_account(SELLER).address
 ATTACKER = dev_account(OUTSIDER).address
 PRICE = 100_000
-TASK = TaskLimits(task_id="task-untrusted", spend_cap=350_000, per_call_cap=200_000,
-                  approval_threshold=150_000, recipients=(SELLER_ADDR,), sellers=())
+TASK = TaskLimits(task_id="task-untrusted", spend_cap_atomic=350_000, per_call_cap_atomic=200_000,
+                  approval_threshold_atomic=150_000, recipients=(SELLER_ADDR,), sellers=())
 
 
 PLANTED = planted(HERE.parent)
@@ -105,7 +105,7 @@ def _attack(chain: Any, tmp_path: Path) -> None:
                        PYTHONPATH=os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")]))
             config = {"rpc_url": chain.rpc_url, "chain_id": chain.chain_id, "usdc": chain.usdc,
                       "seller": SELLER_ADDR, "attacker": ATTACKER, "task_id": TASK.task_id,
-                      "per_call_cap": TASK.per_call_cap, "threshold": TASK.approval_threshold,
+                      "per_call_cap": TASK.per_call_cap_atomic, "threshold": TASK.approval_threshold_atomic,
                       "price": PRICE, "spree": 5, "keystore": str(keystore.path),
                       "judge_key": str(judge_key_file), "source": str(HERE.parent),
                       "confine": True}
@@ -162,11 +162,11 @@ def _attack(chain: Any, tmp_path: Path) -> None:
         "wallet refused CapExceeded", "judge refuse: price 0.10 USDC exceeds remaining budget"))
         for r in spree), spree
     paid = 1 + spree.count("paid status 1")  # the first payment, and those of the spree
-    assert paid * PRICE <= TASK.spend_cap and spree[-1].startswith("judge refuse"), spree
+    assert paid * PRICE <= TASK.spend_cap_atomic and spree[-1].startswith("judge refuse"), spree
     # The judge's records are as it wrote them: the registered caps, every verdict it issued.
     with sqlite3.connect(judge_db) as db:
         assert db.execute("SELECT spend_cap, per_call_cap FROM judge_tasks").fetchall() == [
-            (TASK.spend_cap, TASK.per_call_cap)]
+            (TASK.spend_cap_atomic, TASK.per_call_cap_atomic)]
         issued = db.execute("SELECT COUNT(*) FROM judge_verdicts").fetchone()[0]
     assert issued >= 10, issued
     assert balance(SELLER_ADDR) == before[SELLER_ADDR] + paid * PRICE

@@ -65,8 +65,8 @@ class Arena:
         """A task registered as the user registers one; its id and the token its agent holds."""
         task_id = f"t-{uuid.uuid4().hex[:10]}"
         sellers = sellers or (self.info["paywall_url"],)
-        limits = TaskLimits(task_id=task_id, spend_cap=cap, per_call_cap=PRICE,
-                            approval_threshold=10 * CAP, recipients=(SELLER_ADDR,), sellers=sellers)
+        limits = TaskLimits(task_id=task_id, spend_cap_atomic=cap, per_call_cap_atomic=PRICE,
+                            approval_threshold_atomic=10 * CAP, recipients=(SELLER_ADDR,), sellers=sellers)
         return task_id, str(self.admin.register_task_for_token(limits))
 
     def attack(self, case: str, task: tuple[str, str] | None = None, **config: Any) -> dict[str, Any]:

@@ -28,8 +28,8 @@ from tests._services import Composition
 HERE = Path(__file__).resolve().parent
 PRICE = 50_000
 SELLER_ADDR = dev_account(SELLER).address
-TASK = TaskLimits(task_id="task-redteam", spend_cap=3 * PRICE, per_call_cap=PRICE,
-                  approval_threshold=10 * PRICE, recipients=(SELLER_ADDR,), sellers=())
+TASK = TaskLimits(task_id="task-redteam", spend_cap_atomic=3 * PRICE, per_call_cap_atomic=PRICE,
+                  approval_threshold_atomic=10 * PRICE, recipients=(SELLER_ADDR,), sellers=())
 
 
 def test_a_confined_agent_cannot_replace_the_judge_to_pay_beyond_its_cap(
@@ -51,7 +51,7 @@ def test_a_confined_agent_cannot_replace_the_judge_to_pay_beyond_its_cap(
     # The judge approved each payment, as each fit the cap once the one before was revoked.
     assert report["decisions"] == ["approve"] * 4, report["decisions"]
     # Its spend stays within the registered cap: the revoked verdicts pay nothing.
-    assert paid <= TASK.spend_cap, (paid, report)
+    assert paid <= TASK.spend_cap_atomic, (paid, report)
     assert paid == 0, report["paid_with_revoked_verdicts"]
     # Because the judge cannot be replaced: the agent can neither signal the services
     # nor listen on a TCP port (the judge's, or any).
@@ -67,8 +67,8 @@ def test_a_confined_agent_cannot_replace_the_judge_to_pay_beyond_its_cap(
         assert admin_token not in report[part], part
 
 
-OTHER = TaskLimits(task_id="task-queued-for-a-worker", spend_cap=10 * PRICE, per_call_cap=PRICE,
-                   approval_threshold=10 * PRICE, recipients=(SELLER_ADDR,), sellers=())
+OTHER = TaskLimits(task_id="task-queued-for-a-worker", spend_cap_atomic=10 * PRICE, per_call_cap_atomic=PRICE,
+                   approval_threshold_atomic=10 * PRICE, recipients=(SELLER_ADDR,), sellers=())
 
 
 def test_a_confined_agent_cannot_spend_another_tasks_budget(

@@ -84,8 +84,8 @@ def test_the_judge_service_outlasts_deeply_nested_bodies(
     comp = Composition("services", chain, forks=service_forks)
     try:
         services = comp.start(tmp_path / "nib.db")
-        services.register_limits(TaskLimits(task_id="task-nested", spend_cap=1, per_call_cap=1,
-                                            approval_threshold=1, recipients=(), sellers=()))
+        services.register_limits(TaskLimits(task_id="task-nested", spend_cap_atomic=1, per_call_cap_atomic=1,
+                                            approval_threshold_atomic=1, recipients=(), sellers=()))
         url = urlsplit(services.judge.url)
         depth = 32_000 - 100
         nested = "[" * depth + "]" * depth
@@ -127,8 +127,8 @@ def test_one_verdict_sent_on_eight_connections_at_once_signs_once(
     seller = dev_account(SELLER).address
     # The wallet holds the task to its registered cap, gas included (a transfer's gas
     # hold is ~0.2 USDC at the devnet's fees).
-    task = TaskLimits(task_id="task-race", spend_cap=1_000_000, per_call_cap=50_000,
-                      approval_threshold=500_000, recipients=(seller,), sellers=())
+    task = TaskLimits(task_id="task-race", spend_cap_atomic=1_000_000, per_call_cap_atomic=50_000,
+                      approval_threshold_atomic=500_000, recipients=(seller,), sellers=())
     comp = Composition("services", chain, forks=service_forks)
     try:
         services = comp.start(tmp_path / "nib.db")
@@ -170,8 +170,8 @@ def test_a_transaction_the_agent_marked_failed_is_not_broadcast_past_the_treasur
     from wallet.errors import WalletError
 
     seller = dev_account(SELLER).address
-    task = TaskLimits(task_id="task-failed-then-sent", spend_cap=1_000_000, per_call_cap=50_000,
-                      approval_threshold=500_000, recipients=(seller,), sellers=())
+    task = TaskLimits(task_id="task-failed-then-sent", spend_cap_atomic=1_000_000, per_call_cap_atomic=50_000,
+                      approval_threshold_atomic=500_000, recipients=(seller,), sellers=())
     token = usdc_contract(chain.w3, chain.usdc)
     before = int(token.functions.balanceOf(seller).call())
     comp = Composition("services", chain, forks=service_forks)

@@ -423,8 +423,7 @@ def _judge_account(settings: NibSettings, network: Network) -> LocalAccount:
 
 
 def build_judge(
-    settings: NibSettings, network: Network, *, spend_cap: int | None = None,
-    database: str | Path | None = None,
+    settings: NibSettings, network: Network, *, database: str | Path | None = None,
 ) -> AgentJudge:
     """The in-process judge (its records in ``database``), or a client of the judge service
     when NIB_JUDGE_URL is set."""

@@ -540,9 +540,9 @@ def registered_limits(
     # exists: nothing else can create or widen one (judge/mandates.py).
     return TaskLimits(
         task_id=run_id,
-        spend_cap=limits.spend_cap_atomic,
-        per_call_cap=limits.per_call_cap_atomic,
-        approval_threshold=limits.approval_threshold_atomic,
+        spend_cap_atomic=limits.spend_cap_atomic,
+        per_call_cap_atomic=limits.per_call_cap_atomic,
+        approval_threshold_atomic=limits.approval_threshold_atomic,
         recipients=(
             *addresses_named_in(task),
             *(a for a in allowlist if a.startswith("0x")),

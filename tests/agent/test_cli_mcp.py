@@ -82,7 +82,7 @@ def test_an_agent_naming_the_devnets_mcp_tool_cannot_pay_itself_or_another_price
     mine, pay_to = dev_account(9).address, dev_account(MCP_PAY_TO_INDEX).address
     task_id = f"t-{uuid.uuid4().hex[:10]}"
     token = admin.register_task_for_token(TaskLimits(
-        task_id=task_id, spend_cap=1_000_000, per_call_cap=250_000, approval_threshold=None,
+        task_id=task_id, spend_cap_atomic=1_000_000, per_call_cap_atomic=250_000, approval_threshold_atomic=None,
         recipients=(mine,), sellers=(server,)))
     agent = JudgeClient(services["judge_url"], token=token, timeout_s=60)
     w3 = ChainClient(info["rpc_url"], info["chain_id"]).w3

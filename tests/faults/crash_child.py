@@ -59,8 +59,8 @@ def main(rpc_url: str, usdc: str, db: str, out_dir: str, judge_url: str = "", to
         tool="pay_http", args=args, call_fingerprint=call_fingerprint("pay_http", args),
         payload_fingerprint=typed_data_fingerprint(typed), price=100_000, asset=usdc,
         recipient=dev_account(SELLER).address, chain_id=31337, remaining_budget=1_000_000,
-        balance=client.token_balance(usdc, wallet.address), per_call_cap=250_000,
-        spend_cap=1_000_000, missing=("gas_stats",), tool_facts=("gas_stats",),
+        balance=client.token_balance(usdc, wallet.address), per_call_cap_atomic=250_000,
+        spend_cap_atomic=1_000_000, missing=("gas_stats",), tool_facts=("gas_stats",),
         task_id="crash-run", payload=typed,
     ))
     assert verdict.decision == "approve", verdict.reason

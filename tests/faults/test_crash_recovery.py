@@ -227,7 +227,7 @@ def approved(agent: Agent, chain: Any, kind: str) -> tuple[dict[str, Any], Verdi
             tool="pay_http", args=args, call_fingerprint=call_fingerprint("pay_http", args),
             payload_fingerprint=typed_data_fingerprint(payload), price=PRICE, asset=chain.usdc,
             recipient=SELLER_ADDR, chain_id=31337, remaining_budget=10**15, balance=10**15,
-            per_call_cap=10**15, spend_cap=10**15, missing=("gas_stats",),
+            per_call_cap_atomic=10**15, spend_cap_atomic=10**15, missing=("gas_stats",),
             tool_facts=("gas_stats",), task_id=RUN, payload=payload,
         )
     verdict = agent.deps.judge.decide(request)

@@ -56,9 +56,9 @@ def _request(**over: Any) -> PaidCallRequest:
         "chain_id": 31337,
         "remaining_budget": 900_000,
         "balance": 100_000_000,
-        "per_call_cap": 500_000,
-        "spend_cap": 1_000_000,
-        "approval_threshold": None,
+        "per_call_cap_atomic": 500_000,
+        "spend_cap_atomic": 1_000_000,
+        "approval_threshold_atomic": None,
         "missing": ("eth price usd", "base fee gwei"),
         "covered": ("block number", "gas price"),
         "tool_facts": ("eth_price_usd",),
@@ -132,7 +132,7 @@ def test_refuse_over_balance(judge: Judge) -> None:
 
 
 def test_refuse_over_per_call_cap(judge: Judge) -> None:
-    v = _decide(judge, per_call_cap=50_000)
+    v = _decide(judge, per_call_cap_atomic=50_000)
     assert v.decision == "refuse"
     assert v.reason == ("price 0.10 USDC exceeds the per-call cap 0.05 USDC (fix: `nib run "
                         "--per-call-cap`, or per_call_cap_atomic in [limits])")
@@ -182,14 +182,14 @@ def test_refuse_non_positive_ev(judge: Judge) -> None:
 
 
 def test_escalate_at_the_approval_threshold(judge: Judge) -> None:
-    v = _decide(judge, approval_threshold=100_000)
+    v = _decide(judge, approval_threshold_atomic=100_000)
     assert v.decision == "escalate"
     assert v.reason == (
         "price 0.10 USDC is at or above the approval threshold 0.10 USDC: a human must "
         "approve (EV 0.10 USDC = p 0.80 x value 0.25 USDC (1 missing item x 0.25 USDC) "
         "- price 0.10 USDC)"
     )
-    assert _decide(judge, approval_threshold=100_001).decision == "approve"
+    assert _decide(judge, approval_threshold_atomic=100_001).decision == "approve"
 
 
 def test_answer_when_nothing_is_missing(judge: Judge) -> None:
@@ -265,7 +265,7 @@ def test_malformed_requests_are_refused(over: dict[str, Any], message: str) -> N
 
 
 def test_wire_round_trip() -> None:
-    req = _request(approval_threshold=300_000, checklist_size=4)
+    req = _request(approval_threshold_atomic=300_000, checklist_size=4)
     wire = json.loads(json.dumps(req.to_wire()))
     assert PaidCallRequest.from_wire(wire) == req
     with pytest.raises(JudgeRequestInvalid, match="malformed paid-call request"):

@@ -82,8 +82,8 @@ def _judge(signer: VerdictSigner, *origins: str) -> Judge:
     """The services' judge: registered tasks only, the sellers' terms read by the judge."""
     judge = Judge(signer, allowed_assets={31337: [USDC]}, balance_of=lambda asset: 5_000_000,
                   require_task=True, terms_of=advertised_terms)
-    judge.register_task(TaskLimits(task_id="task-1", spend_cap=1_000_000, per_call_cap=500_000,
-                                   approval_threshold=None, recipients=(ATTACKER,),
+    judge.register_task(TaskLimits(task_id="task-1", spend_cap_atomic=1_000_000, per_call_cap_atomic=500_000,
+                                   approval_threshold_atomic=None, recipients=(ATTACKER,),
                                    sellers=origins))
     return judge
 

@@ -66,8 +66,8 @@ def _402(pay_to: str) -> Response:
 def _judge(signer: VerdictSigner, origin: str, *, binds: bool = True) -> Judge:
     judge = Judge(signer, allowed_assets={31337: [USDC]}, balance_of=lambda asset: 5_000_000,
                   require_task=True, terms_of=advertised_terms if binds else None)
-    judge.register_task(TaskLimits(task_id="task-1", spend_cap=1_000_000, per_call_cap=500_000,
-                                   approval_threshold=None, recipients=(), sellers=(origin,)))
+    judge.register_task(TaskLimits(task_id="task-1", spend_cap_atomic=1_000_000, per_call_cap_atomic=500_000,
+                                   approval_threshold_atomic=None, recipients=(), sellers=(origin,)))
     return judge
 
 
@@ -113,8 +113,8 @@ def test_a_purchase_credited_to_a_seller_pays_that_sellers_pay_to_even_when_anot
     seller["pay_to"] = OUTSIDE_PAY_TO
     judge = Judge(signer, allowed_assets={31337: [USDC]}, balance_of=lambda asset: 5_000_000,
                   require_task=True, terms_of=advertised_terms)
-    judge.register_task(TaskLimits(task_id="task-1", spend_cap=1_000_000, per_call_cap=500_000,
-                                   approval_threshold=None, recipients=(ATTACKER,),
+    judge.register_task(TaskLimits(task_id="task-1", spend_cap_atomic=1_000_000, per_call_cap_atomic=500_000,
+                                   approval_threshold_atomic=None, recipients=(ATTACKER,),
                                    sellers=(seller["url"], "http://127.0.0.1:9")))
     mine = judge.decide(_buy(seller, ATTACKER))
     assert mine.decision == "refuse", mine.reason

@@ -95,8 +95,8 @@ def _service_judge(signer: VerdictSigner, sellers: dict[str, Any]) -> tuple[Judg
                   require_task=True, terms_of=advertised_terms)
     tokens = []
     for task, seller in (("victim", sellers["honest"]), ("attacker", sellers["stalling"])):
-        judge.register_task(TaskLimits(task_id=task, spend_cap=1_000_000, per_call_cap=500_000,
-                                       approval_threshold=None, recipients=(), sellers=(seller,)))
+        judge.register_task(TaskLimits(task_id=task, spend_cap_atomic=1_000_000, per_call_cap_atomic=500_000,
+                                       approval_threshold_atomic=None, recipients=(), sellers=(seller,)))
         tokens.append(judge.tasks.issue_token("task", task))
     return judge, tokens[0], tokens[1]
 

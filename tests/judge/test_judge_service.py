@@ -45,8 +45,8 @@ def _request(**over: Any) -> PaidCallRequest:
         "chain_id": 31337,
         "remaining_budget": 900_000,
         "balance": 10_000_000,
-        "per_call_cap": 500_000,
-        "spend_cap": 1_000_000,
+        "per_call_cap_atomic": 500_000,
+        "spend_cap_atomic": 1_000_000,
         "missing": ("eth price usd",),
         "covered": ("gas price", "block number", "base fee"),
         "tool_facts": ("eth_price_usd",),
@@ -88,7 +88,7 @@ def test_service_answers_on_loopback(
 
 
 def test_service_rulings_match_in_process(client: JudgeClient, judge: Judge) -> None:
-    for over in ({"balance": 1}, {"missing": ()}, {"approval_threshold": 1}, {"chain_id": 1}):
+    for over in ({"balance": 1}, {"missing": ()}, {"approval_threshold_atomic": 1}, {"chain_id": 1}):
         remote = client.decide(_request(**over))
         local = judge.decide(_request(**over))
         assert (remote.decision, remote.reason, remote.p, remote.ev) == (
@@ -232,8 +232,8 @@ def test_free_reads_are_counted_by_the_judge_per_task_not_by_the_caller() -> Non
                   free_policy=FreeReadPolicy([FreePolicyRow("base_fee", max_calls_per_run=2)]))
     tokens = []
     for task in ("task-a", "task-b"):
-        judge.register_task(TaskLimits(task_id=task, spend_cap=1_000_000, per_call_cap=100_000,
-                                       approval_threshold=None, recipients=(), sellers=()))
+        judge.register_task(TaskLimits(task_id=task, spend_cap_atomic=1_000_000, per_call_cap_atomic=100_000,
+                                       approval_threshold_atomic=None, recipients=(), sellers=()))
         tokens.append(judge.tasks.issue_token("task", task))
     with JudgeServer(judge, token=TOKEN) as srv:
         def free(token: str) -> str:

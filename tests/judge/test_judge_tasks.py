@@ -3,7 +3,9 @@ on the payload itself, with its own spend count and its own balance reading."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,8 +13,9 @@ import pytest
 from judge.errors import GrantRefused, JudgeConfigError, TaskRegistrationConflict, VerdictUnknown
 from judge.fingerprint import call_fingerprint, transaction_fingerprint, typed_data_fingerprint
 from judge.jev import Judge, PaidCallRequest
+from judge.request import WIRE_NAMES
 from judge.service import JudgeClient, JudgeServer
-from judge.tasks import TaskLimits
+from judge.tasks import TaskLimits, TaskRegistry
 from judge.verdict import VerdictSigner
 
 USDC = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
@@ -22,9 +25,9 @@ ATTACKER = "0x000000000000000000000000000000000000dEaD"
 PAYWALL = "http://127.0.0.1:8402"
 TASK = TaskLimits(
     task_id="task-1",
-    spend_cap=1_000_000,
-    per_call_cap=500_000,
-    approval_threshold=400_000,
+    spend_cap_atomic=1_000_000,
+    per_call_cap_atomic=500_000,
+    approval_threshold_atomic=400_000,
     recipients=(SELLER,),
     sellers=(PAYWALL,),
 )
@@ -74,8 +77,8 @@ def request(payload: dict[str, Any] | None, **over: Any) -> PaidCallRequest:
                                 transaction_fingerprint(payload or transfer(SELLER, 0))),
         "price": amount, "asset": USDC, "recipient": recipient, "chain_id": 31337,
         # What a compromised agent claims: huge budgets, no threshold, no recipient list.
-        "remaining_budget": 10**12, "balance": 10**12, "per_call_cap": 10**12,
-        "spend_cap": 10**12, "approval_threshold": None,
+        "remaining_budget": 10**12, "balance": 10**12, "per_call_cap_atomic": 10**12,
+        "spend_cap_atomic": 10**12, "approval_threshold_atomic": None,
         "missing": ("gas_stats",), "tool_facts": ("gas_stats",), "task_id": TASK.task_id,
         "payload": payload,
     }
@@ -99,7 +102,7 @@ def test_the_registered_cap_threshold_and_recipients_win_over_the_request(judge:
     assert f"recipient {ATTACKER.lower()} is not registered for task task-1" in stranger.reason
     assert "to NIB_SELLER_ALLOWLIST, before the run" in stranger.reason  # names the setting
     escalated = judge.decide(request(transfer(SELLER, 450_000)))
-    assert escalated.decision == "escalate"  # the request's approval_threshold=None is ignored
+    assert escalated.decision == "escalate"  # the request's approval_threshold_atomic=None is ignored
     assert judge.decide(request(transfer(SELLER, 100_000))).decision == "approve"
 
 
@@ -141,7 +144,7 @@ def test_unregistered_tasks_are_refused_and_registration_is_once(judge: Judge) -
     v = judge.decide(request(transfer(SELLER, 100_000), task_id="made-up"))
     assert v.decision == "refuse" and "task 'made-up' is not registered" in v.reason
     assert judge.register_task(TASK) == TASK  # the same limits again: a no-op
-    wider = TaskLimits(**{**TASK.to_wire(), "spend_cap": 10**12})  # type: ignore[arg-type]
+    wider = replace(TASK, spend_cap_atomic=10**12)
     with pytest.raises(TaskRegistrationConflict, match="already registered"):
         judge.register_task(wider)
 
@@ -150,7 +153,7 @@ def test_only_the_admin_token_registers_tasks_over_the_wire(judge: Judge) -> Non
     with JudgeServer(judge, token="services-token", admin_token="admin-token") as server:
         admin = JudgeClient(server.url, token="admin-token")
         agent = JudgeClient(server.url, token=admin.task_token(TASK.task_id))
-        other = TaskLimits(**{**TASK.to_wire(), "task_id": "task-2"})  # type: ignore[arg-type]
+        other = replace(TASK, task_id="task-2")
         for token in ("services-token", admin.task_token(TASK.task_id)):
             with pytest.raises(JudgeConfigError, match="without the judge's admin token"):
                 JudgeClient(server.url, token=token).register_task(other)
@@ -260,8 +263,8 @@ def test_a_task_token_acts_for_its_own_task_only_and_outlasts_a_restart(
                       require_task=True, records=VerdictRecords(db), tasks=TaskRegistry(db))
         return JudgeServer(judge, token="services-token", admin_token="admin-token")
 
-    other = TaskLimits(**{**TASK.to_wire(), "task_id": "task-2"})  # type: ignore[arg-type]
-    queued = TaskLimits(**{**TASK.to_wire(), "task_id": "task-3"})  # type: ignore[arg-type]
+    other = replace(TASK, task_id="task-2")
+    queued = replace(TASK, task_id="task-3")
     with started() as server:
         admin = JudgeClient(server.url, token="admin-token")
         mine = admin.register_task_for_token(TASK)
@@ -304,7 +307,7 @@ def _ordering_judge(signer: VerdictSigner, base_fee: str = "0.68") -> Judge:
 
     j = Judge(signer, allowed_assets={31337: [USDC]}, balance_of=lambda asset: 5_000_000,
               require_task=True, fact_of=lambda fact: Decimal(base_fee))
-    j.register_task(TaskLimits(**{**TASK.to_wire(), "mandates": mandates_in(ORDER)}))  # type: ignore[arg-type]
+    j.register_task(replace(TASK, mandates=mandates_in(ORDER)))
     return j
 
 
@@ -378,10 +381,33 @@ def test_a_registration_keeps_its_mandates_on_disk_and_on_the_wire(tmp_path: Any
     from judge.mandates import mandates_in
     from judge.tasks import TaskRegistry
 
-    limits = TaskLimits(**{**TASK.to_wire(), "mandates": mandates_in(ORDER)})  # type: ignore[arg-type]
+    limits = replace(TASK, mandates=mandates_in(ORDER))
     assert TaskLimits.from_wire(limits.to_wire()) == limits
     TaskRegistry(tmp_path / "nib.db").register(limits)
     assert TaskRegistry(tmp_path / "nib.db").get("task-1") == limits
     with pytest.raises(Exception, match="not registered recipients"):
-        TaskLimits(**{**TASK.to_wire(), "recipients": (),  # type: ignore[arg-type]
-                      "mandates": mandates_in(ORDER)})
+        replace(TASK, recipients=(), mandates=mandates_in(ORDER))
+
+
+def test_the_limits_keep_their_wire_and_table_names_and_either_name_reads(tmp_path: Path) -> None:
+    """A limit in atomic USDC is spend_cap_atomic (per_call_cap_atomic,
+    approval_threshold_atomic) in the code; the judge's wire and its table keep the names
+    a service or database of an earlier version uses, and a body under either name reads."""
+    wire = TASK.to_wire()
+    assert (wire["spend_cap"], wire["per_call_cap"], wire["approval_threshold"]) == (
+        1_000_000, 500_000, 400_000
+    )
+    assert not {"spend_cap_atomic", "per_call_cap_atomic", "approval_threshold_atomic"} & set(wire)
+    assert TaskLimits.from_wire(wire) == TASK
+    renamed = {WIRE_NAMES.get(k, k): v for k, v in wire.items()}
+    assert TaskLimits.from_wire(renamed) == TASK
+    paid = request(transfer(SELLER, 10_000))
+    body = paid.to_wire()
+    assert (body["spend_cap"], body["per_call_cap"], body["approval_threshold"]) == (
+        10**12, 10**12, None
+    )
+    assert PaidCallRequest.from_wire(body) == paid
+    assert PaidCallRequest.from_wire({WIRE_NAMES.get(k, k): v for k, v in body.items()}) == paid
+    # The table keeps its columns (spend_cap, per_call_cap, approval_threshold).
+    TaskRegistry(tmp_path / "nib.db").register(TASK)
+    assert TaskRegistry(tmp_path / "nib.db").get(TASK.task_id) == TASK

@@ -5,6 +5,7 @@ pays anyway when the balance does not hold is refused, naming the value the judg
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -13,7 +14,6 @@ from agent.cli.runtime import chain_fact_reader
 from chain.devkeys import AGENT, dev_account
 from judge.jev import Judge
 from judge.mandates import Mandate, mandates_in
-from judge.tasks import TaskLimits
 from judge.verdict import VerdictSigner
 from tests.judge.test_judge_tasks import SELLER, TASK, request, transfer
 
@@ -90,7 +90,7 @@ def _judge(signer: VerdictSigner, anvil, order: str) -> Judge:  # type: ignore[n
         signer, allowed_assets={31337: [anvil.usdc]}, balance_of=lambda asset: 5_000_000,
         require_task=True, fact_of=reader,
     )
-    judge.register_task(TaskLimits(**{**TASK.to_wire(), "mandates": mandates_in(order)}))  # type: ignore[arg-type]
+    judge.register_task(replace(TASK, mandates=mandates_in(order)))
     return judge
 
 

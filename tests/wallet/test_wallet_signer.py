@@ -645,7 +645,7 @@ def test_one_verdict_moves_money_once_across_two_wallet_databases(
             tool="transfer_usdc", args=args, call_fingerprint=call_fingerprint("transfer_usdc", args),
             payload_fingerprint=transaction_fingerprint(tx), price=DIME, asset=chain.usdc,
             recipient=SELLER_ADDRESS, chain_id=chain.chain_id, remaining_budget=ONE_USDC,
-            balance=10 * ONE_USDC, per_call_cap=ONE_USDC, spend_cap=ONE_USDC,
+            balance=10 * ONE_USDC, per_call_cap_atomic=ONE_USDC, spend_cap_atomic=ONE_USDC,
             missing=("receipt",), tool_facts=("receipt",),
         )
     )

@@ -113,8 +113,8 @@ def test_transfer_end_to_end_with_the_jev_judge(
             chain_id=quote.chain_id,
             remaining_budget=1_000_000,
             balance=balance,
-            per_call_cap=1_000_000,
-            spend_cap=1_000_000,
+            per_call_cap_atomic=1_000_000,
+            spend_cap_atomic=1_000_000,
             missing=("transfer_receipt",),
             tool_facts=tool.facts,
         )
