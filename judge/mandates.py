@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Literal
 
+from judge.amounts import format_usdc
+
 __all__ = [
     "BALANCE_FACTS",
     "CONDITION_WORDS",
@@ -423,7 +425,7 @@ def _plain(value: Decimal) -> str:
 
 
 def _usdc(atomic: int) -> str:
-    return f"{Decimal(atomic).scaleb(-6):f}".rstrip("0").rstrip(".") + " USDC"
+    return f"{format_usdc(atomic)} USDC"
 
 
 def rule_on_mandate(

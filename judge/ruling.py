@@ -10,8 +10,9 @@ seller's pay floor and the approval threshold.
 from __future__ import annotations
 
 from collections.abc import Callable
-from decimal import ROUND_HALF_EVEN, Context, Decimal
+from decimal import Context, Decimal
 
+from judge.amounts import USDC_DECIMALS, format_usdc
 from judge.calibration import (
     MIN_P_TO_PAY,
     NEW_SELLER_PRIOR,
@@ -27,8 +28,6 @@ from judge.verdict import Decision
 
 __all__ = ["USDC_DECIMALS", "Rules", "Ruling", "coverable_facts", "format_usdc"]
 
-USDC_DECIMALS = 6
-
 
 #: The arithmetic of EV: p has 6 decimals and amounts are ints, so 80 digits are exact
 #: (one context made once; entering a local context per decision cost 3 us of ~130).
@@ -42,23 +41,6 @@ def coverable_facts(req: PaidCallRequest) -> list[str]:
     """Fact keys of the missing items the tool declares it can provide."""
     tool_keys = {fact_key(f) for f in req.tool_facts}
     return [fact_key(m) for m in req.missing if fact_key(m) in tool_keys]
-
-
-def format_usdc(amount: int | Decimal, decimals: int = USDC_DECIMALS) -> str:
-    """Atomic units as a human amount with at least 2 decimals: 400000 -> '0.40'."""
-    if type(amount) is int:  # exact without Decimal: whole and fractional digits
-        whole, frac = divmod(abs(amount), 10**decimals)
-        digits = str(frac).rjust(decimals, "0").rstrip("0").ljust(2, "0")
-        return f"{'-' if amount < 0 else ''}{whole}.{digits}"
-    value = (Decimal(amount).scaleb(-decimals)).quantize(
-        Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_EVEN
-    )
-    if value == 0:
-        value = abs(value)  # no "-0.00"
-    text = format(value, "f")
-    whole, _, frac = text.partition(".")
-    frac = frac.rstrip("0").ljust(2, "0")
-    return f"{whole}.{frac}"
 
 
 def _fmt_p(p: Decimal) -> str:
