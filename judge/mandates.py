@@ -37,6 +37,7 @@ __all__ = [
     "normalize_thresholds",
     "resolve_branches",
     "rule_on_mandate",
+    "spell_out_orders",
     "threshold_op",
     "unordered",
     "withheld_by",
@@ -59,6 +60,48 @@ _ADDR = r"0x[0-9a-fA-F]{40}(?![0-9a-fA-F])"
 _SEND = re.compile(
     rf"\b(?:send|transfer|pay|give)\s+(\d+(?:\.\d+)?)\s*usdc\s+to\s+({_ADDR})", re.IGNORECASE
 )
+_AMOUNT_TO = rf"\d+(?:\.\d+)?\s*usdc\s+to\s+{_ADDR}"
+_LEAD = re.compile(rf"\b(?:send|transfer|pay|give)\s+{_AMOUNT_TO}", re.IGNORECASE)
+#: What joins a further order that shares the verb of the one before it: "..., 0.02 USDC to
+#: 0x..", "and also 0.02 USDC to 0x..", "plus", "then", "as well as".
+_MORE = re.compile(
+    r"(\s*[,;]\s*(?:and\s+|then\s+|plus\s+)?|\s+(?:and|plus|then)\s+|\s+as\s+well\s+as\s+)"
+    rf"((?:also|then|too)\s+)?(?={_AMOUNT_TO})",
+    re.IGNORECASE,
+)
+_AMOUNT_TO_RE = re.compile(_AMOUNT_TO, re.IGNORECASE)
+#: "send 0.01 USDC each to 0xA and 0xB": one amount to each recipient of a list.
+_EACH = re.compile(
+    rf"\b(send|transfer|pay|give)\s+(\d+(?:\.\d+)?\s*usdc)\s+each\s+to\s+"
+    rf"({_ADDR}(?:(?:\s*,\s*(?:and\s+)?|\s+and\s+){_ADDR})+)",
+    re.IGNORECASE,
+)
+
+
+def spell_out_orders(text: str) -> str:
+    """Every ordered payment of ``text`` written with its own verb, so each is read as
+    one order: "send 0.01 USDC to 0xA and also 0.02 USDC to 0xB" -> "... and also send
+    0.02 USDC to 0xB"; "send 0.01 USDC each to 0xA and 0xB" -> one order per recipient.
+    One home: the judge's mandates and the offline planner read orders after this."""
+    text = _EACH.sub(
+        lambda m: " and ".join(f"{m.group(1)} {m.group(2)} to {a}"
+                               for a in re.findall(_ADDR, m.group(3))),
+        text,
+    )  # fmt: skip
+    pos = 0
+    while (m := _LEAD.search(text, pos)) is not None:
+        end = m.end()
+        while (more := _MORE.match(text, end)) is not None:
+            sep = " and " if "well" in more.group(1).lower() else more.group(1)
+            joined = f"{sep}{more.group(2) or ''}send "
+            order = _AMOUNT_TO_RE.match(text, more.end())
+            assert order is not None  # the lookahead of _MORE holds it
+            text = text[:end] + joined + text[more.end():]
+            end += len(joined) + len(order.group(0))
+        pos = end
+    return text
+
+
 #: The words that open a condition. One home: the offline planner splits a task on them.
 CONDITION_WORDS = ("only if", "if", "provided that", "provided", "providing that",
                    "assuming that", "assuming", "as long as", "on condition that",
@@ -369,7 +412,7 @@ def mandates_in(task: str) -> tuple[Mandate, ...]:
     orders nothing, and the task's direct transfers are refused."""
     out: list[Mandate] = []
     withheld = withheld_by(task) or ""
-    for sentence in _SENTENCE.split(resolve_branches(task)):
+    for sentence in _SENTENCE.split(spell_out_orders(resolve_branches(task))):
         sends = list(_SEND.finditer(sentence))
         if not sends:
             continue

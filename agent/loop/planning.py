@@ -27,6 +27,7 @@ from agent.loop.context import RunContext
 from agent.loop.history import one_line
 from agent.loop.modelcall import ModelCaller
 from agent.loop.offerpick import SellerOffer, catalog_offers, needs_offers, resolve_picks
+from agent.loop.orders import with_every_order
 from agent.loop.proposal import (
     PROPOSAL_SCHEMA,
     PROTOCOL,
@@ -69,12 +70,20 @@ class Planner:
             text = await self.model.ask("checklist", messages, run.model_context(), output=schema)
             try:
                 parsed = await self._exact_blocks(parse_checklist(text, max_items=max_items))
-                return await self._exact_offers(parsed), ""
+                return self._every_order(await self._exact_offers(parsed)), ""
             except ValueError as exc:
                 error = str(exc)
                 run.emit("checklist.invalid", {"error": error, "retry": attempt})
             messages = checklist_retry_messages(run.state.task, error, max_items)
         return None, error
+
+    def _every_order(self, checklist: Checklist) -> Checklist:
+        """Each payment the task orders made an item, when the model's checklist left it
+        out: it is then made or named as not made, never dropped (agent/loop/orders.py)."""
+        checklist, added = with_every_order(checklist, self.run.state.task)
+        if added:
+            self.run.emit("checklist.orders", {"added": added})
+        return checklist
 
     async def _exact_blocks(self, checklist: Checklist) -> Checklist:
         """Relative block references resolved against the head at run start (read once,
@@ -113,7 +122,7 @@ class Planner:
         run = self.run
         checklist, error = await self._ask_checklist(attempts=2)
         if checklist is None:
-            checklist = task_checklist(run.state.task)
+            checklist = self._every_order(task_checklist(run.state.task))
             run.emit(
                 "checklist",
                 {"items": checklist.as_dicts(), "error": error, "fallback": "task"},

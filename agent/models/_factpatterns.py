@@ -38,6 +38,7 @@ from judge.mandates import (
     OP_WORDS,
     normalize_thresholds,
     resolve_branches,
+    spell_out_orders,
     threshold_op,
     withheld_by,
 )
@@ -111,8 +112,11 @@ _SEND = _p(
 )
 _PAY_WORD = _p(r"\b(?:send|transfer|pay|give|tip)\b")
 _AMOUNT = _p(r"\d(?:[\d.]*)\s*(?:usdc|eth|ether|dollars?|\$)|\$\s*\d")
+#: A number sent somewhere in no unit ("and 0.02 to 0x..").
+_BARE_AMOUNT = _p(r"\d(?:[\d.]*)\s+to\b")
 _BLOCK = _p(r"\bblock\s+(\d+|latest-\d+)(?![\w-])")
-_RANGE = _p(r"\bblocks?\s+(\d+)\s*(?:to|-|–|\.\.|through|until)\s*(?:block\s+)?(\d+)\b")
+_RANGE = _p(r"\bblocks?\s+(\d+|latest-\d+)\s*(?:to|-|–|\.\.|through|until)\s*(?:block\s+)?"
+            r"(\d+|latest-\d+)(?![\w-])")
 _WINDOW = _p(r"\b(?:last|past|previous|recent|latest|most\s+recent)\s+(\d+)\s+blocks\b")
 _LATEST = _p(r"\b(?:latest|current|currently|now|newest|most\s+recent|head)\b")
 #: Nouns of the filler list that name a fact when they stand alone in a list ("the number
@@ -182,6 +186,35 @@ _RELATIVE: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = 
 
 def _count(word: str) -> int:
     return int(word) if word.isdigit() else _NUMBER_WORDS[word.lower()]
+
+
+#: A block of a range: a number or ``latest-N`` (a relative reference already rewritten).
+_B = r"(\d+|latest-\d+)(?![\w-])"
+#: The head named as a range's end: "the latest block", "the head", "now".
+_TO_HEAD = (r"(?:(?:the\s+)?(?:latest|current|newest|most\s+recent|head|tip|chain\s+head|"
+            r"present)(?:\s+(?:one|block))?|now)\b(?!-)")
+_UP_TO = r"(?:to|till|until|through|thru|up\s+to|up\s+until|and|-|–|\.\.)"
+#: Ranges of blocks, rewritten to one form the reading takes (``blocks X to Y``, ``latest-0``
+#: the head at run start; ``last N blocks``): "between block 1 and the latest block", "from
+#: block 5 to now", "since block 5", "the last ten blocks up to the head". Rewritten whole,
+#: so no word of a range is left to be read as a question of its own.
+_RANGES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
+    (_p(rf"\b(?:between|from)\s+(?:the\s+)?blocks?\s+{_B}\s*{_UP_TO}\s*(?:block\s+)?{_B}"),
+     r"in blocks \1 to \2"),
+    (_p(rf"\b(?:between|from)\s+(?:the\s+)?blocks?\s+{_B}\s*{_UP_TO}\s*{_TO_HEAD}"),
+     r"in blocks \1 to latest-0"),
+    (_p(rf"\bbetween\s+{_TO_HEAD}\s+and\s+(?:the\s+)?block\s+{_B}"),
+     r"in blocks \1 to latest-0"),
+    (_p(rf"\bblocks?\s+{_B}\s*{_UP_TO}\s*{_TO_HEAD}"), r"blocks \1 to latest-0"),
+    (_p(rf"\b(?:since|starting\s+(?:at|from|with))\s+(?:the\s+)?block\s+{_B}"
+        r"(?:\s+(?:on|onwards?|forward))?"), r"in blocks \1 to latest-0"),
+    (_p(rf"\bfrom\s+(?:the\s+)?block\s+{_B}\s+(?:on|onwards?|forward|up)\b"),
+     r"in blocks \1 to latest-0"),
+    (_p(rf"\b(last|past|previous|recent|latest)\s+{_N}\s+blocks\b"),
+     lambda m: f"{m.group(1)} {_count(m.group(2))} blocks"),
+    (_p(rf"\b((?:last|past|previous|recent|latest)\s+\d+\s+blocks)\s+{_UP_TO}\s+{_TO_HEAD}"
+        r"(?:\s+block)?"), r"\1"),
+)
 
 
 _CONNECTOR = _p(
@@ -267,14 +300,11 @@ def _normalize(task: str) -> tuple[str, list[str]]:
     text, the units and formats they named)."""
     text = re.sub(r"\bblock\s+(?:number\s+|#\s*|no\.?\s*)(\d+)", r"block \1", task, flags=re.I)
     text = normalize_thresholds(text)  # "10 USDC or more" -> "at least 10 USDC"
-    text = re.sub(
-        r"\bbetween\s+blocks?\s+(\d+)\s+and\s+(?:block\s+)?(\d+)",
-        r"in blocks \1 to \2",
-        text,
-        flags=re.I,
-    )
+    text = spell_out_orders(text)  # "send 0.01 USDC to 0xA and 0.02 USDC to 0xB": two orders
     for regex, rewrite in _RELATIVE:
         text = regex.sub(rewrite, text)
+    for regex, range_rewrite in _RANGES:
+        text = regex.sub(range_rewrite, text)
     # "the local (x402) paywall" is the paywall: a seller, named as such; "local" asks
     # nothing, and "x402" there is no protocol's name.
     text = re.sub(r"\b(?:local\s+)?(?:x402\s+)?(?=paywall\b)", "", text, flags=re.I)
@@ -890,9 +920,12 @@ class _Reader:
                             "only as the condition of an order ('if ..., send ...')")  # fmt: skip
         elif _COMPARE_MAX.search(part.text) or _COMPARE_MIN.search(part.text):
             return [self._compare_back(part)]  # "..., which holds more?"
-        elif _PAY_WORD.search(part.text) and (part.subjects or _AMOUNT.search(part.text)):
-            # A payment in another word order ("pay the seller 0x.. 0.10 USDC") is named
-            # as not done, never dropped while the rest is answered.
+        elif (part.subjects or _AMOUNT.search(part.text) or _BARE_AMOUNT.search(part.text)) and (
+            _PAY_WORD.search(part.text) or _SEND.search(self.t.task)
+        ):
+            # A payment in another word order ("pay the seller 0x.. 0.10 USDC"), or a part
+            # of an ordering task with a recipient or an amount but no order read ("... and
+            # 0xB", "Also 0.02 USDC to 0xB.") is named as not done, never dropped.
             self.out.cannot(part.text, "the offline planner reads a payment only as "
                             "'send N USDC to 0x...'")  # fmt: skip
         return []

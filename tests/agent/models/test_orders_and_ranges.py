@@ -1,0 +1,146 @@
+"""Two classes the outside tester's fifth run found (issue 23, commit 2ee9a63).
+
+P12: "Send 0.01 USDC to 0xA and also 0.01 USDC to 0xB." registered one mandate, planned one
+payment and exited 0 "every checklist item is covered": the second order vanished. Each
+ordered payment of a list (and, also, plus, commas, then, each; with a condition or
+without) is one mandate and one planned payment, or is declined naming it; the loop adds
+an order a model's checklist left out.
+
+A08: "the biggest USDC transfer between block 1 and the latest block" was read as block 1
+alone plus a separate block-number question. A range whose end is the head ("the latest
+block", "now", "the head"), "since block X", "from block X on", "the last ten blocks up to
+the head" is one range; none of its words is a question of its own."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.loop.checklist import Checklist, ChecklistItem, resolve_blocks
+from agent.loop.orders import with_every_order
+from agent.models._factpatterns import extract_checklist
+from judge.mandates import mandates_in
+
+A = "0x2546BcD3c84621e976D8185a91A922aE77ECEc30"
+B = "0xbDA5747bFD65F08deb54cb465eB87D40e51B197E"
+C = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
+TWO = [(A, 10_000), (B, 20_000)]
+
+
+@pytest.mark.parametrize(
+    ("task", "orders"),
+    [
+        (f"Send 0.01 USDC to {A} and also 0.02 USDC to {B}.", TWO),
+        (f"Send 0.01 USDC to {A}, 0.02 USDC to {B}.", TWO),
+        (f"Send 0.01 USDC to {A}, then 0.02 USDC to {B}.", TWO),
+        (f"Send 0.01 USDC to {A} plus 0.02 USDC to {B}", TWO),
+        (f"Transfer 0.01 USDC to {A} as well as 0.02 USDC to {B}.", TWO),
+        (f"Send 0.01 USDC to {A} and then send 0.02 USDC to {B}.", TWO),
+        (f"pay 0.01 usdc to {A}; 0.02 usdc to {B}", TWO),
+        (f"Send 0.01 USDC to {A}, 0.02 USDC to {B}, and 0.03 USDC to {C}.",
+         [*TWO, (C, 30_000)]),
+        (f"Send 0.01 USDC each to {A} and {B}.", [(A, 10_000), (B, 10_000)]),
+        (f"Send 0.01 USDC each to {A}, {B} and {C}.", [(A, 10_000), (B, 10_000), (C, 10_000)]),
+    ],
+)  # fmt: skip
+def test_each_order_of_a_list_is_a_mandate_and_a_planned_payment(
+    task: str, orders: list[tuple[str, int]]
+) -> None:
+    assert [(m.recipient, m.amount) for m in mandates_in(task)] == [
+        (to.lower(), amount) for to, amount in orders
+    ]
+    items = extract_checklist(task)
+    assert [(i["params"]["to"].lower(), int(i["params"]["amount"])) for i in items] == [
+        (to.lower(), amount) for to, amount in orders
+    ], items
+    assert all(i["kind"] == "transfer_receipt" for i in items), items
+
+
+def test_each_order_of_a_list_waits_for_the_sentences_condition() -> None:
+    task = f"If the base fee is under 100 gwei, send 0.01 USDC to {A} and also 0.02 USDC to {B}."
+    mandates = mandates_in(task)
+    assert [(m.recipient, m.amount) for m in mandates] == [(A.lower(), 10_000), (B.lower(), 20_000)]
+    assert all(m.condition is not None and m.condition.fact == "base_fee_gwei" for m in mandates)
+    items = extract_checklist(task)
+    sends = [i for i in items if i["kind"] == "transfer_receipt"]
+    assert len(sends) == 2 and all(s["params"]["if"] == "c2" for s in sends), items
+
+
+@pytest.mark.parametrize(
+    ("task", "named"),
+    [
+        (f"Pay 0.01 USDC to {A} and {B}", B),
+        (f"Send 0.01 USDC to {A}. Also 0.02 USDC to {B}.", B),
+        (f"send 0.01 usdc to {A} and 0.02 to {B}", B),
+    ],
+)
+def test_an_order_of_a_list_it_cannot_read_is_declined_naming_it(task: str, named: str) -> None:
+    items = extract_checklist(task)
+    declined = [i for i in items if i.get("unanswerable")]
+    assert declined and named in declined[0]["text"], items
+    assert "send N USDC to 0x" in declined[0]["unanswerable"]
+
+
+def test_an_order_a_models_checklist_left_out_becomes_an_item() -> None:
+    """Whatever the planner: an order the model's checklist does not name is added (made or
+    named as not made), one it names (as a payment, or declined) is not added twice."""
+    task = f"Send 0.01 USDC to {A} and also 0.02 USDC to {B}."
+    model = Checklist((ChecklistItem(id="c1", text="send to A", kind="transfer_receipt",
+                                     params={"to": A, "amount": "0.01"}),))  # fmt: skip
+    out, added = with_every_order(model, task)
+    assert added == [f"send 0.02 USDC to {B.lower()}"]
+    assert out.items[1].id == "c2" and out.items[1].kind == "transfer_receipt"
+    assert out.items[1].params == {"to": B.lower(), "amount": "20000"}
+    declined = Checklist((*model.items, ChecklistItem(id="c2", text=f"pay {B}",
+                                                      unanswerable="not read")))  # fmt: skip
+    assert with_every_order(declined, task)[1] == []
+    # The wrong amount to the right recipient is not the order.
+    wrong = Checklist((ChecklistItem(id="c1", text="send", kind="transfer_receipt",
+                                     params={"to": A, "amount": "20000"}),))  # fmt: skip
+    assert len(with_every_order(wrong, f"Send 0.01 USDC to {A}.")[1]) == 1
+    # A withheld order orders nothing: nothing is added.
+    assert with_every_order(Checklist(()), f"Send 0.01 USDC to {A}. Never mind.")[1] == []
+
+
+HEAD = {"from_block": "1", "to_block": "latest-0"}
+
+
+@pytest.mark.parametrize(
+    ("task", "kind", "params"),
+    [
+        ("What was the biggest USDC transfer between block 1 and the latest block?",
+         "transfer_max", HEAD),
+        ("What was the biggest USDC transfer between the latest block and block 1?",
+         "transfer_max", HEAD),
+        ("largest USDC transfer from block 1 to the head", "transfer_max", HEAD),
+        ("How many USDC transfers from block 1 to now?", "transfer_count", HEAD),
+        ("How many USDC transfers happened since block 1?", "transfer_count", HEAD),
+        ("How many USDC transfers from block 1 onwards?", "transfer_count", HEAD),
+        ("How many USDC transfers in blocks 1 through the latest one?", "transfer_count", HEAD),
+        ("How many USDC transfers between block 2 and block 7?", "transfer_count",
+         {"from_block": "2", "to_block": "7"}),
+        ("How many USDC transfers between 5 blocks ago and now?", "transfer_count",
+         {"from_block": "latest-5", "to_block": "latest-0"}),
+        ("biggest USDC transfer between the previous block and the latest block", "transfer_max",
+         {"from_block": "latest-1", "to_block": "latest-0"}),
+        ("How many USDC transfers in the last ten blocks up to the latest block?",
+         "transfer_count", {"blocks": "10"}),
+    ],
+)  # fmt: skip
+def test_a_block_range_to_the_head_is_one_range_item(task: str, kind: str, params: dict[str, str]) -> None:
+    items = extract_checklist(task)
+    assert len(items) == 1 and items[0]["kind"] == kind, items
+    assert items[0]["params"] == params, items
+
+
+def test_a_range_to_the_head_resolves_against_the_head_at_run_start() -> None:
+    row = extract_checklist("What was the biggest USDC transfer between block 1 and the latest block?")[0]
+    item = ChecklistItem(id="c1", text=row["text"], kind=row["kind"], params=dict(row["params"]))
+    resolved = resolve_blocks(Checklist((item,)), head=14).items[0]
+    assert resolved.params == {"from_block": "1", "to_block": "14"}
+    assert resolved.text == "largest USDC transfer in blocks 1 to 14" and resolved.unanswerable is None
+
+
+def test_a_range_of_a_one_block_fact_is_declined_not_read_as_one_block() -> None:
+    items = extract_checklist("What was the base fee between block 1 and the latest block?")
+    assert len(items) == 1 and items[0]["kind"] is None, items
+    assert "range of blocks" in items[0]["unanswerable"]

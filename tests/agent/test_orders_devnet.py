@@ -1,0 +1,61 @@
+"""The outside tester's fifth run, through the real nib command on its own devnet (issue 23).
+
+P12: "Send 0.01 USDC to 0xA and also 0.01 USDC to 0xB." paid 0xA only and exited 0. Each
+order of a list is paid once, exactly, or (an order it cannot read) nothing is paid and
+the order is named. A08: "the biggest USDC transfer between block 1 and the latest block"
+was answered "none: no USDC transfers in blocks 1..1" at exit 0; the range runs to the
+head at run start. Balances and Transfer logs are read back from the chain."""
+
+from __future__ import annotations
+
+import pytest
+
+from chain.client import ChainClient
+from chain.money import format_usdc
+from tests.agent._nib_devnet import own_devnet, run_json, settled_rows
+
+A, B, C, D = ("0x" + c * 40 for c in "abcd")
+
+
+@pytest.fixture(scope="module")
+def devnet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    yield from own_devnet(tmp_path_factory, "orders-home")
+
+
+def test_each_ordered_payment_of_a_list_is_made_or_named(devnet) -> None:  # type: ignore[no-untyped-def]
+    home, info = devnet
+    chain = ChainClient(info["rpc_url"], 31337)
+    usdc, wallet = info["usdc"], info["wallet"].lower()
+    start = chain.block_number() + 1
+
+    both = run_json(home, f"Send 0.01 USDC to {A} and also 0.02 USDC to {B}.")
+    assert both["returncode"] == 0 and both["finished"], both["answer"]
+    logs = chain.transfer_logs(usdc, start, "latest")
+    assert sorted((t.sender.lower(), t.recipient.lower(), t.value) for t in logs) == [
+        (wallet, A, 10_000), (wallet, B, 20_000)
+    ]  # fmt: skip
+    assert chain.token_balance(usdc, A) == 10_000 and chain.token_balance(usdc, B) == 20_000
+    assert sorted(settled_rows(home, both["run_id"])) == [(10_000, "settled"), (20_000, "settled")]
+    assert f"send 0.02 USDC to {B}" in both["answer"], both["answer"]
+
+    # An order it cannot read in the list: nothing is paid, and that order is named.
+    before = chain.token_balance(usdc, wallet)
+    start = chain.block_number() + 1
+    named = run_json(home, f"Send 0.01 USDC to {C}. Also 0.02 USDC to {D}.")
+    assert named["returncode"] == 1 and not named["finished"], named["answer"]
+    assert f"0.02 USDC to {D}" in named["answer"] and "not answered" in named["answer"]
+    assert chain.block_number() < start or chain.transfer_logs(usdc, start, "latest") == []
+    assert chain.token_balance(usdc, wallet) == before
+    assert settled_rows(home, named["run_id"]) == []
+
+
+def test_a_range_to_the_latest_block_is_read_to_the_head(devnet) -> None:  # type: ignore[no-untyped-def]
+    home, info = devnet
+    chain = ChainClient(info["rpc_url"], 31337)
+    head = chain.block_number()
+    largest = max(t.value for t in chain.transfer_logs(info["usdc"], 1, head))
+    out = run_json(home, "What was the biggest USDC transfer between block 1 and the latest block?")
+    assert out["returncode"] == 0 and out["finished"], out["answer"]
+    assert f"largest USDC transfer in blocks 1 to {head}:" in out["answer"], out["answer"]
+    assert format_usdc(largest).split()[0] in out["answer"], (largest, out["answer"])
+    assert "block number" not in out["answer"], out["answer"]
