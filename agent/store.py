@@ -95,6 +95,8 @@ EVENT_TYPES: dict[str, str] = {
     "checklist": "the checklist extracted for the run (fallback=task when extraction failed)",
     "checklist.head": "the chain head read once when the checklist names a block: relative "
     "block references (the previous block, N blocks ago) resolve against it",
+    "checklist.orders": "payments the task orders that the model's checklist left out, added "
+    "as items so each is made or named as not made (added: their texts)",
     "wallet.nonce_filled": "a nonce number another confined task held below this task's "
     "transfer, filled with a plain 0-ETH transfer to the wallet itself; its gas charged to the "
     "task that held it (run_id; for_run: the task whose transfer needed it; nonce, tx_hash, "

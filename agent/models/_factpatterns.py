@@ -193,16 +193,22 @@ _B = r"(\d+|latest-\d+)(?![\w-])"
 #: The head named as a range's end: "the latest block", "the head", "now".
 _TO_HEAD = (r"(?:(?:the\s+)?(?:latest|current|newest|most\s+recent|head|tip|chain\s+head|"
             r"present)(?:\s+(?:one|block))?|now)\b(?!-)")
-_UP_TO = r"(?:to|till|until|through|thru|up\s+to|up\s+until|and|-|–|\.\.)"
+_UP_TO = r"(?:to|till|until|through|thru|up\s+to|up\s+until|-|–|\.\.)"
+#: "between block X and ...", "from block X to ...": the start of a range ("and" only after
+#: "between": "the timestamp of block 3 and the current block number" asks two things).
+_FROM = rf"\b(?:between\s+(?:the\s+)?blocks?\s+{_B}\s+and|from\s+(?:the\s+)?blocks?\s+{_B}\s*{_UP_TO})"
 #: Ranges of blocks, rewritten to one form the reading takes (``blocks X to Y``, ``latest-0``
 #: the head at run start; ``last N blocks``): "between block 1 and the latest block", "from
 #: block 5 to now", "since block 5", "the last ten blocks up to the head". Rewritten whole,
 #: so no word of a range is left to be read as a question of its own.
+def _first(m: re.Match[str]) -> str:
+    """The first block of a range matched by ``_FROM`` (after "between" or "from")."""
+    return m.group(1) or m.group(2)
+
+
 _RANGES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
-    (_p(rf"\b(?:between|from)\s+(?:the\s+)?blocks?\s+{_B}\s*{_UP_TO}\s*(?:block\s+)?{_B}"),
-     r"in blocks \1 to \2"),
-    (_p(rf"\b(?:between|from)\s+(?:the\s+)?blocks?\s+{_B}\s*{_UP_TO}\s*{_TO_HEAD}"),
-     r"in blocks \1 to latest-0"),
+    (_p(rf"{_FROM}\s*(?:block\s+)?{_B}"), lambda m: f"in blocks {_first(m)} to {m.group(3)}"),
+    (_p(rf"{_FROM}\s*{_TO_HEAD}"), lambda m: f"in blocks {_first(m)} to latest-0"),
     (_p(rf"\bbetween\s+{_TO_HEAD}\s+and\s+(?:the\s+)?block\s+{_B}"),
      r"in blocks \1 to latest-0"),
     (_p(rf"\bblocks?\s+{_B}\s*{_UP_TO}\s*{_TO_HEAD}"), r"blocks \1 to latest-0"),

@@ -140,6 +140,13 @@ def test_a_range_to_the_head_resolves_against_the_head_at_run_start() -> None:
     assert resolved.text == "largest USDC transfer in blocks 1 to 14" and resolved.unanswerable is None
 
 
+def test_two_blocks_asked_apart_are_no_range() -> None:
+    items = extract_checklist("What is the timestamp of block 3 and the current block number?")
+    assert [(i["kind"], i.get("params")) for i in items] == [
+        ("block_timestamp", {"block": "3"}), ("block_number", None)
+    ]  # fmt: skip
+
+
 def test_a_range_of_a_one_block_fact_is_declined_not_read_as_one_block() -> None:
     items = extract_checklist("What was the base fee between block 1 and the latest block?")
     assert len(items) == 1 and items[0]["kind"] is None, items
