@@ -61,7 +61,7 @@ _SCRIPT_TIMEOUT_S = 1800
 # ------------------------------------------------------------------------- adapters
 
 
-class Row(TypedDict, total=False):
+class ResultRow(TypedDict, total=False):
     """One row of RESULTS.md (a failed module's row has ``failed``)."""
 
     kind: str
@@ -108,7 +108,7 @@ def _first(data: Mapping[str, object], *keys: str) -> object:
     return None
 
 
-def _normalise(name: str, data: Mapping[str, object], printed: str) -> Row:
+def _normalise(name: str, data: Mapping[str, object], printed: str) -> ResultRow:
     """A row from whatever dict a benchmark's ``run()`` returned (others' modules too)."""
     given = _first(data, "ratio", "ratio_median", "median_ratio")
     try:
@@ -153,7 +153,7 @@ def _ratio_from_text(text: str) -> float:
     return float(match.group(1)) if match else math.nan
 
 
-def _from_script(name: str, quick: bool) -> Row:
+def _from_script(name: str, quick: bool) -> ResultRow:
     """Run ``python -m bench.NAME`` and read its printed figures."""
     args = _SCRIPT_ARGS.get(name, {}).get(quick, ["--quick"] if quick else [])
     cmd = [sys.executable, "-m", f"bench.{name}", *args]
@@ -181,7 +181,7 @@ def _from_script(name: str, quick: bool) -> Row:
     return row
 
 
-def _run_one(name: str, quick: bool, env: BenchEnv | None) -> list[Row]:
+def _run_one(name: str, quick: bool, env: BenchEnv | None) -> list[ResultRow]:
     try:
         module = importlib.import_module(f"bench.{name}")
     except ModuleNotFoundError as exc:
@@ -214,9 +214,9 @@ def _run_one(name: str, quick: bool, env: BenchEnv | None) -> list[Row]:
 
 def collect(
     names: tuple[str, ...], quick: bool, log: Callable[[str], None] = print
-) -> list[Row]:
+) -> list[ResultRow]:
     """Run ``names`` in order; a failure becomes a row with the error, never a crash."""
-    rows: list[Row] = []
+    rows: list[ResultRow] = []
     env: BenchEnv | None = None
     with contextlib.ExitStack() as stack:
         for name in names:
@@ -258,7 +258,7 @@ def collect(
     return sorted(rows, key=lambda r: order.get(r.get("kind", "peer"), len(KINDS)))
 
 
-def _judge_load(row: Row, load: dict[str, object]) -> None:
+def _judge_load(row: ResultRow, load: dict[str, object]) -> None:
     """Note the load a row was measured under; above 1.0 per core the row is marked and
     its goal not judged (queueing waits on both sides pull any ratio toward 1)."""
     row["load"] = load
@@ -291,7 +291,7 @@ def _load_text(load: object) -> str:
 
 
 def render(
-    rows: list[Row],
+    rows: list[ResultRow],
     mach: dict[str, str],
     *,
     quick: bool,

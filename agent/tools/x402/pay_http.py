@@ -57,7 +57,7 @@ from agent.tools.x402.protocol import (
     requirement_amount,
 )
 from agent.tools.x402.quoting import authorization_quote, free_quote, stored_observation
-from agent.tools.x402.seller_terms import Terms, check_terms, read_offer
+from agent.tools.x402.seller_terms import CurrentTerms, check_terms, read_offer
 from chain.facts import FactKind
 from judge.verdict import Verdict
 from wallet.errors import FailureUnproven
@@ -322,7 +322,7 @@ class PayHttpTool(Tool[PayHttpArgs]):
 
 
 async def _payment_header(
-    terms: Terms, signed: SignedTypedData, wallet: AgentWallet, url: str
+    terms: CurrentTerms, signed: SignedTypedData, wallet: AgentWallet, url: str
 ) -> tuple[str, str]:
     """The payment header carrying ``signed``. One that cannot be encoded never left this
     process, but only the chain proves that to the wallet: the row stays counted until

@@ -32,7 +32,7 @@ from agent.tools.x402.quoting import chain_clock, quoted_authorization
 from chain.usdc import AuthorizationTypedData
 from wallet.errors import VerdictVoid
 
-__all__ = ["EXPIRY_MARGIN_S", "Offered", "Terms", "check_terms", "read_offer"]
+__all__ = ["EXPIRY_MARGIN_S", "CurrentTerms", "Offered", "check_terms", "read_offer"]
 
 #: An authorization this close to its validBefore is not sent: settlement takes time.
 EXPIRY_MARGIN_S = 15
@@ -51,7 +51,7 @@ class Offered(NamedTuple):
     chain_time: int
 
 
-class Terms(NamedTuple):
+class CurrentTerms(NamedTuple):
     """The seller's current terms as the exact payload to sign."""
 
     payment_required: AnyPaymentRequired
@@ -83,7 +83,7 @@ async def read_offer(request: Request, max_price: int | None, ctx: ToolContext) 
 
 async def check_terms(
     quote: Quote, request: Request, ctx: ToolContext
-) -> Terms | httpx.Response:
+) -> CurrentTerms | httpx.Response:
     """The seller's terms re-read (while the chain's clock is read: the re-check costs no
     time of its own on the paid path) as the payload to sign with the quoted nonce and
     window (or the seller's 200 when it stopped charging); a quote whose window has
@@ -106,7 +106,7 @@ async def check_terms(
         encode_payment_header(requirement, pr, authorization, _PLACEHOLDER_SIGNATURE)
     except ValueError as exc:
         raise X402ProtocolError(f"pay_http: cannot encode the payment for {url}: {exc}") from exc
-    return Terms(pr, requirement, payload, authorization)
+    return CurrentTerms(pr, requirement, payload, authorization)
 
 
 def _current_requirement(
