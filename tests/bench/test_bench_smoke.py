@@ -181,3 +181,16 @@ def test_scale_rows_carry_their_spread_and_say_at_least_only_over_the_box() -> N
     assert "p95" in rows["scale: per-payment reserve"]["ours"]
     reconciled = rows["scale: nib reconcile"]
     assert "at least" in reconciled["ours"] and "at least" not in reconciled["peer"]
+
+
+def test_each_throughput_buyer_buys_a_resource_of_its_own() -> None:
+    """nib keeps one live authorization per resource: two buyers of one resource take
+    turns, which the x402 client does not. The paywall sells 7 token sheets, so at 8
+    buyers two shared one (nib's throughput 12.7 against 20.3 paid req/s)."""
+    from types import SimpleNamespace
+
+    from agent.tools.x402.pay_http import resource_of
+
+    env: Any = SimpleNamespace(paywall_url="http://127.0.0.1:8402")
+    resources = {resource_of(throughput._url(env, b)) for b in range(throughput.BUYERS)}
+    assert len(resources) == throughput.BUYERS, sorted(resources)
