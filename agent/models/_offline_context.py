@@ -7,7 +7,6 @@ self-model) becomes one frozen value; calls are keyed the way the loop keys them
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -127,8 +126,7 @@ class PlanContext:
             paywall_url=(
                 find_str(self_model, ("paywall_url",))
                 or find_str(context, ("paywall_url",))
-                or url_in_tools(tools)
-                or os.environ.get("NIB_PAYWALL_URL")
+                or url_in_tools(tools)  # the runtime's paywall (NibSettings), via the tools
             ),
             spend_left=int_or_none(self_model.get("spend_left_usdc"))
             if isinstance(self_model, Mapping)

@@ -429,10 +429,18 @@ def test_unknown_paywall_url_is_reported_with_the_fix(monkeypatch: pytest.Monkey
     assert "the paywall URL is unknown (run `nib devnet up` or set NIB_PAYWALL_URL)" in final.answer
 
 
-def test_paywall_url_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_paywall_url_comes_from_the_runs_tools_never_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NIB_PAYWALL_URL is a setting (NibSettings.paywall_url): the runtime hands it to the
+    run's tools (agent.cli.runtime.paywall_for), and the planner reads it from them; a
+    variable the run was not built with is not the paywall."""
     monkeypatch.setenv("NIB_PAYWALL_URL", "http://127.0.0.1:7777")
-    sim = Sim("gas statistics", paywall=None)
-    assert sim.propose() == Call("pay_http", {"url": "http://127.0.0.1:7777/analytics/gas"})
+    sim = Sim("gas statistics", paywall="http://127.0.0.1:7778")
+    assert sim.propose() == Call("pay_http", {"url": "http://127.0.0.1:7778/analytics/gas"})
+    unset = Sim("gas statistics", paywall=None).propose()
+    assert isinstance(unset, Done) and unset.answer is not None
+    assert "the paywall URL is unknown" in unset.answer
 
 
 # ----------------------------------------------------------------- requests to buy
