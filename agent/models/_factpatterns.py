@@ -693,6 +693,9 @@ class _FactItems:
         if kind == "token_factsheet" and proto and (not sym or _closer(self.t.task, proto, sym, end)):
             kind, label = "protocol_factsheet", "protocol fact sheet"
         name = sym if kind == "token_factsheet" else proto
+        shop = self.t.shopping
+        if name is None and params.get("field") and shop is not None and shop.kind == kind:
+            name = shop.subject  # "buy the USDC sheet ... and tell me who the issuer is"
         if name is None:
             what = "token symbol" if kind == "token_factsheet" else "protocol"
             return self.out.cannot(label, f"the task names no {what} the paywall has a sheet for")

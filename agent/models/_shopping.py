@@ -48,6 +48,13 @@ _PLAIN_REQUEST = re.compile(
     rf"(?P<rest>{_REST})",
     re.IGNORECASE,
 )
+#: "get me the USDC fact sheet from the market": a request to buy only when it names both
+#: a subject and where to buy it ("get me the base fee" asks a fact).
+_GET_REQUEST = re.compile(
+    r"\b(?:get|fetch|grab|obtain)\s+(?:me\s+)?(?P<det>the|a|an|one|any)\s+"
+    rf"(?P<rest>{_REST})",
+    re.IGNORECASE,
+)
 #: "under 0.10 USDC", "for at most $0.05", "that costs less than 0.1": a price bound.
 _BOUND = re.compile(
     r"(?:\b(?:that\s+|which\s+)?(?:costs?|is\s+priced|priced|sells?\s+for|for)\s+)?"
@@ -132,6 +139,8 @@ def read_shopping(
     """The shopping request in ``task`` (the first one), or None when it makes none."""
     m = _REQUEST.search(task)
     plain = None if m is not None else _PLAIN_REQUEST.search(task)
+    got = None if m is not None or plain is not None else _GET_REQUEST.search(task)
+    plain = plain or got
     if m is None and plain is None:
         return None
     found = m if m is not None else plain
@@ -151,11 +160,12 @@ def read_shopping(
     owner = m.group("owner") if m is not None else None
     seller = _seller(clause) or _seller(owner or "") or _seller(before)
     in_clause = _named(clause, symbols) or _named(clause, protocols)
-    if m is None and (in_clause and under is None and seller in (None, "market")
-                      or not in_clause and _not_a_pick(task, seller, under, symbols, protocols)):
-        # "buy the premium report", "buy the USDC fact sheet from the market": the fact it
-        # names, read by the vocabulary (no pick word, no bound, no seller's offers to
-        # pick among).
+    if got is not None and not (in_clause and seller):
+        return None  # "get me the base fee": a question, not a request to buy
+    if m is None and not in_clause and _not_a_pick(task, seller, under, symbols, protocols):
+        # "buy the premium report": the fact it names, read by the vocabulary (no subject,
+        # no bound, no seller's offers to pick among). A request naming its subject ("buy
+        # the USDC fact sheet from the market") is a request to buy: bought once.
         return None
     about, clause = _topic(clause, symbols, protocols)
     sym = _named(clause, symbols)

@@ -309,6 +309,20 @@ def _bought_for(plan: PlanContext, item: Mapping[str, object]) -> str | None:
     return None
 
 
+def _asked_to_buy(plan: PlanContext, item: Mapping[str, object]) -> bool:
+    """True for a request to buy's item, and for a question about the sheet it buys ("...
+    and tell me who the issuer is"): the request buys once for both, so no second seller is
+    paid for the question."""
+    params = as_object(item.get("params"))
+    subject = params.get("symbol") or params.get("name")
+    return bool(params.get("pick")) or any(
+        as_object(i.get("params")).get("pick") and i.get("kind") == item.get("kind")
+        and (as_object(i.get("params")).get("symbol") or as_object(i.get("params")).get("name"))
+        == subject
+        for i in plan.items
+    )
+
+
 def _purchase_line(plan: PlanContext, item: Mapping[str, object]) -> str:
     """A request to buy's answer line: what was bought (seller, price), then what it
     contains, then its evidence."""
@@ -413,7 +427,7 @@ def _call_for(
     open_, why = _gate_open(plan, item)
     if not open_:
         return None, why
-    bought = _bought_for(plan, item) if as_object(item.get("params")).get("pick") else None
+    bought = _bought_for(plan, item) if _asked_to_buy(plan, item) else None
     if bought is not None:
         return None, (f"{bought}; it gave none of the {kind.replace('_', ' ')}, and a request "
                       "to buy buys once")  # fmt: skip

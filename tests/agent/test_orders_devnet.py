@@ -8,10 +8,14 @@ head at run start. Balances and Transfer logs are read back from the chain."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from chain.client import ChainClient
 from chain.money import format_usdc
+from chain.paywall.market import seller_named
 from tests.agent._nib_devnet import own_devnet, run_json, settled_rows
 
 A, B, C, D = ("0x" + c * 40 for c in "abcd")
@@ -59,3 +63,39 @@ def test_a_range_to_the_latest_block_is_read_to_the_head(devnet) -> None:  # typ
     assert f"largest USDC transfer in blocks 1 to {head}:" in out["answer"], out["answer"]
     assert format_usdc(largest).split()[0] in out["answer"], (largest, out["answer"])
     assert "block number" not in out["answer"], out["answer"]
+
+
+def _paid_by(home: Path, info: dict[str, Any], chain: ChainClient, task: str) -> tuple[dict[str, Any], list[tuple[str, int]]]:
+    """One run of ``task``: its JSON result and the (recipient, atomic) USDC transfers out
+    of the wallet it made, read from the chain's Transfer logs."""
+    first = chain.block_number() + 1
+    result = run_json(home, task)
+    if chain.block_number() < first:
+        return result, []
+    wallet = info["wallet"].lower()
+    logs = chain.transfer_logs(info["usdc"], first, "latest", wallet)
+    return result, [(t.recipient.lower(), t.value) for t in logs if t.sender.lower() == wallet]
+
+
+def test_a_request_to_buy_from_the_market_pays_one_seller_and_names_what_held_nothing(devnet) -> None:  # type: ignore[no-untyped-def]
+    """S03: "buy the USDC factsheet from the market and tell me who the issuer is" paid
+    bargain 0.005 (nothing delivered) and then atlas 0.01 at exit 0. A request naming its
+    subject is a request to buy: one seller is paid, and a purchase that held nothing is
+    named (exit 1). Once the judge has seen bargain fail, another phrasing of the request
+    buys the cheapest offer it approves, once, and answers the question from it."""
+    home, info = devnet
+    chain = ChainClient(info["rpc_url"], 31337)
+    market = {s["name"]: s["url"] for s in info["market"]}
+    bargain = seller_named("bargain").pay_to.lower()
+    out, paid = _paid_by(home, info, chain, "buy the USDC factsheet from the market and tell me who the issuer is")
+    assert paid == [(bargain, 5_000)], (paid, out["answer"])
+    assert out["returncode"] == 1 and not out["finished"], out["answer"]
+    assert f"paid 0.005 USDC for /tokens from {market['bargain']}" in out["answer"], out["answer"]
+    assert "a request to buy buys once" in out["answer"], out["answer"]
+    assert settled_rows(home, out["run_id"]) == [(5_000, "settled")]
+
+    again, paid = _paid_by(home, info, chain, "Get me the USDC fact sheet from the market and tell me its issuer.")
+    assert len(paid) == 1 and paid[0][0] != bargain and paid[0][1] == 10_000, (paid, again["answer"])
+    assert again["returncode"] == 0 and again["finished"], again["answer"]
+    assert "issuer from the token fact sheet of USDC: Circle" in again["answer"], again["answer"]
+    assert settled_rows(home, again["run_id"]) == [(10_000, "settled")]

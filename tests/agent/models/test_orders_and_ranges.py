@@ -17,6 +17,7 @@ import pytest
 
 from agent.loop.checklist import Checklist, ChecklistItem, resolve_blocks
 from agent.loop.orders import with_every_order
+from agent.loop.proposal import Call, Done
 from agent.models._factpatterns import extract_checklist
 from judge.mandates import mandates_in
 
@@ -151,3 +152,51 @@ def test_a_range_of_a_one_block_fact_is_declined_not_read_as_one_block() -> None
     items = extract_checklist("What was the base fee between block 1 and the latest block?")
     assert len(items) == 1 and items[0]["kind"] is None, items
     assert "range of blocks" in items[0]["unanswerable"]
+
+
+REQUESTS = [
+    "buy the USDC factsheet from the market and tell me who the issuer is",
+    "Purchase the USDC token fact sheet from a seller in the market and tell me its issuer.",
+    "Get me the USDC fact sheet from the market and tell me who issues it.",
+    "Order the USDC factsheet from the marketplace, then tell me the issuer.",
+    "Fetch the USDC fact sheet from the local paywall and tell me who the issuer is.",
+    "Buy the USDC fact sheet.",
+]
+
+
+@pytest.mark.parametrize("task", REQUESTS)
+def test_every_request_to_buy_a_named_sheet_is_one_purchase_and_its_question(task: str) -> None:
+    """S03: a request naming its subject is a request to buy (``pick``), never the research
+    path that pays a second seller; a question about the sheet ("who the issuer is") asks
+    the same sheet's field."""
+    items = extract_checklist(task)
+    assert items[0]["kind"] == "token_factsheet" and items[0]["params"]["symbol"] == "USDC", items
+    assert items[0]["params"]["pick"], items
+    rest = items[1:]
+    assert all(i["kind"] == "token_factsheet" and i["params"] == {"field": "issuer", "symbol": "USDC"}
+               for i in rest), items  # fmt: skip
+    assert len(rest) == (0 if task.startswith("Buy the USDC fact sheet.") else 1), items
+
+
+@pytest.mark.parametrize("task", ["get me the base fee of block 3", "Get me the Uniswap fact sheet"])
+def test_get_without_a_seller_and_a_subject_is_a_question_not_a_request_to_buy(task: str) -> None:
+    assert not any(i.get("params", {}).get("pick") for i in extract_checklist(task))
+
+
+@pytest.mark.parametrize("task", REQUESTS[:4])
+def test_a_request_to_buy_and_its_question_pay_one_seller(task: str) -> None:
+    """The seller bought from delivered nothing: the next proposal is the end, naming that
+    purchase, never the next seller (for the request's item nor for its question)."""
+    from tests.agent.models.test_offline import _DISCOVERED, Sim
+
+    sim = Sim(task)
+    first = sim.propose()
+    assert first == Call("discover", {"query": "token fact sheet"})
+    sim.record(first, "ok", {}, _DISCOVERED)
+    buy = sim.propose()
+    assert isinstance(buy, Call) and buy.tool == "pay_http", buy
+    sim.record(buy, "ok", {}, "paid 0.005 USDC for /tokens from http://127.0.0.1:7001: 0 facts")
+    final = sim.propose()
+    assert isinstance(final, Done), final
+    assert final.answer is not None and "a request to buy buys once" in final.answer
+    assert "paid 0.005 USDC for /tokens from http://127.0.0.1:7001" in final.answer

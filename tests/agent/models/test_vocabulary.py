@@ -396,7 +396,8 @@ def test_a_price_bound_on_a_named_subject_caps_the_purchase() -> None:
     [
         "Who issues USDC? Buy the token fact sheet from the local paywall.",
         "Who issues USDC? Buy the token fact sheet at http://127.0.0.1:7003/lookup",
-        "Buy the USDC fact sheet from the market",
+        # "Buy the USDC fact sheet from the market" names its subject in its own words: a
+        # request to buy, bought once (test_orders_and_ranges.py, outside run 5's S03).
     ],
 )
 def test_a_request_naming_its_subject_or_its_resource_is_no_pick_among_offers(task: str) -> None:
