@@ -9,24 +9,30 @@ request says; a second registration of the same id with other limits is refused.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, cast
+from urllib.parse import urlsplit
 
 from judge._store import Store
 from judge.errors import JudgeRequestInvalid, TaskRegistrationConflict
-from judge.fingerprint import TOKEN_DOMAIN_FIELDS
+from judge.fingerprint import (
+    TOKEN_DOMAIN_FIELDS,
+    transaction_fingerprint,
+    typed_data_fingerprint,
+)
 from judge.mandates import Mandate
-from judge.mcp_terms import OfferedTerms
-from judge.request import WIRE_NAMES
+from judge.mcp_terms import OfferedTerms, mcp_tool_of
+from judge.request import WIRE_NAMES, PaidCallRequest
 from judge.storage import Database, Location, Migration, Tx, cell_int
+from judge.terms import Terms, payload_terms
 
 if TYPE_CHECKING:
-    from judge.request import PaidCallRequest
     from judge.seller_terms import SellerTerms
-    from judge.terms import Terms
 
 TASKS = "judge_tasks"
 #: Bearer tokens the judge issued, by their SHA-256 (never the token itself): a task
@@ -40,8 +46,6 @@ TASK_TOKEN, WORKER_TOKEN = "task", "worker"
 
 
 def _origin(url: str) -> str:
-    from urllib.parse import urlsplit
-
     parts = urlsplit(url.strip())
     return f"{parts.scheme}://{parts.netloc}".lower() if parts.scheme and parts.netloc else ""
 
@@ -192,16 +196,11 @@ MIGRATIONS: list[Migration] = [
 
 def text_digest(text: str, spend_cap_atomic: int) -> str:
     """What binds a task's text and spend cap to its registration: SHA-256 of both."""
-    import hashlib
-    import json
-
     return hashlib.sha256(json.dumps([text, spend_cap_atomic]).encode()).hexdigest()
 
 
 def token_hash(token: str) -> str:
     """What the judge keeps of a token it issued."""
-    import hashlib
-
     return hashlib.sha256(token.encode()).hexdigest()
 
 
@@ -250,8 +249,6 @@ class TaskRegistry:
     def issue_token(self, kind: str, task_id: str | None = None) -> str:
         """A new bearer token of ``kind`` (for ``task_id``); only its hash is kept, so it
         holds across a restart of the judge and the records never reveal it."""
-        import secrets
-
         token = secrets.token_hex(32)
         self._store.execute(
             f"INSERT INTO {TOKENS} (token_hash, kind, task_id, issued_at) VALUES (?, ?, ?, ?)",
@@ -350,8 +347,6 @@ def bind(
 
 def _same_origin(a: str, b: str) -> bool:
     """Whether two URLs are on one origin (scheme, host, port; default ports filled in)."""
-    from urllib.parse import urlsplit
-
     def key(url: str) -> tuple[str, str, int | None]:
         parts = urlsplit(url.strip())
         port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
@@ -396,8 +391,6 @@ def _payee_refusal(offer: PaidCallRequest, terms: Terms, terms_of: SellerTerms) 
     origin, and the payload must pay that offer's payTo its amount, in its asset, on its
     chain (a 1-unit payment to the seller's real payTo would otherwise buy a calibration
     outcome for almost nothing). An MCP tool's 402 is read over MCP (judge.mcp_terms)."""
-    from judge.mcp_terms import mcp_tool_of
-
     mcp = mcp_tool_of(offer.args)
     url = mcp.server if mcp is not None else offer.args.get("url")
     seller = offer.seller or (url if isinstance(url, str) else "")
@@ -474,9 +467,6 @@ def _refusal(
 ) -> str | None:
     """Why ``offer`` cannot be paid under ``limits`` (no payload, a fingerprint or terms
     that are not the payload's, a recipient or seller not registered), else None."""
-    from judge.fingerprint import transaction_fingerprint, typed_data_fingerprint
-    from judge.terms import payload_terms
-
     if offer.payload is None:
         return (
             "the request carries no payload: with a registered task the judge rules only on "
