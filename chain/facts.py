@@ -31,6 +31,7 @@ FactKind = Literal[
     "token_name",  # an ERC-20 token's full name (its name())
     "token_decimals",  # an ERC-20 token's decimals
     "token_supply",  # an ERC-20 token's total supply
+    "token_issuer",  # the account that controls an ERC-20 token's issuance (its owner())
     "tx_status",  # a mined transaction's status (success / reverted)
     "tx_gas_used",  # a mined transaction's gas used
     "transfer_count",  # USDC Transfer logs in a block range
@@ -67,6 +68,7 @@ CHAIN_FACT_KINDS: frozenset[FactKind] = frozenset(
         "token_name",
         "token_decimals",
         "token_supply",
+        "token_issuer",
         "tx_status",
         "tx_gas_used",
         "transfer_count",
@@ -105,6 +107,7 @@ KIND_PARAMS: dict[str, tuple[str, ...]] = {
     "token_name": ("token",),
     "token_decimals": ("token",),
     "token_supply": ("token",),
+    "token_issuer": ("token",),
     "tx_status": ("tx_hash",),
     "tx_gas_used": ("tx_hash",),
     "transfer_count": ("address", "blocks", "from_block", "to_block"),

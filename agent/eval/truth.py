@@ -36,6 +36,7 @@ _ERC20 = [
         ("name", [], "string"),
         ("decimals", [], "uint8"),
         ("totalSupply", [], "uint256"),
+        ("owner", [], "address"),
         ("balanceOf", [{"name": "a", "type": "address"}], "uint256"),
     )
 ]  # fmt: skip
@@ -173,6 +174,7 @@ _PROBES: dict[str, Callable[[EvalEnv, Mapping[str, object]], Truth]] = {
     "token_name": lambda e, s: Truth(words=(e.token().functions.name().call(),)),
     "token_decimals": lambda e, s: Truth((Decimal(e.token().functions.decimals().call()),)),
     "token_supply": lambda e, s: Truth((usdc_decimal(e.token().functions.totalSupply().call()),)),
+    "token_issuer": lambda e, s: Truth(words=(e.token().functions.owner().call(),)),
     "transfer_count": lambda e, s: Truth((Decimal(len(_logs(e, s))),)),
     "transfer_max": lambda e, s: Truth(
         (usdc_decimal(max((_value(log) for log in _logs(e, s)), default=0)),)

@@ -283,6 +283,13 @@ _PLEASANTRIES = (
 )
 
 
+#: Words by which a task asks for something sold rather than read from the chain.
+_ASKS_PAID = _p(r"\b(?:buy|purchase|pay\s+for|fact\s*sheets?|factsheets?|datasets?|reports?|"
+                r"paywall|market|marketplace|sellers?|sold|according\s+to)\b|https?://")
+#: Sheet fields a free chain read also answers, when the task asks nothing sold: a
+#: question never buys what the chain tells for free (the issuer of the run's USDC is its
+#: contract's owner()).
+_FREE_FIELDS = {("token_factsheet", "issuer"): ("token_issuer", "issuer (owner) of")}
 #: Words naming the run's own chain, whatever it is: "on this chain", "here" (clause end).
 _OWN_CHAIN = _p(r"\b(?:on|in|at|from)\s+(?:this|the\s+current|our)\s+(?:chain|network|node|"
                 r"blockchain)\b|\s+(?:right\s+)?here(?=\s*(?:[?.!,;]|$))")
@@ -526,6 +533,9 @@ class _Task:
         if self.network in LOCAL_NETWORKS:  # "on the local devnet" names the local chain
             task = _LOCAL_CHAIN.sub(" ", task)
         self.task, self.units = _normalize(drop_pleasantries(task))
+        #: The task asks for something sold (a sheet, a seller, a purchase): a fact a free
+        #: read also answers may then come from what is bought.
+        self.asks_paid = bool(_ASKS_PAID.search(self.task))
         symbols, protocols = datasets()
         self.shopping = read_shopping(self.task, symbols, protocols)
         if self.shopping:  # read as one item; blanked so its words are no other part
@@ -681,10 +691,28 @@ class _FactItems:
             return [
                 self.out.add({"text": f"{fp.label} of {tx}", "kind": fp.kind, "params": params})
             ]
+        free = _FREE_FIELDS.get((fp.kind, fp.field or ""))
+        if free and not self.t.asks_paid and "company" not in phrase.lower():  # a name
+            made = self._free_field(free, start, end)
+            if made is not None:
+                return [made]
         if fp.subject in ("symbol", "protocol"):
             return [self._sheet(fp, params, start, end)]
         label = f"{' '.join(phrase.lower().split())} ({fp.label})" if fp.field else fp.label
         return [self.out.add({"text": f"{label}{where}", "kind": fp.kind, "params": params})]
+
+    def _free_field(self, free: tuple[str, str], start: int, end: int) -> int | None:
+        """The free read of a sheet field the chain also holds, for the run's USDC or a
+        token address the task names; None (the sheet is what it needs) for another
+        symbol the chain reads cannot find."""
+        kind, label = free
+        token = _nearest(self.t.addresses, start, end)
+        sym = _nearest(self.t.symbols, start, end)
+        if token is None and (sym or "").upper() != "USDC":
+            return None
+        params = {"token": token} if token else {}
+        text = f"{label} {token or 'USDC'} on this chain"
+        return self.out.add({"text": text, "kind": kind, "params": params})
 
     def _sheet(self, fp: FactPattern, params: dict[str, str], start: int, end: int) -> int:
         kind, label = fp.kind, fp.label

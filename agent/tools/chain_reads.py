@@ -386,18 +386,43 @@ class TokenBalanceTool(_FreeRead[TokenBalanceArgs]):
         )
 
 
+#: ``owner()``: the account in control of a token contract (for TestUSDC and Circle's
+#: FiatToken, the one that mints or appoints who mints).
+_OWNER_CALL = "0x8da5cb5b"
+
+
+async def _token_owner(ctx: ToolContext, token: str) -> str | None:
+    """The token contract's ``owner()`` (checksum), or None when it has none."""
+    chain = ctx.chain
+    call = {"to": token, "data": _OWNER_CALL}
+    try:
+        raw = await _read(lambda: chain.call("eth_call", lambda: chain.w3.eth.call(call)))  # type: ignore[arg-type]
+    except (RpcError, Web3Exception):
+        return None  # no owner() (a revert): the token names no issuer on chain
+    word = bytes(raw)
+    if len(word) != 32 or int.from_bytes(word, "big") == 0 or int.from_bytes(word, "big") >> 160:
+        return None
+    return to_checksum_address("0x" + word[-20:].hex())
+
+
 class TokenInfoTool(_FreeRead[TokenArgs]):
     name = "token_info"
     free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=4_096)
-    description = "Name, symbol, decimals and total supply of an ERC-20 token (default: USDC)."
+    description = (
+        "Name, symbol, decimals and total supply of an ERC-20 token (default: USDC), and "
+        "the account controlling its issuance (its owner()) when it has one."
+    )
     args_model = TokenArgs
-    facts = ("token_name", "token_symbol", "token_decimals", "token_supply")
+    facts = ("token_name", "token_symbol", "token_decimals", "token_supply", "token_issuer")
 
     async def run(self, args: TokenArgs, ctx: ToolContext) -> Observation:
         token = args.token or usdc_address(ctx)
         symbol, decimals = await _token_meta(ctx, token)
         supply = await _read(lambda: ctx.chain.token_supply(token))
         name = await _read(lambda: ctx.chain.token_name(token))
+        owner = await _token_owner(ctx, token)
+        issuer = {} if owner is None else {"token_issuer": (
+            f"{owner} (owner() of the {symbol} contract {token}, in control of its issuance)")}
         display = format_token(supply, decimals, symbol)
         return self._obs_for(
             f"{name} ({symbol}) at {token}: {decimals} decimals, supply {display} "
@@ -409,9 +434,10 @@ class TokenInfoTool(_FreeRead[TokenArgs]):
                 "decimals": decimals,
                 "supply_atomic": supply,
                 "supply": display,
+                "owner": owner,
             },
             {"token_name": name, "token_symbol": symbol, "token_decimals": str(decimals),
-             "token_supply": display},
+             "token_supply": display, **issuer},
             {"token": token},
         )
 

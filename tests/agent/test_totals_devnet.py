@@ -85,3 +85,22 @@ def test_totals_sent_and_received_are_the_transfer_logs_summed_over_the_stated_r
     assert back["returncode"] == 0, back["answer"]
     assert "0.10 USDC (100000 atomic) received by" in back["answer"], back["answer"]
     assert f"from {OUT} in 1 transfer" in back["answer"], back["answer"]
+
+
+def test_a_plain_question_never_buys_what_a_free_read_answers(devnet) -> None:  # type: ignore[no-untyped-def]
+    """The outside writer's R6, "Who issues USDC?", bought the token fact sheet (0.02 USDC)
+    though the task asked to buy nothing: the chain says who controls the run's USDC (its
+    contract's owner()). Nothing leaves the wallet; asking for the sheet still buys it."""
+    home, info = devnet
+    chain = ChainClient(info["rpc_url"], 31337)
+    usdc = info["usdc"]
+    owner = Web3.to_checksum_address(bytes(chain.w3.eth.call({"to": usdc, "data": "0x8da5cb5b"}))[-20:])
+    before = chain.token_balance(usdc, WALLET)
+    plain = run_json(home, "Who issues USDC?")
+    assert plain["returncode"] == 0 and plain["finished"], plain["answer"]
+    assert plain["spend"]["usdc_atomic"] == 0 and chain.token_balance(usdc, WALLET) == before
+    assert f"issuer (owner) of USDC on this chain: {owner}" in plain["answer"], plain["answer"]
+
+    asked = run_json(home, "Who issues USDC? Buy the token fact sheet.")
+    assert asked["returncode"] == 0 and "Circle" in asked["answer"], asked["answer"]
+    assert before - chain.token_balance(usdc, WALLET) == asked["spend"]["usdc_atomic"] > 0

@@ -14,7 +14,8 @@ A = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 B = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
 TOKEN = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
 TX = "0x" + "ab" * 32
-SUBJECT = {"none": "", "account": A, "token": TOKEN, "tx": TX, "symbol": "USDC", "protocol": "aave"}
+#: A sheet's subject is DAI: the run's own USDC has fields a free read answers (its issuer).
+SUBJECT = {"none": "", "account": A, "token": TOKEN, "tx": TX, "symbol": "DAI", "protocol": "aave"}
 ENTRIES = [
     pytest.param(kw, phrase, id=f"{kw.kind}:{phrase.text}")
     for kw in KIND_WORDS
@@ -99,7 +100,11 @@ def test_the_wrong_cases_of_issue_23_are_declined(task: str) -> None:
          {"unit": "unix"}),
         ("What is the mean base fee over recent blocks?", "gas_stats",
          {"field": "base_fee_gwei_mean"}),
-        ("Who issues USDC?", "token_factsheet", {"symbol": "USDC", "field": "issuer"}),
+        # The issuer of the run's USDC is read for free (its owner()); a sheet is bought
+        # only when the task asks for one (below).
+        ("Who issues USDC?", "token_issuer", {}),
+        ("Who issues USDC? Buy the token fact sheet.", "token_factsheet",
+         {"symbol": "USDC", "field": "issuer"}),
         # The second outside question writer's phrasings, declined on main 73c83d6:
         ("Which company is behind USDC?", "token_factsheet", {"symbol": "USDC", "field": "issuer"}),
         ("What was the timestamp of the block just before block 6? Unix time is fine.",
@@ -504,3 +509,28 @@ def test_the_word_after_a_gap_starts_a_word() -> None:
     phrase = compile_phrase("has … ether")
     assert not phrase.search("How much USDC has 0x70997970C51812dc3A010C7d01b50e0d17dc79C8 received altogether?")
     assert phrase.search("How much has 0x70997970C51812dc3A010C7d01b50e0d17dc79C8 in ether?")
+
+
+@pytest.mark.parametrize(
+    ("task", "kind"),
+    [("Who issues USDC?", "token_issuer"),
+     ("Who is the issuer of USDC?", "token_issuer"),
+     ("Tell me who is behind USDC.", "token_issuer"),
+     (f"Who is the issuer of the token {TOKEN}?", "token_issuer"),
+     ("Who is the issuer of the USDC token?", "token_issuer"),
+     # A name only a seller has, another token's sheet, or a task asking for the sheet: bought.
+     ("Which company is behind USDC?", "token_factsheet"),
+     ("Who issues DAI?", "token_factsheet"),
+     ("Who is the issuer of USDC? Buy the token fact sheet if you need to.", "token_factsheet"),
+     ("Who issues USDC according to the token fact sheet?", "token_factsheet"),
+     ("Who issues USDC? Ask a seller in the market.", "token_factsheet")],
+)  # fmt: skip
+def test_a_question_never_buys_what_a_free_read_answers(task: str, kind: str) -> None:
+    """The outside writer's R6, "Who issues USDC?", bought the token fact sheet (0.02 USDC)
+    though the task asked to buy nothing and the chain says who controls the run's USDC
+    (its contract's owner()). A sheet field a free read answers is read for free unless the
+    task asks for something sold; a field only a seller has is still bought."""
+    kinds = [i["kind"] for i in extract_checklist(task)]
+    assert kind in kinds, kinds
+    if kind == "token_issuer":
+        assert kinds == ["token_issuer"], kinds  # nothing sold is asked for

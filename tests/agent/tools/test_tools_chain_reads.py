@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from web3 import Web3
 
 from agent.errors import ToolArgsError, ToolError
 from agent.tools.base import Observation, Tool, ToolContext
@@ -175,8 +176,12 @@ def test_token_info_matches_the_contract(anvil: Any, make_ctx: Callable[..., Too
         "token_symbol": token.functions.symbol().call(),
         "token_decimals": str(token.functions.decimals().call()),
         "token_supply": format_usdc(supply),
+        "token_issuer": obs.facts["token_issuer"],
     }
     assert obs.data["supply_atomic"] == supply
+    # The issuer on this chain is the contract's owner(), read apart from the tool here.
+    owner = anvil.w3.eth.call({"to": anvil.usdc, "data": "0x8da5cb5b"})[-20:]
+    assert obs.facts["token_issuer"].startswith(Web3.to_checksum_address(owner) + " (owner() of")
 
 
 def test_token_info_of_a_non_contract_names_the_fix(make_ctx: Callable[..., ToolContext]) -> None:

@@ -42,6 +42,7 @@ FREE_FACTS = {
     "token_symbol",
     "token_decimals",
     "token_supply",
+    "token_issuer",
     "tx_status",
     "tx_gas_used",
     "transfer_count",
