@@ -9,6 +9,7 @@ declares a full fact sheet and returns nothing covers nothing and loses the judg
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -161,6 +162,7 @@ def output_kinds(extensions: object) -> tuple[str, ...]:
     return backed_kinds(KIND_MEANINGS, declared)
 
 
+@functools.lru_cache(maxsize=1024)  # ~12 calls a purchase, each a URL parse (httpx)
 def seller_of(resource: str) -> str:
     """The seller a resource belongs to: ``scheme://host:port`` of its URL, lower case."""
     import httpx
