@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
@@ -51,6 +52,7 @@ def count_operations(providers: Sequence[object]) -> Iterator[collections.Counte
 
     import chain.client
     import chain.usdc
+    import judge.payto
     from judge.storage.db import Database
 
     counts: collections.Counter[str] = collections.Counter()
@@ -95,7 +97,16 @@ def count_operations(providers: Sequence[object]) -> Iterator[collections.Counte
     ) -> httpx.Response:
         if asyncio.get_running_loop() is loop:
             counts[f"http {request.method}"] += 1
+        elif threading.current_thread().name == "judge-402":  # the judge's own terms read
+            counts[f"http {request.method} (judge's 402 read)"] += 1
         return await send(self, request, stream=stream, auth=auth, follow_redirects=follow_redirects)
+
+    read_terms = judge.payto._Reader.read
+
+    def judge_read(self: judge.payto._Reader, url: str, method: str, body: object) -> tuple[
+            int, str | None, bytes]:
+        counts["thread hops"] += 1  # to the judge's reader loop and back
+        return read_terms(self, url, method, body)
 
     raw = chain.client.raw_rpc
 
@@ -106,6 +117,7 @@ def count_operations(providers: Sequence[object]) -> Iterator[collections.Counte
 
     chain.client.raw_rpc = chain.usdc.raw_rpc = raw_rpc  # type: ignore[assignment]
     HTTPProvider._make_request = make_request  # type: ignore[method-assign,assignment]
+    judge.payto._Reader.read = judge_read  # type: ignore[method-assign]
     Database._execute = execute  # type: ignore[method-assign,assignment]
     asyncio.to_thread = to_thread  # type: ignore[assignment]
     httpx.AsyncClient.send = http_send  # type: ignore[method-assign]
@@ -113,6 +125,7 @@ def count_operations(providers: Sequence[object]) -> Iterator[collections.Counte
         yield counts
     finally:
         HTTPProvider._make_request = rpc  # type: ignore[method-assign]
+        judge.payto._Reader.read = read_terms  # type: ignore[method-assign]
         chain.client.raw_rpc = chain.usdc.raw_rpc = raw
         Database._execute = sql  # type: ignore[method-assign]
         asyncio.to_thread = hop
