@@ -44,6 +44,8 @@ def split_endpoint(url: str) -> tuple[str, McpTransport | None]:
 
 @asynccontextmanager
 async def _session(url: str, transport: McpTransport, timeout_s: float) -> AsyncIterator[ClientSession]:
+    # Deferred: mcp and its clients cost ~340 ms to import (min of 3 runs after
+    # chain.mcp_client, 2 busy cores); only an MCP seller needs them.
     from mcp import ClientSession
 
     if transport == "sse":

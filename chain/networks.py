@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from x402.mechanisms.evm.default_assets import get_default_asset
+
 from chain.errors import UnknownNetwork
 
 ANVIL_CHAIN_ID = 31337
@@ -59,8 +61,6 @@ class Network:
 def _registry() -> dict[str, Network]:
     # The token's EIP-712 domain comes from the x402 package's known-assets table, so
     # our signatures match what x402 sellers and facilitators expect.
-    from x402.mechanisms.evm.default_assets import get_default_asset
-
     asset = get_default_asset(f"eip155:{BASE_SEPOLIA_CHAIN_ID}")
     return {
         "anvil": Network("anvil", ANVIL_CHAIN_ID, "http://127.0.0.1:8545", None),

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Literal
 
+import anyio
 import httpx
 
 from judge.tls import tls_context
@@ -70,6 +71,8 @@ class OfferedTerms:
         """One offer of a 402 (HTTP or MCP; x402 v2, or v1's ``maxAmountRequired`` and
         network names) as terms a payload can be compared with; None when it is not an
         ``exact`` EVM offer (nothing this judge could approve a payload for)."""
+        # Deferred: ~195 ms to import (min of 3 runs after judge.mcp_terms, 2 busy cores),
+        # paid by the first ruling on a 402, not by every process that imports the judge.
         from x402.mechanisms.evm.v1.constants import V1_NETWORK_CHAIN_IDS
 
         found = _CAIP2_EVM.match(str(network or ""))
@@ -125,8 +128,6 @@ class McpTool:
         )
 
     async def _read(self) -> frozenset[OfferedTerms]:
-        import anyio
-
         tried = []
         for transport in (self.transport,) if self.transport else tuple(_ENDPOINTS):
             url = self.server + _ENDPOINTS[transport]
@@ -162,6 +163,8 @@ def mcp_tool_of(args: Mapping[str, object]) -> McpTool | None:
 async def _session(url: str, transport: Transport) -> AsyncIterator[ClientSession]:
     """An initialized MCP client session over ``transport``; its HTTP client ignores proxy
     settings of the environment, as the judge's 402 read does (judge.payto)."""
+    # Deferred: mcp and its clients cost ~220 ms to import (min of 3 runs after
+    # judge.mcp_terms, 2 busy cores); only a seller's MCP tool needs them.
     from mcp import ClientSession
 
     def client(headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None,
@@ -249,7 +252,7 @@ class _Probe:
 async def _probe(session: ClientSession, tool: str, arguments: dict[str, object]) -> frozenset[OfferedTerms]:
     """The tool's exact requirements, through x402's own probe (it calls the tool unpaid
     and parses its 402, x402 v1 or v2); empty when the tool asked for no payment."""
-    from x402.mcp import x402MCPClient
+    from x402.mcp import x402MCPClient  # deferred with mcp (_session)
 
     client = x402MCPClient(_Probe(session), None, auto_payment=False,
                            on_payment_requested=lambda _context: False)
