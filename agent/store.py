@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Literal
 
-from agent.loop.result import PROCESS_DIED
+from agent.loop.result import PROCESS_DIED, SpendSummary
+from chain.devnet import pid_alive
 from judge.events import EVENT_TYPES as JUDGE_EVENTS
 from judge.storage import (
     Database,
@@ -32,6 +33,7 @@ from judge.storage import (
     process_identity,
 )
 from wallet.events import EVENT_TYPES as WALLET_EVENTS
+from wallet.meter import SpendMeter
 
 if TYPE_CHECKING:
     from judge.storage.db import PgConnection
@@ -195,8 +197,6 @@ def owner_gone(owner: str | None, beat_at: float | None, now: float) -> str | No
     may still be alive: its pid vanished from this host, or it stopped beating."""
     if not owner:
         return None  # a row written before owners were recorded: nothing to go on
-    from chain.devnet import pid_alive  # web3 comes with it: only when a running row is read
-
     host, _, pid = owner.rpartition(":")
     if host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid)):
         return f"process {pid} on {host} no longer exists"
@@ -328,9 +328,6 @@ class RunStore:
         return rows
 
     def _ledger_spend(self, run_id: str) -> dict[str, object]:
-        from agent.loop.result import SpendSummary
-        from wallet.meter import SpendMeter
-
         return SpendSummary.from_meter(SpendMeter(self.db).usage(run_id)).model_dump()
 
     def close_died(

@@ -86,6 +86,8 @@ def run_from_store(
     AgentResult JSON) and that run's ``RunStore.events()``; an unfinished run shows as
     ``running`` (or ``awaiting-approval`` when paused). ``ledger``: the run's spend as the
     ledger holds it (agent.report.spend), which is reported in place of the stored one."""
+    # Deferred: agent.store (the wallet package and web3 with it) costs ~680 ms to import
+    # after this module (min of 3 runs, 2 busy cores); only a report from the store needs it.
     from agent.store import run_status
 
     stored = row.get("result")

@@ -30,6 +30,8 @@ SpendOf = Callable[[str], "dict[str, object] | None"]
 def ledger_spend(settings: NibSettings) -> SpendOf:
     """A reader of each run's spend in this home's ledger; it answers None for every run
     when the ledger cannot be opened (no records yet, a database that is down)."""
+    # Deferred: these cost ~900 ms to import after this module (min of 3 runs, 2 busy
+    # cores); only reading a ledger needs them.
     from agent.cli.services import records_database
     from agent.loop.result import SpendSummary
     from wallet.meter import SpendMeter
