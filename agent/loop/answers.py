@@ -13,8 +13,12 @@ import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
-__all__ = ["asked_value", "item_line", "sheet_field", "with_covered_values"]
+if TYPE_CHECKING:
+    from agent.loop.result import EvidenceItem
+
+__all__ = ["asked_value", "item_line", "sheet_field", "with_covered_values", "with_paid_for_nothing"]
 
 _VALUE_CHARS = 160
 #: Room for a bought sheet's every field when a request to buy asked what it contains.
@@ -133,3 +137,21 @@ def with_covered_values(answer: str, items: Iterable[Mapping[str, object]]) -> s
     if not extra:
         return answer
     return "\n".join([answer.rstrip(), *extra]) if answer.strip() else "\n".join(extra)
+
+
+_PAID_TOOLS = frozenset({"pay_http", "pay_mcp"})
+
+
+def with_paid_for_nothing(answer: str, evidence: Iterable[EvidenceItem]) -> str:
+    """``answer`` with a line for every purchase of the run that delivered no fact and that
+    it does not name already: money paid for nothing is said in the answer, never only in
+    the evidence (the outside tester's S03 paid 0.005 USDC for nothing, unmentioned)."""
+    extra = []
+    for ev in evidence:
+        if ev.tool not in _PAID_TOOLS or ev.cost_usdc <= 0 or ev.facts:
+            continue
+        what = re.split(r":\s*\d+ facts?\b", ev.summary)[0]
+        if what in answer or f"evidence {ev.id})" in answer:
+            continue
+        extra.append(f"a purchase that delivered nothing: {ev.summary} (evidence {ev.id})")
+    return "\n".join([answer, *extra]) if extra else answer

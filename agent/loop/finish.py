@@ -4,7 +4,7 @@ lesson."""
 
 from __future__ import annotations
 
-from agent.loop.answers import with_covered_values
+from agent.loop.answers import with_covered_values, with_paid_for_nothing
 from agent.loop.budget import BudgetGate
 from agent.loop.context import RunContext
 from agent.loop.lessons import lesson_prompt, record_lesson
@@ -116,7 +116,7 @@ class Finisher:
         asserted line becomes ``cannot-plan`` / ``unbacked-answer``, naming what is missing.
         Returns the stop, the answer and its graded lines."""
         st, checklist = self.run.state, self.run.checklist
-        answer = with_covered_values(answer, st.checklist)
+        answer = with_paid_for_nothing(with_covered_values(answer, st.checklist), st.evidence)
         if stop.reason in FINISHED_STOPS:
             unbacked = backing(checklist, grade_answer(answer, st.task, st.evidence, checklist))
             if unbacked is not None:

@@ -77,6 +77,28 @@ def _paid_by(home: Path, info: dict[str, Any], chain: ChainClient, task: str) ->
     return result, [(t.recipient.lower(), t.value) for t in logs if t.sender.lower() == wallet]
 
 
+@pytest.fixture(scope="module")
+def market_devnet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    yield from own_devnet(tmp_path_factory, "paid-nothing-home")
+
+
+def test_a_research_purchase_that_delivered_nothing_is_named_in_the_answer(market_devnet) -> None:  # type: ignore[no-untyped-def]
+    """Not a request to buy ("Buy its ... sheet": the fact the question asks, on expected
+    value): the fresh market's cheapest seller, bargain, is paid 0.005 USDC and delivers
+    nothing, a second seller delivers. The answer says so (it was only in the evidence)."""
+    home, info = market_devnet
+    chain = ChainClient(info["rpc_url"], 31337)
+    market = {s["name"]: s["url"] for s in info["market"]}
+    bargain = seller_named("bargain").pay_to.lower()
+    out, paid = _paid_by(home, info, chain, "Who issues USDC? Buy its token fact sheet from a seller in the market.")
+    assert paid[0] == (bargain, 5_000) and len(paid) == 2, (paid, out["answer"])
+    assert out["returncode"] == 0 and out["finished"], out["answer"]
+    named = [line for line in out["lines"] if line["text"].startswith("a purchase that delivered nothing")]
+    assert len(named) == 1 and named[0]["grade"] == "observed", out["lines"]
+    assert f"paid 0.005 USDC for /tokens from {market['bargain']}: 0 facts" in named[0]["text"]
+    assert "Circle" in out["answer"]
+
+
 def test_a_request_to_buy_from_the_market_pays_one_seller_and_names_what_held_nothing(devnet) -> None:  # type: ignore[no-untyped-def]
     """S03: "buy the USDC factsheet from the market and tell me who the issuer is" paid
     bargain 0.005 (nothing delivered) and then atlas 0.01 at exit 0. A request naming its

@@ -200,3 +200,20 @@ def test_a_request_to_buy_and_its_question_pay_one_seller(task: str) -> None:
     assert isinstance(final, Done), final
     assert final.answer is not None and "a request to buy buys once" in final.answer
     assert "paid 0.005 USDC for /tokens from http://127.0.0.1:7001" in final.answer
+
+
+def test_a_purchase_that_delivered_nothing_is_named_once_in_the_answer() -> None:
+    from agent.loop.answers import with_paid_for_nothing
+    from agent.loop.result import EvidenceItem
+
+    nothing = EvidenceItem(id="e2", step=2, tool="pay_http", args={}, cost_usdc=5_000,
+                           summary="paid 0.005 USDC for /tokens from http://h:1: 0 facts")  # fmt: skip
+    bought = EvidenceItem(id="e3", step=3, tool="pay_http", args={}, cost_usdc=10_000,
+                          summary="paid 0.01 USDC: 1 facts", facts={"token_factsheet": "issuer=Circle"})  # fmt: skip
+    out = with_paid_for_nothing("issuer: Circle (observed, evidence e3)", [nothing, bought])
+    assert out.splitlines()[1] == ("a purchase that delivered nothing: paid 0.005 USDC for "
+                                   "/tokens from http://h:1: 0 facts (evidence e2)")  # fmt: skip
+    assert len(out.splitlines()) == 2
+    # Already named (the request to buy's line): not said twice.
+    said = "c1: not answered (paid 0.005 USDC for /tokens from http://h:1; a request to buy buys once)"
+    assert with_paid_for_nothing(said, [nothing]) == said
