@@ -220,7 +220,16 @@ _RANGES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...
      lambda m: f"{m.group(1)} {_count(m.group(2))} blocks"),
     (_p(rf"\b((?:last|past|previous|recent|latest)\s+\d+\s+blocks)\s+{_UP_TO}\s+{_TO_HEAD}"
         r"(?:\s+block)?"), r"\1"),
+    (_p(rf"\bblocks?\s+{_B}\s*{_UP_TO}\s*(?:block\s+)?{_B}"), r"blocks \1 to \2"),
+    # A range with only its end: from the first block ("up to block 5", "before block 5").
+    (_p(rf"\b(?:up\s+to|until|till|through|thru)\s+(?:and\s+including\s+)?(?:the\s+)?block\s+{_B}"),
+     r"in blocks 0 to \1"),
+    (_p(r"\bbefore\s+(?:the\s+)?block\s+(\d+)\b(?!-)"), lambda m: f"in blocks 0 to {int(m.group(1)) - 1}"),
+    (_p(r"\bafter\s+(?:the\s+)?block\s+(\d+)\b(?!-)"),
+     lambda m: f"in blocks {int(m.group(1)) + 1} to latest-0"),
 )
+#: The genesis block is block 0 ("since the genesis block", "the genesis block's timestamp").
+_GENESIS = _p(r"\b(?:the\s+)?genesis(?:\s+block)?\b")
 
 
 _CONNECTOR = _p(
@@ -314,6 +323,7 @@ def _normalize(task: str) -> tuple[str, list[str]]:
     text = re.sub(r"\bblock\s+(?:number\s+|#\s*|no\.?\s*)(\d+)", r"block \1", task, flags=re.I)
     text = normalize_thresholds(text)  # "10 USDC or more" -> "at least 10 USDC"
     text = spell_out_orders(text)  # "send 0.01 USDC to 0xA and 0.02 USDC to 0xB": two orders
+    text = _GENESIS.sub("block 0", text)
     for regex, rewrite in _RELATIVE:
         text = regex.sub(rewrite, text)
     for regex, range_rewrite in _RANGES:
@@ -958,7 +968,7 @@ class _Reader:
         elif _COMPARE_MAX.search(part.text) or _COMPARE_MIN.search(part.text):
             return [self._compare_back(part)]  # "..., which holds more?"
         elif (part.subjects or _AMOUNT.search(part.text) or _BARE_AMOUNT.search(part.text)) and (
-            _PAY_WORD.search(part.text) or _SEND.search(self.t.task)
+            _PAY_WORD.search(part.text) or _PAY_WORD.search(self.t.task)
         ):
             # A payment in another word order ("pay the seller 0x.. 0.10 USDC"), or a part
             # of an ordering task with a recipient or an amount but no order read ("... and
