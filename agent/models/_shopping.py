@@ -44,14 +44,14 @@ _REQUEST = re.compile(
 #: "buy a dataset under 0.10 USDC from http://...". Taken only when it names a seller or
 #: a price bound (else it is a question for the vocabulary: "buy the premium report").
 _PLAIN_REQUEST = re.compile(
-    r"\b(?:buy|purchase|order|pay\s+for)\s+(?:me\s+)?(?P<det>the|a|an|one|any)\s+"
+    r"\b(?:buy|purchase|order|pay\s+for)\s+(?:me\s+)?(?:(?P<det>the|a|an|one|any)\s+)?"
     rf"(?P<rest>{_REST})",
     re.IGNORECASE,
 )
 #: "get me the USDC fact sheet from the market": a request to buy only when it names both
 #: a subject and where to buy it ("get me the base fee" asks a fact).
 _GET_REQUEST = re.compile(
-    r"\b(?:get|fetch|grab|obtain)\s+(?:me\s+)?(?P<det>the|a|an|one|any)\s+"
+    r"\b(?:get|fetch|grab|obtain)\s+(?:me\s+)?(?:(?P<det>the|a|an|one|any)\s+)?"
     rf"(?P<rest>{_REST})",
     re.IGNORECASE,
 )
@@ -187,7 +187,8 @@ def read_shopping(
     if m is not None:
         pick = _PICK_WORDS.get(" ".join(m.group("pick").lower().replace("-", " ").split()))
     else:  # "the dataset about gas": the one that fits; "a dataset under 0.1": any that fits
-        pick = "only" if found.group("det").lower() == "the" else "any"
+        # "buy USDC's fact sheet", "buy USDC fact sheet": the one, as "the"
+        pick = "only" if (found.group("det") or "the").lower() == "the" else "any"
     return Shopping(found.start(), end, pick or "cheapest", kind, subject,
                     task[found.start() : end], unknown, seller, about, under)  # fmt: skip
 

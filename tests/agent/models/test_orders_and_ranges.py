@@ -172,6 +172,8 @@ REQUESTS = [
     "Get me the USDC fact sheet from the market and tell me who issues it.",
     "Order the USDC factsheet from the marketplace, then tell me the issuer.",
     "Fetch the USDC fact sheet from the local paywall and tell me who the issuer is.",
+    "Can you buy USDC's fact sheet from the market and tell me its issuer?",
+    "Buy USDC fact sheet from the market, who is the issuer?",
     "Buy the USDC fact sheet.",
 ]
 
@@ -190,7 +192,9 @@ def test_every_request_to_buy_a_named_sheet_is_one_purchase_and_its_question(tas
     assert len(rest) == (0 if task.startswith("Buy the USDC fact sheet.") else 1), items
 
 
-@pytest.mark.parametrize("task", ["get me the base fee of block 3", "Get me the Uniswap fact sheet"])
+@pytest.mark.parametrize("task", ["get me the base fee of block 3", "Get me the Uniswap fact sheet",
+                                  "Who issues USDC? Buy its token fact sheet from a seller in the market.",
+                                  "Buy the gas stats again."])
 def test_get_without_a_seller_and_a_subject_is_a_question_not_a_request_to_buy(task: str) -> None:
     assert not any(i.get("params", {}).get("pick") for i in extract_checklist(task))
 
