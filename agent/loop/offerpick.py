@@ -23,7 +23,14 @@ from agent.loop.checklist import Checklist, ChecklistItem
 from chain.facts import CHAIN_FACT_KINDS, FACT_KINDS
 from chain.money import format_usdc
 
-__all__ = ["SellerOffer", "catalog_offers", "needs_offers", "pick_offer", "resolve_picks"]
+__all__ = [
+    "SellerOffer",
+    "catalog_offers",
+    "market_offers",
+    "needs_offers",
+    "pick_offer",
+    "resolve_picks",
+]
 
 #: The parameter that names the subject of a kind sold per subject, and the catalog list.
 _SLOTS = {"{symbol}": ("symbol", "token_symbols"), "{name}": ("name", "protocol_names")}
@@ -98,6 +105,41 @@ def catalog_offers(origin: str, body: object) -> tuple[SellerOffer, ...]:
     return tuple(out)
 
 
+#: Kinds sold per subject, and the input field naming it: a request naming no subject buys
+#: such an offer as the seller lists it, about the subject of its declared input example.
+_PER_SUBJECT = {"token_factsheet": "symbol", "protocol_factsheet": "name"}
+
+
+def market_offers(rows: object) -> tuple[SellerOffer, ...]:
+    """The offers the market's discovery listed (``discover``'s ``offers`` rows) that a
+    request naming no subject can buy: HTTP GET resources of an allowlisted seller, priced,
+    of exactly one sold fact kind; one sold per subject is taken as listed, about the
+    subject of its declared input example (``?symbol=USDC``), or left out without one."""
+    out: list[SellerOffer] = []
+    for row in rows if isinstance(rows, list) else ():
+        if not isinstance(row, Mapping) or row.get("type", "http") != "http":
+            continue
+        price, kinds, url = row.get("price"), row.get("kinds"), row.get("resource")
+        if isinstance(price, bool) or not isinstance(price, int) or price <= 0:
+            continue
+        sold = [k for k in kinds if k in FACT_KINDS and k not in CHAIN_FACT_KINDS] \
+            if isinstance(kinds, list) else []  # fmt: skip
+        if (row.get("method") != "GET" or not row.get("allowlisted") or len(sold) != 1
+                or not isinstance(url, str)):  # fmt: skip
+            continue
+        words = _words(row.get("description", ""))
+        key = _PER_SUBJECT.get(sold[0])
+        if key is None:
+            out.append(SellerOffer(sold[0], url, price, None, None, words))
+            continue
+        example = row.get("example")
+        subject = example.get(key) if isinstance(example, Mapping) else None
+        if isinstance(subject, str) and re.fullmatch(r"[A-Za-z0-9._-]{1,40}", subject):
+            sep = "&" if "?" in url else "?"
+            out.append(SellerOffer(sold[0], f"{url}{sep}{key}={subject}", price, key, subject, words))
+    return tuple(out)
+
+
 def _about(offers: list[SellerOffer], about: str) -> list[SellerOffer]:
     """The offers about ``about``: its subject named, else the most of its words matched."""
     wanted = _words(about)
@@ -169,7 +211,7 @@ def resolve_picks(
             out.append(item)
             continue
         seller = item.params["seller"]
-        where = "the local paywall" if seller == "paywall" else seller
+        where = {"paywall": "the local paywall", "market": "the market"}.get(seller, seller)
         offers = offers_of.get(seller, f"the offers of {where} were not read")
         picked = offers if isinstance(offers, str) else pick_offer(item.params, offers, cap, where)
         if isinstance(picked, str):

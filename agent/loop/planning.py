@@ -276,6 +276,8 @@ async def seller_offers(run: RunContext, seller: str) -> tuple[SellerOffer, ...]
     from agent.tools.x402.offers import check_seller, seller_of
 
     ctx = run.tools
+    if seller == "market":
+        return await _market_offers(run)
     url = str(ctx.extras.get("paywall_url") or "") if seller == "paywall" else seller
     where = "the local paywall" if seller == "paywall" else seller
     if not url:
@@ -291,4 +293,26 @@ async def seller_offers(run: RunContext, seller: str) -> tuple[SellerOffer, ...]
     if not offers:
         return (f"{where} lists no priced offer (found no catalog with paid endpoints at "
                 f"{seller_of(url)}/catalog)")  # fmt: skip
+    return offers
+
+
+async def _market_offers(run: RunContext) -> tuple[SellerOffer, ...] | str:
+    """The offers the market's discovery APIs list (the ``discover`` read, free), that a
+    request naming no subject can buy (agent/loop/offerpick.py ``market_offers``)."""
+    from agent.errors import ToolError
+    from agent.loop.offerpick import market_offers
+    from agent.tools.discover import DiscoverArgs, DiscoverTool
+    from agent.tools.x402.offers import OfferBook
+
+    # The run's own discover tool: what it lists is then an offer the paid tools know.
+    tool = run.deps.registry.get("discover")
+    discover = tool if isinstance(tool, DiscoverTool) else DiscoverTool(OfferBook())
+    try:
+        found = await discover.run(DiscoverArgs(), run.tools)
+    except ToolError as exc:
+        return f"the market's offers could not be read ({exc})"
+    offers = market_offers(found.data.get("offers"))
+    if not offers:
+        return ("the market lists no offer an allowlisted seller sells over GET at a price "
+                "without a subject (a token or protocol sheet needs one: name it)")
     return offers

@@ -331,6 +331,7 @@ def _normalize(task: str) -> tuple[str, list[str]]:
     # "the local (x402) paywall" is the paywall: a seller, named as such; "local" asks
     # nothing, and "x402" there is no protocol's name.
     text = re.sub(r"\b(?:local\s+)?(?:x402\s+)?(?=paywall\b)", "", text, flags=re.I)
+    text = re.sub(r"\bx402\s+(?=(?:market|marketplace|sellers?)\b)", "", text, flags=re.I)
     units: list[str] = []
     for shape, unit in PRESENTATION:
         for m in re.finditer(shape, text, re.I):
@@ -861,14 +862,20 @@ class _Reader:
     def _shop_at_seller(self, shop: Shopping, bound: dict[str, str]) -> int:
         """A request to buy naming no subject: its pick among the named seller's offers
         (resolved at run start, agent/loop/offerpick.py), or why it cannot be read."""
-        if shop.seller in (None, "market"):
+        if shop.pick == "value":
+            return self.out.cannot(shop.text, "nib has no measure of an offer's value (what a "
+                                   "dataset is worth to you is in no listing, and sellers' "
+                                   "words are no evidence): ask for the cheapest, the most "
+                                   "expensive, or what it should be about")  # fmt: skip
+        if shop.seller is None:
             symbols, protocols = datasets()
             return self.out.cannot(shop.text, "a request to buy that names no subject picks "
-                                   "from one seller's offers: name the seller (the local "
-                                   "paywall, or its URL), or what the sheet is about: a token "
-                                   f"symbol ({', '.join(symbols[:4])}...) or a protocol "
-                                   f"({', '.join(protocols[:3])}...)")  # fmt: skip
-        where = "the local paywall" if shop.seller == "paywall" else shop.seller
+                                   "from the offers of a seller or the market: name the seller "
+                                   "(the local paywall, its URL, or the market), or what the "
+                                   f"sheet is about: a token symbol ({', '.join(symbols[:4])}"
+                                   f"...) or a protocol ({', '.join(protocols[:3])}...)")  # fmt: skip
+        where = {"paywall": "the local paywall", "market": "the market"}.get(
+            str(shop.seller), str(shop.seller))
         pick = {"only": "the", "any": "an"}.get(shop.pick, f"the {shop.pick}")
         about = f" about {shop.about}" if shop.about else ""
         under = f" under {format_usdc(shop.under)}" if shop.under else ""

@@ -29,6 +29,9 @@ PICKS: dict[str, tuple[str, ...]] = {
     "cheapest": ("cheapest", "least expensive", "lowest priced", "lowest-priced",
                  "lowest cost", "lowest-cost", "most affordable"),
     "priciest": ("priciest", "most expensive", "dearest", "highest priced", "highest-priced"),
+    # Read so that it is declined by name: nib has no measure of an offer's value.
+    "value": ("best value", "best-value", "best deal", "best bang for the buck",
+              "best value for money", "most value for money", "most bang for the buck"),
 }  # fmt: skip
 _PICK_WORDS = {w: pick for pick, words in PICKS.items() for w in words}
 _PICK = "|".join(re.escape(w).replace(r"\ ", r"[\s-]+") for w in sorted(_PICK_WORDS, key=len)[::-1])

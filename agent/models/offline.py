@@ -351,7 +351,7 @@ def _picked_from(params: Mapping[str, object]) -> str:
     if not params.get("seller") or not str(params.get("offers", "")).isdigit():
         return ""
     seller = params["seller"]
-    where = "the local paywall" if seller == "paywall" else str(seller)
+    where = {"paywall": "the local paywall", "market": "the market"}.get(str(seller), str(seller))
     bound = f" under {format_usdc(as_int(params['under']))}" if params.get("under") else ""
     about = f" about {params['about']!r}" if params.get("about") else ""
     how = {"cheapest": "the cheapest", "priciest": "the priciest", "only": "the only",

@@ -99,3 +99,29 @@ def test_the_pick_becomes_the_item_of_the_offer_it_picked_or_says_why_not() -> N
     assert unread.kind is None and unread.unanswerable == "the paywall is down"
     plain = ChecklistItem(id="c1", text="base fee", kind="base_fee_gwei")
     assert resolve_picks(Checklist((plain,)), {}, 250_000).items == (plain,)
+
+
+def test_the_markets_offers_a_request_without_a_subject_can_buy() -> None:
+    """Discovery rows become offers only when an allowlisted seller sells one sold kind
+    over GET at a price; a per-subject sheet is taken as listed, about the subject of its
+    declared input example; a claim to sell a chain fact, a free or unpriced offer, a POST,
+    an MCP tool and a sheet with no example are left out."""
+    from agent.loop.offerpick import market_offers
+
+    def row(**kw: object) -> dict[str, object]:
+        return {"type": "http", "method": "GET", "resource": "http://s/x", "price": 5000,
+                "kinds": ["gas_stats"], "allowlisted": True, **kw}  # fmt: skip
+
+    rows = [
+        row(),
+        row(resource="http://s/tokens", kinds=["token_factsheet"], example={"symbol": "USDC"}),
+        row(allowlisted=False), row(method="POST"), row(type="mcp"), row(price=0),
+        row(price=None), row(kinds=["usdc_balance"]), row(kinds=["gas_stats", "premium_report"]),
+        row(kinds=["token_factsheet"]), row(kinds=["token_factsheet"], example={"symbol": "a b"}),
+    ]
+    offers = market_offers(rows)
+    assert [(o.kind, o.url, o.subject) for o in offers] == [
+        ("gas_stats", "http://s/x", None),
+        ("token_factsheet", "http://s/tokens?symbol=USDC", "USDC"),
+    ]
+    assert market_offers("not rows") == ()

@@ -125,3 +125,34 @@ def test_the_issues_request_buys_the_cheapest_offer_the_local_paywall_lists(devn
     assert "costs at most the request's bound 0.01 USDC (the cheapest: " in none["answer"]
     assert settled_rows(home, none["run_id"]) == []
     _reconciles(home)
+
+
+def test_a_request_naming_the_market_and_no_subject_buys_the_cheapest_offer_it_lists(devnet) -> None:  # type: ignore[no-untyped-def]
+    """ "Buy the cheapest dataset on the market ..." was declined ("name the seller"). The
+    market's offers are read through its discovery API at run start and the cheapest is
+    bought once, as listed (about its declared example subject). The cheapest is computed
+    here from the facilitator's discovery listing, apart from nib; a pick by a measure nib
+    has not ("the best-value dataset") and a request naming neither seller nor subject are
+    declined, naming why, with nothing spent."""
+    home, info = devnet
+    chain = ChainClient(info["rpc_url"], 31337)
+    listed = httpx.get(info["facilitator_url"] + "/discovery/resources", timeout=10).json()["items"]
+    priced = [(int(a["amount"]), a["payTo"].lower()) for i in listed if i["type"] == "http"
+              for a in i["accepts"]]  # fmt: skip
+    cheapest = min(p for p, _ in priced)
+    sellers_at = {to for p, to in priced if p == cheapest}
+
+    result, paid = _paid_by(home, info, chain, "Buy the cheapest dataset on the market and tell me what it contains.")
+    assert [(log.recipient.lower() in sellers_at, log.value) for log in paid] == [(True, cheapest)], paid
+    assert settled_rows(home, result["run_id"]) == [(cheapest, "settled")]
+    assert f"paid {format_usdc(cheapest)} for /tokens from " in result["answer"] or \
+        f"for {format_usdc(cheapest)}, the cheapest offer the market lists" in result["answer"], result["answer"]
+    _reconciles(home)
+
+    for task, why in (("Buy the best-value dataset on the market and tell me what it contains.",
+                       "no measure of an offer's value"),
+                      ("Buy the cheapest dataset and tell me what it contains.",
+                       "name the seller (the local paywall, its URL, or the market)")):
+        declined, paid = _paid_by(home, info, chain, task)
+        assert declined["returncode"] == 1 and paid == [], declined["answer"]
+        assert why in declined["answer"] and settled_rows(home, declined["run_id"]) == []

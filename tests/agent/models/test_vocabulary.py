@@ -257,9 +257,11 @@ def test_a_request_to_buy_keeps_the_tasks_other_questions() -> None:
 @pytest.mark.parametrize(
     ("task", "why"),
     [
-        ("Buy the cheapest research dataset on the market and tell me what it contains",
-         "name the seller (the local paywall, or its URL)"),
-        ("Buy the cheapest dataset and tell me what it contains", "name the seller"),
+        ("Buy the best-value research dataset on the market and tell me what it contains",
+         "no measure of an offer's value"),
+        ("Buy the best deal on the market and describe it.", "no measure"),
+        ("Buy the cheapest dataset and tell me what it contains",
+         "name the seller (the local paywall, its URL, or the market)"),
         ("Buy the cheapest shiny dataset about USDC", "does not know 'shiny' in a request to buy"),
         ("Buy the cheapest sheet about USDC on Polygon", "'polygon' names another chain"),
     ],
@@ -534,3 +536,22 @@ def test_a_question_never_buys_what_a_free_read_answers(task: str, kind: str) ->
     assert kind in kinds, kinds
     if kind == "token_issuer":
         assert kinds == ["token_issuer"], kinds  # nothing sold is asked for
+
+
+@pytest.mark.parametrize(
+    ("task", "params"),
+    [("Buy the cheapest research dataset on the market and tell me what it contains",
+      {"pick": "cheapest", "seller": "market"}),
+     ("Purchase the cheapest dataset any seller in the x402 market sells and describe it.",
+      {"pick": "cheapest", "seller": "market"}),
+     ("Buy the most expensive report on the market under 0.5 USDC.",
+      {"pick": "priciest", "seller": "market", "under": "500000"})],
+)  # fmt: skip
+def test_a_request_to_buy_naming_the_market_but_no_subject_waits_for_its_offers(
+    task: str, params: dict[str, str]
+) -> None:
+    """Declined before ("name the seller"): the market's offers are read through its
+    discovery API at run start and the request's pick is made among them
+    (agent/loop/offerpick.py ``market_offers``). "x402 market" names no protocol "x402"."""
+    (item,) = extract_checklist(task)
+    assert item["kind"] is None and not item.get("unanswerable") and item["params"] == params, item
