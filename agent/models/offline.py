@@ -334,7 +334,12 @@ def _purchase_line(plan: PlanContext, item: Mapping[str, object]) -> str:
     paid = as_int(ev["cost_usdc"])
     price = format_usdc(paid)
     found, cheapest = _offers_found(plan, str(item.get("kind")))
-    of = _picked_from(as_object(item.get("params")))
+    params = as_object(item.get("params"))
+    of = _picked_from(params)
+    if of and str(params.get("price", "")).isdigit() and as_int(params["price"]) != paid:
+        # The pay path compared the seller's offers and the judge approved another one.
+        of = (f", not the {params.get('pick', 'cheapest')} offer {_seller_named(params)} "
+              "lists: the judge compared its offers for it and approved this one")
     if not of and found and cheapest is not None and cheapest < paid:
         of = (f", the cheapest the judge approved of {found} offers found (the cheapest listed, "
               f"{format_usdc(cheapest)}, was not approved)")
@@ -344,14 +349,18 @@ def _purchase_line(plan: PlanContext, item: Mapping[str, object]) -> str:
             f"{asked_value(item)} (observed, evidence {item.get('evidence_id')})")
 
 
+def _seller_named(params: Mapping[str, object]) -> str:
+    seller = str(params.get("seller", ""))
+    return {"paywall": "the local paywall", "market": "the market"}.get(seller, seller)
+
+
 def _picked_from(params: Mapping[str, object]) -> str:
     """How a request resolved against its seller's catalog picked the offer bought, from
     what the pick recorded (agent/loop/offerpick.py); "" for any other purchase. Counts
     of the catalog are left out: the catalog read is no evidence an answer can cite."""
     if not params.get("seller") or not str(params.get("offers", "")).isdigit():
         return ""
-    seller = params["seller"]
-    where = {"paywall": "the local paywall", "market": "the market"}.get(str(seller), str(seller))
+    where = _seller_named(params)
     bound = f" under {format_usdc(as_int(params['under']))}" if params.get("under") else ""
     about = f" about {params['about']!r}" if params.get("about") else ""
     how = {"cheapest": "the cheapest", "priciest": "the priciest", "only": "the only",
