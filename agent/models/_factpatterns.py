@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from importlib import resources
@@ -846,6 +846,10 @@ class _Reader:
             return self.out.cannot(shop.text, f"the offline planner does not know {words} in a "
                                    "request to buy; it buys only what it reads in full")  # fmt: skip
         bound = {"under": str(shop.under)} if shop.under else {}
+        if shop.subject and shop.seller and re.fullmatch(r"https?://[^/]+/?", shop.seller):
+            # "Buy the lido sheet from http://host": that seller's offer about lido, read
+            # from its catalog (the bare URL sells nothing itself).
+            return self._shop_at_seller(replace(shop, about=shop.subject.lower()), bound)
         if shop.kind is None or shop.subject is None:
             return self._shop_at_seller(shop, bound)
         label = "token fact sheet" if shop.kind == "token_factsheet" else "protocol fact sheet"

@@ -121,3 +121,19 @@ def test_a_request_to_buy_from_the_market_pays_one_seller_and_names_what_held_no
     assert again["returncode"] == 0 and again["finished"], again["answer"]
     assert "issuer from the token fact sheet of USDC: Circle" in again["answer"], again["answer"]
     assert settled_rows(home, again["run_id"]) == [(10_000, "settled")]
+
+
+def test_a_named_sheet_from_a_sellers_url_is_bought_once_from_its_catalog(devnet) -> None:  # type: ignore[no-untyped-def]
+    """S11: "Buy the lido sheet from <paywall URL> and tell me its governance token." was
+    declined ("names no protocol"); with the question read, the bare URL was paid at "/"
+    (404). A named subject at a seller's bare URL is that seller's offer about it, read
+    from its catalog: bought once, and the question answered from it."""
+    home, info = devnet
+    chain = ChainClient(info["rpc_url"], 31337)
+    paywall = info["paywall_url"]
+    task = f"Buy the lido sheet from {paywall} and tell me its governance token."
+    out, paid = _paid_by(home, info, chain, task)
+    assert paid == [(info["seller"].lower(), 250_000)], (paid, out["answer"])
+    assert out["returncode"] == 0 and out["finished"], out["answer"]
+    assert "governance_token from the protocol fact sheet of lido: LDO" in out["answer"], out["answer"]
+    assert settled_rows(home, out["run_id"]) == [(250_000, "settled")]

@@ -233,3 +233,10 @@ def test_a_purchase_that_delivered_nothing_is_named_once_in_the_answer() -> None
     # Already named (the request to buy's line): not said twice.
     said = "c1: not answered (paid 0.005 USDC for /tokens from http://h:1; a request to buy buys once)"
     assert with_paid_for_nothing(said, [nothing]) == said
+
+
+def test_a_named_sheet_at_a_sellers_bare_url_is_its_offer_about_the_subject() -> None:
+    items = extract_checklist("Buy the lido sheet from http://127.0.0.1:7003 and tell me its governance token.")
+    assert items[0]["kind"] is None and items[0]["params"] == {
+        "pick": "only", "seller": "http://127.0.0.1:7003", "about": "lido"}, items  # fmt: skip
+    assert items[1]["params"] == {"field": "governance_token", "name": "lido"}, items
