@@ -624,7 +624,7 @@ def test_ordered_payments_are_mandates_approved_escalated_or_refused_by_name(hom
     refused = nib(home, "run", f"Send 2 USDC to {big}.", *wide)  # the per-call cap refuses
     stopped = json.loads(refused.stdout)
     assert refused.returncode == 1 and not stopped["finished"]
-    assert "exceeds the per-call cap 1 USDC" in stopped["answer"], stopped["answer"]
+    assert "exceeds the per-call cap 1.00 USDC" in stopped["answer"], stopped["answer"]
     assert chain.token_balance(info["usdc"], big) == 0
     # Each paid order is one settled ledger row with its transaction; the refused one none.
     for run_id, amount in ((result["run_id"], 250_000), (held["run_id"], 600_000)):
