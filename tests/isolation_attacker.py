@@ -578,10 +578,13 @@ def cancel_behind_own_transfer(config: dict[str, Any], judge: Any, wallet: Any, 
 
     waiter = threading.Thread(target=abandon)
     waiter.start()
-    for _ in range(150):  # the cancel holds the number after the transfer's: it is waiting
+    # The cancel holds the number after the transfer's: it is waiting. Patient (90 s): the
+    # abandon's connection, proof and cancel took over 15 s at load 6-9 on PostgreSQL.
+    deadline = time.monotonic() + 90
+    while True:
         probe = wallet.nonces.allocate()
         wallet.nonces.release(probe)
-        if probe > h + 1:
+        if probe > h + 1 or time.monotonic() > deadline:
             break
         time.sleep(0.1)
     report["cancel_waiting"] = probe > h + 1
