@@ -332,6 +332,7 @@ def build_authorization(
     name, version = _token_domain(requirement)
     asset = _address("asset", requirement.asset)
     pay_to = _address("payTo", requirement.pay_to)
+    sender = _address("payer", payer)
     valid_after, valid_before = _validity_window(requirement, chain_time, wall_time, validity_s)
     nonce = os.urandom(32) if nonce is None else nonce
     if not isinstance(nonce, bytes | bytearray) or len(nonce) != 32:
@@ -341,7 +342,7 @@ def build_authorization(
         version=version,
         chain_id=chain_id,
         verifying_contract=asset,
-        sender=_address("payer", payer),
+        sender=sender,
         recipient=pay_to,
         value=amount,
         valid_after=valid_after,
