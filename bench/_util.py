@@ -1,7 +1,7 @@
 """Shared benchmark helpers: timing, percentiles, ratios, the machine, and a devnet to pay.
 
 :class:`BenchEnv` is one private Anvil with TestUSDC, the agent funded, the local x402
-paywall and an in-process JEV judge; benchmarks that move money share it, so every
+paywall (its own process) and an in-process JEV judge; benchmarks that move money share it, so every
 figure and its peer are measured on the same chain in the same run.
 """
 
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from chain.client import ChainClient
     from chain.devnet import AnvilProcess
     from chain.networks import Network
-    from chain.paywall.app import PaywallServer
     from judge.jev import Judge, PaidCallRequest
     from judge.verdict import Verdict
     from wallet.signer import Wallet
@@ -236,6 +235,40 @@ RAW_SENDERS = (5, 6, 7, 8)
 _RAW_FUND = 1_000_000_000  # 1000 test USDC each, atomic units
 
 
+class _SellerProcess:
+    """The paywall (the x402 seller and its facilitator) as its own process, as a seller
+    runs: buyers measured here never share an interpreter or its GIL with the seller they
+    pay (`python -m chain.paywall.app`, what `nib devnet up` starts). Its output goes to a
+    log file, never to a pipe nobody reads (a full pipe would stall the seller)."""
+
+    def __init__(self, rpc_url: str, usdc: str, tmp: Path, timeout_s: float = 60.0) -> None:
+        url_file, log = tmp / "paywall.url", tmp / "paywall.log"
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "chain.paywall.app", "--rpc-url", rpc_url,
+                 "--usdc", usdc, "--url-file", str(url_file)],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + timeout_s
+        while not url_file.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(
+                    f"benchmark: the paywall process did not start within {timeout_s:g} s "
+                    f"(exit {self.proc.returncode}); its log: {log.read_text()[-800:]!r}")
+            time.sleep(0.05)
+        self.url = url_file.read_text().strip()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
 class BenchEnv:
     """A private devnet for the benchmarks: Anvil, TestUSDC, the paywall, judge and wallet.
 
@@ -248,7 +281,7 @@ class BenchEnv:
     def __init__(self) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._anvil: AnvilProcess | None = None
-        self._paywall: PaywallServer | None = None
+        self._paywall: _SellerProcess | None = None
         self.rpc_url = ""
         self.usdc = ""
         self.paywall_url = ""
@@ -263,7 +296,6 @@ class BenchEnv:
         from chain.devkeys import AGENT, DEPLOYER, JUDGE, dev_account
         from chain.devnet import FUND_USDC, AnvilProcess
         from chain.networks import get_network
-        from chain.paywall.app import PaywallServer
         from chain.usdc import deploy_test_usdc, mint
         from judge.jev import Judge
         from judge.verdict import VerdictSigner
@@ -279,10 +311,8 @@ class BenchEnv:
             mint(self.chain.w3, self.usdc, deployer, dev_account(AGENT).address, FUND_USDC)
             for i in RAW_SENDERS:
                 mint(self.chain.w3, self.usdc, deployer, dev_account(i).address, _RAW_FUND)
-            paywall = PaywallServer(self.rpc_url, self.usdc)
-            paywall.start()
-            self._paywall = paywall
-            self.paywall_url = paywall.url
+            self._paywall = _SellerProcess(self.rpc_url, self.usdc, tmp)
+            self.paywall_url = self._paywall.url
             self.network = get_network("anvil", rpc_url=self.rpc_url, usdc=self.usdc)
             self.judge = Judge(
                 VerdictSigner(dev_account(JUDGE)),

@@ -13,7 +13,7 @@ from chain.errors import ChainError
 from judge.storage import MutexTimeout
 from judge.verdict import Verdict
 from wallet.checks import VerdictChecks, ask_recheck
-from wallet.core import WalletCore, refusal_event
+from wallet.core import ChainReads, WalletCore, refusal_event
 from wallet.errors import AuthorizationOutstanding, SpendRefused, TaskMismatch
 from wallet.ledger import SpendKind
 from wallet.meter import Reservation
@@ -91,17 +91,18 @@ class Authorizer:
         authorization's nonce and validBefore (see SpendMeter.reserve)."""
         core = self._core
         try:
+            reads = ChainReads(core, head_time=isinstance(payload.get("message"), Mapping))
             checked = self.checks.verdict(verdict)
             self.checks.fingerprint(checked, payload, fingerprint_of)
             self.checks.fresh(checked)
-            self.checks.terms(checked, payload, terms_of)
+            self.checks.terms(checked, payload, terms_of, reads.head_time)
             with self._resource_turn(checked, run_id, resource):
                 if resource is not None:
                     # Before the judge's re-check consumes the verdict, so a purchase that
                     # must wait for its task's earlier payment can still use it afterwards.
                     self._no_live_authorization(checked, run_id, resource)
                 ask_recheck(self.recheck, checked)
-                balance = core.balance()
+                balance = reads.balance()
                 gas_hold = gas_hold_of() if gas_hold_of is not None else 0
                 return core.meter.reserve(
                     run_id,

@@ -109,7 +109,11 @@ class VerdictChecks:
         verdict: Verdict,
         payload: dict[str, object],
         terms_of: Callable[[dict[str, object]], Terms],
+        head_time: Callable[[], int] | None = None,
     ) -> None:
+        """The payload's terms against the verdict, the connected chain, the wallet's token
+        and its domain, and the authorization's validity window (``head_time``: the chain's
+        latest block time, read now when not given)."""
         try:
             terms = terms_of(payload)
         except PayloadMismatch as exc:
@@ -142,7 +146,7 @@ class VerdictChecks:
                     "re-quote against the connected chain and ask the judge again.",
                     verdict_id=verdict.id,
                 )
-        self._window(verdict, payload)
+        self._window(verdict, payload, head_time or core.head_time)
         core.key.check_chain(live_chain)
 
     def _token_domain(self) -> tuple[str, str]:
@@ -151,14 +155,16 @@ class VerdictChecks:
             self._domain = token_domain(self._core.chain.w3, self._core.usdc)
         return self._domain
 
-    def _window(self, verdict: Verdict, payload: dict[str, object]) -> None:
+    def _window(
+        self, verdict: Verdict, payload: dict[str, object], head_time: Callable[[], int]
+    ) -> None:
         """An EIP-3009 authorization is a bearer instrument until validBefore: refuse long ones."""
         message = payload.get("message")
         if not isinstance(message, Mapping) or "validBefore" not in message:
             return
         valid_before = as_int(message["validBefore"])
         # From the later of the two clocks: a devnet's chain may run ahead of the wall clock.
-        now = max(int(self._core.clock()), self._core.chain.block_timestamp("latest"))
+        now = max(int(self._core.clock()), head_time())
         limit = now + MAX_AUTHORIZATION_S
         if valid_before > limit:
             raise PayloadMismatch(
