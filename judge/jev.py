@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from decimal import Decimal
 
+from judge.balances import BalanceReads
 from judge.calibration import (
     BetaCalibrator,
     CalibrationReport,
@@ -71,6 +72,13 @@ def _authorization_key(payload: Mapping[str, object] | None) -> str | None:
     return f"{str(message['from']).lower()}:{str(message['nonce']).lower()}"
 
 
+def _assets_to_read(request: PaidCallRequest, tasks: TaskRegistry, rules: Rules) -> list[str]:
+    """The assets of ``request``'s offers for registered tasks that the judge allows: the
+    balances a decision reads (an unknown asset is refused before anything is read)."""
+    return [o.asset for o in (request, *request.alternatives) if o.task_id is not None
+            and tasks.get(o.task_id) is not None and rules.unknown_asset(o) is None]
+
+
 class Judge:
     """The in-process JEV judge. Holds the judge key (through its VerdictSigner).
 
@@ -124,7 +132,6 @@ class Judge:
         self.records = records if records is not None else VerdictRecords(clock=clock)
         self.tasks = tasks if tasks is not None else TaskRegistry(clock=clock)
         self._balance_of = balance_of
-        self._fact_of = fact_of
         self._token_domain = token_domain
         self._payment_settled = payment_settled
         self._require_task = require_task
@@ -189,9 +196,10 @@ class Judge:
                     f"found call_fingerprint {offer.call_fingerprint}; expected {expected} for "
                     f"{offer.tool} with these args; fix: compute it with judge.call_fingerprint."
                 )
+        balances = BalanceReads(self._balance_of, _assets_to_read(request, self.tasks, self.rules))
         terms = self._read_terms(request)  # outside the lock: a stalling seller holds only this
         with self._deciding:
-            return self._decide(request, terms)
+            return self._decide(request, terms, balances)
 
     def _read_terms(self, request: PaidCallRequest) -> SellerTerms | None:
         """The sellers' terms the checks of ``request`` and its alternatives ask for, read
@@ -205,7 +213,8 @@ class Judge:
                 read_terms(offer, limits, terms)
         return terms.sealed()
 
-    def _bound(self, offer: PaidCallRequest, terms: SellerTerms | None) -> PaidCallRequest | str:
+    def _bound(self, offer: PaidCallRequest, terms: SellerTerms | None,
+               balances: BalanceReads) -> PaidCallRequest | str:
         limits = self.tasks.get(offer.task_id) if offer.task_id is not None else None
         if limits is None:
             if self._require_task:
@@ -220,7 +229,7 @@ class Judge:
         unknown = self.rules.unknown_asset(offer)  # before anything is read from the chain for it
         if unknown is not None:
             return unknown
-        balance = self._balance_of(offer.asset) if self._balance_of is not None else None
+        balance = balances.of(offer.asset)
         committed = self.records.committed(limits.task_id, self._clock())
         return bind(offer, limits, committed=committed, balance=balance,
                     terms_of=terms, token_domain=self._token_domain)
@@ -233,8 +242,9 @@ class Judge:
             return None
         return self.records.open_grant(offer.task_id, offer.payload_fingerprint)
 
-    def _decide(self, request: PaidCallRequest, terms: SellerTerms | None) -> Verdict:
-        head = self._bound(request, terms)
+    def _decide(self, request: PaidCallRequest, terms: SellerTerms | None,
+                balances: BalanceReads) -> Verdict:
+        head = self._bound(request, terms, balances)
         decision: Decision
         grant = None
         if isinstance(head, str):
@@ -245,9 +255,8 @@ class Judge:
             if grant is not None:
                 # The human ruled on the escalation; every other rule still applies.
                 head = replace(head, approval_threshold_atomic=None)
-            alternatives = tuple(
-                b for b in (self._bound(a, terms) for a in request.alternatives) if not isinstance(b, str)
-            )
+            bound = (self._bound(a, terms, balances) for a in request.alternatives)
+            alternatives = tuple(b for b in bound if not isinstance(b, str))
             if alternatives or request.alternatives:
                 head = replace(head, alternatives=alternatives)
             req, (decision, p, ev, reason) = self.rules.best(head)
