@@ -10,24 +10,12 @@ that failed raises where the balance is used, as it did when read there.
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+
+from judge.connections import thread_pool
 
 __all__ = ["BalanceReads"]
-
-_POOL: tuple[int, ThreadPoolExecutor] | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _pool() -> ThreadPoolExecutor:
-    """This process's pool (one inherited through fork has no threads in the child)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None or _POOL[0] != os.getpid():
-            _POOL = (os.getpid(), ThreadPoolExecutor(8, thread_name_prefix="judge-balance"))
-        return _POOL[1]
 
 
 class BalanceReads:
@@ -39,7 +27,7 @@ class BalanceReads:
         self._reads: dict[str, Future[int]] = {}
         if balance_of is not None:
             for asset in dict.fromkeys(assets):
-                self._reads[asset] = _pool().submit(balance_of, asset)
+                self._reads[asset] = thread_pool("judge-balance").submit(balance_of, asset)
 
     def of(self, asset: str) -> int | None:
         if self._balance_of is None:

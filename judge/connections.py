@@ -1,4 +1,5 @@
-"""Connections to a local service, kept for reuse (the judge's and the wallet's clients).
+"""Connections to a local service, kept for reuse (the judge's and the wallet's clients),
+and the per-process thread pools that read the chain beside them.
 """
 
 from __future__ import annotations
@@ -8,9 +9,24 @@ import select
 import socket
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Generic, Protocol, TypeVar
 
-__all__ = ["ConnectionPool"]
+__all__ = ["ConnectionPool", "thread_pool"]
+
+_POOLS: dict[str, tuple[int, ThreadPoolExecutor]] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def thread_pool(name: str, workers: int = 8) -> ThreadPoolExecutor:
+    """This process's thread pool called ``name``, made on first use. Keyed by process: a
+    pool inherited through fork has no threads in the child and would never run what is
+    submitted to it."""
+    with _POOLS_LOCK:
+        held = _POOLS.get(name)
+        if held is None or held[0] != os.getpid():
+            held = _POOLS[name] = (os.getpid(), ThreadPoolExecutor(workers, thread_name_prefix=name))
+        return held[1]
 
 
 class _Closable(Protocol):

@@ -8,13 +8,12 @@ service sets ``emit``; tests set ``clock``) reaches every part at once.
 from __future__ import annotations
 
 import logging
-import os
-import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from judge.connections import thread_pool
 from judge.verdict import Verdict
 from wallet.keystore import KeyHandle
 from wallet.ledger import SpendRow
@@ -100,20 +99,6 @@ def spend_event(spend: Reservation | SpendRow | SignedTypedData | SignedTx) -> d
     }
 
 
-#: Worker threads for ChainReads, per process (a pool inherited through fork has no
-#: threads in the child and would never run what is submitted to it).
-_READS: tuple[int, ThreadPoolExecutor] | None = None
-_READS_LOCK = threading.Lock()
-
-
-def _reads_pool() -> ThreadPoolExecutor:
-    global _READS
-    with _READS_LOCK:
-        if _READS is None or _READS[0] != os.getpid():
-            _READS = (os.getpid(), ThreadPoolExecutor(8, thread_name_prefix="wallet-reads"))
-        return _READS[1]
-
-
 class ChainReads:
     """The chain reads one authorization needs (the head's time for the validity window,
     the live balance for the reservation), started together on pool threads when the
@@ -124,7 +109,7 @@ class ChainReads:
     ~38 ms purchase, overlapped they cost about nothing."""
 
     def __init__(self, core: WalletCore, *, head_time: bool) -> None:
-        pool = _reads_pool()
+        pool = thread_pool("wallet-reads")
         self._time: Future[int] | None = pool.submit(core.head_time) if head_time else None
         self._balance: Future[int] = pool.submit(core.balance)
         self._core = core
