@@ -18,7 +18,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from agent.loop.result import EvidenceItem
 
-__all__ = ["asked_value", "item_line", "sheet_field", "with_covered_values", "with_paid_for_nothing"]
+__all__ = [
+    "asked_value",
+    "computed_unit",
+    "in_unit",
+    "item_line",
+    "sheet_field",
+    "with_covered_values",
+    "with_own_unit",
+    "with_paid_for_nothing",
+]
 
 _VALUE_CHARS = 160
 #: Room for a bought sheet's every field when a request to buy asked what it contains.
@@ -26,6 +35,9 @@ _CONTENTS_CHARS = 600
 #: Sheet fields whose value is in gwei (gas statistics).
 _GWEI_FIELDS = re.compile(r"base_fee_gwei")
 _PAIR = re.compile(r"(?:^|;\s*)([\w.\[\]]+)=")
+#: Fact kinds whose value is an amount of USDC ("1.50 USDC", "0.35 USDC from ...").
+_USDC_KINDS = ("usdc_balance", "token_supply", "transfer_max", "usdc_sent_total",
+               "usdc_received_total")  # fmt: skip
 
 
 def sheet_fields(value: str) -> dict[str, str]:
@@ -50,29 +62,54 @@ def _clip(text: str, limit: int = _VALUE_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-#: Units an answer may be asked in, per fact kind: (the unit's name, the factor from the
-#: fact's own unit). The value is given in the asked unit first, its own unit after.
-_CONVERSIONS: dict[tuple[str, str], tuple[str, int]] = {
-    ("base_fee_gwei", "wei"): ("wei", 10**9),
-    ("gas_price_gwei", "wei"): ("wei", 10**9),
-    ("eth_balance", "wei"): ("wei", 10**18),
-    ("eth_balance", "gwei"): ("gwei", 10**9),
-    ("usdc_balance", "atomic"): ("atomic units", 10**6),
-    ("token_supply", "atomic"): ("atomic units", 10**6),
+#: Units an answer may be asked in, per fact kind: (the unit's name, the power of ten from
+#: the fact's own unit, whether the tool's result states the value in that unit too). A
+#: stated unit is given first on the observed line ("597484432 wei (0.597484432 gwei)");
+#: any other (cents, a fee in ether) is computed, on a derived line of its own.
+_CONVERSIONS: dict[tuple[str, str], tuple[str, int, bool]] = {
+    ("base_fee_gwei", "wei"): ("wei", 9, True),
+    ("gas_price_gwei", "wei"): ("wei", 9, True),
+    ("base_fee_gwei", "ether"): ("ether", -9, False),
+    ("base_fee_gwei", "eth"): ("ETH", -9, False),
+    ("gas_price_gwei", "ether"): ("ether", -9, False),
+    ("gas_price_gwei", "eth"): ("ETH", -9, False),
+    ("eth_balance", "wei"): ("wei", 18, True),
+    ("eth_balance", "gwei"): ("gwei", 9, True),
+    **{(kind, "atomic"): ("atomic units", 6, kind != "transfer_max") for kind in _USDC_KINDS},
+    # 1 USDC = 100 cents: the atomic amount (6 decimals) / 10^4, so a cent may have decimals.
+    **{(kind, "cents"): ("cents", 2, False) for kind in _USDC_KINDS},
 }
-_LEADING = re.compile(r"-?\d+(?:\.\d+)?")
+#: The value's number, at its start: "none: no USDC transfers in blocks 5..9" has none.
+_LEADING = re.compile(r"\s*(-?\d+(?:\.\d+)?)")
+
+
+def in_unit(kind: str, unit: str, value: str) -> str | None:
+    """``value`` (in the fact's own unit) in ``unit``, exact (a Decimal of the value the
+    tool states, shifted by a power of ten; never a float), or None when it has none."""
+    conv = _CONVERSIONS.get((kind, unit))
+    m = _LEADING.match(value.replace(",", ""))
+    if conv is None or m is None:
+        return None
+    name, power, _stated = conv
+    scaled = Decimal(m.group(1)).scaleb(power)
+    return f"{scaled.normalize():f} {name}"
+
+
+def with_own_unit(kind: str, value: str) -> str:
+    """``value`` with its own unit when the tool states a bare number (a fee in gwei)."""
+    return f"{value} gwei" if kind in ("base_fee_gwei", "gas_price_gwei") else value
+
+
+def computed_unit(kind: str, unit: str) -> bool:
+    """True when ``kind``'s value in ``unit`` is computed here, not stated by its tool."""
+    conv = _CONVERSIONS.get((kind, unit))
+    return conv is not None and not conv[2]
 
 
 def _converted(kind: str, unit: str, value: str) -> str | None:
-    """``value`` (in the fact's own unit) in ``unit``, exact, or None when not asked."""
+    """``value`` in ``unit`` when its tool states it in that unit too, else None."""
     conv = _CONVERSIONS.get((kind, unit))
-    m = _LEADING.search(value.replace(",", ""))
-    if conv is None or m is None:
-        return None
-    name, factor = conv
-    scaled = Decimal(m.group(0)) * factor
-    text = f"{scaled.normalize():f}"
-    return f"{text} {name}"
+    return in_unit(kind, unit, value) if conv is not None and conv[2] else None
 
 
 def asked_value(item: Mapping[str, object]) -> str:
@@ -90,7 +127,7 @@ def asked_value(item: Mapping[str, object]) -> str:
     unit = str(params.get("unit") or "")
     converted = _converted(str(kind), unit, value) if unit else None
     if converted is not None:
-        own = f"{value} gwei" if kind in ("base_fee_gwei", "gas_price_gwei") else value
+        own = with_own_unit(str(kind), value)
         block = params.get("block")
         return f"{converted} ({own})" + (f" at block {block}" if block else "")
     if kind in ("base_fee_gwei", "gas_price_gwei"):

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from agent.loop.answers import sheet_field
+from agent.loop.answers import in_unit, sheet_field, with_own_unit
 from agent.models.base import OutputSchema
 from chain.facts import DERIVED_KINDS, FACT_KINDS, KIND_PARAMS, OPEN_PARAMS
 
@@ -308,15 +308,20 @@ def _derived(item: ChecklistItem, by_id: Mapping[str, ChecklistItem]) -> Checkli
         return None
     values = [n for n in numbers if n is not None]
     op = str(item.params.get("op", ""))
-    if item.kind == "comparison" and len(inputs) == 2 and op in ("max", "min"):
-        (a, b), (x, y) = inputs, values
-        if x == y:
-            value = f"equal ({a.value} and {b.value})"
-        else:
-            win = a if (x > y) == (op == "max") else b
-            value = f"{_subject(win)} ({win.value})"
-        word = "larger" if op == "max" else "smaller"
-        comp = f"{a.id} {a.value} vs {b.id} {b.value}: {value} is {word}"
+    if item.kind == "comparison" and len(inputs) == 1 and op == "unit":
+        # "in cents": a unit the tool does not state, computed from the value it does.
+        src, unit = inputs[0], str(item.params.get("unit", ""))
+        converted = in_unit(src.kind or "", unit, src.value or "")
+        if converted is None:
+            return None
+        own = with_own_unit(src.kind or "", src.value or "")
+        return replace(item, covered=True, value=f"{converted} ({own})", provenance="derived",
+                       computation=f"{src.id} {own} = {converted}")  # fmt: skip
+    if item.kind == "comparison" and len(inputs) >= 2 and op in _AGGREGATE:
+        found = _AGGREGATE[op](inputs, values, item.params)
+        if found is None:
+            return None
+        value, comp = found
         return replace(item, covered=True, value=value, provenance="derived", computation=comp)
     if item.kind == "condition" and len(inputs) == 1 and op in _OPS:
         threshold = leading_number(str(item.params.get("than", "")))
@@ -326,6 +331,105 @@ def _derived(item: ChecklistItem, by_id: Mapping[str, ChecklistItem]) -> Checkli
         comp = f"{inputs[0].id} {values[0]} {op} {threshold} = {truth}"
         return replace(item, covered=True, value=truth, provenance="derived", computation=comp)
     return None
+
+
+_UNIT_WORD = re.compile(r"^\s*-?\d+(?:\.\d+)?\s*([A-Za-z]+)?")
+
+
+def _unit_of(item: ChecklistItem) -> str:
+    """The unit word a value is written in ("USDC" of "1.50 USDC"; "" for a count)."""
+    m = _UNIT_WORD.match(item.value or "")
+    return (m.group(1) or "") if m else ""
+
+
+def _in_asked_unit(inputs: Sequence[ChecklistItem], amount: Decimal) -> str:
+    """``amount`` (in the inputs' own unit) written as the inputs' values are asked: the
+    asked unit first ("250 cents (2.50 USDC)"), exact."""
+    return _shown(inputs[0], f"{amount:f} {_unit_of(inputs[0])}".strip())
+
+
+def _shown(item: ChecklistItem, value: str | None = None) -> str:
+    """``value`` (the item's own by default) in the unit the task asked for the item, its
+    own unit after ("250 cents (2.50 USDC)"); as it is when none was asked."""
+    own = item.value or "" if value is None else value
+    unit = item.params.get("unit")
+    converted = in_unit(item.kind or "", unit, own) if unit else None
+    return f"{converted} ({own})" if converted else own
+
+
+def _listed(inputs: Sequence[ChecklistItem]) -> str:
+    return ", ".join(f"{i.id} {i.value}" for i in inputs)
+
+
+def _extreme(
+    inputs: Sequence[ChecklistItem], values: Sequence[Decimal], params: Mapping[str, str]
+) -> tuple[str, str]:
+    """Which holds the most (``max``) or the least (``min``); a tie names every holder."""
+    op = params.get("op")
+    best = max(values) if op == "max" else min(values)
+    won = [i for i, v in zip(inputs, values, strict=True) if v == best]
+    if len(won) == len(inputs):
+        value = "equal (" + " and ".join(str(i.value) for i in inputs) + ")"
+    elif len(won) == 1:
+        value = f"{_subject(won[0])} ({_shown(won[0])})"
+    else:
+        value = " and ".join(_subject(i) for i in won) + f" (each {_shown(won[0])})"
+    if len(inputs) == 2:
+        word = "larger" if op == "max" else "smaller"
+    else:
+        word = "the largest" if op == "max" else "the smallest"
+    return value, f"{' vs '.join(f'{i.id} {i.value}' for i in inputs)}: {value} is {word}"
+
+
+def _sum(
+    inputs: Sequence[ChecklistItem], values: Sequence[Decimal], params: Mapping[str, str]
+) -> tuple[str, str] | None:
+    """The values added, exactly (Decimal of the exact values the tools state)."""
+    if len({_unit_of(i) for i in inputs}) != 1:
+        return None
+    total = sum(values, Decimal(0))
+    shown = _in_asked_unit(inputs, total)
+    return shown, f"{' + '.join(f'{i.id} {i.value}' for i in inputs)} = {total:f} {_unit_of(inputs[0])}"
+
+
+def _count(
+    inputs: Sequence[ChecklistItem], values: Sequence[Decimal], params: Mapping[str, str]
+) -> tuple[str, str] | None:
+    """How many values pass the count's test (above 0 unless the task names a threshold)."""
+    cmp = params.get("cmp", ">")
+    than = leading_number(params.get("than", "0"))
+    if cmp not in _OPS or than is None:
+        return None
+    held = [i for i, v in zip(inputs, values, strict=True) if _OPS[cmp](v, than)]
+    who = ", ".join(_subject(i) for i in held) or "none"
+    value = f"{len(held)} of {len(inputs)} ({who})"
+    return value, f"{_listed(inputs)}: {len(held)} of {len(inputs)} {cmp} {than}"
+
+
+def _diff(
+    inputs: Sequence[ChecklistItem], values: Sequence[Decimal], params: Mapping[str, str]
+) -> tuple[str, str] | None:
+    """The first value minus the second: its size first, then which holds more."""
+    if len(inputs) != 2 or _unit_of(inputs[0]) != _unit_of(inputs[1]):
+        return None
+    (a, b), (x, y) = inputs, values
+    size = _in_asked_unit(inputs, abs(x - y))
+    if x == y:
+        value = f"{size}: {_subject(a)} and {_subject(b)} hold the same ({a.value})"
+    else:
+        word = "more" if x > y else "less"
+        value = f"{size}: {_subject(a)} holds {size} {word} than {_subject(b)}"
+    return value, f"{a.id} {a.value} - {b.id} {b.value} = {x - y:f} {_unit_of(a)}".rstrip()
+
+
+_Aggregate = Callable[
+    [Sequence[ChecklistItem], Sequence[Decimal], Mapping[str, str]], "tuple[str, str] | None"
+]
+#: The aggregates a ``comparison`` item computes over the values of its inputs (``op``):
+#: which is largest or smallest, their sum, how many pass a test, the difference of two.
+_AGGREGATE: dict[str, _Aggregate] = {
+    "max": _extreme, "min": _extreme, "sum": _sum, "count": _count, "diff": _diff,
+}  # fmt: skip
 
 
 #: Parameters that name a block, absolute ("27") or relative to the head ("latest-2").

@@ -20,15 +20,21 @@ from functools import lru_cache
 from importlib import resources
 from typing import TypedDict
 
+from agent.loop.answers import computed_unit
 from agent.models._shopping import Shopping, read_shopping
 from agent.models.vocabulary import (
+    AGGREGATE_KINDS,
+    AGGREGATES,
+    COUNT_WORDS,
     KIND_WORDS,
     OTHER_CHAINS,
     OTHER_QUESTIONS,
+    OVER_WORDS,
     PRESENTATION,
     STANDING,
     TOTAL_WORDS,
     UNSUPPORTED,
+    AggregateOp,
     Subject,
     compile_phrase,
 )
@@ -124,8 +130,27 @@ _LATEST = _p(r"\b(?:latest|current|currently|now|newest|most\s+recent|head)\b")
 _BARE_FACT = _p(r"\b(number|height|value|values|data|info|information|total|count)\b")
 _MINE = _p(r"\b(?:my|our|mine|your\s+own|the\s+agent['’]?s|i|we)\b")
 _REFERS_BACK = _p(r"\b(?:its|it|that|this|same)\b")
-_COMPARE_MAX = _p(r"\b(?:more|most|larger|bigger|higher|greater|richer)\b")
-_COMPARE_MIN = _p(r"\b(?:less|least|fewer|smaller|lower|poorer)\b")
+#: The aggregate words of the vocabulary, one pattern per operation, in priority order.
+_AGGREGATES: tuple[tuple[AggregateOp, re.Pattern[str]], ...] = tuple(
+    (op, _p(r"(?<![\w-])(?:" + "|".join(
+        re.escape(w).replace(r"\ ", r"[\s-]+") for w in sorted(words, key=len, reverse=True)
+    ) + r")(?![\w-])"))
+    for op, words in AGGREGATES
+)
+_COMPARE_MAX = dict(_AGGREGATES)["max"]
+_COMPARE_MIN = dict(_AGGREGATES)["min"]
+_AGGREGATE_WORDS = _p(r"(?<![\w-])(?:" + "|".join(
+    re.escape(w).replace(r"\ ", r"[\s-]+")
+    for w in sorted((w for _op, ws in AGGREGATES for w in ws), key=len, reverse=True)
+) + r")(?![\w-])")
+_OVER_WORDS = _p(r"(?<![\w-])(?:" + "|".join(
+    re.escape(w).replace(r"\ ", r"[\s-]+") for w in sorted(OVER_WORDS, key=len, reverse=True)
+) + r")(?![\w-])")
+#: The fact kinds an aggregate is taken over: their phrases hold no aggregate word.
+_AGGREGATED = frozenset(k for kinds in AGGREGATE_KINDS.values() for k in kinds)
+_COUNT_WORDS = _p(r"(?<![\w-])(?:" + "|".join(
+    re.escape(w).replace(r"\ ", r"[\s-]+") for w in sorted(COUNT_WORDS, key=len, reverse=True)
+) + r")(?![\w-])")
 _CONDITION = _p(rf"({OP_WORDS})\s*(\d+(?:\.\d+)?)\s*(gwei|wei|usdc|ether|eth)?")
 #: Words that change what is asked in a way no fact kind here can take ("average", a
 #: year): a part holding one outside a matched phrase is not answered.
@@ -149,10 +174,11 @@ _OTHER_QUESTIONS = [(w, compile_phrase(w)) for w in OTHER_QUESTIONS]
 UNIT_KINDS: dict[str, frozenset[str]] = {
     "gwei": frozenset({"base_fee_gwei", "gas_price_gwei", "eth_balance"}),
     "wei": frozenset({"base_fee_gwei", "gas_price_gwei", "eth_balance"}),
-    "eth": frozenset({"eth_balance"}),
-    "ether": frozenset({"eth_balance"}),
+    "eth": frozenset({"eth_balance", "base_fee_gwei", "gas_price_gwei"}),
+    "ether": frozenset({"eth_balance", "base_fee_gwei", "gas_price_gwei"}),
     "usdc": frozenset({"usdc_balance", "token_supply", "transfer_max"}) | TOTAL_KINDS,
     "atomic": frozenset({"usdc_balance", "token_supply", "transfer_max"}) | TOTAL_KINDS,
+    "cents": frozenset({"usdc_balance", "token_supply", "transfer_max"}) | TOTAL_KINDS,
     "unix": frozenset({"block_timestamp"}),
     "utc": frozenset({"block_timestamp"}),
 }
@@ -354,6 +380,13 @@ class _Part:
     subjects: list[str] = field(default_factory=list)
     leftover: set[str] = field(default_factory=set)
     modifier: str | None = None
+    #: The words left once its phrases and parameters are taken out, and the questions
+    #: no fact kind holds it names (read again when an aggregate joins it).
+    rest: str = ""
+    other: set[str] = field(default_factory=set)
+    #: An aggregate over several addresses' values it may ask, and the one it asks.
+    candidate: _Aggregate | None = None
+    aggregate: _Aggregate | None = None
 
 
 def _parts(task: str) -> list[_Part]:
@@ -399,6 +432,7 @@ def _read_part(part: _Part, has_hash: bool) -> None:
         for m in regex.finditer(text):
             claimed.append(m.span())
             other.add(word)
+    sends = len(claimed)
     for fp in FACT_PATTERNS:
         if fp.needs_hash and not has_hash:
             continue
@@ -410,21 +444,80 @@ def _read_part(part: _Part, has_hash: bool) -> None:
             part.hits.append((s, fp, m.group(0)))
     part.hits.sort(key=lambda h: h[0])
     part.subjects = [m.group(0) for m in ADDRESS.finditer(text)]
-    rest = text
-    for s, e in sorted(claimed, reverse=True):
-        rest = rest[:s] + " " + rest[e:]
-    for regex in (TX_HASH, ADDRESS, URL, _RANGE, _WINDOW, _BLOCK, _CONDITION):
-        rest = regex.sub(" ", rest)
+    rest = _blanked(text, claimed)
+    # An aggregate's words may sit inside a value's phrase ("holds the most USDC" is
+    # "holds … usdc"): they are looked for with only the other phrases taken out.
+    agg_text = _blanked(text, [(s, s + len(w)) for s, fp, w in part.hits
+                               if fp.kind not in _AGGREGATED] + claimed[:sends])  # fmt: skip
     if any(h[1].kind in TOTAL_KINDS for h in part.hits):
         rest = _TOTAL_WORDS.sub(" ", rest)  # "in total", "altogether": a total's own scope
+    part.leftover, part.modifier = _words_left(rest, other)
+    part.rest, part.other = rest, other
+    if not any(h[1].kind in TOTAL_KINDS for h in part.hits):
+        found = _aggregate_words(agg_text)
+        if found:
+            # Taken only over two or more addresses (_Task._settle_aggregates): with one,
+            # the part is read as before ("the total number of transfers", "holds more").
+            part.candidate = _as_aggregate(found, rest, other)
+
+
+def _as_aggregate(found: list[tuple[AggregateOp, str]], rest: str, other: set[str]) -> _Aggregate:
+    """The aggregate ``found`` names, with the words of ``rest`` left when it is taken:
+    its own words, the addresses it is over ("among"), a count's test ("any") are read."""
+    rest = _OVER_WORDS.sub(" ", _AGGREGATE_WORDS.sub(" ", rest))
+    if [op for op, _w in found] == ["count"]:
+        rest = _COUNT_WORDS.sub(" ", rest)  # "how many of ... hold any USDC": above 0
+    left, mod = _words_left(rest, other)
+    if len(found) > 1:  # "which holds more in total": two questions, both named
+        left |= {w for _op, w in found}
+    return _Aggregate(found[0][0], found[0][1], left, mod)
+
+
+@dataclass(frozen=True)
+class _Aggregate:
+    """An aggregate a part may ask (the operation and its word), with the part's words
+    left over and its modifier when it is taken as one."""
+
+    op: AggregateOp
+    word: str
+    leftover: frozenset[str] | set[str]
+    modifier: str | None
+
+
+def _words_left(rest: str, other: set[str]) -> tuple[set[str], str | None]:
+    """(the words of ``rest`` no table accounts for, the first modifier no kind takes)."""
     mod = _MODIFIER.search(rest)
-    part.modifier = mod.group(0) if mod else None
     symbols, protocols = datasets()
     names = {n.lower() for n in (*symbols, *protocols)}
-    part.leftover = other | {
+    left = other | {
         w for w in _WORD.findall(rest.lower().replace("’", "'"))
         if w not in _FILLER and w not in names and len(w) > 1
     }  # fmt: skip
+    return left, mod.group(0) if mod else None
+
+
+def _aggregate_words(text: str) -> list[tuple[AggregateOp, str]]:
+    """The aggregates ``text`` names ("combined", "which holds the most", "how many of ...
+    hold any"), in the vocabulary's priority order, each with its first word; a threshold
+    ("holds more than 10 USDC") compares with a number, so it is none."""
+    text = _CONDITION.sub(" ", text)
+    found: list[tuple[AggregateOp, str]] = []
+    for op, regex in _AGGREGATES:  # priority order: "how much more" is no "more"
+        m = regex.search(text)
+        if m is not None:
+            found.append((op, " ".join(m.group(0).lower().split())))
+            text = regex.sub(" ", text)
+    return found
+
+
+def _blanked(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """``text`` with ``spans`` and its parameters (hashes, addresses, URLs, blocks, a
+    threshold) taken out: the words left to account for."""
+    for s, e in sorted(spans, reverse=True):
+        text = text[:s] + " " + text[e:]
+    for regex in (TX_HASH, ADDRESS, URL, _RANGE, _WINDOW, _BLOCK, _CONDITION):
+        text = regex.sub(" ", text)
+    return text
 
 
 def _block_params(text: str) -> dict[str, str]:
@@ -562,6 +655,7 @@ class _Task:
             _read_part(part, bool(self.hashes))
         self._read_bare_facts()
         self._merge_subject_only_parts()
+        self._settle_aggregates()
         self._continue_conditions()
         self.scope = _scope_words(self.task, self.parts, self.network)
 
@@ -601,9 +695,11 @@ class _Task:
                 part.condition = True
 
     def _merge_subject_only_parts(self) -> None:
-        """ "balances of 0xA and 0xB": a part holding only addresses joins its neighbour."""
+        """ "balances of 0xA and 0xB": a part holding only addresses joins its neighbour,
+        with the aggregate it names ("... and 0xB combined")."""
         for part in self.parts:
-            if part.hits or part.leftover or not part.subjects or _SEND.search(part.text):
+            left = part.candidate.leftover if part.candidate and not part.hits else part.leftover
+            if part.hits or left or not part.subjects or _SEND.search(part.text):
                 continue
             same = [p for p in self.parts if p.sentence == part.sentence and p.hits]
             before = [p for p in same if p.start < part.start]
@@ -611,7 +707,26 @@ class _Task:
             if target is not None:
                 target.subjects.extend(part.subjects)
                 target.subjects.sort(key=self.task.find)
-                part.subjects = []
+                part.subjects, part.leftover = [], set()  # its words are the target's now
+                mine, theirs = part.candidate, target.candidate
+                if mine is not None and theirs is None:
+                    target.candidate = _as_aggregate([(mine.op, mine.word)], target.rest,
+                                                     target.other)  # fmt: skip
+                elif mine is not None and theirs is not None and mine.op != theirs.op:
+                    target.candidate = replace(theirs, leftover={*theirs.leftover, mine.word})
+                part.candidate = None
+
+    def _settle_aggregates(self) -> None:
+        """A part's aggregate words are an aggregate over two or more addresses ("the
+        combined balance of 0xA and 0xB"), or over the values its sentence asked ("...,
+        which holds more?"); with one address the part is read without it."""
+        for part in self.parts:
+            found = part.candidate
+            if found is None:
+                continue
+            if len(set(part.subjects)) >= 2 or (not part.hits and not part.subjects):
+                part.aggregate = found
+                part.leftover, part.modifier = set(found.leftover), found.modifier
 
 
 class _FactItems:
@@ -627,12 +742,19 @@ class _FactItems:
             words = ", ".join(repr(w) for w in sorted(part.leftover)[:4])
             return [self.out.cannot(part.text, f"the offline planner does not know {words} "
                                     "here; it answers only a question it reads in full")]  # fmt: skip
-        if part.modifier and not self.compare_words(part):
+        if part.modifier:
             label = ", ".join(h[2] for h in part.hits)
             return [self.out.cannot(part.text, f"the offline planner cannot read "
                                     f"{label!r} with {part.modifier!r}")]  # fmt: skip
-        made: list[int] = []
+        agg = part.aggregate
         kinds = [h[1].kind for h in part.hits]
+        if agg is not None and (len(set(kinds)) != 1 or kinds[0] not in AGGREGATE_KINDS[agg.op]):
+            label = ", ".join(h[2] for h in part.hits)
+            takes = ", ".join(sorted(AGGREGATE_KINDS[agg.op]))
+            return [self.out.cannot(part.text, f"the offline planner cannot read {label!r} "
+                                    f"with {agg.word!r}: it takes {agg.word!r} over the "
+                                    f"values of one of {takes} read for several addresses")]  # fmt: skip
+        made: list[int] = []
         for pos, fp, phrase in part.hits:
             if (
                 fp.kind == "block_number"
@@ -774,16 +896,53 @@ class _FactItems:
             item: _Draft = {"text": f"{fp.label} of {address}{where}", "kind": fp.kind,
                     "params": {**params, "address": address}}  # fmt: skip
             made.append(self.out.add(item))
-        op = self.compare_words(part)
-        if op and len(made) == 2 and fp.kind in VALUE_UNITS:
-            word = "more" if op == "max" else "less"
-            made.append(self.out.add({
-                "text": f"which holds {word} ({fp.label})", "kind": "comparison",
-                "params": {"of": [{"ref": made[0]}, {"ref": made[1]}], "op": op},
-            }))  # fmt: skip
-        elif op and fp.kind in VALUE_UNITS:
-            made.append(self.out.cannot(part.text, "a comparison needs exactly two addresses"))
+        if part.aggregate is not None:
+            made.append(self.aggregate(part.text, part.aggregate, str(fp.kind), fp.label, made))
+        elif self.compare_words(part) and fp.kind in VALUE_UNITS:
+            made.append(self.out.cannot(part.text, "a comparison needs two or more addresses"))
         return made
+
+    def aggregate(self, text: str, agg: _Aggregate, kind: str, label: str, made: list[int]) -> int:
+        """The item computing ``agg`` over the values ``made`` (one ``kind``, one address
+        each), or why not: a difference takes two, any other aggregate two or more."""
+        n = len(made)
+        if n < 2 or (agg.op == "diff" and n != 2):
+            want = "exactly two" if agg.op == "diff" else "two or more"
+            return self.out.cannot(text, f"{agg.word!r} is read over {want} addresses' "
+                                   f"values; this asks it over {n}")  # fmt: skip
+        if kind not in AGGREGATE_KINDS[agg.op]:
+            return self.out.cannot(text, f"{agg.word!r} is not read over {label} values")
+        refs: list[_Ref] = [{"ref": m} for m in made]
+        params: dict[str, _Param] = {"of": refs, "op": agg.op}
+        if agg.op in ("max", "min"):
+            word = {("max", 2): "more", ("min", 2): "less"}.get((agg.op, n))
+            word = word or ("the most" if agg.op == "max" else "the least")
+            what = f"which holds {word} ({label})"
+        elif agg.op == "sum":
+            what = f"combined {label}"
+        elif agg.op == "diff":
+            what = f"difference of the {label}s (the first minus the second)"
+        else:
+            test = self._count_test(text, kind)
+            if isinstance(test, str):
+                return self.out.cannot(text, test)
+            params.update(test)
+            unit = VALUE_UNITS.get(kind, "").upper()
+            what = f"how many of the addresses have a {label} {test['cmp']} {test['than']} {unit}"
+        return self.out.add({"text": what.strip(), "kind": "comparison", "params": params})
+
+    @staticmethod
+    def _count_test(text: str, kind: str) -> dict[str, str] | str:
+        """A count's test: above 0 ("hold any USDC"), or the threshold the part names
+        ("how many of ... hold more than 5 USDC"), in the unit of ``kind``; or why not."""
+        m = _CONDITION.search(text)
+        if m is None:
+            return {"cmp": ">", "than": "0"}
+        want = VALUE_UNITS.get(kind, "")
+        unit = (m.group(3) or want).lower().replace("ether", "eth")
+        if unit != want:
+            return f"{unit} is not the unit of a {kind.replace('_', ' ')} ({want or 'a count'})"
+        return {"cmp": threshold_op(m.group(1)), "than": str(Decimal(m.group(2)))}
 
 
     def _totals(
@@ -909,6 +1068,7 @@ class _Reader:
             self._gate(orders, gates.get(at) or [])
         self._withhold(actions)
         self._units_taken()
+        self._computed_units()
         return self._resolve(max_items)
 
     def _shop_in_sentence(self, shop: Shopping, actions: dict[int, list[int]]) -> None:
@@ -965,6 +1125,8 @@ class _Reader:
             pass  # "... if you need to": no condition on anything
         elif _SEND.search(part.text):
             actions.extend(self._sends(part))
+        elif part.hits and part.aggregate is not None and part.aggregate.op == "count":
+            return self.facts.facts(part)  # "how many of 0xA, 0xB hold more than 5 USDC"
         elif part.hits and _CONDITION.search(part.text) and not part.leftover:
             return [self._condition(part)]  # "Is the base fee above 1 gwei?": true or false
         elif part.hits:
@@ -976,8 +1138,8 @@ class _Reader:
             # "Is it above 5 USDC?": a comparison asked, not a condition on an order.
             self.out.cannot(part.text, "the offline planner compares a fact with a number "
                             "only as the condition of an order ('if ..., send ...')")  # fmt: skip
-        elif _COMPARE_MAX.search(part.text) or _COMPARE_MIN.search(part.text):
-            return [self._compare_back(part)]  # "..., which holds more?"
+        elif part.aggregate is not None:
+            return [self._compare_back(part, part.aggregate)]  # "..., which holds more?"
         elif (part.subjects or _AMOUNT.search(part.text) or _BARE_AMOUNT.search(part.text)) and (
             _PAY_WORD.search(part.text) or _PAY_WORD.search(self.t.task)
         ):
@@ -988,22 +1150,22 @@ class _Reader:
                             "'send N USDC to 0x...'")  # fmt: skip
         return []
 
-    def _compare_back(self, part: _Part) -> int:
-        """ "the balances of 0xA and 0xB, which holds more?": the comparison of the two
-        values its sentence asked, or why not."""
-        values = [n for n in self.by_sentence.get(part.sentence, ())
-                  if self.out.items[n].get("kind") in VALUE_UNITS]  # fmt: skip
-        kinds = {self.out.items[n]["kind"] for n in values}
-        if len(values) != 2 or len(kinds) != 1:
-            return self.out.cannot(part.text, "a comparison needs exactly two values of one "
-                                   "kind asked in its sentence")  # fmt: skip
-        op = "max" if _COMPARE_MAX.search(part.text) else "min"
-        word = "more" if op == "max" else "less"
+    def _compare_back(self, part: _Part, agg: _Aggregate) -> int:
+        """ "the balances of 0xA and 0xB, which holds more?" (or "..., combined?"): the
+        aggregate of the values of one kind its sentence asked (else the sentence before
+        it: "... of 0xA and 0xB? Which is larger?"), or why not."""
+        values: list[int] = []
+        for at in (part.sentence, part.sentence - 1):  # "... of 0xA and 0xB? Which is larger?"
+            values = [n for n in self.by_sentence.get(at, ())
+                      if self.out.items[n].get("kind") in VALUE_UNITS]  # fmt: skip
+            if values:
+                break
+        kinds = {str(self.out.items[n]["kind"]) for n in values}
+        if len(values) < 2 or len(kinds) != 1:
+            return self.out.cannot(part.text, f"{agg.word!r} is read over two or more values "
+                                   "of one kind asked in its sentence")  # fmt: skip
         label = self.out.items[values[0]]["text"].split(" of ")[0]
-        return self.out.add({
-            "text": f"which holds {word} ({label})", "kind": "comparison",
-            "params": {"of": [{"ref": values[0]}, {"ref": values[1]}], "op": op},
-        })  # fmt: skip
+        return self.facts.aggregate(part.text, agg, kinds.pop(), label, values)
 
     def _units_taken(self) -> None:
         """A unit the task asks for ("in wei") that no asked fact can be given in is
@@ -1013,6 +1175,26 @@ class _Reader:
             if asked and not any(i["kind"] in UNIT_KINDS.get(unit, ()) for i in asked):
                 facts = ", ".join(str(i["text"]) for i in asked)
                 self.out.cannot(f"in {unit}", f"{unit!r} is not a unit {facts} can be given in")
+
+    def _unit_of(self, item: _Draft) -> str | None:
+        """The unit the task asks ``item``'s value in, if its kind can be given in one."""
+        return next((u for u in self.t.units if item.get("kind") in UNIT_KINDS.get(u, ())), None)
+
+    def _computed_units(self) -> None:
+        """A value asked in a unit its tool does not state ("in cents", a fee "in ether")
+        gets a derived item converting it, exactly: the observed line keeps the value the
+        tool stated. An aggregate's inputs need none: it states its value in the unit."""
+        inputs = {
+            ref["ref"]
+            for item in self.out.items if item.get("kind") == "comparison"
+            for ref in _refs((item.get("params") or {}).get("of"))
+        }  # fmt: skip
+        for n, item in enumerate(list(self.out.items)):
+            unit = self._unit_of(item)
+            if unit and n not in inputs and computed_unit(str(item.get("kind")), unit):
+                named = {"atomic": "atomic units"}.get(unit, unit)
+                self.out.add({"text": f"{item['text']} in {named}", "kind": "comparison",
+                              "params": {"of": {"ref": n}, "op": "unit", "unit": unit}})  # fmt: skip
 
     def _sends(self, part: _Part) -> list[int]:
         made = []
@@ -1074,7 +1256,7 @@ class _Reader:
         out: list[ChecklistRow] = []
         for item in items:
             params = {k: ref(v) for k, v in (item.get("params") or {}).items()}
-            unit = next((u for u in self.t.units if item.get("kind") in UNIT_KINDS.get(u, ())), None)
+            unit = self._unit_of(item)
             if unit:
                 params["unit"] = unit
             row: ChecklistRow = {"text": item["text"], "kind": item.get("kind")}
@@ -1084,6 +1266,13 @@ class _Reader:
                 row["unanswerable"] = item["unanswerable"]
             out.append(row)
         return out
+
+
+def _refs(value: _Param | None) -> list[_Ref]:
+    """The references to other items in a parameter (``{"ref": n}`` or a list of them)."""
+    if isinstance(value, list):
+        return value
+    return [value] if isinstance(value, dict) else []
 
 
 def _closer(task: str, a: str, b: str, end: int) -> bool:

@@ -20,13 +20,18 @@ from functools import cached_property
 from typing import Literal
 
 __all__ = [
+    "AGGREGATES",
+    "AGGREGATE_KINDS",
+    "COUNT_WORDS",
     "KIND_WORDS",
     "OTHER_CHAINS",
+    "OVER_WORDS",
     "PRESENTATION",
     "STANDING",
     "TOTAL_WORDS",
     "UNSUPPORTED",
     "OTHER_QUESTIONS",
+    "AggregateOp",
     "KindWords",
     "Phrase",
     "compile_phrase",
@@ -160,7 +165,8 @@ KIND_WORDS: tuple[KindWords, ...] = (
           *(f"how far has the chain {v}" for v in ("gotten", "got", "come", "progressed"))),
     _kind("eth_balance", "ETH balance", "account",
           "eth balance", "ether balance", "how much eth", "how much ether", "amount of eth",
-          "amount of ether", "eth holdings", "ether holdings",
+          "amount of ether", "eth holdings", "ether holdings", "how much more eth",
+          "how much more ether", "how much less eth", "how much less ether",
           *(f"{v} … {u}" for v in _HOLD_VERBS for u in ("eth", "ether"))),
     _kind("transfer_count", "USDC transfer count", "account",
           "transfer count", "number of [usdc] transfers", "how many [usdc] transfers",
@@ -171,6 +177,7 @@ KIND_WORDS: tuple[KindWords, ...] = (
     _kind("usdc_balance", "USDC balance", "account",
           "usdc balance", "token balance", "balance of", "balance", "how much usdc",
           "how many usdc", "amount of usdc", "usdc holdings", "holdings", "usdc … held by",
+          "how much more usdc", "how much less usdc", "how many more usdc",
           "usdc that … holds", "usdc that … has", *(f"{v} … usdc" for v in _HOLD_VERBS)),
     _kind("token_name", "token name", "token",
           "[full] [official] [token] name", "what … called", "called"),
@@ -188,6 +195,9 @@ PRESENTATION: tuple[tuple[str, str], ...] = (
     (r"(?:\s*,)?\s*(?:please\s+)?(?:expressed|denominated|given|shown|written|reported|"
      r"quoted|measured)\s+in\s+(gwei|wei|eth|ether|usdc)\b", r"\1"),
     (r"\b(?:answer\s+)?in\s+(gwei|wei|ether|eth)\b", r"\1"),
+    # USDC in cents: 1 USDC = 100 cents, from the atomic amount (6 decimals), exactly.
+    (r"(?:\s*,)?\s*(?:please\s+)?(?:(?:expressed|denominated|given|shown|written|reported|"
+     r"quoted|measured|answer)\s+)?(?:in|as)\s+(?:usd\s+|us\s+|usdc\s+)?cents\b", "cents"),
     (r"\bin\s+whole\s+(?:usdc|units|tokens)\b", "usdc"),
     (r"\bin\s+(?:atomic\s+units|base\s+units)\b", "atomic"),
     (r"\b(?:a\s+)?unix\s+(?:time|timestamp|seconds)\s+is\s+(?:fine|ok|okay|enough)\b", "unix"),
@@ -247,6 +257,54 @@ UNSUPPORTED: tuple[str, ...] = (
 received in total, which is no balance): the part is declined naming it."""
 
 
+AggregateOp = Literal["max", "min", "sum", "count", "diff"]
+"""What an aggregate computes over the values of one fact kind read for several addresses.
+``max``/``min``: which holds the most/least (two or more). ``sum``: the values added, exactly.
+``count``: how many hold any (a value above 0, or above the threshold the task names).
+``diff``: the first value minus the second (two only), with which holds more."""
+
+AGGREGATES: tuple[tuple[AggregateOp, tuple[str, ...]], ...] = (
+    # Priority order: "how much more" is a difference, not which holds more.
+    ("diff", ("difference", "differ", "how much more", "how much less", "how many more",
+              "how many fewer")),
+    ("count", ("how many of", "how many addresses", "how many accounts", "how many wallets",
+               "number of addresses", "number of accounts", "count of addresses")),
+    ("sum", ("combined", "together", "in total", "altogether", "all together", "between them",
+             "total", "sum", "summed", "added up", "in all", "put together")),
+    ("max", ("more", "most", "larger", "largest", "bigger", "biggest", "higher", "highest",
+             "greater", "greatest", "richer", "richest", "maximum")),
+    ("min", ("less", "least", "fewer", "fewest", "smaller", "smallest", "lower", "lowest",
+             "poorer", "poorest", "minimum")),
+)  # fmt: skip
+"""Words that ask for a value computed over several addresses' values of one fact kind
+("the combined USDC balance of 0xA and 0xB", "which of 0xA, 0xB and 0xC holds the most
+ETH"): the answer states the computed value and cites each value it came from. With one
+address, or a fact kind the aggregate does not take, the word is declined by name."""
+
+AGGREGATE_KINDS: dict[AggregateOp, frozenset[str]] = {
+    "max": frozenset({"usdc_balance", "eth_balance", "transfer_count"}),
+    "min": frozenset({"usdc_balance", "eth_balance", "transfer_count"}),
+    # Balances add up exactly; transfer counts of two addresses would count a transfer
+    # between them twice, so they are no sum.
+    "sum": frozenset({"usdc_balance", "eth_balance"}),
+    "count": frozenset({"usdc_balance", "eth_balance"}),
+    "diff": frozenset({"usdc_balance", "eth_balance", "transfer_count"}),
+}
+"""The fact kinds each aggregate is computed over (values read per address)."""
+
+OVER_WORDS: tuple[str, ...] = (
+    "among", "amongst", "across", "between", "both", "their", "them", "each", "all of",
+    "these", "those", "out of", "listed",
+)  # fmt: skip
+"""Words naming the addresses an aggregate is over ("among 0xA, 0xB and 0xC"): read only
+with an aggregate taken."""
+
+COUNT_WORDS: tuple[str, ...] = (
+    "any", "some", "nonzero", "non zero", "positive", "a balance", "at all", "anything",
+)  # fmt: skip
+"""Words of a count's test ("how many of 0xA, 0xB hold any USDC"): a value above 0."""
+
+
 def markdown_tables() -> str:
     """The vocabulary as Markdown tables (docs/planner.md is generated from this)."""
     lines = ["| fact kind | phrases (`…` a gap, `[w]` optional, `→` sheet field) |", "|---|---|"]
@@ -259,6 +317,14 @@ def markdown_tables() -> str:
     lines += ["", "| presentation phrase (regex) | shapes the answer as |", "|---|---|"]
     for regex, unit in PRESENTATION:
         lines.append(f"| `{regex.replace('|', '&#124;')}` | {unit or 'tone only'} |")
+    lines += ["", "| aggregate over several addresses | phrases | fact kinds |", "|---|---|---|"]
+    for op, words in AGGREGATES:
+        kinds = ", ".join(f"`{k}`" for k in sorted(AGGREGATE_KINDS[op]))
+        lines.append(f"| `{op}` | " + ", ".join(f"`{w}`" for w in words) + f" | {kinds} |")
+    lines.append("")
+    lines.append("A count's test (above 0): " + ", ".join(f"`{w}`" for w in COUNT_WORDS))
+    lines.append("")
+    lines.append("The addresses an aggregate is over: " + ", ".join(f"`{w}`" for w in OVER_WORDS))
     lines += ["", "Declined, naming the word:", ""]
     lines.append("- another chain: " + ", ".join(f"`{w}`" for w in OTHER_CHAINS))
     lines.append("- a standing or future request: " + ", ".join(f"`{w}`" for w in STANDING))
