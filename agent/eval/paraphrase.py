@@ -120,10 +120,76 @@ _UNITS: tuple[tuple[str, dict[str, object]], ...] = (
     ("How much USDC does {wallet} hold, in base units?", {"probe": "usdc_balance", "address": "{wallet}", "unit": "atomic"}),
 )  # fmt: skip
 
+#: USDC in cents (1 USDC = 100 cents, from the atomic amount), and units the outside
+#: testers asked that were declined before (written before the planner read them).
+_CENTS: tuple[tuple[str, dict[str, object]], ...] = (
+    ("What is the USDC balance of {wallet} in cents?",
+     {"probe": "usdc_balance", "address": "{wallet}", "unit": "cents"}),
+    ("How much USDC does {seller} hold, in cents?",
+     {"probe": "usdc_balance", "address": "{seller}", "unit": "cents"}),
+    ("What is the USDC balance of {outsider} in USD cents?",
+     {"probe": "usdc_balance", "address": "{outsider}", "unit": "cents"}),
+    ("Give me the USDC balance of {seller}, expressed in cents.",
+     {"probe": "usdc_balance", "address": "{seller}", "unit": "cents"}),
+    ("How many USDC does {outsider} hold? Answer in cents.",
+     {"probe": "usdc_balance", "address": "{outsider}", "unit": "cents"}),
+    ("What is the total supply of USDC in cents?", {"probe": "token_supply", "unit": "cents"}),
+    ("How much USDC has {seller} received in total, in cents?",
+     {"probe": "usdc_received_total", "address": "{seller}", "unit": "cents"}),
+    ("How much USDC has {outsider} sent altogether, in USD cents?",
+     {"probe": "usdc_sent_total", "address": "{outsider}", "unit": "cents"}),
+    ("What was the largest USDC transfer in the last 20 blocks, in cents?",
+     {"probe": "transfer_max", "blocks": 20, "unit": "cents"}),
+    ("What was the biggest USDC transfer over the past 20 blocks in atomic units?",
+     {"probe": "transfer_max", "blocks": 20, "unit": "atomic"}),
+    ("What is the base fee in ether?", {"probe": "base_fee_gwei", "unit": "ether"}),
+    ("Give me the base fee of the latest block in ETH.", {"probe": "base_fee_gwei", "unit": "ether"}),
+)  # fmt: skip
+
+#: An address that holds nothing: a count of holders has one to leave out.
+_EMPTY = "0x000000000000000000000000000000000000dEaD"
+#: Aggregates over several addresses' balances (the outside testers' declined plain
+#: questions, written before the planner read them): sums, the most or least of three,
+#: how many hold any, a difference. Each pair of the eval's accounts holds different sums.
+_AGGREGATE_FORMS: tuple[tuple[str, dict[str, object]], ...] = (
+    ("What is the combined USDC balance of {a} and {b}?", {"probe": "sum", "of": "usdc_balance"}),
+    ("How much USDC do {a} and {b} hold together?", {"probe": "sum", "of": "usdc_balance"}),
+    ("What is the total USDC balance of {a}, {b} and {c}?",
+     {"probe": "sum", "of": "usdc_balance", "n": 3}),
+    ("What is the sum of the USDC balances of {a} and {b}?", {"probe": "sum", "of": "usdc_balance"}),
+    ("What are the USDC balances of {a} and {b} combined, in cents?",
+     {"probe": "sum", "of": "usdc_balance", "unit": "cents"}),
+    ("How much ETH do {a} and {b} hold in total?", {"probe": "sum", "of": "eth_balance"}),
+    ("Which of {a}, {b} and {c} holds the most USDC?",
+     {"probe": "winner", "of": "usdc_balance", "op": "max", "n": 3}),
+    ("What is the smallest USDC balance among {a}, {b} and {c}?",
+     {"probe": "winner", "of": "usdc_balance", "op": "min", "n": 3}),
+    ("Who has the least USDC: {a}, {b} or {c}?",
+     {"probe": "winner", "of": "usdc_balance", "op": "min", "n": 3}),
+    ("How many of {a}, {b} and {empty} hold any USDC?",
+     {"probe": "count", "of": "usdc_balance", "n": 3}),
+    ("How many of these addresses hold USDC: {a}, {b}, {empty}?",
+     {"probe": "count", "of": "usdc_balance", "n": 3}),
+    ("How many of {a}, {b} and {c} hold more than 3 USDC?",
+     {"probe": "count", "of": "usdc_balance", "above": "3", "n": 3}),
+    ("What is the difference between the USDC balances of {a} and {b}?",
+     {"probe": "diff", "of": "usdc_balance"}),
+    ("How much more USDC does {a} hold than {b}?", {"probe": "diff", "of": "usdc_balance"}),
+    ("What are the USDC balances of {a} and {b}? Which is larger?",
+     {"probe": "winner", "of": "usdc_balance", "op": "max"}),
+)  # fmt: skip
+#: The same words an aggregate cannot take: one address, a mean, a word of time.
+_AGGREGATE_DECLINED = (
+    "What is the combined USDC balance of {wallet}?",
+    "What is the average USDC balance of {wallet} and {seller}?",
+    "What is the combined USDC balance of {wallet} and {seller} yesterday?",
+    "Which holds more USDC in total, {wallet} or {seller}?",
+)  # fmt: skip
+
 CATEGORIES = ("base_fee", "block_number", "timestamp", "usdc_balance", "eth_balance",
               "token", "transfers", "comparison", "relative", "presentation",
               "scope-chain", "scope-standing", "unsupported", "outside-words", "units",
-              "totals")  # fmt: skip
+              "totals", "cents", "aggregates")  # fmt: skip
 
 
 def _task(
@@ -225,9 +291,23 @@ def _outside(rows: list[JSONObject]) -> None:
         rows.append(_task(len(rows), "units", text, "partial", [truth]))
 
 
+def _aggregates(rows: list[JSONObject]) -> None:
+    for text, truth in _CENTS:
+        rows.append(_task(len(rows), "cents", text, "answer", [truth]))
+    orders = (("{wallet}", "{seller}", "{outsider}"), ("{outsider}", "{seller}", "{wallet}"))
+    for (text, spec), (a, b, c) in itertools.product(_AGGREGATE_FORMS, orders):
+        n = int(str(spec.get("n", 2)))
+        addresses = [a, b, _EMPTY if "{empty}" in text else c][:n]
+        probe = {k: v for k, v in spec.items() if k != "n"} | {"addresses": addresses}
+        filled = text.format(a=a, b=b, c=c, empty=_EMPTY)
+        rows.append(_task(len(rows), "aggregates", filled, "answer", [probe]))
+    for text in _AGGREGATE_DECLINED:
+        rows.append(_task(len(rows), "aggregates", text, "cannot", []))
+
+
 def paraphrase_tasks() -> list[JSONObject]:
     """The generated suite's task rows (the shape of agent/eval/*.json's tasks)."""
     rows: list[JSONObject] = []
-    for make in (_free, _compare, _relative, _presentation, _declined, _outside):
+    for make in (_free, _compare, _relative, _presentation, _declined, _outside, _aggregates):
         make(rows)
     return rows

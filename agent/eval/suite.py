@@ -143,8 +143,9 @@ def answer_has(answer: str, truth: Truth) -> bool:
     if not all(w.lower() in lower for w in truth.words):
         return False
     if truth.winner is not None:
-        win, lose = (a.lower() for a in truth.winner)
-        return any(win in line and lose not in line for line in lower.splitlines())
+        win, *losers = (a.lower() for a in truth.winner)
+        return any(win in line and not any(lose in line for lose in losers)
+                   for line in lower.splitlines())  # fmt: skip
     return True
 
 

@@ -49,7 +49,8 @@ class Truth:
 
     numbers: tuple[Decimal, ...] = ()
     words: tuple[str, ...] = ()
-    winner: tuple[str, str] | None = None
+    #: The winner of a comparison, then every address it won over.
+    winner: tuple[str, ...] | None = None
 
     def __add__(self, other: Truth) -> Truth:
         return Truth(self.numbers + other.numbers, self.words + other.words,
@@ -128,6 +129,8 @@ def _total(env: EvalEnv, spec: Mapping[str, object], way: str) -> Truth:
         if _topic(log["topics"][ends[0]]) == me
         and other in (None, _topic(log["topics"][ends[1]]))
     )  # fmt: skip
+    if "unit" in spec:  # the answer asked in that unit holds the whole USDC scaled to it
+        return Truth((usdc_decimal(atomic),))
     return Truth((usdc_decimal(atomic), Decimal(atomic)))
 
 
@@ -151,12 +154,36 @@ def _balance(env: EvalEnv, kind: str, address: str) -> Decimal:
     return usdc_decimal(env.usdc_of(address))
 
 
-def _winner(env: EvalEnv, spec: Mapping[str, object]) -> Truth:
-    a, b = (env.fill(str(x)) for x in as_list(spec["addresses"]))
+def _balances(env: EvalEnv, spec: Mapping[str, object]) -> list[tuple[str, Decimal]]:
+    """(address, balance of ``spec["of"]``) for each of the spec's addresses."""
     of = str(spec["of"])
-    va, vb = _balance(env, of, a), _balance(env, of, b)
-    big, small = (a, b) if va >= vb else (b, a)
-    return Truth(winner=(big, small) if spec["op"] == "max" else (small, big))
+    return [(a, _balance(env, of, a)) for a in (env.fill(str(x)) for x in as_list(spec["addresses"]))]
+
+
+def _winner(env: EvalEnv, spec: Mapping[str, object]) -> Truth:
+    """The address holding the most (``op`` max) or least (min), then the others."""
+    rows = sorted(_balances(env, spec), key=lambda r: r[1], reverse=spec["op"] == "max")
+    if len(rows) > 2 and rows[0][1] == rows[1][1]:
+        raise ValueError(f"eval probe {dict(spec)!r} has a tie for the winner; expected "
+                         "one. Fix: compare addresses whose balances differ.")  # fmt: skip
+    return Truth(winner=tuple(a for a, _v in rows))
+
+
+def _sum(env: EvalEnv, spec: Mapping[str, object]) -> Truth:
+    """The balances added (exact)."""
+    return Truth((sum((v for _a, v in _balances(env, spec)), Decimal(0)),))
+
+
+def _count(env: EvalEnv, spec: Mapping[str, object]) -> Truth:
+    """How many of the addresses hold more than ``above`` (0 unless named)."""
+    above = Decimal(str(spec.get("above", "0")))
+    return Truth((Decimal(sum(1 for _a, v in _balances(env, spec) if v > above)),))
+
+
+def _diff(env: EvalEnv, spec: Mapping[str, object]) -> Truth:
+    """The size of the difference of two balances."""
+    (_a, x), (_b, y) = _balances(env, spec)
+    return Truth((abs(x - y),))
 
 
 def _dataset(spec: Mapping[str, object]) -> Truth:
@@ -182,19 +209,26 @@ _PROBES: dict[str, Callable[[EvalEnv, Mapping[str, object]], Truth]] = {
     "usdc_sent_total": lambda e, s: _total(e, s, "out"),
     "usdc_received_total": lambda e, s: _total(e, s, "in"),
     "winner": _winner,
+    "sum": _sum,
+    "count": _count,
+    "diff": _diff,
     "dataset": lambda e, s: _dataset(s),
 }
 
 
 #: A probe's ``unit`` asks its number in another unit than the fact's own (gwei for a
-#: fee, ether for an ETH balance, whole USDC for USDC amounts): the factor to it.
+#: fee, ether for an ETH balance, whole USDC for USDC amounts): the power of ten to it.
+#: An aggregate's (``of``) is its fact kind's.
 _UNIT_SCALE: dict[tuple[str, str], int] = {
-    ("base_fee_gwei", "wei"): 10**9,
-    ("eth_balance", "wei"): 10**18,
-    ("eth_balance", "gwei"): 10**9,
-    ("usdc_balance", "atomic"): 10**6,
-    ("token_supply", "atomic"): 10**6,
-}
+    ("base_fee_gwei", "wei"): 9,
+    ("base_fee_gwei", "ether"): -9,
+    ("eth_balance", "wei"): 18,
+    ("eth_balance", "gwei"): 9,
+    **{(k, "atomic"): 6 for k in ("usdc_balance", "token_supply", "transfer_max",
+                                  "usdc_sent_total", "usdc_received_total")},
+    **{(k, "cents"): 2 for k in ("usdc_balance", "token_supply", "transfer_max",
+                                 "usdc_sent_total", "usdc_received_total")},
+}  # fmt: skip
 
 
 def probe(env: EvalEnv, specs: list[Mapping[str, object]]) -> Truth:
@@ -208,7 +242,7 @@ def probe(env: EvalEnv, specs: list[Mapping[str, object]]) -> Truth:
             )
         found = _PROBES[str(spec["probe"])](env, spec)
         if "unit" in spec:
-            scale = _UNIT_SCALE[(str(spec["probe"]), str(spec["unit"]))]
-            found = Truth(tuple(n * scale for n in found.numbers), found.words, found.winner)
+            power = _UNIT_SCALE[(str(spec.get("of", spec["probe"])), str(spec["unit"]))]
+            found = Truth(tuple(n.scaleb(power) for n in found.numbers), found.words, found.winner)
         truth = truth + found
     return truth
