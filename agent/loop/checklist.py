@@ -418,7 +418,7 @@ def _diff(
         value = f"{size}: {_subject(a)} and {_subject(b)} hold the same ({a.value})"
     else:
         word = "more" if x > y else "less"
-        value = f"{size}: {_subject(a)} holds {size} {word} than {_subject(b)}"
+        value = f"{size}: {_subject(a)} holds {word} than {_subject(b)}"
     return value, f"{a.id} {a.value} - {b.id} {b.value} = {x - y:f} {_unit_of(a)}".rstrip()
 
 

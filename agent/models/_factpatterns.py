@@ -719,12 +719,15 @@ class _Task:
     def _settle_aggregates(self) -> None:
         """A part's aggregate words are an aggregate over two or more addresses ("the
         combined balance of 0xA and 0xB"), or over the values its sentence asked ("...,
-        which holds more?"); with one address the part is read without it."""
+        which holds more?"); with one address the part is read without it ("the total
+        USDC balance of 0xA" is its balance). A count of addresses is always one: "how many
+        addresses made transfers" is no count of transfers."""
         for part in self.parts:
             found = part.candidate
             if found is None:
                 continue
-            if len(set(part.subjects)) >= 2 or (not part.hits and not part.subjects):
+            many = len(set(part.subjects)) >= 2 or (not part.hits and not part.subjects)
+            if many or (found.op == "count" and part.hits):
                 part.aggregate = found
                 part.leftover, part.modifier = set(found.leftover), found.modifier
 
