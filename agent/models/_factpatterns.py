@@ -254,6 +254,9 @@ _RANGES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...
     (_p(r"\bafter\s+(?:the\s+)?block\s+(\d+)\b(?!-)"),
      lambda m: f"in blocks {int(m.group(1)) + 1} to latest-0"),
 )
+#: A direction word before a window ("transferred in the last 20 blocks").
+_IN_WINDOW = _p(r"\b(transferred|moved|paid|sent)\s+in\s+(?=(?:the\s+)?(?:last|past|previous|"
+                r"recent|latest|most\s+recent|first|blocks?)\b)")
 #: The genesis block is block 0 ("since the genesis block", "the genesis block's timestamp").
 _GENESIS = _p(r"\b(?:the\s+)?genesis(?:\s+block)?\b")
 
@@ -281,7 +284,7 @@ _FILLER = frozenset(
     then there these this those three thrice times to token two up usdc use using value
     values want was we were what whats which you your eth ether gwei wei moment paid pay
     purchase if needed need s i'd id would held tokens it's what's who count total does did
-    many when native eip involve involves token's usdc's seller sellers market marketplace paywall vendor wallet agent agent's provider offer offers x402 discover discovery high low big large uses use with unix touched touching involving involved transaction transactions tx happened happen occurred made sent moved less fewer larger bigger higher greater richer smaller lower poorer whose""".split()
+    many when native still eip involve involves token's usdc's seller sellers market marketplace paywall vendor wallet agent agent's provider offer offers x402 discover discovery high low big large uses use with unix touched touching involving involved transaction transactions tx happened happen occurred made sent moved less fewer larger bigger higher greater richer smaller lower poorer whose""".split()
 )
 
 _WORD = re.compile(r"[a-z][a-z']*")
@@ -350,6 +353,9 @@ def _normalize(task: str) -> tuple[str, list[str]]:
     text = normalize_thresholds(text)  # "10 USDC or more" -> "at least 10 USDC"
     text = spell_out_orders(text)  # "send 0.01 USDC to 0xA and 0.02 USDC to 0xB": two orders
     text = _GENESIS.sub("block 0", text)
+    # "transferred in the last 20 blocks" is a window, not the received total "transferred
+    # in": the window's "in" is no direction, so "transferred" is left for the reading.
+    text = _IN_WINDOW.sub(r"\1 over ", text)
     for regex, rewrite in _RELATIVE:
         text = regex.sub(rewrite, text)
     for regex, range_rewrite in _RANGES:
@@ -433,6 +439,7 @@ def _read_part(part: _Part, has_hash: bool) -> None:
             claimed.append(m.span())
             other.add(word)
     sends = len(claimed)
+    gaps: list[str] = []
     for fp in FACT_PATTERNS:
         if fp.needs_hash and not has_hash:
             continue
@@ -442,9 +449,12 @@ def _read_part(part: _Part, has_hash: bool) -> None:
                 continue
             claimed.append((s, e))
             part.hits.append((s, fp, m.group(0)))
+            gaps.extend(_restated(fp.kind, g) for g in m.groups() if g)
     part.hits.sort(key=lambda h: h[0])
     part.subjects = [m.group(0) for m in ADDRESS.finditer(text)]
-    rest = _blanked(text, claimed)
+    # The words in a phrase's gap are the task's own ("who has sent the most USDC" is no
+    # "has … usdc" balance): read like the rest, never swallowed by the phrase.
+    rest = _blanked(text, claimed) + " " + _blanked(" ".join(gaps), [])
     # An aggregate's words may sit inside a value's phrase ("holds the most USDC" is
     # "holds … usdc"): they are looked for with only the other phrases taken out.
     agg_text = _blanked(text, [(s, s + len(w)) for s, fp, w in part.hits
@@ -459,6 +469,15 @@ def _read_part(part: _Part, has_hash: bool) -> None:
             # Taken only over two or more addresses (_Task._settle_aggregates): with one,
             # the part is read as before ("the total number of transfers", "holds more").
             part.candidate = _as_aggregate(found, rest, other)
+
+
+def _restated(kind: str, gap: str) -> str:
+    """A phrase's gap without the phrases of its own kind ("USDC balance held by": the
+    gap's "balance" restates the balance)."""
+    for fp in FACT_PATTERNS:
+        if fp.kind == kind:
+            gap = fp.pattern.sub(" ", gap)
+    return gap
 
 
 def _as_aggregate(found: list[tuple[AggregateOp, str]], rest: str, other: set[str]) -> _Aggregate:

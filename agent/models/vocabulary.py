@@ -8,7 +8,8 @@ honour (another chain, a standing or future request) declines its sentence, nami
 word. docs/planner.md prints these tables (``python -m agent.models.vocabulary``).
 
 Phrase syntax: words separated by spaces (a space also matches a hyphen), ``[word]`` an
-optional word, ``…`` a gap of up to 90 characters inside one clause, and ``>field`` at
+optional word, ``…`` a gap of up to 90 characters inside one clause (a capturing group:
+the words in it are read like any other), and ``>field`` at
 the end the field of a bought sheet the phrase asks for.
 """
 
@@ -53,7 +54,8 @@ def compile_phrase(text: str) -> re.Pattern[str]:
     for word in text.split():
         if word == "…":
             # The word after a gap starts a word: "has … ether" is not "has … altogether".
-            out.append(_GAP + r"(?<![\w-])")
+            # The gap is a group: its words are the task's, still to be accounted for.
+            out.append("(" + _GAP + r")(?<![\w-])")
             continue
         optional = word.startswith("[") and word.endswith("]")
         core = re.escape(word.strip("[]"))
@@ -120,6 +122,15 @@ KIND_WORDS: tuple[KindWords, ...] = (
           "transfer statistics", "transfer stats", "transfer analytics",
           "transfer volume>volume_usdc", "volume>volume_usdc",
           "unique senders>unique_senders", "unique recipients>unique_recipients"),
+    # Before the totals: "the largest amount … transferred in the last 20 blocks" is no
+    # total "transferred in".
+    _kind("transfer_max", "largest USDC transfer", "account",
+          "largest [single] [usdc] transfer", "biggest [single] [usdc] transfer",
+          "maximum [usdc] transfer", "max [usdc] transfer", "highest [usdc] transfer",
+          "largest [usdc] payment", "biggest [usdc] payment", "top [usdc] transfer",
+          "largest amount … transferred", "most usdc moved in one transfer",
+          "largest one", "biggest one", "which one was the largest", "which was the largest",
+          "what was the largest", "which one was the biggest", "what was the biggest"),
     # Before the balance ("how much usdc … received" is no balance) and the transfer count.
     _kind("usdc_sent_total", "total USDC sent", "account",
           "how much usdc … sent", "how much usdc did … send", "how much usdc … spent",
@@ -141,13 +152,6 @@ KIND_WORDS: tuple[KindWords, ...] = (
           "[total] incoming usdc", "usdc received by", "usdc received from",
           "all [the] usdc … received", "usdc … ever received", "sum of … incoming",
           "transferred in", "taken in"),
-    _kind("transfer_max", "largest USDC transfer", "account",
-          "largest [single] [usdc] transfer", "biggest [single] [usdc] transfer",
-          "maximum [usdc] transfer", "max [usdc] transfer", "highest [usdc] transfer",
-          "largest [usdc] payment", "biggest [usdc] payment", "top [usdc] transfer",
-          "largest amount … transferred", "most usdc moved in one transfer",
-          "largest one", "biggest one", "which one was the largest", "which was the largest",
-          "what was the largest", "which one was the biggest", "what was the biggest"),
     _kind("tx_gas_used", "transaction gas used", "tx",
           "gas used", "gas consumed", "how much gas … use", "how much gas … consume",
           "how much gas … burn"),
@@ -167,7 +171,10 @@ KIND_WORDS: tuple[KindWords, ...] = (
           "eth balance", "ether balance", "how much eth", "how much ether", "amount of eth",
           "amount of ether", "eth holdings", "ether holdings", "how much more eth",
           "how much more ether", "how much less eth", "how much less ether",
-          *(f"{v} … {u}" for v in _HOLD_VERBS for u in ("eth", "ether"))),
+          *(f"{v} … {u}" for v in _HOLD_VERBS for u in ("eth", "ether")),
+          # The verb after its subject: "how much ether 0x.. possesses".
+          *(f"{q} {u} … {v}" for q in ("how much", "amount of") for u in ("eth", "ether")
+            for v in _HOLD_VERBS)),
     _kind("transfer_count", "USDC transfer count", "account",
           "transfer count", "number of [usdc] transfers", "how many [usdc] transfers",
           "[usdc] transfer events", "[usdc] transfer logs", "[usdc] transfers"),
@@ -178,7 +185,9 @@ KIND_WORDS: tuple[KindWords, ...] = (
           "usdc balance", "token balance", "balance of", "balance", "how much usdc",
           "how many usdc", "amount of usdc", "usdc holdings", "holdings", "usdc … held by",
           "how much more usdc", "how much less usdc", "how many more usdc",
-          "usdc that … holds", "usdc that … has", *(f"{v} … usdc" for v in _HOLD_VERBS)),
+          "usdc that … holds", "usdc that … has", *(f"{v} … usdc" for v in _HOLD_VERBS),
+          # The verb after its subject: "what amount of USDC does 0x.. own".
+          *(f"{q} usdc … {v}" for q in ("how much", "amount of") for v in _HOLD_VERBS)),
     _kind("token_name", "token name", "token",
           "[full] [official] [token] name", "what … called", "called"),
     _kind("token_symbol", "token symbol", "token", "ticker symbol", "symbol", "ticker"),

@@ -555,3 +555,38 @@ def test_a_request_to_buy_naming_the_market_but_no_subject_waits_for_its_offers(
     (agent/loop/offerpick.py ``market_offers``). "x402 market" names no protocol "x402"."""
     (item,) = extract_checklist(task)
     assert item["kind"] is None and not item.get("unanswerable") and item["params"] == params, item
+
+
+# -- the words in a phrase's gap, and a window's "in" (answered wrongly at exit 0 before) -----
+
+
+@pytest.mark.parametrize(
+    ("task", "word"),
+    [
+        (f"Who has sent more USDC, {A} or {B}?", "sent"),  # was: which holds more (balance)
+        (f"Which of {A} and {B} has lost more USDC?", "lost"),  # was: which holds more
+        (f"Has {A} lost any USDC?", "lost"),  # was: the balance
+        (f"How much USDC has {A} transferred in the last 20 blocks?", "transferred"),  # received
+        (f"How much USDC has {A} transferred in blocks 1 to 5?", "transferred"),  # received
+    ],
+)  # fmt: skip
+def test_a_word_in_a_phrases_gap_or_a_windows_in_is_read_never_swallowed(task: str, word: str) -> None:
+    items = extract_checklist(task)
+    assert all(i["kind"] is None for i in items), items
+    assert any(word in i["unanswerable"] for i in items), items
+
+
+@pytest.mark.parametrize(
+    ("task", "kind"),
+    [
+        (f"What's the USDC balance held by {A}?", "usdc_balance"),  # the gap restates it
+        (f"What amount of USDC does {A} own right now?", "usdc_balance"),
+        (f"Tell me how much ether {A} possesses.", "eth_balance"),
+        (f"Does {A} still hold any USDC?", "usdc_balance"),
+        ("What was the largest amount of USDC transferred in the last 20 blocks?", "transfer_max"),
+        (f"How much USDC was transferred in by {A}?", "usdc_received_total"),
+        (f"How much USDC has {A} sent in the last 20 blocks?", "usdc_sent_total"),
+    ],
+)
+def test_the_verb_after_its_subject_and_a_restating_gap_are_read(task: str, kind: str) -> None:
+    assert [i["kind"] for i in extract_checklist(task)] == [kind]
