@@ -177,13 +177,26 @@ _AGGREGATE_FORMS: tuple[tuple[str, dict[str, object]], ...] = (
     ("How much more USDC does {a} hold than {b}?", {"probe": "diff", "of": "usdc_balance"}),
     ("What are the USDC balances of {a} and {b}? Which is larger?",
      {"probe": "winner", "of": "usdc_balance", "op": "max"}),
+    ("Compare the USDC balances of {a} and {b}.",
+     {"probe": "winner", "of": "usdc_balance", "op": "max"}),
+    ("What's the sum of ETH held by {a} and {b}?", {"probe": "sum", "of": "eth_balance"}),
+    ("How many of {a}, {b} and {empty} hold no USDC?",
+     {"probe": "count", "of": "usdc_balance", "n": 3, "at_most": "0"}),
+    ("What is the USDC balance of {a} minus that of {b}?", {"probe": "diff", "of": "usdc_balance"}),
 )  # fmt: skip
-#: The same words an aggregate cannot take: one address, a mean, a word of time.
+#: The same words an aggregate cannot take: one address, a mean, a word of time, two
+#: aggregates at once, a count of addresses that is no balance; and questions whose words
+#: a phrase's gap once swallowed (answered as a balance or a total received at exit 0).
 _AGGREGATE_DECLINED = (
     "What is the combined USDC balance of {wallet}?",
     "What is the average USDC balance of {wallet} and {seller}?",
     "What is the combined USDC balance of {wallet} and {seller} yesterday?",
     "Which holds more USDC in total, {wallet} or {seller}?",
+    "How many addresses made USDC transfers in the last 20 blocks?",
+    "What is the total transfer count of {wallet} and {seller}?",
+    "Who has sent more USDC, {wallet} or {outsider}?",
+    "Has {outsider} lost any USDC?",
+    "How much USDC has {outsider} transferred in the last 20 blocks?",
 )  # fmt: skip
 
 CATEGORIES = ("base_fee", "block_number", "timestamp", "usdc_balance", "eth_balance",

@@ -175,9 +175,14 @@ def _sum(env: EvalEnv, spec: Mapping[str, object]) -> Truth:
 
 
 def _count(env: EvalEnv, spec: Mapping[str, object]) -> Truth:
-    """How many of the addresses hold more than ``above`` (0 unless named)."""
+    """How many of the addresses hold more than ``above`` (0 unless named), or at most
+    ``at_most``."""
+    values = [v for _a, v in _balances(env, spec)]
+    if "at_most" in spec:
+        most = Decimal(str(spec["at_most"]))
+        return Truth((Decimal(sum(1 for v in values if v <= most)),))
     above = Decimal(str(spec.get("above", "0")))
-    return Truth((Decimal(sum(1 for _a, v in _balances(env, spec) if v > above)),))
+    return Truth((Decimal(sum(1 for v in values if v > above)),))
 
 
 def _diff(env: EvalEnv, spec: Mapping[str, object]) -> Truth:

@@ -25,7 +25,7 @@ from agent.models._shopping import Shopping, read_shopping
 from agent.models.vocabulary import (
     AGGREGATE_KINDS,
     AGGREGATES,
-    COUNT_WORDS,
+    COUNT_TESTS,
     KIND_WORDS,
     OTHER_CHAINS,
     OTHER_QUESTIONS,
@@ -148,8 +148,11 @@ _OVER_WORDS = _p(r"(?<![\w-])(?:" + "|".join(
 ) + r")(?![\w-])")
 #: The fact kinds an aggregate is taken over: their phrases hold no aggregate word.
 _AGGREGATED = frozenset(k for kinds in AGGREGATE_KINDS.values() for k in kinds)
+#: A count's test words ("hold any", "hold no", "non-zero" is no "zero"), longest first, and
+#: the (comparison, threshold) each word names.
+_COUNT_TEST = {" ".join(w.split()): (cmp, than) for cmp, than, words in COUNT_TESTS for w in words}
 _COUNT_WORDS = _p(r"(?<![\w-])(?:" + "|".join(
-    re.escape(w).replace(r"\ ", r"[\s-]+") for w in sorted(COUNT_WORDS, key=len, reverse=True)
+    re.escape(w).replace(r"\ ", r"[\s-]+") for w in sorted(_COUNT_TEST, key=len, reverse=True)
 ) + r")(?![\w-])")
 _CONDITION = _p(rf"({OP_WORDS})\s*(\d+(?:\.\d+)?)\s*(gwei|wei|usdc|ether|eth)?")
 #: Words that change what is asked in a way no fact kind here can take ("average", a
@@ -959,7 +962,11 @@ class _FactItems:
         ("how many of ... hold more than 5 USDC"), in the unit of ``kind``; or why not."""
         m = _CONDITION.search(text)
         if m is None:
-            return {"cmp": ">", "than": "0"}
+            named = {_COUNT_TEST[" ".join(w.lower().replace("-", " ").split())]
+                     for w in _COUNT_WORDS.findall(text)}  # fmt: skip
+            # The vocabulary's priority: "hold no USDC at all" holds none.
+            cmp, than = next((t[:2] for t in COUNT_TESTS if t[:2] in named), (">", "0"))
+            return {"cmp": cmp, "than": than}
         want = VALUE_UNITS.get(kind, "")
         unit = (m.group(3) or want).lower().replace("ether", "eth")
         if unit != want:

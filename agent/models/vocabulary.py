@@ -23,7 +23,7 @@ from typing import Literal
 __all__ = [
     "AGGREGATES",
     "AGGREGATE_KINDS",
-    "COUNT_WORDS",
+    "COUNT_TESTS",
     "KIND_WORDS",
     "OTHER_CHAINS",
     "OVER_WORDS",
@@ -172,6 +172,7 @@ KIND_WORDS: tuple[KindWords, ...] = (
           "amount of ether", "eth holdings", "ether holdings", "how much more eth",
           "how much more ether", "how much less eth", "how much less ether",
           *(f"{v} … {u}" for v in _HOLD_VERBS for u in ("eth", "ether")),
+          "eth … held by", "ether … held by",
           # The verb after its subject: "how much ether 0x.. possesses".
           *(f"{q} {u} … {v}" for q in ("how much", "amount of") for u in ("eth", "ether")
             for v in _HOLD_VERBS)),
@@ -275,13 +276,13 @@ AggregateOp = Literal["max", "min", "sum", "count", "diff"]
 AGGREGATES: tuple[tuple[AggregateOp, tuple[str, ...]], ...] = (
     # Priority order: "how much more" is a difference, not which holds more.
     ("diff", ("difference", "differ", "how much more", "how much less", "how many more",
-              "how many fewer")),
+              "how many fewer", "minus")),
     ("count", ("how many of", "how many addresses", "how many accounts", "how many wallets",
                "number of addresses", "number of accounts", "count of addresses")),
     ("sum", ("combined", "together", "in total", "altogether", "all together", "between them",
              "total", "sum", "summed", "added up", "in all", "put together")),
     ("max", ("more", "most", "larger", "largest", "bigger", "biggest", "higher", "highest",
-             "greater", "greatest", "richer", "richest", "maximum")),
+             "greater", "greatest", "richer", "richest", "maximum", "compare")),
     ("min", ("less", "least", "fewer", "fewest", "smaller", "smallest", "lower", "lowest",
              "poorer", "poorest", "minimum")),
 )  # fmt: skip
@@ -308,10 +309,16 @@ OVER_WORDS: tuple[str, ...] = (
 """Words naming the addresses an aggregate is over ("among 0xA, 0xB and 0xC"): read only
 with an aggregate taken."""
 
-COUNT_WORDS: tuple[str, ...] = (
-    "any", "some", "nonzero", "non zero", "positive", "a balance", "at all", "anything",
+COUNT_TESTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    # (comparison, threshold, words). Priority order: "hold no USDC at all" holds none.
+    ("<=", "0", ("no", "zero", "none", "nothing", "empty", "an empty balance",
+                 "a zero balance")),
+    (">", "0", ("any", "some", "nonzero", "non zero", "positive", "a balance", "at all",
+                "anything")),
 )  # fmt: skip
-"""Words of a count's test ("how many of 0xA, 0xB hold any USDC"): a value above 0."""
+"""Words of a count's test ("how many of 0xA, 0xB hold any USDC", "... hold no USDC"): the
+comparison with 0 each value is counted by. A threshold the task names ("more than 3
+USDC") is the test instead."""
 
 
 def markdown_tables() -> str:
@@ -331,8 +338,9 @@ def markdown_tables() -> str:
         kinds = ", ".join(f"`{k}`" for k in sorted(AGGREGATE_KINDS[op]))
         lines.append(f"| `{op}` | " + ", ".join(f"`{w}`" for w in words) + f" | {kinds} |")
     lines.append("")
-    lines.append("A count's test (above 0): " + ", ".join(f"`{w}`" for w in COUNT_WORDS))
-    lines.append("")
+    for cmp, than, words in COUNT_TESTS:
+        lines.append(f"A count's test `{cmp} {than}`: " + ", ".join(f"`{w}`" for w in words))
+        lines.append("")
     lines.append("The addresses an aggregate is over: " + ", ".join(f"`{w}`" for w in OVER_WORDS))
     lines += ["", "Declined, naming the word:", ""]
     lines.append("- another chain: " + ", ".join(f"`{w}`" for w in OTHER_CHAINS))

@@ -10,7 +10,7 @@ import pytest
 from agent.loop.answers import asked_value, in_unit, item_line
 from agent.loop.checklist import Checklist, ChecklistItem
 from agent.models._factpatterns import extract_checklist
-from agent.models.vocabulary import AGGREGATES, COUNT_WORDS, OVER_WORDS, markdown_tables
+from agent.models.vocabulary import AGGREGATES, COUNT_TESTS, OVER_WORDS, markdown_tables
 
 A = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 B = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
@@ -70,6 +70,14 @@ def test_plain_aggregate_questions_are_one_value_per_address_and_the_aggregate(
     items = extract_checklist(task)
     assert _kinds(items)[-1] == "comparison" and items[-1]["params"]["op"] == op, items
     assert len(items) == n + 1 and all(i.get("params", {}).get("address") for i in items[:n])
+
+
+@pytest.mark.parametrize(("cmp", "than", "word"),
+                         [pytest.param(c, t, w, id=f"{c}{t}:{w}") for c, t, ws in COUNT_TESTS for w in ws])
+def test_every_count_test_word_is_read_as_its_test(cmp: str, than: str, word: str) -> None:
+    items = extract_checklist(f"How many of {A}, {B} and {C} hold {word} USDC?")
+    assert _kinds(items) == ["usdc_balance"] * 3 + ["comparison"], items
+    assert (items[-1]["params"]["cmp"], items[-1]["params"]["than"]) == (cmp, than)
 
 
 def test_a_count_above_a_threshold_takes_the_threshold_in_the_values_unit() -> None:
@@ -207,5 +215,6 @@ def test_a_fee_in_ether_is_read_and_a_unit_no_fact_takes_is_still_declined() -> 
 
 def test_the_docs_table_lists_every_aggregate_word() -> None:
     table = markdown_tables()
-    words = [w for _op, ws in AGGREGATES for w in ws] + list(COUNT_WORDS) + list(OVER_WORDS)
+    words = [w for _op, ws in AGGREGATES for w in ws] + list(OVER_WORDS)
+    words += [w for _cmp, _than, ws in COUNT_TESTS for w in ws]
     assert all(f"`{w}`" in table for w in words)
