@@ -749,7 +749,11 @@ class _Task:
             if found is None:
                 continue
             many = len(set(part.subjects)) >= 2 or (not part.hits and not part.subjects)
-            if many or (found.op == "count" and part.hits):
+            # "how many addresses ..." counts addresses whatever follows; "how many of"
+            # counts what it is of: the holders of a balance, or "the USDC transfers".
+            of_holders = found.word != "how many of" or any(
+                h[1].kind in AGGREGATE_KINDS["count"] for h in part.hits)
+            if many or (found.op == "count" and part.hits and of_holders):
                 part.aggregate = found
                 part.leftover, part.modifier = set(found.leftover), found.modifier
 

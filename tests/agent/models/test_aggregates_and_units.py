@@ -218,3 +218,9 @@ def test_the_docs_table_lists_every_aggregate_word() -> None:
     words = [w for _op, ws in AGGREGATES for w in ws] + list(OVER_WORDS)
     words += [w for _cmp, _than, ws in COUNT_TESTS for w in ws]
     assert all(f"`{w}`" in table for w in words)
+
+
+def test_how_many_of_the_transfers_is_the_transfer_count_not_a_count_of_holders() -> None:
+    items = extract_checklist(f"How many of the USDC transfers in the last 20 blocks involved {A}?")
+    assert items == [{"text": f"USDC transfer count of {A} in the last 20 blocks",
+                      "kind": "transfer_count", "params": {"blocks": "20", "address": A}}]  # fmt: skip
