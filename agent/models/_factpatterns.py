@@ -835,7 +835,11 @@ class _FactItems:
         if fp.subject == "account":
             return self._accounts(part, fp, params, where, start, end)
         if fp.subject == "token":
-            token = part.subjects[0] if part.subjects else _nearest(self.t.addresses, start, end)
+            token = part.subjects[0] if part.subjects else None
+            if token is None and not re.search(r"\busdc\b", part.text, re.I):
+                # "... and its decimals": the token the task named elsewhere. A part that
+                # names USDC asks the run's USDC, never an address of another part.
+                token = _nearest(self.t.addresses, start, end)
             other = [s for _, s in self.t.symbols if s.upper() != "USDC"]
             if token:
                 params["token"] = token

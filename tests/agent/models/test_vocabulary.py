@@ -590,3 +590,20 @@ def test_a_word_in_a_phrases_gap_or_a_windows_in_is_read_never_swallowed(task: s
 )
 def test_the_verb_after_its_subject_and_a_restating_gap_are_read(task: str, kind: str) -> None:
     assert [i["kind"] for i in extract_checklist(task)] == [kind]
+
+
+@pytest.mark.parametrize(
+    ("task", "tokens"),
+    [
+        (f"What is the symbol of the token {TOKEN} and the total supply of USDC?", [TOKEN, None]),
+        (f"What is the total supply of USDC and the USDC balance of {A}?", [None, None]),
+        (f"What is the total supply of the token {TOKEN} and its decimals?", [TOKEN, TOKEN]),
+    ],
+)
+def test_a_part_naming_usdc_asks_the_runs_usdc_never_another_parts_address(
+    task: str, tokens: list[str | None]
+) -> None:
+    """On main the supply of USDC took the token address of the other part (a wrong answer
+    at exit 0 when that address is another token)."""
+    items = extract_checklist(task)
+    assert [i.get("params", {}).get("token") for i in items] == tokens, items
