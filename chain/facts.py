@@ -85,8 +85,10 @@ def is_fact_kind(value: object) -> bool:
     return value in FACT_KINDS
 
 
-#: Kinds computed from other items rather than read. ``comparison``: params ``of`` (two
-#: item ids, comma-separated) and ``op`` (``max``/``min``): which is larger/smaller.
+#: Kinds computed from other items rather than read. ``comparison``: params ``of`` (item
+#: ids, comma-separated) and ``op``: ``max``/``min`` (which is largest/smallest), ``sum``,
+#: ``count`` (how many pass ``cmp`` ``than``), ``diff`` (the first minus the second), or
+#: ``unit`` (one id, its value in ``unit``).
 #: ``condition``: params ``of`` (one item id), ``op`` (``<``, ``<=``, ``>``, ``>=``) and
 #: ``than`` (a number in the unit of that item's value): true or false.
 DERIVED_KINDS: frozenset[str] = frozenset({"comparison", "condition"})
