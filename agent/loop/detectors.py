@@ -55,7 +55,8 @@ def no_novelty(signatures: Sequence[str], limits: Limits) -> StopReason | None:
 
 
 def streak_exhausted(successful_tools: Sequence[str], limits: Limits) -> StopReason | None:
-    """The same tool succeeded ``streak_length`` times in a row."""
+    """The same tool succeeded ``streak_length`` times in a row since a checklist item
+    was last newly covered (the loop clears ``successful_tools`` on progress)."""
     n = limits.streak_length
     if len(successful_tools) >= n and len(set(successful_tools[-n:])) == 1:
         return "streak-exhausted"
@@ -121,7 +122,7 @@ def describe(
         "no-novelty": f"the last {lim.novelty_window} observations were near-identical "
         f"(novelty_similarity>={lim.novelty_similarity})",
         "streak-exhausted": f"{last_tool} succeeded {lim.streak_length} times in a row "
-        f"(streak_length={lim.streak_length})",
+        f"without covering a new item (streak_length={lim.streak_length})",
         "churn": f"{lim.churn_steps} steps in a row called tools without covering a "
         f"checklist item (churn_steps={lim.churn_steps})"
         if not drifts

@@ -119,7 +119,7 @@ PROVENANCE: dict[str, str] = {
     "duplicate_nudges": "lesson: nudge once on a repeated call, stop if it happens again",
     "novelty_window": "heuristic: 3 near-identical observations in a row add nothing",
     "novelty_similarity": "heuristic: token-set Jaccard >= 0.9 counts as near-identical",
-    "streak_length": "heuristic: the same tool succeeding 4 times in a row is churn",
+    "streak_length": "heuristic: the same tool succeeding 4 times in a row, covering nothing new, is churn",
     "oscillation_window": "lesson: keep the last handful of fingerprints; flag a cycle",
     "churn_steps": "ADR 0058: the divergence guard is eval-gated, so off (0) for hosted "
     "models until eval traces of one exist; local-guarded sets it from traces (below)",

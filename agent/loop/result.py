@@ -75,7 +75,7 @@ STOP_REASONS: dict[str, str] = {
     "judge-answered": "the judge ruled the history sufficient and every item is covered",
     "evidence-covered": "every checklist item was matched by a fact in the observations",
     "no-novelty": "consecutive near-identical observations: nothing new is coming in",
-    "streak-exhausted": "the same tool succeeded over and over without finishing",
+    "streak-exhausted": "the same tool succeeded over and over without covering anything new",
     "executed-duplicate": "an already-executed call was proposed again after one nudge",
     "oscillation": "the recent proposals form a cycle (A,B,A,B): going round in circles",
     "skip-loop": "proposals were skipped (refused, invalid, duplicate) repeatedly in a row",

@@ -180,6 +180,9 @@ class _Run:
         covered, calls = len(run.checklist.covered), len(st.attempted)
         if covered > st.covered_seen:
             st.churn_steps = st.checklist_drifts = 0
+            # A streak is of successes that cover nothing new: reading four balances
+            # of a sum with one tool is progress, not churn.
+            st.successful_tools.clear()
         elif calls > st.calls_seen:  # the step called or spent and covered nothing
             st.churn_steps += 1
         st.covered_seen, st.calls_seen = covered, calls

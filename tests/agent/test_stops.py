@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from _loop_support import BlockArgs, FactTool, FlakyTool, call, checklist, make_deps
+from pydantic import BaseModel
 
 from agent.errors import ModelUnavailable
 from agent.eval.suite import churn_streak
@@ -191,6 +192,31 @@ def test_streak_exhausted(tmp_path: Path) -> None:
     )
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("streak-exhausted", False, True, 4)
     assert len(r.attempted) == 4 and "block 43" in r.answer
+
+
+class _AddressArgs(BaseModel):
+    address: str
+
+
+def test_a_streak_that_covers_a_new_item_each_step_is_progress_not_churn(tmp_path: Path) -> None:
+    """Five balance reads with one tool, each covering an item of its own (a sum over five
+    addresses, read one a step): the streak detector (streak_length=4) counts only
+    successes that cover nothing new, so the run ends covered. On the loop before this
+    test it stopped streak-exhausted after the fourth read, the fifth 'not answered'."""
+    addresses = [f"0x{n:040x}" for n in range(1, 6)]
+    balance = FactTool(
+        "usdc_balance", lambda a: {"usdc_balance": f"{int(a.address, 16)}.00 USDC"},
+        args_model=_AddressArgs,
+        summary=lambda a: f"USDC balance of {a.address}: {int(a.address, 16)}.00 USDC",
+    )
+    items = {"items": [{"text": f"USDC balance of {a}", "kind": "usdc_balance",
+                        "params": {"address": a}} for a in addresses]}
+    r = run(
+        tmp_path,
+        {"checklist": [items], "propose": [call("usdc_balance", address=a) for a in addresses]},
+        [balance],
+    )
+    assert (r.stop_reason, r.finished, r.steps) == ("evidence-covered", True, 5)
 
 
 def test_executed_duplicate_nudges_once_then_stops(tmp_path: Path) -> None:
