@@ -7,14 +7,15 @@ its pool while its spend stays counted.
 
 from __future__ import annotations
 
+import time
+
 from web3.exceptions import TransactionNotFound, Web3RPCError
 from web3.types import TxReceipt
 
 from wallet.core import WalletCore, spend_event
 from wallet.errors import SendFailed
-from wallet.gaps import fill_foreign
+from wallet.gaps import FillFailed, fill_lowest
 from wallet.meter import Reservation
-from wallet.nonces import wait_for_lower_nonces
 from wallet.signed import SentTx, SignedTx
 
 __all__ = ["ORDER_POLL_S", "ORDER_WAIT_S", "Broadcaster"]
@@ -93,22 +94,51 @@ class Broadcaster:
         self._core.emit("wallet.failed", {**spend_event(signed.reservation), "note": note})
 
     def _refuse_above_gap(self, signed: SignedTx) -> None:
-        """Broadcast in nonce order: wait while a lower number is handed out but not yet
-        sent; discard (nonce released, spend failed) and refuse a transaction whose nonce
-        sits above a gap, or above a number still unsent after ORDER_WAIT_S: the node
-        would keep it in its pool unmined."""
-        self._core.nonces.keep_while_sending(signed.nonce, 2 * ORDER_WAIT_S)
-        gap, waiting = wait_for_lower_nonces(
-            self._core.nonces, signed.nonce, ORDER_WAIT_S, ORDER_POLL_S
-        )
-        if (gap or waiting) and fill_foreign(self._core, signed.run_id, [*gap, *waiting]):
-            # Another task held those numbers up: filled, so this transfer is next.
-            gap, waiting = wait_for_lower_nonces(
-                self._core.nonces, signed.nonce, ORDER_WAIT_S, ORDER_POLL_S
-            )
-        if not gap and not waiting:
-            return
-        if gap:
+        """Broadcast in nonce order. While a lower number is not sent: the lowest one,
+        when free (given back, run out, forgotten by the node), is filled at once by a
+        0-ETH transaction to the wallet itself (wallet.gaps); one handed out and not yet
+        sent is waited for, up to ORDER_WAIT_S from when this send first saw it (at most
+        twice that in all), then filled when another confined task holds it. A transfer
+        whose lower number stays unsent (its holder keeps it, or it cannot be filled) is
+        discarded (nonce released, spend failed) and refused: the node would keep it in
+        its pool unmined."""
+        nonces = self._core.nonces
+        nonces.keep_while_sending(signed.nonce, 2 * ORDER_WAIT_S)
+        start = time.monotonic()
+        seen: dict[int, float] = {}  # number handed out -> when this send first saw it unsent
+        why = ""
+        while True:
+            gap, waiting = nonces.unsent_below(signed.nonce)
+            if not gap and not waiting:
+                return
+            lowest, now = min([*gap, *waiting]), time.monotonic()
+            if now - start >= 2 * ORDER_WAIT_S:
+                break  # numbers kept being given back and handed out again: bounded
+            if lowest in waiting and now - seen.setdefault(lowest, now) < ORDER_WAIT_S:
+                time.sleep(ORDER_POLL_S)
+                continue
+            try:
+                filled = fill_lowest(self._core, signed, lowest, held=lowest in waiting)
+            except FillFailed as exc:
+                why = f"the wallet could not fill {lowest}: {exc}"
+                gap, waiting = ([lowest], []) if lowest in gap else ([], [lowest])
+                break
+            if filled:
+                continue
+            if lowest in waiting:
+                again = nonces.unsent_below(signed.nonce)
+                if lowest in again[1]:
+                    gap, waiting = again
+                    break  # its holder keeps it: not the wallet's to take
+            time.sleep(ORDER_POLL_S)  # taken, sent or given back meanwhile: look again
+        self._refuse(signed, gap, waiting, why)
+
+    def _refuse(self, signed: SignedTx, gap: list[int], waiting: list[int], why: str) -> None:
+        """Discard ``signed`` (nonce released, spend failed) and raise SendFailed: ``gap``
+        or ``waiting`` is unsent below it (see ``NonceManager.unsent_below``)."""
+        if why:
+            fix = "quote the transfer again"
+        elif gap:
             why = f"no send under way holds {', '.join(map(str, gap))}"
             fix = ("quote the transfer again (a lower number was given back, or the chain "
                    "moved back: a devnet reverted or reset, or a transaction was dropped)")

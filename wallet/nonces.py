@@ -437,21 +437,28 @@ class NonceManager:
             if n in st.in_flight and n not in st.groups:
                 st.until[n] = max(st.until.get(n, 0.0), time.time() + seconds)
 
-    def take_over(self, n: int, task: str) -> list[str] | None:
-        """Take ``n`` for the wallet itself (to fill it: wallet.gaps) when another confined
-        task than ``task`` holds it unsent, or gave it back and no one took it since; the
-        groups (tasks) it is taken from, else None (free of any, sent, or ``task``'s own).
-        The holder's stretch counts as given back (see MAX_HELD)."""
+    def take_over(self, n: int, task: str, *, held: bool = False) -> list[str] | None:
+        """Take ``n`` for the wallet itself, to fill it (wallet.gaps), when it is the lowest
+        number not yet sent (every number from the chain's pending count below it is sent,
+        so a filler is never broadcast above a gap) and either free (given back or run out
+        unsent, whoever held it, or forgotten by the node) or, with ``held``, held unsent
+        by another confined task than ``task``. Returns the tasks it is taken from (the
+        groups that held or last gave it back; empty when none was a confined task's),
+        else None (held by someone else, sent, or a lower number not sent). A holder's
+        stretch counts as given back (see MAX_HELD)."""
         with self._state() as st:
-            self._sync(st)
+            pending = self._sync(st)
             now = time.time()
+            if n < pending or n in st.sent or any(k not in st.sent for k in range(pending, n)):
+                return None
             if n in st.in_flight:
                 owners = st.groups.get(n)
-                if not owners or task in owners:
+                if not held or not owners or task in owners:
                     return None
+                owners = list(owners)
                 st.drop(n, unsent=True, now=now)
-            elif n in st.free and st.freed_by.get(n) and task not in st.freed_by[n]:
-                owners = st.freed_by[n]
+            elif n in st.free:
+                owners = st.freed_by.get(n, [])
                 st.free.remove(n)
                 heapq.heapify(st.free)
             else:
