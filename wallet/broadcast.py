@@ -18,7 +18,7 @@ from wallet.gaps import FillFailed, fill_lowest
 from wallet.meter import Reservation
 from wallet.signed import SentTx, SignedTx
 
-__all__ = ["ORDER_POLL_S", "ORDER_WAIT_S", "Broadcaster"]
+__all__ = ["FILL_RETRY_S", "ORDER_POLL_S", "ORDER_WAIT_S", "Broadcaster"]
 
 #: How long a transaction waits for the lower nonces handed out before it (other calls
 #: between their quote and their broadcast) to reach the node or be given back, and how
@@ -26,6 +26,9 @@ __all__ = ["ORDER_POLL_S", "ORDER_WAIT_S", "Broadcaster"]
 #: transaction unmined in the pool for good, its spend counted (a task refused by the
 #: judge after quoting, the last one before a cap binds, leaves that number unused).
 ORDER_WAIT_S, ORDER_POLL_S = 30.0, 0.05
+#: How often a fill of a lower number that failed is tried again while the transfer waits
+#: (room under a cap for the filler's gas comes back as other sends settle below their hold).
+FILL_RETRY_S = 0.5
 
 
 class Broadcaster:
@@ -95,43 +98,45 @@ class Broadcaster:
 
     def _refuse_above_gap(self, signed: SignedTx) -> None:
         """Broadcast in nonce order. While a lower number is not sent: the lowest one,
-        when free (given back, run out, forgotten by the node), is filled at once by a
-        0-ETH transaction to the wallet itself (wallet.gaps); one handed out and not yet
-        sent is waited for, up to ORDER_WAIT_S from when this send first saw it (at most
-        twice that in all), then filled when another confined task holds it. A transfer
-        whose lower number stays unsent (its holder keeps it, or it cannot be filled) is
-        discarded (nonce released, spend failed) and refused: the node would keep it in
-        its pool unmined."""
+        when free (given back, run out, forgotten by the node), is filled by a 0-ETH
+        transaction to the wallet itself (wallet.gaps); one handed out and not yet sent
+        is waited for. A fill that fails (no room under a cap for its gas yet, the node
+        refused it) is tried again every FILL_RETRY_S, and a number held is taken over
+        when another confined task holds it, each for ORDER_WAIT_S from when this send
+        first saw it so (at most twice that in all). A transfer whose lower
+        number stays unsent is discarded (nonce released, spend failed) and refused: the
+        node would keep it in its pool unmined."""
         nonces = self._core.nonces
         nonces.keep_while_sending(signed.nonce, 2 * ORDER_WAIT_S)
-        start = time.monotonic()
-        seen: dict[int, float] = {}  # number handed out -> when this send first saw it unsent
-        why = ""
+        start = retry_at = time.monotonic()
+        seen: dict[tuple[int, bool], float] = {}  # (number, free) -> when this send first saw it
+        failed: tuple[int, str] | None = None  # the number whose last fill failed, and why
         while True:
             gap, waiting = nonces.unsent_below(signed.nonce)
             if not gap and not waiting:
                 return
             lowest, now = min([*gap, *waiting]), time.monotonic()
-            if now - start >= 2 * ORDER_WAIT_S:
-                break  # numbers kept being given back and handed out again: bounded
-            if lowest in waiting and now - seen.setdefault(lowest, now) < ORDER_WAIT_S:
+            late = now - seen.setdefault((lowest, lowest in gap), now) >= ORDER_WAIT_S
+            if failed and failed[0] != lowest:
+                failed = None
+            if now - start >= 2 * ORDER_WAIT_S or (late and failed):
+                break  # bounded: numbers kept being handed out again, or its fill failed
+            if (lowest in waiting and not late) or now < retry_at:
                 time.sleep(ORDER_POLL_S)
                 continue
             try:
                 filled = fill_lowest(self._core, signed, lowest, held=lowest in waiting)
             except FillFailed as exc:
-                why = f"the wallet could not fill {lowest}: {exc}"
-                gap, waiting = ([lowest], []) if lowest in gap else ([], [lowest])
-                break
-            if filled:
+                failed, retry_at = (lowest, f"the wallet could not fill {lowest}: {exc}"), now + FILL_RETRY_S
                 continue
-            if lowest in waiting:
-                again = nonces.unsent_below(signed.nonce)
-                if lowest in again[1]:
-                    gap, waiting = again
+            failed = None
+            if not filled and lowest in waiting:
+                gap, waiting = nonces.unsent_below(signed.nonce)
+                if lowest in waiting:
                     break  # its holder keeps it: not the wallet's to take
-            time.sleep(ORDER_POLL_S)  # taken, sent or given back meanwhile: look again
-        self._refuse(signed, gap, waiting, why)
+            if not filled:
+                time.sleep(ORDER_POLL_S)  # taken, sent or given back meanwhile: look again
+        self._refuse(signed, gap, waiting, failed[1] if failed else "")
 
     def _refuse(self, signed: SignedTx, gap: list[int], waiting: list[int], why: str) -> None:
         """Discard ``signed`` (nonce released, spend failed) and raise SendFailed: ``gap``

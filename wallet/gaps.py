@@ -15,8 +15,10 @@ number is. A lower number can stay unsent for two reasons:
 Filling means a 0-ETH transaction from the wallet to itself with that number (21,000 gas,
 no calldata: it moves no money, it costs gas only), sent only when it is the lowest number
 not sent (never above a gap). Its most gas (gas x max fee) is held on the waiting
-transfer's ledger row against that run's cap and the treasury cap before it is signed;
-with no room it is not sent and the transfer is refused. Once mined, the gas paid replaces
+transfer's ledger row against that run's cap and the treasury cap before it is signed
+(the max fee lowered to fit the room left, down to the next block's base fee and a 1-wei
+tip); with no room it is not sent, and the transfer tries again while it waits, then is
+refused. Once mined, the gas paid replaces
 the hold in one write: metered to the confined task that held or gave back the number
 when it is another than the waiting transfer's (even past its cap: the filler was its
 doing, and the treasury held the gas), else to the waiting transfer's task, and recorded
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from web3.exceptions import Web3RPCError
 
-from chain.money import gas_to_usdc
+from chain.money import ATOMIC_PER_USDC, WEI_PER_ETH, gas_to_usdc
 from judge.storage import cell_int
 from wallet._tables import CAPS, SPENDS
 from wallet.ledger import hold_gas_in
@@ -68,8 +70,7 @@ def fill_lowest(core: WalletCore, signed: SignedTx, n: int, *, held: bool = Fals
         return False
     row, task = signed.reservation.id, signed.run_id
     try:
-        tx, most = _filler(core, n)
-        own = _hold(core, row, task, most)
+        tx, own = _hold_filler(core, n, row, task)
     except Exception as exc:
         core.nonces.release(n)
         raise FillFailed(str(exc)) from exc
@@ -87,41 +88,40 @@ def fill_lowest(core: WalletCore, signed: SignedTx, n: int, *, held: bool = Fals
     return True
 
 
-def _filler(core: WalletCore, n: int) -> tuple[dict[str, object], int]:
-    """The filler transaction with nonce ``n`` and the most its gas can cost (atomic USDC)."""
-    w3 = core.chain.w3
+def _hold_filler(core: WalletCore, n: int, row: str, run_id: str) -> tuple[dict[str, object], int]:
+    """The filler transaction with nonce ``n``, its most gas (gas x max fee) held on the
+    waiting transfer's row ``row`` (run ``run_id``) in one write section with the check
+    that it fits the run's cap and the treasury cap; and the row's hold before. The max
+    fee is 2 x base fee + tip, lowered to fit the room left (as a cancel's is), down to
+    the most the next block's base fee can be plus a tip of 1 wei. ValueError (nothing
+    held) when even that does not fit."""
+    w3, price = core.chain.w3, core.meter.eth_price_usdc
     chain_id = core.chain.chain_id()
     core.key.check_chain(chain_id)
     tip = int(w3.eth.max_priority_fee)
     base = int(w3.eth.get_block("latest").get("baseFeePerGas", 0))
-    max_fee = 2 * base + tip
-    tx: dict[str, object] = {
-        "type": 2, "chainId": chain_id, "to": core.address, "value": 0, "data": "0x",
-        "nonce": n, "gas": FILL_GAS, "maxFeePerGas": max_fee, "maxPriorityFeePerGas": tip,
-    }
-    return tx, gas_to_usdc(FILL_GAS * max_fee, core.meter.eth_price_usdc)
-
-
-def _hold(core: WalletCore, row: str, run_id: str, most: int) -> int:
-    """Hold ``most`` more gas on the waiting transfer's row ``row`` (run ``run_id``), in one
-    write section with the check that it fits the run's cap and the treasury cap; the
-    row's hold before. ValueError (nothing held) when it does not fit."""
+    least = base + base // 8 + 1  # the next block's base fee is at most 12.5% higher
     with core.meter.store.transaction() as conn:
         own = cell_int(conn.scalar(f"SELECT gas_hold FROM {SPENDS} WHERE id = ?", (row,)) or 0)
-        room = _room(conn, run_id)
-        if room is not None and room < most:
-            raise ValueError(
-                f"its gas (up to {most} atomic USDC) does not fit run {run_id}'s cap "
-                f"({room} left)"
-            )
-        treasury = core.meter.treasury_cap_atomic
-        if treasury is not None and treasury_committed(conn) + most > treasury:
-            raise ValueError(
-                f"its gas (up to {most} atomic USDC) does not fit the treasury cap {treasury} "
-                f"({treasury_committed(conn)} committed)"
-            )
-        hold_gas_in(conn, row, own + most, now=core.clock())
-    return own
+        rooms = {f"run {run_id}'s cap": _room(conn, run_id)}
+        if core.meter.treasury_cap_atomic is not None:
+            rooms["the treasury cap"] = core.meter.treasury_cap_atomic - treasury_committed(conn)
+        fee = max(2 * base + tip, least + 1)
+        for name, room in rooms.items():
+            fits = -1 if room is None else max(room, 0) * WEI_PER_ETH // max(price * ATOMIC_PER_USDC * FILL_GAS, 1)
+            if 0 <= fits < least + 1:
+                raise ValueError(
+                    f"its gas (at least {gas_to_usdc(FILL_GAS * (least + 1), price)} atomic "
+                    f"USDC: {FILL_GAS} gas at {least + 1} wei) does not fit {name} ({room} left)"
+                )
+            fee = fee if fits < 0 else min(fee, fits)
+        hold_gas_in(conn, row, own + gas_to_usdc(FILL_GAS * fee, price), now=core.clock())
+    tx: dict[str, object] = {
+        "type": 2, "chainId": chain_id, "to": core.address, "value": 0, "data": "0x",
+        "nonce": n, "gas": FILL_GAS, "maxFeePerGas": fee,
+        "maxPriorityFeePerGas": max(min(tip, fee - least), 1),
+    }
+    return tx, own
 
 
 def _room(conn: Tx, run_id: str) -> int | None:

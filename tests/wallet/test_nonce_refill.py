@@ -28,7 +28,6 @@ from chain.money import gas_to_usdc
 from chain.usdc import usdc_contract
 from judge.verdict import VerdictSigner
 from wallet.errors import SendFailed
-from wallet.gaps import FILL_GAS
 from wallet.nonces import bounded_by
 from wallet.signer import SignedTx, Wallet
 
@@ -157,21 +156,26 @@ def test_a_number_a_sibling_task_of_the_same_worker_gave_back_is_filled(
     assert chain.w3.eth.get_transaction_count(AGENT_ADDRESS, "pending") == above + 1
 
 
+def tight(chain: Any, wallet: Wallet, nonce: int) -> tuple[dict[str, Any], int]:
+    """A transfer pinned to ``nonce`` and the most its gas can cost (atomic USDC)."""
+    tx = {**transfer_tx(chain), "nonce": nonce}
+    return tx, gas_to_usdc(int(tx["gas"]) * int(tx["maxFeePerGas"]), wallet.meter.eth_price_usdc)
+
+
 def test_a_filler_whose_gas_does_not_fit_the_cap_is_not_sent_and_the_transfer_is_refused(
     chain: Any, wallet: Wallet, client: ChainClient, judge_signer: VerdictSigner, events: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The filler's most gas is held against the waiting transfer's cap before it is sent:
-    with no room for it, nothing is broadcast, the transfer is refused (spend failed, its
-    share freed, its nonce given back) and the lower number stays free for the next one."""
+    """The filler's most gas is held against the waiting transfer's cap before it is sent
+    (its fee lowered to fit the room, down to the next base fee and a 1-wei tip): with no
+    room for it (tried again for ORDER_WAIT_S, shortened here for time only),
+    nothing is broadcast, the transfer is refused (spend failed, its share freed, its
+    nonce given back) and the lower number stays free for the next one."""
+    monkeypatch.setattr(broadcast, "ORDER_WAIT_S", 1.0)
     start, before = chain.w3.eth.block_number, usdc_of(chain, AGENT_ADDRESS)
     low, high = wallet.nonces.allocate(), wallet.nonces.allocate()
-    tx = {**transfer_tx(chain), "nonce": high}
-    own = gas_to_usdc(int(tx["gas"]) * int(tx["maxFeePerGas"]), wallet.meter.eth_price_usdc)
-    base = int(chain.w3.eth.get_block("latest")["baseFeePerGas"])
-    filler = gas_to_usdc(FILL_GAS * (base + int(chain.w3.eth.max_priority_fee)),
-                         wallet.meter.eth_price_usdc)
-    assert filler > 1
-    cap = DIME + own + filler // 2  # room for the transfer, not for the filler's gas
+    tx, own = tight(chain, wallet, high)
+    cap = DIME + own  # room for the transfer, none for a filler's gas
     signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id="run-tight",
                                      spend_cap_atomic=cap)
     wallet.nonces.release(low)
@@ -188,6 +192,46 @@ def test_a_filler_whose_gas_does_not_fit_the_cap_is_not_sent_and_the_transfer_is
     measured = wallet.meter.measured_spend("run-tight", client, chain.usdc, AGENT_ADDRESS, start)
     assert measured.ledger == measured.onchain == 0
     assert wallet.nonces.allocate() == low
+
+
+def test_a_fill_without_room_is_tried_again_and_sent_once_room_comes_back(
+    chain: Any, wallet: Wallet, judge_signer: VerdictSigner, events: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No room under the cap for the filler's gas at first (another transfer of the run
+    holds it); once that transfer is given up, the fill tried again goes out and the
+    waiting transfer is mined, within the cap."""
+    before = usdc_of(chain, SELLER_ADDRESS)
+    low, high, other = (wallet.nonces.allocate() for _ in range(3))
+    tx, own = tight(chain, wallet, high)
+    tx2 = {**tx, "nonce": other}
+    cap = 2 * (DIME + own)  # two transfers fit, a filler's gas does not
+    signed = wallet.sign_transaction(tx, approve(judge_signer, tx), run_id="run-room",
+                                     spend_cap_atomic=cap)
+    second = wallet.sign_transaction(tx2, approve(judge_signer, tx2), run_id="run-room",
+                                     spend_cap_atomic=cap)
+    refused, real = threading.Event(), broadcast.fill_lowest
+
+    def watched(*args: Any, **kw: Any) -> bool:
+        try:
+            return real(*args, **kw)
+        except Exception:
+            refused.set()
+            raise
+
+    monkeypatch.setattr(broadcast, "fill_lowest", watched)
+    wallet.nonces.release(low)
+    with ThreadPoolExecutor(1) as pool:
+        sending = pool.submit(wallet.send_transaction, signed)
+        assert refused.wait(30), "the fill never ran out of room"
+        wallet.discard(second, "given up")  # its share of the cap (and its nonce) back
+        assert sending.result(timeout=90).status == 1
+    [filled] = events.named("wallet.nonce_filled")
+    filler_of(chain, filled, low)
+    assert usdc_of(chain, SELLER_ADDRESS) == before + DIME
+    usage = wallet.meter.usage("run-room")
+    assert usage.committed <= cap and (usage.reserved, usage.gas_held) == (0, 0)
+    assert wallet.meter.ledger.get(second.ledger_id).status == "failed"
 
 
 def test_a_transfer_above_a_number_its_holder_keeps_unsent_is_refused_after_the_wait(
