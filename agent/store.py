@@ -99,10 +99,10 @@ EVENT_TYPES: dict[str, str] = {
     "block references (the previous block, N blocks ago) resolve against it",
     "checklist.orders": "payments the task orders that the model's checklist left out, added "
     "as items so each is made or named as not made (added: their texts)",
-    "wallet.nonce_filled": "a nonce number another confined task held below this task's "
-    "transfer, filled with a plain 0-ETH transfer to the wallet itself; its gas charged to the "
-    "task that held it (run_id; for_run: the task whose transfer needed it; nonce, tx_hash, "
-    "gas_wei)",
+    "wallet.nonce_filled": "a nonce number below this task's transfer that was given back, or "
+    "that another confined task held, filled with a plain 0-ETH transfer to the wallet itself; "
+    "its gas charged to the other task that held or gave it back, else to this one (run_id; "
+    "for_run: the task whose transfer needed it; nonce, tx_hash, gas_wei, taken_from)",
     "checklist.offers": "a seller's offers read once from its /catalog when a request to buy "
     "names that seller but no subject (url, kind, price each; or why they could not be read): "
     "the request's pick resolves against them",
