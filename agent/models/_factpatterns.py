@@ -121,6 +121,11 @@ _AMOUNT = _p(r"\d(?:[\d.]*)\s*(?:usdc|eth|ether|dollars?|\$)|\$\s*\d")
 #: A number sent somewhere in no unit ("and 0.02 to 0x..").
 _BARE_AMOUNT = _p(r"\d(?:[\d.]*)\s+to\b")
 _BLOCK = _p(r"\bblock\s+(\d+|latest-\d+)(?![\w-])")
+#: "blocks 5 and 9", "blocks 3, 4 and 7": a list of single blocks (no range).
+_BLOCK_LIST = _p(r"\bblocks\s+(?:\d+|latest-\d+)(?:\s*,\s*(?:\d+|latest-\d+))*\s*,?\s*(?:and|&)\s+"
+                 r"(?:block\s+)?(?:\d+|latest-\d+)(?![\w-])")
+#: A plural "blocks N" left unread (no range, no list read above): a block reference too.
+_BLOCKS_N = _p(r"\bblocks\s+(\d+|latest-\d+)(?![\w-])(?!\s*(?:to|-|–|\.\.|through|until)\b)")
 _RANGE = _p(r"\bblocks?\s+(\d+|latest-\d+)\s*(?:to|-|–|\.\.|through|until)\s*(?:block\s+)?"
             r"(\d+|latest-\d+)(?![\w-])")
 _WINDOW = _p(r"\b(?:last|past|previous|recent|latest|most\s+recent)\s+(\d+)\s+blocks\b")
@@ -154,6 +159,14 @@ _COUNT_TEST = {" ".join(w.split()): (cmp, than) for cmp, than, words in COUNT_TE
 _COUNT_WORDS = _p(r"(?<![\w-])(?:" + "|".join(
     re.escape(w).replace(r"\ ", r"[\s-]+") for w in sorted(_COUNT_TEST, key=len, reverse=True)
 ) + r")(?![\w-])")
+#: A ratio of two values ("how many times more"): never read, named.
+_RATIO = _p(r"\bhow\s+many\s+times\b|\b(?:times|fold)\s+(?:more|less|as|larger|bigger|smaller|"
+            r"higher|lower|greater|richer|poorer)\b|\bratio\b")
+#: "..., and by how much?": the difference of the two values a comparison compared.
+_BY_HOW_MUCH = _p(r"\bby\s+how\s+(?:much|many)(?:\s+(?:usdc|eth|ether|cents|wei|gwei))?\b")
+#: Words grouping addresses inside a comparison ("0xA, or 0xB plus 0xC").
+_GROUPED = _p(r"\bplus\b|\+|\b(?:together|along|combined)\s+with\b|\bas\s+well\s+as\b|"
+              r"\badded\s+to\b")
 _CONDITION = _p(rf"({OP_WORDS})\s*(\d+(?:\.\d+)?)\s*(gwei|wei|usdc|ether|eth)?")
 #: Words that change what is asked in a way no fact kind here can take ("average", a
 #: year): a part holding one outside a matched phrase is not answered.
@@ -348,7 +361,7 @@ def drop_pleasantries(task: str) -> str:
     return task
 
 
-def _normalize(task: str) -> tuple[str, list[str]]:
+def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     """Spellings of one parameter made one ("block #5" -> "block 5", "the previous block"
     -> "block latest-1"), and presentation phrases ("expressed in gwei") taken out: (the
     text, the units and formats they named)."""
@@ -367,14 +380,45 @@ def _normalize(task: str) -> tuple[str, list[str]]:
     # nothing, and "x402" there is no protocol's name.
     text = re.sub(r"\b(?:local\s+)?(?:x402\s+)?(?=paywall\b)", "", text, flags=re.I)
     text = re.sub(r"\bx402\s+(?=(?:market|marketplace|sellers?)\b)", "", text, flags=re.I)
+    # "the timestamps of blocks 5 and 9": one block reference each ("block 5 and block 9").
+    text = _BLOCK_LIST.sub(lambda m: " and ".join(
+        f"block {b}" for b in re.findall(r"\d+|latest-\d+", m.group(0))), text)
     units: list[str] = []
     for shape, unit in PRESENTATION:
-        for m in re.finditer(shape, text, re.I):
+
+        def mark(m: re.Match[str], unit: str = unit) -> str:
             named = m.expand(unit).lower() if unit else ""
-            if named:
-                units.append(named)
-        text = re.sub(shape, " ", text, flags=re.I)
-    return re.sub(r"\s+", " ", text).strip(), units
+            if not named:
+                return " "
+            units.append(named)  # where it was said: a marker, read off below
+            return f" {chr(_MARK + len(units) - 1)} "
+
+        text = re.sub(shape, mark, text, flags=re.I)
+    return _unmark(text, units)
+
+
+#: Presentation phrases are replaced by one private-use character each while the task is
+#: normalized, so the place each unit was said in is known (a unit belongs to its part).
+_MARK = 0xE000
+
+
+def _unmark(text: str, units: list[str]) -> tuple[str, list[tuple[int, str]]]:
+    """``text`` with its unit markers taken out and spaces collapsed, and each unit with
+    its place in that text, in the order said."""
+    out: list[str] = []
+    at: list[tuple[int, str]] = []
+    for ch in text.strip():
+        code = ord(ch)
+        if _MARK <= code < _MARK + len(units):
+            at.append((len("".join(out)), units[code - _MARK]))
+            ch = " "
+        if ch.isspace():
+            if out and out[-1] != " ":
+                out.append(" ")
+            continue
+        out.append(ch)
+    joined = "".join(out).rstrip()
+    return joined, [(min(pos, len(joined)), unit) for pos, unit in at]
 
 
 @dataclass
@@ -396,6 +440,10 @@ class _Part:
     #: An aggregate over several addresses' values it may ask, and the one it asks.
     candidate: _Aggregate | None = None
     aggregate: _Aggregate | None = None
+    #: A part asking the fact of the part before it again at another block ("the base fee
+    #: at block 3, and at block 12", "... and what was it at block 5?"): no block of the
+    #: sentence's other parts.
+    again: bool = False
 
 
 def _parts(task: str) -> list[_Part]:
@@ -590,6 +638,9 @@ class _Builder:
 
     def __init__(self) -> None:
         self.items: list[_Draft] = []
+        #: Where in the task each fact item was asked (its phrase, address or block): the
+        #: unit said nearest after it is its own when two units are asked for one kind.
+        self.at: dict[int, int] = {}
 
     def add(self, item: _Draft) -> int:
         key = (item.get("kind"), json.dumps(item.get("params", {}), sort_keys=True))
@@ -658,7 +709,8 @@ class _Task:
         task = _OWN_CHAIN.sub(" ", task)  # "on this chain", "here": the run's own network
         if self.network in LOCAL_NETWORKS:  # "on the local devnet" names the local chain
             task = _LOCAL_CHAIN.sub(" ", task)
-        self.task, self.units = _normalize(drop_pleasantries(task))
+        self.task, self.units_at = _normalize(drop_pleasantries(task))
+        self.units = [unit for _pos, unit in self.units_at]
         #: The task asks for something sold (a sheet, a seller, a purchase): a fact a free
         #: read also answers may then come from what is bought.
         self.asks_paid = bool(_ASKS_PAID.search(self.task))
@@ -679,6 +731,7 @@ class _Task:
         self._merge_subject_only_parts()
         self._settle_aggregates()
         self._continue_conditions()
+        self._mark_again()
         self.scope = _scope_words(self.task, self.parts, self.network)
 
     def sentence(self, n: int) -> str:
@@ -705,6 +758,30 @@ class _Task:
                 part.hits.append((m.start(), _BLOCK_NUMBER, m.group(0)))
             else:
                 part.leftover.update(b.group(1).lower() for b in bare)
+
+    def _mark_again(self) -> None:
+        """A part naming a block but no fact, joined by "and"/"also"/"then" or referring
+        back ("what was it at block 5"), asks the fact before it again at that block; a
+        bare trailing ", at block 5" is the block of its whole sentence, as before."""
+        for n, part in enumerate(self.parts):
+            prev = self.parts[n - 1] if n else None
+            if (prev is None or part.hits or part.condition or _SEND.search(part.text)
+                    or not _BLOCK.search(part.text) or _RANGE.search(part.text)):  # fmt: skip
+                continue
+            between = self.task[prev.start + len(prev.text) : part.start]
+            part.again = bool(re.search(r"\b(?:and|also|then|plus)\b", between, re.I)
+                              or re.match(r"(?:and|also|then|what|how)\b", part.text, re.I)
+                              or _REFERS_BACK.search(part.text))  # fmt: skip
+
+    def raw_sentence(self, n: int) -> str:
+        """Sentence ``n`` as the task says it (with the words between its parts)."""
+        mine = [p for p in self.parts if p.sentence == n]
+        return self.task[mine[0].start : mine[-1].start + len(mine[-1].text)]
+
+    def block_sentence(self, n: int) -> str:
+        """The text of sentence ``n`` whose block is every part's: without the parts that
+        ask again at a block of their own."""
+        return " ".join(p.text for p in self.parts if p.sentence == n and not p.again)
 
     def _continue_conditions(self) -> None:
         """ "If 0xA holds over 5 USDC and the base fee is under 100 gwei, send ...": a
@@ -811,13 +888,22 @@ class _FactItems:
         own = _block_params(part.text)
         if own or _LATEST.search(part.text):
             return own
-        sentence = self.t.sentence(part.sentence)
+        sentence = self.t.block_sentence(part.sentence)
         found = _block_params(sentence)
         if not found and (fp.kind in WINDOW_KINDS or _REFERS_BACK.search(part.text)):
-            found = _block_params(self.t.task)
+            found = _block_params(" ".join(p.text for p in self.t.parts if not p.again))
         return found
 
     def _fact(self, part: _Part, fp: FactPattern, pos: int, phrase: str) -> list[int]:
+        made = self._fact_items(part, fp, pos, phrase)
+        for n in made:
+            item = self.out.items[n]
+            address = str((item.get("params") or {}).get("address", ""))
+            at = self.t.task.find(address, part.start) if address else -1
+            self.out.at.setdefault(n, at if at >= 0 else part.start + pos)
+        return made
+
+    def _fact_items(self, part: _Part, fp: FactPattern, pos: int, phrase: str) -> list[int]:
         scope = self._block_scope(part, fp)
         where = _span_text(scope)
         if scope and fp.kind not in BLOCK_KINDS | WINDOW_KINDS:
@@ -1029,6 +1115,7 @@ class _Reader:
         self.facts = _FactItems(self.t, self.out)
         #: The items each sentence made (what a comparison asked back compares).
         self.by_sentence: dict[int, list[int]] = {}
+        self.made_by_part: list[tuple[_Part, list[int]]] = []
 
     def _shop(self, shop: Shopping) -> int:
         """The shopping request's one item: the offer it picks of a sold kind about its
@@ -1101,9 +1188,11 @@ class _Reader:
             made = self._part_items(part, gates.setdefault(part.sentence, []),
                                     actions.setdefault(part.sentence, []))  # fmt: skip
             self.by_sentence.setdefault(part.sentence, []).extend(made)
+            self.made_by_part.append((part, made))
         for at, orders in actions.items():
             self._gate(orders, gates.get(at) or [])
         self._withhold(actions)
+        self._blocks_read()
         self._units_taken()
         self._computed_units()
         return self._resolve(max_items)
@@ -1162,6 +1251,19 @@ class _Reader:
             pass  # "... if you need to": no condition on anything
         elif _SEND.search(part.text):
             actions.extend(self._sends(part))
+        elif m := _RATIO.search(part.text):
+            self.out.cannot(part.text, f"{' '.join(m.group(0).lower().split())!r} asks a ratio "
+                            "of two values; the offline planner states their difference "
+                            "('by how much'), never a ratio")  # fmt: skip
+        elif (grouped := self._grouped(part)) is not None:
+            self.out.cannot(self.t.raw_sentence(part.sentence), f"{grouped!r} groups addresses "
+                            "inside a comparison; the offline planner compares single "
+                            "addresses' values only (ask for the combined value and compare "
+                            "in a second question)")  # fmt: skip
+        elif not part.hits and not part.leftover and _BY_HOW_MUCH.search(part.text):
+            # "Which holds more, 0xA or 0xB, and by how much?": their difference.
+            word = " ".join(_BY_HOW_MUCH.search(part.text).group(0).lower().split())  # type: ignore[union-attr]
+            return [self._compare_back(part, _Aggregate("diff", word, set(), None))]
         elif part.hits and part.aggregate is not None and part.aggregate.op == "count":
             return self.facts.facts(part)  # "how many of 0xA, 0xB hold more than 5 USDC"
         elif part.hits and _CONDITION.search(part.text) and not part.leftover:
@@ -1175,6 +1277,8 @@ class _Reader:
             # "Is it above 5 USDC?": a comparison asked, not a condition on an order.
             self.out.cannot(part.text, "the offline planner compares a fact with a number "
                             "only as the condition of an order ('if ..., send ...')")  # fmt: skip
+        elif part.again and part.aggregate is None:
+            return self._again(part)  # "the base fee at block 3, and at block 12"
         elif part.aggregate is not None:
             return [self._compare_back(part, part.aggregate)]  # "..., which holds more?"
         elif (part.subjects or _AMOUNT.search(part.text) or _BARE_AMOUNT.search(part.text)) and (
@@ -1186,6 +1290,68 @@ class _Reader:
             self.out.cannot(part.text, "the offline planner reads a payment only as "
                             "'send N USDC to 0x...'")  # fmt: skip
         return []
+
+    def _grouped(self, part: _Part) -> str | None:
+        """The grouping word ("plus", "together with") of a comparison's sentence that
+        compares an address with a group ("0xA, or 0xB plus 0xC"), or None."""
+        agg = part.aggregate or part.candidate
+        if agg is None or agg.op not in ("max", "min", "diff"):
+            return None
+        m = _GROUPED.search(self.t.raw_sentence(part.sentence))
+        return " ".join(m.group(0).lower().split()) if m else None
+
+    def _again(self, part: _Part) -> list[int]:
+        """The facts of the nearest part before ``part`` that read any, asked again at each
+        block ``part`` names: one item per block (answered there, or declined as a fact no
+        tool reads at a past block), never the other part's block."""
+        before = [p for p in self.t.parts if p.start < part.start and p.hits
+                  and not p.condition and not _SEND.search(p.text)]  # fmt: skip
+        refs = [m.group(1) for m in _BLOCK.finditer(part.text)]
+        if not before:
+            return [self.out.cannot(part.text, f"it names block {refs[0]} but no fact to "
+                                    "read there")]  # fmt: skip
+        prev = before[-1]
+        kinds = [h[1].kind for h in prev.hits]
+        made: list[int] = []
+        for ref in refs:
+            at = replace(prev, text=f"at block {ref}", start=part.start, aggregate=None,
+                         candidate=None, again=False)  # fmt: skip
+            for pos, fp, phrase in prev.hits:
+                if (fp.kind == "block_number" and len(kinds) > 1
+                        and re.search(r"\b(?:of|at|in|for)\s+the\s+$", prev.text[:pos])):  # fmt: skip
+                    continue  # "the base fee of the latest block": a parameter
+                made.extend(self.facts._fact(at, fp, 0, phrase))
+        return made
+
+    def _blocks_read(self) -> None:
+        """Every block the task names is read by an item (or an item declines it): one no
+        item took is declined by name, and so is every value of a block kind read at no
+        block (the head) in a part that does not ask for the head, as it may be the named
+        block's: never a value for another block than asked."""
+        refs = [m.group(1) for m in _BLOCK.finditer(_RANGE.sub(" ", self.t.task))]
+        refs += [m.group(1) for m in _BLOCKS_N.finditer(self.t.task)]
+        taken = {str(v) for i in self.out.items for k, v in (i.get("params") or {}).items()
+                 if k in ("block", "from_block", "to_block")}  # fmt: skip
+        said = " ".join(str(i["text"]) for i in self.out.items if i.get("unanswerable"))
+        missed = [r for r in dict.fromkeys(refs)
+                  if r not in taken and not re.search(rf"\bblocks?\s+{re.escape(r)}(?![\w-])", said)]  # fmt: skip
+        if not missed:
+            return
+        named = ", ".join(f"block {r}" for r in missed)
+        for n, item in enumerate(self.out.items):
+            params = item.get("params") or {}
+            if (item.get("kind") in BLOCK_KINDS and not item.get("unanswerable")
+                    and not any(k in params for k in ("block", "from_block", "to_block"))
+                    and not self._asks_head(n)):  # fmt: skip
+                self._decline(n, f"the task names {named}, and the offline planner did not "
+                              "read which block this value is asked at")  # fmt: skip
+        self.out.cannot(named, f"the offline planner did not read which fact the task asks "
+                        f"at {named}; ask for each block's fact in its own words "
+                        "('the base fee at block 3 and the base fee at block 4')")  # fmt: skip
+
+    def _asks_head(self, n: int) -> bool:
+        """True when the part item ``n`` was read from names the head ("now", "latest")."""
+        return any(n in made and _LATEST.search(part.text) for part, made in self.made_by_part)
 
     def _compare_back(self, part: _Part, agg: _Aggregate) -> int:
         """ "the balances of 0xA and 0xB, which holds more?" (or "..., combined?"): the
@@ -1213,9 +1379,24 @@ class _Reader:
                 facts = ", ".join(str(i["text"]) for i in asked)
                 self.out.cannot(f"in {unit}", f"{unit!r} is not a unit {facts} can be given in")
 
-    def _unit_of(self, item: _Draft) -> str | None:
-        """The unit the task asks ``item``'s value in, if its kind can be given in one."""
-        return next((u for u in self.t.units if item.get("kind") in UNIT_KINDS.get(u, ())), None)
+    def _unit_of(self, n: int, item: _Draft) -> str | None:
+        """The unit the task asks ``item`` (item ``n``) in, if its kind can be given in one.
+        Two units asked for one kind ("0xA in cents and 0xB in atomic units") are each the
+        unit of the values asked before it: the first said after the item's own place and
+        before the next item's, else the first after it, else the last before it."""
+        kind = item.get("kind")
+        said = [(pos, u) for pos, u in self.t.units_at if kind in UNIT_KINDS.get(u, ())]
+        if len({u.replace("ether", "eth") for _pos, u in said}) <= 1:
+            return said[0][1] if said else None
+        at = self.out.at.get(n)
+        if at is None:
+            return None
+        takes = {u for _pos, u in said}
+        later = [a for m, a in self.out.at.items() if a > at and m != n
+                 and any(self.out.items[m].get("kind") in UNIT_KINDS.get(u, ()) for u in takes)]  # fmt: skip
+        end = min(later, default=len(self.t.task) + 1)
+        mine = [u for pos, u in said if at <= pos < end] or [u for pos, u in said if pos >= at]
+        return mine[0] if mine else next((u for pos, u in reversed(said) if pos < at), None)
 
     def _computed_units(self) -> None:
         """A value asked in a unit its tool does not state ("in cents", a fee "in ether")
@@ -1227,7 +1408,7 @@ class _Reader:
             for ref in _refs((item.get("params") or {}).get("of"))
         }  # fmt: skip
         for n, item in enumerate(list(self.out.items)):
-            unit = self._unit_of(item)
+            unit = self._unit_of(n, item)
             if unit and n not in inputs and computed_unit(str(item.get("kind")), unit):
                 named = {"atomic": "atomic units"}.get(unit, unit)
                 self.out.add({"text": f"{item['text']} in {named}", "kind": "comparison",
@@ -1291,9 +1472,9 @@ class _Reader:
             return str(value)
 
         out: list[ChecklistRow] = []
-        for item in items:
+        for n, item in enumerate(items):
             params = {k: ref(v) for k, v in (item.get("params") or {}).items()}
-            unit = self._unit_of(item)
+            unit = self._unit_of(n, item)
             if unit:
                 params["unit"] = unit
             row: ChecklistRow = {"text": item["text"], "kind": item.get("kind")}
