@@ -202,7 +202,7 @@ _AGGREGATE_DECLINED = (
 CATEGORIES = ("base_fee", "block_number", "timestamp", "usdc_balance", "eth_balance",
               "token", "transfers", "comparison", "relative", "presentation",
               "scope-chain", "scope-standing", "unsupported", "outside-words", "units",
-              "totals", "cents", "aggregates")  # fmt: skip
+              "totals", "cents", "aggregates", "parts")  # fmt: skip
 
 
 def _task(
@@ -318,9 +318,73 @@ def _aggregates(rows: list[JSONObject]) -> None:
         rows.append(_task(len(rows), "aggregates", text, "cannot", []))
 
 
+#: Every part of a task is answered or named (outside test 6, written before the planner
+#: read them): a second question about a comparison ("and by how much?"), the same fact at
+#: two blocks (each answered at its block), a unit per part. Answered: every value.
+_PARTS: tuple[tuple[str, list[dict[str, object]]], ...] = (
+    ("Which address holds more USDC, {a} or {b}, and by how much?",
+     [{"probe": "winner", "of": "usdc_balance", "op": "max"}, {"probe": "diff", "of": "usdc_balance"}]),
+    ("Which has more USDC, {a} or {b}? By how much?",
+     [{"probe": "winner", "of": "usdc_balance", "op": "max"}, {"probe": "diff", "of": "usdc_balance"}]),
+    ("Who holds less ETH, {a} or {b}, and by how much?",
+     [{"probe": "winner", "of": "eth_balance", "op": "min"}, {"probe": "diff", "of": "eth_balance"}]),
+    ("What were the base fees of block {head_minus_1} and block {head_minus_2}?",
+     [{"probe": "base_fee_gwei", "back": 1}, {"probe": "base_fee_gwei", "back": 2}]),
+    ("What are the timestamps of blocks {head_minus_1} and {head_minus_3}?",
+     [{"probe": "block_timestamp", "back": 1}, {"probe": "block_timestamp", "back": 3}]),
+    ("What was the base fee at block {head_minus_3}, and at block {head_minus_1}?",
+     [{"probe": "base_fee_gwei", "back": 3}, {"probe": "base_fee_gwei", "back": 1}]),
+    ("What is the timestamp of the latest block and of block {head_minus_2}?",
+     [{"probe": "block_timestamp"}, {"probe": "block_timestamp", "back": 2}]),
+    ("What's the base fee now and what was it at block {head_minus_1}?",
+     [{"probe": "base_fee_gwei"}, {"probe": "base_fee_gwei", "back": 1}]),
+    ("What's the base fee of the latest block in gwei and what was it 2 blocks ago in wei?",
+     [{"probe": "base_fee_gwei"}, {"probe": "base_fee_gwei", "back": 2, "unit": "wei"}]),
+    ("How much USDC does {a} hold, in cents, and how much does {b} hold, in atomic units?",
+     [{"probe": "usdc_balance", "address": "{a}", "unit": "cents"},
+      {"probe": "usdc_balance", "address": "{b}", "unit": "atomic"}]),
+    ("What's the USDC balance of {a} in atomic units and of {b} in cents?",
+     [{"probe": "usdc_balance", "address": "{a}", "unit": "atomic"},
+      {"probe": "usdc_balance", "address": "{b}", "unit": "cents"}]),
+)  # fmt: skip
+#: A part nib does not read, named while the rest is answered (``partial``): a ratio, a
+#: balance at a past block.
+_PARTS_PARTIAL: tuple[tuple[str, dict[str, object]], ...] = (
+    ("Which holds more USDC, {a} or {b}, and how many times more?",
+     {"probe": "winner", "of": "usdc_balance", "op": "max"}),
+    ("How much USDC does {a} hold now, and how much did it hold at block {head_minus_1}?",
+     {"probe": "usdc_balance", "address": "{a}"}),
+)  # fmt: skip
+#: A comparison between an address and a group of addresses: declined by its word.
+_PARTS_DECLINED = (
+    "Which holds more USDC: {a}, or {b} plus {c}?",
+    "Who has less USDC, {a} or {b} together with {c}?",
+)
+
+
+def _parts(rows: list[JSONObject]) -> None:
+    orders = (("{wallet}", "{seller}", "{outsider}"), ("{outsider}", "{seller}", "{wallet}"))
+
+    def filled(spec: Mapping[str, object], a: str, b: str) -> dict[str, object]:
+        out = {k: (str(v).format(a=a, b=b) if k == "address" else v) for k, v in spec.items()}
+        return out | ({"addresses": [a, b]} if spec["probe"] in ("winner", "diff") else {})
+
+    for (text, specs), (a, b, c) in itertools.product(_PARTS, orders):
+        truth = [filled(spec, a, b) for spec in specs]
+        task = text.format(a=a, b=b, c=c, head_minus_1="{head_minus_1}",
+                           head_minus_2="{head_minus_2}", head_minus_3="{head_minus_3}")  # fmt: skip
+        rows.append(_task(len(rows), "parts", task, "answer", truth))
+    for (text, spec), (a, b, c) in itertools.product(_PARTS_PARTIAL, orders):
+        task = text.format(a=a, b=b, c=c, head_minus_1="{head_minus_1}")
+        rows.append(_task(len(rows), "parts", task, "partial", [filled(spec, a, b)]))
+    for text, (a, b, c) in itertools.product(_PARTS_DECLINED, orders):
+        rows.append(_task(len(rows), "parts", text.format(a=a, b=b, c=c), "cannot", []))
+
+
 def paraphrase_tasks() -> list[JSONObject]:
     """The generated suite's task rows (the shape of agent/eval/*.json's tasks)."""
     rows: list[JSONObject] = []
-    for make in (_free, _compare, _relative, _presentation, _declined, _outside, _aggregates):
+    for make in (_free, _compare, _relative, _presentation, _declined, _outside, _aggregates,
+                 _parts):
         make(rows)
     return rows
