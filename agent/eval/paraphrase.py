@@ -355,6 +355,12 @@ _PARTS_PARTIAL: tuple[tuple[str, dict[str, object]], ...] = (
     ("How much USDC does {a} hold now, and how much did it hold at block {head_minus_1}?",
      {"probe": "usdc_balance", "address": "{a}"}),
 )  # fmt: skip
+_FOUR: tuple[tuple[str, dict[str, object]], ...] = (
+    ("What is the combined USDC balance of {a}, {b}, {c} and {empty}?",
+     {"probe": "sum", "of": "usdc_balance"}),
+    ("How many of {a}, {b}, {c} and {empty} hold any USDC?",
+     {"probe": "count", "of": "usdc_balance"}),
+)  # fmt: skip
 #: A comparison between an address and a group of addresses: declined by its word.
 _PARTS_DECLINED = (
     "Which holds more USDC: {a}, or {b} plus {c}?",
@@ -377,6 +383,11 @@ def _parts(rows: list[JSONObject]) -> None:
     for (text, spec), (a, b, c) in itertools.product(_PARTS_PARTIAL, orders):
         task = text.format(a=a, b=b, c=c, head_minus_1="{head_minus_1}")
         rows.append(_task(len(rows), "parts", task, "partial", [filled(spec, a, b)]))
+    # Four addresses: every balance read (a sum or count is not stopped after three reads).
+    for (text, spec), (a, b, c) in itertools.product(_FOUR, orders):
+        probe = spec | {"addresses": [a, b, c, _EMPTY]}
+        rows.append(_task(len(rows), "parts", text.format(a=a, b=b, c=c, empty=_EMPTY),
+                          "answer", [probe]))  # fmt: skip
     for text, (a, b, c) in itertools.product(_PARTS_DECLINED, orders):
         rows.append(_task(len(rows), "parts", text.format(a=a, b=b, c=c), "cannot", []))
 
