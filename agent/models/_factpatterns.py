@@ -121,8 +121,8 @@ _AMOUNT = _p(r"\d(?:[\d.]*)\s*(?:usdc|eth|ether|dollars?|\$)|\$\s*\d")
 #: A number sent somewhere in no unit ("and 0.02 to 0x..").
 _BARE_AMOUNT = _p(r"\d(?:[\d.]*)\s+to\b")
 _BLOCK = _p(r"\bblock\s+(\d+|latest-\d+)(?![\w-])")
-#: "blocks 5 and 9", "blocks 3, 4 and 7": a list of single blocks (no range).
-_BLOCK_LIST = _p(r"\bblocks\s+(?:\d+|latest-\d+)(?:\s*,\s*(?:\d+|latest-\d+))*\s*,?\s*(?:and|&)\s+"
+#: "blocks 5 and 9", "blocks 3, 4 and 7", "block 5 and 6": a list of single blocks (no range).
+_BLOCK_LIST = _p(r"\bblocks?\s+(?:\d+|latest-\d+)(?:\s*,\s*(?:\d+|latest-\d+))*\s*,?\s*(?:and|&)\s+"
                  r"(?:block\s+)?(?:\d+|latest-\d+)(?![\w-])")
 #: A plural "blocks N" left unread (no range, no list read above): a block reference too.
 _BLOCKS_N = _p(r"\bblocks\s+(\d+|latest-\d+)(?![\w-])(?!\s*(?:to|-|–|\.\.|through|until)\b)")
@@ -765,13 +765,18 @@ class _Task:
         bare trailing ", at block 5" is the block of its whole sentence, as before."""
         for n, part in enumerate(self.parts):
             prev = self.parts[n - 1] if n else None
+            named = _BLOCK.search(part.text) or _LATEST.search(part.text)
             if (prev is None or part.hits or part.condition or _SEND.search(part.text)
-                    or not _BLOCK.search(part.text) or _RANGE.search(part.text)):  # fmt: skip
+                    or not named or _RANGE.search(part.text)):  # fmt: skip
                 continue
             between = self.task[prev.start + len(prev.text) : part.start]
+            # "block 3, block 4 and block 5": a bare block after a part naming its own.
+            listed = re.fullmatch(r"(?:(?:at|of|for|in)\s+)?(?:the\s+)?block\s+\S+", part.text,
+                                  re.I) and any(_BLOCK.search(p.text) for p in self.parts[:n]
+                                                if p.sentence == part.sentence)  # fmt: skip
             part.again = bool(re.search(r"\b(?:and|also|then|plus)\b", between, re.I)
                               or re.match(r"(?:and|also|then|what|how)\b", part.text, re.I)
-                              or _REFERS_BACK.search(part.text))  # fmt: skip
+                              or _REFERS_BACK.search(part.text) or listed)  # fmt: skip
 
     def raw_sentence(self, n: int) -> str:
         """Sentence ``n`` as the task says it (with the words between its parts)."""
@@ -1260,7 +1265,7 @@ class _Reader:
                             "inside a comparison; the offline planner compares single "
                             "addresses' values only (ask for the combined value and compare "
                             "in a second question)")  # fmt: skip
-        elif not part.hits and not part.leftover and _BY_HOW_MUCH.search(part.text):
+        elif not part.subjects and not part.leftover and _BY_HOW_MUCH.search(part.text):
             # "Which holds more, 0xA or 0xB, and by how much?": their difference.
             word = " ".join(_BY_HOW_MUCH.search(part.text).group(0).lower().split())  # type: ignore[union-attr]
             return [self._compare_back(part, _Aggregate("diff", word, set(), None))]
@@ -1306,15 +1311,16 @@ class _Reader:
         tool reads at a past block), never the other part's block."""
         before = [p for p in self.t.parts if p.start < part.start and p.hits
                   and not p.condition and not _SEND.search(p.text)]  # fmt: skip
-        refs = [m.group(1) for m in _BLOCK.finditer(part.text)]
+        # "... and what is it now?": the head (no block) when the part names no block.
+        refs: list[str | None] = [m.group(1) for m in _BLOCK.finditer(part.text)] or [None]
         if not before:
-            return [self.out.cannot(part.text, f"it names block {refs[0]} but no fact to "
-                                    "read there")]  # fmt: skip
+            where = f"block {refs[0]}" if refs[0] else "the head"
+            return [self.out.cannot(part.text, f"it names {where} but no fact to read there")]
         prev = before[-1]
         kinds = [h[1].kind for h in prev.hits]
         made: list[int] = []
         for ref in refs:
-            at = replace(prev, text=f"at block {ref}", start=part.start, aggregate=None,
+            at = replace(prev, text=f"at block {ref}" if ref else "now", start=part.start, aggregate=None,
                          candidate=None, again=False)  # fmt: skip
             for pos, fp, phrase in prev.hits:
                 if (fp.kind == "block_number" and len(kinds) > 1

@@ -32,6 +32,7 @@ def _declined(items: list) -> str:  # type: ignore[type-arg]
         f"Which has more USDC, {A} or {B}? By how much?",
         f"Which of {A} and {B} holds less USDC, and by how much?",
         f"Which of {A} and {B} has more USDC; by how much?",
+        f"Which holds more USDC, {A} or {B}, and by how many USDC?",
     ],
 )
 def test_by_how_much_after_a_comparison_is_their_difference(task: str) -> None:
@@ -63,6 +64,10 @@ def test_a_ratio_is_named_never_dropped(task: str) -> None:
         ("What are the timestamps of blocks 5, 7 and 9?", ["5", "7", "9"]),
         ("What are the timestamps of blocks 5 & 9?", ["5", "9"]),
         ("What's the base fee now? And at block 5?", [None, "5"]),
+        ("What was the base fee at block 5 and 6?", ["5", "6"]),
+        ("Timestamps of block 3, block 4 and block 5?", ["3", "4", "5"]),
+        ("What was the base fee in block 3 and what is it now?", ["3", None]),
+        ("What is the base fee now, and the timestamp of block 5?", [None, "5"]),
         ("What was the base fee at block 3, and at block 12?", ["3", "12"]),
         ("What is the timestamp of the latest block and of block 3?", [None, "3"]),
         ("What's the base fee now and what was it at block 5?", [None, "5"]),
