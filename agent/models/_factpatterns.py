@@ -1198,6 +1198,7 @@ class _Reader:
             self._gate(orders, gates.get(at) or [])
         self._withhold(actions)
         self._blocks_read()
+        self._units_placed()
         self._units_taken()
         self._computed_units()
         return self._resolve(max_items)
@@ -1384,6 +1385,31 @@ class _Reader:
             if asked and not any(i["kind"] in UNIT_KINDS.get(unit, ()) for i in asked):
                 facts = ", ".join(str(i["text"]) for i in asked)
                 self.out.cannot(f"in {unit}", f"{unit!r} is not a unit {facts} can be given in")
+
+    def _units_placed(self) -> None:
+        """Two units asked for one kind are paired with values by place, each said after
+        the values it is for; a unit said before every value of its kind ("In cents, 0xA's
+        balance, and in atomic units, 0xB's"), or one no value takes, leaves the pairing
+        unread: those values are declined, never given in another part's unit."""
+        unread: list[tuple[int, str]] = []
+        for n, item in enumerate(self.out.items):
+            kind = item.get("kind")
+            said = [(pos, u) for pos, u in self.t.units_at if kind in UNIT_KINDS.get(u, ())]
+            names = {u.replace("ether", "eth") for _pos, u in said}
+            if len(names) <= 1 or item.get("unanswerable"):
+                continue
+            mine = [m for m, other in enumerate(self.out.items)
+                    if other.get("kind") == kind and m in self.out.at]  # fmt: skip
+            first = min((self.out.at[m] for m in mine), default=0)
+            taken = {str(self._unit_of(m, self.out.items[m])).replace("ether", "eth") for m in mine}
+            if said[0][0] < first or taken != names:
+                units = " and ".join(repr(u) for u in dict.fromkeys(u for _p, u in said))
+                unread.append((n, f"{units} are both asked for a {str(kind).replace('_', ' ')} "
+                               "and the offline planner pairs a unit only with the values "
+                               "said before it; say each unit after its value ('0xA in "
+                               "cents and 0xB in atomic units')"))  # fmt: skip
+        for n, why in unread:
+            self._decline(n, why)
 
     def _unit_of(self, n: int, item: _Draft) -> str | None:
         """The unit the task asks ``item`` (item ``n``) in, if its kind can be given in one.

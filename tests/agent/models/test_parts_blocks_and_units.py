@@ -152,3 +152,16 @@ def test_a_comparison_with_a_group_is_named(task: str, word: str) -> None:
     items = extract_checklist(task)
     assert "comparison" not in [i.get("kind") for i in items], items
     assert repr(word) in _declined(items), items
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        f"In cents, what is the USDC balance of {A}, and in atomic units, that of {B}?",
+        f"Give me in cents the USDC balance of {A} and in atomic units the USDC balance of {B}.",
+    ],
+)
+def test_two_units_said_before_their_values_are_named_never_paired_wrongly(task: str) -> None:
+    items = extract_checklist(task)
+    assert not [i for i in items if i.get("kind") == "usdc_balance"], items
+    assert "'cents' and 'atomic'" in _declined(items), items
