@@ -203,6 +203,8 @@ _NUMBER_WORDS = {
     "eight": 8, "nine": 9, "ten": 10, "a": 1, "an": 1,
 }  # fmt: skip
 _N = r"(\d+|one|two|three|four|five|six|seven|eight|nine|ten|an?)"
+#: A number in a list of them ("2, 3 and 4 blocks ago"), not captured.
+_NB = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)\b"
 _HEAD = r"(?:the\s+)?(?:latest|current|newest|last|most\s+recent|head|tip|chain\s+head)(?:\s+(?:one|block))?"
 #: "the block just/right/immediately before ...": an adverb that changes nothing.
 _ADV = r"(?:(?:just|right|immediately|directly)\s+)?"
@@ -213,14 +215,24 @@ _RELATIVE: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = 
         r"last)\s+block\b(?!\s+(?:number|height)\b)"), lambda m: "block latest-1"),
     (_p(rf"\b(?:the\s+)?block\s+{_ADV}(?:before|preceding)\s+{_HEAD}"), lambda m: "block latest-1"),
     (_p(rf"\b(?:the\s+)?block\s+{_ADV}before\s+last\b"), lambda m: "block latest-1"),
+    # "2 and 4 blocks ago", "1, 3 and 5 blocks back": one reference per number.
+    (_p(rf"\b{_N}((?:\s*,\s*{_NB})*\s*,?\s*(?:and|&|or)\s+{_NB})\s+blocks?\s+"
+        rf"(ago|back|earlier|(?:before|behind|prior\s+to)\s+{_HEAD})"),
+     lambda m: _each_ago(m)),
+    (_p(rf"\b{_N}((?:\s*,\s*{_NB})*\s*,?\s*(?:and|&|or)\s+{_NB})\s+blocks?\s+"
+        r"(before|prior\s+to|after)\s+block\s+(\d+)\b"),
+     lambda m: _each_from(m)),
+    # "the block two before block 9", "the block 2 after block 12".
+    (_p(rf"\bthe\s+block\s+{_N}\s+(before|prior\s+to|after)\s+block\s+(\d+)\b"),
+     lambda m: f"block {_shift(int(m.group(3)), _count(m.group(1)), m.group(2))}"),
     (_p(rf"\b{_N}\s+blocks?\s+(?:ago|back|earlier|(?:before|behind|prior\s+to)\s+{_HEAD})"),
      lambda m: f"block latest-{_count(m.group(1))}"),
     (_p(rf"\b(?:the\s+)?block\s+{_ADV}(?:before|preceding)\s+(?:block\s+)?(\d+)\b"),
-     lambda m: f"block {int(m.group(1)) - 1}"),
+     lambda m: f"block {_shift(int(m.group(1)), 1, 'before')}"),
     (_p(rf"\b(?:the\s+)?block\s+{_ADV}after\s+(?:block\s+)?(\d+)\b"),
      lambda m: f"block {int(m.group(1)) + 1}"),
     (_p(rf"\b{_N}\s+blocks?\s+(?:before|prior\s+to)\s+block\s+(\d+)\b"),
-     lambda m: f"block {int(m.group(2)) - _count(m.group(1))}"),
+     lambda m: f"block {_shift(int(m.group(2)), _count(m.group(1)), 'before')}"),
     (_p(rf"\b{_N}\s+blocks?\s+after\s+block\s+(\d+)\b"),
      lambda m: f"block {int(m.group(2)) + _count(m.group(1))}"),
 )
@@ -228,6 +240,33 @@ _RELATIVE: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = 
 
 def _count(word: str) -> int:
     return int(word) if word.isdigit() else _NUMBER_WORDS[word.lower()]
+
+
+def _numbers(m: re.Match[str]) -> list[int]:
+    return [_count(w) for w in re.findall(_NB, m.group(1) + " " + m.group(2), re.I)]
+
+
+def _listed_after_block(m: re.Match[str]) -> bool:
+    """ "block 12 and 5 blocks ago": the first number is a block of its own."""
+    return bool(re.search(r"\bblocks?\s*$", m.string[: m.start()], re.I))
+
+
+def _each_ago(m: re.Match[str]) -> str:
+    if _listed_after_block(m):
+        return m.group(0)
+    return " and ".join(f"block latest-{n}" for n in _numbers(m))
+
+
+def _shift(block: int, n: int, way: str) -> str:
+    """The block ``n`` before/after ``block``; one before block 0 is named, never read."""
+    shifted = block + n if way.lower() == "after" else block - n
+    return str(shifted) if shifted >= 0 else "before-genesis"
+
+
+def _each_from(m: re.Match[str]) -> str:
+    if _listed_after_block(m):
+        return m.group(0)
+    return " and ".join(f"block {_shift(int(m.group(4)), n, m.group(3))}" for n in _numbers(m))
 
 
 #: A block of a range: a number or ``latest-N`` (a relative reference already rewritten).

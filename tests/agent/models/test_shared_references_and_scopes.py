@@ -1,0 +1,63 @@
+"""Two numbers sharing one relative block reference ("the base fees 2 and 4 blocks ago")
+are one item each at its own block, and an aggregate over two addresses is over exactly
+the addresses of its own part: the address of a following part ("..., and how much does
+0xC hold?") is that part's own item. Each case here answered wrongly at exit 0 before
+(outside test 7: the head's value for the first number; a sum, count or winner over
+three addresses, or the next part dropped)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.models._factpatterns import extract_checklist
+
+A = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+B = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
+C = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
+E = "0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc"
+F = "0x976EA74026E726554dB657fA54763abd0C3a0aa9"
+
+
+def _declined(items: list) -> str:  # type: ignore[type-arg]
+    return " | ".join(f"{i['text']}: {i['unanswerable']}" for i in items if i.get("unanswerable"))
+
+
+@pytest.mark.parametrize(
+    ("task", "blocks"),
+    [
+        ("What were the base fees 2 and 4 blocks ago?", ["latest-2", "latest-4"]),
+        ("What was the base fee 1 and 3 blocks ago?", ["latest-1", "latest-3"]),
+        ("What were the timestamps 2 and 5 blocks ago?", ["latest-2", "latest-5"]),
+        ("What were the base fees 3 and 5 blocks ago, in wei?", ["latest-3", "latest-5"]),
+        ("What were the timestamps 1 and 2 blocks ago?", ["latest-1", "latest-2"]),
+        ("What were the base fees two and four blocks before the latest block?",
+         ["latest-2", "latest-4"]),
+        ("What were the base fees one and three blocks back?", ["latest-1", "latest-3"]),
+        ("What were the timestamps 1, 2 and 3 blocks ago?", ["latest-1", "latest-2", "latest-3"]),
+        ("What were the base fees 2 and 4 blocks before block 10?", ["8", "6"]),
+        ("What was the base fee of the block two before block 9, and of block 10?", ["7", "10"]),
+        ("What was the base fee of the block 2 after block 12?", ["14"]),
+        ("What was the base fee at block 12 and 5 blocks ago?", ["12", "latest-5"]),
+        ("What was the base fee 2 blocks ago and 4 blocks ago?", ["latest-2", "latest-4"]),
+    ],
+)  # fmt: skip
+def test_each_number_of_a_shared_relative_reference_is_its_own_block(
+    task: str, blocks: list  # type: ignore[type-arg]
+) -> None:
+    items = extract_checklist(task)
+    assert not _declined(items), items
+    assert [i.get("params", {}).get("block") for i in items] == blocks, items
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "What was the base fee 12 blocks before block 9?",
+        "What was the base fee of the block 12 before block 9?",
+        "What was the timestamp of the block before block 0?",
+    ],
+)
+def test_a_block_before_block_zero_is_named_never_the_heads(task: str) -> None:
+    items = extract_checklist(task)
+    assert "genesis" in _declined(items), items
+    assert all(i.get("kind") is None for i in items), items
