@@ -135,6 +135,12 @@ _LATEST = _p(r"\b(?:latest|current|currently|now|newest|most\s+recent|head)\b")
 _BARE_FACT = _p(r"\b(number|height|value|values|data|info|information|total|count)\b")
 _MINE = _p(r"\b(?:my|our|mine|your\s+own|the\s+agent['’]?s|i|we)\b")
 _REFERS_BACK = _p(r"\b(?:its|it|that|this|same)\b")
+#: A value named without a fact phrase ("the total ETH of 0xA and 0xB"): an aggregate over
+#: it is no aggregate of the fact a later part names ("..., and the ETH balance of 0xC").
+_VALUE_WORD = _p(r"\b(?:usdc|eth|ether|balances?|tokens?|funds|money)\b")
+#: A part starting a question of its own ("..., and how much does 0xC hold?"): no list
+#: tail of the part before it, so no address of the question before it.
+_ASKS_OWN = _p(r"^\s*(?:(?:and|also|then|so|but|plus)\s+)?(?:how|what|which|who|whose|where)\b")
 #: The aggregate words of the vocabulary, one pattern per operation, in priority order.
 _AGGREGATES: tuple[tuple[AggregateOp, re.Pattern[str]], ...] = tuple(
     (op, _p(r"(?<![\w-])(?:" + "|".join(
@@ -483,6 +489,11 @@ class _Part:
     #: at block 3, and at block 12", "... and what was it at block 5?"): no block of the
     #: sentence's other parts.
     again: bool = False
+    #: A question of its own naming addresses but no fact ("..., and how much does 0xC
+    #: hold?"): it asks the facts of the part before it for its own addresses. ``alone``:
+    #: its addresses belong to no part with a fact, and it is named as not read.
+    borrow: bool = False
+    alone: bool = False
 
 
 def _parts(task: str) -> list[_Part]:
@@ -840,13 +851,36 @@ class _Task:
     def _merge_subject_only_parts(self) -> None:
         """ "balances of 0xA and 0xB": a part holding only addresses joins its neighbour,
         with the aggregate it names ("... and 0xB combined")."""
-        for part in self.parts:
+        for n, part in enumerate(self.parts):
             left = part.candidate.leftover if part.candidate and not part.hits else part.leftover
             if part.hits or left or not part.subjects or _SEND.search(part.text):
+                continue
+            prev = self.parts[n - 1] if n else None
+            if (prev is not None and prev.alone and prev.sentence == part.sentence
+                    and not _ASKS_OWN.search(part.text)):  # fmt: skip
+                part.alone = True  # the list tail of a part left alone: alone too
                 continue
             same = [p for p in self.parts if p.sentence == part.sentence and p.hits]
             before = [p for p in same if p.start < part.start]
             target = before[-1] if before else (same[0] if same else None)
+            asks = bool(_ASKS_OWN.search(part.text))
+            if target is None and asks and part.candidate is None:
+                part.borrow = True  # "... together? How much does 0xC hold?"
+                continue
+            if target is not None and before and asks and (target.candidate or target.aggregate):
+                # "How much do 0xA and 0xB hold together, and how much does 0xC hold?":
+                # 0xC is no address of the sum before it.
+                part.borrow = part.candidate is None
+                part.alone = not part.borrow
+                continue
+            if target is not None and not before and part.candidate is not None and (any(
+                _ASKS_OWN.search(p.text) for p in self.parts
+                if part.start < p.start <= target.start
+            ) or _VALUE_WORD.search(part.text)):
+                # "What is the combined ETH of 0xA and 0xB, and what is the USDC balance
+                # of 0xC?": a later question's fact is not this part's.
+                part.alone = True
+                continue
             if target is not None:
                 target.subjects.extend(part.subjects)
                 target.subjects.sort(key=self.task.find)
@@ -1315,6 +1349,14 @@ class _Reader:
             return [self._condition(part)]  # "Is the base fee above 1 gwei?": true or false
         elif part.hits:
             return self.facts.facts(part)
+        elif part.alone and not part.leftover:
+            what = f"which value {part.candidate.word!r} is over" if part.candidate else (
+                "which fact the task asks of " + ", ".join(part.subjects))
+            return [self.out.cannot(part.text, f"the offline planner did not read {what} here; "
+                                    "ask for each value in its own words ('the combined ETH "
+                                    "balance of 0xA and 0xB')")]  # fmt: skip
+        elif part.borrow and not part.leftover:
+            return self._borrow(part)
         elif part.leftover:
             self.out.cannot(part.text, "the offline planner has no tool or pattern for this "
                             f"({', '.join(sorted(part.leftover)[:4])})")  # fmt: skip
@@ -1367,6 +1409,24 @@ class _Reader:
                         and re.search(r"\b(?:of|at|in|for)\s+the\s+$", prev.text[:pos])):  # fmt: skip
                     continue  # "the base fee of the latest block": a parameter
                 made.extend(self.facts._fact(at, fp, 0, phrase))
+        return made
+
+    def _borrow(self, part: _Part) -> list[int]:
+        """ "..., and how much does 0xC hold?": the account facts of the nearest part
+        before it that read any, for its own addresses only (never the other part's)."""
+        before = [p for p in self.t.parts if p.start < part.start and p.hits
+                  and not p.condition and not _SEND.search(p.text)]  # fmt: skip
+        prev = before[-1] if before else None
+        if prev is None or any(h[1].subject != "account" for h in prev.hits):
+            return [self.out.cannot(part.text, "the offline planner did not read which fact "
+                                    f"the task asks of {', '.join(part.subjects)}; name the "
+                                    "fact in this part ('the USDC balance of 0xC')")]  # fmt: skip
+        at = replace(prev, text=part.text, start=part.start, sentence=part.sentence,
+                     subjects=list(part.subjects), aggregate=None, candidate=None,
+                     again=False, leftover=set(), modifier=None)  # fmt: skip
+        made: list[int] = []
+        for _pos, fp, phrase in prev.hits:
+            made.extend(self.facts._fact(at, fp, 0, phrase))
         return made
 
     def _blocks_read(self) -> None:

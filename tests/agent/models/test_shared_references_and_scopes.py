@@ -61,3 +61,66 @@ def test_a_block_before_block_zero_is_named_never_the_heads(task: str) -> None:
     items = extract_checklist(task)
     assert "genesis" in _declined(items), items
     assert all(i.get("kind") is None for i in items), items
+
+
+def _address(item: dict) -> str:  # type: ignore[type-arg]
+    return str((item.get("params") or {}).get("address", ""))
+
+
+@pytest.mark.parametrize(
+    ("task", "op", "kind", "over", "alone"),
+    [
+        (f"How much USDC do {A} and {B} hold together, and how much does {C} hold?",
+         "sum", "usdc_balance", [A, B], C),
+        (f"How much USDC do {A} and {B} hold in total, in cents, and how much does {C} hold, "
+         "in atomic units?", "sum", "usdc_balance", [A, B], C),
+        (f"How much ETH do {E} and {F} have between them, and how much does {B} have?",
+         "sum", "eth_balance", [E, F], B),
+        (f"How many of {A} and {B} hold more than 5 USDC, and how much does {C} hold?",
+         "count", "usdc_balance", [A, B], C),
+        (f"Which of {A} and {B} has the least USDC, and how much does {C} hold?",
+         "min", "usdc_balance", [A, B], C),
+        (f"Which of {B} and {C} holds the most USDC, and how much does {A} hold?",
+         "max", "usdc_balance", [B, C], A),
+        (f"How much USDC do {A} and {B} hold together? How much does {C} hold?",
+         "sum", "usdc_balance", [A, B], C),
+        (f"Which of {A} and {B} has the least USDC? How much does {C} hold?",
+         "min", "usdc_balance", [A, B], C),
+        (f"How many of {A} and {B} hold more than 5 USDC? And what about {C}?",
+         "count", "usdc_balance", [A, B], C),
+        (f"How much more USDC does {A} have than {B}, and what does {C} hold?",
+         "diff", "usdc_balance", [A, B], C),
+    ],
+)  # fmt: skip
+def test_an_aggregate_is_over_its_own_parts_addresses_only(
+    task: str, op: str, kind: str, over: list, alone: str  # type: ignore[type-arg]
+) -> None:
+    items = extract_checklist(task)
+    assert not _declined(items), items
+    aggregate = [i for i in items if i.get("kind") == "comparison"]
+    assert [i["params"]["op"] for i in aggregate] == [op], items
+    refs = str(aggregate[0]["params"]["of"]).split(",")
+    assert [_address(items[int(r[1:]) - 1]) for r in refs] == over, items
+    assert [i["kind"] for i in items if _address(i) == alone] == [kind], items
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        f"What is the combined ETH of {E} and {F}, and what is the USDC balance of {C}?",
+        f"What is the total ETH of {E} and {F}, and the ETH balance of {B}?",
+    ],
+)
+def test_an_aggregate_whose_value_is_not_read_is_named_never_taken_over_the_next_part(
+    task: str,
+) -> None:
+    items = extract_checklist(task)
+    assert not [i for i in items if i.get("kind") == "comparison"], items
+    assert "combined" in _declined(items) or "total" in _declined(items), items
+    for addr in (E, F):
+        assert not [i for i in items if _address(i) == addr and not i.get("unanswerable")], items
+
+
+def test_a_question_naming_only_an_address_after_another_fact_is_named() -> None:
+    items = extract_checklist(f"What is the base fee? How much does {C} hold?")
+    assert C in _declined(items), items
