@@ -1589,9 +1589,14 @@ class _Reader:
         items = self.out.items
         if len(items) > max_items:
             rest = "; ".join(str(i["text"]) for i in items[max_items - 1 :])
+            why = f"the checklist holds at most {max_items} items"
+            cut = [i for i in items[max_items - 1 :] if i.get("kind") == "comparison"]
+            if cut:  # "the total USDC of five addresses": each value and the total are items
+                n = len(_refs((cut[0].get("params") or {}).get("of")))
+                why += (f"; {cut[0]['text']!r} over {n} values needs {n + 1} items (each value "
+                        f"and the result): ask it over at most {max_items - 1} addresses")
             items = items[: max_items - 1] + [{
-                "text": _clip(rest), "kind": None,
-                "unanswerable": f"the checklist holds at most {max_items} items",
+                "text": _clip(rest), "kind": None, "unanswerable": why,
             }]  # fmt: skip
 
         def ref(value: _Param) -> str:

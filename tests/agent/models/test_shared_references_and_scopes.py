@@ -124,3 +124,9 @@ def test_an_aggregate_whose_value_is_not_read_is_named_never_taken_over_the_next
 def test_a_question_naming_only_an_address_after_another_fact_is_named() -> None:
     items = extract_checklist(f"What is the base fee? How much does {C} hold?")
     assert C in _declined(items), items
+
+
+def test_an_aggregate_over_five_addresses_names_the_items_it_needs() -> None:
+    items = extract_checklist(f"What is the combined USDC balance of {A}, {B}, {C}, {E} and {F}?")
+    assert "needs 6 items" in _declined(items) and "at most 4 addresses" in _declined(items), items
+    assert not [i for i in items if i.get("kind") == "comparison"], items
