@@ -346,6 +346,27 @@ _PARTS: tuple[tuple[str, list[dict[str, object]]], ...] = (
     ("What's the USDC balance of {a} in atomic units and of {b} in cents?",
      [{"probe": "usdc_balance", "address": "{a}", "unit": "atomic"},
       {"probe": "usdc_balance", "address": "{b}", "unit": "cents"}]),
+    # Two numbers sharing one relative reference (outside test 7): each at its own block.
+    ("What were the base fees 1 and 3 blocks ago?",
+     [{"probe": "base_fee_gwei", "back": 1}, {"probe": "base_fee_gwei", "back": 3}]),
+    ("What were the timestamps two and three blocks before the latest block?",
+     [{"probe": "block_timestamp", "back": 2}, {"probe": "block_timestamp", "back": 3}]),
+    ("What were the base fees 1 and 2 blocks back, in wei?",
+     [{"probe": "base_fee_gwei", "back": 1, "unit": "wei"},
+      {"probe": "base_fee_gwei", "back": 2, "unit": "wei"}]),
+    # An aggregate over two addresses, then a part about a third (outside test 7): the
+    # aggregate is over its own part's addresses only.
+    ("How much USDC do {a} and {b} hold together, and how much does {c} hold?",
+     [{"probe": "sum", "of": "usdc_balance"}, {"probe": "usdc_balance", "address": "{c}"}]),
+    ("How much ETH do {a} and {b} have between them, and how much does {c} have?",
+     [{"probe": "sum", "of": "eth_balance"}, {"probe": "eth_balance", "address": "{c}"}]),
+    ("How many of {a} and {b} hold any USDC? How much does {c} hold?",
+     [{"probe": "count", "of": "usdc_balance"}, {"probe": "usdc_balance", "address": "{c}"}]),
+    ("Which of {a} and {b} holds the most ETH, and how much ETH does {c} hold?",
+     [{"probe": "winner", "of": "eth_balance", "op": "max"},
+      {"probe": "eth_balance", "address": "{c}"}]),
+    ("What is the combined ETH balance of {a} and {b}, and the USDC balance of {c}?",
+     [{"probe": "sum", "of": "eth_balance"}, {"probe": "usdc_balance", "address": "{c}"}]),
 )  # fmt: skip
 #: A part nib does not read, named while the rest is answered (``partial``): a ratio, a
 #: balance at a past block.
@@ -354,6 +375,9 @@ _PARTS_PARTIAL: tuple[tuple[str, dict[str, object]], ...] = (
      {"probe": "winner", "of": "usdc_balance", "op": "max"}),
     ("How much USDC does {a} hold now, and how much did it hold at block {head_minus_1}?",
      {"probe": "usdc_balance", "address": "{a}"}),
+    # An aggregate whose value no phrase names: named, never taken over the next part.
+    ("What is the combined ETH of {a} and {b}, and what is the USDC balance of {c}?",
+     {"probe": "usdc_balance", "address": "{c}"}),
 )  # fmt: skip
 _FOUR: tuple[tuple[str, dict[str, object]], ...] = (
     ("What is the combined USDC balance of {a}, {b}, {c} and {empty}?",
@@ -371,18 +395,20 @@ _PARTS_DECLINED = (
 def _parts(rows: list[JSONObject]) -> None:
     orders = (("{wallet}", "{seller}", "{outsider}"), ("{outsider}", "{seller}", "{wallet}"))
 
-    def filled(spec: Mapping[str, object], a: str, b: str) -> dict[str, object]:
-        out = {k: (str(v).format(a=a, b=b) if k == "address" else v) for k, v in spec.items()}
-        return out | ({"addresses": [a, b]} if spec["probe"] in ("winner", "diff") else {})
+    def filled(spec: Mapping[str, object], a: str, b: str, c: str = "") -> dict[str, object]:
+        out = {k: (str(v).format(a=a, b=b, c=c) if k == "address" else v)
+               for k, v in spec.items()}  # fmt: skip
+        over = spec["probe"] in ("winner", "diff", "sum", "count")
+        return out | ({"addresses": [a, b]} if over else {})
 
     for (text, specs), (a, b, c) in itertools.product(_PARTS, orders):
-        truth = [filled(spec, a, b) for spec in specs]
+        truth = [filled(spec, a, b, c) for spec in specs]
         task = text.format(a=a, b=b, c=c, head_minus_1="{head_minus_1}",
                            head_minus_2="{head_minus_2}", head_minus_3="{head_minus_3}")  # fmt: skip
         rows.append(_task(len(rows), "parts", task, "answer", truth))
     for (text, spec), (a, b, c) in itertools.product(_PARTS_PARTIAL, orders):
         task = text.format(a=a, b=b, c=c, head_minus_1="{head_minus_1}")
-        rows.append(_task(len(rows), "parts", task, "partial", [filled(spec, a, b)]))
+        rows.append(_task(len(rows), "parts", task, "partial", [filled(spec, a, b, c)]))
     # Four addresses: every balance read (a sum or count is not stopped after three reads).
     for (text, spec), (a, b, c) in itertools.product(_FOUR, orders):
         probe = spec | {"addresses": [a, b, c, _EMPTY]}
