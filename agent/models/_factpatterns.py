@@ -140,7 +140,8 @@ _REFERS_BACK = _p(r"\b(?:its|it|that|this|same)\b")
 _VALUE_WORD = _p(r"\b(?:usdc|eth|ether|balances?|tokens?|funds|money)\b")
 #: A part starting a question of its own ("..., and how much does 0xC hold?"): no list
 #: tail of the part before it, so no address of the question before it.
-_ASKS_OWN = _p(r"^\s*(?:(?:and|also|then|so|but|plus)\s+)?(?:how|what|which|who|whose|where)\b")
+_ASKS_OWN = _p(r"^\s*(?:(?:and|also|then|so|but|plus)\s+)?(?:how|what|which|who|whose|where|"
+               r"does|do|did|is|are|was|were|has|have|had|can|could)\b")
 #: The aggregate words of the vocabulary, one pattern per operation, in priority order.
 _AGGREGATES: tuple[tuple[AggregateOp, re.Pattern[str]], ...] = tuple(
     (op, _p(r"(?<![\w-])(?:" + "|".join(
@@ -209,6 +210,8 @@ _NUMBER_WORDS = {
     "eight": 8, "nine": 9, "ten": 10, "a": 1, "an": 1,
 }  # fmt: skip
 _N = r"(\d+|one|two|three|four|five|six|seven|eight|nine|ten|an?)"
+#: The word joining a list of numbers ("2 and also 4 blocks ago").
+_AND = r"(?:and(?:\s+also)?|&|or)"
 #: A number in a list of them ("2, 3 and 4 blocks ago"), not captured.
 _NB = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)\b"
 _HEAD = r"(?:the\s+)?(?:latest|current|newest|last|most\s+recent|head|tip|chain\s+head)(?:\s+(?:one|block))?"
@@ -221,17 +224,22 @@ _RELATIVE: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = 
         r"last)\s+block\b(?!\s+(?:number|height)\b)"), lambda m: "block latest-1"),
     (_p(rf"\b(?:the\s+)?block\s+{_ADV}(?:before|preceding)\s+{_HEAD}"), lambda m: "block latest-1"),
     (_p(rf"\b(?:the\s+)?block\s+{_ADV}before\s+last\b"), lambda m: "block latest-1"),
-    # "2 and 4 blocks ago", "1, 3 and 5 blocks back": one reference per number.
-    (_p(rf"\b{_N}((?:\s*,\s*{_NB})*\s*,?\s*(?:and|&|or)\s+{_NB})\s+blocks?\s+"
-        rf"(ago|back|earlier|(?:before|behind|prior\s+to)\s+{_HEAD})"),
+    # "2 and 4 blocks ago", "1, 3 and 5 blocks back", "2 blocks and 4 blocks ago": one
+    # reference per number.
+    (_p(rf"\b{_N}((?:\s+blocks?)?(?:\s*,\s*{_NB}(?:\s+blocks?)?)*\s*,?\s*{_AND}\s+{_NB})"
+        rf"\s+blocks?\s+(ago|back|earlier|prior(?!\s+to)|(?:before|behind|prior\s+to)\s+{_HEAD})"),
      lambda m: _each_ago(m)),
-    (_p(rf"\b{_N}((?:\s*,\s*{_NB})*\s*,?\s*(?:and|&|or)\s+{_NB})\s+blocks?\s+"
-        r"(before|prior\s+to|after)\s+block\s+(\d+)\b"),
+    (_p(rf"\b{_N}((?:\s+blocks?)?(?:\s*,\s*{_NB}(?:\s+blocks?)?)*\s*,?\s*{_AND}\s+{_NB})"
+        r"\s+blocks?\s+(before|prior\s+to|after)\s+block\s+(\d+)\b"),
      lambda m: _each_from(m)),
+    # "2 blocks ago and also 4?": a bare number after a relative reference is one too.
+    (_p(rf"\b{_N}(\s+blocks?\s+(?:ago|back|earlier)\s*,?\s*{_AND}\s+{_NB})()"
+        r"(?=\s*(?:[?.!;,]|$))"),
+     lambda m: _each_ago(m)),
     # "the block two before block 9", "the block 2 after block 12".
     (_p(rf"\bthe\s+block\s+{_N}\s+(before|prior\s+to|after)\s+block\s+(\d+)\b"),
      lambda m: f"block {_shift(int(m.group(3)), _count(m.group(1)), m.group(2))}"),
-    (_p(rf"\b{_N}\s+blocks?\s+(?:ago|back|earlier|(?:before|behind|prior\s+to)\s+{_HEAD})"),
+    (_p(rf"\b{_N}\s+blocks?\s+(?:ago|back|earlier|prior(?!\s+to)|(?:before|behind|prior\s+to)\s+{_HEAD})"),
      lambda m: f"block latest-{_count(m.group(1))}"),
     (_p(rf"\b(?:the\s+)?block\s+{_ADV}(?:before|preceding)\s+(?:block\s+)?(\d+)\b"),
      lambda m: f"block {_shift(int(m.group(1)), 1, 'before')}"),
@@ -253,8 +261,9 @@ def _numbers(m: re.Match[str]) -> list[int]:
 
 
 def _listed_after_block(m: re.Match[str]) -> bool:
-    """ "block 12 and 5 blocks ago": the first number is a block of its own."""
-    return bool(re.search(r"\bblocks?\s*$", m.string[: m.start()], re.I))
+    """ "block 12 and 5 blocks ago": the first number is a block of its own ("the blocks 2
+    and 4 blocks ago" is relative)."""
+    return bool(re.search(r"\bblock\s*$", m.string[: m.start()], re.I))
 
 
 def _each_ago(m: re.Match[str]) -> str:
@@ -856,9 +865,16 @@ class _Task:
             if part.hits or left or not part.subjects or _SEND.search(part.text):
                 continue
             prev = self.parts[n - 1] if n else None
-            if (prev is not None and prev.alone and prev.sentence == part.sentence
+            if (prev is not None and (prev.alone or prev.borrow) and prev.sentence == part.sentence
                     and not _ASKS_OWN.search(part.text)):  # fmt: skip
-                part.alone = True  # the list tail of a part left alone: alone too
+                # The list tail of a part asking on its own: that part's address ("...,
+                # and how much do 0xB and 0xC hold?"); with an aggregate of its own, both
+                # are named ("..., and how much do 0xB and 0xC hold together?").
+                if prev.borrow and part.candidate is None:
+                    prev.subjects.extend(part.subjects)
+                    part.subjects = []
+                else:
+                    prev.borrow, prev.alone, part.alone = False, True, True
                 continue
             same = [p for p in self.parts if p.sentence == part.sentence and p.hits]
             before = [p for p in same if p.start < part.start]

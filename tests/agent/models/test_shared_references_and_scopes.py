@@ -39,6 +39,12 @@ def _declined(items: list) -> str:  # type: ignore[type-arg]
         ("What was the base fee of the block 2 after block 12?", ["14"]),
         ("What was the base fee at block 12 and 5 blocks ago?", ["12", "latest-5"]),
         ("What was the base fee 2 blocks ago and 4 blocks ago?", ["latest-2", "latest-4"]),
+        ("What was the base fee 2 blocks and 4 blocks ago?", ["latest-2", "latest-4"]),
+        ("What were the base fees 2 and also 4 blocks ago?", ["latest-2", "latest-4"]),
+        ("What were the base fees 2 and 4 blocks prior?", ["latest-2", "latest-4"]),
+        ("What was the base fee 2 blocks ago and also 4?", ["latest-2", "latest-4"]),
+        ("What were the timestamps of the blocks 2 and 4 blocks ago?", ["latest-2", "latest-4"]),
+        ("Base fee 2 and 4 blocks ago, please.", ["latest-2", "latest-4"]),
     ],
 )  # fmt: skip
 def test_each_number_of_a_shared_relative_reference_is_its_own_block(
@@ -90,6 +96,12 @@ def _address(item: dict) -> str:  # type: ignore[type-arg]
          "count", "usdc_balance", [A, B], C),
         (f"How much more USDC does {A} have than {B}, and what does {C} hold?",
          "diff", "usdc_balance", [A, B], C),
+        (f"Which of {A} and {B} has more USDC, and does {C} hold any?",
+         "max", "usdc_balance", [A, B], C),
+        (f"What's the total USDC held by {A} and {B}, and what about {C}?",
+         "sum", "usdc_balance", [A, B], C),
+        (f"How much USDC do {A} and {B} hold together and how much does {C} hold?",
+         "sum", "usdc_balance", [A, B], C),
     ],
 )  # fmt: skip
 def test_an_aggregate_is_over_its_own_parts_addresses_only(
@@ -130,3 +142,11 @@ def test_an_aggregate_over_five_addresses_names_the_items_it_needs() -> None:
     items = extract_checklist(f"What is the combined USDC balance of {A}, {B}, {C}, {E} and {F}?")
     assert "needs 6 items" in _declined(items) and "at most 4 addresses" in _declined(items), items
     assert not [i for i in items if i.get("kind") == "comparison"], items
+
+
+def test_a_second_aggregate_asked_on_its_own_is_named_never_merged_into_the_first() -> None:
+    items = extract_checklist(f"How much USDC do {A} and {B} hold together, and how much do "
+                              f"{B} and {C} hold together?")  # fmt: skip
+    sums = [i for i in items if i.get("kind") == "comparison"]
+    assert [s["params"]["of"] for s in sums] == ["c1,c2"], items
+    assert "together" in _declined(items), items
