@@ -503,6 +503,8 @@ class _Part:
     #: its addresses belong to no part with a fact, and it is named as not read.
     borrow: bool = False
     alone: bool = False
+    #: Where a borrowing part's question ends (its list tails joined): its aggregate's text.
+    until: int = 0
 
 
 def _parts(task: str) -> list[_Part]:
@@ -870,9 +872,12 @@ class _Task:
                 # The list tail of a part asking on its own: that part's address ("...,
                 # and how much do 0xB and 0xC hold?"); with an aggregate of its own, both
                 # are named ("..., and how much do 0xB and 0xC hold together?").
-                if prev.borrow and part.candidate is None:
+                if prev.borrow and (part.candidate is None or prev.aggregate is None):
+                    # "..., and how much do 0xA and 0xB hold together?": its own aggregate.
                     prev.subjects.extend(part.subjects)
-                    part.subjects = []
+                    prev.aggregate = prev.aggregate or part.candidate
+                    prev.until = part.start + len(part.text)
+                    part.subjects, part.candidate, part.leftover = [], None, set()
                 else:
                     prev.borrow, prev.alone, part.alone = False, True, True
                 continue
@@ -880,7 +885,15 @@ class _Task:
             before = [p for p in same if p.start < part.start]
             target = before[-1] if before else (same[0] if same else None)
             asks = bool(_ASKS_OWN.search(part.text))
-            if target is None and asks and part.candidate is None:
+            after = self.parts[n + 1] if n + 1 < len(self.parts) else None
+            if (asks and before and after is not None and after.sentence == part.sentence
+                    and after.hits and not _ASKS_OWN.search(after.text)):  # fmt: skip
+                # "..., and which of 0xA and 0xB holds the most ETH?": its own question.
+                target, before = after, []
+            # "How much USDC does 0xC hold, and how much do 0xA and 0xB hold together?":
+            # a question of its own whose list tail names an aggregate is no tail of 0xC's.
+            own_aggregate = asks and part.candidate is None and self._tail_aggregates(n)
+            if (target is None or own_aggregate) and asks and part.candidate is None:
                 part.borrow = True  # "... together? How much does 0xC hold?"
                 continue
             if target is not None and before and asks and (target.candidate or target.aggregate):
@@ -908,6 +921,16 @@ class _Task:
                 elif mine is not None and theirs is not None and mine.op != theirs.op:
                     target.candidate = replace(theirs, leftover={*theirs.leftover, mine.word})
                 part.candidate = None
+
+    def _tail_aggregates(self, n: int) -> bool:
+        """True when a list tail right after part ``n`` (same sentence, no fact phrase, no
+        question word of its own) names an aggregate ("... and 0xB hold together")."""
+        for tail in self.parts[n + 1 :]:
+            if tail.sentence != self.parts[n].sentence or tail.hits or _ASKS_OWN.search(tail.text):
+                return False
+            if tail.candidate is not None:
+                return True
+        return False
 
     def _settle_aggregates(self) -> None:
         """A part's aggregate words are an aggregate over two or more addresses ("the
@@ -1437,8 +1460,15 @@ class _Reader:
             return [self.out.cannot(part.text, "the offline planner did not read which fact "
                                     f"the task asks of {', '.join(part.subjects)}; name the "
                                     "fact in this part ('the USDC balance of 0xC')")]  # fmt: skip
-        at = replace(prev, text=part.text, start=part.start, sentence=part.sentence,
-                     subjects=list(part.subjects), aggregate=None, candidate=None,
+        agg = part.aggregate if len(set(part.subjects)) >= 2 else None
+        if part.aggregate is not None and (agg is None or any(
+                h[1].kind not in AGGREGATE_KINDS[agg.op] for h in prev.hits)):  # fmt: skip
+            return [self.out.cannot(part.text, f"the offline planner did not read which value "
+                                    f"{part.aggregate.word!r} is over here; name the fact in "
+                                    "this part ('the combined USDC balance of 0xA and 0xB')")]  # fmt: skip
+        text = self.t.task[part.start : max(part.until, part.start + len(part.text))]
+        at = replace(prev, text=text, start=part.start, sentence=part.sentence,
+                     subjects=list(part.subjects), aggregate=agg, candidate=None,
                      again=False, leftover=set(), modifier=None)  # fmt: skip
         made: list[int] = []
         for _pos, fp, phrase in prev.hits:

@@ -144,9 +144,26 @@ def test_an_aggregate_over_five_addresses_names_the_items_it_needs() -> None:
     assert not [i for i in items if i.get("kind") == "comparison"], items
 
 
-def test_a_second_aggregate_asked_on_its_own_is_named_never_merged_into_the_first() -> None:
-    items = extract_checklist(f"How much USDC do {A} and {B} hold together, and how much do "
-                              f"{B} and {C} hold together?")  # fmt: skip
-    sums = [i for i in items if i.get("kind") == "comparison"]
-    assert [s["params"]["of"] for s in sums] == ["c1,c2"], items
-    assert "together" in _declined(items), items
+@pytest.mark.parametrize(
+    ("task", "ops"),
+    [
+        (f"How much USDC do {A} and {B} hold together, and how much do {B} and {C} hold "
+         "together?", [("sum", "c1,c2"), ("sum", "c2,c4")]),
+        (f"Which of {A} and {B} holds the most USDC? Which of {B} and {C} holds the least?",
+         [("max", "c1,c2"), ("min", "c2,c4")]),
+        (f"How much USDC does {C} hold, and how much do {A} and {B} hold together?",
+         [("sum", "c2,c3")]),
+        (f"What is the USDC balance of {C}, and how much do {A} and {B} hold combined?",
+         [("sum", "c2,c3")]),
+        (f"How much ETH does {C} hold, and which of {A} and {B} holds the most ETH?",
+         [("max", "c2,c3")]),
+        (f"What is the base fee, and which of {A} and {B} has more USDC?", [("max", "c2,c3")]),
+    ],
+)  # fmt: skip
+def test_an_aggregate_asked_after_another_part_is_over_its_own_addresses(
+    task: str, ops: list  # type: ignore[type-arg]
+) -> None:
+    items = extract_checklist(task)
+    assert not _declined(items), items
+    got = [(i["params"]["op"], i["params"]["of"]) for i in items if i.get("kind") == "comparison"]
+    assert got == ops, items
