@@ -367,6 +367,8 @@ _PARTS: tuple[tuple[str, list[dict[str, object]]], ...] = (
       {"probe": "eth_balance", "address": "{c}"}]),
     ("What is the combined ETH balance of {a} and {b}, and the USDC balance of {c}?",
      [{"probe": "sum", "of": "eth_balance"}, {"probe": "usdc_balance", "address": "{c}"}]),
+    ("How much ETH does {c} hold, and how much do {a} and {b} hold together?",
+     [{"probe": "eth_balance", "address": "{c}"}, {"probe": "sum", "of": "eth_balance"}]),
 )  # fmt: skip
 #: A part nib does not read, named while the rest is answered (``partial``): a ratio, a
 #: balance at a past block.
