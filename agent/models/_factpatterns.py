@@ -129,6 +129,9 @@ _BLOCKS_N = _p(r"\bblocks\s+(\d+|latest-\d+)(?![\w-])(?!\s*(?:to|-|–|\.\.|thro
 _RANGE = _p(r"\bblocks?\s+(\d+|latest-\d+)\s*(?:to|-|–|\.\.|through|until)\s*(?:block\s+)?"
             r"(\d+|latest-\d+)(?![\w-])")
 _WINDOW = _p(r"\b(?:last|past|previous|recent|latest|most\s+recent)\s+(\d+)\s+blocks\b")
+#: "the last 3 and 5 blocks", "the last 3 and the last 5 blocks": two windows in one list.
+_WINDOW_LIST = _p(r"\b(?:last|past|previous|recent|latest|most\s+recent)\s+(\d+)\s*(?:,|and|&|or)"
+                  r"\s*(?:the\s+)?(?:(?:last|past|previous|recent|latest)\s+)?(\d+)\s+blocks\b")
 _LATEST = _p(r"\b(?:latest|current|currently|now|newest|most\s+recent|head)\b")
 #: Nouns of the filler list that name a fact when they stand alone in a list ("the number
 #: and the timestamp of the latest block"): never dropped, read or declined by name.
@@ -1310,6 +1313,7 @@ class _Reader:
             self._gate(orders, gates.get(at) or [])
         self._withhold(actions)
         self._blocks_read()
+        self._windows_read()
         self._units_placed()
         self._units_taken()
         self._computed_units()
@@ -1474,6 +1478,22 @@ class _Reader:
         for _pos, fp, phrase in prev.hits:
             made.extend(self.facts._fact(at, fp, 0, phrase))
         return made
+
+    def _windows_read(self) -> None:
+        """Two windows named ("the last 3 and 5 blocks", "the last 3 blocks and the last 5
+        blocks") and one no item reads: every window fact is declined naming them, never
+        read over one window (or the default one) as if it answered both."""
+        said = [m.group(1) for m in _WINDOW.finditer(self.t.task)]
+        said += [n for m in _WINDOW_LIST.finditer(self.t.task) for n in m.groups()]
+        read = {str((i.get("params") or {}).get("blocks")) for i in self.out.items
+                if i.get("kind") in WINDOW_KINDS}  # fmt: skip
+        if len(set(said)) < 2 or set(said) <= read:
+            return  # one window, or each named window read by its own item
+        named = " and ".join(f"the last {n} blocks" for n in dict.fromkeys(said))
+        for n, item in enumerate(self.out.items):
+            if item.get("kind") in WINDOW_KINDS and not item.get("unanswerable"):
+                self._decline(n, f"the task names {named}; the offline planner reads one "
+                              "window of blocks per task (ask each window in its own task)")  # fmt: skip
 
     def _blocks_read(self) -> None:
         """Every block the task names is read by an item (or an item declines it): one no

@@ -167,3 +167,24 @@ def test_an_aggregate_asked_after_another_part_is_over_its_own_addresses(
     assert not _declined(items), items
     got = [(i["params"]["op"], i["params"]["of"]) for i in items if i.get("kind") == "comparison"]
     assert got == ops, items
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "How many USDC transfers were there in the last 3 and 5 blocks?",
+        "How many USDC transfers were there in the last 3 and the last 5 blocks?",
+        "How many USDC transfers were there in the last 3 blocks and in the last 5 blocks?",
+    ],
+)
+def test_two_windows_one_item_reads_are_named_never_one_for_both(task: str) -> None:
+    items = extract_checklist(task)
+    assert "the last 3 blocks" in _declined(items) and "the last 5 blocks" in _declined(items)
+    assert not [i for i in items if i.get("kind") == "transfer_count"], items
+
+
+def test_two_windows_each_read_by_its_own_item_stay_answered() -> None:
+    items = extract_checklist("How many USDC transfers were there in the last 10 blocks, and "
+                              "what was the largest USDC transfer in the last 20 blocks?")  # fmt: skip
+    assert [(i["kind"], i["params"]["blocks"]) for i in items] == [
+        ("transfer_count", "10"), ("transfer_max", "20")], items  # fmt: skip
