@@ -353,5 +353,25 @@ def markdown_tables() -> str:
     return "\n".join(lines)
 
 
+def readme_summary() -> str:
+    """The README's short form of the vocabulary: the fact kinds with each one's first
+    phrase, the aggregates, and what is declined (README.md holds it; the whole table is in
+    docs/planner.md)."""
+    kinds = ", ".join(f"`{kw.kind}` ({kw.phrases[0].text})" for kw in KIND_WORDS
+                      if not kw.needs_hash)
+    aggregates = ", ".join(f"`{op}` ({words[0]})" for op, words in AGGREGATES)
+    return "\n".join([
+        f"- **Facts it reads** (a fact kind and one of its phrases): {kinds}.",
+        f"- **Aggregates over several addresses**: {aggregates}.",
+        "- **Units and formats** (shape the answer, never an item): gwei, wei, ether, USDC, "
+        "cents, atomic units, unix time, UTC.",
+        f"- **Declined, naming the word**: another chain ({OTHER_CHAINS[0]}, ...), a standing "
+        f"or future request ({STANDING[0]}, ...), a block the chain contradicts, a word no "
+        "fact kind takes.",
+    ])
+
+
 if __name__ == "__main__":  # pragma: no cover - prints the docs' tables
-    print(markdown_tables())
+    import sys
+
+    print(readme_summary() if sys.argv[1:] == ["--readme"] else markdown_tables())

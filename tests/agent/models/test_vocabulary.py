@@ -154,6 +154,16 @@ def test_docs_planner_md_holds_the_generated_table() -> None:
     assert markdown_tables() in doc.read_text(), "regenerate: python -m agent.models.vocabulary"
 
 
+def test_readme_holds_the_generated_summary() -> None:
+    from pathlib import Path
+
+    from agent.models.vocabulary import readme_summary
+
+    readme = Path(__file__).resolve().parents[3] / "README.md"
+    assert readme_summary() in readme.read_text(), (
+        "regenerate: python -m agent.models.vocabulary --readme")
+
+
 def test_a_payment_in_another_word_order_is_named_not_dropped() -> None:
     items = extract_checklist(f"Pay the seller {A} 0.10 USDC, then report the base fee.")
     assert [i["kind"] for i in items] == [None, "base_fee_gwei"]
