@@ -145,6 +145,13 @@ _VALUE_WORD = _p(r"\b(?:usdc|eth|ether|balances?|tokens?|funds|money)\b")
 #: tail of the part before it, so no address of the question before it.
 _ASKS_OWN = _p(r"^\s*(?:(?:and|also|then|so|but|plus)\s+)?(?:how|what|which|who|whose|where|"
                r"does|do|did|is|are|was|were|has|have|had|can|could)\b")
+#: A part asking its own question ("what was ...", "when was block 7 mined"); "what
+#: about ..." refers back. Its tense says whether a block another part names is its own.
+_OWN_QUESTION = _p(r"^\s*(?:(?:and|also|then|so|but|plus)\s+)?(?:how|what|which|who|whose|"
+                   r"where|when|does|do|did|is|are|was|were|has|have|had|can|could)\b")
+_ABOUT = _p(r"^\s*(?:(?:and|also|then|so|but|plus)\s+)?(?:what|how)\s+about\b")
+_PRESENT = _p(r"(?:\b(?:is|are|does|do|has|have)\b|'s\b)")
+_PAST = _p(r"\b(?:was|were|did|had)\b")
 #: The aggregate words of the vocabulary, one pattern per operation, in priority order.
 _AGGREGATES: tuple[tuple[AggregateOp, re.Pattern[str]], ...] = tuple(
     (op, _p(r"(?<![\w-])(?:" + "|".join(
@@ -1010,6 +1017,12 @@ class _FactItems:
             return own
         sentence = self.t.block_sentence(part.sentence)
         found = _block_params(sentence)
+        if "block" in found:  # a window ("in the last 10 blocks") is shared as before
+            share = self._shares_block(part)
+            if share is None:  # its own question or another part's: ambiguous
+                return {"ambiguous": _span_text(found).strip()}
+            if not share:  # a question of its own, present tense: at the head
+                return {}
         if not found and (fp.kind in WINDOW_KINDS or _REFERS_BACK.search(part.text)):
             found = _block_params(" ".join(p.text for p in self.t.parts if not p.again))
         return found
@@ -1023,8 +1036,48 @@ class _FactItems:
             self.out.at.setdefault(n, at if at >= 0 else part.start + pos)
         return made
 
+    def _shares_block(self, part: _Part) -> bool | None:
+        """Whether a part naming no block takes the block another part of its sentence
+        names: a bare list item sharing one tail ("the base fee and the timestamp at block
+        5", "the base fee at block 5, and the timestamp") does; a question of its own in
+        the present tense ("What is the base fee, and what was the timestamp 3 blocks
+        ago?") is at the head (False); a past-tense question of its own, or a present-tense
+        question followed by ", and" a bare part with the block, is ambiguous (None)."""
+        holders = [p for p in self.t.parts if p.sentence == part.sentence and not p.again
+                   and p is not part and _block_params(p.text)]  # fmt: skip
+        if _REFERS_BACK.search(part.text):
+            return True
+        own_q = bool(_OWN_QUESTION.search(part.text)) and not _ABOUT.search(part.text)
+        past = bool(_PAST.search(part.text))
+        verdicts: set[bool | None] = set()
+        for q in holders:
+            if not q.hits:  # a bare trailing ", at block 5": the whole sentence's block
+                verdicts.add(True)
+            elif q.start > part.start:
+                q_own = bool(_OWN_QUESTION.search(q.text)) and not _ABOUT.search(q.text)
+                if q_own:
+                    verdicts.add(None if past else False)
+                    continue
+                between = self.t.task[part.start + len(part.text) : q.start]
+                if "," in between and own_q and _PRESENT.search(part.text):
+                    verdicts.add(None)
+                else:
+                    verdicts.add(True)
+            elif own_q:
+                verdicts.add(None if past or not _PRESENT.search(part.text) else False)
+            else:
+                verdicts.add(True)
+        if not verdicts:
+            return True
+        return verdicts.pop() if len(verdicts) == 1 else None
+
     def _fact_items(self, part: _Part, fp: FactPattern, pos: int, phrase: str) -> list[int]:
         scope = self._block_scope(part, fp)
+        if "ambiguous" in scope:
+            ref = scope["ambiguous"]
+            return [self.out.cannot(fp.label, f"'{ref}' is said in another part of the "
+                                    f"sentence: ask the {fp.label} at the latest block or "
+                                    f"{ref} in its own words")]  # fmt: skip
         where = _span_text(scope)
         if scope and fp.kind not in BLOCK_KINDS | WINDOW_KINDS:
             return [self.out.cannot(f"{fp.label}{where}", f"no tool reads {fp.label}{where}")]
