@@ -369,6 +369,18 @@ _PARTS: tuple[tuple[str, list[dict[str, object]]], ...] = (
      [{"probe": "sum", "of": "eth_balance"}, {"probe": "usdc_balance", "address": "{c}"}]),
     ("How much ETH does {c} hold, and how much do {a} and {b} hold together?",
      [{"probe": "eth_balance", "address": "{c}"}, {"probe": "sum", "of": "eth_balance"}]),
+    # A block said in one part is not another part's (outside test 8): a present-tense
+    # question of its own is at the head.
+    ("What is the base fee, and what was the timestamp 2 blocks ago?",
+     [{"probe": "base_fee_gwei"}, {"probe": "block_timestamp", "back": 2}]),
+    ("What was the timestamp 3 blocks ago, and what is the base fee?",
+     [{"probe": "block_timestamp", "back": 3}, {"probe": "base_fee_gwei"}]),
+    ("What is the block number, and what was the base fee at block {head_minus_2}?",
+     [{"probe": "block_number"}, {"probe": "base_fee_gwei", "back": 2}]),
+    ("What is the base fee, and when was block {head_minus_1} mined?",
+     [{"probe": "base_fee_gwei"}, {"probe": "block_timestamp", "back": 1}]),
+    ("What is the USDC balance of {a}, and what was the base fee 3 blocks ago?",
+     [{"probe": "usdc_balance", "address": "{a}"}, {"probe": "base_fee_gwei", "back": 3}]),
 )  # fmt: skip
 #: A part nib does not read, named while the rest is answered (``partial``): a ratio, a
 #: balance at a past block.
@@ -380,6 +392,9 @@ _PARTS_PARTIAL: tuple[tuple[str, dict[str, object]], ...] = (
     # An aggregate whose value no phrase names: named, never taken over the next part.
     ("What is the combined ETH of {a} and {b}, and what is the USDC balance of {c}?",
      {"probe": "usdc_balance", "address": "{c}"}),
+    # "What is X, and the Y 2 blocks ago": whose block is unclear, X is declined naming it.
+    ("What is the base fee, and the timestamp 2 blocks ago?",
+     {"probe": "block_timestamp", "back": 2}),
 )  # fmt: skip
 _FOUR: tuple[tuple[str, dict[str, object]], ...] = (
     ("What is the combined USDC balance of {a}, {b}, {c} and {empty}?",

@@ -234,6 +234,15 @@ _RELATIVE: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = 
         r"last)\s+block\b(?!\s+(?:number|height)\b)"), lambda m: "block latest-1"),
     (_p(rf"\b(?:the\s+)?block\s+{_ADV}(?:before|preceding)\s+{_HEAD}"), lambda m: "block latest-1"),
     (_p(rf"\b(?:the\s+)?block\s+{_ADV}before\s+last\b"), lambda m: "block latest-1"),
+    # A list of blocks after the head ("2 and 4 blocks after the latest block": none exists
+    # yet) or before/after "it" (a block named earlier, not resolved): every number is a
+    # reference no tool reads, declined by its words, never the head's value for one.
+    (_p(rf"\b{_N}((?:\s+blocks?)?(?:\s*,\s*{_NB}(?:\s+blocks?)?)*\s*,?\s*{_AND}\s+{_NB})"
+        rf"\s+blocks?\s+(after\s+{_HEAD}|(?:before|after|prior\s+to)\s+(?:it|that|this))\b"),
+     lambda m: _each_unread(m)),
+    (_p(rf"\b(?:the\s+)?blocks?\s+{_N}((?:\s*,\s*{_NB})*\s*,?\s*(?:{_AND}\s+{_NB})?)"
+        r"\s+(before|after|prior\s+to)\s+(it|that|this)\b"),
+     lambda m: _each_unread(m)),
     # "2 and 4 blocks ago", "1, 3 and 5 blocks back", "2 blocks and 4 blocks ago": one
     # reference per number.
     (_p(rf"\b{_N}((?:\s+blocks?)?(?:\s*,\s*{_NB}(?:\s+blocks?)?)*\s*,?\s*{_AND}\s+{_NB})"
@@ -286,6 +295,16 @@ def _shift(block: int, n: int, way: str) -> str:
     """The block ``n`` before/after ``block``; one before block 0 is named, never read."""
     shifted = block + n if way.lower() == "after" else block - n
     return str(shifted) if shifted >= 0 else "before-genesis"
+
+
+def _each_unread(m: re.Match[str]) -> str:
+    """ "block 2-after-tip and block 4-after-tip": a reference per number that no block
+    pattern reads, so each part naming one is declined by its words."""
+    tail = m.string[m.end(2) : m.end(0)].lower()
+    way = "-".join(w for w in tail.split() if w not in ("block", "blocks", "the"))
+    way = re.sub(r"\b(?:latest|current|newest|last|most-recent|head|tip|chain-head)\b.*",
+                 "tip", way)
+    return " and ".join(f"block {n}-{way}" for n in _numbers(m))
 
 
 def _each_from(m: re.Match[str]) -> str:
