@@ -1060,7 +1060,9 @@ class _FactItems:
         names: a bare list item sharing one tail ("the base fee and the timestamp at block
         5", "the base fee at block 5, and the timestamp") does; a question of its own in
         the present tense ("What is the base fee, and what was the timestamp 3 blocks
-        ago?") is at the head (False); a past-tense question of its own, or a present-tense
+        ago?", "What was the timestamp 3 blocks ago, and what is the base fee?") is at the
+        head (False); a past-tense question of its own, a present-tense one after a
+        present-tense block ("What is X at block 5, and what is Y?"), or a present-tense
         question followed by ", and" a bare part with the block, is ambiguous (None)."""
         holders = [p for p in self.t.parts if p.sentence == part.sentence and not p.again
                    and p is not part and _block_params(p.text)]  # fmt: skip
@@ -1082,8 +1084,10 @@ class _FactItems:
                     verdicts.add(None)
                 else:
                     verdicts.add(True)
-            elif own_q:
-                verdicts.add(None if past or not _PRESENT.search(part.text) else False)
+            elif own_q:  # "What was X at block 5, and what is Y?": the tenses differ
+                contrast = _PAST.search(q.text) and not _PRESENT.search(q.text)
+                verdicts.add(False if contrast and _PRESENT.search(part.text) and not past
+                             else None)  # fmt: skip
             else:
                 verdicts.add(True)
         if not verdicts:

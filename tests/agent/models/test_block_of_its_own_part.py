@@ -66,6 +66,7 @@ def test_a_present_tense_question_is_at_the_head(
     [
         ("What is the base fee, and the timestamp 3 blocks ago?", "latest-3"),
         ("What was the base fee at block 5, and what was the timestamp?", "5"),
+        ("What is the base fee at block 5, and what is the timestamp?", "5"),
     ],
 )
 def test_an_ambiguous_part_is_declined_naming_the_block(task: str, block: str) -> None:
