@@ -981,6 +981,23 @@ class _Task:
                 part.leftover, part.modifier = set(found.leftover), found.modifier
 
 
+def _count_test(text: str, kind: str) -> dict[str, str] | str:
+    """A count's test: above 0 ("hold any USDC"), or the threshold the part names
+    ("how many of ... hold more than 5 USDC"), in the unit of ``kind``; or why not."""
+    m = _CONDITION.search(text)
+    if m is None:
+        named = {_COUNT_TEST[" ".join(w.lower().replace("-", " ").split())]
+                 for w in _COUNT_WORDS.findall(text)}  # fmt: skip
+        # The vocabulary's priority: "hold no USDC at all" holds none.
+        cmp, than = next((t[:2] for t in COUNT_TESTS if t[:2] in named), (">", "0"))
+        return {"cmp": cmp, "than": than}
+    want = VALUE_UNITS.get(kind, "")
+    unit = (m.group(3) or want).lower().replace("ether", "eth")
+    if unit != want:
+        return f"{unit} is not the unit of a {kind.replace('_', ' ')} ({want or 'a count'})"
+    return {"cmp": threshold_op(m.group(1)), "than": str(Decimal(m.group(2)))}
+
+
 class _FactItems:
     """The items of the parts that ask for facts: one per fact phrase, with the block,
     address, token, transaction or sheet subject the task gives it, or why not."""
@@ -1238,7 +1255,7 @@ class _FactItems:
         elif agg.op == "diff":
             what = f"difference of the {label}s (the first minus the second)"
         else:
-            test = self._count_test(text, kind)
+            test = _count_test(text, kind)
             if isinstance(test, str):
                 return self.out.cannot(text, test)
             params.update(test)
@@ -1246,22 +1263,6 @@ class _FactItems:
             what = f"how many of the addresses have a {label} {test['cmp']} {test['than']} {unit}"
         return self.out.add({"text": what.strip(), "kind": "comparison", "params": params})
 
-    @staticmethod
-    def _count_test(text: str, kind: str) -> dict[str, str] | str:
-        """A count's test: above 0 ("hold any USDC"), or the threshold the part names
-        ("how many of ... hold more than 5 USDC"), in the unit of ``kind``; or why not."""
-        m = _CONDITION.search(text)
-        if m is None:
-            named = {_COUNT_TEST[" ".join(w.lower().replace("-", " ").split())]
-                     for w in _COUNT_WORDS.findall(text)}  # fmt: skip
-            # The vocabulary's priority: "hold no USDC at all" holds none.
-            cmp, than = next((t[:2] for t in COUNT_TESTS if t[:2] in named), (">", "0"))
-            return {"cmp": cmp, "than": than}
-        want = VALUE_UNITS.get(kind, "")
-        unit = (m.group(3) or want).lower().replace("ether", "eth")
-        if unit != want:
-            return f"{unit} is not the unit of a {kind.replace('_', ' ')} ({want or 'a count'})"
-        return {"cmp": threshold_op(m.group(1)), "than": str(Decimal(m.group(2)))}
 
 
     def _totals(
@@ -1297,263 +1298,20 @@ class _FactItems:
         ]
 
 
-class _Reader:
-    """Reads one task into checklist items (see the module docstring): the parts of the
-    read task (:class:`_Task`) become fact items (:class:`_FactItems`), conditions and
-    ordered payments, then checklist ids."""
+class _ReaderChecks:
+    """The checks a read ends with, and its checklist ids: windows and blocks read by some
+    item, units placed and computed, ordered payments and conditions, ids resolved (the
+    second half of :class:`_Reader`, which holds the state these use)."""
 
-    def __init__(self, task: str, network: str = "") -> None:
-        self.raw = task
-        # A branch the chain decides ("if C, do not send anything; otherwise send ...") is
-        # read as the judge reads it: the order on the opposite of C.
-        self.t = _Task(resolve_branches(task), network)
-        self.out = _Builder()
-        self.facts = _FactItems(self.t, self.out)
-        #: The items each sentence made (what a comparison asked back compares).
-        self.by_sentence: dict[int, list[int]] = {}
-        self.made_by_part: list[tuple[_Part, list[int]]] = []
-
-    def _shop(self, shop: Shopping) -> int:
-        """The shopping request's one item: the offer it picks of a sold kind about its
-        subject, or (no subject, a named seller) the pick the loop resolves against that
-        seller's catalog; or why not."""
-        scope = _scope_of(shop.text, self.t.network)
-        if scope:
-            return self.out.cannot(shop.text, scope)
-        if shop.unknown:
-            words = ", ".join(repr(w) for w in shop.unknown[:4])
-            return self.out.cannot(shop.text, f"the offline planner does not know {words} in a "
-                                   "request to buy; it buys only what it reads in full")  # fmt: skip
-        bound = {"under": str(shop.under)} if shop.under else {}
-        if shop.subject and shop.seller and re.fullmatch(r"https?://[^/]+/?", shop.seller):
-            # "Buy the lido sheet from http://host": that seller's offer about lido, read
-            # from its catalog (the bare URL sells nothing itself).
-            return self._shop_at_seller(replace(shop, about=shop.subject.lower()), bound)
-        if shop.kind is None or shop.subject is None:
-            return self._shop_at_seller(shop, bound)
-        label = "token fact sheet" if shop.kind == "token_factsheet" else "protocol fact sheet"
-        key = "symbol" if shop.kind == "token_factsheet" else "name"
-        params = {key: shop.subject, "pick": shop.pick, **bound}
-        if shop.under:
-            params["max_price"] = str(shop.under)
-        if shop.seller and "://" in shop.seller:
-            params["url"] = shop.seller
-        pick = f"the {shop.pick}" if shop.pick in ("cheapest", "priciest") else "the"
-        return self.out.add({"text": f"{pick} {label} of {shop.subject} on offer",
-                             "kind": shop.kind, "params": params})  # fmt: skip
-
-    def _shop_at_seller(self, shop: Shopping, bound: dict[str, str]) -> int:
-        """A request to buy naming no subject: its pick among the named seller's offers
-        (resolved at run start, agent/loop/offerpick.py), or why it cannot be read."""
-        if shop.pick == "value":
-            return self.out.cannot(shop.text, "nib has no measure of an offer's value (what a "
-                                   "dataset is worth to you is in no listing, and sellers' "
-                                   "words are no evidence): ask for the cheapest, the most "
-                                   "expensive, or what it should be about")  # fmt: skip
-        if shop.seller is None:
-            symbols, protocols = datasets()
-            return self.out.cannot(shop.text, "a request to buy that names no subject picks "
-                                   "from the offers of a seller or the market: name the seller "
-                                   "(the local paywall, its URL, or the market), or what the "
-                                   f"sheet is about: a token symbol ({', '.join(symbols[:4])}"
-                                   f"...) or a protocol ({', '.join(protocols[:3])}...)")  # fmt: skip
-        where = {"paywall": "the local paywall", "market": "the market"}.get(
-            str(shop.seller), str(shop.seller))
-        pick = {"only": "the", "any": "an"}.get(shop.pick, f"the {shop.pick}")
-        about = f" about {shop.about}" if shop.about else ""
-        under = f" under {format_usdc(shop.under)}" if shop.under else ""
-        params = {"pick": shop.pick, "seller": str(shop.seller), **bound}
-        if shop.about:
-            params["about"] = shop.about
-        return self.out.add({"text": f"{pick} offer{about}{under} of {where}", "kind": None,
-                             "params": params})  # fmt: skip
-
-    def items(self, max_items: int) -> list[ChecklistRow]:
-        gates: dict[int, list[int]] = {}
-        actions: dict[int, list[int]] = {}
-        declined: set[int] = set()
-        if self.t.shopping:
-            self._shop_in_sentence(self.t.shopping, actions)
-        for part in self.t.parts:
-            if part.sentence in self.t.scope:
-                if part.sentence not in declined:
-                    declined.add(part.sentence)
-                    sentence = self.t.sentence(part.sentence)
-                    self.out.cannot(sentence, self.t.scope[part.sentence])
-                continue
-            made = self._part_items(part, gates.setdefault(part.sentence, []),
-                                    actions.setdefault(part.sentence, []))  # fmt: skip
-            self.by_sentence.setdefault(part.sentence, []).extend(made)
-            self.made_by_part.append((part, made))
-        for at, orders in actions.items():
-            self._gate(orders, gates.get(at) or [])
-        self._withhold(actions)
-        self._blocks_read()
-        self._windows_read()
-        self._units_placed()
-        self._units_taken()
-        self._computed_units()
-        return self._resolve(max_items)
-
-    def _shop_in_sentence(self, shop: Shopping, actions: dict[int, list[int]]) -> None:
-        """The shopping request's item, an action of its sentence: a condition there gates
-        it, and a future or standing scope there ("Tomorrow morning, buy ...") declines it
-        before anything is bought."""
-        n = self._shop(shop)
-        at = sum(1 for m in _SPLIT.finditer(self.t.task[: shop.start])
-                 if m.group(0).strip()[:1] in ("?", ";", "!", "."))  # fmt: skip
-        if at in self.t.scope and not self.out.items[n].get("unanswerable"):
-            self._decline(n, self.t.scope[at])
-        actions.setdefault(at, []).append(n)
+    t: _Task
+    out: _Builder
+    facts: _FactItems
+    by_sentence: dict[int, list[int]]
+    made_by_part: list[tuple[_Part, list[int]]]
 
     def _decline(self, n: int, reason: str) -> None:
         self.out.items[n] = {"text": self.out.items[n]["text"], "kind": None,
                              "unanswerable": reason}  # fmt: skip
-
-    def _withhold(self, actions: dict[int, list[int]]) -> None:
-        """Every payment and purchase of a task that also says not to pay, takes an order
-        back or branches one ("Do not send ...", "Actually, never mind", "otherwise send")
-        is declined, before anything is paid: which order such words negate is not read,
-        so none is made (the judge holds no mandate for such a task either)."""
-        word = withheld_by(self.raw)
-        if word is None:
-            return
-        for n in sorted({n for orders in actions.values() for n in orders}):
-            if not self.out.items[n].get("unanswerable"):
-                self._decline(n, f"the task also says {word!r}: nib pays nothing on a task "
-                              "that says not to pay, takes an order back or branches one; "
-                              "ask again with only the payment or purchase you want")  # fmt: skip
-
-    def _gate(self, orders: list[int], gates: list[int]) -> None:
-        """The orders of a sentence wait for its condition (the judge reads a mandate's
-        condition from the same sentence). An order on several conditions is named as not
-        read: never made on one of them alone."""
-        for n in orders:
-            item = self.out.items[n]
-            if item.get("unanswerable"):
-                continue
-            if len(gates) == 1:
-                item["params"] = {**item.get("params", {}), "if": {"ref": gates[0]}}
-            elif gates:
-                self._decline(n, "an order on several conditions is not read; order on one "
-                              "condition per sentence")  # fmt: skip
-
-    def _part_items(self, part: _Part, gates: list[int], actions: list[int]) -> list[int]:
-        """The items of one part: a condition (a gate of the orders), orders, facts, a
-        comparison asked back, or why it cannot be read. Nothing is dropped."""
-        if part.condition and (part.hits or part.leftover or _CONDITION.search(part.text)):
-            # A threshold no fact was read for is named, never dropped: a payment it gates
-            # would otherwise be proposed as if unconditional.
-            gates.append(self._condition(part))
-        elif part.condition:
-            pass  # "... if you need to": no condition on anything
-        elif _SEND.search(part.text):
-            actions.extend(self._sends(part))
-        elif m := _RATIO.search(part.text):
-            self.out.cannot(part.text, f"{' '.join(m.group(0).lower().split())!r} asks a ratio "
-                            "of two values; the offline planner states their difference "
-                            "('by how much'), never a ratio")  # fmt: skip
-        elif (grouped := self._grouped(part)) is not None:
-            self.out.cannot(self.t.raw_sentence(part.sentence), f"{grouped!r} groups addresses "
-                            "inside a comparison; the offline planner compares single "
-                            "addresses' values only (ask for the combined value and compare "
-                            "in a second question)")  # fmt: skip
-        elif not part.subjects and not part.leftover and _BY_HOW_MUCH.search(part.text):
-            # "Which holds more, 0xA or 0xB, and by how much?": their difference.
-            word = " ".join(_BY_HOW_MUCH.search(part.text).group(0).lower().split())  # type: ignore[union-attr]
-            return [self._compare_back(part, _Aggregate("diff", word, set(), None))]
-        elif part.hits and part.aggregate is not None and part.aggregate.op == "count":
-            return self.facts.facts(part)  # "how many of 0xA, 0xB hold more than 5 USDC"
-        elif part.hits and _CONDITION.search(part.text) and not part.leftover:
-            return [self._condition(part)]  # "Is the base fee above 1 gwei?": true or false
-        elif part.hits:
-            return self.facts.facts(part)
-        elif part.alone and not part.leftover:
-            what = f"which value {part.candidate.word!r} is over" if part.candidate else (
-                "which fact the task asks of " + ", ".join(part.subjects))
-            return [self.out.cannot(part.text, f"the offline planner did not read {what} here; "
-                                    "ask for each value in its own words ('the combined ETH "
-                                    "balance of 0xA and 0xB')")]  # fmt: skip
-        elif part.borrow and not part.leftover:
-            return self._borrow(part)
-        elif part.leftover:
-            self.out.cannot(part.text, "the offline planner has no tool or pattern for this "
-                            f"({', '.join(sorted(part.leftover)[:4])})")  # fmt: skip
-        elif _CONDITION.search(part.text):
-            # "Is it above 5 USDC?": a comparison asked, not a condition on an order.
-            self.out.cannot(part.text, "the offline planner compares a fact with a number "
-                            "only as the condition of an order ('if ..., send ...')")  # fmt: skip
-        elif part.again and part.aggregate is None:
-            return self._again(part)  # "the base fee at block 3, and at block 12"
-        elif part.aggregate is not None:
-            return [self._compare_back(part, part.aggregate)]  # "..., which holds more?"
-        elif (part.subjects or _AMOUNT.search(part.text) or _BARE_AMOUNT.search(part.text)) and (
-            _PAY_WORD.search(part.text) or _PAY_WORD.search(self.t.task)
-        ):
-            # A payment in another word order ("pay the seller 0x.. 0.10 USDC"), or a part
-            # of an ordering task with a recipient or an amount but no order read ("... and
-            # 0xB", "Also 0.02 USDC to 0xB.") is named as not done, never dropped.
-            self.out.cannot(part.text, "the offline planner reads a payment only as "
-                            "'send N USDC to 0x...'")  # fmt: skip
-        return []
-
-    def _grouped(self, part: _Part) -> str | None:
-        """The grouping word ("plus", "together with") of a comparison's sentence that
-        compares an address with a group ("0xA, or 0xB plus 0xC"), or None."""
-        agg = part.aggregate or part.candidate
-        if agg is None or agg.op not in ("max", "min", "diff"):
-            return None
-        m = _GROUPED.search(self.t.raw_sentence(part.sentence))
-        return " ".join(m.group(0).lower().split()) if m else None
-
-    def _again(self, part: _Part) -> list[int]:
-        """The facts of the nearest part before ``part`` that read any, asked again at each
-        block ``part`` names: one item per block (answered there, or declined as a fact no
-        tool reads at a past block), never the other part's block."""
-        before = [p for p in self.t.parts if p.start < part.start and p.hits
-                  and not p.condition and not _SEND.search(p.text)]  # fmt: skip
-        # "... and what is it now?": the head (no block) when the part names no block.
-        refs: list[str | None] = [m.group(1) for m in _BLOCK.finditer(part.text)] or [None]
-        if not before:
-            where = f"block {refs[0]}" if refs[0] else "the head"
-            return [self.out.cannot(part.text, f"it names {where} but no fact to read there")]
-        prev = before[-1]
-        kinds = [h[1].kind for h in prev.hits]
-        made: list[int] = []
-        for ref in refs:
-            at = replace(prev, text=f"at block {ref}" if ref else "now", start=part.start, aggregate=None,
-                         candidate=None, again=False)  # fmt: skip
-            for pos, fp, phrase in prev.hits:
-                if (fp.kind == "block_number" and len(kinds) > 1
-                        and re.search(r"\b(?:of|at|in|for)\s+the\s+$", prev.text[:pos])):  # fmt: skip
-                    continue  # "the base fee of the latest block": a parameter
-                made.extend(self.facts._fact(at, fp, 0, phrase))
-        return made
-
-    def _borrow(self, part: _Part) -> list[int]:
-        """ "..., and how much does 0xC hold?": the account facts of the nearest part
-        before it that read any, for its own addresses only (never the other part's)."""
-        before = [p for p in self.t.parts if p.start < part.start and p.hits
-                  and not p.condition and not _SEND.search(p.text)]  # fmt: skip
-        prev = before[-1] if before else None
-        if prev is None or any(h[1].subject != "account" for h in prev.hits):
-            return [self.out.cannot(part.text, "the offline planner did not read which fact "
-                                    f"the task asks of {', '.join(part.subjects)}; name the "
-                                    "fact in this part ('the USDC balance of 0xC')")]  # fmt: skip
-        agg = part.aggregate if len(set(part.subjects)) >= 2 else None
-        if part.aggregate is not None and (agg is None or any(
-                h[1].kind not in AGGREGATE_KINDS[agg.op] for h in prev.hits)):  # fmt: skip
-            return [self.out.cannot(part.text, f"the offline planner did not read which value "
-                                    f"{part.aggregate.word!r} is over here; name the fact in "
-                                    "this part ('the combined USDC balance of 0xA and 0xB')")]  # fmt: skip
-        text = self.t.task[part.start : max(part.until, part.start + len(part.text))]
-        at = replace(prev, text=text, start=part.start, sentence=part.sentence,
-                     subjects=list(part.subjects), aggregate=agg, candidate=None,
-                     again=False, leftover=set(), modifier=None)  # fmt: skip
-        made: list[int] = []
-        for _pos, fp, phrase in prev.hits:
-            made.extend(self.facts._fact(at, fp, 0, phrase))
-        return made
 
     def _windows_read(self) -> None:
         """Two windows named ("the last 3 and 5 blocks", "the last 3 blocks and the last 5
@@ -1762,6 +1520,262 @@ class _Reader:
                 row["unanswerable"] = item["unanswerable"]
             out.append(row)
         return out
+
+
+class _Reader(_ReaderChecks):
+    """Reads one task into checklist items (see the module docstring): the parts of the
+    read task (:class:`_Task`) become fact items (:class:`_FactItems`), conditions and
+    ordered payments, then checklist ids."""
+
+    def __init__(self, task: str, network: str = "") -> None:
+        self.raw = task
+        # A branch the chain decides ("if C, do not send anything; otherwise send ...") is
+        # read as the judge reads it: the order on the opposite of C.
+        self.t = _Task(resolve_branches(task), network)
+        self.out = _Builder()
+        self.facts = _FactItems(self.t, self.out)
+        #: The items each sentence made (what a comparison asked back compares).
+        self.by_sentence: dict[int, list[int]] = {}
+        self.made_by_part: list[tuple[_Part, list[int]]] = []
+
+    def _shop(self, shop: Shopping) -> int:
+        """The shopping request's one item: the offer it picks of a sold kind about its
+        subject, or (no subject, a named seller) the pick the loop resolves against that
+        seller's catalog; or why not."""
+        scope = _scope_of(shop.text, self.t.network)
+        if scope:
+            return self.out.cannot(shop.text, scope)
+        if shop.unknown:
+            words = ", ".join(repr(w) for w in shop.unknown[:4])
+            return self.out.cannot(shop.text, f"the offline planner does not know {words} in a "
+                                   "request to buy; it buys only what it reads in full")  # fmt: skip
+        bound = {"under": str(shop.under)} if shop.under else {}
+        if shop.subject and shop.seller and re.fullmatch(r"https?://[^/]+/?", shop.seller):
+            # "Buy the lido sheet from http://host": that seller's offer about lido, read
+            # from its catalog (the bare URL sells nothing itself).
+            return self._shop_at_seller(replace(shop, about=shop.subject.lower()), bound)
+        if shop.kind is None or shop.subject is None:
+            return self._shop_at_seller(shop, bound)
+        label = "token fact sheet" if shop.kind == "token_factsheet" else "protocol fact sheet"
+        key = "symbol" if shop.kind == "token_factsheet" else "name"
+        params = {key: shop.subject, "pick": shop.pick, **bound}
+        if shop.under:
+            params["max_price"] = str(shop.under)
+        if shop.seller and "://" in shop.seller:
+            params["url"] = shop.seller
+        pick = f"the {shop.pick}" if shop.pick in ("cheapest", "priciest") else "the"
+        return self.out.add({"text": f"{pick} {label} of {shop.subject} on offer",
+                             "kind": shop.kind, "params": params})  # fmt: skip
+
+    def _shop_at_seller(self, shop: Shopping, bound: dict[str, str]) -> int:
+        """A request to buy naming no subject: its pick among the named seller's offers
+        (resolved at run start, agent/loop/offerpick.py), or why it cannot be read."""
+        if shop.pick == "value":
+            return self.out.cannot(shop.text, "nib has no measure of an offer's value (what a "
+                                   "dataset is worth to you is in no listing, and sellers' "
+                                   "words are no evidence): ask for the cheapest, the most "
+                                   "expensive, or what it should be about")  # fmt: skip
+        if shop.seller is None:
+            symbols, protocols = datasets()
+            return self.out.cannot(shop.text, "a request to buy that names no subject picks "
+                                   "from the offers of a seller or the market: name the seller "
+                                   "(the local paywall, its URL, or the market), or what the "
+                                   f"sheet is about: a token symbol ({', '.join(symbols[:4])}"
+                                   f"...) or a protocol ({', '.join(protocols[:3])}...)")  # fmt: skip
+        where = {"paywall": "the local paywall", "market": "the market"}.get(
+            str(shop.seller), str(shop.seller))
+        pick = {"only": "the", "any": "an"}.get(shop.pick, f"the {shop.pick}")
+        about = f" about {shop.about}" if shop.about else ""
+        under = f" under {format_usdc(shop.under)}" if shop.under else ""
+        params = {"pick": shop.pick, "seller": str(shop.seller), **bound}
+        if shop.about:
+            params["about"] = shop.about
+        return self.out.add({"text": f"{pick} offer{about}{under} of {where}", "kind": None,
+                             "params": params})  # fmt: skip
+
+    def items(self, max_items: int) -> list[ChecklistRow]:
+        gates: dict[int, list[int]] = {}
+        actions: dict[int, list[int]] = {}
+        declined: set[int] = set()
+        if self.t.shopping:
+            self._shop_in_sentence(self.t.shopping, actions)
+        for part in self.t.parts:
+            if part.sentence in self.t.scope:
+                if part.sentence not in declined:
+                    declined.add(part.sentence)
+                    sentence = self.t.sentence(part.sentence)
+                    self.out.cannot(sentence, self.t.scope[part.sentence])
+                continue
+            made = self._part_items(part, gates.setdefault(part.sentence, []),
+                                    actions.setdefault(part.sentence, []))  # fmt: skip
+            self.by_sentence.setdefault(part.sentence, []).extend(made)
+            self.made_by_part.append((part, made))
+        for at, orders in actions.items():
+            self._gate(orders, gates.get(at) or [])
+        self._withhold(actions)
+        self._blocks_read()
+        self._windows_read()
+        self._units_placed()
+        self._units_taken()
+        self._computed_units()
+        return self._resolve(max_items)
+
+    def _shop_in_sentence(self, shop: Shopping, actions: dict[int, list[int]]) -> None:
+        """The shopping request's item, an action of its sentence: a condition there gates
+        it, and a future or standing scope there ("Tomorrow morning, buy ...") declines it
+        before anything is bought."""
+        n = self._shop(shop)
+        at = sum(1 for m in _SPLIT.finditer(self.t.task[: shop.start])
+                 if m.group(0).strip()[:1] in ("?", ";", "!", "."))  # fmt: skip
+        if at in self.t.scope and not self.out.items[n].get("unanswerable"):
+            self._decline(n, self.t.scope[at])
+        actions.setdefault(at, []).append(n)
+
+    def _withhold(self, actions: dict[int, list[int]]) -> None:
+        """Every payment and purchase of a task that also says not to pay, takes an order
+        back or branches one ("Do not send ...", "Actually, never mind", "otherwise send")
+        is declined, before anything is paid: which order such words negate is not read,
+        so none is made (the judge holds no mandate for such a task either)."""
+        word = withheld_by(self.raw)
+        if word is None:
+            return
+        for n in sorted({n for orders in actions.values() for n in orders}):
+            if not self.out.items[n].get("unanswerable"):
+                self._decline(n, f"the task also says {word!r}: nib pays nothing on a task "
+                              "that says not to pay, takes an order back or branches one; "
+                              "ask again with only the payment or purchase you want")  # fmt: skip
+
+    def _gate(self, orders: list[int], gates: list[int]) -> None:
+        """The orders of a sentence wait for its condition (the judge reads a mandate's
+        condition from the same sentence). An order on several conditions is named as not
+        read: never made on one of them alone."""
+        for n in orders:
+            item = self.out.items[n]
+            if item.get("unanswerable"):
+                continue
+            if len(gates) == 1:
+                item["params"] = {**item.get("params", {}), "if": {"ref": gates[0]}}
+            elif gates:
+                self._decline(n, "an order on several conditions is not read; order on one "
+                              "condition per sentence")  # fmt: skip
+
+    def _part_items(self, part: _Part, gates: list[int], actions: list[int]) -> list[int]:
+        """The items of one part: a condition (a gate of the orders), orders, facts, a
+        comparison asked back, or why it cannot be read. Nothing is dropped."""
+        if part.condition and (part.hits or part.leftover or _CONDITION.search(part.text)):
+            # A threshold no fact was read for is named, never dropped: a payment it gates
+            # would otherwise be proposed as if unconditional.
+            gates.append(self._condition(part))
+        elif part.condition:
+            pass  # "... if you need to": no condition on anything
+        elif _SEND.search(part.text):
+            actions.extend(self._sends(part))
+        elif m := _RATIO.search(part.text):
+            self.out.cannot(part.text, f"{' '.join(m.group(0).lower().split())!r} asks a ratio "
+                            "of two values; the offline planner states their difference "
+                            "('by how much'), never a ratio")  # fmt: skip
+        elif (grouped := self._grouped(part)) is not None:
+            self.out.cannot(self.t.raw_sentence(part.sentence), f"{grouped!r} groups addresses "
+                            "inside a comparison; the offline planner compares single "
+                            "addresses' values only (ask for the combined value and compare "
+                            "in a second question)")  # fmt: skip
+        elif not part.subjects and not part.leftover and _BY_HOW_MUCH.search(part.text):
+            # "Which holds more, 0xA or 0xB, and by how much?": their difference.
+            word = " ".join(_BY_HOW_MUCH.search(part.text).group(0).lower().split())  # type: ignore[union-attr]
+            return [self._compare_back(part, _Aggregate("diff", word, set(), None))]
+        elif part.hits and part.aggregate is not None and part.aggregate.op == "count":
+            return self.facts.facts(part)  # "how many of 0xA, 0xB hold more than 5 USDC"
+        elif part.hits and _CONDITION.search(part.text) and not part.leftover:
+            return [self._condition(part)]  # "Is the base fee above 1 gwei?": true or false
+        elif part.hits:
+            return self.facts.facts(part)
+        elif part.alone and not part.leftover:
+            what = f"which value {part.candidate.word!r} is over" if part.candidate else (
+                "which fact the task asks of " + ", ".join(part.subjects))
+            return [self.out.cannot(part.text, f"the offline planner did not read {what} here; "
+                                    "ask for each value in its own words ('the combined ETH "
+                                    "balance of 0xA and 0xB')")]  # fmt: skip
+        elif part.borrow and not part.leftover:
+            return self._borrow(part)
+        elif part.leftover:
+            self.out.cannot(part.text, "the offline planner has no tool or pattern for this "
+                            f"({', '.join(sorted(part.leftover)[:4])})")  # fmt: skip
+        elif _CONDITION.search(part.text):
+            # "Is it above 5 USDC?": a comparison asked, not a condition on an order.
+            self.out.cannot(part.text, "the offline planner compares a fact with a number "
+                            "only as the condition of an order ('if ..., send ...')")  # fmt: skip
+        elif part.again and part.aggregate is None:
+            return self._again(part)  # "the base fee at block 3, and at block 12"
+        elif part.aggregate is not None:
+            return [self._compare_back(part, part.aggregate)]  # "..., which holds more?"
+        elif (part.subjects or _AMOUNT.search(part.text) or _BARE_AMOUNT.search(part.text)) and (
+            _PAY_WORD.search(part.text) or _PAY_WORD.search(self.t.task)
+        ):
+            # A payment in another word order ("pay the seller 0x.. 0.10 USDC"), or a part
+            # of an ordering task with a recipient or an amount but no order read ("... and
+            # 0xB", "Also 0.02 USDC to 0xB.") is named as not done, never dropped.
+            self.out.cannot(part.text, "the offline planner reads a payment only as "
+                            "'send N USDC to 0x...'")  # fmt: skip
+        return []
+
+    def _grouped(self, part: _Part) -> str | None:
+        """The grouping word ("plus", "together with") of a comparison's sentence that
+        compares an address with a group ("0xA, or 0xB plus 0xC"), or None."""
+        agg = part.aggregate or part.candidate
+        if agg is None or agg.op not in ("max", "min", "diff"):
+            return None
+        m = _GROUPED.search(self.t.raw_sentence(part.sentence))
+        return " ".join(m.group(0).lower().split()) if m else None
+
+    def _again(self, part: _Part) -> list[int]:
+        """The facts of the nearest part before ``part`` that read any, asked again at each
+        block ``part`` names: one item per block (answered there, or declined as a fact no
+        tool reads at a past block), never the other part's block."""
+        before = [p for p in self.t.parts if p.start < part.start and p.hits
+                  and not p.condition and not _SEND.search(p.text)]  # fmt: skip
+        # "... and what is it now?": the head (no block) when the part names no block.
+        refs: list[str | None] = [m.group(1) for m in _BLOCK.finditer(part.text)] or [None]
+        if not before:
+            where = f"block {refs[0]}" if refs[0] else "the head"
+            return [self.out.cannot(part.text, f"it names {where} but no fact to read there")]
+        prev = before[-1]
+        kinds = [h[1].kind for h in prev.hits]
+        made: list[int] = []
+        for ref in refs:
+            at = replace(prev, text=f"at block {ref}" if ref else "now", start=part.start, aggregate=None,
+                         candidate=None, again=False)  # fmt: skip
+            for pos, fp, phrase in prev.hits:
+                if (fp.kind == "block_number" and len(kinds) > 1
+                        and re.search(r"\b(?:of|at|in|for)\s+the\s+$", prev.text[:pos])):  # fmt: skip
+                    continue  # "the base fee of the latest block": a parameter
+                made.extend(self.facts._fact(at, fp, 0, phrase))
+        return made
+
+    def _borrow(self, part: _Part) -> list[int]:
+        """ "..., and how much does 0xC hold?": the account facts of the nearest part
+        before it that read any, for its own addresses only (never the other part's)."""
+        before = [p for p in self.t.parts if p.start < part.start and p.hits
+                  and not p.condition and not _SEND.search(p.text)]  # fmt: skip
+        prev = before[-1] if before else None
+        if prev is None or any(h[1].subject != "account" for h in prev.hits):
+            return [self.out.cannot(part.text, "the offline planner did not read which fact "
+                                    f"the task asks of {', '.join(part.subjects)}; name the "
+                                    "fact in this part ('the USDC balance of 0xC')")]  # fmt: skip
+        agg = part.aggregate if len(set(part.subjects)) >= 2 else None
+        if part.aggregate is not None and (agg is None or any(
+                h[1].kind not in AGGREGATE_KINDS[agg.op] for h in prev.hits)):  # fmt: skip
+            return [self.out.cannot(part.text, f"the offline planner did not read which value "
+                                    f"{part.aggregate.word!r} is over here; name the fact in "
+                                    "this part ('the combined USDC balance of 0xA and 0xB')")]  # fmt: skip
+        text = self.t.task[part.start : max(part.until, part.start + len(part.text))]
+        at = replace(prev, text=text, start=part.start, sentence=part.sentence,
+                     subjects=list(part.subjects), aggregate=agg, candidate=None,
+                     again=False, leftover=set(), modifier=None)  # fmt: skip
+        made: list[int] = []
+        for _pos, fp, phrase in prev.hits:
+            made.extend(self.facts._fact(at, fp, 0, phrase))
+        return made
+
 
 
 def _refs(value: _Param | None) -> list[_Ref]:
