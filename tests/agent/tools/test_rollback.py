@@ -36,12 +36,17 @@ async def _buy(tool: PayHttpTool, ctx: Any, signer: Any, *urls: str) -> None:
 
 
 def _submit(chain: Any, auth: dict[str, Any], signature: str) -> Any:
-    """Submit a captured authorization from an unrelated account (anyone may)."""
+    """Submit a captured authorization from an unrelated account (anyone may), and wait
+    until it is mined: the node answers eth_sendTransaction before its block exists, and a
+    reconcile that read the head first missed the log (seen once in a full run under load:
+    the row kept its lost transaction's hash)."""
     fn = usdc_contract(chain.w3, chain.usdc).functions.transferWithAuthorization(
         auth["from"], auth["to"], int(auth["value"]), int(auth["validAfter"]),
         int(auth["validBefore"]), bytes.fromhex(auth["nonce"][2:]), bytes.fromhex(signature[2:]),
     )
-    return fn.transact({"from": dev_account(OUTSIDER).address})
+    tx = fn.transact({"from": dev_account(OUTSIDER).address})
+    chain.w3.eth.wait_for_transaction_receipt(tx, timeout=30)
+    return tx
 
 
 def test_rows_settled_in_lost_blocks_are_reopened_then_reproven_or_dead(
