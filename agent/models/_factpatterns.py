@@ -227,6 +227,9 @@ _NB = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)\b"
 _HEAD = r"(?:the\s+)?(?:latest|current|newest|last|most\s+recent|head|tip|chain\s+head)(?:\s+(?:one|block))?"
 #: "the block just/right/immediately before ...": an adverb that changes nothing.
 _ADV = r"(?:(?:just|right|immediately|directly)\s+)?"
+#: Two or more block counts sharing one reference ("2 and 4", "1, 3 and 5 blocks"): the
+#: first number, then the rest as one group.
+_NUMBERS = rf"{_N}((?:\s+blocks?)?(?:\s*,\s*{_NB}(?:\s+blocks?)?)*\s*,?\s*{_AND}\s+{_NB})"
 #: Relative block references, rewritten to ``block latest-N`` (resolved against the head
 #: at run start by the loop) or to an absolute ``block N``.
 _RELATIVE: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
@@ -237,7 +240,7 @@ _RELATIVE: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = 
     # A list of blocks after the head ("2 and 4 blocks after the latest block": none exists
     # yet) or before/after "it" (a block named earlier, not resolved): every number is a
     # reference no tool reads, declined by its words, never the head's value for one.
-    (_p(rf"\b{_N}((?:\s+blocks?)?(?:\s*,\s*{_NB}(?:\s+blocks?)?)*\s*,?\s*{_AND}\s+{_NB})"
+    (_p(rf"\b{_NUMBERS}"
         rf"\s+blocks?\s+(after\s+{_HEAD}|(?:before|after|prior\s+to)\s+(?:it|that|this))\b"),
      lambda m: _each_unread(m)),
     (_p(rf"\b(?:the\s+)?blocks?\s+{_N}((?:\s*,\s*{_NB})*\s*,?\s*(?:{_AND}\s+{_NB})?)"
@@ -245,10 +248,10 @@ _RELATIVE: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = 
      lambda m: _each_unread(m)),
     # "2 and 4 blocks ago", "1, 3 and 5 blocks back", "2 blocks and 4 blocks ago": one
     # reference per number.
-    (_p(rf"\b{_N}((?:\s+blocks?)?(?:\s*,\s*{_NB}(?:\s+blocks?)?)*\s*,?\s*{_AND}\s+{_NB})"
+    (_p(rf"\b{_NUMBERS}"
         rf"\s+blocks?\s+(ago|back|earlier|prior(?!\s+to)|(?:before|behind|prior\s+to)\s+{_HEAD})"),
      lambda m: _each_ago(m)),
-    (_p(rf"\b{_N}((?:\s+blocks?)?(?:\s*,\s*{_NB}(?:\s+blocks?)?)*\s*,?\s*{_AND}\s+{_NB})"
+    (_p(rf"\b{_NUMBERS}"
         r"\s+blocks?\s+(before|prior\s+to|after)\s+block\s+(\d+)\b"),
      lambda m: _each_from(m)),
     # "2 blocks ago and also 4?": a bare number after a relative reference is one too.
