@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import math
 import os
 import platform
@@ -406,6 +407,7 @@ class BenchEnv:
         ``phases`` (optional) collects seconds spent in quote, judge and execute;
         ``judge`` (optional) replaces the in-process judge (a judge service's client).
         """
+        from agent.tools.base import judge_reads_terms
         from judge.fingerprint import call_fingerprint
         from judge.jev import PaidCallRequest
 
@@ -436,7 +438,9 @@ class BenchEnv:
             task_id=ctx.run_id,
             payload=quote.payload,
         )
-        verdict = await asyncio.to_thread((judge or self.judge).decide, request)
+        judge = judge or self.judge
+        ctx = dataclasses.replace(ctx, judge_reads_terms=judge_reads_terms(judge))  # as the loop
+        verdict = await asyncio.to_thread(judge.decide, request)
         t2 = time.perf_counter()
         if verdict.decision != "approve":
             raise RuntimeError(

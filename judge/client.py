@@ -78,6 +78,7 @@ class JudgeClient:
             connect, lambda c: c.sock
         )
         self._address: str | None = None
+        self._reads_terms: bool | None = None
 
     def __repr__(self) -> str:
         return f"JudgeClient(url={self.url!r}, timeout_s={self.timeout_s})"
@@ -178,6 +179,19 @@ class JudgeClient:
             ):
                 raise cls(str(error.get("message")))
         raise self._unreachable(f"HTTP {status}: {str(data)[:200]}")
+
+    @property
+    def reads_seller_terms(self) -> bool:
+        """Whether the judge service reads a seller's own 402 before it approves a
+        purchase from it (``nib judge serve`` does: agent.cli.runtime.build_local_judge),
+        as it reports; False when it cannot be asked (the conservative answer: a paid tool
+        then reads the terms again itself)."""
+        if self._reads_terms is None:
+            try:
+                self._reads_terms = self._call(ops.HEALTH).get("reads_seller_terms") is True
+            except JudgeError:
+                return False
+        return self._reads_terms
 
     @property
     def address(self) -> str:

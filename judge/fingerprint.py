@@ -25,7 +25,7 @@ import math
 import re
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import TypeAlias
+from typing import TypeAlias, cast
 
 import rfc8785
 from eth_account._utils.legacy_transactions import serializable_unsigned_transaction_from_dict
@@ -274,6 +274,9 @@ def typed_data_fingerprint(td: Mapping[str, object]) -> str:
     than the four is refused rather than dropped, so nothing signed escapes the hash.
     """
     full = _canonical_typed_data(td)
+    digest = _token_domain_digest(full)
+    if digest is not None:
+        return "0x" + digest.hex()
     try:
         signable = encode_typed_data(full_message=full)
     except Exception as exc:  # fail closed: what cannot be encoded cannot be approved
@@ -282,6 +285,78 @@ def typed_data_fingerprint(td: Mapping[str, object]) -> str:
             "expected values of the declared types; fix: build it with eip3009_typed_data."
         ) from exc
     return "0x" + keccak(b"\x19" + signable.version + signable.header + signable.body).hex()
+
+
+def _struct_type(name: str, fields: tuple[tuple[str, str], ...]) -> bytes:
+    return keccak_256(f"{name}({','.join(f'{t} {n}' for n, t in fields)})".encode()).digest()
+
+
+_TOKEN_DOMAIN_TYPEHASH = _struct_type("EIP712Domain", _DOMAIN_FIELDS[:4])
+_TRANSFER_TYPEHASH = _struct_type("TransferWithAuthorization", TRANSFER_WITH_AUTHORIZATION)
+_LOWER_OR_UPPER_ADDRESS = re.compile(r"^0x(?:[0-9a-f]{40}|[0-9A-F]{40})$")
+_BYTES32_HEX = re.compile(r"^0x[0-9a-fA-F]{64}$")
+_HEX_DIGITS = re.compile(r"^[0-9a-fA-F]{40}$")
+
+
+def _address_word(value: object) -> bytes | None:
+    """The 32-byte ABI word of an address eth-account would accept as it stands (all one
+    case, or mixed case with a valid EIP-55 checksum), else None."""
+    if not isinstance(value, str) or len(value) != 42:
+        return None
+    if not _LOWER_OR_UPPER_ADDRESS.match(value) and not _eip55(value):
+        return None
+    return bytes(12) + bytes.fromhex(value[2:])
+
+
+def _eip55(value: str) -> bool:
+    """Whether ``value`` (``0x`` and 40 characters) is hex spelled with its EIP-55 checksum."""
+    digits = value[2:]
+    if value[:2] != "0x" or not _HEX_DIGITS.match(digits):
+        return False
+    hashed = keccak_256(digits.lower().encode()).hexdigest()[:40]
+    return all(
+        c == (c.upper() if int(h, 16) >= 8 else c.lower()) for c, h in zip(digits, hashed, strict=True)
+    )
+
+
+def _uint_word(value: object) -> bytes | None:
+    if type(value) is not int or not 0 <= value < 1 << 256:
+        return None
+    return value.to_bytes(32, "big")
+
+
+def _token_domain_digest(full: Mapping[str, object]) -> bytes | None:
+    """The EIP-712 digest of a canonical payload (the four token-domain fields, every
+    value as chain.usdc.eip3009_typed_data writes it) encoded directly: the same bytes
+    eth-account hashes, without its generic encoder (a sixth of a millisecond, paid by the
+    tool, the judge twice and the wallet on every purchase). None for any other shape,
+    which eth-account then encodes (or refuses) itself; tests compare the two."""
+    domain, message = full["domain"], full["message"]
+    if not isinstance(domain, Mapping) or not isinstance(message, Mapping):
+        return None
+    if set(domain) != TOKEN_DOMAIN_FIELDS or set(message) != {n for n, _ in TRANSFER_WITH_AUTHORIZATION}:
+        return None
+    name, version, nonce = domain["name"], domain["version"], message["nonce"]
+    if not isinstance(name, str) or not isinstance(version, str):
+        return None
+    if not isinstance(nonce, str) or not _BYTES32_HEX.match(nonce):
+        return None
+    words = (
+        _uint_word(domain["chainId"]), _address_word(domain["verifyingContract"]),
+        _address_word(message["from"]), _address_word(message["to"]), _uint_word(message["value"]),
+        _uint_word(message["validAfter"]), _uint_word(message["validBefore"]),
+    )
+    if any(word is None for word in words):
+        return None
+    chain_id, contract, sender, recipient, value, after, before = cast("tuple[bytes, ...]", words)
+    separator = keccak_256(
+        _TOKEN_DOMAIN_TYPEHASH + keccak_256(name.encode()).digest()
+        + keccak_256(version.encode()).digest() + chain_id + contract
+    ).digest()
+    struct = keccak_256(
+        _TRANSFER_TYPEHASH + sender + recipient + value + after + before + bytes.fromhex(nonce[2:])
+    ).digest()
+    return keccak_256(b"\x19\x01" + separator + struct).digest()
 
 
 def _canonical_typed_data(td: Mapping[str, object]) -> dict[str, object]:

@@ -79,6 +79,18 @@ def _assets_to_read(request: PaidCallRequest, tasks: TaskRegistry, rules: Rules)
             and tasks.get(o.task_id) is not None and rules.unknown_asset(o) is None]
 
 
+def _check_value_per_item(value_per_item: int | None) -> None:
+    if value_per_item is not None and (
+        isinstance(value_per_item, bool)
+        or not isinstance(value_per_item, int)
+        or value_per_item <= 0
+    ):
+        raise JudgeConfigError(
+            f"found value_per_item={value_per_item!r}; expected a positive int in atomic "
+            "units or None; fix: leave it unset to use spend cap / checklist size."
+        )
+
+
 class Judge:
     """The in-process JEV judge. Holds the judge key (through its VerdictSigner).
 
@@ -109,15 +121,7 @@ class Judge:
         terms_of: TermsOf | None = None,
         fact_of: FactReader | None = None,
     ) -> None:
-        if value_per_item is not None and (
-            isinstance(value_per_item, bool)
-            or not isinstance(value_per_item, int)
-            or value_per_item <= 0
-        ):
-            raise JudgeConfigError(
-                f"found value_per_item={value_per_item!r}; expected a positive int in atomic "
-                "units or None; fix: leave it unset to use spend cap / checklist size."
-            )
+        _check_value_per_item(value_per_item)
         self._signer = signer
         self.calibrator: Calibrator = calibrator if calibrator is not None else BetaCalibrator()
         self._allowed = {
@@ -138,6 +142,7 @@ class Judge:
         #: Reads the offers a seller's own 402 states (judge.payto): with it, a registered
         #: seller origin admits exactly those terms (payTo, amount, asset, chain).
         self._terms_of = terms_of
+        self.reads_seller_terms = terms_of is not None  # before approving a purchase
         self._lock = threading.Lock()
         #: Free reads allowed over the wire, per (task, tool): the judge's own count.
         self._free_reads: dict[tuple[str, str], int] = {}

@@ -46,6 +46,8 @@ class Ok(TypedDict):
 class Health(TypedDict):
     judge: str
     scheme: str
+    #: The judge reads a seller's own 402 before approving a purchase from it.
+    reads_seller_terms: bool
 
 
 class Record(TypedDict, total=False):

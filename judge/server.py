@@ -175,7 +175,8 @@ class _Handlers:
         return None if rec is None else rec.task_id
 
     def health(self, _body: dict[str, object], _own: str | None) -> dict[str, object]:
-        return {"judge": self.judge.address, "scheme": SCHEME}
+        return {"judge": self.judge.address, "scheme": SCHEME,
+                "reads_seller_terms": self.judge.reads_seller_terms}
 
     def calibration(self, _body: dict[str, object], _own: str | None) -> dict[str, object]:
         return dict(self.judge.calibration())

@@ -43,6 +43,7 @@ __all__ = [
     "ToolRegistry",
     "addresses_named_in",
     "format_validation_error",
+    "judge_reads_terms",
 ]
 
 ToolKind = Literal["free", "paid"]
@@ -137,6 +138,12 @@ def addresses_named_in(text: str) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def judge_reads_terms(judge: object) -> bool:
+    """Whether ``judge`` (an in-process Judge or a judge service's client) reads a
+    seller's own 402 itself before approving a purchase (see ToolContext)."""
+    return getattr(judge, "reads_seller_terms", False) is True
+
+
 @dataclass
 class ToolContext:
     """What a tool may use during one call. Built by the loop for each run.
@@ -173,6 +180,10 @@ class ToolContext:
     #: Seconds the run has left (None: no run deadline); a response deadline never
     #: reaches past it.
     time_left: Callable[[], float] | None = None
+    #: The run's judge reads a seller's own 402 itself before it approves a purchase
+    #: (nib's judge, in-process or as a service): a paid tool then pays a fresh quote's
+    #: terms without reading them again (agent.tools.x402.seller_terms.judged_terms).
+    judge_reads_terms: bool = False
 
     def allowlisted_addresses(self) -> tuple[str, ...]:
         """The allowlist's 0x address entries, lower-case (URL entries are sellers)."""

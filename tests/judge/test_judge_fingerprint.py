@@ -501,3 +501,103 @@ def test_the_judge_refuses_a_domain_with_a_field_the_token_does_not_sign_under()
     refusal = _domain_refusal(offer({**domain, "salt": "0x" + "11" * 32}),
                               lambda asset: ("USDC", "2"))
     assert refusal is not None and "salt" in refusal
+
+
+# --- the direct encoding of the canonical payload agrees with eth-account -------------
+
+_ADDRESS_SPELLINGS = st.sampled_from(["checksum", "lower", "upper", "bad-checksum", "short"])
+_NUMBER_SPELLINGS = st.sampled_from(["int", "str", "bool", "negative", "huge"])
+
+
+def _spell_address(address: str, how: str) -> str:
+    if how == "lower":
+        return address.lower()
+    if how == "upper":
+        return "0x" + address[2:].upper()
+    if how == "bad-checksum":
+        flipped = "".join(c.swapcase() if c.isalpha() else c for c in address[2:])
+        return "0x" + flipped
+    if how == "short":
+        return address[:-2]
+    return to_checksum_address(address)
+
+
+def _spell_number(value: int, how: str) -> Any:
+    return {"int": value, "str": str(value), "bool": True, "negative": -value - 1,
+            "huge": 1 << 256}[how]
+
+
+def _eth_account_digest(td: dict[str, Any]) -> str | None:
+    from eth_account.messages import encode_typed_data
+
+    from judge.fingerprint import _canonical_typed_data
+
+    try:
+        signable = encode_typed_data(full_message=_canonical_typed_data(td))
+    except Exception:
+        return None
+    return "0x" + keccak(b"\x19" + signable.version + signable.header + signable.body).hex()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    addresses=st.lists(st.binary(min_size=20, max_size=20), min_size=3, max_size=3),
+    spellings=st.lists(_ADDRESS_SPELLINGS, min_size=3, max_size=3),
+    numbers=st.lists(st.integers(min_value=0, max_value=(1 << 256) - 1), min_size=4, max_size=4),
+    number_spellings=st.lists(_NUMBER_SPELLINGS, min_size=4, max_size=4),
+    nonce=st.binary(min_size=32, max_size=32),
+    nonce_spelling=st.sampled_from(["lower", "upper", "bytes", "short"]),
+    name=st.one_of(st.text(max_size=12), st.integers(0, 9)),
+    version=st.one_of(st.text(max_size=4), st.integers(0, 9)),
+    canonical=st.booleans(),
+)
+def test_the_direct_encoding_is_eth_accounts_digest_or_steps_aside(
+    addresses: list[bytes], spellings: list[str], numbers: list[int],
+    number_spellings: list[str], nonce: bytes, nonce_spelling: str, name: Any, version: Any,
+    canonical: bool,
+) -> None:
+    # typed_data_fingerprint hashes the canonical shape itself (no generic encoder on the
+    # paid path); every other spelling goes to eth-account. Whatever the spelling, the
+    # fingerprint is eth-account's digest, or both refuse it.
+    from judge.fingerprint import _token_domain_digest
+
+    if canonical:  # half the examples in a shape the direct encoding takes
+        spellings = [s if s in ("checksum", "lower", "upper") else "checksum" for s in spellings]
+        number_spellings = ["int"] * 4
+        nonce_spelling = "upper" if nonce_spelling == "upper" else "lower"
+        name, version = str(name), str(version)
+    contract, sender, recipient = (
+        _spell_address("0x" + a.hex(), how) for a, how in zip(addresses, spellings, strict=True)
+    )
+    chain_id, value, after, before = (
+        _spell_number(n, how) for n, how in zip(numbers, number_spellings, strict=True)
+    )
+    hex_nonce = {"lower": "0x" + nonce.hex(), "upper": "0x" + nonce.hex().upper(),
+                 "bytes": nonce, "short": "0x" + nonce.hex()[:-2]}[nonce_spelling]
+    td = _typed_data(**{"from": sender, "to": recipient, "value": value, "validAfter": after,
+                        "validBefore": before, "nonce": hex_nonce})
+    td["domain"] = {"name": name, "version": version, "chainId": chain_id,
+                    "verifyingContract": contract}
+    expected = _eth_account_digest(td)
+    try:
+        found: str | None = typed_data_fingerprint(td)
+    except FingerprintError:
+        found = None
+    assert found == expected
+    direct = _token_domain_digest(
+        {"domain": td["domain"], "message": td["message"], "types": {}, "primaryType": ""}
+    )
+    if direct is not None:  # taken only where eth-account agrees
+        assert "0x" + direct.hex() == expected
+    assert direct is not None or not canonical
+
+
+def test_the_canonical_payload_takes_the_direct_encoding() -> None:
+    from judge.fingerprint import _token_domain_digest
+
+    td = _typed_data()
+    td["message"]["nonce"] = "0x" + "ab" * 32
+    td["message"]["value"] = 100_000
+    direct = _token_domain_digest(td)
+    assert direct is not None
+    assert "0x" + direct.hex() == _eth_account_digest(td) == typed_data_fingerprint(td)

@@ -11,7 +11,9 @@ named steps, in the order they happen:
 3. :meth:`PayHttpTool.execute`, MOVES MONEY:
    **check terms** (:func:`.seller_terms.check_terms`): the 402 is read again and the
    payload rebuilt from the seller's *current* terms with the quoted nonce and window (if
-   price, recipient or asset changed, the wallet voids the verdict before signing);
+   price, recipient or asset changed, the wallet voids the verdict before signing); not
+   when nib's judge read that 402 itself for a verdict and quote at most 2 s old
+   (:func:`.seller_terms.judged_terms`);
    **sign** (:func:`.live_authorization.sign_when_free`): the wallet signs under the
    verdict, one live authorization per resource;
    **send** (:func:`.delivery.send_paid`): the paid request, once, never retried;
@@ -57,7 +59,7 @@ from agent.tools.x402.protocol import (
     requirement_amount,
 )
 from agent.tools.x402.quoting import authorization_quote, free_quote, stored_observation
-from agent.tools.x402.seller_terms import CurrentTerms, check_terms, read_offer
+from agent.tools.x402.seller_terms import CurrentTerms, check_terms, judged_terms, read_offer
 from chain.facts import FactKind
 from judge.verdict import Verdict
 from wallet.errors import FailureUnproven
@@ -301,7 +303,7 @@ class PayHttpTool(Tool[PayHttpArgs]):
         check_market(self.name, url, ctx, self.offers)
         wallet = require_wallet(ctx, self.name)
         spend_cap_atomic = spend_cap(ctx, self.name)
-        terms = await check_terms(quote, request, ctx)
+        terms = judged_terms(quote, verdict, ctx) or await check_terms(quote, request, ctx)
         covers = tuple(args.covers)
         if isinstance(terms, httpx.Response):
             # The seller stopped charging: nothing to sign, the verdict stays unused.

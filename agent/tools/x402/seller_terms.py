@@ -1,11 +1,13 @@
 """The seller's terms, read from its 402: when quoting (:func:`read_offer`), and again
-right before paying (:func:`check_terms`). The second read rebuilds the authorization
-from the seller's *current* terms with the quoted nonce and window: if the seller changed
-price, recipient or asset since the quote, that payload differs from the approved one
-and the wallet voids the verdict before signing."""
+right before paying (:func:`check_terms`) unless the judge read them itself moments ago
+(:func:`judged_terms`). The second read rebuilds the authorization from the seller's
+*current* terms with the quoted nonce and window: if the seller changed price, recipient
+or asset since the quote, that payload differs from the approved one and the wallet voids
+the verdict before signing."""
 
 from __future__ import annotations
 
+import time
 from typing import NamedTuple
 
 import httpx
@@ -30,12 +32,25 @@ from agent.tools.x402.protocol import (
 )
 from agent.tools.x402.quoting import chain_clock, quoted_authorization
 from chain.usdc import AuthorizationTypedData
+from judge.verdict import Verdict
 from wallet.errors import VerdictVoid
 
-__all__ = ["EXPIRY_MARGIN_S", "CurrentTerms", "Offered", "check_terms", "read_offer"]
+__all__ = [
+    "EXPIRY_MARGIN_S",
+    "JUDGED_TERMS_FRESH_S",
+    "CurrentTerms",
+    "Offered",
+    "check_terms",
+    "judged_terms",
+    "read_offer",
+]
 
 #: An authorization this close to its validBefore is not sent: settlement takes time.
 EXPIRY_MARGIN_S = 15
+
+#: Seconds a quote and its approving verdict stay fresh enough to pay on the quoted terms
+#: without reading them again (see :func:`judged_terms`).
+JUDGED_TERMS_FRESH_S = 2
 #: Stands in for the signature when checking that a payment header can be encoded.
 _PLACEHOLDER_SIGNATURE = "0x" + "00" * 65
 
@@ -101,12 +116,54 @@ async def check_terms(
         # The seller stopped charging: nothing to sign, the verdict stays unused.
         return resp
     pr, requirement = _current_requirement(quote, url, resp, ctx)
+    return _terms_to_sign(quote, url, pr, requirement)
+
+
+def judged_terms(quote: Quote, verdict: Verdict | None, ctx: ToolContext) -> CurrentTerms | None:
+    """The quoted terms as the payload to sign, without reading them again, when the
+    re-read cannot change the outcome; else None (:func:`check_terms` reads them).
+
+    That is when the run's judge read the seller's own 402 itself before approving
+    (``ctx.judge_reads_terms``: nib's judge, in-process or as a service, approves an x402
+    purchase only when the payload pays exactly an offer that 402 states, see
+    judge.tasks) and both the quote and the approving verdict are at most
+    JUDGED_TERMS_FRESH_S old: the terms were then read after the quote, moments ago, by
+    the party whose reading counts. A verdict given after a pause for a human (the judge
+    read the terms again, but the quote is old), a judge that does not read terms, and a
+    window that could close meanwhile all read them again. The re-read never guarded
+    money: the wallet signs only the approved payload, and a seller that changed its
+    terms in the moment since refuses the payment as it would after any re-read."""
+    if not ctx.judge_reads_terms or verdict is None or verdict.decision != "approve":
+        return None
+    if "wall_time" not in quote.meta or "payment_required" not in quote.meta:
+        return None
+    now = time.time()
+    oldest = now - JUDGED_TERMS_FRESH_S - 1  # both clocks count whole seconds
+    if as_int(quote.meta["wall_time"]) < oldest or verdict.issued_at < oldest:
+        return None
+    valid_before = as_int(as_object(quote.payload["message"])["validBefore"])
+    chain_time = as_int(quote.meta["chain_time"])
+    if chain_time + JUDGED_TERMS_FRESH_S + EXPIRY_MARGIN_S >= valid_before:
+        return None  # the window may close before the seller settles: check the clock
+    pr = _x402_parse(as_object(quote.meta["payment_required"]))
+    return _terms_to_sign(quote, str(quote.meta["url"]), pr, _quoted_requirement(quote, pr))
+
+
+def _terms_to_sign(
+    quote: Quote, url: str, pr: AnyPaymentRequired, requirement: AnyRequirement
+) -> CurrentTerms:
     payload, authorization = quoted_authorization(quote, requirement)
     try:  # a header we could not encode must fail before anything is signed
         encode_payment_header(requirement, pr, authorization, _PLACEHOLDER_SIGNATURE)
     except ValueError as exc:
         raise X402ProtocolError(f"pay_http: cannot encode the payment for {url}: {exc}") from exc
     return CurrentTerms(pr, requirement, payload, authorization)
+
+
+def _quoted_requirement(quote: Quote, pr: AnyPaymentRequired) -> AnyRequirement:
+    """The requirement ``quote`` was built for, read back from its meta."""
+    cls = PaymentRequirements if pr.x402_version == 2 else PaymentRequirementsV1
+    return cls.model_validate(quote.meta["requirement"])
 
 
 def _current_requirement(
@@ -117,9 +174,7 @@ def _current_requirement(
     if resp.status_code != 402:
         raise ToolError(unexpected_status(url, resp, paid=False))
     pr = parse_payment_required(resp)
-    quoted = _x402_parse(as_object(quote.meta["payment_required"]))
-    cls = PaymentRequirements if quoted.x402_version == 2 else PaymentRequirementsV1
-    quoted_req = cls.model_validate(quote.meta["requirement"])
+    quoted_req = _quoted_requirement(quote, _x402_parse(as_object(quote.meta["payment_required"])))
     requirement = next((r for r in pr.accepts if r == quoted_req), None)
     if requirement is None:
         try:
