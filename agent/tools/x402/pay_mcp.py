@@ -25,6 +25,7 @@ from x402.mcp import MCP_PAYMENT_META_KEY, MCP_PAYMENT_RESPONSE_META_KEY
 from x402.schemas import parse_payment_required as _x402_parse
 
 from agent.errors import DeliveryFailed, ToolError
+from agent.jsonvalues import as_object
 from agent.tools.base import Observation, Quote, Tool, ToolContext
 from agent.tools.chain_reads import usdc_address
 from agent.tools.money import UsdcAmount, spend_cap
@@ -50,6 +51,7 @@ from agent.tools.x402.quoting import (
     quoted_authorization,
     stored_observation,
 )
+from agent.tools.x402.seller_terms import judged_fresh
 from chain.mcp_client import ENDPOINTS, McpTransport, McpUnreachable, call_tool, split_endpoint
 from chain.money import format_usdc
 from chain.usdc import AuthorizationTypedData
@@ -187,7 +189,9 @@ class PayMcpTool(Tool[PayMcpArgs]):
         spend_cap_atomic = spend_cap(ctx, self.name)
         # The paid call goes over the transport the quote reached, once, never another.
         args = args.model_copy(update={"transport": args.transport or quote.meta.get("transport")})
-        pr, requirement, payload, authorization = await self._current_terms(args, quote, ctx)
+        pr, requirement, payload, authorization = await self._current_terms(
+            args, quote, ctx, asked_again=not judged_fresh(quote, verdict, ctx)
+        )
         # The wallet recomputes the fingerprint of exactly this payload (verdict-void if
         # the seller's terms changed since the quote).
         signed = await asyncio.to_thread(
@@ -235,11 +239,16 @@ class PayMcpTool(Tool[PayMcpArgs]):
         return self._observation(args, result, cost=quote.amount, settlement=receipt)
 
     async def _current_terms(
-        self, args: PayMcpArgs, quote: Quote, ctx: ToolContext
+        self, args: PayMcpArgs, quote: Quote, ctx: ToolContext, *, asked_again: bool
     ) -> tuple[AnyPaymentRequired, AnyRequirement, AuthorizationTypedData, dict[str, str]]:
-        """The tool's terms asked again, as the payload to sign with the quoted nonce and
-        window; a payment that cannot be built fails here, before anything is signed."""
-        required = _payment_required((await _call(args))[0])
+        """The tool's terms asked again (or, not ``asked_again``, as quoted: the judge read
+        them itself moments ago, see seller_terms.judged_fresh), as the payload to sign
+        with the quoted nonce and window; a payment that cannot be built fails here,
+        before anything is signed."""
+        if asked_again:
+            required = _payment_required((await _call(args))[0])
+        else:
+            required = as_object(quote.meta["payment_required"])
         if required is None:
             raise ToolError(
                 f"pay_mcp: {args.tool} at {args.server} no longer asks for payment; nothing "

@@ -41,6 +41,7 @@ __all__ = [
     "CurrentTerms",
     "Offered",
     "check_terms",
+    "judged_fresh",
     "judged_terms",
     "read_offer",
 ]
@@ -120,33 +121,40 @@ async def check_terms(
 
 
 def judged_terms(quote: Quote, verdict: Verdict | None, ctx: ToolContext) -> CurrentTerms | None:
-    """The quoted terms as the payload to sign, without reading them again, when the
-    re-read cannot change the outcome; else None (:func:`check_terms` reads them).
+    """The quoted terms as the payload to sign, without reading the seller's 402 again,
+    when :func:`judged_fresh` says the re-read cannot change the outcome; else None
+    (:func:`check_terms` reads them)."""
+    if not judged_fresh(quote, verdict, ctx) or "requirement" not in quote.meta:
+        return None
+    pr = _x402_parse(as_object(quote.meta["payment_required"]))
+    return _terms_to_sign(quote, str(quote.meta["url"]), pr, _quoted_requirement(quote, pr))
 
-    That is when the run's judge read the seller's own 402 itself before approving
+
+def judged_fresh(quote: Quote, verdict: Verdict | None, ctx: ToolContext) -> bool:
+    """Whether a paid tool may pay ``quote``'s terms as quoted, without asking the seller
+    again: the re-read cannot change the outcome.
+
+    That is when the run's judge read the seller's own terms itself before approving
     (``ctx.judge_reads_terms``: nib's judge, in-process or as a service, approves an x402
-    purchase only when the payload pays exactly an offer that 402 states, see
+    purchase only when the payload pays exactly an offer the seller's 402 states, see
     judge.tasks) and both the quote and the approving verdict are at most
     JUDGED_TERMS_FRESH_S old: the terms were then read after the quote, moments ago, by
     the party whose reading counts. A verdict given after a pause for a human (the judge
     read the terms again, but the quote is old), a judge that does not read terms, and a
     window that could close meanwhile all read them again. The re-read never guarded
     money: the wallet signs only the approved payload, and a seller that changed its
-    terms in the moment since refuses the payment as it would after any re-read."""
+    terms in the moment since refuses the payment as it would after any re-read
+    (tests/agent/tools/test_judged_terms.py)."""
     if not ctx.judge_reads_terms or verdict is None or verdict.decision != "approve":
-        return None
-    if "wall_time" not in quote.meta or "payment_required" not in quote.meta:
-        return None
-    now = time.time()
-    oldest = now - JUDGED_TERMS_FRESH_S - 1  # both clocks count whole seconds
+        return False
+    if not {"wall_time", "chain_time", "payment_required"} <= set(quote.meta):
+        return False
+    oldest = time.time() - JUDGED_TERMS_FRESH_S - 1  # both clocks count whole seconds
     if as_int(quote.meta["wall_time"]) < oldest or verdict.issued_at < oldest:
-        return None
+        return False
     valid_before = as_int(as_object(quote.payload["message"])["validBefore"])
-    chain_time = as_int(quote.meta["chain_time"])
-    if chain_time + JUDGED_TERMS_FRESH_S + EXPIRY_MARGIN_S >= valid_before:
-        return None  # the window may close before the seller settles: check the clock
-    pr = _x402_parse(as_object(quote.meta["payment_required"]))
-    return _terms_to_sign(quote, str(quote.meta["url"]), pr, _quoted_requirement(quote, pr))
+    # The window must outlast the moments since the quote and the margin for settling.
+    return as_int(quote.meta["chain_time"]) + JUDGED_TERMS_FRESH_S + EXPIRY_MARGIN_S < valid_before
 
 
 def _terms_to_sign(
