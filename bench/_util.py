@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import math
 import os
 import platform
@@ -376,10 +375,12 @@ class BenchEnv:
 
     def context(
         self, wallet: AgentWallet | None, http: httpx.AsyncClient | None, run_id: str,
-        cap: int = 1_000_000,
+        cap: int = 1_000_000, *, judge: Decides | None = None,
     ) -> ToolContext:
-        """A tool context for one run paying from ``wallet`` with a spend cap of ``cap``."""
-        from agent.tools.base import ToolContext
+        """A tool context for one run paying from ``wallet`` with a spend cap of ``cap``,
+        its verdicts from ``judge`` (default: the bench's in-process judge): built at the
+        run's start, as the loop builds it (agent.loop.context.RunContext)."""
+        from agent.tools.base import ToolContext, judge_reads_terms
 
         return ToolContext(
             run_id=run_id,
@@ -389,6 +390,7 @@ class BenchEnv:
             allowlist=(self.paywall_url,),
             http=http,
             spend_cap_atomic=cap,
+            judge_reads_terms=judge_reads_terms(judge or self.judge),
         )
 
     async def paid_call(
@@ -407,7 +409,6 @@ class BenchEnv:
         ``phases`` (optional) collects seconds spent in quote, judge and execute;
         ``judge`` (optional) replaces the in-process judge (a judge service's client).
         """
-        from agent.tools.base import judge_reads_terms
         from judge.fingerprint import call_fingerprint
         from judge.jev import PaidCallRequest
 
@@ -438,9 +439,7 @@ class BenchEnv:
             task_id=ctx.run_id,
             payload=quote.payload,
         )
-        judge = judge or self.judge
-        ctx = dataclasses.replace(ctx, judge_reads_terms=judge_reads_terms(judge))  # as the loop
-        verdict = await asyncio.to_thread(judge.decide, request)
+        verdict = await asyncio.to_thread((judge or self.judge).decide, request)
         t2 = time.perf_counter()
         if verdict.decision != "approve":
             raise RuntimeError(

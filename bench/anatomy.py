@@ -140,9 +140,9 @@ async def _measure(env: BenchEnv) -> dict[str, int]:
     tool = PayHttpTool(env.paywall_url)
     url = env.paywall_url + BENCH_PATH
     async with httpx.AsyncClient(timeout=30) as http:
-        await env.paid_call(tool, env.context(wallet, http, "anatomy-0"), url, judge=judge)
+        await env.paid_call(tool, env.context(wallet, http, "anatomy-0", judge=judge), url, judge=judge)
         with count_operations([env.chain.w3.provider, wallet.chain.w3.provider]) as counts:
-            await env.paid_call(tool, env.context(wallet, http, "anatomy-1"), url, judge=judge)
+            await env.paid_call(tool, env.context(wallet, http, "anatomy-1", judge=judge), url, judge=judge)
     return dict(counts)
 
 

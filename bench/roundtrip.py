@@ -281,9 +281,10 @@ async def _measure(env: BenchEnv, rounds: int, per_round: int, warmup: int) -> _
                 judge: Decides
                 if side == "services":
                     judge = register(env, services, run_id)
-                    ctx = env.context(remote_wallet, http, run_id)
+                    ctx = env.context(remote_wallet, http, run_id, judge=judge)
                 else:
-                    judge, ctx = local_judge, env.context(local_wallet, http, run_id)
+                    judge = local_judge
+                    ctx = env.context(local_wallet, http, run_id, judge=judge)
                 start = time.perf_counter()
                 await env.paid_call(tool, ctx, url, judge=judge)
                 return time.perf_counter() - start

@@ -83,7 +83,7 @@ async def _nib(env: BenchEnv, wallet: AgentWallet, judges: Sequence[Decides], ru
         await tool.load_catalog(env.paywall_url, env.context(wallet, http, "warm"))
 
         async def buyer(b: int) -> int:
-            ctx = env.context(wallet, http, runs[b])
+            ctx = env.context(wallet, http, runs[b], judge=judges[b])
             for _ in range(each):
                 await env.paid_call(tool, ctx, _url(env, b), judge=judges[b])
             return each
