@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
@@ -215,6 +216,10 @@ class TaskRegistry:
     ) -> None:
         self._store = Store(db, component="judge.tasks", migrations=MIGRATIONS)
         self._clock = clock
+        #: Registered limits already read (registrations never change): a decision looks
+        #: its task up several times, and the re-check again.
+        self._known: dict[str, TaskLimits] = {}
+        self._known_lock = threading.Lock()
 
     def register(self, limits: TaskLimits) -> TaskLimits:
         """Register ``limits`` once; the same limits again are a no-op, others are refused."""
@@ -279,14 +284,27 @@ class TaskRegistry:
     def get(self, task_id: str) -> TaskLimits | None:
         """The registered limits (a plain read: registrations never change, and the
         judge's re-check asks while it holds the judge's write lock)."""
+        known = self._known.get(task_id)
+        if known is not None:
+            return known
         rows = self._store.query(f"SELECT {_COLUMNS} FROM {TASKS} WHERE task_id = ?", (task_id,))
-        return None if not rows else _limits(tuple(rows[0].values()))
+        if not rows:
+            return None  # not kept: the task may be registered later
+        limits = _limits(tuple(rows[0].values()))
+        with self._known_lock:
+            if len(self._known) >= KNOWN_TASKS:
+                self._known.pop(next(iter(self._known)))  # the oldest read first
+            self._known[task_id] = limits
+        return limits
 
     @staticmethod
     def _get(conn: Tx, task_id: str) -> TaskLimits | None:
         row = conn.one(f"SELECT {_COLUMNS} FROM {TASKS} WHERE task_id = ?", (task_id,))
         return None if row is None else _limits(row)
 
+
+#: Registered tasks whose limits a judge keeps in memory once read (the oldest goes first).
+KNOWN_TASKS = 4096
 
 _COLUMNS = (
     "task_id, spend_cap, per_call_cap, approval_threshold, recipients, sellers, mandates, "

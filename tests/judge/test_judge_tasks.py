@@ -411,3 +411,22 @@ def test_the_limits_keep_their_wire_and_table_names_and_either_name_reads(tmp_pa
     # The table keeps its columns (spend_cap, per_call_cap, approval_threshold).
     TaskRegistry(tmp_path / "nib.db").register(TASK)
     assert TaskRegistry(tmp_path / "nib.db").get(TASK.task_id) == TASK
+
+
+def test_a_task_unknown_when_asked_is_found_once_another_process_registers_it(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The judge keeps registered limits once read (they never change), never an absence:
+    # a task registered after a miss, here by another registry on the same file, is found.
+    import judge.tasks as tasks_module
+    from judge.tasks import TaskRegistry
+
+    monkeypatch.setattr(tasks_module, "KNOWN_TASKS", 2)
+    judge_side, other = TaskRegistry(tmp_path / "nib.db"), TaskRegistry(tmp_path / "nib.db")
+    assert judge_side.get("task-1") is None
+    other.register(TASK)
+    assert judge_side.get("task-1") == TASK
+    for n in (2, 3, 4):
+        other.register(replace(TASK, task_id=f"task-{n}"))
+        assert judge_side.get(f"task-{n}") == replace(TASK, task_id=f"task-{n}")
+    assert len(judge_side._known) == 2 and judge_side.get("task-1") == TASK
