@@ -417,7 +417,15 @@ class BenchEnv:
         payer = ctx.wallet.address
         t0 = time.perf_counter()
         args = tool.parse_args({"url": url})
-        quote = await tool.quote(args, ctx)
+        # The loop's judge request carries the balance its self-model read at the turn's
+        # start, not one read after the quote: read it beside the quote (its work counted,
+        # not added in series).
+        balance = asyncio.ensure_future(
+            asyncio.to_thread(self.chain.token_balance, self.usdc, payer))
+        try:
+            quote = await tool.quote(args, ctx)
+        finally:
+            paid_balance = await balance
         t1 = time.perf_counter()
         cap = ctx.spend_cap_atomic
         facts = tuple(tool.facts_for(args))
@@ -431,7 +439,7 @@ class BenchEnv:
             recipient=quote.recipient,
             chain_id=quote.chain_id,
             remaining_budget=cap,
-            balance=await asyncio.to_thread(self.chain.token_balance, self.usdc, payer),
+            balance=paid_balance,
             per_call_cap_atomic=cap,
             spend_cap_atomic=cap,
             missing=facts,

@@ -161,8 +161,9 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> dict[str, object]:
         ours=summary,
         peer="x402 client: 2 HTTP requests, 0 chain RPCs, 0 SQL",
         ratio=float("nan"),
-        notes="counted, not timed (load-independent); includes the bench's balance read for "
-        "the judge request, as the loop makes it",
+        notes="counted, not timed (load-independent); includes the balance read for the "
+        "judge request (the loop's self-model reads it at the turn's start; the bench reads "
+        "it beside the quote)",
         details=tuple(f"{k:<40} {v}" for k, v in sorted(counts.items())),
         raw={"kind": "own", "counts": counts, "counted": True},
     ).as_dict()
