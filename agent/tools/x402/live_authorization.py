@@ -142,17 +142,16 @@ async def sign_when_free(
     # processes the wallet gives each payment of a resource its turn, so a loser is refused
     # before its verdict is used and signs with it here once the other payment is over.)
     def sign_if_free() -> tuple[SpendRow | None, SignedTypedData | None]:
-        # The check and the signature in one worker-thread hop: the usual case (nothing
-        # live) pays one hop, not two.
-        live = wallet.live_authorization(resource)
-        if live is not None:
-            return live, None
+        # The signature first, in one worker-thread hop and one call to the wallet: the
+        # wallet refuses it, consuming nothing, while another authorization for the
+        # resource is live (checked in the transaction that would consume the verdict);
+        # only then is the live one read (None: it ended meanwhile, so try again).
         try:
             return None, wallet.sign_typed_data(
                 payload, verdict, run_id=ctx.run_id, spend_cap_atomic=spend_cap_atomic, resource=resource
             )
         except AuthorizationOutstanding:
-            return None, None  # another process started paying between check and signature
+            return wallet.live_authorization(resource), None
 
     async with _signing_lock(resource):
         while True:
