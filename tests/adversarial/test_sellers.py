@@ -171,15 +171,23 @@ def _zero_timeout(pr: dict[str, Any], _n: int) -> dict[str, Any]:
     return pr
 
 
+def _short_timeout(pr: dict[str, Any], _n: int) -> dict[str, Any]:
+    # Valid for 5 s: x402 facilitators refuse an authorization valid for less than 6 s
+    # more, so it can never be settled (an outside tester's seller, round 9).
+    pr["accepts"][0]["maxTimeoutSeconds"] = 5
+    return pr
+
+
 @pytest.mark.parametrize(
     ("rewrite", "expected"),
     [
         (_asset, "offers nothing we can pay"),
         (_chain, "offers nothing we can pay"),
         (_zero_timeout, "maxTimeoutSeconds"),
+        (_short_timeout, "maxTimeoutSeconds is 5; expected more than 15 s"),
         (_other_domain, "the token itself reports (name='USDC'"),
     ],
-    ids=["asset-swapped", "chain-swapped", "zero-validity", "wrong-eip712-domain"],
+    ids=["asset-swapped", "chain-swapped", "zero-validity", "short-validity", "wrong-eip712-domain"],
 )
 def test_unpayable_terms_are_refused_before_signing(
     rewrite: Callable[[dict[str, Any], int], dict[str, Any]],

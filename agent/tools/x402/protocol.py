@@ -48,6 +48,7 @@ from agent.errors import ToolError
 from chain.usdc import AuthorizationTypedData, eip3009_typed_data
 
 __all__ = [
+    "EXPIRY_MARGIN_S",
     "MAX_VALIDITY_S",
     "VALID_AFTER_SLACK_S",
     "AnyPaymentRequired",
@@ -77,6 +78,11 @@ RefusalCode = Literal["no-matching-requirement", "price-above-limit"]
 MAX_VALIDITY_S = 300
 #: validAfter is set this far before the chain's time, so clock skew cannot void it.
 VALID_AFTER_SLACK_S = 600
+#: Seconds a signed authorization must still be valid for its seller to settle it: x402
+#: facilitators refuse one valid for less than 6 s more (their wall clock), and the paid
+#: request and a block come on top. A requirement whose maxTimeoutSeconds is no longer
+#: can never be paid, so it is refused before anything is signed.
+EXPIRY_MARGIN_S = 15
 
 _SCHEME = "exact"
 
@@ -383,10 +389,13 @@ def _validity_window(
 ) -> tuple[int, int]:
     """(validAfter, validBefore) covering the chain's clock and, when given, the wall
     clock, as :func:`build_authorization` describes."""
-    if requirement.max_timeout_seconds <= 0:
+    if requirement.max_timeout_seconds <= EXPIRY_MARGIN_S:
         raise X402ProtocolError(
-            f"requirement maxTimeoutSeconds is {requirement.max_timeout_seconds}; expected a "
-            "positive number of seconds."
+            f"requirement maxTimeoutSeconds is {requirement.max_timeout_seconds}; expected more "
+            f"than {EXPIRY_MARGIN_S} s: an authorization valid for no longer expires before "
+            "the seller can settle it (x402 facilitators refuse one valid for less than 6 s "
+            "more), so nothing was signed. Fix: the seller must allow a longer "
+            "maxTimeoutSeconds; buy the data elsewhere."
         )
     if validity_s is not None and validity_s <= 0:
         raise ValueError(f"validity_s must be a positive number of seconds; got {validity_s}.")

@@ -22,6 +22,7 @@ from agent.tools.chain_reads import usdc_address
 from agent.tools.x402.delivery import Request
 from agent.tools.x402.fetch import fetch, unexpected_status, unpaid_refusal
 from agent.tools.x402.protocol import (
+    EXPIRY_MARGIN_S,
     AnyPaymentRequired,
     AnyRequirement,
     RequirementRefused,
@@ -47,8 +48,6 @@ __all__ = [
 ]
 
 #: An authorization this close to its validBefore is not sent: settlement takes time.
-EXPIRY_MARGIN_S = 15
-
 #: Seconds a quote and its approving verdict stay fresh enough to pay on the quoted terms
 #: without reading them again (see :func:`judged_terms`).
 JUDGED_TERMS_FRESH_S = 2
@@ -153,8 +152,10 @@ def judged_fresh(quote: Quote, verdict: Verdict | None, ctx: ToolContext) -> boo
     if as_int(quote.meta["wall_time"]) < oldest or verdict.issued_at < oldest:
         return False
     valid_before = as_int(as_object(quote.payload["message"])["validBefore"])
-    # The window must outlast the moments since the quote and the margin for settling.
-    return as_int(quote.meta["chain_time"]) + JUDGED_TERMS_FRESH_S + EXPIRY_MARGIN_S < valid_before
+    # The window must outlast the moments since the quote and the margin for settling, by
+    # the later clock (a devnet's idle chain lags the wall clock facilitators check).
+    quoted_at = max(as_int(quote.meta["chain_time"]), as_int(quote.meta["wall_time"]))
+    return quoted_at + JUDGED_TERMS_FRESH_S + EXPIRY_MARGIN_S < valid_before
 
 
 def _terms_to_sign(
@@ -205,13 +206,16 @@ def _terms_changed(quote: Quote, detail: str) -> VerdictVoid:
 
 
 async def _check_not_expired(quote: Quote, ctx: ToolContext) -> None:
-    """Refuse (before signing) a quote whose authorization window has passed on chain."""
+    """Refuse (before signing) a quote whose authorization window has passed, or would
+    before the seller could settle it, by the later of the chain's and the wall clock
+    (facilitators check their wall clock; a devnet's idle chain lags it)."""
     valid_before = as_int(as_object(quote.payload["message"])["validBefore"])
-    now = await chain_clock(ctx)
+    now = max(await chain_clock(ctx), int(time.time()))
     if now + EXPIRY_MARGIN_S >= valid_before:
         raise ToolError(
             f"pay_http: the quote for {quote.meta.get('url')} is stale: its authorization is "
-            f"valid until {valid_before} and the chain's time is {now} (margin "
+            f"valid until {valid_before} and the time (the later of the chain's and the wall "
+            f"clock) is {now} (margin "
             f"{EXPIRY_MARGIN_S} s). Nothing was signed and the verdict is unused. Fix: propose "
             "the call again for a fresh quote."
         )
