@@ -20,15 +20,20 @@ from judge.calibration import CalibrationReport, Delivery
 from judge.connections import ConnectionPool
 from judge.errors import JudgeConfigError, JudgeError, JudgeOverloaded, JudgeUnreachable
 from judge.jev import PaidCallRequest
+from judge.mcp_terms import SELLER_READ_S
 from judge.policy import FreeDecision
 from judge.records import Grant, Standing
 from judge.tasks import TaskLimits
 from judge.verdict import Verdict, parse_verdict, verify_verdict
 from judge.wire import free_from_wire, from_wire
 
-__all__ = ["DEFAULT_TIMEOUT_S", "JudgeClient"]
+__all__ = ["DECIDE_TIMEOUT_S", "DEFAULT_TIMEOUT_S", "JudgeClient"]
 
 DEFAULT_TIMEOUT_S = 2.0
+#: How long a decision on a purchase may take: the judge reads the seller's own terms
+#: itself for it (judge.seller_terms, each read bounded by SELLER_READ_S), so a slow
+#: seller is the judge's refusal, never reported as the judge being unreachable.
+DECIDE_TIMEOUT_S = SELLER_READ_S + DEFAULT_TIMEOUT_S
 
 _Req = TypeVar("_Req", bound=Mapping[str, object])
 _Resp = TypeVar("_Resp")
@@ -41,7 +46,9 @@ _STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 class JudgeClient:
     """Talks to a judge service; the same methods as :class:`~judge.jev.Judge`.
 
-    Every call finishes within about ``timeout_s`` seconds or raises JudgeUnreachable.
+    Every call finishes within about ``timeout_s`` seconds or raises JudgeUnreachable;
+    a decision on a purchase within ``decide_timeout_s`` (default: DECIDE_TIMEOUT_S, the
+    judge's own bounded read of the seller's terms plus ``timeout_s``).
     With ``trusted_judge``, verdicts are verified against that address on arrival.
     HTTP/1.1 over kept-alive connections with the standard library's client: it costs a
     fraction of httpx's per call, which is on the paid path twice (the agent's decision,
@@ -55,9 +62,13 @@ class JudgeClient:
         *,
         trusted_judge: str | None = None,
         token: str | None = None,
+        decide_timeout_s: float | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
+        self.decide_timeout_s = (
+            max(timeout_s, DECIDE_TIMEOUT_S) if decide_timeout_s is None else decide_timeout_s
+        )
         self.trusted_judge = trusted_judge
         parsed = urllib.parse.urlsplit(self.url)
         if parsed.scheme != "http" or not parsed.hostname:
@@ -100,7 +111,8 @@ class JudgeClient:
     def _unreachable(self, detail: str) -> JudgeUnreachable:
         return JudgeUnreachable(
             f"the judge at {self.url} is unreachable ({detail}); expected a judge service "
-            f"answering within {self.timeout_s:g} s. Fix: `nib services status` says whether "
+            f"answering in time (a decision on a purchase within {self.decide_timeout_s:g} s, "
+            f"anything else within {self.timeout_s:g} s). Fix: `nib services status` says whether "
             "the judge service runs; `nib devnet up` (the devnet) or `nib services up` "
             "restarts it (a judge of your own at NIB_JUDGE_URL: `nib judge serve`).",
             url=self.url,
@@ -115,10 +127,11 @@ class JudgeClient:
         )
 
     def _exchange(
-        self, method: str, path: str, body: Mapping[str, object] | None
+        self, method: str, path: str, body: Mapping[str, object] | None, wait_s: float
     ) -> tuple[int, bytes]:
-        """(status, body) of one request; transport failures as JudgeUnreachable, named
-        as the phase that failed (ConnectError, ReadTimeout, ...)."""
+        """(status, body) of one request, each read of the answer waiting at most
+        ``wait_s``; transport failures as JudgeUnreachable, named as the phase that failed
+        (ConnectError, ReadTimeout, ...)."""
         payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         for attempt in (1, 2):
             conn, reused = self._pool.take()
@@ -127,7 +140,7 @@ class JudgeClient:
                 if conn.sock is None:
                     conn.connect()
                     phase = "Read"
-                conn.sock.settimeout(self.timeout_s / 2)
+                conn.sock.settimeout(wait_s)
                 conn.request(method, path, body=payload, headers=self._headers)
                 response = conn.getresponse()
                 data = response.read()
@@ -138,7 +151,7 @@ class JudgeClient:
                 raise self._unreachable(f"{phase}Error: {exc}") from exc
             except TimeoutError as exc:
                 conn.close()
-                raise self._unreachable(f"{phase}Timeout: {exc}") from exc
+                raise self._unreachable(f"{phase}Timeout after {wait_s:g} s: {exc}") from exc
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
                 raise self._unreachable(f"{phase}Error: {type(exc).__name__}: {exc}") from exc
@@ -151,7 +164,8 @@ class JudgeClient:
 
     def _call(self, op: ops.Operation[_Req, _Resp], body: _Req | None = None) -> _Resp:
         """The answer to ``op`` with ``body``, or the judge's refusal raised as itself."""
-        status, raw = self._exchange(op.method, op.route, body)
+        wait_s = self.decide_timeout_s if op is ops.DECIDE else self.timeout_s / 2
+        status, raw = self._exchange(op.method, op.route, body, wait_s)
         try:
             data = json.loads(raw)
         except ValueError as exc:

@@ -39,9 +39,12 @@ __all__ = ["McpTermsUnread", "McpTool", "OfferedTerms", "mcp_tool_of"]
 Transport = Literal["streamable-http", "sse"]
 #: Where each transport is served on an MCP server (the ecosystem's conventions).
 _ENDPOINTS: dict[Transport, str] = {"streamable-http": "/mcp", "sse": "/sse"}
-#: Each transport's whole read (connect, initialize, the unpaid call) is bounded; the
-#: judge reads before it takes its decision lock (judge.seller_terms).
-_TIMEOUT_S = 10.0
+#: The longest one read of a seller's terms takes, over HTTP (judge.payto) or MCP (each
+#: transport's whole read: connect, initialize, the unpaid call); the judge reads before
+#: it takes its decision lock (judge.seller_terms), and its clients wait this long for a
+#: decision on top of their own timeout (judge.client.DECIDE_TIMEOUT_S).
+SELLER_READ_S = 10.0
+_TIMEOUT_S = SELLER_READ_S
 #: Bytes one response of a read may carry (a tool's unpaid answer is a few KB), however
 #: fast the seller sends: past it the response is cut off.
 _MAX_BYTES = 1_000_000

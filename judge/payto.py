@@ -23,12 +23,12 @@ from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import httpx
 
-from judge.mcp_terms import OfferedTerms
+from judge.mcp_terms import SELLER_READ_S, OfferedTerms
 from judge.tls import tls_context
 
 __all__ = ["TermsOf", "advertised_terms"]
 
-_TIMEOUT_S = 10.0
+_TIMEOUT_S = SELLER_READ_S
 _MAX_BYTES = 64_000
 #: An idle kept-alive connection to a seller is closed after this many seconds.
 _IDLE_S = 2.0

@@ -38,6 +38,9 @@ TOKEN = "judge-admin-token"
 #: well within it (generous margins: the machine is shared and loaded).
 STALL_S = 20.0
 OTHER_DECISION_WITHIN_S = 5.0
+#: An honest seller whose 402 takes this long: past the judge client's 1 s read of any
+#: other answer, well within a decision's bound (an outside tester's seller, round 9).
+SLOW_S = 1.5
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +54,11 @@ def sellers() -> Iterator[dict[str, Any]]:
 
     @honest.get("/data")
     def data() -> Response:
+        return _402(PAY_TO)
+
+    @honest.get("/slow")
+    async def slow() -> Response:  # honest, but its 402 takes SLOW_S
+        await asyncio.sleep(SLOW_S)
         return _402(PAY_TO)
 
     async def stall() -> Response:
@@ -191,3 +199,26 @@ def test_the_mcp_read_is_bounded_in_size() -> None:
             McpTool(url, "sheet", {}, "streamable-http").offered_terms()
         time.sleep(1)  # what the seller pushed before the judge's read stopped
     assert sent["chunks"] < 400, f"the judge's read took {sent['chunks']} chunks of 64 KiB"
+
+
+def test_a_slow_seller_is_waited_for_and_a_stalling_one_refused_never_a_judge_outage(
+    sellers: dict[str, Any], signer: VerdictSigner
+) -> None:
+    """With the client as ``nib run`` makes it (default timeouts): a seller that answers
+    its 402 in 1.5 s is bought from, and one that stalls is refused by the judge once its
+    read gives up. On the old code both stopped the run judge-unreachable after 1 s, with
+    a message telling the user to restart a judge that was healthy."""
+    judge, victim, attacker = _service_judge(signer, sellers)
+    slow = request(authorization(PAY_TO, 10_000, 40), tool="pay_http",
+                   args={"url": sellers["honest"] + "/slow"}, seller=sellers["honest"],
+                   task_id="victim", call_fingerprint=call_fingerprint(
+                       "pay_http", {"url": sellers["honest"] + "/slow"}))
+    with JudgeServer(judge, token=TOKEN) as srv:
+        with JudgeClient(srv.url, trusted_judge=judge.address, token=victim) as client:
+            assert client.decide(slow).decision == "approve"
+        with JudgeClient(srv.url, trusted_judge=judge.address, token=attacker) as client:
+            started = time.monotonic()
+            refused = client.decide(_buy("attacker", sellers["stalling"], 41))
+            took = time.monotonic() - started
+    assert refused.decision == "refuse" and "no readable 402" in refused.reason, refused.reason
+    assert took < STALL_S, f"the refusal took {took:.1f} s"
