@@ -13,6 +13,7 @@ import pytest
 
 from chain.devkeys import JUDGE, dev_account
 from judge.calibration import BetaCalibrator
+from judge.client import DECIDE_TIMEOUT_S
 from judge.errors import (
     JudgeConfigError,
     JudgeRequestInvalid,
@@ -24,7 +25,6 @@ from judge.errors import (
 )
 from judge.fingerprint import call_fingerprint, fingerprint
 from judge.jev import Judge, PaidCallRequest
-from judge.client import DECIDE_TIMEOUT_S
 from judge.service import JudgeClient, JudgeServer, serve
 from judge.verdict import VerdictSigner, verify_verdict
 
