@@ -96,6 +96,10 @@ def records_beside(db: Path | str) -> Path | str:
     return str(db) if is_url(db) else Path(db).with_name("services.db")
 
 
+#: Times the services are started on a new port when another process took the judge's.
+PORT_ATTEMPTS = 3
+
+
 class Forks:
     """One process that imported the service code once and forks each service from it
     (``tests/service_child.py``): a service process starts in well under a second."""
@@ -163,21 +167,33 @@ class Composition:
         # The services' own token (the wallet's re-check) never reaches the agent: its
         # judge client acts with each registered task's token (Services.register).
         services_token, admin_token = secrets.token_hex(16), secrets.token_hex(16)
-        port = devnet.free_port()
-        url = f"http://127.0.0.1:{port}"
         base = {"db": str(db), "rpc_url": self.chain.rpc_url, "chain_id": self.chain.chain_id,
                 "usdc": self.chain.usdc, "token": services_token}
-        self._wallet_cfg = {**base, "role": "wallet", "home": str(home), "judge_url": url}
-        # Both forked before either is awaited: they start side by side. Open the records
-        # once first, so they do not race to make a fresh SQLite file WAL and to create its
-        # bookkeeping tables (a judge once failed to start: "database is locked").
+        # Open the records once first, so the two do not race to make a fresh SQLite file
+        # WAL and to create its bookkeeping tables (a judge once failed to start: "database
+        # is locked").
         first = open_database(db)
         first.bootstrap()
         first.close()
-        judge_pid = self._fork({**base, "role": "judge", "port": port,
-                                "admin_token": admin_token}, home / "judge.ready")
-        wallet_pid = self._fork({**self._wallet_cfg, **wallet}, home / "wallet.ready")
-        assert pid_ready(judge_pid, home / "judge.ready")["url"] == url
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            # The judge's port is picked here, for the wallet's config: another test's
+            # process may take it before the judge binds it; then both start again.
+            url = f"http://127.0.0.1:{devnet.free_port()}"
+            self._wallet_cfg = {**base, "role": "wallet", "home": str(home), "judge_url": url}
+            # Both forked before either is awaited: they start side by side.
+            for ready in home.glob("*.ready*"):
+                ready.unlink()
+            judge_pid = self._fork({**base, "role": "judge", "port": int(url.rsplit(":", 1)[1]),
+                                    "admin_token": admin_token}, home / "judge.ready")
+            wallet_pid = self._fork({**self._wallet_cfg, **wallet}, home / "wallet.ready")
+            try:
+                assert pid_ready(judge_pid, home / "judge.ready")["url"] == url
+            except RuntimeError as exc:
+                kill(wallet_pid)
+                if "Address already in use" not in str(exc) or attempt == PORT_ATTEMPTS:
+                    raise
+                continue
+            break
         socket = pid_ready(wallet_pid, home / "wallet.ready")["socket"]
         trusted = dev_account(JUDGE).address
         services = Services(
