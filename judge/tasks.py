@@ -27,7 +27,7 @@ from judge.fingerprint import (
     typed_data_fingerprint,
 )
 from judge.mandates import Mandate
-from judge.mcp_terms import OfferedTerms, mcp_tool_of
+from judge.mcp_terms import SELLER_READ_S, OfferedTerms, mcp_tool_of
 from judge.request import WIRE_NAMES, PaidCallRequest
 from judge.storage import Database, Location, Migration, Tx, cell_int
 from judge.terms import Terms, payload_terms
@@ -400,6 +400,14 @@ def unbound(offer: PaidCallRequest, terms_of: SellerTerms | None) -> PaidCallReq
     return _refusal(offer, named, terms_of) or offer
 
 
+#: What the judge says of a seller whose 402 it could not read (an outside tester read
+#: a stall's refusal as a wrong address: it names the bound now).
+_NO_402 = (
+    f"no address (it answered no readable 402 within the judge's {SELLER_READ_S:g} s read: "
+    "it stalled, failed, or answered something else)"
+)
+
+
 def _payee_refusal(offer: PaidCallRequest, terms: Terms, terms_of: SellerTerms) -> str | None:
     """Why an x402 purchase does not pay the seller it names what it asks, else None.
 
@@ -436,7 +444,7 @@ def _payee_refusal(offer: PaidCallRequest, terms: Terms, terms_of: SellerTerms) 
         named = ", ".join(sorted({a.pay_to for a in asked}))
         return (
             f"the payload pays {recipient}, but seller {seller}'s own 402 for {url} asks to be "
-            f"paid at {named or 'no address (it answered no readable 402)'}; "
+            f"paid at {named or _NO_402}; "
             "a payment to another address would be credited to a seller it did not pay; "
             "expected the payTo the seller's 402 states; fix: pay the payTo of the seller's "
             "current 402 offer"
