@@ -152,7 +152,8 @@ class Broadcaster:
                    f"{ORDER_WAIT_S:g} s")
             fix = "quote the transfer again once the other sends have finished"
         first = min([*gap, *waiting])
-        self.discard(signed, note=f"not broadcast: nonce {signed.nonce} above a gap {gap or waiting}")
+        self.discard(signed, note=f"not broadcast: nonce {signed.nonce} above a gap "
+                                  f"{gap or waiting}: {why[:300]}")
         raise SendFailed(
             f"Transaction {signed.tx_hash} has nonce {signed.nonce}, but the chain's next "
             f"number for {self._core.address} is {first} and {why}; expected no gap (the node "

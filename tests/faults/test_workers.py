@@ -143,13 +143,19 @@ def money_is_exact(location: str | Path, chain: Any, start: int, before: tuple[i
     return {"onchain": onchain, "settled": len(settled), "committed": committed}
 
 
-def no_nonce_errors(store: RunStore, task_ids: list[str]) -> None:
+def no_nonce_errors(store: RunStore, task_ids: list[str], readings: Readings) -> None:
     """No task met a nonce error, the wallet's own refusal of a transfer above a lower
     number included: a number given back below a waiting transfer is filled by the wallet
-    (wallet/gaps.py), so every transfer goes through in order or fails for a real reason."""
+    (wallet/gaps.py), so every transfer goes through in order or fails for a real reason.
+    The one real reason a refusal above a gap may still have: the filler's gas did not fit
+    a cap (the treasury binds by design near the end of the batch, when the judge's
+    refusals give numbers back), which the refused row's note names."""
     for task_id in task_ids:
         for e in store.events(task_id, "tool.call"):
-            assert "nonce" not in str(e["data"].get("summary", "")).lower(), e
+            if "nonce" not in str(e["data"].get("summary", "")).lower():
+                continue
+            notes = [r.note for r in readings.ledger(task_id) if r.status == "failed"]
+            assert any("above a gap" in n and "does not fit" in n for n in notes), (e, notes)
 
 
 @pytest.mark.slow
@@ -173,7 +179,7 @@ def test_four_workers_run_a_hundred_paid_tasks_on_one_wallet_and_one_cap(
     assert sorted(i for s in summaries for i in s["finished"] + s["stopped"]) == sorted(ids)
     paid = sum(1 for t in tasks if t.status == "finished")
     print(f"{paid} tasks paid in full in {elapsed:.1f} s; {queue.counts()}")
-    no_nonce_errors(RunStore(store_location), ids)
+    no_nonce_errors(RunStore(store_location), ids, readings)
     figures = money_is_exact(store_location, chain, readings.start_block, before, records)
     print(figures)
     assert paid >= 10  # the treasury stopped the rest (below); gas per task varies with load
@@ -219,6 +225,6 @@ def test_a_worker_killed_during_a_payment_is_recovered_with_the_money_right(
     assert rows["transfer"].status == "failed" and "never broadcast" in rows["transfer"].note
     others = [queue.get(i) for i in ids if i != dead]
     assert all(t.status == "finished" for t in others), [(t.status, t.stop_reason) for t in others]
-    no_nonce_errors(RunStore(store_location), ids)
+    no_nonce_errors(RunStore(store_location), ids, readings)
     figures = money_is_exact(store_location, chain, start, before, records)
     assert figures["onchain"] == 5 * GAS_PRICE + 4 * TIP

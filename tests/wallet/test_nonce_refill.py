@@ -184,7 +184,7 @@ def test_a_filler_whose_gas_does_not_fit_the_cap_is_not_sent_and_the_transfer_is
         wallet.send_transaction(signed)
     assert events.named("wallet.nonce_filled") == []
     row = wallet.meter.ledger.get(signed.ledger_id)
-    assert row.status == "failed" and "above a gap" in row.note
+    assert row.status == "failed" and "above a gap" in row.note and "does not fit" in row.note
     usage = wallet.meter.usage("run-tight")
     assert (usage.reserved, usage.gas_held, usage.gas_wei, usage.settled) == (0, 0, 0, 0)
     assert chain.w3.eth.get_transaction_count(AGENT_ADDRESS, "pending") == low  # nothing sent
