@@ -13,7 +13,9 @@ failed step. Every message says what was found, what was expected, and the fix.
     └── LoopSignal              handled inside the loop; never escapes a run
         ├── ToolError           a tool failed; the message is shown to the model
         │   ├── ToolArgsError   a tool's arguments were missing or invalid
-        │   └── DeliveryFailed  a seller was handed a payment and did not deliver
+        │   ├── DeliveryFailed  a seller was handed a payment and did not deliver
+        │   └── PermanentToolError  the same call can never succeed in this run (terms no
+        │                           buyer can pay, a payee the run may not pay): not run again
         └── ProposalInvalid     the model's reply is not a valid proposal
 """
 
@@ -34,6 +36,7 @@ __all__ = [
     "ModelFailureKind",
     "ModelUnavailable",
     "NonDelivery",
+    "PermanentToolError",
     "ProposalInvalid",
     "RunStateError",
     "ToolArgsError",
@@ -95,6 +98,19 @@ class ToolError(LoopSignal):
 
 class ToolArgsError(ToolError):
     """A proposal named a tool with missing or invalid arguments."""
+
+
+class PermanentToolError(ToolError):
+    """A call refused for a reason that proposing the same call again cannot change: a
+    seller's stated terms no buyer-side retry can pay (a window too short to settle, an
+    asset or network we do not pay, a price above the call's own limit, an EIP-712 domain
+    that is not the token's), or a seller or recipient the run may not pay.
+
+    The loop records the call as failed for good: the same call fingerprint is not run
+    again in the run, and the model is told that retrying will not help. Anything that
+    may pass on a later try (a network error, a timeout, a seller's 5xx, a stale quote, a
+    balance that may be funded) stays a plain ToolError and remains retryable.
+    """
 
 
 @dataclass(frozen=True)

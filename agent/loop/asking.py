@@ -117,7 +117,7 @@ class JudgeAsk:
                 costs.get(h.evidence_id or "", 0),
             )
             for h in run.history()
-            if h.tool and h.outcome in ("ok", "failed")
+            if h.tool and h.outcome in ("ok", "failed", "failed-for-good")
         )
         committed = self.budget.spend_committed()
         return PaidCallRequest(

@@ -13,7 +13,7 @@ from agent.loop.context import RunContext, literal_args
 from agent.loop.gates import Admitted
 from agent.loop.learning import Learning
 from agent.loop.stop import Stop, raise_if_dependency
-from agent.tools.base import Observation
+from agent.tools.base import Observation, retry_after
 from judge.policy import FreeDecision, FreeReadPolicy
 
 __all__ = ["FreeBatch"]
@@ -86,7 +86,7 @@ class FreeBatch:
             obs = Observation.failure(tool.name, f"timed out after {timeout:g} s")
         except Exception as exc:
             raise_if_dependency(exc)
-            obs = Observation.failure(tool.name, f"{type(exc).__name__}: {exc}")
+            obs = Observation.failure(tool.name, f"{type(exc).__name__}: {exc}", retry_after(exc))
         if obs.ok and row is not None:
             size = len(json.dumps(obs.data, default=str))
             check = self.policy.check_result(tool.name, size)

@@ -1,6 +1,6 @@
 """The gates a proposed call passes before anything runs: the tool is wired, its
 arguments parse, paid calls come alone and only once every part of the task is read,
-and an executed call is not run twice.
+and an executed call (or one that failed for good) is not run twice.
 
 A call refused here costs nothing: it is audited and the model is told why.
 """
@@ -95,9 +95,13 @@ class Gates:
         return False
 
     def fresh(self, call: Admitted) -> bool:
-        """The duplicate gate: an executed call is skipped with one nudge, then stops the run."""
+        """The duplicate gate: a call that failed for good is skipped, saying why; an
+        executed call is skipped with one nudge, then stops the run."""
         run, st = self.run, self.run.state
         tool, norm, fp = call.tool, call.norm, call.fingerprint
+        if fp in st.failed_for_good:
+            self._failed_for_good(call)
+            return False
         if fp not in st.executed:
             return True
         earlier = st.executed[fp]
@@ -123,3 +127,22 @@ class Gates:
         run.emit("nudge", {"step": st.step, "fingerprint": fp, "earlier_step": earlier})
         run.add_history(tool.name, norm, "skipped", f"duplicate of step {earlier}")
         return False
+
+    def _failed_for_good(self, call: Admitted) -> None:
+        """Skip a call that already failed for a reason no retry can fix, naming it: the
+        run does not spend a quote (or a step's budget) on an answer known in advance."""
+        run, st = self.run, self.run.state
+        tool, norm, fp = call.tool, call.norm, call.fingerprint
+        failed = st.failed_for_good[fp]
+        run.skip(
+            "failed-for-good",
+            f"{tool.name} with these exact arguments failed at step {failed.step} for a reason "
+            f"retrying cannot fix: {failed.why.rstrip('.')}. Proposing it again will not help and it is "
+            "not run again; change what made it fail (e.g. another seller or other "
+            "arguments) or answer without it.",
+            tool=tool.name,
+            args=literal_args(norm),
+            fingerprint=fp,
+            earlier_step=failed.step,
+        )
+        run.add_history(tool.name, norm, "skipped", f"failed for good at step {failed.step}")

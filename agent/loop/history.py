@@ -28,10 +28,12 @@ __all__ = [
 #: Longest summary kept per step (characters); longer ones are cut with an ellipsis.
 SUMMARY_CHARS = 200
 
-Outcome = Literal["ok", "failed", "skipped", "refused", "note"]
+Outcome = Literal["ok", "failed", "failed-for-good", "skipped", "refused", "note"]
 """``ok``: executed and succeeded. ``failed``: executed (or proposed) and failed; retryable.
-``skipped``: not executed (duplicate, invalid, policy). ``refused``: the judge refused a paid
-call. ``note``: loop feedback without a call (nudge, re-plan)."""
+``failed-for-good``: executed (or quoted) and failed for a reason the same call can never
+overcome (e.g. a seller's terms no buyer can pay); it is not run again. ``skipped``: not
+executed (duplicate, invalid, policy). ``refused``: the judge refused a paid call. ``note``:
+loop feedback without a call (nudge, re-plan)."""
 
 
 def one_line(text: str, limit: int = SUMMARY_CHARS) -> str:

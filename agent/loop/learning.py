@@ -1,5 +1,5 @@
-"""Learning from one executed call: the audit, the executed set, evidence, checklist
-coverage, spend and the counters the progress detectors read."""
+"""Learning from one executed call: the audit, the executed set (and the failed-for-good
+set), evidence, checklist coverage, spend and the counters the progress detectors read."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from agent.jsonvalues import as_list
 from agent.loop.context import RunContext
 from agent.loop.history import one_line
 from agent.loop.result import EvidenceItem
+from agent.loop.state import FailedForGood
 from agent.tools.base import Observation, Tool
 
 __all__ = ["Learning"]
@@ -41,12 +42,7 @@ class Learning:
         if obs.cost_usdc or obs.gas_wei:
             self._spent(tool, obs)
         if not obs.ok:
-            st.consecutive_failures += 1
-            run.add_history(tool.name, norm, "failed", obs.error or obs.summary)
-            st.feedback.append(
-                f"{tool.name} failed: {one_line(obs.error or obs.summary)} "
-                "(failures are retryable; fix the cause first)"
-            )
+            self._failed(tool, norm, fp, obs)
             return
         st.consecutive_failures = 0
         st.executed[fp] = st.step
@@ -71,6 +67,27 @@ class Learning:
         st.successful_tools.append(tool.name)
         facts = " ".join(f"{k}={v}" for k, v in sorted(obs.facts.items()))
         st.signatures.append(f"{obs.summary} {facts}")
+
+    def _failed(self, tool: Tool, norm: dict[str, object], fp: str, obs: Observation) -> None:
+        """A failed call: counted against the failure budget and shown to the model. One
+        that can never pass (``retry == "never"``) joins the failed-for-good set, which
+        the duplicate gate keeps from running again; any other stays retryable."""
+        st = self.run.state
+        st.consecutive_failures += 1
+        why = one_line(obs.error or obs.summary)
+        if obs.retry == "never":
+            st.failed_for_good[fp] = FailedForGood(step=st.step, why=why)
+            self.run.add_history(tool.name, norm, "failed-for-good", obs.error or obs.summary)
+            st.feedback.append(
+                f"{tool.name} failed: {why} (this exact call can never pass in this run: "
+                "retrying it will not help and it is not run again; change what made it "
+                "fail, e.g. another seller or other arguments, or answer without it)"
+            )
+            return
+        self.run.add_history(tool.name, norm, "failed", obs.error or obs.summary)
+        st.feedback.append(
+            f"{tool.name} failed: {why} (failures are retryable; fix the cause first)"
+        )
 
     def _spent(self, tool: Tool, obs: Observation) -> None:
         st = self.run.state

@@ -23,7 +23,7 @@ from agent.loop.nondelivery import NonDeliveryWatch
 from agent.loop.selfmodel import SelfModelReader
 from agent.loop.state import PendingCall, jsonable
 from agent.loop.stop import Stop, dependency_stop, raise_if_dependency
-from agent.tools.base import Observation, Quote, Tool
+from agent.tools.base import Observation, Quote, Tool, retry_after
 from chain.money import format_usdc
 from judge.verdict import Verdict
 from wallet.errors import CapExceeded, InsufficientBalance, VerdictVoid
@@ -67,9 +67,8 @@ class PaidStep:
             raise
         except Exception as exc:
             raise_if_dependency(exc)
-            self.learning.record(
-                tool, norm, fp, Observation.failure(tool.name, f"quote failed: {exc}")
-            )
+            failed = Observation.failure(tool.name, f"quote failed: {exc}", retry_after(exc))
+            self.learning.record(tool, norm, fp, failed)
             return
         held = [Quoted(call, quote)]  # every quote not handed to execute() is abandoned
         try:
@@ -257,7 +256,7 @@ class PaidStep:
             if isinstance(exc, CapExceeded | InsufficientBalance):
                 raise Stop("cost-budget", f"{exc}") from exc
             raise_if_dependency(exc)
-            obs = Observation.failure(tool.name, f"{type(exc).__name__}: {exc}")
+            obs = Observation.failure(tool.name, f"{type(exc).__name__}: {exc}", retry_after(exc))
             if isinstance(exc, DeliveryFailed):
                 obs = dataclasses.replace(obs, not_delivered=exc.delivery)
         missing_before = tuple(i.kind or i.text for i in self.run.checklist.missing)

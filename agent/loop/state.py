@@ -27,7 +27,16 @@ from judge.policy import FreeReadPolicy
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["Decision", "Deps", "PendingCall", "RunState", "RunStatus", "jsonable", "unjsonable"]
+__all__ = [
+    "Decision",
+    "Deps",
+    "FailedForGood",
+    "PendingCall",
+    "RunState",
+    "RunStatus",
+    "jsonable",
+    "unjsonable",
+]
 
 Decision = Literal["approve", "deny"]
 """A human's ruling on a paused paid call: ``approve`` it (the judge re-issues an approving
@@ -53,6 +62,14 @@ class PendingCall(BaseModel):
     def held_quote(self) -> Quote:
         """The held quote as the tool made it (bytes restored; its fields checked)."""
         return _QUOTE.validate_python(unjsonable(self.quote))
+
+
+class FailedForGood(BaseModel):
+    """A call that failed for a reason the same call can never overcome: the step it failed
+    at and why (the error the model was shown)."""
+
+    step: int
+    why: str
 
 
 class RunState(BaseModel):
@@ -81,6 +98,9 @@ class RunState(BaseModel):
     feedback: list[str] = Field(default_factory=list)
     evidence: list[EvidenceItem] = Field(default_factory=list)
     executed: dict[str, int] = Field(default_factory=dict)
+    #: Call fingerprints that failed for good (a PermanentToolError, e.g. a seller's terms
+    #: no buyer can pay) -> when and why: like the executed set, never run again.
+    failed_for_good: dict[str, FailedForGood] = Field(default_factory=dict)
     attempted: list[str] = Field(default_factory=list)
     proposed: list[str] = Field(default_factory=list)
     nudged: dict[str, int] = Field(default_factory=dict)

@@ -102,9 +102,10 @@ def _blocked_calls(plan: PlanContext) -> tuple[set[str], dict[str, int]]:
             continue
         key = plan.key(tool, row.get("args"))
         outcome = str(row.get("outcome") or row.get("status") or "").lower()
-        if outcome in ("refused", "skipped", "ok") or "refus" in outcome:
-            # Refused by the judge, skipped by a gate, or already executed: proposing it
-            # again would be refused, skipped or stopped as a duplicate.
+        if outcome in ("refused", "skipped", "ok", "failed-for-good") or "refus" in outcome:
+            # Refused by the judge, skipped by a gate, already executed, or failed for a
+            # reason no retry fixes: proposing it again would be refused, skipped or
+            # stopped as a duplicate.
             blocked.add(key)
         elif outcome == "failed":
             failures[key] = failures.get(key, 0) + 1
@@ -125,6 +126,8 @@ def _why_blocked(plan: PlanContext, tool: str, key: str) -> str:
             return f"{tool} was refused: {summary}" if summary else f"{tool} was refused"
         if outcome == "skipped":
             return f"{tool} was skipped: {summary}" if summary else f"{tool} was skipped"
+        if outcome == "failed-for-good":
+            return f"{tool} failed for good: {summary}" if summary else f"{tool} failed for good"
         break
     return f"{tool} was already tried (it gave no value for this item)"
 
@@ -569,6 +572,11 @@ def _lesson(plan: PlanContext) -> str:
             )
         if outcome == "failed":
             return f"{row.get('tool')} failed ({summary}); check its arguments before retrying."
+        if outcome == "failed-for-good":
+            return (
+                f"{row.get('tool')} failed for good ({summary}); retrying the same call does "
+                "not help: change the seller or the arguments."
+            )
     covered = sum(1 for i in plan.items if i.get("covered"))
     if not plan.items:
         return "The offline planner found no fact it can fetch in this task; configure a model."

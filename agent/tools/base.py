@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ValidationError
 
-from agent.errors import NonDelivery, ToolArgsError, ToolError
+from agent.errors import NonDelivery, PermanentToolError, ToolArgsError, ToolError
 from chain.facts import FACT_KINDS, FactKind
 from judge.policy import FreePolicyRow, FreeReadPolicy
 
@@ -37,6 +37,7 @@ __all__ = [
     "Observation",
     "Quote",
     "QuoteKind",
+    "Retry",
     "Tool",
     "ToolContext",
     "ToolKind",
@@ -44,6 +45,7 @@ __all__ = [
     "addresses_named_in",
     "format_validation_error",
     "judge_reads_terms",
+    "retry_after",
 ]
 
 ToolKind = Literal["free", "paid"]
@@ -53,7 +55,18 @@ QuoteKind = Literal["x402", "transfer", "contract"]
 """``x402``: EIP-3009 typed data for an HTTP 402 seller. ``transfer``: an EIP-1559 USDC
 transfer transaction. ``contract``: any other EIP-1559 contract call."""
 
+Retry = Literal["retryable", "never"]
+"""Whether a failed call may be run again. ``retryable``: the same call may pass on a later
+try (a network error, a timeout, a seller's 5xx, a stale quote). ``never``: the same call
+can never pass in this run (:class:`~agent.errors.PermanentToolError`: terms no buyer can
+pay, a payee the run may not pay); the loop does not run it again."""
+
 Emit = Callable[[str, dict[str, object]], None]
+
+
+def retry_after(exc: BaseException) -> Retry:
+    """How a call that raised ``exc`` may be retried: ``never`` for a PermanentToolError."""
+    return "never" if isinstance(exc, PermanentToolError) else "retryable"
 
 
 @dataclass(frozen=True)
@@ -75,13 +88,15 @@ class Observation:
     cost_usdc: int = 0
     gas_wei: int = 0
     error: str | None = None
+    #: A failed call: whether the same call may be run again (see :data:`Retry`).
+    retry: Retry = "retryable"
     #: A paid call whose seller did not deliver (the loop pays it nothing more this run).
     not_delivered: NonDelivery | None = None
 
     @classmethod
-    def failure(cls, tool: str, error: str) -> Observation:
+    def failure(cls, tool: str, error: str, retry: Retry = "retryable") -> Observation:
         """A failed observation carrying ``error`` (shown to the model)."""
-        return cls(tool=tool, ok=False, summary=f"error: {error}", error=error)
+        return cls(tool=tool, ok=False, summary=f"error: {error}", error=error, retry=retry)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BeforeValidator
 
-from agent.errors import ToolError
+from agent.errors import PermanentToolError
 from chain.money import USDC_DECIMALS
 
 if TYPE_CHECKING:
@@ -66,9 +66,10 @@ UsdcAmount = Annotated[int, BeforeValidator(parse_usdc_amount)]
 
 
 def require_wallet(ctx: ToolContext, tool: str) -> AgentWallet:
-    """The run's wallet; a ToolError naming the fix when the run has none."""
+    """The run's wallet; a PermanentToolError naming the fix when the run has none (a run's
+    wallet does not change while it runs)."""
     if ctx.wallet is None:
-        raise ToolError(
+        raise PermanentToolError(
             f"{tool}: no wallet is configured for this run; expected an unlocked wallet. "
             "Fix: create one with `nib wallet new` (or `nib devnet up` on the devnet)."
         )
@@ -79,7 +80,7 @@ def spend_cap(ctx: ToolContext, tool: str) -> int:
     """The run's spend cap (atomic USDC) the wallet reserves against; fail closed without it."""
     cap = ctx.spend_cap_atomic
     if isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0:
-        raise ToolError(
+        raise PermanentToolError(
             f"{tool}: the run's spend cap in the tool context is {ctx.spend_cap_atomic!r}; "
             "expected a positive "
             "int of atomic USDC (ToolContext.spend_cap_atomic). Nothing was signed. Fix: build "

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from eth_utils import to_checksum_address
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.errors import ToolError
+from agent.errors import PermanentToolError, ToolError
 from agent.jsonvalues import as_int
 from agent.tools.base import Observation, Quote, Tool, ToolContext
 from agent.tools.chain_reads import AddressStr, usdc_address
@@ -89,7 +89,7 @@ def _check_recipient(ctx: ToolContext, tool: str, to: str) -> None:
             "message": message,
         },
     )
-    raise ToolError(message)
+    raise PermanentToolError(message)
 
 
 def _hold_key(nonce: int) -> str:
@@ -121,7 +121,7 @@ def _stale(tool: str, nonce: int, why: str) -> ToolError:
 async def _check_payable(ctx: ToolContext, usdc: str, sender: str, args: TransferArgs) -> None:
     """Refused before quoting: a self-transfer, or more than the wallet holds."""
     if args.to.lower() == sender.lower():
-        raise ToolError(
+        raise PermanentToolError(
             f"usdc_transfer: the recipient {args.to} is the wallet itself; a self-transfer "
             "pays gas and moves nothing. Fix: pick another recipient."
         )

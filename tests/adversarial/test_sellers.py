@@ -44,10 +44,11 @@ def buy(
     extras: dict[str, Any] | None = None,
     composition: Composition | None = None,
     response_deadline_s: float | None = None,
+    tries: int = 1,
 ) -> tuple[Harness, AgentResult]:
-    """One run that buys ``url``'s gas stats, then says done."""
+    """One run that buys ``url``'s gas stats (proposing it ``tries`` times), then says done."""
     pay = {"action": "call", "tool": "pay_http", "args": {"url": url + "/analytics/gas"}}
-    model = ScriptedModel({"checklist": [GAS], "propose": [pay, DONE]})
+    model = ScriptedModel({"checklist": [GAS], "propose": [pay] * tries + [DONE]})
     limits = None if response_deadline_s is None else Limits(response_deadline_s=response_deadline_s)
     h = build_harness(tmp_path, chain, model, allowlist=(url,), extras=extras, paywall_url=url,
                       composition=composition, limits=limits)
@@ -197,11 +198,18 @@ def test_unpayable_terms_are_refused_before_signing(
     seller_factory: Any,
     composition: Composition,
 ) -> None:
+    # The purchase is proposed twice: terms no buyer can pay are the same on every try, so
+    # the second is skipped, saying why, and the seller is asked once (an outside tester's
+    # short-validity seller was quoted again as if the refusal were transient).
     seller, url = seller_factory(price=PRICE, rewrite_402=rewrite)
-    h, result = buy(tmp_path, chain, url, composition=composition)
+    h, result = buy(tmp_path, chain, url, composition=composition, tries=2)
     assert result.stop_reason == "cannot-plan", stop_message(result)
     failures = failed_calls(h, result.run_id)
     assert len(failures) == 1 and expected in failures[0], failures
+    assert seller.log.unpaid == 1
+    [skip] = [e["data"] for e in h.events(result.run_id, "gate.skip")]
+    assert (skip["why"], skip["earlier_step"]) == ("failed-for-good", 1)
+    assert "Proposing it again will not help" in skip["feedback"]
     assert h.events(result.run_id, "verdict") == [] or all(
         e["data"]["kind"] == "free" for e in h.events(result.run_id, "verdict")
     )

@@ -12,12 +12,14 @@ import pytest
 from _loop_support import BlockArgs, FactTool, FlakyTool, call, checklist, make_deps
 from pydantic import BaseModel
 
-from agent.errors import ModelUnavailable
+from agent.errors import ModelUnavailable, PermanentToolError, ToolError
 from agent.eval.suite import churn_streak
 from agent.loop.limits import Limits
 from agent.loop.result import QUEUE_STOPS, STOP_REASONS, AgentResult
 from agent.loop.run import run_task
 from agent.models.scripted import ScriptedModel
+from agent.tools.base import Observation, Quote, Tool, ToolContext
+from agent.tools.x402.protocol import RequirementRefused, UnpayableTerms, X402ProtocolError
 from judge.fingerprint import call_fingerprint
 
 BASE_FEE = FactTool("base_fee", {"base_fee_gwei": "1.5"})
@@ -273,6 +275,117 @@ def test_failed_call_is_retryable(tmp_path: Path) -> None:
     )
     assert (r.stop_reason, r.steps) == ("unbacked-answer", 3)  # no checklist backs "42"
     assert r.attempted == [fp("flaky"), fp("flaky")] and flaky.calls == 2
+
+
+class UrlArgs(BaseModel):
+    url: str
+
+
+DONE = {"action": "done"}
+
+
+class TermsTool(Tool):
+    """A paid tool whose quote always raises ``error`` (a seller's terms, as read)."""
+
+    kind = "paid"
+    facts = ("gas_stats",)
+    args_model = UrlArgs
+    name, description = "buy_terms", "buys gas stats from a seller"
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.quotes = 0
+
+    async def quote(self, args: Any, ctx: ToolContext) -> Quote:
+        self.quotes += 1
+        raise self.error
+
+
+class RefusingRead(FlakyTool):
+    """A free read that always raises ``error``."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__("refusing_read", failures=0)
+        self.error = error
+
+    async def run(self, args: Any, ctx: ToolContext) -> Observation:
+        self.calls += 1
+        raise self.error
+
+
+SELLER_URL = "http://seller.test/analytics/gas"
+OFFERED = ["exact on eip155:84532 in 0x5a5a for 50000 to 0xseller"]
+FOR_GOOD = [
+    UnpayableTerms(
+        "requirement maxTimeoutSeconds is 5; expected more than 15 s: an authorization valid "
+        "for no longer expires before the seller can settle it"
+    ),
+    RequirementRefused("no-matching-requirement", "the seller offers nothing we can pay", OFFERED),
+    RequirementRefused("price-above-limit", "the cheapest matching requirement costs", OFFERED),
+    PermanentToolError("buy_terms: seller http://seller.test:80 is not on the allowlist"),
+]
+FOR_GOOD_IDS = ["window-too-short", "asset-or-network", "price-above-limit", "not-allowlisted"]
+TRANSIENT = [
+    ToolError("pay_http: http://seller.test/analytics/gas answered HTTP 503 to an unpaid request"),
+    ToolError("pay_http: no whole response (headers and body) within 30 s"),
+    X402ProtocolError("PAYMENT-REQUIRED header of the 402 is not base64-encoded UTF-8"),
+]
+TRANSIENT_IDS = ["seller-5xx", "seller-timeout", "garbled-402"]
+GAS_STATS = checklist(("gas stats", "gas_stats"))
+
+
+@pytest.mark.parametrize("error", FOR_GOOD, ids=FOR_GOOD_IDS)
+def test_a_paid_call_refused_for_good_is_not_run_again_and_the_model_is_told_why(
+    tmp_path: Path, error: Exception
+) -> None:
+    # An outside tester's seller with maxTimeoutSeconds 5: refused at the quote, then the
+    # loop quoted the same purchase again as if the refusal were transient.
+    buy = TermsTool(error)
+    model = ScriptedModel(
+        {"checklist": [GAS_STATS], "propose": [call("buy_terms", url=SELLER_URL)] * 2 + [DONE]}
+    )
+    deps = make_deps(tmp_path, model, [buy])
+    r = asyncio.run(run_task("Buy the gas stats.", deps))
+    assert buy.quotes == 1, "the same call was quoted again after a refusal no retry fixes"
+    assert r.attempted == [fp("buy_terms", url=SELLER_URL)] and r.steps == 3
+    feedback = model.calls_for("propose")[1].messages[1]["content"]
+    assert "buy_terms failed: quote failed: " in feedback
+    assert "this exact call can never pass in this run: retrying it will not help" in feedback
+    [skip] = [e["data"] for e in deps.store.events(r.run_id, "gate.skip")]
+    assert (skip["why"], skip["earlier_step"]) == ("failed-for-good", 1)
+    assert skip["feedback"].startswith(
+        "buy_terms with these exact arguments failed at step 1 for a reason retrying cannot "
+        f"fix: quote failed: {str(error)[:40]}"
+    )
+    assert "Proposing it again will not help and it is not run again" in skip["feedback"]
+    assert "failed at step 1 for a reason" in model.calls_for("propose")[2].messages[1]["content"]
+
+
+@pytest.mark.parametrize("error", TRANSIENT, ids=TRANSIENT_IDS)
+def test_a_paid_call_that_failed_transiently_stays_retryable(
+    tmp_path: Path, error: Exception
+) -> None:
+    buy = TermsTool(error)
+    model = ScriptedModel(
+        {"checklist": [GAS_STATS], "propose": [call("buy_terms", url=SELLER_URL)] * 2 + [DONE]}
+    )
+    deps = make_deps(tmp_path, model, [buy])
+    r = asyncio.run(run_task("Buy the gas stats.", deps))
+    assert buy.quotes == 2 and r.attempted == [fp("buy_terms", url=SELLER_URL)] * 2
+    assert deps.store.events(r.run_id, "gate.skip") == []
+    assert "(failures are retryable; fix the cause first)" in (
+        model.calls_for("propose")[1].messages[1]["content"]
+    )
+
+
+def test_a_free_call_refused_for_good_is_not_run_again(tmp_path: Path) -> None:
+    read = RefusingRead(PermanentToolError("refusing_read: 0x00 is not a contract"))
+    model = ScriptedModel({"propose": [call("refusing_read")] * 2 + [DONE]})
+    deps = make_deps(tmp_path, model, [read])
+    r = asyncio.run(run_task("Is 0x00 a contract?", deps))
+    assert read.calls == 1 and r.attempted == [fp("refusing_read")]
+    [skip] = [e["data"] for e in deps.store.events(r.run_id, "gate.skip")]
+    assert (skip["why"], skip["earlier_step"]) == ("failed-for-good", 1)
 
 
 def test_proposal_lost(tmp_path: Path) -> None:

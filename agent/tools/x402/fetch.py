@@ -13,7 +13,7 @@ from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import httpx
 
-from agent.errors import ToolError
+from agent.errors import PermanentToolError, ToolError
 from agent.tools.base import ToolContext
 from agent.tools.x402.offers import seller_of
 from agent.tools.x402.protocol import X402ProtocolError, parse_payment_required
@@ -171,13 +171,14 @@ async def unpaid_refusal(
 ) -> ToolError:
     """The error for an unpaid request answered neither 200 nor 402. A GET answered
     404/405 at a route that sells over POST names the method and JSON body its 402
-    declares (read unpaid), so the call is proposed again over POST: the judge rules on
-    the method proposed, so the tool never switches it itself."""
+    declares (read unpaid), so the call is proposed again over POST (the judge rules on
+    the method proposed, so the tool never switches it itself): that GET is refused for
+    good. Any other status stays retryable (a 5xx may pass on a later try)."""
     if resp.status_code in (404, 405) and method == "GET" and body is None:
         declared = await _post_terms(ctx, url)
         if declared is not None:
             post_url, post, example = declared
-            return ToolError(
+            return PermanentToolError(
                 f"pay_http: {POST_ROUTE} {post} {post_url} (GET answered "
                 f"{resp.status_code}); nothing was paid. Its 402 declares a JSON body like "
                 f"{json.dumps(example, separators=(',', ':'))[:200]}. Fix: propose pay_http "

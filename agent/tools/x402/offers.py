@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Literal, Protocol, TypedDict
 
-from agent.errors import ToolError
+from agent.errors import PermanentToolError, ToolError
 from chain.mcp_client import MCP_TRANSPORTS, split_endpoint
 
 
@@ -189,20 +189,21 @@ ALLOWLIST_SETTING = "NIB_SELLER_ALLOWLIST (comma-separated origins, e.g. http://
 
 
 def check_seller(tool: str, url: str, ctx: SellerScope) -> str:
-    """The seller of ``url`` when a paid tool may pay it, else a ToolError before any
-    request: it must be allowlisted, and be one the task names when the task names any
-    (a named seller is never swapped for another)."""
+    """The seller of ``url`` when a paid tool may pay it, else a PermanentToolError before
+    any request (the allowlist and the task's words do not change during a run): it must
+    be allowlisted, and be one the task names when the task names any (a named seller is
+    never swapped for another)."""
     seller = seller_of(url)
     allowed = allowlisted_sellers(ctx.allowlist)
     if seller not in allowed:
-        raise ToolError(
+        raise PermanentToolError(
             f"{tool}: seller {seller} is not on the allowlist of seller origins (allowed: "
             f"{', '.join(sorted(allowed)) or 'none'}); refused before any request. Fix: add "
             f"{seller} to {ALLOWLIST_SETTING} if you trust this seller."
         )
     named = ctx.task_sellers
     if named and seller not in named:
-        raise ToolError(
+        raise PermanentToolError(
             f"{tool}: the task names the seller{'s' if len(named) > 1 else ''} "
             f"{', '.join(named)}, not {seller}; nib pays only a seller the task names and "
             "never swaps it for another. Fix: buy from the named seller, or drop it from "

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from x402.mcp import MCP_PAYMENT_META_KEY, MCP_PAYMENT_RESPONSE_META_KEY
 from x402.schemas import parse_payment_required as _x402_parse
 
-from agent.errors import DeliveryFailed, ToolError
+from agent.errors import DeliveryFailed, PermanentToolError, ToolError
 from agent.jsonvalues import as_object
 from agent.tools.base import Observation, Quote, Tool, ToolContext
 from agent.tools.chain_reads import usdc_address
@@ -142,7 +142,7 @@ class PayMcpTool(Tool[PayMcpArgs]):
         check_seller(self.name, args.server, ctx)
         check_market(self.name, _resource(args), ctx, self.offers, args.tool)
         if ctx.wallet is None:
-            raise ToolError(
+            raise PermanentToolError(
                 "pay_mcp: no wallet is configured for this run; expected an unlocked wallet "
                 "to pay from. Fix: `nib wallet new` (or `nib devnet up` on the devnet)."
             )
@@ -185,7 +185,9 @@ class PayMcpTool(Tool[PayMcpArgs]):
         check_seller(self.name, args.server, ctx)
         wallet = ctx.wallet
         if wallet is None:
-            raise ToolError("pay_mcp: no wallet is configured for this run; nothing was paid.")
+            raise PermanentToolError(
+                "pay_mcp: no wallet is configured for this run; nothing was paid."
+            )
         spend_cap_atomic = spend_cap(ctx, self.name)
         # The paid call goes over the transport the quote reached, once, never another.
         args = args.model_copy(update={"transport": args.transport or quote.meta.get("transport")})

@@ -44,7 +44,7 @@ from x402.schemas import (
 )
 from x402.schemas import parse_payment_required as _x402_parse_payment_required
 
-from agent.errors import ToolError
+from agent.errors import PermanentToolError, ToolError
 from chain.usdc import AuthorizationTypedData, eip3009_typed_data
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "RefusalCode",
     "RequirementRefused",
     "SettlementReceipt",
+    "UnpayableTerms",
     "X402Error",
     "X402ProtocolError",
     "build_authorization",
@@ -102,8 +103,14 @@ class X402Error(ToolError):
     """Root of the x402 client errors (shown to the model as a failed tool call).
 
     X402Error
-    ├── X402ProtocolError   the seller's 402 or settlement receipt is malformed
-    └── RequirementRefused  nothing offered that we may pay (network, asset, price)
+    ├── X402ProtocolError   the seller's 402 or settlement receipt is malformed (retryable:
+    │   │                   a garbled answer may read on a later try)
+    │   └── UnpayableTerms  a requirement no buyer can pay as stated (never retried)
+    └── RequirementRefused  nothing offered that we may pay: network, asset, price (never
+                            retried)
+
+    The last two are also :class:`~agent.errors.PermanentToolError`: the seller's terms
+    are the same on every try, so the loop does not run the same call again.
     """
 
 
@@ -111,10 +118,18 @@ class X402ProtocolError(X402Error):
     """The seller spoke x402 wrongly: the message names exactly which part was malformed."""
 
 
-class RequirementRefused(X402Error):
+class UnpayableTerms(X402ProtocolError, PermanentToolError):
+    """The seller's requirement reads, but no buyer can pay it as stated: its window is too
+    short to settle, its EIP-712 domain is not the token's, or a field EIP-3009 needs (the
+    price, an address, the token's name and version, an EVM chain) is not one. Refused
+    before anything is signed; the same call would be refused the same way."""
+
+
+class RequirementRefused(X402Error, PermanentToolError):
     """No offered requirement fits our network, asset or price limit: refused before quoting.
 
-    ``code`` says which; ``offered`` lists the requirements as one-line descriptions.
+    ``code`` says which; ``offered`` lists the requirements as one-line descriptions. The
+    same call (its price limit included) is refused the same way on every try.
     """
 
     def __init__(self, code: RefusalCode, message: str, offered: list[str]) -> None:
@@ -243,11 +258,11 @@ def requirement_network(requirement: AnyRequirement) -> str:
 
 
 def requirement_chain_id(requirement: AnyRequirement) -> int:
-    """The EVM chain id the requirement pays on; X402ProtocolError when it is not EVM."""
+    """The EVM chain id the requirement pays on; UnpayableTerms when it is not EVM."""
     network = requirement_network(requirement)
     prefix, _, reference = network.partition(":")
     if prefix != "eip155" or not reference.isdigit():
-        raise X402ProtocolError(
+        raise UnpayableTerms(
             f"requirement network {requirement.network!r} is not an EVM chain; expected "
             "CAIP-2 'eip155:<chain id>' (or a known v1 EVM network name)."
         )
@@ -259,7 +274,7 @@ def requirement_amount(requirement: AnyRequirement) -> int:
     raw = requirement.get_amount()
     field = "amount" if isinstance(requirement, PaymentRequirements) else "maxAmountRequired"
     if not isinstance(raw, str) or not raw.isdigit() or int(raw) <= 0:
-        raise X402ProtocolError(
+        raise UnpayableTerms(
             f"requirement {field} {raw!r} is not a positive integer string of atomic units; "
             "expected e.g. '50000' for 0.05 USDC."
         )
@@ -377,7 +392,7 @@ def _token_domain(requirement: AnyRequirement) -> tuple[str, str]:
     extra = requirement.extra or {}
     name, version = extra.get("name"), extra.get("version")
     if not isinstance(name, str) or not name or not isinstance(version, str) or not version:
-        raise X402ProtocolError(
+        raise UnpayableTerms(
             f"requirement extra lacks the token's EIP-712 domain (name={name!r}, "
             f"version={version!r}); expected extra.name and extra.version, e.g. 'USDC' and '2'."
         )
@@ -390,7 +405,7 @@ def _validity_window(
     """(validAfter, validBefore) covering the chain's clock and, when given, the wall
     clock, as :func:`build_authorization` describes."""
     if requirement.max_timeout_seconds <= EXPIRY_MARGIN_S:
-        raise X402ProtocolError(
+        raise UnpayableTerms(
             f"requirement maxTimeoutSeconds is {requirement.max_timeout_seconds}; expected more "
             f"than {EXPIRY_MARGIN_S} s: an authorization valid for no longer expires before "
             "the seller can settle it (x402 facilitators refuse one valid for less than 6 s "
@@ -510,7 +525,7 @@ def _describe(req: AnyRequirement) -> str:
 
 def _address(field: str, value: object) -> str:
     if not isinstance(value, str) or not is_address(value):
-        raise X402ProtocolError(
+        raise UnpayableTerms(
             f"{field} {value!r} is not an EVM address; expected 0x followed by 40 hex digits."
         )
     return to_checksum_address(value)

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from agent.errors import DeliveryFailed, NonDelivery, ToolError
+from agent.errors import DeliveryFailed, NonDelivery, PermanentToolError, ToolError
 from agent.jsonvalues import as_int, as_object
 from agent.tools.base import Observation, Quote, ToolContext
 from agent.tools.chain_reads import usdc_address
 from agent.tools.x402.protocol import (
     AnyRequirement,
-    X402ProtocolError,
+    UnpayableTerms,
     build_authorization,
     requirement_amount,
     requirement_chain_id,
@@ -62,7 +62,7 @@ async def authorization_quote(
     ``chain_time``: the chain's latest block time when the caller read it alongside the
     seller's 402 (read here otherwise)."""
     if ctx.wallet is None:
-        raise ToolError(
+        raise PermanentToolError(
             f"{tool}: no wallet is configured for this run; expected an unlocked wallet to "
             "pay from. Fix: `nib wallet new` (or `nib devnet up` on the devnet)."
         )
@@ -111,7 +111,7 @@ async def check_token_domain(tool: str, requirement: AnyRequirement, ctx: ToolCo
     name, version = _DOMAINS[key]
     extra = requirement.extra or {}
     if (extra.get("name"), extra.get("version")) != (name, version):
-        raise X402ProtocolError(
+        raise UnpayableTerms(
             f"{tool}: the seller advertises the EIP-712 domain (name={extra.get('name')!r}, "
             f"version={extra.get('version')!r}) for {usdc}, but the token itself reports "
             f"(name={name!r}, version={version!r}); a signature for the advertised domain "

@@ -324,6 +324,21 @@ def test_a_failed_call_is_retried_once_then_given_up() -> None:
     assert isinstance(sim.propose(), Done)
 
 
+def test_a_call_that_failed_for_good_is_not_proposed_again_and_the_answer_says_why() -> None:
+    # A seller whose window is too short to settle is refused at the quote; the planner
+    # used to propose the same purchase once more, as after a transient failure.
+    sim = Sim("the gas statistics")
+    call = sim.propose()
+    assert call == Call("pay_http", {"url": f"{PAYWALL}/analytics/gas"})
+    why = "quote failed: requirement maxTimeoutSeconds is 5; expected more than 15 s"
+    sim.record(call, "failed-for-good", summary=why)
+    final = sim.propose()
+    assert isinstance(final, Done) and final.answer is not None
+    assert final.answer.splitlines()[0] == (
+        f"gas statistics: not answered (pay_http failed for good: {why})"
+    )
+
+
 def test_missing_tx_hash_is_reported_not_guessed() -> None:
     sim = Sim("what is the status of my transaction receipt?")
     final = sim.propose()
