@@ -23,7 +23,7 @@ from eth_account.signers.local import LocalAccount
 
 from agent.config import NibSettings, load_settings
 from agent.errors import AgentConfigError, DependencyDown
-from agent.loop.limits import Limits
+from agent.loop.limits import Limits, Profile
 from agent.loop.run import Deps
 from agent.models.base import Model
 from agent.seams import AgentJudge, RuntimeWallet
@@ -235,13 +235,13 @@ class Runtime:
         parts = (self.extras.get("composition"), self.extras.get("confinement"))
         return " · ".join(str(p) for p in parts if p)
 
-    def queued_limits(self, max_spend: int | None) -> Limits:
-        """The limits a queued task runs with: the configured ones, its ``max_spend`` as
-        the spend cap (what ``nib submit`` registers and ``nib worker`` runs)."""
-        _, limits = self.settings.resolve_limits(
+    def queued_limits(self, max_spend: int | None) -> tuple[Profile, Limits]:
+        """The profile applied and the limits a queued task runs with: the configured ones,
+        its ``max_spend`` as the spend cap (what ``nib submit`` registers and ``nib
+        worker`` runs)."""
+        return self.settings.resolve_limits(
             model_local=bool(getattr(self.model, "local", False)), spend_cap_atomic=max_spend,
         )
-        return limits
 
     def worker(self, *, concurrency: int = 1, lease_s: float = 30.0, poll_s: float = 0.25,
                worker_token: str | None = None,
@@ -280,7 +280,7 @@ class Runtime:
             return result
 
         async def run_queued(task: QueuedTask) -> AgentResult:
-            limits = self.queued_limits(task.max_spend)
+            applied, limits = self.queued_limits(task.max_spend)
             judge = self.judge
             if self.services is not None:
                 claims = judge_client(self.services, worker_token or "")
@@ -296,7 +296,8 @@ class Runtime:
                     )
                 judge = self.task_judge(token)
                 await asyncio.to_thread(self.prove_task, token)
-            return await run_task(task.task, self.deps(limits=limits, judge=judge), run_id=task.id)
+            deps = self.deps(profile=applied, limits=limits, judge=judge)
+            return await run_task(task.task, deps, run_id=task.id)
 
         def recover(task: QueuedTask) -> RunRecovery:
             return self.wallet.recover_run(task.id, task.worker or "", f"worker {task.worker} died")

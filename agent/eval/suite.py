@@ -474,12 +474,10 @@ def run_suite(
 
 def _profile(rt: Runtime) -> tuple[str, Limits]:
     """The profile and limits the runs get (as the loop resolves them)."""
-    from agent.loop.limits import limits_for
+    from agent.loop.limits import run_limits
 
     deps = rt.deps()
-    if deps.limits is not None:
-        return str(deps.profile or "custom"), deps.limits
-    return limits_for(deps.profile, model_local=bool(getattr(deps.model, "local", False)))
+    return run_limits(deps.profile, deps.limits, model_local=deps.model.local)
 
 
 def _run_task(client: ChainClient, rt: Runtime, env: EvalEnv, task: EvalTask) -> TaskOutcome:

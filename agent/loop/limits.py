@@ -22,8 +22,10 @@ __all__ = [
     "RENAMED",
     "Limits",
     "Profile",
+    "RunProfile",
     "default_profile",
     "limits_for",
+    "run_limits",
 ]
 
 Profile = Literal["cost-optimized", "quality-first", "local-guarded"]
@@ -31,6 +33,11 @@ Profile = Literal["cost-optimized", "quality-first", "local-guarded"]
 envelope. ``quality-first``: more steps, time and tokens for hard tasks on a strong model.
 ``local-guarded``: local models, where tokens are free but weak models churn: a larger
 envelope paired with tight progress guards (ADR 0058's "verify plus a tight guard")."""
+
+RunProfile = Profile | Literal["custom"]
+"""The profile a run records: the name of the profile whose values it runs with, or
+``custom`` when the user overrode one of that profile's values (a flag, a ``[limits]``
+key, a ``NIB_LIMITS__*`` variable, a task's own spend cap) so that no profile names them."""
 
 
 @dataclass(frozen=True)
@@ -200,3 +207,19 @@ def limits_for(
     # asdict + the overrides, not replace(**chosen): the fields mix int and float, so a
     # name-keyed dict has no one static type; __post_init__ checks each value, as before.
     return name, Limits(**(asdict(PROFILES[name]) | chosen))
+
+
+def run_limits(
+    profile: str | None, limits: Limits | None, *, model_local: bool
+) -> tuple[RunProfile, Limits]:
+    """The profile a run records and the limits it runs with.
+
+    ``profile`` is the profile applied (None: the default for where the model runs) and
+    ``limits`` the values resolved from it with any overrides (None: the profile's own).
+    The run records the profile by name when its values are that profile's, an override
+    equal to the profile's own value included, and ``custom`` only when an override
+    changed one of them."""
+    name, own = limits_for(profile, model_local=model_local)
+    if limits is None:
+        return name, own
+    return (name if limits == own else "custom"), limits

@@ -24,7 +24,7 @@ from agent.loop.gates import Admitted, Gates
 from agent.loop.history import one_line
 from agent.loop.learning import Learning
 from agent.loop.lessons import similar_lessons
-from agent.loop.limits import Limits, limits_for
+from agent.loop.limits import Limits, run_limits
 from agent.loop.modelcall import ModelCaller
 from agent.loop.paid import ApprovalDeferred, PaidStep
 from agent.loop.planning import Planner
@@ -283,18 +283,12 @@ def _bug_message(exc: BaseException, step: int) -> str:
 # --------------------------------------------------------------------- entry points
 
 
-def _resolve_limits(deps: Deps) -> tuple[str, Limits]:
-    if deps.limits is not None:
-        return deps.profile or "custom", deps.limits
-    return limits_for(deps.profile, model_local=deps.model.local)
-
-
 async def run_task(task: str, deps: Deps, *, run_id: str | None = None) -> AgentResult:
     """Run one research task to its first stop; every exit returns an AgentResult.
 
     May move money (through the judged paid tools wired in ``deps.registry``).
     """
-    profile, limits = _resolve_limits(deps)
+    profile, limits = run_limits(deps.profile, deps.limits, model_local=deps.model.local)
     state = RunState(
         run_id=run_id or uuid.uuid4().hex[:12],
         task=task,

@@ -141,7 +141,10 @@ class Deps:
 
     ``chain`` is the network's client (live balance, free reads; it connects only when
     read); ``wallet`` signs paid calls; ``meter`` (default ``wallet.meter``) reports
-    spent + reserved for the spend cap.
+    spent + reserved for the spend cap. ``profile`` is the profile applied (None: the
+    default for where the model runs) and ``limits`` the values resolved from it with any
+    overrides (None: the profile's own); the run records the profile by name, or
+    ``custom`` when an override changed one of its values (agent.loop.limits.run_limits).
     """
 
     model: Model

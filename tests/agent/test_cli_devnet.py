@@ -19,8 +19,8 @@ from chain import devnet
 NIB = Path(sys.executable).parent / "nib"
 
 
-def nib(home: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet"}
+def nib(home: Path, *args: str, timeout: float = 180, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NIB_HOME": str(home), "NIB_WALLET_PASSWORD": "nib-devnet", **extra}
     env.pop("NIB_CONFIG", None)
     return subprocess.run([str(NIB), *args], env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
@@ -275,3 +275,31 @@ def test_the_worker_prints_a_line_for_a_task_it_would_not_run(home):
     line = next(line for line in drained.stdout.splitlines() if line.startswith(queued))
     assert " not run worker-error " in line and "`nib submit` the task again" in line, line
     assert "stopped 1" in drained.stdout
+
+
+def test_an_offline_run_records_the_profile_it_applied(home):
+    """No model configured: the offline planner runs on this machine, so a run gets the
+    local-guarded profile and `nib runs`, `nib show` and the result name it so (an outside
+    tester's `nib run --demo` recorded `custom`); `custom` only when a flag changed one of
+    its values. The worker's runs too."""
+    assert nib(home, "devnet", "up").returncode == 0
+
+    def recorded(*args: str, **extra: str) -> str:
+        r = nib(home, "run", *(args or ("What is the base fee?",)), "--json", **extra)
+        assert r.returncode == 0, r.stderr[-2000:]
+        result = json.loads(r.stdout)
+        shown = json.loads(nib(home, "show", result["run_id"], "--json").stdout)
+        start = next(e for e in shown["events"] if e["type"] == "run.start")["data"]
+        row = {x["run_id"]: x for x in json.loads(nib(home, "runs", "--json").stdout)}[result["run_id"]]
+        assert result["profile"] == shown["run"]["profile"] == start["profile"] == row["profile"]
+        return str(result["profile"])
+
+    assert recorded("--demo") == "local-guarded"
+    assert recorded("What is the base fee?", "--max-steps", "10") == "local-guarded"  # its own value
+    assert recorded("What is the base fee?", "--max-steps", "3") == "custom"
+    assert recorded("What is the base fee?", "--profile", "quality-first") == "quality-first"
+    assert recorded(NIB_PROFILE="cost-optimized") == "cost-optimized"
+    queued = nib(home, "submit", "What is the gas price?").stdout.strip()
+    assert nib(home, "worker", "--drain").returncode == 0
+    row = {x["run_id"]: x for x in json.loads(nib(home, "runs", "--json").stdout)}[queued]
+    assert row["profile"] == "local-guarded"

@@ -23,6 +23,7 @@ from agent.loop.limits import (
     Limits,
     default_profile,
     limits_for,
+    run_limits,
 )
 from agent.report.page import run_from_store
 from chain.money import gas_to_usdc
@@ -64,6 +65,48 @@ def test_profiles_and_default_by_model_location() -> None:
     assert limits_for(None, model_local=True)[0] == "local-guarded"
     name, lim = limits_for("quality-first", model_local=True, max_steps=9, wall_clock_s=None)
     assert name == "quality-first" and lim.max_steps == 9 and lim.wall_clock_s == 1200.0
+
+
+def test_a_run_records_the_profile_it_applies_and_custom_only_when_a_value_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An outside tester's `nib run --demo` (the offline planner, no model configured)
+    recorded profile `custom`: the command resolved the limits from the settings and the
+    loop named any limits it was handed `custom`. The profile applied is recorded by name."""
+    import asyncio
+
+    from _loop_support import FactTool, make_deps
+
+    from agent.loop.run import run_task
+    from agent.models.offline import OfflinePlanner
+
+    monkeypatch.setenv("NIB_HOME", str(tmp_path))
+    monkeypatch.delenv("NIB_CONFIG", raising=False)
+    local = load_settings().resolve_limits(model_local=True)
+    assert local[0] == "local-guarded"
+    assert run_limits(*local, model_local=True) == local
+    assert run_limits(None, None, model_local=False) == ("cost-optimized", Limits())
+    # An override equal to the profile's own value changes nothing; any other is custom.
+    same = load_settings().resolve_limits(model_local=True, max_steps=10)
+    assert run_limits(*same, model_local=True)[0] == "local-guarded"
+    fewer = load_settings().resolve_limits(model_local=True, max_steps=3)
+    assert run_limits(*fewer, model_local=True) == ("custom", fewer[1])
+    capped = load_settings().resolve_limits(model_local=True, spend_cap_atomic=500_000)
+    assert run_limits(*capped, model_local=True)[0] == "custom"
+    # A configured profile is named as the flag's is, whatever the model.
+    monkeypatch.setenv("NIB_PROFILE", "quality-first")
+    chosen = load_settings().resolve_limits(model_local=True)
+    assert run_limits(*chosen, model_local=True) == ("quality-first", PROFILES["quality-first"])
+
+    base_fee = FactTool("base_fee", {"base_fee_gwei": "1.5"})
+    # Limits handed over without their profile's name: named by where the model runs.
+    for (profile, limits), recorded in [(local, "local-guarded"), ((None, local[1]), "local-guarded"),
+                                        (fewer, "custom"), (chosen, "quality-first")]:
+        deps = make_deps(tmp_path, OfflinePlanner(), [base_fee], profile=profile, limits=limits)  # type: ignore[arg-type]
+        r = asyncio.run(run_task("What is the base fee?", deps))
+        assert r.profile == recorded and deps.store.run(r.run_id)["profile"] == recorded  # type: ignore[index]
+        start = deps.store.events(r.run_id, "run.start")[0]["data"]
+        assert start["profile"] == recorded and start["limits"] == limits.as_dict()
 
 
 def test_bad_profile_and_limits_say_the_fix() -> None:

@@ -73,6 +73,8 @@ def _row(
         "run_id": row["run_id"] if row else (task.id if task else None),
         "task": (row or {}).get("task") or (task.task if task else None),
         "status": status, "worker": task.worker if task else None,
+        # The profile the run applied, by name (custom: a flag or [limits] changed a value).
+        "profile": (row or {}).get("profile"),
         "stop_reason": res.get("stop_reason") or (row or {}).get("stop_reason")
         or (task.stop_reason if task else None),
         "steps": steps or 0, "current": current,

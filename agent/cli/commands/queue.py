@@ -55,7 +55,7 @@ def submit_cmd(
         rt = cli_runtime(settings)
         assert rt.services is not None
         register_task(settings, rt.services,
-                      task_limits(rt, task_id, task, rt.queued_limits(cap)), queued=True)
+                      task_limits(rt, task_id, task, rt.queued_limits(cap)[1]), queued=True)
     else:
         err.print(f"task {task_id} is queued but not registered with the judge (the services "
                   "are not running): a worker's payments for it will be refused. Fix: `nib "

@@ -110,7 +110,9 @@ def run_cmd(
                         approval_threshold=approval_threshold)
     settings = cli_settings(network=network, model=model, profile=profile)
     rt = cli_runtime(settings, in_process=in_process)
-    _, limits = settings.resolve_limits(
+    # The profile applied (flag > configuration > where the model runs) goes with its
+    # limits: the run records it by name, or custom when a flag or [limits] changed a value.
+    applied, limits = settings.resolve_limits(
         model_local=rt.model.local, profile=profile, max_steps=max_steps, **money,
     )
     run_id = uuid.uuid4().hex[:12]
@@ -124,7 +126,7 @@ def run_cmd(
                   f" · steps {limits.max_steps}")
         err.print(f"task: {task}", markup=False, highlight=False)
     raise typer.Exit(drive_live(
-        lambda on_event: run_task(task, rt.deps(profile=profile, limits=limits, on_event=on_event),
+        lambda on_event: run_task(task, rt.deps(profile=applied, limits=limits, on_event=on_event),
                                   run_id=run_id), as_json, run_id))
 
 
