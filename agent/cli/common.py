@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import TYPE_CHECKING, NoReturn
 
 from rich.console import Console
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from agent.cli.runtime import Runtime
     from agent.config import ExplicitSettings, NibSettings
     from agent.store import RunStore
@@ -129,10 +131,26 @@ def run_store() -> RunStore:
 
         store.spend_of = spend_reader(WalletClient(services.wallet_socket).meter)
     else:  # the ledger is where this home's records are (agent.cli.services)
-        from wallet.meter import SpendMeter
-
-        store.spend_of = spend_reader(SpendMeter(records_database(settings)))
+        store.spend_of = _ledger_when_read(records_database(settings))
     return store
+
+
+def _ledger_when_read(records: str | Path) -> Callable[[str], dict[str, object]]:
+    """A run's spend from the ledger at ``records``, opened only when a dead run is closed:
+    a ledger that cannot be opened then fails that one reading (the run's closing message
+    names it) instead of every command that reads runs, and a missing one is not created
+    empty by a mere reader."""
+    from agent.cli.runtime import spend_reader
+    from wallet.meter import SpendMeter
+
+    opened: list[Callable[[str], dict[str, object]]] = []
+
+    def spend(run_id: str) -> dict[str, object]:
+        if not opened:
+            opened.append(spend_reader(SpendMeter(records)))
+        return opened[0](run_id)
+
+    return spend
 
 
 def resolve_run(store: RunStore, given: str, *, missing_ok: bool = False) -> str | None:

@@ -36,6 +36,7 @@ from agent.report.charts import (
     gwei_label,
     stop_family,
 )
+from agent.report.spend import LedgerSpend, reported_spend
 from chain.money import format_usdc
 
 __all__ = [
@@ -80,19 +81,20 @@ class ReportData:
 
 def run_from_store(
     row: Mapping[str, object], events: Sequence[Mapping[str, object]] = (),
-    ledger: Mapping[str, object] | None = None,
+    ledger: LedgerSpend | None = None,
 ) -> dict[str, object]:
     """One report run from a ``RunStore.runs()`` row (its ``result`` column holds the
     AgentResult JSON) and that run's ``RunStore.events()``; an unfinished run shows as
-    ``running`` (or ``awaiting-approval`` when paused). ``ledger``: the run's spend as the
-    ledger holds it (agent.report.spend), which is reported in place of the stored one."""
+    ``running`` (or ``awaiting-approval`` when paused). ``ledger``: what the ledger holds
+    of the run (agent.report.spend), reported in place of the stored spend."""
     # Deferred: agent.store (the wallet package and web3 with it) costs ~680 ms to import
     # after this module (min of 3 runs, 2 busy cores); only a report from the store needs it.
     from agent.store import run_status
 
     stored = row.get("result")
     result = json.loads(stored if isinstance(stored, str | bytes) and stored else "{}")
-    spend = ledger or result.get("spend") or {}
+    stored_spend = result.get("spend") or {}
+    spend = reported_spend(stored_spend, ledger) if ledger is not None else stored_spend
     status = run_status(dict(row))
     reason = row.get("stop_reason") or result.get("stop_reason")
     if not reason:

@@ -56,10 +56,11 @@ def _row(
 ) -> JSONObject:
     """One line of ``nib runs``: a run row (with its queue row, if a worker ran it), or a
     queue row whose run has not started. Its spend is the ledger's (agent.report.spend)."""
+    from agent.report.spend import reported_spend
     from agent.store import run_status
 
     res = result_of(row) if row else {}
-    spend = spent(res, spend_of(str(row["run_id"])) if row else None)
+    spend = reported_spend(as_object(res.get("spend")), spend_of(str(row["run_id"]))) if row else {}
     tokens = as_object(res.get("tokens"))
     status = run_status(row, task.status if task else None)
     steps, elapsed = res.get("steps"), res.get("elapsed_s")
@@ -87,14 +88,6 @@ def _row(
         "started_at": (row or {}).get("started_at") or (task.started_at or task.created_at
                                                          if task else None),
     }
-
-
-def spent(res: Mapping[str, object], ledger: Mapping[str, object] | None) -> JSONObject:
-    """A run's spend: the ledger's when it can be read, else the stored result's (marked)."""
-    if ledger is not None:
-        return dict(ledger)
-    stored = as_object(res.get("spend"))
-    return {**stored, "source": "run"} if stored else {}
 
 
 def run_rows(store: RunStore, limit: int, spend_of: SpendOf | None = None) -> list[JSONObject]:
@@ -151,9 +144,10 @@ def show_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None
     events = store.events(run_id)
     status = run_status(row)
     res = result_of(row)
-    from agent.report.spend import ledger_spend
+    from agent.report.spend import ledger_spend, reported_spend
 
-    res["spend"] = spent(res, ledger_spend(cli_settings())(run_id))  # the ledger's, not the run's
+    # The ledger's, not the run's (agent.report.spend): nothing, for a run that signed nothing.
+    res["spend"] = reported_spend(as_object(res.get("spend")), ledger_spend(cli_settings())(run_id))
     if as_json:
         shown: dict[str, object] = {**row, "status": status, "result": res}
         emit_json({"run": shown, "events": events})
@@ -180,12 +174,19 @@ def show_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None
                   highlight=False, markup=False)
         if res.get("message"):
             out.print(str(res["message"]), highlight=False, markup=False)
-    sp = as_object(res["spend"])
-    if sp:
-        out.print(f"spend {usdc(sp.get('usdc_atomic') or 0)} (settled {usdc(sp.get('settled_atomic') or 0)}, "
-                  f"outstanding {usdc(sp.get('outstanding_atomic') or 0)}) + gas {sp.get('gas_wei') or 0} wei, "
-                  f"read from the {'ledger' if sp.get('source') == 'ledger' else 'run (ledger unreadable)'}",
-                  highlight=False)
+    out.print(_spend_line(as_object(res["spend"])), highlight=False, markup=False, soft_wrap=True)
+
+
+def _spend_line(sp: Mapping[str, object]) -> str:
+    """``nib show``'s spend line, saying where it was read from (agent.report.spend)."""
+    if sp.get("ledger") == "unsigned":
+        return "spend: none, nothing was signed for this run (the ledger holds no payment or gas of it)"
+    figures = (f"spend {usdc(sp.get('usdc_atomic') or 0)} (settled {usdc(sp.get('settled_atomic') or 0)}, "
+               f"outstanding {usdc(sp.get('outstanding_atomic') or 0)}) + gas {sp.get('gas_wei') or 0} wei")
+    if sp.get("source") == "ledger":
+        return f"{figures}, read from the ledger"
+    why = "ledger unreadable" if sp.get("ledger") == "unreadable" else "not in this ledger"
+    return f"{figures}, read from the run ({why}: {sp.get('ledger_problem')})"
 
 
 def plural(n: int, word: str) -> str:

@@ -32,7 +32,8 @@ def report_cmd(out_path: str = typer.Option(..., "--out", help="Where to write t
     from agent.report.spend import ledger_spend
 
     spend_of = ledger_spend(settings)  # each run's spend from the ledger, not its stored result
-    runs = [run_from_store(r, store.events(str(r["run_id"])), spend_of(str(r["run_id"]))) for r in store.runs(limit=limit)]
+    runs = [run_from_store(r, store.events(str(r["run_id"])), spend_of(str(r["run_id"])))
+            for r in store.runs(limit=limit)]
     data = ReportData(runs=runs, spend_cap_atomic=limits.spend_cap_atomic,
                       calibration=dict(BetaCalibrator(records_database(settings)).report()),
                       network=settings.network, max_steps=limits.max_steps)
