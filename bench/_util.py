@@ -380,7 +380,7 @@ class BenchEnv:
         """A tool context for one run paying from ``wallet`` with a spend cap of ``cap``,
         its verdicts from ``judge`` (default: the bench's in-process judge): built at the
         run's start, as the loop builds it (agent.loop.context.RunContext)."""
-        from agent.tools.base import ToolContext, judge_reads_terms
+        from agent.tools.base import ToolContext, judge_reads_terms, terms_ahead_of
 
         return ToolContext(
             run_id=run_id,
@@ -391,6 +391,7 @@ class BenchEnv:
             http=http,
             spend_cap_atomic=cap,
             judge_reads_terms=judge_reads_terms(judge or self.judge),
+            read_terms_ahead=terms_ahead_of(judge or self.judge, run_id),
         )
 
     async def paid_call(

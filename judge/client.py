@@ -221,6 +221,11 @@ class JudgeClient:
             verify_verdict(verdict, self.trusted_judge)
         return verdict
 
+    def read_ahead(self, task_id: str, url: str, method: str = "GET", body: object = None) -> bool:
+        answer = self._call(ops.AHEAD, {"task_id": task_id, "url": url, "method": method,
+                                        "body": body})
+        return answer["started"] is True
+
     def decide_free(self, tool: str, calls_so_far: int = 0) -> FreeDecision:
         """The service's ruling on one free read of ``tool``. ``calls_so_far`` is not sent:
         the service counts the task's reads itself (an allowed ruling counts one)."""

@@ -36,7 +36,7 @@ from judge.recheck import RecheckGate
 from judge.records import Grant, Standing, VerdictRecord, VerdictRecords
 from judge.request import PaidCallRequest
 from judge.ruling import USDC_DECIMALS, Rules, coverable_facts, format_usdc
-from judge.seller_terms import SellerTerms
+from judge.seller_terms import SellerTerms, TermsAhead
 from judge.tasks import TaskLimits, TaskRegistry, bind, read_terms, unbound
 from judge.verdict import (
     DEFAULT_TTL_S,
@@ -141,8 +141,8 @@ class Judge:
         self._require_task = require_task
         #: Reads the offers a seller's own 402 states (judge.payto): with it, a registered
         #: seller origin admits exactly those terms (payTo, amount, asset, chain).
-        self._terms_of = terms_of
         self.reads_seller_terms = terms_of is not None  # before approving a purchase
+        self._ahead = TermsAhead(terms_of) if terms_of is not None else None
         self._lock = threading.Lock()
         #: Free reads allowed over the wire, per (task, tool): the judge's own count.
         self._free_reads: dict[tuple[str, str], int] = {}
@@ -206,12 +206,30 @@ class Judge:
         with self._deciding:
             return self._decide(request, terms, balances)
 
+    def read_ahead(self, task_id: str, url: str, method: str = "GET", body: object = None) -> bool:
+        """Start reading the seller's 402 at ``url`` for ``task_id``'s decision about to be
+        asked for (the agent calls it as it starts quoting); the decision takes that read
+        when it started at most AHEAD_FRESH_S before (:class:`judge.seller_terms.TermsAhead`).
+        Only for an http(s) resource of a seller the task may pay (any, for an unregistered
+        task in-process); False when nothing was started: the decision reads on arrival."""
+        if self._ahead is None or method not in ("GET", "POST"):
+            return False
+        if not url.startswith(("http://", "https://")):
+            return False
+        limits = self.tasks.get(task_id)
+        if limits is None and self._require_task:
+            return False
+        if limits is not None and not limits.seller_allowed(url):
+            return False
+        return self._ahead.start(task_id, url, method, body)
+
     def _read_terms(self, request: PaidCallRequest) -> SellerTerms | None:
         """The sellers' terms the checks of ``request`` and its alternatives ask for, read
-        now, before the decision lock (see :mod:`judge.seller_terms`)."""
-        if self._terms_of is None:
+        now (or started ahead for it: :meth:`read_ahead`), before the decision lock (see
+        :mod:`judge.seller_terms`)."""
+        if self._ahead is None:
             return None
-        terms = SellerTerms.reading(self._terms_of)
+        terms = SellerTerms.reading(self._ahead.reader(request.task_id or ""))
         for offer in (request, *request.alternatives):
             limits = self.tasks.get(offer.task_id) if offer.task_id is not None else None
             if limits is not None or not self._require_task:

@@ -67,6 +67,19 @@ class FreeRequest(TypedDict):
     tool: str
 
 
+class AheadRequest(TypedDict):
+    """A seller's resource a task is about to ask a decision about (its 402 is read now)."""
+
+    task_id: str
+    url: str
+    method: str
+    body: object
+
+
+class Started(TypedDict):
+    started: bool
+
+
 class VerdictIdRequest(TypedDict):
     verdict_id: str
 
@@ -158,6 +171,10 @@ DECIDE: Final = Operation(
     "decide", "POST", "agent", Record, Record, _SCOPED, "decide", "a paid call's verdict",
     pooled=True,
 )
+AHEAD: Final = Operation(
+    "terms-ahead", "POST", "agent", AheadRequest, Started, (TaskScopeRefused,), "read_ahead",
+    "a read of a seller's terms ahead of a decision",
+)
 FREE: Final = Operation(
     "free", "POST", "agent", FreeRequest, Record, (), "decide_free", "a free read's decision"
 )
@@ -203,6 +220,7 @@ OPERATIONS: Final[tuple[Operation[object, object], ...]] = (
     HEALTH,
     CALIBRATION,
     DECIDE,
+    AHEAD,
     FREE,
     RECHECK,
     REVOKE,

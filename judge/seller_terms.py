@@ -9,20 +9,33 @@ in time and size by its reader), then rules under the lock on what was read
 (:meth:`SellerTerms.sealed`: the same checks find their reads there and nothing more is
 fetched). The terms are read for this decision, never kept from an earlier one nor
 taken from the agent; a seller that stalls delays only the decision that names it.
+
+A read may start a moment before its decision is asked for (:class:`TermsAhead`): when
+the agent starts quoting a purchase it tells the judge which resource it is about to ask
+about, and the judge starts its own read of that 402 beside the agent's. The decision
+that follows takes that read, once, when it started at most :data:`AHEAD_FRESH_S` before
+(what the seller stated then is what the judge rules on, as when it reads on arrival);
+otherwise the decision reads again. The agent only names the resource: what it names is
+read by the judge's own reader, for a seller the task may pay.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from judge.mcp_terms import McpTermsUnread, McpTool, OfferedTerms
 
-__all__ = ["SellerTerms"]
+__all__ = ["AHEAD_FRESH_S", "SellerTerms", "TermsAhead"]
 
 #: ``(url, method, body) -> the offers`` the seller's own 402 for that resource states.
 _TermsOf = Callable[[str, str, object], tuple[OfferedTerms, ...]]
+_Offers = tuple[OfferedTerms, ...]
 
 
 @dataclass
@@ -63,6 +76,68 @@ class SellerTerms:
         if isinstance(found, McpTermsUnread):
             raise found
         return found
+
+
+#: A read started ahead serves a decision asked for at most this many seconds after it
+#: started (the agent quotes in milliseconds; the quote it hands over is as old).
+AHEAD_FRESH_S = 2.0
+#: Reads started ahead and not yet taken, per task and in all; past either a read is not
+#: started ahead (the decision reads on arrival, as without it).
+AHEAD_PER_TASK = 4
+AHEAD_MAX = 64
+
+
+class TermsAhead:
+    """Reads of sellers' 402s started for the decision that follows (see the module).
+
+    Each read runs on its own worker thread (at most :data:`AHEAD_MAX`), so a seller that
+    stalls holds only its own read; a read not taken within :data:`AHEAD_FRESH_S` is
+    dropped, and one not yet running when its decision comes is cancelled and made anew."""
+
+    def __init__(self, read: _TermsOf, clock: Callable[[], float] = time.monotonic) -> None:
+        self._read = read
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, str, str, str], tuple[float, Future[_Offers]]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._pid = 0
+
+    def start(self, task_id: str, url: str, method: str, body: object) -> bool:
+        """Start reading the 402 of ``url`` for ``task_id``'s next decision; False when
+        one is already waiting for it or too many are (the decision then reads itself)."""
+        key = (task_id, url, method, _canonical(body))
+        now = self._clock()
+        with self._lock:
+            if self._pool is None or self._pid != os.getpid():  # none yet, or a forked child's
+                self._pid, self._pending = os.getpid(), {}
+                self._pool = ThreadPoolExecutor(AHEAD_MAX, thread_name_prefix="judge-ahead")
+            for old in [k for k, (t, _) in self._pending.items() if now - t > AHEAD_FRESH_S]:
+                self._pending.pop(old)[1].cancel()
+            waiting = sum(1 for k in self._pending if k[0] == task_id)
+            if key in self._pending or waiting >= AHEAD_PER_TASK or (
+                len(self._pending) >= AHEAD_MAX
+            ):
+                return False
+            self._pending[key] = (now, self._pool.submit(self._read, url, method, body))
+        return True
+
+    def reader(self, task_id: str) -> _TermsOf:
+        """How one decision of ``task_id`` reads a 402: the read started ahead for it when
+        fresh and running or done (taken: it serves no other decision), else a new read."""
+
+        def read(url: str, method: str, body: object) -> _Offers:
+            with self._lock:
+                ahead = self._pending.pop((task_id, url, method, _canonical(body)), None)
+            if ahead is not None:
+                started, future = ahead
+                if self._clock() - started <= AHEAD_FRESH_S and not future.cancel():
+                    try:
+                        return future.result()
+                    except Exception:  # noqa: BLE001 - the reader failed: read again now
+                        pass
+            return self._read(url, method, body)
+
+        return read
 
 
 def _canonical(value: object) -> str:

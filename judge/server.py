@@ -187,6 +187,12 @@ class _Handlers:
             _only(own, offer.task_id, "a payment")
         return self.judge.decide(request).model_dump()
 
+    def terms_ahead(self, body: dict[str, object], own: str | None) -> dict[str, object]:
+        task = str(body["task_id"])
+        _only(own, task, "a read of a seller's terms")
+        method = str(body.get("method") or "GET")
+        return {"started": self.judge.read_ahead(task, str(body["url"]), method, body.get("body"))}
+
     def free(self, body: dict[str, object], own: str | None) -> dict[str, object]:
         # The count is the judge's, per task the token acts for; a count in the body is ignored.
         return free_to_wire(self.judge.count_free(own or "", str(body["tool"])))

@@ -13,7 +13,7 @@ from agent.loop.checklist import Checklist
 from agent.loop.history import HistoryEntry, Outcome, one_line, render
 from agent.loop.limits import Limits
 from agent.loop.state import Deps, RunState
-from agent.tools.base import ToolContext, judge_reads_terms
+from agent.tools.base import ToolContext, judge_reads_terms, terms_ahead_of
 from agent.tools.x402.offers import asks_for_market, sellers_named_in
 
 __all__ = ["ARGS_EVENT_CHARS", "RunContext", "literal_args"]
@@ -63,6 +63,7 @@ class RunContext:
             response_deadline_s=limits.response_deadline_s,
             time_left=lambda: limits.wall_clock_s - self.elapsed(),
             judge_reads_terms=judge_reads_terms(deps.judge),
+            read_terms_ahead=terms_ahead_of(deps.judge, state.run_id),
         )
 
     def emit(self, type_: str, data: dict[str, object]) -> None:

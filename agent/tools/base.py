@@ -11,7 +11,7 @@ import re
 from abc import ABC
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
@@ -46,6 +46,7 @@ __all__ = [
     "format_validation_error",
     "judge_reads_terms",
     "retry_after",
+    "terms_ahead_of",
 ]
 
 ToolKind = Literal["free", "paid"]
@@ -159,6 +160,15 @@ def judge_reads_terms(judge: object) -> bool:
     return getattr(judge, "reads_seller_terms", False) is True
 
 
+def terms_ahead_of(judge: object, run_id: str) -> Callable[[str, str, object], object] | None:
+    """How a paid tool of run ``run_id`` tells ``judge`` which seller's 402 it is about to
+    quote (ToolContext.read_terms_ahead): for a judge that reads sellers' terms, else None."""
+    read_ahead = getattr(judge, "read_ahead", None)
+    if not judge_reads_terms(judge) or read_ahead is None:
+        return None
+    return partial(read_ahead, run_id)
+
+
 @dataclass
 class ToolContext:
     """What a tool may use during one call. Built by the loop for each run.
@@ -199,6 +209,10 @@ class ToolContext:
     #: (nib's judge, in-process or as a service): a paid tool then pays a fresh quote's
     #: terms without reading them again (agent.tools.x402.seller_terms.judged_terms).
     judge_reads_terms: bool = False
+    #: Tells the run's judge which seller's resource (url, method, body) a paid tool is
+    #: about to quote, so it starts its own read of that 402 beside the quote
+    #: (judge.seller_terms.TermsAhead); None: the judge reads when asked to decide.
+    read_terms_ahead: Callable[[str, str, object], object] | None = None
 
     def allowlisted_addresses(self) -> tuple[str, ...]:
         """The allowlist's 0x address entries, lower-case (URL entries are sellers)."""

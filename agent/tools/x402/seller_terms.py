@@ -7,8 +7,11 @@ the verdict before signing."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from typing import NamedTuple
+from collections.abc import Awaitable
+from typing import NamedTuple, TypeVar
 
 import httpx
 from x402.schemas import PaymentRequirements, PaymentRequirementsV1
@@ -43,9 +46,12 @@ __all__ = [
     "Offered",
     "check_terms",
     "judged_fresh",
+    "judge_reads_ahead",
     "judged_terms",
     "read_offer",
 ]
+
+T = TypeVar("T")
 
 #: An authorization this close to its validBefore is not sent: settlement takes time.
 #: Seconds a quote and its approving verdict stay fresh enough to pay on the quoted terms
@@ -78,9 +84,13 @@ class CurrentTerms(NamedTuple):
 async def read_offer(request: Request, max_price: int | None, ctx: ToolContext) -> Offered:
     """The seller's answer to an unpaid request and, for a 402, the requirement on our
     network and USDC within ``max_price``. The chain's clock (the authorization's window)
-    is read while the seller answers; its failure counts only for a 402."""
+    is read while the seller answers; its failure counts only for a 402. The run's judge
+    is told to start its own read of the same 402 meanwhile (:func:`judge_reads_ahead`)."""
     url, method, body = request
-    resp, clock = await gather_pair(fetch(ctx, url, method=method, body=body), chain_clock(ctx))
+    resp, clock = await gather_pair(
+        fetch(ctx, url, method=method, body=body),
+        _after(judge_reads_ahead(request, ctx), chain_clock(ctx)),
+    )
     if isinstance(resp, BaseException):
         raise resp
     if resp.status_code == 200:
@@ -94,6 +104,25 @@ async def read_offer(request: Request, max_price: int | None, ctx: ToolContext) 
     if isinstance(clock, BaseException):
         raise clock
     return Offered(resp, pr, requirement, clock)
+
+
+async def judge_reads_ahead(request: Request, ctx: ToolContext) -> None:
+    """Tell the run's judge (``ctx.read_terms_ahead``) which seller's resource is about to
+    be quoted, so its own read of that 402, which every approval of a purchase stands on,
+    runs beside the quote instead of after it (judge.seller_terms.TermsAhead). Only a
+    speed-up: a judge that cannot be told reads when asked to decide, and that decision
+    meets whatever is wrong with the judge."""
+    ahead = ctx.read_terms_ahead
+    if ahead is None:
+        return
+    url, method, body = request
+    with contextlib.suppress(Exception):
+        await asyncio.to_thread(ahead, url, method, body)
+
+
+async def _after(first: Awaitable[object], then: Awaitable[T]) -> T:
+    await first
+    return await then
 
 
 async def check_terms(

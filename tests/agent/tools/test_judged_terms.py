@@ -17,7 +17,7 @@ import pytest
 from _tools_support import Events, usdc_balance
 
 from agent.errors import DeliveryFailed
-from agent.tools.base import ToolContext, judge_reads_terms
+from agent.tools.base import ToolContext, judge_reads_terms, terms_ahead_of
 from agent.tools.x402.pay_http import PayHttpTool
 from chain.devkeys import AGENT, SELLER, dev_account
 from chain.paywall.app import DEFAULT_PRICES, PaywallServer
@@ -39,10 +39,12 @@ def _judge(chain: Any, signer: VerdictSigner, behind_s: float = 0.0) -> Judge:
 
 
 def _buy(ctx: ToolContext, judge: Judge, url: str, paywall: PaywallServer,
-         change: int | None = None) -> tuple[list[str], Any]:
+         change: int | None = None, asked: list[float] | None = None) -> tuple[list[str], Any]:
     """Quote ``url``, ask ``judge`` as the loop does, optionally reprice the seller to
     ``change`` after the verdict, execute; the requests the tool itself sent for ``url``,
-    and the observation (or the exception it raised)."""
+    and the observation (or the exception it raised). With ``asked``, the tool tells the
+    judge what it quotes (as the loop's context does) and the moment the decision is
+    asked for is noted there."""
     sent: list[str] = []
 
     async def note(request: httpx.Request) -> None:
@@ -52,12 +54,16 @@ def _buy(ctx: ToolContext, judge: Judge, url: str, paywall: PaywallServer,
 
     async def flow() -> Any:
         async with httpx.AsyncClient(event_hooks={"request": [note]}) as http:
+            ahead = terms_ahead_of(judge, ctx.run_id) if asked is not None else None
             tool_ctx = ToolContext(**{**ctx.__dict__, "http": http,
-                                      "judge_reads_terms": judge_reads_terms(judge)})
+                                      "judge_reads_terms": judge_reads_terms(judge),
+                                      "read_terms_ahead": ahead})
             tool = PayHttpTool(paywall.url)
             quote = await tool.quote(tool.parse_args({"url": url}), tool_ctx)
             facts = tuple(tool.facts_for(tool.parse_args({"url": url})))
             cap = tool_ctx.spend_cap_atomic
+            if asked is not None:
+                asked.append(time.monotonic())
             verdict = await asyncio.to_thread(judge.decide, PaidCallRequest(
                 tool=tool.name, args=quote.args, call_fingerprint=call_fingerprint(tool.name, quote.args),
                 payload_fingerprint=quote.payload_fingerprint, price=quote.amount, asset=quote.asset,
@@ -91,6 +97,31 @@ def test_a_fresh_verdict_of_a_judge_that_read_the_402_pays_without_reading_it_ag
     assert not isinstance(obs, Exception), obs
     assert sent == ["GET /analytics/gas paid=False", "GET /analytics/gas paid=True"]
     assert usdc_balance(chain, SELLER_ADDR) == seller_before + GAS_PRICE
+
+
+def test_the_judges_own_read_starts_beside_the_quote_and_serves_that_decision(
+    chain: Any, ctx: ToolContext, judge_signer: VerdictSigner, paywall: PaywallServer
+) -> None:
+    reads: list[float] = []
+
+    def counted(url: str, method: str, body: object) -> Any:
+        reads.append(time.monotonic())
+        return advertised_terms(url, method, body)
+
+    judge = Judge(judge_signer, allowed_assets={chain.chain_id: [chain.usdc]}, terms_of=counted)
+    seller_before = usdc_balance(chain, SELLER_ADDR)
+    asked: list[float] = []
+    sent, obs = _buy(ctx, judge, paywall.url + "/analytics/gas", paywall, asked=asked)
+    assert not isinstance(obs, Exception), obs
+    # One read of the 402 by the judge, started before the decision was asked for, and
+    # the decision ruled on it: no second read.
+    assert len(reads) == 1 and reads[0] < asked[0]
+    assert sent == ["GET /analytics/gas paid=False", "GET /analytics/gas paid=True"]
+    assert usdc_balance(chain, SELLER_ADDR) == seller_before + GAS_PRICE
+    # The next purchase's decision, asked without a read ahead, reads the 402 itself.
+    sent, obs = _buy(ctx, judge, paywall.url + "/analytics/gas", paywall)
+    assert not isinstance(obs, Exception), obs
+    assert len(reads) == 2
 
 
 def test_a_verdict_older_than_the_window_reads_the_terms_again(
