@@ -67,10 +67,18 @@ def main(rpc_url: str, usdc: str, db: str, out_dir: str, judge_url: str = "", to
     # The purchase intent survives the crash (a real agent keeps it in its run state).
     intent = {"verdict": verdict.model_dump(mode="json"), "nonce": "0x" + nonce.hex(),
               "valid_after": now - 600, "valid_before": now + 300}
-    (out / "intent.json").write_text(json.dumps(intent))
+    _write_whole(out / "intent.json", intent)
     signed = wallet.sign_typed_data(typed, verdict, run_id="crash-run", spend_cap_atomic=1_000_000)
-    (out / "signed.json").write_text(json.dumps(signed.to_x402_payload()))
+    _write_whole(out / "signed.json", signed.to_x402_payload())
     threading.Event().wait()  # hang "before settlement" until the parent kills us
+
+
+def _write_whole(path: Path, data: object) -> None:
+    """``data`` as JSON at ``path``, appearing whole or not at all: the parent kills this
+    process as soon as it sees the file (a file seen half-written failed the test once)."""
+    part = path.with_suffix(".part")
+    part.write_text(json.dumps(data))
+    os.replace(part, path)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 """pay_http: buy data from an x402 seller over HTTP, one purchase as a pipeline of
 named steps, in the order they happen:
 
-1. **quote** (:meth:`PayHttpTool.quote`, free): check the seller is one we may pay; re-send
-   a live authorization for the same resource instead of signing a second
-   (:mod:`.live_authorization`); read the seller's 402 (:func:`.seller_terms.read_offer`;
-   a 200 is free data, see :func:`free_observation`) and build the exact EIP-3009
-   authorization to approve, with our own nonce and a window from the chain's clock
-   (:func:`.quoting.authorization_quote`).
+1. **quote** (:meth:`PayHttpTool.quote`, free): check the seller is one we may pay; read
+   the seller's 402 (:func:`.seller_terms.read_offer`, the judge told to read it too; a
+   200 is free data, see :func:`free_observation`) while the wallet is asked for a live
+   authorization for the same resource, which is re-sent instead of signing a second
+   (:mod:`.live_authorization`); build the exact EIP-3009 authorization to approve, with
+   our own nonce and a window from the chain's clock (:func:`.quoting.authorization_quote`).
 2. **judge**: the loop asks the judge for a verdict on that exact payload.
 3. :meth:`PayHttpTool.execute`, MOVES MONEY:
    **check terms** (:func:`.seller_terms.check_terms`): the 402 is read again and the
@@ -34,12 +34,14 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent.interrupts import gather_pair
 from agent.tools.base import Observation, Quote, Tool, ToolContext
 from agent.tools.money import UsdcAmount, require_wallet, spend_cap
 from agent.tools.x402.catalog import LOCAL_PAYWALL_FACTS, SellerCatalog
@@ -95,6 +97,10 @@ PAID_FACT_KINDS: tuple[FactKind, ...] = (
 
 #: ``scheme://host:port`` of a URL, lower case, default port explicit (the seller).
 origin_of = seller_of
+
+#: A 402 read while the wallet made a purchase wait for another's live authorization
+#: longer than this is read again (its chain time builds the authorization's window).
+_READ_STALE_S = 0.5
 
 #: A POST body larger than this (as JSON) is refused: a purchase asks a small question.
 MAX_REQUEST_BODY_BYTES = 8 * 1024
@@ -247,12 +253,22 @@ class PayHttpTool(Tool[PayHttpArgs]):
         seller = check_seller(self.name, args.url, ctx)
         check_market(self.name, args.url, ctx, self.offers)
         wallet = require_wallet(ctx, self.name)
-        live = await live_after_wait(wallet, resource)
+        await self.catalog.load(seller, ctx)
+        # The seller's 402 is read while the wallet is asked for a live authorization: one
+        # found is re-sent and the read dropped (an unpaid GET, nothing signed); one waited
+        # for makes the read stale, so it is made again.
+        asked = time.monotonic()
+        live, offered = await gather_pair(
+            live_after_wait(wallet, resource), read_offer(request, args.max_price, ctx))
+        if isinstance(live, BaseException):
+            raise live
         if live is not None:
             # One live authorization per purchase: re-send it, never sign a second.
             return await resend((args, request, resource), live, self.catalog, ctx)
-        await self.catalog.load(seller, ctx)
-        offered = await read_offer(request, args.max_price, ctx)
+        if time.monotonic() - asked > _READ_STALE_S:
+            offered = await read_offer(request, args.max_price, ctx)
+        if isinstance(offered, BaseException):
+            raise offered
         pr, requirement = offered.payment_required, offered.requirement
         if pr is None or requirement is None:
             obs = self.catalog.observation(
