@@ -57,6 +57,7 @@ __all__ = [
     "offer_from_discovery",
     "output_kinds",
     "purchase_facts",
+    "resources_named_in",
     "seller_of",
     "sellers_named_in",
 ]
@@ -248,16 +249,28 @@ def asks_for_market(text: str) -> bool:
 _URL = re.compile(r"https?://[^\s'\"<>),;]+", re.IGNORECASE)
 
 
-def sellers_named_in(text: str) -> tuple[str, ...]:
-    """The seller origins a task's own text names (``http(s)://host[:port]...``), in order.
-    Only the user's task should be fed here; URLs read from tool results are data."""
+#: A sentence's closing punctuation after a URL ("... at http://h/tokens?symbol=USDC?").
+_CLOSING = ".,;:?!"
+
+
+def resources_named_in(text: str) -> tuple[str, ...]:
+    """The URLs a task's own text names, each exactly as written (its query included, the
+    sentence's closing punctuation not), in order, without repeats. Only the user's task
+    should be fed here; URLs read from tool results are data."""
     found: dict[str, None] = {}
     for match in _URL.finditer(text or ""):
+        url = match.group(0).rstrip(_CLOSING)
         try:
-            found.setdefault(seller_of(match.group(0).rstrip(".")), None)
+            seller_of(url)
         except Exception:  # not a URL after all
             continue
+        found.setdefault(url, None)
     return tuple(found)
+
+
+def sellers_named_in(text: str) -> tuple[str, ...]:
+    """The seller origins a task's own text names (``http(s)://host[:port]...``), in order."""
+    return tuple(dict.fromkeys(seller_of(url) for url in resources_named_in(text)))
 
 
 @dataclass(frozen=True)

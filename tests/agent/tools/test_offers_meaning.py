@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from agent.tools.x402.offers import asks_for_market, backed_kinds, canonical_fields, purchase_facts
+from agent.tools.x402.offers import (
+    asks_for_market,
+    backed_kinds,
+    canonical_fields,
+    purchase_facts,
+    resources_named_in,
+    seller_of,
+    sellers_named_in,
+)
 
 OWN_WORDS = {"ticker": "USDC", "asset_name": "USD Coin", "issuing_company": "Circle",
              "first_issued": "2018", "precision": "6"}  # fmt: skip
@@ -52,3 +60,20 @@ def test_statistics_in_a_sellers_own_words() -> None:
 )
 def test_which_tasks_ask_for_a_seller_in_the_market(task: str, market: bool) -> None:
     assert asks_for_market(task) is market
+
+
+@pytest.mark.parametrize(
+    ("task", "named"),
+    [
+        ("What is in the sheet at http://127.0.0.1:9/tokens?symbol=USDC?",
+         ("http://127.0.0.1:9/tokens?symbol=USDC",)),  # the question's "?" is not the URL's
+        ("Buy it from http://127.0.0.1:9/tokens?symbol=USDC&fields=issuer.",
+         ("http://127.0.0.1:9/tokens?symbol=USDC&fields=issuer",)),
+        ("Compare http://a.test:81/x, http://b.test/y; and http://a.test:81/x again",
+         ("http://a.test:81/x", "http://b.test/y")),
+        ("Who issues USDC?", ()),
+    ],
+)  # fmt: skip
+def test_the_resources_a_task_names_keep_their_query(task: str, named: tuple[str, ...]) -> None:
+    assert resources_named_in(task) == named
+    assert sellers_named_in(task) == tuple(dict.fromkeys(seller_of(u) for u in named))
