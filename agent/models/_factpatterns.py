@@ -69,6 +69,14 @@ TX_HASH = re.compile(r"0x[0-9a-fA-F]{64}(?![0-9a-fA-F])")
 URL = re.compile(r"https?://[^\s'\"<>)]+")
 
 
+def _blank_query(url: re.Match[str]) -> str:
+    """A URL with its query blanked (same length, so positions in the task hold)."""
+    text = url.group(0)
+    base, mark, query = text.partition("?")
+    kept = len(query) - len(query.rstrip(".,;:?"))  # the sentence's own closing mark
+    return base + mark + " " * (len(query) - kept) + query[len(query) - kept :] if mark else text
+
+
 
 @dataclass(frozen=True)
 class FactPattern:
@@ -817,7 +825,9 @@ class _Task:
         self.symbols = word_positions(self.task, symbols)
         self.protocols = word_positions(self.task, protocols)
         self.urls = [m.group(0).rstrip(".,;:?") for m in URL.finditer(self.task)]
-        self.parts = _parts(self.task)
+        # A URL's query is the question the task puts to that seller ("?symbol=USDC"), not
+        # a part of its own: blanked before the parts are read (its subject still counts).
+        self.parts = _parts(URL.sub(_blank_query, self.task))
         for part in self.parts:
             _read_part(part, bool(self.hashes))
         self._read_bare_facts()

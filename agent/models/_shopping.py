@@ -35,8 +35,9 @@ PICKS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 _PICK_WORDS = {w: pick for pick, words in PICKS.items() for w in words}
 _PICK = "|".join(re.escape(w).replace(r"\ ", r"[\s-]+") for w in sorted(_PICK_WORDS, key=len)[::-1])
-#: The rest of a request's sentence: a "." inside a number or a URL ends no sentence.
-_REST = r"(?:[^.?!;]|\.(?=[\w/:]))*"
+#: The rest of a request's sentence: a "." inside a number or a URL, or the "?" opening a
+#: URL's query ("/tokens?symbol=USDC"), ends no sentence.
+_REST = r"(?:[^.?!;]|\.(?=[\w/:])|(?<=[\w/])\?(?=[\w.~%-]+=))*"
 _REQUEST = re.compile(
     rf"\b(?:buy|purchase|order|get|fetch|pay\s+for)\s+(?:me\s+)?"
     rf"(?:the\s+|a\s+|one\s+|its\s+|their\s+|(?P<owner>(?:the\s+)?(?:x402\s+)?paywall|"

@@ -15,15 +15,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from decimal import Decimal
 
 from agent.jsonvalues import JSONObject, as_int, as_list, as_object
 from agent.loop.answers import asked_value, item_line
+from agent.models._buying import Planned, Tried, bought_within, fill_path, source_of
 from agent.models._factpatterns import FACT_PATTERNS, FactPattern, extract_checklist
 from agent.models._offline_context import PlanContext, endpoint_price, origin, schema_of
 from agent.models.base import ModelReply, ModelRequest, Usage
-from agent.tools.x402.fetch import POST_ROUTE
 from chain.facts import DERIVED_KINDS, KIND_PARAMS
 from chain.money import format_usdc
 
@@ -92,82 +91,28 @@ class OfflinePlanner:
 # --------------------------------------------------------------------------- proposing
 
 
-def _blocked_calls(plan: PlanContext) -> tuple[set[str], dict[str, int]]:
-    """(calls not to propose again, failure counts per call) from history and evidence."""
-    blocked: set[str] = set()
-    failures: dict[str, int] = {}
-    for row in plan.history:
-        tool = str(row.get("tool") or "")
-        if not tool:
-            continue
-        key = plan.key(tool, row.get("args"))
-        outcome = str(row.get("outcome") or row.get("status") or "").lower()
-        if outcome in ("refused", "skipped", "ok", "failed-for-good") or "refus" in outcome:
-            # Refused by the judge, skipped by a gate, already executed, or failed for a
-            # reason no retry fixes: proposing it again would be refused, skipped or
-            # stopped as a duplicate.
-            blocked.add(key)
-        elif outcome == "failed":
-            failures[key] = failures.get(key, 0) + 1
-    for ev in plan.evidence:
-        blocked.add(plan.key(str(ev.get("tool", "")), ev.get("args")))
-    return blocked, failures
-
-
-def _why_blocked(plan: PlanContext, tool: str, key: str) -> str:
-    """Why a call is not proposed again, naming the real cause: the judge's refusal (its
-    reason), a gate's skip, or an earlier result."""
-    for row in reversed(plan.history):
-        if plan.key(str(row.get("tool") or ""), row.get("args")) != key:
-            continue
-        outcome = str(row.get("outcome") or row.get("status") or "").lower()
-        summary = str(row.get("summary") or "").strip()
-        if "refus" in outcome:
-            return f"{tool} was refused: {summary}" if summary else f"{tool} was refused"
-        if outcome == "skipped":
-            return f"{tool} was skipped: {summary}" if summary else f"{tool} was skipped"
-        if outcome == "failed-for-good":
-            return f"{tool} failed for good: {summary}" if summary else f"{tool} failed for good"
-        break
-    return f"{tool} was already tried (it gave no value for this item)"
-
-
 _SKIP_PARAMS = frozenset({"if", "of", "op", "than"})
 
 
 def _paywall_url(plan: PlanContext, item: Mapping[str, object], kind: str) -> str | None:
-    """The seller URL for a paid ``kind``: the seller the task named (its URL, with the
-    paywall's path for ``kind`` when it names only the origin), else a paid tool's
-    advertised endpoint for it, else the local paywall's path (PAYWALL_PATHS)."""
-    params = as_object(item.get("params"))
-    named = str(params.get("url") or "")
+    """The local paywall's URL for a paid ``kind`` (a task naming no seller): a paid tool's
+    advertised endpoint for it, else the paywall's path (PAYWALL_PATHS). A seller the task
+    names is bought from in agent/models/_buying.py, and only there."""
     path = PAYWALL_PATHS.get(kind)
-    url: str | None = None
-    if named:
-        url = (
-            named if re.match(r"https?://[^/]+/.+", named) or path is None else origin(named) + path
-        )
-    if url is None:
-        url = next(
-            (
-                str(ep["url"])
-                for tool in plan.tools
-                for ep in map(as_object, as_list(tool.get("endpoints")))
-                if kind in as_list(ep.get("facts")) and ep.get("url")
-            ),
-            None,
-        )
+    url = next(
+        (
+            str(ep["url"])
+            for tool in plan.tools
+            for ep in map(as_object, as_list(tool.get("endpoints")))
+            if kind in as_list(ep.get("facts")) and ep.get("url")
+        ),
+        None,
+    )
     if url is None:
         if path is None or not plan.paywall_url:
             return None
         url = origin(plan.paywall_url) + path
-    for slot, key in (("{symbol}", "symbol"), ("{name}", "name")):
-        if slot in url:
-            value = params.get(key)
-            if not value:
-                return None
-            url = url.replace(slot, str(value) if key == "symbol" else str(value).lower())
-    return url
+    return fill_path(url, as_object(item.get("params")))
 
 
 def _build_args(
@@ -207,93 +152,6 @@ def _build_args(
         elif name in required:
             return None, f"{tool.get('name')} needs {name!r} and the task does not give one"
     return args, ""
-
-
-_TASK_URL = re.compile(r"https?://[^\s'\"<>),;]+", re.IGNORECASE)
-#: How discover's observation lists an offer: "GET http://h:p/path 0.01 [token_factsheet]".
-_OFFER = re.compile(r"\b(GET|POST) (https?://\S+) \S+(?: USDC)? \[([^\]]*)\]")
-_MARKET_WORDS = ("market", "discover", "seller", "x402")
-
-
-def _listed_offers(ev: Mapping[str, object]) -> list[tuple[str, str, list[str]]]:
-    """The HTTP offers a discovery's evidence lists, cheapest first: its ``offers`` (every
-    one), else what its one-line summary still shows (a context without them)."""
-    rows = ev.get("offers")
-    if isinstance(rows, list):
-        return [
-            (str(r.get("method")), str(r.get("resource")), [str(k) for k in r.get("kinds") or ()])
-            for r in rows
-            if isinstance(r, Mapping) and r.get("method") in ("GET", "POST") and r.get("resource")
-        ]
-    return [
-        (method, url, [k.strip() for k in kinds.split(",")])
-        for method, url, kinds in _OFFER.findall(str(ev.get("summary", "")))
-    ]
-
-
-@dataclass(frozen=True)
-class _Call:
-    """A call the planner may propose: the tool, its arguments, and the tool's kind
-    (``free`` calls may be batched; anything else goes alone, through the judge)."""
-
-    tool: str
-    args: JSONObject
-    kind: str
-
-
-def _market_call(
-    plan: PlanContext, item: Mapping[str, object], kind: str, blocked: set[str]
-) -> _Call | None:
-    """For a paid kind: the seller URL the task names, else the first offer discovery
-    listed (cheapest first) not tried yet, else discovery itself when the task asks for
-    the market; None to use the local paywall."""
-    names = {str(t.get("name")) for t in plan.tools}
-    if "pay_http" not in names:
-        return None
-    params = as_object(item.get("params"))
-    if params.get("seller") and params.get("url"):
-        # A request to buy resolved against its seller's catalog: the offer it picked.
-        args: JSONObject = {"url": str(params["url"]), "covers": [kind]}
-        if str(params.get("max_price", "")).isdigit():
-            args["max_price"] = as_int(params["max_price"])
-        return _Call("pay_http", args, "paid")
-    symbol = params.get("symbol") or params.get("name")
-    named = _TASK_URL.search(plan.task)
-    if named:  # a seller the task names is the one used, never swapped
-        url = named.group(0).rstrip(".")
-        post = _sells_over_post(plan, url)
-        if post and symbol:  # its 402 declared POST: the same question as a JSON body
-            body: JSONObject = {
-                "url": post,
-                "method": "POST",
-                "body": {"symbol": symbol},
-                "covers": [kind],
-            }
-            return _Call("pay_http", body, "paid")
-        return _Call("pay_http", {"url": url, "covers": [kind]}, "paid")
-    if "discover" not in names or not symbol:
-        return None  # no market, or the task named no subject: never a default one
-    for ev in plan.evidence:
-        if ev.get("tool") != "discover":
-            continue
-        for method, url, kinds in _listed_offers(ev):
-            if kind not in kinds:
-                continue
-            args = {"url": url, "covers": [kind]}
-            if method == "POST":
-                args.update(method="POST", body={"symbol": symbol})
-            else:
-                args["url"] = f"{url}?symbol={symbol}"
-            if plan.key("pay_http", args) not in blocked:
-                return _Call("pay_http", args, "paid")
-    asked = bool(params.get("pick")) or any(w in plan.task.lower() for w in _MARKET_WORDS)
-    if params.get("pick") and "paywall" in plan.task.lower() and "market" not in plan.task.lower():
-        return None  # "the cheapest ... the local paywall sells": its own offer, no discovery
-    tried = any(h.get("tool") == "discover" for h in plan.history)
-    if asked and not tried:
-        query = kind.replace("_", " ").replace("factsheet", "fact sheet")
-        return _Call("discover", {"query": query}, "free")
-    return None
 
 
 _PAID_TOOLS = ("pay_http", "pay_mcp")
@@ -390,18 +248,8 @@ def _offers_found(plan: PlanContext, kind: str) -> tuple[int, int | None]:
     return 0, None
 
 
-_POST_ROUTE = re.compile(re.escape(POST_ROUTE) + r" POST (https?://\S+)")
-
-
-def _sells_over_post(plan: PlanContext, url: str) -> str | None:
-    """The URL to POST to when pay_http found that the named ``url`` sells over POST (a
-    GET refused, its 402 declaring POST), else None."""
-    for h in plan.history:
-        if h.get("tool") == "pay_http" and as_object(h.get("args")).get("url") == url:
-            found = _POST_ROUTE.search(str(h.get("summary", "")))
-            if found:
-                return found.group(1)
-    return None
+def _wired(plan: PlanContext, tool: str) -> bool:
+    return any(t.get("name") == tool for t in plan.tools)
 
 
 def _is_int(prop: Mapping[str, object]) -> bool:
@@ -426,8 +274,8 @@ def _gate_open(plan: PlanContext, item: Mapping[str, object]) -> tuple[bool, str
 
 
 def _call_for(
-    plan: PlanContext, item: Mapping[str, object], blocked: set[str], failures: dict[str, int]
-) -> tuple[_Call | None, str]:
+    plan: PlanContext, item: Mapping[str, object], tried: Tried
+) -> tuple[Planned | None, str]:
     """The call to propose for ``item``, or None and the reason it cannot be fetched."""
     kind = str(item.get("kind") or "")
     if item.get("unanswerable"):
@@ -443,12 +291,14 @@ def _call_for(
     if bought is not None:
         return None, (f"{bought}; it gave none of the {kind.replace('_', ' ')}, and a request "
                       "to buy buys once")  # fmt: skip
-    if kind in PAYWALL_PATHS:
-        market = _market_call(plan, item, kind, blocked)
-        key = plan.key(market.tool, market.args) if market else ""
-        if market is not None and key not in blocked and failures.get(key, 0) < 2:
-            unread = _unread(plan) if market.kind != "free" else ""
-            return (None, unread) if unread else (market, "")
+    source = source_of(plan, item) if kind in PAYWALL_PATHS and _wired(plan, "pay_http") else None
+    if source is not None and source != "paywall":
+        # The task fixed where this fact is bought: nothing else is proposed for it, after a
+        # refusal or a failure either (the local paywall is planned below, from its tools).
+        call, why = bought_within(plan, item, kind, source, tried, PAYWALL_PATHS[kind])
+        if call is not None and call.kind != "free" and (unread := _unread(plan)):
+            return None, unread
+        return call, why
     tools = [t for t in plan.tools if kind in as_list(t.get("facts"))]
     if not tools:
         return None, f"no wired tool provides {kind}"
@@ -467,14 +317,12 @@ def _call_for(
                 f"{tool['name']} costs {price} atomic USDC, more than the {plan.spend_left} "
                 "left to spend"
             )
-        elif key in blocked:
-            reasons.append(_why_blocked(plan, str(tool["name"]), key))
-        elif failures.get(key, 0) >= 2:
-            reasons.append(f"{tool['name']} failed twice")
+        elif not tried.open(key):
+            reasons.append(tried.why_not(plan, str(tool["name"]), key))
         elif tool.get("kind", "free") != "free" and (unread := _unread(plan)):
             reasons.append(unread)
         else:
-            return _Call(str(tool["name"]), args, str(tool.get("kind", "free"))), ""
+            return Planned(str(tool["name"]), args, str(tool.get("kind", "free"))), ""
     return None, "; ".join(reasons)
 
 
@@ -500,14 +348,14 @@ def _propose(plan: PlanContext) -> JSONObject:
         return {"action": "done", "answer": answer}
     if plan.focus:  # the loop's focus goes first when it names an uncovered item
         uncovered.sort(key=lambda i: plan.focus not in (i.get("id"), i.get("text")))
-    blocked, failures = _blocked_calls(plan)
-    calls: list[_Call] = []
+    tried = Tried.read(plan)
+    calls: list[Planned] = []
     for item in uncovered:
-        call, _why = _call_for(plan, item, blocked, failures)
+        call, _why = _call_for(plan, item, tried)
         if call is not None:
             calls.append(call)
     # A call that failed once is retried only after everything fresh has had its turn.
-    calls.sort(key=lambda c: failures.get(plan.key(c.tool, c.args), 0) > 0)
+    calls.sort(key=lambda c: tried.failures.get(plan.key(c.tool, c.args), 0) > 0)
     if not calls:
         # Parts remain that nothing here can obtain: say so (the loop ends cannot-plan).
         return {"action": "done", "answer": _answer(plan)[0]}
@@ -539,7 +387,7 @@ def _answer(plan: PlanContext) -> tuple[str, list[str]]:
     the evidence ids it cites. Lines the planner could not back say "not answered"."""
     if not plan.items:
         return _cannot_plan(), []
-    blocked, failures = _blocked_calls(plan)
+    tried = Tried.read(plan)
     lines, ids, missing = [], [], []
     for item in plan.items:
         text = str(item.get("text", item.get("kind", "")))
@@ -550,7 +398,7 @@ def _answer(plan: PlanContext) -> tuple[str, list[str]]:
             if ev_id and item.get("provenance") != "derived" and ev_id not in ids:
                 ids.append(str(ev_id))
         else:
-            _call, why = _call_for(plan, item, blocked, failures)
+            _call, why = _call_for(plan, item, tried)
             reason = f" ({why})" if why else ""
             lines.append(f"{text}: not answered{reason}")
             missing.append(text)

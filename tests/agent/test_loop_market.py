@@ -98,7 +98,9 @@ def test_a_market_task_never_falls_back_to_the_paywall(
 ) -> None:
     """The market's sellers cannot be bought from (none is allowlisted) while nib's own
     paywall can: the run pays nobody (balances and ledger read back) and says why,
-    instead of buying the fact from the paywall the task did not ask for."""
+    instead of buying the fact from the paywall the task did not ask for. The planner does
+    not even propose the paywall once the market's offers are spent (before, it did, and
+    pay_http refused it as one more failure): the run ends ``cannot-plan``."""
     from agent.models.offline import OfflinePlanner
     from agent.tools.discover import DiscoverTool
     from agent.tools.x402.pay_http import PayHttpTool
@@ -122,10 +124,11 @@ def test_a_market_task_never_falls_back_to_the_paywall(
         r = asyncio.run(run_task(task, deps))
     assert (usdc_balance(chain, AGENT_ADDR), usdc_balance(chain, seller)) == before
     assert Ledger(deps.wallet.meter.store).rows() == []
-    said = " ".join(str(e["data"]) for e in deps.store.events(r.run_id, "tool.call"))
-    # The paywall was proposed and refused for the reason, before any request.
-    assert f"{paywall.url}/datasets/token/USDC is not an offer discovery listed" in said, said
-    assert not r.finished
+    said = " ".join(str(e["data"]) for e in deps.store.events(r.run_id, "proposal"))
+    assert paywall.url not in said, said
+    assert (r.stop_reason, r.finished) == ("cannot-plan", False)
+    assert ("the task asks for a seller found by discovery, and the offline planner buys from "
+            "no other (the local paywall included) in its place") in r.answer, r.answer
 
 
 def test_a_post_only_route_named_in_a_task_is_bought_over_post(

@@ -1,0 +1,274 @@
+"""Where the offline planner buys a paid fact: fixed once by the task's own words, and never
+moved by a refusal or a failure.
+
+The task names a resource by its URL: that resource exactly (its query included), nothing
+else. It asks for the market: the offers discovery lists, never the local paywall in their
+place. A request resolved against a seller's catalog: the offer it picked. Otherwise: the
+local paywall. When the source has nothing left to try, no call is proposed for the fact and
+the reason says why (the run ends ``cannot-plan``) instead of buying something else.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import parse_qsl, urlsplit
+
+from agent.jsonvalues import JSONObject, as_int, as_object
+from agent.models._offline_context import PlanContext, origin
+from agent.tools.x402.fetch import POST_ROUTE
+from agent.tools.x402.offers import asks_for_market, resources_named_in, seller_of
+
+__all__ = ["Planned", "Source", "Tried", "bought_within", "fill_path", "source_of"]
+
+Source = Literal["offer", "named", "market", "paywall"]
+"""Where a paid fact may be bought, read from the task before any tool output.
+
+``offer``: the offer a request to buy picked from the catalog of the seller it names
+(agent/loop/offerpick.py), and only that offer.
+``named``: the resource the task names by URL, exactly as written (query included); over
+POST with the same question when the resource's own 402 says it sells over POST; for a URL
+that names only a seller's origin, also that origin's path for the fact.
+``market``: the offers discovery lists (the task asks for the market, or picks among
+offers); discovery first when it has not run.
+``paywall``: the local paywall's path for the fact (the task names no seller).
+"""
+
+#: Words with which a task asks the planner to look for sellers (with a subject to ask for).
+_MARKET_WORDS = ("market", "discover", "seller", "x402")
+#: How discover's observation lists an offer: "GET http://h:p/path 0.01 [token_factsheet]".
+_OFFER = re.compile(r"\b(GET|POST) (https?://\S+) \S+(?: USDC)? \[([^\]]*)\]")
+_POST_ROUTE = re.compile(re.escape(POST_ROUTE) + r" POST (https?://\S+)")
+_SUMMARY_CHARS = 160
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A call the planner may propose: the tool, its arguments, and the tool's kind
+    (``free`` calls may be batched; anything else goes alone, through the judge)."""
+
+    tool: str
+    args: JSONObject
+    kind: str
+
+
+@dataclass(frozen=True)
+class Tried:
+    """What the run's history says of the calls already made: those not to propose again
+    (refused by the judge, skipped by a gate, or executed) and failure counts per call."""
+
+    blocked: frozenset[str]
+    failures: Mapping[str, int]
+
+    @classmethod
+    def read(cls, plan: PlanContext) -> Tried:
+        blocked: set[str] = set()
+        failures: dict[str, int] = {}
+        for row in plan.history:
+            tool = str(row.get("tool") or "")
+            if not tool:
+                continue
+            key = plan.key(tool, row.get("args"))
+            outcome = str(row.get("outcome") or row.get("status") or "").lower()
+            if outcome in ("refused", "skipped", "ok", "failed-for-good") or "refus" in outcome:
+                # Proposing it again would be refused, skipped or stopped as a duplicate
+                # (a call that failed for good is skipped by the loop's gate).
+                blocked.add(key)
+            elif outcome == "failed":
+                failures[key] = failures.get(key, 0) + 1
+        for ev in plan.evidence:
+            blocked.add(plan.key(str(ev.get("tool", "")), ev.get("args")))
+        return cls(frozenset(blocked), failures)
+
+    def open(self, key: str) -> bool:
+        """Whether the call keyed ``key`` may be proposed (again): not blocked, and not
+        failed twice."""
+        return key not in self.blocked and self.failures.get(key, 0) < 2
+
+    def why_not(self, plan: PlanContext, tool: str, key: str) -> str:
+        """Why a call is not proposed again, naming the real cause: the judge's refusal (its
+        reason), a gate's skip, two failures (the last one's words), or an earlier result."""
+        for row in reversed(plan.history):
+            if plan.key(str(row.get("tool") or ""), row.get("args")) != key:
+                continue
+            outcome = str(row.get("outcome") or row.get("status") or "").lower()
+            summary = str(row.get("summary") or "").strip()
+            if "refus" in outcome:
+                return f"{tool} was refused: {summary}" if summary else f"{tool} was refused"
+            if outcome == "skipped":
+                return f"{tool} was skipped: {summary}" if summary else f"{tool} was skipped"
+            if outcome == "failed-for-good":
+                return f"{tool} failed for good: {summary}" if summary else f"{tool} failed for good"
+            if outcome == "failed" and key not in self.blocked:
+                last = _clip(summary)
+                return f"{tool} failed twice ({last})" if last else f"{tool} failed twice"
+            break
+        return f"{tool} was already tried (it gave no value for this item)"
+
+
+def source_of(plan: PlanContext, item: Mapping[str, object]) -> Source:
+    """Where ``item``'s paid fact may be bought (see :data:`Source`)."""
+    params = as_object(item.get("params"))
+    if params.get("seller") and params.get("url"):
+        return "offer"
+    if resources_named_in(plan.task):
+        return "named"
+    if asks_for_market(plan.task):
+        return "market"
+    task = plan.task.lower()
+    if re.search(r"\bpaywall\b", task) and "market" not in task:
+        return "paywall"  # the task names nib's own paywall as its seller
+    discover = any(t.get("name") == "discover" for t in plan.tools)
+    subject = params.get("symbol") or params.get("name")
+    looks = bool(params.get("pick")) or any(w in task for w in _MARKET_WORDS)
+    return "market" if discover and subject and looks else "paywall"
+
+
+def bought_within(
+    plan: PlanContext, item: Mapping[str, object], kind: str, source: Source, tried: Tried,
+    path: str | None,
+) -> tuple[Planned | None, str]:  # fmt: skip
+    """The next call for ``item``'s paid ``kind`` within ``source``, or None and why nothing
+    is left there. ``path``: the local paywall's path for ``kind``, asked at a seller origin
+    the task names. The ``paywall`` source is the caller's, planned from the tools' endpoints."""
+    if source == "market":
+        return _market_call(plan, item, kind, tried)
+    params = as_object(item.get("params"))
+    if source == "offer":
+        args: JSONObject = {"url": str(params["url"]), "covers": [kind]}
+        if str(params.get("max_price", "")).isdigit():
+            args["max_price"] = as_int(params["max_price"])
+        candidates = [Planned("pay_http", args, "paid")]
+        within = f"the offer it picked from the seller the task names ({params['url']})"
+    elif source == "named":
+        candidates = _named_calls(plan, item, kind, path)
+        named = ", ".join(resources_named_in(plan.task))
+        within = f"what the task names ({named})"
+    else:
+        raise ValueError(f"bought_within plans the offer, named and market sources, not {source!r}")
+    whys: list[str] = []
+    for call in candidates:
+        key = plan.key(call.tool, call.args)
+        if tried.open(key):
+            return call, ""
+        whys.append(tried.why_not(plan, call.tool, key))
+    return None, (f"{'; '.join(dict.fromkeys(whys))}; the offline planner buys only {within}, "
+                  "never another resource or seller in its place")  # fmt: skip
+
+
+def fill_path(path: str, params: Mapping[str, object]) -> str | None:
+    """``path`` with its ``{symbol}`` / ``{name}`` slot filled from the item's parameters,
+    or None when the item does not name what the slot needs."""
+    for slot, key in (("{symbol}", "symbol"), ("{name}", "name")):
+        if slot in path:
+            value = params.get(key)
+            if not value:
+                return None
+            path = path.replace(slot, str(value) if key == "symbol" else str(value).lower())
+    return path
+
+
+def _named_calls(
+    plan: PlanContext, item: Mapping[str, object], kind: str, path: str | None
+) -> list[Planned]:
+    """The calls that buy what the task names, in its order: each URL exactly as written
+    (or the same question over POST once its 402 said it sells over POST), and for a URL
+    naming only a seller's origin, that origin's path for ``kind``."""
+    params = as_object(item.get("params"))
+    subject = params.get("symbol") or params.get("name")
+    out: list[Planned] = []
+    for url in resources_named_in(plan.task):
+        parts = urlsplit(url)
+        post = _sells_over_post(plan, url)
+        # The question the task asks the resource: its query, else the item's subject.
+        body = dict(parse_qsl(parts.query)) or ({"symbol": str(subject)} if subject else {})
+        if post and body:
+            args: JSONObject = {"url": post, "method": "POST", "body": dict(body), "covers": [kind]}
+            out.append(Planned("pay_http", args, "paid"))
+            continue
+        out.append(Planned("pay_http", {"url": url, "covers": [kind]}, "paid"))
+        filled = fill_path(path, params) if path else None
+        if filled and parts.path in ("", "/") and not parts.query:
+            out.append(Planned("pay_http", {"url": origin(url) + filled, "covers": [kind]}, "paid"))
+    return out
+
+
+def _sells_over_post(plan: PlanContext, url: str) -> str | None:
+    """The URL to POST to when pay_http found that the named ``url`` sells over POST (a
+    GET refused, its 402 declaring POST), else None. Only the same resource, without its
+    query: a 402 cannot send the purchase to another path or seller."""
+    for h in plan.history:
+        if h.get("tool") == "pay_http" and as_object(h.get("args")).get("url") == url:
+            found = _POST_ROUTE.search(str(h.get("summary", "")))
+            post = found.group(1) if found else ""
+            if post and (seller_of(post), urlsplit(post).path) == (
+                seller_of(url), urlsplit(url).path
+            ):
+                return post
+    return None
+
+
+def _listed_offers(ev: Mapping[str, object]) -> list[tuple[str, str, list[str]]]:
+    """The HTTP offers a discovery's evidence lists, cheapest first: its ``offers`` (every
+    one), else what its one-line summary still shows (a context without them)."""
+    rows = ev.get("offers")
+    if isinstance(rows, list):
+        return [
+            (str(r.get("method")), str(r.get("resource")), [str(k) for k in r.get("kinds") or ()])
+            for r in rows
+            if isinstance(r, Mapping) and r.get("method") in ("GET", "POST") and r.get("resource")
+        ]
+    return [
+        (method, url, [k.strip() for k in kinds.split(",")])
+        for method, url, kinds in _OFFER.findall(str(ev.get("summary", "")))
+    ]
+
+
+def _market_call(
+    plan: PlanContext, item: Mapping[str, object], kind: str, tried: Tried
+) -> tuple[Planned | None, str]:
+    """The first offer discovery listed for ``kind`` (cheapest first) still open, else
+    discovery itself when it has not run, else None and why."""
+    params = as_object(item.get("params"))
+    subject = params.get("symbol") or params.get("name")
+    listed, whys = 0, []
+    for ev in plan.evidence:
+        if ev.get("tool") != "discover":
+            continue
+        for method, url, kinds in _listed_offers(ev):
+            if kind not in kinds or (method == "POST" and not subject):
+                continue
+            listed += 1
+            args: JSONObject = {"url": url, "covers": [kind]}
+            if method == "POST":
+                args.update(method="POST", body={"symbol": subject})
+            elif subject:
+                args["url"] = f"{url}?symbol={subject}"
+            key = plan.key("pay_http", args)
+            if tried.open(key):
+                return Planned("pay_http", args, "paid"), ""
+            whys.append(tried.why_not(plan, "pay_http", key))
+    what = kind.replace("_", " ")
+    runs = [h for h in plan.history if h.get("tool") == "discover"]
+    if not runs and any(t.get("name") == "discover" for t in plan.tools):
+        query = what.replace("factsheet", "fact sheet")
+        return Planned("discover", {"query": query}, "free"), ""
+    if not runs:
+        why = "no discover tool is wired to find the market's offers"
+    elif listed:
+        why = f"every offer of a {what} discovery listed was tried (last: {whys[-1]})"
+    elif any(ev.get("tool") == "discover" for ev in plan.evidence):
+        why = f"discovery listed no offer of a {what}"
+    else:
+        last = runs[-1]
+        outcome = str(last.get("outcome") or "failed").lower()
+        why = f"discover {outcome}: {_clip(str(last.get('summary') or '')) or 'no offers'}"
+    return None, (f"{why}; the task asks for a seller found by discovery, and the offline "
+                  "planner buys from no other (the local paywall included) in its place")  # fmt: skip
+
+
+def _clip(text: str, limit: int = _SUMMARY_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
