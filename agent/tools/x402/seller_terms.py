@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 import httpx
 from x402.schemas import PaymentRequirements, PaymentRequirementsV1
@@ -51,8 +50,6 @@ __all__ = [
     "read_offer",
 ]
 
-T = TypeVar("T")
-
 #: An authorization this close to its validBefore is not sent: settlement takes time.
 #: Seconds a quote and its approving verdict stay fresh enough to pay on the quoted terms
 #: without reading them again (see :func:`judged_terms`).
@@ -87,10 +84,11 @@ async def read_offer(request: Request, max_price: int | None, ctx: ToolContext) 
     is read while the seller answers; its failure counts only for a 402. The run's judge
     is told to start its own read of the same 402 meanwhile (:func:`judge_reads_ahead`)."""
     url, method, body = request
-    resp, clock = await gather_pair(
-        fetch(ctx, url, method=method, body=body),
-        _after(judge_reads_ahead(request, ctx), chain_clock(ctx)),
-    )
+    ahead = asyncio.ensure_future(judge_reads_ahead(request, ctx))
+    try:
+        resp, clock = await gather_pair(fetch(ctx, url, method=method, body=body), chain_clock(ctx))
+    finally:
+        await ahead  # answered in a fraction of the read; never raises
     if isinstance(resp, BaseException):
         raise resp
     if resp.status_code == 200:
@@ -118,11 +116,6 @@ async def judge_reads_ahead(request: Request, ctx: ToolContext) -> None:
     url, method, body = request
     with contextlib.suppress(Exception):
         await asyncio.to_thread(ahead, url, method, body)
-
-
-async def _after(first: Awaitable[object], then: Awaitable[T]) -> T:
-    await first
-    return await then
 
 
 async def check_terms(
