@@ -209,7 +209,8 @@ class Judge:
     def read_ahead(self, task_id: str, url: str, method: str = "GET", body: object = None) -> bool:
         """Start reading the seller's 402 at ``url`` for ``task_id``'s decision about to be
         asked for (the agent calls it as it starts quoting); the decision takes that read
-        when it started at most AHEAD_FRESH_S before (:class:`judge.seller_terms.TermsAhead`).
+        while it is answered or when its answer came at most AHEAD_FRESH_S before
+        (:class:`judge.seller_terms.TermsAhead`).
         Only for an http(s) resource of a seller the task may pay (any, for an unregistered
         task in-process); False when nothing was started: the decision reads on arrival."""
         if self._ahead is None or method not in ("GET", "POST"):

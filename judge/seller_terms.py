@@ -13,9 +13,9 @@ taken from the agent; a seller that stalls delays only the decision that names i
 A read may start a moment before its decision is asked for (:class:`TermsAhead`): when
 the agent starts quoting a purchase it tells the judge which resource it is about to ask
 about, and the judge starts its own read of that 402 beside the agent's. The decision
-that follows takes that read, once, when it started at most :data:`AHEAD_FRESH_S` before
-(what the seller stated then is what the judge rules on, as when it reads on arrival);
-otherwise the decision reads again. The agent only names the resource: what it names is
+that follows takes that read, once, while it is still being answered or when its answer
+came at most :data:`AHEAD_FRESH_S` before (what the seller stated then is what the judge
+rules on, as when it reads on arrival); otherwise the decision reads again. The agent only names the resource: what it names is
 read by the judge's own reader, for a seller the task may pay.
 """
 
@@ -78,8 +78,8 @@ class SellerTerms:
         return found
 
 
-#: A read started ahead serves a decision asked for at most this many seconds after it
-#: started (the agent quotes in milliseconds; the quote it hands over is as old).
+#: A read started ahead serves a decision asked for while it is answered or at most this
+#: many seconds after its answer came (the agent quotes in milliseconds).
 AHEAD_FRESH_S = 2.0
 #: Reads started ahead and not yet taken, per task and in all; past either a read is not
 #: started ahead (the decision reads on arrival, as without it).
@@ -91,14 +91,16 @@ class TermsAhead:
     """Reads of sellers' 402s started for the decision that follows (see the module).
 
     Each read runs on its own worker thread (at most :data:`AHEAD_MAX`), so a seller that
-    stalls holds only its own read; a read not taken within :data:`AHEAD_FRESH_S` is
-    dropped, and one not yet running when its decision comes is cancelled and made anew."""
+    stalls holds only its own read. A decision takes its read while it is still being
+    answered, or when its answer came at most :data:`AHEAD_FRESH_S` before; an older
+    answer is dropped, and a read not yet running when its decision comes is cancelled;
+    either way the decision reads anew."""
 
     def __init__(self, read: _TermsOf, clock: Callable[[], float] = time.monotonic) -> None:
         self._read = read
         self._clock = clock
         self._lock = threading.Lock()
-        self._pending: dict[tuple[str, str, str, str], tuple[float, Future[_Offers]]] = {}
+        self._pending: dict[tuple[str, str, str, str], _Ahead] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._pid = 0
 
@@ -111,33 +113,62 @@ class TermsAhead:
             if self._pool is None or self._pid != os.getpid():  # none yet, or a forked child's
                 self._pid, self._pending = os.getpid(), {}
                 self._pool = ThreadPoolExecutor(AHEAD_MAX, thread_name_prefix="judge-ahead")
-            for old in [k for k, (t, _) in self._pending.items() if now - t > AHEAD_FRESH_S]:
-                self._pending.pop(old)[1].cancel()
+            for old in [k for k, a in self._pending.items() if a.stale(now)]:
+                self._pending.pop(old).future.cancel()
             waiting = sum(1 for k in self._pending if k[0] == task_id)
             if key in self._pending or waiting >= AHEAD_PER_TASK or (
                 len(self._pending) >= AHEAD_MAX
             ):
                 return False
-            self._pending[key] = (now, self._pool.submit(self._read, url, method, body))
+            ahead = _Ahead(now)
+            ahead.future = self._pool.submit(self._answer, ahead, url, method, body)
+            self._pending[key] = ahead
         return True
+
+    def _answer(self, ahead: _Ahead, url: str, method: str, body: object) -> _Offers:
+        try:
+            return self._read(url, method, body)
+        finally:
+            ahead.answered = self._clock()  # before the future is done
 
     def reader(self, task_id: str) -> _TermsOf:
         """How one decision of ``task_id`` reads a 402: the read started ahead for it when
-        fresh and running or done (taken: it serves no other decision), else a new read."""
+        still being answered or answered at most AHEAD_FRESH_S ago (taken: it serves no
+        other decision), else a new read."""
 
         def read(url: str, method: str, body: object) -> _Offers:
             with self._lock:
                 ahead = self._pending.pop((task_id, url, method, _canonical(body)), None)
-            if ahead is not None:
-                started, future = ahead
-                if self._clock() - started <= AHEAD_FRESH_S and not future.cancel():
-                    try:
-                        return future.result()
-                    except Exception:  # noqa: BLE001 - the reader failed: read again now
-                        pass
+            if ahead is not None and not ahead.future.cancel():
+                try:
+                    offers = ahead.future.result()
+                except Exception:  # noqa: BLE001 - the reader failed: read again now
+                    pass
+                else:
+                    if not ahead.stale(self._clock()):
+                        return offers
             return self._read(url, method, body)
 
         return read
+
+
+#: A read started ahead and never answered is dropped after this many seconds (its
+#: reader gives up well before: judge.payto reads for at most SELLER_READ_S).
+_AHEAD_GIVE_UP_S = 60.0
+
+
+class _Ahead:
+    """One read started ahead: when it started and when its answer came (None: not yet)."""
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.answered: float | None = None
+        self.future: Future[_Offers] = Future()
+
+    def stale(self, now: float) -> bool:
+        if self.answered is None:
+            return now - self.started > _AHEAD_GIVE_UP_S
+        return now - self.answered > AHEAD_FRESH_S
 
 
 def _canonical(value: object) -> str:

@@ -145,3 +145,16 @@ def test_a_task_token_starts_reads_for_its_own_task_and_its_own_sellers_only(ser
     assert answer.status_code == 401  # no token: no read
     time.sleep(0.05)
     assert seller.reads == [SELLER + "/gas"]
+
+
+def test_a_slow_answer_serves_the_decision_it_was_started_for() -> None:
+    """A seller that takes longer than AHEAD_FRESH_S to answer is not read a second time:
+    the decision waits for the read under way and rules on its answer, which is current."""
+    hold, clock = threading.Event(), _Clock()
+    seller = _Seller(hold)
+    ahead = TermsAhead(seller, clock=clock)
+    assert ahead.start("task-a", SELLER + "/gas", "GET", None)
+    clock.now += AHEAD_FRESH_S * 3  # the seller is still answering
+    hold.set()
+    ahead.reader("task-a")(SELLER + "/gas", "GET", None)
+    assert len(seller.reads) == 1
