@@ -37,7 +37,7 @@ from judge.records import Grant, Standing, VerdictRecord, VerdictRecords
 from judge.request import PaidCallRequest
 from judge.ruling import USDC_DECIMALS, Rules, coverable_facts, format_usdc
 from judge.seller_terms import SellerTerms, TermsAhead
-from judge.tasks import TaskLimits, TaskRegistry, bind, read_terms, unbound
+from judge.tasks import TaskLimits, TaskRegistry, bind, may_read_ahead, read_terms, unbound
 from judge.verdict import (
     DEFAULT_TTL_S,
     Decision,
@@ -207,27 +207,14 @@ class Judge:
             return self._decide(request, terms, balances)
 
     def read_ahead(self, task_id: str, url: str, method: str = "GET", body: object = None) -> bool:
-        """Start reading the seller's 402 at ``url`` for ``task_id``'s decision about to be
-        asked for (the agent calls it as it starts quoting); the decision takes that read
-        while it is answered or when its answer came at most AHEAD_FRESH_S before
-        (:class:`judge.seller_terms.TermsAhead`).
-        Only for an http(s) resource of a seller the task may pay (any, for an unregistered
-        task in-process); False when nothing was started: the decision reads on arrival."""
-        if self._ahead is None or method not in ("GET", "POST"):
-            return False
-        if not url.startswith(("http://", "https://")):
-            return False
-        limits = self.tasks.get(task_id)
-        if limits is None and self._require_task:
-            return False
-        if limits is not None and not limits.seller_allowed(url):
-            return False
-        return self._ahead.start(task_id, url, method, body)
+        """Start the judge's read of the 402 at ``url`` for ``task_id``'s coming decision
+        (:class:`judge.seller_terms.TermsAhead`, :func:`judge.tasks.may_read_ahead`)."""
+        allowed = may_read_ahead(self.tasks.get(task_id), self._require_task, url, method)
+        return self._ahead is not None and allowed and self._ahead.start(task_id, url, method, body)
 
     def _read_terms(self, request: PaidCallRequest) -> SellerTerms | None:
         """The sellers' terms the checks of ``request`` and its alternatives ask for, read
-        now (or started ahead for it: :meth:`read_ahead`), before the decision lock (see
-        :mod:`judge.seller_terms`)."""
+        now or ahead (:meth:`read_ahead`), before the decision lock (judge.seller_terms)."""
         if self._ahead is None:
             return None
         terms = SellerTerms.reading(self._ahead.reader(request.task_id or ""))

@@ -385,6 +385,18 @@ def read_terms(offer: PaidCallRequest, limits: TaskLimits | None, terms_of: Sell
         unbound(offer, terms_of)
 
 
+def may_read_ahead(limits: TaskLimits | None, require_task: bool, url: str, method: str) -> bool:
+    """Whether the judge reads the 402 at ``url`` ahead of a decision of the task whose
+    ``limits`` are given (None: not registered): an http(s) GET or POST of a seller the
+    task may pay; any seller for an unregistered task when the judge rules on those (the
+    in-process composition), none when it does not (the service)."""
+    if method not in ("GET", "POST") or not url.startswith(("http://", "https://")):
+        return False
+    if limits is None:
+        return not require_task
+    return limits.seller_allowed(url)
+
+
 def unbound(offer: PaidCallRequest, terms_of: SellerTerms | None) -> PaidCallRequest | str:
     """``offer`` of a task registered nowhere (the in-process composition: ``nib run
     --in-process``, tests, benchmarks), ruled on the request's own limits; but when the

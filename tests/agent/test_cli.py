@@ -134,9 +134,12 @@ def test_a_task_naming_a_seller_pays_that_seller_or_stops_saying_why(home):
     out = nib(home, "run", stranger, "--json")
     stopped = json.loads(out.stdout)
     assert out.returncode == 1 and not stopped["finished"]
-    # It stops saying why (the named seller is not allowlisted, and no other is swapped in).
-    assert "http://127.0.0.1:9" in stopped["message"]
-    assert "not on the allowlist" in stopped["message"] or "never swaps" in stopped["message"]
+    # It stops saying why (the named seller is not allowlisted, and no other is swapped in):
+    # the stop names the part not answered, the answer's line for it the reason.
+    assert stopped["stop_reason"] == "cannot-plan", stopped["message"]
+    why = stopped["message"] + "\n" + stopped["answer"]
+    assert "http://127.0.0.1:9" in why, why
+    assert "not on the allowlist" in why or "never swaps" in why, why
     assert json.loads(nib(home, "audit", "--run", stopped["run_id"], "--json").stdout) == []
 
 
