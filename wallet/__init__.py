@@ -2,58 +2,90 @@
 
 The private key never leaves this package: it is not in any repr, log line,
 exception, event or database row.
+
+
+The names below are imported on first use (chain.lazy).
 """
 
 from __future__ import annotations
 
-from wallet.errors import (
-    AuthorizationOutstanding,
-    CancelOverCap,
-    CapExceeded,
-    DevKeyRefused,
-    FailureUnproven,
-    InsufficientBalance,
-    InvalidKey,
-    KeystoreCorrupt,
-    KeystoreError,
-    KeystoreExists,
-    KeystoreMissing,
-    LedgerError,
-    NonceHoldRefused,
-    NotYourTask,
-    NoVerdict,
-    PassphraseMissing,
-    PayloadMismatch,
-    RecheckFailed,
-    SendFailed,
-    SettlementUnproven,
-    SpendRefused,
-    TaskMismatch,
-    VerdictBadSignature,
-    VerdictExpired,
-    VerdictNotApproved,
-    VerdictReplayed,
-    VerdictRevoked,
-    VerdictVoid,
-    WalletError,
-    WalletOverloaded,
-    WalletUnreachable,
-    WrongPassphrase,
-)
-from wallet.journal import LedgerCheck, verify_ledger
-from wallet.keystore import (
-    KeyHandle,
-    Keystore,
-    check_dev_key,
-    default_keystore_path,
-    ensure_devnet_wallet,
-    nib_home,
-)
-from wallet.ledger import GasRow, Ledger, SpendKind, SpendRow, SpendStatus
-from wallet.meter import MeasuredSpend, Reservation, RunSpend, SpendMeter
-from wallet.nonces import NonceManager
-from wallet.reconcile import Match, OnchainTransfer, ReconcileReport, reconcile
-from wallet.signer import SentTx, SignedTx, SignedTypedData, Wallet
+from typing import TYPE_CHECKING
+
+from chain.lazy import exports
+
+if TYPE_CHECKING:
+    from wallet.errors import (
+        AuthorizationOutstanding,
+        CancelOverCap,
+        CapExceeded,
+        DevKeyRefused,
+        FailureUnproven,
+        InsufficientBalance,
+        InvalidKey,
+        KeystoreCorrupt,
+        KeystoreError,
+        KeystoreExists,
+        KeystoreMissing,
+        LedgerError,
+        NonceHoldRefused,
+        NotYourTask,
+        NoVerdict,
+        PassphraseMissing,
+        PayloadMismatch,
+        RecheckFailed,
+        SendFailed,
+        SettlementUnproven,
+        SpendRefused,
+        TaskMismatch,
+        VerdictBadSignature,
+        VerdictExpired,
+        VerdictNotApproved,
+        VerdictReplayed,
+        VerdictRevoked,
+        VerdictVoid,
+        WalletError,
+        WalletOverloaded,
+        WalletUnreachable,
+        WrongPassphrase,
+    )
+    from wallet.journal import (
+        LedgerCheck,
+        verify_ledger,
+    )
+    from wallet.keystore import (
+        KeyHandle,
+        Keystore,
+        check_dev_key,
+        default_keystore_path,
+        ensure_devnet_wallet,
+        nib_home,
+    )
+    from wallet.ledger import (
+        GasRow,
+        Ledger,
+        SpendKind,
+        SpendRow,
+        SpendStatus,
+    )
+    from wallet.meter import (
+        MeasuredSpend,
+        Reservation,
+        RunSpend,
+        SpendMeter,
+    )
+    from wallet.nonces import NonceManager
+    from wallet.reconcile import (
+        Match,
+        OnchainTransfer,
+        ReconcileReport,
+        reconcile,
+    )
+    from wallet.signer import (
+        SentTx,
+        SignedTx,
+        SignedTypedData,
+        Wallet,
+    )
 
 __all__ = [
     "AuthorizationOutstanding",
@@ -115,3 +147,68 @@ __all__ = [
     "reconcile",
     "verify_ledger",
 ]
+
+#: Where each exported name lives.
+_HOMES = {
+    "AuthorizationOutstanding": "wallet.errors",
+    "CancelOverCap": "wallet.errors",
+    "CapExceeded": "wallet.errors",
+    "DevKeyRefused": "wallet.errors",
+    "FailureUnproven": "wallet.errors",
+    "GasRow": "wallet.ledger",
+    "InsufficientBalance": "wallet.errors",
+    "InvalidKey": "wallet.errors",
+    "KeyHandle": "wallet.keystore",
+    "Keystore": "wallet.keystore",
+    "KeystoreCorrupt": "wallet.errors",
+    "KeystoreError": "wallet.errors",
+    "KeystoreExists": "wallet.errors",
+    "KeystoreMissing": "wallet.errors",
+    "Ledger": "wallet.ledger",
+    "LedgerCheck": "wallet.journal",
+    "LedgerError": "wallet.errors",
+    "Match": "wallet.reconcile",
+    "MeasuredSpend": "wallet.meter",
+    "NoVerdict": "wallet.errors",
+    "NonceHoldRefused": "wallet.errors",
+    "NonceManager": "wallet.nonces",
+    "NotYourTask": "wallet.errors",
+    "OnchainTransfer": "wallet.reconcile",
+    "PassphraseMissing": "wallet.errors",
+    "PayloadMismatch": "wallet.errors",
+    "RecheckFailed": "wallet.errors",
+    "ReconcileReport": "wallet.reconcile",
+    "Reservation": "wallet.meter",
+    "RunSpend": "wallet.meter",
+    "SendFailed": "wallet.errors",
+    "SentTx": "wallet.signer",
+    "SettlementUnproven": "wallet.errors",
+    "SignedTx": "wallet.signer",
+    "SignedTypedData": "wallet.signer",
+    "SpendKind": "wallet.ledger",
+    "SpendMeter": "wallet.meter",
+    "SpendRefused": "wallet.errors",
+    "SpendRow": "wallet.ledger",
+    "SpendStatus": "wallet.ledger",
+    "TaskMismatch": "wallet.errors",
+    "VerdictBadSignature": "wallet.errors",
+    "VerdictExpired": "wallet.errors",
+    "VerdictNotApproved": "wallet.errors",
+    "VerdictReplayed": "wallet.errors",
+    "VerdictRevoked": "wallet.errors",
+    "VerdictVoid": "wallet.errors",
+    "Wallet": "wallet.signer",
+    "WalletError": "wallet.errors",
+    "WalletOverloaded": "wallet.errors",
+    "WalletUnreachable": "wallet.errors",
+    "WrongPassphrase": "wallet.errors",
+    "check_dev_key": "wallet.keystore",
+    "default_keystore_path": "wallet.keystore",
+    "ensure_devnet_wallet": "wallet.keystore",
+    "nib_home": "wallet.keystore",
+    "reconcile": "wallet.reconcile",
+    "verify_ledger": "wallet.journal",
+}
+
+
+__getattr__ = exports(__name__, _HOMES, globals())
