@@ -36,6 +36,7 @@ from wallet.events import EVENT_TYPES as WALLET_EVENTS
 from wallet.meter import SpendMeter
 
 if TYPE_CHECKING:
+    from agent.seams import SpendView
     from judge.storage.db import PgConnection
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "ensure_tables",
     "owner_gone",
     "run_status",
+    "spend_reader",
 ]
 
 RunStatus = Literal["queued", "running", "paused", "finished", "stopped", "died"]
@@ -328,7 +330,7 @@ class RunStore:
         return rows
 
     def _ledger_spend(self, run_id: str) -> dict[str, object]:
-        return SpendSummary.from_meter(SpendMeter(self.db).usage(run_id)).model_dump()
+        return spend_reader(SpendMeter(self.db))(run_id)
 
     def close_died(
         self, run_id: str, why: str, *, owner: str | None = None, beat_at: float | None = None
@@ -449,3 +451,13 @@ class RunStore:
     def close(self) -> None:
         self._closed.set()
         self.db.close()
+
+
+def spend_reader(meter: SpendView) -> Callable[[str], dict[str, object]]:
+    """A run's spend as a wallet's meter (``meter``) has it (what a run whose process died is
+    reported with, as a live run reports its own): a ``RunStore.spend_of``."""
+
+    def spend(run_id: str) -> dict[str, object]:
+        return SpendSummary.from_meter(meter.usage(run_id)).model_dump()
+
+    return spend

@@ -10,10 +10,9 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING
 
-from eth_account import Account
-from eth_account.signers.local import LocalAccount
-
 if TYPE_CHECKING:
+    from eth_account.signers.local import LocalAccount
+
     from chain.client import ChainClient
 
 DEVNET_CHAIN_ID = 31337
@@ -29,14 +28,17 @@ SELLER = 2  # the local paywall's payTo address
 JUDGE = 3  # the judge's signing key in tests and on the devnet
 OUTSIDER = 4  # an unrelated account, for transfers the task never involved
 
-Account.enable_unaudited_hdwallet_features()
-
 
 @cache
 def dev_account(index: int) -> LocalAccount:
     """Return Anvil dev account ``index`` (0-9), derived from the standard mnemonic."""
     if not 0 <= index < 10:
         raise ValueError(f"Anvil has dev accounts 0-9; got index {index}.")
+    # eth-account (py_ecc's BLS tables among it: ~0.5 s) loads when a key is derived, not
+    # for the constants above (the devnet's chain id, read by every `nib` command).
+    from eth_account import Account
+
+    Account.enable_unaudited_hdwallet_features()
     return Account.from_mnemonic(DEV_MNEMONIC, account_path=f"m/44'/60'/0'/0/{index}")
 
 

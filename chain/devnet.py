@@ -25,13 +25,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from chain.client import ChainClient
-from chain.devkeys import AGENT, DEVNET_CHAIN_ID, SELLER, dev_account
-from chain.devtoken import TokenKind, check_token, fund, provision
+from chain.devkeys import DEVNET_CHAIN_ID
 from chain.errors import AnvilMissing, ChainError, DevnetError
 from chain.home import nib_home
 
-if TYPE_CHECKING:  # chain.networks loads x402 on import; the devnet needs it only for a twin
+# What loads web3 and eth-account (chain.client, chain.devtoken, the dev keys; ~1 s of
+# CPU) is imported by the functions that talk to the node: reading the devnet's facts and
+# pid_alive (`nib runs`, the run store) need none of it. chain.networks loads x402 on
+# import; the devnet needs it only for a twin.
+if TYPE_CHECKING:
+    from chain.devtoken import TokenKind
     from chain.networks import Network
 
 ANVIL_VERSION = "1.7.1"
@@ -170,6 +173,8 @@ class AnvilProcess:
             raise
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        from chain.client import ChainClient
+
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -260,6 +265,8 @@ def _write_facts(home: Path, info: DevnetInfo) -> None:
 
 
 def _answers(info: DevnetInfo) -> bool:
+    from chain.client import ChainClient
+
     try:
         return ChainClient(info.rpc_url, timeout_s=1.0).chain_id() == info.chain_id
     except ChainError:
@@ -282,6 +289,8 @@ def status(home: Path | None = None) -> DevnetInfo | None:
 
 
 def _has_code(rpc_url: str, address: str) -> bool:
+    from chain.client import ChainClient
+
     client = ChainClient(rpc_url)
     return len(client.call("eth_getCode", lambda: client.w3.eth.get_code(address))) > 0  # type: ignore[arg-type]
 
@@ -451,6 +460,8 @@ def up(
     ``choice`` names the chain and token (default: the recorded devnet's, else TestUSDC);
     a recorded devnet of another chain or token is refused with the fix. A fresh devnet
     funds ``wallet`` (default: the agent's dev account) with 100 USDC."""
+    from chain.devkeys import AGENT, SELLER, dev_account
+
     home = home or nib_home()
     choice = choice or TokenChoice()
     market = paywall if market is None else market
@@ -507,6 +518,8 @@ def _previous_port(info: DevnetInfo | None) -> int:
 
 def _provision(info: DevnetInfo, choice: TokenChoice) -> None:
     """Put the asked-for token on a fresh chain and fund the wallet with it."""
+    from chain.devtoken import fund, provision
+
     if choice.twin:
         net = _twin_network(choice.twin)
         info.token = "circle"
@@ -521,6 +534,8 @@ def _provision(info: DevnetInfo, choice: TokenChoice) -> None:
 def _adopt_outside_token(home: Path, info: DevnetInfo, usdc: str | None) -> None:
     """Point the devnet at an outside token (NIB_USDC_ADDRESS), checked first; its
     running sellers, which take another token, are stopped so they restart on it."""
+    from chain.devtoken import check_token
+
     if not usdc or usdc.lower() == info.usdc.lower():
         return
     facts = check_token(info.rpc_url, usdc)
@@ -535,6 +550,8 @@ def _adopt_outside_token(home: Path, info: DevnetInfo, usdc: str | None) -> None
 def fund_address(address: str, amount: int, home: Path | None = None) -> str:
     """MOVES MONEY (devnet only): mint ``amount`` atomic USDC of the running devnet's token
     to ``address`` (any wallet: a TypeScript or Python buyer), with gas money; the tx hash."""
+    from chain.devtoken import fund
+
     info = status(home or nib_home())
     if info is None or not info.running:
         raise DevnetError("no running devnet under NIB_HOME; expected one. Fix: `nib devnet up`.")

@@ -16,10 +16,9 @@ from typing import TYPE_CHECKING, NoReturn
 from rich.console import Console
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from agent.cli.runtime import Runtime
     from agent.config import ExplicitSettings, NibSettings
+    from agent.seams import SpendView
     from agent.store import RunStore
 
 __all__ = [
@@ -119,7 +118,6 @@ IN_PROCESS_HELP = ("Compose the judge and the wallet in this process, unconfined
 
 def run_store() -> RunStore:
     """The run store; a run it finds dead is closed with the ledger's spend for it."""
-    from agent.cli.runtime import spend_reader
     from agent.cli.services import records_database, status
     from agent.store import RunStore
 
@@ -127,27 +125,39 @@ def run_store() -> RunStore:
     store = RunStore(settings.database)
     services = status(settings.home)
     if services is not None and services.running:  # the wallet service holds the ledger
-        from wallet.service import WalletClient
+        socket = services.wallet_socket
 
-        store.spend_of = spend_reader(WalletClient(services.wallet_socket).meter)
+        def service_meter() -> SpendView:
+            from wallet.client import WalletClient
+
+            return WalletClient(socket).meter
+
+        store.spend_of = _spend_when_read(service_meter)
     else:  # the ledger is where this home's records are (agent.cli.services)
-        store.spend_of = _ledger_when_read(records_database(settings))
+        records = records_database(settings)
+
+        def ledger_meter() -> SpendView:
+            from wallet.meter import SpendMeter
+
+            return SpendMeter(records)
+
+        store.spend_of = _spend_when_read(ledger_meter)
     return store
 
 
-def _ledger_when_read(records: str | Path) -> Callable[[str], dict[str, object]]:
-    """A run's spend from the ledger at ``records``, opened only when a dead run is closed:
-    a ledger that cannot be opened then fails that one reading (the run's closing message
-    names it) instead of every command that reads runs, and a missing one is not created
-    empty by a mere reader."""
-    from agent.cli.runtime import spend_reader
-    from wallet.meter import SpendMeter
+def _spend_when_read(meter: Callable[[], SpendView]) -> Callable[[str], dict[str, object]]:
+    """A run's spend from the meter ``meter()`` gives, asked for only when a dead run is
+    closed: reading runs loads no wallet client (web3, eth-account: ~1 s of CPU); a ledger
+    that cannot be opened then fails that one reading (the run's closing message names it)
+    instead of every command that reads runs, and a missing one is not created empty by a
+    mere reader."""
+    from agent.store import spend_reader
 
     opened: list[Callable[[str], dict[str, object]]] = []
 
     def spend(run_id: str) -> dict[str, object]:
         if not opened:
-            opened.append(spend_reader(SpendMeter(records)))
+            opened.append(spend_reader(meter()))
         return opened[0](run_id)
 
     return spend

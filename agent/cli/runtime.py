@@ -27,7 +27,7 @@ from agent.loop.limits import Limits, Profile
 from agent.loop.run import Deps
 from agent.models.base import Model
 from agent.seams import AgentJudge, RuntimeWallet
-from agent.store import RunStore
+from agent.store import RunStore, spend_reader
 from agent.tools.base import ToolRegistry
 from chain import devnet as _devnet
 from chain.client import ChainClient
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from agent.confine import Confinement, Policy
     from agent.loop.result import AgentResult
     from agent.queue import QueuedTask
-    from agent.seams import SpendView
     from agent.worker import Worker
     from judge.jev import Judge
     from judge.mandates import FactReader, MandateCondition
@@ -567,17 +566,6 @@ def chain_fact_reader(
         return None
 
     return fact_of
-
-
-def spend_reader(meter: SpendView) -> Callable[[str], dict[str, object]]:
-    """A run's spend as a wallet's meter (``meter``) has it (what a run whose process died is
-    reported with, as a live run reports its own)."""
-    from agent.loop.result import SpendSummary
-
-    def spend(run_id: str) -> dict[str, object]:
-        return SpendSummary.from_meter(meter.usage(run_id)).model_dump()
-
-    return spend
 
 
 def running_services(home: Path) -> ServicesInfo | None:

@@ -18,13 +18,12 @@ from typing import Any
 
 from injections import Action, Injection
 
-from agent.cli.runtime import spend_reader
 from agent.loop.limits import Limits
 from agent.loop.result import AgentResult
 from agent.loop.run import Deps
 from agent.models.base import ModelRequest
 from agent.models.scripted import ScriptedModel
-from agent.store import RunStore
+from agent.store import RunStore, spend_reader
 from agent.tools.base import Observation, Tool, ToolContext, ToolRegistry
 from agent.tools.chain_reads import BaseFeeTool, chain_read_tools
 from agent.tools.transfer import UsdcTransferTool

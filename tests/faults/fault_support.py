@@ -16,13 +16,12 @@ from typing import Any
 import httpx
 from web3 import Web3
 
-from agent.cli.runtime import spend_reader
 from agent.loop.limits import Limits
 from agent.loop.result import AgentResult
 from agent.loop.run import Deps
 from agent.models.base import Model
 from agent.models.scripted import ScriptedModel
-from agent.store import RunStore
+from agent.store import RunStore, spend_reader
 from agent.tools.base import Tool, ToolRegistry
 from agent.tools.registry_default import default_registry
 from chain.client import ChainClient

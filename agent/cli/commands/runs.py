@@ -240,11 +240,10 @@ def parse_usdc(text: str, flag: str = "--max-spend") -> int:
 
 
 def _decide(run_id: str, decision: str, as_json: bool, unconfined: bool, in_process: bool) -> None:
-
-    from agent.loop.run import resume
-
     settings = cli_settings()
     run_id = str(resolve_run(run_store(), run_id))
+    from agent.loop.run import resume  # after the run is found: an unknown one is refused fast
+
     rt = cli_runtime(settings, in_process=in_process)
     if decision == "approve":
         _grant_at_the_judge(rt, run_id)
