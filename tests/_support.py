@@ -202,3 +202,41 @@ def lying_authorization(
     args = {"url": url or f"http://seller.invalid/data/{payload['message']['nonce']}"}
     fp = typed_data_fingerprint(payload)
     return payload, _claiming(args, fp, payload, verifying_contract or usdc, chain_id, to, amount, task_id)
+
+
+def offline_deps(chain: Any, paywall: Any, tmp_path: Path, *, sellers: tuple[str, ...] = (),
+                 limits: Any = None) -> Any:
+    """What ``nib run`` wires on the devnet with no model: the offline planner, the default
+    tools naming the local paywall, the paywall and ``sellers`` allowlisted, the in-process
+    judge and the verdict-gated wallet on one SQLite file under ``tmp_path``."""
+    from agent.loop.run import Deps
+    from agent.models.offline import OfflinePlanner
+    from agent.store import RunStore
+    from agent.tools.registry_default import default_registry
+    from chain.devkeys import JUDGE
+    from chain.networks import get_network
+    from judge.jev import Judge
+    from judge.verdict import VerdictSigner
+    from wallet.keystore import KeyHandle
+    from wallet.signer import Wallet
+
+    db = tmp_path / "nib.db"
+    client = ChainClient(chain.rpc_url, chain.chain_id)
+    signer = VerdictSigner(dev_account(JUDGE))
+    judge = Judge(signer, allowed_assets={chain.chain_id: {chain.usdc}})
+    wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=db, chain=client, usdc=chain.usdc,
+                    trusted_judge=signer.address, recheck=judge.recheck)  # fmt: skip
+    return Deps(
+        model=OfflinePlanner(),
+        registry=default_registry(paywall_url=paywall.url),
+        store=RunStore(db),
+        network=get_network("anvil", rpc_url=chain.rpc_url, usdc=chain.usdc),
+        chain=client,
+        judge=judge,
+        wallet=wallet,
+        wallet_address=wallet.address,
+        meter=wallet.meter,
+        limits=limits,
+        allowlist=(paywall.url, *sellers),
+        extras={"paywall_url": paywall.url},
+    )

@@ -27,19 +27,10 @@ from fastapi.responses import JSONResponse
 from agent.loop.limits import Limits
 from agent.loop.result import AgentResult
 from agent.loop.run import Deps, run_task
-from agent.models.offline import OfflinePlanner
-from agent.store import RunStore
-from agent.tools.registry_default import default_registry
-from chain.client import ChainClient
-from chain.devkeys import AGENT, DEPLOYER, JUDGE, OUTSIDER, SELLER, dev_account
-from chain.networks import get_network
+from chain.devkeys import AGENT, DEPLOYER, OUTSIDER, SELLER, dev_account
 from chain.paywall.app import PaywallServer
-from judge.jev import Judge
-from judge.verdict import VerdictSigner
-from tests._support import serve
-from wallet.keystore import KeyHandle
+from tests._support import offline_deps, serve
 from wallet.ledger import Ledger
-from wallet.signer import Wallet
 
 AGENT_ADDR = dev_account(AGENT).address
 #: Who the tester's seller pays; the paywall pays SELLER.
@@ -137,28 +128,9 @@ def paywall(anvil: Any) -> Iterator[PaywallServer]:
 
 
 def devnet_deps(chain: Any, paywall: PaywallServer, seller: str, tmp_path: Path, limits: Limits) -> Deps:
-    """What ``nib run`` wires on the devnet with no model: the offline planner, the default
-    tools naming the local paywall, both sellers allowlisted, the in-process judge."""
-    db = tmp_path / "nib.db"
-    client = ChainClient(chain.rpc_url, chain.chain_id)
-    signer = VerdictSigner(dev_account(JUDGE))
-    judge = Judge(signer, allowed_assets={chain.chain_id: {chain.usdc}})
-    wallet = Wallet(KeyHandle(dev_account(AGENT)), db_path=db, chain=client, usdc=chain.usdc,
-                    trusted_judge=signer.address, recheck=judge.recheck)  # fmt: skip
-    return Deps(
-        model=OfflinePlanner(),
-        registry=default_registry(paywall_url=paywall.url),
-        store=RunStore(db),
-        network=get_network("anvil", rpc_url=chain.rpc_url, usdc=chain.usdc),
-        chain=client,
-        judge=judge,
-        wallet=wallet,
-        wallet_address=wallet.address,
-        meter=wallet.meter,
-        limits=limits,
-        allowlist=(paywall.url, seller),
-        extras={"paywall_url": paywall.url},
-    )
+    """What ``nib run`` wires on the devnet with no model, both sellers allowlisted."""
+    deps: Deps = offline_deps(chain, paywall, tmp_path, sellers=(seller,), limits=limits)
+    return deps
 
 
 def balances(chain: Any) -> dict[str, int]:

@@ -334,18 +334,23 @@ TRANSIENT_IDS = ["seller-5xx", "seller-timeout", "garbled-402"]
 GAS_STATS = checklist(("gas stats", "gas_stats"))
 
 
+def _proposed_twice(tmp_path: Path, error: Exception) -> tuple[TermsTool, ScriptedModel, Any, Any]:
+    """A run whose model proposes the same purchase twice, its quote raising ``error``."""
+    buy = TermsTool(error)
+    model = ScriptedModel(
+        {"checklist": [GAS_STATS], "propose": [call("buy_terms", url=SELLER_URL)] * 2 + [DONE]}
+    )
+    deps = make_deps(tmp_path, model, [buy])
+    return buy, model, deps, asyncio.run(run_task("Buy the gas stats.", deps))
+
+
 @pytest.mark.parametrize("error", FOR_GOOD, ids=FOR_GOOD_IDS)
 def test_a_paid_call_refused_for_good_is_not_run_again_and_the_model_is_told_why(
     tmp_path: Path, error: Exception
 ) -> None:
     # An outside tester's seller with maxTimeoutSeconds 5: refused at the quote, then the
     # loop quoted the same purchase again as if the refusal were transient.
-    buy = TermsTool(error)
-    model = ScriptedModel(
-        {"checklist": [GAS_STATS], "propose": [call("buy_terms", url=SELLER_URL)] * 2 + [DONE]}
-    )
-    deps = make_deps(tmp_path, model, [buy])
-    r = asyncio.run(run_task("Buy the gas stats.", deps))
+    buy, model, deps, r = _proposed_twice(tmp_path, error)
     assert buy.quotes == 1, "the same call was quoted again after a refusal no retry fixes"
     assert r.attempted == [fp("buy_terms", url=SELLER_URL)] and r.steps == 3
     feedback = model.calls_for("propose")[1].messages[1]["content"]
@@ -365,12 +370,7 @@ def test_a_paid_call_refused_for_good_is_not_run_again_and_the_model_is_told_why
 def test_a_paid_call_that_failed_transiently_stays_retryable(
     tmp_path: Path, error: Exception
 ) -> None:
-    buy = TermsTool(error)
-    model = ScriptedModel(
-        {"checklist": [GAS_STATS], "propose": [call("buy_terms", url=SELLER_URL)] * 2 + [DONE]}
-    )
-    deps = make_deps(tmp_path, model, [buy])
-    r = asyncio.run(run_task("Buy the gas stats.", deps))
+    buy, model, deps, r = _proposed_twice(tmp_path, error)
     assert buy.quotes == 2 and r.attempted == [fp("buy_terms", url=SELLER_URL)] * 2
     assert deps.store.events(r.run_id, "gate.skip") == []
     assert "(failures are retryable; fix the cause first)" in (

@@ -14,19 +14,11 @@ from typing import Any
 
 import pytest
 
-from agent.loop.run import Deps, run_task
-from agent.models.offline import OfflinePlanner
-from agent.store import RunStore
-from agent.tools.registry_default import default_registry
-from chain.client import ChainClient
-from chain.devkeys import AGENT, JUDGE, SELLER, dev_account
-from chain.networks import get_network
+from agent.loop.run import run_task
+from chain.devkeys import AGENT, SELLER, dev_account
 from chain.paywall.app import DEFAULT_PRICES, PaywallServer
 from chain.usdc import usdc_contract
-from judge.jev import Judge
-from judge.verdict import VerdictSigner
-from wallet.keystore import KeyHandle
-from wallet.signer import Wallet
+from tests._support import offline_deps
 
 GAS_STATS_PRICE = DEFAULT_PRICES["gas"]
 
@@ -39,34 +31,6 @@ def paywall(anvil: Any) -> Iterator[PaywallServer]:
 
 def usdc_of(chain: Any, who: str) -> int:
     return int(usdc_contract(chain.w3, chain.usdc).functions.balanceOf(who).call())
-
-
-def offline_deps(chain: Any, paywall: PaywallServer, tmp_path: Path) -> Deps:
-    db = tmp_path / "nib.db"
-    client = ChainClient(chain.rpc_url, chain.chain_id)
-    signer = VerdictSigner(dev_account(JUDGE))
-    judge = Judge(signer, allowed_assets={chain.chain_id: {chain.usdc}})
-    wallet = Wallet(
-        KeyHandle(dev_account(AGENT)),
-        db_path=db,
-        chain=client,
-        usdc=chain.usdc,
-        trusted_judge=signer.address,
-        recheck=judge.recheck,
-    )
-    return Deps(
-        model=OfflinePlanner(),
-        registry=default_registry(paywall_url=paywall.url),
-        store=RunStore(db),
-        network=get_network("anvil", rpc_url=chain.rpc_url, usdc=chain.usdc),
-        chain=client,
-        judge=judge,
-        wallet=wallet,
-        wallet_address=wallet.address,
-        meter=wallet.meter,
-        allowlist=(paywall.url,),
-        extras={"paywall_url": paywall.url},
-    )
 
 
 def test_offline_planner_answers_two_free_facts_and_one_paid_fact_paying_once(
