@@ -1,6 +1,7 @@
 """Sellers that took a payment of this run and did not deliver: found after each paid
 call (the tool says so, or the settled answer covered none of the items it was bought
-for), audited, and never paid again in the run (refused before the judge is asked).
+for), audited, and never paid again in the run (refused before it is contacted when the
+call's arguments name it, else before the judge is asked).
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ class NonDeliveryWatch:
     def __init__(self, run: RunContext) -> None:
         self.run = run
 
-    def refuse_failed(self, tool: Tool, norm: dict[str, object], fp: str, quote: Quote) -> bool:
-        """Refuse (free, before the judge) paying a seller that took a payment of this run
-        and did not deliver: it is paid at most once for nothing."""
-        seller = quote.meta.get("seller")
-        why = self.run.state.failed_sellers.get(str(seller)) if seller else None
+    def refuse_failed(
+        self, tool: Tool, norm: dict[str, object], fp: str, seller: str | None
+    ) -> bool:
+        """Refuse (free, before the judge) paying ``seller`` when it took a payment of this
+        run and did not deliver: it is paid at most once for nothing. The loop asks before
+        quoting when the tool names the seller from its arguments (the seller then gets no
+        request, nor does the judge), else after the quote."""
+        why = self.run.state.failed_sellers.get(seller) if seller else None
         if why is None:
             return False
         reason = (

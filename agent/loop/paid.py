@@ -59,9 +59,14 @@ class PaidStep:
         self.sellers = NonDeliveryWatch(run)
 
     async def run_call(self, call: Admitted) -> None:
-        """Quote -> spend-cap projection -> judge -> (pause | refuse | execute)."""
+        """(Refuse a seller that failed to deliver) -> quote -> spend-cap projection ->
+        judge -> (pause | refuse | execute)."""
         run, tool, norm, fp = self.run, call.tool, call.norm, call.fingerprint
         try:
+            # A seller that failed to deliver earlier in this run is refused before it is
+            # contacted: quoting reads its 402 and has the judge read it too.
+            if self.sellers.refuse_failed(tool, norm, fp, tool.seller_for(call.args, run.tools)):
+                return
             quote = await self.budget.bounded("the quote", tool.quote(call.args, run.tools))
         except Stop:
             raise
@@ -78,8 +83,8 @@ class PaidStep:
                 held = []
                 self.learning.record(tool, norm, fp, await tool.execute(quote, None, run.tools))
                 return
-            if self.sellers.refuse_failed(tool, norm, fp, quote):
-                return
+            if self.sellers.refuse_failed(tool, norm, fp, quote.seller):
+                return  # a tool that names its seller only in the quote
             self.budget.check_before_paid(quote)
             held += await self.best_offer.alternatives(call, quote)
             for alt in held[1:]:

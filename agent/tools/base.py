@@ -314,6 +314,12 @@ class Tool(ABC, Generic[ArgsT]):
         """Free tools: perform the read and return an observation."""
         raise ToolError(f"{self.name} is a {self.kind} tool and has no free run(); use quote.")
 
+    def seller_for(self, args: ArgsT, ctx: ToolContext) -> str | None:
+        """Paid tools: the seller origin a call with ``args`` would pay, named from the
+        arguments alone, with no request (the loop refuses a seller that failed to
+        deliver before it is contacted); None when only the quote can tell."""
+        return None
+
     async def quote(self, args: ArgsT, ctx: ToolContext) -> Quote:
         """Paid tools: build the exact payload to sign (no signing, no spending)."""
         raise ToolError(f"{self.name} is a {self.kind} tool and cannot be quoted.")

@@ -163,6 +163,30 @@ def test_a_seller_that_takes_the_money_and_does_not_deliver_is_paid_once(
     assert result.spend.settled_atomic == PRICE
 
 
+def test_a_seller_that_did_not_deliver_is_not_contacted_again_in_the_run(
+    tmp_path: Any, chain: Any, seller_factory: Any, composition: Composition
+) -> None:
+    """Proposed again after it took the money for nothing, the seller is refused from the
+    call's arguments before any request: no unpaid read of its 402, neither the quote's
+    nor the judge's read ahead, and no verdict."""
+    seller, url = seller_factory(price=PRICE, paid_mode="402-but-settle")
+    h, result = stubborn_run(tmp_path, chain, url, composition)
+    [paid] = [i for i, r in enumerate(seller.log.requests) if r["paid"]]
+    assert seller.log.requests[paid + 1:] == [], seller.log.requests
+    [failed] = h.events(result.run_id, "seller.not_delivered")
+    assert failed["data"]["seller"] == url, failed
+    # The first purchase was quoted and judged once; the later ones were neither.
+    assert len(h.events(result.run_id, "quote")) == 1
+    assert len(h.events(result.run_id, "verdict")) == 1
+    skips = [e["data"] for e in h.events(result.run_id, "gate.skip")]
+    assert len(skips) == PROPOSALS - 1, skips
+    assert all(s["why"] == "seller-failed-delivery" and s["seller"] == url for s in skips)
+    assert all(f"{url} did not deliver after it was paid earlier in this run" in s["feedback"]
+               for s in skips), skips
+    assert paid_to_seller(h) == PRICE
+    reconciles(h)
+
+
 # ----------------------------------------------------------- keep it, settle it later
 
 

@@ -247,6 +247,10 @@ class PayHttpTool(Tool[PayHttpArgs]):
 
     # -- 1. quote (free) -------------------------------------------------------------
 
+    def seller_for(self, args: PayHttpArgs, ctx: ToolContext) -> str:
+        """The seller ``args.url`` pays, as :meth:`quote` checks it (no request)."""
+        return check_seller(self.name, args.url, ctx)
+
     async def quote(self, args: PayHttpArgs, ctx: ToolContext) -> Quote:
         """Fetch the URL; on 402 build the exact authorization to approve. Signs nothing."""
         request, resource = _request(args), _resource(args)

@@ -137,6 +137,10 @@ class PayMcpTool(Tool[PayMcpArgs]):
 
     # -- quote -------------------------------------------------------------------
 
+    def seller_for(self, args: PayMcpArgs, ctx: ToolContext) -> str:
+        """The seller ``args.server`` pays, as :meth:`quote` checks it (no request)."""
+        return check_seller(self.name, args.server, ctx)
+
     async def quote(self, args: PayMcpArgs, ctx: ToolContext) -> Quote:
         """Call the tool unpaid; on x402's 402 build the authorization to approve."""
         check_seller(self.name, args.server, ctx)

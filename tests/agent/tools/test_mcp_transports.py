@@ -74,6 +74,7 @@ def test_buys_from_an_x402_mcp_seller_over_streamable_http(
     async def buy() -> Any:
         quote = await tool.quote(args, ctx)
         assert quote.meta["transport"] == "streamable-http" and quote.amount == MCP_TOOL_PRICE
+        assert tool.seller_for(args, ctx) == quote.seller  # what the loop refuses before quoting
         return await tool.execute(quote, approve(judge_signer, quote), ctx)
 
     obs = asyncio.run(buy())

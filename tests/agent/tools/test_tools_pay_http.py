@@ -307,6 +307,26 @@ def test_seller_outside_the_allowlist_is_refused_before_any_request(
     assert seen == []
 
 
+def test_the_seller_is_named_from_the_arguments_without_a_request(
+    make_ctx: Callable[..., ToolContext], wallet: Wallet
+) -> None:
+    """What the loop refuses a seller that failed to deliver by, before any request: the
+    seller the quote would pay, checked as the quote checks it."""
+    seen: list[httpx.Request] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200)
+
+    ctx = make_ctx(wallet=wallet, allowlist=("http://seller.test",), http=mock_client(handler))
+    tool = PayHttpTool()
+    args = PayHttpArgs.model_validate({"url": "http://Seller.test/analytics/gas?try=1"})
+    assert tool.seller_for(args, ctx) == origin_of("http://seller.test/") == "http://seller.test:80"
+    with pytest.raises(ToolError, match="seller https://evil.example:443 is not on the allowlist"):
+        tool.seller_for(PayHttpArgs.model_validate({"url": "https://evil.example/data"}), ctx)
+    assert seen == []
+
+
 @pytest.mark.parametrize("change", ["price", "recipient"])
 def test_terms_changed_between_quote_and_payment_void_the_verdict(
     chain: Any,
