@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import TypeVar
 
 import requests
-from eth_typing import ABI
+from eth_typing import ABI, ChecksumAddress
 from eth_utils import to_checksum_address
 from web3 import Web3
 from web3.contract import Contract
@@ -113,6 +113,14 @@ def raw_rpc(w3: Web3, method: str, params: list[object], name: str | None = None
             url, name or method, code if isinstance(code, int) else None, str(err.get("message"))
         )
     return resp.get("result")
+
+
+@functools.lru_cache(maxsize=4096)
+def checksum_address(address: str) -> ChecksumAddress:
+    """``address`` spelled with its EIP-55 checksum (eth_utils' ``to_checksum_address``,
+    remembered: each spelling costs a keccak, and the paid path spells the same few
+    addresses ~17 times a purchase). Raises ValueError for what is not an address."""
+    return to_checksum_address(address)
 
 
 _Target = tuple[str, str, int, str]  # scheme, host, port, path (with query)
@@ -244,24 +252,24 @@ class ChainClient:
         return int(self.call("eth_gasPrice", lambda: self.w3.eth.gas_price))
 
     def eth_balance(self, address: str) -> int:
-        addr = to_checksum_address(address)
+        addr = checksum_address(address)
         return int(self.call("eth_getBalance", lambda: self.w3.eth.get_balance(addr)))
 
     def _erc20(self, token: str) -> Contract:
-        return self.w3.eth.contract(address=to_checksum_address(token), abi=_ERC20_ABI)
+        return self.w3.eth.contract(address=checksum_address(token), abi=_ERC20_ABI)
 
     def token_balance(self, token: str, address: str) -> int:
         """``balanceOf(address)`` by one raw eth_call with hand-encoded calldata: the
         wallet reads it before every signature, and web3's contract path costs ~10x the
         CPU of the request itself (contract, ABI encoding, middleware, formatters)."""
-        holder = to_checksum_address(address)
+        holder = checksum_address(address)
         return self._word(token, "balanceOf", _BALANCE_OF + holder[2:].lower().rjust(64, "0"))
 
     def authorization_state(self, token: str, authorizer: str, nonce: str) -> bool:
         """``authorizationState(authorizer, nonce)`` of an EIP-3009 token (True: used or
         cancelled) by one raw eth_call: reconcile reads it for each settled authorization
         the range's logs do not show, so its cost is per ledger row."""
-        holder = to_checksum_address(authorizer)[2:].lower().rjust(64, "0")
+        holder = checksum_address(authorizer)[2:].lower().rjust(64, "0")
         word = nonce.lower().removeprefix("0x").rjust(64, "0")
         if len(word) != 64:
             raise ValueError(f"found a {len(word) // 2}-byte nonce {nonce!r}; expected 32 bytes")
@@ -269,7 +277,7 @@ class ChainClient:
 
     def _word(self, token: str, name: str, data: str) -> int:
         """The one 32-byte word a view call ``name`` of ``token`` answers, as an int."""
-        params: list[object] = [{"to": to_checksum_address(token), "data": data}, "latest"]
+        params: list[object] = [{"to": checksum_address(token), "data": data}, "latest"]
         result = self.call(name, lambda: raw_rpc(self.w3, "eth_call", params, name))
         raw = bytes.fromhex(str(result or "0x").removeprefix("0x"))
         if len(raw) != 32:
@@ -341,7 +349,7 @@ class ChainClient:
         seen: dict[tuple[str, int], TransferLog] = {}
         for topics in queries:
             params = {
-                "address": to_checksum_address(token),
+                "address": checksum_address(token),
                 "fromBlock": from_block,
                 "toBlock": to_block,
                 "topics": topics,
@@ -351,8 +359,8 @@ class ChainClient:
                     tx_hash=_hex(log["transactionHash"]),
                     block_number=int(log["blockNumber"]),
                     log_index=int(log["logIndex"]),
-                    sender=to_checksum_address("0x" + _hex(log["topics"][1])[-40:]),
-                    recipient=to_checksum_address("0x" + _hex(log["topics"][2])[-40:]),
+                    sender=checksum_address("0x" + _hex(log["topics"][1])[-40:]),
+                    recipient=checksum_address("0x" + _hex(log["topics"][2])[-40:]),
                     value=int(_hex(log["data"]), 16) if _hex(log["data"]) != "0x" else 0,
                 )
                 seen[(entry.tx_hash, entry.log_index)] = entry

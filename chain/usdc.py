@@ -35,7 +35,7 @@ from web3.exceptions import (
 )
 from web3.types import FilterParams, TxParams, TxReceipt
 
-from chain.client import raw_rpc
+from chain.client import checksum_address, raw_rpc
 from chain.errors import (
     ChainError,
     DevnetError,
@@ -182,7 +182,7 @@ def _load_artifact(path: Path) -> ContractArtifact:
 def usdc_contract(w3: Web3, address: str) -> Contract:
     """Return a web3 contract for the USDC-compatible token at ``address`` (TestUSDC ABI)."""
     return w3.eth.contract(
-        address=Web3.to_checksum_address(address), abi=_load_artifact(ARTIFACT_PATH)["abi"]
+        address=checksum_address(address), abi=_load_artifact(ARTIFACT_PATH)["abi"]
     )
 
 
@@ -211,7 +211,7 @@ def deploy_test_usdc(w3: Web3, owner: LocalAccount, *, name: str = USDC_NAME) ->
             f"{address}; expected deployed bytecode. Fix: run a node whose hardfork supports "
             "evmVersion 'cancun' (Anvil's default does)."
         )
-    return Web3.to_checksum_address(address)
+    return checksum_address(address)
 
 
 def mint(w3: Web3, usdc: str, owner: LocalAccount, to: str, amount: int) -> str:
@@ -221,7 +221,7 @@ def mint(w3: Web3, usdc: str, owner: LocalAccount, to: str, amount: int) -> str:
     :class:`~chain.errors.RpcError` (would revert) or :class:`~chain.errors.ChainError`.
     """
     _require_amount(amount)
-    fn = usdc_contract(w3, usdc).functions.mint(Web3.to_checksum_address(to), amount)
+    fn = usdc_contract(w3, usdc).functions.mint(checksum_address(to), amount)
     receipt = _transact(w3, owner, fn, what=f"mint of {amount} atomic USDC to {to}")
     return str(receipt["transactionHash"].to_0x_hex())
 
@@ -235,7 +235,7 @@ def transfer(w3: Web3, usdc: str, account: LocalAccount, to: str, amount: int) -
     :class:`~chain.errors.RpcError` (would revert) or :class:`~chain.errors.ChainError`.
     """
     _require_amount(amount)
-    fn = usdc_contract(w3, usdc).functions.transfer(Web3.to_checksum_address(to), amount)
+    fn = usdc_contract(w3, usdc).functions.transfer(checksum_address(to), amount)
     receipt = _transact(w3, account, fn, what=f"transfer of {amount} atomic USDC to {to}")
     return str(receipt["transactionHash"].to_0x_hex())
 
@@ -340,8 +340,8 @@ def eip3009_typed_data(
         "primaryType": primary_type,
         "domain": _domain(name, version, chain_id, verifying_contract),
         "message": {
-            "from": Web3.to_checksum_address(sender),
-            "to": Web3.to_checksum_address(recipient),
+            "from": checksum_address(sender),
+            "to": checksum_address(recipient),
             "value": _uint256(value, "value"),
             "validAfter": _uint256(valid_after, "valid_after"),
             "validBefore": _uint256(valid_before, "valid_before"),
@@ -368,7 +368,7 @@ def cancel_authorization_typed_data(
         "primaryType": "CancelAuthorization",
         "domain": _domain(name, version, chain_id, verifying_contract),
         "message": {
-            "authorizer": Web3.to_checksum_address(authorizer),
+            "authorizer": checksum_address(authorizer),
             "nonce": _bytes32_hex(nonce),
         },
     }
@@ -387,7 +387,7 @@ def cancel_authorization_calldata(authorizer: str, nonce: bytes, v: int, r: int,
     if len(nonce) != 32:
         raise ValueError(f"found a {len(nonce)}-byte nonce; expected 32 bytes")
     words = (
-        bytes.fromhex(Web3.to_checksum_address(authorizer)[2:]).rjust(32, b"\0"),
+        bytes.fromhex(checksum_address(authorizer)[2:]).rjust(32, b"\0"),
         nonce,
         int(v).to_bytes(32, "big"),
         int(r).to_bytes(32, "big"),
@@ -418,8 +418,8 @@ def permit_typed_data(
         "primaryType": "Permit",
         "domain": _domain(name, version, chain_id, verifying_contract),
         "message": {
-            "owner": Web3.to_checksum_address(owner),
-            "spender": Web3.to_checksum_address(spender),
+            "owner": checksum_address(owner),
+            "spender": checksum_address(spender),
             "value": _uint256(value, "value"),
             "nonce": _uint256(nonce, "nonce"),
             "deadline": _uint256(deadline, "deadline"),
@@ -432,7 +432,7 @@ def _domain(name: str, version: str, chain_id: int, verifying_contract: str) -> 
         "name": name,
         "version": version,
         "chainId": _uint256(chain_id, "chain_id"),
-        "verifyingContract": Web3.to_checksum_address(verifying_contract),
+        "verifyingContract": checksum_address(verifying_contract),
     }
 
 
@@ -623,7 +623,7 @@ def authorization_settled(
     chain, moving exactly ``value`` to ``recipient`` (found by its AuthorizationUsed log,
     then proven by :func:`prove_authorization_settled` on that transaction)."""
     params: FilterParams = {
-        "address": Web3.to_checksum_address(token), "fromBlock": 0, "toBlock": "latest",
+        "address": checksum_address(token), "fromBlock": 0, "toBlock": "latest",
         "topics": [AUTHORIZATION_USED_TOPIC, _topic_address(authorizer), nonce.lower()],
     }
     logs = _rpc(w3, "eth_getLogs", lambda: w3.eth.get_logs(params))

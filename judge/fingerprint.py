@@ -20,6 +20,7 @@ Anything else (sets, NaN, objects, non-string keys other than ints) raises
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -308,6 +309,7 @@ def _address_word(value: object) -> bytes | None:
     return bytes(12) + bytes.fromhex(value[2:])
 
 
+@functools.lru_cache(maxsize=4096)
 def _eip55(value: str) -> bool:
     """Whether ``value`` (``0x`` and 40 characters) is hex spelled with its EIP-55 checksum."""
     digits = value[2:]

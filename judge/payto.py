@@ -14,12 +14,15 @@ the payload, which the wallet then refuses (``verdict-void``).
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
+import http.client
 import json
 import os
+import socket
 import threading
-from collections.abc import Callable
-from http.cookiejar import CookieJar, DefaultCookiePolicy
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
 
 import httpx
 
@@ -45,82 +48,190 @@ def advertised_terms(url: str, method: str = "GET", body: object = None) -> tupl
     seller that trickles or floods its answer is not read further."""
     try:
         status, header, content = _READER.read(url, method.upper(), body)
-    except (httpx.HTTPError, TimeoutError):
+    except (OSError, http.client.HTTPException, ValueError):  # TimeoutError is an OSError
         return ()
     if status != 402:
         return ()
     return tuple(a for a in (_asked(o) for o in _offers(header, content)) if a is not None)
 
 
-class _Reader:
-    """The event loop and the kept-alive HTTP client every 402 read of this process
-    shares, made on first use (and again in a forked child, which has no loop thread).
+_Target = tuple[str, str, int]  # scheme, host, port
 
-    A read is made for each decision (never answered from an earlier one); only the
-    connection is kept: a new client per read cost a thread, an event loop and a TCP
-    connection, ~3 ms against ~1 ms on a kept-alive one (bench/roundtrip.py). The client
-    keeps no cookies (a seller cannot tie one decision's read to another), follows no
-    redirect, ignores proxy settings of the environment, and has no connection limit, so
-    a seller holding its reads cannot make another seller's read wait for a connection.
-    An idle connection is dropped after ``_IDLE_S``, before servers commonly drop theirs."""
+
+class _Reader:
+    """The judge's unpaid reads of sellers' 402s, made on the calling thread over
+    ``http.client`` connections every thread of the process shares, kept alive per origin.
+
+    Synchronous on purpose: the judge's reads run on its own worker threads, and an
+    ``httpx.AsyncClient`` on an event loop thread cost ~1.0 ms of CPU a read (the hop onto
+    the loop, anyio's cancel scopes, httpx's async stack) against ~0.12 ms here, on the
+    paid path of every purchase. The read keeps no cookies, follows no redirect, ignores
+    proxy settings of the environment, and has no connection limit, so a seller holding
+    its reads cannot make another seller's read wait for a connection. An idle kept-alive
+    connection is dropped after ``_IDLE_S``, before servers commonly drop theirs; one the
+    seller closed just as it was reused fails before any answer, and that read is made
+    once more on a new connection. Each read ends within ``_TIMEOUT_S`` in all, whatever
+    the seller trickles: past it :class:`_Deadlines` shuts the socket down."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pid = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: httpx.AsyncClient | None = None
+        self._idle: dict[_Target, list[tuple[float, http.client.HTTPConnection]]] = {}
+        self._pid = os.getpid()
 
     def read(self, url: str, method: str, body: object) -> tuple[int, str | None, bytes]:
-        loop, client = self._started()
-        future = asyncio.run_coroutine_threadsafe(_read(client, url, method, body), loop)
-        try:  # _read gives up within _TIMEOUT_S; this bound only guards a wedged loop
-            return future.result(timeout=_TIMEOUT_S + 5)
-        finally:
-            future.cancel()
+        target, path = _split(url)
+        data = None
+        if method == "POST" and body is not None:
+            data = json.dumps(body, separators=(",", ":")).encode()
+        with _DEADLINES.bound(_TIMEOUT_S) as bound:
+            for attempt in (1, 2):
+                conn, reused = self._take(target)
+                bound.watch(conn)
+                try:
+                    status, header, content, done = _exchange(conn, method, path, data)
+                except (ConnectionError, http.client.HTTPException, OSError) as exc:
+                    conn.close()
+                    if bound.expired():
+                        raise TimeoutError(f"no whole answer within {_TIMEOUT_S:g} s") from exc
+                    if reused and attempt == 1 and isinstance(exc, _STALE):
+                        continue  # the seller closed the kept-alive connection: once more
+                    raise
+                break
+            else:
+                raise AssertionError("unreachable")
+        # Given back only once no deadline can shut it down under another read.
+        if done and not bound.expired():
+            self._give_back(target, conn)
+        else:
+            conn.close()
+        return status, header, content
 
-    def _started(self) -> tuple[asyncio.AbstractEventLoop, httpx.AsyncClient]:
+    def _take(self, target: _Target) -> tuple[http.client.HTTPConnection, bool]:
+        now = time.monotonic()
         with self._lock:
-            if self._loop is None or self._client is None or self._pid != os.getpid():
-                loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="judge-402", daemon=True).start()
-                self._loop, self._pid = loop, os.getpid()
-                self._client = httpx.AsyncClient(
-                    timeout=_TIMEOUT_S, follow_redirects=False, trust_env=False,
-                    verify=tls_context(), headers={"Accept-Encoding": "identity"},
-                    cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])),
-                    limits=httpx.Limits(max_connections=None, keepalive_expiry=_IDLE_S))
-            return self._loop, self._client
+            if self._pid != os.getpid():  # a forked child: the parent's sockets are not ours
+                self._idle, self._pid = {}, os.getpid()
+            idle = self._idle.get(target, [])
+            while idle:
+                used, conn = idle.pop()
+                if now - used < _IDLE_S:
+                    return conn, True
+                conn.close()
+        scheme, host, port = target
+        if scheme == "https":
+            return http.client.HTTPSConnection(host, port, timeout=_TIMEOUT_S,
+                                               context=tls_context()), False
+        return http.client.HTTPConnection(host, port, timeout=_TIMEOUT_S), False
+
+    def _give_back(self, target: _Target, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._idle.setdefault(target, []).append((time.monotonic(), conn))
+
+
+#: A kept-alive connection the seller closed as it was reused (no answer came at all).
+_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+
+
+def _split(url: str) -> tuple[_Target, str]:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"found {url!r}; expected an http(s) URL")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return (parts.scheme, parts.hostname, port), path
+
+
+def _exchange(
+    conn: http.client.HTTPConnection, method: str, path: str, data: bytes | None
+) -> tuple[int, str | None, bytes, bool]:
+    """One request on ``conn``: the status, PAYMENT-REQUIRED header, the first
+    ``_MAX_BYTES`` of a 402's body, and whether the answer was read whole (the connection
+    can then be reused)."""
+    headers = {"Accept": "*/*", "Accept-Encoding": "identity", "Connection": "keep-alive",
+               "User-Agent": _USER_AGENT}
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    conn.request(method, path, data, headers)
+    resp = conn.getresponse()
+    content = b""
+    if resp.status == 402:  # as sent: nothing inflated past the cap
+        content = resp.read(_MAX_BYTES)
+    done = resp.isclosed() and not resp.will_close
+    if not done and resp.status != 402 and resp.length == 0:
+        done = True
+    return resp.status, resp.getheader("payment-required"), content, done
+
+
+class _Deadlines:
+    """One thread that ends reads past their deadline by shutting their socket down (the
+    blocked receive then returns at once), so a seller that trickles a byte at a time
+    cannot hold a read past its bound: per-receive timeouts alone would allow that."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._live: dict[int, _Bound] = {}
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    @contextlib.contextmanager
+    def bound(self, seconds: float) -> Iterator[_Bound]:
+        bound = _Bound(time.monotonic() + seconds)
+        with self._cond:
+            if self._thread is None or self._pid != os.getpid():
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._run, name="judge-402-deadlines",
+                                                daemon=True)
+                self._thread.start()
+            self._live[id(bound)] = bound
+            self._cond.notify()
+        try:
+            yield bound
+        finally:
+            with self._cond:
+                self._live.pop(id(bound), None)
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                for key, bound in list(self._live.items()):
+                    if bound.deadline <= now:
+                        del self._live[key]
+                        bound.end()
+                soonest = min((b.deadline for b in self._live.values()), default=now + 60)
+                self._cond.wait(max(soonest - now, 0.001))
+
+
+class _Bound:
+    """One read's deadline and the connection it is reading on."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self._conn: http.client.HTTPConnection | None = None
+        self._ended = False
+
+    def watch(self, conn: http.client.HTTPConnection) -> None:
+        self._conn = conn
+        conn.timeout = max(self.deadline - time.monotonic(), 0.001)
+        if conn.sock is not None:
+            conn.sock.settimeout(conn.timeout)
+        if self._ended:
+            self.end()
+
+    def expired(self) -> bool:
+        return self._ended or time.monotonic() >= self.deadline
+
+    def end(self) -> None:
+        self._ended = True
+        sock = self._conn.sock if self._conn is not None else None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 _READER = _Reader()
-
-
-async def _read(
-    client: httpx.AsyncClient, url: str, method: str, body: object
-) -> tuple[int, str | None, bytes]:
-    """The status, PAYMENT-REQUIRED header and first ``_MAX_BYTES`` of the body at ``url``,
-    within ``_TIMEOUT_S`` in all. A kept-alive connection the seller closed just as it was
-    reused fails before any answer: that read is made once more, on a new connection."""
-    import anyio
-
-    with anyio.fail_after(_TIMEOUT_S):
-        try:
-            return await _read_once(client, url, method, body)
-        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
-            return await _read_once(client, url, method, body)
-
-
-async def _read_once(
-    client: httpx.AsyncClient, url: str, method: str, body: object
-) -> tuple[int, str | None, bytes]:
-    async with client.stream(method, url, json=body if method == "POST" else None) as resp:
-        content = bytearray()
-        if resp.status_code == 402:
-            async for chunk in resp.aiter_raw():  # as sent: nothing inflated past the cap
-                content += chunk
-                if len(content) >= _MAX_BYTES:
-                    break
-        return resp.status_code, resp.headers.get("payment-required"), bytes(content[:_MAX_BYTES])
+_DEADLINES = _Deadlines()
+_USER_AGENT = f"python-httpx/{httpx.__version__}"
 
 
 def _offers(header: str | None, content: bytes) -> list[dict[str, object]]:

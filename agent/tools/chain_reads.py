@@ -16,12 +16,13 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, TypeVar
 
-from eth_utils import is_checksum_address, to_checksum_address
+from eth_utils import is_checksum_address
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from web3.exceptions import Web3Exception
 
 from agent.errors import ToolError
 from agent.tools.base import ArgsT, FreeLimits, Observation, Tool, ToolContext
+from chain.client import checksum_address
 from chain.errors import RpcError
 from chain.money import format_usdc
 
@@ -70,7 +71,7 @@ def _address(value: str) -> str:
             f"found {value!r} whose mixed case is not a valid EIP-55 checksum (a typo?); "
             f"expected the checksum form or all lower case; fix: copy the address again"
         )
-    return to_checksum_address(value)
+    return checksum_address(value)
 
 
 def _tx_hash(value: str) -> str:
@@ -207,7 +208,7 @@ def usdc_address(ctx: ToolContext) -> str:
             "Fix: start the devnet (`nib devnet up`) or set the USDC address in the config "
             "(NIB_USDC_ADDRESS)."
         )
-    return to_checksum_address(usdc)
+    return checksum_address(usdc)
 
 
 async def _read(fn: Callable[[], T]) -> T:
@@ -402,7 +403,7 @@ async def _token_owner(ctx: ToolContext, token: str) -> str | None:
     word = bytes(raw)
     if len(word) != 32 or int.from_bytes(word, "big") == 0 or int.from_bytes(word, "big") >> 160:
         return None
-    return to_checksum_address("0x" + word[-20:].hex())
+    return checksum_address("0x" + word[-20:].hex())
 
 
 class TokenInfoTool(_FreeRead[TokenArgs]):

@@ -348,12 +348,22 @@ class Database:
     @contextmanager
     def _engine_mutex(self, name: str, digest: str, deadline: float, poll_s: float) -> Iterator[None]:
         if self.dialect == "sqlite":
-            folder = Path(f"{self.location}.mutex")
-            folder.mkdir(exist_ok=True)
-            with open(folder / digest[:32], "a") as fh:  # noqa: PTH123 - needs a real fd
+            # A bare descriptor (no file object) and the folder made once: the paid path
+            # takes one of these a purchase.
+            folder = f"{self.location}.mutex"
+            if folder not in _MUTEX_FOLDERS:
+                Path(folder).mkdir(exist_ok=True)
+                _MUTEX_FOLDERS.add(folder)
+            path, flags = f"{folder}/{digest[:32]}", os.O_WRONLY | os.O_CREAT | os.O_APPEND
+            try:
+                fd = os.open(path, flags, 0o666)
+            except FileNotFoundError:  # the folder was removed since (a home made anew)
+                Path(folder).mkdir(exist_ok=True)
+                fd = os.open(path, flags, 0o666)
+            try:
                 while True:
                     try:
-                        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                         break
                     except BlockingIOError:
                         if time.monotonic() >= deadline:
@@ -362,7 +372,9 @@ class Database:
                 try:
                     yield
                 finally:
-                    fcntl.flock(fh, fcntl.LOCK_UN)
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
             return
         key = int(digest[:15], 16)  # fits a signed 64-bit advisory key
         while not self.scalar("SELECT pg_try_advisory_lock(?)", (key,)):
@@ -419,6 +431,10 @@ class Database:
 
 _MUTEXES: dict[str, threading.Lock] = {}
 _MUTEXES_GUARD = threading.Lock()
+
+
+#: Mutex folders made by this process (each SQLite database's ``<file>.mutex``).
+_MUTEX_FOLDERS: set[str] = set()
 
 
 def _process_mutex(key: str) -> threading.Lock:

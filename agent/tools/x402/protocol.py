@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import binascii
 import copy
+import functools
 import json
 import os
 from collections.abc import Mapping
 from typing import Literal, TypedDict
 
 import httpx
-from eth_utils import is_address, to_checksum_address
+from eth_utils import is_address
 from pydantic import ValidationError
 from x402.extensions.payment_identifier import (
     PAYMENT_IDENTIFIER,
@@ -45,6 +46,7 @@ from x402.schemas import (
 from x402.schemas import parse_payment_required as _x402_parse_payment_required
 
 from agent.errors import PermanentToolError, ToolError
+from chain.client import checksum_address
 from chain.usdc import AuthorizationTypedData, eip3009_typed_data
 
 __all__ = [
@@ -524,11 +526,17 @@ def _describe(req: AnyRequirement) -> str:
 
 
 def _address(field: str, value: object) -> str:
-    if not isinstance(value, str) or not is_address(value):
+    if not isinstance(value, str) or not _is_address(value):
         raise UnpayableTerms(
             f"{field} {value!r} is not an EVM address; expected 0x followed by 40 hex digits."
         )
-    return to_checksum_address(value)
+    return checksum_address(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_address(value: str) -> bool:
+    """eth_utils' ``is_address`` (a keccak for a mixed-case spelling), remembered."""
+    return bool(is_address(value))
 
 
 def _signature_hex(signature: bytes | str) -> str:
