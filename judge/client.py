@@ -17,7 +17,7 @@ from typing import TypeVar, cast, get_args
 import judge.errors as judge_errors
 import judge.operations as ops
 from judge.calibration import CalibrationReport, Delivery
-from judge.connections import ConnectionPool
+from judge.connections import STALE, ConnectionPool
 from judge.errors import JudgeConfigError, JudgeError, JudgeOverloaded, JudgeUnreachable
 from judge.jev import PaidCallRequest
 from judge.mcp_terms import SELLER_READ_S
@@ -38,9 +38,6 @@ DECIDE_TIMEOUT_S = SELLER_READ_S + DEFAULT_TIMEOUT_S
 _Req = TypeVar("_Req", bound=Mapping[str, object])
 _Resp = TypeVar("_Resp")
 
-#: Failures of a reused keep-alive connection before any answer arrived: the service
-#: had closed it (its idle timeout), so the request never reached it and is sent once more.
-_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
 
 class JudgeClient:
@@ -144,7 +141,7 @@ class JudgeClient:
                 conn.request(method, path, body=payload, headers=self._headers)
                 response = conn.getresponse()
                 data = response.read()
-            except _STALE as exc:
+            except STALE as exc:
                 conn.close()
                 if reused and attempt == 1:
                     continue

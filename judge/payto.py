@@ -15,6 +15,7 @@ the payload, which the wallet then refuses (``verdict-void``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import json
 import os
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterator
 
 import httpx
 
+from judge.connections import STALE, ConnectionPool
 from judge.mcp_terms import SELLER_READ_S, OfferedTerms
 from judge.tls import tls_context
 
@@ -75,25 +77,25 @@ class _Reader:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._idle: dict[_Target, list[tuple[float, http.client.HTTPConnection]]] = {}
-        self._pid = os.getpid()
+        self._pools: dict[_Target, ConnectionPool[http.client.HTTPConnection]] = {}
 
     def read(self, url: str, method: str, body: object) -> tuple[int, str | None, bytes]:
         target, path = _split(url)
+        pool = self._pool(target)
         data = None
         if method == "POST" and body is not None:
             data = json.dumps(body, separators=(",", ":")).encode()
         with _DEADLINES.bound(_TIMEOUT_S) as bound:
             for attempt in (1, 2):
-                conn, reused = self._take(target)
+                conn, reused = pool.take()
                 bound.watch(conn)
                 try:
                     status, header, content, done = _exchange(conn, method, path, data)
-                except (ConnectionError, http.client.HTTPException, OSError) as exc:
+                except (http.client.HTTPException, OSError) as exc:
                     conn.close()
                     if bound.expired():
                         raise TimeoutError(f"no whole answer within {_TIMEOUT_S:g} s") from exc
-                    if reused and attempt == 1 and isinstance(exc, _STALE):
+                    if reused and attempt == 1 and isinstance(exc, STALE):
                         continue  # the seller closed the kept-alive connection: once more
                     raise
                 break
@@ -101,35 +103,25 @@ class _Reader:
                 raise AssertionError("unreachable")
         # Given back only once no deadline can shut it down under another read.
         if done and not bound.expired():
-            self._give_back(target, conn)
+            pool.give_back(conn)
         else:
             conn.close()
         return status, header, content
 
-    def _take(self, target: _Target) -> tuple[http.client.HTTPConnection, bool]:
-        now = time.monotonic()
+    def _pool(self, target: _Target) -> ConnectionPool[http.client.HTTPConnection]:
         with self._lock:
-            if self._pid != os.getpid():  # a forked child: the parent's sockets are not ours
-                self._idle, self._pid = {}, os.getpid()
-            idle = self._idle.get(target, [])
-            while idle:
-                used, conn = idle.pop()
-                if now - used < _IDLE_S:
-                    return conn, True
-                conn.close()
-        scheme, host, port = target
-        if scheme == "https":
-            return http.client.HTTPSConnection(host, port, timeout=_TIMEOUT_S,
-                                               context=tls_context()), False
-        return http.client.HTTPConnection(host, port, timeout=_TIMEOUT_S), False
-
-    def _give_back(self, target: _Target, conn: http.client.HTTPConnection) -> None:
-        with self._lock:
-            self._idle.setdefault(target, []).append((time.monotonic(), conn))
+            pool = self._pools.get(target)
+            if pool is None:
+                pool = self._pools[target] = ConnectionPool(
+                    functools.partial(_connect, target), lambda c: c.sock, idle_s=_IDLE_S)
+            return pool
 
 
-#: A kept-alive connection the seller closed as it was reused (no answer came at all).
-_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+def _connect(target: _Target) -> http.client.HTTPConnection:
+    scheme, host, port = target
+    if scheme == "https":
+        return http.client.HTTPSConnection(host, port, timeout=_TIMEOUT_S, context=tls_context())
+    return http.client.HTTPConnection(host, port, timeout=_TIMEOUT_S)
 
 
 def _split(url: str) -> tuple[_Target, str]:
