@@ -243,3 +243,59 @@ def test_each_read_is_made_anew_on_a_kept_alive_connection_that_carries_no_cooki
     assert len(seen) == 3
     assert {port for port, _ in seen} == {seen[0][0]}, f"expected one connection, got {seen}"
     assert [cookie for _, cookie in seen] == [None, None, None]
+
+
+def test_an_answer_sent_ahead_on_a_kept_alive_connection_is_never_taken_for_a_later_read() -> None:
+    """From a seller's position, with a raw socket: it answers the judge's first read with
+    its 402 and, on the same kept-alive connection, a second 402 sent before it was asked
+    (naming another payTo), hoping the judge's next read takes it as that read's answer.
+    The judge drops a connection with bytes waiting while idle: the next read is made on a
+    new connection and answered for itself."""
+    import contextlib
+    import socket
+    import threading
+    import time
+
+    honest = _wire_402(OUTSIDE_PAY_TO)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    connections: list[int] = []
+
+    def answer(conn: socket.socket, first: bool) -> None:
+        with conn:
+            conn.recv(65536)  # the request (small: a GET)
+            conn.sendall(honest)
+            if first:  # once the judge has put the connection by: an answer sent ahead
+                time.sleep(0.3)
+                conn.sendall(_wire_402(NEW_PAY_TO))
+            with contextlib.suppress(OSError):  # the judge dropped it: reset
+                conn.recv(65536)  # a next request on this connection, if any, then close
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            connections.append(1)
+            threading.Thread(target=answer, args=(conn, len(connections) == 1), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    url = f"http://127.0.0.1:{port}/data"
+    try:
+        first = advertised_terms(url)
+        time.sleep(0.6)  # the answer sent ahead waits on the idle connection
+        second = advertised_terms(url)
+    finally:
+        listener.close()
+    assert [t.pay_to for t in first] == [OUTSIDE_PAY_TO.lower()]
+    assert [t.pay_to for t in second] == [OUTSIDE_PAY_TO.lower()], (
+        "the judge took an answer the seller sent before it was asked")
+    assert len(connections) == 2
+
+
+def _wire_402(pay_to: str) -> bytes:
+    """A whole HTTP/1.1 402 as bytes on the wire, with x402's own header."""
+    header = _402(pay_to).headers["payment-required"]
+    return (f"HTTP/1.1 402 Payment Required\r\npayment-required: {header}\r\n"
+            "content-length: 0\r\n\r\n").encode()
