@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
@@ -97,15 +96,14 @@ def count_operations(providers: Sequence[object]) -> Iterator[collections.Counte
     ) -> httpx.Response:
         if asyncio.get_running_loop() is loop:
             counts[f"http {request.method}"] += 1
-        elif threading.current_thread().name == "judge-402":  # the judge's own terms read
-            counts[f"http {request.method} (judge's 402 read)"] += 1
         return await send(self, request, stream=stream, auth=auth, follow_redirects=follow_redirects)
 
     read_terms = judge.payto._Reader.read
 
     def judge_read(self: judge.payto._Reader, url: str, method: str, body: object) -> tuple[
             int, str | None, bytes]:
-        counts["thread hops"] += 1  # to the judge's reader loop and back
+        # The judge's own read of the seller's 402, on the judge's thread (no hop).
+        counts[f"http {method} (judge's 402 read)"] += 1
         return read_terms(self, url, method, body)
 
     raw = chain.client.raw_rpc
