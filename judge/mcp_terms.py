@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from judge.request import PaidCallRequest
 
-__all__ = ["McpTermsUnread", "McpTool", "OfferedTerms", "mcp_tool_of"]
+__all__ = ["McpTermsUnread", "McpTool", "NoOffers", "OfferedTerms", "mcp_tool_of"]
 
 Transport = Literal["streamable-http", "sse"]
 #: Where each transport is served on an MCP server (the ecosystem's conventions).
@@ -53,6 +53,19 @@ _CAIP2_EVM = re.compile(r"^eip155:(\d+)$")
 
 class McpTermsUnread(Exception):
     """The tool's payment terms could not be read; the message names each transport tried."""
+
+
+class NoOffers(tuple):  # type: ignore[type-arg]
+    """A read of a seller's 402 that found no offer, saying why (``why``): no answer in
+    time, an answer that is not a 402, or a 402 stating nothing payable. Empty, so it
+    reads as "no offers" wherever offers are compared; the refusal names ``why``."""
+
+    why: str
+
+    def __new__(cls, why: str) -> NoOffers:
+        found = super().__new__(cls, ())
+        found.why = why
+        return found
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 import httpx
 
 from judge.connections import STALE, ConnectionPool
-from judge.mcp_terms import SELLER_READ_S, OfferedTerms
+from judge.mcp_terms import SELLER_READ_S, NoOffers, OfferedTerms
 from judge.tls import tls_context
 
 __all__ = ["TermsOf", "advertised_terms"]
@@ -50,11 +50,15 @@ def advertised_terms(url: str, method: str = "GET", body: object = None) -> tupl
     seller that trickles or floods its answer is not read further."""
     try:
         status, header, content = _READER.read(url, method.upper(), body)
-    except (OSError, http.client.HTTPException, ValueError):  # TimeoutError is an OSError
-        return ()
+    except TimeoutError:
+        return NoOffers(f"no whole answer within the judge's {_TIMEOUT_S:g} s read: the "
+                        "seller stalled or trickled it")
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        return NoOffers(f"the judge's read failed: {type(exc).__name__}: {str(exc)[:160]}")
     if status != 402:
-        return ()
-    return tuple(a for a in (_asked(o) for o in _offers(header, content)) if a is not None)
+        return NoOffers(f"it answered the judge's unpaid read with HTTP {status}, not a 402")
+    offers = tuple(a for a in (_asked(o) for o in _offers(header, content)) if a is not None)
+    return offers or NoOffers("its 402 states no exact offer on an EVM chain the judge can read")
 
 
 _Target = tuple[str, str, int]  # scheme, host, port

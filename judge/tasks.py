@@ -27,7 +27,7 @@ from judge.fingerprint import (
     typed_data_fingerprint,
 )
 from judge.mandates import Mandate
-from judge.mcp_terms import SELLER_READ_S, OfferedTerms, mcp_tool_of
+from judge.mcp_terms import SELLER_READ_S, NoOffers, OfferedTerms, mcp_tool_of
 from judge.request import WIRE_NAMES, PaidCallRequest
 from judge.storage import Database, Location, Migration, Tx, cell_int
 from judge.terms import Terms, payload_terms
@@ -412,14 +412,6 @@ def unbound(offer: PaidCallRequest, terms_of: SellerTerms | None) -> PaidCallReq
     return _refusal(offer, named, terms_of) or offer
 
 
-#: What the judge says of a seller whose 402 it could not read (an outside tester read
-#: a stall's refusal as a wrong address: it names the bound now).
-_NO_402 = (
-    f"no address (it answered no readable 402 within the judge's {SELLER_READ_S:g} s read: "
-    "it stalled, failed, or answered something else)"
-)
-
-
 def _payee_refusal(offer: PaidCallRequest, terms: Terms, terms_of: SellerTerms) -> str | None:
     """Why an x402 purchase does not pay the seller it names what it asks, else None.
 
@@ -452,11 +444,20 @@ def _payee_refusal(offer: PaidCallRequest, terms: Terms, terms_of: SellerTerms) 
     pays = OfferedTerms(recipient.lower(), terms.amount, terms.asset.lower(), terms.chain_id)
     if pays in asked:
         return None
+    if not asked:
+        # Said as what it is (an outside tester read a stall as a wrong address).
+        why = asked.why if isinstance(asked, NoOffers) else "it stated no offer"
+        return (
+            f"the judge could not read seller {seller}'s terms for {url} ({why}), so it "
+            f"cannot check that the payload's payTo {recipient} is the seller's; nothing "
+            f"was approved; expected a 402 within the judge's {SELLER_READ_S:g} s read; "
+            "fix: retry once the seller answers, or buy from another seller"
+        )
     if recipient.lower() not in {a.pay_to for a in asked}:
         named = ", ".join(sorted({a.pay_to for a in asked}))
         return (
             f"the payload pays {recipient}, but seller {seller}'s own 402 for {url} asks to be "
-            f"paid at {named or _NO_402}; "
+            f"paid at {named}; "
             "a payment to another address would be credited to a seller it did not pay; "
             "expected the payTo the seller's 402 states; fix: pay the payTo of the seller's "
             "current 402 offer"

@@ -16,7 +16,7 @@ from x402.schemas import PaymentRequired, PaymentRequirements, ResourceInfo
 
 from judge.fingerprint import call_fingerprint
 from judge.jev import Judge
-from judge.mcp_terms import OfferedTerms
+from judge.mcp_terms import NoOffers, OfferedTerms
 from judge.payto import advertised_terms
 from judge.tasks import TaskLimits
 from judge.verdict import VerdictSigner
@@ -162,8 +162,12 @@ def test_without_the_402_read_an_unregistered_pay_to_is_refused(
 
 
 def test_the_402_read_follows_no_redirect_and_reads_only_a_402(seller: dict[str, Any]) -> None:
-    assert advertised_terms(seller["url"] + "/nothing") == ()
-    assert advertised_terms("http://127.0.0.1:9/data") == ()
+    missing, closed = advertised_terms(seller["url"] + "/nothing"), advertised_terms(
+        "http://127.0.0.1:9/data")
+    assert missing == () and closed == ()
+    # Each says why, and the judge's refusal names it (not as a wrong address).
+    assert isinstance(missing, NoOffers) and "HTTP 404, not a 402" in missing.why
+    assert isinstance(closed, NoOffers) and "ConnectionRefusedError" in closed.why
     seller["pay_to"] = OUTSIDE_PAY_TO
     assert advertised_terms(seller["url"] + "/data") == (
         OfferedTerms(OUTSIDE_PAY_TO.lower(), 10_000, USDC.lower(), 31337),)
