@@ -37,6 +37,8 @@ _TIMEOUT_S = SELLER_READ_S
 _MAX_BYTES = 64_000
 #: An idle kept-alive connection to a seller is closed after this many seconds.
 _IDLE_S = 2.0
+#: How long a v2 402's body (terms in its header) is read for, for the connection's sake.
+_BODY_GRACE_S = 0.5
 
 
 #: ``(url, method, body) -> the offers`` the seller's own 402 for that resource states.
@@ -94,7 +96,7 @@ class _Reader:
                 conn, reused = pool.take()
                 bound.watch(conn)
                 try:
-                    status, header, content, done = _exchange(conn, method, path, data)
+                    status, header, content, done = _exchange(conn, method, path, data, bound)
                 except (http.client.HTTPException, OSError) as exc:
                     conn.close()
                     if bound.expired():
@@ -123,9 +125,13 @@ class _Reader:
 
 def _connect(target: _Target) -> http.client.HTTPConnection:
     scheme, host, port = target
+    conn: http.client.HTTPConnection
     if scheme == "https":
-        return http.client.HTTPSConnection(host, port, timeout=_TIMEOUT_S, context=tls_context())
-    return http.client.HTTPConnection(host, port, timeout=_TIMEOUT_S)
+        conn = http.client.HTTPSConnection(host, port, timeout=_TIMEOUT_S, context=tls_context())
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=_TIMEOUT_S)
+    conn.response_class = _Response
+    return conn
 
 
 def _split(url: str) -> tuple[_Target, str]:
@@ -138,24 +144,48 @@ def _split(url: str) -> tuple[_Target, str]:
 
 
 def _exchange(
-    conn: http.client.HTTPConnection, method: str, path: str, data: bytes | None
+    conn: http.client.HTTPConnection, method: str, path: str, data: bytes | None, bound: _Bound
 ) -> tuple[int, str | None, bytes, bool]:
     """One request on ``conn``: the status, PAYMENT-REQUIRED header, the first
     ``_MAX_BYTES`` of a 402's body, and whether the answer was read whole (the connection
-    can then be reused)."""
+    can then be reused).
+
+    An x402 v2 402 states its terms in the header: its body is read only for the
+    connection's sake, within ``_BODY_GRACE_S`` (a body promised and never sent, or
+    trickled, does not hold the decision; the connection is then dropped). A v1 402's
+    terms are its body, read within the whole bound or not at all."""
     headers = {"Accept": "*/*", "Accept-Encoding": "identity", "Connection": "keep-alive",
                "User-Agent": _USER_AGENT}
     if data is not None:
         headers["Content-Type"] = "application/json"
     conn.request(method, path, data, headers)
     resp = conn.getresponse()
+    header = resp.getheader("payment-required")
     content = b""
-    if resp.status == 402:  # as sent: nothing inflated past the cap
+    if resp.status == 402 and header:
+        _DEADLINES.tighten(bound, _BODY_GRACE_S)
+        try:
+            resp.read(_MAX_BYTES)
+        except (http.client.HTTPException, OSError):
+            return resp.status, header, b"", False
+    elif resp.status == 402:  # as sent: nothing inflated past the cap
         content = resp.read(_MAX_BYTES)
     done = resp.isclosed() and not resp.will_close
     if not done and resp.status != 402 and resp.length == 0:
         done = True
-    return resp.status, resp.getheader("payment-required"), content, done
+    return resp.status, header, content, done
+
+
+class _Response(http.client.HTTPResponse):
+    """An answer that passes over interim ``1xx`` answers (103 Early Hints, ...) to the
+    final one, as HTTP/1.1 lets a server send them (http.client passes over 100 only)."""
+
+    def _read_status(self) -> tuple[str, int, str]:
+        while True:
+            version, status, reason = super()._read_status()  # type: ignore[misc]
+            if not 102 <= status < 200:  # 100: begin() passes it over; 101: a final answer
+                return version, status, reason
+            http.client._read_headers(self.fp)  # type: ignore[attr-defined]  # dropped
 
 
 class _Deadlines:
@@ -185,6 +215,12 @@ class _Deadlines:
         finally:
             with self._cond:
                 self._live.pop(id(bound), None)
+
+    def tighten(self, bound: _Bound, seconds: float) -> None:
+        """End ``bound``'s read within ``seconds`` from now, if that is sooner."""
+        with self._cond:
+            bound.deadline = min(bound.deadline, time.monotonic() + seconds)
+            self._cond.notify()
 
     def _run(self) -> None:
         with self._cond:

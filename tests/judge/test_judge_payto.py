@@ -5,7 +5,11 @@ changed is paid only at the new one. Refusals name the setting."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +20,7 @@ from x402.schemas import PaymentRequired, PaymentRequirements, ResourceInfo
 
 from judge.fingerprint import call_fingerprint
 from judge.jev import Judge
-from judge.mcp_terms import NoOffers, OfferedTerms
+from judge.mcp_terms import SELLER_READ_S, NoOffers, OfferedTerms
 from judge.payto import advertised_terms
 from judge.tasks import TaskLimits
 from judge.verdict import VerdictSigner
@@ -303,3 +307,89 @@ def _wire_402(pay_to: str) -> bytes:
     header = _402(pay_to).headers["payment-required"]
     return (f"HTTP/1.1 402 Payment Required\r\npayment-required: {header}\r\n"
             "content-length: 0\r\n\r\n").encode()
+
+
+@contextlib.contextmanager
+def _raw_seller(answer: Callable[[socket.socket], None]) -> Iterator[str]:
+    """A seller on a raw socket: ``answer`` writes what it likes to each connection after
+    reading its request; yields the resource's URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve_one(conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.recv(65536)
+            answer(conn)
+            conn.recv(65536)  # until the judge lets the connection go
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve_one, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/data"
+    finally:
+        listener.close()
+
+
+def _head_402(pay_to: str, framing: str) -> bytes:
+    header = _402(pay_to).headers["payment-required"]
+    return f"HTTP/1.1 402 Payment Required\r\npayment-required: {header}\r\n{framing}\r\n".encode()
+
+
+def test_interim_answers_before_the_402_are_passed_over_to_the_final_one() -> None:
+    """A 103 Early Hints (even one carrying other terms) may come before the 402, as
+    HTTP/1.1 allows: the judge rules on the final answer's terms (it used to refuse: an
+    outside tester's seller, round 12)."""
+    hint = _402(NEW_PAY_TO).headers["payment-required"]
+
+    def answer(conn: socket.socket) -> None:
+        conn.sendall(f"HTTP/1.1 103 Early Hints\r\npayment-required: {hint}\r\n\r\n".encode()
+                     + _wire_402(OUTSIDE_PAY_TO))
+
+    with _raw_seller(answer) as url:
+        assert [t.pay_to for t in advertised_terms(url)] == [OUTSIDE_PAY_TO.lower()]
+
+
+@pytest.mark.parametrize("framing", ["content-length: 100000000\r\n",
+                                     "transfer-encoding: chunked\r\n"])
+def test_a_402_stating_its_terms_in_the_header_is_not_held_by_its_body(framing: str) -> None:
+    """x402 v2 states the terms in the header: a body promised and never sent (or a chunked
+    one that never ends) neither holds the decision for the read's 10 s nor voids the
+    terms; the read takes the header's terms within a second (the tester saw the first
+    approved after 10 s and the second refused)."""
+    def answer(conn: socket.socket) -> None:
+        conn.sendall(_head_402(OUTSIDE_PAY_TO, framing))
+        for _ in range(30):  # a chunk a second, or nothing of the promised body
+            time.sleep(1)
+            if "chunked" in framing:
+                conn.sendall(b"400\r\n" + b" " * 1024 + b"\r\n")
+
+    with _raw_seller(answer) as url:
+        started = time.monotonic()
+        terms = advertised_terms(url)
+        took = time.monotonic() - started
+    assert [t.pay_to for t in terms] == [OUTSIDE_PAY_TO.lower()]
+    assert took < 3, f"the read waited {took:.1f} s for a body it does not need"
+
+
+def test_a_v1_402_whose_body_never_arrives_states_no_terms_within_the_bound() -> None:
+    """x402 v1 states the terms in the JSON body: one that never arrives whole is no terms
+    (refused, saying so), and the read ends at its bound, not at the seller's pace."""
+    def answer(conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 402 Payment Required\r\ncontent-type: application/json\r\n"
+                     b"content-length: 5000\r\n\r\n{\"x402Version\": 1, \"accepts\": [")
+        for _ in range(30):
+            time.sleep(1)
+            conn.sendall(b" ")
+
+    with _raw_seller(answer) as url:
+        started = time.monotonic()
+        terms = advertised_terms(url)
+        took = time.monotonic() - started
+    assert terms == () and isinstance(terms, NoOffers), terms
+    assert took < SELLER_READ_S + 4, f"the read took {took:.1f} s"
