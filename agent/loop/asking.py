@@ -82,14 +82,16 @@ class JudgeAsk:
         keys = {fact_key(f) for f in tool.facts_for(tool.args_model.model_validate(norm))}
         still = {i.kind or i.text for i in self.run.checklist.missing}
         delivery: Delivery = "paid-not-delivered" if failed and failed.paid else "delivered"
+        # One outcome per fact kind (the judge keeps one per verdict and kind): two items
+        # of a kind bought by one call count as covered when either was.
+        covered_by_kind: dict[str, bool] = {}
         for item in missing_before:
-            if fact_key(item) not in keys:
-                continue
-            covered = item not in still
+            key = fact_key(item)
+            if key in keys:
+                covered_by_kind[key] = covered_by_kind.get(key, False) or item not in still
+        for key, covered in covered_by_kind.items():
             try:
-                await asyncio.to_thread(
-                    judge.record_outcome, verdict.id, fact_key(item), covered, delivery
-                )
+                await asyncio.to_thread(judge.record_outcome, verdict.id, key, covered, delivery)
             except Exception as exc:
                 raise_if_dependency(exc)
                 # Calibration data is advisory: anything else is audited, not fatal.

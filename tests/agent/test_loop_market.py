@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import pytest
 from _loop_support import checklist, paid_deps, usdc_balance
 
 from agent.loop.limits import Limits
@@ -24,8 +25,14 @@ AGENT_ADDR = dev_account(AGENT).address
 ISSUER = checklist(("USDC issuer", "token_factsheet"))
 
 
+@pytest.mark.parametrize("items", [
+    ISSUER,
+    # Two parts of the task answered by one purchase of one fact kind: one outcome for
+    # the kind, and no refused second report (an outside tester saw OutcomeRefused).
+    checklist(("USDC issuer", "token_factsheet"), ("USDC decimals", "token_factsheet")),
+], ids=["one-item", "two-items-one-kind"])
 def test_pays_an_x402_mcp_tool_through_the_judge_and_the_wallet(
-    tmp_path: Path, chain: Any, market: dict[str, str]
+    tmp_path: Path, chain: Any, market: dict[str, str], items: dict[str, Any]
 ) -> None:
     mcp_seller = dev_account(MCP_PAY_TO_INDEX).address
     before = usdc_balance(chain, mcp_seller), usdc_balance(chain, AGENT_ADDR)
@@ -40,7 +47,7 @@ def test_pays_an_x402_mcp_tool_through_the_judge_and_the_wallet(
             "covers": ["token_factsheet"],
         },
     }
-    model = ScriptedModel({"checklist": [ISSUER], "propose": [buy]})
+    model = ScriptedModel({"checklist": [items], "propose": [buy]})
     deps = paid_deps(tmp_path, chain, model, extra_tools=(PayMcpTool(OfferBook()),))
     deps = dataclasses.replace(deps, allowlist=(market["mcp"],))
     r = asyncio.run(run_task("Who issues USDC? Use the paid MCP fact tool.", deps))
@@ -58,6 +65,7 @@ def test_pays_an_x402_mcp_tool_through_the_judge_and_the_wallet(
     assert obs["ok"] and obs["cost_usdc"] == MCP_TOOL_PRICE
     outcomes = list(deps.store.db.query("SELECT tool, covered FROM judge_outcomes"))
     assert outcomes == [{"tool": f"pay_mcp@{market['mcp']}", "covered": 1}]
+    assert deps.store.events(r.run_id, "judge.outcome.error") == []
 
 
 def test_over_twenty_runs_the_over_claiming_seller_loses_approval(
