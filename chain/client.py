@@ -175,6 +175,23 @@ def _post_json(target: _Target, timeout: float, body: dict[str, object]) -> tupl
     raise AssertionError("unreachable")
 
 
+def _transport_failure(url: str, exc: BaseException) -> str:
+    """What failed on the way to the node at ``url``: the error's name, an HTTP status
+    (web3's transport raises on one), and the proxy the environment routes it through,
+    with the fix, when one does (a proxy that cannot reach a local node answers 502)."""
+    detail = type(exc).__name__
+    response = getattr(exc, "response", None)
+    if isinstance(exc, requests.HTTPError) and response is not None:
+        detail = f"HTTP {response.status_code}"
+    host = urllib.parse.urlsplit(url).hostname or ""
+    proxies = urllib.request.getproxies()
+    if proxies and not urllib.request.proxy_bypass(host):
+        names = ", ".join(sorted(f"{k.upper()}_PROXY" for k in proxies))
+        detail += (f", through the proxy the environment sets ({names}); if the node is "
+                   f"local, set NO_PROXY={host} (or unset the proxy)")
+    return detail
+
+
 #: The ERC-20 ``balanceOf(address)`` selector.
 _BALANCE_OF = "0x70a08231"
 #: ``authorizationState(address,bytes32)`` of an EIP-3009 token.
@@ -201,9 +218,11 @@ class ChainClient:
         """Run one RPC-backed function, translating transport and node errors."""
         try:
             return fn()
-        except (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError) as exc:
+        except (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError,
+                requests.HTTPError) as exc:
             known = self.expected_chain_id or self._chain_id
-            raise RpcUnreachable(self.rpc_url, type(exc).__name__, chain_id=known,
+            raise RpcUnreachable(self.rpc_url, _transport_failure(self.rpc_url, exc),
+                                 chain_id=known,
                                  devnet=None if known is None else known == ANVIL_CHAIN_ID) from exc
         except Web3RPCError as exc:
             resp = exc.rpc_response or {}

@@ -121,3 +121,25 @@ def test_raw_reads_survive_a_dropped_connection_and_name_http_errors():
         server.server_close()
     with pytest.raises(RpcUnreachable):
         c.block_timestamp()
+
+
+def test_a_node_behind_a_proxy_that_fails_is_named_with_the_proxy_and_the_fix(monkeypatch):
+    """With HTTP_PROXY set in the environment, web3's transport sends the RPC through it;
+    a proxy that cannot reach the local node answers 502. That is a one-line
+    RpcUnreachable naming the status, the proxy variable and NO_PROXY (an outside tester
+    got a 103-line traceback from `nib services up`)."""
+    _Node.status = 502
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Node)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.server_address[1]}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    try:
+        with pytest.raises(RpcUnreachable) as err:
+            ChainClient(f"http://127.0.0.1:{free_port()}", expected_chain_id=31337)
+    finally:
+        _Node.status = 200
+        proxy.shutdown()
+        proxy.server_close()
+    text = str(err.value)
+    assert "HTTP 502" in text and "HTTP_PROXY" in text and "NO_PROXY=127.0.0.1" in text, text
