@@ -5,7 +5,10 @@ loop itself, past every ``await``: no handler of the run sees it, and ``asyncio.
 raises instead of returning the run's result. Every task the agent creates inside a run
 (a call under a time limit, a batch gathered together, in the loop and in tools) goes
 through ``within`` or ``gather_within``, which carry such an exception out as
-``Interrupted``; the run ends ``interrupted`` (``agent.loop.stop.INTERRUPTS``).
+``Interrupted``; the run ends ``interrupted`` (``agent.loop.stop.INTERRUPTS``). A task
+group (anyio's, inside httpx and the MCP client) wraps what its tasks raised in an
+exception group: ``innermost`` is the real cause a message names, never "unhandled errors
+in a TaskGroup".
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TypeVar, cast
 
-__all__ = ["Interrupted", "gather_pair", "gather_within", "within"]
+__all__ = ["Interrupted", "gather_pair", "gather_within", "innermost", "within"]
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -33,11 +36,24 @@ class Interrupted(BaseException):
         self.original = original
 
 
+def innermost(exc: BaseException) -> BaseException:
+    """The exception a task group's wrapping hides: the first one inside ``exc`` (through
+    nested groups), or ``exc`` itself when it is no exception group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 async def _carried(call: Awaitable[T]) -> T:
     try:
         return await call
     except (KeyboardInterrupt, SystemExit) as exc:
         raise Interrupted(exc) from exc
+    except BaseExceptionGroup as group:  # a task group's: an interrupt inside is still one
+        hit = group.subgroup((KeyboardInterrupt, SystemExit))
+        if hit is not None:
+            raise Interrupted(innermost(hit)) from group
+        raise
 
 
 async def within(call: Awaitable[T], timeout: float) -> T:

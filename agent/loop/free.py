@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from agent.interrupts import gather_within, within
+from agent.interrupts import gather_within, innermost, within
 from agent.loop.context import RunContext, literal_args
 from agent.loop.gates import Admitted
 from agent.loop.learning import Learning
@@ -86,7 +86,8 @@ class FreeBatch:
             obs = Observation.failure(tool.name, f"timed out after {timeout:g} s")
         except Exception as exc:
             raise_if_dependency(exc)
-            obs = Observation.failure(tool.name, f"{type(exc).__name__}: {exc}", retry_after(exc))
+            cause = innermost(exc)  # a task group's wrapping names no cause
+            obs = Observation.failure(tool.name, f"{type(cause).__name__}: {cause}", retry_after(exc))
         if obs.ok and row is not None:
             size = len(json.dumps(obs.data, default=str))
             check = self.policy.check_result(tool.name, size)

@@ -13,6 +13,7 @@ from dataclasses import asdict
 from typing import NoReturn
 
 from agent.errors import DeliveryFailed
+from agent.interrupts import innermost
 from agent.loop.asking import JudgeAsk
 from agent.loop.bestoffer import BestOffer, Quoted
 from agent.loop.budget import BudgetGate
@@ -72,7 +73,7 @@ class PaidStep:
             raise
         except Exception as exc:
             raise_if_dependency(exc)
-            failed = Observation.failure(tool.name, f"quote failed: {exc}", retry_after(exc))
+            failed = Observation.failure(tool.name, f"quote failed: {innermost(exc)}", retry_after(exc))
             self.learning.record(tool, norm, fp, failed)
             return
         held = [Quoted(call, quote)]  # every quote not handed to execute() is abandoned
@@ -261,7 +262,8 @@ class PaidStep:
             if isinstance(exc, CapExceeded | InsufficientBalance):
                 raise Stop("cost-budget", f"{exc}") from exc
             raise_if_dependency(exc)
-            obs = Observation.failure(tool.name, f"{type(exc).__name__}: {exc}", retry_after(exc))
+            cause = innermost(exc)  # a task group's wrapping names no cause
+            obs = Observation.failure(tool.name, f"{type(cause).__name__}: {cause}", retry_after(exc))
             if isinstance(exc, DeliveryFailed):
                 obs = dataclasses.replace(obs, not_delivered=exc.delivery)
         missing_before = tuple(i.kind or i.text for i in self.run.checklist.missing)

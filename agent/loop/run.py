@@ -77,6 +77,9 @@ def _detector_message(reason: str, limits: Limits, st: RunState, last_invalid: s
     if reason == "failure-budget" and st.feedback:
         # The stop names why the calls failed (e.g. a seller the task names is not allowed).
         line += f"; last failure: {one_line(st.feedback[-1], 300)}"
+    if reason == "skip-loop" and st.feedback:
+        # The stop names why the proposals were skipped (e.g. arguments a tool refuses).
+        line += f"; last skipped: {one_line(st.feedback[-1], 300)}"
     if reason == "proposal-lost":
         last = f" (last error: {one_line(last_invalid, 200).rstrip('.')})" if last_invalid else ""
         line += (

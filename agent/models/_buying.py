@@ -19,7 +19,12 @@ from urllib.parse import parse_qsl, urlsplit
 from agent.jsonvalues import JSONObject, as_int, as_object
 from agent.models._offline_context import PlanContext, origin
 from agent.tools.x402.fetch import POST_ROUTE
-from agent.tools.x402.offers import asks_for_market, resources_named_in, seller_of
+from agent.tools.x402.offers import (
+    asks_for_market,
+    resources_named_in,
+    seller_of,
+    unrequestable_in,
+)
 
 __all__ = ["Planned", "Source", "Tried", "bought_within", "fill_path", "source_of"]
 
@@ -113,7 +118,7 @@ def source_of(plan: PlanContext, item: Mapping[str, object]) -> Source:
     params = as_object(item.get("params"))
     if params.get("seller") and params.get("url"):
         return "offer"
-    if resources_named_in(plan.task):
+    if resources_named_in(plan.task) or unrequestable_in(plan.task):
         return "named"
     if asks_for_market(plan.task):
         return "market"
@@ -143,6 +148,11 @@ def bought_within(
         candidates = [Planned("pay_http", args, "paid")]
         within = f"the offer it picked from the seller the task names ({params['url']})"
     elif source == "named":
+        if bad := unrequestable_in(plan.task):
+            # Nothing is bought for a task that names a URL no request can reach: it is
+            # the task's mistake, never answered from another resource or seller.
+            url, why = bad[0]
+            return None, f"the task names {url}, which nib cannot request: {why}"
         candidates = _named_calls(plan, item, kind, path)
         named = ", ".join(resources_named_in(plan.task))
         within = f"what the task names ({named})"

@@ -324,6 +324,22 @@ def test_bad_input_is_one_line_exit_2(home, args, needle):
     assert "Traceback" not in r.stderr and "Fix" in r.stderr or "expected" in r.stderr
 
 
+def test_a_task_naming_a_url_no_request_can_reach_is_bad_input_naming_the_port(tmp_path):
+    """An outside tester's task named port 186010: the run ended ``failure-budget`` with
+    "quote failed: unhandled errors in a TaskGroup (1 sub-exception)". Now `nib run` and
+    `nib submit` refuse it as bad input (exit 2) before any run, naming the port and the fix."""
+    named = "http://127.0.0.1:186010/tokens?symbol=USDC"
+    task = f"Buy the USDC token fact sheet from {named} and tell me who the issuer is"
+    for command in ("run", "submit"):
+        r = nib(tmp_path, command, task, "--json", env={"NIB_SELLER_ALLOWLIST": "http://127.0.0.1:186010"})
+        assert r.returncode == 2, (r.stdout, r.stderr)
+        assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert f"the task names {named}, which nib cannot request: found port 186010" in r.stderr
+        assert "expected a port from 1 to 65535" in r.stderr and "Fix: correct the port" in r.stderr
+        assert "TaskGroup" not in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "nib.db").exists() or json.loads(nib(tmp_path, "runs", "--json").stdout) == []
+
+
 def test_malformed_config_is_exit_2(home, tmp_path):
     bad = tmp_path / "config.toml"
     bad.write_text("profile = [unclosed\n")

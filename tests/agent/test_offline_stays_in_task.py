@@ -216,3 +216,24 @@ def test_after_the_judge_refuses_the_named_resource_nothing_else_is_proposed(
     assert paywall.url not in r.answer
     assert Ledger(deps.wallet.meter.store).rows() == []
     assert balances(chain) == before
+
+
+def test_a_task_naming_a_port_past_65535_stops_naming_the_port_and_buys_nothing(
+    chain: Any, paywall: PaywallServer, tmp_path: Path
+) -> None:
+    """An outside tester's task named port 186010 (its seller allowlisted): the quote
+    failed inside httpx with "unhandled errors in a TaskGroup (1 sub-exception)" twice and
+    the run stopped ``failure-budget``. Now the planner proposes nothing and stops
+    ``cannot-plan`` saying the task's URL cannot be requested, naming the port and the fix."""
+    named = "http://127.0.0.1:186010/tokens?symbol=USDC"
+    deps = devnet_deps(chain, paywall, "http://127.0.0.1:186010", tmp_path, WIDE)
+    before = balances(chain)
+    r = asyncio.run(run_task(f"Buy the USDC token fact sheet from {named} and tell me who the issuer is", deps))
+    assert (r.stop_reason, r.finished) == ("cannot-plan", False), r.message
+    assert proposed_purchases(deps, r) == []
+    said = r.message + "\n" + r.answer
+    assert f"the task names {named}, which nib cannot request: found port 186010" in r.answer, said
+    assert "expected a port from 1 to 65535" in r.answer and "Fix: correct the port" in r.answer, said
+    assert "TaskGroup" not in said and paywall.url not in r.answer, said
+    assert Ledger(deps.wallet.meter.store).rows() == []
+    assert balances(chain) == before

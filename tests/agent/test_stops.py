@@ -251,6 +251,25 @@ def test_skip_loop(tmp_path: Path) -> None:
     )
     assert (r.stop_reason, r.finished, r.partial, r.steps) == ("skip-loop", False, True, 3)
     assert r.attempted == []
+    assert "last skipped: " in r.message and "nonexistent" in r.message, r.message
+
+
+class GroupedFailureTool(FlakyTool):
+    """Fails as httpx's anyio connect does on a port past 65535: the socket's error wrapped
+    in a task group's ExceptionGroup ("unhandled errors in a TaskGroup")."""
+
+    async def run(self, args: Any, ctx: ToolContext) -> Observation:
+        self.calls += 1
+        raise ExceptionGroup(
+            "unhandled errors in a TaskGroup", [OverflowError("connect(): port must be 0-65535.")]
+        )
+
+
+def test_a_tool_failure_in_an_exception_group_is_named_by_its_cause(tmp_path: Path) -> None:
+    r = run(tmp_path, {"propose": [call("grouped")] * 3}, [GroupedFailureTool("grouped")])
+    assert r.stop_reason == "failure-budget", r.message
+    assert "OverflowError: connect(): port must be 0-65535." in r.message, r.message
+    assert "TaskGroup" not in r.message + r.answer, r.message
 
 
 def test_failure_budget(tmp_path: Path) -> None:

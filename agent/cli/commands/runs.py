@@ -202,12 +202,17 @@ MAX_TASK_CHARS = 4_000
 
 
 def check_task(task: str, command: str) -> None:
-    """Refuse an empty task, or one over MAX_TASK_CHARS, with the limit and the fix."""
+    """Refuse an empty task, one over MAX_TASK_CHARS, or one naming a URL no request can
+    reach (a port out of range, no host), with the limit and the fix, before any run."""
+    from agent.tools.x402.offers import unrequestable_in
+
     if not task.strip():
         fail(f'the task is empty; expected a research question. Fix: nib {command} "What is the base fee?"')
     if len(task) > MAX_TASK_CHARS:
         fail(f"the task is {len(task):,} characters; expected at most {MAX_TASK_CHARS:,} (a "
              "research question, not a document). Fix: shorten it to the question itself.")
+    for url, why in unrequestable_in(task)[:1]:
+        fail(f"the task names {url}, which nib cannot request: {why}")
 
 
 def money_flags(**flags: str | None) -> dict[str, int]:

@@ -14,6 +14,7 @@ from http.cookiejar import CookieJar, DefaultCookiePolicy
 import httpx
 
 from agent.errors import PermanentToolError, ToolError
+from agent.interrupts import innermost
 from agent.tools.base import ToolContext
 from agent.tools.x402.offers import seller_of
 from agent.tools.x402.protocol import X402ProtocolError, parse_payment_required
@@ -64,9 +65,12 @@ async def fetch(
             f"({type(exc).__name__}); expected a complete answer within the response "
             "deadline. Fix: check the seller, or raise response_deadline_s."
         ) from exc
-    except httpx.TransportError as exc:
+    except (httpx.TransportError, ExceptionGroup) as exc:
+        # httpx's connect runs in an anyio task group: a socket error it does not map
+        # (an OverflowError, say) arrives wrapped in an ExceptionGroup; name the cause.
+        cause = innermost(exc)
         raise ToolError(
-            f"pay_http: could not reach {seller_of(url)} ({type(exc).__name__}: {exc}); "
+            f"pay_http: could not reach {seller_of(url)} ({type(cause).__name__}: {cause}); "
             "expected a running seller. Fix: start it (`nib devnet up` for the local paywall)."
         ) from exc
     finally:

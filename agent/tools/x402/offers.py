@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal, Protocol, TypedDict
 
 from agent.errors import PermanentToolError, ToolError
+from agent.tools.x402.seller_url import seller_url
 from chain.mcp_client import MCP_TRANSPORTS, split_endpoint
 
 
@@ -60,6 +61,7 @@ __all__ = [
     "resources_named_in",
     "seller_of",
     "sellers_named_in",
+    "unrequestable_in",
 ]
 
 #: Words in a seller's declaration that mean it offers a fact kind (lower case).
@@ -266,6 +268,20 @@ def resources_named_in(text: str) -> tuple[str, ...]:
             continue
         found.setdefault(url, None)
     return tuple(found)
+
+
+def unrequestable_in(text: str) -> tuple[tuple[str, str], ...]:
+    """``(url, why)`` for each URL a task's own text names that no request can reach (a
+    port out of range, no host, not a URL at all), in order: the task asks for what nib
+    cannot buy, so it is refused, never answered from another resource or seller."""
+    found: dict[str, str] = {}
+    for match in _URL.finditer(text or ""):
+        url = match.group(0).rstrip(_CLOSING)
+        try:
+            seller_url(url, what="URL", example="http://127.0.0.1:8402/tokens?symbol=USDC")
+        except ValueError as exc:
+            found.setdefault(url, str(exc))
+    return tuple(found.items())
 
 
 def sellers_named_in(text: str) -> tuple[str, ...]:

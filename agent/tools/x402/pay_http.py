@@ -62,6 +62,7 @@ from agent.tools.x402.protocol import (
 )
 from agent.tools.x402.quoting import authorization_quote, free_quote, stored_observation
 from agent.tools.x402.seller_terms import CurrentTerms, check_terms, judged_terms, read_offer
+from agent.tools.x402.seller_url import seller_url
 from chain.facts import FactKind
 from judge.verdict import Verdict
 from wallet.errors import FailureUnproven
@@ -159,18 +160,8 @@ class PayHttpArgs(BaseModel):
     def _url(cls, value: object) -> object:
         if not isinstance(value, str):
             return value
-        text = value.strip()
-        try:
-            u = httpx.URL(text)
-        except httpx.InvalidURL as exc:
-            raise ValueError(f"found {text!r}, which is not a URL ({exc})") from exc
-        if u.scheme not in ("http", "https") or not u.host:
-            raise ValueError(
-                f"found {text!r}; expected an absolute http:// or https:// URL with a host, "
-                "e.g. http://127.0.0.1:8402/analytics/gas"
-            )
-        if u.userinfo:
-            raise ValueError(f"found credentials in {text!r}; expected a URL without user:pass@")
+        u = seller_url(value, what="URL of the seller's resource",
+                       example="http://127.0.0.1:8402/analytics/gas")
         return str(u.copy_with(fragment=None))
 
 

@@ -52,6 +52,7 @@ from agent.tools.x402.quoting import (
     stored_observation,
 )
 from agent.tools.x402.seller_terms import judged_fresh
+from agent.tools.x402.seller_url import seller_url
 from chain.mcp_client import ENDPOINTS, McpTransport, McpUnreachable, call_tool, split_endpoint
 from chain.money import format_usdc
 from chain.usdc import AuthorizationTypedData
@@ -101,11 +102,7 @@ class PayMcpArgs(BaseModel):
         if not isinstance(value, str):
             return value
         text = value.strip().rstrip("/")
-        if not text.startswith(("http://", "https://")) or "@" in text:
-            raise ValueError(
-                f"found {text!r}; expected the MCP server's http(s) base URL without "
-                "credentials, e.g. http://127.0.0.1:8403"
-            )
+        seller_url(text, what="MCP server's base URL", example="http://127.0.0.1:8403")
         return text
 
 

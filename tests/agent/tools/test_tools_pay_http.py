@@ -16,6 +16,8 @@ from _tools_support import Events, approve, serve, usdc_balance
 
 from agent.errors import DeliveryFailed, ToolError
 from agent.tools.base import Quote, ToolContext
+from agent.tools.x402.fetch import fetch
+from agent.tools.x402.offers import OfferBook
 from agent.tools.x402.pay_http import (
     LOCAL_PAYWALL_FACTS,
     MAX_BODY_BYTES,
@@ -24,6 +26,7 @@ from agent.tools.x402.pay_http import (
     free_observation,
     origin_of,
 )
+from agent.tools.x402.pay_mcp import PayMcpTool
 from agent.tools.x402.protocol import RequirementRefused, X402ProtocolError
 from chain.client import ChainClient
 from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account
@@ -120,6 +123,51 @@ def test_args_refuse_non_http_urls_and_float_prices() -> None:
     priced = PayHttpArgs.model_validate({"url": "http://a.example/x", "max_price": "0.10 USDC"})
     assert priced.max_price == 100_000
     assert origin_of("HTTP://LocalHost/x?y=1") == "http://localhost:80"
+
+
+@pytest.mark.parametrize(
+    ("url", "found", "expected"),
+    [
+        ("http://127.0.0.1:186010/tokens?symbol=USDC", "found port 186010", "expected a port from 1 to 65535"),
+        ("http://127.0.0.1:0/tokens", "found port 0", "expected a port from 1 to 65535"),
+        ("http://127.0.0.1:84o2/tokens", "which is not a URL (Invalid port: '84o2')", "Fix: give"),
+        ("ftp://127.0.0.1:8402/tokens", "found the scheme ftp://", "expected an absolute http:// or https:// URL"),
+        ("127.0.0.1:8402/tokens", "found no scheme", "expected an absolute http:// or https:// URL"),
+        ("http:///tokens", "found no host", "expected scheme://host[:port]/path"),
+        ("http://me:secret@127.0.0.1:8402/x", "found credentials (user:pass@)", "expected a URL without them"),
+        ("  ", "found an empty", "expected an absolute http(s) URL"),
+    ],
+)
+def test_a_url_no_request_can_reach_is_refused_in_the_args_naming_the_fault_and_fix(
+    url: str, found: str, expected: str
+) -> None:
+    """Before, a port past 65535 passed validation and the quote failed inside httpx's
+    anyio connect with "unhandled errors in a TaskGroup (1 sub-exception)"."""
+    for tool, args in ((PayHttpTool(), {"url": url}),
+                       (PayMcpTool(OfferBook()), {"server": url, "tool": "token_factsheet"})):
+        with pytest.raises(ToolError) as refused:
+            tool.parse_args(args)
+        message = str(refused.value)
+        assert found in message and expected in message and "Fix: " in message, message
+        assert "TaskGroup" not in message and "secret" not in message, message
+
+
+def test_fetch_names_the_cause_of_a_connect_failure_wrapped_in_an_exception_group(
+    make_ctx: Callable[..., ToolContext],
+) -> None:
+    def connect(request: httpx.Request) -> httpx.Response:
+        raise ExceptionGroup("unhandled errors in a TaskGroup",
+                             [OverflowError("connect(): port must be 0-65535.")])
+
+    async def go() -> None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(connect)) as client:
+            await fetch(make_ctx(http=client), "http://127.0.0.1:8402/tokens")
+
+    with pytest.raises(ToolError) as failed:
+        run(go())
+    message = str(failed.value)
+    assert "could not reach http://127.0.0.1:8402 (OverflowError: connect(): port must be 0-65535.)" in message
+    assert "TaskGroup" not in message
 
 
 # --------------------------------------------------------------------------- happy paths
