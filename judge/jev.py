@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from decimal import Decimal
+from functools import partial
 
 from judge.balances import BalanceReads
 from judge.calibration import (
@@ -36,7 +37,7 @@ from judge.recheck import RecheckGate
 from judge.records import Grant, Standing, VerdictRecord, VerdictRecords
 from judge.request import PaidCallRequest
 from judge.ruling import USDC_DECIMALS, Rules, coverable_facts, format_usdc
-from judge.seller_terms import SellerTerms, TermsAhead
+from judge.seller_terms import Compared, SellerTerms, TermsAhead
 from judge.tasks import TaskLimits, TaskRegistry, bind, may_read_ahead, read_terms, unbound
 from judge.verdict import (
     DEFAULT_TTL_S,
@@ -77,6 +78,45 @@ def _assets_to_read(request: PaidCallRequest, tasks: TaskRegistry, rules: Rules)
     balances a decision reads (an unknown asset is refused before anything is read)."""
     return [o.asset for o in (request, *request.alternatives) if o.task_id is not None
             and tasks.get(o.task_id) is not None and rules.unknown_asset(o) is None]
+
+
+def _read_offers(request: PaidCallRequest, read: TermsOf,
+                check: Callable[[PaidCallRequest, SellerTerms], None]
+                ) -> tuple[SellerTerms, dict[int, str]]:
+    """The terms the checks (``check``) of ``request`` and its alternatives ask for, read
+    with ``read``: the proposed offer's within the full read, the alternatives' beside it
+    within COMPARED_READ_S (:class:`~judge.seller_terms.Compared`); and by index, why each
+    alternative whose terms were not read in time is dropped from the comparison."""
+    terms = SellerTerms.reading(read)
+    compared = (Compared(read, [partial(check, a) for a in request.alternatives])
+                if request.alternatives else None)
+    check(request, terms)
+    unread = compared.taken(terms) if compared is not None else {}
+    return terms.sealed(), unread
+
+
+def _read_offer(tasks: TaskRegistry, require_task: bool, offer: PaidCallRequest,
+                terms: SellerTerms) -> None:
+    limits = tasks.get(offer.task_id) if offer.task_id is not None else None
+    if limits is not None or not require_task:
+        read_terms(offer, limits, terms)
+
+
+def _compared_offers(request: PaidCallRequest, unread: Mapping[int, str],
+                    bound: Callable[[PaidCallRequest], PaidCallRequest | str]
+                    ) -> tuple[tuple[PaidCallRequest, ...], list[str]]:
+    """``request``'s alternatives the judge may compare (``bound`` like the proposed offer;
+    none whose terms were not read for this decision), and each one dropped, named with
+    why (the verdict's reason counts and names them)."""
+    kept: list[PaidCallRequest] = []
+    dropped: list[str] = []
+    for i, alt in enumerate(request.alternatives):
+        offer = unread.get(i) or bound(alt)
+        if isinstance(offer, str):
+            dropped.append(f"{alt.seller or alt.tool} at {format_usdc(alt.price)} USDC: {offer}")
+        else:
+            kept.append(offer)
+    return tuple(kept), dropped
 
 
 def _check_value_per_item(value_per_item: int | None) -> None:
@@ -202,9 +242,11 @@ class Judge:
                     f"{offer.tool} with these args; fix: compute it with judge.call_fingerprint."
                 )
         balances = BalanceReads(self._balance_of, _assets_to_read(request, self.tasks, self.rules))
-        terms = self._read_terms(request)  # outside the lock: a stalling seller holds only this
+        # Outside the lock: a stalling seller holds only this, and an offer only compared
+        # holds it for COMPARED_READ_S at most (then it is dropped, ``unread``).
+        terms, unread = self._read_terms(request)
         with self._deciding:
-            return self._decide(request, terms, balances)
+            return self._decide(request, terms, balances, unread)
 
     def read_ahead(self, task_id: str, url: str, method: str = "GET", body: object = None) -> bool:
         """Start the judge's read of the 402 at ``url`` for ``task_id``'s coming decision
@@ -212,17 +254,13 @@ class Judge:
         allowed = may_read_ahead(self.tasks.get(task_id), self._require_task, url, method)
         return self._ahead is not None and allowed and self._ahead.start(task_id, url, method, body)
 
-    def _read_terms(self, request: PaidCallRequest) -> SellerTerms | None:
-        """The sellers' terms the checks of ``request`` and its alternatives ask for, read
-        now or ahead (:meth:`read_ahead`), before the decision lock (judge.seller_terms)."""
+    def _read_terms(self, request: PaidCallRequest) -> tuple[SellerTerms | None, dict[int, str]]:
+        """The sellers' terms ``request``'s checks ask for, read now or ahead, before the
+        decision lock (judge.seller_terms); and why each alternative dropped was not read."""
         if self._ahead is None:
-            return None
-        terms = SellerTerms.reading(self._ahead.reader(request.task_id or ""))
-        for offer in (request, *request.alternatives):
-            limits = self.tasks.get(offer.task_id) if offer.task_id is not None else None
-            if limits is not None or not self._require_task:
-                read_terms(offer, limits, terms)
-        return terms.sealed()
+            return None, {}
+        return _read_offers(request, self._ahead.reader(request.task_id or ""),
+                           partial(_read_offer, self.tasks, self._require_task))
 
     def _bound(self, offer: PaidCallRequest, terms: SellerTerms | None,
                balances: BalanceReads) -> PaidCallRequest | str:
@@ -254,7 +292,7 @@ class Judge:
         return self.records.open_grant(offer.task_id, offer.payload_fingerprint)
 
     def _decide(self, request: PaidCallRequest, terms: SellerTerms | None,
-                balances: BalanceReads) -> Verdict:
+                balances: BalanceReads, unread: Mapping[int, str]) -> Verdict:
         head = self._bound(request, terms, balances)
         decision: Decision
         grant = None
@@ -266,11 +304,14 @@ class Judge:
             if grant is not None:
                 # The human ruled on the escalation; every other rule still applies.
                 head = replace(head, approval_threshold_atomic=None)
-            bound = (self._bound(a, terms, balances) for a in request.alternatives)
-            alternatives = tuple(b for b in bound if not isinstance(b, str))
+            alternatives, dropped = _compared_offers(
+                request, unread, lambda a: self._bound(a, terms, balances))
             if alternatives or request.alternatives:
                 head = replace(head, alternatives=alternatives)
             req, (decision, p, ev, reason) = self.rules.best(head)
+            if dropped:
+                reason = (f"{reason}; dropped from the comparison ({len(dropped)} of "
+                          f"{1 + len(request.alternatives)} offers): {'; '.join(dropped)}")
             if grant is not None and decision == "approve" and req is head:
                 reason = f"granted by {grant.granted_by} ({grant.id}): {reason}"
             else:

@@ -8,7 +8,8 @@ judge reads first, outside the lock, running the same checks it rules with
 in time and size by its reader), then rules under the lock on what was read
 (:meth:`SellerTerms.sealed`: the same checks find their reads there and nothing more is
 fetched). The terms are read for this decision, never kept from an earlier one nor
-taken from the agent; a seller that stalls delays only the decision that names it.
+taken from the agent; a seller that stalls delays only the decision that buys from it
+(one that only compares its offer, for at most :data:`COMPARED_READ_S`).
 
 A read may start a moment before its decision is asked for (:class:`TermsAhead`): when
 the agent starts quoting a purchase it tells the judge which resource it is about to ask
@@ -25,13 +26,14 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 from judge.mcp_terms import McpTermsUnread, McpTool, OfferedTerms
 
-__all__ = ["AHEAD_FRESH_S", "SellerTerms", "TermsAhead"]
+__all__ = ["AHEAD_FRESH_S", "COMPARED_READ_S", "Compared", "SellerTerms", "TermsAhead"]
 
 #: ``(url, method, body) -> the offers`` the seller's own 402 for that resource states.
 _TermsOf = Callable[[str, str, object], tuple[OfferedTerms, ...]]
@@ -52,6 +54,14 @@ class SellerTerms:
     def reading(cls, read: _TermsOf) -> SellerTerms:
         """Terms read as the checks ask for them (outside the decision lock)."""
         return cls(read)
+
+    def taking(self, other: SellerTerms) -> None:
+        """Add what ``other`` read (a compared offer's reads) to these terms; a 402 read
+        here already stays as read here."""
+        for key, offers in other._http.items():
+            self._http.setdefault(key, offers)
+        for mkey, found in other._mcp.items():
+            self._mcp.setdefault(mkey, found)
 
     def sealed(self) -> SellerTerms:
         """These terms as read, and no further read (under the decision lock)."""
@@ -76,6 +86,62 @@ class SellerTerms:
         if isinstance(found, McpTermsUnread):
             raise found
         return found
+
+
+#: Seconds a decision waits, from its start, for the 402s of the offers it only compares.
+#: A seller answers in well under a second and the agent's own quote of the offer started
+#: the judge's read ahead (TermsAhead) a moment before; past this an offer's terms count
+#: as not read and it is dropped, so a seller that stalls holds only its own offer.
+COMPARED_READ_S = 2.0
+#: Worker threads for compared offers' reads in all; a read past them waits for one, and
+#: is dropped like a stalled one when none comes free within COMPARED_READ_S.
+_COMPARED_WORKERS = 32
+
+
+class Compared:
+    """The reads of the offers one decision compares, each on its own worker thread into
+    its own :class:`SellerTerms`, started together; :meth:`taken` waits for them until
+    COMPARED_READ_S after the start and names those not read by then."""
+
+    _lock = threading.Lock()
+    _pool: ThreadPoolExecutor | None = None
+    _pid = 0
+
+    def __init__(self, read: _TermsOf, checks: Sequence[Callable[[SellerTerms], None]],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._started = clock()
+        pool = self._workers()
+        self._reads = [(SellerTerms.reading(read), check) for check in checks]
+        self._futures = [pool.submit(check, terms) for terms, check in self._reads]
+
+    @classmethod
+    def _workers(cls) -> ThreadPoolExecutor:
+        with cls._lock:
+            if cls._pool is None or cls._pid != os.getpid():  # none yet, or a forked child's
+                cls._pid = os.getpid()
+                cls._pool = ThreadPoolExecutor(_COMPARED_WORKERS,
+                                               thread_name_prefix="judge-compared")
+            return cls._pool
+
+    def taken(self, into: SellerTerms, within_s: float = COMPARED_READ_S) -> dict[int, str]:
+        """Add each compared offer's reads done in time to ``into``; by index, why each
+        other one was not read (its reads are dropped, never ruled on)."""
+        unread: dict[int, str] = {}
+        for i, ((terms, _check), future) in enumerate(zip(self._reads, self._futures,
+                                                          strict=True)):
+            left = self._started + within_s - self._clock()
+            try:
+                future.result(timeout=max(left, 0.0))
+            except FutureTimeout:
+                future.cancel()  # the read goes on to its own bound, on its worker
+                unread[i] = (f"its 402 was not read within the judge's {within_s:g} s read "
+                             "of an offer it only compares")
+            except Exception as exc:  # noqa: BLE001 - a compared offer's failure drops it
+                unread[i] = f"its terms could not be read: {type(exc).__name__}: {exc}"[:300]
+            else:
+                into.taking(terms)
+        return unread
 
 
 #: A read started ahead serves a decision asked for while it is answered or at most this

@@ -1,23 +1,30 @@
 """Best offer: before the judge rules on a purchase, the same question is quoted (free)
 at the other allowlisted sellers whose offers cover the same missing items, and the judge
 rules on the one with the highest EV. A seller the task names is never swapped: then only
-the proposed call is judged.
+the proposed call is judged. An offer only compared is quoted within ALTERNATIVE_QUOTE_S
+or dropped: a seller stalling its 402 does not hold a purchase from another.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.interrupts import gather_within, within
 from agent.loop.context import RunContext
 from agent.loop.gates import Admitted
 from agent.tools.base import Quote
 from agent.tools.x402.offers import allowlisted_sellers, call_inputs, offer_call
 from judge.fingerprint import call_fingerprint
 
-__all__ = ["MAX_ALTERNATIVES", "BestOffer", "Quoted"]
+__all__ = ["ALTERNATIVE_QUOTE_S", "MAX_ALTERNATIVES", "BestOffer", "Quoted"]
 
 #: At most this many other offers are quoted for one purchase.
 MAX_ALTERNATIVES = 3
+#: Seconds an alternative's quote (an unpaid read of its 402) may take. An offer that is
+#: only compared must not hold the purchase: a seller answers its 402 in well under a
+#: second (a few hundred ms over the internet), and a seller that stalls it would
+#: otherwise hold every purchase it is compared in for the run's response deadline.
+ALTERNATIVE_QUOTE_S = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +42,31 @@ class BestOffer:
         self.run = run
 
     async def alternatives(self, call: Admitted, quote: Quote) -> list[Quoted]:
-        """Quotes of other sellers' offers for the missing items ``call`` would cover."""
+        """Quotes of other sellers' offers for the missing items ``call`` would cover, asked
+        together and each within ALTERNATIVE_QUOTE_S; one not quoted (an error, or no quote
+        in time) is no alternative, said with ``offer.unquoted``."""
+        run = self.run
+        offers = self._candidates(call, quote)
+        quoted = await gather_within(
+            *(within(alt.tool.quote(alt.args, run.tools), ALTERNATIVE_QUOTE_S)
+              for _, alt in offers)
+        )
+        out: list[Quoted] = []
+        for (resource, alt), got in zip(offers, quoted, strict=True):
+            if isinstance(got, Quote):
+                out.append(Quoted(alt, got))
+                continue
+            error = (
+                f"no quote within {ALTERNATIVE_QUOTE_S:g} s (an offer only compared is given "
+                "no longer); dropped from the comparison"
+                if isinstance(got, TimeoutError) else str(got)[:300]
+            )
+            run.emit("offer.unquoted", {"step": run.state.step, "resource": resource,
+                                        "error": error})
+        return out
+
+    def _candidates(self, call: Admitted, quote: Quote) -> list[tuple[str, Admitted]]:
+        """The other allowlisted sellers' offers (resource, admitted call) to quote."""
         run = self.run
         book = call.tool.offer_book()
         seller = quote.seller
@@ -49,7 +80,7 @@ class BestOffer:
         allowed = allowlisted_sellers(run.tools.allowlist)
         # A seller that took a payment of this run and did not deliver is no alternative.
         seen: set[str] = {seller, *run.state.failed_sellers}
-        out: list[Quoted] = []
+        out: list[tuple[str, Admitted]] = []
         for offer in (o for k in kinds for o in book.for_kind(k)):
             if len(out) >= MAX_ALTERNATIVES:
                 break
@@ -65,14 +96,12 @@ class BestOffer:
             seen.add(offer.seller)
             try:
                 args = tool.parse_args(raw)
-                norm = args.model_dump(mode="json")
-                alt = Admitted(tool, args, norm, call_fingerprint(tool.name, norm))
-                if alt.fingerprint in run.state.executed:
-                    continue
-                out.append(Quoted(alt, await tool.quote(args, run.tools)))
-            except Exception as exc:  # an offer we cannot quote is no alternative
-                run.emit(
-                    "offer.unquoted",
-                    {"step": run.state.step, "resource": offer.resource, "error": str(exc)[:300]},
-                )
+            except Exception as exc:  # an offer we cannot call is no alternative
+                run.emit("offer.unquoted", {"step": run.state.step, "resource": offer.resource,
+                                            "error": str(exc)[:300]})
+                continue
+            norm = args.model_dump(mode="json")
+            alt = Admitted(tool, args, norm, call_fingerprint(tool.name, norm))
+            if alt.fingerprint not in run.state.executed:
+                out.append((offer.resource, alt))
         return out

@@ -260,7 +260,9 @@ class PayHttpTool(Tool[PayHttpArgs]):
         if live is not None:
             # One live authorization per purchase: re-send it, never sign a second.
             return await resend((args, request, resource), live, self.catalog, ctx)
-        if time.monotonic() - asked > _READ_STALE_S:
+        if time.monotonic() - asked > _READ_STALE_S and not isinstance(offered, BaseException):
+            # A read that failed is not made again: a seller stalling it would hold the
+            # quote for a second read bound.
             offered = await read_offer(request, args.max_price, ctx)
         if isinstance(offered, BaseException):
             raise offered

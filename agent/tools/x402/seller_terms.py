@@ -35,6 +35,7 @@ from agent.tools.x402.protocol import (
 )
 from agent.tools.x402.quoting import chain_clock, quoted_authorization
 from chain.usdc import AuthorizationTypedData
+from judge.mcp_terms import SELLER_READ_S
 from judge.verdict import Verdict
 from wallet.errors import VerdictVoid
 
@@ -79,14 +80,19 @@ class CurrentTerms(NamedTuple):
 
 
 async def read_offer(request: Request, max_price: int | None, ctx: ToolContext) -> Offered:
-    """The seller's answer to an unpaid request and, for a 402, the requirement on our
-    network and USDC within ``max_price``. The chain's clock (the authorization's window)
+    """The seller's answer to an unpaid request (within the run's response deadline and
+    never longer than the judge's own read, SELLER_READ_S) and, for a 402, the requirement
+    on our network and USDC within ``max_price``. The chain's clock (the authorization's window)
     is read while the seller answers; its failure counts only for a 402. The run's judge
     is told to start its own read of the same 402 meanwhile (:func:`judge_reads_ahead`)."""
     url, method, body = request
     ahead = asyncio.ensure_future(judge_reads_ahead(request, ctx))
+    # Never waited for longer than the judge would: a 402 the judge cannot read within its
+    # bound cannot be approved anyway (the paid request keeps the run's response deadline).
+    limit = min(ctx.response_deadline_s, SELLER_READ_S)
     try:
-        resp, clock = await gather_pair(fetch(ctx, url, method=method, body=body), chain_clock(ctx))
+        resp, clock = await gather_pair(
+            fetch(ctx, url, method=method, body=body, timeout=limit), chain_clock(ctx))
     finally:
         await ahead  # answered in a fraction of the read; never raises
     if isinstance(resp, BaseException):
