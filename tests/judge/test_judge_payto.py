@@ -259,43 +259,19 @@ def test_an_answer_sent_ahead_on_a_kept_alive_connection_is_never_taken_for_a_la
     (naming another payTo), hoping the judge's next read takes it as that read's answer.
     The judge drops a connection with bytes waiting while idle: the next read is made on a
     new connection and answered for itself."""
-    import contextlib
-    import socket
-    import threading
-    import time
-
-    honest = _wire_402(OUTSIDE_PAY_TO)
-    listener = socket.create_server(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
     connections: list[int] = []
 
-    def answer(conn: socket.socket, first: bool) -> None:
-        with conn:
-            conn.recv(65536)  # the request (small: a GET)
-            conn.sendall(honest)
-            if first:  # once the judge has put the connection by: an answer sent ahead
-                time.sleep(0.3)
-                conn.sendall(_wire_402(NEW_PAY_TO))
-            with contextlib.suppress(OSError):  # the judge dropped it: reset
-                conn.recv(65536)  # a next request on this connection, if any, then close
+    def answer(conn: socket.socket) -> None:
+        connections.append(1)
+        conn.sendall(_wire_402(OUTSIDE_PAY_TO))
+        if len(connections) == 1:  # once the judge has put the connection by: sent ahead
+            time.sleep(0.3)
+            conn.sendall(_wire_402(NEW_PAY_TO))
 
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            connections.append(1)
-            threading.Thread(target=answer, args=(conn, len(connections) == 1), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    url = f"http://127.0.0.1:{port}/data"
-    try:
+    with _raw_seller(answer) as url:
         first = advertised_terms(url)
         time.sleep(0.6)  # the answer sent ahead waits on the idle connection
         second = advertised_terms(url)
-    finally:
-        listener.close()
     assert [t.pay_to for t in first] == [OUTSIDE_PAY_TO.lower()]
     assert [t.pay_to for t in second] == [OUTSIDE_PAY_TO.lower()], (
         "the judge took an answer the seller sent before it was asked")
