@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ from agent.tools.x402.offers import OfferBook, excerpt, purchase_facts, seller_o
 from chain.facts import CHAIN_FACT_KINDS
 from chain.money import format_usdc
 
-__all__ = ["CATALOG_TIMEOUT_S", "LOCAL_PAYWALL_FACTS", "SellerCatalog"]
+__all__ = ["CATALOG_RETRY_S", "CATALOG_TIMEOUT_S", "LOCAL_PAYWALL_FACTS", "SellerCatalog"]
 
 #: Path -> fact kinds of the local paywall (chain/paywall.py), used until /catalog is read.
 LOCAL_PAYWALL_FACTS: dict[str, tuple[str, ...]] = {
@@ -33,6 +34,10 @@ LOCAL_PAYWALL_FACTS: dict[str, tuple[str, ...]] = {
     "/premium/report": ("premium_report",),
 }
 CATALOG_TIMEOUT_S = 5.0
+#: A seller whose /catalog could not be read is not asked again for this long: a seller
+#: without one (most outside sellers) or one that stalls it would cost every quote of its
+#: resources a request, or CATALOG_TIMEOUT_S of waiting.
+CATALOG_RETRY_S = 60.0
 _MAX_FACTS = 64
 _MAX_FACT_CHARS = 500
 _MAX_DATA_CHARS = 16_000
@@ -77,6 +82,8 @@ class SellerCatalog:
         self.tool = tool
         self.offers = offers
         self._catalogs: dict[str, tuple[_Route, ...]] = {}
+        #: Origins whose /catalog could not be read, and when (time.monotonic()).
+        self._unread: dict[str, float] = {}
 
     def _routes(self, url: str) -> tuple[_Route, ...]:
         return self._catalogs.get(seller_of(url)) or _STATIC_ROUTES
@@ -113,18 +120,15 @@ class SellerCatalog:
         origin = seller_of(origin_url)
         if origin in self._catalogs:
             return True
-        try:
-            resp = await fetch(ctx, origin + "/catalog", timeout=CATALOG_TIMEOUT_S)
-        except ToolError:
+        failed = self._unread.get(origin)
+        if failed is not None and time.monotonic() - failed < CATALOG_RETRY_S:
             return False
-        if resp.status_code != 200:
-            return False
-        try:
-            routes = _parse_catalog(resp.json())
-        except ValueError:
-            return False
+        routes = await _read_catalog(origin, ctx)
         if routes:
             self._catalogs[origin] = routes
+            self._unread.pop(origin, None)
+        else:
+            self._unread[origin] = time.monotonic()
         return bool(routes)
 
     def observation(
@@ -177,6 +181,20 @@ class SellerCatalog:
             return None, facts
         data["excerpt"] = excerpt(body, text)
         return _catalog_answer(body, self.facts_for(url, covers))
+
+
+async def _read_catalog(origin: str, ctx: ToolContext) -> tuple[_Route, ...]:
+    """The routes ``{origin}/catalog`` lists; () when it cannot be read."""
+    try:
+        resp = await fetch(ctx, origin + "/catalog", timeout=CATALOG_TIMEOUT_S)
+    except ToolError:
+        return ()
+    if resp.status_code != 200:
+        return ()
+    try:
+        return _parse_catalog(resp.json())
+    except ValueError:
+        return ()
 
 
 def _keep_body(data: dict[str, object], body: object, text: str) -> None:

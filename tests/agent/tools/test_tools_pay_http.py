@@ -801,3 +801,23 @@ def test_a_purchase_reads_no_whole_table_of_the_ledger(
         assert run(tool.execute(quote, approve(judge_signer, quote), paid_ctx)).ok
     assert log.touching("wallet_spends") and log.touching("wallet_totals")
     assert log.full_scans() == []
+
+
+def test_a_seller_without_a_catalog_is_not_asked_for_one_at_every_quote(
+    make_ctx: Callable[..., ToolContext], paywall: PaywallServer, wallet: Wallet,
+) -> None:
+    """A seller whose /catalog cannot be read (none, as most outside sellers; or one that
+    stalls it, which cost every quote CATALOG_TIMEOUT_S) is asked once, not per quote."""
+    asked: list[str] = []
+
+    async def no_catalog(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/catalog":
+            asked.append(request.url.path)
+            return httpx.Response(404)
+        return await forward(request)
+
+    ctx = make_ctx(wallet=wallet, allowlist=(paywall.url,), http=mock_client(no_catalog))
+    tool = PayHttpTool(paywall.url)
+    for _ in range(3):
+        assert quote_of(tool, paywall.url + "/analytics/gas", ctx).amount == GAS_PRICE
+    assert asked == ["/catalog"]
