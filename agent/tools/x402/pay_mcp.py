@@ -56,6 +56,7 @@ from agent.tools.x402.seller_url import seller_url
 from chain.mcp_client import ENDPOINTS, McpTransport, McpUnreachable, call_tool, split_endpoint
 from chain.money import format_usdc
 from chain.usdc import AuthorizationTypedData
+from judge.mcp_terms import SELLER_READ_S
 from judge.verdict import Verdict
 from wallet.errors import SettlementUnproven
 
@@ -313,12 +314,22 @@ async def _call(
     args: PayMcpArgs, meta: dict[str, object] | None = None
 ) -> tuple[CallToolResult, McpTransport]:
     """One MCP tools/call over the args' transport (or each in turn); a ToolError names
-    every transport tried and what answered."""
+    every transport tried and what answered. An unpaid call (the terms, no ``meta``) is
+    answered within the judge's own read of them (SELLER_READ_S) or not at all: waiting
+    longer for terms the judge would not wait for only holds the run."""
+    limit = _TIMEOUT_S if meta is not None else SELLER_READ_S
     try:
-        result, used = await call_tool(
-            args.server, args.tool, dict(args.arguments), transport=args.transport,
-            meta=meta, timeout_s=_TIMEOUT_S,
-        )
+        async with asyncio.timeout(limit):
+            result, used = await call_tool(
+                args.server, args.tool, dict(args.arguments), transport=args.transport,
+                meta=meta, timeout_s=limit,
+            )
+    except TimeoutError as exc:
+        raise ToolError(
+            f"pay_mcp: {args.tool} at {args.server} gave no whole answer within {limit:g} s; "
+            "expected an answer (its x402 terms, unpaid) within the judge's own read of them. "
+            "Fix: check the MCP server, or use another seller."
+        ) from exc
     except McpUnreachable as exc:
         raise ToolError(
             f"pay_mcp: could not call {args.tool} at {args.server}: {exc}; expected a running "

@@ -150,3 +150,40 @@ def test_an_mcp_seller_that_keeps_the_payment_and_answers_an_error_is_cancelled(
     token = usdc_contract(chain.w3, chain.usdc)
     assert token.functions.authorizationState(AGENT_ADDR, bytes.fromhex(row.auth_nonce[2:])).call()
     assert usdc_balance(chain, AGENT_ADDR) == before
+
+
+def test_an_mcp_seller_that_stalls_its_terms_holds_the_quote_no_longer_than_the_judge(
+    make_ctx: Any, wallet: Any
+) -> None:
+    """A server that accepts and never answers held the quote 30 s per transport (60 s with
+    both); the unpaid call that asks for the terms now ends within the judge's own read of
+    them (SELLER_READ_S), saying so."""
+    import threading
+    import time
+
+    from judge.mcp_terms import SELLER_READ_S
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                held.append(listener.accept()[0])  # and never a byte back
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    server = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    ctx = make_ctx(wallet=wallet, allowlist=(server,))
+    args = PayMcpArgs.model_validate({"server": server, "tool": MCP_TOOL})
+    started = time.monotonic()
+    try:
+        with pytest.raises(ToolError, match=f"no whole answer within {SELLER_READ_S:g} s"):
+            asyncio.run(PayMcpTool(OfferBook()).quote(args, ctx))
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+    took = time.monotonic() - started
+    assert took < SELLER_READ_S + 5, f"the quote waited {took:.1f} s"
