@@ -17,6 +17,8 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TypeVar, cast
 
+from chain.errors import innermost
+
 __all__ = ["Interrupted", "gather_pair", "gather_within", "innermost", "within"]
 
 T = TypeVar("T")
@@ -34,14 +36,6 @@ class Interrupted(BaseException):
     def __init__(self, original: BaseException) -> None:
         super().__init__(f"{type(original).__name__} inside {original!r}")
         self.original = original
-
-
-def innermost(exc: BaseException) -> BaseException:
-    """The exception a task group's wrapping hides: the first one inside ``exc`` (through
-    nested groups), or ``exc`` itself when it is no exception group."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
 
 
 async def _carried(call: Awaitable[T]) -> T:

@@ -91,5 +91,14 @@ class DevnetError(ChainError):
     """The local devnet could not be started, inspected or stopped."""
 
 
+def innermost(exc: BaseException) -> BaseException:
+    """The exception a task group's wrapping hides (anyio wraps transport errors in one):
+    the first one inside ``exc`` (through nested groups), or ``exc`` itself when it is no
+    exception group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 def _is_loopback(url: str) -> bool:
     return "127.0.0.1" in url or "localhost" in url

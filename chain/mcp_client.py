@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Literal, get_args
 
+from chain.errors import innermost
+
 if TYPE_CHECKING:  # mcp loads on the first call, not on import
     from mcp import ClientSession
     from mcp.types import CallToolResult
@@ -67,8 +69,7 @@ async def _session(url: str, transport: McpTransport, timeout_s: float) -> Async
 
 def _reason(exc: BaseException) -> str:
     """The innermost cause of ``exc`` (anyio wraps transport errors in task groups)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
+    exc = innermost(exc)
     return f"{type(exc).__name__}: {str(exc)[:160] or 'no message'}"
 
 
