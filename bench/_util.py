@@ -46,6 +46,7 @@ __all__ = [
     "BENCH_PATH",
     "RAW_SENDERS",
     "BenchEnv",
+    "CpuMeter",
     "Decides",
     "Figure",
     "LoadWindow",
@@ -152,6 +153,37 @@ class LoadWindow:
 
     def __str__(self) -> str:
         return str(self.summary()["text"])
+
+
+class CpuMeter:
+    """CPU time the machine spends, by role, between two :meth:`read` calls: the sum over
+    every thread of each role's processes of the kernel's scheduler clock
+    (``/proc/PID/task/*/schedstat``, nanoseconds on the CPU, user and system alike). On a
+    machine of few cores the processes on a purchase's path (buyer, seller, chain) share
+    them, so the wall time of a round trip is bounded by the CPU its parts spend in turn;
+    this says how much each part spent."""
+
+    def __init__(self, roles: dict[str, Sequence[int]]) -> None:
+        self.roles = {role: tuple(pids) for role, pids in roles.items()}
+
+    def read(self) -> dict[str, int]:
+        """Nanoseconds on the CPU so far, by role (a process gone counts 0)."""
+        return {role: sum(_cpu_ns(pid) for pid in pids) for role, pids in self.roles.items()}
+
+
+def _cpu_ns(pid: int) -> int:
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended meanwhile
+    return total
 
 
 # ---------------------------------------------------------------------------- machine
@@ -285,6 +317,9 @@ class BenchEnv:
         self.rpc_url = ""
         self.usdc = ""
         self.paywall_url = ""
+        #: The processes a purchase's counterparts run in (for CpuMeter).
+        self.seller_pids: tuple[int, ...] = ()
+        self.chain_pids: tuple[int, ...] = ()
         # Set by __enter__ (used only inside the with-block).
         self.judge: Judge
         self.network: Network
@@ -313,6 +348,7 @@ class BenchEnv:
                 mint(self.chain.w3, self.usdc, deployer, dev_account(i).address, _RAW_FUND)
             self._paywall = _SellerProcess(self.rpc_url, self.usdc, tmp)
             self.paywall_url = self._paywall.url
+            self.seller_pids, self.chain_pids = (self._paywall.proc.pid,), (self._anvil.pid,)
             self.network = get_network("anvil", rpc_url=self.rpc_url, usdc=self.usdc)
             self.judge = Judge(
                 VerdictSigner(dev_account(JUDGE)),

@@ -23,6 +23,7 @@ Goals (issue 27): in-process <= 1.2x the peer (median and p95), services <= 1.35
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -35,6 +36,7 @@ import httpx
 from bench._util import (
     BENCH_PATH,
     BenchEnv,
+    CpuMeter,
     Decides,
     Figure,
     LoadWindow,
@@ -246,11 +248,13 @@ def register(env: BenchEnv, services: Services, run_id: str) -> JudgeClient:
 
 @dataclass(frozen=True)
 class _Measured:
-    """Each side's seconds per request, by round; the price paid; the load window."""
+    """Each side's seconds per request, by round; the price paid; the load window; each
+    side's CPU per request by role (ms: the buyer's processes, the seller's, the chain's)."""
 
     samples: dict[str, list[list[float]]]
     price_atomic: int
     load: dict[str, object]
+    cpu: dict[str, dict[str, float]]
 
 
 async def _measure(env: BenchEnv, rounds: int, per_round: int, warmup: int) -> _Measured:
@@ -264,7 +268,12 @@ async def _measure(env: BenchEnv, rounds: int, per_round: int, warmup: int) -> _
     local_judge, local_wallet = in_process(env, "roundtrip")
     samples: dict[str, list[list[float]]] = {side: [] for side in SIDES}
     load = LoadWindow()
+    cpu_ns = {side: {"buyer": 0, "seller": 0, "chain": 0} for side in SIDES}
+    counted = dict.fromkeys(SIDES, 0)
     with Services(env) as services:
+        # The buyer's side is this process and the two services (idle but for their side).
+        meter = CpuMeter({"buyer": (os.getpid(), *services.pids), "seller": env.seller_pids,
+                          "chain": env.chain_pids})
         remote_wallet = WalletClient(services.socket)
         async with httpx.AsyncClient(timeout=30) as http, peer_client(env, price) as x402_http:
 
@@ -296,13 +305,20 @@ async def _measure(env: BenchEnv, rounds: int, per_round: int, warmup: int) -> _
                 for i in range(count):
                     turn = i % len(SIDES)
                     for side in SIDES[turn:] + SIDES[:turn]:
+                        before = meter.read()
                         took = await one(side, f"bench-{side}-{r}-{i}")
                         if r > 0 or i >= warmup:
                             got[side].append(took)
+                            after = meter.read()
+                            counted[side] += 1
+                            for role, ns in after.items():
+                                cpu_ns[side][role] += ns - before[role]
                 for side in SIDES:
                     samples[side].append(got[side])
             load.sample()
-    return _Measured(samples, price, load.summary())
+    cpu = {side: {role: ns / 1e6 / max(counted[side], 1) for role, ns in roles.items()}
+           for side, roles in cpu_ns.items()}
+    return _Measured(samples, price, load.summary(), cpu)
 
 
 def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, object]]:
@@ -319,6 +335,10 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, obje
         f"sides' order rotating every request, {warmup} warm-up dropped; load {data.load['text']}",
         *(f"  {LABELS.get(side, 'peer: x402HttpxClient'):<34} {spreads[side]}  (round medians: "
           + ", ".join(fmt_ms(median(rnd)) for rnd in by_round[side]) + ")" for side in SIDES),
+        "  CPU per purchase, every thread of each role's processes (the buyer's: this "
+        "process and the two services; the seller's; Anvil's):",
+        *(f"  {LABELS.get(side, 'peer: x402HttpxClient'):<34} {_cpu_text(data.cpu[side])}"
+          for side in SIDES),
     ]
     rows = []
     for side in ("local", "services"):
@@ -348,9 +368,15 @@ def run(quick: bool = False, env: BenchEnv | None = None) -> list[dict[str, obje
             details=tuple(details),
             raw={"kind": "peer", "goal": f"median and p95 <= {goal}x",
                  "met": med <= goal and p95 <= goal, "load": data.load,
-                 "p95_ratio": p95, "round_ratios": per_round_ratios},
+                 "p95_ratio": p95, "round_ratios": per_round_ratios,
+                 "cpu_ms": data.cpu[side], "peer_cpu_ms": data.cpu["peer"]},
         ).as_dict())
     return with_details(rows, details)
+
+
+def _cpu_text(cpu: dict[str, float]) -> str:
+    roles = " + ".join(f"{role} {ms:.1f}" for role, ms in cpu.items())
+    return f"{sum(cpu.values()):.1f} ms ({roles})"
 
 
 def report(rows: list[dict[str, object]]) -> str:

@@ -218,8 +218,13 @@ class TaskRegistry:
         self._clock = clock
         #: Registered limits already read (registrations never change): a decision looks
         #: its task up several times, and the re-check again.
-        self._known: dict[str, TaskLimits] = {}
+        self._known: dict[str, TaskLimits | None] = {}
         self._known_lock = threading.Lock()
+        #: A registry on a database of its own in this process's memory (the in-process
+        #: judge's: ``nib run --in-process``, tests, benchmarks) sees every registration,
+        #: so it keeps "not registered" too; one on a shared database must ask again.
+        self._private = db is None
+        self._registrations = 0  # registrations made here: a "not registered" read before one is stale
 
     def register(self, limits: TaskLimits) -> TaskLimits:
         """Register ``limits`` once; the same limits again are a no-op, others are refused."""
@@ -249,6 +254,9 @@ class TaskRegistry:
                     limits.text_digest,
                 ),
             )
+        with self._known_lock:
+            self._registrations += 1
+            self._known.pop(limits.task_id, None)
         return limits
 
     def issue_token(self, kind: str, task_id: str | None = None) -> str:
@@ -284,16 +292,19 @@ class TaskRegistry:
     def get(self, task_id: str) -> TaskLimits | None:
         """The registered limits (a plain read: registrations never change, and the
         judge's re-check asks while it holds the judge's write lock)."""
-        known = self._known.get(task_id)
-        if known is not None:
-            return known
+        known = self._known.get(task_id, _UNREAD)
+        if known is not _UNREAD:
+            return known  # type: ignore[return-value]
+        seen = self._registrations
         rows = self._store.query(f"SELECT {_COLUMNS} FROM {TASKS} WHERE task_id = ?", (task_id,))
-        if not rows:
-            return None  # not kept: the task may be registered later
-        limits = _limits(tuple(rows[0].values()))
+        if not rows and not self._private:
+            return None  # not kept: another process may register the task later
+        limits = _limits(tuple(rows[0].values())) if rows else None
         with self._known_lock:
+            if limits is None and seen != self._registrations:
+                return None  # registered meanwhile: not kept
             if len(self._known) >= KNOWN_TASKS:
-                self._known.pop(next(iter(self._known)))  # the oldest read first
+                self._known.pop(next(iter(self._known)), None)  # the oldest read first
             self._known[task_id] = limits
         return limits
 
@@ -305,6 +316,7 @@ class TaskRegistry:
 
 #: Registered tasks whose limits a judge keeps in memory once read (the oldest goes first).
 KNOWN_TASKS = 4096
+_UNREAD = object()
 
 _COLUMNS = (
     "task_id, spend_cap, per_call_cap, approval_threshold, recipients, sellers, mandates, "

@@ -74,6 +74,10 @@ def test_roundtrip_and_throughput_measure_both_compositions_with_their_load(
         "x402 round trip, services (nib run's default) vs the x402 client",
     ]
     assert all(r["load"]["text"] and "per core" in r["load"]["text"] for r in rows)
+    # Each side's CPU by role, read from the kernel for every process on the path.
+    for r in rows:
+        for cpu in (r["cpu_ms"], r["peer_cpu_ms"]):
+            assert set(cpu) == {"buyer", "seller", "chain"} and all(ms > 0 for ms in cpu.values())
     rates = throughput.run(quick=True, env=env)
     assert [r["kind"] for r in rates] == ["peer", "peer", "limit"]
     assert "pre-signed" in rates[2]["peer"]

@@ -430,3 +430,23 @@ def test_a_task_unknown_when_asked_is_found_once_another_process_registers_it(
         other.register(replace(TASK, task_id=f"task-{n}"))
         assert judge_side.get(f"task-{n}") == replace(TASK, task_id=f"task-{n}")
     assert len(judge_side._known) == 2 and judge_side.get("task-1") == TASK
+
+
+def test_a_private_registry_keeps_an_absence_until_it_registers_the_task_itself() -> None:
+    # The in-process judge's registry lives in this process's memory: nobody else can
+    # register into it, so "not registered" is kept (a decision asks about six times),
+    # and its own registration of the task is seen at once.
+    registry = TaskRegistry()
+    queries: list[str] = []
+    registry._store.db.query = _counting(registry._store.db.query, queries)  # type: ignore[method-assign]
+    assert registry.get("task-1") is None and registry.get("task-1") is None
+    assert len(queries) == 1
+    registry.register(TASK)
+    assert registry.get("task-1") == TASK
+
+
+def _counting(query: Any, seen: list[str]) -> Any:
+    def counted(sql: str, params: tuple[object, ...] = ()) -> Any:
+        seen.append(sql)
+        return query(sql, params)
+    return counted
