@@ -113,7 +113,15 @@ def count_operations(providers: Sequence[object]) -> Iterator[collections.Counte
             counts[f"rpc {name or method}"] += 1
         return raw(w3, method, params, name)
 
+    batch = chain.client.raw_rpc_batch
+
+    def raw_rpc_batch(w3: Web3, calls: Sequence[tuple[str, list[object], str]]) -> list[object]:
+        if any(w3.provider is p for p in providers):
+            counts["rpc batch (" + " + ".join(name for _, _, name in calls) + ")"] += 1
+        return batch(w3, calls)
+
     chain.client.raw_rpc = chain.usdc.raw_rpc = raw_rpc  # type: ignore[assignment]
+    chain.client.raw_rpc_batch = raw_rpc_batch
     HTTPProvider._make_request = make_request  # type: ignore[method-assign,assignment]
     judge.payto._Reader.read = judge_read  # type: ignore[method-assign]
     Database._execute = execute  # type: ignore[method-assign,assignment]
@@ -125,6 +133,7 @@ def count_operations(providers: Sequence[object]) -> Iterator[collections.Counte
         HTTPProvider._make_request = rpc  # type: ignore[method-assign]
         judge.payto._Reader.read = read_terms  # type: ignore[method-assign]
         chain.client.raw_rpc = chain.usdc.raw_rpc = raw
+        chain.client.raw_rpc_batch = batch
         Database._execute = sql  # type: ignore[method-assign]
         asyncio.to_thread = hop
         httpx.AsyncClient.send = send  # type: ignore[method-assign]

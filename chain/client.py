@@ -13,7 +13,7 @@ import json
 import threading
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TypeVar
@@ -84,35 +84,85 @@ def raw_rpc(w3: Web3, method: str, params: list[object], name: str | None = None
     for the caller's translation (ChainClient.call).
     """
     provider = w3.provider
-    url = str(getattr(provider, "endpoint_uri", None) or type(provider).__name__)
+    url = _endpoint(w3)
     target = _plain_http(url)
-    resp: object
     if target is None:
-        resp = provider.make_request(RPCEndpoint(method), params)
-    else:
-        kwargs = getattr(provider, "_request_kwargs", None) or {}
-        timeout = kwargs.get("timeout", 10.0) if isinstance(kwargs, dict) else 10.0
-        status, raw = _post_json(
-            target, timeout, {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        )
+        return _result(url, name or method, provider.make_request(RPCEndpoint(method), params))
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    return _result(url, name or method, _exchange(w3, target, body, name or method))
+
+
+def raw_rpc_batch(w3: Web3, calls: Sequence[tuple[str, list[object], str]]) -> list[object]:
+    """The results of several read-only JSON-RPC requests (method, params, name) to
+    ``w3``'s node: one batch, one exchange, when the node is a plain http(s) URL (else,
+    or when the node answers a batch with anything but one answer per request, one
+    request at a time). Each item is the ``result`` or the RpcError that request met;
+    a transport error raises, as :func:`raw_rpc`'s."""
+    url = _endpoint(w3)
+    target = _plain_http(url)
+    if target is not None and len(calls) > 1:
+        body = [{"jsonrpc": "2.0", "id": i, "method": method, "params": params}
+                for i, (method, params, _) in enumerate(calls)]
+        answers = _exchange(w3, target, body, "+".join(name for _, _, name in calls))
+        by_id = {a.get("id"): a for a in answers if isinstance(a, dict)} if isinstance(
+            answers, list) else {}
+        if len(by_id) == len(calls) and all(i in by_id for i in range(len(calls))):
+            return [_result_or_error(url, name, by_id[i]) for i, (_, _, name) in enumerate(calls)]
+    found: list[object] = []
+    for method, params, name in calls:
         try:
-            resp = json.loads(raw) if status == 200 else None
-        except ValueError:
-            resp = None
-        if resp is None:
-            raise RpcError(url, name or method, None, f"HTTP {status}, body {raw[:200]!r}; "
-                           "expected HTTP 200 with a JSON-RPC response")
+            found.append(raw_rpc(w3, method, params, name))
+        except RpcError as exc:
+            found.append(exc)
+    return found
+
+
+def _unless_error(item: object) -> object:
+    """A batch's item, its RpcError raised."""
+    if isinstance(item, RpcError):
+        raise item
+    return item
+
+
+def _endpoint(w3: Web3) -> str:
+    provider = w3.provider
+    return str(getattr(provider, "endpoint_uri", None) or type(provider).__name__)
+
+
+def _exchange(w3: Web3, target: _Target, body: object, name: str) -> object:
+    """The decoded JSON answer to ``body`` POSTed on this thread's connection to ``target``
+    (the provider's timeout); an answer that is not HTTP 200 with JSON is an RpcError."""
+    kwargs = getattr(w3.provider, "_request_kwargs", None) or {}
+    timeout = kwargs.get("timeout", 10.0) if isinstance(kwargs, dict) else 10.0
+    status, raw = _post_json(target, timeout, body)
+    try:
+        resp: object = json.loads(raw) if status == 200 else None
+    except ValueError:
+        resp = None
+    if resp is None:
+        raise RpcError(_endpoint(w3), name, None, f"HTTP {status}, body {raw[:200]!r}; "
+                       "expected HTTP 200 with a JSON-RPC response")
+    return resp
+
+
+def _result(url: str, name: str, resp: object) -> object:
+    """The ``result`` of one JSON-RPC response object, or its error as RpcError."""
     if not isinstance(resp, dict):
-        raise RpcError(url, name or method, None, f"found {type(resp).__name__}; expected "
+        raise RpcError(url, name, None, f"found {type(resp).__name__}; expected "
                        "a JSON-RPC response object")
     error = resp.get("error")
     if error is not None:
         err = error if isinstance(error, dict) else {"message": str(error)}
         code = err.get("code")
-        raise RpcError(
-            url, name or method, code if isinstance(code, int) else None, str(err.get("message"))
-        )
+        raise RpcError(url, name, code if isinstance(code, int) else None, str(err.get("message")))
     return resp.get("result")
+
+
+def _result_or_error(url: str, name: str, resp: object) -> object:
+    try:
+        return _result(url, name, resp)
+    except RpcError as exc:
+        return exc
 
 
 @functools.lru_cache(maxsize=4096)
@@ -142,7 +192,7 @@ def _plain_http(url: str) -> _Target | None:
     return parts.scheme, host, port, path
 
 
-def _post_json(target: _Target, timeout: float, body: dict[str, object]) -> tuple[int, bytes]:
+def _post_json(target: _Target, timeout: float, body: object) -> tuple[int, bytes]:
     """POST ``body`` as JSON on this thread's kept-alive connection to ``target``: the
     HTTP status and the body."""
     scheme, host, port, path = target
@@ -251,6 +301,31 @@ class ChainClient:
             "eth_getBlockByNumber",
             lambda: raw_rpc(self.w3, "eth_getBlockByNumber", [tag, False]),
         )
+        return self._timestamp(found, block)
+
+    def clock_and_balance(self, token: str, holder: str) -> tuple[int | RpcError, int | RpcError]:
+        """The latest block's time and ``holder``'s balance of ``token`` in one batch (one
+        exchange with the node: the wallet reads both before every signature), each the
+        value or the RpcError its read met; a node that cannot be reached raises
+        RpcUnreachable for both."""
+        params = self._balance_call(token, holder)
+        found = self.call("eth_getBlockByNumber+balanceOf", lambda: raw_rpc_batch(self.w3, [
+            ("eth_getBlockByNumber", ["latest", False], "eth_getBlockByNumber"),
+            ("eth_call", params, "balanceOf"),
+        ]))
+        clock: int | RpcError
+        balance: int | RpcError
+        try:
+            clock = self._timestamp(_unless_error(found[0]), "latest")
+        except RpcError as exc:
+            clock = exc
+        try:
+            balance = self._word_of(token, "balanceOf", _unless_error(found[1]))
+        except RpcError as exc:
+            balance = exc
+        return clock, balance
+
+    def _timestamp(self, found: object, block: int | str) -> int:
         if not isinstance(found, dict) or "timestamp" not in found:
             raise RpcError(
                 self.rpc_url,
@@ -281,8 +356,15 @@ class ChainClient:
         """``balanceOf(address)`` by one raw eth_call with hand-encoded calldata: the
         wallet reads it before every signature, and web3's contract path costs ~10x the
         CPU of the request itself (contract, ABI encoding, middleware, formatters)."""
-        holder = checksum_address(address)
-        return self._word(token, "balanceOf", _BALANCE_OF + holder[2:].lower().rjust(64, "0"))
+        params = self._balance_call(token, address)
+        result = self.call("balanceOf", lambda: raw_rpc(self.w3, "eth_call", params, "balanceOf"))
+        return self._word_of(token, "balanceOf", result)
+
+    @staticmethod
+    def _balance_call(token: str, holder: str) -> list[object]:
+        """eth_call's params for ``balanceOf(holder)`` of ``token`` at the latest block."""
+        data = _BALANCE_OF + checksum_address(holder)[2:].lower().rjust(64, "0")
+        return [{"to": checksum_address(token), "data": data}, "latest"]
 
     def authorization_state(self, token: str, authorizer: str, nonce: str) -> bool:
         """``authorizationState(authorizer, nonce)`` of an EIP-3009 token (True: used or
@@ -298,6 +380,9 @@ class ChainClient:
         """The one 32-byte word a view call ``name`` of ``token`` answers, as an int."""
         params: list[object] = [{"to": checksum_address(token), "data": data}, "latest"]
         result = self.call(name, lambda: raw_rpc(self.w3, "eth_call", params, name))
+        return self._word_of(token, name, result)
+
+    def _word_of(self, token: str, name: str, result: object) -> int:
         raw = bytes.fromhex(str(result or "0x").removeprefix("0x"))
         if len(raw) != 32:
             raise RpcError(

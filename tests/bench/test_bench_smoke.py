@@ -90,6 +90,9 @@ def test_the_anatomy_counts_the_buyers_operations_only(env: BenchEnv) -> None:
     # it is one of the purchase's requests all the same (the count said 3, there are 4).
     assert counts["http GET (judge's 402 read)"] == 1
     assert not any(k in counts for k in ("rpc eth_sendRawTransaction", "rpc eth_gasPrice"))
+    # The wallet reads the head's time and its balance in one batch, one exchange.
+    assert counts["rpc batch (eth_getBlockByNumber + balanceOf)"] == 1
+    assert counts["rpc eth_getBlockByNumber"] == 1  # the quote's window, beside the 402
 
 
 def test_judge_rows_compare_with_the_signing_and_recovery_limits() -> None:

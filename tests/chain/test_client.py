@@ -143,3 +143,78 @@ def test_a_node_behind_a_proxy_that_fails_is_named_with_the_proxy_and_the_fix(mo
         proxy.server_close()
     text = str(err.value)
     assert "HTTP 502" in text and "HTTP_PROXY" in text and "NO_PROXY=127.0.0.1" in text, text
+
+
+def test_the_clock_and_the_balance_are_one_exchange_with_the_node(chain, monkeypatch):
+    """The wallet reads the head's time and its balance before every signature: one
+    batch, one exchange, the same values as the two reads on their own."""
+    import chain.client as client_module
+
+    c = ChainClient(chain.rpc_url, 31337)
+    agent = dev_account(AGENT).address
+    alone = (c.block_timestamp(), c.token_balance(chain.usdc, agent))
+    exchanges: list[object] = []
+    post = client_module._post_json
+
+    def counted(target, timeout, body):
+        exchanges.append(body)
+        return post(target, timeout, body)
+
+    monkeypatch.setattr(client_module, "_post_json", counted)
+    assert c.clock_and_balance(chain.usdc, agent) == alone
+    assert len(exchanges) == 1 and isinstance(exchanges[0], list) and len(exchanges[0]) == 2
+
+
+def test_a_read_of_the_batch_that_fails_is_that_reads_alone(chain):
+    # No token at this address: balanceOf answers no word; the clock still reads.
+    c = ChainClient(chain.rpc_url, 31337)
+    clock, balance = c.clock_and_balance(dev_account(OUTSIDER).address, dev_account(AGENT).address)
+    assert clock == c.block_timestamp()
+    assert isinstance(balance, RpcError) and "expected one 32-byte word" in str(balance)
+
+
+class _NoBatches(http.server.BaseHTTPRequestHandler):
+    """A node in front of Anvil that refuses batches (as some public RPCs do: one error
+    object for the whole array) and passes single requests on."""
+
+    upstream = ""
+    seen: list[str] = []
+
+    def do_POST(self) -> None:
+        import json
+        import urllib.request
+
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        asked = json.loads(body)
+        if isinstance(asked, list):
+            self.seen.append("batch")
+            out = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": "batch requests are not supported"}}).encode()
+        else:
+            self.seen.append(asked["method"])
+            forwarded = urllib.request.Request(self.upstream, body, {"Content-Type": "application/json"})
+            with urllib.request.urlopen(forwarded, timeout=10) as resp:
+                out = resp.read()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_node_that_refuses_batches_is_asked_one_request_at_a_time(chain):
+    _NoBatches.upstream, _NoBatches.seen = chain.rpc_url, []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NoBatches)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        c = ChainClient(f"http://127.0.0.1:{server.server_address[1]}")
+        agent = dev_account(AGENT).address
+        assert c.clock_and_balance(chain.usdc, agent) == (
+            c.block_timestamp(), c.token_balance(chain.usdc, agent))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _NoBatches.seen[:3] == ["batch", "eth_getBlockByNumber", "eth_call"]
