@@ -93,7 +93,13 @@ class ToolError(LoopSignal):
 
     Tools raise it with a message that names what went wrong and what to try
     instead. Any other exception a tool raises is also turned into a failed step.
+    ``http_status``: the HTTP status a seller answered, when that is what failed; kept
+    apart from the message (which may quote the seller) so a lesson can name it.
     """
+
+    def __init__(self, message: str = "", *, http_status: int | None = None) -> None:
+        super().__init__(message)
+        self.http_status = http_status
 
 
 class ToolArgsError(ToolError):
@@ -139,8 +145,10 @@ class DeliveryFailed(ToolError):
     answer, no valid receipt); the wallet has ended the authorization. ``delivery`` tells
     the loop whom not to pay again and whether the money moved."""
 
-    def __init__(self, message: str, delivery: NonDelivery) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, delivery: NonDelivery, *, http_status: int | None = None
+    ) -> None:
+        super().__init__(message, http_status=http_status)
         self.delivery = delivery
 
 

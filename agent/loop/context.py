@@ -93,8 +93,14 @@ class RunContext:
         outcome: Outcome,
         summary: str,
         evidence_id: str | None = None,
+        *,
+        error_class: str | None = None,
+        http_status: int | None = None,
     ) -> None:
-        entry = HistoryEntry(self.state.step, tool, args, outcome, one_line(summary), evidence_id)
+        entry = HistoryEntry(
+            self.state.step, tool, args, outcome, one_line(summary), evidence_id,
+            error_class=error_class, http_status=http_status,
+        )
         self.state.history.append(entry.as_dict())
 
     def skip(self, why: str, feedback: str, **data: object) -> None:

@@ -87,7 +87,9 @@ class FreeBatch:
         except Exception as exc:
             raise_if_dependency(exc)
             cause = innermost(exc)  # a task group's wrapping names no cause
-            obs = Observation.failure(tool.name, f"{type(cause).__name__}: {cause}", retry_after(exc))
+            obs = Observation.failure(
+                tool.name, f"{type(cause).__name__}: {cause}", retry_after(exc), cause=cause
+            )
         if obs.ok and row is not None:
             size = len(json.dumps(obs.data, default=str))
             check = self.policy.check_result(tool.name, size)

@@ -44,7 +44,12 @@ def one_line(text: str, limit: int = SUMMARY_CHARS) -> str:
 
 @dataclass(frozen=True)
 class HistoryEntry:
-    """One step as the model sees it again: what was called with what, and what came of it."""
+    """One step as the model sees it again: what was called with what, and what came of it.
+
+    ``summary`` may quote what a seller or a tool answered: it is shown to this run only.
+    ``error_class`` and ``http_status`` (a failed call's error class, and the HTTP status a
+    seller answered when that is what failed) are the structured part a lesson for other
+    tasks may name (agent.loop.lessons)."""
 
     step: int
     tool: str
@@ -52,12 +57,15 @@ class HistoryEntry:
     outcome: Outcome
     summary: str
     evidence_id: str | None = None
+    error_class: str | None = None
+    http_status: int | None = None
 
     @classmethod
     def from_dict(cls, row: Mapping[str, object]) -> HistoryEntry:
         """An entry as ``as_dict`` stored it in the run's state (a saved run's JSON)."""
         step, args, outcome = row.get("step"), row.get("args"), row.get("outcome")
-        evidence_id = row.get("evidence_id")
+        evidence_id, error_class = row.get("evidence_id"), row.get("error_class")
+        status = row.get("http_status")
         return cls(
             step=step if isinstance(step, int) else 0,
             tool=str(row.get("tool") or ""),
@@ -65,6 +73,8 @@ class HistoryEntry:
             outcome=cast(Outcome, outcome) if outcome in get_args(Outcome) else "note",
             summary=str(row.get("summary") or ""),
             evidence_id=None if evidence_id is None else str(evidence_id),
+            error_class=error_class if isinstance(error_class, str) else None,
+            http_status=status if isinstance(status, int) and not isinstance(status, bool) else None,
         )
 
     def line(self) -> str:

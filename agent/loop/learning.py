@@ -77,14 +77,20 @@ class Learning:
         why = one_line(obs.error or obs.summary)
         if obs.retry == "never":
             st.failed_for_good[fp] = FailedForGood(step=st.step, why=why)
-            self.run.add_history(tool.name, norm, "failed-for-good", obs.error or obs.summary)
+            self.run.add_history(
+                tool.name, norm, "failed-for-good", obs.error or obs.summary,
+                error_class=obs.error_class, http_status=obs.http_status,
+            )
             st.feedback.append(
                 f"{tool.name} failed: {why} (this exact call can never pass in this run: "
                 "retrying it will not help and it is not run again; change what made it "
                 "fail, e.g. another seller or other arguments, or answer without it)"
             )
             return
-        self.run.add_history(tool.name, norm, "failed", obs.error or obs.summary)
+        self.run.add_history(
+            tool.name, norm, "failed", obs.error or obs.summary,
+            error_class=obs.error_class, http_status=obs.http_status,
+        )
         st.feedback.append(
             f"{tool.name} failed: {why} (failures are retryable; fix the cause first)"
         )

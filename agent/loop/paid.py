@@ -73,7 +73,10 @@ class PaidStep:
             raise
         except Exception as exc:
             raise_if_dependency(exc)
-            failed = Observation.failure(tool.name, f"quote failed: {innermost(exc)}", retry_after(exc))
+            cause = innermost(exc)
+            failed = Observation.failure(
+                tool.name, f"quote failed: {cause}", retry_after(exc), cause=cause
+            )
             self.learning.record(tool, norm, fp, failed)
             return
         held = [Quoted(call, quote)]  # every quote not handed to execute() is abandoned
@@ -263,7 +266,9 @@ class PaidStep:
                 raise Stop("cost-budget", f"{exc}") from exc
             raise_if_dependency(exc)
             cause = innermost(exc)  # a task group's wrapping names no cause
-            obs = Observation.failure(tool.name, f"{type(cause).__name__}: {cause}", retry_after(exc))
+            obs = Observation.failure(
+                tool.name, f"{type(cause).__name__}: {cause}", retry_after(exc), cause=cause
+            )
             if isinstance(exc, DeliveryFailed):
                 obs = dataclasses.replace(obs, not_delivered=exc.delivery)
         missing_before = tuple(i.kind or i.text for i in self.run.checklist.missing)

@@ -93,11 +93,32 @@ class Observation:
     retry: Retry = "retryable"
     #: A paid call whose seller did not deliver (the loop pays it nothing more this run).
     not_delivered: NonDelivery | None = None
+    #: A failed call: the class of the error it raised, and the HTTP status a seller
+    #: answered when that is what failed. Structured, unlike ``error`` (which may quote a
+    #: seller), so an episodic lesson can name them (agent.loop.lessons).
+    error_class: str | None = None
+    http_status: int | None = None
 
     @classmethod
-    def failure(cls, tool: str, error: str, retry: Retry = "retryable") -> Observation:
-        """A failed observation carrying ``error`` (shown to the model)."""
-        return cls(tool=tool, ok=False, summary=f"error: {error}", error=error, retry=retry)
+    def failure(
+        cls,
+        tool: str,
+        error: str,
+        retry: Retry = "retryable",
+        *,
+        cause: BaseException | None = None,
+    ) -> Observation:
+        """A failed observation carrying ``error`` (shown to the model); ``cause`` is the
+        exception it came from, if any (its class and HTTP status are kept apart)."""
+        return cls(
+            tool=tool,
+            ok=False,
+            summary=f"error: {error}",
+            error=error,
+            retry=retry,
+            error_class=None if cause is None else type(cause).__name__,
+            http_status=cause.http_status if isinstance(cause, ToolError) else None,
+        )
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,9 @@ async def send_paid(
         raise
     await kept
     if not 200 <= resp.status_code < 300:
-        raise await not_delivered(wallet, url, signed.ledger_id, refusal(resp))
+        raise await not_delivered(
+            wallet, url, signed.ledger_id, refusal(resp), http_status=resp.status_code
+        )
     return resp
 
 
@@ -149,12 +151,16 @@ async def _unproven(
     error = str(failed)
     return Observation(
         tool=tool, ok=False, summary=f"error: {error}", data=data, error=error,
-        not_delivered=failed.delivery,
+        not_delivered=failed.delivery, error_class=type(failed).__name__,
     )
 
 
-async def not_delivered(wallet: AgentWallet, url: str, spend_id: str, why: str) -> DeliveryFailed:
-    """The purchase of ``url`` paid under ledger row ``spend_id`` did not deliver."""
+async def not_delivered(
+    wallet: AgentWallet, url: str, spend_id: str, why: str, *, http_status: int | None = None
+) -> DeliveryFailed:
+    """The purchase of ``url`` paid under ledger row ``spend_id`` did not deliver
+    (``http_status``: what the seller answered, when it answered)."""
     return await abandon_undelivered(
-        wallet, tool="pay_http", seller=seller_of(url), what=url, spend_id=spend_id, why=why
+        wallet, tool="pay_http", seller=seller_of(url), what=url, spend_id=spend_id, why=why,
+        http_status=http_status,
     )

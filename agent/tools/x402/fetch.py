@@ -186,9 +186,10 @@ async def unpaid_refusal(
                 f"pay_http: {POST_ROUTE} {post} {post_url} (GET answered "
                 f"{resp.status_code}); nothing was paid. Its 402 declares a JSON body like "
                 f"{json.dumps(example, separators=(',', ':'))[:200]}. Fix: propose pay_http "
-                f"with method {post!r}, that URL and a JSON body for your question."
+                f"with method {post!r}, that URL and a JSON body for your question.",
+                http_status=resp.status_code,
             )
-    return ToolError(unexpected_status(url, resp, paid=False))
+    return ToolError(unexpected_status(url, resp, paid=False), http_status=resp.status_code)
 
 
 async def _post_terms(ctx: ToolContext, url: str) -> tuple[str, str, object] | None:

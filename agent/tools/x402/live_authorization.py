@@ -109,7 +109,8 @@ async def resend(
             tx = receipt.get("transaction") if receipt.get("success") else None
     if not isinstance(tx, str) or not tx:
         why = f"{pending}; it was re-sent and {refusal(resp)} without a valid receipt"
-        raise await not_delivered(wallet, url, live.id, why)
+        status = None if 200 <= resp.status_code < 300 else resp.status_code  # what failed
+        raise await not_delivered(wallet, url, live.id, why, http_status=status)
     await settle_or_refuse(
         wallet,
         live,

@@ -187,7 +187,14 @@ def stored_observation(tool: str, stored: object) -> Observation:
 
 
 async def abandon_undelivered(
-    wallet: AgentWallet, *, tool: str, seller: str, what: str, spend_id: str, why: str
+    wallet: AgentWallet,
+    *,
+    tool: str,
+    seller: str,
+    what: str,
+    spend_id: str,
+    why: str,
+    http_status: int | None = None,
 ) -> DeliveryFailed:
     """The purchase of ``what`` from ``seller``, paid under ledger row ``spend_id``, did not
     deliver (``why``): the wallet ends its authorization from the chain (settled if the
@@ -218,4 +225,5 @@ async def abandon_undelivered(
         f"is made: nib pays {seller} nothing more in this run. Fix: continue without this "
         f"data, or use another seller (the purchase was {what}).",
         delivery,
+        http_status=http_status,
     )

@@ -209,7 +209,7 @@ def _current_requirement(
     """The requirement of ``resp`` (a fresh unpaid answer) to pay: the very one quoted
     when offered, else whatever fits now (the wallet then compares payloads)."""
     if resp.status_code != 402:
-        raise ToolError(unexpected_status(url, resp, paid=False))
+        raise ToolError(unexpected_status(url, resp, paid=False), http_status=resp.status_code)
     pr = parse_payment_required(resp)
     quoted_req = _quoted_requirement(quote, _x402_parse(as_object(quote.meta["payment_required"])))
     requirement = next((r for r in pr.accepts if r == quoted_req), None)
