@@ -7,7 +7,7 @@ from __future__ import annotations
 from agent.loop.answers import with_covered_values, with_paid_for_nothing
 from agent.loop.budget import BudgetGate
 from agent.loop.context import RunContext
-from agent.loop.lessons import lesson_prompt, record_lesson
+from agent.loop.lessons import chosen_lesson, lesson_candidates, lesson_prompt, record_lesson
 from agent.loop.modelcall import ModelCaller
 from agent.loop.proposal import synthesis_messages
 from agent.loop.provenance import answer_grade, backing, grade_answer, name_missing
@@ -165,16 +165,26 @@ class Finisher:
         run.deps.store.finish_run(st.run_id, result.model_dump(mode="json"))
 
     async def _distil_lesson(self, reason: str) -> None:
-        """Advisory: one model call; every failure is swallowed and logged."""
-        run = self.run
-        try:
-            text = await self.model.ask(
-                "lesson", lesson_prompt(run.state.task, reason, run.history_text())
-            )
-        except (Stop, TimeoutError, Exception) as exc:
-            run.emit("lesson.error", {"op": "distil", "error": str(exc)})
+        """Advisory: the lesson is one of the candidates built from the run's structured
+        record, in nib's words only (other tasks are shown it: a seller's text must not
+        ride along). When there is a choice the model picks one by number, and nothing
+        else of its reply is kept; if it cannot, the first. Every failure is logged."""
+        run, st = self.run, self.run.state
+        history = run.history()
+        candidates = lesson_candidates(reason, st.step, history, st.failed_sellers, run.checklist)
+        if not candidates:
             return
-        st = run.state
-        lesson = record_lesson(run.deps.store, st.run_id, st.task, reason, text, on_error=run.emit)
+        choice = 1
+        if len(candidates) > 1:
+            try:
+                reply = await self.model.ask(
+                    "lesson", lesson_prompt(st.task, reason, history, candidates)
+                )
+                choice = chosen_lesson(reply, len(candidates))
+            except (Stop, TimeoutError, Exception) as exc:
+                run.emit("lesson.error", {"op": "distil", "error": str(exc)})
+        lesson = record_lesson(
+            run.deps.store, st.run_id, st.task, reason, candidates[choice - 1], on_error=run.emit
+        )
         if lesson:
-            run.emit("lesson", {"recorded": lesson})
+            run.emit("lesson", {"recorded": lesson, "chosen": choice, "of": len(candidates)})

@@ -23,7 +23,7 @@ from agent.loop.free import FreeBatch
 from agent.loop.gates import Admitted, Gates
 from agent.loop.history import one_line
 from agent.loop.learning import Learning
-from agent.loop.lessons import similar_lessons
+from agent.loop.lessons import is_nib_lesson, similar_lessons
 from agent.loop.limits import Limits, run_limits
 from agent.loop.modelcall import ModelCaller
 from agent.loop.paid import ApprovalDeferred, PaidStep
@@ -371,8 +371,10 @@ async def resume(run_id: str, decision: Decision, deps: Deps) -> AgentResult:
     state = RunState.model_validate_json(raw)
     # A state saved before task addresses were recorded: the task text is the same.
     state.task_addresses = state.task_addresses or list(addresses_named_in(state.task))
-    # A state saved by an older version may name limits since retired (eth_price_usdc).
+    # A state saved by an older version may name limits since retired (eth_price_usdc),
+    # and lessons in free text, which may quote another task's seller: not shown again.
     limits = Limits.from_saved(state.limits)
+    state.lessons = [lesson for lesson in state.lessons if is_nib_lesson(lesson)]
     state.status = "running"
     run = _Run(state, deps, limits)
     pending = state.pending

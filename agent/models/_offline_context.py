@@ -105,8 +105,6 @@ class PlanContext:
             if not item.get("kind"):
                 item["kind"] = infer_kind(str(item.get("text", "")))
         history = context.get("history")
-        if history is None:  # the lesson request carries the trajectory only in its prompt
-            history = [line for m in messages for line in str(m.get("content", "")).splitlines()]
         focus = context.get("focus")
         if isinstance(focus, Mapping):
             focus = focus.get("id") or focus.get("text")

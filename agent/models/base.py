@@ -35,8 +35,8 @@ __all__ = [
 Purpose = Literal["checklist", "propose", "replan", "synthesize", "lesson"]
 """Why the loop is asking. ``checklist``: extract <=5 measurable facts (once per run).
 ``propose``: the next action (tool calls, or JSON in the text protocol). ``replan``: rethink from the trajectory (every 3rd
-step). ``synthesize``: the final answer as plain text. ``lesson``: one sentence distilled
-from a failed run."""
+step). ``synthesize``: the final answer as plain text. ``lesson``: the number of one of a
+failed run's candidate lessons (agent.loop.lessons)."""
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ class OfflinePlanner:
             return json.dumps(_propose(plan))
         if request.purpose == "synthesize":
             return _answer(plan)[0]
-        return _lesson(plan)
+        return "1"  # lesson: the first candidate (agent.loop.lessons ranks them)
 
 
 # --------------------------------------------------------------------------- proposing
@@ -407,25 +407,3 @@ def _answer(plan: PlanContext) -> tuple[str, list[str]]:
     if missing and not ids and not any(i.get("kind") for i in plan.items):
         lines.append(CONFIGURE_MODEL)
     return "\n".join(lines), ids
-
-
-def _lesson(plan: PlanContext) -> str:
-    for row in reversed(plan.history):
-        outcome = str(row.get("outcome", "")).lower()
-        summary = _clip(str(row.get("summary", "")), 160).rstrip(".")
-        if outcome == "refused":
-            return (
-                f"The judge refused {row.get('tool')} ({summary}); plan that fact within the "
-                "budget or leave it out."
-            )
-        if outcome == "failed":
-            return f"{row.get('tool')} failed ({summary}); check its arguments before retrying."
-        if outcome == "failed-for-good":
-            return (
-                f"{row.get('tool')} failed for good ({summary}); retrying the same call does "
-                "not help: change the seller or the arguments."
-            )
-    covered = sum(1 for i in plan.items if i.get("covered"))
-    if not plan.items:
-        return "The offline planner found no fact it can fetch in this task; configure a model."
-    return f"Covered {covered} of {len(plan.items)} checklist items with the offline planner."

@@ -26,7 +26,7 @@ DEFAULT_REPLIES: dict[str, Reply] = {
     "checklist": {"items": []},
     "replan": "Continue with the first uncovered checklist item.",
     "synthesize": lambda req: _synthesis(req),
-    "lesson": "Stop re-reading data already in the history; cite evidence and finish.",
+    "lesson": "1",
 }
 
 

@@ -206,7 +206,11 @@ def test_lessons_are_distilled_and_shown_to_similar_tasks(tmp_path: Path) -> Non
         )
     )
     assert r1.stop_reason == "model-stopped"
-    assert store.lessons()[0]["lesson"] == "Call base_fee first, then finish."
+    # One candidate (how the run stopped): the model is not asked, its words are not kept.
+    assert store.lessons()[0]["lesson"] == (
+        "A similar run stopped with model-stopped at step 1, 0 of 0 checklist items covered."
+    )
+    assert first.calls_for("lesson") == []
     second = ScriptedModel(
         {"checklist": [checklist(("base fee gwei", "base_fee_gwei"))], "propose": [call("base_fee")]}
     )
@@ -216,7 +220,7 @@ def test_lessons_are_distilled_and_shown_to_similar_tasks(tmp_path: Path) -> Non
         )
     )
     assert r2.finished
-    assert "Call base_fee first" in second.calls_for("propose")[0].messages[1]["content"]
+    assert "stopped with model-stopped" in second.calls_for("propose")[0].messages[1]["content"]
     unrelated = ScriptedModel({"propose": [call("base_fee"), SUBMIT]})
     asyncio.run(
         run_task(

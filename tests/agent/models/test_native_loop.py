@@ -171,7 +171,7 @@ def test_malformed_tool_arguments_get_one_retry_then_count_as_lost(tmp_path: Pat
     assert "not JSON" in invalid[0]["data"]["error"]
 
 
-LESSON = "flaky_fee keeps timing out: read base_fee instead."
+LESSON = "flaky_fee failed (ToolError); check its arguments and the seller before retrying."
 
 
 def follows_lessons(body: dict[str, Any]) -> dict[str, Any]:
@@ -191,10 +191,12 @@ def test_a_lesson_from_a_failed_run_changes_the_next_runs_proposals(tmp_path: Pa
         return server, asyncio.run(run_task(task, deps))
 
     first, failed = once(
-        text(ITEMS), *[follows_lessons] * 3, text("No base fee was read."), text(LESSON)
+        text(ITEMS), *[follows_lessons] * 3, text("No base fee was read."), text("1")
     )
     assert failed.stop_reason == "failure-budget" and flaky.calls == 3
     assert [e["data"]["recorded"] for e in store.events(failed.run_id, "lesson")] == [LESSON]
+    # The lesson request names the candidates; the model's reply only picks one by number.
+    assert f"1. {LESSON}" in first.bodies[-1]["messages"][1]["content"]
 
     second, result = once(text(ITEMS), follows_lessons)
     assert LESSON in second.bodies[1]["messages"][1]["content"]

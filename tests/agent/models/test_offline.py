@@ -14,7 +14,7 @@ import pytest
 
 from agent.loop.checklist import Checklist, parse_checklist
 from agent.loop.history import HistoryEntry, Outcome, render
-from agent.loop.lessons import lesson_prompt
+from agent.loop.lessons import lesson_candidates, lesson_prompt
 from agent.loop.proposal import Batch, Call, Done, SubmitAnswer, parse_proposal
 from agent.models.base import Model, ModelRequest
 from agent.models.offline import (
@@ -389,22 +389,23 @@ def test_synthesize_writes_one_line_per_item() -> None:
     ]
 
 
-def test_lesson_is_one_sentence_from_the_trajectory_in_the_prompt() -> None:
-    history = render(
-        [
-            HistoryEntry(
-                1,
-                "pay_http",
-                {"url": f"{PAYWALL}/premium/report"},
-                "refused",
-                "price 2.5 USDC over the per-call cap",
-            )
-        ]
+def test_lesson_picks_the_first_candidate_which_names_the_refused_call() -> None:
+    history = [
+        HistoryEntry(
+            1,
+            "pay_http",
+            {"url": f"{PAYWALL}/premium/report"},
+            "refused",
+            "price 2.5 USDC over the per-call cap",
+        )
+    ]
+    candidates = lesson_candidates("max-steps", 1, history, (), Checklist())
+    request = ModelRequest("lesson", lesson_prompt("premium report", "max-steps", history, candidates))
+    assert OfflinePlanner().reply_text(request) == "1"
+    assert candidates[0] == (
+        f"pay_http at {PAYWALL}/premium/report was refused before anything was paid; plan that "
+        "fact within the budget, from another seller, or leave it out."
     )
-    request = ModelRequest("lesson", lesson_prompt("premium report", "max-steps", history))
-    text = OfflinePlanner().reply_text(request)
-    assert text.startswith("The judge refused pay_http (price 2.5 USDC over the per-call cap)")
-    assert text.count(". ") == 0 and text.endswith(".")
 
 
 def test_same_request_same_reply() -> None:
