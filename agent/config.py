@@ -75,6 +75,7 @@ def _limit_overrides() -> type[BaseModel]:
 
 
 if TYPE_CHECKING:
+    from agent.tools.allowlist import Allowlist
 
     class LimitOverrides(BaseModel):
         """Per-limit overrides (built from :class:`Limits` at import)."""
@@ -191,6 +192,8 @@ class NibSettings(BaseSettings):
     judge_url: str | None = None
     judge_address: str | None = None
     judge_token: str | None = Field(default=None, repr=False)
+    #: Seller origins and 0x addresses nib may pay (NIB_SELLER_ALLOWLIST, comma-separated);
+    #: a bad entry is refused here, when the settings load (see :attr:`allowlist`).
     seller_allowlist: str = ""
     discovery_url: str = ""
     model_provider: str | None = None
@@ -224,6 +227,17 @@ class NibSettings(BaseSettings):
         """``~`` in a path setting means the user's folder (chain.home), as in a shell."""
         return value.expanduser() if value is not None else None
 
+    @field_validator("seller_allowlist", mode="after")
+    @classmethod
+    def _allowlist_parses(cls, value: str) -> str:
+        """Every command refuses a bad entry at start-up, in the parser's own words: its
+        AgentConfigError is not a ValueError, so pydantic lets it through unwrapped."""
+        if value.strip():
+            from agent.tools.allowlist import parse_allowlist
+
+            parse_allowlist(value)
+        return value
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -239,6 +253,13 @@ class NibSettings(BaseSettings):
             _CurrentNames(env_settings),
             _CurrentNames(_TomlSource(settings_cls, data)),
         )
+
+    @property
+    def allowlist(self) -> Allowlist:
+        """The allowlist parsed: its seller origins and its addresses."""
+        from agent.tools.allowlist import parse_allowlist
+
+        return parse_allowlist(self.seller_allowlist)
 
     @property
     def database(self) -> str | Path:

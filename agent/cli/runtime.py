@@ -97,7 +97,6 @@ class Runtime:
     ) -> Deps:
         """Dependencies for one run (or a resume)."""
         allow = (self.paywall_url,) if self.paywall_url else ()
-        extra_allow = tuple(o.strip() for o in self.settings.seller_allowlist.split(",") if o.strip())
         # The devnet's own market is as trusted as its paywall; discovery elsewhere is
         # NIB_DISCOVERY_URL, and a discovered seller still needs the allowlist.
         devnet = self.devnet if self.network.is_devnet else None
@@ -116,7 +115,7 @@ class Runtime:
             meter=self.wallet.meter,
             limits=limits,
             profile=profile,
-            allowlist=allow + market + extra_allow,
+            allowlist=allow + market + self.settings.allowlist.entries,
             extras=extras,
             on_event=on_event,
         )

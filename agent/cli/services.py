@@ -512,7 +512,7 @@ def task_limits(rt: RunPlace, run_id: str, task: str, limits: Limits) -> TaskLim
     allowlisted, and the devnet sellers' payTo) and the seller origins it may buy from."""
     from chain.devkeys import SELLER, dev_account
 
-    allow = [e.strip() for e in rt.settings.seller_allowlist.split(",") if e.strip()]
+    allow = list(rt.settings.allowlist.entries)
     if rt.paywall_url:
         allow.append(rt.paywall_url)
     recipients: list[str] = []
@@ -532,10 +532,12 @@ def registered_limits(
     the addresses the task names, the allowlist's 0x entries and ``recipients``, buy
     from the allowlist's URL entries (seller origins), and make the payments the task's
     text orders (mandates)."""
+    from agent.tools.allowlist import parse_allowlist
     from agent.tools.base import addresses_named_in
     from judge.mandates import mandates_in
     from judge.tasks import TaskLimits, text_digest
 
+    allowed = parse_allowlist(allowlist)
     # The payments the task's own text orders, read here, before any model or tool output
     # exists: nothing else can create or widen one (judge/mandates.py).
     return TaskLimits(
@@ -545,10 +547,10 @@ def registered_limits(
         approval_threshold_atomic=limits.approval_threshold_atomic,
         recipients=(
             *addresses_named_in(task),
-            *(a for a in allowlist if a.startswith("0x")),
+            *allowed.addresses,
             *recipients,
         ),
-        sellers=tuple(u for u in allowlist if "://" in u),
+        sellers=allowed.sellers,
         mandates=mandates_in(task),
         text_digest=text_digest(task, limits.spend_cap_atomic),
     )

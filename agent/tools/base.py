@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl, urlsplit
 from pydantic import BaseModel, ValidationError
 
 from agent.errors import NonDelivery, PermanentToolError, ToolArgsError, ToolError
+from agent.tools.allowlist import parse_allowlist
 from chain.facts import FACT_KINDS, FactKind
 from judge.policy import FreePolicyRow, FreeReadPolicy
 
@@ -160,7 +161,6 @@ def _no_emit(_type: str, _data: dict[str, object]) -> None:
 
 # 40 hex digits not glued to more hex: the head of a 64-digit hash is not an address.
 _ADDRESS = re.compile(r"(?<![0-9A-Za-z])0x[0-9a-fA-F]{40}(?![0-9A-Za-z])")
-_ONE_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 
 
 def addresses_named_in(text: str) -> tuple[str, ...]:
@@ -237,8 +237,7 @@ class ToolContext:
 
     def allowlisted_addresses(self) -> tuple[str, ...]:
         """The allowlist's 0x address entries, lower-case (URL entries are sellers)."""
-        entries = (a.strip().lower() for a in self.allowlist)
-        return tuple(dict.fromkeys(a for a in entries if _ONE_ADDRESS.match(a)))
+        return parse_allowlist(self.allowlist).addresses
 
     def known_recipients(self) -> tuple[str, ...]:
         """Every address a direct transfer may pay: named by the task or allowlisted."""

@@ -16,11 +16,11 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, TypeVar
 
-from eth_utils import is_checksum_address
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from web3.exceptions import Web3Exception
 
 from agent.errors import ToolError
+from agent.tools.address import checked_address
 from agent.tools.base import ArgsT, FreeLimits, Observation, Tool, ToolContext
 from chain.client import checksum_address
 from chain.errors import RpcError
@@ -47,7 +47,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-_HEX40 = re.compile(r"^0x[0-9a-fA-F]{40}$")
 _HEX64 = re.compile(r"^0x[0-9a-fA-F]{64}$")
 GWEI = Decimal(10) ** 9
 WEI_PER_ETH = Decimal(10) ** 18
@@ -59,19 +58,7 @@ MAX_LOOKBACK_BLOCKS = 10_000
 
 
 def _address(value: str) -> str:
-    if not _HEX40.match(value):
-        raise ValueError(
-            f"found {value!r}; expected a 0x-prefixed 20-byte hex address (0x + 40 hex digits), "
-            "e.g. 0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
-        )
-    body = value[2:]
-    mixed = body != body.lower() and body != body.upper()
-    if mixed and not is_checksum_address(value):
-        raise ValueError(
-            f"found {value!r} whose mixed case is not a valid EIP-55 checksum (a typo?); "
-            f"expected the checksum form or all lower case; fix: copy the address again"
-        )
-    return checksum_address(value)
+    return checksum_address(checked_address(value))
 
 
 def _tx_hash(value: str) -> str:

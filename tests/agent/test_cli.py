@@ -340,6 +340,37 @@ def test_a_task_naming_a_url_no_request_can_reach_is_bad_input_naming_the_port(t
     assert not (tmp_path / "nib.db").exists() or json.loads(nib(tmp_path, "runs", "--json").stdout) == []
 
 
+@pytest.mark.parametrize(
+    ("args", "entry", "needle"),
+    [
+        (("run", "What is the base fee?"), "http://127.0.0.1:99999",
+         "found port 99999 in 'http://127.0.0.1:99999'; expected a port from 1 to 65535. Fix: "),
+        (("run", "What is the base fee?"), "http://127.0.0.1:0", "found port 0 in"),
+        (("services", "up"), "http://127.0.0.1:abc",
+         "found 'http://127.0.0.1:abc', which is not a URL (Invalid port: 'abc'); expected "),
+        (("submit", "What is the base fee?"), "ftp://127.0.0.1:21",
+         "found the scheme ftp:// in 'ftp://127.0.0.1:21'; expected an absolute http:// or "),
+        (("worker",), "http://", "found no host in 'http://'; expected scheme://host[:port]/path"),
+        (("devnet", "up"), "0x1234", "found '0x1234'; expected a 0x-prefixed 20-byte hex address"),
+    ],
+    ids=["run-port-too-high", "run-port-0", "services-up-port-not-a-number", "submit-scheme",
+         "worker-no-host", "devnet-up-malformed-address"],
+)
+def test_a_bad_allowlist_entry_is_refused_at_start_up_naming_it(tmp_path, args, entry, needle):
+    """An outside tester's NIB_SELLER_ALLOWLIST=http://127.0.0.1:99999 was accepted without
+    a word (and an entry that did not parse allowlisted nothing). Every command refuses it
+    before doing anything, as bad input: one line naming the entry, what an entry must be
+    and the fix, exit 2."""
+    r = nib(tmp_path, *args, env={"NIB_SELLER_ALLOWLIST": f"http://127.0.0.1:8402,{entry}"})
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("error: NIB_SELLER_ALLOWLIST: ") and needle in r.stderr
+    assert "Fix: " in r.stderr or "fix: " in r.stderr
+    assert "or drop the entry (entries are comma-separated)" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "nib.db").exists() and not (tmp_path / "services").exists()
+
+
 def test_malformed_config_is_exit_2(home, tmp_path):
     bad = tmp_path / "config.toml"
     bad.write_text("profile = [unclosed\n")

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal, Protocol, TypedDict
 
 from agent.errors import PermanentToolError, ToolError
+from agent.tools.allowlist import ALLOWLIST_SETTING, parse_allowlist
 from agent.tools.x402.seller_url import seller_url
 from chain.mcp_client import MCP_TRANSPORTS, split_endpoint
 
@@ -45,7 +46,6 @@ __all__ = [
     "Excerpt",
     "Offer",
     "OfferBook",
-    "ALLOWLIST_SETTING",
     "allowlisted_sellers",
     "check_market",
     "check_seller",
@@ -176,19 +176,9 @@ def seller_of(resource: str) -> str:
 
 
 def allowlisted_sellers(allowlist: Iterable[str]) -> set[str]:
-    """The seller origins an allowlist names (its URL entries; 0x entries are recipients)."""
-    out = set()
-    for entry in allowlist:
-        if "://" in entry:
-            try:
-                out.add(seller_of(entry.strip()))
-            except Exception:  # a malformed entry allowlists nothing
-                continue
-    return out
-
-
-#: Where the allowlist of seller origins is configured (named in refusals).
-ALLOWLIST_SETTING = "NIB_SELLER_ALLOWLIST (comma-separated origins, e.g. http://127.0.0.1:8402)"
+    """The seller origins an allowlist names (its URL entries; 0x entries are recipients),
+    read by the allowlist's one parser: a bad entry is refused, never skipped."""
+    return {seller_of(entry) for entry in parse_allowlist(allowlist).sellers}
 
 
 def check_seller(tool: str, url: str, ctx: SellerScope) -> str:
@@ -257,17 +247,11 @@ _CLOSING = ".,;:?!"
 
 def resources_named_in(text: str) -> tuple[str, ...]:
     """The URLs a task's own text names, each exactly as written (its query included, the
-    sentence's closing punctuation not), in order, without repeats. Only the user's task
-    should be fed here; URLs read from tool results are data."""
-    found: dict[str, None] = {}
-    for match in _URL.finditer(text or ""):
-        url = match.group(0).rstrip(_CLOSING)
-        try:
-            seller_of(url)
-        except Exception:  # not a URL after all
-            continue
-        found.setdefault(url, None)
-    return tuple(found)
+    sentence's closing punctuation not), in order, without repeats: every one, those no
+    request can reach included (:func:`unrequestable_in` says why), so a task naming one
+    is reported, never read as naming nothing. Only the user's task should be fed here;
+    URLs read from tool results are data."""
+    return tuple(dict.fromkeys(m.group(0).rstrip(_CLOSING) for m in _URL.finditer(text or "")))
 
 
 def unrequestable_in(text: str) -> tuple[tuple[str, str], ...]:
@@ -286,7 +270,19 @@ def unrequestable_in(text: str) -> tuple[tuple[str, str], ...]:
 
 def sellers_named_in(text: str) -> tuple[str, ...]:
     """The seller origins a task's own text names (``http(s)://host[:port]...``), in order."""
-    return tuple(dict.fromkeys(seller_of(url) for url in resources_named_in(text)))
+    return tuple(dict.fromkeys(_named_seller(url) for url in resources_named_in(text)))
+
+
+def _named_seller(url: str) -> str:
+    """The seller of a URL the task names; for one whose port or host httpx cannot read,
+    its ``scheme://host:port`` as written, lower case: no requestable URL's seller equals
+    it, so the task's choice still binds (no other seller is paid in its place) and the
+    refusal names it."""
+    try:
+        return seller_of(url)
+    except Exception:  # httpx.InvalidURL
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://{re.split(r'[/?#]', rest, maxsplit=1)[0]}".lower()
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,6 @@ from agent.tools.x402.delivery import Request, prove_settlement, send_paid
 from agent.tools.x402.fetch import MAX_BODY_BYTES
 from agent.tools.x402.live_authorization import live_after_wait, resend, sign_when_free
 from agent.tools.x402.offers import (
-    ALLOWLIST_SETTING,
     OfferBook,
     check_market,
     check_seller,
@@ -72,7 +71,6 @@ if TYPE_CHECKING:
     from wallet.signed import SignedTypedData
 
 __all__ = [
-    "ALLOWLIST_SETTING",
     "LOCAL_PAYWALL_FACTS",
     "MAX_BODY_BYTES",
     "PAID_FACT_KINDS",

@@ -25,7 +25,10 @@ def seller_url(text: str, *, what: str, example: str) -> httpx.URL:
     try:
         u = httpx.URL(text)
     except httpx.InvalidURL as exc:  # e.g. a port that is not a number
-        raise ValueError(f"found {text!r}, which is not a URL ({exc}). {fix}") from exc
+        raise ValueError(
+            f"found {text!r}, which is not a URL ({exc}); expected scheme://host[:port]/path, "
+            f"the port a number from 1 to {MAX_PORT}. {fix}"
+        ) from exc
     if u.scheme not in ("http", "https"):
         found = f"the scheme {u.scheme}://" if u.scheme else "no scheme"
         raise ValueError(

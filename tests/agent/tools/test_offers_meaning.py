@@ -3,16 +3,21 @@ output schema) map to nib's fact fields, and each value must have its field's ty
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
+from agent.errors import PermanentToolError
 from agent.tools.x402.offers import (
     asks_for_market,
     backed_kinds,
     canonical_fields,
+    check_seller,
     purchase_facts,
     resources_named_in,
     seller_of,
     sellers_named_in,
+    unrequestable_in,
 )
 
 OWN_WORDS = {"ticker": "USDC", "asset_name": "USD Coin", "issuing_company": "Circle",
@@ -77,3 +82,20 @@ def test_which_tasks_ask_for_a_seller_in_the_market(task: str, market: bool) -> 
 def test_the_resources_a_task_names_keep_their_query(task: str, named: tuple[str, ...]) -> None:
     assert resources_named_in(task) == named
     assert sellers_named_in(task) == tuple(dict.fromkeys(seller_of(u) for u in named))
+
+
+def test_a_url_the_task_names_with_a_port_no_request_can_reach_still_binds_the_seller() -> None:
+    """Before, a task naming http://127.0.0.1:abc/... named no resource and no seller (the
+    URL was dropped without a word), so any allowlisted seller could be paid in its place.
+    Now the URL is among those the task names, reported by unrequestable_in, and no other
+    seller is paid: the refusal names the one the task chose."""
+    named = "http://127.0.0.1:abc/tokens?symbol=USDC"
+    task = f"Buy the USDC fact sheet from {named} and tell me who issues it."
+    assert resources_named_in(task) == (named,)
+    assert sellers_named_in(task) == ("http://127.0.0.1:abc",)
+    assert [url for url, _ in unrequestable_in(task)] == [named]
+    scope = SimpleNamespace(allowlist=("http://127.0.0.1:8402",), market_only=False,
+                            task_sellers=sellers_named_in(task))
+    with pytest.raises(PermanentToolError) as err:
+        check_seller("pay_http", "http://127.0.0.1:8402/tokens?symbol=USDC", scope)
+    assert "the task names the seller http://127.0.0.1:abc, not http://127.0.0.1:8402" in str(err.value)
