@@ -4,15 +4,27 @@ Entries come only from what a seller declares in its own 402 (the ``bazaar`` ext
 read with x402's ``extract_discovery_info``): after a verify on the facilitator, or when a
 seller asks to be listed and the facilitator fetches its unpaid 402 itself. The catalogue
 serves x402's discovery API shapes (``/discovery/resources`` and ``/discovery/search``).
+A resource that cannot be listed gets the reason (:class:`Unlisted`), which the facilitator
+answers to the seller that asked (:func:`register_resources`).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypedDict
 
 import httpx
-from x402.extensions.bazaar import BAZAAR, DiscoveryResource, extract_discovery_info
+from pydantic import ValidationError
+from x402.extensions.bazaar import (
+    BAZAAR,
+    DiscoveryResource,
+    extract_discovery_info,
+    validate_discovery_extension,
+)
+from x402.extensions.bazaar.types import parse_discovery_extension
 from x402.http import decode_payment_required_header
 from x402.schemas import (
     PaymentPayload,
@@ -25,7 +37,15 @@ from x402.schemas.v1 import PaymentPayloadV1, PaymentRequiredV1, PaymentRequirem
 from chain.mcp_client import McpTransport, McpUnreachable, call_tool
 from chain.tls import tls_context
 
-__all__ = ["Catalogue", "probe_declaration", "probe_mcp_declaration"]
+__all__ = [
+    "Catalogue",
+    "Refused",
+    "Registration",
+    "Unlisted",
+    "probe_declaration",
+    "probe_mcp_declaration",
+    "register_resources",
+]
 
 #: Generous: on a loaded machine the seller (and an MCP session) can take seconds to answer.
 _PROBE_TIMEOUT_S = 15.0
@@ -35,6 +55,75 @@ MAX_RESOURCES = 1024
 
 _Declared = tuple[dict[str, object], dict[str, object]]
 """(payload-shaped dict, requirement) as a seller's 402 declares them."""
+#: What a refusal's fix says about the declaration itself.
+_DECLARE = ("Fix: declare it with x402's declare_discovery_extension (an MCP tool: "
+            "declare_mcp_discovery_extension) and register bazaar_resource_server_extension "
+            "on the resource server")
+
+
+@dataclass(frozen=True)
+class Unlisted:
+    """Why a resource was not listed, in one line: what its seller's answer held, what
+    listing needs, and the fix."""
+
+    why: str
+
+
+class Refused(TypedDict):
+    """One resource ``POST /discovery/register`` did not list, on the wire."""
+
+    resource: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Registration:
+    """The facilitator's answer to a seller that asked to be listed: the resources it
+    listed, and each one it did not with the reason."""
+
+    listed: tuple[str, ...]
+    refused: tuple[Refused, ...] = ()
+
+    def line(self) -> str:
+        """One line for the seller's log, every refusal's reason in it."""
+        refused = "".join(f"; not listed: {r['resource']}: {r['why']}" for r in self.refused)
+        return f"listed: {list(self.listed)}{refused}"
+
+
+def register_resources(
+    facilitator_url: str, resources: list[dict[str, object]], *, timeout_s: float
+) -> Registration:
+    """Ask the facilitator at ``facilitator_url`` to list ``resources`` (``url``,
+    ``method``; an MCP tool's ``tool``, ``arguments``, ``transport``): it reads each
+    one's 402 itself."""
+    resp = httpx.post(
+        facilitator_url.rstrip("/") + "/discovery/register",
+        json={"resources": resources},
+        timeout=timeout_s,
+        verify=tls_context(),
+    )
+    resp.raise_for_status()
+    body = resp.json()
+    refused = [r for r in body.get("refused") or () if isinstance(r, dict)]
+    return Registration(
+        listed=tuple(str(u) for u in body.get("listed") or ()),
+        refused=tuple(Refused(resource=str(r.get("resource")), why=str(r.get("why")))
+                      for r in refused),
+    )
+
+
+def _brief(exc: BaseException) -> str:
+    """An exception's message on one line, bounded (a pydantic error spans many)."""
+    if isinstance(exc, ValidationError):
+        return _oneline("; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()
+        ))
+    return _oneline(str(exc) or type(exc).__name__)
+
+
+def _oneline(text: str, limit: int = 300) -> str:
+    """``text`` on one line, at most ``limit`` characters (a seller's words are bounded)."""
+    return " ".join(text.split())[:limit]
 
 
 class Catalogue:
@@ -48,15 +137,16 @@ class Catalogue:
         self,
         payload: PaymentPayload | PaymentPayloadV1 | dict[str, object],
         requirements: PaymentRequirements | PaymentRequirementsV1 | dict[str, object],
-    ) -> DiscoveryResource | None:
+    ) -> DiscoveryResource | Unlisted:
         """Catalogue the resource a payment was for, from the ``bazaar`` extension the buyer
-        echoed (v2) or the requirement's output schema (v1); None when not declared."""
+        echoed (v2) or the requirement's output schema (v1); why not when it cannot be."""
         # A v1 payload as the dict x402 makes of any model (it reads the version there).
         if not isinstance(payload, dict | PaymentPayload):
             payload = payload.model_dump(by_alias=True)
         found = extract_discovery_info(payload, requirements, validate=True)
         if found is None:
-            return None
+            dumped = payload if isinstance(payload, dict) else payload.model_dump(by_alias=True)
+            return Unlisted(_undeclared(dumped))
         req = (
             requirements
             if isinstance(requirements, dict)
@@ -77,8 +167,13 @@ class Catalogue:
         )
         key = f"{found.resource_url}#{found.tool_name or found.method}"
         with self._lock:
-            if key in self._items or len(self._items) < MAX_RESOURCES:
-                self._items[key] = item
+            if key not in self._items and len(self._items) >= MAX_RESOURCES:
+                return Unlisted(
+                    f"found the catalogue full ({MAX_RESOURCES} resources); expected room for "
+                    f"{found.resource_url}. Fix: restart the facilitator (`nib devnet down`, "
+                    "then `nib devnet up`)"
+                )
+            self._items[key] = item
         return item
 
     def items(
@@ -122,50 +217,95 @@ class Catalogue:
         return out
 
 
-def probe_declaration(url: str, method: str) -> _Declared | None:
+def probe_declaration(url: str, method: str) -> _Declared | Unlisted:
     """Fetch ``url`` unpaid and return (payload-shaped dict, requirement) from its 402, as
-    :meth:`Catalogue.add_from_payment` reads them; None when it does not answer 402 v2."""
+    :meth:`Catalogue.add_from_payment` reads them; why not when it does not answer 402 v2."""
+    verb = method.upper()
     try:
         resp = httpx.request(
-            method.upper(), url, json={} if method.upper() == "POST" else None,
+            verb, url, json={} if verb == "POST" else None,
             timeout=_PROBE_TIMEOUT_S, follow_redirects=False, verify=tls_context(),
         )
-    except httpx.HTTPError:
-        return None
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        return Unlisted(
+            f"found no answer to an unpaid {verb} {url} ({type(exc).__name__}: {_brief(exc)}); "
+            "expected HTTP 402 from the seller. Fix: check that the seller serves that URL and "
+            "that the facilitator can reach it"
+        )
+    if resp.status_code != 402:
+        return Unlisted(
+            f"found HTTP {resp.status_code} for an unpaid {verb} {url}; expected 402 with a "
+            f"payment-required header. Fix: sell the route under {verb} behind x402's payment "
+            "middleware, or register it with the method it is sold under"
+        )
     header = resp.headers.get("payment-required")
-    if resp.status_code != 402 or not header:
-        return None
+    if not header:
+        return Unlisted(
+            f"found a 402 without a payment-required header for {verb} {url}; expected x402 "
+            "v2's payment-required header. Fix: serve the route with x402 v2's payment middleware"
+        )
     try:
         required = decode_payment_required_header(header)
-    except ValueError:
-        return None
-    return _declared(required)
+    except ValueError as exc:
+        return Unlisted(
+            f"found a payment-required header for {verb} {url} that x402 cannot read "
+            f"({_brief(exc)}); expected base64 JSON of a v2 PaymentRequired. Fix: let x402's "
+            "payment middleware write the header"
+        )
+    return _declared(required, f"{verb} {url}")
 
 
 async def probe_mcp_declaration(
     url: str, tool: str, arguments: dict[str, object], transport: McpTransport | None = None
-) -> _Declared | None:
+) -> _Declared | Unlisted:
     """Call an MCP ``tool`` unpaid and return what its x402 402 result declares, like
-    :func:`probe_declaration`; None when it does not answer with a v2 PaymentRequired.
+    :func:`probe_declaration`; why not when it does not answer with a v2 PaymentRequired.
     The transport is ``transport``, else the one ``url``'s endpoint names (``/mcp``,
     ``/sse``), else streamable HTTP and then SSE (``chain.mcp_client``)."""
+    where = f"MCP tool {tool!r} at {url}"
     try:
         result, _ = await call_tool(url, tool, arguments, transport=transport,
                                     timeout_s=_PROBE_TIMEOUT_S)
-    except McpUnreachable:  # anything but a 402 result lists nothing
-        return None
-    if not result.isError or not isinstance(result.structuredContent, dict):
-        return None
+    except McpUnreachable as exc:  # anything but a 402 result lists nothing
+        return Unlisted(
+            f"found no answer from the {where} ({_brief(exc)}); expected its unpaid call to "
+            "answer with x402's payment-required result. Fix: check that the server is up at "
+            'that URL, and name its transport ("streamable-http" or "sse")'
+        )
+    x402 = "Fix: sell the tool with x402.mcp's payment wrapper"
+    if not result.isError:
+        return Unlisted(
+            f"found the {where} answering an unpaid call with its result; expected x402's "
+            f"payment-required error result (a tool given away is not sold). {x402}"
+        )
+    if not isinstance(result.structuredContent, dict):
+        said = " ".join(getattr(c, "text", "") for c in result.content or ())
+        return Unlisted(
+            f"found the {where} answering an unpaid call with an error ({_oneline(said, 200) or 'no text'}) "
+            f"and no structuredContent; expected x402's PaymentRequired as its structuredContent. "
+            f"{x402}, and check the tool's name"
+        )
     try:
         required = parse_payment_required(result.structuredContent)
-    except (ValueError, TypeError):
-        return None
-    return _declared(required)
+    except (ValueError, TypeError) as exc:
+        return Unlisted(
+            f"found the {where} answering with structuredContent that is not an x402 "
+            f"PaymentRequired ({_brief(exc)}); expected one. {x402}"
+        )
+    return _declared(required, where)
 
 
-def _declared(required: PaymentRequired | PaymentRequiredV1) -> _Declared | None:
-    if required.x402_version != 2 or not required.accepts:
-        return None
+def _declared(required: PaymentRequired | PaymentRequiredV1, where: str) -> _Declared | Unlisted:
+    if required.x402_version != 2:
+        return Unlisted(
+            f"found x402Version {required.x402_version} in the 402 of {where}; expected 2 "
+            "(discovery lists what a v2 402's bazaar extension declares). Fix: serve it with x402 v2"
+        )
+    if not required.accepts:
+        return Unlisted(
+            f"found no payment requirement in the accepts of {where}'s 402; expected at least "
+            "one. Fix: give the route a price (x402's PaymentOption)"
+        )
     dumped = required.model_dump(by_alias=True, exclude_none=True)
     requirement = dumped["accepts"][0]
     payload = {
@@ -176,3 +316,33 @@ def _declared(required: PaymentRequired | PaymentRequiredV1) -> _Declared | None
         "payload": {},
     }
     return payload, requirement
+
+
+def _undeclared(payload: Mapping[str, object]) -> str:
+    """Why x402's ``extract_discovery_info`` found nothing to list in a 402's payload: the
+    first step of its reading that fails, named (x402 only logs it)."""
+    version = payload.get("x402Version", 1)
+    if version != 2:
+        return (f"found an x402 v{version} payment whose requirement declares no output "
+                f"schema; expected a v2 402 with a bazaar extension. {_DECLARE}")
+    extensions = payload.get("extensions")
+    bazaar = extensions.get(BAZAAR.key) if isinstance(extensions, Mapping) else None
+    if not bazaar:
+        names = ", ".join(sorted(extensions)) if isinstance(extensions, Mapping) else ""
+        return (f"found no bazaar extension in the 402 (its extensions: {names or 'none'}); "
+                f"expected extensions.bazaar with info and schema. {_DECLARE}")
+    if not isinstance(bazaar, dict):
+        return (f"found extensions.bazaar of type {type(bazaar).__name__}; expected an object "
+                f"with info and schema. {_DECLARE}")
+    try:
+        parsed = parse_discovery_extension(bazaar)
+    except (ValueError, TypeError, AttributeError) as exc:  # the seller's JSON, any shape
+        return (f"found a bazaar extension x402 cannot read ({_brief(exc)}); expected info and "
+                f"schema as declare_discovery_extension writes them. {_DECLARE}")
+    checked = validate_discovery_extension(parsed)
+    if not checked.valid:
+        return (f"found bazaar info that its own schema refuses ({'; '.join(checked.errors)}); "
+                "expected info valid against extensions.bazaar.schema. Fix: make the info "
+                "match the schema, or declare both with declare_discovery_extension")
+    return ("found bazaar info naming neither an HTTP method nor an MCP tool; expected "
+            f"info.input.method or info.input.toolName. {_DECLARE}")

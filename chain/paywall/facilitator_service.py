@@ -39,6 +39,8 @@ from chain.mcp_client import McpTransport
 from chain.paywall.discovery import (
     MAX_RESOURCES_PER_SELLER,
     Catalogue,
+    Refused,
+    Unlisted,
     probe_declaration,
     probe_mcp_declaration,
 )
@@ -174,17 +176,19 @@ def _add_payment_routes(app: FastAPI, settlements: _Settlements, sender: str) ->
 def _add_discovery_routes(app: FastAPI, catalogue: Catalogue) -> None:
     @app.post("/discovery/register")
     async def register(body: _Register) -> dict[str, object]:
-        listed = []
+        """``{"listed": [url, ...], "refused": [{"resource": url, "why": ...}, ...]}``:
+        each resource is listed or refused with the reason (what its 402 held, what
+        listing needs, the fix)."""
+        listed: list[str] = []
+        refused: list[Refused] = []
         for entry in body.resources:
-            if entry.method.upper() == "MCP" and entry.tool:
-                probed = await probe_mcp_declaration(
-                    entry.url, entry.tool, entry.arguments, entry.transport
-                )
+            probed = await _probed(entry)
+            item = probed if isinstance(probed, Unlisted) else catalogue.add_from_payment(*probed)
+            if isinstance(item, Unlisted):
+                refused.append({"resource": entry.url, "why": item.why})
             else:
-                probed = await asyncio.to_thread(probe_declaration, entry.url, entry.method)
-            if probed is not None and catalogue.add_from_payment(*probed) is not None:
                 listed.append(entry.url)
-        return {"listed": listed}
+        return {"listed": listed, "refused": refused}
 
     @app.get("/discovery/resources")
     def resources(
@@ -229,6 +233,20 @@ def _add_discovery_routes(app: FastAPI, catalogue: Catalogue) -> None:
             "partialResults": False,
             "pagination": {"limit": limit, "cursor": str(start + limit) if more else None},
         }
+
+
+async def _probed(
+    entry: _Listed,
+) -> tuple[dict[str, object], dict[str, object]] | Unlisted:
+    """What ``entry``'s unpaid 402 declares (the facilitator reads it itself), or why not."""
+    if entry.method.upper() != "MCP":
+        return await asyncio.to_thread(probe_declaration, entry.url, entry.method)
+    if not entry.tool:
+        return Unlisted(
+            f'found an MCP entry for {entry.url} naming no tool; expected "tool", the paid '
+            'tool to probe. Fix: add "tool" (and the "arguments" its unpaid call takes)'
+        )
+    return await probe_mcp_declaration(entry.url, entry.tool, entry.arguments, entry.transport)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,8 +46,8 @@ from chain.client import ChainClient
 from chain.devkeys import dev_account
 from chain.errors import ChainError, DevnetError
 from chain.paywall.datasets import tokens
+from chain.paywall.discovery import Registration, register_resources
 from chain.paywall.serve import AppServer, serve_forever, service_parser, wait_for_service
-from chain.tls import tls_context
 from chain.usdc import token_domain
 
 __all__ = ["MARKET", "MarketSeller", "PaidRoute", "create_seller_app", "main", "seller_named"]
@@ -275,18 +275,12 @@ def create_seller_app(
     return app
 
 
-def register_with(facilitator_url: str, seller: MarketSeller, base_url: str) -> list[str]:
+def register_with(facilitator_url: str, seller: MarketSeller, base_url: str) -> Registration:
     """Ask the facilitator to list ``seller``'s offers (it reads their 402s itself)."""
-    resources = [{"url": base_url + o.path, "method": o.method} for o in seller.offers]
-    resp = httpx.post(
-        facilitator_url.rstrip("/") + "/discovery/register",
-        json={"resources": resources},
-        timeout=_REGISTER_TIMEOUT_S,
-        verify=tls_context(),
-    )
-    resp.raise_for_status()
-    listed: list[str] = resp.json().get("listed", [])
-    return listed
+    resources: list[dict[str, object]] = [
+        {"url": base_url + o.path, "method": o.method} for o in seller.offers
+    ]
+    return register_resources(facilitator_url, resources, timeout_s=_REGISTER_TIMEOUT_S)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -305,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
             AppServer(app, args.host, args.port, name=f"seller {seller.name}"),
             url_file=args.url_file,
             on_ready=lambda url: print(
-                f"listed: {register_with(args.facilitator_url, seller, url)}", flush=True
+                register_with(args.facilitator_url, seller, url).line(), flush=True
             ),
         )
     except (ChainError, httpx.HTTPError) as exc:

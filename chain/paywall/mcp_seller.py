@@ -32,8 +32,8 @@ from chain.devkeys import dev_account
 from chain.errors import ChainError
 from chain.mcp_client import ENDPOINTS, MCP_TRANSPORTS, McpTransport
 from chain.paywall.datasets import tokens
+from chain.paywall.discovery import Registration, register_resources
 from chain.paywall.serve import AppServer, serve_forever, service_parser, wait_for_service
-from chain.tls import tls_context
 from chain.usdc import token_domain
 
 __all__ = [
@@ -122,17 +122,14 @@ def create_mcp_app(
     return server.sse_app() if transport == "sse" else server.streamable_http_app()
 
 
-def register_mcp(facilitator_url: str, base_url: str, transport: McpTransport = "sse") -> list[str]:
+def register_mcp(
+    facilitator_url: str, base_url: str, transport: McpTransport = "sse"
+) -> Registration:
     """Ask the facilitator to list the paid tool (it probes the tool's 402 itself)."""
-    entry = {"url": base_url + ENDPOINTS[transport], "method": "MCP", "tool": MCP_TOOL,
-             "arguments": {"symbol": "USDC"}, "transport": transport}
-    resp = httpx.post(
-        facilitator_url.rstrip("/") + "/discovery/register", json={"resources": [entry]}, timeout=30,
-        verify=tls_context(),
-    )
-    resp.raise_for_status()
-    listed: list[str] = resp.json().get("listed", [])
-    return listed
+    entry: dict[str, object] = {"url": base_url + ENDPOINTS[transport], "method": "MCP",
+                                "tool": MCP_TOOL, "arguments": {"symbol": "USDC"},
+                                "transport": transport}
+    return register_resources(facilitator_url, [entry], timeout_s=30)
 
 
 def _free_port(host: str) -> int:
@@ -163,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                       lifespan=args.transport == "streamable-http"),
             url_file=args.url_file,
             on_ready=lambda url: print(
-                f"listed: {register_mcp(args.facilitator_url, url, args.transport)}"),
+                register_mcp(args.facilitator_url, url, args.transport).line()),
         )
     except (ChainError, httpx.HTTPError, ValueError) as exc:
         print(f"paid MCP server: {exc}", file=sys.stderr)

@@ -146,3 +146,64 @@ def test_the_paid_mcp_tool_is_listed_from_its_own_402(market: dict[str, str]) ->
     info = listed.items[0].extensions["bazaar"]["info"]["input"]
     assert info["toolName"] == MCP_TOOL and info["transport"] == "sse"
     assert listed.items[0].accepts[0]["amount"] == str(MCP_TOOL_PRICE)
+
+
+def _a_seller_declaring(atlas: str) -> Any:
+    """A seller whose routes answer 402 with atlas's own terms, each with one fault in its
+    discovery declaration (or none to declare), and one route that is free."""
+    from fastapi import FastAPI, Response
+    from x402.http import decode_payment_required_header, encode_payment_required_header
+
+    real = decode_payment_required_header(httpx.get(atlas + "/tokens", timeout=30).headers["payment-required"])
+    terms = real.model_dump(by_alias=True, exclude_none=True)
+    no_schema = {**terms, "extensions": {**terms["extensions"], "bazaar": {
+        k: v for k, v in terms["extensions"]["bazaar"].items() if k != "schema"}}}
+    no_bazaar = {**terms, "extensions": {}}
+    app = FastAPI()
+
+    def answer(body: dict[str, Any]) -> Response:
+        header = encode_payment_required_header(type(real).model_validate(body))
+        return Response(status_code=402, headers={"payment-required": header})
+
+    app.get("/no-schema")(lambda: answer(no_schema))
+    app.get("/no-bazaar")(lambda: answer(no_bazaar))
+    app.get("/free")(lambda: {"issuer": "Circle"})
+    return app
+
+
+def test_a_registration_refused_says_why_for_each_resource(market: dict[str, str]) -> None:
+    """An outside tester's seller declared bazaar without ``schema`` and got ``{"listed":
+    []}``: nothing said why. Each resource not listed now comes back with the reason (what
+    its 402 held, what listing needs, the fix); ``listed`` is as it was."""
+    from chain.paywall.serve import AppServer
+
+    with AppServer(_a_seller_declaring(market["atlas"]), name="faulty-seller") as srv:
+        atlas = market["atlas"] + "/tokens"
+        ask = [{"url": atlas, "method": "GET"}] + [
+            {"url": srv.url + path, "method": "GET"} for path in ("/no-schema", "/no-bazaar", "/free")
+        ] + [{"url": srv.url + "/mcp", "method": "MCP"}]
+        answer = httpx.post(market["facilitator"] + "/discovery/register",
+                            json={"resources": ask}, timeout=60).json()
+        assert answer["listed"] == [atlas]
+        why = {r["resource"].removeprefix(srv.url): r["why"] for r in answer["refused"]}
+        assert list(why) == ["/no-schema", "/no-bazaar", "/free", "/mcp"]
+        assert why["/no-schema"].startswith(
+            "found a bazaar extension x402 cannot read (schema: Field required); expected info "
+            "and schema as declare_discovery_extension writes them. Fix: declare it with x402's "
+            "declare_discovery_extension")
+        assert why["/no-bazaar"].startswith(
+            "found no bazaar extension in the 402 (its extensions: none); expected "
+            "extensions.bazaar with info and schema. Fix: declare it")
+        assert why["/free"] == (
+            f"found HTTP 200 for an unpaid GET {srv.url}/free; expected 402 with a "
+            "payment-required header. Fix: sell the route under GET behind x402's payment "
+            "middleware, or register it with the method it is sold under")
+        assert why["/mcp"].startswith(f"found an MCP entry for {srv.url}/mcp naming no tool; "
+                                      'expected "tool"')
+        # What a seller that asks to be listed prints carries every reason.
+        from chain.paywall.discovery import register_resources
+
+        line = register_resources(market["facilitator"], ask[1:2], timeout_s=60).line()
+        assert line == f"listed: []; not listed: {srv.url}/no-schema: {why['/no-schema']}"
+    assert srv.url + "/no-schema" not in {
+        i.resource for i in _bazaar(market["facilitator"]).list_resources(ListDiscoveryResourcesParams()).items}

@@ -48,8 +48,8 @@ def streamable(anvil: Any) -> Iterator[dict[str, str]]:
 
 
 def test_the_facilitator_probe_lists_a_streamable_http_tool(streamable: dict[str, str]) -> None:
-    assert register_mcp(streamable["facilitator"], streamable["mcp"], "streamable-http") == [
-        streamable["mcp"] + "/mcp"]
+    registered = register_mcp(streamable["facilitator"], streamable["mcp"], "streamable-http")
+    assert registered.listed == (streamable["mcp"] + "/mcp",) and registered.refused == ()
     items = httpx.get(streamable["facilitator"] + "/discovery/resources?type=mcp", timeout=30).json()
     [item] = items["items"]
     assert item["extensions"]["bazaar"]["info"]["input"]["transport"] == "streamable-http"
