@@ -12,7 +12,6 @@ import http.client
 import json
 import threading
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -27,6 +26,7 @@ from web3.exceptions import TransactionNotFound, Web3RPCError
 from web3.types import BlockData, RPCEndpoint, TxReceipt
 
 from chain.errors import RpcError, RpcUnreachable, WrongChain
+from chain.http_proxy import proxy_for
 from chain.networks import ANVIL_CHAIN_ID
 
 T = TypeVar("T")
@@ -76,16 +76,17 @@ def raw_rpc(w3: Web3, method: str, params: list[object], name: str | None = None
     """The ``result`` of one read-only JSON-RPC request to ``w3``'s node.
 
     No middleware and no result formatters (hex stays hex), over a kept-alive
-    ``http.client`` connection of this thread when the node is a plain http(s) URL
-    (web3's ``requests`` transport costs ~6x the CPU of the request itself; the paid path
-    makes six reads per payment). Reads only: a request on a connection the node closed
-    is sent once more on a fresh one. A node's error is raised as RpcError (named
-    ``name``, default ``method``); transport errors as ConnectionError / TimeoutError,
-    for the caller's translation (ChainClient.call).
+    ``http.client`` connection of this thread when the node is a plain http(s) URL reached
+    without a proxy (:func:`chain.http_proxy.proxy_for`; web3's ``requests`` transport
+    costs ~6x the CPU of the request itself; the paid path makes six reads per payment).
+    Reads only: a request on a connection the node closed is sent once more on a fresh one.
+    A node's error is raised as RpcError (named ``name``, default ``method``); transport
+    errors as ConnectionError / TimeoutError, for the caller's translation
+    (ChainClient.call).
     """
     provider = w3.provider
     url = _endpoint(w3)
-    target = _plain_http(url)
+    target = _direct(url)
     if target is None:
         return _result(url, name or method, provider.make_request(RPCEndpoint(method), params))
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
@@ -99,7 +100,7 @@ def raw_rpc_batch(w3: Web3, calls: Sequence[tuple[str, list[object], str]]) -> l
     request at a time). Each item is the ``result`` or the RpcError that request met;
     a transport error raises, as :func:`raw_rpc`'s."""
     url = _endpoint(w3)
-    target = _plain_http(url)
+    target = _direct(url)
     if target is not None and len(calls) > 1:
         body = [{"jsonrpc": "2.0", "id": i, "method": method, "params": params}
                 for i, (method, params, _) in enumerate(calls)]
@@ -122,6 +123,14 @@ def _unless_error(item: object) -> object:
     if isinstance(item, RpcError):
         raise item
     return item
+
+
+def _direct(url: str) -> _Target | None:
+    """Where :func:`_post_json` may reach ``url``'s node itself: a plain http(s) URL that
+    goes through no proxy (chain.http_proxy.proxy_for); else None (web3's transport, which
+    takes that proxy)."""
+    target = _plain_http(url)
+    return target if target is not None and proxy_for(url) is None else None
 
 
 def _endpoint(w3: Web3) -> str:
@@ -180,13 +189,12 @@ _CONNECTIONS = threading.local()
 @functools.lru_cache(maxsize=64)
 def _plain_http(url: str) -> _Target | None:
     """``url`` as (scheme, host, port, path) when http.client can reach it exactly as
-    requests would: http(s), no credentials in the URL, no proxy from the environment."""
+    requests would: http(s), no credentials in the URL (whether it goes through a proxy is
+    the caller's to ask, each time: the environment may change)."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.username:
         return None
     host = parts.hostname
-    if urllib.request.getproxies() and not urllib.request.proxy_bypass(host):
-        return None
     port = parts.port or (443 if parts.scheme == "https" else 80)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return parts.scheme, host, port, path
@@ -227,18 +235,19 @@ def _post_json(target: _Target, timeout: float, body: object) -> tuple[int, byte
 
 def _transport_failure(url: str, exc: BaseException) -> str:
     """What failed on the way to the node at ``url``: the error's name, an HTTP status
-    (web3's transport raises on one), and the proxy the environment routes it through,
-    with the fix, when one does (a proxy that cannot reach a local node answers 502)."""
+    (web3's transport raises on one), and, when the request went through a proxy (only ever
+    to a node off this machine: :func:`chain.http_proxy.proxy_for`), that proxy and the fix."""
     detail = type(exc).__name__
     response = getattr(exc, "response", None)
     if isinstance(exc, requests.HTTPError) and response is not None:
         detail = f"HTTP {response.status_code}"
-    host = urllib.parse.urlsplit(url).hostname or ""
-    proxies = urllib.request.getproxies()
-    if proxies and not urllib.request.proxy_bypass(host):
-        names = ", ".join(sorted(f"{k.upper()}_PROXY" for k in proxies))
-        detail += (f", through the proxy the environment sets ({names}); if the node is "
-                   f"local, set NO_PROXY={host} (or unset the proxy)")
+    proxy = proxy_for(url)
+    if proxy is not None:
+        where = urllib.parse.urlsplit(proxy).netloc.rpartition("@")[2]  # no credentials
+        host = urllib.parse.urlsplit(url).hostname or ""
+        detail += (f", through the proxy at {where} (HTTP_PROXY, HTTPS_PROXY or ALL_PROXY); "
+                   f"expected it to reach {host}. Fix: if the node is reachable directly, "
+                   f"add {host} to NO_PROXY (or unset the proxy)")
     return detail
 
 
@@ -253,7 +262,11 @@ class ChainClient:
 
     def __init__(self, rpc_url: str, expected_chain_id: int | None = None, *, timeout_s: float = 10.0) -> None:
         self.rpc_url = rpc_url
-        self.w3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": timeout_s}))
+        # requests reads proxies from the environment itself unless told each one: a None
+        # sends straight to the node (requests drops it after its own environment merge).
+        proxies = dict.fromkeys(("http", "https", "all"), proxy_for(rpc_url))
+        self.w3 = Web3(Web3.HTTPProvider(
+            rpc_url, request_kwargs={"timeout": timeout_s, "proxies": proxies}))
         self._chain_id: int | None = None
         self.expected_chain_id = expected_chain_id
         if expected_chain_id is not None:

@@ -407,10 +407,12 @@ def _start_services(home: Path, info: DevnetInfo, *, paywall: bool, market: bool
 def _health(url: str, path: str = "/health") -> bool:
     import httpx
 
+    from chain.http_proxy import proxy_for
     from chain.tls import tls_context
 
     try:
-        return httpx.get(url.rstrip("/") + path, timeout=1.0, verify=tls_context()).status_code == 200
+        return httpx.get(url.rstrip("/") + path, timeout=1.0, trust_env=False, proxy=proxy_for(url),
+                         verify=tls_context()).status_code == 200
     except httpx.HTTPError:
         return False
 

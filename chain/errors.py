@@ -14,6 +14,10 @@ Every message names what was found, what was expected, and the fix.
 
 from __future__ import annotations
 
+import urllib.parse
+
+from chain.http_proxy import is_loopback
+
 
 class ChainError(Exception):
     """Root of every error raised by ``chain``."""
@@ -29,7 +33,7 @@ class RpcUnreachable(ChainError):
         # node (a local one included) is the user's RPC to check, whatever its address.
         # ``devnet`` is the caller's knowledge of the chain; without it, a loopback guess.
         if devnet is None:
-            devnet = chain_id is None and _is_loopback(url)
+            devnet = chain_id is None and is_loopback(urllib.parse.urlsplit(url).hostname or "")
         hint = (
             "start the local devnet with `nib devnet up`"
             if devnet
@@ -98,7 +102,3 @@ def innermost(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
-
-
-def _is_loopback(url: str) -> bool:
-    return "127.0.0.1" in url or "localhost" in url

@@ -14,6 +14,8 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Literal, get_args
 
 from chain.errors import innermost
+from chain.http_proxy import proxy_for
+from chain.tls import tls_context
 
 if TYPE_CHECKING:  # mcp loads on the first call, not on import
     from mcp import ClientSession
@@ -46,22 +48,34 @@ def split_endpoint(url: str) -> tuple[str, McpTransport | None]:
 
 @asynccontextmanager
 async def _session(url: str, transport: McpTransport, timeout_s: float) -> AsyncIterator[ClientSession]:
+    """An initialized MCP client session; its HTTP client goes through the proxy
+    :func:`chain.http_proxy.proxy_for` names for ``url`` (none to a loopback server) and
+    reads none from the environment itself."""
     # Deferred: mcp and its clients cost ~340 ms to import (min of 3 runs after
     # chain.mcp_client, 2 busy cores); only an MCP seller needs them.
+    import httpx
     from mcp import ClientSession
+
+    def client(headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None,
+               auth: httpx.Auth | None = None) -> httpx.AsyncClient:
+        return httpx.AsyncClient(headers=headers, timeout=timeout or timeout_s, auth=auth,
+                                 trust_env=False, proxy=proxy_for(url), verify=tls_context())
 
     if transport == "sse":
         from mcp.client.sse import sse_client
 
-        async with sse_client(url, timeout=timeout_s) as (read, write), ClientSession(read, write) as s:
+        async with (
+            sse_client(url, timeout=timeout_s, httpx_client_factory=client) as (read, write),
+            ClientSession(read, write) as s,
+        ):
             await s.initialize()
             yield s
     else:
         from mcp.client.streamable_http import streamablehttp_client
 
         async with (
-            streamablehttp_client(url, timeout=timeout_s) as (read, write, _),
-            ClientSession(read, write) as s,
+            streamablehttp_client(url, timeout=timeout_s, httpx_client_factory=client) as streams,
+            ClientSession(streams[0], streams[1]) as s,
         ):
             await s.initialize()
             yield s

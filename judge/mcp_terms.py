@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 import httpx
 
+from judge.http_proxy import proxy_for
 from judge.tls import tls_context
 
 if TYPE_CHECKING:
@@ -177,8 +178,10 @@ def mcp_tool_of(args: Mapping[str, object]) -> McpTool | None:
 
 @asynccontextmanager
 async def _session(url: str, transport: Transport) -> AsyncIterator[ClientSession]:
-    """An initialized MCP client session over ``transport``; its HTTP client ignores proxy
-    settings of the environment, as the judge's 402 read does (judge.payto)."""
+    """An initialized MCP client session over ``transport``; its HTTP client goes through
+    the proxy :func:`judge.http_proxy.proxy_for` names for ``url`` (none to a loopback
+    server) and reads none from the environment itself, as the judge's 402 read
+    (judge.payto) and the agent's MCP client do."""
     # Deferred: mcp and its clients cost ~220 ms to import (min of 3 runs after
     # judge.mcp_terms, 2 busy cores); only a seller's MCP tool needs them.
     from mcp import ClientSession
@@ -187,7 +190,7 @@ async def _session(url: str, transport: Transport) -> AsyncIterator[ClientSessio
                auth: httpx.Auth | None = None) -> httpx.AsyncClient:
         return httpx.AsyncClient(headers={**(headers or {}), "Accept-Encoding": "identity"},
                                  timeout=timeout or _TIMEOUT_S, auth=auth, trust_env=False,
-                                 verify=tls_context(), transport=_CappedTransport())
+                                 verify=tls_context(), transport=_CappedTransport(proxy_for(url)))
 
     if transport == "sse":
         from mcp.client.sse import sse_client
@@ -213,8 +216,8 @@ class _CappedTransport(httpx.AsyncBaseTransport):
     """HTTP for the MCP read with every response cut off past ``_MAX_BYTES`` (as sent: a
     ``Content-Encoding`` is dropped, so nothing is inflated past the cap)."""
 
-    def __init__(self) -> None:
-        self._inner = httpx.AsyncHTTPTransport(trust_env=False, verify=tls_context())
+    def __init__(self, proxy: str | None) -> None:
+        self._inner = httpx.AsyncHTTPTransport(trust_env=False, proxy=proxy, verify=tls_context())
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self._inner.handle_async_request(request)

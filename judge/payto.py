@@ -14,6 +14,7 @@ the payload, which the wallet then refuses (``verdict-void``).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import http.client
@@ -28,6 +29,7 @@ from collections.abc import Callable, Iterator
 import httpx
 
 from judge.connections import STALE, ConnectionPool
+from judge.http_proxy import proxy_for
 from judge.mcp_terms import SELLER_READ_S, NoOffers, OfferedTerms
 from judge.tls import tls_context
 
@@ -73,8 +75,9 @@ class _Reader:
     Synchronous on purpose: the judge's reads run on its own worker threads, and an
     ``httpx.AsyncClient`` on an event loop thread cost ~1.0 ms of CPU a read (the hop onto
     the loop, anyio's cancel scopes, httpx's async stack) against ~0.12 ms here, on the
-    paid path of every purchase. The read keeps no cookies, follows no redirect, ignores
-    proxy settings of the environment, and has no connection limit, so a seller holding
+    paid path of every purchase. The read keeps no cookies, follows no redirect, goes
+    through the proxy :func:`judge.http_proxy.proxy_for` names (none to a loopback seller,
+    as for the agent's own read), and has no connection limit, so a seller holding
     its reads cannot make another seller's read wait for a connection. An idle kept-alive
     connection is dropped after ``_IDLE_S``, before servers commonly drop theirs; one the
     seller closed just as it was reused fails before any answer, and that read is made
@@ -124,14 +127,64 @@ class _Reader:
 
 
 def _connect(target: _Target) -> http.client.HTTPConnection:
+    """A connection to the seller at ``target``: straight there, or through the proxy
+    :func:`judge.http_proxy.proxy_for` names for it (to an https seller through a CONNECT
+    tunnel; to an http one by asking the proxy for the whole URL)."""
     scheme, host, port = target
+    netloc = f"[{host}]" if ":" in host else host
+    default = 443 if scheme == "https" else 80
+    origin = f"{scheme}://{netloc}" + ("" if port == default else f":{port}")
+    proxy = proxy_for(origin)
     conn: http.client.HTTPConnection
-    if scheme == "https":
-        conn = http.client.HTTPSConnection(host, port, timeout=_TIMEOUT_S, context=tls_context())
+    if proxy is None:
+        if scheme == "https":
+            conn = http.client.HTTPSConnection(host, port, timeout=_TIMEOUT_S,
+                                               context=tls_context())
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=_TIMEOUT_S)
     else:
-        conn = http.client.HTTPConnection(host, port, timeout=_TIMEOUT_S)
+        (proxy_host, proxy_port), auth = _proxy_parts(proxy, origin)
+        if scheme == "https":
+            conn = http.client.HTTPSConnection(proxy_host, proxy_port, timeout=_TIMEOUT_S,
+                                               context=tls_context())
+            conn.set_tunnel(host, port, headers=auth)
+        else:
+            conn = _Forwarded(proxy_host, proxy_port, origin, auth)
     conn.response_class = _Response
     return conn
+
+
+def _proxy_parts(proxy: str, origin: str) -> tuple[tuple[str, int], dict[str, str]]:
+    """The proxy's (host, port) and the Proxy-Authorization header its URL's credentials
+    make (none without); ValueError for a proxy the read cannot speak to."""
+    parts = urllib.parse.urlsplit(proxy)
+    if parts.scheme != "http" or not parts.hostname:
+        shown = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+        raise ValueError(f"found the proxy {shown} for {origin}; expected an http:// proxy "
+                         "(the judge's read speaks plain HTTP to a proxy). Fix: name an "
+                         "http:// proxy in HTTP_PROXY/HTTPS_PROXY, or add the seller's host "
+                         "to NO_PROXY")
+    auth = {}
+    if parts.username is not None:
+        user = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        auth["Proxy-Authorization"] = "Basic " + base64.b64encode(user.encode()).decode()
+    return (parts.hostname, parts.port or 80), auth
+
+
+class _Forwarded(http.client.HTTPConnection):
+    """Plain http to a seller through an http proxy: each request line names the whole URL
+    (absolute form), which is how a proxy is asked to forward a request."""
+
+    def __init__(self, host: str, port: int, origin: str, auth: dict[str, str]) -> None:
+        super().__init__(host, port, timeout=_TIMEOUT_S)
+        self._origin = origin
+        self._auth = auth
+
+    def putrequest(self, method: str, url: str, skip_host: bool = False,
+                   skip_accept_encoding: bool = False) -> None:
+        super().putrequest(method, self._origin + url, skip_host, skip_accept_encoding)
+        for name, value in self._auth.items():
+            self.putheader(name, value)
 
 
 def _split(url: str) -> tuple[_Target, str]:

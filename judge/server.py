@@ -10,7 +10,6 @@ signed them and the other records' wire forms.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import socket
 import sys
@@ -35,6 +34,7 @@ from judge.errors import (
 )
 from judge.gate import BodyLimit, Json, TokenGate, error, malformed
 from judge.hardening import refuse_inspection
+from judge.http_proxy import is_loopback
 from judge.jev import Judge, PaidCallRequest
 from judge.operations import OPERATIONS
 from judge.tasks import TASK_TOKEN, WORKER_TOKEN, TaskLimits
@@ -42,15 +42,6 @@ from judge.verdict import SCHEME, parse_verdict
 from judge.wire import check_handlers, free_to_wire
 
 __all__ = ["JudgeServer", "create_app", "serve"]
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 
@@ -339,7 +330,7 @@ def _server(
             "agent and the wallet can ask for verdicts; fix: set NIB_JUDGE_TOKEN (e.g. "
             "`export NIB_JUDGE_TOKEN=$(openssl rand -hex 32)`), or pass --insecure on the devnet."
         )
-    if not _is_loopback(host):
+    if not is_loopback(host):
         raise JudgeConfigError(
             f"found judge host {host!r}; expected a loopback address (127.0.0.1, ::1, "
             "localhost) because the judge holds an approving key; fix: bind to 127.0.0.1."

@@ -1,8 +1,10 @@
-"""Helpers several test packages share: a loopback ASGI server and chain readings of a run."""
+"""Helpers several test packages share: a loopback ASGI server, a stand-in for a user's HTTP
+proxy, and chain readings of a run."""
 
 from __future__ import annotations
 
 import contextlib
+import http.server
 import threading
 import time
 from collections.abc import Iterator
@@ -39,6 +41,59 @@ def serve(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+class Proxy:
+    """A user's HTTP proxy as nib meets it, on a free loopback port: it records the request
+    line of each request it is sent (``seen``: ``GET http://host/path``, ``CONNECT
+    host:443``) and answers every one with ``status`` (502, as a proxy answers for this
+    machine's loopback, which it cannot reach) and ``headers``."""
+
+    def __init__(self, status: int = 502, headers: dict[str, str] | None = None) -> None:
+        self.seen: list[str] = []
+        proxy = self
+
+        class _Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                proxy.seen.append(f"{self.command} {self.path}")
+                self.send_response(proxy.status)
+                for name, value in (proxy.headers or {}).items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_POST = do_CONNECT = _answer
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.status = status
+        self.headers = headers
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> Proxy:
+        threading.Thread(target=self._server.serve_forever, name="test-proxy", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@contextmanager
+def proxy_in_environment(monkeypatch: Any, status: int = 502,
+                         headers: dict[str, str] | None = None) -> Iterator[Proxy]:
+    """A :class:`Proxy` named in HTTP_PROXY, HTTPS_PROXY and ALL_PROXY (both spellings:
+    the standard library prefers the lower-case one) with no NO_PROXY, as an outside tester
+    ran nib."""
+    with Proxy(status, headers) as proxy:
+        for name in ("http_proxy", "https_proxy", "all_proxy"):
+            monkeypatch.setenv(name, proxy.url)
+            monkeypatch.setenv(name.upper(), proxy.url)
+        monkeypatch.delenv("no_proxy", raising=False)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        yield proxy
 
 
 class ChainReadings:

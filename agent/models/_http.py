@@ -19,6 +19,7 @@ from agent.errors import ModelUnavailable
 from agent.jsonvalues import JSONObject, as_list, as_object
 from agent.loop.tokens import count_json, count_messages, count_text
 from agent.models.base import ModelRequest, ToolCall, Usage
+from judge.http_proxy import proxy_for
 from judge.tls import tls_context
 
 __all__ = [
@@ -340,8 +341,10 @@ class HttpModel(ABC):
         """The provider's request headers (its key header, its version)."""
 
     def _client(self) -> httpx.AsyncClient:
+        # httpx mounts a proxy over every URL, ahead of a given transport (a test double).
+        proxy = None if self._transport is not None else proxy_for(self.base_url)
         return httpx.AsyncClient(timeout=self._timeout, transport=self._transport,
-                                 verify=tls_context())
+                                 trust_env=False, proxy=proxy, verify=tls_context())
 
     async def _send(
         self, client: httpx.AsyncClient, url: str, payload: JSONObject

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 from pydantic import BaseModel, ConfigDict, Field
 from x402.extensions.bazaar import (
     ListDiscoveryResourcesParams,
@@ -26,6 +27,8 @@ from agent.tools.base import FreeLimits, Observation, Tool, ToolContext
 from agent.tools.money import UsdcAmount
 from agent.tools.x402.offers import Offer, OfferBook, allowlisted_sellers, offer_from_discovery
 from chain.money import format_usdc
+from judge.http_proxy import proxy_for
+from judge.tls import tls_context
 
 __all__ = ["DISCOVERY_SETTING", "DiscoverArgs", "DiscoverTool", "discovery_urls"]
 
@@ -122,7 +125,11 @@ class DiscoverTool(Tool[DiscoverArgs]):
 
 def _ask(url: str, args: DiscoverArgs) -> list[Offer]:
     """One discovery API through x402's bazaar client (sync: the client's helper is)."""
-    client = HTTPFacilitatorClientSync(FacilitatorConfig(url=url, timeout=_TIMEOUT_S))
+    # x402's own client would take the environment's proxies, even to a loopback service.
+    http = httpx.Client(timeout=_TIMEOUT_S, follow_redirects=True, trust_env=False,
+                        proxy=proxy_for(url), verify=tls_context())
+    client = HTTPFacilitatorClientSync(FacilitatorConfig(url=url, timeout=_TIMEOUT_S,
+                                                         http_client=http))
     # x402 2.25 annotates the async client, but its bazaar helper works only with the sync one.
     bazaar = with_bazaar(client).extensions.bazaar  # type: ignore[arg-type]
     try:
@@ -139,7 +146,7 @@ def _ask(url: str, args: DiscoverArgs) -> list[Offer]:
             )
             items = listed.items
     finally:
-        client.close()
+        http.close()
     offers = (offer_from_discovery(item, url) for item in items)
     return [o for o in offers if o is not None]
 

@@ -34,6 +34,7 @@ from x402.schemas import (
 )
 from x402.schemas.v1 import PaymentPayloadV1, PaymentRequiredV1, PaymentRequirementsV1
 
+from chain.http_proxy import proxy_for
 from chain.mcp_client import McpTransport, McpUnreachable, call_tool
 from chain.tls import tls_context
 
@@ -100,6 +101,8 @@ def register_resources(
         facilitator_url.rstrip("/") + "/discovery/register",
         json={"resources": resources},
         timeout=timeout_s,
+        trust_env=False,
+        proxy=proxy_for(facilitator_url),
         verify=tls_context(),
     )
     resp.raise_for_status()
@@ -224,7 +227,8 @@ def probe_declaration(url: str, method: str) -> _Declared | Unlisted:
     try:
         resp = httpx.request(
             verb, url, json={} if verb == "POST" else None,
-            timeout=_PROBE_TIMEOUT_S, follow_redirects=False, verify=tls_context(),
+            timeout=_PROBE_TIMEOUT_S, follow_redirects=False, trust_env=False,
+            proxy=proxy_for(url), verify=tls_context(),
         )
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         return Unlisted(

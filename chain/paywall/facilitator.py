@@ -23,6 +23,8 @@ from x402.schemas import (
     VerifyResponse,
 )
 
+from chain.client import ChainClient
+
 __all__ = ["RECEIPT_POLL_S", "DevnetFacilitatorSigner", "InProcessFacilitator"]
 
 #: How often a settlement looks for its receipt (seconds).
@@ -46,6 +48,8 @@ class DevnetFacilitatorSigner(FacilitatorWeb3Signer):
         gas_limit: int = 500_000,
     ) -> None:
         super().__init__(private_key, rpc_url, confirmation_timeout_seconds, gas_limit)
+        # x402's own provider takes the environment's proxies, even to a local node.
+        self._w3 = ChainClient(rpc_url, timeout_s=30.0).w3
         self._send_lock = threading.RLock()
 
     def _reserve_nonce(self) -> int:

@@ -45,12 +45,17 @@ from x402.schemas import AssetAmount
 from chain.client import ChainClient
 from chain.devkeys import dev_account
 from chain.errors import ChainError, DevnetError
+from chain.http_proxy import proxy_for
 from chain.paywall.datasets import tokens
 from chain.paywall.discovery import Registration, register_resources
 from chain.paywall.serve import AppServer, serve_forever, service_parser, wait_for_service
+from chain.tls import tls_context
 from chain.usdc import token_domain
 
-__all__ = ["MARKET", "MarketSeller", "PaidRoute", "create_seller_app", "main", "seller_named"]
+__all__ = [
+    "MARKET", "MarketSeller", "PaidRoute", "create_seller_app", "facilitator_client", "main",
+    "seller_named",
+]
 
 #: EIP-712 domain of TestUSDC, which x402's exact scheme needs for a non-default asset.
 _MAX_TIMEOUT_S = 300
@@ -235,7 +240,7 @@ def create_seller_app(
     client = ChainClient(rpc_url, chain_id)
     network = f"eip155:{client.chain_id()}"  # the chain's own: no seller hard-codes one
     domain = token_domain(client.w3, usdc)
-    server = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=facilitator_url)))
+    server = x402ResourceServer(facilitator_client(facilitator_url))
     server.register(network, ExactEvmServerScheme())  # type: ignore[arg-type]
     # x402 2.25's annotations name a base these extensions implement structurally.
     server.register_extension(bazaar_resource_server_extension)  # type: ignore[arg-type]
@@ -273,6 +278,25 @@ def create_seller_app(
         return _sheet(seller, body.get("symbol") if isinstance(body, dict) else None)
 
     return app
+
+
+class _FacilitatorClient(HTTPFacilitatorClient):
+    """x402's facilitator client, with the one-off client it opens to read ``/supported``
+    (``initialize``) built by nib's proxy rule too: x402 builds that one itself, taking the
+    environment's proxies even to a loopback facilitator."""
+
+    def _get_sync_client(self) -> httpx.Client:
+        return httpx.Client(timeout=self._timeout, follow_redirects=True, trust_env=False,
+                            proxy=proxy_for(self.url), verify=tls_context())
+
+
+def facilitator_client(url: str) -> HTTPFacilitatorClient:
+    """x402's client of the facilitator service at ``url``, which a seller verifies and
+    settles through, sending through the proxy :func:`chain.http_proxy.proxy_for` names for
+    ``url`` (none to a loopback facilitator) and reading none from the environment."""
+    http = httpx.AsyncClient(timeout=FacilitatorConfig.timeout, follow_redirects=True,
+                             trust_env=False, proxy=proxy_for(url), verify=tls_context())
+    return _FacilitatorClient(FacilitatorConfig(url=url, http_client=http))
 
 
 def register_with(facilitator_url: str, seller: MarketSeller, base_url: str) -> Registration:

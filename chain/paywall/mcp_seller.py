@@ -22,7 +22,6 @@ from x402.extensions.bazaar import (
     OutputConfig,
     declare_mcp_discovery_extension,
 )
-from x402.http import FacilitatorConfig, HTTPFacilitatorClient
 from x402.mcp import create_payment_wrapper
 from x402.mechanisms.evm.exact import ExactEvmServerScheme
 from x402.schemas import AssetAmount, ResourceConfig, ResourceInfo
@@ -33,6 +32,7 @@ from chain.errors import ChainError
 from chain.mcp_client import ENDPOINTS, MCP_TRANSPORTS, McpTransport
 from chain.paywall.datasets import tokens
 from chain.paywall.discovery import Registration, register_resources
+from chain.paywall.market import facilitator_client
 from chain.paywall.serve import AppServer, serve_forever, service_parser, wait_for_service
 from chain.usdc import token_domain
 
@@ -72,7 +72,7 @@ def create_mcp_app(
     client = ChainClient(rpc_url, chain_id)
     network = f"eip155:{client.chain_id()}"  # the chain's own: no seller hard-codes one
     domain = token_domain(client.w3, usdc)
-    rs = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=facilitator_url)))
+    rs = x402ResourceServer(facilitator_client(facilitator_url))
     rs.register(network, ExactEvmServerScheme())  # type: ignore[arg-type]
     rs.initialize()  # reads the facilitator's /supported; needed before building requirements
     accepts = rs.build_payment_requirements(

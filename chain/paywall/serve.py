@@ -110,12 +110,14 @@ def wait_for_service(url: str, timeout_s: float = 30.0) -> None:
     DevnetError naming it; lets the devnet start every process at once."""
     import httpx
 
+    from chain.http_proxy import proxy_for
     from chain.tls import tls_context
 
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            if httpx.get(url, timeout=1.0, verify=tls_context()).status_code == 200:
+            if httpx.get(url, timeout=1.0, trust_env=False, proxy=proxy_for(url),
+                         verify=tls_context()).status_code == 200:
                 return
         except httpx.HTTPError:
             pass

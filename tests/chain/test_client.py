@@ -14,6 +14,7 @@ from chain.devnet import free_port
 from chain.errors import RpcError, RpcUnreachable, WrongChain
 from chain.networks import get_network
 from chain.usdc import transfer
+from tests._support import proxy_in_environment
 
 
 def test_reads_match_the_node(chain):
@@ -123,26 +124,45 @@ def test_raw_reads_survive_a_dropped_connection_and_name_http_errors():
         c.block_timestamp()
 
 
-def test_a_node_behind_a_proxy_that_fails_is_named_with_the_proxy_and_the_fix(monkeypatch):
-    """With HTTP_PROXY set in the environment, web3's transport sends the RPC through it;
-    a proxy that cannot reach the local node answers 502. That is a one-line
-    RpcUnreachable naming the status, the proxy variable and NO_PROXY (an outside tester
-    got a 103-line traceback from `nib services up`)."""
-    _Node.status = 502
-    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Node)
-    threading.Thread(target=proxy.serve_forever, daemon=True).start()
-    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.server_address[1]}")
-    monkeypatch.delenv("NO_PROXY", raising=False)
-    monkeypatch.delenv("no_proxy", raising=False)
-    try:
+def test_a_local_node_is_read_and_written_directly_whatever_proxy_the_environment_sets(
+    chain, monkeypatch
+):
+    """An outside tester with HTTP_PROXY set and no NO_PROXY: web3's transport sent every
+    RPC to a local Anvil through the proxy, which cannot reach it (502), and the raw reads
+    fell back to it. A loopback node is never sent through a proxy, by either path (web3's
+    transport: chain id, balances, a transfer; the raw reads: the block's clock)."""
+    agent, outsider = dev_account(AGENT).address, dev_account(OUTSIDER).address
+    before = ChainClient(chain.rpc_url).token_balance(chain.usdc, outsider)
+    with proxy_in_environment(monkeypatch) as proxy:
+        c = ChainClient(chain.rpc_url, 31337)
+        assert c.block_timestamp() == c.block()["timestamp"]
+        tx = transfer(c.w3, chain.usdc, dev_account(AGENT), outsider, 7)
+        receipt = c.receipt(tx)
+        assert receipt is not None and receipt.status == 1
+        assert c.token_balance(chain.usdc, outsider) == before + 7
+        assert c.eth_balance(agent) > 0
+    assert proxy.seen == []
+
+
+def test_a_remote_node_behind_a_proxy_that_fails_is_named_with_the_proxy_and_the_fix(monkeypatch):
+    """A node off this machine still goes through the environment's proxy (a user behind a
+    corporate proxy reaches a remote RPC); when that proxy fails, the one-line
+    RpcUnreachable names the status, the proxy and NO_PROXY. A local node that is down is
+    named without a proxy: its request never went through one."""
+    remote = "http://rpc.node.invalid:8545"
+    with proxy_in_environment(monkeypatch) as proxy:
         with pytest.raises(RpcUnreachable) as err:
-            ChainClient(f"http://127.0.0.1:{free_port()}", expected_chain_id=31337)
-    finally:
-        _Node.status = 200
-        proxy.shutdown()
-        proxy.server_close()
+            ChainClient(remote, expected_chain_id=84532)
+        seen = list(proxy.seen)  # web3's transport retries: several of the one request
+        assert seen and set(seen) == {f"POST {remote}/"}, seen
+        local = f"http://127.0.0.1:{free_port()}"
+        with pytest.raises(RpcUnreachable) as down:
+            ChainClient(local, expected_chain_id=31337, timeout_s=1)
+        assert proxy.seen == seen
     text = str(err.value)
-    assert "HTTP 502" in text and "HTTP_PROXY" in text and "NO_PROXY=127.0.0.1" in text, text
+    assert f"(HTTP 502, through the proxy at {proxy.url.removeprefix('http://')} " in text, text
+    assert "add rpc.node.invalid to NO_PROXY" in text, text
+    assert "ConnectionError" in str(down.value) and "proxy" not in str(down.value), down.value
 
 
 def test_the_clock_and_the_balance_are_one_exchange_with_the_node(chain, monkeypatch):

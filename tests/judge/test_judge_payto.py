@@ -24,7 +24,7 @@ from judge.mcp_terms import SELLER_READ_S, NoOffers, OfferedTerms
 from judge.payto import advertised_terms
 from judge.tasks import TaskLimits
 from judge.verdict import VerdictSigner
-from tests._support import serve
+from tests._support import proxy_in_environment, serve
 
 OUTSIDE_PAY_TO = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
 NEW_PAY_TO = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
@@ -369,3 +369,27 @@ def test_a_v1_402_whose_body_never_arrives_states_no_terms_within_the_bound() ->
         took = time.monotonic() - started
     assert terms == () and isinstance(terms, NoOffers), terms
     assert took < SELLER_READ_S + 4, f"the read took {took:.1f} s"
+
+
+def test_the_judge_reads_a_loopback_seller_directly_and_any_other_through_the_proxy(
+    seller: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The judge's read follows nib's one proxy rule (judge.http_proxy), as the agent's
+    read of the same 402 does: a loopback seller is read directly even with HTTP_PROXY set
+    (the proxy never hears of it); a seller elsewhere through the environment's proxy,
+    asked for the whole URL over http and through a CONNECT tunnel over https. Before, the
+    judge ignored the environment's proxies altogether, so the agent and the judge could
+    read one seller's terms by different ways."""
+    seller["pay_to"] = OUTSIDE_PAY_TO
+    header = _402(NEW_PAY_TO).headers["payment-required"]
+    with proxy_in_environment(monkeypatch, status=402, headers={"PAYMENT-REQUIRED": header}) \
+            as proxy:
+        local = advertised_terms(seller["url"] + "/data")
+        assert [t.pay_to for t in local] == [OUTSIDE_PAY_TO.lower()] and proxy.seen == []
+        remote = advertised_terms("http://seller.invalid/data?symbol=USDC")
+        assert [t.pay_to for t in remote] == [NEW_PAY_TO.lower()], remote
+        assert proxy.seen == ["GET http://seller.invalid/data?symbol=USDC"]
+        tunneled = advertised_terms("https://seller.invalid:8443/data")
+        assert proxy.seen[1:] == ["CONNECT seller.invalid:8443"]
+    assert isinstance(tunneled, NoOffers) and "Tunnel connection failed: 402" in tunneled.why, \
+        tunneled.why

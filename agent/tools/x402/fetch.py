@@ -18,6 +18,7 @@ from agent.interrupts import innermost
 from agent.tools.base import ToolContext
 from agent.tools.x402.offers import seller_of
 from agent.tools.x402.protocol import X402ProtocolError, parse_payment_required
+from judge.http_proxy import proxy_for
 from judge.tls import tls_context
 
 __all__ = [
@@ -81,10 +82,35 @@ async def fetch(
 def seller_client() -> httpx.AsyncClient:
     """A client for sellers' answers: the shared TLS context, no cookies kept (a seller
     cannot tie one request to another by them, as with a client per request), no
-    redirects followed. The loop opens one per run (``ToolContext.http``), so a run's
-    requests to a seller reuse a kept-alive connection."""
-    return httpx.AsyncClient(verify=tls_context(), follow_redirects=False,
+    redirects followed, each request sent by nib's proxy rule (:class:`_ByProxyRule`). The
+    loop opens one per run (``ToolContext.http``), so a run's requests to a seller reuse a
+    kept-alive connection."""
+    return httpx.AsyncClient(verify=tls_context(), follow_redirects=False, trust_env=False,
+                             transport=_ByProxyRule(),
                              cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])))
+
+
+class _ByProxyRule(httpx.AsyncBaseTransport):
+    """Sends each request straight to its seller or through the proxy
+    :func:`judge.http_proxy.proxy_for` names for its URL (never one to a loopback seller,
+    as the judge's read of the same 402), one connection pool per way: a run's one client
+    reaches sellers on this machine and elsewhere. httpx's own reading of the environment
+    would proxy a loopback seller."""
+
+    def __init__(self) -> None:
+        self._ways: dict[str | None, httpx.AsyncHTTPTransport] = {}
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        proxy = proxy_for(str(request.url))
+        way = self._ways.get(proxy)
+        if way is None:
+            way = self._ways[proxy] = httpx.AsyncHTTPTransport(
+                proxy=proxy, trust_env=False, verify=tls_context())
+        return await way.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        for way in self._ways.values():
+            await way.aclose()
 
 
 async def _read_response(
