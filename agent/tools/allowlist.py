@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from agent.errors import AgentConfigError
 from agent.tools.address import checked_address
-from agent.tools.x402.seller_url import seller_url
+from chain.seller_url import seller_url
 
 __all__ = ["ALLOWLIST_SETTING", "SETTING", "Allowlist", "parse_allowlist"]
 
@@ -40,7 +40,7 @@ def parse_allowlist(entries: str | Iterable[str]) -> Allowlist:
     """``entries`` (the setting's comma-separated text, or the entries themselves) as an
     :class:`Allowlist`; an AgentConfigError naming the first bad entry, what an entry
     must be and the fix. An entry is a seller origin, checked by the rules every URL a
-    paid tool requests is (agent.tools.x402.seller_url), or a 0x address, checked as
+    paid tool requests is (chain.seller_url), or a 0x address, checked as
     an address argument is (agent.tools.address)."""
     items = entries.split(",") if isinstance(entries, str) else entries
     return _parse(tuple(e.strip() for e in items if e.strip()))

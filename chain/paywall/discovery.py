@@ -36,9 +36,12 @@ from x402.schemas.v1 import PaymentPayloadV1, PaymentRequiredV1, PaymentRequirem
 
 from chain.http_proxy import proxy_for
 from chain.mcp_client import McpTransport, McpUnreachable, call_tool
+from chain.seller_url import seller_origin, seller_url
 from chain.tls import tls_context
 
 __all__ = [
+    "MAX_LISTED_PER_SELLER",
+    "MAX_RESOURCES_PER_REGISTRATION",
     "Catalogue",
     "Refused",
     "Registration",
@@ -46,12 +49,16 @@ __all__ = [
     "probe_declaration",
     "probe_mcp_declaration",
     "register_resources",
+    "unrequestable",
 ]
 
 #: Generous: on a loaded machine the seller (and an MCP session) can take seconds to answer.
 _PROBE_TIMEOUT_S = 15.0
-#: A seller may list at most this many resources; the catalogue at most this many in all.
-MAX_RESOURCES_PER_SELLER = 32
+#: One registration names at most this many resources; one seller origin
+#: (scheme://host:port) keeps at most MAX_LISTED_PER_SELLER listed, so a seller that lists
+#: many cannot crowd the others out of a buyer's page; the catalogue at most MAX_RESOURCES.
+MAX_RESOURCES_PER_REGISTRATION = 32
+MAX_LISTED_PER_SELLER = 8
 MAX_RESOURCES = 1024
 
 _Declared = tuple[dict[str, object], dict[str, object]]
@@ -129,11 +136,23 @@ def _oneline(text: str, limit: int = 300) -> str:
     return " ".join(text.split())[:limit]
 
 
+def unrequestable(url: str) -> Unlisted | None:
+    """Why ``url`` cannot be listed when no buyer could request it (not http(s), no host,
+    a port no socket takes, credentials in it: the rules nib's paid tools apply), else None."""
+    try:
+        seller_url(url, what="resource URL", example="http://127.0.0.1:8402/tokens")
+    except ValueError as exc:
+        return Unlisted(str(exc))
+    return None
+
+
 class Catalogue:
-    """Thread-safe catalogue of discoverable resources, keyed by (resource URL, tool name)."""
+    """Thread-safe catalogue of discoverable resources, keyed by (resource URL, tool name),
+    at most :data:`MAX_LISTED_PER_SELLER` per seller origin (counted as entries come and go)."""
 
     def __init__(self) -> None:
         self._items: dict[str, DiscoveryResource] = {}
+        self._per_seller: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def add_from_payment(
@@ -150,6 +169,9 @@ class Catalogue:
         if found is None:
             dumped = payload if isinstance(payload, dict) else payload.model_dump(by_alias=True)
             return Unlisted(_undeclared(dumped))
+        refused = unrequestable(found.resource_url)
+        if refused is not None:
+            return refused
         req = (
             requirements
             if isinstance(requirements, dict)
@@ -169,15 +191,34 @@ class Catalogue:
             extensions={BAZAAR.key: (found.extensions or {}).get(BAZAAR.key)},
         )
         key = f"{found.resource_url}#{found.tool_name or found.method}"
+        seller = seller_origin(found.resource_url)
         with self._lock:
-            if key not in self._items and len(self._items) >= MAX_RESOURCES:
-                return Unlisted(
-                    f"found the catalogue full ({MAX_RESOURCES} resources); expected room for "
-                    f"{found.resource_url}. Fix: restart the facilitator (`nib devnet down`, "
-                    "then `nib devnet up`)"
-                )
+            if key not in self._items:
+                full = self._full(seller, found.resource_url)
+                if full is not None:
+                    return full
+                self._per_seller[seller] = self._per_seller.get(seller, 0) + 1
             self._items[key] = item
         return item
+
+    def _full(self, seller: str, resource: str) -> Unlisted | None:
+        """Why a new entry of ``seller`` cannot be added (the caller holds the lock)."""
+        if len(self._items) >= MAX_RESOURCES:
+            return Unlisted(
+                f"found the catalogue full ({MAX_RESOURCES} resources); expected room for "
+                f"{resource}. Fix: restart the facilitator (`nib devnet down`, then "
+                "`nib devnet up`)"
+            )
+        listed = self._per_seller.get(seller, 0)
+        if listed >= MAX_LISTED_PER_SELLER:
+            return Unlisted(
+                f"found {listed} resources of the seller {seller} already listed; expected at "
+                f"most {MAX_LISTED_PER_SELLER} per seller origin (so one seller cannot crowd "
+                f"the others out of discovery), not {resource} as well. Fix: register your "
+                f"{MAX_LISTED_PER_SELLER} most useful resources (registering a listed URL "
+                "again replaces it)"
+            )
+        return None
 
     def items(
         self,

@@ -37,12 +37,13 @@ from chain.devkeys import DEPLOYER, local_dev_account
 from chain.errors import ChainError
 from chain.mcp_client import McpTransport
 from chain.paywall.discovery import (
-    MAX_RESOURCES_PER_SELLER,
+    MAX_RESOURCES_PER_REGISTRATION,
     Catalogue,
     Refused,
     Unlisted,
     probe_declaration,
     probe_mcp_declaration,
+    unrequestable,
 )
 from chain.paywall.facilitator import DevnetFacilitatorSigner
 from chain.paywall.serve import AppServer, serve_forever, service_parser
@@ -69,7 +70,7 @@ class _Listed(BaseModel):
 
 
 class _Register(BaseModel):
-    resources: list[_Listed] = Field(max_length=MAX_RESOURCES_PER_SELLER)
+    resources: list[_Listed] = Field(max_length=MAX_RESOURCES_PER_REGISTRATION)
 
 
 def create_facilitator_app(
@@ -238,7 +239,11 @@ def _add_discovery_routes(app: FastAPI, catalogue: Catalogue) -> None:
 async def _probed(
     entry: _Listed,
 ) -> tuple[dict[str, object], dict[str, object]] | Unlisted:
-    """What ``entry``'s unpaid 402 declares (the facilitator reads it itself), or why not."""
+    """What ``entry``'s unpaid 402 declares (the facilitator reads it itself), or why not:
+    a URL no buyer could request is refused before any request is sent to it."""
+    refused = unrequestable(entry.url)
+    if refused is not None:
+        return refused
     if entry.method.upper() != "MCP":
         return await asyncio.to_thread(probe_declaration, entry.url, entry.method)
     if not entry.tool:

@@ -207,3 +207,60 @@ def test_a_registration_refused_says_why_for_each_resource(market: dict[str, str
         assert line == f"listed: []; not listed: {srv.url}/no-schema: {why['/no-schema']}"
     assert srv.url + "/no-schema" not in {
         i.resource for i in _bazaar(market["facilitator"]).list_resources(ListDiscoveryResourcesParams()).items}
+
+
+def test_one_seller_keeps_at_most_its_bound_listed_and_the_others_stay(
+    anvil: Any, market: dict[str, str]
+) -> None:
+    """An outside tester registered 26 resources of one seller (32 a request, none per
+    seller) and the agent's discovery answer held that seller alone. A seller origin now
+    keeps at most MAX_LISTED_PER_SELLER listed; each one past it is refused saying so."""
+    from chain.paywall.discovery import MAX_LISTED_PER_SELLER
+    from chain.paywall.serve import AppServer
+    from tests._flood import flooding_seller, own_facilitator
+
+    atlas = market["atlas"] + "/tokens"
+    with (own_facilitator(anvil.rpc_url) as facilitator,
+          AppServer(flooding_seller(atlas), name="flooder") as flooder):
+        flood = [{"url": f"{flooder.url}/r/{n}", "method": "GET"} for n in range(26)]
+        answer = httpx.post(facilitator + "/discovery/register",
+                            json={"resources": [*flood, {"url": atlas}]}, timeout=120).json()
+        kept = [r["url"] for r in flood[:MAX_LISTED_PER_SELLER]]
+        assert answer["listed"] == [*kept, atlas]
+        assert [r["resource"] for r in answer["refused"]] == [
+            r["url"] for r in flood[MAX_LISTED_PER_SELLER:]]
+        assert answer["refused"][0]["why"] == (
+            f"found {MAX_LISTED_PER_SELLER} resources of the seller {flooder.url} already "
+            f"listed; expected at most {MAX_LISTED_PER_SELLER} per seller origin (so one "
+            f"seller cannot crowd the others out of discovery), not {flood[-18]['url']} as "
+            f"well. Fix: register your {MAX_LISTED_PER_SELLER} most useful resources "
+            "(registering a listed URL again replaces it)")
+        # Registering a listed URL again replaces it; it takes no second place.
+        again = httpx.post(facilitator + "/discovery/register",
+                           json={"resources": flood[:1]}, timeout=60).json()
+        assert again == {"listed": kept[:1], "refused": []}
+        listed = _bazaar(facilitator).list_resources(ListDiscoveryResourcesParams()).items
+        assert sorted(i.resource for i in listed) == sorted([*kept, atlas])
+
+
+def test_a_url_with_credentials_is_refused_at_registration_saying_why(
+    market: dict[str, str]
+) -> None:
+    """An outside tester listed ``http://MARKER@127.0.0.1:port/...``; nib then refused it
+    only as invalid-args. Registration refuses what nib's paid tools would (credentials,
+    no host, a port no socket takes), naming the fault and the fix, and lists nothing."""
+    host = market["atlas"].removeprefix("http://")
+    bad = [f"http://MARKER@{host}/tokens", "http://127.0.0.1:0/tokens", "ftp://127.0.0.1/x"]
+    answer = httpx.post(market["facilitator"] + "/discovery/register", timeout=60,
+                        json={"resources": [{"url": u} for u in bad]}).json()
+    assert answer["listed"] == []
+    why = [r["why"] for r in answer["refused"]]
+    assert [r["resource"] for r in answer["refused"]] == bad
+    assert why[0] == (
+        f"found credentials (user:pass@) in the resource URL 'http://{host}/tokens'; "
+        "expected a URL without them (nib never sends credentials in a URL). Fix: drop the "
+        "user:pass@ part")
+    assert why[1].startswith("found port 0 in 'http://127.0.0.1:0/tokens'; expected a port")
+    assert why[2].startswith("found the scheme ftp:// in 'ftp://127.0.0.1/x'; expected")
+    listed = _bazaar(market["facilitator"]).list_resources(ListDiscoveryResourcesParams()).items
+    assert not any("MARKER" in i.resource for i in listed)

@@ -19,8 +19,8 @@ from typing import Literal, Protocol, TypedDict
 
 from agent.errors import PermanentToolError, ToolError
 from agent.tools.allowlist import ALLOWLIST_SETTING, parse_allowlist
-from agent.tools.x402.seller_url import seller_url
 from chain.mcp_client import MCP_TRANSPORTS, split_endpoint
+from chain.seller_url import seller_origin, seller_url
 
 
 class SellerScope(Protocol):
@@ -168,11 +168,7 @@ def output_kinds(extensions: object) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=1024)  # ~12 calls a purchase, each a URL parse (httpx)
 def seller_of(resource: str) -> str:
     """The seller a resource belongs to: ``scheme://host:port`` of its URL, lower case."""
-    import httpx
-
-    u = httpx.URL(resource.split("#", 1)[0])
-    port = u.port or {"http": 80, "https": 443}.get(u.scheme, 0)
-    return f"{u.scheme.lower()}://{u.host.lower()}:{port}"
+    return seller_origin(resource)
 
 
 def allowlisted_sellers(allowlist: Iterable[str]) -> set[str]:

@@ -61,8 +61,8 @@ from agent.tools.x402.protocol import (
 )
 from agent.tools.x402.quoting import authorization_quote, free_quote, stored_observation
 from agent.tools.x402.seller_terms import CurrentTerms, check_terms, judged_terms, read_offer
-from agent.tools.x402.seller_url import seller_url
 from chain.facts import FactKind
+from chain.seller_url import seller_url
 from judge.verdict import Verdict
 from wallet.errors import FailureUnproven
 

@@ -52,9 +52,9 @@ from agent.tools.x402.quoting import (
     stored_observation,
 )
 from agent.tools.x402.seller_terms import judged_fresh
-from agent.tools.x402.seller_url import seller_url
 from chain.mcp_client import ENDPOINTS, McpTransport, McpUnreachable, call_tool, split_endpoint
 from chain.money import format_usdc
+from chain.seller_url import seller_url
 from chain.usdc import AuthorizationTypedData
 from judge.mcp_terms import SELLER_READ_S
 from judge.verdict import Verdict

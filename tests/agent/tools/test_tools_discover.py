@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 
 from agent.errors import ToolError
@@ -89,3 +90,61 @@ def test_an_mcp_offer_becomes_a_pay_mcp_call(
             "transport": "sse",  # the transport its discovery entry names
         },
     )
+
+
+def test_a_seller_listing_many_resources_leaves_room_for_the_others(
+    make_ctx: Callable[..., ToolContext], anvil: Any, market: dict[str, str]
+) -> None:
+    """An outside tester's seller registered 26 resources, cheaper than anyone's, and
+    discover answered "20 offers from 1 sellers". The facilitator keeps a bounded number
+    per seller, and discover spreads its answer across sellers: both are in it."""
+    from chain.paywall.discovery import MAX_LISTED_PER_SELLER
+    from chain.paywall.serve import AppServer
+    from tests._flood import flooding_seller, own_facilitator
+
+    atlas = market["atlas"] + "/tokens"
+    with (own_facilitator(anvil.rpc_url) as facilitator,
+          AppServer(flooding_seller(atlas), name="flooder") as flooder):
+        flood = [{"url": f"{flooder.url}/r/{n}"} for n in range(26)]
+        httpx.post(facilitator + "/discovery/register", timeout=120,
+                   json={"resources": [*flood, {"url": atlas}]}).raise_for_status()
+        obs, book = discover(make_ctx(extras={"discovery_urls": facilitator}))
+    sellers = [o["seller"] for o in obs.data["offers"]]
+    assert sorted(set(sellers)) == sorted({flooder.url, market["atlas"]})
+    assert sellers.count(flooder.url) == MAX_LISTED_PER_SELLER
+    assert sellers.index(market["atlas"]) == 1  # each seller's cheapest comes first
+    assert "offers from 2 sellers" in obs.summary
+    assert market["atlas"] in {o.seller for o in book.for_kind("token_factsheet")}
+
+
+def test_a_discovery_service_that_bounds_nothing_still_shows_every_seller(
+    make_ctx: Callable[..., ToolContext], market: dict[str, str]
+) -> None:
+    """nib may ask discovery services it does not run. One that lists 300 resources of one
+    seller before atlas's, and a resource with credentials in its URL: discover pages past
+    the flood (within its bound), answers atlas beside the flooder, and leaves the URL with
+    credentials out, saying once what it found and why."""
+    from chain.paywall.serve import AppServer
+    from tests._flood import FLOOD_PRICE, unbounded_discovery
+
+    listed = httpx.get(market["facilitator"] + "/discovery/resources", timeout=30).json()["items"]
+    honest = next(i for i in listed if i["resource"] == market["atlas"] + "/tokens")
+    flooder = "http://127.0.0.1:9"
+    cheap = [{**honest["accepts"][0], "amount": str(FLOOD_PRICE)}]
+    flood = [{**honest, "resource": f"{flooder}/r/{n}", "accepts": cheap} for n in range(300)]
+    host = market["atlas"].removeprefix("http://")
+    marked = {**honest, "resource": f"http://MARKER@{host}/tokens", "accepts": cheap}
+    with AppServer(unbounded_discovery([*flood, marked, honest]), name="outside") as outside:
+        ctx = make_ctx(extras={"discovery_urls": outside.url})
+        for query in ("", "token"):
+            obs, book = discover(ctx, query=query)
+            sellers = [o["seller"] for o in obs.data["offers"]]
+            assert len(sellers) == 20 and sellers[:2] == [flooder, market["atlas"]]
+            assert "offers from 2 sellers" in obs.summary
+            assert not any("MARKER" in o.resource for o in book.for_kind("token_factsheet"))
+            why = (f"{outside.url} listed a resource nib will not request: found credentials "
+                   f"(user:pass@) in the resource URL it lists 'http://{host}/tokens'; expected "
+                   "a URL without them (nib never sends credentials in a URL). Fix: drop the "
+                   "user:pass@ part")
+            assert obs.data["refused"] == [why]
+            assert obs.summary.count("found credentials") == 1 and "MARKER" not in obs.summary

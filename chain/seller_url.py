@@ -1,14 +1,14 @@
-"""The URL a paid tool may request, checked when its arguments are validated: one home
-for what "a seller's address" must be (http or https, a host, a port a socket can take,
-no credentials), so a URL no request could reach is refused as bad input naming the fault
-and the fix, before any request and before an HTTP library's internal error can stand in
-for the reason."""
+"""What "a seller's address" must be (http or https, a host, a port a socket can take,
+no credentials), in one home: the agent's paid tools check the URL they may request with
+it, and the devnet facilitator the URL a seller asks to list, so a URL no request could
+reach is refused naming the fault and the fix, before any request and before an HTTP
+library's internal error can stand in for the reason."""
 
 from __future__ import annotations
 
 import httpx
 
-__all__ = ["MAX_PORT", "seller_url"]
+__all__ = ["MAX_PORT", "seller_origin", "seller_url"]
 
 #: The highest TCP port; 0 is no port a request can connect to.
 MAX_PORT = 65_535
@@ -49,3 +49,11 @@ def seller_url(text: str, *, what: str, example: str) -> httpx.URL:
             "sends credentials in a URL). Fix: drop the user:pass@ part"
         )
     return u
+
+
+def seller_origin(url: str) -> str:
+    """The seller a URL belongs to: ``scheme://host:port`` of it, lower case, the port
+    written out (a seller is one origin, however its URLs spell the default port)."""
+    u = httpx.URL(url.split("#", 1)[0])
+    port = u.port or {"http": 80, "https": 443}.get(u.scheme, 0)
+    return f"{u.scheme.lower()}://{u.host.lower()}:{port}"
