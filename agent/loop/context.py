@@ -118,5 +118,8 @@ class RunContext:
             "checklist": self.state.checklist,
             "evidence": [e.model_dump() for e in self.state.evidence],
             "lessons": self.state.lessons,
+            # Origins of sellers paid in this run that did not deliver: the loop refuses
+            # any further call to them, so a planner should not propose one.
+            "failed_sellers": sorted(self.state.failed_sellers),
             "history": self.history_text(),
         }

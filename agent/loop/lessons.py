@@ -34,6 +34,7 @@ __all__ = [
     "is_nib_lesson",
     "lesson_candidates",
     "lesson_prompt",
+    "read_lesson",
     "record_lesson",
     "similar_lessons",
     "task_similarity",
@@ -98,13 +99,27 @@ _SLOTS: dict[str, str] = {
 
 
 def _pattern(template: str) -> re.Pattern[str]:
+    """``template`` as a pattern; each slot is a named group holding its slot's pattern."""
     parts = re.split(r"\{(\w+)\}", template)  # literal, slot, literal, slot, ...
     return re.compile(
-        "".join(re.escape(p) if i % 2 == 0 else f"(?:{_SLOTS[p]})" for i, p in enumerate(parts))
+        "".join(
+            re.escape(p) if i % 2 == 0 else f"(?P<{p}>{_SLOTS[p]})" for i, p in enumerate(parts)
+        )
     )
 
 
 _PATTERNS: dict[LessonKind, re.Pattern[str]] = {k: _pattern(t) for k, t in TEMPLATES.items()}
+
+
+def read_lesson(text: str) -> tuple[LessonKind, dict[str, str]] | None:
+    """What a lesson says, read back through :data:`TEMPLATES`: its kind and slot values
+    (``("not-delivered", {"origin": "http://127.0.0.1:8402"})``), or None for a text that
+    is not one of nib's lessons. A planner reads a lesson this way, never by its own regex."""
+    for kind, pattern in _PATTERNS.items():
+        found = pattern.fullmatch(text)
+        if found is not None:
+            return kind, {k: v for k, v in found.groupdict().items() if v is not None}
+    return None
 
 
 def is_nib_lesson(text: str) -> bool:

@@ -68,6 +68,7 @@ class PaidStep:
             # contacted: quoting reads its 402 and has the judge read it too.
             if self.sellers.refuse_failed(tool, norm, fp, tool.seller_for(call.args, run.tools)):
                 return
+            run.state.consecutive_skips = 0  # a tool runs: the seller is asked for its terms
             quote = await self.budget.bounded("the quote", tool.quote(call.args, run.tools))
         except Stop:
             raise

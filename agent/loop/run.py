@@ -145,7 +145,9 @@ class _Run:
         if paid:
             if not self.gates.task_read(paid[0]):
                 return
-            st.consecutive_skips = 0
+            # The skip counter is reset by the paid step only once the seller is asked: a
+            # call refused before that (a seller that failed to deliver) is a skip like
+            # any gate's, so proposing it again and again ends the run (skip-loop).
             await self.paid.run_call(paid[0])
             return
         await self.free.run_batch(admitted)

@@ -26,7 +26,9 @@ from agent.tools.x402.offers import (
     unrequestable_in,
 )
 
-__all__ = ["Planned", "Source", "Tried", "bought_within", "fill_path", "source_of"]
+__all__ = [
+    "Planned", "Source", "Tried", "bought_within", "fill_path", "seller_in", "source_of",
+]
 
 Source = Literal["offer", "named", "market", "paywall"]
 """Where a paid fact may be bought, read from the task before any tool output.
@@ -62,15 +64,26 @@ class Planned:
 @dataclass(frozen=True)
 class Tried:
     """What the run's history says of the calls already made: those not to propose again
-    (refused by the judge, skipped by a gate, or executed) and failure counts per call."""
+    (refused by the judge, skipped by a gate, or executed), failure counts per call, and the
+    sellers the loop refuses for the rest of the run (origin -> why): paid, they did not
+    deliver."""
 
     blocked: frozenset[str]
     failures: Mapping[str, int]
+    sellers: Mapping[str, str]
+    #: Seller origins a call of this run failed at (for good or not): their other offers
+    #: go after other sellers' (its 402 may still send the same question to its POST route).
+    failing: frozenset[str] = frozenset()
 
     @classmethod
     def read(cls, plan: PlanContext) -> Tried:
         blocked: set[str] = set()
         failures: dict[str, int] = {}
+        failing: set[str] = set()
+        sellers = {
+            origin: f"{origin} did not deliver after it was paid in this run"
+            for origin in sorted(plan.failed_sellers)
+        }
         for row in plan.history:
             tool = str(row.get("tool") or "")
             if not tool:
@@ -83,9 +96,18 @@ class Tried:
                 blocked.add(key)
             elif outcome == "failed":
                 failures[key] = failures.get(key, 0) + 1
+            origin = seller_in(as_object(row.get("args")))
+            if outcome in ("failed", "failed-for-good") and origin:
+                failing.add(origin)
         for ev in plan.evidence:
             blocked.add(plan.key(str(ev.get("tool", "")), ev.get("args")))
-        return cls(frozenset(blocked), failures)
+        return cls(frozenset(blocked), failures, sellers, frozenset(failing))
+
+    def seller_refused(self, args: Mapping[str, object]) -> str:
+        """Why the seller a call's arguments name gets no call again in this run ("" when
+        it may be asked)."""
+        origin = seller_in(args)
+        return self.sellers.get(origin, "") if origin else ""
 
     def open(self, key: str) -> bool:
         """Whether the call keyed ``key`` may be proposed (again): not blocked, and not
@@ -161,11 +183,26 @@ def bought_within(
     whys: list[str] = []
     for call in candidates:
         key = plan.key(call.tool, call.args)
-        if tried.open(key):
+        if not tried.open(key):
+            whys.append(tried.why_not(plan, call.tool, key))
+        elif refused := tried.seller_refused(call.args):
+            whys.append(f"{call.tool} is not proposed: {refused}")
+        else:
             return call, ""
-        whys.append(tried.why_not(plan, call.tool, key))
     return None, (f"{'; '.join(dict.fromkeys(whys))}; the offline planner buys only {within}, "
                   "never another resource or seller in its place")  # fmt: skip
+
+
+def seller_in(args: Mapping[str, object]) -> str:
+    """The seller origin a paid call's arguments name (its ``url`` or MCP ``server``), as
+    the loop normalises it; "" for none."""
+    url = args.get("url") or args.get("server")
+    if not isinstance(url, str) or "://" not in url:
+        return ""
+    try:
+        return seller_of(url)
+    except Exception:  # a URL no request can reach names no seller
+        return ""
 
 
 def fill_path(path: str, params: Mapping[str, object]) -> str | None:
@@ -244,6 +281,7 @@ def _market_call(
     params = as_object(item.get("params"))
     subject = params.get("symbol") or params.get("name")
     listed, whys = 0, []
+    offers: list[JSONObject] = []
     for ev in plan.evidence:
         if ev.get("tool") != "discover":
             continue
@@ -256,10 +294,19 @@ def _market_call(
                 args.update(method="POST", body={"symbol": subject})
             elif subject:
                 args["url"] = f"{url}?symbol={subject}"
-            key = plan.key("pay_http", args)
-            if tried.open(key):
-                return Planned("pay_http", args, "paid"), ""
+            offers.append(args)
+    # Cheapest first, except that a seller that failed in this run, or that a lesson says
+    # did not deliver, goes after every other seller (still tried when it alone sells the
+    # fact: the judge rules on it).
+    offers.sort(key=lambda a: seller_in(a) in tried.failing | plan.distrusted_sellers)
+    for args in offers:
+        key = plan.key("pay_http", args)
+        if not tried.open(key):
             whys.append(tried.why_not(plan, "pay_http", key))
+        elif refused := tried.seller_refused(args):
+            whys.append(f"pay_http is not proposed: {refused}")
+        else:
+            return Planned("pay_http", args, "paid"), ""
     what = kind.replace("_", " ")
     runs = [h for h in plan.history if h.get("tool") == "discover"]
     if not runs and any(t.get("name") == "discover" for t in plan.tools):

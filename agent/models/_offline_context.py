@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from agent.jsonvalues import JSONObject, as_list, as_object
+from agent.loop.lessons import read_lesson
 from agent.models._factpatterns import ADDRESS, extract_checklist, infer_kind
 
 __all__ = [
@@ -84,6 +85,11 @@ class PlanContext:
     paywall_url: str | None
     spend_left: int | None = None
     network: str = ""
+    #: Seller origins paid in this run that did not deliver (the loop refuses them).
+    failed_sellers: frozenset[str] = frozenset()
+    #: Seller origins a lesson from a similar task says failed to deliver: their offers
+    #: go after other sellers' (a preference, not a ban; the judge rules either way).
+    distrusted_sellers: frozenset[str] = frozenset()
 
     @classmethod
     def read(
@@ -130,6 +136,8 @@ class PlanContext:
             if isinstance(self_model, Mapping)
             else None,
             network=network,
+            failed_sellers=frozenset(str(o) for o in as_list(context.get("failed_sellers"))),
+            distrusted_sellers=frozenset(not_delivered_in(as_list(context.get("lessons")))),
         )
 
     def key(self, tool: str, args: object) -> str:
@@ -143,6 +151,15 @@ class PlanContext:
         }
         full.update(as_object(args))
         return canon(tool, full)
+
+
+def not_delivered_in(lessons: Iterable[object]) -> Iterator[str]:
+    """The seller origins the ``not-delivered`` lessons among ``lessons`` name, read
+    through the lessons module's own templates."""
+    for lesson in lessons:
+        said = read_lesson(str(lesson))
+        if said is not None and said[0] == "not-delivered":
+            yield said[1]["origin"]
 
 
 def int_or_none(value: object) -> int | None:

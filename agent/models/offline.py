@@ -311,7 +311,9 @@ def _call_for(
             continue
         key = plan.key(str(tool["name"]), args)
         price = endpoint_price(plan, str(args.get("url", "")))
-        if price is not None and plan.spend_left is not None and price > plan.spend_left:
+        if tried.open(key) and (refused := tried.seller_refused(args)):
+            reasons.append(f"{tool['name']} is not proposed: {refused}")
+        elif price is not None and plan.spend_left is not None and price > plan.spend_left:
             # The loop would stop the run on the spend cap before the judge saw it.
             reasons.append(
                 f"{tool['name']} costs {price} atomic USDC, more than the {plan.spend_left} "

@@ -1,0 +1,209 @@
+"""A seller that took a payment and did not deliver, in a market run with the offline
+planner: the run stops promptly, nothing more goes to that seller, and a later run shown
+the lesson buys from another seller.
+
+An outside tester, against ``nib devnet up``, saw the offline planner propose the same
+refused purchase again and again (10 steps, 3 re-plans, ``max-steps``) after the loop had
+refused the seller for the rest of the run; saw a market task move on to the next offer
+of the same failing seller; and saw a later run, shown the lesson "Seller ... failed to
+deliver a paid request; do not buy from it.", buy from it again. Real parts: sellers
+built with the official x402 package, a discovery facilitator listing them, the real
+wallet and judge, Anvil; request logs read at the seller, balances read from the chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _loop_support import paid_deps, usdc_balance
+
+from agent.loop.lessons import TEMPLATES
+from agent.loop.limits import Limits
+from agent.loop.run import run_task
+from agent.models.offline import OfflinePlanner
+from agent.models.scripted import ScriptedModel
+from agent.tools.discover import DiscoverTool
+from agent.tools.x402.offers import OfferBook, seller_of
+from agent.tools.x402.pay_http import PayHttpTool
+from chain.devkeys import AGENT, OUTSIDER, dev_account
+from chain.paywall.facilitator_service import create_facilitator_app
+from chain.paywall.market import (
+    MarketSeller,
+    PaidRoute,
+    create_seller_app,
+    register_with,
+    seller_named,
+)
+from chain.paywall.serve import AppServer
+from wallet.ledger import Ledger
+
+AGENT_ADDR = dev_account(AGENT).address
+_SHEET = "Token fact sheet: issuer, launch year, decimals, standard and mainnet address"
+#: Cheaper than atlas on both of its offers, so the market lists it first; it declares full
+#: fact sheets and answers without a fact (the devnet's ``bargain``, with a second offer).
+SHODDY = MarketSeller(
+    "shoddy", "overclaims", OUTSIDER,
+    (PaidRoute("GET /tokens", 5_000, f"{_SHEET} (?symbol=USDC). Shoddy data."),
+     PaidRoute("POST /lookup", 6_000, f"{_SHEET}; JSON body {{symbol}}. Shoddy data.")),
+)
+TASK = "Who issues USDC? Buy its token fact sheet from a seller in the market."
+#: Wide guards, as the tester's run had: what must stop the run is the planner and the
+#: skip detector, not a failure budget or the step limit.
+LIMITS = Limits(max_steps=12, max_consecutive_failures=10, churn_steps=0)
+
+
+@pytest.fixture(scope="module")
+def shoddy_market(anvil: Any, market: dict[str, str]) -> Iterator[dict[str, Any]]:
+    """Two discovery facilitators (settling through the market's): ``both`` lists shoddy and
+    atlas, ``alone`` shoddy only; ``requests`` logs every request shoddy is sent (method,
+    path, whether it carried a payment)."""
+    requests: list[tuple[str, str, bool]] = []
+    app = create_seller_app(SHODDY, market["facilitator"], anvil.usdc, rpc_url=anvil.rpc_url)
+
+    async def logged(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or ())
+            paid = any(h in headers for h in (b"payment-signature", b"x-payment"))
+            requests.append((scope["method"], scope["path"], paid))
+        await app(scope, receive, send)
+
+    with AppServer(create_facilitator_app(anvil.rpc_url), name="both") as both, \
+            AppServer(create_facilitator_app(anvil.rpc_url), name="alone") as alone, \
+            AppServer(logged, name="shoddy") as srv:
+        register_with(both.url, SHODDY, srv.url)
+        register_with(both.url, seller_named("atlas"), market["atlas"])
+        register_with(alone.url, SHODDY, srv.url)
+        yield {"requests": requests, "both": both.url, "alone": alone.url, "url": srv.url}
+
+
+def _deps(
+    tmp_path: Path, chain: Any, market: dict[str, str], shop: dict[str, Any], *,
+    listing: str = "both", model: Any = None,
+) -> Any:  # fmt: skip
+    """The market run's deps (one SQLite file per ``tmp_path``: lessons carry over)."""
+    book = OfferBook()
+    deps = paid_deps(tmp_path, chain, model or OfflinePlanner(), limits=LIMITS,
+                     extra_tools=(DiscoverTool(book), PayHttpTool(offers=book)))
+    return dataclasses.replace(deps, allowlist=(shop["url"], market["atlas"]),
+                               extras={"discovery_urls": shop[listing]})
+
+
+def _balances(chain: Any) -> dict[str, int]:
+    return {a: usdc_balance(chain, a) for a in (SHODDY.pay_to, ATLAS, AGENT_ADDR)}
+
+
+def _paid_to(deps: Any, run_id: str) -> list[tuple[str, int, str]]:
+    rows = Ledger(deps.wallet.meter.store).rows(run_id)
+    return [(row.status, row.amount, row.recipient.lower()) for row in rows]
+
+
+ATLAS = seller_named("atlas").pay_to
+
+
+def _asked(log: list[tuple[str, str, bool]]) -> tuple[list[str], list[str]]:
+    """The paths shoddy was asked unpaid (the agent's quote and the judge's read of its
+    402, each path once) and the paths it was sent a payment for (every one)."""
+    unpaid = [p for _m, p, paid in log if not paid and p != "/catalog"]
+    return list(dict.fromkeys(unpaid)), [p for _m, p, paid in log if paid]
+
+
+def test_after_a_seller_failed_to_deliver_its_other_offer_is_not_proposed_another_sellers_is(
+    tmp_path: Path, chain: Any, market: dict[str, str], shoddy_market: dict[str, Any]
+) -> None:
+    """shoddy is the cheapest, is approved, takes 0.005 USDC and delivers nothing. Before,
+    the planner proposed shoddy's next offer (POST /lookup), which the loop refused, and
+    only then atlas; now the next proposal is atlas's: three steps, nothing more to shoddy."""
+    log: list[tuple[str, str, bool]] = shoddy_market["requests"]
+    log.clear()
+    before = _balances(chain)
+    deps = _deps(tmp_path, chain, market, shoddy_market)
+    r = asyncio.run(run_task(TASK, deps))
+
+    assert (r.stop_reason, r.finished, r.steps) == ("evidence-covered", True, 3), r.answer
+    assert "Circle" in r.answer
+    proposed = [e["data"].get("args", {}).get("url", "") for e in
+                deps.store.events(r.run_id, "proposal") if e["data"].get("tool") == "pay_http"]
+    assert [u.startswith(shoddy_market["url"]) for u in proposed] == [True, False], proposed
+    assert deps.store.events(r.run_id, "gate.skip") == []
+    # shoddy was asked once unpaid (the quote) and paid once: no request for its other offer.
+    assert _asked(log) == (["/tokens"], ["/tokens"]), log
+    assert _paid_to(deps, r.run_id) == [
+        ("settled", 5_000, SHODDY.pay_to.lower()), ("settled", 10_000, ATLAS.lower())]
+    after = _balances(chain)
+    assert after[SHODDY.pay_to] == before[SHODDY.pay_to] + 5_000
+    assert after[ATLAS] == before[ATLAS] + 10_000
+    assert after[AGENT_ADDR] == before[AGENT_ADDR] - 15_000
+
+
+def test_a_purchase_the_loop_refuses_again_and_again_ends_the_run_as_a_skip_loop(
+    tmp_path: Path, chain: Any, market: dict[str, str], shoddy_market: dict[str, Any]
+) -> None:
+    """A stubborn model proposes shoddy's sheet again (under other queries) after shoddy
+    took its payment and delivered nothing. Each is refused before anything runs (``seller-failed-delivery``);
+    before, each refusal reset the skip counter, so the run churned to ``max-steps`` (12
+    here); now the refusals count: ``skip-loop`` after ``max_consecutive_skips``."""
+    log: list[tuple[str, str, bool]] = shoddy_market["requests"]
+    log.clear()
+    before = _balances(chain)
+    url = f"{shoddy_market['url']}/tokens?symbol=USDC"
+    buy = {"action": "call", "tool": "pay_http",
+           "args": {"url": url, "covers": ["token_factsheet"]}}
+    # Then the same purchase under other queries: other calls, one seller.
+    again = [{"action": "call", "tool": "pay_http",
+              "args": {"url": f"{url}&try={i}", "covers": ["token_factsheet"]}}
+             for i in range(12)]  # fmt: skip
+    model = ScriptedModel({
+        "checklist": [{"items": [{"text": "USDC issuer", "kind": "token_factsheet"}]}],
+        "propose": [buy, *again],
+    })
+    deps = _deps(tmp_path, chain, market, shoddy_market, model=model)
+    r = asyncio.run(run_task(f"Who issues USDC? Buy the token fact sheet at {url}", deps))
+
+    limit = LIMITS.max_consecutive_skips
+    assert (r.stop_reason, r.steps) == ("skip-loop", 1 + limit), r.message
+    skips = [e["data"]["why"] for e in deps.store.events(r.run_id, "gate.skip")]
+    assert skips == ["seller-failed-delivery"] * limit, skips
+    assert f"{limit} skipped proposals in a row" in r.message, r.message
+    # One quote and one payment went to shoddy; no later quote or authorization.
+    assert _asked(log) == (["/tokens"], ["/tokens"]), log
+    assert [e["data"]["step"] for e in deps.store.events(r.run_id, "quote")] == [1]
+    assert _paid_to(deps, r.run_id) == [("settled", 5_000, SHODDY.pay_to.lower())]
+    assert _balances(chain)[SHODDY.pay_to] == before[SHODDY.pay_to] + 5_000
+
+
+def test_a_run_shown_that_a_seller_did_not_deliver_buys_from_another_seller(
+    tmp_path: Path, chain: Any, market: dict[str, str], shoddy_market: dict[str, Any]
+) -> None:
+    """The first run finds only shoddy, pays it, gets nothing and ends ``cannot-plan``
+    without asking shoddy again, leaving the lesson "Seller ... failed to deliver a paid
+    request; do not buy from it.". The second, the same task with atlas listed too, is shown
+    that lesson: before, it bought from shoddy again (the cheapest); now it proposes atlas,
+    and shoddy gets no request at all."""
+    log: list[tuple[str, str, bool]] = shoddy_market["requests"]
+    log.clear()
+    before = _balances(chain)
+    first_deps = _deps(tmp_path, chain, market, shoddy_market, listing="alone")
+    first = asyncio.run(run_task(TASK, first_deps))
+    assert (first.stop_reason, first.finished, first.steps) == ("cannot-plan", False, 3), (
+        first.answer)
+    assert _asked(log) == (["/tokens"], ["/tokens"]), log
+    lesson = TEMPLATES["not-delivered"].format(origin=seller_of(shoddy_market["url"]))
+
+    log.clear()
+    deps = _deps(tmp_path, chain, market, shoddy_market)
+    r = asyncio.run(run_task(TASK, deps))
+    assert [e["data"]["shown"] for e in deps.store.events(r.run_id, "lesson")] == [[lesson]]
+    assert (r.stop_reason, r.finished) == ("evidence-covered", True), r.answer
+    proposed = [e["data"]["args"]["url"] for e in deps.store.events(r.run_id, "proposal")
+                if e["data"].get("tool") == "pay_http"]  # fmt: skip
+    assert proposed == [f"{market['atlas']}/tokens?symbol=USDC"], proposed
+    assert [p for _m, p, paid in log if paid] == [], log
+    assert _paid_to(deps, r.run_id) == [("settled", 10_000, ATLAS.lower())]
+    after = _balances(chain)
+    assert after[SHODDY.pay_to] == before[SHODDY.pay_to] + 5_000  # the first run's payment
+    assert after[ATLAS] == before[ATLAS] + 10_000
