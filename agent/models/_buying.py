@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from agent.jsonvalues import JSONObject, as_int, as_object
+from agent.jsonvalues import JSONObject, as_int, as_list, as_object
 from agent.models._offline_context import PlanContext, origin
 from agent.tools.x402.fetch import POST_ROUTE
 from agent.tools.x402.offers import (
@@ -285,8 +285,11 @@ def _market_call(
     for ev in plan.evidence:
         if ev.get("tool") != "discover":
             continue
+        # A listed seller outside the run's allowlist would only be refused: not proposed.
+        barred = {str(o.get("resource")) for o in as_list(ev.get("offers"))
+                  if isinstance(o, dict) and o.get("allowlisted") is False}
         for method, url, kinds in _listed_offers(ev):
-            if kind not in kinds or (method == "POST" and not subject):
+            if kind not in kinds or (method == "POST" and not subject) or url in barred:
                 continue
             listed += 1
             args: JSONObject = {"url": url, "covers": [kind]}

@@ -207,3 +207,25 @@ def test_a_run_shown_that_a_seller_did_not_deliver_buys_from_another_seller(
     after = _balances(chain)
     assert after[SHODDY.pay_to] == before[SHODDY.pay_to] + 5_000  # the first run's payment
     assert after[ATLAS] == before[ATLAS] + 10_000
+
+
+def test_a_listed_seller_outside_the_allowlist_is_never_proposed(
+    tmp_path: Path, chain: Any, market: dict[str, str], shoddy_market: dict[str, Any]
+) -> None:
+    """Discovery lists shoddy (cheapest) and atlas; the run's allowlist names atlas only.
+    Before, the planner proposed shoddy, the loop refused it (not allowlisted), and with
+    the market's other steps the run could end ``churn`` (a facilitator also lists the
+    sellers it settles for, so such listings appear without the user asking). Now the
+    first purchase proposed is atlas's, and shoddy is never asked."""
+    log: list[tuple[str, str, bool]] = shoddy_market["requests"]
+    log.clear()
+    deps = dataclasses.replace(_deps(tmp_path, chain, market, shoddy_market),
+                               allowlist=(market["atlas"],))
+    r = asyncio.run(run_task(TASK, deps))
+
+    assert (r.stop_reason, r.finished) == ("evidence-covered", True), r.answer
+    proposed = [e["data"].get("args", {}).get("url", "") for e in
+                deps.store.events(r.run_id, "proposal") if e["data"].get("tool") == "pay_http"]
+    assert proposed and all(u.startswith(market["atlas"]) for u in proposed), proposed
+    assert _asked(log) == ([], []), log
+    assert _paid_to(deps, r.run_id) == [("settled", 10_000, ATLAS.lower())]
