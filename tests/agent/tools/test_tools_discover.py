@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -16,6 +16,20 @@ from agent.tools.x402.offers import OfferBook
 from chain.paywall.market import MARKET
 
 
+@pytest.fixture(scope="module")
+def listing(anvil: Any, market: dict[str, str]) -> Iterator[str]:
+    """A discovery service listing the market's sellers' HTTP offers and nothing else: the
+    session's facilitator also lists what other tests' sellers register or settle through
+    it, which a test counting offers must not see."""
+    from chain.paywall.market import register_with
+    from tests._flood import own_facilitator
+
+    with own_facilitator(anvil.rpc_url) as url:
+        for seller in MARKET:
+            register_with(url, seller, market[seller.name])
+        yield url
+
+
 def discover(ctx: ToolContext, **args: Any) -> tuple[Any, OfferBook]:
     book = OfferBook()
     obs = asyncio.run(DiscoverTool(book).run(DiscoverArgs.model_validate(args), ctx))
@@ -23,9 +37,9 @@ def discover(ctx: ToolContext, **args: Any) -> tuple[Any, OfferBook]:
 
 
 def test_lists_every_offer_with_what_it_may_cover(
-    make_ctx: Callable[..., ToolContext], market: dict[str, str]
+    make_ctx: Callable[..., ToolContext], market: dict[str, str], listing: str
 ) -> None:
-    ctx = make_ctx(extras={"discovery_urls": market["facilitator"]}, allowlist=(market["atlas"],))
+    ctx = make_ctx(extras={"discovery_urls": listing}, allowlist=(market["atlas"],))
     obs, book = discover(ctx, query="token issuer")
     # HTTP offers only: the paid MCP tool joins the catalogue once it has been bought.
     # Only the market's own sellers: other tests of the session register theirs (a seller
@@ -45,9 +59,9 @@ def test_lists_every_offer_with_what_it_may_cover(
 
 
 def test_filters_apply_on_our_side(
-    make_ctx: Callable[..., ToolContext], market: dict[str, str]
+    make_ctx: Callable[..., ToolContext], listing: str
 ) -> None:
-    ctx = make_ctx(extras={"discovery_urls": market["facilitator"]})
+    ctx = make_ctx(extras={"discovery_urls": listing})
     cheap, _ = discover(ctx, max_price="0.01 USDC")
     assert {o["price"] for o in cheap.data["offers"]} == {5_000, 10_000}
     other, _ = discover(ctx, network="eip155:8453")
@@ -57,10 +71,10 @@ def test_filters_apply_on_our_side(
 
 
 def test_several_discovery_urls_and_one_down(
-    make_ctx: Callable[..., ToolContext], market: dict[str, str]
+    make_ctx: Callable[..., ToolContext], market: dict[str, str], listing: str
 ) -> None:
     dead = "http://127.0.0.1:9"
-    ctx = make_ctx(extras={"discovery_urls": f"{dead}, {market['facilitator']}"})
+    ctx = make_ctx(extras={"discovery_urls": f"{dead}, {listing}"})
     obs, _ = discover(ctx)
     ours = {market[s.name] for s in MARKET}
     http = [o for o in obs.data["offers"] if o["type"] == "http" and o["seller"] in ours]
