@@ -118,6 +118,11 @@ def raw_rpc_batch(w3: Web3, calls: Sequence[tuple[str, list[object], str]]) -> l
     return found
 
 
+def _view_call(token: str, data: str) -> list[object]:
+    """eth_call's params for calldata ``data`` to ``token`` at the latest block."""
+    return [{"to": checksum_address(token), "data": data}, "latest"]
+
+
 def _unless_error(item: object) -> object:
     """A batch's item, its RpcError raised."""
     if isinstance(item, RpcError):
@@ -376,8 +381,7 @@ class ChainClient:
     @staticmethod
     def _balance_call(token: str, holder: str) -> list[object]:
         """eth_call's params for ``balanceOf(holder)`` of ``token`` at the latest block."""
-        data = _BALANCE_OF + checksum_address(holder)[2:].lower().rjust(64, "0")
-        return [{"to": checksum_address(token), "data": data}, "latest"]
+        return _view_call(token, _BALANCE_OF + checksum_address(holder)[2:].lower().rjust(64, "0"))
 
     def authorization_state(self, token: str, authorizer: str, nonce: str) -> bool:
         """``authorizationState(authorizer, nonce)`` of an EIP-3009 token (True: used or
@@ -391,7 +395,7 @@ class ChainClient:
 
     def _word(self, token: str, name: str, data: str) -> int:
         """The one 32-byte word a view call ``name`` of ``token`` answers, as an int."""
-        params: list[object] = [{"to": checksum_address(token), "data": data}, "latest"]
+        params = _view_call(token, data)
         result = self.call(name, lambda: raw_rpc(self.w3, "eth_call", params, name))
         return self._word_of(token, name, result)
 
