@@ -14,6 +14,7 @@ from typing import Protocol
 from judge.calibration import Delivery
 from judge.jev import PaidCallRequest
 from judge.records import Standing
+from judge.seller_terms import AheadRead
 from judge.verdict import Verdict
 from wallet.ledger import SpendRow
 from wallet.meter import Reservation, RunSpend
@@ -45,7 +46,9 @@ class AgentJudge(Protocol):
 
     def decide(self, request: PaidCallRequest) -> Verdict: ...
 
-    def read_ahead(self, task_id: str, url: str, method: str = "GET", body: object = None) -> bool: ...
+    def read_ahead(
+        self, task_id: str, url: str, method: str = "GET", body: object = None
+    ) -> AheadRead: ...
 
     def recheck(self, verdict: Verdict) -> None: ...
 

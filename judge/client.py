@@ -23,6 +23,7 @@ from judge.jev import PaidCallRequest
 from judge.mcp_terms import SELLER_READ_S
 from judge.policy import FreeDecision
 from judge.records import Grant, Standing
+from judge.seller_terms import AheadRead, Stated402
 from judge.tasks import TaskLimits
 from judge.verdict import Verdict, parse_verdict, verify_verdict
 from judge.wire import free_from_wire, from_wire
@@ -161,7 +162,8 @@ class JudgeClient:
 
     def _call(self, op: ops.Operation[_Req, _Resp], body: _Req | None = None) -> _Resp:
         """The answer to ``op`` with ``body``, or the judge's refusal raised as itself."""
-        wait_s = self.decide_timeout_s if op is ops.DECIDE else self.timeout_s / 2
+        # A decision and a read ahead wait for the judge's own read of a seller's 402.
+        wait_s = self.decide_timeout_s if op in (ops.DECIDE, ops.AHEAD) else self.timeout_s / 2
         status, raw = self._exchange(op.method, op.route, body, wait_s)
         try:
             data = json.loads(raw)
@@ -218,10 +220,13 @@ class JudgeClient:
             verify_verdict(verdict, self.trusted_judge)
         return verdict
 
-    def read_ahead(self, task_id: str, url: str, method: str = "GET", body: object = None) -> bool:
+    def read_ahead(
+        self, task_id: str, url: str, method: str = "GET", body: object = None
+    ) -> AheadRead:
         answer = self._call(ops.AHEAD, {"task_id": task_id, "url": url, "method": method,
                                         "body": body})
-        return answer["started"] is True
+        return AheadRead(answer["started"] is True, Stated402.from_wire(answer.get("stated")),
+                         answer.get("stalled") is True)
 
     def decide_free(self, tool: str, calls_so_far: int = 0) -> FreeDecision:
         """The service's ruling on one free read of ``tool``. ``calls_so_far`` is not sent:

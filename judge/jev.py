@@ -37,7 +37,7 @@ from judge.recheck import RecheckGate
 from judge.records import Grant, Standing, VerdictRecord, VerdictRecords
 from judge.request import PaidCallRequest
 from judge.ruling import USDC_DECIMALS, Rules, coverable_facts, format_usdc
-from judge.seller_terms import Compared, SellerTerms, TermsAhead
+from judge.seller_terms import AheadRead, Compared, SellerTerms, TermsAhead
 from judge.tasks import TaskLimits, TaskRegistry, bind, may_read_ahead, read_terms, unbound
 from judge.verdict import (
     DEFAULT_TTL_S,
@@ -248,11 +248,16 @@ class Judge:
         with self._deciding:
             return self._decide(request, terms, balances, unread)
 
-    def read_ahead(self, task_id: str, url: str, method: str = "GET", body: object = None) -> bool:
-        """Start the judge's read of the 402 at ``url`` for ``task_id``'s coming decision
-        (:class:`judge.seller_terms.TermsAhead`, :func:`judge.tasks.may_read_ahead`)."""
+    def read_ahead(
+        self, task_id: str, url: str, method: str = "GET", body: object = None
+    ) -> AheadRead:
+        """The judge's read of the 402 at ``url`` for ``task_id``'s coming decision, started
+        now and waited for: the 402 that decision will rule on, for the agent to quote
+        (:meth:`judge.seller_terms.TermsAhead.read`, :func:`judge.tasks.may_read_ahead`)."""
         allowed = may_read_ahead(self.tasks.get(task_id), self._require_task, url, method)
-        return self._ahead is not None and allowed and self._ahead.start(task_id, url, method, body)
+        if self._ahead is None or not allowed:
+            return AheadRead(started=False)
+        return self._ahead.read(task_id, url, method, body)
 
     def _read_terms(self, request: PaidCallRequest) -> tuple[SellerTerms | None, dict[int, str]]:
         """The sellers' terms ``request``'s checks ask for, read now or ahead, before the

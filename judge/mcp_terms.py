@@ -62,10 +62,13 @@ class NoOffers(tuple):  # type: ignore[type-arg]
     reads as "no offers" wherever offers are compared; the refusal names ``why``."""
 
     why: str
+    #: No whole answer came within the read's bound: the seller stalled or trickled it.
+    stalled: bool
 
-    def __new__(cls, why: str) -> NoOffers:
+    def __new__(cls, why: str, stalled: bool = False) -> NoOffers:
         found = super().__new__(cls, ())
         found.why = why
+        found.stalled = stalled
         return found
 
 

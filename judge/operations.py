@@ -76,8 +76,13 @@ class AheadRequest(TypedDict):
     body: object
 
 
-class Started(TypedDict):
-    started: bool
+class Started(TypedDict, total=False):
+    """A read started ahead: whether it was, the 402 it found (``Stated402.to_wire``, or
+    None) and whether the seller stalled it (see judge.seller_terms.AheadRead)."""
+
+    started: Required[bool]
+    stated: dict[str, object] | None
+    stalled: bool
 
 
 class VerdictIdRequest(TypedDict):
@@ -173,7 +178,7 @@ DECIDE: Final = Operation(
 )
 AHEAD: Final = Operation(
     "terms-ahead", "POST", "agent", AheadRequest, Started, (TaskScopeRefused,), "read_ahead",
-    "a read of a seller's terms ahead of a decision",
+    "a read of a seller's terms ahead of a decision", pooled=True,
 )
 FREE: Final = Operation(
     "free", "POST", "agent", FreeRequest, Record, (), "decide_free", "a free read's decision"

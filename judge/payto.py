@@ -31,6 +31,7 @@ import httpx
 from judge.connections import STALE, ConnectionPool
 from judge.http_proxy import proxy_for
 from judge.mcp_terms import SELLER_READ_S, NoOffers, OfferedTerms
+from judge.seller_terms import Stated402, StatedOffers
 from judge.tls import tls_context
 
 __all__ = ["TermsOf", "advertised_terms"]
@@ -56,13 +57,15 @@ def advertised_terms(url: str, method: str = "GET", body: object = None) -> tupl
         status, header, content = _READER.read(url, method.upper(), body)
     except TimeoutError:
         return NoOffers(f"no whole answer within the judge's {_TIMEOUT_S:g} s read: the "
-                        "seller stalled or trickled it")
+                        "seller stalled or trickled it", stalled=True)
     except (OSError, http.client.HTTPException, ValueError) as exc:
         return NoOffers(f"the judge's read failed: {type(exc).__name__}: {str(exc)[:160]}")
     if status != 402:
         return NoOffers(f"it answered the judge's unpaid read with HTTP {status}, not a 402")
     offers = tuple(a for a in (_asked(o) for o in _offers(header, content)) if a is not None)
-    return offers or NoOffers("its 402 states no exact offer on an EVM chain the judge can read")
+    if not offers:
+        return NoOffers("its 402 states no exact offer on an EVM chain the judge can read")
+    return StatedOffers(offers, Stated402(header, content))
 
 
 _Target = tuple[str, str, int]  # scheme, host, port

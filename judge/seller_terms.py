@@ -13,15 +13,19 @@ taken from the agent; a seller that stalls delays only the decision that buys fr
 
 A read may start a moment before its decision is asked for (:class:`TermsAhead`): when
 the agent starts quoting a purchase it tells the judge which resource it is about to ask
-about, and the judge starts its own read of that 402 beside the agent's. The decision
-that follows takes that read, once, while it is still being answered or when its answer
-came at most :data:`AHEAD_FRESH_S` before (what the seller stated then is what the judge
-rules on, as when it reads on arrival); otherwise the decision reads again. The agent only names the resource: what it names is
-read by the judge's own reader, for a seller the task may pay.
+about, and the judge starts its own read of that 402. The decision that follows takes
+that read, once, while it is still being answered or when its answer came at most
+:data:`AHEAD_FRESH_S` before (what the seller stated then is what the judge rules on, as
+when it reads on arrival); otherwise the decision reads again. The agent only names the
+resource: what it names is read by the judge's own reader, for a seller the task may pay.
+The 402 that read found is handed back to the agent (:class:`AheadRead`), which quotes
+from it instead of asking the seller a second time: the agent and the judge then see the
+same terms, and the seller answers one unpaid request a purchase, not two.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import threading
@@ -31,13 +35,72 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
-from judge.mcp_terms import McpTermsUnread, McpTool, OfferedTerms
+from judge.mcp_terms import SELLER_READ_S, McpTermsUnread, McpTool, NoOffers, OfferedTerms
 
-__all__ = ["AHEAD_FRESH_S", "COMPARED_READ_S", "Compared", "SellerTerms", "TermsAhead"]
+__all__ = [
+    "AHEAD_FRESH_S",
+    "COMPARED_READ_S",
+    "AheadRead",
+    "Compared",
+    "SellerTerms",
+    "Stated402",
+    "StatedOffers",
+    "TermsAhead",
+]
 
 #: ``(url, method, body) -> the offers`` the seller's own 402 for that resource states.
 _TermsOf = Callable[[str, str, object], tuple[OfferedTerms, ...]]
 _Offers = tuple[OfferedTerms, ...]
+
+
+@dataclass(frozen=True)
+class Stated402:
+    """A seller's 402 as the judge's own read found it: its ``PAYMENT-REQUIRED`` header
+    (x402 v2, None without) and its body as read (the terms of x402 v1; empty for v2,
+    whose body the read does not keep)."""
+
+    header: str | None
+    body: bytes
+
+    def to_wire(self) -> dict[str, object]:
+        return {"header": self.header, "body": base64.b64encode(self.body).decode()}
+
+    @classmethod
+    def from_wire(cls, data: object) -> Stated402 | None:
+        """The 402 a judge service sent, or None for anything else (the agent reads itself)."""
+        if not isinstance(data, dict):
+            return None
+        header, body = data.get("header"), data.get("body")
+        if not (header is None or isinstance(header, str)) or not isinstance(body, str):
+            return None
+        try:
+            return cls(header, base64.b64decode(body, validate=True))
+        except ValueError:
+            return None
+
+
+class StatedOffers(tuple):  # type: ignore[type-arg]
+    """The offers a read of a seller's 402 found, with that 402 as read (``stated``)."""
+
+    stated: Stated402
+
+    def __new__(cls, offers: _Offers, stated: Stated402) -> StatedOffers:
+        found = super().__new__(cls, offers)
+        found.stated = stated
+        return found
+
+
+@dataclass(frozen=True)
+class AheadRead:
+    """What the judge answers a read started ahead (:meth:`TermsAhead.read`): whether it
+    read at all (False: not a seller the task may pay, or too many reads waiting), the
+    402 it found with offers the judge can rule on (None: the agent reads the seller
+    itself, and meets whatever the seller answered), and whether the seller gave no whole
+    answer within the judge's bound (``stalled``: a second read would only wait again)."""
+
+    started: bool
+    stated: Stated402 | None = None
+    stalled: bool = False
 
 
 @dataclass
@@ -173,6 +236,31 @@ class TermsAhead:
     def start(self, task_id: str, url: str, method: str, body: object) -> bool:
         """Start reading the 402 of ``url`` for ``task_id``'s next decision; False when
         one is already waiting for it or too many are (the decision then reads itself)."""
+        return self._begin(task_id, url, method, body, join=False) is not None
+
+    def read(self, task_id: str, url: str, method: str, body: object,
+             within_s: float = SELLER_READ_S) -> AheadRead:
+        """Start reading the 402 of ``url`` for ``task_id``'s next decision (or join the
+        read already waiting for it) and wait for its answer, at most ``within_s``: the 402
+        the decision will rule on, for the agent to quote from. The read stays waiting
+        for the decision, which takes it as after :meth:`start`."""
+        ahead = self._begin(task_id, url, method, body, join=True)
+        if ahead is None:
+            return AheadRead(started=False)
+        try:
+            offers = ahead.future.result(timeout=within_s)
+        except FutureTimeout:
+            return AheadRead(started=True, stalled=True)
+        except Exception:  # noqa: BLE001 - the reader failed: the agent reads itself
+            return AheadRead(started=True)
+        stalled = isinstance(offers, NoOffers) and offers.stalled
+        return AheadRead(True, offers.stated if isinstance(offers, StatedOffers) else None,
+                         stalled)
+
+    def _begin(self, task_id: str, url: str, method: str, body: object,
+               join: bool) -> _Ahead | None:
+        """The read started for ``task_id``'s next decision of ``url`` (``join``: or the
+        fresh one already waiting); None when none was started."""
         key = (task_id, url, method, _canonical(body))
         now = self._clock()
         with self._lock:
@@ -181,15 +269,15 @@ class TermsAhead:
                 self._pool = ThreadPoolExecutor(AHEAD_MAX, thread_name_prefix="judge-ahead")
             for old in [k for k, a in self._pending.items() if a.stale(now)]:
                 self._pending.pop(old).future.cancel()
+            if key in self._pending:
+                return self._pending[key] if join else None
             waiting = sum(1 for k in self._pending if k[0] == task_id)
-            if key in self._pending or waiting >= AHEAD_PER_TASK or (
-                len(self._pending) >= AHEAD_MAX
-            ):
-                return False
+            if waiting >= AHEAD_PER_TASK or len(self._pending) >= AHEAD_MAX:
+                return None
             ahead = _Ahead(now)
             ahead.future = self._pool.submit(self._answer, ahead, url, method, body)
             self._pending[key] = ahead
-        return True
+        return ahead
 
     def _answer(self, ahead: _Ahead, url: str, method: str, body: object) -> _Offers:
         try:

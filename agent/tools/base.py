@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from agent.tools.x402.offers import OfferBook
     from chain.client import ChainClient
     from chain.networks import Network
+    from judge.seller_terms import AheadRead
     from judge.verdict import Verdict
 
 __all__ = [
@@ -181,7 +182,7 @@ def judge_reads_terms(judge: object) -> bool:
     return getattr(judge, "reads_seller_terms", False) is True
 
 
-def terms_ahead_of(judge: object, run_id: str) -> Callable[[str, str, object], object] | None:
+def terms_ahead_of(judge: object, run_id: str) -> Callable[[str, str, object], AheadRead] | None:
     """How a paid tool of run ``run_id`` tells ``judge`` which seller's 402 it is about to
     quote (ToolContext.read_terms_ahead): for a judge that reads sellers' terms, else None."""
     read_ahead = getattr(judge, "read_ahead", None)
@@ -231,9 +232,10 @@ class ToolContext:
     #: terms without reading them again (agent.tools.x402.seller_terms.judged_terms).
     judge_reads_terms: bool = False
     #: Tells the run's judge which seller's resource (url, method, body) a paid tool is
-    #: about to quote, so it starts its own read of that 402 beside the quote
-    #: (judge.seller_terms.TermsAhead); None: the judge reads when asked to decide.
-    read_terms_ahead: Callable[[str, str, object], object] | None = None
+    #: about to quote: the judge reads that 402 for the coming decision and answers what
+    #: it found, which the quote is built from (judge.seller_terms.TermsAhead); None: the
+    #: tool reads the seller itself and the judge reads when asked to decide.
+    read_terms_ahead: Callable[[str, str, object], AheadRead] | None = None
 
     def allowlisted_addresses(self) -> tuple[str, ...]:
         """The allowlist's 0x address entries, lower-case (URL entries are sellers)."""

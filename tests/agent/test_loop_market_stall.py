@@ -2,11 +2,11 @@
 attacker's position.
 
 A market task buys from atlas; a second allowlisted seller, listed in discovery, is quoted
-as an alternative and its 402 is read by the judge too. That seller stalls its unpaid 402,
-to the judge only (told apart by the judge's ``Accept-Encoding: identity``) or to everyone.
-Before, the decision waited the judge's whole 10 s read for it, and the agent's quote its
-30 s response deadline (twice); now the offer is dropped from the comparison, named, within
-a few seconds. Real parts: sellers built with the x402 package, a facilitator listing them,
+as an alternative (from the judge's own read of its 402). That seller stalls its unpaid
+402, to the judge only (told apart by the judge's ``Accept-Encoding: identity``) or to
+everyone. Once, the decision waited the judge's whole 10 s read for it, and the agent's
+quote its 30 s response deadline (twice); now the offer is dropped, named, within a few
+seconds. Real parts: sellers built with the x402 package, a facilitator listing them,
 the real wallet and judge (reading sellers' 402s), Anvil; balances read from the chain.
 """
 
@@ -130,17 +130,12 @@ def test_a_compared_seller_that_stalls_its_402_does_not_hold_the_purchase(
         f"the purchase from atlas took {took:.1f} s, {baseline:.1f} s with an honest staller")
     verdict = deps.store.events(r.run_id, "verdict")[-1]["data"]
     assert verdict["decision"] == "approve"
-    if mode == "all":  # the agent's quote gave up on it: the judge never saw it
-        unquoted = deps.store.events(r.run_id, "offer.unquoted")
-        assert [e["data"]["resource"].startswith(stalling["url"]) for e in unquoted] == [True]
-        assert f"no quote within {ALTERNATIVE_QUOTE_S:g} s" in unquoted[0]["data"]["error"]
-        assert verdict["offers_compared"] == 1
-    else:  # the judge gave up on its terms: dropped, named, and not counted as compared
-        reason = verdict["reason"]
-        assert "dropped from the comparison (1 of 2 offers)" in reason, reason
-        assert f"{stalling['url']} at 0.02 USDC: its 402 was not read within the judge's " \
-            f"{COMPARED_READ_S:g} s read of an offer it only compares" in reason, reason
-        assert "best of" not in reason, reason  # one offer was left to compare
+    # Either way the agent's quote gave up on it (the quote is built from the judge's own
+    # read, so stalling the judge's reads stalls the quote): the judge never ruled on it.
+    unquoted = deps.store.events(r.run_id, "offer.unquoted")
+    assert [e["data"]["resource"].startswith(stalling["url"]) for e in unquoted] == [True]
+    assert f"no quote within {ALTERNATIVE_QUOTE_S:g} s" in unquoted[0]["data"]["error"]
+    assert verdict["offers_compared"] == 1
     # Money moved to atlas only, read from the chain and the ledger.
     rows = Ledger(deps.wallet.meter.store).rows(r.run_id)
     assert [(row.status, row.amount, row.recipient.lower()) for row in rows] == [

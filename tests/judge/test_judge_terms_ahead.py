@@ -130,16 +130,16 @@ def test_a_task_token_starts_reads_for_its_own_task_and_its_own_sellers_only(ser
     token_a = judge.tasks.issue_token("task", "task-a")
     with JudgeClient(srv.url, token=token_a) as agent_a:
         assert agent_a.reads_seller_terms
-        assert agent_a.read_ahead("task-a", SELLER + "/gas") is True
+        assert agent_a.read_ahead("task-a", SELLER + "/gas").started is True
         with pytest.raises(TaskScopeRefused):
             agent_a.read_ahead("task-b", SELLER + "/gas")  # another task's decision
         # Not a seller task-a may pay, not http(s), a task never registered: nothing read.
-        assert agent_a.read_ahead("task-a", "http://127.0.0.1:10/gas") is False
-        assert agent_a.read_ahead("task-a", "file:///etc/passwd") is False
+        assert agent_a.read_ahead("task-a", "http://127.0.0.1:10/gas").started is False
+        assert agent_a.read_ahead("task-a", "file:///etc/passwd").started is False
     time.sleep(0.05)
     assert seller.reads == [SELLER + "/gas"]
     with JudgeClient(srv.url, token="services-token") as services:
-        assert services.read_ahead("task-unregistered", SELLER + "/gas") is False
+        assert services.read_ahead("task-unregistered", SELLER + "/gas").started is False
     answer = httpx.post(f"{srv.url}/v1/terms-ahead", trust_env=False,
                         json={"task_id": "task-a", "url": SELLER + "/x", "method": "GET"})
     assert answer.status_code == 401  # no token: no read

@@ -26,6 +26,7 @@ __all__ = [
     "POST_ROUTE",
     "bare",
     "fetch",
+    "no_whole_response",
     "refusal",
     "seller_client",
     "unexpected_status",
@@ -61,11 +62,7 @@ async def fetch(
         async with asyncio.timeout(limit):
             return await _read_response(client, method, url, body, headers, limit)
     except (TimeoutError, httpx.TimeoutException) as exc:
-        raise ToolError(
-            f"pay_http: no whole response (headers and body) within {limit:g} s from {url} "
-            f"({type(exc).__name__}); expected a complete answer within the response "
-            "deadline. Fix: check the seller, or raise response_deadline_s."
-        ) from exc
+        raise no_whole_response(url, limit, type(exc).__name__) from exc
     except (httpx.TransportError, ExceptionGroup) as exc:
         # httpx's connect runs in an anyio task group: a socket error it does not map
         # (an OverflowError, say) arrives wrapped in an ExceptionGroup; name the cause.
@@ -77,6 +74,15 @@ async def fetch(
     finally:
         if own:
             await client.aclose()
+
+
+def no_whole_response(url: str, limit: float, why: str) -> ToolError:
+    """The refusal of a seller that gave no whole answer to a read within ``limit``."""
+    return ToolError(
+        f"pay_http: no whole response (headers and body) within {limit:g} s from {url} "
+        f"({why}); expected a complete answer within the response deadline. Fix: check "
+        "the seller, or raise response_deadline_s."
+    )
 
 
 def seller_client() -> httpx.AsyncClient:

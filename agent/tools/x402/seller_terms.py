@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple, TypeVar
 
 import httpx
+from x402.http import PAYMENT_REQUIRED_HEADER
 from x402.schemas import PaymentRequirements, PaymentRequirementsV1
 from x402.schemas import parse_payment_required as _x402_parse
 
@@ -22,7 +25,7 @@ from agent.jsonvalues import as_int, as_object
 from agent.tools.base import Quote, ToolContext
 from agent.tools.chain_reads import usdc_address
 from agent.tools.x402.delivery import Request
-from agent.tools.x402.fetch import fetch, unexpected_status, unpaid_refusal
+from agent.tools.x402.fetch import fetch, no_whole_response, unexpected_status, unpaid_refusal
 from agent.tools.x402.protocol import (
     EXPIRY_MARGIN_S,
     AnyPaymentRequired,
@@ -36,6 +39,7 @@ from agent.tools.x402.protocol import (
 from agent.tools.x402.quoting import chain_clock, quoted_authorization
 from chain.usdc import AuthorizationTypedData
 from judge.mcp_terms import SELLER_READ_S
+from judge.seller_terms import AheadRead, Stated402
 from judge.verdict import Verdict
 from wallet.errors import VerdictVoid
 
@@ -55,6 +59,9 @@ __all__ = [
 #: Seconds a quote and its approving verdict stay fresh enough to pay on the quoted terms
 #: without reading them again (see :func:`judged_terms`).
 JUDGED_TERMS_FRESH_S = 2
+_T = TypeVar("_T")
+#: The least time the tool's own read of a seller gets after the judge's read found no 402.
+_LEAST_READ_S = 1.0
 #: Stands in for the signature when checking that a payment header can be encoded.
 _PLACEHOLDER_SIGNATURE = "0x" + "00" * 65
 
@@ -83,18 +90,14 @@ async def read_offer(request: Request, max_price: int | None, ctx: ToolContext) 
     """The seller's answer to an unpaid request (within the run's response deadline and
     never longer than the judge's own read, SELLER_READ_S) and, for a 402, the requirement
     on our network and USDC within ``max_price``. The chain's clock (the authorization's window)
-    is read while the seller answers; its failure counts only for a 402. The run's judge
-    is told to start its own read of the same 402 meanwhile (:func:`judge_reads_ahead`)."""
+    is read while the seller answers; its failure counts only for a 402. The answer is the
+    402 the run's judge read for the coming decision when it found one
+    (:func:`judge_reads_ahead`), else the tool's own read (:func:`_unpaid_answer`)."""
     url, method, body = request
-    ahead = asyncio.ensure_future(judge_reads_ahead(request, ctx))
     # Never waited for longer than the judge would: a 402 the judge cannot read within its
     # bound cannot be approved anyway (the paid request keeps the run's response deadline).
     limit = min(ctx.response_deadline_s, SELLER_READ_S)
-    try:
-        resp, clock = await gather_pair(
-            fetch(ctx, url, method=method, body=body, timeout=limit), chain_clock(ctx))
-    finally:
-        await ahead  # answered in a fraction of the read; never raises
+    resp, clock = await gather_pair(_unpaid_answer(request, ctx, limit), chain_clock(ctx))
     if isinstance(resp, BaseException):
         raise resp
     if resp.status_code == 200:
@@ -110,18 +113,76 @@ async def read_offer(request: Request, max_price: int | None, ctx: ToolContext) 
     return Offered(resp, pr, requirement, clock)
 
 
-async def judge_reads_ahead(request: Request, ctx: ToolContext) -> None:
+async def _unpaid_answer(request: Request, ctx: ToolContext, limit: float) -> httpx.Response:
+    """The seller's answer to the unpaid request, within ``limit`` seconds in all: the 402
+    the run's judge read for the coming decision, when it found one stating offers it
+    can rule on; else the tool's own read, which meets and names whatever the seller
+    answers (a free 200, a refusal, a 402 the judge cannot rule on). A seller the judge's
+    read found stalling is not read a second time."""
+    url, method, body = request
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(limit):
+            read = await judge_reads_ahead(request, ctx)
+    except TimeoutError as exc:
+        raise no_whole_response(url, limit, "TimeoutError") from exc
+    if read is not None and read.stated is not None:
+        return stated_response(url, method, read.stated)
+    if read is not None and read.stalled:
+        raise no_whole_response(url, limit, "the judge's read of it stalled")
+    if read is not None and read.started:  # the judge's read took part of the bound
+        limit = round(max(limit - (time.monotonic() - started), _LEAST_READ_S), 1)
+    return await fetch(ctx, url, method=method, body=body, timeout=limit)
+
+
+def stated_response(url: str, method: str, stated: Stated402) -> httpx.Response:
+    """The seller's 402 as the judge's read found it, as the tool reads a 402."""
+    headers = [(PAYMENT_REQUIRED_HEADER, stated.header)] if stated.header is not None else []
+    return httpx.Response(402, headers=headers, content=stated.body,
+                          request=httpx.Request(method, url))
+
+
+async def judge_reads_ahead(request: Request, ctx: ToolContext) -> AheadRead | None:
     """Tell the run's judge (``ctx.read_terms_ahead``) which seller's resource is about to
-    be quoted, so its own read of that 402, which every approval of a purchase stands on,
-    runs beside the quote instead of after it (judge.seller_terms.TermsAhead). Only a
-    speed-up: a judge that cannot be told reads when asked to decide, and that decision
-    meets whatever is wrong with the judge."""
+    be quoted: the judge reads that 402 itself for the coming decision (every approval of
+    a purchase stands on its own read; judge.seller_terms.TermsAhead) and answers what it
+    found. None when the run's judge cannot be told, or the telling failed: the tool then
+    reads the seller itself, and the decision meets whatever is wrong with the judge."""
     ahead = ctx.read_terms_ahead
     if ahead is None:
-        return
+        return None
     url, method, body = request
-    with contextlib.suppress(Exception):
-        await asyncio.to_thread(ahead, url, method, body)
+    try:
+        return await _on_own_thread(lambda: ahead(url, method, body))
+    except Exception:  # noqa: BLE001 - only the quote's source: the tool reads itself
+        return None
+
+
+async def _on_own_thread(fn: Callable[[], _T]) -> _T:
+    """``fn()`` on a daemon thread of its own, awaited. The judge's answer waits on a
+    seller, which may stall it for the judge's whole read: unlike ``asyncio.to_thread``, a
+    call still waiting when the quote gives up holds no worker of the event loop's
+    executor, which ``asyncio.run`` waits for before it returns the run's result."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[_T] = loop.create_future()
+
+    def settle(outcome: Callable[[], None]) -> None:
+        if not answer.done():
+            outcome()
+
+    def run() -> None:
+        try:
+            result = fn()
+        except BaseException as exc:  # noqa: BLE001 - carried to the awaiting task
+            failed = exc
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                loop.call_soon_threadsafe(settle, lambda: answer.set_exception(failed))
+        else:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle, lambda: answer.set_result(result))
+
+    threading.Thread(target=run, name="nib-terms-ahead", daemon=True).start()
+    return await answer
 
 
 async def check_terms(

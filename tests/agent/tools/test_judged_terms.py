@@ -99,9 +99,12 @@ def test_a_fresh_verdict_of_a_judge_that_read_the_402_pays_without_reading_it_ag
     assert usdc_balance(chain, SELLER_ADDR) == seller_before + GAS_PRICE
 
 
-def test_the_judges_own_read_starts_beside_the_quote_and_serves_that_decision(
+def test_the_quote_is_built_from_the_judges_own_read_which_serves_that_decision(
     chain: Any, ctx: ToolContext, judge_signer: VerdictSigner, paywall: PaywallServer
 ) -> None:
+    """The tool tells the judge what it quotes; the judge's one read of the 402 is what
+    the quote is built from and what the decision rules on: the seller answers one
+    unpaid request a purchase, and the tool's only request is the paid one."""
     reads: list[float] = []
 
     def counted(url: str, method: str, body: object) -> Any:
@@ -113,10 +116,10 @@ def test_the_judges_own_read_starts_beside_the_quote_and_serves_that_decision(
     asked: list[float] = []
     sent, obs = _buy(ctx, judge, paywall.url + "/analytics/gas", paywall, asked=asked)
     assert not isinstance(obs, Exception), obs
-    # One read of the 402 by the judge, started before the decision was asked for, and
-    # the decision ruled on it: no second read.
+    # One read of the 402 by the judge, started before the decision was asked for: the
+    # quote was built from it and the decision ruled on it; the tool read nothing unpaid.
     assert len(reads) == 1 and reads[0] < asked[0]
-    assert sent == ["GET /analytics/gas paid=False", "GET /analytics/gas paid=True"]
+    assert sent == ["GET /analytics/gas paid=True"]
     assert usdc_balance(chain, SELLER_ADDR) == seller_before + GAS_PRICE
     # The next purchase's decision, asked without a read ahead, reads the 402 itself.
     sent, obs = _buy(ctx, judge, paywall.url + "/analytics/gas", paywall)
