@@ -236,7 +236,7 @@ class TermsAhead:
     def start(self, task_id: str, url: str, method: str, body: object) -> bool:
         """Start reading the 402 of ``url`` for ``task_id``'s next decision; False when
         one is already waiting for it or too many are (the decision then reads itself)."""
-        return self._begin(task_id, url, method, body, join=False) is not None
+        return self._begin(task_id, url, method, body, join=False)[0] is not None
 
     def read(self, task_id: str, url: str, method: str, body: object,
              within_s: float = SELLER_READ_S) -> AheadRead:
@@ -244,9 +244,16 @@ class TermsAhead:
         read already waiting for it) and wait for its answer, at most ``within_s``: the 402
         the decision will rule on, for the agent to quote from. The read stays waiting
         for the decision, which takes it as after :meth:`start`."""
-        ahead = self._begin(task_id, url, method, body, join=True)
+        ahead, here = self._begin(task_id, url, method, body, join=True)
         if ahead is None:
             return AheadRead(started=False)
+        if here and ahead.future.set_running_or_notify_cancel():
+            # Read on this thread, which waits for the answer anyway: no hand-off to a
+            # worker and back on the purchase's path.
+            try:
+                ahead.future.set_result(self._answer(ahead, url, method, body))
+            except Exception as exc:  # noqa: BLE001 - kept for the decision, as a worker's
+                ahead.future.set_exception(exc)
         try:
             offers = ahead.future.result(timeout=within_s)
         except FutureTimeout:
@@ -258,9 +265,11 @@ class TermsAhead:
                          stalled)
 
     def _begin(self, task_id: str, url: str, method: str, body: object,
-               join: bool) -> _Ahead | None:
+               join: bool) -> tuple[_Ahead | None, bool]:
         """The read started for ``task_id``'s next decision of ``url`` (``join``: or the
-        fresh one already waiting); None when none was started."""
+        fresh one already waiting; None when none was started), and whether the caller
+        makes it itself (``join``: a new read is left to the caller, which waits for it;
+        else it runs on a worker)."""
         key = (task_id, url, method, _canonical(body))
         now = self._clock()
         with self._lock:
@@ -270,14 +279,15 @@ class TermsAhead:
             for old in [k for k, a in self._pending.items() if a.stale(now)]:
                 self._pending.pop(old).future.cancel()
             if key in self._pending:
-                return self._pending[key] if join else None
+                return (self._pending[key] if join else None), False
             waiting = sum(1 for k in self._pending if k[0] == task_id)
             if waiting >= AHEAD_PER_TASK or len(self._pending) >= AHEAD_MAX:
-                return None
+                return None, False
             ahead = _Ahead(now)
-            ahead.future = self._pool.submit(self._answer, ahead, url, method, body)
+            if not join:
+                ahead.future = self._pool.submit(self._answer, ahead, url, method, body)
             self._pending[key] = ahead
-        return ahead
+        return ahead, join
 
     def _answer(self, ahead: _Ahead, url: str, method: str, body: object) -> _Offers:
         try:
