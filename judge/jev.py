@@ -95,6 +95,17 @@ def _read_offers(request: PaidCallRequest, read: TermsOf,
     return terms.sealed(), unread
 
 
+def _read_terms(request: PaidCallRequest, ahead: TermsAhead | None, tasks: TaskRegistry,
+                require_task: bool) -> tuple[SellerTerms | None, dict[int, str]]:
+    """The sellers' terms ``request``'s checks ask for, read now or ahead (``ahead``: None
+    when the judge reads no terms), before the decision lock (judge.seller_terms); and why
+    each alternative dropped was not read."""
+    if ahead is None:
+        return None, {}
+    return _read_offers(request, ahead.reader(request.task_id or ""),
+                        partial(_read_offer, tasks, require_task))
+
+
 def _read_offer(tasks: TaskRegistry, require_task: bool, offer: PaidCallRequest,
                 terms: SellerTerms) -> None:
     limits = tasks.get(offer.task_id) if offer.task_id is not None else None
@@ -244,28 +255,16 @@ class Judge:
         balances = BalanceReads(self._balance_of, _assets_to_read(request, self.tasks, self.rules))
         # Outside the lock: a stalling seller holds only this, and an offer only compared
         # holds it for COMPARED_READ_S at most (then it is dropped, ``unread``).
-        terms, unread = self._read_terms(request)
+        terms, unread = _read_terms(request, self._ahead, self.tasks, self._require_task)
         with self._deciding:
             return self._decide(request, terms, balances, unread)
 
-    def read_ahead(
-        self, task_id: str, url: str, method: str = "GET", body: object = None
-    ) -> AheadRead:
-        """The judge's read of the 402 at ``url`` for ``task_id``'s coming decision, started
-        now and waited for: the 402 that decision will rule on, for the agent to quote
-        (:meth:`judge.seller_terms.TermsAhead.read`, :func:`judge.tasks.may_read_ahead`)."""
+    def read_ahead(self, task_id: str, url: str, method: str = "GET", body: object = None) -> AheadRead:
+        """The 402 at ``url`` read now for ``task_id``'s coming decision, for the agent to
+        quote (:meth:`judge.seller_terms.TermsAhead.read`, :func:`judge.tasks.may_read_ahead`)."""
         allowed = may_read_ahead(self.tasks.get(task_id), self._require_task, url, method)
-        if self._ahead is None or not allowed:
-            return AheadRead(started=False)
-        return self._ahead.read(task_id, url, method, body)
-
-    def _read_terms(self, request: PaidCallRequest) -> tuple[SellerTerms | None, dict[int, str]]:
-        """The sellers' terms ``request``'s checks ask for, read now or ahead, before the
-        decision lock (judge.seller_terms); and why each alternative dropped was not read."""
-        if self._ahead is None:
-            return None, {}
-        return _read_offers(request, self._ahead.reader(request.task_id or ""),
-                           partial(_read_offer, self.tasks, self._require_task))
+        ahead = self._ahead if allowed else None
+        return ahead.read(task_id, url, method, body) if ahead else AheadRead(started=False)
 
     def _bound(self, offer: PaidCallRequest, terms: SellerTerms | None,
                balances: BalanceReads) -> PaidCallRequest | str:
