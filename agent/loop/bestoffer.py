@@ -1,7 +1,9 @@
 """Best offer: before the judge rules on a purchase, the same question is quoted (free)
 at the other allowlisted sellers whose offers cover the same missing items, and the judge
 rules on the one with the highest EV. A seller the task names is never swapped: then only
-the proposed call is judged. An offer only compared is quoted within ALTERNATIVE_QUOTE_S
+the proposed call is judged. A seller the task distrusts (``RunContext.distrusted_sellers``,
+the rule the offline planner follows too) is never an alternative; chosen by the model, it
+is still judged. An offer only compared is quoted within ALTERNATIVE_QUOTE_S
 or dropped: a seller stalling its 402 does not hold a purchase from another.
 """
 
@@ -78,8 +80,10 @@ class BestOffer:
         kinds = [k for k in call.tool.facts_for(call.args) if k in missing]
         inputs = call_inputs(call.tool.name, call.norm)
         allowed = allowlisted_sellers(run.tools.allowlist)
-        # A seller that took a payment of this run and did not deliver is no alternative.
-        seen: set[str] = {seller, *run.state.failed_sellers}
+        # A seller this task distrusts (it took a payment of this run and did not deliver,
+        # or a lesson shown to the task says it did not) is never swapped in: the judge's p
+        # for it may barely have moved, and a cheap price would then win on EV.
+        seen: set[str] = {seller, *run.distrusted_sellers()}
         out: list[tuple[str, Admitted]] = []
         for offer in (o for k in kinds for o in book.for_kind(k)):
             if len(out) >= MAX_ALTERNATIVES:

@@ -11,6 +11,7 @@ import json
 
 from agent.loop.checklist import Checklist
 from agent.loop.history import HistoryEntry, Outcome, one_line, render
+from agent.loop.lessons import distrusted_sellers
 from agent.loop.limits import Limits
 from agent.loop.state import Deps, RunState
 from agent.tools.base import ToolContext, judge_reads_terms, terms_ahead_of
@@ -79,6 +80,12 @@ class RunContext:
     @property
     def checklist(self) -> Checklist:
         return Checklist.from_dicts(self.state.checklist)
+
+    def distrusted_sellers(self) -> frozenset[str]:
+        """Seller origins this task distrusts (:func:`agent.loop.lessons.distrusted_sellers`
+        of this run's failed sellers and the lessons it is shown); the offline planner
+        reads the same two from :meth:`model_context`."""
+        return distrusted_sellers(self.state.failed_sellers, self.state.lessons)
 
     def history(self) -> list[HistoryEntry]:
         return [HistoryEntry.from_dict(h) for h in self.state.history]

@@ -31,6 +31,7 @@ __all__ = [
     "TEMPLATES",
     "LessonKind",
     "chosen_lesson",
+    "distrusted_sellers",
     "is_nib_lesson",
     "lesson_candidates",
     "lesson_prompt",
@@ -126,6 +127,23 @@ def is_nib_lesson(text: str) -> bool:
     """Whether ``text`` is one of :data:`TEMPLATES` with every slot in nib's vocabulary:
     the one check a lesson passes before it is stored and again before it is shown."""
     return read_lesson(text) is not None
+
+
+def distrusted_sellers(failed_sellers: Iterable[str], lessons: Iterable[object]) -> frozenset[str]:
+    """The seller origins a task distrusts: those paid in this run that did not deliver
+    (``failed_sellers``), and those a ``not-delivered`` lesson shown to it names (read
+    through :data:`TEMPLATES`, as every lesson is read).
+
+    The one rule for both sides of a purchase: the offline planner proposes such a seller
+    only after every other seller of the fact (a failed one not at all: the loop refuses
+    it), and the loop never brings one in as an alternative to the call the model chose.
+    A model may still choose one a lesson names; the judge rules on it. Kept apart from
+    the judge's p, which small payments for nothing barely move (a payment
+    of 0.001 USDC weighs a tenth of an outcome)."""
+    named = (read_lesson(str(lesson)) for lesson in lessons)
+    return frozenset(failed_sellers) | {
+        said[1]["origin"] for said in named if said is not None and said[0] == "not-delivered"
+    }
 
 
 def _fits(slot: str, value: str) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from agent.jsonvalues import JSONObject, as_list, as_object
-from agent.loop.lessons import read_lesson
+from agent.loop.lessons import distrusted_sellers
 from agent.models._factpatterns import ADDRESS, extract_checklist, infer_kind
 
 __all__ = [
@@ -87,8 +87,10 @@ class PlanContext:
     network: str = ""
     #: Seller origins paid in this run that did not deliver (the loop refuses them).
     failed_sellers: frozenset[str] = frozenset()
-    #: Seller origins a lesson from a similar task says failed to deliver: their offers
-    #: go after other sellers' (a preference, not a ban; the judge rules either way).
+    #: Seller origins the task distrusts (the failed ones, and those a lesson from a
+    #: similar task says failed to deliver; ``lessons.distrusted_sellers``, the rule the
+    #: loop's best offer follows): their offers go after other sellers' (a preference,
+    #: not a ban; the judge rules either way).
     distrusted_sellers: frozenset[str] = frozenset()
 
     @classmethod
@@ -116,6 +118,7 @@ class PlanContext:
             focus = focus.get("id") or focus.get("text")
         self_model = context.get("self_model") or {}
         tools = tuple(as_object(t) for t in as_list(context.get("tools")) if isinstance(t, Mapping))
+        failed = frozenset(str(o) for o in as_list(context.get("failed_sellers")))
         return cls(
             task=task,
             tools=tools,
@@ -136,8 +139,8 @@ class PlanContext:
             if isinstance(self_model, Mapping)
             else None,
             network=network,
-            failed_sellers=frozenset(str(o) for o in as_list(context.get("failed_sellers"))),
-            distrusted_sellers=frozenset(not_delivered_in(as_list(context.get("lessons")))),
+            failed_sellers=failed,
+            distrusted_sellers=distrusted_sellers(failed, as_list(context.get("lessons"))),
         )
 
     def key(self, tool: str, args: object) -> str:
@@ -151,15 +154,6 @@ class PlanContext:
         }
         full.update(as_object(args))
         return canon(tool, full)
-
-
-def not_delivered_in(lessons: Iterable[object]) -> Iterator[str]:
-    """The seller origins the ``not-delivered`` lessons among ``lessons`` name, read
-    through the lessons module's own templates."""
-    for lesson in lessons:
-        said = read_lesson(str(lesson))
-        if said is not None and said[0] == "not-delivered":
-            yield said[1]["origin"]
 
 
 def int_or_none(value: object) -> int | None:

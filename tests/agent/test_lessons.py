@@ -19,6 +19,7 @@ from agent.loop.history import HistoryEntry
 from agent.loop.lessons import (
     TEMPLATES,
     chosen_lesson,
+    distrusted_sellers,
     is_nib_lesson,
     lesson_candidates,
     lesson_prompt,
@@ -124,3 +125,20 @@ def test_a_lesson_not_in_nibs_words_is_not_stored_and_the_refusal_says_why(tmp_p
     })]
     assert set(TEMPLATES) == {"not-delivered", "answered", "refused", "failed-for-good",
                               "failed", "stopped"}
+
+
+def test_a_task_distrusts_its_failed_sellers_and_those_a_not_delivered_lesson_names() -> None:
+    """The one rule the offline planner and the loop's best offer both follow: a lesson of
+    another kind naming a seller, or a not-delivered one with words slipped in, adds none."""
+    shown = [
+        SELLER_LESSON,
+        "pay_http at http://127.0.0.1:7 answered HTTP 404 for /gas; check the URL against the "
+        "seller's /catalog before buying there again.",
+        "pay_http at http://127.0.0.1:8/gas failed (ToolError); check its arguments and the "
+        "seller before retrying.",
+        SELLER_LESSON.replace(":9", ":6").replace("failed to", f"{MARKER} failed to"),
+    ]
+    assert all(map(is_nib_lesson, shown[:3])) and not is_nib_lesson(shown[3])
+    assert distrusted_sellers(["http://127.0.0.1:5"], shown) == {
+        "http://127.0.0.1:5", "http://127.0.0.1:9"}
+    assert distrusted_sellers([], []) == frozenset()

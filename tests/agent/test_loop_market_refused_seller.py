@@ -105,6 +105,11 @@ def _paid_to(deps: Any, run_id: str) -> list[tuple[str, int, str]]:
 ATLAS = seller_named("atlas").pay_to
 
 
+def _paid_verdicts(deps: Any, run_id: str) -> list[dict[str, Any]]:
+    verdicts = (e["data"] for e in deps.store.events(run_id, "verdict"))
+    return [v for v in verdicts if v["kind"] == "paid"]
+
+
 def _asked(log: list[tuple[str, str, bool]]) -> tuple[list[str], list[str]]:
     """The paths shoddy was asked unpaid (the agent's quote and the judge's read of its
     402, each path once) and the paths it was sent a payment for (every one)."""
@@ -229,3 +234,82 @@ def test_a_listed_seller_outside_the_allowlist_is_never_proposed(
     assert proposed and all(u.startswith(market["atlas"]) for u in proposed), proposed
     assert _asked(log) == ([], []), log
     assert _paid_to(deps, r.run_id) == [("settled", 10_000, ATLAS.lower())]
+
+
+@pytest.mark.parametrize("planner", ["model", "offline"])
+def test_a_seller_a_lesson_distrusts_is_never_swapped_in_for_the_chosen_one(
+    tmp_path: Path, chain: Any, market: dict[str, str], shoddy_market: dict[str, Any],
+    planner: str,
+) -> None:
+    """An outside tester's run: the model, shown "Seller X failed to deliver a paid request;
+    do not buy from it.", chose atlas; the loop quoted X as an alternative and the judge,
+    whose p for X had barely moved (cheap payments weigh a tenth of an outcome), swapped
+    X in on its lower price: paid for nothing again. Here the judge has no outcome for
+    shoddy at all (its p is a new seller's, like atlas's) and shoddy is half atlas's price,
+    so on EV alone it would win. Now a seller the task distrusts is no alternative: shoddy
+    is not even asked for its 402, and only atlas is paid (ledger and chain)."""
+    log: list[tuple[str, str, bool]] = shoddy_market["requests"]
+    log.clear()
+    before = _balances(chain)
+    lesson = TEMPLATES["not-delivered"].format(origin=seller_of(shoddy_market["url"]))
+    atlas_url = f"{market['atlas']}/tokens?symbol=USDC"
+    model = OfflinePlanner() if planner == "offline" else ScriptedModel({
+        "checklist": [{"items": [{"text": "USDC issuer", "kind": "token_factsheet"}]}],
+        "propose": [
+            {"action": "call", "tool": "discover", "args": {"query": "token fact sheet"}},
+            {"action": "call", "tool": "pay_http",
+             "args": {"url": atlas_url, "covers": ["token_factsheet"]}},
+        ],
+    })
+    deps = _deps(tmp_path, chain, market, shoddy_market, model=model)
+    deps.store.add_lesson("an-earlier-run", TASK, "churn", lesson)
+    r = asyncio.run(run_task(TASK, deps))
+
+    assert [e["data"]["shown"] for e in deps.store.events(r.run_id, "lesson")] == [[lesson]]
+    assert (r.stop_reason, r.finished) == ("evidence-covered", True), r.answer
+    proposed = [e["data"]["args"]["url"] for e in deps.store.events(r.run_id, "proposal")
+                if e["data"].get("tool") == "pay_http"]  # fmt: skip
+    assert proposed == [atlas_url], proposed
+    quoted = [e["data"]["recipient"].lower() for e in deps.store.events(r.run_id, "quote")]
+    assert quoted == [ATLAS.lower()], quoted
+    [verdict] = _paid_verdicts(deps, r.run_id)
+    assert (verdict["decision"], verdict["offers_compared"]) == ("approve", 1), verdict
+    assert _asked(log) == ([], []), log
+    assert _paid_to(deps, r.run_id) == [("settled", 10_000, ATLAS.lower())]
+    after = _balances(chain)
+    assert after[SHODDY.pay_to] == before[SHODDY.pay_to]
+    assert after[ATLAS] == before[ATLAS] + 10_000
+    assert after[AGENT_ADDR] == before[AGENT_ADDR] - 10_000
+
+
+def test_the_models_own_choice_of_a_distrusted_seller_still_goes_to_the_judge(
+    tmp_path: Path, chain: Any, market: dict[str, str], shoddy_market: dict[str, Any]
+) -> None:
+    """Distrust keeps a seller out of the alternatives; it is no ban. A model that chooses
+    shoddy despite the lesson has its call quoted and judged (atlas compared beside it),
+    and the judge's ruling stands."""
+    log: list[tuple[str, str, bool]] = shoddy_market["requests"]
+    log.clear()
+    lesson = TEMPLATES["not-delivered"].format(origin=seller_of(shoddy_market["url"]))
+    shoddy_url = f"{shoddy_market['url']}/tokens?symbol=USDC"
+    model = ScriptedModel({
+        "checklist": [{"items": [{"text": "USDC issuer", "kind": "token_factsheet"}]}],
+        "propose": [
+            {"action": "call", "tool": "discover", "args": {"query": "token fact sheet"}},
+            {"action": "call", "tool": "pay_http",
+             "args": {"url": shoddy_url, "covers": ["token_factsheet"]}},
+            {"action": "done"},
+        ],
+    })
+    deps = _deps(tmp_path, chain, market, shoddy_market, model=model)
+    deps.store.add_lesson("an-earlier-run", TASK, "churn", lesson)
+    r = asyncio.run(run_task(TASK, deps))
+
+    lessons = (e["data"] for e in deps.store.events(r.run_id, "lesson"))
+    shown = [e["shown"] for e in lessons if "shown" in e]
+    assert shown == [[lesson]], shown
+    quoted = [e["data"]["recipient"].lower() for e in deps.store.events(r.run_id, "quote")]
+    assert quoted == [SHODDY.pay_to.lower(), ATLAS.lower()], quoted
+    verdicts = _paid_verdicts(deps, r.run_id)
+    assert [v["offers_compared"] for v in verdicts] == [2], verdicts
+    assert _asked(log)[0] == ["/tokens"], log
