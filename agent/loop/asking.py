@@ -75,9 +75,13 @@ class JudgeAsk:
         it (its calibration data; the judge files it under the tool, at its seller, from
         its own record of the verdict). A seller that took the money and did not deliver
         is reported as such (``paid-not-delivered``): the judge weighs it as strong
-        evidence. Advisory: a failure here is logged, not fatal."""
+        evidence. A payment that never settled (the wallet cancelled the authorization,
+        it expired unused, or it is still undecided) is not reported: outcomes count only
+        for payments settled on chain, and the judge refuses any other (``OutcomeRefused``),
+        which would read as a fault in every such trace. Advisory: a failure here is
+        logged, not fatal."""
         judge = self.run.deps.judge
-        if judge is None:
+        if judge is None or (failed is not None and not failed.paid):
             return
         keys = {fact_key(f) for f in tool.facts_for(tool.args_model.model_validate(norm))}
         still = {i.kind or i.text for i in self.run.checklist.missing}

@@ -396,10 +396,11 @@ def test_a_seller_that_never_delivers_gets_one_authorization_per_run_each_cancel
         r.auth_nonce for r in rows
     }
     assert_paid(h, 0)
-    # With the services' judge an outcome counts only for a payment settled on chain
-    # (issue 22: else unpaid verdicts could push any seller's shared p either way): this
-    # seller took nothing, so its p is a new seller's. The in-process judge of the tests
-    # reads no chain: it counts each failed purchase against the seller, as before.
+    # An outcome counts only for a payment settled on chain (issue 22: else unpaid
+    # verdicts could push any seller's shared p either way): this seller took nothing, so
+    # its p is a new seller's. The agent reports no outcome for a cancelled authorization
+    # (the services' judge would refuse it, the in-process judge, reading no chain, once
+    # counted it against the seller), so no run's trace holds a refused report either.
     from judge.calibration import BetaCalibrator, calibration_subject
 
     calibrator = BetaCalibrator(str(h.db))  # the judge's outcomes, wherever it runs
@@ -407,10 +408,9 @@ def test_a_seller_that_never_delivers_gets_one_authorization_per_run_each_cancel
     def p_of(seller: str) -> Any:
         return calibrator.p(calibration_subject("pay_http", seller), "gas_stats")
 
-    if composition.services:
-        assert p_of(url) == p_of("http://never-bought.example:80")
-    else:
-        assert p_of(url) < p_of("http://never-bought.example:80")
+    assert p_of(url) == p_of("http://never-bought.example:80")
+    for result in (first, second):
+        assert h.events(result.run_id, "judge.outcome.error") == []
 
     # The seller tries every payment it was handed: every one reverts.
     for payment in seller.log.payments:

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from _loop_support import paid_deps, usdc_balance
 
+from agent.cli.runtime import settled_on
 from agent.loop.lessons import TEMPLATES
 from agent.loop.limits import Limits
 from agent.loop.run import run_task
@@ -30,7 +31,8 @@ from agent.models.scripted import ScriptedModel
 from agent.tools.discover import DiscoverTool
 from agent.tools.x402.offers import OfferBook, seller_of
 from agent.tools.x402.pay_http import PayHttpTool
-from chain.devkeys import AGENT, OUTSIDER, dev_account
+from chain.client import ChainClient
+from chain.devkeys import AGENT, JUDGE, OUTSIDER, dev_account
 from chain.paywall.facilitator_service import create_facilitator_app
 from chain.paywall.market import (
     MarketSeller,
@@ -40,6 +42,10 @@ from chain.paywall.market import (
     seller_named,
 )
 from chain.paywall.serve import AppServer
+from judge.calibration import BetaCalibrator
+from judge.jev import Judge
+from judge.payto import advertised_terms
+from judge.verdict import VerdictSigner
 from wallet.ledger import Ledger
 
 AGENT_ADDR = dev_account(AGENT).address
@@ -55,21 +61,27 @@ TASK = "Who issues USDC? Buy its token fact sheet from a seller in the market."
 #: Wide guards, as the tester's run had: what must stop the run is the planner and the
 #: skip detector, not a failure budget or the step limit.
 LIMITS = Limits(max_steps=12, max_consecutive_failures=10, churn_steps=0)
+_PAYMENT_HEADERS = (b"payment-signature", b"x-payment")
 
 
 @pytest.fixture(scope="module")
 def shoddy_market(anvil: Any, market: dict[str, str]) -> Iterator[dict[str, Any]]:
     """Two discovery facilitators (settling through the market's): ``both`` lists shoddy and
     atlas, ``alone`` shoddy only; ``requests`` logs every request shoddy is sent (method,
-    path, whether it carried a payment)."""
+    path, whether it carried a payment). With ``state["refuse_paid"]`` shoddy keeps the
+    payment it is sent, settles nothing and answers its 402 again."""
     requests: list[tuple[str, str, bool]] = []
+    state = {"refuse_paid": False}
     app = create_seller_app(SHODDY, market["facilitator"], anvil.usdc, rpc_url=anvil.rpc_url)
 
     async def logged(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers = dict(scope.get("headers") or ())
-            paid = any(h in headers for h in (b"payment-signature", b"x-payment"))
+            paid = any(h in headers for h in _PAYMENT_HEADERS)
             requests.append((scope["method"], scope["path"], paid))
+            if paid and state["refuse_paid"]:
+                kept = [(k, v) for k, v in scope["headers"] if k not in _PAYMENT_HEADERS]
+                scope = {**scope, "headers": kept}
         await app(scope, receive, send)
 
     with AppServer(create_facilitator_app(anvil.rpc_url), name="both") as both, \
@@ -78,7 +90,8 @@ def shoddy_market(anvil: Any, market: dict[str, str]) -> Iterator[dict[str, Any]
         register_with(both.url, SHODDY, srv.url)
         register_with(both.url, seller_named("atlas"), market["atlas"])
         register_with(alone.url, SHODDY, srv.url)
-        yield {"requests": requests, "both": both.url, "alone": alone.url, "url": srv.url}
+        yield {"requests": requests, "both": both.url, "alone": alone.url, "url": srv.url,
+               "state": state}
 
 
 def _deps(
@@ -236,6 +249,18 @@ def test_a_listed_seller_outside_the_allowlist_is_never_proposed(
     assert _paid_to(deps, r.run_id) == [("settled", 10_000, ATLAS.lower())]
 
 
+def _judge(tmp_path: Path, chain: Any, *, reads_chain: bool) -> Judge:
+    """The judge as ``nib judge serve`` builds it (``reads_chain``: it reads sellers' 402s
+    and counts outcomes only for authorizations settled on chain), or the plain in-process
+    one."""
+    parts: dict[str, Any] = (
+        {"terms_of": advertised_terms,
+         "payment_settled": settled_on(ChainClient(chain.rpc_url, chain.chain_id))}
+        if reads_chain else {})
+    return Judge(VerdictSigner(dev_account(JUDGE)), BetaCalibrator(str(tmp_path / "nib.db")),
+                 allowed_assets={chain.chain_id: [chain.usdc]}, **parts)
+
+
 @pytest.mark.parametrize("planner", ["model", "offline"])
 def test_a_seller_a_lesson_distrusts_is_never_swapped_in_for_the_chosen_one(
     tmp_path: Path, chain: Any, market: dict[str, str], shoddy_market: dict[str, Any],
@@ -313,3 +338,45 @@ def test_the_models_own_choice_of_a_distrusted_seller_still_goes_to_the_judge(
     verdicts = _paid_verdicts(deps, r.run_id)
     assert [v["offers_compared"] for v in verdicts] == [2], verdicts
     assert _asked(log)[0] == ["/tokens"], log
+
+
+@pytest.mark.parametrize("reads_chain", [True, False], ids=["service-judge", "in-process-judge"])
+def test_a_cancelled_non_delivery_reports_no_outcome_and_the_delivery_after_it_does(
+    tmp_path: Path, chain: Any, market: dict[str, str], shoddy_market: dict[str, Any],
+    reads_chain: bool,
+) -> None:
+    """shoddy (cheapest) keeps the signed payment, settles nothing and asks to be paid
+    again; the wallet cancels the authorization on chain. An outside tester saw
+    ``judge.outcome.error OutcomeRefused`` after every such non-delivery: the agent
+    reported an outcome for a payment that never settled, which the judge reading the
+    chain refuses (and a judge that does not read it counted as a miss). Now no outcome
+    is reported for it; atlas's delivery after it is still recorded."""
+    log: list[tuple[str, str, bool]] = shoddy_market["requests"]
+    log.clear()
+    before = _balances(chain)
+    book = OfferBook()
+    deps = paid_deps(tmp_path, chain, OfflinePlanner(), limits=LIMITS,
+                     judge=_judge(tmp_path, chain, reads_chain=reads_chain),
+                     extra_tools=(DiscoverTool(book), PayHttpTool(offers=book)))
+    deps = dataclasses.replace(deps, allowlist=(shoddy_market["url"], market["atlas"]),
+                               extras={"discovery_urls": shoddy_market["both"]})
+    shoddy_market["state"]["refuse_paid"] = True
+    try:
+        r = asyncio.run(run_task(TASK, deps))
+    finally:
+        shoddy_market["state"]["refuse_paid"] = False
+
+    assert (r.stop_reason, r.finished) == ("evidence-covered", True), r.answer
+    [failed] = [e["data"] for e in deps.store.events(r.run_id, "seller.not_delivered")]
+    assert (failed["seller"], failed["paid"], failed["status"]) == (
+        seller_of(shoddy_market["url"]), False, "cancelled"), failed
+    assert deps.store.events(r.run_id, "judge.outcome.error") == []
+    outcomes = list(deps.store.db.query("SELECT tool, covered FROM judge_outcomes"))
+    assert outcomes == [{"tool": f"pay_http@{seller_of(market['atlas'])}", "covered": 1}]
+    assert _asked(log)[1] == ["/tokens"], log
+    assert _paid_to(deps, r.run_id) == [
+        ("cancelled", 5_000, SHODDY.pay_to.lower()), ("settled", 10_000, ATLAS.lower())]
+    after = _balances(chain)
+    assert after[SHODDY.pay_to] == before[SHODDY.pay_to]
+    assert after[ATLAS] == before[ATLAS] + 10_000
+    assert after[AGENT_ADDR] == before[AGENT_ADDR] - 10_000
