@@ -1,4 +1,4 @@
-"""Calling an MCP tool over either of the ecosystem's transports: streamable HTTP (at
+"""Calling and listing MCP tools over either of the ecosystem's transports: streamable HTTP (at
 ``/mcp``, what MCP servers now serve) or SSE (at ``/sse``). One home for both, used by the
 buyer (``pay_mcp``) and by the facilitator's discovery probe.
 
@@ -9,9 +9,9 @@ first). A failure names every transport tried and what answered.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Literal, TypeVar, get_args
 
 from chain.errors import innermost
 from chain.http_proxy import proxy_for
@@ -19,9 +19,19 @@ from chain.tls import tls_context
 
 if TYPE_CHECKING:  # mcp loads on the first call, not on import
     from mcp import ClientSession
-    from mcp.types import CallToolResult
+    from mcp.types import CallToolResult, Tool
 
-__all__ = ["ENDPOINTS", "MCP_TRANSPORTS", "McpTransport", "McpUnreachable", "call_tool", "split_endpoint"]
+__all__ = [
+    "ENDPOINTS",
+    "MCP_TRANSPORTS",
+    "McpTransport",
+    "McpUnreachable",
+    "call_tool",
+    "list_tools",
+    "split_endpoint",
+]
+
+_T = TypeVar("_T")
 
 McpTransport = Literal["streamable-http", "sse"]
 """How an MCP client reaches a server.
@@ -87,6 +97,29 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:160] or 'no message'}"
 
 
+async def _over_transports(
+    server: str,
+    transport: McpTransport | None,
+    timeout_s: float,
+    use: Callable[[ClientSession], Awaitable[_T]],
+) -> tuple[_T, McpTransport]:
+    """``use`` on a session with the MCP server at ``server``: over ``transport`` (or the
+    endpoint ``server`` ends in) only, else streamable HTTP, then SSE. Raises McpUnreachable
+    naming each transport tried and what answered."""
+    base, named = split_endpoint(server)
+    order = (transport or named,) if (transport or named) else MCP_TRANSPORTS
+    tried = []
+    for t in order:
+        assert t is not None
+        url = base + ENDPOINTS[t]
+        try:
+            async with _session(url, t, timeout_s) as session:
+                return await use(session), t
+        except Exception as exc:  # every transport failure is reported, none is fatal here
+            tried.append(f"{t} at {url} ({_reason(exc)})")
+    raise McpUnreachable("tried " + "; ".join(tried))
+
+
 async def call_tool(
     server: str,
     tool: str,
@@ -102,15 +135,18 @@ async def call_tool(
     streamable HTTP, then SSE. Raises McpUnreachable naming each transport tried. A call
     carrying a payment (``meta``) should name its transport: it is then sent once.
     """
-    base, named = split_endpoint(server)
-    order = (transport or named,) if (transport or named) else MCP_TRANSPORTS
-    tried = []
-    for t in order:
-        assert t is not None
-        url = base + ENDPOINTS[t]
-        try:
-            async with _session(url, t, timeout_s) as session:
-                return await session.call_tool(tool, arguments, meta=meta), t
-        except Exception as exc:  # every transport failure is reported, none is fatal here
-            tried.append(f"{t} at {url} ({_reason(exc)})")
-    raise McpUnreachable("tried " + "; ".join(tried))
+    return await _over_transports(
+        server, transport, timeout_s, lambda s: s.call_tool(tool, arguments, meta=meta)
+    )
+
+
+async def list_tools(
+    server: str, *, transport: McpTransport | None = None, timeout_s: float = 30.0
+) -> tuple[list[Tool], McpTransport]:
+    """The tools the MCP server at ``server`` lists (its first page: ``tools/list``) and
+    the transport used, reached as :func:`call_tool` reaches it."""
+
+    async def listed(session: ClientSession) -> list[Tool]:
+        return list((await session.list_tools()).tools)
+
+    return await _over_transports(server, transport, timeout_s, listed)

@@ -130,6 +130,11 @@ class Learning:
 
 
 def _offer_rows(offers: object) -> list[dict[str, object]]:
-    """Discovery results as the audit keeps them: what, where, how much, for which kinds."""
+    """Discovery (or an MCP server's tool list) as the audit keeps it: what, where, how
+    much, for which kinds, and what an MCP tool's call needs."""
     keep = ("resource", "method", "tool", "price", "kinds", "allowlisted")
-    return [{k: o.get(k) for k in keep} for o in as_list(offers) if isinstance(o, dict)]
+    return [
+        {k: o.get(k) for k in keep} | ({"inputs": o["inputs"]} if "inputs" in o else {})
+        for o in as_list(offers)
+        if isinstance(o, dict)
+    ]

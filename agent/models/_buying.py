@@ -25,6 +25,7 @@ from agent.tools.x402.offers import (
     seller_of,
     unrequestable_in,
 )
+from chain.mcp_client import McpTransport, split_endpoint
 
 __all__ = [
     "Planned", "Source", "Tried", "bought_within", "fill_path", "seller_in", "source_of",
@@ -37,7 +38,9 @@ Source = Literal["offer", "named", "market", "paywall"]
 (agent/loop/offerpick.py), and only that offer.
 ``named``: the resource the task names by URL, exactly as written (query included); over
 POST with the same question when the resource's own 402 says it sells over POST; for a URL
-that names only a seller's origin, also that origin's path for the fact.
+that names only a seller's origin, also that origin's path for the fact. A URL ending in
+``/mcp`` or ``/sse`` names an MCP server: its tools listed (``mcp_tools``, free), the one
+that sells the fact is called with ``pay_mcp``, never plain HTTP.
 ``market``: the offers discovery lists (the task asks for the market, or picks among
 offers); discovery first when it has not run.
 ``paywall``: the local paywall's path for the fact (the task names no seller).
@@ -163,6 +166,7 @@ def bought_within(
     if source == "market":
         return _market_call(plan, item, kind, tried)
     params = as_object(item.get("params"))
+    whys: list[str] = []
     if source == "offer":
         args: JSONObject = {"url": str(params["url"]), "covers": [kind]}
         if str(params.get("max_price", "")).isdigit():
@@ -175,12 +179,11 @@ def bought_within(
             # the task's mistake, never answered from another resource or seller.
             url, why = bad[0]
             return None, f"the task names {url}, which nib cannot request: {why}"
-        candidates = _named_calls(plan, item, kind, path)
+        candidates, whys = _named_calls(plan, item, kind, path)
         named = ", ".join(resources_named_in(plan.task))
         within = f"what the task names ({named})"
     else:
         raise ValueError(f"bought_within plans the offer, named and market sources, not {source!r}")
-    whys: list[str] = []
     for call in candidates:
         key = plan.key(call.tool, call.args)
         if not tried.open(key):
@@ -219,14 +222,22 @@ def fill_path(path: str, params: Mapping[str, object]) -> str | None:
 
 def _named_calls(
     plan: PlanContext, item: Mapping[str, object], kind: str, path: str | None
-) -> list[Planned]:
+) -> tuple[list[Planned], list[str]]:
     """The calls that buy what the task names, in its order: each URL exactly as written
     (or the same question over POST once its 402 said it sells over POST), and for a URL
-    naming only a seller's origin, that origin's path for ``kind``."""
+    naming only a seller's origin, that origin's path for ``kind``; an MCP server's URL is
+    asked through its tools (:func:`_mcp_calls`). Also why a named MCP server has no call."""
     params = as_object(item.get("params"))
     subject = params.get("symbol") or params.get("name")
     out: list[Planned] = []
+    whys: list[str] = []
     for url in resources_named_in(plan.task):
+        server, transport = split_endpoint(url)
+        if transport is not None:
+            calls, why = _mcp_calls(plan, params, kind, server, transport)
+            out += calls
+            whys += [why] if why else []
+            continue
         parts = urlsplit(url)
         post = _sells_over_post(plan, url)
         # The question the task asks the resource: its query, else the item's subject.
@@ -239,6 +250,69 @@ def _named_calls(
         filled = fill_path(path, params) if path else None
         if filled and parts.path in ("", "/") and not parts.query:
             out.append(Planned("pay_http", {"url": origin(url) + filled, "covers": [kind]}, "paid"))
+    return out, whys
+
+
+def _mcp_calls(
+    plan: PlanContext, params: Mapping[str, object], kind: str, server: str,
+    transport: McpTransport,
+) -> tuple[list[Planned], str]:  # fmt: skip
+    """The calls for ``kind`` at the MCP server the task names (``server`` over
+    ``transport``, as its URL's endpoint says): its tool list first (free), then ``pay_mcp``
+    for each listed tool that sells ``kind`` with the item's subject as its input; none and
+    why when the list has no such tool. Never ``pay_http``: an MCP endpoint answers no GET."""
+    where = f"the MCP server {server}"
+    unwired = [t for t in ("mcp_tools", "pay_mcp") if not any(w.get("name") == t for w in plan.tools)]
+    if unwired:
+        return [], f"{where} is asked through mcp_tools and pay_mcp, and {unwired[0]} is not wired"
+    listing = _mcp_listing(plan, server)
+    if listing is None:
+        return [Planned("mcp_tools", {"server": server, "transport": transport}, "free")], ""
+    names = [str(row.get("tool")) for row in listing]
+    what = kind.replace("_", " ").replace("factsheet", "fact sheet")
+    calls: list[Planned] = []
+    needs: list[str] = []
+    for row in listing:
+        if kind not in as_list(row.get("kinds")):
+            continue
+        arguments = _mcp_arguments(row, params)
+        if arguments is None:
+            needs.append(f"{row.get('tool')} needs {', '.join(map(str, as_list(row.get('inputs'))))}")
+            continue
+        args: JSONObject = {"server": server, "tool": str(row.get("tool")),
+                            "arguments": arguments, "covers": [kind], "transport": transport}  # fmt: skip
+        calls.append(Planned("pay_mcp", args, "paid"))
+    if calls:
+        return calls, ""
+    if needs:
+        return [], f"{where} sells a {what} only with inputs the task does not give ({'; '.join(needs)})"
+    return [], f"{where} lists no tool selling a {what} (tools: {', '.join(names) or 'none'})"
+
+
+def _mcp_listing(plan: PlanContext, server: str) -> list[Mapping[str, object]] | None:
+    """The tools the run's ``mcp_tools`` read listed at ``server`` (offer rows), or None
+    when it has not been read."""
+    for ev in plan.evidence:
+        args = as_object(ev.get("args"))
+        if ev.get("tool") == "mcp_tools" and str(args.get("server", "")).rstrip("/") == server:
+            return [o for o in as_list(ev.get("offers")) if isinstance(o, Mapping)]
+    return None
+
+
+def _mcp_arguments(row: Mapping[str, object], params: Mapping[str, object]) -> JSONObject | None:
+    """The arguments for a listed MCP tool from the item's parameters: each required input
+    by its name (``symbol``, ``name``), the subject for a tool's one other input; None when
+    an input is left that the task does not give."""
+    subject = params.get("symbol") or params.get("name")
+    inputs = [str(i) for i in as_list(row.get("inputs"))]
+    out: JSONObject = {}
+    for name in inputs:
+        value = params.get(name)
+        if value in (None, "") and len(inputs) == 1:
+            value = subject
+        if value in (None, ""):
+            return None
+        out[name] = str(value)
     return out
 
 

@@ -29,6 +29,7 @@ from agent.jsonvalues import as_object
 from agent.tools.base import Observation, Quote, Tool, ToolContext
 from agent.tools.chain_reads import usdc_address
 from agent.tools.money import UsdcAmount, spend_cap
+from agent.tools.x402.mcp_tools import server_endpoint, server_url
 from agent.tools.x402.offers import (
     OfferBook,
     check_market,
@@ -52,9 +53,8 @@ from agent.tools.x402.quoting import (
     stored_observation,
 )
 from agent.tools.x402.seller_terms import judged_fresh
-from chain.mcp_client import ENDPOINTS, McpTransport, McpUnreachable, call_tool, split_endpoint
+from chain.mcp_client import ENDPOINTS, McpTransport, McpUnreachable, call_tool
 from chain.money import format_usdc
-from chain.seller_url import seller_url
 from chain.usdc import AuthorizationTypedData
 from judge.mcp_terms import SELLER_READ_S
 from judge.verdict import Verdict
@@ -90,21 +90,12 @@ class PayMcpArgs(BaseModel):
     @classmethod
     def _endpoint(cls, data: object) -> object:
         """A server URL ending in /mcp or /sse names its transport."""
-        if isinstance(data, dict) and isinstance(data.get("server"), str):
-            base, named = split_endpoint(data["server"])
-            if named and not data.get("transport"):
-                data = {**data, "transport": named}
-            data = {**data, "server": base}
-        return data
+        return server_endpoint(data)
 
     @field_validator("server", mode="before")
     @classmethod
     def _server(cls, value: object) -> object:
-        if not isinstance(value, str):
-            return value
-        text = value.strip().rstrip("/")
-        seller_url(text, what="MCP server's base URL", example="http://127.0.0.1:8403")
-        return text
+        return server_url(value)
 
 
 class PayMcpTool(Tool[PayMcpArgs]):

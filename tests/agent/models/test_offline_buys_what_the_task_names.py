@@ -163,3 +163,46 @@ def test_a_request_resolved_against_the_sellers_catalog_is_not_proposed_again_af
     _ends_naming(sim.propose(), f"pay_http was refused: {REFUSAL}",
                  f"buys only the offer it picked from the seller the task names ({url})",
                  paywall_named=True)  # fmt: skip
+
+
+MCP_SERVER = "http://127.0.0.1:7020"
+LISTED = {"resource": f"{MCP_SERVER}/mcp", "method": "MCP", "tool": "token_fact", "price": None,
+          "kinds": ["token_factsheet"], "allowlisted": True, "inputs": ["symbol"]}  # fmt: skip
+
+
+@pytest.mark.parametrize("endpoint,transport", [("/mcp", "streamable-http"), ("/sse", "sse")])
+def test_an_mcp_servers_url_is_asked_through_its_tools_never_plain_http(
+    endpoint: str, transport: str
+) -> None:
+    """Outside tester 12: the planner sent pay_http GET to ``.../mcp`` (HTTP 406, the run
+    stopped failure-budget). A URL ending in /mcp or /sse names an MCP server: its tools
+    are listed (free), then the tool that sells the fact is paid with pay_mcp, over the
+    transport the URL names, with the task's subject as its input."""
+    sim = Sim(f"Who issues USDC? Buy its token fact sheet from {MCP_SERVER}{endpoint}")
+    listing = sim.propose()
+    assert listing == Call("mcp_tools", {"server": MCP_SERVER, "transport": transport})
+    sim.record(listing, "ok", {}, "MCP server lists 2 tools")
+    sim.evidence[-1]["offers"] = [
+        {**LISTED, "tool": "gas_stats", "kinds": ["gas_stats"], "inputs": []}, LISTED]
+    buy = sim.propose()
+    assert buy == Call("pay_mcp", {"server": MCP_SERVER, "tool": "token_fact",
+                                   "arguments": {"symbol": "USDC"}, "covers": ["token_factsheet"],
+                                   "transport": transport})  # fmt: skip
+    sim.record(buy, "refused", summary=REFUSAL)
+    _ends_naming(sim.propose(), f"pay_mcp was refused: {REFUSAL}",
+                 f"the offline planner buys only what the task names ({MCP_SERVER}{endpoint})")
+
+
+def test_an_mcp_server_that_lists_no_tool_for_the_fact_is_named_and_nothing_else_bought() -> None:
+    sim = Sim(f"Who issues USDC? Buy its token fact sheet from {MCP_SERVER}/mcp")
+    listing = sim.propose()
+    sim.record(listing, "ok", {}, "MCP server lists 1 tools")
+    sim.evidence[-1]["offers"] = [{**LISTED, "tool": "gas_stats", "kinds": ["gas_stats"]}]
+    _ends_naming(sim.propose(), f"the MCP server {MCP_SERVER} lists no tool selling a token "
+                 "fact sheet (tools: gas_stats); the offline planner buys only what the task "
+                 f"names ({MCP_SERVER}/mcp)")  # fmt: skip
+    sim = Sim(f"Who issues USDC? Buy its token fact sheet from {MCP_SERVER}/mcp")
+    sim.record(sim.propose(), "ok", {}, "MCP server lists 1 tools")
+    sim.evidence[-1]["offers"] = [{**LISTED, "inputs": ["symbol", "chain"]}]
+    _ends_naming(sim.propose(), f"the MCP server {MCP_SERVER} sells a token fact sheet only "
+                 "with inputs the task does not give (token_fact needs symbol, chain)")  # fmt: skip

@@ -27,6 +27,7 @@ FREE_TOOL_NAMES = (
     "token_transfers",
     "usdc_totals",
     "discover",
+    "mcp_tools",
 )
 PAID_TOOL_NAMES = ("pay_http", "pay_mcp", "usdc_transfer")
 
@@ -137,10 +138,14 @@ def test_free_observations_fit_the_policy_result_size(
         args = {"tx_hash": "0x" + bytes(block["transactions"][0]).hex()}
     tool = default_registry(paid=False).get(row.tool)
     assert tool is not None
-    extras = {}
+    extras: dict[str, Any] = {}
+    allowlist: tuple[str, ...] = ()
     if row.tool == "discover":  # the devnet market's discovery API, every offer listed
         extras["discovery_urls"] = request.getfixturevalue("market")["facilitator"]
-    obs = asyncio.run(tool.run(tool.parse_args(args), make_ctx(extras=extras)))
+    if row.tool == "mcp_tools":  # the devnet market's paid MCP server
+        allowlist = (request.getfixturevalue("market")["mcp"],)
+        args = {"server": allowlist[0] + "/sse"}
+    obs = asyncio.run(tool.run(tool.parse_args(args), make_ctx(extras=extras, allowlist=allowlist)))
     assert obs.ok and "\n" not in obs.summary
     assert len(json.dumps(asdict(obs)).encode()) <= row.max_result_bytes
     assert set(obs.facts) <= set(tool.facts)

@@ -1,0 +1,137 @@
+"""mcp_tools: list the tools an allowlisted MCP server offers (``tools/list``), free.
+
+A task may name an MCP server by its URL (``http://host:port/mcp`` or ``.../sse``) rather
+than a tool; this read tells a planner which tool to pay with ``pay_mcp``. Each tool is an
+offer row in the shape ``discover`` gives (resource, ``MCP``, tool, kinds, allowlisted), the
+kinds matched from its description by nib's own terms (``declared_kinds``) and its required
+inputs by name. The seller's words never reach the result: only a tool name ``pay_mcp`` can
+call, its input names, and nib's fact kinds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from agent.errors import ToolError
+from agent.tools.base import FreeLimits, Observation, Tool, ToolContext
+from agent.tools.x402.offers import check_seller, declared_kinds
+from chain.mcp_client import ENDPOINTS, McpTransport, McpUnreachable, list_tools, split_endpoint
+from chain.seller_url import seller_url
+
+__all__ = ["MAX_LISTED_TOOLS", "McpToolsArgs", "McpToolsTool", "server_endpoint", "server_url"]
+
+#: At most this many tools are listed: results must stay small.
+MAX_LISTED_TOOLS = 16
+#: A tool name ``pay_mcp`` can call and a planner may read: MCP's own name alphabet, bounded.
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
+_MAX_INPUTS = 8
+_TIMEOUT_S = 15.0
+
+
+def server_endpoint(data: object) -> object:
+    """Arguments whose ``server`` ends in ``/mcp`` or ``/sse``: the base URL, and the
+    transport that endpoint names (unless one is given). Shared by ``pay_mcp``."""
+    if isinstance(data, dict) and isinstance(data.get("server"), str):
+        base, named = split_endpoint(data["server"])
+        if named and not data.get("transport"):
+            data = {**data, "transport": named}
+        data = {**data, "server": base}
+    return data
+
+
+def server_url(value: object) -> object:
+    """An MCP server's base URL, checked as a seller URL nib may request."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip().rstrip("/")
+    seller_url(text, what="MCP server's base URL", example="http://127.0.0.1:8403")
+    return text
+
+
+class McpToolsArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    server: str = Field(description="URL of the MCP server (base, or ending in /mcp or /sse).")
+    transport: McpTransport | None = Field(
+        default=None,
+        description="'streamable-http' or 'sse' (none: the URL's endpoint, else each in turn).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _endpoint(cls, data: object) -> object:
+        return server_endpoint(data)
+
+    @field_validator("server", mode="before")
+    @classmethod
+    def _server(cls, value: object) -> object:
+        return server_url(value)
+
+
+class McpToolsTool(Tool[McpToolsArgs]):
+    """List an allowlisted MCP server's tools and the fact kinds each may sell (free)."""
+
+    name = "mcp_tools"
+    free_limits = FreeLimits(max_calls_per_run=2, max_result_bytes=16_384, timeout_s=20.0)
+    args_model = McpToolsArgs
+    kind = "free"
+    description = (
+        "List the tools an allowlisted MCP server offers (a task naming a server URL ending "
+        "in /mcp or /sse): each tool's name, required inputs and the fact kinds it matches. "
+        "Free; buying from one is pay_mcp with that server and tool."
+    )
+
+    async def run(self, args: McpToolsArgs, ctx: ToolContext) -> Observation:
+        seller = check_seller(self.name, args.server, ctx)
+        try:
+            async with asyncio.timeout(_TIMEOUT_S):
+                tools, used = await list_tools(
+                    args.server, transport=args.transport, timeout_s=_TIMEOUT_S
+                )
+        except TimeoutError as exc:
+            raise ToolError(
+                f"mcp_tools: {args.server} listed no tools within {_TIMEOUT_S:g} s; expected "
+                "an MCP server's tools/list answer. Fix: check the server, or use another seller."
+            ) from exc
+        except McpUnreachable as exc:
+            raise ToolError(
+                f"mcp_tools: could not list the tools at {args.server}: {exc}; expected a "
+                "running MCP server (streamable HTTP at /mcp or SSE at /sse). Fix: start it "
+                "(`nib devnet up` on the devnet) or check the URL."
+            ) from exc
+        resource = args.server + ENDPOINTS[used]
+        kept = [t for t in tools if _TOOL_NAME.fullmatch(t.name)][:MAX_LISTED_TOOLS]
+        listed = [
+            (t.name, _required_inputs(t.inputSchema), list(declared_kinds(t.name, t.description or "")))
+            for t in kept
+        ]
+        rows: list[dict[str, object]] = [
+            {"resource": resource, "method": "MCP", "tool": name, "price": None, "kinds": kinds,
+             "allowlisted": True, "inputs": inputs}
+            for name, inputs, kinds in listed
+        ]  # fmt: skip
+        said = "; ".join(
+            f"{name}({', '.join(inputs)}) [{', '.join(kinds) or 'no known fact kind'}]"
+            for name, inputs, kinds in listed
+        )
+        left_out = len(tools) - len(kept)
+        summary = f"MCP server {seller} over {used} lists {len(rows)} tools: {said or 'none'}"
+        if left_out:
+            summary += f" (left out {left_out}: past {MAX_LISTED_TOOLS} or a name pay_mcp cannot call)"
+        return Observation(
+            tool=self.name, ok=True, summary=summary,
+            data={"server": args.server, "transport": used, "offers": rows},
+        )  # fmt: skip
+
+
+def _required_inputs(schema: object) -> list[str]:
+    """The input names a tool's JSON schema requires (names nib can read, bounded)."""
+    required = schema.get("required") if isinstance(schema, dict) else None
+    if not isinstance(required, list):
+        return []
+    names = [r for r in required if isinstance(r, str) and _INPUT_NAME.fullmatch(r)]
+    return names[:_MAX_INPUTS]
