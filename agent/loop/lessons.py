@@ -25,6 +25,7 @@ from agent.loop.result import StopReason
 from agent.store import RunStore
 from agent.tools.x402.offers import seller_of
 from chain.facts import DERIVED_KINDS, FACT_KINDS
+from chain.mcp_client import split_endpoint
 from judge.storage import cell_int
 
 __all__ = [
@@ -48,9 +49,13 @@ _STOPWORDS = frozenset(
 #: Candidates offered to the model at most (the stop's own lesson is always the last).
 MAX_CANDIDATES = 5
 
-LessonKind = Literal["not-delivered", "answered", "refused", "failed-for-good", "failed", "stopped"]
+LessonKind = Literal[
+    "not-delivered", "answered", "mcp-endpoint", "refused", "failed-for-good", "failed", "stopped"
+]
 """``not-delivered``: a seller was handed a payment and did not deliver. ``answered``: a
-seller answered an HTTP error status to a URL nib requested. ``refused``: a call refused
+seller answered an HTTP error status to a URL nib requested. ``mcp-endpoint``: the URL that
+answered was an MCP server's endpoint (``/mcp`` or ``/sse``), which speaks MCP, not plain
+HTTP: its catalog is no help, its tools are. ``refused``: a call refused
 before anything was paid (the judge, a policy, a human). ``failed-for-good``: a call that
 can never pass as proposed. ``failed``: a retryable failure. ``stopped``: how the run
 ended (always offered)."""
@@ -60,6 +65,10 @@ TEMPLATES: dict[LessonKind, str] = {
     "answered": (
         "{tool} at {origin} answered HTTP {status} for {path}; check the URL against the "
         "seller's /catalog before buying there again."
+    ),
+    "mcp-endpoint": (
+        "{tool} at {origin} answered HTTP {status} for {path}, an MCP server's endpoint; list "
+        "its tools with mcp_tools and buy with pay_mcp, not over plain HTTP."
     ),
     "refused": (
         "{tool}{where} was refused before anything was paid; plan that fact within the "
@@ -177,7 +186,9 @@ def _step(entry: HistoryEntry) -> tuple[LessonKind, dict[str, str]] | None:
         return "refused", {"tool": entry.tool, "where": where}
     status = "" if entry.http_status is None else str(entry.http_status)
     if origin and path and _fits("status", status):
-        return "answered", {"tool": entry.tool, "origin": origin, "path": path, "status": status}
+        # An MCP endpoint answers a plain HTTP request with an error: the fix is its tools.
+        kind: LessonKind = "mcp-endpoint" if split_endpoint(path)[1] else "answered"
+        return kind, {"tool": entry.tool, "origin": origin, "path": path, "status": status}
     error = f" ({entry.error_class})" if _error_class(entry) else ""
     return entry.outcome, {"tool": entry.tool, "where": where, "error": error}
 

@@ -23,6 +23,7 @@ from agent.loop.lessons import (
     is_nib_lesson,
     lesson_candidates,
     lesson_prompt,
+    read_lesson,
     record_lesson,
     similar_lessons,
 )
@@ -123,7 +124,7 @@ def test_a_lesson_not_in_nibs_words_is_not_stored_and_the_refusal_says_why(tmp_p
         "error": f"a lesson of {len(text)} characters is not one of nib's templates; expected "
         "a sentence from agent.loop.lessons.TEMPLATES. Nothing was stored.",
     })]
-    assert set(TEMPLATES) == {"not-delivered", "answered", "refused", "failed-for-good",
+    assert set(TEMPLATES) == {"not-delivered", "answered", "mcp-endpoint", "refused", "failed-for-good",
                               "failed", "stopped"}
 
 
@@ -142,3 +143,20 @@ def test_a_task_distrusts_its_failed_sellers_and_those_a_not_delivered_lesson_na
     assert distrusted_sellers(["http://127.0.0.1:5"], shown) == {
         "http://127.0.0.1:5", "http://127.0.0.1:9"}
     assert distrusted_sellers([], []) == frozenset()
+
+
+def test_an_mcp_endpoint_that_answered_plain_http_teaches_its_tools_not_the_catalog() -> None:
+    """Outside tester 12: pay_http GET to an MCP server's /mcp answered 406, and the
+    lesson told later runs to check the URL against the seller's /catalog, which an MCP
+    server has none of. A URL ending in /mcp or /sse teaches mcp_tools and pay_mcp."""
+    for path in ("/mcp", "/sse"):
+        history = [HistoryEntry(1, "pay_http", {"url": f"http://127.0.0.1:9{path}"}, "failed",
+                                f"answered 406: {MARKER}", http_status=406, error_class="ToolError")]
+        [lesson, _stopped] = lesson_candidates("failure-budget", 1, history, (), Checklist())
+        assert lesson == (
+            f"pay_http at http://127.0.0.1:9 answered HTTP 406 for {path}, an MCP server's "
+            "endpoint; list its tools with mcp_tools and buy with pay_mcp, not over plain HTTP."
+        )
+        assert read_lesson(lesson) == ("mcp-endpoint", {
+            "tool": "pay_http", "origin": "http://127.0.0.1:9", "status": "406", "path": path})
+        assert "/catalog" not in lesson

@@ -18,6 +18,7 @@ from agent.interrupts import innermost
 from agent.tools.base import ToolContext
 from agent.tools.x402.offers import seller_of
 from agent.tools.x402.protocol import X402ProtocolError, parse_payment_required
+from chain.mcp_client import split_endpoint
 from judge.http_proxy import proxy_for
 from judge.tls import tls_context
 
@@ -168,10 +169,16 @@ def unexpected_status(url: str, resp: httpx.Response, *, paid: bool) -> str:
     """An answer that is neither data (200) nor terms (402), in words."""
     when = "the paid request" if paid else "an unpaid request"
     snippet = resp.text[:200].replace("\n", " ")
+    server, transport = split_endpoint(url)
+    fix = (
+        f"Fix: {url} is an MCP server's {transport} endpoint, which answers MCP, not plain "
+        f"HTTP: list its tools with mcp_tools and buy with pay_mcp (server {server})."
+        if transport
+        else "Fix: check the URL against the seller's /catalog."
+    )
     return (
         f"pay_http: {url} answered HTTP {resp.status_code} to {when}; expected 200 (data) or "
-        f"402 (payment required). Body: {snippet!r}. Fix: check the URL against the seller's "
-        "/catalog."
+        f"402 (payment required). Body: {snippet!r}. {fix}"
     )
 
 

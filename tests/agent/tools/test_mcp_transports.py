@@ -187,3 +187,23 @@ def test_an_mcp_seller_that_stalls_its_terms_holds_the_quote_no_longer_than_the_
             conn.close()
     took = time.monotonic() - started
     assert took < SELLER_READ_S + 5, f"the quote waited {took:.1f} s"
+
+
+def test_pay_http_at_an_mcp_endpoint_says_to_list_its_tools_not_to_check_a_catalog(
+    streamable: dict[str, str], make_ctx: Any, wallet: Any
+) -> None:
+    """A plain GET to the server's /mcp is answered 406 (it speaks MCP): the error names
+    mcp_tools and pay_mcp, not the /catalog an HTTP seller has (outside tester 12)."""
+    from agent.tools.x402.pay_http import PayHttpArgs, PayHttpTool
+
+    url = streamable["mcp"] + "/mcp"
+    ctx = make_ctx(wallet=wallet, allowlist=(streamable["mcp"],))
+    with pytest.raises(ToolError) as err:
+        asyncio.run(PayHttpTool(offers=OfferBook()).quote(PayHttpArgs.model_validate({"url": url}), ctx))
+    text = str(err.value)
+    assert f"pay_http: {url} answered HTTP 406 to an unpaid request" in text
+    assert text.endswith(
+        f"Fix: {url} is an MCP server's streamable-http endpoint, which answers MCP, not plain "
+        f"HTTP: list its tools with mcp_tools and buy with pay_mcp (server {streamable['mcp']})."
+    )
+    assert "/catalog" not in text
