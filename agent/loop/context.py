@@ -121,7 +121,7 @@ class RunContext:
         return {
             "task": self.state.task,
             "network": self.deps.network.name,
-            "tools": self.deps.registry.describe(),
+            "tools": self.deps.registry.describe_for(self.state.task),
             "checklist": self.state.checklist,
             "evidence": [e.model_dump() for e in self.state.evidence],
             "lessons": self.state.lessons,

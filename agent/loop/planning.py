@@ -189,7 +189,7 @@ class Planner:
             "feedback": list(run.state.feedback),
             "exchange": list(run.state.exchange),
         }
-        described = run.deps.registry.describe()  # what model_context shows as "tools" (cached)
+        described = run.deps.registry.describe_for(run.state.task)  # as model_context shows
         specs = tool_specs(described)
         run.state.feedback.clear()
         run.state.exchange = []

@@ -365,6 +365,11 @@ class Tool(ABC, Generic[ArgsT]):
         """
         return None
 
+    def shown_for(self, task: str) -> bool:
+        """Whether a model working on ``task`` is shown this tool (its schema costs every
+        request context): every tool is, but one that serves only tasks naming something."""
+        return True
+
     def describe(self) -> dict[str, object]:
         """The prompt-facing description: name, kind, facts, description, args schema."""
         return {
@@ -444,6 +449,11 @@ class ToolRegistry:
         if self._described is None:
             self._described = [self._tools[n].describe() for n in self.names()]
         return self._described
+
+    def describe_for(self, task: str) -> list[dict[str, object]]:
+        """:meth:`describe`, less the tools a model working on ``task`` is not shown
+        (:meth:`Tool.shown_for`); a tool not shown is still wired and gated as any."""
+        return [d for d in self.describe() if self._tools[str(d["name"])].shown_for(task)]
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from agent.errors import ToolError
 from agent.tools.base import FreeLimits, Observation, Tool, ToolContext
-from agent.tools.x402.offers import check_seller, declared_kinds
+from agent.tools.x402.offers import check_seller, declared_kinds, resources_named_in
 from chain.mcp_client import ENDPOINTS, McpTransport, McpUnreachable, list_tools, split_endpoint
 from chain.seller_url import seller_url
 
@@ -84,6 +84,11 @@ class McpToolsTool(Tool[McpToolsArgs]):
         "in /mcp or /sse): each tool's name, required inputs and the fact kinds it matches. "
         "Free; buying from one is pay_mcp with that server and tool."
     )
+
+    def shown_for(self, task: str) -> bool:
+        """Only a task naming an MCP server's endpoint (a URL ending in /mcp or /sse) is
+        shown this tool: its schema would cost every other task's requests context."""
+        return any(split_endpoint(url)[1] for url in resources_named_in(task))
 
     async def run(self, args: McpToolsArgs, ctx: ToolContext) -> Observation:
         seller = check_seller(self.name, args.server, ctx)

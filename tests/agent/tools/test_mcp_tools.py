@@ -82,3 +82,22 @@ def test_a_tool_name_pay_mcp_cannot_call_is_left_out_and_no_seller_words_are_lis
         ("gas_stats", ["gas_stats"], ["window"])]
     assert "left out 1: past 16 or a name pay_mcp cannot call" in obs.summary
     assert MARKER not in str(obs.data) + obs.summary
+
+
+def test_only_a_task_naming_an_mcp_endpoint_is_shown_mcp_tools() -> None:
+    """The tool's schema costs every request context (a small local model's window is
+    4096 tokens): a model is shown it only for a task naming a server's /mcp or /sse."""
+    from agent.tools.registry_default import default_registry
+
+    registry = default_registry()
+
+    def shown(task: str) -> list[str]:
+        return [str(d["name"]) for d in registry.describe_for(task)]
+
+    assert "mcp_tools" not in shown("What is the current base fee in gwei?")
+    assert "mcp_tools" not in shown("Buy the sheet at http://127.0.0.1:8403/tokens?symbol=USDC")
+    for endpoint in ("/mcp", "/sse"):
+        task = f"Who issues USDC? Buy its token fact sheet from http://127.0.0.1:8403{endpoint}"
+        assert "mcp_tools" in shown(task)
+    assert set(shown("any task")) == {str(d["name"]) for d in registry.describe()} - {"mcp_tools"}
+    assert "mcp_tools" in registry  # still wired: a call to it is gated as any other
