@@ -28,6 +28,25 @@ ModelFailureKind = Literal[
     "auth", "rate-limit", "server", "timeout", "bad-response", "context-overflow"
 ]
 
+NotDeliveredOutcome = Literal["paid-for-nothing", "nothing-paid", "undecided"]
+"""What a purchase that did not deliver cost, as the chain shows it once the wallet ended
+its authorization.
+
+- ``paid-for-nothing``: the seller settled the authorization: the money moved.
+- ``nothing-paid``: the authorization was cancelled on chain or expired unused.
+- ``undecided``: it could not be ended yet; ``nib audit reconcile`` settles or fails it.
+"""
+
+#: How every message says a purchase was not delivered (after the seller's origin), by what
+#: it cost; None: a record that keeps only the seller (the offline planner's view).
+#: Short: a call's summary is cut at 200 characters, and the reason follows them.
+_NOT_DELIVERED: dict[NotDeliveredOutcome | None, str] = {
+    "paid-for-nothing": "was paid and did not deliver",
+    "nothing-paid": "did not deliver (nothing paid)",
+    "undecided": "did not deliver (may still be paid)",
+    None: "was handed a payment and did not deliver",
+}
+
 __all__ = [
     "AgentConfigError",
     "AgentError",
@@ -36,11 +55,13 @@ __all__ = [
     "ModelFailureKind",
     "ModelUnavailable",
     "NonDelivery",
+    "NotDeliveredOutcome",
     "PermanentToolError",
     "ProposalInvalid",
     "RunStateError",
     "ToolArgsError",
     "ToolError",
+    "not_delivered_words",
 ]
 
 
@@ -136,8 +157,26 @@ class NonDelivery:
     spend_id: str | None = None
     status: str | None = None
 
+    @property
+    def outcome(self) -> NotDeliveredOutcome:
+        """What it cost: ``paid`` is the money moving; cancelled or failed, nothing did."""
+        if self.paid:
+            return "paid-for-nothing"
+        return "nothing-paid" if self.status in ("cancelled", "failed") else "undecided"
+
+    def said(self) -> str:
+        """What happened, after the seller's origin ("was paid and did not deliver", "did
+        not deliver (nothing paid)", ...): the one wording every message uses."""
+        return not_delivered_words(self.outcome)
+
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
+
+
+def not_delivered_words(outcome: NotDeliveredOutcome | None) -> str:
+    """How a seller's non-delivery is said, after its origin, by what it cost (None: not
+    known where the words are used, e.g. a record of the seller alone)."""
+    return _NOT_DELIVERED[outcome]
 
 
 class DeliveryFailed(ToolError):

@@ -4,11 +4,14 @@ buyer (``pay_mcp``) and by the facilitator's discovery probe.
 
 A server URL may end in its endpoint (``/mcp`` or ``/sse``), which names the transport;
 otherwise the transport is the one given, or each is tried in turn (streamable HTTP
-first). A failure names every transport tried and what answered.
+first). A failure names every transport tried and what answered. What a tool's name may
+be (:func:`mcp_tool_name`) has its home here too: pay_mcp's arguments, the facilitator's
+registration and the agent's ``discover`` all apply it.
 """
 
 from __future__ import annotations
 
+import string
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Literal, TypeVar, get_args
@@ -23,11 +26,14 @@ if TYPE_CHECKING:  # mcp loads on the first call, not on import
 
 __all__ = [
     "ENDPOINTS",
+    "MAX_TOOL_NAME",
     "MCP_TRANSPORTS",
+    "McpErrorAnswer",
     "McpTransport",
     "McpUnreachable",
     "call_tool",
     "list_tools",
+    "mcp_tool_name",
     "split_endpoint",
 ]
 
@@ -43,8 +49,52 @@ MCP_TRANSPORTS: tuple[McpTransport, ...] = get_args(McpTransport)
 ENDPOINTS: dict[McpTransport, str] = {"streamable-http": "/mcp", "sse": "/sse"}
 
 
+#: The MCP specification's tool name (revision 2025-11-25, server/tools, "Tool Names"):
+#: 1 to MAX_TOOL_NAME characters, each an ASCII letter, a digit, "_", "-" or ".".
+MAX_TOOL_NAME = 128
+_TOOL_NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_-.")
+_TOOL_NAME_RULE = (
+    f"1 to {MAX_TOOL_NAME} characters, each an ASCII letter, a digit, '_', '-' or '.' (the "
+    "MCP specification's tool name)"
+)
+
+
 class McpUnreachable(Exception):
     """No transport tried reached the tool; the message names each and what answered."""
+
+
+class McpErrorAnswer(Exception):
+    """The server was reached and answered the tools/call with a JSON-RPC error (not a
+    tool result): ``code`` and the server's ``text`` (one line, bounded)."""
+
+    def __init__(self, transport: McpTransport, code: int, text: str) -> None:
+        super().__init__(f"{transport} answered JSON-RPC error {code}: {text!r}")
+        self.transport, self.code, self.text = transport, code, text
+
+
+def mcp_tool_name(name: str) -> str:
+    """``name`` when it is an MCP tool name as the specification writes one, else a
+    ValueError that says what was found, what was expected and the fix.
+
+    WARNING: a tool name is the seller's text and reaches a model's prompt wherever an
+    offer is shown; a name outside the rule may be prose (an instruction to pay someone).
+    The message therefore gives its length and the characters outside the rule, never
+    the name itself."""
+    fix = (
+        "Fix: name the tool as the server's tools/list does, and give a server whose tool "
+        "breaks this rule a name that keeps it"
+    )
+    if not name:
+        raise ValueError(f"found an empty MCP tool name; expected {_TOOL_NAME_RULE}. {fix}")
+    outside = sorted(set(name) - _TOOL_NAME_CHARS)
+    if len(name) <= MAX_TOOL_NAME and not outside:
+        return name
+    found = f"found an MCP tool name of {len(name)} characters"
+    if outside:
+        shown = " ".join(ascii(c) for c in outside[:8]) + (" ..." if len(outside) > 8 else "")
+        count = sum(c not in _TOOL_NAME_CHARS for c in name)
+        found += f", {count} of them outside the rule ({shown})"
+    raise ValueError(f"{found}; expected {_TOOL_NAME_RULE}. {fix}")
 
 
 def split_endpoint(url: str) -> tuple[str, McpTransport | None]:
@@ -91,6 +141,18 @@ async def _session(url: str, transport: McpTransport, timeout_s: float) -> Async
             yield s
 
 
+def _said_by_client(exc: BaseException) -> bool:
+    """Whether an McpError is the MCP client's own word for no answer (the connection
+    closed, a streamable HTTP session the server no longer knows, a read timeout), not a
+    JSON-RPC error the server sent."""
+    from mcp.types import CONNECTION_CLOSED
+
+    error = getattr(exc, "error", None)
+    said = (getattr(error, "code", None), getattr(error, "message", None))
+    return said in ((CONNECTION_CLOSED, "Connection closed"), (32600, "Session terminated")) or (
+        said[0] == 408 and str(said[1]).startswith("Timed out while waiting for response"))
+
+
 def _reason(exc: BaseException) -> str:
     """The innermost cause of ``exc`` (anyio wraps transport errors in task groups)."""
     exc = innermost(exc)
@@ -105,17 +167,29 @@ async def _over_transports(
 ) -> tuple[_T, McpTransport]:
     """``use`` on a session with the MCP server at ``server``: over ``transport`` (or the
     endpoint ``server`` ends in) only, else streamable HTTP, then SSE. Raises McpUnreachable
-    naming each transport tried and what answered."""
+    naming each transport tried and what answered, and McpErrorAnswer when a server that
+    is up answers with a JSON-RPC error (no other transport is tried: it was reached)."""
+    from mcp.shared.exceptions import McpError
+
     base, named = split_endpoint(server)
     order = (transport or named,) if (transport or named) else MCP_TRANSPORTS
     tried = []
     for t in order:
         assert t is not None
         url = base + ENDPOINTS[t]
+        answered: McpError | None = None
         try:
             async with _session(url, t, timeout_s) as session:
-                return await use(session), t
+                try:
+                    return await use(session), t
+                except McpError as exc:
+                    if not _said_by_client(exc):  # the session is up: the server's answer
+                        answered = exc
+                    raise
         except Exception as exc:  # every transport failure is reported, none is fatal here
+            if answered is not None:
+                text = " ".join(answered.error.message.split())[:160] or "no message"
+                raise McpErrorAnswer(t, answered.error.code, text) from answered
             tried.append(f"{t} at {url} ({_reason(exc)})")
     raise McpUnreachable("tried " + "; ".join(tried))
 
@@ -132,8 +206,10 @@ async def call_tool(
     """Call ``tool`` on the MCP server at ``server``; ``(CallToolResult, transport used)``.
 
     ``transport`` (or the endpoint ``server`` ends in) is the only one tried; otherwise
-    streamable HTTP, then SSE. Raises McpUnreachable naming each transport tried. A call
-    carrying a payment (``meta``) should name its transport: it is then sent once.
+    streamable HTTP, then SSE. Raises McpUnreachable naming each transport tried, or
+    McpErrorAnswer when a server that was reached answers the call with a JSON-RPC error
+    (no other transport is tried then: the server is up, and it answered). A call carrying
+    a payment (``meta``) should name its transport: it is then sent once.
     """
     return await _over_transports(
         server, transport, timeout_s, lambda s: s.call_tool(tool, arguments, meta=meta)

@@ -27,12 +27,12 @@ class NonDeliveryWatch:
         run and did not deliver: it is paid at most once for nothing. The loop asks before
         quoting when the tool names the seller from its arguments (the seller then gets no
         request, nor does the judge), else after the quote."""
-        why = self.run.state.failed_sellers.get(seller) if seller else None
-        if why is None:
+        found = self.run.state.failed_sellers.get(seller) if seller else None
+        if found is None:
             return False
         reason = (
-            f"{seller} did not deliver after it was paid earlier in this run ({why}); nib "
-            "never pays a seller again in a run once it failed to deliver, so this call was "
+            f"{seller} {found}; nib never pays a seller again in a run once it failed to "
+            "deliver, so this call was "
             "not put to the judge and nothing was signed. Fix: use another seller, or "
             "continue without this data."
         )
@@ -65,7 +65,9 @@ class NonDeliveryWatch:
         if failed is None:
             return None
         st = self.run.state
-        st.failed_sellers[failed.seller] = f"step {st.step}: {failed.why}"[:300]
+        # What is said of the seller later is said as it was found: paid or not.
+        st.failed_sellers[failed.seller] = (
+            f"{failed.said()} earlier in this run (step {st.step}: {failed.why})"[:300])
         self.run.emit("seller.not_delivered", {"step": st.step, "tool": tool.name,
                                                "url": norm.get("url"), **failed.as_dict()})
         return failed

@@ -107,8 +107,8 @@ class RunState(BaseModel):
     free_calls: dict[str, int] = Field(default_factory=dict)
     successful_tools: list[str] = Field(default_factory=list)
     signatures: list[str] = Field(default_factory=list)
-    #: Sellers (origins) handed a payment in this run that did not deliver -> what
-    #: failed: never paid again in the run (issue 28).
+    #: Sellers (origins) handed a payment in this run that did not deliver -> what was
+    #: found, paid or not, in NonDelivery.said's words: never paid again in the run (issue 28).
     failed_sellers: dict[str, str] = Field(default_factory=dict)
     consecutive_failures: int = 0
     consecutive_skips: int = 0

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import parse_qsl, urlsplit
 
+from agent.errors import not_delivered_words
 from agent.jsonvalues import JSONObject, as_int, as_list, as_object
 from agent.models._offline_context import PlanContext, origin
 from agent.tools.x402.fetch import POST_ROUTE
@@ -84,7 +85,7 @@ class Tried:
         failures: dict[str, int] = {}
         failing: set[str] = set()
         sellers = {
-            origin: f"{origin} did not deliver after it was paid in this run"
+            origin: f"{origin} {not_delivered_words(None)} in this run"
             for origin in sorted(plan.failed_sellers)
         }
         for row in plan.history:

@@ -30,6 +30,7 @@ from agent.jsonvalues import as_list
 from agent.tools.base import FreeLimits, Observation, Tool, ToolContext
 from agent.tools.money import UsdcAmount
 from agent.tools.x402.offers import Offer, OfferBook, allowlisted_sellers, offer_from_discovery
+from chain.mcp_client import mcp_tool_name
 from chain.money import format_usdc
 from chain.seller_url import seller_url
 from judge.http_proxy import proxy_for
@@ -48,7 +49,7 @@ _TIMEOUT_S = 10.0
 _PAGE = 200
 _PAGES = 5
 _PAGING_S = 8.0
-#: At most this many listings refused for their URL are named in one answer.
+#: At most this many listings refused for their URL or tool name are named in one answer.
 _MAX_REFUSED = 8
 
 
@@ -140,7 +141,7 @@ class DiscoverTool(Tool[DiscoverArgs]):
         if failed:
             summary += f" (unanswered: {len(failed)})"
         if refused:
-            summary += (f"; left out {len(refused)} listing(s) no request may be sent to, "
+            summary += (f"; left out {len(refused)} listing(s) nib will not call, "
                         f"e.g. {refused[0]}")
         return Observation(
             tool=self.name,
@@ -153,7 +154,9 @@ class DiscoverTool(Tool[DiscoverArgs]):
 def _ask(url: str, args: DiscoverArgs) -> _Listings:
     """One discovery API through x402's bazaar client (sync: the client's helper is), page
     after page within :data:`_PAGES` and :data:`_PAGING_S`; a listing whose URL no request
-    may be sent to (credentials in it, no host, ...) is left out, with why."""
+    may be sent to (credentials in it, no host, ...), or an MCP tool pay_mcp would not call
+    (a name outside the MCP specification's, which may be prose), is left out, with why
+    (a bad name's length and characters, never its text)."""
     # x402's own client would take the environment's proxies, even to a loopback service.
     http = httpx.Client(timeout=_TIMEOUT_S, follow_redirects=True, trust_env=False,
                         proxy=proxy_for(url), verify=tls_context())
@@ -195,8 +198,15 @@ def _ask(url: str, args: DiscoverArgs) -> _Listings:
             refused.append(f"{url} listed a resource nib will not request: {exc}")
             continue
         offer = offer_from_discovery(item, url)
-        if offer is not None:
-            offers.append(offer)
+        if offer is None:
+            continue
+        if offer.type == "mcp":
+            try:
+                mcp_tool_name(offer.tool or "")
+            except ValueError as exc:
+                refused.append(f"{url} listed an MCP tool at {resource} nib will not call: {exc}")
+                continue
+        offers.append(offer)
     return _Listings(offers, refused)
 
 

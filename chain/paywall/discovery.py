@@ -35,7 +35,7 @@ from x402.schemas import (
 from x402.schemas.v1 import PaymentPayloadV1, PaymentRequiredV1, PaymentRequirementsV1
 
 from chain.http_proxy import proxy_for
-from chain.mcp_client import McpTransport, McpUnreachable, call_tool
+from chain.mcp_client import McpErrorAnswer, McpTransport, McpUnreachable, call_tool, mcp_tool_name
 from chain.seller_url import seller_origin, seller_url
 from chain.tls import tls_context
 
@@ -136,14 +136,65 @@ def _oneline(text: str, limit: int = 300) -> str:
     return " ".join(text.split())[:limit]
 
 
-def unrequestable(url: str) -> Unlisted | None:
-    """Why ``url`` cannot be listed when no buyer could request it (not http(s), no host,
-    a port no socket takes, credentials in it: the rules nib's paid tools apply), else None."""
+def unrequestable(url: str, tool: str | None = None) -> Unlisted | None:
+    """Why ``url`` (and ``tool``, an MCP tool's name) cannot be listed when no buyer could
+    call it (not http(s), no host, a port no socket takes, credentials in it; a tool name
+    outside the MCP specification's: the rules nib's paid tools apply), else None."""
     try:
         seller_url(url, what="resource URL", example="http://127.0.0.1:8402/tokens")
+        if tool is not None:
+            mcp_tool_name(tool)
     except ValueError as exc:
         return Unlisted(str(exc))
     return None
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One listing as the catalogue keeps it: its key (resource URL and tool name or
+    method), its seller origin and the x402 discovery item."""
+
+    key: str
+    seller: str
+    item: DiscoveryResource
+
+
+def _entry(
+    payload: PaymentPayload | PaymentPayloadV1 | dict[str, object],
+    requirements: PaymentRequirements | PaymentRequirementsV1 | dict[str, object],
+) -> _Entry | Unlisted:
+    """The listing a payment (or a probed 402) declares, or why it cannot be listed: no
+    bazaar declaration, or a URL or tool name no buyer could call."""
+    # A v1 payload as the dict x402 makes of any model (it reads the version there).
+    if not isinstance(payload, dict | PaymentPayload):
+        payload = payload.model_dump(by_alias=True)
+    found = extract_discovery_info(payload, requirements, validate=True)
+    if found is None:
+        dumped = payload if isinstance(payload, dict) else payload.model_dump(by_alias=True)
+        return Unlisted(_undeclared(dumped))
+    refused = unrequestable(found.resource_url, found.tool_name or None)
+    if refused is not None:
+        return refused
+    req = (
+        requirements
+        if isinstance(requirements, dict)
+        else requirements.model_dump(by_alias=True, exclude_none=True)
+    )
+    item = DiscoveryResource(
+        resource=found.resource_url,
+        type="mcp" if found.tool_name else "http",
+        x402_version=found.x402_version,
+        accepts=[req],
+        last_updated=datetime.now(UTC).isoformat(),
+        description=found.description,
+        mime_type=found.mime_type,
+        service_name=found.service_name,
+        tags=found.tags,
+        icon_url=found.icon_url,
+        extensions={BAZAAR.key: (found.extensions or {}).get(BAZAAR.key)},
+    )
+    key = f"{found.resource_url}#{found.tool_name or found.method}"
+    return _Entry(key, seller_origin(found.resource_url), item)
 
 
 class Catalogue:
@@ -162,44 +213,49 @@ class Catalogue:
     ) -> DiscoveryResource | Unlisted:
         """Catalogue the resource a payment was for, from the ``bazaar`` extension the buyer
         echoed (v2) or the requirement's output schema (v1); why not when it cannot be."""
-        # A v1 payload as the dict x402 makes of any model (it reads the version there).
-        if not isinstance(payload, dict | PaymentPayload):
-            payload = payload.model_dump(by_alias=True)
-        found = extract_discovery_info(payload, requirements, validate=True)
-        if found is None:
-            dumped = payload if isinstance(payload, dict) else payload.model_dump(by_alias=True)
-            return Unlisted(_undeclared(dumped))
-        refused = unrequestable(found.resource_url)
-        if refused is not None:
-            return refused
-        req = (
-            requirements
-            if isinstance(requirements, dict)
-            else requirements.model_dump(by_alias=True, exclude_none=True)
-        )
-        item = DiscoveryResource(
-            resource=found.resource_url,
-            type="mcp" if found.tool_name else "http",
-            x402_version=found.x402_version,
-            accepts=[req],
-            last_updated=datetime.now(UTC).isoformat(),
-            description=found.description,
-            mime_type=found.mime_type,
-            service_name=found.service_name,
-            tags=found.tags,
-            icon_url=found.icon_url,
-            extensions={BAZAAR.key: (found.extensions or {}).get(BAZAAR.key)},
-        )
-        key = f"{found.resource_url}#{found.tool_name or found.method}"
-        seller = seller_origin(found.resource_url)
+        entry = _entry(payload, requirements)
+        if isinstance(entry, Unlisted):
+            return entry
         with self._lock:
-            if key not in self._items:
-                full = self._full(seller, found.resource_url)
-                if full is not None:
-                    return full
-                self._per_seller[seller] = self._per_seller.get(seller, 0) + 1
-            self._items[key] = item
-        return item
+            return self._put(entry)
+
+    def register(
+        self, declared: list[tuple[str, _Declared | Unlisted]]
+    ) -> list[DiscoveryResource | Unlisted]:
+        """List what one registration declared, ``(URL registered, what its 402 declares)``
+        in order (each as :meth:`add_from_payment`, or why not). The MCP tools it lists for
+        a server URL replace the tools listed for that URL before: a server that renamed its
+        tool is not listed under the old name as well, and the old entries do not count
+        against its bound. Only a server's own registration replaces (the URL its 402
+        declares is the one registered), and a server URL none of whose tools can be listed
+        now keeps what it had: a registration that fails, or names another's URL in its 402,
+        de-lists nothing."""
+        entries = [(url, d if isinstance(d, Unlisted) else _entry(*d)) for url, d in declared]
+        kept = [e for _, e in entries if isinstance(e, _Entry)]
+        servers = {e.item.resource for url, e in entries if isinstance(e, _Entry)
+                   and e.item.type == "mcp" and e.item.resource == url.split("#", 1)[0].strip()}
+        keys = {e.key for e in kept}
+        with self._lock:
+            stale = [k for k, i in self._items.items()
+                     if i.type == "mcp" and i.resource in servers and k not in keys]
+            for key in stale:
+                self._drop(key)
+            return [self._put(e) if isinstance(e, _Entry) else e for _, e in entries]
+
+    def _put(self, entry: _Entry) -> DiscoveryResource | Unlisted:
+        """Add or replace ``entry`` within the bounds (the caller holds the lock)."""
+        if entry.key not in self._items:
+            full = self._full(entry.seller, entry.item.resource)
+            if full is not None:
+                return full
+            self._per_seller[entry.seller] = self._per_seller.get(entry.seller, 0) + 1
+        self._items[entry.key] = entry.item
+        return entry.item
+
+    def _drop(self, key: str) -> None:
+        """Remove a listed entry, counted off its seller (the caller holds the lock)."""
+        seller = seller_origin(self._items.pop(key).resource)
+        self._per_seller[seller] -= 1
 
     def _full(self, seller: str, resource: str) -> Unlisted | None:
         """Why a new entry of ``seller`` cannot be added (the caller holds the lock)."""
@@ -311,6 +367,13 @@ async def probe_mcp_declaration(
     try:
         result, _ = await call_tool(url, tool, arguments, transport=transport,
                                     timeout_s=_PROBE_TIMEOUT_S)
+    except McpErrorAnswer as exc:
+        return Unlisted(
+            f"found the server at {url} up, answering an unpaid call of the {where} with "
+            f"JSON-RPC error {exc.code} ({exc.text!r}); expected x402's payment-required "
+            'result. Fix: check the tool\'s name against the server\'s tools/list and the '
+            '"arguments" its call takes'
+        )
     except McpUnreachable as exc:  # anything but a 402 result lists nothing
         return Unlisted(
             f"found no answer from the {where} ({_brief(exc)}); expected its unpaid call to "

@@ -179,12 +179,12 @@ def _add_discovery_routes(app: FastAPI, catalogue: Catalogue) -> None:
     async def register(body: _Register) -> dict[str, object]:
         """``{"listed": [url, ...], "refused": [{"resource": url, "why": ...}, ...]}``:
         each resource is listed or refused with the reason (what its 402 held, what
-        listing needs, the fix)."""
+        listing needs, the fix). The MCP tools listed for a server URL replace the ones
+        listed for it before (:meth:`Catalogue.register`)."""
         listed: list[str] = []
         refused: list[Refused] = []
-        for entry in body.resources:
-            probed = await _probed(entry)
-            item = probed if isinstance(probed, Unlisted) else catalogue.add_from_payment(*probed)
+        probed = [(entry.url, await _probed(entry)) for entry in body.resources]
+        for entry, item in zip(body.resources, catalogue.register(probed), strict=True):
             if isinstance(item, Unlisted):
                 refused.append({"resource": entry.url, "why": item.why})
             else:
@@ -240,8 +240,9 @@ async def _probed(
     entry: _Listed,
 ) -> tuple[dict[str, object], dict[str, object]] | Unlisted:
     """What ``entry``'s unpaid 402 declares (the facilitator reads it itself), or why not:
-    a URL no buyer could request is refused before any request is sent to it."""
-    refused = unrequestable(entry.url)
+    a URL no buyer could request, or a tool name no buyer could call, is refused before any
+    request is sent to it."""
+    refused = unrequestable(entry.url, entry.tool if entry.method.upper() == "MCP" else None)
     if refused is not None:
         return refused
     if entry.method.upper() != "MCP":

@@ -181,7 +181,7 @@ def test_a_seller_that_did_not_deliver_is_not_contacted_again_in_the_run(
     skips = [e["data"] for e in h.events(result.run_id, "gate.skip")]
     assert len(skips) == PROPOSALS - 1, skips
     assert all(s["why"] == "seller-failed-delivery" and s["seller"] == url for s in skips)
-    assert all(f"{url} did not deliver after it was paid earlier in this run" in s["feedback"]
+    assert all(f"{url} was paid and did not deliver earlier in this run" in s["feedback"]
                for s in skips), skips
     assert paid_to_seller(h) == PRICE
     reconciles(h)
@@ -218,8 +218,12 @@ def test_an_authorization_a_seller_keeps_is_cancelled_on_chain_before_it_can_set
     assert paid_to_seller(h) == 0
     report = reconciles(h)
     assert report.matched == () and [r.id for r in report.unmatched_ledger] == [row.id]
+    # Every word of it says nothing was paid (the call's summary said "was paid").
+    [call] = [e["data"] for e in h.events(result.run_id, "tool.call") if not e["data"]["ok"]]
+    assert f"{url} did not deliver (nothing paid): it answered 500" in call["summary"]
     skips = [e["data"]["feedback"] for e in h.events(result.run_id, "gate.skip")]
-    assert skips and all("did not deliver" in s and url in s for s in skips), skips
+    assert skips and all(f"{url} did not deliver (nothing paid) earlier in this run"
+                         in s and "was paid and" not in s for s in skips), skips
 
 
 def test_a_settlement_that_wins_the_race_with_the_cancel_is_paid_for_nothing(

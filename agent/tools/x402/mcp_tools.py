@@ -18,15 +18,21 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from agent.errors import ToolError
 from agent.tools.base import FreeLimits, Observation, Tool, ToolContext
 from agent.tools.x402.offers import check_seller, declared_kinds, resources_named_in
-from chain.mcp_client import ENDPOINTS, McpTransport, McpUnreachable, list_tools, split_endpoint
+from chain.mcp_client import (
+    ENDPOINTS,
+    McpErrorAnswer,
+    McpTransport,
+    McpUnreachable,
+    list_tools,
+    mcp_tool_name,
+    split_endpoint,
+)
 from chain.seller_url import seller_url
 
 __all__ = ["MAX_LISTED_TOOLS", "McpToolsArgs", "McpToolsTool", "server_endpoint", "server_url"]
 
 #: At most this many tools are listed: results must stay small.
 MAX_LISTED_TOOLS = 16
-#: A tool name ``pay_mcp`` can call and a planner may read: MCP's own name alphabet, bounded.
-_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 _MAX_INPUTS = 8
 _TIMEOUT_S = 15.0
@@ -102,6 +108,12 @@ class McpToolsTool(Tool[McpToolsArgs]):
                 f"mcp_tools: {args.server} listed no tools within {_TIMEOUT_S:g} s; expected "
                 "an MCP server's tools/list answer. Fix: check the server, or use another seller."
             ) from exc
+        except McpErrorAnswer as exc:
+            raise ToolError(
+                f"mcp_tools: the MCP server at {args.server} is up and answered tools/list "
+                f"over {exc.transport} with JSON-RPC error {exc.code}; expected its list of "
+                "tools. Fix: check the server's URL, or use another seller."
+            ) from exc
         except McpUnreachable as exc:
             raise ToolError(
                 f"mcp_tools: could not list the tools at {args.server}: {exc}; expected a "
@@ -109,7 +121,7 @@ class McpToolsTool(Tool[McpToolsArgs]):
                 "(`nib devnet up` on the devnet) or check the URL."
             ) from exc
         resource = args.server + ENDPOINTS[used]
-        kept = [t for t in tools if _TOOL_NAME.fullmatch(t.name)][:MAX_LISTED_TOOLS]
+        kept = [t for t in tools if _callable(t.name)][:MAX_LISTED_TOOLS]
         listed = [
             (t.name, _required_inputs(t.inputSchema), list(declared_kinds(t.name, t.description or "")))
             for t in kept
@@ -131,6 +143,15 @@ class McpToolsTool(Tool[McpToolsArgs]):
             tool=self.name, ok=True, summary=summary,
             data={"server": args.server, "transport": used, "offers": rows},
         )  # fmt: skip
+
+
+def _callable(name: str) -> bool:
+    """Whether ``name`` is a tool name pay_mcp takes (chain.mcp_client.mcp_tool_name)."""
+    try:
+        mcp_tool_name(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _required_inputs(schema: object) -> list[str]:

@@ -53,7 +53,14 @@ from agent.tools.x402.quoting import (
     stored_observation,
 )
 from agent.tools.x402.seller_terms import judged_fresh
-from chain.mcp_client import ENDPOINTS, McpTransport, McpUnreachable, call_tool
+from chain.mcp_client import (
+    ENDPOINTS,
+    McpErrorAnswer,
+    McpTransport,
+    McpUnreachable,
+    call_tool,
+    mcp_tool_name,
+)
 from chain.money import format_usdc
 from chain.usdc import AuthorizationTypedData
 from judge.mcp_terms import SELLER_READ_S
@@ -70,7 +77,10 @@ class PayMcpArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     server: str = Field(description="Base http(s) URL of the MCP server (endpoints /mcp, /sse).")
-    tool: str = Field(min_length=1, max_length=100, description="Name of the paid MCP tool.")
+    tool: str = Field(
+        description="Name of the paid MCP tool as its discovery entry gives it (1 to 128 "
+        "characters: letters, digits, _ - .)."
+    )
     arguments: dict[str, object] = Field(default={}, description="The tool's arguments.")
     covers: list[str] = Field(
         default=[],
@@ -91,6 +101,11 @@ class PayMcpArgs(BaseModel):
     def _endpoint(cls, data: object) -> object:
         """A server URL ending in /mcp or /sse names its transport."""
         return server_endpoint(data)
+
+    @field_validator("tool")
+    @classmethod
+    def _tool(cls, value: str) -> str:
+        return mcp_tool_name(value)
 
     @field_validator("server", mode="before")
     @classmethod
@@ -320,6 +335,14 @@ async def _call(
             f"pay_mcp: {args.tool} at {args.server} gave no whole answer within {limit:g} s; "
             "expected an answer (its x402 terms, unpaid) within the judge's own read of them. "
             "Fix: check the MCP server, or use another seller."
+        ) from exc
+    except McpErrorAnswer as exc:
+        raise ToolError(
+            f"pay_mcp: the MCP server at {args.server} is up and answered the call of "
+            f"{args.tool} over {exc.transport} with JSON-RPC error {exc.code} ({exc.text!r}); "
+            "expected a tool result (its data, or x402's payment-required error result). Fix: "
+            "check the tool's name and arguments against its discovery entry, or use another "
+            "seller."
         ) from exc
     except McpUnreachable as exc:
         raise ToolError(

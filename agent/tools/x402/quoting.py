@@ -221,7 +221,7 @@ async def abandon_undelivered(
         )
     delivery = NonDelivery(seller, why, row.status == "settled", row.id, row.status)
     return DeliveryFailed(
-        f"{tool}: {seller} was paid and did not deliver: {why}. {how} No second payment "
+        f"{tool}: {seller} {delivery.said()}: {why.rstrip('.')}. {how} No second payment "
         f"is made: nib pays {seller} nothing more in this run. Fix: continue without this "
         f"data, or use another seller (the purchase was {what}).",
         delivery,

@@ -524,6 +524,10 @@ def test_seller_answering_402_after_payment_gets_no_second_payment(
     with pytest.raises(DeliveryFailed) as err:
         run(tool.execute(quote, verdict, ctx))
     assert "answered 402" in str(err.value)
+    # Nothing moved, and the message says so from its first words (it said "was paid").
+    assert str(err.value).startswith(
+        f"pay_http: {paywall.url} did not deliver (nothing paid): it answered 402")
+    assert "was paid and" not in str(err.value)
     assert "No second payment is made" in str(err.value)
     assert "the wallet cancelled the authorization on chain" in str(err.value)
     assert err.value.delivery.paid is False and err.value.delivery.status == "cancelled"
