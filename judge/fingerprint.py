@@ -29,8 +29,6 @@ from decimal import Decimal
 from typing import TypeAlias, cast
 
 import rfc8785
-from eth_account._utils.legacy_transactions import serializable_unsigned_transaction_from_dict
-from eth_account.messages import encode_typed_data
 from eth_utils import is_address, to_checksum_address
 from sha3 import keccak_256
 
@@ -278,6 +276,11 @@ def typed_data_fingerprint(td: Mapping[str, object]) -> str:
     digest = _token_domain_digest(full)
     if digest is not None:
         return "0x" + digest.hex()
+    # eth-account (~0.5 s to import) loads here and below, where something is encoded
+    # with it: reading verdicts and their records (`nib audit verify`, the judge's client)
+    # loads none of it.
+    from eth_account.messages import encode_typed_data
+
     try:
         signable = encode_typed_data(full_message=full)
     except Exception as exc:  # fail closed: what cannot be encoded cannot be approved
@@ -444,6 +447,10 @@ def transaction_fingerprint(tx: Mapping[str, object]) -> str:
     to = unsigned.get("to")
     if isinstance(to, str) and is_address(to):  # one spelling: the same 20 bytes are signed
         unsigned["to"] = to_checksum_address(to)
+    from eth_account._utils.legacy_transactions import (
+        serializable_unsigned_transaction_from_dict,
+    )
+
     try:
         digest = bytes(serializable_unsigned_transaction_from_dict(unsigned).hash())  # type: ignore[arg-type]
     except Exception as exc:  # fail closed: an unpinned field would be filled after approval

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from judge._store import Store
 from judge.errors import (
@@ -24,7 +24,9 @@ from judge.errors import (
     VerdictUnknown,
 )
 from judge.storage import Database, Location, Migration, Tx, cell_float, cell_int
-from judge.verdict import Verdict
+
+if TYPE_CHECKING:  # judge.verdict: reading the record (`nib audit verify`) loads no eth-account
+    from judge.verdict import Verdict
 
 VERDICTS = "judge_verdicts"
 OUTCOMES_TAKEN = "judge_verdict_outcomes"

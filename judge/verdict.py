@@ -15,11 +15,9 @@ import secrets
 import time
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Literal, NoReturn, Protocol
+from typing import TYPE_CHECKING, Literal, NoReturn, Protocol
 
 import coincurve
-from eth_account.datastructures import SignedMessage
-from eth_account.messages import SignableMessage, encode_defunct
 from eth_utils import to_checksum_address
 from pydantic import (
     BaseModel,
@@ -38,6 +36,12 @@ from judge.errors import (
     VerdictWrongSigner,
 )
 from judge.fingerprint import decimal_str, fingerprint, keccak
+
+if TYPE_CHECKING:
+    # eth-account loads in _message_for, where a message is encoded for it: reading and
+    # checking a verdict (coincurve, keccak) needs none (the judge's client, its records).
+    from eth_account.datastructures import SignedMessage
+    from eth_account.messages import SignableMessage
 
 #: Default verdict lifetime: long enough to sign and send, short enough to be useless later.
 DEFAULT_TTL_S = 120
@@ -162,6 +166,8 @@ def _text_for(body: dict[str, object]) -> str:
 
 
 def _message_for(body: dict[str, object]) -> SignableMessage:
+    from eth_account.messages import encode_defunct
+
     return encode_defunct(text=_text_for(body))
 
 

@@ -11,16 +11,12 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import re
 import sys
 from pathlib import Path
-from typing import NoReturn, cast
+from typing import TYPE_CHECKING, NoReturn, cast
 
-from eth_account import Account
-from eth_account.datastructures import SignedMessage, SignedTransaction
-from eth_account.signers.local import LocalAccount
-from eth_account.types import TransactionDictType
-from eth_typing import Hash32
-from web3 import Web3
+from sha3 import keccak_256
 
 from chain.devkeys import AGENT, DEVNET_CHAIN_ID, dev_account, is_dev_address
 from chain.home import HOME_ENV, nib_home
@@ -34,6 +30,16 @@ from wallet.errors import (
     WrongPassphrase,
 )
 
+# eth-account (~0.6 s to import, py_ecc's BLS tables among it) loads in the methods that
+# create, encrypt or decrypt a key, never to read the stored address (`nib wallet address`,
+# the judge's owner, a twin's wallet): the file keeps it in clear, and _checksummed spells
+# it without web3.
+if TYPE_CHECKING:
+    from eth_account.datastructures import SignedMessage, SignedTransaction
+    from eth_account.signers.local import LocalAccount
+    from eth_account.types import TransactionDictType
+    from eth_typing import Hash32
+
 PASSWORD_ENV = "NIB_WALLET_PASSWORD"
 KEYSTORE_FILE = "wallet.json"
 #: The devnet keystore's passphrase when NIB_WALLET_PASSWORD is unset. It guards a
@@ -43,6 +49,17 @@ DEVNET_PASSPHRASE = "nib-devnet"
 DEFAULT_SCRYPT_N = 2**18
 #: A lighter work factor for the devnet keystore, whose key is public anyway.
 DEVNET_SCRYPT_N = 2**14
+#: The address field as eth-account writes it, after any 0x.
+_HEX_ADDRESS = re.compile(r"[0-9a-fA-F]{40}")
+
+
+def _checksummed(digits: str) -> str:
+    """``0x`` and the 40 hex ``digits`` in EIP-55 mixed case, as eth_utils'
+    ``to_checksum_address`` spells them, without importing it (0.15 s)."""
+    lower = digits.lower()
+    hashed = keccak_256(lower.encode()).hexdigest()
+    return "0x" + "".join(c.upper() if int(h, 16) >= 8 else c
+                          for c, h in zip(lower, hashed[:40], strict=True))
 
 
 def keystore_temp_path(path: Path) -> Path:
@@ -114,11 +131,11 @@ class KeyHandle:
         hashing it a second time)."""
         if len(digest) != 32:
             raise ValueError(f"found a {len(digest)}-byte digest; expected 32 bytes")
-        return self.__account.unsafe_sign_hash(Hash32(digest))
+        return self.__account.unsafe_sign_hash(cast("Hash32", digest))
 
     def _unsafe_sign_transaction(self, tx: dict[str, object]) -> SignedTransaction:
         # The signer's checks (terms, fingerprint, verdict) have read every field of tx.
-        return self.__account.sign_transaction(cast(TransactionDictType, tx))
+        return self.__account.sign_transaction(cast("TransactionDictType", tx))
 
 
 class Keystore:
@@ -136,6 +153,8 @@ class Keystore:
 
     def new(self, passphrase: str | None = None, *, overwrite: bool = False) -> str:
         """Create a fresh random key, store it encrypted; returns its address."""
+        from eth_account import Account
+
         account = Account.create()
         return self._write(account, passphrase, overwrite=overwrite, confirm=True)
 
@@ -151,6 +170,8 @@ class Keystore:
 
         With ``chain_id`` given, an Anvil dev key is refused unless it is 31337.
         """
+        from eth_account import Account
+
         try:
             if isinstance(key, str):
                 text = key.strip()
@@ -176,10 +197,19 @@ class Keystore:
                 f"The keystore {self.path} has no address field; expected an eth-account v3 "
                 "keystore. Fix: re-create it with `nib wallet new` or `nib wallet import`."
             )
-        return Web3.to_checksum_address(raw if raw.startswith("0x") else "0x" + raw)
+        digits = raw.removeprefix("0x")
+        if not _HEX_ADDRESS.fullmatch(digits):
+            raise KeystoreCorrupt(
+                f"The keystore {self.path} has address {raw!r}; expected 40 hex digits (an "
+                "eth-account v3 keystore). Fix: re-create it with `nib wallet new` or `nib "
+                "wallet import`."
+            )
+        return _checksummed(digits)
 
     def unlock(self, passphrase: str | None = None, *, chain_id: int | None = None) -> KeyHandle:
         """Decrypt the key into a KeyHandle (dev keys refused off 31337 when chain_id given)."""
+        from eth_account import Account
+
         data = self._read()
         secret = resolve_passphrase(passphrase, confirm=False)
         try:
@@ -228,6 +258,8 @@ class Keystore:
                 f"A keystore already exists at {self.path} (address {self._safe_address()}); "
                 "refusing to overwrite it. Fix: move it away, or choose another NIB_HOME."
             )
+        from eth_account import Account
+
         secret = resolve_passphrase(passphrase, confirm=confirm)
         blob = Account.encrypt(account.key, secret, kdf="scrypt", iterations=self.scrypt_n)
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -36,6 +36,7 @@ from chain.usdc import AUTHORIZATION_CANCELED_TOPIC, AUTHORIZATION_USED_TOPIC
 from judge.storage import Migration, cell_int, migrate
 from wallet._store import Store
 from wallet._tables import SPENDS
+from wallet.backing import Unbacked, VerdictStanding, unbacked_among, unbacked_rows
 from wallet.journal import LedgerCheck, Since, verify, verify_since
 from wallet.ledger import OUTSTANDING, Ledger, SpendRow, transition_in
 
@@ -87,20 +88,6 @@ class OnchainTransfer:
     value: int
 
 
-@dataclass(frozen=True)
-class Unbacked:
-    """A settled spend whose verdict the judge's record does not back: it was not issued
-    there, was issued for another payload, or was never consumed by a wallet's re-check."""
-
-    ledger_id: str
-    run_id: str
-    verdict_id: str | None
-    standing: str
-
-
-#: The judge's answer on one verdict id, payload fingerprint and the run a spend is booked
-#: under (``Judge.verdict_standing``): ``other-task`` when the verdict was issued to another.
-VerdictStanding = Callable[[str, str | None, str | None], str]
 #: The wallet's ``abandon_authorization(spend_id, why)``: ends an x402 row's authorization
 #: (cancelled on chain, or settled/failed if the chain already decided) and returns the row.
 Abandon = Callable[[str, str], SpendRow]
@@ -228,8 +215,8 @@ def reconcile(
                                      checkpoint=checkpoint and to_block == "latest")
         report, rows = _reconcile(store, scope, start, check, clock, abandon)
         if verdict_standing is not None:
-            found = (_unbacked(Ledger(store), verdict_standing) if start is None else
-                     _unbacked_of(_reread(Ledger(store), rows), verdict_standing))
+            found = (unbacked_rows(Ledger(store), verdict_standing) if start is None else
+                     unbacked_among(_reread(Ledger(store), rows), verdict_standing))
             report = replace(report, unbacked=found)
         if checkpoint and to_block == "latest":
             head = start.since.seq if start is not None else check.entries
@@ -644,39 +631,6 @@ def _reconciled_event(report: ReconcileReport, *, ledger_ok: bool) -> dict[str, 
         "unproven": [r.id for r in report.unproven],
         "ledger_ok": ledger_ok,
     }
-
-
-def booked_elsewhere(location: str | Path, standing: VerdictStanding) -> tuple[str, ...]:
-    """Each ledger row booked under a run that is not its verdict's task, as a problem
-    (``nib audit verify``): a payment approved for one task and counted against another."""
-    store = Store(location)
-    try:
-        return tuple(
-            f"ledger row {u.ledger_id} is booked under run {u.run_id!r}, but the judge issued "
-            f"its verdict {u.verdict_id} to another task"
-            for u in _unbacked(Ledger(store), standing) if u.standing == "other-task"
-        )
-    finally:
-        store.close()
-
-
-def _unbacked(ledger: Ledger, standing: VerdictStanding) -> tuple[Unbacked, ...]:
-    """Settled and signed rows whose verdict the judge's record does not call consumed for
-    that payload and the run the row is booked under."""
-    return _unbacked_of(ledger.by_status("settled", "signed"), standing)
-
-
-def _unbacked_of(rows: Iterable[SpendRow], standing: VerdictStanding) -> tuple[Unbacked, ...]:
-    """:func:`_unbacked` over ``rows`` (a pass from a checkpoint: the rows it read)."""
-    found = []
-    for row in rows:
-        if row.status not in ("settled", "signed"):
-            continue
-        said = ("not-issued" if not row.verdict_id
-                else standing(row.verdict_id, row.payload_fingerprint, row.run_id))
-        if said != "consumed":
-            found.append(Unbacked(row.id, row.run_id, row.verdict_id, said))
-    return tuple(found)
 
 
 def _claim(candidates: list[TransferLog], row: SpendRow) -> TransferLog | None:

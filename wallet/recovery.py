@@ -15,8 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from web3.exceptions import TransactionNotFound
-
 if TYPE_CHECKING:
     from chain.client import ChainClient
     from wallet.meter import SpendMeter
@@ -77,6 +75,9 @@ def _known(chain: ChainClient, tx_hash: str | None) -> bool:
     """Whether the node has ``tx_hash`` pooled or mined (True when it cannot say)."""
     if not tx_hash:
         return False
+    # web3 loads where the node is asked, not for the RunRecovery a wallet client reads.
+    from web3.exceptions import TransactionNotFound
+
     try:
         chain.w3.eth.get_transaction(tx_hash)  # type: ignore[arg-type]
     except TransactionNotFound:

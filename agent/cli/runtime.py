@@ -567,13 +567,6 @@ def chain_fact_reader(
     return fact_of
 
 
-def running_services(home: Path) -> ServicesInfo | None:
-    """The judge and wallet services recorded in ``home`` (see agent.cli.services.running)."""
-    from agent.cli.services import running
-
-    return running(home)
-
-
 def resolve_network(settings: NibSettings, devnet_info: _devnet.DevnetInfo | None) -> Network:
     domain = {"usdc_name": settings.usdc_name, "usdc_version": settings.usdc_version}
     if settings.network == "anvil":
@@ -615,6 +608,7 @@ def build_runtime(
     with DependencyDown and the fix. ``in_process`` (tests, benchmarks, ``--in-process``)
     composes the judge and the wallet in this process instead, unconfined: asked for,
     never a fallback."""
+    from agent.cli.services import running
     from agent.models.factory import model_from_config
     from agent.tools.registry_default import default_registry
     from wallet.meter import SpendMeter
@@ -634,7 +628,7 @@ def build_runtime(
     registry = default_registry(paywall_url=paywall)
     chosen = model or model_from_config(settings)
     store = RunStore(settings.database)
-    services = None if in_process else running_services(settings.home)
+    services = None if in_process else running(settings.home)
     if services is not None:
         _same_chain(services, network)
         remote_wallet, remote_judge = _service_clients(services)

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _chain_free import run_reporting_chain_code
 
 from chain import devnet
 from chain.client import ChainClient
@@ -259,8 +260,9 @@ def test_a_human_grants_an_escalated_payment_at_the_judge_and_only_then_it_is_pa
     assert chain.token_balance(info["usdc"], seller) == before
     # `nib judge approve RUN` grants only (the run stays paused); `nib approve` then finds
     # the same grant and resumes.
-    granted = nib(home, "judge", "approve", run_id, "--json")
+    granted, loaded = run_reporting_chain_code(home, "judge", "approve", run_id, "--json")
     assert granted.returncode == 0, granted.stderr
+    assert not loaded, f"the grant (asked in a forked child) imported {sorted(loaded)[:6]}"
     grant = json.loads(granted.stdout)
     assert (grant["verdict_id"], grant["task_id"], grant["amount"]) == (escalated, run_id, 20_000)
     assert grant["used_by"] is None
@@ -284,6 +286,19 @@ def test_a_human_grants_an_escalated_payment_at_the_judge_and_only_then_it_is_pa
     served = f"wallet service pid {services['wallet_pid']}"
     assert by_wallet == [("wallet.signed", served), ("wallet.settled", served)], by_wallet
     assert "wallet.signed" in nib(home, "show", run_id).stdout
+
+
+def test_the_commands_that_read_records_load_no_chain_code_with_the_services_up(home, tmp_path):
+    """On a devnet with paid, escalated and granted runs, and the services' own records:
+    reading them loads no web3 or eth-account (tests/agent/test_cli_usage.py pins every
+    such command on a home without services)."""
+    run_id = json.loads(nib(home, "runs", "--json").stdout)[0]["run_id"]
+    for args in (("runs",), ("show", run_id), ("audit",), ("audit", "--run", run_id),
+                 ("audit", "verify"), ("wallet", "address"), ("judge", "calibration"),
+                 ("report", "--out", str(tmp_path / "report.html"))):
+        r, loaded = run_reporting_chain_code(home, *args)
+        assert r.returncode == 0, (args, r.stderr)
+        assert not loaded, f"`nib {' '.join(args)}` imported {sorted(loaded)[:6]}"
 
 
 def test_wallet_commands(home):
@@ -507,7 +522,11 @@ def test_a_run_whose_process_is_killed_shows_as_died(home):
         child.kill()
         assert child.wait(timeout=30) == -9
     run_id = ours[0]["run_id"]
-    row = next(r for r in json.loads(nib(home, "runs", "--json").stdout) if r["run_id"] == run_id)
+    # The reader that closes the run reads its spend through the wallet service's client,
+    # which loads no chain code either.
+    closing, loaded = run_reporting_chain_code(home, "runs", "--json")
+    assert closing.returncode == 0 and not loaded, (closing.stderr, sorted(loaded)[:6])
+    row = next(r for r in json.loads(closing.stdout) if r["run_id"] == run_id)
     assert (row["status"], row["stop_reason"]) == ("died", "process-died")
     shown = json.loads(nib(home, "show", run_id, "--json").stdout)
     assert shown["run"]["status"] == "died" and shown["run"]["owner"].endswith(f":{child.pid}")

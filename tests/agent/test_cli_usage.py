@@ -7,9 +7,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _chain_free import run_reporting_chain_code
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The real console script pip installed (not `python -m agent.cli`).
@@ -79,6 +81,131 @@ def test_reading_runs_loads_no_chain_wallet_mcp_or_tool_code(tmp_path, args):
     heavy = {"web3", "eth_account", "py_ecc", "mcp", "agent.tools.registry_default",
              "agent.loop.run", "chain.client", "wallet.client"}
     assert not heavy & set(loaded), f"`nib {' '.join(args)}` imported {sorted(heavy & set(loaded))}"
+
+
+#: Every `nib` command that neither talks to a chain nor signs: its arguments in the home
+#: _home_with_money builds, and the exit code its work there ends with. None may load web3
+#: or eth-account (~0.7 s of start-up: `nib wallet address` took 0.87 s, `nib audit verify`
+#: 0.99 s, `nib submit` 1.25 s; now 0.23-0.33 s).
+CHAIN_FREE: dict[str, tuple[tuple[str, ...], int]] = {
+    "runs": (("runs",), 0),
+    "show": (("show", "abc1"), 0),
+    "report": (("report", "--out", "report.html"), 0),
+    "audit": (("audit",), 0),
+    "audit verify": (("audit", "verify"), 0),
+    "wallet address": (("wallet", "address"), 0),
+    "judge calibration": (("judge", "calibration"), 0),
+    # No services: nothing to grant at (exit 2); with them, the grant is asked for in a
+    # forked child, which must load no chain code either (tests/agent/test_cli.py).
+    "judge approve": (("judge", "approve", "fed0"), 2),
+    # No services: the task is only queued (with them it is registered through the runtime).
+    "submit": (("submit", "What is the base fee?"), 0),
+    "services down": (("services", "down"), 0),
+    "devnet down": (("devnet", "down"), 0),
+}
+#: Every other command, and what it needs the chain or eth-account (a key) for.
+NEEDS_CHAIN: dict[str, str] = {
+    "run": "pays on the chain",
+    "approve": "resumes a paused run, which pays (an unknown run is refused first: above)",
+    "deny": "resumes a paused run (an unknown run is refused first: above)",
+    "worker": "runs queued tasks, which pay",
+    "eval": "runs the task suites on a devnet",
+    "audit reconcile": "reads the Transfer logs",
+    "wallet new": "creates a key",
+    "wallet import": "encrypts a key",
+    "wallet balance": "reads the balances",
+    "wallet serve": "unlocks the key and signs",
+    "judge serve": "signs verdicts and reads the chain",
+    "devnet up": "starts and funds a chain",
+    "devnet fund": "mints on the chain",
+    "devnet status": "asks the chain for its id",
+    "services up": "starts the wallet and the judge",
+    "services status": "asks the devnet whether the services' chain is still up",
+}
+
+
+def _command_paths(command: object, prefix: str = "") -> list[str]:
+    """Every command of the installed click tree under ``command``, by its path."""
+    subs = getattr(command, "commands", None)
+    if subs is None:
+        return [prefix]
+    own = [prefix] if prefix and getattr(command, "invoke_without_command", False) else []
+    return own + [p for name, sub in subs.items() for p in _command_paths(sub, f"{prefix} {name}".strip())]
+
+
+def test_every_command_is_pinned_chain_free_or_says_what_it_needs_the_chain_for():
+    """A new command fails here until it is put in CHAIN_FREE (and so pinned below) or in
+    NEEDS_CHAIN with its reason."""
+    import typer.main
+
+    from agent.cli.app import app
+
+    found = set(_command_paths(typer.main.get_command(app)))
+    assert not CHAIN_FREE.keys() & NEEDS_CHAIN.keys()
+    assert found == CHAIN_FREE.keys() | NEEDS_CHAIN.keys(), (
+        f"unclassified: {sorted(found - CHAIN_FREE.keys() - NEEDS_CHAIN.keys())}; "
+        f"gone: {sorted((CHAIN_FREE.keys() | NEEDS_CHAIN.keys()) - found)}")
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """What SpendMeter.reserve reads of a verdict."""
+
+    id: str
+    payload_fingerprint: str = "0x" + "ab" * 32
+    asset: str = "0x" + "11" * 20
+    recipient: str = "0x" + "22" * 20
+    chain_id: int = 31337
+
+
+def _home_with_money(home: Path) -> str:
+    """A home as the chain-free commands meet it, without a chain: the runs of
+    _store_with_runs and one whose process died (the first reader closes it, reading its
+    spend from the ledger), a ledger with a settled and a held payment, and a keystore.
+    Returns the keystore's address."""
+    from agent.store import RunStore
+    from wallet.keystore import DEVNET_SCRYPT_N, Keystore, default_keystore_path
+    from wallet.meter import SpendMeter
+
+    ids = _store_with_runs(home)
+    store = RunStore(home / "nib.db")
+    store.start_run("dead00000005", "a run whose process died", "cost-optimized")
+    store.db.execute("UPDATE agent_runs SET owner = 'elsewhere:1', beat_at = 1000.0 "
+                     "WHERE run_id = 'dead00000005'")
+    store.close()
+    meter = SpendMeter(home / "nib.db")
+    for n, run_id in enumerate((ids[1], "dead00000005")):
+        meter.reserve(run_id, _Verdict(f"v{n}-held"), 20_000, 1_000_000, 10_000_000)
+        paid = meter.reserve(run_id, _Verdict(f"v{n}-paid"), 30_000, 1_000_000, 10_000_000)
+        meter.mark_signed(paid, auth_nonce="0x" + f"{n + 1:02x}" * 32, valid_before=2_000_000_000)
+        meter.settle(paid, "0x" + f"{n + 10:02x}" * 32)
+    return Keystore(default_keystore_path(home), scrypt_n=DEVNET_SCRYPT_N).new("pw")
+
+
+@pytest.fixture(scope="module")
+def money_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    home = tmp_path_factory.mktemp("money-home")
+    return home, _home_with_money(home)
+
+
+@pytest.mark.parametrize("name", sorted(CHAIN_FREE))
+def test_a_command_that_needs_no_chain_loads_no_web3_or_eth_account(tmp_path, money_home, name):
+    """What keeps `nib wallet address`, `nib audit verify`, `nib submit` and every other
+    command that reads only this machine's files at ~0.25 s instead of ~1 s: none of them
+    imports web3 or eth-account, at the top of a module or lazily, in its own process or a
+    child it forks."""
+    import shutil
+
+    template, address = money_home
+    home = tmp_path / "home"
+    shutil.copytree(template, home)  # each command meets the same home (the dead run open)
+    args, code = CHAIN_FREE[name]
+    r, loaded = run_reporting_chain_code(home, *(a.replace("report.html", str(tmp_path / a))
+                                                 for a in args))
+    assert r.returncode == code, (r.stdout, r.stderr)
+    assert not loaded, f"`nib {' '.join(args)}` imported {sorted(loaded)[:6]}"
+    if name == "wallet address":
+        assert r.stdout.split() == ["address", address]  # EIP-55, as eth-account spelt it
 
 
 def test_a_mistyped_variable_is_warned_about_naming_the_nearest_one(tmp_path):

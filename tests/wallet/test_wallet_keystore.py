@@ -15,6 +15,7 @@ from chain.devkeys import AGENT, OUTSIDER, dev_account
 from wallet.errors import (
     DevKeyRefused,
     InvalidKey,
+    KeystoreCorrupt,
     KeystoreExists,
     KeystoreMissing,
     PassphraseMissing,
@@ -150,3 +151,44 @@ def test_ensure_devnet_wallet_keeps_an_existing_own_key(tmp_path: Path) -> None:
     home = tmp_path / "home"
     mine = Keystore(home / "wallet.json", scrypt_n=FAST_SCRYPT_N).new("pw")
     assert ensure_devnet_wallet(home, "pw") == mine
+
+
+#: EIP-55's published test vectors (all caps, all lower, mixed case).
+EIP55_VECTORS = (
+    "0x52908400098527886E0F7030069857D2E4169EE7",
+    "0xde709f2102306220921060314715629080e2fb77",
+    "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+    "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+    "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+    "0xD1220A0cf47c7B9Be7A2E6BA89F429762e7b9aDb",
+)
+
+
+@pytest.mark.parametrize("stored", ["bare-lower", "0x-lower", "bare-upper", "checksummed"])
+@pytest.mark.parametrize("address", EIP55_VECTORS)
+def test_the_stored_address_is_read_in_eip55_spelling_however_the_file_spells_it(
+    tmp_path: Path, address: str, stored: str
+) -> None:
+    """``address()`` reads the file's clear address field (no passphrase, no eth-account:
+    `nib wallet address` stays fast) and spells it as eth_utils' to_checksum_address would."""
+    from eth_utils import to_checksum_address
+
+    digits = address[2:]
+    field = {"bare-lower": digits.lower(), "0x-lower": "0x" + digits.lower(),
+             "bare-upper": digits.upper(), "checksummed": digits}[stored]
+    store = _store(tmp_path)
+    store.path.parent.mkdir(parents=True)
+    store.path.write_text(json.dumps({"address": field, "crypto": {}, "version": 3}))
+    assert store.address() == address == to_checksum_address(address)
+
+
+@pytest.mark.parametrize("field", ["0xzz", "12" * 21, "0X" + "ab" * 20, ""])
+def test_a_malformed_stored_address_is_a_corrupt_keystore_naming_it(tmp_path: Path, field: str) -> None:
+    store = _store(tmp_path)
+    store.path.parent.mkdir(parents=True)
+    store.path.write_text(json.dumps({"address": field, "crypto": {}, "version": 3}))
+    with pytest.raises(KeystoreCorrupt) as caught:
+        store.address()
+    assert str(caught.value) == (
+        f"The keystore {store.path} has address {field!r}; expected 40 hex digits (an eth-account "
+        "v3 keystore). Fix: re-create it with `nib wallet new` or `nib wallet import`.")

@@ -541,7 +541,7 @@ def test_a_row_booked_under_another_run_than_its_verdicts_task_is_caught(
     """Issue 22: a payment the judge approved for one task, booked under another run (as
     the wallet service did when the body named the run), fails reconcile and audit verify."""
     from judge.records import VerdictRecords
-    from wallet.reconcile import booked_elsewhere
+    from wallet.backing import booked_elsewhere
 
     start = chain.w3.eth.block_number + 1
     payload = quote(chain)

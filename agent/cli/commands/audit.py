@@ -110,9 +110,9 @@ def _canceller(settings: NibSettings) -> Abandon | None:
     """The running wallet service's ``abandon_authorization`` (the one cancel path; the key
     stays in the service), which reconcile uses to cancel a rolled-back authorization; None
     without services (this command unlocks no key), and the row then waits for expiry."""
-    from agent.cli.runtime import running_services
+    from agent.cli.services import running
 
-    services = running_services(settings.home)
+    services = running(settings.home)
     if services is None:
         return None
     from wallet.service import WalletClient
@@ -128,7 +128,7 @@ def verify_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
     from agent.cli.services import records_database
     from judge.records import VerdictRecords
     from wallet import verify_ledger
-    from wallet.reconcile import booked_elsewhere
+    from wallet.backing import booked_elsewhere
 
     records = records_database(cli_settings())
     check = verify_ledger(records)

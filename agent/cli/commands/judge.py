@@ -68,11 +68,10 @@ def judge_approve(target: str = typer.Argument(..., help="A paused run id, or an
     The run stays paused; `nib approve RUN` grants and resumes in one step.
     """
     from agent.cli.common import resolve_run, run_store
-    from agent.cli.runtime import running_services
-    from agent.cli.services import grant_escalation, held_verdict
+    from agent.cli.services import grant_escalation, held_verdict, running
 
     settings = cli_settings()
-    services = running_services(settings.home)
+    services = running(settings.home)
     if services is None:
         fail("no judge service is running, so there is nothing to grant at; in-process runs "
              "are approved with `nib approve RUN`. Fix: `nib services up`.")

@@ -41,7 +41,7 @@ def submit_cmd(
     judge here, as the user: the worker that runs it never holds the judge's admin token.
     """
     from agent.cli.commands.runs import check_task, parse_usdc
-    from agent.cli.runtime import running_services
+    from agent.cli.services import running
     from agent.queue import TaskQueue
 
     check_task(task, "submit")
@@ -49,7 +49,7 @@ def submit_cmd(
     settings = cli_settings()
     queue = TaskQueue(settings.database)
     task_id = queue.submit(task, max_spend=cap)
-    if running_services(settings.home) is not None:
+    if running(settings.home) is not None:
         from agent.cli.services import register_task, task_limits
 
         rt = cli_runtime(settings)

@@ -265,10 +265,9 @@ def _grant_at_the_judge(rt: Runtime, run_id: str) -> None:
     """With the judge as its own service, the human's approval is a grant there (admin
     token): the judge then approves exactly the held payload once, and the wallet signs
     an approval above the threshold only with that grant. In-process: nothing to do."""
-    from agent.cli.runtime import running_services
-    from agent.cli.services import grant_escalation, held_verdict
+    from agent.cli.services import grant_escalation, held_verdict, running
 
-    services = running_services(rt.settings.home)
+    services = running(rt.settings.home)
     if services is None:
         return
     grant = grant_escalation(
