@@ -29,7 +29,7 @@ from chain.mcp_client import (
 )
 from chain.seller_url import seller_url
 
-__all__ = ["MAX_LISTED_TOOLS", "McpToolsArgs", "McpToolsTool", "server_endpoint", "server_url"]
+__all__ = ["MAX_LISTED_TOOLS", "McpServerArgs", "McpToolsArgs", "McpToolsTool"]
 
 #: At most this many tools are listed: results must stay small.
 MAX_LISTED_TOOLS = 16
@@ -38,9 +38,9 @@ _MAX_INPUTS = 8
 _TIMEOUT_S = 15.0
 
 
-def server_endpoint(data: object) -> object:
+def _server_endpoint(data: object) -> object:
     """Arguments whose ``server`` ends in ``/mcp`` or ``/sse``: the base URL, and the
-    transport that endpoint names (unless one is given). Shared by ``pay_mcp``."""
+    transport that endpoint names (unless one is given)."""
     if isinstance(data, dict) and isinstance(data.get("server"), str):
         base, named = split_endpoint(data["server"])
         if named and not data.get("transport"):
@@ -49,33 +49,35 @@ def server_endpoint(data: object) -> object:
     return data
 
 
-def server_url(value: object) -> object:
-    """An MCP server's base URL, checked as a seller URL nib may request."""
-    if not isinstance(value, str):
-        return value
-    text = value.strip().rstrip("/")
-    seller_url(text, what="MCP server's base URL", example="http://127.0.0.1:8403")
-    return text
+class McpServerArgs(BaseModel):
+    """Arguments naming an MCP server (``server``, ``transport``), for ``mcp_tools`` and
+    ``pay_mcp`` alike: a ``server`` ending in /mcp or /sse names its transport, and the
+    base URL is checked as a seller URL nib may request (chain.seller_url)."""
 
-
-class McpToolsArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _endpoint(cls, data: object) -> object:
+        return _server_endpoint(data)
+
+    @field_validator("server", mode="before", check_fields=False)
+    @classmethod
+    def _server(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        text = value.strip().rstrip("/")
+        seller_url(text, what="MCP server's base URL", example="http://127.0.0.1:8403")
+        return text
+
+
+class McpToolsArgs(McpServerArgs):
     server: str = Field(description="URL of the MCP server (base, or ending in /mcp or /sse).")
     transport: McpTransport | None = Field(
         default=None,
         description="'streamable-http' or 'sse' (none: the URL's endpoint, else each in turn).",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _endpoint(cls, data: object) -> object:
-        return server_endpoint(data)
-
-    @field_validator("server", mode="before")
-    @classmethod
-    def _server(cls, value: object) -> object:
-        return server_url(value)
 
 
 class McpToolsTool(Tool[McpToolsArgs]):

@@ -20,7 +20,7 @@ import json
 from collections.abc import Mapping
 
 from mcp.types import CallToolResult
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator
 from x402.mcp import MCP_PAYMENT_META_KEY, MCP_PAYMENT_RESPONSE_META_KEY
 from x402.schemas import parse_payment_required as _x402_parse
 
@@ -29,7 +29,7 @@ from agent.jsonvalues import as_object
 from agent.tools.base import Observation, Quote, Tool, ToolContext
 from agent.tools.chain_reads import usdc_address
 from agent.tools.money import UsdcAmount, spend_cap
-from agent.tools.x402.mcp_tools import server_endpoint, server_url
+from agent.tools.x402.mcp_tools import McpServerArgs
 from agent.tools.x402.offers import (
     OfferBook,
     check_market,
@@ -73,9 +73,7 @@ _TIMEOUT_S = 30.0
 _PLACEHOLDER_SIGNATURE = "0x" + "00" * 65
 
 
-class PayMcpArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class PayMcpArgs(McpServerArgs):
     server: str = Field(description="Base http(s) URL of the MCP server (endpoints /mcp, /sse).")
     tool: str = Field(
         description="Name of the paid MCP tool as its discovery entry gives it (1 to 128 "
@@ -96,21 +94,10 @@ class PayMcpArgs(BaseModel):
         "(none: streamable HTTP, then SSE).",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _endpoint(cls, data: object) -> object:
-        """A server URL ending in /mcp or /sse names its transport."""
-        return server_endpoint(data)
-
     @field_validator("tool")
     @classmethod
     def _tool(cls, value: str) -> str:
         return mcp_tool_name(value)
-
-    @field_validator("server", mode="before")
-    @classmethod
-    def _server(cls, value: object) -> object:
-        return server_url(value)
 
 
 class PayMcpTool(Tool[PayMcpArgs]):
