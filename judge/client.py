@@ -225,8 +225,11 @@ class JudgeClient:
     ) -> AheadRead:
         answer = self._call(ops.AHEAD, {"task_id": task_id, "url": url, "method": method,
                                         "body": body})
+        status, why = answer.get("status"), answer.get("why")
         return AheadRead(answer["started"] is True, Stated402.from_wire(answer.get("stated")),
-                         answer.get("stalled") is True)
+                         answer.get("stalled") is True,
+                         status if isinstance(status, int) else None,
+                         why if isinstance(why, str) else None)
 
     def decide_free(self, tool: str, calls_so_far: int = 0) -> FreeDecision:
         """The service's ruling on one free read of ``tool``. ``calls_so_far`` is not sent:

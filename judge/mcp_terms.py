@@ -64,11 +64,14 @@ class NoOffers(tuple):  # type: ignore[type-arg]
     why: str
     #: No whole answer came within the read's bound: the seller stalled or trickled it.
     stalled: bool
+    #: The HTTP status the read was answered with (None: no answer was read).
+    status: int | None
 
-    def __new__(cls, why: str, stalled: bool = False) -> NoOffers:
+    def __new__(cls, why: str, stalled: bool = False, status: int | None = None) -> NoOffers:
         found = super().__new__(cls, ())
         found.why = why
         found.stalled = stalled
+        found.status = status
         return found
 
 

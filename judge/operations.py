@@ -83,6 +83,8 @@ class Started(TypedDict, total=False):
     started: Required[bool]
     stated: dict[str, object] | None
     stalled: bool
+    status: int | None
+    why: str | None
 
 
 class VerdictIdRequest(TypedDict):

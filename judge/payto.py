@@ -61,10 +61,12 @@ def advertised_terms(url: str, method: str = "GET", body: object = None) -> tupl
     except (OSError, http.client.HTTPException, ValueError) as exc:
         return NoOffers(f"the judge's read failed: {type(exc).__name__}: {str(exc)[:160]}")
     if status != 402:
-        return NoOffers(f"it answered the judge's unpaid read with HTTP {status}, not a 402")
+        return NoOffers(f"it answered the judge's unpaid read with HTTP {status}, not a 402",
+                        status=status)
     offers = tuple(a for a in (_asked(o) for o in _offers(header, content)) if a is not None)
     if not offers:
-        return NoOffers("its 402 states no exact offer on an EVM chain the judge can read")
+        return NoOffers("its 402 states no exact offer on an EVM chain the judge can read",
+                        status=402)
     return StatedOffers(offers, Stated402(header, content))
 
 

@@ -94,13 +94,16 @@ class StatedOffers(tuple):  # type: ignore[type-arg]
 class AheadRead:
     """What the judge answers a read started ahead (:meth:`TermsAhead.read`): whether it
     read at all (False: not a seller the task may pay, or too many reads waiting), the
-    402 it found with offers the judge can rule on (None: the agent reads the seller
-    itself, and meets whatever the seller answered), and whether the seller gave no whole
-    answer within the judge's bound (``stalled``: a second read would only wait again)."""
+    402 it found with offers the judge can rule on, and otherwise what it found instead:
+    whether the seller gave no whole answer within the judge's bound (``stalled``), the
+    HTTP status it answered (``status``; None: no answer read) and why no offer was
+    found (``why``, the judge's words)."""
 
     started: bool
     stated: Stated402 | None = None
     stalled: bool = False
+    status: int | None = None
+    why: str | None = None
 
 
 @dataclass
@@ -260,9 +263,11 @@ class TermsAhead:
             return AheadRead(started=True, stalled=True)
         except Exception:  # noqa: BLE001 - the reader failed: the agent reads itself
             return AheadRead(started=True)
-        stalled = isinstance(offers, NoOffers) and offers.stalled
-        return AheadRead(True, offers.stated if isinstance(offers, StatedOffers) else None,
-                         stalled)
+        if isinstance(offers, StatedOffers):
+            return AheadRead(True, offers.stated, status=402)
+        if isinstance(offers, NoOffers):
+            return AheadRead(True, None, offers.stalled, offers.status, offers.why)
+        return AheadRead(started=True)  # a reader that keeps no 402 (a test's): read itself
 
     def _begin(self, task_id: str, url: str, method: str, body: object,
                join: bool) -> tuple[_Ahead | None, bool]:

@@ -183,7 +183,8 @@ class _Handlers:
         _only(own, task, "a read of a seller's terms")
         method = str(body.get("method") or "GET")
         read = self.judge.read_ahead(task, str(body["url"]), method, body.get("body"))
-        return {"started": read.started, "stalled": read.stalled,
+        return {"started": read.started, "stalled": read.stalled, "status": read.status,
+                "why": read.why,
                 "stated": read.stated.to_wire() if read.stated is not None else None}
 
     def free(self, body: dict[str, object], own: str | None) -> dict[str, object]:

@@ -116,9 +116,13 @@ async def read_offer(request: Request, max_price: int | None, ctx: ToolContext) 
 async def _unpaid_answer(request: Request, ctx: ToolContext, limit: float) -> httpx.Response:
     """The seller's answer to the unpaid request, within ``limit`` seconds in all: the 402
     the run's judge read for the coming decision, when it found one stating offers it
-    can rule on; else the tool's own read, which meets and names whatever the seller
-    answers (a free 200, a refusal, a 402 the judge cannot rule on). A seller the judge's
-    read found stalling is not read a second time."""
+    can rule on. Otherwise the tool reads the seller itself only where the answer's words
+    are the result (free data, 200) or say what to change (a 4xx refusal: the route, the
+    method; no connection: start the seller); any other finding of the judge's read (a
+    5xx, a redirect, a 402 offering nothing payable, a stall) fails the quote as the
+    judge found it: the
+    decision would rule on that read, so a second unpaid request could only show the
+    tool terms the judge never saw."""
     url, method, body = request
     started = time.monotonic()
     try:
@@ -130,9 +134,23 @@ async def _unpaid_answer(request: Request, ctx: ToolContext, limit: float) -> ht
         return stated_response(url, method, read.stated)
     if read is not None and read.stalled:
         raise no_whole_response(url, limit, "the judge's read of it stalled")
+    if read is not None and read.why is not None and not _tells_the_tool(read.status):
+        raise ToolError(
+            f"pay_http: the judge's read of {url} found that {read.why}; expected a 402 "
+            "stating an offer nib can pay, or free data. Fix: check the URL and the seller, "
+            "or buy from another seller."
+        )
     if read is not None and read.started:  # the judge's read took part of the bound
         limit = round(max(limit - (time.monotonic() - started), _LEAST_READ_S), 1)
     return await fetch(ctx, url, method=method, body=body, timeout=limit)
+
+
+def _tells_the_tool(status: int | None) -> bool:
+    """Whether the tool's own read is worth making after the judge's read found ``status``
+    (None: no answer, the connection failed): free data, a refusal whose words the tool
+    reports (agent.tools.x402.fetch.unpaid_refusal), or a failure the tool's own read
+    names (an unreachable seller and the fix)."""
+    return status is None or status == 200 or (400 <= status < 500 and status != 402)
 
 
 def stated_response(url: str, method: str, stated: Stated402) -> httpx.Response:

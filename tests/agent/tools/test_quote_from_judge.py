@@ -136,3 +136,33 @@ def test_a_judge_that_never_answers_holds_the_quote_no_longer_than_its_bound(
     assert isinstance(quote, ToolError), quote
     assert "within 1 s" in str(quote), quote
     assert sent == [] and took < 5.0, took
+
+
+def test_a_seller_that_answers_the_judge_with_no_offer_is_not_read_again_by_the_tool(
+    ctx: ToolContext, paywall: PaywallServer
+) -> None:
+    """Outside tester 13: a seller answered the judge's read 500 and the tool's own read a
+    cheap 402, and nib sent it five unpaid requests. The decision rules on the judge's
+    read, so a second read could only show the tool terms the judge never saw: the quote
+    fails as the judge found it. Likewise a 402 offering nothing payable, or a redirect."""
+    for status, why in ((500, "it answered the judge's unpaid read with HTTP 500, not a 402"),
+                        (302, "it answered the judge's unpaid read with HTTP 302, not a 402"),
+                        (402, "its 402 states no exact offer on an EVM chain the judge can read")):
+        sent, quote = _quote(ctx, paywall.url + "/analytics/gas",
+                             lambda url, method, body, s=status, w=why: AheadRead(
+                                 True, None, status=s, why=w))
+        assert isinstance(quote, ToolError), quote
+        assert f"the judge's read of {paywall.url}/analytics/gas found that {why}" in str(quote)
+        assert sent == [], (status, sent)
+
+
+def test_where_the_judges_read_found_a_refusal_the_tool_reads_its_words_itself(
+    chain: Any, ctx: ToolContext, judge_signer: VerdictSigner, paywall: PaywallServer
+) -> None:
+    """A 4xx refusal says what to change (the route, the method): the tool reads it itself
+    and reports it, as without the judge's read."""
+    sent, quote = _quote(ctx, paywall.url + "/analytics/no-such-route",
+                         terms_ahead_of(_judge(chain, judge_signer), ctx.run_id))
+    assert isinstance(quote, ToolError), quote
+    assert "answered HTTP 404 to an unpaid request" in str(quote), quote
+    assert sent[0] == "GET /analytics/no-such-route"  # then its probe of a POST route
