@@ -21,7 +21,7 @@ from agent.cli.common import (
 
 if TYPE_CHECKING:
     from agent.config import NibSettings
-    from wallet.reconcile import Abandon
+    from wallet.reconcile import Abandon, ReconcileReport
 
 __all__ = ["audit_app"]
 
@@ -83,7 +83,7 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
         emit_json(report.to_dict())
     else:
         out.print(f"matched {len(report.matched)} · unmatched on chain {len(report.unmatched_onchain)} · "
-                  f"unmatched in ledger {len(report.unmatched_ledger)}"
+                  + _ledger_only(report)
                   + (f" · rows proven through block {report.proven_through} not read again (--full)"
                      if report.proven_through is not None else ""))
         for item in report.unmatched_onchain:
@@ -104,6 +104,18 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
     tampered = report.ledger_check is not None and not report.ledger_check.ok
     alarm = bool(report.unmatched_onchain or report.unproven or report.unbacked) or tampered
     raise typer.Exit(EXIT_STOPPED if alarm else EXIT_FINISHED)
+
+
+def _ledger_only(report: ReconcileReport) -> str:
+    """The ledger's rows with no transfer in the blocks read, by what they mean: pending
+    (money may still move: they hold cap), settled in a transaction outside these blocks,
+    and closed with nothing moved (failed, cancelled on chain, expired unused), which is
+    no discrepancy."""
+    pending = len(report.pending)
+    settled = sum(1 for r in report.unmatched_ledger if r.status == "settled")
+    closed = len(report.unmatched_ledger) - pending - settled
+    return (f"in ledger only: {pending} pending, {settled} settled outside these blocks, "
+            f"{closed} closed with nothing moved")
 
 
 def _canceller(settings: NibSettings) -> Abandon | None:
