@@ -459,11 +459,16 @@ def _payee_refusal(offer: PaidCallRequest, terms: Terms, terms_of: SellerTerms) 
     if not asked:
         # Said as what it is (an outside tester read a stall as a wrong address).
         why = asked.why if isinstance(asked, NoOffers) else "it stated no offer"
+        stalled = isinstance(asked, NoOffers) and asked.stalled
+        expected, fix = ((f"a 402 within the judge's {SELLER_READ_S:g} s read",
+                          "retry once the seller answers, or buy from another seller")
+                         if stalled else
+                         ("a 402 stating an exact offer on a chain and asset the judge allows",
+                          "buy from another seller, or from this one once it offers such terms"))
         return (
             f"the judge could not read seller {seller}'s terms for {url} ({why}), so it "
             f"cannot check that the payload's payTo {recipient} is the seller's; nothing "
-            f"was approved; expected a 402 within the judge's {SELLER_READ_S:g} s read; "
-            "fix: retry once the seller answers, or buy from another seller"
+            f"was approved; expected {expected}; fix: {fix}"
         )
     if recipient.lower() not in {a.pay_to for a in asked}:
         named = ", ".join(sorted({a.pay_to for a in asked}))

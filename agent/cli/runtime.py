@@ -177,8 +177,7 @@ class Runtime:
 
         abi, why = landlock_abi()
         if self.services is None:
-            done = Confinement(0, "the judge and the wallet run in this process "
-                                  "(in-process composition: devnet, tests and benchmarks)")
+            done = Confinement(0, "the judge and the wallet share its process")
         elif unconfined:
             done = Confinement(0, "--unconfined was given")
         elif not abi:

@@ -177,6 +177,24 @@ def test_the_402_read_follows_no_redirect_and_reads_only_a_402(seller: dict[str,
         OfferedTerms(OUTSIDE_PAY_TO.lower(), 10_000, USDC.lower(), 31337),)
 
 
+def test_a_refusal_for_an_answer_that_is_no_payable_402_does_not_say_to_wait(
+    seller: dict[str, Any], signer: VerdictSigner
+) -> None:
+    """Outside tester 13: a seller that promptly answered a 402 offering nothing on an EVM
+    chain was refused with "expected a 402 within the judge's 10 s read; fix: retry once the
+    seller answers". Only a stall is told to wait; any other answer is said as what it was."""
+    judge = _judge(signer, seller["url"])
+    url = seller["url"] + "/nothing"
+    refused = judge.decide(request(authorization(OUTSIDE_PAY_TO, 10_000, 9), args={"url": url},
+                                   seller=seller["url"],
+                                   call_fingerprint=call_fingerprint("pay_http", {"url": url})))
+    assert refused.decision == "refuse", refused.reason
+    assert "HTTP 404, not a 402" in refused.reason, refused.reason
+    assert "expected a 402 stating an exact offer on a chain and asset the judge allows" in (
+        refused.reason), refused.reason
+    assert "retry once the seller answers" not in refused.reason, refused.reason
+
+
 def test_each_decision_is_ruled_on_the_terms_read_for_it_and_a_held_read_holds_no_other(
     signer: VerdictSigner,
 ) -> None:

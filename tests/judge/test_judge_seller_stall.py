@@ -227,5 +227,6 @@ def test_a_slow_seller_is_waited_for_and_a_stalling_one_refused_never_a_judge_ou
     assert refused.decision == "refuse", refused.reason
     assert "could not read seller" in refused.reason, refused.reason
     assert "no whole answer within the judge's 10 s read" in refused.reason, refused.reason
+    assert "retry once the seller answers" in refused.reason, refused.reason  # a stall, said so
     assert "asks to be paid at" not in refused.reason, refused.reason
     assert took < STALL_S, f"the refusal took {took:.1f} s"
