@@ -50,10 +50,13 @@ _STOPWORDS = frozenset(
 MAX_CANDIDATES = 5
 
 LessonKind = Literal[
-    "not-delivered", "answered", "mcp-endpoint", "refused", "failed-for-good", "failed", "stopped"
+    "not-delivered", "answered", "seller-fault", "mcp-endpoint", "refused", "failed-for-good",
+    "failed", "stopped"
 ]
 """``not-delivered``: a seller was handed a payment and did not deliver. ``answered``: a
-seller answered an HTTP error status to a URL nib requested. ``mcp-endpoint``: the URL that
+seller answered an HTTP error status (a 4xx: the request was wrong) to a URL nib
+requested. ``seller-fault``: it answered a 5xx, a fault on its side that no change to the
+URL fixes. ``mcp-endpoint``: the URL that
 answered was an MCP server's endpoint (``/mcp`` or ``/sse``), which speaks MCP, not plain
 HTTP: its catalog is no help, its tools are. ``refused``: a call refused
 before anything was paid (the judge, a policy, a human). ``failed-for-good``: a call that
@@ -65,6 +68,10 @@ TEMPLATES: dict[LessonKind, str] = {
     "answered": (
         "{tool} at {origin} answered HTTP {status} for {path}; check the URL against the "
         "seller's /catalog before buying there again."
+    ),
+    "seller-fault": (
+        "{tool} at {origin} answered HTTP {status} for {path}, a fault on the seller's side; "
+        "buy that fact from another seller, or from this one later."
     ),
     "mcp-endpoint": (
         "{tool} at {origin} answered HTTP {status} for {path}, an MCP server's endpoint; list "
@@ -187,7 +194,8 @@ def _step(entry: HistoryEntry) -> tuple[LessonKind, dict[str, str]] | None:
     status = "" if entry.http_status is None else str(entry.http_status)
     if origin and path and _fits("status", status):
         # An MCP endpoint answers a plain HTTP request with an error: the fix is its tools.
-        kind: LessonKind = "mcp-endpoint" if split_endpoint(path)[1] else "answered"
+        kind: LessonKind = ("mcp-endpoint" if split_endpoint(path)[1] else
+                            "seller-fault" if status.startswith("5") else "answered")
         return kind, {"tool": entry.tool, "origin": origin, "path": path, "status": status}
     error = f" ({entry.error_class})" if _error_class(entry) else ""
     return entry.outcome, {"tool": entry.tool, "where": where, "error": error}

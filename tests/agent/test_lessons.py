@@ -124,7 +124,8 @@ def test_a_lesson_not_in_nibs_words_is_not_stored_and_the_refusal_says_why(tmp_p
         "error": f"a lesson of {len(text)} characters is not one of nib's templates; expected "
         "a sentence from agent.loop.lessons.TEMPLATES. Nothing was stored.",
     })]
-    assert set(TEMPLATES) == {"not-delivered", "answered", "mcp-endpoint", "refused", "failed-for-good",
+    assert set(TEMPLATES) == {"not-delivered", "answered", "seller-fault", "mcp-endpoint",
+                              "refused", "failed-for-good",
                               "failed", "stopped"}
 
 
@@ -160,3 +161,17 @@ def test_an_mcp_endpoint_that_answered_plain_http_teaches_its_tools_not_the_cata
         assert read_lesson(lesson) == ("mcp-endpoint", {
             "tool": "pay_http", "origin": "http://127.0.0.1:9", "status": "406", "path": path})
         assert "/catalog" not in lesson
+
+
+def test_a_seller_that_answered_a_5xx_is_not_sent_to_its_catalog() -> None:
+    """Outside tester 13: a seller that answered 500 left the lesson "check the URL against
+    the seller's /catalog", and it had none: a fault on the seller's side is said as one."""
+    history = [HistoryEntry(1, "pay_http", {"url": "http://127.0.0.1:9/tokens"}, "failed",
+                            f"answered 500: {MARKER}", http_status=500, error_class="ToolError")]
+    [lesson, _stopped] = lesson_candidates("failure-budget", 1, history, (), Checklist())
+    assert lesson == ("pay_http at http://127.0.0.1:9 answered HTTP 500 for /tokens, a fault on "
+                      "the seller's side; buy that fact from another seller, or from this one "
+                      "later.")
+    assert read_lesson(lesson) == ("seller-fault", {
+        "tool": "pay_http", "origin": "http://127.0.0.1:9", "status": "500", "path": "/tokens"})
+    assert "/catalog" not in lesson

@@ -174,6 +174,8 @@ def unexpected_status(url: str, resp: httpx.Response, *, paid: bool) -> str:
         f"Fix: {url} is an MCP server's {transport} endpoint, which answers MCP, not plain "
         f"HTTP: list its tools with mcp_tools and buy with pay_mcp (server {server})."
         if transport
+        else "Fix: the fault is the seller's; buy from another seller, or try this one later."
+        if resp.status_code >= 500
         else "Fix: check the URL against the seller's /catalog."
     )
     return (
