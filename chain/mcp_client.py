@@ -64,8 +64,8 @@ class McpUnreachable(Exception):
 
 
 class McpErrorAnswer(Exception):
-    """The server was reached and answered the tools/call with a JSON-RPC error (not a
-    tool result): ``code`` and the server's ``text`` (one line, bounded)."""
+    """The server was reached and answered a request (tools/call, tools/list) with a
+    JSON-RPC error, not a result: ``code`` and the server's ``text`` (one line, bounded)."""
 
     def __init__(self, transport: McpTransport, code: int, text: str) -> None:
         super().__init__(f"{transport} answered JSON-RPC error {code}: {text!r}")

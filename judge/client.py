@@ -23,7 +23,7 @@ from judge.jev import PaidCallRequest
 from judge.mcp_terms import SELLER_READ_S
 from judge.policy import FreeDecision
 from judge.records import Grant, Standing
-from judge.seller_terms import AheadRead, Stated402
+from judge.seller_terms import AheadRead
 from judge.tasks import TaskLimits
 from judge.verdict import Verdict, parse_verdict, verify_verdict
 from judge.wire import free_from_wire, from_wire
@@ -225,11 +225,7 @@ class JudgeClient:
     ) -> AheadRead:
         answer = self._call(ops.AHEAD, {"task_id": task_id, "url": url, "method": method,
                                         "body": body})
-        status, why = answer.get("status"), answer.get("why")
-        return AheadRead(answer["started"] is True, Stated402.from_wire(answer.get("stated")),
-                         answer.get("stalled") is True,
-                         status if isinstance(status, int) else None,
-                         why if isinstance(why, str) else None)
+        return AheadRead.from_wire(answer)
 
     def decide_free(self, tool: str, calls_so_far: int = 0) -> FreeDecision:
         """The service's ruling on one free read of ``tool``. ``calls_so_far`` is not sent:

@@ -77,8 +77,9 @@ class AheadRequest(TypedDict):
 
 
 class Started(TypedDict, total=False):
-    """A read started ahead: whether it was, the 402 it found (``Stated402.to_wire``, or
-    None) and whether the seller stalled it (see judge.seller_terms.AheadRead)."""
+    """A read started ahead, as ``judge.seller_terms.AheadRead.to_wire`` writes it: whether
+    it was, the 402 it found (or None), whether the seller stalled it, the status it read
+    and why it found no offer."""
 
     started: Required[bool]
     stated: dict[str, object] | None

@@ -30,7 +30,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -104,6 +104,20 @@ class AheadRead:
     stalled: bool = False
     status: int | None = None
     why: str | None = None
+
+    def to_wire(self) -> dict[str, object]:
+        """The judge service's answer to ``POST /v1/terms-ahead``."""
+        return {"started": self.started, "stalled": self.stalled, "status": self.status,
+                "why": self.why, "stated": self.stated.to_wire() if self.stated else None}
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, object]) -> AheadRead:
+        """A service's answer read back; a field of the wrong type reads as not given."""
+        status, why = data.get("status"), data.get("why")
+        return cls(data.get("started") is True, Stated402.from_wire(data.get("stated")),
+                   data.get("stalled") is True,
+                   status if isinstance(status, int) and not isinstance(status, bool) else None,
+                   why if isinstance(why, str) else None)
 
 
 @dataclass

@@ -182,10 +182,7 @@ class _Handlers:
         task = str(body["task_id"])
         _only(own, task, "a read of a seller's terms")
         method = str(body.get("method") or "GET")
-        read = self.judge.read_ahead(task, str(body["url"]), method, body.get("body"))
-        return {"started": read.started, "stalled": read.stalled, "status": read.status,
-                "why": read.why,
-                "stated": read.stated.to_wire() if read.stated is not None else None}
+        return self.judge.read_ahead(task, str(body["url"]), method, body.get("body")).to_wire()
 
     def free(self, body: dict[str, object], own: str | None) -> dict[str, object]:
         # The count is the judge's, per task the token acts for; a count in the body is ignored.

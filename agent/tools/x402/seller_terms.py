@@ -131,7 +131,7 @@ async def _unpaid_answer(request: Request, ctx: ToolContext, limit: float) -> ht
     except TimeoutError as exc:
         raise no_whole_response(url, limit, "TimeoutError") from exc
     if read is not None and read.stated is not None:
-        return stated_response(url, method, read.stated)
+        return _stated_response(url, method, read.stated)
     if read is not None and read.stalled:
         raise no_whole_response(url, limit, "the judge's read of it stalled")
     if read is not None and read.why is not None and not _tells_the_tool(read.status):
@@ -153,7 +153,7 @@ def _tells_the_tool(status: int | None) -> bool:
     return status is None or status == 200 or (400 <= status < 500 and status != 402)
 
 
-def stated_response(url: str, method: str, stated: Stated402) -> httpx.Response:
+def _stated_response(url: str, method: str, stated: Stated402) -> httpx.Response:
     """The seller's 402 as the judge's read found it, as the tool reads a 402."""
     headers = [(PAYMENT_REQUIRED_HEADER, stated.header)] if stated.header is not None else []
     return httpx.Response(402, headers=headers, content=stated.body,
