@@ -6,31 +6,87 @@ inside the decision lock, every decision of every task waited there on the node 
 (before the lock), the lock waits on nothing but the database. Only assets the judge
 allows are read (an unknown asset is refused before anything is read for it), and a read
 that failed raises where the balance is used, as it did when read there.
+
+A read ahead of a seller's terms for a task (``Judge.read_ahead``, while the agent
+quotes) starts the task's balance reads too (:class:`BalancesAhead`): its coming
+decision takes them, when no older than CARRIED_S, instead of waiting on the node again.
+The balance is the judge's early refusal only; the wallet meters every payment against
+the balance it reads itself in the transaction that reserves it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 
 from judge.connections import thread_pool
 
-__all__ = ["BalanceReads"]
+__all__ = ["CARRIED_S", "BalanceReads", "BalancesAhead"]
+
+#: How long balance reads started with a task's read ahead serve its next decision.
+CARRIED_S = 5.0
+#: Tasks whose balance reads are kept for their coming decision at once (the oldest go).
+_KEPT = 1024
+
+Reads = Mapping[str, "Future[int]"]
+
+
+def _started(balance_of: Callable[[str], int], assets: Iterable[str]) -> dict[str, Future[int]]:
+    """A read started for each of ``assets``, by its lower-case address."""
+    return {asset.lower(): thread_pool("judge-balance").submit(balance_of, asset)
+            for asset in dict.fromkeys(assets)}
 
 
 class BalanceReads:
     """One decision's balance reads: ``of(asset)`` is the balance read for ``asset`` when
-    it started, else read now; None without a reader."""
+    it started (or carried from the task's read ahead, ``carried``), else read now; None
+    without a reader."""
 
-    def __init__(self, balance_of: Callable[[str], int] | None, assets: Iterable[str]) -> None:
+    def __init__(self, balance_of: Callable[[str], int] | None, assets: Iterable[str],
+                 carried: Reads | None = None) -> None:
         self._balance_of = balance_of
         self._reads: dict[str, Future[int]] = {}
         if balance_of is not None:
-            for asset in dict.fromkeys(assets):
-                self._reads[asset] = thread_pool("judge-balance").submit(balance_of, asset)
+            carried = carried or {}
+            self._reads = {**_started(balance_of, (a for a in assets if a.lower() not in carried)),
+                           **carried}
 
     def of(self, asset: str) -> int | None:
         if self._balance_of is None:
             return None
-        read = self._reads.get(asset)
+        read = self._reads.get(asset.lower())
         return read.result() if read is not None else self._balance_of(asset)
+
+
+class BalancesAhead:
+    """Balance reads started with a task's read ahead, each taken once by the task's next
+    decision within CARRIED_S (``clock``: seconds, monotonic)."""
+
+    def __init__(self, balance_of: Callable[[str], int] | None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._balance_of, self._clock = balance_of, clock
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[str, tuple[float, Reads]] = OrderedDict()
+
+    def start(self, task_id: str, assets: Iterable[str]) -> None:
+        if self._balance_of is None:
+            return
+        reads = _started(self._balance_of, assets)
+        with self._lock:
+            self._kept.pop(task_id, None)
+            self._kept[task_id] = (self._clock(), reads)
+            while len(self._kept) > _KEPT:
+                self._kept.popitem(last=False)
+
+    def take(self, task_id: str | None) -> Reads:
+        """The task's reads started ahead, when no older than CARRIED_S; else none."""
+        if task_id is None:
+            return {}
+        with self._lock:
+            kept = self._kept.pop(task_id, None)
+        if kept is None or self._clock() - kept[0] > CARRIED_S:
+            return {}
+        return kept[1]

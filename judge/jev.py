@@ -15,7 +15,7 @@ from dataclasses import replace
 from decimal import Decimal
 from functools import partial
 
-from judge.balances import BalanceReads
+from judge.balances import BalanceReads, BalancesAhead
 from judge.calibration import (
     BetaCalibrator,
     CalibrationReport,
@@ -187,6 +187,7 @@ class Judge:
         self.records = records if records is not None else VerdictRecords(clock=clock)
         self.tasks = tasks if tasks is not None else TaskRegistry(clock=clock)
         self._balance_of = balance_of
+        self._balances_ahead = BalancesAhead(balance_of)
         self._token_domain = token_domain
         self._payment_settled = payment_settled
         self._require_task = require_task
@@ -252,7 +253,8 @@ class Judge:
                     f"found call_fingerprint {offer.call_fingerprint}; expected {expected} for "
                     f"{offer.tool} with these args; fix: compute it with judge.call_fingerprint."
                 )
-        balances = BalanceReads(self._balance_of, _assets_to_read(request, self.tasks, self.rules))
+        balances = BalanceReads(self._balance_of, _assets_to_read(request, self.tasks, self.rules),
+                                self._balances_ahead.take(request.task_id))
         # Outside the lock: a stalling seller holds only this, and an offer only compared
         # holds it for COMPARED_READ_S at most (then it is dropped, ``unread``).
         terms, unread = _read_terms(request, self._ahead, self.tasks, self._require_task)
@@ -262,7 +264,10 @@ class Judge:
     def read_ahead(self, task_id: str, url: str, method: str = "GET", body: object = None) -> AheadRead:
         """The 402 at ``url`` read now for ``task_id``'s coming decision, for the agent to
         quote (:meth:`judge.seller_terms.TermsAhead.read`, :func:`judge.tasks.may_read_ahead`)."""
-        allowed = may_read_ahead(self.tasks.get(task_id), self._require_task, url, method)
+        limits = self.tasks.get(task_id)
+        allowed = may_read_ahead(limits, self._require_task, url, method)
+        if allowed and limits is not None:  # the balance its decision reads, read meanwhile
+            self._balances_ahead.start(task_id, (a for assets in self._allowed.values() for a in assets))
         ahead = self._ahead if allowed else None
         return ahead.read(task_id, url, method, body) if ahead else AheadRead(started=False)
 
