@@ -234,42 +234,36 @@ AHEAD_MAX = 64
 
 
 class TermsAhead:
-    """Reads of sellers' 402s started for the decision that follows (see the module).
+    """Reads of sellers' 402s made for the decision that follows (see the module).
 
-    Each read runs on its own worker thread (at most :data:`AHEAD_MAX`), so a seller that
-    stalls holds only its own read. A decision takes its read while it is still being
-    answered, or when its answer came at most :data:`AHEAD_FRESH_S` before; an older
-    answer is dropped, and a read not yet running when its decision comes is cancelled;
-    either way the decision reads anew."""
+    The agent's quote asks for each read (:meth:`read`) and waits for it, and the read is
+    made on the waiting thread (the service's request thread), so a seller that stalls
+    holds only its own read. A decision takes its read while it is still being answered,
+    or when its answer came at most :data:`AHEAD_FRESH_S` before; an older answer is
+    dropped, and the decision reads anew. At most :data:`AHEAD_PER_TASK` reads wait for
+    their decisions per task, and :data:`AHEAD_MAX` in all; past either a read is not
+    made ahead (its decision reads on arrival)."""
 
     def __init__(self, read: _TermsOf, clock: Callable[[], float] = time.monotonic) -> None:
         self._read = read
         self._clock = clock
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, str, str, str], _Ahead] = {}
-        self._pool: ThreadPoolExecutor | None = None
         self._pid = 0
-
-    def start(self, task_id: str, url: str, method: str, body: object) -> bool:
-        """Start reading the 402 of ``url`` for ``task_id``'s next decision; False when
-        one is already waiting for it or too many are (the decision then reads itself)."""
-        return self._begin(task_id, url, method, body, join=False)[0] is not None
 
     def read(self, task_id: str, url: str, method: str, body: object,
              within_s: float = SELLER_READ_S) -> AheadRead:
-        """Start reading the 402 of ``url`` for ``task_id``'s next decision (or join the
-        read already waiting for it) and wait for its answer, at most ``within_s``: the 402
-        the decision will rule on, for the agent to quote from. The read stays waiting
-        for the decision, which takes it as after :meth:`start`."""
-        ahead, here = self._begin(task_id, url, method, body, join=True)
+        """Read the 402 of ``url`` for ``task_id``'s next decision (or join the read
+        already waiting for it) and wait for its answer, at most ``within_s``: the 402 the
+        decision will rule on, for the agent to quote from. The read stays waiting for the
+        decision, which takes it (:meth:`reader`)."""
+        ahead, mine = self._begin(task_id, url, method, body)
         if ahead is None:
             return AheadRead(started=False)
-        if here and ahead.future.set_running_or_notify_cancel():
-            # Read on this thread, which waits for the answer anyway: no hand-off to a
-            # worker and back on the purchase's path.
+        if mine and ahead.future.set_running_or_notify_cancel():
             try:
                 ahead.future.set_result(self._answer(ahead, url, method, body))
-            except Exception as exc:  # noqa: BLE001 - kept for the decision, as a worker's
+            except Exception as exc:  # noqa: BLE001 - kept for the decision, which reads anew
                 ahead.future.set_exception(exc)
         try:
             offers = ahead.future.result(timeout=within_s)
@@ -283,30 +277,25 @@ class TermsAhead:
             return AheadRead(True, None, offers.stalled, offers.status, offers.why)
         return AheadRead(started=True)  # a reader that keeps no 402 (a test's): read itself
 
-    def _begin(self, task_id: str, url: str, method: str, body: object,
-               join: bool) -> tuple[_Ahead | None, bool]:
-        """The read started for ``task_id``'s next decision of ``url`` (``join``: or the
-        fresh one already waiting; None when none was started), and whether the caller
-        makes it itself (``join``: a new read is left to the caller, which waits for it;
-        else it runs on a worker)."""
+    def _begin(self, task_id: str, url: str, method: str, body: object
+               ) -> tuple[_Ahead | None, bool]:
+        """The read for ``task_id``'s next decision of ``url``: the fresh one already
+        waiting (False: joined), or a new one the caller makes (True); None when too many
+        wait."""
         key = (task_id, url, method, _canonical(body))
         now = self._clock()
         with self._lock:
-            if self._pool is None or self._pid != os.getpid():  # none yet, or a forked child's
+            if self._pid != os.getpid():  # a forked child's: the parent's reads are not its own
                 self._pid, self._pending = os.getpid(), {}
-                self._pool = ThreadPoolExecutor(AHEAD_MAX, thread_name_prefix="judge-ahead")
             for old in [k for k, a in self._pending.items() if a.stale(now)]:
                 self._pending.pop(old).future.cancel()
             if key in self._pending:
-                return (self._pending[key] if join else None), False
+                return self._pending[key], False
             waiting = sum(1 for k in self._pending if k[0] == task_id)
             if waiting >= AHEAD_PER_TASK or len(self._pending) >= AHEAD_MAX:
                 return None, False
-            ahead = _Ahead(now)
-            if not join:
-                ahead.future = self._pool.submit(self._answer, ahead, url, method, body)
-            self._pending[key] = ahead
-        return ahead, join
+            ahead = self._pending[key] = _Ahead(now)
+        return ahead, True
 
     def _answer(self, ahead: _Ahead, url: str, method: str, body: object) -> _Offers:
         try:

@@ -1,6 +1,7 @@
-"""The judge's read of a seller's 402 may start beside the agent's quote
+"""The judge's read of a seller's 402 is made as the agent quotes
 (judge.seller_terms.TermsAhead, Judge.read_ahead): the decision that follows takes it
-once, when it started at most AHEAD_FRESH_S before; any other decision reads again. The
+once, while it is answered or when its answer came at most AHEAD_FRESH_S before; any
+other decision reads again. The
 agent only names the resource: a task's token starts reads for its own task only, and
 only of sellers that task may pay."""
 
@@ -43,6 +44,23 @@ class _Seller:
                              OFFER.chain_id),)
 
 
+def _ahead_of(ahead: TermsAhead, task: str, url: str, method: str = "GET",
+              body: object = None) -> threading.Thread:
+    """The agent's quote asking ``ahead`` for a read, on a thread of its own (it waits for
+    the seller's answer); joined when the seller answers."""
+    quote = threading.Thread(target=ahead.read, args=(task, url, method, body), daemon=True)
+    quote.start()
+    return quote
+
+
+def _started(seller: _Seller, reads: int) -> None:
+    """Wait until the seller has been asked ``reads`` times."""
+    deadline = time.monotonic() + 5
+    while len(seller.reads) < reads and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert len(seller.reads) == reads
+
+
 class _Clock:
     def __init__(self) -> None:
         self.now = 1000.0
@@ -54,7 +72,7 @@ class _Clock:
 def test_a_read_started_ahead_serves_one_decision_and_the_next_reads_again() -> None:
     seller = _Seller()
     ahead = TermsAhead(seller)
-    assert ahead.start("task-a", SELLER + "/gas", "GET", None)
+    assert ahead.read("task-a", SELLER + "/gas", "GET", None).started
     first = ahead.reader("task-a")(SELLER + "/gas", "GET", None)
     assert len(seller.reads) == 1  # the decision took the read started ahead
     seller.version = 1
@@ -65,8 +83,7 @@ def test_a_read_started_ahead_serves_one_decision_and_the_next_reads_again() -> 
 def test_a_read_started_too_long_before_its_decision_is_not_used() -> None:
     seller, clock = _Seller(), _Clock()
     ahead = TermsAhead(seller, clock=clock)
-    assert ahead.start("task-a", SELLER + "/gas", "GET", None)
-    time.sleep(0.05)  # the read ahead has answered (version 0)
+    assert ahead.read("task-a", SELLER + "/gas", "GET", None).started  # answered (version 0)
     seller.version = 1
     clock.now += AHEAD_FRESH_S + 0.5
     found = ahead.reader("task-a")(SELLER + "/gas", "GET", None)
@@ -76,7 +93,7 @@ def test_a_read_started_too_long_before_its_decision_is_not_used() -> None:
 def test_another_tasks_read_another_resource_or_body_is_never_taken() -> None:
     seller = _Seller()
     ahead = TermsAhead(seller)
-    assert ahead.start("task-a", SELLER + "/gas", "POST", {"q": 1})
+    assert ahead.read("task-a", SELLER + "/gas", "POST", {"q": 1}).started
     for task, url, body in (("task-b", SELLER + "/gas", {"q": 1}),
                             ("task-a", SELLER + "/other", {"q": 1}),
                             ("task-a", SELLER + "/gas", {"q": 2})):
@@ -90,10 +107,16 @@ def test_a_task_has_at_most_a_few_reads_waiting_and_a_failed_read_is_made_again(
     hold = threading.Event()
     seller = _Seller(hold)
     ahead = TermsAhead(seller)
-    started = [ahead.start("task-a", f"{SELLER}/r{i}", "GET", None) for i in range(10)]
-    assert started == [True] * AHEAD_PER_TASK + [False] * (10 - AHEAD_PER_TASK)
-    assert ahead.start("task-b", SELLER + "/r0", "GET", None)  # another task's own share
+    quotes = [_ahead_of(ahead, "task-a", f"{SELLER}/r{i}") for i in range(AHEAD_PER_TASK)]
+    _started(seller, AHEAD_PER_TASK)  # every read is waiting on the seller
+    refused = [ahead.read("task-a", f"{SELLER}/r{i}", "GET", None).started
+               for i in range(AHEAD_PER_TASK, 10)]
+    assert refused == [False] * (10 - AHEAD_PER_TASK)  # the decisions will read themselves
+    quotes.append(_ahead_of(ahead, "task-b", SELLER + "/r0"))  # another task's own share
+    _started(seller, AHEAD_PER_TASK + 1)
     hold.set()
+    for quote in quotes:
+        quote.join(5)
 
     calls: list[int] = []
 
@@ -104,7 +127,7 @@ def test_a_task_has_at_most_a_few_reads_waiting_and_a_failed_read_is_made_again(
         return (OFFER,)
 
     failing = TermsAhead(flaky)
-    assert failing.start("task-a", SELLER + "/gas", "GET", None)
+    assert failing.read("task-a", SELLER + "/gas", "GET", None).started
     assert failing.reader("task-a")(SELLER + "/gas", "GET", None) == (OFFER,)
     assert len(calls) == 2
 
@@ -153,8 +176,10 @@ def test_a_slow_answer_serves_the_decision_it_was_started_for() -> None:
     hold, clock = threading.Event(), _Clock()
     seller = _Seller(hold)
     ahead = TermsAhead(seller, clock=clock)
-    assert ahead.start("task-a", SELLER + "/gas", "GET", None)
+    quote = _ahead_of(ahead, "task-a", SELLER + "/gas")
+    _started(seller, 1)
     clock.now += AHEAD_FRESH_S * 3  # the seller is still answering
     hold.set()
     ahead.reader("task-a")(SELLER + "/gas", "GET", None)
+    quote.join(5)
     assert len(seller.reads) == 1
