@@ -16,11 +16,12 @@ the balance it reads itself in the transaction that reserves it.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 
 from judge.connections import thread_pool
 
@@ -42,42 +43,60 @@ def _started(balance_of: Callable[[str], int], assets: Iterable[str]) -> dict[st
 
 class BalanceReads:
     """One decision's balance reads: ``of(asset)`` is the balance read for ``asset`` when
-    it started (or carried from the task's read ahead, ``carried``), else read now; None
-    without a reader."""
+    it started (or carried from the task's read ahead, ``carried``; one that failed is
+    read again), else read now; None without a reader."""
 
     def __init__(self, balance_of: Callable[[str], int] | None, assets: Iterable[str],
                  carried: Reads | None = None) -> None:
         self._balance_of = balance_of
+        self._carried = dict(carried or {}) if balance_of is not None else {}
         self._reads: dict[str, Future[int]] = {}
         if balance_of is not None:
-            carried = carried or {}
-            self._reads = {**_started(balance_of, (a for a in assets if a.lower() not in carried)),
-                           **carried}
+            self._reads = {**_started(balance_of, (a for a in assets
+                                                   if a.lower() not in self._carried)),
+                           **self._carried}
+
+    def ready(self) -> None:
+        """Wait for every read started (before the decision lock: it never waits on the node)."""
+        wait(self._reads.values())
 
     def of(self, asset: str) -> int | None:
         if self._balance_of is None:
             return None
         read = self._reads.get(asset.lower())
-        return read.result() if read is not None else self._balance_of(asset)
+        if read is None:
+            return self._balance_of(asset)
+        try:
+            return read.result()
+        except Exception:
+            if asset.lower() in self._carried:  # read ahead and failed: read it now
+                return self._balance_of(asset)
+            raise
 
 
 class BalancesAhead:
     """Balance reads started with a task's read ahead, each taken once by the task's next
-    decision within CARRIED_S (``clock``: seconds, monotonic)."""
+    decision within CARRIED_S (``clock``: seconds, monotonic). A task has one set kept: a
+    read ahead while one younger than CARRIED_S is kept starts none, so repeated reads
+    ahead cost the node no more than the task's decisions do."""
 
     def __init__(self, balance_of: Callable[[str], int] | None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._balance_of, self._clock = balance_of, clock
         self._lock = threading.Lock()
         self._kept: OrderedDict[str, tuple[float, Reads]] = OrderedDict()
+        self._pid = os.getpid()
 
     def start(self, task_id: str, assets: Iterable[str]) -> None:
         if self._balance_of is None:
             return
-        reads = _started(self._balance_of, assets)
         with self._lock:
+            self._own_process()
+            kept = self._kept.get(task_id)
+            if kept is not None and self._clock() - kept[0] <= CARRIED_S:
+                return
             self._kept.pop(task_id, None)
-            self._kept[task_id] = (self._clock(), reads)
+            self._kept[task_id] = (self._clock(), _started(self._balance_of, assets))
             while len(self._kept) > _KEPT:
                 self._kept.popitem(last=False)
 
@@ -86,7 +105,13 @@ class BalancesAhead:
         if task_id is None:
             return {}
         with self._lock:
+            self._own_process()
             kept = self._kept.pop(task_id, None)
         if kept is None or self._clock() - kept[0] > CARRIED_S:
             return {}
         return kept[1]
+
+    def _own_process(self) -> None:
+        """Drop reads a forked child inherited: their threads are its parent's."""
+        if self._pid != os.getpid():
+            self._pid, self._kept = os.getpid(), OrderedDict()

@@ -255,9 +255,10 @@ class Judge:
                 )
         balances = BalanceReads(self._balance_of, _assets_to_read(request, self.tasks, self.rules),
                                 self._balances_ahead.take(request.task_id))
-        # Outside the lock: a stalling seller holds only this, and an offer only compared
-        # holds it for COMPARED_READ_S at most (then it is dropped, ``unread``).
+        # Outside the lock: a stalling seller or a slow node holds only this decision, and an
+        # offer only compared holds it for COMPARED_READ_S at most (dropped: ``unread``).
         terms, unread = _read_terms(request, self._ahead, self.tasks, self._require_task)
+        balances.ready()
         with self._deciding:
             return self._decide(request, terms, balances, unread)
 

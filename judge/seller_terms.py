@@ -285,8 +285,7 @@ class TermsAhead:
         key = (task_id, url, method, _canonical(body))
         now = self._clock()
         with self._lock:
-            if self._pid != os.getpid():  # a forked child's: the parent's reads are not its own
-                self._pid, self._pending = os.getpid(), {}
+            self._own_process()
             for old in [k for k, a in self._pending.items() if a.stale(now)]:
                 self._pending.pop(old).future.cancel()
             if key in self._pending:
@@ -296,6 +295,12 @@ class TermsAhead:
                 return None, False
             ahead = self._pending[key] = _Ahead(now)
         return ahead, True
+
+    def _own_process(self) -> None:
+        """Drop reads a forked child inherited (under the lock): their threads are its
+        parent's, and their answers would never come."""
+        if self._pid != os.getpid():
+            self._pid, self._pending = os.getpid(), {}
 
     def _answer(self, ahead: _Ahead, url: str, method: str, body: object) -> _Offers:
         try:
@@ -310,6 +315,7 @@ class TermsAhead:
 
         def read(url: str, method: str, body: object) -> _Offers:
             with self._lock:
+                self._own_process()
                 ahead = self._pending.pop((task_id, url, method, _canonical(body)), None)
             if ahead is not None and not ahead.future.cancel():
                 try:

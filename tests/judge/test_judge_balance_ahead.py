@@ -5,6 +5,7 @@ decision reads the balance itself, as before."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +15,7 @@ from fastapi import FastAPI, Response
 from test_judge_payto import OUTSIDE_PAY_TO, _402
 from test_judge_tasks import USDC, authorization, request
 
-from judge.balances import CARRIED_S, BalancesAhead
+from judge.balances import CARRIED_S, BalanceReads, BalancesAhead
 from judge.fingerprint import call_fingerprint
 from judge.jev import Judge
 from judge.payto import advertised_terms
@@ -122,3 +123,69 @@ def test_a_read_ahead_older_than_carried_s_or_taken_is_not_used() -> None:
     assert ahead.take("task-1") == {}  # too old: the decision reads anew
     assert ahead.take(None) == {}
     assert BalancesAhead(None).take("task-1") == {}
+
+
+def test_reads_ahead_asked_again_and_again_start_one_balance_read_per_carried_s(
+    seller: str, signer: VerdictSigner
+) -> None:
+    """A compromised agent repeating its read ahead (each joins the read already waiting)
+    cannot queue balance reads in front of other tasks' decisions: one per CARRIED_S."""
+    balance = _Balance(5_000_000)
+    judge = _judge(signer, seller, balance)
+    for _ in range(200):
+        judge.read_ahead("task-1", seller + "/data")
+    time.sleep(0.05)
+    assert balance.reads == 1
+
+
+def test_a_balance_read_ahead_that_failed_is_read_again_by_the_decision() -> None:
+    calls: list[int] = []
+
+    def flaky(asset: str) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("the node reset the connection")
+        return 9
+
+    ahead = BalancesAhead(flaky)
+    ahead.start("task-1", [USDC])
+    reads = BalanceReads(flaky, [USDC], ahead.take("task-1"))
+    reads.ready()
+    assert reads.of(USDC) == 9 and len(calls) == 2
+
+
+def test_a_decision_waiting_on_the_node_holds_no_other_decision(
+    seller: str, signer: VerdictSigner
+) -> None:
+    """The balance is waited for before the decision lock: one task's slow read of the node
+    never holds another task's decision."""
+    release, first = threading.Event(), threading.Event()
+
+    def slow_once(asset: str) -> int:
+        if not first.is_set():
+            first.set()
+            release.wait(10)
+        return 5_000_000
+
+    judge = _judge(signer, seller, _Balance(0))
+    judge._balance_of = slow_once  # the node answers the first read late
+    judge._balances_ahead = BalancesAhead(slow_once)
+    verdicts: dict[str, Any] = {}
+    held = threading.Thread(
+        target=lambda: verdicts.setdefault("held", judge.decide(_buy(seller, "task-1", 1))))
+    held.start()
+    assert first.wait(10)
+    started = time.monotonic()
+    other = judge.decide(_buy(seller, "task-2", 2))
+    assert other.decision == "approve", other.reason
+    assert time.monotonic() - started < 5 and held.is_alive()
+    release.set()
+    held.join(10)
+    assert verdicts["held"].decision == "approve"
+
+
+def test_a_forked_child_never_takes_a_balance_read_its_parent_started() -> None:
+    ahead = BalancesAhead(_Balance(7))
+    ahead.start("task-1", [USDC])
+    ahead._pid = -1  # as in a child forked now (the read's thread is its parent's)
+    assert ahead.take("task-1") == {}

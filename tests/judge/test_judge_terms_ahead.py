@@ -183,3 +183,30 @@ def test_a_slow_answer_serves_the_decision_it_was_started_for() -> None:
     ahead.reader("task-a")(SELLER + "/gas", "GET", None)
     quote.join(5)
     assert len(seller.reads) == 1
+
+
+def test_a_forked_child_never_takes_a_read_its_parent_was_making() -> None:
+    """A read under way when the process forks is answered in the parent only: a child's
+    decision reads anew instead of waiting forever on it."""
+    hold = threading.Event()
+    reads: list[str] = []
+
+    def first_held(url: str, method: str, body: object) -> tuple[OfferedTerms, ...]:
+        reads.append(url)
+        if len(reads) == 1:
+            hold.wait(10)
+        return (OFFER,)
+
+    ahead = TermsAhead(first_held)
+    quote = threading.Thread(target=ahead.read, args=("task-a", SELLER + "/gas", "GET", None),
+                             daemon=True)
+    quote.start()
+    deadline = time.monotonic() + 5
+    while not reads and time.monotonic() < deadline:
+        time.sleep(0.005)
+    ahead._pid = -1  # as in a child forked now (the read's thread is its parent's)
+    started = time.monotonic()
+    assert ahead.reader("task-a")(SELLER + "/gas", "GET", None) == (OFFER,)
+    assert len(reads) == 2 and time.monotonic() - started < 5
+    hold.set()
+    quote.join(5)

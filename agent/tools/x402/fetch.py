@@ -77,12 +77,12 @@ async def fetch(
             await client.aclose()
 
 
-def no_whole_response(url: str, limit: float, why: str) -> ToolError:
+def no_whole_response(url: str, limit: float, why: str,
+                      fix: str = "check the seller, or raise response_deadline_s") -> ToolError:
     """The refusal of a seller that gave no whole answer to a read within ``limit``."""
     return ToolError(
         f"pay_http: no whole response (headers and body) within {limit:g} s from {url} "
-        f"({why}); expected a complete answer within the response deadline. Fix: check "
-        "the seller, or raise response_deadline_s."
+        f"({why}); expected a complete answer within the response deadline. Fix: {fix}."
     )
 
 

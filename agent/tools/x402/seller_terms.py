@@ -133,12 +133,16 @@ async def _unpaid_answer(request: Request, ctx: ToolContext, limit: float) -> ht
     if read is not None and read.stated is not None:
         return _stated_response(url, method, read.stated)
     if read is not None and read.stalled:
-        raise no_whole_response(url, limit, "the judge's read of it stalled")
+        raise no_whole_response(
+            url, limit, "the judge's read of it stalled",
+            f"retry later, or buy from another seller (the judge reads a seller for at most "
+            f"{SELLER_READ_S:g} s, whatever the run's deadline)")
     if read is not None and read.why is not None and not _tells_the_tool(read.status):
         raise ToolError(
             f"pay_http: the judge's read of {url} found that {read.why}; expected a 402 "
             "stating an offer nib can pay, or free data. Fix: check the URL and the seller, "
-            "or buy from another seller."
+            "or buy from another seller.",
+            http_status=read.status,
         )
     if read is not None and read.started:  # the judge's read took part of the bound
         limit = round(max(limit - (time.monotonic() - started), _LEAST_READ_S), 1)

@@ -118,6 +118,8 @@ def test_a_seller_that_stalled_the_judges_read_is_not_read_a_second_time(
     assert isinstance(quote, ToolError), quote
     assert "no whole response" in str(quote) and "stalled" in str(quote), quote
     assert sent == [] and time.monotonic() - started < 5.0
+    # The judge's read is bounded whatever the run's deadline: raising it cannot help.
+    assert "response_deadline_s" not in str(quote) and "retry later" in str(quote), quote
 
 
 def test_a_judge_that_never_answers_holds_the_quote_no_longer_than_its_bound(
@@ -154,6 +156,8 @@ def test_a_seller_that_answers_the_judge_with_no_offer_is_not_read_again_by_the_
         assert isinstance(quote, ToolError), quote
         assert f"the judge's read of {paywall.url}/analytics/gas found that {why}" in str(quote)
         assert sent == [], (status, sent)
+        # What the seller answered, for the run's lessons (a 5xx: a fault on its side).
+        assert quote.http_status == status
 
 
 def test_where_the_judges_read_found_a_refusal_the_tool_reads_its_words_itself(
