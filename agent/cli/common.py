@@ -198,8 +198,10 @@ def resolve_run(store: RunStore, given: str, *, missing_ok: bool = False) -> str
 
 
 def short(value: object, n: int = 70) -> str:
+    from agent.loop.history import one_line
+
     text = value if isinstance(value, str) else json.dumps(value, default=str) if value else ""
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return one_line(text, n)
 
 
 def usdc(atomic: object) -> str:

@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from agent.loop.history import one_line
+
 if TYPE_CHECKING:
     from agent.loop.result import EvidenceItem
 
@@ -55,11 +57,6 @@ def sheet_field(value: str | None, field: str) -> str | None:
     """The value of ``field`` in a bought sheet's fact value, or None when it is absent."""
     found = sheet_fields(value or "").get(field.lower())
     return found if found not in (None, "", "null") else None
-
-
-def _clip(text: str, limit: int = _VALUE_CHARS) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 #: Units an answer may be asked in, per fact kind: (the unit's name, the power of ten from
@@ -122,7 +119,7 @@ def asked_value(item: Mapping[str, object]) -> str:
     if field:
         got = sheet_field(value, str(field))
         if got is None:
-            return _clip(value)
+            return one_line(value, _VALUE_CHARS)
         return f"{got} gwei" if _GWEI_FIELDS.search(str(field)) else got
     unit = str(params.get("unit") or "")
     converted = _converted(str(kind), unit, value) if unit else None
@@ -144,19 +141,19 @@ def asked_value(item: Mapping[str, object]) -> str:
     if kind in ("token_factsheet", "protocol_factsheet", "gas_stats", "transfer_stats"):
         fields = sheet_fields(value)
         if fields and params.get("pick"):  # a request to buy asked what it contains: all of it
-            return _clip("; ".join(f"{k} {v}" for k, v in fields.items()), _CONTENTS_CHARS)
+            return one_line("; ".join(f"{k} {v}" for k, v in fields.items()), _CONTENTS_CHARS)
         if fields:
             shown = ", ".join(f"{k} {v}" for k, v in list(fields.items())[:4])
             more = ", and more fields" if len(fields) > 4 else ""
-            return _clip(shown) + more
-    return _clip(value)
+            return one_line(shown, _VALUE_CHARS) + more
+    return one_line(value, _VALUE_CHARS)
 
 
 def item_line(item: Mapping[str, object]) -> str:
     """One covered item's answer line: the asked value, then provenance and evidence."""
     text = str(item.get("text") or item.get("kind") or "")
     if item.get("provenance") == "derived":
-        return f"{text}: {_clip(str(item.get('value')))} (derived: {item.get('computation')})"
+        return f"{text}: {one_line(str(item.get('value')), _VALUE_CHARS)} (derived: {item.get('computation')})"
     return f"{text}: {asked_value(item)} (observed, evidence {item.get('evidence_id')})"
 
 

@@ -37,9 +37,17 @@ loop feedback without a call (nudge, re-plan)."""
 
 
 def one_line(text: str, limit: int = SUMMARY_CHARS) -> str:
-    """Collapse whitespace and cut to ``limit`` characters."""
+    """Collapse whitespace and cut to at most ``limit`` characters, ending in "…" on a
+    whole word. A word that alone would take more than half the room is cut inside it
+    instead, so that a long address or URL shows its start rather than nothing."""
     flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    if len(flat) <= limit:
+        return flat
+    room = flat[: limit - 1]
+    space = room.rfind(" ")
+    if flat[limit - 1] != " " and space >= (limit - 1) // 2:
+        room = room[:space]  # the last word does not fit whole: end before it
+    return room.rstrip(" ,;:") + "…"
 
 
 @dataclass(frozen=True)

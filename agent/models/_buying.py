@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from agent.errors import not_delivered_words
 from agent.jsonvalues import JSONObject, as_int, as_list, as_object
+from agent.loop.history import one_line
 from agent.models._offline_context import PlanContext, origin
 from agent.tools.x402.fetch import POST_ROUTE
 from agent.tools.x402.offers import (
@@ -133,7 +134,7 @@ class Tried:
             if outcome == "failed-for-good":
                 return f"{tool} failed for good: {summary}" if summary else f"{tool} failed for good"
             if outcome == "failed" and key not in self.blocked:
-                last = _clip(summary)
+                last = one_line(summary, _SUMMARY_CHARS)
                 return f"{tool} failed twice ({last})" if last else f"{tool} failed twice"
             break
         return f"{tool} was already tried (it gave no value for this item)"
@@ -399,11 +400,6 @@ def _market_call(
     else:
         last = runs[-1]
         outcome = str(last.get("outcome") or "failed").lower()
-        why = f"discover {outcome}: {_clip(str(last.get('summary') or '')) or 'no offers'}"
+        why = f"discover {outcome}: {one_line(str(last.get('summary') or ''), _SUMMARY_CHARS) or 'no offers'}"
     return None, (f"{why}; the task asks for a seller found by discovery, and the offline "
                   "planner buys from no other (the local paywall included) in its place")  # fmt: skip
-
-
-def _clip(text: str, limit: int = _SUMMARY_CHARS) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

@@ -21,6 +21,7 @@ from importlib import resources
 from typing import TypedDict
 
 from agent.loop.answers import computed_unit
+from agent.loop.history import one_line
 from agent.models._shopping import Shopping, read_shopping
 from agent.models.vocabulary import (
     AGGREGATE_KINDS,
@@ -758,9 +759,8 @@ class _Builder:
         return self.add({"text": _clip(text), "kind": None, "unanswerable": reason})
 
 
-def _clip(text: str, limit: int = 120) -> str:
-    flat = " ".join(text.split()).strip(" ,.;:")
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+def _clip(text: str) -> str:
+    return one_line(" ".join(text.split()).strip(" ,.;:"), 120)
 
 
 def _nearest(found: list[tuple[int, str]], start: int, end: int) -> str | None:

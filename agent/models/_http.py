@@ -17,6 +17,7 @@ import httpx
 
 from agent.errors import ModelUnavailable
 from agent.jsonvalues import JSONObject, as_list, as_object
+from agent.loop.history import one_line
 from agent.loop.tokens import count_json, count_messages, count_text
 from agent.models.base import ModelRequest, ToolCall, Usage
 from judge.http_proxy import proxy_for
@@ -63,8 +64,7 @@ def redact(text: str, secret: str | None) -> str:
 
 
 def _excerpt(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _BODY_EXCERPT else text[:_BODY_EXCERPT] + "..."
+    return one_line(text, _BODY_EXCERPT)
 
 
 def error_detail(response: httpx.Response) -> str:

@@ -19,6 +19,7 @@ from decimal import Decimal
 
 from agent.jsonvalues import JSONObject, as_int, as_list, as_object
 from agent.loop.answers import asked_value, item_line
+from agent.loop.history import one_line
 from agent.models._buying import Planned, Tried, bought_within, fill_path, source_of
 from agent.models._factpatterns import FACT_PATTERNS, FactPattern, extract_checklist
 from agent.models._offline_context import PlanContext, endpoint_price, origin, schema_of
@@ -55,12 +56,6 @@ PAYWALL_PATHS: dict[str, str] = {
 """Where the local paywall (chain/paywall.py) sells each paid fact kind."""
 
 MAX_BATCH = 3
-_VALUE_CHARS = 300
-
-
-def _clip(text: str, limit: int = _VALUE_CHARS) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 class OfflinePlanner:
@@ -166,7 +161,7 @@ def _bought_for(plan: PlanContext, item: Mapping[str, object]) -> str | None:
             continue
         covers = as_list(as_object(row.get("args")).get("covers"))
         if not covers or kind in covers:
-            return _clip(str(row.get("summary") or f"{row.get('tool')} was paid"), 200)
+            return one_line(str(row.get("summary") or f"{row.get('tool')} was paid"), 200)
     return None
 
 
@@ -336,7 +331,7 @@ def _unread(plan: PlanContext) -> str:
     if not unread:
         return ""
     return (f"nothing is paid while a part of the task is not read: "
-            f"{_clip(str(unread[0].get('text')), 80)!r}")  # fmt: skip
+            f"{one_line(str(unread[0].get('text')), 80)!r}")  # fmt: skip
 
 
 def _propose(plan: PlanContext) -> JSONObject:

@@ -22,6 +22,7 @@ from agent.errors import AgentConfigError
 from agent.jsonvalues import as_float as _float
 from agent.jsonvalues import as_int as _int
 from agent.jsonvalues import as_list as _listed
+from agent.loop.history import one_line
 from agent.loop.result import FINISHED_STOPS
 from agent.report.charts import (
     CHART_IDS,
@@ -229,7 +230,7 @@ def _event_summary(data: object, limit: int = 240) -> str:
         text = ", ".join(parts)
     else:
         text = json.dumps(data, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return one_line(text, limit)
 
 
 def _trace(run: ChartRun) -> str:
