@@ -69,12 +69,12 @@ class Planned:
 @dataclass(frozen=True)
 class Tried:
     """What the run's history says of the calls already made: those not to propose again
-    (refused by the judge, skipped by a gate, or executed), failure counts per call, and the
-    sellers the loop refuses for the rest of the run (origin -> why): paid, they did not
-    deliver."""
+    (refused by the judge, skipped by a gate, or executed), the steps at which each call
+    failed (0 where the history gives no step), and the sellers the loop refuses for the
+    rest of the run (origin -> why): paid, they did not deliver."""
 
     blocked: frozenset[str]
-    failures: Mapping[str, int]
+    failures: Mapping[str, tuple[int, ...]]
     sellers: Mapping[str, str]
     #: Seller origins a call of this run failed at (for good or not): their other offers
     #: go after other sellers' (its 402 may still send the same question to its POST route).
@@ -83,7 +83,7 @@ class Tried:
     @classmethod
     def read(cls, plan: PlanContext) -> Tried:
         blocked: set[str] = set()
-        failures: dict[str, int] = {}
+        failures: dict[str, tuple[int, ...]] = {}
         failing: set[str] = set()
         sellers = {
             origin: f"{origin} {not_delivered_words(None)} in this run"
@@ -100,7 +100,8 @@ class Tried:
                 # (a call that failed for good is skipped by the loop's gate).
                 blocked.add(key)
             elif outcome == "failed":
-                failures[key] = failures.get(key, 0) + 1
+                step = row.get("step")
+                failures[key] = (*failures.get(key, ()), step if isinstance(step, int) else 0)
             origin = seller_in(as_object(row.get("args")))
             if outcome in ("failed", "failed-for-good") and origin:
                 failing.add(origin)
@@ -117,11 +118,12 @@ class Tried:
     def open(self, key: str) -> bool:
         """Whether the call keyed ``key`` may be proposed (again): not blocked, and not
         failed twice."""
-        return key not in self.blocked and self.failures.get(key, 0) < 2
+        return key not in self.blocked and len(self.failures.get(key, ())) < 2
 
     def why_not(self, plan: PlanContext, tool: str, key: str) -> str:
         """Why a call is not proposed again, naming the real cause: the judge's refusal (its
-        reason), a gate's skip, two failures (the last one's words), or an earlier result."""
+        reason), a gate's skip, the failures (the steps that failed, the last one's words),
+        or an earlier result."""
         for row in reversed(plan.history):
             if plan.key(str(row.get("tool") or ""), row.get("args")) != key:
                 continue
@@ -134,10 +136,22 @@ class Tried:
             if outcome == "failed-for-good":
                 return f"{tool} failed for good: {summary}" if summary else f"{tool} failed for good"
             if outcome == "failed" and key not in self.blocked:
+                failed = f"{tool} failed {_in_steps(self.failures.get(key, ()))}"
                 last = one_line(summary, _SUMMARY_CHARS)
-                return f"{tool} failed twice ({last})" if last else f"{tool} failed twice"
+                return f"{failed} (last error: {last})" if last else failed
             break
         return f"{tool} was already tried (it gave no value for this item)"
+
+
+def _in_steps(steps: tuple[int, ...]) -> str:
+    """Where a call failed, as counted in the history: "in steps 1 and 3", or "in 2 calls"
+    when the history gives no step numbers. Each is a call the loop made, whether or not it
+    reached the seller again."""
+    if not steps or 0 in steps:
+        return f"in {len(steps)} call{'s' if len(steps) != 1 else ''}"
+    if len(steps) == 1:
+        return f"in step {steps[0]}"
+    return f"in steps {', '.join(map(str, steps[:-1]))} and {steps[-1]}"
 
 
 def source_of(plan: PlanContext, item: Mapping[str, object]) -> Source:

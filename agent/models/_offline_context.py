@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 _URL = re.compile(r"https?://[^\s'\"<>)]+")
-_HISTORY_LINE = re.compile(r"^step \d+: (\S+) (\{.*?\}) -> ([\w-]+)(?: \[([^\]]+)\])?:? ?(.*)$")
+_HISTORY_LINE = re.compile(r"^step (\d+): (\S+) (\{.*?\}) -> ([\w-]+)(?: \[([^\]]+)\])?:? ?(.*)$")
 
 
 def canon(tool: str, args: Mapping[str, object]) -> str:
@@ -193,7 +193,7 @@ def task_from_messages(messages: Sequence[Mapping[str, object]]) -> str:
 
 
 def history_rows(history: object) -> Iterator[JSONObject]:
-    """History entries as dicts ``{tool, args, outcome, summary}``.
+    """History entries as dicts ``{step, tool, args, outcome, evidence_id, summary}``.
 
     The loop sends the rendered block (``agent.loop.history.render``: one ``step N: tool {args}
     -> outcome [eid]: summary`` line per step); lists of entry dicts are accepted too.
@@ -206,15 +206,16 @@ def history_rows(history: object) -> Iterator[JSONObject]:
             m = _HISTORY_LINE.match(entry.strip())
             if m:
                 try:
-                    args = json.loads(m.group(2))
+                    args = json.loads(m.group(3))
                 except ValueError:
                     args = {}
                 yield {
-                    "tool": m.group(1),
+                    "step": int(m.group(1)),
+                    "tool": m.group(2),
                     "args": args if isinstance(args, dict) else {},
-                    "outcome": m.group(3),
-                    "evidence_id": m.group(4),
-                    "summary": m.group(5),
+                    "outcome": m.group(4),
+                    "evidence_id": m.group(5),
+                    "summary": m.group(6),
                 }
 
 

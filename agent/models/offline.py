@@ -352,7 +352,7 @@ def _propose(plan: PlanContext) -> JSONObject:
         if call is not None:
             calls.append(call)
     # A call that failed once is retried only after everything fresh has had its turn.
-    calls.sort(key=lambda c: tried.failures.get(plan.key(c.tool, c.args), 0) > 0)
+    calls.sort(key=lambda c: bool(tried.failures.get(plan.key(c.tool, c.args))))
     if not calls:
         # Parts remain that nothing here can obtain: say so (the loop ends cannot-plan).
         return {"action": "done", "answer": _answer(plan)[0]}

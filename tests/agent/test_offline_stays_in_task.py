@@ -185,7 +185,7 @@ def test_a_seller_that_fails_is_not_replaced_by_the_same_route_without_the_tasks
     assert proposed_purchases(deps, r) == [f"GET {named}"] * 2
     assert seller.requests == [named] * 2  # nothing else was asked of the seller
     assert (r.stop_reason, r.finished) == ("cannot-plan", False)
-    assert "pay_http failed twice" in r.answer, r.answer
+    assert "pay_http failed in steps 1 and 2 (last error: quote failed: " in r.answer, r.answer
     assert f"the offline planner buys only what the task names ({named})" in r.answer, r.answer
 
 
