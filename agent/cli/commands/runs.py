@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import typer
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from agent.cli.runtime import Runtime
+    from agent.jsonvalues import JSONObject
     from agent.loop.result import AgentResult
 
 #: What a run calls with each event: (run id, event type, event data).
@@ -70,12 +71,17 @@ def _print_result(result: AgentResult, as_json: bool) -> int:
 def run_txs(run_id: str) -> list[dict[str, object]]:
     """The run's settled payments, from the wallet's events in its own trace (the agent
     process cannot open the services' ledger; `nib audit` is the record)."""
-    try:
-        events = run_store().events(run_id)
-    except Exception:  # the summary line is a convenience; the audit command is the record
-        return []
-    return [{**event_data(ev), "status": "settled"} for ev in events
+    return [{**event_data(ev), "status": "settled"} for ev in _trace(run_id)
             if ev.get("type") == "wallet.settled" and event_data(ev).get("tx_hash")]
+
+
+def _trace(run_id: str) -> list[dict[str, object]]:
+    """The run's events for the lines after its result; none when they cannot be read
+    (those lines are a convenience: `nib show` and `nib audit` are the record)."""
+    try:
+        return list(run_store().events(run_id))
+    except Exception:
+        return []
 
 
 @app.command("run")
@@ -250,34 +256,63 @@ def _decide(run_id: str, decision: str, as_json: bool, unconfined: bool, in_proc
     from agent.loop.run import resume  # after the run is found: an unknown one is refused fast
 
     rt = cli_runtime(settings, in_process=in_process)
-    if decision == "approve":
-        _grant_at_the_judge(rt, run_id)
+    granted = decision == "approve" and _grant_at_the_judge(rt, run_id)
     rt.resume_task(run_id)  # the resumed run acts with its own task's token
     rt.confine(unconfined=unconfined)  # the resumed run is the agent's: confined as `nib run`
     if not as_json:
         err.print(rt.first_line(), markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(drive_live(
+    code = drive_live(
         lambda on_event: resume(run_id, decision, rt.deps(on_event=on_event)),  # type: ignore[arg-type]
-        as_json, run_id))
+        as_json, run_id)
+    outcome = _approval_outcome(_trace(run_id), granted) if decision == "approve" else None
+    if outcome is not None and code == EXIT_STOPPED:  # last: the line a reader stops at
+        (err if as_json else out).print(outcome, markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
 
 
-def _grant_at_the_judge(rt: Runtime, run_id: str) -> None:
+def _grant_at_the_judge(rt: Runtime, run_id: str) -> bool:
     """With the judge as its own service, the human's approval is a grant there (admin
     token): the judge then approves exactly the held payload once, and the wallet signs
-    an approval above the threshold only with that grant. In-process: nothing to do."""
+    an approval above the threshold only with that grant. In-process: nothing to do.
+    Whether a grant was recorded."""
     from agent.cli.services import grant_escalation, held_verdict, running
 
     services = running(rt.settings.home)
     if services is None:
-        return
+        return False
     grant = grant_escalation(
         rt.settings, services, held_verdict(rt.store, run_id), task_id=run_id
     )
     err.print(
-        f"granted at the judge: {usdc(grant.amount)} to {grant.recipient} for task "
-        f"{grant.task_id} ({grant.id})",
+        f"grant recorded at the judge: {usdc(grant.amount)} to {grant.recipient} for task "
+        f"{grant.task_id} ({grant.id}); the judge rules on the held payment again before "
+        "anything is paid",
         highlight=False,
     )
+    return True
+
+
+def _approval_outcome(events: Iterable[Mapping[str, object]], granted: bool) -> str | None:
+    """What came of an approval, from the resumed run's trace: None when the judge
+    approved the held call again (it was then executed; the result says what it paid),
+    else the line that says the approval was not carried out and why."""
+    after_resume: list[JSONObject] = []
+    for ev in events:
+        if ev.get("type") == "run.resume":
+            after_resume = []  # only the last resume's verdicts count
+        elif ev.get("type") == "verdict":
+            after_resume.append(event_data(ev))
+    ruled = next((v for v in after_resume if v.get("human_approved")), None)
+    if ruled is not None and ruled.get("decision") == "approve":
+        return None
+    if ruled is None:
+        return ("approval not carried out: the run stopped before the judge ruled on the held "
+                "call again (its stop reason says why). Nothing was paid for it.")
+    recorded = "the grant was recorded at the judge, but " if granted else ""
+    ruling = "refused" if ruled.get("decision") == "refuse" else f"ruled {ruled.get('decision')} on"
+    return (f"approval not carried out: {recorded}the judge then {ruling} the held "
+            f"{ruled.get('tool')} for {usdc(ruled.get('amount'))}: {ruled.get('reason')}. "
+            "Nothing was paid for it.")
 
 
 @app.command("approve")
