@@ -19,7 +19,7 @@ import httpx
 from agent.errors import ToolError
 from agent.tools.base import Observation, ToolContext
 from agent.tools.x402.fetch import fetch
-from agent.tools.x402.offers import OfferBook, excerpt, purchase_facts, seller_of
+from agent.tools.x402.offers import OfferBook, covered_words, excerpt, purchase_facts, seller_of
 from chain.facts import CHAIN_FACT_KINDS
 from chain.money import format_usdc
 
@@ -165,7 +165,8 @@ class SellerCatalog:
                 f"{len(facts)} facts, settled in {tx[:10]}…"
             )
         else:
-            summary = f"free {label} from {seller_of(url)}: {len(facts)} facts"
+            covered = covered_words(self.facts_for(url, covers), facts)
+            summary = f"free {label} from {seller_of(url)}: {covered}"
         return Observation(
             tool=self.tool, ok=True, summary=summary, data=data, facts=facts, cost_usdc=cost
         )

@@ -49,6 +49,7 @@ __all__ = [
     "allowlisted_sellers",
     "check_market",
     "check_seller",
+    "covered_words",
     "asks_for_market",
     "backed_kinds",
     "canonical_fields",
@@ -578,6 +579,19 @@ def purchase_facts(
         parts = [f"{k}={v}" for k, v in canon.items() if k in names]
         facts[kind] = "; ".join(parts)[:_MAX_TEXT_CHARS]
     return cut, facts
+
+
+def covered_words(kinds: Iterable[str], facts: Mapping[str, str]) -> str:
+    """What an answer covered, by the fact ``kinds`` it could cover: a sheet's fields and
+    its digest are values of one fact, never counted as facts of their own."""
+    kinds = tuple(kinds)
+    covered = [k for k in kinds if k in facts]
+    if covered:
+        return "covers " + ", ".join(covered)
+    if kinds:
+        them = "it" if len(kinds) == 1 else "them"
+        return f"covers none of {', '.join(kinds)} (its answer does not back {them})"
+    return "covers no fact (no catalog or declaration names a fact kind for it)"
 
 
 def backed_kinds(kinds: Iterable[str], fields: Mapping[str, str]) -> tuple[str, ...]:

@@ -34,6 +34,7 @@ from agent.tools.x402.offers import (
     OfferBook,
     check_market,
     check_seller,
+    covered_words,
     purchase_facts,
     seller_of,
 )
@@ -277,7 +278,8 @@ class PayMcpTool(Tool[PayMcpArgs]):
                 body = json.loads(text)
             except ValueError:
                 body = None
-        cut, facts = purchase_facts(self.facts_for(args), body, text)
+        kinds = self.facts_for(args)
+        cut, facts = purchase_facts(kinds, body, text)
         data: dict[str, object] = {
             "server": args.server,
             "tool": args.tool,
@@ -292,7 +294,7 @@ class PayMcpTool(Tool[PayMcpArgs]):
             f"paid {format_usdc(cost)} for {what}: {len(facts)} facts, settled in "
             f"{str((settlement or {}).get('transaction', ''))[:10]}…"
             if cost
-            else f"free {what}: {len(facts)} facts"
+            else f"free {what}: {covered_words(kinds, facts)}"
         )
         return Observation(
             tool=self.name, ok=True, summary=summary, data=data, facts=facts, cost_usdc=cost
