@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import FastAPI, Response
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "judge"))
-from test_judge_payto import OUTSIDE_PAY_TO, _402  # noqa: E402
+from test_judge_payto import OUTSIDE_PAY_TO, serving_402  # noqa: E402
 from test_judge_tasks import ATTACKER, USDC, authorization, request  # noqa: E402
 
 from agent.cli.runtime import build_local_judge  # noqa: E402
@@ -28,19 +27,12 @@ from agent.config import load_settings  # noqa: E402
 from chain.networks import get_network  # noqa: E402
 from judge.fingerprint import call_fingerprint  # noqa: E402
 from judge.jev import Judge  # noqa: E402
-from tests._support import serve  # noqa: E402
 
 
 @pytest.fixture
 def seller() -> Iterator[str]:
     """An outside x402 seller whose 402 asks 10 000 at OUTSIDE_PAY_TO."""
-    app = FastAPI()
-
-    @app.get("/data")
-    def data() -> Response:
-        return _402(OUTSIDE_PAY_TO)
-
-    with serve(app) as url:
+    with serving_402(OUTSIDE_PAY_TO) as url:
         yield url
 
 

@@ -11,8 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fastapi import FastAPI, Response
-from test_judge_payto import OUTSIDE_PAY_TO, _402
+from test_judge_payto import OUTSIDE_PAY_TO, serving_402
 from test_judge_tasks import USDC, authorization, request
 
 from judge.balances import CARRIED_S, BalanceReads, BalancesAhead
@@ -21,7 +20,6 @@ from judge.jev import Judge
 from judge.payto import advertised_terms
 from judge.tasks import TaskLimits
 from judge.verdict import VerdictSigner
-from tests._support import serve
 
 
 class _Balance:
@@ -45,13 +43,7 @@ class _Clock:
 
 @pytest.fixture(scope="module")
 def seller() -> Iterator[str]:
-    app = FastAPI()
-
-    @app.get("/data")
-    def data() -> Response:
-        return _402(OUTSIDE_PAY_TO)
-
-    with serve(app) as url:
+    with serving_402(OUTSIDE_PAY_TO) as url:
         yield url
 
 

@@ -67,6 +67,19 @@ def _402(pay_to: str) -> Response:
         "PAYMENT-REQUIRED": encode_payment_required_header(required)})
 
 
+@contextlib.contextmanager
+def serving_402(pay_to: str) -> Iterator[str]:
+    """An outside x402 seller whose 402 at /data asks 10 000 at ``pay_to``: its URL."""
+    app = FastAPI()
+
+    @app.get("/data")
+    def data() -> Response:
+        return _402(pay_to)
+
+    with serve(app) as url:
+        yield url
+
+
 def _judge(signer: VerdictSigner, origin: str, *, binds: bool = True) -> Judge:
     judge = Judge(signer, allowed_assets={31337: [USDC]}, balance_of=lambda asset: 5_000_000,
                   require_task=True, terms_of=advertised_terms if binds else None)
