@@ -133,8 +133,12 @@ async def _unpaid_answer(request: Request, ctx: ToolContext, limit: float) -> ht
     if read is not None and read.stated is not None:
         return _stated_response(url, method, read.stated)
     if read is not None and read.stalled:
+        # A read that stalled moments before (this task's earlier try) is joined, not made
+        # again: this call waited for nothing, and says so.
+        again = time.monotonic() - started < _LEAST_READ_S
         raise no_whole_response(
-            url, limit, "the judge's read of it stalled",
+            url, SELLER_READ_S, "the judge's read of it stalled" + (
+                " moments before; it was not read again" if again else ""),
             f"retry later, or buy from another seller (the judge reads a seller for at most "
             f"{SELLER_READ_S:g} s, whatever the run's deadline)")
     if read is not None and read.why is not None and not _tells_the_tool(read.status):

@@ -120,6 +120,8 @@ def test_a_seller_that_stalled_the_judges_read_is_not_read_a_second_time(
     assert sent == [] and time.monotonic() - started < 5.0
     # The judge's read is bounded whatever the run's deadline: raising it cannot help.
     assert "response_deadline_s" not in str(quote) and "retry later" in str(quote), quote
+    # Its answer came at once (a read that stalled moments before, joined): no wait is told.
+    assert "moments before; it was not read again" in str(quote), quote
 
 
 def test_a_judge_that_never_answers_holds_the_quote_no_longer_than_its_bound(
