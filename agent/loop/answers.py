@@ -153,8 +153,26 @@ def item_line(item: Mapping[str, object]) -> str:
     """One covered item's answer line: the asked value, then provenance and evidence."""
     text = str(item.get("text") or item.get("kind") or "")
     if item.get("provenance") == "derived":
-        return f"{text}: {one_line(str(item.get('value')), _VALUE_CHARS)} (derived: {item.get('computation')})"
-    return f"{text}: {asked_value(item)} (observed, evidence {item.get('evidence_id')})"
+        shown = one_line(str(item.get("value")), _VALUE_CHARS)
+        return f"{_label_in_unit(text, shown)}: {shown} (derived: {item.get('computation')})"
+    shown = asked_value(item)
+    return f"{_label_in_unit(text, shown)}: {shown} (observed, evidence {item.get('evidence_id')})"
+
+
+#: A unit in a label's parentheses, as a model may write it ("Base fee (gwei)").
+_LABEL_UNIT = re.compile(r"\((gwei|wei|ether|eth|usdc|cents|atomic units)\)", re.IGNORECASE)
+#: The unit a shown value is stated in first ("400507877 wei (0.4 gwei)": wei).
+_SHOWN_UNIT = re.compile(r"\s*-?\d[\d,]*(?:\.\d+)?\s+(gwei|wei|ether|eth|usdc|cents|atomic units)\b",
+                         re.IGNORECASE)
+
+
+def _label_in_unit(label: str, shown: str) -> str:
+    """``label`` naming the unit ``shown`` is stated in: a model's "Base fee (gwei)" over a
+    value asked in wei would say gwei beside a number of wei (outside test 15, Q4)."""
+    said, stated = _LABEL_UNIT.search(label), _SHOWN_UNIT.match(shown)
+    if said is None or stated is None or said[1].lower() == stated[1].lower():
+        return label
+    return f"{label[: said.start(1)]}{stated[1]}{label[said.end(1) :]}"
 
 
 def _states(answer: str, item: Mapping[str, object]) -> bool:

@@ -34,6 +34,8 @@ from agent.models.vocabulary import (
     PRESENTATION,
     STANDING,
     TOTAL_WORDS,
+    UNIT_ASSETS,
+    UNIT_FIRST,
     UNSUPPORTED,
     AggregateOp,
     Subject,
@@ -479,6 +481,16 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     text = _BLOCK_LIST.sub(lambda m: " and ".join(
         f"block {b}" for b in re.findall(r"\d+|latest-\d+", m.group(0))), text)
     units: list[str] = []
+
+    def unit_first(m: re.Match[str]) -> str:  # "how many cents of USDC": "how much USDC" in cents
+        unit = m["unit"].lower().split()[-1].replace("units", "atomic")
+        units.append(unit)
+        if m["be"] and not m["asset"]:  # "how many wei is the base fee": what is it, in wei
+            return f" what {chr(_MARK + len(units) - 1)} "
+        asset = (m["asset"] or UNIT_ASSETS[unit]).lower()
+        return f" how much {asset} {chr(_MARK + len(units) - 1)} "
+
+    text = UNIT_FIRST.sub(unit_first, text)
     for shape, unit in PRESENTATION:
 
         def mark(m: re.Match[str], unit: str = unit) -> str:

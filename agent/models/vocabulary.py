@@ -30,6 +30,8 @@ __all__ = [
     "PRESENTATION",
     "STANDING",
     "TOTAL_WORDS",
+    "UNIT_ASSETS",
+    "UNIT_FIRST",
     "UNSUPPORTED",
     "OTHER_QUESTIONS",
     "AggregateOp",
@@ -155,8 +157,9 @@ KIND_WORDS: tuple[KindWords, ...] = (
     _kind("tx_gas_used", "transaction gas used", "tx",
           "gas used", "gas consumed", "how much gas … use", "how much gas … consume",
           "how much gas … burn"),
-    _kind("base_fee_gwei", "base fee (gwei)", "none", "base fee per gas", "base fee", "basefee"),
-    _kind("gas_price_gwei", "gas price (gwei)", "none", "gas price", "price of gas"),
+    # A label names no unit: the value line states its own ("400507877 wei (0.4 gwei)").
+    _kind("base_fee_gwei", "base fee", "none", "base fee per gas", "base fee", "basefee"),
+    _kind("gas_price_gwei", "gas price", "none", "gas price", "price of gas"),
     _kind("block_timestamp", "block timestamp", "none",
           "[block] timestamp", "block time", "mined", "produced", "what time", "time … mined",
           "time … produced"),
@@ -229,6 +232,21 @@ OTHER_CHAINS: tuple[str, ...] = (
 )  # fmt: skip
 """Chains a task may name that the run is not on (unless the run's network is named so)."""
 
+#: A unit said before its asset ("how many cents of USDC does 0x.. have", "how many wei of
+#: ETH does 0x.. hold", "how many gwei does 0x.. have"): the same question as "how much
+#: USDC ... in cents". With no asset named, before "does/do/did" (an address's holding) the
+#: unit names the asset (UNIT_ASSETS); before "is/was" ("how many wei is the base fee") it
+#: is the unit of the fact that follows.
+UNIT_FIRST = re.compile(
+    r"\bhow\s+many\s+(?P<unit>(?:usdc\s+|usd\s+|us\s+)?cents|gwei|wei|ether|eth|"
+    r"(?:atomic|base)\s+units)(?:\s+(?:of|in)\s+(?P<asset>usdc|eth|ether)\b|"
+    r"(?=\s+(?:does|do|did|(?P<be>is|are|was|were))\b))",
+    re.IGNORECASE,
+)
+UNIT_ASSETS: dict[str, str] = {"cents": "usdc", "atomic": "usdc", "wei": "eth", "gwei": "eth",
+                               "ether": "eth", "eth": "eth"}
+"""The asset a unit said before it names, when no asset is said (see UNIT_FIRST)."""
+
 STANDING: tuple[str, ...] = (
     "alert me", "ping me", "notify me", "message me", "email me", "text me", "remind me",
     "let me know when", "let me know if", "let me know as soon as", "as soon as", "whenever",
@@ -280,7 +298,9 @@ AGGREGATES: tuple[tuple[AggregateOp, tuple[str, ...]], ...] = (
     ("count", ("how many of", "how many addresses", "how many accounts", "how many wallets",
                "number of addresses", "number of accounts", "count of addresses")),
     ("sum", ("combined", "together", "in total", "altogether", "all together", "between them",
-             "total", "sum", "summed", "added up", "in all", "put together")),
+             "total", "sum", "summed", "sum up", "summing up", "added up", "add up", "adding up",
+             "add them up", "add those up", "add these up", "adds up to", "add up to", "add",
+             "in all", "put together")),
     ("max", ("more", "most", "larger", "largest", "bigger", "biggest", "higher", "highest",
              "greater", "greatest", "richer", "richest", "maximum", "compare")),
     ("min", ("less", "least", "fewer", "fewest", "smaller", "smallest", "lower", "lowest",

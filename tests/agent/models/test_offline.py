@@ -221,8 +221,8 @@ def test_free_facts_are_batched_then_the_paid_fact_goes_alone() -> None:
     assert isinstance(final, SubmitAnswer)
     assert final.evidence == ("e1", "e2", "e3")
     assert final.answer.splitlines() == [
-        "base fee (gwei): 0.875 gwei (observed, evidence e1)",
-        "gas price (gwei): 1.75 gwei (observed, evidence e2)",
+        "base fee: 0.875 gwei (observed, evidence e1)",
+        "gas price: 1.75 gwei (observed, evidence e2)",
         "gas statistics: mean base fee 0.8 gwei (observed, evidence e3)",
     ]
 
@@ -286,7 +286,7 @@ def test_refused_paid_call_is_not_proposed_again_and_the_answer_is_partial() -> 
     final = sim.propose()
     assert isinstance(final, Done) and final.answer is not None  # a part is missing
     lines = final.answer.splitlines()
-    assert lines[0] == "base fee (gwei): 0.875 gwei (observed, evidence e1)"
+    assert lines[0] == "base fee: 0.875 gwei (observed, evidence e1)"
     # The judge's own reason, not "already tried" (issue 23: the stop named the wrong cause).
     assert lines[1] == (
         "premium report: not answered (pay_http was refused: price 2.5 USDC exceeds the "
@@ -383,8 +383,8 @@ def test_synthesize_writes_one_line_per_item() -> None:
     sim = Sim("base fee and gas price")
     sim.record(Call("base_fee", {}), "ok", {"base_fee_gwei": "0.875"}, "base fee")
     assert sim.ask("synthesize").splitlines() == [
-        "base fee (gwei): 0.875 gwei (observed, evidence e1)",
-        "gas price (gwei): not answered",
+        "base fee: 0.875 gwei (observed, evidence e1)",
+        "gas price: not answered",
         "Partial answer: 1 of 2 parts not answered.",
     ]
 

@@ -55,8 +55,8 @@ def test_offline_planner_answers_two_free_facts_and_one_paid_fact_paying_once(
     assert usdc_of(chain, seller) == before_seller + GAS_STATS_PRICE
     assert result.tokens.input == 0 and result.tokens.output == 0
     lines = result.answer.splitlines()
-    assert lines[0].startswith("base fee (gwei): ") and lines[0].endswith("(observed, evidence e1)")
-    assert lines[1].startswith("gas price (gwei): ") and lines[1].endswith("(observed, evidence e2)")
+    assert lines[0].startswith("base fee: ") and lines[0].endswith("(observed, evidence e1)")
+    assert lines[1].startswith("gas price: ") and lines[1].endswith("(observed, evidence e2)")
     assert lines[2].startswith("gas statistics: ") and lines[2].endswith("(observed, evidence e3)")
     assert result.provenance == "observed"
     assert [(line.grade, line.evidence) for line in result.lines] == [
@@ -93,7 +93,7 @@ def test_a_paid_fact_over_the_task_budget_moves_no_money(
     assert result.stop_reason == "cost-budget" and result.partial
     assert result.spend.usdc_atomic == 0 and usdc_of(chain, agent) == before
     assert [e.tool for e in result.evidence] == ["base_fee"]
-    assert result.answer.splitlines()[0].startswith("base fee (gwei): ")
+    assert result.answer.splitlines()[0].startswith("base fee: ")
 
 
 def test_the_demo_task_runs_offline_and_names_the_issuer(
