@@ -458,6 +458,23 @@ def drop_pleasantries(task: str) -> str:
     return task
 
 
+#: Words describing a seller its URL names ("the MCP seller at http://h/mcp", "the x402
+#: server at ...", "the paywall at ..."): the URL says which seller, and how it is asked.
+_DESCRIBED_SELLER = _p(r"\b(?:the\s+|an?\s+)?(?:(?P<proto>mcp|x402)\s+)?(?:seller|server|"
+                       r"service|endpoint|paywall|api)\s+(?:(?:at|on|behind)\s+)?"
+                       r"(?=(?P<url>https?://[^\s'\"<>),;]+))")
+#: The path of an MCP server's URL (docs/market.md): "/mcp" or "/sse".
+_MCP_PATH = re.compile(r"https?://[^/\s]+/(?:mcp|sse)/?(?:[?#]|[.?!]*$)", re.IGNORECASE)
+
+
+def _url_names_the_seller(m: re.Match[str]) -> str:
+    """The description taken out, the URL left to name the seller; "MCP" said of a URL that
+    names no MCP server is kept, and read (declined) as a word of its own."""
+    if (m["proto"] or "").lower() == "mcp" and not _MCP_PATH.match(m["url"]):
+        return m.group(0)
+    return " "
+
+
 def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     """Spellings of one parameter made one ("block #5" -> "block 5", "the previous block"
     -> "block latest-1"), and presentation phrases ("expressed in gwei") taken out: (the
@@ -473,6 +490,7 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
         text = regex.sub(rewrite, text)
     for regex, range_rewrite in _RANGES:
         text = regex.sub(range_rewrite, text)
+    text = _DESCRIBED_SELLER.sub(_url_names_the_seller, text)
     # "the local (x402) paywall" is the paywall: a seller, named as such; "local" asks
     # nothing, and "x402" there is no protocol's name.
     text = re.sub(r"\b(?:local\s+)?(?:x402\s+)?(?=paywall\b)", "", text, flags=re.I)

@@ -223,3 +223,51 @@ def test_an_mcp_server_that_lists_no_tool_for_the_fact_is_named_and_nothing_else
     sim.evidence[-1]["offers"] = [{**LISTED, "inputs": ["symbol", "chain"]}]
     _ends_naming(sim.propose(), f"the MCP server {MCP_SERVER} sells a token fact sheet only "
                  "with inputs the task does not give (token_fact needs symbol, chain)")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("described", "bare"),
+    [
+        (f"Buy the USDC token fact sheet from the MCP seller at {MCP_SERVER}/mcp and tell me who "
+         "issues the token.",
+         f"Buy the USDC token fact sheet from {MCP_SERVER}/mcp and tell me who issues the token."),
+        (f"Buy the USDC token fact sheet from the MCP server at {MCP_SERVER}/mcp.",
+         f"Buy the USDC token fact sheet from {MCP_SERVER}/mcp."),
+        (f"Who issues USDC? Buy its token fact sheet from the MCP server at {MCP_SERVER}/mcp",
+         f"Who issues USDC? Buy its token fact sheet from {MCP_SERVER}/mcp"),
+        (f"Buy the USDC token fact sheet from the MCP endpoint {MCP_SERVER}/sse.",
+         f"Buy the USDC token fact sheet from {MCP_SERVER}/sse."),
+        (f"Buy the USDC fact sheet from the x402 seller at {PAYWALL}/tokens?symbol=USDC.",
+         f"Buy the USDC fact sheet from {PAYWALL}/tokens?symbol=USDC."),
+        (f"Buy the USDC fact sheet from the x402 server on {PAYWALL}/tokens?symbol=USDC.",
+         f"Buy the USDC fact sheet from {PAYWALL}/tokens?symbol=USDC."),
+        (f"Buy the cheapest dataset from the paywall at {PAYWALL}.",
+         f"Buy the cheapest dataset from {PAYWALL}."),
+        (f"Buy the cheapest dataset from the service at {PAYWALL}.",
+         f"Buy the cheapest dataset from {PAYWALL}."),
+    ],
+)  # fmt: skip
+def test_a_seller_described_by_its_protocol_is_the_seller_its_url_names(described: str, bare: str) -> None:
+    """Outside test 15, Q30: "from the MCP seller at http://.../mcp" was declined ('mcp')
+    while the bare URL was bought; the words describing a seller its URL names ask nothing."""
+    assert extract_checklist(described) == extract_checklist(bare)
+    assert not [i for i in extract_checklist(described) if i.get("unanswerable")]
+
+
+def test_the_outside_writers_mcp_seller_is_asked_through_its_tools() -> None:
+    sim = Sim(f"Buy the USDC token fact sheet from the MCP seller at {MCP_SERVER}/mcp and tell me "
+              "who issues the token.")  # fmt: skip
+    assert sim.propose() == Call("mcp_tools", {"server": MCP_SERVER, "transport": "streamable-http"})
+
+
+@pytest.mark.parametrize(
+    ("task", "word"),
+    [
+        # "MCP" said of a URL that is no MCP server: which is meant is not read.
+        (f"Buy the USDC fact sheet from the MCP seller at {PAYWALL}/tokens?symbol=USDC.", "'mcp'"),
+        (f"Buy the USDC token fact sheet from the zorp seller at {MCP_SERVER}/mcp.", "'zorp'"),
+    ],
+)
+def test_a_description_it_cannot_read_still_declines_the_purchase(task: str, word: str) -> None:
+    items = extract_checklist(task)
+    assert any(word in str(i.get("unanswerable")) for i in items), items
