@@ -21,6 +21,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Literal
 
 from judge.amounts import format_usdc
+from judge.spend_bound import blank_spend_bounds, spend_bound
 
 __all__ = [
     "BALANCE_FACTS",
@@ -400,9 +401,17 @@ def resolve_branches(task: str) -> str:
 def withheld_by(task: str) -> str | None:
     """The first word of ``task`` that forbids, takes back or branches a payment (see
     ``_WITHHOLD``), or None. Threshold words ("no more than", "not less than") are none,
-    and neither is a branch the chain decides (:func:`resolve_branches`)."""
-    m = _WITHHOLD.search(_THRESHOLD_WORDS.sub(" ", resolve_branches(task)))
-    return re.sub(r"\s+", " ", m.group(0)).lower() if m else None
+    and neither is a branch the chain decides (:func:`resolve_branches`), nor a bound on
+    spending ("don't spend more than 0.20 USDC", judge/spend_bound.py) in a task that
+    orders no transfer."""
+    text = resolve_branches(task)
+    orders = bool(re.search(r"\b(?:send|transfer|give)\b", text, re.IGNORECASE) or _SEND.search(text))
+    m = _WITHHOLD.search(_THRESHOLD_WORDS.sub(" ", text if orders else blank_spend_bounds(text)))
+    if m:
+        return re.sub(r"\s+", " ", m.group(0)).lower()
+    # Beside an ordered transfer, which amount a bound is about is not read: it withholds.
+    bound = spend_bound(text) if orders else None
+    return bound.words.lower() if bound else None
 
 
 def mandates_in(task: str) -> tuple[Mandate, ...]:

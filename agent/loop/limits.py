@@ -9,12 +9,13 @@ follows where the model runs (ADR 0058: local endpoint -> ``local-guarded``, hos
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Literal, get_args
 
 from pydantic import TypeAdapter
 
 from agent.errors import AgentConfigError
+from judge.spend_bound import spend_bound
 
 __all__ = [
     "PROFILES",
@@ -26,6 +27,7 @@ __all__ = [
     "default_profile",
     "limits_for",
     "run_limits",
+    "within_task_bound",
 ]
 
 Profile = Literal["cost-optimized", "quality-first", "local-guarded"]
@@ -223,3 +225,13 @@ def run_limits(
     if limits is None:
         return name, own
     return (name if limits == own else "custom"), limits
+
+
+def within_task_bound(limits: Limits, task: str) -> Limits:
+    """``limits`` with the spend cap lowered to the bound the task's own words set on its
+    spending ("don't spend more than 0.20 USDC", judge/spend_bound.py), whatever the model
+    proposes; never raised (a bound above the cap leaves the cap)."""
+    bound = spend_bound(task)
+    if bound is None or bound.atomic >= limits.spend_cap_atomic:
+        return limits
+    return replace(limits, spend_cap_atomic=bound.atomic)

@@ -24,7 +24,7 @@ from agent.loop.gates import Admitted, Gates
 from agent.loop.history import one_line
 from agent.loop.learning import Learning
 from agent.loop.lessons import is_nib_lesson, similar_lessons
-from agent.loop.limits import Limits, run_limits
+from agent.loop.limits import Limits, run_limits, within_task_bound
 from agent.loop.modelcall import ModelCaller
 from agent.loop.paid import ApprovalDeferred, PaidStep
 from agent.loop.planning import Planner
@@ -294,6 +294,7 @@ async def run_task(task: str, deps: Deps, *, run_id: str | None = None) -> Agent
     May move money (through the judged paid tools wired in ``deps.registry``).
     """
     profile, limits = run_limits(deps.profile, deps.limits, model_local=deps.model.local)
+    limits = within_task_bound(limits, task)  # "don't spend more than 0.20 USDC": never raised
     state = RunState(
         run_id=run_id or uuid.uuid4().hex[:12],
         task=task,

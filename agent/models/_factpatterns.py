@@ -41,6 +41,7 @@ from agent.models.vocabulary import (
     Subject,
     compile_phrase,
 )
+from chain.facts import CHAIN_FACT_KINDS, DERIVED_KINDS, FACT_KINDS
 from chain.money import format_usdc
 from judge.mandates import (
     CONDITION_WORDS,
@@ -51,6 +52,7 @@ from judge.mandates import (
     threshold_op,
     withheld_by,
 )
+from judge.spend_bound import blank_spend_bounds, spend_bound
 
 __all__ = [
     "ADDRESS",
@@ -440,6 +442,8 @@ _ASKS_PAID = _p(r"\b(?:buy|purchase|pay\s+for|fact\s*sheets?|factsheets?|dataset
 #: Sheet fields a free chain read also answers, when the task asks nothing sold: a
 #: question never buys what the chain tells for free (the issuer of the run's USDC is its
 #: contract's owner()).
+#: The fact kinds a purchase covers (no chain read establishes them).
+_SOLD_KINDS = FACT_KINDS - CHAIN_FACT_KINDS - DERIVED_KINDS - {"transfer_receipt"}
 _FREE_FIELDS = {("token_factsheet", "issuer"): ("token_issuer", "issuer (owner) of")}
 #: Words naming the run's own chain, whatever it is: "on this chain", "here" (clause end).
 _OWN_CHAIN = _p(r"\b(?:on|in|at|from)\s+(?:this|the\s+current|our)\s+(?:chain|network|node|"
@@ -850,6 +854,10 @@ class _Task:
         if self.shopping:  # read as one item; blanked so its words are no other part
             s, e = self.shopping.start, self.shopping.end
             self.task = self.task[:s] + " " * (e - s) + self.task[e:]
+        #: The bound the task sets on its spending ("don't spend more than 0.20 USDC"): read,
+        #: and blanked (in place: the units' places stand) so its words are no other part.
+        self.bound = spend_bound(self.task)
+        self.task = blank_spend_bounds(self.task)
         self.addresses = [(m.start(), m.group(0)) for m in ADDRESS.finditer(self.task)]
         self.hashes = [(m.start(), m.group(0)) for m in TX_HASH.finditer(self.task)]
         self.symbols = word_positions(self.task, symbols)
@@ -1661,7 +1669,26 @@ class _Reader(_ReaderChecks):
         self._units_placed()
         self._units_taken()
         self._computed_units()
+        self._bounded()
         return self._resolve(max_items)
+
+    def _bounded(self) -> None:
+        """Every purchase of a task that bounds its spending ("don't spend more than 0.20
+        USDC") bids at most that bound: its ``max_price`` (and a pick's ``under``) is the
+        least of the bound and its own, never raised. The loop holds the run's spend to the
+        bound too (agent/loop/limits.py ``within_task_bound``), whatever the planner."""
+        bound = self.t.bound
+        if bound is None:
+            return
+        for item in self.out.items:
+            params = dict(item.get("params") or {})
+            bought = item.get("kind") in _SOLD_KINDS or (item.get("kind") is None and "pick" in params)
+            if item.get("unanswerable") or not bought:
+                continue
+            for key in ("max_price", "under") if "pick" in params else ("max_price",):
+                own = str(params.get(key, ""))
+                params[key] = str(min(int(own), bound.atomic) if own.isdigit() else bound.atomic)
+            item["params"] = params
 
     def _shop_in_sentence(self, shop: Shopping, actions: dict[int, list[int]]) -> None:
         """The shopping request's item, an action of its sentence: a condition there gates

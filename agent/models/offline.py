@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from decimal import Decimal
 
 from agent.jsonvalues import JSONObject, as_int, as_list, as_object
@@ -293,12 +294,14 @@ def _call_for(
         call, why = bought_within(plan, item, kind, source, tried, PAYWALL_PATHS[kind])
         if call is not None and call.kind != "free" and (unread := _unread(plan)):
             return None, unread
-        return call, why
+        return _bid_within(call, item), why
     tools = [t for t in plan.tools if kind in as_list(t.get("facts"))]
     if not tools:
         return None, f"no wired tool provides {kind}"
     tools.sort(key=lambda t: t.get("kind") != "free")  # free first, stable otherwise
     reasons = []
+    own = str(as_object(item.get("params")).get("max_price", ""))
+    bound = as_int(own) if own.isdigit() else None
     for tool in tools:
         args, why = _build_args(plan, item, kind, tool)
         if args is None:
@@ -308,6 +311,9 @@ def _call_for(
         price = endpoint_price(plan, str(args.get("url", "")))
         if tried.open(key) and (refused := tried.seller_refused(args)):
             reasons.append(f"{tool['name']} is not proposed: {refused}")
+        elif price is not None and bound is not None and price > bound:
+            reasons.append(f"{tool['name']} costs {format_usdc(price)}, more than the task's "
+                           f"bound of {format_usdc(bound)}")  # fmt: skip
         elif price is not None and plan.spend_left is not None and price > plan.spend_left:
             # The loop would stop the run on the spend cap before the judge saw it.
             reasons.append(
@@ -319,8 +325,19 @@ def _call_for(
         elif tool.get("kind", "free") != "free" and (unread := _unread(plan)):
             reasons.append(unread)
         else:
-            return Planned(str(tool["name"]), args, str(tool.get("kind", "free"))), ""
+            return _bid_within(Planned(str(tool["name"]), args, str(tool.get("kind", "free"))), item), ""
     return None, "; ".join(reasons)
+
+
+def _bid_within(call: Planned | None, item: Mapping[str, object]) -> Planned | None:
+    """``call``, bidding at most the item's ``max_price`` (a request's price bound, or the
+    bound the task sets on its spending) when it pays a seller: the seller's terms above it
+    are refused before anything is signed (agent/tools/x402/protocol.py)."""
+    own = str(as_object(item.get("params")).get("max_price", ""))
+    if call is None or call.tool not in _PAID_TOOLS or not own.isdigit():
+        return call
+    bid = as_int(call.args.get("max_price", own))
+    return replace(call, args={**call.args, "max_price": min(bid, as_int(own))})
 
 
 def _unread(plan: PlanContext) -> str:

@@ -51,3 +51,29 @@ def test_a_payment_proposed_on_a_task_not_fully_read_or_withheld_is_not_made(
     assert deps.store.events(r.run_id, "verdict") == []  # never judged, never signed
     assert deps.wallet.meter.usage(r.run_id).settled == 0
     assert (usdc_balance(chain, SELLER_ADDR), usdc_balance(chain, AGENT_ADDR)) == before
+
+
+def test_a_spend_bound_in_the_tasks_words_holds_any_planner_to_it(tmp_path: Path, chain: Any) -> None:
+    """Outside test 15, Q29: "don't spend more than ..." is a bound, not words that withhold
+    every payment; whatever the planner proposes, the run spends no more than it (the spend
+    cap is lowered to it at run start, never raised): 0.10 USDC over a 0.05 bound is stopped
+    before it is judged or signed."""
+    before = usdc_balance(chain, SELLER_ADDR), usdc_balance(chain, AGENT_ADDR)
+    model = ScriptedModel({"checklist": [{"items": [RECEIPT]}], "propose": [PAY, PAY, DONE]})
+    deps = paid_deps(tmp_path, chain, model)
+    task = f"Pay {SELLER_ADDR} for its research; don't spend more than 0.05 USDC."
+    r = asyncio.run(run_task(task, deps))
+    assert r.stop_reason == "cost-budget", r.stop_reason
+    start = deps.store.events(r.run_id, "run.start")[0]["data"]
+    assert start["limits"]["spend_cap_atomic"] == 50_000
+    assert deps.store.events(r.run_id, "verdict") == []  # never judged, never signed
+    assert (usdc_balance(chain, SELLER_ADDR), usdc_balance(chain, AGENT_ADDR)) == before
+
+
+def test_a_spend_bound_never_raises_the_runs_cap() -> None:
+    from agent.loop.limits import Limits, within_task_bound
+
+    cap = Limits(spend_cap_atomic=100_000)
+    assert within_task_bound(cap, "Buy the premium report; don't spend more than 5 USDC.") == cap
+    assert within_task_bound(cap, "Buy the premium report; spend at most 0.02 USDC.").spend_cap_atomic == 20_000
+    assert within_task_bound(cap, "Buy the premium report.") == cap

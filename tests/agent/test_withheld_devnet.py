@@ -110,3 +110,19 @@ def test_a_branch_the_chain_decides_pays_only_on_the_arm_the_chain_takes(devnet)
     assert spent == 20_000 and chain.token_balance(info["usdc"], EMPTY) - before == 20_000
     assert settled_rows(home, paid["run_id"]) == [(20_000, "settled")]
     assert "<= 1000 usdc: true" in paid["answer"], paid["answer"]
+
+
+def test_a_spend_bound_in_words_bounds_the_purchase_and_never_blocks_it(devnet) -> None:  # type: ignore[no-untyped-def]
+    """Outside test 15, Q29: "...; don't spend more than 0.20 USDC." withheld the purchase as
+    words that say not to pay. Now it is the purchase's bound: the premium report (2.5 USDC)
+    is over it, so nothing is paid and the answer names the limit; a purchase within a bound
+    said another way is bought once, at its price."""
+    home, info = devnet
+    over = _nothing_paid(home, info, "Get the premium report on this chain's USDC; don't spend "
+                         "more than 0.20 USDC.")  # fmt: skip
+    assert over["returncode"] != 0, over["answer"]
+    assert "above the limit of 200000" in over["answer"], over["answer"]
+    assert "don't" not in over["answer"], over["answer"]
+    within, spent = _spent(home, info, f"{BUY.capitalize()}, and spend at most 0.05 USDC.")
+    assert within["returncode"] == 0 and within["finished"], within["answer"]
+    assert spent == 20_000 and settled_rows(home, within["run_id"]) == [(20_000, "settled")]

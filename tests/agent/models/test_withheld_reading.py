@@ -147,3 +147,59 @@ def test_a_branch_the_chain_decides_gates_each_order_on_its_arm(
     for order, (op, than) in zip(orders, gates, strict=True):
         gate = by_id[order["params"]["if"]]
         assert (gate["kind"], gate["params"]["op"], gate["params"]["than"]) == ("condition", op, than)
+
+
+# -- a spend bound in words (outside test 15, Q29) ---------------------------------------------
+
+REPORT = "Get the premium report on this chain's USDC"
+
+
+@pytest.mark.parametrize(
+    ("task", "bound"),
+    [
+        (f"{REPORT}; don't spend more than 0.20 USDC.", 200_000),
+        (f"{REPORT}, but do not spend more than 0.2 USDC.", 200_000),
+        (f"{REPORT} and spend at most 0.05 USDC.", 50_000),
+        (f"{REPORT}, no more than 0.20 USDC.", 200_000),
+        (f"{REPORT} for no more than 0.1 USDC.", 100_000),
+        (f"{REPORT}, under 0.25 USDC.", 250_000),
+        (f"{REPORT} with a budget of 0.20 USDC.", 200_000),
+        ("Buy the premium report. Never pay more than $0.15.", 150_000),
+    ],
+)
+def test_a_spend_bound_in_words_bounds_the_purchase(task: str, bound: int) -> None:
+    rows = extract_checklist(task)
+    assert [r.get("kind") for r in rows] == ["premium_report"], rows
+    assert rows[0]["params"]["max_price"] == str(bound)
+    sim = Sim(task)
+    assert sim.propose() == Call("pay_http", {"url": f"{PAYWALL}/premium/report", "max_price": bound})
+
+
+def test_a_spend_bound_never_raises_the_requests_own_bound() -> None:
+    rows = extract_checklist("Buy the cheapest USDC fact sheet under 0.05 USDC from the market; "
+                             "don't spend more than 0.20 USDC.")  # fmt: skip
+    assert rows[0]["params"]["max_price"] == "50000" and rows[0]["params"]["under"] == "50000"
+    rows = extract_checklist("Buy the cheapest USDC fact sheet under 0.30 USDC from the market; "
+                             "don't spend more than 0.20 USDC.")  # fmt: skip
+    assert rows[0]["params"]["max_price"] == "200000" and rows[0]["params"]["under"] == "200000"
+
+
+def test_a_spend_bound_below_every_offer_declines_the_purchase_naming_it() -> None:
+    sim = _resolved(f"{BUY.capitalize()}; don't spend more than 0.01 USDC.")
+    final = sim.propose()
+    assert isinstance(final, Done), final
+    assert "0.01 USDC" in str(final.answer) and "cheapest" in str(final.answer), final.answer
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        f"Send 0.5 USDC to {TO}; don't spend more than 0.20 USDC.",
+        f"{REPORT}; don't spend more than zero USDC.",
+    ],
+)
+def test_a_spend_bound_it_cannot_take_still_pays_nothing(task: str) -> None:
+    assert not _money(extract_checklist(task)) or all(
+        r.get("unanswerable") for r in extract_checklist(task) if r.get("kind") == "transfer_receipt")
+    final = Sim(task).propose()
+    assert isinstance(final, Done), final
