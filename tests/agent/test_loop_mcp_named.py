@@ -50,11 +50,17 @@ def streamable_mcp(anvil: Any, market: dict[str, str]) -> Iterator[str]:
         yield base
 
 
-@pytest.mark.parametrize("endpoint", ["/mcp", "/sse"])
+#: The outside testers' tasks: test 12's, and test 15's Q30 (declined before: "does not
+#: know 'mcp' in a request to buy").
+_PLAIN = "Who issues USDC? Buy its token fact sheet from {url}"
+_DESCRIBED = "Buy the USDC token fact sheet from the MCP seller at {url} and tell me who issues the token."
+
+
+@pytest.mark.parametrize(("endpoint", "said"), [("/mcp", _PLAIN), ("/sse", _PLAIN), ("/mcp", _DESCRIBED)])
 def test_a_task_naming_an_mcp_servers_url_buys_its_fact_over_mcp(
-    tmp_path: Path, chain: Any, market: dict[str, str], streamable_mcp: str, endpoint: str
+    tmp_path: Path, chain: Any, market: dict[str, str], streamable_mcp: str, endpoint: str, said: str
 ) -> None:
-    """The outside tester's task, over each transport the URL's endpoint names: one
+    """The outside testers' tasks, over each transport the URL's endpoint names: one
     listing of the server's tools, one pay_mcp call of the tool that sells the sheet, the
     run finishes evidence-covered answering "Circle", and the tool's price moves once."""
     server = streamable_mcp if endpoint == "/mcp" else market["mcp"]  # the market's is SSE
@@ -65,7 +71,7 @@ def test_a_task_naming_an_mcp_servers_url_buys_its_fact_over_mcp(
                                extras={"discovery_urls": market["facilitator"]})  # fmt: skip
     before = usdc_balance(chain, MCP_SELLER), usdc_balance(chain, AGENT_ADDR)
     head = chain.w3.eth.block_number
-    task = f"Who issues USDC? Buy its token fact sheet from {server}{endpoint}"
+    task = said.format(url=f"{server}{endpoint}")
     r = asyncio.run(run_task(task, deps))
 
     assert (r.stop_reason, r.finished) == ("evidence-covered", True), r.answer
