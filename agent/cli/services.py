@@ -531,19 +531,24 @@ def registered_limits(
     """A task's :class:`~judge.tasks.TaskLimits`: the run's caps and threshold; it may pay
     the addresses the task names, the allowlist's 0x entries and ``recipients``, buy
     from the allowlist's URL entries (seller origins), and make the payments the task's
-    text orders (mandates)."""
+    text orders (mandates). A spend bound in the task's words lowers the caps (never raises
+    them); the text's digest keeps the cap the task was submitted with."""
+    from agent.loop.limits import within_task_bound
     from agent.tools.allowlist import parse_allowlist
     from agent.tools.base import addresses_named_in
     from judge.mandates import mandates_in
     from judge.tasks import TaskLimits, text_digest
 
     allowed = parse_allowlist(allowlist)
+    # A bound the task's own words set on its spending ("don't spend more than 0.20 USDC")
+    # is the judge's to hold too, not the agent's alone; never raised.
+    cap = within_task_bound(limits, task).spend_cap_atomic
     # The payments the task's own text orders, read here, before any model or tool output
     # exists: nothing else can create or widen one (judge/mandates.py).
     return TaskLimits(
         task_id=run_id,
-        spend_cap_atomic=limits.spend_cap_atomic,
-        per_call_cap_atomic=limits.per_call_cap_atomic,
+        spend_cap_atomic=cap,
+        per_call_cap_atomic=min(limits.per_call_cap_atomic, cap),
         approval_threshold_atomic=limits.approval_threshold_atomic,
         recipients=(
             *addresses_named_in(task),
