@@ -41,7 +41,7 @@ from agent.models.vocabulary import (
     Subject,
     compile_phrase,
 )
-from chain.facts import CHAIN_FACT_KINDS, DERIVED_KINDS, FACT_KINDS
+from agent.tools.x402.pay_http import PAID_FACT_KINDS
 from chain.money import format_usdc
 from judge.mandates import (
     CONDITION_WORDS,
@@ -442,8 +442,6 @@ _ASKS_PAID = _p(r"\b(?:buy|purchase|pay\s+for|fact\s*sheets?|factsheets?|dataset
 #: Sheet fields a free chain read also answers, when the task asks nothing sold: a
 #: question never buys what the chain tells for free (the issuer of the run's USDC is its
 #: contract's owner()).
-#: The fact kinds a purchase covers (no chain read establishes them).
-_SOLD_KINDS = FACT_KINDS - CHAIN_FACT_KINDS - DERIVED_KINDS - {"transfer_receipt"}
 _FREE_FIELDS = {("token_factsheet", "issuer"): ("token_issuer", "issuer (owner) of")}
 #: Words naming the run's own chain, whatever it is: "on this chain", "here" (clause end).
 _OWN_CHAIN = _p(r"\b(?:on|in|at|from)\s+(?:this|the\s+current|our)\s+(?:chain|network|node|"
@@ -1682,7 +1680,7 @@ class _Reader(_ReaderChecks):
             return
         for item in self.out.items:
             params = dict(item.get("params") or {})
-            bought = item.get("kind") in _SOLD_KINDS or (item.get("kind") is None and "pick" in params)
+            bought = item.get("kind") in PAID_FACT_KINDS or (item.get("kind") is None and "pick" in params)
             if item.get("unanswerable") or not bought:
                 continue
             for key in ("max_price", "under") if "pick" in params else ("max_price",):
