@@ -14,9 +14,10 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 
+from judge.amounts import USDC_DECIMALS
+
 __all__ = ["SPEND_BOUND", "SpendBound", "blank_spend_bounds", "spend_bound"]
 
-_USDC_DECIMALS = 6
 #: Words bounding what is spent, said with a verb of spending or a budget: the amount may
 #: come without its unit ("don't spend more than 0.2").
 _VERBAL = (
@@ -64,7 +65,7 @@ def blank_spend_bounds(task: str) -> str:
 
 
 def _bound(m: re.Match[str]) -> SpendBound | None:
-    atomic = Decimal(m["num"] or m["bnum"] or m["bnum2"]).scaleb(_USDC_DECIMALS)
+    atomic = Decimal(m["num"] or m["bnum"] or m["bnum2"]).scaleb(USDC_DECIMALS)
     if atomic <= 0 or atomic != atomic.to_integral_value():
         return None
     return SpendBound(int(atomic), " ".join(m.group(0).split()))
