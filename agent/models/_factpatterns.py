@@ -41,6 +41,7 @@ from agent.models.vocabulary import (
     Subject,
     compile_phrase,
 )
+from agent.tools.address import checked_address
 from agent.tools.x402.pay_http import PAID_FACT_KINDS
 from chain.money import format_usdc
 from judge.mandates import (
@@ -777,6 +778,11 @@ class _Builder:
         self.at: dict[int, int] = {}
 
     def add(self, item: _Draft) -> int:
+        bad = _unusable_address(item)
+        if bad is not None:
+            # The task's own typo: no tool could read it, so it is declined here in the
+            # address rule's words, not proposed until the run stops on skips.
+            item = {"text": _clip(item.get("text", "")), "kind": None, "unanswerable": bad}
         key = (item.get("kind"), json.dumps(item.get("params", {}), sort_keys=True))
         for n, old in enumerate(self.items):
             if (
@@ -789,6 +795,24 @@ class _Builder:
 
     def cannot(self, text: str, reason: str) -> int:
         return self.add({"text": _clip(text), "kind": None, "unanswerable": reason})
+
+
+#: The item params that hold an address the task wrote.
+_ADDRESS_PARAMS = ("address", "counterparty", "token")
+
+
+def _unusable_address(item: _Draft) -> str | None:
+    """Why an address ``item`` asks about cannot be read (a mixed-case address whose
+    EIP-55 checksum fails, :func:`agent.tools.address.checked_address`), else None."""
+    params = item.get("params") or {}
+    for key in _ADDRESS_PARAMS:
+        value = params.get(key)
+        if isinstance(value, str) and value.startswith("0x"):
+            try:
+                checked_address(value)
+            except ValueError as exc:
+                return str(exc)
+    return None
 
 
 def _clip(text: str) -> str:
@@ -1310,6 +1334,10 @@ class _FactItems:
             params.update(test)
             unit = VALUE_UNITS.get(kind, "").upper()
             what = f"how many of the addresses have a {label} {test['cmp']} {test['than']} {unit}"
+        unread = [self.out.items[m].get("text", "") for m in made if "unanswerable" in self.out.items[m]]
+        if unread:
+            return self.out.cannot(what, f"it needs every value it is read over, and the "
+                                   f"{unread[0]} cannot be read")  # fmt: skip
         return self.out.add({"text": what.strip(), "kind": "comparison", "params": params})
 
 
