@@ -32,10 +32,13 @@ __all__ = [
 ]
 
 _VALUE_CHARS = 160
-#: Room for a bought sheet's every field when a request to buy asked what it contains.
+#: Room for every field of a sheet asked for whole (its statistics, what it contains).
 _CONTENTS_CHARS = 600
-#: Sheet fields whose value is in gwei (gas statistics).
-_GWEI_FIELDS = re.compile(r"base_fee_gwei")
+#: A sheet field's unit, from the word of its name that says it ("base_fee_gwei_mean",
+#: "volume_usdc", "block_time_s_mean"); a field naming none (a count, gas) shows none.
+_FIELD_UNITS = {"gwei": "gwei", "usdc": "USDC", "s": "s"}
+#: A bare number: a unit is added to it only (a value stating its own is shown as stated).
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _PAIR = re.compile(r"(?:^|;\s*)([\w.\[\]]+)=")
 #: Fact kinds whose value is an amount of USDC ("1.50 USDC", "0.35 USDC from ...").
 _USDC_KINDS = ("usdc_balance", "token_supply", "transfer_max", "usdc_sent_total",
@@ -97,6 +100,14 @@ def with_own_unit(kind: str, value: str) -> str:
     return f"{value} gwei" if kind in ("base_fee_gwei", "gas_price_gwei") else value
 
 
+def _with_field_unit(field: str, value: str) -> str:
+    """A bought sheet's ``field`` value with the unit its name says (``_FIELD_UNITS``)
+    when the sheet states a bare number: "100.1 USDC" for volume_usdc, "0.96 gwei" for
+    base_fee_gwei_mean."""
+    units = [_FIELD_UNITS[w] for w in field.lower().split("_") if w in _FIELD_UNITS]
+    return f"{value} {units[0]}" if units and _NUMBER.fullmatch(value) else value
+
+
 def computed_unit(kind: str, unit: str) -> bool:
     """True when ``kind``'s value in ``unit`` is computed here, not stated by its tool."""
     conv = _CONVERSIONS.get((kind, unit))
@@ -120,7 +131,7 @@ def asked_value(item: Mapping[str, object]) -> str:
         got = sheet_field(value, str(field))
         if got is None:
             return one_line(value, _VALUE_CHARS)
-        return f"{got} gwei" if _GWEI_FIELDS.search(str(field)) else got
+        return _with_field_unit(str(field), got)
     unit = str(params.get("unit") or "")
     converted = _converted(str(kind), unit, value) if unit else None
     if converted is not None:
@@ -139,13 +150,12 @@ def asked_value(item: Mapping[str, object]) -> str:
     if kind == "block_number" and params.get("block"):
         return value
     if kind in ("token_factsheet", "protocol_factsheet", "gas_stats", "transfer_stats"):
+        # The sheet asked for whole (its statistics, or what a bought sheet contains):
+        # every field, each with the unit its name says (`nib show` has the raw answer).
         fields = sheet_fields(value)
-        if fields and params.get("pick"):  # a request to buy asked what it contains: all of it
-            return one_line("; ".join(f"{k} {v}" for k, v in fields.items()), _CONTENTS_CHARS)
         if fields:
-            shown = ", ".join(f"{k} {v}" for k, v in list(fields.items())[:4])
-            more = ", and more fields" if len(fields) > 4 else ""
-            return one_line(shown, _VALUE_CHARS) + more
+            return one_line("; ".join(f"{k} {_with_field_unit(k, v)}" for k, v in fields.items()),
+                            _CONTENTS_CHARS)
     return one_line(value, _VALUE_CHARS)
 
 

@@ -321,6 +321,44 @@ def test_the_answer_gives_the_value_in_the_asked_unit_first(
 
 
 @pytest.mark.parametrize(
+    ("field", "value", "shown"),
+    [
+        # The outside tester's Q12 (round 18) read "transfer volume ...: 100.1", no unit.
+        ("volume_usdc", "100.1", "100.1 USDC"),
+        ("base_fee_gwei_mean", "0.9634505", "0.9634505 gwei"),
+        ("block_time_s_mean", "17.462", "17.462 s"),
+        ("gas_used_mean", "638190", "638190"),
+        ("unique_senders", "1", "1"),
+        ("volume_atomic", "100100000", "100100000"),
+        ("volume_usdc", "100.1 USDC", "100.1 USDC"),
+        ("issuer", "Circle", "Circle"),
+    ],
+)
+def test_a_sheet_field_is_shown_with_the_unit_its_name_says(
+    field: str, value: str, shown: str
+) -> None:
+    from agent.loop.answers import asked_value
+
+    item = {"kind": "transfer_stats", "value": f"token=0x5F; {field}={value}; to_block=4",
+            "params": {"field": field}}
+    assert asked_value(item) == shown
+
+
+def test_statistics_asked_for_whole_show_every_field_with_its_unit() -> None:
+    """The outside tester's Q10 (round 18): "the gas usage statistics" showed four fields
+    and "and more fields"; the rest was only in `nib show`."""
+    from agent.loop.answers import asked_value
+
+    value = ("latest_block=2; blocks_sampled=3; base_fee_gwei_mean=0.9634505; "
+             "base_fee_gwei_min=0.8903515; base_fee_gwei_max=1; gas_used_mean=638190; "
+             "tx_count=3; block_time_s_mean=1.5")
+    shown = asked_value({"kind": "gas_stats", "value": value, "params": {}})
+    assert shown == ("latest_block 2; blocks_sampled 3; base_fee_gwei_mean 0.9634505 gwei; "
+                     "base_fee_gwei_min 0.8903515 gwei; base_fee_gwei_max 1 gwei; "
+                     "gas_used_mean 638190; tx_count 3; block_time_s_mean 1.5 s"), shown
+
+
+@pytest.mark.parametrize(
     ("task", "kind"),
     [
         ("Which block is the chain at right now?", "block_number"),
