@@ -218,6 +218,29 @@ def test_a_request_to_buy_and_its_question_pay_one_seller(task: str) -> None:
     assert "paid 0.005 USDC for /tokens from http://127.0.0.1:7001" in final.answer
 
 
+@pytest.mark.parametrize("task", [
+    "Which company is behind USDC? Buy the fact sheet from a seller in the market.",
+    "Who issues USDC? Buy its token fact sheet from a seller in the market."])
+def test_a_buy_request_naming_no_subject_of_its_own_serves_the_question(task: str) -> None:
+    """The outside tester's Q14 (round 18): a request to buy that names its subject only in
+    the question before it is where to buy the question's answer, not a request of its own
+    (docs/planner.md "Requests to buy"): no pick, and when the seller paid delivers
+    nothing, the next proposal buys the fact from another seller."""
+    from tests.agent.models.test_offline import _DISCOVERED, Sim
+
+    assert not any(i.get("params", {}).get("pick") for i in extract_checklist(task))
+    sim = Sim(task)
+    first = sim.propose()
+    assert isinstance(first, Call) and first.tool == "discover", first
+    sim.record(first, "ok", {}, _DISCOVERED)
+    buy = sim.propose()
+    assert isinstance(buy, Call) and buy.tool == "pay_http", buy
+    sim.record(buy, "ok", {}, f"paid 0.005 USDC for /tokens from {buy.args['url']}: 0 facts")
+    again = sim.propose()
+    assert isinstance(again, Call) and again.tool == "pay_http", again
+    assert again.args["url"] != buy.args["url"], (buy, again)
+
+
 def test_a_purchase_that_delivered_nothing_is_named_once_in_the_answer() -> None:
     from agent.loop.answers import with_paid_for_nothing
     from agent.loop.result import EvidenceItem
