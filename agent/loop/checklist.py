@@ -458,12 +458,17 @@ def resolve_blocks(checklist: Checklist, head: int) -> Checklist:
             if number is None:
                 why = f"block {raw!r} is not a block number or latest-N"
                 continue
+            if rel and number < 0:
+                # Said in the task's words, never as a block number below 0 ("block -1").
+                said = f"the block {rel.group(1)} before the latest"
+                text = re.sub(rf"\bblock {re.escape(raw)}\b", said, text)
+                why = (f"{said} is before the first block: the head at run start is {head}, "
+                       f"so only blocks 0 to {head} exist")
+                continue
             if rel:
                 params[key] = str(number)
                 text = re.sub(rf"\b{re.escape(raw)}\b", f"{number}", text)
-            if number < 0:
-                why = f"{raw} is before the first block (the head at run start is {head})"
-            elif number > head:
+            if number > head:
                 why = f"block {number} does not exist yet (the head at run start is {head})"
         if why and not item.unanswerable:
             item = replace(item, unanswerable=why)

@@ -142,6 +142,16 @@ def test_a_block_the_chain_contradicts_is_declined_naming_the_head(block: str, w
     assert item.unanswerable is not None and why in item.unanswerable and "27" in item.unanswerable
 
 
+def test_a_relative_block_before_the_first_is_said_in_words_never_as_a_negative_block() -> None:
+    """The outside tester's "base fee 3 blocks ago" on a chain at block 2 read "base fee at
+    block -1: not answered (latest-3 is before the first block (...))"."""
+    item = resolve_blocks(_item("latest-3"), head=2).items[0]
+    assert item.text == "base fee at the block 3 before the latest", item
+    assert item.unanswerable == ("the block 3 before the latest is before the first block: "
+                                 "the head at run start is 2, so only blocks 0 to 2 exist"), item
+    assert "-1" not in item.text + item.unanswerable and item.params["block"] == "latest-3"
+
+
 def test_the_docs_table_lists_every_phrase() -> None:
     table = markdown_tables()
     assert all(f"`{p.text}`" in table for kw in KIND_WORDS for p in kw.phrases)
