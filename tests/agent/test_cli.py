@@ -94,6 +94,19 @@ def test_a_question_naming_two_facts_answers_both_or_exits_1(home):
     assert f"block timestamp: {chain.block_timestamp(head)} " in result["answer"], result["answer"]
 
 
+def test_a_part_the_offline_planner_cannot_read_ends_with_the_way_to_a_model(home):
+    """A decline for the task's own words names how to read more (a model, docs/models.md);
+    one the chain contradicts does not: no model would change it."""
+    nib(home, "devnet", "up")
+    words = nib(home, "run", "What is the average gas price over the past week?")
+    assert words.returncode == 1, words.stdout
+    assert "hint: the offline planner reads only the questions docs/planner.md lists" in words.stdout
+    assert "NIB_MODEL_PROVIDER" in words.stdout and "docs/models.md" in words.stdout
+    chain = nib(home, "run", "What was the base fee 99999 blocks ago?")
+    assert chain.returncode == 1 and "before the first block" in chain.stdout, chain.stdout
+    assert "hint:" not in chain.stdout, chain.stdout
+
+
 def test_market_run_discovers_compares_offers_and_buys_the_best(home):
     info = json.loads(nib(home, "devnet", "up", "--json").stdout)
     market = {s["name"]: s["url"] for s in info["market"]}

@@ -63,9 +63,25 @@ def _print_result(result: AgentResult, as_json: bool) -> int:
                   f"{' (estimated)' if result.tokens.estimated else ''} · {result.elapsed_s:.1f} s · run {result.run_id}")
         if result.message and result.stop_reason != "interrupted":  # that one: interrupted_line
             out.print(result.message, markup=False, highlight=False)
+        hint = planner_hint(result)
+        if hint:
+            out.print(hint, markup=False, highlight=False)
         for tx in run_txs(result.run_id):
             out.print(f"paid {usdc(tx['amount'])} to {tx['recipient']} · tx {tx['tx_hash']} ({tx['status']})")
     return EXIT_FINISHED if result.finished else EXIT_STOPPED
+
+
+#: What a part the offline planner could not read says (agent/models/_factpatterns.py).
+_OFFLINE_DECLINE = "the offline planner"
+
+
+def planner_hint(result: AgentResult) -> str | None:
+    """The way to a wider reading when the offline planner declined a part of the task
+    for its own words (not for what the chain or the seller said): a model reads more."""
+    if result.finished or not any(_OFFLINE_DECLINE in line.text for line in result.lines):
+        return None
+    return ("hint: the offline planner reads only the questions docs/planner.md lists; a "
+            "model reads any wording: set NIB_MODEL_PROVIDER and NIB_MODEL (docs/models.md)")
 
 
 def run_txs(run_id: str) -> list[dict[str, object]]:
