@@ -815,6 +815,12 @@ def _unusable_address(item: _Draft) -> str | None:
     return None
 
 
+def _unread(items: list[_Draft], made: list[int]) -> str | None:
+    """Why an aggregate over ``made`` cannot be read: one of its values cannot be."""
+    unread = [items[m].get("text", "") for m in made if "unanswerable" in items[m]]
+    return f"it needs every value it is read over, and the {unread[0]} cannot be read" if unread else None
+
+
 def _clip(text: str) -> str:
     return one_line(" ".join(text.split()).strip(" ,.;:"), 120)
 
@@ -1302,45 +1308,10 @@ class _FactItems:
                     "params": {**params, "address": address}}  # fmt: skip
             made.append(self.out.add(item))
         if part.aggregate is not None:
-            made.append(self.aggregate(part.text, part.aggregate, str(fp.kind), fp.label, made))
+            made.append(_aggregate_item(self.out, part.text, part.aggregate, str(fp.kind), fp.label, made))
         elif self.compare_words(part) and fp.kind in VALUE_UNITS:
             made.append(self.out.cannot(part.text, "a comparison needs two or more addresses"))
         return made
-
-    def aggregate(self, text: str, agg: _Aggregate, kind: str, label: str, made: list[int]) -> int:
-        """The item computing ``agg`` over the values ``made`` (one ``kind``, one address
-        each), or why not: a difference takes two, any other aggregate two or more."""
-        n = len(made)
-        if n < 2 or (agg.op == "diff" and n != 2):
-            want = "exactly two" if agg.op == "diff" else "two or more"
-            return self.out.cannot(text, f"{agg.word!r} is read over {want} addresses' "
-                                   f"values; this asks it over {n}")  # fmt: skip
-        if kind not in AGGREGATE_KINDS[agg.op]:
-            return self.out.cannot(text, f"{agg.word!r} is not read over {label} values")
-        refs: list[_Ref] = [{"ref": m} for m in made]
-        params: dict[str, _Param] = {"of": refs, "op": agg.op}
-        if agg.op in ("max", "min"):
-            word = {("max", 2): "more", ("min", 2): "less"}.get((agg.op, n))
-            word = word or ("the most" if agg.op == "max" else "the least")
-            what = f"which holds {word} ({label})"
-        elif agg.op == "sum":
-            what = f"combined {label}"
-        elif agg.op == "diff":
-            what = f"difference of the {label}s (the first minus the second)"
-        else:
-            test = _count_test(text, kind)
-            if isinstance(test, str):
-                return self.out.cannot(text, test)
-            params.update(test)
-            unit = VALUE_UNITS.get(kind, "").upper()
-            what = f"how many of the addresses have a {label} {test['cmp']} {test['than']} {unit}"
-        unread = [self.out.items[m].get("text", "") for m in made if "unanswerable" in self.out.items[m]]
-        if unread:
-            return self.out.cannot(what, f"it needs every value it is read over, and the "
-                                   f"{unread[0]} cannot be read")  # fmt: skip
-        return self.out.add({"text": what.strip(), "kind": "comparison", "params": params})
-
-
 
     def _totals(
         self, part: _Part, fp: FactPattern, params: dict[str, str], where: str,
@@ -1373,6 +1344,40 @@ class _FactItems:
                           "params": {**params, "address": address}})  # fmt: skip
             for address in whose
         ]
+
+
+def _aggregate_item(out: _Builder, text: str, agg: _Aggregate, kind: str, label: str,
+                    made: list[int]) -> int:
+    """The item computing ``agg`` over the values ``made`` (one ``kind``, one address
+    each), or why not: a difference takes two, any other aggregate two or more."""
+    n = len(made)
+    if n < 2 or (agg.op == "diff" and n != 2):
+        want = "exactly two" if agg.op == "diff" else "two or more"
+        return out.cannot(text, f"{agg.word!r} is read over {want} addresses' "
+                               f"values; this asks it over {n}")  # fmt: skip
+    if kind not in AGGREGATE_KINDS[agg.op]:
+        return out.cannot(text, f"{agg.word!r} is not read over {label} values")
+    refs: list[_Ref] = [{"ref": m} for m in made]
+    params: dict[str, _Param] = {"of": refs, "op": agg.op}
+    if agg.op in ("max", "min"):
+        word = {("max", 2): "more", ("min", 2): "less"}.get((agg.op, n))
+        word = word or ("the most" if agg.op == "max" else "the least")
+        what = f"which holds {word} ({label})"
+    elif agg.op == "sum":
+        what = f"combined {label}"
+    elif agg.op == "diff":
+        what = f"difference of the {label}s (the first minus the second)"
+    else:
+        test = _count_test(text, kind)
+        if isinstance(test, str):
+            return out.cannot(text, test)
+        params.update(test)
+        unit = VALUE_UNITS.get(kind, "").upper()
+        what = f"how many of the addresses have a {label} {test['cmp']} {test['than']} {unit}"
+    unread = _unread(out.items, made)
+    if unread:
+        return out.cannot(what, unread)
+    return out.add({"text": what.strip(), "kind": "comparison", "params": params})
 
 
 class _ReaderChecks:
@@ -1451,7 +1456,7 @@ class _ReaderChecks:
             return self.out.cannot(part.text, f"{agg.word!r} is read over two or more values "
                                    "of one kind asked in its sentence")  # fmt: skip
         label = self.out.items[values[0]]["text"].split(" of ")[0]
-        return self.facts.aggregate(part.text, agg, kinds.pop(), label, values)
+        return _aggregate_item(self.out, part.text, agg, kinds.pop(), label, values)
 
     def _units_taken(self) -> None:
         """A unit the task asks for ("in wei") that no asked fact can be given in is
