@@ -25,6 +25,9 @@ FactKind = Literal[
     "gas_price_gwei",  # the node's suggested gas price, gwei
     "block_number",  # the latest block's number
     "block_timestamp",  # a block's unix timestamp
+    "block_gas_used",  # the gas a block's transactions used, summed (its gasUsed)
+    "block_gas_limit",  # a block's gas limit (its gasLimit)
+    "block_tx_count",  # how many transactions a block holds
     "eth_balance",  # an address's ETH balance
     "usdc_balance",  # an address's USDC balance
     "token_symbol",  # an ERC-20 token's symbol
@@ -62,6 +65,9 @@ CHAIN_FACT_KINDS: frozenset[FactKind] = frozenset(
         "gas_price_gwei",
         "block_number",
         "block_timestamp",
+        "block_gas_used",
+        "block_gas_limit",
+        "block_tx_count",
         "eth_balance",
         "usdc_balance",
         "token_symbol",
@@ -103,6 +109,9 @@ KIND_PARAMS: dict[str, tuple[str, ...]] = {
     "base_fee_gwei": ("block",),
     "block_number": ("block",),
     "block_timestamp": ("block",),
+    "block_gas_used": ("block",),
+    "block_gas_limit": ("block",),
+    "block_tx_count": ("block",),
     "eth_balance": ("address",),
     "usdc_balance": ("address",),
     "token_symbol": ("token",),

@@ -95,9 +95,16 @@ def in_unit(kind: str, unit: str, value: str) -> str | None:
     return f"{scaled.normalize():f} {name}"
 
 
+#: The unit a fact kind's bare number is in, when it has one (a count has none).
+_OWN_UNITS = {"base_fee_gwei": "gwei", "gas_price_gwei": "gwei", "block_gas_used": "gas",
+              "block_gas_limit": "gas"}  # fmt: skip
+
+
 def with_own_unit(kind: str, value: str) -> str:
-    """``value`` with its own unit when the tool states a bare number (a fee in gwei)."""
-    return f"{value} gwei" if kind in ("base_fee_gwei", "gas_price_gwei") else value
+    """``value`` with its own unit when the tool states a bare number (a fee in gwei, a
+    block's gas used in gas)."""
+    unit = _OWN_UNITS.get(kind)
+    return f"{value} {unit}" if unit and _NUMBER.fullmatch(value) else value
 
 
 def _with_field_unit(field: str, value: str) -> str:
@@ -138,9 +145,9 @@ def asked_value(item: Mapping[str, object]) -> str:
         own = with_own_unit(str(kind), value)
         block = params.get("block")
         return f"{converted} ({own})" + (f" at block {block}" if block else "")
-    if kind in ("base_fee_gwei", "gas_price_gwei"):
+    if kind in _OWN_UNITS or kind == "block_tx_count":
         block = params.get("block")
-        return f"{value} gwei" + (f" at block {block}" if block else "")
+        return with_own_unit(str(kind), value) + (f" at block {block}" if block else "")
     if kind == "block_timestamp" and value.isdigit():
         shown = f"{value} (unix seconds)"
         if params.get("unit") == "utc":
@@ -188,7 +195,8 @@ def _label_in_unit(label: str, shown: str) -> str:
 def _states(answer: str, item: Mapping[str, object]) -> bool:
     """True when ``answer`` already states the item's asked value."""
     shown = asked_value(item)
-    core = shown.split(" (", 1)[0].split(" at block", 1)[0].split(" gwei", 1)[0].strip()
+    core = shown.split(" (", 1)[0].split(" at block", 1)[0]
+    core = core.split(" gwei", 1)[0].split(" gas", 1)[0].strip()
     return bool(core) and core.lower() in answer.lower()
 
 

@@ -111,9 +111,15 @@ FACT_PATTERNS: tuple[FactPattern, ...] = tuple(
 """The vocabulary table's phrases, compiled, in priority order (one table per kind)."""
 
 _BLOCK_NUMBER = next(fp for fp in FACT_PATTERNS if fp.kind == "block_number")
+_BLOCK_GAS_USED = next(fp for fp in FACT_PATTERNS if fp.kind == "block_gas_used")
 
 #: Kinds that take one block number, and kinds that take a window or range of blocks.
-BLOCK_KINDS = frozenset({"base_fee_gwei", "block_timestamp", "block_number"})
+BLOCK_KINDS = frozenset({"base_fee_gwei", "block_timestamp", "block_number", "block_gas_used",
+                         "block_gas_limit", "block_tx_count"})
+#: Block kinds whose words an account or a transaction has too ("the transaction count of
+#: 0xA" is its nonce, "the gas limit of 0x<hash>" the transaction's): with a 0x address or
+#: hash in their part they are declined, never read at the head as if a block were asked.
+BLOCK_ONLY_KINDS = frozenset({"block_gas_used", "block_gas_limit", "block_tx_count"})
 TOTAL_KINDS = frozenset({"usdc_sent_total", "usdc_received_total"})
 WINDOW_KINDS = frozenset({"transfer_count", "transfer_max"}) | TOTAL_KINDS
 #: The unit a kind's value is written in, for thresholds in conditions.
@@ -125,6 +131,9 @@ VALUE_UNITS = {
     "transfer_count": "",
     "block_number": "",
     "block_timestamp": "",
+    "block_gas_used": "",
+    "block_gas_limit": "",
+    "block_tx_count": "",
 }
 
 _SEND = _p(
@@ -395,7 +404,7 @@ _FILLER = frozenset(
     contract could current currently data decimal devnet did do does each exact exactly eye
     fetch find for from get give go has have hold holds how i if in info information into is
     it its just keep know last latest let like list look me mined more most much my need
-    network now number of on once one only or our over past per please plus poll provide read
+    network newest now number of on once one only or our over past per please plus poll provide read
     recent recently repeatedly report return right row see show so tell than that the them
     then there these this those three thrice times to token two up usdc use using value
     values want was we were what whats which you your eth ether gwei wei moment paid pay
@@ -632,6 +641,9 @@ def _read_part(part: _Part, has_hash: bool) -> None:
         for m in fp.pattern.finditer(text):
             s, e = m.span()
             if any(s < ce and cs < e for cs, ce in claimed):
+                continue
+            if fp.kind in BLOCK_KINDS and (TX_HASH.search(m.group(0)) or ADDRESS.search(m.group(0))):
+                # "gas used by 0x<hash> in block 5": the gap holds the transaction asked about.
                 continue
             claimed.append((s, e))
             part.hits.append((s, fp, m.group(0)))
@@ -1107,9 +1119,12 @@ class _FactItems:
             if (
                 fp.kind == "block_number"
                 and len(kinds) > 1
-                and re.search(r"\b(?:of|at|in|for)\s+the\s+$", part.text[:pos])
+                and (re.search(r"\b(?:of|at|in|for)\s+the\s+$", part.text[:pos])
+                     or re.match(r"['’]s\b", part.text[pos + len(phrase) :]))
             ):
-                continue  # "the base fee of the latest block": a parameter, not a question
+                # "the base fee of the latest block", "the latest block's gas limit": the
+                # block whose fact is asked, a parameter, not a question.
+                continue
             made.extend(self._fact(part, fp, pos, phrase))
         return made
 
@@ -1191,6 +1206,11 @@ class _FactItems:
         return verdicts.pop() if len(verdicts) == 1 else None
 
     def _fact_items(self, part: _Part, fp: FactPattern, pos: int, phrase: str) -> list[int]:
+        if (fp.kind == "tx_gas_used" and not self.t.hashes
+                and re.search(r"\bblocks?\b", self.t.sentence(part.sentence), re.I)):  # fmt: skip
+            # "the gas used and the gas limit of block 2": a block is named and no
+            # transaction, so the bare "gas used" of the list is the block's.
+            fp = _BLOCK_GAS_USED
         scope = self._block_scope(part, fp)
         if "ambiguous" in scope:
             ref = scope["ambiguous"]
@@ -1198,6 +1218,12 @@ class _FactItems:
                                     f"sentence: ask the {fp.label} at the latest block or "
                                     f"{ref} in its own words")]  # fmt: skip
         where = _span_text(scope)
+        holders = part.subjects or [m.group(0) for m in TX_HASH.finditer(part.text)]
+        if fp.kind in BLOCK_ONLY_KINDS and holders:
+            return [self.out.cannot(f"{fp.label} of {holders[0]}", f"the task asks the "
+                                    f"{fp.label} of {holders[0]}, and it is a block's: no tool "
+                                    "reads it for an account or a transaction; ask it of a "
+                                    f"block ('the {fp.label} of the latest block')")]  # fmt: skip
         if scope and fp.kind not in BLOCK_KINDS | WINDOW_KINDS:
             return [self.out.cannot(f"{fp.label}{where}", f"no tool reads {fp.label}{where}")]
         if "block" in scope and fp.kind in WINDOW_KINDS:

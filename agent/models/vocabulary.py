@@ -154,6 +154,20 @@ KIND_WORDS: tuple[KindWords, ...] = (
           "[total] incoming usdc", "usdc received by", "usdc received from",
           "all [the] usdc … received", "usdc … ever received", "sum of … incoming",
           "transferred in", "taken in"),
+    # Before the transaction's gas used: "gas used by the latest block" and "how much gas
+    # did block 3 use" ask a block's; "gas used by 0x<hash>" still asks a transaction's.
+    _kind("block_gas_used", "block gas used", "none",
+          "block gas used", "block gas usage", "block's gas used", "gas used … block",
+          "gas usage … block", "gas consumed … block", "how much gas … block … use",
+          "how much gas … block … consume", "how much gas … used … block",
+          "how much gas … consumed … block"),
+    _kind("block_gas_limit", "block gas limit", "none", "[block] gas limit"),
+    # "how many transactions", never "how many transfers" (USDC Transfer logs, below).
+    _kind("block_tx_count", "block transaction count", "none",
+          "[block] transaction count", "[block] tx count",
+          "number of transactions", "number of txs", "count of transactions",
+          "how many transactions", "how many txs", "how many transactions … block",
+          *(f"how many transactions … {v}" for v in ("contain", "include", "included"))),
     _kind("tx_gas_used", "transaction gas used", "tx",
           "gas used", "gas consumed", "how much gas … use", "how much gas … consume",
           "how much gas … burn"),

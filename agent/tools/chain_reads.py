@@ -274,24 +274,39 @@ class GasPriceTool(_FreeRead[NoArgs]):
 class BlockInfoTool(_FreeRead[BlockArgs]):
     name = "block_info"
     free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=8_192)
-    description = "Number and timestamp of a block (the latest when no block is given)."
+    description = (
+        "Number, timestamp, gas used, gas limit and transaction count of a block (the "
+        "latest when no block is given)."
+    )
     args_model = BlockArgs
-    facts = ("block_number", "block_timestamp")
+    facts = ("block_number", "block_timestamp", "block_gas_used", "block_gas_limit",
+             "block_tx_count")  # fmt: skip
 
     async def run(self, args: BlockArgs, ctx: ToolContext) -> Observation:
         ref = await _block_ref(self.name, args.block, ctx)
         block = await _read(lambda: ctx.chain.block(ref))
         number, ts = int(block["number"]), int(block["timestamp"])
+        used, limit = int(block["gasUsed"]), int(block["gasLimit"])
+        txs = len(block.get("transactions", []))
         iso = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return self._obs(
-            f"block {number} at {ts} ({iso})",
+            f"block {number} at {ts} ({iso}): {txs} transaction{'' if txs == 1 else 's'}, "
+            f"gas used {used} of a gas limit of {limit}",
             {
                 "block_number": number,
                 "block_timestamp": ts,
                 "time_utc": iso,
-                "tx_count": len(block.get("transactions", [])),
+                "tx_count": txs,
+                "gas_used": used,
+                "gas_limit": limit,
             },
-            {"block_number": str(number), "block_timestamp": str(ts)},
+            {
+                "block_number": str(number),
+                "block_timestamp": str(ts),
+                "block_gas_used": str(used),
+                "block_gas_limit": str(limit),
+                "block_tx_count": str(txs),
+            },
         )
 
 

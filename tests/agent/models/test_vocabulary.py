@@ -211,7 +211,9 @@ def test_each_fact_of_a_coordinated_list_is_its_own_item_with_the_shared_paramet
 @pytest.mark.parametrize(
     ("task", "word"),
     [
-        ("the base fee and gas used of block 5", "gas used"),
+        # A block's gas used is read at a block now (test_block_gas_and_txs.py); the gas
+        # price is the node's suggestion, read at no block.
+        ("the base fee and gas price of block 5", "gas price"),
         ("colour and decimals of USDC", "colour"),
         (f"Tell me the USDC balance of {A} and the number", "number"),
         ("Give me the value and the timestamp of the latest block.", "value"),

@@ -131,11 +131,52 @@ def test_block_info_latest_and_explicit(anvil: Any, make_ctx: Callable[..., Tool
     assert obs.facts == {
         "block_number": str(head["number"]),
         "block_timestamp": str(head["timestamp"]),
+        "block_gas_used": str(head["gasUsed"]),
+        "block_gas_limit": str(head["gasLimit"]),
+        "block_tx_count": str(len(head["transactions"])),
     }
     obs = run(BlockInfoTool(), {"block": 0}, ctx)
     genesis = anvil.w3.eth.get_block(0)
     assert obs.facts["block_number"] == "0"
     assert obs.facts["block_timestamp"] == str(genesis["timestamp"])
+
+
+def _raw_block(chain: Any, number: int) -> dict[str, Any]:
+    """The block as the node answers eth_getBlockByNumber, read past web3's formatting."""
+    found = chain.w3.provider.make_request("eth_getBlockByNumber", [hex(number), False])
+    return dict(found["result"])
+
+
+def test_block_info_reads_gas_used_gas_limit_and_tx_count_as_the_node_states_them(
+    chain: Any, make_ctx: Callable[..., ToolContext]
+) -> None:
+    # Two transactions mined in one block, then an empty block: each against the raw RPC.
+    agent, seller = dev_account(AGENT).address, dev_account(SELLER).address
+    chain.rpc("evm_setAutomine", [False])
+    try:
+        hashes = [chain.rpc("eth_sendTransaction", [{"from": a, "to": b, "value": "0x1"}])
+                  for a, b in ((agent, seller), (seller, agent))]  # fmt: skip
+        chain.rpc("evm_mine")
+    finally:
+        chain.rpc("evm_setAutomine", [True])
+    full = chain.w3.eth.get_transaction_receipt(hashes[0])["blockNumber"]
+    chain.rpc("evm_mine")
+    empty = chain.w3.eth.block_number
+    ctx = make_ctx()
+    for number, txs in ((full, 2), (empty, 0)):
+        raw = _raw_block(chain, number)
+        obs = run(BlockInfoTool(), {"block": number}, ctx)
+        assert len(raw["transactions"]) == txs
+        assert obs.facts["block_gas_used"] == str(int(raw["gasUsed"], 16))
+        assert obs.facts["block_gas_limit"] == str(int(raw["gasLimit"], 16))
+        assert obs.facts["block_tx_count"] == str(txs)
+        assert f"{txs} transactions, gas used {int(raw['gasUsed'], 16)} of a gas limit of " \
+            f"{int(raw['gasLimit'], 16)}" in obs.summary
+    receipts = [chain.w3.eth.get_transaction_receipt(h) for h in hashes]
+    assert int(_raw_block(chain, full)["gasUsed"], 16) == sum(r["gasUsed"] for r in receipts) > 0
+    latest = run(BlockInfoTool(), {}, ctx)
+    assert latest.facts["block_number"] == str(empty) and latest.facts["block_tx_count"] == "0"
+    assert latest.facts["block_gas_used"] == "0"
 
 
 def test_block_info_beyond_head_is_a_tool_error(
