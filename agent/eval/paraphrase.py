@@ -39,6 +39,13 @@ _SYN: dict[str, tuple[str, ...]] = {
     "count": ("number of USDC transfers in the last {n} blocks",
               "count of USDC transfer events over the past {n} blocks",
               "USDC transfer count for the last {n} blocks"),
+    "gas_used": ("gas used by the latest block", "total gas used in the most recent block",
+                 "gas used in the current block", "newest block's gas used"),
+    "gas_limit": ("gas limit of the latest block", "block gas limit",
+                  "current block's gas limit"),
+    "tx_count": ("number of transactions in the latest block",
+                 "transaction count of the newest block",
+                 "count of transactions in the current block"),
     "largest": ("largest USDC transfer in the last {n} blocks",
                 "biggest single USDC transfer over the past {n} blocks",
                 "maximum USDC transfer in the last {n} blocks"),
@@ -200,7 +207,7 @@ _AGGREGATE_DECLINED = (
 )  # fmt: skip
 
 CATEGORIES = ("base_fee", "block_number", "timestamp", "usdc_balance", "eth_balance",
-              "token", "transfers", "comparison", "relative", "presentation",
+              "token", "transfers", "block_gas_and_txs", "comparison", "relative", "presentation",
               "scope-chain", "scope-standing", "unsupported", "outside-words", "units",
               "totals", "cents", "aggregates", "parts")  # fmt: skip
 
@@ -233,6 +240,32 @@ def _free(rows: list[JSONObject]) -> None:
         for x, ask, n in itertools.product(_SYN[syn], _ASK[:3], (5, 20)):
             truth = [{"probe": probe, "blocks": n}]
             rows.append(_task(len(rows), "transfers", ask.format(x=x.format(n=n)), "answer", truth))
+
+
+#: A block's gas used, gas limit and transaction count asked as questions (the outside
+#: tester's "What is the gas used by the latest block?" was read as a transaction's), at
+#: the head, at a block, and at a block relative to the head.
+_BLOCK_QUESTIONS: tuple[tuple[str, dict[str, object]], ...] = (
+    ("How much gas did the latest block use?", {"probe": "block_gas_used"}),
+    ("How much gas was used in block {head_minus_1}?", {"probe": "block_gas_used", "back": 1}),
+    ("What was the gas used 2 blocks ago?", {"probe": "block_gas_used", "back": 2}),
+    ("What was the gas limit of the block before the latest one?",
+     {"probe": "block_gas_limit", "back": 1}),
+    ("How many transactions does the newest block contain?", {"probe": "block_tx_count"}),
+    ("How many transactions were in block {head_minus_2}?", {"probe": "block_tx_count", "back": 2}),
+    ("How many transactions did the previous block have?", {"probe": "block_tx_count", "back": 1}),
+)  # fmt: skip
+
+
+def _block_facts(rows: list[JSONObject]) -> None:
+    probes = (("gas_used", "block_gas_used"), ("gas_limit", "block_gas_limit"),
+              ("tx_count", "block_tx_count"))  # fmt: skip
+    for syn, probe in probes:
+        for x, ask in itertools.product(_SYN[syn], _ASK):
+            rows.append(_task(len(rows), "block_gas_and_txs", ask.format(x=x), "answer",
+                              [{"probe": probe}]))  # fmt: skip
+    for text, truth in _BLOCK_QUESTIONS:
+        rows.append(_task(len(rows), "block_gas_and_txs", text, "answer", [truth]))
 
 
 def _compare(rows: list[JSONObject]) -> None:
@@ -438,7 +471,7 @@ def _parts(rows: list[JSONObject]) -> None:
 def paraphrase_tasks() -> list[JSONObject]:
     """The generated suite's task rows (the shape of agent/eval/*.json's tasks)."""
     rows: list[JSONObject] = []
-    for make in (_free, _compare, _relative, _presentation, _declined, _outside, _aggregates,
+    for make in (_free, _block_facts, _compare, _relative, _presentation, _declined, _outside, _aggregates,
                  _parts):
         make(rows)
     return rows
