@@ -51,7 +51,7 @@ MIN_P_TO_PAY = Decimal("0.2")
 DEFAULT_PRIOR_STRENGTH = Decimal(2)
 N_BINS = 10
 #: Outcome weights are kept as whole thousandths of an outcome: an outcome of a purchase
-#: that paid little counts for a fraction of one (judge.jev.outcome_weight).
+#: that paid little counts for a fraction of one (judge.outcomes.outcome_weight).
 WEIGHT_SCALE = 1000
 
 Delivery = Literal["delivered", "paid-not-delivered"]
@@ -72,7 +72,7 @@ def weight_thousandths(weight: Decimal | int) -> int:
     if isinstance(weight, bool) or not isinstance(weight, int | Decimal) or not weight > 0:
         raise JudgeConfigError(
             f"found weight={weight!r}; expected a positive int or Decimal (pseudo-outcomes); "
-            "fix: scale what was paid to outcomes before recording (judge.jev.outcome_weight)."
+            "fix: scale what was paid to outcomes before recording (judge.outcomes.outcome_weight)."
         )
     return max(1, int((Decimal(weight) * WEIGHT_SCALE).to_integral_value(ROUND_HALF_EVEN)))
 

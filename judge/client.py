@@ -248,6 +248,12 @@ class JudgeClient:
         }
         self._call(ops.OUTCOMES, body)
 
+    def hold_outcome(self, verdict_id: str, fact_kind: str, spend_id: str) -> None:
+        body: ops.HeldOutcomeRequest = {
+            "verdict_id": verdict_id, "fact_kind": fact_kind, "spend_id": spend_id,
+        }
+        self._call(ops.HELD_OUTCOMES, body)
+
     def register_task(self, limits: TaskLimits) -> TaskLimits:
         """Register a task (needs a client built with the admin token)."""
         return TaskLimits.from_wire(self._call(ops.TASKS, _record(limits.to_wire())))

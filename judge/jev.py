@@ -22,8 +22,6 @@ from judge.calibration import (
     Calibrator,
     Delivery,
     calibration_subject,
-    check_outcome,
-    fact_key,
 )
 from judge.errors import (
     JudgeConfigError,
@@ -31,6 +29,7 @@ from judge.errors import (
 )
 from judge.fingerprint import call_fingerprint
 from judge.mandates import FactReader
+from judge.outcomes import Outcomes, outcome_weight
 from judge.payto import TermsOf
 from judge.policy import FreeDecision, FreeReadPolicy
 from judge.recheck import RecheckGate
@@ -49,19 +48,6 @@ from judge.verdict import (
 __all__ = ["USDC_DECIMALS", "Judge", "PaidCallRequest", "format_usdc", "outcome_weight"]
 
 Emit = Callable[[str, dict[str, object]], None]
-
-
-#: An outcome of a purchase that paid at least this (atomic units; 0.01 USDC, what the
-#: market's sellers ask) counts one outcome toward p, one that paid less that share of
-#: one (at least a thousandth), never more: what moves a shared p is paid for, and with
-#: one outcome per task, seller and fact kind under the services, one task moves a
-#: seller's p by at most one outcome against a prior worth DEFAULT_PRIOR_STRENGTH.
-OUTCOME_FULL_WEIGHT_PAID = 10_000
-
-
-def outcome_weight(paid: int) -> Decimal:
-    """The pseudo-outcomes an outcome of a payment of ``paid`` atomic units counts for."""
-    return min(Decimal(1), Decimal(max(paid, 0)) / OUTCOME_FULL_WEIGHT_PAID)
 
 
 def _authorization_key(payload: Mapping[str, object] | None) -> str | None:
@@ -189,7 +175,10 @@ class Judge:
         self._balance_of = balance_of
         self._balances_ahead = BalancesAhead(balance_of)
         self._token_domain = token_domain
-        self._payment_settled = payment_settled
+        #: Outcomes taken into calibration: counted only for payments ``payment_settled``
+        #: proves (when given), or held until then (judge.outcomes).
+        self.outcomes = Outcomes(self.records, self.calibrator, paid=payment_settled, emit=emit,
+                                 clock=clock)
         self._require_task = require_task
         #: Reads the offers a seller's own 402 states (judge.payto): with it, a registered
         #: seller origin admits exactly those terms (payTo, amount, asset, chain).
@@ -421,23 +410,16 @@ class Judge:
         ``paid-not-delivered`` (the seller took the money and delivered nothing usable)
         weighs the same for every task, and the reporting task pays that seller no more.
         """
-        check_outcome(covered, delivery)
-        rec = self.records.take_outcome(verdict_id, fact_key(fact_kind), paid=self._payment_settled,
-                                        lost=delivery == "paid-not-delivered")
-        self.calibrator.record(rec.subject, fact_key(fact_kind), rec.p, covered,
-                               weight=outcome_weight(rec.amount), delivery=delivery)
-        if self._emit is not None:
-            self._emit(
-                "judge.outcome",
-                {
-                    "verdict_id": verdict_id,
-                    "subject": rec.subject,
-                    "fact_kind": fact_key(fact_kind),
-                    "p_used": rec.p,
-                    "covered": covered,
-                    "delivery": delivery,
-                },
-            )
+        self.outcomes.record(verdict_id, fact_kind, covered, delivery)
+
+    def hold_outcome(self, verdict_id: str, fact_kind: str, spend_id: str) -> None:
+        """Hold a ``paid-not-delivered`` outcome of ``verdict_id`` for ``fact_kind`` whose
+        payment (ledger row ``spend_id``) was undecided when the run ended: the wallet
+        could neither cancel the authorization nor find it used or expired. Nothing is
+        counted now; once the seller settles it, ``nib audit reconcile`` files it
+        (:meth:`judge.outcomes.Outcomes.file_held`, which reads the chain itself) and it
+        counts as any settled non-delivery, once. OutcomeRefused as for an outcome."""
+        self.outcomes.hold(verdict_id, fact_kind, spend_id)
 
     def calibration(self) -> CalibrationReport:
         return self.calibrator.report()

@@ -100,6 +100,15 @@ class OutcomeRequest(TypedDict, total=False):
     delivery: str
 
 
+class HeldOutcomeRequest(TypedDict):
+    """A non-delivery whose payment (ledger row ``spend_id``) the wallet could not decide:
+    held until it settles, then counted as ``paid-not-delivered``."""
+
+    verdict_id: str
+    fact_kind: str
+    spend_id: str
+
+
 class StandingRequest(TypedDict):
     """``task_id``: the run a spend is booked under (``other-task`` when not the verdict's)."""
 
@@ -198,6 +207,10 @@ OUTCOMES: Final = Operation(
     "outcomes", "POST", "agent", OutcomeRequest, Ok, _SCOPED, "record_outcome",
     "an outcome of a verdict",
 )
+HELD_OUTCOMES: Final = Operation(
+    "held-outcomes", "POST", "agent", HeldOutcomeRequest, Ok, _SCOPED, "hold_outcome",
+    "a non-delivery held until its payment settles",
+)
 STANDING: Final = Operation(
     "standing", "POST", "agent", StandingRequest, StandingAnswer, (TaskScopeRefused,),
     "verdict_standing", "the standing of a verdict",
@@ -233,6 +246,7 @@ OPERATIONS: Final[tuple[Operation[object, object], ...]] = (
     RECHECK,
     REVOKE,
     OUTCOMES,
+    HELD_OUTCOMES,
     STANDING,
     TASKS,
     GRANTS,

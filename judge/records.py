@@ -5,7 +5,9 @@ consumes the verdict here (one ``UPDATE ... WHERE consumed_at IS NULL``), so a s
 wallet with its own database cannot present the same verdict again. Reconcile asks
 :meth:`VerdictRecords.standing` whether a settled spend's verdict was issued here,
 consumed, and approved the payload the spend names. Outcomes (calibration data) are
-taken only for consumed approvals, once per (verdict, fact kind) the call could cover.
+taken only for consumed approvals, once per (verdict, fact kind) the call could cover; a
+non-delivery whose payment was still undecided when its run ended is held beside them until
+the payment settles (judge.held).
 """
 
 from __future__ import annotations
@@ -171,13 +173,15 @@ MIGRATIONS: list[Migration] = [
 ]
 
 
-def _issued(conn: Tx, verdict_id: str) -> VerdictRecord | None:
+def issued_in(conn: Tx, verdict_id: str) -> VerdictRecord | None:
     """The record of ``verdict_id`` read inside the caller's write section, or None."""
     found = conn.rows(f"SELECT * FROM {VERDICTS} WHERE id = ?", (verdict_id,))
     return _record(found[0]) if found else None
 
 
-def _outcome_problem(rec: VerdictRecord | None, fact_kind: str) -> str | None:
+def outcome_problem(rec: VerdictRecord | None, fact_kind: str) -> str | None:
+    """Why ``rec`` carries no outcome for ``fact_kind`` (not issued here, not a consumed
+    approval, a fact kind the call could not cover), else None."""
     if rec is None:
         return "this judge never issued it"
     if rec.decision != "approve" or rec.consumed_at is None:
@@ -304,6 +308,11 @@ class VerdictRecords:
         self._clock = clock
         self._consume_durable = not wallet_syncs_after
 
+    @property
+    def db(self) -> Database:
+        """The database the record is kept in (the tables kept beside it: judge.held)."""
+        return self._store.db
+
     def issued(
         self,
         verdict: Verdict,
@@ -354,7 +363,7 @@ class VerdictRecords:
         refused. The grant covers exactly its payload (fingerprint, amount, recipient).
         """
         with self._store.transaction() as conn:
-            rec = _issued(conn, verdict_id)
+            rec = issued_in(conn, verdict_id)
             problem = None
             if rec is None:
                 problem = "this judge never issued it"
@@ -423,7 +432,7 @@ class VerdictRecords:
         VerdictRevoked, or VerdictConsumed (a second use, from any wallet).
         """
         with self._store.transaction(durable=self._consume_durable) as conn:
-            rec = _issued(conn, verdict.id)
+            rec = issued_in(conn, verdict.id)
             if rec is None:
                 raise VerdictUnknown(
                     f"verdict {verdict.id} was never issued by this judge; expected a verdict "
@@ -545,8 +554,8 @@ class VerdictRecords:
             ):
                 unpaid = "its payment is not settled on chain at the approved price"
         with self._store.transaction() as conn:
-            rec = _issued(conn, verdict_id)
-            problem = _outcome_problem(rec, fact_kind) or unpaid
+            rec = issued_in(conn, verdict_id)
+            problem = outcome_problem(rec, fact_kind) or unpaid
             if problem is None and rec is not None:
                 problem = _take_outcome(conn, rec, fact_kind, self._clock(),
                                         once_per_task=paid is not None, lost=lost)

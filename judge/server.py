@@ -218,6 +218,13 @@ class _Handlers:
         )
         return {"ok": True}
 
+    def held_outcomes(self, body: dict[str, object], own: str | None) -> dict[str, object]:
+        verdict_id = str(body["verdict_id"])
+        if own is not None:
+            _only(own, self._task_of(verdict_id), "a held outcome of a verdict")
+        self.judge.hold_outcome(verdict_id, str(body["fact_kind"]), str(body["spend_id"]))
+        return {"ok": True}
+
     def standing(self, body: dict[str, object], own: str | None) -> dict[str, object]:
         fp = body.get("payload_fingerprint")
         verdict_id = str(body["verdict_id"])

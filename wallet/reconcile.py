@@ -16,6 +16,10 @@ money again; it is then closed like any signed row, when the chain decides: used
 wallet's ``abandon`` (``Wallet.abandon_authorization``, the one cancel path), reconcile makes
 a reopened authorization the restored chain has not used dead at once: cancelled on chain,
 the cancel's transaction recorded on the row.
+
+Given the judge's ``outcomes``, each non-delivery whose payment was undecided when its run
+ended is filed once its row is settled (counted as ``paid-not-delivered``, the judge reading
+the chain itself) and dropped once the row can never move money (wallet.held_outcomes).
 """
 
 from __future__ import annotations
@@ -37,11 +41,13 @@ from judge.storage import Migration, cell_int, migrate
 from wallet._store import Store
 from wallet._tables import SPENDS
 from wallet.backing import Unbacked, VerdictStanding, unbacked_among, unbacked_rows
+from wallet.held_outcomes import file_held_outcomes
 from wallet.journal import LedgerCheck, Since, verify, verify_since
 from wallet.ledger import OUTSTANDING, Ledger, SpendRow, transition_in
 
 if TYPE_CHECKING:
     from chain.client import ChainClient, TransferLog
+    from judge.outcomes import Outcomes
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +131,9 @@ class ReconcileReport:
     #: The block an earlier pass proved every row it closed through (this pass started
     #: from its checkpoint and did not read those rows again); None for a full pass.
     proven_through: int | None = None
+    #: ``verdict_id:fact_kind`` of each non-delivery the judge held while its payment was
+    #: undecided, counted as ``paid-not-delivered`` by this pass (its row now settled).
+    outcomes_filed: tuple[str, ...] = ()
 
     @property
     def pending(self) -> tuple[SpendRow, ...]:
@@ -159,6 +168,7 @@ class ReconcileReport:
             "unbacked": [asdict(u) for u in self.unbacked],
             "rolled_back": list(self.rolled_back),
             "proven_through": self.proven_through,
+            "outcomes_filed": list(self.outcomes_filed),
         }
 
 
@@ -175,6 +185,7 @@ def reconcile(
     verdict_standing: VerdictStanding | None = None,
     abandon: Abandon | None = None,
     checkpoint: bool = False,
+    outcomes: Outcomes | None = None,
 ) -> ReconcileReport:
     """Compare the ledger's spend rows with on-chain Transfer logs; settle or fail what
     the chain has decided.
@@ -199,6 +210,11 @@ def reconcile(
     ended through it: cancelled on chain (listed in ``resolved``), so no stored signature
     stays usable until ``validBefore``.
 
+    With ``outcomes`` (the judge's, reading the chain: ``judge.outcomes.Outcomes``), each
+    outcome the judge holds for a non-delivery whose payment was undecided at its run's end
+    is filed once its row is settled, counted once (listed in ``outcomes_filed``), and
+    dropped once the row is cancelled or failed (``wallet.held_outcomes``).
+
     With ``checkpoint`` (``nib audit reconcile``), a pass to the latest block starts from
     the :class:`Checkpoint` the previous such pass over the same range left, and leaves
     its own (none when it found the ledger tampered with): it reads only the rows written
@@ -218,6 +234,8 @@ def reconcile(
             found = (unbacked_rows(Ledger(store), verdict_standing) if start is None else
                      unbacked_among(_reread(Ledger(store), rows), verdict_standing))
             report = replace(report, unbacked=found)
+        if outcomes is not None:
+            report = replace(report, outcomes_filed=file_held_outcomes(Ledger(store), outcomes))
         if checkpoint and to_block == "latest":
             head = start.since.seq if start is not None else check.entries
             _keep_checkpoint(store, scope, report, head)
@@ -630,6 +648,7 @@ def _reconciled_event(report: ReconcileReport, *, ledger_ok: bool) -> dict[str, 
         "resolved": list(report.resolved),
         "unproven": [r.id for r in report.unproven],
         "ledger_ok": ledger_ok,
+        "outcomes_filed": list(report.outcomes_filed),
     }
 
 

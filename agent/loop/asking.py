@@ -75,13 +75,17 @@ class JudgeAsk:
         it (its calibration data; the judge files it under the tool, at its seller, from
         its own record of the verdict). A seller that took the money and did not deliver
         is reported as such (``paid-not-delivered``): the judge weighs it as strong
-        evidence. A payment that never settled (the wallet cancelled the authorization,
-        it expired unused, or it is still undecided) is not reported: outcomes count only
-        for payments settled on chain, and the judge refuses any other (``OutcomeRefused``),
-        which would read as a fault in every such trace. Advisory: a failure here is
-        logged, not fatal."""
+        evidence. A payment that never settled (the wallet cancelled the authorization or
+        it expired unused) is not reported: outcomes count only for payments settled on
+        chain, and the judge refuses any other (``OutcomeRefused``), which would read as a
+        fault in every such trace. One still undecided (the wallet could not end the
+        authorization) is held by the judge instead, and counted as ``paid-not-delivered``
+        only if the seller settles it later (``nib audit reconcile`` files it). Advisory:
+        a failure here is logged, not fatal."""
         judge = self.run.deps.judge
-        if judge is None or (failed is not None and not failed.paid):
+        # The undecided payment's ledger row: where reconcile later finds it settled.
+        held = failed.spend_id if failed is not None and failed.outcome == "undecided" else None
+        if judge is None or (failed is not None and not failed.paid and held is None):
             return
         keys = {fact_key(f) for f in tool.facts_for(tool.args_model.model_validate(norm))}
         still = {i.kind or i.text for i in self.run.checklist.missing}
@@ -95,7 +99,11 @@ class JudgeAsk:
                 covered_by_kind[key] = covered_by_kind.get(key, False) or item not in still
         for key, covered in covered_by_kind.items():
             try:
-                await asyncio.to_thread(judge.record_outcome, verdict.id, key, covered, delivery)
+                if held is not None:
+                    await asyncio.to_thread(judge.hold_outcome, verdict.id, key, held)
+                else:
+                    await asyncio.to_thread(judge.record_outcome, verdict.id, key, covered,
+                                            delivery)
             except Exception as exc:
                 raise_if_dependency(exc)
                 # Calibration data is advisory: anything else is audited, not fatal.

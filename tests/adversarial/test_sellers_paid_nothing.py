@@ -313,3 +313,97 @@ def test_an_authorization_in_flight_when_the_run_stops_is_cancelled(
         seller.submit_authorization(seller.log.payments[0]["payload"])
     assert paid_to_seller(h) == 0
     reconciles(h)
+
+
+# ----------------------------------------------------------- undecided when the run ends
+
+
+def cancel_as_the_agent(h: Harness, nonce: str) -> None:
+    """Void the agent's authorization ``nonce`` on chain (its own EIP-3009
+    ``CancelAuthorization``, relayed by DEPLOYER): it can never be used after this."""
+    from eth_account import Account
+
+    from chain.devkeys import AGENT, DEPLOYER, dev_account
+    from chain.usdc import cancel_authorization_typed_data, token_domain
+
+    w3, raw = h.client.w3, bytes.fromhex(nonce.removeprefix("0x"))
+    name, version = token_domain(w3, h.usdc)
+    typed = cancel_authorization_typed_data(
+        name=name, version=version, chain_id=h.client.chain_id(), verifying_contract=h.usdc,
+        authorizer=AGENT_ADDR, nonce=raw)
+    sig = Account.sign_typed_data(dev_account(AGENT).key, full_message=typed)
+    relayer = dev_account(DEPLOYER)
+    fn = usdc_contract(w3, h.usdc).get_function_by_signature(
+        "cancelAuthorization(address,bytes32,uint8,bytes32,bytes32)"
+    )(AGENT_ADDR, raw, sig.v, sig.r.to_bytes(32, "big"), sig.s.to_bytes(32, "big"))
+    tx = fn.build_transaction({"from": relayer.address, "chainId": w3.eth.chain_id,
+                               "nonce": w3.eth.get_transaction_count(relayer.address, "pending")})
+    sent = w3.eth.send_raw_transaction(relayer.sign_transaction(tx).raw_transaction)
+    assert w3.eth.wait_for_transaction_receipt(sent, timeout=30)["status"] == 1
+
+
+def judge_outcomes(h: Harness) -> Any:
+    """The judge's outcomes as `nib audit reconcile` files them: the judge's record (its
+    service's database, or the in-process judge's own), its calibration, and the chain
+    read as the judge reads it (agent.cli.runtime.settled_on)."""
+    from agent.cli.runtime import settled_on
+    from judge.calibration import BetaCalibrator
+    from judge.jev import Judge
+    from judge.outcomes import Outcomes
+    from judge.records import VerdictRecords
+
+    records = h.judge.records if isinstance(h.judge, Judge) else VerdictRecords(h.db)
+    return Outcomes(records, BetaCalibrator(str(h.db)), paid=settled_on(h.client))
+
+
+@pytest.mark.parametrize("later", ["settled", "cancelled", "expired"])
+def test_a_non_delivery_undecided_when_the_run_ends_counts_once_if_the_seller_settles_it(
+    later: str, tmp_path: Any, chain: Any, seller_factory: Any, composition: Composition
+) -> None:
+    # The seller answers 500 and keeps the authorization; the wallet has no ETH for the
+    # cancel's gas, so it cannot end it: the row stays signed when the run ends, and the
+    # run holds its non-delivery with the judge (nothing counted).
+    # Later the seller settles it (or it is cancelled, or it expires unused); reconcile
+    # then files the held outcome with the judge, which reads the chain itself: the
+    # seller's calibration counts one paid-not-delivered outcome, once, only if paid.
+    from judge.calibration import BetaCalibrator, calibration_subject
+
+    seller, url = seller_factory(price=PRICE, paid_mode="500-again")
+    chain.rpc("anvil_setBalance", [AGENT_ADDR, "0x0"])
+    h, result = stubborn_run(tmp_path, chain, url, composition)
+    [row] = h.ledger()
+    assert row.status == "signed" and "cancel not sent" in row.note, row
+    [failed] = h.events(result.run_id, "seller.not_delivered")
+    assert (failed["data"]["paid"], failed["data"]["status"]) == (False, "signed"), failed
+    assert h.events(result.run_id, "judge.outcome.error") == []
+    outcomes = judge_outcomes(h)
+    [held] = outcomes.held()
+    assert (held.verdict_id, held.fact_kind, held.spend_id) == (row.verdict_id, "gas_stats", row.id)
+    calibrator, subject = BetaCalibrator(str(h.db)), calibration_subject("pay_http", url)
+    assert calibrator.counts(subject, "gas_stats") == (0, 0)
+
+    clock = time.time
+    if later == "settled":
+        seller.submit_authorization(seller.log.payments[0]["payload"])
+    elif later == "cancelled":
+        cancel_as_the_agent(h, str(row.auth_nonce))
+    else:
+        assert row.valid_before is not None
+        now = int(h.client.block_timestamp("latest"))
+        chain.rpc("evm_increaseTime", [row.valid_before - now + 1])
+        chain.rpc("evm_mine")
+        clock = lambda: float(row.valid_before or 0) + 1  # noqa: E731 - the wall clock, past it too
+
+    paid = PRICE if later == "settled" else 0
+    for first in (True, False):  # reconcile again: nothing counted a second time
+        report = reconcile(h.db, h.client, h.usdc, AGENT_ADDR, h.start_block + 1, clock=clock,
+                           outcomes=outcomes)
+        assert report.clean, report.to_dict()
+        filed = (f"{row.verdict_id}:gas_stats",) if first and paid else ()
+        assert report.outcomes_filed == filed, report.to_dict()
+        assert calibrator.counts(subject, "gas_stats") == ((0, 1) if paid else (0, 0))
+        assert calibrator.non_deliveries(subject, "gas_stats") == (1 if paid else 0)
+        assert outcomes.held() == []
+    [row] = h.ledger()
+    assert row.status == {"settled": "settled", "cancelled": "cancelled", "expired": "failed"}[later]
+    assert paid_to_seller(h) == paid

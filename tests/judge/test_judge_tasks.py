@@ -250,8 +250,8 @@ def test_a_task_token_acts_for_its_own_task_only_and_outlasts_a_restart(
     signer: VerdictSigner, tmp_path: Any
 ) -> None:
     """Registration returns a token bound to the task (the judge keeps its hash): with it
-    an agent decides, revokes, reports and asks for its own task's verdicts only; a
-    worker token claims only tasks registered as queued."""
+    an agent decides, revokes, reports (or holds a report) and asks for its own task's
+    verdicts only; a worker token claims only tasks registered as queued."""
     from judge.errors import TaskScopeRefused
     from judge.records import VerdictRecords
     from judge.tasks import TaskRegistry
@@ -277,6 +277,7 @@ def test_a_task_token_acts_for_its_own_task_only_and_outlasts_a_restart(
             agent.decide(request(transfer(SELLER, 100_000, nonce=4), task_id="task-2"))
         for call in (lambda: agent.revoke(theirs.id), lambda: agent.recheck(theirs),
                      lambda: agent.record_outcome(theirs.id, "price", True),
+                     lambda: agent.hold_outcome(theirs.id, "price", "their-row"),
                      lambda: agent.verdict_standing(theirs.id, None)):
             with pytest.raises(TaskScopeRefused, match="expected a task token to act for its own"):
                 call()

@@ -64,20 +64,26 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
     """Compare the spend ledger with the wallet's on-chain USDC Transfer logs."""
     from dataclasses import asdict
 
-    from agent.cli.runtime import chain_view
+    from agent.cli.runtime import chain_view, settled_on
     from agent.cli.services import records_database
+    from judge.calibration import BetaCalibrator
+    from judge.outcomes import Outcomes
     from judge.records import VerdictRecords
     from wallet.reconcile import reconcile
 
     settings = cli_settings()
     network, chain, address = chain_view(settings)  # reads only: nothing unlocked or composed
     # The user's command reads the ledger and the judge's record itself (the services'
-    # database, or this home's own where the judge and wallet ran in-process).
+    # database, or this home's own where the judge and wallet ran in-process), and files
+    # the non-deliveries the judge held until their payment settled, reading the chain
+    # as the judge does (no judge key is needed to count an outcome).
     records = records_database(settings)
+    verdicts = VerdictRecords(records)
     report = reconcile(
         records, chain, network.usdc or "", address, from_block,
-        verdict_standing=VerdictRecords(records).standing, abandon=_canceller(settings),
+        verdict_standing=verdicts.standing, abandon=_canceller(settings),
         checkpoint=not full,
+        outcomes=Outcomes(verdicts, BetaCalibrator(records), paid=settled_on(chain)),
     )
     if as_json:
         emit_json(report.to_dict())
@@ -86,6 +92,9 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
                   + _ledger_only(report)
                   + (f" · rows proven through block {report.proven_through} not read again (--full)"
                      if report.proven_through is not None else ""))
+        for filed in report.outcomes_filed:
+            out.print(f"paid for nothing, settled after its run: outcome {filed} counted by "
+                      "the judge as paid-not-delivered", highlight=False)
         for item in report.unmatched_onchain:
             out.print(f"[red]ALARM[/] money left the wallet without an audited spend: {asdict(item)}")
         for rid in report.rolled_back:
