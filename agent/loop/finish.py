@@ -117,12 +117,16 @@ class Finisher:
         Returns the stop, the answer and its graded lines."""
         st, checklist = self.run.state, self.run.checklist
         answer = with_paid_for_nothing(with_covered_values(answer, st.checklist), st.evidence)
+        # What the run's calls that did not succeed answered: its own words on a decline.
+        said = [str(h.get("summary") or "") for h in st.history if h.get("outcome") != "ok"]
         if stop.reason in FINISHED_STOPS:
-            unbacked = backing(checklist, grade_answer(answer, st.task, st.evidence, checklist))
+            unbacked = backing(checklist, grade_answer(answer, st.task, st.evidence, checklist,
+                                                       said=said))
             if unbacked is not None:
                 stop = Stop(unbacked[0], f"{stop.reason}, but {unbacked[1]}", answer=answer)
                 answer = name_missing(answer, checklist)
-        return stop, answer, grade_answer(answer, st.task, st.evidence, checklist, stop.message)
+        return stop, answer, grade_answer(answer, st.task, st.evidence, checklist, stop.message,
+                                          said)
 
     async def _answer(self, stop: Stop) -> str:
         """The model's answer; else a synthesis from the evidence; else the backstop."""

@@ -50,7 +50,8 @@ def _hexes(text: str) -> set[str]:
 class _Sources:
     """The values a line may restate: from observations, from derivations, from the task."""
 
-    def __init__(self, task: str, evidence: Sequence[EvidenceItem], items: Iterable[ChecklistItem]):
+    def __init__(self, task: str, evidence: Sequence[EvidenceItem], items: Iterable[ChecklistItem],
+                 said: Iterable[str] = ()):
         observed = []
         for ev in evidence:
             observed += [ev.summary, *ev.facts.values(), *map(str, ev.params.values())]
@@ -61,6 +62,11 @@ class _Sources:
         self.der_numbers = _numbers(" ".join(derived))
         self.der_hexes = _hexes(" ".join(derived))
         self.task_numbers, self.task_hexes = _numbers(task), _hexes(task)
+        # What the run itself said of what it could not answer (the head, a chain id, the
+        # steps a tool failed in; its items' reasons and its calls' failures): restated on a
+        # "not answered" line, they claim nothing.
+        reasons = " ".join([*(i.unanswerable or "" for i in items), *said])
+        self.reason_numbers, self.reason_hexes = _numbers(reasons), _hexes(reasons)
         self.ids = {ev.id for ev in evidence}
         self.task_words = {w.lower() for w in _ALPHA.findall(task)}
         self.has_derived = bool(derived)
@@ -77,6 +83,16 @@ class _Sources:
             if head and head[-1] not in ".:!?" and m.group(0).lower() not in self.task_words:
                 words.add(m.group(0).lower())
         return words
+
+    def claims_on_a_decline(self, token: str) -> bool:
+        """Whether an unbacked value on a "not answered" line still claims something: a
+        hex, a fraction or a number of 1000 or more (a value, not a count of steps), that
+        the run's own reasons for its unanswered items do not hold."""
+        if token.startswith("0x"):
+            return not self._hex_in(token, self.reason_hexes)
+        n = Decimal(token)
+        big = n != n.to_integral_value() or abs(n) >= 1000
+        return big and n not in self.reason_numbers
 
     @staticmethod
     def _hex_in(h: str, pool: set[str]) -> bool:
@@ -112,8 +128,7 @@ def _grade(line: str, src: _Sources, notes: str) -> AnswerLine:
     text = _BULLET.sub("", line).strip()
     cited = sorted(set(_EVIDENCE_ID.findall(text)) & src.ids)
     unbacked, observed, derived = src.split(text)
-    big = [u for u in unbacked if u.startswith("0x") or "." in u or len(u) >= 4]
-    if _NOT_ANSWERED.search(text) and not big:
+    if _NOT_ANSWERED.search(text) and not any(src.claims_on_a_decline(u) for u in unbacked):
         return AnswerLine(text=text, grade="not-answered", evidence=cited)
     if unbacked:
         return AnswerLine(text=text, grade="asserted", evidence=cited)
@@ -142,10 +157,12 @@ def grade_answer(
     evidence: Sequence[EvidenceItem],
     checklist: Checklist,
     notes: str = "",
+    said: Iterable[str] = (),
 ) -> list[AnswerLine]:
     """One graded line per non-empty line of ``answer``. ``notes`` (the stop message) are
-    the run's own words, not claims."""
-    src = _Sources(task, evidence, checklist.items)
+    the run's own words, not claims; so are ``said`` (what its calls that did not succeed
+    answered) on a line that says what was not answered."""
+    src = _Sources(task, evidence, checklist.items, said)
     return [_grade(line, src, notes) for line in answer.splitlines() if line.strip()]
 
 

@@ -60,6 +60,28 @@ def test_lines_that_claim_nothing_are_not_graded_as_claims() -> None:
     assert grades("Here is what I found:") == ["note"]
 
 
+def test_a_decline_restating_the_runs_own_reason_claims_nothing() -> None:
+    """The outside tester's Q21 and Q23 (round 19): "block 5000 does not exist yet (the head
+    at run start is 10)" and a receipt that failed "on anvil (chain 31337)" were graded
+    asserted, so the whole answer read `asserted`; 10 counted as big (Decimal wrote it
+    1E+1) and 31337 was no value the run had observed, though the run itself wrote both."""
+    tx = "0x5b2e" + "0" * 56 + "8e0b"
+    cases = [("What is the gas used by block 5000?",
+              "block 5000 does not exist yet (the head at run start is 10)"),
+             (f"Did transaction {tx} succeed?",
+              f"tx_receipt failed in steps 1 and 2 (last error: ToolError: tx_receipt: no "
+              f"receipt for {tx} on anvil (chain 31337); it is unknown or not mined)")]  # fmt: skip
+    for task, why in cases:
+        item = ChecklistItem("c1", "the fact", "tx_status", unanswerable=why)
+        (line,) = grade_answer(f"the fact: not answered ({why})", task, [], Checklist((item,)))
+        assert line.grade == "not-answered", line
+    # A value the run's reasons do not hold still claims something on a decline.
+    item = ChecklistItem("c1", "the fact", "tx_status", unanswerable="no tool reads it")
+    (line,) = grade_answer("the fact: not answered, it is 1842180 gas", "Gas?", [],
+                           Checklist((item,)))
+    assert line.grade == "asserted", line
+
+
 def test_the_answer_takes_its_weakest_line() -> None:
     lines = grade_answer(f"{A}: 12.50 USDC [e1]\nGas: 9.9 gwei", TASK, EVIDENCE, checklist())
     assert answer_grade(lines) == "asserted"
