@@ -423,6 +423,17 @@ class ChainClient:
     def token_supply(self, token: str) -> int:
         return int(self.call("totalSupply", self._erc20(token).functions.totalSupply().call))
 
+    def knows_transaction(self, tx_hash: str) -> bool:
+        """Whether the node knows ``tx_hash`` at all: mined, or waiting in its pool."""
+
+        def fetch() -> bool:
+            try:
+                return self.w3.eth.get_transaction(tx_hash) is not None  # type: ignore[arg-type]
+            except TransactionNotFound:
+                return False
+
+        return self.call("eth_getTransactionByHash", fetch)
+
     def receipt(self, tx_hash: str) -> Receipt | None:
         """The receipt of ``tx_hash``, or None while it is not mined."""
 

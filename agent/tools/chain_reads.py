@@ -19,7 +19,7 @@ from typing import Annotated, TypeVar
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from web3.exceptions import Web3Exception
 
-from agent.errors import ToolError
+from agent.errors import PermanentToolError, ToolError
 from agent.tools.address import checked_address
 from agent.tools.base import ArgsT, FreeLimits, Observation, Tool, ToolContext
 from chain.client import checksum_address
@@ -454,11 +454,18 @@ class TxReceiptTool(_FreeRead[TxArgs]):
 
     async def run(self, args: TxArgs, ctx: ToolContext) -> Observation:
         receipt = await _read(lambda: ctx.chain.receipt(args.tx_hash))
+        if receipt is None and not await _read(lambda: ctx.chain.knows_transaction(args.tx_hash)):
+            # No such transaction here: asking again cannot find it (it is declined by name).
+            raise PermanentToolError(
+                f"tx_receipt: no transaction {args.tx_hash} on {ctx.network.name} (chain "
+                f"{ctx.network.chain_id}): the node knows no transaction with this hash, mined "
+                "or waiting. Fix: check the hash, and that it is a transaction of this network."
+            )
         if receipt is None:
             raise ToolError(
                 f"tx_receipt: no receipt for {args.tx_hash} on {ctx.network.name} "
-                f"(chain {ctx.network.chain_id}); it is unknown or not mined yet. Fix: check "
-                "the hash and the network, or try again after the next block."
+                f"(chain {ctx.network.chain_id}); it is waiting in the node's pool, not mined "
+                "yet. Fix: try again after the next block."
             )
         status = "success" if receipt.status == 1 else "reverted"
         return self._obs(

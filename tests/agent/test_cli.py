@@ -107,6 +107,24 @@ def test_a_part_the_offline_planner_cannot_read_ends_with_the_way_to_a_model(hom
     assert "hint:" not in chain.stdout, chain.stdout
 
 
+def test_a_decline_for_what_the_chain_shows_claims_nothing(home):
+    """The outside tester's Q21 and Q23 (round 19): a block past the head and a hash no
+    node knows were declined honestly, but their lines were graded `asserted` (the head,
+    10, and the chain id, 31337, counted as values no evidence held), so the whole answer
+    read `answer provenance: asserted`; the hash was also looked up twice. Now each line is
+    `not-answered`, the answer's provenance `none`, and the hash is looked up once."""
+    nib(home, "devnet", "up")
+    for task in ("What is the gas used by block 50000?",
+                 "Did transaction 0x" + "ab" * 32 + " succeed?"):
+        r = nib(home, "run", task, "--json")
+        result = json.loads(r.stdout)
+        assert r.returncode == 1, result
+        assert result["provenance"] == "none", result["lines"]
+        assert {line["grade"] for line in result["lines"]} == {"not-answered"}, result["lines"]
+    assert result["stop_reason"] == "cannot-plan" and result["steps"] == 2, result
+    assert "no transaction 0x" + "ab" * 32 in result["answer"], result["answer"]
+
+
 def test_market_run_discovers_compares_offers_and_buys_the_best(home):
     info = json.loads(nib(home, "devnet", "up", "--json").stdout)
     market = {s["name"]: s["url"] for s in info["market"]}

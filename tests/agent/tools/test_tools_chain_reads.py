@@ -302,9 +302,28 @@ def test_usdc_totals_sum_the_transfer_logs_each_way(
         run(UsdcTotalsTool(), {"address": agent, "from_block": last + 1}, ctx)
 
 
-def test_unknown_receipt_is_a_tool_error(make_ctx: Callable[..., ToolContext]) -> None:
-    with pytest.raises(ToolError, match="no receipt for 0x" + "ab" * 32):
+def test_a_hash_the_node_does_not_know_fails_for_good_and_a_pending_one_may_be_retried(
+    chain: Any, make_ctx: Callable[..., ToolContext]
+) -> None:
+    """The outside tester's Q23 (round 19): a made-up hash was looked up twice and the run
+    stopped on its failure budget ("failures are retryable"). No transaction by that hash
+    is a fact of the chain: asking again cannot find it. One waiting in the pool may be
+    mined by the next try."""
+    from agent.errors import PermanentToolError
+
+    with pytest.raises(PermanentToolError, match="no transaction 0x" + "ab" * 32 + " on anvil"):
         run(TxReceiptTool(), {"tx_hash": "0x" + "ab" * 32}, make_ctx())
+    agent, seller = dev_account(AGENT).address, dev_account(SELLER).address
+    chain.rpc("evm_setAutomine", [False])
+    try:
+        pending = chain.rpc("eth_sendTransaction", [{"from": agent, "to": seller, "value": "0x1"}])
+        with pytest.raises(ToolError, match="waiting in the node's pool") as refused:
+            run(TxReceiptTool(), {"tx_hash": pending}, make_ctx())
+        assert not isinstance(refused.value, PermanentToolError)
+    finally:
+        chain.rpc("evm_setAutomine", [True])
+        chain.rpc("evm_mine")
+    assert run(TxReceiptTool(), {"tx_hash": pending}, make_ctx()).facts["tx_status"] == "success"
 
 
 def test_unreachable_rpc_propagates_as_chain_error(
