@@ -14,4 +14,6 @@ EVENT_TYPES: dict[str, str] = {
     "judge.granted": "a human granted an escalated payment (verdict, by whom)",
     "judge.rotated": "the judge's key was rotated (old and new address)",
     "judge.outcome": "a paid call's outcome was recorded for calibration (covered or not)",
+    "judge.outcome.held": "a non-delivery whose payment was undecided is held until it "
+                          "settles (verdict, fact kind, ledger row); reconcile counts it",
 }
