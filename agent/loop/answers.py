@@ -149,9 +149,10 @@ def asked_value(item: Mapping[str, object]) -> str:
         block = params.get("block")
         return with_own_unit(str(kind), value) + (f" at block {block}" if block else "")
     if kind == "block_timestamp" and value.isdigit():
-        shown = f"{value} (unix seconds)"
+        # Both clocks, the one asked first: a bare "when" gets the time a reader reads too.
+        iso = datetime.fromtimestamp(int(value), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        shown = f"{value} (unix seconds; {iso})"
         if params.get("unit") == "utc":
-            iso = datetime.fromtimestamp(int(value), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             shown = f"{iso} ({value} unix seconds)"
         return shown + (f" at block {params['block']}" if params.get("block") else "")
     if kind == "block_number" and params.get("block"):
@@ -173,6 +174,11 @@ def item_line(item: Mapping[str, object]) -> str:
         shown = one_line(str(item.get("value")), _VALUE_CHARS)
         return f"{_label_in_unit(text, shown)}: {shown} (derived: {item.get('computation')})"
     shown = asked_value(item)
+    params = item.get("params")
+    block = params.get("block") if isinstance(params, Mapping) else None
+    if block and re.search(rf"\bblock {re.escape(str(block))}\b", text):
+        # The label names the block already ("base fee at block 8"): said once.
+        shown = shown.replace(f" at block {block}", "", 1)
     return f"{_label_in_unit(text, shown)}: {shown} (observed, evidence {item.get('evidence_id')})"
 
 

@@ -356,6 +356,23 @@ def test_a_sheet_field_is_shown_with_the_unit_its_name_says(
     assert asked_value(item) == shown
 
 
+def test_a_block_is_named_once_and_a_timestamp_gives_both_clocks() -> None:
+    """The outside tester's round 19: "block gas limit at block 4: 30000000 gas at block 4",
+    and "When was block 2 mined?" answered in unix seconds only."""
+    from agent.loop.answers import item_line
+
+    limit = {"text": "block gas limit at block 4", "kind": "block_gas_limit", "value": "30000000",
+             "params": {"block": "4"}, "evidence_id": "e1"}  # fmt: skip
+    assert item_line(limit) == "block gas limit at block 4: 30000000 gas (observed, evidence e1)"
+    fee = {"text": "Base fee", "kind": "base_fee_gwei", "value": "0.4", "params": {"block": "8"},
+           "evidence_id": "e2"}  # fmt: skip
+    assert item_line(fee) == "Base fee: 0.4 gwei at block 8 (observed, evidence e2)"
+    when = {"text": "block timestamp at block 2", "kind": "block_timestamp", "value": "1796580364",
+            "params": {"block": "2"}, "evidence_id": "e3"}  # fmt: skip
+    assert item_line(when) == ("block timestamp at block 2: 1796580364 (unix seconds; "
+                               "2026-12-06T18:06:04Z) (observed, evidence e3)")
+
+
 def test_statistics_asked_for_whole_show_every_field_with_its_unit() -> None:
     """The outside tester's Q10 (round 18): "the gas usage statistics" showed four fields
     and "and more fields"; the rest was only in `nib show`."""
