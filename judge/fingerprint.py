@@ -273,6 +273,7 @@ def typed_data_fingerprint(td: Mapping[str, object]) -> str:
     than the four is refused rather than dropped, so nothing signed escapes the hash.
     """
     full = _canonical_typed_data(td)
+    _check_authorization(full["message"])
     digest = _token_domain_digest(full)
     if digest is not None:
         return "0x" + digest.hex()
@@ -291,6 +292,43 @@ def typed_data_fingerprint(td: Mapping[str, object]) -> str:
     return "0x" + keccak(b"\x19" + signable.version + signable.header + signable.body).hex()
 
 
+def _check_authorization(message: object) -> None:
+    """Refuse an authorization whose nonce or parties are not spelled as the token and the
+    ledger read them: the nonce exactly 32 bytes (``0x`` + 64 hex), each party ``0x`` + 40
+    hex. eth-account would encode an integer or a short nonce (padding it on the right)
+    while the wallet's record and the chain's ``authorizationState`` read it as written,
+    so the payment would move money its ledger row could never be matched with."""
+    if not isinstance(message, Mapping):
+        return  # _canonical_typed_data has refused it already
+    nonce = message.get("nonce")
+    if not _spelled(nonce, _BYTES32_HEX, 32):
+        raise FingerprintError(
+            f"found the authorization nonce {_shown(nonce)!r}; expected exactly 32 bytes "
+            "(0x and 64 hex digits); fix: build it with eip3009_typed_data."
+        )
+    for party in ("from", "to"):
+        value = message.get(party)
+        if not _spelled(value, _ANY_CASE_ADDRESS, 20):
+            raise FingerprintError(
+                f"found the authorization's {party!r} {_shown(value)!r}; expected an address "
+                "(0x and 40 hex digits); fix: build it with eip3009_typed_data."
+            )
+
+
+def _spelled(value: object, text: re.Pattern[str], size: int) -> bool:
+    """``value`` as hex text matching ``text``, or raw bytes of exactly ``size``."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return len(bytes(value)) == size
+    return isinstance(value, str) and bool(text.match(value))
+
+
+def _shown(value: object) -> str:
+    """``value`` as the refusal names it: raw bytes in hex, anything at most 80 characters."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return ("0x" + bytes(value).hex())[:80]
+    return str(value)[:80]
+
+
 def _struct_type(name: str, fields: tuple[tuple[str, str], ...]) -> bytes:
     return keccak_256(f"{name}({','.join(f'{t} {n}' for n, t in fields)})".encode()).digest()
 
@@ -298,6 +336,7 @@ def _struct_type(name: str, fields: tuple[tuple[str, str], ...]) -> bytes:
 _TOKEN_DOMAIN_TYPEHASH = _struct_type("EIP712Domain", _DOMAIN_FIELDS[:4])
 _TRANSFER_TYPEHASH = _struct_type("TransferWithAuthorization", TRANSFER_WITH_AUTHORIZATION)
 _LOWER_OR_UPPER_ADDRESS = re.compile(r"^0x(?:[0-9a-f]{40}|[0-9A-F]{40})$")
+_ANY_CASE_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 _BYTES32_HEX = re.compile(r"^0x[0-9a-fA-F]{64}$")
 _HEX_DIGITS = re.compile(r"^[0-9a-fA-F]{40}$")
 

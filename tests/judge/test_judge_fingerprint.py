@@ -208,6 +208,31 @@ def _typed_data(**message: Any) -> dict[str, Any]:
     }
 
 
+@pytest.mark.parametrize(
+    ("change", "found"),
+    [({"nonce": 123456789}, "nonce '123456789'"),
+     ({"nonce": "0x" + "ab" * 31}, "nonce '0x" + "ab" * 31),
+     ({"nonce": "0x" + "ab" * 33}, "nonce '0x" + "ab" * 33),
+     ({"nonce": b"\x01" * 31}, "nonce '0x" + "01" * 31),
+     ({"nonce": "hello"}, "nonce 'hello'"),
+     ({"from": 12345}, "'from' '12345'"),
+     ({"to": "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293"}, "'to'")],
+    ids=["int", "31-bytes", "33-bytes", "31-raw-bytes", "text", "int-from", "short-to"],
+)  # fmt: skip
+def test_an_authorization_not_spelled_as_the_token_reads_it_is_never_fingerprinted(
+    change: dict[str, Any], found: str
+) -> None:
+    """The outside tester's F1 and F2 (round 17 of the attacks): an integer nonce and a
+    31-byte one were fingerprinted through eth-account, which pads a short nonce on the
+    right, so a payment was approved and signed whose nonce the wallet's ledger and the
+    chain's authorizationState read differently: reconcile then failed on every pass (F1)
+    or closed a paid row as 'nothing moved' (F2). No verdict can approve such a payload,
+    and the wallet, which compares this fingerprint before signing, signs none."""
+    with pytest.raises(FingerprintError, match="expected exactly 32 bytes|expected an address") as refused:
+        typed_data_fingerprint(_typed_data(**change))
+    assert found in str(refused.value), refused.value
+
+
 def test_typed_data_eip712domain_present_or_absent_is_one_fingerprint() -> None:
     td = _typed_data()
     without = {**td, "types": {k: v for k, v in td["types"].items() if k != "EIP712Domain"}}
