@@ -9,6 +9,7 @@ checked as an outcome is; nothing counts until the payment is found settled on c
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,9 +17,10 @@ from dataclasses import dataclass
 from judge._store import Store
 from judge.errors import OutcomeRefused
 from judge.records import OUTCOMES_TAKEN, VerdictRecord, VerdictRecords, issued_in, outcome_problem
+from judge.request import MAX_NAME_CHARS
 from judge.storage import Migration, cell_float
 
-__all__ = ["HELD_OUTCOMES", "HeldOutcome", "HeldOutcomes"]
+__all__ = ["HELD_OUTCOMES", "HeldOutcome", "HeldOutcomes", "check_hold"]
 
 HELD_OUTCOMES = "judge_held_outcomes"
 
@@ -37,6 +39,32 @@ MIGRATIONS: list[Migration] = [
         ),
     ),
 ]
+
+
+#: A verdict's id (judge.verdict: 32 hex digits; at most 64 id characters in any record).
+_VERDICT_ID = re.compile(r"^[0-9A-Za-z_-]{1,64}$")
+#: A ledger row's id (wallet.meter: uuid4 hex).
+_SPEND_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def check_hold(verdict_id: object, fact_kind: object, spend_id: object) -> None:
+    """Refuse (OutcomeRefused) a hold whose fields no record could hold, before any record
+    is read: a field that is not text, an id no record has, a NUL PostgreSQL cannot store,
+    a row id or fact kind of any length (they are stored until the payment is decided)."""
+    problem = None
+    if not isinstance(verdict_id, str) or not _VERDICT_ID.match(verdict_id):
+        problem = f"the verdict id {str(verdict_id)[:80]!r}"
+    elif not isinstance(spend_id, str) or not _SPEND_ID.match(spend_id):
+        problem = f"the ledger row id {str(spend_id)[:80]!r}"
+    elif not isinstance(fact_kind, str) or not fact_kind.isprintable() \
+            or not 0 < len(fact_kind) <= MAX_NAME_CHARS:
+        problem = f"the fact kind {str(fact_kind)[:80]!r}"
+    if problem is not None:
+        raise OutcomeRefused(
+            f"found a non-delivery held with {problem}; expected a verdict id and a ledger row "
+            "id as nib writes them and a fact kind of the verdict; fix: hold the outcome the "
+            "run's own purchase left undecided."
+        )
 
 
 @dataclass(frozen=True)
@@ -67,6 +95,7 @@ class HeldOutcomes:
         its payment (the ledger row ``spend_id``) settles, or raise OutcomeRefused: only for
         a consumed approval, a fact kind the call could cover, and an outcome not taken
         already. Holding it again is a no-op. Nothing is counted here."""
+        check_hold(verdict_id, fact_kind, spend_id)
         with self._store.transaction() as conn:
             rec = issued_in(conn, verdict_id)
             problem = outcome_problem(rec, fact_kind)

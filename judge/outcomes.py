@@ -18,7 +18,7 @@ from typing import Literal
 
 from judge.calibration import Calibrator, Delivery, check_outcome, fact_key
 from judge.errors import JudgeConfigError, OutcomeRefused
-from judge.held import HeldOutcome, HeldOutcomes
+from judge.held import HeldOutcome, HeldOutcomes, check_hold
 from judge.records import VerdictRecord, VerdictRecords
 
 __all__ = ["OUTCOME_FULL_WEIGHT_PAID", "HeldFiling", "Outcomes", "outcome_weight"]
@@ -83,6 +83,7 @@ class Outcomes:
     def hold(self, verdict_id: str, fact_kind: str, spend_id: str) -> None:
         """Hold a ``paid-not-delivered`` outcome of ``verdict_id`` whose payment (ledger row
         ``spend_id``) is undecided: nothing counts until :meth:`file_held` finds it settled."""
+        check_hold(verdict_id, fact_kind, spend_id)  # as sent, before it is read or spelled
         kind = fact_key(fact_kind)
         self._held.hold(verdict_id, kind, spend_id)
         if self._emit is not None:

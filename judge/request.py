@@ -14,7 +14,14 @@ from judge.errors import JudgeRequestInvalid
 from judge.fingerprint import is_fingerprint
 from judge.wire import wire_list, wire_object
 
-__all__ = ["WIRE_NAMES", "CallRecord", "PaidCallRequest"]
+__all__ = ["MAX_NAMES", "MAX_NAME_CHARS", "WIRE_NAMES", "CallRecord", "PaidCallRequest"]
+
+#: The most fact kinds or checklist items a request names in each of ``missing``,
+#: ``covered`` and ``tool_facts`` (a checklist holds at most a handful), and the longest
+#: each may be (a checklist item's text is at most 200 characters): what a verdict's
+#: record, and the outcomes held for it (judge.held), can hold per verdict.
+MAX_NAMES = 32
+MAX_NAME_CHARS = 200
 
 #: The money limits' names on the judge's wire and in its tables -> the fields' names. A
 #: field in atomic USDC ends ``_atomic`` (as agent.loop.limits.Limits says); the wire and
@@ -90,6 +97,18 @@ class PaidCallRequest:
     def __post_init__(self) -> None:
         for name in ("missing", "covered", "tool_facts", "alternatives"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        for name in ("missing", "covered", "tool_facts"):
+            names = getattr(self, name)
+            if len(names) > MAX_NAMES or any(
+                not isinstance(n, str) or len(n) > MAX_NAME_CHARS for n in names
+            ):
+                raise JudgeRequestInvalid(
+                    f"found {name} of {len(names)} entries (the longest "
+                    f"{max((len(str(n)) for n in names), default=0)} characters); expected at "
+                    f"most {MAX_NAMES} fact kinds or checklist items of at most "
+                    f"{MAX_NAME_CHARS} characters each; fix: name the task's own items (a "
+                    "checklist holds a few), each as its kind."
+                )
         for alt in self.alternatives:
             if not isinstance(alt, PaidCallRequest) or alt.alternatives:
                 raise JudgeRequestInvalid(

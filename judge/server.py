@@ -34,6 +34,7 @@ from judge.errors import (
 )
 from judge.gate import BodyLimit, Json, TokenGate, error, malformed
 from judge.hardening import refuse_inspection
+from judge.held import check_hold
 from judge.http_proxy import is_loopback
 from judge.jev import Judge, PaidCallRequest
 from judge.operations import OPERATIONS
@@ -120,6 +121,10 @@ class _Routes:
                 return malformed(f"not JSON: {exc}")
             if not isinstance(parsed, dict):
                 return malformed(f"found a JSON {type(parsed).__name__}; expected an object")
+            if b"\\u0000" in raw:
+                # No record stores it (PostgreSQL's text refuses NUL): refused as input.
+                return malformed("found a NUL character (\\u0000) in a string; expected text "
+                                 "without one; fix: drop it")
             body = parsed
         if path not in self.pooled:
             return _run(handler, body, task)
@@ -219,10 +224,11 @@ class _Handlers:
         return {"ok": True}
 
     def held_outcomes(self, body: dict[str, object], own: str | None) -> dict[str, object]:
-        verdict_id = str(body["verdict_id"])
+        verdict_id, fact_kind, spend_id = body["verdict_id"], body["fact_kind"], body["spend_id"]
+        check_hold(verdict_id, fact_kind, spend_id)  # before any record is read with them
         if own is not None:
-            _only(own, self._task_of(verdict_id), "a held outcome of a verdict")
-        self.judge.hold_outcome(verdict_id, str(body["fact_kind"]), str(body["spend_id"]))
+            _only(own, self._task_of(str(verdict_id)), "a held outcome of a verdict")
+        self.judge.hold_outcome(str(verdict_id), str(fact_kind), str(spend_id))
         return {"ok": True}
 
     def standing(self, body: dict[str, object], own: str | None) -> dict[str, object]:

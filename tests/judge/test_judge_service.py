@@ -124,6 +124,18 @@ def test_malformed_bodies_are_request_errors(server: JudgeServer) -> None:
     assert response.json()["error"]["type"] == "JudgeRequestInvalid"
 
 
+@pytest.mark.parametrize("route", ["/v1/held-outcomes", "/v1/outcomes", "/v1/standing"])
+def test_a_nul_in_any_string_is_a_request_error_not_a_500(server: JudgeServer, route: str) -> None:
+    """The outside attacker's F4 (round 17): on PostgreSQL a NUL in an id reached the
+    database and came back as a 500 with a traceback in the judge's log."""
+    body = {"verdict_id": "ab\u0000cd", "fact_kind": "x", "spend_id": "0" * 32,
+            "covered": False, "payload_fingerprint": None}  # fmt: skip
+    response = httpx.post(f"{server.url}{route}", json=body, trust_env=False,
+                          headers={"Authorization": f"Bearer {TOKEN}"})
+    assert response.status_code == 422, response.text
+    assert "NUL" in response.json()["error"]["message"]
+
+
 def test_outcomes_and_calibration_over_the_wire(client: JudgeClient) -> None:
     before = client.calibration()["n"]
     verdict = client.decide(_request())

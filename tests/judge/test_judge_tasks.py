@@ -277,7 +277,7 @@ def test_a_task_token_acts_for_its_own_task_only_and_outlasts_a_restart(
             agent.decide(request(transfer(SELLER, 100_000, nonce=4), task_id="task-2"))
         for call in (lambda: agent.revoke(theirs.id), lambda: agent.recheck(theirs),
                      lambda: agent.record_outcome(theirs.id, "price", True),
-                     lambda: agent.hold_outcome(theirs.id, "price", "their-row"),
+                     lambda: agent.hold_outcome(theirs.id, "price", "f" * 32),
                      lambda: agent.verdict_standing(theirs.id, None)):
             with pytest.raises(TaskScopeRefused, match="expected a task token to act for its own"):
                 call()

@@ -47,7 +47,7 @@ def test_a_held_outcome_follows_its_own_row_only(tmp_path: Path) -> None:
         rows[fate], verdicts[fate] = res.id, verdict.id
     for n, fate in enumerate(rows):
         # "lied": the task names the settled row, paid under another verdict than its own.
-        named = {"lied": rows["settled"], "missing": "no-such-row"}.get(fate, rows[fate])
+        named = {"lied": rows["settled"], "missing": "e" * 32}.get(fate, rows[fate])
         outcomes.hold(verdicts[fate], f"kind_{n}", named)
 
     assert file_held_outcomes(meter.ledger, outcomes) == (f"{verdicts['settled']}:kind_0",)
