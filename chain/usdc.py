@@ -491,7 +491,7 @@ _TRANSFER_TOPIC = "0x" + Web3.keccak(text="Transfer(address,address,uint256)").h
     "0x"
 )
 
-_TX_HASH = re.compile(r"^0x[0-9a-fA-F]{64}$")
+_TX_HASH = re.compile(r"^0x[0-9a-fA-F]{64}\Z")
 
 SettlementFinding = Literal[
     "proven", "not-mined", "reverted", "no-authorization-used", "no-matching-transfer"

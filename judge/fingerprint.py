@@ -34,11 +34,11 @@ from sha3 import keccak_256
 
 from judge.errors import FingerprintError
 
-_HEX = re.compile(r"^0[xX][0-9a-fA-F]*$")
+_HEX = re.compile(r"^0[xX][0-9a-fA-F]*\Z")
 JSON: TypeAlias = "str | bool | float | None | list[JSON] | dict[str, JSON]"
 """A normalised JSON value: what :func:`normalize` returns and RFC 8785 encodes."""
 
-_FINGERPRINT = re.compile(r"^0x[0-9a-f]{64}$")
+_FINGERPRINT = re.compile(r"^0x[0-9a-f]{64}\Z")
 
 #: Fields of an EIP-712 payload; all four are covered by its fingerprint.
 TYPED_DATA_KEYS = frozenset({"domain", "types", "primaryType", "message"})
@@ -335,10 +335,10 @@ def _struct_type(name: str, fields: tuple[tuple[str, str], ...]) -> bytes:
 
 _TOKEN_DOMAIN_TYPEHASH = _struct_type("EIP712Domain", _DOMAIN_FIELDS[:4])
 _TRANSFER_TYPEHASH = _struct_type("TransferWithAuthorization", TRANSFER_WITH_AUTHORIZATION)
-_LOWER_OR_UPPER_ADDRESS = re.compile(r"^0x(?:[0-9a-f]{40}|[0-9A-F]{40})$")
-_ANY_CASE_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
-_BYTES32_HEX = re.compile(r"^0x[0-9a-fA-F]{64}$")
-_HEX_DIGITS = re.compile(r"^[0-9a-fA-F]{40}$")
+_LOWER_OR_UPPER_ADDRESS = re.compile(r"^0x(?:[0-9a-f]{40}|[0-9A-F]{40})\Z")
+_ANY_CASE_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}\Z")
+_BYTES32_HEX = re.compile(r"^0x[0-9a-fA-F]{64}\Z")
+_HEX_DIGITS = re.compile(r"^[0-9a-fA-F]{40}\Z")
 
 
 def _address_word(value: object) -> bytes | None:

@@ -42,9 +42,9 @@ MIGRATIONS: list[Migration] = [
 
 
 #: A verdict's id (judge.verdict: 32 hex digits; at most 64 id characters in any record).
-_VERDICT_ID = re.compile(r"^[0-9A-Za-z_-]{1,64}$")
+_VERDICT_ID = re.compile(r"^[0-9A-Za-z_-]{1,64}\Z")
 #: A ledger row's id (wallet.meter: uuid4 hex).
-_SPEND_ID = re.compile(r"^[0-9a-f]{32}$")
+_SPEND_ID = re.compile(r"^[0-9a-f]{32}\Z")
 
 
 def check_hold(verdict_id: object, fact_kind: object, spend_id: object) -> None:

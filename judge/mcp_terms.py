@@ -49,7 +49,7 @@ _TIMEOUT_S = SELLER_READ_S
 #: Bytes one response of a read may carry (a tool's unpaid answer is a few KB), however
 #: fast the seller sends: past it the response is cut off.
 _MAX_BYTES = 1_000_000
-_CAIP2_EVM = re.compile(r"^eip155:(\d+)$")
+_CAIP2_EVM = re.compile(r"^eip155:(\d+)\Z")
 
 
 class McpTermsUnread(Exception):

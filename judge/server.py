@@ -116,9 +116,11 @@ class _Routes:
         body: dict[str, object] = {}
         if method == "POST":
             try:
-                parsed = json.loads(raw)
-            except ValueError as exc:
-                return malformed(f"not JSON: {exc}")
+                # UTF-8 only (RFC 8259): json.loads would also take UTF-16 and UTF-32 bytes,
+                # in which the NUL check below reads no escape.
+                parsed = json.loads(raw.decode("utf-8"))
+            except ValueError as exc:  # UnicodeDecodeError is a ValueError
+                return malformed(f"not JSON in UTF-8: {exc}")
             if not isinstance(parsed, dict):
                 return malformed(f"found a JSON {type(parsed).__name__}; expected an object")
             if b"\\u0000" in raw:

@@ -191,3 +191,40 @@ def test_no_product_function_over_80_lines_nor_class_over_300() -> None:
         "over parts with one job each); a helper that needs no instance state can be a "
         "module function."
     )
+
+
+#: The ``re`` functions whose first argument is a pattern.
+_RE_CALLS = frozenset({"compile", "match", "search", "fullmatch", "findall", "finditer", "sub",
+                       "split"})
+
+
+def _pattern_text(node: ast.expr) -> str | None:
+    """The literal text of a pattern argument (an f-string's literal parts), else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value for v in node.values
+                       if isinstance(v, ast.Constant) and isinstance(v.value, str))
+    return None
+
+
+def test_no_pattern_ends_in_a_dollar_that_lets_a_final_newline_through() -> None:
+    """In Python's ``re``, ``$`` also matches just before a final newline: "0x" + 64 hex +
+    "\\n" passed the nonce check, and an outside attacker's payment signed under it stopped
+    `nib audit reconcile` for every task (round 17 of the attacks, V4). An anchored pattern
+    ends in ``\\Z`` (or is used with ``fullmatch``), unless it reads lines (MULTILINE)."""
+    found = []
+    for name, path in sorted(_modules().items()):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "re"
+                    and node.func.attr in _RE_CALLS and node.args):
+                continue
+            text = _pattern_text(node.args[0])
+            flags = ast.unparse(node)
+            if text and text.endswith("$") and not text.endswith("\\$") and "MULTILINE" not in flags \
+                    and "re.M" not in flags:
+                found.append(f"{name}:{node.lineno} {text[-30:]!r}")
+    assert found == [], (
+        f"found patterns ending in $ {found}; expected \\Z at the end of an anchored pattern "
+        "($ lets a value with a final newline through); fix: end it with \\Z.")

@@ -434,7 +434,7 @@ _AGGREGATE: dict[str, _Aggregate] = {
 
 #: Parameters that name a block, absolute ("27") or relative to the head ("latest-2").
 BLOCK_PARAMS = ("block", "from_block", "to_block")
-_RELATIVE_BLOCK = re.compile(r"^(?:latest|head)\s*-\s*(\d+)$", re.IGNORECASE)
+_RELATIVE_BLOCK = re.compile(r"^(?:latest|head)\s*-\s*(\d+)\Z", re.IGNORECASE)
 
 
 def has_block_refs(checklist: Checklist) -> bool:

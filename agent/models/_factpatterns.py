@@ -308,7 +308,7 @@ def _numbers(m: re.Match[str]) -> list[int]:
 def _listed_after_block(m: re.Match[str]) -> bool:
     """ "block 12 and 5 blocks ago": the first number is a block of its own ("the blocks 2
     and 4 blocks ago" is relative)."""
-    return bool(re.search(r"\bblock\s*$", m.string[: m.start()], re.I))
+    return bool(re.search(r"\bblock\s*\Z", m.string[: m.start()], re.I))
 
 
 def _each_ago(m: re.Match[str]) -> str:
@@ -1119,7 +1119,7 @@ class _FactItems:
             if (
                 fp.kind == "block_number"
                 and len(kinds) > 1
-                and (re.search(r"\b(?:of|at|in|for)\s+the\s+$", part.text[:pos])
+                and (re.search(r"\b(?:of|at|in|for)\s+the\s+\Z", part.text[:pos])
                      or re.match(r"['’]s\b", part.text[pos + len(phrase) :]))
             ):
                 # "the base fee of the latest block", "the latest block's gas limit": the
@@ -1873,7 +1873,7 @@ class _Reader(_ReaderChecks):
                          candidate=None, again=False)  # fmt: skip
             for pos, fp, phrase in prev.hits:
                 if (fp.kind == "block_number" and len(kinds) > 1
-                        and re.search(r"\b(?:of|at|in|for)\s+the\s+$", prev.text[:pos])):  # fmt: skip
+                        and re.search(r"\b(?:of|at|in|for)\s+the\s+\Z", prev.text[:pos])):  # fmt: skip
                     continue  # "the base fee of the latest block": a parameter
                 made.extend(self.facts._fact(at, fp, 0, phrase))
         return made

@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 _URL = re.compile(r"https?://[^\s'\"<>)]+")
-_HISTORY_LINE = re.compile(r"^step (\d+): (\S+) (\{.*?\}) -> ([\w-]+)(?: \[([^\]]+)\])?:? ?(.*)$")
+_HISTORY_LINE = re.compile(r"^step (\d+): (\S+) (\{.*?\}) -> ([\w-]+)(?: \[([^\]]+)\])?:? ?(.*)\Z")
 
 
 def canon(tool: str, args: Mapping[str, object]) -> str:

@@ -175,7 +175,7 @@ def read_shopping(
     sym = _named(clause, symbols)
     proto = _named(clause, protocols)
     clause = _URL.sub(" ", clause)
-    words = [re.sub(r"['’]s$", "", w) for w in _WORD.findall(clause.lower())]
+    words = [re.sub(r"['’]s\Z", "", w) for w in _WORD.findall(clause.lower())]
     words = [w for w in words if w not in _GOODS and w not in _WHERE]
     unknown = tuple(w for w in words if w not in {s.lower() for s in (*symbols, *protocols)})
     if unknown and about is None and not (sym or proto) and seller not in (None, "market") \

@@ -8,7 +8,7 @@ import re
 
 __all__ = ["checked_address"]
 
-_HEX40 = re.compile(r"^0x[0-9a-fA-F]{40}$")
+_HEX40 = re.compile(r"^0x[0-9a-fA-F]{40}\Z")
 
 
 def checked_address(value: str) -> str:

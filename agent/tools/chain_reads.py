@@ -47,7 +47,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-_HEX64 = re.compile(r"^0x[0-9a-fA-F]{64}$")
+_HEX64 = re.compile(r"^0x[0-9a-fA-F]{64}\Z")
 GWEI = Decimal(10) ** 9
 WEI_PER_ETH = Decimal(10) ** 18
 #: Upper bound of the transfer lookback: a bigger window makes eth_getLogs slow and large.

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 __all__ = ["UsdcAmount", "parse_usdc_amount", "require_wallet", "spend_cap"]
 
-_UNIT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(usdc)\s*$", re.IGNORECASE)
-_ATOMIC = re.compile(r"^\s*[0-9]+\s*$")
+_UNIT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(usdc)\s*\Z", re.IGNORECASE)
+_ATOMIC = re.compile(r"^\s*[0-9]+\s*\Z")
 
 
 def parse_usdc_amount(value: object, decimals: int = USDC_DECIMALS) -> int:

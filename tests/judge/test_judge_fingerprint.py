@@ -216,8 +216,12 @@ def _typed_data(**message: Any) -> dict[str, Any]:
      ({"nonce": b"\x01" * 31}, "nonce '0x" + "01" * 31),
      ({"nonce": "hello"}, "nonce 'hello'"),
      ({"from": 12345}, "'from' '12345'"),
-     ({"to": "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293"}, "'to'")],
-    ids=["int", "31-bytes", "33-bytes", "31-raw-bytes", "text", "int-from", "short-to"],
+     ({"to": "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293"}, "'to'"),
+     # The attacker's V4 (the re-run): a final newline passed `$`, and F1 came back.
+     ({"nonce": "0x" + "ab" * 32 + "\n"}, "nonce '0x" + "ab" * 32),
+     ({"to": "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC\n"}, "'to'")],
+    ids=["int", "31-bytes", "33-bytes", "31-raw-bytes", "text", "int-from", "short-to",
+         "nonce-newline", "to-newline"],
 )  # fmt: skip
 def test_an_authorization_not_spelled_as_the_token_reads_it_is_never_fingerprinted(
     change: dict[str, Any], found: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -134,6 +135,12 @@ def test_a_nul_in_any_string_is_a_request_error_not_a_500(server: JudgeServer, r
                           headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 422, response.text
     assert "NUL" in response.json()["error"]["message"]
+    # The re-run's V3: the same body in UTF-16 or UTF-32, where no "\\u0000" bytes stand.
+    for encoding in ("utf-16", "utf-32"):
+        response = httpx.post(f"{server.url}{route}", content=json.dumps(body).encode(encoding),
+                              trust_env=False, headers={"Authorization": f"Bearer {TOKEN}",
+                                                        "Content-Type": "application/json"})
+        assert response.status_code == 422, response.text
 
 
 def test_outcomes_and_calibration_over_the_wire(client: JudgeClient) -> None:

@@ -54,7 +54,7 @@ class _Route:
 def _route(path: str, facts: tuple[str, ...], price: int | None = None) -> _Route:
     parts = re.split(r"(\{[^}/]+\})", path)
     regex = "".join("[^/]+" if p.startswith("{") else re.escape(p) for p in parts if p)
-    return _Route(path, re.compile(f"^{regex}/?$"), facts, price)
+    return _Route(path, re.compile(f"^{regex}/?\\Z"), facts, price)
 
 
 _STATIC_ROUTES = tuple(_route(p, f) for p, f in LOCAL_PAYWALL_FACTS.items())

@@ -501,8 +501,8 @@ def excerpt(body: object, text: str = "") -> Excerpt:
 
 
 _YEAR = re.compile(r"\b(?:1[89]|20)\d\d\b")
-_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
-_DECIMAL = re.compile(r"^-?\d+(?:\.\d+)?$")
+_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}\Z")
+_DECIMAL = re.compile(r"^-?\d+(?:\.\d+)?\Z")
 _EMPTY = frozenset({"", "null", "none", "n/a", "unknown", "-"})
 
 
