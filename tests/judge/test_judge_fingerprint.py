@@ -607,7 +607,10 @@ def test_the_direct_encoding_is_eth_accounts_digest_or_steps_aside(
                         "validBefore": before, "nonce": hex_nonce})
     td["domain"] = {"name": name, "version": version, "chainId": chain_id,
                     "verifyingContract": contract}
-    expected = _eth_account_digest(td)
+    # A nonce or a party not written at its full size is refused by nib's own rule where
+    # eth-account would pad it: the ledger and the chain would read another number (5ade554).
+    padded = nonce_spelling == "short" or "short" in spellings[1:]
+    expected = None if padded else _eth_account_digest(td)
     try:
         found: str | None = typed_data_fingerprint(td)
     except FingerprintError:
