@@ -23,6 +23,8 @@ from judge.storage import Migration, cell_float
 __all__ = ["HELD_OUTCOMES", "HeldOutcome", "HeldOutcomes", "check_hold"]
 
 HELD_OUTCOMES = "judge_held_outcomes"
+#: Whether a verdict's outcome for a fact kind was taken (by its key).
+_TAKEN = f"SELECT 1 AS taken FROM {OUTCOMES_TAKEN} WHERE verdict_id = ? AND fact_kind = ?"
 
 MIGRATIONS: list[Migration] = [
     Migration(
@@ -94,13 +96,13 @@ class HeldOutcomes:
         """Hold a ``paid-not-delivered`` outcome of ``verdict_id`` for ``fact_kind`` until
         its payment (the ledger row ``spend_id``) settles, or raise OutcomeRefused: only for
         a consumed approval, a fact kind the call could cover, and an outcome not taken
-        already. Holding it again is a no-op. Nothing is counted here."""
-        check_hold(verdict_id, fact_kind, spend_id)
+        already. Holding it again is a no-op. Nothing is counted here. The fields' shape is
+        checked by the caller, before the fact kind is spelled (judge.outcomes, check_hold)."""
         with self._store.transaction() as conn:
             rec = issued_in(conn, verdict_id)
             problem = outcome_problem(rec, fact_kind)
             if problem is None and conn.rows(
-                f"SELECT 1 AS taken FROM {OUTCOMES_TAKEN} WHERE verdict_id = ? AND fact_kind = ?",
+                _TAKEN,
                 (verdict_id, fact_kind),
             ):
                 problem = f"its outcome for {fact_kind!r} was already recorded"
@@ -130,7 +132,7 @@ class HeldOutcomes:
     def taken(self, held: HeldOutcome) -> bool:
         """Whether an outcome of ``held``'s verdict and fact kind was taken (read by key)."""
         return bool(self._store.query(
-            f"SELECT 1 AS taken FROM {OUTCOMES_TAKEN} WHERE verdict_id = ? AND fact_kind = ?",
+            _TAKEN,
             (held.verdict_id, held.fact_kind)))
 
     def release(self, held: HeldOutcome) -> None:
