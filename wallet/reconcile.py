@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
@@ -50,6 +51,9 @@ if TYPE_CHECKING:
     from judge.outcomes import Outcomes
 
 log = logging.getLogger(__name__)
+
+#: How the token and its events spell an EIP-3009 nonce: ``bytes32``, 0x and 64 hex digits.
+_NONCE = re.compile(r"^0x[0-9a-fA-F]{64}\Z")
 
 #: Ledger statuses a reconciliation looks at, in the order they may claim a Transfer log:
 #: a row already settled with the tx keeps it; then a signed row; a failed or cancelled row
@@ -81,6 +85,34 @@ class Match:
     log_index: int
     recipient: str
     amount: int
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A ledger row the chain cannot be asked about, left as it stands and named every pass."""
+
+    ledger_id: str
+    run_id: str
+    status: str
+    why: str
+
+
+def unreadable_why(row: SpendRow) -> str | None:
+    """Why the chain cannot be asked about ``row``, or None when it can.
+
+    An x402 row is tied to its authorization by ``AuthorizationUsed(authorizer, nonce)``
+    and ``authorizationState``, which take a ``bytes32``. A ledger written before the judge
+    refused other spellings (an integer, 31 bytes: 5ade554) may hold one; the token read
+    that authorization with another nonce, so no log can be tied to the row, and asking
+    the node about it fails. Such a row is left as it stands, holding its cap while signed,
+    instead of stopping the pass for every other row."""
+    if row.kind != "x402" or row.auth_nonce is None or _NONCE.match(row.auth_nonce):
+        return None
+    return (f"its authorization nonce {row.auth_nonce[:80]!r} is not the 32-byte hex (0x and 64 "
+            "digits) the token reads, so the chain cannot be asked about it and no transfer can "
+            "be tied to it; it is left as it stands (a signed row keeps holding its cap). Fix: "
+            "find its transfer with `nib audit --run " + row.run_id + "` and the wallet's "
+            "Transfer logs, and close the row by hand")
 
 
 @dataclass(frozen=True)
@@ -134,6 +166,8 @@ class ReconcileReport:
     #: ``verdict_id:fact_kind`` of each non-delivery the judge held while its payment was
     #: undecided, counted as ``paid-not-delivered`` by this pass (its row now settled).
     outcomes_filed: tuple[str, ...] = ()
+    #: Rows the chain cannot be asked about (``unreadable_why``), also in ``unmatched_ledger``.
+    unreadable: tuple[Unreadable, ...] = ()
 
     @property
     def pending(self) -> tuple[SpendRow, ...]:
@@ -149,6 +183,7 @@ class ReconcileReport:
         tampered = self.ledger_check is not None and not self.ledger_check.ok
         return not (
             self.unmatched_onchain or self.pending or self.unproven or self.unbacked or tampered
+            or self.unreadable
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -169,6 +204,7 @@ class ReconcileReport:
             "rolled_back": list(self.rolled_back),
             "proven_through": self.proven_through,
             "outcomes_filed": list(self.outcomes_filed),
+            "unreadable": [asdict(u) for u in self.unreadable],
         }
 
 
@@ -264,6 +300,10 @@ def _reconcile(
     chain, usdc, wallet = scope.chain, scope.usdc, scope.wallet.lower()
     rows, log_from = _rows(ledger, scope, start)
     position = {r.id: i for i, r in enumerate(rows)}
+    unreadable = [Unreadable(r.id, r.run_id, r.status, why) for r in rows
+                  if (why := unreadable_why(r)) is not None]
+    left = {u.ledger_id for u in unreadable}
+    rows = [r for r in rows if r.id not in left]
     last = scope.last
     pool = _transfers_out(chain, usdc, wallet, log_from, last)
 
@@ -302,14 +342,16 @@ def _reconcile(
         unmatched_onchain=tuple(
             sorted(unmatched_onchain, key=lambda t: (t.block_number, t.log_index))
         ),
-        unmatched_ledger=tuple(sorted(unmatched, key=lambda r: position[r.id])),
+        unmatched_ledger=tuple(sorted(unmatched + [ledger.get(i) for i in left],
+                                      key=lambda r: position[r.id])),
         resolved=tuple(resolved),
         unproven=tuple(sorted(unproven, key=lambda r: position[r.id])),
         ledger_check=ledger_check,
         rolled_back=tuple(rolled_back),
         proven_through=None if start is None else start.checkpoint.block,
+        unreadable=tuple(unreadable),
     )
-    return report, [r.id for r in rows]
+    return report, [r.id for r in rows] + sorted(left)
 
 
 def _rows(ledger: Ledger, scope: Scope, start: _Start | None) -> tuple[list[SpendRow], int]:
@@ -486,6 +528,7 @@ def _keep_checkpoint(store: Store, scope: Scope, report: ReconcileReport, head: 
             return
         held = {r.id for r in report.pending} | {r.id for r in report.unproven}
         held |= {u.ledger_id for u in report.unbacked} | set(report.rolled_back)
+        held |= {u.ledger_id for u in report.unreadable}
         tx.execute(
             f"INSERT INTO {CHECKPOINTS} (scope, from_block, block, block_hash, journal_seq, "
             "journal_hash, open_rows, saved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
@@ -649,6 +692,7 @@ def _reconciled_event(report: ReconcileReport, *, ledger_ok: bool) -> dict[str, 
         "unproven": [r.id for r in report.unproven],
         "ledger_ok": ledger_ok,
         "outcomes_filed": list(report.outcomes_filed),
+        "unreadable": [u.ledger_id for u in report.unreadable],
     }
 
 

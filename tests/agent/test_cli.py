@@ -38,6 +38,36 @@ def home(tmp_path_factory: pytest.TempPathFactory):
     nib(h, "devnet", "down")
 
 
+def test_reconcile_names_a_row_it_cannot_ask_the_chain_about_and_goes_on(tmp_path):
+    """A ledger row whose authorization nonce is not the token's bytes32 (a ledger from
+    before the judge refused such nonces) is an alarm with its fix, not a traceback that
+    stops reconcile for every other row and task."""
+    from agent.cli.common import EXIT_STOPPED
+    from wallet._store import Store
+    from wallet.ledger import Ledger
+
+    home = tmp_path / "home"
+    try:
+        assert nib(home, "devnet", "up").returncode == 0
+        runs = [json.loads(nib(home, "run", "--demo", "--json").stdout) for _ in range(2)]
+        rows = [json.loads(nib(home, "audit", "--run", r["run_id"], "--json").stdout)[0]
+                for r in runs]
+        ledger = Ledger(Store(home / "services" / "nib.db"))
+        ledger.transition(rows[0]["id"], "settled", auth_nonce="0x" + "zz" * 32)
+        ledger.store.close()
+        for args in (("--full",), ()):
+            r = nib(home, "audit", "reconcile", *args)
+            assert r.returncode == EXIT_STOPPED and "Traceback" not in r.stderr, r.stderr
+            assert f"ALARM ledger row {rows[0]['id']} (settled, run {runs[0]['run_id']})" in r.stdout
+            assert "is not the 32-byte hex" in r.stdout and "Fix:" in r.stdout
+            data = json.loads(nib(home, "audit", "reconcile", "--json", *args).stdout)
+            assert [u["ledger_id"] for u in data["unreadable"]] == [rows[0]["id"]]
+            assert rows[1]["tx_hash"] in {m["tx_hash"] for m in data["matched"]}
+            assert data["clean"] is False
+    finally:
+        nib(home, "devnet", "down")
+
+
 def test_devnet_up_json_funds_the_wallet(home):
     r = nib(home, "devnet", "up", "--json")
     assert r.returncode == 0, r.stderr

@@ -560,3 +560,38 @@ def test_a_row_booked_under_another_run_than_its_verdicts_task_is_caught(
     assert not report.clean
     [problem] = booked_elsewhere(db_path, records.standing)
     assert signed.ledger_id in problem and "'victim-run'" in problem and verdict.id in problem
+
+
+# ----------------------------------------------------------------- a row it cannot read
+
+
+@pytest.mark.parametrize("nonce", ["12345", "0x" + "ab" * 31, "0x" + "zz" * 32])
+def test_a_row_whose_nonce_the_chain_cannot_read_is_named_and_the_pass_goes_on(
+    chain: Any,
+    wallet: Wallet,
+    client: ChainClient,
+    judge_signer: VerdictSigner,
+    db_path: Any,
+    nonce: str,
+) -> None:
+    # A ledger written before the judge refused such nonces (an integer, 31 bytes) may hold
+    # one: the token cannot be asked about it, and every other row must still be reconciled.
+    start = chain.w3.eth.block_number + 1
+    odd = sign_unused(chain, wallet, judge_signer)
+    wallet.meter.ledger.transition(odd.ledger_id, "signed", auth_nonce=nonce)
+    paid = quote(chain, value=2 * DIME)
+    signed = wallet.sign_typed_data(paid, approve(judge_signer, paid), run_id=RUN,
+                                    spend_cap_atomic=ONE_USDC)
+    tx_hash = submit_authorization(chain, signed)
+
+    for checkpoint in (False, True, True):
+        report = reconcile(db_path, client, chain.usdc, AGENT_ADDRESS, start,
+                           checkpoint=checkpoint)
+        [found] = report.unreadable
+        assert (found.ledger_id, found.status) == (odd.ledger_id, "signed")
+        assert found.why.startswith("its authorization nonce") and "Fix:" in found.why
+        assert [r.id for r in report.pending] == [odd.ledger_id]  # it still holds its cap
+        assert not report.clean and report.ledger_check is not None and report.ledger_check.ok
+        assert wallet.meter.ledger.get(signed.ledger_id).status == "settled"
+        assert json.loads(json.dumps(report.to_dict()))["unreadable"][0]["ledger_id"] == odd.ledger_id
+    assert wallet.meter.ledger.get(signed.ledger_id).tx_hash == tx_hash

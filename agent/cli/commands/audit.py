@@ -108,10 +108,14 @@ def reconcile_cmd(as_json: bool = typer.Option(False, "--json"),
         for u in report.unbacked:
             out.print(f"[red]ALARM[/] ledger row {u.ledger_id} names verdict {u.verdict_id}, which the "
                       f"judge's record calls {u.standing!r}", highlight=False)
+        for odd in report.unreadable:
+            out.print(f"[red]ALARM[/] ledger row {odd.ledger_id} ({odd.status}, run {odd.run_id}): "
+                      f"{odd.why}", highlight=False)
         for problem in report.ledger_check.problems if report.ledger_check else ():
             out.print(f"[red]ALARM[/] ledger: {problem}", highlight=False)
     tampered = report.ledger_check is not None and not report.ledger_check.ok
-    alarm = bool(report.unmatched_onchain or report.unproven or report.unbacked) or tampered
+    alarm = bool(report.unmatched_onchain or report.unproven or report.unbacked
+                 or report.unreadable) or tampered
     raise typer.Exit(EXIT_STOPPED if alarm else EXIT_FINISHED)
 
 
