@@ -133,6 +133,14 @@ def asked_value(item: Mapping[str, object]) -> str:
     kind = item.get("kind")
     given = item.get("params")
     params: Mapping[str, object] = given if isinstance(given, Mapping) else {}
+    shown = _asked_value(value, str(kind or ""), params)
+    if not params.get("block") and item.get("read_at") and kind != "block_number":
+        # Asked of the latest block: the answer names the block it was read at.
+        return f"{shown} at block {item['read_at']}, the latest"
+    return shown
+
+
+def _asked_value(value: str, kind: str, params: Mapping[str, object]) -> str:
     field = params.get("field")
     if field:
         got = sheet_field(value, str(field))

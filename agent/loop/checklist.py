@@ -133,6 +133,8 @@ class ChecklistItem:
     provenance: ItemProvenance | None = None
     computation: str | None = None
     unanswerable: str | None = None
+    #: The block an item asked of the latest block was read at (its params name none).
+    read_at: str | None = None
 
     @classmethod
     def from_dict(cls, row: Mapping[str, object]) -> ChecklistItem:
@@ -149,6 +151,7 @@ class ChecklistItem:
             provenance="observed" if provenance == "observed" else "derived" if provenance == "derived" else None,
             computation=_text_or_none(row.get("computation")),
             unanswerable=_text_or_none(row.get("unanswerable")),
+            read_at=_text_or_none(row.get("read_at")),
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -163,6 +166,7 @@ class ChecklistItem:
             "provenance": self.provenance,
             "computation": self.computation,
             "unanswerable": self.unanswerable,
+            "read_at": self.read_at,
         }
 
 
@@ -196,13 +200,16 @@ class Checklist:
         *,
         params: Mapping[str, object] | None = None,
         defaults: Mapping[str, object] | None = None,
+        read_at: str | None = None,
     ) -> Checklist:
         """Mark items covered by one observation: same fact kind and same parameters.
 
         ``params`` are the parameters the observation's facts hold for (the call's
         arguments plus what the tool resolved); ``defaults`` the values that mean
-        "absent" (the configured USDC, a tool's default window). Derived items whose
-        inputs are now covered are computed too.
+        "absent" (the configured USDC, a tool's default window); ``read_at`` the block a
+        block read was read at, kept when neither the item nor the call named a block
+        (the latest). Derived
+        items whose inputs are now covered are computed too.
         """
         params, defaults = params or {}, defaults or {}
         out = []
@@ -221,6 +228,7 @@ class Checklist:
                     value=facts[kind],
                     evidence_id=evidence_id,
                     provenance="observed",
+                    read_at=None if item.params.get("block") or params.get("block") else read_at,
                 )
             out.append(item)
         return Checklist(tuple(out)).derive()

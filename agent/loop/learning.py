@@ -122,7 +122,9 @@ class Learning:
             "token": deps.network.usdc or "",
             "address": deps.wallet_address or getattr(deps.wallet, "address", None) or "",
         }
-        after = run.checklist.cover(obs.facts, eid, params=params, defaults=defaults)
+        read_at = obs.data.get("block_number") if tool.reads_block else None
+        after = run.checklist.cover(obs.facts, eid, params=params, defaults=defaults,
+                                    read_at=None if read_at is None else str(read_at))
         run.state.checklist = after.as_dicts()
         newly = [i.id for i in after.covered if i.id not in before]
         if newly:

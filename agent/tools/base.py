@@ -277,6 +277,10 @@ class Tool(ABC, Generic[ArgsT]):
     #: from the tools registered (``ToolRegistry.free_policy``), so a free tool without
     #: them is refused at registration.
     free_limits: FreeLimits | None = None
+    #: True when every fact the tool gives is the state of the one block its observation's
+    #: ``data["block_number"]`` names: an item asked at the latest block is answered with
+    #: the block it was read at (``ChecklistItem.read_at``).
+    reads_block: bool = False
 
     def offer_book(self) -> OfferBook | None:
         """The market offers this tool buys from (x402 tools); None for the others."""

@@ -240,6 +240,7 @@ class BaseFeeTool(_FreeRead[BlockArgs]):
     description = "Base fee per gas of a block (the latest when no block is given), in gwei."
     args_model = BlockArgs
     facts = ("base_fee_gwei",)
+    reads_block = True
 
     async def run(self, args: BlockArgs, ctx: ToolContext) -> Observation:
         ref = await _block_ref(self.name, args.block, ctx)
@@ -281,6 +282,7 @@ class BlockInfoTool(_FreeRead[BlockArgs]):
     args_model = BlockArgs
     facts = ("block_number", "block_timestamp", "block_gas_used", "block_gas_limit",
              "block_tx_count")  # fmt: skip
+    reads_block = True
 
     async def run(self, args: BlockArgs, ctx: ToolContext) -> Observation:
         ref = await _block_ref(self.name, args.block, ctx)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from agent.tools.chain_reads import format_gwei
 from chain.client import ChainClient
 from chain.money import format_usdc
 from chain.paywall.market import seller_named
@@ -63,6 +64,24 @@ def test_a_range_to_the_latest_block_is_read_to_the_head(devnet) -> None:  # typ
     assert f"largest USDC transfer in blocks 1 to {head}:" in out["answer"], out["answer"]
     assert format_usdc(largest).split()[0] in out["answer"], (largest, out["answer"])
     assert "block number" not in out["answer"], out["answer"]
+
+
+def test_a_fact_of_the_latest_block_names_the_block_it_was_read_at(devnet) -> None:  # type: ignore[no-untyped-def]
+    """The outside tester's round 19: "base fee: 0.89 gwei" named no block, and the chain
+    moves on; a value asked at a named block keeps saying it once."""
+    home, info = devnet
+    chain = ChainClient(info["rpc_url"], 31337)
+    out = run_json(home, "What is the base fee and the gas used by the latest block?")
+    assert out["returncode"] == 0 and out["finished"], out["answer"]
+    head = chain.block_number()  # nothing mines during a read-only run
+    block = chain.block(head)
+    fee = format_gwei(int(block["baseFeePerGas"]))
+    assert f"base fee: {fee} gwei at block {head}, the latest" in out["answer"], out["answer"]
+    assert f"{block['gasUsed']} gas at block {head}, the latest" in out["answer"], out["answer"]
+    past = run_json(home, f"What was the base fee at block {head - 1}?")
+    assert f"at block {head - 1}" in past["answer"] and "the latest" not in past["answer"], past
+    number = run_json(home, "What is the latest block number?")
+    assert f"block number: {head} (observed" in number["answer"], number["answer"]
 
 
 def _paid_by(home: Path, info: dict[str, Any], chain: ChainClient, task: str) -> tuple[dict[str, Any], list[tuple[str, int]]]:
