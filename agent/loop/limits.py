@@ -82,7 +82,8 @@ class Limits:
             if value < 0 or (value == 0 and f.name not in ZERO_OK):
                 raise AgentConfigError(
                     f"limit {f.name}={value!r} is not allowed; expected a positive number. "
-                    f"Fix: set {f.name} to a value > 0 (default {getattr(Limits, f.name)})."
+                    f"Fix: set {f.name} to a value > 0, or leave it out for the profile's "
+                    f"own ({_profile_values(f.name)})."
                 )
 
     def as_dict(self) -> dict[str, int | float]:
@@ -168,6 +169,11 @@ PROFILES: dict[Profile, Limits] = {
     "quality-first": Limits(max_steps=12, wall_clock_s=1200.0, max_tokens=300_000, streak_length=5),
     "local-guarded": _LOCAL_GUARDED,
 }
+
+
+def _profile_values(name: str) -> str:
+    """``name``'s value in each profile: "cost-optimized 6, quality-first 12, ..."."""
+    return ", ".join(f"{p} {getattr(limits, name):g}" for p, limits in PROFILES.items())
 
 
 def default_profile(model_local: bool) -> Profile:

@@ -114,6 +114,11 @@ def test_bad_profile_and_limits_say_the_fix() -> None:
         limits_for("fast")
     with pytest.raises(AgentConfigError, match="max_steps=0 is not allowed.*Fix: set max_steps"):
         Limits(max_steps=0)
+    # The default it names is each profile's, not one (an offline run uses local-guarded's
+    # 10 steps; the message used to say "default 6").
+    with pytest.raises(AgentConfigError, match=r"own \(cost-optimized 6, quality-first 12, "
+                       r"local-guarded 10\)"):
+        limits_for("local-guarded", max_steps=-1)
     with pytest.raises(AgentConfigError, match="unknown limit"):
         limits_for(None, max_stepz=3)
 
