@@ -37,6 +37,7 @@ FactKind = Literal[
     "token_issuer",  # the account that controls an ERC-20 token's issuance (its owner())
     "tx_status",  # a mined transaction's status (success / reverted)
     "tx_gas_used",  # a mined transaction's gas used
+    "tx_block",  # the number of the block a transaction was mined in
     "transfer_count",  # USDC Transfer logs in a block range
     "transfer_max",  # the largest USDC Transfer in a block range
     "usdc_sent_total",  # USDC an address sent in a block range (its Transfer logs, summed)
@@ -77,6 +78,7 @@ CHAIN_FACT_KINDS: frozenset[FactKind] = frozenset(
         "token_issuer",
         "tx_status",
         "tx_gas_used",
+        "tx_block",
         "transfer_count",
         "transfer_max",
         "usdc_sent_total",
@@ -121,6 +123,7 @@ KIND_PARAMS: dict[str, tuple[str, ...]] = {
     "token_issuer": ("token",),
     "tx_status": ("tx_hash",),
     "tx_gas_used": ("tx_hash",),
+    "tx_block": ("tx_hash",),
     "transfer_count": ("address", "blocks", "from_block", "to_block"),
     "transfer_max": ("address", "blocks", "from_block", "to_block"),
     "usdc_sent_total": ("address", "counterparty", "blocks", "from_block", "to_block"),

@@ -113,6 +113,11 @@ FACT_PATTERNS: tuple[FactPattern, ...] = tuple(
 _BLOCK_NUMBER = next(fp for fp in FACT_PATTERNS if fp.kind == "block_number")
 _BLOCK_GAS_USED = next(fp for fp in FACT_PATTERNS if fp.kind == "block_gas_used")
 
+#: A part referring back to a transaction ("when was it mined"), and one naming a block.
+_TX_PRONOUN = re.compile(r"\b(?:it|its|this|that|the\s+(?:transaction|tx))\b", re.I)
+_NAMES_A_BLOCK = re.compile(r"\b(?:blocks?|head|chain)\b", re.I)
+_MINED = re.compile(r"\b(?:mined|included|confirmed)\b", re.I)
+
 #: Kinds that take one block number, and kinds that take a window or range of blocks.
 BLOCK_KINDS = frozenset({"base_fee_gwei", "block_timestamp", "block_number", "block_gas_used",
                          "block_gas_limit", "block_tx_count"})
@@ -1089,6 +1094,26 @@ def _count_test(text: str, kind: str) -> dict[str, str] | str:
     return {"cmp": threshold_op(m.group(1)), "than": str(Decimal(m.group(2)))}
 
 
+def _transaction_block(t: _Task, part: _Part, fp: FactPattern, scope: dict[str, str]) -> str | None:
+    """The transaction whose block a block fact is asked of ("when was 0x<hash>
+    mined", "the base fee when 0x<hash> was mined", "Did 0x<hash> succeed? When was
+    it mined?"), or None. Such a fact is of the transaction's block, never the head's
+    (outside round 20, Q11, answered the head's time for "which block was 0x<hash> mined
+    in")."""
+    if fp.kind not in BLOCK_KINDS or scope or not t.hashes:
+        return None
+    sentence = t.sentence(part.sentence)
+    found = TX_HASH.search(part.text) or (
+        TX_HASH.search(sentence) if _MINED.search(sentence) else None)
+    if found is not None:
+        return found.group(0)
+    if fp.kind == "block_timestamp" and _TX_PRONOUN.search(part.text) \
+            and not _NAMES_A_BLOCK.search(part.text):
+        earlier = [h for at, h in t.hashes if at < part.start]
+        return earlier[-1] if earlier else t.hashes[0][1]
+    return None
+
+
 class _FactItems:
     """The items of the parts that ask for facts: one per fact phrase, with the block,
     address, token, transaction or sheet subject the task gives it, or why not."""
@@ -1224,6 +1249,12 @@ class _FactItems:
                                     f"{fp.label} of {holders[0]}, and it is a block's: no tool "
                                     "reads it for an account or a transaction; ask it of a "
                                     f"block ('the {fp.label} of the latest block')")]  # fmt: skip
+        tx = _transaction_block(self.t, part, fp, scope)
+        if tx is not None:
+            return [self.out.cannot(f"{fp.label} when {tx} was mined", f"the task asks the "
+                                    f"{fp.label} of the block {tx} was mined in; no tool reads "
+                                    "a block fact through a transaction: ask which block it "
+                                    f"was mined in, then the {fp.label} at that block")]  # fmt: skip
         if scope and fp.kind not in BLOCK_KINDS | WINDOW_KINDS:
             return [self.out.cannot(f"{fp.label}{where}", f"no tool reads {fp.label}{where}")]
         if "block" in scope and fp.kind in WINDOW_KINDS:

@@ -154,6 +154,22 @@ KIND_WORDS: tuple[KindWords, ...] = (
           "[total] incoming usdc", "usdc received by", "usdc received from",
           "all [the] usdc … received", "usdc … ever received", "sum of … incoming",
           "transferred in", "taken in"),
+    # Before every block fact: "which block was 0x<hash> mined in" asks the transaction's
+    # block (its receipt), never the latest block's time or number.
+    _kind("tx_block", "block", "tx",
+          *(f"{w} block … {v}" for w in ("which", "what") for v in (
+              "mined in", "included in", "confirmed in", "in", "mined", "included", "confirmed")),
+          *(f"{v} in {w} block" for v in ("mined", "included", "confirmed") for w in (
+              "which", "what")),
+          "in which block", "in what block", "block number of", "block of",
+          "block containing", "block that contains", "block that included",
+          "block … contains", "block … contained",
+          needs_hash=True),
+    # A block asked by when it was mined, with no transaction: "which block was mined
+    # most recently" is the head's number, not its time.
+    _kind("block_number", "block number", "none",
+          "which block … mined", "what block … mined", "which block … produced",
+          "last mined block", "most recently mined block", "latest mined block"),
     # Before the transaction's gas used: "gas used by the latest block" and "how much gas
     # did block 3 use" ask a block's; "gas used by 0x<hash>" still asks a transaction's.
     _kind("block_gas_used", "block gas used", "none",

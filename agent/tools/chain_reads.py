@@ -452,7 +452,7 @@ class TxReceiptTool(_FreeRead[TxArgs]):
     free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=16_384)
     description = "Status (success/reverted) and gas used of a mined transaction."
     args_model = TxArgs
-    facts = ("tx_status", "tx_gas_used")
+    facts = ("tx_status", "tx_gas_used", "tx_block")
 
     async def run(self, args: TxArgs, ctx: ToolContext) -> Observation:
         receipt = await _read(lambda: ctx.chain.receipt(args.tx_hash))
@@ -482,7 +482,8 @@ class TxReceiptTool(_FreeRead[TxArgs]):
                 "from": receipt.sender,
                 "to": receipt.to,
             },
-            {"tx_status": status, "tx_gas_used": str(receipt.gas_used)},
+            {"tx_status": status, "tx_gas_used": str(receipt.gas_used),
+             "tx_block": str(receipt.block_number)},
         )
 
 

@@ -84,6 +84,27 @@ def test_a_fact_of_the_latest_block_names_the_block_it_was_read_at(devnet) -> No
     assert f"block number: {head} (observed" in number["answer"], number["answer"]
 
 
+def test_the_block_a_transaction_was_mined_in_is_its_receipts(devnet) -> None:  # type: ignore[no-untyped-def]
+    """The outside tester's round 20 (Q11): "Which block was transaction 0x<hash> mined
+    in?" answered the latest block's timestamp at exit 0."""
+    from web3 import Web3
+
+    from chain.devkeys import AGENT, OUTSIDER, dev_account
+    from chain.usdc import transfer
+
+    home, info = devnet
+    w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
+    tx = transfer(w3, info["usdc"], dev_account(AGENT), dev_account(OUTSIDER).address, 1)
+    mined = int(w3.eth.get_transaction_receipt(tx)["blockNumber"])
+    w3.provider.make_request("evm_mine", [])  # the head moves past it  # type: ignore[arg-type]
+    out = run_json(home, f"Did transaction {tx} succeed? Which block was it mined in?")
+    assert out["returncode"] == 0 and out["finished"], out["answer"]
+    assert f"block of {tx}: {mined} (observed" in out["answer"], (mined, out["answer"])
+    assert "timestamp" not in out["answer"], out["answer"]
+    when = run_json(home, f"When was transaction {tx} mined?")
+    assert when["returncode"] == 1 and "which block it was mined in" in when["answer"], when
+
+
 def _paid_by(home: Path, info: dict[str, Any], chain: ChainClient, task: str) -> tuple[dict[str, Any], list[tuple[str, int]]]:
     """One run of ``task``: its JSON result and the (recipient, atomic) USDC transfers out
     of the wallet it made, read from the chain's Transfer logs."""

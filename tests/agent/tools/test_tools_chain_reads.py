@@ -239,7 +239,8 @@ def test_receipt_and_transfers_after_a_real_transfer(
     ctx = make_ctx()
     obs = run(TxReceiptTool(), {"tx_hash": tx_hash.upper().replace("0X", "0x")}, ctx)
     receipt = chain.w3.eth.get_transaction_receipt(tx_hash)
-    assert obs.facts == {"tx_status": "success", "tx_gas_used": str(receipt["gasUsed"])}
+    assert obs.facts == {"tx_status": "success", "tx_gas_used": str(receipt["gasUsed"]),
+                         "tx_block": str(receipt["blockNumber"])}
     assert obs.data["block_number"] == receipt["blockNumber"]
 
     seller = dev_account(SELLER).address

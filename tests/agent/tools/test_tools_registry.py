@@ -49,6 +49,7 @@ FREE_FACTS = {
     "token_issuer",
     "tx_status",
     "tx_gas_used",
+    "tx_block",
     "transfer_count",
     "usdc_sent_total",
     "usdc_received_total",

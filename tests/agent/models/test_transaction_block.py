@@ -1,0 +1,81 @@
+"""The block a transaction was mined in is the transaction's (its receipt), never the
+head's. The outside tester's round 20 (Q11): "Which block was transaction 0x<hash> mined
+in?" was answered with the latest block's timestamp at exit 0. A block fact asked of a
+transaction's block ("when was 0x<hash> mined", "the base fee when 0x<hash> was mined") is
+declined naming the transaction, never read at the head."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.models._factpatterns import extract_checklist
+
+H = "0x1a2580050492494d7b7e1668229844eaa73819a48809c202c3d0269e5c101a16"
+
+
+def _items(task: str) -> list[tuple[str | None, str | None, bool]]:
+    return [(i.get("kind"), (i.get("params") or {}).get("tx_hash") or
+             (i.get("params") or {}).get("block"), bool(i.get("unanswerable")))
+            for i in extract_checklist(task)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        f"Which block was transaction {H} mined in?",
+        f"What block was {H} included in?",
+        f"In which block is {H}?",
+        f"In what block was tx {H} confirmed?",
+        f"{H} was mined in which block?",
+        f"What is the block number of {H}?",
+        f"What block number contains tx {H}?",
+        f"Give me the block that contains {H}.",
+    ],
+)
+def test_the_block_of_a_transaction_is_read_from_its_receipt(task: str) -> None:
+    kinds = _items(task)
+    assert ("tx_block", H, False) in kinds, kinds
+    assert not any(k in ("block_timestamp", "block_number") for k, _, _ in kinds), kinds
+
+
+def test_a_pronoun_after_the_transaction_asks_its_block() -> None:
+    assert _items(f"Did transaction {H} succeed? Which block was it mined in?") == [
+        ("tx_status", H, False), ("tx_block", H, False)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        f"When was transaction {H} mined?",
+        f"What was the base fee when {H} was mined?",
+        f"Did transaction {H} succeed? When was it mined?",
+        f"At what time was {H} mined?",
+    ],
+)
+def test_a_block_fact_of_a_transactions_block_is_declined_never_the_heads(task: str) -> None:
+    items = extract_checklist(task)
+    read = [(i.get("kind"), (i.get("params") or {}).get("block")) for i in items
+            if not i.get("unanswerable") and i.get("kind") in
+            ("block_timestamp", "block_number", "base_fee_gwei")]  # fmt: skip
+    assert read == [], items
+    assert any(H in str(i.get("unanswerable")) and "which block it was mined in" in
+               str(i.get("unanswerable")) for i in items), items  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("task", "kinds"),
+    [
+        ("Which block was mined most recently?", [("block_number", None, False)]),
+        ("When was block 5 mined?", [("block_timestamp", "5", False)]),
+        (f"Did {H} succeed? What time was block 3 mined?",
+         [("tx_status", H, False), ("block_timestamp", "3", False)]),
+        (f"What is the gas used by {H}? And what is the base fee?",
+         [("tx_gas_used", H, False), ("base_fee_gwei", None, False)]),
+        (f"Did {H} succeed, and what is the base fee?",
+         [("tx_status", H, False), ("base_fee_gwei", None, False)]),
+    ],
+)  # fmt: skip
+def test_block_questions_beside_a_transaction_keep_their_own_block(
+    task: str, kinds: list[tuple[str, str | None, bool]]
+) -> None:
+    assert _items(task) == kinds
