@@ -118,9 +118,10 @@ def raw_rpc_batch(w3: Web3, calls: Sequence[tuple[str, list[object], str]]) -> l
     return found
 
 
-def _view_call(token: str, data: str) -> list[object]:
-    """eth_call's params for calldata ``data`` to ``token`` at the latest block."""
-    return [{"to": checksum_address(token), "data": data}, "latest"]
+def _view_call(token: str, data: str, block: int | str = "latest") -> list[object]:
+    """eth_call's params for calldata ``data`` to ``token`` at ``block`` (the latest)."""
+    at = hex(block) if isinstance(block, int) else block
+    return [{"to": checksum_address(token), "data": data}, at]
 
 
 def _unless_error(item: object) -> object:
@@ -363,25 +364,29 @@ class ChainClient:
     def gas_price(self) -> int:
         return int(self.call("eth_gasPrice", lambda: self.w3.eth.gas_price))
 
-    def eth_balance(self, address: str) -> int:
+    def eth_balance(self, address: str, block: int | str = "latest") -> int:
+        """``address``'s ETH balance in wei at ``block`` (the latest)."""
         addr = checksum_address(address)
-        return int(self.call("eth_getBalance", lambda: self.w3.eth.get_balance(addr)))
+        return int(self.call("eth_getBalance",
+                             lambda: self.w3.eth.get_balance(addr, block)))  # type: ignore[arg-type]
 
     def _erc20(self, token: str) -> Contract:
         return self.w3.eth.contract(address=checksum_address(token), abi=_ERC20_ABI)
 
-    def token_balance(self, token: str, address: str) -> int:
-        """``balanceOf(address)`` by one raw eth_call with hand-encoded calldata: the
-        wallet reads it before every signature, and web3's contract path costs ~10x the
-        CPU of the request itself (contract, ABI encoding, middleware, formatters)."""
-        params = self._balance_call(token, address)
+    def token_balance(self, token: str, address: str, block: int | str = "latest") -> int:
+        """``balanceOf(address)`` at ``block`` (the latest) by one raw eth_call with
+        hand-encoded calldata: the wallet reads it before every signature, and web3's
+        contract path costs ~10x the CPU of the request itself (contract, ABI encoding,
+        middleware, formatters)."""
+        params = self._balance_call(token, address, block)
         result = self.call("balanceOf", lambda: raw_rpc(self.w3, "eth_call", params, "balanceOf"))
         return self._word_of(token, "balanceOf", result)
 
     @staticmethod
-    def _balance_call(token: str, holder: str) -> list[object]:
-        """eth_call's params for ``balanceOf(holder)`` of ``token`` at the latest block."""
-        return _view_call(token, _BALANCE_OF + checksum_address(holder)[2:].lower().rjust(64, "0"))
+    def _balance_call(token: str, holder: str, block: int | str = "latest") -> list[object]:
+        """eth_call's params for ``balanceOf(holder)`` of ``token`` at ``block``."""
+        return _view_call(token, _BALANCE_OF + checksum_address(holder)[2:].lower().rjust(64, "0"),
+                          block)
 
     def authorization_state(self, token: str, authorizer: str, nonce: str) -> bool:
         """``authorizationState(authorizer, nonce)`` of an EIP-3009 token (True: used or
@@ -420,8 +425,10 @@ class ChainClient:
     def token_name(self, token: str) -> str:
         return str(self.call("name", self._erc20(token).functions.name().call))
 
-    def token_supply(self, token: str) -> int:
-        return int(self.call("totalSupply", self._erc20(token).functions.totalSupply().call))
+    def token_supply(self, token: str, block: int | str = "latest") -> int:
+        """``totalSupply()`` of ``token`` at ``block`` (the latest)."""
+        return int(self.call("totalSupply", lambda: self._erc20(token).functions.totalSupply()
+                             .call(block_identifier=block)))  # type: ignore[arg-type]
 
     def knows_transaction(self, tx_hash: str) -> bool:
         """Whether the node knows ``tx_hash`` at all: mined, or waiting in its pool."""

@@ -127,6 +127,13 @@ def _converted(kind: str, unit: str, value: str) -> str | None:
     return in_unit(kind, unit, value) if conv is not None and conv[2] else None
 
 
+#: Kinds whose value is a state of the block read (a token's name or decimals is not):
+#: read at the head, their answer names that block.
+_CHANGES_WITH_BLOCK = frozenset({"base_fee_gwei", "block_timestamp", "block_gas_used",
+                                 "block_gas_limit", "block_tx_count", "eth_balance",
+                                 "usdc_balance", "token_supply"})
+
+
 def asked_value(item: Mapping[str, object]) -> str:
     """A covered item's value as the task asked for it (its unit, its field, its block)."""
     value = str(item.get("value") or "")
@@ -134,7 +141,7 @@ def asked_value(item: Mapping[str, object]) -> str:
     given = item.get("params")
     params: Mapping[str, object] = given if isinstance(given, Mapping) else {}
     shown = _asked_value(value, str(kind or ""), params)
-    if not params.get("block") and item.get("read_at") and kind != "block_number":
+    if not params.get("block") and item.get("read_at") and kind in _CHANGES_WITH_BLOCK:
         # Asked of the latest block: the answer names the block it was read at.
         return f"{shown} at block {item['read_at']}, the latest"
     return shown

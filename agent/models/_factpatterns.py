@@ -492,6 +492,14 @@ def _url_names_the_seller(m: re.Match[str]) -> str:
     return " "
 
 
+_ASSET = r"(?:usdc|eth|ether)"
+_ASSET_PAIR_AMOUNT = re.compile(
+    rf"\b(?P<q>how\s+(?:much|many)|amount\s+of)\s+(?P<a>{_ASSET})\s*(?:,|and|&|\+|plus)\s*"
+    rf"(?P<b>{_ASSET})\b", re.I)
+_ASSET_PAIR_BALANCES = re.compile(
+    rf"\b(?P<a>{_ASSET})\s*(?:,|and|&|\+|plus)\s*(?P<b>{_ASSET})\s+(?:balances?|holdings)\b", re.I)
+
+
 def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     """Spellings of one parameter made one ("block #5" -> "block 5", "the previous block"
     -> "block latest-1"), and presentation phrases ("expressed in gwei") taken out: (the
@@ -515,6 +523,10 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     # "the timestamps of blocks 5 and 9": one block reference each ("block 5 and block 9").
     text = _BLOCK_LIST.sub(lambda m: " and ".join(
         f"block {b}" for b in re.findall(r"\d+|latest-\d+", m.group(0))), text)
+    # "how much USDC and ETH does 0xA hold", "the USDC and ETH balances of 0xA": one
+    # balance each (outside round 20: the second asset was read as a unit, and dropped).
+    text = _ASSET_PAIR_AMOUNT.sub(r"\g<q> \g<a> and \g<q> \g<b>", text)
+    text = _ASSET_PAIR_BALANCES.sub(r"\g<a> balance and the \g<b> balance", text)
     units: list[str] = []
 
     def unit_first(m: re.Match[str]) -> str:  # "how many cents of USDC": "how much USDC" in cents
@@ -1271,7 +1283,7 @@ class _FactItems:
             return self._accounts(part, fp, params, where, start, end)
         if fp.subject == "token":
             token = part.subjects[0] if part.subjects else None
-            if token is None and not re.search(r"\busdc\b", part.text, re.I):
+            if token is None and not re.search(r"\busdc\b", self.t.sentence(part.sentence), re.I):
                 # "... and its decimals": the token the task named elsewhere. A part that
                 # names USDC asks the run's USDC, never an address of another part.
                 token = _nearest(self.t.addresses, start, end)

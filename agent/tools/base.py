@@ -277,9 +277,9 @@ class Tool(ABC, Generic[ArgsT]):
     #: from the tools registered (``ToolRegistry.free_policy``), so a free tool without
     #: them is refused at registration.
     free_limits: FreeLimits | None = None
-    #: True when every fact the tool gives is the state of the one block its observation's
+    #: True when the tool reads at one block, the one its observation's
     #: ``data["block_number"]`` names: an item asked at the latest block is answered with
-    #: the block it was read at (``ChecklistItem.read_at``).
+    #: the block it was read at (``ChecklistItem.read_at``) when its value changes with it.
     reads_block: bool = False
 
     def offer_book(self) -> OfferBook | None:

@@ -318,13 +318,15 @@ class EthBalanceTool(_FreeRead[AddressArgs]):
     description = "Native ETH balance of an address (exact, in ETH and wei)."
     args_model = AddressArgs
     facts = ("eth_balance",)
+    reads_block = True
 
     async def run(self, args: AddressArgs, ctx: ToolContext) -> Observation:
-        wei = await _read(lambda: ctx.chain.eth_balance(args.address))
+        head = await _read(ctx.chain.block_number)
+        wei = await _read(lambda: ctx.chain.eth_balance(args.address, head))
         display = format_eth(wei)
         return self._obs(
-            f"{args.address} holds {display} ({format_gwei(wei)} gwei, {wei} wei)",
-            {"address": args.address, "wei": wei, "display": display},
+            f"{args.address} holds {display} ({format_gwei(wei)} gwei, {wei} wei) at block {head}",
+            {"address": args.address, "wei": wei, "display": display, "block_number": head},
             {"eth_balance": display},
         )
 
@@ -360,6 +362,7 @@ class TokenBalanceTool(_FreeRead[TokenBalanceArgs]):
     )
     args_model = TokenBalanceArgs
     facts = ("usdc_balance",)
+    reads_block = True
 
     def facts_for(self, args: BaseModel) -> tuple[str, ...]:
         # Without a token the read is USDC's; with one we cannot know before the call.
@@ -373,11 +376,12 @@ class TokenBalanceTool(_FreeRead[TokenBalanceArgs]):
             symbol, decimals = "USDC", ctx.network.decimals
         else:
             symbol, decimals = await _token_meta(ctx, token)
-        atomic = await _read(lambda: ctx.chain.token_balance(token, args.address))
+        head = await _read(ctx.chain.block_number)
+        atomic = await _read(lambda: ctx.chain.token_balance(token, args.address, head))
         display = format_token(atomic, decimals, symbol)
         facts = {"usdc_balance": display} if is_usdc else {}
         return self._obs_for(
-            f"{args.address} holds {display} ({atomic} atomic)",
+            f"{args.address} holds {display} ({atomic} atomic) at block {head}",
             {
                 "address": args.address,
                 "token": token,
@@ -385,6 +389,7 @@ class TokenBalanceTool(_FreeRead[TokenBalanceArgs]):
                 "decimals": decimals,
                 "atomic": atomic,
                 "display": display,
+                "block_number": head,
             },
             facts,
             {"token": token},
@@ -419,11 +424,13 @@ class TokenInfoTool(_FreeRead[TokenArgs]):
     )
     args_model = TokenArgs
     facts = ("token_name", "token_symbol", "token_decimals", "token_supply", "token_issuer")
+    reads_block = True  # the supply's block (the others do not change with it)
 
     async def run(self, args: TokenArgs, ctx: ToolContext) -> Observation:
         token = args.token or usdc_address(ctx)
         symbol, decimals = await _token_meta(ctx, token)
-        supply = await _read(lambda: ctx.chain.token_supply(token))
+        head = await _read(ctx.chain.block_number)
+        supply = await _read(lambda: ctx.chain.token_supply(token, head))
         name = await _read(lambda: ctx.chain.token_name(token))
         owner = await _token_owner(ctx, token)
         issuer = {} if owner is None else {"token_issuer": (
@@ -431,7 +438,7 @@ class TokenInfoTool(_FreeRead[TokenArgs]):
         display = format_token(supply, decimals, symbol)
         return self._obs_for(
             f"{name} ({symbol}) at {token}: {decimals} decimals, supply {display} "
-            f"({supply} atomic)",
+            f"({supply} atomic) at block {head}",
             {
                 "token": token,
                 "name": name,
@@ -440,6 +447,7 @@ class TokenInfoTool(_FreeRead[TokenArgs]):
                 "supply_atomic": supply,
                 "supply": display,
                 "owner": owner,
+                "block_number": head,
             },
             {"token_name": name, "token_symbol": symbol, "token_decimals": str(decimals),
              "token_supply": display, **issuer},

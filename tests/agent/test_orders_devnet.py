@@ -82,6 +82,15 @@ def test_a_fact_of_the_latest_block_names_the_block_it_was_read_at(devnet) -> No
     assert f"at block {head - 1}" in past["answer"] and "the latest" not in past["answer"], past
     number = run_json(home, "What is the latest block number?")
     assert f"block number: {head} (observed" in number["answer"], number["answer"]
+    # A balance and a supply are a state of the block read too (round 20's rough edge 1);
+    # a token's name is not.
+    wallet = info["wallet"]
+    usdc = chain.token_balance(info["usdc"], wallet, head)
+    money = run_json(home, f"How much USDC does {wallet} hold, and how much ETH? What are "
+                           "the total supply and the name of USDC?")
+    assert money["returncode"] == 0 and money["finished"], money["answer"]
+    assert f"{format_usdc(usdc)} at block {head}, the latest" in money["answer"], money
+    assert money["answer"].count(f"at block {head}, the latest") == 3, money["answer"]
 
 
 def test_the_block_a_transaction_was_mined_in_is_its_receipts(devnet) -> None:  # type: ignore[no-untyped-def]

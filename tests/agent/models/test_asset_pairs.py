@@ -1,0 +1,42 @@
+"""Two assets asked of one holder in one phrase are two balances, and a token fact of a
+list naming USDC is USDC's. The outside round 20 follow-up: "How much USDC and ETH does
+0xA hold?" read 'ETH' as a unit and answered only the USDC balance at exit 0; "the USDC and
+ETH balances of 0xA" only the ETH one; "What are the total supply and the name of USDC?"
+after a sentence naming a wallet read the supply of that wallet's address."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.models._factpatterns import extract_checklist
+
+W = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+
+
+def _kinds(task: str) -> list[tuple[str | None, str | None]]:
+    return [(i.get("kind"), (i.get("params") or {}).get("address") or
+             (i.get("params") or {}).get("token")) for i in extract_checklist(task)
+            if not i.get("unanswerable")]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("task", "kinds"),
+    [
+        (f"How much USDC and ETH does {W} hold?", {"usdc_balance", "eth_balance"}),
+        (f"What are the USDC and ETH balances of {W}?", {"usdc_balance", "eth_balance"}),
+        (f"Show the ETH & USDC holdings of {W}.", {"usdc_balance", "eth_balance"}),
+        (f"What is the amount of ETH and USDC in {W}?", {"usdc_balance", "eth_balance"}),
+        (f"How much ether and USDC does {W} have?", {"usdc_balance", "eth_balance"}),
+    ],
+)
+def test_two_assets_of_one_holder_are_two_balances(task: str, kinds: set[str]) -> None:
+    got = _kinds(task)
+    assert {k for k, _ in got} == kinds and all(a == W for _, a in got), got
+    assert len(extract_checklist(task)) == 2, extract_checklist(task)
+
+
+def test_a_token_fact_of_a_sentence_naming_usdc_is_usdcs() -> None:
+    task = f"How much USDC does {W} hold? What are the total supply and the name of USDC?"
+    assert _kinds(task) == [("usdc_balance", W), ("token_supply", None), ("token_name", None)]
+    # A token the task names by address is still the one asked of ("its symbol").
+    assert _kinds(f"The token is at {W}. What is its symbol?") == [("token_symbol", W)]
