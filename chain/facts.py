@@ -28,6 +28,7 @@ FactKind = Literal[
     "block_gas_used",  # the gas a block's transactions used, summed (its gasUsed)
     "block_gas_limit",  # a block's gas limit (its gasLimit)
     "block_tx_count",  # how many transactions a block holds
+    "block_fullness",  # the share of its gas limit a block used (gasUsed / gasLimit), in %
     "eth_balance",  # an address's ETH balance
     "usdc_balance",  # an address's USDC balance
     "token_symbol",  # an ERC-20 token's symbol
@@ -69,6 +70,7 @@ CHAIN_FACT_KINDS: frozenset[FactKind] = frozenset(
         "block_gas_used",
         "block_gas_limit",
         "block_tx_count",
+        "block_fullness",
         "eth_balance",
         "usdc_balance",
         "token_symbol",
@@ -114,6 +116,7 @@ KIND_PARAMS: dict[str, tuple[str, ...]] = {
     "block_gas_used": ("block",),
     "block_gas_limit": ("block",),
     "block_tx_count": ("block",),
+    "block_fullness": ("block",),
     "eth_balance": ("address",),
     "usdc_balance": ("address",),
     "token_symbol": ("token",),

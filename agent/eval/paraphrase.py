@@ -46,6 +46,8 @@ _SYN: dict[str, tuple[str, ...]] = {
     "tx_count": ("number of transactions in the latest block",
                  "transaction count of the newest block",
                  "count of transactions in the current block"),
+    "fullness": ("fullness of the latest block", "gas utilization of the most recent block",
+                 "current block's fullness"),
     "largest": ("largest USDC transfer in the last {n} blocks",
                 "biggest single USDC transfer over the past {n} blocks",
                 "maximum USDC transfer in the last {n} blocks"),
@@ -71,7 +73,8 @@ _UNSUPPORTED = ("What was the average gas price yesterday?", "What is the price 
                 "Who owns the USDC contract {usdc}?", "What is the median USDC transfer size?",
                 "What was the base fee 3 days ago?", "What is the smallest USDC transfer?",
                 "Write a haiku about the base fee.", "What is the USD value of {wallet}'s ETH?",
-                "How much USDC was sent in total?", "What is the USDC balance of {wallet} in total?")  # fmt: skip
+                "How much USDC was sent in total?", "What is the USDC balance of {wallet} in total?",
+                "Is the latest block more than half full?", "Was the previous block over 50% full?")  # fmt: skip
 
 #: Written from outside the planner (an outside question writer's declined paraphrases,
 #: 20:55 UTC before the planner was changed for them; the score before is in
@@ -242,9 +245,9 @@ def _free(rows: list[JSONObject]) -> None:
             rows.append(_task(len(rows), "transfers", ask.format(x=x.format(n=n)), "answer", truth))
 
 
-#: A block's gas used, gas limit and transaction count asked as questions (the outside
-#: tester's "What is the gas used by the latest block?" was read as a transaction's), at
-#: the head, at a block, and at a block relative to the head.
+#: A block's gas used, gas limit, transaction count and fullness asked as questions (the
+#: outside tester's "What is the gas used by the latest block?" was read as a
+#: transaction's), at the head, at a block, and at a block relative to the head.
 _BLOCK_QUESTIONS: tuple[tuple[str, dict[str, object]], ...] = (
     ("How much gas did the latest block use?", {"probe": "block_gas_used"}),
     ("How much gas was used in block {head_minus_1}?", {"probe": "block_gas_used", "back": 1}),
@@ -254,12 +257,18 @@ _BLOCK_QUESTIONS: tuple[tuple[str, dict[str, object]], ...] = (
     ("How many transactions does the newest block contain?", {"probe": "block_tx_count"}),
     ("How many transactions were in block {head_minus_2}?", {"probe": "block_tx_count", "back": 2}),
     ("How many transactions did the previous block have?", {"probe": "block_tx_count", "back": 1}),
+    ("How full is the newest block?", {"probe": "block_fullness"}),
+    ("How full was block {head_minus_1}?", {"probe": "block_fullness", "back": 1}),
+    ("What percentage of the gas limit was used 2 blocks ago?",
+     {"probe": "block_fullness", "back": 2}),
+    ("How much of its gas limit did the previous block use?",
+     {"probe": "block_fullness", "back": 1}),
 )  # fmt: skip
 
 
 def _block_facts(rows: list[JSONObject]) -> None:
     probes = (("gas_used", "block_gas_used"), ("gas_limit", "block_gas_limit"),
-              ("tx_count", "block_tx_count"))  # fmt: skip
+              ("tx_count", "block_tx_count"), ("fullness", "block_fullness"))  # fmt: skip
     for syn, probe in probes:
         for x, ask in itertools.product(_SYN[syn], _ASK):
             rows.append(_task(len(rows), "block_gas_and_txs", ask.format(x=x), "answer",

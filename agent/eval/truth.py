@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -147,6 +147,17 @@ def _value(log: LogReceipt) -> int:
     return int(data.hex() if isinstance(data, bytes) else data, 16)
 
 
+def _fullness(env: EvalEnv, spec: Mapping[str, object]) -> Truth:
+    """A block's gas used as a share of its gas limit, in percent rounded half up to 2
+    places (as the answer states it), and its basis: the gas used and the gas limit."""
+    block = _block(env, spec)
+    used, limit = Decimal(block["gasUsed"]), Decimal(block["gasLimit"])
+    with localcontext() as ctx:
+        ctx.prec = 60  # far past the 2 places kept: the rounding is the only one
+        share = (used * 100 / limit).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    return Truth((share, used, limit))
+
+
 def _balance(env: EvalEnv, kind: str, address: str) -> Decimal:
     if kind == "eth_balance":
         wei = env.w3.eth.get_balance(Web3.to_checksum_address(address))
@@ -203,6 +214,7 @@ _PROBES: dict[str, Callable[[EvalEnv, Mapping[str, object]], Truth]] = {
     "block_gas_used": lambda e, s: Truth((Decimal(_block(e, s)["gasUsed"]),)),
     "block_gas_limit": lambda e, s: Truth((Decimal(_block(e, s)["gasLimit"]),)),
     "block_tx_count": lambda e, s: Truth((Decimal(len(_block(e, s)["transactions"])),)),
+    "block_fullness": _fullness,
     "usdc_balance": lambda e, s: Truth((_balance(e, "usdc_balance", e.fill(str(s["address"]))),)),
     "eth_balance": lambda e, s: Truth((_balance(e, "eth_balance", e.fill(str(s["address"]))),)),
     "token_symbol": lambda e, s: Truth(words=(e.token().functions.symbol().call(),)),

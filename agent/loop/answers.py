@@ -98,6 +98,9 @@ def in_unit(kind: str, unit: str, value: str) -> str | None:
 #: The unit a fact kind's bare number is in, when it has one (a count has none).
 _OWN_UNITS = {"base_fee_gwei": "gwei", "gas_price_gwei": "gwei", "block_gas_used": "gas",
               "block_gas_limit": "gas"}  # fmt: skip
+#: Block facts shown as the tool states them, then their block: a count (no unit), and a
+#: block's fullness, which states its own basis ("0.24% (72390 of 30000000 gas)").
+_BLOCK_VALUES = frozenset({"block_tx_count", "block_fullness"})
 
 
 def with_own_unit(kind: str, value: str) -> str:
@@ -160,7 +163,7 @@ def _asked_value(value: str, kind: str, params: Mapping[str, object]) -> str:
         own = with_own_unit(str(kind), value)
         block = params.get("block")
         return f"{converted} ({own})" + (f" at block {block}" if block else "")
-    if kind in _OWN_UNITS or kind == "block_tx_count":
+    if kind in _OWN_UNITS or kind in _BLOCK_VALUES:
         block = params.get("block")
         return with_own_unit(str(kind), value) + (f" at block {block}" if block else "")
     if kind == "block_timestamp" and value.isdigit():

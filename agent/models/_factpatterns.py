@@ -120,11 +120,12 @@ _MINED = re.compile(r"\b(?:mined|included|confirmed)\b", re.I)
 
 #: Kinds that take one block number, and kinds that take a window or range of blocks.
 BLOCK_KINDS = frozenset({"base_fee_gwei", "block_timestamp", "block_number", "block_gas_used",
-                         "block_gas_limit", "block_tx_count"})
+                         "block_gas_limit", "block_tx_count", "block_fullness"})
 #: Block kinds whose words an account or a transaction has too ("the transaction count of
 #: 0xA" is its nonce, "the gas limit of 0x<hash>" the transaction's): with a 0x address or
 #: hash in their part they are declined, never read at the head as if a block were asked.
-BLOCK_ONLY_KINDS = frozenset({"block_gas_used", "block_gas_limit", "block_tx_count"})
+BLOCK_ONLY_KINDS = frozenset({"block_gas_used", "block_gas_limit", "block_tx_count",
+                              "block_fullness"})
 TOTAL_KINDS = frozenset({"usdc_sent_total", "usdc_received_total"})
 WINDOW_KINDS = frozenset({"transfer_count", "transfer_max"}) | TOTAL_KINDS
 #: The unit a kind's value is written in, for thresholds in conditions.
@@ -213,6 +214,15 @@ _BY_HOW_MUCH = _p(r"\bby\s+how\s+(?:much|many)(?:\s+(?:usdc|eth|ether|cents|wei|
 _GROUPED = _p(r"\bplus\b|\+|\b(?:together|along|combined)\s+with\b|\bas\s+well\s+as\b|"
               r"\badded\s+to\b")
 _CONDITION = _p(rf"({OP_WORDS})\s*(\d+(?:\.\d+)?)\s*(gwei|wei|usdc|ether|eth)?")
+#: A share of a block's gas limit as a threshold ("more than half full", "over 50% full",
+#: "at least 90 percent of its gas limit", "is the block full"): no condition reads one
+#: (block_fullness is in no VALUE_UNITS), so it is declined naming these words.
+_SHARE = (r"(?:\d+(?:\.\d+)?\s*(?:%|percent\b|per\s+cent\b)|(?:a\s+|one\s+)?(?:half|quarter|"
+          r"third)\b|three\s+quarters\b)")
+_FULL_TEST = _p(rf"(?:(?:{OP_WORDS})\s*)?{_SHARE}\s*(?:full\b|of\s+(?:the\s+|its\s+)?"
+                r"(?:block(?:['’]s)?\s+)?gas\s+limit\b)|\b(?:block(?:\s+(?:\d+|latest-\d+))?|it)\s+"
+                r"(?P<bare>(?:(?:almost|nearly|completely|entirely|totally|fully)\s+)?full)\b")
+_SHARE_TEST = _p(rf"(?:{OP_WORDS})\s*\d+(?:\.\d+)?\s*(?:%|percent\b|per\s+cent\b)?")
 #: Words that change what is asked in a way no fact kind here can take ("average", a
 #: year): a part holding one outside a matched phrase is not answered.
 _MODIFIER = _p(
@@ -405,7 +415,7 @@ _SPLIT = _p(
 #: planner cannot read, and is named as not answered.
 _FILLER = frozenset(
     """a about according account between accounts address addresses again alert all along also am an
-    and any anvil are as ask at be been block blocks both buy by can chain check checking
+    and any anvil are as ask at be been block block's blocks both buy by can chain check checking
     contract could current currently data decimal devnet did do does each exact exactly eye
     fetch find for from get give go has have hold holds how i if in info information into is
     it its just keep know last latest let like list look me mined more most much my need
@@ -1832,6 +1842,18 @@ class _Reader(_ReaderChecks):
     def _part_items(self, part: _Part, gates: list[int], actions: list[int]) -> list[int]:
         """The items of one part: a condition (a gate of the orders), orders, facts, a
         comparison asked back, or why it cannot be read. Nothing is dropped."""
+        if (test := self._share_test(part)) is not None:
+            # "Is the latest block more than half full?", "if block 3 is over 50% full, ...":
+            # declined by its words, never a comparison with another fact's number.
+            n = self.out.cannot(part.text, f"{test!r} compares a block's fullness with a "
+                                "threshold, and the offline planner compares a fact with a "
+                                "number only in gwei, wei, ETH, USDC or a count (a block's "
+                                "fullness is a percentage rounded to 2 places); ask how full "
+                                "the block is ('how full is the latest block?')")  # fmt: skip
+            if part.condition:
+                gates.append(n)  # an order it gates waits on it: never made
+                return []
+            return [n]
         if part.condition and (part.hits or part.leftover or _CONDITION.search(part.text)):
             # A threshold no fact was read for is named, never dropped: a payment it gates
             # would otherwise be proposed as if unconditional.
@@ -1887,6 +1909,22 @@ class _Reader(_ReaderChecks):
             self.out.cannot(part.text, "the offline planner reads a payment only as "
                             "'send N USDC to 0x...'")  # fmt: skip
         return []
+
+    def _share_test(self, part: _Part) -> str | None:
+        """The words of a threshold on a block's fullness the part asks ("more than half
+        full", "over 50% full", "at least 90% of its gas limit", "is block 3 full",
+        "fullness above 50"), or None: a share said of a block, or a threshold said of
+        its fullness."""
+        kinds = {h[1].kind for h in part.hits}
+        about = kinds & {"block_fullness", "block_gas_limit"} or re.search(
+            r"\bblocks?\b", part.text, re.I)
+        if about and (m := _FULL_TEST.search(part.text)):
+            words = m.group("bare") or m.group(0)  # "is block 3 full": the word "full"
+        elif "block_fullness" in kinds and (m := _SHARE_TEST.search(part.text)):
+            words = m.group(0)
+        else:
+            return None
+        return " ".join(words.split())
 
     def _grouped(self, part: _Part) -> str | None:
         """The grouping word ("plus", "together with") of a comparison's sentence that

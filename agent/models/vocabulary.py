@@ -100,6 +100,11 @@ def _kind(kind: str, label: str, subject: Subject, *phrases: str, needs_hash: bo
 
 
 _HOLD_VERBS = ("hold", "holds", "has", "have", "own", "owns", "possess", "possesses", "keeps")
+#: A block's fullness said as a share of its gas limit ("what share of the gas limit was
+#: used", "how much of its gas limit did block 3 use") or as its utilization.
+_SHARES = ("percentage", "percent", "share", "fraction", "proportion", "how much", "what %")
+_USED = ("used", "use", "consumed")
+_UTILIZATION = ("utilization", "utilisation")
 
 KIND_WORDS: tuple[KindWords, ...] = (
     # Priority order: an earlier phrase claims its span, so "average base fee" is a gas
@@ -170,6 +175,16 @@ KIND_WORDS: tuple[KindWords, ...] = (
     _kind("block_number", "block number", "none",
           "which block … mined", "what block … mined", "which block … produced",
           "last mined block", "most recently mined block", "latest mined block"),
+    # Before the block's gas used and gas limit: "how full is the latest block" and "what
+    # share of its gas limit did block 3 use" ask the share (gasUsed / gasLimit), neither
+    # amount. "how full" is a block's only with "block" (or "it") in its clause.
+    _kind("block_fullness", "block fullness", "none",
+          "[block] fullness", "how full … block", "how full is it", "how full was it",
+          *(f"{w} {u}" for w in ("block [gas]", "block's [gas]", "gas [limit]")
+            for u in _UTILIZATION),
+          *(f"{u} … block" for u in _UTILIZATION), *(f"block … {u}" for u in _UTILIZATION),
+          *(f"{share} of … gas limit … {verb}" for share in _SHARES for verb in _USED),
+          *(f"gas used as a {share} of [the] gas limit" for share in _SHARES[:3])),
     # Before the transaction's gas used: "gas used by the latest block" and "how much gas
     # did block 3 use" ask a block's; "gas used by 0x<hash>" still asks a transaction's.
     _kind("block_gas_used", "block gas used", "none",

@@ -186,6 +186,23 @@ def format_token(atomic: int, decimals: int, symbol: str) -> str:
     return f"{whole}.{frac} {symbol}" if frac else f"{whole} {symbol}"
 
 
+def _share(used: int, limit: int) -> Decimal | None:
+    """The share of its gas limit a block used, in percent: ``used * 100 / limit`` rounded
+    half up to 2 decimal places, in integers (exact up to that rounding, never a float);
+    None for a gas limit of 0, which has no share (never a division by zero)."""
+    if limit <= 0:
+        return None
+    hundredths = (2 * used * 10_000 + limit) // (2 * limit)  # half up: floor(x + 1/2)
+    return Decimal(hundredths).scaleb(-2)
+
+
+def _fullness(share: Decimal | None, used: int, limit: int) -> str:
+    """The ``block_fullness`` fact: the share with its basis, "0.24% (72390 of 30000000
+    gas)"; a gas limit of 0 is said, with no number for a share."""
+    basis = f"({used} of {limit} gas)"
+    return f"{share:f}% {basis}" if share is not None else f"none: the gas limit is 0 {basis}"
+
+
 def usdc_address(ctx: ToolContext) -> str:
     """The configured USDC address of the run's network, or a ToolError naming the fix."""
     usdc = ctx.network.usdc
@@ -276,12 +293,12 @@ class BlockInfoTool(_FreeRead[BlockArgs]):
     name = "block_info"
     free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=8_192)
     description = (
-        "Number, timestamp, gas used, gas limit and transaction count of a block (the "
-        "latest when no block is given)."
+        "Number, timestamp, gas used, gas limit, fullness (gas used as a share of the gas "
+        "limit) and transaction count of a block (the latest when no block is given)."
     )
     args_model = BlockArgs
     facts = ("block_number", "block_timestamp", "block_gas_used", "block_gas_limit",
-             "block_tx_count")  # fmt: skip
+             "block_tx_count", "block_fullness")  # fmt: skip
     reads_block = True
 
     async def run(self, args: BlockArgs, ctx: ToolContext) -> Observation:
@@ -291,9 +308,12 @@ class BlockInfoTool(_FreeRead[BlockArgs]):
         used, limit = int(block["gasUsed"]), int(block["gasLimit"])
         txs = len(block.get("transactions", []))
         iso = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        share = _share(used, limit)
+        full = (f"{share:f}% full, rounded half up to 2 places" if share is not None
+                else "no share: its gas limit is 0")  # fmt: skip
         return self._obs(
             f"block {number} at {ts} ({iso}): {txs} transaction{'' if txs == 1 else 's'}, "
-            f"gas used {used} of a gas limit of {limit}",
+            f"gas used {used} of a gas limit of {limit} ({full})",
             {
                 "block_number": number,
                 "block_timestamp": ts,
@@ -301,6 +321,7 @@ class BlockInfoTool(_FreeRead[BlockArgs]):
                 "tx_count": txs,
                 "gas_used": used,
                 "gas_limit": limit,
+                "fullness_percent": None if share is None else f"{share:f}",
             },
             {
                 "block_number": str(number),
@@ -308,6 +329,7 @@ class BlockInfoTool(_FreeRead[BlockArgs]):
                 "block_gas_used": str(used),
                 "block_gas_limit": str(limit),
                 "block_tx_count": str(txs),
+                "block_fullness": _fullness(share, used, limit),
             },
         )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import Any
 
 import pytest
@@ -134,11 +134,21 @@ def test_block_info_latest_and_explicit(anvil: Any, make_ctx: Callable[..., Tool
         "block_gas_used": str(head["gasUsed"]),
         "block_gas_limit": str(head["gasLimit"]),
         "block_tx_count": str(len(head["transactions"])),
+        "block_fullness": _fullness(head["gasUsed"], head["gasLimit"]),
     }
     obs = run(BlockInfoTool(), {"block": 0}, ctx)
     genesis = anvil.w3.eth.get_block(0)
     assert obs.facts["block_number"] == "0"
     assert obs.facts["block_timestamp"] == str(genesis["timestamp"])
+
+
+def _fullness(used: int, limit: int) -> str:
+    """A block's fullness as the tool states it, computed here another way: a Decimal
+    quotient far past the 2 places kept, rounded half up once, then its basis."""
+    with localcontext() as exact:
+        exact.prec = 60
+        share = (Decimal(used) * 100 / Decimal(limit)).quantize(Decimal("0.01"), ROUND_HALF_UP)
+    return f"{share}% ({used} of {limit} gas)"
 
 
 def _raw_block(chain: Any, number: int) -> dict[str, Any]:
@@ -170,6 +180,8 @@ def test_block_info_reads_gas_used_gas_limit_and_tx_count_as_the_node_states_the
         assert obs.facts["block_gas_used"] == str(int(raw["gasUsed"], 16))
         assert obs.facts["block_gas_limit"] == str(int(raw["gasLimit"], 16))
         assert obs.facts["block_tx_count"] == str(txs)
+        assert obs.facts["block_fullness"] == _fullness(int(raw["gasUsed"], 16),
+                                                        int(raw["gasLimit"], 16))
         assert f"{txs} transactions, gas used {int(raw['gasUsed'], 16)} of a gas limit of " \
             f"{int(raw['gasLimit'], 16)}" in obs.summary
     receipts = [chain.w3.eth.get_transaction_receipt(h) for h in hashes]
@@ -177,6 +189,40 @@ def test_block_info_reads_gas_used_gas_limit_and_tx_count_as_the_node_states_the
     latest = run(BlockInfoTool(), {}, ctx)
     assert latest.facts["block_number"] == str(empty) and latest.facts["block_tx_count"] == "0"
     assert latest.facts["block_gas_used"] == "0"
+
+
+def test_block_info_reads_a_blocks_fullness_from_its_gas_used_and_gas_limit(
+    chain: Any, make_ctx: Callable[..., ToolContext]
+) -> None:
+    # A transfer (21000 gas) in a block whose gas limit is 32000: 65.625% exactly, stated
+    # 65.63% (half up, where half even would say 65.62), with its basis. Then an empty
+    # block whose gas limit is 0: no share, and no division by zero.
+    agent, seller = dev_account(AGENT).address, dev_account(SELLER).address
+    limit_before = int(_raw_block(chain, chain.w3.eth.block_number)["gasLimit"], 16)
+    chain.rpc("evm_setBlockGasLimit", [hex(32_000)])
+    try:
+        tx = chain.rpc("eth_sendTransaction", [{"from": agent, "to": seller, "value": "0x1"}])
+        mined = chain.w3.eth.get_transaction_receipt(tx)["blockNumber"]
+        chain.rpc("evm_setBlockGasLimit", ["0x0"])
+        chain.rpc("evm_mine")
+        unlimited = chain.w3.eth.block_number
+    finally:
+        chain.rpc("evm_setBlockGasLimit", [hex(limit_before)])
+    ctx = make_ctx()
+    raw = _raw_block(chain, mined)
+    assert (raw["gasUsed"], raw["gasLimit"]) == (hex(21_000), hex(32_000))
+    obs = run(BlockInfoTool(), {"block": mined}, ctx)
+    assert obs.facts["block_fullness"] == _fullness(21_000, 32_000) == "65.63% (21000 of 32000 gas)"
+    assert obs.data["fullness_percent"] == "65.63"
+    assert "gas used 21000 of a gas limit of 32000 (65.63% full, rounded half up to 2 places)" \
+        in obs.summary
+    raw = _raw_block(chain, unlimited)
+    assert (raw["gasUsed"], raw["gasLimit"], raw["transactions"]) == ("0x0", "0x0", [])
+    obs = run(BlockInfoTool(), {"block": unlimited}, ctx)
+    assert obs.facts["block_fullness"] == "none: the gas limit is 0 (0 of 0 gas)"
+    assert obs.data["fullness_percent"] is None
+    assert "gas used 0 of a gas limit of 0 (no share: its gas limit is 0)" in obs.summary
+    assert obs.facts["block_gas_used"] == obs.facts["block_gas_limit"] == "0"
 
 
 def test_block_info_beyond_head_is_a_tool_error(

@@ -41,6 +41,7 @@ FREE_FACTS = {
     "block_gas_used",
     "block_gas_limit",
     "block_tx_count",
+    "block_fullness",
     "eth_balance",
     "usdc_balance",
     "token_symbol",
