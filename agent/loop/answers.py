@@ -133,7 +133,7 @@ def _converted(kind: str, unit: str, value: str) -> str | None:
 #: Kinds whose value is a state of the block read (a token's name or decimals is not):
 #: read at the head, their answer names that block.
 _CHANGES_WITH_BLOCK = frozenset({"base_fee_gwei", "block_timestamp", "block_gas_used",
-                                 "block_gas_limit", "block_tx_count", "eth_balance",
+                                 "block_gas_limit", "block_tx_count", "block_fullness", "eth_balance",
                                  "usdc_balance", "token_supply"})
 
 
