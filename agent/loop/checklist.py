@@ -292,6 +292,8 @@ def _subject(item: ChecklistItem) -> str:
     for key in ("address", "token", "tx_hash", "symbol", "name"):
         if item.params.get(key):
             return str(item.params[key])
+    if item.params.get("wallet") == "self":  # "Does my wallet hold more than 0xB?"
+        return "the agent's wallet"
     return item.text
 
 

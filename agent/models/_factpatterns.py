@@ -166,6 +166,15 @@ _LATEST = _p(r"\b(?:latest|current|currently|now|newest|most\s+recent|head)\b")
 #: and the timestamp of the latest block"): never dropped, read or declined by name.
 _BARE_FACT = _p(r"\b(number|height|value|values|data|info|information|total|count)\b")
 _MINE = _p(r"\b(?:my|our|mine|your\s+own|the\s+agent['’]?s|i|we)\b")
+#: The agent's own wallet named as one holder beside addresses ("Does my wallet hold more
+#: USDC than 0xB?", "the combined ETH of 0xA and mine", "how much more do I hold than
+#: 0xB"): one of the values a comparison, sum or difference is over.
+_OWN_WALLET = _p(
+    r"\b(?:my|our|your\s+own|(?:the\s+)?agent['’]?s)(?:\s+own)?\s+(?:wallet|address|account)\b|"
+    r"\b(?:mine|ours)\b|\b(?:my|our)(?=\s+(?:usdc|eth|ether|balances?|holdings?|funds)\b)|"
+    r"\b(?:do|did|does|can|could|would|will)\s+(?:i|we)(?=\s+(?:hold|have|own|possess|keep)\b)|"
+    r"\bthan\s+(?:i|we)\b|\b(?:than|or|and|with)\s+(?:me|us)\b"
+)
 _REFERS_BACK = _p(r"\b(?:its|it|that|this|same)\b")
 #: A value named without a fact phrase ("the total ETH of 0xA and 0xB"): an aggregate over
 #: it is no aggregate of the fact a later part names ("..., and the ETH balance of 0xC").
@@ -529,7 +538,11 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     # "the local (x402) paywall" is the paywall: a seller, named as such; "local" asks
     # nothing, and "x402" there is no protocol's name.
     text = re.sub(r"\b(?:local\s+)?(?:x402\s+)?(?=paywall\b)", "", text, flags=re.I)
-    text = re.sub(r"\bx402\s+(?=(?:market|marketplace|sellers?)\b)", "", text, flags=re.I)
+    text = re.sub(r"\bx402\s+(?=(?:data\s+)?(?:market|marketplace|sellers?)\b)", "", text, flags=re.I)
+    # "via the marketplace", "one of the market's sellers": where to buy, said otherwise.
+    text = re.sub(r"\b(?:via|through)\s+(?=(?:the\s+|a\s+)?(?:data\s+)?market)", "from ", text,
+                  flags=re.I)  # fmt: skip
+    text = re.sub(r"\b(market(?:place)?)['’]s\b", r"\1", text, flags=re.I)
     # "the timestamps of blocks 5 and 9": one block reference each ("block 5 and block 9").
     text = _BLOCK_LIST.sub(lambda m: " and ".join(
         f"block {b}" for b in re.findall(r"\d+|latest-\d+", m.group(0))), text)
@@ -595,6 +608,8 @@ class _Part:
     condition: bool = False
     hits: list[tuple[int, FactPattern, str]] = field(default_factory=list)
     subjects: list[str] = field(default_factory=list)
+    #: Where it names the agent's own wallet as a holder (``_OWN_WALLET``).
+    mine: list[int] = field(default_factory=list)
     leftover: set[str] = field(default_factory=set)
     modifier: str | None = None
     #: The words left once its phrases and parameters are taken out, and the questions
@@ -677,9 +692,12 @@ def _read_part(part: _Part, has_hash: bool) -> None:
             gaps.extend(_restated(fp.kind, g) for g in m.groups() if g)
     part.hits.sort(key=lambda h: h[0])
     part.subjects = [m.group(0) for m in ADDRESS.finditer(text)]
+    part.mine = [part.start + m.start() for m in _OWN_WALLET.finditer(text)][:1]
     # The words in a phrase's gap are the task's own ("who has sent the most USDC" is no
     # "has … usdc" balance): read like the rest, never swallowed by the phrase.
     rest = _blanked(text, claimed) + " " + _blanked(" ".join(gaps), [])
+    if part.mine and part.subjects:  # "than mine", "than us": the agent's wallet, a holder
+        rest = _OWN_WALLET.sub(" ", rest)
     # An aggregate's words may sit inside a value's phrase ("holds the most USDC" is
     # "holds … usdc"): they are looked for with only the other phrases taken out.
     agg_text = _blanked(text, [(s, s + len(w)) for s, fp, w in part.hits
@@ -936,6 +954,7 @@ class _Task:
         for part in self.parts:
             _read_part(part, bool(self.hashes))
         self._read_bare_facts()
+        _read_shaping_parts(self)
         self._merge_subject_only_parts()
         self._settle_aggregates()
         self._continue_conditions()
@@ -1011,7 +1030,9 @@ class _Task:
         with the aggregate it names ("... and 0xB combined")."""
         for n, part in enumerate(self.parts):
             left = part.candidate.leftover if part.candidate and not part.hits else part.leftover
-            if part.hits or left or not part.subjects or _SEND.search(part.text):
+            if part.mine:  # "..., and mine?": the agent's wallet is its holder
+                left = left - {"mine", "ours", "us"}
+            if part.hits or left or not (part.subjects or part.mine) or _SEND.search(part.text):
                 continue
             prev = self.parts[n - 1] if n else None
             if (prev is not None and (prev.alone or prev.borrow) and prev.sentence == part.sentence
@@ -1022,6 +1043,7 @@ class _Task:
                 if prev.borrow and (part.candidate is None or prev.aggregate is None):
                     # "..., and how much do 0xA and 0xB hold together?": its own aggregate.
                     prev.subjects.extend(part.subjects)
+                    prev.mine, part.mine = (prev.mine or part.mine), []
                     prev.aggregate = prev.aggregate or part.candidate
                     prev.until = part.start + len(part.text)
                     part.subjects, part.candidate, part.leftover = [], None, set()
@@ -1060,6 +1082,7 @@ class _Task:
             if target is not None:
                 target.subjects.extend(part.subjects)
                 target.subjects.sort(key=self.task.find)
+                target.mine, part.mine = (target.mine or part.mine), []
                 part.subjects, part.leftover = [], set()  # its words are the target's now
                 mine, theirs = part.candidate, target.candidate
                 if mine is not None and theirs is None:
@@ -1089,7 +1112,10 @@ class _Task:
             found = part.candidate
             if found is None:
                 continue
-            many = len(set(part.subjects)) >= 2 or (not part.hits and not part.subjects)
+            # The agent's own wallet beside an address is a second holder ("Does my wallet
+            # hold more USDC than 0xB?").
+            holders = len(set(part.subjects)) + bool(part.mine and part.subjects)
+            many = holders >= 2 or (not part.hits and not part.subjects)
             # "how many addresses ..." counts addresses whatever follows; "how many of"
             # counts what it is of: the holders of a balance, or "the USDC transfers".
             of_holders = found.word != "how many of" or any(
@@ -1097,6 +1123,52 @@ class _Task:
             if many or (found.op == "count" and part.hits and of_holders):
                 part.aggregate = found
                 part.leftover, part.modifier = set(found.leftover), found.modifier
+
+
+#: The words of a part that only says how to present an answer ("Give me the UTC time",
+#: "Show it in USDC", "Gwei please"), and the unit or format each bare unit word names.
+_SHAPE_WORDS = frozenset(
+    """give show express display convert format formatted put write state return report
+    answer me us it its them that this these those the a an please kindly just only also
+    too then and so in as to into using with instead i i'd id we would like want prefer
+    need could can you time date datetime value values result results figure figures
+    number numbers output reply response unit units form""".split()
+)
+_SHAPE_UNITS = {"gwei": "gwei", "wei": "wei", "ether": "ether", "eth": "eth", "cents": "cents",
+                "usdc": "usdc", "utc": "utc", "iso": "utc", "unix": "unix"}
+
+
+def _read_shaping_parts(t: _Task) -> None:
+    """A part that only says how to present what another part asks ("When was block 10
+    mined? Give me the UTC time.", "What is the base fee? Wei please.") is no question of
+    its own: its unit shapes the values that take it (a unit no asked value takes is
+    declined by name, as any), never a part left not answered or a unit dropped. A run
+    of such parts in one sentence is one ("Give me the date and time in UTC")."""
+    if not any(p.hits for p in t.parts):
+        return  # nothing asked to present: "Give me the UTC time." alone is declined
+    runs: list[list[int]] = []
+    for n, part in enumerate(t.parts):
+        words = _WORD.findall(part.text.lower())
+        if (part.hits or part.subjects or part.condition or not words or _SEND.search(part.text)
+                or re.search(r"\d", part.text)
+                or not set(words) <= _SHAPE_WORDS | set(_SHAPE_UNITS)):  # fmt: skip
+            continue
+        if runs and runs[-1][-1] == n - 1 and t.parts[n - 1].sentence == part.sentence:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    for run in runs:
+        first, last = t.parts[run[0]], run[-1] + 1
+        end = t.parts[last].start if last < len(t.parts) else len(t.task) + 1
+        bare = [(p.start + m.start(), _SHAPE_UNITS[m.group(0).lower()])
+                for p in (t.parts[n] for n in run) for m in re.finditer(r"[a-z]+", p.text, re.I)
+                if m.group(0).lower() in _SHAPE_UNITS]  # fmt: skip
+        if not bare and not any(first.start <= pos < end for pos, _u in t.units_at):
+            continue  # no unit or format said: "Give me the time" is declined as before
+        for n in run:
+            t.parts[n].leftover, t.parts[n].modifier, t.parts[n].candidate = set(), None, None
+        t.units_at = sorted([*t.units_at, *bare])
+    t.units = [unit for _pos, unit in t.units_at]
 
 
 def _count_test(text: str, kind: str) -> dict[str, str] | str:
@@ -1382,9 +1454,12 @@ class _FactItems:
                 return [self.out.cannot(fp.label, f"the task names no address for the {fp.label}")]
             subjects = [near]
         made = []
-        for address in subjects:
+        for address in _with_own_wallet(self.t.task, part, subjects):
             item: _Draft = {"text": f"{fp.label} of {address}{where}", "kind": fp.kind,
                     "params": {**params, "address": address}}  # fmt: skip
+            if not address:  # the agent's own wallet, beside the addresses
+                item = {"text": f"{fp.label} of the agent's wallet{where}", "kind": fp.kind,
+                        "params": {**params, "wallet": "self"}}  # fmt: skip
             made.append(self.out.add(item))
         if part.aggregate is not None:
             made.append(_aggregate_item(self.out, part.text, part.aggregate, str(fp.kind), fp.label, made))
@@ -1425,6 +1500,21 @@ class _FactItems:
         ]
 
 
+def _with_own_wallet(task: str, part: _Part, subjects: list[str]) -> list[str]:
+    """``subjects`` with the agent's own wallet ("") where the part names it as a holder
+    beside them ("my wallet or 0xB"), in the order said (a difference is the first minus
+    the second)."""
+    if not part.mine:
+        return subjects
+
+    def said_at(address: str) -> int:  # a merged part's addresses may be said before it
+        found = task.find(address, part.start)
+        return found if found >= 0 else task.find(address)
+
+    placed = [(said_at(a), n, a) for n, a in enumerate(subjects)]
+    return [a for *_order, a in sorted([*placed, (part.mine[0], -1, "")])]
+
+
 def _aggregate_item(out: _Builder, text: str, agg: _Aggregate, kind: str, label: str,
                     made: list[int]) -> int:
     """The item computing ``agg`` over the values ``made`` (one ``kind``, one address
@@ -1457,6 +1547,29 @@ def _aggregate_item(out: _Builder, text: str, agg: _Aggregate, kind: str, label:
     if unread:
         return out.cannot(what, unread)
     return out.add({"text": what.strip(), "kind": "comparison", "params": params})
+
+
+#: Where a sentence ends (a unit said after it is no unit of a value before it).
+_SENTENCE_END = _p(r"[?!;]|\.(?:\s|$)")
+
+
+def _unit_claims(t: _Task, out: _Builder) -> dict[int, int]:
+    """The value each unit is said right after, by the unit's place: the nearest value
+    asked before it in its sentence, with no other value between, when its kind takes the
+    unit ("its base fee in gwei, and my ETH balance in ether": gwei is the base fee's,
+    ether the balance's). A unit said before every value, or after one that cannot take
+    it, claims none and is placed as before."""
+    placed = sorted((a, n) for n, a in out.at.items()
+                    if out.items[n].get("kind") and not out.items[n].get("unanswerable"))  # fmt: skip
+    claims: dict[int, int] = {}
+    for pos, unit in t.units_at:
+        before = [(a, n) for a, n in placed if a <= pos]
+        if not before or _SENTENCE_END.search(t.task[before[-1][0] : pos]):
+            continue
+        n = before[-1][1]
+        if out.items[n].get("kind") in UNIT_KINDS.get(unit, ()):
+            claims[pos] = n
+    return claims
 
 
 class _ReaderChecks:
@@ -1552,9 +1665,12 @@ class _ReaderChecks:
         balance, and in atomic units, 0xB's"), or one no value takes, leaves the pairing
         unread: those values are declined, never given in another part's unit."""
         unread: list[tuple[int, str]] = []
+        claims = _unit_claims(self.t, self.out)
         for n, item in enumerate(self.out.items):
             kind = item.get("kind")
-            said = [(pos, u) for pos, u in self.t.units_at if kind in UNIT_KINDS.get(u, ())]
+            # A unit another kind's value claims is that value's, no conflict of this kind's.
+            said = [(pos, u) for pos, u in self.t.units_at if kind in UNIT_KINDS.get(u, ())
+                    and self.out.items[claims.get(pos, n)].get("kind") == kind]  # fmt: skip
             names = {u.replace("ether", "eth") for _pos, u in said}
             if len(names) <= 1 or item.get("unanswerable"):
                 continue
@@ -1577,10 +1693,18 @@ class _ReaderChecks:
         unit of the values asked before it: the first said after the item's own place and
         before the next item's, else the first after it, else the last before it."""
         kind = item.get("kind")
-        said = [(pos, u) for pos, u in self.t.units_at if kind in UNIT_KINDS.get(u, ())]
+        claims = _unit_claims(self.t, self.out)
+        own = [u for pos, u in self.t.units_at if claims.get(pos) == n]
+        if own:  # "its base fee in gwei": said right after its own phrase
+            return own[0]
+        at = self.out.at.get(n)
+        # A unit said right after another kind's value, before this one, is that value's
+        # ("its base fee in gwei, and my ETH balance"): never this one's.
+        said = [(pos, u) for pos, u in self.t.units_at if kind in UNIT_KINDS.get(u, ())
+                and not (pos in claims and at is not None and pos < at
+                         and self.out.items[claims[pos]].get("kind") != kind)]  # fmt: skip
         if len({u.replace("ether", "eth") for _pos, u in said}) <= 1:
             return said[0][1] if said else None
-        at = self.out.at.get(n)
         if at is None:
             return None
         takes = {u for _pos, u in said}
@@ -1969,7 +2093,7 @@ class _Reader(_ReaderChecks):
             return [self.out.cannot(part.text, "the offline planner did not read which fact "
                                     f"the task asks of {', '.join(part.subjects)}; name the "
                                     "fact in this part ('the USDC balance of 0xC')")]  # fmt: skip
-        agg = part.aggregate if len(set(part.subjects)) >= 2 else None
+        agg = part.aggregate if len(set(part.subjects)) + bool(part.mine) >= 2 else None
         if part.aggregate is not None and (agg is None or any(
                 h[1].kind not in AGGREGATE_KINDS[agg.op] for h in prev.hits)):  # fmt: skip
             return [self.out.cannot(part.text, f"the offline planner did not read which value "
@@ -1977,7 +2101,7 @@ class _Reader(_ReaderChecks):
                                     "this part ('the combined USDC balance of 0xA and 0xB')")]  # fmt: skip
         text = self.t.task[part.start : max(part.until, part.start + len(part.text))]
         at = replace(prev, text=text, start=part.start, sentence=part.sentence,
-                     subjects=list(part.subjects), aggregate=agg, candidate=None,
+                     subjects=list(part.subjects), mine=list(part.mine), aggregate=agg, candidate=None,
                      again=False, leftover=set(), modifier=None)  # fmt: skip
         made: list[int] = []
         for _pos, fp, phrase in prev.hits:

@@ -74,6 +74,10 @@ _TOPIC = re.compile(
 )
 _URL = re.compile(r"https?://[^\s'\"<>),;]+", re.IGNORECASE)
 _MARKET = re.compile(r"\b(?:market|marketplace|x402)\b", re.IGNORECASE)
+#: A word naming which market ("the data market"): no topic of the offer.
+_WHICH_MARKET = re.compile(
+    r"\s*(?:[\w-]+\s+)?market(?:place)?\b(?![\s-]+(?:data|caps?|prices?|reports?)\b)", re.IGNORECASE
+)
 #: "... and tell me what it contains": how the request asks for the contents (part of it).
 _CONTENTS = re.compile(
     r"(?:,\s*|\s+)?(?:and\s+|then\s+)*(?:(?:please\s+)?(?:(?:tell|show|give)\s+me|report|"
@@ -250,6 +254,8 @@ def _topic(clause: str, symbols: tuple[str, ...], protocols: tuple[str, ...]) ->
     names = {n.lower() for n in (*symbols, *protocols)}
     for m in _TOPIC.finditer(clause):
         words = [w for w in m.group("topic").lower().split() if w not in _WHERE]
+        if _WHICH_MARKET.match(clause, m.start("topic")):
+            continue  # "on the data market": which market, no topic
         if words and not any(w in names for w in words) and words[0] not in _WHERE:
             # Only the words up to the first where-word ("gas from ..." -> "gas").
             topic = m.group("topic").lower().split()

@@ -221,18 +221,31 @@ def check_market(tool: str, resource: str, ctx: SellerScope, book: OfferBook,
     )
 
 
-#: Phrases with which a task asks for a seller in the x402 market (not "market cap").
-MARKET_PHRASES = ("in the market", "from the market", "on the market", "x402 market",
-                  "market seller", "marketplace")
-_MARKET = re.compile(
-    r"\b(?:" + "|".join(re.escape(p) for p in MARKET_PHRASES) + r")\b", re.IGNORECASE
+#: Words naming what kind of market a task means ("the data market", "the x402 market").
+_MARKET_KIND = r"(?:(?:x402|data|open|bazaar|discovery|devnet|public|research)[\s-]+)"
+#: A market's figures, which are no place to buy ("market cap", "the market price", the
+#: "market report" a seller sells).
+_MARKET_FIGURE = (r"(?!(?:['’]s)?\s*(?:cap|caps|capitali[sz]ations?|prices?|values?|reports?|"
+                  r"data|rates?|shares?|makers?|orders?|sentiment|trends?|volumes?)\b)")
+#: How a task asks for a seller in the x402 market: the market as the place to buy ("from
+#: the (data) market", "in the x402 market", "on the market", "via the marketplace", "a
+#: market seller", "one of the market's sellers", "shop the market"), never a market's
+#: figures ("What will the market cap of USDC be?"). Read broadly on purpose: a market task
+#: pays only an offer discovery listed, so a wording missed here could pay another seller.
+_MARKET_PLACE = re.compile(
+    r"\bmarket[\s-]?places?\b"
+    r"|\bmarket[\s-]+(?:sellers?|vendors?|offers?|offerings?|listings?|providers?)\b"
+    r"|(?:\b(?:the|a|an|this|that|our|its|nib['’]?s)\s+|\b(?:in|from|on|at|via|through|across|"
+    rf"into|of|within|using|use)\s+|\b(?={_MARKET_KIND}))"
+    rf"{_MARKET_KIND}*market\b{_MARKET_FIGURE}",
+    re.IGNORECASE,
 )
 
 
 def asks_for_market(text: str) -> bool:
     """Whether a task's own text asks for a seller in the market (and names none: a
     named seller is the one paid)."""
-    return bool(_MARKET.search(text or "")) and not sellers_named_in(text)
+    return bool(_MARKET_PLACE.search(text or "")) and not sellers_named_in(text)
 
 
 _URL = re.compile(r"https?://[^\s'\"<>),;]+", re.IGNORECASE)

@@ -58,7 +58,17 @@ def test_statistics_in_a_sellers_own_words() -> None:
         ("Who issues USDC? Buy its token fact sheet from a seller in the market.", True),
         ("Buy the USDC fact sheet from the market", True),
         ("Use the x402 marketplace for the USDC issuer", True),
+        # Outside round 21 (Q23): these paid the local paywall, no market seller.
+        ("I'd like gas usage statistics — buy them from the data market if you need to.", True),
+        ("Buy the gas stats from market sellers.", True),
+        ("Get the transfer statistics via the marketplace.", True),
+        ("Buy the premium report from one of the market's sellers.", True),
+        ("Use the x402 data market for gas statistics.", True),
+        ("Shop the market for gas statistics.", True),
+        ("Buy gas statistics from market.", True),
         ("What will the market cap of USDC be in 2030?", False),  # not a seller market
+        ("What's the market price of ETH?", False),
+        ("Buy the market report from the paywall.", False),  # a report's name, no market
         ("Who issues USDC? Buy it in the market at http://127.0.0.1:9/tokens", False),  # named
         ("Who issues USDC?", False),
     ],
