@@ -1208,6 +1208,46 @@ def _transaction_block(t: _Task, part: _Part, fp: FactPattern, scope: dict[str, 
     return None
 
 
+def _share_test(part: _Part) -> str | None:
+    """The words of a threshold on a block's fullness the part asks ("more than half
+    full", "over 50% full", "at least 90% of its gas limit", "is block 3 full",
+    "fullness above 50"), or None: a share said of a block, or a threshold said of
+    its fullness."""
+    kinds = {h[1].kind for h in part.hits}
+    about = kinds & {"block_fullness", "block_gas_limit"} or re.search(
+        r"\bblocks?\b", part.text, re.I)
+    if about and (m := _FULL_TEST.search(part.text)):
+        words = m.group("bare") or m.group(0)  # "is block 3 full": the word "full"
+    elif "block_fullness" in kinds and (m := _SHARE_TEST.search(part.text)):
+        words = m.group(0)
+    else:
+        return None
+    return " ".join(words.split())
+
+
+#: A follow-up naming only its subject ("What about ETH?", "and how about 0xB?").
+_WHAT_ABOUT = re.compile(r"\b(?:what|how)\s+about\b", re.I)
+_FOLLOW_UP = ("the offline planner reads no fact in a follow-up naming only what to ask about; "
+              "ask it in full ('How much ETH does 0x... hold?')")
+_LIST_JOIN = re.compile(r"\s*(?:,\s*(?:and\s+|or\s+)?|and\s+|or\s+|&\s*)", re.I)
+
+
+def _listed_with(t: _Task, near: str) -> list[str]:
+    """``near`` with the addresses listed beside it ("0xA and 0xB", "0xA, 0xB and 0xC"): a
+    part naming no address borrows the whole list of the part it refers to. Before, "How
+    much USDC and how much ETH do 0xA and 0xB hold?" asked the USDC of 0xA only, at exit 0."""
+    groups: list[list[str]] = []
+    end = -1
+    for at, address in t.addresses:
+        if groups and _LIST_JOIN.fullmatch(t.task[end:at]):
+            groups[-1].append(address)
+        else:
+            groups.append([address])
+        end = at + len(address)
+    group = next((g for g in groups if near in g), [near])
+    return list(dict.fromkeys(group))
+
+
 class _FactItems:
     """The items of the parts that ask for facts: one per fact phrase, with the block,
     address, token, transaction or sheet subject the task gives it, or why not."""
@@ -1452,7 +1492,7 @@ class _FactItems:
             near = None if part.condition else _nearest(self.t.addresses, start, end)
             if near is None:
                 return [self.out.cannot(fp.label, f"the task names no address for the {fp.label}")]
-            subjects = [near]
+            subjects = _listed_with(self.t, near)
         made = []
         for address in _with_own_wallet(self.t.task, part, subjects):
             item: _Draft = {"text": f"{fp.label} of {address}{where}", "kind": fp.kind,
@@ -1966,7 +2006,7 @@ class _Reader(_ReaderChecks):
     def _part_items(self, part: _Part, gates: list[int], actions: list[int]) -> list[int]:
         """The items of one part: a condition (a gate of the orders), orders, facts, a
         comparison asked back, or why it cannot be read. Nothing is dropped."""
-        if (test := self._share_test(part)) is not None:
+        if (test := _share_test(part)) is not None:
             # "Is the latest block more than half full?", "if block 3 is over 50% full, ...":
             # declined by its words, never a comparison with another fact's number.
             n = self.out.cannot(part.text, f"{test!r} compares a block's fullness with a "
@@ -2032,23 +2072,9 @@ class _Reader(_ReaderChecks):
             # 0xB", "Also 0.02 USDC to 0xB.") is named as not done, never dropped.
             self.out.cannot(part.text, "the offline planner reads a payment only as "
                             "'send N USDC to 0x...'")  # fmt: skip
+        elif _WHAT_ABOUT.search(part.text):  # "... What about ETH?": named, never dropped
+            self.out.cannot(part.text, _FOLLOW_UP)
         return []
-
-    def _share_test(self, part: _Part) -> str | None:
-        """The words of a threshold on a block's fullness the part asks ("more than half
-        full", "over 50% full", "at least 90% of its gas limit", "is block 3 full",
-        "fullness above 50"), or None: a share said of a block, or a threshold said of
-        its fullness."""
-        kinds = {h[1].kind for h in part.hits}
-        about = kinds & {"block_fullness", "block_gas_limit"} or re.search(
-            r"\bblocks?\b", part.text, re.I)
-        if about and (m := _FULL_TEST.search(part.text)):
-            words = m.group("bare") or m.group(0)  # "is block 3 full": the word "full"
-        elif "block_fullness" in kinds and (m := _SHARE_TEST.search(part.text)):
-            words = m.group(0)
-        else:
-            return None
-        return " ".join(words.split())
 
     def _grouped(self, part: _Part) -> str | None:
         """The grouping word ("plus", "together with") of a comparison's sentence that

@@ -40,3 +40,34 @@ def test_a_token_fact_of_a_sentence_naming_usdc_is_usdcs() -> None:
     assert _kinds(task) == [("usdc_balance", W), ("token_supply", None), ("token_name", None)]
     # A token the task names by address is still the one asked of ("its symbol").
     assert _kinds(f"The token is at {W}. What is its symbol?") == [("token_symbol", W)]
+
+
+B = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
+C = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        f"How much USDC and how much ETH do {W} and {B} hold?",
+        f"How many USDC and ETH do {W} and {B} hold?",
+        f"How much ETH, and how much USDC, do {W} and {B} have?",
+    ],
+)
+def test_a_part_naming_no_address_borrows_the_whole_list(task: str) -> None:
+    # Before: the first part borrowed 0xA alone, and 0xB's USDC was never asked (exit 0).
+    got = sorted(_kinds(task))
+    assert got == sorted([("usdc_balance", W), ("usdc_balance", B), ("eth_balance", W),
+                          ("eth_balance", B)]), got  # fmt: skip
+
+
+def test_a_borrowed_address_outside_a_list_is_borrowed_alone() -> None:
+    task = f"Send 1 USDC to {W}. How much USDC does {B} hold, and how much ETH?"
+    assert _kinds(task)[1:] == [("usdc_balance", B), ("eth_balance", B)]
+
+
+@pytest.mark.parametrize("follow", ["What about ETH?", "How about ether?", "And what about USDC?"])
+def test_a_follow_up_naming_only_its_subject_is_named_never_dropped(follow: str) -> None:
+    items = extract_checklist(f"What is the USDC balance of {C}? {follow}")
+    assert [i.get("kind") for i in items] == ["usdc_balance", None], items
+    assert "ask it in full" in str(items[1]["unanswerable"]), items
