@@ -1229,23 +1229,43 @@ def _share_test(part: _Part) -> str | None:
 _WHAT_ABOUT = re.compile(r"\b(?:what|how)\s+about\b", re.I)
 _FOLLOW_UP = ("the offline planner reads no fact in a follow-up naming only what to ask about; "
               "ask it in full ('How much ETH does 0x... hold?')")
-_LIST_JOIN = re.compile(r"\s*(?:,\s*(?:and\s+|or\s+)?|and\s+|or\s+|&\s*)", re.I)
+_LIST_JOIN = re.compile(r"\s*(?:,\s*)?(?:(?:and|or|&)\s+)?(?:of\s+|for\s+)?", re.I)
+
+
+def _holders(t: _Task) -> list[tuple[int, str]]:
+    """Every holder the task names, in order: its addresses, and the agent's own wallet
+    ("my wallet", "mine") as ""."""
+    return sorted([*t.addresses, *((m.start(), "") for m in _OWN_WALLET.finditer(t.task))])
 
 
 def _listed_with(t: _Task, near: str) -> list[str]:
-    """``near`` with the addresses listed beside it ("0xA and 0xB", "0xA, 0xB and 0xC"): a
-    part naming no address borrows the whole list of the part it refers to. Before, "How
-    much USDC and how much ETH do 0xA and 0xB hold?" asked the USDC of 0xA only, at exit 0."""
+    """``near`` with the holders listed beside it ("0xA and 0xB", "0xA, 0xB and 0xC", "my
+    wallet and 0xB"; the agent's own wallet is ""): a part naming no address borrows the
+    whole list of the part it refers to. Before, "How much USDC and how much ETH do 0xA and
+    0xB hold?" asked the USDC of 0xA only, at exit 0."""
     groups: list[list[str]] = []
     end = -1
-    for at, address in t.addresses:
+    for at, holder in _holders(t):
+        stop = at + (len(holder) or len(_OWN_WALLET.match(t.task, at).group(0)))  # type: ignore[union-attr]
         if groups and _LIST_JOIN.fullmatch(t.task[end:at]):
-            groups[-1].append(address)
+            groups[-1].append(holder)
         else:
-            groups.append([address])
-        end = at + len(address)
+            groups.append([holder])
+        end = stop
     group = next((g for g in groups if near in g), [near])
     return list(dict.fromkeys(group))
+
+
+#: Kinds read of USDC only: a part naming another token's symbol asks something else.
+_USDC_ONLY = frozenset({"usdc_balance", "transfer_count", "transfer_max"}) | TOTAL_KINDS
+
+
+def _other_token(t: _Task, part: _Part, kind: str) -> str | None:
+    """The symbol of another token than USDC the part names for a USDC-only kind ("my DAI
+    balance": outside round 21 got the USDC balance at exit 0), or None."""
+    stop = part.start + len(part.text)
+    named = [s for at, s in t.symbols if part.start <= at < stop and s.upper() != "USDC"]
+    return named[0] if named and kind in _USDC_ONLY else None
 
 
 class _FactItems:
@@ -1473,6 +1493,9 @@ class _FactItems:
         self, part: _Part, fp: FactPattern, params: dict[str, str], where: str, start: int, end: int
     ) -> list[int]:
         subjects = list(dict.fromkeys(part.subjects))
+        if other := _other_token(self.t, part, str(fp.kind)):
+            return [self.out.cannot(part.text, f"the task asks of {other}; {fp.label} is read of "
+                                    "USDC only (ETH and USDC balances, USDC transfers)")]
         if fp.kind in TOTAL_KINDS:
             return self._totals(part, fp, params, where, subjects)
         if not subjects and fp.kind in WINDOW_KINDS:
@@ -1489,7 +1512,7 @@ class _FactItems:
         if not subjects:
             # A condition's balance is never borrowed from another part (the recipient of
             # the payment it gates is no subject of it).
-            near = None if part.condition else _nearest(self.t.addresses, start, end)
+            near = None if part.condition else _nearest(_holders(self.t), start, end)
             if near is None:
                 return [self.out.cannot(fp.label, f"the task names no address for the {fp.label}")]
             subjects = _listed_with(self.t, near)

@@ -71,3 +71,45 @@ def test_a_follow_up_naming_only_its_subject_is_named_never_dropped(follow: str)
     items = extract_checklist(f"What is the USDC balance of {C}? {follow}")
     assert [i.get("kind") for i in items] == ["usdc_balance", None], items
     assert "ask it in full" in str(items[1]["unanswerable"]), items
+
+
+OTHER = "0x1b06A865289756e73349De1149deD50DE0DC2316"
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        f"What is the USDC balance of my wallet and of {OTHER}, and the ETH balance of each?",
+        f"What are the USDC and ETH balances of my wallet and {OTHER}?",
+    ],
+)
+def test_my_wallet_in_a_borrowed_list_is_a_holder(task: str) -> None:
+    # Outside round 21 (W2): one of the agent's wallet's balances was dropped at exit 0.
+    got = sorted((i["kind"], (i.get("params") or {}).get("address", "self"))
+                 for i in extract_checklist(task))  # fmt: skip
+    assert got == sorted([("usdc_balance", "self"), ("usdc_balance", OTHER),
+                          ("eth_balance", "self"), ("eth_balance", OTHER)]), got  # fmt: skip
+
+
+@pytest.mark.parametrize("task", ["How much ETH and USDC does my wallet hold?",
+                                  "How much ETH and how much USDC do I hold?"])  # fmt: skip
+def test_two_assets_of_my_wallet_are_two_balances_of_it(task: str) -> None:
+    items = extract_checklist(task)
+    assert [(i["kind"], i["params"]) for i in items] == [
+        ("eth_balance", {"wallet": "self"}), ("usdc_balance", {"wallet": "self"})], items
+
+
+@pytest.mark.parametrize(
+    ("task", "symbol"),
+    [
+        ("What's my DAI balance?", "DAI"),
+        (f"What is the DAI balance of {OTHER}?", "DAI"),
+        ("What's my USDT balance in cents?", "USDT"),
+        ("What is the WETH balance of my wallet?", "WETH"),
+    ],
+)
+def test_a_balance_of_another_token_is_declined_never_the_usdc_one(task: str, symbol: str) -> None:
+    # Outside round 21 (W1): "What's my DAI balance?" answered the USDC balance at exit 0.
+    items = extract_checklist(task)
+    assert not any(i.get("kind") == "usdc_balance" for i in items), items
+    assert any(symbol in str(i.get("unanswerable")) for i in items), items
