@@ -134,7 +134,7 @@ def _converted(kind: str, unit: str, value: str) -> str | None:
 #: read at the head, their answer names that block.
 _CHANGES_WITH_BLOCK = frozenset({"base_fee_gwei", "block_timestamp", "block_gas_used",
                                  "block_gas_limit", "block_tx_count", "block_fullness", "eth_balance",
-                                 "usdc_balance", "token_supply"})
+                                 "usdc_balance", "token_supply", "gas_price_gwei"})
 
 
 def asked_value(item: Mapping[str, object]) -> str:

@@ -278,13 +278,17 @@ class GasPriceTool(_FreeRead[NoArgs]):
     description = "The node's suggested gas price (eth_gasPrice), in gwei."
     args_model = NoArgs
     facts = ("gas_price_gwei",)
+    # The node suggests it from the blocks up to its head: the head read just before names
+    # which (a block may land between the two reads; the suggestion moves with the head).
+    reads_block = True
 
     async def run(self, args: NoArgs, ctx: ToolContext) -> Observation:
+        head = await _read(ctx.chain.block_number)
         wei = await _read(ctx.chain.gas_price)
         gwei = format_gwei(wei)
         return self._obs(
-            f"gas price {gwei} gwei ({wei} wei)",
-            {"gas_price_wei": wei, "gas_price_gwei": gwei},
+            f"gas price {gwei} gwei ({wei} wei) at block {head}",
+            {"gas_price_wei": wei, "gas_price_gwei": gwei, "block_number": head},
             {"gas_price_gwei": gwei},
         )
 

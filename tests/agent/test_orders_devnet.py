@@ -91,6 +91,8 @@ def test_a_fact_of_the_latest_block_names_the_block_it_was_read_at(devnet) -> No
     assert money["returncode"] == 0 and money["finished"], money["answer"]
     assert f"{format_usdc(usdc)} at block {head}, the latest" in money["answer"], money
     assert money["answer"].count(f"at block {head}, the latest") == 3, money["answer"]
+    gas = run_json(home, "What is the gas price right now?")
+    assert f"gwei at block {head}, the latest" in gas["answer"], gas["answer"]
 
 
 def test_the_block_a_transaction_was_mined_in_is_its_receipts(devnet) -> None:  # type: ignore[no-untyped-def]
