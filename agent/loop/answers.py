@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "asked_value",
     "computed_unit",
+    "fit_line",
     "in_unit",
     "item_line",
     "sheet_field",
@@ -32,6 +33,10 @@ __all__ = [
 ]
 
 _VALUE_CHARS = 160
+#: A transaction hash or an address, whole (no hex digit after it).
+_HEX_ID = re.compile(r"0x(?:[0-9a-fA-F]{64}|[0-9a-fA-F]{40})(?![0-9a-fA-F])")
+#: What stands for one while the text around it is shortened (a private-use character).
+_STAND_IN = "\ue000"
 #: Room for every field of a sheet asked for whole (its statistics, what it contains).
 _CONTENTS_CHARS = 600
 #: A sheet field's unit, from the word of its name that says it ("base_fee_gwei_mean",
@@ -43,6 +48,20 @@ _PAIR = re.compile(r"(?:^|;\s*)([\w.\[\]]+)=")
 #: Fact kinds whose value is an amount of USDC ("1.50 USDC", "0.35 USDC from ...").
 _USDC_KINDS = ("usdc_balance", "token_supply", "transfer_max", "usdc_sent_total",
                "usdc_received_total")  # fmt: skip
+
+
+def fit_line(text: str, limit: int) -> str:
+    """``text`` on one line, its words bounded by ``limit`` characters as ``one_line`` bounds
+    them, except that a transaction hash or an address is never cut and not counted: the
+    other text is shortened instead (outside test 21, Q6: "... in block 10 (tx…" named no
+    transaction, in the text answer and in ``--json``'s)."""
+    found = _HEX_ID.findall(text)
+    if not found:
+        return one_line(text, limit)
+    if _STAND_IN in text:  # cannot stand in for them: whole, unbounded
+        return " ".join(text.split())
+    whole = iter(found)
+    return re.sub(_STAND_IN, lambda _m: next(whole), one_line(_HEX_ID.sub(_STAND_IN, text), limit))
 
 
 def sheet_fields(value: str) -> dict[str, str]:
@@ -155,7 +174,7 @@ def _asked_value(value: str, kind: str, params: Mapping[str, object]) -> str:
     if field:
         got = sheet_field(value, str(field))
         if got is None:
-            return one_line(value, _VALUE_CHARS)
+            return fit_line(value, _VALUE_CHARS)
         return _with_field_unit(str(field), got)
     unit = str(params.get("unit") or "")
     converted = _converted(str(kind), unit, value) if unit else None
@@ -180,16 +199,20 @@ def _asked_value(value: str, kind: str, params: Mapping[str, object]) -> str:
         # every field, each with the unit its name says (`nib show` has the raw answer).
         fields = sheet_fields(value)
         if fields:
-            return one_line("; ".join(f"{k} {_with_field_unit(k, v)}" for k, v in fields.items()),
+            return fit_line("; ".join(f"{k} {_with_field_unit(k, v)}" for k, v in fields.items()),
                             _CONTENTS_CHARS)
-    return one_line(value, _VALUE_CHARS)
+    return fit_line(value, _VALUE_CHARS)
 
 
 def item_line(item: Mapping[str, object]) -> str:
-    """One covered item's answer line: the asked value, then provenance and evidence."""
+    """One covered item's answer line: the asked value, then provenance and evidence. A
+    condition (a yes/no question about one value) answers yes or no first."""
     text = str(item.get("text") or item.get("kind") or "")
     if item.get("provenance") == "derived":
-        shown = one_line(str(item.get("value")), _VALUE_CHARS)
+        value = str(item.get("value"))
+        if item.get("kind") == "condition" and value in _VERDICTS:
+            value = _VERDICTS[value]
+        shown = fit_line(value, _VALUE_CHARS)
         return f"{_label_in_unit(text, shown)}: {shown} (derived: {item.get('computation')})"
     shown = asked_value(item)
     params = item.get("params")
@@ -197,7 +220,28 @@ def item_line(item: Mapping[str, object]) -> str:
     if block and re.search(rf"\bblock {re.escape(str(block))}\b", text):
         # The label names the block already ("base fee at block 8"): said once.
         shown = shown.replace(f" at block {block}", "", 1)
-    return f"{_label_in_unit(text, shown)}: {shown} (observed, evidence {item.get('evidence_id')})"
+    label = _label_in_range(_label_in_unit(text, shown), shown, item.get("read_range"))
+    return f"{label}: {shown} (observed, evidence {item.get('evidence_id')})"
+
+
+#: A condition's value as the answer to the yes/no question it is.
+_VERDICTS = {"true": "yes", "false": "no"}
+#: Blocks ``first``..``last`` as a label or a value may already name them.
+_RANGE_SAID = r"\bblocks?\s+{0}\s*(?:\.\.|to|through|-|–|and)\s*{1}\b"
+
+
+def _label_in_range(label: str, shown: str, read_range: object) -> str:
+    """``label`` naming the blocks its value was read over ("USDC transfer count in the last
+    20 blocks (blocks 0 to 11)") unless it or the value names them already ("in blocks 4 to
+    10", "..., blocks 0..11"): a window in the task's words says which blocks were read
+    (outside test 21, Q7, counted "in the last 20 blocks" naming none)."""
+    first, sep, last = str(read_range or "").partition("..")
+    if not (first.isdigit() and sep and last.isdigit()):
+        return label
+    said = re.compile(_RANGE_SAID.format(first, last), re.IGNORECASE)
+    if said.search(label) or said.search(shown):
+        return label
+    return f"{label} (blocks {first} to {last})"
 
 
 #: A unit in a label's parentheses, as a model may write it ("Base fee (gwei)").

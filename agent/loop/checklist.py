@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from agent.loop.answers import in_unit, sheet_field, with_own_unit
+from agent.loop.answers import fit_line, in_unit, sheet_field, with_own_unit
 from agent.models.base import OutputSchema
 from chain.facts import DERIVED_KINDS, FACT_KINDS, KIND_PARAMS, OPEN_PARAMS
 
@@ -135,6 +135,9 @@ class ChecklistItem:
     unanswerable: str | None = None
     #: The block an item asked of the latest block was read at (its params name none).
     read_at: str | None = None
+    #: The blocks a value over a window or range was read over ("0..11"): its answer
+    #: names them (agent.loop.answers), whatever words the task used for the window.
+    read_range: str | None = None
 
     @classmethod
     def from_dict(cls, row: Mapping[str, object]) -> ChecklistItem:
@@ -152,6 +155,7 @@ class ChecklistItem:
             computation=_text_or_none(row.get("computation")),
             unanswerable=_text_or_none(row.get("unanswerable")),
             read_at=_text_or_none(row.get("read_at")),
+            read_range=_text_or_none(row.get("read_range")),
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -167,6 +171,7 @@ class ChecklistItem:
             "computation": self.computation,
             "unanswerable": self.unanswerable,
             "read_at": self.read_at,
+            "read_range": self.read_range,
         }
 
 
@@ -201,6 +206,7 @@ class Checklist:
         params: Mapping[str, object] | None = None,
         defaults: Mapping[str, object] | None = None,
         read_at: str | None = None,
+        read_range: str | None = None,
     ) -> Checklist:
         """Mark items covered by one observation: same fact kind and same parameters.
 
@@ -208,7 +214,7 @@ class Checklist:
         arguments plus what the tool resolved); ``defaults`` the values that mean
         "absent" (the configured USDC, a tool's default window); ``read_at`` the block a
         block read was read at, kept when neither the item nor the call named a block
-        (the latest). Derived
+        (the latest); ``read_range`` the blocks a log scan read ("0..11"). Derived
         items whose inputs are now covered are computed too.
         """
         params, defaults = params or {}, defaults or {}
@@ -229,6 +235,7 @@ class Checklist:
                     evidence_id=evidence_id,
                     provenance="observed",
                     read_at=None if item.params.get("block") or params.get("block") else read_at,
+                    read_range=read_range,
                 )
             out.append(item)
         return Checklist(tuple(out)).derive()
@@ -374,21 +381,36 @@ def _listed(inputs: Sequence[ChecklistItem]) -> str:
 def _extreme(
     inputs: Sequence[ChecklistItem], values: Sequence[Decimal], params: Mapping[str, str]
 ) -> tuple[str, str]:
-    """Which holds the most (``max``) or the least (``min``); a tie names every holder."""
+    """Which holds the most (``max``) or the least (``min``). A tie reads as a tie whatever
+    the wording (larger, smaller, most, least): "neither: both hold 10000 ETH", "none: all 3
+    hold 1 USDC", "a tie for the most: 0xA and 0xB, 2.50 USDC each" (outside test 21, Q20,
+    read "equal (10000 ETH and 10000 ETH) is smaller")."""
     op = params.get("op")
     best = max(values) if op == "max" else min(values)
     won = [i for i, v in zip(inputs, values, strict=True) if v == best]
-    if len(won) == len(inputs):
-        value = "equal (" + " and ".join(str(i.value) for i in inputs) + ")"
-    elif len(won) == 1:
-        value = f"{_subject(won[0])} ({_shown(won[0])})"
-    else:
-        value = " and ".join(_subject(i) for i in won) + f" (each {_shown(won[0])})"
     if len(inputs) == 2:
         word = "larger" if op == "max" else "smaller"
     else:
         word = "the largest" if op == "max" else "the smallest"
-    return value, f"{' vs '.join(f'{i.id} {i.value}' for i in inputs)}: {value} is {word}"
+    listed = " vs ".join(f"{i.id} {i.value}" for i in inputs)
+    if len(won) == 1:
+        value = f"{_subject(won[0])} ({_shown(won[0])})"
+        return value, f"{listed}: {value} is {word}"
+    verb, amount = _TIED.get(won[0].kind or "", ("are", "{}"))
+    amount = amount.format(_shown(won[0]))
+    if len(won) == len(inputs):
+        who = "neither" if len(inputs) == 2 else "none"
+        every = "both" if len(inputs) == 2 else f"all {len(inputs)}"
+        return f"{who}: {every} {verb} {amount}", f"{listed}: a tie, {who} is {word}"
+    most = "the most" if op == "max" else "the least"
+    names = " and ".join(_subject(i) for i in won)
+    return (f"a tie for {most}: {names}, {amount} each",
+            f"{listed}: {' and '.join(i.id for i in won)} tie for {word}")  # fmt: skip
+
+
+#: How tied values are said, per kind (verb, amount): a balance is held, transfers had.
+_TIED = {"usdc_balance": ("hold", "{}"), "eth_balance": ("hold", "{}"),
+         "transfer_count": ("have", "{} transfers")}  # fmt: skip
 
 
 def _sum(
@@ -565,7 +587,8 @@ def checklist_schema(max_items: int = 5) -> OutputSchema:
 
 _PARAM_NAMES = {p for names in KIND_PARAMS.values() for p in names}
 
-#: Longest task text kept as the fallback checklist item (the item's own limit).
+#: Longest task text kept as the fallback checklist item (the item's own limit; a hash or
+#: an address in it is kept whole and not counted).
 TASK_ITEM_CHARS = 200
 
 
@@ -575,5 +598,5 @@ def task_checklist(task: str) -> Checklist:
     It has no fact kind, so no observation covers it: a run cannot look finished because
     it had nothing to find (it ends ``cannot-plan`` naming the task as not answered).
     """
-    text = " ".join(task.split())[:TASK_ITEM_CHARS] or "(empty task)"
+    text = fit_line(task, TASK_ITEM_CHARS) or "(empty task)"
     return Checklist((ChecklistItem(id="c1", text=text),))

@@ -123,8 +123,12 @@ class Learning:
             "address": deps.wallet_address or getattr(deps.wallet, "address", None) or "",
         }
         read_at = obs.data.get("block_number") if tool.reads_block else None
+        first, last = obs.data.get("from_block"), obs.data.get("to_block")
+        scanned = tool.reads_range and isinstance(first, int) and isinstance(last, int)
+        span = f"{first}..{last}" if scanned else None
         after = run.checklist.cover(obs.facts, eid, params=params, defaults=defaults,
-                                    read_at=None if read_at is None else str(read_at))
+                                    read_at=None if read_at is None else str(read_at),
+                                    read_range=span)
         run.state.checklist = after.as_dicts()
         newly = [i.id for i in after.covered if i.id not in before]
         if newly:

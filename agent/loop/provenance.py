@@ -18,7 +18,8 @@ from agent.loop.result import AnswerGrade, AnswerLine, EvidenceItem, StopReason
 
 __all__ = ["answer_grade", "backing", "grade_answer", "name_missing"]
 
-_NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?![\w])")
+#: A number, never a piece of one ("3" of "1.2.3"); both ends of a range ("0..11") count.
+_NUMBER = re.compile(r"(?<![\w])(?<![^.]\.)-?\d[\d,]*(?:\.\d+)?(?![\w])")
 _HEX = re.compile(r"0x[0-9a-fA-F]{6,}")
 _EVIDENCE_ID = re.compile(r"\be\d+\b")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")

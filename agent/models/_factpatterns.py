@@ -232,6 +232,9 @@ _FULL_TEST = _p(rf"(?:(?:{OP_WORDS})\s*)?{_SHARE}\s*(?:full\b|of\s+(?:the\s+|its
                 r"(?:block(?:['’]s)?\s+)?gas\s+limit\b)|\b(?:block(?:\s+(?:\d+|latest-\d+))?|it)\s+"
                 r"(?P<bare>(?:(?:almost|nearly|completely|entirely|totally|fully)\s+)?full)\b")
 _SHARE_TEST = _p(rf"(?:{OP_WORDS})\s*\d+(?:\.\d+)?\s*(?:%|percent\b|per\s+cent\b)?")
+#: A yes/no question whether there is any of one value ("Does 0xA hold any USDC?", "Were
+#: there any USDC transfers in the last 20 blocks?"): the condition that it is above 0.
+_ANY_QUESTION = _p(r"^\s*(?:does|do|did|has|have|had|is|are|was|were)\b.*\bany\b")
 #: Words that change what is asked in a way no fact kind here can take ("average", a
 #: year): a part holding one outside a matched phrase is not answered.
 _MODIFIER = _p(
@@ -1833,6 +1836,19 @@ class _ReaderChecks:
             "params": {"of": {"ref": values[0]}, "op": op, "than": str(threshold)},
         })  # fmt: skip
 
+    def _any(self, part: _Part) -> list[int]:
+        """The value a yes/no "any" question asks of, and the condition that it is above 0
+        (the answer says yes or no first; outside test 21, Q3, gave the balance alone). A
+        part reading other than one value reads its facts, as before."""
+        made = self.facts.facts(part)
+        if len(made) != 1 or self.out.items[made[0]].get("kind") not in VALUE_UNITS:
+            return made
+        source = self.out.items[made[0]]
+        return [*made, self.out.add({
+            "text": f"{source['text']} > 0 {VALUE_UNITS[str(source['kind'])]}".strip(),
+            "kind": "condition", "params": {"of": {"ref": made[0]}, "op": ">", "than": "0"},
+        })]  # fmt: skip
+
     def _resolve(self, max_items: int) -> list[ChecklistRow]:
         items = self.out.items
         if len(items) > max_items:
@@ -2065,7 +2081,10 @@ class _Reader(_ReaderChecks):
         elif part.hits and part.aggregate is not None and part.aggregate.op == "count":
             return self.facts.facts(part)  # "how many of 0xA, 0xB hold more than 5 USDC"
         elif part.hits and _CONDITION.search(part.text) and not part.leftover:
-            return [self._condition(part)]  # "Is the base fee above 1 gwei?": true or false
+            return [self._condition(part)]  # "Is the base fee above 1 gwei?": yes or no
+        elif (part.hits and _ANY_QUESTION.search(part.text) and not part.leftover
+              and part.aggregate is None):
+            return self._any(part)  # "Does 0xA hold any USDC?": yes or no, then the value
         elif part.hits:
             return self.facts.facts(part)
         elif part.alone and not part.leftover:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
 
 from agent.jsonvalues import JSONObject, as_int, as_list, as_object
-from agent.loop.answers import asked_value, item_line
-from agent.loop.history import one_line
+from agent.loop.answers import asked_value, fit_line, item_line
 from agent.models._buying import Planned, Tried, bought_within, fill_path, source_of
 from agent.models._factpatterns import FACT_PATTERNS, FactPattern, extract_checklist
 from agent.models._offline_context import PlanContext, endpoint_price, origin, schema_of
@@ -162,7 +161,7 @@ def _bought_for(plan: PlanContext, item: Mapping[str, object]) -> str | None:
             continue
         covers = as_list(as_object(row.get("args")).get("covers"))
         if not covers or kind in covers:
-            return one_line(str(row.get("summary") or f"{row.get('tool')} was paid"), 200)
+            return fit_line(str(row.get("summary") or f"{row.get('tool')} was paid"), 200)
     return None
 
 
@@ -348,7 +347,7 @@ def _unread(plan: PlanContext) -> str:
     if not unread:
         return ""
     return (f"nothing is paid while a part of the task is not read: "
-            f"{one_line(str(unread[0].get('text')), 80)!r}")  # fmt: skip
+            f"{fit_line(str(unread[0].get('text')), 80)!r}")  # fmt: skip
 
 
 def _propose(plan: PlanContext) -> JSONObject:
@@ -396,6 +395,23 @@ def _cannot_plan() -> str:
 # --------------------------------------------------------------------------- answering
 
 
+def _answer_order(items: Sequence[JSONObject]) -> list[JSONObject]:
+    """``items`` in checklist order, except that a condition gating nothing (a yes/no
+    question: "Does 0x... hold any USDC?", "Is the base fee above 1 gwei?") comes before the
+    value it tests: the answer says yes or no first, then the value."""
+    gates = {as_object(i.get("params")).get("if") for i in items}
+    out = list(items)
+    for cond in items:
+        tested = str(as_object(cond.get("params")).get("of", ""))
+        if cond.get("kind") != "condition" or cond.get("id") in gates:
+            continue
+        at = next((n for n, i in enumerate(out) if i.get("id") == tested), None)
+        if at is not None and out.index(cond) > at:
+            out.remove(cond)
+            out.insert(at, cond)
+    return out
+
+
 def _answer(plan: PlanContext) -> tuple[str, list[str]]:
     """The answer text (one line per checklist item, each saying how it was reached) and
     the evidence ids it cites. Lines the planner could not back say "not answered"."""
@@ -403,7 +419,7 @@ def _answer(plan: PlanContext) -> tuple[str, list[str]]:
         return _cannot_plan(), []
     tried = Tried.read(plan)
     lines, ids, missing = [], [], []
-    for item in plan.items:
+    for item in _answer_order(plan.items):
         text = str(item.get("text", item.get("kind", "")))
         value, ev_id = item.get("value"), item.get("evidence_id")
         if item.get("covered") and value is not None:

@@ -281,6 +281,10 @@ class Tool(ABC, Generic[ArgsT]):
     #: ``data["block_number"]`` names: an item asked at the latest block is answered with
     #: the block it was read at (``ChecklistItem.read_at``) when its value changes with it.
     reads_block: bool = False
+    #: True when every fact the tool gives is over the block range its observation's
+    #: ``data["from_block"]``..``data["to_block"]`` names (a log scan): an item asked over
+    #: a window is answered naming the blocks read (``ChecklistItem.read_range``).
+    reads_range: bool = False
 
     def offer_book(self) -> OfferBook | None:
         """The market offers this tool buys from (x402 tools); None for the others."""

@@ -559,6 +559,7 @@ class TokenTransfersTool(_FreeRead[TransfersArgs]):
     )
     args_model = TransfersArgs
     facts = ("transfer_count", "transfer_max")
+    reads_range = True
 
     async def run(self, args: TransfersArgs, ctx: ToolContext) -> Observation:
         token = usdc_address(ctx)
@@ -614,6 +615,7 @@ class UsdcTotalsTool(_FreeRead[TotalsArgs]):
     )
     args_model = TotalsArgs
     facts = ("usdc_sent_total", "usdc_received_total")
+    reads_range = True
 
     async def run(self, args: TotalsArgs, ctx: ToolContext) -> Observation:
         token = usdc_address(ctx)

@@ -116,6 +116,38 @@ def test_the_block_a_transaction_was_mined_in_is_its_receipts(devnet) -> None:  
     assert when["returncode"] == 1 and "which block it was mined in" in when["answer"], when
 
 
+def test_the_outside_testers_round_21_answers_read_as_answers(devnet) -> None:  # type: ignore[no-untyped-def]
+    """Round 21, the tester's commands: a tie read "equal (...) is smaller" (Q20), the
+    largest transfer's hash was cut to "(tx…" (Q6), "in the last 20 blocks: 10" named no
+    block (Q7), and "Does 0x... hold any USDC?" gave the balance with no yes or no (Q3)."""
+    home, info = devnet
+    chain = ChainClient(info["rpc_url"], 31337)
+    head = chain.block_number()  # nothing mines during a read-only run
+    empty, other = "0x" + "e" * 40, "0x" + "f" * 40
+
+    tie = run_json(home, f"Which of these two has less ETH: {empty} or {other}?")
+    assert tie["returncode"] == 0 and "neither: both hold 0 ETH" in tie["answer"], tie["answer"]
+    assert "equal (" not in tie["answer"] and "a tie, neither is smaller)" in tie["answer"], tie["answer"]
+
+    logs = chain.transfer_logs(info["usdc"], 1, head)
+    largest = max(logs, key=lambda t: t.value)
+    big = run_json(home, f"What was the largest single USDC transfer between blocks 1 and {head}?")
+    assert big["returncode"] == 0 and f"(tx {largest.tx_hash})" in big["answer"], big["answer"]
+    assert "…" not in big["answer"], big["answer"]
+
+    first = max(0, head - 19)
+    count = len(chain.transfer_logs(info["usdc"], first, head))
+    window = run_json(home, "How many USDC transfers happened in the last 20 blocks?")
+    said = f"in the last 20 blocks (blocks {first} to {head}): {count} (observed"
+    assert window["returncode"] == 0 and said in window["answer"], window["answer"]
+
+    for address, verdict in ((empty, "no"), (info["wallet"], "yes")):
+        out = run_json(home, f"Does {address} hold any USDC?")
+        lines = out["answer"].splitlines()
+        assert out["returncode"] == 0 and f"> 0 usdc: {verdict} (derived" in lines[0], out["answer"]
+        assert lines[1].startswith(f"USDC balance of {address}: "), out["answer"]
+
+
 def _paid_by(home: Path, info: dict[str, Any], chain: ChainClient, task: str) -> tuple[dict[str, Any], list[tuple[str, int]]]:
     """One run of ``task``: its JSON result and the (recipient, atomic) USDC transfers out
     of the wallet it made, read from the chain's Transfer logs."""

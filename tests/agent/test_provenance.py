@@ -96,3 +96,20 @@ def test_an_asserted_line_makes_a_covered_checklist_unbacked() -> None:
     bad = grade_answer(f"{A}: 12.50 USDC [e1]\nSupply: 7,000 USDC", TASK, EVIDENCE, cl)
     reason, message = backing(cl, bad) or ("", "")
     assert reason == "unbacked-answer" and "Supply: 7,000 USDC" in message
+
+
+def test_both_ends_of_a_range_a_tool_read_back_a_line_that_names_it() -> None:
+    """Outside test 21, Q7: the blocks a window read ("blocks 0..11" in the tool's
+    summary) are named in the answer; the grader read only the first end of "0..11", so the
+    line naming the last block was asserted. A block no range holds still is."""
+    scan = [EvidenceItem(id="e1", step=1, tool="token_transfers", args={"blocks": 20},
+                         summary="10 USDC transfers in blocks 0..11",
+                         facts={"transfer_count": "10"}, params={"blocks": "20"})]  # fmt: skip
+    items = Checklist((ChecklistItem("c1", "count", "transfer_count", params={"blocks": "20"}),))
+    items = items.cover({"transfer_count": "10"}, "e1", params={"blocks": "20"}, read_range="0..11")
+    task = "How many USDC transfers happened in the last 20 blocks?"
+    line = "USDC transfer count in the last 20 blocks (blocks 0 to 11): 10 (observed, evidence e1)"
+    assert [g.grade for g in grade_answer(line, task, scan, items)] == ["observed"]
+    wrong = line.replace("to 11", "to 12")
+    assert [g.grade for g in grade_answer(wrong, task, scan, items)] == ["asserted"]
+    assert [g.grade for g in grade_answer("blocks 0..99: 10", task, scan, items)] == ["asserted"]

@@ -137,8 +137,9 @@ def _derive(op: str, *values: str, unit: str | None = None, **params: str) -> Ch
         ("sum", ("0.000001 USDC", "0.000002 USDC"), {}, "0.000003 USDC"),  # a float gives ...04
         ("sum", ("100.00 USDC", "2.50 USDC", "3.75 USDC"), {}, "106.25 USDC"),
         ("max", ("100.00 USDC", "2.50 USDC", "3.75 USDC"), {}, f"{A} (100.00 USDC)"),
-        ("min", ("2.50 USDC", "2.50 USDC", "3.75 USDC"), {}, f"{A} and {B} (each 2.50 USDC)"),
-        ("max", ("1 USDC", "1 USDC", "1 USDC"), {}, "equal (1 USDC and 1 USDC and 1 USDC)"),
+        ("min", ("2.50 USDC", "2.50 USDC", "3.75 USDC"), {},
+         f"a tie for the least: {A} and {B}, 2.50 USDC each"),
+        ("max", ("1 USDC", "1 USDC", "1 USDC"), {}, "none: all 3 hold 1 USDC"),
         ("count", ("100.00 USDC", "0.00 USDC", "3.75 USDC"), {"cmp": ">", "than": "0"},
          f"2 of 3 ({A}, {C})"),
         ("count", ("100.00 USDC", "0.00 USDC", "3.75 USDC"), {"cmp": ">", "than": "3"},
