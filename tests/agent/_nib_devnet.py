@@ -45,3 +45,18 @@ def settled_rows(home: Path, run_id: str) -> list[tuple[int, str]]:
     """(amount, status) of each ledger row of ``run_id`` (`nib audit --run`)."""
     rows = json.loads(nib(home, "audit", "--run", run_id, "--json").stdout)
     return [(r["amount"], r["status"]) for r in rows]
+
+
+def run_paying(home: Path, info: dict[str, Any], task: str) -> tuple[dict[str, Any], list[tuple[str, int]]]:
+    """One ``nib run TASK``: its JSON result and the (recipient, atomic) USDC transfers out
+    of the wallet it made, read from the chain's Transfer logs."""
+    from chain.client import ChainClient
+
+    chain = ChainClient(info["rpc_url"], info["chain_id"])
+    first = chain.block_number() + 1
+    result = run_json(home, task)
+    if chain.block_number() < first:
+        return result, []
+    wallet = info["wallet"].lower()
+    logs = chain.transfer_logs(info["usdc"], first, "latest", wallet)
+    return result, [(t.recipient.lower(), t.value) for t in logs if t.sender.lower() == wallet]

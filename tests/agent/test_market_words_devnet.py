@@ -10,7 +10,6 @@ from the chain. Payments are read back from the chain's Transfer logs."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
@@ -20,7 +19,7 @@ from chain.devkeys import dev_account
 from chain.money import format_usdc
 from chain.paywall.market import MARKET
 from chain.paywall.mcp_seller import MCP_PAY_TO_INDEX
-from tests.agent._nib_devnet import own_devnet, run_json, settled_rows
+from tests.agent._nib_devnet import own_devnet, run_json, run_paying, settled_rows
 
 #: Who the market's sellers pay (atlas, meridian, bargain and the MCP seller).
 MARKET_PAY_TO = {s.pay_to.lower() for s in MARKET} | {dev_account(MCP_PAY_TO_INDEX).address.lower()}
@@ -29,19 +28,6 @@ MARKET_PAY_TO = {s.pay_to.lower() for s in MARKET} | {dev_account(MCP_PAY_TO_IND
 @pytest.fixture(scope="module")
 def devnet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     yield from own_devnet(tmp_path_factory, "market-words-home")
-
-
-def _run(info: dict[str, Any], home: Any, task: str) -> tuple[dict[str, Any], list[tuple[str, int]]]:
-    """``nib run TASK``: its JSON result and the (recipient, atomic) USDC transfers out of
-    the wallet it made, read from the chain's Transfer logs."""
-    chain = ChainClient(info["rpc_url"], 31337)
-    first = chain.block_number() + 1
-    out = run_json(home, task)
-    if chain.block_number() < first:
-        return out, []
-    wallet = info["wallet"].lower()
-    logs = chain.transfer_logs(info["usdc"], first, "latest", wallet)
-    return out, [(t.recipient.lower(), t.value) for t in logs if t.sender.lower() == wallet]
 
 
 @pytest.mark.parametrize(
@@ -57,7 +43,7 @@ def test_a_request_to_buy_from_the_market_never_pays_another_seller(devnet, task
     """No market seller sells statistics: nothing is paid (the paywall, which does, is no
     market seller), and the run is declined saying why (exit 1)."""
     home, info = devnet
-    out, paid = _run(info, home, task)
+    out, paid = run_paying(home, info, task)
     assert paid == [], (paid, out["answer"])
     assert settled_rows(home, out["run_id"]) == []
     assert out["returncode"] == 1 and not out["finished"], out["answer"]
@@ -69,7 +55,7 @@ def test_a_market_wording_buys_from_a_market_seller_only(devnet) -> None:  # typ
     listed, never to the paywall's payTo."""
     home, info = devnet
     task = "Buy the USDC fact sheet from the data market and tell me who the issuer is."
-    out, paid = _run(info, home, task)
+    out, paid = run_paying(home, info, task)
     assert len(paid) == 1 and paid[0][0] in MARKET_PAY_TO, (paid, out["answer"])
     assert paid[0][0] != info["seller"].lower(), paid
     assert settled_rows(home, out["run_id"]) == [(paid[0][1], "settled")]

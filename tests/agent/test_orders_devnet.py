@@ -8,16 +8,13 @@ head at run start. Balances and Transfer logs are read back from the chain."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import pytest
 
 from agent.tools.chain_reads import format_gwei
 from chain.client import ChainClient
 from chain.money import format_usdc
 from chain.paywall.market import seller_named
-from tests.agent._nib_devnet import own_devnet, run_json, settled_rows
+from tests.agent._nib_devnet import own_devnet, run_json, run_paying, settled_rows
 
 A, B, C, D = ("0x" + c * 40 for c in "abcd")
 
@@ -148,18 +145,6 @@ def test_the_outside_testers_round_21_answers_read_as_answers(devnet) -> None:  
         assert lines[1].startswith(f"USDC balance of {address}: "), out["answer"]
 
 
-def _paid_by(home: Path, info: dict[str, Any], chain: ChainClient, task: str) -> tuple[dict[str, Any], list[tuple[str, int]]]:
-    """One run of ``task``: its JSON result and the (recipient, atomic) USDC transfers out
-    of the wallet it made, read from the chain's Transfer logs."""
-    first = chain.block_number() + 1
-    result = run_json(home, task)
-    if chain.block_number() < first:
-        return result, []
-    wallet = info["wallet"].lower()
-    logs = chain.transfer_logs(info["usdc"], first, "latest", wallet)
-    return result, [(t.recipient.lower(), t.value) for t in logs if t.sender.lower() == wallet]
-
-
 @pytest.fixture(scope="module")
 def market_devnet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     yield from own_devnet(tmp_path_factory, "paid-nothing-home")
@@ -170,10 +155,9 @@ def test_a_research_purchase_that_delivered_nothing_is_named_in_the_answer(marke
     value): the fresh market's cheapest seller, bargain, is paid 0.005 USDC and delivers
     nothing, a second seller delivers. The answer says so (it was only in the evidence)."""
     home, info = market_devnet
-    chain = ChainClient(info["rpc_url"], 31337)
     market = {s["name"]: s["url"] for s in info["market"]}
     bargain = seller_named("bargain").pay_to.lower()
-    out, paid = _paid_by(home, info, chain, "Who issues USDC? Buy its token fact sheet from a seller in the market.")
+    out, paid = run_paying(home, info, "Who issues USDC? Buy its token fact sheet from a seller in the market.")
     assert paid[0] == (bargain, 5_000) and len(paid) == 2, (paid, out["answer"])
     assert out["returncode"] == 0 and out["finished"], out["answer"]
     named = [line for line in out["lines"] if line["text"].startswith("a purchase that delivered nothing")]
@@ -189,17 +173,16 @@ def test_a_request_to_buy_from_the_market_pays_one_seller_and_names_what_held_no
     named (exit 1). Once the judge has seen bargain fail, another phrasing of the request
     buys the cheapest offer it approves, once, and answers the question from it."""
     home, info = devnet
-    chain = ChainClient(info["rpc_url"], 31337)
     market = {s["name"]: s["url"] for s in info["market"]}
     bargain = seller_named("bargain").pay_to.lower()
-    out, paid = _paid_by(home, info, chain, "buy the USDC factsheet from the market and tell me who the issuer is")
+    out, paid = run_paying(home, info, "buy the USDC factsheet from the market and tell me who the issuer is")
     assert paid == [(bargain, 5_000)], (paid, out["answer"])
     assert out["returncode"] == 1 and not out["finished"], out["answer"]
     assert f"paid 0.005 USDC for /tokens from {market['bargain']}" in out["answer"], out["answer"]
     assert "a request to buy buys once" in out["answer"], out["answer"]
     assert settled_rows(home, out["run_id"]) == [(5_000, "settled")]
 
-    again, paid = _paid_by(home, info, chain, "Get me the USDC fact sheet from the market and tell me its issuer.")
+    again, paid = run_paying(home, info, "Get me the USDC fact sheet from the market and tell me its issuer.")
     assert len(paid) == 1 and paid[0][0] != bargain and paid[0][1] == 10_000, (paid, again["answer"])
     assert again["returncode"] == 0 and again["finished"], again["answer"]
     assert "issuer from the token fact sheet of USDC: Circle" in again["answer"], again["answer"]
@@ -212,10 +195,9 @@ def test_a_named_sheet_from_a_sellers_url_is_bought_once_from_its_catalog(devnet
     (404). A named subject at a seller's bare URL is that seller's offer about it, read
     from its catalog: bought once, and the question answered from it."""
     home, info = devnet
-    chain = ChainClient(info["rpc_url"], 31337)
     paywall = info["paywall_url"]
     task = f"Buy the lido sheet from {paywall} and tell me its governance token."
-    out, paid = _paid_by(home, info, chain, task)
+    out, paid = run_paying(home, info, task)
     assert paid == [(info["seller"].lower(), 250_000)], (paid, out["answer"])
     assert out["returncode"] == 0 and out["finished"], out["answer"]
     assert "governance_token from the protocol fact sheet of lido: LDO" in out["answer"], out["answer"]
