@@ -2158,9 +2158,10 @@ class _Reader(_ReaderChecks):
                   and not p.condition and not _SEND.search(p.text)]  # fmt: skip
         prev = before[-1] if before else None
         if prev is None or any(h[1].subject != "account" for h in prev.hits):
+            held = ", ".join(part.subjects) or "the agent's wallet"  # "does my wallet have"
             return [self.out.cannot(part.text, "the offline planner did not read which fact "
-                                    f"the task asks of {', '.join(part.subjects)}; name the "
-                                    "fact in this part ('the USDC balance of 0xC')")]  # fmt: skip
+                                    f"the task asks of {held}; name the fact in this part "
+                                    "('the USDC balance of 0xC')")]  # fmt: skip
         agg = part.aggregate if len(set(part.subjects)) + bool(part.mine) >= 2 else None
         if part.aggregate is not None and (agg is None or any(
                 h[1].kind not in AGGREGATE_KINDS[agg.op] for h in prev.hits)):  # fmt: skip

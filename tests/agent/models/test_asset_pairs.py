@@ -113,3 +113,9 @@ def test_a_balance_of_another_token_is_declined_never_the_usdc_one(task: str, sy
     items = extract_checklist(task)
     assert not any(i.get("kind") == "usdc_balance" for i in items), items
     assert any(symbol in str(i.get("unanswerable")) for i in items), items
+
+
+def test_a_part_it_cannot_read_of_my_wallet_names_the_wallet() -> None:
+    # Outside round 22: "How much WETH does my wallet have?" was declined "asks of ;".
+    [item] = extract_checklist("How much WETH does my wallet have?")
+    assert "asks of the agent's wallet;" in str(item["unanswerable"]), item
