@@ -303,6 +303,7 @@ def _reconcile(
     unreadable = [Unreadable(r.id, r.run_id, r.status, why) for r in rows
                   if (why := unreadable_why(r)) is not None]
     left = {u.ledger_id for u in unreadable}
+    kept = [r for r in rows if r.id in left]  # as read: this pass changes none of them
     rows = [r for r in rows if r.id not in left]
     last = scope.last
     pool = _transfers_out(chain, usdc, wallet, log_from, last)
@@ -342,7 +343,7 @@ def _reconcile(
         unmatched_onchain=tuple(
             sorted(unmatched_onchain, key=lambda t: (t.block_number, t.log_index))
         ),
-        unmatched_ledger=tuple(sorted(unmatched + [ledger.get(i) for i in left],
+        unmatched_ledger=tuple(sorted(unmatched + kept,
                                       key=lambda r: position[r.id])),
         resolved=tuple(resolved),
         unproven=tuple(sorted(unproven, key=lambda r: position[r.id])),
@@ -351,7 +352,7 @@ def _reconcile(
         proven_through=None if start is None else start.checkpoint.block,
         unreadable=tuple(unreadable),
     )
-    return report, [r.id for r in rows] + sorted(left)
+    return report, [r.id for r in rows + kept]
 
 
 def _rows(ledger: Ledger, scope: Scope, start: _Start | None) -> tuple[list[SpendRow], int]:

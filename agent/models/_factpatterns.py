@@ -1235,10 +1235,16 @@ _FOLLOW_UP = ("the offline planner reads no fact in a follow-up naming only what
 _LIST_JOIN = re.compile(r"\s*(?:,\s*)?(?:(?:and|or|&)\s+)?(?:of\s+|for\s+)?", re.I)
 
 
+def _holder_spans(t: _Task) -> list[tuple[int, int, str]]:
+    """Every holder the task names, in order, with where it starts and ends: its addresses,
+    and the agent's own wallet ("my wallet", "mine") as ""."""
+    return sorted([*((at, at + len(a), a) for at, a in t.addresses),
+                   *((m.start(), m.end(), "") for m in _OWN_WALLET.finditer(t.task))])
+
+
 def _holders(t: _Task) -> list[tuple[int, str]]:
-    """Every holder the task names, in order: its addresses, and the agent's own wallet
-    ("my wallet", "mine") as ""."""
-    return sorted([*t.addresses, *((m.start(), "") for m in _OWN_WALLET.finditer(t.task))])
+    """(where, holder) of every holder the task names (``_holder_spans``)."""
+    return [(at, holder) for at, _end, holder in _holder_spans(t)]
 
 
 def _listed_with(t: _Task, near: str) -> list[str]:
@@ -1248,8 +1254,7 @@ def _listed_with(t: _Task, near: str) -> list[str]:
     0xB hold?" asked the USDC of 0xA only, at exit 0."""
     groups: list[list[str]] = []
     end = -1
-    for at, holder in _holders(t):
-        stop = at + (len(holder) or len(_OWN_WALLET.match(t.task, at).group(0)))  # type: ignore[union-attr]
+    for at, stop, holder in _holder_spans(t):
         if groups and _LIST_JOIN.fullmatch(t.task[end:at]):
             groups[-1].append(holder)
         else:
