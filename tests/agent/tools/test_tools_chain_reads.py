@@ -202,7 +202,8 @@ def test_block_info_reads_a_blocks_fullness_from_its_gas_used_and_gas_limit(
     chain.rpc("evm_setBlockGasLimit", [hex(32_000)])
     try:
         tx = chain.rpc("eth_sendTransaction", [{"from": agent, "to": seller, "value": "0x1"}])
-        mined = chain.w3.eth.get_transaction_receipt(tx)["blockNumber"]
+        # The node answers eth_sendTransaction before its automined block exists: wait.
+        mined = chain.w3.eth.wait_for_transaction_receipt(tx, timeout=30)["blockNumber"]
         chain.rpc("evm_setBlockGasLimit", ["0x0"])
         chain.rpc("evm_mine")
         unlimited = chain.w3.eth.block_number
