@@ -490,11 +490,19 @@ _LOCAL_CHAIN = _p(r"\b(?:on|in|at|from)\s+(?:the\s+|this\s+|our\s+|my\s+)?local\
 LOCAL_NETWORKS = frozenset({"anvil"})
 
 
+#: Words opening a sentence or clause that restates the question before it ("How full is
+#: block 3? I mean what share of its gas limit was used."): the restated question is read
+#: as any other (its items are the same items, asked once), the lead words as nothing.
+_RESTATING = _p(r"(?:^|(?<=[.?!;,]))\s*(?:i\s+mean|in\s+other\s+words|i\.e\.|that\s+is(?=\s*,)"
+                r"|to\s+be\s+(?:clear|precise)(?=\s*,))\s*[,:]?")
+
+
 def drop_pleasantries(task: str) -> str:
-    """``task`` without a greeting before it or thanks after it (the rest unchanged)."""
+    """``task`` without a greeting before it, thanks after it, or the lead words of a
+    restatement (``_RESTATING``); the rest unchanged."""
     for regex in _PLEASANTRIES:
         task = regex.sub(lambda m: "." if m.group(0)[:1] in ".!?;," else "", task, count=1)
-    return task
+    return _RESTATING.sub(" ", task)
 
 
 #: Words describing a seller its URL names ("the MCP seller at http://h/mcp", "the x402
@@ -1232,7 +1240,87 @@ def _share_test(part: _Part) -> str | None:
 _WHAT_ABOUT = re.compile(r"\b(?:what|how)\s+about\b", re.I)
 _FOLLOW_UP = ("the offline planner reads no fact in a follow-up naming only what to ask about; "
               "ask it in full ('How much ETH does 0x... hold?')")
+#: A follow-up asking the other asset of the balances the question before it asked
+#: ("How much USDC does 0xA hold? What about ETH?", "..., and how about their ether
+#: balances?"): the same holders' balances of that asset.
+_ASSET_FOLLOW_UP = re.compile(
+    r"(?:and\s+)?(?:what|how)\s+about\s+(?:(?:its|their|the|my|our|his|her)\s+)?"
+    r"(eth|ether|usdc)(?:\s+(?:balances?|holdings?))?(?:\s+(?:too|then|instead|as\s+well))?",
+    re.I,
+)
+_BALANCE_KINDS = frozenset({"usdc_balance", "eth_balance"})
 _LIST_JOIN = re.compile(r"\s*(?:,\s*)?(?:(?:and|or|&)\s+)?(?:of\s+|for\s+)?", re.I)
+
+
+def _asset_follow_up(t: _Task, facts: _FactItems, part: _Part) -> list[int] | None:
+    """The items of an asset follow-up (``_ASSET_FOLLOW_UP``): the balances of that asset
+    of the holders the nearest question before it asked balances of, after those, in the
+    same block and with the same combined, larger or difference; a follow-up after any
+    other question, or asking what that question asked already, is declined by name.
+    None when ``part`` is no asset follow-up."""
+    m = _ASSET_FOLLOW_UP.fullmatch(part.text.strip(" ?!.,"))
+    if m is None or part.condition:
+        return None
+    kind = "usdc_balance" if m.group(1).lower() == "usdc" else "eth_balance"
+    before = [p for p in t.parts if p.start < part.start and p.hits
+              and not p.condition and not _SEND.search(p.text)]  # fmt: skip
+    prev = before[-1] if before else None
+    kinds = {h[1].kind for h in prev.hits} if prev else set()
+    why = None
+    if prev is None or not kinds <= _BALANCE_KINDS:
+        why = "no question before it asked a balance"
+    elif kinds == {kind}:
+        why = f"the question before it asked the {_other_token(t, prev, kind) or m.group(1).upper()} balance"
+    if why is not None or prev is None:
+        return [facts.out.cannot(part.text, "the offline planner reads a follow-up naming only "
+                                 "an asset ('What about ETH?') as the balances of that asset "
+                                 f"of the holders the question before it asked, and {why}; "
+                                 "ask it in full ('How much ETH does 0x... hold?')")]  # fmt: skip
+    pos, _fp, phrase = prev.hits[0]
+    made = facts._fact_items(prev, next(fp for fp in FACT_PATTERNS if fp.kind == kind), pos,
+                             phrase)
+    for n in made:
+        facts.out.at.setdefault(n, part.start)
+    return made
+
+
+#: A part asking only that the answer be yes or no ("Yes or no.", "Answer yes or no.",
+#: "Just yes/no, please"), and one asking only for the transaction hash of what the part
+#: before it asked ("with its transaction hash", "Include the tx hash."): each asks what
+#: the answer to a question of the kinds beside it states already (a yes-or-no line first;
+#: the transaction's hash whole).
+_ONLY_YES_OR_NO = _p(
+    r"(?:(?:and|so|but|please|just|only|answer|reply|respond|say|tell\s+me|give\s+me)\s+)*"
+    r"(?:(?:with|in)\s+)?(?:a\s+)?(?:simple\s+)?yes\s*(?:or|/)\s*no(?:\s+(?:please|only|answer))?"
+)
+_ONLY_THE_HASH = _p(
+    r"(?:(?:and|also|with|include|including|plus|give\s+me|show(?:\s+me)?|tell\s+me)\s+)*"
+    r"(?:its|the|their)\s+(?:transaction\s+|tx\s+)?hash(?:es)?(?:\s+(?:too|please|as\s+well))?"
+)
+_SAID_ALREADY = (
+    (_ONLY_YES_OR_NO, "yes or no", frozenset({"condition", "tx_status"}),
+     "a yes-or-no question ('Does 0x... hold any USDC?', 'Did 0x<hash> succeed?')"),
+    (_ONLY_THE_HASH, "a transaction hash", frozenset({"transfer_max", "tx_status", "tx_gas_used",
+                                                      "tx_block"}),
+     "the largest transfer or a transaction's facts"),
+)  # fmt: skip
+
+
+def _said_already(out: _Builder, made_by_part: list[tuple[_Part, list[int]]],
+                  part: _Part) -> list[int] | None:
+    """The items of a part asking only for what an answer the task asked before it states
+    already (``_SAID_ALREADY``): none, since that answer states it ("Does 0xA hold any
+    USDC? Yes or no." leads with its yes or no); declined naming what it asks when no
+    question before it has such an answer. None when ``part`` asks anything else."""
+    text = part.text.strip(" ?!.,")
+    for regex, wants, kinds, which in _SAID_ALREADY:
+        if not regex.fullmatch(text) or part.condition:
+            continue
+        if any(out.items[n].get("kind") in kinds for _p, made in made_by_part for n in made):
+            return []
+        return [out.cannot(part.text, f"{text!r} asks {wants} of the question before it, and "
+                           f"the offline planner states it only in the answer to {which}")]  # fmt: skip
+    return None
 
 
 def _holder_spans(t: _Task) -> list[tuple[int, int, str]]:
@@ -2062,6 +2150,9 @@ class _Reader(_ReaderChecks):
                 gates.append(n)  # an order it gates waits on it: never made
                 return []
             return [n]
+        if (follow := _asset_follow_up(self.t, self.facts, part)) is not None or (
+                follow := _said_already(self.out, self.made_by_part, part)) is not None:  # fmt: skip
+            return follow  # "... What about ETH?", "... Yes or no.", "... with its tx hash"
         if part.condition and (part.hits or part.leftover or _CONDITION.search(part.text)):
             # A threshold no fact was read for is named, never dropped: a payment it gates
             # would otherwise be proposed as if unconditional.

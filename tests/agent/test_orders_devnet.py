@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.tools.chain_reads import format_gwei
+from agent.tools.chain_reads import format_eth, format_gwei
 from chain.client import ChainClient
 from chain.money import format_usdc
 from chain.paywall.market import seller_named
@@ -143,6 +143,36 @@ def test_the_outside_testers_round_21_answers_read_as_answers(devnet) -> None:  
         lines = out["answer"].splitlines()
         assert out["returncode"] == 0 and f"> 0 usdc: {verdict} (derived" in lines[0], out["answer"]
         assert lines[1].startswith(f"USDC balance of {address}: "), out["answer"]
+
+
+def test_the_outside_testers_round_22_clauses_read_as_asked(devnet) -> None:  # type: ignore[no-untyped-def]
+    """Round 22: a right answer followed by a clause restating it ("I mean ...", RE2),
+    asking it as yes or no (n5) or asking the hash its line already gives (n8) exited 1 on
+    that clause; "What about ETH?" after a balance was declined (RE3). Each now answers
+    at exit 0, with the values read back from the chain."""
+    home, info = devnet
+    chain = ChainClient(info["rpc_url"], 31337)
+    head, wallet = chain.block_number(), info["wallet"]
+
+    block = chain.block(head)
+    used, limit = int(block["gasUsed"]), int(block["gasLimit"])
+    full = run_json(home, f"How full is block {head}? I mean what share of its gas limit was used.")
+    assert full["returncode"] == 0 and f"({used} of {limit} gas)" in full["answer"], full["answer"]
+
+    yes = run_json(home, f"Does {wallet} hold any USDC at all? Yes or no.")
+    assert yes["returncode"] == 0 and "> 0 usdc: yes (" in yes["answer"], yes["answer"]
+
+    largest = max(chain.transfer_logs(info["usdc"], 1, head), key=lambda t: t.value)
+    big = run_json(home, f"What was the largest USDC transfer between blocks 1 and {head}? "
+                   "Include its transaction hash.")  # fmt: skip
+    assert big["returncode"] == 0 and f"(tx {largest.tx_hash})" in big["answer"], big["answer"]
+
+    both = run_json(home, f"How much USDC does {wallet} have? What about ETH?")
+    usdc = format_usdc(chain.token_balance(info["usdc"], wallet, head))
+    eth = format_eth(chain.eth_balance(wallet, head))
+    assert both["returncode"] == 0 and "not answered" not in both["answer"], both["answer"]
+    assert f"USDC balance of {wallet}: {usdc} at block {head}" in both["answer"], both["answer"]
+    assert f"ETH balance of {wallet}: {eth} at block {head}" in both["answer"], both["answer"]
 
 
 @pytest.fixture(scope="module")

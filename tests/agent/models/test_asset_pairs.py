@@ -66,11 +66,57 @@ def test_a_borrowed_address_outside_a_list_is_borrowed_alone() -> None:
     assert _kinds(task)[1:] == [("usdc_balance", B), ("eth_balance", B)]
 
 
-@pytest.mark.parametrize("follow", ["What about ETH?", "How about ether?", "And what about USDC?"])
-def test_a_follow_up_naming_only_its_subject_is_named_never_dropped(follow: str) -> None:
-    items = extract_checklist(f"What is the USDC balance of {C}? {follow}")
-    assert [i.get("kind") for i in items] == ["usdc_balance", None], items
-    assert "ask it in full" in str(items[1]["unanswerable"]), items
+def _held(task: str) -> list[tuple[str, str]]:
+    return [(i["kind"], (i.get("params") or {}).get("address", "self"))
+            for i in extract_checklist(task) if i.get("kind")]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("task", "want"),
+    [
+        (f"What is the USDC balance of {C}? What about ETH?",
+         [("usdc_balance", C), ("eth_balance", C)]),
+        (f"How much ETH does {C} hold? And what about USDC?",
+         [("eth_balance", C), ("usdc_balance", C)]),
+        ("What is my USDC balance? How about ether?",
+         [("usdc_balance", "self"), ("eth_balance", "self")]),
+        (f"What is the USDC balance of {W} and {C}? How about their ETH balances?",
+         [("usdc_balance", W), ("usdc_balance", C), ("eth_balance", W), ("eth_balance", C)]),
+        # Outside round 21 (q19): the DAI part is declined, the ETH follow-up is the wallet's.
+        ("What's my DAI balance, and what about ETH?", [("eth_balance", "self")]),
+    ],
+)  # fmt: skip
+def test_a_follow_up_naming_only_an_asset_asks_it_of_the_same_holders(
+    task: str, want: list[tuple[str, str]]
+) -> None:
+    # Outside rounds 21 and 22 (RE3, q19): "What about ETH?" was declined, not answered.
+    assert _held(task) == want, extract_checklist(task)
+
+
+def test_a_follow_up_takes_the_combined_value_of_the_question_before_it() -> None:
+    items = extract_checklist(f"What is the combined USDC balance of {W} and {C}? What about "
+                              "ETH?", max_items=6)  # fmt: skip
+    assert [(i["kind"], (i.get("params") or {}).get("op")) for i in items] == [
+        ("usdc_balance", None), ("usdc_balance", None), ("comparison", "sum"),
+        ("eth_balance", None), ("eth_balance", None), ("comparison", "sum")], items  # fmt: skip
+    assert items[5]["params"]["of"] == "c4,c5", items
+
+
+@pytest.mark.parametrize(
+    ("task", "why"),
+    [
+        ("What is the base fee? What about ETH?", "no question before it asked a balance"),
+        ("What about ETH?", "no question before it asked a balance"),
+        (f"What is the USDC balance of {C}? What about USDC?", "asked the USDC balance"),
+        ("What's my DAI balance? What about USDC?", "asked the DAI balance"),
+        (f"What is the total USDC sent by {C}? What about ETH?",
+         "no question before it asked a balance"),
+    ],
+)  # fmt: skip
+def test_a_follow_up_it_cannot_read_is_named_never_dropped(task: str, why: str) -> None:
+    items = extract_checklist(task)
+    assert items[-1]["kind"] is None and why in str(items[-1]["unanswerable"]), items
+    assert "ask it in full" in str(items[-1]["unanswerable"]), items
 
 
 OTHER = "0x1b06A865289756e73349De1149deD50DE0DC2316"

@@ -61,14 +61,14 @@ def test_a_sentence_that_only_says_how_to_present_shapes_the_answer(
         ("When was block 10 mined? Give me the time.", "time"),  # no unit or format said
         ("When was block 10 mined? In gwei please.", "gwei"),  # no asked value takes it
         ("What is the base fee? Show it in USDC.", "usdc"),
-        # Not a presentation: the follow-up is named (test_asset_pairs.py), no unit taken.
+        # Not a presentation: the follow-up asks the ETH balance (test_asset_pairs.py).
         ("What is my USDC balance? What about ETH?", None),
     ],
 )
 def test_a_presentation_no_asked_value_takes_is_still_named(task: str, named: str | None) -> None:
     items = extract_checklist(task)
     if named is None:
-        assert [i["kind"] for i in items] == ["usdc_balance", None], items
+        assert [i["kind"] for i in items] == ["usdc_balance", "eth_balance"], items
         assert "unit" not in (items[0].get("params") or {}), items
     else:
         assert named in _declined(items).lower(), items

@@ -1,0 +1,87 @@
+"""A clause after a question that restates it, or asks only for what its answer states
+already, is no question of its own. Outside round 22 had the right answer followed by a
+decline at exit 1: "How full is block 3? I mean what share of its gas limit was used."
+(RE2), "Does 0x... hold any USDC at all? Yes or no." (n5), and "What was the biggest USDC
+transfer ..., with its transaction hash" (n8: the answer line gives the hash whole). Where no
+question before it has such an answer, the clause is still declined by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.models._factpatterns import extract_checklist
+
+B = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
+H = "0x" + "ab" * 32
+
+
+def _asked(task: str) -> list[tuple[str | None, dict[str, str]]]:
+    return [(i["kind"], dict(i.get("params") or {})) for i in extract_checklist(task)]
+
+
+@pytest.mark.parametrize(
+    ("task", "same_as"),
+    [
+        ("How full is block 3? I mean what share of its gas limit was used.",
+         "How full is block 3?"),
+        ("How full is the latest block? I mean, what share of its gas limit was used?",
+         "How full is the latest block?"),
+        ("What is my balance? I mean my USDC balance.", "What is my USDC balance?"),
+        ("What is the base fee at block 3? In other words, the base fee of block 3.",
+         "What is the base fee at block 3?"),
+        ("What is the base fee? To be clear, the base fee of the latest block.",
+         "What is the base fee?"),
+        (f"How much ETH does {B} hold? i.e. the ETH balance of {B}.",
+         f"How much ETH does {B} hold?"),
+    ],
+)  # fmt: skip
+def test_a_restatement_asks_the_same_items_once(task: str, same_as: str) -> None:
+    assert _asked(task) == _asked(same_as), extract_checklist(task)
+
+
+def test_a_restatement_naming_something_else_is_still_read_as_such() -> None:
+    # "I mean block 4" corrects the block, and names no fact: declined, never dropped.
+    items = extract_checklist("How full is block 3? I mean block 4.")
+    assert items[0]["kind"] == "block_fullness" and items[1]["kind"] is None, items
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        f"Does {B} hold any USDC at all? Yes or no.",
+        f"Does {B} hold any USDC, yes or no?",
+        "Is the base fee above 1 gwei? Answer yes or no.",
+        "Is the base fee above 1 gwei? Just yes/no please.",
+        f"Did {H} succeed? Yes or no.",
+    ],
+)
+def test_yes_or_no_after_a_yes_or_no_question_asks_nothing_more(task: str) -> None:
+    items = extract_checklist(task)
+    assert all(i.get("kind") for i in items), items
+    assert any(i["kind"] in ("condition", "tx_status") for i in items), items
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "What was the biggest USDC transfer between block 1 and 6, with its tx hash?",
+        "What was the biggest USDC transfer between block 1 and 6? Include its transaction hash.",
+        "What was the largest USDC transfer in the last 10 blocks, and the transaction hash?",
+    ],
+)
+def test_the_hash_of_the_largest_transfer_is_in_its_answer(task: str) -> None:
+    assert [i["kind"] for i in extract_checklist(task)] == ["transfer_max"], extract_checklist(task)
+
+
+@pytest.mark.parametrize(
+    ("task", "wants"),
+    [
+        ("What is the base fee? Yes or no.", "asks yes or no"),
+        (f"How much USDC does {B} hold? Answer yes or no.", "asks yes or no"),
+        ("What is the base fee? Include its transaction hash.", "asks a transaction hash"),
+        ("Yes or no.", "asks yes or no"),
+    ],
+)
+def test_what_no_answer_before_it_states_is_declined_by_name(task: str, wants: str) -> None:
+    items = extract_checklist(task)
+    assert items[-1]["kind"] is None and wants in str(items[-1]["unanswerable"]), items
