@@ -529,6 +529,14 @@ _ASSET_PAIR_AMOUNT = re.compile(
 _ASSET_PAIR_BALANCES = re.compile(
     rf"\b(?P<a>{_ASSET})\s*(?:,|and|&|\+|plus)\s*(?P<b>{_ASSET})\s+(?:balances?|holdings)\b", re.I)
 
+#: An asset said of its holder with no balance word ("the combined ETH of my wallet and
+#: 0xB", "the total USDC of 0xA and 0xB", "Is there any USDC in 0xB?"): that holder's
+#: balance, said as "held by" (outside round 22 had it declined).
+_ASSET_OF_HOLDER = re.compile(
+    rf"\b(?P<w>any|some|combined|total|joint|summed)\s+(?P<a>{_ASSET})\s+(?:of|in|inside)\s+"
+    r"(?=(?:my|our)\s+(?:wallet|address|account)\b|(?:the\s+)?agent['’]?s\s+wallet\b"
+    r"|0x[0-9a-fA-F]{40}(?![0-9a-fA-F]))", re.I)
+
 
 def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     """Spellings of one parameter made one ("block #5" -> "block 5", "the previous block"
@@ -561,6 +569,7 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     # balance each (outside round 20: the second asset was read as a unit, and dropped).
     text = _ASSET_PAIR_AMOUNT.sub(r"\g<q> \g<a> and \g<q> \g<b>", text)
     text = _ASSET_PAIR_BALANCES.sub(r"\g<a> balance and the \g<b> balance", text)
+    text = _ASSET_OF_HOLDER.sub(r"\g<w> \g<a> held by ", text)
     units: list[str] = []
 
     def unit_first(m: re.Match[str]) -> str:  # "how many cents of USDC": "how much USDC" in cents
@@ -1090,6 +1099,13 @@ class _Task:
                 # of 0xC?": a later question's fact is not this part's.
                 part.alone = True
                 continue
+            unread = self.parts[n - 1] if n else None
+            if (target is not None and not before and unread is not None
+                    and unread.sentence == part.sentence and not unread.hits and unread.leftover):  # fmt: skip
+                # "What is the combined wealth of 0xA and 0xB, and what is the USDC balance
+                # of 0xC?": the list tail of a question not read, never a later one's.
+                part.alone = True
+                continue
             if target is not None:
                 target.subjects.extend(part.subjects)
                 target.subjects.sort(key=self.task.find)
@@ -1321,6 +1337,18 @@ def _said_already(out: _Builder, made_by_part: list[tuple[_Part, list[int]]],
         return [out.cannot(part.text, f"{text!r} asks {wants} of the question before it, and "
                            f"the offline planner states it only in the answer to {which}")]  # fmt: skip
     return None
+
+
+def _asks_any(t: _Task, part: _Part) -> bool:
+    """Whether ``part`` asks yes or no whether a value is above 0 ("Does 0xA hold any
+    USDC?"), also as the tail of a list the question's verb opens ("Do 0xA and 0xB hold
+    any USDC?", split after "0xA"); a part asking its own question does not inherit it."""
+    if _ANY_QUESTION.search(part.text):
+        return True
+    if not re.search(r"\bany\b", part.text, re.I) or _OWN_QUESTION.search(part.text):
+        return False
+    first = next(p for p in t.parts if p.sentence == part.sentence)
+    return bool(_ANY_QUESTION.search(t.task[first.start : part.start + len(part.text)]))
 
 
 def _holder_spans(t: _Task) -> list[tuple[int, int, str]]:
@@ -1930,17 +1958,19 @@ class _ReaderChecks:
         })  # fmt: skip
 
     def _any(self, part: _Part) -> list[int]:
-        """The value a yes/no "any" question asks of, and the condition that it is above 0
-        (the answer says yes or no first; outside test 21, Q3, gave the balance alone). A
-        part reading other than one value reads its facts, as before."""
+        """The values a yes/no "any" question asks of, and for each the condition that it
+        is above 0 (the answer says yes or no first; outside test 21, Q3, gave the balance
+        alone; round 22 got no yes or no for "Do 0xA and 0xB hold any USDC?"). A part
+        reading other than values reads its facts, as before; so do more values than the
+        checklist holds with a yes or no each (the balances alone answer it)."""
         made = self.facts.facts(part)
-        if len(made) != 1 or self.out.items[made[0]].get("kind") not in VALUE_UNITS:
+        if not made or 2 * len(made) > MAX_ITEMS or any(
+                self.out.items[n].get("kind") not in VALUE_UNITS for n in made):  # fmt: skip
             return made
-        source = self.out.items[made[0]]
-        return [*made, self.out.add({
+        return [*made, *(self.out.add({
             "text": f"{source['text']} > 0 {VALUE_UNITS[str(source['kind'])]}".strip(),
-            "kind": "condition", "params": {"of": {"ref": made[0]}, "op": ">", "than": "0"},
-        })]  # fmt: skip
+            "kind": "condition", "params": {"of": {"ref": n}, "op": ">", "than": "0"},
+        }) for n, source in ((n, self.out.items[n]) for n in made))]  # fmt: skip
 
     def _resolve(self, max_items: int) -> list[ChecklistRow]:
         items = self.out.items
@@ -2178,7 +2208,7 @@ class _Reader(_ReaderChecks):
             return self.facts.facts(part)  # "how many of 0xA, 0xB hold more than 5 USDC"
         elif part.hits and _CONDITION.search(part.text) and not part.leftover:
             return [self._condition(part)]  # "Is the base fee above 1 gwei?": yes or no
-        elif (part.hits and _ANY_QUESTION.search(part.text) and not part.leftover
+        elif (part.hits and _asks_any(self.t, part) and not part.leftover
               and part.aggregate is None):
             return self._any(part)  # "Does 0xA hold any USDC?": yes or no, then the value
         elif part.hits:

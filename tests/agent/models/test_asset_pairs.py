@@ -165,3 +165,28 @@ def test_a_part_it_cannot_read_of_my_wallet_names_the_wallet() -> None:
     # Outside round 22: "How much WETH does my wallet have?" was declined "asks of ;".
     [item] = extract_checklist("How much WETH does my wallet have?")
     assert "asks of the agent's wallet;" in str(item["unanswerable"]), item
+
+
+@pytest.mark.parametrize(
+    ("task", "kind", "holders"),
+    [
+        (f"What is the combined ETH of my wallet and {B} in ether?", "eth_balance", ["self", B]),
+        (f"What's the total USDC of {W} and {B}?", "usdc_balance", [W, B]),
+        (f"What is the combined USDC in {W} and {C}?", "usdc_balance", [W, C]),
+    ],
+)
+def test_an_asset_of_its_holders_with_no_balance_word_is_their_balance(
+    task: str, kind: str, holders: list[str]
+) -> None:
+    # Outside round 22: "the combined ETH of my wallet and 0xB" was declined ("balance" worked).
+    items = extract_checklist(task)
+    assert [(i["kind"], (i.get("params") or {}).get("address", "self")) for i in items[:-1]] == [
+        (kind, h) for h in holders], items  # fmt: skip
+    assert items[-1]["kind"] == "comparison" and items[-1]["params"]["op"] == "sum", items
+
+
+def test_a_token_fact_of_the_usdc_at_an_address_is_no_balance() -> None:
+    token = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
+    for task in (f"What is the name of the USDC of {token}?",
+                 f"What is the total supply of the USDC in {token}?"):  # fmt: skip
+        assert "usdc_balance" not in [i["kind"] for i in extract_checklist(task)], task

@@ -119,18 +119,37 @@ def test_an_aggregate_is_over_its_own_parts_addresses_only(
 @pytest.mark.parametrize(
     "task",
     [
-        f"What is the combined ETH of {E} and {F}, and what is the USDC balance of {C}?",
-        f"What is the total ETH of {E} and {F}, and the ETH balance of {B}?",
+        f"What is the combined wealth of {E} and {F}, and what is the USDC balance of {C}?",
+        f"What is the total worth of {E} and {F}, and the ETH balance of {B}?",
     ],
 )
 def test_an_aggregate_whose_value_is_not_read_is_named_never_taken_over_the_next_part(
     task: str,
 ) -> None:
+    # Before, 0xF (the list's tail) was read with the next part's fact: an unasked line.
     items = extract_checklist(task)
     assert not [i for i in items if i.get("kind") == "comparison"], items
-    assert "combined" in _declined(items) or "total" in _declined(items), items
+    assert "wealth" in _declined(items) or "worth" in _declined(items), items
     for addr in (E, F):
         assert not [i for i in items if _address(i) == addr and not i.get("unanswerable")], items
+        assert addr in _declined(items), items
+
+
+@pytest.mark.parametrize(
+    ("task", "other"),
+    [
+        (f"What is the combined ETH of {E} and {F}, and what is the USDC balance of {C}?",
+         ("usdc_balance", C)),
+        (f"What is the total ETH of {E} and {F}, and the ETH balance of {B}?", ("eth_balance", B)),
+    ],
+)  # fmt: skip
+def test_an_aggregate_of_an_asset_is_taken_over_its_own_holders_only(
+    task: str, other: tuple[str, str]
+) -> None:
+    items = extract_checklist(task)
+    assert [(i["kind"], _address(i)) for i in items] == [
+        ("eth_balance", E), ("eth_balance", F), ("comparison", ""), other], items  # fmt: skip
+    assert items[2]["params"] == {"of": "c1,c2", "op": "sum"}, items
 
 
 def test_a_question_naming_only_an_address_after_another_fact_is_named() -> None:

@@ -33,8 +33,7 @@ def test_an_any_question_about_one_value_is_the_condition_that_it_is_above_0(tas
 @pytest.mark.parametrize(
     ("task", "kinds"),
     [
-        # Several values: each is read as before (a count of holders is its own aggregate).
-        (f"Do {A} and {B} hold any USDC?", ["usdc_balance", "usdc_balance"]),
+        # A count of holders is its own aggregate.
         (f"How many of {A} and {B} hold any USDC?", ["usdc_balance", "usdc_balance", "comparison"]),
         # An order's condition is the judge's to read: "any" there is still declined.
         (f"If {A} holds any USDC, send 1 USDC to {B}", ["usdc_balance", None, "transfer_receipt"]),
@@ -68,3 +67,38 @@ def test_a_yes_no_question_answers_yes_or_no_first_then_the_value(
     sim.record(call, "ok", facts, "read")
     final = sim.propose()
     assert isinstance(final, SubmitAnswer) and final.answer.splitlines() == [first, second]
+
+
+C = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
+
+
+@pytest.mark.parametrize(
+    ("task", "holders"),
+    [
+        (f"Do {A} and {B} hold any USDC?", [A, B]),
+        (f"Do my wallet and {B} hold any USDC?", ["self", B]),
+        (f"Does my wallet or {B} have any ETH?", ["self", B]),
+        # No balance word: the asset of its holder (outside round 22).
+        (f"Is there any USDC in {B}?", [B]),
+        (f"Is there any ETH in {A}?", [A]),
+    ],
+)
+def test_an_any_question_about_each_of_a_few_holders_answers_each_yes_or_no(
+    task: str, holders: list[str]
+) -> None:
+    # Outside round 22: "Do 0xA and 0xB hold any USDC?" gave the balances with no yes or no.
+    items = extract_checklist(task)
+    values = [i for i in items if i["kind"] != "condition"]
+    assert [(i.get("params") or {}).get("address", "self") for i in values] == holders, items
+    tests = [i["params"] for i in items if i["kind"] == "condition"]
+    assert tests == [{"of": f"c{n}", "op": ">", "than": "0"} for n in range(1, len(holders) + 1)]
+
+
+def test_more_holders_than_the_checklist_holds_with_a_yes_or_no_each_give_their_balances() -> None:
+    items = extract_checklist(f"Do {A}, {B} and {C} hold any USDC?")
+    assert [i["kind"] for i in items] == ["usdc_balance"] * 3, items
+
+
+def test_a_question_of_its_own_after_an_any_question_is_no_yes_or_no() -> None:
+    items = extract_checklist(f"Does {A} hold any USDC, and how much ETH does {B} hold?")
+    assert [i["kind"] for i in items] == ["usdc_balance", "condition", "eth_balance"], items
