@@ -39,6 +39,7 @@ FactKind = Literal[
     "tx_status",  # a mined transaction's status (success / reverted)
     "tx_gas_used",  # a mined transaction's gas used
     "tx_block",  # the number of the block a transaction was mined in
+    "tx_time",  # the unix timestamp of the block a transaction was mined in
     "transfer_count",  # USDC Transfer logs in a block range
     "transfer_max",  # the largest USDC Transfer in a block range
     "usdc_sent_total",  # USDC an address sent in a block range (its Transfer logs, summed)
@@ -81,6 +82,7 @@ CHAIN_FACT_KINDS: frozenset[FactKind] = frozenset(
         "tx_status",
         "tx_gas_used",
         "tx_block",
+        "tx_time",
         "transfer_count",
         "transfer_max",
         "usdc_sent_total",
@@ -127,6 +129,7 @@ KIND_PARAMS: dict[str, tuple[str, ...]] = {
     "tx_status": ("tx_hash",),
     "tx_gas_used": ("tx_hash",),
     "tx_block": ("tx_hash",),
+    "tx_time": ("tx_hash",),
     "transfer_count": ("address", "blocks", "from_block", "to_block"),
     "transfer_max": ("address", "blocks", "from_block", "to_block"),
     "usdc_sent_total": ("address", "counterparty", "blocks", "from_block", "to_block"),

@@ -185,7 +185,7 @@ def _asked_value(value: str, kind: str, params: Mapping[str, object]) -> str:
     if kind in _OWN_UNITS or kind in _BLOCK_VALUES:
         block = params.get("block")
         return with_own_unit(str(kind), value) + (f" at block {block}" if block else "")
-    if kind == "block_timestamp" and value.isdigit():
+    if kind in ("block_timestamp", "tx_time") and value.isdigit():
         # Both clocks, the one asked first: a bare "when" gets the time a reader reads too.
         iso = datetime.fromtimestamp(int(value), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         shown = f"{value} (unix seconds; {iso})"

@@ -114,6 +114,7 @@ _BLOCK_NUMBER = next(fp for fp in FACT_PATTERNS if fp.kind == "block_number")
 _BLOCK_GAS_USED = next(fp for fp in FACT_PATTERNS if fp.kind == "block_gas_used")
 
 #: A part referring back to a transaction ("when was it mined"), and one naming a block.
+_TX_WORD = re.compile(r"\b(?:it|its|this|that|transactions?|txs?)\b", re.I)
 _TX_PRONOUN = re.compile(r"\b(?:it|its|this|that|the\s+(?:transaction|tx))\b", re.I)
 _NAMES_A_BLOCK = re.compile(r"\b(?:blocks?|head|chain)\b", re.I)
 _MINED = re.compile(r"\b(?:mined|included|confirmed)\b", re.I)
@@ -262,8 +263,8 @@ UNIT_KINDS: dict[str, frozenset[str]] = {
     "usdc": frozenset({"usdc_balance", "token_supply", "transfer_max"}) | TOTAL_KINDS,
     "atomic": frozenset({"usdc_balance", "token_supply", "transfer_max"}) | TOTAL_KINDS,
     "cents": frozenset({"usdc_balance", "token_supply", "transfer_max"}) | TOTAL_KINDS,
-    "unix": frozenset({"block_timestamp"}),
-    "utc": frozenset({"block_timestamp"}),
+    "unix": frozenset({"block_timestamp", "tx_time"}),
+    "utc": frozenset({"block_timestamp", "tx_time"}),
 }
 _NUMBER_WORDS = {
     "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -537,6 +538,11 @@ _ASSET_OF_HOLDER = re.compile(
     r"(?=(?:my|our)\s+(?:wallet|address|account)\b|(?:the\s+)?agent['’]?s\s+wallet\b"
     r"|0x[0-9a-fA-F]{40}(?![0-9a-fA-F]))", re.I)
 
+_ASKS_WHEN = re.compile(
+    r"\b(tell\s+me|show\s+me|(?:i|we)\s+(?:want|need|would\s+like)\s+to\s+know|find\s+out|"
+    r"check|say)\s+when\b(?=\s+(?:was|were|did)\b[^.?!;]*\b(?:mined|included|confirmed)\b|"
+    r"[^.?!;]*\b(?:was|were|got)\s+(?:mined|included|confirmed)\b)", re.I)
+
 
 def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     """Spellings of one parameter made one ("block #5" -> "block 5", "the previous block"
@@ -570,6 +576,8 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     text = _ASSET_PAIR_AMOUNT.sub(r"\g<q> \g<a> and \g<q> \g<b>", text)
     text = _ASSET_PAIR_BALANCES.sub(r"\g<a> balance and the \g<b> balance", text)
     text = _ASSET_OF_HOLDER.sub(r"\g<w> \g<a> held by ", text)
+    # "Tell me when 0x<hash> was mined": the time asked, never a condition ("... when").
+    text = _ASKS_WHEN.sub(r"\1 what time", text)
     units: list[str] = []
 
     def unit_first(m: re.Match[str]) -> str:  # "how many cents of USDC": "how much USDC" in cents
@@ -707,6 +715,9 @@ def _read_part(part: _Part, has_hash: bool) -> None:
             if fp.kind in BLOCK_KINDS and (TX_HASH.search(m.group(0)) or ADDRESS.search(m.group(0))):
                 # "gas used by 0x<hash> in block 5": the gap holds the transaction asked about.
                 continue
+            if fp.kind == "tx_time" and (_NAMES_A_BLOCK.search(m.group(0)) or not (
+                    TX_HASH.search(m.group(0)) or _TX_WORD.search(m.group(0)))):  # fmt: skip
+                continue  # "When was block 5 mined?" beside a hash: the block's time
             claimed.append((s, e))
             part.hits.append((s, fp, m.group(0)))
             gaps.extend(_restated(fp.kind, g) for g in m.groups() if g)
@@ -1320,6 +1331,34 @@ _SAID_ALREADY = (
                                                       "tx_block"}),
      "the largest transfer or a transaction's facts"),
 )  # fmt: skip
+
+
+#: A part asking only "when" of the question before it ("Which block was 0x<hash> mined
+#: in, and when?"): split off as a condition, it was dropped at exit 0.
+_BARE_WHEN = _p(r"(?:and|also|but)?\s*when(?:\s+(?:was|is)\s+(?:it|that|this))?(?:\s+mined)?")
+
+
+def _bare_when(t: _Task, facts: _FactItems, part: _Part) -> list[int] | None:
+    """The items of a bare "when" (``_BARE_WHEN``): the time the transaction the question
+    before it names was mined, or the timestamp of the block it names; declined by name
+    after any other question. None when ``part`` is no bare "when"."""
+    if not _BARE_WHEN.fullmatch(part.text.strip(" ?!.,")):
+        return None
+    before = [p for p in t.parts if p.start < part.start and p.hits and not _SEND.search(p.text)]
+    prev = before[-1] if before else None
+    kinds = {h[1].kind for h in prev.hits} if prev else set()
+    subject = {fp.subject for fp in FACT_PATTERNS if fp.kind in kinds}
+    want = "tx_time" if subject == {"tx"} else "block_timestamp" if kinds <= BLOCK_KINDS else None
+    if prev is None or not kinds or want is None:
+        return [facts.out.cannot(part.text, "the offline planner reads a bare 'when' as the "
+                                 "time of the transaction or block the question before it "
+                                 "names, and it names neither; ask it in full ('When was "
+                                 "0x<hash> mined?')")]  # fmt: skip
+    pos, _fp, phrase = prev.hits[0]
+    made = facts._fact_items(prev, next(fp for fp in FACT_PATTERNS if fp.kind == want), pos, phrase)
+    for n in made:
+        facts.out.at.setdefault(n, part.start)
+    return made
 
 
 def _said_already(out: _Builder, made_by_part: list[tuple[_Part, list[int]]],
@@ -2181,7 +2220,8 @@ class _Reader(_ReaderChecks):
                 return []
             return [n]
         if (follow := _asset_follow_up(self.t, self.facts, part)) is not None or (
-                follow := _said_already(self.out, self.made_by_part, part)) is not None:  # fmt: skip
+                follow := _said_already(self.out, self.made_by_part, part)) is not None or (
+                follow := _bare_when(self.t, self.facts, part)) is not None:  # fmt: skip
             return follow  # "... What about ETH?", "... Yes or no.", "... with its tx hash"
         if part.condition and (part.hits or part.leftover or _CONDITION.search(part.text)):
             # A threshold no fact was read for is named, never dropped: a payment it gates

@@ -170,6 +170,17 @@ KIND_WORDS: tuple[KindWords, ...] = (
           "block containing", "block that contains", "block that included",
           "block … contains", "block … contained",
           needs_hash=True),
+    # When a transaction was mined: its block's timestamp, read through its receipt (the
+    # phrase's gap names the transaction, or "it" after one), never the head's time.
+    _kind("tx_time", "mining time", "tx",
+          *(f"{w} … {v}" for w in ("when was", "when were", "when did", "what time",
+                                   "time at which")
+            for v in ("mined", "included", "confirmed")),
+          *(f"when … {w} {v}" for w in ("was", "were")
+            for v in ("mined", "included", "confirmed")),
+          "time … was mined", "timestamp of … transaction",
+          "transaction's timestamp", "transaction timestamp", "tx timestamp",
+          needs_hash=True),
     # A block asked by when it was mined, with no transaction: "which block was mined
     # most recently" is the head's number, not its time.
     _kind("block_number", "block number", "none",

@@ -215,6 +215,11 @@ def usdc_address(ctx: ToolContext) -> str:
     return checksum_address(usdc)
 
 
+def _utc(ts: int) -> str:
+    """A unix timestamp as UTC in ISO 8601 ("2026-12-06T23:46:13Z")."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 async def _read(fn: Callable[[], T]) -> T:
     """Run a blocking chain read off the event loop; chain errors pass through unchanged."""
     return await asyncio.to_thread(fn)
@@ -311,7 +316,7 @@ class BlockInfoTool(_FreeRead[BlockArgs]):
         number, ts = int(block["number"]), int(block["timestamp"])
         used, limit = int(block["gasUsed"]), int(block["gasLimit"])
         txs = len(block.get("transactions", []))
-        iso = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        iso = _utc(ts)
         share = _share(used, limit)
         full = (f"{share:f}% full, rounded half up to 2 places" if share is not None
                 else "no share: its gas limit is 0")  # fmt: skip
@@ -484,9 +489,10 @@ class TokenInfoTool(_FreeRead[TokenArgs]):
 class TxReceiptTool(_FreeRead[TxArgs]):
     name = "tx_receipt"
     free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=16_384)
-    description = "Status (success/reverted) and gas used of a mined transaction."
+    description = ("Status (success/reverted), gas used, block and time (its block's "
+                   "timestamp) of a mined transaction.")
     args_model = TxArgs
-    facts = ("tx_status", "tx_gas_used", "tx_block")
+    facts = ("tx_status", "tx_gas_used", "tx_block", "tx_time")
 
     async def run(self, args: TxArgs, ctx: ToolContext) -> Observation:
         receipt = await _read(lambda: ctx.chain.receipt(args.tx_hash))
@@ -504,20 +510,24 @@ class TxReceiptTool(_FreeRead[TxArgs]):
                 "yet. Fix: try again after the next block."
             )
         status = "success" if receipt.status == 1 else "reverted"
+        # When it was mined: the timestamp of the block its receipt names, that block read.
+        mined_at = await _read(lambda: ctx.chain.block_timestamp(receipt.block_number))
         return self._obs(
-            f"tx {receipt.tx_hash[:10]}… {status} in block {receipt.block_number}, "
-            f"gas used {receipt.gas_used}",
+            f"tx {receipt.tx_hash[:10]}… {status} in block {receipt.block_number} at "
+            f"{mined_at} ({_utc(mined_at)}), gas used {receipt.gas_used}",
             {
                 "tx_hash": receipt.tx_hash,
                 "status": status,
                 "block_number": receipt.block_number,
                 "gas_used": receipt.gas_used,
+                "block_timestamp": mined_at,
+                "time_utc": _utc(mined_at),
                 "effective_gas_price_wei": receipt.effective_gas_price,
                 "from": receipt.sender,
                 "to": receipt.to,
             },
             {"tx_status": status, "tx_gas_used": str(receipt.gas_used),
-             "tx_block": str(receipt.block_number)},
+             "tx_block": str(receipt.block_number), "tx_time": str(mined_at)},
         )
 
 

@@ -109,8 +109,17 @@ def test_the_block_a_transaction_was_mined_in_is_its_receipts(devnet) -> None:  
     assert out["returncode"] == 0 and out["finished"], out["answer"]
     assert f"block of {tx}: {mined} (observed" in out["answer"], (mined, out["answer"])
     assert "timestamp" not in out["answer"], out["answer"]
+    # When it was mined is its block's time, read through the receipt, never the head's
+    # (outside round 22, RE5, had it declined with a status line nobody asked).
+    stamp = int(w3.eth.get_block(mined)["timestamp"])
+    w3.provider.make_request("evm_mine", [stamp + 500])  # a later head  # type: ignore[arg-type]
     when = run_json(home, f"When was transaction {tx} mined?")
-    assert when["returncode"] == 1 and "which block it was mined in" in when["answer"], when
+    assert when["returncode"] == 0 and when["finished"], when["answer"]
+    assert f"mining time of {tx}: {stamp} (unix seconds; " in when["answer"], when["answer"]
+    assert "status" not in when["answer"], when["answer"]
+    both = run_json(home, f"Which block was {tx} mined in, and when?")
+    assert both["returncode"] == 0 and f"block of {tx}: {mined} (observed" in both["answer"]
+    assert f"mining time of {tx}: {stamp} (unix" in both["answer"], both["answer"]
 
 
 def test_the_outside_testers_round_21_answers_read_as_answers(devnet) -> None:  # type: ignore[no-untyped-def]

@@ -172,10 +172,13 @@ def test_the_services_token_only_rechecks_once_agents_hold_task_tokens(judge: Ju
     nothing else, for any task."""
     from judge.errors import TaskScopeRefused
 
+    # Which token may ask what, not how fast: a slow answer on a loaded machine (a 1 s
+    # read timeout, exceeded at load 7 in one CI run) is no answer to this test.
+    slow_ok = 10.0
     with JudgeServer(judge, token="services-token", admin_token="admin-token") as server:
-        admin = JudgeClient(server.url, token="admin-token")
-        agent = JudgeClient(server.url, token=admin.task_token(TASK.task_id))
-        services = JudgeClient(server.url, token="services-token")
+        admin = JudgeClient(server.url, token="admin-token", timeout_s=slow_ok)
+        agent = JudgeClient(server.url, token=admin.task_token(TASK.task_id), timeout_s=slow_ok)
+        services = JudgeClient(server.url, token="services-token", timeout_s=slow_ok)
         verdict = agent.decide(request(transfer(SELLER, 100_000)))
         assert verdict.decision == "approve"
         for call in (lambda: services.decide(request(transfer(SELLER, 100_000, nonce=2))),
@@ -189,7 +192,7 @@ def test_the_services_token_only_rechecks_once_agents_hold_task_tokens(judge: Ju
         services.recheck(verdict)  # the wallet's re-check: consumes the approval
         assert services.address == judge.address  # /health takes no token
     with JudgeServer(judge, token="services-token") as server:  # a bare `nib judge serve`:
-        bare = JudgeClient(server.url, token="services-token")  # no task tokens, one token
+        bare = JudgeClient(server.url, token="services-token", timeout_s=slow_ok)  # one token
         assert bare.decide(request(transfer(SELLER, 100_000, nonce=3))).decision == "approve"
 
 

@@ -44,14 +44,27 @@ def test_a_pronoun_after_the_transaction_asks_its_block() -> None:
 
 
 @pytest.mark.parametrize(
-    "task",
+    ("task", "asked"),
     [
-        f"When was transaction {H} mined?",
-        f"What was the base fee when {H} was mined?",
-        f"Did transaction {H} succeed? When was it mined?",
-        f"At what time was {H} mined?",
+        (f"When was transaction {H} mined?", [("tx_time", H, False)]),
+        (f"When was {H} mined?", [("tx_time", H, False)]),
+        (f"At what time was {H} mined?", [("tx_time", H, False)]),
+        (f"At what time was tx {H} included?", [("tx_time", H, False)]),
+        (f"Did transaction {H} succeed? When was it mined?",
+         [("tx_status", H, False), ("tx_time", H, False)]),
+        (f"Which block was {H} mined in, and when?", [("tx_block", H, False), ("tx_time", H, False)]),
+        (f"When was {H} mined? Give me the UTC time.", [("tx_time", H, False)]),
     ],
-)
+)  # fmt: skip
+def test_when_a_transaction_was_mined_is_its_blocks_time_read_through_its_receipt(
+    task: str, asked: list[tuple[str, str | None, bool]]
+) -> None:
+    # Outside round 22 (RE5): "When was transaction 0x... mined?" was declined, with a
+    # status line nobody asked; "..., and when?" was dropped at exit 0.
+    assert _items(task) == asked, extract_checklist(task)
+
+
+@pytest.mark.parametrize("task", [f"What was the base fee when {H} was mined?"])
 def test_a_block_fact_of_a_transactions_block_is_declined_never_the_heads(task: str) -> None:
     items = extract_checklist(task)
     read = [(i.get("kind"), (i.get("params") or {}).get("block")) for i in items
@@ -69,6 +82,10 @@ def test_a_block_fact_of_a_transactions_block_is_declined_never_the_heads(task: 
         ("When was block 5 mined?", [("block_timestamp", "5", False)]),
         (f"Did {H} succeed? What time was block 3 mined?",
          [("tx_status", H, False), ("block_timestamp", "3", False)]),
+        (f"Did {H} succeed? When was block 3 mined?",
+         [("tx_status", H, False), ("block_timestamp", "3", False)]),
+        ("What is the base fee of block 5, and when?",
+         [("base_fee_gwei", "5", False), ("block_timestamp", "5", False)]),
         (f"What is the gas used by {H}? And what is the base fee?",
          [("tx_gas_used", H, False), ("base_fee_gwei", None, False)]),
         (f"Did {H} succeed, and what is the base fee?",

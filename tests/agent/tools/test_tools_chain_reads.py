@@ -286,9 +286,13 @@ def test_receipt_and_transfers_after_a_real_transfer(
     ctx = make_ctx()
     obs = run(TxReceiptTool(), {"tx_hash": tx_hash.upper().replace("0X", "0x")}, ctx)
     receipt = chain.w3.eth.get_transaction_receipt(tx_hash)
+    mined_at = chain.w3.eth.get_block(receipt["blockNumber"])["timestamp"]
     assert obs.facts == {"tx_status": "success", "tx_gas_used": str(receipt["gasUsed"]),
-                         "tx_block": str(receipt["blockNumber"])}
+                         "tx_block": str(receipt["blockNumber"]), "tx_time": str(mined_at)}
     assert obs.data["block_number"] == receipt["blockNumber"]
+    chain.rpc("evm_mine", [mined_at + 100])  # a later head: its time is no answer here
+    again = run(TxReceiptTool(), {"tx_hash": tx_hash}, ctx)
+    assert again.facts["tx_time"] == str(mined_at), again.facts
 
     seller = dev_account(SELLER).address
     obs = run(TokenTransfersTool(), {"address": seller, "blocks": 5}, ctx)

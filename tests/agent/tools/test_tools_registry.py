@@ -51,6 +51,7 @@ FREE_FACTS = {
     "tx_status",
     "tx_gas_used",
     "tx_block",
+    "tx_time",
     "transfer_count",
     "usdc_sent_total",
     "usdc_received_total",
