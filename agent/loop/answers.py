@@ -213,7 +213,9 @@ def item_line(item: Mapping[str, object]) -> str:
         if item.get("kind") == "condition" and value in _VERDICTS:
             value = _VERDICTS[value]
         shown = fit_line(value, _VALUE_CHARS)
-        return f"{_label_in_unit(text, shown)}: {shown} (derived: {item.get('computation')})"
+        # Its inputs read at one latest block: "(derived at block 7, the latest: ...)".
+        at = f" at block {item['read_at']}, the latest" if item.get("read_at") else ""
+        return f"{_label_in_unit(text, shown)}: {shown} (derived{at}: {item.get('computation')})"
     shown = asked_value(item)
     params = item.get("params")
     block = params.get("block") if isinstance(params, Mapping) else None

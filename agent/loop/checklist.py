@@ -325,6 +325,9 @@ def _derived(item: ChecklistItem, by_id: Mapping[str, ChecklistItem]) -> Checkli
         return None
     values = [n for n in numbers if n is not None]
     op = str(item.params.get("op", ""))
+    # Values read at one latest block are computed at that block: the line names it too.
+    read_at = {i.read_at for i in inputs}
+    at = read_at.pop() if len(read_at) == 1 else None
     if item.kind == "comparison" and len(inputs) == 1 and op == "unit":
         # "in cents": a unit the tool does not state, computed from the value it does.
         src, unit = inputs[0], str(item.params.get("unit", ""))
@@ -333,20 +336,22 @@ def _derived(item: ChecklistItem, by_id: Mapping[str, ChecklistItem]) -> Checkli
             return None
         own = with_own_unit(src.kind or "", src.value or "")
         return replace(item, covered=True, value=f"{converted} ({own})", provenance="derived",
-                       computation=f"{src.id} {own} = {converted}")  # fmt: skip
+                       computation=f"{src.id} {own} = {converted}", read_at=at)  # fmt: skip
     if item.kind == "comparison" and len(inputs) >= 2 and op in _AGGREGATE:
         found = _AGGREGATE[op](inputs, values, item.params)
         if found is None:
             return None
         value, comp = found
-        return replace(item, covered=True, value=value, provenance="derived", computation=comp)
+        return replace(item, covered=True, value=value, provenance="derived", computation=comp,
+                       read_at=at)  # fmt: skip
     if item.kind == "condition" and len(inputs) == 1 and op in _OPS:
         threshold = leading_number(str(item.params.get("than", "")))
         if threshold is None:
             return None
         truth = "true" if _OPS[op](values[0], threshold) else "false"
         comp = f"{inputs[0].id} {values[0]} {op} {threshold} = {truth}"
-        return replace(item, covered=True, value=truth, provenance="derived", computation=comp)
+        return replace(item, covered=True, value=truth, provenance="derived", computation=comp,
+                       read_at=at)  # fmt: skip
     return None
 
 

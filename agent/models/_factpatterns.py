@@ -1296,6 +1296,8 @@ def _asset_follow_up(t: _Task, facts: _FactItems, part: _Part) -> list[int] | No
     why = None
     if prev is None or not kinds <= _BALANCE_KINDS:
         why = "no question before it asked a balance"
+    elif prev.leftover or prev.modifier:
+        why = f"the question before it ({_clip(prev.text)!r}) was not read in full"
     elif kinds == {kind}:
         why = f"the question before it asked the {_other_token(t, prev, kind) or m.group(1).upper()} balance"
     if why is not None or prev is None:

@@ -7,6 +7,7 @@ blocks" that named no block (Q7) and a yes/no question answered with the value a
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -130,3 +131,24 @@ def test_a_condition_answers_yes_or_no() -> None:
     done = Checklist((source, cond)).derive().items[1]
     assert done.value == "false"  # what gates an order reads, unchanged
     assert item_line(done.as_dict()) == f"USDC balance of {A} > 0 usdc: no (derived: c1 0.00 > 0 = false)"
+
+
+@pytest.mark.parametrize(
+    ("read_at", "said"),
+    [(("7", "7"), " at block 7, the latest"), (("7", "8"), ""), ((None, None), "")],
+)
+def test_a_value_computed_from_values_of_one_latest_block_names_that_block(
+    read_at: tuple[str | None, str | None], said: str
+) -> None:
+    # Outside rounds 21 and 22: "10000 + 10000 = 20000 ETH" named no block while its
+    # inputs did; inputs read at two heads name none (no one block is true of both).
+    a, b = (replace(_value(n, "eth_balance", h, "10000 ETH"), read_at=at)
+            for n, h, at in ((1, A, read_at[0]), (2, B, read_at[1])))  # fmt: skip
+    total = ChecklistItem(id="c3", text="combined ETH balance", kind="comparison",
+                          params={"of": "c1,c2", "op": "sum"})  # fmt: skip
+    cond = ChecklistItem(id="c4", text=f"ETH balance of {A} > 0 eth", kind="condition",
+                         params={"of": "c1", "op": ">", "than": "0"})  # fmt: skip
+    done = Checklist((a, b, total, cond)).derive().items
+    assert f"(derived{said}: " in item_line(done[2].as_dict()), item_line(done[2].as_dict())
+    one = " at block 7, the latest" if read_at[0] == "7" else ""
+    assert item_line(done[3].as_dict()).startswith(f"ETH balance of {A} > 0 eth: yes (derived{one}: ")

@@ -111,6 +111,8 @@ def test_a_follow_up_takes_the_combined_value_of_the_question_before_it() -> Non
         ("What's my DAI balance? What about USDC?", "asked the DAI balance"),
         (f"What is the total USDC sent by {C}? What about ETH?",
          "no question before it asked a balance"),
+        (f"What is the combined ETH of {W} and {C}? Do they hold any USDC? What about ETH?",
+         "was not read in full"),
     ],
 )  # fmt: skip
 def test_a_follow_up_it_cannot_read_is_named_never_dropped(task: str, why: str) -> None:
