@@ -987,6 +987,7 @@ class _Task:
         self._read_bare_facts()
         _read_shaping_parts(self)
         self._merge_subject_only_parts()
+        _pronoun_holders(self)
         self._settle_aggregates()
         self._continue_conditions()
         self._mark_again()
@@ -1378,6 +1379,28 @@ def _said_already(out: _Builder, made_by_part: list[tuple[_Part, list[int]]],
         return [out.cannot(part.text, f"{text!r} asks {wants} of the question before it, and "
                            f"the offline planner states it only in the answer to {which}")]  # fmt: skip
     return None
+
+
+_THEY = frozenset({"they", "them", "their", "theirs"})
+
+
+def _pronoun_holders(t: _Task) -> None:
+    """ "How much ETH do 0xA and 0xB hold? Do they hold any USDC?": an account fact asked of
+    "they"/"them"/"their" is asked of the holders of the nearest question before it that
+    named holders (outside round 23's follow-ups were declined on 'they'). With no such
+    question, the pronoun stays unread and the part is declined as before."""
+    for n, part in enumerate(t.parts):
+        said = part.leftover & _THEY
+        if (not said or part.subjects or part.mine or not part.hits or part.leftover - _THEY
+                or part.candidate is not None or _COMPARE_MAX.search(part.text)
+                or _COMPARE_MIN.search(part.text)
+                or any(h[1].subject != "account" for h in part.hits)):  # fmt: skip
+            continue  # "which of them has more": a comparison of them is declined as before
+        before = [p for p in t.parts[:n] if (p.subjects or p.mine) and p.hits
+                  and all(h[1].subject == "account" for h in p.hits)]  # fmt: skip
+        if before:
+            part.subjects, part.mine = list(before[-1].subjects), list(before[-1].mine)
+            part.leftover = set()
 
 
 def _asks_any(t: _Task, part: _Part) -> bool:
@@ -2002,10 +2025,11 @@ class _ReaderChecks:
         """The values a yes/no "any" question asks of, and for each the condition that it
         is above 0 (the answer says yes or no first; outside test 21, Q3, gave the balance
         alone; round 22 got no yes or no for "Do 0xA and 0xB hold any USDC?"). A part
-        reading other than values reads its facts, as before; so do more values than the
-        checklist holds with a yes or no each (the balances alone answer it)."""
+        reading other than values reads its facts, as before; so do values whose yes or no
+        would not fit in the checklist beside what is asked already (the balances alone
+        answer it)."""
         made = self.facts.facts(part)
-        if not made or 2 * len(made) > MAX_ITEMS or any(
+        if not made or len(self.out.items) + len(made) > MAX_ITEMS or any(
                 self.out.items[n].get("kind") not in VALUE_UNITS for n in made):  # fmt: skip
             return made
         return [*made, *(self.out.add({

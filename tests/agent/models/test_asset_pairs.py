@@ -111,8 +111,7 @@ def test_a_follow_up_takes_the_combined_value_of_the_question_before_it() -> Non
         ("What's my DAI balance? What about USDC?", "asked the DAI balance"),
         (f"What is the total USDC sent by {C}? What about ETH?",
          "no question before it asked a balance"),
-        (f"What is the combined ETH of {W} and {C}? Do they hold any USDC? What about ETH?",
-         "was not read in full"),
+        (f"What is the average USDC balance of {C}? What about ETH?", "was not read in full"),
     ],
 )  # fmt: skip
 def test_a_follow_up_it_cannot_read_is_named_never_dropped(task: str, why: str) -> None:
@@ -192,3 +191,28 @@ def test_a_token_fact_of_the_usdc_at_an_address_is_no_balance() -> None:
     for task in (f"What is the name of the USDC of {token}?",
                  f"What is the total supply of the USDC in {token}?"):  # fmt: skip
         assert "usdc_balance" not in [i["kind"] for i in extract_checklist(task)], task
+
+
+@pytest.mark.parametrize(
+    ("task", "want"),
+    [
+        (f"How much ETH do {W} and {B} hold? Do they hold any USDC?",
+         [("eth_balance", W), ("eth_balance", B), ("usdc_balance", W), ("usdc_balance", B)]),
+        (f"What is the USDC balance of {W} and {B}? And what is their ETH balance?",
+         [("usdc_balance", W), ("usdc_balance", B), ("eth_balance", W), ("eth_balance", B)]),
+        (f"How much ETH do my wallet and {B} hold? How much USDC do they have?",
+         [("eth_balance", "self"), ("eth_balance", B), ("usdc_balance", "self"),
+          ("usdc_balance", B)]),
+    ],
+)  # fmt: skip
+def test_they_after_a_question_naming_holders_are_those_holders(
+    task: str, want: list[tuple[str, str]]
+) -> None:
+    assert _held(task) == want, extract_checklist(task)
+
+
+@pytest.mark.parametrize("task", ["Do they hold any USDC?",
+                                  "What is the base fee? How much USDC do they have?"])  # fmt: skip
+def test_they_with_no_holders_named_before_is_declined(task: str) -> None:
+    items = extract_checklist(task)
+    assert items[-1]["kind"] is None and "'they'" in str(items[-1]["unanswerable"]), items
