@@ -498,12 +498,26 @@ _RESTATING = _p(r"(?:^|(?<=[.?!;,]))\s*(?:i\s+mean|in\s+other\s+words|i\.e\.|tha
                 r"|to\s+be\s+(?:clear|precise)(?=\s*,))\s*[,:]?")
 
 
+#: The phrases a restatement names its fact by (the bare "transaction"/"tx" is none).
+_RESTATED_FACT = tuple(fp.pattern for fp in FACT_PATTERNS if not fp.pattern.fullmatch("transaction"))
+
+
+def _restatement(m: re.Match[str]) -> str:
+    """The lead words of a restatement dropped when the clause after them names a fact of
+    its own ("I mean what share of its gas limit was used"): it is read as any question.
+    A correction naming only another subject ("I mean 0xF", "To be clear, 0x<hash>") keeps
+    them, so it is declined by name: read as a restatement, the first subject's answer was
+    given for it at exit 0 (outside round 23)."""
+    clause = re.split(r"[.?!;]", m.string[m.end() :], maxsplit=1)[0]
+    return " " if any(p.search(clause) for p in _RESTATED_FACT) else m.group(0)
+
+
 def drop_pleasantries(task: str) -> str:
     """``task`` without a greeting before it, thanks after it, or the lead words of a
-    restatement (``_RESTATING``); the rest unchanged."""
+    restatement (``_restatement``); the rest unchanged."""
     for regex in _PLEASANTRIES:
         task = regex.sub(lambda m: "." if m.group(0)[:1] in ".!?;," else "", task, count=1)
-    return _RESTATING.sub(" ", task)
+    return _RESTATING.sub(_restatement, task)
 
 
 #: Words describing a seller its URL names ("the MCP seller at http://h/mcp", "the x402
@@ -1272,8 +1286,9 @@ _FOLLOW_UP = ("the offline planner reads no fact in a follow-up naming only what
 #: ("How much USDC does 0xA hold? What about ETH?", "..., and how about their ether
 #: balances?"): the same holders' balances of that asset.
 _ASSET_FOLLOW_UP = re.compile(
-    r"(?:and\s+)?(?:what|how)\s+about\s+(?:(?:its|their|the|my|our|his|her)\s+)?"
-    r"(eth|ether|usdc)(?:\s+(?:balances?|holdings?))?(?:\s+(?:too|then|instead|as\s+well))?",
+    r"(?P<lead>and\s+(?:(?:what|how)\s+about\s+)?|(?:what|how)\s+about\s+)?"
+    r"(?P<whose>(?:its|their|his|her)\s+)?(?:(?:the|my|our)\s+)?"
+    r"(?P<a>eth|ether|usdc)(?:\s+(?:balances?|holdings?))?(?:\s+(?:too|then|instead|as\s+well))?",
     re.I,
 )
 _BALANCE_KINDS = frozenset({"usdc_balance", "eth_balance"})
@@ -1287,9 +1302,9 @@ def _asset_follow_up(t: _Task, facts: _FactItems, part: _Part) -> list[int] | No
     other question, or asking what that question asked already, is declined by name.
     None when ``part`` is no asset follow-up."""
     m = _ASSET_FOLLOW_UP.fullmatch(part.text.strip(" ?!.,"))
-    if m is None or part.condition:
-        return None
-    kind = "usdc_balance" if m.group(1).lower() == "usdc" else "eth_balance"
+    if m is None or part.condition or not (m["lead"] or m["whose"]):
+        return None  # a bare "ETH." may say how to present a value: not read here
+    kind = "usdc_balance" if m["a"].lower() == "usdc" else "eth_balance"
     before = [p for p in t.parts if p.start < part.start and p.hits
               and not p.condition and not _SEND.search(p.text)]  # fmt: skip
     prev = before[-1] if before else None
@@ -1300,7 +1315,7 @@ def _asset_follow_up(t: _Task, facts: _FactItems, part: _Part) -> list[int] | No
     elif prev.leftover or prev.modifier:
         why = f"the question before it ({_clip(prev.text)!r}) was not read in full"
     elif kinds == {kind}:
-        why = f"the question before it asked the {_other_token(t, prev, kind) or m.group(1).upper()} balance"
+        why = f"the question before it asked the {_other_token(t, prev, kind) or m['a'].upper()} balance"
     if why is not None or prev is None:
         return [facts.out.cannot(part.text, "the offline planner reads a follow-up naming only "
                                  "an asset ('What about ETH?') as the balances of that asset "
@@ -1401,6 +1416,46 @@ def _pronoun_holders(t: _Task) -> None:
         if before:
             part.subjects, part.mine = list(before[-1].subjects), list(before[-1].mine)
             part.leftover = set()
+
+
+def _own_hash(t: _Task, part: _Part, start: int, end: int) -> str | None:
+    """The transaction a part's fact is of: a hash of its own part first ("Did 0xA succeed?
+    I mean 0xB." asks of 0xA there); with none, "it" is the last one said before it ("...,
+    and how much gas did it use? Then 0xB."); else the nearest."""
+    own = [(at, h) for at, h in t.hashes if part.start <= at < part.start + len(part.text)]
+    if own:
+        return _nearest(own, start, end)
+    before = [h for at, h in t.hashes if at < part.start]
+    if before and _TX_PRONOUN.search(part.text):
+        return before[-1]
+    return _nearest(t.hashes, start, end)
+
+
+def _follow_up(t: _Task, facts: _FactItems, made_by_part: list[tuple[_Part, list[int]]],
+               part: _Part) -> list[int] | None:
+    """The items of a part that asks again of the question before it (an asset, "yes or
+    no", its hash, "when"), or None when it is no such part."""
+    for found in (lambda: _asset_follow_up(t, facts, part),
+                  lambda: _said_already(facts.out, made_by_part, part),
+                  lambda: _bare_when(t, facts, part)):  # fmt: skip
+        made = found()
+        if made is not None:
+            return made
+    return None
+
+
+def _unread_part(out: _Builder, part: _Part) -> list[int]:
+    """A part no reading took: named when it asks anything ("What about ETH?", a subject
+    with no fact: "...? Also 0xF." was dropped at exit 0), else nothing."""
+    if ADDRESS.search(part.text) and not part.subjects:
+        return []  # "... of 0xS and what about 0xF?": its address was read with another part
+    if _WHAT_ABOUT.search(part.text):
+        return [out.cannot(part.text, _FOLLOW_UP)]
+    if part.subjects or TX_HASH.search(part.text):
+        return [out.cannot(part.text, "the offline planner did not read which fact the task "
+                           "asks of it here; name the fact in this part ('the USDC balance "
+                           "of 0xF')")]  # fmt: skip
+    return []
 
 
 def _asks_any(t: _Task, part: _Part) -> bool:
@@ -1627,7 +1682,8 @@ class _FactItems:
             label = f"{fp.label} of {token}" if token else f"{fp.label} of USDC"
             return [self.out.add({"text": label, "kind": fp.kind, "params": params})]
         if fp.subject == "tx":
-            tx = _nearest(self.t.hashes, start, end)
+            # A hash of its own part first: "Did 0xA succeed? I mean 0xB." asks of 0xA here.
+            tx = _own_hash(self.t, part, start, end)
             if tx is None:
                 return [self.out.cannot(fp.label, "the task gives no transaction hash")]
             params["tx_hash"] = tx
@@ -2046,7 +2102,9 @@ class _ReaderChecks:
             if cut:  # "the total USDC of five addresses": each value and the total are items
                 n = len(_refs((cut[0].get("params") or {}).get("of")))
                 why += (f"; {cut[0]['text']!r} over {n} values needs {n + 1} items (each value "
-                        f"and the result): ask it over at most {max_items - 1} addresses")
+                        "and the result): " + (f"ask it over at most {max_items - 1} addresses"
+                        if n + 1 > max_items else "ask it in a question of its own (this "
+                        f"task asks {len(items)} items)"))  # fmt: skip
             items = items[: max_items - 1] + [{
                 "text": _clip(rest), "kind": None, "unanswerable": why,
             }]  # fmt: skip
@@ -2245,10 +2303,8 @@ class _Reader(_ReaderChecks):
                 gates.append(n)  # an order it gates waits on it: never made
                 return []
             return [n]
-        if (follow := _asset_follow_up(self.t, self.facts, part)) is not None or (
-                follow := _said_already(self.out, self.made_by_part, part)) is not None or (
-                follow := _bare_when(self.t, self.facts, part)) is not None:  # fmt: skip
-            return follow  # "... What about ETH?", "... Yes or no.", "... with its tx hash"
+        if (follow := _follow_up(self.t, self.facts, self.made_by_part, part)) is not None:
+            return follow  # "... What about ETH?", "... Yes or no.", "... and when?"
         if part.condition and (part.hits or part.leftover or _CONDITION.search(part.text)):
             # A threshold no fact was read for is named, never dropped: a payment it gates
             # would otherwise be proposed as if unconditional.
@@ -2306,8 +2362,8 @@ class _Reader(_ReaderChecks):
             # 0xB", "Also 0.02 USDC to 0xB.") is named as not done, never dropped.
             self.out.cannot(part.text, "the offline planner reads a payment only as "
                             "'send N USDC to 0x...'")  # fmt: skip
-        elif _WHAT_ABOUT.search(part.text):  # "... What about ETH?": named, never dropped
-            self.out.cannot(part.text, _FOLLOW_UP)
+        else:
+            return _unread_part(self.out, part)
         return []
 
     def _grouped(self, part: _Part) -> str | None:

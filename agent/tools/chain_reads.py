@@ -591,9 +591,12 @@ class TokenTransfersTool(_FreeRead[TransfersArgs]):
         top = max(logs, key=lambda log: log.value, default=None)
         largest = None if top is None else rows[logs.index(top)]
         if top is not None:
+            ties = sum(1 for log in logs if log.value == top.value)
             facts["transfer_max"] = (
                 f"{format_usdc(top.value, ctx.network.decimals)} from {top.sender} to "
                 f"{top.recipient} in block {top.block_number} (tx {top.tx_hash})"
+                # A tie says so: which of the equal transfers is shown is no answer.
+                + (f"; a tie: {ties} transfers of this size, the first shown" if ties > 1 else "")
             )
         else:
             facts["transfer_max"] = f"none: no USDC transfers in blocks {first}..{last}"

@@ -184,6 +184,23 @@ def test_the_outside_testers_round_22_clauses_read_as_asked(devnet) -> None:  # 
     assert f"ETH balance of {wallet}: {eth} at block {head}" in both["answer"], both["answer"]
 
 
+def test_a_correction_is_never_answered_of_the_first_subject(devnet) -> None:  # type: ignore[no-untyped-def]
+    """Outside round 23: "What is the USDC balance of 0xS? I mean 0xF." answered 0xS's
+    balance alone at exit 0 (and eleven like it). The correction is named, exit 1; the
+    first subject's line names its own address."""
+    home, info = devnet
+    chain = ChainClient(info["rpc_url"], 31337)
+    other = "0x1b06A865289756e73349De1149deD50DE0DC2316"
+    out = run_json(home, f"What is the USDC balance of {info['wallet']}? I mean {other}.")
+    assert out["returncode"] == 1 and not out["finished"], out["answer"]
+    usdc = format_usdc(chain.token_balance(info["usdc"], info["wallet"]))
+    assert f"USDC balance of {info['wallet']}: {usdc} at block" in out["answer"], out["answer"]
+    assert f"I mean {other}: not answered" in out["answer"], out["answer"]
+    both = run_json(home, f"What is the USDC balance of {info['wallet']} and what about {other}?")
+    assert both["returncode"] == 0, both["answer"]
+    assert f"USDC balance of {other}: 0.00 USDC at block" in both["answer"], both["answer"]
+
+
 @pytest.fixture(scope="module")
 def market_devnet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     yield from own_devnet(tmp_path_factory, "paid-nothing-home")

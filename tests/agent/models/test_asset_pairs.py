@@ -80,6 +80,8 @@ def _held(task: str) -> list[tuple[str, str]]:
          [("eth_balance", C), ("usdc_balance", C)]),
         ("What is my USDC balance? How about ether?",
          [("usdc_balance", "self"), ("eth_balance", "self")]),
+        (f"How much USDC do {W} and {C} hold? And their ether?",
+         [("usdc_balance", W), ("usdc_balance", C), ("eth_balance", W), ("eth_balance", C)]),
         (f"What is the USDC balance of {W} and {C}? How about their ETH balances?",
          [("usdc_balance", W), ("usdc_balance", C), ("eth_balance", W), ("eth_balance", C)]),
         # Outside round 21 (q19): the DAI part is declined, the ETH follow-up is the wallet's.

@@ -85,3 +85,63 @@ def test_the_hash_of_the_largest_transfer_is_in_its_answer(task: str) -> None:
 def test_what_no_answer_before_it_states_is_declined_by_name(task: str, wants: str) -> None:
     items = extract_checklist(task)
     assert items[-1]["kind"] is None and wants in str(items[-1]["unanswerable"]), items
+
+
+F = "0x1b06A865289756e73349De1149deD50DE0DC2316"
+DEAD = "0x000000000000000000000000000000000000dEaD"
+H2 = "0x" + "cd" * 32
+
+
+@pytest.mark.parametrize(
+    ("task", "first"),
+    [
+        (f"What is the USDC balance of {B}? I mean {F}.", B),
+        (f"What is the USDC balance of {B}? I mean of {F}.", B),
+        (f"What is the USDC balance of {B}? To be clear, {F}.", B),
+        (f"What is the USDC balance of {B}? i.e. {F}.", B),
+        (f"What is the USDC balance of {B}? In other words, {F}.", B),
+        (f"Is there any USDC in {B}? I mean {F}.", B),
+        (f"Does {DEAD} hold any USDC? I mean {B}. Yes or no.", DEAD),
+        (f"How much ETH does my wallet have? I mean {F}.", "self"),
+        (f"What is my USDC balance? I mean {DEAD}.", "self"),
+        (f"When was {H} mined? I mean {H2}.", H),
+        (f"How much gas did {H} use? To be clear, {H2}.", H),
+        (f"Which block was {H} mined in? I mean {H2}.", H),
+        (f"Did {H} succeed? I mean {H2}.", H),
+        # A subject alone after a question, with no lead word: named, never dropped.
+        (f"What is the USDC balance of {B}? {F}.", B),
+        (f"What is the USDC balance of {B}? Also {F}.", B),
+    ],
+)
+def test_a_correction_naming_only_another_subject_is_declined_never_answered_of_the_first(
+    task: str, first: str
+) -> None:
+    # Outside round 23: twelve corrections were read as restatements and answered of the
+    # first subject alone at exit 0 ("USDC balance of S? I mean F." gave S's balance).
+    items = extract_checklist(task)
+    asked = [(i.get("params") or {}) for i in items if i.get("kind")]
+    assert all(first in (p.get("address"), p.get("tx_hash"), "self" if p.get("wallet") else None)
+               for p in asked if "of" not in p), items  # fmt: skip
+    later = F if first != H else H2
+    assert later not in str(asked), items
+    assert items[-1]["kind"] is None or any(i["kind"] is None for i in items), items
+
+
+def test_it_is_the_transaction_said_before_it_not_the_next_one() -> None:
+    items = extract_checklist(f"Did {H} succeed, and how much gas did it use? Then {H2}.")
+    assert [(i["kind"], (i.get("params") or {}).get("tx_hash")) for i in items] == [
+        ("tx_status", H), ("tx_gas_used", H), (None, None)], items  # fmt: skip
+
+
+def test_what_about_an_address_in_the_same_sentence_is_read_with_it() -> None:
+    items = extract_checklist(f"What is the USDC balance of {B} and what about {F}?")
+    assert [(i["kind"], i["params"]["address"]) for i in items] == [
+        ("usdc_balance", B), ("usdc_balance", F)], items  # fmt: skip
+
+
+def test_a_comparison_cut_by_the_checklist_says_how_to_ask_it() -> None:
+    items = extract_checklist(f"What is the combined USDC balance of my wallet and {F}? "
+                              "What about ETH?")  # fmt: skip
+    why = str(items[-1]["unanswerable"])
+    assert "ask it in a question of its own (this task asks 6 items)" in why, why
+    assert "at most 4 addresses" not in why, why

@@ -327,6 +327,22 @@ def test_receipt_and_transfers_after_a_real_transfer(
         run(TokenTransfersTool(), {"from_block": mined, "to_block": mined + 1000}, ctx)
 
 
+def test_the_largest_transfer_says_when_it_is_a_tie(
+    chain: Any, make_ctx: Callable[..., ToolContext]
+) -> None:
+    # Outside round 23: of three equal largest transfers one was named, with no word of a tie.
+    first = chain.w3.eth.block_number + 1
+    hashes = [transfer(chain.w3, chain.usdc, dev_account(AGENT), dev_account(SELLER).address,
+                       777_000) for _ in range(3)]  # fmt: skip
+    obs = run(TokenTransfersTool(), {"from_block": first, "to_block": chain.w3.eth.block_number},
+              make_ctx())  # fmt: skip
+    assert obs.facts["transfer_max"].startswith("0.777 USDC from "), obs.facts
+    assert f"(tx {hashes[0]}); a tie: 3 transfers of this size, the first shown" in \
+        obs.facts["transfer_max"], obs.facts
+    one = run(TokenTransfersTool(), {"from_block": first, "to_block": first}, make_ctx())
+    assert "tie" not in one.facts["transfer_max"], one.facts
+
+
 def test_usdc_totals_sum_the_transfer_logs_each_way(
     chain: Any, make_ctx: Callable[..., ToolContext]
 ) -> None:
