@@ -1203,7 +1203,7 @@ def _read_shaping_parts(t: _Task) -> None:
     for n, part in enumerate(t.parts):
         words = _WORD.findall(part.text.lower())
         if (part.hits or part.subjects or part.condition or not words or _SEND.search(part.text)
-                or re.search(r"\d", part.text)
+                or re.search(r"\d", part.text) or _asks_an_asset(t, part)
                 or not set(words) <= _SHAPE_WORDS | set(_SHAPE_UNITS)):  # fmt: skip
             continue
         if runs and runs[-1][-1] == n - 1 and t.parts[n - 1].sentence == part.sentence:
@@ -1295,6 +1295,20 @@ _BALANCE_KINDS = frozenset({"usdc_balance", "eth_balance"})
 _LIST_JOIN = re.compile(r"\s*(?:,\s*)?(?:(?:and|or|&)\s+)?(?:of\s+|for\s+)?", re.I)
 
 
+def _after_and(t: _Task, part: _Part) -> bool:
+    """Whether ``part`` is said after an "and" the parts were split at ("... ? And ETH?")."""
+    return bool(re.search(r"\band\s*\Z", t.task[: part.start], re.I))
+
+
+def _asks_an_asset(t: _Task, part: _Part) -> bool:
+    """ "What is my USDC balance? And ETH?": an asset after "and", following a question of
+    balances, asks that asset's balances (``_asset_follow_up``); no unit to present."""
+    m = _ASSET_FOLLOW_UP.fullmatch(part.text.strip(" ?!.,"))
+    before = [p for p in t.parts if p.start < part.start and p.hits]
+    return bool(m and _after_and(t, part) and before
+                and {h[1].kind for h in before[-1].hits} <= _BALANCE_KINDS)  # fmt: skip
+
+
 def _asset_follow_up(t: _Task, facts: _FactItems, part: _Part) -> list[int] | None:
     """The items of an asset follow-up (``_ASSET_FOLLOW_UP``): the balances of that asset
     of the holders the nearest question before it asked balances of, after those, in the
@@ -1302,7 +1316,7 @@ def _asset_follow_up(t: _Task, facts: _FactItems, part: _Part) -> list[int] | No
     other question, or asking what that question asked already, is declined by name.
     None when ``part`` is no asset follow-up."""
     m = _ASSET_FOLLOW_UP.fullmatch(part.text.strip(" ?!.,"))
-    if m is None or part.condition or not (m["lead"] or m["whose"]):
+    if m is None or part.condition or not (m["lead"] or m["whose"] or _asks_an_asset(t, part)):
         return None  # a bare "ETH." may say how to present a value: not read here
     kind = "usdc_balance" if m["a"].lower() == "usdc" else "eth_balance"
     before = [p for p in t.parts if p.start < part.start and p.hits

@@ -80,6 +80,7 @@ def _held(task: str) -> list[tuple[str, str]]:
          [("eth_balance", C), ("usdc_balance", C)]),
         ("What is my USDC balance? How about ether?",
          [("usdc_balance", "self"), ("eth_balance", "self")]),
+        ("What is my USDC balance? And ETH?", [("usdc_balance", "self"), ("eth_balance", "self")]),
         (f"How much USDC do {W} and {C} hold? And their ether?",
          [("usdc_balance", W), ("usdc_balance", C), ("eth_balance", W), ("eth_balance", C)]),
         (f"What is the USDC balance of {W} and {C}? How about their ETH balances?",
@@ -218,3 +219,9 @@ def test_they_after_a_question_naming_holders_are_those_holders(
 def test_they_with_no_holders_named_before_is_declined(task: str) -> None:
     items = extract_checklist(task)
     assert items[-1]["kind"] is None and "'they'" in str(items[-1]["unanswerable"]), items
+
+
+def test_and_an_asset_after_a_question_of_no_balance_presents_its_value() -> None:
+    # "What is the base fee? And ETH?": the fee in ETH, as before (no balance asked).
+    items = extract_checklist("What is the base fee? And ETH?")
+    assert [i["kind"] for i in items] == ["base_fee_gwei", "comparison"], items
