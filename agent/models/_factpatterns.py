@@ -552,6 +552,9 @@ _ASSET_OF_HOLDER = re.compile(
     r"(?=(?:my|our)\s+(?:wallet|address|account)\b|(?:the\s+)?agent['’]?s\s+wallet\b"
     r"|0x[0-9a-fA-F]{40}(?![0-9a-fA-F]))", re.I)
 
+_BLOCK_AND_TIME = re.compile(
+    r"\b(?P<w>which|what)\s+block\s+and\s+(?:what\s+|which\s+)?time\s+(?P<v>was|were|did)\s+"
+    r"(?P<x>[^?.!;,]+?)\s+(?P<m>mined|included|confirmed|get\s+mined)(?:\s+(?:at|in|on))?\b", re.I)
 _ASKS_WHEN = re.compile(
     r"\b(tell\s+me|show\s+me|(?:i|we)\s+(?:want|need|would\s+like)\s+to\s+know|find\s+out|"
     r"check|say)\s+when\b(?=\s+(?:was|were|did)\b[^.?!;]*\b(?:mined|included|confirmed)\b|"
@@ -592,6 +595,8 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     text = _ASSET_OF_HOLDER.sub(r"\g<w> \g<a> held by ", text)
     # "Tell me when 0x<hash> was mined": the time asked, never a condition ("... when").
     text = _ASKS_WHEN.sub(r"\1 what time", text)
+    # "What block and time was 0x<hash> mined at?": its block, and when.
+    text = _BLOCK_AND_TIME.sub(r"\g<w> block \g<v> \g<x> \g<m> in, and when", text)
     units: list[str] = []
 
     def unit_first(m: re.Match[str]) -> str:  # "how many cents of USDC": "how much USDC" in cents

@@ -54,6 +54,7 @@ def test_a_pronoun_after_the_transaction_asks_its_block() -> None:
          [("tx_status", H, False), ("tx_time", H, False)]),
         (f"Which block was {H} mined in, and when?", [("tx_block", H, False), ("tx_time", H, False)]),
         (f"When was {H} mined? Give me the UTC time.", [("tx_time", H, False)]),
+        (f"What block and time was {H} mined at?", [("tx_block", H, False), ("tx_time", H, False)]),
     ],
 )  # fmt: skip
 def test_when_a_transaction_was_mined_is_its_blocks_time_read_through_its_receipt(
