@@ -595,6 +595,9 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     text = _ASSET_OF_HOLDER.sub(r"\g<w> \g<a> held by ", text)
     # "Tell me when 0x<hash> was mined": the time asked, never a condition ("... when").
     text = _ASKS_WHEN.sub(r"\1 what time", text)
+    # "... in that range": the blocks said before it ("that" refers back).
+    text = re.sub(r"\b(?:in|over|across|within)\s+(?:that|this|the\s+same)\s+(?:block\s+)?"
+                  r"(?:range|window|span|interval|stretch)\b", "in that", text, flags=re.I)
     # "What block and time was 0x<hash> mined at?": its block, and when.
     text = _BLOCK_AND_TIME.sub(r"\g<w> block \g<v> \g<x> \g<m> in, and when", text)
     units: list[str] = []

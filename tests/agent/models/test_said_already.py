@@ -33,6 +33,9 @@ def _asked(task: str) -> list[tuple[str | None, dict[str, str]]]:
          "What is the base fee?"),
         (f"How much ETH does {B} hold? i.e. the ETH balance of {B}.",
          f"How much ETH does {B} hold?"),
+        # Outside round 23 (B2): "in that range" was declined on 'range'.
+        ("How many USDC transfers were there between block 2 and 5? In other words, how many "
+         "Transfer logs in that range?", "How many USDC transfers were there between block 2 and 5?"),
     ],
 )  # fmt: skip
 def test_a_restatement_asks_the_same_items_once(task: str, same_as: str) -> None:
@@ -145,3 +148,11 @@ def test_a_comparison_cut_by_the_checklist_says_how_to_ask_it() -> None:
     why = str(items[-1]["unanswerable"])
     assert "ask it in a question of its own (this task asks 6 items)" in why, why
     assert "at most 4 addresses" not in why, why
+
+
+def test_in_that_range_is_the_range_said_before_it() -> None:
+    items = extract_checklist("How many USDC transfers between block 2 and 5, and what was the "
+                              "largest in that range?")  # fmt: skip
+    assert [(i["kind"], i["params"]) for i in items] == [
+        ("transfer_count", {"from_block": "2", "to_block": "5"}),
+        ("transfer_max", {"from_block": "2", "to_block": "5"})], items  # fmt: skip
