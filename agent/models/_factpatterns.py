@@ -1303,6 +1303,13 @@ _BALANCE_KINDS = frozenset({"usdc_balance", "eth_balance"})
 _LIST_JOIN = re.compile(r"\s*(?:,\s*)?(?:(?:and|or|&)\s+)?(?:of\s+|for\s+)?", re.I)
 
 
+def _question_before(t: _Task, part: _Part) -> _Part | None:
+    """The nearest part before ``part`` that asks facts (no condition, no order)."""
+    before = [p for p in t.parts if p.start < part.start and p.hits
+              and not p.condition and not _SEND.search(p.text)]  # fmt: skip
+    return before[-1] if before else None
+
+
 def _after_and(t: _Task, part: _Part) -> bool:
     """Whether ``part`` is said after an "and" the parts were split at ("... ? And ETH?")."""
     return bool(re.search(r"\band\s*\Z", t.task[: part.start], re.I))
@@ -1312,9 +1319,9 @@ def _asks_an_asset(t: _Task, part: _Part) -> bool:
     """ "What is my USDC balance? And ETH?": an asset after "and", following a question of
     balances, asks that asset's balances (``_asset_follow_up``); no unit to present."""
     m = _ASSET_FOLLOW_UP.fullmatch(part.text.strip(" ?!.,"))
-    before = [p for p in t.parts if p.start < part.start and p.hits]
-    return bool(m and _after_and(t, part) and before
-                and {h[1].kind for h in before[-1].hits} <= _BALANCE_KINDS)  # fmt: skip
+    prev = _question_before(t, part)
+    return bool(m and _after_and(t, part) and prev
+                and {h[1].kind for h in prev.hits} <= _BALANCE_KINDS)  # fmt: skip
 
 
 def _asset_follow_up(t: _Task, facts: _FactItems, part: _Part) -> list[int] | None:
@@ -1327,9 +1334,7 @@ def _asset_follow_up(t: _Task, facts: _FactItems, part: _Part) -> list[int] | No
     if m is None or part.condition or not (m["lead"] or m["whose"] or _asks_an_asset(t, part)):
         return None  # a bare "ETH." may say how to present a value: not read here
     kind = "usdc_balance" if m["a"].lower() == "usdc" else "eth_balance"
-    before = [p for p in t.parts if p.start < part.start and p.hits
-              and not p.condition and not _SEND.search(p.text)]  # fmt: skip
-    prev = before[-1] if before else None
+    prev = _question_before(t, part)
     kinds = {h[1].kind for h in prev.hits} if prev else set()
     why = None
     if prev is None or not kinds <= _BALANCE_KINDS:
@@ -1384,8 +1389,7 @@ def _bare_when(t: _Task, facts: _FactItems, part: _Part) -> list[int] | None:
     after any other question. None when ``part`` is no bare "when"."""
     if not _BARE_WHEN.fullmatch(part.text.strip(" ?!.,")):
         return None
-    before = [p for p in t.parts if p.start < part.start and p.hits and not _SEND.search(p.text)]
-    prev = before[-1] if before else None
+    prev = _question_before(t, part)
     kinds = {h[1].kind for h in prev.hits} if prev else set()
     subject = {fp.subject for fp in FACT_PATTERNS if fp.kind in kinds}
     want = "tx_time" if subject == {"tx"} else "block_timestamp" if kinds <= BLOCK_KINDS else None
@@ -2401,14 +2405,12 @@ class _Reader(_ReaderChecks):
         """The facts of the nearest part before ``part`` that read any, asked again at each
         block ``part`` names: one item per block (answered there, or declined as a fact no
         tool reads at a past block), never the other part's block."""
-        before = [p for p in self.t.parts if p.start < part.start and p.hits
-                  and not p.condition and not _SEND.search(p.text)]  # fmt: skip
+        prev = _question_before(self.t, part)
         # "... and what is it now?": the head (no block) when the part names no block.
         refs: list[str | None] = [m.group(1) for m in _BLOCK.finditer(part.text)] or [None]
-        if not before:
+        if prev is None:
             where = f"block {refs[0]}" if refs[0] else "the head"
             return [self.out.cannot(part.text, f"it names {where} but no fact to read there")]
-        prev = before[-1]
         kinds = [h[1].kind for h in prev.hits]
         made: list[int] = []
         for ref in refs:
@@ -2424,9 +2426,7 @@ class _Reader(_ReaderChecks):
     def _borrow(self, part: _Part) -> list[int]:
         """ "..., and how much does 0xC hold?": the account facts of the nearest part
         before it that read any, for its own addresses only (never the other part's)."""
-        before = [p for p in self.t.parts if p.start < part.start and p.hits
-                  and not p.condition and not _SEND.search(p.text)]  # fmt: skip
-        prev = before[-1] if before else None
+        prev = _question_before(self.t, part)
         if prev is None or any(h[1].subject != "account" for h in prev.hits):
             held = ", ".join(part.subjects) or "the agent's wallet"  # "does my wallet have"
             return [self.out.cannot(part.text, "the offline planner did not read which fact "
