@@ -176,6 +176,15 @@ _OWN_WALLET = _p(
     r"\b(?:do|did|does|can|could|would|will)\s+(?:i|we)(?=\s+(?:hold|have|own|possess|keep)\b)|"
     r"\bthan\s+(?:i|we)\b|\b(?:than|or|and|with)\s+(?:me|us)\b"
 )
+#: A sentence holding only holders after a question ("... of 0xS? And for 0xF?", "And of
+#: 0xF?", "Also 0xF.", "0xF?"): the same facts asked of them (outside round 24 had them
+#: declined; before this session they were dropped).
+_SAME_FOR = _p(r"(?:(?:and|also|then|plus|same|likewise)\b\s*)*(?:(?:for|of|with)\b\s*)?(?:(?:and|or|,)\s*)*")
+_ADDRESS_OR_MINE = _p(r"0x[0-9a-fA-F]{40}(?![0-9a-fA-F])|\b(?:my|our)\s+(?:wallet|address|account)\b|\bmine\b")
+#: Words correcting what was asked ("I mean 0xF", "i.e. 0xF", "Sorry, 0xF"): the holder
+#: after them replaces one, so it is never asked beside it (it is declined by name).
+_CORRECTING = _p(r"\b(?:i\s+mean|i\s+meant|i\.?\s*e\b|in\s+other\s+words|to\s+be\s+(?:clear|precise)|"
+                 r"that\s+is|sorry|actually|no\s+wait|wait|rather|instead|correction|oops|scratch\s+that)\b")
 _REFERS_BACK = _p(r"\b(?:its|it|that|this|same)\b")
 #: A value named without a fact phrase ("the total ETH of 0xA and 0xB"): an aggregate over
 #: it is no aggregate of the fact a later part names ("..., and the ETH balance of 0xC").
@@ -1116,8 +1125,10 @@ class _Task:
             # "How much USDC does 0xC hold, and how much do 0xA and 0xB hold together?":
             # a question of its own whose list tail names an aggregate is no tail of 0xC's.
             own_aggregate = asks and part.candidate is None and self._tail_aggregates(n)
-            if (target is None or own_aggregate) and asks and part.candidate is None:
-                part.borrow = True  # "... together? How much does 0xC hold?"
+            if (target is None or own_aggregate) and part.candidate is None and (asks or (
+                    _SAME_FOR.fullmatch(_ADDRESS_OR_MINE.sub(" ", part.text).strip(" ?.!,"))
+                    and not _corrects(self, part))):  # fmt: skip
+                part.borrow = True  # "... together? How much does 0xC hold?", "... ? And for 0xF?"
                 continue
             if target is not None and before and asks and (target.candidate or target.aggregate):
                 # "How much do 0xA and 0xB hold together, and how much does 0xC hold?":
@@ -1303,11 +1314,41 @@ _BALANCE_KINDS = frozenset({"usdc_balance", "eth_balance"})
 _LIST_JOIN = re.compile(r"\s*(?:,\s*)?(?:(?:and|or|&)\s+)?(?:of\s+|for\s+)?", re.I)
 
 
+def _corrects(t: _Task, part: _Part) -> bool:
+    """Whether words between the last question and ``part`` correct it (``_CORRECTING``)."""
+    before = [p for p in t.parts if p.start < part.start and p.hits]
+    since = before[-1].start + len(before[-1].text) if before else 0
+    return bool(_CORRECTING.search(t.task[since : part.start + len(part.text)]))
+
+
 def _question_before(t: _Task, part: _Part) -> _Part | None:
     """The nearest part before ``part`` that asks facts (no condition, no order)."""
     before = [p for p in t.parts if p.start < part.start and p.hits
               and not p.condition and not _SEND.search(p.text)]  # fmt: skip
     return before[-1] if before else None
+
+
+def _aggregate_of_asset(t: _Task, facts: _FactItems, part: _Part,
+                        agg: _Aggregate) -> list[int] | None:
+    """An aggregate asked back that names an asset other than the balances the question
+    before it asked ("How much ETH do 0xA and 0xB hold? What is their combined USDC?"):
+    that asset's balances of the same holders, and the aggregate over them. Outside round
+    24 got the ETH sum for it at exit 0. None when the part names no other asset."""
+    named = {m.group(0).lower() for m in re.finditer(r"\b(?:usdc|eth|ether)\b",
+                                                     _CONDITION.sub(" ", part.text), re.I)}  # fmt: skip
+    prev = _question_before(t, part)
+    if len(named) != 1 or prev is None or not prev.hits:
+        return None
+    kind = "usdc_balance" if named == {"usdc"} else "eth_balance"
+    kinds = {h[1].kind for h in prev.hits}
+    if kinds == {kind} or not kinds <= _BALANCE_KINDS or not (prev.subjects or prev.mine):
+        return None
+    at = replace(prev, aggregate=agg, candidate=None)
+    pos, _fp, phrase = prev.hits[0]
+    made = facts._fact_items(at, next(fp for fp in FACT_PATTERNS if fp.kind == kind), pos, phrase)
+    for n in made:
+        facts.out.at.setdefault(n, part.start)
+    return made
 
 
 def _after_and(t: _Task, part: _Part) -> bool:
@@ -1966,10 +2007,15 @@ class _ReaderChecks:
         """True when the part item ``n`` was read from names the head ("now", "latest")."""
         return any(n in made and _LATEST.search(part.text) for part, made in self.made_by_part)
 
-    def _compare_back(self, part: _Part, agg: _Aggregate) -> int:
+    def _compare_back(self, part: _Part, agg: _Aggregate) -> list[int]:
         """ "the balances of 0xA and 0xB, which holds more?" (or "..., combined?"): the
         aggregate of the values of one kind its sentence asked (else the sentence before
-        it: "... of 0xA and 0xB? Which is larger?"), or why not."""
+        it: "... of 0xA and 0xB? Which is larger?"), or why not. One naming another asset
+        ("How much ETH do 0xA and 0xB hold? What is their combined USDC?") is over that
+        asset's balances of the same holders (``_aggregate_of_asset``)."""
+        other = _aggregate_of_asset(self.t, self.facts, part, agg)
+        if other is not None:
+            return other
         values: list[int] = []
         for at in (part.sentence, part.sentence - 1):  # "... of 0xA and 0xB? Which is larger?"
             values = [n for n in self.by_sentence.get(at, ())
@@ -1978,10 +2024,10 @@ class _ReaderChecks:
                 break
         kinds = {str(self.out.items[n]["kind"]) for n in values}
         if len(values) < 2 or len(kinds) != 1:
-            return self.out.cannot(part.text, f"{agg.word!r} is read over two or more values "
-                                   "of one kind asked in its sentence")  # fmt: skip
+            return [self.out.cannot(part.text, f"{agg.word!r} is read over two or more values "
+                                    "of one kind asked in its sentence")]  # fmt: skip
         label = self.out.items[values[0]]["text"].split(" of ")[0]
-        return _aggregate_item(self.out, part.text, agg, kinds.pop(), label, values)
+        return [_aggregate_item(self.out, part.text, agg, kinds.pop(), label, values)]
 
     def _units_taken(self) -> None:
         """A unit the task asks for ("in wei") that no asked fact can be given in is
@@ -2351,7 +2397,7 @@ class _Reader(_ReaderChecks):
         elif not part.subjects and not part.leftover and _BY_HOW_MUCH.search(part.text):
             # "Which holds more, 0xA or 0xB, and by how much?": their difference.
             word = " ".join(_BY_HOW_MUCH.search(part.text).group(0).lower().split())  # type: ignore[union-attr]
-            return [self._compare_back(part, _Aggregate("diff", word, set(), None))]
+            return self._compare_back(part, _Aggregate("diff", word, set(), None))
         elif part.hits and part.aggregate is not None and part.aggregate.op == "count":
             return self.facts.facts(part)  # "how many of 0xA, 0xB hold more than 5 USDC"
         elif part.hits and _CONDITION.search(part.text) and not part.leftover:
@@ -2379,7 +2425,7 @@ class _Reader(_ReaderChecks):
         elif part.again and part.aggregate is None:
             return self._again(part)  # "the base fee at block 3, and at block 12"
         elif part.aggregate is not None:
-            return [self._compare_back(part, part.aggregate)]  # "..., which holds more?"
+            return self._compare_back(part, part.aggregate)  # "..., which holds more?"
         elif (part.subjects or _AMOUNT.search(part.text) or _BARE_AMOUNT.search(part.text)) and (
             _PAY_WORD.search(part.text) or _PAY_WORD.search(self.t.task)
         ):

@@ -199,6 +199,14 @@ def test_a_correction_is_never_answered_of_the_first_subject(devnet) -> None:  #
     both = run_json(home, f"What is the USDC balance of {info['wallet']} and what about {other}?")
     assert both["returncode"] == 0, both["answer"]
     assert f"USDC balance of {other}: 0.00 USDC at block" in both["answer"], both["answer"]
+    # Round 24 (N13): an aggregate asked back of another asset summed the asset asked before.
+    total = run_json(home, f"How much ETH do {info['wallet']} and {other} hold? What is their "
+                     "combined USDC?")  # fmt: skip
+    usdc_sum = format_usdc(chain.token_balance(info["usdc"], info["wallet"])
+                           + chain.token_balance(info["usdc"], other))  # fmt: skip
+    assert total["returncode"] == 0, total["answer"]
+    assert f"combined USDC balance: {usdc_sum} (derived at block" in total["answer"], total["answer"]
+    assert "combined ETH" not in total["answer"], total["answer"]
 
 
 @pytest.fixture(scope="module")

@@ -225,3 +225,33 @@ def test_and_an_asset_after_a_question_of_no_balance_presents_its_value() -> Non
     # "What is the base fee? And ETH?": the fee in ETH, as before (no balance asked).
     items = extract_checklist("What is the base fee? And ETH?")
     assert [i["kind"] for i in items] == ["base_fee_gwei", "comparison"], items
+
+
+
+@pytest.mark.parametrize(
+    ("task", "kind", "holders"),
+    [
+        (f"How much ETH do {B} and {C} hold? What is their combined USDC?", "usdc_balance", [B, C]),
+        (f"How much ETH do {B} and {C} hold? What is their total USDC?", "usdc_balance", [B, C]),
+        (f"How much USDC do {B} and {C} hold? What is their combined ETH?", "eth_balance", [B, C]),
+        (f"What is the ETH balance of my wallet and {C}? What is their combined USDC?",
+         "usdc_balance", ["self", C]),
+    ],
+)  # fmt: skip
+def test_an_aggregate_asked_back_of_another_asset_is_over_that_assets_balances(
+    task: str, kind: str, holders: list[str]
+) -> None:
+    # Outside round 24 (N13, P2, P3, P12, Q5): the sum of the asset asked before, at exit 0.
+    items = extract_checklist(task)
+    total = items[-1]
+    assert total["kind"] == "comparison" and total["params"]["op"] == "sum", items
+    refs = [int(r[1:]) - 1 for r in total["params"]["of"].split(",")]
+    assert [(items[n]["kind"], (items[n].get("params") or {}).get("address", "self"))
+            for n in refs] == [(kind, h) for h in holders], items  # fmt: skip
+
+
+def test_an_aggregate_of_another_asset_that_does_not_fit_is_declined_not_swapped() -> None:
+    items = extract_checklist(f"What is the combined ETH of {B} and {C}? And their combined USDC?")
+    sums = [i for i in items if i["kind"] == "comparison"]
+    assert [s["text"] for s in sums] == ["combined ETH balance"], items
+    assert "combined USDC balance" in str(items[-1]["text"]) and items[-1]["kind"] is None, items

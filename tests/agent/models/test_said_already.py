@@ -111,9 +111,9 @@ H2 = "0x" + "cd" * 32
         (f"How much gas did {H} use? To be clear, {H2}.", H),
         (f"Which block was {H} mined in? I mean {H2}.", H),
         (f"Did {H} succeed? I mean {H2}.", H),
-        # A subject alone after a question, with no lead word: named, never dropped.
-        (f"What is the USDC balance of {B}? {F}.", B),
-        (f"What is the USDC balance of {B}? Also {F}.", B),
+        (f"What is the USDC balance of {B}? Sorry, {F}.", B),
+        (f"What is the USDC balance of {B}? No wait, {F}.", B),
+        (f"What is the USDC balance of {B}? Oops, I meant {F}.", B),
     ],
 )
 def test_a_correction_naming_only_another_subject_is_declined_never_answered_of_the_first(
@@ -156,3 +156,24 @@ def test_in_that_range_is_the_range_said_before_it() -> None:
     assert [(i["kind"], i["params"]) for i in items] == [
         ("transfer_count", {"from_block": "2", "to_block": "5"}),
         ("transfer_max", {"from_block": "2", "to_block": "5"})], items  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        f"What is the USDC balance of {B}? And for {F}?",
+        f"What is the USDC balance of {B}? And of {F}?",
+        f"What is the USDC balance of {B}? Also {F}.",
+        f"What is the USDC balance of {B}? {F}.",
+    ],
+)
+def test_a_holder_alone_after_a_question_asks_it_of_that_holder_too(task: str) -> None:
+    # Outside round 24 (N10, P8, N23): declined; before this session, dropped at exit 0.
+    items = extract_checklist(task)
+    assert [(i["kind"], i["params"]["address"]) for i in items] == [
+        ("usdc_balance", B), ("usdc_balance", F)], items  # fmt: skip
+
+
+def test_a_holder_alone_after_a_question_of_no_holder_is_named() -> None:
+    items = extract_checklist(f"What is the base fee? And for {F}?")
+    assert items[-1]["kind"] is None and F in str(items[-1]["unanswerable"]), items
