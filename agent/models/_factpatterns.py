@@ -1472,17 +1472,17 @@ def _pronoun_holders(t: _Task) -> None:
     named holders (outside round 23's follow-ups were declined on 'they'). With no such
     question, the pronoun stays unread and the part is declined as before."""
     for n, part in enumerate(t.parts):
-        said = part.leftover & _THEY
-        if (not said or part.subjects or part.mine or not part.hits or part.leftover - _THEY
-                or part.candidate is not None or _COMPARE_MAX.search(part.text)
-                or _COMPARE_MIN.search(part.text)
+        said = re.search(r"\b(?:they|them|their|theirs)\b", part.text, re.I)
+        own = set(part.candidate.word.split()) if part.candidate else set()
+        if (not said or part.subjects or part.mine or not part.hits
+                or part.leftover - _THEY - own
                 or any(h[1].subject != "account" for h in part.hits)):  # fmt: skip
-            continue  # "which of them has more": a comparison of them is declined as before
+            continue
         before = [p for p in t.parts[:n] if (p.subjects or p.mine) and p.hits
                   and all(h[1].subject == "account" for h in p.hits)]  # fmt: skip
         if before:
             part.subjects, part.mine = list(before[-1].subjects), list(before[-1].mine)
-            part.leftover = set()
+            part.leftover -= _THEY  # an aggregate's own word is its (settled next)
 
 
 def _own_hash(t: _Task, part: _Part, start: int, end: int) -> str | None:
@@ -1520,8 +1520,8 @@ def _unread_part(out: _Builder, part: _Part) -> list[int]:
         return [out.cannot(part.text, _FOLLOW_UP)]
     if part.subjects or TX_HASH.search(part.text):
         return [out.cannot(part.text, "the offline planner did not read which fact the task "
-                           "asks of it here; name the fact in this part ('the USDC balance "
-                           "of 0xF')")]  # fmt: skip
+                           "asks of it here; name the fact in this part ('the ETH balance of "
+                           "0xF', 'the status of 0x<hash>')")]  # fmt: skip
     return []
 
 

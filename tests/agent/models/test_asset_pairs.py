@@ -208,6 +208,18 @@ def test_a_token_fact_of_the_usdc_at_an_address_is_no_balance() -> None:
           ("usdc_balance", B)]),
     ],
 )  # fmt: skip
+def test_an_aggregate_of_them_is_over_the_holders_named_before() -> None:
+    # Outside round 24 (P1): "What is their combined USDC balance?" was declined on 'their'.
+    for task, op in ((f"How much ETH do {W} and {B} hold? What is their combined USDC balance?",
+                      "sum"),
+                     (f"How much ETH do {W} and {B} hold? Which of them has more USDC?", "max")):
+        items = extract_checklist(task)
+        assert items[-1]["kind"] == "comparison" and items[-1]["params"] == {
+            "of": "c3,c4", "op": op}, items
+        assert [(i["kind"], i["params"]["address"]) for i in items[2:4]] == [
+            ("usdc_balance", W), ("usdc_balance", B)], items  # fmt: skip
+
+
 def test_they_after_a_question_naming_holders_are_those_holders(
     task: str, want: list[tuple[str, str]]
 ) -> None:
