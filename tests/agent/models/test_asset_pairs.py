@@ -196,18 +196,6 @@ def test_a_token_fact_of_the_usdc_at_an_address_is_no_balance() -> None:
         assert "usdc_balance" not in [i["kind"] for i in extract_checklist(task)], task
 
 
-@pytest.mark.parametrize(
-    ("task", "want"),
-    [
-        (f"How much ETH do {W} and {B} hold? Do they hold any USDC?",
-         [("eth_balance", W), ("eth_balance", B), ("usdc_balance", W), ("usdc_balance", B)]),
-        (f"What is the USDC balance of {W} and {B}? And what is their ETH balance?",
-         [("usdc_balance", W), ("usdc_balance", B), ("eth_balance", W), ("eth_balance", B)]),
-        (f"How much ETH do my wallet and {B} hold? How much USDC do they have?",
-         [("eth_balance", "self"), ("eth_balance", B), ("usdc_balance", "self"),
-          ("usdc_balance", B)]),
-    ],
-)  # fmt: skip
 def test_an_aggregate_of_them_is_over_the_holders_named_before() -> None:
     # Outside round 24 (P1): "What is their combined USDC balance?" was declined on 'their'.
     for task, op in ((f"How much ETH do {W} and {B} hold? What is their combined USDC balance?",
@@ -220,6 +208,18 @@ def test_an_aggregate_of_them_is_over_the_holders_named_before() -> None:
             ("usdc_balance", W), ("usdc_balance", B)], items  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("task", "want"),
+    [
+        (f"How much ETH do {W} and {B} hold? Do they hold any USDC?",
+         [("eth_balance", W), ("eth_balance", B), ("usdc_balance", W), ("usdc_balance", B)]),
+        (f"What is the USDC balance of {W} and {B}? And what is their ETH balance?",
+         [("usdc_balance", W), ("usdc_balance", B), ("eth_balance", W), ("eth_balance", B)]),
+        (f"How much ETH do my wallet and {B} hold? How much USDC do they have?",
+         [("eth_balance", "self"), ("eth_balance", B), ("usdc_balance", "self"),
+          ("usdc_balance", B)]),
+    ],
+)  # fmt: skip
 def test_they_after_a_question_naming_holders_are_those_holders(
     task: str, want: list[tuple[str, str]]
 ) -> None:
