@@ -1328,18 +1328,23 @@ def _question_before(t: _Task, part: _Part) -> _Part | None:
     return before[-1] if before else None
 
 
+def _named_balance(part: _Part) -> str | None:
+    """The balance kind of the one asset a part names outside a threshold, or None."""
+    named = {m.group(0).lower().replace("ether", "eth")
+             for m in re.finditer(r"\b(?:usdc|eth|ether)\b", _CONDITION.sub(" ", part.text), re.I)}  # fmt: skip
+    return None if len(named) != 1 else "usdc_balance" if named == {"usdc"} else "eth_balance"
+
+
 def _aggregate_of_asset(t: _Task, facts: _FactItems, part: _Part,
                         agg: _Aggregate) -> list[int] | None:
     """An aggregate asked back that names an asset other than the balances the question
     before it asked ("How much ETH do 0xA and 0xB hold? What is their combined USDC?"):
     that asset's balances of the same holders, and the aggregate over them. Outside round
     24 got the ETH sum for it at exit 0. None when the part names no other asset."""
-    named = {m.group(0).lower() for m in re.finditer(r"\b(?:usdc|eth|ether)\b",
-                                                     _CONDITION.sub(" ", part.text), re.I)}  # fmt: skip
+    kind = _named_balance(part)
     prev = _question_before(t, part)
-    if len(named) != 1 or prev is None or not prev.hits:
+    if kind is None or prev is None or not prev.hits:
         return None
-    kind = "usdc_balance" if named == {"usdc"} else "eth_balance"
     kinds = {h[1].kind for h in prev.hits}
     if kinds == {kind} or not kinds <= _BALANCE_KINDS or not (prev.subjects or prev.mine):
         return None
@@ -1389,9 +1394,13 @@ def _asset_follow_up(t: _Task, facts: _FactItems, part: _Part) -> list[int] | No
                                  "an asset ('What about ETH?') as the balances of that asset "
                                  f"of the holders the question before it asked, and {why}; "
                                  "ask it in full ('How much ETH does 0x... hold?')")]  # fmt: skip
+    # "... of 0xA and 0xB? What is their combined USDC? And what about ETH?": the
+    # aggregate asked back after that question is the follow-up's too.
+    asked_back = [p.aggregate for p in t.parts if prev.start < p.start < part.start
+                  and not p.hits and p.aggregate is not None]  # fmt: skip
+    at = replace(prev, aggregate=asked_back[-1]) if asked_back else prev
     pos, _fp, phrase = prev.hits[0]
-    made = facts._fact_items(prev, next(fp for fp in FACT_PATTERNS if fp.kind == kind), pos,
-                             phrase)
+    made = facts._fact_items(at, next(fp for fp in FACT_PATTERNS if fp.kind == kind), pos, phrase)
     for n in made:
         facts.out.at.setdefault(n, part.start)
     return made
@@ -1472,6 +1481,11 @@ def _pronoun_holders(t: _Task) -> None:
     named holders (outside round 23's follow-ups were declined on 'they'). With no such
     question, the pronoun stays unread and the part is declined as before."""
     for n, part in enumerate(t.parts):
+        if (part.hits and part.leftover and part.leftover <= _THEY
+                and all(h[1].subject == "tx" for h in part.hits)
+                and any(at < part.start for at, _h in t.hashes)):  # fmt: skip
+            part.leftover = set()  # "How much gas did they use?": the transactions before it
+            continue
         said = re.search(r"\b(?:they|them|their|theirs)\b", part.text, re.I)
         own = set(part.candidate.word.split()) if part.candidate else set()
         if (not said or part.subjects or part.mine or not part.hits
@@ -1485,17 +1499,21 @@ def _pronoun_holders(t: _Task) -> None:
             part.leftover -= _THEY  # an aggregate's own word is its (settled next)
 
 
-def _own_hash(t: _Task, part: _Part, start: int, end: int) -> str | None:
-    """The transaction a part's fact is of: a hash of its own part first ("Did 0xA succeed?
-    I mean 0xB." asks of 0xA there); with none, "it" is the last one said before it ("...,
-    and how much gas did it use? Then 0xB."); else the nearest."""
+def _own_hashes(t: _Task, part: _Part, start: int, end: int) -> list[str]:
+    """The transactions a part's fact is of: a hash of its own part first ("Did 0xA
+    succeed? I mean 0xB." asks of 0xA there); with none, "each"/"both"/"they" are every
+    one said before it ("When was 0xA mined? When was 0xB mined? How much gas did each
+    use?": outside round 25 got 0xB's alone at exit 0), "it" the last one said before it;
+    else the nearest."""
     own = [(at, h) for at, h in t.hashes if part.start <= at < part.start + len(part.text)]
     if own:
-        return _nearest(own, start, end)
-    before = [h for at, h in t.hashes if at < part.start]
+        return [found] if (found := _nearest(own, start, end)) else []
+    before = list(dict.fromkeys(h for at, h in t.hashes if at < part.start))
+    if before and re.search(r"\b(?:each|both|all|they|them|their)\b", part.text, re.I):
+        return before
     if before and _TX_PRONOUN.search(part.text):
-        return before[-1]
-    return _nearest(t.hashes, start, end)
+        return before[-1:]
+    return [found] if (found := _nearest(t.hashes, start, end)) else []
 
 
 def _follow_up(t: _Task, facts: _FactItems, made_by_part: list[tuple[_Part, list[int]]],
@@ -1749,14 +1767,11 @@ class _FactItems:
             label = f"{fp.label} of {token}" if token else f"{fp.label} of USDC"
             return [self.out.add({"text": label, "kind": fp.kind, "params": params})]
         if fp.subject == "tx":
-            # A hash of its own part first: "Did 0xA succeed? I mean 0xB." asks of 0xA here.
-            tx = _own_hash(self.t, part, start, end)
-            if tx is None:
+            txs = _own_hashes(self.t, part, start, end)
+            if not txs:
                 return [self.out.cannot(fp.label, "the task gives no transaction hash")]
-            params["tx_hash"] = tx
-            return [
-                self.out.add({"text": f"{fp.label} of {tx}", "kind": fp.kind, "params": params})
-            ]
+            return [self.out.add({"text": f"{fp.label} of {tx}", "kind": fp.kind,
+                                  "params": {**params, "tx_hash": tx}}) for tx in txs]  # fmt: skip
         free = _FREE_FIELDS.get((fp.kind, fp.field or ""))
         if free and not self.t.asks_paid and "company" not in phrase.lower():  # a name
             made = self._free_field(free, start, end)
@@ -2016,10 +2031,15 @@ class _ReaderChecks:
         other = _aggregate_of_asset(self.t, self.facts, part, agg)
         if other is not None:
             return other
+        # An asset it names is the values' kind, wherever they were asked ("... ETH of 0xA
+        # and 0xB? ... combined USDC? And their combined ETH?": the ETH, not the USDC).
+        named = _named_balance(part)
         values: list[int] = []
-        for at in (part.sentence, part.sentence - 1):  # "... of 0xA and 0xB? Which is larger?"
+        for at in ((part.sentence, part.sentence - 1) if named is None
+                   else range(part.sentence, -1, -1)):  # fmt: skip
             values = [n for n in self.by_sentence.get(at, ())
-                      if self.out.items[n].get("kind") in VALUE_UNITS]  # fmt: skip
+                      if self.out.items[n].get("kind") in VALUE_UNITS
+                      and named in (None, self.out.items[n].get("kind"))]  # fmt: skip
             if values:
                 break
         kinds = {str(self.out.items[n]["kind"]) for n in values}
@@ -2491,8 +2511,24 @@ class _Reader(_ReaderChecks):
         made: list[int] = []
         for _pos, fp, phrase in prev.hits:
             made.extend(self.facts._fact(at, fp, 0, phrase))
-        return made
+        return made + _borrowed_tests(self.out, self.made_by_part, prev, made)
 
+
+def _borrowed_tests(out: _Builder, made_by_part: list[tuple[_Part, list[int]]], prev: _Part,
+                    made: list[int]) -> list[int]:
+    """The yes-or-no test of the question a borrowing part borrows, for its own values ("Is
+    0xF's USDC balance above 3 USDC? What about 0xS?": 0xS's is tested too; outside round
+    25 gave its balance with no yes or no)."""
+    tests = [out.items[n] for p, ns in made_by_part if p is prev for n in ns
+             if out.items[n].get("kind") == "condition"]  # fmt: skip
+    if len(tests) != 1:
+        return []
+    params = tests[0].get("params") or {}
+    op, than = str(params.get("op", "")), str(params.get("than", ""))
+    return [out.add({"text": f"{out.items[n]['text']} {op} {than} "
+                             f"{VALUE_UNITS[str(out.items[n]['kind'])]}".strip(),
+                     "kind": "condition", "params": {"of": {"ref": n}, "op": op, "than": than}})
+            for n in made if out.items[n].get("kind") in VALUE_UNITS]  # fmt: skip
 
 
 def _refs(value: _Param | None) -> list[_Ref]:

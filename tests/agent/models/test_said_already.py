@@ -177,3 +177,44 @@ def test_a_holder_alone_after_a_question_asks_it_of_that_holder_too(task: str) -
 def test_a_holder_alone_after_a_question_of_no_holder_is_named() -> None:
     items = extract_checklist(f"What is the base fee? And for {F}?")
     assert items[-1]["kind"] is None and F in str(items[-1]["unanswerable"]), items
+
+
+T2 = "0x" + "ef" * 32
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        f"When was {H} mined? When was {T2} mined? How much gas did each use?",
+        f"Did {H} succeed? Did {T2} succeed? How much gas did each use?",
+        f"Did {H} succeed? Did {T2} succeed? How much gas did they both use?",
+    ],
+)
+def test_each_transaction_said_before_is_asked_each(task: str) -> None:
+    # Outside round 25 (X15, X16): only the last transaction's gas, at exit 0.
+    gas = [i["params"]["tx_hash"] for i in extract_checklist(task) if i["kind"] == "tx_gas_used"]
+    assert gas == [H, T2], extract_checklist(task)
+
+
+@pytest.mark.parametrize(
+    ("task", "op", "than"),
+    [
+        (f"Is the USDC balance of {F} above 3 USDC? What about {B}?", ">", "3"),
+        (f"Is the USDC balance of {F} above 3 USDC? And {B}?", ">", "3"),
+        (f"Does {F} hold any ETH? What about {DEAD}?", ">", "0"),
+    ],
+)
+def test_a_holder_borrowed_by_a_yes_or_no_question_is_tested_too(task: str, op: str, than: str) -> None:
+    # Outside round 25 (R19, X7, X8, X9): the borrowed holder's value came with no yes or no.
+    items = extract_checklist(task)
+    tests = [(i["params"]["of"], i["params"]["op"], i["params"]["than"])
+             for i in items if i["kind"] == "condition"]  # fmt: skip
+    assert tests == [("c1", op, than), ("c3", op, than)], items
+
+
+def test_a_second_aggregate_of_another_asset_never_takes_the_first_ones_values() -> None:
+    # Outside round 25 (R6): "And their combined ETH?" became the combined USDC again (one
+    # item, deduplicated) and was dropped at exit 0; it is an ETH sum, here cut by the cap.
+    items = extract_checklist(f"How much ETH do {B} and {F} hold? What is their combined "
+                              "USDC? And their combined ETH?")  # fmt: skip
+    assert "combined ETH balance" in str(items[-1]["text"]) and items[-1]["kind"] is None, items
