@@ -120,6 +120,13 @@ def test_the_block_a_transaction_was_mined_in_is_its_receipts(devnet) -> None:  
     both = run_json(home, f"Which block was {tx} mined in, and when?")
     assert both["returncode"] == 0 and f"block of {tx}: {mined} (observed" in both["answer"]
     assert f"mining time of {tx}: {stamp} (unix" in both["answer"], both["answer"]
+    # Round 25 (X16): "each" after two transactions asked the last one's gas alone.
+    tx2 = transfer(w3, info["usdc"], dev_account(AGENT), dev_account(OUTSIDER).address, 2)
+    each = run_json(home, f"Did {tx} succeed? Did {tx2} succeed? How much gas did each use?")
+    assert each["returncode"] == 0, each["answer"]
+    for h in (tx, tx2):
+        used = int(w3.eth.get_transaction_receipt(h)["gasUsed"])
+        assert f"transaction gas used of {h}: {used}" in each["answer"], each["answer"]
 
 
 def test_the_outside_testers_round_21_answers_read_as_answers(devnet) -> None:  # type: ignore[no-untyped-def]
