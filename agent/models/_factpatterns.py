@@ -116,6 +116,8 @@ _BLOCK_GAS_USED = next(fp for fp in FACT_PATTERNS if fp.kind == "block_gas_used"
 #: A part referring back to a transaction ("when was it mined"), and one naming a block.
 _TX_WORD = re.compile(r"\b(?:it|its|this|that|transactions?|txs?)\b", re.I)
 _TX_PRONOUN = re.compile(r"\b(?:it|its|this|that|the\s+(?:transaction|tx))\b", re.I)
+_THAT_BLOCK = re.compile(r"\b(?:that|its|this|the\s+same|the\s+(?:transaction|tx)['’]s)\s+block\b",
+                         re.I)
 _NAMES_A_BLOCK = re.compile(r"\b(?:blocks?|head|chain)\b", re.I)
 _MINED = re.compile(r"\b(?:mined|included|confirmed)\b", re.I)
 
@@ -1273,6 +1275,11 @@ def _transaction_block(t: _Task, part: _Part, fp: FactPattern, scope: dict[str, 
         TX_HASH.search(sentence) if _MINED.search(sentence) else None)
     if found is not None:
         return found.group(0)
+    earlier = [h for at, h in t.hashes if at < part.start]
+    if earlier and _THAT_BLOCK.search(part.text):
+        # "Which block was 0x<hash> mined in? What was the base fee of that block?": the
+        # transaction's block, never the head's (outside round 26 got the head's at exit 0).
+        return earlier[-1]
     if fp.kind == "block_timestamp" and _TX_PRONOUN.search(part.text) \
             and not _NAMES_A_BLOCK.search(part.text):
         earlier = [h for at, h in t.hashes if at < part.start]
@@ -1516,10 +1523,19 @@ def _own_hashes(t: _Task, part: _Part, start: int, end: int) -> list[str]:
     return [found] if (found := _nearest(t.hashes, start, end)) else []
 
 
+#: The clause after "when" naming a transaction's block ("... when 0x<hash> was mined").
+_WHEN_MINED = _p(r"(?:the\s+)?(?:transaction\s+|tx\s+)?0x[0-9a-fA-F]{64}\s+(?:was|got|were)\s+"
+                 r"(?:mined|included|confirmed)")
+
+
 def _follow_up(t: _Task, facts: _FactItems, made_by_part: list[tuple[_Part, list[int]]],
                part: _Part) -> list[int] | None:
     """The items of a part that asks again of the question before it (an asset, "yes or
     no", its hash, "when"), or None when it is no such part."""
+    if (part.condition and _WHEN_MINED.fullmatch(part.text.strip(" ?!.,"))
+            and not _SEND.search(t.sentence(part.sentence))  # an order's condition gates it
+            and any(p.sentence == part.sentence and p.start < part.start for p in t.parts)):  # fmt: skip
+        return []  # "the base fee when 0x<hash> was mined": that fact's block, named there
     for found in (lambda: _asset_follow_up(t, facts, part),
                   lambda: _said_already(facts.out, made_by_part, part),
                   lambda: _bare_when(t, facts, part)):  # fmt: skip
@@ -1732,6 +1748,9 @@ class _FactItems:
                                     "reads it for an account or a transaction; ask it of a "
                                     f"block ('the {fp.label} of the latest block')")]  # fmt: skip
         tx = _transaction_block(self.t, part, fp, scope)
+        if tx is not None and fp.kind == "block_timestamp":  # its block's time: when mined
+            return [self.out.add({"text": f"mining time of {tx}", "kind": "tx_time",
+                                  "params": {"tx_hash": tx}})]  # fmt: skip
         if tx is not None:
             return [self.out.cannot(f"{fp.label} when {tx} was mined", f"the task asks the "
                                     f"{fp.label} of the block {tx} was mined in; no tool reads "

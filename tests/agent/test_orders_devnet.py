@@ -120,6 +120,12 @@ def test_the_block_a_transaction_was_mined_in_is_its_receipts(devnet) -> None:  
     both = run_json(home, f"Which block was {tx} mined in, and when?")
     assert both["returncode"] == 0 and f"block of {tx}: {mined} (observed" in both["answer"]
     assert f"mining time of {tx}: {stamp} (unix" in both["answer"], both["answer"]
+    # Round 26 (P1, P14): "that block" after a transaction was read at the head, at exit 0.
+    fee = run_json(home, f"Which block was {tx} mined in? What was the base fee of that block?")
+    assert fee["returncode"] == 1 and "was mined in" in fee["answer"], fee["answer"]
+    assert "gwei" not in fee["answer"], fee["answer"]  # no base fee stated, the head's or any
+    ts = run_json(home, f"Which block was {tx} mined in? What was the timestamp of that block?")
+    assert ts["returncode"] == 0 and f"mining time of {tx}: {stamp} (unix" in ts["answer"], ts
     # Round 25 (X16): "each" after two transactions asked the last one's gas alone.
     tx2 = transfer(w3, info["usdc"], dev_account(AGENT), dev_account(OUTSIDER).address, 2)
     each = run_json(home, f"Did {tx} succeed? Did {tx2} succeed? How much gas did each use?")

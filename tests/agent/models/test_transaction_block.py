@@ -97,3 +97,40 @@ def test_block_questions_beside_a_transaction_keep_their_own_block(
     task: str, kinds: list[tuple[str, str | None, bool]]
 ) -> None:
     assert _items(task) == kinds
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        f"Which block was {H} mined in? What was the base fee of that block?",
+        f"How much gas did {H} use? What was the base fee of its block?",
+        f"Which block was {H} mined in? How much gas did that block use?",
+        f"Did {H} succeed? What was the gas limit of its block?",
+    ],
+)
+def test_that_block_after_a_transaction_is_its_block_never_the_heads(task: str) -> None:
+    # Outside round 26 (P1, P2, P13): read at the latest block, at exit 0.
+    items = extract_checklist(task)
+    read = [i for i in items if i.get("kind") in ("base_fee_gwei", "block_gas_used",
+                                                   "block_gas_limit")]  # fmt: skip
+    assert read == [] and any("was mined in" in str(i.get("unanswerable")) for i in items), items
+
+
+def test_the_timestamp_of_that_block_after_a_transaction_is_when_it_was_mined() -> None:
+    # Outside round 26 (P14): the head's timestamp, at exit 0.
+    items = _items(f"Which block was {H} mined in? What was the timestamp of that block?")
+    assert items == [("tx_block", H, False), ("tx_time", H, False)], items
+
+
+def test_an_order_after_when_a_transaction_was_mined_stays_gated() -> None:
+    items = extract_checklist(f"Send 1 USDC to 0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC when {H} "
+                              "was mined")  # fmt: skip
+    order = items[0]
+    assert order["kind"] == "transfer_receipt" and "if" in order["params"], items
+    gate = items[int(order["params"]["if"][1:]) - 1]
+    assert gate["kind"] is None, items  # a condition it cannot read: the order is never made
+
+
+def test_the_base_fee_when_a_transaction_was_mined_is_one_decline() -> None:
+    items = extract_checklist(f"What was the base fee when {H} was mined?")
+    assert [i["kind"] for i in items] == [None], items
