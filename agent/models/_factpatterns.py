@@ -1129,7 +1129,7 @@ class _Task:
             own_aggregate = asks and part.candidate is None and self._tail_aggregates(n)
             if (target is None or own_aggregate) and part.candidate is None and (asks or (
                     _SAME_FOR.fullmatch(_ADDRESS_OR_MINE.sub(" ", part.text).strip(" ?.!,"))
-                    and not _corrects(self, part))):  # fmt: skip
+                    and not _corrects(self, part) and not _after_an_order(self, n))):  # fmt: skip
                 part.borrow = True  # "... together? How much does 0xC hold?", "... ? And for 0xF?"
                 continue
             if target is not None and before and asks and (target.candidate or target.aggregate):
@@ -1319,6 +1319,14 @@ _ASSET_FOLLOW_UP = re.compile(
 )
 _BALANCE_KINDS = frozenset({"usdc_balance", "eth_balance"})
 _LIST_JOIN = re.compile(r"\s*(?:,\s*)?(?:(?:and|or|&)\s+)?(?:of\s+|for\s+)?", re.I)
+
+
+def _after_an_order(t: _Task, n: int) -> bool:
+    """Whether the nearest part before part ``n`` that asks or orders anything is an order
+    ("Send 0.01 USDC to 0xA. And for 0xB?" may ask another payment: never read as a
+    question, it is declined by name)."""
+    before = [p for p in t.parts[:n] if p.hits or _SEND.search(p.text)]
+    return bool(before and _SEND.search(before[-1].text))
 
 
 def _corrects(t: _Task, part: _Part) -> bool:
