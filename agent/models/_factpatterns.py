@@ -116,7 +116,8 @@ _BLOCK_GAS_USED = next(fp for fp in FACT_PATTERNS if fp.kind == "block_gas_used"
 #: A part referring back to a transaction ("when was it mined"), and one naming a block.
 _TX_WORD = re.compile(r"\b(?:it|its|this|that|transactions?|txs?)\b", re.I)
 _TX_PRONOUN = re.compile(r"\b(?:it|its|this|that|the\s+(?:transaction|tx))\b", re.I)
-_THAT_BLOCK = re.compile(r"\b(?:that|its|this|the\s+same|the\s+(?:transaction|tx)['’]s)\s+block\b",
+_THAT_BLOCK = re.compile(r"\b(?:(?:that|its|this|the\s+same|the\s+(?:transaction|tx)['’]s)\s+block"
+                         r"|the\s+block\s+(?:it|that|this)\s+(?:was|is|got)\s+(?:mined\s+|included\s+)?in)\b",
                          re.I)
 _NAMES_A_BLOCK = re.compile(r"\b(?:blocks?|head|chain)\b", re.I)
 _MINED = re.compile(r"\b(?:mined|included|confirmed)\b", re.I)
@@ -1127,9 +1128,10 @@ class _Task:
             # "How much USDC does 0xC hold, and how much do 0xA and 0xB hold together?":
             # a question of its own whose list tail names an aggregate is no tail of 0xC's.
             own_aggregate = asks and part.candidate is None and self._tail_aggregates(n)
-            if (target is None or own_aggregate) and part.candidate is None and (asks or (
+            if (target is None or own_aggregate) and part.candidate is None and not _after_an_order(
+                    self, n) and (asks or (
                     _SAME_FOR.fullmatch(_ADDRESS_OR_MINE.sub(" ", part.text).strip(" ?.!,"))
-                    and not _corrects(self, part) and not _after_an_order(self, n))):  # fmt: skip
+                    and not _corrects(self, part))):  # fmt: skip
                 part.borrow = True  # "... together? How much does 0xC hold?", "... ? And for 0xF?"
                 continue
             if target is not None and before and asks and (target.candidate or target.aggregate):

@@ -220,9 +220,11 @@ def test_a_second_aggregate_of_another_asset_never_takes_the_first_ones_values()
     assert "combined ETH balance" in str(items[-1]["text"]) and items[-1]["kind"] is None, items
 
 
-def test_a_holder_alone_after_an_order_is_never_read_as_a_question() -> None:
+@pytest.mark.parametrize("tail", [f"And for {F}?", f"What about {F}?", f"Also {F}."])
+def test_a_holder_alone_after_an_order_is_never_read_as_a_question(tail: str) -> None:
     # "... Send 0.01 USDC to 0xS. And for 0xF?" may ask a second payment: it is named, never
-    # answered with 0xF's balance borrowed from the question before the order.
-    items = extract_checklist(f"What is my USDC balance? Send 0.01 USDC to {B}. And for {F}?")
+    # answered with 0xF's balance borrowed from the question before the order (outside
+    # round 27, Q10 and Q12: "What about 0xF?" gave the balance at exit 0).
+    items = extract_checklist(f"What is my USDC balance? Send 0.01 USDC to {B}. {tail}")
     assert [i["kind"] for i in items] == ["usdc_balance", "transfer_receipt", None], items
     assert "payment" in str(items[-1]["unanswerable"]), items

@@ -116,9 +116,10 @@ def test_that_block_after_a_transaction_is_its_block_never_the_heads(task: str) 
     assert read == [] and any("was mined in" in str(i.get("unanswerable")) for i in items), items
 
 
-def test_the_timestamp_of_that_block_after_a_transaction_is_when_it_was_mined() -> None:
-    # Outside round 26 (P14): the head's timestamp, at exit 0.
-    items = _items(f"Which block was {H} mined in? What was the timestamp of that block?")
+@pytest.mark.parametrize("block", ["that block", "the block it was in", "the block it was mined in"])
+def test_the_timestamp_of_that_block_after_a_transaction_is_when_it_was_mined(block: str) -> None:
+    # Outside rounds 26 (P14) and 27 (Q4): the head's timestamp, at exit 0.
+    items = _items(f"Which block was {H} mined in? What was the timestamp of {block}?")
     assert items == [("tx_block", H, False), ("tx_time", H, False)], items
 
 
