@@ -1345,6 +1345,16 @@ def _question_before(t: _Task, part: _Part) -> _Part | None:
     return before[-1] if before else None
 
 
+def _asked_again(facts: _FactItems, prev: _Part, kind: str, part: _Part) -> list[int]:
+    """The items of fact ``kind`` asked of ``prev``'s subjects (its block, holders and
+    aggregate), placed where ``part`` asks them."""
+    pos, _fp, phrase = prev.hits[0]
+    made = facts._fact_items(prev, next(fp for fp in FACT_PATTERNS if fp.kind == kind), pos, phrase)
+    for n in made:
+        facts.out.at.setdefault(n, part.start)
+    return made
+
+
 def _named_balance(part: _Part) -> str | None:
     """The balance kind of the one asset a part names outside a threshold, or None."""
     named = {m.group(0).lower().replace("ether", "eth")
@@ -1365,12 +1375,7 @@ def _aggregate_of_asset(t: _Task, facts: _FactItems, part: _Part,
     kinds = {h[1].kind for h in prev.hits}
     if kinds == {kind} or not kinds <= _BALANCE_KINDS or not (prev.subjects or prev.mine):
         return None
-    at = replace(prev, aggregate=agg, candidate=None)
-    pos, _fp, phrase = prev.hits[0]
-    made = facts._fact_items(at, next(fp for fp in FACT_PATTERNS if fp.kind == kind), pos, phrase)
-    for n in made:
-        facts.out.at.setdefault(n, part.start)
-    return made
+    return _asked_again(facts, replace(prev, aggregate=agg, candidate=None), kind, part)
 
 
 def _after_and(t: _Task, part: _Part) -> bool:
@@ -1416,11 +1421,7 @@ def _asset_follow_up(t: _Task, facts: _FactItems, part: _Part) -> list[int] | No
     asked_back = [p.aggregate for p in t.parts if prev.start < p.start < part.start
                   and not p.hits and p.aggregate is not None]  # fmt: skip
     at = replace(prev, aggregate=asked_back[-1]) if asked_back else prev
-    pos, _fp, phrase = prev.hits[0]
-    made = facts._fact_items(at, next(fp for fp in FACT_PATTERNS if fp.kind == kind), pos, phrase)
-    for n in made:
-        facts.out.at.setdefault(n, part.start)
-    return made
+    return _asked_again(facts, at, kind, part)
 
 
 #: A part asking only that the answer be yes or no ("Yes or no.", "Answer yes or no.",
@@ -1465,11 +1466,7 @@ def _bare_when(t: _Task, facts: _FactItems, part: _Part) -> list[int] | None:
                                  "time of the transaction or block the question before it "
                                  "names, and it names neither; ask it in full ('When was "
                                  "0x<hash> mined?')")]  # fmt: skip
-    pos, _fp, phrase = prev.hits[0]
-    made = facts._fact_items(prev, next(fp for fp in FACT_PATTERNS if fp.kind == want), pos, phrase)
-    for n in made:
-        facts.out.at.setdefault(n, part.start)
-    return made
+    return _asked_again(facts, prev, want, part)
 
 
 def _said_already(out: _Builder, made_by_part: list[tuple[_Part, list[int]]],
