@@ -564,6 +564,13 @@ _ASSET_OF_HOLDER = re.compile(
     r"(?=(?:my|our)\s+(?:wallet|address|account)\b|(?:the\s+)?agent['’]?s\s+wallet\b"
     r"|0x[0-9a-fA-F]{40}(?![0-9a-fA-F]))", re.I)
 
+#: An asset said of "their" with no balance word ("What is their USDC?" after a balance
+#: question): their balance of it (declined before, on 'their').
+_THEIR_ASSET = re.compile(
+    rf"\b(?P<p>their)\s+(?P<a>{_ASSET})\b(?!\s*(?:balances?|holdings?|transfers?|tokens?|contracts?|"
+    r"address(?:es)?|prices?|supply|amounts?|decimals|sent|received|spent|paid|moved|gas|fees?|"
+    r"values?|worth|flows?|payments?)\b)", re.I)
+
 _BLOCK_AND_TIME = re.compile(
     r"\b(?P<w>which|what)\s+block\s+and\s+(?:what\s+|which\s+)?time\s+(?P<v>was|were|did)\s+"
     r"(?P<x>[^?.!;,]+?)\s+(?P<m>mined|included|confirmed|get\s+mined)(?:\s+(?:at|in|on))?\b", re.I)
@@ -605,6 +612,7 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     text = _ASSET_PAIR_AMOUNT.sub(r"\g<q> \g<a> and \g<q> \g<b>", text)
     text = _ASSET_PAIR_BALANCES.sub(r"\g<a> balance and the \g<b> balance", text)
     text = _ASSET_OF_HOLDER.sub(r"\g<w> \g<a> held by ", text)
+    text = _THEIR_ASSET.sub(r"\g<p> \g<a> balance", text)
     # "Tell me when 0x<hash> was mined": the time asked, never a condition ("... when").
     text = _ASKS_WHEN.sub(r"\1 what time", text)
     # "... in that range": the blocks said before it ("that" refers back).
