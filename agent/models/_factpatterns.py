@@ -702,11 +702,26 @@ class _Part:
     until: int = 0
 
 
+#: "0x<hash> and 0x<hash>", "0x<hash>, 0x<hash>": a list of transactions, one subject of
+#: one question, never two parts (outside round 28: "Did 0xA and 0xB succeed?" read 0xB's
+#: status alone and declined "Did 0xA").
+_HASH_BEFORE = re.compile(r"(?<![0-9a-fA-Fx])0x[0-9a-fA-F]{64}\s*\Z")
+_HASH_AFTER = re.compile(r"\s*0x[0-9a-fA-F]{64}(?![0-9a-fA-F])")
+
+
+def _joins_hashes(task: str, m: re.Match[str]) -> bool:
+    return (m.group(0).strip(" ,").lower() in ("", "and")
+            and _HASH_BEFORE.search(task, 0, m.start()) is not None
+            and _HASH_AFTER.match(task, m.end()) is not None)  # fmt: skip
+
+
 def _parts(task: str) -> list[_Part]:
     parts: list[_Part] = []
     sentence, pos = 0, 0
     pieces = []
     for m in _SPLIT.finditer(task):
+        if _joins_hashes(task, m):
+            continue
         pieces.append((task[pos : m.start()], pos, m.group(0)))
         pos = m.end()
     pieces.append((task[pos:], pos, ""))
@@ -1529,7 +1544,12 @@ def _own_hashes(t: _Task, part: _Part, start: int, end: int) -> list[str]:
     else the nearest."""
     own = [(at, h) for at, h in t.hashes if part.start <= at < part.start + len(part.text)]
     if own:
-        return [found] if (found := _nearest(own, start, end)) else []
+        found = _nearest(own, start, end)
+        listed: list[list[str]] = []
+        for n, (at, h) in enumerate(own):  # "0xA and 0xB", "0xA, 0xB or 0xC": each of them
+            joined = n and _LIST_JOIN.fullmatch(t.task[own[n - 1][0] + len(own[n - 1][1]):at])
+            listed[-1:] = [[*listed[-1], h]] if joined else [*listed[-1:], [h]]
+        return list(dict.fromkeys(next((g for g in listed if found in g), [])))
     before = list(dict.fromkeys(h for at, h in t.hashes if at < part.start))
     if before and re.search(r"\b(?:each|both|all|they|them|their)\b", part.text, re.I):
         return before
@@ -2543,9 +2563,27 @@ class _Reader(_ReaderChecks):
                      subjects=list(part.subjects), mine=list(part.mine), aggregate=agg, candidate=None,
                      again=False, leftover=set(), modifier=None)  # fmt: skip
         made: list[int] = []
-        for _pos, fp, phrase in prev.hits:
+        for _pos, fp, phrase in [*prev.hits, *_followed_assets(self.t, prev, part)]:
             made.extend(self.facts._fact(at, fp, 0, phrase))
         return made + _borrowed_tests(self.out, self.made_by_part, prev, made)
+
+
+def _followed_assets(t: _Task, prev: _Part, part: _Part) -> list[tuple[int, FactPattern, str]]:
+    """The balances asset follow-ups between ``prev`` and ``part`` added to ``prev``'s
+    ("What is the USDC balance of 0xA? And ETH? And for 0xB?": 0xB's ETH too; outside
+    round 28 gave its USDC alone at exit 0), as hits of the balance kind each named."""
+    asked = {h[1].kind for h in prev.hits}
+    found: list[tuple[int, FactPattern, str]] = []
+    for p in t.parts:
+        m = _ASSET_FOLLOW_UP.fullmatch(p.text.strip(" ?!.,"))
+        if not (prev.start < p.start < part.start and m and not p.condition and not p.hits
+                and (m["lead"] or m["whose"] or _asks_an_asset(t, p))):  # fmt: skip
+            continue
+        kind = "usdc_balance" if m["a"].lower() == "usdc" else "eth_balance"
+        if kind not in asked and asked <= _BALANCE_KINDS:
+            asked.add(kind)
+            found.append((0, next(fp for fp in FACT_PATTERNS if fp.kind == kind), p.text))
+    return found
 
 
 def _borrowed_tests(out: _Builder, made_by_part: list[tuple[_Part, list[int]]], prev: _Part,

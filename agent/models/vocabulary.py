@@ -8,7 +8,7 @@ honour (another chain, a standing or future request) declines its sentence, nami
 word. docs/planner.md prints these tables (``python -m agent.models.vocabulary``).
 
 Phrase syntax: words separated by spaces (a space also matches a hyphen), ``[word]`` an
-optional word, ``…`` a gap of up to 90 characters inside one clause (a capturing group:
+optional word, ``…`` a gap of up to 90 characters inside one clause (a transaction hash counts as one; a capturing group:
 the words in it are read like any other), and ``>field`` at
 the end the field of a bought sheet the phrase asks for.
 """
@@ -47,7 +47,9 @@ funds. ``token``: a 0x token contract. ``tx``: a 0x transaction hash. ``symbol``
 symbol (USDC). ``protocol``: a protocol name (uniswap)."""
 
 #: Room for a 0x transaction hash, and for a decimal number ("holds more than 0.15 usdc").
-_GAP = r"(?:[^?.,;:!]|(?<=\d)\.(?=\d)){0,90}?"
+#: A transaction hash in a gap counts as one character, with its list comma ("did 0xA, 0xB
+#: and 0xC use": outside round 28's lists of hashes overran the gap and were declined).
+_GAP = r"(?:0x[0-9a-fA-F]{64}(?![0-9a-fA-F])(?:\s*,)?|[^?.,;:!]|(?<=\d)\.(?=\d)){0,90}?"
 
 
 def compile_phrase(text: str) -> re.Pattern[str]:
@@ -162,7 +164,7 @@ KIND_WORDS: tuple[KindWords, ...] = (
     # Before every block fact: "which block was 0x<hash> mined in" asks the transaction's
     # block (its receipt), never the latest block's time or number.
     _kind("tx_block", "block", "tx",
-          *(f"{w} block … {v}" for w in ("which", "what") for v in (
+          *(f"{w} {b} … {v}" for w in ("which", "what") for b in ("block", "blocks") for v in (
               "mined in", "included in", "confirmed in", "in", "mined", "included", "confirmed")),
           *(f"{v} in {w} block" for v in ("mined", "included", "confirmed") for w in (
               "which", "what")),
@@ -253,7 +255,8 @@ KIND_WORDS: tuple[KindWords, ...] = (
     _kind("token_symbol", "token symbol", "token", "ticker symbol", "symbol", "ticker"),
     _kind("token_decimals", "token decimals", "token", "decimals", "decimal places"),
     _kind("tx_status", "transaction status", "tx",
-          "receipt", "status", "succeed", "succeeded", "fail", "failed", "revert", "reverted"),
+          "receipt", "status", "succeed", "succeeded", "successful", "a success", "fail",
+          "failed", "revert", "reverted", "go through", "went through"),
     _kind("tx_status", "transaction status", "tx", "transaction", "tx", needs_hash=True),
 )
 """The fact-kind vocabulary, in priority order; each kind is one of chain/facts.py."""

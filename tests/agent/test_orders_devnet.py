@@ -222,6 +222,41 @@ def test_a_correction_is_never_answered_of_the_first_subject(devnet) -> None:  #
     assert "combined ETH" not in total["answer"], total["answer"]
 
 
+def test_the_outside_testers_round_28_lists_and_follow_ups_read_every_subject(devnet) -> None:  # type: ignore[no-untyped-def]
+    """Round 28: "Did T1 and T3 succeed? How much gas did each use?" declined "Did T1" (B6),
+    and "What is the USDC balance of A? And ETH? And for B?" gave B's USDC alone at exit 0
+    (D5). Every transaction of a list and every fact asked before a holder is read."""
+    from web3 import Web3
+
+    from chain.devkeys import AGENT, OUTSIDER, dev_account
+    from chain.usdc import transfer
+
+    home, info = devnet
+    w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
+    txs = [transfer(w3, info["usdc"], dev_account(AGENT), dev_account(OUTSIDER).address, n) for n in (3, 4)]
+    receipts = [w3.eth.get_transaction_receipt(tx) for tx in txs]
+    each = run_json(home, f"Did {txs[0]} and {txs[1]} succeed? How much gas did each use?")
+    assert each["returncode"] == 0 and each["finished"], each["answer"]
+    for tx, receipt in zip(txs, receipts, strict=True):
+        assert f"transaction status of {tx}: " in each["answer"], each["answer"]
+        assert f"transaction gas used of {tx}: {int(receipt['gasUsed'])}" in each["answer"], each["answer"]
+    blocks = run_json(home, f"Which blocks were {txs[0]} and {txs[1]} mined in?")
+    assert blocks["returncode"] == 0, blocks["answer"]
+    for tx, receipt in zip(txs, receipts, strict=True):
+        assert f"block of {tx}: {int(receipt['blockNumber'])} (observed" in blocks["answer"], blocks["answer"]
+    either = run_json(home, f"Did {txs[0]} or {txs[1]} fail?")
+    assert either["returncode"] == 0 and all(f"transaction status of {tx}: " in either["answer"]
+                                             for tx in txs), either["answer"]  # fmt: skip
+    chain = ChainClient(info["rpc_url"], 31337)
+    other = dev_account(OUTSIDER).address
+    follow = run_json(home, f"What is the USDC balance of {info['wallet']}? And ETH? And for {other}?")
+    assert follow["returncode"] == 0, follow["answer"]
+    for holder in (info["wallet"], other):
+        usdc, eth = chain.token_balance(info["usdc"], holder), chain.w3.eth.get_balance(holder)
+        assert f"USDC balance of {holder}: {format_usdc(usdc)} at block" in follow["answer"], follow["answer"]
+        assert f"ETH balance of {holder}: {format_eth(eth)}" in follow["answer"], follow["answer"]
+
+
 @pytest.fixture(scope="module")
 def market_devnet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     yield from own_devnet(tmp_path_factory, "paid-nothing-home")

@@ -1,0 +1,67 @@
+"""A list of transactions in one question asks its fact of each of them (outside round 28:
+"Did 0xA and 0xB succeed?" read 0xB alone and declined "Did 0xA"; "Did 0xA or 0xB fail?"
+read 0xB alone at exit 0), and a holder after an asset follow-up is asked every fact asked
+before it."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.models._factpatterns import extract_checklist
+
+T1, T2, T3 = ("0x" + c * 64 for c in "abc")
+A = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+B = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
+
+
+def _read(task: str) -> list[tuple[str | None, str]]:
+    items = extract_checklist(task)
+    assert all(i["kind"] for i in items), items  # nothing declined
+    return [(i["kind"], str((i.get("params") or {}).get("tx_hash") or (i.get("params") or {}).get("address")))
+            for i in items]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("task", "kinds"),
+    [
+        (f"Did {T1} and {T2} succeed?", ["tx_status"]),
+        (f"Did {T1} and {T2} both succeed?", ["tx_status"]),
+        (f"Did {T1} or {T2} fail?", ["tx_status"]),
+        (f"Did {T1}, {T2} succeed?", ["tx_status"]),
+        (f"Were {T1} and {T2} successful?", ["tx_status"]),
+        (f"What is the status of {T1} and {T2}?", ["tx_status"]),
+        (f"How much gas did {T1} and {T2} use?", ["tx_gas_used"]),
+        (f"Which blocks were {T1} and {T2} mined in?", ["tx_block"]),
+        (f"When were {T1} and {T2} mined?", ["tx_time"]),
+        (f"Did {T1} and {T2} succeed? How much gas did each use?", ["tx_status", "tx_gas_used"]),
+    ],
+)  # fmt: skip
+def test_a_fact_of_a_list_of_transactions_is_asked_of_each(task: str, kinds: list[str]) -> None:
+    assert _read(task) == [(k, t) for k in kinds for t in (T1, T2)]
+
+
+def test_a_list_of_three_with_commas_is_three() -> None:
+    assert _read(f"How much gas did {T1}, {T2} and {T3} use?") == [
+        ("tx_gas_used", t) for t in (T1, T2, T3)]
+
+
+def test_transactions_of_separate_questions_keep_their_own_facts() -> None:
+    assert _read(f"Did {T1} succeed, and how much gas did {T2} use?") == [
+        ("tx_status", T1), ("tx_gas_used", T2)]
+    assert _read(f"What is the status of {T1} and how much gas did {T2} use?") == [
+        ("tx_status", T1), ("tx_gas_used", T2)]
+
+
+@pytest.mark.parametrize(
+    "task",
+    [f"What is the USDC balance of {A}? And ETH? And for {B}?",
+     f"What is the USDC balance of {A}? What about ETH? Also {B}."],
+)  # fmt: skip
+def test_a_holder_after_an_asset_follow_up_is_asked_both_assets(task: str) -> None:
+    assert _read(task) == [("usdc_balance", A), ("eth_balance", A), ("usdc_balance", B),
+                           ("eth_balance", B)]  # fmt: skip
+
+
+def test_a_holder_after_a_follow_up_of_no_balance_is_still_declined() -> None:
+    items = extract_checklist(f"What is the base fee? And ETH? And for {B}?")
+    assert any(i["kind"] is None and B in str(i["unanswerable"]) for i in items), items
