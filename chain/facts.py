@@ -108,17 +108,19 @@ DERIVED_KINDS: frozenset[str] = frozenset({"comparison", "condition"})
 #: The parameters that make a fact kind's value *that* value: an observation covers an
 #: item only when these agree. Absent means the default (the latest block; the configured
 #: USDC for ``token``; the agent's own wallet for ``address``; the tool's default window
-#: for ``blocks``; every block from the first for a total; any ``counterparty``). Any
+#: for ``blocks``; every block from the first for a total; any ``counterparty``; no
+#: transaction for ``of_tx``, which asks a block fact of the block a transaction was mined
+#: in, read through its receipt). Any
 #: item may also carry ``if`` (the id of a condition item): when that condition is false,
 #: the item is settled as not needed, derived from the condition.
 KIND_PARAMS: dict[str, tuple[str, ...]] = {
-    "base_fee_gwei": ("block",),
-    "block_number": ("block",),
-    "block_timestamp": ("block",),
-    "block_gas_used": ("block",),
-    "block_gas_limit": ("block",),
-    "block_tx_count": ("block",),
-    "block_fullness": ("block",),
+    "base_fee_gwei": ("block", "of_tx"),
+    "block_number": ("block", "of_tx"),
+    "block_timestamp": ("block", "of_tx"),
+    "block_gas_used": ("block", "of_tx"),
+    "block_gas_limit": ("block", "of_tx"),
+    "block_tx_count": ("block", "of_tx"),
+    "block_fullness": ("block", "of_tx"),
     "eth_balance": ("address",),
     "usdc_balance": ("address",),
     "token_symbol": ("token",),

@@ -234,7 +234,9 @@ class Checklist:
                     value=facts[kind],
                     evidence_id=evidence_id,
                     provenance="observed",
-                    read_at=None if item.params.get("block") or params.get("block") else read_at,
+                    # A block named, or the block a transaction was mined in: no head read.
+                    read_at=None if any(p.get(k) for p in (item.params, params)
+                                        for k in ("block", "of_tx")) else read_at,  # fmt: skip
                     read_range=read_range,
                 )
             out.append(item)

@@ -119,6 +119,11 @@ _TX_PRONOUN = re.compile(r"\b(?:it|its|this|that|the\s+(?:transaction|tx))\b", r
 _THAT_BLOCK = re.compile(r"\b(?:(?:that|its|this|the\s+same|the\s+(?:transaction|tx)['’]s)\s+block"
                          r"|the\s+block\s+(?:it|that|this)\s+(?:was|is|got)\s+(?:mined\s+|included\s+)?in)\b",
                          re.I)
+#: A block named by a transaction in it ("the block that included 0x<hash>", "the block
+#: containing it", "0x<hash>'s block"): a block fact of it is of the block it was mined in.
+_BLOCK_OF_TX = re.compile(
+    r"\bblock\s+(?:(?:that|which)\s+(?:included|includes|contained|contains|holds|held|has|had)"
+    r"|containing|including|holding|with)\b|0x[0-9a-fA-F]{64}['’]s\s+block\b", re.I)
 _NAMES_A_BLOCK = re.compile(r"\b(?:blocks?|head|chain)\b", re.I)
 _MINED = re.compile(r"\b(?:mined|included|confirmed)\b", re.I)
 
@@ -615,6 +620,8 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     text = _THEIR_ASSET.sub(r"\g<p> \g<a> balance", text)
     # "Tell me when 0x<hash> was mined": the time asked, never a condition ("... when").
     text = _ASKS_WHEN.sub(r"\1 what time", text)
+    # "the same block's base fee" after a transaction: that block (its block, below).
+    text = re.sub(r"\bthe\s+same\s+block\b", "that block", text, flags=re.I)
     # "... in that range": the blocks said before it ("that" refers back).
     text = re.sub(r"\b(?:in|over|across|within)\s+(?:that|this|the\s+same)\s+(?:block\s+)?"
                   r"(?:range|window|span|interval|stretch)\b", "in that", text, flags=re.I)
@@ -1777,7 +1784,7 @@ class _FactItems:
                                     f"{ref} in its own words")]  # fmt: skip
         where = _span_text(scope)
         holders = part.subjects or [m.group(0) for m in TX_HASH.finditer(part.text)]
-        if fp.kind in BLOCK_ONLY_KINDS and holders:
+        if fp.kind in BLOCK_ONLY_KINDS and holders and (part.subjects or not _BLOCK_OF_TX.search(part.text)):
             return [self.out.cannot(f"{fp.label} of {holders[0]}", f"the task asks the "
                                     f"{fp.label} of {holders[0]}, and it is a block's: no tool "
                                     "reads it for an account or a transaction; ask it of a "
@@ -1786,11 +1793,9 @@ class _FactItems:
         if tx is not None and fp.kind == "block_timestamp":  # its block's time: when mined
             return [self.out.add({"text": f"mining time of {tx}", "kind": "tx_time",
                                   "params": {"tx_hash": tx}})]  # fmt: skip
-        if tx is not None:
-            return [self.out.cannot(f"{fp.label} when {tx} was mined", f"the task asks the "
-                                    f"{fp.label} of the block {tx} was mined in; no tool reads "
-                                    "a block fact through a transaction: ask which block it "
-                                    f"was mined in, then the {fp.label} at that block")]  # fmt: skip
+        if tx is not None:  # "the base fee of that block": of the block it was mined in
+            return [self.out.add({"text": f"{fp.label} of the block {tx} was mined in",
+                                  "kind": fp.kind, "params": {"of_tx": tx}})]  # fmt: skip
         if scope and fp.kind not in BLOCK_KINDS | WINDOW_KINDS:
             return [self.out.cannot(f"{fp.label}{where}", f"no tool reads {fp.label}{where}")]
         if "block" in scope and fp.kind in WINDOW_KINDS:

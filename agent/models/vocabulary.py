@@ -165,7 +165,8 @@ KIND_WORDS: tuple[KindWords, ...] = (
     # block (its receipt), never the latest block's time or number.
     _kind("tx_block", "block", "tx",
           *(f"{w} {b} … {v}" for w in ("which", "what") for b in ("block", "blocks") for v in (
-              "mined in", "included in", "confirmed in", "in", "mined", "included", "confirmed")),
+              "mined in", "included in", "confirmed in", "ended up in", "landed in", "in", "mined",
+              "included", "confirmed")),
           *(f"{v} in {w} block" for v in ("mined", "included", "confirmed") for w in (
               "which", "what")),
           "in which block", "in what block", "block number of", "block of",

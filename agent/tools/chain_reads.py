@@ -16,13 +16,13 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, TypeVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from web3.exceptions import Web3Exception
 
 from agent.errors import PermanentToolError, ToolError
 from agent.tools.address import checked_address
 from agent.tools.base import ArgsT, FreeLimits, Observation, Tool, ToolContext
-from chain.client import checksum_address
+from chain.client import Receipt, checksum_address
 from chain.errors import RpcError
 from chain.money import format_usdc
 
@@ -93,6 +93,19 @@ class BlockArgs(_Args):
     block: int | None = Field(
         default=None, ge=0, description="Block number; omit for the latest block."
     )
+    of_tx: TxHashStr | None = Field(
+        default=None,
+        description="Instead of block: a transaction hash, for the block it was mined in.",
+    )
+
+    @model_validator(mode="after")
+    def _one_block(self) -> BlockArgs:
+        if self.block is not None and self.of_tx is not None:
+            raise ValueError(
+                f"found block {self.block} and of_tx {self.of_tx}; expected one of them. "
+                "Fix: give the block number, or the transaction whose block is asked"
+            )
+        return self
 
 
 class AddressArgs(_Args):
@@ -243,8 +256,12 @@ class _FreeRead(Tool[ArgsT]):
         )
 
 
-async def _block_ref(tool: str, block: int | None, ctx: ToolContext) -> int | str:
-    """``block`` as a block reference ("latest" when None); a ToolError past the head."""
+async def _block_ref(tool: str, args: BlockArgs, ctx: ToolContext) -> int | str:
+    """The block ``args`` asks as a block reference: the block its transaction was mined in
+    (read from the receipt), its number ("latest" when neither); a ToolError past the head."""
+    if args.of_tx is not None:
+        return (await _receipt(tool, args.of_tx, ctx)).block_number
+    block = args.block
     if block is None:
         return "latest"
     head = await _read(ctx.chain.block_number)
@@ -256,6 +273,26 @@ async def _block_ref(tool: str, block: int | None, ctx: ToolContext) -> int | st
     return block
 
 
+async def _receipt(tool: str, tx_hash: str, ctx: ToolContext) -> Receipt:
+    """The receipt of ``tx_hash``; a PermanentToolError when the node knows no such
+    transaction, a ToolError while it waits in the pool."""
+    receipt = await _read(lambda: ctx.chain.receipt(tx_hash))
+    if receipt is None and not await _read(lambda: ctx.chain.knows_transaction(tx_hash)):
+        # No such transaction here: asking again cannot find it (it is declined by name).
+        raise PermanentToolError(
+            f"{tool}: no transaction {tx_hash} on {ctx.network.name} (chain "
+            f"{ctx.network.chain_id}): the node knows no transaction with this hash, mined "
+            "or waiting. Fix: check the hash, and that it is a transaction of this network."
+        )
+    if receipt is None:
+        raise ToolError(
+            f"{tool}: no receipt for {tx_hash} on {ctx.network.name} "
+            f"(chain {ctx.network.chain_id}); it is waiting in the node's pool, not mined "
+            "yet. Fix: try again after the next block."
+        )
+    return receipt
+
+
 class BaseFeeTool(_FreeRead[BlockArgs]):
     name = "base_fee"
     free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=2_048)
@@ -265,7 +302,7 @@ class BaseFeeTool(_FreeRead[BlockArgs]):
     reads_block = True
 
     async def run(self, args: BlockArgs, ctx: ToolContext) -> Observation:
-        ref = await _block_ref(self.name, args.block, ctx)
+        ref = await _block_ref(self.name, args, ctx)
         block = await _read(lambda: ctx.chain.block(ref))
         wei = int(block.get("baseFeePerGas", 0))
         number = int(block["number"])
@@ -311,7 +348,7 @@ class BlockInfoTool(_FreeRead[BlockArgs]):
     reads_block = True
 
     async def run(self, args: BlockArgs, ctx: ToolContext) -> Observation:
-        ref = await _block_ref(self.name, args.block, ctx)
+        ref = await _block_ref(self.name, args, ctx)
         block = await _read(lambda: ctx.chain.block(ref))
         number, ts = int(block["number"]), int(block["timestamp"])
         used, limit = int(block["gasUsed"]), int(block["gasLimit"])
@@ -495,20 +532,7 @@ class TxReceiptTool(_FreeRead[TxArgs]):
     facts = ("tx_status", "tx_gas_used", "tx_block", "tx_time")
 
     async def run(self, args: TxArgs, ctx: ToolContext) -> Observation:
-        receipt = await _read(lambda: ctx.chain.receipt(args.tx_hash))
-        if receipt is None and not await _read(lambda: ctx.chain.knows_transaction(args.tx_hash)):
-            # No such transaction here: asking again cannot find it (it is declined by name).
-            raise PermanentToolError(
-                f"tx_receipt: no transaction {args.tx_hash} on {ctx.network.name} (chain "
-                f"{ctx.network.chain_id}): the node knows no transaction with this hash, mined "
-                "or waiting. Fix: check the hash, and that it is a transaction of this network."
-            )
-        if receipt is None:
-            raise ToolError(
-                f"tx_receipt: no receipt for {args.tx_hash} on {ctx.network.name} "
-                f"(chain {ctx.network.chain_id}); it is waiting in the node's pool, not mined "
-                "yet. Fix: try again after the next block."
-            )
+        receipt = await _receipt(self.name, args.tx_hash, ctx)
         status = "success" if receipt.status == 1 else "reverted"
         # When it was mined: the timestamp of the block its receipt names, that block read.
         mined_at = await _read(lambda: ctx.chain.block_timestamp(receipt.block_number))

@@ -121,9 +121,20 @@ def test_the_block_a_transaction_was_mined_in_is_its_receipts(devnet) -> None:  
     assert both["returncode"] == 0 and f"block of {tx}: {mined} (observed" in both["answer"]
     assert f"mining time of {tx}: {stamp} (unix" in both["answer"], both["answer"]
     # Round 26 (P1, P14): "that block" after a transaction was read at the head, at exit 0.
+    # Round 28 (A1-A11): then declined. It is the block the receipt names, read there.
     fee = run_json(home, f"Which block was {tx} mined in? What was the base fee of that block?")
-    assert fee["returncode"] == 1 and "was mined in" in fee["answer"], fee["answer"]
-    assert "gwei" not in fee["answer"], fee["answer"]  # no base fee stated, the head's or any
+    mined_fee = int(w3.eth.get_block(mined)["baseFeePerGas"])
+    assert mined_fee != int(w3.eth.get_block("latest")["baseFeePerGas"])  # the head's differs
+    assert fee["returncode"] == 0 and fee["finished"], fee["answer"]
+    assert f"base fee of the block {tx} was mined in: {format_gwei(mined_fee)} gwei" in fee["answer"], (
+        mined_fee, fee["answer"])
+    assert "the latest" not in fee["answer"], fee["answer"]
+    count = run_json(home, f"How many transactions are in the block that included {tx}, and what "
+                     "was its gas limit?")  # fmt: skip
+    block = w3.eth.get_block(mined)
+    assert count["returncode"] == 0, count["answer"]
+    assert (f"block transaction count of the block {tx} was mined in: {len(block['transactions'])}"
+            in count["answer"]), count["answer"]  # fmt: skip
     ts = run_json(home, f"Which block was {tx} mined in? What was the timestamp of that block?")
     assert ts["returncode"] == 0 and f"mining time of {tx}: {stamp} (unix" in ts["answer"], ts
     # Round 25 (X16): "each" after two transactions asked the last one's gas alone.

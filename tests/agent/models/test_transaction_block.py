@@ -65,15 +65,29 @@ def test_when_a_transaction_was_mined_is_its_blocks_time_read_through_its_receip
     assert _items(task) == asked, extract_checklist(task)
 
 
-@pytest.mark.parametrize("task", [f"What was the base fee when {H} was mined?"])
-def test_a_block_fact_of_a_transactions_block_is_declined_never_the_heads(task: str) -> None:
-    items = extract_checklist(task)
-    read = [(i.get("kind"), (i.get("params") or {}).get("block")) for i in items
-            if not i.get("unanswerable") and i.get("kind") in
-            ("block_timestamp", "block_number", "base_fee_gwei")]  # fmt: skip
-    assert read == [], items
-    assert any(H in str(i.get("unanswerable")) and "which block it was mined in" in
-               str(i.get("unanswerable")) for i in items), items  # fmt: skip
+@pytest.mark.parametrize(
+    ("task", "kind"),
+    [
+        (f"What was the base fee when {H} was mined?", "base_fee_gwei"),
+        (f"What was the gas limit of the block that included {H}?", "block_gas_limit"),
+        (f"How many transactions are in the block containing {H}?", "block_tx_count"),
+        (f"What was the fullness of the block containing {H}?", "block_fullness"),
+        (f"Which block contains {H}? Also give the same block's base fee in gwei.", "base_fee_gwei"),
+    ],
+)  # fmt: skip
+def test_a_block_fact_of_a_transactions_block_is_read_at_that_block_never_the_heads(
+    task: str, kind: str
+) -> None:
+    # Outside round 28 (A1-A11): declined as a block fact through a transaction. It is
+    # read at the block the receipt names (``of_tx``), never at the head.
+    items = [i for i in extract_checklist(task) if i.get("kind") == kind]
+    assert [(i["params"]["of_tx"], i["params"].get("block")) for i in items] == [(H, None)], items
+
+
+def test_a_block_fact_said_of_a_transaction_alone_is_declined() -> None:
+    # "the gas limit of 0x<hash>" is no block's: a transaction's own gas limit is not read.
+    items = extract_checklist(f"What is the gas limit of {H}?")
+    assert [i["kind"] for i in items] == [None], items
 
 
 @pytest.mark.parametrize(
@@ -109,11 +123,12 @@ def test_block_questions_beside_a_transaction_keep_their_own_block(
     ],
 )
 def test_that_block_after_a_transaction_is_its_block_never_the_heads(task: str) -> None:
-    # Outside round 26 (P1, P2, P13): read at the latest block, at exit 0.
+    # Outside round 26 (P1, P2, P13): read at the latest block, at exit 0; then declined
+    # until round 28. Now read at the block the transaction was mined in.
     items = extract_checklist(task)
     read = [i for i in items if i.get("kind") in ("base_fee_gwei", "block_gas_used",
                                                    "block_gas_limit")]  # fmt: skip
-    assert read == [] and any("was mined in" in str(i.get("unanswerable")) for i in items), items
+    assert [i["params"] for i in read] == [{"of_tx": H}] and all(i["kind"] for i in items), items
 
 
 @pytest.mark.parametrize("block", ["that block", "the block it was in", "the block it was mined in"])
@@ -132,6 +147,6 @@ def test_an_order_after_when_a_transaction_was_mined_stays_gated() -> None:
     assert gate["kind"] is None, items  # a condition it cannot read: the order is never made
 
 
-def test_the_base_fee_when_a_transaction_was_mined_is_one_decline() -> None:
+def test_the_base_fee_when_a_transaction_was_mined_is_one_item() -> None:
     items = extract_checklist(f"What was the base fee when {H} was mined?")
-    assert [i["kind"] for i in items] == [None], items
+    assert [i["kind"] for i in items] == ["base_fee_gwei"], items

@@ -294,6 +294,17 @@ def test_receipt_and_transfers_after_a_real_transfer(
     again = run(TxReceiptTool(), {"tx_hash": tx_hash}, ctx)
     assert again.facts["tx_time"] == str(mined_at), again.facts
 
+    # A block fact of the block it was mined in (``of_tx``): read there, never at the head.
+    block = chain.w3.eth.get_block(receipt["blockNumber"])
+    fee = run(BaseFeeTool(), {"of_tx": tx_hash}, ctx)
+    assert fee.data["block_number"] == receipt["blockNumber"], fee.data
+    assert fee.facts == {"base_fee_gwei": format_gwei(int(block["baseFeePerGas"]))}, fee.facts
+    info = run(BlockInfoTool(), {"of_tx": tx_hash}, ctx)
+    assert info.facts["block_tx_count"] == str(len(block["transactions"])), info.facts
+    assert info.facts["block_timestamp"] == str(mined_at), info.facts
+    with pytest.raises(ToolArgsError, match="expected one of them"):
+        BaseFeeTool().parse_args({"block": 1, "of_tx": tx_hash})
+
     seller = dev_account(SELLER).address
     obs = run(TokenTransfersTool(), {"address": seller, "blocks": 5}, ctx)
     logs = chain.w3.eth.get_logs(
@@ -381,6 +392,8 @@ def test_a_hash_the_node_does_not_know_fails_for_good_and_a_pending_one_may_be_r
 
     with pytest.raises(PermanentToolError, match="no transaction 0x" + "ab" * 32 + " on anvil"):
         run(TxReceiptTool(), {"tx_hash": "0x" + "ab" * 32}, make_ctx())
+    with pytest.raises(PermanentToolError, match="block_info: no transaction 0x" + "ab" * 32):
+        run(BlockInfoTool(), {"of_tx": "0x" + "ab" * 32}, make_ctx())
     agent, seller = dev_account(AGENT).address, dev_account(SELLER).address
     chain.rpc("evm_setAutomine", [False])
     try:
