@@ -268,7 +268,17 @@ def proposal_from_calls(calls: Sequence[ToolCall]) -> Proposal:
 
 
 def _strip_titles(schema: Mapping[str, object]) -> JSONObject:
-    """A JSON Schema without pydantic's ``title`` strings (tokens the model does not need)."""
+    """A JSON Schema without pydantic's ``title`` strings, and an optional field (``X |
+    None = None``) said as ``X`` alone: a field left out is None, so ``"default": null``
+    and the ``null`` branch are tokens the model does not need (every tool is in every
+    request, and a small model's context window is 4096 tokens)."""
+    branches = schema.get("anyOf")
+    if (isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches
+            and "default" in schema and schema["default"] is None):  # fmt: skip
+        other = next(b for b in branches if b != {"type": "null"})
+        if isinstance(other, Mapping):
+            rest = {k: v for k, v in schema.items() if k not in ("anyOf", "default")}
+            return _strip_titles({**other, **rest})
     return {
         str(k): _untitled(v)
         for k, v in schema.items()

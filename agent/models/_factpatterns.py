@@ -123,7 +123,16 @@ _THAT_BLOCK = re.compile(r"\b(?:(?:that|its|this|the\s+same|the\s+(?:transaction
 #: containing it", "0x<hash>'s block"): a block fact of it is of the block it was mined in.
 _BLOCK_OF_TX = re.compile(
     r"\bblock\s+(?:(?:that|which)\s+(?:included|includes|contained|contains|holds|held|has|had)"
-    r"|containing|including|holding|with)\b|0x[0-9a-fA-F]{64}['’]s\s+block\b", re.I)
+    r"|containing|including|holding|with)\b|0x[0-9a-fA-F]{64}['’]s\s+block\b"
+    r"|\bblock\s+0x[0-9a-fA-F]{64}\s+(?:was|is|got)\s+(?:mined\s+|included\s+)?in\b"
+    r"|\bblock\s+(?:contains|contained|includes|included)\s+(?:the\s+)?(?:transaction\s+|tx\s+)?0x"
+    r"[0-9a-fA-F]{64}", re.I)
+#: The words naming that block, read with the block fact that claims "block".
+_BLOCK_OF_TX_WORDS = re.compile(r"\b(?:(?:that|which)\s+)?(?:included|includes|contained|contains|"
+                                r"containing|including|holding)\b", re.I)
+#: A block fact said of now, beside a transaction's block ("... and the current base fee").
+_NOW = re.compile(r"\b(?:current(?:ly)?|now|right\s+now|today|at\s+the\s+moment|latest|newest|"
+                  r"head)\b", re.I)
 _NAMES_A_BLOCK = re.compile(r"\b(?:blocks?|head|chain)\b", re.I)
 _MINED = re.compile(r"\b(?:mined|included|confirmed)\b", re.I)
 
@@ -799,6 +808,8 @@ def _read_part(part: _Part, has_hash: bool) -> None:
                                if fp.kind not in _AGGREGATED] + claimed[:sends])  # fmt: skip
     if any(h[1].kind in TOTAL_KINDS for h in part.hits):
         rest = _TOTAL_WORDS.sub(" ", rest)  # "in total", "altogether": a total's own scope
+    if _BLOCK_OF_TX.search(text) and any(h[1].kind in BLOCK_KINDS | {"tx_gas_used"} for h in part.hits):
+        rest = _BLOCK_OF_TX_WORDS.sub(" ", rest)  # "the block that included 0x<hash>": which
     part.leftover, part.modifier = _words_left(rest, other)
     part.rest, part.other = rest, other
     if not any(h[1].kind in TOTAL_KINDS for h in part.hits):
@@ -1300,8 +1311,8 @@ def _transaction_block(t: _Task, part: _Part, fp: FactPattern, scope: dict[str, 
     it mined?"), or None. Such a fact is of the transaction's block, never the head's
     (outside round 20, Q11, answered the head's time for "which block was 0x<hash> mined
     in")."""
-    if fp.kind not in BLOCK_KINDS or scope or not t.hashes:
-        return None
+    if fp.kind not in BLOCK_KINDS or scope or not t.hashes or _NOW.search(part.text):
+        return None  # "..., and what is the current base fee?": the head's, as asked
     sentence = t.sentence(part.sentence)
     found = TX_HASH.search(part.text) or (
         TX_HASH.search(sentence) if _MINED.search(sentence) else None)
@@ -1312,6 +1323,14 @@ def _transaction_block(t: _Task, part: _Part, fp: FactPattern, scope: dict[str, 
         # "Which block was 0x<hash> mined in? What was the base fee of that block?": the
         # transaction's block, never the head's (outside round 26 got the head's at exit 0).
         return earlier[-1]
+    said = [h for at, h in t.hashes if at < part.start + len(part.text)]
+    if said and (
+            _THAT_BLOCK.search(sentence) or _BLOCK_OF_TX.search(sentence)):  # fmt: skip
+        # "the gas limit and the transaction count of the block it was in", "the block
+        # containing 0x<hash>, and what was its base fee?": every block fact of the
+        # sentence is of that block (outside round 29 read the first one at the head).
+        in_sentence = TX_HASH.findall(sentence)
+        return in_sentence[-1] if in_sentence else said[-1]
     if fp.kind == "block_timestamp" and _TX_PRONOUN.search(part.text) \
             and not _NAMES_A_BLOCK.search(part.text):
         earlier = [h for at, h in t.hashes if at < part.start]
@@ -1525,9 +1544,10 @@ def _pronoun_holders(t: _Task) -> None:
     named holders (outside round 23's follow-ups were declined on 'they'). With no such
     question, the pronoun stays unread and the part is declined as before."""
     for n, part in enumerate(t.parts):
-        if (part.hits and part.leftover and part.leftover <= _THEY
+        said = re.search(r"\b(?:they|them|their|theirs)\b", part.text, re.I)
+        if (said and part.hits and part.leftover and part.leftover <= _THEY
                 and all(h[1].subject == "tx" for h in part.hits)
-                and any(at < part.start for at, _h in t.hashes)):  # fmt: skip
+                and any(at < part.start + said.start() for at, _h in t.hashes)):  # fmt: skip
             part.leftover = set()  # "How much gas did they use?": the transactions before it
             continue
         said = re.search(r"\b(?:they|them|their|theirs)\b", part.text, re.I)
@@ -1771,10 +1791,13 @@ class _FactItems:
         return verdicts.pop() if len(verdicts) == 1 else None
 
     def _fact_items(self, part: _Part, fp: FactPattern, pos: int, phrase: str) -> list[int]:
-        if (fp.kind == "tx_gas_used" and not self.t.hashes
-                and re.search(r"\bblocks?\b", self.t.sentence(part.sentence), re.I)):  # fmt: skip
+        if fp.kind == "tx_gas_used" and (
+                (not self.t.hashes and re.search(r"\bblocks?\b", self.t.sentence(part.sentence), re.I))
+                or _BLOCK_OF_TX.search(part.text) or _THAT_BLOCK.search(part.text)
+                or re.search(r"\b(?:by|of|in)\s+(?:the|that|its|this)\s+block\b", part.text, re.I)):  # fmt: skip
             # "the gas used and the gas limit of block 2": a block is named and no
-            # transaction, so the bare "gas used" of the list is the block's.
+            # transaction, so the bare "gas used" of the list is the block's; so is "the gas
+            # used by the block containing 0x<hash>" (outside round 29 got the transaction's).
             fp = _BLOCK_GAS_USED
         scope = self._block_scope(part, fp)
         if "ambiguous" in scope:
@@ -1784,7 +1807,8 @@ class _FactItems:
                                     f"{ref} in its own words")]  # fmt: skip
         where = _span_text(scope)
         holders = part.subjects or [m.group(0) for m in TX_HASH.finditer(part.text)]
-        if fp.kind in BLOCK_ONLY_KINDS and holders and (part.subjects or not _BLOCK_OF_TX.search(part.text)):
+        if fp.kind in BLOCK_ONLY_KINDS and holders and (part.subjects or not (
+                _BLOCK_OF_TX.search(part.text) or _THAT_BLOCK.search(part.text))):  # fmt: skip
             return [self.out.cannot(f"{fp.label} of {holders[0]}", f"the task asks the "
                                     f"{fp.label} of {holders[0]}, and it is a block's: no tool "
                                     "reads it for an account or a transaction; ask it of a "

@@ -170,9 +170,7 @@ KIND_WORDS: tuple[KindWords, ...] = (
           *(f"{v} in {w} block" for v in ("mined", "included", "confirmed") for w in (
               "which", "what")),
           "in which block", "in what block", "block number of", "block of",
-          "block containing", "block that contains", "block that included",
-          "block … contains", "block … contained",
-          needs_hash=True),
+          "block number … contains", "block number … contained", needs_hash=True),
     # When a transaction was mined: its block's timestamp, read through its receipt (the
     # phrase's gap names the transaction, or "it" after one), never the head's time.
     _kind("tx_time", "mining time", "tx",
@@ -259,6 +257,11 @@ KIND_WORDS: tuple[KindWords, ...] = (
           "receipt", "status", "succeed", "succeeded", "successful", "a success", "fail",
           "failed", "revert", "reverted", "go through", "went through"),
     _kind("tx_status", "transaction status", "tx", "transaction", "tx", needs_hash=True),
+    # Last: a block named by the transaction in it is the transaction's block only when no
+    # other fact is asked of it ("how much gas did the block that included 0x<hash> use" asks
+    # that block's gas used; outside round 29 had it declined).
+    _kind("tx_block", "block", "tx", "block containing", "block that contains",
+          "block that included", "block … contains", "block … contained", needs_hash=True),
 )
 """The fact-kind vocabulary, in priority order; each kind is one of chain/facts.py."""
 

@@ -16,7 +16,15 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, TypeVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
 from web3.exceptions import Web3Exception
 
 from agent.errors import PermanentToolError, ToolError
@@ -77,7 +85,14 @@ def _strip(value: object) -> object:
 AddressStr = Annotated[str, BeforeValidator(_strip), AfterValidator(_address)]
 """A 0x address, returned in checksum form; a mixed-case typo is refused."""
 
-TxHashStr = Annotated[str, BeforeValidator(_strip), AfterValidator(_tx_hash)]
+TxHashStr = Annotated[
+    str,
+    BeforeValidator(_strip),
+    AfterValidator(_tx_hash),
+    # Its shape in the schema a model sees: a server that turns schemas into a grammar
+    # (llama.cpp) then cannot write an endless string into it.
+    WithJsonSchema({"type": "string", "pattern": "^0x[0-9a-fA-F]{64}$"}),
+]
 """A 0x 32-byte transaction hash, returned lower case."""
 
 

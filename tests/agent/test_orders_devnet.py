@@ -137,6 +137,40 @@ def test_the_block_a_transaction_was_mined_in_is_its_receipts(devnet) -> None:  
             in count["answer"]), count["answer"]  # fmt: skip
     ts = run_json(home, f"Which block was {tx} mined in? What was the timestamp of that block?")
     assert ts["returncode"] == 0 and f"mining time of {tx}: {stamp} (unix" in ts["answer"], ts
+    # Round 29 (A11, D1-D3, D7): with two facts of its block asked, the first was read at
+    # the head; "the gas used by the block containing" gave the transaction's own gas. Two
+    # transactions in one block, and a head whose gas limit differs, tell them apart.
+    w3.provider.make_request("evm_setAutomine", [False])  # type: ignore[arg-type]
+    try:
+        agent, outsider = dev_account(AGENT), dev_account(OUTSIDER)
+        nonce = w3.eth.get_transaction_count(agent.address, "pending")
+        pair = [w3.eth.send_raw_transaction(agent.sign_transaction({
+            "to": outsider.address, "value": 1, "gas": 21_000, "nonce": nonce + n,
+            "maxFeePerGas": 10**10, "maxPriorityFeePerGas": 1, "chainId": 31337}).raw_transaction).to_0x_hex()
+            for n in range(2)]  # fmt: skip
+        w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+    finally:
+        w3.provider.make_request("evm_setAutomine", [True])  # type: ignore[arg-type]
+    shared = w3.eth.get_block(int(w3.eth.get_transaction_receipt(pair[0])["blockNumber"]))
+    assert len(shared["transactions"]) == 2 and int(shared["gasUsed"]) == 42_000, shared
+    limit = int(shared["gasLimit"])
+    w3.provider.make_request("evm_setBlockGasLimit", [hex(limit - 5_000_000)])  # type: ignore[arg-type]
+    try:
+        w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+        two = run_json(home, f"For transaction {pair[0]}, what were the gas limit and the "
+                       "transaction count of the block it was in?")  # fmt: skip
+        used = run_json(home, f"What was the gas used by the block containing {pair[1]}, and what "
+                        "was its base fee?")  # fmt: skip
+    finally:
+        w3.provider.make_request("evm_setBlockGasLimit", [hex(limit)])  # type: ignore[arg-type]
+    assert two["returncode"] == 0, two["answer"]
+    assert f"block gas limit of the block {pair[0]} was mined in: {limit} gas" in two["answer"], two["answer"]
+    assert f"block transaction count of the block {pair[0]} was mined in: 2" in two["answer"], two["answer"]
+    assert used["returncode"] == 0 and "transaction gas used" not in used["answer"], used["answer"]
+    assert f"block gas used of the block {pair[1]} was mined in: 42000" in used["answer"], used["answer"]
+    fee_there = format_gwei(int(shared["baseFeePerGas"]))
+    assert f"base fee of the block {pair[1]} was mined in: {fee_there} gwei" in used["answer"], used["answer"]
+    assert "the latest" not in two["answer"] + used["answer"], (two["answer"], used["answer"])
     # Round 25 (X16): "each" after two transactions asked the last one's gas alone.
     tx2 = transfer(w3, info["usdc"], dev_account(AGENT), dev_account(OUTSIDER).address, 2)
     each = run_json(home, f"Did {tx} succeed? Did {tx2} succeed? How much gas did each use?")

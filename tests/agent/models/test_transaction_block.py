@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.models._factpatterns import extract_checklist
+from agent.models._factpatterns import BLOCK_KINDS, extract_checklist
 
 H = "0x1a2580050492494d7b7e1668229844eaa73819a48809c202c3d0269e5c101a16"
 
@@ -150,3 +150,50 @@ def test_an_order_after_when_a_transaction_was_mined_stays_gated() -> None:
 def test_the_base_fee_when_a_transaction_was_mined_is_one_item() -> None:
     items = extract_checklist(f"What was the base fee when {H} was mined?")
     assert [i["kind"] for i in items] == ["base_fee_gwei"], items
+
+
+@pytest.mark.parametrize(
+    ("task", "kinds"),
+    [
+        (f"For transaction {H}, what were the gas limit and the transaction count of the block it "
+         "was in?", ["block_gas_limit", "block_tx_count"]),
+        (f"Which block was {H} mined in? What were the gas limit and gas used of that block?",
+         ["block_gas_limit", "block_gas_used"]),
+        (f"How many transactions were in the block containing {H}, and what was its base fee?",
+         ["block_tx_count", "base_fee_gwei"]),
+        (f"What was the gas used by the block containing {H}, and when was {H} mined?",
+         ["block_gas_used"]),
+        (f"How much gas did the block that included {H} use?", ["block_gas_used"]),
+        (f"{H}: how many transactions were in its block?", ["block_tx_count"]),
+        (f"What is the block gas used of the block {H} was in?", ["block_gas_used"]),
+        (f"Which block contains {H}, and how full is it?", ["block_fullness"]),
+    ],
+)  # fmt: skip
+def test_every_block_fact_said_of_a_transactions_block_is_read_there(
+    task: str, kinds: list[str]
+) -> None:
+    # Outside round 29: the first of two such facts was read at the head at exit 0 (A11,
+    # D1, D3, D7), "the gas used by the block containing 0x..." gave the transaction's gas
+    # (A13, D2), and four wordings were declined (A2, A4, D5).
+    items = extract_checklist(task)
+    block_facts = [i for i in items if i["kind"] in BLOCK_KINDS]
+    assert [(i["kind"], i["params"].get("of_tx")) for i in block_facts] == [(k, H) for k in kinds], items
+    assert all(i["kind"] for i in items) and not any(i["kind"] == "tx_gas_used" for i in items), items
+
+
+@pytest.mark.parametrize(
+    "task",
+    [f"Which block was {H} mined in, and what is the current base fee?",
+     f"Which block was {H} mined in, and what is the base fee of the latest block?",
+     f"What is the base fee now and when was {H} mined?"],
+)  # fmt: skip
+def test_a_block_fact_said_of_now_beside_a_transaction_is_the_heads(task: str) -> None:
+    items = [i for i in extract_checklist(task) if i["kind"] == "base_fee_gwei"]
+    assert [i.get("params", {}).get("of_tx") for i in items] == [None], items
+
+
+def test_they_each_after_transactions_in_the_same_part_is_each_of_them() -> None:
+    other = "0x" + "cd" * 32
+    items = extract_checklist(f"Check {H} and {other}: how much gas did they each use?")
+    assert [(i["kind"], i["params"]["tx_hash"]) for i in items] == [
+        ("tx_gas_used", H), ("tx_gas_used", other)], items
