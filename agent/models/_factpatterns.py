@@ -124,12 +124,13 @@ _THAT_BLOCK = re.compile(r"\b(?:(?:that|its|this|the\s+same|the\s+(?:transaction
 _BLOCK_OF_TX = re.compile(
     r"\bblock\s+(?:(?:that|which)\s+(?:included|includes|contained|contains|holds|held|has|had)"
     r"|containing|including|holding|with)\b|0x[0-9a-fA-F]{64}['’]s\s+block\b"
-    r"|\bblock\s+0x[0-9a-fA-F]{64}\s+(?:was|is|got)\s+(?:mined\s+|included\s+)?in\b"
+    r"|\bblock\s+(?:(?:that|which)\s+)?(?:the\s+)?(?:transaction\s+|tx\s+)?0x[0-9a-fA-F]{64}\s+"
+    r"(?:was|is|got|landed|ended\s+up)\s+(?:mined\s+|included\s+)?in\b"
     r"|\bblock\s+(?:contains|contained|includes|included)\s+(?:the\s+)?(?:transaction\s+|tx\s+)?0x"
     r"[0-9a-fA-F]{64}", re.I)
 #: The words naming that block, read with the block fact that claims "block".
 _BLOCK_OF_TX_WORDS = re.compile(r"\b(?:(?:that|which)\s+)?(?:included|includes|contained|contains|"
-                                r"containing|including|holding)\b", re.I)
+                                r"containing|including|holding|landed|ended\s+up)\b", re.I)
 #: A block fact said of now, beside a transaction's block ("... and the current base fee").
 _NOW = re.compile(r"\b(?:current(?:ly)?|now|right\s+now|today|at\s+the\s+moment|latest|newest|"
                   r"head)\b", re.I)
@@ -1305,6 +1306,15 @@ def _count_test(text: str, kind: str) -> dict[str, str] | str:
     return {"cmp": threshold_op(m.group(1)), "than": str(Decimal(m.group(2)))}
 
 
+def _list_head_of_a_block(t: _Task, part: _Part) -> bool:
+    """ "the gas used and the gas limit of the block that 0x<hash> was in": a bare list
+    item naming no transaction of its own ("it", a hash) in a sentence about a
+    transaction's block is that block's (outside round 30 gave the transaction's gas)."""
+    sentence = t.sentence(part.sentence)
+    return not (TX_HASH.search(part.text) or _TX_WORD.search(part.text)) and bool(
+        _BLOCK_OF_TX.search(sentence) or _THAT_BLOCK.search(sentence))
+
+
 def _transaction_block(t: _Task, part: _Part, fp: FactPattern, scope: dict[str, str]) -> str | None:
     """The transaction whose block a block fact is asked of ("when was 0x<hash>
     mined", "the base fee when 0x<hash> was mined", "Did 0x<hash> succeed? When was
@@ -1323,7 +1333,7 @@ def _transaction_block(t: _Task, part: _Part, fp: FactPattern, scope: dict[str, 
         # "Which block was 0x<hash> mined in? What was the base fee of that block?": the
         # transaction's block, never the head's (outside round 26 got the head's at exit 0).
         return earlier[-1]
-    said = [h for at, h in t.hashes if at < part.start + len(part.text)]
+    said = [h for at, h in t.hashes if at < part.start + len(part.text)] or TX_HASH.findall(sentence)
     if said and (
             _THAT_BLOCK.search(sentence) or _BLOCK_OF_TX.search(sentence)):  # fmt: skip
         # "the gas limit and the transaction count of the block it was in", "the block
@@ -1794,7 +1804,8 @@ class _FactItems:
         if fp.kind == "tx_gas_used" and (
                 (not self.t.hashes and re.search(r"\bblocks?\b", self.t.sentence(part.sentence), re.I))
                 or _BLOCK_OF_TX.search(part.text) or _THAT_BLOCK.search(part.text)
-                or re.search(r"\b(?:by|of|in)\s+(?:the|that|its|this)\s+block\b", part.text, re.I)):  # fmt: skip
+                or re.search(r"\b(?:by|of|in)\s+(?:the|that|its|this)\s+block\b", part.text, re.I)
+                or _list_head_of_a_block(self.t, part)):  # fmt: skip
             # "the gas used and the gas limit of block 2": a block is named and no
             # transaction, so the bare "gas used" of the list is the block's; so is "the gas
             # used by the block containing 0x<hash>" (outside round 29 got the transaction's).

@@ -167,6 +167,15 @@ def test_the_base_fee_when_a_transaction_was_mined_is_one_item() -> None:
         (f"{H}: how many transactions were in its block?", ["block_tx_count"]),
         (f"What is the block gas used of the block {H} was in?", ["block_gas_used"]),
         (f"Which block contains {H}, and how full is it?", ["block_fullness"]),
+        # Outside round 30: the first of two facts, before the transaction is named, was
+        # read at the head (D03, D04), and "the block that 0x... was in" was declined.
+        (f"What were the transaction count and the base fee of the block {H} was in?",
+         ["block_tx_count", "base_fee_gwei"]),
+        (f"The gas limit and the transaction count of the block containing {H}, please.",
+         ["block_gas_limit", "block_tx_count"]),
+        (f"What were the gas used and the gas limit of the block that {H} was in?",
+         ["block_gas_used", "block_gas_limit"]),
+        (f"How full was the block that {H} landed in?", ["block_fullness"]),
     ],
 )  # fmt: skip
 def test_every_block_fact_said_of_a_transactions_block_is_read_there(
