@@ -1333,14 +1333,15 @@ def _transaction_block(t: _Task, part: _Part, fp: FactPattern, scope: dict[str, 
         # "Which block was 0x<hash> mined in? What was the base fee of that block?": the
         # transaction's block, never the head's (outside round 26 got the head's at exit 0).
         return earlier[-1]
-    said = [h for at, h in t.hashes if at < part.start + len(part.text)] or TX_HASH.findall(sentence)
-    if said and (
-            _THAT_BLOCK.search(sentence) or _BLOCK_OF_TX.search(sentence)):  # fmt: skip
+    if _THAT_BLOCK.search(sentence) or _BLOCK_OF_TX.search(sentence):
         # "the gas limit and the transaction count of the block it was in", "the block
         # containing 0x<hash>, and what was its base fee?": every block fact of the
-        # sentence is of that block (outside round 29 read the first one at the head).
-        in_sentence = TX_HASH.findall(sentence)
-        return in_sentence[-1] if in_sentence else said[-1]
+        # sentence is of that block (outside round 29 read the first one at the head): the
+        # first transaction said after the fact in its sentence, else the last before it.
+        ends = [p.start + len(p.text) for p in t.parts if p.sentence == part.sentence]
+        after = [h for at, h in t.hashes if part.start <= at < max(ends)]
+        before = [h for at, h in t.hashes if at < part.start]
+        return after[0] if after else before[-1] if before else None
     if fp.kind == "block_timestamp" and _TX_PRONOUN.search(part.text) \
             and not _NAMES_A_BLOCK.search(part.text):
         earlier = [h for at, h in t.hashes if at < part.start]
@@ -1560,7 +1561,6 @@ def _pronoun_holders(t: _Task) -> None:
                 and any(at < part.start + said.start() for at, _h in t.hashes)):  # fmt: skip
             part.leftover = set()  # "How much gas did they use?": the transactions before it
             continue
-        said = re.search(r"\b(?:they|them|their|theirs)\b", part.text, re.I)
         own = set(part.candidate.word.split()) if part.candidate else set()
         if (not said or part.subjects or part.mine or not part.hits
                 or part.leftover - _THEY - own

@@ -206,3 +206,11 @@ def test_they_each_after_transactions_in_the_same_part_is_each_of_them() -> None
     items = extract_checklist(f"Check {H} and {other}: how much gas did they each use?")
     assert [(i["kind"], i["params"]["tx_hash"]) for i in items] == [
         ("tx_gas_used", H), ("tx_gas_used", other)], items
+
+
+def test_a_block_fact_before_a_transaction_takes_the_one_said_after_it_not_the_last() -> None:
+    other = "0x" + "cd" * 32
+    items = extract_checklist(f"What were the gas limit and base fee of the block with {H}, and "
+                              f"which block was {other} mined in?")  # fmt: skip
+    assert [(i["kind"], i["params"].get("of_tx") or i["params"].get("tx_hash")) for i in items] == [
+        ("block_gas_limit", H), ("base_fee_gwei", H), ("tx_block", other)], items
