@@ -127,10 +127,12 @@ _BLOCK_OF_TX = re.compile(
     r"|\bblock\s+(?:(?:that|which)\s+)?(?:the\s+)?(?:transaction\s+|tx\s+)?0x[0-9a-fA-F]{64}\s+"
     r"(?:was|is|got|landed|ended\s+up)\s+(?:mined\s+|included\s+)?in\b"
     r"|\bblock\s+(?:contains|contained|includes|included)\s+(?:the\s+)?(?:transaction\s+|tx\s+)?0x"
-    r"[0-9a-fA-F]{64}", re.I)
+    r"[0-9a-fA-F]{64}"
+    r"|\bblock\s+(?:in\s+which|on\s+which|where)\s+(?:the\s+)?(?:transaction\s+|tx\s+)?0x[0-9a-fA-F]{64}"
+    r"\s+(?:was|is|got)\s+(?:mined|included|confirmed)\b", re.I)
 #: The words naming that block, read with the block fact that claims "block".
 _BLOCK_OF_TX_WORDS = re.compile(r"\b(?:(?:that|which)\s+)?(?:included|includes|contained|contains|"
-                                r"containing|including|holding|landed|ended\s+up)\b", re.I)
+                                r"containing|including|holding|landed|ended\s+up|where)\b", re.I)
 #: A block fact said of now, beside a transaction's block ("... and the current base fee").
 _NOW = re.compile(r"\b(?:current(?:ly)?|now|right\s+now|today|at\s+the\s+moment|latest|newest|"
                   r"head)\b", re.I)

@@ -161,6 +161,8 @@ def test_the_block_a_transaction_was_mined_in_is_its_receipts(devnet) -> None:  
                        "transaction count of the block it was in?")  # fmt: skip
         used = run_json(home, f"What was the gas used by the block containing {pair[1]}, and what "
                         "was its base fee?")  # fmt: skip
+        # Round 31 (A7, C1): "the block in which 0x... was mined" gave the transaction's gas.
+        where = run_json(home, f"For the block in which {pair[0]} was mined, what was the gas used?")
         # Round 30 (D04): the first fact, said before the transaction, was the head's.
         first = run_json(home, f"The gas limit and the transaction count of the block containing "
                          f"{pair[1]}, please.")  # fmt: skip
@@ -175,6 +177,8 @@ def test_the_block_a_transaction_was_mined_in_is_its_receipts(devnet) -> None:  
     assert f"base fee of the block {pair[1]} was mined in: {fee_there} gwei" in used["answer"], used["answer"]
     assert "the latest" not in two["answer"] + used["answer"], (two["answer"], used["answer"])
     assert first["returncode"] == 0 and "the latest" not in first["answer"], first["answer"]
+    assert where["returncode"] == 0 and "transaction gas used" not in where["answer"], where["answer"]
+    assert f"block gas used of the block {pair[0]} was mined in: 42000" in where["answer"], where["answer"]
     assert f"block gas limit of the block {pair[1]} was mined in: {limit} gas" in first["answer"], first["answer"]
     # Round 25 (X16): "each" after two transactions asked the last one's gas alone.
     tx2 = transfer(w3, info["usdc"], dev_account(AGENT), dev_account(OUTSIDER).address, 2)

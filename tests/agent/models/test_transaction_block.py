@@ -176,6 +176,14 @@ def test_the_base_fee_when_a_transaction_was_mined_is_one_item() -> None:
         (f"What were the gas used and the gas limit of the block that {H} was in?",
          ["block_gas_used", "block_gas_limit"]),
         (f"How full was the block that {H} landed in?", ["block_fullness"]),
+        # Outside round 31 (A7, C1, C2, C4, C6): "the block in which 0x... was mined" gave
+        # the transaction's gas used at exit 0.
+        (f"For the block in which {H} was mined, give the gas used and the timestamp.",
+         ["block_gas_used"]),
+        (f"Give the gas used and the gas limit for the block in which {H} was mined.",
+         ["block_gas_used", "block_gas_limit"]),
+        (f"What were the timestamp and the gas used of the block where {H} was included?",
+         ["block_gas_used"]),
     ],
 )  # fmt: skip
 def test_every_block_fact_said_of_a_transactions_block_is_read_there(
