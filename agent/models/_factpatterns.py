@@ -130,6 +130,14 @@ _BLOCK_OF_TX = re.compile(
     r"[0-9a-fA-F]{64}"
     r"|\bblock\s+(?:in\s+which|on\s+which|where)\s+(?:the\s+)?(?:transaction\s+|tx\s+)?0x[0-9a-fA-F]{64}"
     r"\s+(?:was|is|got)\s+(?:mined|included|confirmed)\b", re.I)
+
+
+def _names_tx_block(text: str) -> bool:
+    """Whether ``text`` names a transaction's block ("that block", "its block", "the block
+    containing 0x<hash>", "the block in which 0x<hash> was mined", ...)."""
+    return bool(_THAT_BLOCK.search(text) or _BLOCK_OF_TX.search(text))
+
+
 #: The words naming that block, read with the block fact that claims "block".
 _BLOCK_OF_TX_WORDS = re.compile(r"\b(?:(?:that|which)\s+)?(?:included|includes|contained|contains|"
                                 r"containing|including|holding|landed|ended\s+up|where)\b", re.I)
@@ -1313,8 +1321,7 @@ def _list_head_of_a_block(t: _Task, part: _Part) -> bool:
     item naming no transaction of its own ("it", a hash) in a sentence about a
     transaction's block is that block's (outside round 30 gave the transaction's gas)."""
     sentence = t.sentence(part.sentence)
-    return not (TX_HASH.search(part.text) or _TX_WORD.search(part.text)) and bool(
-        _BLOCK_OF_TX.search(sentence) or _THAT_BLOCK.search(sentence))
+    return not (TX_HASH.search(part.text) or _TX_WORD.search(part.text)) and _names_tx_block(sentence)
 
 
 def _transaction_block(t: _Task, part: _Part, fp: FactPattern, scope: dict[str, str]) -> str | None:
@@ -1335,7 +1342,7 @@ def _transaction_block(t: _Task, part: _Part, fp: FactPattern, scope: dict[str, 
         # "Which block was 0x<hash> mined in? What was the base fee of that block?": the
         # transaction's block, never the head's (outside round 26 got the head's at exit 0).
         return earlier[-1]
-    if _THAT_BLOCK.search(sentence) or _BLOCK_OF_TX.search(sentence):
+    if _names_tx_block(sentence):
         # "the gas limit and the transaction count of the block it was in", "the block
         # containing 0x<hash>, and what was its base fee?": every block fact of the
         # sentence is of that block (outside round 29 read the first one at the head): the
@@ -1805,7 +1812,7 @@ class _FactItems:
     def _fact_items(self, part: _Part, fp: FactPattern, pos: int, phrase: str) -> list[int]:
         if fp.kind == "tx_gas_used" and (
                 (not self.t.hashes and re.search(r"\bblocks?\b", self.t.sentence(part.sentence), re.I))
-                or _BLOCK_OF_TX.search(part.text) or _THAT_BLOCK.search(part.text)
+                or _names_tx_block(part.text)
                 or re.search(r"\b(?:by|of|in)\s+(?:the|that|its|this)\s+block\b", part.text, re.I)
                 or _list_head_of_a_block(self.t, part)):  # fmt: skip
             # "the gas used and the gas limit of block 2": a block is named and no
@@ -1820,8 +1827,7 @@ class _FactItems:
                                     f"{ref} in its own words")]  # fmt: skip
         where = _span_text(scope)
         holders = part.subjects or [m.group(0) for m in TX_HASH.finditer(part.text)]
-        if fp.kind in BLOCK_ONLY_KINDS and holders and (part.subjects or not (
-                _BLOCK_OF_TX.search(part.text) or _THAT_BLOCK.search(part.text))):  # fmt: skip
+        if fp.kind in BLOCK_ONLY_KINDS and holders and (part.subjects or not _names_tx_block(part.text)):
             return [self.out.cannot(f"{fp.label} of {holders[0]}", f"the task asks the "
                                     f"{fp.label} of {holders[0]}, and it is a block's: no tool "
                                     "reads it for an account or a transaction; ask it of a "
