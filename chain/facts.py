@@ -41,6 +41,7 @@ FactKind = Literal[
     "tx_block",  # the number of the block a transaction was mined in
     "tx_time",  # the unix timestamp of the block a transaction was mined in
     "transfer_count",  # USDC Transfer logs in a block range
+    "transfer_list",  # the USDC Transfers in a block range, each listed (up to a cap)
     "transfer_max",  # the largest USDC Transfer in a block range
     "usdc_sent_total",  # USDC an address sent in a block range (its Transfer logs, summed)
     "usdc_received_total",  # USDC an address received in a block range (likewise)
@@ -84,6 +85,7 @@ CHAIN_FACT_KINDS: frozenset[FactKind] = frozenset(
         "tx_block",
         "tx_time",
         "transfer_count",
+        "transfer_list",
         "transfer_max",
         "usdc_sent_total",
         "usdc_received_total",
@@ -133,6 +135,7 @@ KIND_PARAMS: dict[str, tuple[str, ...]] = {
     "tx_block": ("tx_hash",),
     "tx_time": ("tx_hash",),
     "transfer_count": ("address", "blocks", "from_block", "to_block"),
+    "transfer_list": ("address", "blocks", "from_block", "to_block"),
     "transfer_max": ("address", "blocks", "from_block", "to_block"),
     "usdc_sent_total": ("address", "counterparty", "blocks", "from_block", "to_block"),
     "usdc_received_total": ("address", "counterparty", "blocks", "from_block", "to_block"),

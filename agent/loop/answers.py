@@ -194,6 +194,10 @@ def _asked_value(value: str, kind: str, params: Mapping[str, object]) -> str:
         return shown + (f" at block {params['block']}" if params.get("block") else "")
     if kind == "block_number" and params.get("block"):
         return value
+    if kind == "transfer_list":
+        # Each transfer, whole: the tool lists at most MAX_LISTED_TRANSFERS, and a list cut
+        # short would drop transfers at exit 0.
+        return " ".join(value.split())
     if kind in ("token_factsheet", "protocol_factsheet", "gas_stats", "transfer_stats"):
         # The sheet asked for whole (its statistics, or what a bought sheet contains):
         # every field, each with the unit its name says (`nib show` has the raw answer).

@@ -123,7 +123,8 @@ class Tried:
     def why_not(self, plan: PlanContext, tool: str, key: str) -> str:
         """Why a call is not proposed again, naming the real cause: the judge's refusal (its
         reason), a gate's skip, the failures (the steps that failed, the last one's words),
-        or an earlier result."""
+        or an earlier result (what it read)."""
+        said = ""
         for row in reversed(plan.history):
             if plan.key(str(row.get("tool") or ""), row.get("args")) != key:
                 continue
@@ -139,7 +140,10 @@ class Tried:
                 failed = f"{tool} failed {_in_steps(self.failures.get(key, ()))}"
                 last = one_line(summary, _SUMMARY_CHARS)
                 return f"{failed} (last error: {last})" if last else failed
+            said = one_line(summary, _SUMMARY_CHARS)
             break
+        if said:  # "22 USDC transfers in blocks 0..23, more than 20: not listed one by one"
+            return f"{tool} was already tried (it read: {said}; no value for this item)"
         return f"{tool} was already tried (it gave no value for this item)"
 
 

@@ -117,7 +117,8 @@ _BLOCK_GAS_USED = next(fp for fp in FACT_PATTERNS if fp.kind == "block_gas_used"
 _TX_WORD = re.compile(r"\b(?:it|its|this|that|transactions?|txs?)\b", re.I)
 _TX_PRONOUN = re.compile(r"\b(?:it|its|this|that|the\s+(?:transaction|tx))\b", re.I)
 _THAT_BLOCK = re.compile(r"\b(?:(?:that|its|this|the\s+same|the\s+(?:transaction|tx)['’]s)\s+block"
-                         r"|the\s+block\s+(?:it|that|this)\s+(?:was|is|got)\s+(?:mined\s+|included\s+)?in)\b",
+                         r"|the\s+block\s+(?:it|that|this)\s+(?:(?:was|is|got)\s+(?:mined\s+|included\s+)?"
+                         r"|(?:landed|ended\s+up)\s+)in)\b",
                          re.I)
 #: A block named by a transaction in it ("the block that included 0x<hash>", "the block
 #: containing it", "0x<hash>'s block"): a block fact of it is of the block it was mined in.
@@ -147,6 +148,10 @@ _NOW = re.compile(r"\b(?:current(?:ly)?|now|right\s+now|today|at\s+the\s+moment|
 _NAMES_A_BLOCK = re.compile(r"\b(?:blocks?|head|chain)\b", re.I)
 _MINED = re.compile(r"\b(?:mined|included|confirmed)\b", re.I)
 
+#: Words referring back to transfers asked before ("the largest one", "which of them").
+_ONE_OF_THOSE = re.compile(r"\b(?:one|ones|of\s+them|of\s+those|of\s+these|among\s+them)\b",
+                           re.I)
+
 #: Kinds that take one block number, and kinds that take a window or range of blocks.
 BLOCK_KINDS = frozenset({"base_fee_gwei", "block_timestamp", "block_number", "block_gas_used",
                          "block_gas_limit", "block_tx_count", "block_fullness"})
@@ -156,7 +161,7 @@ BLOCK_KINDS = frozenset({"base_fee_gwei", "block_timestamp", "block_number", "bl
 BLOCK_ONLY_KINDS = frozenset({"block_gas_used", "block_gas_limit", "block_tx_count",
                               "block_fullness"})
 TOTAL_KINDS = frozenset({"usdc_sent_total", "usdc_received_total"})
-WINDOW_KINDS = frozenset({"transfer_count", "transfer_max"}) | TOTAL_KINDS
+WINDOW_KINDS = frozenset({"transfer_count", "transfer_list", "transfer_max"}) | TOTAL_KINDS
 #: The unit a kind's value is written in, for thresholds in conditions.
 VALUE_UNITS = {
     "base_fee_gwei": "gwei",
@@ -727,6 +732,9 @@ class _Part:
     alone: bool = False
     #: Where a borrowing part's question ends (its list tails joined): its aggregate's text.
     until: int = 0
+    #: Only names the block of a transaction for the block facts of its sentence ("For
+    #: the block where 0x<hash> was included, what were ..."): nothing of its own to read.
+    frame: bool = False
 
 
 #: "0x<hash> and 0x<hash>", "0x<hash>, 0x<hash>": a list of transactions, one subject of
@@ -819,7 +827,7 @@ def _read_part(part: _Part, has_hash: bool) -> None:
                                if fp.kind not in _AGGREGATED] + claimed[:sends])  # fmt: skip
     if any(h[1].kind in TOTAL_KINDS for h in part.hits):
         rest = _TOTAL_WORDS.sub(" ", rest)  # "in total", "altogether": a total's own scope
-    if _BLOCK_OF_TX.search(text) and any(h[1].kind in BLOCK_KINDS | {"tx_gas_used"} for h in part.hits):
+    if _names_tx_block(text) and any(h[1].kind in BLOCK_KINDS | {"tx_gas_used"} for h in part.hits):
         rest = _BLOCK_OF_TX_WORDS.sub(" ", rest)  # "the block that included 0x<hash>": which
     part.leftover, part.modifier = _words_left(rest, other)
     part.rest, part.other = rest, other
@@ -1071,6 +1079,7 @@ class _Task:
         for part in self.parts:
             _read_part(part, bool(self.hashes))
         self._read_bare_facts()
+        self._read_block_frames()
         _read_shaping_parts(self)
         self._merge_subject_only_parts()
         _pronoun_holders(self)
@@ -1103,6 +1112,23 @@ class _Task:
                 part.hits.append((m.start(), _BLOCK_NUMBER, m.group(0)))
             else:
                 part.leftover.update(b.group(1).lower() for b in bare)
+
+    def _read_block_frames(self) -> None:
+        """A part only naming a transaction's block ("For the block where 0x<hash> was
+        included", "In the block that 0x<hash> landed in") frames the block facts of its
+        sentence, which are that block's (``_transaction_block``): not a question of its own
+        (outside round 32 declined it, with the facts read right)."""
+        for part in self.parts:
+            named = _BLOCK_OF_TX.search(part.text)
+            if (named is None or part.hits or part.subjects or part.condition
+                    or _SEND.search(part.text)):  # fmt: skip
+                continue
+            frame_words = {w.lower() for w in re.findall(r"[A-Za-z]+", named.group(0))}
+            if part.leftover - frame_words:
+                continue
+            if any(h[1].kind in BLOCK_KINDS and not _NOW.search(p.text)
+                   for p in self.parts if p.sentence == part.sentence for h in p.hits):
+                part.frame, part.leftover = True, set()
 
     def _mark_again(self) -> None:
         """A part naming a block but no fact, joined by "and"/"also"/"then" or referring
@@ -1316,6 +1342,17 @@ def _count_test(text: str, kind: str) -> dict[str, str] | str:
     return {"cmp": threshold_op(m.group(1)), "than": str(Decimal(m.group(2)))}
 
 
+def _window_holders(t: _Task, part: _Part) -> list[str]:
+    """The addresses whose transfers an earlier part of the sentence asks, when this part
+    refers back to those transfers ("How many USDC transfers touched 0xA ..., and what is
+    the largest one?": 0xA's largest, never the whole chain's)."""
+    if not _ONE_OF_THOSE.search(part.text):
+        return []
+    earlier = [p for p in t.parts if p.sentence == part.sentence and p.start < part.start
+               and p.subjects and any(h[1].kind in WINDOW_KINDS for h in p.hits)]  # fmt: skip
+    return list(dict.fromkeys(earlier[-1].subjects)) if earlier else []
+
+
 def _list_head_of_a_block(t: _Task, part: _Part) -> bool:
     """ "the gas used and the gas limit of the block that 0x<hash> was in": a bare list
     item naming no transaction of its own ("it", a hash) in a sentence about a
@@ -1350,7 +1387,10 @@ def _transaction_block(t: _Task, part: _Part, fp: FactPattern, scope: dict[str, 
         ends = [p.start + len(p.text) for p in t.parts if p.sentence == part.sentence]
         after = [h for at, h in t.hashes if part.start <= at < max(ends)]
         before = [h for at, h in t.hashes if at < part.start]
-        return after[0] if after else before[-1] if before else None
+        # A transaction said only after the sentence ("... the block it ended up in?
+        # 0x<hash>") is the task's one transaction, when it has one.
+        only = t.hashes[0][1] if len(t.hashes) == 1 else None
+        return after[0] if after else before[-1] if before else only
     if fp.kind == "block_timestamp" and _TX_PRONOUN.search(part.text) \
             and not _NAMES_A_BLOCK.search(part.text):
         earlier = [h for at, h in t.hashes if at < part.start]
@@ -1682,7 +1722,8 @@ def _listed_with(t: _Task, near: str) -> list[str]:
 
 
 #: Kinds read of USDC only: a part naming another token's symbol asks something else.
-_USDC_ONLY = frozenset({"usdc_balance", "transfer_count", "transfer_max"}) | TOTAL_KINDS
+_USDC_ONLY = frozenset({"usdc_balance", "transfer_count", "transfer_list",
+                        "transfer_max"}) | TOTAL_KINDS
 
 
 def _other_token(t: _Task, part: _Part, kind: str) -> str | None:
@@ -1927,7 +1968,10 @@ class _FactItems:
         if fp.kind in TOTAL_KINDS:
             return self._totals(part, fp, params, where, subjects)
         if not subjects and fp.kind in WINDOW_KINDS:
-            return [self.out.add({"text": f"{fp.label}{where}", "kind": fp.kind, "params": params})]
+            subjects = _window_holders(self.t, part)
+            if not subjects:
+                return [self.out.add({"text": f"{fp.label}{where}", "kind": fp.kind,
+                                      "params": params})]  # fmt: skip
         if not subjects and _MINE.search(part.text):
             # "my balance": the agent's own wallet, named by the task. No address param:
             # absent means the agent's wallet (agent/loop/checklist.py KIND_PARAMS).
@@ -2485,6 +2529,8 @@ class _Reader(_ReaderChecks):
     def _part_items(self, part: _Part, gates: list[int], actions: list[int]) -> list[int]:
         """The items of one part: a condition (a gate of the orders), orders, facts, a
         comparison asked back, or why it cannot be read. Nothing is dropped."""
+        if part.frame:
+            return []  # "For the block where 0x<hash> was included, ...": its facts' block
         if (test := _share_test(part)) is not None:
             # "Is the latest block more than half full?", "if block 3 is over 50% full, ...":
             # declined by its words, never a comparison with another fact's number.

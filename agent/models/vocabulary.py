@@ -139,6 +139,7 @@ KIND_WORDS: tuple[KindWords, ...] = (
           "largest [usdc] payment", "biggest [usdc] payment", "top [usdc] transfer",
           "largest amount … transferred", "most usdc moved in one transfer",
           "largest one", "biggest one", "which one was the largest", "which was the largest",
+          "which of them was the largest", "which of them was the biggest",
           "what was the largest", "which one was the biggest", "what was the biggest"),
     # Before the balance ("how much usdc … received" is no balance) and the transfer count.
     _kind("usdc_sent_total", "total USDC sent", "account",
@@ -165,8 +166,8 @@ KIND_WORDS: tuple[KindWords, ...] = (
     # block (its receipt), never the latest block's time or number.
     _kind("tx_block", "block", "tx",
           *(f"{w} {b} … {v}" for w in ("which", "what") for b in ("block", "blocks") for v in (
-              "mined in", "included in", "confirmed in", "ended up in", "landed in", "in", "mined",
-              "included", "confirmed")),
+              "mined in", "included in", "confirmed in", "ended up in", "landed in", "land in",
+              "end up in", "in", "mined", "included", "confirmed")),
           *(f"{v} in {w} block" for v in ("mined", "included", "confirmed") for w in (
               "which", "what")),
           "in which block", "in what block", "block number of", "block of",
@@ -236,6 +237,15 @@ KIND_WORDS: tuple[KindWords, ...] = (
           # The verb after its subject: "how much ether 0x.. possesses".
           *(f"{q} {u} … {v}" for q in ("how much", "amount of") for u in ("eth", "ether")
             for v in _HOLD_VERBS)),
+    # Before the count: "show me the USDC transfers" asks each transfer, not how many
+    # (outside round 32 got the count alone, at exit 0).
+    _kind("transfer_list", "USDC transfers", "account",
+          *(f"{v} [me] [all] [the] [usdc] transfers" for v in (
+              "show", "list", "give", "tell", "display", "print")),
+          "list of [the] [usdc] transfers", "which [usdc] transfers", "what [usdc] transfers",
+          "what are [the] [usdc] transfers", "what were [the] [usdc] transfers",
+          "details of [the] [usdc] transfers", "each [usdc] transfer", "every [usdc] transfer",
+          "[the] [usdc] transfers themselves"),
     _kind("transfer_count", "USDC transfer count", "account",
           "transfer count", "number of [usdc] transfers", "how many [usdc] transfers",
           "[usdc] transfer events", "[usdc] transfer logs", "[usdc] transfers"),

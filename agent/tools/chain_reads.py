@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, TypeVar
@@ -30,7 +30,7 @@ from web3.exceptions import Web3Exception
 from agent.errors import PermanentToolError, ToolError
 from agent.tools.address import checked_address
 from agent.tools.base import ArgsT, FreeLimits, Observation, Tool, ToolContext
-from chain.client import Receipt, checksum_address
+from chain.client import Receipt, TransferLog, checksum_address
 from chain.errors import RpcError
 from chain.money import format_usdc
 
@@ -597,17 +597,37 @@ async def _block_range(
     return first, last
 
 
+#: A list of transfers is a fact only up to this many: more is a count, never a list cut
+#: short (an answer listing some of them would be wrong at exit 0).
+MAX_LISTED_TRANSFERS = 20
+
+
+def _listed_transfers(
+    logs: Sequence[TransferLog], first: int, last: int, decimals: int
+) -> str | None:
+    """Every transfer of ``logs``, one after the other ("block 6: 3.25 USDC from 0xA to 0xB
+    (tx 0x..)"), or None when there are more than MAX_LISTED_TRANSFERS."""
+    if len(logs) > MAX_LISTED_TRANSFERS:
+        return None
+    if not logs:
+        return f"none: no USDC transfers in blocks {first}..{last}"
+    each = "; ".join(f"block {log.block_number}: {format_usdc(log.value, decimals)} from "
+                     f"{log.sender} to {log.recipient} (tx {log.tx_hash})" for log in logs)
+    return f"{len(logs)} in blocks {first}..{last}: {each}"
+
+
 class TokenTransfersTool(_FreeRead[TransfersArgs]):
     name = "token_transfers"
     # Log scans span block ranges: more room and time than a point read.
     free_limits = FreeLimits(max_calls_per_run=3, max_result_bytes=65_536, timeout_s=20.0)
     description = (
         "USDC Transfer events in the most recent blocks (default 1000) or in an explicit "
-        "block range, optionally only those from or to one address: their count, the "
-        "largest one, and up to 5 of the latest."
+        f"block range, optionally only those from or to one address: their count, each of "
+        f"them when there are at most {MAX_LISTED_TRANSFERS}, the largest one, and up to 5 "
+        "of the latest."
     )
     args_model = TransfersArgs
-    facts = ("transfer_count", "transfer_max")
+    facts = ("transfer_count", "transfer_list", "transfer_max")
     reads_range = True
 
     async def run(self, args: TransfersArgs, ctx: ToolContext) -> Observation:
@@ -639,8 +659,13 @@ class TokenTransfersTool(_FreeRead[TransfersArgs]):
             )
         else:
             facts["transfer_max"] = f"none: no USDC transfers in blocks {first}..{last}"
+        listed = _listed_transfers(logs, first, last, ctx.network.decimals)
+        if listed is not None:
+            facts["transfer_list"] = listed
+        unlisted = (f", more than {MAX_LISTED_TRANSFERS}: not listed one by one (ask how many, "
+                    "or over fewer blocks)") if listed is None else ""  # fmt: skip
         return self._obs(
-            f"{len(logs)} USDC transfers{who} in blocks {first}..{last}",
+            f"{len(logs)} USDC transfers{who} in blocks {first}..{last}{unlisted}",
             {
                 "token": token,
                 "address": args.address,

@@ -311,6 +311,50 @@ def test_the_outside_testers_round_28_lists_and_follow_ups_read_every_subject(de
         assert f"ETH balance of {holder}: {format_eth(eth)}" in follow["answer"], follow["answer"]
 
 
+def test_the_outside_testers_round_32_transfers_are_listed_and_a_block_frame_is_read(devnet) -> None:  # type: ignore[no-untyped-def]
+    """Round 32: "Show me / List / Which USDC transfers ... in the last 10 blocks" gave their
+    count alone at exit 0 (E22, S01, S02); "For the block where 0x... was included, what
+    were ..." and "In the block that 0x... landed in, ..." declined the opening clause (B09,
+    B16), and "Which block did 0x... land in" declined "land" (B07). Each transfer is
+    listed as the chain's logs say; each block fact is the block's, read back here."""
+    from web3 import Web3
+
+    from chain.devkeys import AGENT, OUTSIDER, dev_account
+    from chain.usdc import transfer
+
+    home, info = devnet
+    w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
+    chain = ChainClient(info["rpc_url"], 31337)
+    txs = [transfer(w3, info["usdc"], dev_account(AGENT), dev_account(OUTSIDER).address, n)
+           for n in (3_250_000, 7_000_000)]  # fmt: skip
+    head = w3.eth.block_number
+    logs = chain.transfer_logs(info["usdc"], max(head - 9, 0), head)
+    for question in ("Show me the USDC transfers in the last 10 blocks.",
+                     "Which USDC transfers happened in the last 10 blocks?"):
+        listed = run_json(home, question)
+        assert listed["returncode"] == 0 and listed["finished"], listed["answer"]
+        answer = " ".join(listed["answer"].split())
+        assert f"{len(logs)} in blocks {max(head - 9, 0)}..{head}: " in answer, answer
+        for log in logs:
+            assert (f"block {log.block_number}: {format_usdc(log.value)} from {log.sender} to "
+                    f"{log.recipient} (tx {log.tx_hash})") in answer, answer
+    assert {tx.lower() for tx in txs} <= {log.tx_hash.lower() for log in logs}
+    block = w3.eth.get_block(w3.eth.get_transaction_receipt(txs[0])["blockNumber"])
+    framed = run_json(home, f"For the block where {txs[0]} was included, what were the gas "
+                            "limit and the number of transactions?")  # fmt: skip
+    assert framed["returncode"] == 0, framed["answer"]
+    assert f"was mined in: {int(block['gasLimit'])} gas" in framed["answer"], framed["answer"]
+    assert f"was mined in: {len(block['transactions'])} (observed" in framed["answer"], framed["answer"]
+    fee = run_json(home, f"In the block that {txs[0]} landed in, what was the base fee?")
+    assert fee["returncode"] == 0, fee["answer"]
+    assert f"was mined in: {format_gwei(int(block['baseFeePerGas']))}" in fee["answer"], fee["answer"]
+    landed = run_json(home, f"Which block did {txs[0]} land in, and how much gas did the block "
+                            "it landed in use?")  # fmt: skip
+    assert landed["returncode"] == 0, landed["answer"]
+    assert f"block of {txs[0]}: {int(block['number'])} (observed" in landed["answer"], landed["answer"]
+    assert f"was mined in: {int(block['gasUsed'])} gas" in landed["answer"], landed["answer"]
+
+
 @pytest.fixture(scope="module")
 def market_devnet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     yield from own_devnet(tmp_path_factory, "paid-nothing-home")

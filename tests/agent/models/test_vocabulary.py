@@ -26,6 +26,8 @@ ENTRIES = [
 def _question(kind_subject: str, phrase: str) -> str:
     words = " ".join(w.strip("[]") for w in phrase.split())
     subject = SUBJECT[kind_subject]
+    if phrase == "[usdc] transfers":  # "Tell me the transfers" asks each (transfer_list)
+        return f"How about the {words} of {subject}?"
     if "…" in words:
         return "Tell me " + words.replace("…", subject or "the chain") + "?"
     return f"Tell me the {words} of {subject}?" if subject else f"Tell me the {words}?"

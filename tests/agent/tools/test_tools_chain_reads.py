@@ -354,6 +354,36 @@ def test_the_largest_transfer_says_when_it_is_a_tie(
     assert "tie" not in one.facts["transfer_max"], one.facts
 
 
+def test_the_transfers_are_listed_each_up_to_the_cap_and_never_cut_short(
+    chain: Any, make_ctx: Callable[..., ToolContext]
+) -> None:
+    # Outside round 32: "Show me the USDC transfers in the last 10 blocks" got a count.
+    from agent.tools.chain_reads import MAX_LISTED_TRANSFERS
+
+    first = chain.w3.eth.block_number + 1
+    sent = [(transfer(chain.w3, chain.usdc, dev_account(AGENT), dev_account(SELLER).address,
+                      1_000 + n), 1_000 + n) for n in range(MAX_LISTED_TRANSFERS + 1)]  # fmt: skip
+    last = chain.w3.eth.block_number
+    ctx = make_ctx()
+    two = run(TokenTransfersTool(), {"from_block": first, "to_block": first + 1}, ctx)
+    listed = two.facts["transfer_list"]
+    assert listed.startswith(f"2 in blocks {first}..{first + 1}: "), listed
+    agent, seller = dev_account(AGENT).address, dev_account(SELLER).address
+    for n, (tx, amount) in enumerate(sent[:2]):
+        block = chain.w3.eth.get_transaction_receipt(tx)["blockNumber"]
+        assert (f"block {block}: {format_usdc(amount)} from {agent} to {seller} (tx {tx})"
+                in listed), listed
+    cap = run(TokenTransfersTool(), {"from_block": first + 1, "to_block": last}, ctx)
+    assert cap.facts["transfer_list"].startswith(f"{MAX_LISTED_TRANSFERS} in blocks"), cap.facts
+    assert all(tx in cap.facts["transfer_list"] for tx, _ in sent[1:])
+    over = run(TokenTransfersTool(), {"from_block": first, "to_block": last}, ctx)
+    assert "transfer_list" not in over.facts, over.facts  # a count, never a list cut short
+    assert over.facts["transfer_count"] == str(MAX_LISTED_TRANSFERS + 1)
+    assert f"more than {MAX_LISTED_TRANSFERS}: not listed one by one" in over.summary
+    none = run(TokenTransfersTool(), {"address": dev_account(OUTSIDER).address, "blocks": 3}, ctx)
+    assert none.facts["transfer_list"].startswith("none: no USDC transfers in blocks"), none.facts
+
+
 def test_usdc_totals_sum_the_transfer_logs_each_way(
     chain: Any, make_ctx: Callable[..., ToolContext]
 ) -> None:

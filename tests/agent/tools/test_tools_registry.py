@@ -33,6 +33,7 @@ PAID_TOOL_NAMES = ("pay_http", "pay_mcp", "usdc_transfer")
 
 FREE_FACTS = {
     "token_name",
+    "transfer_list",
     "transfer_max",
     "base_fee_gwei",
     "gas_price_gwei",

@@ -1,0 +1,91 @@
+"""Outside round 32: "Show me / List / Which USDC transfers ... in the last 10 blocks" got
+the count alone at exit 0 (E22, S01, S02); a fronted clause naming a transaction's block
+("For the block where 0x<hash> was included, ...", "In the block that 0x<hash> landed in,
+...") was declined as a part of its own with the facts read right (B09, B16); and "Which
+block did 0x<hash> land in" declined "land" (B07). The transfers themselves are their own
+fact kind (``transfer_list``); a frame is no question; "land in" names the block."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.models._factpatterns import extract_checklist
+
+H = "0x2adb957e623e54d32eb2b3c3e2e9adc539913e1ca186c596d731f73354f00dbb"
+A = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+
+
+def _rows(task: str) -> list[tuple[str | None, dict[str, str], bool]]:
+    return [(i.get("kind"), dict(i.get("params") or {}), bool(i.get("unanswerable")))
+            for i in extract_checklist(task)]  # fmt: skip
+
+
+@pytest.mark.parametrize("task", [
+    "Show me the USDC transfers in the last 10 blocks.",
+    "List the USDC transfers in the last 10 blocks.",
+    "Which USDC transfers happened in the last 10 blocks?",
+    "What USDC transfers were made in the last 10 blocks?",
+    "Tell me the USDC transfers in the last 10 blocks.",
+    "What were the USDC transfers in the last 10 blocks?",
+    "Give me a list of the USDC transfers in the last 10 blocks.",
+])
+def test_asking_for_the_transfers_lists_them_never_counts_them(task: str) -> None:
+    assert _rows(task) == [("transfer_list", {"blocks": "10"}, False)]
+
+
+@pytest.mark.parametrize("task", [
+    "How many USDC transfers were there in the last 10 blocks?",
+    "What is the number of USDC transfers in the last 10 blocks?",
+    "Count the USDC transfers in the last 10 blocks.",
+])
+def test_asking_how_many_still_counts(task: str) -> None:
+    assert _rows(task) == [("transfer_count", {"blocks": "10"}, False)]
+
+
+def test_a_list_of_one_address_and_its_largest_one_are_both_that_address() -> None:
+    rows = _rows(f"Which USDC transfers touched {A} in the last 20 blocks, and which of "
+                 "them was the largest?")
+    assert rows == [("transfer_list", {"blocks": "20", "address": A}, False),
+                    ("transfer_max", {"blocks": "20", "address": A}, False)]
+    # The same for a count: "the largest one" is of the transfers just asked, not the chain's.
+    rows = _rows(f"How many USDC transfers touched {A} in the last 20 blocks, and what is "
+                 "the largest one?")
+    assert rows[1] == ("transfer_max", {"blocks": "20", "address": A}, False)
+
+
+@pytest.mark.parametrize(("task", "kinds"), [
+    (f"For the block where {H} was included, what were the gas limit and the number of "
+     "transactions?", ["block_gas_limit", "block_tx_count"]),
+    (f"In the block that {H} landed in, what was the base fee?", ["base_fee_gwei"]),
+    (f"For the block in which {H} was mined, what was the gas used?",
+     ["tx_time", "block_gas_used"]),
+])
+def test_a_fronted_clause_naming_a_transactions_block_frames_its_facts(task: str, kinds: list[str]) -> None:
+    rows = _rows(task)
+    assert [k for k, _, _ in rows] == kinds, rows
+    assert all(not bad for _, _, bad in rows), rows
+    assert all(p.get("of_tx") == H or p.get("tx_hash") == H for _, p, _ in rows), rows
+
+
+@pytest.mark.parametrize("task", [
+    # A fact of now beside the frame: the frame frames nothing, and is named.
+    f"In the block that {H} landed in, what is the current base fee?",
+    # A balance is no fact of a block: never read "at" it, the frame is named.
+    f"For the block where {H} was included, what is the USDC balance of {A}?",
+])
+def test_a_frame_with_no_block_fact_of_that_block_is_named_not_dropped(task: str) -> None:
+    rows = _rows(task)
+    assert rows[0][0] is None and rows[0][2], rows
+
+
+@pytest.mark.parametrize("task", [
+    f"Which block did {H} land in?",
+    f"Which block did {H} end up in?",
+])
+def test_land_in_and_end_up_in_ask_the_transactions_block(task: str) -> None:
+    assert _rows(task) == [("tx_block", {"tx_hash": H}, False)]
+
+
+def test_the_gas_of_the_block_it_landed_in_is_the_blocks() -> None:
+    rows = _rows(f"Which block did {H} land in, and how much gas did the block it landed in use?")
+    assert rows == [("tx_block", {"tx_hash": H}, False), ("block_gas_used", {"of_tx": H}, False)]
