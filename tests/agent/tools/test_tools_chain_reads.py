@@ -369,7 +369,7 @@ def test_the_transfers_are_listed_each_up_to_the_cap_and_never_cut_short(
     listed = two.facts["transfer_list"]
     assert listed.startswith(f"2 in blocks {first}..{first + 1}: "), listed
     agent, seller = dev_account(AGENT).address, dev_account(SELLER).address
-    for n, (tx, amount) in enumerate(sent[:2]):
+    for tx, amount in sent[:2]:
         block = chain.w3.eth.get_transaction_receipt(tx)["blockNumber"]
         assert (f"block {block}: {format_usdc(amount)} from {agent} to {seller} (tx {tx})"
                 in listed), listed
