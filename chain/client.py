@@ -86,11 +86,11 @@ def raw_rpc(w3: Web3, method: str, params: list[object], name: str | None = None
     """
     provider = w3.provider
     url = _endpoint(w3)
-    target = _direct(url)
+    target = direct_target(url)
     if target is None:
-        return _result(url, name or method, provider.make_request(RPCEndpoint(method), params))
+        return rpc_result(url, name or method, provider.make_request(RPCEndpoint(method), params))
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    return _result(url, name or method, _exchange(w3, target, body, name or method))
+    return rpc_result(url, name or method, _exchange(w3, target, body, name or method))
 
 
 def raw_rpc_batch(w3: Web3, calls: Sequence[tuple[str, list[object], str]]) -> list[object]:
@@ -100,7 +100,7 @@ def raw_rpc_batch(w3: Web3, calls: Sequence[tuple[str, list[object], str]]) -> l
     request at a time). Each item is the ``result`` or the RpcError that request met;
     a transport error raises, as :func:`raw_rpc`'s."""
     url = _endpoint(w3)
-    target = _direct(url)
+    target = direct_target(url)
     if target is not None and len(calls) > 1:
         body = [{"jsonrpc": "2.0", "id": i, "method": method, "params": params}
                 for i, (method, params, _) in enumerate(calls)]
@@ -131,7 +131,7 @@ def _unless_error(item: object) -> object:
     return item
 
 
-def _direct(url: str) -> _Target | None:
+def direct_target(url: str) -> _Target | None:
     """Where :func:`_post_json` may reach ``url``'s node itself: a plain http(s) URL that
     goes through no proxy (chain.http_proxy.proxy_for); else None (web3's transport, which
     takes that proxy)."""
@@ -160,7 +160,7 @@ def _exchange(w3: Web3, target: _Target, body: object, name: str) -> object:
     return resp
 
 
-def _result(url: str, name: str, resp: object) -> object:
+def rpc_result(url: str, name: str, resp: object) -> object:
     """The ``result`` of one JSON-RPC response object, or its error as RpcError."""
     if not isinstance(resp, dict):
         raise RpcError(url, name, None, f"found {type(resp).__name__}; expected "
@@ -175,7 +175,7 @@ def _result(url: str, name: str, resp: object) -> object:
 
 def _result_or_error(url: str, name: str, resp: object) -> object:
     try:
-        return _result(url, name, resp)
+        return rpc_result(url, name, resp)
     except RpcError as exc:
         return exc
 
@@ -273,6 +273,7 @@ class ChainClient:
         proxies = dict.fromkeys(("http", "https", "all"), proxy_for(rpc_url))
         self.w3 = Web3(Web3.HTTPProvider(
             rpc_url, request_kwargs={"timeout": timeout_s, "proxies": proxies}))
+        self.timeout_s = timeout_s
         self._chain_id: int | None = None
         self.expected_chain_id = expected_chain_id
         if expected_chain_id is not None:
@@ -289,16 +290,19 @@ class ChainClient:
             return fn()
         except (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError,
                 requests.HTTPError) as exc:
-            known = self.expected_chain_id or self._chain_id
-            raise RpcUnreachable(self.rpc_url, _transport_failure(self.rpc_url, exc),
-                                 chain_id=known,
-                                 devnet=None if known is None else known == ANVIL_CHAIN_ID) from exc
+            raise self.unreachable(exc) from exc
         except Web3RPCError as exc:
             resp = exc.rpc_response or {}
             err = resp.get("error") if isinstance(resp, dict) else None
             code = err.get("code") if isinstance(err, dict) else None
             msg = err.get("message") if isinstance(err, dict) else str(exc)
             raise RpcError(self.rpc_url, method, code, str(msg)) from exc
+
+    def unreachable(self, exc: BaseException) -> RpcUnreachable:
+        """The node did not answer: ``exc`` (a transport error) as RpcUnreachable."""
+        known = self.expected_chain_id or self._chain_id
+        return RpcUnreachable(self.rpc_url, _transport_failure(self.rpc_url, exc), chain_id=known,
+                              devnet=None if known is None else known == ANVIL_CHAIN_ID)
 
     def chain_id(self) -> int:
         if self._chain_id is None:
@@ -320,14 +324,14 @@ class ChainClient:
             "eth_getBlockByNumber",
             lambda: raw_rpc(self.w3, "eth_getBlockByNumber", [tag, False]),
         )
-        return self._timestamp(found, block)
+        return self.timestamp_of(found, block)
 
     def clock_and_balance(self, token: str, holder: str) -> tuple[int | RpcError, int | RpcError]:
         """The latest block's time and ``holder``'s balance of ``token`` in one batch (one
         exchange with the node: the wallet reads both before every signature), each the
         value or the RpcError its read met; a node that cannot be reached raises
         RpcUnreachable for both."""
-        params = self._balance_call(token, holder)
+        params = self.balance_call(token, holder)
         found = self.call("eth_getBlockByNumber+balanceOf", lambda: raw_rpc_batch(self.w3, [
             ("eth_getBlockByNumber", ["latest", False], "eth_getBlockByNumber"),
             ("eth_call", params, "balanceOf"),
@@ -335,16 +339,16 @@ class ChainClient:
         clock: int | RpcError
         balance: int | RpcError
         try:
-            clock = self._timestamp(_unless_error(found[0]), "latest")
+            clock = self.timestamp_of(_unless_error(found[0]), "latest")
         except RpcError as exc:
             clock = exc
         try:
-            balance = self._word_of(token, "balanceOf", _unless_error(found[1]))
+            balance = self.word_of(token, "balanceOf", _unless_error(found[1]))
         except RpcError as exc:
             balance = exc
         return clock, balance
 
-    def _timestamp(self, found: object, block: int | str) -> int:
+    def timestamp_of(self, found: object, block: int | str) -> int:
         if not isinstance(found, dict) or "timestamp" not in found:
             raise RpcError(
                 self.rpc_url,
@@ -378,12 +382,12 @@ class ChainClient:
         hand-encoded calldata: the wallet reads it before every signature, and web3's
         contract path costs ~10x the CPU of the request itself (contract, ABI encoding,
         middleware, formatters)."""
-        params = self._balance_call(token, address, block)
+        params = self.balance_call(token, address, block)
         result = self.call("balanceOf", lambda: raw_rpc(self.w3, "eth_call", params, "balanceOf"))
-        return self._word_of(token, "balanceOf", result)
+        return self.word_of(token, "balanceOf", result)
 
     @staticmethod
-    def _balance_call(token: str, holder: str, block: int | str = "latest") -> list[object]:
+    def balance_call(token: str, holder: str, block: int | str = "latest") -> list[object]:
         """eth_call's params for ``balanceOf(holder)`` of ``token`` at ``block``."""
         return _view_call(token, _BALANCE_OF + checksum_address(holder)[2:].lower().rjust(64, "0"),
                           block)
@@ -402,9 +406,9 @@ class ChainClient:
         """The one 32-byte word a view call ``name`` of ``token`` answers, as an int."""
         params = _view_call(token, data)
         result = self.call(name, lambda: raw_rpc(self.w3, "eth_call", params, name))
-        return self._word_of(token, name, result)
+        return self.word_of(token, name, result)
 
-    def _word_of(self, token: str, name: str, result: object) -> int:
+    def word_of(self, token: str, name: str, result: object) -> int:
         raw = bytes.fromhex(str(result or "0x").removeprefix("0x"))
         if len(raw) != 32:
             raise RpcError(

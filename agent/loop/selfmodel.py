@@ -8,7 +8,6 @@ cannot make, so it is never reused across turns.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import metadata
@@ -17,6 +16,7 @@ from agent.loop.budget import BudgetGate
 from agent.loop.context import RunContext
 from agent.loop.stop import raise_if_dependency
 from agent.seams import ChainReader
+from chain import aio_rpc
 from chain.money import format_usdc
 
 __all__ = ["AGENT_NAME", "SelfModel", "SelfModelReader", "agent_version", "read_balance"]
@@ -86,7 +86,7 @@ async def read_balance(chain: ChainReader, usdc: str | None, wallet: str | None)
     """
     if not usdc or not wallet:
         return None
-    return int(await asyncio.to_thread(chain.token_balance, usdc, wallet))
+    return int(await aio_rpc.token_balance(chain, usdc, wallet))
 
 
 class SelfModelReader:

@@ -21,6 +21,7 @@ from agent.tools.x402.protocol import (
     requirement_amount,
     requirement_chain_id,
 )
+from chain import aio_rpc
 from chain.money import format_usdc
 from chain.usdc import AuthorizationTypedData, token_domain
 from judge.fingerprint import typed_data_fingerprint
@@ -121,8 +122,9 @@ async def check_token_domain(tool: str, requirement: AnyRequirement, ctx: ToolCo
 
 
 async def chain_clock(ctx: ToolContext) -> int:
-    """The chain's latest block time (the clock an authorization's window is built on)."""
-    return await asyncio.to_thread(ctx.chain.block_timestamp, "latest")
+    """The chain's latest block time (the clock an authorization's window is built on),
+    read on the event loop's thread: it is read beside the seller's 402 (chain.aio_rpc)."""
+    return await aio_rpc.block_timestamp(ctx.chain, "latest")
 
 
 def quoted_authorization(
