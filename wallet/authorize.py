@@ -95,12 +95,15 @@ class Authorizer:
             checked = self.checks.verdict(verdict)
             self.checks.fingerprint(checked, payload, fingerprint_of)
             self.checks.fresh(checked)
-            self.checks.terms(checked, payload, terms_of, reads.head_time)
+            self.checks.terms(checked, payload, terms_of)
             with self._resource_turn(checked, run_id, resource):
                 if resource is not None:
                     # Before the judge's re-check consumes the verdict, so a purchase that
                     # must wait for its task's earlier payment can still use it afterwards.
                     self._no_live_authorization(checked, run_id, resource)
+                # The last check before the verdict is consumed: the chain's clock is read
+                # while the checks above run (a refusal here still leaves the verdict unused).
+                self.checks.window(checked, payload, reads.head_time)
                 ask_recheck(self.recheck, checked)
                 balance = reads.balance()
                 gas_hold = gas_hold_of() if gas_hold_of is not None else 0

@@ -109,11 +109,9 @@ class VerdictChecks:
         verdict: Verdict,
         payload: dict[str, object],
         terms_of: Callable[[dict[str, object]], Terms],
-        head_time: Callable[[], int] | None = None,
     ) -> None:
         """The payload's terms against the verdict, the connected chain, the wallet's token
-        and its domain, and the authorization's validity window (``head_time``: the chain's
-        latest block time, read now when not given)."""
+        and its domain (its validity window: :meth:`window`)."""
         try:
             terms = terms_of(payload)
         except PayloadMismatch as exc:
@@ -146,7 +144,6 @@ class VerdictChecks:
                     "re-quote against the connected chain and ask the judge again.",
                     verdict_id=verdict.id,
                 )
-        self._window(verdict, payload, head_time or core.head_time)
         core.key.check_chain(live_chain)
 
     def _token_domain(self) -> tuple[str, str]:
@@ -155,10 +152,11 @@ class VerdictChecks:
             self._domain = token_domain(self._core.chain.w3, self._core.usdc)
         return self._domain
 
-    def _window(
+    def window(
         self, verdict: Verdict, payload: dict[str, object], head_time: Callable[[], int]
     ) -> None:
-        """An EIP-3009 authorization is a bearer instrument until validBefore: refuse long ones."""
+        """An EIP-3009 authorization is a bearer instrument until validBefore: refuse long
+        ones (``head_time``: the chain's latest block time)."""
         message = payload.get("message")
         if not isinstance(message, Mapping) or "validBefore" not in message:
             return

@@ -35,10 +35,10 @@ from wallet.errors import (
 # the judge's owner, a twin's wallet): the file keeps it in clear, and _checksummed spells
 # it without web3.
 if TYPE_CHECKING:
+    import coincurve
     from eth_account.datastructures import SignedMessage, SignedTransaction
     from eth_account.signers.local import LocalAccount
     from eth_account.types import TransactionDictType
-    from eth_typing import Hash32
 
 PASSWORD_ENV = "NIB_WALLET_PASSWORD"
 KEYSTORE_FILE = "wallet.json"
@@ -95,10 +95,11 @@ class KeyHandle:
     and nothing else; the wallet's methods are the only ones that check a verdict.
     """
 
-    __slots__ = ("__account", "_address")
+    __slots__ = ("__account", "__secp", "_address")
 
     def __init__(self, account: LocalAccount) -> None:
         self.__account = account
+        self.__secp: coincurve.PrivateKey | None = None
         self._address: str = account.address
 
     @property
@@ -131,7 +132,21 @@ class KeyHandle:
         hashing it a second time)."""
         if len(digest) != 32:
             raise ValueError(f"found a {len(digest)}-byte digest; expected 32 bytes")
-        return self.__account.unsafe_sign_hash(cast("Hash32", digest))
+        # libsecp256k1 directly, the key parsed once: what eth-account's unsafe_sign_hash
+        # computes through eth-keys' coincurve backend (RFC 6979 nonce, low s, v = 27 +
+        # recovery id), at a sixth of its cost on the paid path (27 against 177 us).
+        if self.__secp is None:
+            import coincurve
+
+            self.__secp = coincurve.PrivateKey(bytes(self.__account.key))
+        raw = self.__secp.sign_recoverable(digest, hasher=None)
+        from eth_account.datastructures import SignedMessage
+        from hexbytes import HexBytes
+
+        v = raw[64] + 27
+        return SignedMessage(message_hash=HexBytes(digest), r=int.from_bytes(raw[:32], "big"),
+                             s=int.from_bytes(raw[32:64], "big"), v=v,
+                             signature=HexBytes(raw[:64] + bytes([v])))  # fmt: skip
 
     def _unsafe_sign_transaction(self, tx: dict[str, object]) -> SignedTransaction:
         # The signer's checks (terms, fingerprint, verdict) have read every field of tx.

@@ -23,6 +23,7 @@ from wallet.errors import (
 )
 from wallet.keystore import (
     DEVNET_PASSPHRASE,
+    KeyHandle,
     Keystore,
     check_dev_key,
     default_keystore_path,
@@ -192,3 +193,19 @@ def test_a_malformed_stored_address_is_a_corrupt_keystore_naming_it(tmp_path: Pa
     assert str(caught.value) == (
         f"The keystore {store.path} has address {field!r}; expected 40 hex digits (an eth-account "
         "v3 keystore). Fix: re-create it with `nib wallet new` or `nib wallet import`.")
+
+
+def test_a_digest_is_signed_as_eth_account_signs_it() -> None:
+    """The handle signs with libsecp256k1 directly (the paid path's signature): byte for
+    byte what eth-account's unsafe_sign_hash gives, r, s and v included, for any digest."""
+    import os
+
+    account = dev_account(AGENT)
+    handle = KeyHandle(account)
+    for _ in range(200):
+        digest = os.urandom(32)
+        ours, theirs = handle._unsafe_sign_digest(digest), account.unsafe_sign_hash(digest)
+        assert (ours.signature, ours.r, ours.s, ours.v, ours.message_hash) == (
+            theirs.signature, theirs.r, theirs.s, theirs.v, theirs.message_hash)
+    with pytest.raises(ValueError, match="expected 32 bytes"):
+        handle._unsafe_sign_digest(b"\x00" * 31)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -184,11 +186,43 @@ async def judge_reads_ahead(request: Request, ctx: ToolContext) -> AheadRead | N
         return None
 
 
+class _Daemons:
+    """Daemon threads that each run one call at a time, kept for the next (one is started
+    when none is idle): starting a thread per call cost ~100 us more per quote. Keyed by
+    process, like judge.connections.thread_pool: a forked child has none of its parent's."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[Callable[[], None]]] = []
+        self._pid = 0
+
+    def run(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pid, self._idle = os.getpid(), []
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), name="nib-terms-ahead",
+                             daemon=True).start()  # fmt: skip
+        inbox.put(job)
+
+    def _serve(self, inbox: queue.SimpleQueue[Callable[[], None]]) -> None:
+        while True:
+            inbox.get()()  # the job carries its own outcome to its loop, never raises
+            with self._lock:
+                self._idle.append(inbox)
+
+
+_DAEMONS = _Daemons()
+
+
 async def _on_own_thread(fn: Callable[[], _T]) -> _T:
     """``fn()`` on a daemon thread of its own, awaited. The judge's answer waits on a
     seller, which may stall it for the judge's whole read: unlike ``asyncio.to_thread``, a
     call still waiting when the quote gives up holds no worker of the event loop's
-    executor, which ``asyncio.run`` waits for before it returns the run's result."""
+    executor, which ``asyncio.run`` waits for before it returns the run's result (the
+    thread is kept for a later call once this one returns)."""
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[_T] = loop.create_future()
 
@@ -207,7 +241,7 @@ async def _on_own_thread(fn: Callable[[], _T]) -> _T:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(settle, lambda: answer.set_result(result))
 
-    threading.Thread(target=run, name="nib-terms-ahead", daemon=True).start()
+    _DAEMONS.run(run)
     return await answer
 
 
