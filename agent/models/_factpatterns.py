@@ -148,6 +148,21 @@ _NOW = re.compile(r"\b(?:current(?:ly)?|now|right\s+now|today|at\s+the\s+moment|
 _NAMES_A_BLOCK = re.compile(r"\b(?:blocks?|head|chain)\b", re.I)
 _MINED = re.compile(r"\b(?:mined|included|confirmed)\b", re.I)
 
+#: A price said as paid ("what gas price did 0x<hash> pay"): a transaction's, not the node's.
+_PAID_PER_GAS = re.compile(r"\b(?:pa(?:y|id|ys)|spent|spend)\b", re.I)
+
+#: The words leading a clause that frames a block ("Regarding the block containing 0x..").
+_FRAME_LEADS = frozenset({"for", "in", "regarding", "concerning", "about", "as", "on", "with",
+                          "respect", "to", "looking", "at", "the", "that", "was", "mined"})
+
+_FRAME_START = re.compile(r"(?:for|in|regarding|concerning|about|as\s+for|on|with\s+respect\s+to|"
+                          r"looking\s+at)\b", re.I)
+
+#: Transfer facts read one way (from a sender, to a recipient), and the words saying it.
+ONE_WAY_KINDS = frozenset({"transfer_count", "transfer_list", "transfer_max"})
+_TO_FROM = re.compile(r"\b(to|from|into)\s+(?:the\s+)?(?:address\s+|account\s+|wallet\s+)?"
+                      r"(0x[0-9a-fA-F]{40})", re.I)
+
 #: Words referring back to transfers asked before ("the largest one", "which of them").
 _ONE_OF_THOSE = re.compile(r"\b(?:one|ones|of\s+them|of\s+those|of\s+these|among\s+them)\b",
                            re.I)
@@ -1120,15 +1135,20 @@ class _Task:
         (outside round 32 declined it, with the facts read right)."""
         for part in self.parts:
             named = _BLOCK_OF_TX.search(part.text)
-            if (named is None or part.hits or part.subjects or part.condition
+            kinds = {h[1].kind for h in part.hits}
+            if (named is None or kinds - {"tx_block"} or part.subjects or part.condition
                     or _SEND.search(part.text)):  # fmt: skip
                 continue
-            frame_words = {w.lower() for w in re.findall(r"[A-Za-z]+", named.group(0))}
+            if kinds and not _FRAME_START.match(part.text):
+                continue  # "Which block contains 0x<hash>, ...": the block is asked
+            frame_words = _FRAME_LEADS | {w.lower() for w in re.findall(r"[A-Za-z]+", named.group(0))}
             if part.leftover - frame_words:
                 continue
-            if any(h[1].kind in BLOCK_KINDS and not _NOW.search(p.text)
-                   for p in self.parts if p.sentence == part.sentence for h in p.hits):
-                part.frame, part.leftover = True, set()
+            # Its sentence's block facts ("how much gas was used" of that block is its own).
+            if any(h[1].kind in BLOCK_KINDS | {"tx_gas_used"} and not _NOW.search(p.text)
+                   for p in self.parts if p.sentence == part.sentence and p is not part
+                   for h in p.hits):  # fmt: skip
+                part.frame, part.leftover, part.hits = True, set(), []
 
     def _mark_again(self) -> None:
         """A part naming a block but no fact, joined by "and"/"also"/"then" or referring
@@ -1340,6 +1360,70 @@ def _count_test(text: str, kind: str) -> dict[str, str] | str:
     if unit != want:
         return f"{unit} is not the unit of a {kind.replace('_', ' ')} ({want or 'a count'})"
     return {"cmp": threshold_op(m.group(1)), "than": str(Decimal(m.group(2)))}
+
+
+def _compare_words(part: _Part) -> str | None:
+    """"max"/"min" when the part asks which of two is larger/smaller. The words of a
+    condition's threshold ("holds more than 10 USDC") compare with a number, not
+    between subjects."""
+    if any(h[1].kind == "transfer_max" for h in part.hits):
+        return None
+    text = _CONDITION.sub(" ", part.text)  # "more than 10 USDC" compares with a number
+    if _COMPARE_MAX.search(text):
+        return "max"
+    if _COMPARE_MIN.search(text):
+        return "min"
+    return None
+
+
+def _paid_gas_price(
+    t: _Task, part: _Part, fp: FactPattern, holders: list[str]
+) -> tuple[str, str] | None:
+    """Why a gas price asked of a transaction or an account is declined ("What gas price did
+    0x<hash> pay?": outside round 33 got the node's current price at exit 0), else None:
+    the gas price read is the node's, never what a transaction paid."""
+    if fp.kind != "gas_price_gwei" or not (
+            holders or _PAID_PER_GAS.search(part.text) or (t.hashes and _TX_PRONOUN.search(part.text))):  # fmt: skip
+        return None
+    whose = holders[0] if holders else "a transaction"
+    return (f"{fp.label} of {whose}", f"the task asks the gas price {whose} paid; the gas "
+            "price nib reads is the node's current one, and no tool reads what a transaction "
+            "paid per gas; ask 'the current gas price'")  # fmt: skip
+
+
+def _one_way_item(out: _Builder, part: _Part, fp: FactPattern, params: dict[str, str],
+                  ends: dict[str, str] | str) -> int:
+    """The item of transfers read one way ("USDC transfers from 0xA to 0xB in the last 20
+    blocks"; ``params`` holds its window and ``where`` says it), or its decline."""
+    if isinstance(ends, str):
+        return out.cannot(part.text, ends)
+    where = params.pop("where")
+    said = "".join(f" {w} {ends[k]}" for k, w in (("sender", "from"), ("recipient", "to"))
+                   if k in ends)  # fmt: skip
+    return out.add({"text": f"{fp.label}{said}{where}", "kind": fp.kind, "params": {**params, **ends}})
+
+
+def _one_way(text: str, subjects: list[str]) -> dict[str, str] | str | None:
+    """The sender and/or recipient of the transfers a part asks ("the transfers to 0xB",
+    "from 0xA to 0xB", "how many transfers did 0xA make to 0xB"), None when it names no
+    direction (transfers touching each address), or why it cannot be read. Outside round
+    33: "the USDC transfers to 0xB" listed the ones 0xB sent too, at exit 0."""
+    ends: dict[str, str] = {}
+    for m in _TO_FROM.finditer(text):
+        role = "sender" if m.group(1).lower() == "from" else "recipient"
+        if role in ends and ends[role].lower() != m.group(2).lower():
+            return (f"two addresses are said as the {role} of the same transfers; the "
+                    "offline planner reads one sender and one recipient at a time")  # fmt: skip
+        ends[role] = m.group(2)
+    if not ends:
+        return None
+    rest = [a for a in dict.fromkeys(subjects) if a.lower() not in {v.lower() for v in ends.values()}]
+    if len(rest) > 1 or (rest and len(ends) == 2):
+        return ("more addresses than one sender and one recipient are said of the same "
+                "transfers; ask of each pair in its own words")  # fmt: skip
+    if rest:  # "the transfers 0xA made to 0xB": the other end is the one said plainly
+        ends["recipient" if "sender" in ends else "sender"] = rest[0]
+    return ends
 
 
 def _window_holders(t: _Task, part: _Part) -> list[str]:
@@ -1773,19 +1857,6 @@ class _FactItems:
             made.extend(self._fact(part, fp, pos, phrase))
         return made
 
-    def compare_words(self, part: _Part) -> str | None:
-        """"max"/"min" when the part asks which of two is larger/smaller. The words of a
-        condition's threshold ("holds more than 10 USDC") compare with a number, not
-        between subjects."""
-        if any(h[1].kind == "transfer_max" for h in part.hits):
-            return None
-        text = _CONDITION.sub(" ", part.text)  # "more than 10 USDC" compares with a number
-        if _COMPARE_MAX.search(text):
-            return "max"
-        if _COMPARE_MIN.search(text):
-            return "min"
-        return None
-
     def _block_scope(self, part: _Part, fp: FactPattern) -> dict[str, str]:
         own = _block_params(part.text)
         if own or _LATEST.search(part.text):
@@ -1873,6 +1944,8 @@ class _FactItems:
                                     f"{fp.label} of {holders[0]}, and it is a block's: no tool "
                                     "reads it for an account or a transaction; ask it of a "
                                     f"block ('the {fp.label} of the latest block')")]  # fmt: skip
+        if (paid := _paid_gas_price(self.t, part, fp, holders)) is not None:
+            return [self.out.cannot(*paid)]
         tx = _transaction_block(self.t, part, fp, scope)
         if tx is not None and fp.kind == "block_timestamp":  # its block's time: when mined
             return [self.out.add({"text": f"mining time of {tx}", "kind": "tx_time",
@@ -1967,6 +2040,8 @@ class _FactItems:
                                     "USDC only (ETH and USDC balances, USDC transfers)")]
         if fp.kind in TOTAL_KINDS:
             return self._totals(part, fp, params, where, subjects)
+        if fp.kind in ONE_WAY_KINDS and (ends := _one_way(part.text, subjects)) is not None:
+            return [_one_way_item(self.out, part, fp, {**params, "where": where}, ends)]
         if not subjects and fp.kind in WINDOW_KINDS:
             subjects = _window_holders(self.t, part)
             if not subjects:
@@ -1998,7 +2073,7 @@ class _FactItems:
             made.append(self.out.add(item))
         if part.aggregate is not None:
             made.append(_aggregate_item(self.out, part.text, part.aggregate, str(fp.kind), fp.label, made))
-        elif self.compare_words(part) and fp.kind in VALUE_UNITS:
+        elif _compare_words(part) and fp.kind in VALUE_UNITS:
             made.append(self.out.cannot(part.text, "a comparison needs two or more addresses"))
         return made
 

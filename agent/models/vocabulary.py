@@ -214,7 +214,7 @@ KIND_WORDS: tuple[KindWords, ...] = (
           *(f"how many transactions … {v}" for v in ("contain", "include", "included"))),
     _kind("tx_gas_used", "transaction gas used", "tx",
           "gas used", "gas consumed", "how much gas … use", "how much gas … consume",
-          "how much gas … burn"),
+          "how much gas … burn", "how much gas … used", "how much gas … consumed"),
     # A label names no unit: the value line states its own ("400507877 wei (0.4 gwei)").
     _kind("base_fee_gwei", "base fee", "none", "base fee per gas", "base fee", "basefee"),
     _kind("gas_price_gwei", "gas price", "none", "gas price", "price of gas"),

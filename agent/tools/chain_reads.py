@@ -148,6 +148,8 @@ class TransfersArgs(_Args):
     address: AddressStr | None = Field(
         default=None, description="Count only transfers from or to this address; omit for all."
     )
+    sender: AddressStr | None = Field(default=None, description="Only transfers from this address.")
+    recipient: AddressStr | None = Field(default=None, description="Only transfers to this address.")
     blocks: int = Field(
         default=1000,
         ge=1,
@@ -161,6 +163,13 @@ class TransfersArgs(_Args):
     to_block: int | None = Field(
         default=None, ge=0, description="Last block of an explicit range; omit for the latest."
     )
+
+    @model_validator(mode="after")
+    def _one_way_or_either(self) -> TransfersArgs:
+        if self.address is not None and (self.sender or self.recipient):
+            raise ValueError("found address with sender or recipient; expected address (either "
+                             "way) or sender and/or recipient (one way)")  # fmt: skip
+        return self
 
 
 class TotalsArgs(_Args):
@@ -597,6 +606,19 @@ async def _block_range(
     return first, last
 
 
+def _transfers(ctx: ToolContext, token: str, first: int, last: int, args: TransfersArgs) -> list[TransferLog]:
+    """The Transfer logs ``args`` asks: touching ``address``, or from ``sender`` and/or to
+    ``recipient`` (outside round 33: "the transfers to 0xB" listed those 0xB sent too)."""
+    if args.sender is None and args.recipient is None:
+        return ctx.chain.transfer_logs(token, first, last, args.address)
+    one_way = args.sender or args.recipient
+    logs = ctx.chain.transfer_logs(token, first, last, one_way,
+                                   direction="out" if args.sender else "in")  # fmt: skip
+    if args.sender and args.recipient:
+        logs = [log for log in logs if log.recipient.lower() == args.recipient.lower()]
+    return logs
+
+
 #: A list of transfers is a fact only up to this many: more is a count, never a list cut
 #: short (an answer listing some of them would be wrong at exit 0).
 MAX_LISTED_TRANSFERS = 20
@@ -633,9 +655,11 @@ class TokenTransfersTool(_FreeRead[TransfersArgs]):
     async def run(self, args: TransfersArgs, ctx: ToolContext) -> Observation:
         token = usdc_address(ctx)
         first, last = await _block_range(self.name, ctx, args.blocks, args.from_block, args.to_block)
-        logs = await _read(lambda: ctx.chain.transfer_logs(token, first, last, args.address))
+        logs = await _read(lambda: _transfers(ctx, token, first, last, args))
         volume = sum(log.value for log in logs)
-        who = f" touching {args.address}" if args.address else ""
+        who = (f" touching {args.address}" if args.address else "") + (
+            f" from {args.sender}" if args.sender else "") + (
+            f" to {args.recipient}" if args.recipient else "")  # fmt: skip
         rows = [
             {
                 "tx_hash": log.tx_hash,

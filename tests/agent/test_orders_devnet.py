@@ -355,6 +355,42 @@ def test_the_outside_testers_round_32_transfers_are_listed_and_a_block_frame_is_
     assert f"was mined in: {int(block['gasUsed'])} gas" in landed["answer"], landed["answer"]
 
 
+def test_the_outside_testers_round_33_transfers_one_way_and_a_paid_gas_price(devnet) -> None:  # type: ignore[no-untyped-def]
+    """Round 33: "the USDC transfers to 0xB" and "... from 0xB" listed both ways, and "from
+    0xA to 0xD" listed each address's, at exit 0 (T07, T08, T19); "What gas price did
+    0x<hash> pay?" gave the node's current gas price at exit 0 (E21); "Regarding the block
+    containing 0x<hash>, ..." declined its frame and "how much gas was used" (B03)."""
+    from web3 import Web3
+
+    from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account
+    from chain.usdc import transfer
+
+    home, info = devnet
+    w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
+    agent, outsider, seller = (dev_account(k) for k in (AGENT, OUTSIDER, SELLER))
+    first = w3.eth.block_number + 1
+    sent = {
+        "in": transfer(w3, info["usdc"], agent, outsider.address, 2_000_000),
+        "out": transfer(w3, info["usdc"], outsider, seller.address, 500_000),
+        "other": transfer(w3, info["usdc"], agent, seller.address, 1_000_000),
+    }
+    span = f"between block {first} and block {w3.eth.block_number}"
+    for ask, want in ((f"to {outsider.address}", {"in"}), (f"from {outsider.address}", {"out"}),
+                      (f"from {agent.address} to {seller.address}", {"other"})):
+        out = run_json(home, f"List the USDC transfers {ask} {span}.")
+        assert out["returncode"] == 0, out["answer"]
+        assert {k for k, tx in sent.items() if tx in out["answer"]} == want, (ask, out["answer"])
+    paid = run_json(home, f"What gas price did {sent['in']} pay?")
+    assert paid["returncode"] == 1 and "gas price:" not in paid["answer"], paid["answer"]
+    assert "no tool reads what a transaction paid per gas" in paid["answer"], paid["answer"]
+    block = w3.eth.get_block(w3.eth.get_transaction_receipt(sent["in"])["blockNumber"])
+    framed = run_json(home, f"Regarding the block containing {sent['in']}, what was the gas limit "
+                            "and how much gas was used?")  # fmt: skip
+    assert framed["returncode"] == 0, framed["answer"]
+    assert f"was mined in: {int(block['gasLimit'])} gas" in framed["answer"], framed["answer"]
+    assert f"was mined in: {int(block['gasUsed'])} gas" in framed["answer"], framed["answer"]
+
+
 @pytest.fixture(scope="module")
 def market_devnet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     yield from own_devnet(tmp_path_factory, "paid-nothing-home")

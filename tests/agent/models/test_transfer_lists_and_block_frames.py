@@ -89,3 +89,62 @@ def test_land_in_and_end_up_in_ask_the_transactions_block(task: str) -> None:
 def test_the_gas_of_the_block_it_landed_in_is_the_blocks() -> None:
     rows = _rows(f"Which block did {H} land in, and how much gas did the block it landed in use?")
     assert rows == [("tx_block", {"tx_hash": H}, False), ("block_gas_used", {"of_tx": H}, False)]
+
+
+B = "0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc"
+D = "0x14dC79964da2C08b23698B3D3cc7Ca32193d9955"
+
+
+@pytest.mark.parametrize(("task", "kind", "ends"), [
+    # Outside round 33 (T07, T08, T19): the direction was dropped, at exit 0.
+    (f"List the USDC transfers to {B} between block 1 and block 20.", "transfer_list",
+     {"recipient": B, "from_block": "1", "to_block": "20"}),
+    (f"List the USDC transfers from {B} in the last 45 blocks.", "transfer_list",
+     {"sender": B, "blocks": "45"}),
+    (f"List the USDC transfers from {A} to {D} in the last 45 blocks.", "transfer_list",
+     {"sender": A, "recipient": D, "blocks": "45"}),
+    (f"How many USDC transfers to {B} were there in the last 20 blocks?", "transfer_count",
+     {"recipient": B, "blocks": "20"}),
+    (f"What is the largest USDC transfer from {B} in the last 20 blocks?", "transfer_max",
+     {"sender": B, "blocks": "20"}),
+])
+def test_transfers_to_or_from_an_address_are_read_one_way(task: str, kind: str, ends: dict[str, str]) -> None:
+    assert _rows(task) == [(kind, ends, False)]
+
+
+def test_transfers_of_an_address_are_either_way_and_two_recipients_are_named() -> None:
+    assert _rows(f"List the USDC transfers of {B} in the last 20 blocks.") == [
+        ("transfer_list", {"address": B, "blocks": "20"}, False)]
+    rows = _rows(f"How many USDC transfers went to {B} or to {D} in the last 20 blocks?")
+    assert rows[0][0] is None and rows[0][2], rows
+
+
+@pytest.mark.parametrize("task", [
+    # Outside round 33 (E21): the node's current gas price, at exit 0.
+    f"What gas price did {H} pay?",
+    f"Did {H} succeed, and what gas price did it pay?",
+])
+def test_the_gas_price_a_transaction_paid_is_named_not_read_as_the_nodes(task: str) -> None:
+    rows = _rows(task)
+    assert "gas_price_gwei" not in [k for k, _, _ in rows], rows
+    assert any(k is None and bad for k, _, bad in rows), rows
+    assert _rows("What is the current gas price?") == [("gas_price_gwei", {}, False)]
+
+
+@pytest.mark.parametrize(("task", "kinds"), [
+    # Outside round 33 (B03, B07, B12, B16, B17): "regarding" and "how much gas was used".
+    (f"Regarding the block containing {H}, what was the gas limit and how much gas was used?",
+     ["block_gas_limit", "block_gas_used"]),
+    (f"For the block where {H} was included, how much gas was used?", ["block_gas_used"]),
+    (f"In the block containing {H}, how many transactions were there?", ["block_tx_count"]),
+])
+def test_more_frames_and_how_much_gas_was_used(task: str, kinds: list[str]) -> None:
+    rows = _rows(task)
+    assert [k for k, _, _ in rows] == kinds, rows
+    assert all(p == {"of_tx": H} for _, p, _ in rows), rows
+
+
+def test_which_block_contains_is_still_asked_beside_a_fact_of_it() -> None:
+    rows = _rows(f"Which block contains {H}, and what was its base fee?")
+    assert rows == [("tx_block", {"tx_hash": H}, False), ("base_fee_gwei", {"of_tx": H}, False)]
+    assert _rows(f"How much gas was used by {H}?") == [("tx_gas_used", {"tx_hash": H}, False)]

@@ -384,6 +384,32 @@ def test_the_transfers_are_listed_each_up_to_the_cap_and_never_cut_short(
     assert none.facts["transfer_list"].startswith("none: no USDC transfers in blocks"), none.facts
 
 
+def test_transfers_are_read_one_way_from_a_sender_to_a_recipient(
+    chain: Any, make_ctx: Callable[..., ToolContext]
+) -> None:
+    # Outside round 33: "the USDC transfers to 0xB" listed those 0xB sent too.
+    agent, seller, outsider = (dev_account(k) for k in (AGENT, SELLER, OUTSIDER))
+    first = chain.w3.eth.block_number + 1
+    to_seller = transfer(chain.w3, chain.usdc, agent, seller.address, 11_000)
+    to_outsider = transfer(chain.w3, chain.usdc, agent, outsider.address, 12_000)
+    from_seller = transfer(chain.w3, chain.usdc, seller, outsider.address, 5_000)  # of the 11,000
+    span = {"from_block": first, "to_block": chain.w3.eth.block_number}
+    ctx = make_ctx()
+
+    def txs(**args: str) -> set[str]:
+        obs = run(TokenTransfersTool(), {**span, **args}, ctx)
+        return {row for row in (to_seller, to_outsider, from_seller) if row in obs.facts["transfer_list"]}
+
+    assert txs(recipient=seller.address) == {to_seller}
+    assert txs(sender=seller.address) == {from_seller}
+    assert txs(address=seller.address) == {to_seller, from_seller}
+    assert txs(sender=agent.address, recipient=outsider.address) == {to_outsider}
+    obs = run(TokenTransfersTool(), {**span, "recipient": seller.address}, ctx)
+    assert obs.facts["transfer_count"] == "1" and f" to {seller.address} " in obs.summary + " "
+    with pytest.raises(ToolArgsError, match="expected address .either way. or sender"):
+        TokenTransfersTool().parse_args({"address": seller.address, "sender": agent.address})
+
+
 def test_usdc_totals_sum_the_transfer_logs_each_way(
     chain: Any, make_ctx: Callable[..., ToolContext]
 ) -> None:
