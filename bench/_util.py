@@ -446,6 +446,7 @@ class BenchEnv:
         ``phases`` (optional) collects seconds spent in quote, judge and execute;
         ``judge`` (optional) replaces the in-process judge (a judge service's client).
         """
+        from agent.loop.selfmodel import read_balance
         from judge.fingerprint import call_fingerprint
         from judge.jev import PaidCallRequest
 
@@ -457,8 +458,7 @@ class BenchEnv:
         # The loop's judge request carries the balance its self-model read at the turn's
         # start, not one read after the quote: read it beside the quote (its work counted,
         # not added in series).
-        balance = asyncio.ensure_future(
-            asyncio.to_thread(self.chain.token_balance, self.usdc, payer))
+        balance = asyncio.ensure_future(read_balance(self.chain, self.usdc, payer))
         try:
             quote = await tool.quote(args, ctx)
         finally:
