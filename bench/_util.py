@@ -464,6 +464,8 @@ class BenchEnv:
         finally:
             paid_balance = await balance
         t1 = time.perf_counter()
+        if paid_balance is None:
+            raise RuntimeError("benchmark: the wallet's balance was not read (no USDC or wallet)")
         cap = ctx.spend_cap_atomic
         facts = tuple(tool.facts_for(args))
         request = PaidCallRequest(

@@ -40,6 +40,8 @@ FactKind = Literal[
     "tx_gas_used",  # a mined transaction's gas used
     "tx_block",  # the number of the block a transaction was mined in
     "tx_time",  # the unix timestamp of the block a transaction was mined in
+    "tx_gas_price",  # the gas price a mined transaction paid (its effectiveGasPrice), in gwei
+    "tx_fee",  # what a mined transaction paid for its gas (gas used x that price), in ETH
     "transfer_count",  # USDC Transfer logs in a block range
     "transfer_list",  # the USDC Transfers in a block range, each listed (up to a cap)
     "transfer_max",  # the largest USDC Transfer in a block range
@@ -84,6 +86,8 @@ CHAIN_FACT_KINDS: frozenset[FactKind] = frozenset(
         "tx_gas_used",
         "tx_block",
         "tx_time",
+        "tx_gas_price",
+        "tx_fee",
         "transfer_count",
         "transfer_list",
         "transfer_max",
@@ -134,6 +138,8 @@ KIND_PARAMS: dict[str, tuple[str, ...]] = {
     "tx_gas_used": ("tx_hash",),
     "tx_block": ("tx_hash",),
     "tx_time": ("tx_hash",),
+    "tx_gas_price": ("tx_hash",),
+    "tx_fee": ("tx_hash",),
     "transfer_count": ("address", "sender", "recipient", "blocks", "from_block", "to_block"),
     "transfer_list": ("address", "sender", "recipient", "blocks", "from_block", "to_block"),
     "transfer_max": ("address", "sender", "recipient", "blocks", "from_block", "to_block"),

@@ -116,7 +116,7 @@ def in_unit(kind: str, unit: str, value: str) -> str | None:
 
 #: The unit a fact kind's bare number is in, when it has one (a count has none).
 _OWN_UNITS = {"base_fee_gwei": "gwei", "gas_price_gwei": "gwei", "block_gas_used": "gas",
-              "block_gas_limit": "gas"}  # fmt: skip
+              "block_gas_limit": "gas", "tx_gas_price": "gwei"}  # fmt: skip
 #: Block facts shown as the tool states them, then their block: a count (no unit), and a
 #: block's fullness, which states its own basis ("0.24% (72390 of 30000000 gas)").
 _BLOCK_VALUES = frozenset({"block_tx_count", "block_fullness"})

@@ -1379,16 +1379,17 @@ def _compare_words(part: _Part) -> str | None:
 def _paid_gas_price(
     t: _Task, part: _Part, fp: FactPattern, holders: list[str]
 ) -> tuple[str, str] | None:
-    """Why a gas price asked of a transaction or an account is declined ("What gas price did
-    0x<hash> pay?": outside round 33 got the node's current price at exit 0), else None:
-    the gas price read is the node's, never what a transaction paid."""
+    """Why a gas price asked as paid but of no transaction is declined ("What gas price did
+    0xA pay?"), else None: a transaction's is its own kind (``tx_gas_price``, from its
+    receipt), and the node's gas price is never what anyone paid (outside round 33 got the
+    node's current price for a transaction, at exit 0)."""
     if fp.kind != "gas_price_gwei" or not (
             holders or _PAID_PER_GAS.search(part.text) or (t.hashes and _TX_PRONOUN.search(part.text))):  # fmt: skip
         return None
     whose = holders[0] if holders else "a transaction"
-    return (f"{fp.label} of {whose}", f"the task asks the gas price {whose} paid; the gas "
-            "price nib reads is the node's current one, and no tool reads what a transaction "
-            "paid per gas; ask 'the current gas price'")  # fmt: skip
+    return (f"{fp.label} of {whose}", f"the task asks the gas price {whose} paid: nib reads "
+            "the gas price a transaction paid ('what gas price did 0x<hash> pay') or the "
+            "node's current one ('the current gas price'), never an account's")  # fmt: skip
 
 
 def _one_way_item(out: _Builder, part: _Part, fp: FactPattern, params: dict[str, str],

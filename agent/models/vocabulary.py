@@ -215,9 +215,21 @@ KIND_WORDS: tuple[KindWords, ...] = (
     _kind("tx_gas_used", "transaction gas used", "tx",
           "gas used", "gas consumed", "how much gas … use", "how much gas … consume",
           "how much gas … burn", "how much gas … used", "how much gas … consumed"),
+    # Before the node's gas price: "what gas price did 0x<hash> pay" is what it paid (its
+    # receipt), not the node's price now (outside round 33 got the node's, at exit 0).
+    _kind("tx_gas_price", "effective gas price", "tx",
+          "gas price … paid", "gas price … pay", "effective gas price", "price per gas … paid",
+          "price per gas … pay", "gas price … used", needs_hash=True),
     # A label names no unit: the value line states its own ("400507877 wei (0.4 gwei)").
     _kind("base_fee_gwei", "base fee", "none", "base fee per gas", "base fee", "basefee"),
     _kind("gas_price_gwei", "gas price", "none", "gas price", "price of gas"),
+    # After the base fee ("what base fee did 0x<hash> pay" is its block's base fee).
+    _kind("tx_fee", "transaction fee", "tx",
+          "transaction fee", "tx fee", "fee … paid", "fees … paid", "fee … pay", "fees … pay",
+          "its fee", "its fees", "transaction's fee",
+          "gas fee", "gas fees", "gas cost", "cost in gas", "how much … pay for gas",
+          "how much … pay in gas", "how much … pay in fees", "how much … spend on gas",
+          "how much … cost in gas", "how much … cost in fees", needs_hash=True),
     _kind("block_timestamp", "block timestamp", "none",
           "[block] timestamp", "block time", "mined", "produced", "what time", "time … mined",
           "time … produced"),

@@ -550,16 +550,17 @@ class TokenInfoTool(_FreeRead[TokenArgs]):
 class TxReceiptTool(_FreeRead[TxArgs]):
     name = "tx_receipt"
     free_limits = FreeLimits(max_calls_per_run=4, max_result_bytes=16_384)
-    description = ("Status (success/reverted), gas used, block and time (its block's "
-                   "timestamp) of a mined transaction.")
+    description = ("Status (success/reverted), gas used, the gas price and fee it paid, "
+                   "block and time (its block's timestamp) of a mined transaction.")
     args_model = TxArgs
-    facts = ("tx_status", "tx_gas_used", "tx_block", "tx_time")
+    facts = ("tx_status", "tx_gas_used", "tx_block", "tx_time", "tx_gas_price", "tx_fee")
 
     async def run(self, args: TxArgs, ctx: ToolContext) -> Observation:
         receipt = await _receipt(self.name, args.tx_hash, ctx)
         status = "success" if receipt.status == 1 else "reverted"
         # When it was mined: the timestamp of the block its receipt names, that block read.
         mined_at = await _read(lambda: ctx.chain.block_timestamp(receipt.block_number))
+        price = receipt.effective_gas_price
         return self._obs(
             f"tx {receipt.tx_hash[:10]}… {status} in block {receipt.block_number} at "
             f"{mined_at} ({_utc(mined_at)}), gas used {receipt.gas_used}",
@@ -575,7 +576,11 @@ class TxReceiptTool(_FreeRead[TxArgs]):
                 "to": receipt.to,
             },
             {"tx_status": status, "tx_gas_used": str(receipt.gas_used),
-             "tx_block": str(receipt.block_number), "tx_time": str(mined_at)},
+             "tx_block": str(receipt.block_number), "tx_time": str(mined_at),
+             # What it paid: the receipt's effective price, and gas used times that price.
+             "tx_gas_price": format_gwei(price),
+             "tx_fee": f"{format_eth(receipt.gas_used * price)} ({receipt.gas_used} gas at "
+                       f"{format_gwei(price)} gwei)"},
         )
 
 

@@ -358,7 +358,8 @@ def test_the_outside_testers_round_32_transfers_are_listed_and_a_block_frame_is_
 def test_the_outside_testers_round_33_transfers_one_way_and_a_paid_gas_price(devnet) -> None:  # type: ignore[no-untyped-def]
     """Round 33: "the USDC transfers to 0xB" and "... from 0xB" listed both ways, and "from
     0xA to 0xD" listed each address's, at exit 0 (T07, T08, T19); "What gas price did
-    0x<hash> pay?" gave the node's current gas price at exit 0 (E21); "Regarding the block
+    0x<hash> pay?" gave the node's current gas price at exit 0 (E21): it is the receipt's
+    effective price, and its fee gas used times that price; "Regarding the block
     containing 0x<hash>, ..." declined its frame and "how much gas was used" (B03)."""
     from web3 import Web3
 
@@ -380,10 +381,14 @@ def test_the_outside_testers_round_33_transfers_one_way_and_a_paid_gas_price(dev
         out = run_json(home, f"List the USDC transfers {ask} {span}.")
         assert out["returncode"] == 0, out["answer"]
         assert {k for k, tx in sent.items() if tx in out["answer"]} == want, (ask, out["answer"])
-    paid = run_json(home, f"What gas price did {sent['in']} pay?")
-    assert paid["returncode"] == 1 and "gas price:" not in paid["answer"], paid["answer"]
-    assert "no tool reads what a transaction paid per gas" in paid["answer"], paid["answer"]
-    block = w3.eth.get_block(w3.eth.get_transaction_receipt(sent["in"])["blockNumber"])
+    receipt = w3.eth.get_transaction_receipt(sent["in"])
+    price, used = int(receipt["effectiveGasPrice"]), int(receipt["gasUsed"])
+    paid = run_json(home, f"What gas price did {sent['in']} pay, and what was its fee?")
+    assert paid["returncode"] == 0, paid["answer"]
+    assert f"effective gas price of {sent['in']}: {format_gwei(price)} gwei" in paid["answer"], paid["answer"]
+    assert (f"transaction fee of {sent['in']}: {format_eth(used * price)} ({used} gas at "
+            f"{format_gwei(price)} gwei)") in paid["answer"], paid["answer"]
+    block = w3.eth.get_block(receipt["blockNumber"])
     framed = run_json(home, f"Regarding the block containing {sent['in']}, what was the gas limit "
                             "and how much gas was used?")  # fmt: skip
     assert framed["returncode"] == 0, framed["answer"]

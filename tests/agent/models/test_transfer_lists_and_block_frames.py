@@ -119,16 +119,25 @@ def test_transfers_of_an_address_are_either_way_and_two_recipients_are_named() -
     assert rows[0][0] is None and rows[0][2], rows
 
 
-@pytest.mark.parametrize("task", [
+@pytest.mark.parametrize(("task", "kinds"), [
     # Outside round 33 (E21): the node's current gas price, at exit 0.
-    f"What gas price did {H} pay?",
-    f"Did {H} succeed, and what gas price did it pay?",
+    (f"What gas price did {H} pay?", ["tx_gas_price"]),
+    (f"Did {H} succeed, and what gas price did it pay?", ["tx_status", "tx_gas_price"]),
+    (f"What gas price did {H} pay, and what was its fee?", ["tx_gas_price", "tx_fee"]),
+    (f"How much did {H} cost in gas?", ["tx_fee"]),
+    (f"What is the transaction fee of {H}?", ["tx_fee"]),
 ])
-def test_the_gas_price_a_transaction_paid_is_named_not_read_as_the_nodes(task: str) -> None:
+def test_the_gas_price_a_transaction_paid_is_its_receipts_never_the_nodes(task: str, kinds: list[str]) -> None:
     rows = _rows(task)
-    assert "gas_price_gwei" not in [k for k, _, _ in rows], rows
-    assert any(k is None and bad for k, _, bad in rows), rows
+    assert [k for k, _, _ in rows] == kinds, rows
+    assert all(p == {"tx_hash": H} and not bad for _, p, bad in rows), rows
+
+
+def test_the_nodes_gas_price_and_an_accounts_paid_price_and_a_blocks_base_fee() -> None:
     assert _rows("What is the current gas price?") == [("gas_price_gwei", {}, False)]
+    rows = _rows(f"What gas price did {A} pay?")  # an account pays no one price: named
+    assert rows[0][0] is None and rows[0][2], rows
+    assert _rows(f"What base fee did {H} pay?") == [("base_fee_gwei", {"of_tx": H}, False)]
 
 
 @pytest.mark.parametrize(("task", "kinds"), [

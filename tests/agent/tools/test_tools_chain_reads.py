@@ -22,6 +22,7 @@ from agent.tools.chain_reads import (
     TokenTransfersTool,
     TxReceiptTool,
     UsdcTotalsTool,
+    format_eth,
     format_gwei,
     format_token,
 )
@@ -287,8 +288,12 @@ def test_receipt_and_transfers_after_a_real_transfer(
     obs = run(TxReceiptTool(), {"tx_hash": tx_hash.upper().replace("0X", "0x")}, ctx)
     receipt = chain.w3.eth.get_transaction_receipt(tx_hash)
     mined_at = chain.w3.eth.get_block(receipt["blockNumber"])["timestamp"]
+    price = int(receipt["effectiveGasPrice"])
     assert obs.facts == {"tx_status": "success", "tx_gas_used": str(receipt["gasUsed"]),
-                         "tx_block": str(receipt["blockNumber"]), "tx_time": str(mined_at)}
+                         "tx_block": str(receipt["blockNumber"]), "tx_time": str(mined_at),
+                         "tx_gas_price": format_gwei(price),
+                         "tx_fee": f"{format_eth(receipt['gasUsed'] * price)} ({receipt['gasUsed']} "
+                                   f"gas at {format_gwei(price)} gwei)"}  # fmt: skip
     assert obs.data["block_number"] == receipt["blockNumber"]
     chain.rpc("evm_mine", [mined_at + 100])  # a later head: its time is no answer here
     again = run(TxReceiptTool(), {"tx_hash": tx_hash}, ctx)

@@ -33,6 +33,8 @@ PAID_TOOL_NAMES = ("pay_http", "pay_mcp", "usdc_transfer")
 
 FREE_FACTS = {
     "token_name",
+    "tx_gas_price",
+    "tx_fee",
     "transfer_list",
     "transfer_max",
     "base_fee_gwei",
