@@ -163,6 +163,11 @@ ONE_WAY_KINDS = frozenset({"transfer_count", "transfer_list", "transfer_max"})
 _TO_FROM = re.compile(r"\b(to|from|into)\s+(?:the\s+)?(?:address\s+|account\s+|wallet\s+)?"
                       r"(0x[0-9a-fA-F]{40})", re.I)
 
+_ONE_WAY_VERBS = re.compile(r"\b(?:went|go|goes|gone|going|sent|send|came|come|comes|moved|flowed|"
+                            r"paid|made|make|received|receive|get|got)\b", re.I)
+#: The address a "did 0xA send/make/receive" says is the sender or the recipient.
+_DID_SEND = re.compile(r"\bdid\s+(0x[0-9a-fA-F]{40})\s+(send|make|receive|get)\b", re.I)
+
 #: Words referring back to transfers asked before ("the largest one", "which of them").
 _ONE_OF_THOSE = re.compile(r"\b(?:one|ones|of\s+them|of\s+those|of\s+these|among\s+them)\b",
                            re.I)
@@ -842,6 +847,9 @@ def _read_part(part: _Part, has_hash: bool) -> None:
                                if fp.kind not in _AGGREGATED] + claimed[:sends])  # fmt: skip
     if any(h[1].kind in TOTAL_KINDS for h in part.hits):
         rest = _TOTAL_WORDS.sub(" ", rest)  # "in total", "altogether": a total's own scope
+    if (_TO_FROM.search(text) or _DID_SEND.search(text)) and any(
+            h[1].kind in ONE_WAY_KINDS for h in part.hits):  # fmt: skip
+        rest = _ONE_WAY_VERBS.sub(" ", rest)  # "which transfers went to 0xB": its recipient
     if _names_tx_block(text) and any(h[1].kind in BLOCK_KINDS | {"tx_gas_used"} for h in part.hits):
         rest = _BLOCK_OF_TX_WORDS.sub(" ", rest)  # "the block that included 0x<hash>": which
     part.leftover, part.modifier = _words_left(rest, other)
@@ -1416,6 +1424,11 @@ def _one_way(text: str, subjects: list[str]) -> dict[str, str] | str | None:
             return (f"two addresses are said as the {role} of the same transfers; the "
                     "offline planner reads one sender and one recipient at a time")  # fmt: skip
         ends[role] = m.group(2)
+    if (did := _DID_SEND.search(text)) is not None:  # "how many transfers did 0xA send"
+        role = "recipient" if did.group(2).lower() in ("receive", "get") else "sender"
+        if ends.get(role, did.group(1)).lower() != did.group(1).lower():
+            return f"two addresses are said as the {role} of the same transfers"
+        ends[role] = did.group(1)
     if not ends:
         return None
     rest = [a for a in dict.fromkeys(subjects) if a.lower() not in {v.lower() for v in ends.values()}]
@@ -1427,15 +1440,15 @@ def _one_way(text: str, subjects: list[str]) -> dict[str, str] | str | None:
     return ends
 
 
-def _window_holders(t: _Task, part: _Part) -> list[str]:
-    """The addresses whose transfers an earlier part of the sentence asks, when this part
-    refers back to those transfers ("How many USDC transfers touched 0xA ..., and what is
-    the largest one?": 0xA's largest, never the whole chain's)."""
+def _window_holder(t: _Task, part: _Part) -> _Part | None:
+    """The earlier part of the sentence asking transfers of addresses, when this part refers
+    back to those transfers ("How many USDC transfers touched 0xA ..., and what is the
+    largest one?": 0xA's largest, never the whole chain's), else None."""
     if not _ONE_OF_THOSE.search(part.text):
-        return []
+        return None
     earlier = [p for p in t.parts if p.sentence == part.sentence and p.start < part.start
                and p.subjects and any(h[1].kind in WINDOW_KINDS for h in p.hits)]  # fmt: skip
-    return list(dict.fromkeys(earlier[-1].subjects)) if earlier else []
+    return earlier[-1] if earlier else None
 
 
 def _list_head_of_a_block(t: _Task, part: _Part) -> bool:
@@ -1864,7 +1877,11 @@ class _FactItems:
             return own
         sentence = self.t.block_sentence(part.sentence)
         found = _block_params(sentence)
-        if "block" in found:  # a window ("in the last 10 blocks") is shared as before
+        # A block, or a window said in another part of a fact read at one block ("... in
+        # the last 40 blocks, and what is the USDC balance of 0xC?": outside round 34
+        # declined it as a balance over the window): shared only by a part that shares it.
+        # A window is shared as before by the facts read over one.
+        if "block" in found or (found and fp.kind not in WINDOW_KINDS):
             share = self._shares_block(part)
             if share is None:  # its own question or another part's: ambiguous
                 return {"ambiguous": _span_text(found).strip()}
@@ -2044,7 +2061,13 @@ class _FactItems:
         if fp.kind in ONE_WAY_KINDS and (ends := _one_way(part.text, subjects)) is not None:
             return [_one_way_item(self.out, part, fp, {**params, "where": where}, ends)]
         if not subjects and fp.kind in WINDOW_KINDS:
-            subjects = _window_holders(self.t, part)
+            earlier = _window_holder(self.t, part)
+            subjects = list(dict.fromkeys(earlier.subjects)) if earlier is not None else []
+            if (earlier is not None and fp.kind in ONE_WAY_KINDS
+                    and (ends := _one_way(earlier.text, subjects)) is not None):  # fmt: skip
+                # "... transfers from 0xA ..., and which one was the largest?": from 0xA too
+                # (outside round 34 gave the largest either way, at exit 0).
+                return [_one_way_item(self.out, part, fp, {**params, "where": where}, ends)]
             if not subjects:
                 return [self.out.add({"text": f"{fp.label}{where}", "kind": fp.kind,
                                       "params": params})]  # fmt: skip

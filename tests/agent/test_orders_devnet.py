@@ -381,6 +381,12 @@ def test_the_outside_testers_round_33_transfers_one_way_and_a_paid_gas_price(dev
         out = run_json(home, f"List the USDC transfers {ask} {span}.")
         assert out["returncode"] == 0, out["answer"]
         assert {k for k, tx in sent.items() if tx in out["answer"]} == want, (ask, out["answer"])
+    # Round 34 (V3): the largest one keeps the direction of the transfers just asked.
+    largest = run_json(home, f"What were the USDC transfers from {outsider.address} {span}, and "
+                             "which one was the largest?")  # fmt: skip
+    assert largest["returncode"] == 0, largest["answer"]
+    assert f": 0.50 USDC from {outsider.address} to {seller.address}" in largest["answer"], largest["answer"]
+    assert "2.00 USDC from" not in largest["answer"], largest["answer"]
     receipt = w3.eth.get_transaction_receipt(sent["in"])
     price, used = int(receipt["effectiveGasPrice"]), int(receipt["gasUsed"])
     paid = run_json(home, f"What gas price did {sent['in']} pay, and what was its fee?")

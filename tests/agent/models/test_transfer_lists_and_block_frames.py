@@ -157,3 +157,41 @@ def test_which_block_contains_is_still_asked_beside_a_fact_of_it() -> None:
     rows = _rows(f"Which block contains {H}, and what was its base fee?")
     assert rows == [("tx_block", {"tx_hash": H}, False), ("base_fee_gwei", {"of_tx": H}, False)]
     assert _rows(f"How much gas was used by {H}?") == [("tx_gas_used", {"tx_hash": H}, False)]
+
+
+C = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"
+
+
+@pytest.mark.parametrize(("task", "ends"), [
+    # Outside round 34 (V3): the largest after "transfers from 0xA" was read either way.
+    (f"What were the USDC transfers from {A} in the last 50 blocks, and which one was the "
+     "largest?", {"sender": A}),
+    (f"How many USDC transfers to {A} were there in the last 50 blocks, and what was the "
+     "largest one?", {"recipient": A}),
+])
+def test_the_largest_one_keeps_the_direction_of_the_transfers_asked_before(task: str, ends: dict[str, str]) -> None:
+    rows = _rows(task)
+    assert rows[1] == ("transfer_max", {"blocks": "50", **ends}, False), rows
+
+
+@pytest.mark.parametrize(("task", "ends"), [
+    # Outside round 34 (U17, V15): "went to" and "how much did it send" were declined.
+    (f"Which USDC transfers went to {A} in the last 50 blocks?", {"recipient": A, "blocks": "50"}),
+    (f"How many USDC transfers were sent from {A} to {B}?", {"sender": A, "recipient": B}),
+    (f"How many USDC transfers did {A} make to {B}?", {"sender": A, "recipient": B}),
+    (f"How many USDC transfers did {A} send?", {"sender": A}),
+    (f"How many USDC transfers did {B} receive in the last 20 blocks?", {"recipient": B, "blocks": "20"}),
+])
+def test_verbs_of_sending_and_receiving_say_the_direction(task: str, ends: dict[str, str]) -> None:
+    rows = _rows(task)
+    assert len(rows) == 1 and rows[0][1] == ends and not rows[0][2], rows
+
+
+def test_a_point_fact_of_its_own_beside_a_window_is_read_at_the_head() -> None:
+    # Outside round 34 (U16): the balance was declined as "USDC balance in the last 40 blocks".
+    rows = _rows(f"How many USDC transfers were there from {B} to {C} in the last 40 blocks, and "
+                 f"what is the USDC balance of {C}?")
+    assert rows[1] == ("usdc_balance", {"address": C}, False), rows
+    # A bare list item shares the window, and a balance over one is named, as before.
+    rows = _rows(f"What is the USDC balance of {C} and the transfer count in the last 10 blocks?")
+    assert rows[0][0] is None and rows[0][2], rows
