@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from web3.providers.rpc import HTTPProvider
     from web3.types import RPCEndpoint
 
+    from chain.client import ChainClient
     from judge.storage.db import Cursor, Database
 
 _P = ParamSpec("_P")
@@ -49,6 +50,7 @@ def count_operations(providers: Sequence[object]) -> Iterator[collections.Counte
     loop = asyncio.get_running_loop()
     from web3.providers.rpc import HTTPProvider
 
+    import chain.aio_rpc
     import chain.client
     import chain.usdc
     import judge.payto
@@ -120,6 +122,16 @@ def count_operations(providers: Sequence[object]) -> Iterator[collections.Counte
             counts["rpc batch (" + " + ".join(name for _, _, name in calls) + ")"] += 1
         return batch(w3, calls)
 
+    on_loop = chain.aio_rpc.aio_raw_rpc
+
+    async def aio_raw_rpc(client: ChainClient, method: str, params: list[object],
+                          name: str | None = None) -> object:
+        # A read awaited on the event loop's own connection (the quote's clock, the balance).
+        if any(client.w3.provider is p for p in providers):
+            counts[f"rpc {name or method}"] += 1
+        return await on_loop(client, method, params, name)
+
+    chain.aio_rpc.aio_raw_rpc = aio_raw_rpc  # type: ignore[assignment]
     chain.client.raw_rpc = chain.usdc.raw_rpc = raw_rpc  # type: ignore[assignment]
     chain.client.raw_rpc_batch = raw_rpc_batch
     HTTPProvider._make_request = make_request  # type: ignore[method-assign,assignment]
@@ -134,6 +146,7 @@ def count_operations(providers: Sequence[object]) -> Iterator[collections.Counte
         judge.payto._Reader.read = read_terms  # type: ignore[method-assign]
         chain.client.raw_rpc = chain.usdc.raw_rpc = raw
         chain.client.raw_rpc_batch = batch
+        chain.aio_rpc.aio_raw_rpc = on_loop  # type: ignore[assignment]
         Database._execute = sql  # type: ignore[method-assign]
         asyncio.to_thread = hop
         httpx.AsyncClient.send = send  # type: ignore[method-assign]

@@ -17,15 +17,14 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
-from collections.abc import AsyncGenerator, Callable
-from typing import Protocol, TypeVar
+from collections.abc import AsyncGenerator
+from typing import Protocol
 
 from chain.client import ChainClient, direct_target, rpc_result
 from chain.errors import RpcError
 
-__all__ = ["block_timestamp", "token_balance"]
+__all__ = ["aio_raw_rpc", "block_timestamp", "token_balance"]
 
-T = TypeVar("T")
 _Target = tuple[str, str, int, str]
 _Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 _Pool = dict[_Target, list[_Conn]]
@@ -47,29 +46,36 @@ class _Balances(Protocol):
 
 async def block_timestamp(chain: _Clock, block: int | str = "latest") -> int:
     """``chain.block_timestamp(block)``, awaited without a worker thread when it can be."""
+    if not _direct(chain):
+        return await asyncio.to_thread(chain.block_timestamp, block)
+    assert isinstance(chain, ChainClient)
     tag = hex(block) if isinstance(block, int) else block
-    return await _read(chain, "eth_getBlockByNumber", [tag, False],
-                       lambda c, found: c.timestamp_of(found, block),
-                       lambda: chain.block_timestamp(block))  # fmt: skip
+    found = await aio_raw_rpc(chain, "eth_getBlockByNumber", [tag, False])
+    return chain.timestamp_of(found, block)
 
 
 async def token_balance(chain: _Balances, token: str, holder: str) -> int:
     """``chain.token_balance(token, holder)`` at the latest block, likewise."""
-    return await _read(chain, "eth_call", ChainClient.balance_call(token, holder),
-                       lambda c, found: c.word_of(token, "balanceOf", found),
-                       lambda: chain.token_balance(token, holder))  # fmt: skip
+    if not _direct(chain):
+        return await asyncio.to_thread(chain.token_balance, token, holder)
+    assert isinstance(chain, ChainClient)
+    found = await aio_raw_rpc(chain, "eth_call", ChainClient.balance_call(token, holder), "balanceOf")
+    return chain.word_of(token, "balanceOf", found)
 
 
-async def _read(
-    chain: object,
-    method: str,
-    params: list[object],
-    parse: Callable[[ChainClient, object], T],
-    on_thread: Callable[[], T],
-) -> T:
-    target = direct_target(chain.rpc_url) if isinstance(chain, ChainClient) else None
-    if target is None or not isinstance(chain, ChainClient):
-        return await asyncio.to_thread(on_thread)
+def _direct(chain: object) -> bool:
+    """Whether ``chain`` is a client whose node this module reaches itself."""
+    return isinstance(chain, ChainClient) and direct_target(chain.rpc_url) is not None
+
+
+async def aio_raw_rpc(
+    chain: ChainClient, method: str, params: list[object], name: str | None = None
+) -> object:
+    """The ``result`` of one read-only JSON-RPC request to ``chain``'s node over this loop's
+    connection (as ``chain.client.raw_rpc``, named ``name``, default ``method``): a node's
+    error as RpcError, no answer within the client's timeout as RpcUnreachable."""
+    target = direct_target(chain.rpc_url)
+    assert target is not None, "aio_raw_rpc: a node reached through a proxy is read on a thread"
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
     try:
         async with asyncio.timeout(chain.timeout_s):
@@ -82,9 +88,9 @@ async def _read(
     except ValueError:
         resp = None
     if resp is None:
-        raise RpcError(chain.rpc_url, method, None, f"HTTP {status}, body {raw[:200]!r}; "
+        raise RpcError(chain.rpc_url, name or method, None, f"HTTP {status}, body {raw[:200]!r}; "
                        "expected HTTP 200 with a JSON-RPC response")
-    return parse(chain, rpc_result(chain.rpc_url, method, resp))
+    return rpc_result(chain.rpc_url, name or method, resp)
 
 
 async def _post(target: _Target, body: bytes) -> tuple[int, bytes]:
