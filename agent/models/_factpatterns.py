@@ -165,6 +165,7 @@ _TO_FROM = re.compile(r"\b(to|from|into)\s+(?:the\s+)?(?:address\s+|account\s+|w
 
 _ONE_WAY_VERBS = re.compile(r"\b(?:went|go|goes|gone|going|sent|send|came|come|comes|moved|flowed|"
                             r"paid|made|make|received|receive|get|got)\b", re.I)
+_THAN_ADDRESS = re.compile(r"\bthan\s+(?:to\s+|from\s+)?(?:the\s+)?0x[0-9a-fA-F]{40}", re.I)
 #: The address a "did 0xA send/make/receive" says is the sender or the recipient.
 _DID_SEND = re.compile(r"\bdid\s+(0x[0-9a-fA-F]{40})\s+(send|make|receive|get)\b", re.I)
 
@@ -318,10 +319,11 @@ _CHAINS = [(w, compile_phrase(w)) for w in sorted(OTHER_CHAINS, key=len, reverse
 _OTHER_QUESTIONS = [(w, compile_phrase(w)) for w in OTHER_QUESTIONS]
 #: Units a fact kind's answer can be given in (presentation, never an item).
 UNIT_KINDS: dict[str, frozenset[str]] = {
-    "gwei": frozenset({"base_fee_gwei", "gas_price_gwei", "eth_balance"}),
+    # A transaction's gas price and fee are stated in gwei and in ETH: asked in those, as is.
+    "gwei": frozenset({"base_fee_gwei", "gas_price_gwei", "eth_balance", "tx_gas_price"}),
     "wei": frozenset({"base_fee_gwei", "gas_price_gwei", "eth_balance"}),
-    "eth": frozenset({"eth_balance", "base_fee_gwei", "gas_price_gwei"}),
-    "ether": frozenset({"eth_balance", "base_fee_gwei", "gas_price_gwei"}),
+    "eth": frozenset({"eth_balance", "base_fee_gwei", "gas_price_gwei", "tx_fee"}),
+    "ether": frozenset({"eth_balance", "base_fee_gwei", "gas_price_gwei", "tx_fee"}),
     "usdc": frozenset({"usdc_balance", "token_supply", "transfer_max"}) | TOTAL_KINDS,
     "atomic": frozenset({"usdc_balance", "token_supply", "transfer_max"}) | TOTAL_KINDS,
     "cents": frozenset({"usdc_balance", "token_supply", "transfer_max"}) | TOTAL_KINDS,
@@ -1431,6 +1433,11 @@ def _one_way(text: str, subjects: list[str]) -> dict[str, str] | str | None:
         ends[role] = did.group(1)
     if not ends:
         return None
+    if _THAN_ADDRESS.search(text):
+        # "How many more transfers did 0xA send than 0xB?": two counts compared, each one
+        # way; read as one count from 0xA to 0xB at exit 0 in outside round 35.
+        return ("a comparison of transfers said one way is not read; ask each count in its "
+                "own words ('how many USDC transfers did 0xA send?')")  # fmt: skip
     rest = [a for a in dict.fromkeys(subjects) if a.lower() not in {v.lower() for v in ends.values()}]
     if len(rest) > 1 or (rest and len(ends) == 2):
         return ("more addresses than one sender and one recipient are said of the same "
@@ -1877,12 +1884,12 @@ class _FactItems:
             return own
         sentence = self.t.block_sentence(part.sentence)
         found = _block_params(sentence)
-        # A block, or a window said in another part of a fact read at one block ("... in
-        # the last 40 blocks, and what is the USDC balance of 0xC?": outside round 34
-        # declined it as a balance over the window): shared only by a part that shares it.
-        # A window is shared as before by the facts read over one.
+        # A block, or another part's window beside a one-block fact (rounds 34, 35 declined
+        # "..., and what is the USDC balance of 0xC?" as a balance over the window).
         if "block" in found or (found and fp.kind not in WINDOW_KINDS):
             share = self._shares_block(part)
+            if share is None and "block" not in found:
+                return {}  # no one-block fact is read over a window: its own, at the head
             if share is None:  # its own question or another part's: ambiguous
                 return {"ambiguous": _span_text(found).strip()}
             if not share:  # a question of its own, present tense: at the head

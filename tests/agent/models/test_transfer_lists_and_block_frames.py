@@ -195,3 +195,17 @@ def test_a_point_fact_of_its_own_beside_a_window_is_read_at_the_head() -> None:
     # A bare list item shares the window, and a balance over one is named, as before.
     rows = _rows(f"What is the USDC balance of {C} and the transfer count in the last 10 blocks?")
     assert rows[0][0] is None and rows[0][2], rows
+
+
+def test_outside_round_35_a_compared_one_way_count_is_named_and_a_balance_beside_a_window_read() -> None:
+    # Q63: "how many more did 0xA send than 0xB" was read as the count from 0xA to 0xB, at exit 0.
+    rows = _rows(f"How many more USDC transfers did {A} send than {B} in the last 30 blocks?")
+    assert len(rows) == 1 and rows[0][0] is None and rows[0][2], rows
+    # Q10, Q11, Q59: a balance asked on its own after a window ("went" is no past tense read).
+    for whose in (A, C):
+        rows = _rows(f"How many USDC transfers went to {A} in the last 30 blocks, and what is the "
+                     f"USDC balance of {whose}?")
+        assert rows[1] == ("usdc_balance", {"address": whose}, False), rows
+    # Q24: a fee asked in ETH (its own unit) is answered as stated.
+    rows = _rows(f"What is the transaction fee of {H} in ETH?")
+    assert [(k, bad) for k, _, bad in rows] == [("tx_fee", False)], rows
