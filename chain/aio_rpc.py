@@ -98,7 +98,8 @@ async def _post(target: _Target, body: bytes) -> tuple[int, bytes]:
     or when the reused one turns out closed): the HTTP status and the body."""
     scheme, host, port, path = target
     idle = (await _pool()).setdefault(target, [])
-    request = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: nib\r\n"
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"  # an IPv6 host in brackets
+    request = (f"POST {path} HTTP/1.1\r\nHost: {where}\r\nUser-Agent: nib\r\n"
                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
                ).encode() + body  # fmt: skip
     while True:
