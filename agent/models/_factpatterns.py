@@ -158,7 +158,8 @@ _FRAME_LEADS = frozenset({"for", "in", "regarding", "concerning", "about", "as",
 _FRAME_START = re.compile(r"(?:for|in|regarding|concerning|about|as\s+for|on|with\s+respect\s+to|"
                           r"looking\s+at)\b", re.I)
 
-#: Transfer facts read one way (from a sender, to a recipient), and the words saying it.
+#: Transfer facts read one way (from a sender, to a recipient), and the words saying it (a
+#: total's counterparty too).
 ONE_WAY_KINDS = frozenset({"transfer_count", "transfer_list", "transfer_max"})
 _TO_FROM = re.compile(r"\b(to|from|into)\s+(?:the\s+)?(?:address\s+|account\s+|wallet\s+)?"
                       r"(0x[0-9a-fA-F]{40})", re.I)
@@ -312,8 +313,6 @@ _TOTAL_WORDS = _p(
                                for w in sorted(TOTAL_WORDS, key=len, reverse=True))
     + r")(?![\w-])"
 )
-#: An address a total is taken with ("sent to 0x..", "received from 0x.."): its counterparty.
-_COUNTERPARTY = _p(r"\b(?:to|from)\s+(?:the\s+)?(?:address\s+|account\s+)?(0x[0-9a-fA-F]{40})")
 _STANDING = [(w, compile_phrase(w)) for w in STANDING]
 _CHAINS = [(w, compile_phrase(w)) for w in sorted(OTHER_CHAINS, key=len, reverse=True)]
 _OTHER_QUESTIONS = [(w, compile_phrase(w)) for w in OTHER_QUESTIONS]
@@ -2115,10 +2114,10 @@ class _FactItems:
         """A total sent or received: of each address the part names (or the agent's own
         wallet, "I"/"my"), with the address after "to"/"from" as its counterparty, over
         every block from the first unless the task names a range (the answer states it)."""
-        first = _COUNTERPARTY.search(part.text)
-        # "to 0xB or 0xC", "to 0xB and 0xC": every address after "to"/"from" is one.
+        # The address after "to"/"from", and every one after it ("to 0xB or 0xC").
+        first = _TO_FROM.search(part.text)
         others = [] if first is None else [
-            a for a in subjects if part.text.find(a) < 0 or part.text.find(a) >= first.start(1)
+            a for a in subjects if part.text.find(a) < 0 or part.text.find(a) >= first.start(2)
         ]  # fmt: skip
         if len(others) > 1:
             return [self.out.cannot(part.text, f"a {fp.label} is read with one counterparty "
