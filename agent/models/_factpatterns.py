@@ -2175,7 +2175,9 @@ def _aggregate_item(out: _Builder, text: str, agg: _Aggregate, kind: str, label:
     elif agg.op == "sum":
         what = f"combined {label}"
     elif agg.op == "diff":
-        what = f"difference of the {label}s (the first minus the second)"
+        # The size first, then which holds more (round 35, Q47: "the first minus the
+        # second" beside a size read as the wrong sign).
+        what = f"difference of the {label}s (its size, and which holds more)"
     else:
         test = _count_test(text, kind)
         if isinstance(test, str):

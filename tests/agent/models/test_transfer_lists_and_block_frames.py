@@ -209,3 +209,10 @@ def test_outside_round_35_a_compared_one_way_count_is_named_and_a_balance_beside
     # Q24: a fee asked in ETH (its own unit) is answered as stated.
     rows = _rows(f"What is the transaction fee of {H} in ETH?")
     assert [(k, bad) for k, _, bad in rows] == [("tx_fee", False)], rows
+
+
+def test_a_difference_is_labelled_as_the_size_it_states() -> None:
+    # Round 35, Q47: "(the first minus the second): 3.0 ETH" beside a difference of -3.0 ETH.
+    items = extract_checklist(f"What is the difference between the ETH balances of {A} and {B}?")
+    diff = next(i for i in items if i.get("kind") == "comparison")
+    assert diff["text"] == "difference of the ETH balances (its size, and which holds more)", diff
