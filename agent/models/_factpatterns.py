@@ -1402,12 +1402,11 @@ def _paid_gas_price(
 
 
 def _one_way_item(out: _Builder, part: _Part, fp: FactPattern, params: dict[str, str],
-                  ends: dict[str, str] | str) -> int:
+                  where: str, ends: dict[str, str] | str) -> int:
     """The item of transfers read one way ("USDC transfers from 0xA to 0xB in the last 20
     blocks"; ``params`` holds its window and ``where`` says it), or its decline."""
     if isinstance(ends, str):
         return out.cannot(part.text, ends)
-    where = params.pop("where")
     said = "".join(f" {w} {ends[k]}" for k, w in (("sender", "from"), ("recipient", "to"))
                    if k in ends)  # fmt: skip
     return out.add({"text": f"{fp.label}{said}{where}", "kind": fp.kind, "params": {**params, **ends}})
@@ -2065,7 +2064,7 @@ class _FactItems:
         if fp.kind in TOTAL_KINDS:
             return self._totals(part, fp, params, where, subjects)
         if fp.kind in ONE_WAY_KINDS and (ends := _one_way(part.text, subjects)) is not None:
-            return [_one_way_item(self.out, part, fp, {**params, "where": where}, ends)]
+            return [_one_way_item(self.out, part, fp, params, where, ends)]
         if not subjects and fp.kind in WINDOW_KINDS:
             earlier = _window_holder(self.t, part)
             subjects = list(dict.fromkeys(earlier.subjects)) if earlier is not None else []
@@ -2073,7 +2072,7 @@ class _FactItems:
                     and (ends := _one_way(earlier.text, subjects)) is not None):  # fmt: skip
                 # "... transfers from 0xA ..., and which one was the largest?": from 0xA too
                 # (outside round 34 gave the largest either way, at exit 0).
-                return [_one_way_item(self.out, part, fp, {**params, "where": where}, ends)]
+                return [_one_way_item(self.out, part, fp, params, where, ends)]
             if not subjects:
                 return [self.out.add({"text": f"{fp.label}{where}", "kind": fp.kind,
                                       "params": params})]  # fmt: skip
