@@ -94,6 +94,10 @@ _CONVERSIONS: dict[tuple[str, str], tuple[str, int, bool]] = {
     ("gas_price_gwei", "eth"): ("ETH", -9, False),
     ("eth_balance", "wei"): ("wei", 18, True),
     ("eth_balance", "gwei"): ("gwei", 9, True),
+    # A fee is stated in ETH ("0.0000784 ETH (51522 gas at 1.52 gwei)"), a price in gwei.
+    ("tx_fee", "gwei"): ("gwei", 9, False),
+    ("tx_fee", "wei"): ("wei", 18, False),
+    ("tx_gas_price", "wei"): ("wei", 9, False),
     **{(kind, "atomic"): ("atomic units", 6, kind != "transfer_max") for kind in _USDC_KINDS},
     # 1 USDC = 100 cents: the atomic amount (6 decimals) / 10^4, so a cent may have decimals.
     **{(kind, "cents"): ("cents", 2, False) for kind in _USDC_KINDS},

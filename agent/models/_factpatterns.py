@@ -169,10 +169,12 @@ _ONE_WAY_VERBS = re.compile(r"\b(?:went|go|goes|gone|going|sent|send|came|come|c
 _THAN_ADDRESS = re.compile(r"\bthan\s+(?:to\s+|from\s+)?(?:the\s+)?0x[0-9a-fA-F]{40}", re.I)
 #: The address a "did 0xA send/make/receive" says is the sender or the recipient.
 _DID_SEND = re.compile(r"\bdid\s+(0x[0-9a-fA-F]{40})\s+(send|make|receive|get)\b", re.I)
+#: The address a "received by 0xA" / "sent by 0xA" says is the recipient or the sender.
+_BY_ONE = re.compile(r"\b(received|got|sent|made|paid)\s+(?:out\s+)?by\s+(?:the\s+)?"
+                     r"(?:address\s+|account\s+|wallet\s+)?(0x[0-9a-fA-F]{40})", re.I)
 
 #: Words referring back to transfers asked before ("the largest one", "which of them").
-_ONE_OF_THOSE = re.compile(r"\b(?:one|ones|of\s+them|of\s+those|of\s+these|among\s+them)\b",
-                           re.I)
+_ONE_OF_THOSE = re.compile(r"\b(?:one|ones|(?:of|among)\s+(?:them|those|these))\b", re.I)
 
 #: Kinds that take one block number, and kinds that take a window or range of blocks.
 BLOCK_KINDS = frozenset({"base_fee_gwei", "block_timestamp", "block_number", "block_gas_used",
@@ -319,8 +321,8 @@ _OTHER_QUESTIONS = [(w, compile_phrase(w)) for w in OTHER_QUESTIONS]
 #: Units a fact kind's answer can be given in (presentation, never an item).
 UNIT_KINDS: dict[str, frozenset[str]] = {
     # A transaction's gas price and fee are stated in gwei and in ETH: asked in those, as is.
-    "gwei": frozenset({"base_fee_gwei", "gas_price_gwei", "eth_balance", "tx_gas_price"}),
-    "wei": frozenset({"base_fee_gwei", "gas_price_gwei", "eth_balance"}),
+    "gwei": frozenset({"base_fee_gwei", "gas_price_gwei", "eth_balance", "tx_gas_price", "tx_fee"}),
+    "wei": frozenset({"base_fee_gwei", "gas_price_gwei", "eth_balance", "tx_gas_price", "tx_fee"}),
     "eth": frozenset({"eth_balance", "base_fee_gwei", "gas_price_gwei", "tx_fee"}),
     "ether": frozenset({"eth_balance", "base_fee_gwei", "gas_price_gwei", "tx_fee"}),
     "usdc": frozenset({"usdc_balance", "token_supply", "transfer_max"}) | TOTAL_KINDS,
@@ -490,7 +492,7 @@ _SPLIT = _p(
 #: subjects and parameters are taken out. A part with other words is a question the
 #: planner cannot read, and is named as not answered.
 _FILLER = frozenset(
-    """a about according account between accounts address addresses again alert all along also am an
+    """a about according account between accounts address addresses again alert all along also am among an
     and any anvil are as ask at be been block block's blocks both buy by can chain check checking
     contract could current currently data decimal devnet did do does each exact exactly eye
     fetch find for from get give go has have hold holds how i if in info information into is
@@ -848,7 +850,7 @@ def _read_part(part: _Part, has_hash: bool) -> None:
                                if fp.kind not in _AGGREGATED] + claimed[:sends])  # fmt: skip
     if any(h[1].kind in TOTAL_KINDS for h in part.hits):
         rest = _TOTAL_WORDS.sub(" ", rest)  # "in total", "altogether": a total's own scope
-    if (_TO_FROM.search(text) or _DID_SEND.search(text)) and any(
+    if (_TO_FROM.search(text) or _DID_SEND.search(text) or _BY_ONE.search(text)) and any(
             h[1].kind in ONE_WAY_KINDS for h in part.hits):  # fmt: skip
         rest = _ONE_WAY_VERBS.sub(" ", rest)  # "which transfers went to 0xB": its recipient
     if _names_tx_block(text) and any(h[1].kind in BLOCK_KINDS | {"tx_gas_used"} for h in part.hits):
@@ -1424,11 +1426,17 @@ def _one_way(text: str, subjects: list[str]) -> dict[str, str] | str | None:
             return (f"two addresses are said as the {role} of the same transfers; the "
                     "offline planner reads one sender and one recipient at a time")  # fmt: skip
         ends[role] = m.group(2)
-    if (did := _DID_SEND.search(text)) is not None:  # "how many transfers did 0xA send"
-        role = "recipient" if did.group(2).lower() in ("receive", "get") else "sender"
-        if ends.get(role, did.group(1)).lower() != did.group(1).lower():
-            return f"two addresses are said as the {role} of the same transfers"
-        ends[role] = did.group(1)
+    # "how many transfers did 0xA send", "the transfers received by 0xA"
+    for said, address, takes in ((m.group(0), m.group(1), m.group(2)) for m in _DID_SEND.finditer(text)):
+        role = "recipient" if takes.lower() in ("receive", "get") else "sender"
+        if ends.get(role, address).lower() != address.lower():
+            return f"two addresses are said as the {role} of the same transfers ({said!r})"
+        ends[role] = address
+    for m in _BY_ONE.finditer(text):
+        role = "recipient" if m.group(1).lower() in ("received", "got") else "sender"
+        if ends.get(role, m.group(2)).lower() != m.group(2).lower():
+            return f"two addresses are said as the {role} of the same transfers ({m.group(0)!r})"
+        ends[role] = m.group(2)
     if not ends:
         return None
     if _THAN_ADDRESS.search(text):
@@ -1445,15 +1453,45 @@ def _one_way(text: str, subjects: list[str]) -> dict[str, str] | str | None:
     return ends
 
 
-def _window_holder(t: _Task, part: _Part) -> _Part | None:
-    """The earlier part of the sentence asking transfers of addresses, when this part refers
-    back to those transfers ("How many USDC transfers touched 0xA ..., and what is the
-    largest one?": 0xA's largest, never the whole chain's), else None."""
-    if not _ONE_OF_THOSE.search(part.text):
+def _window_holder(t: _Task, part: _Part) -> _Part | str | None:
+    """The nearest earlier part of the task asking transfers of addresses, when this part
+    refers back to those transfers and names no address of its own ("How many USDC transfers
+    touched 0xA ..., and what is the largest one?": 0xA's largest, never the whole chain's;
+    "List the transfers from 0xA. Which of them was the largest?": the largest 0xA sent),
+    else None; why it cannot be read when the task asked transfers of more than one
+    holder or way before it ("the transfers from 0xA and the transfers to 0xB. Which of
+    them was the largest?")."""
+    if not _ONE_OF_THOSE.search(part.text) or ADDRESS.search(part.text):
         return None
-    earlier = [p for p in t.parts if p.sentence == part.sentence and p.start < part.start
+    earlier = [p for p in t.parts if p.start < part.start
                and p.subjects and any(h[1].kind in WINDOW_KINDS for h in p.hits)]  # fmt: skip
+    asked = {(tuple(a.lower() for a in p.subjects), repr(_one_way(p.text, p.subjects)))
+             for p in earlier}  # fmt: skip
+    if len(asked) > 1:
+        return ("it refers back to transfers, and the task asks the transfers of more than one "
+                "address or way before it; name the address and the way ('the largest "
+                "transfer from 0xA')")  # fmt: skip
     return earlier[-1] if earlier else None
+
+
+def _referring_back(out: _Builder, t: _Task, part: _Part, fp: FactPattern,
+                    window: tuple[dict[str, str], str], subjects: list[str]
+                    ) -> tuple[list[str], int | None]:
+    """The holders of a window fact that refers back to the transfers asked before it
+    (:func:`_window_holder`), and its item when it is one of them read their way ("...
+    transfers from 0xA ..., and which one (which of them) was the largest?": from 0xA too;
+    outside rounds 34 and 36 gave the largest either way, at exit 0) or declined."""
+    earlier = _window_holder(t, part) if fp.kind in WINDOW_KINDS else None
+    if isinstance(earlier, str):
+        return subjects, out.cannot(part.text, earlier)
+    if earlier is None:
+        return subjects, None
+    said = list(dict.fromkeys(earlier.subjects))
+    subjects = subjects or said  # "which of them" took them already (_pronoun_holders)
+    if (fp.kind in ONE_WAY_KINDS and subjects == said
+            and (ends := _one_way(earlier.text, subjects)) is not None):  # fmt: skip
+        return subjects, _one_way_item(out, part, fp, *window, ends)
+    return subjects, None
 
 
 def _list_head_of_a_block(t: _Task, part: _Part) -> bool:
@@ -2065,17 +2103,12 @@ class _FactItems:
             return self._totals(part, fp, params, where, subjects)
         if fp.kind in ONE_WAY_KINDS and (ends := _one_way(part.text, subjects)) is not None:
             return [_one_way_item(self.out, part, fp, params, where, ends)]
+        subjects, back = _referring_back(self.out, self.t, part, fp, (params, where), subjects)
+        if back is not None:
+            return [back]
         if not subjects and fp.kind in WINDOW_KINDS:
-            earlier = _window_holder(self.t, part)
-            subjects = list(dict.fromkeys(earlier.subjects)) if earlier is not None else []
-            if (earlier is not None and fp.kind in ONE_WAY_KINDS
-                    and (ends := _one_way(earlier.text, subjects)) is not None):  # fmt: skip
-                # "... transfers from 0xA ..., and which one was the largest?": from 0xA too
-                # (outside round 34 gave the largest either way, at exit 0).
-                return [_one_way_item(self.out, part, fp, params, where, ends)]
-            if not subjects:
-                return [self.out.add({"text": f"{fp.label}{where}", "kind": fp.kind,
-                                      "params": params})]  # fmt: skip
+            return [self.out.add({"text": f"{fp.label}{where}", "kind": fp.kind,
+                                  "params": params})]  # fmt: skip
         if not subjects and _MINE.search(part.text):
             # "my balance": the agent's own wallet, named by the task. No address param:
             # absent means the agent's wallet (agent/loop/checklist.py KIND_PARAMS).

@@ -152,3 +152,20 @@ def test_a_value_computed_from_values_of_one_latest_block_names_that_block(
     assert f"(derived{said}: " in item_line(done[2].as_dict()), item_line(done[2].as_dict())
     one = " at block 7, the latest" if read_at[0] == "7" else ""
     assert item_line(done[3].as_dict()).startswith(f"ETH balance of {A} > 0 eth: yes (derived{one}: ")
+
+
+@pytest.mark.parametrize(("kind", "unit", "value", "shown"), [
+    # Outside round 36 (F2): a fee asked in gwei was declined; it is its ETH shifted, exact.
+    ("tx_fee", "gwei", "0.000078467446677168 ETH (51522 gas at 1.522989144 gwei)",
+     "78467.446677168 gwei"),
+    ("tx_fee", "wei", "0.000078467446677168 ETH (51522 gas at 1.522989144 gwei)",
+     "78467446677168 wei"),
+    ("tx_gas_price", "wei", "1.522989144", "1522989144 wei"),
+])
+def test_a_transactions_fee_and_price_are_given_in_the_unit_asked(
+    kind: str, unit: str, value: str, shown: str
+) -> None:
+    from agent.loop.answers import computed_unit, in_unit
+
+    assert in_unit(kind, unit, value) == shown
+    assert computed_unit(kind, unit)  # on a derived line of its own, never as the tool's

@@ -402,6 +402,53 @@ def test_the_outside_testers_round_33_transfers_one_way_and_a_paid_gas_price(dev
     assert f"was mined in: {int(block['gasUsed'])} gas" in framed["answer"], framed["answer"]
 
 
+def test_the_outside_testers_round_36_the_largest_of_them_keeps_the_way_and_a_fee_in_gwei(devnet) -> None:  # type: ignore[no-untyped-def]
+    """Round 36: "which of them was the largest" and "what was the largest of them" after
+    the transfers sent from 0xA gave 0xA's largest either way (a mint it received), at exit
+    0 (T7, B2, B4); "received by 0xA" was declined (T4, T10), as were a fee asked in gwei
+    (F2) and "what did 0x<hash> cost" (F9)."""
+    from decimal import Decimal
+
+    from web3 import Web3
+
+    from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account
+    from chain.usdc import transfer
+
+    home, info = devnet
+    w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
+    agent, outsider, seller = (dev_account(k) for k in (AGENT, OUTSIDER, SELLER))
+    first = w3.eth.block_number + 1
+    came = transfer(w3, info["usdc"], agent, outsider.address, 3_000_000)
+    went = transfer(w3, info["usdc"], outsider, seller.address, 250_000)
+    span = f"between block {first} and block {w3.eth.block_number}"
+    sent_line = f": 0.25 USDC from {outsider.address} to {seller.address}"
+    for question in (
+        f"What were the USDC transfers sent from {outsider.address} {span}, and which of them "
+        "was the largest?",
+        f"List the USDC transfers from {outsider.address} {span}. Which of them was the largest?",
+        f"How many USDC transfers were sent from {outsider.address} {span}, and what was the "
+        "largest of them?",
+    ):
+        out = run_json(home, question)
+        assert out["returncode"] == 0, (question, out["answer"])
+        assert f"largest USDC transfer from {outsider.address}" in out["answer"], out["answer"]
+        assert sent_line in out["answer"] and "3.00 USDC" not in out["answer"], out["answer"]
+    received = run_json(home, f"How many USDC transfers were received by {outsider.address} {span}, "
+                              f"and what is the largest USDC transfer received by {outsider.address} {span}?")  # fmt: skip
+    assert received["returncode"] == 0, received["answer"]
+    assert f"USDC transfer count to {outsider.address} {span.replace('between block', 'in blocks').replace(' and block', ' to')}: 1" in received["answer"], received["answer"]
+    assert f": 3.00 USDC from {agent.address} to {outsider.address}" in received["answer"], received["answer"]
+    assert came in received["answer"] and went not in received["answer"], received["answer"]
+    receipt = w3.eth.get_transaction_receipt(went)
+    fee_wei = int(receipt["gasUsed"]) * int(receipt["effectiveGasPrice"])
+    in_gwei = run_json(home, f"What was the transaction fee of {went} in gwei?")
+    assert in_gwei["returncode"] == 0, in_gwei["answer"]
+    assert f"{Decimal(fee_wei).scaleb(-9).normalize():f} gwei" in in_gwei["answer"], in_gwei["answer"]
+    cost = run_json(home, f"what did {went} cost")
+    assert cost["returncode"] == 0, cost["answer"]
+    assert f"transaction fee of {went}: {format_eth(fee_wei)} (" in cost["answer"], cost["answer"]
+
+
 @pytest.fixture(scope="module")
 def market_devnet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     yield from own_devnet(tmp_path_factory, "paid-nothing-home")

@@ -168,6 +168,15 @@ C = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"
      "largest?", {"sender": A}),
     (f"How many USDC transfers to {A} were there in the last 50 blocks, and what was the "
      "largest one?", {"recipient": A}),
+    # Outside round 36 (T7, B2, B4): "of them" took the holder, not the way, at exit 0.
+    (f"What were the USDC transfers sent from {A} in the last 50 blocks, and which of them was "
+     "the largest?", {"sender": A}),
+    (f"List the USDC transfers from {A} in the last 50 blocks. Which of them was the largest?",
+     {"sender": A}),
+    (f"How many USDC transfers were sent from {A} in the last 50 blocks, and what was the "
+     "largest of them?", {"sender": A}),
+    (f"List the USDC transfers to {A} in the last 50 blocks. What was the largest among them?",
+     {"recipient": A}),
 ])
 def test_the_largest_one_keeps_the_direction_of_the_transfers_asked_before(task: str, ends: dict[str, str]) -> None:
     rows = _rows(task)
@@ -216,3 +225,46 @@ def test_a_difference_is_labelled_as_the_size_it_states() -> None:
     items = extract_checklist(f"What is the difference between the ETH balances of {A} and {B}?")
     diff = next(i for i in items if i.get("kind") == "comparison")
     assert diff["text"] == "difference of the ETH balances (its size, and which holds more)", diff
+
+
+def test_them_after_the_transfers_of_two_ways_is_named_not_guessed() -> None:
+    # "them" after two lists could be either (or both): declined by name, never one of them.
+    rows = _rows(f"List the USDC transfers from {A} in the last 50 blocks and the transfers to "
+                 f"{B}. Which of them was the largest?")
+    assert rows[-1][0] is None and rows[-1][2], rows
+    # A part naming its own address is its own, whatever it refers back to.
+    rows = _rows(f"List the USDC transfers from {A} in the last 50 blocks. What is the largest one "
+                 f"of {B}?")
+    assert rows[-1] == ("transfer_max", {"blocks": "50", "address": B}, False), rows
+
+
+@pytest.mark.parametrize(("task", "kind", "ends"), [
+    # Outside round 36 (T4, T10): "received by 0xA" was declined.
+    (f"How many USDC transfers were received by {A} in the last 20 blocks?", "transfer_count",
+     {"recipient": A}),
+    (f"What is the largest USDC transfer received by {A} in the last 20 blocks?", "transfer_max",
+     {"recipient": A}),
+    (f"List the USDC transfers sent by {A} to {B} in the last 20 blocks", "transfer_list",
+     {"sender": A, "recipient": B}),
+    (f"List the USDC transfers received by {B} from {A} in the last 20 blocks", "transfer_list",
+     {"sender": A, "recipient": B}),
+])
+def test_received_by_and_sent_by_say_the_direction(task: str, kind: str, ends: dict[str, str]) -> None:
+    assert _rows(task) == [(kind, {"blocks": "20", **ends}, False)]
+
+
+def test_two_recipients_said_by_received_by_are_named() -> None:
+    rows = _rows(f"How many USDC transfers to {A} were received by {B} in the last 20 blocks?")
+    assert len(rows) == 1 and rows[0][0] is None and rows[0][2], rows
+
+
+@pytest.mark.parametrize(("task", "unit"), [
+    # Outside round 36 (F2, F9): a fee in gwei and "what did 0x<hash> cost" were declined.
+    (f"What was the transaction fee of {H} in gwei?", "gwei"),
+    (f"How much did {H} cost, in wei?", "wei"),
+    (f"what did {H} cost", None),
+])
+def test_what_a_transaction_cost_is_its_fee_in_the_unit_asked(task: str, unit: str | None) -> None:
+    items = extract_checklist(task)
+    assert items[0]["kind"] == "tx_fee" and items[0]["params"].get("unit") == unit, items
+    assert not any(i.get("unanswerable") for i in items), items
