@@ -22,6 +22,7 @@ from agent.tools.x402.fetch import fetch
 from agent.tools.x402.offers import OfferBook, covered_words, excerpt, purchase_facts, seller_of
 from chain.facts import CHAIN_FACT_KINDS
 from chain.money import format_usdc
+from chain.seller_url import parsed_url
 
 __all__ = ["CATALOG_RETRY_S", "CATALOG_TIMEOUT_S", "LOCAL_PAYWALL_FACTS", "SellerCatalog"]
 
@@ -91,7 +92,7 @@ class SellerCatalog:
     def listed(self, url: str) -> tuple[str, ...] | None:
         """Fact kinds of ``url`` from the seller's /catalog once read, else the static map
         of the local paywall's paths; None when no route matches."""
-        path = httpx.URL(url).path
+        path = parsed_url(url).path
         for route in self._routes(url):
             if route.pattern.match(path):
                 return route.facts
@@ -153,7 +154,7 @@ class SellerCatalog:
             data["method"], data["request_body"] = "POST", body_sent
         kind, facts = self._facts_in(url, covers, body, resp.text, data)
         _keep_body(data, body, resp.text)
-        label = kind or httpx.URL(url).path
+        label = kind or parsed_url(url).path
         if settlement is not None:
             data["settlement"] = settlement
             data["paid_atomic"] = cost

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -61,7 +62,7 @@ from agent.tools.x402.protocol import (
 from agent.tools.x402.quoting import authorization_quote, free_quote, stored_observation
 from agent.tools.x402.seller_terms import CurrentTerms, check_terms, judged_terms, read_offer
 from chain.facts import FactKind
-from chain.seller_url import seller_url
+from chain.seller_url import parsed_url, seller_url
 from judge.verdict import Verdict
 from wallet.errors import FailureUnproven
 
@@ -106,7 +107,7 @@ def resource_of(url: str, method: str = "GET", body: Mapping[str, object] | None
 
     The wallet keeps at most one live authorization per resource, across runs.
     """
-    u = httpx.URL(url)
+    u = parsed_url(url)
     query = u.query.decode() if u.query else ""
     where = origin_of(url) + (u.path or "/") + (f"?{query}" if query else "")
     if method == "GET" and body is None:
@@ -153,9 +154,16 @@ class PayHttpArgs(BaseModel):
     def _url(cls, value: object) -> object:
         if not isinstance(value, str):
             return value
-        u = seller_url(value, what="URL of the seller's resource",
-                       example="http://127.0.0.1:8402/analytics/gas")
-        return str(u.copy_with(fragment=None))
+        return _resource_url(value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _resource_url(value: str) -> str:
+    """A seller's resource URL as a purchase states it (checked, no fragment), once per
+    distinct URL: the arguments are read at the quote, at the decision and at the payment."""
+    u = seller_url(value, what="URL of the seller's resource",
+                   example="http://127.0.0.1:8402/analytics/gas")
+    return str(u.copy_with(fragment=None))
 
 
 def free_observation(quote: Quote) -> Observation | None:

@@ -39,6 +39,7 @@ from agent.tools.x402.protocol import (
     parse_payment_required,
 )
 from agent.tools.x402.quoting import chain_clock, quoted_authorization
+from chain.seller_url import parsed_url
 from chain.usdc import AuthorizationTypedData
 from judge.mcp_terms import SELLER_READ_S
 from judge.seller_terms import AheadRead, Stated402
@@ -167,7 +168,7 @@ def _stated_response(url: str, method: str, stated: Stated402) -> httpx.Response
     """The seller's 402 as the judge's read found it, as the tool reads a 402."""
     headers = [(PAYMENT_REQUIRED_HEADER, stated.header)] if stated.header is not None else []
     return httpx.Response(402, headers=headers, content=stated.body,
-                          request=httpx.Request(method, url))
+                          request=httpx.Request(method, parsed_url(url)))
 
 
 async def judge_reads_ahead(request: Request, ctx: ToolContext) -> AheadRead | None:
