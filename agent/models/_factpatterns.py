@@ -219,6 +219,11 @@ _WINDOW = _p(r"\b(?:last|past|previous|recent|latest|most\s+recent)\s+(\d+)\s+bl
 #: "the last 3 and 5 blocks", "the last 3 and the last 5 blocks": two windows in one list.
 _WINDOW_LIST = _p(r"\b(?:last|past|previous|recent|latest|most\s+recent)\s+(\d+)\s*(?:,|and|&|or)"
                   r"\s*(?:the\s+)?(?:(?:last|past|previous|recent|latest)\s+)?(\d+)\s+blocks\b")
+#: A part that is only a span of blocks (", since block 0", rewritten "in blocks 0 to
+#: latest-0"): the window of its sentence's other parts, read with them.
+_ONLY_SPAN = _p(r"(?:(?:in|over|during|within|for|across)\s+)?(?:the\s+)?(?:blocks?\s+(?:\d+|latest-\d+)"
+                r"\s*(?:to|-|–|\.\.|through|until)\s*(?:block\s+)?(?:\d+|latest-\d+)|(?:last|past|"
+                r"previous|recent|latest|most\s+recent)\s+\d+\s+blocks)")
 _LATEST = _p(r"\b(?:latest|current|currently|now|newest|most\s+recent|head)\b")
 #: Nouns of the filler list that name a fact when they stand alone in a list ("the number
 #: and the timestamp of the latest block"): never dropped, read or declined by name.
@@ -633,6 +638,34 @@ _ASKS_WHEN = re.compile(
     r"[^.?!;]*\b(?:was|were|got)\s+(?:mined|included|confirmed)\b)", re.I)
 
 
+#: "..., and how many did it receive?": a count of the transfers the sentence asked before.
+_ELIDED_COUNT = _p(r"\bhow\s+many\s+did\s+(0x[0-9a-fA-F]{40}(?![0-9a-fA-F])|it)\s+"
+                   r"(send|receive|make|get)\b")
+
+
+def _elided_transfers(text: str) -> str:
+    """ "How many USDC transfers did 0xA send, and how many did it receive?": the second
+    count is of the same transfers, received by 0xA, said in full. "It" is the one address
+    the sentence said before it, or the one that "did" send or receive there; with more, it
+    is left unread (declined). Outside round 36 (T12) declined it."""
+
+    def expand(m: re.Match[str]) -> str:
+        sentence = re.split(r"[.?!;]\s", text[: m.start()])[-1]
+        noun = re.search(r"\b(?:usdc\s+)?transfers\b", sentence, re.I)
+        said = {a.lower(): a for a in ADDRESS.findall(sentence)}
+        did = {d.group(1).lower(): d.group(1) for d in _DID_SEND.finditer(sentence)}
+        if m.group(1).lower() != "it":
+            who: str | None = m.group(1)
+        else:
+            who = next(iter(said.values())) if len(said) == 1 else (
+                next(iter(did.values())) if len(did) == 1 else None)
+        if noun is None or who is None:
+            return m.group(0)
+        return f"how many {noun.group(0)} did {who} {m.group(2)}"
+
+    return _ELIDED_COUNT.sub(expand, text)
+
+
 def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     """Spellings of one parameter made one ("block #5" -> "block 5", "the previous block"
     -> "block latest-1"), and presentation phrases ("expressed in gwei") taken out: (the
@@ -641,6 +674,7 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     text = normalize_thresholds(text)  # "10 USDC or more" -> "at least 10 USDC"
     text = spell_out_orders(text)  # "send 0.01 USDC to 0xA and 0.02 USDC to 0xB": two orders
     text = _GENESIS.sub("block 0", text)
+    text = _elided_transfers(text)
     # "transferred in the last 20 blocks" is a window, not the received total "transferred
     # in": the window's "in" is no direction, so "transferred" is left for the reading.
     text = _IN_WINDOW.sub(r"\1 over ", text)
@@ -1472,6 +1506,14 @@ def _window_holder(t: _Task, part: _Part) -> _Part | str | None:
                 "address or way before it; name the address and the way ('the largest "
                 "transfer from 0xA')")  # fmt: skip
     return earlier[-1] if earlier else None
+
+
+def _window_only(t: _Task, part: _Part) -> bool:
+    """Whether ``part`` is only the span of blocks of the window facts its sentence's other
+    parts ask (", since block 0"): read with them, nothing of its own."""
+    return bool(_ONLY_SPAN.fullmatch(part.text.strip(" ,.;:?!"))) and any(
+        p.sentence == part.sentence and p is not part
+        and any(h[1].kind in WINDOW_KINDS for h in p.hits) for p in t.parts)  # fmt: skip
 
 
 def _referring_back(out: _Builder, t: _Task, part: _Part, fp: FactPattern,
@@ -2685,8 +2727,7 @@ class _Reader(_ReaderChecks):
         if (follow := _follow_up(self.t, self.facts, self.made_by_part, part)) is not None:
             return follow  # "... What about ETH?", "... Yes or no.", "... and when?"
         if part.condition and (part.hits or part.leftover or _CONDITION.search(part.text)):
-            # A threshold no fact was read for is named, never dropped: a payment it gates
-            # would otherwise be proposed as if unconditional.
+            # A threshold no fact was read for is named: else its payment would go unconditional.
             gates.append(self._condition(part))
         elif part.condition:
             pass  # "... if you need to": no condition on anything
@@ -2733,6 +2774,8 @@ class _Reader(_ReaderChecks):
             return self._again(part)  # "the base fee at block 3, and at block 12"
         elif part.aggregate is not None:
             return self._compare_back(part, part.aggregate)  # "..., which holds more?"
+        elif _window_only(self.t, part):
+            return []  # "How many transfers did 0xA send, since block 0?": its window, read there
         elif (part.subjects or _AMOUNT.search(part.text) or _BARE_AMOUNT.search(part.text)) and (
             _PAY_WORD.search(part.text) or _PAY_WORD.search(self.t.task)
         ):

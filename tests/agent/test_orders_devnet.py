@@ -439,6 +439,14 @@ def test_the_outside_testers_round_36_the_largest_of_them_keeps_the_way_and_a_fe
     assert f"USDC transfer count to {outsider.address} {span.replace('between block', 'in blocks').replace(' and block', ' to')}: 1" in received["answer"], received["answer"]
     assert f": 3.00 USDC from {agent.address} to {outsider.address}" in received["answer"], received["answer"]
     assert came in received["answer"] and went not in received["answer"], received["answer"]
+    # T12: "..., and how many did it receive, since block N?" declined both the count and
+    # the trailing window.
+    both = run_json(home, f"How many USDC transfers did {outsider.address} send, and how many "
+                          f"did it receive, since block {first}?")  # fmt: skip
+    assert both["returncode"] == 0, both["answer"]
+    for way in ("from", "to"):
+        assert f"USDC transfer count {way} {outsider.address} in blocks {first} to" in both["answer"], both["answer"]
+    assert both["answer"].count(": 1 (observed") == 2, both["answer"]
     receipt = w3.eth.get_transaction_receipt(went)
     fee_wei = int(receipt["gasUsed"]) * int(receipt["effectiveGasPrice"])
     in_gwei = run_json(home, f"What was the transaction fee of {went} in gwei?")

@@ -268,3 +268,22 @@ def test_what_a_transaction_cost_is_its_fee_in_the_unit_asked(task: str, unit: s
     items = extract_checklist(task)
     assert items[0]["kind"] == "tx_fee" and items[0]["params"].get("unit") == unit, items
     assert not any(i.get("unanswerable") for i in items), items
+
+
+def test_an_elided_count_is_of_the_transfers_asked_before_it() -> None:
+    # Outside round 36 (T12): "and how many did it receive" and a trailing ", since block 0"
+    # were declined (the window as a payment's fragment).
+    rows = _rows(f"How many USDC transfers did {A} send, and how many did it receive, since block 0?")
+    window = {"from_block": "0", "to_block": "latest-0"}
+    assert rows == [("transfer_count", {**window, "sender": A}, False),
+                    ("transfer_count", {**window, "recipient": A}, False)], rows
+    rows = _rows(f"How many USDC transfers did {A} send in the last 20 blocks, and how many did {B} send?")
+    assert rows[1] == ("transfer_count", {"blocks": "20", "sender": B}, False), rows
+    # "it" after two addresses of which none is the one that "did": named, never guessed.
+    rows = _rows(f"How many USDC transfers went from {A} to {B} in the last 20 blocks, and how "
+                 "many did it receive?")
+    assert rows[-1][0] is None and rows[-1][2], rows
+    # "it" is the one that did send, not the address said last.
+    rows = _rows(f"How many USDC transfers did {A} send to {B} in the last 20 blocks, and how "
+                 "many did it receive?")
+    assert rows[-1] == ("transfer_count", {"blocks": "20", "recipient": A}, False), rows
