@@ -112,6 +112,7 @@ FACT_PATTERNS: tuple[FactPattern, ...] = tuple(
 
 _BLOCK_NUMBER = next(fp for fp in FACT_PATTERNS if fp.kind == "block_number")
 _BLOCK_GAS_USED = next(fp for fp in FACT_PATTERNS if fp.kind == "block_gas_used")
+_TRANSFER_LIST = next(fp for fp in FACT_PATTERNS if fp.kind == "transfer_list")
 
 #: A part referring back to a transaction ("when was it mined"), and one naming a block.
 _TX_WORD = re.compile(r"\b(?:it|its|this|that|transactions?|txs?)\b", re.I)
@@ -173,6 +174,7 @@ _DID_SEND = re.compile(r"\bdid\s+(0x[0-9a-fA-F]{40})\s+(send|make|receive|get)\b
 _BY_ONE = re.compile(r"\b(received|got|sent|made|paid)\s+(?:out\s+)?by\s+(?:the\s+)?"
                      r"(?:address\s+|account\s+|wallet\s+)?(0x[0-9a-fA-F]{40})", re.I)
 
+_TRANSFERS_WORD = re.compile(r"\btransfers?\b", re.I)
 #: Words referring back to transfers asked before ("the largest one", "which of them").
 _ONE_OF_THOSE = re.compile(r"\b(?:one|ones|(?:of|among)\s+(?:them|those|these))\b", re.I)
 
@@ -1298,6 +1300,8 @@ class _Task:
                 # of 0xC?": the list tail of a question not read, never a later one's.
                 part.alone = True
                 continue
+            if target is not None and _repeats_one_way(target, part):
+                continue
             if target is not None:
                 target.subjects.extend(part.subjects)
                 target.subjects.sort(key=self.task.find)
@@ -1449,42 +1453,108 @@ def _one_way_item(out: _Builder, part: _Part, fp: FactPattern, params: dict[str,
 
 
 def _one_way(text: str, subjects: list[str]) -> dict[str, str] | str | None:
-    """The sender and/or recipient of the transfers a part asks ("the transfers to 0xB",
-    "from 0xA to 0xB", "how many transfers did 0xA make to 0xB"), None when it names no
+    """The one sender and/or recipient of the transfers a part asks (:func:`_one_ways`), or
+    why it cannot be read when it says several (a part referring back to them)."""
+    ways = _one_ways(text, subjects)
+    if isinstance(ways, list) and len(ways) > 1:
+        return "it refers back to transfers of more than one address said one way"
+    return ways[0] if isinstance(ways, list) else ways
+
+
+def _one_ways(text: str, subjects: list[str], context: str | None = None
+              ) -> list[dict[str, str]] | str | None:
+    """The sender and/or recipient of each read of the transfers a part asks ("the
+    transfers to 0xB", "from 0xA to 0xB", "how many transfers did 0xA make to 0xB"; "from
+    0xA and 0xB", "to 0xA or to 0xC": one read per address listed), None when it names no
     direction (transfers touching each address), or why it cannot be read. Outside round
-    33: "the USDC transfers to 0xB" listed the ones 0xB sent too, at exit 0."""
-    ends: dict[str, str] = {}
-    for m in _TO_FROM.finditer(text):
-        role = "sender" if m.group(1).lower() == "from" else "recipient"
-        if role in ends and ends[role].lower() != m.group(2).lower():
-            return (f"two addresses are said as the {role} of the same transfers; the "
-                    "offline planner reads one sender and one recipient at a time")  # fmt: skip
-        ends[role] = m.group(2)
-    # "how many transfers did 0xA send", "the transfers received by 0xA"
-    for said, address, takes in ((m.group(0), m.group(1), m.group(2)) for m in _DID_SEND.finditer(text)):
-        role = "recipient" if takes.lower() in ("receive", "get") else "sender"
-        if ends.get(role, address).lower() != address.lower():
-            return f"two addresses are said as the {role} of the same transfers ({said!r})"
-        ends[role] = address
-    for m in _BY_ONE.finditer(text):
-        role = "recipient" if m.group(1).lower() in ("received", "got") else "sender"
-        if ends.get(role, m.group(2)).lower() != m.group(2).lower():
-            return f"two addresses are said as the {role} of the same transfers ({m.group(0)!r})"
-        ends[role] = m.group(2)
-    if not ends:
+    33: "the USDC transfers to 0xB" listed the ones 0xB sent too, at exit 0; round 37 read
+    "to 0xA and to 0xC" as from 0xC to 0xA, at exit 0. ``context`` (the sentence, where a
+    list split into parts is whole) is where addresses are seen listed."""
+    context = context or text
+    ends: dict[str, list[str]] = {"sender": [], "recipient": []}
+    said = [(m.group(1), m.group(2), m.group(0)) for m in _TO_FROM.finditer(text)]
+    said += [(m.group(2), m.group(1), m.group(0)) for m in _DID_SEND.finditer(text)]
+    said += [(m.group(1), m.group(2), m.group(0)) for m in _BY_ONE.finditer(text)]
+    for word, address, _phrase in said:
+        role = "recipient" if word.lower() in _RECEIVING else "sender"
+        if address.lower() not in {a.lower() for a in ends[role]}:
+            ends[role].append(address)
+    if not ends["sender"] and not ends["recipient"]:
         return None
     if _THAN_ADDRESS.search(text):
         # "How many more transfers did 0xA send than 0xB?": two counts compared, each one
         # way; read as one count from 0xA to 0xB at exit 0 in outside round 35.
         return ("a comparison of transfers said one way is not read; ask each count in its "
                 "own words ('how many USDC transfers did 0xA send?')")  # fmt: skip
-    rest = [a for a in dict.fromkeys(subjects) if a.lower() not in {v.lower() for v in ends.values()}]
-    if len(rest) > 1 or (rest and len(ends) == 2):
-        return ("more addresses than one sender and one recipient are said of the same "
-                "transfers; ask of each pair in its own words")  # fmt: skip
-    if rest:  # "the transfers 0xA made to 0xB": the other end is the one said plainly
-        ends["recipient" if "sender" in ends else "sender"] = rest[0]
-    return ends
+    named = {a.lower() for v in ends.values() for a in v}
+    for address in (a for a in dict.fromkeys(subjects) if a.lower() not in named):
+        # "from 0xA and 0xB": a plain address listed after one said one way is that way too
+        way = next((r for r, v in ends.items() if v and _listed_after(context, v[-1], address)), None)
+        if way is None and (len(named) > 1 or all(ends.values())):
+            return ("more addresses than one sender and one recipient are said of the same "
+                    "transfers; ask of each pair in its own words")  # fmt: skip
+        # else "the transfers 0xA made to 0xB": the other end is the one said plainly
+        ends[way or ("recipient" if ends["sender"] else "sender")].append(address)
+        named.add(address.lower())
+    for role, listed in ends.items():
+        if any(not _listed_after(context, a, b) for a, b in zip(listed, listed[1:], strict=False)):
+            return (f"two addresses are said as the {role} of the same transfers; the offline "
+                    "planner reads one sender and one recipient at a time")  # fmt: skip
+    if len(ends["sender"]) > 1 and len(ends["recipient"]) > 1:
+        return ("several senders and several recipients are said of the same transfers; ask "
+                "of each pair in its own words")  # fmt: skip
+    return [{k: v for k, v in (("sender", s), ("recipient", r)) if v}
+            for s in ends["sender"] or [""] for r in ends["recipient"] or [""]]
+
+
+def _either(ways: list[dict[str, str]] | str, fp: FactPattern, sentence: str
+            ) -> list[dict[str, str] | str]:
+    """Each read of ``ways``, or why not: a count or a largest of the transfers to 0xA "or"
+    to 0xB asks one number over both, which no read states (two lists are both listed)."""
+    if isinstance(ways, str):
+        return [ways]
+    if len(ways) > 1 and fp.kind != "transfer_list" and _EITHER.search(sentence):
+        return [f"the {fp.label} of transfers to (or from) one address or another is one "
+                "number over both, which the offline planner does not read; ask of each address "
+                "in its own words"]
+    return list(ways)
+
+
+_EITHER = re.compile(r"0x[0-9a-fA-F]{40}\s*,?\s+or\s+", re.I)
+_RECEIVING = frozenset({"to", "into", "receive", "get", "received", "got"})
+
+
+def _listed_after(text: str, first: str, then: str) -> bool:
+    """Whether ``then`` is listed right after ``first`` in ``text`` ("0xA and 0xB", "0xA,
+    0xB", "0xA or to 0xB")."""
+    return re.search(re.escape(first) + r"\s*(?:,\s*(?:(?:and|or|&)\s+)?|\s+(?:and|or|&)\s+)"
+                     r"(?:(?:to|from|into|by)\s+)?(?:the\s+)?(?:address\s+|account\s+|wallet\s+)?"
+                     + re.escape(then), text, re.I) is not None
+
+
+def _listed_again(t: _Task, part: _Part, fp: FactPattern, phrase: str) -> FactPattern:
+    """ "Show me the USDC transfers from 0xA to 0xB and the USDC transfers from 0xB to 0xA":
+    a bare "transfers" after transfers listed in its sentence is listed too (outside round
+    37 gave its count alone, at exit 0); a count asked in words ("how many") stays one."""
+    if fp.kind != "transfer_count" or not re.fullmatch(r"(?:usdc\s+)?transfers", phrase.strip(), re.I):
+        return fp
+    listed = any(p.sentence == part.sentence and p.start < part.start
+                 and any(h[1].kind == "transfer_list" for h in p.hits) for p in t.parts)  # fmt: skip
+    return _TRANSFER_LIST if listed else fp
+
+
+def _repeats_one_way(target: _Part, part: _Part) -> bool:
+    """ "the USDC transfers to 0xA and to 0xC", "... from 0xA to 0xB and from 0xB to 0xA": a
+    part of only addresses, each said with its way, asks its target's transfers again for
+    its own ends (it takes the target's fact; outside round 37 read "to 0xA and to 0xC" as
+    from 0xC to 0xA, and dropped "and from 0xB to 0xA", at exit 0). A plain address beside
+    them ("0xB to 0xC") leaves the part a list tail of the target, read there."""
+    way = [h for h in target.hits if h[1].kind in ONE_WAY_KINDS]
+    directed = [m.group(2) for m in _TO_FROM.finditer(part.text)]
+    if not way or not directed or len(directed) != len(ADDRESS.findall(part.text)):
+        return False
+    part.hits = [(0, way[0][1], way[0][2])]
+    return True
 
 
 def _window_holder(t: _Task, part: _Part) -> _Part | str | None:
@@ -1497,6 +1567,11 @@ def _window_holder(t: _Task, part: _Part) -> _Part | str | None:
     them was the largest?")."""
     if not _ONE_OF_THOSE.search(part.text) or ADDRESS.search(part.text):
         return None
+    if any(p.start < part.start and (not p.hits or p.leftover) and _TRANSFERS_WORD.search(p.text)
+           for p in t.parts):
+        # "How many transfers did my wallet send, and which of them was the largest?": not
+        # the whole chain's largest (outside round 37, T16) when "them" was not read.
+        return "it refers back to transfers asked in a part the offline planner did not read"
     earlier = [p for p in t.parts if p.start < part.start
                and p.subjects and any(h[1].kind in WINDOW_KINDS for h in p.hits)]  # fmt: skip
     asked = {(tuple(a.lower() for a in p.subjects), repr(_one_way(p.text, p.subjects)))
@@ -2025,6 +2100,7 @@ class _FactItems:
         return verdicts.pop() if len(verdicts) == 1 else None
 
     def _fact_items(self, part: _Part, fp: FactPattern, pos: int, phrase: str) -> list[int]:
+        fp = _listed_again(self.t, part, fp, phrase)
         if fp.kind == "tx_gas_used" and (
                 (not self.t.hashes and re.search(r"\bblocks?\b", self.t.sentence(part.sentence), re.I))
                 or _names_tx_block(part.text)
@@ -2143,8 +2219,10 @@ class _FactItems:
                                     "USDC only (ETH and USDC balances, USDC transfers)")]
         if fp.kind in TOTAL_KINDS:
             return self._totals(part, fp, params, where, subjects)
-        if fp.kind in ONE_WAY_KINDS and (ends := _one_way(part.text, subjects)) is not None:
-            return [_one_way_item(self.out, part, fp, params, where, ends)]
+        sentence = self.t.raw_sentence(part.sentence)
+        if fp.kind in ONE_WAY_KINDS and (ways := _one_ways(part.text, subjects, sentence)) is not None:
+            return [_one_way_item(self.out, part, fp, params, where, ends)
+                    for ends in _either(ways, fp, sentence)]
         subjects, back = _referring_back(self.out, self.t, part, fp, (params, where), subjects)
         if back is not None:
             return [back]

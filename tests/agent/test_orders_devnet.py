@@ -457,6 +457,37 @@ def test_the_outside_testers_round_36_the_largest_of_them_keeps_the_way_and_a_fe
     assert f"transaction fee of {went}: {format_eth(fee_wei)} (" in cost["answer"], cost["answer"]
 
 
+def test_the_outside_testers_round_37_transfers_of_several_ways_are_each_listed(devnet) -> None:  # type: ignore[no-untyped-def]
+    """Round 37: "the transfers to 0xA and to 0xC" listed those from 0xC to 0xA (S5); "from
+    0xA to 0xB and from 0xB to 0xA" dropped the second list (T12), and "... and the USDC
+    transfers from 0xB to 0xA" gave it as a count (S1), each at exit 0."""
+    from web3 import Web3
+
+    from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account
+    from chain.usdc import transfer
+
+    home, info = devnet
+    w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
+    agent, outsider, seller = (dev_account(k) for k in (AGENT, OUTSIDER, SELLER))
+    first = w3.eth.block_number + 1
+    there = transfer(w3, info["usdc"], agent, outsider.address, 1_250_000)
+    back = transfer(w3, info["usdc"], outsider, agent.address, 400_000)
+    other = transfer(w3, info["usdc"], agent, seller.address, 700_000)
+    span = f"between block {first} and block {w3.eth.block_number}"
+    for question, want in (
+        (f"Show me the USDC transfers to {outsider.address} and to {seller.address} {span}.",
+         {there, other}),
+        (f"List the USDC transfers from {agent.address} to {outsider.address} and from "
+         f"{outsider.address} to {agent.address} {span}.", {there, back}),
+        (f"Show me the USDC transfers from {agent.address} to {outsider.address} and the USDC "
+         f"transfers from {outsider.address} to {agent.address} {span}.", {there, back}),
+    ):
+        out = run_json(home, question)
+        assert out["returncode"] == 0, (question, out["answer"])
+        assert {tx for tx in (there, back, other) if tx in out["answer"]} == want, (question, out["answer"])
+        assert "transfer count" not in out["answer"], out["answer"]
+
+
 @pytest.fixture(scope="module")
 def market_devnet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     yield from own_devnet(tmp_path_factory, "paid-nothing-home")

@@ -287,3 +287,49 @@ def test_an_elided_count_is_of_the_transfers_asked_before_it() -> None:
     rows = _rows(f"How many USDC transfers did {A} send to {B} in the last 20 blocks, and how "
                  "many did it receive?")
     assert rows[-1] == ("transfer_count", {"blocks": "20", "recipient": A}, False), rows
+
+
+@pytest.mark.parametrize(("task", "ways"), [
+    # Outside round 37 (S5): "to 0xA and to 0xC" was read as from 0xC to 0xA, at exit 0.
+    (f"Show me the USDC transfers to {A} and to {C} in the last 30 blocks.",
+     [{"recipient": A}, {"recipient": C}]),
+    # T12: "and from 0xB to 0xA" was dropped, at exit 0.
+    (f"List the USDC transfers from {A} to {B} and from {B} to {A} in the last 30 blocks.",
+     [{"sender": A, "recipient": B}, {"sender": B, "recipient": A}]),
+    # S1: the second bare "transfers" of a list was given as a count.
+    (f"Show me the USDC transfers from {A} to {B} and the USDC transfers from {B} to {A} in "
+     "the last 30 blocks.", [{"sender": A, "recipient": B}, {"sender": B, "recipient": A}]),
+    # A plain address listed after one said one way is that way too, never the other end.
+    (f"List the USDC transfers from {A} and {B} in the last 30 blocks.",
+     [{"sender": A}, {"sender": B}]),
+    (f"List the USDC transfers sent by {A} and {B} in the last 30 blocks.",
+     [{"sender": A}, {"sender": B}]),
+    (f"How many USDC transfers went to {A} and to {B} in the last 30 blocks?",
+     [{"recipient": A}, {"recipient": B}]),
+    # The other end said plainly is still read as such.
+    (f"List the USDC transfers {A} made to {B} in the last 30 blocks.",
+     [{"sender": A, "recipient": B}]),
+])
+def test_transfers_of_several_ways_are_one_read_each(task: str, ways: list[dict[str, str]]) -> None:
+    rows = _rows(task)
+    assert [(bad, {k: v for k, v in params.items() if k != "blocks"}) for _, params, bad in rows] == [
+        (False, w) for w in ways], rows
+    assert len({kind for kind, _, _ in rows}) == 1, rows
+
+
+def test_several_senders_to_one_recipient_split_across_parts_are_named() -> None:
+    # "from 0xA and 0xB to 0xC": split into parts, it would read 0xA's to anyone; declined.
+    rows = _rows(f"List the USDC transfers from {A} and {B} to {C} in the last 30 blocks.")
+    assert any(bad for _, _, bad in rows) and not any(
+        params.get("sender") == A and "recipient" not in params for _, params, _ in rows), rows
+
+
+def test_them_after_transfers_not_read_is_not_the_whole_chains() -> None:
+    # Round 37 (T16): "my wallet send" was declined and "which of them" gave the chain's largest.
+    rows = _rows("How many USDC transfers did my wallet send in the last 30 blocks, and which of "
+                 "them was the largest?")
+    assert all(bad for _, _, bad in rows), rows
+    # Transfers read of no address: "which one" is the largest of all of them, as asked.
+    rows = _rows("How many USDC transfers were there in the last 10 blocks, and which one was "
+                 "the largest?")
+    assert rows[1] == ("transfer_max", {"blocks": "10"}, False), rows
