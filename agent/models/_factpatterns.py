@@ -170,6 +170,9 @@ _ONE_WAY_VERBS = re.compile(r"\b(?:went|go|goes|gone|going|sent|send|came|come|c
 _THAN_ADDRESS = re.compile(r"\bthan\s+(?:to\s+|from\s+)?(?:the\s+)?0x[0-9a-fA-F]{40}", re.I)
 #: The address a "did 0xA send/make/receive" says is the sender or the recipient.
 _DID_SEND = re.compile(r"\bdid\s+(0x[0-9a-fA-F]{40})\s+(send|make|receive|get)\b", re.I)
+#: "the transfer(s) (that) 0xA received / sent": the recipient or the sender said before its verb.
+_IT_DID = re.compile(r"\b(?:transfers?|ones?|that|which)\s+(0x[0-9a-fA-F]{40})\s+(?:has\s+|have\s+|had\s+)?"
+                     r"(received|got|gotten|sent|made|paid)\b", re.I)
 #: The address a "received by 0xA" / "sent by 0xA" says is the recipient or the sender.
 _BY_ONE = re.compile(r"\b(received|got|sent|made|paid)\s+(?:out\s+)?by\s+(?:the\s+)?"
                      r"(?:address\s+|account\s+|wallet\s+)?(0x[0-9a-fA-F]{40})", re.I)
@@ -886,7 +889,8 @@ def _read_part(part: _Part, has_hash: bool) -> None:
                                if fp.kind not in _AGGREGATED] + claimed[:sends])  # fmt: skip
     if any(h[1].kind in TOTAL_KINDS for h in part.hits):
         rest = _TOTAL_WORDS.sub(" ", rest)  # "in total", "altogether": a total's own scope
-    if (_TO_FROM.search(text) or _DID_SEND.search(text) or _BY_ONE.search(text)) and any(
+    if (_TO_FROM.search(text) or _DID_SEND.search(text) or _BY_ONE.search(text)
+            or _IT_DID.search(text)) and any(
             h[1].kind in ONE_WAY_KINDS for h in part.hits):  # fmt: skip
         rest = _ONE_WAY_VERBS.sub(" ", rest)  # "which transfers went to 0xB": its recipient
     if _names_tx_block(text) and any(h[1].kind in BLOCK_KINDS | {"tx_gas_used"} for h in part.hits):
@@ -1475,6 +1479,7 @@ def _one_ways(text: str, subjects: list[str], context: str | None = None
     said = [(m.group(1), m.group(2), m.group(0)) for m in _TO_FROM.finditer(text)]
     said += [(m.group(2), m.group(1), m.group(0)) for m in _DID_SEND.finditer(text)]
     said += [(m.group(1), m.group(2), m.group(0)) for m in _BY_ONE.finditer(text)]
+    said += [(m.group(2), m.group(1), m.group(0)) for m in _IT_DID.finditer(text)]
     for word, address, _phrase in said:
         role = "recipient" if word.lower() in _RECEIVING else "sender"
         if address.lower() not in {a.lower() for a in ends[role]}:
@@ -1521,7 +1526,7 @@ def _either(ways: list[dict[str, str]] | str, fp: FactPattern, sentence: str
 
 
 _EITHER = re.compile(r"0x[0-9a-fA-F]{40}\s*,?\s+or\s+", re.I)
-_RECEIVING = frozenset({"to", "into", "receive", "get", "received", "got"})
+_RECEIVING = frozenset({"to", "into", "receive", "get", "received", "got", "gotten"})
 
 
 def _listed_after(text: str, first: str, then: str) -> bool:

@@ -248,6 +248,10 @@ def test_them_after_the_transfers_of_two_ways_is_named_not_guessed() -> None:
      {"sender": A, "recipient": B}),
     (f"List the USDC transfers received by {B} from {A} in the last 20 blocks", "transfer_list",
      {"sender": A, "recipient": B}),
+    # "the largest transfer that 0xA received" (a leftover of round 35) says the way too.
+    (f"What is the largest USDC transfer that {A} received in the last 20 blocks?",
+     "transfer_max", {"recipient": A}),
+    (f"List the USDC transfers {A} has sent in the last 20 blocks", "transfer_list", {"sender": A}),
 ])
 def test_received_by_and_sent_by_say_the_direction(task: str, kind: str, ends: dict[str, str]) -> None:
     assert _rows(task) == [(kind, {"blocks": "20", **ends}, False)]
