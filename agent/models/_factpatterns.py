@@ -169,7 +169,11 @@ _ONE_WAY_VERBS = re.compile(r"\b(?:went|go|goes|gone|going|sent|send|came|come|c
                             r"paid|made|make|received|receive|get|got)\b", re.I)
 _THAN_ADDRESS = re.compile(r"\bthan\s+(?:to\s+|from\s+)?(?:the\s+)?0x[0-9a-fA-F]{40}", re.I)
 #: The address a "did 0xA send/make/receive" says is the sender or the recipient.
-_DID_SEND = re.compile(r"\bdid\s+(0x[0-9a-fA-F]{40})\s+(send|make|receive|get)\b", re.I)
+_DID_SEND = re.compile(r"\b(?:did|has|have)\s+(0x[0-9a-fA-F]{40})\s+(send|make|receive|get|sent|made|"
+                       r"received|gotten|got)\b", re.I)
+#: "the incoming transfers of 0xA", "outgoing USDC transfers from 0xA": to or from it.
+_IN_OUT = re.compile(r"\b(incoming|inbound|outgoing|outbound)\s+((?:usdc\s+)?)transfers\s+"
+                     r"(?:of|for|from|to|into)\s+(?=0x[0-9a-fA-F]{40})", re.I)
 #: "the transfer(s) (that) 0xA received / sent": the recipient or the sender said before its verb.
 _IT_DID = re.compile(r"\b(?:transfers?|ones?|that|which)\s+(0x[0-9a-fA-F]{40})\s+(?:has\s+|have\s+|had\s+)?"
                      r"(received|got|gotten|sent|made|paid)\b", re.I)
@@ -655,7 +659,9 @@ def _elided_transfers(text: str) -> str:
     is left unread (declined). Outside round 36 (T12) declined it."""
 
     def expand(m: re.Match[str]) -> str:
-        sentence = re.split(r"[.?!;]\s", text[: m.start()])[-1]
+        # From the sentence that last said transfers ("... send? And how many did it receive?")
+        said_at = [s.start() for s in re.finditer(r"(?:^|[.?!;]\s)[^.?!;]*\btransfers\b", text[: m.start()], re.I)]
+        sentence = text[said_at[-1] : m.start()] if said_at else ""
         noun = re.search(r"\b(?:usdc\s+)?transfers\b", sentence, re.I)
         said = {a.lower(): a for a in ADDRESS.findall(sentence)}
         did = {d.group(1).lower(): d.group(1) for d in _DID_SEND.finditer(sentence)}
@@ -679,6 +685,11 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     text = normalize_thresholds(text)  # "10 USDC or more" -> "at least 10 USDC"
     text = spell_out_orders(text)  # "send 0.01 USDC to 0xA and 0.02 USDC to 0xB": two orders
     text = _GENESIS.sub("block 0", text)
+    # "my wallet's USDC balance": the agent's wallet, as "my wallet USDC balance" reads it.
+    text = re.sub(r"\b((?:my|our)\s+(?:own\s+)?(?:wallet|account|address))['’]s\b", r"\1", text,
+                  flags=re.I)  # fmt: skip
+    text = _IN_OUT.sub(lambda m: f"{m.group(2)}transfers "
+                       f"{'to' if m.group(1).lower() in ('incoming', 'inbound') else 'from'} ", text)
     text = _elided_transfers(text)
     # "transferred in the last 20 blocks" is a window, not the received total "transferred
     # in": the window's "in" is no direction, so "transferred" is left for the reading.
@@ -1588,6 +1599,23 @@ def _window_holder(t: _Task, part: _Part) -> _Part | str | None:
     return earlier[-1] if earlier else None
 
 
+def _shares_window(t: _Task, part: _Part, fp: FactPattern) -> bool:
+    """Whether a window fact naming no window takes the one another part names, as a block
+    fact takes another part's block (:meth:`_FactItems._shares_block`): a bare list tail
+    ("..., and the transfers from 0xB"), a part referring back ("which one was the largest",
+    "in that range"), a question asking the same fact again ("How many transfers did 0xA
+    send in the last 20 blocks, and how many did 0xB send?") or beside a bare trailing
+    window (", since block 0") does; a question of its own asking another fact ("What were
+    the transfers from 0xA in the last 20 blocks, and how many transfers did 0xB send?") is
+    unclear (outside round 38 read it over the other part's window, at exit 0)."""
+    if fp.kind not in WINDOW_KINDS or _REFERS_BACK.search(part.text) or _ONE_OF_THOSE.search(part.text):
+        return True
+    if not _OWN_QUESTION.search(part.text) or _ABOUT.search(part.text):
+        return True
+    holders = [p for p in t.parts if p is not part and not p.again and _block_params(p.text)]
+    return any(not p.hits or any(h[1].kind == fp.kind for h in p.hits) for p in holders)
+
+
 def _window_only(t: _Task, part: _Part) -> bool:
     """Whether ``part`` is only the span of blocks of the window facts its sentence's other
     parts ask (", since block 0"): read with them, nothing of its own."""
@@ -2054,6 +2082,8 @@ class _FactItems:
                 return {}
         if not found and (fp.kind in WINDOW_KINDS or _REFERS_BACK.search(part.text)):
             found = _block_params(" ".join(p.text for p in self.t.parts if not p.again))
+        if found and "block" not in found and not _shares_window(self.t, part, fp):
+            return {"ambiguous": _span_text(found).strip()}
         return found
 
     def _fact(self, part: _Part, fp: FactPattern, pos: int, phrase: str) -> list[int]:
@@ -2118,9 +2148,9 @@ class _FactItems:
         scope = self._block_scope(part, fp)
         if "ambiguous" in scope:
             ref = scope["ambiguous"]
+            at = "over the whole chain" if fp.kind in WINDOW_KINDS else "at the latest block"
             return [self.out.cannot(fp.label, f"'{ref}' is said in another part of the "
-                                    f"sentence: ask the {fp.label} at the latest block or "
-                                    f"{ref} in its own words")]  # fmt: skip
+                                    f"task: ask the {fp.label} {at} or {ref} in its own words")]  # fmt: skip
         where = _span_text(scope)
         holders = part.subjects or [m.group(0) for m in TX_HASH.finditer(part.text)]
         if fp.kind in BLOCK_ONLY_KINDS and holders and (part.subjects or not _names_tx_block(part.text)):

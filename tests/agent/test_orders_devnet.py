@@ -488,6 +488,36 @@ def test_the_outside_testers_round_37_transfers_of_several_ways_are_each_listed(
         assert "transfer count" not in out["answer"], out["answer"]
 
 
+def test_the_outside_testers_round_38_a_window_stays_with_its_fact_and_one_address_each_way(devnet) -> None:  # type: ignore[no-untyped-def]
+    """Round 38: "What were the transfers from 0xA ... in the last 20 blocks, and how many
+    transfers did 0xB send to 0xA?" counted 0xB's over 0xA's window, at exit 0 (Q64): it is
+    named as unclear. "And how many did it receive?" (Q06), "has 0xC received" (Q27) and
+    "the incoming transfers of 0xB" (Q24) were declined: each is read, one way."""
+    from web3 import Web3
+
+    from chain.devkeys import AGENT, OUTSIDER, dev_account
+    from chain.usdc import transfer
+
+    home, info = devnet
+    w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
+    agent, outsider = (dev_account(k) for k in (AGENT, OUTSIDER))
+    first = w3.eth.block_number + 1
+    came = transfer(w3, info["usdc"], agent, outsider.address, 1_500_000)
+    went = transfer(w3, info["usdc"], outsider, agent.address, 200_000)
+    span = f"between block {first} and block {w3.eth.block_number}"
+    unclear = run_json(home, f"What were the USDC transfers from {agent.address} to {outsider.address} "
+                             f"{span}, and how many transfers did {outsider.address} send?")  # fmt: skip
+    assert unclear["returncode"] == 1 and came in unclear["answer"], unclear["answer"]
+    assert "is said in another part of the task" in unclear["answer"], unclear["answer"]
+    both = run_json(home, f"How many USDC transfers did {outsider.address} send {span}? And how many "
+                          "did it receive?")  # fmt: skip
+    assert both["returncode"] == 0, both["answer"]
+    assert f"USDC transfer count to {outsider.address}" in both["answer"], both["answer"]
+    incoming = run_json(home, f"Show me the incoming transfers of {outsider.address} {span}.")
+    assert incoming["returncode"] == 0, incoming["answer"]
+    assert came in incoming["answer"] and went not in incoming["answer"], incoming["answer"]
+
+
 @pytest.fixture(scope="module")
 def market_devnet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     yield from own_devnet(tmp_path_factory, "paid-nothing-home")

@@ -337,3 +337,29 @@ def test_them_after_transfers_not_read_is_not_the_whole_chains() -> None:
     rows = _rows("How many USDC transfers were there in the last 10 blocks, and which one was "
                  "the largest?")
     assert rows[1] == ("transfer_max", {"blocks": "10"}, False), rows
+
+
+def test_outside_round_38_a_window_and_the_ways_of_one_address() -> None:
+    # Q64, Q66: another fact's window was taken by a question of its own, at exit 0.
+    rows = _rows(f"What were the transfers from {A} to {B} in the last 20 blocks, and how many "
+                 f"transfers did {B} send to {A}?")
+    assert rows[0][0] == "transfer_list" and rows[1][0] is None and rows[1][2], rows
+    # The same fact asked again, a list tail, or "which one" takes it, as before.
+    rows = _rows(f"How many USDC transfers did {A} send in the last 20 blocks, and how many did "
+                 f"{B} send?")
+    assert rows[1] == ("transfer_count", {"blocks": "20", "sender": B}, False), rows
+    # Q06: "And how many did it receive?" in the next sentence; Q27: "has 0xC received".
+    rows = _rows(f"How many USDC transfers did {B} send? And how many did it receive?")
+    assert rows == [("transfer_count", {"sender": B}, False),
+                    ("transfer_count", {"recipient": B}, False)], rows
+    assert _rows(f"How many USDC transfers has {B} received?") == [
+        ("transfer_count", {"recipient": B}, False)]
+    # Q24, Q25: incoming and outgoing.
+    assert _rows(f"Show me the incoming transfers of {B}.") == [
+        ("transfer_list", {"recipient": B}, False)]
+    assert _rows(f"List the outgoing USDC transfers from {A}.") == [
+        ("transfer_list", {"sender": A}, False)]
+    # Q40: "my wallet's" is the agent's wallet.
+    rows = _rows("What are my wallet's USDC balance and ETH balance?")
+    assert rows == [("usdc_balance", {"wallet": "self"}, False),
+                    ("eth_balance", {"wallet": "self"}, False)], rows
