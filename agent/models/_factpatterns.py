@@ -169,7 +169,8 @@ _ONE_WAY_VERBS = re.compile(r"\b(?:went|go|goes|gone|going|sent|send|came|come|c
                             r"paid|made|make|received|receive|get|got)\b", re.I)
 _THAN_ADDRESS = re.compile(r"\bthan\s+(?:to\s+|from\s+)?(?:the\s+)?0x[0-9a-fA-F]{40}", re.I)
 #: The address a "did 0xA send/make/receive" says is the sender or the recipient.
-_DID_SEND = re.compile(r"\b(?:did|has|have)\s+(0x[0-9a-fA-F]{40})\s+(send|make|receive|get|sent|made|"
+_DID_SEND = re.compile(r"\b(?:did|has|have)\s+(0x[0-9a-fA-F]{40}(?:\s*,?\s*(?:and|or|&)?\s*0x[0-9a-fA-F]{40})*)"
+                       r"\s+(?:each\s+|both\s+|all\s+)?(send|make|receive|get|sent|made|"
                        r"received|gotten|got)\b", re.I)
 #: "the incoming transfers of 0xA", "outgoing USDC transfers from 0xA": to or from it.
 _IN_OUT = re.compile(r"\b(incoming|inbound|outgoing|outbound)\s+((?:usdc\s+)?)transfers\s+"
@@ -647,34 +648,45 @@ _ASKS_WHEN = re.compile(
     r"[^.?!;]*\b(?:was|were|got)\s+(?:mined|included|confirmed)\b)", re.I)
 
 
-#: "..., and how many did it receive?": a count of the transfers the sentence asked before.
-_ELIDED_COUNT = _p(r"\bhow\s+many\s+did\s+(0x[0-9a-fA-F]{40}(?![0-9a-fA-F])|it)\s+"
-                   r"(send|receive|make|get)\b")
+#: "..., and how many did it receive?", "... and how many were received by 0xA": a count of
+#: the transfers the sentence asked before.
+_ELIDED_COUNT = _p(r"\bhow\s+many\s+(?:did\s+(?P<who>0x[0-9a-fA-F]{40}(?![0-9a-fA-F])|it)\s+"
+                   r"(?P<verb>send|receive|make|get)|(?P<be>were|was)\s+(?P<done>received|sent|made|"
+                   r"paid)\s+by\s+(?P<by>0x[0-9a-fA-F]{40}(?![0-9a-fA-F])|it))\b")
 
 
 def _elided_transfers(text: str) -> str:
-    """ "How many USDC transfers did 0xA send, and how many did it receive?": the second
-    count is of the same transfers, received by 0xA, said in full. "It" is the one address
-    the sentence said before it, or the one that "did" send or receive there; with more, it
-    is left unread (declined). Outside round 36 (T12) declined it."""
+    """ "How many USDC transfers did 0xA send, and how many did it receive?", "... and how many
+    were received by 0xA": the second count is of the same transfers, said in full, from the
+    sentence that last said transfers (this one or one before). "It" is the one address that
+    sentence said, or the one that "did" send or receive there; with more, it is left unread
+    (declined). Outside rounds 36 (T12) and 39 (B12) declined them."""
 
     def expand(m: re.Match[str]) -> str:
-        # From the sentence that last said transfers ("... send? And how many did it receive?")
-        said_at = [s.start() for s in re.finditer(r"(?:^|[.?!;]\s)[^.?!;]*\btransfers\b", text[: m.start()], re.I)]
+        said_at = [s.start() for s in re.finditer(r"(?:^|[.?!;]\s)[^.?!;]*\btransfers\b",
+                                                  text[: m.start()], re.I)]  # fmt: skip
         sentence = text[said_at[-1] : m.start()] if said_at else ""
         noun = re.search(r"\b(?:usdc\s+)?transfers\b", sentence, re.I)
         said = {a.lower(): a for a in ADDRESS.findall(sentence)}
-        did = {d.group(1).lower(): d.group(1) for d in _DID_SEND.finditer(sentence)}
-        if m.group(1).lower() != "it":
-            who: str | None = m.group(1)
-        else:
+        did = {a.lower(): a for d in _DID_SEND.finditer(sentence) for a in ADDRESS.findall(d.group(1))}
+        who: str | None = m["who"] or m["by"]
+        if who is not None and who.lower() == "it":
             who = next(iter(said.values())) if len(said) == 1 else (
                 next(iter(did.values())) if len(did) == 1 else None)
         if noun is None or who is None:
             return m.group(0)
-        return f"how many {noun.group(0)} did {who} {m.group(2)}"
+        if m["verb"]:
+            return f"how many {noun.group(0)} did {who} {m['verb']}"
+        return f"how many {noun.group(0)} {m['be']} {m['done']} by {who}"
 
+    text = _EACH_DID.sub(lambda m: f"{m['q']}did {m['a']} {m['verb']} and {m['q']}did {m['b']} "
+                         f"{m['verb']}", text)
     return _ELIDED_COUNT.sub(expand, text)
+
+
+#: "How many USDC transfers did 0xA and 0xB (each) send?": one count each.
+_EACH_DID = _p(r"(?P<q>\bhow\s+many\s+(?:usdc\s+)?transfers\s+)did\s+(?P<a>0x[0-9a-fA-F]{40})\s*,?\s*"
+               r"(?:and|&)\s+(?P<b>0x[0-9a-fA-F]{40})\s+(?:each\s+|both\s+)?(?P<verb>send|receive|make|get)\b")
 
 
 def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
@@ -1218,6 +1230,8 @@ class _Task:
         bare trailing ", at block 5" is the block of its whole sentence, as before."""
         for n, part in enumerate(self.parts):
             prev = self.parts[n - 1] if n else None
+            if prev is not None and _head_again(prev, part):
+                part.hits = []  # "the gas limit of block 10 and of the latest block": the head's
             named = _BLOCK.search(part.text) or _LATEST.search(part.text)
             if (prev is None or part.hits or part.condition or _SEND.search(part.text)
                     or not named or _RANGE.search(part.text)):  # fmt: skip
@@ -1488,7 +1502,8 @@ def _one_ways(text: str, subjects: list[str], context: str | None = None
     context = context or text
     ends: dict[str, list[str]] = {"sender": [], "recipient": []}
     said = [(m.group(1), m.group(2), m.group(0)) for m in _TO_FROM.finditer(text)]
-    said += [(m.group(2), m.group(1), m.group(0)) for m in _DID_SEND.finditer(text)]
+    said += [(m.group(2), a, m.group(0)) for m in _DID_SEND.finditer(text)
+             for a in ADDRESS.findall(m.group(1))]  # fmt: skip
     said += [(m.group(1), m.group(2), m.group(0)) for m in _BY_ONE.finditer(text)]
     said += [(m.group(2), m.group(1), m.group(0)) for m in _IT_DID.finditer(text)]
     for word, address, _phrase in said:
@@ -1599,6 +1614,12 @@ def _window_holder(t: _Task, part: _Part) -> _Part | str | None:
     return earlier[-1] if earlier else None
 
 
+def _window_before(t: _Task, part: _Part) -> dict[str, str]:
+    """The block parameters said in the task up to ``part``'s sentence: a later sentence's
+    window is its own (outside round 39, B7, took it for the question before it)."""
+    return _block_params(" ".join(p.text for p in t.parts if not p.again and p.sentence <= part.sentence))
+
+
 def _shares_window(t: _Task, part: _Part, fp: FactPattern) -> bool:
     """Whether a window fact naming no window takes the one another part names, as a block
     fact takes another part's block (:meth:`_FactItems._shares_block`): a bare list tail
@@ -1612,8 +1633,22 @@ def _shares_window(t: _Task, part: _Part, fp: FactPattern) -> bool:
         return True
     if not _OWN_QUESTION.search(part.text) or _ABOUT.search(part.text):
         return True
-    holders = [p for p in t.parts if p is not part and not p.again and _block_params(p.text)]
+    holders = [p for p in t.parts if p is not part and not p.again and p.sentence <= part.sentence
+               and _block_params(p.text)]  # fmt: skip
     return any(not p.hits or any(h[1].kind == fp.kind for h in p.hits) for p in holders)
+
+
+_HEAD_BLOCK = _p(r"(?:(?:and|also|then|plus)\s+)?(?:(?:at|of|for|in)\s+)?(?:the\s+)?(?:latest|current|"
+                r"newest|most\s+recent|head)\s+block")
+
+
+def _head_again(prev: _Part, part: _Part) -> bool:
+    """ "What is the gas limit of block 10 and of the latest block?": a part naming only the
+    head after a block fact asks that fact again at the head, not the head's number (outside
+    round 39 answered "block number: 38" for it, at exit 0, in five wordings)."""
+    return (prev.sentence == part.sentence and bool(_HEAD_BLOCK.fullmatch(part.text.strip(" ?.!,")))
+            and all(h[1].kind == "block_number" for h in part.hits)
+            and any(h[1].kind in BLOCK_KINDS - {"block_number"} for h in prev.hits))  # fmt: skip
 
 
 def _window_only(t: _Task, part: _Part) -> bool:
@@ -2081,7 +2116,7 @@ class _FactItems:
             if not share:  # a question of its own, present tense: at the head
                 return {}
         if not found and (fp.kind in WINDOW_KINDS or _REFERS_BACK.search(part.text)):
-            found = _block_params(" ".join(p.text for p in self.t.parts if not p.again))
+            found = _window_before(self.t, part)
         if found and "block" not in found and not _shares_window(self.t, part, fp):
             return {"ambiguous": _span_text(found).strip()}
         return found

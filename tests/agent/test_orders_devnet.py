@@ -61,6 +61,7 @@ def test_a_range_to_the_latest_block_is_read_to_the_head(devnet) -> None:  # typ
     assert f"largest USDC transfer in blocks 1 to {head}:" in out["answer"], out["answer"]
     assert format_usdc(largest).split()[0] in out["answer"], (largest, out["answer"])
     assert "block number" not in out["answer"], out["answer"]
+    print(out["answer"])
 
 
 def test_a_fact_of_the_latest_block_names_the_block_it_was_read_at(devnet) -> None:  # type: ignore[no-untyped-def]
@@ -516,6 +517,21 @@ def test_the_outside_testers_round_38_a_window_stays_with_its_fact_and_one_addre
     incoming = run_json(home, f"Show me the incoming transfers of {outsider.address} {span}.")
     assert incoming["returncode"] == 0, incoming["answer"]
     assert came in incoming["answer"] and went not in incoming["answer"], incoming["answer"]
+
+
+def test_the_outside_testers_round_39_a_fact_of_a_block_and_of_the_latest_block(devnet) -> None:  # type: ignore[no-untyped-def]
+    """Round 39 (E8, B1-B4): "What is the gas limit of block N and of the latest block?"
+    answered the head's block number in place of its gas limit, at exit 0."""
+    from web3 import Web3
+
+    home, info = devnet
+    w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
+    out = run_json(home, "What is the gas limit of block 1 and of the latest block?")
+    assert out["returncode"] == 0, out["answer"]
+    head = w3.eth.get_block("latest")
+    assert f"block gas limit at block 1: {int(w3.eth.get_block(1)['gasLimit'])} gas" in out["answer"], out["answer"]
+    at_head = f"block gas limit: {int(head['gasLimit'])} gas at block {int(head['number'])}, the latest"
+    assert at_head in out["answer"] and "block number" not in out["answer"], out["answer"]
 
 
 @pytest.fixture(scope="module")

@@ -363,3 +363,35 @@ def test_outside_round_38_a_window_and_the_ways_of_one_address() -> None:
     rows = _rows("What are my wallet's USDC balance and ETH balance?")
     assert rows == [("usdc_balance", {"wallet": "self"}, False),
                     ("eth_balance", {"wallet": "self"}, False)], rows
+
+
+@pytest.mark.parametrize(("task", "kind"), [
+    # Outside round 39 (E8, B1-B4): "... of block N and of the latest block" answered the
+    # head's number in place of the fact at the head, at exit 0.
+    ("What is the gas limit of block 10 and of the latest block?", "block_gas_limit"),
+    ("What is the base fee of block 10 and of the latest block?", "base_fee_gwei"),
+    ("What is the timestamp of block 5 and of the latest block?", "block_timestamp"),
+    ("What is the gas used of block 17 and of the latest block?", "block_gas_used"),
+    ("How many transactions are in block 17 and in the latest block?", "block_tx_count"),
+])
+def test_a_block_fact_and_of_the_latest_block_is_that_fact_at_the_head(task: str, kind: str) -> None:
+    rows = _rows(task)
+    assert [(k, "block" in p, bad) for k, p, bad in rows] == [(kind, True, False), (kind, False, False)], rows
+    # The head's number asked as a question of its own is still the head's number.
+    rows = _rows("What is the gas limit of block 10, and what is the latest block?")
+    assert rows[1][0] == "block_number", rows
+
+
+def test_outside_round_39_a_later_sentences_window_and_two_senders_each() -> None:
+    # B7: the window of the next sentence was taken by the question before it, at exit 0.
+    rows = _rows(f"How many USDC transfers did {B} receive? And how many did it send in the "
+                 "last 20 blocks?")
+    assert rows == [("transfer_count", {"recipient": B}, False),
+                    ("transfer_count", {"blocks": "20", "sender": B}, False)], rows
+    # D17: "did 0xA and 0xB each send"; B12: "and how many were received by 0xA".
+    assert _rows(f"How many USDC transfers did {A} and {B} each send?") == [
+        ("transfer_count", {"sender": A}, False), ("transfer_count", {"sender": B}, False)]
+    rows = _rows(f"how many usdc transfers were sent by {A} in the last 30 blocks and how many "
+                 f"were received by {A}")
+    assert rows == [("transfer_count", {"blocks": "30", "sender": A}, False),
+                    ("transfer_count", {"blocks": "30", "recipient": A}, False)], rows
