@@ -1230,8 +1230,9 @@ class _Task:
         bare trailing ", at block 5" is the block of its whole sentence, as before."""
         for n, part in enumerate(self.parts):
             prev = self.parts[n - 1] if n else None
-            if prev is not None and _head_again(prev, part):
-                part.hits = []  # "the gas limit of block 10 and of the latest block": the head's
+            asked = next((p for p in reversed(self.parts[:n]) if p.hits), None)
+            if asked is not None and _head_again(asked, part):
+                part.hits, part.leftover = [], set()  # "... of block 10 and of the latest block"
             named = _BLOCK.search(part.text) or _LATEST.search(part.text)
             if (prev is None or part.hits or part.condition or _SEND.search(part.text)
                     or not named or _RANGE.search(part.text)):  # fmt: skip
@@ -1244,6 +1245,8 @@ class _Task:
             part.again = bool(re.search(r"\b(?:and|also|then|plus)\b", between, re.I)
                               or re.match(r"(?:and|also|then|what|how)\b", part.text, re.I)
                               or _REFERS_BACK.search(part.text) or listed)  # fmt: skip
+            if part.again:  # "..., and what are they now?": the facts before it, again
+                part.leftover -= _THEY | {"those", "these"}
 
     def raw_sentence(self, n: int) -> str:
         """Sentence ``n`` as the task says it (with the words between its parts)."""
@@ -1596,7 +1599,8 @@ def _window_holder(t: _Task, part: _Part) -> _Part | str | None:
     else None; why it cannot be read when the task asked transfers of more than one
     holder or way before it ("the transfers from 0xA and the transfers to 0xB. Which of
     them was the largest?")."""
-    if not _ONE_OF_THOSE.search(part.text) or ADDRESS.search(part.text):
+    if not (_ONE_OF_THOSE.search(part.text) or _WHICH_LARGEST.fullmatch(part.text.strip(" ?!.,"))
+            ) or ADDRESS.search(part.text):  # fmt: skip
         return None
     if any(p.start < part.start and (not p.hits or p.leftover) and _TRANSFERS_WORD.search(p.text)
            for p in t.parts):
@@ -1620,6 +1624,21 @@ def _window_before(t: _Task, part: _Part) -> dict[str, str]:
     return _block_params(" ".join(p.text for p in t.parts if not p.again and p.sentence <= part.sentence))
 
 
+#: A part asking the largest of what was asked before ("... and which was the largest"), and
+#: a window said again by reference ("in those blocks").
+_WHICH_LARGEST = _p(r"(?:(?:and|also|then|so)\s+)?(?:which|what)\s+(?:one\s+)?(?:was|is)\s+(?:the\s+)?"
+                    r"(?:largest|biggest)(?:\s+one)?")
+_THOSE_BLOCKS = _p(r"\b(?:those|these|that|the\s+same)\s+blocks?\b|\bin\s+that\b")
+
+
+def _refers_back(part: _Part) -> bool:
+    """Whether ``part`` refers back to what was asked before it ("which one", "of them",
+    "which was the largest", "in those blocks", "its")."""
+    return bool(_REFERS_BACK.search(part.text) or _ONE_OF_THOSE.search(part.text)
+                or _THOSE_BLOCKS.search(part.text)
+                or _WHICH_LARGEST.fullmatch(part.text.strip(" ?!.,")))  # fmt: skip
+
+
 def _shares_window(t: _Task, part: _Part, fp: FactPattern) -> bool:
     """Whether a window fact naming no window takes the one another part names, as a block
     fact takes another part's block (:meth:`_FactItems._shares_block`): a bare list tail
@@ -1629,7 +1648,7 @@ def _shares_window(t: _Task, part: _Part, fp: FactPattern) -> bool:
     window (", since block 0") does; a question of its own asking another fact ("What were
     the transfers from 0xA in the last 20 blocks, and how many transfers did 0xB send?") is
     unclear (outside round 38 read it over the other part's window, at exit 0)."""
-    if fp.kind not in WINDOW_KINDS or _REFERS_BACK.search(part.text) or _ONE_OF_THOSE.search(part.text):
+    if fp.kind not in WINDOW_KINDS or _refers_back(part):
         return True
     if not _OWN_QUESTION.search(part.text) or _ABOUT.search(part.text):
         return True
@@ -1638,8 +1657,9 @@ def _shares_window(t: _Task, part: _Part, fp: FactPattern) -> bool:
     return any(not p.hits or any(h[1].kind == fp.kind for h in p.hits) for p in holders)
 
 
-_HEAD_BLOCK = _p(r"(?:(?:and|also|then|plus)\s+)?(?:(?:at|of|for|in)\s+)?(?:the\s+)?(?:latest|current|"
-                r"newest|most\s+recent|head)\s+block")
+_HEAD_BLOCK = _p(r"(?:(?:and|also|then|plus)\s+)?(?:how\s+many\s+(?:are|were|does|did)\s+(?:there\s+)?)?"
+                r"(?:(?:at|of|for|in)\s+)?(?:the\s+)?(?:latest|current|newest|most\s+recent|head)\s+block"
+                r"(?:\s+(?:contain|have|hold|include))?")
 
 
 def _head_again(prev: _Part, part: _Part) -> bool:
@@ -1778,6 +1798,20 @@ def _question_before(t: _Task, part: _Part) -> _Part | None:
     before = [p for p in t.parts if p.start < part.start and p.hits
               and not p.condition and not _SEND.search(p.text)]  # fmt: skip
     return before[-1] if before else None
+
+
+def _asked_before(t: _Task, part: _Part, prev: _Part) -> list[_Part]:
+    """The parts whose facts ``part`` asks again: ``prev`` with the parts of its list before
+    it that share its block ("What is the base fee and the gas limit at block 5, and at block
+    7?": both at block 7, never the gas limit alone; "What were the timestamp and base fee of
+    block 9, and what are they now?": both now)."""
+    own = _block_params(prev.text)
+    run = [prev]
+    for p in reversed([p for p in t.parts if p.sentence == prev.sentence and p.start < prev.start]):
+        if not p.hits or p.condition or _SEND.search(p.text) or _block_params(p.text) not in ({}, own):
+            break
+        run.insert(0, p)
+    return run
 
 
 def _asked_again(facts: _FactItems, prev: _Part, kind: str, part: _Part) -> list[int]:
@@ -1921,6 +1955,31 @@ def _said_already(out: _Builder, made_by_part: list[tuple[_Part, list[int]]],
     return None
 
 
+#: "Show me them.", "List those too", "What are they?" after a question: its values listed.
+_SHOW_THEM = _p(r"(?:(?:and|also|then|so|now)\s+)?(?:(?:please|can\s+you|could\s+you)\s+)?(?:(?:show|list|"
+                r"give|tell|display)\s+(?:me\s+|us\s+)?(?:all\s+)?(?:of\s+)?(?:them|those|these)|(?:what|which)"
+                r"\s+(?:are|were)\s+(?:they|those|these))(?:\s+(?:too|as\s+well|please|then))?")
+
+
+def _show_them(out: _Builder, made_by_part: list[tuple[_Part, list[int]]],
+               part: _Part) -> list[int] | None:
+    """ "How many USDC transfers did 0xA send and how many did it receive? Show me them.": the
+    transfers counted before it, listed (outside round 40 dropped it, at exit 0); with no
+    count of transfers before it, declined by name, never dropped. None when ``part`` asks
+    anything else."""
+    if not _SHOW_THEM.fullmatch(part.text.strip(" ?!.,")):
+        return None
+    counts = [out.items[n] for _p, made in made_by_part for n in made
+              if out.items[n].get("kind") == "transfer_count"]  # fmt: skip
+    if not counts:
+        return [out.cannot(part.text, "it asks to list what the question before it read, and "
+                           "the offline planner lists only USDC transfers it counted; ask for "
+                           "them in their own words ('list the USDC transfers of 0xA')")]  # fmt: skip
+    return [out.add({"text": str(c.get("text", "")).replace("USDC transfer count", "USDC transfers", 1),
+                     "kind": "transfer_list", "params": dict(c.get("params") or {})})
+            for c in counts]  # fmt: skip
+
+
 _THEY = frozenset({"they", "them", "their", "theirs"})
 
 
@@ -1985,6 +2044,7 @@ def _follow_up(t: _Task, facts: _FactItems, made_by_part: list[tuple[_Part, list
         return []  # "the base fee when 0x<hash> was mined": that fact's block, named there
     for found in (lambda: _asset_follow_up(t, facts, part),
                   lambda: _said_already(facts.out, made_by_part, part),
+                  lambda: _show_them(facts.out, made_by_part, part),
                   lambda: _bare_when(t, facts, part)):  # fmt: skip
         made = found()
         if made is not None:
@@ -2946,8 +3006,8 @@ class _Reader(_ReaderChecks):
         return " ".join(m.group(0).lower().split()) if m else None
 
     def _again(self, part: _Part) -> list[int]:
-        """The facts of the nearest part before ``part`` that read any, asked again at each
-        block ``part`` names: one item per block (answered there, or declined as a fact no
+        """The facts of the nearest part before ``part`` that read any (with the list it ends,
+        :func:`_asked_before`), asked again at each block ``part`` names: one item per block (answered there, or declined as a fact no
         tool reads at a past block), never the other part's block."""
         prev = _question_before(self.t, part)
         # "... and what is it now?": the head (no block) when the part names no block.
@@ -2955,14 +3015,14 @@ class _Reader(_ReaderChecks):
         if prev is None:
             where = f"block {refs[0]}" if refs[0] else "the head"
             return [self.out.cannot(part.text, f"it names {where} but no fact to read there")]
-        kinds = [h[1].kind for h in prev.hits]
         made: list[int] = []
-        for ref in refs:
-            at = replace(prev, text=f"at block {ref}" if ref else "now", start=part.start, aggregate=None,
+        for ref, asked in ((r, p) for r in refs for p in _asked_before(self.t, part, prev)):
+            kinds = [h[1].kind for h in asked.hits]
+            at = replace(asked, text=f"at block {ref}" if ref else "now", start=part.start, aggregate=None,
                          candidate=None, again=False)  # fmt: skip
-            for pos, fp, phrase in prev.hits:
+            for pos, fp, phrase in asked.hits:
                 if (fp.kind == "block_number" and len(kinds) > 1
-                        and re.search(r"\b(?:of|at|in|for)\s+the\s+\Z", prev.text[:pos])):  # fmt: skip
+                        and re.search(r"\b(?:of|at|in|for)\s+the\s+\Z", asked.text[:pos])):  # fmt: skip
                     continue  # "the base fee of the latest block": a parameter
                 made.extend(self.facts._fact(at, fp, 0, phrase))
         return made

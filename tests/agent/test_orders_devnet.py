@@ -534,6 +534,35 @@ def test_the_outside_testers_round_39_a_fact_of_a_block_and_of_the_latest_block(
     assert at_head in out["answer"] and "block number" not in out["answer"], out["answer"]
 
 
+def test_the_outside_testers_round_40_show_me_them_and_what_they_are_now(devnet) -> None:  # type: ignore[no-untyped-def]
+    """Round 40: "... how many did it receive? Show me them." dropped the list (T23), and
+    "..., and how many are in the latest block?" answered the head's number (B19), each at
+    exit 0; "what are they now" was declined (B18)."""
+    from web3 import Web3
+
+    from chain.devkeys import AGENT, OUTSIDER, dev_account
+    from chain.usdc import transfer
+
+    home, info = devnet
+    w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
+    agent, outsider = (dev_account(k) for k in (AGENT, OUTSIDER))
+    first = w3.eth.block_number + 1
+    came = transfer(w3, info["usdc"], agent, outsider.address, 650_000)
+    went = transfer(w3, info["usdc"], outsider, agent.address, 150_000)
+    span = f"between block {first} and block {w3.eth.block_number}"
+    shown = run_json(home, f"How many USDC transfers did {outsider.address} send {span}, and how many "
+                           "did it receive? Show me them.")  # fmt: skip
+    assert shown["returncode"] == 0 and came in shown["answer"] and went in shown["answer"], shown["answer"]
+    head = w3.eth.get_block("latest")
+    again = run_json(home, f"How many transactions were in block {first}, and how many are in the latest block?")
+    assert again["returncode"] == 0 and "block number" not in again["answer"], again["answer"]
+    assert f"block transaction count: {len(head['transactions'])} at block {int(head['number'])}" in again["answer"], again["answer"]
+    now = run_json(home, f"What were the timestamp and base fee of block {first}, and what are they now?")
+    assert now["returncode"] == 0, now["answer"]
+    assert f"block timestamp: {int(head['timestamp'])}" in now["answer"], now["answer"]
+    assert f"base fee: {format_gwei(int(head['baseFeePerGas']))} gwei at block {int(head['number'])}" in now["answer"], now["answer"]
+
+
 @pytest.fixture(scope="module")
 def market_devnet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     yield from own_devnet(tmp_path_factory, "paid-nothing-home")

@@ -395,3 +395,35 @@ def test_outside_round_39_a_later_sentences_window_and_two_senders_each() -> Non
                  f"were received by {A}")
     assert rows == [("transfer_count", {"blocks": "30", "sender": A}, False),
                     ("transfer_count", {"blocks": "30", "recipient": A}, False)], rows
+
+
+def test_outside_round_40_the_latest_block_asked_again_and_show_me_them() -> None:
+    # B19: "..., and how many are in the latest block?" answered the head's number, at exit 0.
+    for tail in ("how many are in the latest block", "how many does the latest block contain"):
+        rows = _rows(f"How many transactions were in blocks 9 and 16, and {tail}?")
+        assert rows[-1] == ("block_tx_count", {}, False), rows
+    assert _rows("How many transactions are in block 4, and what is the latest block?")[-1][0] == "block_number"
+    # T23: "Show me them." after two counts was dropped: the transfers counted are listed.
+    rows = _rows(f"How many USDC transfers did {A} send and how many did it receive? Show me them.")
+    assert rows[2:] == [("transfer_list", {"sender": A}, False),
+                        ("transfer_list", {"recipient": A}, False)], rows
+    # After anything else it is declined by name, never dropped.
+    rows = _rows(f"What is the ETH balance of {A}? Show me them.")
+    assert rows[-1][0] is None and rows[-1][2], rows
+
+
+def test_outside_round_40_what_was_asked_again_and_a_window_referred_to() -> None:
+    # B18: "..., and what are they now?" was declined on "they"; it is both facts at the head.
+    rows = _rows("What were the timestamp and base fee of block 9, and what are they now?")
+    assert rows[2:] == [("block_timestamp", {}, False), ("base_fee_gwei", {}, False)], rows
+    # A list asked again at another block is the whole list there, never its last fact alone.
+    rows = _rows("What is the base fee and gas limit at block 5, and at block 7?")
+    assert rows[2:] == [("base_fee_gwei", {"block": "7"}, False),
+                        ("block_gas_limit", {"block": "7"}, False)], rows
+    # T18, T22: "in those blocks" and "which was the largest" take the window said before.
+    rows = _rows(f"List the USDC transfers from {B} in blocks 10 to 24, and how much USDC did {B} "
+                 "send in those blocks?")
+    assert rows[1] == ("usdc_sent_total", {"from_block": "10", "to_block": "24", "address": B}, False), rows
+    rows = _rows(f"how many usdc transfers touching {A} happened in the last 15 blocks and which "
+                 "was the largest")
+    assert rows[1] == ("transfer_max", {"blocks": "15", "address": A}, False), rows
