@@ -403,6 +403,24 @@ def test_the_outside_testers_round_33_transfers_one_way_and_a_paid_gas_price(dev
     assert f"was mined in: {int(block['gasUsed'])} gas" in framed["answer"], framed["answer"]
 
 
+def _both_ways(devnet, there: int, back: int):  # type: ignore[no-untyped-def]
+    """A transfer of ``there`` atomic USDC from the agent to the outsider, then ``back`` from
+    the outsider to the agent: (home, web3, agent, outsider, came, went, first block, "between
+    block F and block L")."""
+    from web3 import Web3
+
+    from chain.devkeys import AGENT, OUTSIDER, dev_account
+    from chain.usdc import transfer
+
+    home, info = devnet
+    w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
+    agent, outsider = (dev_account(k) for k in (AGENT, OUTSIDER))
+    first = w3.eth.block_number + 1
+    came = transfer(w3, info["usdc"], agent, outsider.address, there)
+    went = transfer(w3, info["usdc"], outsider, agent.address, back)
+    return home, w3, agent, outsider, came, went, first, f"between block {first} and block {w3.eth.block_number}"
+
+
 def test_the_outside_testers_round_36_the_largest_of_them_keeps_the_way_and_a_fee_in_gwei(devnet) -> None:  # type: ignore[no-untyped-def]
     """Round 36: "which of them was the largest" and "what was the largest of them" after
     the transfers sent from 0xA gave 0xA's largest either way (a mint it received), at exit
@@ -494,18 +512,7 @@ def test_the_outside_testers_round_38_a_window_stays_with_its_fact_and_one_addre
     transfers did 0xB send to 0xA?" counted 0xB's over 0xA's window, at exit 0 (Q64): it is
     named as unclear. "And how many did it receive?" (Q06), "has 0xC received" (Q27) and
     "the incoming transfers of 0xB" (Q24) were declined: each is read, one way."""
-    from web3 import Web3
-
-    from chain.devkeys import AGENT, OUTSIDER, dev_account
-    from chain.usdc import transfer
-
-    home, info = devnet
-    w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
-    agent, outsider = (dev_account(k) for k in (AGENT, OUTSIDER))
-    first = w3.eth.block_number + 1
-    came = transfer(w3, info["usdc"], agent, outsider.address, 1_500_000)
-    went = transfer(w3, info["usdc"], outsider, agent.address, 200_000)
-    span = f"between block {first} and block {w3.eth.block_number}"
+    home, _w3, agent, outsider, came, went, _first, span = _both_ways(devnet, 1_500_000, 200_000)
     unclear = run_json(home, f"What were the USDC transfers from {agent.address} to {outsider.address} "
                              f"{span}, and how many transfers did {outsider.address} send?")  # fmt: skip
     assert unclear["returncode"] == 1 and came in unclear["answer"], unclear["answer"]
@@ -538,18 +545,7 @@ def test_the_outside_testers_round_40_show_me_them_and_what_they_are_now(devnet)
     """Round 40: "... how many did it receive? Show me them." dropped the list (T23), and
     "..., and how many are in the latest block?" answered the head's number (B19), each at
     exit 0; "what are they now" was declined (B18)."""
-    from web3 import Web3
-
-    from chain.devkeys import AGENT, OUTSIDER, dev_account
-    from chain.usdc import transfer
-
-    home, info = devnet
-    w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
-    agent, outsider = (dev_account(k) for k in (AGENT, OUTSIDER))
-    first = w3.eth.block_number + 1
-    came = transfer(w3, info["usdc"], agent, outsider.address, 650_000)
-    went = transfer(w3, info["usdc"], outsider, agent.address, 150_000)
-    span = f"between block {first} and block {w3.eth.block_number}"
+    home, w3, _agent, outsider, came, went, first, span = _both_ways(devnet, 650_000, 150_000)
     shown = run_json(home, f"How many USDC transfers did {outsider.address} send {span}, and how many "
                            "did it receive? Show me them.")  # fmt: skip
     assert shown["returncode"] == 0 and came in shown["answer"] and went in shown["answer"], shown["answer"]
