@@ -403,22 +403,21 @@ def test_the_outside_testers_round_33_transfers_one_way_and_a_paid_gas_price(dev
     assert f"was mined in: {int(block['gasUsed'])} gas" in framed["answer"], framed["answer"]
 
 
-def _both_ways(devnet, there: int, back: int):  # type: ignore[no-untyped-def]
-    """A transfer of ``there`` atomic USDC from the agent to the outsider, then ``back`` from
-    the outsider to the agent: (home, web3, agent, outsider, came, went, first block, "between
-    block F and block L")."""
+def _moved(devnet, *moves: tuple[str, str, int]):  # type: ignore[no-untyped-def]
+    """Each move (from, to, atomic USDC) between the devnet's named dev accounts ("agent",
+    "outsider", "seller"), sent in order: (home, web3, accounts by name, the transactions,
+    the first block, "between block F and block L")."""
     from web3 import Web3
 
-    from chain.devkeys import AGENT, OUTSIDER, dev_account
+    from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account
     from chain.usdc import transfer
 
     home, info = devnet
     w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
-    agent, outsider = (dev_account(k) for k in (AGENT, OUTSIDER))
+    named = {"agent": dev_account(AGENT), "outsider": dev_account(OUTSIDER), "seller": dev_account(SELLER)}
     first = w3.eth.block_number + 1
-    came = transfer(w3, info["usdc"], agent, outsider.address, there)
-    went = transfer(w3, info["usdc"], outsider, agent.address, back)
-    return home, w3, agent, outsider, came, went, first, f"between block {first} and block {w3.eth.block_number}"
+    txs = [transfer(w3, info["usdc"], named[a], named[b].address, amount) for a, b, amount in moves]
+    return home, w3, named, txs, first, f"between block {first} and block {w3.eth.block_number}"
 
 
 def test_the_outside_testers_round_36_the_largest_of_them_keeps_the_way_and_a_fee_in_gwei(devnet) -> None:  # type: ignore[no-untyped-def]
@@ -428,18 +427,9 @@ def test_the_outside_testers_round_36_the_largest_of_them_keeps_the_way_and_a_fe
     (F2) and "what did 0x<hash> cost" (F9)."""
     from decimal import Decimal
 
-    from web3 import Web3
-
-    from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account
-    from chain.usdc import transfer
-
-    home, info = devnet
-    w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
-    agent, outsider, seller = (dev_account(k) for k in (AGENT, OUTSIDER, SELLER))
-    first = w3.eth.block_number + 1
-    came = transfer(w3, info["usdc"], agent, outsider.address, 3_000_000)
-    went = transfer(w3, info["usdc"], outsider, seller.address, 250_000)
-    span = f"between block {first} and block {w3.eth.block_number}"
+    home, w3, named, (came, went), first, span = _moved(
+        devnet, ("agent", "outsider", 3_000_000), ("outsider", "seller", 250_000))
+    agent, outsider, seller = named["agent"], named["outsider"], named["seller"]
     sent_line = f": 0.25 USDC from {outsider.address} to {seller.address}"
     for question in (
         f"What were the USDC transfers sent from {outsider.address} {span}, and which of them "
@@ -480,19 +470,10 @@ def test_the_outside_testers_round_37_transfers_of_several_ways_are_each_listed(
     """Round 37: "the transfers to 0xA and to 0xC" listed those from 0xC to 0xA (S5); "from
     0xA to 0xB and from 0xB to 0xA" dropped the second list (T12), and "... and the USDC
     transfers from 0xB to 0xA" gave it as a count (S1), each at exit 0."""
-    from web3 import Web3
-
-    from chain.devkeys import AGENT, OUTSIDER, SELLER, dev_account
-    from chain.usdc import transfer
-
-    home, info = devnet
-    w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
-    agent, outsider, seller = (dev_account(k) for k in (AGENT, OUTSIDER, SELLER))
-    first = w3.eth.block_number + 1
-    there = transfer(w3, info["usdc"], agent, outsider.address, 1_250_000)
-    back = transfer(w3, info["usdc"], outsider, agent.address, 400_000)
-    other = transfer(w3, info["usdc"], agent, seller.address, 700_000)
-    span = f"between block {first} and block {w3.eth.block_number}"
+    home, _w3, named, (there, back, other), _first, span = _moved(
+        devnet, ("agent", "outsider", 1_250_000), ("outsider", "agent", 400_000),
+        ("agent", "seller", 700_000))
+    agent, outsider, seller = named["agent"], named["outsider"], named["seller"]
     for question, want in (
         (f"Show me the USDC transfers to {outsider.address} and to {seller.address} {span}.",
          {there, other}),
@@ -512,7 +493,9 @@ def test_the_outside_testers_round_38_a_window_stays_with_its_fact_and_one_addre
     transfers did 0xB send to 0xA?" counted 0xB's over 0xA's window, at exit 0 (Q64): it is
     named as unclear. "And how many did it receive?" (Q06), "has 0xC received" (Q27) and
     "the incoming transfers of 0xB" (Q24) were declined: each is read, one way."""
-    home, _w3, agent, outsider, came, went, _first, span = _both_ways(devnet, 1_500_000, 200_000)
+    home, _w3, named, (came, went), _first, span = _moved(
+        devnet, ("agent", "outsider", 1_500_000), ("outsider", "agent", 200_000))
+    agent, outsider = named["agent"], named["outsider"]
     unclear = run_json(home, f"What were the USDC transfers from {agent.address} to {outsider.address} "
                              f"{span}, and how many transfers did {outsider.address} send?")  # fmt: skip
     assert unclear["returncode"] == 1 and came in unclear["answer"], unclear["answer"]
@@ -545,7 +528,9 @@ def test_the_outside_testers_round_40_show_me_them_and_what_they_are_now(devnet)
     """Round 40: "... how many did it receive? Show me them." dropped the list (T23), and
     "..., and how many are in the latest block?" answered the head's number (B19), each at
     exit 0; "what are they now" was declined (B18)."""
-    home, w3, _agent, outsider, came, went, first, span = _both_ways(devnet, 650_000, 150_000)
+    home, w3, named, (came, went), first, span = _moved(
+        devnet, ("agent", "outsider", 650_000), ("outsider", "agent", 150_000))
+    outsider = named["outsider"]
     shown = run_json(home, f"How many USDC transfers did {outsider.address} send {span}, and how many "
                            "did it receive? Show me them.")  # fmt: skip
     assert shown["returncode"] == 0 and came in shown["answer"] and went in shown["answer"], shown["answer"]
