@@ -98,6 +98,8 @@ _CONVERSIONS: dict[tuple[str, str], tuple[str, int, bool]] = {
     ("tx_fee", "gwei"): ("gwei", 9, False),
     ("tx_fee", "wei"): ("wei", 18, False),
     ("tx_gas_price", "wei"): ("wei", 9, False),
+    ("tx_gas_price", "eth"): ("ETH", -9, False),
+    ("tx_gas_price", "ether"): ("ether", -9, False),
     **{(kind, "atomic"): ("atomic units", 6, kind != "transfer_max") for kind in _USDC_KINDS},
     # 1 USDC = 100 cents: the atomic amount (6 decimals) / 10^4, so a cent may have decimals.
     **{(kind, "cents"): ("cents", 2, False) for kind in _USDC_KINDS},

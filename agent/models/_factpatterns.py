@@ -338,8 +338,8 @@ UNIT_KINDS: dict[str, frozenset[str]] = {
     # A transaction's gas price and fee are stated in gwei and in ETH: asked in those, as is.
     "gwei": frozenset({"base_fee_gwei", "gas_price_gwei", "eth_balance", "tx_gas_price", "tx_fee"}),
     "wei": frozenset({"base_fee_gwei", "gas_price_gwei", "eth_balance", "tx_gas_price", "tx_fee"}),
-    "eth": frozenset({"eth_balance", "base_fee_gwei", "gas_price_gwei", "tx_fee"}),
-    "ether": frozenset({"eth_balance", "base_fee_gwei", "gas_price_gwei", "tx_fee"}),
+    "eth": frozenset({"eth_balance", "base_fee_gwei", "gas_price_gwei", "tx_fee", "tx_gas_price"}),
+    "ether": frozenset({"eth_balance", "base_fee_gwei", "gas_price_gwei", "tx_fee", "tx_gas_price"}),
     "usdc": frozenset({"usdc_balance", "token_supply", "transfer_max"}) | TOTAL_KINDS,
     "atomic": frozenset({"usdc_balance", "token_supply", "transfer_max"}) | TOTAL_KINDS,
     "cents": frozenset({"usdc_balance", "token_supply", "transfer_max"}) | TOTAL_KINDS,
@@ -1657,7 +1657,8 @@ def _shares_window(t: _Task, part: _Part, fp: FactPattern) -> bool:
     return any(not p.hits or any(h[1].kind == fp.kind for h in p.hits) for p in holders)
 
 
-_HEAD_BLOCK = _p(r"(?:(?:and|also|then|plus)\s+)?(?:how\s+many\s+(?:are|were|does|did)\s+(?:there\s+)?)?"
+_HEAD_BLOCK = _p(r"(?:(?:and|also|then|plus)\s+)?(?:how\s+many\s+(?:are|were|does|did)\s+(?:there\s+)?|"
+                r"(?:what|how\s+much|how\s+many)\s+(?:is|was|are|were)\s+(?:it|they|that|those)\s+)?"
                 r"(?:(?:at|of|for|in)\s+)?(?:the\s+)?(?:latest|current|newest|most\s+recent|head)\s+block"
                 r"(?:\s+(?:contain|have|hold|include))?")
 
@@ -1669,6 +1670,14 @@ def _head_again(prev: _Part, part: _Part) -> bool:
     return (prev.sentence == part.sentence and bool(_HEAD_BLOCK.fullmatch(part.text.strip(" ?.!,")))
             and all(h[1].kind == "block_number" for h in part.hits)
             and any(h[1].kind in BLOCK_KINDS - {"block_number"} for h in prev.hits))  # fmt: skip
+
+
+def _no_tx_but_a_block(t: _Task, part: _Part) -> bool:
+    """Whether the task names no transaction and ``part``'s sentence names a block, or
+    ``part`` refers back ("it") after one ("How many transactions are in block 10? And how
+    much gas did it use?": the block's gas used; outside round 41, F8, declined it)."""
+    said = t.task[: part.start + len(part.text)] if _REFERS_BACK.search(part.text) else t.sentence(part.sentence)
+    return not t.hashes and bool(re.search(r"\bblocks?\b", said, re.I))
 
 
 def _window_only(t: _Task, part: _Part) -> bool:
@@ -2232,8 +2241,7 @@ class _FactItems:
     def _fact_items(self, part: _Part, fp: FactPattern, pos: int, phrase: str) -> list[int]:
         fp = _listed_again(self.t, part, fp, phrase)
         if fp.kind == "tx_gas_used" and (
-                (not self.t.hashes and re.search(r"\bblocks?\b", self.t.sentence(part.sentence), re.I))
-                or _names_tx_block(part.text)
+                _no_tx_but_a_block(self.t, part) or _names_tx_block(part.text)
                 or re.search(r"\b(?:by|of|in)\s+(?:the|that|its|this)\s+block\b", part.text, re.I)
                 or _list_head_of_a_block(self.t, part)):  # fmt: skip
             # "the gas used and the gas limit of block 2": a block is named and no

@@ -169,3 +169,9 @@ def test_a_transactions_fee_and_price_are_given_in_the_unit_asked(
 
     assert in_unit(kind, unit, value) == shown
     assert computed_unit(kind, unit)  # on a derived line of its own, never as the tool's
+
+
+def test_a_gas_price_in_eth_is_its_gwei_shifted() -> None:
+    from agent.loop.answers import in_unit
+
+    assert in_unit("tx_gas_price", "eth", "1.522989144") == "0.000000001522989144 ETH"

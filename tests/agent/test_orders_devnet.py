@@ -522,6 +522,9 @@ def test_the_outside_testers_round_39_a_fact_of_a_block_and_of_the_latest_block(
     assert f"block gas limit at block 1: {int(w3.eth.get_block(1)['gasLimit'])} gas" in out["answer"], out["answer"]
     at_head = f"block gas limit: {int(head['gasLimit'])} gas at block {int(head['number'])}, the latest"
     assert at_head in out["answer"] and "block number" not in out["answer"], out["answer"]
+    # Round 41 (M2): "..., and what is it at the latest block?" the same way.
+    again = run_json(home, "What was the gas limit of block 1 and what is it at the latest block?")
+    assert again["returncode"] == 0 and at_head in again["answer"], again["answer"]
 
 
 def test_the_outside_testers_round_40_show_me_them_and_what_they_are_now(devnet) -> None:  # type: ignore[no-untyped-def]

@@ -427,3 +427,25 @@ def test_outside_round_40_what_was_asked_again_and_a_window_referred_to() -> Non
     rows = _rows(f"how many usdc transfers touching {A} happened in the last 15 blocks and which "
                  "was the largest")
     assert rows[1] == ("transfer_max", {"blocks": "15", "address": A}, False), rows
+
+
+@pytest.mark.parametrize(("task", "kind"), [
+    # Outside round 41 (M2, B3, B4): "..., and what is it at the latest block?" answered the
+    # head's block number, at exit 0.
+    ("What was the gas limit of block 9 and what is it at the latest block?", "block_gas_limit"),
+    ("What was the timestamp of block 9 and what is it at the latest block?", "block_timestamp"),
+    ("What was the transaction count of block 5, and what is it for the latest block?",
+     "block_tx_count"),
+])
+def test_what_is_it_at_the_latest_block_is_that_fact_at_the_head(task: str, kind: str) -> None:
+    rows = _rows(task)
+    assert [(k, "block" in p, bad) for k, p, bad in rows] == [(kind, True, False), (kind, False, False)], rows
+
+
+def test_outside_round_41_a_blocks_it_and_a_price_in_eth() -> None:
+    # F8: "And how much gas did it use?" after a block was declined as a transaction's.
+    rows = _rows("How many transactions are in block 10? And how much gas did it use?")
+    assert rows[1] == ("block_gas_used", {"block": "10"}, False), rows
+    # B1: "In ETH please." after an effective gas price was declined.
+    rows = _rows(f"What was the effective gas price of {H}? In ETH please.")
+    assert not any(bad for _, _, bad in rows), rows
