@@ -1722,18 +1722,17 @@ def _transaction_block(t: _Task, part: _Part, fp: FactPattern, scope: dict[str, 
     it mined?"), or None. Such a fact is of the transaction's block, never the head's
     (outside round 20, Q11, answered the head's time for "which block was 0x<hash> mined
     in")."""
-    if fp.kind not in BLOCK_KINDS or scope or not t.hashes or _NOW.search(part.text):
+    if fp.kind not in BLOCK_KINDS or not t.hashes or _NOW.search(part.text):
         return None  # "..., and what is the current base fee?": the head's, as asked
+    if (back := _its_block(t, part)) is not None:
+        return back
+    if scope:
+        return None
     sentence = t.sentence(part.sentence)
     found = TX_HASH.search(part.text) or (
         TX_HASH.search(sentence) if _MINED.search(sentence) else None)
     if found is not None:
         return found.group(0)
-    earlier = [h for at, h in t.hashes if at < part.start]
-    if earlier and _THAT_BLOCK.search(part.text):
-        # "Which block was 0x<hash> mined in? What was the base fee of that block?": the
-        # transaction's block, never the head's (outside round 26 got the head's at exit 0).
-        return earlier[-1]
     if _names_tx_block(sentence):
         # "the gas limit and the transaction count of the block it was in", "the block
         # containing 0x<hash>, and what was its base fee?": every block fact of the
@@ -1750,6 +1749,25 @@ def _transaction_block(t: _Task, part: _Part, fp: FactPattern, scope: dict[str, 
             and not _NAMES_A_BLOCK.search(part.text):
         earlier = [h for at, h in t.hashes if at < part.start]
         return earlier[-1] if earlier else t.hashes[0][1]
+    return None
+
+
+def _its_block(t: _Task, part: _Part) -> str | None:
+    """The transaction whose block a part naming no block of its own refers back to: "that
+    block" after a transaction ("Which block was 0x<hash> mined in? What was the base fee of
+    that block?"; outside round 26 got the head's at exit 0, and round 42 another part's
+    block), or "it" after the question asking that transaction's block ("... mined in? How
+    full was it?"; round 42 read the head's, at exit 0)."""
+    earlier = [h for at, h in t.hashes if at < part.start]
+    if not earlier or _block_params(part.text):
+        return None
+    if _THAT_BLOCK.search(part.text):
+        return earlier[-1]
+    asked = [p for p in t.parts if p.start < part.start and p.hits]
+    if (asked and any(h[1].kind == "tx_block" for h in asked[-1].hits)
+            and re.search(r"\b(?:it|its)\b", part.text, re.I) and not _NAMES_A_BLOCK.search(part.text)):  # fmt: skip
+        said = TX_HASH.findall(asked[-1].text)
+        return said[-1] if said else earlier[-1]
     return None
 
 

@@ -547,6 +547,24 @@ def test_the_outside_testers_round_40_show_me_them_and_what_they_are_now(devnet)
     assert f"base fee: {format_gwei(int(head['baseFeePerGas']))} gwei at block {int(head['number'])}" in now["answer"], now["answer"]
 
 
+def test_the_outside_testers_round_42_it_after_a_transactions_block_is_that_block(devnet) -> None:  # type: ignore[no-untyped-def]
+    """Round 42 (R19, S1, S11): after "Which block was 0x<hash> mined in?", "How many
+    transactions are in it?" and "the gas limit of that block, and ... of block N" were read
+    at the head or at block N, at exit 0."""
+    home, w3, _named, (tx,), _first, _span = _moved(devnet, ("agent", "outsider", 100_000))
+    w3.provider.make_request("evm_mine", [])  # the head moves past the transaction's block
+    mined = w3.eth.get_block(w3.eth.get_transaction_receipt(tx)["blockNumber"])
+    count = run_json(home, f"Which block was {tx} mined in? How many transactions are in it?")
+    assert count["returncode"] == 0, count["answer"]
+    assert f"was mined in: {len(mined['transactions'])}" in count["answer"], count["answer"]
+    assert "the latest" not in count["answer"], count["answer"]
+    limit = run_json(home, f"Which block was {tx} mined in? What was the gas limit of that block, and "
+                           "what is the gas limit of block 1?")  # fmt: skip
+    assert limit["returncode"] == 0, limit["answer"]
+    assert f"was mined in: {int(mined['gasLimit'])} gas" in limit["answer"], limit["answer"]
+    assert f"block gas limit at block 1: {int(w3.eth.get_block(1)['gasLimit'])} gas" in limit["answer"], limit["answer"]
+
+
 @pytest.fixture(scope="module")
 def market_devnet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     yield from own_devnet(tmp_path_factory, "paid-nothing-home")

@@ -449,3 +449,25 @@ def test_outside_round_41_a_blocks_it_and_a_price_in_eth() -> None:
     # B1: "In ETH please." after an effective gas price was declined.
     rows = _rows(f"What was the effective gas price of {H}? In ETH please.")
     assert not any(bad for _, _, bad in rows), rows
+
+
+@pytest.mark.parametrize(("follow", "kind"), [
+    # Outside round 42 (R19, S1, S13): "it" after "Which block was 0x<hash> mined in?" was read
+    # at the head, at exit 0.
+    ("How full was it?", "block_fullness"),
+    ("How many transactions are in it?", "block_tx_count"),
+    ("How full is it?", "block_fullness"),
+])
+def test_it_after_a_transactions_block_is_that_block(follow: str, kind: str) -> None:
+    rows = _rows(f"Which block was {H} mined in? {follow}")
+    assert rows[1] == (kind, {"of_tx": H}, False), rows
+    # "now" is the head's, as asked.
+    assert _rows(f"Which block was {H} mined in? How full is it now?")[1] == ("block_fullness", {}, False)
+
+
+def test_that_block_is_the_transactions_beside_another_parts_block() -> None:
+    # S11: "the gas limit of that block, and ... of block 7" read both at block 7, at exit 0.
+    rows = _rows(f"Which block was {H} mined in? What was the gas limit of that block, and what is "
+                 "the gas limit of block 7?")
+    assert rows[1:] == [("block_gas_limit", {"of_tx": H}, False),
+                        ("block_gas_limit", {"block": "7"}, False)], rows
