@@ -1695,6 +1695,14 @@ def _referring_back(out: _Builder, t: _Task, part: _Part, fp: FactPattern,
     (:func:`_window_holder`), and its item when it is one of them read their way ("...
     transfers from 0xA ..., and which one (which of them) was the largest?": from 0xA too;
     outside rounds 34 and 36 gave the largest either way, at exit 0) or declined."""
+    asked = [p for p in t.parts if p.start < part.start and p.hits]
+    if (fp.kind == "transfer_max" and not _TRANSFERS_WORD.search(part.text) and asked
+            and not any(h[1].kind in WINDOW_KINDS for h in asked[-1].hits)):  # fmt: skip
+        # "How much USDC do 0xA and 0xB hold? Which of them was the largest?": the largest of
+        # those values, not each one's largest transfer (read so at exit 0 before).
+        return subjects, out.cannot(part.text, "it asks which of the values before it is the "
+                                    "largest, and the offline planner compares values only in "
+                                    "one question ('which of 0xA and 0xB holds the most USDC?')")
     earlier = _window_holder(t, part) if fp.kind in WINDOW_KINDS else None
     if isinstance(earlier, str):
         return subjects, out.cannot(part.text, earlier)

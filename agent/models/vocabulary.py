@@ -139,7 +139,8 @@ KIND_WORDS: tuple[KindWords, ...] = (
           "largest [usdc] payment", "biggest [usdc] payment", "top [usdc] transfer",
           "largest amount … transferred", "most usdc moved in one transfer",
           "largest one", "biggest one", "which one was the largest", "which was the largest",
-          "which of them was the largest", "which of them was the biggest",
+          "which of them was the largest", "which of those was the largest",
+          "which of these was the largest", "which of them was the biggest",
           "what was the largest", "which one was the biggest", "what was the biggest"),
     # Before the balance ("how much usdc … received" is no balance) and the transfer count.
     _kind("usdc_sent_total", "total USDC sent", "account",

@@ -471,3 +471,14 @@ def test_that_block_is_the_transactions_beside_another_parts_block() -> None:
                  "the gas limit of block 7?")
     assert rows[1:] == [("block_gas_limit", {"of_tx": H}, False),
                         ("block_gas_limit", {"block": "7"}, False)], rows
+
+
+def test_the_largest_of_values_that_are_not_transfers_is_not_a_transfer() -> None:
+    # "Which of them was the largest?" after two balances gave each one's largest transfer
+    # (at exit 0, found while fixing round 42's S17): declined by name now.
+    rows = _rows(f"How much USDC do {A} and {B} hold? Which of them was the largest?")
+    assert [k for k, _, _ in rows[:2]] == ["usdc_balance", "usdc_balance"], rows
+    assert rows[2][0] is None and rows[2][2], rows
+    # Round 42 (S17): "Which of those was the largest?" after a count of transfers.
+    rows = _rows("How many USDC transfers were there in blocks 4 to 6? Which of those was the largest?")
+    assert rows[1] == ("transfer_max", {"from_block": "4", "to_block": "6"}, False), rows
