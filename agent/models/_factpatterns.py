@@ -1771,11 +1771,16 @@ def _its_block(t: _Task, part: _Part) -> str | None:
         return None
     if _THAT_BLOCK.search(part.text):
         return earlier[-1]
-    asked = [p for p in t.parts if p.start < part.start and p.hits]
-    if (asked and any(h[1].kind == "tx_block" for h in asked[-1].hits)
-            and re.search(r"\b(?:it|its)\b", part.text, re.I) and not _NAMES_A_BLOCK.search(part.text)):  # fmt: skip
-        said = TX_HASH.findall(asked[-1].text)
-        return said[-1] if said else earlier[-1]
+    if not re.search(r"\b(?:it|its)\b", part.text, re.I) or _NAMES_A_BLOCK.search(part.text):
+        return None
+    # The question asking the block, before it or before the block facts asked of "it" since
+    # ("... mined in? How full was it? And how many transactions are in it?": round 43).
+    for asked in reversed([p for p in t.parts if p.start < part.start and p.hits]):
+        if any(h[1].kind == "tx_block" for h in asked.hits):
+            said = TX_HASH.findall(asked.text)
+            return said[-1] if said else earlier[-1]
+        if not all(h[1].kind in BLOCK_KINDS for h in asked.hits) or _block_params(asked.text):
+            return None
     return None
 
 

@@ -554,7 +554,8 @@ def test_the_outside_testers_round_42_it_after_a_transactions_block_is_that_bloc
     home, w3, _named, (tx,), _first, _span = _moved(devnet, ("agent", "outsider", 100_000))
     w3.provider.make_request("evm_mine", [])  # the head moves past the transaction's block
     mined = w3.eth.get_block(w3.eth.get_transaction_receipt(tx)["blockNumber"])
-    count = run_json(home, f"Which block was {tx} mined in? How many transactions are in it?")
+    count = run_json(home, f"Which block was {tx} mined in? How full was it? How many transactions "
+                           "are in it?")  # fmt: skip (round 43: the third sentence's "it" too)
     assert count["returncode"] == 0, count["answer"]
     assert f"was mined in: {len(mined['transactions'])}" in count["answer"], count["answer"]
     assert "the latest" not in count["answer"], count["answer"]

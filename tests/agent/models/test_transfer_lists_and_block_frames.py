@@ -482,3 +482,14 @@ def test_the_largest_of_values_that_are_not_transfers_is_not_a_transfer() -> Non
     # Round 42 (S17): "Which of those was the largest?" after a count of transfers.
     rows = _rows("How many USDC transfers were there in blocks 4 to 6? Which of those was the largest?")
     assert rows[1] == ("transfer_max", {"from_block": "4", "to_block": "6"}, False), rows
+
+
+def test_it_two_sentences_after_a_transactions_block_is_still_that_block() -> None:
+    # Outside round 43 (Q15, Q46, Q48, Q49): the third sentence's "it" was read at the head.
+    rows = _rows(f"Which block was {H} mined in? How full was it? And how many transactions are in it?")
+    assert rows[1:] == [("block_fullness", {"of_tx": H}, False),
+                        ("block_tx_count", {"of_tx": H}, False)], rows
+    # "it" after another block named since is that block, as before.
+    rows = _rows(f"Which block was {H} mined in? What is the base fee of block 3? And how many "
+                 "transactions are in it?")
+    assert rows[2] == ("block_tx_count", {"block": "3"}, False), rows
