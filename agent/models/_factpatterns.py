@@ -684,9 +684,88 @@ def _elided_transfers(text: str) -> str:
     return _ELIDED_COUNT.sub(expand, text)
 
 
+#: "How much USDC has 0xA received, and how much has it sent?": the same asset's total.
+_ELIDED_AMOUNT = _p(r"\bhow\s+much\s+(?P<aux>has|have|did)\s+(?P<who>it|0x[0-9a-fA-F]{40}(?![0-9a-fA-F]))\s+"
+                    r"(?P<verb>sent|send|received|receive|got|gotten|get)\b")
+
+
+#: "... And what is the ETH balance of the same address?": the one address said before it.
+_SAME_ADDRESS = _p(r"\b(?:the\s+same|that|this)\s+(?:address|account|wallet|holder)\b")
+
+
+def _same_address(text: str) -> str:
+    """ "the same address", "that account": the one address the task said before it (outside
+    round 44, R13, declined it); with none or several said, left unread (declined)."""
+
+    def expand(m: re.Match[str]) -> str:
+        said = {a.lower(): a for a in ADDRESS.findall(text[: m.start()])}
+        return next(iter(said.values())) if len(said) == 1 else m.group(0)
+
+    return _SAME_ADDRESS.sub(expand, text)
+
+
+#: "How much USDC did 0xA and 0xB (each) receive?": one total each (the first was read as
+#: 0xA's balance, outside-found).
+_EACH_AMOUNT = _p(r"(?P<q>\bhow\s+much\s+usdc\s+)(?P<aux>did|have|has)\s+(?P<a>0x[0-9a-fA-F]{40})\s*,?\s*"
+                  r"(?:and|&)\s+(?P<b>0x[0-9a-fA-F]{40})\s+(?:each\s+|both\s+)?"
+                  r"(?P<verb>sent|send|received|receive|got|gotten|get)\b")
+
+
+def _elided_amount(text: str) -> str:
+    """ "How much USDC has 0xA received in total, and how much has it sent?": the second
+    total is of USDC too when USDC is the last asset said before it, and "it" is the one
+    address said before it (outside round 44, B6, dropped it at exit 0); else left unread
+    (declined)."""
+
+    def expand(m: re.Match[str]) -> str:
+        before = text[: m.start()]
+        assets = re.findall(r"\b(usdc|eth|ether)\b", before, re.I)
+        said = {a.lower(): a for a in ADDRESS.findall(before)}
+        who = m["who"] if m["who"].lower() != "it" else (
+            next(iter(said.values())) if len(said) == 1 else None)
+        if not assets or assets[-1].lower() != "usdc" or who is None:
+            return m.group(0)
+        return f"how much USDC {m['aux']} {who} {m['verb']}"
+
+    text = _EACH_AMOUNT.sub(lambda m: f"{m['q']}{m['aux']} {m['a']} {m['verb']} and {m['q']}"
+                            f"{m['aux']} {m['b']} {m['verb']}", text)
+    return _ELIDED_AMOUNT.sub(expand, text)
+
+
 #: "How many USDC transfers did 0xA and 0xB (each) send?": one count each.
 _EACH_DID = _p(r"(?P<q>\bhow\s+many\s+(?:usdc\s+)?transfers\s+)did\s+(?P<a>0x[0-9a-fA-F]{40})\s*,?\s*"
                r"(?:and|&)\s+(?P<b>0x[0-9a-fA-F]{40})\s+(?:each\s+|both\s+)?(?P<verb>send|receive|make|get)\b")
+
+
+#: "Did 0xA send any USDC (to 0xB)?", "Has 0xA received USDC since block 2?", "Did 0xA pay
+#: 0xB?": a yes or no answered by the transfers themselves (none, or each one), asked as
+#: "did 0xA send any USDC transfers (to 0xB)". Only USDC, transfers or payments are read so:
+#: "what did 0xA send" may ask ETH too, which the planner does not read.
+_HOLDERS = r"0x[0-9a-fA-F]{40}(?:\s*,?\s*(?:and|or|&)?\s*0x[0-9a-fA-F]{40})*"
+_DID_ANY = _p(r"\b(?P<aux>did|has|have)\s+(?P<who>" + _HOLDERS + r")\s+(?P<each>(?:each|both)\s+)?"
+              r"(?P<verb>send|sent|receive|received|get|got|gotten|make|made)\s+(?:any\s+)?"
+              r"(?:usdc\s+)?(?:transfers?|payments?|usdc)\b")
+_DID_PAY = _p(r"\b(?P<aux>did|has|have)\s+(?P<who>" + _HOLDERS + r")\s+(?:pay|paid)\s+"
+              r"(?P<to>0x[0-9a-fA-F]{40})(?:\s+any)?(?:\s+usdc)?\b")
+
+
+#: "the USDC transfers (that) 0xA and 0xB sent / received": from (to) each, said so.
+_THEY_DID = _p(r"\b(?P<n>(?:usdc\s+)?transfers|ones)\s+(?:that\s+|which\s+)?(?P<who>0x[0-9a-fA-F]{40}"
+               r"(?:\s*,?\s*(?:and|or|&)\s*0x[0-9a-fA-F]{40})+)\s+(?:each\s+|both\s+)?"
+               r"(?:has\s+|have\s+|had\s+)?(?P<verb>received|got|gotten|sent|made|paid)\b")
+
+
+def _any_transfers(text: str) -> str:
+    """The yes-or-no transfer questions said as the transfers they ask (see _DID_ANY), and
+    the transfers a list of holders "sent" or "received" as from or to each of them
+    (outside-found: read as each one's transfers either way, at exit 0)."""
+    text = _THEY_DID.sub(lambda m: f"{m['n']} {'to' if m['verb'].lower() in _RECEIVING else 'from'} "
+                         f"{m['who']}", text)
+    text = _DID_ANY.sub(lambda m: f"{m['aux']} {m['who']} {m['each'] or ''}{m['verb']} any USDC "
+                        "transfers", text)
+    return _DID_PAY.sub(lambda m: f"{m['aux']} {m['who']} "
+                        f"{'send' if m['aux'].lower() == 'did' else 'sent'} any USDC transfers "
+                        f"to {m['to']}", text)
 
 
 def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
@@ -702,7 +781,7 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
                   flags=re.I)  # fmt: skip
     text = _IN_OUT.sub(lambda m: f"{m.group(2)}transfers "
                        f"{'to' if m.group(1).lower() in ('incoming', 'inbound') else 'from'} ", text)
-    text = _elided_transfers(text)
+    text = _elided_amount(_elided_transfers(_any_transfers(_same_address(text))))
     # "transferred in the last 20 blocks" is a window, not the received total "transferred
     # in": the window's "in" is no direction, so "transferred" is left for the reading.
     text = _IN_WINDOW.sub(r"\1 over ", text)
@@ -1238,6 +1317,13 @@ class _Task:
                     or not named or _RANGE.search(part.text)):  # fmt: skip
                 continue
             between = self.task[prev.start + len(prev.text) : part.start]
+            lead = ADDRESS.match(part.text)
+            if lead and not _block_params(prev.text) and lead.group(0).lower() in {
+                    s.lower() for s in prev.subjects}:  # fmt: skip
+                # "the transfers from 0xA and 0xB in block 4": a list's tail, whose block is
+                # the whole list's (outside-found: read as each one's transfers over the
+                # whole chain and again at block 4 either way, at exit 0).
+                continue
             # "block 3, block 4 and block 5": a bare block after a part naming its own.
             listed = re.fullmatch(r"(?:(?:at|of|for|in)\s+)?(?:the\s+)?block\s+\S+", part.text,
                                   re.I) and any(_BLOCK.search(p.text) for p in self.parts[:n]
@@ -1332,7 +1418,7 @@ class _Task:
                 # of 0xC?": the list tail of a question not read, never a later one's.
                 part.alone = True
                 continue
-            if target is not None and _repeats_one_way(target, part):
+            if target is not None and (_repeats_one_way(target, part) or _own_block_tail(target, part)):
                 continue
             if target is not None:
                 target.subjects.extend(part.subjects)
@@ -1602,11 +1688,14 @@ def _window_holder(t: _Task, part: _Part) -> _Part | str | None:
     if not (_ONE_OF_THOSE.search(part.text) or _WHICH_LARGEST.fullmatch(part.text.strip(" ?!.,"))
             ) or ADDRESS.search(part.text):  # fmt: skip
         return None
-    if any(p.start < part.start and (not p.hits or p.leftover) and _TRANSFERS_WORD.search(p.text)
-           for p in t.parts):
+    read = [p.start for p in t.parts if p.start < part.start and not p.leftover
+            and any(h[1].kind in WINDOW_KINDS for h in p.hits)]  # fmt: skip
+    if any(max(read, default=-1) < p.start < part.start and (not p.hits or p.leftover)
+           and (_TRANSFERS_WORD.search(p.text) or (not p.hits and p.leftover)) for p in t.parts):
         # "How many transfers did my wallet send, and which of them was the largest?": not
-        # the whole chain's largest (outside round 37, T16) when "them" was not read.
-        return "it refers back to transfers asked in a part the offline planner did not read"
+        # the whole chain's largest (outside round 37, T16) when "them" was not read; nor
+        # after any other part not read ("What did 0xA send in block 4? Which of them ...?").
+        return "it refers back to what a part the offline planner did not read asks"
     earlier = [p for p in t.parts if p.start < part.start
                and p.subjects and any(h[1].kind in WINDOW_KINDS for h in p.hits)]  # fmt: skip
     asked = {(tuple(a.lower() for a in p.subjects), repr(_one_way(p.text, p.subjects)))
@@ -1854,6 +1943,31 @@ def _asked_before(t: _Task, part: _Part, prev: _Part) -> list[_Part]:
     return run
 
 
+def _own_block_tail(target: _Part, part: _Part) -> bool:
+    """ "How many transfers did 0xA send in block 3 and 0xB in block 5?": a list tail naming
+    a block other than its target's is not read with it (it was read as the transfers from
+    0xA to 0xB, at exit 0); it is named as not read (``alone``)."""
+    own = _block_params(part.text)
+    if not own or _block_params(target.text) in ({}, own):
+        return False
+    part.alone, part.again = True, False
+    return True
+
+
+def _again_text(asked: _Part, ref: str | None) -> str:
+    """The words a fact asked again at block ``ref`` (None: now) is read from: the block,
+    and the way of transfers read one way ("How many USDC transfers did 0xA send in block 3
+    and in block 5?": from 0xA at block 5 too, not both ways)."""
+    at = f"at block {ref}" if ref else "now"
+    if not any(h[1].kind in ONE_WAY_KINDS for h in asked.hits):
+        return at
+    ends = _one_way(asked.text, asked.subjects)
+    if not isinstance(ends, dict):
+        return at
+    way = {"sender": "from", "recipient": "to"}
+    return " ".join(f"{way[k]} {v}" for k, v in ends.items()) + " " + at
+
+
 def _asked_again(facts: _FactItems, prev: _Part, kind: str, part: _Part) -> list[int]:
     """The items of fact ``kind`` asked of ``prev``'s subjects (its block, holders and
     aggregate), placed where ``part`` asks them."""
@@ -2092,9 +2206,15 @@ def _follow_up(t: _Task, facts: _FactItems, made_by_part: list[tuple[_Part, list
     return None
 
 
+#: A part asking a question of its own with a question word ("and how much has it sent").
+_WH_QUESTION = _p(r"^\s*(?:(?:and|also|then|so|but|plus)\s+)?(?:how\s+(?:much|many)|what|which|who|"
+                  r"whose|when)\s+(?:is|are|was|were|has|have|had|did|does|do)\b")
+
+
 def _unread_part(out: _Builder, part: _Part) -> list[int]:
     """A part no reading took: named when it asks anything ("What about ETH?", a subject
-    with no fact: "...? Also 0xF." was dropped at exit 0), else nothing."""
+    with no fact: "...? Also 0xF." was dropped at exit 0; a question of its own), else
+    nothing."""
     if ADDRESS.search(part.text) and not part.subjects:
         return []  # "... of 0xS and what about 0xF?": its address was read with another part
     if _WHAT_ABOUT.search(part.text):
@@ -2103,6 +2223,12 @@ def _unread_part(out: _Builder, part: _Part) -> list[int]:
         return [out.cannot(part.text, "the offline planner did not read which fact the task "
                            "asks of it here; name the fact in this part ('the ETH balance of "
                            "0xF', 'the status of 0x<hash>')")]  # fmt: skip
+    if _WH_QUESTION.search(part.text) and not part.mine:
+        # "..., and how much has it sent?": a question of its own, never dropped (outside
+        # round 44, B6: the run said every part was covered, at exit 0).
+        return [out.cannot(part.text, "the offline planner did not read what this question "
+                           "asks; name the fact and what it is of ('how much USDC has 0xA "
+                           "sent?')")]  # fmt: skip
     return []
 
 
@@ -2609,12 +2735,14 @@ class _ReaderChecks:
         # and 0xB? ... combined USDC? And their combined ETH?": the ETH, not the USDC).
         named = _named_balance(part)
         values: list[int] = []
-        for at in ((part.sentence, part.sentence - 1) if named is None
-                   else range(part.sentence, -1, -1)):  # fmt: skip
-            values = [n for n in self.by_sentence.get(at, ())
-                      if self.out.items[n].get("kind") in VALUE_UNITS
+        for at in range(part.sentence, -1, -1):
+            made = self.by_sentence.get(at, ())
+            values = [n for n in made if self.out.items[n].get("kind") in VALUE_UNITS
                       and named in (None, self.out.items[n].get("kind"))]  # fmt: skip
-            if values:
+            # Unnamed, the values are this sentence's or the one before, past sentences that
+            # only compared them ("... hold? Which has more? By how much?", outside round 44).
+            if values or (named is None and at < part.sentence and any(
+                    self.out.items[n].get("kind") != "comparison" for n in made)):  # fmt: skip
                 break
         kinds = {str(self.out.items[n]["kind"]) for n in values}
         if len(values) < 2 or len(kinds) != 1:
@@ -3057,7 +3185,7 @@ class _Reader(_ReaderChecks):
         made: list[int] = []
         for ref, asked in ((r, p) for r in refs for p in _asked_before(self.t, part, prev)):
             kinds = [h[1].kind for h in asked.hits]
-            at = replace(asked, text=f"at block {ref}" if ref else "now", start=part.start, aggregate=None,
+            at = replace(asked, text=_again_text(asked, ref), start=part.start, aggregate=None,
                          candidate=None, again=False)  # fmt: skip
             for pos, fp, phrase in asked.hits:
                 if (fp.kind == "block_number" and len(kinds) > 1

@@ -566,6 +566,45 @@ def test_the_outside_testers_round_42_it_after_a_transactions_block_is_that_bloc
     assert f"block gas limit at block 1: {int(w3.eth.get_block(1)['gasLimit'])} gas" in limit["answer"], limit["answer"]
 
 
+def test_the_outside_testers_round_44_every_short_question_and_listed_holder_is_read(devnet) -> None:  # type: ignore[no-untyped-def]
+    """Round 44 (B6): "How much USDC has 0xA received in total, and how much has it sent?"
+    gave the first total alone at exit 0; "Which has more? By how much?" was declined (R3,
+    B1). Found beside it: "Did 0xA send any USDC?" was declined, and "the transfers 0xA and
+    0xB sent" was read as each one's transfers either way."""
+    from web3 import Web3
+
+    home, w3, named, _txs, _first, span = _moved(
+        devnet, ("agent", "outsider", 2_000_000), ("outsider", "seller", 500_000),
+        ("seller", "agent", 250_000))
+    agent, outsider, seller = (named[n].address for n in ("agent", "outsider", "seller"))
+    usdc = devnet[1]["usdc"]
+    topic = Web3.keccak(text="Transfer(address,address,uint256)")
+
+    def total(way: int) -> int:  # every Transfer log to (way 2) or from (way 1) the outsider
+        topics: list[object] = [topic, None, None]
+        topics[way] = "0x" + outsider[2:].lower().rjust(64, "0")
+        logs = w3.eth.get_logs({"address": usdc, "fromBlock": 0, "toBlock": "latest", "topics": topics})
+        return sum(int(log["data"].hex(), 16) for log in logs)
+
+    both = run_json(home, f"How much USDC has {outsider} received in total, and how much has it sent?")
+    assert both["returncode"] == 0, both["answer"]
+    assert f"total USDC received by {outsider} since block 0: {format_usdc(total(2))}" in both["answer"], both["answer"]
+    assert f"total USDC sent by {outsider} since block 0: {format_usdc(total(1))}" in both["answer"], both["answer"]
+    sent_any = run_json(home, f"Did {outsider} send any USDC {span}?")
+    assert sent_any["returncode"] == 0, sent_any["answer"]
+    assert f"USDC transfer count from {outsider}" in sent_any["answer"] and ": yes" in sent_any["answer"], sent_any["answer"]
+    listed = run_json(home, f"List the USDC transfers {agent} and {seller} sent {span}")
+    assert listed["returncode"] == 0, listed["answer"]
+    assert f": 2.00 USDC from {agent} to {outsider}" in listed["answer"], listed["answer"]
+    assert f": 0.25 USDC from {seller} to {agent}" in listed["answer"], listed["answer"]
+    assert f"0.50 USDC from {outsider} to {seller}" not in listed["answer"], listed["answer"]
+    chain = ChainClient(devnet[1]["rpc_url"], w3.eth.chain_id)
+    held = {a: chain.token_balance(usdc, a) for a in (agent, outsider)}
+    more = run_json(home, f"How much USDC do {agent} and {outsider} hold? Which has more? By how much?")
+    assert more["returncode"] == 0, more["answer"]
+    assert format_usdc(abs(held[agent] - held[outsider])).split()[0] in more["answer"], (held, more["answer"])
+
+
 @pytest.fixture(scope="module")
 def market_devnet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     yield from own_devnet(tmp_path_factory, "paid-nothing-home")
