@@ -689,6 +689,18 @@ _ELIDED_AMOUNT = _p(r"\bhow\s+much\s+(?P<aux>has|have|did)\s+(?P<who>it|0x[0-9a-
                     r"(?P<verb>sent|send|received|receive|got|gotten|get)\b")
 
 
+def _since_then(text: str) -> str:
+    """ "... received since block 6, and how much has it sent since then?": the block the
+    task last said a window starts at (outside round 45, B7, declined "since"); with none
+    said, left unread (declined)."""
+
+    def expand(m: re.Match[str]) -> str:
+        said = re.findall(r"\b(?:since|from|after|starting\s+at)\s+block\s+(\d+)\b", text[: m.start()], re.I)
+        return f"since block {said[-1]}" if said else m.group(0)
+
+    return re.sub(r"\bsince\s+then\b", expand, text, flags=re.I)
+
+
 #: "... And what is the ETH balance of the same address?": the one address said before it.
 _SAME_ADDRESS = _p(r"\b(?:the\s+same|that|this)\s+(?:address|account|wallet|holder)\b")
 
@@ -781,7 +793,7 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
                   flags=re.I)  # fmt: skip
     text = _IN_OUT.sub(lambda m: f"{m.group(2)}transfers "
                        f"{'to' if m.group(1).lower() in ('incoming', 'inbound') else 'from'} ", text)
-    text = _elided_amount(_elided_transfers(_any_transfers(_same_address(text))))
+    text = _elided_amount(_elided_transfers(_any_transfers(_same_address(_since_then(text)))))
     # "transferred in the last 20 blocks" is a window, not the received total "transferred
     # in": the window's "in" is no direction, so "transferred" is left for the reading.
     text = _IN_WINDOW.sub(r"\1 over ", text)
@@ -926,8 +938,8 @@ def _parts(task: str) -> list[_Part]:
     pieces.append((task[pos:], pos, ""))
     for text, start, sep in pieces:
         for sub, sub_start, cond in _split_conditions(text, start):
-            if sub.strip():
-                parts.append(_Part(sub.strip(), sub_start, sentence, cond))
+            if sub.strip():  # its start is its first word's, as its text is stripped
+                parts.append(_Part(sub.strip(), sub_start + len(sub) - len(sub.lstrip()), sentence, cond))
         if sep.strip() and sep.strip()[0] in "?;!.":
             sentence += 1
     return parts
@@ -2207,8 +2219,8 @@ def _follow_up(t: _Task, facts: _FactItems, made_by_part: list[tuple[_Part, list
 
 
 #: A part asking a question of its own with a question word ("and how much has it sent").
-_WH_QUESTION = _p(r"^\s*(?:(?:and|also|then|so|but|plus)\s+)?(?:how\s+(?:much|many)|what|which|who|"
-                  r"whose|when)\s+(?:is|are|was|were|has|have|had|did|does|do)\b")
+_WH_QUESTION = _p(r"^\s*(?:(?:and|also|then|so|but|plus)\s+)?(?:how|what|which|who|whose|when|where|"
+                  r"why|does|do|did|is|are|was|were|has|have|had)\b")
 
 
 def _unread_part(out: _Builder, part: _Part) -> list[int]:
@@ -2223,7 +2235,8 @@ def _unread_part(out: _Builder, part: _Part) -> list[int]:
         return [out.cannot(part.text, "the offline planner did not read which fact the task "
                            "asks of it here; name the fact in this part ('the ETH balance of "
                            "0xF', 'the status of 0x<hash>')")]  # fmt: skip
-    if _WH_QUESTION.search(part.text) and not part.mine:
+    if (m := _WH_QUESTION.search(part.text)) and re.search(r"[a-z]{2,}", _OWN_WALLET.sub(
+            " ", part.text[m.end():]), re.I):  # "Do my wallet" (and 0xB ...): a list's head
         # "..., and how much has it sent?": a question of its own, never dropped (outside
         # round 44, B6: the run said every part was covered, at exit 0).
         return [out.cannot(part.text, "the offline planner did not read what this question "
@@ -3209,7 +3222,11 @@ class _Reader(_ReaderChecks):
             return [self.out.cannot(part.text, f"the offline planner did not read which value "
                                     f"{part.aggregate.word!r} is over here; name the fact in "
                                     "this part ('the combined USDC balance of 0xA and 0xB')")]  # fmt: skip
-        text = self.t.task[part.start : max(part.until, part.start + len(part.text))]
+        text = _borrowed_way(prev, part, self.t.task[part.start : max(part.until, part.start + len(part.text))])
+        if text is None:
+            return [self.out.cannot(part.text, "the transfers before it are said between two "
+                                    "addresses, and which one it replaces is not said; ask "
+                                    "in full ('how many USDC transfers did 0xC send to 0xB?')")]  # fmt: skip
         at = replace(prev, text=text, start=part.start, sentence=part.sentence,
                      subjects=list(part.subjects), mine=list(part.mine), aggregate=agg, candidate=None,
                      again=False, leftover=set(), modifier=None)  # fmt: skip
@@ -3217,6 +3234,21 @@ class _Reader(_ReaderChecks):
         for _pos, fp, phrase in [*prev.hits, *_followed_assets(self.t, prev, part)]:
             made.extend(self.facts._fact(at, fp, 0, phrase))
         return made + _borrowed_tests(self.out, self.made_by_part, prev, made)
+
+
+def _borrowed_way(prev: _Part, part: _Part, text: str) -> str | None:
+    """The words a part borrowing ``prev``'s facts is read from: transfers ``prev`` read one
+    way are read that way for the part's holders too ("How many USDC transfers did 0xA send
+    in the last 10 blocks? And 0xB?": from 0xB; they were read either way, at exit 0); None
+    when ``prev`` named both ends (which one the part replaces is not said)."""
+    ends = _one_way(prev.text, prev.subjects) if any(
+        h[1].kind in ONE_WAY_KINDS for h in prev.hits) else None  # fmt: skip
+    if not isinstance(ends, dict) or not part.subjects:
+        return text
+    if len(ends) > 1:
+        return None
+    first = part.subjects[0]
+    return text.replace(first, f"{'from' if 'sender' in ends else 'to'} {first}", 1)
 
 
 def _followed_assets(t: _Task, prev: _Part, part: _Part) -> list[tuple[int, FactPattern, str]]:

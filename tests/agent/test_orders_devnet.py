@@ -573,7 +573,7 @@ def test_the_outside_testers_round_44_every_short_question_and_listed_holder_is_
     0xB sent" was read as each one's transfers either way."""
     from web3 import Web3
 
-    home, w3, named, _txs, _first, span = _moved(
+    home, w3, named, _txs, first, span = _moved(
         devnet, ("agent", "outsider", 2_000_000), ("outsider", "seller", 500_000),
         ("seller", "agent", 250_000))
     agent, outsider, seller = (named[n].address for n in ("agent", "outsider", "seller"))
@@ -603,6 +603,16 @@ def test_the_outside_testers_round_44_every_short_question_and_listed_holder_is_
     more = run_json(home, f"How much USDC do {agent} and {outsider} hold? Which has more? By how much?")
     assert more["returncode"] == 0, more["answer"]
     assert format_usdc(abs(held[agent] - held[outsider])).split()[0] in more["answer"], (held, more["answer"])
+    # Round 45 (B7) and a sweep beside it: "since then", and "And 0xB?" after one way.
+    since = run_json(home, f"How much USDC has {outsider} received since block {first}, and how "
+                           "much has it sent since then?")  # fmt: skip
+    assert since["returncode"] == 0, since["answer"]
+    assert f"total USDC sent by {outsider} in blocks {first} to" in since["answer"], since["answer"]
+    assert ": 0.50 USDC" in since["answer"] and ": 2.00 USDC" in since["answer"], since["answer"]
+    each = run_json(home, f"How many USDC transfers did {outsider} send {span}? And {seller}?")
+    assert each["returncode"] == 0, each["answer"]
+    assert f"USDC transfer count from {seller}" in each["answer"], each["answer"]
+    assert each["answer"].count(": 1 (observed") == 2, each["answer"]  # either way: seller's is 2
 
 
 @pytest.fixture(scope="module")
