@@ -3205,7 +3205,8 @@ class _Reader(_ReaderChecks):
                         and re.search(r"\b(?:of|at|in|for)\s+the\s+\Z", asked.text[:pos])):  # fmt: skip
                     continue  # "the base fee of the latest block": a parameter
                 made.extend(self.facts._fact(at, fp, 0, phrase))
-        return made
+        # "Did 0xA send USDC in block 5 and in block 7?": yes or no at each (round 45, B2).
+        return made + _borrowed_tests(self.out, self.made_by_part, prev, made)
 
     def _borrow(self, part: _Part) -> list[int]:
         """ "..., and how much does 0xC hold?": the account facts of the nearest part

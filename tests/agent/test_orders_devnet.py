@@ -613,6 +613,11 @@ def test_the_outside_testers_round_44_every_short_question_and_listed_holder_is_
     assert each["returncode"] == 0, each["answer"]
     assert f"USDC transfer count from {seller}" in each["answer"], each["answer"]
     assert each["answer"].count(": 1 (observed") == 2, each["answer"]  # either way: seller's is 2
+    # Round 45 (B2): a yes or no at each block ("the outsider sent in the second block only").
+    twice = run_json(home, f"Did {outsider} send USDC in block {first} and in block {first + 1}?")
+    assert twice["returncode"] == 0, twice["answer"]
+    assert f"at block {first} > 0: no" in twice["answer"], twice["answer"]
+    assert f"at block {first + 1} > 0: yes" in twice["answer"], twice["answer"]
 
 
 @pytest.fixture(scope="module")

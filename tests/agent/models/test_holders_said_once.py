@@ -158,3 +158,14 @@ def test_since_then_is_the_block_the_window_said_before_starts_at(task: str) -> 
 
 def test_since_then_with_no_block_said_before_is_declined() -> None:
     assert _rows(f"What is the USDC balance of {A}, and how much has it sent since then?")[-1][2]
+
+
+@pytest.mark.parametrize(("task", "kind", "than"), [
+    (f"Did {A} send USDC in block 5 and in block 7?", "transfer_count", "0"),
+    ("Is the base fee above 1 gwei at block 3, and at block 5?", "base_fee_gwei", "1"),
+])
+def test_a_yes_or_no_asked_again_at_another_block_is_answered_there_too(task: str, kind: str, than: str) -> None:
+    # Round 45, B2: the second block got its count with no yes or no.
+    rows = _rows(task)
+    assert [r[0] for r in rows] == [kind, "condition", kind, "condition"], rows
+    assert rows[3][1] == {"of": "c3", "op": ">", "than": than}, rows
