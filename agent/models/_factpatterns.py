@@ -1767,8 +1767,9 @@ _HEAD_BLOCK = _p(r"(?:(?:and|also|then|plus)\s+)?(?:how\s+many\s+(?:are|were|doe
 def _head_again(prev: _Part, part: _Part) -> bool:
     """ "What is the gas limit of block 10 and of the latest block?": a part naming only the
     head after a block fact asks that fact again at the head, not the head's number (outside
-    round 39 answered "block number: 38" for it, at exit 0, in five wordings)."""
-    return (prev.sentence == part.sentence and bool(_HEAD_BLOCK.fullmatch(part.text.strip(" ?.!,")))
+    round 39 answered "block number: 38" for it, at exit 0, in five wordings); so does "And
+    the latest block?" in the sentence after it."""
+    return (part.sentence - prev.sentence in (0, 1) and bool(_HEAD_BLOCK.fullmatch(part.text.strip(" ?.!,")))
             and all(h[1].kind == "block_number" for h in part.hits)
             and any(h[1].kind in BLOCK_KINDS - {"block_number"} for h in prev.hits))  # fmt: skip
 
@@ -1854,8 +1855,11 @@ def _transaction_block(t: _Task, part: _Part, fp: FactPattern, scope: dict[str, 
         # 0x<hash>") is the task's one transaction, when it has one.
         only = t.hashes[0][1] if len(t.hashes) == 1 else None
         return after[0] if after else before[-1] if before else only
-    if fp.kind == "block_timestamp" and _TX_PRONOUN.search(part.text) \
-            and not _NAMES_A_BLOCK.search(part.text):
+    if _TX_PRONOUN.search(part.text) and not _NAMES_A_BLOCK.search(part.text) and (
+            fp.kind == "block_timestamp" or (fp.kind != "block_number"
+                                             and not _NAMES_A_BLOCK.search(t.task[: part.start]))):  # fmt: skip
+        # "Did 0x<hash> succeed? When was it mined?"; "How much gas did 0x<hash> use? How full
+        # was it?" with no block said before: its block (a sweep found the head's read).
         earlier = [h for at, h in t.hashes if at < part.start]
         return earlier[-1] if earlier else t.hashes[0][1]
     return None
@@ -2223,7 +2227,11 @@ _WH_QUESTION = _p(r"^\s*(?:(?:and|also|then|so|but|plus)\s+)?(?:how|what|which|w
                   r"why|does|do|did|is|are|was|were|has|have|had)\b")
 
 
-def _unread_part(out: _Builder, part: _Part) -> list[int]:
+#: The words of a follow-up that only names how to present ("And ETH?", "In wei?").
+_UNIT_ONLY = _p(r"\b(?:and|also|so|then|what|how|about|in|as|eth|ether|usdc|gwei|wei|cents|please)\b")
+
+
+def _unread_part(out: _Builder, part: _Part, t: _Task) -> list[int]:
     """A part no reading took: named when it asks anything ("What about ETH?", a subject
     with no fact: "...? Also 0xF." was dropped at exit 0; a question of its own), else
     nothing."""
@@ -2235,8 +2243,14 @@ def _unread_part(out: _Builder, part: _Part) -> list[int]:
         return [out.cannot(part.text, "the offline planner did not read which fact the task "
                            "asks of it here; name the fact in this part ('the ETH balance of "
                            "0xF', 'the status of 0x<hash>')")]  # fmt: skip
-    if (m := _WH_QUESTION.search(part.text)) and re.search(r"[a-z]{2,}", _OWN_WALLET.sub(
-            " ", part.text[m.end():]), re.I):  # "Do my wallet" (and 0xB ...): a list's head
+    # A follow-up question alone in its sentence ("And from it?", "And since block 1?").
+    asked = (part.sentence > 0 and t.task[part.start + len(part.text):].lstrip().startswith("?")
+             and [p for p in t.parts if p.sentence == part.sentence] == [part] and not part.mine)
+    if ((m := _WH_QUESTION.search(part.text)) and re.search(r"[a-z]{2,}", _OWN_WALLET.sub(
+            " ", part.text[m.end():]), re.I)) or (asked and re.search(r"[a-z]{2,}", _UNIT_ONLY.sub(
+            " ", part.text), re.I)):  # fmt: skip
+        # "Do my wallet" (and 0xB ...) is a list's head; "And from it?", "And since block
+        # 1?" are questions (a sweep of follow-ups found them dropped at exit 0).
         # "..., and how much has it sent?": a question of its own, never dropped (outside
         # round 44, B6: the run said every part was covered, at exit 0).
         return [out.cannot(part.text, "the offline planner did not read what this question "
@@ -3173,7 +3187,7 @@ class _Reader(_ReaderChecks):
             self.out.cannot(part.text, "the offline planner reads a payment only as "
                             "'send N USDC to 0x...'")  # fmt: skip
         else:
-            return _unread_part(self.out, part)
+            return _unread_part(self.out, part, self.t)
         return []
 
     def _grouped(self, part: _Part) -> str | None:

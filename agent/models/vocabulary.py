@@ -227,7 +227,7 @@ KIND_WORDS: tuple[KindWords, ...] = (
     # After the base fee ("what base fee did 0x<hash> pay" is its block's base fee).
     _kind("tx_fee", "transaction fee", "tx",
           "transaction fee", "tx fee", "fee … paid", "fees … paid", "fee … pay", "fees … pay",
-          "its fee", "its fees", "transaction's fee",
+          "its fee", "its fees", "transaction's fee", "fee of", "fees of", "fee for", "fees for",
           "gas fee", "gas fees", "gas cost", "cost in gas", "how much … pay for gas",
           "how much … pay in gas", "how much … pay in fees", "how much … spend on gas",
           "how much … cost in gas", "how much … cost in fees", "what did … cost",

@@ -169,3 +169,44 @@ def test_a_yes_or_no_asked_again_at_another_block_is_answered_there_too(task: st
     rows = _rows(task)
     assert [r[0] for r in rows] == [kind, "condition", kind, "condition"], rows
     assert rows[3][1] == {"of": "c3", "op": ">", "than": than}, rows
+
+
+H = "0x7ad1a932dcfc89d9c7ac34f31907d484bbc7049bc27d15f6c427d7fee9c76d56"
+
+
+@pytest.mark.parametrize("then", ["And from it?", "And since block 1?"])
+def test_a_follow_up_sentence_not_read_is_named_never_dropped(then: str) -> None:
+    # A sweep of follow-ups: both were dropped at exit 0 after the transfers to 0xA.
+    rows = _rows(f"List the USDC transfers to {A} in the last 20 blocks. {then}")
+    assert rows[0] == ("transfer_list", {"blocks": "20", "recipient": A}, False)
+    assert len(rows) == 2 and rows[1][2], rows
+
+
+@pytest.mark.parametrize("then", ["And in wei?", "In gwei?", "And ETH?"])
+def test_a_follow_up_naming_only_a_unit_is_no_question_of_its_own(then: str) -> None:
+    assert not any(r[2] for r in _rows(f"What is the base fee? {then}"))
+
+
+@pytest.mark.parametrize(("first", "kind"), [("What was the timestamp of block 7?", "block_timestamp"),
+                                             ("How full was block 9?", "block_fullness")])
+def test_and_the_latest_block_in_the_next_sentence_asks_the_fact_there(first: str, kind: str) -> None:
+    # It gave the head's block number (a sweep of follow-ups).
+    rows = _rows(f"{first} And the latest block?")
+    assert [r[0] for r in rows] == [kind, kind] and rows[1][1] == {}, rows
+
+
+@pytest.mark.parametrize(("then", "kind"), [("How full was it?", "block_fullness"),
+                                            ("How many transactions were in it?", "block_tx_count")])
+def test_it_after_a_transaction_fact_with_no_block_said_is_its_block(then: str, kind: str) -> None:
+    # They were read at the head, at exit 0 (a sweep of follow-ups).
+    rows = _rows(f"How much gas did {H} use? {then}")
+    assert rows[1] == (kind, {"of_tx": H}, False), rows
+
+
+@pytest.mark.parametrize("task", [f"What was the fee of {H}?", f"Fee for {H}?", f"What are the fees of {H}?"])
+def test_the_fee_of_a_transaction_is_its_fee(task: str) -> None:
+    assert _rows(task) == [("tx_fee", {"tx_hash": H}, False)]
+
+
+def test_a_fee_of_another_name_is_still_declined() -> None:
+    assert _rows(f"What was the priority fee of {H}?")[0][2]
