@@ -573,7 +573,7 @@ def test_the_outside_testers_round_44_every_short_question_and_listed_holder_is_
     0xB sent" was read as each one's transfers either way."""
     from web3 import Web3
 
-    home, w3, named, _txs, first, span = _moved(
+    home, w3, named, txs, first, span = _moved(
         devnet, ("agent", "outsider", 2_000_000), ("outsider", "seller", 500_000),
         ("seller", "agent", 250_000))
     agent, outsider, seller = (named[n].address for n in ("agent", "outsider", "seller"))
@@ -618,6 +618,15 @@ def test_the_outside_testers_round_44_every_short_question_and_listed_holder_is_
     assert twice["returncode"] == 0, twice["answer"]
     assert f"at block {first} > 0: no" in twice["answer"], twice["answer"]
     assert f"at block {first + 1} > 0: yes" in twice["answer"], twice["answer"]
+    # A sweep of follow-ups: "it" after a transaction fact is its block (was the head's).
+    receipt = w3.eth.get_transaction_receipt(txs[0])
+    w3.provider.make_request("evm_mine", [])  # the head moves past the transaction's block
+    its = run_json(home, f"What was the fee of {txs[0]}? How many transactions were in it?")
+    assert its["returncode"] == 0, its["answer"]
+    fee = int(receipt["gasUsed"]) * int(receipt["effectiveGasPrice"])
+    assert f"transaction fee of {txs[0]}: {format_eth(fee)}" in its["answer"], its["answer"]
+    count = len(w3.eth.get_block(receipt["blockNumber"])["transactions"])
+    assert f"was mined in: {count} (observed" in its["answer"] and "the latest" not in its["answer"], its["answer"]
 
 
 @pytest.fixture(scope="module")
