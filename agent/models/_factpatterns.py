@@ -689,6 +689,19 @@ _ELIDED_AMOUNT = _p(r"\bhow\s+much\s+(?P<aux>has|have|did)\s+(?P<who>it|0x[0-9a-
                     r"(?P<verb>sent|send|received|receive|got|gotten|get)\b")
 
 
+#: "the payments from 0xA", "how many payments did 0xA make": USDC transfers, in a task that
+#: orders nothing ("a payment of 1 USDC to 0xA" is an order's, and left as it is).
+_PAYMENT_WORD = _p(r"\b(?:usdc\s+)?payment(s?)\b(?!\s+of\s+\$?\d)")
+
+
+def _payments(text: str) -> str:
+    """Payments asked about (never ordered) said as the USDC transfers they are on chain
+    (outside rounds declined "payments" by name)."""
+    if _SEND.search(text) or re.search(r"\bpay\b", text, re.I):
+        return text
+    return _PAYMENT_WORD.sub(lambda m: "USDC transfer" + m.group(1), text)
+
+
 def _since_then(text: str) -> str:
     """ "... received since block 6, and how much has it sent since then?": the block the
     task last said a window starts at (outside round 45, B7, declined "since"); with none
@@ -793,7 +806,7 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
                   flags=re.I)  # fmt: skip
     text = _IN_OUT.sub(lambda m: f"{m.group(2)}transfers "
                        f"{'to' if m.group(1).lower() in ('incoming', 'inbound') else 'from'} ", text)
-    text = _elided_amount(_elided_transfers(_any_transfers(_same_address(_since_then(text)))))
+    text = _elided_amount(_elided_transfers(_any_transfers(_same_address(_since_then(_payments(text))))))
     # "transferred in the last 20 blocks" is a window, not the received total "transferred
     # in": the window's "in" is no direction, so "transferred" is left for the reading.
     text = _IN_WINDOW.sub(r"\1 over ", text)
@@ -1569,6 +1582,18 @@ def _paid_gas_price(
     return (f"{fp.label} of {whose}", f"the task asks the gas price {whose} paid: nib reads "
             "the gas price a transaction paid ('what gas price did 0x<hash> pay') or the "
             "node's current one ('the current gas price'), never an account's")  # fmt: skip
+
+
+def _own_transfers(part: _Part, fp: FactPattern) -> tuple[str, str] | None:
+    """Why transfers (a list, count, largest or total) of the agent's own wallet are
+    declined ("How many USDC transfers has my wallet made?", "List my wallet's USDC
+    transfers"), else None: they are read of an address, and the wallet's was dropped (the
+    whole chain's count was given, at exit 0; a sweep after round 46)."""
+    if fp.kind not in WINDOW_KINDS or not (part.mine or _OWN_WALLET.search(part.text)):
+        return None
+    return (f"{fp.label} of the agent's wallet", "the offline planner reads transfers of an "
+            "address it is given, and this names the agent's own wallet; ask with its address "
+            "(`nib wallet address` prints it)")
 
 
 def _one_way_item(out: _Builder, part: _Part, fp: FactPattern, params: dict[str, str],
@@ -2445,7 +2470,7 @@ class _FactItems:
                                     f"{fp.label} of {holders[0]}, and it is a block's: no tool "
                                     "reads it for an account or a transaction; ask it of a "
                                     f"block ('the {fp.label} of the latest block')")]  # fmt: skip
-        if (paid := _paid_gas_price(self.t, part, fp, holders)) is not None:
+        if (paid := _paid_gas_price(self.t, part, fp, holders) or _own_transfers(part, fp)) is not None:
             return [self.out.cannot(*paid)]
         tx = _transaction_block(self.t, part, fp, scope)
         if tx is not None and fp.kind == "block_timestamp":  # its block's time: when mined

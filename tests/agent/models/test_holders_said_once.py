@@ -210,3 +210,28 @@ def test_the_fee_of_a_transaction_is_its_fee(task: str) -> None:
 
 def test_a_fee_of_another_name_is_still_declined() -> None:
     assert _rows(f"What was the priority fee of {H}?")[0][2]
+
+
+@pytest.mark.parametrize(("task", "kind", "params"), [
+    (f"How many payments did {A} make in block 4?", "transfer_count",
+     {"from_block": "4", "to_block": "4", "sender": A}),
+    (f"List the payments from {A} since block 2", "transfer_list",
+     {"from_block": "2", "to_block": "latest-0", "sender": A}),
+    (f"What was the largest payment {A} received?", "transfer_max", {"recipient": A}),
+])
+def test_payments_asked_about_are_the_usdc_transfers_they_are(task: str, kind: str, params: dict[str, str]) -> None:
+    assert _rows(task) == [(kind, params, False)]
+
+
+def test_a_payment_ordered_is_left_an_order() -> None:
+    rows = _rows(f"Pay 1 USDC to {A}, then list the payments to {A}.")
+    assert rows[0][0] == "transfer_receipt", rows
+
+
+@pytest.mark.parametrize("task", ["How many USDC transfers has my wallet made?",
+                                  "List my wallet's USDC transfers",
+                                  "How many payments has my wallet made?"])
+def test_transfers_of_the_agents_own_wallet_are_declined_never_the_whole_chains(task: str) -> None:
+    # They were the whole chain's count, at exit 0 (a sweep after round 46).
+    rows = _rows(task)
+    assert len(rows) == 1 and rows[0][2], rows
