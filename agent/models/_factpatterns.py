@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
@@ -2796,6 +2796,7 @@ class _ReaderChecks:
             if values or (named is None and at < part.sentence and any(
                     self.out.items[n].get("kind") != "comparison" for n in made)):  # fmt: skip
                 break
+        values = _chained_values(self.out, self.by_sentence, at, values) if len(values) == 1 else values
         kinds = {str(self.out.items[n]["kind"]) for n in values}
         if len(values) < 2 or len(kinds) != 1:
             return [self.out.cannot(part.text, f"{agg.word!r} is read over two or more values "
@@ -3274,6 +3275,21 @@ class _Reader(_ReaderChecks):
         for _pos, fp, phrase in [*prev.hits, *_followed_assets(self.t, prev, part)]:
             made.extend(self.facts._fact(at, fp, 0, phrase))
         return made + _borrowed_tests(self.out, self.made_by_part, prev, made)
+
+
+def _chained_values(out: _Builder, by_sentence: Mapping[int, Sequence[int]], at: int,
+                    values: list[int]) -> list[int]:
+    """The one value sentence ``at`` asked, with those of the sentences before it that
+    asked only values of its kind ("How much USDC does 0xA hold? And 0xB? Which of them has
+    more?": both balances; it was declined, needing two in one sentence)."""
+    kind = out.items[values[0]].get("kind")
+    chained = list(values)
+    for before in range(at - 1, -1, -1):
+        made = list(by_sentence.get(before, ()))
+        if not made or any(out.items[n].get("kind") != kind for n in made):
+            break
+        chained = made + chained
+    return chained
 
 
 def _borrowed_way(prev: _Part, part: _Part, text: str) -> str | None:

@@ -235,3 +235,17 @@ def test_transfers_of_the_agents_own_wallet_are_declined_never_the_whole_chains(
     # They were the whole chain's count, at exit 0 (a sweep after round 46).
     rows = _rows(task)
     assert len(rows) == 1 and rows[0][2], rows
+
+
+@pytest.mark.parametrize("task", [
+    f"How much USDC does {A} hold? And {B}? Which of them has more?",
+    f"How much USDC does {A} hold? How much USDC does {B} hold? Which has more?",
+])
+def test_which_has_more_after_values_asked_one_a_sentence_compares_them(task: str) -> None:
+    # Round 42's R3 was declined: the values had to be asked in one sentence.
+    rows = _rows(task)
+    assert rows[-1] == ("comparison", {"of": "c1,c2", "op": "max"}, False), rows
+
+
+def test_which_has_more_after_values_of_two_kinds_is_still_declined() -> None:
+    assert _rows(f"What is the base fee? How much USDC does {B} hold? Which has more?")[-1][2]
