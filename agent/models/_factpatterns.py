@@ -702,6 +702,17 @@ def _payments(text: str) -> str:
     return _PAYMENT_WORD.sub(lambda m: "USDC transfer" + m.group(1), text)
 
 
+#: Common misspellings of the words the planner reads (outside rounds declined "ballance",
+#: "recieve"), spelled right before anything is read.
+_SPELLINGS = {"ballance": "balance", "ballances": "balances", "blance": "balance",
+              "recieve": "receive", "recieved": "received", "recieves": "receives",
+              "transfered": "transferred", "tranfers": "transfers", "trasnfers": "transfers",
+              "adress": "address", "addres": "address", "transacton": "transaction",
+              "transcation": "transaction", "succesful": "successful", "sucessful": "successful",
+              "succeded": "succeeded", "sucess": "success", "higest": "highest", "largets": "largest"}
+_MISSPELT = _p(r"\b(?:" + "|".join(_SPELLINGS) + r")\b")
+
+
 def _since_then(text: str) -> str:
     """ "... received since block 6, and how much has it sent since then?": the block the
     task last said a window starts at (outside round 45, B7, declined "since"); with none
@@ -806,6 +817,7 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
                   flags=re.I)  # fmt: skip
     text = _IN_OUT.sub(lambda m: f"{m.group(2)}transfers "
                        f"{'to' if m.group(1).lower() in ('incoming', 'inbound') else 'from'} ", text)
+    text = _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text)
     text = _elided_amount(_elided_transfers(_any_transfers(_same_address(_since_then(_payments(text))))))
     # "transferred in the last 20 blocks" is a window, not the received total "transferred
     # in": the window's "in" is no direction, so "transferred" is left for the reading.

@@ -249,3 +249,13 @@ def test_which_has_more_after_values_asked_one_a_sentence_compares_them(task: st
 
 def test_which_has_more_after_values_of_two_kinds_is_still_declined() -> None:
     assert _rows(f"What is the base fee? How much USDC does {B} hold? Which has more?")[-1][2]
+
+
+@pytest.mark.parametrize(("task", "kind"), [
+    (f"What is the USDC ballance of {A}?", "usdc_balance"),
+    (f"How much USDC did {A} recieve?", "usdc_received_total"),
+    (f"How many USDC tranfers did {A} send?", "transfer_count"),
+])
+def test_a_common_misspelling_is_read_as_the_word(task: str, kind: str) -> None:
+    rows = _rows(task)
+    assert [r[0] for r in rows] == [kind] and not rows[0][2], rows
