@@ -750,13 +750,19 @@ _EACH_AMOUNT = _p(r"(?P<q>\bhow\s+much\s+usdc\s+)(?P<aux>did|have|has)\s+(?P<a>0
 def _elided_amount(text: str) -> str:
     """ "How much USDC has 0xA received in total, and how much has it sent?": the second
     total is of USDC too when USDC is the last asset said before it, and "it" is the one
-    address said before it (outside round 44, B6, dropped it at exit 0); else left unread
+    address of the nearest sentence naming any (outside round 44, B6, dropped it at exit
+    0; round 47, C16, declined it after a sentence of two addresses); else left unread
     (declined)."""
 
     def expand(m: re.Match[str]) -> str:
         before = text[: m.start()]
         assets = re.findall(r"\b(usdc|eth|ether)\b", before, re.I)
-        said = {a.lower(): a for a in ADDRESS.findall(before)}
+        # "it": the one address of the nearest sentence (this one, or one before) naming any.
+        said: dict[str, str] = {}
+        for sentence in reversed(re.split(r"(?<=[.?!;])\s+", before)):
+            said = {a.lower(): a for a in ADDRESS.findall(sentence)}
+            if said:
+                break
         who = m["who"] if m["who"].lower() != "it" else (
             next(iter(said.values())) if len(said) == 1 else None)
         if not assets or assets[-1].lower() != "usdc" or who is None:
@@ -2666,6 +2672,13 @@ def _with_own_wallet(task: str, part: _Part, subjects: list[str]) -> list[str]:
     return [a for *_order, a in sorted([*placed, (part.mine[0], -1, "")])]
 
 
+def _holder_of(item: Mapping[str, object]) -> str:
+    """The address (or the agent's wallet) a value item is of."""
+    params = item.get("params")
+    got = params if isinstance(params, Mapping) else {}
+    return str(next((got[k] for k in ("address", "sender", "recipient", "wallet") if got.get(k)), "")).lower()
+
+
 def _aggregate_item(out: _Builder, text: str, agg: _Aggregate, kind: str, label: str,
                     made: list[int]) -> int:
     """The item computing ``agg`` over the values ``made`` (one ``kind``, one address
@@ -2677,6 +2690,11 @@ def _aggregate_item(out: _Builder, text: str, agg: _Aggregate, kind: str, label:
                                f"values; this asks it over {n}")  # fmt: skip
     if kind not in AGGREGATE_KINDS[agg.op]:
         return out.cannot(text, f"{agg.word!r} is not read over {label} values")
+    if len({_holder_of(out.items[m]) for m in made}) != n:
+        # "How many transfers did 0xA receive, and how many did it send? Which is larger?":
+        # one address's two values, not answered as which address holds more (round 47).
+        return out.cannot(text, f"{agg.word!r} is read over different addresses' values, "
+                                "and these are one address's")  # fmt: skip
     refs: list[_Ref] = [{"ref": m} for m in made]
     params: dict[str, _Param] = {"of": refs, "op": agg.op}
     if agg.op in ("max", "min"):
@@ -3217,7 +3235,7 @@ class _Reader(_ReaderChecks):
         elif _window_only(self.t, part):
             return []  # "How many transfers did 0xA send, since block 0?": its window, read there
         elif (part.subjects or _AMOUNT.search(part.text) or _BARE_AMOUNT.search(part.text)) and (
-            _PAY_WORD.search(part.text) or _PAY_WORD.search(self.t.task)
+            _PAY_WORD.search(part.text) or _SEND.search(self.t.task)  # an order's task only
         ):
             # A payment in another word order ("pay the seller 0x.. 0.10 USDC"), or a part
             # of an ordering task with a recipient or an amount but no order read ("... and
@@ -3311,8 +3329,8 @@ def _borrowed_way(prev: _Part, part: _Part, text: str) -> str | None:
     when ``prev`` named both ends (which one the part replaces is not said)."""
     ends = _one_way(prev.text, prev.subjects) if any(
         h[1].kind in ONE_WAY_KINDS for h in prev.hits) else None  # fmt: skip
-    if not isinstance(ends, dict) or not part.subjects:
-        return text
+    if not isinstance(ends, dict) or not part.subjects or _TO_FROM.search(text):
+        return text  # "And to 0xC?" after the transfers from 0xA: its own way
     if len(ends) > 1:
         return None
     first = part.subjects[0]

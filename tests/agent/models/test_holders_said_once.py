@@ -259,3 +259,28 @@ def test_which_has_more_after_values_of_two_kinds_is_still_declined() -> None:
 def test_a_common_misspelling_is_read_as_the_word(task: str, kind: str) -> None:
     rows = _rows(task)
     assert [r[0] for r in rows] == [kind] and not rows[0][2], rows
+
+
+C = "0x976EA74026E726554dB657fA54763abd0C3a0aa9"
+
+
+def test_it_in_a_short_total_is_the_address_of_the_nearest_sentence_naming_one() -> None:
+    # Round 47, C16: declined after a sentence naming two addresses.
+    rows = _rows(f"Did {A} send USDC to {C}? How much USDC did {C} receive in total? And how much "
+                 "has it sent since block 7?")
+    assert rows[-1] == ("usdc_sent_total", {"from_block": "7", "to_block": "latest-0", "address": C}, False)
+
+
+def test_which_is_larger_over_one_addresss_two_values_is_declined() -> None:
+    # Round 47, C26: answered as "which holds more" of one address, and stopped unbacked.
+    rows = _rows(f"How many transfers did {A} receive since block 4, and how many did it send since "
+                 "then? Which is larger?")
+    assert [r[0] for r in rows[:2]] == ["transfer_count", "transfer_count"] and rows[2][2], rows
+
+
+@pytest.mark.parametrize("task", [f"What is the largest USDC transfer from {A}? And to {C}?",
+                                  "What is the transfer count of USDC in the last 5 blocks? And since block 2?"])
+def test_a_follow_up_in_a_task_ordering_nothing_is_never_declined_as_a_payment(task: str) -> None:
+    # Round 47, C28 and C34: "reads a payment only as 'send N USDC to 0x...'".
+    why = str(extract_checklist(task)[-1].get("unanswerable"))
+    assert why and "payment" not in why, why
