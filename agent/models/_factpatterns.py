@@ -2274,6 +2274,32 @@ _WH_QUESTION = _p(r"^\s*(?:(?:and|also|then|so|but|plus)\s+)?(?:how|what|which|w
 _UNIT_ONLY = _p(r"\b(?:and|also|so|then|what|how|about|in|as|eth|ether|usdc|gwei|wei|cents|please)\b")
 
 
+def _tx_follow_up(facts: _FactItems, part: _Part) -> list[int]:
+    """ "Did 0x<hash> succeed? And 0x<other>?": a part naming only transactions asks the
+    transaction facts of the question before it of them (round 47 had it declined); else
+    nothing (the part is read as not read)."""
+    prev = _question_before(facts.t, part)
+    rest = TX_HASH.sub(" ", part.text)
+    ends = [p.start + len(p.text) for p in facts.t.parts if p.start < part.start]
+    said = facts.t.task[max(ends, default=0) : part.start] + " " + part.text
+    if (prev is None or not TX_HASH.search(part.text) or part.subjects
+            or not _ADDING.match(said.strip(" ?.!,;"))
+            or any(h[1].subject != "tx" for h in prev.hits)
+            or re.search(r"[a-z]{2,}", _TX_FOLLOW_WORDS.sub(" ", rest), re.I)):  # fmt: skip
+        return []
+    at = replace(prev, text=part.text, start=part.start, sentence=part.sentence, again=False,
+                 leftover=set(), modifier=None, candidate=None, aggregate=None)  # fmt: skip
+    return [n for _pos, fp, phrase in prev.hits for n in facts._fact(at, fp, 0, phrase)]
+
+
+#: A follow-up adding a subject ("And 0x..?", "What about 0x..?"), never a correction ("I
+#: mean 0x..", "Then 0x..": which one is asked is unclear, and declined).
+_ADDING = _p(r"\s*(?:and|also|plus|(?:and\s+)?(?:what|how)\s+about)\b")
+#: The words of a follow-up naming only transactions ("And what about 0x<hash>?").
+_TX_FOLLOW_WORDS = _p(r"\b(?:and|also|then|what|how|about|for|of|the|same|transactions?|txs?|"
+                      r"hash|with|plus)\b")
+
+
 def _unread_part(out: _Builder, part: _Part, t: _Task) -> list[int]:
     """A part no reading took: named when it asks anything ("What about ETH?", a subject
     with no fact: "...? Also 0xF." was dropped at exit 0; a question of its own), else
@@ -3243,7 +3269,7 @@ class _Reader(_ReaderChecks):
             self.out.cannot(part.text, "the offline planner reads a payment only as "
                             "'send N USDC to 0x...'")  # fmt: skip
         else:
-            return _unread_part(self.out, part, self.t)
+            return _tx_follow_up(self.facts, part) or _unread_part(self.out, part, self.t)
         return []
 
     def _grouped(self, part: _Part) -> str | None:

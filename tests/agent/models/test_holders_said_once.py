@@ -284,3 +284,20 @@ def test_a_follow_up_in_a_task_ordering_nothing_is_never_declined_as_a_payment(t
     # Round 47, C28 and C34: "reads a payment only as 'send N USDC to 0x...'".
     why = str(extract_checklist(task)[-1].get("unanswerable"))
     assert why and "payment" not in why, why
+
+
+G = "0x3e8e77a55ffeb45c5a3e1b4acc756e629f35fc8330b8c385f040dc04d5ea56b2"
+
+
+@pytest.mark.parametrize(("first", "then", "kind"), [
+    (f"Did {H} succeed?", f"And {G}?", "tx_status"),
+    (f"What was the fee of {H}?", f"What about {G}?", "tx_fee"),
+    (f"How much gas did {H} use?", f"And for {G}?", "tx_gas_used"),
+])
+def test_and_another_transaction_asks_the_transaction_facts_before_it(first: str, then: str, kind: str) -> None:
+    # Round 47 had "And 0x<hash>?" declined.
+    assert _rows(f"{first} {then}") == [(kind, {"tx_hash": H}, False), (kind, {"tx_hash": G}, False)]
+
+
+def test_and_a_transaction_after_a_fact_of_no_transaction_is_declined() -> None:
+    assert _rows(f"What is the base fee? And {G}?")[-1][2]
