@@ -2274,6 +2274,29 @@ _WH_QUESTION = _p(r"^\s*(?:(?:and|also|then|so|but|plus)\s+)?(?:how|what|which|w
 _UNIT_ONLY = _p(r"\b(?:and|also|so|then|what|how|about|in|as|eth|ether|usdc|gwei|wei|cents|please)\b")
 
 
+def _follow_up_elsewhere(facts: _FactItems, made_by_part: list[tuple[_Part, list[int]]],
+                         part: _Part) -> list[int]:
+    """A part no reading took that asks what another part's facts answer: another
+    transaction's (:func:`_tx_follow_up`) or a comparison's winner (:func:`_winners_value`)."""
+    return _tx_follow_up(facts, part) or _winners_value(facts.out, made_by_part, part)
+
+
+#: "How much does it hold?" after "Which of 0xA and 0xB has the least USDC?".
+_ITS_HOLDING = _p(r"(?:and\s+)?how\s+much\s+(?:usdc\s+|eth\s+|ether\s+)?(?:does|did)\s+(?:it|that\s+one|"
+                  r"that\s+(?:address|account|wallet))\s+(?:hold|have|own)")
+
+
+def _winners_value(out: _Builder, made_by_part: list[tuple[_Part, list[int]]], part: _Part) -> list[int]:
+    """ "Which of 0xA, 0xB and 0xC has the least USDC? How much does it hold in cents?": the
+    comparison's line names the winner with its value (in the unit asked), so the part is
+    answered by it (round 47, C29, had it declined); else nothing."""
+    if not _ITS_HOLDING.fullmatch(part.text.strip(" ?.!,")):
+        return []
+    before = [n for p, made in made_by_part if p.sentence == part.sentence - 1 for n in made]
+    return [n for n in before if out.items[n].get("kind") == "comparison"
+            and (out.items[n].get("params") or {}).get("op") in ("max", "min")][-1:]  # type: ignore[union-attr]
+
+
 def _tx_follow_up(facts: _FactItems, part: _Part) -> list[int]:
     """ "Did 0x<hash> succeed? And 0x<other>?": a part naming only transactions asks the
     transaction facts of the question before it of them (round 47 had it declined); else
@@ -3269,7 +3292,7 @@ class _Reader(_ReaderChecks):
             self.out.cannot(part.text, "the offline planner reads a payment only as "
                             "'send N USDC to 0x...'")  # fmt: skip
         else:
-            return _tx_follow_up(self.facts, part) or _unread_part(self.out, part, self.t)
+            return _follow_up_elsewhere(self.facts, self.made_by_part, part) or _unread_part(self.out, part, self.t)
         return []
 
     def _grouped(self, part: _Part) -> str | None:

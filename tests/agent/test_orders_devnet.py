@@ -603,6 +603,13 @@ def test_the_outside_testers_round_44_every_short_question_and_listed_holder_is_
     more = run_json(home, f"How much USDC do {agent} and {outsider} hold? Which has more? By how much?")
     assert more["returncode"] == 0, more["answer"]
     assert format_usdc(abs(held[agent] - held[outsider])).split()[0] in more["answer"], (held, more["answer"])
+    # Round 47 (C29): "How much does it hold?" after the least of three is the winner's value.
+    three = {a: chain.token_balance(usdc, a) for a in (agent, outsider, seller)}
+    least = min(three, key=lambda a: three[a])
+    held_by = run_json(home, f"Which of {agent}, {outsider} and {seller} has the least USDC? How "
+                             "much does it hold in cents?")  # fmt: skip
+    assert held_by["returncode"] == 0, held_by["answer"]
+    assert f"which holds the least (USDC balance): {least} ({three[least] // 10_000} cents" in held_by["answer"], held_by["answer"]
     # Round 45 (B7) and a sweep beside it: "since then", and "And 0xB?" after one way.
     since = run_json(home, f"How much USDC has {outsider} received since block {first}, and how "
                            "much has it sent since then?")  # fmt: skip

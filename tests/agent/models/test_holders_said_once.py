@@ -301,3 +301,13 @@ def test_and_another_transaction_asks_the_transaction_facts_before_it(first: str
 
 def test_and_a_transaction_after_a_fact_of_no_transaction_is_declined() -> None:
     assert _rows(f"What is the base fee? And {G}?")[-1][2]
+
+
+def test_how_much_does_it_hold_after_the_least_of_three_is_the_comparisons_line() -> None:
+    # Round 47, C29: declined, though the comparison's line gives the winner's value.
+    rows = _rows(f"Which of {A}, {B} and {C} has the least USDC? How much does it hold in cents?")
+    assert [r[0] for r in rows] == ["usdc_balance"] * 3 + ["comparison"] and not any(r[2] for r in rows), rows
+
+
+def test_how_much_does_it_hold_after_no_comparison_is_declined() -> None:
+    assert _rows("What is the base fee? How much does it hold?")[-1][2]

@@ -92,7 +92,9 @@ def test_an_mcp_offer_becomes_a_pay_mcp_call(
 
     ctx = make_ctx(extras={"discovery_urls": market["facilitator"]})
     obs, book = discover(ctx, query="token")
-    mcp = [o for o in book.for_kind("token_factsheet") if o.type == "mcp"]
+    # The market's own MCP seller: the session's facilitator also lists MCP servers other
+    # tests register through it (under xdist one made this count 2).
+    mcp = [o for o in book.for_kind("token_factsheet") if o.type == "mcp" and o.seller == market["mcp"]]
     assert len(mcp) == 1 and mcp[0].tool == "token_fact"
     assert offer_call(mcp[0], {"symbol": "DAI"}, ["token_factsheet"]) == (
         "pay_mcp",
