@@ -566,11 +566,21 @@ def test_the_outside_testers_round_42_it_after_a_transactions_block_is_that_bloc
     assert f"block gas limit at block 1: {int(w3.eth.get_block(1)['gasLimit'])} gas" in limit["answer"], limit["answer"]
 
 
+def _answers(home, question: str, *lines: str, absent: tuple[str, ...] = ()) -> str:  # type: ignore[no-untyped-def]
+    """``question``'s answer, checked: exit 0, every one of ``lines`` in it, none of ``absent``."""
+    out = run_json(home, question)
+    answer = str(out["answer"])
+    assert out["returncode"] == 0, (question, answer)
+    assert all(line in answer for line in lines) and not any(a in answer for a in absent), (lines, answer)
+    return answer
+
+
 def test_the_outside_testers_round_44_every_short_question_and_listed_holder_is_read(devnet) -> None:  # type: ignore[no-untyped-def]
     """Round 44 (B6): "How much USDC has 0xA received in total, and how much has it sent?"
     gave the first total alone at exit 0; "Which has more? By how much?" was declined (R3,
     B1). Found beside it: "Did 0xA send any USDC?" was declined, and "the transfers 0xA and
-    0xB sent" was read as each one's transfers either way."""
+    0xB sent" was read as each one's transfers either way. Rounds 45 and 47 and a sweep of
+    follow-ups after them: the lines below each name theirs."""
     from web3 import Web3
 
     home, w3, named, txs, first, span = _moved(
@@ -586,54 +596,38 @@ def test_the_outside_testers_round_44_every_short_question_and_listed_holder_is_
         logs = w3.eth.get_logs({"address": usdc, "fromBlock": 0, "toBlock": "latest", "topics": topics})
         return sum(int(log["data"].hex(), 16) for log in logs)
 
-    both = run_json(home, f"How much USDC has {outsider} received in total, and how much has it sent?")
-    assert both["returncode"] == 0, both["answer"]
-    assert f"total USDC received by {outsider} since block 0: {format_usdc(total(2))}" in both["answer"], both["answer"]
-    assert f"total USDC sent by {outsider} since block 0: {format_usdc(total(1))}" in both["answer"], both["answer"]
-    sent_any = run_json(home, f"Did {outsider} send any USDC {span}?")
-    assert sent_any["returncode"] == 0, sent_any["answer"]
-    assert f"USDC transfer count from {outsider}" in sent_any["answer"] and ": yes" in sent_any["answer"], sent_any["answer"]
-    listed = run_json(home, f"List the USDC transfers {agent} and {seller} sent {span}")
-    assert listed["returncode"] == 0, listed["answer"]
-    assert f": 2.00 USDC from {agent} to {outsider}" in listed["answer"], listed["answer"]
-    assert f": 0.25 USDC from {seller} to {agent}" in listed["answer"], listed["answer"]
-    assert f"0.50 USDC from {outsider} to {seller}" not in listed["answer"], listed["answer"]
+    _answers(home, f"How much USDC has {outsider} received in total, and how much has it sent?",
+             f"total USDC received by {outsider} since block 0: {format_usdc(total(2))}",
+             f"total USDC sent by {outsider} since block 0: {format_usdc(total(1))}")
+    _answers(home, f"Did {outsider} send any USDC {span}?", f"USDC transfer count from {outsider}", ": yes")
+    _answers(home, f"List the USDC transfers {agent} and {seller} sent {span}",
+             f": 2.00 USDC from {agent} to {outsider}", f": 0.25 USDC from {seller} to {agent}",
+             absent=(f"0.50 USDC from {outsider} to {seller}",))
     chain = ChainClient(devnet[1]["rpc_url"], w3.eth.chain_id)
-    held = {a: chain.token_balance(usdc, a) for a in (agent, outsider)}
-    more = run_json(home, f"How much USDC do {agent} and {outsider} hold? Which has more? By how much?")
-    assert more["returncode"] == 0, more["answer"]
-    assert format_usdc(abs(held[agent] - held[outsider])).split()[0] in more["answer"], (held, more["answer"])
+    held = {a: chain.token_balance(usdc, a) for a in (agent, outsider, seller)}
+    _answers(home, f"How much USDC do {agent} and {outsider} hold? Which has more? By how much?",
+             format_usdc(abs(held[agent] - held[outsider])).split()[0])
     # Round 47 (C29): "How much does it hold?" after the least of three is the winner's value.
-    three = {a: chain.token_balance(usdc, a) for a in (agent, outsider, seller)}
-    least = min(three, key=lambda a: three[a])
-    held_by = run_json(home, f"Which of {agent}, {outsider} and {seller} has the least USDC? How "
-                             "much does it hold in cents?")  # fmt: skip
-    assert held_by["returncode"] == 0, held_by["answer"]
-    assert f"which holds the least (USDC balance): {least} ({three[least] // 10_000} cents" in held_by["answer"], held_by["answer"]
+    least = min(held, key=lambda a: held[a])
+    _answers(home, f"Which of {agent}, {outsider} and {seller} has the least USDC? How much does it "
+                   "hold in cents?", f"which holds the least (USDC balance): {least} ({held[least] // 10_000} cents")
     # Round 45 (B7) and a sweep beside it: "since then", and "And 0xB?" after one way.
-    since = run_json(home, f"How much USDC has {outsider} received since block {first}, and how "
-                           "much has it sent since then?")  # fmt: skip
-    assert since["returncode"] == 0, since["answer"]
-    assert f"total USDC sent by {outsider} in blocks {first} to" in since["answer"], since["answer"]
-    assert ": 0.50 USDC" in since["answer"] and ": 2.00 USDC" in since["answer"], since["answer"]
-    each = run_json(home, f"How many USDC transfers did {outsider} send {span}? And {seller}?")
-    assert each["returncode"] == 0, each["answer"]
-    assert f"USDC transfer count from {seller}" in each["answer"], each["answer"]
-    assert each["answer"].count(": 1 (observed") == 2, each["answer"]  # either way: seller's is 2
+    _answers(home, f"How much USDC has {outsider} received since block {first}, and how much has it "
+                   "sent since then?", f"total USDC sent by {outsider} in blocks {first} to", ": 0.50 USDC",
+             ": 2.00 USDC")
+    each = _answers(home, f"How many USDC transfers did {outsider} send {span}? And {seller}?",
+                    f"USDC transfer count from {seller}")
+    assert each.count(": 1 (observed") == 2, each  # either way, the seller's is 2
     # Round 45 (B2): a yes or no at each block ("the outsider sent in the second block only").
-    twice = run_json(home, f"Did {outsider} send USDC in block {first} and in block {first + 1}?")
-    assert twice["returncode"] == 0, twice["answer"]
-    assert f"at block {first} > 0: no" in twice["answer"], twice["answer"]
-    assert f"at block {first + 1} > 0: yes" in twice["answer"], twice["answer"]
+    _answers(home, f"Did {outsider} send USDC in block {first} and in block {first + 1}?",
+             f"at block {first} > 0: no", f"at block {first + 1} > 0: yes")
     # A sweep of follow-ups: "it" after a transaction fact is its block (was the head's).
     receipt = w3.eth.get_transaction_receipt(txs[0])
     w3.provider.make_request("evm_mine", [])  # the head moves past the transaction's block
-    its = run_json(home, f"What was the fee of {txs[0]}? How many transactions were in it?")
-    assert its["returncode"] == 0, its["answer"]
-    fee = int(receipt["gasUsed"]) * int(receipt["effectiveGasPrice"])
-    assert f"transaction fee of {txs[0]}: {format_eth(fee)}" in its["answer"], its["answer"]
     count = len(w3.eth.get_block(receipt["blockNumber"])["transactions"])
-    assert f"was mined in: {count} (observed" in its["answer"] and "the latest" not in its["answer"], its["answer"]
+    _answers(home, f"What was the fee of {txs[0]}? How many transactions were in it?",
+             f"transaction fee of {txs[0]}: {format_eth(int(receipt['gasUsed']) * int(receipt['effectiveGasPrice']))}",
+             f"was mined in: {count} (observed", absent=("the latest",))
 
 
 @pytest.fixture(scope="module")
