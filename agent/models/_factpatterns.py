@@ -551,6 +551,11 @@ _PLEASANTRIES = (
        r"(?:\s+(?:there|nib|all))?\s*[!.,:;]+\s*"),
     _p(r"[.!?;,]?\s*(?:(?:many\s+)?thanks|thank\s+you|thx|ty|cheers)"
        r"(?:\s+(?:a\s+lot|so\s+much|very\s+much|in\s+advance))?\s*[!.]*\s*$"),
+    # A remark about the asker opening the task ("I'm new to this.", "Quick question:"):
+    # outside round 46 (Q46) stopped at exit 1 on it with both facts right.
+    _p(r"^\s*(?:(?:i['’]?m|i\s+am)\s+(?:new|a\s+beginner)(?:\s+(?:to\s+(?:this|crypto|chains?|"
+       r"ethereum|blockchains?|nib|all\s+this)|here))?|quick\s+question|(?:a\s+)?question\s+for\s+you)"
+       r"\s*[!.,:;-]+\s*"),
 )
 
 

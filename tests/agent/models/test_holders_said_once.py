@@ -311,3 +311,10 @@ def test_how_much_does_it_hold_after_the_least_of_three_is_the_comparisons_line(
 
 def test_how_much_does_it_hold_after_no_comparison_is_declined() -> None:
     assert _rows("What is the base fee? How much does it hold?")[-1][2]
+
+
+@pytest.mark.parametrize("opening", ["I'm new to this.", "Quick question:", "I am new here!"])
+def test_a_remark_about_the_asker_opening_the_task_is_no_part(opening: str) -> None:
+    # Outside round 46, Q46: "I'm new to this." stopped the run at exit 1, both facts right.
+    rows = _rows(f"{opening} What is the base fee and the gas limit of the latest block?")
+    assert rows == [("base_fee_gwei", {}, False), ("block_gas_limit", {}, False)], rows
