@@ -2574,7 +2574,7 @@ class _FactItems:
             other = [s for _, s in self.t.symbols if s.upper() != "USDC"]
             if token:
                 params["token"] = token
-            elif other or not re.search(r"\busdc\b", self.t.task, re.I):
+            elif other or not re.search(r"\busdc\b|\bthe\s+token\b|\btoken['’]s\b", self.t.task, re.I):
                 named = other[0] if other else "no token"
                 return [self.out.cannot(f"{fp.label} of {named}", "the task names no token "
                                         "address the chain reads can use")]  # fmt: skip

@@ -318,3 +318,17 @@ def test_a_remark_about_the_asker_opening_the_task_is_no_part(opening: str) -> N
     # Outside round 46, Q46: "I'm new to this." stopped the run at exit 1, both facts right.
     rows = _rows(f"{opening} What is the base fee and the gas limit of the latest block?")
     assert rows == [("base_fee_gwei", {}, False), ("block_gas_limit", {}, False)], rows
+
+
+@pytest.mark.parametrize(("task", "kinds"), [
+    ("What's the ticker symbol of the token?", ["token_symbol"]),
+    ("What's the full name of the token and its decimals?", ["token_name", "token_decimals"]),
+])
+def test_the_token_with_no_other_named_is_the_runs_usdc(task: str, kinds: list[str]) -> None:
+    # Outside round 46, Q21 and Q55: declined as naming no token address.
+    rows = extract_checklist(task)
+    assert [r["kind"] for r in rows] == kinds and all("of USDC" in str(r["text"]) for r in rows), rows
+
+
+def test_another_token_named_by_symbol_is_still_declined() -> None:
+    assert extract_checklist("What is the symbol of DAI and of the token?")[0].get("unanswerable")
