@@ -829,6 +829,9 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     text = _IN_OUT.sub(lambda m: f"{m.group(2)}transfers "
                        f"{'to' if m.group(1).lower() in ('incoming', 'inbound') else 'from'} ", text)
     text = _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text)
+    # "How many USDC transfers in the last 10?": blocks, the only span counted back (the
+    # window was dropped: the whole chain's count was given, at exit 0; outside round 48).
+    text = re.sub(r"\b((?:last|past|previous|latest)\s+\d+)(?!\s*\w)(?![\d.])", r"\1 blocks", text, flags=re.I)
     text = _elided_amount(_elided_transfers(_any_transfers(_same_address(_since_then(_payments(text))))))
     # "transferred in the last 20 blocks" is a window, not the received total "transferred
     # in": the window's "in" is no direction, so "transferred" is left for the reading.
@@ -1617,6 +1620,24 @@ def _own_transfers(part: _Part, fp: FactPattern) -> tuple[str, str] | None:
     return (f"{fp.label} of the agent's wallet", "the offline planner reads transfers of an "
             "address it is given, and this names the agent's own wallet; ask with its address "
             "(`nib wallet address` prints it)")
+
+
+#: "the last 3 transfers", "the 5 most recent transactions": a number of the latest ones.
+_LATEST_N = _p(r"\b(?:last|latest|most\s+recent|recent|newest|first|earliest)\s+(?:\d+|few|several|"
+               r"couple(?:\s+of)?)\s+(?:usdc\s+)?(?:transfers?|transactions?|txs?)\b|\b(?:\d+|few)\s+"
+               r"(?:most\s+recent|latest|last|newest)\s+(?:usdc\s+)?(?:transfers?|transactions?)\b")
+
+
+def _latest_transfers(part: _Part, fp: FactPattern) -> tuple[str, str] | None:
+    """Why "the last 3 transfers" is declined, else None: transfers are read over blocks,
+    never a number of the latest ones ("List the last 3 transfers" gave the whole chain's
+    count, at exit 0; a sweep after outside round 48)."""
+    m = _LATEST_N.search(part.text)
+    if fp.kind not in WINDOW_KINDS or m is None:
+        return None
+    return (f"{fp.label} ({' '.join(m.group(0).split())})", "transfers are read over a span of "
+            "blocks, never as a number of the latest ones; ask over blocks ('the USDC transfers "
+            "in the last 20 blocks')")
 
 
 def _one_way_item(out: _Builder, part: _Part, fp: FactPattern, params: dict[str, str],
@@ -2542,7 +2563,8 @@ class _FactItems:
                                     f"{fp.label} of {holders[0]}, and it is a block's: no tool "
                                     "reads it for an account or a transaction; ask it of a "
                                     f"block ('the {fp.label} of the latest block')")]  # fmt: skip
-        if (paid := _paid_gas_price(self.t, part, fp, holders) or _own_transfers(part, fp)) is not None:
+        if (paid := _paid_gas_price(self.t, part, fp, holders) or _own_transfers(part, fp)
+                or _latest_transfers(part, fp)) is not None:
             return [self.out.cannot(*paid)]
         tx = _transaction_block(self.t, part, fp, scope)
         if tx is not None and fp.kind == "block_timestamp":  # its block's time: when mined

@@ -332,3 +332,15 @@ def test_the_token_with_no_other_named_is_the_runs_usdc(task: str, kinds: list[s
 
 def test_another_token_named_by_symbol_is_still_declined() -> None:
     assert extract_checklist("What is the symbol of DAI and of the token?")[0].get("unanswerable")
+
+
+def test_the_last_n_without_blocks_counts_back_blocks() -> None:
+    # A sweep after outside round 48: the window was dropped (the whole chain's count).
+    assert _rows("How many USDC transfers in the last 10?") == [("transfer_count", {"blocks": "10"}, False)]
+
+
+@pytest.mark.parametrize("task", ["List the last 3 transfers", "Show me the 5 most recent USDC transfers"])
+def test_a_number_of_the_latest_transfers_is_declined_never_the_whole_chains_count(task: str) -> None:
+    # "List the last 3 transfers" gave the whole chain's count, at exit 0.
+    rows = _rows(task)
+    assert len(rows) == 1 and rows[0][2], rows
