@@ -1628,11 +1628,21 @@ _LATEST_N = _p(r"\b(?:last|latest|most\s+recent|recent|newest|first|earliest)\s+
                r"(?:most\s+recent|latest|last|newest)\s+(?:usdc\s+)?(?:transfers?|transactions?)\b")
 
 
+#: A window's fact asked by a smaller unit ("per block", "each day", "block by block").
+_PER_BLOCK = _p(r"\b(?:per|each|every|a)\s+(?:block|day|hour|minute|week|transaction|tx)\b|"
+                r"\bblock\s+by\s+block\b|\bon\s+average\b|\baverage\b")
+
+
 def _latest_transfers(part: _Part, fp: FactPattern) -> tuple[str, str] | None:
     """Why "the last 3 transfers" is declined, else None: transfers are read over blocks,
     never a number of the latest ones ("List the last 3 transfers" gave the whole chain's
     count, at exit 0; a sweep after outside round 48)."""
     m = _LATEST_N.search(part.text)
+    if fp.kind in WINDOW_KINDS and (per := _PER_BLOCK.search(part.text)) is not None:
+        # "How many USDC transfers per block in the last 20 blocks?" gave the 20 blocks' count.
+        return (f"{fp.label} ({' '.join(per.group(0).split())})", "a window's transfers are "
+                "read as one list, count or total over the whole span, never per block or per "
+                "day; ask one block at a time ('how many USDC transfers were in block 5?')")
     if fp.kind not in WINDOW_KINDS or m is None:
         return None
     return (f"{fp.label} ({' '.join(m.group(0).split())})", "transfers are read over a span of "

@@ -344,3 +344,11 @@ def test_a_number_of_the_latest_transfers_is_declined_never_the_whole_chains_cou
     # "List the last 3 transfers" gave the whole chain's count, at exit 0.
     rows = _rows(task)
     assert len(rows) == 1 and rows[0][2], rows
+
+
+@pytest.mark.parametrize("task", ["How many USDC transfers per block in the last 20 blocks?",
+                                  "How many USDC transfers were there in each block since block 3?"])
+def test_a_window_fact_asked_per_block_is_declined_never_the_spans_total(task: str) -> None:
+    # It gave the whole span's count, at exit 0 (a sweep after outside round 48).
+    rows = _rows(task)
+    assert len(rows) == 1 and rows[0][2], rows
