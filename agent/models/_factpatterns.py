@@ -1628,8 +1628,13 @@ _LATEST_N = _p(r"\b(?:last|latest|most\s+recent|recent|newest|first|earliest)\s+
                r"(?:most\s+recent|latest|last|newest)\s+(?:usdc\s+)?(?:transfers?|transactions?)\b")
 
 
+#: Transfers filtered by their amount ("larger than 1 USDC"), not a count ("more than 5
+#: USDC transfers" counts them).
+_AMOUNT_FILTER = _p(r"\b(?:(?:larger|bigger|greater|more|higher|smaller|less|lower)\s+than|above|below|"
+                    r"over|under|at\s+least|at\s+most|exceeding|worth)\s+\$?\d+(?:\.\d+)?\s*usdc\b"
+                    r"(?!\s*(?:transfers?|payments?)\b)")
 #: A window's fact asked by a smaller unit ("per block", "each day", "block by block").
-_PER_BLOCK = _p(r"\b(?:per|each|every|a)\s+(?:block|day|hour|minute|week|transaction|tx)\b|"
+_PER_BLOCK = _p(r"\b(?:per|each|every|a|one|any|a\s+single)\s+(?:block|day|hour|minute|week|transaction|tx)\b|"
                 r"\bblock\s+by\s+block\b|\bon\s+average\b|\baverage\b")
 
 
@@ -1638,6 +1643,11 @@ def _latest_transfers(part: _Part, fp: FactPattern) -> tuple[str, str] | None:
     never a number of the latest ones ("List the last 3 transfers" gave the whole chain's
     count, at exit 0; a sweep after outside round 48)."""
     m = _LATEST_N.search(part.text)
+    amount = _AMOUNT_FILTER.search(part.text)
+    if fp.kind in ("transfer_list", "transfer_count") and amount is not None:
+        # "List the USDC transfers larger than 1 USDC": every transfer was listed, at exit 0.
+        return (f"{fp.label} ({' '.join(amount.group(0).split())})", "transfers are read whole, "
+                "never filtered by their amount; ask for them all, or the largest one")
     if fp.kind in WINDOW_KINDS and (per := _PER_BLOCK.search(part.text)) is not None:
         # "How many USDC transfers per block in the last 20 blocks?" gave the 20 blocks' count.
         return (f"{fp.label} ({' '.join(per.group(0).split())})", "a window's transfers are "

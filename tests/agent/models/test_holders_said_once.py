@@ -352,3 +352,16 @@ def test_a_window_fact_asked_per_block_is_declined_never_the_spans_total(task: s
     # It gave the whole span's count, at exit 0 (a sweep after outside round 48).
     rows = _rows(task)
     assert len(rows) == 1 and rows[0][2], rows
+
+
+@pytest.mark.parametrize("task", ["List the USDC transfers larger than 1 USDC in the last 20 blocks",
+                                  f"How many USDC transfers did {A} send at most in one block?"])
+def test_transfers_filtered_by_amount_or_asked_of_one_block_are_declined(task: str) -> None:
+    # Every transfer was listed, and the whole count given, at exit 0 (a sweep after round 48).
+    rows = _rows(task)
+    assert len(rows) == 1 and rows[0][2], rows
+
+
+def test_more_than_n_usdc_transfers_still_counts_them() -> None:
+    assert _rows("Were there more than 5 USDC transfers in the last 20 blocks?")[0] == (
+        "transfer_count", {"blocks": "20"}, False)
