@@ -117,6 +117,7 @@ THRESHOLD_OPS: dict[str, str] = {
     "below": "<", "under": "<", "less than": "<", "lower than": "<", "smaller than": "<",
     "fewer than": "<", "at most": "<=", "no more than": "<=", "not more than": "<=",
     "above": ">", "over": ">", "more than": ">", "greater than": ">", "higher than": ">",
+    "larger than": ">", "bigger than": ">",
     "exceeds": ">", "exceed": ">", "at least": ">=", "no less than": ">=",
     "not less than": ">=",
 }  # fmt: skip

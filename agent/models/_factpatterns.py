@@ -718,6 +718,11 @@ _SPELLINGS = {"ballance": "balance", "ballances": "balances", "blance": "balance
 _MISSPELT = _p(r"\b(?:" + "|".join(_SPELLINGS) + r")\b")
 
 
+#: Transfers named first, then asked to be shown ("the USDC transfers ...: show me them").
+_FRONTED_LIST = _p(r"(?:\A|(?<=[.?!]\s))\s*(?:only\s+)?(?P<np>\b(?:the\s+)?(?:usdc\s+)?transfers\b[^:;,?.!]*)[:,;]\s*"
+                   r"(?:please\s+)?(?:show|list|give|display)\s+(?:me\s+)?(?:them|those|these)\b")
+
+
 def _since_then(text: str) -> str:
     """ "... received since block 6, and how much has it sent since then?": the block the
     task last said a window starts at (outside round 45, B7, declined "since"); with none
@@ -829,6 +834,9 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     text = _IN_OUT.sub(lambda m: f"{m.group(2)}transfers "
                        f"{'to' if m.group(1).lower() in ('incoming', 'inbound') else 'from'} ", text)
     text = _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text)
+    # "Only the USDC transfers sent from 0xA in the last 10 blocks: show me them.": the
+    # transfers named first, listed (outside round 49, Q15, gave their count at exit 0).
+    text = _FRONTED_LIST.sub(lambda m: f"show me {m['np'].strip()}", text)
     # "How many USDC transfers in the last 10?": blocks, the only span counted back (the
     # window was dropped: the whole chain's count was given, at exit 0; outside round 48).
     text = re.sub(r"\b((?:last|past|previous|latest)\s+\d+)(?!\s*\w)(?![\d.])", r"\1 blocks", text, flags=re.I)

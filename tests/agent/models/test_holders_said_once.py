@@ -359,9 +359,31 @@ def test_a_window_fact_asked_per_block_is_declined_never_the_spans_total(task: s
 def test_transfers_filtered_by_amount_or_asked_of_one_block_are_declined(task: str) -> None:
     # Every transfer was listed, and the whole count given, at exit 0 (a sweep after round 48).
     rows = _rows(task)
-    assert len(rows) == 1 and rows[0][2], rows
+    assert rows and all(r[2] for r in rows), rows
 
 
 def test_more_than_n_usdc_transfers_still_counts_them() -> None:
     assert _rows("Were there more than 5 USDC transfers in the last 20 blocks?")[0] == (
         "transfer_count", {"blocks": "20"}, False)
+
+
+@pytest.mark.parametrize("task", [
+    f"Only the USDC transfers sent from {A} in the last 10 blocks: show me them.",
+    f"The USDC transfers sent from {A} in the last 10 blocks, show me them.",
+])
+def test_transfers_named_first_then_shown_are_listed(task: str) -> None:
+    # Outside round 49, Q15: their count alone, at exit 0.
+    assert _rows(task) == [("transfer_list", {"blocks": "10", "sender": A}, False)]
+
+
+def test_how_many_then_show_me_them_in_one_sentence_counts_and_lists() -> None:
+    assert [r[0] for r in _rows(f"How many USDC transfers did {A} send, show me them.")] == [
+        "transfer_count", "transfer_list"]
+
+
+@pytest.mark.parametrize(("task", "than"), [("Is the base fee of block 5 larger than 0.6 gwei?", "0.6"),
+                                            ("Was block 6's gas used bigger than 50000?", "50000")])
+def test_larger_than_is_a_threshold(task: str, than: str) -> None:
+    # Outside round 49, Q24 and Q51: the value alone, with no yes or no, at exit 0.
+    rows = _rows(task)
+    assert rows[1] == ("condition", {"of": "c1", "op": ">", "than": than}, False), rows
