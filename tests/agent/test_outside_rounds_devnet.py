@@ -213,7 +213,6 @@ def test_the_outside_testers_round_44_every_short_question_and_listed_holder_is_
     _answers(home, f"How much USDC has {outsider} received in total, and how much has it sent?",
              f"total USDC received by {outsider} since block 0: {format_usdc(total(2))}",
              f"total USDC sent by {outsider} since block 0: {format_usdc(total(1))}")
-    _answers(home, f"Did {outsider} send any USDC {span}?", f"USDC transfer count from {outsider}", ": yes")
     _answers(home, f"List the USDC transfers {agent} and {seller} sent {span}",
              f": 2.00 USDC from {agent} to {outsider}", f": 0.25 USDC from {seller} to {agent}",
              absent=(f"0.50 USDC from {outsider} to {seller}",))
@@ -225,13 +224,6 @@ def test_the_outside_testers_round_44_every_short_question_and_listed_holder_is_
     least = min(held, key=lambda a: held[a])
     _answers(home, f"Which of {agent}, {outsider} and {seller} has the least USDC? How much does it "
                    "hold in cents?", f"which holds the least (USDC balance): {least} ({held[least] // 10_000} cents")
-    # Round 45 (B7) and a sweep beside it: "since then", and "And 0xB?" after one way.
-    _answers(home, f"How much USDC has {outsider} received since block {first}, and how much has it "
-                   "sent since then?", f"total USDC sent by {outsider} in blocks {first} to", ": 0.50 USDC",
-             ": 2.00 USDC")
-    each = _answers(home, f"How many USDC transfers did {outsider} send {span}? And {seller}?",
-                    f"USDC transfer count from {seller}")
-    assert each.count(": 1 (observed") == 2, each  # either way, the seller's is 2
     # Round 45 (B2): a yes or no at each block ("the outsider sent in the second block only").
     _answers(home, f"Did {outsider} send USDC in block {first} and in block {first + 1}?",
              f"at block {first} > 0: no", f"at block {first + 1} > 0: yes")
