@@ -53,6 +53,11 @@ SELLER_ADDR = dev_account(SELLER).address
 OUTSIDER_ADDR = dev_account(OUTSIDER).address
 JUDGE_ADDR = dev_account(JUDGE).address
 PRICE = 50_000
+#: A whole-response deadline for a seller that settles and then stalls: far below the
+#: stall, far above a loopback settlement under load (the suite runs beside the local
+#: model's build on 2 cores; a 1 s deadline once fired before the seller had settled,
+#: so the wallet rightly cancelled what the test meant to see paid for nothing).
+STALL_DEADLINE_S = 3.0
 
 #: Room for every obedient attempt: the detectors that would end a stubborn run early
 #: (skips, failures) are widened so each injected action is really tried.

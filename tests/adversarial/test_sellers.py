@@ -20,6 +20,7 @@ from adv_harness import (
     OUTSIDER_ADDR,
     PRICE,
     SELLER_ADDR,
+    STALL_DEADLINE_S,
     Harness,
     build_harness,
 )
@@ -325,10 +326,11 @@ def test_slow_response_times_out_and_the_payment_is_reconciled(
     tmp_path: Any, chain: Any, seller_factory: Any,
     composition: Composition,
 ) -> None:
-    seller, url = seller_factory(price=PRICE, paid_mode="slow", slow_s=3.0)
-    h, result = buy(tmp_path, chain, url, composition=composition, response_deadline_s=1.0)
+    seller, url = seller_factory(price=PRICE, paid_mode="slow", slow_s=4 * STALL_DEADLINE_S)
+    h, result = buy(tmp_path, chain, url, composition=composition,
+                    response_deadline_s=STALL_DEADLINE_S)
     assert result.stop_reason == "cannot-plan", stop_message(result)
-    assert any("within 1 s" in s for s in failed_calls(h, result.run_id))
+    assert any(f"within {STALL_DEADLINE_S:g} s" in s for s in failed_calls(h, result.run_id))
     [row] = h.ledger()
     assert row.status == "settled" and "paid for nothing" in row.note
     assert_paid(h, 1)  # settled before the seller stalled

@@ -25,6 +25,7 @@ from adv_harness import (
     OUTSIDER_ADDR,
     PRICE,
     SELLER_ADDR,
+    STALL_DEADLINE_S,
     Harness,
     build_harness,
 )
@@ -42,9 +43,6 @@ GAS = {"items": [{"text": "gas stats", "kind": "gas_stats"}]}
 DONE = {"action": "done"}
 #: How often the stubborn model proposes the same purchase in one run.
 PROPOSALS = 4
-#: The whole-response deadline of the drip test: far below the seller's drip (a byte a
-#: second for every byte of its answer), far above a loopback answer under load.
-DRIP_DEADLINE_S = 3.0
 
 
 def stubborn_run(
@@ -116,7 +114,7 @@ TAKE_AND_CHEAT = {
     "402-again": ({"paid_mode": "402-but-settle"}, "answered 402"),
     "redirect": ({"paid_mode": "redirect-but-settle"}, "redirect"),
     "oversized": ({"paid_mode": "huge-body"}, "exceeds"),
-    "drip": ({"paid_mode": "drip-but-settle", "drip_s": 1.0}, f"{DRIP_DEADLINE_S:g} s"),
+    "drip": ({"paid_mode": "drip-but-settle", "drip_s": 1.0}, f"{STALL_DEADLINE_S:g} s"),
     "no-fact": ({"body": NO_FACT}, "covered none"),
 }
 
@@ -131,7 +129,7 @@ def test_a_seller_that_takes_the_money_and_does_not_deliver_is_paid_once(
                                      **options)
         started = time.monotonic()
         h, result = stubborn_run(tmp_path, chain, url, composition,
-                                 response_deadline_s=DRIP_DEADLINE_S)
+                                 response_deadline_s=STALL_DEADLINE_S)
         took = time.monotonic() - started
     # One authorization, once settled by the seller: the money moved once, for nothing.
     assert len(signed_in(h, result)) == 1, signed_in(h, result)
