@@ -14,6 +14,7 @@ the ledger and ``nib audit reconcile`` agree.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from dataclasses import replace
 from typing import Any
@@ -298,11 +299,16 @@ def test_an_authorization_in_flight_when_the_run_stops_is_cancelled(
     # The seller sits on the paid request (to settle it later, once the buyer has given
     # up); the run's wall clock runs out meanwhile. The run stops with 'deadline', and
     # the purchase it abandoned is cancelled on chain before the run returns.
-    hold_s = 25.0
+    # The seller holds the request until the run has returned (at most 25 s), so the
+    # test's teardown does not wait out a fixed sleep.
+    returned = threading.Event()
     seller, url = seller_factory(price=PRICE, paid_mode="500-again",
-                                 on_paid=lambda _s: time.sleep(hold_s))
-    h, result = stubborn_run(tmp_path, chain, url, composition, wall_clock_s=10.0,
-                             response_deadline_s=60.0)
+                                 on_paid=lambda _s: returned.wait(25.0))
+    try:
+        h, result = stubborn_run(tmp_path, chain, url, composition, wall_clock_s=10.0,
+                                 response_deadline_s=60.0)
+    finally:
+        returned.set()
     assert result.stop_reason == "deadline", result.message
     [row] = h.ledger()
     assert row.status == "cancelled" and "the run stopped" in row.note, row
