@@ -202,6 +202,24 @@ def _diff(env: EvalEnv, spec: Mapping[str, object]) -> Truth:
     return Truth((abs(x - y),))
 
 
+_TESTS: dict[str, Callable[[Decimal, Decimal], bool]] = {
+    ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
+}  # fmt: skip
+
+
+def _test(env: EvalEnv, spec: Mapping[str, object]) -> Truth:
+    """A yes or no: whether the first number of the probe ``of`` is ``op`` ``than``. The
+    answer's derived line says it ("...: yes (derived"); the value is in the answer too."""
+    of = spec["of"]
+    if not isinstance(of, Mapping):
+        raise ValueError(f"eval probe {dict(spec)!r}: 'of' is {of!r}; expected a probe object. "
+                         "Fix: correct the task file.")  # fmt: skip
+    value = _PROBES[str(of["probe"])](env, of).numbers[0]
+    held = _TESTS[str(spec["op"])](value, Decimal(str(spec["than"])))
+    return Truth((value,), (f": {'yes' if held else 'no'} (derived",))
+
+
 def _dataset(spec: Mapping[str, object]) -> Truth:
     data = json.loads((DATA_DIR / f"{spec['file']}.json").read_text())
     return Truth(words=(str(data[spec["section"]][spec["key"]][spec["field"]]),))
@@ -232,6 +250,7 @@ _PROBES: dict[str, Callable[[EvalEnv, Mapping[str, object]], Truth]] = {
     "sum": _sum,
     "count": _count,
     "diff": _diff,
+    "test": _test,
     "dataset": lambda e, s: _dataset(s),
 }
 

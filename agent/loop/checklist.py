@@ -49,6 +49,7 @@ _OPS = {
     ">=": lambda a, b: a >= b,
 }
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_STARTS_NUMBER = re.compile(r"\s*-?\d")
 _WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -322,7 +323,10 @@ def _derived(item: ChecklistItem, by_id: Mapping[str, ChecklistItem]) -> Checkli
     inputs = _inputs(item, by_id)
     if inputs is None:
         return None
-    numbers = [leading_number(i.value) for i in inputs]
+    # A value computes only from the number it starts with: "none: no USDC transfers in
+    # blocks 3..12" (the largest of no transfers) is no 3.
+    numbers = [leading_number(i.value) if _STARTS_NUMBER.match(i.value or "") else None
+               for i in inputs]  # fmt: skip
     if any(n is None for n in numbers):
         return None
     values = [n for n in numbers if n is not None]

@@ -202,6 +202,9 @@ VALUE_UNITS = {
     "gas_price_gwei": "gwei",
     "usdc_balance": "usdc",
     "eth_balance": "eth",
+    "usdc_sent_total": "usdc",
+    "usdc_received_total": "usdc",
+    "transfer_max": "usdc",
     "transfer_count": "",
     "block_number": "",
     "block_timestamp": "",
@@ -718,6 +721,33 @@ _SPELLINGS = {"ballance": "balance", "ballances": "balances", "blance": "balance
 _MISSPELT = _p(r"\b(?:" + "|".join(_SPELLINGS) + r")\b")
 
 
+#: A block's gas used or transaction count tested with a verb between the block and the
+#: threshold ("did block 1 use at least 1842180 gas", "does block 6 contain at least 2
+#: transactions": outside round 50, declined): the fact said as a noun, then its test. Only
+#: a threshold with its number: "did block 4 use more gas than block 5" stays unread.
+_VERB_TEST = _p(rf"\b(?P<who>block\s+(?:\d+|latest-\d+)|(?:the\s+)?(?:latest|current|newest)\s+"
+                rf"block)\s+(?:(?:uses|used|use|consumed|consumes|consume)\s+(?P<gas>(?:{OP_WORDS})"
+                rf"\s*\d+)\s*gas\b|(?:contains|contained|contain|have|has|had|includes|included|"
+                rf"include)\s+(?P<txs>(?:{OP_WORDS})\s*\d+)\s*(?:transactions|txs)\b)")
+
+
+def _verb_test(m: re.Match[str]) -> str:
+    fact = "gas used" if m["gas"] else "transaction count"
+    return f"the {fact} of {m['who']} {m['gas'] or m['txs']}"
+
+
+#: "by how much do they differ" (outside round 50 declined "they"): their difference.
+_DIFFER = _p(r"\b(?:by\s+)?how\s+much\s+(?:do|does|did)\s+(?:they|these|those|the\s+two|both)\s+"
+             r"differ(?:\s+by)?\b")
+
+
+def _said_plainly(text: str) -> str:
+    """Misspellings mended, a block's fact tested with a verb said as a noun
+    (``_VERB_TEST``), and "how much do they differ" as "by how much"."""
+    text = _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text)
+    return _DIFFER.sub("by how much", _VERB_TEST.sub(_verb_test, text))
+
+
 #: Transfers named first, then asked to be shown ("the USDC transfers ...: show me them").
 _FRONTED_LIST = _p(r"(?:\A|(?<=[.?!]\s))\s*(?:only\s+)?(?P<np>\b(?:the\s+)?(?:usdc\s+)?transfers\b[^:;,?.!]*)[:,;]\s*"
                    r"(?:please\s+)?(?:show|list|give|display)\s+(?:me\s+)?(?:them|those|these)\b")
@@ -833,7 +863,7 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
                   flags=re.I)  # fmt: skip
     text = _IN_OUT.sub(lambda m: f"{m.group(2)}transfers "
                        f"{'to' if m.group(1).lower() in ('incoming', 'inbound') else 'from'} ", text)
-    text = _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text)
+    text = _said_plainly(text)
     # "Only the USDC transfers sent from 0xA in the last 10 blocks: show me them.": the
     # transfers named first, listed (outside round 49, Q15, gave their count at exit 0).
     text = _FRONTED_LIST.sub(lambda m: f"show me {m['np'].strip()}", text)
@@ -3034,8 +3064,8 @@ class _ReaderChecks:
             }))  # fmt: skip
         return made
 
-    def _condition(self, part: _Part) -> int:
-        made = self.facts.facts(part) if part.hits else []
+    def _condition(self, part: _Part, made: list[int] | None = None) -> int:
+        made = made if made is not None else self.facts.facts(part) if part.hits else []
         values = [n for n in made if self.out.items[n].get("kind") in VALUE_UNITS]
         m = _CONDITION.search(part.text)
         if len(values) != 1 or m is None:
@@ -3047,6 +3077,9 @@ class _ReaderChecks:
         unit = (m.group(3) or "").lower().replace("ether", "eth")
         threshold = Decimal(m.group(2))
         want = VALUE_UNITS[str(source["kind"])]
+        if unit == "usdc" and source["kind"] == "transfer_count" and re.match(
+                r"\s*transfers?\b", part.text[m.end():], re.I):  # fmt: skip
+            unit = ""  # "were there more than 5 USDC transfers": a count (outside round 50)
         if unit == "wei" and want == "gwei":
             threshold, unit = threshold.scaleb(-9), "gwei"
         if unit and unit != want:
@@ -3057,6 +3090,17 @@ class _ReaderChecks:
             "text": f"{source['text']} {op} {threshold} {want}".strip(), "kind": "condition",
             "params": {"of": {"ref": values[0]}, "op": op, "than": str(threshold)},
         })  # fmt: skip
+
+    def _test_back(self, part: _Part) -> list[int]:
+        """ "Is it above 5 USDC?": the yes or no of the one value asked just before it
+        (``_value_before``), else named as not read."""
+        back = _value_before(self.out, self.made_by_part, part)
+        if back is not None:
+            return [self._condition(part, [back])]
+        self.out.cannot(part.text, "the offline planner compares a number only with one value, "
+                        "named in the question or asked just before it; ask it with its fact "
+                        "('is the USDC balance of 0x... above 5 USDC?')")  # fmt: skip
+        return []
 
     def _any(self, part: _Part) -> list[int]:
         """The values a yes/no "any" question asks of, and for each the condition that it
@@ -3329,9 +3373,7 @@ class _Reader(_ReaderChecks):
             self.out.cannot(part.text, "the offline planner has no tool or pattern for this "
                             f"({', '.join(sorted(part.leftover)[:4])})")  # fmt: skip
         elif _CONDITION.search(part.text):
-            # "Is it above 5 USDC?": a comparison asked, not a condition on an order.
-            self.out.cannot(part.text, "the offline planner compares a fact with a number "
-                            "only as the condition of an order ('if ..., send ...')")  # fmt: skip
+            return self._test_back(part)  # "How much has 0xA sent? Is it over 8 USDC?"
         elif part.again and part.aggregate is None:
             return self._again(part)  # "the base fee at block 3, and at block 12"
         elif part.aggregate is not None:
@@ -3457,6 +3499,27 @@ def _followed_assets(t: _Task, prev: _Part, part: _Part) -> list[tuple[int, Fact
             asked.add(kind)
             found.append((0, next(fp for fp in FACT_PATTERNS if fp.kind == kind), p.text))
     return found
+
+
+#: A threshold asked of the value before it ("Is it more than 8 USDC?", "and was that over 3?").
+_TESTS_BACK = _p(rf"\A\W*(?:(?:and|but|so)\s+)?(?:is|was|are|were|does|did|has)\s+(?:it|that|this|"
+                 rf"that\s+(?:amount|total|value|number|figure|count))\s+(?:still\s+)?(?:{OP_WORDS})"
+                 rf"\s*\d+(?:\.\d+)?\s*(?:gwei|wei|usdc|ether|eth)?\s*\W*\Z")
+
+
+def _value_before(out: _Builder, made_by_part: list[tuple[_Part, list[int]]], part: _Part) -> int | None:
+    """The one value the part before ``part`` asked, when ``part`` asks only whether it is
+    over a number ("How much USDC has 0xA sent? Is it more than 8 USDC?": outside round 50
+    declined it); None when the part says more, or the part before asked no value or more
+    than one (then "it" is not read)."""
+    if not _TESTS_BACK.search(part.text):
+        return None
+    # The values of the nearest sentence that asked any, up to this part: "What is the
+    # largest transfer and the balance of 0xA? Is it above 3 USDC?" asks of either.
+    said = [(p.sentence, n) for p, made in made_by_part for n in made
+            if out.items[n].get("kind") in VALUE_UNITS]  # fmt: skip
+    values = [n for at, n in said if at == said[-1][0]] if said else []
+    return values[0] if len(values) == 1 else None
 
 
 def _borrowed_tests(out: _Builder, made_by_part: list[tuple[_Part, list[int]]], prev: _Part,

@@ -101,7 +101,8 @@ def _kind(kind: str, label: str, subject: Subject, *phrases: str, needs_hash: bo
     return KindWords(kind, label, subject, tuple(rows), needs_hash)
 
 
-_HOLD_VERBS = ("hold", "holds", "has", "have", "own", "owns", "possess", "possesses", "keeps")
+_HOLD_VERBS = ("hold", "holds", "holding", "has", "have", "own", "owns", "possess", "possesses",
+               "keeps")
 #: A block's fullness said as a share of its gas limit ("what share of the gas limit was
 #: used", "how much of its gas limit did block 3 use") or as its utilization.
 _SHARES = ("percentage", "percent", "share", "fraction", "proportion", "how much", "what %")

@@ -138,3 +138,16 @@ def test_empty_checklist_is_never_complete() -> None:
 def test_round_trip() -> None:
     cl = Checklist((ChecklistItem("c1", "x", None, True, "v", "e1", {"block": "1"}, "observed"),))
     assert Checklist.from_dicts(cl.as_dicts()) == cl
+
+
+def test_a_value_that_does_not_start_with_its_number_derives_nothing() -> None:
+    # The largest of no transfers is "none: no USDC transfers in blocks 3..12": no 3 to
+    # compare, so "is it below 5 USDC?" stays unanswered (exit 1), never "yes".
+    cl = Checklist((
+        ChecklistItem("c1", "largest transfer", "transfer_max"),
+        ChecklistItem("c2", "largest < 5", "condition", params={"of": "c1", "op": "<", "than": "5"}),
+    ))  # fmt: skip
+    none = cl.cover({"transfer_max": "none: no USDC transfers in blocks 3..12"}, "e1")
+    assert none.items[0].covered and not none.items[1].covered
+    some = cl.cover({"transfer_max": "2.50 USDC from 0xA to 0xB in block 7 (tx 0x1)"}, "e1")
+    assert some.items[1].value == "true"

@@ -524,7 +524,10 @@ def test_a_condition_naming_no_address_borrows_none_from_the_payment() -> None:
         (f"Does {_HOLDER} hold more than 5 USDC?", ["usdc_balance", "condition"]),
         (f"What is the USDC balance of {_HOLDER} and {_TO}, which holds more?",
          ["usdc_balance", "usdc_balance", "comparison"]),
-        (f"What is the USDC balance of {_HOLDER}? Is it above 5 USDC?", ["usdc_balance", None]),
+        (f"What is the USDC balance of {_HOLDER}? Is it above 5 USDC?",
+         ["usdc_balance", "condition"]),
+        (f"What are the USDC balances of {_HOLDER} and {_TO}? Is it above 5 USDC?",
+         ["usdc_balance", "usdc_balance", None]),
         ("What is the base fee? Which is bigger?", ["base_fee_gwei", None]),
     ],
 )  # fmt: skip

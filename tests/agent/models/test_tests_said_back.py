@@ -1,0 +1,89 @@
+"""Yes-or-no tests outside round 50 found declined (each graded against the chain in
+tests/agent/test_tests_asked_back.py): a block's fact tested with a verb, a test of the
+value asked just before it, and "N USDC transfers" as a count. Nearby wordings that ask
+something else stay declined, never answered as another question."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.models._factpatterns import extract_checklist
+
+A = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
+B = "0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc"
+
+
+def _kinds(task: str) -> list[str | None]:
+    return [i["kind"] for i in extract_checklist(task)]
+
+
+def _test_of(task: str) -> tuple[str, dict[str, object]]:
+    """The kind and params of the value the task's one condition tests, and its op/than."""
+    items = extract_checklist(task)
+    [cond] = [i for i in items if i["kind"] == "condition"]
+    params = cond["params"]
+    source = items[int(str(params["of"]).removeprefix("c")) - 1]
+    return str(source["kind"]), {**source.get("params", {}), "op": params["op"],
+                                 "than": params["than"]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("task", "kind", "want"),
+    [
+        ("Did block 1 use at least 1842180 gas?", "block_gas_used",
+         {"block": "1", "op": ">=", "than": "1842180"}),
+        ("Did the latest block use more than 1000 gas?", "block_gas_used", {"op": ">", "than": "1000"}),
+        ("Did block 6 have less than 2 transactions?", "block_tx_count",
+         {"block": "6", "op": "<", "than": "2"}),
+        ("Does block 6 contain at least 2 transactions?", "block_tx_count",
+         {"block": "6", "op": ">=", "than": "2"}),
+        ("Has block 5 included more than 3 txs?", "block_tx_count",
+         {"block": "5", "op": ">", "than": "3"}),
+        (f"How much USDC has {A} sent? Is it more than 8 USDC?", "usdc_sent_total",
+         {"address": A, "op": ">", "than": "8"}),
+        (f"How much USDC did {B} receive, and was it over 3 USDC?", "usdc_received_total",
+         {"address": B, "op": ">", "than": "3"}),
+        (f"What is the USDC balance of {A}? Is that address holding more than 4 USDC?",
+         "usdc_balance", {"address": A, "op": ">", "than": "4"}),
+        ("What is the gas limit of block 9? Is that above 20000000?", "block_gas_limit",
+         {"block": "9", "op": ">", "than": "20000000"}),
+        ("What is the base fee? Is it above 1 gwei?", "base_fee_gwei", {"op": ">", "than": "1"}),
+        ("Was the largest USDC transfer in the last 10 blocks bigger than 10 USDC?",
+         "transfer_max", {"blocks": "10", "op": ">", "than": "10"}),
+        ("Were there more than 5 USDC transfers in the last 12 blocks?", "transfer_count",
+         {"blocks": "12", "op": ">", "than": "5"}),
+    ],
+)  # fmt: skip
+def test_the_test_is_of_the_value_it_names(task: str, kind: str, want: dict[str, object]) -> None:
+    got_kind, got = _test_of(task)
+    assert got_kind == kind and got == want, (got_kind, got)
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        # Which block, not the head's value; a comparison of two blocks, not one block's value.
+        "Which block used the most gas?",
+        "Which block contains the most transactions?",
+        "Did the latest block use more gas than block 5?",
+        "Did block 4 have more transactions than block 5?",
+        # "it" after two values (or none) is not read as either.
+        f"What are the USDC balances of {A} and {B}? Is it more than 4 USDC?",
+        f"What is the largest USDC transfer and the USDC balance of {A}? Is it above 3 USDC?",
+        "Is it above 1 gwei?",
+        # A unit the value is not in.
+        "What is the base fee? Is it more than 4 USDC?",
+        "What is the base fee? What is the gas limit? Is it above 3 gwei?",
+    ],
+)
+def test_nearby_wordings_are_declined_never_answered_as_another_question(task: str) -> None:
+    items = extract_checklist(task)
+    assert None in [i["kind"] for i in items], items
+    assert not any(i["kind"] == "condition" for i in items), items
+
+
+def test_how_much_do_they_differ_is_their_difference() -> None:
+    for ask in ("by how much do they differ?", "how much do they differ by?"):
+        items = extract_checklist(f"What is the USDC balance of {A} and of {B}, and {ask}")
+        assert [i["kind"] for i in items] == ["usdc_balance", "usdc_balance", "comparison"]
+        assert items[2]["params"] == {"of": "c1,c2", "op": "diff"}
