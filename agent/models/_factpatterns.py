@@ -169,7 +169,9 @@ _ONE_WAY_VERBS = re.compile(r"\b(?:went|go|goes|gone|going|sent|send|came|come|c
                             r"paid|made|make|received|receive|get|got)\b", re.I)
 _THAN_ADDRESS = re.compile(r"\bthan\s+(?:to\s+|from\s+)?(?:the\s+)?0x[0-9a-fA-F]{40}", re.I)
 #: The address a "did 0xA send/make/receive" says is the sender or the recipient.
-_DID_SEND = re.compile(r"\b(?:did|has|have)\s+(0x[0-9a-fA-F]{40}(?:\s*,?\s*(?:and|or|&)?\s*0x[0-9a-fA-F]{40})*)"
+#: One address or a list of them ("0xA", "0xA and 0xB", "0xA, 0xB or 0xC").
+_HOLDERS = r"0x[0-9a-fA-F]{40}(?:\s*,?\s*(?:and|or|&)?\s*0x[0-9a-fA-F]{40})*"
+_DID_SEND = re.compile(r"\b(?:did|has|have)\s+(" + _HOLDERS + r")"
                        r"\s+(?:each\s+|both\s+|all\s+)?(send|make|receive|get|sent|made|"
                        r"received|gotten|got)\b", re.I)
 #: "the incoming transfers of 0xA", "outgoing USDC transfers from 0xA": to or from it.
@@ -270,8 +272,10 @@ _ASKS_OWN = _p(r"^\s*(?:(?:and|also|then|so|but|plus)\s+)?(?:how|what|which|who|
                r"does|do|did|is|are|was|were|has|have|had|can|could)\b")
 #: A part asking its own question ("what was ...", "when was block 7 mined"); "what
 #: about ..." refers back. Its tense says whether a block another part names is its own.
-_OWN_QUESTION = _p(r"^\s*(?:(?:and|also|then|so|but|plus)\s+)?(?:how|what|which|who|whose|"
-                   r"where|when|does|do|did|is|are|was|were|has|have|had|can|could)\b")
+#: How a question of its own opens ("And how much ...", "Did ..."), past a joining word.
+_QUESTION_OPENS = (r"^\s*(?:(?:and|also|then|so|but|plus)\s+)?(?:how|what|which|who|whose|where|"
+                   r"when|does|do|did|is|are|was|were|has|have|had")
+_OWN_QUESTION = _p(_QUESTION_OPENS + r"|can|could)\b")
 _ABOUT = _p(r"^\s*(?:(?:and|also|then|so|but|plus)\s+)?(?:what|how)\s+about\b")
 _PRESENT = _p(r"(?:\b(?:is|are|does|do|has|have)\b|'s\b)")
 _PAST = _p(r"\b(?:was|were|did|had)\b")
@@ -823,7 +827,6 @@ _EACH_DID = _p(r"(?P<q>\bhow\s+many\s+(?:usdc\s+)?transfers\s+)did\s+(?P<a>0x[0-
 #: 0xB?": a yes or no answered by the transfers themselves (none, or each one), asked as
 #: "did 0xA send any USDC transfers (to 0xB)". Only USDC, transfers or payments are read so:
 #: "what did 0xA send" may ask ETH too, which the planner does not read.
-_HOLDERS = r"0x[0-9a-fA-F]{40}(?:\s*,?\s*(?:and|or|&)?\s*0x[0-9a-fA-F]{40})*"
 _DID_ANY = _p(r"\b(?P<aux>did|has|have)\s+(?P<who>" + _HOLDERS + r")\s+(?P<each>(?:each|both)\s+)?"
               r"(?P<verb>send|sent|receive|received|get|got|gotten|make|made)\s+(?:any\s+)?"
               r"(?:usdc\s+)?(?:transfers?|payments?|usdc)\b")
@@ -2350,8 +2353,7 @@ def _follow_up(t: _Task, facts: _FactItems, made_by_part: list[tuple[_Part, list
 
 
 #: A part asking a question of its own with a question word ("and how much has it sent").
-_WH_QUESTION = _p(r"^\s*(?:(?:and|also|then|so|but|plus)\s+)?(?:how|what|which|who|whose|when|where|"
-                  r"why|does|do|did|is|are|was|were|has|have|had)\b")
+_WH_QUESTION = _p(_QUESTION_OPENS + r"|why)\b")
 
 
 #: The words of a follow-up that only names how to present ("And ETH?", "In wei?").
