@@ -213,6 +213,7 @@ VALUE_UNITS = {
     "block_gas_used": "",
     "block_gas_limit": "",
     "block_tx_count": "",
+    "tx_gas_used": "",
 }
 
 _SEND = _p(
@@ -730,14 +731,15 @@ _MISSPELT = _p(r"\b(?:" + "|".join(_SPELLINGS) + r")\b")
 #: transactions": outside round 50, declined): the fact said as a noun, then its test. Only
 #: a threshold with its number: "did block 4 use more gas than block 5" stays unread.
 _VERB_TEST = _p(rf"\b(?P<who>block\s+(?:\d+|latest-\d+)|(?:the\s+)?(?:latest|current|newest)\s+"
-                rf"block)\s+(?:(?:uses|used|use|consumed|consumes|consume)\s+(?P<gas>(?:{OP_WORDS})"
+                rf"block|(?:(?:the\s+)?(?:transaction|tx)\s+)?0x[0-9a-fA-F]{{64}}(?![0-9a-fA-F]))\s+(?:(?:uses|used|use|consumed|consumes|consume)\s+(?P<gas>(?:{OP_WORDS})"
                 rf"\s*\d+)\s*gas\b|(?:contains|contained|contain|have|has|had|includes|included|"
                 rf"include)\s+(?P<txs>(?:{OP_WORDS})\s*\d+)\s*(?:transactions|txs)\b)")
 
 
 def _verb_test(m: re.Match[str]) -> str:
     fact = "gas used" if m["gas"] else "transaction count"
-    return f"the {fact} of {m['who']} {m['gas'] or m['txs']}"
+    who = re.sub(r"\A(?:the\s+)?(?:transaction|tx)\s+", "", m["who"], flags=re.I)  # its hash
+    return f"the {fact} of {who} {m['gas'] or m['txs']}"
 
 
 #: "by how much do they differ" (outside round 50 declined "they"): their difference.
@@ -745,11 +747,26 @@ _DIFFER = _p(r"\b(?:by\s+)?how\s+much\s+(?:do|does|did)\s+(?:they|these|those|th
              r"differ(?:\s+by)?\b")
 
 
+#: A total sent or received tested against a number ("Has 0xA sent more than 10 USDC?",
+#: "Did 0xA receive at least 1 USDC from 0xB?": outside round 51 declined them); never a
+#: count of transfers ("did 0xA send more than 3 USDC transfers").
+_TOTAL_TEST = _p(rf"\b(?:has|have|did)\s+(?P<who>0x[0-9a-fA-F]{{40}})\s+(?:in\s+total\s+)?"
+                 rf"(?P<way>sent|send|spent|spend|received|receive|got|gotten|get)\s+(?:in\s+total\s+)?"
+                 rf"(?P<test>(?:{OP_WORDS})\s*\d+(?:\.\d+)?\s*usdc)\b(?!\s*(?:transfers?|payments?)\b)")
+
+
+def _total_test(m: re.Match[str]) -> str:
+    way = "sent" if m["way"].lower() in ("sent", "send", "spent", "spend") else "received"
+    return f"is the total USDC {way} by {m['who']} {m['test']}"
+
+
 def _said_plainly(text: str) -> str:
-    """Misspellings mended, a block's fact tested with a verb said as a noun
-    (``_VERB_TEST``), and "how much do they differ" as "by how much"."""
+    """Misspellings mended, a block's or a transaction's fact tested with a verb said as a
+    noun (``_VERB_TEST``), a total tested with its verb said as the total
+    (``_TOTAL_TEST``), and "how much do they differ" as "by how much"."""
     text = _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text)
-    return _DIFFER.sub("by how much", _VERB_TEST.sub(_verb_test, text))
+    text = _TOTAL_TEST.sub(_total_test, _VERB_TEST.sub(_verb_test, text))
+    return _DIFFER.sub("by how much", text)
 
 
 #: Transfers named first, then asked to be shown ("the USDC transfers ...: show me them").
@@ -3361,6 +3378,8 @@ class _Reader(_ReaderChecks):
         elif (part.hits and _asks_any(self.t, part) and not part.leftover
               and part.aggregate is None):
             return self._any(part)  # "Does 0xA hold any USDC?": yes or no, then the value
+        elif part.hits and (why := _compared_across_blocks(part)):
+            return [self.out.cannot(part.text, why)]  # never one block's value for both
         elif part.hits:
             return self.facts.facts(part)
         elif part.alone and not part.leftover:
@@ -3501,6 +3520,25 @@ def _followed_assets(t: _Task, prev: _Part, part: _Part) -> list[tuple[int, Fact
             asked.add(kind)
             found.append((0, next(fp for fp in FACT_PATTERNS if fp.kind == kind), p.text))
     return found
+
+
+#: Another block beside a named one: the head ("the latest block", "now", "currently").
+_OTHER_BLOCK = _p(r"\b(?:latest|current|newest|last|head|now|currently|today|at\s+present)\b|"
+                  r"\bblock\s+(?:\d+|latest-\d+)(?![\w-])")
+
+
+def _compared_across_blocks(part: _Part) -> str | None:
+    """Why a chain fact compared between blocks in one part is not read ("Is the gas limit
+    of the latest block lower than the gas limit of block 10?": outside round 51 got block
+    10's value alone, at exit 0); None when the part is no such comparison."""
+    if not (_compare_words(part) and part.hits and all(h[1].subject == "none" for h in part.hits)):
+        return None
+    named = _BLOCK.search(part.text)
+    if named is None or not _OTHER_BLOCK.search(part.text[: named.start()] + " " + part.text[named.end():]):
+        return None
+    return ("the offline planner compares values of addresses only, never one fact between "
+            "blocks; ask each block's value ('the gas limit of the latest block and of block "
+            "10') and compare them")
 
 
 #: A threshold asked of the value before it ("Is it more than 8 USDC?", "and was that over 3?").

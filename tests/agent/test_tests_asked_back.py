@@ -1,5 +1,5 @@
-"""Yes-or-no questions outside round 50 asked and the offline planner declined, graded
-against the chain.
+"""Yes-or-no questions outside rounds 50 and 51 asked and the offline planner declined,
+graded against the chain.
 
 A threshold asked with a verb ("did block 1 use at least ... gas", "does block 4 contain
 at least 2 transactions"), of the value asked just before it ("How much has 0xA sent? Is
@@ -49,6 +49,11 @@ ASKED = [
     EvalTask("count-usdc-transfers", "round50", "condition",
              "Were there more than 5 USDC transfers in the last 20 blocks?", "answer",
              (_test({"probe": "transfer_count", "blocks": 20}, ">", "5"),)),
+    # Outside round 51: a total tested with its verb, declined as "sent"/"received".
+    EvalTask("has-sent", "round51", "condition", "Has {outsider} sent more than 3 USDC?", "answer",
+             (_test({"probe": "usdc_sent_total", "address": "{outsider}"}, ">", "3"),)),
+    EvalTask("has-received", "round51", "condition", "Has {seller} received at least 3 USDC?",
+             "answer", (_test({"probe": "usdc_received_total", "address": "{seller}"}, ">=", "3"),)),
     EvalTask("differ", "round50", "comparison",
              "What is the USDC balance of {seller} and of {outsider}, and by how much do they "
              "differ?", "answer",

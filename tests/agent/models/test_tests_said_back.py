@@ -11,6 +11,7 @@ from agent.models._factpatterns import extract_checklist
 
 A = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
 B = "0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc"
+H = "0xc93dc230a990adb168fe398d0a1786edcc96f0094620363567f967edb9136b5d"
 
 
 def _kinds(task: str) -> list[str | None]:
@@ -52,6 +53,21 @@ def _test_of(task: str) -> tuple[str, dict[str, object]]:
          "transfer_max", {"blocks": "10", "op": ">", "than": "10"}),
         ("Were there more than 5 USDC transfers in the last 12 blocks?", "transfer_count",
          {"blocks": "12", "op": ">", "than": "5"}),
+        # Outside round 51.
+        (f"Has {A} sent more than 10 USDC?", "usdc_sent_total", {"address": A, "op": ">", "than": "10"}),
+        (f"Has {B} received more than 1 USDC?", "usdc_received_total",
+         {"address": B, "op": ">", "than": "1"}),
+        (f"Did {A} send more than 5 USDC to {B}?", "usdc_sent_total",
+         {"address": A, "counterparty": B, "op": ">", "than": "5"}),
+        (f"Has {A} received at least 2 USDC in the last 10 blocks?", "usdc_received_total",
+         {"address": A, "blocks": "10", "op": ">=", "than": "2"}),
+        (f"Did {A} send more than 3 USDC transfers between blocks 3 and 5?", "transfer_count",
+         {"sender": A, "from_block": "3", "to_block": "5", "op": ">", "than": "3"}),
+        (f"Did the transaction {H} use more than 50000 gas?", "tx_gas_used",
+         {"tx_hash": H, "op": ">", "than": "50000"}),
+        (f"Did {H} use at least 21000 gas?", "tx_gas_used", {"tx_hash": H, "op": ">=", "than": "21000"}),
+        (f"How much gas did transaction {H} use, and is it under 40000?", "tx_gas_used",
+         {"tx_hash": H, "op": "<", "than": "40000"}),
     ],
 )  # fmt: skip
 def test_the_test_is_of_the_value_it_names(task: str, kind: str, want: dict[str, object]) -> None:
@@ -67,6 +83,12 @@ def test_the_test_is_of_the_value_it_names(task: str, kind: str, want: dict[str,
         "Which block contains the most transactions?",
         "Did the latest block use more gas than block 5?",
         "Did block 4 have more transactions than block 5?",
+        # One chain fact compared between blocks (outside round 51 got block 10's value
+        # alone, at exit 0, for the first).
+        "Is the gas limit of the latest block lower than the gas limit of block 10?",
+        "Is the base fee of the latest block higher than the base fee of block 5?",
+        "Is the base fee now lower than at block 5?",
+        "Was the gas used of block 4 bigger than the gas used of block 5?",
         # "it" after two values (or none) is not read as either.
         f"What are the USDC balances of {A} and {B}? Is it more than 4 USDC?",
         f"What is the largest USDC transfer and the USDC balance of {A}? Is it above 3 USDC?",
