@@ -515,8 +515,15 @@ def resolve_blocks(checklist: Checklist, head: int) -> Checklist:
                 why = f"block {number} does not exist yet (the head at run start is {head})"
         if why and not item.unanswerable:
             item = replace(item, unanswerable=why)
+        # A label that borrows another item's ("... in blocks 4 to latest-0 > 5 usdc", a
+        # test of a windowed total) names the block too: outside round 52's line kept
+        # "latest-0", a number no evidence holds, and the run stopped unbacked.
+        text = _RELATIVE_IN_TEXT.sub(lambda m: str(head - int(m[1])) if int(m[1]) <= head else m[0], text)
         out.append(replace(item, params=params, text=text))
     return Checklist(tuple(out))
+
+
+_RELATIVE_IN_TEXT = re.compile(r"\blatest-(\d+)\b")
 
 
 class _ItemModel(BaseModel):

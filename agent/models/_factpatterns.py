@@ -750,14 +750,17 @@ _DIFFER = _p(r"\b(?:by\s+)?how\s+much\s+(?:do|does|did)\s+(?:they|these|those|th
 #: A total sent or received tested against a number ("Has 0xA sent more than 10 USDC?",
 #: "Did 0xA receive at least 1 USDC from 0xB?": outside round 51 declined them); never a
 #: count of transfers ("did 0xA send more than 3 USDC transfers").
-_TOTAL_TEST = _p(rf"\b(?:has|have|did)\s+(?P<who>0x[0-9a-fA-F]{{40}})\s+(?:in\s+total\s+)?"
+_TOTAL_TEST = _p(rf"\b(?:has|have|did)\s+(?P<who>0x[0-9a-fA-F]{{40}}|it)\s+(?:in\s+total\s+)?"
                  rf"(?P<way>sent|send|spent|spend|received|receive|got|gotten|get)\s+(?:in\s+total\s+)?"
                  rf"(?P<test>(?:{OP_WORDS})\s*\d+(?:\.\d+)?\s*usdc)\b(?!\s*(?:transfers?|payments?)\b)")
 
 
 def _total_test(m: re.Match[str]) -> str:
+    """The total ``_TOTAL_TEST`` matched, said as a total; "it" is ``_nearest_holder``
+    ("What is the balance of 0xA, and has it received more than 2 USDC?"), else unread."""
     way = "sent" if m["way"].lower() in ("sent", "send", "spent", "spend") else "received"
-    return f"is the total USDC {way} by {m['who']} {m['test']}"
+    who = m["who"] if m["who"].lower() != "it" else _nearest_holder(m.string[: m.start()])
+    return f"is the total USDC {way} by {who} {m['test']}" if who else m.group(0)
 
 
 def _said_plainly(text: str) -> str:
@@ -808,6 +811,16 @@ _EACH_AMOUNT = _p(r"(?P<q>\bhow\s+much\s+usdc\s+)(?P<aux>did|have|has)\s+(?P<a>0
                   r"(?P<verb>sent|send|received|receive|got|gotten|get)\b")
 
 
+def _nearest_holder(before: str) -> str | None:
+    """What "it" is as a holder: the one address of the nearest sentence (this one, or one
+    before) naming any; None when that sentence names several, or none is said."""
+    for sentence in reversed(re.split(r"(?<=[.?!;])\s+", before)):
+        said = {a.lower(): a for a in ADDRESS.findall(sentence)}
+        if said:
+            return next(iter(said.values())) if len(said) == 1 else None
+    return None
+
+
 def _elided_amount(text: str) -> str:
     """ "How much USDC has 0xA received in total, and how much has it sent?": the second
     total is of USDC too when USDC is the last asset said before it, and "it" is the one
@@ -818,14 +831,7 @@ def _elided_amount(text: str) -> str:
     def expand(m: re.Match[str]) -> str:
         before = text[: m.start()]
         assets = re.findall(r"\b(usdc|eth|ether)\b", before, re.I)
-        # "it": the one address of the nearest sentence (this one, or one before) naming any.
-        said: dict[str, str] = {}
-        for sentence in reversed(re.split(r"(?<=[.?!;])\s+", before)):
-            said = {a.lower(): a for a in ADDRESS.findall(sentence)}
-            if said:
-                break
-        who = m["who"] if m["who"].lower() != "it" else (
-            next(iter(said.values())) if len(said) == 1 else None)
+        who = m["who"] if m["who"].lower() != "it" else _nearest_holder(before)
         if not assets or assets[-1].lower() != "usdc" or who is None:
             return m.group(0)
         return f"how much USDC {m['aux']} {who} {m['verb']}"
@@ -2549,8 +2555,8 @@ class _FactItems:
 
     def _block_scope(self, part: _Part, fp: FactPattern) -> dict[str, str]:
         own = _block_params(part.text)
-        if own or _LATEST.search(part.text):
-            return own
+        if own or _LATEST.search(part.text) or (fp.subject == "tx" and TX_HASH.search(part.text)):
+            return own  # a transaction named by its hash is in its own block, whatever is said
         sentence = self.t.block_sentence(part.sentence)
         found = _block_params(sentence)
         # A block, or another part's window beside a one-block fact (rounds 34, 35 declined

@@ -1,4 +1,4 @@
-"""Yes-or-no questions outside rounds 50 and 51 asked and the offline planner declined,
+"""Yes-or-no questions outside rounds 50 to 52 asked and the offline planner declined,
 graded against the chain.
 
 A threshold asked with a verb ("did block 1 use at least ... gas", "does block 4 contain
@@ -54,6 +54,18 @@ ASKED = [
              (_test({"probe": "usdc_sent_total", "address": "{outsider}"}, ">", "3"),)),
     EvalTask("has-received", "round51", "condition", "Has {seller} received at least 3 USDC?",
              "answer", (_test({"probe": "usdc_received_total", "address": "{seller}"}, ">=", "3"),)),
+    # Outside round 52: a windowed total's test kept "latest-0" in its line and stopped
+    # unbacked; "has it received" after a balance was declined.
+    EvalTask("since-window", "round52", "condition", "Has {seller} received more than 1 USDC since block 2?",
+             "answer", (_test({"probe": "usdc_received_total", "address": "{seller}", "from_block": 2},
+                              ">", "1"),)),
+    EvalTask("count-since", "round52", "condition",
+             "How many USDC transfers were there since block 3, and is that more than 5?", "answer",
+             (_test({"probe": "transfer_count", "from_block": 3}, ">", "5"),)),
+    EvalTask("has-it", "round52", "condition",
+             "What is the USDC balance of {outsider}, and has it received more than 5 USDC?", "answer",
+             ({"probe": "usdc_balance", "address": "{outsider}"},
+              _test({"probe": "usdc_received_total", "address": "{outsider}"}, ">", "5"))),
     EvalTask("differ", "round50", "comparison",
              "What is the USDC balance of {seller} and of {outsider}, and by how much do they "
              "differ?", "answer",
@@ -76,6 +88,11 @@ def test_each_is_answered_at_exit_0_with_the_chains_yes_or_no(
     assert t.finished and t.stop_reason == "evidence-covered", (t.stop_reason, t.answer)
     assert t.correct and not t.wrong_question, (t.miss, t.answer)
     assert "not answered" not in t.answer, t.answer
+
+
+def test_no_line_names_a_block_relative_to_the_head(outcomes: dict[str, TaskOutcome]) -> None:
+    # Every label names blocks by number: "latest-0" is no number the evidence holds.
+    assert not any("latest-" in t.answer for t in outcomes.values())
 
 
 def test_both_answers_occur(outcomes: dict[str, TaskOutcome]) -> None:

@@ -68,6 +68,9 @@ def _test_of(task: str) -> tuple[str, dict[str, object]]:
         (f"Did {H} use at least 21000 gas?", "tx_gas_used", {"tx_hash": H, "op": ">=", "than": "21000"}),
         (f"How much gas did transaction {H} use, and is it under 40000?", "tx_gas_used",
          {"tx_hash": H, "op": "<", "than": "40000"}),
+        # Outside round 52: "it" is the one address said before it.
+        (f"What is the USDC balance of {B}, and has it received more than 2 USDC?",
+         "usdc_received_total", {"address": B, "op": ">", "than": "2"}),
     ],
 )  # fmt: skip
 def test_the_test_is_of_the_value_it_names(task: str, kind: str, want: dict[str, object]) -> None:
@@ -93,6 +96,8 @@ def test_the_test_is_of_the_value_it_names(task: str, kind: str, want: dict[str,
         f"What are the USDC balances of {A} and {B}? Is it more than 4 USDC?",
         f"What is the largest USDC transfer and the USDC balance of {A}? Is it above 3 USDC?",
         "Is it above 1 gwei?",
+        f"What are the balances of {A} and {B}, and has it received more than 2 USDC?",
+        "Has it received more than 2 USDC?",
         # A unit the value is not in.
         "What is the base fee? Is it more than 4 USDC?",
         "What is the base fee? What is the gas limit? Is it above 3 gwei?",
@@ -109,3 +114,11 @@ def test_how_much_do_they_differ_is_their_difference() -> None:
         items = extract_checklist(f"What is the USDC balance of {A} and of {B}, and {ask}")
         assert [i["kind"] for i in items] == ["usdc_balance", "usdc_balance", "comparison"]
         assert items[2]["params"] == {"of": "c1,c2", "op": "diff"}
+
+
+def test_a_transaction_named_by_its_hash_is_read_beside_another_parts_block() -> None:
+    # Outside round 52 (Q35): the status was declined as "'at block 4' is said in another
+    # part"; a transaction is in its own block, whatever else the task names.
+    items = extract_checklist(f"How many transactions are in block 4, and did {H} succeed?")
+    assert [(i["kind"], i.get("params")) for i in items] == [
+        ("block_tx_count", {"block": "4"}), ("tx_status", {"tx_hash": H})]
