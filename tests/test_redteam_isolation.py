@@ -42,7 +42,7 @@ CAP = 1_000_000
 RESOURCE = "/analytics/gas"
 #: The wallet service's nonce lease in this module (NIB_NONCE_LEASE_S; 120 s by default),
 #: short enough to watch a hold run out.
-LEASE_S = 20.0
+LEASE_S = 14.0
 
 
 @dataclass

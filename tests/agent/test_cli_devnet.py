@@ -284,22 +284,26 @@ def test_an_offline_run_records_the_profile_it_applied(home):
     its values. The worker's runs too."""
     assert nib(home, "devnet", "up").returncode == 0
 
-    def recorded(*args: str, **extra: str) -> str:
+    def recorded(*args: str, **extra: str) -> tuple[str, str]:
         r = nib(home, "run", *(args or ("What is the base fee?",)), "--json", **extra)
         assert r.returncode == 0, r.stderr[-2000:]
         result = json.loads(r.stdout)
         shown = json.loads(nib(home, "show", result["run_id"], "--json").stdout)
         start = next(e for e in shown["events"] if e["type"] == "run.start")["data"]
-        row = {x["run_id"]: x for x in json.loads(nib(home, "runs", "--json").stdout)}[result["run_id"]]
-        assert result["profile"] == shown["run"]["profile"] == start["profile"] == row["profile"]
-        return str(result["profile"])
+        assert result["profile"] == shown["run"]["profile"] == start["profile"]
+        return str(result["run_id"]), str(result["profile"])
 
-    assert recorded("--demo") == "local-guarded"
-    assert recorded("What is the base fee?", "--max-steps", "10") == "local-guarded"  # its own value
-    assert recorded("What is the base fee?", "--max-steps", "3") == "custom"
-    assert recorded("What is the base fee?", "--profile", "quality-first") == "quality-first"
-    assert recorded(NIB_PROFILE="cost-optimized") == "cost-optimized"
+    runs = [
+        (recorded("--demo"), "local-guarded"),
+        (recorded("What is the base fee?", "--max-steps", "10"), "local-guarded"),  # its own value
+        (recorded("What is the base fee?", "--max-steps", "3"), "custom"),
+        (recorded("What is the base fee?", "--profile", "quality-first"), "quality-first"),
+        (recorded(NIB_PROFILE="cost-optimized"), "cost-optimized"),
+    ]
     queued = nib(home, "submit", "What is the gas price?").stdout.strip()
     assert nib(home, "worker", "--drain").returncode == 0
-    row = {x["run_id"]: x for x in json.loads(nib(home, "runs", "--json").stdout)}[queued]
-    assert row["profile"] == "local-guarded"
+    # `nib runs` names each run's profile too (one listing for all of them).
+    rows = {x["run_id"]: x["profile"] for x in json.loads(nib(home, "runs", "--json").stdout)}
+    assert [(profile, rows[run_id]) for (run_id, profile), _want in runs] == [
+        (want, want) for _got, want in runs]
+    assert rows[queued] == "local-guarded"
