@@ -8,9 +8,9 @@ independently of the agent (agent/eval/truth.py), on a private devnet.
 from __future__ import annotations
 
 import pytest
+from _graded import graded
 
-from agent.config import NibSettings
-from agent.eval.suite import EvalTask, TaskOutcome, run_suite
+from agent.eval.suite import EvalTask, TaskOutcome
 
 TEN = [
     EvalTask("q1", "mine", "parameters", "Tell me the base fee of block 1 in gwei.", "answer",
@@ -45,9 +45,7 @@ TEN = [
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TaskOutcome]:
-    settings = NibSettings(home=tmp_path_factory.mktemp("ten"), network="anvil")
-    report = run_suite(tasks=TEN, settings=settings)
-    return {t.id: t for t in report.tasks}
+    return graded(tmp_path_factory.mktemp("ten"), TEN)
 
 
 def test_every_answer_is_right_or_names_what_it_did_not_answer(

@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _graded import graded
 
-from agent.config import NibSettings
-from agent.eval.suite import EvalTask, TaskOutcome, run_suite
+from agent.eval.suite import EvalTask, TaskOutcome
 
 
 def _test(of: dict[str, Any], op: str, than: str) -> dict[str, Any]:
@@ -75,9 +75,7 @@ ASKED = [
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TaskOutcome]:
-    settings = NibSettings(home=tmp_path_factory.mktemp("round50"), network="anvil")
-    report = run_suite(tasks=ASKED, settings=settings)
-    return {t.id: t for t in report.tasks}
+    return graded(tmp_path_factory.mktemp("round50"), ASKED)
 
 
 @pytest.mark.parametrize("qid", [t.id for t in ASKED])

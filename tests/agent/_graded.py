@@ -1,0 +1,15 @@
+"""Eval tasks run on the eval's private devnet, graded against the chain (agent/eval)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.config import NibSettings
+from agent.eval.suite import EvalTask, TaskOutcome, run_suite
+
+
+def graded(home: Path, tasks: list[EvalTask]) -> dict[str, TaskOutcome]:
+    """Each task's outcome by its id: run by the offline planner in ``home``, its answer
+    graded against truths read from the chain with web3."""
+    report = run_suite(tasks=tasks, settings=NibSettings(home=home, network="anvil"))
+    return {t.id: t for t in report.tasks}
