@@ -728,11 +728,12 @@ _MISSPELT = _p(r"\b(?:" + "|".join(_SPELLINGS) + r")\b")
 
 #: A block's gas used or transaction count tested with a verb between the block and the
 #: threshold ("did block 1 use at least 1842180 gas", "does block 6 contain at least 2
-#: transactions": outside round 50, declined): the fact said as a noun, then its test. Only
-#: a threshold with its number: "did block 4 use more gas than block 5" stays unread.
+#: transactions": outside round 50, declined; "did 0x<hash> use more than 50000 gas", round
+#: 51): the fact said as a noun, then its test. Only a threshold with its number: "did block
+#: 4 use more gas than block 5" stays unread.
 _VERB_TEST = _p(rf"\b(?P<who>block\s+(?:\d+|latest-\d+)|(?:the\s+)?(?:latest|current|newest)\s+"
-                rf"block|(?:(?:the\s+)?(?:transaction|tx)\s+)?0x[0-9a-fA-F]{{64}}(?![0-9a-fA-F]))\s+(?:(?:uses|used|use|consumed|consumes|consume)\s+(?P<gas>(?:{OP_WORDS})"
-                rf"\s*\d+)\s*gas\b|(?:contains|contained|contain|have|has|had|includes|included|"
+                rf"block|(?:(?:the\s+)?(?:transaction|tx)\s+)?0x[0-9a-fA-F]{{64}}(?![0-9a-fA-F]))\s+"
+                rf"(?:(?:uses|used|use|consumed|consumes|consume)\s+(?P<gas>(?:{OP_WORDS})\s*\d+)\s*gas\b|(?:contains|contained|contain|have|has|had|includes|included|"
                 rf"include)\s+(?P<txs>(?:{OP_WORDS})\s*\d+)\s*(?:transactions|txs)\b)")
 
 
