@@ -764,12 +764,19 @@ def _total_test(m: re.Match[str]) -> str:
     return f"is the total USDC {way} by {who} {m['test']}" if who else m.group(0)
 
 
+#: A threshold in cents ("is it more than 900 cents?", outside round 51 declined "cents"):
+#: the same amount in USDC, exactly.
+_CENTS_TEST = _p(rf"(?P<op>{OP_WORDS})\s*(?P<n>\d+(?:\.\d+)?)\s*cents\b")
+
+
 def _said_plainly(text: str) -> str:
     """Misspellings mended, a block's or a transaction's fact tested with a verb said as a
     noun (``_VERB_TEST``), a total tested with its verb said as the total
-    (``_TOTAL_TEST``), and "how much do they differ" as "by how much"."""
+    (``_TOTAL_TEST``), a threshold in cents said in USDC, and "how much do they differ" as
+    "by how much"."""
     text = _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text)
     text = _TOTAL_TEST.sub(_total_test, _VERB_TEST.sub(_verb_test, text))
+    text = _CENTS_TEST.sub(lambda m: f"{m['op']} {Decimal(m['n']).scaleb(-2):f} usdc", text)
     return _DIFFER.sub("by how much", text)
 
 

@@ -68,6 +68,10 @@ def _test_of(task: str) -> tuple[str, dict[str, object]]:
         (f"Did {H} use at least 21000 gas?", "tx_gas_used", {"tx_hash": H, "op": ">=", "than": "21000"}),
         (f"How much gas did transaction {H} use, and is it under 40000?", "tx_gas_used",
          {"tx_hash": H, "op": "<", "than": "40000"}),
+        # A threshold in cents is the same amount in USDC (round 51's Q57 declined "cents").
+        (f"What is the USDC balance of {B} in cents, and is it more than 900 cents?",
+         "usdc_balance", {"address": B, "unit": "cents", "op": ">", "than": "9.00"}),
+        (f"Does {A} hold at least 250 cents?", "usdc_balance", {"address": A, "op": ">=", "than": "2.50"}),
         # Outside round 52: "it" is the one address said before it.
         (f"What is the USDC balance of {B}, and has it received more than 2 USDC?",
          "usdc_received_total", {"address": B, "op": ">", "than": "2"}),
@@ -100,6 +104,7 @@ def test_the_test_is_of_the_value_it_names(task: str, kind: str, want: dict[str,
         "Has it received more than 2 USDC?",
         # A unit the value is not in.
         "What is the base fee? Is it more than 4 USDC?",
+        "Is the base fee above 5 cents?",
         "What is the base fee? What is the gas limit? Is it above 3 gwei?",
     ],
 )
