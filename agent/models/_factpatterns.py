@@ -558,11 +558,12 @@ _PLEASANTRIES = (
     _p(r"^\s*(?:hi|hello|hey|greetings|good\s+(?:morning|afternoon|evening|day))"
        r"(?:\s+(?:there|nib|all))?\s*[!.,:;]+\s*"),
     _p(r"[.!?;,]?\s*(?:(?:many\s+)?thanks|thank\s+you|thx|ty|cheers)"
-       r"(?:\s+(?:a\s+lot|so\s+much|very\s+much|in\s+advance))?\s*[!.]*\s*$"),
+       r"(?:\s+(?:a\s+lot|so\s+much|very\s+much|in\s+advance|a\s+bunch|a\s+million|again))?"
+       r"\s*[!.]*\s*$"),
     # A remark about the asker opening the task ("I'm new to this.", "Quick question:"):
     # outside round 46 (Q46) stopped at exit 1 on it with both facts right.
     _p(r"^\s*(?:(?:i['’]?m|i\s+am)\s+(?:new|a\s+beginner)(?:\s+(?:to\s+(?:this|crypto|chains?|"
-       r"ethereum|blockchains?|nib|all\s+this)|here))?|quick\s+question|(?:a\s+)?question\s+for\s+you)"
+       r"ethereum|blockchains?|nib|all\s+this)|here))?|quick\s+(?:question|one|q)|(?:a\s+)?question\s+for\s+you)"
        r"\s*[!.,:;-]+\s*"),
 )
 
@@ -722,7 +723,8 @@ _SPELLINGS = {"ballance": "balance", "ballances": "balances", "blance": "balance
               "transfered": "transferred", "tranfers": "transfers", "trasnfers": "transfers",
               "adress": "address", "addres": "address", "transacton": "transaction",
               "transcation": "transaction", "succesful": "successful", "sucessful": "successful",
-              "succeded": "succeeded", "sucess": "success", "higest": "highest", "largets": "largest"}
+              "succeded": "succeeded", "sucess": "success", "higest": "highest", "largets": "largest",
+              "balanse": "balance", "balence": "balance", "rite": "right"}
 _MISSPELT = _p(r"\b(?:" + "|".join(_SPELLINGS) + r")\b")
 
 
@@ -764,6 +766,26 @@ def _total_test(m: re.Match[str]) -> str:
     return f"is the total USDC {way} by {who} {m['test']}" if who else m.group(0)
 
 
+#: Two addresses with "between": outside round 53 (Q50) listed every transfer of each for
+#: "the transfers between 0xA and 0xB", at exit 0, and "how much USDC moved between 0xA and
+#: 0xB" read their balances. A list of them is the transfers each way; anything else
+#: between two addresses is declined by its words (``_scope_of``).
+_BETWEEN_TWO = _p(r"\bbetween\s+(?P<a>0x[0-9a-fA-F]{40})\s+and\s+(?P<b>0x[0-9a-fA-F]{40})(?![0-9a-fA-F])")
+_LIST_BETWEEN = _p(r"(?P<ask>\b(?:show|list|give|display|print|which|what)\b[^.?!;]*?\btransfers)\s+"
+                   + _BETWEEN_TWO.pattern.removeprefix(r"\b"))
+
+
+def _between_two(text: str) -> str:
+    return _LIST_BETWEEN.sub(lambda m: f"{m['ask']} from {m['a']} to {m['b']} and the USDC "
+                             f"transfers from {m['b']} to {m['a']}", text)
+
+
+#: A fact "at the head" is the latest block's (outside round 53, Q05: "the gas limit at
+#: block 5, and at the head" gave the head's block number, at exit 0); "what is the head"
+#: stays the block number.
+_AT_HEAD = _p(r"\b(at|of|for|in|on)\s+the\s+(?:chain(?:['’]s)?\s+)?(?:head|tip)(?:\s+block)?\b")
+
+
 #: A threshold in cents ("is it more than 900 cents?", outside round 51 declined "cents"):
 #: the same amount in USDC, exactly.
 _CENTS_TEST = _p(rf"(?P<op>{OP_WORDS})\s*(?P<n>\d+(?:\.\d+)?)\s*cents\b")
@@ -772,12 +794,12 @@ _CENTS_TEST = _p(rf"(?P<op>{OP_WORDS})\s*(?P<n>\d+(?:\.\d+)?)\s*cents\b")
 def _said_plainly(text: str) -> str:
     """Misspellings mended, a block's or a transaction's fact tested with a verb said as a
     noun (``_VERB_TEST``), a total tested with its verb said as the total
-    (``_TOTAL_TEST``), a threshold in cents said in USDC, and "how much do they differ" as
-    "by how much"."""
+    (``_TOTAL_TEST``), a threshold in cents said in USDC, "at the head" as the latest block,
+    "how much do they differ" as "by how much", and a list between two addresses each way."""
     text = _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text)
     text = _TOTAL_TEST.sub(_total_test, _VERB_TEST.sub(_verb_test, text))
     text = _CENTS_TEST.sub(lambda m: f"{m['op']} {Decimal(m['n']).scaleb(-2):f} usdc", text)
-    return _DIFFER.sub("by how much", text)
+    return _between_two(_DIFFER.sub("by how much", _AT_HEAD.sub(r"\1 the latest block", text)))
 
 
 #: Transfers named first, then asked to be shown ("the USDC transfers ...: show me them").
@@ -1318,6 +1340,10 @@ def _scope_of(text: str, network: str) -> str | None:
     if word:
         own = f" ({network})" if network else ""
         return f"{word!r} names another chain; this run reads only its own network{own}"
+    if m := _BETWEEN_TWO.search(text):  # a list of them is read each way (_between_two)
+        return (f"'between {m['a']} and {m['b']}' asks what moved both ways between two "
+                "addresses; the offline planner reads transfers one way at a time: ask "
+                f"'from {m['a']} to {m['b']}' and 'from {m['b']} to {m['a']}'")
     return None
 
 

@@ -127,3 +127,45 @@ def test_a_transaction_named_by_its_hash_is_read_beside_another_parts_block() ->
     items = extract_checklist(f"How many transactions are in block 4, and did {H} succeed?")
     assert [(i["kind"], i.get("params")) for i in items] == [
         ("block_tx_count", {"block": "4"}), ("tx_status", {"tx_hash": H})]
+
+
+@pytest.mark.parametrize(
+    ("task", "want"),
+    [
+        # Outside round 53, Q05: "at the head" is the latest block, not the block number
+        # (the head's number was given for its gas limit, at exit 0).
+        ("what was the block gas limit at block 5, and at the head?",
+         [("block_gas_limit", {"block": "5"}), ("block_gas_limit", {})]),
+        ("What is the base fee at the chain head?", [("base_fee_gwei", {})]),
+        ("What is the head?", [("block_number", {})]),
+        # Q50: the transfers between two addresses are those each way, never every
+        # transfer of each (listed at exit 0).
+        (f"Show me the usdc transfers between {A} and {B}.",
+         [("transfer_list", {"sender": A, "recipient": B}),
+          ("transfer_list", {"sender": B, "recipient": A})]),
+        (f"List the transfers between {A} and {B} in the last 10 blocks.",
+         [("transfer_list", {"blocks": "10", "sender": A, "recipient": B}),
+          ("transfer_list", {"blocks": "10", "sender": B, "recipient": A})]),
+        ("How many USDC transfers were there between blocks 3 and 5?",
+         [("transfer_count", {"from_block": "3", "to_block": "5"})]),
+        # Q02, Q10, Q18, Q33: a greeting, thanks or a typo is no part of the question.
+        (f"hi! quick one: what's the ETH balance of {B} please?", [("eth_balance", {"address": B})]),
+        ("whats the gas price rite now in gwei", [("gas_price_gwei", {"unit": "gwei"})]),
+        ("Hey there, I'm new to this. Could you tell me the total supply of USDC on this chain? "
+         "Thanks a bunch!", [("token_supply", {})]),
+        (f"what is the usdc balanse of {B}", [("usdc_balance", {"address": B})]),
+    ],
+)  # fmt: skip
+def test_outside_round_53s_wordings_are_read_as_asked(
+    task: str, want: list[tuple[str, dict[str, str]]]
+) -> None:
+    got = [(i["kind"], i.get("params", {})) for i in extract_checklist(task)]
+    assert got == want, got
+
+
+@pytest.mark.parametrize("ask", ["How many USDC transfers between", "How much USDC moved between"])
+def test_anything_else_between_two_addresses_is_declined_by_its_words(ask: str) -> None:
+    # A count or an amount "between 0xA and 0xB" read each address's own (or their
+    # balances), at exit 0: declined now, naming the two ways to ask.
+    [item] = extract_checklist(f"{ask} {A} and {B}?")
+    assert item["kind"] is None and f"from {A} to {B}" in str(item["unanswerable"]), item
