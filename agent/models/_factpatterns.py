@@ -699,7 +699,7 @@ def _elided_transfers(text: str) -> str:
 
 
 #: "How much USDC has 0xA received, and how much has it sent?": the same asset's total.
-_ELIDED_AMOUNT = _p(r"\bhow\s+much\s+(?P<aux>has|have|did)\s+(?P<who>it|0x[0-9a-fA-F]{40}(?![0-9a-fA-F]))\s+"
+_ELIDED_AMOUNT = _p(r"\bhow\s+much\s+(?P<usdc>usdc\s+)?(?P<aux>has|have|did)\s+(?P<who>it|0x[0-9a-fA-F]{40}(?![0-9a-fA-F]))\s+"
                     r"(?P<verb>sent|send|received|receive|got|gotten|get)\b")
 
 
@@ -724,7 +724,8 @@ _SPELLINGS = {"ballance": "balance", "ballances": "balances", "blance": "balance
               "adress": "address", "addres": "address", "transacton": "transaction",
               "transcation": "transaction", "succesful": "successful", "sucessful": "successful",
               "succeded": "succeeded", "sucess": "success", "higest": "highest", "largets": "largest",
-              "balanse": "balance", "balence": "balance", "rite": "right"}
+              "balanse": "balance", "balence": "balance", "rite": "right", "teh": "the",
+              "whats": "what's"}
 _MISSPELT = _p(r"\b(?:" + "|".join(_SPELLINGS) + r")\b")
 
 
@@ -862,8 +863,8 @@ def _elided_amount(text: str) -> str:
         before = text[: m.start()]
         assets = re.findall(r"\b(usdc|eth|ether)\b", before, re.I)
         who = m["who"] if m["who"].lower() != "it" else _nearest_holder(before)
-        if not assets or assets[-1].lower() != "usdc" or who is None:
-            return m.group(0)
+        if who is None or not m["usdc"] and (not assets or assets[-1].lower() != "usdc"):
+            return m.group(0)  # "how much usdc has it sent": USDC said (outside round 54)
         return f"how much USDC {m['aux']} {who} {m['verb']}"
 
     text = _EACH_AMOUNT.sub(lambda m: f"{m['q']}{m['aux']} {m['a']} {m['verb']} and {m['q']}"

@@ -154,6 +154,9 @@ def test_a_transaction_named_by_its_hash_is_read_beside_another_parts_block() ->
         ("Hey there, I'm new to this. Could you tell me the total supply of USDC on this chain? "
          "Thanks a bunch!", [("token_supply", {})]),
         (f"what is the usdc balanse of {B}", [("usdc_balance", {"address": B})]),
+        # Outside round 54, Q42: "teh", and "it" after "how much usdc".
+        (f"whats teh USDC balance of {A} and and how much usdc has it sent?",
+         [("usdc_balance", {"address": A}), ("usdc_sent_total", {"address": A})]),
     ],
 )  # fmt: skip
 def test_outside_round_53s_wordings_are_read_as_asked(
