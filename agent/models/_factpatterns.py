@@ -724,8 +724,7 @@ _SPELLINGS = {"ballance": "balance", "ballances": "balances", "blance": "balance
               "adress": "address", "addres": "address", "transacton": "transaction",
               "transcation": "transaction", "succesful": "successful", "sucessful": "successful",
               "succeded": "succeeded", "sucess": "success", "higest": "highest", "largets": "largest",
-              "balanse": "balance", "balence": "balance", "rite": "right", "teh": "the",
-              "whats": "what's"}
+              "balanse": "balance", "balence": "balance", "rite": "right", "teh": "the"}
 _MISSPELT = _p(r"\b(?:" + "|".join(_SPELLINGS) + r")\b")
 
 
