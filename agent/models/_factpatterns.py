@@ -1958,7 +1958,12 @@ def _head_again(prev: _Part, part: _Part) -> bool:
     the latest block?" in the sentence after it."""
     return (part.sentence - prev.sentence in (0, 1) and bool(_HEAD_BLOCK.fullmatch(part.text.strip(" ?.!,")))
             and all(h[1].kind == "block_number" for h in part.hits)
-            and any(h[1].kind in BLOCK_KINDS - {"block_number"} for h in prev.hits))  # fmt: skip
+            and (any(h[1].kind in BLOCK_KINDS - {"block_number"} for h in prev.hits)
+                 # Any fact said at a block, asked "at" the head after it ("the ETH balance
+                 # of 0xA at block 4, and at the head": outside round 55 read the head's
+                 # number; the balance there is read, the one at block 4 declined).
+                 or bool(_BLOCK.search(prev.text) and re.match(
+                     r"(?:(?:and|also|then|plus)\s+)?(?:at|in|of|for)\b", part.text.strip(), re.I))))  # fmt: skip
 
 
 def _no_tx_but_a_block(t: _Task, part: _Part) -> bool:
@@ -2157,10 +2162,13 @@ def _own_block_tail(target: _Part, part: _Part) -> bool:
     return True
 
 
-def _again_text(asked: _Part, ref: str | None) -> str:
+def _again_text(asked: _Part, ref: str | None, part: _Part) -> str:
     """The words a fact asked again at block ``ref`` (None: now) is read from: the block,
     and the way of transfers read one way ("How many USDC transfers did 0xA send in block 3
-    and in block 5?": from 0xA at block 5 too, not both ways)."""
+    and in block 5?": from 0xA at block 5 too, not both ways). Transfers asked again "in
+    the latest block" are the head block's, never the whole chain's (outside round 55)."""
+    if ref is None and _HEAD_BLOCK.search(part.text) and any(h[1].kind in WINDOW_KINDS for h in asked.hits):
+        ref = "latest-0"
     at = f"at block {ref}" if ref else "now"
     if not any(h[1].kind in ONE_WAY_KINDS for h in asked.hits):
         return at
@@ -3475,7 +3483,7 @@ class _Reader(_ReaderChecks):
         made: list[int] = []
         for ref, asked in ((r, p) for r in refs for p in _asked_before(self.t, part, prev)):
             kinds = [h[1].kind for h in asked.hits]
-            at = replace(asked, text=_again_text(asked, ref), start=part.start, aggregate=None,
+            at = replace(asked, text=_again_text(asked, ref, part), start=part.start, aggregate=None,
                          candidate=None, again=False)  # fmt: skip
             for pos, fp, phrase in asked.hits:
                 if (fp.kind == "block_number" and len(kinds) > 1

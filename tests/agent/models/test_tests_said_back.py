@@ -154,6 +154,16 @@ def test_a_transaction_named_by_its_hash_is_read_beside_another_parts_block() ->
         ("Hey there, I'm new to this. Could you tell me the total supply of USDC on this chain? "
          "Thanks a bunch!", [("token_supply", {})]),
         (f"what is the usdc balanse of {B}", [("usdc_balance", {"address": B})]),
+        # Outside round 55, Q35: a fact at a block, asked again "at the head", is read at
+        # the head (the head's number was read), and transfers "in the latest block" are
+        # the head block's, never the whole chain's (the block number was read, at exit 0).
+        (f"What is the ETH balance of {A} at block 4, and at the head?",
+         [(None, {}), ("eth_balance", {"address": A})]),
+        ("How many USDC transfers were in block 4, and in the latest block?",
+         [("transfer_count", {"from_block": "4", "to_block": "4"}),
+          ("transfer_count", {"from_block": "latest-0", "to_block": "latest-0"})]),
+        (f"What is the ETH balance of {A}, and the latest block?",
+         [("eth_balance", {"address": A}), ("block_number", {})]),
         # Outside round 54, Q42: "teh", and "it" after "how much usdc".
         (f"whats teh USDC balance of {A} and and how much usdc has it sent?",
          [("usdc_balance", {"address": A}), ("usdc_sent_total", {"address": A})]),
