@@ -9,6 +9,7 @@ paywall's shipped datasets read straight from their files. A probe is a JSON obj
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, localcontext
@@ -203,9 +204,8 @@ def _diff(env: EvalEnv, spec: Mapping[str, object]) -> Truth:
 
 
 _TESTS: dict[str, Callable[[Decimal, Decimal], bool]] = {
-    ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
-}  # fmt: skip
+    ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
+}
 
 
 def _test(env: EvalEnv, spec: Mapping[str, object]) -> Truth:

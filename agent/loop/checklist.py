@@ -477,7 +477,10 @@ _AGGREGATE: dict[str, _Aggregate] = {
 
 #: Parameters that name a block, absolute ("27") or relative to the head ("latest-2").
 BLOCK_PARAMS = ("block", "from_block", "to_block")
-_RELATIVE_BLOCK = re.compile(r"^(?:latest|head)\s*-\s*(\d+)\Z", re.IGNORECASE)
+_RELATIVE = r"(?:latest|head)\s*-\s*(\d+)"
+_RELATIVE_BLOCK = re.compile(rf"^{_RELATIVE}\Z", re.IGNORECASE)
+#: The same reference said inside a label ("USDC transfer count in blocks 4 to latest-0").
+_RELATIVE_IN_TEXT = re.compile(rf"\b{_RELATIVE}\b", re.IGNORECASE)
 
 
 def has_block_refs(checklist: Checklist) -> bool:
@@ -510,20 +513,16 @@ def resolve_blocks(checklist: Checklist, head: int) -> Checklist:
                 continue
             if rel:
                 params[key] = str(number)
-                text = re.sub(rf"\b{re.escape(raw)}\b", f"{number}", text)
             if number > head:
                 why = f"block {number} does not exist yet (the head at run start is {head})"
         if why and not item.unanswerable:
             item = replace(item, unanswerable=why)
-        # A label that borrows another item's ("... in blocks 4 to latest-0 > 5 usdc", a
-        # test of a windowed total) names the block too: outside round 52's line kept
-        # "latest-0", a number no evidence holds, and the run stopped unbacked.
+        # Every label names its blocks by number, its own parameters' and any it borrows
+        # ("... in blocks 4 to latest-0 > 5 usdc", a test of a windowed total: outside
+        # round 52's line kept "latest-0", a number no evidence holds, and stopped unbacked).
         text = _RELATIVE_IN_TEXT.sub(lambda m: str(head - int(m[1])) if int(m[1]) <= head else m[0], text)
         out.append(replace(item, params=params, text=text))
     return Checklist(tuple(out))
-
-
-_RELATIVE_IN_TEXT = re.compile(r"\blatest-(\d+)\b")
 
 
 class _ItemModel(BaseModel):

@@ -1728,8 +1728,7 @@ _LATEST_N = _p(r"\b(?:last|latest|most\s+recent|recent|newest|first|earliest)\s+
 
 #: Transfers filtered by their amount ("larger than 1 USDC"), not a count ("more than 5
 #: USDC transfers" counts them).
-_AMOUNT_FILTER = _p(r"\b(?:(?:larger|bigger|greater|more|higher|smaller|less|lower)\s+than|above|below|"
-                    r"over|under|at\s+least|at\s+most|exceeding|worth)\s+\$?\d+(?:\.\d+)?\s*usdc\b"
+_AMOUNT_FILTER = _p(rf"(?:{OP_WORDS}|\bexceeding\b|\bworth\b)\s*\$?\d+(?:\.\d+)?\s*usdc\b"
                     r"(?!\s*(?:transfers?|payments?)\b)")
 #: A window's fact asked by a smaller unit ("per block", "each day", "block by block").
 _PER_BLOCK = _p(r"\b(?:per|each|every|a|one|any|a\s+single)\s+(?:block|day|hour|minute|week|transaction|tx)\b|"
@@ -3590,9 +3589,9 @@ def _compared_across_blocks(part: _Part) -> str | None:
 
 
 #: A threshold asked of the value before it ("Is it more than 8 USDC?", "and was that over 3?").
-_TESTS_BACK = _p(rf"\A\W*(?:(?:and|but|so)\s+)?(?:is|was|are|were|does|did|has)\s+(?:it|that|this|"
-                 rf"that\s+(?:amount|total|value|number|figure|count))\s+(?:still\s+)?(?:{OP_WORDS})"
-                 rf"\s*\d+(?:\.\d+)?\s*(?:gwei|wei|usdc|ether|eth)?\s*\W*\Z")
+_TESTS_BACK = _p(r"\A\W*(?:(?:and|but|so)\s+)?(?:is|was|are|were|does|did|has)\s+(?:it|that|this|"
+                 r"that\s+(?:amount|total|value|number|figure|count))\s+(?:still\s+)?(?:"
+                 + _CONDITION.pattern + r")\s*\W*\Z")
 
 
 def _value_before(out: _Builder, made_by_part: list[tuple[_Part, list[int]]], part: _Part) -> int | None:
