@@ -1123,6 +1123,10 @@ def _read_part(part: _Part, has_hash: bool) -> None:
             part.hits.append((s, fp, m.group(0)))
             gaps.extend(_restated(fp.kind, g) for g in m.groups() if g)
     part.hits.sort(key=lambda h: h[0])
+    if any(not _names_tx(fp) for _s, fp, _w in part.hits):
+        # "the gas used by transaction 0x<hash>": the word names what the hash is; only a
+        # part asking nothing else asks its status ("What is transaction 0x<hash>?").
+        part.hits = [h for h in part.hits if not _names_tx(h[1])]
     part.subjects = [m.group(0) for m in ADDRESS.finditer(text)]
     part.mine = [part.start + m.start() for m in _OWN_WALLET.finditer(text)][:1]
     # The words in a phrase's gap are the task's own ("who has sent the most USDC" is no
@@ -1150,6 +1154,12 @@ def _read_part(part: _Part, has_hash: bool) -> None:
             # Taken only over two or more addresses (_Task._settle_aggregates): with one,
             # the part is read as before ("the total number of transfers", "holds more").
             part.candidate = _as_aggregate(found, rest, other)
+
+
+def _names_tx(fp: FactPattern) -> bool:
+    """Whether ``fp`` is the bare word "transaction" ("tx") beside a hash: a status asked only
+    when nothing else is (vocabulary.py)."""
+    return fp.kind == "tx_status" and fp.needs_hash
 
 
 def _restated(kind: str, gap: str) -> str:
@@ -2469,8 +2479,8 @@ def _tx_follow_up(facts: _FactItems, part: _Part) -> list[int]:
 #: mean 0x..", "Then 0x..": which one is asked is unclear, and declined).
 _ADDING = _p(r"\s*(?:and|also|plus|(?:and\s+)?(?:what|how)\s+about)\b")
 #: The words of a follow-up naming only transactions ("And what about 0x<hash>?").
-_TX_FOLLOW_WORDS = _p(r"\b(?:and|also|then|what|how|about|for|of|the|same|transactions?|txs?|"
-                      r"hash|with|plus)\b")
+_TX_FOLLOW_WORDS = _p(r"\b(?:and|also|then|what|how|about|for|of|by|in|that|the|same|transactions?|"
+                      r"txs?|hash|with|plus)\b")
 
 
 def _unread_part(out: _Builder, part: _Part, t: _Task) -> list[int]:
@@ -3427,6 +3437,9 @@ class _Reader(_ReaderChecks):
             return self._any(part)  # "Does 0xA hold any USDC?": yes or no, then the value
         elif part.hits and (why := _compared_across_blocks(part)):
             return [self.out.cannot(part.text, why)]  # never one block's value for both
+        elif part.hits and all(_names_tx(h[1]) for h in part.hits) and (
+                made := _tx_follow_up(self.facts, part)):  # fmt: skip
+            return made  # "What was the gas used by 0x<h1>? And by transaction 0x<h2>?"
         elif part.hits:
             return self.facts.facts(part)
         elif part.alone and not part.leftover:
