@@ -1472,8 +1472,11 @@ class _Task:
             if asked is not None and _head_again(asked, part):
                 part.hits, part.leftover = [], set()  # "... of block 10 and of the latest block"
             named = _BLOCK.search(part.text) or _LATEST.search(part.text)
-            if (prev is None or part.hits or part.condition or _SEND.search(part.text)
-                    or not named or _RANGE.search(part.text)):  # fmt: skip
+            if _window_again(asked, part):
+                named = True  # "How many transfers has 0xA sent since block 4? And since block 2?"
+            elif _RANGE.search(part.text):
+                continue
+            if prev is None or part.hits or part.condition or _SEND.search(part.text) or not named:
                 continue
             between = self.task[prev.start + len(prev.text) : part.start]
             lead = ADDRESS.match(part.text)
@@ -2171,14 +2174,26 @@ def _own_block_tail(target: _Part, part: _Part) -> bool:
     return True
 
 
+def _window_again(asked: _Part | None, part: _Part) -> bool:
+    """Whether ``part`` only names a span of blocks ("And since block 2?", "and in the last 3
+    blocks?") after a question whose facts are all read over a span: those facts again, over
+    it (they were declined)."""
+    return (asked is not None and not part.hits and not part.subjects
+            and bool(_RANGE.search(part.text) or _WINDOW.search(part.text))
+            and all(h[1].kind in WINDOW_KINDS for h in asked.hits))  # fmt: skip
+
+
 def _again_text(asked: _Part, ref: str | None, part: _Part) -> str:
-    """The words a fact asked again at block ``ref`` (None: now) is read from: the block,
-    and the way of transfers read one way ("How many USDC transfers did 0xA send in block 3
-    and in block 5?": from 0xA at block 5 too, not both ways). Transfers asked again "in
-    the latest block" are the head block's, never the whole chain's (outside round 55)."""
+    """The words a fact asked again at block ``ref`` (None: now) is read from: the block (or
+    the span of blocks ``part`` names, :func:`_window_again`), and the way of transfers read one
+    way ("How many USDC transfers did 0xA send in block 3 and in block 5?": from 0xA at block 5
+    too, not both ways). Transfers asked again "in the latest block" are the head block's,
+    never the whole chain's (outside round 55)."""
     if ref is None and _HEAD_BLOCK.search(part.text) and any(h[1].kind in WINDOW_KINDS for h in asked.hits):
         ref = "latest-0"
     at = f"at block {ref}" if ref else "now"
+    if _window_again(asked, part):
+        at = _span_text(_block_params(part.text)).strip()
     if not any(h[1].kind in ONE_WAY_KINDS for h in asked.hits):
         return at
     ends = _one_way(asked.text, asked.subjects)
@@ -2419,11 +2434,21 @@ def _follow_up(t: _Task, facts: _FactItems, made_by_part: list[tuple[_Part, list
     for found in (lambda: _asset_follow_up(t, facts, part),
                   lambda: _said_already(facts.out, made_by_part, part),
                   lambda: _show_them(facts.out, made_by_part, part),
-                  lambda: _bare_when(t, facts, part)):  # fmt: skip
+                  lambda: _bare_when(t, facts, part),
+                  lambda: _tx_named_again(facts, part)):  # fmt: skip
         made = found()
         if made is not None:
             return made
     return None
+
+
+def _tx_named_again(facts: _FactItems, part: _Part) -> list[int] | None:
+    """ "What was the gas used by 0x<h1>? And by transaction 0x<h2>?": a part whose only
+    word read is "transaction" before a hash asks the transaction facts before it
+    (:func:`_tx_follow_up`); else None (alone, it asks the status)."""
+    if not part.hits or not all(_names_tx(h[1]) for h in part.hits):
+        return None
+    return _tx_follow_up(facts, part) or None
 
 
 #: A part asking a question of its own with a question word ("and how much has it sent").
@@ -3437,9 +3462,6 @@ class _Reader(_ReaderChecks):
             return self._any(part)  # "Does 0xA hold any USDC?": yes or no, then the value
         elif part.hits and (why := _compared_across_blocks(part)):
             return [self.out.cannot(part.text, why)]  # never one block's value for both
-        elif part.hits and all(_names_tx(h[1]) for h in part.hits) and (
-                made := _tx_follow_up(self.facts, part)):  # fmt: skip
-            return made  # "What was the gas used by 0x<h1>? And by transaction 0x<h2>?"
         elif part.hits:
             return self.facts.facts(part)
         elif part.alone and not part.leftover:

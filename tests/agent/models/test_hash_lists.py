@@ -65,3 +65,27 @@ def test_a_holder_after_an_asset_follow_up_is_asked_both_assets(task: str) -> No
 def test_a_holder_after_a_follow_up_of_no_balance_is_still_declined() -> None:
     items = extract_checklist(f"What is the base fee? And ETH? And for {B}?")
     assert any(i["kind"] is None and B in str(i["unanswerable"]) for i in items), items
+
+
+@pytest.mark.parametrize(
+    ("task", "kind"),
+    [
+        (f"What was the gas used by transaction {T1} and by transaction {T2}?", "tx_gas_used"),
+        (f"What was the gas used by transaction {T1} and transaction {T2}?", "tx_gas_used"),
+        (f"What was the gas used by {T1} and by {T2}?", "tx_gas_used"),
+        (f"What was the gas used in {T1} and in {T2}?", "tx_gas_used"),
+        (f"What was the gas used by {T1}? And by transaction {T2}?", "tx_gas_used"),
+        (f"What is the status of {T1} and that of {T2}?", "tx_status"),
+        (f"Which block was tx {T1} in, and tx {T2}?", "tx_block"),
+    ],
+)  # fmt: skip
+def test_the_word_transaction_names_a_hash_and_asks_nothing_of_its_own(task: str, kind: str) -> None:
+    """Outside round 55 left "the gas used by 0x<h1> and by 0x<h2>" declined; beside it,
+    "... by transaction 0x<h1> and by transaction 0x<h2>" gave the second one's status
+    instead of its gas used, at exit 0 ("transaction" was read as asking a status)."""
+    assert _read(task) == [(kind, T1), (kind, T2)]
+
+
+def test_a_transaction_named_alone_still_asks_its_status() -> None:
+    assert _read(f"What is transaction {T1}?") == [("tx_status", T1)]
+    assert _read(f"What is the block number of the transaction {T1}?") == [("tx_block", T1)]
