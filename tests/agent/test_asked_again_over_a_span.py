@@ -1,0 +1,45 @@
+"""A follow-up naming only another span of blocks ("How much USDC has 0xA sent since block 5?
+And since block 4?", "..., and in blocks 4 to 5?") asks the transfer facts before it again
+over that span; the planner declined it before. Graded against the chain on the eval's
+private devnet (agent/eval/truth.py reads each total and count with web3): the two spans
+hold different values, so an answer repeating the first span's value for the second fails.
+"""
+
+from __future__ import annotations
+
+import pytest
+from _graded import graded
+
+from agent.eval.suite import EvalTask, TaskOutcome
+
+ASKED = [
+    EvalTask("sent-since-again", "spans", "window", "How much USDC has {outsider} sent since block 5? "
+             "And since block 4?", "answer",
+             ({"probe": "usdc_sent_total", "address": "{outsider}", "from_block": 5},
+              {"probe": "usdc_sent_total", "address": "{outsider}", "from_block": 4})),
+    EvalTask("count-since-again", "spans", "window",
+             "How many USDC transfers were there since block 5? And since block 1?", "answer",
+             ({"probe": "transfer_count", "from_block": 5}, {"probe": "transfer_count", "from_block": 1})),
+    EvalTask("received-range-again", "spans", "window",
+             "How much USDC did {seller} receive in blocks 1 to 3, and in blocks 4 to 5?", "answer",
+             ({"probe": "usdc_received_total", "address": "{seller}", "from_block": 1, "to_block": 3},
+              {"probe": "usdc_received_total", "address": "{seller}", "from_block": 4, "to_block": 5})),
+    EvalTask("window-again", "spans", "window",
+             "How much USDC has {outsider} sent in the last 1 blocks? And in the last 2 blocks?",
+             "answer",
+             ({"probe": "usdc_sent_total", "address": "{outsider}", "from_block": 5},
+              {"probe": "usdc_sent_total", "address": "{outsider}", "from_block": 4})),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TaskOutcome]:
+    return graded(tmp_path_factory.mktemp("spans"), ASKED)
+
+
+@pytest.mark.parametrize("qid", [t.id for t in ASKED])
+def test_each_span_is_answered_with_its_own_value(qid: str, outcomes: dict[str, TaskOutcome]) -> None:
+    t = outcomes[qid]
+    assert t.finished and t.stop_reason == "evidence-covered", (t.stop_reason, t.answer)
+    assert t.correct and not t.wrong_question, (t.miss, t.answer)
+    assert "not answered" not in t.answer, t.answer
