@@ -1471,10 +1471,10 @@ class _Task:
             asked = next((p for p in reversed(self.parts[:n]) if p.hits), None)
             if asked is not None and _head_again(asked, part):
                 part.hits, part.leftover = [], set()  # "... of block 10 and of the latest block"
-            named = _BLOCK.search(part.text) or _LATEST.search(part.text)
-            if _window_again(asked, part):
-                named = True  # "How many transfers has 0xA sent since block 4? And since block 2?"
-            elif _RANGE.search(part.text):
+            # "How many transfers has 0xA sent since block 4? And since block 2?": a span.
+            span = _window_again(asked, part)
+            named = span or _BLOCK.search(part.text) or _LATEST.search(part.text)
+            if _RANGE.search(part.text) and not span:
                 continue
             if prev is None or part.hits or part.condition or _SEND.search(part.text) or not named:
                 continue
