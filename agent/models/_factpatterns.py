@@ -724,8 +724,15 @@ _SPELLINGS = {"ballance": "balance", "ballances": "balances", "blance": "balance
               "adress": "address", "addres": "address", "transacton": "transaction",
               "transcation": "transaction", "succesful": "successful", "sucessful": "successful",
               "succeded": "succeeded", "sucess": "success", "higest": "highest", "largets": "largest",
-              "balanse": "balance", "balence": "balance", "rite": "right", "teh": "the"}
+              "balanse": "balance", "balence": "balance", "rite": "right", "teh": "the",
+              "txn": "tx", "txns": "txs"}
 _MISSPELT = _p(r"\b(?:" + "|".join(_SPELLINGS) + r")\b")
+
+
+#: A hash named as one ("the tx with hash 0x<hash>", "transaction hash 0x<hash>", "the hash
+#: 0x<hash>"): the transaction itself, as "transaction 0x<hash>" names it.
+_NAMED_HASH = _p(r"\b(?:(?:transaction|tx)\s+(?:with\s+(?:the\s+)?)?|(?:with\s+)?(?:the\s+)?)"
+                 r"hash\s*(?::\s*)?(?=0x[0-9a-fA-F]{64}(?![0-9a-fA-F]))")
 
 
 #: A block's gas used or transaction count tested with a verb between the block and the
@@ -796,7 +803,7 @@ def _said_plainly(text: str) -> str:
     noun (``_VERB_TEST``), a total tested with its verb said as the total
     (``_TOTAL_TEST``), a threshold in cents said in USDC, "at the head" as the latest block,
     "how much do they differ" as "by how much", and a list between two addresses each way."""
-    text = _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text)
+    text = _NAMED_HASH.sub("transaction ", _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text))
     text = _TOTAL_TEST.sub(_total_test, _VERB_TEST.sub(_verb_test, text))
     text = _CENTS_TEST.sub(lambda m: f"{m['op']} {Decimal(m['n']).scaleb(-2):f} usdc", text)
     return _between_two(_DIFFER.sub("by how much", _AT_HEAD.sub(r"\1 the latest block", text)))
@@ -1050,7 +1057,7 @@ class _Part:
 #: one question, never two parts (outside round 28: "Did 0xA and 0xB succeed?" read 0xB's
 #: status alone and declined "Did 0xA").
 _HASH_BEFORE = re.compile(r"(?<![0-9a-fA-Fx])0x[0-9a-fA-F]{64}\s*\Z")
-_HASH_AFTER = re.compile(r"\s*0x[0-9a-fA-F]{64}(?![0-9a-fA-F])")
+_HASH_AFTER = re.compile(r"\s*(?:(?:the\s+)?(?:transaction|tx)\s+)?0x[0-9a-fA-F]{64}(?![0-9a-fA-F])", re.I)
 
 
 def _joins_hashes(task: str, m: re.Match[str]) -> bool:
@@ -1147,6 +1154,8 @@ def _read_part(part: _Part, has_hash: bool) -> None:
     if _names_tx_block(text) and any(h[1].kind in BLOCK_KINDS | {"tx_gas_used"} for h in part.hits):
         rest = _BLOCK_OF_TX_WORDS.sub(" ", rest)  # "the block that included 0x<hash>": which
     part.leftover, part.modifier = _words_left(rest, other)
+    if part.hits and all(_names_tx(h[1]) for h in part.hits):
+        part.leftover |= _asked_of_tx(text)  # "Which block has transaction 0x<hash>?"
     part.rest, part.other = rest, other
     if not any(h[1].kind in TOTAL_KINDS for h in part.hits):
         found = _aggregate_words(agg_text)
@@ -1160,6 +1169,24 @@ def _names_tx(fp: FactPattern) -> bool:
     """Whether ``fp`` is the bare word "transaction" ("tx") beside a hash: a status asked only
     when nothing else is (vocabulary.py)."""
     return fp.kind == "tx_status" and fp.needs_hash
+
+
+#: The words a part naming only a transaction may hold and still ask its status ("What is
+#: transaction 0x<hash>?", "Tell me about tx 0x<hash>", "Check transaction 0x<hash>").
+_DESCRIBES_TX = frozenset(
+    """a about also and can check could describe details find for get give i info information is
+    know look me of on please see show tell the this to transaction transactions tx txs up
+    want was what what's whats you""".split()
+)
+
+
+def _asked_of_tx(text: str) -> set[str]:
+    """The words of a part naming only a transaction that ask something other than its
+    status: "Which block has transaction 0x<hash>?", "When did transaction 0x<hash> happen?",
+    "How many tokens moved in tx 0x<hash>?" were answered with its status alone, at exit 0;
+    they are named as not read."""
+    said = ADDRESS.sub(" ", TX_HASH.sub(" ", text)).lower().replace("’", "'")
+    return {w for w in _WORD.findall(said) if w not in _DESCRIBES_TX}
 
 
 def _restated(kind: str, gap: str) -> str:
@@ -2124,7 +2151,7 @@ _ASSET_FOLLOW_UP = re.compile(
     re.I,
 )
 _BALANCE_KINDS = frozenset({"usdc_balance", "eth_balance"})
-_LIST_JOIN = re.compile(r"\s*(?:,\s*)?(?:(?:and|or|&)\s+)?(?:of\s+|for\s+)?", re.I)
+_LIST_JOIN = re.compile(r"\s*(?:,\s*)?(?:(?:and|or|&)\s+)?(?:of\s+|for\s+)?(?:(?:the\s+)?(?:transaction|tx)\s+)?", re.I)
 
 
 def _after_an_order(t: _Task, n: int) -> bool:
