@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Literal
 
-from judge.amounts import format_usdc
+from judge.amounts import GLUED_NUMBER, format_usdc, plain_numbers
 from judge.spend_bound import blank_spend_bounds, spend_bound
 
 __all__ = [
@@ -138,7 +138,9 @@ _POSTFIX = (
 
 def normalize_thresholds(text: str) -> str:
     """Thresholds written after their number or with "or equal to" made one form: "10 USDC
-    or more" and "greater than or equal to 10 USDC" -> "at least 10 USDC"."""
+    or more" and "greater than or equal to 10 USDC" -> "at least 10 USDC"; every number
+    written plainly first ("1k" -> "1000", judge.amounts.plain_numbers)."""
+    text = plain_numbers(text)
     for regex, rewrite in _POSTFIX:
         text = regex.sub(rewrite, text)
     return text
@@ -259,6 +261,10 @@ def _condition(sentence: str) -> MandateCondition | None:
     """The condition of a sentence that orders a payment (None: it has no "if" clause)."""
     if not _IF.search(sentence):
         return None
+    if GLUED_NUMBER.search(sentence):
+        # "if the base fee is above 2x gwei": read without its letters the number would be
+        # another threshold than the one said; a condition it cannot read is never proven.
+        return MandateCondition("unreadable", "", Decimal(0), sentence.strip())
     if len(re.findall(rf"(?:{OP_WORDS})\s*\d", sentence, re.IGNORECASE)) > 1:
         # "if A and B", "if A or B": one mandate proves one condition, never half of two.
         return MandateCondition("unreadable", "", Decimal(0), sentence.strip())

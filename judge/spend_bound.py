@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 
-from judge.amounts import USDC_DECIMALS
+from judge.amounts import USDC_DECIMALS, plain_numbers
 
 __all__ = ["SPEND_BOUND", "SpendBound", "blank_spend_bounds", "spend_bound"]
 
@@ -54,7 +54,7 @@ class SpendBound:
 def spend_bound(task: str) -> SpendBound | None:
     """The least spend bound ``task`` says, or None. A bound of zero or with more than six
     decimals is none (its words stay unread, and withhold as before)."""
-    found = [b for m in SPEND_BOUND.finditer(task) if (b := _bound(m)) is not None]
+    found = [b for m in SPEND_BOUND.finditer(plain_numbers(task)) if (b := _bound(m)) is not None]
     return min(found, key=lambda b: b.atomic, default=None)
 
 

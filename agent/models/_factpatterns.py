@@ -44,6 +44,7 @@ from agent.models.vocabulary import (
 from agent.tools.address import checked_address
 from agent.tools.x402.pay_http import PAID_FACT_KINDS
 from chain.money import format_usdc
+from judge.amounts import GLUED_NUMBER
 from judge.mandates import (
     CONDITION_WORDS,
     OP_WORDS,
@@ -1111,6 +1112,7 @@ def _read_part(part: _Part, has_hash: bool) -> None:
         for m in regex.finditer(text):
             claimed.append(m.span())
             other.add(word)
+    other.update(m.group(0) for m in GLUED_NUMBER.finditer(text))  # "more than 2x": unread
     sends = len(claimed)
     gaps: list[str] = []
     for fp in FACT_PATTERNS:

@@ -84,6 +84,39 @@ def test_a_balance_condition_from_the_wire_without_an_address_is_unreadable() ->
     assert cond is not None and cond.fact == "unreadable"
 
 
+@pytest.mark.parametrize(
+    ("order", "fact", "threshold"),
+    [
+        (f"If {HOLDER} holds more than 1k USDC, send 0.02 USDC to {SELLER}.", "usdc_balance", "1000"),
+        (f"If {HOLDER} holds more than 1,000 USDC, send 0.02 USDC to {SELLER}.", "usdc_balance", "1000"),
+        (f"If {HOLDER} holds over 2.5K USDC, send 0.02 USDC to {SELLER}.", "usdc_balance", "2500"),
+        (f"If {HOLDER} holds over 1 million USDC, send 0.02 USDC to {SELLER}.", "usdc_balance", "1000000"),
+        (f"If {HOLDER} holds over 500000 atomic units of USDC, send 0.02 USDC to {SELLER}.", "usdc_balance", "0.5"),
+        (f"If {HOLDER} holds over half a USDC, send 0.02 USDC to {SELLER}.", "usdc_balance", "0.5"),
+        (f"If the base fee is above 5e1 gwei, send 0.02 USDC to {SELLER}.", "base_fee_gwei", "50"),
+        (f"If the base fee is above 1k gwei, send 0.02 USDC to {SELLER}.", "base_fee_gwei", "1000"),
+    ],
+)  # fmt: skip
+def test_a_threshold_is_read_as_the_number_written(order: str, fact: str, threshold: str) -> None:
+    """Outside round 56: "more than 1k USDC" was read as more than 1 by the planner; the
+    judge read "above 5e1 gwei" as above 5, so it would have approved the order at 10 gwei.
+    Both read a task's numbers through judge.amounts.plain_numbers now."""
+    (mandate,) = mandates_in(order)
+    cond = mandate.condition
+    assert cond is not None and (cond.fact, cond.threshold) == (fact, Decimal(threshold))
+
+
+@pytest.mark.parametrize("said", ["2x", "24h", "5q", "1e"])
+def test_a_threshold_with_letters_nobody_reads_is_unreadable(said: str) -> None:
+    (mandate,) = mandates_in(f"If the base fee is above {said} gwei, send 0.02 USDC to {SELLER}.")
+    assert mandate.condition is not None and mandate.condition.fact == "unreadable"
+
+
+def test_an_amount_in_thousands_orders_that_many_usdc() -> None:
+    (mandate,) = mandates_in(f"Send 1k USDC to {SELLER}.")
+    assert mandate.amount == 1_000_000_000  # the caps refuse it; never 1 USDC
+
+
 def _judge(signer: VerdictSigner, anvil, order: str) -> Judge:  # type: ignore[no-untyped-def]
     reader = chain_fact_reader(anvil.rpc_url, anvil.chain_id, anvil.usdc, dev_account(AGENT).address)
     judge = Judge(
@@ -119,6 +152,13 @@ def test_the_judge_reads_the_balance_from_the_chain_and_approves_only_when_it_ho
     refused_mine = mine.decide(_order(250_000))  # type: ignore[arg-type]
     assert refused_mine.decision == "refuse"
     assert f"the judge read usdc_balance of the agent's wallet {shown} < 1: false" in refused_mine.reason
+
+    # "1k" is a thousand: the agent's balance is over 10 USDC and under 1000 (outside round
+    # 56 found "more than 1k USDC" tested as more than 1).
+    assert balance < 1_000_000_000
+    thousand = _judge(signer, chain, f"If {agent} holds more than 1k USDC, send 0.25 USDC to {SELLER}.")
+    refused_k = thousand.decide(_order(250_000))  # type: ignore[arg-type]
+    assert refused_k.decision == "refuse" and "> 1000: false" in refused_k.reason, refused_k.reason
 
     # A model that sends anyway when the balance does not hold: refused, the value named.
     unmet = _judge(signer, chain, f"If {EMPTY} holds more than 1 USDC, send 0.25 USDC to {SELLER}.")

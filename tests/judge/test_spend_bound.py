@@ -29,6 +29,10 @@ REPORT = "Get the premium report on this chain's USDC"
         (". My budget is 0.4 USDC.", 400_000),
         (" and keep it under 0.1 USDC.", 100_000),
         ("; don't spend more than 0.20 USDC, and spend at most 0.1 USDC.", 100_000),  # the least
+        # Numbers as written (judge.amounts.plain_numbers): the judge and the planner read one.
+        (" with a budget of 1k USDC.", 1_000_000_000),
+        ("; don't spend more than $1,000.", 1_000_000_000),
+        (" and spend at most 150000 atomic units of USDC.", 150_000),
     ],
 )
 def test_a_spend_bound_in_words_is_read_as_a_bound(said: str, atomic: int) -> None:
