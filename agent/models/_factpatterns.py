@@ -696,7 +696,14 @@ def _elided_transfers(text: str) -> str:
 
     text = _EACH_DID.sub(lambda m: f"{m['q']}did {m['a']} {m['verb']} and {m['q']}did {m['b']} "
                          f"{m['verb']}", text)
-    return _ELIDED_COUNT.sub(expand, text)
+    text = _ELIDED_COUNT.sub(expand, text)
+    return _IT_COUNTED.sub(lambda m: m["q"] + (_nearest_holder(text[: m.start()]) or "it"), text)
+
+
+#: "What is the USDC balance of 0xA, and how many transfers did it receive?": "it" is the
+#: one address said before it (``_nearest_holder``; outside round 56, Q56, declined it).
+_IT_COUNTED = _p(r"(?P<q>\bhow\s+many\s+(?:usdc\s+)?transfers\s+(?:did|has|have)\s+)it(?=\s+(?:send|sent|"
+                 r"receive|received|make|made|get|got)\b)")
 
 
 #: "How much USDC has 0xA received, and how much has it sent?": the same asset's total.
@@ -731,9 +738,22 @@ _MISSPELT = _p(r"\b(?:" + "|".join(_SPELLINGS) + r")\b")
 
 
 #: A hash named as one ("the tx with hash 0x<hash>", "transaction hash 0x<hash>", "the hash
-#: 0x<hash>"): the transaction itself, as "transaction 0x<hash>" names it.
-_NAMED_HASH = _p(r"\b(?:(?:transaction|tx)\s+(?:with\s+(?:the\s+)?)?|(?:with\s+)?(?:the\s+)?)"
-                 r"hash\s*(?::\s*)?(?=0x[0-9a-fA-F]{64}(?![0-9a-fA-F]))")
+#: 0x<hash>", "the other one, 0x<hash>": outside round 56, Q6): the transaction itself, as
+#: "transaction 0x<hash>" names it.
+_NAMED_HASH = _p(r"(?:\b(?:(?:transaction|tx)\s+(?:with\s+(?:the\s+)?)?|(?:with\s+)?(?:the\s+)?)hash\s*(?::\s*)?|"
+                 r"\b(?:the\s+)?other\s+(?:one|transaction|tx)\s*[,:]?\s*)(?=0x[0-9a-fA-F]{64}(?![0-9a-fA-F]))")
+
+
+#: "How much gas did block 4 use, and how much did 0x<hash> use?": gas, said before it in the
+#: task, is what the transaction used (outside round 56, Q57, declined it); with no gas said
+#: before, "how much did 0x<hash> use" stays unread (a fee or gas).
+_ELIDED_GAS = _p(r"\bhow\s+much\s+(?P<aux>did|does)\s+(?P<tx>(?:(?:the\s+)?(?:transaction|tx)\s+)?"
+                 r"0x[0-9a-fA-F]{64}(?![0-9a-fA-F]))\s+(?P<verb>use|consume)\b")
+
+
+def _elided_gas(text: str) -> str:
+    return _ELIDED_GAS.sub(lambda m: f"how much gas {m['aux']} {m['tx']} {m['verb']}" if re.search(
+        r"\bgas\b", text[: m.start()], re.I) else m.group(0), text)
 
 
 #: A block's gas used or transaction count tested with a verb between the block and the
@@ -805,6 +825,7 @@ def _said_plainly(text: str) -> str:
     (``_TOTAL_TEST``), a threshold in cents said in USDC, "at the head" as the latest block,
     "how much do they differ" as "by how much", and a list between two addresses each way."""
     text = _NAMED_HASH.sub("transaction ", _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text))
+    text = _elided_gas(text)
     text = _TOTAL_TEST.sub(_total_test, _VERB_TEST.sub(_verb_test, text))
     text = _CENTS_TEST.sub(lambda m: f"{m['op']} {Decimal(m['n']).scaleb(-2):f} usdc", text)
     return _between_two(_DIFFER.sub("by how much", _AT_HEAD.sub(r"\1 the latest block", text)))

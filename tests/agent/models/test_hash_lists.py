@@ -89,3 +89,34 @@ def test_the_word_transaction_names_a_hash_and_asks_nothing_of_its_own(task: str
 def test_a_transaction_named_alone_still_asks_its_status() -> None:
     assert _read(f"What is transaction {T1}?") == [("tx_status", T1)]
     assert _read(f"What is the block number of the transaction {T1}?") == [("tx_block", T1)]
+
+
+@pytest.mark.parametrize(
+    ("task", "read"),
+    [
+        # Outside round 56, Q6: "the other one" named the second hash, and was declined.
+        (f"Did {T1} succeed? And the other one, {T2}?", [("tx_status", T1), ("tx_status", T2)]),
+        (f"What was the gas used by the tx with hash {T1}?", [("tx_gas_used", T1)]),
+        (f"What is the gas used by txn {T1}?", [("tx_gas_used", T1)]),
+        (f"Did transaction hash {T1} succeed?", [("tx_status", T1)]),
+        # Q57: "how much did 0x<hash> use" after gas was said is its gas used.
+        (f"How much gas did block 4 use, and how much did {T2} use?",
+         [("block_gas_used", "None"), ("tx_gas_used", T2)]),
+    ],
+)  # fmt: skip
+def test_a_transaction_named_in_other_words_is_that_transaction(
+    task: str, read: list[tuple[str, str]]
+) -> None:
+    assert _read(task) == read
+
+
+@pytest.mark.parametrize(
+    "task",
+    [f"Which block has transaction {T1}?", f"When did transaction {T1} happen?",
+     f"How many tokens moved in transaction {T1}?", f"What is transaction {T1}'s block?",
+     f"How much did {T1} use?"],
+)  # fmt: skip
+def test_transaction_beside_words_it_does_not_read_is_declined_never_its_status(task: str) -> None:
+    """They were answered with the transaction's status alone, at exit 0."""
+    (item,) = extract_checklist(task)
+    assert item["kind"] is None and item.get("unanswerable"), item
