@@ -174,12 +174,19 @@ def test_a_yes_or_no_asked_again_at_another_block_is_answered_there_too(task: st
 H = "0x7ad1a932dcfc89d9c7ac34f31907d484bbc7049bc27d15f6c427d7fee9c76d56"
 
 
-@pytest.mark.parametrize("then", ["And from it?", "And since block 1?"])
-def test_a_follow_up_sentence_not_read_is_named_never_dropped(then: str) -> None:
-    # A sweep of follow-ups: both were dropped at exit 0 after the transfers to 0xA.
-    rows = _rows(f"List the USDC transfers to {A} in the last 20 blocks. {then}")
+def test_a_follow_up_sentence_not_read_is_named_never_dropped() -> None:
+    # A sweep of follow-ups: "And from it?" was dropped at exit 0 after the transfers to 0xA.
+    rows = _rows(f"List the USDC transfers to {A} in the last 20 blocks. And from it?")
     assert rows[0] == ("transfer_list", {"blocks": "20", "recipient": A}, False)
     assert len(rows) == 2 and rows[1][2], rows
+
+
+def test_a_follow_up_naming_another_span_lists_the_same_transfers_there() -> None:
+    # "And since block 1?" was dropped at exit 0 too, then declined; it is the same list over
+    # that span now (tests/agent/test_asked_again_over_a_span.py grades it on a chain).
+    rows = _rows(f"List the USDC transfers to {A} in the last 20 blocks. And since block 1?")
+    assert rows == [("transfer_list", {"blocks": "20", "recipient": A}, False),
+                    ("transfer_list", {"from_block": "1", "to_block": "latest-0", "recipient": A}, False)]
 
 
 @pytest.mark.parametrize("then", ["And in wei?", "In gwei?", "And ETH?"])

@@ -193,13 +193,20 @@ def test_an_aggregate_asked_after_another_part_is_over_its_own_addresses(
     [
         "How many USDC transfers were there in the last 3 and 5 blocks?",
         "How many USDC transfers were there in the last 3 and the last 5 blocks?",
-        "How many USDC transfers were there in the last 3 blocks and in the last 5 blocks?",
     ],
 )
 def test_two_windows_one_item_reads_are_named_never_one_for_both(task: str) -> None:
     items = extract_checklist(task)
     assert "the last 3 blocks" in _declined(items) and "the last 5 blocks" in _declined(items)
     assert not [i for i in items if i.get("kind") == "transfer_count"], items
+
+
+def test_a_window_asked_again_in_its_own_part_is_its_own_item() -> None:
+    # "..., and in the last 5 blocks": the count asked again over that span, an item each.
+    items = extract_checklist("How many USDC transfers were there in the last 3 blocks and in "
+                              "the last 5 blocks?")
+    assert [(i["kind"], i["params"]) for i in items] == [
+        ("transfer_count", {"blocks": "3"}), ("transfer_count", {"blocks": "5"})], items
 
 
 def test_two_windows_each_read_by_its_own_item_stay_answered() -> None:
