@@ -1389,6 +1389,10 @@ def _nearest(found: list[tuple[int, str]], start: int, end: int) -> str | None:
     return before[-1] if before else None
 
 
+#: A 0x number, whole: an address (40 hex digits) or a transaction hash (64) when complete.
+_HEX = re.compile(r"(?<![0-9A-Za-z])0x[0-9a-fA-F]+(?![0-9A-Za-z])")
+
+
 def _scope_of(text: str, network: str) -> str | None:
     """Why ``text`` names a scope the planner cannot honour (a standing or future watch,
     another chain), or None."""
@@ -1400,6 +1404,10 @@ def _scope_of(text: str, network: str) -> str | None:
     if word:
         own = f" ({network})" if network else ""
         return f"{word!r} names another chain; this run reads only its own network{own}"
+    if bad := next((m.group(0) for m in _HEX.finditer(text) if len(m.group(0)) - 2 not in (40, 64)), None):
+        shown, n = (bad[:14] + "…" if len(bad) > 14 else bad), len(bad) - 2
+        return (f"{shown!r} has {n} hex digit{'s' if n != 1 else ''}; an address has 40 and a "
+                "transaction hash 64: copy it whole")
     if m := _BETWEEN_TWO.search(text):  # a list of them is read each way (_between_two)
         return (f"'between {m['a']} and {m['b']}' asks what moved both ways between two "
                 "addresses; the offline planner reads transfers one way at a time: ask "

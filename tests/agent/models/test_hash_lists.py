@@ -120,3 +120,13 @@ def test_transaction_beside_words_it_does_not_read_is_declined_never_its_status(
     """They were answered with the transaction's status alone, at exit 0."""
     (item,) = extract_checklist(task)
     assert item["kind"] is None and item.get("unanswerable"), item
+
+
+@pytest.mark.parametrize(("said", "digits"), [("0x" + "a1" * 31 + "a", 63), ("0x" + "12" * 20 + "3", 41),
+                                             ("0x" + "12" * 19, 38), ("0x0", 1)])  # fmt: skip
+def test_a_hex_number_of_the_wrong_length_is_named_with_its_length(said: str, digits: int) -> None:
+    """Outside round 56: a hash one digit short was declined naming fragments of it ('aef')
+    as unknown words; an address one digit long, as "the task names no address"."""
+    (item,) = extract_checklist(f"Did {said} succeed, and what is its USDC balance?")[:1]
+    assert item["kind"] is None and f"has {digits} hex digit" in item["unanswerable"], item
+    assert "an address has 40 and a transaction hash 64" in item["unanswerable"]
