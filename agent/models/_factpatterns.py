@@ -1393,6 +1393,18 @@ def _nearest(found: list[tuple[int, str]], start: int, end: int) -> str | None:
 _HEX = re.compile(r"(?<![0-9A-Za-z])0x[0-9a-fA-F]+(?![0-9A-Za-z])")
 
 
+def _misfit_hex(text: str) -> str | None:
+    """Why a part naming a 0x number that is neither an address nor a transaction hash is
+    not read (outside round 56: a hash one digit short was declined naming fragments of it
+    as words, an address one digit long as "no address"), or None."""
+    bad = next((m.group(0) for m in _HEX.finditer(text) if len(m.group(0)) - 2 not in (40, 64)), None)
+    if bad is None:
+        return None
+    shown, n = (bad[:14] + "…" if len(bad) > 14 else bad), len(bad) - 2
+    return (f"{shown!r} has {n} hex digit{'s' if n != 1 else ''}; an address has 40 and a "
+            "transaction hash 64: copy it whole")
+
+
 def _scope_of(text: str, network: str) -> str | None:
     """Why ``text`` names a scope the planner cannot honour (a standing or future watch,
     another chain), or None."""
@@ -1404,10 +1416,6 @@ def _scope_of(text: str, network: str) -> str | None:
     if word:
         own = f" ({network})" if network else ""
         return f"{word!r} names another chain; this run reads only its own network{own}"
-    if bad := next((m.group(0) for m in _HEX.finditer(text) if len(m.group(0)) - 2 not in (40, 64)), None):
-        shown, n = (bad[:14] + "…" if len(bad) > 14 else bad), len(bad) - 2
-        return (f"{shown!r} has {n} hex digit{'s' if n != 1 else ''}; an address has 40 and a "
-                "transaction hash 64: copy it whole")
     if m := _BETWEEN_TWO.search(text):  # a list of them is read each way (_between_two)
         return (f"'between {m['a']} and {m['b']}' asks what moved both ways between two "
                 "addresses; the offline planner reads transfers one way at a time: ask "
@@ -3400,8 +3408,9 @@ class _Reader(_ReaderChecks):
                     sentence = self.t.sentence(part.sentence)
                     self.out.cannot(sentence, self.t.scope[part.sentence])
                 continue
-            made = self._part_items(part, gates.setdefault(part.sentence, []),
-                                    actions.setdefault(part.sentence, []))  # fmt: skip
+            why = _misfit_hex(part.text)
+            made = [self.out.cannot(part.text, why)] if why else self._part_items(
+                part, gates.setdefault(part.sentence, []), actions.setdefault(part.sentence, []))
             self.by_sentence.setdefault(part.sentence, []).extend(made)
             self.made_by_part.append((part, made))
         for at, orders in actions.items():
