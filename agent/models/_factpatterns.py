@@ -314,6 +314,9 @@ _BY_HOW_MUCH = _p(r"\bby\s+how\s+(?:much|many)(?:\s+(?:usdc|eth|ether|cents|wei|
 _GROUPED = _p(r"\bplus\b|\+|\b(?:together|along|combined)\s+with\b|\bas\s+well\s+as\b|"
               r"\badded\s+to\b")
 _CONDITION = _p(rf"({OP_WORDS})\s*(\d+(?:\.\d+)?)\s*(gwei|wei|usdc|ether|eth)?")
+#: A threshold word, with or without a number read after it ("if 0xA holds more than $2"):
+#: a condition on something, never "if you need to" (it was dropped, the order left ungated).
+_THRESHOLD = _p(rf"(?:{OP_WORDS})")
 #: A share of a block's gas limit as a threshold ("more than half full", "over 50% full",
 #: "at least 90 percent of its gas limit", "is the block full"): no condition reads one
 #: (block_fullness is in no VALUE_UNITS), so it is declined naming these words.
@@ -3500,7 +3503,7 @@ class _Reader(_ReaderChecks):
             return [n]
         if (follow := _follow_up(self.t, self.facts, self.made_by_part, part)) is not None:
             return follow  # "... What about ETH?", "... Yes or no.", "... and when?"
-        if part.condition and (part.hits or part.leftover or _CONDITION.search(part.text)):
+        if part.condition and (part.hits or part.leftover or _THRESHOLD.search(part.text)):
             # A threshold no fact was read for is named: else its payment would go unconditional.
             gates.append(self._condition(part))
         elif part.condition:

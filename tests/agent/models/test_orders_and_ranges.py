@@ -263,3 +263,21 @@ def test_a_named_sheet_at_a_sellers_bare_url_is_its_offer_about_the_subject() ->
     assert items[0]["kind"] is None and items[0]["params"] == {
         "pick": "only", "seller": "http://127.0.0.1:7003", "about": "lido"}, items  # fmt: skip
     assert items[1]["params"] == {"field": "governance_token", "name": "lido"}, items
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [f"{C} holds more than $2", f"{C} holds more than two USDC", "my balance is over twenty",
+     "the base fee is below 2x gwei"],
+)
+def test_an_order_whose_threshold_is_not_read_waits_on_it_and_is_never_made(condition: str) -> None:
+    """A threshold word with a number the planner does not read ("$2", "two") left no
+    condition item: the order was planned ungated (the judge refused it, as its condition
+    was unreadable; the planner must not plan it either)."""
+    items = extract_checklist(f"If {condition}, send 0.01 USDC to {A}.")
+    (order,) = [i for i in items if i["kind"] == "transfer_receipt"]
+    gate = order["params"].get("if")
+    assert gate is not None, items
+    assert items[int(str(gate).removeprefix("c")) - 1].get("unanswerable"), items
+    (mandate,) = mandates_in(f"If {condition}, send 0.01 USDC to {A}.")
+    assert mandate.condition is not None and mandate.condition.fact == "unreadable"
