@@ -39,9 +39,13 @@ _SCALE = {"k": 3, "thousand": 3, "m": 6, "mm": 6, "mn": 6, "million": 6, "b": 9,
 _MAGNITUDE = re.compile(r"(?<![\w.])(?!0x)(\d+(?:\.\d+)?)(?:(k|mm|mn|m|bn|b)|\s*(thousand|million|billion))\b",
                         re.I)
 _EXPONENT = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)e([+-]?\d{1,2})\b", re.I)
-_ATOMIC = re.compile(r"(?<![\w.])(\d+)\s+atomic(?:\s+units?)?(?:\s+of)?\s+usdc\b", re.I)
+#: USDC's atomic units (the only token nib counts in them; ETH's are wei), "of USDC" or not.
+_ATOMIC = re.compile(r"(?<![\w.])(\d+)\s+atomic(?:\s+units?|\b)(?:\s+of\s+usdc\b|\s+usdc\b)?", re.I)
 _HALF = re.compile(r"\bhalf\s+(?:a|an|one)\s+(usdc|eth|ether|gwei)\b", re.I)
-_DOLLARS_OF_USDC = re.compile(r"\$\s?(\d+(?:\.\d+)?)(?:\s+(?:worth\s+)?(?:of|in)\s+usdc\b|\s*usdc\b)", re.I)
+#: Dollars are USDC (1 USDC is 1 dollar, as a spend bound reads "$0.15"), never a value of
+#: another asset in dollars ("$2 of ETH" stays as written, and unread).
+_DOLLARS = re.compile(r"\$\s?((?>\d+(?:\.\d+)?))(?:\s+(?:worth\s+)?(?:of|in)\s+usdc\b|\s*usdc\b)?"
+                      r"(?!\d|\s+(?:worth\s+)?(?:of|in)\s+(?:eth|ether|wei|gwei)\b)", re.I)
 _GLUED_UNIT = re.compile(r"(?<![\w.])(?!0x)(\d+(?:\.\d+)?)(usdc|ether|eth|gwei|wei|cents)\b", re.I)
 #: A number with letters glued on that :func:`plain_numbers` does not read ("2x", "24h",
 #: "5q"). Read without them it would be the number alone (outside round 56: "more than 1k
@@ -56,8 +60,8 @@ def _decimal(value: Decimal) -> str:
 def plain_numbers(text: str) -> str:
     """``text`` with its numbers written plainly: "1,000" -> "1000", "1k" / "1.5 thousand"
     / "2M" / "3 billion" -> "1000" / "1500" / "2000000" / "3000000000", "5e1" -> "50",
-    "500000 atomic units of USDC" -> "0.5 USDC", "half a USDC" -> "0.5 USDC", "$2 of USDC"
-    -> "2 USDC", "10usdc" -> "10 usdc". Exact (Decimal), and one home: the judge's
+    "500000 atomic units (of USDC)" -> "0.5 USDC", "half a USDC" -> "0.5 USDC", "$2 (of
+    USDC)" -> "2 USDC", "10usdc" -> "10 usdc". Exact (Decimal), and one home: the judge's
     mandates and spend bounds and the offline planner read a task through it, so both
     read the same number. A number with other letters glued on is left as written
     (``GLUED_NUMBER``)."""
@@ -68,5 +72,5 @@ def plain_numbers(text: str) -> str:
     )
     text = _ATOMIC.sub(lambda m: f"{_decimal(Decimal(m[1]).scaleb(-USDC_DECIMALS))} USDC", text)
     text = _HALF.sub(r"0.5 \1", text)
-    text = _DOLLARS_OF_USDC.sub(r"\1 USDC", text)
+    text = _DOLLARS.sub(r"\1 USDC", text)
     return _GLUED_UNIT.sub(r"\1 \2", text)

@@ -215,6 +215,7 @@ VALUE_UNITS = {
     "block_gas_limit": "",
     "block_tx_count": "",
     "tx_gas_used": "",
+    "token_supply": "usdc",
 }
 
 _SEND = _p(
@@ -755,8 +756,20 @@ _ELIDED_GAS = _p(r"\bhow\s+much\s+(?P<aux>did|does)\s+(?P<tx>(?:(?:the\s+)?(?:tr
 
 
 def _elided_gas(text: str) -> str:
+    text = _GAS_PRICE_OF_TX.sub(r"gas price \g<tx> paid", text)
     return _ELIDED_GAS.sub(lambda m: f"how much gas {m['aux']} {m['tx']} {m['verb']}" if re.search(
         r"\bgas\b", text[: m.start()], re.I) else m.group(0), text)
+
+
+#: "how much gas did the other one, 0x<hash>, use": the hash between commas is the
+#: transaction itself (outside round 57, Q34, split the question at the commas).
+_OTHER_ONE = _p(r"\b(?:the\s+)?other\s+(?:one|transaction|tx)\s*,\s*(?P<tx>0x[0-9a-fA-F]{64})(?![0-9a-fA-F])\s*,\s*")
+
+
+#: "the gas price of (the transaction) 0x<hash>": what it paid (outside round 57, Q32,
+#: declined it as an account's price), as "what gas price did 0x<hash> pay" is read.
+_GAS_PRICE_OF_TX = _p(r"\bgas\s+price\s+(?:of|for|in)\s+(?:(?:the\s+)?(?:transaction|tx)\s+)?"
+                      r"(?P<tx>0x[0-9a-fA-F]{64})(?![0-9a-fA-F])")
 
 
 #: A block's gas used or transaction count tested with a verb between the block and the
@@ -827,7 +840,8 @@ def _said_plainly(text: str) -> str:
     noun (``_VERB_TEST``), a total tested with its verb said as the total
     (``_TOTAL_TEST``), a threshold in cents said in USDC, "at the head" as the latest block,
     "how much do they differ" as "by how much", and a list between two addresses each way."""
-    text = _NAMED_HASH.sub("transaction ", _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text))
+    text = _OTHER_ONE.sub(r"transaction \g<tx> ", _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text))
+    text = _NAMED_HASH.sub("transaction ", text)
     text = _elided_gas(text)
     text = _TOTAL_TEST.sub(_total_test, _VERB_TEST.sub(_verb_test, text))
     text = _CENTS_TEST.sub(lambda m: f"{m['op']} {Decimal(m['n']).scaleb(-2):f} usdc", text)

@@ -151,3 +151,16 @@ def test_a_value_that_does_not_start_with_its_number_derives_nothing() -> None:
     assert none.items[0].covered and not none.items[1].covered
     some = cl.cover({"transfer_max": "2.50 USDC from 0xA to 0xB in block 7 (tx 0x1)"}, "e1")
     assert some.items[1].value == "true"
+
+
+def test_a_relative_block_said_only_in_a_declined_label_is_resolved_too() -> None:
+    # Outside round 57, Q39: "in blocks 2 to latest-0: not answered" showed the notation;
+    # no item had a block parameter, so the head was never read to name it.
+    from agent.loop.checklist import has_block_refs, resolve_blocks
+
+    checklist = Checklist((
+        ChecklistItem(id="c1", text="USDC balance of 0xA", kind="usdc_balance"),
+        ChecklistItem(id="c2", text="in blocks 2 to latest-0", unanswerable="not read"),
+    ))  # fmt: skip
+    assert has_block_refs(checklist)
+    assert resolve_blocks(checklist, 11).items[1].text == "in blocks 2 to 11"

@@ -37,6 +37,17 @@ ASKED = [
              (_test({"probe": "block_gas_used", "block": 3}, ">", "1000000"),)),
     EvalTask("kilo-gwei", "numbers", "condition", "Is the base fee above 1k gwei?", "answer",
              (_test({"probe": "base_fee_gwei", "block": "latest"}, ">", "1000"),)),
+    # Outside round 57: "$2" with no "of USDC", atomic units with no "of USDC", and the
+    # total supply tested against a number were declined.
+    EvalTask("dollars", "numbers", "condition", "Is the USDC balance of {outsider} above $2?",
+             "answer", (_test(_OUTSIDER, ">", "2"),)),
+    EvalTask("atomic-bare", "numbers", "condition",
+             "Is the USDC balance of {seller} more than 3000000 atomic units?", "answer",
+             (_test({"probe": "usdc_balance", "address": "{seller}"}, ">", "3"),)),
+    EvalTask("supply-million", "numbers", "condition", "Is the total supply of USDC more than 1M USDC?",
+             "answer", (_test({"probe": "token_supply"}, ">", "1000000"),)),
+    EvalTask("supply-exponent", "numbers", "condition", "Is the total supply of USDC at least 7e0 USDC?",
+             "answer", (_test({"probe": "token_supply"}, ">=", "7"),)),
 ]  # fmt: skip
 UNREAD = EvalTask("glued-letter", "numbers", "condition", "Does {outsider} hold more than 2x USDC?",
                   "answer", (_test(_OUTSIDER, ">", "2"),))

@@ -130,3 +130,15 @@ def test_a_hex_number_of_the_wrong_length_is_named_with_its_length(said: str, di
     (item,) = extract_checklist(f"Did {said} succeed, and what is its USDC balance?")[:1]
     assert item["kind"] is None and f"has {digits} hex digit" in item["unanswerable"], item
     assert "an address has 40 and a transaction hash 64" in item["unanswerable"]
+
+
+def test_the_gas_price_of_a_transaction_is_what_it_paid() -> None:
+    # Outside round 57, Q32: declined as "an account's" gas price.
+    assert _read(f"What was the gas price of the transaction {T1}?") == [("tx_gas_price", T1)]
+    assert _read(f"What is the gas price of tx {T1}?") == [("tx_gas_price", T1)]
+
+
+def test_a_hash_between_commas_is_the_transaction_it_names() -> None:
+    # Outside round 57, Q34: "the other one, 0x<hash>, use" was split at the commas.
+    assert _read(f"Did transaction {T1} succeed, and how much gas did the other one, {T2}, use?") == [
+        ("tx_status", T1), ("tx_gas_used", T2)]
