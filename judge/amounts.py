@@ -36,7 +36,7 @@ def format_usdc(amount: int | Decimal, decimals: int = USDC_DECIMALS) -> str:
 #: :func:`plain_numbers`. A number's digits never start inside a word (a hash, an address).
 _GROUPED = re.compile(r"(?<![\w.,])(?<!block )(?<!blocks )\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d|,\d)", re.I)
 _SCALE = {"k": 3, "thousand": 3, "m": 6, "mm": 6, "mn": 6, "million": 6, "b": 9, "bn": 9, "billion": 9}
-_MAGNITUDE = re.compile(r"(?<![\w.])(?!0x)(\d+(?:\.\d+)?)(?:(k|mm|mn|m|bn|b)|\s*(thousand|million|billion))\b",
+_MAGNITUDE = re.compile(r"(?<![\w.])(?!0x)(\d+(?:\.\d+)?)(?:\s?(k)|(mm|mn|m|bn|b)|\s*(thousand|million|billion))\b",
                         re.I)
 _EXPONENT = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)e([+-]?\d{1,2})\b", re.I)
 #: USDC's atomic units (the only token nib counts in them; ETH's are wei), "of USDC" or not.
@@ -48,9 +48,10 @@ _DOLLARS = re.compile(r"\$\s?((?>\d+(?:\.\d+)?))(?:\s+(?:worth\s+)?(?:of|in)\s+u
                       r"(?!\d|\s+(?:worth\s+)?(?:of|in)\s+(?:eth|ether|wei|gwei)\b)", re.I)
 _GLUED_UNIT = re.compile(r"(?<![\w.])(?!0x)(\d+(?:\.\d+)?)(usdc|ether|eth|gwei|wei|cents)\b", re.I)
 #: A number with letters glued on that :func:`plain_numbers` does not read ("2x", "24h",
-#: "5q"). Read without them it would be the number alone (outside round 56: "more than 1k
+#: "5q"), or with one letter after it ("2 m", "5 x"; never "a" or "I"). Read without them it would be the number alone (outside round 56: "more than 1k
 #: USDC" was tested as more than 1, at exit 0): whoever finds one leaves its sentence unread.
-GLUED_NUMBER = re.compile(r"(?<![\w.])(?!0x)\d+(?:\.\d+)?(?!(?:st|nd|rd|th)\b)[a-z]+\b", re.I)
+GLUED_NUMBER = re.compile(r"(?<![\w.])(?!0x)\d+(?:\.\d+)?(?:(?!(?:st|nd|rd|th)\b)[a-z]+|\s+(?![ai]\b)[a-z])\b",
+                          re.I)
 
 
 def _decimal(value: Decimal) -> str:
@@ -68,7 +69,7 @@ def plain_numbers(text: str) -> str:
     text = _GROUPED.sub(lambda m: m.group(0).replace(",", ""), text)
     text = _EXPONENT.sub(lambda m: _decimal(Decimal(m[1]).scaleb(int(m[2]))), text)
     text = _MAGNITUDE.sub(
-        lambda m: _decimal(Decimal(m[1]).scaleb(_SCALE[(m[2] or m[3]).lower()])), text
+        lambda m: _decimal(Decimal(m[1]).scaleb(_SCALE[(m[2] or m[3] or m[4]).lower()])), text
     )
     text = _ATOMIC.sub(lambda m: f"{_decimal(Decimal(m[1]).scaleb(-USDC_DECIMALS))} USDC", text)
     text = _HALF.sub(r"0.5 \1", text)

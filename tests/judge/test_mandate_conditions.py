@@ -95,6 +95,7 @@ def test_a_balance_condition_from_the_wire_without_an_address_is_unreadable() ->
         (f"If {HOLDER} holds over half a USDC, send 0.02 USDC to {SELLER}.", "usdc_balance", "0.5"),
         (f"If the base fee is above 5e1 gwei, send 0.02 USDC to {SELLER}.", "base_fee_gwei", "50"),
         (f"If the base fee is above 1k gwei, send 0.02 USDC to {SELLER}.", "base_fee_gwei", "1000"),
+        (f"If the base fee is above 1 k gwei, send 0.02 USDC to {SELLER}.", "base_fee_gwei", "1000"),
     ],
 )  # fmt: skip
 def test_a_threshold_is_read_as_the_number_written(order: str, fact: str, threshold: str) -> None:
@@ -106,7 +107,7 @@ def test_a_threshold_is_read_as_the_number_written(order: str, fact: str, thresh
     assert cond is not None and (cond.fact, cond.threshold) == (fact, Decimal(threshold))
 
 
-@pytest.mark.parametrize("said", ["2x", "24h", "5q", "1e"])
+@pytest.mark.parametrize("said", ["2x", "24h", "5q", "1e", "2 m", "5 x"])
 def test_a_threshold_with_letters_nobody_reads_is_unreadable(said: str) -> None:
     (mandate,) = mandates_in(f"If the base fee is above {said} gwei, send 0.02 USDC to {SELLER}.")
     assert mandate.condition is not None and mandate.condition.fact == "unreadable"
