@@ -267,11 +267,11 @@ def test_a_named_sheet_at_a_sellers_bare_url_is_its_offer_about_the_subject() ->
 
 @pytest.mark.parametrize(
     "condition",
-    [f"{C} holds more than $2", f"{C} holds more than two USDC", "my balance is over twenty",
+    [f"{C} holds more than $2 of ETH", f"{C} holds more than two USDC", "my balance is over twenty",
      "the base fee is below 2x gwei"],
 )
 def test_an_order_whose_threshold_is_not_read_waits_on_it_and_is_never_made(condition: str) -> None:
-    """A threshold word with a number the planner does not read ("$2", "two") left no
+    """A threshold word with a number the planner does not read ("$2" then, "two") left no
     condition item: the order was planned ungated (the judge refused it, as its condition
     was unreadable; the planner must not plan it either)."""
     items = extract_checklist(f"If {condition}, send 0.01 USDC to {A}.")
