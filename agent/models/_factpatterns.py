@@ -2040,6 +2040,20 @@ def _shares_window(t: _Task, part: _Part, fp: FactPattern) -> bool:
     return any(not p.hits or any(h[1].kind == fp.kind for h in p.hits) for p in holders)
 
 
+#: The head block named as one block ("in the latest block", "at the head", "of the most
+#: recent block", "the last block"): transfers in it are that block's.
+_ONE_HEAD_BLOCK = _p(r"\b(?:in|at|of|for|from|during|within|inside)\s+(?:the\s+)?(?:very\s+)?(?:latest|current|"
+                     r"newest|most\s+recent|last|head|tip)\s+block\b(?!\s*(?:number|height)\b)")
+
+
+def _head_block(text: str, fp: FactPattern) -> dict[str, str]:
+    """The head block as a block parameter when ``text`` names it as one block and ``fp``
+    is read over a span of blocks: "How many USDC transfers were there in the latest
+    block?" counted the whole chain, at exit 0 (outside round 58, Q52); a fact of one block
+    (a balance, a base fee) is at the head anyway, so it keeps no parameter."""
+    return {"block": "latest-0"} if fp.kind in WINDOW_KINDS and _ONE_HEAD_BLOCK.search(text) else {}
+
+
 _HEAD_BLOCK = _p(r"(?:(?:and|also|then|plus)\s+)?(?:how\s+many\s+(?:are|were|does|did)\s+(?:there\s+)?|"
                 r"(?:what|how\s+much|how\s+many)\s+(?:is|was|are|were)\s+(?:it|they|that|those)\s+)?"
                 r"(?:(?:at|of|for|in)\s+)?(?:the\s+)?(?:latest|current|newest|most\s+recent|head)\s+block"
@@ -2713,11 +2727,11 @@ class _FactItems:
         return made
 
     def _block_scope(self, part: _Part, fp: FactPattern) -> dict[str, str]:
-        own = _block_params(part.text)
+        own = _block_params(part.text) or _head_block(part.text, fp)
         if own or _LATEST.search(part.text) or (fp.subject == "tx" and TX_HASH.search(part.text)):
             return own  # a transaction named by its hash is in its own block, whatever is said
         sentence = self.t.block_sentence(part.sentence)
-        found = _block_params(sentence)
+        found = _block_params(sentence) or _head_block(sentence, fp)
         # A block, or another part's window beside a one-block fact (rounds 34, 35 declined
         # "..., and what is the USDC balance of 0xC?" as a balance over the window).
         if "block" in found or (found and fp.kind not in WINDOW_KINDS):
