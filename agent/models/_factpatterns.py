@@ -744,8 +744,8 @@ _MISSPELT = _p(r"\b(?:" + "|".join(_SPELLINGS) + r")\b")
 #: A hash named as one ("the tx with hash 0x<hash>", "transaction hash 0x<hash>", "the hash
 #: 0x<hash>", "the other one, 0x<hash>": outside round 56, Q6): the transaction itself, as
 #: "transaction 0x<hash>" names it.
-_NAMED_HASH = _p(r"(?:\b(?:(?:transaction|tx)\s+(?:with\s+(?:the\s+)?)?|(?:with\s+)?(?:the\s+)?)hash\s*(?::\s*)?|"
-                 r"\b(?:the\s+)?other\s+(?:one|transaction|tx)\s*[,:]?\s*)(?=0x[0-9a-fA-F]{64}(?![0-9a-fA-F]))")
+_NAMED_HASH = _p(r"\b(?:(?:transaction|tx)\s+(?:with\s+(?:the\s+)?)?|(?:with\s+)?(?:the\s+)?)hash\s*(?::\s*)?"
+                 r"(?=0x[0-9a-fA-F]{64}(?![0-9a-fA-F]))")
 
 
 #: "How much gas did block 4 use, and how much did 0x<hash> use?": gas, said before it in the
@@ -761,9 +761,14 @@ def _elided_gas(text: str) -> str:
         r"\bgas\b", text[: m.start()], re.I) else m.group(0), text)
 
 
-#: "how much gas did the other one, 0x<hash>, use": the hash between commas is the
-#: transaction itself (outside round 57, Q34, split the question at the commas).
-_OTHER_ONE = _p(r"\b(?:the\s+)?other\s+(?:one|transaction|tx)\s*,\s*(?P<tx>0x[0-9a-fA-F]{64})(?![0-9a-fA-F])\s*,\s*")
+#: "the other one, 0x..": the transaction or the address itself, also between commas ("how
+#: much gas did the other one, 0x<hash>, use"; outside rounds 56 to 58 split or declined it).
+_OTHER_ONE = _p(r"\b(?:the\s+)?other\s+(?:one|transaction|tx|address|account|wallet)\s*[,:]?\s*"
+                r"(?P<x>0x(?:[0-9a-fA-F]{64}|[0-9a-fA-F]{40}))(?![0-9a-fA-F])(?P<comma>\s*,(?=\s*[a-z]))?")
+
+
+def _the_other_one(m: re.Match[str]) -> str:
+    return ("transaction " if len(m["x"]) == 66 else "") + m["x"] + (" " if m["comma"] else "")
 
 
 #: "the gas price of (the transaction) 0x<hash>": what it paid (outside round 57, Q32,
@@ -840,7 +845,7 @@ def _said_plainly(text: str) -> str:
     noun (``_VERB_TEST``), a total tested with its verb said as the total
     (``_TOTAL_TEST``), a threshold in cents said in USDC, "at the head" as the latest block,
     "how much do they differ" as "by how much", and a list between two addresses each way."""
-    text = _OTHER_ONE.sub(r"transaction \g<tx> ", _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text))
+    text = _OTHER_ONE.sub(_the_other_one, _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text))
     text = _NAMED_HASH.sub("transaction ", text)
     text = _elided_gas(text)
     text = _TOTAL_TEST.sub(_total_test, _VERB_TEST.sub(_verb_test, text))
@@ -926,7 +931,7 @@ _EACH_DID = _p(r"(?P<q>\bhow\s+many\s+(?:usdc\s+)?transfers\s+)did\s+(?P<a>0x[0-
 #: 0xB?": a yes or no answered by the transfers themselves (none, or each one), asked as
 #: "did 0xA send any USDC transfers (to 0xB)". Only USDC, transfers or payments are read so:
 #: "what did 0xA send" may ask ETH too, which the planner does not read.
-_DID_ANY = _p(r"\b(?P<aux>did|has|have)\s+(?P<who>" + _HOLDERS + r")\s+(?P<each>(?:each|both)\s+)?"
+_DID_ANY = _p(r"\b(?P<aux>did|has|have)\s+(?P<who>" + _HOLDERS + r")\s+(?:ever\s+)?(?P<each>(?:each|both)\s+)?"
               r"(?P<verb>send|sent|receive|received|get|got|gotten|make|made)\s+(?:any\s+)?"
               r"(?:usdc\s+)?(?:transfers?|payments?|usdc)\b")
 _DID_PAY = _p(r"\b(?P<aux>did|has|have)\s+(?P<who>" + _HOLDERS + r")\s+(?:pay|paid)\s+"
@@ -1433,7 +1438,7 @@ def _scope_of(text: str, network: str) -> str | None:
     if word:
         own = f" ({network})" if network else ""
         return f"{word!r} names another chain; this run reads only its own network{own}"
-    if m := _BETWEEN_TWO.search(text):  # a list of them is read each way (_between_two)
+    if (m := _BETWEEN_TWO.search(text)) and m["a"].lower() != m["b"].lower():  # a list: each way (_between_two)
         return (f"'between {m['a']} and {m['b']}' asks what moved both ways between two "
                 "addresses; the offline planner reads transfers one way at a time: ask "
                 f"'from {m['a']} to {m['b']}' and 'from {m['b']} to {m['a']}'")
@@ -2042,7 +2047,10 @@ def _shares_window(t: _Task, part: _Part, fp: FactPattern) -> bool:
 
 #: The head block named as one block ("in the latest block", "at the head", "of the most
 #: recent block", "the last block"): transfers in it are that block's.
-_ONE_HEAD_BLOCK = _p(r"\b(?:in|at|of|for|from|during|within|inside)\s+(?:the\s+)?(?:very\s+)?(?:latest|current|"
+#: The words before "latest block" that make it the block a fact is of, no question of its
+#: number ("the base fee of the latest block", "sent over the latest block").
+_NAMES_THE_BLOCK = _p(r"\b(?:of|at|in|for|over|during|within|from)\s+the\s+\Z")
+_ONE_HEAD_BLOCK = _p(r"\b(?:in|at|of|for|over|from|during|within|inside)\s+(?:the\s+)?(?:very\s+)?(?:latest|current|"
                      r"newest|most\s+recent|last|head|tip)\s+block\b(?!\s*(?:number|height)\b)")
 
 
@@ -2717,7 +2725,7 @@ class _FactItems:
             if (
                 fp.kind == "block_number"
                 and len(kinds) > 1
-                and (re.search(r"\b(?:of|at|in|for)\s+the\s+\Z", part.text[:pos])
+                and (_NAMES_THE_BLOCK.search(part.text[:pos])
                      or re.match(r"['’]s\b", part.text[pos + len(phrase) :]))
             ):
                 # "the base fee of the latest block", "the latest block's gas limit": the
@@ -3619,7 +3627,7 @@ class _Reader(_ReaderChecks):
                          candidate=None, again=False)  # fmt: skip
             for pos, fp, phrase in asked.hits:
                 if (fp.kind == "block_number" and len(kinds) > 1
-                        and re.search(r"\b(?:of|at|in|for)\s+the\s+\Z", asked.text[:pos])):  # fmt: skip
+                        and _NAMES_THE_BLOCK.search(asked.text[:pos])):  # fmt: skip
                     continue  # "the base fee of the latest block": a parameter
                 made.extend(self.facts._fact(at, fp, 0, phrase))
         # "Did 0xA send USDC in block 5 and in block 7?": yes or no at each (round 45, B2).

@@ -1,4 +1,4 @@
-"""A follow-up naming only another span of blocks ("How much USDC has 0xA sent since block 5?
+"""Transfers over a span the task names in other words than a window. A follow-up naming only another span of blocks ("How much USDC has 0xA sent since block 5?
 And since block 4?", "..., and in blocks 4 to 5?") asks the transfer facts before it again
 over that span; the planner declined it before. Graded against the chain on the eval's
 private devnet (agent/eval/truth.py reads each total and count with web3): the two spans
@@ -29,6 +29,17 @@ ASKED = [
              "answer",
              ({"probe": "usdc_sent_total", "address": "{outsider}", "from_block": 5},
               {"probe": "usdc_sent_total", "address": "{outsider}", "from_block": 4})),
+    # Outside round 58, Q52: transfers "in the latest block" were counted over the whole
+    # chain, at exit 0. The head block (5) holds one of the chain's three transfers.
+    EvalTask("count-latest-block", "spans", "window",
+             "How many USDC transfers were there in the latest block?", "answer",
+             ({"probe": "transfer_count", "from_block": 5, "to_block": 5},)),
+    EvalTask("sent-latest-block", "spans", "window",
+             "How much USDC has {outsider} sent in the most recent block?", "answer",
+             ({"probe": "usdc_sent_total", "address": "{outsider}", "from_block": 5},)),
+    EvalTask("largest-at-head", "spans", "window",
+             "What was the largest USDC transfer at the head?", "answer",
+             ({"probe": "transfer_max", "from_block": 5, "to_block": 5},)),
 ]  # fmt: skip
 
 

@@ -1,0 +1,58 @@
+"""Outside round 58: transfers "in the latest block" were counted over the whole chain at
+exit 0 (Q52: 5 for a head block with none), and with an address and "sent" the head's
+block number was added as a question nobody asked; "Has 0xA ever sent any USDC?" stopped on
+"ever"; "And the other one, 0xB?" split "the other one" off as a part of its own."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.models._factpatterns import extract_checklist
+
+A = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+B = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
+
+
+def _read(task: str) -> list[tuple[str | None, dict[str, object]]]:
+    items = extract_checklist(task)
+    assert all(i["kind"] for i in items), items  # nothing declined
+    return [(i["kind"], dict(i.get("params") or {})) for i in items]
+
+
+@pytest.mark.parametrize(
+    ("task", "kind", "own"),
+    [
+        ("How many USDC transfers were there in the latest block?", "transfer_count", {}),
+        ("Show the USDC transfers in the latest block", "transfer_list", {}),
+        ("How many USDC transfers were in the most recent block?", "transfer_count", {}),
+        ("What was the largest USDC transfer in the current block?", "transfer_max", {}),
+        ("How many USDC transfers were there in the last block?", "transfer_count", {}),
+        ("How many USDC transfers at the head?", "transfer_count", {}),
+        (f"How much USDC did {A} receive in the latest block?", "usdc_received_total", {"address": A}),
+        (f"How much USDC has {A} sent in the most recent block?", "usdc_sent_total", {"address": A}),
+        (f"How many USDC transfers has {A} sent in the latest block?", "transfer_count", {"sender": A}),
+    ],
+)  # fmt: skip
+def test_transfers_in_the_head_block_are_that_blocks_only(task: str, kind: str, own: dict[str, str]) -> None:
+    assert _read(task) == [(kind, {**own, "from_block": "latest-0", "to_block": "latest-0"})]
+
+
+def test_a_fact_of_one_block_at_the_head_keeps_no_block() -> None:
+    # A balance or a base fee is read at the head anyway: no parameter, as before.
+    assert _read("What is the base fee of the latest block?") == [("base_fee_gwei", {})]
+    assert _read("How many transactions were in the latest block?") == [("block_tx_count", {})]
+
+
+@pytest.mark.parametrize(
+    ("task", "kind", "way"),
+    [(f"Has {A} ever sent any USDC?", "transfer_count", "sender"),
+     (f"Did {A} ever receive USDC?", "transfer_count", "recipient")],
+)  # fmt: skip
+def test_ever_is_the_whole_chain(task: str, kind: str, way: str) -> None:
+    read = _read(task)
+    assert read[0] == (kind, {way: A}) and read[1][0] == "condition", read
+
+
+def test_the_other_one_names_the_address_after_it() -> None:
+    assert _read(f"What is the USDC balance of {A}? And the other one, {B}?") == [
+        ("usdc_balance", {"address": A}), ("usdc_balance", {"address": B})]
