@@ -698,8 +698,7 @@ def _elided_transfers(text: str) -> str:
             return f"how many {noun.group(0)} did {who} {m['verb']}"
         return f"how many {noun.group(0)} {m['be']} {m['done']} by {who}"
 
-    text = _EACH_DID.sub(lambda m: f"{m['q']}did {m['a']} {m['verb']} and {m['q']}did {m['b']} "
-                         f"{m['verb']}", text)
+    text = _EACH_DID.sub(lambda m: _each_asked(m, f"{m['q']}did {{a}} {m['verb']}"), text)
     text = _ELIDED_COUNT.sub(expand, text)
     return _IT_COUNTED.sub(lambda m: m["q"] + (_nearest_holder(text[: m.start()]) or "it"), text)
 
@@ -887,9 +886,18 @@ def _same_address(text: str) -> str:
 
 #: "How much USDC did 0xA and 0xB (each) receive?": one total each (the first was read as
 #: 0xA's balance, outside-found).
-_EACH_AMOUNT = _p(r"(?P<q>\bhow\s+much\s+usdc\s+)(?P<aux>did|have|has)\s+(?P<a>0x[0-9a-fA-F]{40})\s*,?\s*"
-                  r"(?:and|&)\s+(?P<b>0x[0-9a-fA-F]{40})\s+(?:each\s+|both\s+)?"
-                  r"(?P<verb>sent|send|received|receive|got|gotten|get)\b")
+#: A list of two or more addresses ("0xA and 0xB", "0xA, 0xB and 0xC"), whole.
+_ADDRESS_LIST = (r"(?P<list>0x[0-9a-fA-F]{40}(?:\s*,\s*0x[0-9a-fA-F]{40})*\s*,?\s*(?:and|&)\s+"
+                 r"0x[0-9a-fA-F]{40})(?![0-9a-fA-F])")
+_EACH_AMOUNT = _p(r"(?P<q>\bhow\s+much\s+usdc\s+)(?P<aux>did|have|has)\s+" + _ADDRESS_LIST + r"\s+"
+                  r"(?:each\s+|both\s+|all\s+)?(?P<verb>sent|send|received|receive|got|gotten|get)\b")
+
+
+def _each_asked(m: re.Match[str], ask: str) -> str:
+    """The question ``ask`` (with ``{a}`` for the address) once per address of ``m``'s list
+    (outside round 59: "How much USDC have 0xA, 0xB and 0xC each sent?" read three balances
+    at exit 0; only a list of two was read)."""
+    return " and ".join(ask.format(a=a) for a in ADDRESS.findall(m["list"]))
 
 
 def _nearest_holder(before: str) -> str | None:
@@ -917,14 +925,13 @@ def _elided_amount(text: str) -> str:
             return m.group(0)  # "how much usdc has it sent": USDC said (outside round 54)
         return f"how much USDC {m['aux']} {who} {m['verb']}"
 
-    text = _EACH_AMOUNT.sub(lambda m: f"{m['q']}{m['aux']} {m['a']} {m['verb']} and {m['q']}"
-                            f"{m['aux']} {m['b']} {m['verb']}", text)
+    text = _EACH_AMOUNT.sub(lambda m: _each_asked(m, f"{m['q']}{m['aux']} {{a}} {m['verb']}"), text)
     return _ELIDED_AMOUNT.sub(expand, text)
 
 
 #: "How many USDC transfers did 0xA and 0xB (each) send?": one count each.
-_EACH_DID = _p(r"(?P<q>\bhow\s+many\s+(?:usdc\s+)?transfers\s+)did\s+(?P<a>0x[0-9a-fA-F]{40})\s*,?\s*"
-               r"(?:and|&)\s+(?P<b>0x[0-9a-fA-F]{40})\s+(?:each\s+|both\s+)?(?P<verb>send|receive|make|get)\b")
+_EACH_DID = _p(r"(?P<q>\bhow\s+many\s+(?:usdc\s+)?transfers\s+)did\s+" + _ADDRESS_LIST +
+               r"\s+(?:each\s+|both\s+|all\s+)?(?P<verb>send|receive|make|get)\b")
 
 
 #: "Did 0xA send any USDC (to 0xB)?", "Has 0xA received USDC since block 2?", "Did 0xA pay
@@ -2452,7 +2459,8 @@ def _said_already(out: _Builder, made_by_part: list[tuple[_Part, list[int]]],
 #: "Show me them.", "List those too", "What are they?" after a question: its values listed.
 _SHOW_THEM = _p(r"(?:(?:and|also|then|so|now)\s+)?(?:(?:please|can\s+you|could\s+you)\s+)?(?:(?:show|list|"
                 r"give|tell|display)\s+(?:me\s+|us\s+)?(?:all\s+)?(?:of\s+)?(?:them|those|these)|(?:what|which)"
-                r"\s+(?:are|were)\s+(?:they|those|these))(?:\s+(?:too|as\s+well|please|then))?")
+                r"\s+(?:are|were)\s+(?:they|those|these))(?:\s+(?:all|each|too|as\s+well|please|then|"
+                r"individually|one\s+by\s+one))*")
 
 
 def _show_them(out: _Builder, made_by_part: list[tuple[_Part, list[int]]],
@@ -2613,6 +2621,12 @@ _TX_FOLLOW_WORDS = _p(r"\b(?:and|also|then|what|how|about|for|of|by|in|that|the|
                       r"txs?|hash|with|plus)\b")
 
 
+#: A part asking to show or list what another part named, in words ``_SHOW_THEM`` does not
+#: read ("show me every one of them"): named as not read (outside round 59 had "show me them
+#: all" dropped with nothing said).
+_SHOW_WHAT = _p(r"\b(?:show|list|give|display|print)\b[^.?!;]*\b(?:them|those|these|it|all|each|every)\b")
+
+
 def _unread_part(out: _Builder, part: _Part, t: _Task) -> list[int]:
     """A part no reading took: named when it asks anything ("What about ETH?", a subject
     with no fact: "...? Also 0xF." was dropped at exit 0; a question of its own), else
@@ -2621,6 +2635,9 @@ def _unread_part(out: _Builder, part: _Part, t: _Task) -> list[int]:
         return []  # "... of 0xS and what about 0xF?": its address was read with another part
     if _WHAT_ABOUT.search(part.text):
         return [out.cannot(part.text, _FOLLOW_UP)]
+    if _SHOW_WHAT.search(part.text):  # "Show me every one of them.": never dropped (round 59)
+        return [out.cannot(part.text, "the offline planner did not read what to show here; ask "
+                           "for it in its own words ('list the USDC transfers in blocks 5 to 9')")]
     if part.subjects or TX_HASH.search(part.text):
         return [out.cannot(part.text, "the offline planner did not read which fact the task "
                            "asks of it here; name the fact in this part ('the ETH balance of "
