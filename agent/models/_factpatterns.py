@@ -2624,7 +2624,7 @@ _TX_FOLLOW_WORDS = _p(r"\b(?:and|also|then|what|how|about|for|of|by|in|that|the|
 #: A part asking to show or list what another part named, in words ``_SHOW_THEM`` does not
 #: read ("show me every one of them"): named as not read (outside round 59 had "show me them
 #: all" dropped with nothing said).
-_SHOW_WHAT = _p(r"\b(?:show|list|give|display|print)\b[^.?!;]*\b(?:them|those|these|it|all|each|every)\b")
+_SHOW_WHAT = _p(r"\b(?:show|list|display|print)\b[^.?!;]*\b(?:them|those|these|all|each|every)\b")
 
 
 def _unread_part(out: _Builder, part: _Part, t: _Task) -> list[int]:
