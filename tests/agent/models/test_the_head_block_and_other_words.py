@@ -56,3 +56,31 @@ def test_ever_is_the_whole_chain(task: str, kind: str, way: str) -> None:
 def test_the_other_one_names_the_address_after_it() -> None:
     assert _read(f"What is the USDC balance of {A}? And the other one, {B}?") == [
         ("usdc_balance", {"address": A}), ("usdc_balance", {"address": B})]
+
+
+C = "0x976EA74026E726554dB657fA54763abd0C3a0aa9"
+
+
+@pytest.mark.parametrize(
+    ("task", "kind", "way"),
+    [(f"How much USDC have {A}, {B} and {C} each sent?", "usdc_sent_total", "address"),
+     (f"How much USDC did {A}, {B} and {C} send?", "usdc_sent_total", "address"),
+     (f"How many USDC transfers did {A}, {B} and {C} each receive?", "transfer_count", "recipient")],
+)  # fmt: skip
+def test_a_list_of_three_is_asked_once_per_address(task: str, kind: str, way: str) -> None:
+    # Outside round 59: the first was read as three balances at exit 0; the last as each
+    # one's transfers either way, and the third address declined.
+    assert _read(task) == [(kind, {way: x}) for x in (A, B, C)]
+
+
+@pytest.mark.parametrize("then", ["Show me them all.", "Show them all please.", "And list them all."])
+def test_show_me_them_all_after_a_count_lists_them(then: str) -> None:
+    # Outside round 59, Q40: "show me them all" was dropped with nothing said.
+    read = _read(f"How many USDC transfers happened since block 5? {then}")
+    window = {"from_block": "5", "to_block": "latest-0"}
+    assert read == [("transfer_count", window), ("transfer_list", window)]
+
+
+def test_a_show_request_not_read_is_named_never_dropped() -> None:
+    items = extract_checklist("How many USDC transfers happened since block 5? Show me every one of them.")
+    assert items[-1]["kind"] is None and items[-1].get("unanswerable"), items

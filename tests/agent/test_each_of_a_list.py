@@ -1,0 +1,34 @@
+"""A question asked of each address of a list of three, graded against the chain on the
+eval's private devnet. Outside round 59 (Q6): "How much USDC have 0xA, 0xB and 0xC each
+sent in total, ...?" answered the three balances at exit 0, the sent totals missing (a list
+of two was asked once per address; a list of three was read as balances)."""
+
+from __future__ import annotations
+
+import pytest
+from _graded import graded
+
+from agent.eval.suite import EvalTask, TaskOutcome
+
+_WHO = ("{outsider}", "{seller}", "{wallet}")
+ASKED = [
+    EvalTask("sent-each-of-three", "lists", "account",
+             "How much USDC have {outsider}, {seller} and {wallet} each sent?", "answer",
+             tuple({"probe": "usdc_sent_total", "address": a} for a in _WHO)),
+    EvalTask("received-each-of-three", "lists", "account",
+             "How much USDC did {outsider}, {seller} and {wallet} receive?", "answer",
+             tuple({"probe": "usdc_received_total", "address": a} for a in _WHO)),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TaskOutcome]:
+    return graded(tmp_path_factory.mktemp("lists"), ASKED)
+
+
+@pytest.mark.parametrize("qid", [t.id for t in ASKED])
+def test_each_address_of_the_list_gets_its_own_total(qid: str, outcomes: dict[str, TaskOutcome]) -> None:
+    t = outcomes[qid]
+    assert t.finished and t.stop_reason == "evidence-covered", (t.stop_reason, t.answer)
+    assert t.correct and not t.wrong_question, (t.miss, t.answer)
+    assert t.answer.count("total USDC") == 3 and "USDC balance" not in t.answer, t.answer
