@@ -526,7 +526,7 @@ _FILLER = frozenset(
     fetch find for from get give go has have hold holds how i if in info information into is
     it its just keep know last latest let like list look me mined more most much my need
     network newest now number of on once one only or our over past per please plus poll provide read
-    recent recently repeatedly report return right row see show so tell than that the them
+    recent recently repeatedly report respectively return right row see show so tell than that the them
     then there these this those three thrice times to token two up usdc use using value
     values want was we were what whats which you your eth ether gwei wei moment paid pay
     purchase if needed need s i'd id would held tokens it's what's who count total does did
@@ -705,7 +705,7 @@ def _elided_transfers(text: str) -> str:
 
 #: "What is the USDC balance of 0xA, and how many transfers did it receive?": "it" is the
 #: one address said before it (``_nearest_holder``; outside round 56, Q56, declined it).
-_IT_COUNTED = _p(r"(?P<q>\bhow\s+many\s+(?:usdc\s+)?transfers\s+(?:did|has|have)\s+)it(?=\s+(?:send|sent|"
+_IT_COUNTED = _p(r"(?P<q>\bhow\s+many\s+(?:usdc\s+)?transfers\s+(?:did|has|have)\s+)it(?=\s+(?:ever\s+)?(?:send|sent|"
                  r"receive|received|make|made|get|got)\b)")
 
 
@@ -754,8 +754,18 @@ _ELIDED_GAS = _p(r"\bhow\s+much\s+(?P<aux>did|does)\s+(?P<tx>(?:(?:the\s+)?(?:tr
                  r"0x[0-9a-fA-F]{64}(?![0-9a-fA-F]))\s+(?P<verb>use|consume)\b")
 
 
+#: "right now", "at the moment", "at present": now, the head (outside round 59: "the gas
+#: price right now" beside "block 4" lost its "now" with the tone words, and was declined).
+_NOW_SAID = _p(r"\b(?:right\s+now|at\s+the\s+moment|at\s+present|currently)\b")
+
+
+#: "how many USDC transfers has 0xA ever received": "ever" is the whole chain, a count's
+#: default; read, it made the phrase "usdc … ever received" a received total (round 59).
+_EVER_COUNTED = _p(r"(\bhow\s+many\s+(?:usdc\s+)?transfers\s+(?:has|have|did)\s+\S+)\s+ever\b")
+
+
 def _elided_gas(text: str) -> str:
-    text = _GAS_PRICE_OF_TX.sub(r"gas price \g<tx> paid", text)
+    text = _GAS_PRICE_OF_TX.sub(r"gas price \g<tx> paid", _EVER_COUNTED.sub(r"\1", text))
     return _ELIDED_GAS.sub(lambda m: f"how much gas {m['aux']} {m['tx']} {m['verb']}" if re.search(
         r"\bgas\b", text[: m.start()], re.I) else m.group(0), text)
 
@@ -795,7 +805,8 @@ def _verb_test(m: re.Match[str]) -> str:
 
 #: "by how much do they differ" (outside round 50 declined "they"): their difference.
 _DIFFER = _p(r"\b(?:by\s+)?how\s+much\s+(?:do|does|did)\s+(?:they|these|those|the\s+two|both)\s+"
-             r"differ(?:\s+by)?\b")
+             r"differ(?:\s+by)?\b|\b(?:what(?:['’]s|\s+is|\s+was)\s+)?the\s+difference\s+between\s+"
+             r"(?:them|these|those|the\s+two|both)\b")
 
 
 #: A total sent or received tested against a number ("Has 0xA sent more than 10 USDC?",
@@ -845,7 +856,7 @@ def _said_plainly(text: str) -> str:
     (``_TOTAL_TEST``), a threshold in cents said in USDC, "at the head" as the latest block,
     "how much do they differ" as "by how much", and a list between two addresses each way."""
     text = _OTHER_ONE.sub(_the_other_one, _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text))
-    text = _NAMED_HASH.sub("transaction ", text)
+    text = _NAMED_HASH.sub("transaction ", _NOW_SAID.sub("now", text))
     text = _elided_gas(text)
     text = _TOTAL_TEST.sub(_total_test, _VERB_TEST.sub(_verb_test, text))
     text = _CENTS_TEST.sub(lambda m: f"{m['op']} {Decimal(m['n']).scaleb(-2):f} usdc", text)
@@ -1197,8 +1208,10 @@ def _read_part(part: _Part, has_hash: bool) -> None:
     # "holds … usdc"): they are looked for with only the other phrases taken out.
     agg_text = _blanked(text, [(s, s + len(w)) for s, fp, w in part.hits
                                if fp.kind not in _AGGREGATED] + claimed[:sends])  # fmt: skip
-    if any(h[1].kind in TOTAL_KINDS for h in part.hits):
-        rest = _TOTAL_WORDS.sub(" ", rest)  # "in total", "altogether": a total's own scope
+    if any(h[1].kind in WINDOW_KINDS for h in part.hits):
+        # "in total", "altogether": a total's own scope; "to date", "so far", "ever" beside a
+        # count, a list or the largest transfer: the whole chain (outside round 59 declined them).
+        rest = _TOTAL_WORDS.sub(" ", rest)
     if (_TO_FROM.search(text) or _DID_SEND.search(text) or _BY_ONE.search(text)
             or _IT_DID.search(text)) and any(
             h[1].kind in ONE_WAY_KINDS for h in part.hits):  # fmt: skip

@@ -355,8 +355,8 @@ OTHER_QUESTIONS: tuple[str, ...] = (
 
 TOTAL_WORDS: tuple[str, ...] = (
     "in total", "altogether", "all together", "overall", "in all", "of all time", "all time",
-    "all-time", "ever", "to date", "since genesis", "since the first block", "cumulatively",
-    "cumulative", "total", "sum", "summed",
+    "all-time", "ever", "to date", "so far", "since genesis", "since the first block",
+    "cumulatively", "cumulative", "total", "sum", "summed",
 )  # fmt: skip
 """Words that ask for all of it: the scope of a total (sent or received), whose block range
 is every block from the first unless the task names one; with any other fact kind they
@@ -454,8 +454,9 @@ def markdown_tables() -> str:
     lines.append("- another chain: " + ", ".join(f"`{w}`" for w in OTHER_CHAINS))
     lines.append("- a standing or future request: " + ", ".join(f"`{w}`" for w in STANDING))
     lines.append("- a question no fact kind holds: " + ", ".join(f"`{w}`" for w in OTHER_QUESTIONS))
-    lines.append("- words of a total (the scope of a total sent or received; with any other "
-                 "fact kind declined as a modifier): "
+    lines.append("- words of a total (the scope of a total sent or received, and the whole chain "
+                 "for a count, list or largest transfer; with any other fact kind declined as a "
+                 "modifier): "
                  + ", ".join(f"`{w}`" for w in TOTAL_WORDS))
     lines.append("- a modifier no fact kind takes: " + ", ".join(f"`{w}`" for w in UNSUPPORTED))
     return "\n".join(lines)
