@@ -526,7 +526,7 @@ _FILLER = frozenset(
     fetch find for from get give go has have hold holds how i if in info information into is
     it its just keep know last latest let like list look me mined more most much my need
     network newest now number of on once one only or our over past per please plus poll provide read
-    recent recently repeatedly report respectively return right row see show so tell than that the them
+    recent recently repeatedly report return right row see show so tell than that the them
     then there these this those three thrice times to token two up usdc use using value
     values want was we were what whats which you your eth ether gwei wei moment paid pay
     purchase if needed need s i'd id would held tokens it's what's who count total does did
@@ -757,6 +757,13 @@ _ELIDED_GAS = _p(r"\bhow\s+much\s+(?P<aux>did|does)\s+(?P<tx>(?:(?:the\s+)?(?:tr
 #: "right now", "at the moment", "at present": now, the head (outside round 59: "the gas
 #: price right now" beside "block 4" lost its "now" with the tone words, and was declined).
 _NOW_SAID = _p(r"\b(?:right\s+now|at\s+the\s+moment|at\s+present|currently)\b")
+#: "How much USDC has 0xA received and sent?": two questions, one per verb (the second verb
+#: was dropped at exit 0, found beside outside round 59's "respectively").
+_VERB_PAIR = _p(r"(?P<q>\bhow\s+(?:much\s+usdc|many\s+(?:usdc\s+)?transfers)\s+(?:has|have|did)\s+"
+                r"(?:0x[0-9a-fA-F]{40}(?![0-9a-fA-F])|it))\s+(?P<v1>sent|send|received|receive|got|get)"
+                r"\s*,?\s*(?:and|&|or)\s+(?P<v2>sent|send|received|receive|got|get)\b")
+#: "... of 0xA, 0xB and 0xC respectively": the list says each already; the word asks nothing.
+_RESPECTIVELY = _p(r"\s*,?\s*\brespectively\b")
 
 
 #: "how many USDC transfers has 0xA ever received": "ever" is the whole chain, a count's
@@ -856,7 +863,8 @@ def _said_plainly(text: str) -> str:
     (``_TOTAL_TEST``), a threshold in cents said in USDC, "at the head" as the latest block,
     "how much do they differ" as "by how much", and a list between two addresses each way."""
     text = _OTHER_ONE.sub(_the_other_one, _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text))
-    text = _NAMED_HASH.sub("transaction ", _NOW_SAID.sub("now", text))
+    text = _NAMED_HASH.sub("transaction ", _NOW_SAID.sub("now", _RESPECTIVELY.sub("", text)))
+    text = _VERB_PAIR.sub(lambda m: f"{m['q']} {m['v1']} and {m['q']} {m['v2']}", text)
     text = _elided_gas(text)
     text = _TOTAL_TEST.sub(_total_test, _VERB_TEST.sub(_verb_test, text))
     text = _CENTS_TEST.sub(lambda m: f"{m['op']} {Decimal(m['n']).scaleb(-2):f} usdc", text)
