@@ -84,3 +84,24 @@ def test_show_me_them_all_after_a_count_lists_them(then: str) -> None:
 def test_a_show_request_not_read_is_named_never_dropped() -> None:
     items = extract_checklist("How many USDC transfers happened since block 5? Show me every one of them.")
     assert items[-1]["kind"] is None and items[-1].get("unanswerable"), items
+
+
+@pytest.mark.parametrize(
+    ("task", "kinds"),
+    [
+        # Outside round 59's needless declines, and what was found beside them.
+        (f"What is the USDC balance of {A} and {B} respectively?", ["usdc_balance", "usdc_balance"]),
+        ("How many USDC transfers were in block 4 and in the latest block respectively?",
+         ["transfer_count", "transfer_count"]),
+        (f"How much USDC has {A} received and sent?", ["usdc_received_total", "usdc_sent_total"]),
+        (f"How many USDC transfers has {A} sent and received?", ["transfer_count", "transfer_count"]),
+        (f"How many USDC transfers has {A} ever received?", ["transfer_count"]),
+        (f"Show me the USDC transfers from {A}, and how many did it send to date?",
+         ["transfer_list", "transfer_count"]),
+        (f"What are the ETH balances of {A} and {B}, and what is the difference between them?",
+         ["eth_balance", "eth_balance", "comparison"]),
+        ("What's the gas price right now, and the base fee of block 4?", ["gas_price_gwei", "base_fee_gwei"]),
+    ],
+)  # fmt: skip
+def test_words_that_ask_nothing_more_are_read(task: str, kinds: list[str]) -> None:
+    assert [k for k, _p in _read(task)] == kinds
