@@ -179,6 +179,9 @@ def _home_with_money(home: Path) -> str:
         paid = meter.reserve(run_id, _Verdict(f"v{n}-paid"), 30_000, 1_000_000, 10_000_000)
         meter.mark_signed(paid, auth_nonce="0x" + f"{n + 1:02x}" * 32, valid_before=2_000_000_000)
         meter.settle(paid, "0x" + f"{n + 10:02x}" * 32)
+    # Closed here, never by the collector later: an open connection keeps nib.db-shm, and
+    # its close during a copy of this home removed the file under shutil.copytree (a flake).
+    meter.store.close()
     return Keystore(default_keystore_path(home), scrypt_n=DEVNET_SCRYPT_N).new("pw")
 
 
