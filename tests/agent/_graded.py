@@ -13,3 +13,11 @@ def graded(home: Path, tasks: list[EvalTask]) -> dict[str, TaskOutcome]:
     graded against truths read from the chain with web3."""
     report = run_suite(tasks=tasks, settings=NibSettings(home=home, network="anvil"))
     return {t.id: t for t in report.tasks}
+
+
+def assert_answered_right(t: TaskOutcome) -> None:
+    """``t`` finished at exit 0, every asked fact covered by evidence, each matching the
+    chain's truth, and no part named as not answered."""
+    assert t.finished and t.stop_reason == "evidence-covered", (t.stop_reason, t.answer)
+    assert t.correct and not t.wrong_question, (t.miss, t.answer)
+    assert "not answered" not in t.answer, t.answer

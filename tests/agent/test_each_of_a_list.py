@@ -6,7 +6,7 @@ of two was asked once per address; a list of three was read as balances)."""
 from __future__ import annotations
 
 import pytest
-from _graded import graded
+from _graded import assert_answered_right, graded
 
 from agent.eval.suite import EvalTask, TaskOutcome
 
@@ -35,7 +35,6 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TaskOutcome]
 @pytest.mark.parametrize("qid", [t.id for t in ASKED])
 def test_each_address_of_the_list_gets_its_own_total(qid: str, outcomes: dict[str, TaskOutcome]) -> None:
     t = outcomes[qid]
-    assert t.finished and t.stop_reason == "evidence-covered", (t.stop_reason, t.answer)
-    assert t.correct and not t.wrong_question, (t.miss, t.answer)
+    assert_answered_right(t)
     asked = 2 if qid == "received-and-sent" else 3
     assert t.answer.count("total USDC") == asked and "USDC balance" not in t.answer, t.answer
