@@ -48,8 +48,9 @@ _DOLLARS = re.compile(r"\$\s?((?>\d+(?:\.\d+)?))(?:\s+(?:worth\s+)?(?:of|in)\s+u
                       r"(?!\d|\s+(?:worth\s+)?(?:of|in)\s+(?:eth|ether|wei|gwei)\b)", re.I)
 _GLUED_UNIT = re.compile(r"(?<![\w.])(?!0x)(\d+(?:\.\d+)?)(usdc|ether|eth|gwei|wei|cents)\b", re.I)
 #: A number with letters glued on that :func:`plain_numbers` does not read ("2x", "24h",
-#: "5q"), or with one letter after it ("2 m", "5 x"; never "a" or "I"). Read without them it would be the number alone (outside round 56: "more than 1k
-#: USDC" was tested as more than 1, at exit 0): whoever finds one leaves its sentence unread.
+#: "5q"), or with one letter after it ("2 m", "5 x"; never "a" or "I"). Read without them
+#: it would be the number alone (outside round 56: "more than 1k USDC" was tested as more
+#: than 1, at exit 0): whoever finds one leaves its sentence unread.
 GLUED_NUMBER = re.compile(r"(?<![\w.])(?!0x)\d+(?:\.\d+)?(?:(?!(?:st|nd|rd|th)\b)[a-z]+|\s+(?![ai]\b)[a-z])\b",
                           re.I)
 
