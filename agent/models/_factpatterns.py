@@ -771,8 +771,10 @@ _RESPECTIVELY = _p(r"\s*,?\s*\brespectively\b")
 _EVER_COUNTED = _p(r"(\bhow\s+many\s+(?:usdc\s+)?transfers\s+(?:has|have|did)\s+\S+)\s+ever\b")
 
 
-def _elided_gas(text: str) -> str:
-    text = _GAS_PRICE_OF_TX.sub(r"gas price \g<tx> paid", _EVER_COUNTED.sub(r"\1", text))
+def _gas_of_a_transaction(text: str) -> str:
+    """ "the gas price of 0x<hash>" as what it paid, and "how much did 0x<hash> use" as its
+    gas used when gas was said before it."""
+    text = _GAS_PRICE_OF_TX.sub(r"gas price \g<tx> paid", text)
     return _ELIDED_GAS.sub(lambda m: f"how much gas {m['aux']} {m['tx']} {m['verb']}" if re.search(
         r"\bgas\b", text[: m.start()], re.I) else m.group(0), text)
 
@@ -858,14 +860,18 @@ _CENTS_TEST = _p(rf"(?P<op>{OP_WORDS})\s*(?P<n>\d+(?:\.\d+)?)\s*cents\b")
 
 
 def _said_plainly(text: str) -> str:
-    """Misspellings mended, a block's or a transaction's fact tested with a verb said as a
-    noun (``_VERB_TEST``), a total tested with its verb said as the total
-    (``_TOTAL_TEST``), a threshold in cents said in USDC, "at the head" as the latest block,
-    "how much do they differ" as "by how much", and a list between two addresses each way."""
+    """Misspellings mended; a transaction or an address named in other words ("the other
+    one, 0x..", "the tx with hash 0x..") as itself; "right now" as now; "respectively" and a
+    count's "ever" taken out; two verbs of one question ("received and sent") as two
+    questions; a transaction's gas said plainly (``_gas_of_a_transaction``); a block's or a
+    transaction's fact tested with a verb said as a noun (``_VERB_TEST``), a total tested
+    with its verb said as the total (``_TOTAL_TEST``), a threshold in cents said in USDC, "at
+    the head" as the latest block, "how much do they differ" as "by how much", and a list
+    between two addresses each way."""
     text = _OTHER_ONE.sub(_the_other_one, _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text))
     text = _NAMED_HASH.sub("transaction ", _NOW_SAID.sub("now", _RESPECTIVELY.sub("", text)))
-    text = _VERB_PAIR.sub(lambda m: f"{m['q']} {m['v1']} and {m['q']} {m['v2']}", text)
-    text = _elided_gas(text)
+    text = _VERB_PAIR.sub(lambda m: f"{m['q']} {m['v1']} and {m['q']} {m['v2']}", _EVER_COUNTED.sub(r"\1", text))
+    text = _gas_of_a_transaction(text)
     text = _TOTAL_TEST.sub(_total_test, _VERB_TEST.sub(_verb_test, text))
     text = _CENTS_TEST.sub(lambda m: f"{m['op']} {Decimal(m['n']).scaleb(-2):f} usdc", text)
     return _between_two(_DIFFER.sub("by how much", _AT_HEAD.sub(r"\1 the latest block", text)))
