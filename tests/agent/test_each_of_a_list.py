@@ -18,6 +18,10 @@ ASKED = [
     EvalTask("received-each-of-three", "lists", "account",
              "How much USDC did {outsider}, {seller} and {wallet} receive?", "answer",
              tuple({"probe": "usdc_received_total", "address": a} for a in _WHO)),
+    # Outside round 60 (A4): "each of 0xA, 0xB and 0xC" counted each one's transfers both ways.
+    EvalTask("each-of-three", "lists", "account",
+             "How much USDC did each of {outsider}, {seller} and {wallet} receive?", "answer",
+             tuple({"probe": "usdc_received_total", "address": a} for a in _WHO)),
     # Found beside round 59's "respectively": the second verb of "received and sent" was
     # dropped at exit 0.
     EvalTask("received-and-sent", "lists", "account",

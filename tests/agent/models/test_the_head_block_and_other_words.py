@@ -105,3 +105,39 @@ def test_a_show_request_not_read_is_named_never_dropped() -> None:
 )  # fmt: skip
 def test_words_that_ask_nothing_more_are_read(task: str, kinds: list[str]) -> None:
     assert [k for k, _p in _read(task)] == kinds
+
+
+@pytest.mark.parametrize(
+    ("task", "kinds"),
+    [
+        # Outside round 60: courtesies and shorthand stopped these at exit 1 with the fact right.
+        (f"Hi there! Hope your day is going well. Could you tell me the USDC balance of {A}? "
+         "Thanks so much!", ["usdc_balance"]),
+        ("Hey friend, what was the gas limit of block 5, if you don't mind?", ["block_gas_limit"]),
+        (f"Hey there, I'd love to know how much USDC {A} has received in total. Cheers!",
+         ["usdc_received_total"]),
+        ("Good evening! Out of curiosity, what's the timestamp of block 6? Thank you kindly.",
+         ["block_timestamp"]),
+        ("Hi, hope all is well. What's the total supply of USDC, by the way?", ["token_supply"]),
+        (f"bal of {A} in usdc pls", ["usdc_balance"]),
+        ("how many txns in blk 4", ["block_tx_count"]),
+        (f"usdc recv'd by {A}", ["usdc_received_total"]),
+        ("gas limt of latest blk", ["block_gas_limit"]),
+        ("how many usdc transfers in the last 5 blks", ["transfer_count"]),
+        ("Were there more than 2 transactions in block 4?", ["block_tx_count", "condition"]),
+        (f"How many USDC transfers did each of {A}, {B} and {C} receive?", ["transfer_count"] * 3),
+    ],
+)  # fmt: skip
+def test_courtesies_and_shorthand_ask_nothing_more(task: str, kinds: list[str]) -> None:
+    assert [k for k, _p in _read(task)] == kinds
+
+
+def test_a_courtesy_beside_an_order_never_makes_the_order_more_than_the_judge_reads() -> None:
+    # The courtesies are the planner's reading only: beside an order, "don't" still
+    # withholds it for the judge (judge/mandates.py), and the planner declines it too.
+    from judge.mandates import mandates_in
+
+    task = f"Send 0.01 USDC to {A}, if you don't mind."
+    (item,) = extract_checklist(task)
+    assert item["kind"] is None and "don't" in item["unanswerable"], item
+    assert [m.withheld for m in mandates_in(task)] == ["don't"]
