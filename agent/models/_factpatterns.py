@@ -318,6 +318,9 @@ _CONDITION = _p(rf"({OP_WORDS})\s*(\d+(?:\.\d+)?)\s*(gwei|wei|usdc|ether|eth)?")
 #: A threshold word, with or without a number read after it ("if 0xA holds more than $2"):
 #: a condition on something, never "if you need to" (it was dropped, the order left ungated).
 _THRESHOLD = _p(rf"(?:{OP_WORDS})")
+#: "how many (USDC) transfers ...": the opening of a count of transfers, said once for the
+#: rewrites that read one (``_IT_COUNTED``, ``_EVER_COUNTED``, ``_EACH_DID``, ``_VERB_PAIR``).
+_HOW_MANY_TRANSFERS = r"\bhow\s+many\s+(?:usdc\s+)?transfers\s+"
 #: A share of a block's gas limit as a threshold ("more than half full", "over 50% full",
 #: "at least 90 percent of its gas limit", "is the block full"): no condition reads one
 #: (block_fullness is in no VALUE_UNITS), so it is declined naming these words.
@@ -718,7 +721,7 @@ def _elided_transfers(text: str) -> str:
 
 #: "What is the USDC balance of 0xA, and how many transfers did it receive?": "it" is the
 #: one address said before it (``_nearest_holder``; outside round 56, Q56, declined it).
-_IT_COUNTED = _p(r"(?P<q>\bhow\s+many\s+(?:usdc\s+)?transfers\s+(?:did|has|have)\s+)it(?=\s+(?:ever\s+)?(?:send|sent|"
+_IT_COUNTED = _p(r"(?P<q>" + _HOW_MANY_TRANSFERS + r"(?:did|has|have)\s+)it(?=\s+(?:ever\s+)?(?:send|sent|"
                  r"receive|received|make|made|get|got)\b)")
 
 
@@ -775,7 +778,7 @@ _ELIDED_GAS = _p(r"\bhow\s+much\s+(?P<aux>did|does)\s+(?P<tx>(?:(?:the\s+)?(?:tr
 _NOW_SAID = _p(r"\b(?:right\s+now|at\s+the\s+moment|at\s+present|currently)\b")
 #: "How much USDC has 0xA received and sent?": two questions, one per verb (the second verb
 #: was dropped at exit 0, found beside outside round 59's "respectively").
-_VERB_PAIR = _p(r"(?P<q>\bhow\s+(?:much\s+usdc|many\s+(?:usdc\s+)?transfers)\s+(?:has|have|did)\s+"
+_VERB_PAIR = _p(r"(?P<q>(?:\bhow\s+much\s+usdc\s+|" + _HOW_MANY_TRANSFERS + r")(?:has|have|did)\s+"
                 r"(?:0x[0-9a-fA-F]{40}(?![0-9a-fA-F])|it))\s+(?P<v1>sent|send|received|receive|got|get)"
                 r"\s*,?\s*(?:and|&|or)\s+(?P<v2>sent|send|received|receive|got|get)\b")
 #: "... of 0xA, 0xB and 0xC respectively": the list says each already; the word asks nothing.
@@ -784,7 +787,7 @@ _RESPECTIVELY = _p(r"\s*,?\s*\brespectively\b")
 
 #: "how many USDC transfers has 0xA ever received": "ever" is the whole chain, a count's
 #: default; read, it made the phrase "usdc … ever received" a received total (round 59).
-_EVER_COUNTED = _p(r"(\bhow\s+many\s+(?:usdc\s+)?transfers\s+(?:has|have|did)\s+\S+)\s+ever\b")
+_EVER_COUNTED = _p(r"(" + _HOW_MANY_TRANSFERS + r"(?:has|have|did)\s+\S+)\s+ever\b")
 
 
 def _gas_of_a_transaction(text: str) -> str:
@@ -934,11 +937,10 @@ def _same_address(text: str) -> str:
 
 #: "How much USDC did 0xA and 0xB (each) receive?": one total each (the first was read as
 #: 0xA's balance, outside-found).
-#: A list of two or more addresses ("0xA and 0xB", "0xA, 0xB and 0xC"), whole.
-_ADDRESS_LIST = (r"(?P<list>0x[0-9a-fA-F]{40}(?:\s*,\s*0x[0-9a-fA-F]{40})*\s*,?\s*(?:and|&)\s+"
+#: A list of two or more addresses ("0xA and 0xB", "each of 0xA, 0xB and 0xC"), whole.
+_ADDRESS_LIST = (r"(?:each\s+of\s+|all\s+of\s+|both\s+)?(?P<list>0x[0-9a-fA-F]{40}(?:\s*,\s*0x[0-9a-fA-F]{40})*\s*,?\s*(?:and|&)\s+"
                  r"0x[0-9a-fA-F]{40})(?![0-9a-fA-F])")
-_EACH_AMOUNT = _p(r"(?P<q>\bhow\s+much\s+usdc\s+)(?P<aux>did|have|has)\s+(?:each\s+of\s+|all\s+of\s+|both\s+)?"
-                  + _ADDRESS_LIST + r"\s+"
+_EACH_AMOUNT = _p(r"(?P<q>\bhow\s+much\s+usdc\s+)(?P<aux>did|have|has)\s+" + _ADDRESS_LIST + r"\s+"
                   r"(?:each\s+|both\s+|all\s+)?(?P<verb>sent|send|received|receive|got|gotten|get)\b")
 
 
@@ -979,8 +981,7 @@ def _elided_amount(text: str) -> str:
 
 
 #: "How many USDC transfers did 0xA and 0xB (each) send?": one count each.
-_EACH_DID = _p(r"(?P<q>\bhow\s+many\s+(?:usdc\s+)?transfers\s+)did\s+(?:each\s+of\s+|all\s+of\s+|both\s+)?"
-               + _ADDRESS_LIST +
+_EACH_DID = _p(r"(?P<q>" + _HOW_MANY_TRANSFERS + r")did\s+" + _ADDRESS_LIST +
                r"\s+(?:each\s+|both\s+|all\s+)?(?P<verb>send|receive|make|get)\b")
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from agent.config import NibSettings
 from agent.eval.suite import EvalTask, TaskOutcome, run_suite
@@ -21,3 +24,14 @@ def assert_answered_right(t: TaskOutcome) -> None:
     assert t.finished and t.stop_reason == "evidence-covered", (t.stop_reason, t.answer)
     assert t.correct and not t.wrong_question, (t.miss, t.answer)
     assert "not answered" not in t.answer, t.answer
+
+
+def graded_fixture(name: str, tasks: list[EvalTask]) -> Callable[..., dict[str, TaskOutcome]]:
+    """A module-scoped ``outcomes`` fixture: ``tasks`` run once by :func:`graded` in a fresh
+    home named ``name`` (``outcomes = graded_fixture("spans", ASKED)`` in a test module)."""
+
+    @pytest.fixture(scope="module")
+    def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TaskOutcome]:
+        return graded(tmp_path_factory.mktemp(name), tasks)
+
+    return outcomes

@@ -8,7 +8,7 @@ hold different values, so an answer repeating the first span's value for the sec
 from __future__ import annotations
 
 import pytest
-from _graded import assert_answered_right, graded
+from _graded import assert_answered_right, graded_fixture
 
 from agent.eval.suite import EvalTask, TaskOutcome
 
@@ -43,9 +43,7 @@ ASKED = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TaskOutcome]:
-    return graded(tmp_path_factory.mktemp("spans"), ASKED)
+outcomes = graded_fixture("spans", ASKED)
 
 
 @pytest.mark.parametrize("qid", [t.id for t in ASKED])

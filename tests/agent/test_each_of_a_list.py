@@ -6,7 +6,7 @@ of two was asked once per address; a list of three was read as balances)."""
 from __future__ import annotations
 
 import pytest
-from _graded import assert_answered_right, graded
+from _graded import assert_answered_right, graded_fixture
 
 from agent.eval.suite import EvalTask, TaskOutcome
 
@@ -31,9 +31,7 @@ ASKED = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TaskOutcome]:
-    return graded(tmp_path_factory.mktemp("lists"), ASKED)
+outcomes = graded_fixture("lists", ASKED)
 
 
 @pytest.mark.parametrize("qid", [t.id for t in ASKED])

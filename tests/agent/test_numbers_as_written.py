@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _graded import assert_answered_right, graded
+from _graded import assert_answered_right, graded_fixture
 
 from agent.eval.suite import EvalTask, TaskOutcome
 
@@ -53,9 +53,7 @@ UNREAD = EvalTask("glued-letter", "numbers", "condition", "Does {outsider} hold 
                   "answer", (_test(_OUTSIDER, ">", "2"),))
 
 
-@pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TaskOutcome]:
-    return graded(tmp_path_factory.mktemp("numbers"), [*ASKED, UNREAD])
+outcomes = graded_fixture("numbers", [*ASKED, UNREAD])
 
 
 @pytest.mark.parametrize("qid", [t.id for t in ASKED])

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _graded import assert_answered_right, graded
+from _graded import assert_answered_right, graded_fixture
 
 from agent.eval.suite import EvalTask, TaskOutcome
 
@@ -73,9 +73,7 @@ ASKED = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TaskOutcome]:
-    return graded(tmp_path_factory.mktemp("round50"), ASKED)
+outcomes = graded_fixture("round50", ASKED)
 
 
 @pytest.mark.parametrize("qid", [t.id for t in ASKED])
