@@ -375,7 +375,7 @@ def _start_services(home: Path, info: DevnetInfo, *, paywall: bool, market: bool
     """Start whatever of the paywall and the market is not running, all at once: the
     facilitator service gets its port up front, and the market's sellers and paid MCP
     server wait for it to answer before they read its /supported."""
-    from chain.paywall.market import MARKET
+    from chain.paywall.sellers import MARKET
 
     chain_args = ("--rpc-url", info.rpc_url)
     starting = []

@@ -40,11 +40,11 @@ if TYPE_CHECKING:
     from agent.loop.result import AgentResult
     from agent.queue import QueuedTask
     from agent.worker import Worker
+    from judge.client import JudgeClient
     from judge.jev import Judge
     from judge.mandates import FactReader, MandateCondition
     from judge.payto import TermsOf
     from judge.records import VerdictRecord
-    from judge.service import JudgeClient
     from judge.tasks import TaskRegistry
     from wallet.keystore import KeyHandle
     from wallet.recovery import RunRecovery
@@ -307,7 +307,7 @@ class Runtime:
 
 def judge_client(services: ServicesInfo, token: str) -> JudgeClient:
     """A client of the judge service ``services`` runs, holding ``token``."""
-    from judge.service import JudgeClient
+    from judge.client import JudgeClient
 
     return JudgeClient(services.judge_url, trusted_judge=services.judge_address, token=token)
 
@@ -426,7 +426,7 @@ def build_judge(
     """The in-process judge (its records in ``database``), or a client of the judge service
     when NIB_JUDGE_URL is set."""
     if settings.judge_url:
-        from judge.service import JudgeClient
+        from judge.client import JudgeClient
 
         # The wallet trusts a configured address, never whatever the service claims to be.
         trusted = settings.judge_address or (dev_account(JUDGE).address if network.is_devnet else None)
@@ -685,7 +685,7 @@ def chain_view(settings: NibSettings) -> tuple[Network, ChainClient, str]:
 def _service_clients(services: ServicesInfo) -> tuple[WalletClient, JudgeClient]:
     """Clients of the running wallet and judge services. The judge client holds no token
     until the task is registered (Runtime.register_task gives it the task's)."""
-    from judge.service import JudgeClient
+    from judge.client import JudgeClient
     from wallet.service import WalletClient
 
     judge = JudgeClient(services.judge_url, trusted_judge=services.judge_address)

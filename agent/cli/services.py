@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from agent.loop.limits import Limits
     from agent.store import RunStore
     from chain.networks import Network
+    from judge.client import JudgeClient
     from judge.records import Grant
-    from judge.service import JudgeClient
     from judge.tasks import TaskLimits
 
 SERVICES_FILE = "services.json"
@@ -375,7 +375,7 @@ def _network_is_devnet(settings: NibSettings) -> bool:
 def _admin_client(settings: NibSettings, info: ServicesInfo) -> JudgeClient:
     """A judge client holding the user's admin token (read from its 0600 file). Only ever
     called in :func:`as_user`'s child: the token never enters an agent process."""
-    from judge.service import JudgeClient
+    from judge.client import JudgeClient
 
     path = services_home(settings.home) / ADMIN_TOKEN_FILE
     if not path.exists():
@@ -517,7 +517,7 @@ def task_limits(rt: RunPlace, run_id: str, task: str, limits: Limits) -> TaskLim
         allow.append(rt.paywall_url)
     recipients: list[str] = []
     if rt.network.is_devnet:
-        from chain.paywall.market import MARKET
+        from chain.paywall.sellers import MARKET
 
         recipients += [dev_account(SELLER).address, *(s.pay_to for s in MARKET)]
         if rt.devnet is not None:

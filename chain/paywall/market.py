@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Literal
 
 import httpx
 from fastapi import FastAPI, HTTPException, Request, Response
@@ -43,30 +41,28 @@ from x402.mechanisms.evm.exact import ExactEvmServerScheme
 from x402.schemas import AssetAmount
 
 from chain.client import ChainClient
-from chain.devkeys import dev_account
 from chain.errors import ChainError, DevnetError
 from chain.http_proxy import proxy_for
 from chain.paywall.datasets import tokens
 from chain.paywall.discovery import Registration, register_resources
+from chain.paywall.sellers import MARKET, MarketSeller, PaidRoute, seller_named
 from chain.paywall.serve import AppServer, serve_forever, service_parser, wait_for_service
 from chain.tls import tls_context
 from chain.usdc import token_domain
 
 __all__ = [
-    "MARKET", "MarketSeller", "PaidRoute", "create_seller_app", "facilitator_client", "main",
+    "MARKET",
+    "MarketSeller",
+    "PaidRoute",
+    "create_seller_app",
+    "facilitator_client",
+    "main",
     "seller_named",
 ]
 
 #: EIP-712 domain of TestUSDC, which x402's exact scheme needs for a non-default asset.
 _MAX_TIMEOUT_S = 300
 _REGISTER_TIMEOUT_S = 10.0
-
-Behaviour = Literal["honest", "overclaims", "own-words"]
-"""``honest``: returns what it declares. ``overclaims``: declares a full fact sheet and
-returns none of it (plus injected instructions), so buying it covers nothing.
-``own-words``: honest, in its own words and field names (``issuing_company``,
-``first_issued``...), declared in its bazaar output example; not in :data:`MARKET`
-(tests build it to show purchases are matched by meaning, not by nib's words)."""
 
 #: An own-words seller's field names for the sheet's fields.
 _OWN_WORDS = {"symbol": "ticker", "name": "asset_name", "issuer": "issuing_company",
@@ -89,84 +85,6 @@ _SHEET_EXAMPLE = {
     "launched": "2018",
     "decimals": "6",
 }
-
-
-@dataclass(frozen=True)
-class PaidRoute:
-    """One paid route: the x402 route key ("GET /tokens"), price in atomic USDC, and what
-    its bazaar declaration says."""
-
-    route: str
-    price: int
-    description: str
-
-    @property
-    def method(self) -> str:
-        return self.route.split(" ", 1)[0]
-
-    @property
-    def path(self) -> str:
-        return self.route.split(" ", 1)[1]
-
-
-@dataclass(frozen=True)
-class MarketSeller:
-    """A seller of the devnet market: its name, who it pays (a dev account), its offers."""
-
-    name: str
-    behaviour: Behaviour
-    pay_to_index: int
-    offers: tuple[PaidRoute, ...]
-
-    @property
-    def pay_to(self) -> str:
-        return dev_account(self.pay_to_index).address
-
-
-_SHEET = "Token fact sheet: issuer, launch year, decimals, standard and mainnet address"
-MARKET: tuple[MarketSeller, ...] = (
-    MarketSeller(
-        "atlas",
-        "honest",
-        5,
-        (PaidRoute("GET /tokens", 10_000, f"{_SHEET} (?symbol=USDC). Atlas data."),),
-    ),
-    MarketSeller(
-        "meridian",
-        "honest",
-        6,
-        (
-            PaidRoute("GET /tokens", 40_000, f"{_SHEET} (?symbol=USDC). Meridian verified data."),
-            PaidRoute(
-                "POST /lookup",
-                40_000,
-                f"{_SHEET}; JSON body {{symbol}}. Meridian verified data.",
-            ),
-        ),
-    ),
-    MarketSeller(
-        "bargain",
-        "overclaims",
-        7,
-        (
-            PaidRoute(
-                "GET /tokens",
-                5_000,
-                f"{_SHEET}, the cheapest and most complete anywhere (?symbol=USDC).",
-            ),
-        ),
-    ),
-)
-
-
-def seller_named(name: str) -> MarketSeller:
-    """The market seller called ``name``; DevnetError naming the choices otherwise."""
-    for seller in MARKET:
-        if seller.name == name:
-            return seller
-    raise DevnetError(
-        f"no market seller named {name!r}; expected one of {[s.name for s in MARKET]}."
-    )
 
 
 def _route_config(
@@ -274,7 +192,7 @@ def create_seller_app(
         try:
             body = await request.json()
         except ValueError as exc:
-            raise HTTPException(422, "expected a JSON body {\"symbol\": \"USDC\"}") from exc
+            raise HTTPException(422, 'expected a JSON body {"symbol": "USDC"}') from exc
         return _sheet(seller, body.get("symbol") if isinstance(body, dict) else None)
 
     return app
@@ -286,16 +204,26 @@ class _FacilitatorClient(HTTPFacilitatorClient):
     environment's proxies even to a loopback facilitator."""
 
     def _get_sync_client(self) -> httpx.Client:
-        return httpx.Client(timeout=self._timeout, follow_redirects=True, trust_env=False,
-                            proxy=proxy_for(self.url), verify=tls_context())
+        return httpx.Client(
+            timeout=self._timeout,
+            follow_redirects=True,
+            trust_env=False,
+            proxy=proxy_for(self.url),
+            verify=tls_context(),
+        )
 
 
 def facilitator_client(url: str) -> HTTPFacilitatorClient:
     """x402's client of the facilitator service at ``url``, which a seller verifies and
     settles through, sending through the proxy :func:`chain.http_proxy.proxy_for` names for
     ``url`` (none to a loopback facilitator) and reading none from the environment."""
-    http = httpx.AsyncClient(timeout=FacilitatorConfig.timeout, follow_redirects=True,
-                             trust_env=False, proxy=proxy_for(url), verify=tls_context())
+    http = httpx.AsyncClient(
+        timeout=FacilitatorConfig.timeout,
+        follow_redirects=True,
+        trust_env=False,
+        proxy=proxy_for(url),
+        verify=tls_context(),
+    )
     return _FacilitatorClient(FacilitatorConfig(url=url, http_client=http))
 
 

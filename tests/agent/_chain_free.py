@@ -13,13 +13,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 #: What a command that neither talks to a chain nor signs must not load (~0.7 s of start-up).
 CHAIN_CODE = ("web3", "eth_account")
+#: What answering a question (``nib run``) must not load: a web server and the MCP SDK
+#: (~0.55 s of start-up together: the market's seller table came with FastAPI, a type
+#: annotation with mcp); it talks HTTP through httpx and MCP only when it buys over MCP.
+SERVER_CODE = ("fastapi", "starlette", "uvicorn", "mcp")
 
 
 def run_reporting_chain_code(
-    home: Path, *args: str, env: dict[str, str] | None = None
+    home: Path, *args: str, env: dict[str, str] | None = None, code: tuple[str, ...] = CHAIN_CODE
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """Run ``nib ARGS`` on ``home``: its result (stderr without the import report) and the
-    web3 and eth-account modules it imported, in the order it imported them."""
+    modules of the packages ``code`` names (web3 and eth-account by default) it imported, in
+    the order it imported them."""
     full = {**os.environ, "NIB_HOME": str(home), **(env or {}), "PYTHONPROFILEIMPORTTIME": "1"}
     full.pop("NIB_CONFIG", None)
     r = subprocess.run([sys.executable, "-m", "agent.cli", *args], env=full, cwd=ROOT,
@@ -28,6 +33,6 @@ def run_reporting_chain_code(
     for line in r.stderr.splitlines():
         if not line.startswith("import time:"):
             rest.append(line)
-        elif (name := line.rpartition("|")[2].strip()).split(".")[0] in CHAIN_CODE:
+        elif (name := line.rpartition("|")[2].strip()).split(".")[0] in code:
             loaded.append(name)
     return subprocess.CompletedProcess(r.args, r.returncode, r.stdout, "\n".join(rest)), loaded

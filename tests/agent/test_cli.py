@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _chain_free import run_reporting_chain_code
+from _chain_free import SERVER_CODE, run_reporting_chain_code
 
 from chain import devnet
 from chain.client import ChainClient
@@ -362,6 +362,15 @@ def test_the_commands_that_read_records_load_no_chain_code_with_the_services_up(
         r, loaded = run_reporting_chain_code(home, *args)
         assert r.returncode == 0, (args, r.stderr)
         assert not loaded, f"`nib {' '.join(args)}` imported {sorted(loaded)[:6]}"
+
+
+def test_answering_a_question_loads_no_web_server_or_mcp_code(home):
+    """`nib run` of a free question with the services up (the confined agent included) loads
+    no FastAPI, Starlette, uvicorn or mcp: 1.75 s a question instead of 2.3 s."""
+    assert nib(home, "devnet", "up").returncode == 0  # idempotent: the module's devnet
+    r, loaded = run_reporting_chain_code(home, "run", "What is the latest block number?", code=SERVER_CODE)
+    assert r.returncode == 0, r.stderr
+    assert not loaded, f"`nib run` imported {sorted(loaded)[:6]}"
 
 
 def test_wallet_commands(home):

@@ -79,7 +79,8 @@ def wallet_serve() -> None:
     from agent.cli.services import take_secrets
     from chain import devnet as _devnet
     from chain.client import ChainClient
-    from judge.service import JudgeClient, refuse_inspection
+    from judge.client import JudgeClient
+    from judge.hardening import refuse_inspection
     from wallet.keystore import DEVNET_PASSPHRASE, Keystore, default_keystore_path
     from wallet.meter import SpendMeter
     from wallet.service import serve

@@ -18,11 +18,14 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from mcp.types import CallToolResult
 from pydantic import BaseModel, Field, field_validator
 from x402.mcp import MCP_PAYMENT_META_KEY, MCP_PAYMENT_RESPONSE_META_KEY
 from x402.schemas import parse_payment_required as _x402_parse
+
+if TYPE_CHECKING:
+    from mcp.types import CallToolResult  # only for annotations: mcp costs ~0.2 s to import
 
 from agent.errors import DeliveryFailed, PermanentToolError, ToolError
 from agent.jsonvalues import as_object
