@@ -270,12 +270,13 @@ def test_one_task_moves_a_sellers_calibration_by_one_outcome_at_most(arena: Aren
     assert after.decision == "approve", after.reason
 
 
-@pytest.mark.parametrize("case", ["renew", "reclaim"])
-def test_a_live_agent_cannot_hold_nonce_numbers_past_one_lease(arena: Arena, case: str) -> None:
-    """``renew``: it keeps allocating; ``reclaim`` (an outside red team's C3r): it gives its
-    number back and claims it again every second, each claim a new hold. The bound is
-    the task's time held over its whole life, so neither holds past one lease."""
-    _watch_a_hold(arena, arena.start_attack(case, arena.task(), seconds=2.5 * LEASE_S))
+def test_live_agents_cannot_hold_nonce_numbers_past_one_lease(arena: Arena) -> None:
+    """Two planted holders at once, each its own task: ``renew`` keeps allocating;
+    ``reclaim`` (an outside red team's C3r) gives its number back and claims it again
+    every second, each claim a new hold. The bound is a task's time held over its whole
+    life, so neither holds past one lease."""
+    _watch_holds(arena, [arena.start_attack(case, arena.task(), seconds=2.5 * LEASE_S)
+                         for case in ("renew", "reclaim")])
 
 
 def test_another_tasks_transfers_go_through_while_an_agent_holds_a_number_below_them(arena: Arena) -> None:
@@ -321,16 +322,17 @@ def _outcome(fn: Any) -> str:
         return f"refused {type(exc).__name__}: {str(exc)[:300]}"
 
 
-def _watch_a_hold(arena: Arena, attacker: subprocess.Popen[str]) -> None:
+def _watch_holds(arena: Arena, attackers: list[subprocess.Popen[str]]) -> None:
     import time
 
-    assert attacker.stdout is not None
-    line = attacker.stdout.readline()
-    assert line.startswith("HOLDING ") and '"ok ' in line, (line, attacker.stderr.read() if attacker.stderr else "")
+    for attacker in attackers:
+        assert attacker.stdout is not None
+        line = attacker.stdout.readline()
+        assert line.startswith("HOLDING ") and '"ok ' in line, (line, attacker.stderr.read() if attacker.stderr else "")
     start, late, blocked = time.monotonic(), 0, []
     # Another task (this process) asks for a number twice a second: it is blocked while a
-    # number below the one it gets is held by the attacker. One lease after the attacker
-    # began holding, never again, however it holds.
+    # number below the one it gets is held by an attacker. One lease after the attackers
+    # began holding, never again, however they hold.
     while time.monotonic() - start < 2.5 * LEASE_S - 2:
         pending = arena.chain.w3.eth.get_transaction_count(arena.info["wallet"], "pending")
         n = arena.wallet.nonces.allocate()
@@ -341,10 +343,10 @@ def _watch_a_hold(arena: Arena, attacker: subprocess.Popen[str]) -> None:
             if n > pending:
                 blocked.append((round(since, 1), n, pending))
         time.sleep(0.5)
-    out, _ = attacker.communicate(timeout=120)
-    report = json.loads(out.splitlines()[-1])
-    assert late >= 10 and not blocked, (blocked, report)
-    assert any("NonceHoldRefused" in r for r in report["refused"]), report
+    reports = [json.loads(attacker.communicate(timeout=120)[0].splitlines()[-1]) for attacker in attackers]
+    assert late >= 10 and not blocked, (blocked, reports)
+    for report in reports:
+        assert any("NonceHoldRefused" in r for r in report["refused"]), reports
 
 
 def test_an_agent_cannot_mark_its_authorization_failed_then_use_it(arena: Arena) -> None:
