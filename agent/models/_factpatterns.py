@@ -714,19 +714,26 @@ def _elided_transfers(text: str) -> str:
             return f"how many {noun.group(0)} did {who} {m['verb']}"
         return f"how many {noun.group(0)} {m['be']} {m['done']} by {who}"
 
+    text = _THEY_COUNTED.sub(lambda m: _they_counted(m, text[: m.start()]), text)
     text = _EACH_DID.sub(lambda m: _each_asked(m, f"{m['q']}did {{a}} {m['verb']}"), text)
     text = _ELIDED_COUNT.sub(expand, text)
     return _IT_COUNTED.sub(lambda m: m["q"] + (_nearest_holder(text[: m.start()]) or "it"), text)
 
 
+#: "What are the USDC balances of 0xA and 0xB? How many transfers did each send?": "each",
+#: "both", "they" are the nearest sentence's addresses (``_they_counted``; outside round 60).
+_THEY_COUNTED = _p(r"(?P<q>" + _HOW_MANY_TRANSFERS + r"did\s+)(?:each|both|they)(?:\s+of\s+them)?(?=\s+(?:ever\s+)?"
+                   r"(?:send|receive|make|get)\b)")
 #: "What is the USDC balance of 0xA, and how many transfers did it receive?": "it" is the
 #: one address said before it (``_nearest_holder``; outside round 56, Q56, declined it).
 _IT_COUNTED = _p(r"(?P<q>" + _HOW_MANY_TRANSFERS + r"(?:did|has|have)\s+)it(?=\s+(?:ever\s+)?(?:send|sent|"
                  r"receive|received|make|made|get|got)\b)")
 
 
-#: "How much USDC has 0xA received, and how much has it sent?": the same asset's total.
-_ELIDED_AMOUNT = _p(r"\bhow\s+much\s+(?P<usdc>usdc\s+)?(?P<aux>has|have|did)\s+(?P<who>it|0x[0-9a-fA-F]{40}(?![0-9a-fA-F]))\s+"
+#: "How much USDC has 0xA received, and how much has it sent?": the same asset's total; "For
+#: 0xA and 0xB, how much USDC did each send and how much did each receive?" (outside round
+#: 60, A2, declined the second) asks each one's.
+_ELIDED_AMOUNT = _p(r"\bhow\s+much\s+(?P<usdc>usdc\s+)?(?P<aux>has|have|did)\s+(?P<who>it|each|0x[0-9a-fA-F]{40}(?![0-9a-fA-F]))\s+"
                     r"(?P<verb>sent|send|received|receive|got|gotten|get)\b")
 
 
@@ -884,9 +891,16 @@ _AT_HEAD = _p(r"\b(at|of|for|in|on)\s+the\s+(?:chain(?:['’]s)?\s+)?(?:head|tip
 _CENTS_TEST = _p(rf"(?P<op>{OP_WORDS})\s*(?P<n>\d+(?:\.\d+)?)\s*cents\b")
 
 
+#: "txs in latest block?", "transactions in block 4?": a sentence that opens with the noun
+#: and "in" asks how many (outside round 60, N2, declined "txs"); "list the transactions in
+#: block 4" asks a list nib does not read, and stays unread.
+_TERSE_TX_COUNT = _p(r"(?:\A|(?<=[.?!]\s))\s*(?:txs|transactions)\s+(?=in\b)")
+
+
 def _said_plainly(text: str) -> str:
     """Misspellings mended; a transaction or an address named in other words ("the other
-    one, 0x..", "the tx with hash 0x..") as itself; "right now" as now; "respectively" and a
+    one, 0x..", "the tx with hash 0x..") as itself; "right now" as now; "txs in block 4?" as
+    how many; "respectively" and a
     count's "ever" taken out; two verbs of one question ("received and sent") as two
     questions; a transaction's gas said plainly (``_gas_of_a_transaction``); a block's or a
     transaction's fact tested with a verb said as a noun (``_VERB_TEST``), a total tested
@@ -895,6 +909,7 @@ def _said_plainly(text: str) -> str:
     between two addresses each way."""
     text = _OTHER_ONE.sub(_the_other_one, _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text))
     text = _NAMED_HASH.sub("transaction ", _NOW_SAID.sub("now", _RESPECTIVELY.sub("", text)))
+    text = _TERSE_TX_COUNT.sub("how many transactions ", text)
     text = _VERB_PAIR.sub(lambda m: f"{m['q']} {m['v1']} and {m['q']} {m['v2']}", _EVER_COUNTED.sub(r"\1", text))
     text = _gas_of_a_transaction(text)
     text = _THERE_TEST.sub(lambda m: f"is the transaction count of {m['who']} {m['txs']}", text)
@@ -951,14 +966,29 @@ def _each_asked(m: re.Match[str], ask: str) -> str:
     return " and ".join(ask.format(a=a) for a in ADDRESS.findall(m["list"]))
 
 
-def _nearest_holder(before: str) -> str | None:
-    """What "it" is as a holder: the one address of the nearest sentence (this one, or one
-    before) naming any; None when that sentence names several, or none is said."""
+def _nearest_holders(before: str) -> list[str]:
+    """The addresses of the nearest sentence (this one, or one before) naming any, in order."""
     for sentence in reversed(re.split(r"(?<=[.?!;])\s+", before)):
         said = {a.lower(): a for a in ADDRESS.findall(sentence)}
         if said:
-            return next(iter(said.values())) if len(said) == 1 else None
-    return None
+            return list(said.values())
+    return []
+
+
+def _nearest_holder(before: str) -> str | None:
+    """What "it" is as a holder: the one address of the nearest sentence naming any; None
+    when that sentence names several, or none is said."""
+    said = _nearest_holders(before)
+    return said[0] if len(said) == 1 else None
+
+
+def _they_counted(m: re.Match[str], before: str) -> str:
+    """ "... how many transfers did each send": the list of the nearest sentence naming two
+    or more addresses, each asked (``_EACH_DID``); else as said (declined)."""
+    said = _nearest_holders(before)
+    if len(said) < 2:
+        return m.group(0)
+    return f"{m['q']}{', '.join(said[:-1])} and {said[-1]} each"
 
 
 def _elided_amount(text: str) -> str:
@@ -971,7 +1001,7 @@ def _elided_amount(text: str) -> str:
     def expand(m: re.Match[str]) -> str:
         before = text[: m.start()]
         assets = re.findall(r"\b(usdc|eth|ether)\b", before, re.I)
-        who = m["who"] if m["who"].lower() != "it" else _nearest_holder(before)
+        who = m["who"] if m["who"].lower() != "it" else _nearest_holder(before)  # "each": as said
         if who is None or not m["usdc"] and (not assets or assets[-1].lower() != "usdc"):
             return m.group(0)  # "how much usdc has it sent": USDC said (outside round 54)
         return f"how much USDC {m['aux']} {who} {m['verb']}"
@@ -2536,15 +2566,18 @@ def _show_them(out: _Builder, made_by_part: list[tuple[_Part, list[int]]],
 
 
 _THEY = frozenset({"they", "them", "their", "theirs"})
+_EACH = frozenset({"each", "both"})
 
 
 def _pronoun_holders(t: _Task) -> None:
     """ "How much ETH do 0xA and 0xB hold? Do they hold any USDC?": an account fact asked of
     "they"/"them"/"their" is asked of the holders of the nearest question before it that
-    named holders (outside round 23's follow-ups were declined on 'they'). With no such
-    question, the pronoun stays unread and the part is declined as before."""
+    named holders (outside round 23's follow-ups were declined on 'they'); so is one asked
+    of "each" or "both" ("For 0xA and 0xB, how much USDC did each send and how much did
+    each receive?": outside round 60, A2, declined the second). With no such question, the
+    pronoun stays unread and the part is declined as before."""
     for n, part in enumerate(t.parts):
-        said = re.search(r"\b(?:they|them|their|theirs)\b", part.text, re.I)
+        said = re.search(r"\b(?:they|them|their|theirs|each|both)\b", part.text, re.I)
         if (said and part.hits and part.leftover and part.leftover <= _THEY
                 and all(h[1].subject == "tx" for h in part.hits)
                 and any(at < part.start + said.start() for at, _h in t.hashes)):  # fmt: skip
@@ -2552,12 +2585,21 @@ def _pronoun_holders(t: _Task) -> None:
             continue
         own = set(part.candidate.word.split()) if part.candidate else set()
         if (not said or part.subjects or part.mine or not part.hits
-                or part.leftover - _THEY - own
+                or part.leftover - _THEY - _EACH - own
                 or any(h[1].subject != "account" for h in part.hits)):  # fmt: skip
             continue
         before = [p for p in t.parts[:n] if (p.subjects or p.mine) and p.hits
                   and all(h[1].subject == "account" for h in p.hits)]  # fmt: skip
-        if before:
+        if said.group(0).lower() in _EACH:
+            # Every holder asked before it in its sentence: "How much USDC did 0xA and 0xB
+            # each send, and how much did each receive?" asked the list once per address.
+            before = [p for p in before if p.sentence == part.sentence] or before[-1:]
+            held = ([*dict.fromkeys(s for p in before for s in p.subjects)],
+                    [*dict.fromkeys(s for p in before for s in p.mine)])
+            if len(held[0]) + len(held[1]) >= 2:
+                part.subjects, part.mine = held
+                part.leftover -= _EACH
+        elif before:
             part.subjects, part.mine = list(before[-1].subjects), list(before[-1].mine)
             part.leftover -= _THEY  # an aggregate's own word is its (settled next)
 
