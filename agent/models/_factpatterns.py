@@ -897,6 +897,14 @@ _CENTS_TEST = _p(rf"(?P<op>{OP_WORDS})\s*(?P<n>\d+(?:\.\d+)?)\s*cents\b")
 _TERSE_TX_COUNT = _p(r"(?:\A|(?<=[.?!]\s))\s*(?:txs|transactions)\s+(?=in\b)")
 
 
+#: "For block 3, block 4 and block 5, give the transaction count and the base fee of each.":
+#: the question asked of the list, as "... of block 3, block 4 and block 5" reads it
+#: (outside round 60, A8, read block 3's alone and named the others as asking nothing).
+_BLOCKS_FRAME = _p(r"\bfor\s+(?:each\s+of\s+)?(?P<blocks>blocks?\s+\d+(?:\s*,\s*(?:block\s+)?\d+)*\s*,?\s*(?:and|&)\s+"
+                   r"(?:block\s+)?\d+)\s*[,:]\s*(?P<q>[^.?!;]+?)(?:\s+(?:of|for|in|at)\s+each(?:\s+of\s+them)?|"
+                   r"\s+each)?(?=\s*(?:[.?!;]|\Z))")
+
+
 def _said_plainly(text: str) -> str:
     """Misspellings mended; a transaction or an address named in other words ("the other
     one, 0x..", "the tx with hash 0x..") as itself; "right now" as now; "txs in block 4?" as
@@ -910,6 +918,7 @@ def _said_plainly(text: str) -> str:
     text = _OTHER_ONE.sub(_the_other_one, _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text))
     text = _NAMED_HASH.sub("transaction ", _NOW_SAID.sub("now", _RESPECTIVELY.sub("", text)))
     text = _TERSE_TX_COUNT.sub("how many transactions ", text)
+    text = _BLOCKS_FRAME.sub(lambda m: f"{m['q']} of {m['blocks']}", text)
     text = _VERB_PAIR.sub(lambda m: f"{m['q']} {m['v1']} and {m['q']} {m['v2']}", _EVER_COUNTED.sub(r"\1", text))
     text = _gas_of_a_transaction(text)
     text = _THERE_TEST.sub(lambda m: f"is the transaction count of {m['who']} {m['txs']}", text)
@@ -2893,7 +2902,10 @@ class _FactItems:
         own_q = bool(_OWN_QUESTION.search(part.text)) and not _ABOUT.search(part.text)
         past = bool(_PAST.search(part.text))
         verdicts: set[bool | None] = set()
-        for q in holders:
+        later = [q for q in holders if q.start > part.start]
+        # Of the parts after it, the nearest is its list's tail ("the gas limit and gas used
+        # of block 4, and the gas used of block 5": outside round 60, A3, held it ambiguous).
+        for q in [q for q in holders if q.start < part.start] + later[:1]:
             if not q.hits:  # a bare trailing ", at block 5": the whole sentence's block
                 verdicts.add(True)
             elif q.start > part.start:
@@ -2902,7 +2914,7 @@ class _FactItems:
                     verdicts.add(None if past else False)
                     continue
                 between = self.t.task[part.start + len(part.text) : q.start]
-                if "," in between and own_q and _PRESENT.search(part.text):
+                if re.search(r",\s*(?:and|&)\b", between) and own_q and _PRESENT.search(part.text):
                     verdicts.add(None)
                 else:
                     verdicts.add(True)
