@@ -215,7 +215,7 @@ KIND_WORDS: tuple[KindWords, ...] = (
           "how many transactions", "how many txs", "how many tx", "how many transactions … block",
           *(f"how many {t} … {v}" for t in ("transactions", "txs", "tx") for v in (
               "contain", "include", "included", "ended up in", "end up in", "landed in",
-              "land in", "made it into", "make it into", "went into", "go into", "got into"))),
+              "land in", "made it into", "went into", "go into", "got into"))),
     _kind("tx_gas_used", "transaction gas used", "tx",
           "gas used", "gas consumed", "how much gas … use", "how much gas … consume",
           "how much gas … burn", "how much gas … used", "how much gas … consumed"),
