@@ -2128,7 +2128,7 @@ def _refers_back(part: _Part) -> bool:
 
 def _shares_window(t: _Task, part: _Part, fp: FactPattern) -> bool:
     """Whether a window fact naming no window takes the one another part names, as a block
-    fact takes another part's block (:meth:`_FactItems._shares_block`): a bare list tail
+    fact takes another part's block (:func:`_shares_block`): a bare list tail
     ("..., and the transfers from 0xB"), a part referring back ("which one was the largest",
     "in that range"), a question asking the same fact again ("How many transfers did 0xA
     send in the last 20 blocks, and how many did 0xB send?") or beside a bare trailing
@@ -2816,6 +2816,49 @@ def _other_token(t: _Task, part: _Part, kind: str) -> str | None:
     return named[0] if named and kind in _USDC_ONLY else None
 
 
+def _shares_block(t: _Task, part: _Part) -> bool | None:
+    """Whether a part naming no block takes the block another part of its sentence
+    names: a bare list item sharing one tail ("the base fee and the timestamp at block
+    5", "the base fee at block 5, and the timestamp") does; a question of its own in
+    the present tense ("What is the base fee, and what was the timestamp 3 blocks
+    ago?", "What was the timestamp 3 blocks ago, and what is the base fee?") is at the
+    head (False); a past-tense question of its own, a present-tense one after a
+    present-tense block ("What is X at block 5, and what is Y?"), or a present-tense
+    question followed by ", and" a bare part with the block, is ambiguous (None)."""
+    holders = [p for p in t.parts if p.sentence == part.sentence and not p.again
+               and p is not part and _block_params(p.text)]  # fmt: skip
+    if _REFERS_BACK.search(part.text):
+        return True
+    own_q = bool(_OWN_QUESTION.search(part.text)) and not _ABOUT.search(part.text)
+    past = bool(_PAST.search(part.text))
+    verdicts: set[bool | None] = set()
+    later = [q for q in holders if q.start > part.start]
+    # Of the parts after it, the nearest is its list's tail ("the gas limit and gas used
+    # of block 4, and the gas used of block 5": outside round 60, A3, held it ambiguous).
+    for q in [q for q in holders if q.start < part.start] + later[:1]:
+        if not q.hits:  # a bare trailing ", at block 5": the whole sentence's block
+            verdicts.add(True)
+        elif q.start > part.start:
+            q_own = bool(_OWN_QUESTION.search(q.text)) and not _ABOUT.search(q.text)
+            if q_own:
+                verdicts.add(None if past else False)
+                continue
+            between = t.task[part.start + len(part.text) : q.start]
+            if re.search(r",\s*(?:and|&)\b", between) and own_q and _PRESENT.search(part.text):
+                verdicts.add(None)
+            else:
+                verdicts.add(True)
+        elif own_q:  # "What was X at block 5, and what is Y?": the tenses differ
+            contrast = _PAST.search(q.text) and not _PRESENT.search(q.text)
+            verdicts.add(False if contrast and _PRESENT.search(part.text) and not past
+                         else None)  # fmt: skip
+        else:
+            verdicts.add(True)
+    if not verdicts:
+        return True
+    return verdicts.pop() if len(verdicts) == 1 else None
+
+
 class _FactItems:
     """The items of the parts that ask for facts: one per fact phrase, with the block,
     address, token, transaction or sheet subject the task gives it, or why not."""
@@ -2864,7 +2907,7 @@ class _FactItems:
         # A block, or another part's window beside a one-block fact (rounds 34, 35 declined
         # "..., and what is the USDC balance of 0xC?" as a balance over the window).
         if "block" in found or (found and fp.kind not in WINDOW_KINDS):
-            share = self._shares_block(part)
+            share = _shares_block(self.t, part)
             if share is None and "block" not in found:
                 return {}  # no one-block fact is read over a window: its own, at the head
             if share is None:  # its own question or another part's: ambiguous
@@ -2885,48 +2928,6 @@ class _FactItems:
             at = self.t.task.find(address, part.start) if address else -1
             self.out.at.setdefault(n, at if at >= 0 else part.start + pos)
         return made
-
-    def _shares_block(self, part: _Part) -> bool | None:
-        """Whether a part naming no block takes the block another part of its sentence
-        names: a bare list item sharing one tail ("the base fee and the timestamp at block
-        5", "the base fee at block 5, and the timestamp") does; a question of its own in
-        the present tense ("What is the base fee, and what was the timestamp 3 blocks
-        ago?", "What was the timestamp 3 blocks ago, and what is the base fee?") is at the
-        head (False); a past-tense question of its own, a present-tense one after a
-        present-tense block ("What is X at block 5, and what is Y?"), or a present-tense
-        question followed by ", and" a bare part with the block, is ambiguous (None)."""
-        holders = [p for p in self.t.parts if p.sentence == part.sentence and not p.again
-                   and p is not part and _block_params(p.text)]  # fmt: skip
-        if _REFERS_BACK.search(part.text):
-            return True
-        own_q = bool(_OWN_QUESTION.search(part.text)) and not _ABOUT.search(part.text)
-        past = bool(_PAST.search(part.text))
-        verdicts: set[bool | None] = set()
-        later = [q for q in holders if q.start > part.start]
-        # Of the parts after it, the nearest is its list's tail ("the gas limit and gas used
-        # of block 4, and the gas used of block 5": outside round 60, A3, held it ambiguous).
-        for q in [q for q in holders if q.start < part.start] + later[:1]:
-            if not q.hits:  # a bare trailing ", at block 5": the whole sentence's block
-                verdicts.add(True)
-            elif q.start > part.start:
-                q_own = bool(_OWN_QUESTION.search(q.text)) and not _ABOUT.search(q.text)
-                if q_own:
-                    verdicts.add(None if past else False)
-                    continue
-                between = self.t.task[part.start + len(part.text) : q.start]
-                if re.search(r",\s*(?:and|&)\b", between) and own_q and _PRESENT.search(part.text):
-                    verdicts.add(None)
-                else:
-                    verdicts.add(True)
-            elif own_q:  # "What was X at block 5, and what is Y?": the tenses differ
-                contrast = _PAST.search(q.text) and not _PRESENT.search(q.text)
-                verdicts.add(False if contrast and _PRESENT.search(part.text) and not past
-                             else None)  # fmt: skip
-            else:
-                verdicts.add(True)
-        if not verdicts:
-            return True
-        return verdicts.pop() if len(verdicts) == 1 else None
 
     def _fact_items(self, part: _Part, fp: FactPattern, pos: int, phrase: str) -> list[int]:
         fp = _listed_again(self.t, part, fp, phrase)
