@@ -26,6 +26,7 @@ from judge.spend_bound import blank_spend_bounds, spend_bound
 __all__ = [
     "BALANCE_FACTS",
     "CONDITION_WORDS",
+    "MENTIONED",
     "SELF",
     "ConditionFact",
     "FactReader",
@@ -35,6 +36,7 @@ __all__ = [
     "THRESHOLD_OPS",
     "mandate_for",
     "mandates_in",
+    "mentioned_only",
     "normalize_thresholds",
     "resolve_branches",
     "rule_on_mandate",
@@ -53,6 +55,10 @@ ConditionFact = Literal["base_fee_gwei", "gas_price_gwei", "usdc_balance", "eth_
 
 #: A condition's ``subject`` when the task says "my balance": the agent's own wallet.
 SELF = "self"
+#: A mandate's ``withheld`` word for a payment the task only mentions ("Should I send 1 USDC
+#: to 0x..?", "My boss said to send ..."): no order, and the task's other direct transfers
+#: are refused but what it orders (:func:`unordered`).
+MENTIONED = "mentioned, not ordered"
 #: The facts read of one address (the condition's ``subject``), and their unit.
 BALANCE_FACTS: dict[str, str] = {"usdc_balance": "USDC", "eth_balance": "ETH"}
 _READABLE = frozenset({"base_fee_gwei", "gas_price_gwei", *BALANCE_FACTS})
@@ -305,8 +311,51 @@ def _balance_condition(sentence: str) -> MandateCondition | None:
     return MandateCondition(fact, op, threshold, m.group(0).strip(), subject)
 
 
-#: Words by which a task forbids, takes back or branches a payment: "do not send",
-#: "Actually, never mind", "cancel that", "otherwise send". A task holding one orders
+#: Where the clause of an order's verb begins: the sentence's start, a comma, semicolon,
+#: colon or bracket, a dash between words, "and", "then", "but".
+_CLAUSE_START = re.compile(r"[,;:(]|\s[-–—]+\s|\b(?:and|then|but)\b", re.IGNORECASE)
+#: Words before the verb by which the task itself orders nib: "please", "also", "go ahead
+#: and", "can you", "I want you to", "make sure to"; or forbids or branches an order.
+_ADDRESSED = re.compile(
+    r"(?:(?:please|kindly|also|now|just|so|ok(?:ay)?|finally|first|next|afterwards|go\s+ahead\s+and|"
+    # Words that forbid or branch the order: it is one, held back (``withheld_by``).
+    r"do\s+not|don['’]?t|dont|never|otherwise|else|instead|"
+    r"(?:can|could|would|will)\s+you(?:\s+please)?|(?:i|we)(?:\s+(?:want|need|would\s+like|ask)|['’]d\s+like)"
+    r"\s+you\s+to|(?:make\s+sure|be\s+sure|remember)\s+to)\s+)*",
+    re.IGNORECASE,
+)
+#: A condition before the verb with no comma: "if the base fee is below 1 gwei send ...".
+_CONDITION_LEAD = re.compile(
+    r"(?:only\s+)?(?:if|when|whenever|once|provided|providing|as\s+long\s+as|in\s+case)\b", re.IGNORECASE
+)
+#: A verb whose doer is someone else, or that is said and not done: "I send", "should I
+#: send", "told me to send", "if I were to send", "I will send".
+_ANOTHERS = re.compile(
+    r"\b(?:i|we|he|she|they|it|someone|somebody|anyone|nobody|one|people|me|us|him|her|them|to|"
+    r"will|would|shall|should|might|may|must|could|can|did|do|does|had|have|has|was|were|be|"
+    r"being|been|gonna|wanna|i['’]ll|we['’]ll|i['’]d|let['’]?s)\s*\Z",
+    re.IGNORECASE,
+)
+
+
+def mentioned_only(text: str, start: int) -> bool:
+    """Whether the payment verb at ``start`` of ``text`` is said without being ordered: in
+    double quotes, or with words before it in its clause that make it someone's act, a
+    question or a plan ("I sent", "Should I send", "My boss said to send", "Before I send",
+    "Would it be possible to transfer"; outside round 61 had eight such tasks paid). An
+    order is the verb alone ("Send ...", "if X, send ..."), after words addressing nib
+    ("please", "can you", "I want you to"), or after a condition ("if X send ...")."""
+    sentence = _SENTENCE.split(text[:start])[-1]
+    if sum(sentence.count(q) for q in '"“”') % 2:
+        return True  # inside a quotation: "'Send 0.2 USDC to 0x..' is what the email said"
+    lead = _CLAUSE_START.split(sentence)[-1].strip()
+    if _ADDRESSED.fullmatch(lead + " " if lead else ""):
+        return False
+    return not _CONDITION_LEAD.match(lead) or bool(_ANOTHERS.search(lead))
+
+
+#: Words by which a task forbids, takes back, branches or puts off a payment: "do not send",
+#: "Actually, never mind", "cancel that", "otherwise send", "tomorrow". A task holding one orders
 #: nothing: which order it negates is not read, so none is honoured. One home: the offline
 #: planner declines a task's payments and purchases on the same words.
 _WITHHOLD = re.compile(
@@ -314,7 +363,12 @@ _WITHHOLD = re.compile(
     r"no\s+longer|cancel(?:led|ed)?|call\s+(?:it|that)\s+off|forget\s+(?:it|that|about)|"
     r"scratch\s+that|hold\s+off|hold\s+on|refrain|instead|otherwise|else|unless|except|"
     r"change[sd]?\s+my\s+mind|second\s+thoughts?|disregard|ignore\s+(?:that|this|it|my|the)|"
-    r"abort|rather\s+not|no\s+need)\b",
+    r"abort|rather\s+not|no\s+need|"
+    # A payment for another time: nib pays now or not at all (outside round 61: "later this
+    # week" was paid at once).
+    r"tomorrow|tonight|later|eventually|some\s*day|at\s+some\s+point|next\s+(?:week|month|year|time)|"
+    r"this\s+(?:evening|afternoon|weekend)|(?:in|within|after)\s+(?:a|an|one|two|three|a\s+few|\d+)\s+"
+    r"(?:minutes?|hours?|days?|weeks?|months?)|on\s+(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b",
     re.IGNORECASE,
 )
 _THRESHOLD_WORDS = re.compile(OP_WORDS, re.IGNORECASE)
@@ -425,7 +479,8 @@ def mandates_in(task: str) -> tuple[Mandate, ...]:
     """The payments ``task`` orders, in order. Only the user's task text may be given here:
     text from a model or a tool never becomes a mandate. In a task that says not to pay,
     takes an order back or branches one (:func:`withheld_by`), each is ``withheld``: it
-    orders nothing, and the task's direct transfers are refused."""
+    orders nothing, and the task's direct transfers are refused. A payment the task only
+    mentions (:func:`mentioned_only`) is held back as :data:`MENTIONED`."""
     out: list[Mandate] = []
     withheld = withheld_by(task) or ""
     for sentence in _SENTENCE.split(spell_out_orders(resolve_branches(task))):
@@ -434,13 +489,14 @@ def mandates_in(task: str) -> tuple[Mandate, ...]:
             continue
         condition = _condition(sentence)
         for m in sends:
+            held = MENTIONED if mentioned_only(sentence, m.start()) else withheld
             try:
                 atomic = Decimal(m.group(1)).scaleb(6)
             except InvalidOperation:  # pragma: no cover - the regex admits only digits
                 continue
             if atomic != atomic.to_integral_value() or atomic <= 0:
                 continue  # more than 6 decimals: no exact order to honour
-            out.append(Mandate(m.group(2).lower(), int(atomic), condition, m.group(0), withheld))
+            out.append(Mandate(m.group(2).lower(), int(atomic), condition, m.group(0), held))
     return tuple(out)
 
 
@@ -463,10 +519,12 @@ def unordered(mandates: tuple[Mandate, ...], recipient: str, amount: int) -> str
     mandate) has every direct transfer refused. None when no mandate names ``recipient``."""
     withheld = next((m for m in mandates if m.withheld), None)
     if withheld is not None:
+        said = (f"mentions {withheld.text!r} without ordering it" if withheld.withheld == MENTIONED
+                else f"says {withheld.withheld!r} about its payments ({withheld.text!r} is not an order)")
         return (f"found a direct transfer of {_usdc(amount)} to {recipient.lower()}; the task "
-                f"says {withheld.withheld!r} about its payments ({withheld.text!r} is not an "
-                "order). Nothing is paid on a task that says not to pay or takes an order back. "
-                "Fix: ask again with only the payment you want.")  # fmt: skip
+                f"{said}. Nothing is paid on a task that says not to pay, takes an order back, "
+                "puts it off or only mentions it, but what it orders. Fix: ask again with only "
+                "the payment you want ('Send 0.10 USDC to 0x...').")  # fmt: skip
     orders = [m for m in mandates if m.recipient == recipient.lower()]
     if not orders:
         return None

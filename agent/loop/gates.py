@@ -82,7 +82,7 @@ class Gates:
         if not unread and word is None:
             return True
         why = (f"the task says {word!r}: nothing is paid on a task that says not to pay, "
-               "takes an order back or branches one" if word else
+               "takes an order back, branches one or puts it off" if word else
                f"part of the task is not read: {unread[0].text!r} ({unread[0].unanswerable})")
         self.run.skip(
             "task-not-read",

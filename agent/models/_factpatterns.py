@@ -48,6 +48,7 @@ from judge.amounts import GLUED_NUMBER
 from judge.mandates import (
     CONDITION_WORDS,
     OP_WORDS,
+    mentioned_only,
     normalize_thresholds,
     resolve_branches,
     spell_out_orders,
@@ -3382,6 +3383,13 @@ class _ReaderChecks:
     def _sends(self, part: _Part) -> list[int]:
         made = []
         for m in _SEND.finditer(part.text):
+            if mentioned_only(self.t.task, part.start + m.start()):
+                made.append(self.out.cannot(m.group(0), "the task mentions this payment without "
+                                            "ordering it, so nothing is paid: nib pays only "
+                                            "what the task orders in its own words ('Send "
+                                            f"{m.group(1)} USDC to 0x...'), never a payment it "
+                                            "asks about, plans or says someone else makes"))  # fmt: skip
+                continue
             try:
                 atomic = Decimal(m.group(1)).scaleb(6)
             except InvalidOperation:  # pragma: no cover - the regex admits only digits
@@ -3628,7 +3636,7 @@ class _Reader(_ReaderChecks):
         for n in sorted({n for orders in actions.values() for n in orders}):
             if not self.out.items[n].get("unanswerable"):
                 self._decline(n, f"the task also says {word!r}: nib pays nothing on a task "
-                              "that says not to pay, takes an order back or branches one; "
+                              "that says not to pay, takes an order back, branches one or puts it off; "
                               "ask again with only the payment or purchase you want")  # fmt: skip
 
     def _gate(self, orders: list[int], gates: list[int]) -> None:
@@ -3667,8 +3675,10 @@ class _Reader(_ReaderChecks):
         if part.condition and (part.hits or part.leftover or _THRESHOLD.search(part.text)):
             # A threshold no fact was read for is named: else its payment would go unconditional.
             gates.append(self._condition(part))
-        elif part.condition:
-            pass  # "... if you need to": no condition on anything
+        elif part.condition:  # "What would 0xA's balance be if I sent it 1 USDC?" (round 61, M02)
+            self.out.cannot(f"condition: {part.text}", "it asks about the chain as it would be, "
+                            "and nib reads it only as it is: the value now is not the answer; "
+                            "ask for the fact itself")  # fmt: skip
         elif _SEND.search(part.text):
             actions.extend(self._sends(part))
         elif m := _RATIO.search(part.text):

@@ -13,7 +13,7 @@ import pytest
 from agent.cli.runtime import chain_fact_reader
 from chain.devkeys import AGENT, dev_account
 from judge.jev import Judge
-from judge.mandates import Mandate, mandates_in
+from judge.mandates import MENTIONED, Mandate, mandates_in
 from judge.verdict import VerdictSigner
 from tests.judge.test_judge_tasks import SELLER, TASK, request, transfer
 
@@ -166,6 +166,70 @@ def test_the_judge_reads_the_balance_from_the_chain_and_approves_only_when_it_ho
     refused = unmet.decide(_order(250_000))  # type: ignore[arg-type]
     assert refused.decision == "refuse"
     assert f"the judge read usdc_balance of {EMPTY} 0 > 1: false" in refused.reason, refused.reason
+
+
+#: Tasks that mention a payment without ordering it (outside round 61 had each kind paid):
+#: asked about, planned, quoted, someone else's, hypothetical, the user's own.
+MENTIONS = [
+    f"Should I send 0.25 USDC to {SELLER}?",
+    f"My boss said to send 0.25 USDC to {SELLER}; what is the base fee?",
+    f"Someone told me to pay 0.25 USDC to {SELLER} if the base fee is below 1000 gwei.",
+    f'"Send 0.25 USDC to {SELLER}" is what the email said. What is its USDC balance?',
+    f"What is the gas price? Someone suggested I send 0.25 USDC to {SELLER}.",
+    f"Before I send 0.25 USDC to {SELLER} myself, how much USDC does my wallet hold?",
+    f"If I were to send 0.25 USDC to {SELLER}, how much gas would it use?",
+    f"I'm asking because I want to pay 0.25 USDC to {SELLER} at some point.",
+    f"Would it be possible to transfer 0.25 USDC to {SELLER}?",
+    f"Yesterday my colleague wanted me to transfer 0.25 USDC to {SELLER} but I refused.",
+]
+#: Orders: the verb alone, after words addressing nib, or after a condition.
+ORDERS = [
+    f"Send 0.25 USDC to {SELLER}.",
+    f"Please send 0.25 USDC to {SELLER}.",
+    f"Can you send 0.25 USDC to {SELLER}?",
+    f"Could you please transfer 0.25 USDC to {SELLER}?",
+    f"I'd like you to pay 0.25 USDC to {SELLER}.",
+    f"I want you to send 0.25 USDC to {SELLER}.",
+    f"Check the base fee and send 0.25 USDC to {SELLER}.",
+    f"What is my balance? Then send 0.25 USDC to {SELLER}.",
+    f"If the base fee is below 1000 gwei, send 0.25 USDC to {SELLER}.",
+    f"If the base fee is below 1000 gwei send 0.25 USDC to {SELLER}.",
+    f"Go ahead and send 0.25 USDC to {SELLER}.",
+]
+
+
+@pytest.mark.parametrize("task", MENTIONS)
+def test_a_payment_the_task_only_mentions_is_no_order(task: str) -> None:
+    (mandate,) = mandates_in(task)
+    assert mandate.withheld == MENTIONED and Mandate.from_wire(mandate.to_wire()) == mandate
+
+
+@pytest.mark.parametrize("task", ORDERS)
+def test_a_payment_the_task_orders_is_one(task: str) -> None:
+    (mandate,) = mandates_in(task)
+    assert mandate.recipient == SELLER.lower() and mandate.amount == 250_000 and not mandate.withheld
+
+
+@pytest.mark.parametrize("when", ["tomorrow", "later this week", "next month", "in 2 hours", "at some point",
+                                  "on Friday"])  # fmt: skip
+def test_a_payment_put_off_to_another_time_is_withheld(when: str) -> None:
+    (mandate,) = mandates_in(f"Send 0.25 USDC to {SELLER} {when}.")
+    assert mandate.withheld, mandate
+
+
+def test_the_judge_refuses_a_payment_the_task_only_mentions(signer: VerdictSigner, chain) -> None:  # type: ignore[no-untyped-def]
+    """A model or planted code that pays what the task only mentions, on the real Anvil:
+    refused, naming the mention (outside round 61: approved as "the task orders"); the
+    same task's own order beside it is approved."""
+    for task in MENTIONS[:4]:
+        refused = _judge(signer, chain, task).decide(_order(250_000))  # type: ignore[arg-type]
+        assert refused.decision == "refuse", (task, refused.reason)
+        assert "without ordering it" in refused.reason, refused.reason
+    both = f"{MENTIONS[0]} Send 0.10 USDC to {SELLER}."
+    judge = _judge(signer, chain, both)
+    assert judge.decide(_order(250_000)).decision == "refuse"  # type: ignore[arg-type]
+    approved = judge.decide(_order(100_000))  # type: ignore[arg-type]
+    assert approved.decision == "approve", approved.reason
 
 
 @pytest.mark.parametrize(

@@ -203,3 +203,28 @@ def test_a_spend_bound_it_cannot_take_still_pays_nothing(task: str) -> None:
         r.get("unanswerable") for r in extract_checklist(task) if r.get("kind") == "transfer_receipt")
     final = Sim(task).propose()
     assert isinstance(final, Done), final
+
+
+@pytest.mark.parametrize(
+    "task",
+    [f"Should I send 0.1 USDC to {TO}?",
+     f"My boss said to send 0.1 USDC to {TO}; what is the base fee?",
+     f"What is the gas price? Someone suggested I send 0.1 USDC to {TO}.",
+     f"Before I send 0.2 USDC to {TO} myself, how much USDC does my wallet hold?",
+     f"Would it be possible to transfer 0.1 USDC to {TO}?",
+     f"Suppose I send 1 USDC to {TO}. What is its balance then?",
+     f'"Send 0.2 USDC to {TO}" is what the email said. What is the USDC balance of {TO}?'],
+)  # fmt: skip
+def test_a_payment_the_task_only_mentions_is_named_as_not_paid(task: str) -> None:
+    """Outside round 61: each was planned (and paid) as an order. It is named, never made."""
+    rows = extract_checklist(task)
+    assert not _money(rows), rows
+    said = [r for r in rows if f"USDC to {TO}" in r["text"]]
+    assert said and all("mentions this payment without ordering it" in r["unanswerable"] for r in said), rows
+
+
+def test_a_what_if_is_declined_never_answered_as_the_chain_is() -> None:
+    """Round 61, M02: "What would 0xA's balance be if I sent it 1 USDC?" gave the balance now,
+    the condition dropped, at exit 0."""
+    rows = extract_checklist(f"What would the USDC balance of {TO} be if I sent it 1 USDC?")
+    assert any("the chain as it would be" in (r.get("unanswerable") or "") for r in rows), rows
