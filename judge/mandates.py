@@ -312,8 +312,8 @@ def _balance_condition(sentence: str) -> MandateCondition | None:
 
 
 #: Where the clause of an order's verb begins: the sentence's start, a comma, semicolon,
-#: colon or bracket, a dash between words, "and", "then", "but".
-_CLAUSE_START = re.compile(r"[,;:(]|\s[-–—]+\s|\b(?:and|then|but)\b", re.IGNORECASE)
+#: colon or bracket, a dash between words, "and", "then", "but", "plus".
+_CLAUSE_START = re.compile(r"[,;:(]|\s[-–—]+\s|\b(?:and|then|but|plus)\b", re.IGNORECASE)
 #: Words before the verb by which the task itself orders nib: "please", "also", "go ahead
 #: and", "can you", "I want you to", "make sure to"; or forbids or branches an order.
 _ADDRESSED = re.compile(
@@ -489,7 +489,7 @@ def mandates_in(task: str) -> tuple[Mandate, ...]:
             continue
         condition = _condition(sentence)
         for m in sends:
-            held = MENTIONED if mentioned_only(sentence, m.start()) else withheld
+            held = withheld or (MENTIONED if mentioned_only(sentence, m.start()) else "")
             try:
                 atomic = Decimal(m.group(1)).scaleb(6)
             except InvalidOperation:  # pragma: no cover - the regex admits only digits

@@ -2660,6 +2660,13 @@ def _follow_up(t: _Task, facts: _FactItems, made_by_part: list[tuple[_Part, list
     return None
 
 
+def _what_if(out: _Builder, part: _Part) -> None:
+    """A condition on no fact nib reads ("if I sent it 1 USDC") asks about the chain as it
+    would be: named as not read (the value now is not the answer), never dropped."""
+    out.cannot(f"condition: {part.text}", "it asks about the chain as it would be, and nib "
+               "reads it only as it is: the value now is not the answer; ask for the fact itself")
+
+
 def _tx_named_again(facts: _FactItems, part: _Part) -> list[int] | None:
     """ "What was the gas used by 0x<h1>? And by transaction 0x<h2>?": a part whose only
     word read is "transaction" before a hash asks the transaction facts before it
@@ -3676,9 +3683,7 @@ class _Reader(_ReaderChecks):
             # A threshold no fact was read for is named: else its payment would go unconditional.
             gates.append(self._condition(part))
         elif part.condition:  # "What would 0xA's balance be if I sent it 1 USDC?" (round 61, M02)
-            self.out.cannot(f"condition: {part.text}", "it asks about the chain as it would be, "
-                            "and nib reads it only as it is: the value now is not the answer; "
-                            "ask for the fact itself")  # fmt: skip
+            _what_if(self.out, part)
         elif _SEND.search(part.text):
             actions.extend(self._sends(part))
         elif m := _RATIO.search(part.text):
