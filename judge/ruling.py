@@ -252,15 +252,23 @@ class Rules:
     def _ordered(self, req: PaidCallRequest) -> Ruling | None:
         """The ruling on a direct transfer the task's registered text orders (a mandate,
         judge/mandates.py): on the user's order, its condition read by the judge from the
-        chain, within caps, budget, balance and threshold. None: no mandate matches, the
-        call is judged on expected value like any other."""
+        chain, within caps, budget, balance and threshold. A task registered with its text
+        (``nib run``, ``nib submit``: its ``text_digest``) pays by direct transfer only what
+        that text orders: a direct transfer buys nothing a checklist could value, so an
+        address the task names as a subject is never paid on the agent's say-so. None: no
+        mandate matches a task registered by its limits alone, judged on expected value."""
         limits = self.tasks.get(req.task_id) if req.task_id else None
         if limits is None or req.seller is not None or "domain" in (req.payload or {}):
             return None  # unregistered, or an x402 purchase: no order to carry out
         mandate = mandate_for(limits.mandates, req.recipient, req.price)
         if mandate is None:
-            reason = unordered(limits.mandates, req.recipient, req.price)
             # Another amount to an ordered recipient widens the order: never judged on EV.
+            reason = unordered(limits.mandates, req.recipient, req.price)
+            if reason is None and limits.text_digest:
+                reason = (f"found a direct transfer of {format_usdc(req.price)} USDC to "
+                          f"{req.recipient.lower()}; the task's text orders no payment to it "
+                          "(an order says 'send 0.10 USDC to 0x...'). A direct transfer buys "
+                          "nothing, so only the task's words can order one")  # fmt: skip
             return None if reason is None else ("refuse", Decimal(0), -Decimal(req.price), reason)
         cond = mandate.condition
         value = None

@@ -61,6 +61,12 @@ class Services:
         for it (as ``nib run`` gets it from its registration child), which it returns."""
         return self.register_limits(task_registration(run_id, task, deps), queued=queued)
 
+    def register_by_limits(self, run_id: str, task: str, deps: Deps) -> str:
+        """Register ``task``'s limits without its text, as an embedder registers one: its
+        direct transfers are judged on expected value, not held to what the text orders
+        (judge/ruling.py). For tests of how the wallet handles a transfer, not of orders."""
+        return self.register_limits(replace(task_registration(run_id, task, deps), text_digest=""))
+
     def register_limits(self, limits: TaskLimits, *, queued: bool = False) -> str:
         """Register ``limits`` as the user does; the agent's judge client acts with the
         task token the judge issued for it from then on (returned)."""

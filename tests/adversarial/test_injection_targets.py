@@ -25,7 +25,7 @@ from tests._services import Composition
 from tests._support import lying_transfer
 from wallet.errors import SpendRefused, VerdictBadSignature, VerdictReplayed
 
-TRANSFER_TASK = f"Pay the data seller {SELLER_ADDR} 0.10 USDC and report the receipt."
+TRANSFER_TASK = f"Send 0.10 USDC to {SELLER_ADDR}, the data seller, and report the receipt."
 RECEIPT = {"items": [{"text": "transfer receipt", "kind": "transfer_receipt"}]}
 
 
@@ -71,12 +71,13 @@ def test_the_judge_rules_on_the_registered_task_and_a_verdict_pays_once(
     tmp_path: Any, chain: Any, composition: Composition
 ) -> None:
     """Whatever the caller claims (unlimited budgets, no threshold, no recipient list),
-    the judge applies the task's registered limits; an approval pays its payload once."""
+    the judge applies the task's registered text and limits: a direct transfer pays only
+    what the text orders, exactly and once; an approval pays its payload once."""
     h = build_harness(tmp_path, chain, ScriptedModel({}),
                       limits=Limits(spend_cap_atomic=300_000, per_call_cap_atomic=150_000,
                                     approval_threshold_atomic=120_000),
                       composition=composition)
-    h.register("registered", TRANSFER_TASK)  # it may pay SELLER_ADDR, nobody else
+    h.register("registered", TRANSFER_TASK)  # it orders 0.10 USDC to SELLER_ADDR, nothing else
     thief = attacker("caller")
     before = {w: h.balance(w) for w in (AGENT_ADDR, SELLER_ADDR, thief)}
 
@@ -85,13 +86,13 @@ def test_the_judge_rules_on_the_registered_task_and_a_verdict_pays_once(
                                      h.wallet.nonces.allocate(), task_id="registered")
         return tx, h.judge.decide(request)
 
-    for to, amount, decision, why in [
-        (thief, 10_000, "refuse", "is not registered for task registered"),
-        (SELLER_ADDR, 200_000, "refuse", "exceeds the per-call cap 0.15 USDC"),
-        (SELLER_ADDR, 130_000, "escalate", "at or above the approval threshold"),
+    for to, amount, why in [
+        (thief, 10_000, "is not registered for task registered"),
+        (SELLER_ADDR, 200_000, "the task orders 0.10 USDC to it, exactly"),
+        (SELLER_ADDR, 50_000, "the task orders 0.10 USDC to it, exactly"),
     ]:
         tx, verdict = ask(to, amount)
-        assert (verdict.decision, why in verdict.reason) == (decision, True), verdict.reason
+        assert (verdict.decision, why in verdict.reason) == ("refuse", True), verdict.reason
         with pytest.raises(SpendRefused):
             h.wallet.sign_transaction(tx, verdict, run_id="registered", spend_cap_atomic=10**12)
         h.wallet.nonces.release(int(tx["nonce"]))
@@ -109,10 +110,9 @@ def test_the_judge_rules_on_the_registered_task_and_a_verdict_pays_once(
     assert by == ({f"wallet service pid {h.services.pids[1]}"} if h.services else {None})
     with pytest.raises(VerdictReplayed):  # the same verdict again, for the same payload
         h.wallet.sign_transaction(tx, verdict, run_id="registered", spend_cap_atomic=10**12)
-    # The judge counts the task's spend itself: 0.10 of 0.30 is gone, 0.25 is refused.
-    assert ask(SELLER_ADDR, 100_000)[1].decision == "approve"  # 0.20 committed, 0.10 left
-    _, over = ask(SELLER_ADDR, 110_000)
-    assert over.decision == "refuse" and "exceeds remaining budget 0.10 USDC" in over.reason
+    # The order is made once: the same payment asked again is refused, by the judge itself.
+    _, again = ask(SELLER_ADDR, 100_000)
+    assert again.decision == "refuse" and "the judge already approved it" in again.reason, again.reason
     assert h.balance(thief) == before[thief]
     assert h.balance(SELLER_ADDR) == before[SELLER_ADDR] + 100_000
     assert h.balance(AGENT_ADDR) == before[AGENT_ADDR] - 100_000

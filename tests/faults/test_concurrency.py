@@ -48,9 +48,11 @@ def run_concurrently(
     before = agent.balance(AGENT_ADDR), agent.balance(SELLER_ADDR)
 
     async def all_runs() -> list[AgentResult]:
-        # Each task names the seller: a direct transfer may pay only a named recipient.
+        # Each task orders the tip its direct transfer pays (the judge pays by transfer only
+        # what a task's text orders); a task that only buys names the seller.
+        said = "send 0.01 USDC to" if RECEIPT in items else "tip"
         return await asyncio.gather(
-            *(agent.run(f"Research task {i}; tip {SELLER_ADDR}.") for i in range(RUNS))
+            *(agent.run(f"Research task {i}; {said} {SELLER_ADDR}.") for i in range(RUNS))
         )
 
     return agent, asyncio.run(all_runs()), before

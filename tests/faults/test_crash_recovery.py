@@ -210,7 +210,10 @@ def approved(agent: Agent, chain: Any, kind: str) -> tuple[dict[str, Any], Verdi
     """A payment of ``kind`` (an x402 authorization or a USDC transfer) to the seller,
     and the judge service's approval of it for the registered task RUN."""
     assert agent.services is not None
-    agent.services.register(RUN, f"Buy the gas stats; pay {SELLER_ADDR}.", agent.deps)
+    if kind == "transfer":  # a direct transfer no text orders: registered by its limits
+        agent.services.register_by_limits(RUN, f"Buy the gas stats; pay {SELLER_ADDR}.", agent.deps)
+    else:
+        agent.services.register(RUN, f"Buy the gas stats; pay {SELLER_ADDR}.", agent.deps)
     if kind == "transfer":
         nonce = agent.wallet.nonces.allocate()
         payload, request = lying_transfer(chain.w3, chain.usdc, chain.chain_id, SELLER_ADDR,

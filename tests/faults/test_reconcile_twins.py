@@ -28,7 +28,7 @@ def test_identical_transactions_are_counted_once_after_reconcile(
     def verdict(run_id: str) -> tuple[dict[str, Any], Any]:
         """Two runs, two verdicts the judge issued for the same bytes."""
         if agent.services is not None:  # the judge service rules on registered tasks only
-            agent.services.register(run_id, f"Tip {SELLER_ADDR} 0.01 USDC.", agent.deps)
+            agent.services.register_by_limits(run_id, f"Tip {SELLER_ADDR} 0.01 USDC.", agent.deps)
         tx, request = lying_transfer(chain.w3, chain.usdc, chain.chain_id, SELLER_ADDR, TIP,
                                      nonce, task_id=run_id)
         issued = agent.deps.judge.decide(request)

@@ -163,7 +163,7 @@ def test_four_workers_run_a_hundred_paid_tasks_on_one_wallet_and_one_cap(
     store_location: str | Path, chain: Any, paywall: PaywallServer, composition: Composition
 ) -> None:
     queue = TaskQueue(store_location)
-    ids = [queue.submit(f"Research task {i}; tip {SELLER_ADDR}.", max_spend=CAP_PER_TASK)
+    ids = [queue.submit(f"Research task {i}; send 0.01 USDC to {SELLER_ADDR}.", max_spend=CAP_PER_TASK)
            for i in range(WORKERS * TASKS_EACH)]
     records, services = with_services(composition, store_location, chain, paywall, queue, ids)
     client = ChainClient(chain.rpc_url, 31337)
@@ -193,7 +193,7 @@ def test_a_worker_killed_during_a_payment_is_recovered_with_the_money_right(
     composition: Composition,
 ) -> None:
     queue = TaskQueue(store_location, lease_s=LEASE_S)
-    ids = [queue.submit(f"Research task {i}; tip {SELLER_ADDR}.", max_spend=CAP_PER_TASK)
+    ids = [queue.submit(f"Research task {i}; send 0.01 USDC to {SELLER_ADDR}.", max_spend=CAP_PER_TASK)
            for i in range(5)]
     records, services = with_services(composition, store_location, chain, paywall, queue, ids)
     client = ChainClient(chain.rpc_url, 31337)

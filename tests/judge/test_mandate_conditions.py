@@ -233,6 +233,28 @@ def test_the_judge_refuses_a_payment_the_task_only_mentions(signer: VerdictSigne
     assert approved.decision == "approve", approved.reason
 
 
+def test_a_task_registered_with_its_text_pays_by_transfer_only_what_it_orders(
+    signer: VerdictSigner, chain  # type: ignore[no-untyped-def]
+) -> None:
+    """`nib run` registers a task with its text (``text_digest``): a direct transfer it does
+    not order is refused, so an address the task names only as a subject ("What is the USDC
+    balance of 0xA?") is never paid on the agent's claimed checklist (it was approved on
+    that expected value). A task registered by its limits alone is judged as before."""
+    from judge.tasks import text_digest
+
+    def judged(text: str, amount: int, *, with_text: bool = True) -> object:
+        judge = _judge(signer, chain, text)
+        digest = text_digest(text, TASK.spend_cap_atomic) if with_text else ""
+        judge.register_task(replace(TASK, task_id="texted", mandates=mandates_in(text), text_digest=digest))
+        return judge.decide(replace(_order(amount), task_id="texted"))  # type: ignore[type-var]
+
+    subject = judged(f"What is the USDC balance of {SELLER}?", 100_000)
+    assert subject.decision == "refuse" and "orders no payment to it" in subject.reason, subject.reason  # type: ignore[attr-defined]
+    assert judged(ORDERS[0], 250_000).decision == "approve"  # type: ignore[attr-defined]
+    legacy = judged(f"What is the USDC balance of {SELLER}?", 100_000, with_text=False)
+    assert legacy.decision == "approve", legacy.reason  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(
     ("task", "word"),
     [(f"Do not send 0.25 USDC to {SELLER}.", "do not"),
