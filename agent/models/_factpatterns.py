@@ -2660,11 +2660,19 @@ def _follow_up(t: _Task, facts: _FactItems, made_by_part: list[tuple[_Part, list
     return None
 
 
+#: A condition on nothing ("Pay if needed.", "if possible", "if you can"): no what-if.
+_AS_NEEDED = _p(r"\s*(?:needed|necessary|required|possible|so|you\s+(?:need|must|have|can|could|like|want|"
+                r"wish|prefer)(?:\s+to)?|(?:it|that)\s*(?:is|['’]s)\s+(?:needed|necessary|required|possible|"
+                r"ok(?:ay)?|fine|alright))\W*")
+
+
 def _what_if(out: _Builder, part: _Part) -> None:
     """A condition on no fact nib reads ("if I sent it 1 USDC") asks about the chain as it
-    would be: named as not read (the value now is not the answer), never dropped."""
-    out.cannot(f"condition: {part.text}", "it asks about the chain as it would be, and nib "
-               "reads it only as it is: the value now is not the answer; ask for the fact itself")
+    would be: named as not read (the value now is not the answer), never dropped; one on
+    nothing ("if needed") asks nothing."""
+    if not _AS_NEEDED.fullmatch(part.text):
+        out.cannot(f"condition: {part.text}", "it asks about the chain as it would be, and nib "
+                   "reads it only as it is: the value now is not the answer; ask for the fact itself")
 
 
 def _tx_named_again(facts: _FactItems, part: _Part) -> list[int] | None:
