@@ -311,15 +311,19 @@ def _balance_condition(sentence: str) -> MandateCondition | None:
     return MandateCondition(fact, op, threshold, m.group(0).strip(), subject)
 
 
-#: Where the clause of an order's verb begins: the sentence's start, a comma, semicolon,
-#: colon or bracket, a dash between words, "and", "then", "but", "plus".
-_CLAUSE_START = re.compile(r"[,;:(]|\s[-–—]+\s|\b(?:and|then|but|plus)\b", re.IGNORECASE)
+#: Where the clause of an order's verb begins: the sentence's start, a comma, semicolon or
+#: bracket, a dash between words, "and", "then", "but", "plus". Never a colon: what comes
+#: before one is said of the words after it ("Note to self: send ...", "The invoice says:
+#: Send ...", "My friend asked: can you send ...": outside round 62 had each paid), but for
+#: a label the user gives its own order ("Task: send ...").
+_CLAUSE_START = re.compile(r"[,;(]|\s[-–—]+\s|\b(?:and|then|but|plus)\b", re.IGNORECASE)
 #: Words before the verb by which the task itself orders nib: "please", "also", "go ahead
 #: and", "can you", "I want you to", "make sure to"; or forbids or branches an order.
 _ADDRESSED = re.compile(
     r"(?:(?:please|kindly|also|now|just|so|ok(?:ay)?|finally|first|next|afterwards|go\s+ahead\s+and|"
     # Words that forbid or branch the order: it is one, held back (``withheld_by``).
     r"do\s+not|don['’]?t|dont|never|otherwise|else|instead|"
+    r"(?:task|order|instructions?|request|action|to-?do|step\s*\d*)\s*:|"
     r"(?:can|could|would|will)\s+you(?:\s+please)?|(?:i|we)(?:\s+(?:want|need|would\s+like|ask)|['’]d\s+like)"
     r"\s+you\s+to|(?:make\s+sure|be\s+sure|remember)\s+to)\s+)*",
     re.IGNORECASE,
@@ -368,7 +372,8 @@ _WITHHOLD = re.compile(
     # week" was paid at once).
     r"tomorrow|tonight|later|eventually|some\s*day|at\s+some\s+point|next\s+(?:week|month|year|time)|"
     r"this\s+(?:evening|afternoon|weekend)|(?:in|within|after)\s+(?:a|an|one|two|three|a\s+few|\d+)\s+"
-    r"(?:minutes?|hours?|days?|weeks?|months?)|on\s+(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b",
+    r"(?:minutes?|hours?|days?|weeks?|months?)|(?:on|by|before|until)\s+(?:mon|tues|wednes|thurs|fri|satur|sun)day|"
+    r"by\s+the\s+end\s+of|end\s+of\s+(?:the\s+)?(?:day|week|month))\b",
     re.IGNORECASE,
 )
 _THRESHOLD_WORDS = re.compile(OP_WORDS, re.IGNORECASE)

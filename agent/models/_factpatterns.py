@@ -906,6 +906,10 @@ _BLOCKS_FRAME = _p(r"\bfor\s+(?:each\s+of\s+)?(?P<blocks>blocks?\s+\d+(?:\s*,\s*
                    r"\s+each)?(?=\s*(?:[.?!;]|\Z))")
 
 
+#: "Go ahead and send ...": the order itself (outside round 62, P10, declined "go ahead").
+_GO_AHEAD = _p(r"\bgo\s+ahead\s+and\s+(?=(?:send|transfer|pay|give)\b)")
+
+
 def _said_plainly(text: str) -> str:
     """Misspellings mended; a transaction or an address named in other words ("the other
     one, 0x..", "the tx with hash 0x..") as itself; "right now" as now; "txs in block 4?" as
@@ -918,7 +922,7 @@ def _said_plainly(text: str) -> str:
     between two addresses each way."""
     text = _OTHER_ONE.sub(_the_other_one, _MISSPELT.sub(lambda m: _SPELLINGS[m.group(0).lower()], text))
     text = _NAMED_HASH.sub("transaction ", _NOW_SAID.sub("now", _RESPECTIVELY.sub("", text)))
-    text = _TERSE_TX_COUNT.sub("how many transactions ", text)
+    text = _TERSE_TX_COUNT.sub("how many transactions ", _GO_AHEAD.sub("", text))
     text = _BLOCKS_FRAME.sub(lambda m: f"{m['q']} of {m['blocks']}", text)
     text = _VERB_PAIR.sub(lambda m: f"{m['q']} {m['v1']} and {m['q']} {m['v2']}", _EVER_COUNTED.sub(r"\1", text))
     text = _gas_of_a_transaction(text)

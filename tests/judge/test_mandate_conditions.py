@@ -181,6 +181,10 @@ MENTIONS = [
     f"I'm asking because I want to pay 0.25 USDC to {SELLER} at some point.",
     f"Would it be possible to transfer 0.25 USDC to {SELLER}?",
     f"Yesterday my colleague wanted me to transfer 0.25 USDC to {SELLER} but I refused.",
+    # Outside round 62: what follows a colon is said of it, not ordered.
+    f"Note to self: send 0.25 USDC to {SELLER}. What is the gas price?",
+    f"My friend asked: can you send 0.25 USDC to {SELLER}? What is its balance?",
+    f"The seller's invoice says: Send 0.25 USDC to {SELLER}. What is the base fee?",
 ]
 #: Orders: the verb alone, after words addressing nib, or after a condition.
 ORDERS = [
@@ -195,6 +199,8 @@ ORDERS = [
     f"If the base fee is below 1000 gwei, send 0.25 USDC to {SELLER}.",
     f"If the base fee is below 1000 gwei send 0.25 USDC to {SELLER}.",
     f"Go ahead and send 0.25 USDC to {SELLER}.",
+    f"Task: send 0.25 USDC to {SELLER}.",
+    f"If the base fee is below 1000 gwei: send 0.25 USDC to {SELLER}.",
 ]
 
 
@@ -212,7 +218,7 @@ def test_a_payment_the_task_orders_is_one(task: str) -> None:
 
 
 @pytest.mark.parametrize("when", ["tomorrow", "later this week", "next month", "in 2 hours", "at some point",
-                                  "on Friday"])  # fmt: skip
+                                  "on Friday", "by Monday", "by the end of the week"])  # fmt: skip
 def test_a_payment_put_off_to_another_time_is_withheld(when: str) -> None:
     (mandate,) = mandates_in(f"Send 0.25 USDC to {SELLER} {when}.")
     assert mandate.withheld, mandate

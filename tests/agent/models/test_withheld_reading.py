@@ -213,7 +213,9 @@ def test_a_spend_bound_it_cannot_take_still_pays_nothing(task: str) -> None:
      f"Before I send 0.2 USDC to {TO} myself, how much USDC does my wallet hold?",
      f"Would it be possible to transfer 0.1 USDC to {TO}?",
      f"Suppose I send 1 USDC to {TO}. What is its balance then?",
-     f'"Send 0.2 USDC to {TO}" is what the email said. What is the USDC balance of {TO}?'],
+     f'"Send 0.2 USDC to {TO}" is what the email said. What is the USDC balance of {TO}?',
+     f"Note to self: send 0.05 USDC to {TO}. What is the gas price?",
+     f"My friend asked: can you send 0.2 USDC to {TO}? What is its USDC balance?"],
 )  # fmt: skip
 def test_a_payment_the_task_only_mentions_is_named_as_not_paid(task: str) -> None:
     """Outside round 61: each was planned (and paid) as an order. It is named, never made."""
@@ -228,3 +230,10 @@ def test_a_what_if_is_declined_never_answered_as_the_chain_is() -> None:
     the condition dropped, at exit 0."""
     rows = extract_checklist(f"What would the USDC balance of {TO} be if I sent it 1 USDC?")
     assert any("the chain as it would be" in (r.get("unanswerable") or "") for r in rows), rows
+
+
+def test_go_ahead_and_send_is_an_order() -> None:
+    """Round 62, P10: "Go ahead and send ..." was declined naming "go ahead"."""
+    rows = extract_checklist(f"Go ahead and send 0.20 USDC to {TO} provided that the USDC "
+                             f"balance of {HOLDER} is at least 40 USDC.")
+    assert [r["kind"] for r in _money(rows)] == ["transfer_receipt"], rows
