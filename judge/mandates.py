@@ -323,11 +323,13 @@ _ADDRESSED = re.compile(
     r"(?:(?:please|kindly|also|now|just|so|ok(?:ay)?|finally|first|next|afterwards|go\s+ahead\s+and|"
     # Words that forbid or branch the order: it is one, held back (``withheld_by``).
     r"do\s+not|don['’]?t|dont|never|otherwise|else|instead|"
-    r"(?:task|order|instructions?|request|action|to-?do|step\s*\d*)\s*:|"
+    r"(?:please\s+)?(?:task|order|instructions?|request|action|to-?do|step\s*\d*)\s*:|"
     r"(?:can|could|would|will)\s+you(?:\s+please)?|(?:i|we)(?:\s+(?:want|need|would\s+like|ask)|['’]d\s+like)"
     r"\s+you\s+to|(?:make\s+sure|be\s+sure|remember)\s+to)\s+)*",
     re.IGNORECASE,
 )
+#: A label the user puts before its own order and a colon: "Task: send ...".
+_LABEL = re.compile(r"(?:please\s+)?(?:task|order|instructions?|request|action|to-?do|step\s*\d*)", re.IGNORECASE)
 #: A condition before the verb with no comma: "if the base fee is below 1 gwei send ...".
 _CONDITION_LEAD = re.compile(
     r"(?:only\s+)?(?:if|when|whenever|once|provided|providing|as\s+long\s+as|in\s+case)\b", re.IGNORECASE
@@ -352,6 +354,9 @@ def mentioned_only(text: str, start: int) -> bool:
     sentence = _SENTENCE.split(text[:start])[-1]
     if sum(sentence.count(q) for q in '"“”') % 2:
         return True  # inside a quotation: "'Send 0.2 USDC to 0x..' is what the email said"
+    said = sentence.rpartition(":")[0].strip()
+    if said and not _LABEL.fullmatch(said) and not _CONDITION_LEAD.match(_CLAUSE_START.split(said)[-1].strip()):
+        return True  # said of what follows: "Someone told me: if C, send ..."
     lead = _CLAUSE_START.split(sentence)[-1].strip()
     if _ADDRESSED.fullmatch(lead + " " if lead else ""):
         return False

@@ -185,6 +185,7 @@ MENTIONS = [
     f"Note to self: send 0.25 USDC to {SELLER}. What is the gas price?",
     f"My friend asked: can you send 0.25 USDC to {SELLER}? What is its balance?",
     f"The seller's invoice says: Send 0.25 USDC to {SELLER}. What is the base fee?",
+    f"Someone told me: if the base fee is below 1000 gwei, send 0.25 USDC to {SELLER}.",
 ]
 #: Orders: the verb alone, after words addressing nib, or after a condition.
 ORDERS = [
