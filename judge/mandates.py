@@ -328,6 +328,7 @@ _ADDRESSED = re.compile(
     r"\s+you\s+to|(?:make\s+sure|be\s+sure|remember)\s+to)\s+)*",
     re.IGNORECASE,
 )
+_SAID_COLON = re.compile(r":(?=\s)")
 #: A label the user puts before its own order and a colon: "Task: send ...".
 _LABEL = re.compile(r"(?:please\s+)?(?:task|order|instructions?|request|action|to-?do|step\s*\d*)", re.IGNORECASE)
 #: A condition before the verb with no comma: "if the base fee is below 1 gwei send ...".
@@ -354,7 +355,7 @@ def mentioned_only(text: str, start: int) -> bool:
     sentence = _SENTENCE.split(text[:start])[-1]
     if sum(sentence.count(q) for q in '"“”') % 2:
         return True  # inside a quotation: "'Send 0.2 USDC to 0x..' is what the email said"
-    said = sentence.rpartition(":")[0].strip()
+    said = ":".join(_SAID_COLON.split(sentence)[:-1]).strip()  # never "http://", "10:30"
     if said and not _LABEL.fullmatch(said) and not _CONDITION_LEAD.match(_CLAUSE_START.split(said)[-1].strip()):
         return True  # said of what follows: "Someone told me: if C, send ..."
     lead = _CLAUSE_START.split(sentence)[-1].strip()
