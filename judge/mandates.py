@@ -317,20 +317,20 @@ def _balance_condition(sentence: str) -> MandateCondition | None:
 #: Send ...", "My friend asked: can you send ...": outside round 62 had each paid), but for
 #: a label the user gives its own order ("Task: send ...").
 _CLAUSE_START = re.compile(r"[,;(]|\s[-–—]+\s|\b(?:and|then|but|plus)\b", re.IGNORECASE)
+#: A label the user puts before its own order and a colon: "Task: send ...".
+_LABEL = re.compile(r"(?:please\s+)?(?:task|order|instructions?|request|action|to-?do|step\s*\d*)", re.IGNORECASE)
 #: Words before the verb by which the task itself orders nib: "please", "also", "go ahead
 #: and", "can you", "I want you to", "make sure to"; or forbids or branches an order.
 _ADDRESSED = re.compile(
     r"(?:(?:please|kindly|also|now|just|so|ok(?:ay)?|finally|first|next|afterwards|go\s+ahead\s+and|"
     # Words that forbid or branch the order: it is one, held back (``withheld_by``).
     r"do\s+not|don['’]?t|dont|never|otherwise|else|instead|"
-    r"(?:please\s+)?(?:task|order|instructions?|request|action|to-?do|step\s*\d*)\s*:|"
+    rf"{_LABEL.pattern}\s*:|"
     r"(?:can|could|would|will)\s+you(?:\s+please)?|(?:i|we)(?:\s+(?:want|need|would\s+like|ask)|['’]d\s+like)"
     r"\s+you\s+to|(?:make\s+sure|be\s+sure|remember)\s+to)\s+)*",
     re.IGNORECASE,
 )
 _SAID_COLON = re.compile(r":(?=\s)")
-#: A label the user puts before its own order and a colon: "Task: send ...".
-_LABEL = re.compile(r"(?:please\s+)?(?:task|order|instructions?|request|action|to-?do|step\s*\d*)", re.IGNORECASE)
 #: A condition before the verb with no comma: "if the base fee is below 1 gwei send ...".
 _CONDITION_LEAD = re.compile(
     r"(?:only\s+)?(?:if|when|whenever|once|provided|providing|as\s+long\s+as|in\s+case)\b", re.IGNORECASE
