@@ -318,14 +318,15 @@ def _balance_condition(sentence: str) -> MandateCondition | None:
 #: a label the user gives its own order ("Task: send ...").
 _CLAUSE_START = re.compile(r"[,;(]|\s[-–—]+\s|\b(?:and|then|but|plus)\b", re.IGNORECASE)
 #: A label the user puts before its own order and a colon: "Task: send ...".
-_LABEL = re.compile(r"(?:please\s+)?(?:task|order|instructions?|request|action|to-?do|step\s*\d*)", re.IGNORECASE)
+LABEL = re.compile(r"(?:please\s+)?(?:task|order|instructions?|request|action|to-?do|"
+                   r"(?:step|question|part|item|q)\s*\d*)", re.IGNORECASE)
 #: Words before the verb by which the task itself orders nib: "please", "also", "go ahead
 #: and", "can you", "I want you to", "make sure to"; or forbids or branches an order.
 _ADDRESSED = re.compile(
     r"(?:(?:please|kindly|also|now|just|so|ok(?:ay)?|finally|first|next|afterwards|go\s+ahead\s+and|"
     # Words that forbid or branch the order: it is one, held back (``withheld_by``).
     r"do\s+not|don['’]?t|dont|never|otherwise|else|instead|"
-    rf"{_LABEL.pattern}\s*:|"
+    rf"{LABEL.pattern}\s*:|"
     r"(?:can|could|would|will)\s+you(?:\s+please)?|(?:i|we)(?:\s+(?:want|need|would\s+like|ask)|['’]d\s+like)"
     r"\s+you\s+to|(?:make\s+sure|be\s+sure|remember)\s+to)\s+)*",
     re.IGNORECASE,
@@ -356,7 +357,7 @@ def mentioned_only(text: str, start: int) -> bool:
     if sum(sentence.count(q) for q in '"“”') % 2:
         return True  # inside a quotation: "'Send 0.2 USDC to 0x..' is what the email said"
     said = ":".join(_SAID_COLON.split(sentence)[:-1]).strip()  # never "http://", "10:30"
-    if said and not _LABEL.fullmatch(said) and not _CONDITION_LEAD.match(_CLAUSE_START.split(said)[-1].strip()):
+    if said and not LABEL.fullmatch(said) and not _CONDITION_LEAD.match(_CLAUSE_START.split(said)[-1].strip()):
         return True  # said of what follows: "Someone told me: if C, send ..."
     lead = _CLAUSE_START.split(sentence)[-1].strip()
     if _ADDRESSED.fullmatch(lead + " " if lead else ""):

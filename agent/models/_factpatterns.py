@@ -47,6 +47,7 @@ from chain.money import format_usdc
 from judge.amounts import GLUED_NUMBER
 from judge.mandates import (
     CONDITION_WORDS,
+    LABEL,
     OP_WORDS,
     mentioned_only,
     normalize_thresholds,
@@ -223,6 +224,10 @@ _SEND = _p(
     r"\b(?:send|transfer|pay|give)\s+(\d+(?:\.\d+)?)\s*usdc\s+to\s+(0x[0-9a-fA-F]{40})(?![0-9a-fA-F])"
 )
 _PAY_WORD = _p(r"\b(?:send|transfer|pay|give|tip)\b")
+#: A payment asked more than once in its own clause ("Send 0.1 USDC to 0x.. twice"): one
+#: transfer made and the rest dropped would be a wrong payment at exit 0.
+_REPEATED = _p(r"\b(?:twice|thrice|(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|"
+               r"several|multiple|many|a\s+few)\s+times)\b")
 _AMOUNT = _p(r"\d(?:[\d.]*)\s*(?:usdc|eth|ether|dollars?|\$)|\$\s*\d")
 #: A number sent somewhere in no unit ("and 0.02 to 0x..").
 _BARE_AMOUNT = _p(r"\d(?:[\d.]*)\s+to\b")
@@ -1222,13 +1227,34 @@ def _parts(task: str) -> list[_Part]:
         pieces.append((task[pos : m.start()], pos, m.group(0)))
         pos = m.end()
     pieces.append((task[pos:], pos, ""))
-    for text, start, sep in pieces:
+    for text, start, sep in [a for p in pieces for a in _asides(*p)]:
         for sub, sub_start, cond in _split_conditions(text, start):
             if sub.strip():  # its start is its first word's, as its text is stripped
                 parts.append(_Part(sub.strip(), sub_start + len(sub) - len(sub.lstrip()), sentence, cond))
         if sep.strip() and sep.strip()[0] in "?;!.":
             sentence += 1
     return parts
+
+
+#: An aside in brackets ending a clause, with a clause of its own ("... of 0xA (I might
+#: send 0.1 USDC to 0x.. later)?", "(we paid it yesterday)"): a part of its own, never words
+#: of the question before it (outside rounds 62 and 63 lost the balance asked before such
+#: an aside). One inside a clause leaves the clause declined whole: it splits its words.
+_ASIDE = _p(r"\s*\((?=[^()]*\b(?:i|we|you|he|she|they|someone|somebody|send|sent|pay|paid|"
+            r"transfer(?:red)?|tip)\b)[^()]*\)\s*$")
+
+
+def _asides(text: str, start: int, sep: str) -> list[tuple[str, int, str]]:
+    """``text`` (at ``start``, ended by ``sep``) with each aside (``_ASIDE``) a piece of its
+    own, in the same sentence."""
+    out, pos = [], 0
+    for m in _ASIDE.finditer(text):
+        out.append((text[pos : m.start()], start + pos, ""))
+        inner = m.group(0).strip()[1:-1]
+        out.append((inner, start + m.end() - 1 - len(inner), ""))
+        pos = m.end()
+    out.append((text[pos:], start + pos, sep))
+    return out
 
 
 def _split_conditions(text: str, start: int) -> list[tuple[str, int, bool]]:
@@ -1259,6 +1285,8 @@ def _read_part(part: _Part, has_hash: bool) -> None:
             other.add(word)
     other.update(m.group(0) for m in GLUED_NUMBER.finditer(text))  # "more than 2x": unread
     sends = len(claimed)
+    if label := _LABELLED.match(text):
+        claimed.append(label.span())  # "Step 2: tell me ...": the user's own label
     gaps: list[str] = []
     for fp in FACT_PATTERNS:
         if fp.needs_hash and not has_hash:
@@ -1513,6 +1541,18 @@ def _nearest(found: list[tuple[int, str]], start: int, end: int) -> str | None:
         return after[0]
     before = [v for pos, v in found if pos < start]
     return before[-1] if before else None
+
+
+#: A label the user gives its own question or order ("Task:", "Step 2:", "Q3:").
+_LABELLED = re.compile(rf"\s*(?:{LABEL.pattern})\s*:", re.IGNORECASE)
+
+
+def _not_paid_to(task: str, found: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """``found`` without the addresses named as a payment's recipient ("send 0.1 USDC to
+    0x.."): an account, never the token a part about "the token" means (outside round 62:
+    "I'll pay 0.1 USDC to 0xA. What is the ticker symbol of the token?" read 0xA's)."""
+    paid = {m.start(2) for m in _SEND.finditer(task)}
+    return [(pos, v) for pos, v in found if pos not in paid]
 
 
 #: A 0x number, whole: an address (40 hex digits) or a transaction hash (64) when complete.
@@ -3001,7 +3041,7 @@ class _FactItems:
             if token is None and not re.search(r"\busdc\b", self.t.sentence(part.sentence), re.I):
                 # "... and its decimals": the token the task named elsewhere. A part that
                 # names USDC asks the run's USDC, never an address of another part.
-                token = _nearest(self.t.addresses, start, end)
+                token = _nearest(_not_paid_to(self.t.task, self.t.addresses), start, end)
             other = [s for _, s in self.t.symbols if s.upper() != "USDC"]
             if token:
                 params["token"] = token
@@ -3409,6 +3449,13 @@ class _ReaderChecks:
                                             f"{m.group(1)} USDC to 0x...'), never a payment it "
                                             "asks about, plans or says someone else makes"))  # fmt: skip
                 continue
+            if again := _REPEATED.search(part.text):
+                made.append(self.out.cannot(m.group(0), f"the task asks for this payment "
+                                            f"{again.group(0).lower()!r}, and nib makes an "
+                                            "ordered payment once; order each payment in its "
+                                            "own words ('Send ... to 0x..., then send ... to "
+                                            "0x...')"))  # fmt: skip
+                continue
             try:
                 atomic = Decimal(m.group(1)).scaleb(6)
             except InvalidOperation:  # pragma: no cover - the regex admits only digits
@@ -3420,6 +3467,9 @@ class _ReaderChecks:
                 "text": f"send {m.group(1)} USDC to {m.group(2)}", "kind": "transfer_receipt",
                 "params": {"to": m.group(2), "amount": str(int(atomic))},
             }))  # fmt: skip
+        if part.hits:  # "Send 0.1 USDC to 0xB after checking 0xA's balance": never dropped
+            self.out.cannot(part.text, "the offline planner reads a fact and a payment in one "
+                            "clause only apart; ask the fact in its own sentence")  # fmt: skip
         return made
 
     def _condition(self, part: _Part, made: list[int] | None = None) -> int:

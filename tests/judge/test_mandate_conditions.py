@@ -201,6 +201,8 @@ ORDERS = [
     f"If the base fee is below 1000 gwei send 0.25 USDC to {SELLER}.",
     f"Go ahead and send 0.25 USDC to {SELLER}.",
     f"Task: send 0.25 USDC to {SELLER}.",
+    f"Step 1: send 0.25 USDC to {SELLER}. Step 2: tell me its USDC balance.",
+    f"Question 2: send 0.25 USDC to {SELLER}.",
     f"If the base fee is below 1000 gwei: send 0.25 USDC to {SELLER}.",
     f"Buy the gas stats from http://127.0.0.1:8402, then send 0.25 USDC to {SELLER}.",  # no colon of speech
 ]

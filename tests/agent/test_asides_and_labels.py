@@ -1,0 +1,55 @@
+"""Questions outside rounds 62 and 63 read wrong, graded against the chain on the eval's
+private devnet: a question before an aside in brackets ("... of 0xA (I might send 0.1 USDC
+to 0xB later)?") was dropped whole or silently; "the token" after a payment mention was
+read as the recipient's address; a label the user gives its own question ("Step 2:",
+"Question 1:") made it unread, and so withheld the payment ordered beside it. Found beside
+them: a payment asked "twice" was made once at exit 0, and a fact asked in the clause of a
+payment was dropped."""
+
+from __future__ import annotations
+
+import pytest
+from _graded import assert_answered_right, graded_fixture
+
+from agent.eval.suite import EvalTask, TaskOutcome
+
+_OUTSIDER = ({"probe": "usdc_balance", "address": "{outsider}"},)
+ASKED = [
+    EvalTask("aside-plan", "asides", "account",
+             "What is the USDC balance of {outsider} (I plan to send it 0.1 USDC)?", "partial",
+             _OUTSIDER),
+    EvalTask("aside-later", "asides", "account",
+             "What is the USDC balance of {outsider} (I might send 0.1 USDC to {seller} later)?",
+             "partial", _OUTSIDER),
+    EvalTask("token-after-mention", "asides", "token",
+             "Once I get paid, I'll pay 0.1 USDC to {seller}. What is the ticker symbol of the "
+             "token?", "partial", ({"probe": "token_symbol"},)),
+    EvalTask("step-labels", "labels", "account",
+             "Step 1: send 0.01 USDC to {seller}. Step 2: tell me the USDC balance of {outsider}.",
+             "answer", _OUTSIDER, ({"probe": "usdc_delta", "address": "{seller}", "amount": 10000},)),
+    EvalTask("q-labels", "labels", "block",
+             "Question 1: what is the gas limit of block 3? Question 2: its gas used?", "answer",
+             ({"probe": "block_gas_limit", "block": 3}, {"probe": "block_gas_used", "block": 3})),
+    EvalTask("twice", "orders", "payment", "Send 0.01 USDC to {seller} twice.", "cannot"),
+    EvalTask("fact-in-order", "orders", "payment",
+             "Send 0.01 USDC to {seller} after checking the USDC balance of {outsider}.", "cannot"),
+]  # fmt: skip
+
+outcomes = graded_fixture("asides", ASKED)
+
+
+@pytest.mark.parametrize("qid", [t.id for t in ASKED])
+def test_each_is_read_as_asked(qid: str, outcomes: dict[str, TaskOutcome]) -> None:
+    t = outcomes[qid]
+    if t.id in ("step-labels", "q-labels"):
+        assert_answered_right(t)
+        return
+    assert t.correct, (t.miss, t.answer)
+    assert t.chain_moved_usdc == 0 and t.spend_usdc == 0, t.answer  # nothing was ordered
+    assert "not answered" in t.answer, t.answer
+    if t.id == "token-after-mention":  # the run's USDC, never the recipient's address
+        assert "token symbol of USDC" in t.answer, t.answer
+    if t.id == "twice":
+        assert "'twice'" in t.answer, t.answer
+    if t.id == "fact-in-order":  # the balance is named as not answered, never dropped
+        assert "after checking the USDC balance" in t.answer, t.answer
