@@ -12,8 +12,11 @@ data, and is refused before quoting.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import threading
+from collections.abc import Callable
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from eth_utils import to_checksum_address
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,11 +41,51 @@ __all__ = [
     "GAS_HEADROOM",
     "TransferArgs",
     "UsdcTransferTool",
+    "in_own_thread",
     "transfer_calldata",
 ]
 
 #: Gas limit = estimate x 1.2: a transfer's cost barely varies, a stuck tx costs more.
 GAS_HEADROOM = Decimal("1.2")
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+async def in_own_thread(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``fn(*args, **kwargs)`` in a thread of its own, never one of the event loop's worker threads.
+
+    A send waits its turn (wallet.broadcast: up to twice ORDER_WAIT_S) for a lower nonce
+    another run of this process holds, and that run needs a worker thread to sign and send
+    it. ``asyncio.to_thread`` has at most cpu + 4 of them (six on two cores): sends waiting
+    in them all starved the very run they waited for (tests/faults/test_send_turns.py).
+    Like ``asyncio.to_thread`` it keeps the caller's context, and the thread is no daemon:
+    a send under way is finished and recorded before the process exits."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: T | None, exc: BaseException | None) -> None:
+        if done.cancelled():
+            return
+        if exc is not None:
+            done.set_exception(exc)
+        else:
+            done.set_result(result)  # type: ignore[arg-type]
+
+    def work() -> None:
+        outcome: tuple[T | None, BaseException | None]
+        try:
+            outcome = context.run(fn, *args, **kwargs), None
+        except BaseException as exc:  # carried to the awaiting task, as to_thread does
+            outcome = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, *outcome)
+        except RuntimeError:
+            pass  # the loop is closed (its run was stopped): the wallet recorded the send
+
+    threading.Thread(target=work, name="nib-send", daemon=False).start()
+    return await done
 
 
 class TransferArgs(BaseModel):
@@ -305,7 +348,7 @@ class UsdcTransferTool(Tool[TransferArgs]):
             wallet.nonces.release(nonce)  # not signed: the number is free again
             raise
         # Broadcast: the wallet confirms the nonce, or releases / resyncs on a failure.
-        sent = await asyncio.to_thread(wallet.send_transaction, signed)
+        sent = await in_own_thread(wallet.send_transaction, signed)
         display = format_usdc(quote.amount)
         receipt = (
             f"{sent.tx_hash} success: {display} ({quote.amount} atomic) to {quote.recipient} "
