@@ -64,9 +64,10 @@ class _Sources:
         self.der_hexes = _hexes(" ".join(derived))
         self.task_numbers, self.task_hexes = _numbers(task), _hexes(task)
         # What the run itself said of what it could not answer (the head, a chain id, the
-        # steps a tool failed in; its items' reasons and its calls' failures): restated on a
-        # "not answered" line, they claim nothing.
-        reasons = " ".join([*(i.unanswerable or "" for i in items), *said])
+        # steps a tool failed in; its items' reasons and its calls' failures), and the items
+        # as it read them ("send 0.5 USDC to it" for "send half a USDC to it", outside round
+        # 64): restated on a "not answered" line, they claim nothing.
+        reasons = " ".join([*(f"{i.text} {i.unanswerable}" for i in items if i.unanswerable), *said])
         self.reason_numbers, self.reason_hexes = _numbers(reasons), _hexes(reasons)
         self.ids = {ev.id for ev in evidence}
         self.task_words = {w.lower() for w in _ALPHA.findall(task)}

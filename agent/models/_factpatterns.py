@@ -522,7 +522,7 @@ _CONNECTOR = _p(
     + r")\s+"
 )
 _SPLIT = _p(
-    r"\?|;|!|\.(?:\s+|$)|,\s*(?:and\s+|but\s+|then\s+|also\s+|plus\s+)?|"
+    r"\?|;|!|\.(?:\s+|$)|,\s*(?:and\s+|but\s+|then\s+|also\s+|plus\s+)?|(?<!\d)\s+[-–—]+\s+(?!\d)|"
     r"\s+(?:and|then|also|plus|but)\s+"
 )
 #: Words that carry no question of their own: what is left of a part after its facts,
@@ -534,7 +534,7 @@ _FILLER = frozenset(
     contract could current currently data decimal devnet did do does each exact exactly eye
     fetch find for from get give go has have hold holds how i if in info information into is
     it its just keep know last latest let like list look me mined more most much my need
-    network newest now number of on once one only or our over past per please plus poll provide read
+    network newest now rn number of on once one only or our over past per please plus poll provide read
     recent recently repeatedly report return right row see show so tell than that the them
     then there these this those three thrice times to token two up usdc use using value
     values want was we were what whats which you your eth ether gwei wei moment paid pay
@@ -570,7 +570,7 @@ def word_positions(text: str, names: Iterable[str]) -> list[tuple[int, str]]:
 #: A greeting opening the task or thanks closing it ("Hi!", "Thanks."): no question, no order.
 _PLEASANTRIES = (
     _p(r"^\s*(?:hi|hiya|hello|hey|howdy|greetings|good\s+(?:morning|afternoon|evening|day))"
-       r"(?:\s+(?:there|nib|all|friend|folks|team))?\s*[!.,:;]+\s*"),
+       r"(?:\s+(?:there|nib|all|friend|folks|team))?\s*(?:[!.,:;]+|[-–—]+\s)\s*"),
     _p(r"[.!?;,]?\s*(?:(?:many\s+)?thanks|thank\s+you(?:\s+kindly)?|thx|ty|cheers|much\s+appreciated|"
        r"(?:i\s+)?appreciate\s+it)"
        r"(?:\s+(?:a\s+lot|so\s+much|very\s+much|in\s+advance|a\s+bunch|a\s+million|again))?"
@@ -1070,6 +1070,8 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     text, the units and formats they named)."""
     text = re.sub(r"\bblock\s+(?:number\s+|#\s*|no\.?\s*)(\d+)", r"block \1", task, flags=re.I)
     text = normalize_thresholds(text)  # "10 USDC or more" -> "at least 10 USDC"
+    # "gas used by block 6 vs block 5?": both values, as with "and" (outside round 64).
+    text = re.sub(r"\s+(?:vs\.?|versus)\s+", " and ", text, flags=re.I)
     text = spell_out_orders(text)  # "send 0.01 USDC to 0xA and 0.02 USDC to 0xB": two orders
     text = _GENESIS.sub("block 0", text)
     # "my wallet's USDC balance": the agent's wallet, as "my wallet USDC balance" reads it.
@@ -1229,8 +1231,12 @@ def _parts(task: str) -> list[_Part]:
     pieces.append((task[pos:], pos, ""))
     for text, start, sep in [a for p in pieces for a in _asides(*p)]:
         for sub, sub_start, cond in _split_conditions(text, start):
-            if sub.strip():  # its start is its first word's, as its text is stripped
-                parts.append(_Part(sub.strip(), sub_start + len(sub) - len(sub.lstrip()), sentence, cond))
+            # Its start is its first word's, as its text is stripped; so is a bracket that
+            # opens or closes a sentence in brackets ("(gas limit of block 5 and of the
+            # latest block)": round 64 read "of the latest block)" as the block number).
+            bare = _unpaired(sub)
+            if bare.strip():
+                parts.append(_Part(bare.strip(), sub_start + len(bare) - len(bare.lstrip()), sentence, cond))
         if sep.strip() and sep.strip()[0] in "?;!.":
             sentence += 1
     return parts
@@ -1242,6 +1248,17 @@ def _parts(task: str) -> list[_Part]:
 #: an aside). One inside a clause leaves the clause declined whole: it splits its words.
 _ASIDE = _p(r"\s*\((?=[^()]*\b(?:i|we|you|he|she|they|someone|somebody|send|sent|pay|paid|"
             r"transfer(?:red)?|tip)\b)[^()]*\)\s*$")
+
+
+def _unpaired(text: str) -> str:
+    """``text`` with a bracket at its edge whose pair is in another part blanked out."""
+    bare = text.strip()
+    if bare.startswith("(") and text.count("(") > text.count(")"):
+        text = text.replace("(", " ", 1)
+    if bare.endswith(")") and text.count(")") > text.count("("):
+        cut = text.rindex(")")
+        text = text[:cut] + " " + text[cut + 1 :]
+    return text
 
 
 def _asides(text: str, start: int, sep: str) -> list[tuple[str, int, str]]:
@@ -1600,12 +1617,58 @@ def _scope_words(task: str, parts: list[_Part], network: str) -> dict[int, str]:
     return found
 
 
+#: Fact nouns a word one letter off is read as (a letter dropped, added or changed, or two
+#: swapped: "usdc balnce", "transacton"): outside round 64 declined "balnce". Never a word
+#: that orders, forbids or conditions a payment, and never an English word of its own.
+_SPELLED = ("balance", "balances", "transaction", "transactions", "timestamp", "timestamps",
+            "receipt", "receipts", "transfer", "transfers", "decimals", "symbol", "symbols",
+            "supply", "latest", "number", "numbers", "status")
+_NOT_TYPOS = frozenset({"valance", "valances", "latent", "statue", "statues", "stratus",
+                        "supple", "lumber", "lumbers", "numbed"})
+
+
+@lru_cache(maxsize=1)
+def _known_words() -> frozenset[str]:
+    """Every word the planner reads ("stats", "decimal"): never respelled as another."""
+    texts = [kw.label for kw in KIND_WORDS] + [ph.text for kw in KIND_WORDS for ph in kw.phrases]
+    texts += [str(x) for group in (PRESENTATION, STANDING, OTHER_QUESTIONS, TOTAL_WORDS,
+                                   OVER_WORDS, OTHER_CHAINS) for x in group]  # fmt: skip
+    texts += [w for _op, words in AGGREGATES for w in words]
+    return frozenset(re.findall(r"[a-z]+", " ".join(texts).lower())) | _FILLER
+
+
+def _one_off(word: str, known: str) -> bool:
+    """Whether ``word`` is ``known`` with one letter dropped, added or changed, or two
+    neighbours swapped."""
+    if len(word) == len(known):
+        diff = [i for i, (a, b) in enumerate(zip(word, known, strict=True)) if a != b]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and word[diff[0]] == known[diff[1]] and word[diff[1]] == known[diff[0]])  # fmt: skip
+    short, longer = sorted((word, known), key=len)
+    return len(longer) - len(short) == 1 and any(
+        longer[:i] + longer[i + 1 :] == short for i in range(len(longer)))  # fmt: skip
+
+
+def _respelled(task: str) -> str:
+    """``task`` with each word one letter off exactly one fact noun (``_SPELLED``) read as it."""
+
+    def fix(m: re.Match[str]) -> str:
+        word = m.group(0).lower()
+        if word in _SPELLED or word in _NOT_TYPOS or word in _known_words():
+            return m.group(0)
+        near = [known for known in _SPELLED if _one_off(word, known)]
+        return near[0] if len(near) == 1 else m.group(0)
+
+    return re.sub(r"(?<![0-9A-Za-z/.])[A-Za-z]{5,}(?![0-9A-Za-z/])", fix, task)
+
+
 class _Task:
     """The task's text as read: its parts (clauses) with their fact phrases, the
     subjects and parameters it names, the shopping request and the scope words it holds."""
 
     def __init__(self, task: str, network: str = "") -> None:
         self.network = network.lower().replace("-", " ").replace("_", " ").strip()
+        task = _respelled(task)
         if self.network:  # the run's own network named in the task is no scope to decline
             own = compile_phrase(self.network)
             task = re.sub(rf"\b(?:on|in|at)\s+(?:the\s+)?{own.pattern}", " ", task, flags=re.I)
@@ -3439,10 +3502,12 @@ class _ReaderChecks:
                 self.out.add({"text": f"{item['text']} in {named}", "kind": "comparison",
                               "params": {"of": {"ref": n}, "op": "unit", "unit": unit}})  # fmt: skip
 
-    def _sends(self, part: _Part) -> list[int]:
-        made = []
+    def _sends(self, part: _Part, actions: list[int]) -> list[int]:
+        """Payments into ``actions``; the part's facts are read beside mentions only."""
+        made, mentions = [], 0
         for m in _SEND.finditer(part.text):
             if mentioned_only(self.t.task, part.start + m.start()):
+                mentions += 1
                 made.append(self.out.cannot(m.group(0), "the task mentions this payment without "
                                             "ordering it, so nothing is paid: nib pays only "
                                             "what the task orders in its own words ('Send "
@@ -3467,10 +3532,13 @@ class _ReaderChecks:
                 "text": f"send {m.group(1)} USDC to {m.group(2)}", "kind": "transfer_receipt",
                 "params": {"to": m.group(2), "amount": str(int(atomic))},
             }))  # fmt: skip
+        actions.extend(made)
+        if part.hits and mentions == len(made):
+            return self.facts.facts(part)
         if part.hits:  # "Send 0.1 USDC to 0xB after checking 0xA's balance": never dropped
             self.out.cannot(part.text, "the offline planner reads a fact and a payment in one "
                             "clause only apart; ask the fact in its own sentence")  # fmt: skip
-        return made
+        return []
 
     def _condition(self, part: _Part, made: list[int] | None = None) -> int:
         made = made if made is not None else self.facts.facts(part) if part.hits else []
@@ -3747,7 +3815,7 @@ class _Reader(_ReaderChecks):
         elif part.condition:  # "What would 0xA's balance be if I sent it 1 USDC?" (round 61, M02)
             _what_if(self.out, part)
         elif _SEND.search(part.text):
-            actions.extend(self._sends(part))
+            return self._sends(part, actions)
         elif m := _RATIO.search(part.text):
             self.out.cannot(part.text, f"{' '.join(m.group(0).lower().split())!r} asks a ratio "
                             "of two values; the offline planner states their difference "

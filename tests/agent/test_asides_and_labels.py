@@ -4,7 +4,9 @@ to 0xB later)?") was dropped whole or silently; "the token" after a payment ment
 read as the recipient's address; a label the user gives its own question ("Step 2:",
 "Question 1:") made it unread, and so withheld the payment ordered beside it. Found beside
 them: a payment asked "twice" was made once at exit 0, and a fact asked in the clause of a
-payment was dropped."""
+payment was dropped. Round 64: a sentence in brackets read "of the latest block)" as the
+block number, "Hi there - " and "vs" and a typo ("balnce") made a question unread, and a
+quoted payment before " - " took the balance asked after it into its clause."""
 
 from __future__ import annotations
 
@@ -30,6 +32,20 @@ ASKED = [
     EvalTask("q-labels", "labels", "block",
              "Question 1: what is the gas limit of block 3? Question 2: its gas used?", "answer",
              ({"probe": "block_gas_limit", "block": 3}, {"probe": "block_gas_used", "block": 3})),
+    EvalTask("mention-dash", "asides", "account",
+             'The email said "send 0.25 USDC to {seller}" - what is the USDC balance of {outsider}?',
+             "partial", _OUTSIDER),
+    EvalTask("sentence-in-brackets", "asides", "block",
+             "Did the gas limit change between block 3 and the latest block? (gas limit of block 3 "
+             "and of the latest block)", "partial",
+             ({"probe": "block_gas_limit", "block": 3}, {"probe": "block_gas_limit"})),
+    EvalTask("greeting-dash", "labels", "block",
+             "Hi there - what is the gas used of block 3, and its timestamp?", "answer",
+             ({"probe": "block_gas_used", "block": 3}, {"probe": "block_timestamp", "block": 3})),
+    EvalTask("versus", "labels", "block", "gas used by block 4 vs block 3?", "answer",
+             ({"probe": "block_gas_used", "block": 4}, {"probe": "block_gas_used", "block": 3})),
+    EvalTask("typo", "labels", "account", "whats the usdc balnce of {outsider} rn", "answer",
+             _OUTSIDER),
     EvalTask("twice", "orders", "payment", "Send 0.01 USDC to {seller} twice.", "cannot"),
     EvalTask("fact-in-order", "orders", "payment",
              "Send 0.01 USDC to {seller} after checking the USDC balance of {outsider}.", "cannot"),
@@ -41,7 +57,7 @@ outcomes = graded_fixture("asides", ASKED)
 @pytest.mark.parametrize("qid", [t.id for t in ASKED])
 def test_each_is_read_as_asked(qid: str, outcomes: dict[str, TaskOutcome]) -> None:
     t = outcomes[qid]
-    if t.id in ("step-labels", "q-labels"):
+    if t.id in ("step-labels", "q-labels", "greeting-dash", "versus", "typo"):
         assert_answered_right(t)
         return
     assert t.correct, (t.miss, t.answer)
@@ -49,6 +65,8 @@ def test_each_is_read_as_asked(qid: str, outcomes: dict[str, TaskOutcome]) -> No
     assert "not answered" in t.answer, t.answer
     if t.id == "token-after-mention":  # the run's USDC, never the recipient's address
         assert "token symbol of USDC" in t.answer, t.answer
+    if t.id == "sentence-in-brackets":  # the head's gas limit, never its number
+        assert "block number" not in t.answer and "block gas limit:" in t.answer, t.answer
     if t.id == "twice":
         assert "'twice'" in t.answer, t.answer
     if t.id == "fact-in-order":  # the balance is named as not answered, never dropped

@@ -82,6 +82,16 @@ def test_a_decline_restating_the_runs_own_reason_claims_nothing() -> None:
     assert line.grade == "asserted", line
 
 
+def test_a_decline_restating_the_item_as_read_claims_nothing() -> None:
+    """Outside round 64's O06b: "send half a USDC to it" was read as "send 0.5 USDC to it",
+    and its "not answered" line was graded asserted for the 0.5 the task never wrote."""
+    task = f"If {A} holds less than 5 USDC, send half a USDC to it."
+    item = ChecklistItem("c2", "send 0.5 USDC to it", None, unanswerable="no pattern (send)")
+    (line,) = grade_answer("send 0.5 USDC to it: not answered (no pattern (send))", task, [],
+                           Checklist((item,)))
+    assert line.grade == "not-answered", line
+
+
 def test_the_answer_takes_its_weakest_line() -> None:
     lines = grade_answer(f"{A}: 12.50 USDC [e1]\nGas: 9.9 gwei", TASK, EVIDENCE, checklist())
     assert answer_grade(lines) == "asserted"
