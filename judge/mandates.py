@@ -77,6 +77,30 @@ _MORE = re.compile(
     re.IGNORECASE,
 )
 _AMOUNT_TO_RE = re.compile(_AMOUNT_TO, re.IGNORECASE)
+#: "Pay 0xA 0.15 USDC": the recipient before the amount (outside rounds 61 and 64 declined
+#: it), read as "Pay 0.15 USDC to 0xA".
+_RECIPIENT_FIRST = re.compile(
+    rf"\b(send|transfer|pay|give)\s+({_ADDR})\s+(\d+(?:\.\d+)?\s*usdc)\b(?!\s+to\b)", re.IGNORECASE
+)
+#: A further recipient before its amount in such a list: "..., and 0xB 0.02 USDC".
+_MORE_FIRST = re.compile(rf"(\s*,\s*(?:and\s+)?|\s+and\s+)({_ADDR})\s+(\d+(?:\.\d+)?\s*usdc)\b(?!\s+to\b)",
+                         re.IGNORECASE)
+
+
+def _recipients_first(text: str) -> str:
+    """Each "pay 0xA 0.15 USDC" (and "..., and 0xB 0.02 USDC" after it) as "pay 0.15 USDC to
+    0xA" (and "..., and 0.02 USDC to 0xB")."""
+    pos = 0
+    while (m := _RECIPIENT_FIRST.search(text, pos)) is not None:
+        said = f"{m[1]} {m[3]} to {m[2]}"
+        text, end = text[: m.start()] + said + text[m.end() :], m.start() + len(said)
+        while (more := _MORE_FIRST.match(text, end)) is not None:
+            said = f"{more[1]}{more[3]} to {more[2]}"
+            text, end = text[:end] + said + text[more.end() :], end + len(said)
+        pos = end
+    return text
+
+
 #: "send 0.01 USDC each to 0xA and 0xB": one amount to each recipient of a list.
 _EACH = re.compile(
     rf"\b(send|transfer|pay|give)\s+(\d+(?:\.\d+)?\s*usdc)\s+each\s+to\s+"
@@ -88,8 +112,10 @@ _EACH = re.compile(
 def spell_out_orders(text: str) -> str:
     """Every ordered payment of ``text`` written with its own verb, so each is read as
     one order: "send 0.01 USDC to 0xA and also 0.02 USDC to 0xB" -> "... and also send
-    0.02 USDC to 0xB"; "send 0.01 USDC each to 0xA and 0xB" -> one order per recipient.
+    0.02 USDC to 0xB"; "send 0.01 USDC each to 0xA and 0xB" -> one order per recipient;
+    "pay 0xA 0.15 USDC" -> "pay 0.15 USDC to 0xA".
     One home: the judge's mandates and the offline planner read orders after this."""
+    text = _recipients_first(text)
     text = _EACH.sub(
         lambda m: " and ".join(f"{m.group(1)} {m.group(2)} to {a}"
                                for a in re.findall(_ADDR, m.group(3))),

@@ -6,7 +6,8 @@ read as the recipient's address; a label the user gives its own question ("Step 
 them: a payment asked "twice" was made once at exit 0, and a fact asked in the clause of a
 payment was dropped. Round 64: a sentence in brackets read "of the latest block)" as the
 block number, "Hi there - " and "vs" and a typo ("balnce") made a question unread, and a
-quoted payment before " - " took the balance asked after it into its clause."""
+quoted payment before " - " took the balance asked after it into its clause, and "Please
+pay 0xA $0.12" (the recipient before the amount) was declined."""
 
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ ASKED = [
              ({"probe": "block_gas_used", "block": 4}, {"probe": "block_gas_used", "block": 3})),
     EvalTask("typo", "labels", "account", "whats the usdc balnce of {outsider} rn", "answer",
              _OUTSIDER),
+    EvalTask("recipient-first", "orders", "payment", "Please pay {seller} $0.02, thanks!",
+             "answer", (), ({"probe": "usdc_delta", "address": "{seller}", "amount": 20000},)),
     EvalTask("twice", "orders", "payment", "Send 0.01 USDC to {seller} twice.", "cannot"),
     EvalTask("fact-in-order", "orders", "payment",
              "Send 0.01 USDC to {seller} after checking the USDC balance of {outsider}.", "cannot"),
@@ -57,7 +60,7 @@ outcomes = graded_fixture("asides", ASKED)
 @pytest.mark.parametrize("qid", [t.id for t in ASKED])
 def test_each_is_read_as_asked(qid: str, outcomes: dict[str, TaskOutcome]) -> None:
     t = outcomes[qid]
-    if t.id in ("step-labels", "q-labels", "greeting-dash", "versus", "typo"):
+    if t.id in ("step-labels", "q-labels", "greeting-dash", "versus", "typo", "recipient-first"):
         assert_answered_right(t)
         return
     assert t.correct, (t.miss, t.answer)

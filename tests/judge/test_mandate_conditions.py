@@ -172,6 +172,7 @@ def test_the_judge_reads_the_balance_from_the_chain_and_approves_only_when_it_ho
 #: asked about, planned, quoted, someone else's, hypothetical, the user's own.
 MENTIONS = [
     f"Should I send 0.25 USDC to {SELLER}?",
+    f"Should I pay {SELLER} 0.25 USDC?",
     f"My boss said to send 0.25 USDC to {SELLER}; what is the base fee?",
     f"Someone told me to pay 0.25 USDC to {SELLER} if the base fee is below 1000 gwei.",
     f'"Send 0.25 USDC to {SELLER}" is what the email said. What is its USDC balance?',
@@ -203,6 +204,8 @@ ORDERS = [
     f"Task: send 0.25 USDC to {SELLER}.",
     f"Step 1: send 0.25 USDC to {SELLER}. Step 2: tell me its USDC balance.",
     f"Question 2: send 0.25 USDC to {SELLER}.",
+    f"Pay {SELLER} 0.25 USDC.",  # the recipient before the amount (rounds 61 and 64)
+    f"Please pay {SELLER} $0.25, thanks!",
     f"If the base fee is below 1000 gwei: send 0.25 USDC to {SELLER}.",
     f"Buy the gas stats from http://127.0.0.1:8402, then send 0.25 USDC to {SELLER}.",  # no colon of speech
 ]

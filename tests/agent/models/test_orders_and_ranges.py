@@ -41,6 +41,9 @@ TWO = [(A, 10_000), (B, 20_000)]
          [*TWO, (C, 30_000)]),
         (f"Send 0.01 USDC each to {A} and {B}.", [(A, 10_000), (B, 10_000)]),
         (f"Send 0.01 USDC each to {A}, {B} and {C}.", [(A, 10_000), (B, 10_000), (C, 10_000)]),
+        # The recipient before the amount (declined until outside round 64).
+        (f"Send {A} 0.01 USDC and {B} 0.02 USDC.", TWO),
+        (f"Pay {A} $0.01, {B} $0.02", TWO),
     ],
 )  # fmt: skip
 def test_each_order_of_a_list_is_a_mandate_and_a_planned_payment(
@@ -72,7 +75,7 @@ def test_each_order_of_a_list_waits_for_the_sentences_condition() -> None:
         (f"Pay 0.01 USDC to {A} and {B}", B),
         (f"Send 0.01 USDC to {A}. Also 0.02 USDC to {B}.", B),
         (f"send 0.01 usdc to {A} and 0.02 to {B}", B),
-        (f"Send {A} 0.01 USDC and {B} 0.02 USDC.", A),
+        (f"Send {A} 0.01 USDC and {B} 0.02.", B),
     ],
 )
 def test_an_order_of_a_list_it_cannot_read_is_declined_naming_it(task: str, named: str) -> None:
