@@ -522,7 +522,7 @@ _CONNECTOR = _p(
     + r")\s+"
 )
 _SPLIT = _p(
-    r"\?|;|!|\.(?:\s+|$)|,\s*(?:and\s+|but\s+|then\s+|also\s+|plus\s+)?|(?<!\d)\s+[-–—]+\s+(?!\d)|"
+    r"\?|;|!|\.(?:\s+|$)|,\s*(?:and\s+|but\s+|then\s+|also\s+|plus\s+)?|\s+[-–—]+\s+|"
     r"\s+(?:and|then|also|plus|but)\s+"
 )
 #: Words that carry no question of their own: what is left of a part after its facts,
@@ -570,7 +570,7 @@ def word_positions(text: str, names: Iterable[str]) -> list[tuple[int, str]]:
 #: A greeting opening the task or thanks closing it ("Hi!", "Thanks."): no question, no order.
 _PLEASANTRIES = (
     _p(r"^\s*(?:hi|hiya|hello|hey|howdy|greetings|good\s+(?:morning|afternoon|evening|day))"
-       r"(?:\s+(?:there|nib|all|friend|folks|team))?\s*(?:[!.,:;]+|[-–—]+\s)\s*"),
+       r"(?:\s+(?:there|nib|all|friend|folks|team))?(?:\s*(?:[:;]-?[)D]|[!.,:;]+|[-–—]+(?=\s)))+\s*"),
     _p(r"[.!?;,]?\s*(?:(?:many\s+)?thanks|thank\s+you(?:\s+kindly)?|thx|ty|cheers|much\s+appreciated|"
        r"(?:i\s+)?appreciate\s+it)"
        r"(?:\s+(?:a\s+lot|so\s+much|very\s+much|in\s+advance|a\s+bunch|a\s+million|again))?"
@@ -1219,12 +1219,16 @@ def _joins_hashes(task: str, m: re.Match[str]) -> bool:
             and _HASH_AFTER.match(task, m.end()) is not None)  # fmt: skip
 
 
+#: A dash between two numbers ("blocks 5 - 10"): a range, never the end of a clause.
+_NUMBER_RANGE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s+[-–—]+\s+\d\Z")
+
+
 def _parts(task: str) -> list[_Part]:
     parts: list[_Part] = []
     sentence, pos = 0, 0
     pieces = []
     for m in _SPLIT.finditer(task):
-        if _joins_hashes(task, m):
+        if _joins_hashes(task, m) or _NUMBER_RANGE.search(task, 0, m.end() + 1):
             continue
         pieces.append((task[pos : m.start()], pos, m.group(0)))
         pos = m.end()
@@ -1662,13 +1666,39 @@ def _respelled(task: str) -> str:
     return re.sub(r"(?<![0-9A-Za-z/.])[A-Za-z]{5,}(?![0-9A-Za-z/])", fix, task)
 
 
+#: An aside in brackets that only describes what it follows ("0x.. (the test account)",
+#: "block 6 (the one with two txs)", "(my friend's wallet)"): it asks nothing, orders
+#: nothing and names no value, so it is read as nothing (outside round 65 declined three
+#: questions on one). One with a number, an address or hash, a unit, a payment or
+#: negation word, a condition or a question word is read as any words are, and so is any
+#: aside in a sentence that pays (``_descriptions_blanked``).
+_DESCRIPTION = _p(
+    r"\s*\((?:the|my|our|his|her|their|a|an)\s+(?![^()]*(?:\d|\b(?:usdc|eth|ether|g?wei|cents|"
+    r"atomic|utc|unix|hex|decimals?|seconds?|minutes?|hours?|days?|send|sent|pay|paid|payments?|"
+    r"transfer\w*|order\w*|buy|bought|purchase\w*|"
+    r"tip|give|not|no|never|don['’]?t|if|unless|when|until|what|which|how|who|is|are|was|were|"
+    r"does|do|did)\b))[^()]{1,60}\)")
+
+
+def _descriptions_blanked(task: str) -> str:
+    """``task`` with each description (``_DESCRIPTION``) blanked, except in a sentence with a
+    payment word: "Send 0.1 USDC to 0xA (the compromised one)" stays declined, never paid."""
+
+    def blank(m: re.Match[str]) -> str:
+        start = max(task.rfind(c, 0, m.start()) for c in ".?!;") + 1
+        ends = [e for c in ".?!;" if (e := task.find(c, m.end())) >= 0]
+        return m.group(0) if _PAY_WORD.search(task, start, min(ends, default=len(task))) else " " * len(m.group(0))
+
+    return _DESCRIPTION.sub(blank, task)
+
+
 class _Task:
     """The task's text as read: its parts (clauses) with their fact phrases, the
     subjects and parameters it names, the shopping request and the scope words it holds."""
 
     def __init__(self, task: str, network: str = "") -> None:
         self.network = network.lower().replace("-", " ").replace("_", " ").strip()
-        task = _respelled(task)
+        task = _descriptions_blanked(_respelled(task))
         if self.network:  # the run's own network named in the task is no scope to decline
             own = compile_phrase(self.network)
             task = re.sub(rf"\b(?:on|in|at)\s+(?:the\s+)?{own.pattern}", " ", task, flags=re.I)

@@ -206,6 +206,7 @@ KIND_WORDS: tuple[KindWords, ...] = (
           "block gas used", "block gas usage", "block's gas used", "gas used … block",
           "gas usage … block", "gas consumed … block", "how much gas … block … use",
           "how much gas … block … consume", "how much gas … used … block",
+          "what gas did … block … use",
           "how much gas … consumed … block"),
     _kind("block_gas_limit", "block gas limit", "none", "[block] gas limit"),
     # "how many transactions", never "how many transfers" (USDC Transfer logs, below).
@@ -218,6 +219,7 @@ KIND_WORDS: tuple[KindWords, ...] = (
               "land in", "made it into", "went into", "go into", "got into"))),
     _kind("tx_gas_used", "transaction gas used", "tx",
           "gas used", "gas consumed", "how much gas … use", "how much gas … consume",
+          "what gas did … use", "what gas did … consume",
           "how much gas … burn", "how much gas … used", "how much gas … consumed"),
     # Before the node's gas price: "what gas price did 0x<hash> pay" is what it paid (its
     # receipt), not the node's price now (outside round 33 got the node's, at exit 0).

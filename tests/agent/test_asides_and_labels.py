@@ -7,7 +7,9 @@ them: a payment asked "twice" was made once at exit 0, and a fact asked in the c
 payment was dropped. Round 64: a sentence in brackets read "of the latest block)" as the
 block number, "Hi there - " and "vs" and a typo ("balnce") made a question unread, and a
 quoted payment before " - " took the balance asked after it into its clause, and "Please
-pay 0xA $0.12" (the recipient before the amount) was declined."""
+pay 0xA $0.12" (the recipient before the amount) was declined. Round 65: an aside that only
+describes ("(the test account)", "(my friend's wallet)"), an emoticon after a greeting, a
+dash after an address, and "what gas did ... use"."""
 
 from __future__ import annotations
 
@@ -47,6 +49,16 @@ ASKED = [
              ({"probe": "block_gas_used", "block": 4}, {"probe": "block_gas_used", "block": 3})),
     EvalTask("typo", "labels", "account", "whats the usdc balnce of {outsider} rn", "answer",
              _OUTSIDER),
+    EvalTask("description", "asides", "account",
+             "What is the USDC balance of {outsider} (my friend's wallet)?", "answer", _OUTSIDER),
+    EvalTask("greeting-emoticon", "labels", "block",
+             "Hi there :) quick one - how many transactions were in block 3 (the busy one)?",
+             "answer", ({"probe": "block_tx_count", "block": 3},)),
+    EvalTask("mention-address-dash", "asides", "block",
+             "My boss said to send 0.2 USDC to {outsider} - what's the base fee right now?",
+             "partial", ({"probe": "base_fee_gwei"},)),
+    EvalTask("what-gas", "labels", "block", "what gas did block 3 use?", "answer",
+             ({"probe": "block_gas_used", "block": 3},)),
     EvalTask("recipient-first", "orders", "payment", "Please pay {seller} $0.02, thanks!",
              "answer", (), ({"probe": "usdc_delta", "address": "{seller}", "amount": 20000},)),
     EvalTask("twice", "orders", "payment", "Send 0.01 USDC to {seller} twice.", "cannot"),
@@ -60,7 +72,8 @@ outcomes = graded_fixture("asides", ASKED)
 @pytest.mark.parametrize("qid", [t.id for t in ASKED])
 def test_each_is_read_as_asked(qid: str, outcomes: dict[str, TaskOutcome]) -> None:
     t = outcomes[qid]
-    if t.id in ("step-labels", "q-labels", "greeting-dash", "versus", "typo", "recipient-first"):
+    if t.id in ("step-labels", "q-labels", "greeting-dash", "versus", "typo", "recipient-first",
+                "description", "greeting-emoticon", "what-gas"):
         assert_answered_right(t)
         return
     assert t.correct, (t.miss, t.answer)
