@@ -1201,6 +1201,9 @@ class _Part:
     alone: bool = False
     #: Where a borrowing part's question ends (its list tails joined): its aggregate's text.
     until: int = 0
+    #: An aside in brackets (``_ASIDE``): a scope word in it ("(I'll pay 0x.. next week)")
+    #: is its own, never its sentence's.
+    aside: bool = False
     #: Only names the block of a transaction for the block facts of its sentence ("For
     #: the block where 0x<hash> was included, what were ..."): nothing of its own to read.
     frame: bool = False
@@ -1233,25 +1236,27 @@ def _parts(task: str) -> list[_Part]:
         pieces.append((task[pos : m.start()], pos, m.group(0)))
         pos = m.end()
     pieces.append((task[pos:], pos, ""))
-    for text, start, sep in [a for p in pieces for a in _asides(*p)]:
+    for text, start, sep, aside in [a for p in pieces for a in _asides(*p)]:
         for sub, sub_start, cond in _split_conditions(text, start):
             # Its start is its first word's, as its text is stripped; so is a bracket that
             # opens or closes a sentence in brackets ("(gas limit of block 5 and of the
             # latest block)": round 64 read "of the latest block)" as the block number).
             bare = _unpaired(sub)
             if bare.strip():
-                parts.append(_Part(bare.strip(), sub_start + len(bare) - len(bare.lstrip()), sentence, cond))
+                parts.append(_Part(bare.strip(), sub_start + len(bare) - len(bare.lstrip()), sentence,
+                                   cond, aside=aside))
         if sep.strip() and sep.strip()[0] in "?;!.":
             sentence += 1
     return parts
 
 
-#: An aside in brackets ending a clause, with a clause of its own ("... of 0xA (I might
+#: An aside in brackets ending or opening a clause, with a clause of its own ("... of 0xA (I might
 #: send 0.1 USDC to 0x.. later)?", "(we paid it yesterday)"): a part of its own, never words
 #: of the question before it (outside rounds 62 and 63 lost the balance asked before such
 #: an aside). One inside a clause leaves the clause declined whole: it splits its words.
-_ASIDE = _p(r"\s*\((?=[^()]*\b(?:i|we|you|he|she|they|someone|somebody|send|sent|pay|paid|"
-            r"transfer(?:red)?|tip)\b)[^()]*\)\s*$")
+_ASIDE_BODY = (r"\((?=[^()]*\b(?:i|we|you|he|she|they|someone|somebody|send|sent|pay|paid|"
+               r"transfer(?:red)?|tip)\b)[^()]*\)")
+_ASIDE = _p(rf"^\s*{_ASIDE_BODY}|\s*{_ASIDE_BODY}\s*$")
 
 
 def _unpaired(text: str) -> str:
@@ -1265,16 +1270,16 @@ def _unpaired(text: str) -> str:
     return text
 
 
-def _asides(text: str, start: int, sep: str) -> list[tuple[str, int, str]]:
+def _asides(text: str, start: int, sep: str) -> list[tuple[str, int, str, bool]]:
     """``text`` (at ``start``, ended by ``sep``) with each aside (``_ASIDE``) a piece of its
-    own, in the same sentence."""
+    own, in the same sentence: (piece, offset, separator, is an aside)."""
     out, pos = [], 0
     for m in _ASIDE.finditer(text):
-        out.append((text[pos : m.start()], start + pos, ""))
+        out.append((text[pos : m.start()], start + pos, "", False))
         inner = m.group(0).strip()[1:-1]
-        out.append((inner, start + m.end() - 1 - len(inner), ""))
+        out.append((inner, start + m.end() - 1 - len(inner), "", True))
         pos = m.end()
-    out.append((text[pos:], start + pos, sep))
+    out.append((text[pos:], start + pos, sep, False))
     return out
 
 
@@ -1565,7 +1570,7 @@ def _nearest(found: list[tuple[int, str]], start: int, end: int) -> str | None:
 
 
 #: A label the user gives its own question or order ("Task:", "Step 2:", "Q3:").
-_LABELLED = re.compile(rf"\s*(?:{LABEL.pattern})\s*:", re.IGNORECASE)
+_LABELLED = re.compile(rf"\s*(?:label\s+)?(?:{LABEL.pattern})\s*:", re.IGNORECASE)
 
 
 def _not_paid_to(task: str, found: list[tuple[int, str]]) -> list[tuple[int, str]]:
@@ -1614,8 +1619,8 @@ def _scope_words(task: str, parts: list[_Part], network: str) -> dict[int, str]:
     """Per sentence, the first scope word the planner cannot honour, with why."""
     found: dict[int, str] = {}
     for sentence in sorted({p.sentence for p in parts}):
-        mine = [p for p in parts if p.sentence == sentence]
-        why = _scope_of(task[mine[0].start : mine[-1].start + len(mine[-1].text)], network)
+        mine = [p for p in parts if p.sentence == sentence and not p.aside]
+        why = mine and _scope_of(task[mine[0].start : mine[-1].start + len(mine[-1].text)], network)
         if why:
             found[sentence] = why
     return found
@@ -1673,7 +1678,8 @@ def _respelled(task: str) -> str:
 #: negation word, a condition or a question word is read as any words are, and so is any
 #: aside in a sentence that pays (``_descriptions_blanked``).
 _DESCRIPTION = _p(
-    r"\s*\((?:the|my|our|his|her|their|a|an)\s+(?![^()]*(?:\d|\b(?:usdc|eth|ether|g?wei|cents|"
+    r"\s*\((?:the|my|our|his|her|their|a|an|that['’]s|that\s+is|it['’]s|this\s+is|aka)\s+"
+    r"(?![^()]*(?:(?<![#\d])\d|\b(?:usdc|eth|ether|g?wei|cents|"
     r"atomic|utc|unix|hex|decimals?|seconds?|minutes?|hours?|days?|send|sent|pay|paid|payments?|"
     r"transfer\w*|order\w*|buy|bought|purchase\w*|"
     r"tip|give|not|no|never|don['’]?t|if|unless|when|until|what|which|how|who|is|are|was|were|"
@@ -1684,10 +1690,12 @@ def _descriptions_blanked(task: str) -> str:
     """``task`` with each description (``_DESCRIPTION``) blanked, except in a sentence with a
     payment word: "Send 0.1 USDC to 0xA (the compromised one)" stays declined, never paid."""
 
+    ends = [e.end() for e in re.finditer(r"[?!;]|\.(?=\s|$)", task)]  # never a decimal point
+
     def blank(m: re.Match[str]) -> str:
-        start = max(task.rfind(c, 0, m.start()) for c in ".?!;") + 1
-        ends = [e for c in ".?!;" if (e := task.find(c, m.end())) >= 0]
-        return m.group(0) if _PAY_WORD.search(task, start, min(ends, default=len(task))) else " " * len(m.group(0))
+        start = max([e for e in ends if e <= m.start()], default=0)
+        end = min([e for e in ends if e > m.end()], default=len(task))
+        return m.group(0) if _PAY_WORD.search(task, start, end) else " " * len(m.group(0))
 
     return _DESCRIPTION.sub(blank, task)
 
@@ -1698,7 +1706,8 @@ class _Task:
 
     def __init__(self, task: str, network: str = "") -> None:
         self.network = network.lower().replace("-", " ").replace("_", " ").strip()
-        task = _descriptions_blanked(_respelled(task))
+        # Square brackets are brackets ("[plan: pay ... next week] What is ...?", round 66).
+        task = _descriptions_blanked(_respelled(task.replace("[", "(").replace("]", ")")))
         if self.network:  # the run's own network named in the task is no scope to decline
             own = compile_phrase(self.network)
             task = re.sub(rf"\b(?:on|in|at)\s+(?:the\s+)?{own.pattern}", " ", task, flags=re.I)
@@ -3747,7 +3756,7 @@ class _Reader(_ReaderChecks):
                     sentence = self.t.sentence(part.sentence)
                     self.out.cannot(sentence, self.t.scope[part.sentence])
                 continue
-            why = _misfit_hex(part.text)
+            why = _misfit_hex(part.text) or (part.aside and _scope_of(part.text, self.t.network))
             made = [self.out.cannot(part.text, why)] if why else self._part_items(
                 part, gates.setdefault(part.sentence, []), actions.setdefault(part.sentence, []))
             self.by_sentence.setdefault(part.sentence, []).extend(made)

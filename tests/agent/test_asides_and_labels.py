@@ -9,7 +9,10 @@ block number, "Hi there - " and "vs" and a typo ("balnce") made a question unrea
 quoted payment before " - " took the balance asked after it into its clause, and "Please
 pay 0xA $0.12" (the recipient before the amount) was declined. Round 65: an aside that only
 describes ("(the test account)", "(my friend's wallet)"), an emoticon after a greeting, a
-dash after an address, and "what gas did ... use"."""
+dash after an address, and "what gas did ... use". Round 66: "(that's dev account #4)",
+"Label Q12:", an aside in square brackets opening the question with its own "next week";
+an aside beside an order stays unread, so nothing is paid (by design: it may qualify the
+order)."""
 
 from __future__ import annotations
 
@@ -59,6 +62,15 @@ ASKED = [
              "partial", ({"probe": "base_fee_gwei"},)),
     EvalTask("what-gas", "labels", "block", "what gas did block 3 use?", "answer",
              ({"probe": "block_gas_used", "block": 3},)),
+    EvalTask("that-is", "asides", "account",
+             "What's the USDC balance of {outsider} (that's dev account #4)?", "answer", _OUTSIDER),
+    EvalTask("label-word", "labels", "account", "Label Q12: how much USDC has {outsider} received?",
+             "answer", ({"probe": "usdc_received_total", "address": "{outsider}"},)),
+    EvalTask("square-aside", "asides", "block",
+             "[plan: pay {seller} $0.15 next week] What is the transaction count of block 4?",
+             "partial", ({"probe": "block_tx_count", "block": 4},)),
+    EvalTask("aside-beside-order", "orders", "payment",
+             "Send 0.02 USDC to {seller} (my test account, dev key #9).", "cannot"),
     EvalTask("recipient-first", "orders", "payment", "Please pay {seller} $0.02, thanks!",
              "answer", (), ({"probe": "usdc_delta", "address": "{seller}", "amount": 20000},)),
     EvalTask("twice", "orders", "payment", "Send 0.01 USDC to {seller} twice.", "cannot"),
@@ -73,7 +85,7 @@ outcomes = graded_fixture("asides", ASKED)
 def test_each_is_read_as_asked(qid: str, outcomes: dict[str, TaskOutcome]) -> None:
     t = outcomes[qid]
     if t.id in ("step-labels", "q-labels", "greeting-dash", "versus", "typo", "recipient-first",
-                "description", "greeting-emoticon", "what-gas"):
+                "description", "greeting-emoticon", "what-gas", "that-is", "label-word"):
         assert_answered_right(t)
         return
     assert t.correct, (t.miss, t.answer)
