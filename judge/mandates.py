@@ -26,6 +26,7 @@ from judge.spend_bound import blank_spend_bounds, spend_bound
 __all__ = [
     "BALANCE_FACTS",
     "CONDITION_WORDS",
+    "CROWDED",
     "MENTIONED",
     "SELF",
     "ConditionFact",
@@ -34,6 +35,7 @@ __all__ = [
     "MandateCondition",
     "OP_WORDS",
     "THRESHOLD_OPS",
+    "crowded",
     "mandate_for",
     "mandates_in",
     "mentioned_only",
@@ -350,6 +352,9 @@ LABEL = re.compile(r"(?:please\s+)?(?:task|order|instructions?|request|action|to
 #: and", "can you", "I want you to", "make sure to"; or forbids or branches an order.
 _ADDRESSED = re.compile(
     r"(?:(?:please|kindly|also|now|just|so|ok(?:ay)?|finally|first|next|afterwards|go\s+ahead\s+and|"
+    # A greeting before the order ("Hi :) send ...", "Hey there! Send ..."), as the planner
+    # drops it (agent/models/_factpatterns.py::drop_pleasantries).
+    r"(?:hi|hiya|hello|hey|howdy)(?:\s+there)?(?:\s*(?:[:;]-?[)D]|[!.,]))*|"
     # Words that forbid or branch the order: it is one, held back (``withheld_by``).
     r"do\s+not|don['’]?t|dont|never|otherwise|else|instead|"
     rf"{LABEL.pattern}\s*:|"
@@ -372,16 +377,42 @@ _ANOTHERS = re.compile(
 )
 
 
+#: Where an order's clause ends after its recipient: a stop, a bracket, or a word opening
+#: another clause or a condition ("and tell me ...", "if 0xB holds ...").
+_CLAUSE_END = re.compile(r"[,;!?]|\.(?=\s|$)|\b(?:and|then|also|plus|but|if|unless|when|whenever|"
+                         r"provided|providing|assuming|as\s+long\s+as|so\s+long\s+as|only)\b",
+                         re.IGNORECASE)
+_OTHER_TERMS = re.compile(rf"{_ADDR}|\d+(?:\.\d+)?\s*usdc\b|[(\[](?!\s*(?:only\s+)?(?:if|provided|"
+                          r"providing|assuming|as\s+long\s+as|so\s+long\s+as|when)\b)",
+                          re.IGNORECASE)  # a condition in brackets is read as any condition
+#: The withheld reason of an order that names another recipient or amount, or says
+#: something in brackets, in its own clause ("Send 0.1 USDC to 0xA or 0xB", "... rather
+#: than 0.2 USDC", "Pay 0.2 USDC to 0xA (it's a scam address)": outside round 67 had the
+#: last paid): which is meant is the user's to say, never nib's to pick.
+CROWDED = "another recipient or amount, or an aside, in its clause"
+
+
+def crowded(text: str, end: int) -> bool:
+    """Whether the order ending at ``end`` of ``text`` names another recipient or amount,
+    or opens an aside in brackets, before its clause ends (``CROWDED``)."""
+    stop = _CLAUSE_END.search(text, end)
+    other = _OTHER_TERMS.search(text, end)  # its lookahead sees past the clause's end
+    return other is not None and (stop is None or other.start() < stop.start())
+
+
 def mentioned_only(text: str, start: int) -> bool:
     """Whether the payment verb at ``start`` of ``text`` is said without being ordered: in
     double quotes, or with words before it in its clause that make it someone's act, a
     question or a plan ("I sent", "Should I send", "My boss said to send", "Before I send",
     "Would it be possible to transfer"; outside round 61 had eight such tasks paid). An
     order is the verb alone ("Send ...", "if X, send ..."), after words addressing nib
-    ("please", "can you", "I want you to"), or after a condition ("if X send ...")."""
+    ("please", "can you", "I want you to"), or after a condition ("if X send ..."); never
+    inside quotes or brackets."""
     sentence = _SENTENCE.split(text[:start])[-1]
     if sum(sentence.count(q) for q in '"“”') % 2:
         return True  # inside a quotation: "'Send 0.2 USDC to 0x..' is what the email said"
+    if text[:start].count("(") + text[:start].count("[") > text[:start].count(")") + text[:start].count("]"):
+        return True  # inside brackets, an aside: "(send 0.1 USDC to 0x..) What is ...?" (round 67)
     said = ":".join(_SAID_COLON.split(sentence)[:-1]).strip()  # never "http://", "10:30"
     if said and not LABEL.fullmatch(said) and not _CONDITION_LEAD.match(_CLAUSE_START.split(said)[-1].strip()):
         return True  # said of what follows: "Someone told me: if C, send ..."
@@ -527,7 +558,8 @@ def mandates_in(task: str) -> tuple[Mandate, ...]:
             continue
         condition = _condition(sentence)
         for m in sends:
-            held = withheld or (MENTIONED if mentioned_only(sentence, m.start()) else "")
+            held = withheld or (MENTIONED if mentioned_only(sentence, m.start()) else "") or (
+                CROWDED if crowded(sentence, m.end()) else "")
             try:
                 atomic = Decimal(m.group(1)).scaleb(6)
             except InvalidOperation:  # pragma: no cover - the regex admits only digits
@@ -558,10 +590,13 @@ def unordered(mandates: tuple[Mandate, ...], recipient: str, amount: int) -> str
     withheld = next((m for m in mandates if m.withheld), None)
     if withheld is not None:
         said = (f"mentions {withheld.text!r} without ordering it" if withheld.withheld == MENTIONED
+                else f"names {CROWDED} ({withheld.text!r}): which is meant is not read"
+                if withheld.withheld == CROWDED
                 else f"says {withheld.withheld!r} about its payments ({withheld.text!r} is not an order)")
         return (f"found a direct transfer of {_usdc(amount)} to {recipient.lower()}; the task "
                 f"{said}. Nothing is paid on a task that says not to pay, takes an order back, "
-                "puts it off or only mentions it, but what it orders. Fix: ask again with only "
+                "puts it off, only mentions it or leaves it open, but what it orders. Fix: ask again "
+                "with only "
                 "the payment you want ('Send 0.10 USDC to 0x...').")  # fmt: skip
     orders = [m for m in mandates if m.recipient == recipient.lower()]
     if not orders:

@@ -49,6 +49,7 @@ from judge.mandates import (
     CONDITION_WORDS,
     LABEL,
     OP_WORDS,
+    crowded,
     mentioned_only,
     normalize_thresholds,
     resolve_branches,
@@ -517,7 +518,7 @@ _GENESIS = _p(r"\b(?:the\s+)?genesis(?:\s+block)?\b")
 
 
 _CONNECTOR = _p(
-    r"(?:^|\s+)("
+    r"(?:^|\s+|\s*\()("
     + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in CONDITION_WORDS)
     + r")\s+"
 )
@@ -1070,8 +1071,7 @@ def _normalize(task: str) -> tuple[str, list[tuple[int, str]]]:
     text, the units and formats they named)."""
     text = re.sub(r"\bblock\s+(?:number\s+|#\s*|no\.?\s*)(\d+)", r"block \1", task, flags=re.I)
     text = normalize_thresholds(text)  # "10 USDC or more" -> "at least 10 USDC"
-    # "gas used by block 6 vs block 5?": both values, as with "and" (outside round 64).
-    text = re.sub(r"\s+(?:vs\.?|versus)\s+", " and ", text, flags=re.I)
+    text = _versus(text)
     text = spell_out_orders(text)  # "send 0.01 USDC to 0xA and 0.02 USDC to 0xB": two orders
     text = _GENESIS.sub("block 0", text)
     # "my wallet's USDC balance": the agent's wallet, as "my wallet USDC balance" reads it.
@@ -1573,6 +1573,33 @@ def _nearest(found: list[tuple[int, str]], start: int, end: int) -> str | None:
 _LABELLED = re.compile(rf"\s*(?:label\s+)?(?:{LABEL.pattern})\s*:", re.IGNORECASE)
 
 
+def _not_an_order(task: str, part: _Part, m: re.Match[str]) -> str:
+    """Why the payment ``m`` of ``part`` is made by no one ("" when it is an order): a
+    mention, an order whose clause names another recipient or amount or an aside
+    (judge.mandates.crowded), or one asked more than once."""
+    if mentioned_only(task, part.start + m.start()):
+        return ("the task mentions this payment without ordering it, so nothing is paid: nib "
+                f"pays only what the task orders in its own words ('Send {m.group(1)} USDC to "
+                "0x...'), never a payment it asks about, plans or says someone else makes")
+    if crowded(task, part.start + m.end()):
+        return ("the task names another recipient or amount, or an aside, in the clause of "
+                "this payment ('or 0x...', 'rather than ...', '(...)'); nib never picks or "
+                "guesses: order one payment in its own words")
+    if again := _REPEATED.search(part.text):
+        return (f"the task asks for this payment {again.group(0).lower()!r}, and nib makes an "
+                "ordered payment once; order each payment in its own words ('Send ... to "
+                "0x..., then send ... to 0x...')")
+    return ""
+
+
+def _versus(text: str) -> str:
+    """ "gas used by block 6 vs block 5?": both values, as with "and" (outside round 64);
+    never in a sentence that pays, which the judge reads as written."""
+    text = re.sub(r"\bvs\.(?=\s)", "vs", text, flags=re.I)
+    return _by_sentence(text, lambda t: t if _PAY_WORD.search(t)
+                        else re.sub(r"\s+(?:vs|versus)\s+", " and ", t, flags=re.I))  # fmt: skip
+
+
 def _not_paid_to(task: str, found: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """``found`` without the addresses named as a payment's recipient ("send 0.1 USDC to
     0x.."): an account, never the token a part about "the token" means (outside round 62:
@@ -1686,11 +1713,25 @@ _DESCRIPTION = _p(
     r"does|do|did)\b))[^()]{1,60}\)")
 
 
+#: Where a sentence ends: a stop followed by a space or the end, never a decimal point.
+_SENTENCE_END = re.compile(r"[?!;]|\.(?=\s|$)")
+
+
+def _by_sentence(text: str, rewrite: Callable[[str], str]) -> str:
+    """``text`` with ``rewrite`` applied to each sentence (its stop kept)."""
+    out, pos = [], 0
+    for m in [*_SENTENCE_END.finditer(text), None]:
+        end = m.end() if m else len(text)
+        out.append(rewrite(text[pos:end]))
+        pos = end
+    return "".join(out)
+
+
 def _descriptions_blanked(task: str) -> str:
     """``task`` with each description (``_DESCRIPTION``) blanked, except in a sentence with a
     payment word: "Send 0.1 USDC to 0xA (the compromised one)" stays declined, never paid."""
 
-    ends = [e.end() for e in re.finditer(r"[?!;]|\.(?=\s|$)", task)]  # never a decimal point
+    ends = [e.end() for e in _SENTENCE_END.finditer(task)]
 
     def blank(m: re.Match[str]) -> str:
         start = max([e for e in ends if e <= m.start()], default=0)
@@ -3545,20 +3586,9 @@ class _ReaderChecks:
         """Payments into ``actions``; the part's facts are read beside mentions only."""
         made, mentions = [], 0
         for m in _SEND.finditer(part.text):
-            if mentioned_only(self.t.task, part.start + m.start()):
-                mentions += 1
-                made.append(self.out.cannot(m.group(0), "the task mentions this payment without "
-                                            "ordering it, so nothing is paid: nib pays only "
-                                            "what the task orders in its own words ('Send "
-                                            f"{m.group(1)} USDC to 0x...'), never a payment it "
-                                            "asks about, plans or says someone else makes"))  # fmt: skip
-                continue
-            if again := _REPEATED.search(part.text):
-                made.append(self.out.cannot(m.group(0), f"the task asks for this payment "
-                                            f"{again.group(0).lower()!r}, and nib makes an "
-                                            "ordered payment once; order each payment in its "
-                                            "own words ('Send ... to 0x..., then send ... to "
-                                            "0x...')"))  # fmt: skip
+            if why := _not_an_order(self.t.task, part, m):
+                mentions += why.startswith("the task mentions")
+                made.append(self.out.cannot(m.group(0), why))
                 continue
             try:
                 atomic = Decimal(m.group(1)).scaleb(6)

@@ -13,7 +13,7 @@ import pytest
 from agent.cli.runtime import chain_fact_reader
 from chain.devkeys import AGENT, dev_account
 from judge.jev import Judge
-from judge.mandates import MENTIONED, Mandate, mandates_in
+from judge.mandates import CROWDED, MENTIONED, Mandate, mandates_in
 from judge.verdict import VerdictSigner
 from tests.judge.test_judge_tasks import SELLER, TASK, request, transfer
 
@@ -173,6 +173,8 @@ def test_the_judge_reads_the_balance_from_the_chain_and_approves_only_when_it_ho
 MENTIONS = [
     f"Should I send 0.25 USDC to {SELLER}?",
     f"Should I pay {SELLER} 0.25 USDC?",
+    f"(send 0.25 USDC to {SELLER}) What is the base fee?",  # in brackets: an aside (round 67)
+    f"What is the base fee? [send 0.25 USDC to {SELLER}]",
     f"My boss said to send 0.25 USDC to {SELLER}; what is the base fee?",
     f"Someone told me to pay 0.25 USDC to {SELLER} if the base fee is below 1000 gwei.",
     f'"Send 0.25 USDC to {SELLER}" is what the email said. What is its USDC balance?',
@@ -224,6 +226,29 @@ def test_a_payment_the_task_orders_is_one(task: str) -> None:
     assert mandate.recipient == SELLER.lower() and mandate.amount == 250_000 and not mandate.withheld
 
 
+@pytest.mark.parametrize("tail", [f"or {HOLDER}", "rather than 0.5 USDC", "or maybe 0.5 USDC.",
+                                  f"vs {HOLDER} 0.5 USDC", f"instead of paying {HOLDER}",
+                                  "(it's a scam address).", "(compromised!) and what is the base fee?"])  # fmt: skip
+def test_an_order_naming_another_recipient_or_amount_in_its_clause_is_withheld(tail: str) -> None:
+    """Found beside outside round 66: 'Send 0.25 USDC to 0xA or 0xB' paid 0xA, the other
+    recipient or amount of its own clause unread; which is meant is the user's to say.
+    Outside round 67 had 'Pay 0.2 USDC to 0xA (it's a scam address)' paid: an aside in
+    brackets in the order's clause is held the same way."""
+    (mandate, *_) = mandates_in(f"Send 0.25 USDC to {SELLER} {tail}")
+    assert mandate.recipient == SELLER.lower() and mandate.withheld in (CROWDED, "instead"), mandate
+
+
+@pytest.mark.parametrize("task", [
+    f"Send 0.25 USDC to {SELLER} if {HOLDER} holds more than 5 USDC.",
+    f"Send 0.25 USDC to {SELLER} and tell me the USDC balance of {HOLDER}.",
+    f"Send 0.25 USDC to {SELLER}, then 0.5 USDC to {HOLDER}.",
+    f"Send 0.25 USDC to {SELLER} only if {HOLDER} has over 2 USDC.",
+])  # fmt: skip
+def test_other_amounts_and_addresses_outside_an_orders_clause_leave_it_an_order(task: str) -> None:
+    (mandate, *_) = mandates_in(task)
+    assert mandate.recipient == SELLER.lower() and mandate.amount == 250_000 and not mandate.withheld
+
+
 @pytest.mark.parametrize("when", ["tomorrow", "later this week", "next month", "in 2 hours", "at some point",
                                   "on Friday", "by Monday", "by the end of the week"])  # fmt: skip
 def test_a_payment_put_off_to_another_time_is_withheld(when: str) -> None:
@@ -244,6 +269,9 @@ def test_the_judge_refuses_a_payment_the_task_only_mentions(signer: VerdictSigne
     assert judge.decide(_order(250_000)).decision == "refuse"  # type: ignore[arg-type]
     approved = judge.decide(_order(100_000))  # type: ignore[arg-type]
     assert approved.decision == "approve", approved.reason
+    # An order naming another recipient in its clause: neither is paid, on the real Anvil.
+    refused = _judge(signer, chain, f"Send 0.25 USDC to {SELLER} or {HOLDER}.").decide(_order(250_000))  # type: ignore[arg-type]
+    assert refused.decision == "refuse" and CROWDED in refused.reason, refused.reason
 
 
 def test_a_task_registered_with_its_text_pays_by_transfer_only_what_it_orders(
