@@ -578,9 +578,9 @@ _PLEASANTRIES = (
        r"\s*[!.]*\s*$"),
     # A remark about the asker opening the task ("I'm new to this.", "Quick question:"):
     # outside round 46 (Q46) stopped at exit 1 on it with both facts right.
-    _p(r"^\s*(?:(?:i['’]?m|i\s+am)\s+(?:new|a\s+beginner)(?:\s+(?:to\s+(?:this|crypto|chains?|"
+    _p(r"^\s*\(?(?:(?:i['’]?m|i\s+am)\s+(?:new|a\s+beginner)(?:\s+(?:to\s+(?:this|crypto|chains?|"
        r"ethereum|blockchains?|nib|all\s+this)|here))?|quick\s+(?:question|one|q)|(?:a\s+)?question\s+for\s+you)"
-       r"\s*[!.,:;-]+\s*"),
+       r"(?:\)\s*[!.,:;-]*|\s*[!.,:;-]+)\s*"),
 )
 
 

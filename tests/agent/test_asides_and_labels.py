@@ -82,6 +82,8 @@ ASKED = [
              _OUTSIDER),
     EvalTask("scam-aside", "orders", "payment", "Pay 0.02 USDC to {seller} (it's a scam address).",
              "cannot"),
+    EvalTask("bracket-pleasantry", "labels", "block", "[quick one] What is the gas used of block 3?",
+             "answer", ({"probe": "block_gas_used", "block": 3},)),
     EvalTask("recipient-first", "orders", "payment", "Please pay {seller} $0.02, thanks!",
              "answer", (), ({"probe": "usdc_delta", "address": "{seller}", "amount": 20000},)),
     EvalTask("twice", "orders", "payment", "Send 0.01 USDC to {seller} twice.", "cannot"),
@@ -96,7 +98,8 @@ outcomes = graded_fixture("asides", ASKED)
 def test_each_is_read_as_asked(qid: str, outcomes: dict[str, TaskOutcome]) -> None:
     t = outcomes[qid]
     if t.id in ("step-labels", "q-labels", "greeting-dash", "versus", "typo", "recipient-first",
-                "description", "greeting-emoticon", "what-gas", "that-is", "label-word"):
+                "description", "greeting-emoticon", "what-gas", "that-is", "label-word",
+                "bracket-pleasantry"):
         assert_answered_right(t)
         return
     assert t.correct, (t.miss, t.answer)
