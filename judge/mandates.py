@@ -186,7 +186,7 @@ def threshold_op(words: str) -> str:
 
 
 _COND = re.compile(
-    r"\b(base[\s-]*fee|gas\s+price)\b[^.;!?0-9]{0,30}?"
+    r"\b(base[\s-]*fee|gas\s+price)\b[^.;!?0-9]{0,50}?"
     rf"({OP_WORDS})\s*(\d+(?:\.\d+)?)\s*(gwei|wei)?",
     re.IGNORECASE,
 )

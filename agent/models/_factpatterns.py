@@ -1256,7 +1256,7 @@ def _parts(task: str) -> list[_Part]:
 #: an aside). One inside a clause leaves the clause declined whole: it splits its words.
 _ASIDE_BODY = (r"\((?=[^()]*\b(?:i|we|you|he|she|they|someone|somebody|send|sent|pay|paid|"
                r"transfer(?:red)?|tip)\b)[^()]*\)")
-_ASIDE = _p(rf"^\s*{_ASIDE_BODY}|\s*{_ASIDE_BODY}\s*$")
+_ASIDE = _p(rf"^\s*{_ASIDE_BODY}|\s*{_ASIDE_BODY}\s*\Z")
 
 
 def _unpaired(text: str) -> str:
@@ -1569,8 +1569,9 @@ def _nearest(found: list[tuple[int, str]], start: int, end: int) -> str | None:
     return before[-1] if before else None
 
 
-#: A label the user gives its own question or order ("Task:", "Step 2:", "Q3:").
-_LABELLED = re.compile(rf"\s*(?:label\s+)?(?:{LABEL.pattern})\s*:", re.IGNORECASE)
+#: A label the user gives its own question or order ("Task:", "Step 2:", "Q3:"), or a note
+#: ("Note:", "FYI:"): for the planner only; before an order the judge reads "Note:" as speech.
+_LABELLED = re.compile(rf"\s*(?:label\s+)?(?:{LABEL.pattern}|note|fyi|context)\s*:", re.IGNORECASE)
 
 
 def _not_an_order(task: str, part: _Part, m: re.Match[str]) -> str:
@@ -1598,6 +1599,24 @@ def _versus(text: str) -> str:
     text = re.sub(r"\bvs\.(?=\s)", "vs", text, flags=re.I)
     return _by_sentence(text, lambda t: t if _PAY_WORD.search(t)
                         else re.sub(r"\s+(?:vs|versus)\s+", " and ", t, flags=re.I))  # fmt: skip
+
+
+def _token_of(t: _Task, part: _Part, start: int, end: int) -> str | None:
+    """The token address a token fact of ``part`` asks (None: the run's USDC): one the part
+    names, never one paid; else, for "... and its decimals", the token the task named
+    elsewhere, and for "the token" only an address the task calls a token ("the token at
+    0x.."). A part naming USDC asks the run's USDC (outside round 68: "the token" beside a
+    bracketed order read the order's recipient)."""
+    paid = _not_paid_to(t.task, [(part.start + m.start(), m.group(0)) for m in ADDRESS.finditer(part.text)])
+    if paid:
+        return paid[0][1]
+    if re.search(r"\busdc\b", t.sentence(part.sentence), re.I):
+        return None
+    found = _not_paid_to(t.task, t.addresses)
+    if re.search(r"\bthe\s+token\b", part.text, re.I):
+        found = [(pos, a) for pos, a in found
+                 if re.search(r"\btoken(?:\s+contract)?(?:\s+(?:at|is|address))?\s*:?\s*\Z", t.task[max(0, pos - 30) : pos], re.I)]  # fmt: skip
+    return _nearest(found, start, end)
 
 
 def _not_paid_to(task: str, found: list[tuple[int, str]]) -> list[tuple[int, str]]:
@@ -3180,11 +3199,7 @@ class _FactItems:
         if fp.subject == "account":
             return self._accounts(part, fp, params, where, start, end)
         if fp.subject == "token":
-            token = part.subjects[0] if part.subjects else None
-            if token is None and not re.search(r"\busdc\b", self.t.sentence(part.sentence), re.I):
-                # "... and its decimals": the token the task named elsewhere. A part that
-                # names USDC asks the run's USDC, never an address of another part.
-                token = _nearest(_not_paid_to(self.t.task, self.t.addresses), start, end)
+            token = _token_of(self.t, part, start, end)
             other = [s for _, s in self.t.symbols if s.upper() != "USDC"]
             if token:
                 params["token"] = token

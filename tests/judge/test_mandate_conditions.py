@@ -76,6 +76,16 @@ def test_a_balance_condition_that_does_not_say_which_balance_is_unreadable(order
     assert mandate.condition is not None and mandate.condition.fact == "unreadable"
 
 
+@pytest.mark.parametrize(("said", "fact"), [
+    ("the base fee per gas of the latest block is under 100 gwei", "base_fee_gwei"),  # round 68
+    ("the gas price reported by the node right now is under 100 gwei", "gas_price_gwei"),
+    ("the base fee of block 5 is under 100 gwei", "unreadable"),  # a past block: never proven
+])  # fmt: skip
+def test_a_fee_condition_in_longer_words_is_read_and_a_past_blocks_is_not(said: str, fact: str) -> None:
+    (mandate,) = mandates_in(f"If {said}, send 0.25 USDC to {SELLER}.")
+    assert mandate.condition is not None and mandate.condition.fact == fact, mandate
+
+
 def test_a_balance_condition_from_the_wire_without_an_address_is_unreadable() -> None:
     (mandate,) = mandates_in(f"If {HOLDER} holds more than 10 USDC, send 0.02 USDC to {SELLER}.")
     wire = mandate.to_wire()
