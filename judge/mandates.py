@@ -377,8 +377,8 @@ _ANOTHERS = re.compile(
 )
 
 
-#: Where an order's clause ends after its recipient: a stop, a bracket, or a word opening
-#: another clause or a condition ("and tell me ...", "if 0xB holds ...").
+#: Where an order's clause ends after its recipient: a stop (never a decimal point), or a
+#: word opening another clause or a condition ("and tell me ...", "if 0xB holds ...").
 _CLAUSE_END = re.compile(r"[,;!?]|\.(?=\s|$)|\b(?:and|then|also|plus|but|if|unless|when|whenever|"
                          r"provided|providing|assuming|as\s+long\s+as|so\s+long\s+as|only)\b",
                          re.IGNORECASE)
