@@ -14,6 +14,7 @@ import asyncio
 import json
 import re
 import tempfile
+import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -489,7 +490,11 @@ def _run_task(client: ChainClient, rt: Runtime, env: EvalEnv, task: EvalTask) ->
         before = {e["address"]: env.usdc_of(env.fill(str(e["address"]))) for e in task.effects}
         first_block = client.w3.eth.block_number + 1
         deps = rt.deps()
-        result = asyncio.run(run_task(env.fill(task.text), deps))
+        text, run_id = env.fill(task.text), uuid.uuid4().hex[:12]
+        # Registered as `nib run` registers a task (its mandates and text digest): the judge
+        # rules on its direct transfers by the same mandate rules, never on limits alone.
+        rt.register_task(run_id, text, _profile(rt)[1])
+        result = asyncio.run(run_task(text, deps, run_id=run_id))
         moved = env.usdc_sent_by(env.names["wallet"], first_block)
         effects_ok = all(
             env.usdc_of(env.fill(str(e["address"]))) - before[e["address"]] == as_int(e["amount"])
