@@ -1574,23 +1574,23 @@ def _nearest(found: list[tuple[int, str]], start: int, end: int) -> str | None:
 _LABELLED = re.compile(rf"\s*(?:label\s+)?(?:{LABEL.pattern}|note|fyi|context)\s*:", re.IGNORECASE)
 
 
-def _not_an_order(task: str, part: _Part, m: re.Match[str]) -> str:
-    """Why the payment ``m`` of ``part`` is made by no one ("" when it is an order): a
-    mention, an order whose clause names another recipient or amount or an aside
+def _not_an_order(task: str, part: _Part, m: re.Match[str]) -> tuple[bool, str]:
+    """(a mention, why) the payment ``m`` of ``part`` is made by no one ("" when it is an
+    order): a mention, an order whose clause names another recipient or amount or an aside
     (judge.mandates.crowded), or one asked more than once."""
     if mentioned_only(task, part.start + m.start()):
-        return ("the task mentions this payment without ordering it, so nothing is paid: nib "
+        return True, ("the task mentions this payment without ordering it, so nothing is paid: nib "
                 f"pays only what the task orders in its own words ('Send {m.group(1)} USDC to "
                 "0x...'), never a payment it asks about, plans or says someone else makes")
     if crowded(task, part.start + m.end()):
-        return ("the task names another recipient or amount, or an aside, in the clause of "
+        return False, ("the task names another recipient or amount, or an aside, in the clause of "
                 "this payment ('or 0x...', 'rather than ...', '(...)'); nib never picks or "
                 "guesses: order one payment in its own words")
     if again := _REPEATED.search(part.text):
-        return (f"the task asks for this payment {again.group(0).lower()!r}, and nib makes an "
+        return False, (f"the task asks for this payment {again.group(0).lower()!r}, and nib makes an "
                 "ordered payment once; order each payment in its own words ('Send ... to "
                 "0x..., then send ... to 0x...')")
-    return ""
+    return False, ""
 
 
 def _versus(text: str) -> str:
@@ -1749,15 +1749,8 @@ def _by_sentence(text: str, rewrite: Callable[[str], str]) -> str:
 def _descriptions_blanked(task: str) -> str:
     """``task`` with each description (``_DESCRIPTION``) blanked, except in a sentence with a
     payment word: "Send 0.1 USDC to 0xA (the compromised one)" stays declined, never paid."""
-
-    ends = [e.end() for e in _SENTENCE_END.finditer(task)]
-
-    def blank(m: re.Match[str]) -> str:
-        start = max([e for e in ends if e <= m.start()], default=0)
-        end = min([e for e in ends if e > m.end()], default=len(task))
-        return m.group(0) if _PAY_WORD.search(task, start, end) else " " * len(m.group(0))
-
-    return _DESCRIPTION.sub(blank, task)
+    return _by_sentence(task, lambda t: t if _PAY_WORD.search(t) else _DESCRIPTION.sub(
+        lambda m: " " * len(m.group(0)), t))  # fmt: skip
 
 
 class _Task:
@@ -3601,8 +3594,9 @@ class _ReaderChecks:
         """Payments into ``actions``; the part's facts are read beside mentions only."""
         made, mentions = [], 0
         for m in _SEND.finditer(part.text):
-            if why := _not_an_order(self.t.task, part, m):
-                mentions += why.startswith("the task mentions")
+            mention, why = _not_an_order(self.t.task, part, m)
+            if why:
+                mentions += mention
                 made.append(self.out.cannot(m.group(0), why))
                 continue
             try:
